@@ -1,0 +1,1 @@
+"""capacity-launcher: launch EC2 instances into On-Demand Capacity Reservations first."""

@@ -1,0 +1,220 @@
+"""The one home of error classification, and the domain's exceptions.
+
+EC2 and other AWS error codes are classified here and nowhere else; adapters turn a botocore
+``ClientError`` into one of the exceptions below, and the service decides what to do by kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only, keeps pydantic out of the import path
+    from pydantic import ValidationError
+
+# Codes that mean "this offering has no capacity right now": cached as unavailable, then the
+# remaining offerings are tried. The list is DESIGN.md's, after Karpenter's pkg/errors.
+INSUFFICIENT_CAPACITY_CODES: frozenset[str] = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "ReservationCapacityExceeded",
+        "UnfulfillableCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+        "MaxFleetCountExceeded",
+    }
+)
+
+# Transient "slow down" codes, after botocore's standard retry mode. LimitExceededException is
+# left out on purpose: EventBridge and others use it for hard quotas that waiting never clears.
+THROTTLING_CODES: frozenset[str] = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "EC2ThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "BandwidthLimitExceeded",
+        "PriorRequestNotComplete",
+        "SlowDown",
+    }
+)
+
+
+class ErrorKind(StrEnum):
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    THROTTLING = "Throttling"
+    FATAL = "Fatal"
+
+
+def classify(code: str) -> ErrorKind:
+    """What an AWS error code means for the launcher: cache and move on, back off, or fail."""
+    if code in INSUFFICIENT_CAPACITY_CODES:
+        return ErrorKind.INSUFFICIENT_CAPACITY
+    if code in THROTTLING_CODES:
+        return ErrorKind.THROTTLING
+    return ErrorKind.FATAL
+
+
+def is_insufficient_capacity(code: str) -> bool:
+    return code in INSUFFICIENT_CAPACITY_CODES
+
+
+def is_throttling(code: str) -> bool:
+    return code in THROTTLING_CODES
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One broken rule: ``field`` is a dotted path in the document's own (camelCase) names."""
+
+    field: str
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.rule}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"field": self.field, "rule": self.rule}
+
+
+def _join(errors: Iterable[FieldError]) -> str:
+    return "; ".join(str(error) for error in errors)
+
+
+class CapacityLauncherError(Exception):
+    """Base of every domain error; ``code`` is what a status record's ``errors[].code`` shows."""
+
+    code: str = "CapacityLauncherError"
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigValidationError(CapacityLauncherError):
+    """A NodeClass or NodePool document breaks one or more rules."""
+
+    code = "InvalidConfiguration"
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        self.errors: list[FieldError] = list(errors)
+        super().__init__(_join(self.errors) or "invalid configuration document")
+
+
+class InvalidLaunchRequest(CapacityLauncherError):
+    """The launch request does not satisfy its contract; it is Rejected and never retried."""
+
+    code = "InvalidLaunchRequest"
+
+    def __init__(self, request_id: str | None, errors: Sequence[FieldError]) -> None:
+        self.request_id = request_id
+        self.errors: list[FieldError] = list(errors)
+        super().__init__(_join(self.errors) or "invalid launch request")
+
+
+class RequestRejected(CapacityLauncherError):
+    """A well-formed request that can never be served: unknown pool, conflict, can never fit."""
+
+    def __init__(self, reason: str, code: str = "Rejected") -> None:
+        self.reason = reason
+        self.code = code
+        super().__init__(reason)
+
+
+class RequirementsConflict(RequestRejected):
+    """The request's requirements leave no value for one or more keys of the pool's."""
+
+    def __init__(
+        self, reason: str, code: str = "RequirementsConflict", keys: Sequence[str] = ()
+    ) -> None:
+        super().__init__(reason, code)
+        self.keys: tuple[str, ...] = tuple(keys)
+
+
+class LaunchFailed(CapacityLauncherError):
+    """EC2 refused the launch for a reason waiting will not fix (auth, bad parameter, no image)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.reason = message
+        super().__init__(f"{code}: {message}")
+
+    @property
+    def message(self) -> str:
+        return self.reason
+
+
+class Throttled(CapacityLauncherError):
+    """AWS asked us to slow down and backing off in-process did not help: hand back to SQS."""
+
+    def __init__(self, operation: str, code: str = "RequestLimitExceeded") -> None:
+        self.operation = operation
+        self.code = code
+        super().__init__(f"{operation} throttled ({code})")
+
+
+class NotFound(CapacityLauncherError):
+    code = "NotFound"
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(f"{kind} {name!r} not found")
+
+
+class ConfigConflict(CapacityLauncherError):
+    """A configuration change that would break a reference (missing NodeClass, class in use)."""
+
+    code = "ConfigConflict"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+def field_errors(error: ValidationError, root: str = "") -> list[FieldError]:
+    """Translate pydantic's errors into FieldErrors named by the document's own field names."""
+    return [
+        FieldError(field_path(detail["loc"], root), _rule(detail["type"], detail["msg"]))
+        for detail in error.errors(include_url=False, include_input=False)
+    ]
+
+
+def field_path(loc: Sequence[int | str], root: str = "") -> str:
+    """("spec", "requirements", 0, "key") -> "spec.requirements[0].key"; odd keys go in brackets."""
+    path = root
+    for part in loc:
+        if part == "[key]":  # pydantic's marker for "the key of the dict entry above"
+            continue
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.isidentifier():
+            path += f".{part}" if path else part
+        else:
+            path += f"[{part}]"
+    return path or "body"
+
+
+_RULES_BY_TYPE = {
+    "missing": "is required",
+    "extra_forbidden": "is not an allowed field",
+    "frozen_instance": "cannot be changed",
+}
+
+
+def _rule(error_type: str, message: str) -> str:
+    if error_type in _RULES_BY_TYPE:
+        return _RULES_BY_TYPE[error_type]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            return message[len(prefix) :]
+    return message[:1].lower() + message[1:]
