@@ -197,8 +197,10 @@ def field_path(loc: Sequence[int | str], root: str = "") -> str:
             continue
         if isinstance(part, int):
             path += f"[{part}]"
+        elif not path:
+            path = part
         elif part.isidentifier():
-            path += f".{part}" if path else part
+            path += f".{part}"
         else:
             path += f"[{part}]"
     return path or "body"
