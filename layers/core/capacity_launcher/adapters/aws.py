@@ -1,0 +1,34 @@
+"""boto3 clients, made once per container, with botocore's retry modes instead of hand-written ones."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+# EC2 throttles per account: adaptive mode adds client-side rate limiting on top of backoff.
+_RETRY_MODES = {"ec2": "adaptive"}
+_MAX_ATTEMPTS = 5
+
+
+@cache
+def client(service: str) -> Any:
+    """A shared client for `service` (thread-safe; endpoint from AWS_ENDPOINT_URL when set)."""
+    config = Config(
+        retries={"mode": _RETRY_MODES.get(service, "standard"), "max_attempts": _MAX_ATTEMPTS},
+        connect_timeout=5,
+        read_timeout=30,
+        max_pool_connections=50,
+    )
+    return boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", "Unknown"))
+
+
+def error_message(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Message", ""))

@@ -1,0 +1,58 @@
+"""DynamoDB item (de)serialisation shared by the stores; each store owns its own keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import error_code
+from capacity_launcher.domain.errors import ErrorKind, Throttled, classify
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(_numbers(v)) for k, v in values.items() if v is not None}
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def key(pk: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def is_condition_failure(error: ClientError) -> bool:
+    code = error_code(error)
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code == "TransactionCanceledException":
+        reasons = error.response.get("CancellationReasons", [])
+        return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+    return False
+
+
+def raise_for(operation: str, error: ClientError) -> None:
+    """Throttling becomes Throttled (the message goes back to the queue); the rest propagates."""
+    code = error_code(error)
+    if classify(code) is ErrorKind.THROTTLING:
+        raise Throttled(operation, code) from error
+    raise error
+
+
+def _numbers(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_numbers(v) for v in value]
+    return value

@@ -1,0 +1,92 @@
+"""Instance-type facts and where they are offered (DescribeInstanceTypes / ...Offerings), cached."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.adapters.cache import TtlCache
+from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.instance_types import InstanceTypeInfo
+
+# Instance-type facts change with AWS launches, not minutes; offerings per zone change rarely.
+INSTANCE_TYPES_TTL_SECONDS = 3600.0
+OFFERINGS_TTL_SECONDS = 600.0
+
+_ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
+
+
+class InstanceTypeCatalog:
+    def __init__(self, ec2: Any | None = None) -> None:
+        self._ec2 = ec2 or client("ec2")
+        self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(INSTANCE_TYPES_TTL_SECONDS)
+        self._offered: TtlCache[dict[str, frozenset[str]]] = TtlCache(OFFERINGS_TTL_SECONDS)
+
+    def offered(self, zones: Iterable[str], names: Iterable[str] | None = None) -> list[InstanceTypeInfo]:
+        """Instance types offered in any of `zones`, each with the subset of zones offering it.
+
+        `names` narrows the lookup when the requirements pin instance types (ODCR users usually do),
+        so a cold container asks EC2 for a handful of types instead of every type in the region.
+        """
+        zone_key = tuple(sorted(zones))
+        name_key = tuple(sorted(names)) if names is not None else None
+        zones_by_type = self._offered.get_or_load(zone_key, lambda: self._load_offerings(zone_key))
+        wanted = [n for n in (name_key or zones_by_type) if n in zones_by_type]
+        facts = self._types.get_or_load(name_key, lambda: self._load_types(name_key))
+        result = []
+        for name in sorted(wanted):
+            info = facts.get(name)
+            if info is not None:
+                result.append(_with_zones(info, zones_by_type[name]))
+        return result
+
+    def _load_offerings(self, zones: tuple[str, ...]) -> dict[str, frozenset[str]]:
+        found: dict[str, set[str]] = {}
+        try:
+            pages = self._ec2.get_paginator("describe_instance_type_offerings").paginate(
+                LocationType="availability-zone",
+                Filters=[{"Name": "location", "Values": list(zones)}],
+            )
+            for page in pages:
+                for offering in page["InstanceTypeOfferings"]:
+                    found.setdefault(offering["InstanceType"], set()).add(offering["Location"])
+        except ClientError as error:
+            raise LaunchFailed(error_code(error), error_message(error)) from error
+        return {name: frozenset(z) for name, z in found.items()}
+
+    def _load_types(self, names: tuple[str, ...] | None) -> dict[str, InstanceTypeInfo]:
+        kwargs: dict[str, Any] = {"InstanceTypes": list(names)} if names else {}
+        try:
+            pages = self._ec2.get_paginator("describe_instance_types").paginate(**kwargs)
+            raw = [t for page in pages for t in page["InstanceTypes"]]
+        except ClientError as error:
+            raise LaunchFailed(error_code(error), error_message(error)) from error
+        return {t["InstanceType"]: instance_type_info(t) for t in raw}
+
+
+def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
+    """EC2's DescribeInstanceTypes item as the domain's facts."""
+    gpus = raw.get("GpuInfo", {}).get("Gpus", [])
+    architectures = tuple(
+        _ARCHITECTURES[a]
+        for a in raw.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
+        if a in _ARCHITECTURES
+    )
+    return InstanceTypeInfo(
+        name=raw["InstanceType"],
+        architectures=architectures or ("amd64",),
+        vcpu=int(raw.get("VCpuInfo", {}).get("DefaultVCpus", 0)),
+        memory_mib=int(raw.get("MemoryInfo", {}).get("SizeInMiB", 0)),
+        gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
+        gpu_name=gpus[0].get("Name") if gpus else None,
+        gpu_manufacturer=gpus[0].get("Manufacturer") if gpus else None,
+    )
+
+
+def _with_zones(info: InstanceTypeInfo, zones: frozenset[str]) -> InstanceTypeInfo:
+    from dataclasses import replace
+
+    return replace(info, zones=zones)

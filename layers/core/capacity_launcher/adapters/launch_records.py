@@ -1,0 +1,218 @@
+"""Request records, launch intents and instance records in the state table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import client
+from capacity_launcher.adapters.dynamodb import from_item, is_condition_failure, key, raise_for, to_item
+from capacity_launcher.domain.intents import LaunchIntent, Share
+from capacity_launcher.domain.status import RequestRecord
+
+RECORD = "Record"
+INTENT_PREFIX = "Intent#"
+_BATCH_WRITE_LIMIT = 25
+
+
+def request_pk(request_id: str) -> str:
+    return f"Request#{request_id}"
+
+
+def instance_pk(instance_id: str) -> str:
+    return f"Instance#{instance_id}"
+
+
+class LaunchRecords:
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+        self._table = table_name
+        self._db = dynamodb or client("dynamodb")
+
+    # -- one request's partition: its record and pointers to the intents that serve it --
+
+    def load(self, request_id: str) -> tuple[RequestRecord | None, list[LaunchIntent]]:
+        """The request's record (if finished) and its intents, in attempt order: one Query + reads."""
+        try:
+            pages = self._db.get_paginator("query").paginate(
+                TableName=self._table,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": request_pk(request_id)}},
+                ConsistentRead=True,
+            )
+            items = [from_item(i) for page in pages for i in page["Items"]]
+        except ClientError as error:
+            raise_for("Query", error)
+            raise
+        record = None
+        tokens = []
+        for item in items:
+            if item["sk"] == RECORD:
+                record = RequestRecord.from_detail(json.loads(item["detail"]))
+            elif str(item["sk"]).startswith(INTENT_PREFIX):
+                tokens.append(str(item["sk"])[len(INTENT_PREFIX) :])
+        intents = self.intents(tokens)
+        return record, sorted(intents, key=lambda i: i.attempt)
+
+    def put_record(self, record: RequestRecord) -> None:
+        self._put_record(record, only_if_absent=False)
+
+    def put_record_if_absent(self, record: RequestRecord) -> bool:
+        return self._put_record(record, only_if_absent=True)
+
+    def _put_record(self, record: RequestRecord, *, only_if_absent: bool) -> bool:
+        detail = record.to_detail()
+        item = {
+            "pk": request_pk(record.request_id),
+            "sk": RECORD,
+            "status": str(record.status),
+            "nodePool": record.node_pool,
+            "requester": record.requester,
+            "finishedAt": detail["finishedAt"],
+            "detail": json.dumps(detail, sort_keys=True),
+        }
+        condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
+        try:
+            self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
+        except ClientError as error:
+            if only_if_absent and is_condition_failure(error):
+                return False
+            raise_for("PutItem", error)
+        return True
+
+    def get_record(self, request_id: str) -> RequestRecord | None:
+        try:
+            item = self._db.get_item(
+                TableName=self._table, Key=key(request_pk(request_id), RECORD), ConsistentRead=True
+            ).get("Item")
+        except ClientError as error:
+            raise_for("GetItem", error)
+            raise
+        return RequestRecord.from_detail(json.loads(from_item(item)["detail"])) if item else None
+
+    def list_records(self, limit: int = 100) -> list[RequestRecord]:
+        """For operators (the CLI): a Scan, newest first; the launch path never lists."""
+        records = []
+        try:
+            pages = self._db.get_paginator("scan").paginate(
+                TableName=self._table,
+                FilterExpression="sk = :record",
+                ExpressionAttributeValues={":record": {"S": RECORD}},
+            )
+            for page in pages:
+                records += [RequestRecord.from_detail(json.loads(from_item(i)["detail"])) for i in page["Items"]]
+        except ClientError as error:
+            raise_for("Scan", error)
+        return sorted(records, key=lambda r: r.received_at, reverse=True)[:limit]
+
+    # -- intents --
+
+    def write_intent(self, intent: LaunchIntent) -> bool:
+        """Write the intent and a pointer per request it serves; False if it already exists."""
+        item = to_item(
+            {
+                "pk": INTENT_PREFIX + intent.token,
+                "sk": "Intent",
+                "attempt": intent.attempt,
+                "capacityType": intent.capacity_type,
+                "shares": [{"requestId": s.request_id, "count": s.count} for s in intent.shares],
+                "fleetInput": json.dumps(intent.fleet_input, sort_keys=True, default=str),
+                "offerings": list(intent.offerings),
+                "state": "pending",
+            }
+        )
+        transact: list[dict[str, Any]] = [
+            {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+        ]
+        transact += [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": to_item({"pk": request_pk(s.request_id), "sk": INTENT_PREFIX + intent.token}),
+                }
+            }
+            for s in intent.shares
+        ]
+        try:
+            self._db.transact_write_items(TransactItems=transact)
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise_for("TransactWriteItems", error)
+        return True
+
+    def complete_intent(
+        self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
+    ) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=key(INTENT_PREFIX + token, "Intent"),
+                UpdateExpression="SET #state = :done, instanceIds = :ids, fleetErrors = :errors",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=to_item(
+                    {":done": "done", ":ids": list(instance_ids), ":errors": json.dumps(list(errors))}
+                ),
+            )
+        except ClientError as error:
+            raise_for("UpdateItem", error)
+
+    def intents(self, tokens: Sequence[str]) -> list[LaunchIntent]:
+        if not tokens:
+            return []
+        keys = [key(INTENT_PREFIX + t, "Intent") for t in tokens]
+        found: list[LaunchIntent] = []
+        for start in range(0, len(keys), 100):
+            request = {self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+            while request:
+                try:
+                    response = self._db.batch_get_item(RequestItems=request)
+                except ClientError as error:
+                    raise_for("BatchGetItem", error)
+                    raise
+                found += [_intent(from_item(i)) for i in response["Responses"].get(self._table, [])]
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    # -- instances --
+
+    def put_instances(self, instances: Iterable[Mapping[str, Any]]) -> None:
+        items = [
+            {"PutRequest": {"Item": to_item({"pk": instance_pk(i["instanceId"]), "sk": "Instance", **i})}}
+            for i in instances
+        ]
+        for start in range(0, len(items), _BATCH_WRITE_LIMIT):
+            pending: dict[str, Any] = {self._table: items[start : start + _BATCH_WRITE_LIMIT]}
+            while pending:
+                try:
+                    response = self._db.batch_write_item(RequestItems=pending)
+                except ClientError as error:
+                    raise_for("BatchWriteItem", error)
+                    raise
+                pending = response.get("UnprocessedItems") or {}
+
+    def get_instance(self, instance_id: str) -> dict[str, Any] | None:
+        try:
+            item = self._db.get_item(
+                TableName=self._table, Key=key(instance_pk(instance_id), "Instance"), ConsistentRead=True
+            ).get("Item")
+        except ClientError as error:
+            raise_for("GetItem", error)
+            raise
+        return from_item(item) if item else None
+
+
+def _intent(item: Mapping[str, Any]) -> LaunchIntent:
+    return LaunchIntent(
+        token=str(item["pk"])[len(INTENT_PREFIX) :],
+        attempt=int(item["attempt"]),
+        capacity_type=str(item["capacityType"]),
+        shares=tuple(Share(str(s["requestId"]), int(s["count"])) for s in item["shares"]),
+        fleet_input=json.loads(item["fleetInput"]),
+        offerings=tuple(item.get("offerings", [])),
+        state="done" if item.get("state") == "done" else "pending",
+        instance_ids=tuple(item.get("instanceIds", [])),
+        errors=tuple(json.loads(item.get("fleetErrors", "[]"))),
+    )

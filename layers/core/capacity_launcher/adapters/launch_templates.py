@@ -1,0 +1,118 @@
+"""Launch templates: one per (NodeClass, reservation target), named by a hash of their content."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.planning import ReservedTarget
+from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
+
+
+def reservation_specification(
+    node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
+) -> dict[str, Any]:
+    """EC2's CapacityReservationSpecification for one attempt.
+
+    A reserved attempt uses `capacity-reservations-only` with its target, so EC2 never falls back to
+    on-demand inside it; other attempts carry the NodeClass preference (EC2's default is `open`).
+    """
+    if target is not None:
+        key = "CapacityReservationId" if target.reservation_id else "CapacityReservationResourceGroupArn"
+        return {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {key: target.name},
+        }
+    if spot:
+        return {"CapacityReservationPreference": "none"}
+    spec = node_class.spec.capacity_reservation_spec
+    preference = (spec.capacity_reservation_preference if spec else None) or "open"
+    return {"CapacityReservationPreference": preference}
+
+
+def template_data(
+    node_class: NodeClass, image_id: str, reservation_spec: Mapping[str, Any]
+) -> dict[str, Any]:
+    spec = node_class.spec
+    tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class).items())]
+    data: dict[str, Any] = {
+        "ImageId": image_id,
+        "SecurityGroupIds": sorted(spec.security_group_ids),
+        # IMDSv2 only: instances of a shared reservation must not leak credentials via SSRF.
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+        "CapacityReservationSpecification": dict(reservation_spec),
+        "TagSpecifications": [
+            {"ResourceType": "volume", "Tags": tags},
+            {"ResourceType": "network-interface", "Tags": tags},
+        ],
+    }
+    if spec.instance_profile:
+        data["IamInstanceProfile"] = {"Name": spec.instance_profile}
+    if spec.user_data:
+        data["UserData"] = base64.b64encode(spec.user_data.encode()).decode()
+    return data
+
+
+def template_name(node_class_name: str, data: Mapping[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    return f"capacity-launcher-{node_class_name}-{digest}"
+
+
+class LaunchTemplates:
+    """Creates each content-addressed template once; a warm container remembers the names it saw."""
+
+    def __init__(self, ec2: Any | None = None, ssm: Any | None = None) -> None:
+        self._ec2 = ec2 or client("ec2")
+        self._ssm = ssm
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def specification(
+        self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
+    ) -> dict[str, Any]:
+        return reservation_specification(node_class, target, spot=spot)
+
+    def ensure(self, node_class: NodeClass, reservation_spec: Mapping[str, Any]) -> str:
+        data = template_data(node_class, self._image_id(node_class), reservation_spec)
+        name = template_name(node_class.metadata.name, data)
+        with self._lock:
+            if name in self._known:
+                return name
+        tags = [
+            {"Key": MANAGED, "Value": "true"},
+            {"Key": NODE_CLASS, "Value": node_class.metadata.name},
+        ]
+        try:
+            self._ec2.create_launch_template(
+                LaunchTemplateName=name,
+                LaunchTemplateData=data,
+                TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
+            )
+        except ClientError as error:
+            code = error_code(error)
+            if code not in ("InvalidLaunchTemplateName.AlreadyExistsException",):
+                raise LaunchFailed(code, error_message(error)) from error
+        with self._lock:
+            self._known.add(name)
+        return name
+
+    def _image_id(self, node_class: NodeClass) -> str:
+        spec = node_class.spec
+        if spec.image_id:
+            return spec.image_id
+        assert spec.image_ssm_parameter is not None
+        ssm = self._ssm or client("ssm")
+        try:
+            value = ssm.get_parameter(Name=spec.image_ssm_parameter)["Parameter"]["Value"]
+        except ClientError as error:
+            raise LaunchFailed(error_code(error), error_message(error)) from error
+        return str(value)

@@ -1,0 +1,52 @@
+"""The NodeClass's subnets and the zones they are in (DescribeSubnets), cached."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.adapters.cache import TtlCache
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.errors import LaunchFailed
+
+SUBNETS_TTL_SECONDS = 300.0
+
+
+class Subnets:
+    def __init__(self, ec2: Any | None = None) -> None:
+        self._ec2 = ec2 or client("ec2")
+        self._cache: TtlCache[dict[str, tuple[str, ...]]] = TtlCache(SUBNETS_TTL_SECONDS)
+
+    def by_zone(self, node_class: NodeClass) -> dict[str, tuple[str, ...]]:
+        """zone → subnet ids (sorted) for the NodeClass's subnets."""
+        spec = node_class.spec
+        if spec.subnet_ids:
+            key: tuple[Any, ...] = ("ids", tuple(sorted(spec.subnet_ids)))
+            request: dict[str, Any] = {"SubnetIds": sorted(spec.subnet_ids)}
+            return self._cache.get_or_load(key, lambda: self._describe([request]))
+        terms = spec.subnet_selector_terms or []
+        requests = []
+        for term in terms:
+            if term.id:
+                requests.append({"SubnetIds": [term.id]})
+            else:
+                tags = term.tags or {}
+                requests.append(
+                    {"Filters": [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())]}
+                )
+        key = ("terms", tuple(repr(r) for r in requests))
+        return self._cache.get_or_load(key, lambda: self._describe(requests))
+
+    def _describe(self, requests: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+        zones: dict[str, set[str]] = {}
+        try:
+            for request in requests:
+                pages = self._ec2.get_paginator("describe_subnets").paginate(**request)
+                for page in pages:
+                    for subnet in page["Subnets"]:
+                        zones.setdefault(subnet["AvailabilityZone"], set()).add(subnet["SubnetId"])
+        except ClientError as error:
+            raise LaunchFailed(error_code(error), error_message(error)) from error
+        return {zone: tuple(sorted(ids)) for zone, ids in sorted(zones.items())}

@@ -1,0 +1,140 @@
+"""The shared ICE cache: one DynamoDB item per offering that EC2 said it cannot serve, for a while.
+
+DynamoDB's TTL deletes expired items lazily (up to days later), so every read drops items whose
+`expiresAt` has passed. A warm container keeps its own copy for a few seconds so that a burst of
+requests costs one Scan, not one per request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import client
+from capacity_launcher.adapters.dynamodb import from_item, raise_for, to_item
+
+_BATCH_WRITE_LIMIT = 25
+
+
+@dataclass(frozen=True)
+class UnavailableEntry:
+    offering: str
+    reason: str
+    message: str
+    cached_at: str
+    expires_at: int
+
+
+class UnavailableOfferings:
+    def __init__(
+        self,
+        table_name: str,
+        ttl_seconds: int,
+        *,
+        local_copy_seconds: float = 0.0,
+        dynamodb: Any | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._table = table_name
+        self._ttl = ttl_seconds
+        self._local_copy_seconds = local_copy_seconds
+        self._db = dynamodb or client("dynamodb")
+        self._clock = clock
+        self._copy: dict[str, UnavailableEntry] = {}
+        self._copy_read_at: float | None = None
+        self._lock = threading.Lock()
+        self.round_trips = 0
+
+    def current(self) -> dict[str, UnavailableEntry]:
+        """Every unexpired entry by offering key: one Scan, or the container's fresh copy."""
+        now = self._clock()
+        with self._lock:
+            fresh = self._copy_read_at is not None and now - self._copy_read_at < self._local_copy_seconds
+            if fresh:
+                return {k: e for k, e in self._copy.items() if e.expires_at > now}
+        entries = self._scan(now)
+        with self._lock:
+            self._copy = entries
+            self._copy_read_at = now
+        return dict(entries)
+
+    def mark(self, offerings: Iterable[tuple[str, str, str]]) -> list[UnavailableEntry]:
+        """Cache (offering key, EC2 error code, message) triples for the configured lifetime."""
+        now = self._clock()
+        cached_at = datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z")
+        entries = {
+            k: UnavailableEntry(k, reason, message[:1024], cached_at, int(now) + self._ttl)
+            for k, reason, message in offerings
+        }
+        items = list(entries.values())
+        for start in range(0, len(items), _BATCH_WRITE_LIMIT):
+            chunk = items[start : start + _BATCH_WRITE_LIMIT]
+            requests = [{"PutRequest": {"Item": to_item(_attributes(e))}} for e in chunk]
+            self._batch_write(requests)
+        with self._lock:
+            self._copy.update(entries)
+        return items
+
+    def clear(self, offering: str) -> None:
+        try:
+            self.round_trips += 1
+            self._db.delete_item(TableName=self._table, Key={"offering": {"S": offering}})
+        except ClientError as error:
+            raise_for("DeleteItem", error)
+        with self._lock:
+            self._copy.pop(offering, None)
+
+    def _scan(self, now: float) -> dict[str, UnavailableEntry]:
+        entries: dict[str, UnavailableEntry] = {}
+        try:
+            pages = self._db.get_paginator("scan").paginate(
+                TableName=self._table,
+                FilterExpression="expiresAt > :now",
+                ExpressionAttributeValues={":now": {"N": str(int(now))}},
+            )
+            for page in pages:
+                self.round_trips += 1
+                for raw in page["Items"]:
+                    item = from_item(raw)
+                    entry = UnavailableEntry(
+                        offering=str(item["offering"]),
+                        reason=str(item.get("reason", "")),
+                        message=str(item.get("message", "")),
+                        cached_at=str(item.get("cachedAt", "")),
+                        expires_at=int(item.get("expiresAt", 0)),
+                    )
+                    if entry.expires_at > now:
+                        entries[entry.offering] = entry
+        except ClientError as error:
+            raise_for("Scan", error)
+        return entries
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
+        pending = {self._table: requests}
+        for _ in range(5):
+            try:
+                self.round_trips += 1
+                response = self._db.batch_write_item(RequestItems=pending)
+            except ClientError as error:
+                raise_for("BatchWriteItem", error)
+            pending = response.get("UnprocessedItems") or {}
+            if not pending:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("BatchWriteItem left items unprocessed after 5 tries")
+
+
+def _attributes(entry: UnavailableEntry) -> dict[str, Any]:
+    return {
+        "offering": entry.offering,
+        "reason": entry.reason,
+        "message": entry.message,
+        "cachedAt": entry.cached_at,
+        "expiresAt": entry.expires_at,
+    }

@@ -1,0 +1,329 @@
+"""From a pool, a request and what EC2 offers to an ordered series of launch attempts.
+
+Reserved capacity comes first (it is already paid for), then on-demand, then spot. Each attempt is
+one CreateFleet: a reserved attempt addresses one reservation target (an id or a group), an
+on-demand or spot attempt offers every remaining pool and lets EC2's allocation strategy pick by
+price. What an attempt learns (launched instances, insufficient-capacity errors) narrows the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.offerings import (
+    ON_DEMAND,
+    RESERVED,
+    SPOT,
+    CapacityType,
+    Offering,
+    ReservationSnapshot,
+)
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.requirements import CAPACITY_RESERVATION_ID, Requirements
+
+# Reservations we can launch into: EC2 matches platform and tenancy, and we launch Linux, shared.
+LAUNCHABLE_PLATFORMS = frozenset({"Linux/UNIX"})
+LAUNCHABLE_TENANCY = "default"
+
+
+@dataclass(frozen=True)
+class ReservedTarget:
+    """How a reserved attempt addresses EC2: one reservation id, or one reservation group ARN."""
+
+    reservation_id: str | None = None
+    group_arn: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.reservation_id is None) == (self.group_arn is None):
+            raise ValueError("a reserved target names exactly one reservation id or group ARN")
+
+    @property
+    def name(self) -> str:
+        return self.reservation_id or self.group_arn or ""
+
+
+@dataclass(frozen=True)
+class ReservationSource:
+    """One reservation target of a NodeClass and the reservations it can reach."""
+
+    target: ReservedTarget
+    reservations: tuple[ReservationSnapshot, ...]
+
+
+@dataclass(frozen=True)
+class LaunchAttempt:
+    capacity_type: CapacityType
+    offerings: tuple[Offering, ...]
+    count: int
+    target: ReservedTarget | None = None
+
+    @property
+    def zones(self) -> frozenset[str]:
+        return frozenset(o.zone for o in self.offerings)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An offering left out before launching, and why (a cached error, an exhausted reservation)."""
+
+    offering: Offering
+    reason: str
+
+
+@dataclass
+class Candidates:
+    """Every offering the request may use, in launch order, before anything is known to be dry."""
+
+    reserved: list[tuple[ReservationSource, list[Offering]]]
+    on_demand: list[Offering]
+    spot: list[Offering]
+    instance_types: Mapping[str, InstanceTypeInfo]
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def all(self) -> list[Offering]:
+        reserved = [o for _, offerings in self.reserved for o in offerings]
+        return [*reserved, *self.on_demand, *self.spot]
+
+    def __bool__(self) -> bool:
+        return bool(self.all())
+
+    def largest(self) -> Resources:
+        """The most any one candidate instance can use, per dimension (limits are sized by it)."""
+        infos = [self.instance_types[o.instance_type] for o in self.all()]
+        largest = Resources.ZERO
+        for info in infos:
+            r = info.resources()
+            largest = Resources(
+                cpu=max(largest.cpu, r.cpu),
+                memory_mib=max(largest.memory_mib, r.memory_mib),
+                gpu=max(largest.gpu, r.gpu),
+                instances=1,
+            )
+        return largest
+
+    def drop(self, unavailable: Mapping[str, str]) -> Candidates:
+        """Without the offerings whose key is in `unavailable` (key → reason), remembering why."""
+        skipped = list(self.skipped)
+
+        def keep(offerings: Iterable[Offering]) -> list[Offering]:
+            kept = []
+            for offering in offerings:
+                reason = unavailable.get(offering.key)
+                if reason is None:
+                    kept.append(offering)
+                else:
+                    skipped.append(Skipped(offering, reason))
+            return kept
+
+        reserved = [(source, keep(offerings)) for source, offerings in self.reserved]
+        return Candidates(
+            reserved=[(s, o) for s, o in reserved if o],
+            on_demand=keep(self.on_demand),
+            spot=keep(self.spot),
+            instance_types=self.instance_types,
+            skipped=skipped,
+        )
+
+
+def find_candidates(
+    requirements: Requirements,
+    instance_types: Sequence[InstanceTypeInfo],
+    zones: Collection[str],
+    capacity_types: Sequence[CapacityType],
+    reservation_sources: Sequence[ReservationSource],
+) -> Candidates:
+    """Every (capacity type, instance type, zone) the requirements admit in the NodeClass's zones."""
+    by_name = {info.name: info for info in instance_types}
+    skipped: list[Skipped] = []
+    reserved: list[tuple[ReservationSource, list[Offering]]] = []
+    if RESERVED in capacity_types:
+        for source in reservation_sources:
+            offerings = []
+            ranked = sorted(source.reservations, key=lambda r: (-r.available, r.reservation_id))
+            for reservation in ranked:
+                info = by_name.get(reservation.instance_type)
+                if not _reservation_fits(reservation, info, requirements, zones):
+                    continue
+                if not reservation.usable:
+                    reason = "Exhausted" if reservation.exhausted else _unusable_reason(reservation)
+                    skipped.append(Skipped(reservation.offering(), reason))
+                    continue
+                offerings.append(reservation.offering())
+            if offerings:
+                reserved.append((source, offerings))
+
+    def pools(capacity_type: CapacityType) -> list[Offering]:
+        if capacity_type not in capacity_types:
+            return []
+        return [
+            Offering(capacity_type, info.name, zone)
+            for info in instance_types
+            for zone in sorted(info.zones & frozenset(zones))
+            if info.matches(requirements, zone, capacity_type)
+        ]
+
+    return Candidates(
+        reserved=reserved,
+        on_demand=pools(ON_DEMAND),
+        spot=pools(SPOT),
+        instance_types=by_name,
+        skipped=skipped,
+    )
+
+
+def _reservation_fits(
+    reservation: ReservationSnapshot,
+    info: InstanceTypeInfo | None,
+    requirements: Requirements,
+    zones: Collection[str],
+) -> bool:
+    return (
+        info is not None
+        and reservation.zone in zones
+        and reservation.platform in LAUNCHABLE_PLATFORMS
+        and reservation.tenancy == LAUNCHABLE_TENANCY
+        and info.matches(requirements, reservation.zone, RESERVED)
+        and requirements.allows(CAPACITY_RESERVATION_ID, reservation.reservation_id)
+    )
+
+
+def _unusable_reason(reservation: ReservationSnapshot) -> str:
+    if reservation.state != "active":
+        return f"ReservationNotActive:{reservation.state}"
+    return "ReservationCapacityExceeded"
+
+
+@dataclass(frozen=True)
+class Landed:
+    """Where one launched instance landed, as EC2 reports it."""
+
+    instance_type: str
+    zone: str
+
+
+class LaunchPlan:
+    """Hands out attempts one at a time and learns from each; bounded by `max_attempts`."""
+
+    def __init__(
+        self,
+        candidates: Candidates,
+        count: int,
+        *,
+        single_zone: bool = False,
+        max_attempts: int = 4,
+    ) -> None:
+        self._candidates = candidates
+        self._remaining = count
+        self._single_zone = single_zone
+        self._max_attempts = max_attempts
+        self._attempts = 0
+        self._done_sources: set[ReservedTarget] = set()
+        self._dry: set[Offering] = set()
+        self._exhausted_types: set[CapacityType] = set()
+        self._zone: str | None = None
+        self._zone_fixed = False
+        self._failed_zones: set[str] = set()
+
+    @property
+    def remaining(self) -> int:
+        return self._remaining
+
+    @property
+    def attempts(self) -> int:
+        return self._attempts
+
+    def next_attempt(self) -> LaunchAttempt | None:
+        while self._remaining > 0 and self._attempts < self._max_attempts:
+            zone = self._choose_zone()
+            if self._single_zone and zone is None:
+                return None
+            attempt = self._reserved_attempt(zone) or self._pooled_attempt(zone)
+            if attempt is not None:
+                self._attempts += 1
+                return attempt
+            if not self._single_zone or self._zone_fixed:
+                return None
+            # Nothing left in this zone before anything launched: try the next zone.
+            assert zone is not None
+            self._failed_zones.add(zone)
+        return None
+
+    def record(
+        self,
+        attempt: LaunchAttempt,
+        landed: Sequence[Landed],
+        unavailable: Iterable[Offering],
+    ) -> None:
+        self._remaining -= len(landed)
+        self._dry.update(unavailable)
+        if attempt.target is not None:
+            self._done_sources.add(attempt.target)
+        elif not landed and not any(o in self._dry for o in attempt.offerings):
+            # EC2 launched nothing and blamed no offering: asking again would learn nothing.
+            self._exhausted_types.add(attempt.capacity_type)
+        if self._single_zone and landed:
+            self._zone = landed[0].zone
+            self._zone_fixed = True
+        elif self._single_zone and not self._zone_fixed and self._zone is not None:
+            if not self._usable_in_zone(self._zone):
+                self._failed_zones.add(self._zone)
+                self._zone = None
+
+    def _choose_zone(self) -> str | None:
+        if not self._single_zone:
+            return None
+        if self._zone is not None:
+            return self._zone
+        for offering in self._open_offerings():
+            if offering.zone not in self._failed_zones:
+                self._zone = offering.zone
+                return self._zone
+        return None
+
+    def _usable_in_zone(self, zone: str) -> bool:
+        return any(o.zone == zone for o in self._open_offerings())
+
+    def _open_offerings(self) -> list[Offering]:
+        reserved = [
+            o
+            for source, offerings in self._candidates.reserved
+            if source.target not in self._done_sources
+            for o in offerings
+        ]
+        pooled = [
+            o
+            for o in [*self._candidates.on_demand, *self._candidates.spot]
+            if o.capacity_type not in self._exhausted_types
+        ]
+        return [o for o in [*reserved, *pooled] if o not in self._dry]
+
+    def _reserved_attempt(self, zone: str | None) -> LaunchAttempt | None:
+        for source, offerings in self._candidates.reserved:
+            if source.target in self._done_sources:
+                continue
+            usable = [o for o in offerings if o not in self._dry and zone in (None, o.zone)]
+            if not usable:
+                continue
+            available = {r.reservation_id: r.available for r in source.reservations}
+            capacity = sum(available.get(o.reservation_id or "", 0) for o in usable)
+            return LaunchAttempt(
+                capacity_type=RESERVED,
+                offerings=tuple(usable),
+                count=min(self._remaining, capacity) if capacity > 0 else self._remaining,
+                target=source.target,
+            )
+        return None
+
+    def _pooled_attempt(self, zone: str | None) -> LaunchAttempt | None:
+        for capacity_type, offerings in (
+            (ON_DEMAND, self._candidates.on_demand),
+            (SPOT, self._candidates.spot),
+        ):
+            if capacity_type in self._exhausted_types:
+                continue
+            usable = [o for o in offerings if o not in self._dry and zone in (None, o.zone)]
+            if usable:
+                return LaunchAttempt(capacity_type, tuple(usable), self._remaining)
+        return None

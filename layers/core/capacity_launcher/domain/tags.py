@@ -1,0 +1,53 @@
+"""The tags put on everything launched (DESIGN.md: instances, volumes, fleets, launch templates)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.launch_request import LaunchRequest
+
+PREFIX = "capacity-launcher:"
+MANAGED = "capacity-launcher:managed"
+REQUEST_ID = "capacity-launcher:request-id"
+NODE_POOL = "capacity-launcher:node-pool"
+NODE_CLASS = "capacity-launcher:node-class"
+REQUESTER = "capacity-launcher:requester"
+# Several requests served by one fleet: the fleet carries this instead of one request id.
+REQUEST_GROUP = "capacity-launcher:request-group"
+
+# EC2 allows 50 tags per resource.
+MAX_TAGS = 50
+
+
+def managed_tags(node_class: NodeClass) -> dict[str, str]:
+    """NodeClass tags plus ours; ours win, so nobody can unmark what we manage."""
+    return {**node_class.spec.tags, MANAGED: "true", NODE_CLASS: node_class.metadata.name}
+
+
+def instance_tags(
+    node_class: NodeClass, node_pool: str, request: LaunchRequest | None
+) -> dict[str, str]:
+    """Tags for instances; `request` is None when one fleet serves several requests."""
+    ours = {MANAGED: "true", NODE_CLASS: node_class.metadata.name, NODE_POOL: node_pool}
+    if request is not None:
+        ours |= request_tags(request)
+    theirs = {**node_class.spec.tags, **(request.tags if request else {})}
+    extra = [(k, v) for k, v in theirs.items() if k not in ours]
+    return ours | dict(extra[: MAX_TAGS - len(ours)])
+
+
+def request_tags(request: LaunchRequest) -> dict[str, str]:
+    return {REQUEST_ID: request.request_id, REQUESTER: request.requester or ""}
+
+
+def as_ec2_tags(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
+def request_ids_of(tags: Sequence[Mapping[str, str]]) -> str | None:
+    """The request id an EC2 tag list names, if any."""
+    for tag in tags:
+        if tag.get("Key") == REQUEST_ID:
+            return tag.get("Value")
+    return None

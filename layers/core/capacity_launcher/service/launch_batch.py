@@ -1,0 +1,232 @@
+"""One SQS batch of launch requests: validate, claim, coalesce, launch concurrently, report.
+
+Idempotency is Powertools' DynamoDB persistence layer, claimed per requestId: a duplicate that
+finished re-publishes its recorded outcome; one still in progress goes back to the queue. Requests
+that can share a CreateFleet are served together; groups run concurrently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyItemAlreadyExistsError,
+    IdempotencyValidationError,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
+
+from capacity_launcher.adapters.publisher import Event
+from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected, Throttled
+from capacity_launcher.domain.launch_request import LaunchRequest, parse_launch_request
+from capacity_launcher.domain.status import ErrorDetail, RequestRecord, RequestStatus
+from capacity_launcher.observability import logger
+from capacity_launcher.service.launcher import Launcher, LaunchReport, Prepared
+from capacity_launcher.service.telemetry import LaunchTelemetry
+
+_COMPLETED = "COMPLETED"
+
+
+class RecordWriter(Protocol):
+    def put_record(self, record: RequestRecord) -> None: ...
+    def put_record_if_absent(self, record: RequestRecord) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Message:
+    """One queue message: its id (for partial batch failures) and its body."""
+
+    message_id: str
+    body: str | Mapping[str, Any]
+    received_at: datetime
+
+
+@dataclass
+class _Claimed:
+    message: Message
+    request: LaunchRequest
+    payload: dict[str, Any]
+    prepared: Prepared | None = None
+
+
+class LaunchBatch:
+    def __init__(
+        self,
+        launcher: Launcher,
+        publish: Callable[..., None],
+        records: RecordWriter,
+        persistence: BasePersistenceLayer,
+        telemetry: LaunchTelemetry,
+        *,
+        max_workers: int = 10,
+    ) -> None:
+        self._launcher = launcher
+        self._publish = publish
+        self._records = records
+        self._persistence = persistence
+        self._telemetry = telemetry
+        self._max_workers = max_workers
+
+    def process(
+        self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None = None
+    ) -> list[str]:
+        """Serve a batch; returns the ids of messages to hand back to the queue."""
+        failures: list[str] = []
+        claimed: list[_Claimed] = []
+        for message in messages:
+            request = self._parse(message)
+            if request is None:
+                continue
+            payload = request.model_dump(mode="json", by_alias=True)
+            verdict = self._claim(payload, remaining_ms)
+            if verdict == "claimed":
+                claimed.append(_Claimed(message, request, payload))
+            elif verdict == "busy":
+                failures.append(message.message_id)
+
+        groups: dict[tuple[Any, ...], list[_Claimed]] = {}
+        for item in claimed:
+            try:
+                item.prepared = self._launcher.prepare(item.request, item.message.received_at)
+            except RequestRejected as rejected:
+                self._reject(item, rejected)
+                continue
+            except Exception:
+                logger.exception("could not resolve request", extra={"requestId": item.request.request_id})
+                self._release([item])
+                failures.append(item.message.message_id)
+                continue
+            groups.setdefault(item.prepared.coalescing_key, []).append(item)
+
+        if groups:
+            workers = min(self._max_workers, len(groups))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="launch") as pool:
+                for failed in pool.map(self._serve_group, groups.values()):
+                    failures += failed
+        return failures
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def _parse(self, message: Message) -> LaunchRequest | None:
+        try:
+            return parse_launch_request(message.body)
+        except InvalidLaunchRequest as invalid:
+            logger.warning(
+                "launch request rejected",
+                extra={
+                    "messageId": message.message_id,
+                    "requestId": invalid.request_id,
+                    "errors": [str(e) for e in invalid.errors],
+                },
+            )
+            self._telemetry.rejected()
+            if invalid.request_id:
+                record = _rejected_record(
+                    invalid.request_id,
+                    None,
+                    None,
+                    message.received_at,
+                    [ErrorDetail(code=invalid.code, message=str(e)) for e in invalid.errors]
+                    or [ErrorDetail(code=invalid.code, message=str(invalid))],
+                )
+                # An invalid payload must never overwrite the outcome of a valid request.
+                if self._records.put_record_if_absent(record):
+                    self._publish(Event(record.detail_type, record.to_detail()))
+            return None
+
+    def _claim(self, payload: dict[str, Any], remaining_ms: Callable[[], int] | None) -> str:
+        try:
+            self._persistence.save_inprogress(payload, remaining_ms() if remaining_ms else None)
+            return "claimed"
+        except IdempotencyItemAlreadyExistsError as exists:
+            record = exists.old_data_record or self._persistence.get_record(payload)
+        except IdempotencyValidationError:
+            return "busy"
+        if record is not None and record.status == _COMPLETED:
+            detail = record.response_json_as_dict() or {}
+            self._publish(Event(RequestRecord.from_detail(detail).detail_type, detail))
+            logger.info("duplicate delivery: re-published the recorded outcome", extra={"requestId": payload.get("requestId")})
+            return "replayed"
+        return "busy"
+
+    def _reject(self, item: _Claimed, rejected: RequestRejected) -> None:
+        self._telemetry.rejected()
+        record = _rejected_record(
+            item.request.request_id,
+            item.request.node_pool,
+            item.request.requester,
+            item.message.received_at,
+            [ErrorDetail(code=rejected.code, message=rejected.reason)],
+            requested=item.request.count,
+        )
+        self._records.put_record(record)
+        self._finish([(item, record)])
+
+    def _serve_group(self, group: list[_Claimed]) -> list[str]:
+        request_ids = [g.request.request_id for g in group]
+        logger.append_thread_local_keys(request_ids=request_ids)
+        try:
+            report = self._launcher.serve([g.prepared for g in group if g.prepared is not None])
+        except Throttled as throttled:
+            logger.warning("throttled: handing the requests back to the queue", extra={"operation": throttled.operation, "code": throttled.code})
+            self._telemetry.throttled()
+            self._release(group)
+            return [g.message.message_id for g in group]
+        except Exception:
+            logger.exception("launch failed unexpectedly; handing the requests back to the queue")
+            self._release(group)
+            return [g.message.message_id for g in group]
+        finally:
+            logger.clear_thread_local_keys()
+        self._telemetry.served(report)
+        try:
+            self._finish([(g, report.records[g.request.request_id]) for g in group])
+        except Exception:
+            logger.exception("could not publish the outcome; the retry re-publishes it")
+            self._release(group)
+            return [g.message.message_id for g in group]
+        return []
+
+    def _finish(self, outcomes: Iterable[tuple[_Claimed, RequestRecord]]) -> None:
+        outcomes = list(outcomes)
+        self._publish(*(Event(r.detail_type, r.to_detail()) for _, r in outcomes))
+        for item, record in outcomes:
+            self._persistence.save_success(item.payload, record.to_detail())
+            logger.info(
+                "request finished",
+                extra={"requestId": record.request_id, "status": str(record.status), "launched": record.launched},
+            )
+
+    def _release(self, items: Iterable[_Claimed]) -> None:
+        for item in items:
+            try:
+                self._persistence.delete_record(item.payload, RuntimeError("released for retry"))
+            except Exception:  # noqa: BLE001 - the in-progress record also expires on its own
+                logger.exception("could not release the idempotency claim", extra={"requestId": item.request.request_id})
+
+
+def _rejected_record(
+    request_id: str,
+    node_pool: str | None,
+    requester: str | None,
+    received_at: datetime,
+    errors: list[ErrorDetail],
+    requested: int = 0,
+) -> RequestRecord:
+    return RequestRecord(
+        request_id=request_id,
+        node_pool=node_pool,
+        requester=requester,
+        status=RequestStatus.Rejected,
+        requested=requested,
+        launched=0,
+        instances=[],
+        unavailable_offerings=[],
+        errors=errors,
+        received_at=received_at,
+        finished_at=datetime.now(UTC),
+    )
+

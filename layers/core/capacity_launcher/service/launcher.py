@@ -1,0 +1,575 @@
+"""The launch use case: from a validated request to instances, a request record and an event.
+
+`Launcher.serve` takes a group of compatible requests (usually one; several when an SQS batch
+coalesces), so one CreateFleet can serve them all. Every CreateFleet is preceded by a launch
+intent in DynamoDB; a retry replays the intents it finds instead of composing new ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
+from capacity_launcher.domain.errors import (
+    ErrorKind,
+    LaunchFailed,
+    NotFound,
+    RequestRejected,
+    RequirementsConflict,
+    Throttled,
+    classify,
+)
+from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.intents import LaunchIntent, Share, client_token
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.offerings import RESERVED, SPOT, Offering
+from capacity_launcher.domain.planning import (
+    Candidates,
+    Landed,
+    LaunchAttempt,
+    LaunchPlan,
+    ReservationSource,
+    find_candidates,
+)
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements, narrow
+from capacity_launcher.domain.status import (
+    ErrorDetail,
+    LaunchedInstance,
+    RequestRecord,
+    RequestStatus,
+    UnavailableOffering,
+    status_for,
+)
+from capacity_launcher.domain.tags import as_ec2_tags, instance_tags, request_tags
+from capacity_launcher.service.ports import LaunchPorts
+
+# EC2 accepts many overrides per fleet; past a few dozen, the first ones win anyway.
+MAX_OVERRIDES_PER_FLEET = 100
+
+
+class Clock(Protocol):
+    def __call__(self) -> datetime: ...
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request resolved against its pool: what may be launched, and by whose rules."""
+
+    request: LaunchRequest
+    received_at: datetime
+    pool: NodePool
+    node_class: NodeClass
+    requirements: Requirements
+
+    @property
+    def coalescing_key(self) -> tuple[Any, ...]:
+        """Requests with equal keys may share one CreateFleet."""
+        return (
+            self.pool.metadata.name,
+            tuple(r.model_dump_json() for r in self.requirements.to_list()),
+            self.request.single_zone,
+        )
+
+
+@dataclass
+class _Progress:
+    """What one request has got so far, across replays and attempts."""
+
+    prepared: Prepared
+    granted: int = 0
+    instance_ids: list[str] = field(default_factory=list)
+    errors: list[ErrorDetail] = field(default_factory=list)
+
+    @property
+    def request(self) -> LaunchRequest:
+        return self.prepared.request
+
+    @property
+    def wanted(self) -> int:
+        return max(self.granted - len(self.instance_ids), 0)
+
+
+@dataclass
+class LaunchReport:
+    """What happened to a group; the handler publishes the records and emits the metrics."""
+
+    records: dict[str, RequestRecord]
+    replayed: set[str] = field(default_factory=set)
+    fleet_calls: int = 0
+    fallbacks_to_on_demand: int = 0
+    cache_hits: dict[str, int] = field(default_factory=dict)
+    cache_writes: dict[str, int] = field(default_factory=dict)
+
+
+class Launcher:
+    def __init__(
+        self,
+        ports: LaunchPorts,
+        *,
+        max_attempts: int = 4,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._p = ports
+        self._max_attempts = max_attempts
+        self._clock = clock
+
+    # -- resolution ---------------------------------------------------------------------------
+
+    def prepare(self, request: LaunchRequest, received_at: datetime | None = None) -> Prepared:
+        """Resolve pool, class and requirements; RequestRejected when it can never be served."""
+        pool = self._pool_for(request)
+        try:
+            node_class = self._p.config.node_class(pool.spec.node_class_ref)
+        except NotFound as error:
+            raise RequestRejected(
+                f"nodePool: NodePool {pool.metadata.name} refers to NodeClass "
+                f"{pool.spec.node_class_ref!r}, which does not exist",
+                "UnknownNodeClass",
+            ) from error
+        requirements = narrow(pool.spec.requirements_set(), Requirements.of(request.requirements))
+        return Prepared(request, received_at or self._clock(), pool, node_class, requirements)
+
+    def _pool_for(self, request: LaunchRequest) -> NodePool:
+        if request.node_pool:
+            try:
+                return self._p.config.node_pool(request.node_pool)
+            except NotFound as error:
+                raise RequestRejected(
+                    f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
+                ) from error
+        wanted = Requirements.of(request.requirements)
+        compatible = []
+        for pool in self._p.config.node_pools():
+            try:
+                narrow(pool.spec.requirements_set(), wanted)
+            except RequirementsConflict:
+                continue
+            compatible.append(pool)
+        if not compatible:
+            raise RequestRejected(
+                "nodePool: no NodePool is compatible with the request's requirements",
+                "NoCompatibleNodePool",
+            )
+        return max(compatible, key=lambda p: (p.spec.weight, _reverse(p.metadata.name)))
+
+    # -- serving ------------------------------------------------------------------------------
+
+    def serve(self, group: Sequence[Prepared]) -> LaunchReport:
+        """Launch for a group of compatible requests; returns one record per request."""
+        report = LaunchReport(records={})
+        fresh: list[_Progress] = []
+        for prepared in group:
+            record, intents = self._p.records.load(prepared.request.request_id)
+            if record is not None:
+                report.records[record.request_id] = record
+                report.replayed.add(record.request_id)
+            elif intents:
+                # A crashed or throttled predecessor: finish its intents, alone, before anything new.
+                self._serve([_Progress(prepared)], report, intents)
+            else:
+                fresh.append(_Progress(prepared))
+        if fresh:
+            self._serve(fresh, report, [])
+        return report
+
+    def _serve(
+        self, progress: list[_Progress], report: LaunchReport, intents: list[LaunchIntent]
+    ) -> None:
+        lead = progress[0].prepared
+        pool_name = lead.pool.metadata.name
+        subnets = self._p.subnets.by_zone(lead.node_class)
+        candidates = self._candidates(lead, subnets)
+        unavailable = self._p.unavailable.current()
+        usable = candidates.drop({k: e.reason for k, e in unavailable.items()})
+        for skipped in usable.skipped:
+            report.cache_hits[skipped.offering.capacity_type] = (
+                report.cache_hits.get(skipped.offering.capacity_type, 0) + 1
+            )
+        skipped_records = [_unavailable(s.offering, s.reason) for s in usable.skipped]
+
+        per_instance = candidates.largest() if candidates else Resources.ZERO
+        never = self._never_fits(lead, candidates, per_instance)
+        for item in progress:
+            if never is not None:
+                report.records[item.request.request_id] = self._finish(
+                    item, [], [], RequestStatus.Rejected, [ErrorDetail(code="LimitExceeded", message=never)]
+                )
+        if never is not None:
+            return
+        if not candidates:
+            for item in progress:
+                report.records[item.request.request_id] = self._finish(
+                    item, [], [], RequestStatus.Rejected,
+                    [ErrorDetail(code="NoOffering", message=_no_offering(lead, subnets))],
+                )
+            return
+
+        # Limits: lease what the largest candidate would use; settle to what actually launched.
+        for item in progress:
+            item.granted = self._p.limits.reserve(
+                pool_name,
+                item.request.request_id,
+                per_instance,
+                item.request.count,
+                item.request.min_count,
+                lead.pool.spec.limits,
+            )
+            if item.granted == 0:
+                item.errors.append(
+                    ErrorDetail(
+                        code="LimitExceeded",
+                        message=f"node pool {pool_name} limits leave room for fewer than "
+                        f"minCount={item.request.min_count} instances now",
+                    )
+                )
+        active = [p for p in progress if p.granted > 0]
+
+        observed: list[UnavailableOffering] = []
+        attempt_number = max((i.attempt for i in intents), default=0)
+        for intent in intents:
+            result = self._run_intent(intent, report)
+            self._absorb(intent, result, active, observed)
+        plan = LaunchPlan(
+            usable,
+            sum(p.wanted for p in active),
+            single_zone=lead.request.single_zone,
+            max_attempts=self._max_attempts,
+        )
+        tried_reserved = False
+        while active and sum(p.wanted for p in active) > 0:
+            attempt = plan.next_attempt()
+            if attempt is None:
+                break
+            if attempt.capacity_type == RESERVED:
+                tried_reserved = True
+            elif tried_reserved:
+                report.fallbacks_to_on_demand += 1
+            attempt_number += 1
+            intent = self._intent(attempt, attempt_number, active, lead, subnets)
+            self._p.records.write_intent(intent)
+            result = self._run_intent(intent, report)
+            landings, dry = self._absorb(intent, result, active, observed, attempt)
+            plan.record(attempt, [Landed(x.instance_type, x.zone) for x in landings], dry)
+            for offering in dry:
+                report.cache_writes[offering.capacity_type] = (
+                    report.cache_writes.get(offering.capacity_type, 0) + 1
+                )
+            if any(classify(e.code) is ErrorKind.FATAL for e in result.errors) and not result.instance_ids:
+                break
+
+        landings = {x.instance_id: x for x in self._p.fleet.describe([i for p in progress for i in p.instance_ids])}
+        for item in progress:
+            record = self._settle(item, landings, [*skipped_records, *observed], candidates)
+            report.records[item.request.request_id] = record
+
+    # -- one attempt --------------------------------------------------------------------------
+
+    def _intent(
+        self,
+        attempt: LaunchAttempt,
+        number: int,
+        active: Sequence[_Progress],
+        lead: Prepared,
+        subnets: Mapping[str, Sequence[str]],
+    ) -> LaunchIntent:
+        shares = []
+        left = attempt.count
+        for item in active:
+            take = min(item.wanted, left)
+            if take > 0:
+                shares.append(Share(item.request.request_id, take))
+                left -= take
+        request_ids = [s.request_id for s in shares]
+        token = client_token(request_ids, number)
+        reservation_spec = self._p.templates.specification(lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT)
+        template = self._p.templates.ensure(lead.node_class, reservation_spec)
+        single = active[0].request if len(shares) == 1 else None
+        tags = instance_tags(lead.node_class, lead.pool.metadata.name, single)
+        overrides = []
+        for priority, offering in enumerate(attempt.offerings):
+            for subnet in subnets.get(offering.zone, ()):
+                overrides.append(
+                    {
+                        "InstanceType": offering.instance_type,
+                        "SubnetId": subnet,
+                        "AvailabilityZone": offering.zone,
+                        "Priority": float(priority),
+                    }
+                )
+        overrides = overrides[:MAX_OVERRIDES_PER_FLEET]
+        count = sum(s.count for s in shares)
+        capacity = "spot" if attempt.capacity_type == SPOT else "on-demand"
+        fleet_input: dict[str, Any] = {
+            "ClientToken": token,
+            "Type": "instant",
+            "LaunchTemplateConfigs": [
+                {
+                    "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
+                    "Overrides": overrides,
+                }
+            ],
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": count,
+                "DefaultTargetCapacityType": capacity,
+                ("SpotTargetCapacity" if capacity == "spot" else "OnDemandTargetCapacity"): count,
+            },
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": as_ec2_tags(tags)},
+                {"ResourceType": "fleet", "Tags": as_ec2_tags(tags)},
+            ],
+        }
+        if capacity == "spot":
+            fleet_input["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+        elif attempt.capacity_type == RESERVED:
+            fleet_input["OnDemandOptions"] = {"AllocationStrategy": "prioritized"}
+        else:
+            options: dict[str, Any] = {"AllocationStrategy": "lowest-price"}
+            if reservation_spec.get("CapacityReservationPreference") == "open":
+                options["CapacityReservationOptions"] = {"UsageStrategy": "use-capacity-reservations-first"}
+            fleet_input["OnDemandOptions"] = options
+        return LaunchIntent(
+            token=token,
+            attempt=number,
+            capacity_type=attempt.capacity_type,
+            shares=tuple(shares),
+            fleet_input=fleet_input,
+            offerings=tuple(o.key for o in attempt.offerings),
+        )
+
+    def _run_intent(self, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
+        if intent.state == "done":
+            return FleetResult(None, intent.instance_ids, ())
+        report.fleet_calls += 1
+        try:
+            result = self._p.fleet.create(intent.fleet_input)
+        except LaunchFailed as error:
+            # Raised (not returned) errors apply to the whole fleet call.
+            result = FleetResult(None, (), (FleetError(error.code, error.reason, None, None, None),))
+        self._p.records.complete_intent(
+            intent.token,
+            result.instance_ids,
+            [{"code": e.code, "message": e.message} for e in result.errors],
+        )
+        return result
+
+    def _absorb(
+        self,
+        intent: LaunchIntent,
+        result: FleetResult,
+        active: Sequence[_Progress],
+        observed: list[UnavailableOffering],
+        attempt: LaunchAttempt | None = None,
+    ) -> tuple[list[InstanceLanding], list[Offering]]:
+        by_request = intent.split(result.instance_ids)
+        for item in active:
+            mine = by_request.get(item.request.request_id, [])
+            item.instance_ids += mine
+            if len(intent.shares) > 1 and mine:
+                # One fleet served several requests: each request's instances get its own tags.
+                self._p.fleet.tag(mine, {**item.request.tags, **request_tags(item.request)})
+        landings = self._p.fleet.describe(result.instance_ids) if attempt is not None else []
+        offerings = attempt.offerings if attempt is not None else ()
+        dry: list[Offering] = []
+        fatal: list[ErrorDetail] = []
+        for error in result.errors:
+            kind = classify(error.code)
+            if kind is ErrorKind.INSUFFICIENT_CAPACITY:
+                hit = [
+                    o
+                    for o in offerings
+                    if error.instance_type in (None, o.instance_type) and error.zone in (None, o.zone)
+                ]
+                dry += [o for o in hit if o not in dry]
+                observed += [_unavailable(o, error.code) for o in hit]
+            elif kind is ErrorKind.THROTTLING:
+                raise Throttled("CreateFleet", error.code)
+            else:
+                fatal.append(ErrorDetail(code=error.code, message=error.message))
+        for item in active:
+            if item.request.request_id in intent.request_ids:
+                item.errors += [f for f in fatal if f not in item.errors]
+        if dry:
+            self._p.unavailable.mark([(o.key, _reason(result, o), _message(result, o)) for o in dry])
+            self._p.reservations.mark_exhausted([o.reservation_id for o in dry if o.reservation_id])
+        launched_into: dict[str, int] = {}
+        for landing in landings:
+            if landing.capacity_reservation_id:
+                launched_into[landing.capacity_reservation_id] = launched_into.get(landing.capacity_reservation_id, 0) + 1
+        if launched_into:
+            self._p.reservations.note_launched(launched_into)
+        return landings, dry
+
+    # -- the end of a request -----------------------------------------------------------------
+
+    def _settle(
+        self,
+        item: _Progress,
+        landings: Mapping[str, InstanceLanding],
+        unavailable: Sequence[UnavailableOffering],
+        candidates: Candidates,
+    ) -> RequestRecord:
+        request = item.request
+        pool_name = item.prepared.pool.metadata.name
+        mine = [landings[i] for i in item.instance_ids if i in landings]
+        if len(mine) < request.min_count:
+            if mine:
+                self._p.fleet.terminate([x.instance_id for x in mine])
+                item.errors.append(
+                    ErrorDetail(
+                        code="MinCountNotMet",
+                        message=f"launched {len(mine)} of minCount={request.min_count}; "
+                        f"terminated {', '.join(x.instance_id for x in mine)}",
+                    )
+                )
+            elif not item.errors:
+                item.errors.append(
+                    ErrorDetail(code="InsufficientCapacity", message="no offering could serve the request")
+                )
+            mine = []
+        used = Resources.ZERO
+        for landing in mine:
+            info = candidates.instance_types.get(landing.instance_type)
+            if info is not None:
+                used = used + info.resources()
+        if item.granted:
+            self._p.limits.settle(pool_name, request.request_id, used)
+        self._p.records.put_instances(
+            _instance_item(x, item.prepared, candidates.instance_types.get(x.instance_type), self._clock())
+            for x in mine
+        )
+        status = status_for(request.count, len(mine), request.min_count)
+        return self._finish(item, mine, unavailable, status, item.errors)
+
+    def _finish(
+        self,
+        item: _Progress,
+        landings: Sequence[InstanceLanding],
+        unavailable: Sequence[UnavailableOffering],
+        status: RequestStatus,
+        errors: Sequence[ErrorDetail],
+    ) -> RequestRecord:
+        request = item.request
+        record = RequestRecord(
+            request_id=request.request_id,
+            node_pool=item.prepared.pool.metadata.name,
+            requester=request.requester,
+            status=status,
+            requested=request.count,
+            launched=len(landings),
+            instances=[
+                LaunchedInstance(
+                    instance_id=x.instance_id,
+                    instance_type=x.instance_type,
+                    zone=x.zone,
+                    capacity_type=x.capacity_type,
+                    capacity_reservation_id=x.capacity_reservation_id,
+                )
+                for x in landings
+            ],
+            unavailable_offerings=list(unavailable),
+            errors=list(errors),
+            received_at=item.prepared.received_at,
+            finished_at=self._clock(),
+        )
+        self._p.records.put_record(record)
+        return record
+
+    def _candidates(self, lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> Candidates:
+        requirements = lead.requirements
+        pinned = _pinned_instance_types(requirements)
+        types: list[InstanceTypeInfo] = self._p.catalog.offered(subnets.keys(), pinned)
+        sources: list[ReservationSource] = self._p.reservations.sources(lead.node_class)
+        capacity_types = requirements.allowed_values(CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types())
+        return find_candidates(requirements, types, subnets.keys(), capacity_types, sources)  # type: ignore[arg-type]
+
+    def _never_fits(self, lead: Prepared, candidates: Candidates, per_instance: Resources) -> str | None:
+        limits = lead.pool.spec.limits
+        if limits is None or not candidates:
+            return None
+        smallest = min(
+            (candidates.instance_types[o.instance_type].resources() for o in candidates.all()),
+            key=lambda r: (r.gpu, r.cpu, r.memory_mib),
+        )
+        need = smallest * lead.request.min_count
+        exceeded = need.fits_within(limits)
+        if exceeded:
+            return (
+                f"minCount={lead.request.min_count} of the smallest candidate exceeds node pool "
+                f"{lead.pool.metadata.name} limits on {', '.join(exceeded)}: it can never fit"
+            )
+        return None
+
+
+def _pinned_instance_types(requirements: Requirements) -> list[str] | None:
+    values = [r for r in requirements.to_list() if r.key == INSTANCE_TYPE and str(r.operator) == "In"]
+    if not values:
+        return None
+    return sorted({v for r in values for v in r.values})
+
+
+def _reverse(name: str) -> tuple[int, ...]:
+    # Equal weights: the alphabetically first pool wins, deterministically.
+    return tuple(-ord(c) for c in name)
+
+
+def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:
+    return UnavailableOffering(
+        instance_type=offering.instance_type,
+        zone=offering.zone,
+        capacity_type=offering.capacity_type,
+        capacity_reservation_id=offering.reservation_id,
+        reason=reason,
+    )
+
+
+def _reason(result: FleetResult, offering: Offering) -> str:
+    for error in result.errors:
+        if error.instance_type in (None, offering.instance_type) and error.zone in (None, offering.zone):
+            return error.code
+    return "InsufficientInstanceCapacity"
+
+
+def _message(result: FleetResult, offering: Offering) -> str:
+    for error in result.errors:
+        if error.instance_type in (None, offering.instance_type) and error.zone in (None, offering.zone):
+            return error.message
+    return ""
+
+
+def _no_offering(lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> str:
+    return (
+        f"requirements: no instance type, zone and capacity type of node pool "
+        f"{lead.pool.metadata.name} matches in the node class's zones {sorted(subnets)}"
+    )
+
+
+def _instance_item(
+    landing: InstanceLanding, prepared: Prepared, info: InstanceTypeInfo | None, now: datetime
+) -> dict[str, Any]:
+    resources = info.resources() if info else Resources.ZERO
+    return {
+        "instanceId": landing.instance_id,
+        "requestId": prepared.request.request_id,
+        "nodePool": prepared.pool.metadata.name,
+        "nodeClass": prepared.node_class.metadata.name,
+        "requester": prepared.request.requester,
+        "instanceType": landing.instance_type,
+        "zone": landing.zone,
+        "capacityType": landing.capacity_type,
+        "capacityReservationId": landing.capacity_reservation_id,
+        "cpu": resources.cpu,
+        "memoryMiB": resources.memory_mib,
+        "gpu": resources.gpu,
+        "state": "running",
+        "launchedAt": now.isoformat(),
+    }
+

@@ -1,0 +1,71 @@
+"""The launcher's metrics (EMF through Powertools), named once so dashboards and alarms agree."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools.metrics import single_metric
+
+from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.observability import MetricUnit, metrics
+
+if TYPE_CHECKING:
+    from capacity_launcher.service.launcher import LaunchReport
+
+INSTANCES_LAUNCHED = "InstancesLaunched"
+LAUNCH_FULFILLED = "LaunchFulfilled"
+LAUNCH_PARTIALLY_FULFILLED = "LaunchPartiallyFulfilled"
+LAUNCH_FAILED = "LaunchFailed"
+LAUNCH_REJECTED = "LaunchRejected"
+LAUNCH_THROTTLED = "LaunchThrottled"
+CREATE_FLEET_CALLS = "CreateFleetCalls"
+ICE_CACHE_HIT = "UnavailableOfferingHit"
+ICE_CACHE_WRITE = "UnavailableOfferingWrite"
+FALLBACK_TO_ON_DEMAND = "FallbackToOnDemand"
+LIMIT_REJECTED = "LimitRejected"
+
+_BY_STATUS = {
+    RequestStatus.Fulfilled: LAUNCH_FULFILLED,
+    RequestStatus.PartiallyFulfilled: LAUNCH_PARTIALLY_FULFILLED,
+    RequestStatus.Failed: LAUNCH_FAILED,
+    RequestStatus.Rejected: LAUNCH_REJECTED,
+}
+
+
+class LaunchTelemetry:
+    def rejected(self) -> None:
+        metrics.add_metric(name=LAUNCH_REJECTED, unit=MetricUnit.Count, value=1)
+
+    def throttled(self) -> None:
+        metrics.add_metric(name=LAUNCH_THROTTLED, unit=MetricUnit.Count, value=1)
+
+    def served(self, report: LaunchReport) -> None:
+        metrics.add_metric(name=CREATE_FLEET_CALLS, unit=MetricUnit.Count, value=report.fleet_calls)
+        if report.fallbacks_to_on_demand:
+            metrics.add_metric(
+                name=FALLBACK_TO_ON_DEMAND, unit=MetricUnit.Count, value=report.fallbacks_to_on_demand
+            )
+        launched: dict[str, int] = {}
+        for request_id, record in report.records.items():
+            if request_id in report.replayed:
+                continue
+            metrics.add_metric(name=_BY_STATUS[record.status], unit=MetricUnit.Count, value=1)
+            if any(e.code == "LimitExceeded" for e in record.errors):
+                metrics.add_metric(name=LIMIT_REJECTED, unit=MetricUnit.Count, value=1)
+            for instance in record.instances:
+                launched[instance.capacity_type] = launched.get(instance.capacity_type, 0) + 1
+        _by_capacity_type(INSTANCES_LAUNCHED, launched)
+        _by_capacity_type(ICE_CACHE_HIT, report.cache_hits)
+        _by_capacity_type(ICE_CACHE_WRITE, report.cache_writes)
+
+
+def _by_capacity_type(name: str, counts: dict[str, int]) -> None:
+    for capacity_type, value in counts.items():
+        with single_metric(
+            name=name,
+            unit=MetricUnit.Count,
+            value=value,
+            namespace=metrics.namespace,
+            default_dimensions=metrics.default_dimensions,
+        ) as metric:
+            metric.add_dimension(name="capacityType", value=capacity_type)

@@ -1,0 +1,31 @@
+"""The service's configuration: the environment, read once per container into one model."""
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(frozen=True, extra="ignore")
+
+    state_table_name: str
+    unavailable_offerings_table_name: str
+    idempotency_table_name: str
+    event_bus_name: str
+    ice_ttl_seconds: int = Field(default=180, ge=1, le=86_400)
+    # Longer than the launch queue's whole retry window (maxReceiveCount x visibility timeout).
+    idempotency_ttl_seconds: int = Field(default=86_400, ge=3_600)
+    limit_lease_seconds: int = Field(default=900, ge=60)
+    max_launch_attempts: int = Field(default=4, ge=1, le=10)
+    utilization_high_threshold: float = Field(default=0.9, gt=0, le=1)
+    expiring_horizon_hours: int = Field(default=72, ge=1)
+    # A warm container trusts its copy of the ICE cache for this long before reading DynamoDB again.
+    ice_local_copy_seconds: float = Field(default=5.0, ge=0, le=60)
+    # A warm container trusts its copy of NodePools and NodeClasses for this long.
+    config_cache_seconds: float = Field(default=10.0, ge=0, le=300)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()  # type: ignore[call-arg]  # values come from the environment
