@@ -209,38 +209,43 @@ def untagged_ec2_mutations(cfn: dict[str, Any]) -> list[str]:
     return violations
 
 
-def pass_role_violations(cfn: dict[str, Any]) -> list[str]:
-    """iam:PassRole only on the InstanceRoleArn parameter, only to EC2; no other IAM action."""
+def _only_grant(
+    cfn: dict[str, Any], action: str, resource: str, condition_key: str, condition_value: str
+) -> list[str]:
+    """`action` is the one action of its service granted, only on `resource`, only with
+    StringEquals `condition_key` = `condition_value`."""
+    service = action.split(":", 1)[0] + ":"
     violations = []
     for s in statements(cfn):
         if s.effect != "Allow":
             continue
-        for action in s.actions:
-            if action.startswith("iam:") and action != "iam:PassRole":
-                violations.append(f"{s.owner}: {action} granted")
-        if "iam:PassRole" in s.actions:
-            if s.resources != (f"Ref:{INSTANCE_ROLE_PARAMETER}",):
-                violations.append(f"{s.owner}: iam:PassRole on {list(s.resources)}")
-            if s.condition_equals("iam:PassedToService") != {"ec2.amazonaws.com"}:
-                violations.append(f"{s.owner}: iam:PassRole without iam:PassedToService ec2")
+        violations.extend(
+            f"{s.owner}: {other} granted"
+            for other in s.actions
+            if other.startswith(service) and other != action
+        )
+        if action in s.actions:
+            if s.resources != (resource,):
+                violations.append(f"{s.owner}: {action} on {list(s.resources)}")
+            if s.condition_equals(condition_key) != {condition_value}:
+                violations.append(f"{s.owner}: {action} without {condition_key} condition")
     return violations
+
+
+def pass_role_violations(cfn: dict[str, Any]) -> list[str]:
+    """iam:PassRole only on the InstanceRoleArn parameter, only to EC2; no other IAM action."""
+    return _only_grant(
+        cfn,
+        "iam:PassRole",
+        f"Ref:{INSTANCE_ROLE_PARAMETER}",
+        "iam:PassedToService",
+        "ec2.amazonaws.com",
+    )
 
 
 def put_events_violations(cfn: dict[str, Any]) -> list[str]:
     """events:PutEvents only on our bus with events:source = capacity-launcher; no other action."""
-    violations = []
-    for s in statements(cfn):
-        if s.effect != "Allow":
-            continue
-        for action in s.actions:
-            if action.startswith("events:") and action != "events:PutEvents":
-                violations.append(f"{s.owner}: {action} granted")
-        if "events:PutEvents" in s.actions:
-            if s.resources != (f"GetAtt:{BUS}.Arn",):
-                violations.append(f"{s.owner}: events:PutEvents on {list(s.resources)}")
-            if s.condition_equals("events:source") != {EVENT_SOURCE}:
-                violations.append(f"{s.owner}: events:PutEvents without events:source condition")
-    return violations
+    return _only_grant(cfn, "events:PutEvents", f"GetAtt:{BUS}.Arn", "events:source", EVENT_SOURCE)
 
 
 def dynamodb_violations(cfn: dict[str, Any]) -> list[str]:
