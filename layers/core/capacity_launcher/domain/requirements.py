@@ -359,6 +359,10 @@ class Requirements:
     def keys(self) -> frozenset[str]:
         return frozenset(self._constraints)
 
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is constrained at all."""
+        return key in self._constraints
+
     def describe(self, key: str) -> str:
         return self.constraint(key).describe()
 

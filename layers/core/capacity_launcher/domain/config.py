@@ -1,0 +1,393 @@
+"""NodeClass and NodePool: the configuration documents, validated by the same models everywhere.
+
+Field names are the documents' camelCase (DESIGN.md); unknown fields are errors, and every error
+names the field (by its document path) and the rule it breaks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from capacity_launcher.domain.errors import ConfigValidationError, FieldError, field_errors
+from capacity_launcher.domain.quantities import PoolLimits
+from capacity_launcher.domain.requirements import (
+    CAPACITY_TYPE,
+    CAPACITY_TYPES,
+    ON_DEMAND,
+    RESERVED,
+    Operator,
+    Requirement,
+    Requirements,
+)
+
+API_VERSION = "capacity-launcher/v1"
+NODE_CLASS = "NodeClass"
+NODE_POOL = "NodePool"
+
+# Karpenter adds `capacity-type In [on-demand]` to a pool that says nothing; we also allow the
+# reservations (already paid for). Spot only when a pool's requirements allow it.
+DEFAULT_CAPACITY_TYPES: tuple[str, ...] = (RESERVED, ON_DEMAND)
+
+RESERVED_TAG_PREFIXES: tuple[str, ...] = ("aws:", "capacity-launcher:")
+MAX_TAG_KEY_LENGTH = 128
+MAX_TAG_VALUE_LENGTH = 256
+MAX_NODE_CLASS_TAGS = 50
+MAX_USER_DATA_BYTES = 16 * 1024
+MAX_POOL_REQUIREMENTS = 100
+MAX_SELECTOR_TERMS = 100
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+_GROUP_ARN = re.compile(
+    r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9_.-]{1,300}$"
+)
+_ACCOUNT_ID = re.compile(r"^\d{12}$")
+_IMAGE_ID = re.compile(r"^ami-[0-9a-z]{1,32}$")
+_SSM_PARAMETER = re.compile(r"^[A-Za-z0-9_./-]{1,2048}$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-z]{1,32}$")
+_SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-z]{1,32}$")
+_INSTANCE_PROFILE = re.compile(r"^[\w+=,.@-]{1,128}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """A user's string quoted for an error message, cut short so hostile input stays small."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _matching(pattern: re.Pattern[str], rule: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(rule)
+        return value
+
+    return AfterValidator(check)
+
+
+_NAME_RULE = (
+    "must be 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+)
+Name = Annotated[str, _matching(_NAME, _NAME_RULE)]
+ReservationId = Annotated[
+    str, _matching(_RESERVATION_ID, "must be 'cr-' followed by 17 lowercase hexadecimal digits")
+]
+GroupArn = Annotated[
+    str,
+    _matching(
+        _GROUP_ARN,
+        "must be a resource group ARN: arn:aws:resource-groups:REGION:ACCOUNT:group/NAME",
+    ),
+]
+AccountId = Annotated[str, _matching(_ACCOUNT_ID, "must be a 12-digit AWS account id")]
+ImageId = Annotated[str, _matching(_IMAGE_ID, "must be an image id such as ami-0123456789abcdef0")]
+SsmParameter = Annotated[
+    str,
+    _matching(
+        _SSM_PARAMETER,
+        "must be an SSM parameter name such as /aws/service/ami-amazon-linux-latest/...",
+    ),
+]
+SubnetId = Annotated[
+    str, _matching(_SUBNET_ID, "must be a subnet id such as subnet-0123456789abcdef0")
+]
+SecurityGroupId = Annotated[
+    str, _matching(_SECURITY_GROUP_ID, "must be a security group id such as sg-0123456789abcdef0")
+]
+InstanceProfileName = Annotated[
+    str,
+    _matching(
+        _INSTANCE_PROFILE, "must be an instance profile name: 1 to 128 letters, digits or +=,.@_-"
+    ),
+]
+
+
+def validate_tags(tags: Mapping[str, str], max_count: int) -> dict[str, str]:
+    """EC2's tag limits, plus the prefixes only AWS and capacity-launcher itself may write."""
+    if len(tags) > max_count:
+        raise ValueError(f"at most {max_count} tags")
+    for key, value in tags.items():
+        if not 1 <= len(key) <= MAX_TAG_KEY_LENGTH or _CONTROL.search(key):
+            raise ValueError(
+                f"tag keys must be 1 to {MAX_TAG_KEY_LENGTH} characters without control characters"
+            )
+        for prefix in RESERVED_TAG_PREFIXES:
+            if key.lower().startswith(prefix):
+                raise ValueError(
+                    f"tag key {_shown(key)} must not start with the reserved {prefix!r}"
+                )
+        if len(value) > MAX_TAG_VALUE_LENGTH or _CONTROL.search(value):
+            raise ValueError(
+                f"tag {_shown(key)}: values must be at most {MAX_TAG_VALUE_LENGTH} characters "
+                "without control characters"
+            )
+    return dict(tags)
+
+
+class _Document(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown fields are errors; immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class Metadata(_Document):
+    name: Name
+
+
+class CapacityReservationTarget(_Document):
+    """One reservation by id, or a group of them by resource-group ARN: exactly one."""
+
+    capacity_reservation_id: ReservationId | None = None
+    capacity_reservation_resource_group_arn: GroupArn | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> CapacityReservationTarget:
+        if (self.capacity_reservation_id is None) == (
+            self.capacity_reservation_resource_group_arn is None
+        ):
+            raise ValueError(
+                "exactly one of capacityReservationId or capacityReservationResourceGroupArn "
+                "must be set"
+            )
+        return self
+
+
+class CapacityReservationSpec(_Document):
+    """Mirrors the launch template's CapacityReservationSpecification."""
+
+    capacity_reservation_preference: Literal["open", "none"] | None = None
+    capacity_reservation_target: CapacityReservationTarget | None = None
+
+    @model_validator(mode="after")
+    def _preference_or_target(self) -> CapacityReservationSpec:
+        if (
+            self.capacity_reservation_preference is not None
+            and self.capacity_reservation_target is not None
+        ):
+            raise ValueError(
+                "capacityReservationPreference cannot be set together with "
+                "capacityReservationTarget"
+            )
+        return self
+
+
+class CapacityReservationSelectorTerm(_Document):
+    """Discovers reservations: by id alone, or by any of tags, owner and match criteria."""
+
+    id: ReservationId | None = None
+    tags: dict[str, str] | None = None
+    owner_id: AccountId | None = Field(default=None, alias="ownerID")
+    instance_match_criteria: Literal["open", "targeted"] | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _selector_tags(cls, tags: dict[str, str] | None) -> dict[str, str] | None:
+        if tags is None:
+            return None
+        if not tags:
+            raise ValueError("must select by at least one tag")
+        if len(tags) > MAX_NODE_CLASS_TAGS:
+            raise ValueError(f"at most {MAX_NODE_CLASS_TAGS} tags")
+        if any(not key or not value for key, value in tags.items()):
+            raise ValueError("tag keys and values must not be empty")
+        return tags
+
+    @model_validator(mode="after")
+    def _id_alone_or_others(self) -> CapacityReservationSelectorTerm:
+        others = (self.tags, self.owner_id, self.instance_match_criteria)
+        if self.id is not None and any(other is not None for other in others):
+            raise ValueError("id cannot be combined with tags, ownerID or instanceMatchCriteria")
+        if self.id is None and all(other is None for other in others):
+            raise ValueError("set id, or at least one of tags, ownerID or instanceMatchCriteria")
+        return self
+
+
+class SubnetSelectorTerm(_Document):
+    id: SubnetId | None = None
+    tags: dict[str, str] | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _selector_tags(cls, tags: dict[str, str] | None) -> dict[str, str] | None:
+        if tags is not None and not tags:
+            raise ValueError("must select by at least one tag")
+        return tags
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SubnetSelectorTerm:
+        if (self.id is None) == (self.tags is None):
+            raise ValueError("exactly one of id or tags must be set")
+        return self
+
+
+class NodeClassSpec(_Document):
+    """How to launch: image, network, instance profile, user data, tags and reservations."""
+
+    image_id: ImageId | None = None
+    image_ssm_parameter: SsmParameter | None = None
+    subnet_ids: list[SubnetId] | None = Field(default=None, min_length=1, max_length=100)
+    subnet_selector_terms: list[SubnetSelectorTerm] | None = Field(
+        default=None, min_length=1, max_length=MAX_SELECTOR_TERMS
+    )
+    security_group_ids: list[SecurityGroupId] = Field(min_length=1, max_length=16)
+    instance_profile: InstanceProfileName | None = None
+    user_data: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    capacity_reservation_spec: CapacityReservationSpec | None = None
+    capacity_reservation_selector_terms: list[CapacityReservationSelectorTerm] | None = Field(
+        default=None, min_length=1, max_length=MAX_SELECTOR_TERMS
+    )
+
+    @field_validator("subnet_ids", "security_group_ids")
+    @classmethod
+    def _no_repeats(cls, values: list[str] | None) -> list[str] | None:
+        if values is not None and len(set(values)) != len(values):
+            raise ValueError("must not repeat an id")
+        return values
+
+    @field_validator("user_data")
+    @classmethod
+    def _user_data(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode("utf-8", "surrogatepass")) > MAX_USER_DATA_BYTES:
+            raise ValueError(f"must be at most {MAX_USER_DATA_BYTES} bytes (EC2's limit)")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        return validate_tags(tags, MAX_NODE_CLASS_TAGS)
+
+    @model_validator(mode="after")
+    def _alternatives(self) -> NodeClassSpec:
+        if (self.image_id is None) == (self.image_ssm_parameter is None):
+            raise ValueError("exactly one of imageId or imageSsmParameter must be set")
+        if (self.subnet_ids is None) == (self.subnet_selector_terms is None):
+            raise ValueError("exactly one of subnetIds or subnetSelectorTerms must be set")
+        if (
+            self.capacity_reservation_selector_terms is not None
+            and self.capacity_reservation_spec is not None
+            and self.capacity_reservation_spec.capacity_reservation_target is not None
+        ):
+            raise ValueError(
+                "capacityReservationSelectorTerms cannot be set together with "
+                "capacityReservationSpec.capacityReservationTarget: selector terms are an "
+                "alternative to a target"
+            )
+        return self
+
+    @property
+    def reservation_preference(self) -> Literal["open", "none"]:
+        """The on-demand preference; EC2's default is open."""
+        spec = self.capacity_reservation_spec
+        if spec is None or spec.capacity_reservation_preference is None:
+            return "open"
+        return spec.capacity_reservation_preference
+
+    @property
+    def reservation_target(self) -> CapacityReservationTarget | None:
+        spec = self.capacity_reservation_spec
+        return None if spec is None else spec.capacity_reservation_target
+
+
+class _TopLevel(_Document):
+    """apiVersion, kind and metadata, as every document starts."""
+
+    api_version: Literal["capacity-launcher/v1"]
+    kind: str
+    metadata: Metadata
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+class NodeClass(_TopLevel):
+    kind: Literal["NodeClass"]
+    spec: NodeClassSpec
+
+
+class NodePoolSpec(_Document):
+    """What may be launched: requirements, limits and a weight for choosing among pools."""
+
+    node_class_ref: Name
+    weight: StrictInt = Field(default=0, ge=0, le=100)
+    requirements: list[Requirement] = Field(default_factory=list, max_length=MAX_POOL_REQUIREMENTS)
+    limits: PoolLimits | None = None
+
+    @field_validator("requirements")
+    @classmethod
+    def _satisfiable(cls, requirements: list[Requirement]) -> list[Requirement]:
+        merged = _with_default_capacity_types(Requirements.of(requirements))
+        empty = merged.empty_keys()
+        if empty:
+            raise ValueError(f"requirements on {', '.join(empty)} admit no value together")
+        if not merged.allowed_values(CAPACITY_TYPE, CAPACITY_TYPES):
+            raise ValueError(
+                f"{CAPACITY_TYPE} must allow at least one of {', '.join(CAPACITY_TYPES)}"
+            )
+        return requirements
+
+    def requirements_set(self) -> Requirements:
+        """The pool's requirements, with the default capacity types when it names none."""
+        return _with_default_capacity_types(Requirements.of(self.requirements))
+
+    def allowed_capacity_types(self) -> list[str]:
+        """In CAPACITY_TYPES order; ["reserved", "on-demand"] when the pool says nothing."""
+        return self.requirements_set().allowed_values(CAPACITY_TYPE, CAPACITY_TYPES)
+
+
+def _with_default_capacity_types(requirements: Requirements) -> Requirements:
+    if CAPACITY_TYPE in requirements:
+        return requirements
+    default = Requirement(key=CAPACITY_TYPE, operator=Operator.IN, values=DEFAULT_CAPACITY_TYPES)
+    return requirements.intersect(Requirements.of([default]))
+
+
+class NodePool(_TopLevel):
+    kind: Literal["NodePool"]
+    spec: NodePoolSpec
+
+
+ConfigDocument = Annotated[NodeClass | NodePool, Field(discriminator="kind")]
+_MODELS: dict[str, type[NodeClass] | type[NodePool]] = {NODE_CLASS: NodeClass, NODE_POOL: NodePool}
+
+
+def parse_document(data: Mapping[str, Any]) -> NodeClass | NodePool:
+    """Validate one configuration document; every broken rule is reported, by document path."""
+    if not isinstance(data, Mapping):
+        raise ConfigValidationError([FieldError("body", "must be a mapping (one document)")])
+    kind = data.get("kind")
+    if kind is None:
+        raise ConfigValidationError(
+            [FieldError("kind", f"is required: {NODE_CLASS} or {NODE_POOL}")]
+        )
+    model = _MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise ConfigValidationError([FieldError("kind", f"must be {NODE_CLASS} or {NODE_POOL}")])
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as error:
+        raise ConfigValidationError(field_errors(error)) from None
+    except RecursionError:
+        raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
+
+
+def to_document(model: NodeClass | NodePool) -> dict[str, Any]:
+    """The stored / printed form: document names, JSON types, unset fields left out."""
+    document: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return document
