@@ -1,0 +1,9 @@
+"""EC2 capacity for moto: Capacity Reservations and groups, finite pools, faults and latency.
+
+Call `install()` once; afterwards `mock_aws()` and moto servers serve it all.
+"""
+
+from .control import inject_fault, reset, set_capacity, set_latency, state
+from .registration import install
+
+__all__ = ["inject_fault", "install", "reset", "set_capacity", "set_latency", "state"]

@@ -1,0 +1,74 @@
+"""The control surface: finite pools, injected faults, latency, reset and state."""
+
+from .models import CAPACITY_LOCK, OFFERING_POOLS, all_capacity_backends
+from .offerings import CAPACITY_TYPES, Offering
+from .operations import InjectedFault, OperationControls
+
+OPERATION_CONTROLS = OperationControls()
+
+
+def _operation(operation: str) -> str:
+    service, _, action = operation.partition(":")
+    if not service or not action:
+        raise ValueError(f"operation must be named service:Operation, got {operation!r}")
+    return operation
+
+
+def set_capacity(
+    region: str, instance_type: str, zone: str, capacity_type: str, count: int
+) -> None:
+    """Make an offering finite: `count` more instances fit; 0 makes it insufficient."""
+    if capacity_type not in CAPACITY_TYPES:
+        raise ValueError(f"capacity_type must be one of {CAPACITY_TYPES}, got {capacity_type!r}")
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise ValueError("count must be an integer")
+    offering = Offering(region, instance_type, zone, capacity_type)  # type: ignore[arg-type]
+    with CAPACITY_LOCK:
+        OFFERING_POOLS.set(offering, count)
+
+
+def inject_fault(
+    operation: str,
+    code: str,
+    message: str = "",
+    times: int | None = None,
+    rate: float | None = None,
+    seed: int | None = None,
+) -> None:
+    """Fail `service:Operation` with `code`: every call, the next `times`, or at a seeded `rate`."""
+    if not code:
+        raise ValueError("code is required")
+    fault = InjectedFault(
+        operation=_operation(operation),
+        code=code,
+        message=message or f"{code} (injected by moto_capacity)",
+        times=times,
+        rate=rate,
+        seed=seed,
+    )
+    OPERATION_CONTROLS.inject_fault(fault)
+
+
+def set_latency(operation: str, seconds: float) -> None:
+    """Delay every call of `service:Operation` by `seconds` (0 removes the delay)."""
+    OPERATION_CONTROLS.set_latency(_operation(operation), float(seconds))
+
+
+def reset() -> None:
+    """Forget pools, faults, latencies and call counters (moto's own state is untouched)."""
+    with CAPACITY_LOCK:
+        OFFERING_POOLS.clear()
+    OPERATION_CONTROLS.reset()
+
+
+def state() -> dict[str, object]:
+    """Pools, faults, latencies, per-operation counters and every reservation, as JSON data."""
+    with CAPACITY_LOCK:
+        reservations = []
+        for backend in all_capacity_backends():
+            backend.expire_due_reservations()
+            reservations.extend(r.summary() for r in backend.reservations.values())
+        answer: dict[str, object] = {"pools": OFFERING_POOLS.snapshot()}
+    answer.update(OPERATION_CONTROLS.snapshot())
+    answer["reservations"] = reservations
+    return answer

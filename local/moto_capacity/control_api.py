@@ -1,0 +1,73 @@
+"""HTTP control endpoints under /moto-capacity/, served by the moto server next to AWS APIs."""
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+from . import control
+
+PREFIX = "/moto-capacity"
+
+
+def _set_capacity(body: dict[str, Any]) -> None:
+    control.set_capacity(
+        body["region"], body["instanceType"], body["zone"], body["capacityType"], body["count"]
+    )
+
+
+def _inject_fault(body: dict[str, Any]) -> None:
+    control.inject_fault(
+        body["operation"],
+        body["code"],
+        message=body.get("message") or "",
+        times=body.get("times"),
+        rate=body.get("rate"),
+        seed=body.get("seed"),
+    )
+
+
+def _set_latency(body: dict[str, Any]) -> None:
+    control.set_latency(body["operation"], body["seconds"])
+
+
+def _reset(_: dict[str, Any]) -> None:
+    control.reset()
+
+
+def _nothing(_: dict[str, Any]) -> None:
+    return None
+
+
+ROUTES: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
+    ("POST", f"{PREFIX}/capacity"): _set_capacity,
+    ("POST", f"{PREFIX}/faults"): _inject_fault,
+    ("POST", f"{PREFIX}/latency"): _set_latency,
+    ("POST", f"{PREFIX}/reset"): _reset,
+    ("GET", f"{PREFIX}/state"): _nothing,
+}
+
+
+def _json(status: int, payload: object) -> Response:
+    return Response(json.dumps(payload), status=status, mimetype="application/json")
+
+
+def control_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    """Every route answers with the state after it ran; bad input is a 400 naming the problem."""
+    request = Request(environ)
+    action = ROUTES.get((request.method, request.path.rstrip("/")))
+    if action is None:
+        response = _json(404, {"error": f"no route {request.method} {request.path}"})
+        return response(environ, start_response)  # type: ignore[no-any-return]
+    try:
+        body = request.get_json(silent=True) or {}
+        if not isinstance(body, dict):
+            raise ValueError("the body must be a JSON object")
+        action(body)
+        response = _json(200, control.state())
+    except KeyError as missing:
+        response = _json(400, {"error": f"missing field {missing}"})
+    except (TypeError, ValueError) as error:
+        response = _json(400, {"error": str(error)})
+    return response(environ, start_response)  # type: ignore[no-any-return]

@@ -1,0 +1,217 @@
+"""EC2 Fleet `instant`: which overrides get instances, in the order the allocation strategy says.
+
+EC2 User Guide, "Allocation strategies for On-Demand Instances": `lowest-price` launches from
+the cheapest pool first, `prioritized` from the override with the lowest Priority first.
+"Use Capacity Reservations for On-Demand Instances": `use-capacity-reservations-first` fills
+unused reservations before applying the strategy to the rest. `MinTargetCapacity` with
+`SingleInstanceType` or `SingleAvailabilityZone` launches all of it in one pool or nothing.
+"""
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.ec2.exceptions import EC2ClientError
+
+from .allocation import CapacityLedger
+from .exceptions import InvalidParameterValue
+from .launches import (
+    InstanceAttributes,
+    ReservationPreference,
+    image_platform,
+    launch_template_data,
+    launch_zone,
+    resolved_template_spec,
+    subnet_from_template,
+)
+from .models import Slot
+from .offerings import CapacityType, price_of
+
+PRIORITIZED = ("prioritized", "capacity-optimized-prioritized")
+RESERVATIONS_FIRST = "use-capacity-reservations-first"
+
+
+@dataclass
+class FleetCandidate:
+    """One LaunchTemplateAndOverrides: a launch template version with one override applied."""
+
+    index: int
+    template_spec: dict[str, Any]
+    overrides: dict[str, Any]
+    data: dict[str, Any]
+    attributes: InstanceAttributes
+    preference: ReservationPreference
+    subnet_id: str | None
+    priority: float
+    weight: float
+
+    @property
+    def launch_template_and_overrides(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {"LaunchTemplateSpecification": dict(self.template_spec)}
+        if self.overrides:
+            answer["Overrides"] = dict(self.overrides)
+        return answer
+
+    def unit_price(self, capacity_type: CapacityType) -> float:
+        return price_of(self.attributes.instance_type, capacity_type) / self.weight
+
+
+def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list[FleetCandidate]:
+    candidates: list[FleetCandidate] = []
+    for config in configs:
+        spec = config.get("LaunchTemplateSpecification") or {}
+        data = launch_template_data(ec2_backend, spec)
+        if not data and not spec:
+            raise InvalidParameterValue("Each LaunchTemplateConfig needs a launch template.")
+        template_spec = resolved_template_spec(ec2_backend, spec)
+        preference = ReservationPreference.from_specification(
+            data.get("CapacityReservationSpecification")
+        )
+        for override in config.get("Overrides") or [{}]:
+            merged = {**data, **override}
+            if not merged.get("InstanceType") or not merged.get("ImageId"):
+                raise InvalidParameterValue(
+                    "Each override needs an InstanceType and an ImageId, from the launch "
+                    "template or the override."
+                )
+            placement = {**(data.get("Placement") or {}), **(override.get("Placement") or {})}
+            subnet_id = override.get("SubnetId") or subnet_from_template(data)
+            zone = override.get("AvailabilityZone") or placement.get("AvailabilityZone")
+            attributes = InstanceAttributes(
+                instance_type=merged["InstanceType"],
+                platform=image_platform(ec2_backend, merged["ImageId"]),
+                availability_zone=launch_zone(ec2_backend, subnet_id, zone),
+                tenancy=placement.get("Tenancy") or "default",
+            )
+            priority = override.get("Priority")
+            candidates.append(
+                FleetCandidate(
+                    index=len(candidates),
+                    template_spec=template_spec,
+                    overrides=dict(override),
+                    data=merged,
+                    attributes=attributes,
+                    preference=preference,
+                    subnet_id=subnet_id,
+                    priority=math.inf if priority is None else float(priority),
+                    weight=float(override.get("WeightedCapacity") or 1.0),
+                )
+            )
+    if not candidates:
+        raise InvalidParameterValue("LaunchTemplateConfigs must name at least one launch template.")
+    return candidates
+
+
+def capacity_targets(spec: Mapping[str, Any]) -> list[tuple[CapacityType, int]]:
+    """The target of each capacity type; what neither names goes to the default type."""
+    total = int(spec.get("TotalTargetCapacity") or 0)
+    on_demand = int(spec.get("OnDemandTargetCapacity") or 0)
+    spot = int(spec.get("SpotTargetCapacity") or 0)
+    rest = max(0, total - on_demand - spot)
+    if (spec.get("DefaultTargetCapacityType") or "on-demand") == "spot":
+        spot += rest
+    else:
+        on_demand += rest
+    targets: list[tuple[CapacityType, int]] = [("on-demand", on_demand), ("spot", spot)]
+    return [(kind, target) for kind, target in targets if target > 0]
+
+
+def ordered_by_strategy(
+    candidates: list[FleetCandidate], capacity_type: CapacityType, options: Mapping[str, Any]
+) -> list[FleetCandidate]:
+    if (options.get("AllocationStrategy") or "lowest-price") in PRIORITIZED:
+        return sorted(candidates, key=lambda c: (c.priority, c.index))
+    return sorted(candidates, key=lambda c: (c.unit_price(capacity_type), c.index))
+
+
+@dataclass
+class FleetOutcome:
+    """What one capacity type of a fleet got: slots per candidate, and each candidate's failure."""
+
+    capacity_type: CapacityType
+    slots: dict[int, list[Slot]] = field(default_factory=dict)
+    errors: dict[int, EC2ClientError] = field(default_factory=dict)
+    fulfilled: float = 0.0
+
+
+def _fulfil(
+    ledger: CapacityLedger,
+    candidates: list[FleetCandidate],
+    target: int,
+    capacity_type: CapacityType,
+    reservations_first: bool,
+) -> FleetOutcome:
+    outcome = FleetOutcome(capacity_type)
+    for reservations_only in (True, False) if reservations_first else (False,):
+        for candidate in candidates:
+            remaining = target - outcome.fulfilled
+            if remaining <= 0:
+                break
+            placement = ledger.place(
+                candidate.attributes,
+                candidate.preference,
+                math.ceil(remaining / candidate.weight),
+                capacity_type,
+                reservations_only=reservations_only,
+            )
+            outcome.slots.setdefault(candidate.index, []).extend(placement.slots)
+            outcome.fulfilled += len(placement.slots) * candidate.weight
+            if placement.failure is not None and not reservations_only:
+                outcome.errors.setdefault(candidate.index, placement.failure)
+    return outcome
+
+
+def _single_pool_groups(
+    candidates: list[FleetCandidate], single_type: bool, single_zone: bool
+) -> list[list[FleetCandidate]]:
+    grouped: dict[tuple[str, str], list[FleetCandidate]] = {}
+    for candidate in candidates:
+        key = (
+            candidate.attributes.instance_type if single_type else "",
+            candidate.attributes.availability_zone if single_zone else "",
+        )
+        grouped.setdefault(key, []).append(candidate)
+    return list(grouped.values())
+
+
+def plan_capacity_type(
+    ledger: CapacityLedger,
+    candidates: list[FleetCandidate],
+    target: int,
+    capacity_type: CapacityType,
+    options: Mapping[str, Any],
+) -> tuple[CapacityLedger, FleetOutcome]:
+    """Plan one capacity type on a fork of `ledger`; returns the fork to carry on with."""
+    single_type = bool(options.get("SingleInstanceType"))
+    single_zone = bool(options.get("SingleAvailabilityZone"))
+    min_target = int(options.get("MinTargetCapacity") or 0)
+    if min_target and not (single_type or single_zone):
+        raise InvalidParameterValue(
+            "MinTargetCapacity requires SingleInstanceType or SingleAvailabilityZone."
+        )
+    if min_target > target:
+        raise InvalidParameterValue("MinTargetCapacity cannot exceed the target capacity.")
+    reservations_first = capacity_type == "on-demand" and (
+        (options.get("CapacityReservationOptions") or {}).get("UsageStrategy")
+        == RESERVATIONS_FIRST
+    )
+    ordered = ordered_by_strategy(candidates, capacity_type, options)
+    best: tuple[CapacityLedger, FleetOutcome] | None = None
+    errors: dict[int, EC2ClientError] = {}
+    for group in _single_pool_groups(ordered, single_type, single_zone):
+        trial = ledger.fork()
+        outcome = _fulfil(trial, group, target, capacity_type, reservations_first)
+        for index, error in outcome.errors.items():
+            errors.setdefault(index, error)
+        if best is None or outcome.fulfilled > best[1].fulfilled:
+            best = (trial, outcome)
+        if outcome.fulfilled >= target:
+            break
+    assert best is not None
+    chosen_ledger, chosen = best
+    chosen.errors = errors
+    if chosen.fulfilled < min_target:
+        # All or nothing: below MinTargetCapacity no instance is launched.
+        return ledger.fork(), FleetOutcome(capacity_type, errors=errors)
+    return chosen_ledger, chosen

@@ -1,0 +1,120 @@
+"""What an instance launch asks of capacity: its matching attributes and reservation preference."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .exceptions import InvalidParameterCombination, InvalidParameterValue
+
+PREFERENCES = ("open", "none", "capacity-reservations-only")
+LINUX = "Linux/UNIX"
+WINDOWS = "Windows"
+
+
+@dataclass(frozen=True)
+class InstanceAttributes:
+    """The attributes a Capacity Reservation must match: type, platform, zone and tenancy."""
+
+    instance_type: str
+    platform: str
+    availability_zone: str
+    tenancy: str = "default"
+
+
+@dataclass(frozen=True)
+class ReservationPreference:
+    """A parsed CapacityReservationSpecification (from the request or the launch template)."""
+
+    preference: str | None = None
+    reservation_id: str | None = None
+    group_arn: str | None = None
+
+    @classmethod
+    def from_specification(cls, spec: Mapping[str, Any] | None) -> "ReservationPreference":
+        spec = spec or {}
+        preference = spec.get("CapacityReservationPreference")
+        target = spec.get("CapacityReservationTarget") or {}
+        reservation_id = target.get("CapacityReservationId")
+        group_arn = target.get("CapacityReservationResourceGroupArn")
+        if preference is not None and preference not in PREFERENCES:
+            raise InvalidParameterValue(
+                f"Value ({preference}) for parameter CapacityReservationPreference is invalid."
+            )
+        if reservation_id and group_arn:
+            raise InvalidParameterCombination(
+                "CapacityReservationId and CapacityReservationResourceGroupArn cannot be "
+                "specified together."
+            )
+        if (reservation_id or group_arn) and preference in ("open", "none"):
+            raise InvalidParameterCombination(
+                f"CapacityReservationPreference '{preference}' cannot be combined with a "
+                "CapacityReservationTarget."
+            )
+        return cls(preference, reservation_id, group_arn)
+
+    @property
+    def reservations_only(self) -> bool:
+        return self.preference == "capacity-reservations-only"
+
+    @property
+    def avoids_reservations(self) -> bool:
+        return self.preference == "none"
+
+    def as_instance_specification(self) -> dict[str, Any]:
+        """What DescribeInstances reports as the instance's CapacityReservationSpecification."""
+        spec: dict[str, Any] = {}
+        if self.preference or not (self.reservation_id or self.group_arn):
+            spec["CapacityReservationPreference"] = self.preference or "open"
+        if self.reservation_id:
+            spec["CapacityReservationTarget"] = {"CapacityReservationId": self.reservation_id}
+        if self.group_arn:
+            spec["CapacityReservationTarget"] = {
+                "CapacityReservationResourceGroupArn": self.group_arn
+            }
+        return spec
+
+
+def launch_template_data(ec2_backend: Any, spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The data of the launch template version a request names (empty without a template)."""
+    if not spec or not (spec.get("LaunchTemplateId") or spec.get("LaunchTemplateName")):
+        return {}
+    return dict(ec2_backend._get_template_from_args(dict(spec)).data)
+
+
+def resolved_template_spec(ec2_backend: Any, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The LaunchTemplateSpecification as EC2 echoes it: the id, and the version resolved."""
+    if spec.get("LaunchTemplateId"):
+        template = ec2_backend.get_launch_template(spec["LaunchTemplateId"])
+    else:
+        template = ec2_backend.get_launch_template_by_name(spec["LaunchTemplateName"])
+    version = template.get_version(spec.get("Version", template.default_version_number))
+    resolved = {"LaunchTemplateId": template.id, "Version": str(version.number)}
+    if spec.get("LaunchTemplateName"):
+        resolved["LaunchTemplateName"] = spec["LaunchTemplateName"]
+    return resolved
+
+
+def image_platform(ec2_backend: Any, image_id: str | None) -> str:
+    """The reservation platform an image runs: Windows AMIs are `Windows`, others `Linux/UNIX`."""
+    if not image_id:
+        return LINUX
+    images = ec2_backend.describe_images(filters={"image-id": image_id})
+    if images and (images[0].platform or "").lower() == "windows":
+        return WINDOWS
+    return LINUX
+
+
+def subnet_from_template(template_data: Mapping[str, Any]) -> str | None:
+    for interface in template_data.get("NetworkInterfaces") or []:
+        if interface.get("SubnetId"):
+            return str(interface["SubnetId"])
+    return None
+
+
+def launch_zone(ec2_backend: Any, subnet_id: str | None, zone: str | None) -> str:
+    """The zone an instance lands in: its subnet's, the requested one, else moto's default `<region>a`."""
+    if subnet_id:
+        return str(ec2_backend.get_subnet(subnet_id).availability_zone)
+    if zone:
+        return zone
+    return f"{ec2_backend.region_name}a"

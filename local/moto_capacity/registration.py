@@ -1,0 +1,184 @@
+"""Hooks the extension into moto: EC2 actions, resource-groups routes, operation controls
+and the HTTP control endpoints. Each hook is applied once, however often install() runs."""
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from moto.core.responses import ActionResult, BaseResponse
+from moto.ec2.models import EC2Backend
+from moto.ec2.models.instances import Instance
+from moto.ec2.responses import EC2Response
+from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.resourcegroups import urls as resource_groups_urls
+from moto.resourcegroups.exceptions import BadRequestException
+from moto.resourcegroups.models import ResourceGroupsBackend
+from moto.resourcegroups.responses import ResourceGroupsResponse
+
+from . import groups
+from .allocation import place_restarted_instance
+from .control import OPERATION_CONTROLS
+from .control_api import PREFIX, control_app
+from .exceptions import InjectedError
+from .group_responses import GROUP_RESOURCE_PATHS, CapacityReservationGroupResponse
+from .models import capacity_backend, existing_capacity_backend
+from .responses import CapacityReservationResponse
+
+_MARK = "__moto_capacity__"
+_INSTALL_LOCK = threading.Lock()
+# Statuses AWS answers these codes with; anything else is a 400 client error.
+SERVER_FAULT_STATUS = {
+    "InternalError": 500,
+    "InternalFailure": 500,
+    "InternalServerError": 500,
+    "ServiceUnavailable": 503,
+    "Unavailable": 503,
+    "RequestLimitExceeded": 503,
+}
+
+
+def _hook(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    """Replace owner.name by make(original), unless this extension already did."""
+    original = owner.__dict__.get(name) or getattr(owner, name)
+    if getattr(original, _MARK, False):
+        return
+    replacement = make(original)
+    setattr(replacement, _MARK, True)
+    setattr(owner, name, replacement)
+
+
+def _copy_members(source: type, target: type) -> None:
+    for name, member in vars(source).items():
+        if name.startswith("__"):
+            continue
+        if getattr(target.__dict__.get(name), _MARK, False):
+            continue
+        target_member = member.fget if isinstance(member, property) else member
+        setattr(target_member, _MARK, True)
+        setattr(target, name, member)
+
+
+def _releasing_slot(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def release_after(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        backend = existing_capacity_backend(self.ec2_backend)
+        if backend is not None:
+            backend.release_instance(self)
+        return result
+
+    return release_after
+
+
+def _placing_again(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def place_before(self: Any, *args: Any, **kwargs: Any) -> Any:
+        backend = existing_capacity_backend(self.ec2_backend)
+        if backend is not None and not self.is_running():
+            place_restarted_instance(backend, self)
+        return original(self, *args, **kwargs)
+
+    return place_before
+
+
+def _checking_reservations_exist(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def do_resources_exist(self: Any, resource_ids: list[str]) -> Any:
+        for reservation_id in [rid for rid in resource_ids if rid.startswith("cr-")]:
+            capacity_backend(self).get_reservation(reservation_id)
+        return original(self, [rid for rid in resource_ids if not rid.startswith("cr-")])
+
+    return do_resources_exist
+
+
+def _install_ec2() -> None:
+    EC2_RESOURCE_TO_PREFIX["capacity-reservation"] = "cr"
+    EC2_PREFIX_TO_RESOURCE["cr"] = "capacity-reservation"
+    _copy_members(CapacityReservationResponse, EC2Response)
+    _hook(Instance, "stop", _releasing_slot)
+    _hook(Instance, "terminate", _releasing_slot)
+    _hook(Instance, "start", _placing_again)
+    _hook(EC2Backend, "do_resources_exist", _checking_reservations_exist)
+
+
+def _normalising_configuration(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def with_configuration(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["configuration"] = groups.normalised_configuration(kwargs.get("configuration"))
+        return original(self, *args, **kwargs)
+
+    return with_configuration
+
+
+def _protecting_deletion(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def delete_group(self: Any, group_name: str) -> Any:
+        group = self.get_group(group_name)
+        if groups.is_deletion_protected(group) and groups.members(group):
+            raise BadRequestException("The group has deletion-protection and is not empty")
+        return original(self, group_name)
+
+    return delete_group
+
+
+def _install_resource_groups() -> None:
+    resource_groups_urls.url_paths.update(GROUP_RESOURCE_PATHS)
+    _copy_members(CapacityReservationGroupResponse, ResourceGroupsResponse)
+    _hook(ResourceGroupsBackend, "create_group", _normalising_configuration)
+    _hook(ResourceGroupsBackend, "put_group_configuration", _normalising_configuration)
+    _hook(ResourceGroupsBackend, "delete_group", _protecting_deletion)
+
+
+def _fault_response(response: Any, code: str, message: str) -> Any:
+    status, headers, body = response.serialized(ActionResult(InjectedError(code, message)))
+    status = SERVER_FAULT_STATUS.get(code, status)
+    headers["status"] = str(status)
+    headers, body = response._enrich_response(headers, body)
+    return status, headers, body
+
+
+def _controlled(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def call_action(self: Any) -> Any:
+        action = self._get_action()
+        if not action:
+            return original(self)
+        operation = f"{self.service_name}:{action}"
+        delay = OPERATION_CONTROLS.latency_for(operation)
+        if delay:
+            time.sleep(delay)
+        fault = OPERATION_CONTROLS.fault_for(operation)
+        if fault is not None:
+            OPERATION_CONTROLS.record(operation, failed=True)
+            return _fault_response(self, fault.code, fault.message)
+        try:
+            answer = original(self)
+        except Exception:
+            OPERATION_CONTROLS.record(operation, failed=True)
+            raise
+        OPERATION_CONTROLS.record(operation, failed=int(answer[0]) >= 400)
+        return answer
+
+    return call_action
+
+
+def _serving_control_api(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def dispatch(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO", "").startswith(PREFIX):
+            return control_app(environ, start_response)
+        return original(self, environ, start_response)
+
+    return dispatch
+
+
+def install() -> None:
+    """Teach moto capacity; safe to call any number of times, from any thread."""
+    with _INSTALL_LOCK:
+        _install_ec2()
+        _install_resource_groups()
+        _hook(BaseResponse, "call_action", _controlled)
+        _hook(DomainDispatcherApplication, "__call__", _serving_control_api)
