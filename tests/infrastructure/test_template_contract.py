@@ -1,0 +1,250 @@
+"""What other code and other teams rely on in template.yaml: names, settings and their relations."""
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.template import _Scope, function_spec, load_template, resolve
+
+REPO = Path(__file__).resolve().parents[2]
+FUNCTIONS = ("LauncherFunction", "ReservationSyncFunction", "InstanceEventsFunction")
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+@pytest.fixture(scope="module")
+def resources(template: dict[str, Any]) -> dict[str, Any]:
+    return template["Resources"]  # type: ignore[no-any-return]
+
+
+def _properties(resources: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return resources[logical_id]["Properties"]  # type: ignore[no-any-return]
+
+
+def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
+    parameters = template["Parameters"]
+    defaults = {name: spec.get("Default") for name, spec in parameters.items()}
+    assert defaults | {"AlarmTopicArn": None} == {
+        "Stage": "dev",
+        "InstanceRoleArn": None,
+        "IceTtlSeconds": 180,
+        "LogLevel": "INFO",
+        "LogRetentionDays": 30,
+        "UtilizationHighThreshold": 0.9,
+        "ExpiringHorizonHours": 72,
+        "LauncherMaxConcurrency": 10,
+        "AlarmTopicArn": None,
+    }
+    assert parameters["LauncherMaxConcurrency"]["MinValue"] == 2
+
+
+def test_globals_carry_runtime_architecture_tracing_layer_and_powertools(
+    template: dict[str, Any],
+) -> None:
+    function = template["Globals"]["Function"]
+    assert function["Runtime"] == "python3.11"
+    assert function["Architectures"] == ["arm64"]
+    assert function["Tracing"] == "Active"
+    assert function["Timeout"] == 120
+    assert function["Layers"] == [{"Ref": "CoreLayer"}]
+    variables = function["Environment"]["Variables"]
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "capacity-launcher"
+    assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "CapacityLauncher"
+    assert variables["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
+    assert variables["ICE_TTL_SECONDS"] == {"Ref": "IceTtlSeconds"}
+
+
+def test_layer_is_built_for_python_311_on_arm64(resources: dict[str, Any]) -> None:
+    layer = resources["CoreLayer"]
+    assert layer["Type"] == "AWS::Serverless::LayerVersion"
+    assert layer["Metadata"] == {"BuildMethod": "python3.11", "BuildArchitecture": "arm64"}
+    assert layer["Properties"]["ContentUri"] == "layers/core/"
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.11"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+def test_launch_queue_outlasts_the_launcher_and_redrives_after_five_receives(
+    resources: dict[str, Any],
+) -> None:
+    queue = _properties(resources, "LaunchQueue")
+    assert queue["VisibilityTimeout"] >= 6 * function_spec("LauncherFunction")["Timeout"]
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": ["LaunchDeadLetterQueue", "Arn"]},
+        "maxReceiveCount": 5,
+    }
+    assert _properties(resources, "LaunchDeadLetterQueue")["MessageRetentionPeriod"] == 1209600
+
+
+def test_idempotency_window_is_longer_than_the_whole_retry_window(
+    template: dict[str, Any], resources: dict[str, Any]
+) -> None:
+    queue = _properties(resources, "LaunchQueue")
+    (target,) = _properties(resources, "LaunchRequestedRule")["Targets"]
+    retry_window = (
+        queue["VisibilityTimeout"] * queue["RedrivePolicy"]["maxReceiveCount"]
+        + target["RetryPolicy"]["MaximumEventAgeInSeconds"]
+    )
+    window = template["Globals"]["Function"]["Environment"]["Variables"]["IDEMPOTENCY_TTL_SECONDS"]
+    assert int(window) > retry_window
+
+
+def test_launch_requests_rule_routes_only_launch_requested(resources: dict[str, Any]) -> None:
+    rule = _properties(resources, "LaunchRequestedRule")
+    assert rule["EventBusName"] == {"Ref": "LaunchBus"}
+    assert rule["EventPattern"] == {"detail-type": ["Launch Requested"]}
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["LaunchQueue", "Arn"]}
+
+
+def test_launcher_consumes_the_queue_in_partial_batches(resources: dict[str, Any]) -> None:
+    launcher = _properties(resources, "LauncherFunction")
+    assert (launcher["CodeUri"], launcher["Handler"]) == ("functions/launcher/", "app.handler")
+    (event,) = launcher["Events"].values()
+    assert event["Type"] == "SQS"
+    assert event["Properties"]["Queue"] == {"Fn::GetAtt": ["LaunchQueue", "Arn"]}
+    assert event["Properties"]["BatchSize"] == 10
+    assert event["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert event["Properties"]["ScalingConfig"] == {
+        "MaximumConcurrency": {"Ref": "LauncherMaxConcurrency"}
+    }
+
+
+def test_reservation_sync_runs_every_minute_and_finishes_within_it(
+    resources: dict[str, Any],
+) -> None:
+    sync = _properties(resources, "ReservationSyncFunction")
+    assert sync["CodeUri"] == "functions/reservation_sync/"
+    (event,) = sync["Events"].values()
+    assert (event["Type"], event["Properties"]["Schedule"]) == ("Schedule", "rate(1 minute)")
+    assert sync["Timeout"] < 60
+
+
+def test_instance_events_listen_to_the_ec2_events_that_free_capacity(
+    resources: dict[str, Any],
+) -> None:
+    events = _properties(resources, "InstanceEventsFunction")
+    assert events["CodeUri"] == "functions/instance_events/"
+    patterns = [event["Properties"]["Pattern"] for event in events["Events"].values()]
+    assert all(event["Type"] == "EventBridgeRule" for event in events["Events"].values())
+    assert all(pattern["source"] == ["aws.ec2"] for pattern in patterns)
+    by_type = {pattern["detail-type"][0]: pattern for pattern in patterns}
+    assert set(by_type) == {
+        "EC2 Instance State-change Notification",
+        "EC2 Capacity Reservation Instance Interruption Warning",
+    }
+    assert set(by_type["EC2 Instance State-change Notification"]["detail"]["state"]) == {
+        "stopping",
+        "stopped",
+        "shutting-down",
+        "terminated",
+    }
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_each_function_may_write_to_the_log_group_it_has(
+    resources: dict[str, Any], function: str
+) -> None:
+    # Given the function's explicit name and its declared log group
+    name = _properties(resources, function)["FunctionName"]["Fn::Sub"]
+    log_group = _properties(resources, function.removesuffix("Function") + "LogGroup")
+    assert log_group["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/${{{function}}}"}
+    assert log_group["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    # Then its role writes to exactly that group
+    policy = _properties(resources, f"{function}Role")["Policies"][0]["PolicyDocument"]
+    (logs,) = (s for s in policy["Statement"] if s["Sid"] == "OwnLogGroup")
+    assert logs["Resource"]["Fn::Sub"].endswith(f":log-group:/aws/lambda/{name}:*")
+
+
+@pytest.mark.parametrize("table", ["StateTable", "UnavailableOfferingsTable", "IdempotencyTable"])
+def test_tables_are_on_demand(resources: dict[str, Any], table: str) -> None:
+    assert _properties(resources, table)["BillingMode"] == "PAY_PER_REQUEST"
+
+
+OUTPUTS = (
+    "LaunchBusName",
+    "LaunchBusArn",
+    "LaunchQueueUrl",
+    "LaunchQueueArn",
+    "LaunchDeadLetterQueueUrl",
+    "StateTableName",
+    "UnavailableOfferingsTableName",
+    "IdempotencyTableName",
+    "LauncherFunctionName",
+    "ReservationSyncFunctionName",
+    "InstanceEventsFunctionName",
+    "DashboardName",
+)
+
+
+def test_every_client_name_is_an_exported_output(template: dict[str, Any]) -> None:
+    outputs = template["Outputs"]
+    assert set(OUTPUTS) <= set(outputs)
+    for name, output in outputs.items():
+        assert output["Export"]["Name"] == {"Fn::Sub": f"${{AWS::StackName}}-{name}"}
+
+
+ALARM_METRICS = {
+    "LaunchDeadLetterQueueNotEmptyAlarm": "ApproximateNumberOfMessagesVisible",
+    "InstanceEventsDeadLetterQueueNotEmptyAlarm": "ApproximateNumberOfMessagesVisible",
+    "LaunchFailuresAlarm": "LaunchFailed",
+    "ReservationUtilizationHighAlarm": "ReservationUtilization",
+    "ReconciliationDriftAlarm": "ReconciliationDrift",
+    "LauncherErrorsAlarm": "Errors",
+    "ReservationSyncErrorsAlarm": "Errors",
+    "InstanceEventsErrorsAlarm": "Errors",
+}
+
+
+@pytest.mark.parametrize(("alarm", "metric"), ALARM_METRICS.items())
+def test_alarms_watch_their_metric(resources: dict[str, Any], alarm: str, metric: str) -> None:
+    properties = _properties(resources, alarm)
+    assert resources[alarm]["Type"] == "AWS::CloudWatch::Alarm"
+    watched = properties.get("MetricName") or properties["Metrics"][0]["Expression"]
+    assert re.search(rf"\b{metric}\b", watched)
+    assert properties["TreatMissingData"] == "notBreaching"
+
+
+def test_launch_failures_alarm_uses_the_powertools_service_dimension(
+    resources: dict[str, Any],
+) -> None:
+    alarm = _properties(resources, "LaunchFailuresAlarm")
+    assert alarm["Namespace"] == "CapacityLauncher"
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "capacity-launcher"}]
+
+
+def test_dashboard_body_is_json_with_the_promised_widgets(resources: dict[str, Any]) -> None:
+    pattern, variables = _properties(resources, "Dashboard")["DashboardBody"]["Fn::Sub"]
+    scope = _Scope(
+        refs={"AWS::Region": "us-east-1", "UtilizationHighThreshold": 0.9},
+        attributes={},
+    )
+    body = json.loads(resolve({"Fn::Sub": [pattern, dict.fromkeys(variables, "q")]}, scope))
+    text = json.dumps(body)
+    for metric in (
+        "InstancesLaunched",
+        "UnavailableOfferingHit",
+        "UnavailableOfferingWrite",
+        "ReservationUtilization",
+        "ApproximateNumberOfMessagesVisible",
+    ):
+        assert metric in text
+    (launches,) = (w for w in body["widgets"] if "InstancesLaunched" in json.dumps(w))
+    capacity_types = [row[-1] for row in launches["properties"]["metrics"]]
+    assert capacity_types == ["reserved", "on-demand", "spot"]
+    assert {"LaunchQueueName", "LaunchDeadLetterQueueName"} <= set(variables)
+
+
+def test_samconfig_deploys_with_iam_capability_and_a_changeset_review() -> None:
+    config = tomllib.loads((REPO / "samconfig.toml").read_text(encoding="utf-8"))["default"]
+    assert config["global"]["parameters"]["stack_name"] == "capacity-launcher"
+    deploy = config["deploy"]["parameters"]
+    assert deploy["capabilities"] == "CAPABILITY_IAM"
+    assert deploy["resolve_s3"] is True
+    assert deploy["confirm_changeset"] is True
