@@ -180,7 +180,10 @@ def place_restarted_instance(backend: CapacityReservationBackend, instance: obje
             return
         ledger = CapacityLedger(backend)
         placed = ledger.place(
-            capacity.attributes, capacity.preference, 1, capacity.capacity_type  # type: ignore[arg-type]
+            capacity.attributes,
+            capacity.preference,
+            1,
+            capacity.capacity_type,  # type: ignore[arg-type]
         )
         if not placed.slots:
             assert placed.failure is not None

@@ -22,7 +22,7 @@ def set_capacity(
         raise ValueError(f"capacity_type must be one of {CAPACITY_TYPES}, got {capacity_type!r}")
     if isinstance(count, bool) or not isinstance(count, int):
         raise ValueError("count must be an integer")
-    offering = Offering(region, instance_type, zone, capacity_type)  # type: ignore[arg-type]
+    offering = Offering(region, instance_type, zone, capacity_type)
     with CAPACITY_LOCK:
         OFFERING_POOLS.set(offering, count)
 
@@ -64,7 +64,7 @@ def reset() -> None:
 def state() -> dict[str, object]:
     """Pools, faults, latencies, per-operation counters and every reservation, as JSON data."""
     with CAPACITY_LOCK:
-        reservations = []
+        reservations: list[dict[str, object]] = []
         for backend in all_capacity_backends():
             backend.expire_due_reservations()
             reservations.extend(r.summary() for r in backend.reservations.values())

@@ -59,7 +59,7 @@ def control_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
     action = ROUTES.get((request.method, request.path.rstrip("/")))
     if action is None:
         response = _json(404, {"error": f"no route {request.method} {request.path}"})
-        return response(environ, start_response)  # type: ignore[no-any-return]
+        return response(environ, start_response)
     try:
         body = request.get_json(silent=True) or {}
         if not isinstance(body, dict):
@@ -70,4 +70,4 @@ def control_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
         response = _json(400, {"error": f"missing field {missing}"})
     except (TypeError, ValueError) as error:
         response = _json(400, {"error": str(error)})
-    return response(environ, start_response)  # type: ignore[no-any-return]
+    return response(environ, start_response)

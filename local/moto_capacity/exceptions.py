@@ -36,7 +36,7 @@ class CapacityReservationIdMalformed(EC2ClientError):
     code = "InvalidCapacityReservationId.Malformed"
 
     def __init__(self, reservation_id: str) -> None:
-        super().__init__(f"Invalid id: \"{reservation_id}\" (expecting \"cr-...\")")
+        super().__init__(f'Invalid id: "{reservation_id}" (expecting "cr-...")')
 
 
 class InvalidParameterValue(EC2ClientError):

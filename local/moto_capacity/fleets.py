@@ -193,8 +193,7 @@ def plan_capacity_type(
     if min_target > target:
         raise InvalidParameterValue("MinTargetCapacity cannot exceed the target capacity.")
     reservations_first = capacity_type == "on-demand" and (
-        (options.get("CapacityReservationOptions") or {}).get("UsageStrategy")
-        == RESERVATIONS_FIRST
+        (options.get("CapacityReservationOptions") or {}).get("UsageStrategy") == RESERVATIONS_FIRST
     )
     ordered = ordered_by_strategy(candidates, capacity_type, options)
     best: tuple[CapacityLedger, FleetOutcome] | None = None

@@ -16,7 +16,7 @@ GROUP_RESOURCE_PATHS = {
 }
 
 
-class CapacityReservationGroupResponse(ResourceGroupsResponse):  # type: ignore[misc]
+class CapacityReservationGroupResponse(ResourceGroupsResponse):
     """Methods registration adds to moto's ResourceGroupsResponse."""
 
     def _group(self) -> Any:
@@ -32,7 +32,12 @@ class CapacityReservationGroupResponse(ResourceGroupsResponse):  # type: ignore[
     def get_group_configuration(self) -> str:
         group = self._group()
         return json.dumps(
-            {"GroupConfiguration": {"Configuration": group.configuration or [], "Status": "UPDATE_COMPLETE"}}
+            {
+                "GroupConfiguration": {
+                    "Configuration": group.configuration or [],
+                    "Status": "UPDATE_COMPLETE",
+                }
+            }
         )
 
     def group_resources(self) -> str:
@@ -47,7 +52,7 @@ class CapacityReservationGroupResponse(ResourceGroupsResponse):  # type: ignore[
         )
         return json.dumps({"Succeeded": succeeded, "Failed": failed, "Pending": []})
 
-    def list_group_resources(self) -> str:
+    def list_group_resources(self) -> str:  # type: ignore[override]
         wanted_types: set[str] | None = None
         for item in self._get_param("Filters") or []:
             if item.get("Name") == "resource-type":

@@ -82,13 +82,11 @@ def members(group: Any) -> list[str]:
     """The resource ARNs grouped into `group`, in the order they were added."""
     if not hasattr(group, "resource_arns"):
         group.resource_arns = []
-    return group.resource_arns  # type: ignore[no-any-return]
+    return group.resource_arns
 
 
 def allowed_types(group: Any) -> list[str] | None:
-    return _parameters(group.configuration or [], GENERIC_CONFIGURATION).get(
-        ALLOWED_RESOURCE_TYPES
-    )
+    return _parameters(group.configuration or [], GENERIC_CONFIGURATION).get(ALLOWED_RESOURCE_TYPES)
 
 
 def is_deletion_protected(group: Any) -> bool:

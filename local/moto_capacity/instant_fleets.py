@@ -57,7 +57,9 @@ def _launch_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[str, Any]
     with CAPACITY_LOCK:
         ledger = CapacityLedger(backend)
         for capacity_type, target in capacity_targets(target_spec):
-            ledger, outcome = plan(ledger, candidates, target, capacity_type, options[capacity_type])
+            ledger, outcome = plan(
+                ledger, candidates, target, capacity_type, options[capacity_type]
+            )
             outcomes.append(outcome)
         ledger.commit()
     fleet = _register_fleet(ec2_backend, params)
@@ -135,7 +137,9 @@ def _launch_candidate(
         },
     )
     backend = capacity_backend(ec2_backend)
-    launch_spec = fleet.launch_specs[candidate.index] if candidate.index < len(fleet.launch_specs) else None
+    launch_spec = (
+        fleet.launch_specs[candidate.index] if candidate.index < len(fleet.launch_specs) else None
+    )
     for instance, slot in zip(reservation.instances, slots, strict=True):
         capacity = InstanceCapacity(
             slot, candidate.attributes, candidate.preference, outcome.capacity_type
@@ -158,4 +162,6 @@ def _launch_candidate(
 
 def _release_unattached(backend: Any, outcomes: list[FleetOutcome]) -> None:
     # Launched candidates cleared their slots; what is left was planned but never launched.
-    backend.release_slots([slot for outcome in outcomes for slots in outcome.slots.values() for slot in slots])
+    backend.release_slots(
+        [slot for outcome in outcomes for slots in outcome.slots.values() for slot in slots]
+    )

@@ -112,7 +112,7 @@ def subnet_from_template(template_data: Mapping[str, Any]) -> str | None:
 
 
 def launch_zone(ec2_backend: Any, subnet_id: str | None, zone: str | None) -> str:
-    """The zone an instance lands in: its subnet's, the requested one, else moto's default `<region>a`."""
+    """Where an instance lands: its subnet's zone, else the requested one, else `<region>a`."""
     if subnet_id:
         return str(ec2_backend.get_subnet(subnet_id).availability_zone)
     if zone:

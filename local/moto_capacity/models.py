@@ -195,11 +195,11 @@ def capacity_backend(ec2_backend: Any) -> CapacityReservationBackend:
         if backend is None:
             backend = CapacityReservationBackend(ec2_backend)
             ec2_backend.__dict__[_BACKEND_ATTRIBUTE] = backend
-        return backend  # type: ignore[no-any-return]
+        return backend
 
 
 def existing_capacity_backend(ec2_backend: Any) -> CapacityReservationBackend | None:
-    return ec2_backend.__dict__.get(_BACKEND_ATTRIBUTE)  # type: ignore[no-any-return]
+    return ec2_backend.__dict__.get(_BACKEND_ATTRIBUTE)
 
 
 def all_capacity_backends() -> list[CapacityReservationBackend]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class InjectedFault:
-    """Fail `operation` with `code`: the next `times` calls, at a `rate`, or both (rate, at most times)."""
+    """Fail `operation` with `code`: the next `times` calls, or at a `rate` (capped by `times`)."""
 
     operation: str
     code: str

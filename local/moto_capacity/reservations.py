@@ -1,6 +1,6 @@
 """The Capacity Reservation resource: attributes, state, counts and filters."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from moto.core.utils import utcnow
@@ -15,7 +15,7 @@ CANCELLED = "cancelled"
 
 
 def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class CapacityReservation(TaggedEC2Resource):

@@ -7,7 +7,6 @@ Registration copies them onto moto's `EC2Response`.
 from typing import Any
 
 from moto.core.responses import ActionResult
-from moto.ec2.responses._base_response import EC2BaseResponse
 from moto.ec2.responses.fleets import Fleets
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.utils import convert_tag_spec
@@ -25,6 +24,7 @@ from .launches import (
     subnet_from_template,
 )
 from .models import CAPACITY_LOCK, InstanceCapacity, capacity_backend
+from .offerings import CapacityType
 
 PLATFORMS = (
     "Linux/UNIX",
@@ -54,7 +54,9 @@ def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _page(items: list[Any], max_results: int | None, next_token: str | None) -> tuple[list[Any], str | None]:
+def _page(
+    items: list[Any], max_results: int | None, next_token: str | None
+) -> tuple[list[Any], str | None]:
     try:
         start = int(next_token) if next_token else 0
     except ValueError:
@@ -65,8 +67,8 @@ def _page(items: list[Any], max_results: int | None, next_token: str | None) -> 
     return items[start:end], (str(end) if end < len(items) else None)
 
 
-class CapacityReservationResponse(EC2BaseResponse):
-    """Methods registration adds to moto's EC2Response."""
+class CapacityReservationResponse(InstanceResponse, Fleets):
+    """Methods registration adds to moto's EC2Response; RunInstances and CreateFleet wrap moto's."""
 
     @property
     def capacity_backend(self) -> Any:
@@ -100,7 +102,9 @@ class CapacityReservationResponse(EC2BaseResponse):
             availability_zone=zone,
             availability_zone_id=zones[zone],
             instance_count=count,
-            tenancy=_one_of("Tenancy", self._get_param("Tenancy", "default"), ("default", "dedicated")),
+            tenancy=_one_of(
+                "Tenancy", self._get_param("Tenancy", "default"), ("default", "dedicated")
+            ),
             instance_match_criteria=_one_of(
                 "InstanceMatchCriteria",
                 self._get_param("InstanceMatchCriteria", "open"),
@@ -120,9 +124,7 @@ class CapacityReservationResponse(EC2BaseResponse):
         found = self.capacity_backend.describe_reservations(
             self._get_param("CapacityReservationIds", []), self._filters_from_querystring()
         )
-        page, next_token = _page(
-            found, self._get_param("MaxResults"), self._get_param("NextToken")
-        )
+        page, next_token = _page(found, self._get_param("MaxResults"), self._get_param("NextToken"))
         return ActionResult({"CapacityReservations": page, "NextToken": next_token})
 
     def modify_capacity_reservation(self) -> ActionResult:
@@ -153,9 +155,7 @@ class CapacityReservationResponse(EC2BaseResponse):
                 self.current_account, self.region, reservation.capacity_reservation_arn
             )
         ]
-        page, next_token = _page(
-            found, self._get_param("MaxResults"), self._get_param("NextToken")
-        )
+        page, next_token = _page(found, self._get_param("MaxResults"), self._get_param("NextToken"))
         return ActionResult({"CapacityReservationGroups": page, "NextToken": next_token})
 
     def run_instances(self) -> ActionResult:
@@ -169,8 +169,12 @@ class CapacityReservationResponse(EC2BaseResponse):
             if subnet_id:
                 self.params["SubnetId"] = subnet_id
         if placement.get("AvailabilityZone") and not self._get_param("Placement.AvailabilityZone"):
-            self.params.setdefault("Placement", {})["AvailabilityZone"] = placement["AvailabilityZone"]
-        instance_type = self._get_param("InstanceType") or template.get("InstanceType") or "m1.small"
+            self.params.setdefault("Placement", {})["AvailabilityZone"] = placement[
+                "AvailabilityZone"
+            ]
+        instance_type = (
+            self._get_param("InstanceType") or template.get("InstanceType") or "m1.small"
+        )
         attributes = InstanceAttributes(
             instance_type=instance_type,
             platform=image_platform(
@@ -188,7 +192,7 @@ class CapacityReservationResponse(EC2BaseResponse):
         market = self._get_param("InstanceMarketOptions.MarketType") or (
             (template.get("InstanceMarketOptions") or {}).get("MarketType")
         )
-        capacity_type = "spot" if market == "spot" else "on-demand"
+        capacity_type: CapacityType = "spot" if market == "spot" else "on-demand"
         min_count = int(self._get_param("MinCount", 1))
         max_count = max(min_count, int(self._get_param("MaxCount", min_count)))
         backend = self.capacity_backend
@@ -205,7 +209,8 @@ class CapacityReservationResponse(EC2BaseResponse):
         except Exception:
             backend.release_slots(placed.slots)
             raise
-        for instance, slot in zip(result.result.instances, placed.slots, strict=True):
+        reservation: Any = result.result
+        for instance, slot in zip(reservation.instances, placed.slots, strict=True):
             backend.attach(
                 instance, slot, InstanceCapacity(slot, attributes, preference, capacity_type)
             )
