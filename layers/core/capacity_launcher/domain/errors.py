@@ -6,7 +6,7 @@ EC2 and other AWS error codes are classified here and nowhere else; adapters tur
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -181,18 +181,40 @@ class ConfigConflict(CapacityLauncherError):
         super().__init__(message)
 
 
-def field_errors(error: ValidationError, root: str = "") -> list[FieldError]:
-    """Translate pydantic's errors into FieldErrors named by the document's own field names."""
-    return [
-        FieldError(field_path(detail["loc"], root), _rule(detail["type"], detail["msg"]))
-        for detail in error.errors(include_url=False, include_input=False)
+MAX_FIELD_ERRORS = 50
+_MAX_PATH_PART = 64
+
+
+def field_errors(
+    error: ValidationError,
+    root: str = "",
+    rules: Mapping[str, str] | None = None,
+    limit: int = MAX_FIELD_ERRORS,
+) -> list[FieldError]:
+    """Translate pydantic's errors into FieldErrors named by the document's own field names.
+
+    ``rules`` replaces pydantic's wording by error type (e.g. ``extra_forbidden``); at most
+    ``limit`` errors are kept, so hostile input cannot make an unbounded message.
+    """
+    details = error.errors(include_url=False, include_input=False, include_context=False)
+    found = [
+        FieldError(
+            field_path(detail["loc"], root),
+            (rules or {}).get(detail["type"]) or _rule(detail["type"], detail["msg"]),
+        )
+        for detail in details[:limit]
     ]
+    if len(details) > limit:
+        found.append(FieldError(root or "body", f"and {len(details) - limit} more errors"))
+    return found
 
 
 def field_path(loc: Sequence[int | str], root: str = "") -> str:
     """("spec", "requirements", 0, "key") -> "spec.requirements[0].key"; odd keys go in brackets."""
     path = root
     for part in loc:
+        if isinstance(part, str) and len(part) > _MAX_PATH_PART:
+            part = part[:_MAX_PATH_PART] + "..."
         if part == "[key]":  # pydantic's marker for "the key of the dict entry above"
             continue
         if isinstance(part, int):

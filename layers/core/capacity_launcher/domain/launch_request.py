@@ -1,0 +1,213 @@
+"""The launch request contract, and reading one from whatever carried it (EventBridge or SQS).
+
+A requester chooses how many instances and may narrow the pool's requirements; everything about
+*how* to launch (image, network, user data, instance profile, reservations) belongs to the
+NodeClass, so those fields are refused here by name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from capacity_launcher.domain.config import Name, validate_tags
+from capacity_launcher.domain.errors import FieldError, InvalidLaunchRequest, field_errors
+from capacity_launcher.domain.requirements import Requirement, Requirements
+from capacity_launcher.domain.status import LAUNCH_REQUESTED
+
+REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+MAX_COUNT = 500
+MAX_REQUEST_REQUIREMENTS = 30
+MAX_REQUEST_TAGS = 20
+MAX_REQUESTER_LENGTH = 128
+MAX_BODY_BYTES = 256 * 1024  # SQS's and EventBridge's largest message
+
+REQUEST_FIELDS: tuple[str, ...] = (
+    "requestId",
+    "nodePool",
+    "count",
+    "minCount",
+    "singleZone",
+    "requirements",
+    "requester",
+    "tags",
+)
+# What a requester might try to set to escalate; named so the refusal can say whose it is.
+NODE_CLASS_FIELDS: frozenset[str] = frozenset(
+    {
+        "imageId",
+        "imageSsmParameter",
+        "subnetIds",
+        "subnetSelectorTerms",
+        "securityGroupIds",
+        "userData",
+        "instanceProfile",
+        "iamInstanceProfile",
+        "launchTemplate",
+        "capacityReservationSpec",
+        "capacityReservationSelectorTerms",
+        "nodeClass",
+        "nodeClassRef",
+    }
+)
+NOT_FOR_REQUESTERS = (
+    "is not allowed for requesters: image, subnets, security groups, user data, instance "
+    "profile and reservations belong to the NodeClass"
+)
+UNKNOWN_FIELD = "is not allowed for requesters: a launch request sets only " + ", ".join(
+    REQUEST_FIELDS
+)
+NOT_AN_OBJECT = "must be a JSON object"
+
+
+def _request_id(value: str) -> str:
+    if not REQUEST_ID_PATTERN.match(value):
+        raise ValueError("must be 1 to 128 letters, digits or ._:- starting with a letter or digit")
+    return value
+
+
+RequestId = Annotated[str, AfterValidator(_request_id)]
+
+
+class LaunchRequest(BaseModel):
+    """One demand for ``count`` instances from a NodePool (or the best compatible pool)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    request_id: RequestId
+    node_pool: Name | None = None
+    count: StrictInt = Field(ge=1, le=MAX_COUNT)
+    min_count: StrictInt = Field(default=1, ge=1)
+    single_zone: StrictBool = False
+    requirements: list[Requirement] = Field(
+        default_factory=list, max_length=MAX_REQUEST_REQUIREMENTS
+    )
+    requester: str | None = Field(default=None, max_length=MAX_REQUESTER_LENGTH)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("min_count")
+    @classmethod
+    def _at_most_count(cls, min_count: int, info: ValidationInfo) -> int:
+        count = info.data.get("count")
+        if count is not None and min_count > count:
+            raise ValueError("must be at most count")
+        return min_count
+
+    @field_validator("requester")
+    @classmethod
+    def _printable(cls, requester: str | None) -> str | None:
+        if requester is not None and (not requester or not requester.isprintable()):
+            raise ValueError("must be 1 to 128 printable characters")
+        return requester
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        return validate_tags(tags, MAX_REQUEST_TAGS)
+
+    def requirements_set(self) -> Requirements:
+        return Requirements.of(self.requirements)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract's JSON form (camelCase; unset optional fields left out)."""
+        dumped: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return dumped
+
+
+def _invalid(rule: str, field: str = "body", request_id: str | None = None) -> InvalidLaunchRequest:
+    return InvalidLaunchRequest(request_id, [FieldError(field, rule)])
+
+
+def _too_big() -> InvalidLaunchRequest:
+    return _invalid(f"must be at most {MAX_BODY_BYTES} bytes")
+
+
+def _load(raw: str | bytes) -> Any:
+    if len(raw) > MAX_BODY_BYTES:  # cheap first look; the exact size is checked in bytes
+        raise _too_big()
+    if isinstance(raw, str):
+        try:
+            raw = raw.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: not text JSON can carry
+            raise _invalid(NOT_AN_OBJECT) from None
+    if len(raw) > MAX_BODY_BYTES:
+        raise _too_big()
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise _invalid(NOT_AN_OBJECT) from None
+
+
+def _best_effort_request_id(body: Mapping[Any, Any]) -> str | None:
+    value = body.get("requestId")
+    return value if isinstance(value, str) and REQUEST_ID_PATTERN.match(value) else None
+
+
+def _unwrap_event(body: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """A whole EventBridge event carries the request in ``detail``; anything else is the request."""
+    if "detail-type" not in body or "detail" not in body:
+        return body
+    detail = body["detail"]
+    request_id = _best_effort_request_id(detail) if isinstance(detail, Mapping) else None
+    if body["detail-type"] != LAUNCH_REQUESTED:
+        raise _invalid(f"must be {LAUNCH_REQUESTED!r}", "detail-type", request_id)
+    if not isinstance(detail, Mapping):
+        raise _invalid(NOT_AN_OBJECT, "detail")
+    return detail
+
+
+def _extra_rule(error: FieldError) -> FieldError:
+    if error.rule == UNKNOWN_FIELD and error.field in NODE_CLASS_FIELDS:
+        return FieldError(error.field, NOT_FOR_REQUESTERS)
+    return error
+
+
+def parse_launch_request(raw: str | bytes | Mapping[str, Any]) -> LaunchRequest:
+    """Read a launch request from its JSON, a JSON string of it, or an EventBridge event.
+
+    Anything that is not a valid request raises InvalidLaunchRequest, carrying the requestId
+    when one can be read, so the rejection can still be published to its requester.
+    """
+    try:
+        body: Any = _load(raw) if isinstance(raw, str | bytes | bytearray) else raw
+        if not isinstance(body, Mapping):
+            raise _invalid(NOT_AN_OBJECT)
+        body = _unwrap_event(body)
+        if not isinstance(raw, str | bytes | bytearray) and _oversized(body):
+            raise _too_big()
+        request_id = _best_effort_request_id(body)
+        try:
+            return LaunchRequest.model_validate(dict(body))
+        except ValidationError as error:
+            errors = field_errors(error, rules={"extra_forbidden": UNKNOWN_FIELD})
+            raise InvalidLaunchRequest(request_id, [_extra_rule(e) for e in errors]) from None
+    except InvalidLaunchRequest:
+        raise
+    except (ValueError, TypeError, RecursionError):  # the last line against hostile input
+        raise _invalid(NOT_AN_OBJECT) from None
+
+
+def _oversized(body: Mapping[Any, Any]) -> bool:
+    """A request handed over already parsed is held to the same size as one on the wire."""
+    try:
+        size = len(json.dumps(body, default=str, ensure_ascii=False).encode("utf-8", "replace"))
+    except (ValueError, TypeError, RecursionError):
+        return False  # not JSON-shaped: validation will say what is wrong with it
+    return size > MAX_BODY_BYTES

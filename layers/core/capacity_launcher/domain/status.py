@@ -1,0 +1,176 @@
+"""The request record (what happened to one launch request) and the event names we publish.
+
+The record is DESIGN.md's status JSON exactly: it is both the ``capacity-launcher status`` output
+and the ``detail`` of the Launch Fulfilled / Partially Fulfilled / Failed / Rejected events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic.alias_generators import to_camel
+
+EVENT_SOURCE = "capacity-launcher"
+LAUNCH_REQUESTED = "Launch Requested"
+RESERVATION_EXHAUSTED = "Capacity Reservation Exhausted"
+RESERVATION_REPLENISHED = "Capacity Reservation Replenished"
+RESERVATION_UTILIZATION_HIGH = "Capacity Reservation Utilization High"
+RESERVATION_EXPIRING = "Capacity Reservation Expiring"
+INSTANCE_TERMINATED = "Instance Terminated"
+
+CapacityTypeName = Literal["reserved", "on-demand", "spot"]
+
+
+class RequestStatus(StrEnum):
+    FULFILLED = "Fulfilled"
+    PARTIALLY_FULFILLED = "PartiallyFulfilled"
+    FAILED = "Failed"
+    REJECTED = "Rejected"
+
+
+DETAIL_TYPES: dict[RequestStatus, str] = {
+    RequestStatus.FULFILLED: "Launch Fulfilled",
+    RequestStatus.PARTIALLY_FULFILLED: "Launch Partially Fulfilled",
+    RequestStatus.FAILED: "Launch Failed",
+    RequestStatus.REJECTED: "Launch Rejected",
+}
+# Every detail-type we publish, for rules and consumers that subscribe to all of them.
+ALL_DETAIL_TYPES: tuple[str, ...] = (
+    *DETAIL_TYPES.values(),
+    RESERVATION_EXHAUSTED,
+    RESERVATION_REPLENISHED,
+    RESERVATION_UTILIZATION_HIGH,
+    RESERVATION_EXPIRING,
+    INSTANCE_TERMINATED,
+)
+
+
+def status_for(requested: int, launched: int, min_count: int) -> RequestStatus:
+    """Fulfilled when all launched; PartiallyFulfilled when at least minCount (and at least one)
+    did; Failed otherwise (the gang's instances are then terminated by the caller)."""
+    if launched >= requested:
+        return RequestStatus.FULFILLED
+    if launched >= max(min_count, 1):
+        return RequestStatus.PARTIALLY_FULFILLED
+    return RequestStatus.FAILED
+
+
+class _Record(BaseModel):
+    """camelCase on the wire; tolerant of extra attributes when read back from storage."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        dumped: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
+        return dumped
+
+
+class LaunchedInstance(_Record):
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: CapacityTypeName
+    capacity_reservation_id: str | None = None
+
+
+class UnavailableOffering(_Record):
+    """An offering that failed with insufficient capacity during this request."""
+
+    instance_type: str | None = None
+    zone: str | None = None
+    capacity_type: CapacityTypeName
+    capacity_reservation_id: str | None = None
+    reason: str
+
+
+class ErrorDetail(_Record):
+    code: str
+    message: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> ErrorDetail:
+        """A domain exception as the record shows it: its ``code`` and its message."""
+        code = getattr(error, "code", None) or type(error).__name__
+        message = getattr(error, "message", None) or str(error)
+        return cls(code=str(code), message=str(message))
+
+
+def format_timestamp(moment: datetime) -> str:
+    """ISO-8601 in UTC with a 'Z' and milliseconds: 2026-01-02T03:04:05.678Z."""
+    return _utc(moment).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _utc(moment: datetime) -> datetime:
+    """Naive times are taken as UTC; precision is kept to the millisecond the record shows."""
+    aware = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return aware.replace(microsecond=aware.microsecond // 1000 * 1000)
+
+
+class RequestRecord(_Record):
+    request_id: str
+    node_pool: str | None = None
+    requester: str | None = None
+    status: RequestStatus
+    requested: int = Field(ge=0)
+    launched: int = Field(ge=0)
+    instances: list[LaunchedInstance] = Field(default_factory=list)
+    unavailable_offerings: list[UnavailableOffering] = Field(default_factory=list)
+    errors: list[ErrorDetail] = Field(default_factory=list)
+    received_at: datetime
+    finished_at: datetime
+
+    @field_validator("received_at", "finished_at")
+    @classmethod
+    def _in_utc(cls, moment: datetime) -> datetime:
+        return _utc(moment)
+
+    @field_serializer("received_at", "finished_at")
+    def _timestamp(self, moment: datetime) -> str:
+        return format_timestamp(moment)
+
+    @property
+    def detail_type(self) -> str:
+        return DETAIL_TYPES[self.status]
+
+    @property
+    def is_terminal_failure(self) -> bool:
+        return self.status in (RequestStatus.FAILED, RequestStatus.REJECTED)
+
+    def to_detail(self) -> dict[str, Any]:
+        """The event detail and status JSON: DESIGN.md's keys, nulls kept, 'Z' timestamps."""
+        return self.to_dict()
+
+    @classmethod
+    def from_detail(cls, detail: Mapping[str, Any]) -> RequestRecord:
+        return cls.model_validate(dict(detail))
+
+    @classmethod
+    def rejected(
+        cls,
+        request_id: str,
+        errors: Iterable[ErrorDetail],
+        *,
+        received_at: datetime,
+        finished_at: datetime | None = None,
+        node_pool: str | None = None,
+        requester: str | None = None,
+        requested: int = 0,
+    ) -> RequestRecord:
+        """The record of a request that will never be served."""
+        return cls(
+            request_id=request_id,
+            node_pool=node_pool,
+            requester=requester,
+            status=RequestStatus.REJECTED,
+            requested=requested,
+            launched=0,
+            errors=list(errors),
+            received_at=received_at,
+            finished_at=finished_at or received_at,
+        )

