@@ -184,10 +184,19 @@ def _managed_tag_conditioned(statement: Statement) -> bool:
     )
 
 
+def _tags_only_creations_or_managed(statement: Statement) -> bool:
+    """CreateTags while creating (ec2:CreateAction), or on resources already tagged as ours:
+    never a way to mark someone else's instance as managed and then terminate it."""
+    create_actions = statement.condition_equals("ec2:CreateAction")
+    while_creating = bool(create_actions) and create_actions <= TAGGING_CREATE_ACTIONS
+    already_ours = statement.condition_equals(f"aws:ResourceTag/{MANAGED_TAG}") == {"true"}
+    return while_creating or already_ours
+
+
 def untagged_ec2_mutations(cfn: dict[str, Any]) -> list[str]:
     """Every EC2 mutation is conditioned on our managed tag, or is RunInstances/CreateFleet on
     resources a launch uses but does not own (UNOWNED_LAUNCH_RESOURCE_TYPES); CreateTags only
-    while creating."""
+    while creating or on resources already ours."""
     violations = []
     for s in statements(cfn):
         mutations = [a for a in s.actions if a.startswith("ec2:") and not READ_ONLY_EC2.match(a)]
@@ -202,10 +211,8 @@ def untagged_ec2_mutations(cfn: dict[str, Any]) -> list[str]:
             violations.append(
                 f"{s.owner}: {mutations} on {list(s.resources)} without tag condition"
             )
-        if "ec2:CreateTags" in mutations:
-            create_actions = s.condition_equals("ec2:CreateAction")
-            if not create_actions or not create_actions <= TAGGING_CREATE_ACTIONS:
-                violations.append(f"{s.owner}: ec2:CreateTags not limited to resource creation")
+        if "ec2:CreateTags" in mutations and not _tags_only_creations_or_managed(s):
+            violations.append(f"{s.owner}: ec2:CreateTags on resources that may not be ours")
     return violations
 
 

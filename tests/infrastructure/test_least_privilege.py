@@ -266,6 +266,21 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
         policy_checks.untagged_ec2_mutations,
     ),
     (
+        "retagging any instance",
+        _drop_statement_key(LAUNCHER, "RetagManagedInstances", "Condition"),
+        policy_checks.untagged_ec2_mutations,
+    ),
+    (
+        "retagging instances by the tags in the request",
+        _set(
+            LAUNCHER,
+            "RetagManagedInstances",
+            "Condition",
+            {"StringEquals": {"aws:RequestTag/capacity-launcher:managed": "true"}},
+        ),
+        policy_checks.untagged_ec2_mutations,
+    ),
+    (
         "pass any role",
         _set(LAUNCHER, "PassOnlyTheInstanceRole", "Resource", _sub("arn:aws:iam::1:role/*")),
         policy_checks.pass_role_violations,
