@@ -1,0 +1,135 @@
+"""Fixtures for the moto_capacity tests: fake credentials, a clean extension, moto clients."""
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from moto import mock_aws
+
+import moto_capacity
+
+REGION = "us-east-1"
+# No retries: a test must see the first error EC2 answers, not a retried success.
+NO_RETRIES = Config(retries={"total_max_attempts": 1, "mode": "standard"})
+
+
+@pytest.fixture(autouse=True)
+def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def capacity_extension() -> Iterator[None]:
+    moto_capacity.install()
+    moto_capacity.reset()
+    yield
+    moto_capacity.reset()
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def ec2(aws: None) -> Any:
+    return boto3.client("ec2", region_name=REGION, config=NO_RETRIES)
+
+
+@pytest.fixture
+def resource_groups(aws: None) -> Any:
+    return boto3.client("resource-groups", region_name=REGION, config=NO_RETRIES)
+
+
+@pytest.fixture
+def linux_ami(ec2: Any) -> str:
+    images = ec2.describe_images(Owners=["amazon"])["Images"]
+    return next(image["ImageId"] for image in images if image.get("Platform") != "windows")
+
+
+@pytest.fixture
+def windows_ami(ec2: Any) -> str:
+    images = ec2.describe_images(Owners=["amazon"])["Images"]
+    return next(image["ImageId"] for image in images if image.get("Platform") == "windows")
+
+
+@pytest.fixture
+def default_subnets(ec2: Any) -> dict[str, str]:
+    """The default VPC's subnet in each zone, by zone name."""
+    subnets = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])
+    return {s["AvailabilityZone"]: s["SubnetId"] for s in subnets["Subnets"]}
+
+
+@pytest.fixture
+def reservation(ec2: Any) -> Callable[..., dict[str, Any]]:
+    """Create a Capacity Reservation: 2 x m5.large, Linux, us-east-1a, open, unless told otherwise."""
+
+    def create(**overrides: Any) -> dict[str, Any]:
+        request = {
+            "InstanceType": "m5.large",
+            "InstancePlatform": "Linux/UNIX",
+            "AvailabilityZone": "us-east-1a",
+            "InstanceCount": 2,
+            **overrides,
+        }
+        return ec2.create_capacity_reservation(**request)["CapacityReservation"]  # type: ignore[no-any-return]
+
+    return create
+
+
+@pytest.fixture
+def launch_template(ec2: Any, linux_ami: str) -> Callable[..., str]:
+    """Create a launch template with a Linux image; returns its name."""
+    counter = iter(range(1000))
+
+    def create(**data: Any) -> str:
+        name = f"capacity-test-{next(counter)}"
+        ec2.create_launch_template(
+            LaunchTemplateName=name, LaunchTemplateData={"ImageId": linux_ami, **data}
+        )
+        return name
+
+    return create
+
+
+@pytest.fixture
+def capacity_group(resource_groups: Any) -> Callable[..., str]:
+    """Create a Capacity Reservation group holding the given reservations; returns its ARN."""
+    counter = iter(range(1000))
+
+    def create(*reservation_arns: str) -> str:
+        group = resource_groups.create_group(
+            Name=f"capacity-pool-{next(counter)}",
+            Configuration=[
+                {"Type": "AWS::EC2::CapacityReservationPool"},
+                {
+                    "Type": "AWS::ResourceGroups::Generic",
+                    "Parameters": [
+                        {"Name": "allowed-resource-types", "Values": ["AWS::EC2::CapacityReservation"]}
+                    ],
+                },
+            ],
+        )["Group"]
+        if reservation_arns:
+            resource_groups.group_resources(Group=group["GroupArn"], ResourceArns=list(reservation_arns))
+        return group["GroupArn"]  # type: ignore[no-any-return]
+
+    return create
+
+
+@pytest.fixture
+def available_count(ec2: Any) -> Callable[[str], int]:
+    """AvailableInstanceCount of a reservation, as DescribeCapacityReservations reports it."""
+
+    def count(reservation_id: str) -> int:
+        found = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+        return int(found["CapacityReservations"][0]["AvailableInstanceCount"])
+
+    return count
