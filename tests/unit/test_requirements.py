@@ -543,3 +543,12 @@ def test_narrow_either_conflicts_or_returns_the_intersection(
 def test_constraint_of_unconstrained_key_is_unconstrained() -> None:
     assert Requirements().constraint(ZONE) == Constraint()
     assert Constraint().is_unconstrained()
+
+
+def test_without_leaves_keys_unconstrained() -> None:
+    r = reqs(req(ZONE, "In", "a"), req(ARCH, "In", "arm64"))
+
+    assert r.without(ZONE) == reqs(req(ARCH, "In", "arm64"))
+    assert r.without(ZONE, ARCH, OS) == Requirements()
+    assert ZONE in r
+    assert ZONE not in r.without(ZONE)

@@ -338,6 +338,10 @@ class Requirements:
             merged[key] = constraint if key not in merged else merged[key].intersect(constraint)
         return Requirements(merged)
 
+    def without(self, *keys: str) -> Requirements:
+        """The same requirements with ``keys`` left unconstrained."""
+        return Requirements({k: c for k, c in self._constraints.items() if k not in keys})
+
     def __and__(self, other: Requirements) -> Requirements:
         return self.intersect(other)
 

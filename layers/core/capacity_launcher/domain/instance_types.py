@@ -1,0 +1,150 @@
+"""Instance-type facts (from DescribeInstanceTypes) and the well-known labels they carry.
+
+Labels follow Karpenter's: GPU labels exist only on types with GPUs, so ``gpu-count Gt 0`` picks
+GPU types and ``gpu-count DoesNotExist`` picks the others.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.requirements import (
+    ARCH,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_TYPE,
+    INSTANCE_CPU,
+    INSTANCE_FAMILY,
+    INSTANCE_GENERATION,
+    INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_NAME,
+    INSTANCE_MEMORY,
+    INSTANCE_SIZE,
+    INSTANCE_TYPE,
+    OS,
+    RESERVED,
+    ZONE,
+    Requirements,
+)
+
+LINUX = "linux"
+# EC2's ProcessorInfo.SupportedArchitectures spelled as the kubernetes.io/arch label spells them.
+EC2_ARCHITECTURES: dict[str, str] = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "arm64": "arm64",
+    "x86_64_mac": "amd64",
+    "arm64_mac": "arm64",
+}
+# "p5" -> 5, "m7gd" -> 7, "u-6tb1" -> 1 (the memory size is not the generation), "u7i-12tb" -> 7.
+_GENERATION = re.compile(r"^[a-z]+(?:-[0-9]+tb)?([0-9]+)")
+
+
+@dataclass(frozen=True)
+class InstanceTypeInfo:
+    name: str
+    architectures: tuple[str, ...]
+    vcpu: int
+    memory_mib: int
+    gpu_count: int = 0
+    gpu_name: str | None = None
+    gpu_manufacturer: str | None = None
+    zones: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        # Accept EC2's spelling too, and keep the first-listed architecture first.
+        architectures = tuple(
+            dict.fromkeys(EC2_ARCHITECTURES.get(arch, arch) for arch in self.architectures)
+        )
+        object.__setattr__(self, "architectures", architectures)
+        object.__setattr__(self, "zones", frozenset(self.zones))
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def size(self) -> str | None:
+        _, dot, size = self.name.partition(".")
+        return size if dot and size else None
+
+    @property
+    def generation(self) -> int | None:
+        match = _GENERATION.match(self.family)
+        return int(match.group(1)) if match else None
+
+    @property
+    def architecture(self) -> str:
+        """The label an instance of this type carries: the first architecture EC2 lists."""
+        return self.architectures[0] if self.architectures else "amd64"
+
+    def resources(self, count: int = 1) -> Resources:
+        return (
+            Resources(
+                cpu=Decimal(self.vcpu), memory_mib=self.memory_mib, gpu=self.gpu_count, instances=1
+            )
+            * count
+        )
+
+    def labels(
+        self,
+        zone: str | None = None,
+        capacity_type: str | None = None,
+        capacity_reservation_id: str | None = None,
+    ) -> dict[str, str]:
+        """The well-known labels of an instance of this type launched as described."""
+        labels = {
+            INSTANCE_TYPE: self.name,
+            ARCH: self.architecture,
+            OS: LINUX,
+            INSTANCE_FAMILY: self.family,
+            INSTANCE_CPU: str(self.vcpu),
+            INSTANCE_MEMORY: str(self.memory_mib),
+        }
+        optional = {
+            INSTANCE_SIZE: self.size,
+            INSTANCE_GENERATION: None if self.generation is None else str(self.generation),
+            INSTANCE_GPU_COUNT: str(self.gpu_count) if self.gpu_count else None,
+            INSTANCE_GPU_NAME: self.gpu_name.lower() if self.gpu_count and self.gpu_name else None,
+            INSTANCE_GPU_MANUFACTURER: (
+                self.gpu_manufacturer.lower() if self.gpu_count and self.gpu_manufacturer else None
+            ),
+            ZONE: zone,
+            CAPACITY_TYPE: capacity_type,
+            CAPACITY_RESERVATION_ID: capacity_reservation_id,
+        }
+        labels.update({key: value for key, value in optional.items() if value is not None})
+        return labels
+
+    def allowed_architectures(self, requirements: Requirements) -> list[str]:
+        """The architectures of this type the requirements admit, in EC2's order."""
+        return requirements.allowed_values(ARCH, self.architectures)
+
+    def matches(
+        self,
+        requirements: Requirements,
+        zone: str | None = None,
+        capacity_type: str | None = None,
+        capacity_reservation_id: str | None = None,
+    ) -> bool:
+        """Whether an instance of this type, launched as described, satisfies the requirements.
+
+        A None argument is not judged (any zone, any capacity type); a reserved offering without
+        a reservation id leaves the capacity-reservation-id key to the caller. Every architecture
+        of the type is tried: an arm64-and-amd64 type matches a requirement on either.
+        """
+        if zone is not None and self.zones and zone not in self.zones:
+            return False
+        unjudged = [
+            key for key, value in ((ZONE, zone), (CAPACITY_TYPE, capacity_type)) if value is None
+        ]
+        if capacity_reservation_id is None and capacity_type in (None, RESERVED):
+            unjudged.append(CAPACITY_RESERVATION_ID)
+        judged = requirements.without(*unjudged)
+        labels = self.labels(zone, capacity_type, capacity_reservation_id)
+        return any(
+            judged.matches(labels | {ARCH: arch}) for arch in self.architectures or ("amd64",)
+        )

@@ -1,0 +1,185 @@
+"""Instance-type facts: names, labels, resources and matching requirements."""
+
+from decimal import Decimal
+
+import pytest
+
+from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.requirements import (
+    ARCH,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_TYPE,
+    INSTANCE_CPU,
+    INSTANCE_FAMILY,
+    INSTANCE_GENERATION,
+    INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_NAME,
+    INSTANCE_MEMORY,
+    INSTANCE_SIZE,
+    INSTANCE_TYPE,
+    OS,
+    ZONE,
+    Operator,
+    Requirement,
+    Requirements,
+)
+
+P5 = InstanceTypeInfo(
+    name="p5.48xlarge",
+    architectures=("x86_64",),
+    vcpu=192,
+    memory_mib=2097152,
+    gpu_count=8,
+    gpu_name="H100",
+    gpu_manufacturer="NVIDIA",
+    zones=frozenset({"us-east-1a", "us-east-1b"}),
+)
+M7GD = InstanceTypeInfo(name="m7gd.large", architectures=("arm64",), vcpu=2, memory_mib=8192)
+MAC = InstanceTypeInfo(
+    name="mac2.metal", architectures=("arm64_mac", "x86_64", "arm64"), vcpu=12, memory_mib=16384
+)
+CR = "cr-0123456789abcdef0"
+
+
+def reqs(*terms: tuple[str, str, tuple[str, ...]]) -> Requirements:
+    return Requirements.of(
+        Requirement(key=key, operator=Operator(op), values=values) for key, op, values in terms
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "size", "generation"),
+    [
+        ("p5.48xlarge", "p5", "48xlarge", 5),
+        ("m7gd.large", "m7gd", "large", 7),
+        ("p4d.24xlarge", "p4d", "24xlarge", 4),
+        ("u-6tb1.metal", "u-6tb1", "metal", 1),
+        ("u7i-12tb.224xlarge", "u7i-12tb", "224xlarge", 7),
+        ("mac2-m2pro.metal", "mac2-m2pro", "metal", 2),
+        ("x2iezn.12xlarge", "x2iezn", "12xlarge", 2),
+        ("trn1n.32xlarge", "trn1n", "32xlarge", 1),
+        ("odd", "odd", None, None),
+        ("odd.", "odd", None, None),
+    ],
+)
+def test_name_parts(name: str, family: str, size: str | None, generation: int | None) -> None:
+    info = InstanceTypeInfo(name=name, architectures=("amd64",), vcpu=1, memory_mib=1024)
+
+    assert (info.family, info.size, info.generation) == (family, size, generation)
+
+
+def test_ec2_architectures_are_spelled_as_labels() -> None:
+    assert P5.architectures == ("amd64",)
+    assert MAC.architectures == ("arm64", "amd64")
+    assert MAC.architecture == "arm64"
+
+
+def test_zones_are_a_frozenset() -> None:
+    info = InstanceTypeInfo("m5.large", ("amd64",), 2, 8192, zones=["a", "b"])  # type: ignore[arg-type]
+
+    assert info.zones == frozenset({"a", "b"})
+
+
+def test_resources_scale_with_count() -> None:
+    assert P5.resources() == Resources(Decimal(192), 2097152, 8, 1)
+    assert P5.resources(4) == Resources(Decimal(768), 8388608, 32, 4)
+    assert M7GD.resources(0) == Resources.ZERO
+
+
+def test_labels_of_a_gpu_type() -> None:
+    assert P5.labels("us-east-1a", "reserved", CR) == {
+        INSTANCE_TYPE: "p5.48xlarge",
+        ARCH: "amd64",
+        OS: "linux",
+        INSTANCE_FAMILY: "p5",
+        INSTANCE_SIZE: "48xlarge",
+        INSTANCE_GENERATION: "5",
+        INSTANCE_CPU: "192",
+        INSTANCE_MEMORY: "2097152",
+        INSTANCE_GPU_COUNT: "8",
+        INSTANCE_GPU_NAME: "h100",
+        INSTANCE_GPU_MANUFACTURER: "nvidia",
+        ZONE: "us-east-1a",
+        CAPACITY_TYPE: "reserved",
+        CAPACITY_RESERVATION_ID: CR,
+    }
+
+
+def test_labels_without_gpu_zone_or_capacity_type_leave_those_keys_out() -> None:
+    labels = M7GD.labels()
+
+    for key in (
+        INSTANCE_GPU_COUNT,
+        INSTANCE_GPU_NAME,
+        INSTANCE_GPU_MANUFACTURER,
+        ZONE,
+        CAPACITY_TYPE,
+        CAPACITY_RESERVATION_ID,
+    ):
+        assert key not in labels
+    assert labels[ARCH] == "arm64"
+
+
+def test_matches_by_family_gpu_and_capacity_type() -> None:
+    pool = reqs(
+        (INSTANCE_FAMILY, "In", ("p5", "p4d")),
+        (INSTANCE_GPU_COUNT, "Gt", ("0",)),
+        (CAPACITY_TYPE, "In", ("reserved", "on-demand")),
+    )
+
+    assert P5.matches(pool, "us-east-1a", "on-demand")
+    assert not P5.matches(pool, "us-east-1a", "spot")
+    assert not M7GD.matches(pool, None, "on-demand")
+
+
+def test_gpu_count_does_not_exist_picks_types_without_gpus() -> None:
+    no_gpu = reqs((INSTANCE_GPU_COUNT, "DoesNotExist", ()))
+
+    assert M7GD.matches(no_gpu)
+    assert not P5.matches(no_gpu)
+
+
+def test_every_architecture_of_a_type_is_tried() -> None:
+    assert MAC.matches(reqs((ARCH, "In", ("amd64",))))
+    assert MAC.matches(reqs((ARCH, "In", ("arm64",))))
+    assert not P5.matches(reqs((ARCH, "In", ("arm64",))))
+    assert MAC.allowed_architectures(reqs((ARCH, "NotIn", ("arm64",)))) == ["amd64"]
+
+
+def test_unknown_zone_and_capacity_type_are_not_judged() -> None:
+    pinned = reqs((ZONE, "In", ("us-east-1b",)), (CAPACITY_TYPE, "In", ("spot",)))
+
+    assert P5.matches(pinned)
+    assert P5.matches(pinned, zone="us-east-1b")
+    assert not P5.matches(pinned, zone="us-east-1a")
+    assert not P5.matches(pinned, capacity_type="on-demand")
+
+
+def test_a_zone_the_type_is_not_offered_in_never_matches() -> None:
+    assert not P5.matches(Requirements(), zone="us-west-2a")
+    assert M7GD.matches(Requirements(), zone="anywhere")  # zones unknown: not judged
+
+
+def test_reservation_id_is_left_to_the_caller_for_reserved_offerings() -> None:
+    pinned = reqs((CAPACITY_RESERVATION_ID, "In", (CR,)))
+
+    assert P5.matches(pinned, "us-east-1a", "reserved")
+    assert P5.matches(pinned, "us-east-1a", "reserved", CR)
+    assert not P5.matches(pinned, "us-east-1a", "reserved", "cr-00000000000000000")
+    assert not P5.matches(pinned, "us-east-1a", "on-demand")
+
+
+def test_integer_requirements_on_cpu_and_memory() -> None:
+    small = reqs((INSTANCE_CPU, "Lt", ("8",)), (INSTANCE_MEMORY, "Gt", ("4096",)))
+
+    assert M7GD.matches(small)
+    assert not P5.matches(small)
+
+
+def test_generation_requirements() -> None:
+    recent = reqs((INSTANCE_GENERATION, "Gt", ("6",)))
+
+    assert M7GD.matches(recent)
+    assert not P5.matches(recent)
