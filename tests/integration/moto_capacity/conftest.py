@@ -12,6 +12,8 @@ import moto_capacity
 
 REGION = "us-east-1"
 # No retries: a test must see the first error EC2 answers, not a retried success.
+LINUX_AMI = "ami-760aaa0f"
+WINDOWS_AMI = "ami-03cf127a"
 NO_RETRIES = Config(retries={"total_max_attempts": 1, "mode": "standard"})
 
 
@@ -49,15 +51,15 @@ def resource_groups(aws: None) -> Any:
 
 
 @pytest.fixture
-def linux_ami(ec2: Any) -> str:
-    images = ec2.describe_images(Owners=["amazon"])["Images"]
-    return next(image["ImageId"] for image in images if image.get("Platform") != "windows")
+def linux_ami() -> str:
+    """Amazon Linux, from the AMIs moto ships (their ids are fixed)."""
+    return LINUX_AMI
 
 
 @pytest.fixture
-def windows_ami(ec2: Any) -> str:
-    images = ec2.describe_images(Owners=["amazon"])["Images"]
-    return next(image["ImageId"] for image in images if image.get("Platform") == "windows")
+def windows_ami() -> str:
+    """Windows Server, from the AMIs moto ships."""
+    return WINDOWS_AMI
 
 
 @pytest.fixture
