@@ -56,7 +56,9 @@ def transform(sam_template: dict[str, Any], region: str = "us-east-1") -> dict[s
         if resource["Type"] == "AWS::Serverless::LayerVersion":
             properties["ContentUri"] = "s3://placeholder/layer.zip"
     translator = Translator(None, Parser(), boto_session=boto3.Session(region_name=region))
-    translated = translator.translate(template, parameter_values={}, get_managed_policy_map=dict)
+    translated: dict[str, Any] = translator.translate(
+        template, parameter_values={}, get_managed_policy_map=dict
+    )
     translator.metrics.publish()  # to its dummy publisher; unpublished metrics warn on exit
     return translated
 
@@ -222,7 +224,7 @@ def _only_grant(
     """`action` is the one action of its service granted, only on `resource`, only with
     StringEquals `condition_key` = `condition_value`."""
     service = action.split(":", 1)[0] + ":"
-    violations = []
+    violations: list[str] = []
     for s in statements(cfn):
         if s.effect != "Allow":
             continue

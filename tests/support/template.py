@@ -1,8 +1,26 @@
-"""Moved to capacity_launcher_cli.template (the local cloud needs it at runtime)."""
+"""The template reader lives in capacity_launcher_cli.template (the local cloud needs it at
+runtime); tests keep importing it from here."""
 
-import sys
+from capacity_launcher_cli.template import (
+    DeployedNames,
+    UnresolvedReferenceError,
+    create_resources,
+    default_template_path,
+    function_spec,
+    launcher_event_source,
+    load_template,
+    parameter_defaults,
+    resolve,
+)
 
-from capacity_launcher_cli import template
-
-# One module under both names, private helpers included, so existing imports keep working.
-sys.modules[__name__] = template
+__all__ = [
+    "DeployedNames",
+    "UnresolvedReferenceError",
+    "create_resources",
+    "default_template_path",
+    "function_spec",
+    "launcher_event_source",
+    "load_template",
+    "parameter_defaults",
+    "resolve",
+]
