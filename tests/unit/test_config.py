@@ -649,7 +649,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(json_values)
 def test_arbitrary_input_gets_a_validation_error_never_a_crash(data: Any) -> None:
     with pytest.raises(ConfigValidationError) as caught:
@@ -658,7 +658,7 @@ def test_arbitrary_input_gets_a_validation_error_never_a_crash(data: Any) -> Non
     assert all(error.field and error.rule for error in caught.value.errors)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.sampled_from(["spec", "spec.capacityReservationSpec", "metadata", "spec.limits"]),
     st.text(max_size=12),

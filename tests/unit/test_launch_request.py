@@ -346,7 +346,7 @@ def _parse_or_reject(raw: Any) -> LaunchRequest | InvalidLaunchRequest:
         return error
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=200) | st.text(max_size=200))
 def test_arbitrary_bytes_and_text_only_ever_reject(raw: bytes | str) -> None:
     outcome = _parse_or_reject(raw)
@@ -355,7 +355,7 @@ def test_arbitrary_bytes_and_text_only_ever_reject(raw: bytes | str) -> None:
     assert outcome.errors
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(json_values, st.booleans())
 def test_arbitrary_json_parses_or_rejects_with_named_errors(data: Any, as_text: bool) -> None:
     raw = json.dumps(data) if as_text else data
@@ -369,7 +369,7 @@ def test_arbitrary_json_parses_or_rejects_with_named_errors(data: Any, as_text: 
         assert 1 <= outcome.min_count <= outcome.count <= 500
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.dictionaries(st.sampled_from(sorted(DESIGN_REQUEST)), json_values, max_size=8),
     st.sampled_from([None, "event", "text"]),
@@ -386,7 +386,7 @@ def test_mutated_requests_parse_or_reject(changes: dict[str, Any], carrier: str 
         assert outcome.errors
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.sampled_from(["aws:", "AWS:", "capacity-launcher:", "Capacity-Launcher:"]),
     st.text(max_size=20),
@@ -405,7 +405,7 @@ def test_node_class_fields_are_always_refused(field: str, value: Any) -> None:
     assert FieldError(field, NOT_FOR_REQUESTERS) in rejected.errors
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(min_size=1, max_size=300))
 def test_hostile_unicode_request_ids_parse_only_when_they_fit_the_pattern(request_id: str) -> None:
     outcome = _parse_or_reject(request(requestId=request_id))

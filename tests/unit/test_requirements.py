@@ -479,19 +479,19 @@ def labels(draw: st.DrawFn) -> dict[str, str]:
     return chosen
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(requirements_sets, requirements_sets)
 def test_intersect_is_commutative(a: Requirements, b: Requirements) -> None:
     assert a.intersect(b) == b.intersect(a)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(requirements_sets, requirements_sets, requirements_sets)
 def test_intersect_is_associative(a: Requirements, b: Requirements, c: Requirements) -> None:
     assert a.intersect(b).intersect(c) == a.intersect(b.intersect(c))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(requirements_sets, requirements_sets, labels())
 def test_matching_an_intersection_is_matching_both(
     a: Requirements, b: Requirements, chosen: dict[str, str]
@@ -499,7 +499,7 @@ def test_matching_an_intersection_is_matching_both(
     assert a.intersect(b).matches(chosen) == (a.matches(chosen) and b.matches(chosen))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(requirement(), max_size=5), labels())
 def test_a_set_matches_exactly_when_every_term_matches(
     terms: list[Requirement], chosen: dict[str, str]
@@ -509,7 +509,7 @@ def test_a_set_matches_exactly_when_every_term_matches(
     assert Requirements.of(terms).matches(chosen) == each
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(requirements_sets, labels())
 def test_canonical_list_round_trips(r: Requirements, chosen: dict[str, str]) -> None:
     again = Requirements.of(r.to_list())
@@ -518,14 +518,14 @@ def test_canonical_list_round_trips(r: Requirements, chosen: dict[str, str]) -> 
     assert again.matches(chosen) == r.matches(chosen)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(requirements_sets, labels())
 def test_an_empty_key_matches_no_labels(r: Requirements, chosen: dict[str, str]) -> None:
     if r.empty_keys():
         assert not r.matches(chosen)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(requirements_sets, requirements_sets)
 def test_narrow_either_conflicts_or_returns_the_intersection(
     pool: Requirements, request: Requirements
