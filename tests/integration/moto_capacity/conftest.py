@@ -24,6 +24,16 @@ def fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # Loading moto's AMI catalogue costs half a second per test; only the Windows test needs it.
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+
+
+@pytest.fixture(scope="session")
+def boto_session() -> boto3.Session:
+    """One session for every client: mock_aws gives each default session a cold model cache."""
+    return boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -41,24 +51,25 @@ def aws() -> Iterator[None]:
 
 
 @pytest.fixture
-def ec2(aws: None) -> Any:
-    return boto3.client("ec2", region_name=REGION, config=NO_RETRIES)
+def ec2(aws: None, boto_session: boto3.Session) -> Any:
+    return boto_session.client("ec2", config=NO_RETRIES)
 
 
 @pytest.fixture
-def resource_groups(aws: None) -> Any:
-    return boto3.client("resource-groups", region_name=REGION, config=NO_RETRIES)
+def resource_groups(aws: None, boto_session: boto3.Session) -> Any:
+    return boto_session.client("resource-groups", config=NO_RETRIES)
 
 
 @pytest.fixture
 def linux_ami() -> str:
-    """Amazon Linux, from the AMIs moto ships (their ids are fixed)."""
+    """An image moto does not know: launches treat it as Linux/UNIX."""
     return LINUX_AMI
 
 
 @pytest.fixture
-def windows_ami() -> str:
-    """Windows Server, from the AMIs moto ships."""
+def windows_ami(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Windows Server from moto's AMI catalogue (loaded for this test only)."""
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "true")
     return WINDOWS_AMI
 
 
