@@ -1,0 +1,28 @@
+"""ReservationSync: every minute, reservation snapshots, their events and reconciliation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from capacity_launcher.observability import logger, metrics, tracer
+from capacity_launcher.service.lifecycle_wiring import reservation_sync
+
+
+@logger.inject_lambda_context(log_event=False)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_source(data_class=EventBridgeEvent)
+def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
+    report = reservation_sync().run()
+    reconciliation = report.reconciliation
+    return {
+        "scheduledAt": event.time,
+        "synced": len(report.synced),
+        "conflicts": report.conflicts,
+        "events": [e.detail_type for e in report.events],
+        "drift": reconciliation.total_drift if reconciliation else 0,
+        "adopted": reconciliation.adopted if reconciliation else [],
+    }

@@ -1,0 +1,274 @@
+"""The reservation sync: every minute, what EC2 says of the reservations any NodeClass can use.
+
+One DescribeCapacityReservations (paginated, unfiltered: every reservation the account owns or is
+shared) plus one ListGroupResources per reservation group; targets, groups and selector terms are
+then resolved locally. Each snapshot is written only if no launcher changed it since it was read
+(its version), and the events of a crossing are published once, after the write that records them.
+Reconciliation runs first, so the snapshots carry this minute's usage by requester.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from aws_lambda_powertools.metrics import single_metric
+
+from capacity_launcher.adapters.publisher import Event
+from capacity_launcher.adapters.reservation_snapshots import (
+    EXHAUSTED,
+    EXPIRING,
+    UTILIZATION_HIGH,
+    Coverage,
+    StoredReservation,
+    selector_key,
+    target_key,
+    term_matches,
+)
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.offerings import RESERVED, ReservationSnapshot, offering_key
+from capacity_launcher.domain.status import (
+    RESERVATION_EXHAUSTED,
+    RESERVATION_EXPIRING,
+    RESERVATION_REPLENISHED,
+    RESERVATION_UTILIZATION_HIGH,
+)
+from capacity_launcher.observability import MetricUnit, logger, metrics
+from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+
+RESERVATION_TOTAL = "ReservationTotal"
+RESERVATION_AVAILABLE = "ReservationAvailable"
+RESERVATION_UTILIZATION = "ReservationUtilization"
+RECONCILIATION_DRIFT = "ReconciliationDrift"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    utilization_high: float
+    expiring_horizon: timedelta
+
+
+class NodeClasses(Protocol):
+    def node_classes(self) -> list[NodeClass]: ...
+
+
+class Ec2Reservations(Protocol):
+    def describe(
+        self, ids: Sequence[str] | None = None, filters: Sequence[Mapping[str, Any]] | None = None
+    ) -> list[ReservationSnapshot]: ...
+    def group_members(self, group_arn: str) -> list[str]: ...
+
+
+class Snapshots(Protocol):
+    def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]: ...
+    def save(self, reservation: StoredReservation, expected_version: int | None) -> bool: ...
+    def save_coverage(self, coverage: Sequence[Coverage]) -> None: ...
+    def forget(self, keys: Sequence[str]) -> None: ...
+
+
+class OfferingCache(Protocol):
+    def clear(self, offering: str) -> None: ...
+
+
+@dataclass
+class SyncReport:
+    synced: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    reconciliation: ReconciliationReport | None = None
+
+
+def next_state(
+    prev: StoredReservation | None,
+    seen: ReservationSnapshot,
+    usage_by_requester: Mapping[str, int],
+    thresholds: Thresholds,
+    now: datetime,
+) -> tuple[StoredReservation, list[Event]]:
+    """The snapshot to store and the events of the crossings since `prev` (each once)."""
+    announced = set(prev.announced) if prev else set()
+    exhausted = prev.snapshot.exhausted if prev else False
+    events: list[str] = []
+    if seen.state == "active" and seen.available > 0:
+        was_empty = prev is not None and (
+            prev.snapshot.exhausted or prev.snapshot.available == 0 or EXHAUSTED in announced
+        )
+        if was_empty:
+            events.append(RESERVATION_REPLENISHED)
+        exhausted = False
+        announced.discard(EXHAUSTED)
+    elif seen.state == "active" and seen.total > 0 and EXHAUSTED not in announced:
+        events.append(RESERVATION_EXHAUSTED)
+        announced.add(EXHAUSTED)
+    if seen.state == "active" and seen.total and seen.utilization >= thresholds.utilization_high:
+        if UTILIZATION_HIGH not in announced:
+            events.append(RESERVATION_UTILIZATION_HIGH)
+            announced.add(UTILIZATION_HIGH)
+    else:
+        announced.discard(UTILIZATION_HIGH)
+    ending = seen.end_date is not None and seen.end_date - now <= thresholds.expiring_horizon
+    if seen.state == "active" and ending:
+        if EXPIRING not in announced:
+            events.append(RESERVATION_EXPIRING)
+            announced.add(EXPIRING)
+    else:
+        announced.discard(EXPIRING)
+    stored = StoredReservation(
+        snapshot=replace(seen, exhausted=exhausted),
+        usage_by_requester=dict(usage_by_requester),
+        announced=frozenset(announced),
+        synced_at=now,
+        version=prev.version + 1 if prev else 0,
+    )
+    return stored, [Event(t, _detail(stored, t, thresholds)) for t in events]
+
+
+class ReservationSync:
+    def __init__(
+        self,
+        config: NodeClasses,
+        ec2: Ec2Reservations,
+        snapshots: Snapshots,
+        unavailable: OfferingCache,
+        publish: Callable[..., None],
+        thresholds: Thresholds,
+        now: Callable[[], datetime],
+        reconciliation: Reconciliation | None = None,
+    ) -> None:
+        self._config = config
+        self._ec2 = ec2
+        self._snapshots = snapshots
+        self._unavailable = unavailable
+        self._publish = publish
+        self._thresholds = thresholds
+        self._now = now
+        self._reconciliation = reconciliation
+
+    def run(self) -> SyncReport:
+        report = SyncReport()
+        if self._reconciliation is not None:
+            report.reconciliation = self._reconciliation.run()
+            metrics.add_metric(
+                name=RECONCILIATION_DRIFT,
+                unit=MetricUnit.Count,
+                value=report.reconciliation.total_drift,
+            )
+        usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
+        now = self._now()
+        coverage, groups_of, seen = self._resolve(self._config.node_classes(), now)
+        stored, old_coverage = self._snapshots.read()
+        for reservation_id in sorted(seen):
+            observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
+            prev = stored.get(reservation_id)
+            new, events = next_state(
+                prev, observed, usage.get(reservation_id, {}), self._thresholds, now
+            )
+            if not self._snapshots.save(new, prev.version if prev else None):
+                # A launcher wrote it meanwhile; the next sync (a minute away) looks again.
+                report.conflicts.append(reservation_id)
+                continue
+            report.synced.append(reservation_id)
+            if any(e.detail_type == RESERVATION_REPLENISHED for e in events):
+                self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
+            if events:
+                self._publish(*events)
+                report.events += events
+            _emit(new.snapshot)
+        report.forgotten = sorted(
+            [k for k in stored if k not in seen]
+            + [k for k in old_coverage if k not in {c.key for c in coverage}]
+        )
+        self._snapshots.forget(report.forgotten)
+        self._snapshots.save_coverage(coverage)
+        logger.info(
+            "reservations synced",
+            extra={
+                "synced": len(report.synced),
+                "conflicts": report.conflicts,
+                "events": [e.detail_type for e in report.events],
+            },
+        )
+        return report
+
+    def _resolve(
+        self, node_classes: Sequence[NodeClass], now: datetime
+    ) -> tuple[list[Coverage], dict[str, tuple[str, ...]], dict[str, ReservationSnapshot]]:
+        """Coverage per target/term, group ARNs per reservation, and every reservation needed."""
+        ids: set[str] = set()
+        group_arns: set[str] = set()
+        terms = {}
+        for node_class in node_classes:
+            spec = node_class.spec
+            target = (
+                spec.capacity_reservation_spec.capacity_reservation_target
+                if spec.capacity_reservation_spec
+                else None
+            )
+            if target is not None and target.capacity_reservation_id:
+                ids.add(target.capacity_reservation_id)
+            elif target is not None and target.capacity_reservation_resource_group_arn:
+                group_arns.add(target.capacity_reservation_resource_group_arn)
+            else:
+                for term in spec.capacity_reservation_selector_terms or []:
+                    terms[selector_key(term)] = term
+        if not (ids or group_arns or terms):
+            return [], {}, {}
+        everything = {r.reservation_id: r for r in self._ec2.describe()}
+        at = now.timestamp()
+        coverage = [Coverage(target_key(i), at, (i,) if i in everything else ()) for i in ids]
+        groups_of: dict[str, list[str]] = {}
+        for arn in sorted(group_arns):
+            members = tuple(m for m in self._ec2.group_members(arn) if m in everything)
+            coverage.append(Coverage(target_key(arn), at, members))
+            for member in members:
+                groups_of.setdefault(member, []).append(arn)
+        for term_key, term in sorted(terms.items()):
+            matched = tuple(sorted(k for k, r in everything.items() if term_matches(term, r)))
+            coverage.append(Coverage(term_key, at, matched))
+        wanted = {m for c in coverage for m in c.members}
+        return (
+            coverage,
+            {k: tuple(sorted(v)) for k, v in groups_of.items()},
+            {k: everything[k] for k in wanted},
+        )
+
+
+def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds) -> dict[str, Any]:
+    s = stored.snapshot
+    detail: dict[str, Any] = {
+        "capacityReservationId": s.reservation_id,
+        "instanceType": s.instance_type,
+        "zone": s.zone,
+        "state": s.state,
+        "total": s.total,
+        "available": s.available,
+        "utilization": round(s.utilization, 4),
+        "endDate": s.end_date.isoformat() if s.end_date else None,
+        "groups": list(s.groups),
+        "usageByRequester": dict(stored.usage_by_requester),
+    }
+    if detail_type == RESERVATION_UTILIZATION_HIGH:
+        detail["threshold"] = thresholds.utilization_high
+    if detail_type == RESERVATION_EXPIRING:
+        detail["horizonHours"] = thresholds.expiring_horizon.total_seconds() / 3600
+    return detail
+
+
+def _emit(snapshot: ReservationSnapshot) -> None:
+    """Per-reservation EMF metrics (dimension reservationId), as alarms and dashboard read them."""
+    for name, unit, value in (
+        (RESERVATION_TOTAL, MetricUnit.Count, float(snapshot.total)),
+        (RESERVATION_AVAILABLE, MetricUnit.Count, float(snapshot.available)),
+        (RESERVATION_UTILIZATION, MetricUnit.NoUnit, snapshot.utilization),
+    ):
+        with single_metric(
+            name=name,
+            unit=unit,
+            value=value,
+            namespace=metrics.namespace,
+            default_dimensions=metrics.default_dimensions,
+        ) as metric:
+            metric.add_dimension(name="reservationId", value=snapshot.reservation_id)
