@@ -107,6 +107,15 @@ def test_labels_of_a_gpu_type() -> None:
     }
 
 
+def test_gpu_labels_are_lowercase_kebab_case() -> None:
+    radeon = InstanceTypeInfo(
+        "g4ad.xlarge", ("x86_64",), 4, 16384, 1, gpu_name="Radeon Pro V520", gpu_manufacturer="AMD"
+    )
+
+    assert radeon.labels()[INSTANCE_GPU_NAME] == "radeon-pro-v520"
+    assert radeon.labels()[INSTANCE_GPU_MANUFACTURER] == "amd"
+
+
 def test_labels_without_gpu_zone_or_capacity_type_leave_those_keys_out() -> None:
     labels = M7GD.labels()
 

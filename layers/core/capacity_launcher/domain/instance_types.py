@@ -43,6 +43,11 @@ EC2_ARCHITECTURES: dict[str, str] = {
 _GENERATION = re.compile(r"^[a-z]+(?:-[0-9]+tb)?([0-9]+)")
 
 
+def _kebab(text: str | None) -> str | None:
+    """GPU names as Karpenter labels them: "Radeon Pro V520" -> "radeon-pro-v520"."""
+    return "-".join(text.lower().split()) if text else None
+
+
 @dataclass(frozen=True)
 class InstanceTypeInfo:
     name: str
@@ -108,10 +113,8 @@ class InstanceTypeInfo:
             INSTANCE_SIZE: self.size,
             INSTANCE_GENERATION: None if self.generation is None else str(self.generation),
             INSTANCE_GPU_COUNT: str(self.gpu_count) if self.gpu_count else None,
-            INSTANCE_GPU_NAME: self.gpu_name.lower() if self.gpu_count and self.gpu_name else None,
-            INSTANCE_GPU_MANUFACTURER: (
-                self.gpu_manufacturer.lower() if self.gpu_count and self.gpu_manufacturer else None
-            ),
+            INSTANCE_GPU_NAME: _kebab(self.gpu_name) if self.gpu_count else None,
+            INSTANCE_GPU_MANUFACTURER: _kebab(self.gpu_manufacturer) if self.gpu_count else None,
             ZONE: zone,
             CAPACITY_TYPE: capacity_type,
             CAPACITY_RESERVATION_ID: capacity_reservation_id,
