@@ -511,6 +511,37 @@ def test_security_groups_are_required() -> None:
     assert "at least 1 item" in rule
 
 
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"subnetIds": [f"subnet-{i}" for i in range(101)]}, "spec.subnetIds"),
+        ({"securityGroupIds": [f"sg-{i}" for i in range(17)]}, "spec.securityGroupIds"),
+        (
+            {"capacityReservationSelectorTerms": [{"instanceMatchCriteria": "open"}] * 101},
+            "spec.capacityReservationSelectorTerms",
+        ),
+        (
+            {"subnetIds": None, "subnetSelectorTerms": [{"tags": {"a": "b"}}] * 101},
+            "spec.subnetSelectorTerms",
+        ),
+    ],
+)
+def test_lists_are_bounded(spec: dict[str, Any], field: str) -> None:
+    found, rule = the_error(node_class(**spec))
+
+    assert found == field
+    assert rule.startswith("list should have at most")
+
+
+def test_selector_term_tags_are_bounded() -> None:
+    term = {"tags": {f"t{i}": "v" for i in range(51)}}
+
+    assert the_error(node_class(capacityReservationSelectorTerms=[term])) == (
+        "spec.capacityReservationSelectorTerms[0].tags",
+        "at most 50 tags",
+    )
+
+
 def test_user_data_at_the_limit_is_fine() -> None:
     assert isinstance(parse_document(node_class(userData="x" * 16384)), NodeClass)
 
