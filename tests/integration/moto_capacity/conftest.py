@@ -51,6 +51,16 @@ def aws() -> Iterator[None]:
 
 
 @pytest.fixture
+def aws_client(aws: None, boto_session: boto3.Session) -> Callable[[str], Any]:
+    """A client for any service, inside the mock, without retries."""
+
+    def client(service: str) -> Any:
+        return boto_session.client(service, config=NO_RETRIES)  # type: ignore[call-overload]
+
+    return client
+
+
+@pytest.fixture
 def ec2(aws: None, boto_session: boto3.Session) -> Any:
     return boto_session.client("ec2", config=NO_RETRIES)
 
