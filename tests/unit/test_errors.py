@@ -17,6 +17,7 @@ from capacity_launcher.domain.errors import (
     RequestRejected,
     RequirementsConflict,
     Throttled,
+    bounded,
     classify,
     field_errors,
     field_path,
@@ -210,3 +211,10 @@ def test_field_errors_can_root_the_path() -> None:
 
     assert error.field == "detail.size"
     assert "integer" in error.rule
+
+
+def test_bounded_keeps_the_first_errors_and_counts_the_rest() -> None:
+    errors = [FieldError(f"f{i}", "is required") for i in range(5)]
+
+    assert bounded(errors, 5) == errors
+    assert bounded(errors, 2) == [*errors[:2], FieldError("body", "and 3 more errors")]

