@@ -1,5 +1,6 @@
 """Fixtures for the moto_capacity tests: fake credentials, a clean extension, moto clients."""
 
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -7,6 +8,7 @@ import boto3
 import pytest
 from botocore.config import Config
 from moto import mock_aws
+from moto.server import ThreadedMotoServer
 
 import moto_capacity
 
@@ -92,7 +94,7 @@ def default_subnets(ec2: Any) -> dict[str, str]:
 
 @pytest.fixture
 def reservation(ec2: Any) -> Callable[..., dict[str, Any]]:
-    """Create a Capacity Reservation: 2 x m5.large, Linux, us-east-1a, open, unless told otherwise."""
+    """Create a Capacity Reservation: 2 x m5.large, Linux, us-east-1a, open, unless told."""
 
     def create(**overrides: Any) -> dict[str, Any]:
         request = {
@@ -135,13 +137,18 @@ def capacity_group(resource_groups: Any) -> Callable[..., str]:
                 {
                     "Type": "AWS::ResourceGroups::Generic",
                     "Parameters": [
-                        {"Name": "allowed-resource-types", "Values": ["AWS::EC2::CapacityReservation"]}
+                        {
+                            "Name": "allowed-resource-types",
+                            "Values": ["AWS::EC2::CapacityReservation"],
+                        }
                     ],
                 },
             ],
         )["Group"]
         if reservation_arns:
-            resource_groups.group_resources(Group=group["GroupArn"], ResourceArns=list(reservation_arns))
+            resource_groups.group_resources(
+                Group=group["GroupArn"], ResourceArns=list(reservation_arns)
+            )
         return group["GroupArn"]  # type: ignore[no-any-return]
 
     return create
@@ -156,3 +163,34 @@ def available_count(ec2: Any) -> Callable[[str], int]:
         return int(found["CapacityReservations"][0]["AvailableInstanceCount"])
 
     return count
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    """A threaded moto server with the extension, on a free port; yields its base URL."""
+    moto_capacity.install()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def server_url(moto_server: str) -> str:
+    """The server, reset: moto's state through /moto-api, the extension's through /moto-capacity."""
+    for path in ("/moto-api/reset", "/moto-capacity/reset"):
+        urllib.request.urlopen(urllib.request.Request(moto_server + path, method="POST"))
+    return moto_server
+
+
+@pytest.fixture
+def server_client(server_url: str, boto_session: boto3.Session) -> Callable[[str], Any]:
+    """A boto3 client for any service, talking to the server over HTTP, without retries."""
+
+    def client(service: str) -> Any:
+        return boto_session.client(  # type: ignore[call-overload]
+            service, endpoint_url=server_url, config=NO_RETRIES
+        )
+
+    return client

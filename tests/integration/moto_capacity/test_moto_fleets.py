@@ -15,7 +15,9 @@ REGION = "us-east-1"
 def fleet(ec2: Any) -> Callable[..., dict[str, Any]]:
     """CreateFleet instant, on-demand, with one LaunchTemplateConfig."""
 
-    def create(template: str, overrides: list[dict[str, Any]], target: int = 1, **extra: Any) -> Any:
+    def create(
+        template: str, overrides: list[dict[str, Any]], target: int = 1, **extra: Any
+    ) -> Any:
         return ec2.create_fleet(
             Type="instant",
             TargetCapacitySpecification={
@@ -24,7 +26,10 @@ def fleet(ec2: Any) -> Callable[..., dict[str, Any]]:
             },
             LaunchTemplateConfigs=[
                 {
-                    "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateName": template,
+                        "Version": "$Latest",
+                    },
                     "Overrides": overrides,
                 }
             ],
@@ -34,8 +39,15 @@ def fleet(ec2: Any) -> Callable[..., dict[str, Any]]:
     return create
 
 
-def _override(instance_type: str, zone: str, subnets: dict[str, str], **extra: Any) -> dict[str, Any]:
-    return {"InstanceType": instance_type, "SubnetId": subnets[zone], "AvailabilityZone": zone, **extra}
+def _override(
+    instance_type: str, zone: str, subnets: dict[str, str], **extra: Any
+) -> dict[str, Any]:
+    return {
+        "InstanceType": instance_type,
+        "SubnetId": subnets[zone],
+        "AvailabilityZone": zone,
+        **extra,
+    }
 
 
 def _instance_ids(answer: dict[str, Any]) -> list[str]:
@@ -75,7 +87,9 @@ def test_partially_available_pool_launches_what_fits_and_reports_the_rest(
     moto_capacity.set_capacity(REGION, "m5.large", "us-east-1a", "on-demand", 1)
 
     # When
-    answer = fleet(launch_template(), [_override("m5.large", "us-east-1a", default_subnets)], target=3)
+    answer = fleet(
+        launch_template(), [_override("m5.large", "us-east-1a", default_subnets)], target=3
+    )
 
     # Then
     assert len(_instance_ids(answer)) == 1
@@ -92,7 +106,9 @@ def test_lowest_price_launches_the_cheapest_override_first(
     ]
 
     # When
-    answer = fleet(launch_template(), overrides, OnDemandOptions={"AllocationStrategy": "lowest-price"})
+    answer = fleet(
+        launch_template(), overrides, OnDemandOptions={"AllocationStrategy": "lowest-price"}
+    )
 
     # Then
     assert [group["InstanceType"] for group in answer["Instances"]] == ["c5.large"]
@@ -105,7 +121,9 @@ def test_prioritized_launches_the_lowest_priority_number_first(
         _override("c5.large", "us-east-1a", default_subnets, Priority=2.0),
         _override("m5.large", "us-east-1a", default_subnets, Priority=1.0),
     ]
-    answer = fleet(launch_template(), overrides, OnDemandOptions={"AllocationStrategy": "prioritized"})
+    answer = fleet(
+        launch_template(), overrides, OnDemandOptions={"AllocationStrategy": "prioritized"}
+    )
     assert [group["InstanceType"] for group in answer["Instances"]] == ["m5.large"]
 
 
@@ -134,7 +152,7 @@ def test_use_capacity_reservations_first_fills_reservations_before_the_strategy(
     assert moto_capacity.state()["reservations"][0]["capacityReservationId"] == rid
 
 
-def test_template_targeting_a_full_reservation_with_reservations_only_fails_with_reservation_capacity_exceeded(
+def test_reservations_only_template_on_a_full_reservation_fails_with_reservation_capacity_exceeded(
     fleet: Any, launch_template: Any, reservation: Any, default_subnets: dict[str, str]
 ) -> None:
     # Given a template that may only use a one-slot reservation
@@ -155,7 +173,11 @@ def test_template_targeting_a_full_reservation_with_reservations_only_fails_with
 
 
 def test_template_targeting_a_group_launches_into_its_reservation(
-    ec2: Any, fleet: Any, launch_template: Any, reservation: Any, capacity_group: Any,
+    ec2: Any,
+    fleet: Any,
+    launch_template: Any,
+    reservation: Any,
+    capacity_group: Any,
     default_subnets: dict[str, str],
 ) -> None:
     # Given
@@ -211,7 +233,9 @@ def test_min_target_capacity_with_single_instance_type_picks_a_type_that_fits(
     answer = fleet(launch_template(), overrides, target=2, OnDemandOptions=options)
 
     # Then all land on one type
-    assert [(g["InstanceType"], len(g["InstanceIds"])) for g in answer["Instances"]] == [("m5.large", 2)]
+    assert [(g["InstanceType"], len(g["InstanceIds"])) for g in answer["Instances"]] == [
+        ("m5.large", 2)
+    ]
 
 
 def test_min_target_capacity_without_a_single_pool_option_is_invalid(
@@ -240,7 +264,9 @@ def test_same_client_token_and_input_returns_the_same_fleet_and_launches_nothing
     # Then
     assert again["FleetId"] == first["FleetId"]
     assert _instance_ids(again) == _instance_ids(first)
-    running = ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]}])
+    running = ec2.describe_instances(
+        Filters=[{"Name": "instance-state-name", "Values": ["running"]}]
+    )
     assert sum(len(r["Instances"]) for r in running["Reservations"]) == 2
 
 
@@ -264,10 +290,14 @@ def test_tag_specifications_tag_the_instances_volumes_and_fleet(
     template = launch_template(TagSpecifications=[{"ResourceType": "volume", "Tags": tags}])
 
     # When
-    answer = fleet(template, [_override("m5.large", "us-east-1a", default_subnets)], TagSpecifications=spec)
+    answer = fleet(
+        template, [_override("m5.large", "us-east-1a", default_subnets)], TagSpecifications=spec
+    )
 
     # Then
-    instance = ec2.describe_instances(InstanceIds=_instance_ids(answer))["Reservations"][0]["Instances"][0]
+    instance = ec2.describe_instances(InstanceIds=_instance_ids(answer))["Reservations"][0][
+        "Instances"
+    ][0]
     assert {"Key": "capacity-launcher:request-id", "Value": "r-1"} in instance["Tags"]
     assert {"Key": "aws:ec2:fleet-id", "Value": answer["FleetId"]} in instance["Tags"]
     volume_id = instance["BlockDeviceMappings"][0]["Ebs"]["VolumeId"]
@@ -292,5 +322,7 @@ def test_spot_fleet_launches_spot_lifecycle_and_reports_a_dry_spot_pool(
         ("InsufficientInstanceCapacity", "spot")
     ]
     assert answer["Instances"][0]["Lifecycle"] == "spot"
-    instance = ec2.describe_instances(InstanceIds=_instance_ids(answer))["Reservations"][0]["Instances"][0]
+    instance = ec2.describe_instances(InstanceIds=_instance_ids(answer))["Reservations"][0][
+        "Instances"
+    ][0]
     assert instance["InstanceLifecycle"] == "spot"

@@ -61,11 +61,17 @@ def test_fault_on_dynamodb_update_item_is_a_json_error_of_that_type(aws_client: 
         AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
-    moto_capacity.inject_fault("dynamodb:UpdateItem", "ProvisionedThroughputExceededException", times=1)
+    moto_capacity.inject_fault(
+        "dynamodb:UpdateItem", "ProvisionedThroughputExceededException", times=1
+    )
 
     # When
-    update = {"TableName": "t", "Key": {"k": {"S": "a"}}, "UpdateExpression": "SET v = :v",
-              "ExpressionAttributeValues": {":v": {"S": "b"}}}
+    update = {
+        "TableName": "t",
+        "Key": {"k": {"S": "a"}},
+        "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"S": "b"}},
+    }
     codes = [_code(dynamodb.update_item, **update) for _ in range(2)]
 
     # Then
@@ -131,7 +137,12 @@ def test_reset_clears_pools_faults_latencies_and_counters(ec2: Any) -> None:
 
     # Then
     state = moto_capacity.state()
-    assert (state["pools"], state["faults"], state["latencies"], state["operations"]) == ([], [], [], {})
+    assert (state["pools"], state["faults"], state["latencies"], state["operations"]) == (
+        [],
+        [],
+        [],
+        {},
+    )
     assert _code(ec2.describe_vpcs) == "ok"
 
 
@@ -142,13 +153,31 @@ def test_reset_clears_pools_faults_latencies_and_counters(ec2: Any) -> None:
         (moto_capacity.inject_fault, {"operation": "ec2:DescribeVpcs", "code": "X", "rate": 1.5}),
         (moto_capacity.inject_fault, {"operation": "ec2:DescribeVpcs", "code": "X", "times": -1}),
         (moto_capacity.set_latency, {"operation": "ec2:DescribeVpcs", "seconds": -1}),
-        (moto_capacity.set_capacity, {"region": "us-east-1", "instance_type": "m5.large",
-                                      "zone": "us-east-1a", "capacity_type": "reserved", "count": 1}),
-        (moto_capacity.set_capacity, {"region": "us-east-1", "instance_type": "m5.large",
-                                      "zone": "us-east-1a", "capacity_type": "spot", "count": -1}),
+        (
+            moto_capacity.set_capacity,
+            {
+                "region": "us-east-1",
+                "instance_type": "m5.large",
+                "zone": "us-east-1a",
+                "capacity_type": "reserved",
+                "count": 1,
+            },
+        ),
+        (
+            moto_capacity.set_capacity,
+            {
+                "region": "us-east-1",
+                "instance_type": "m5.large",
+                "zone": "us-east-1a",
+                "capacity_type": "spot",
+                "count": -1,
+            },
+        ),
     ],
     ids=["operation-name", "rate", "times", "latency", "capacity-type", "count"],
 )
-def test_invalid_controls_are_refused_with_value_error(control: Any, arguments: dict[str, Any]) -> None:
+def test_invalid_controls_are_refused_with_value_error(
+    control: Any, arguments: dict[str, Any]
+) -> None:
     with pytest.raises(ValueError):
         control(**arguments)

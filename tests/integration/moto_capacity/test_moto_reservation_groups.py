@@ -1,4 +1,4 @@
-"""Capacity Reservation groups through resource-groups, as "Work with Capacity Reservation groups" says."""
+"""Capacity Reservation groups in resource-groups ("Work with Capacity Reservation groups")."""
 
 from typing import Any
 
@@ -13,7 +13,9 @@ from moto_capacity.groups import (
 )
 
 
-def test_pool_group_gets_the_generic_restriction_to_capacity_reservations(resource_groups: Any) -> None:
+def test_pool_group_gets_the_generic_restriction_to_capacity_reservations(
+    resource_groups: Any,
+) -> None:
     # When a group is created with only the pool configuration
     group = resource_groups.create_group(
         Name="gpu", Configuration=[{"Type": "AWS::EC2::CapacityReservationPool"}]
@@ -28,9 +30,13 @@ def test_pool_group_gets_the_generic_restriction_to_capacity_reservations(resour
     assert group["Group"]["GroupArn"] == "arn:aws:resource-groups:us-east-1:123456789012:group/gpu"
 
 
-def test_group_arn_carries_the_region_it_was_created_in(aws: None, boto_session: boto3.Session) -> None:
+def test_group_arn_carries_the_region_it_was_created_in(
+    aws: None, boto_session: boto3.Session
+) -> None:
     client = boto_session.client("resource-groups", region_name="eu-west-1")
-    group = client.create_group(Name="gpu", Configuration=[{"Type": "AWS::EC2::CapacityReservationPool"}])
+    group = client.create_group(
+        Name="gpu", Configuration=[{"Type": "AWS::EC2::CapacityReservationPool"}]
+    )
     assert group["Group"]["GroupArn"].startswith("arn:aws:resource-groups:eu-west-1:")
     assert client.get_group(Group=group["Group"]["GroupArn"])["Group"]["Name"] == "gpu"
 

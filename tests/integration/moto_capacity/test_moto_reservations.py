@@ -7,7 +7,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 
-def test_create_capacity_reservation_is_active_with_all_capacity_available(reservation: Any) -> None:
+def test_create_capacity_reservation_is_active_with_all_capacity_available(
+    reservation: Any,
+) -> None:
     # Given / When
     created = reservation(InstanceCount=3)
 
@@ -23,7 +25,9 @@ def test_create_capacity_reservation_is_active_with_all_capacity_available(reser
     )
 
 
-def test_create_capacity_reservation_in_a_zone_of_another_region_is_invalid(reservation: Any) -> None:
+def test_create_capacity_reservation_in_a_zone_of_another_region_is_invalid(
+    reservation: Any,
+) -> None:
     with pytest.raises(ClientError) as error:
         reservation(AvailabilityZone="eu-west-1a")
     assert error.value.response["Error"]["Code"] == "InvalidParameterValue"
@@ -93,7 +97,10 @@ def test_modify_changes_the_instance_count_and_keeps_available_exact(
     created = reservation()
     rid = created["CapacityReservationId"]
     ec2.run_instances(
-        ImageId=linux_ami, MinCount=1, MaxCount=1, InstanceType="m5.large",
+        ImageId=linux_ami,
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="m5.large",
         Placement={"AvailabilityZone": "us-east-1a"},
     )
 
@@ -101,7 +108,9 @@ def test_modify_changes_the_instance_count_and_keeps_available_exact(
     ec2.modify_capacity_reservation(CapacityReservationId=rid, InstanceCount=5)
 
     # Then
-    found = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"][0]
+    found = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])[
+        "CapacityReservations"
+    ][0]
     assert found["TotalInstanceCount"] == 5
     assert available_count(rid) == 4
 
@@ -112,14 +121,18 @@ def test_reservation_past_its_end_date_is_expired_and_not_used(
     # Given a reservation whose end date is about to pass
     rid = reservation()["CapacityReservationId"]
     ec2.modify_capacity_reservation(
-        CapacityReservationId=rid, EndDateType="limited",
+        CapacityReservationId=rid,
+        EndDateType="limited",
         EndDate=datetime.now(UTC) - timedelta(seconds=1),
     )
 
     # When
     state = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])
     launched = ec2.run_instances(
-        ImageId=linux_ami, MinCount=1, MaxCount=1, InstanceType="m5.large",
+        ImageId=linux_ami,
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="m5.large",
         Placement={"AvailabilityZone": "us-east-1a"},
     )
 
@@ -128,7 +141,9 @@ def test_reservation_past_its_end_date_is_expired_and_not_used(
     assert "CapacityReservationId" not in launched["Instances"][0]
 
 
-def test_cancelled_reservation_is_cancelled_and_cannot_be_modified(ec2: Any, reservation: Any) -> None:
+def test_cancelled_reservation_is_cancelled_and_cannot_be_modified(
+    ec2: Any, reservation: Any
+) -> None:
     # Given
     rid = reservation()["CapacityReservationId"]
 
@@ -143,7 +158,9 @@ def test_cancelled_reservation_is_cancelled_and_cannot_be_modified(ec2: Any, res
     assert error.value.response["Error"]["Code"] == "IncorrectState"
 
 
-def test_create_tags_tags_a_reservation_and_rejects_unknown_ones(ec2: Any, reservation: Any) -> None:
+def test_create_tags_tags_a_reservation_and_rejects_unknown_ones(
+    ec2: Any, reservation: Any
+) -> None:
     # Given
     rid = reservation()["CapacityReservationId"]
 
@@ -151,7 +168,9 @@ def test_create_tags_tags_a_reservation_and_rejects_unknown_ones(ec2: Any, reser
     ec2.create_tags(Resources=[rid], Tags=[{"Key": "owner", "Value": "platform"}])
 
     # Then
-    found = ec2.describe_capacity_reservations(Filters=[{"Name": "tag:owner", "Values": ["platform"]}])
+    found = ec2.describe_capacity_reservations(
+        Filters=[{"Name": "tag:owner", "Values": ["platform"]}]
+    )
     assert [r["CapacityReservationId"] for r in found["CapacityReservations"]] == [rid]
     with pytest.raises(ClientError) as error:
         ec2.create_tags(Resources=["cr-0123456789abcdef0"], Tags=[{"Key": "a", "Value": "b"}])

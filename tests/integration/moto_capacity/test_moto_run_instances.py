@@ -250,7 +250,9 @@ def test_describe_instances_reports_reservation_id_and_specification(
 
     # Then
     assert described["CapacityReservationId"] == rid
-    assert described["CapacityReservationSpecification"] == {"CapacityReservationPreference": "open"}
+    assert described["CapacityReservationSpecification"] == {
+        "CapacityReservationPreference": "open"
+    }
 
 
 def test_terminating_an_instance_frees_its_reservation_slot(
@@ -291,13 +293,18 @@ def test_dry_on_demand_pool_fails_with_insufficient_instance_capacity(launch: An
     assert _error_code(error) == "InsufficientInstanceCapacity"
 
 
-def test_finite_pool_launches_between_min_and_max_count(launch: Any, ec2: Any, linux_ami: str) -> None:
+def test_finite_pool_launches_between_min_and_max_count(
+    launch: Any, ec2: Any, linux_ami: str
+) -> None:
     # Given two instances of capacity
     moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 2)
 
     # When asking for at least one, at most five
     instances = ec2.run_instances(
-        ImageId=linux_ami, MinCount=1, MaxCount=5, InstanceType="m5.large",
+        ImageId=linux_ami,
+        MinCount=1,
+        MaxCount=5,
+        InstanceType="m5.large",
         Placement={"AvailabilityZone": ZONE},
     )["Instances"]
 
