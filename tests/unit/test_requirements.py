@@ -147,12 +147,15 @@ def test_gt_and_lt_apply_only_to_integer_keys(operator: str) -> None:
     assert rule.startswith(f"operator {operator} applies only to integer keys")
 
 
-@pytest.mark.parametrize("value", ["four", "4.5", "1e3", ""])
-def test_integer_keys_need_integer_values(value: str) -> None:
-    field, rule = rule_for({"key": INSTANCE_GENERATION, "operator": "Gt", "values": [value]})
+@pytest.mark.parametrize("operator", ["Gt", "In", "NotIn"])
+@pytest.mark.parametrize("value", ["four", "4.5", "1e3", "1" * 19])
+def test_integer_keys_need_integer_values(operator: str, value: str) -> None:
+    field, rule = rule_for({"key": INSTANCE_GENERATION, "operator": operator, "values": [value]})
 
-    assert field == "values"
-    assert "integer" in rule or "1 to 63 characters" in rule
+    assert (field, rule) == (
+        "values",
+        f"values of {INSTANCE_GENERATION} must be integers of at most 18 digits",
+    )
 
 
 def test_integer_values_are_spelled_canonically() -> None:

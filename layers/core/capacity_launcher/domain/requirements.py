@@ -143,7 +143,9 @@ class Requirement(BaseModel):
                 )
         if key in INTEGER_KEYS or operator in _BOUNDS:
             if not all(_INTEGER.match(value) for value in values):
-                raise ValueError(f"values of {key} must be integers")
+                raise ValueError(
+                    f"values of {key or 'this key'} must be integers of at most 18 digits"
+                )
             values = tuple(str(int(value)) for value in values)
         if key is not None and key in ALLOWED_VALUES:
             allowed = ALLOWED_VALUES[key]
