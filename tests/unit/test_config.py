@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from capacity_launcher.domain.config import (
     CapacityReservationSelectorTerm,
     CapacityReservationSpec,
     CapacityReservationTarget,
+    ConfigDocument,
     NodeClass,
     NodePool,
     parse_document,
@@ -137,6 +139,13 @@ def test_stored_form_keeps_document_names_and_drops_unset_fields() -> None:
     assert stored["spec"]["capacityReservationSelectorTerms"][1]["ownerID"] == "123456789012"
     assert "imageSsmParameter" not in stored["spec"]
     assert stored["spec"]["capacityReservationSpec"] == {"capacityReservationPreference": "open"}
+
+
+def test_config_document_union_picks_the_model_by_kind() -> None:
+    adapter = TypeAdapter(ConfigDocument)
+
+    assert isinstance(adapter.validate_python(DESIGN_NODE_CLASS), NodeClass)
+    assert isinstance(adapter.validate_python(DESIGN_NODE_POOL), NodePool)
 
 
 def test_python_names_are_accepted_too() -> None:
