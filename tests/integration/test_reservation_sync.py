@@ -1,0 +1,320 @@
+"""Issue 5: the reservation sync, its shared snapshots and the events of each crossing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.publisher import Event
+from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots, StoredReservation
+from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.domain.status import (
+    RESERVATION_EXHAUSTED,
+    RESERVATION_EXPIRING,
+    RESERVATION_REPLENISHED,
+    RESERVATION_UTILIZATION_HIGH,
+    RequestStatus,
+)
+from capacity_launcher.service import lifecycle_wiring, wiring
+from capacity_launcher.service.reservation_sync import SyncReport
+from capacity_launcher.settings import get_settings
+from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool
+from tests.support.cloud import Cloud, an_image, launch_request
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# -- helpers the lifecycle tests share -------------------------------------------------------
+
+
+def sync() -> SyncReport:
+    """One run of the reservation sync, as a fresh container would build it."""
+    return lifecycle_wiring.build_reservation_sync(get_settings()).run()
+
+
+def snapshots() -> ReservationSnapshots:
+    return lifecycle_wiring.reservation_snapshots(get_settings())
+
+
+def snapshot(reservation_id: str) -> StoredReservation:
+    return {s.snapshot.reservation_id: s for s in snapshots().list()}[reservation_id]
+
+
+def published(cloud: Cloud, detail_type: str) -> list[dict[str, Any]]:
+    return [e for e in cloud.events() if e["detail-type"] == detail_type]
+
+
+def ice_keys() -> set[str]:
+    settings = get_settings()
+    cache = UnavailableOfferings(
+        settings.unavailable_offerings_table_name, settings.ice_ttl_seconds
+    )
+    return set(cache.current())
+
+
+def handler(name: str) -> Callable[[dict[str, Any], Any], Any]:
+    """A function's handler, loaded from functions/<name>/app.py as Lambda would."""
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_app", ROOT / "functions" / name / "app.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.handler  # type: ignore[no-any-return]
+
+
+def sample_event(name: str, **detail: Any) -> dict[str, Any]:
+    event = json.loads((ROOT / "events" / name).read_text())
+    event["detail"].update(detail)
+    return dict(event)
+
+
+class LambdaContext:
+    function_name = "capacity-launcher-test"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:capacity-launcher-test"
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+@pytest.fixture
+def snapshot_launchers(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
+    """Launchers whose `reservations` port is the shared snapshots (the wiring issue 5 asks for)."""
+    monkeypatch.setattr(wiring, "CapacityReservations", lambda *_: snapshots(), raising=False)
+    lifecycle_wiring.reservation_sync.cache_clear()
+    lifecycle_wiring.instance_events.cache_clear()
+    return cloud
+
+
+def run_into(cloud: Cloud, reservation_id: str, count: int) -> list[str]:
+    """Instances launched into a reservation outside the service (someone else's usage)."""
+    response = cloud.ec2.run_instances(
+        ImageId=an_image(cloud.ec2),
+        InstanceType="m5.large",
+        MinCount=count,
+        MaxCount=count,
+        Placement={"AvailabilityZone": ZONE},
+        CapacityReservationSpecification={
+            "CapacityReservationTarget": {"CapacityReservationId": reservation_id}
+        },
+    )
+    return [i["InstanceId"] for i in response["Instances"]]
+
+
+def detail_types(events: list[Event]) -> list[str]:
+    return [e.detail_type for e in events]
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+
+
+def test_sync_writes_snapshots_of_targets_group_members_and_selected_reservations(
+    snapshot_launchers, subnets, image
+):
+    # Given a NodeClass per way of naming reservations, one of them ending in 10 days
+    ends = (datetime.now(UTC) + timedelta(days=10)).replace(microsecond=0)
+    targeted = reserve(snapshot_launchers, 2, EndDateType="limited", EndDate=ends)
+    first, second = reserve(snapshot_launchers, 1), reserve(snapshot_launchers, 3)
+    arn = group_of(snapshot_launchers, first, second)
+    tag = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+    selected = reserve(snapshot_launchers, 4, TagSpecifications=tag)
+    ignored = reserve(snapshot_launchers, 5)
+    target = {"capacityReservationTarget": {"capacityReservationId": targeted}}
+    group = {"capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}}
+    setup_pool(snapshot_launchers, subnets, image, klass="by-id", pool="a", reservation_spec=target)
+    setup_pool(
+        snapshot_launchers, subnets, image, klass="by-group", pool="b", reservation_spec=group
+    )
+    setup_pool(
+        snapshot_launchers,
+        subnets,
+        image,
+        klass="by-tag",
+        pool="c",
+        selector_terms=[{"tags": {"team": "ml"}}],
+    )
+    # When the sync runs
+    report = sync()
+    # Then each reservation a NodeClass can use has a snapshot, and no other does
+    stored = {s.snapshot.reservation_id: s for s in snapshots().list()}
+    assert sorted(stored) == sorted([targeted, first, second, selected])
+    assert ignored not in stored and sorted(report.synced) == sorted(stored)
+    s = stored[targeted].snapshot
+    assert (s.instance_type, s.zone, s.state, s.total, s.available) == (
+        "m5.large",
+        ZONE,
+        "active",
+        2,
+        2,
+    )
+    assert (s.platform, s.tenancy, s.instance_match_criteria) == ("Linux/UNIX", "default", "open")
+    assert s.end_date == ends and s.owner_id == "123456789012"
+    assert stored[first].snapshot.groups == (arn,) and stored[second].snapshot.groups == (arn,)
+    assert stored[selected].snapshot.tags == {"team": "ml"}
+    assert stored[targeted].synced_at is not None
+    # and the launcher's port resolves every NodeClass from them without asking EC2
+    config = wiring.ConfigStore(get_settings().state_table_name)
+    calls: Counter[str] = Counter()
+    aws.client("ec2").meta.events.register(
+        "before-call.ec2", lambda model, **_: calls.update([model.name])
+    )
+    by_group = snapshots().sources(config.node_class("by-group"))
+    by_tag = snapshots().sources(config.node_class("by-tag"))
+    assert by_group[0].target.group_arn == arn
+    assert sorted(r.reservation_id for r in by_group[0].reservations) == sorted([first, second])
+    assert [src.target.reservation_id for src in by_tag] == [selected]
+    assert calls["DescribeCapacityReservations"] == 0
+
+
+def test_a_launch_decrements_the_shared_snapshot_and_a_second_worker_skips_the_full_reservation(
+    snapshot_launchers, subnets, image, ec2_calls
+):
+    # Given a reservation of 1 that a NodeClass targets, synced, and two workers
+    cloud = snapshot_launchers
+    reservation = reserve(cloud, 1)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    sync()
+    first, second = cloud.fresh_batch(), cloud.fresh_batch()
+    # When the first launches into it
+    cloud.send(launch_request("w-1", nodePool="general"), batch=first)
+    record = cloud.record("w-1")
+    assert record is not None and record.launched == 1, json.dumps(record and record.to_detail())
+    assert record.instances[0].capacity_reservation_id == reservation
+    # Then the shared snapshot has no slot left, before any sync
+    assert snapshot(reservation).snapshot.available == 0
+    # and the second worker goes on-demand without asking EC2 about, or launching into, it
+    ec2_calls.clear()
+    cloud.send(launch_request("w-2", nodePool="general"), batch=second)
+    record = cloud.record("w-2")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    assert [i.capacity_type for i in record.instances] == ["on-demand"]
+    assert ec2_calls["DescribeCapacityReservations"] == 0
+    assert ec2_calls["CreateFleet"] == 1
+
+
+def test_replenishment_clears_the_cache_item_and_emits_the_event_once(
+    snapshot_launchers, subnets, image
+):
+    # Given a synced reservation that a worker found exhausted (snapshot flag and cache item)
+    cloud = snapshot_launchers
+    reservation = reserve(cloud, 2)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    sync()
+    snapshots().mark_exhausted([reservation])
+    settings = get_settings()
+    UnavailableOfferings(settings.unavailable_offerings_table_name, 180).mark(
+        [(f"reserved:{reservation}", "ReservationCapacityExceeded", "full")]
+    )
+    cloud.events()
+    # When the sync sees capacity in EC2
+    first = sync()
+    # Then the event is published, the flag and the cache item are gone
+    assert detail_types(first.events) == [RESERVATION_REPLENISHED]
+    replenished = published(cloud, RESERVATION_REPLENISHED)
+    assert [e["detail"]["capacityReservationId"] for e in replenished] == [reservation]
+    assert not snapshot(reservation).snapshot.exhausted
+    assert f"reserved:{reservation}" not in ice_keys()
+    # and a second sync says nothing more
+    assert sync().events == [] and published(cloud, RESERVATION_REPLENISHED) == []
+
+
+def test_exhausted_fires_once_when_available_reaches_zero(snapshot_launchers, subnets, image):
+    cloud = snapshot_launchers
+    reservation = reserve(cloud, 2)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    assert RESERVATION_EXHAUSTED not in detail_types(sync().events)
+    run_into(cloud, reservation, 2)
+    assert RESERVATION_EXHAUSTED in detail_types(sync().events)
+    assert RESERVATION_EXHAUSTED not in detail_types(sync().events)
+
+
+def test_utilization_high_fires_once_per_crossing_and_rearms_below_the_threshold(
+    snapshot_launchers, subnets, image
+):
+    # Given a reservation of 10 and the default threshold of 0.9
+    cloud = snapshot_launchers
+    reservation = reserve(cloud, 10)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    assert detail_types(sync().events) == []
+    # When it crosses 0.9 upward, the event fires once
+    used = run_into(cloud, reservation, 9)
+    assert detail_types(sync().events) == [RESERVATION_UTILIZATION_HIGH]
+    assert detail_types(sync().events) == []
+    # When it falls below, nothing fires, and the next crossing fires again
+    cloud.ec2.terminate_instances(InstanceIds=used[:2])
+    assert detail_types(sync().events) == []
+    run_into(cloud, reservation, 2)
+    assert detail_types(sync().events) == [RESERVATION_UTILIZATION_HIGH]
+    (event,) = published(cloud, RESERVATION_UTILIZATION_HIGH)[-1:]
+    assert event["detail"]["utilization"] == 0.9 and event["detail"]["threshold"] == 0.9
+
+
+def test_expiring_fires_once_within_the_horizon_and_again_after_an_extension_ends(
+    snapshot_launchers, subnets, image
+):
+    # Given a reservation ending in 2 days (the default horizon is 72 hours)
+    cloud = snapshot_launchers
+    soon = datetime.now(UTC) + timedelta(days=2)
+    reservation = reserve(cloud, 2, EndDateType="limited", EndDate=soon)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    # Then the first sync announces it, the next does not
+    assert detail_types(sync().events) == [RESERVATION_EXPIRING]
+    assert detail_types(sync().events) == []
+    # When it is extended beyond the horizon, and later shortened again, it fires again once
+    later = datetime.now(UTC) + timedelta(days=30)
+    cloud.ec2.modify_capacity_reservation(CapacityReservationId=reservation, EndDate=later)
+    assert detail_types(sync().events) == []
+    cloud.ec2.modify_capacity_reservation(CapacityReservationId=reservation, EndDate=soon)
+    assert detail_types(sync().events) == [RESERVATION_EXPIRING]
+
+
+def test_the_schedule_handler_runs_the_sync_on_the_sample_scheduled_event(
+    snapshot_launchers, subnets, image
+):
+    cloud = snapshot_launchers
+    reservation = reserve(cloud, 1)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    result = handler("reservation_sync")(sample_event("schedule.json"), LambdaContext())
+    assert result["synced"] == 1 and result["drift"] == 0
+    assert snapshot(reservation).snapshot.available == 1
