@@ -65,7 +65,8 @@ def handler(name: str) -> Callable[[dict[str, Any], Any], Any]:
     spec = importlib.util.spec_from_file_location(
         f"{name}_app", ROOT / "functions" / name / "app.py"
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.handler  # type: ignore[no-any-return]
@@ -149,7 +150,8 @@ def test_sync_writes_snapshots_of_targets_group_members_and_selected_reservation
     # Then each reservation a NodeClass can use has a snapshot, and no other does
     stored = {s.snapshot.reservation_id: s for s in snapshots().list()}
     assert sorted(stored) == sorted([targeted, first, second, selected])
-    assert ignored not in stored and sorted(report.synced) == sorted(stored)
+    assert ignored not in stored
+    assert sorted(report.synced) == sorted(stored)
     s = stored[targeted].snapshot
     assert (s.instance_type, s.zone, s.state, s.total, s.available) == (
         "m5.large",
@@ -159,8 +161,10 @@ def test_sync_writes_snapshots_of_targets_group_members_and_selected_reservation
         2,
     )
     assert (s.platform, s.tenancy, s.instance_match_criteria) == ("Linux/UNIX", "default", "open")
-    assert s.end_date == ends and s.owner_id == "123456789012"
-    assert stored[first].snapshot.groups == (arn,) and stored[second].snapshot.groups == (arn,)
+    assert s.end_date == ends
+    assert s.owner_id == "123456789012"
+    assert stored[first].snapshot.groups == (arn,)
+    assert stored[second].snapshot.groups == (arn,)
     assert stored[selected].snapshot.tags == {"team": "ml"}
     assert stored[targeted].synced_at is not None
     # and the launcher's port resolves every NodeClass from them without asking EC2
@@ -194,7 +198,8 @@ def test_a_launch_decrements_the_shared_snapshot_and_a_second_worker_skips_the_f
     # When the first launches into it
     cloud.send(launch_request("w-1", nodePool="general"), batch=first)
     record = cloud.record("w-1")
-    assert record is not None and record.launched == 1, json.dumps(record and record.to_detail())
+    assert record is not None
+    assert record.launched == 1, json.dumps(record.to_detail())
     assert record.instances[0].capacity_reservation_id == reservation
     # Then the shared snapshot has no slot left, before any sync
     assert snapshot(reservation).snapshot.available == 0
@@ -202,7 +207,8 @@ def test_a_launch_decrements_the_shared_snapshot_and_a_second_worker_skips_the_f
     ec2_calls.clear()
     cloud.send(launch_request("w-2", nodePool="general"), batch=second)
     record = cloud.record("w-2")
-    assert record is not None and record.status is RequestStatus.FULFILLED
+    assert record is not None
+    assert record.status is RequestStatus.FULFILLED
     assert [i.capacity_type for i in record.instances] == ["on-demand"]
     assert ec2_calls["DescribeCapacityReservations"] == 0
     assert ec2_calls["CreateFleet"] == 1
@@ -236,7 +242,8 @@ def test_replenishment_clears_the_cache_item_and_emits_the_event_once(
     assert not snapshot(reservation).snapshot.exhausted
     assert f"reserved:{reservation}" not in ice_keys()
     # and a second sync says nothing more
-    assert sync().events == [] and published(cloud, RESERVATION_REPLENISHED) == []
+    assert sync().events == []
+    assert published(cloud, RESERVATION_REPLENISHED) == []
 
 
 def test_exhausted_fires_once_when_available_reaches_zero(snapshot_launchers, subnets, image):
@@ -277,7 +284,8 @@ def test_utilization_high_fires_once_per_crossing_and_rearms_below_the_threshold
     run_into(cloud, reservation, 2)
     assert detail_types(sync().events) == [RESERVATION_UTILIZATION_HIGH]
     (event,) = published(cloud, RESERVATION_UTILIZATION_HIGH)[-1:]
-    assert event["detail"]["utilization"] == 0.9 and event["detail"]["threshold"] == 0.9
+    assert event["detail"]["utilization"] == 0.9
+    assert event["detail"]["threshold"] == 0.9
 
 
 def test_expiring_fires_once_within_the_horizon_and_again_after_an_extension_ends(
@@ -316,5 +324,6 @@ def test_the_schedule_handler_runs_the_sync_on_the_sample_scheduled_event(
         reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
     )
     result = handler("reservation_sync")(sample_event("schedule.json"), LambdaContext())
-    assert result["synced"] == 1 and result["drift"] == 0
+    assert result["synced"] == 1
+    assert result["drift"] == 0
     assert snapshot(reservation).snapshot.available == 1
