@@ -31,6 +31,26 @@ def _call(url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int,
         return error.code, json.loads(error.read())
 
 
+def _one_m5_large_fleet(ec2: Any, template: str) -> Any:
+    """CreateFleet instant for one on-demand m5.large in us-east-1a."""
+    return ec2.create_fleet(
+        Type="instant",
+        TargetCapacitySpecification={
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": "on-demand",
+        },
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateName": template,
+                    "Version": "$Latest",
+                },
+                "Overrides": [{"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a"}],
+            }
+        ],
+    )
+
+
 def test_control_endpoints_set_a_dry_pool_that_create_fleet_reports_per_override(
     server_url: str, server_client: Any
 ) -> None:
@@ -62,22 +82,7 @@ def test_control_endpoints_set_a_dry_pool_that_create_fleet_reports_per_override
     )
 
     # When
-    answer = ec2.create_fleet(
-        Type="instant",
-        TargetCapacitySpecification={
-            "TotalTargetCapacity": 1,
-            "DefaultTargetCapacityType": "on-demand",
-        },
-        LaunchTemplateConfigs=[
-            {
-                "LaunchTemplateSpecification": {
-                    "LaunchTemplateName": "server-lt",
-                    "Version": "$Latest",
-                },
-                "Overrides": [{"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a"}],
-            }
-        ],
-    )
+    answer = _one_m5_large_fleet(ec2, "server-lt")
 
     # Then
     assert answer["Instances"] == []
@@ -218,22 +223,7 @@ def test_fifty_concurrent_fleets_never_oversubscribe_a_finite_pool(
     )
 
     def launch(_: int) -> int:
-        answer = ec2.create_fleet(
-            Type="instant",
-            TargetCapacitySpecification={
-                "TotalTargetCapacity": 1,
-                "DefaultTargetCapacityType": "on-demand",
-            },
-            LaunchTemplateConfigs=[
-                {
-                    "LaunchTemplateSpecification": {
-                        "LaunchTemplateName": "pool-lt",
-                        "Version": "$Latest",
-                    },
-                    "Overrides": [{"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a"}],
-                }
-            ],
-        )
+        answer = _one_m5_large_fleet(ec2, "pool-lt")
         return sum(len(group["InstanceIds"]) for group in answer["Instances"])
 
     # When
