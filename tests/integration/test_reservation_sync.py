@@ -61,7 +61,9 @@ def ice_keys() -> set[str]:
 
 
 def handler(name: str) -> Callable[[dict[str, Any], Any], Any]:
-    """A function's handler, loaded from functions/<name>/app.py as Lambda would."""
+    """A function's handler, loaded from functions/<name>/app.py as a new container would."""
+    lifecycle_wiring.reservation_sync.cache_clear()
+    lifecycle_wiring.instance_events.cache_clear()
     spec = importlib.util.spec_from_file_location(
         f"{name}_app", ROOT / "functions" / name / "app.py"
     )
@@ -89,13 +91,17 @@ class LambdaContext:
         return 30_000
 
 
-@pytest.fixture
-def snapshot_launchers(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
+def use_snapshots(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     """Launchers whose `reservations` port is the shared snapshots (the wiring issue 5 asks for)."""
     monkeypatch.setattr(wiring, "CapacityReservations", lambda *_: snapshots(), raising=False)
     lifecycle_wiring.reservation_sync.cache_clear()
     lifecycle_wiring.instance_events.cache_clear()
     return cloud
+
+
+@pytest.fixture
+def snapshot_launchers(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
+    return use_snapshots(cloud, monkeypatch)
 
 
 def run_into(cloud: Cloud, reservation_id: str, count: int) -> list[str]:

@@ -18,13 +18,15 @@ from capacity_launcher.adapters.publisher import Event
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import INSTANCE_TERMINATED, format_timestamp
-from capacity_launcher.observability import logger
+from capacity_launcher.observability import MetricUnit, logger, metrics
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
 INTERRUPTION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
 # States in which an instance no longer uses its pool's limits nor its reservation slot.
 RELEASING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 INTERRUPTION_REASON = "CapacityReservationInterruption"
+INSTANCES_RELEASED = "InstancesReleased"
+RESERVATIONS_INTERRUPTED = "ReservationsInterrupted"
 
 
 class InstanceItems(Protocol):
@@ -102,6 +104,7 @@ class InstanceEvents:
         if request_id:
             self._items.note_on_request(str(request_id), instance_id, state)
         self._publish(Event(INSTANCE_TERMINATED, _detail(released, state, at)))
+        metrics.add_metric(name=INSTANCES_RELEASED, unit=MetricUnit.Count, value=1)
         logger.info(
             "instance released",
             extra={"instanceId": instance_id, "state": state, "nodePool": pool},
@@ -124,6 +127,7 @@ class InstanceEvents:
                 )
             ]
         )
+        metrics.add_metric(name=RESERVATIONS_INTERRUPTED, unit=MetricUnit.Count, value=1)
         logger.info(
             "reservation interrupted",
             extra={"instanceId": instance_id, "capacityReservationId": reservation_id},
