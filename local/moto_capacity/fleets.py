@@ -61,9 +61,9 @@ def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list
     candidates: list[FleetCandidate] = []
     for config in configs:
         spec = config.get("LaunchTemplateSpecification") or {}
-        data = launch_template_data(ec2_backend, spec)
-        if not data and not spec:
+        if not (spec.get("LaunchTemplateId") or spec.get("LaunchTemplateName")):
             raise InvalidParameterValue("Each LaunchTemplateConfig needs a launch template.")
+        data = launch_template_data(ec2_backend, spec)
         template_spec = resolved_template_spec(ec2_backend, spec)
         preference = ReservationPreference.from_specification(
             data.get("CapacityReservationSpecification")

@@ -1,6 +1,7 @@
 """Hooks the extension into moto: EC2 actions, resource-groups routes, operation controls
 and the HTTP control endpoints. Each hook is applied once, however often install() runs."""
 
+import collections
 import functools
 import threading
 import time
@@ -140,6 +141,11 @@ def _fault_response(response: Any, code: str, message: str) -> Any:
     return status, headers, body
 
 
+_SERVICE_LOCKS: collections.defaultdict[str, threading.RLock] = collections.defaultdict(
+    threading.RLock
+)
+
+
 def _controlled(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def call_action(self: Any) -> Any:
@@ -155,7 +161,10 @@ def _controlled(original: Callable[..., Any]) -> Callable[..., Any]:
             OPERATION_CONTROLS.record(operation, failed=True)
             return _fault_response(self, fault.code, fault.message)
         try:
-            answer = original(self)
+            # moto's backends are not thread-safe (a DynamoDB transaction deep-copies tables
+            # other threads are writing): one request at a time per service, after the latency.
+            with _SERVICE_LOCKS[self.service_name]:
+                answer = original(self)
         except Exception:
             OPERATION_CONTROLS.record(operation, failed=True)
             raise

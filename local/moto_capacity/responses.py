@@ -163,8 +163,11 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
         self.error_on_dryrun()
         template = launch_template_data(self.ec2_backend, self._get_param("LaunchTemplate"))
         placement = {**(template.get("Placement") or {}), **(self._get_param("Placement") or {})}
-        subnet_id = self._get_param("SubnetId")
-        if not subnet_id and not self._get_param("NetworkInterfaces"):
+        interfaces = self._get_param("NetworkInterfaces") or []
+        subnet_id = self._get_param("SubnetId") or subnet_from_template(
+            {"NetworkInterfaces": interfaces}
+        )
+        if not subnet_id and not interfaces:
             subnet_id = subnet_from_template(template)
             if subnet_id:
                 self.params["SubnetId"] = subnet_id

@@ -340,3 +340,24 @@ def test_spot_launch_uses_the_spot_pool_and_never_a_reservation(
     with pytest.raises(ClientError) as error:
         launch(InstanceMarketOptions={"MarketType": "spot"})
     assert _error_code(error) == "InsufficientInstanceCapacity"
+
+
+@pytest.mark.parametrize("via", ["SubnetId", "NetworkInterfaces"])
+def test_the_subnet_decides_the_zone_a_reservation_must_match(
+    launch: Any, reservation: Any, default_subnets: dict[str, str], via: str
+) -> None:
+    # Given a reservation in us-east-1b
+    rid = reservation(AvailabilityZone="us-east-1b")["CapacityReservationId"]
+    subnet = default_subnets["us-east-1b"]
+    where = (
+        {"SubnetId": subnet}
+        if via == "SubnetId"
+        else {"NetworkInterfaces": [{"DeviceIndex": 0, "SubnetId": subnet}]}
+    )
+
+    # When launching into its zone's subnet, without naming the zone
+    instance = launch(Placement={}, **where)["Instances"][0]
+
+    # Then
+    assert instance["Placement"]["AvailabilityZone"] == "us-east-1b"
+    assert instance["CapacityReservationId"] == rid
