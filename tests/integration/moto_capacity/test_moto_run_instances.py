@@ -361,3 +361,20 @@ def test_the_subnet_decides_the_zone_a_reservation_must_match(
     # Then
     assert instance["Placement"]["AvailabilityZone"] == "us-east-1b"
     assert instance["CapacityReservationId"] == rid
+
+
+def test_capacity_reservations_only_without_a_target_uses_open_reservations_or_fails(
+    launch: Any, reservation: Any
+) -> None:
+    # Given one open slot
+    rid = reservation(InstanceCount=1)["CapacityReservationId"]
+    spec = {"CapacityReservationPreference": "capacity-reservations-only"}
+
+    # When / Then the first launch takes it, the second fails instead of going On-Demand
+    assert (
+        launch(CapacityReservationSpecification=spec)["Instances"][0]["CapacityReservationId"]
+        == rid
+    )
+    with pytest.raises(ClientError) as error:
+        launch(CapacityReservationSpecification=spec)
+    assert _error_code(error) == "ReservationCapacityExceeded"

@@ -31,7 +31,7 @@ def _call(url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int,
         return error.code, json.loads(error.read())
 
 
-def _one_m5_large_fleet(ec2: Any, template: str) -> Any:
+def _one_m5_large_fleet(ec2: Any, template: str, **extra: Any) -> Any:
     """CreateFleet instant for one on-demand m5.large in us-east-1a."""
     return ec2.create_fleet(
         Type="instant",
@@ -48,6 +48,7 @@ def _one_m5_large_fleet(ec2: Any, template: str) -> Any:
                 "Overrides": [{"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a"}],
             }
         ],
+        **extra,
     )
 
 
@@ -275,3 +276,26 @@ def test_python_m_moto_capacity_serves_aws_and_the_control_api() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_concurrent_fleets_sharing_a_client_token_launch_once(
+    server_url: str, server_client: Any
+) -> None:
+    # Given
+    ec2 = server_client("ec2")
+    ec2.create_launch_template(
+        LaunchTemplateName="token-lt", LaunchTemplateData={"ImageId": LINUX_AMI}
+    )
+
+    def launch(_: int) -> tuple[str, tuple[str, ...]]:
+        answer = _one_m5_large_fleet(ec2, "token-lt", ClientToken="request-7")
+        ids = tuple(i for group in answer["Instances"] for i in group["InstanceIds"])
+        return answer["FleetId"], ids
+
+    # When twenty callers retry the same request at once
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        answers = set(pool.map(launch, range(20)))
+
+    # Then they all got the one fleet and its one instance
+    assert len(answers) == 1
+    assert len(next(iter(answers))[1]) == 1
