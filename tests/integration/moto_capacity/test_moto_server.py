@@ -31,6 +31,17 @@ def _call(url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int,
         return error.code, json.loads(error.read())
 
 
+def _m5_large_pool(count: int) -> dict[str, Any]:
+    """The /moto-capacity/capacity body (and state entry) for on-demand m5.large in us-east-1a."""
+    return {
+        "region": "us-east-1",
+        "instanceType": "m5.large",
+        "zone": "us-east-1a",
+        "capacityType": "on-demand",
+        "count": count,
+    }
+
+
 def _one_m5_large_fleet(ec2: Any, template: str, **extra: Any) -> Any:
     """CreateFleet instant for one on-demand m5.large in us-east-1a."""
     return ec2.create_fleet(
@@ -59,24 +70,10 @@ def test_control_endpoints_set_a_dry_pool_that_create_fleet_reports_per_override
     status, state = _call(
         server_url,
         "/moto-capacity/capacity",
-        {
-            "region": "us-east-1",
-            "instanceType": "m5.large",
-            "zone": "us-east-1a",
-            "capacityType": "on-demand",
-            "count": 0,
-        },
+        _m5_large_pool(0),
     )
     assert status == 200
-    assert state["pools"] == [
-        {
-            "region": "us-east-1",
-            "instanceType": "m5.large",
-            "zone": "us-east-1a",
-            "capacityType": "on-demand",
-            "count": 0,
-        }
-    ]
+    assert state["pools"] == [_m5_large_pool(0)]
     ec2 = server_client("ec2")
     ec2.create_launch_template(
         LaunchTemplateName="server-lt", LaunchTemplateData={"ImageId": LINUX_AMI}
@@ -210,13 +207,7 @@ def test_fifty_concurrent_fleets_never_oversubscribe_a_finite_pool(
     _call(
         server_url,
         "/moto-capacity/capacity",
-        {
-            "region": "us-east-1",
-            "instanceType": "m5.large",
-            "zone": "us-east-1a",
-            "capacityType": "on-demand",
-            "count": 10,
-        },
+        _m5_large_pool(10),
     )
     ec2 = server_client("ec2")
     ec2.create_launch_template(
