@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,11 @@ import pytest
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.publisher import Event
-from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots, StoredReservation
+from capacity_launcher.adapters.reservation_snapshots import (
+    STALE_AFTER_SECONDS,
+    ReservationSnapshots,
+    StoredReservation,
+)
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.status import (
     RESERVATION_EXHAUSTED,
@@ -333,3 +338,47 @@ def test_the_schedule_handler_runs_the_sync_on_the_sample_scheduled_event(
     assert result["synced"] == 1
     assert result["drift"] == 0
     assert snapshot(reservation).snapshot.available == 1
+
+
+def test_a_node_class_the_sync_has_not_seen_is_resolved_from_ec2_keeping_exhausted_flags(
+    snapshot_launchers, subnets, image, ec2_calls
+):
+    # Given a synced reservation that a worker found exhausted
+    cloud = snapshot_launchers
+    reservation = reserve(cloud, 2)
+    target = {"capacityReservationTarget": {"capacityReservationId": reservation}}
+    setup_pool(cloud, subnets, image, klass="first", pool="first", reservation_spec=target)
+    sync()
+    snapshots().mark_exhausted([reservation])
+    # When a new NodeClass names it before the next sync
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        klass="second",
+        pool="second",
+        selector_terms=[{"id": reservation}],
+    )
+    ec2_calls.clear()
+    config = wiring.ConfigStore(get_settings().state_table_name)
+    (source,) = snapshots().sources(config.node_class("second"))
+    # Then EC2 is asked, and the flag still holds
+    assert ec2_calls["DescribeCapacityReservations"] == 1
+    assert [(r.reservation_id, r.exhausted) for r in source.reservations] == [(reservation, True)]
+
+
+def test_snapshots_of_a_sync_that_stopped_are_not_trusted(snapshot_launchers, subnets, image):
+    # Given snapshots synced longer ago than the staleness bound
+    cloud = snapshot_launchers
+    reservation = reserve(cloud, 2)
+    target = {"capacityReservationTarget": {"capacityReservationId": reservation}}
+    setup_pool(cloud, subnets, image, reservation_spec=target)
+    sync()
+    snapshots().note_launched({reservation: 2})
+    later = time.time() + STALE_AFTER_SECONDS + 1
+    settings = get_settings()
+    stale = ReservationSnapshots(settings.state_table_name, clock=lambda: later)
+    # When a launcher resolves the NodeClass, it reads EC2's live count instead
+    node_class = wiring.ConfigStore(settings.state_table_name).node_class("standard")
+    (source,) = stale.sources(node_class)
+    assert [r.available for r in source.reservations] == [2]
