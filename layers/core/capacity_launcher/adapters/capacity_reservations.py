@@ -25,10 +25,18 @@ class CapacityReservations:
     def sources(self, node_class: NodeClass) -> list[ReservationSource]:
         """The reservation targets a NodeClass names, each with the reservations it reaches."""
         spec = node_class.spec
-        target = spec.capacity_reservation_spec.capacity_reservation_target if spec.capacity_reservation_spec else None
+        target = (
+            spec.capacity_reservation_spec.capacity_reservation_target
+            if spec.capacity_reservation_spec
+            else None
+        )
         if target is not None and target.capacity_reservation_id:
             found = self.describe(ids=[target.capacity_reservation_id])
-            return [ReservationSource(ReservedTarget(reservation_id=target.capacity_reservation_id), tuple(found))]
+            return [
+                ReservationSource(
+                    ReservedTarget(reservation_id=target.capacity_reservation_id), tuple(found)
+                )
+            ]
         if target is not None and target.capacity_reservation_resource_group_arn:
             arn = target.capacity_reservation_resource_group_arn
             members = self.group_members(arn)
@@ -72,11 +80,19 @@ class CapacityReservations:
                 matches = self.describe(ids=[term.id])
             else:
                 filters = [{"Name": "state", "Values": ["active"]}]
-                filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted((term.tags or {}).items())]
+                filters += [
+                    {"Name": f"tag:{k}", "Values": [v]}
+                    for k, v in sorted((term.tags or {}).items())
+                ]
                 if term.owner_id:
                     filters.append({"Name": "owner-id", "Values": [term.owner_id]})
                 if term.instance_match_criteria:
-                    filters.append({"Name": "instance-match-criteria", "Values": [term.instance_match_criteria]})
+                    filters.append(
+                        {
+                            "Name": "instance-match-criteria",
+                            "Values": [term.instance_match_criteria],
+                        }
+                    )
                 matches = self.describe(filters=filters)
             for reservation in matches:
                 found.setdefault(reservation.reservation_id, reservation)

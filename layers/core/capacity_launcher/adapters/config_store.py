@@ -10,7 +10,13 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client
 from capacity_launcher.adapters.cache import TtlCache
-from capacity_launcher.adapters.dynamodb import from_item, is_condition_failure, key, raise_for, to_item
+from capacity_launcher.adapters.dynamodb import (
+    from_item,
+    is_condition_failure,
+    key,
+    raise_for,
+    to_item,
+)
 from capacity_launcher.domain.config import NodeClass, NodePool, parse_document, to_document
 from capacity_launcher.domain.errors import ConfigConflict, NotFound
 
@@ -18,7 +24,9 @@ Kind = Literal["NodeClass", "NodePool"]
 
 
 class ConfigStore:
-    def __init__(self, table_name: str, dynamodb: Any | None = None, cache_seconds: float = 0.0) -> None:
+    def __init__(
+        self, table_name: str, dynamodb: Any | None = None, cache_seconds: float = 0.0
+    ) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
         self._cache: TtlCache[list[Any]] = TtlCache(cache_seconds)
@@ -78,9 +86,16 @@ class ConfigStore:
 
     def delete(self, kind: Kind, name: str) -> None:
         if kind == "NodeClass":
-            users = [p.metadata.name for p in self._list("NodePool") if isinstance(p, NodePool) and p.spec.node_class_ref == name]
+            users = [
+                p.metadata.name
+                for p in self._list("NodePool")
+                if isinstance(p, NodePool) and p.spec.node_class_ref == name
+            ]
             if users:
-                raise ConfigConflict(f"NodeClass {name} is used by NodePool(s) {', '.join(sorted(users))}; delete them first")
+                raise ConfigConflict(
+                    f"NodeClass {name} is used by NodePool(s) {', '.join(sorted(users))}; "
+                    "delete them first"
+                )
         try:
             self._db.delete_item(
                 TableName=self._table,

@@ -64,7 +64,10 @@ class Fleet:
         """Instances tagged `capacity-launcher:managed=true` that are not terminated."""
         filters = [
             {"Name": "tag:capacity-launcher:managed", "Values": ["true"]},
-            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]},
+            {
+                "Name": "instance-state-name",
+                "Values": ["pending", "running", "stopping", "stopped"],
+            },
         ]
         filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in (tag_filters or {}).items()]
         try:

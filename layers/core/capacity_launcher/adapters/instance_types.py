@@ -25,7 +25,9 @@ class InstanceTypeCatalog:
         self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(INSTANCE_TYPES_TTL_SECONDS)
         self._offered: TtlCache[dict[str, frozenset[str]]] = TtlCache(OFFERINGS_TTL_SECONDS)
 
-    def offered(self, zones: Iterable[str], names: Iterable[str] | None = None) -> list[InstanceTypeInfo]:
+    def offered(
+        self, zones: Iterable[str], names: Iterable[str] | None = None
+    ) -> list[InstanceTypeInfo]:
         """Instance types offered in any of `zones`, each with the subset of zones offering it.
 
         `names` narrows the lookup when the requirements pin instance types (ODCR users usually do),

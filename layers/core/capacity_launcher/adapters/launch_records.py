@@ -9,7 +9,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.dynamodb import from_item, is_condition_failure, key, raise_for, to_item
+from capacity_launcher.adapters.dynamodb import (
+    from_item,
+    is_condition_failure,
+    key,
+    raise_for,
+    to_item,
+)
 from capacity_launcher.domain.intents import LaunchIntent, Share
 from capacity_launcher.domain.status import RequestRecord
 
@@ -34,7 +40,7 @@ class LaunchRecords:
     # -- one request's partition: its record and pointers to the intents that serve it --
 
     def load(self, request_id: str) -> tuple[RequestRecord | None, list[LaunchIntent]]:
-        """The request's record (if finished) and its intents, in attempt order: one Query + reads."""
+        """The request's record (if finished) and its intents in attempt order."""
         try:
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
@@ -102,7 +108,10 @@ class LaunchRecords:
                 ExpressionAttributeValues={":record": {"S": RECORD}},
             )
             for page in pages:
-                records += [RequestRecord.from_detail(json.loads(from_item(i)["detail"])) for i in page["Items"]]
+                records += [
+                    RequestRecord.from_detail(json.loads(from_item(i)["detail"]))
+                    for i in page["Items"]
+                ]
         except ClientError as error:
             raise_for("Scan", error)
         return sorted(records, key=lambda r: r.received_at, reverse=True)[:limit]
@@ -124,13 +133,21 @@ class LaunchRecords:
             }
         )
         transact: list[dict[str, Any]] = [
-            {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
         ]
         transact += [
             {
                 "Put": {
                     "TableName": self._table,
-                    "Item": to_item({"pk": request_pk(s.request_id), "sk": INTENT_PREFIX + intent.token}),
+                    "Item": to_item(
+                        {"pk": request_pk(s.request_id), "sk": INTENT_PREFIX + intent.token}
+                    ),
                 }
             }
             for s in intent.shares
@@ -153,7 +170,11 @@ class LaunchRecords:
                 UpdateExpression="SET #state = :done, instanceIds = :ids, fleetErrors = :errors",
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues=to_item(
-                    {":done": "done", ":ids": list(instance_ids), ":errors": json.dumps(list(errors))}
+                    {
+                        ":done": "done",
+                        ":ids": list(instance_ids),
+                        ":errors": json.dumps(list(errors)),
+                    }
                 ),
             )
         except ClientError as error:
@@ -180,7 +201,11 @@ class LaunchRecords:
 
     def put_instances(self, instances: Iterable[Mapping[str, Any]]) -> None:
         items = [
-            {"PutRequest": {"Item": to_item({"pk": instance_pk(i["instanceId"]), "sk": "Instance", **i})}}
+            {
+                "PutRequest": {
+                    "Item": to_item({"pk": instance_pk(i["instanceId"]), "sk": "Instance", **i})
+                }
+            }
             for i in instances
         ]
         for start in range(0, len(items), _BATCH_WRITE_LIMIT):
@@ -196,7 +221,9 @@ class LaunchRecords:
     def get_instance(self, instance_id: str) -> dict[str, Any] | None:
         try:
             item = self._db.get_item(
-                TableName=self._table, Key=key(instance_pk(instance_id), "Instance"), ConsistentRead=True
+                TableName=self._table,
+                Key=key(instance_pk(instance_id), "Instance"),
+                ConsistentRead=True,
             ).get("Item")
         except ClientError as error:
             raise_for("GetItem", error)

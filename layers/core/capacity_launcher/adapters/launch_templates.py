@@ -27,7 +27,11 @@ def reservation_specification(
     on-demand inside it; other attempts carry the NodeClass preference (EC2's default is `open`).
     """
     if target is not None:
-        key = "CapacityReservationId" if target.reservation_id else "CapacityReservationResourceGroupArn"
+        key = (
+            "CapacityReservationId"
+            if target.reservation_id
+            else "CapacityReservationResourceGroupArn"
+        )
         return {
             "CapacityReservationPreference": "capacity-reservations-only",
             "CapacityReservationTarget": {key: target.name},

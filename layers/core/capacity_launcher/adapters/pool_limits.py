@@ -16,8 +16,22 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.dynamodb import from_item, is_condition_failure, key, raise_for, to_item
-from capacity_launcher.domain.quantities import CPU, DIMENSIONS, GPU, INSTANCES, MEMORY, PoolLimits, Resources
+from capacity_launcher.adapters.dynamodb import (
+    from_item,
+    is_condition_failure,
+    key,
+    raise_for,
+    to_item,
+)
+from capacity_launcher.domain.quantities import (
+    CPU,
+    DIMENSIONS,
+    GPU,
+    INSTANCES,
+    MEMORY,
+    PoolLimits,
+    Resources,
+)
 
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"
@@ -60,7 +74,7 @@ class PoolLimitsStore:
         min_count: int,
         limits: PoolLimits | None,
     ) -> int:
-        """Lease room for up to `count` instances (never fewer than `min_count`); 0 if none fits now.
+        """Lease room for up to `count` instances, at least `min_count`; 0 if that does not fit now.
 
         Idempotent per lease id: a retry finds its lease and gets the same answer.
         """
@@ -90,7 +104,7 @@ class PoolLimitsStore:
         return 0
 
     def settle(self, pool: str, lease_id: str, actual: Resources) -> None:
-        """Turn the lease into usage of exactly `actual`; if the lease was reclaimed, add `actual`."""
+        """Turn the lease into usage of exactly `actual` (added as is if the lease is gone)."""
         lease = self.lease(pool, lease_id)
         if lease is None:
             self._add(pool, actual)
@@ -130,7 +144,7 @@ class PoolLimitsStore:
         return _resources(from_item(item)) if item else Resources.ZERO
 
     def set_usage(self, pool: str, usage: Resources) -> None:
-        """Reconciliation: usage recomputed from the instances that really exist, plus live leases."""
+        """Reconciliation: usage recomputed from the instances that exist, plus live leases."""
         values = {"pk": limits_pk(pool), "sk": USAGE, **_attributes(usage)}
         try:
             self._db.put_item(TableName=self._table, Item=to_item(values))
@@ -155,7 +169,10 @@ class PoolLimitsStore:
             pages = self._db.get_paginator("scan").paginate(
                 TableName=self._table,
                 FilterExpression="begins_with(pk, :limits) AND begins_with(sk, :lease)",
-                ExpressionAttributeValues={":limits": {"S": "Limits#"}, ":lease": {"S": LEASE_PREFIX}},
+                ExpressionAttributeValues={
+                    ":limits": {"S": "Limits#"},
+                    ":lease": {"S": LEASE_PREFIX},
+                },
             )
             return [_lease(from_item(i)) for page in pages for i in page["Items"]]
         except ClientError as error:

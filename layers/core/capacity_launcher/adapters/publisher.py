@@ -51,5 +51,9 @@ class Publisher:
             except ClientError as error:
                 raise_for("PutEvents", error)
             if response.get("FailedEntryCount", 0):
-                codes = sorted({str(e.get("ErrorCode")) for e in response["Entries"] if e.get("ErrorCode")})
-                raise PublishFailed(f"PutEvents refused {response['FailedEntryCount']} entries: {codes}")
+                codes = sorted(
+                    {str(e.get("ErrorCode")) for e in response["Entries"] if e.get("ErrorCode")}
+                )
+                raise PublishFailed(
+                    f"PutEvents refused {response['FailedEntryCount']} entries: {codes}"
+                )

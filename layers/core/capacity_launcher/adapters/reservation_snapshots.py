@@ -27,7 +27,11 @@ from capacity_launcher.adapters.dynamodb import (
     raise_for,
     to_item,
 )
-from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.config import (
+    CapacityReservationSelectorTerm,
+    CapacityReservationTarget,
+    NodeClass,
+)
 from capacity_launcher.domain.offerings import ReservationSnapshot
 from capacity_launcher.domain.planning import ReservationSource, ReservedTarget
 
@@ -73,14 +77,15 @@ def selector_key(term: CapacityReservationSelectorTerm) -> str:
     return f"{COVERAGE_PREFIX}selector:{json.dumps(canonical, sort_keys=True)}"
 
 
+def reservation_target(node_class: NodeClass) -> CapacityReservationTarget | None:
+    spec = node_class.spec.capacity_reservation_spec
+    return spec.capacity_reservation_target if spec else None
+
+
 def needed_coverage(node_class: NodeClass) -> list[str]:
     """The coverage keys a NodeClass's reservations are resolved from."""
     spec = node_class.spec
-    target = (
-        spec.capacity_reservation_spec.capacity_reservation_target
-        if spec.capacity_reservation_spec
-        else None
-    )
+    target = reservation_target(node_class)
     if target is not None:
         name = target.capacity_reservation_id or target.capacity_reservation_resource_group_arn
         return [target_key(name or "")]
@@ -282,11 +287,7 @@ def _resolve(
     coverage: Mapping[str, Coverage],
 ) -> list[ReservationSource]:
     spec = node_class.spec
-    target = (
-        spec.capacity_reservation_spec.capacity_reservation_target
-        if spec.capacity_reservation_spec
-        else None
-    )
+    target = reservation_target(node_class)
     if target is not None and target.capacity_reservation_id:
         found = snapshots.get(target.capacity_reservation_id)
         return [

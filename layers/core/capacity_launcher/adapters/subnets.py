@@ -27,14 +27,18 @@ class Subnets:
             request: dict[str, Any] = {"SubnetIds": sorted(spec.subnet_ids)}
             return self._cache.get_or_load(key, lambda: self._describe([request]))
         terms = spec.subnet_selector_terms or []
-        requests = []
+        requests: list[dict[str, Any]] = []
         for term in terms:
             if term.id:
                 requests.append({"SubnetIds": [term.id]})
             else:
                 tags = term.tags or {}
                 requests.append(
-                    {"Filters": [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())]}
+                    {
+                        "Filters": [
+                            {"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())
+                        ]
+                    }
                 )
         key = ("terms", tuple(repr(r) for r in requests))
         return self._cache.get_or_load(key, lambda: self._describe(requests))

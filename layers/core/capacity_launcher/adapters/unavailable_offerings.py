@@ -55,7 +55,10 @@ class UnavailableOfferings:
         """Every unexpired entry by offering key: one Scan, or the container's fresh copy."""
         now = self._clock()
         with self._lock:
-            fresh = self._copy_read_at is not None and now - self._copy_read_at < self._local_copy_seconds
+            fresh = (
+                self._copy_read_at is not None
+                and now - self._copy_read_at < self._local_copy_seconds
+            )
             if fresh:
                 return {k: e for k, e in self._copy.items() if e.expires_at > now}
         entries = self._scan(now)

@@ -134,7 +134,7 @@ def find_candidates(
     capacity_types: Sequence[CapacityType],
     reservation_sources: Sequence[ReservationSource],
 ) -> Candidates:
-    """Every (capacity type, instance type, zone) the requirements admit in the NodeClass's zones."""
+    """Every (capacity type, instance type, zone) the requirements admit in the given zones."""
     by_name = {info.name: info for info in instance_types}
     skipped: list[Skipped] = []
     reserved: list[tuple[ReservationSource, list[Offering]]] = []
@@ -266,10 +266,14 @@ class LaunchPlan:
         if self._single_zone and landed:
             self._zone = landed[0].zone
             self._zone_fixed = True
-        elif self._single_zone and not self._zone_fixed and self._zone is not None:
-            if not self._usable_in_zone(self._zone):
-                self._failed_zones.add(self._zone)
-                self._zone = None
+        elif (
+            self._single_zone
+            and not self._zone_fixed
+            and self._zone is not None
+            and not self._usable_in_zone(self._zone)
+        ):
+            self._failed_zones.add(self._zone)
+            self._zone = None
 
     def _choose_zone(self) -> str | None:
         if not self._single_zone:

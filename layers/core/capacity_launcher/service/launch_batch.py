@@ -22,9 +22,9 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 from capacity_launcher.adapters.publisher import Event
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected, Throttled
 from capacity_launcher.domain.launch_request import LaunchRequest, parse_launch_request
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord, RequestStatus
+from capacity_launcher.domain.status import ErrorDetail, RequestRecord
 from capacity_launcher.observability import logger
-from capacity_launcher.service.launcher import Launcher, LaunchReport, Prepared
+from capacity_launcher.service.launcher import Launcher, Prepared
 from capacity_launcher.service.telemetry import LaunchTelemetry
 
 _COMPLETED = "COMPLETED"
@@ -95,7 +95,9 @@ class LaunchBatch:
                 self._reject(item, rejected)
                 continue
             except Exception:
-                logger.exception("could not resolve request", extra={"requestId": item.request.request_id})
+                logger.exception(
+                    "could not resolve request", extra={"requestId": item.request.request_id}
+                )
                 self._release([item])
                 failures.append(item.message.message_id)
                 continue
@@ -148,7 +150,10 @@ class LaunchBatch:
         if record is not None and record.status == _COMPLETED:
             detail = record.response_json_as_dict() or {}
             self._publish(Event(RequestRecord.from_detail(detail).detail_type, detail))
-            logger.info("duplicate delivery: re-published the recorded outcome", extra={"requestId": payload.get("requestId")})
+            logger.info(
+                "duplicate delivery: re-published the recorded outcome",
+                extra={"requestId": payload.get("requestId")},
+            )
             return "replayed"
         return "busy"
 
@@ -167,28 +172,31 @@ class LaunchBatch:
 
     def _serve_group(self, group: list[_Claimed]) -> list[str]:
         request_ids = [g.request.request_id for g in group]
-        logger.append_thread_local_keys(request_ids=request_ids)
-        try:
-            report = self._launcher.serve([g.prepared for g in group if g.prepared is not None])
-        except Throttled as throttled:
-            logger.warning("throttled: handing the requests back to the queue", extra={"operation": throttled.operation, "code": throttled.code})
-            self._telemetry.throttled()
-            self._release(group)
-            return [g.message.message_id for g in group]
-        except Exception:
-            logger.exception("launch failed unexpectedly; handing the requests back to the queue")
-            self._release(group)
-            return [g.message.message_id for g in group]
-        finally:
-            logger.clear_thread_local_keys()
-        self._telemetry.served(report)
-        try:
-            self._finish([(g, report.records[g.request.request_id]) for g in group])
-        except Exception:
-            logger.exception("could not publish the outcome; the retry re-publishes it")
-            self._release(group)
-            return [g.message.message_id for g in group]
-        return []
+        with logger.append_context_keys(request_ids=request_ids):
+            try:
+                report = self._launcher.serve([g.prepared for g in group if g.prepared])
+            except Throttled as throttled:
+                logger.warning(
+                    "throttled: handing the requests back to the queue",
+                    extra={"operation": throttled.operation, "code": throttled.code},
+                )
+                self._telemetry.throttled()
+                self._release(group)
+                return [g.message.message_id for g in group]
+            except Exception:
+                logger.exception(
+                    "launch failed unexpectedly; handing the requests back to the queue"
+                )
+                self._release(group)
+                return [g.message.message_id for g in group]
+            self._telemetry.served(report)
+            try:
+                self._finish([(g, report.records[g.request.request_id]) for g in group])
+            except Exception:
+                logger.exception("could not publish the outcome; the retry re-publishes it")
+                self._release(group)
+                return [g.message.message_id for g in group]
+            return []
 
     def _finish(self, outcomes: Iterable[tuple[_Claimed, RequestRecord]]) -> None:
         outcomes = list(outcomes)
@@ -197,15 +205,22 @@ class LaunchBatch:
             self._persistence.save_success(item.payload, record.to_detail())
             logger.info(
                 "request finished",
-                extra={"requestId": record.request_id, "status": str(record.status), "launched": record.launched},
+                extra={
+                    "requestId": record.request_id,
+                    "status": str(record.status),
+                    "launched": record.launched,
+                },
             )
 
     def _release(self, items: Iterable[_Claimed]) -> None:
         for item in items:
             try:
                 self._persistence.delete_record(item.payload, RuntimeError("released for retry"))
-            except Exception:  # noqa: BLE001 - the in-progress record also expires on its own
-                logger.exception("could not release the idempotency claim", extra={"requestId": item.request.request_id})
+            except Exception:
+                logger.exception(
+                    "could not release the idempotency claim",
+                    extra={"requestId": item.request.request_id},
+                )
 
 
 def _rejected_record(
@@ -216,17 +231,12 @@ def _rejected_record(
     errors: list[ErrorDetail],
     requested: int = 0,
 ) -> RequestRecord:
-    return RequestRecord(
-        request_id=request_id,
-        node_pool=node_pool,
-        requester=requester,
-        status=RequestStatus.Rejected,
-        requested=requested,
-        launched=0,
-        instances=[],
-        unavailable_offerings=[],
-        errors=errors,
+    return RequestRecord.rejected(
+        request_id,
+        errors,
         received_at=received_at,
         finished_at=datetime.now(UTC),
+        node_pool=node_pool,
+        requester=requester,
+        requested=requested,
     )
-

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
 from capacity_launcher.domain.errors import (
     ErrorKind,
     LaunchFailed,
@@ -23,6 +22,7 @@ from capacity_launcher.domain.errors import (
     Throttled,
     classify,
 )
+from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent, Share, client_token
 from capacity_launcher.domain.launch_request import LaunchRequest
@@ -135,7 +135,9 @@ class Launcher:
                 f"{pool.spec.node_class_ref!r}, which does not exist",
                 "UnknownNodeClass",
             ) from error
-        requirements = narrow(pool.spec.requirements_set(), Requirements.of(request.requirements))
+        requirements = narrow(
+            pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
+        )
         return Prepared(request, received_at or self._clock(), pool, node_class, requirements)
 
     def _pool_for(self, request: LaunchRequest) -> NodePool:
@@ -150,7 +152,7 @@ class Launcher:
         compatible = []
         for pool in self._p.config.node_pools():
             try:
-                narrow(pool.spec.requirements_set(), wanted)
+                narrow(pool.spec.requirements_set(), wanted, strict=True)
             except RequirementsConflict:
                 continue
             compatible.append(pool)
@@ -173,7 +175,7 @@ class Launcher:
                 report.records[record.request_id] = record
                 report.replayed.add(record.request_id)
             elif intents:
-                # A crashed or throttled predecessor: finish its intents, alone, before anything new.
+                # A crashed or throttled predecessor: finish its intents, alone, first.
                 self._serve([_Progress(prepared)], report, intents)
             else:
                 fresh.append(_Progress(prepared))
@@ -201,14 +203,22 @@ class Launcher:
         for item in progress:
             if never is not None:
                 report.records[item.request.request_id] = self._finish(
-                    item, [], [], RequestStatus.Rejected, [ErrorDetail(code="LimitExceeded", message=never)]
+                    item,
+                    [],
+                    [],
+                    RequestStatus.REJECTED,
+                    [ErrorDetail(code="LimitExceeded", message=never)],
                 )
         if never is not None:
             return
-        if not candidates:
+        if not candidates and not candidates.skipped:
+            # Nothing matches at all (as opposed to: matches, but is full or dry right now).
             for item in progress:
                 report.records[item.request.request_id] = self._finish(
-                    item, [], [], RequestStatus.Rejected,
+                    item,
+                    [],
+                    [],
+                    RequestStatus.REJECTED,
                     [ErrorDetail(code="NoOffering", message=_no_offering(lead, subnets))],
                 )
             return
@@ -234,6 +244,7 @@ class Launcher:
         active = [p for p in progress if p.granted > 0]
 
         observed: list[UnavailableOffering] = []
+        seen: list[InstanceLanding] = []
         attempt_number = max((i.attempt for i in intents), default=0)
         for intent in intents:
             result = self._run_intent(intent, report)
@@ -258,17 +269,23 @@ class Launcher:
             self._p.records.write_intent(intent)
             result = self._run_intent(intent, report)
             landings, dry = self._absorb(intent, result, active, observed, attempt)
+            seen += landings
             plan.record(attempt, [Landed(x.instance_type, x.zone) for x in landings], dry)
             for offering in dry:
                 report.cache_writes[offering.capacity_type] = (
                     report.cache_writes.get(offering.capacity_type, 0) + 1
                 )
-            if any(classify(e.code) is ErrorKind.FATAL for e in result.errors) and not result.instance_ids:
+            if (
+                any(classify(e.code) is ErrorKind.FATAL for e in result.errors)
+                and not result.instance_ids
+            ):
                 break
 
-        landings = {x.instance_id: x for x in self._p.fleet.describe([i for p in progress for i in p.instance_ids])}
+        where = {x.instance_id: x for x in seen}
+        missing = [i for p in progress for i in p.instance_ids if i not in where]
+        where.update({x.instance_id: x for x in self._p.fleet.describe(missing)})
         for item in progress:
-            record = self._settle(item, landings, [*skipped_records, *observed], candidates)
+            record = self._settle(item, where, [*skipped_records, *observed], candidates)
             report.records[item.request.request_id] = record
 
     # -- one attempt --------------------------------------------------------------------------
@@ -290,7 +307,9 @@ class Launcher:
                 left -= take
         request_ids = [s.request_id for s in shares]
         token = client_token(request_ids, number)
-        reservation_spec = self._p.templates.specification(lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT)
+        reservation_spec = self._p.templates.specification(
+            lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT
+        )
         template = self._p.templates.ensure(lead.node_class, reservation_spec)
         single = active[0].request if len(shares) == 1 else None
         tags = instance_tags(lead.node_class, lead.pool.metadata.name, single)
@@ -313,7 +332,10 @@ class Launcher:
             "Type": "instant",
             "LaunchTemplateConfigs": [
                 {
-                    "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateName": template,
+                        "Version": "$Latest",
+                    },
                     "Overrides": overrides,
                 }
             ],
@@ -334,7 +356,9 @@ class Launcher:
         else:
             options: dict[str, Any] = {"AllocationStrategy": "lowest-price"}
             if reservation_spec.get("CapacityReservationPreference") == "open":
-                options["CapacityReservationOptions"] = {"UsageStrategy": "use-capacity-reservations-first"}
+                options["CapacityReservationOptions"] = {
+                    "UsageStrategy": "use-capacity-reservations-first"
+                }
             fleet_input["OnDemandOptions"] = options
         return LaunchIntent(
             token=token,
@@ -353,7 +377,9 @@ class Launcher:
             result = self._p.fleet.create(intent.fleet_input)
         except LaunchFailed as error:
             # Raised (not returned) errors apply to the whole fleet call.
-            result = FleetResult(None, (), (FleetError(error.code, error.reason, None, None, None),))
+            result = FleetResult(
+                None, (), (FleetError(error.code, error.reason, None, None, None),)
+            )
         self._p.records.complete_intent(
             intent.token,
             result.instance_ids,
@@ -386,7 +412,8 @@ class Launcher:
                 hit = [
                     o
                     for o in offerings
-                    if error.instance_type in (None, o.instance_type) and error.zone in (None, o.zone)
+                    if error.instance_type in (None, o.instance_type)
+                    and error.zone in (None, o.zone)
                 ]
                 dry += [o for o in hit if o not in dry]
                 observed += [_unavailable(o, error.code) for o in hit]
@@ -398,12 +425,16 @@ class Launcher:
             if item.request.request_id in intent.request_ids:
                 item.errors += [f for f in fatal if f not in item.errors]
         if dry:
-            self._p.unavailable.mark([(o.key, _reason(result, o), _message(result, o)) for o in dry])
+            self._p.unavailable.mark(
+                [(o.key, _reason(result, o), _message(result, o)) for o in dry]
+            )
             self._p.reservations.mark_exhausted([o.reservation_id for o in dry if o.reservation_id])
         launched_into: dict[str, int] = {}
         for landing in landings:
             if landing.capacity_reservation_id:
-                launched_into[landing.capacity_reservation_id] = launched_into.get(landing.capacity_reservation_id, 0) + 1
+                launched_into[landing.capacity_reservation_id] = (
+                    launched_into.get(landing.capacity_reservation_id, 0) + 1
+                )
         if launched_into:
             self._p.reservations.note_launched(launched_into)
         return landings, dry
@@ -432,7 +463,9 @@ class Launcher:
                 )
             elif not item.errors:
                 item.errors.append(
-                    ErrorDetail(code="InsufficientCapacity", message="no offering could serve the request")
+                    ErrorDetail(
+                        code="InsufficientCapacity", message="no offering could serve the request"
+                    )
                 )
             mine = []
         used = Resources.ZERO
@@ -443,7 +476,9 @@ class Launcher:
         if item.granted:
             self._p.limits.settle(pool_name, request.request_id, used)
         self._p.records.put_instances(
-            _instance_item(x, item.prepared, candidates.instance_types.get(x.instance_type), self._clock())
+            _instance_item(
+                x, item.prepared, candidates.instance_types.get(x.instance_type), self._clock()
+            )
             for x in mine
         )
         status = status_for(request.count, len(mine), request.min_count)
@@ -488,10 +523,14 @@ class Launcher:
         pinned = _pinned_instance_types(requirements)
         types: list[InstanceTypeInfo] = self._p.catalog.offered(subnets.keys(), pinned)
         sources: list[ReservationSource] = self._p.reservations.sources(lead.node_class)
-        capacity_types = requirements.allowed_values(CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types())
+        capacity_types = requirements.allowed_values(
+            CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types()
+        )
         return find_candidates(requirements, types, subnets.keys(), capacity_types, sources)  # type: ignore[arg-type]
 
-    def _never_fits(self, lead: Prepared, candidates: Candidates, per_instance: Resources) -> str | None:
+    def _never_fits(
+        self, lead: Prepared, candidates: Candidates, per_instance: Resources
+    ) -> str | None:
         limits = lead.pool.spec.limits
         if limits is None or not candidates:
             return None
@@ -510,7 +549,9 @@ class Launcher:
 
 
 def _pinned_instance_types(requirements: Requirements) -> list[str] | None:
-    values = [r for r in requirements.to_list() if r.key == INSTANCE_TYPE and str(r.operator) == "In"]
+    values = [
+        r for r in requirements.to_list() if r.key == INSTANCE_TYPE and str(r.operator) == "In"
+    ]
     if not values:
         return None
     return sorted({v for r in values for v in r.values})
@@ -533,14 +574,20 @@ def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:
 
 def _reason(result: FleetResult, offering: Offering) -> str:
     for error in result.errors:
-        if error.instance_type in (None, offering.instance_type) and error.zone in (None, offering.zone):
+        if error.instance_type in (None, offering.instance_type) and error.zone in (
+            None,
+            offering.zone,
+        ):
             return error.code
     return "InsufficientInstanceCapacity"
 
 
 def _message(result: FleetResult, offering: Offering) -> str:
     for error in result.errors:
-        if error.instance_type in (None, offering.instance_type) and error.zone in (None, offering.zone):
+        if error.instance_type in (None, offering.instance_type) and error.zone in (
+            None,
+            offering.zone,
+        ):
             return error.message
     return ""
 
@@ -572,4 +619,3 @@ def _instance_item(
         "state": "running",
         "launchedAt": now.isoformat(),
     }
-

@@ -1,4 +1,4 @@
-"""What the use cases need from the outside world, as narrow protocols (adapters/ implements them)."""
+"""What the use cases need from the outside world, as narrow protocols adapters/ implements."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from capacity_launcher.domain.config import NodeClass, NodePool, PoolLimits
+from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.fleet import FleetResult, InstanceLanding
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.planning import ReservationSource, ReservedTarget
-from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.status import RequestRecord
 
 

@@ -23,6 +23,7 @@ from capacity_launcher.adapters.reservation_snapshots import (
     UTILIZATION_HIGH,
     Coverage,
     StoredReservation,
+    reservation_target,
     selector_key,
     target_key,
     term_matches,
@@ -201,18 +202,13 @@ class ReservationSync:
         group_arns: set[str] = set()
         terms = {}
         for node_class in node_classes:
-            spec = node_class.spec
-            target = (
-                spec.capacity_reservation_spec.capacity_reservation_target
-                if spec.capacity_reservation_spec
-                else None
-            )
+            target = reservation_target(node_class)
             if target is not None and target.capacity_reservation_id:
                 ids.add(target.capacity_reservation_id)
             elif target is not None and target.capacity_reservation_resource_group_arn:
                 group_arns.add(target.capacity_reservation_resource_group_arn)
             else:
-                for term in spec.capacity_reservation_selector_terms or []:
+                for term in node_class.spec.capacity_reservation_selector_terms or []:
                     terms[selector_key(term)] = term
         if not (ids or group_arns or terms):
             return [], {}, {}

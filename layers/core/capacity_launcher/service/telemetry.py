@@ -25,10 +25,10 @@ FALLBACK_TO_ON_DEMAND = "FallbackToOnDemand"
 LIMIT_REJECTED = "LimitRejected"
 
 _BY_STATUS = {
-    RequestStatus.Fulfilled: LAUNCH_FULFILLED,
-    RequestStatus.PartiallyFulfilled: LAUNCH_PARTIALLY_FULFILLED,
-    RequestStatus.Failed: LAUNCH_FAILED,
-    RequestStatus.Rejected: LAUNCH_REJECTED,
+    RequestStatus.FULFILLED: LAUNCH_FULFILLED,
+    RequestStatus.PARTIALLY_FULFILLED: LAUNCH_PARTIALLY_FULFILLED,
+    RequestStatus.FAILED: LAUNCH_FAILED,
+    RequestStatus.REJECTED: LAUNCH_REJECTED,
 }
 
 
@@ -43,7 +43,9 @@ class LaunchTelemetry:
         metrics.add_metric(name=CREATE_FLEET_CALLS, unit=MetricUnit.Count, value=report.fleet_calls)
         if report.fallbacks_to_on_demand:
             metrics.add_metric(
-                name=FALLBACK_TO_ON_DEMAND, unit=MetricUnit.Count, value=report.fallbacks_to_on_demand
+                name=FALLBACK_TO_ON_DEMAND,
+                unit=MetricUnit.Count,
+                value=report.fallbacks_to_on_demand,
             )
         launched: dict[str, int] = {}
         for request_id, record in report.records.items():

@@ -17,11 +17,11 @@ from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.subnets import Subnets
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.settings import Settings, get_settings
 from capacity_launcher.service.launch_batch import LaunchBatch
 from capacity_launcher.service.launcher import Launcher
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.telemetry import LaunchTelemetry
+from capacity_launcher.settings import Settings, get_settings
 
 
 def idempotency_config(settings: Settings) -> IdempotencyConfig:
@@ -35,7 +35,9 @@ def launch_ports(settings: Settings) -> LaunchPorts:
     dynamodb = client("dynamodb")
     ec2 = client("ec2")
     return LaunchPorts(
-        config=ConfigStore(settings.state_table_name, dynamodb, cache_seconds=settings.config_cache_seconds),
+        config=ConfigStore(
+            settings.state_table_name, dynamodb, cache_seconds=settings.config_cache_seconds
+        ),
         records=LaunchRecords(settings.state_table_name, dynamodb),
         unavailable=UnavailableOfferings(
             settings.unavailable_offerings_table_name,
@@ -54,6 +56,11 @@ def launch_ports(settings: Settings) -> LaunchPorts:
 
 @cache
 def launch_batch(config: IdempotencyConfig) -> LaunchBatch:
+    """The container's one launch batch processor."""
+    return build_launch_batch(config)
+
+
+def build_launch_batch(config: IdempotencyConfig) -> LaunchBatch:
     settings = get_settings()
     ports = launch_ports(settings)
     persistence = DynamoDBPersistenceLayer(

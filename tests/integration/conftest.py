@@ -1,0 +1,40 @@
+"""Fixtures for the launcher's integration tests: a fresh in-process cloud per test."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from capacity_launcher.adapters import aws
+from tests.support.cloud import Cloud, an_image, default_subnets, local_cloud
+
+
+@pytest.fixture
+def cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
+    with local_cloud(monkeypatch) as c:
+        yield c
+
+
+@pytest.fixture
+def subnets(cloud: Cloud) -> dict[str, str]:
+    return default_subnets(cloud.ec2)
+
+
+@pytest.fixture
+def image(cloud: Cloud) -> str:
+    return an_image(cloud.ec2)
+
+
+@pytest.fixture
+def ec2_calls(cloud: Cloud) -> Counter[str]:
+    """Counts every EC2 API call the service makes (by operation name)."""
+    calls: Counter[str] = Counter()
+
+    def count(model: Any, **_: Any) -> None:
+        calls[model.name] += 1
+
+    aws.client("ec2").meta.events.register("before-call.ec2", lambda **kw: count(kw["model"]))
+    return calls

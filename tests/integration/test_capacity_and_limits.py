@@ -1,0 +1,243 @@
+"""Issue 4: the shared ICE cache, fallback, exact limits, gang launches and batch coalescing."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+import pytest
+
+import moto_capacity
+from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.status import RequestStatus
+from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.support.cloud import Cloud, launch_request
+
+OTHER_ZONE = "us-east-1b"
+
+
+def ice_items(cloud: Cloud) -> dict[str, dict[str, str]]:
+    db = aws.client("dynamodb")
+    items = db.scan(TableName=cloud.names.unavailable_offerings_table)["Items"]
+    return {i["offering"]["S"]: {k: next(iter(v.values())) for k, v in i.items()} for i in items}
+
+
+def overrides_tried(calls: list[dict]) -> set[tuple[str, str]]:
+    return {
+        (o["InstanceType"], o["AvailabilityZone"])
+        for c in calls
+        for config in c["LaunchTemplateConfigs"]
+        for o in config["Overrides"]
+    }
+
+
+@pytest.fixture
+def fleet_inputs(cloud: Cloud) -> list[dict]:
+    """Every CreateFleet input the service sends."""
+    seen: list[dict] = []
+
+    def record(params: dict, **_: object) -> None:
+        seen.append(params)
+
+    aws.client("ec2").meta.events.register(
+        "provide-client-params.ec2.CreateFleet", lambda params, **kw: record(params)
+    )
+    return seen
+
+
+def test_on_demand_ice_is_cached_with_its_key_reason_and_expiry(
+    cloud, subnets, image, fleet_inputs
+):
+    # Given m5.large on-demand dry in us-east-1a, with us-east-1b open
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 0)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), zones=(ZONE, OTHER_ZONE))
+    before = int(time.time())
+    # When a request launches
+    cloud.send(launch_request("ice-1", nodePool="general", count=1))
+    # Then the dry offering is cached exactly as DESIGN.md says
+    items = ice_items(cloud)
+    item = items[f"on-demand:m5.large:{ZONE}"]
+    assert item["reason"] == "InsufficientInstanceCapacity"
+    assert before + 180 <= int(item["expiresAt"]) <= int(time.time()) + 180
+    assert item["cachedAt"].endswith("Z")
+    record = cloud.record("ice-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    assert record.instances[0].zone == OTHER_ZONE
+    assert any(
+        u.zone == ZONE and u.reason == "InsufficientInstanceCapacity"
+        for u in record.unavailable_offerings
+    )
+    # And the next request (another container) never offers that pool to EC2
+    fleet_inputs.clear()
+    cloud.send(launch_request("ice-2", nodePool="general", count=1), batch=cloud.fresh_batch())
+    assert fleet_inputs, "the second request must still launch"
+    assert ("m5.large", ZONE) not in overrides_tried(fleet_inputs)
+
+
+def test_expired_cache_items_are_ignored(cloud, subnets, image, fleet_inputs):
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), zones=(ZONE,))
+    db = aws.client("dynamodb")
+    db.put_item(
+        TableName=cloud.names.unavailable_offerings_table,
+        Item={
+            "offering": {"S": f"on-demand:m5.large:{ZONE}"},
+            "reason": {"S": "InsufficientInstanceCapacity"},
+            "message": {"S": "old"},
+            "cachedAt": {"S": "2020-01-01T00:00:00Z"},
+            "expiresAt": {"N": str(int(time.time()) - 1)},
+        },
+    )
+    cloud.send(launch_request("expired-1", nodePool="general"))
+    assert ("m5.large", ZONE) in overrides_tried(fleet_inputs)
+    record = cloud.record("expired-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+
+
+def test_reservation_running_out_mid_request_is_cached_and_the_rest_goes_on_demand(
+    cloud, subnets, image
+):
+    # Given a targeted reservation of 2, and a competitor that takes one of them just before
+    # our CreateFleet (what we read a moment ago is stale by then)
+    reservation = reserve(cloud, 2)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    competitor = boto3.client("ec2", region_name="us-east-1")
+
+    def take_one(**_: object) -> None:
+        aws.client("ec2").meta.events.unregister("before-call.ec2.CreateFleet", take_one)
+        competitor.run_instances(
+            ImageId=image,
+            InstanceType="m5.large",
+            MinCount=1,
+            MaxCount=1,
+            Placement={"AvailabilityZone": ZONE},
+            CapacityReservationSpecification={
+                "CapacityReservationTarget": {"CapacityReservationId": reservation}
+            },
+        )
+
+    aws.client("ec2").meta.events.register("before-call.ec2.CreateFleet", take_one)
+    # When 3 instances are requested
+    cloud.send(launch_request("mid-1", nodePool="general", count=3))
+    # Then EC2's refusal is cached as the reservation's key, and the rest went on-demand
+    item = ice_items(cloud)[f"reserved:{reservation}"]
+    assert item["reason"] == "ReservationCapacityExceeded"
+    record = cloud.record("mid-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    assert Counter(i.capacity_type for i in record.instances) == {"reserved": 1, "on-demand": 2}
+    assert [u.capacity_reservation_id for u in record.unavailable_offerings] == [reservation]
+
+
+def test_reservation_out_of_capacity_fails_the_request_when_the_pool_is_reserved_only(
+    cloud, subnets, image
+):
+    reservation = reserve(cloud, 1)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        capacity_types=("reserved",),
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    cloud.send(launch_request("full-1", nodePool="general", count=1))
+    cloud.send(launch_request("full-2", nodePool="general", count=1, minCount=1))
+    record = cloud.record("full-2")
+    assert record is not None and record.status is RequestStatus.FAILED
+    assert [u.capacity_reservation_id for u in record.unavailable_offerings] == [reservation]
+    assert record.unavailable_offerings[0].reason == "ReservationCapacityExceeded"
+    assert record.errors, "a failed request says why"
+
+
+def test_throttling_becomes_a_batch_item_failure_and_the_retry_launches_once(cloud, subnets, image):
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    moto_capacity.inject_fault("ec2:CreateFleet", "RequestLimitExceeded", times=50)
+    request = launch_request("throttle-1", nodePool="general", count=2)
+    failures = cloud.send(request)
+    assert len(failures) == 1, "a throttled request goes back to the queue"
+    assert cloud.record("throttle-1") is None
+    moto_capacity.reset()  # EC2 calms down
+    assert cloud.send(request) == []
+    record = cloud.record("throttle-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    assert len(cloud.managed_instances()) == 2
+
+
+def test_fifty_concurrent_requests_never_overrun_a_limit(cloud, subnets, image):
+    # m5.large is 2 vCPU: a 20-cpu limit allows exactly 10 instances
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"cpu": "20"})
+    batches = [cloud.fresh_batch() for _ in range(5)]
+
+    def submit(n: int) -> list[str]:
+        return cloud.send(
+            launch_request(f"conc-{n}", nodePool="general", count=1), batch=batches[n % 5]
+        )
+
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        failures = [f for fs in pool.map(submit, range(50)) for f in fs]
+    assert failures == []
+    assert len(cloud.managed_instances()) == 10
+    statuses = Counter(cloud.record(f"conc-{n}").status for n in range(50))  # type: ignore[union-attr]
+    assert statuses == {RequestStatus.FULFILLED: 10, RequestStatus.FAILED: 40}
+    usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
+    assert usage.instances == 10 and usage.cpu == 20
+
+
+def test_a_crashed_workers_lease_expires_and_frees_the_limit(cloud, subnets, image):
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "2"})
+    store = PoolLimitsStore(
+        cloud.names.state_table, 1, aws.client("dynamodb"), clock=lambda: time.time() - 10
+    )
+    # Given a worker that leased the whole pool and died (its lease already expired)
+    assert store.reserve("general", "dead-worker", Resources(instances=1), 2, 1, None) == 2
+    cloud.send(launch_request("after-crash-1", nodePool="general"))
+    blocked = cloud.record("after-crash-1")
+    assert blocked is not None and blocked.status is RequestStatus.FAILED
+    # When the expired lease is reclaimed
+    live = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb"))
+    (lease,) = [le for le in live.leases() if le.lease_id == "dead-worker"]
+    assert live.reclaim(lease)
+    # Then the pool has room again
+    cloud.send(launch_request("after-crash-2", nodePool="general"))
+    record = cloud.record("after-crash-2")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+
+
+def test_min_count_not_met_terminates_what_launched_and_fails(cloud, subnets, image):
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 2)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), zones=(ZONE,))
+    cloud.send(launch_request("gang-1", nodePool="general", count=4, minCount=4))
+    record = cloud.record("gang-1")
+    assert record is not None and record.status is RequestStatus.FAILED
+    assert record.launched == 0 and record.instances == []
+    assert any(e.code == "MinCountNotMet" for e in record.errors)
+    assert cloud.managed_instances() == []
+    usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
+    assert usage.instances == 0
+
+
+def test_compatible_requests_in_one_batch_share_one_create_fleet(
+    cloud, subnets, image, fleet_inputs
+):
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    counts = {"co-1": 1, "co-2": 2, "co-3": 3}
+    failures = cloud.send(
+        *(launch_request(r, nodePool="general", count=n) for r, n in counts.items())
+    )
+    assert failures == []
+    assert len(fleet_inputs) == 1
+    for request_id, count in counts.items():
+        record = cloud.record(request_id)
+        assert record is not None and record.launched == count
+        tagged = cloud.ec2.describe_instances(
+            Filters=[{"Name": "tag:capacity-launcher:request-id", "Values": [request_id]}]
+        )
+        ids = {i["InstanceId"] for r in tagged["Reservations"] for i in r["Instances"]}
+        assert ids == {i.instance_id for i in record.instances}

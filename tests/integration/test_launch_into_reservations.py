@@ -1,0 +1,374 @@
+"""Issue 3: the launch path from request to status, on moto + moto_capacity."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from capacity_launcher.adapters import aws
+from capacity_launcher.domain.status import RequestStatus
+from tests.support.cloud import (
+    Cloud,
+    capacity_type,
+    default_security_group,
+    instance_type,
+    launch_request,
+    node_class,
+    node_pool,
+)
+
+ZONE = "us-east-1a"
+
+
+def reserve(
+    cloud: Cloud, count: int, *, itype: str = "m5.large", zone: str = ZONE, **extra: Any
+) -> str:
+    response = cloud.ec2.create_capacity_reservation(
+        InstanceType=itype,
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone=zone,
+        InstanceCount=count,
+        **extra,
+    )
+    return str(response["CapacityReservation"]["CapacityReservationId"])
+
+
+def available(cloud: Cloud, reservation_id: str) -> int:
+    found = cloud.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+    return int(found["CapacityReservations"][0]["AvailableInstanceCount"])
+
+
+def group_of(cloud: Cloud, *reservation_ids: str, name: str = "gpu-pool") -> str:
+    rg = aws.client("resource-groups")
+    arn = rg.create_group(
+        Name=name,
+        Configuration=[
+            {
+                "Type": "AWS::EC2::CapacityReservationPool",
+            },
+            {
+                "Type": "AWS::ResourceGroups::Generic",
+                "Parameters": [
+                    {"Name": "allowed-resource-types", "Values": ["AWS::EC2::CapacityReservation"]}
+                ],
+            },
+        ],
+    )["Group"]["GroupArn"]
+    rg.group_resources(
+        Group=arn,
+        ResourceArns=[
+            f"arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{r}" for r in reservation_ids
+        ],
+    )
+    return str(arn)
+
+
+def setup_pool(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    *,
+    reservation_spec: dict[str, Any] | None = None,
+    selector_terms: list[dict[str, Any]] | None = None,
+    capacity_types: tuple[str, ...] = ("reserved", "on-demand"),
+    types: tuple[str, ...] = ("m5.large",),
+    zones: tuple[str, ...] = (ZONE,),
+    pool: str = "general",
+    klass: str = "standard",
+    limits: dict[str, str] | None = None,
+) -> None:
+    spec: dict[str, Any] = {}
+    if reservation_spec is not None:
+        spec["capacityReservationSpec"] = reservation_spec
+    if selector_terms is not None:
+        spec["capacityReservationSelectorTerms"] = selector_terms
+    pool_spec: dict[str, Any] = {
+        "requirements": [capacity_type(*capacity_types), instance_type(*types)]
+    }
+    if limits:
+        pool_spec["limits"] = limits
+    spec["securityGroupIds"] = [default_security_group(cloud.ec2)]
+    cloud.apply(
+        node_class(klass, [subnets[z] for z in zones], image, **spec),
+        node_pool(pool, klass, **pool_spec),
+    )
+
+
+def test_targeted_reservation_receives_the_instances_and_they_report_it(cloud, subnets, image):
+    # Given a NodeClass targeting one ODCR with room for 3
+    reservation = reserve(cloud, 3, InstanceMatchCriteria="targeted")
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    # When 2 instances are requested
+    assert cloud.send(launch_request("r-targeted", nodePool="general", count=2)) == []
+    # Then both land in the reservation, and EC2 says so
+    record = cloud.record("r-targeted")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert {i.capacity_reservation_id for i in record.instances} == {reservation}
+    assert {i.capacity_type for i in record.instances} == {"reserved"}
+    described = cloud.ec2.describe_instances(InstanceIds=[i.instance_id for i in record.instances])
+    reported = {
+        i["CapacityReservationId"] for r in described["Reservations"] for i in r["Instances"]
+    }
+    assert reported == {reservation}
+    assert available(cloud, reservation) == 1
+
+
+def test_reservation_group_fills_its_members(cloud, subnets, image):
+    # Given a group of two reservations of 1 each
+    first, second = reserve(cloud, 1), reserve(cloud, 1)
+    arn = group_of(cloud, first, second)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={
+            "capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}
+        },
+    )
+    # When 2 instances are requested
+    cloud.send(launch_request("r-group", nodePool="general", count=2))
+    # Then one lands in each member
+    record = cloud.record("r-group")
+    assert record is not None and record.launched == 2
+    assert sorted(i.capacity_reservation_id or "" for i in record.instances) == sorted(
+        [first, second]
+    )
+
+
+def test_open_preference_lands_in_an_open_reservation(cloud, subnets, image):
+    # Given an open reservation and a NodeClass with the open preference, on-demand only
+    reservation = reserve(cloud, 2, InstanceMatchCriteria="open")
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationPreference": "open"},
+        capacity_types=("on-demand",),
+    )
+    cloud.send(launch_request("r-open", nodePool="general", count=1))
+    record = cloud.record("r-open")
+    assert record is not None
+    assert [i.capacity_reservation_id for i in record.instances] == [reservation]
+    assert record.instances[0].capacity_type == "reserved"
+
+
+def test_none_preference_never_lands_in_a_reservation(cloud, subnets, image):
+    reservation = reserve(cloud, 2, InstanceMatchCriteria="open")
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationPreference": "none"},
+        capacity_types=("on-demand",),
+    )
+    cloud.send(launch_request("r-none", nodePool="general", count=1))
+    record = cloud.record("r-none")
+    assert record is not None and record.launched == 1
+    assert record.instances[0].capacity_reservation_id is None
+    assert record.instances[0].capacity_type == "on-demand"
+    assert available(cloud, reservation) == 2
+
+
+def test_selector_terms_pick_reservations_by_tag(cloud, subnets, image):
+    # Given two reservations, only one tagged team=ml
+    tag = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+    wanted = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=tag)
+    other = reserve(cloud, 1, InstanceMatchCriteria="targeted")
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        selector_terms=[{"tags": {"team": "ml"}}],
+        capacity_types=("reserved",),
+    )
+    cloud.send(launch_request("r-selector", nodePool="general", count=1))
+    record = cloud.record("r-selector")
+    assert record is not None
+    assert [i.capacity_reservation_id for i in record.instances] == [wanted]
+    assert available(cloud, other) == 1
+
+
+def test_launch_template_is_reused_across_requests_and_differs_across_targets(
+    cloud, subnets, image
+):
+    first, second = reserve(cloud, 5), reserve(cloud, 5)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        klass="first",
+        pool="first",
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": first}},
+    )
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        klass="second",
+        pool="second",
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": second}},
+    )
+    cloud.send(launch_request("lt-1", nodePool="first"))
+    cloud.send(launch_request("lt-2", nodePool="first"))
+    cloud.send(launch_request("lt-3", nodePool="second"))
+    templates = cloud.ec2.describe_launch_templates()["LaunchTemplates"]
+    names = sorted(t["LaunchTemplateName"] for t in templates)
+    assert len(names) == 2, names
+    assert any("-first-" in n for n in names) and any("-second-" in n for n in names)
+    # and a fresh container (no in-memory memo) still reuses it
+    cloud.send(launch_request("lt-4", nodePool="first"), batch=cloud.fresh_batch())
+    assert len(cloud.ec2.describe_launch_templates()["LaunchTemplates"]) == 2
+
+
+def test_duplicate_delivery_launches_once_and_republishes(cloud, subnets, image, ec2_calls):
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    request = launch_request("dup-1", nodePool="general", count=2)
+    cloud.send(request)
+    first_events = cloud.events()
+    cloud.send(request)
+    cloud.send(request, batch=cloud.fresh_batch())
+    assert ec2_calls["CreateFleet"] == 1
+    assert len(cloud.managed_instances()) == 2
+    replays = cloud.events()
+    assert [e["detail-type"] for e in first_events] == ["Launch Fulfilled"]
+    assert [e["detail-type"] for e in replays] == ["Launch Fulfilled", "Launch Fulfilled"]
+    assert {json.dumps(e["detail"], sort_keys=True) for e in replays} == {
+        json.dumps(first_events[0]["detail"], sort_keys=True)
+    }
+
+
+def test_crash_after_create_fleet_then_retry_launches_once(cloud, subnets, image, monkeypatch):
+    from capacity_launcher.adapters.launch_records import LaunchRecords
+
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    request = launch_request("crash-1", nodePool="general", count=3)
+
+    # Given a worker that dies right after CreateFleet returned (before recording anything)
+    def die(*_: Any, **__: Any) -> None:
+        raise SystemExit("worker killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LaunchRecords, "complete_intent", die)
+        with pytest.raises(SystemExit):
+            cloud.send(request)
+    assert len(cloud.managed_instances()) == 3
+    # When the message is delivered again to a new container, after the claim expired
+    _expire_idempotency_claims(cloud)
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then the intent is replayed: still 3 instances, and the record names exactly those
+    record = cloud.record("crash-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    running = {i["InstanceId"] for i in cloud.managed_instances()}
+    assert len(running) == 3
+    assert {i.instance_id for i in record.instances} == running
+
+
+def _expire_idempotency_claims(cloud: Cloud) -> None:
+    db = aws.client("dynamodb")
+    for item in db.scan(TableName=cloud.names.idempotency_table)["Items"]:
+        db.delete_item(TableName=cloud.names.idempotency_table, Key={"id": item["id"]})
+
+
+@pytest.mark.parametrize(
+    ("body", "request_id", "why"),
+    [
+        ("{not json", None, "body"),
+        (json.dumps({"requestId": "bad-1", "count": 0}), "bad-1", "count"),
+        (json.dumps({"requestId": "bad-2", "count": 1, "imageId": "ami-123"}), "bad-2", "imageId"),
+        (json.dumps({"requestId": "bad-3", "count": 1, "tags": {"aws:x": "y"}}), "bad-3", "tags"),
+        (
+            json.dumps({"requestId": "bad-4", "count": 1, "nodePool": "missing"}),
+            "bad-4",
+            "nodePool",
+        ),
+        (
+            json.dumps(
+                {
+                    "requestId": "bad-5",
+                    "count": 1,
+                    "nodePool": "general",
+                    "requirements": [capacity_type("spot")],
+                }
+            ),
+            "bad-5",
+            "karpenter.sh/capacity-type",
+        ),
+        (
+            json.dumps(
+                {
+                    "requestId": "bad-6",
+                    "count": 1,
+                    "nodePool": "general",
+                    "requirements": [instance_type("p5.48xlarge")],
+                }
+            ),
+            "bad-6",
+            "node.kubernetes.io/instance-type",
+        ),
+    ],
+)
+def test_invalid_input_is_rejected_published_and_not_retried(
+    cloud, subnets, image, ec2_calls, body, request_id, why
+):
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    ec2_calls.clear()
+    assert cloud.send(body) == [], "an invalid request must never go back to the queue"
+    assert ec2_calls["CreateFleet"] == 0
+    events = cloud.events()
+    if request_id is None:
+        assert events == []
+        return
+    assert [e["detail-type"] for e in events] == ["Launch Rejected"]
+    detail = events[0]["detail"]
+    assert detail["status"] == "Rejected" and detail["requestId"] == request_id
+    assert any(why in e["message"] for e in detail["errors"]), detail["errors"]
+    record = cloud.record(request_id)
+    assert record is not None and record.status is RequestStatus.REJECTED
+
+
+def test_published_event_matches_the_status_contract(cloud, subnets, image):
+    reservation = reserve(cloud, 1)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    cloud.send(launch_request("contract-1", nodePool="general", count=2, requester="team-a"))
+    (event,) = cloud.events()
+    assert event["source"] == "capacity-launcher"
+    assert event["detail-type"] == "Launch Fulfilled"
+    detail = event["detail"]
+    assert set(detail) == {
+        "requestId",
+        "nodePool",
+        "requester",
+        "status",
+        "requested",
+        "launched",
+        "instances",
+        "unavailableOfferings",
+        "errors",
+        "receivedAt",
+        "finishedAt",
+    }
+    assert detail["requester"] == "team-a" and detail["requested"] == 2 and detail["launched"] == 2
+    for instance in detail["instances"]:
+        assert set(instance) == {
+            "instanceId",
+            "instanceType",
+            "zone",
+            "capacityType",
+            "capacityReservationId",
+        }
+    kinds = Counter(i["capacityType"] for i in detail["instances"])
+    assert kinds == {"reserved": 1, "on-demand": 1}
+    assert detail["receivedAt"].endswith("Z") and detail["finishedAt"].endswith("Z")

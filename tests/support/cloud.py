@@ -1,0 +1,199 @@
+"""An in-process cloud for integration tests: moto (+ moto_capacity), the template's resources,
+the launcher wired to them, and the status events captured from the bus."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+import moto_capacity
+from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.launch_records import LaunchRecords
+from capacity_launcher.domain.config import parse_document
+from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
+from capacity_launcher.service import wiring
+from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.settings import get_settings
+from tests.support.template import DeployedNames, create_resources
+
+REGION = "us-east-1"
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "POWERTOOLS_METRICS_NAMESPACE": "CapacityLauncher",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+}
+
+
+@dataclass
+class Cloud:
+    names: DeployedNames
+    environment: dict[str, str]
+    events_queue_url: str
+    _batch: LaunchBatch | None = field(default=None, repr=False)
+
+    @property
+    def ec2(self) -> Any:
+        return aws.client("ec2")
+
+    @property
+    def sqs(self) -> Any:
+        return aws.client("sqs")
+
+    def fresh_batch(self) -> LaunchBatch:
+        """A new launcher, as a new container would build it (own caches, same tables)."""
+        return wiring.build_launch_batch(wiring.idempotency_config(get_settings()))
+
+    @property
+    def batch(self) -> LaunchBatch:
+        if self._batch is None:
+            self._batch = self.fresh_batch()
+        return self._batch
+
+    def apply(self, *documents: Mapping[str, Any]) -> None:
+        store = ConfigStore(self.names.state_table, aws.client("dynamodb"))
+        for document in documents:
+            store.apply(parse_document(document))
+
+    def send(self, *bodies: Any, batch: LaunchBatch | None = None) -> list[str]:
+        """Deliver one SQS batch to the launcher; returns the message ids handed back."""
+        now = datetime.now(UTC)
+        messages = [
+            Message(
+                f"m-{i}-{uuid.uuid4().hex[:8]}", b if isinstance(b, str) else json.dumps(b), now
+            )
+            for i, b in enumerate(bodies)
+        ]
+        return (batch or self.batch).process(messages, lambda: 60_000)
+
+    def record(self, request_id: str) -> RequestRecord | None:
+        return LaunchRecords(self.names.state_table, aws.client("dynamodb")).get_record(request_id)
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every event published on our bus since the last call (drained from a capture queue)."""
+        found = []
+        while True:
+            response = self.sqs.receive_message(
+                QueueUrl=self.events_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            )
+            messages = response.get("Messages", [])
+            if not messages:
+                return found
+            for message in messages:
+                found.append(json.loads(message["Body"]))
+                self.sqs.delete_message(
+                    QueueUrl=self.events_queue_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+
+    def managed_instances(self) -> list[dict[str, Any]]:
+        pages = self.ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "tag:capacity-launcher:managed", "Values": ["true"]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        return [i for p in pages for r in p["Reservations"] for i in r["Instances"]]
+
+
+@contextmanager
+def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
+    for name, value in FAKE_ENV.items():
+        monkeypatch.setenv(name, value)
+    moto_capacity.install()
+    with mock_aws():
+        moto_capacity.reset()
+        aws.client.cache_clear()
+        get_settings.cache_clear()
+        names = create_resources(boto3.Session(region_name=REGION), parameters=parameters)
+        environment = names.environment("LauncherFunction")
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+        events_queue_url = _capture_events(names.event_bus)
+        try:
+            yield Cloud(names, environment, events_queue_url)
+        finally:
+            aws.client.cache_clear()
+            get_settings.cache_clear()
+
+
+def _capture_events(bus: str) -> str:
+    sqs = aws.client("sqs")
+    events = aws.client("events")
+    url = sqs.create_queue(QueueName="captured-status-events")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(
+        Name="capture-status-events",
+        EventBusName=bus,
+        EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
+    )
+    events.put_targets(
+        Rule="capture-status-events", EventBusName=bus, Targets=[{"Id": "capture", "Arn": arn}]
+    )
+    return str(url)
+
+
+def default_subnets(ec2: Any) -> dict[str, str]:
+    """zone → the default VPC's subnet in it (moto makes one per zone)."""
+    subnets = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])
+    return {s["AvailabilityZone"]: s["SubnetId"] for s in subnets["Subnets"]}
+
+
+def an_image(ec2: Any) -> str:
+    """A Linux AMI (reservations match on platform, and moto's first image is Windows)."""
+    images = ec2.describe_images(Owners=["amazon"])["Images"]
+    return str(next(i["ImageId"] for i in images if i.get("Platform") != "windows"))
+
+
+def default_security_group(ec2: Any) -> str:
+    groups = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["default"]}])
+    return str(groups["SecurityGroups"][0]["GroupId"])
+
+
+def node_class(name: str, subnet_ids: list[str], image_id: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodeClass",
+        "metadata": {"name": name},
+        "spec": {
+            "imageId": image_id,
+            "subnetIds": subnet_ids,
+            "securityGroupIds": ["sg-0123456789abcdef0"],
+            **spec,
+        },
+    }
+
+
+def node_pool(name: str, node_class_ref: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {"nodeClassRef": node_class_ref, **spec},
+    }
+
+
+def capacity_type(*values: str) -> dict[str, Any]:
+    return {"key": "karpenter.sh/capacity-type", "operator": "In", "values": list(values)}
+
+
+def instance_type(*values: str) -> dict[str, Any]:
+    return {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(values)}
+
+
+def launch_request(request_id: str, **fields: Any) -> dict[str, Any]:
+    return {"requestId": request_id, "count": 1, **fields}
