@@ -10,7 +10,7 @@ from capacity_launcher.domain.offerings import CapacityType
 
 @dataclass(frozen=True)
 class FleetError:
-    """One error of a CreateFleet response; `instance_type`/`zone` are None for fleet-wide errors."""
+    """One CreateFleet error; `instance_type` and `zone` are None for fleet-wide errors."""
 
     code: str
     message: str
@@ -40,5 +40,3 @@ class InstanceLanding:
     capacity_type: CapacityType
     capacity_reservation_id: str | None
     state: str
-
-

@@ -1,4 +1,4 @@
-"""Offerings (what can be launched where, and how it is paid for) and the reservations behind them."""
+"""Offerings (what can be launched where, paid how) and the reservations behind them."""
 
 from __future__ import annotations
 
