@@ -13,7 +13,6 @@ from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.status import INSTANCE_TERMINATED
 from capacity_launcher.settings import get_settings
-from tests.integration.test_launch_into_reservations import reserve, setup_pool
 from tests.integration.test_reservation_sync import (
     LambdaContext,
     handler,
@@ -23,6 +22,7 @@ from tests.integration.test_reservation_sync import (
     snapshot,
     snapshots,
     sync,
+    targeted_pool,
     use_snapshots,
 )
 from tests.support.cloud import Cloud, launch_request
@@ -38,14 +38,7 @@ def snapshot_launchers(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
 
 def launched_into_reservation(cloud: Cloud, subnets: dict[str, str], image: str) -> tuple[str, str]:
     """One instance of ours in a synced reservation of 2, in a pool limited to 4 instances."""
-    reservation = reserve(cloud, 2)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-        limits={"instances": "4"},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 2, limits={"instances": "4"})
     sync()
     cloud.send(launch_request("life-1", nodePool="general"))
     record = cloud.record("life-1")

@@ -10,8 +10,13 @@ from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
-from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
-from tests.integration.test_reservation_sync import snapshot, sync, use_snapshots
+from tests.integration.test_launch_into_reservations import ZONE, setup_pool
+from tests.integration.test_reservation_sync import (
+    snapshot,
+    sync,
+    targeted_pool,
+    use_snapshots,
+)
 from tests.support.cloud import Cloud, an_image, launch_request
 
 
@@ -76,14 +81,7 @@ def test_reconciliation_adopts_an_orphan_a_crashed_worker_launched(
 ):
     # Given an instance tagged for a request, in a reservation, that no instance item records
     cloud = snapshot_launchers
-    reservation = reserve(cloud, 2)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-        limits={"instances": "10"},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 2, limits={"instances": "10"})
     tags = {
         "capacity-launcher:managed": "true",
         "capacity-launcher:request-id": "crashed-1",

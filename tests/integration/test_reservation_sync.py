@@ -109,6 +109,22 @@ def snapshot_launchers(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     return use_snapshots(cloud, monkeypatch)
 
 
+def targeted_pool(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    count: int,
+    *,
+    limits: dict[str, str] | None = None,
+    **reservation: Any,
+) -> str:
+    """A reservation of `count` and the "standard"/"general" NodeClass and pool targeting it."""
+    reservation_id = reserve(cloud, count, **reservation)
+    target = {"capacityReservationTarget": {"capacityReservationId": reservation_id}}
+    setup_pool(cloud, subnets, image, reservation_spec=target, limits=limits)
+    return reservation_id
+
+
 def run_into(cloud: Cloud, reservation_id: str, count: int) -> list[str]:
     """Instances launched into a reservation outside the service (someone else's usage)."""
     response = cloud.ec2.run_instances(
@@ -197,13 +213,7 @@ def test_a_launch_decrements_the_shared_snapshot_and_a_second_worker_skips_the_f
 ):
     # Given a reservation of 1 that a NodeClass targets, synced, and two workers
     cloud = snapshot_launchers
-    reservation = reserve(cloud, 1)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 1)
     sync()
     first, second = cloud.fresh_batch(), cloud.fresh_batch()
     # When the first launches into it
@@ -230,13 +240,7 @@ def test_replenishment_clears_the_cache_item_and_emits_the_event_once(
 ):
     # Given a synced reservation that a worker found exhausted (snapshot flag and cache item)
     cloud = snapshot_launchers
-    reservation = reserve(cloud, 2)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 2)
     sync()
     snapshots().mark_exhausted([reservation])
     settings = get_settings()
@@ -259,13 +263,7 @@ def test_replenishment_clears_the_cache_item_and_emits_the_event_once(
 
 def test_exhausted_fires_once_when_available_reaches_zero(snapshot_launchers, subnets, image):
     cloud = snapshot_launchers
-    reservation = reserve(cloud, 2)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 2)
     assert RESERVATION_EXHAUSTED not in detail_types(sync().events)
     run_into(cloud, reservation, 2)
     assert RESERVATION_EXHAUSTED in detail_types(sync().events)
@@ -277,13 +275,7 @@ def test_utilization_high_fires_once_per_crossing_and_rearms_below_the_threshold
 ):
     # Given a reservation of 10 and the default threshold of 0.9
     cloud = snapshot_launchers
-    reservation = reserve(cloud, 10)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 10)
     assert detail_types(sync().events) == []
     # When it crosses 0.9 upward, the event fires once
     used = run_into(cloud, reservation, 9)
@@ -305,13 +297,7 @@ def test_expiring_fires_once_within_the_horizon_and_again_after_an_extension_end
     # Given a reservation ending in 2 days (the default horizon is 72 hours)
     cloud = snapshot_launchers
     soon = datetime.now(UTC) + timedelta(days=2)
-    reservation = reserve(cloud, 2, EndDateType="limited", EndDate=soon)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 2, EndDateType="limited", EndDate=soon)
     # Then the first sync announces it, the next does not
     assert detail_types(sync().events) == [RESERVATION_EXPIRING]
     assert detail_types(sync().events) == []
@@ -327,13 +313,7 @@ def test_the_schedule_handler_runs_the_sync_on_the_sample_scheduled_event(
     snapshot_launchers, subnets, image
 ):
     cloud = snapshot_launchers
-    reservation = reserve(cloud, 1)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 1)
     result = handler("reservation_sync")(sample_event("schedule.json"), LambdaContext())
     assert result["synced"] == 1
     assert result["drift"] == 0
@@ -370,9 +350,7 @@ def test_a_node_class_the_sync_has_not_seen_is_resolved_from_ec2_keeping_exhaust
 def test_snapshots_of_a_sync_that_stopped_are_not_trusted(snapshot_launchers, subnets, image):
     # Given snapshots synced longer ago than the staleness bound
     cloud = snapshot_launchers
-    reservation = reserve(cloud, 2)
-    target = {"capacityReservationTarget": {"capacityReservationId": reservation}}
-    setup_pool(cloud, subnets, image, reservation_spec=target)
+    reservation = targeted_pool(cloud, subnets, image, 2)
     sync()
     snapshots().note_launched({reservation: 2})
     later = time.time() + STALE_AFTER_SECONDS + 1
