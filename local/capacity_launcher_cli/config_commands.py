@@ -1,0 +1,157 @@
+"""apply, get and delete for NodeClass and NodePool documents, in kubectl's habits."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool, parse_document
+from capacity_launcher.domain.config import to_document as config_document
+from capacity_launcher.domain.errors import (
+    CapacityLauncherError,
+    ConfigValidationError,
+    FieldError,
+    NotFound,
+)
+from capacity_launcher_cli import views
+from capacity_launcher_cli.deployment import Deployment
+
+KINDS = {"nodepool": "NodePool", "nodeclass": "NodeClass"}
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """One document of one file, remembered so that errors can say where it came from."""
+
+    path: Path
+    index: int  # 1-based, as people count documents in a file
+    data: Any
+
+    @property
+    def where(self) -> str:
+        name = self.data.get("metadata", {}).get("name") if isinstance(self.data, dict) else None
+        kind = self.data.get("kind") if isinstance(self.data, dict) else None
+        label = f"{kind} {name}" if kind and name else (kind or "document")
+        return f"{self.path}: document {self.index} ({label})"
+
+
+class ApplyError(Exception):
+    """Files that cannot be applied; every problem found is listed, one per line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def _files(paths: list[str]) -> Iterator[Path]:
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            yield from sorted(p for p in path.iterdir() if p.suffix in _YAML_SUFFIXES)
+        else:
+            yield path
+
+
+def read_documents(paths: list[str]) -> list[SourceDocument]:
+    documents: list[SourceDocument] = []
+    problems: list[str] = []
+    for path in _files(paths):
+        try:
+            loaded = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except OSError as error:
+            problems.append(f"{path}: cannot read: {error.strerror or error}")
+            continue
+        except yaml.YAMLError as error:
+            problems.append(f"{path}: not valid YAML: {error}")
+            continue
+        documents += [
+            SourceDocument(path, i, data)
+            for i, data in enumerate(loaded, start=1)
+            if data is not None
+        ]
+    if problems:
+        raise ApplyError(problems)
+    return documents
+
+
+def validate(documents: list[SourceDocument]) -> list[NodeClass | NodePool]:
+    """Every document parsed, or an ApplyError naming file, document and field of each error."""
+    parsed: list[NodeClass | NodePool] = []
+    problems: list[str] = []
+    for document in documents:
+        try:
+            parsed.append(parse_document(document.data))
+        except ConfigValidationError as error:
+            problems += [_problem(document, e) for e in error.errors]
+    if problems:
+        raise ApplyError(problems)
+    # NodeClasses first, so a file may list a pool before the class it names.
+    return sorted(parsed, key=lambda d: d.kind != NODE_CLASS)
+
+
+def _problem(document: SourceDocument, error: FieldError) -> str:
+    return f"{document.where}: {error.field}: {error.rule}"
+
+
+def apply(args: argparse.Namespace, deployment: Deployment) -> int:
+    try:
+        parsed = validate(read_documents(args.filename))
+    except ApplyError as error:
+        for problem in error.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    for document in parsed:
+        try:
+            store.apply(document)
+        except CapacityLauncherError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        print(f"{document.kind.lower()}/{document.name} applied")
+    return 0
+
+
+def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
+    dynamodb = deployment.client("dynamodb")
+    store = ConfigStore(deployment.state_table, dynamodb)
+    if args.resource == "nodeclasses":
+        classes = store.node_classes()
+        if args.output == "json":
+            views.print_json([config_document(c) for c in classes])
+        else:
+            views.console().print(views.node_classes(classes))
+        return 0
+    pools = store.node_pools()
+    limits = PoolLimitsStore(deployment.state_table, deployment.limit_lease_seconds, dynamodb)
+    usage = {p.name: limits.usage(p.name) for p in pools}
+    if args.output == "json":
+        views.print_json(
+            [{**config_document(p), "status": {"used": usage[p.name].amounts()}} for p in pools]
+        )
+    else:
+        views.console().print(views.node_pools(pools, usage))
+    return 0
+
+
+def delete(args: argparse.Namespace, deployment: Deployment) -> int:
+    kind = KINDS[args.kind]
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    try:
+        store.delete(kind, args.name)  # type: ignore[arg-type]
+    except NotFound:
+        print(f"error: {args.kind} {args.name} not found", file=sys.stderr)
+        return 1
+    except CapacityLauncherError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"{args.kind}/{args.name} deleted")
+    return 0

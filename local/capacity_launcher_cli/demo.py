@@ -1,0 +1,244 @@
+"""`capacity-launcher demo` (`make run`): the whole story on an embedded local cloud.
+
+Reservations are filled first, a group of reservations is used, a dry on-demand offering is
+cached and skipped, a gang request that cannot be met fails (its instances terminated), and an
+invalid request is rejected. Each request's outcome is checked against what the story expects.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.spinner import Spinner
+
+import moto_capacity
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.launch_records import LaunchRecords
+from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.domain.status import LaunchedInstance, RequestRecord
+from capacity_launcher_cli import views
+from capacity_launcher_cli.capacity_commands import reservation_snapshots
+from capacity_launcher_cli.config_commands import read_documents, validate
+from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.local_cloud import LocalCloud, LocalCloudOptions
+from capacity_launcher_cli.request_commands import send, wait_for
+
+DEMO_ZONE, OTHER_ZONE = "us-east-1a", "us-east-1b"
+TRAINING_TAG = {"reservation": "training"}
+GROUP_NAME = "batch-reservations"
+DRY_OFFERING = ("m5.large", DEMO_ZONE, "on-demand")
+LOG_FILE = Path(".capacity-launcher") / "demo-functions.log"
+WAIT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One request of the story, and what must be true of its record afterwards."""
+
+    title: str
+    request: dict[str, Any]
+    expect: Callable[[RequestRecord], bool]
+    expected: str
+    # CreateFleet calls the request may make: shows the ICE cache sparing EC2 a doomed call.
+    max_fleet_calls: int | None = None
+
+
+def _kinds(record: RequestRecord) -> list[str]:
+    return [i.capacity_type for i in record.instances]
+
+
+SCENES = (
+    Scene(
+        "reserved first: 3 x m5.xlarge, 2 fit the targeted reservation, 1 goes on-demand",
+        {"requestId": "train-1", "nodePool": "training", "count": 3, "requester": "team-ml"},
+        lambda r: r.status == "Fulfilled" and sorted(_kinds(r)) == ["on-demand", *["reserved"] * 2],
+        "Fulfilled: 2 reserved + 1 on-demand",
+    ),
+    Scene(
+        "a reservation group: 3 x c5.large into the group's two reservations",
+        {"requestId": "batch-1", "nodePool": "batch", "count": 3, "requester": "team-batch"},
+        lambda r: r.status == "Fulfilled" and _kinds(r) == ["reserved"] * 3,
+        "Fulfilled: 3 reserved",
+    ),
+    Scene(
+        "a gang of 3 that only 1 reservation slot can take: all or nothing",
+        {"requestId": "gang-1", "nodePool": "batch", "count": 3, "minCount": 3},
+        lambda r: r.status == "Failed" and r.launched == 0,
+        "Failed, nothing left running",
+    ),
+    Scene(
+        f"insufficient capacity: on-demand m5.large is dry in {DEMO_ZONE}",
+        {"requestId": "web-1", "nodePool": "general", "count": 2, "singleZone": True},
+        lambda r: (
+            r.status == "Fulfilled"
+            and {i.zone for i in r.instances} == {OTHER_ZONE}
+            and any(o.zone == DEMO_ZONE for o in r.unavailable_offerings)
+        ),
+        f"Fulfilled in {OTHER_ZONE}; {DEMO_ZONE} cached as unavailable",
+    ),
+    Scene(
+        "the cache at work: the next request skips the dry offering without asking EC2",
+        {"requestId": "web-2", "nodePool": "general", "count": 1},
+        lambda r: r.status == "Fulfilled" and {i.zone for i in r.instances} == {OTHER_ZONE},
+        f"Fulfilled in {OTHER_ZONE} with a single CreateFleet call",
+        max_fleet_calls=1,
+    ),
+    Scene(
+        "an invalid request: asks for spot from a pool that allows only reserved",
+        {
+            "requestId": "bad-1",
+            "nodePool": "batch",
+            "count": 1,
+            "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+            ],
+        },
+        lambda r: r.status == "Rejected",
+        "Rejected, never retried",
+    ),
+)
+
+
+def create_reservations(deployment: Deployment) -> None:
+    """One targeted reservation for training, and a group of two for batch."""
+    ec2 = deployment.client("ec2")
+    groups = deployment.client("resource-groups")
+
+    def reserve(instance_type: str, zone: str, count: int, tags: dict[str, str]) -> str:
+        reservation = ec2.create_capacity_reservation(
+            InstanceType=instance_type,
+            InstancePlatform="Linux/UNIX",
+            AvailabilityZone=zone,
+            InstanceCount=count,
+            InstanceMatchCriteria="targeted",
+            TagSpecifications=[
+                {
+                    "ResourceType": "capacity-reservation",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ],
+        )
+        return str(reservation["CapacityReservation"]["CapacityReservationArn"])
+
+    reserve("m5.xlarge", DEMO_ZONE, 2, TRAINING_TAG)
+    members = [reserve("c5.large", zone, 2, {"team": "batch"}) for zone in (DEMO_ZONE, OTHER_ZONE)]
+    group = groups.create_group(
+        Name=GROUP_NAME,
+        Configuration=[
+            {"Type": "AWS::EC2::CapacityReservationPool"},
+            {
+                "Type": "AWS::ResourceGroups::Generic",
+                "Parameters": [
+                    {"Name": "allowed-resource-types", "Values": ["AWS::EC2::CapacityReservation"]}
+                ],
+            },
+        ],
+    )
+    groups.group_resources(Group=group["Group"]["GroupArn"], ResourceArns=members)
+
+
+def _final_tables(out: Console, deployment: Deployment) -> None:
+    records = LaunchRecords(deployment.state_table, deployment.client("dynamodb")).list_records()
+    ordered = sorted(records, key=lambda r: r.received_at)
+    cache = UnavailableOfferings(
+        deployment.unavailable_offerings_table,
+        deployment.ice_ttl_seconds,
+        dynamodb=deployment.client("dynamodb"),
+    )
+    out.print(views.requests(ordered))
+    out.print(views.instances(ordered))
+    out.print(views.reservations(reservation_snapshots(deployment)))
+    out.print(views.unavailable_offerings(cache.current().values()))
+
+
+def _landing(instance: LaunchedInstance) -> str:
+    where = f"@{instance.capacity_reservation_id}" if instance.capacity_reservation_id else ""
+    return f"{instance.capacity_type}{where} {instance.zone}"
+
+
+def _fleet_calls() -> int:
+    operations: Any = moto_capacity.state().get("operations", {})
+    return int(operations.get("ec2:CreateFleet", {}).get("calls", 0))
+
+
+def _spinner(out: Console, text: str) -> Live:
+    """A spinner that leaves stdout alone: the functions' output is routed per thread."""
+    return Live(
+        Spinner("dots", text),
+        console=out,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+
+
+def _play(out: Console, deployment: Deployment, records: LaunchRecords) -> int:
+    mismatches = 0
+    for number, scene in enumerate(SCENES, start=1):
+        out.print(f"[bold]{number}. {scene.title}[/]")
+        started, calls_before = time.monotonic(), _fleet_calls()
+        with _spinner(out, f"   {scene.request['requestId']}: waiting for its status..."):
+            send(scene.request, deployment, "bus")
+            record = wait_for(records, str(scene.request["requestId"]), WAIT_SECONDS)
+        took, fleet_calls = time.monotonic() - started, _fleet_calls() - calls_before
+        if record is None:
+            out.print(f"   [red]no status after {WAIT_SECONDS:.0f}s[/]")
+            mismatches += 1
+            continue
+        ok = scene.expect(record) and (
+            scene.max_fleet_calls is None or fleet_calls <= scene.max_fleet_calls
+        )
+        mismatches += not ok
+        mark = "[green]as expected[/]" if ok else f"[red]expected {scene.expected}[/]"
+        detail = ", ".join(_landing(i) for i in record.instances)
+        errors = "; ".join(e.code for e in record.errors)
+        out.print(
+            f"   {record.status} {record.launched}/{record.requested} in {took:.1f}s, "
+            f"{fleet_calls} CreateFleet call(s)"
+            f"{': ' + detail if detail else ''}{' (' + errors + ')' if errors else ''} - {mark}"
+        )
+    return mismatches
+
+
+def run_demo(examples: str = "examples") -> int:
+    out = views.console()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    LOG_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with LOG_FILE.open("w", encoding="utf-8") as function_logs:
+        options = LocalCloudOptions(
+            port=0, schedules=False, visibility_timeout_seconds=10, function_logs=function_logs
+        )
+        with _spinner(out, "starting the local cloud (moto + moto_capacity, template.yaml)..."):
+            cloud = LocalCloud(options)
+            deployment = cloud.start()
+        try:
+            out.print(f"local cloud at {deployment.endpoint_url}; function logs in {LOG_FILE}")
+            store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+            for document in validate(read_documents([examples])):
+                store.apply(document)
+                out.print(f"applied {document.kind.lower()}/{document.name}")
+            create_reservations(deployment)
+            moto_capacity.set_capacity(deployment.region, *DRY_OFFERING, 0)
+            out.print(
+                "reservations: 2 x m5.xlarge targeted (training); group "
+                f"{GROUP_NAME}: 2 x c5.large in {DEMO_ZONE} + 2 in {OTHER_ZONE}; "
+                f"on-demand {' '.join(DRY_OFFERING[:2])} set dry"
+            )
+            records = LaunchRecords(deployment.state_table, deployment.client("dynamodb"))
+            mismatches = _play(out, deployment, records)
+            _final_tables(out, deployment)
+        finally:
+            cloud.stop()
+            moto_capacity.reset()
+    if mismatches:
+        out.print(f"[red]{mismatches} request(s) did not end as the story expects[/]")
+        return 1
+    out.print("[green]done: every request ended as expected; nothing is left running[/]")
+    return 0

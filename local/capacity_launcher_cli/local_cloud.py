@@ -1,0 +1,291 @@
+"""The local cloud: a moto server with the capacity extension, the template's resources, and its
+functions wired to their triggers, all in this process.
+
+Resources come from template.yaml itself (capacity_launcher_cli.template); triggers are read from
+each function's `Events`: SQS (the event source mapping), Schedule (a timer) and EventBridgeRule
+(moto delivers matching events to a private queue, and each one invokes the function). A
+function whose code folder has no handler yet is left unwired.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import boto3
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+
+import moto_capacity
+from capacity_launcher_cli import function_output
+from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
+from capacity_launcher_cli.event_sources import (
+    Listener,
+    QueueEventSource,
+    QueueMapping,
+    ScheduleEventSource,
+    schedule_seconds,
+)
+from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
+from capacity_launcher_cli.local_network import prepare_network
+from capacity_launcher_cli.template import (
+    DeployedNames,
+    create_resources,
+    default_template_path,
+    load_template,
+    parameter_defaults,
+)
+
+DEFAULT_REGION = "us-east-1"
+DEFAULT_PORT = 4566
+# The template requires it; locally nothing assumes it.
+LOCAL_INSTANCE_ROLE = "arn:aws:iam::123456789012:role/capacity-launcher-node"
+# moto has no X-Ray; the handlers must not try to send traces.
+LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
+
+
+@dataclass
+class LocalCloudOptions:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT  # 0 picks a free port
+    region: str = DEFAULT_REGION
+    template_path: str | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    # Shorter than the template's so failed messages come back quickly (tests, demos).
+    visibility_timeout_seconds: int | None = None
+    schedules: bool = True
+    function_logs: TextIO | None = None  # None: the functions' output is dropped
+
+
+class LocalCloud:
+    """Start with `start()` (or `with LocalCloud(...) as cloud:`), stop with `stop()`."""
+
+    def __init__(self, options: LocalCloudOptions | None = None) -> None:
+        self.options = options or LocalCloudOptions()
+        self.listeners: list[Listener] = []
+        self.functions: dict[str, LocalFunction] = {}
+        self.queue_sources: list[QueueEventSource] = []
+        self.schedules: list[ScheduleEventSource] = []
+        self._server: ThreadedMotoServer | None = None
+        self._saved_environment: dict[str, str | None] = {}
+        self.names: DeployedNames | None = None
+        self.deployment: Deployment | None = None
+
+    # -- lifecycle --
+
+    def start(self) -> Deployment:
+        moto_capacity.install()
+        self._server = ThreadedMotoServer(self.options.host, self.options.port, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        self._set_environment(
+            {
+                **LOCAL_CREDENTIALS,
+                "AWS_ENDPOINT_URL": endpoint,
+                "AWS_DEFAULT_REGION": self.options.region,
+                "AWS_REGION": self.options.region,
+            }
+        )
+        session = boto3.Session(region_name=self.options.region)
+        parameters = {"InstanceRoleArn": LOCAL_INSTANCE_ROLE, **self.options.parameters}
+        self.names = create_resources(
+            session,
+            endpoint_url=endpoint,
+            parameters=parameters,
+            template_path=self.options.template_path,
+        )
+        self._override_visibility(session.client("sqs", endpoint_url=endpoint))
+        prepare_network(session.client("ec2", endpoint_url=endpoint))
+        environments = self._wire(session, endpoint)
+        self.deployment = Deployment(
+            region=self.options.region,
+            event_bus=self.names.event_bus,
+            launch_queue_url=self.names.launch_queue_url,
+            dead_letter_queue_url=self.names.dlq_url,
+            state_table=self.names.state_table,
+            unavailable_offerings_table=self.names.unavailable_offerings_table,
+            idempotency_table=self.names.idempotency_table,
+            ice_ttl_seconds=int(self.names.environment().get("ICE_TTL_SECONDS", 180)),
+            limit_lease_seconds=int(self.names.environment().get("LIMIT_LEASE_SECONDS", 900)),
+            endpoint_url=endpoint,
+            environments=environments,
+        )
+        for queue_source in self.queue_sources:
+            queue_source.start()
+        for schedule in self.schedules:
+            schedule.start()
+        return self.deployment
+
+    def stop(self) -> None:
+        for queue_source in self.queue_sources:
+            queue_source.stop()
+        for schedule in self.schedules:
+            schedule.stop()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        function_output.release()
+        for name, value in self._saved_environment.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_environment.clear()
+
+    def __enter__(self) -> LocalCloud:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint_url(self) -> str:
+        assert self.deployment is not None, "start() first"
+        return str(self.deployment.endpoint_url)
+
+    def on_invocation(self, listener: Callable[[Invocation], None]) -> None:
+        self.listeners.append(listener)
+
+    # -- wiring --
+
+    def _set_environment(self, values: Mapping[str, str]) -> None:
+        for name, value in values.items():
+            self._saved_environment.setdefault(name, os.environ.get(name))
+            os.environ[name] = value
+
+    def _override_visibility(self, sqs: Any) -> None:
+        seconds = self.options.visibility_timeout_seconds
+        if seconds is not None and self.names is not None:
+            sqs.set_queue_attributes(
+                QueueUrl=self.names.launch_queue_url,
+                Attributes={"VisibilityTimeout": str(seconds)},
+            )
+
+    def _wire(self, session: boto3.Session, endpoint: str) -> dict[str, dict[str, str]]:
+        assert self.names is not None
+        template = load_template(self.options.template_path)
+        root = Path(self.options.template_path or default_template_path()).resolve().parent
+        parameters = {**parameter_defaults(template), **self.names.parameters}
+        sqs = session.client("sqs", endpoint_url=endpoint)
+        events = session.client("events", endpoint_url=endpoint)
+        environments: dict[str, dict[str, str]] = {}
+        for logical_id, resource in template["Resources"].items():
+            if resource.get("Type") != "AWS::Serverless::Function":
+                continue
+            environment = {
+                **self.names.environment(logical_id),
+                **LOCAL_FUNCTION_ENVIRONMENT,
+                **{k: os.environ[k] for k in ("AWS_ENDPOINT_URL", "AWS_REGION")},
+            }
+            environments[logical_id] = environment
+            properties = resource.get("Properties", {})
+            handler_module = str(properties.get("Handler", "app.handler")).rpartition(".")[0]
+            code = root / str(properties.get("CodeUri", "")) / f"{handler_module}.py"
+            if not code.is_file():
+                continue
+            function = LocalFunction(
+                logical_id,
+                environment,
+                template_path=self.options.template_path,
+                region=self.options.region,
+                account_id=self.names.account_id,
+            )
+            self.functions[logical_id] = function
+            for event_name, event in properties.get("Events", {}).items():
+                self._trigger(function, event_name, event, parameters, sqs, events)
+        return environments
+
+    def _trigger(
+        self,
+        function: LocalFunction,
+        event_name: str,
+        event: Mapping[str, Any],
+        parameters: Mapping[str, Any],
+        sqs: Any,
+        events: Any,
+    ) -> None:
+        properties = event.get("Properties", {})
+        listeners: list[Listener] = [self._notify]
+        if event.get("Type") == "SQS":
+            queue = _get_att_id(properties["Queue"])
+            url = self._physical(queue)
+            mapping = QueueMapping(
+                queue_url=url,
+                queue_arn=_queue_arn(sqs, url),
+                batch_size=int(_value(properties.get("BatchSize", 10), parameters)),
+                batching_window_seconds=float(
+                    _value(properties.get("MaximumBatchingWindowInSeconds", 0), parameters)
+                ),
+                report_batch_item_failures="ReportBatchItemFailures"
+                in properties.get("FunctionResponseTypes", []),
+            )
+            self.queue_sources.append(QueueEventSource(function, mapping, sqs, listeners))
+        elif event.get("Type") == "Schedule" and self.options.schedules:
+            seconds = schedule_seconds(str(properties["Schedule"]))
+            rule_arn = (
+                f"arn:aws:events:{self.options.region}:{function.account_id}:rule/"
+                f"{function.logical_id}{event_name}"
+            )
+            self.schedules.append(ScheduleEventSource(function, seconds, rule_arn, listeners))
+        elif event.get("Type") in ("EventBridgeRule", "CloudWatchEvent"):
+            self.queue_sources.append(
+                _rule_to_function(function, event_name, properties, sqs, events, listeners)
+            )
+
+    def _physical(self, logical_id: str) -> str:
+        assert self.names is not None
+        return str(self.names.physical_ids[logical_id])
+
+    def _notify(self, invocation: Invocation) -> None:
+        sink = self.options.function_logs
+        if sink is not None and invocation.logs:
+            sink.write(invocation.logs)
+            sink.flush()
+        if sink is not None and invocation.error:
+            sink.write(
+                f"[{invocation.function}] {invocation.error['errorType']}: "
+                f"{invocation.error['errorMessage']}\n"
+            )
+        for listener in self.listeners:
+            listener(invocation)
+
+
+def _rule_to_function(
+    function: LocalFunction,
+    event_name: str,
+    properties: Mapping[str, Any],
+    sqs: Any,
+    events: Any,
+    listeners: list[Listener],
+) -> QueueEventSource:
+    """An EventBridge rule whose target is a private queue; each event invokes the function."""
+    name = f"{function.logical_id}{event_name}"
+    url = sqs.create_queue(QueueName=f"local-{name}")["QueueUrl"]
+    arn = _queue_arn(sqs, url)
+    bus = str(properties.get("EventBusName", "default"))
+    events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(properties["Pattern"]))
+    events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "local", "Arn": arn}])
+    mapping = QueueMapping(queue_url=url, queue_arn=arn, batch_size=1, deliver_body=True)
+    return QueueEventSource(function, mapping, sqs, listeners)
+
+
+def _get_att_id(value: Any) -> str:
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return str(value["Fn::GetAtt"][0])
+    raise ValueError(f"expected !GetAtt Queue.Arn, got {value!r}")
+
+
+def _value(value: Any, parameters: Mapping[str, Any]) -> Any:
+    if isinstance(value, dict) and "Ref" in value:
+        return parameters[value["Ref"]]
+    return value
+
+
+def _queue_arn(sqs: Any, url: str) -> str:
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+    return str(attributes["Attributes"]["QueueArn"])

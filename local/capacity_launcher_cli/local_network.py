@@ -1,0 +1,33 @@
+"""The network examples/ expects in the local cloud: subnets tagged `tier: private` and a
+security group with a fixed id, so the example NodeClasses apply and launch as written."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+from botocore.exceptions import ClientError
+
+SUBNET_TAG = {"tier": "private"}
+NODE_SECURITY_GROUP_ID = "sg-0a1b2c3d4e5f67890"
+NODE_SECURITY_GROUP_NAME = "capacity-launcher-nodes"
+# moto draws EC2 ids at random and honours no custom-id tag for security groups.
+_MOTO_ID_FUNCTION = "moto.ec2.models.security_groups.random_security_group_id"
+
+
+def prepare_network(ec2: Any) -> dict[str, list[str]]:
+    """Tag the default VPC's subnets and create the nodes' security group (idempotent)."""
+    subnets = ec2.describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])
+    subnet_ids = [s["SubnetId"] for s in subnets["Subnets"]]
+    ec2.create_tags(
+        Resources=subnet_ids, Tags=[{"Key": k, "Value": v} for k, v in SUBNET_TAG.items()]
+    )
+    try:
+        ec2.describe_security_groups(GroupIds=[NODE_SECURITY_GROUP_ID])
+    except ClientError:
+        with mock.patch(_MOTO_ID_FUNCTION, return_value=NODE_SECURITY_GROUP_ID):
+            ec2.create_security_group(
+                GroupName=NODE_SECURITY_GROUP_NAME,
+                Description="Nodes launched by capacity-launcher (local cloud)",
+            )
+    return {"subnets": subnet_ids, "securityGroups": [NODE_SECURITY_GROUP_ID]}

@@ -1,0 +1,162 @@
+"""`capacity-launcher`: kubectl-like apply/get/delete, submit/status, sam-like invoke, the local
+cloud and the demo. Locally no flags are needed; against AWS pass --stack-name (and the usual
+AWS_PROFILE / AWS_REGION)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher_cli.deployment import Deployment, DeploymentNotFound, resolve
+
+Command = Callable[[argparse.Namespace, Deployment], int]
+GET_RESOURCES = (
+    "nodepools",
+    "nodeclasses",
+    "requests",
+    "instances",
+    "reservations",
+    "unavailable-offerings",
+)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack-name", help="a deployed stack: names come from its outputs")
+    parser.add_argument("--region", help="AWS region (default: the profile's, or us-east-1)")
+    parser.add_argument(
+        "--local-file", help="the local cloud's names (default .capacity-launcher/local.json)"
+    )
+
+
+def _output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
+
+def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    submit = commands.add_parser("submit", help="send a launch request to the bus or the queue")
+    _common(submit)
+    submit.add_argument("-f", "--filename", help="a launch request JSON file (flags override it)")
+    submit.add_argument("--request-id")
+    submit.add_argument("--node-pool")
+    submit.add_argument("--count", type=int)
+    submit.add_argument("--min-count", type=int)
+    submit.add_argument("--single-zone", action="store_true")
+    submit.add_argument("--requester")
+    submit.add_argument("--requirement", action="append", metavar="KEY=OP:V1,V2", help="repeatable")
+    submit.add_argument("--tag", action="append", metavar="KEY=VALUE", help="repeatable")
+    submit.add_argument("--via", choices=("bus", "queue"), default="bus")
+    submit.add_argument("--wait", action="store_true", help="print the status when finished")
+    submit.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="capacity-launcher", description=__doc__)
+    commands = root.add_subparsers(dest="command", required=True)
+
+    local = commands.add_parser("local", help="the local cloud")
+    local_commands = local.add_subparsers(dest="local_command", required=True)
+    up = local_commands.add_parser("up", help="start the local cloud in the foreground")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=4566)
+    up.add_argument("--region", default="us-east-1")
+    up.add_argument("--template", help="template.yaml to build from (default: the project's)")
+    up.add_argument("--local-file", help="where to write the names")
+    up.add_argument("--visibility-timeout", type=int, help="override the launch queue's")
+    up.add_argument("--no-schedules", action="store_true", help="do not run scheduled functions")
+
+    apply = commands.add_parser("apply", help="create or replace NodeClasses and NodePools")
+    _common(apply)
+    apply.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
+
+    get = commands.add_parser("get", help="list resources")
+    _common(get)
+    get.add_argument("resource", choices=GET_RESOURCES)
+    _output(get)
+
+    delete = commands.add_parser("delete", help="delete a NodePool or NodeClass")
+    _common(delete)
+    delete.add_argument("kind", choices=("nodepool", "nodeclass"))
+    delete.add_argument("name")
+
+    _submit_parser(commands)
+
+    status = commands.add_parser("status", help="a request's status record (JSON)")
+    _common(status)
+    status.add_argument("request_id")
+    status.add_argument("--wait", action="store_true", help="wait until the request finishes")
+    status.add_argument("--timeout", type=float, default=120.0)
+
+    invoke = commands.add_parser("invoke", help="run a function once, without Docker")
+    _common(invoke)
+    invoke.add_argument("function", help="logical id (LauncherFunction) or folder (launcher)")
+    invoke.add_argument("-e", "--event", help="event JSON file, or - for stdin")
+    invoke.add_argument("--env-vars", help="SAM's env.json: overrides of the environment")
+    invoke.add_argument("--template", help="template.yaml (default: the project's)")
+
+    demo = commands.add_parser("demo", help="the whole story on a local cloud (make run)")
+    demo.add_argument("--examples", default="examples", help="folder of documents to apply")
+
+    schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
+    schemas.add_argument("--write", action="store_true", help="write them to --directory")
+    schemas.add_argument("--directory", default="schemas")
+    return root
+
+
+def _command(args: argparse.Namespace) -> Command:
+    from capacity_launcher_cli import (
+        capacity_commands,
+        config_commands,
+        invoke_command,
+        request_commands,
+    )
+
+    if args.command == "get":
+        return {
+            "nodepools": config_commands.get_config,
+            "nodeclasses": config_commands.get_config,
+            "requests": request_commands.get_requests,
+            "instances": request_commands.get_requests,
+            "reservations": capacity_commands.get_reservations,
+            "unavailable-offerings": capacity_commands.get_unavailable_offerings,
+        }[args.resource]
+    commands: dict[str, Command] = {
+        "apply": config_commands.apply,
+        "delete": config_commands.delete,
+        "submit": request_commands.submit,
+        "status": request_commands.status,
+        "invoke": invoke_command.invoke,
+    }
+    return commands[args.command]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "local":
+        from capacity_launcher_cli.local_command import up
+
+        return up(args)
+    if args.command == "demo":
+        from capacity_launcher_cli.demo import run_demo
+
+        return run_demo(args.examples)
+    if args.command == "schemas":
+        from capacity_launcher_cli.schemas import schemas_command
+
+        return schemas_command(args.write, args.directory)
+    try:
+        deployment = resolve(args.stack_name, args.region, args.local_file)
+        return _command(args)(args, deployment)
+    except DeploymentNotFound as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except (ClientError, BotoCoreError, CapacityLauncherError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""JSON Schemas of the public contracts, generated from the models that enforce them.
+
+Checked in under schemas/ for the EventBridge schema registry and for producers; a test
+regenerates them and fails when the checked-in copies are stale.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from capacity_launcher.domain.launch_request import REQUEST_ID_PATTERN, LaunchRequest
+from capacity_launcher.domain.status import EVENT_SOURCE, LAUNCH_REQUESTED, RequestRecord
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _schema(model: Any, mode: str, title: str, description: str) -> dict[str, Any]:
+    generated: dict[str, Any] = model.model_json_schema(by_alias=True, mode=mode)
+    return {"$schema": SCHEMA_DIALECT, **generated, "title": title, "description": description}
+
+
+def _launch_request() -> dict[str, Any]:
+    schema = _schema(
+        LaunchRequest,
+        "validation",
+        "LaunchRequest",
+        f"The detail of a {LAUNCH_REQUESTED!r} event, or an SQS message body.",
+    )
+    # The model checks the id in code; the schema states the same rule for producers.
+    schema["properties"]["requestId"]["pattern"] = REQUEST_ID_PATTERN.pattern
+    return schema
+
+
+def contracts() -> dict[str, dict[str, Any]]:
+    """File name -> schema, for every contract schemas/ carries."""
+    return {
+        "launch-request.json": _launch_request(),
+        "request-record.json": _schema(
+            RequestRecord,
+            "serialization",
+            "RequestRecord",
+            f"`capacity-launcher status` output, and the detail of the Launch Fulfilled, "
+            f"Partially Fulfilled, Failed and Rejected events (source {EVENT_SOURCE!r}).",
+        ),
+    }
+
+
+def render(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def write(directory: str | Path) -> list[Path]:
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, schema in contracts().items():
+        path = target / name
+        path.write_text(render(schema), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def schemas_command(write_files: bool, directory: str) -> int:
+    if write_files:
+        for path in write(directory):
+            print(f"wrote {path}")
+        return 0
+    print(json.dumps(contracts(), indent=2, sort_keys=True))
+    return 0

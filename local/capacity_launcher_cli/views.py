@@ -1,0 +1,206 @@
+"""Tables for people (rich) and JSON for programs: the one place output is shaped."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
+from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.offerings import ReservationSnapshot
+from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
+from capacity_launcher.domain.status import RequestRecord
+
+# Redirected output is read by tools and tests: wide enough that ids are never cut.
+_REDIRECTED_WIDTH = 200
+STATUS_STYLES = {
+    "Fulfilled": "green",
+    "PartiallyFulfilled": "yellow",
+    "Failed": "red",
+    "Rejected": "magenta",
+}
+
+
+def console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else _REDIRECTED_WIDTH
+    return Console(file=stream, width=width, highlight=False)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value in (None, "", [], {}) else str(value)
+
+
+def _resources(amount: Resources) -> str:
+    parts = []
+    if amount.cpu:
+        parts.append(f"cpu={format_cpu(amount.cpu)}")
+    if amount.memory_mib:
+        parts.append(f"memory={format_memory(amount.memory_mib)}")
+    if amount.gpu:
+        parts.append(f"gpu={amount.gpu}")
+    if amount.instances:
+        parts.append(f"instances={amount.instances}")
+    return " ".join(parts) or "0"
+
+
+def node_pools(pools: Sequence[NodePool], usage: Mapping[str, Resources]) -> Table:
+    table = _table("NodePools", "NAME", "NODECLASS", "WEIGHT", "CAPACITY TYPES", "LIMITS", "USED")
+    for pool in sorted(pools, key=lambda p: (-p.spec.weight, p.name)):
+        limits = pool.spec.limits.to_document() if pool.spec.limits else {}
+        table.add_row(
+            pool.name,
+            pool.spec.node_class_ref,
+            str(pool.spec.weight),
+            ",".join(pool.spec.allowed_capacity_types()),
+            _or_dash(" ".join(f"{k}={v}" for k, v in limits.items())),
+            _resources(usage.get(pool.name, Resources())),
+        )
+    return table
+
+
+def node_classes(classes: Sequence[NodeClass]) -> Table:
+    table = _table("NodeClasses", "NAME", "IMAGE", "SUBNETS", "RESERVATIONS")
+    for node_class in sorted(classes, key=lambda c: c.name):
+        spec = node_class.spec
+        subnets = spec.subnet_ids or [
+            ",".join(f"{k}={v}" for k, v in (t.tags or {}).items()) or str(t.id)
+            for t in spec.subnet_selector_terms or []
+        ]
+        table.add_row(
+            node_class.name,
+            spec.image_id or str(spec.image_ssm_parameter),
+            " ".join(subnets),
+            _reservations_of(node_class),
+        )
+    return table
+
+
+def _reservations_of(node_class: NodeClass) -> str:
+    spec = node_class.spec
+    target = spec.reservation_target
+    if target is not None:
+        return str(target.capacity_reservation_id or target.capacity_reservation_resource_group_arn)
+    if spec.capacity_reservation_selector_terms:
+        return f"{len(spec.capacity_reservation_selector_terms)} selector term(s)"
+    return f"preference {spec.reservation_preference}"
+
+
+def requests(records: Iterable[RequestRecord]) -> Table:
+    table = _table("Requests", "REQUEST", "POOL", "STATUS", "LAUNCHED", "CAPACITY", "ERRORS")
+    for record in records:
+        kinds: dict[str, int] = {}
+        for instance in record.instances:
+            kind: str = instance.capacity_type
+            if instance.capacity_reservation_id:
+                kind = f"{kind}:{instance.capacity_reservation_id}"
+            kinds[kind] = kinds.get(kind, 0) + 1
+        style = STATUS_STYLES.get(str(record.status), "")
+        table.add_row(
+            record.request_id,
+            _or_dash(record.node_pool),
+            f"[{style}]{record.status}[/]" if style else str(record.status),
+            f"{record.launched}/{record.requested}",
+            _or_dash(" ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))),
+            _or_dash("; ".join(f"{e.code}: {e.message}"[:200] for e in record.errors)),
+        )
+    return table
+
+
+def instances(records: Iterable[RequestRecord]) -> Table:
+    table = _table(
+        "Instances", "INSTANCE", "REQUEST", "TYPE", "ZONE", "CAPACITY TYPE", "RESERVATION"
+    )
+    for record in records:
+        for instance in record.instances:
+            table.add_row(
+                instance.instance_id,
+                record.request_id,
+                instance.instance_type,
+                instance.zone,
+                instance.capacity_type,
+                _or_dash(instance.capacity_reservation_id),
+            )
+    return table
+
+
+def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
+    table = _table(
+        "Capacity reservations",
+        "ID",
+        "TYPE",
+        "ZONE",
+        "STATE",
+        "MATCH",
+        "USED",
+        "AVAILABLE",
+        "GROUPS",
+    )
+    for r in sorted(snapshots, key=lambda s: s.reservation_id):
+        table.add_row(
+            r.reservation_id,
+            r.instance_type,
+            r.zone,
+            r.state,
+            r.instance_match_criteria,
+            f"{r.used}/{r.total}",
+            str(r.available),
+            _or_dash(" ".join(g.rsplit("/", 1)[-1] for g in r.groups)),
+        )
+    return table
+
+
+def reservation_json(r: ReservationSnapshot) -> dict[str, Any]:
+    return {
+        "capacityReservationId": r.reservation_id,
+        "instanceType": r.instance_type,
+        "availabilityZone": r.zone,
+        "state": r.state,
+        "instanceMatchCriteria": r.instance_match_criteria,
+        "totalInstanceCount": r.total,
+        "availableInstanceCount": r.available,
+        "groups": list(r.groups),
+        "tags": dict(r.tags),
+    }
+
+
+def unavailable_offerings(entries: Iterable[UnavailableEntry]) -> Table:
+    table = _table(
+        "Unavailable offerings (ICE cache)", "OFFERING", "REASON", "CACHED AT", "EXPIRES IN"
+    )
+    now = time.time()
+    for entry in sorted(entries, key=lambda e: e.offering):
+        table.add_row(
+            entry.offering,
+            entry.reason,
+            entry.cached_at,
+            f"{max(int(entry.expires_at - now), 0)}s",
+        )
+    return table
+
+
+def unavailable_json(entry: UnavailableEntry) -> dict[str, Any]:
+    return {
+        "offering": entry.offering,
+        "reason": entry.reason,
+        "message": entry.message,
+        "cachedAt": entry.cached_at,
+        "expiresAt": entry.expires_at,
+    }
