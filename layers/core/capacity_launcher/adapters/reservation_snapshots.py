@@ -121,8 +121,15 @@ class ReservationSnapshots:
     ) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
-        self._ec2 = ec2_reservations or CapacityReservations()
+        self._ec2_reservations = ec2_reservations
         self._clock = clock
+
+    @property
+    def _ec2(self) -> CapacityReservations:
+        # Built on first use: the instance-events function never asks EC2 anything.
+        if self._ec2_reservations is None:
+            self._ec2_reservations = CapacityReservations()
+        return self._ec2_reservations
 
     # -- the launcher's port ----------------------------------------------------------------
 
@@ -205,6 +212,16 @@ class ReservationSnapshots:
                     sk, float(item.get("syncedAt", 0)), tuple(item.get("members", []))
                 )
         return stored, coverage
+
+    def get(self, reservation_id: str) -> StoredReservation | None:
+        try:
+            item = self._db.get_item(
+                TableName=self._table, Key=key(PARTITION, reservation_id), ConsistentRead=True
+            ).get("Item")
+        except ClientError as error:
+            raise_for("GetItem", error)
+            raise
+        return _stored(from_item(item)) if item else None
 
     def list(self) -> list[StoredReservation]:
         """Every snapshot, by id (for operators: `capacity-launcher get reservations`)."""

@@ -43,6 +43,8 @@ RESERVATION_TOTAL = "ReservationTotal"
 RESERVATION_AVAILABLE = "ReservationAvailable"
 RESERVATION_UTILIZATION = "ReservationUtilization"
 RECONCILIATION_DRIFT = "ReconciliationDrift"
+# A snapshot launchers are writing to is re-read this many times before waiting for the next sync.
+SAVE_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Ec2Reservations(Protocol):
 
 class Snapshots(Protocol):
     def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]: ...
+    def get(self, reservation_id: str) -> StoredReservation | None: ...
     def save(self, reservation: StoredReservation, expected_version: int | None) -> bool: ...
     def save_coverage(self, coverage: Sequence[Coverage]) -> None: ...
     def forget(self, keys: Sequence[str]) -> None: ...
@@ -163,14 +166,14 @@ class ReservationSync:
         stored, old_coverage = self._snapshots.read()
         for reservation_id in sorted(seen):
             observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
-            prev = stored.get(reservation_id)
-            new, events = next_state(
-                prev, observed, usage.get(reservation_id, {}), self._thresholds, now
+            saved = self._save(
+                stored.get(reservation_id), observed, usage.get(reservation_id, {}), now
             )
-            if not self._snapshots.save(new, prev.version if prev else None):
-                # A launcher wrote it meanwhile; the next sync (a minute away) looks again.
+            if saved is None:
+                # Launchers keep writing it; the next sync (a minute away) looks again.
                 report.conflicts.append(reservation_id)
                 continue
+            new, events = saved
             report.synced.append(reservation_id)
             if any(e.detail_type == RESERVATION_REPLENISHED for e in events):
                 self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
@@ -193,6 +196,21 @@ class ReservationSync:
             },
         )
         return report
+
+    def _save(
+        self,
+        prev: StoredReservation | None,
+        observed: ReservationSnapshot,
+        usage: Mapping[str, int],
+        now: datetime,
+    ) -> tuple[StoredReservation, list[Event]] | None:
+        """Store what EC2 says unless a launcher wrote meanwhile; then re-read and try again."""
+        for _ in range(SAVE_TRIES):
+            new, events = next_state(prev, observed, usage, self._thresholds, now)
+            if self._snapshots.save(new, prev.version if prev else None):
+                return new, events
+            prev = self._snapshots.get(observed.reservation_id)
+        return None
 
     def _resolve(
         self, node_classes: Sequence[NodeClass], now: datetime

@@ -1,0 +1,98 @@
+"""The sync never overwrites a snapshot a launcher changed since it was read: it re-reads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from capacity_launcher.adapters.reservation_snapshots import Coverage, StoredReservation
+from capacity_launcher.domain.config import parse_document
+from capacity_launcher.domain.offerings import ReservationSnapshot
+from capacity_launcher.service.reservation_sync import ReservationSync, Thresholds
+
+RESERVATION = ReservationSnapshot("cr-0123456789abcdef0", "m5.large", "us-east-1a", "active", 4, 4)
+NODE_CLASS = parse_document(
+    {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodeClass",
+        "metadata": {"name": "standard"},
+        "spec": {
+            "imageId": "ami-0123456789abcdef0",
+            "subnetIds": ["subnet-0123456789abcdef0"],
+            "securityGroupIds": ["sg-0123456789abcdef0"],
+            "capacityReservationSpec": {
+                "capacityReservationTarget": {"capacityReservationId": RESERVATION.reservation_id}
+            },
+        },
+    }
+)
+
+
+class Config:
+    def node_classes(self) -> list[Any]:
+        return [NODE_CLASS]
+
+
+class Ec2:
+    def describe(self, ids: Any = None, filters: Any = None) -> list[ReservationSnapshot]:
+        return [RESERVATION]
+
+    def group_members(self, group_arn: str) -> list[str]:
+        return []
+
+
+class Snapshots:
+    """A launcher exhausts the reservation between the sync's read and its first write."""
+
+    def __init__(self) -> None:
+        self.current = StoredReservation(snapshot=RESERVATION, version=1)
+        self.saved: list[StoredReservation] = []
+
+    def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]:
+        stale = self.current
+        self.current = replace(
+            stale, snapshot=replace(RESERVATION, exhausted=True, available=0), version=2
+        )
+        return {RESERVATION.reservation_id: stale}, {}
+
+    def get(self, reservation_id: str) -> StoredReservation | None:
+        return self.current
+
+    def save(self, reservation: StoredReservation, expected_version: int | None) -> bool:
+        if expected_version != self.current.version:
+            return False
+        self.saved.append(reservation)
+        self.current = reservation
+        return True
+
+    def save_coverage(self, coverage: Any) -> None: ...
+
+    def forget(self, keys: Any) -> None: ...
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.cleared: list[str] = []
+
+    def clear(self, offering: str) -> None:
+        self.cleared.append(offering)
+
+
+def test_a_snapshot_changed_by_a_launcher_meanwhile_is_reread_not_overwritten():
+    snapshots, cache, published = Snapshots(), Cache(), []
+    sync = ReservationSync(
+        Config(),
+        Ec2(),
+        snapshots,
+        cache,
+        lambda *events: published.extend(events),
+        Thresholds(0.9, timedelta(hours=72)),
+        lambda: datetime(2026, 1, 15, tzinfo=UTC),
+    )
+    report = sync.run()
+    # The second try starts from the launcher's write: the flag it set is seen and cleared
+    assert report.conflicts == []
+    assert [s.version for s in snapshots.saved] == [3]
+    assert [e.detail_type for e in published] == ["Capacity Reservation Replenished"]
+    assert cache.cleared == [f"reserved:{RESERVATION.reservation_id}"]
