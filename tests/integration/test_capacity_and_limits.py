@@ -241,3 +241,30 @@ def test_compatible_requests_in_one_batch_share_one_create_fleet(
         )
         ids = {i["InstanceId"] for r in tagged["Reservations"] for i in r["Instances"]}
         assert ids == {i.instance_id for i in record.instances}
+
+
+def test_a_retry_after_settling_counts_the_instances_once(cloud, subnets, image, monkeypatch):
+    from capacity_launcher.adapters.launch_records import LaunchRecords
+
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
+    request = launch_request("settled-1", nodePool="general", count=3)
+
+    # Given a worker that dies after settling the pool's usage, before writing the record
+    def die(*_: object, **__: object) -> None:
+        raise SystemExit("worker killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LaunchRecords, "put_record", die)
+        with pytest.raises(SystemExit):
+            cloud.send(request)
+    db = aws.client("dynamodb")
+    for item in db.scan(TableName=cloud.names.idempotency_table)["Items"]:
+        db.delete_item(TableName=cloud.names.idempotency_table, Key={"id": item["id"]})
+    # When the request is delivered again
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then the pool counts its 3 instances once
+    usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
+    assert usage.instances == 3
+    record = cloud.record("settled-1")
+    assert record is not None and record.launched == 3
+    assert len(cloud.managed_instances()) == 3

@@ -35,6 +35,8 @@ from capacity_launcher.domain.quantities import (
 
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"
+# How long a settled lease is kept as proof of settlement (longer than any redelivery).
+SETTLED_MARKER_SECONDS = 7 * 24 * 3600
 _ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
 _RESERVE_TRIES = 3
 
@@ -50,6 +52,7 @@ class Lease:
     count: int
     amount: Resources
     expires_at: int
+    settled: bool = False
 
 
 class PoolLimitsStore:
@@ -104,30 +107,38 @@ class PoolLimitsStore:
         return 0
 
     def settle(self, pool: str, lease_id: str, actual: Resources) -> None:
-        """Turn the lease into usage of exactly `actual` (added as is if the lease is gone)."""
+        """Turn the lease into usage of exactly `actual`, once (a retry after a crash is a no-op).
+
+        The settled lease stays behind as a marker until the table's TTL removes it, so a
+        redelivered request can never lease, or count, the same instances twice.
+        """
         lease = self.lease(pool, lease_id)
-        if lease is None:
-            self._add(pool, actual)
+        if lease is not None and lease.settled:
             return
-        delta = actual - lease.amount
+        delta = actual if lease is None else actual - lease.amount
+        marker: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": key(limits_pk(pool), LEASE_PREFIX + lease_id),
+            "UpdateExpression": "SET settled = :true, #ttl = :ttl",
+            "ConditionExpression": "attribute_not_exists(settled)",
+            "ExpressionAttributeNames": {"#ttl": "ttl"},
+            "ExpressionAttributeValues": {
+                ":true": {"BOOL": True},
+                ":ttl": {"N": str(int(self._clock()) + SETTLED_MARKER_SECONDS)},
+            },
+        }
+        if lease is None:
+            # Reclaimed while we launched: its amount already left usage; record ours afresh.
+            marker["UpdateExpression"] += ", #count = :count"
+            marker["ExpressionAttributeNames"]["#count"] = "count"
+            marker["ExpressionAttributeValues"][":count"] = {"N": str(actual.instances)}
         try:
             self._db.transact_write_items(
-                TransactItems=[
-                    {"Update": self._add_update(pool, delta)},
-                    {
-                        "Delete": {
-                            "TableName": self._table,
-                            "Key": key(limits_pk(pool), LEASE_PREFIX + lease_id),
-                            "ConditionExpression": "attribute_exists(pk)",
-                        }
-                    },
-                ]
+                TransactItems=[{"Update": self._add_update(pool, delta)}, {"Update": marker}]
             )
         except ClientError as error:
             if not is_condition_failure(error):
                 raise_for("TransactWriteItems", error)
-            # Reclaimed between our read and write: its amount is gone from usage already.
-            self._add(pool, actual)
 
     def release(self, pool: str, amount: Resources) -> None:
         """Usage freed by instances that stopped or terminated."""
@@ -164,11 +175,14 @@ class PoolLimitsStore:
         return _lease(from_item(item)) if item else None
 
     def leases(self) -> list[Lease]:
-        """Every outstanding lease (the sync reclaims the expired ones)."""
+        """Every unsettled lease (the sync reclaims the expired ones)."""
         try:
             pages = self._db.get_paginator("scan").paginate(
                 TableName=self._table,
-                FilterExpression="begins_with(pk, :limits) AND begins_with(sk, :lease)",
+                FilterExpression=(
+                    "begins_with(pk, :limits) AND begins_with(sk, :lease)"
+                    " AND attribute_not_exists(settled)"
+                ),
                 ExpressionAttributeValues={
                     ":limits": {"S": "Limits#"},
                     ":lease": {"S": LEASE_PREFIX},
@@ -189,7 +203,10 @@ class PoolLimitsStore:
                         "Delete": {
                             "TableName": self._table,
                             "Key": key(limits_pk(lease.pool), LEASE_PREFIX + lease.lease_id),
-                            "ConditionExpression": "attribute_exists(pk) AND expiresAt < :now",
+                            "ConditionExpression": (
+                                "attribute_exists(pk) AND attribute_not_exists(settled)"
+                                " AND expiresAt < :now"
+                            ),
                             "ExpressionAttributeValues": {":now": {"N": str(int(self._clock()))}},
                         }
                     },
@@ -268,4 +285,5 @@ def _lease(item: dict[str, Any]) -> Lease:
         count=int(item.get("count", 0)),
         amount=_resources(item),
         expires_at=int(item.get("expiresAt", 0)),
+        settled=bool(item.get("settled", False)),
     )
