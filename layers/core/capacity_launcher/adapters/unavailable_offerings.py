@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client
 from capacity_launcher.adapters.dynamodb import from_item, raise_for, to_item
+from capacity_launcher.domain.errors import Throttled
 
 _BATCH_WRITE_LIMIT = 25
 
@@ -130,7 +131,8 @@ class UnavailableOfferings:
             if not pending:
                 return
             time.sleep(0.05)
-        raise RuntimeError("BatchWriteItem left items unprocessed after 5 tries")
+        # Unprocessed items are DynamoDB asking us to slow down: hand the work back to the queue.
+        raise Throttled("BatchWriteItem", "UnprocessedItems")
 
 
 def _attributes(entry: UnavailableEntry) -> dict[str, Any]:
