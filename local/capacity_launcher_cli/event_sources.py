@@ -13,6 +13,7 @@ import re
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,11 +23,21 @@ from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
 
 _DELETE_BATCH = 10
 _RECEIVE_MAX = 10
-_POLL_WAIT_SECONDS = 1
+# moto's server serves one long poll at a time: poll briefly and sleep here instead.
+_IDLE_SECONDS = 0.2
 _RATE = re.compile(r"^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 
 Listener = Callable[[Invocation], None]
+_HISTORY = 200
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """One invocation by the mapping: the messages it carried and those handed back."""
+
+    message_ids: tuple[str, ...]
+    failed_ids: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -60,15 +71,14 @@ class QueueEventSource:
         self._thread = threading.Thread(
             target=self._run, name=f"sqs-{function.logical_id}", daemon=True
         )
-        self.batches = 0
-        self.failed_messages = 0
+        self.history: deque[BatchOutcome] = deque(maxlen=_HISTORY)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=_POLL_WAIT_SECONDS + 30)
+        self._thread.join(timeout=30)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -76,16 +86,18 @@ class QueueEventSource:
                 messages = self._gather()
                 if messages:
                     self._deliver(messages)
+                else:
+                    self._stop.wait(_IDLE_SECONDS)
             except Exception as error:  # the mapping keeps polling, as Lambda's does
                 if not self._stop.is_set():
                     print(f"[{self.function.logical_id}] queue poll failed: {error!r}")
                     self._stop.wait(1)
 
-    def _receive(self, wanted: int, wait_seconds: int) -> list[dict[str, Any]]:
+    def _receive(self, wanted: int) -> list[dict[str, Any]]:
         response = self._sqs.receive_message(
             QueueUrl=self.mapping.queue_url,
             MaxNumberOfMessages=min(wanted, _RECEIVE_MAX),
-            WaitTimeSeconds=wait_seconds,
+            WaitTimeSeconds=0,
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
         )
@@ -93,16 +105,18 @@ class QueueEventSource:
         return messages
 
     def _gather(self) -> list[dict[str, Any]]:
-        batch = self._receive(self.mapping.batch_size, _POLL_WAIT_SECONDS)
+        batch = self._receive(self.mapping.batch_size)
         if not batch:
             return []
         deadline = time.monotonic() + self.mapping.batching_window_seconds
         while len(batch) < self.mapping.batch_size and time.monotonic() < deadline:
-            more = self._receive(self.mapping.batch_size - len(batch), 0)
+            more = self._receive(self.mapping.batch_size - len(batch))
             batch += more
             if not more:
                 self._stop.wait(min(0.1, max(deadline - time.monotonic(), 0)))
-        return batch
+        # A message seen twice (its visibility ran out mid-gather) is sent once, newest receipt.
+        unique = {m["MessageId"]: m for m in batch}
+        return list(unique.values())
 
     def _deliver(self, messages: list[dict[str, Any]]) -> None:
         if self.mapping.deliver_body:
@@ -110,9 +124,10 @@ class QueueEventSource:
         else:
             event = sqs_event(messages, self.mapping, self.function.region)
         invocation = self.function.invoke(event)
-        self.batches += 1
         failed = self._failed_ids(messages, invocation)
-        self.failed_messages += len(failed)
+        self.history.append(
+            BatchOutcome(tuple(m["MessageId"] for m in messages), frozenset(failed))
+        )
         done = [m for m in messages if m["MessageId"] not in failed]
         for start in range(0, len(done), _DELETE_BATCH):
             self._sqs.delete_message_batch(

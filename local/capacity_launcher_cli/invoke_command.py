@@ -41,7 +41,9 @@ def function_environment(
             stack_name=deployment.stack_name or "capacity-launcher",
             template_path=template_path,
         )
-        environment = {**names.environment(logical_id), "AWS_REGION": deployment.region}
+        environment = names.environment(logical_id)
+    # Lambda sets both; boto3 reads the second.
+    environment.update({"AWS_REGION": deployment.region, "AWS_DEFAULT_REGION": deployment.region})
     if deployment.is_local:
         environment.update(
             {

@@ -180,7 +180,10 @@ class LocalCloud:
             environment = {
                 **self.names.environment(logical_id),
                 **LOCAL_FUNCTION_ENVIRONMENT,
-                **{k: os.environ[k] for k in ("AWS_ENDPOINT_URL", "AWS_REGION")},
+                **{
+                    k: os.environ[k]
+                    for k in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION")
+                },
             }
             environments[logical_id] = environment
             properties = resource.get("Properties", {})

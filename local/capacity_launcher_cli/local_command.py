@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -50,6 +51,8 @@ def up(args: argparse.Namespace) -> int:
     )
     cloud = LocalCloud(options)
     stopped = threading.Event()
+    # SIGTERM (a supervisor, `kill`) stops as cleanly as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     deployment = cloud.start()
     target = local_file(args.local_file)
     try:
@@ -58,8 +61,9 @@ def up(args: argparse.Namespace) -> int:
         while not stopped.wait(1):
             pass
     except KeyboardInterrupt:
-        print("stopping the local cloud", file=sys.stderr)
+        pass
     finally:
+        print("stopping the local cloud", file=sys.stderr)
         target.unlink(missing_ok=True)
         cloud.stop()
     return 0
