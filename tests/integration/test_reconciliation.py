@@ -10,14 +10,15 @@ from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
-from tests.integration.test_launch_into_reservations import ZONE, setup_pool
+from tests.integration.test_launch_into_reservations import setup_pool
 from tests.integration.test_reservation_sync import (
+    run_into,
     snapshot,
     sync,
     targeted_pool,
     use_snapshots,
 )
-from tests.support.cloud import Cloud, an_image, launch_request
+from tests.support.cloud import Cloud, launch_request
 
 
 @pytest.fixture
@@ -89,22 +90,7 @@ def test_reconciliation_adopts_an_orphan_a_crashed_worker_launched(
         "capacity-launcher:node-class": "standard",
         "capacity-launcher:requester": "team-a",
     }
-    orphan = cloud.ec2.run_instances(
-        ImageId=an_image(cloud.ec2),
-        InstanceType="m5.large",
-        MinCount=1,
-        MaxCount=1,
-        Placement={"AvailabilityZone": ZONE},
-        CapacityReservationSpecification={
-            "CapacityReservationTarget": {"CapacityReservationId": reservation}
-        },
-        TagSpecifications=[
-            {
-                "ResourceType": "instance",
-                "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
-            }
-        ],
-    )["Instances"][0]["InstanceId"]
+    (orphan,) = run_into(cloud, reservation, 1, tags)
     # When the sync reconciles
     report = sync().reconciliation
     # Then the orphan is adopted as its request's instance, with its size, and counted

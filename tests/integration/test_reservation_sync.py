@@ -125,9 +125,19 @@ def targeted_pool(
     return reservation_id
 
 
-def run_into(cloud: Cloud, reservation_id: str, count: int) -> list[str]:
-    """Instances launched into a reservation outside the service (someone else's usage)."""
+def run_into(
+    cloud: Cloud, reservation_id: str, count: int, tags: dict[str, str] | None = None
+) -> list[str]:
+    """Instances launched into a reservation outside the service (someone else's usage, or,
+    with our tags, a crashed worker's)."""
+    tagging = [
+        {
+            "ResourceType": "instance",
+            "Tags": [{"Key": k, "Value": v} for k, v in (tags or {}).items()],
+        }
+    ]
     response = cloud.ec2.run_instances(
+        **({"TagSpecifications": tagging} if tags else {}),
         ImageId=an_image(cloud.ec2),
         InstanceType="m5.large",
         MinCount=count,
