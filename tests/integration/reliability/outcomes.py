@@ -1,0 +1,51 @@
+"""What the reliability suites check after a run: one set of instances per request, one final
+status, limits that match what runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.domain.status import RequestStatus
+from tests.support.cloud import Cloud
+
+TERMINAL = frozenset(
+    {
+        RequestStatus.FULFILLED,
+        RequestStatus.PARTIALLY_FULFILLED,
+        RequestStatus.FAILED,
+        RequestStatus.REJECTED,
+    }
+)
+
+
+def tagged_instances(cloud: Cloud) -> dict[str, set[str]]:
+    """request id → ids of the running instances tagged with it."""
+    found: dict[str, set[str]] = {}
+    for instance in cloud.managed_instances():
+        tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+        request_id = tags.get("capacity-launcher:request-id", "<untagged>")
+        found.setdefault(request_id, set()).add(instance["InstanceId"])
+    return found
+
+
+def assert_each_launched_once(cloud: Cloud, request_ids: Iterable[str]) -> int:
+    """Every request has a terminal record naming exactly the instances tagged with it, and no
+    instance runs for anyone else; returns how many run."""
+    tagged = tagged_instances(cloud)
+    launched = 0
+    for request_id in request_ids:
+        record = cloud.record(request_id)
+        assert record is not None, f"{request_id}: lost (no record)"
+        assert record.status in TERMINAL, f"{request_id}: {record.status}"
+        recorded = {i.instance_id for i in record.instances}
+        assert len(recorded) == record.launched, f"{request_id}: {record}"
+        assert tagged.pop(request_id, set()) == recorded, f"{request_id}: launched twice or lost"
+        launched += record.launched
+    assert tagged == {}, f"instances no record accounts for: {tagged}"
+    return launched
+
+
+def pool_limits(cloud: Cloud) -> PoolLimitsStore:
+    return PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb"))
