@@ -17,6 +17,9 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 _LOCK = threading.Lock()
+# Shared by every router, so a log handler bound to an older router still routes correctly.
+_SINKS = threading.local()
+_RUNNING: list[TextIO] = []
 
 
 class _ThreadRoutedStream(io.TextIOBase):
@@ -24,16 +27,13 @@ class _ThreadRoutedStream(io.TextIOBase):
 
     def __init__(self, fallback: TextIO) -> None:
         self.fallback = fallback
-        self._sinks = threading.local()
-        self._running: list[TextIO] = []
 
     def _target(self) -> TextIO:
-        sink: TextIO | None = getattr(self._sinks, "sink", None)
+        sink: TextIO | None = getattr(_SINKS, "sink", None)
         if sink is not None:
             return sink
-        running = self._running
-        if running and threading.current_thread() is not threading.main_thread():
-            return running[-1]
+        if _RUNNING and threading.current_thread() is not threading.main_thread():
+            return _RUNNING[-1]
         return self.fallback
 
     def write(self, text: str) -> int:
@@ -53,14 +53,14 @@ class _ThreadRoutedStream(io.TextIOBase):
         return str(getattr(self.fallback, "encoding", "utf-8"))
 
     def enter(self, sink: TextIO) -> None:
-        self._sinks.sink = sink
+        _SINKS.sink = sink
         with _LOCK:
-            self._running.append(sink)
+            _RUNNING.append(sink)
 
     def leave(self, sink: TextIO) -> None:
-        self._sinks.sink = None
+        _SINKS.sink = None
         with _LOCK:
-            self._running.remove(sink)
+            _RUNNING.remove(sink)
 
 
 def _router() -> _ThreadRoutedStream:
@@ -102,6 +102,19 @@ def captured_output(sink: TextIO) -> Iterator[None]:
         yield
     finally:
         router.leave(sink)
+
+
+@contextmanager
+def host_output(stream: TextIO) -> Iterator[None]:
+    """The host's (CLI's) own stdout goes to `stream` while inside; functions keep their sinks."""
+    with _LOCK:
+        previous = sys.stdout
+        sys.stdout = _ThreadRoutedStream(stream)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            sys.stdout = previous
 
 
 def release() -> None:

@@ -1,0 +1,138 @@
+"""One local cloud for the e2e suite, started in-process on a free loopback port, with the
+examples applied and every status event captured by an EventBridge rule into a queue."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import moto_capacity
+from capacity_launcher.domain.status import EVENT_SOURCE
+from capacity_launcher_cli import function_output
+from capacity_launcher_cli.deployment import LOCAL_FILE_ENV_VAR, Deployment, write_local
+from capacity_launcher_cli.local_cloud import LocalCloud, LocalCloudOptions
+from capacity_launcher_cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+# Failed messages come back after 2 s instead of the template's 720 s.
+VISIBILITY_TIMEOUT_SECONDS = 2
+WAIT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@dataclass
+class StatusEvents:
+    """Status events from the bus, collected from the capturing queue and kept by requestId."""
+
+    sqs: Any
+    queue_url: str
+    seen: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def for_request(self, request_id: str, timeout: float = WAIT_SECONDS) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while request_id not in self.seen and time.monotonic() < deadline:
+            response = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            )
+            for message in response.get("Messages", []):
+                event = json.loads(message["Body"])
+                detail_id = event.get("detail", {}).get("requestId", "")
+                self.seen.setdefault(detail_id, []).append(event)
+                self.sqs.delete_message(
+                    QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+            if not response.get("Messages"):
+                time.sleep(0.2)
+        return self.seen.get(request_id, [])
+
+
+@dataclass
+class E2eCloud:
+    cloud: LocalCloud
+    deployment: Deployment
+    events: StatusEvents
+
+    def client(self, service: str) -> Any:
+        return self.deployment.client(service)
+
+
+def run_cli(*argv: str) -> CliResult:
+    """`capacity-launcher ARGV` in this process; the functions' own output stays out of it."""
+    out, err = io.StringIO(), io.StringIO()
+    with function_output.host_output(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def request_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def e2e_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2eCloud]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    folder = tmp_path_factory.mktemp("local-cloud")
+    with (folder / "functions.log").open("w", encoding="utf-8") as logs:
+        cloud = LocalCloud(
+            LocalCloudOptions(
+                port=0,
+                schedules=False,
+                visibility_timeout_seconds=VISIBILITY_TIMEOUT_SECONDS,
+                function_logs=logs,
+            )
+        )
+        deployment = cloud.start()
+        local_file = write_local(deployment, folder / "local.json")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(LOCAL_FILE_ENV_VAR, str(local_file))
+            events = _capture_status_events(deployment)
+            assert run_cli("apply", "-f", str(REPO / "examples")).code == 0
+            try:
+                yield E2eCloud(cloud, deployment, events)
+            finally:
+                cloud.stop()
+
+
+def _capture_status_events(deployment: Deployment) -> StatusEvents:
+    sqs, bus = deployment.client("sqs"), deployment.client("events")
+    url = sqs.create_queue(QueueName="e2e-status-events")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    bus.put_rule(
+        Name="e2e-status-events",
+        EventBusName=deployment.event_bus,
+        EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
+    )
+    bus.put_targets(
+        Rule="e2e-status-events",
+        EventBusName=deployment.event_bus,
+        Targets=[{"Id": "capture", "Arn": arn}],
+    )
+    return StatusEvents(sqs, url)
+
+
+@pytest.fixture
+def faults() -> Iterator[Any]:
+    """moto_capacity's controls, cleared after the test."""
+    yield moto_capacity
+    moto_capacity.reset()

@@ -1,0 +1,82 @@
+"""apply / get / delete against the local cloud, and errors that say where the problem is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.conftest import E2eCloud, run_cli
+
+BROKEN = """\
+apiVersion: capacity-launcher/v1
+kind: NodeClass
+metadata: {name: fine}
+spec:
+  imageId: ami-0123456789abcdef0
+  subnetIds: [subnet-0123456789abcdef0]
+  securityGroupIds: [sg-0a1b2c3d4e5f67890]
+---
+apiVersion: capacity-launcher/v1
+kind: NodeClass
+metadata: {name: broken}
+spec:
+  imageId: ami-0123456789abcdef0
+  subnetIds: [subnet-0123456789abcdef0]
+  securityGroupIds: [sg-0a1b2c3d4e5f67890]
+  capacityReservationSpec:
+    capacityReservationPreference: open
+    capacityReservationTarget: {capacityReservationId: cr-0123456789abcdef0}
+"""
+
+
+def test_apply_names_file_document_and_field_and_applies_nothing(
+    e2e_cloud: E2eCloud, tmp_path: Path
+) -> None:
+    path = tmp_path / "classes.yaml"
+    path.write_text(BROKEN)
+
+    result = run_cli("apply", "-f", str(path))
+
+    assert result.code == 1
+    assert f"{path}: document 2 (NodeClass broken): spec.capacityReservationSpec" in result.err
+    assert "cannot be set together with capacityReservationTarget" in result.err
+    names = {c["metadata"]["name"] for c in run_cli("get", "nodeclasses", "-o", "json").json()}
+    assert "fine" not in names
+
+
+def test_a_pool_naming_a_missing_class_is_refused(e2e_cloud: E2eCloud, tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: orphan}\n"
+        "spec: {nodeClassRef: missing-class}\n"
+    )
+
+    result = run_cli("apply", "-f", str(path))
+
+    assert result.code == 1
+    assert "missing-class" in result.err
+
+
+def test_apply_get_and_delete_round_trip(e2e_cloud: E2eCloud, tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: scratch}\n"
+        "spec:\n  nodeClassRef: general\n  limits: {instances: '3'}\n"
+    )
+
+    assert run_cli("apply", "-f", str(path)).out.strip() == "nodepool/scratch applied"
+    pools = {p["metadata"]["name"]: p for p in run_cli("get", "nodepools", "-o", "json").json()}
+    assert pools["scratch"]["spec"]["limits"] == {"instances": "3"}
+    assert "scratch" in run_cli("get", "nodepools").out
+
+    assert run_cli("delete", "nodepool", "scratch").code == 0
+    assert "scratch" not in run_cli("get", "nodepools").out
+    missing = run_cli("delete", "nodepool", "scratch")
+    assert missing.code == 1
+    assert "not found" in missing.err
+
+
+def test_a_class_in_use_cannot_be_deleted(e2e_cloud: E2eCloud) -> None:
+    result = run_cli("delete", "nodeclass", "general")
+
+    assert result.code == 1
+    assert "general" in result.err

@@ -1,0 +1,70 @@
+"""The launch queue's event source mapping, as the template declares it: partial batch failures
+hand back only the failed message, and a message that keeps failing lands in the DLQ after
+maxReceiveCount receives."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from capacity_launcher_cli.template import load_template
+from tests.e2e.conftest import WAIT_SECONDS, E2eCloud, request_id, run_cli
+
+
+def _max_receive_count() -> int:
+    queue = load_template()["Resources"]["LaunchQueue"]["Properties"]
+    return int(queue["RedrivePolicy"]["maxReceiveCount"])
+
+
+def _dead_letters(e2e_cloud: E2eCloud, wanted: str) -> list[dict[str, Any]]:
+    sqs = e2e_cloud.client("sqs")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        response = sqs.receive_message(
+            QueueUrl=e2e_cloud.deployment.dead_letter_queue_url,
+            MaxNumberOfMessages=10,
+            AttributeNames=["All"],
+        )
+        found = [m for m in response.get("Messages", []) if wanted in m["Body"]]
+        if found:
+            return found
+        time.sleep(0.3)
+    return []
+
+
+def test_one_failing_message_is_handed_back_alone_then_redriven_to_the_dlq(
+    e2e_cloud: E2eCloud, faults: Any
+) -> None:
+    # Given the reservation group of the "batch" pool cannot be read (a non-retryable error),
+    faults.inject_fault("resource-groups:ListGroupResources", "ForbiddenException", rate=1.0)
+    good, bad = request_id("good"), request_id("bad")
+    mapping = next(
+        s for s in e2e_cloud.cloud.queue_sources if s.function.logical_id == "LauncherFunction"
+    )
+    already = len(mapping.history)
+
+    # When a good and a failing request arrive in one batch
+    e2e_cloud.client("sqs").send_message_batch(
+        QueueUrl=e2e_cloud.deployment.launch_queue_url,
+        Entries=[
+            {"Id": "good", "MessageBody": json.dumps({"requestId": good, "nodePool": "general",
+                                                      "count": 1})},
+            {"Id": "bad", "MessageBody": json.dumps({"requestId": bad, "nodePool": "batch",
+                                                     "count": 1})},
+        ],
+    )  # fmt: skip
+
+    # Then the failing one reaches the DLQ after maxReceiveCount receives...
+    dead = _dead_letters(e2e_cloud, bad)
+    assert len(dead) == 1
+    # ...the good one was served once and deleted, never handed back
+    assert run_cli("status", good).json()["status"] == "Fulfilled"
+    assert run_cli("status", bad).code == 1
+    outcomes = list(mapping.history)[already:]
+    good_id = next(o for o in outcomes if len(o.message_ids) == 2)
+    assert len(good_id.failed_ids) == 1  # a partial batch failure, not a whole-batch one
+    bad_message = next(iter(good_id.failed_ids))
+    carried = [o for o in outcomes if bad_message in o.message_ids]
+    assert all(bad_message in o.failed_ids for o in carried)
+    assert len(carried) == _max_receive_count()
