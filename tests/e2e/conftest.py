@@ -27,6 +27,26 @@ REPO = Path(__file__).resolve().parents[2]
 # Failed messages come back after 2 s instead of the template's 720 s.
 VISIBILITY_TIMEOUT_SECONDS = 2
 WAIT_SECONDS = 60.0
+# The tests' own pool: the examples' limits stay for the documented commands.
+E2E_POOL = "e2e"
+_E2E_POOL_DOCUMENT = f"""\
+apiVersion: capacity-launcher/v1
+kind: NodeClass
+metadata: {{name: {E2E_POOL}}}
+spec:
+  imageSsmParameter: /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64
+  subnetSelectorTerms: [{{tags: {{tier: private}}}}]
+  securityGroupIds: [sg-0a1b2c3d4e5f67890]
+---
+apiVersion: capacity-launcher/v1
+kind: NodePool
+metadata: {{name: {E2E_POOL}}}
+spec:
+  nodeClassRef: {E2E_POOL}
+  requirements:
+    - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+    - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+"""
 
 
 @dataclass(frozen=True)
@@ -106,6 +126,8 @@ def e2e_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2eCloud]:
             patch.setenv(LOCAL_FILE_ENV_VAR, str(local_file))
             events = _capture_status_events(deployment)
             assert run_cli("apply", "-f", str(REPO / "examples")).code == 0
+            (folder / "e2e-pool.yaml").write_text(_E2E_POOL_DOCUMENT)
+            assert run_cli("apply", "-f", str(folder / "e2e-pool.yaml")).code == 0
             try:
                 yield E2eCloud(cloud, deployment, events)
             finally:

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from capacity_launcher_cli.template import load_template
-from tests.e2e.conftest import WAIT_SECONDS, E2eCloud, request_id, run_cli
+from tests.e2e.conftest import E2E_POOL, WAIT_SECONDS, E2eCloud, request_id, run_cli
 
 
 def _max_receive_count() -> int:
@@ -48,7 +48,7 @@ def test_one_failing_message_is_handed_back_alone_then_redriven_to_the_dlq(
     e2e_cloud.client("sqs").send_message_batch(
         QueueUrl=e2e_cloud.deployment.launch_queue_url,
         Entries=[
-            {"Id": "good", "MessageBody": json.dumps({"requestId": good, "nodePool": "general",
+            {"Id": "good", "MessageBody": json.dumps({"requestId": good, "nodePool": E2E_POOL,
                                                       "count": 1})},
             {"Id": "bad", "MessageBody": json.dumps({"requestId": bad, "nodePool": "batch",
                                                      "count": 1})},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import REPO, E2eCloud, request_id, run_cli
+from tests.e2e.conftest import E2E_POOL, REPO, E2eCloud, request_id, run_cli
 
 
 def test_submit_on_the_bus_waits_for_the_record_and_the_status_event(e2e_cloud: E2eCloud) -> None:
@@ -13,7 +13,7 @@ def test_submit_on_the_bus_waits_for_the_record_and_the_status_event(e2e_cloud: 
 
     # When it is submitted on the bus and followed to the end
     submitted = run_cli(
-        "submit", "--request-id", rid, "--node-pool", "general", "--count", "2",
+        "submit", "--request-id", rid, "--node-pool", E2E_POOL, "--count", "2",
         "--requirement", "topology.kubernetes.io/zone=In:us-east-1b", "--tag", "project=e2e",
         "--wait",
     )  # fmt: skip
@@ -75,7 +75,7 @@ def test_status_of_an_unknown_request_says_so(e2e_cloud: E2eCloud) -> None:
 
 def test_get_tables_show_the_requests_and_their_instances(e2e_cloud: E2eCloud) -> None:
     rid = request_id("tables")
-    assert run_cli("submit", "--request-id", rid, "--node-pool", "general", "--count", "1",
+    assert run_cli("submit", "--request-id", rid, "--node-pool", E2E_POOL, "--count", "1",
                    "--wait").code == 0  # fmt: skip
 
     requests = run_cli("get", "requests")

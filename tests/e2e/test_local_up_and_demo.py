@@ -1,0 +1,71 @@
+"""The two long-running entry points, as a user starts them: in their own process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tests.e2e.conftest import REPO
+from tests.e2e.test_docs_commands import entry_point
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) -> None:
+    # Given `local up` in its own process, writing its names where we say
+    local_file = tmp_path / "local.json"
+    port = _free_port()
+    up = subprocess.Popen(
+        [*entry_point(), "local", "up", "--port", str(port), "--local-file", str(local_file),
+         "--no-schedules"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not local_file.exists() and up.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert local_file.exists(), up.stderr.read() if up.stderr else ""
+        names = json.loads(local_file.read_text())
+        assert names["endpoint_url"] == f"http://127.0.0.1:{port}"
+
+        # When another process applies the examples through it
+        applied = subprocess.run(
+            [*entry_point(), "apply", "-f", "examples", "--local-file", str(local_file)],
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert applied.returncode == 0, applied.stderr
+        assert "nodepool/general applied" in applied.stdout
+    finally:
+        # Then SIGTERM (as Ctrl-C) stops it and removes the names it wrote
+        up.send_signal(signal.SIGTERM)
+        code = up.wait(timeout=30)
+    assert code == 0
+    assert not local_file.exists()
+
+
+def test_demo_tells_the_whole_story_and_leaves_nothing_running(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*entry_point(), "demo", "--examples", str(REPO / "examples")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=170, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    for scene in ("train-1", "batch-1", "gang-1", "web-1", "web-2", "bad-1"):
+        assert scene in done.stdout
+    assert done.stdout.count(" - as expected") == len(
+        ("train-1", "batch-1", "gang-1", "web-1", "web-2", "bad-1")
+    )
+    for table in ("Requests", "Instances", "Capacity reservations", "Unavailable offerings"):
+        assert table in done.stdout
+    assert "on-demand:m5.large:us-east-1a" in done.stdout
+    # No function output leaks into the story; it went to the log file.
+    assert '"_aws"' not in done.stdout
+    assert (tmp_path / ".capacity-launcher" / "demo-functions.log").stat().st_size > 0
