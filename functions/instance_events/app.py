@@ -7,12 +7,11 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from capacity_launcher.observability import logger, metrics, tracer
+from capacity_launcher.observability import logger, metrics
 from capacity_launcher.service.lifecycle_wiring import instance_events
 
 
 @logger.inject_lambda_context(log_event=False)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
 @event_source(data_class=EventBridgeEvent)
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:

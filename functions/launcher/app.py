@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from capacity_launcher.observability import logger, metrics, tracer
+from capacity_launcher.observability import logger, metrics
 from capacity_launcher.service.launch_batch import Message
 from capacity_launcher.service.wiring import idempotency_config, launch_batch
 from capacity_launcher.settings import get_settings
@@ -17,7 +17,6 @@ BATCH = launch_batch(IDEMPOTENCY)
 
 
 @logger.inject_lambda_context(log_event=False)
-@tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     IDEMPOTENCY.register_lambda_context(context)

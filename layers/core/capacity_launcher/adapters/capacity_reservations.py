@@ -25,11 +25,7 @@ class CapacityReservations:
     def sources(self, node_class: NodeClass) -> list[ReservationSource]:
         """The reservation targets a NodeClass names, each with the reservations it reaches."""
         spec = node_class.spec
-        target = (
-            spec.capacity_reservation_spec.capacity_reservation_target
-            if spec.capacity_reservation_spec
-            else None
-        )
+        target = spec.reservation_target
         if target is not None and target.capacity_reservation_id:
             found = self.describe(ids=[target.capacity_reservation_id])
             return [

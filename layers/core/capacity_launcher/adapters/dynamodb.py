@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from capacity_launcher.adapters.aws import error_code
 from capacity_launcher.domain.errors import ErrorKind, Throttled, classify
 
+_BATCH_GET_LIMIT = 100
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -26,6 +27,24 @@ def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
 
 def key(pk: str, sk: str) -> dict[str, Any]:
     return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def batch_get(db: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every item of `keys` that exists, read consistently, 100 keys a call."""
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(keys), _BATCH_GET_LIMIT):
+        request: dict[str, Any] = {
+            table: {"Keys": list(keys[start : start + _BATCH_GET_LIMIT]), "ConsistentRead": True}
+        }
+        while request:
+            try:
+                response = db.batch_get_item(RequestItems=request)
+            except ClientError as error:
+                raise_for("BatchGetItem", error)
+                raise
+            found += [from_item(i) for i in response["Responses"].get(table, [])]
+            request = response.get("UnprocessedKeys") or {}
+    return found
 
 
 def is_condition_failure(error: ClientError) -> bool:

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client
 from capacity_launcher.adapters.dynamodb import (
+    batch_get,
     from_item,
     is_condition_failure,
     key,
@@ -56,22 +57,9 @@ class InstanceRecords:
 
     def many(self, instance_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Instance items by id, for the ids that have one (BatchGetItem, 100 keys at a time)."""
-        found: dict[str, dict[str, Any]] = {}
         ids = sorted(set(instance_ids))
-        for start in range(0, len(ids), _BATCH_GET_LIMIT):
-            keys = [key(instance_pk(i), INSTANCE) for i in ids[start : start + _BATCH_GET_LIMIT]]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                try:
-                    response = self._db.batch_get_item(RequestItems=request)
-                except ClientError as error:
-                    raise_for("BatchGetItem", error)
-                    raise
-                for raw in response["Responses"].get(self._table, []):
-                    item = from_item(raw)
-                    found[str(item["instanceId"])] = item
-                request = response.get("UnprocessedKeys") or {}
-        return found
+        items = batch_get(self._db, self._table, [key(instance_pk(i), INSTANCE) for i in ids])
+        return {str(item["instanceId"]): item for item in items}
 
     def release(self, instance_id: str, state: str, at: str) -> dict[str, Any] | None:
         """Record a stop or termination; the item if this call released it, None if released before.

@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client
 from capacity_launcher.adapters.dynamodb import (
+    batch_get,
     from_item,
     is_condition_failure,
     key,
@@ -184,18 +185,7 @@ class LaunchRecords:
         if not tokens:
             return []
         keys = [key(INTENT_PREFIX + t, "Intent") for t in tokens]
-        found: list[LaunchIntent] = []
-        for start in range(0, len(keys), 100):
-            request = {self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
-            while request:
-                try:
-                    response = self._db.batch_get_item(RequestItems=request)
-                except ClientError as error:
-                    raise_for("BatchGetItem", error)
-                    raise
-                found += [_intent(from_item(i)) for i in response["Responses"].get(self._table, [])]
-                request = response.get("UnprocessedKeys") or {}
-        return found
+        return [_intent(item) for item in batch_get(self._db, self._table, keys)]
 
     # -- instances --
 

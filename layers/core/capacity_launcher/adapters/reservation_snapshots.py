@@ -29,7 +29,6 @@ from capacity_launcher.adapters.dynamodb import (
 )
 from capacity_launcher.domain.config import (
     CapacityReservationSelectorTerm,
-    CapacityReservationTarget,
     NodeClass,
 )
 from capacity_launcher.domain.offerings import ReservationSnapshot
@@ -77,15 +76,10 @@ def selector_key(term: CapacityReservationSelectorTerm) -> str:
     return f"{COVERAGE_PREFIX}selector:{json.dumps(canonical, sort_keys=True)}"
 
 
-def reservation_target(node_class: NodeClass) -> CapacityReservationTarget | None:
-    spec = node_class.spec.capacity_reservation_spec
-    return spec.capacity_reservation_target if spec else None
-
-
 def needed_coverage(node_class: NodeClass) -> list[str]:
     """The coverage keys a NodeClass's reservations are resolved from."""
     spec = node_class.spec
-    target = reservation_target(node_class)
+    target = node_class.spec.reservation_target
     if target is not None:
         name = target.capacity_reservation_id or target.capacity_reservation_resource_group_arn
         return [target_key(name or "")]
@@ -304,7 +298,7 @@ def _resolve(
     coverage: Mapping[str, Coverage],
 ) -> list[ReservationSource]:
     spec = node_class.spec
-    target = reservation_target(node_class)
+    target = node_class.spec.reservation_target
     if target is not None and target.capacity_reservation_id:
         found = snapshots.get(target.capacity_reservation_id)
         return [

@@ -23,7 +23,6 @@ from capacity_launcher.adapters.reservation_snapshots import (
     UTILIZATION_HIGH,
     Coverage,
     StoredReservation,
-    reservation_target,
     selector_key,
     target_key,
     term_matches,
@@ -220,7 +219,7 @@ class ReservationSync:
         group_arns: set[str] = set()
         terms = {}
         for node_class in node_classes:
-            target = reservation_target(node_class)
+            target = node_class.spec.reservation_target
             if target is not None and target.capacity_reservation_id:
                 ids.add(target.capacity_reservation_id)
             elif target is not None and target.capacity_reservation_resource_group_arn:

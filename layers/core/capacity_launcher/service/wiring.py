@@ -15,6 +15,7 @@ from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.publisher import Publisher
+from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.subnets import Subnets
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.service.launch_batch import LaunchBatch
@@ -50,7 +51,9 @@ def launch_ports(settings: Settings) -> LaunchPorts:
         templates=LaunchTemplates(ec2),
         catalog=InstanceTypeCatalog(ec2),
         subnets=Subnets(ec2),
-        reservations=CapacityReservations(ec2),
+        reservations=ReservationSnapshots(
+            settings.state_table_name, dynamodb, CapacityReservations(ec2)
+        ),
     )
 
 
