@@ -32,13 +32,10 @@ FAULTS = {
         "ConditionalCheckFailedException",
         {"times": 4},
     ),
-    "dynamodb-conditional-put": pytest.param(
-        ("dynamodb:PutItem", "ConditionalCheckFailedException", {"times": 4}),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="launch_batch._claim: a refused claim whose item is gone raises "
-            "IdempotencyItemNotFoundError out of process() (the whole batch fails)",
-        ),
+    "dynamodb-conditional-put": (
+        "dynamodb:PutItem",
+        "ConditionalCheckFailedException",
+        {"times": 4},
     ),
     "dynamodb-batch-throttling": (
         "dynamodb:BatchWriteItem",

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemAlreadyExistsError,
-    IdempotencyValidationError,
+    IdempotencyItemNotFoundError,
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 
@@ -144,8 +144,16 @@ class LaunchBatch:
             self._persistence.save_inprogress(payload, remaining_ms() if remaining_ms else None)
             return "claimed"
         except IdempotencyItemAlreadyExistsError as exists:
-            record = exists.old_data_record or self._persistence.get_record(payload)
-        except IdempotencyValidationError:
+            try:
+                record = exists.old_data_record or self._persistence.get_record(payload)
+            except IdempotencyItemNotFoundError:
+                # The claim that refused ours is gone already: try again on the next delivery.
+                return "busy"
+        except Exception:
+            # One message's claim failing (throttling, a fault) must not fail the whole batch.
+            logger.exception(
+                "could not claim the request", extra={"requestId": payload.get("requestId")}
+            )
             return "busy"
         if record is not None and record.status == _COMPLETED:
             detail = record.response_json_as_dict() or {}
