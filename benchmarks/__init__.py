@@ -1,0 +1,1 @@
+"""Measured scenarios with a baseline beside each; `python -m benchmarks` writes docs/BENCHMARKS.md."""

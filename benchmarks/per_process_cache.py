@@ -1,0 +1,66 @@
+"""Karpenter's model, for comparison only: each worker remembers insufficient capacity in its own
+memory, for the same TTL, and shares it with nobody. Everything else is the real launcher."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+from capacity_launcher.adapters.aws import client
+from capacity_launcher.adapters.publisher import Publisher
+from capacity_launcher.service import wiring
+from capacity_launcher.service.launch_batch import LaunchBatch
+from capacity_launcher.service.launcher import Launcher
+from capacity_launcher.service.telemetry import LaunchTelemetry
+from capacity_launcher.settings import get_settings
+
+
+@dataclass(frozen=True)
+class RememberedOffering:
+    reason: str
+    expires_at: float
+
+
+class InMemoryUnavailable:
+    """The launcher's UnavailableCache port, held in one worker's memory."""
+
+    def __init__(self, ttl_seconds: int) -> None:
+        self._ttl = ttl_seconds
+        self._entries: dict[str, RememberedOffering] = {}
+        self._lock = threading.Lock()
+
+    def current(self) -> dict[str, RememberedOffering]:
+        now = time.time()
+        with self._lock:
+            return {k: e for k, e in self._entries.items() if e.expires_at > now}
+
+    def mark(self, offerings: Iterable[tuple[str, str, str]]) -> list[RememberedOffering]:
+        expires_at = time.time() + self._ttl
+        with self._lock:
+            for key, reason, _message in offerings:
+                self._entries[key] = RememberedOffering(reason, expires_at)
+            return list(self._entries.values())
+
+
+def per_process_launch_batch(ttl_seconds: int) -> LaunchBatch:
+    """The composition root's launch batch, with the ICE cache swapped for a private one."""
+    settings = get_settings()
+    ports = dataclasses.replace(
+        wiring.launch_ports(settings), unavailable=InMemoryUnavailable(ttl_seconds)
+    )
+    persistence = DynamoDBPersistenceLayer(
+        table_name=settings.idempotency_table_name, boto3_client=client("dynamodb")
+    )
+    persistence.configure(wiring.idempotency_config(settings), function_name="launch")
+    return LaunchBatch(
+        Launcher(ports, max_attempts=settings.max_launch_attempts),
+        Publisher(settings.event_bus_name).publish,
+        ports.records,  # type: ignore[arg-type]
+        persistence,
+        LaunchTelemetry(),
+    )
