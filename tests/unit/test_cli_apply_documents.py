@@ -1,0 +1,69 @@
+"""Reading configuration files: every error names file, document and field; classes go first."""
+
+from pathlib import Path
+
+import pytest
+
+from capacity_launcher_cli.config_commands import ApplyError, read_documents, validate
+
+CLASS = """\
+apiVersion: capacity-launcher/v1
+kind: NodeClass
+metadata: {name: base}
+spec:
+  imageId: ami-0123456789abcdef0
+  subnetIds: [subnet-0123456789abcdef0]
+  securityGroupIds: [sg-0123456789abcdef0]
+"""
+POOL = """\
+apiVersion: capacity-launcher/v1
+kind: NodePool
+metadata: {name: pool}
+spec: {nodeClassRef: base}
+"""
+
+
+def test_a_pool_listed_before_its_class_is_applied_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "both.yaml"
+    path.write_text(POOL + "---\n" + CLASS)
+
+    documents = validate(read_documents([str(path)]))
+
+    assert [d.kind for d in documents] == ["NodeClass", "NodePool"]
+
+
+def test_each_broken_rule_is_reported_with_file_document_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        CLASS
+        + "---\n"
+        + POOL.replace("spec: {nodeClassRef: base}", "spec: {nodeClassRef: base, weight: 500}")
+    )
+
+    with pytest.raises(ApplyError) as raised:
+        validate(read_documents([str(path)]))
+
+    (problem,) = raised.value.problems
+    assert problem.startswith(f"{path}: document 2 (NodePool pool): spec.weight: ")
+
+
+def test_a_folder_is_read_in_name_order_and_only_yaml_counts(tmp_path: Path) -> None:
+    (tmp_path / "b-pool.yaml").write_text(POOL)
+    (tmp_path / "a-class.yml").write_text(CLASS)
+    (tmp_path / "request.json").write_text("{}")
+
+    documents = read_documents([str(tmp_path)])
+
+    assert [d.path.name for d in documents] == ["a-class.yml", "b-pool.yaml"]
+
+
+def test_invalid_yaml_and_missing_files_are_named(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [unclosed\n")
+
+    with pytest.raises(ApplyError) as raised:
+        read_documents([str(broken), str(tmp_path / "missing.yaml")])
+
+    first, second = raised.value.problems
+    assert first.startswith(f"{broken}: not valid YAML")
+    assert second.startswith(f"{tmp_path / 'missing.yaml'}: cannot read")

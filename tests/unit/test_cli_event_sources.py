@@ -1,0 +1,158 @@
+"""The SQS event source mapping's rules, and the runtime that runs a function in-process."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capacity_launcher_cli.event_sources import (
+    QueueEventSource,
+    QueueMapping,
+    schedule_seconds,
+    sqs_event,
+)
+from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
+
+MESSAGES = [
+    {"MessageId": "m1", "ReceiptHandle": "r1", "Body": "{}", "Attributes": {"SentTimestamp": "1"}},
+    {"MessageId": "m2", "ReceiptHandle": "r2", "Body": "{}", "Attributes": {}},
+]
+
+
+class _Function:
+    logical_id = "Fn"
+    region = "us-east-1"
+
+    def __init__(self, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        self.events: list[Any] = []
+        self._result, self._error = result, error
+
+    def invoke(self, event: Any) -> Invocation:
+        self.events.append(event)
+        return Invocation("Fn", "id", self._result, self._error, "", 1.0)
+
+
+class _Queue:
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> None:
+        self.deleted += [e["ReceiptHandle"] for e in Entries]
+
+
+def _deliver(function: _Function, report: bool = True) -> _Queue:
+    queue = _Queue()
+    mapping = QueueMapping("url", "arn:aws:sqs:us-east-1:1:q", report_batch_item_failures=report)
+    QueueEventSource(function, mapping, queue)._deliver(MESSAGES)  # type: ignore[arg-type]
+    return queue
+
+
+def test_only_the_reported_failures_stay_in_the_queue() -> None:
+    function = _Function({"batchItemFailures": [{"itemIdentifier": "m2"}]})
+
+    assert _deliver(function).deleted == ["r1"]
+
+
+def test_a_failed_invocation_leaves_the_whole_batch() -> None:
+    function = _Function(error={"errorType": "RuntimeError", "errorMessage": "boom"})
+
+    assert _deliver(function).deleted == []
+
+
+def test_an_unknown_or_empty_item_identifier_fails_the_whole_batch() -> None:
+    assert _deliver(_Function({"batchItemFailures": [{"itemIdentifier": "other"}]})).deleted == []
+    assert _deliver(_Function({"batchItemFailures": [{"itemIdentifier": ""}]})).deleted == []
+
+
+def test_without_report_batch_item_failures_a_success_deletes_everything() -> None:
+    function = _Function({"batchItemFailures": [{"itemIdentifier": "m2"}]})
+
+    assert _deliver(function, report=False).deleted == ["r1", "r2"]
+
+
+def test_the_sqs_event_has_lambdas_shape() -> None:
+    mapping = QueueMapping("url", "arn:aws:sqs:us-east-1:1:q")
+
+    (record, _) = sqs_event(MESSAGES, mapping, "us-east-1")["Records"]
+
+    assert record["messageId"] == "m1"
+    assert record["eventSource"] == "aws:sqs"
+    assert record["eventSourceARN"] == "arn:aws:sqs:us-east-1:1:q"
+    assert record["attributes"] == {"SentTimestamp": "1"}
+
+
+@pytest.mark.parametrize(
+    ("expression", "seconds"), [("rate(1 minute)", 60), ("rate(5 minutes)", 300),
+                                ("rate(2 hours)", 7200)]
+)  # fmt: skip
+def test_rate_schedules(expression: str, seconds: int) -> None:
+    assert schedule_seconds(expression) == seconds
+
+
+def test_cron_schedules_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="only rate"):
+        schedule_seconds("cron(0 * * * ? *)")
+
+
+TEMPLATE = """\
+Globals:
+  Function:
+    Timeout: 7
+    Environment:
+      Variables: {GREETING: hello}
+Resources:
+  EchoFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: echo/
+      Handler: app.handler
+"""
+HANDLER = """\
+import os
+
+
+def handler(event, context):
+    print("log line")
+    if event.get("fail"):
+        raise ValueError("asked to fail")
+    return {"greeting": os.environ["GREETING"], "event": event,
+            "remaining": context.get_remaining_time_in_millis(),
+            "name": context.function_name}
+"""
+
+
+@pytest.fixture
+def echo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalFunction:
+    monkeypatch.setenv("GREETING", "unset")  # loading sets it process-wide; undone afterwards
+    (tmp_path / "template.yaml").write_text(TEMPLATE)
+    (tmp_path / "echo").mkdir()
+    (tmp_path / "echo" / "app.py").write_text(textwrap.dedent(HANDLER))
+    return LocalFunction("EchoFunction", {"GREETING": "hi"},
+                         template_path=str(tmp_path / "template.yaml"))  # fmt: skip
+
+
+def test_a_function_runs_with_its_environment_context_and_captured_logs(
+    echo: LocalFunction,
+) -> None:
+    invocation = echo.invoke({"n": 1})
+
+    assert invocation.error is None
+    assert invocation.result["greeting"] == "hi"
+    assert invocation.result["event"] == {"n": 1}
+    assert 0 < invocation.result["remaining"] <= 7000
+    assert invocation.result["name"] == "EchoFunction"
+    assert invocation.logs == "log line\n"
+
+
+def test_a_raising_handler_gives_lambdas_error_object(echo: LocalFunction) -> None:
+    invocation = echo.invoke({"fail": True})
+
+    assert invocation.failed
+    assert invocation.error is not None
+    assert invocation.error["errorType"] == "ValueError"
+    assert invocation.error["errorMessage"] == "asked to fail"
+    assert json.dumps(invocation.error)
