@@ -28,6 +28,18 @@ class Share:
     count: int
 
 
+def allocate(count: int, wanted: Sequence[tuple[str, int]]) -> tuple[Share, ...]:
+    """Split an attempt's `count` over requests in order: earlier requests are filled first."""
+    shares = []
+    left = count
+    for request_id, want in wanted:
+        take = min(want, left)
+        if take > 0:
+            shares.append(Share(request_id, take))
+            left -= take
+    return tuple(shares)
+
+
 @dataclass(frozen=True)
 class LaunchIntent:
     token: str

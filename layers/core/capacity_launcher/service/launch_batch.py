@@ -24,7 +24,8 @@ from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejecte
 from capacity_launcher.domain.launch_request import LaunchRequest, parse_launch_request
 from capacity_launcher.domain.status import ErrorDetail, RequestRecord
 from capacity_launcher.observability import logger
-from capacity_launcher.service.launcher import Launcher, Prepared
+from capacity_launcher.service.launcher import Launcher
+from capacity_launcher.service.resolution import Prepared
 from capacity_launcher.service.telemetry import LaunchTelemetry
 
 _COMPLETED = "COMPLETED"

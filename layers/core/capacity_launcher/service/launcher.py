@@ -12,19 +12,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.errors import (
     ErrorKind,
     LaunchFailed,
-    NotFound,
-    RequestRejected,
-    RequirementsConflict,
     Throttled,
     classify,
 )
-from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
+from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding, fleet_request
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.intents import LaunchIntent, Share, client_token
+from capacity_launcher.domain.intents import LaunchIntent, allocate, client_token
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.offerings import RESERVED, SPOT, Offering
 from capacity_launcher.domain.planning import (
@@ -36,7 +32,7 @@ from capacity_launcher.domain.planning import (
     find_candidates,
 )
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements, narrow
+from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
 from capacity_launcher.domain.status import (
     ErrorDetail,
     LaunchedInstance,
@@ -45,11 +41,9 @@ from capacity_launcher.domain.status import (
     UnavailableOffering,
     status_for,
 )
-from capacity_launcher.domain.tags import as_ec2_tags, instance_tags, request_tags
+from capacity_launcher.domain.tags import instance_tags, request_tags
 from capacity_launcher.service.ports import LaunchPorts
-
-# EC2 accepts many overrides per fleet; past a few dozen, the first ones win anyway.
-MAX_OVERRIDES_PER_FLEET = 100
+from capacity_launcher.service.resolution import Prepared, resolve
 
 
 class Clock(Protocol):
@@ -58,26 +52,6 @@ class Clock(Protocol):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A request resolved against its pool: what may be launched, and by whose rules."""
-
-    request: LaunchRequest
-    received_at: datetime
-    pool: NodePool
-    node_class: NodeClass
-    requirements: Requirements
-
-    @property
-    def coalescing_key(self) -> tuple[Any, ...]:
-        """Requests with equal keys may share one CreateFleet."""
-        return (
-            self.pool.metadata.name,
-            tuple(r.model_dump_json() for r in self.requirements.to_list()),
-            self.request.single_zone,
-        )
 
 
 @dataclass
@@ -122,46 +96,9 @@ class Launcher:
         self._max_attempts = max_attempts
         self._clock = clock
 
-    # -- resolution ---------------------------------------------------------------------------
-
     def prepare(self, request: LaunchRequest, received_at: datetime | None = None) -> Prepared:
         """Resolve pool, class and requirements; RequestRejected when it can never be served."""
-        pool = self._pool_for(request)
-        try:
-            node_class = self._p.config.node_class(pool.spec.node_class_ref)
-        except NotFound as error:
-            raise RequestRejected(
-                f"nodePool: NodePool {pool.metadata.name} refers to NodeClass "
-                f"{pool.spec.node_class_ref!r}, which does not exist",
-                "UnknownNodeClass",
-            ) from error
-        requirements = narrow(
-            pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
-        )
-        return Prepared(request, received_at or self._clock(), pool, node_class, requirements)
-
-    def _pool_for(self, request: LaunchRequest) -> NodePool:
-        if request.node_pool:
-            try:
-                return self._p.config.node_pool(request.node_pool)
-            except NotFound as error:
-                raise RequestRejected(
-                    f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
-                ) from error
-        wanted = Requirements.of(request.requirements)
-        compatible = []
-        for pool in self._p.config.node_pools():
-            try:
-                narrow(pool.spec.requirements_set(), wanted, strict=True)
-            except RequirementsConflict:
-                continue
-            compatible.append(pool)
-        if not compatible:
-            raise RequestRejected(
-                "nodePool: no NodePool is compatible with the request's requirements",
-                "NoCompatibleNodePool",
-            )
-        return max(compatible, key=lambda p: (p.spec.weight, _reverse(p.metadata.name)))
+        return resolve(self._p.config, request, received_at or self._clock())
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -298,74 +235,28 @@ class Launcher:
         lead: Prepared,
         subnets: Mapping[str, Sequence[str]],
     ) -> LaunchIntent:
-        shares = []
-        left = attempt.count
-        for item in active:
-            take = min(item.wanted, left)
-            if take > 0:
-                shares.append(Share(item.request.request_id, take))
-                left -= take
-        request_ids = [s.request_id for s in shares]
-        token = client_token(request_ids, number)
+        shares = allocate(attempt.count, [(p.request.request_id, p.wanted) for p in active])
+        token = client_token([s.request_id for s in shares], number)
         reservation_spec = self._p.templates.specification(
             lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT
         )
-        template = self._p.templates.ensure(lead.node_class, reservation_spec)
         single = active[0].request if len(shares) == 1 else None
-        tags = instance_tags(lead.node_class, lead.pool.metadata.name, single)
-        overrides = []
-        for priority, offering in enumerate(attempt.offerings):
-            for subnet in subnets.get(offering.zone, ()):
-                overrides.append(
-                    {
-                        "InstanceType": offering.instance_type,
-                        "SubnetId": subnet,
-                        "AvailabilityZone": offering.zone,
-                        "Priority": float(priority),
-                    }
-                )
-        overrides = overrides[:MAX_OVERRIDES_PER_FLEET]
-        count = sum(s.count for s in shares)
-        capacity = "spot" if attempt.capacity_type == SPOT else "on-demand"
-        fleet_input: dict[str, Any] = {
-            "ClientToken": token,
-            "Type": "instant",
-            "LaunchTemplateConfigs": [
-                {
-                    "LaunchTemplateSpecification": {
-                        "LaunchTemplateName": template,
-                        "Version": "$Latest",
-                    },
-                    "Overrides": overrides,
-                }
-            ],
-            "TargetCapacitySpecification": {
-                "TotalTargetCapacity": count,
-                "DefaultTargetCapacityType": capacity,
-                ("SpotTargetCapacity" if capacity == "spot" else "OnDemandTargetCapacity"): count,
-            },
-            "TagSpecifications": [
-                {"ResourceType": "instance", "Tags": as_ec2_tags(tags)},
-                {"ResourceType": "fleet", "Tags": as_ec2_tags(tags)},
-            ],
-        }
-        if capacity == "spot":
-            fleet_input["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-        elif attempt.capacity_type == RESERVED:
-            fleet_input["OnDemandOptions"] = {"AllocationStrategy": "prioritized"}
-        else:
-            options: dict[str, Any] = {"AllocationStrategy": "lowest-price"}
-            if reservation_spec.get("CapacityReservationPreference") == "open":
-                options["CapacityReservationOptions"] = {
-                    "UsageStrategy": "use-capacity-reservations-first"
-                }
-            fleet_input["OnDemandOptions"] = options
         return LaunchIntent(
             token=token,
             attempt=number,
             capacity_type=attempt.capacity_type,
-            shares=tuple(shares),
-            fleet_input=fleet_input,
+            shares=shares,
+            fleet_input=fleet_request(
+                attempt,
+                count=sum(s.count for s in shares),
+                client_token=token,
+                launch_template=self._p.templates.ensure(lead.node_class, reservation_spec),
+                subnets=subnets,
+                tags=instance_tags(lead.node_class, lead.pool.metadata.name, single),
+                open_reservations_first=(
+                    reservation_spec.get("CapacityReservationPreference") == "open"
+                ),
+            ),
             offerings=tuple(o.key for o in attempt.offerings),
         )
 
@@ -425,9 +316,7 @@ class Launcher:
             if item.request.request_id in intent.request_ids:
                 item.errors += [f for f in fatal if f not in item.errors]
         if dry:
-            self._p.unavailable.mark(
-                [(o.key, _reason(result, o), _message(result, o)) for o in dry]
-            )
+            self._p.unavailable.mark([(o.key, *_error_for(result, o)) for o in dry])
             self._p.reservations.mark_exhausted([o.reservation_id for o in dry if o.reservation_id])
         launched_into: dict[str, int] = {}
         for landing in landings:
@@ -557,11 +446,6 @@ def _pinned_instance_types(requirements: Requirements) -> list[str] | None:
     return sorted({v for r in values for v in r.values})
 
 
-def _reverse(name: str) -> tuple[int, ...]:
-    # Equal weights: the alphabetically first pool wins, deterministically.
-    return tuple(-ord(c) for c in name)
-
-
 def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:
     return UnavailableOffering(
         instance_type=offering.instance_type,
@@ -572,24 +456,15 @@ def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:
     )
 
 
-def _reason(result: FleetResult, offering: Offering) -> str:
+def _error_for(result: FleetResult, offering: Offering) -> tuple[str, str]:
+    """The (code, message) EC2 gave for an offering: its override's error, or a fleet-wide one."""
     for error in result.errors:
         if error.instance_type in (None, offering.instance_type) and error.zone in (
             None,
             offering.zone,
         ):
-            return error.code
-    return "InsufficientInstanceCapacity"
-
-
-def _message(result: FleetResult, offering: Offering) -> str:
-    for error in result.errors:
-        if error.instance_type in (None, offering.instance_type) and error.zone in (
-            None,
-            offering.zone,
-        ):
-            return error.message
-    return ""
+            return error.code, error.message
+    return "InsufficientInstanceCapacity", ""
 
 
 def _no_offering(lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> str:

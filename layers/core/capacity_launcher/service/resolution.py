@@ -1,0 +1,82 @@
+"""Which pool and class serve a request, and what it may launch: resolution before any launch.
+
+A request names its NodePool or gets the highest-weight compatible one; its requirements may only
+narrow the pool's. Anything else is Rejected here, before a lease or an EC2 call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.errors import NotFound, RequestRejected, RequirementsConflict
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.requirements import Requirements, narrow
+from capacity_launcher.service.ports import Configuration
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request resolved against its pool: what may be launched, and by whose rules."""
+
+    request: LaunchRequest
+    received_at: datetime
+    pool: NodePool
+    node_class: NodeClass
+    requirements: Requirements
+
+    @property
+    def coalescing_key(self) -> tuple[Any, ...]:
+        """Requests with equal keys may share one CreateFleet."""
+        return (
+            self.pool.metadata.name,
+            tuple(r.model_dump_json() for r in self.requirements.to_list()),
+            self.request.single_zone,
+        )
+
+
+def resolve(config: Configuration, request: LaunchRequest, received_at: datetime) -> Prepared:
+    pool = _pool_for(config, request)
+    try:
+        node_class = config.node_class(pool.spec.node_class_ref)
+    except NotFound as error:
+        raise RequestRejected(
+            f"nodePool: NodePool {pool.metadata.name} refers to NodeClass "
+            f"{pool.spec.node_class_ref!r}, which does not exist",
+            "UnknownNodeClass",
+        ) from error
+    requirements = narrow(
+        pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
+    )
+    return Prepared(request, received_at, pool, node_class, requirements)
+
+
+def _pool_for(config: Configuration, request: LaunchRequest) -> NodePool:
+    if request.node_pool:
+        try:
+            return config.node_pool(request.node_pool)
+        except NotFound as error:
+            raise RequestRejected(
+                f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
+            ) from error
+    wanted = Requirements.of(request.requirements)
+    compatible = []
+    for pool in config.node_pools():
+        try:
+            narrow(pool.spec.requirements_set(), wanted, strict=True)
+        except RequirementsConflict:
+            continue
+        compatible.append(pool)
+    if not compatible:
+        raise RequestRejected(
+            "nodePool: no NodePool is compatible with the request's requirements",
+            "NoCompatibleNodePool",
+        )
+    return max(compatible, key=lambda p: (p.spec.weight, _reverse(p.metadata.name)))
+
+
+def _reverse(name: str) -> tuple[int, ...]:
+    # Equal weights: the alphabetically first pool wins, deterministically.
+    return tuple(-ord(c) for c in name)
