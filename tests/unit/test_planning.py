@@ -1,0 +1,219 @@
+"""Planning: candidate offerings, their order, and how attempts learn (no AWS at all)."""
+
+from __future__ import annotations
+
+from capacity_launcher.domain.fleet import fleet_request
+from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.intents import allocate, client_token
+from capacity_launcher.domain.offerings import Offering, ReservationSnapshot, offering_key
+from capacity_launcher.domain.planning import (
+    Landed,
+    LaunchPlan,
+    ReservationSource,
+    ReservedTarget,
+    find_candidates,
+)
+from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
+
+ZONES = ("us-east-1a", "us-east-1b")
+M5 = InstanceTypeInfo("m5.large", ("amd64",), 2, 8192, zones=frozenset(ZONES))
+C5 = InstanceTypeInfo("c5.large", ("amd64",), 2, 4096, zones=frozenset(ZONES))
+P5 = InstanceTypeInfo(
+    "p5.48xlarge", ("amd64",), 192, 2097152, 8, "h100", "nvidia", frozenset(ZONES)
+)
+EVERYTHING = Requirements.of([])
+
+
+def reservation(rid: str, available: int, **kw: object) -> ReservationSnapshot:
+    fields = {"instance_type": "m5.large", "zone": "us-east-1a", "state": "active", "total": 4}
+    fields.update(kw)
+    return ReservationSnapshot(reservation_id=rid, available=available, **fields)  # type: ignore[arg-type]
+
+
+def by_id(*reservations: ReservationSnapshot) -> list[ReservationSource]:
+    return [
+        ReservationSource(ReservedTarget(reservation_id=r.reservation_id), (r,))
+        for r in reservations
+    ]
+
+
+def test_offering_keys_follow_the_ice_cache_contract():
+    assert offering_key("on-demand", "m5.large", "us-east-1a") == "on-demand:m5.large:us-east-1a"
+    assert offering_key("spot", "m5.large", "us-east-1a") == "spot:m5.large:us-east-1a"
+    assert (
+        offering_key("reserved", "m5.large", "us-east-1a", "cr-0123456789abcdef0")
+        == "reserved:cr-0123456789abcdef0"
+    )
+
+
+def test_reserved_offerings_come_first_then_on_demand_then_spot():
+    candidates = find_candidates(
+        EVERYTHING, [M5], ZONES, ["reserved", "on-demand", "spot"], by_id(reservation("cr-1", 2))
+    )
+    kinds = [o.capacity_type for o in candidates.all()]
+    assert kinds == ["reserved", "on-demand", "on-demand", "spot", "spot"]
+
+
+def test_a_full_or_inactive_reservation_is_skipped_with_its_reason():
+    full = reservation("cr-full", 0)
+    cancelled = reservation("cr-gone", 3, state="cancelled")
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], by_id(full, cancelled))
+    assert candidates.reserved == []
+    assert {(s.offering.reservation_id, s.reason) for s in candidates.skipped} == {
+        ("cr-full", "ReservationCapacityExceeded"),
+        ("cr-gone", "ReservationNotActive:cancelled"),
+    }
+
+
+def test_a_reservation_outside_the_node_class_zones_or_requirements_is_not_a_candidate():
+    elsewhere = reservation("cr-far", 2, zone="us-west-2a")
+    gpu = reservation("cr-gpu", 2, instance_type="p5.48xlarge")
+    only_m5 = Requirements.of(
+        [
+            Requirement(
+                key="node.kubernetes.io/instance-type", operator=Operator.IN, values=("m5.large",)
+            )
+        ]
+    )
+    candidates = find_candidates(only_m5, [M5, P5], ZONES, ["reserved"], by_id(elsewhere, gpu))
+    assert not candidates and candidates.skipped == []
+
+
+def test_dropping_cached_offerings_remembers_why():
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["on-demand"], [])
+    usable = candidates.drop({"on-demand:m5.large:us-east-1a": "InsufficientInstanceCapacity"})
+    assert [o.zone for o in usable.on_demand] == ["us-east-1b"]
+    assert [(s.offering.zone, s.reason) for s in usable.skipped] == [
+        ("us-east-1a", "InsufficientInstanceCapacity")
+    ]
+
+
+def test_limits_are_sized_by_the_largest_candidate():
+    candidates = find_candidates(EVERYTHING, [C5, P5], ZONES, ["on-demand"], [])
+    largest = candidates.largest()
+    assert (largest.cpu, largest.memory_mib, largest.gpu) == (192, 2097152, 8)
+
+
+def test_a_reserved_attempt_asks_only_for_what_the_reservation_has():
+    candidates = find_candidates(
+        EVERYTHING, [M5], ZONES, ["reserved", "on-demand"], by_id(reservation("cr-1", 2))
+    )
+    plan = LaunchPlan(candidates, 5)
+    first = plan.next_attempt()
+    assert first is not None and first.capacity_type == "reserved" and first.count == 2
+    assert first.target == ReservedTarget(reservation_id="cr-1")
+    plan.record(first, [Landed("m5.large", "us-east-1a")] * 2, [])
+    second = plan.next_attempt()
+    assert second is not None and second.capacity_type == "on-demand" and second.count == 3
+
+
+def test_offerings_that_ran_dry_are_not_offered_again():
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["on-demand"], [])
+    plan = LaunchPlan(candidates, 2)
+    first = plan.next_attempt()
+    assert first is not None
+    plan.record(first, [], [Offering("on-demand", "m5.large", "us-east-1a")])
+    second = plan.next_attempt()
+    assert second is not None
+    assert [o.zone for o in second.offerings] == ["us-east-1b"]
+
+
+def test_attempts_are_bounded():
+    candidates = find_candidates(EVERYTHING, [M5, C5], ZONES, ["on-demand"], [])
+    plan = LaunchPlan(candidates, 10, max_attempts=2)
+    for _ in range(2):
+        attempt = plan.next_attempt()
+        assert attempt is not None
+        plan.record(
+            attempt, [Landed(attempt.offerings[0].instance_type, attempt.offerings[0].zone)], []
+        )
+    assert plan.next_attempt() is None
+
+
+def test_an_attempt_that_launches_nothing_and_blames_nothing_ends_that_capacity_type():
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["on-demand", "spot"], [])
+    plan = LaunchPlan(candidates, 1)
+    first = plan.next_attempt()
+    assert first is not None and first.capacity_type == "on-demand"
+    plan.record(first, [], [])
+    second = plan.next_attempt()
+    assert second is not None and second.capacity_type == "spot"
+
+
+def test_single_zone_keeps_every_attempt_in_the_zone_of_the_first_launch():
+    candidates = find_candidates(EVERYTHING, [M5, C5], ZONES, ["on-demand"], [])
+    plan = LaunchPlan(candidates, 4, single_zone=True)
+    first = plan.next_attempt()
+    assert first is not None and first.zones == {"us-east-1a"}
+    plan.record(
+        first, [Landed("m5.large", "us-east-1a")], [Offering("on-demand", "c5.large", "us-east-1a")]
+    )
+    second = plan.next_attempt()
+    assert second is not None and second.zones == {"us-east-1a"}
+
+
+def test_single_zone_moves_on_when_a_zone_is_dry_before_anything_launched():
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["on-demand"], [])
+    plan = LaunchPlan(candidates, 2, single_zone=True)
+    first = plan.next_attempt()
+    assert first is not None and first.zones == {"us-east-1a"}
+    plan.record(first, [], [Offering("on-demand", "m5.large", "us-east-1a")])
+    second = plan.next_attempt()
+    assert second is not None and second.zones == {"us-east-1b"}
+
+
+def test_fleet_request_has_one_override_per_type_and_subnet_with_its_zone():
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["on-demand"], [])
+    attempt = LaunchPlan(candidates, 3).next_attempt()
+    assert attempt is not None
+    request = fleet_request(
+        attempt,
+        count=3,
+        client_token="cl-x",
+        launch_template="lt",
+        subnets={"us-east-1a": ("subnet-a1", "subnet-a2"), "us-east-1b": ("subnet-b",)},
+        tags={"capacity-launcher:managed": "true"},
+        open_reservations_first=True,
+    )
+    overrides = request["LaunchTemplateConfigs"][0]["Overrides"]
+    assert [(o["SubnetId"], o["AvailabilityZone"]) for o in overrides] == [
+        ("subnet-a1", "us-east-1a"),
+        ("subnet-a2", "us-east-1a"),
+        ("subnet-b", "us-east-1b"),
+    ]
+    assert request["Type"] == "instant" and request["ClientToken"] == "cl-x"
+    assert request["TargetCapacitySpecification"]["OnDemandTargetCapacity"] == 3
+    assert request["OnDemandOptions"] == {
+        "AllocationStrategy": "lowest-price",
+        "CapacityReservationOptions": {"UsageStrategy": "use-capacity-reservations-first"},
+    }
+
+
+def test_reserved_fleets_follow_our_order_and_spot_uses_price_capacity_optimized():
+    reserved = find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], by_id(reservation("cr-1", 1)))
+    attempt = LaunchPlan(reserved, 1).next_attempt()
+    assert attempt is not None
+    kwargs = {
+        "count": 1,
+        "client_token": "t",
+        "launch_template": "lt",
+        "subnets": {"us-east-1a": ("s",)},
+        "tags": {},
+        "open_reservations_first": False,
+    }
+    assert fleet_request(attempt, **kwargs)["OnDemandOptions"] == {
+        "AllocationStrategy": "prioritized"
+    }  # type: ignore[arg-type]
+    spot = LaunchPlan(find_candidates(EVERYTHING, [M5], ZONES, ["spot"], []), 1).next_attempt()
+    assert spot is not None
+    request = fleet_request(spot, **kwargs)  # type: ignore[arg-type]
+    assert request["SpotOptions"] == {"AllocationStrategy": "price-capacity-optimized"}
+    assert request["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot"
+
+
+def test_an_intent_is_split_over_requests_in_order_and_the_token_is_deterministic():
+    shares = allocate(4, [("a", 1), ("b", 2), ("c", 5)])
+    assert [(s.request_id, s.count) for s in shares] == [("a", 1), ("b", 2), ("c", 1)]
+    assert client_token(["a", "b"], 1) == client_token(["a", "b"], 1)
+    assert client_token(["a", "b"], 1) != client_token(["a", "b"], 2)
+    assert len(client_token(["x" * 128] * 10, 9)) <= 64
