@@ -29,6 +29,7 @@ from capacity_launcher_cli.event_sources import (
     ScheduleEventSource,
     schedule_seconds,
 )
+from capacity_launcher_cli.instance_state_events import EC2_SOURCE, InstanceStateEvents
 from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
 from capacity_launcher_cli.local_network import prepare_network
 from capacity_launcher_cli.template import (
@@ -57,6 +58,8 @@ class LocalCloudOptions:
     # Shorter than the template's so failed messages come back quickly (tests, demos).
     visibility_timeout_seconds: int | None = None
     schedules: bool = True
+    # Synthesize EC2 state-change events for functions with an aws.ec2 rule (moto emits none).
+    instance_events: bool = True
     function_logs: TextIO | None = None  # None: the functions' output is dropped
 
 
@@ -69,7 +72,9 @@ class LocalCloud:
         self.functions: dict[str, LocalFunction] = {}
         self.queue_sources: list[QueueEventSource] = []
         self.schedules: list[ScheduleEventSource] = []
+        self.instance_state_events: InstanceStateEvents | None = None
         self._server: ThreadedMotoServer | None = None
+        self._ec2: Any = None
         self._saved_environment: dict[str, str | None] = {}
         self.names: DeployedNames | None = None
         self.deployment: Deployment | None = None
@@ -118,9 +123,13 @@ class LocalCloud:
             queue_source.start()
         for schedule in self.schedules:
             schedule.start()
+        if self.instance_state_events is not None:
+            self.instance_state_events.start()
         return self.deployment
 
     def stop(self) -> None:
+        if self.instance_state_events is not None:
+            self.instance_state_events.stop()
         for queue_source in self.queue_sources:
             queue_source.stop()
         for schedule in self.schedules:
@@ -173,6 +182,7 @@ class LocalCloud:
         parameters = {**parameter_defaults(template), **self.names.parameters}
         sqs = session.client("sqs", endpoint_url=endpoint)
         events = session.client("events", endpoint_url=endpoint)
+        self._ec2 = session.client("ec2", endpoint_url=endpoint)
         environments: dict[str, dict[str, str]] = {}
         for logical_id, resource in template["Resources"].items():
             if resource.get("Type") != "AWS::Serverless::Function":
@@ -239,6 +249,11 @@ class LocalCloud:
             self.queue_sources.append(
                 _rule_to_function(function, event_name, properties, sqs, events, listeners)
             )
+            sources = properties.get("Pattern", {}).get("source", [])
+            if EC2_SOURCE in sources and self.options.instance_events:
+                self.instance_state_events = self.instance_state_events or InstanceStateEvents(
+                    self._ec2, events, self.options.region, function.account_id
+                )
 
     def _physical(self, logical_id: str) -> str:
         assert self.names is not None

@@ -67,9 +67,18 @@ class StatusEvents:
     queue_url: str
     seen: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def for_request(self, request_id: str, timeout: float = WAIT_SECONDS) -> list[dict[str, Any]]:
+    def for_request(
+        self, request_id: str, detail_type: str | None = None, timeout: float = WAIT_SECONDS
+    ) -> list[dict[str, Any]]:
+        """The request's events so far, once at least one (of `detail_type`, if named) came."""
+
+        def arrived() -> bool:
+            return any(
+                detail_type in (None, e["detail-type"]) for e in self.seen.get(request_id, [])
+            )
+
         deadline = time.monotonic() + timeout
-        while request_id not in self.seen and time.monotonic() < deadline:
+        while not arrived() and time.monotonic() < deadline:
             response = self.sqs.receive_message(
                 QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
             )
