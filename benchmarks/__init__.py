@@ -1,1 +1,4 @@
-"""Measured scenarios with a baseline beside each; `python -m benchmarks` writes docs/BENCHMARKS.md."""
+"""Measured scenarios, each beside its baseline.
+
+`python -m benchmarks` writes docs/BENCHMARKS.md.
+"""

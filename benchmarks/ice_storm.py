@@ -90,7 +90,7 @@ def _stage(cloud: Cloud) -> tuple[list[str], dict[str, str]]:
 
 
 def _dynamodb_calls() -> int:
-    operations = moto_capacity.state()["operations"]
+    operations: dict[str, dict[str, int]] = moto_capacity.state()["operations"]  # type: ignore[assignment]
     return sum(v["calls"] for k, v in operations.items() if k.startswith("dynamodb:"))
 
 
@@ -98,12 +98,13 @@ def _storm(work: Callable[[int, int], None]) -> float:
     """Each of WORKERS threads serves its share of REQUESTS, one request at a time."""
     per_worker = REQUESTS // WORKERS
     started = time.perf_counter()
+
+    def worker(w: int) -> None:
+        for i in range(per_worker):
+            work(w, w * per_worker + i)
+
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        list(
-            pool.map(
-                lambda w: [work(w, w * per_worker + i) for i in range(per_worker)], range(WORKERS)
-            )
-        )
+        list(pool.map(worker, range(WORKERS)))
     return time.perf_counter() - started
 
 

@@ -1,0 +1,30 @@
+"""`make bench`: every scenario, bounded (minutes on 2 cores), written to docs/BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import batching, cold_start, ice_storm, report, warm_overhead
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    started = time.perf_counter()
+    results = report.Results(
+        storm=ice_storm.run(),
+        batching=batching.run(),
+        cold_starts=cold_start.handlers(),
+        layer=cold_start.layer_size(),
+        warm=warm_overhead.run(),
+    )
+    text = report.render(results, time.perf_counter() - started)
+    (ROOT / "docs" / "BENCHMARKS.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
