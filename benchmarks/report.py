@@ -55,6 +55,7 @@ def render(results: Results, seconds: float) -> str:
     lines += _batching(results.batching)
     lines += _cold_start(*results.cold_starts, results.layer)
     lines += _warm(results.warm)
+    lines += _why_missed(results)
     return "\n".join(lines) + "\n"
 
 
@@ -204,5 +205,45 @@ def _warm(warm: WarmOverhead) -> list[str]:
     ]
     for phase, ms in [*warm.phase_ms.items(), ("other (orchestration)", warm.unattributed_ms)]:
         lines.append(f"| {phase} | {ms:.2f} | {ms / warm.total_ms:.0%} |")
-    lines += [f"| **total** | {warm.total_ms:.2f} | 100% |", ""]
+    lines += [
+        f"| **total** | {warm.total_ms:.2f} | 100% |",
+        "",
+        "`limits` is mostly the emulator: moto's TransactWriteItems deep-copies every table it "
+        "touches before applying (a rollback copy), and the state table grows with each request.",
+        "",
+    ]
     return lines
+
+
+def _why_missed(results: Results) -> list[str]:
+    launcher = results.storm[0]
+    batched, _ = results.batching
+    (_, with_boto3), ours = results.cold_starts
+    lines = ["## Why a goal was missed", ""]
+    if launcher.worst_refusals_per_offering_window > 1:
+        lines.append(
+            "- **ICE storm, one refusal per offering**: the refusals are all reservations running "
+            "out, and they come from calls already in flight. Twenty workers read the same "
+            "availability, each sends its CreateFleet, and every call that reaches EC2 after the "
+            "last slot went is refused before the first refusal is written to the cache. The "
+            "shared cache stops every call *after* that write (the naive loop keeps failing for "
+            "the whole run); it cannot recall calls already sent. Only a claim before the call "
+            "(a conditional decrement of the reservation's shared snapshot) would get to one."
+        )
+    tags = batched.delayed_calls.get("ec2:CreateTags", 0)
+    if tags > 1:
+        lines.append(
+            f"- **Batching, 4x**: the one shared CreateFleet works, but afterwards the launcher "
+            f"tags each request's instances with its own CreateTags, one after another ({tags} "
+            f"calls, {tags * batching.EC2_LATENCY_SECONDS:.1f} s of the batch's "
+            f"{batched.seconds:.1f} s; `Launcher._absorb` calls `fleet.tag` per request). Sent "
+            "concurrently they would cost one round trip."
+        )
+    worst = max(ours, key=lambda c: c.median_seconds)
+    lines.append(
+        f"- **Cold start, 1.5x**: the baseline imports no boto3; boto3 and three clients alone "
+        f"take {with_boto3.median_seconds * 1000:.0f} ms. Against that handler, the slowest of "
+        f"ours ({worst.handler}) is {_ratio(worst.median_seconds, with_boto3.median_seconds)}; "
+        "the rest is pydantic models, Powertools idempotency and the wiring built at import."
+    )
+    return [*lines, ""]
