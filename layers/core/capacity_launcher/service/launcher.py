@@ -8,6 +8,7 @@ intent in DynamoDB; a retry replays the intents it finds instead of composing ne
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -44,6 +45,9 @@ from capacity_launcher.domain.status import (
 from capacity_launcher.domain.tags import instance_tags, request_tags
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared, resolve
+
+# CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
+_MAX_PARALLEL_TAGGING = 10
 
 
 class Clock(Protocol):
@@ -287,13 +291,18 @@ class Launcher:
         attempt: LaunchAttempt | None = None,
     ) -> tuple[list[InstanceLanding], list[Offering]]:
         by_request = intent.split(result.instance_ids)
+        retags = []
         for item in active:
             mine = by_request.get(item.request.request_id, [])
             item.instance_ids += mine
             if len(intent.shares) > 1 and mine:
                 # One fleet served several requests: each request's instances get its own tags.
-                self._p.fleet.tag(mine, {**item.request.tags, **request_tags(item.request)})
-        landings = self._p.fleet.describe(result.instance_ids) if attempt is not None else []
+                retags.append((mine, {**item.request.tags, **request_tags(item.request)}))
+        with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
+            tagging = [pool.submit(self._p.fleet.tag, ids, tags) for ids, tags in retags]
+            landings = self._p.fleet.describe(result.instance_ids) if attempt is not None else []
+            for done in tagging:
+                done.result()
         offerings = attempt.offerings if attempt is not None else ()
         dry: list[Offering] = []
         fatal: list[ErrorDetail] = []
