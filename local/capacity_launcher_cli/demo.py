@@ -236,7 +236,6 @@ def run_demo(examples: str = "examples") -> int:
             _final_tables(out, deployment)
         finally:
             cloud.stop()
-            moto_capacity.reset()
     if mismatches:
         out.print(f"[red]{mismatches} request(s) did not end as the story expects[/]")
         return 1

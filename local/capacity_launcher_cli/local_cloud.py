@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import boto3
+from moto.moto_api._internal.models import moto_api_backend
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
 import moto_capacity
@@ -75,13 +76,15 @@ class LocalCloud:
         self.instance_state_events: InstanceStateEvents | None = None
         self._server: ThreadedMotoServer | None = None
         self._ec2: Any = None
-        self._saved_environment: dict[str, str | None] = {}
+        self._saved_environment: dict[str, str] | None = None
         self.names: DeployedNames | None = None
         self.deployment: Deployment | None = None
 
     # -- lifecycle --
 
     def start(self) -> Deployment:
+        # The functions' environment is process-wide while the cloud runs; stop() puts it back.
+        self._saved_environment = dict(os.environ)
         moto_capacity.install()
         self._server = ThreadedMotoServer(self.options.host, self.options.port, verbose=False)
         self._server.start()
@@ -137,13 +140,14 @@ class LocalCloud:
         if self._server is not None:
             self._server.stop()
             self._server = None
+            # moto keeps its state per process: leave nothing for the next cloud or test.
+            moto_api_backend.reset()
+            moto_capacity.reset()
         function_output.release()
-        for name, value in self._saved_environment.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved_environment.clear()
+        if self._saved_environment is not None:
+            os.environ.clear()
+            os.environ.update(self._saved_environment)
+            self._saved_environment = None
 
     def __enter__(self) -> LocalCloud:
         self.start()
@@ -163,9 +167,7 @@ class LocalCloud:
     # -- wiring --
 
     def _set_environment(self, values: Mapping[str, str]) -> None:
-        for name, value in values.items():
-            self._saved_environment.setdefault(name, os.environ.get(name))
-            os.environ[name] = value
+        os.environ.update(values)
 
     def _override_visibility(self, sqs: Any) -> None:
         seconds = self.options.visibility_timeout_seconds

@@ -116,7 +116,8 @@ def request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture(scope="session")
+# Package scope: torn down before other folders' tests, which share moto's global backends.
+@pytest.fixture(scope="package")
 def e2e_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2eCloud]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     folder = tmp_path_factory.mktemp("local-cloud")
