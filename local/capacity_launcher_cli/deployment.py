@@ -98,10 +98,12 @@ def read_local(path: str | os.PathLike[str] | None = None) -> Deployment | None:
     return Deployment.from_mapping(json.loads(source.read_text(encoding="utf-8")))
 
 
-def from_stack(stack_name: str, region: str | None = None) -> Deployment:
+def from_stack(
+    stack_name: str, region: str | None = None, cloudformation: Any | None = None
+) -> Deployment:
     """Names from the stack's outputs, the ICE lifetime from its parameters."""
-    session = boto3.Session(region_name=region)
-    stack = session.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]
+    cloudformation = cloudformation or boto3.Session(region_name=region).client("cloudformation")
+    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
     missing = sorted(set(STACK_OUTPUTS) - set(outputs))
     if missing:
@@ -109,7 +111,7 @@ def from_stack(stack_name: str, region: str | None = None) -> Deployment:
     parameters = {p["ParameterKey"]: p.get("ParameterValue") for p in stack.get("Parameters", [])}
     return Deployment.from_mapping(
         {
-            "region": session.region_name or "us-east-1",
+            "region": cloudformation.meta.region_name or "us-east-1",
             "stack_name": stack_name,
             "ice_ttl_seconds": int(parameters.get("IceTtlSeconds") or 180),
             **{name: outputs[output] for output, name in STACK_OUTPUTS.items()},
