@@ -7,20 +7,30 @@ import dataclasses
 
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
 from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.offerings import ReservationSnapshot
+from capacity_launcher.domain.offerings import ReservationSnapshot, offering_key
+from capacity_launcher.domain.requirements import RESERVED
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 
 
 def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
-    """Reservations as EC2 reports them now, with the groups our NodeClasses target."""
+    """Reservations as EC2 reports them now (complete and live), with what the service has
+    learned of them: exhausted (snapshot or ICE cache), and groups (snapshots and the groups
+    our NodeClasses target)."""
     reservations = CapacityReservations(
         deployment.client("ec2"), deployment.client("resource-groups")
     )
     found = reservations.describe()
-    groups: dict[str, list[str]] = {}
+    stored = {
+        s.snapshot.reservation_id: s.snapshot
+        for s in ReservationSnapshots(
+            deployment.state_table, deployment.client("dynamodb"), reservations
+        ).list()
+    }
+    groups: dict[str, list[str]] = {rid: list(snapshot.groups) for rid, snapshot in stored.items()}
     store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
     for node_class in store.node_classes():
         target = node_class.spec.reservation_target
@@ -28,10 +38,29 @@ def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
         if arn:
             for member in _members(reservations, arn):
                 groups.setdefault(member, []).append(arn)
+    cached = ice_cache(deployment).current()
+
+    def exhausted(reservation_id: str) -> bool:
+        snapshot = stored.get(reservation_id)
+        in_cache = offering_key(RESERVED, None, None, reservation_id) in cached
+        return in_cache or (snapshot is not None and snapshot.exhausted)
+
     return [
-        dataclasses.replace(r, groups=tuple(sorted(set(groups.get(r.reservation_id, [])))))
+        dataclasses.replace(
+            r,
+            groups=tuple(sorted(set(groups.get(r.reservation_id, [])))),
+            exhausted=exhausted(r.reservation_id),
+        )
         for r in found
     ]
+
+
+def ice_cache(deployment: Deployment) -> UnavailableOfferings:
+    return UnavailableOfferings(
+        deployment.unavailable_offerings_table,
+        deployment.ice_ttl_seconds,
+        dynamodb=deployment.client("dynamodb"),
+    )
 
 
 def _members(reservations: CapacityReservations, group_arn: str) -> list[str]:
@@ -51,12 +80,7 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def get_unavailable_offerings(args: argparse.Namespace, deployment: Deployment) -> int:
-    cache = UnavailableOfferings(
-        deployment.unavailable_offerings_table,
-        deployment.ice_ttl_seconds,
-        dynamodb=deployment.client("dynamodb"),
-    )
-    entries = list(cache.current().values())
+    entries = list(ice_cache(deployment).current().values())
     if args.output == "json":
         views.print_json([views.unavailable_json(e) for e in entries])
     else:

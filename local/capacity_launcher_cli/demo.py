@@ -21,10 +21,9 @@ from rich.spinner import Spinner
 import moto_capacity
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.status import LaunchedInstance, RequestRecord
 from capacity_launcher_cli import views
-from capacity_launcher_cli.capacity_commands import reservation_snapshots
+from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
 from capacity_launcher_cli.config_commands import read_documents, validate
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.local_cloud import LocalCloud, LocalCloudOptions
@@ -147,15 +146,10 @@ def create_reservations(deployment: Deployment) -> None:
 def _final_tables(out: Console, deployment: Deployment) -> None:
     records = LaunchRecords(deployment.state_table, deployment.client("dynamodb")).list_records()
     ordered = sorted(records, key=lambda r: r.received_at)
-    cache = UnavailableOfferings(
-        deployment.unavailable_offerings_table,
-        deployment.ice_ttl_seconds,
-        dynamodb=deployment.client("dynamodb"),
-    )
     out.print(views.requests(ordered))
     out.print(views.instances(ordered))
     out.print(views.reservations(reservation_snapshots(deployment)))
-    out.print(views.unavailable_offerings(cache.current().values()))
+    out.print(views.unavailable_offerings(ice_cache(deployment).current().values()))
 
 
 def _landing(instance: LaunchedInstance) -> str:

@@ -151,6 +151,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
         "MATCH",
         "USED",
         "AVAILABLE",
+        "EXHAUSTED",
         "GROUPS",
     )
     for r in sorted(snapshots, key=lambda s: s.reservation_id):
@@ -162,6 +163,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
             r.instance_match_criteria,
             f"{r.used}/{r.total}",
             str(r.available),
+            "yes" if r.exhausted else "-",
             _or_dash(" ".join(g.rsplit("/", 1)[-1] for g in r.groups)),
         )
     return table
@@ -176,6 +178,7 @@ def reservation_json(r: ReservationSnapshot) -> dict[str, Any]:
         "instanceMatchCriteria": r.instance_match_criteria,
         "totalInstanceCount": r.total,
         "availableInstanceCount": r.available,
+        "exhausted": r.exhausted,
         "groups": list(r.groups),
         "tags": dict(r.tags),
     }
