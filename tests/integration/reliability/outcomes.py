@@ -3,11 +3,19 @@ status, limits that match what runs."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
 from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.fleet import Fleet
+from capacity_launcher.adapters.instance_records import InstanceRecords
+from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.settings import get_settings
 from tests.support.cloud import Cloud
 
 TERMINAL = frozenset(
@@ -49,3 +57,23 @@ def assert_each_launched_once(cloud: Cloud, request_ids: Iterable[str]) -> int:
 
 def pool_limits(cloud: Cloud) -> PoolLimitsStore:
     return PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb"))
+
+
+def reconcile_after_leases_expire() -> ReconciliationReport:
+    """The sync's reconciliation, run once every lease alive now has expired."""
+    settings = get_settings()
+    later = settings.limit_lease_seconds + 1
+    dynamodb, ec2 = aws.client("dynamodb"), aws.client("ec2")
+    return Reconciliation(
+        limits=PoolLimitsStore(
+            settings.state_table_name,
+            settings.limit_lease_seconds,
+            dynamodb,
+            clock=lambda: time.time() + later,
+        ),
+        instances=Fleet(ec2),
+        items=InstanceRecords(settings.state_table_name, dynamodb),
+        facts=InstanceTypeCatalog(ec2),
+        pools=ConfigStore(settings.state_table_name, dynamodb),
+        now=lambda: datetime.now(UTC) + timedelta(seconds=later),
+    ).run()

@@ -10,8 +10,12 @@ import pytest
 import moto_capacity
 from capacity_launcher.service import lifecycle_wiring
 from capacity_launcher.settings import get_settings
-from tests.integration.reliability.outcomes import assert_each_launched_once, pool_limits
-from tests.integration.reliability.redrive import Redrive
+from tests.integration.reliability.outcomes import (
+    assert_each_launched_once,
+    pool_limits,
+    reconcile_after_leases_expire,
+)
+from tests.integration.reliability.redrive import MAX_RECEIVE_COUNT, Redrive
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, launch_request
 
@@ -71,16 +75,40 @@ def test_under_faults_nothing_is_lost_or_launched_twice_and_limits_reconcile(
     moto_capacity.reset()  # the service calms down
     fired = cloud.events()
     # Then every request ended with one final status, or is in the DLQ with its reason
-    dead = redrive.dead_request_ids()
-    assert all(d.reason for d in redrive.dead_letters)
-    settled = [r for r in request_ids if r not in dead]
-    launched = assert_each_launched_once(cloud, settled)
+    # (every fault here is transient: none should need the DLQ)
+    assert redrive.dead_letters == []
+    launched = assert_each_launched_once(cloud, request_ids)
     assert launched <= LIMIT
     # and every settled outcome was published at least once
     published = {e["detail"]["requestId"] for e in fired}
-    assert set(settled) <= published
+    assert set(request_ids) <= published
     # and after reconciliation the pool's usage is exactly what runs, with no lease left open
     lifecycle_wiring.build_reservation_sync(get_settings()).run()
     limits = pool_limits(cloud)
     assert limits.usage("general").instances == launched
     assert [le for le in limits.leases() if le.pool == "general" and not le.settled] == []
+
+
+def test_a_fault_that_never_clears_ends_in_the_dlq_with_nothing_launched_or_leaked(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given EC2 that throttles every CreateFleet, for good
+    setup_pool(
+        cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": str(LIMIT)}
+    )
+    moto_capacity.inject_fault("ec2:CreateFleet", "RequestLimitExceeded")
+    request_ids = [f"stuck-{n}" for n in range(3)]
+    redrive = Redrive(cloud.fresh_batch)
+    # When the requests go through the queue
+    redrive.drain([launch_request(r, nodePool="general") for r in request_ids])
+    # Then each is handed back exactly maxReceiveCount times and dead-lettered with its reason
+    assert redrive.dead_request_ids() == set(request_ids)
+    assert {d.receives for d in redrive.dead_letters} == {MAX_RECEIVE_COUNT}
+    assert all("maxReceiveCount" in d.reason for d in redrive.dead_letters)
+    # and nothing launched or recorded as final
+    assert cloud.managed_instances() == []
+    assert all(cloud.record(r) is None for r in request_ids)
+    # and their leases, held until they expire, are reclaimed by the sync: no usage leaks
+    report = reconcile_after_leases_expire()
+    assert sorted(report.reclaimed) == sorted(f"general/{r}" for r in request_ids)
+    assert pool_limits(cloud).usage("general").instances == 0
