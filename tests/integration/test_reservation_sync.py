@@ -370,3 +370,32 @@ def test_snapshots_of_a_sync_that_stopped_are_not_trusted(snapshot_launchers, su
     node_class = wiring.ConfigStore(settings.state_table_name).node_class("standard")
     (source,) = stale.sources(node_class)
     assert [r.available for r in source.reservations] == [2]
+
+
+def test_a_node_class_naming_a_missing_group_does_not_stop_the_sync_for_the_others(
+    snapshot_launchers, subnets, image
+):
+    # Given one NodeClass targeting a group that does not exist, and one targeting a reservation
+    targeted = reserve(snapshot_launchers, 2)
+    missing = "arn:aws:resource-groups:us-east-1:123456789012:group/never-created"
+    setup_pool(
+        snapshot_launchers,
+        subnets,
+        image,
+        klass="gone",
+        pool="gone",
+        reservation_spec={
+            "capacityReservationTarget": {"capacityReservationResourceGroupArn": missing}
+        },
+    )
+    setup_pool(
+        snapshot_launchers,
+        subnets,
+        image,
+        klass="by-id",
+        pool="a",
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": targeted}},
+    )
+    # When the sync runs, it still snapshots the reservation the other NodeClass uses
+    sync()
+    assert snapshot(targeted).snapshot.total == 2

@@ -28,6 +28,7 @@ from capacity_launcher.adapters.reservation_snapshots import (
     term_matches,
 )
 from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.offerings import RESERVED, ReservationSnapshot, offering_key
 from capacity_launcher.domain.status import (
     RESERVATION_EXHAUSTED,
@@ -234,7 +235,17 @@ class ReservationSync:
         coverage = [Coverage(target_key(i), at, (i,) if i in everything else ()) for i in ids]
         groups_of: dict[str, list[str]] = {}
         for arn in sorted(group_arns):
-            members = tuple(m for m in self._ec2.group_members(arn) if m in everything)
+            try:
+                listed = self._ec2.group_members(arn)
+            except LaunchFailed as error:
+                # One NodeClass naming a missing group must not stop the sync for every other;
+                # without coverage, launchers ask EC2 themselves and report its error.
+                logger.warning(
+                    "reservation group not readable; skipped",
+                    extra={"group": arn, "code": error.code, "reason": error.reason},
+                )
+                continue
+            members = tuple(m for m in listed if m in everything)
             coverage.append(Coverage(target_key(arn), at, members))
             for member in members:
                 groups_of.setdefault(member, []).append(arn)
