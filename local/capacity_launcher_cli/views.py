@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
@@ -45,7 +46,8 @@ def _table(title: str, *columns: str) -> Table:
 
 
 def _or_dash(value: object) -> str:
-    return "-" if value in (None, "", [], {}) else str(value)
+    # Data is shown as written: "[spot]" in a message is not rich markup.
+    return "-" if value in (None, "", [], {}) else escape(str(value))
 
 
 def _resources(amount: Resources) -> str:
@@ -114,7 +116,7 @@ def requests(records: Iterable[RequestRecord]) -> Table:
             kinds[kind] = kinds.get(kind, 0) + 1
         style = STATUS_STYLES.get(str(record.status), "")
         table.add_row(
-            record.request_id,
+            escape(record.request_id),
             _or_dash(record.node_pool),
             f"[{style}]{record.status}[/]" if style else str(record.status),
             f"{record.launched}/{record.requested}",
