@@ -16,7 +16,7 @@ import pytest
 from tests.e2e.conftest import REPO, E2eCloud, run_cli
 
 # README.md joins when its blocks follow the same rule (syntax summaries in ```console).
-DOCUMENTS = ("docs/cli.md",)
+DOCUMENTS = ("docs/cli.md", "README.md")
 _SH_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _RUN_ELSEWHERE = ("capacity-launcher local up", "capacity-launcher demo")
 # Commands for a deployed stack need an AWS account; the same commands run here without it.
