@@ -3,6 +3,7 @@ every request ends in a terminal status."""
 
 from __future__ import annotations
 
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,10 @@ def server_cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
+        # The server shares moto's process-wide backends: start from fresh ones, with AMIs
+        # (another suite may have built them with MOTO_EC2_LOAD_DEFAULT_AMIS=false).
+        monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "true")
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
         for name, value in {**FAKE_ENV, "AWS_ENDPOINT_URL": endpoint}.items():
             monkeypatch.setenv(name, value)
         names = create_resources(boto3.Session(region_name=REGION), endpoint_url=endpoint)
