@@ -202,10 +202,4 @@ def unavailable_offerings(entries: Iterable[UnavailableEntry]) -> Table:
 
 
 def unavailable_json(entry: UnavailableEntry) -> dict[str, Any]:
-    return {
-        "offering": entry.offering,
-        "reason": entry.reason,
-        "message": entry.message,
-        "cachedAt": entry.cached_at,
-        "expiresAt": entry.expires_at,
-    }
+    return entry.to_dict()

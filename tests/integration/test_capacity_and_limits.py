@@ -14,7 +14,12 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
-from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.integration.test_launch_into_reservations import (
+    ZONE,
+    expire_idempotency_claims,
+    reserve,
+    setup_pool,
+)
 from tests.support.cloud import Cloud, launch_request
 
 OTHER_ZONE = "us-east-1b"
@@ -257,9 +262,7 @@ def test_a_retry_after_settling_counts_the_instances_once(cloud, subnets, image,
         patch.setattr(LaunchRecords, "put_record", die)
         with pytest.raises(SystemExit):
             cloud.send(request)
-    db = aws.client("dynamodb")
-    for item in db.scan(TableName=cloud.names.idempotency_table)["Items"]:
-        db.delete_item(TableName=cloud.names.idempotency_table, Key={"id": item["id"]})
+    expire_idempotency_claims(cloud)
     # When the request is delivered again
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
     # Then the pool counts its 3 instances once

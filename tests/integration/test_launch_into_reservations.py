@@ -261,7 +261,7 @@ def test_crash_after_create_fleet_then_retry_launches_once(cloud, subnets, image
             cloud.send(request)
     assert len(cloud.managed_instances()) == 3
     # When the message is delivered again to a new container, after the claim expired
-    _expire_idempotency_claims(cloud)
+    expire_idempotency_claims(cloud)
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
     # Then the intent is replayed: still 3 instances, and the record names exactly those
     record = cloud.record("crash-1")
@@ -271,7 +271,7 @@ def test_crash_after_create_fleet_then_retry_launches_once(cloud, subnets, image
     assert {i.instance_id for i in record.instances} == running
 
 
-def _expire_idempotency_claims(cloud: Cloud) -> None:
+def expire_idempotency_claims(cloud: Cloud) -> None:
     db = aws.client("dynamodb")
     for item in db.scan(TableName=cloud.names.idempotency_table)["Items"]:
         db.delete_item(TableName=cloud.names.idempotency_table, Key={"id": item["id"]})

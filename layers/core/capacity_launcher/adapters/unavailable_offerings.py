@@ -31,6 +31,16 @@ class UnavailableEntry:
     cached_at: str
     expires_at: int
 
+    def to_dict(self) -> dict[str, Any]:
+        """The item as DESIGN.md names its attributes (also what `get -o json` prints)."""
+        return {
+            "offering": self.offering,
+            "reason": self.reason,
+            "message": self.message,
+            "cachedAt": self.cached_at,
+            "expiresAt": self.expires_at,
+        }
+
 
 class UnavailableOfferings:
     def __init__(
@@ -79,7 +89,7 @@ class UnavailableOfferings:
         items = list(entries.values())
         for start in range(0, len(items), _BATCH_WRITE_LIMIT):
             chunk = items[start : start + _BATCH_WRITE_LIMIT]
-            requests = [{"PutRequest": {"Item": to_item(_attributes(e))}} for e in chunk]
+            requests = [{"PutRequest": {"Item": to_item(e.to_dict())}} for e in chunk]
             self._batch_write(requests)
         with self._lock:
             self._copy.update(entries)
@@ -133,13 +143,3 @@ class UnavailableOfferings:
             time.sleep(0.05)
         # Unprocessed items are DynamoDB asking us to slow down: hand the work back to the queue.
         raise Throttled("BatchWriteItem", "UnprocessedItems")
-
-
-def _attributes(entry: UnavailableEntry) -> dict[str, Any]:
-    return {
-        "offering": entry.offering,
-        "reason": entry.reason,
-        "message": entry.message,
-        "cachedAt": entry.cached_at,
-        "expiresAt": entry.expires_at,
-    }
