@@ -38,3 +38,17 @@ def ec2_calls(cloud: Cloud) -> Counter[str]:
 
     aws.client("ec2").meta.events.register("before-call.ec2", lambda **kw: count(kw["model"]))
     return calls
+
+
+@pytest.fixture
+def fleet_inputs(cloud: Cloud) -> list[dict[str, Any]]:
+    """Every CreateFleet input the service sends."""
+    seen: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: object) -> None:
+        seen.append(params)
+
+    aws.client("ec2").meta.events.register(
+        "provide-client-params.ec2.CreateFleet", lambda params, **kw: record(params)
+    )
+    return seen

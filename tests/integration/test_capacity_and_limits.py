@@ -40,20 +40,6 @@ def overrides_tried(calls: list[dict]) -> set[tuple[str, str]]:
     }
 
 
-@pytest.fixture
-def fleet_inputs(cloud: Cloud) -> list[dict]:
-    """Every CreateFleet input the service sends."""
-    seen: list[dict] = []
-
-    def record(params: dict, **_: object) -> None:
-        seen.append(params)
-
-    aws.client("ec2").meta.events.register(
-        "provide-client-params.ec2.CreateFleet", lambda params, **kw: record(params)
-    )
-    return seen
-
-
 def test_on_demand_ice_is_cached_with_its_key_reason_and_expiry(
     cloud, subnets, image, fleet_inputs
 ):

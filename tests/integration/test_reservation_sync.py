@@ -399,3 +399,45 @@ def test_a_node_class_naming_a_missing_group_does_not_stop_the_sync_for_the_othe
     # When the sync runs, it still snapshots the reservation the other NodeClass uses
     sync()
     assert snapshot(targeted).snapshot.total == 2
+
+
+def test_slots_another_worker_claimed_are_not_asked_of_ec2(
+    snapshot_launchers, subnets, image, fleet_inputs, monkeypatch
+):
+    # Given a synced targeted reservation of 2, and another worker racing for both slots
+    cloud = snapshot_launchers
+    reservation = targeted_pool(cloud, subnets, image, 2, InstanceMatchCriteria="targeted")
+    sync()
+    other_worker = snapshots()
+    real_claim = ReservationSnapshots.claim
+
+    def raced(self: ReservationSnapshots, reservation_id: str, count: int) -> int | None:
+        # Between our read of the snapshot and our claim, another worker takes every slot.
+        assert real_claim(other_worker, reservation_id, 2) == 2
+        return real_claim(self, reservation_id, count)
+
+    monkeypatch.setattr(ReservationSnapshots, "claim", raced)
+    # When a request plans with the slots it read, then claims
+    cloud.send(launch_request("claimed-1", nodePool="general"))
+    # Then no reserved CreateFleet is sent: the request goes on-demand, saying why
+    record = cloud.record("claimed-1")
+    assert record is not None
+    assert [i.capacity_type for i in record.instances] == ["on-demand"]
+    assert [(u.capacity_reservation_id, u.reason) for u in record.unavailable_offerings] == [
+        (reservation, "ReservationCapacityExceeded")
+    ]
+    # (a reserved fleet follows our order, "prioritized"; an on-demand one EC2's "lowest-price")
+    assert [f["OnDemandOptions"]["AllocationStrategy"] for f in fleet_inputs] == ["lowest-price"]
+
+
+def test_a_claim_takes_only_what_is_left_and_unused_slots_are_given_back(
+    snapshot_launchers, subnets, image
+):
+    cloud = snapshot_launchers
+    reservation = targeted_pool(cloud, subnets, image, 3)
+    sync()
+    assert snapshots().claim(reservation, 2) == 2
+    assert snapshots().claim(reservation, 5) == 1
+    assert snapshots().claim(reservation, 1) == 0
+    snapshots().give_back(reservation, 2)
+    assert snapshot(reservation).snapshot.available == 2

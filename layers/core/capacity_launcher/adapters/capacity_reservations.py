@@ -47,6 +47,13 @@ class CapacityReservations:
             ]
         return []
 
+    def claim(self, reservation_id: str, count: int) -> int | None:
+        """No shared view to claim against here: EC2 decides (None)."""
+        return None
+
+    def give_back(self, reservation_id: str, count: int) -> None:
+        """Nothing was claimed, so nothing to give back."""
+
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None:
         """Nothing to keep here: reservations are read live from EC2 for every launch."""
 

@@ -160,6 +160,37 @@ class ReservationSnapshots:
                     },
                 )
 
+    def claim(self, reservation_id: str, count: int) -> int | None:
+        """Take up to `count` slots before asking EC2, so concurrent workers never race for the
+        last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly)."""
+        for _ in range(_CLAIM_TRIES):
+            stored = self.get(reservation_id)
+            if stored is None:
+                return None
+            available = stored.snapshot.available
+            if stored.snapshot.exhausted or available <= 0:
+                return 0
+            take = min(count, available)
+            if self._update(
+                reservation_id,
+                "ADD available :minus, version :one",
+                "available >= :take",
+                {":minus": -take, ":one": 1, ":take": take},
+            ):
+                return take
+        return 0
+
+    def give_back(self, reservation_id: str, count: int) -> None:
+        """Slots claimed but not launched into (never above the reservation's total)."""
+        stored = self.get(reservation_id) if count > 0 else None
+        if stored is not None:
+            self._update(
+                reservation_id,
+                "ADD available :count, version :one",
+                "available <= :ceiling",
+                {":count": count, ":one": 1, ":ceiling": stored.snapshot.total - count},
+            )
+
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None:
         """An insufficient-capacity error said it is full: skip it until a sync sees capacity."""
         for reservation_id in sorted(set(reservation_ids)):
@@ -290,6 +321,9 @@ class ReservationSnapshots:
                 return False
             raise_for("UpdateItem", error)
         return True
+
+
+_CLAIM_TRIES = 3
 
 
 def _resolve(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -46,6 +46,8 @@ from capacity_launcher.domain.tags import instance_tags, request_tags
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared, resolve
 
+# Why a reservation was left out before asking EC2: EC2's own code for a full reservation.
+RESERVATION_FULL = "ReservationCapacityExceeded"
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
 
@@ -74,6 +76,14 @@ class _Progress:
     @property
     def wanted(self) -> int:
         return max(self.granted - len(self.instance_ids), 0)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """Slots of one reservation taken in the shared snapshot for one attempt."""
+
+    reservation_id: str
+    granted: int
 
 
 @dataclass
@@ -205,11 +215,19 @@ class Launcher:
                 tried_reserved = True
             elif tried_reserved:
                 report.fallbacks_to_on_demand += 1
+            claim = self._claim(attempt)
+            if claim is not None and claim.granted == 0:
+                # Other workers hold its last slots: known without asking EC2.
+                observed += [_unavailable(o, RESERVATION_FULL) for o in attempt.offerings]
+                plan.record(attempt, [], [])
+                continue
+            if claim is not None:
+                attempt = replace(attempt, count=min(attempt.count, claim.granted))
             attempt_number += 1
             intent = self._intent(attempt, attempt_number, active, lead, subnets)
             self._p.records.write_intent(intent)
             result = self._run_intent(intent, report)
-            landings, dry = self._absorb(intent, result, active, observed, attempt)
+            landings, dry = self._absorb(intent, result, active, observed, attempt, claim)
             seen += landings
             plan.record(attempt, [Landed(x.instance_type, x.zone) for x in landings], dry)
             for offering in dry:
@@ -264,6 +282,14 @@ class Launcher:
             offerings=tuple(o.key for o in attempt.offerings),
         )
 
+    def _claim(self, attempt: LaunchAttempt) -> _Claim | None:
+        """Claim a targeted reservation's slots in the shared snapshot before asking EC2."""
+        target = attempt.target
+        if target is None or target.reservation_id is None:
+            return None
+        granted = self._p.reservations.claim(target.reservation_id, attempt.count)
+        return None if granted is None else _Claim(target.reservation_id, granted)
+
     def _run_intent(self, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
         if intent.state == "done":
             return FleetResult(None, intent.instance_ids, ())
@@ -289,6 +315,7 @@ class Launcher:
         active: Sequence[_Progress],
         observed: list[UnavailableOffering],
         attempt: LaunchAttempt | None = None,
+        claim: _Claim | None = None,
     ) -> tuple[list[InstanceLanding], list[Offering]]:
         by_request = intent.split(result.instance_ids)
         retags = []
@@ -333,6 +360,10 @@ class Launcher:
                 launched_into[landing.capacity_reservation_id] = (
                     launched_into.get(landing.capacity_reservation_id, 0) + 1
                 )
+        if claim is not None:
+            # Claimed slots are taken already; give back the ones EC2 did not fill.
+            used = launched_into.pop(claim.reservation_id, 0)
+            self._p.reservations.give_back(claim.reservation_id, claim.granted - used)
         if launched_into:
             self._p.reservations.note_launched(launched_into)
         return landings, dry
