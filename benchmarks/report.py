@@ -127,16 +127,20 @@ def _storm(storm: list[StormResult]) -> list[str]:
         "- *launcher*: the real service; the ICE cache is the shared DynamoDB table, read once "
         "per request (or from the container's 5 s copy).",
         "- *per-process*: the same launcher with its ICE cache swapped for one held in each "
-        "worker's memory (Karpenter's model), `benchmarks/per_process_cache.py`.",
+        "worker's memory (Karpenter's model), `benchmarks/per_process_cache.py`. It still shares "
+        "the reservation snapshots, so it claims reservation slots like the launcher does.",
         "- *naive*: a boto3 loop per worker; reservations first, then each on-demand offering, "
         "`RunInstances` until one launches; no cache.",
         "- A *failed launch call* launched nothing and was refused for capacity; a *capacity "
         "refusal* is one (call, offering) EC2 refused. One CreateFleet carries every offering as "
         "an override, so EC2 itself skips dry on-demand offerings without an error: only "
         "reservations (one per attempt) can refuse the launcher.",
-        "- Reservation refusals come from workers racing for the last slots, so they vary from "
-        "run to run with thread timing: one run may meet the one-per-offering goal that the next "
-        "misses by a few calls. The naive loop's figures do not vary.",
+        "- Both launcher contenders start after one reservation sync, as in production: before "
+        "a reserved CreateFleet a worker claims the slots in the shared snapshot, so workers "
+        "racing for the last slots are turned away without asking EC2.",
+        "- What this scene cannot show: moto_capacity's CreateFleet skips a dry on-demand "
+        "override silently when another override fills the request, so the shared ICE cache and "
+        "the per-process one are not told apart here by on-demand refusals.",
         "",
     ]
     return lines
