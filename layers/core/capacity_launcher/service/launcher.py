@@ -151,27 +151,13 @@ class Launcher:
 
         per_instance = candidates.largest() if candidates else Resources.ZERO
         never = self._never_fits(lead, candidates, per_instance)
-        for item in progress:
-            if never is not None:
-                report.records[item.request.request_id] = self._finish(
-                    item,
-                    [],
-                    [],
-                    RequestStatus.REJECTED,
-                    [ErrorDetail(code="LimitExceeded", message=never)],
-                )
         if never is not None:
+            self._reject_all(progress, report, ErrorDetail(code="LimitExceeded", message=never))
             return
         if not candidates and not candidates.skipped:
             # Nothing matches at all (as opposed to: matches, but is full or dry right now).
-            for item in progress:
-                report.records[item.request.request_id] = self._finish(
-                    item,
-                    [],
-                    [],
-                    RequestStatus.REJECTED,
-                    [ErrorDetail(code="NoOffering", message=_no_offering(lead, subnets))],
-                )
+            message = _no_offering(lead, subnets)
+            self._reject_all(progress, report, ErrorDetail(code="NoOffering", message=message))
             return
 
         # Limits: lease what the largest candidate would use; settle to what actually launched.
@@ -246,6 +232,14 @@ class Launcher:
         for item in progress:
             record = self._settle(item, where, [*skipped_records, *observed], candidates)
             report.records[item.request.request_id] = record
+
+    def _reject_all(
+        self, progress: Sequence[_Progress], report: LaunchReport, error: ErrorDetail
+    ) -> None:
+        for item in progress:
+            report.records[item.request.request_id] = self._finish(
+                item, [], [], RequestStatus.REJECTED, [error]
+            )
 
     # -- one attempt --------------------------------------------------------------------------
 
