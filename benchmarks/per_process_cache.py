@@ -9,14 +9,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch_batch import LaunchBatch
-from capacity_launcher.service.launcher import Launcher
-from capacity_launcher.service.telemetry import LaunchTelemetry
 from capacity_launcher.settings import get_settings
 
 
@@ -53,14 +47,4 @@ def per_process_launch_batch(ttl_seconds: int) -> LaunchBatch:
     ports = dataclasses.replace(
         wiring.launch_ports(settings), unavailable=InMemoryUnavailable(ttl_seconds)
     )
-    persistence = DynamoDBPersistenceLayer(
-        table_name=settings.idempotency_table_name, boto3_client=client("dynamodb")
-    )
-    persistence.configure(wiring.idempotency_config(settings), function_name="launch")
-    return LaunchBatch(
-        Launcher(ports, max_attempts=settings.max_launch_attempts),
-        Publisher(settings.event_bus_name).publish,
-        ports.records,  # type: ignore[arg-type]
-        persistence,
-        LaunchTelemetry(),
-    )
+    return wiring.build_launch_batch(wiring.idempotency_config(settings), ports)

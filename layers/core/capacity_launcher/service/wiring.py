@@ -63,9 +63,10 @@ def launch_batch(config: IdempotencyConfig) -> LaunchBatch:
     return build_launch_batch(config)
 
 
-def build_launch_batch(config: IdempotencyConfig) -> LaunchBatch:
+def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = None) -> LaunchBatch:
+    """A launch batch processor; `ports` replaces the adapters (benchmarks swap the ICE cache)."""
     settings = get_settings()
-    ports = launch_ports(settings)
+    ports = ports or launch_ports(settings)
     persistence = DynamoDBPersistenceLayer(
         table_name=settings.idempotency_table_name, boto3_client=client("dynamodb")
     )
