@@ -93,7 +93,8 @@ class LaunchBatch:
             try:
                 item.prepared = self._launcher.prepare(item.request, item.message.received_at)
             except RequestRejected as rejected:
-                self._reject(item, rejected)
+                if not self._reject(item, rejected):
+                    failures.append(item.message.message_id)
                 continue
             except Exception:
                 logger.exception(
@@ -166,7 +167,8 @@ class LaunchBatch:
             return "replayed"
         return "busy"
 
-    def _reject(self, item: _Claimed, rejected: RequestRejected) -> None:
+    def _reject(self, item: _Claimed, rejected: RequestRejected) -> bool:
+        """Record and publish a rejection; False (claim released) if that could not be done."""
         self._telemetry.rejected()
         record = _rejected_record(
             item.request.request_id,
@@ -176,8 +178,14 @@ class LaunchBatch:
             [ErrorDetail(code=rejected.code, message=rejected.reason)],
             requested=item.request.count,
         )
-        self._records.put_record(record)
-        self._finish([(item, record)])
+        try:
+            self._records.put_record(record)
+            self._finish([(item, record)])
+        except Exception:
+            logger.exception("could not record the rejection; the retry does it")
+            self._release([item])
+            return False
+        return True
 
     def _serve_group(self, group: list[_Claimed]) -> list[str]:
         request_ids = [g.request.request_id for g in group]
