@@ -83,7 +83,7 @@ class Cloud:
 
     def events(self) -> list[dict[str, Any]]:
         """Every event published on our bus since the last call (drained from a capture queue)."""
-        found = []
+        found: list[dict[str, Any]] = []
         while True:
             response = self.sqs.receive_message(
                 QueueUrl=self.events_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
