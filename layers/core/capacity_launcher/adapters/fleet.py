@@ -61,14 +61,9 @@ class Fleet:
             raise _domain_error("CreateTags", error) from error
 
     def find_managed(self, tag_filters: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        """Instances tagged `capacity-launcher:managed=true` that are not terminated."""
-        filters = [
-            {"Name": "tag:capacity-launcher:managed", "Values": ["true"]},
-            {
-                "Name": "instance-state-name",
-                "Values": ["pending", "running", "stopping", "stopped"],
-            },
-        ]
+        """Instances tagged `capacity-launcher:managed=true`, terminated ones too (EC2 lists them
+        for about an hour: reconciliation then knows they are gone, not described late)."""
+        filters = [{"Name": "tag:capacity-launcher:managed", "Values": ["true"]}]
         filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in (tag_filters or {}).items()]
         try:
             pages = self._ec2.get_paginator("describe_instances").paginate(Filters=filters)

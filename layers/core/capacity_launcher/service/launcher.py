@@ -391,13 +391,11 @@ class Launcher:
                     )
                 )
             mine = []
-        used = Resources.ZERO
-        for landing in mine:
-            info = candidates.instance_types.get(landing.instance_type)
-            if info is not None:
-                used = used + info.resources()
+        counted = {
+            x.instance_id: _counted(candidates.instance_types.get(x.instance_type)) for x in mine
+        }
         if item.granted:
-            self._p.limits.settle(pool_name, request.request_id, used)
+            self._p.limits.settle(pool_name, request.request_id, counted)
         self._p.records.put_instances(
             _instance_item(
                 x, item.prepared, candidates.instance_types.get(x.instance_type), self._clock()
@@ -469,6 +467,11 @@ class Launcher:
                 f"{lead.pool.metadata.name} limits on {', '.join(exceeded)}: it can never fit"
             )
         return None
+
+
+def _counted(info: InstanceTypeInfo | None) -> Resources:
+    """What one launched instance counts against its pool (an unknown type still counts as one)."""
+    return info.resources() if info is not None else Resources(instances=1)
 
 
 def _pinned_instance_types(requirements: Requirements) -> list[str] | None:
