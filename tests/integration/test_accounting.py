@@ -11,20 +11,27 @@ from typing import Any
 
 import pytest
 
+import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.fleet import Fleet
+from capacity_launcher.adapters.launch_records import LaunchRecords
+from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import (
+    ZONE,
+    expire_idempotency_claims,
     setup_pool,
 )
 from tests.integration.test_reservation_sync import (
     LambdaContext,
     handler,
     sample_event,
+    snapshot,
     sync,
+    targeted_pool,
     use_snapshots,
 )
 from tests.support.cloud import Cloud, launch_request
@@ -45,6 +52,48 @@ def usage(pool: str = "general") -> int:
 def deliver(instance_id: str, state: str) -> str:
     event = sample_event(STATE_CHANGE, **{"instance-id": instance_id, "state": state})
     return str(handler("instance_events")(event, LambdaContext())["action"])
+
+
+def forget_dry_offerings(cloud: Cloud) -> None:
+    """The ICE cache's items expired (180 s later, in production)."""
+    db = aws.client("dynamodb")
+    table = cloud.names.unavailable_offerings_table
+    for item in db.scan(TableName=table)["Items"]:
+        db.delete_item(TableName=table, Key={"offering": item["offering"]})
+
+
+def test_a_redelivery_after_settle_finishes_the_record_and_never_launches_more(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a pool limited to 3 and a request for 3 that got 1 (EC2 had no more), whose worker
+    # settled the lease and then failed to write the record
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "3"})
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 1)
+    request = launch_request("settled-short-1", nodePool="general", count=3)
+
+    def fail(*_: object, **__: object) -> None:
+        raise RuntimeError("record write failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LaunchRecords, "put_record", fail)
+        assert len(cloud.send(request)) == 1
+    assert cloud.record("settled-short-1") is None
+    assert usage() == 1
+    # and, meanwhile, EC2 has capacity again and another request takes the pool's other 2
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 100)
+    forget_dry_offerings(cloud)
+    cloud.send(launch_request("other-1", nodePool="general", count=2), batch=cloud.fresh_batch())
+    assert usage() == 3
+    expire_idempotency_claims(cloud)
+    # When the first request is delivered again
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then its record says what it launched before, and nothing more runs than the limit
+    record = cloud.record("settled-short-1")
+    assert record is not None
+    assert record.launched == 1
+    assert record.status is RequestStatus.PARTIALLY_FULFILLED
+    assert len(cloud.managed_instances()) == 3
+    assert usage() == 3
 
 
 def test_the_sync_and_a_termination_event_release_an_instance_once(
@@ -131,6 +180,82 @@ def test_the_template_routes_the_states_the_instance_events_act_on():
     ]
     states = set(rule["Properties"]["Pattern"]["detail"]["state"])
     assert states == set(RELEASING_STATES | STARTING_STATES)
+
+
+def test_slots_claimed_before_an_exception_are_given_back(snapshot_launchers, subnets, image):
+    # Given a synced targeted reservation of 2, and EC2 throttling every CreateFleet
+    cloud = snapshot_launchers
+    reservation = targeted_pool(cloud, subnets, image, 2)
+    sync()
+    assert snapshot(reservation).snapshot.available == 2
+    moto_capacity.inject_fault("ec2:CreateFleet", "RequestLimitExceeded", times=50)
+    request = launch_request("claim-leak-1", nodePool="general", count=2)
+    # When a request claims both slots and its launch raises
+    assert len(cloud.send(request)) == 1
+    # Then the slots are free again in the shared snapshot, for any worker
+    assert snapshot(reservation).snapshot.available == 2
+    # and the redelivery, once EC2 calms down, claims and fills them (its lease waited for it)
+    moto_capacity.reset()
+    expire_idempotency_claims(cloud)
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    record = cloud.record("claim-leak-1")
+    assert record is not None and record.launched == 2
+    assert [i.capacity_reservation_id for i in record.instances] == [reservation] * 2
+    assert snapshot(reservation).snapshot.available == 0
+    assert usage() == 2
+
+
+def test_a_lease_is_given_back_when_the_launch_fails_before_any_intent(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a pool limited to 2, and a launch template that cannot be created right now
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "2"})
+
+    def broken(*_: object, **__: object) -> str:
+        raise RuntimeError("launch template store unreachable")
+
+    monkeypatch.setattr(LaunchTemplates, "ensure", broken)
+    # When a request leases the whole pool and fails before asking EC2
+    assert len(cloud.send(launch_request("no-intent-1", nodePool="general", count=2))) == 1
+    # Then its lease is given back at once, not after it expires
+    assert usage() == 0
+    assert PoolLimitsStore(get_settings().state_table_name, 900).leases() == []
+
+
+def test_a_gang_that_misses_min_count_gives_back_its_slots_and_limits(
+    snapshot_launchers, subnets, image
+):
+    # Given a synced reservation of 2 that a reserved-only pool targets
+    cloud = snapshot_launchers
+    reservation = targeted_pool(cloud, subnets, image, 2, limits={"instances": "10"})
+    cloud.apply(
+        {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "general"},
+            "spec": {
+                "nodeClassRef": "standard",
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]},
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": ["m5.large"],
+                    },
+                ],
+                "limits": {"instances": "10"},
+            },
+        }
+    )
+    sync()
+    # When a gang of 4 gets only the 2 reserved instances
+    cloud.send(launch_request("gang-slots-1", nodePool="general", count=4, minCount=4))
+    record = cloud.record("gang-slots-1")
+    assert record is not None and record.status is RequestStatus.FAILED
+    # Then what it launched was terminated, and its slots and limits are free again
+    assert cloud.managed_instances() == []
+    assert snapshot(reservation).snapshot.available == 2
+    assert usage() == 0
 
 
 def test_a_sync_during_a_launch_does_not_count_its_instances_twice(cloud, subnets, image):

@@ -43,6 +43,7 @@ from capacity_launcher.domain.status import (
     status_for,
 )
 from capacity_launcher.domain.tags import instance_tags, request_tags
+from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared, resolve
 
@@ -68,6 +69,10 @@ class _Progress:
     granted: int = 0
     instance_ids: list[str] = field(default_factory=list)
     errors: list[ErrorDetail] = field(default_factory=list)
+    # Its lease was settled by an earlier delivery: launching is over, only the record is left.
+    settled: bool = False
+    # An intent names it: EC2 may have instances for it, so its lease must outlive an exception.
+    launching: bool = False
 
     @property
     def request(self) -> LaunchRequest:
@@ -78,12 +83,13 @@ class _Progress:
         return max(self.granted - len(self.instance_ids), 0)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Claim:
     """Slots of one reservation taken in the shared snapshot for one attempt."""
 
     reservation_id: str
     granted: int
+    returned: bool = False
 
 
 @dataclass
@@ -127,12 +133,30 @@ class Launcher:
                 report.replayed.add(record.request_id)
             elif intents:
                 # A crashed or throttled predecessor: finish its intents, alone, first.
-                self._serve([_Progress(prepared)], report, intents)
+                self._serve_or_give_back([_Progress(prepared)], report, intents)
             else:
                 fresh.append(_Progress(prepared))
         if fresh:
-            self._serve(fresh, report, [])
+            self._serve_or_give_back(fresh, report, [])
         return report
+
+    def _serve_or_give_back(
+        self, progress: list[_Progress], report: LaunchReport, intents: list[LaunchIntent]
+    ) -> None:
+        """`_serve`; on any exception, give back the leases of requests no intent names."""
+        try:
+            self._serve(progress, report, intents)
+        except BaseException:
+            for item in progress:
+                if item.granted and not item.settled and not item.launching:
+                    self._cancel_lease(item)
+            raise
+
+    def _cancel_lease(self, item: _Progress) -> None:
+        try:
+            self._p.limits.cancel(item.prepared.pool.metadata.name, item.request.request_id)
+        except Exception:  # the lease then expires and the sync reclaims it
+            logger.exception("lease not given back", extra={"requestId": item.request.request_id})
 
     def _serve(
         self, progress: list[_Progress], report: LaunchReport, intents: list[LaunchIntent]
@@ -162,6 +186,9 @@ class Launcher:
 
         # Limits: lease what the largest candidate would use; settle to what actually launched.
         for item in progress:
+            if self._p.limits.is_settled(pool_name, item.request.request_id):
+                item.settled = True  # it absorbs its done intents below and never launches more
+                continue
             item.granted = self._p.limits.reserve(
                 pool_name,
                 item.request.request_id,
@@ -178,12 +205,13 @@ class Launcher:
                         f"minCount={item.request.min_count} instances now",
                     )
                 )
-        active = [p for p in progress if p.granted > 0]
+        active = [p for p in progress if p.granted > 0 or p.settled]
 
         observed: list[UnavailableOffering] = []
         seen: list[InstanceLanding] = []
         attempt_number = max((i.attempt for i in intents), default=0)
         for intent in intents:
+            _mark_launching(progress, intent)
             result = self._run_intent(intent, report)
             self._absorb(intent, result, active, observed)
         plan = LaunchPlan(
@@ -210,10 +238,15 @@ class Launcher:
             if claim is not None:
                 attempt = replace(attempt, count=min(attempt.count, claim.granted))
             attempt_number += 1
-            intent = self._intent(attempt, attempt_number, active, lead, subnets)
-            self._p.records.write_intent(intent)
-            result = self._run_intent(intent, report)
-            landings, dry = self._absorb(intent, result, active, observed, attempt, claim)
+            try:
+                intent = self._intent(attempt, attempt_number, active, lead, subnets)
+                _mark_launching(progress, intent)
+                self._p.records.write_intent(intent)
+                result = self._run_intent(intent, report)
+                landings, dry = self._absorb(intent, result, active, observed, attempt, claim)
+            finally:
+                if claim is not None:
+                    self._give_back(claim, used=0)  # no-op once _absorb gave back the unused
             seen += landings
             plan.record(attempt, [Landed(x.instance_type, x.zone) for x in landings], dry)
             for offering in dry:
@@ -284,6 +317,14 @@ class Launcher:
         granted = self._p.reservations.claim(target.reservation_id, attempt.count)
         return None if granted is None else _Claim(target.reservation_id, granted)
 
+    def _give_back(self, claim: _Claim, used: int) -> None:
+        """Give back a claim's slots that no instance took, once, whichever way the attempt ends."""
+        if claim.returned:
+            return
+        claim.returned = True
+        if claim.granted > used:
+            self._p.reservations.give_back(claim.reservation_id, claim.granted - used)
+
     def _run_intent(self, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
         if intent.state == "done":
             return FleetResult(None, intent.instance_ids, ())
@@ -311,6 +352,9 @@ class Launcher:
         attempt: LaunchAttempt | None = None,
         claim: _Claim | None = None,
     ) -> tuple[list[InstanceLanding], list[Offering]]:
+        if claim is not None:
+            # A claimed attempt targets one reservation only: every instance it got is in it.
+            self._give_back(claim, used=len(result.instance_ids))
         by_request = intent.split(result.instance_ids)
         retags = []
         for item in active:
@@ -321,7 +365,9 @@ class Launcher:
                 retags.append((mine, {**item.request.tags, **request_tags(item.request)}))
         with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
             tagging = [pool.submit(self._p.fleet.tag, ids, tags) for ids, tags in retags]
-            landings = self._p.fleet.describe(result.instance_ids) if attempt is not None else []
+            # A pending intent replayed now took its slots now (its claim, if any, was given back).
+            fresh = attempt is not None or intent.state != "done"
+            landings = self._p.fleet.describe(result.instance_ids) if fresh else []
             for done in tagging:
                 done.result()
         offerings = attempt.offerings if attempt is not None else ()
@@ -355,9 +401,7 @@ class Launcher:
                     launched_into.get(landing.capacity_reservation_id, 0) + 1
                 )
         if claim is not None:
-            # Claimed slots are taken already; give back the ones EC2 did not fill.
-            used = launched_into.pop(claim.reservation_id, 0)
-            self._p.reservations.give_back(claim.reservation_id, claim.granted - used)
+            launched_into.pop(claim.reservation_id, 0)  # claimed slots are taken already
         if launched_into:
             self._p.reservations.note_launched(launched_into)
         return landings, dry
@@ -377,6 +421,8 @@ class Launcher:
         if len(mine) < request.min_count:
             if mine:
                 self._p.fleet.terminate([x.instance_id for x in mine])
+                if not item.settled:  # the delivery that settled gave the slots back already
+                    self._give_back_slots(mine)
                 item.errors.append(
                     ErrorDetail(
                         code="MinCountNotMet",
@@ -404,6 +450,16 @@ class Launcher:
         )
         status = status_for(request.count, len(mine), request.min_count)
         return self._finish(item, mine, unavailable, status, item.errors)
+
+    def _give_back_slots(self, terminated: Sequence[InstanceLanding]) -> None:
+        """Reservation slots of instances a failed gang terminated are free again at once."""
+        freed: dict[str, int] = {}
+        for landing in terminated:
+            if landing.capacity_reservation_id:
+                reservation = landing.capacity_reservation_id
+                freed[reservation] = freed.get(reservation, 0) + 1
+        for reservation_id, count in sorted(freed.items()):
+            self._p.reservations.give_back(reservation_id, count)
 
     def _finish(
         self,
@@ -467,6 +523,12 @@ class Launcher:
                 f"{lead.pool.metadata.name} limits on {', '.join(exceeded)}: it can never fit"
             )
         return None
+
+
+def _mark_launching(progress: Sequence[_Progress], intent: LaunchIntent) -> None:
+    for item in progress:
+        if item.request.request_id in intent.request_ids:
+            item.launching = True
 
 
 def _counted(info: InstanceTypeInfo | None) -> Resources:
