@@ -16,7 +16,8 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore, Recount
+from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
 from capacity_launcher.settings import get_settings
@@ -277,3 +278,21 @@ def test_a_sync_during_a_launch_does_not_count_its_instances_twice(cloud, subnet
     record = cloud.record("inflight-1")
     assert record is not None and record.launched == 2
     assert usage() == 2
+
+
+def test_settling_more_instances_than_one_transaction_holds_counts_each_once(cloud):
+    # Given a lease of 120 instances, 5 of which the sync already counted (their lease had expired)
+    store = PoolLimitsStore(get_settings().state_table_name, 900)
+    one = Resources(cpu=2, memory_mib=8192, instances=1)
+    assert store.reserve("general", "big-1", one, 120, 1, None) == 120
+    launched = {f"i-{n:017x}": one for n in range(120)}
+    for instance_id in list(launched)[:5]:
+        assert store.count("general", instance_id, one)
+    # When the launcher settles (in chunks), and a retry settles again
+    store.settle("general", "big-1", launched)
+    store.settle("general", "big-1", launched)
+    # Then each instance is a member once, usage is exactly theirs, and the lease is settled
+    assert sorted(m.instance_id for m in store.members("general")) == sorted(launched)
+    assert store.usage("general") == one * 120
+    assert store.is_settled("general", "big-1")
+    assert store.recompute("general") == Recount(one * 120, one * 120, repaired=False)
