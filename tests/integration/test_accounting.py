@@ -296,3 +296,31 @@ def test_settling_more_instances_than_one_transaction_holds_counts_each_once(clo
     assert store.usage("general") == one * 120
     assert store.is_settled("general", "big-1")
     assert store.recompute("general") == Recount(one * 120, one * 120, repaired=False)
+
+
+def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypatch):
+    # Given usage that no member explains (3 leaked), and one counted instance
+    store = PoolLimitsStore(get_settings().state_table_name, 900)
+    one = Resources(instances=1)
+    assert store.count("general", "i-00000000000000001", one)
+    aws.client("dynamodb").update_item(
+        TableName=get_settings().state_table_name,
+        Key={"pk": {"S": "Limits#general"}, "sk": {"S": "Usage"}},
+        UpdateExpression="ADD instances :n",
+        ExpressionAttributeValues={":n": {"N": "3"}},
+    )
+    # When another writer counts an instance while the recompute reads members and leases
+    real = PoolLimitsStore._partition
+    writes = iter([True])
+
+    def concurrent(self: PoolLimitsStore, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        read = real(self, *args, **kwargs)
+        if next(writes, False):
+            assert store.count("general", "i-00000000000000002", one)
+        return read
+
+    monkeypatch.setattr(PoolLimitsStore, "_partition", concurrent)
+    recount = store.recompute("general")
+    # Then the recompute read again, and usage is both members: the concurrent count is kept
+    assert recount is not None and recount.repaired
+    assert store.usage("general").instances == 2
