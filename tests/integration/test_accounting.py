@@ -324,3 +324,20 @@ def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypa
     # Then the recompute read again, and usage is both members: the concurrent count is kept
     assert recount is not None and recount.repaired
     assert store.usage("general").instances == 2
+
+
+def test_a_late_pending_event_of_a_terminated_instance_counts_nothing(cloud, subnets, image):
+    # Given an instance of ours that terminated, its release published once
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "2"})
+    cloud.send(launch_request("late-1", nodePool="general"))
+    record = cloud.record("late-1")
+    assert record is not None
+    instance_id = record.instances[0].instance_id
+    cloud.ec2.terminate_instances(InstanceIds=[instance_id])
+    assert deliver(instance_id, "terminated") == "released"
+    # When its launch's `pending` event arrives late, and the termination again
+    late = deliver(instance_id, "pending")
+    again = deliver(instance_id, "terminated")
+    # Then nothing is counted or released a second time
+    assert (late, again) == ("ignored", "duplicate")
+    assert usage() == 0

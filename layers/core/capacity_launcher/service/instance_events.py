@@ -32,6 +32,8 @@ INTERRUPTION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
 RELEASING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 # States in which it uses them again (after a stop; a new instance is counted by its launcher).
 STARTING_STATES = frozenset({"pending", "running"})
+# States it never leaves: a start event delivered after them is stale.
+TERMINATED_STATES = frozenset({"shutting-down", "terminated"})
 INTERRUPTION_REASON = "CapacityReservationInterruption"
 INSTANCES_RELEASED = "InstancesReleased"
 RESERVATIONS_INTERRUPTED = "ReservationsInterrupted"
@@ -140,8 +142,8 @@ class InstanceEvents:
         """Count a started instance again; its launch counted it the first time (a no-op here)."""
         pool = item.get("nodePool")
         reservation_id = item.get("capacityReservationId")
-        if not pool:
-            return Outcome("ignored", instance_id)
+        if not pool or item.get("state") in TERMINATED_STATES:
+            return Outcome("ignored", instance_id)  # a late `pending` of an instance now gone
         if item.get("releasedAt"):
             self._items.rearm(instance_id)
         counted = self._limits.count(
