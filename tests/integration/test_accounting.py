@@ -7,6 +7,7 @@ or a gang failure, and a sync running in the middle of a launch.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -341,3 +342,21 @@ def test_a_late_pending_event_of_a_terminated_instance_counts_nothing(cloud, sub
     # Then nothing is counted or released a second time
     assert (late, again) == ("ignored", "duplicate")
     assert usage() == 0
+
+
+def test_a_launchs_own_running_event_costs_two_reads_and_no_transaction(cloud, subnets, image):
+    # Given an instance our launcher just launched and counted
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "2"})
+    cloud.send(launch_request("own-1", nodePool="general"))
+    record = cloud.record("own-1")
+    assert record is not None
+    calls: Counter[str] = Counter()
+    aws.client("dynamodb").meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.update([model.name])
+    )
+    # When EC2's `running` event for it arrives
+    outcome = deliver(record.instances[0].instance_id, "running")
+    # Then it is a duplicate, told by its instance item and its membership, with no write
+    assert outcome == "duplicate"
+    assert calls == Counter({"GetItem": 2})
+    assert usage() == 1

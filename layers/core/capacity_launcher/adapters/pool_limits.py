@@ -241,6 +241,10 @@ class PoolLimitsStore:
 
     def uncount_instance(self, pool: str, instance_id: str) -> bool:
         """`uncount` by id, for the amount the instance was counted for."""
+        member = self.member(pool, instance_id)
+        return member is not None and self.uncount(member)
+
+    def member(self, pool: str, instance_id: str) -> Member | None:
         try:
             item = self._db.get_item(
                 TableName=self._table,
@@ -250,7 +254,7 @@ class PoolLimitsStore:
         except ClientError as error:
             raise_for("GetItem", error)
             raise
-        return item is not None and self.uncount(_member(from_item(item)))
+        return _member(from_item(item)) if item else None
 
     def members(self, pool: str) -> list[Member]:
         """Every instance counted in the pool's usage (one Query of the pool's partition)."""

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from capacity_launcher.adapters.instance_records import item_resources
+from capacity_launcher.adapters.pool_limits import Member
 from capacity_launcher.adapters.publisher import Event
 from capacity_launcher.domain.config import NodePool
 from capacity_launcher.domain.errors import CapacityLauncherError
@@ -53,6 +54,7 @@ class PoolMembership(Protocol):
         self, pool: str, instance_id: str, amount: Resources, *, unless_released: bool = False
     ) -> bool: ...
     def uncount_instance(self, pool: str, instance_id: str) -> bool: ...
+    def member(self, pool: str, instance_id: str) -> Member | None: ...
     def usage(self, pool: str) -> Resources: ...
 
 
@@ -146,6 +148,9 @@ class InstanceEvents:
             return Outcome("ignored", instance_id)  # a late `pending` of an instance now gone
         if item.get("releasedAt"):
             self._items.rearm(instance_id)
+        elif self._limits.member(str(pool), instance_id) is not None:
+            # Every launch's own events: one read, no transaction on the pool's hot usage item.
+            return Outcome("duplicate", instance_id, reservation_id)
         counted = self._limits.count(
             str(pool), instance_id, item_resources(item), unless_released=True
         )
