@@ -278,6 +278,18 @@ class NotFound(CapacityLauncherError):
         super().__init__(f"{kind} {name!r} not found")
 
 
+class StoredDocumentInvalid(CapacityLauncherError):
+    """A NodeClass or NodePool in the table that no longer parses: it affects only itself."""
+
+    code = "InvalidStoredDocument"
+
+    def __init__(self, kind: str, name: str, reason: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.reason = reason
+        super().__init__(f"{kind} {name} is stored but no longer valid: {reason}")
+
+
 class ConfigConflict(CapacityLauncherError):
     """A configuration change that would break a reference (missing NodeClass, class in use)."""
 
