@@ -129,9 +129,10 @@ class Reconciliation:
                 recomputed[pool] += item_resources(item) if item else Resources(instances=1)
             reservation = instance.get("CapacityReservationId")
             if reservation:
-                requester = (item or {}).get("requester") or tags.get(REQUESTER) or ""
+                requester = (item or {}).get("requester") or tags.get(REQUESTER)
                 by_requester = report.usage_by_reservation.setdefault(reservation, {})
-                by_requester[requester] = by_requester.get(requester, 0) + 1
+                if requester:  # no requester, no key: usage is never keyed on an absent value
+                    by_requester[requester] = by_requester.get(requester, 0) + 1
         for pool in sorted(set(stored) | set(recomputed)):
             before = (stored[pool] if pool in stored else self._limits.usage(pool)) - reclaimed[
                 pool
