@@ -46,7 +46,7 @@ from capacity_launcher.domain.status import (
     UnavailableOffering,
     status_for,
 )
-from capacity_launcher.domain.tags import instance_tags, request_tags
+from capacity_launcher.domain.tags import instance_tags, own_request_tags
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared, resolve
 
@@ -364,7 +364,7 @@ class Launcher:
             item.instance_ids += mine
             if len(intent.shares) > 1 and mine:
                 # One fleet served several requests: each request's instances get its own tags.
-                retags.append((mine, {**item.request.tags, **request_tags(item.request)}))
+                retags.append((mine, own_request_tags(item.prepared.node_class, item.request)))
         with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
             tagging = [pool.submit(self._p.fleet.tag, ids, tags) for ids, tags in retags]
             landings = self._p.fleet.describe(result.instance_ids) if attempt is not None else []

@@ -19,6 +19,7 @@ from capacity_launcher.domain.errors import (
 )
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.requirements import Requirements, narrow
+from capacity_launcher.domain.tags import conflicting_tags
 from capacity_launcher.service.ports import Configuration
 
 
@@ -59,6 +60,16 @@ def resolve(config: Configuration, request: LaunchRequest, received_at: datetime
             f"({error.reason}); re-apply it",
             "InvalidNodeClass",
         ) from error
+    conflicts = conflicting_tags(node_class, request)
+    if conflicts:
+        raise RequestRejected(
+            "; ".join(
+                f"tags.{k}: is set by NodeClass {node_class.metadata.name} "
+                f"to {node_class.spec.tags[k]!r}; a request cannot override it"
+                for k in conflicts
+            ),
+            "TagConflict",
+        )
     requirements = narrow(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
