@@ -3,6 +3,7 @@ retried in-process (inside CreateFleet's Errors[] too), and a handed-back messag
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -222,3 +223,48 @@ def test_a_handed_back_message_returns_after_seconds_not_the_queues_timeout(
     # Then it is visible again after a few seconds, growing with its receive count
     assert [c["VisibilityTimeout"] for c in changes] == [16]
     assert changes[0]["ReceiptHandle"] == received["ReceiptHandle"]
+
+
+def test_the_local_event_source_mapping_honours_a_shortened_visibility(cloud: Cloud) -> None:
+    # Given the launch queue (visibility 720 s) and the local event source mapping over it,
+    # with a function that hands its message back as the launcher does
+    from capacity_launcher_cli.event_sources import QueueEventSource, QueueMapping
+    from capacity_launcher_cli.lambda_runtime import Invocation
+
+    sqs = aws.client("sqs")
+    url, arn = cloud.names.launch_queue_url, cloud.names.launch_queue_arn
+    queue = LaunchQueue(sqs, rng=lambda: 0.0)
+
+    class HandsBack:
+        logical_id, region = "LauncherFunction", "us-east-1"
+
+        def invoke(self, event: dict[str, Any]) -> Invocation:
+            (record,) = event["Records"]
+            queue.hand_back(
+                [
+                    Message(
+                        record["messageId"],
+                        record["body"],
+                        received_at=None,  # type: ignore[arg-type]
+                        receipt_handle=record["receiptHandle"],
+                        receive_count=int(record["attributes"]["ApproximateReceiveCount"]),
+                        queue_arn=record["eventSourceARN"],
+                    )
+                ]
+            )
+            failures = {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+            return Invocation("LauncherFunction", "id", failures, None, "", 1.0)
+
+    mapping = QueueMapping(url, arn, batch_size=1, report_batch_item_failures=True)
+    source = QueueEventSource(HandsBack(), mapping, sqs)  # type: ignore[arg-type]
+    sqs.send_message(QueueUrl=url, MessageBody="{}")
+    # When the mapping delivers it and the function hands it back
+    source._deliver(source._gather())
+    # Then it is delivered again seconds later, its receive count grown, not after 720 s
+    again: list[dict[str, Any]] = []
+    for _ in range(100):
+        again = sqs.receive_message(QueueUrl=url, AttributeNames=["All"]).get("Messages", [])
+        if again:
+            break
+        time.sleep(0.1)
+    assert again and again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
