@@ -20,6 +20,7 @@ from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import (
     Cloud,
     capacity_type,
+    default_security_group,
     instance_type,
     launch_request,
     node_class,
@@ -39,8 +40,12 @@ def test_a_pool_applied_after_the_cache_was_filled_is_found(
     # Given a warm launcher whose copy of the pools was filled a moment ago
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     assert cloud.send(launch_request("warm-1", nodePool="general")) == []
-    # When a new pool is applied and a request names it at once
-    cloud.apply(_pool("fresh", "m5.large"))
+    # When a new class and a pool naming it are applied, and a request names the pool at once
+    late_class = node_class("late", [subnets[ZONE]], image)
+    late_class["spec"]["securityGroupIds"] = [default_security_group(cloud.ec2)]
+    fresh_pool = _pool("fresh", "m5.large")
+    fresh_pool["spec"]["nodeClassRef"] = "late"
+    cloud.apply(late_class, fresh_pool)
     cloud.send(launch_request("fresh-1", nodePool="fresh"))
     # Then the request is served, not Rejected as unknown
     record = cloud.record("fresh-1")

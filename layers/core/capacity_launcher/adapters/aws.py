@@ -15,6 +15,8 @@ from capacity_launcher.domain.errors import ErrorKind, classify
 # EC2 throttles per account: adaptive mode adds client-side rate limiting on top of backoff.
 _ADAPTIVE = frozenset({"ec2"})
 _MAX_ATTEMPTS = 5
+# What botocore's retry modes do not retry but DynamoDB means as "try again": writers that met.
+_CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionCanceledException"})
 
 
 @cache
@@ -29,8 +31,9 @@ def client(service: str) -> Any:
     )
     made = boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
     if service == "dynamodb":
-        # Checked before botocore's own retry handler (more specific events fire first).
-        made.meta.events.register("needs-retry.dynamodb.TransactWriteItems", _retry_conflicts)
+        # Before botocore's own retry handler, which leaves these alone. Any write can meet an
+        # ongoing transaction on its item (TransactionConflictException), not only transactions.
+        made.meta.events.register_first("needs-retry.dynamodb", _retry_conflicts)
     return made
 
 
@@ -42,7 +45,7 @@ def _retry_conflicts(response: Any = None, attempts: int = 1, **_: Any) -> float
     parsed = response[1] or {}
     code = str(parsed.get("Error", {}).get("Code", ""))
     reasons = [str(r.get("Code", "")) for r in parsed.get("CancellationReasons") or []]
-    if code and classify(code, reasons) is ErrorKind.TRANSIENT:
+    if code in _CONFLICT_CODES and classify(code, reasons) is ErrorKind.TRANSIENT:
         return in_process_delay(attempts)
     return None
 
