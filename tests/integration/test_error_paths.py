@@ -3,8 +3,10 @@ retried in-process (inside CreateFleet's Errors[] too), and a handed-back messag
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -268,3 +270,34 @@ def test_the_local_event_source_mapping_honours_a_shortened_visibility(cloud: Cl
             break
         time.sleep(0.1)
     assert again and again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+
+
+def test_a_duplicate_of_a_request_in_progress_keeps_the_queues_visibility(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a request another worker is serving right now (its idempotency claim is in progress)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    body = launch_request("busy-1", nodePool="general")
+    cloud.batch._persistence.save_inprogress({"requestId": "busy-1"})  # the idempotency key
+    sqs = aws.client("sqs")
+    changes: list[dict[str, Any]] = []
+    sqs.meta.events.register(
+        "provide-client-params.sqs.ChangeMessageVisibility",
+        lambda params, **_: changes.append(dict(params)),
+    )
+    sqs.send_message(QueueUrl=cloud.names.launch_queue_url, MessageBody=json.dumps(body))
+    received = sqs.receive_message(QueueUrl=cloud.names.launch_queue_url)["Messages"][0]
+    duplicate = Message(
+        received["MessageId"],
+        received["Body"],
+        datetime.now(UTC),
+        receipt_handle=received["ReceiptHandle"],
+        receive_count=1,
+        queue_arn=cloud.names.launch_queue_arn,
+    )
+    # When its duplicate arrives
+    handed_back = cloud.batch.process([duplicate], lambda: 60_000)
+    # Then it goes back to the queue with the queue's own visibility (its receives are not spent
+    # in seconds while the original may run for minutes)
+    assert handed_back == [received["MessageId"]]
+    assert changes == []

@@ -90,14 +90,20 @@ class LaunchBatch:
         self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None = None
     ) -> list[str]:
         """Serve a batch; returns the ids of messages to hand back to the queue."""
-        failures = self._process(messages, remaining_ms)
-        if self._queue is not None and failures:
-            handed_back = set(failures)
-            self._queue.hand_back([m for m in messages if m.message_id in handed_back])
+        waiting: list[str] = []
+        failures = self._process(messages, remaining_ms, waiting)
+        # A duplicate of a request still in progress keeps the queue's own (longer) visibility:
+        # coming back in seconds would only spend its receives before the original finishes.
+        soon = set(failures) - set(waiting)
+        if self._queue is not None and soon:
+            self._queue.hand_back([m for m in messages if m.message_id in soon])
         return failures
 
     def _process(
-        self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None
+        self,
+        messages: Sequence[Message],
+        remaining_ms: Callable[[], int] | None,
+        waiting: list[str],
     ) -> list[str]:
         failures: list[str] = []
         claimed: list[_Claimed] = []
@@ -112,8 +118,10 @@ class LaunchBatch:
             verdict = self._claim(payload, remaining_ms)
             if verdict == "claimed":
                 claimed.append(_Claimed(message, request, payload))
-            elif verdict == "busy":
+            elif verdict in ("busy", "in_progress"):
                 failures.append(message.message_id)
+                if verdict == "in_progress":
+                    waiting.append(message.message_id)
 
         groups: dict[tuple[Any, ...], list[_Claimed]] = {}
         for item in claimed:
@@ -195,7 +203,7 @@ class LaunchBatch:
                 extra={"requestId": payload.get("requestId")},
             )
             return "replayed"
-        return "busy"
+        return "in_progress"
 
     def _reject(self, item: _Claimed, rejected: RequestRejected) -> bool:
         """Record and publish a rejection; False (claim released) if that could not be done."""
