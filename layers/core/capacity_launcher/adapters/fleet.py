@@ -8,7 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, error_code, error_message
-from capacity_launcher.domain.errors import ErrorKind, LaunchFailed, Throttled, classify
+from capacity_launcher.domain.errors import LaunchFailed, classify, retryable_error
 from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
 from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType
 
@@ -102,6 +102,7 @@ def _landing(raw: Mapping[str, Any]) -> InstanceLanding:
 
 def _domain_error(operation: str, error: ClientError) -> Exception:
     code = error_code(error)
-    if classify(code) is ErrorKind.THROTTLING:
-        return Throttled(operation, code)
+    kind = classify(code)
+    if kind.retryable:
+        return retryable_error(operation, code, kind)
     return LaunchFailed(code, error_message(error))

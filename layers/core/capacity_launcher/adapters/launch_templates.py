@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, error_code, error_message
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.errors import refused_by_aws
 from capacity_launcher.domain.planning import ReservedTarget
 from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
 
@@ -104,7 +104,9 @@ class LaunchTemplates:
         except ClientError as error:
             code = error_code(error)
             if code not in ("InvalidLaunchTemplateName.AlreadyExistsException",):
-                raise LaunchFailed(code, error_message(error)) from error
+                raise refused_by_aws(
+                    "CreateLaunchTemplate", code, error_message(error), node_class
+                ) from error
         with self._lock:
             self._known.add(name)
         return name
@@ -118,5 +120,11 @@ class LaunchTemplates:
         try:
             value = ssm.get_parameter(Name=spec.image_ssm_parameter)["Parameter"]["Value"]
         except ClientError as error:
-            raise LaunchFailed(error_code(error), error_message(error)) from error
+            raise refused_by_aws(
+                "GetParameter",
+                error_code(error),
+                error_message(error),
+                node_class,
+                "spec.imageSsmParameter",
+            ) from error
         return str(value)

@@ -9,7 +9,7 @@ price. What an attempt learns (launched instances, insufficient-capacity errors)
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.offerings import (
@@ -225,6 +225,7 @@ class LaunchPlan:
         self._zone: str | None = None
         self._zone_fixed = False
         self._failed_zones: set[str] = set()
+        self._again: LaunchAttempt | None = None
 
     @property
     def remaining(self) -> int:
@@ -235,6 +236,10 @@ class LaunchPlan:
         return self._attempts
 
     def next_attempt(self) -> LaunchAttempt | None:
+        if self._again is not None:
+            again, self._again = self._again, None
+            if self._remaining > 0:
+                return replace(again, count=min(again.count, self._remaining))
         while self._remaining > 0 and self._attempts < self._max_attempts:
             zone = self._choose_zone()
             if self._single_zone and zone is None:
@@ -274,6 +279,26 @@ class LaunchPlan:
         ):
             self._failed_zones.add(self._zone)
             self._zone = None
+
+    def again(
+        self, attempt: LaunchAttempt, landed: Sequence[Landed], unavailable: Iterable[Offering]
+    ) -> None:
+        """A transient error hit part of `attempt`: the next attempt asks for the rest of it again
+        (outside `max_attempts`: the caller bounds these retries)."""
+        self._remaining -= len(landed)
+        self._dry.update(unavailable)
+        if self._single_zone and landed:
+            self._zone = landed[0].zone
+            self._zone_fixed = True
+        offerings = tuple(
+            o
+            for o in attempt.offerings
+            if o not in self._dry and (not self._zone_fixed or o.zone == self._zone)
+        )
+        if offerings:
+            self._again = replace(
+                attempt, offerings=offerings, count=max(attempt.count - len(landed), 1)
+            )
 
     def _choose_zone(self) -> str | None:
         if not self._single_zone:

@@ -32,9 +32,22 @@ def instance_tags(
     ours = {MANAGED: "true", NODE_CLASS: node_class.metadata.name, NODE_POOL: node_pool}
     if request is not None:
         ours |= request_tags(request)
-    theirs = {**node_class.spec.tags, **(request.tags if request else {})}
+    # NodeClass tags win over request tags (and ours over both); resolution rejects a conflict.
+    theirs = {**(request.tags if request else {}), **node_class.spec.tags}
     extra = [(k, v) for k, v in theirs.items() if k not in ours]
     return ours | dict(extra[: MAX_TAGS - len(ours)])
+
+
+def conflicting_tags(node_class: NodeClass, request: LaunchRequest) -> list[str]:
+    """Request tag keys the NodeClass sets to another value (a requester cannot override them)."""
+    owned = node_class.spec.tags
+    return sorted(k for k, v in request.tags.items() if k in owned and owned[k] != v)
+
+
+def own_request_tags(node_class: NodeClass, request: LaunchRequest) -> dict[str, str]:
+    """A request's tags for its instances of a shared fleet: never a NodeClass key, plus ours."""
+    kept = {k: v for k, v in request.tags.items() if k not in node_class.spec.tags}
+    return kept | request_tags(request)
 
 
 def request_tags(request: LaunchRequest) -> dict[str, str]:

@@ -7,17 +7,21 @@ intent in DynamoDB; a retry replays the intents it finds instead of composing ne
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
 from capacity_launcher.domain.errors import (
     ErrorKind,
+    InvalidLaunchRequest,
     LaunchFailed,
-    Throttled,
     classify,
+    node_class_field,
+    retryable_error,
 )
 from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding, fleet_request
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
@@ -42,7 +46,7 @@ from capacity_launcher.domain.status import (
     UnavailableOffering,
     status_for,
 )
-from capacity_launcher.domain.tags import instance_tags, request_tags
+from capacity_launcher.domain.tags import instance_tags, own_request_tags
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared, resolve
@@ -59,6 +63,10 @@ class Clock(Protocol):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def pause(seconds: float) -> None:
+    time.sleep(seconds)
 
 
 @dataclass
@@ -111,10 +119,12 @@ class Launcher:
         *,
         max_attempts: int = 4,
         clock: Callable[[], datetime] = utcnow,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self._p = ports
         self._max_attempts = max_attempts
         self._clock = clock
+        self._sleep = sleep
 
     def prepare(self, request: LaunchRequest, received_at: datetime | None = None) -> Prepared:
         """Resolve pool, class and requirements; RequestRejected when it can never be served."""
@@ -128,6 +138,9 @@ class Launcher:
         fresh: list[_Progress] = []
         for prepared in group:
             record, intents = self._p.records.load(prepared.request.request_id)
+            if record is not None and _from_invalid_body(record):
+                # An invalid body that borrowed this requestId never decides a valid one's fate.
+                record = None
             if record is not None:
                 report.records[record.request_id] = record
                 report.replayed.add(record.request_id)
@@ -163,8 +176,15 @@ class Launcher:
     ) -> None:
         lead = progress[0].prepared
         pool_name = lead.pool.metadata.name
-        subnets = self._p.subnets.by_zone(lead.node_class)
-        candidates = self._candidates(lead, subnets)
+        try:
+            subnets = self._p.subnets.by_zone(lead.node_class)
+        except LaunchFailed as refused:
+            # The NodeClass names subnets AWS refuses for good: fail now, nothing is leased yet.
+            error = ErrorDetail(code=refused.code, message=refused.message)
+            self._reject_all(progress, report, error, RequestStatus.FAILED)
+            return
+        sources: list[ReservationSource] = self._p.reservations.sources(lead.node_class)
+        candidates = self._candidates(lead, subnets, sources)
         unavailable = self._p.unavailable.current()
         usable = candidates.drop({k: e.reason for k, e in unavailable.items()})
         for skipped in usable.skipped:
@@ -206,6 +226,9 @@ class Launcher:
                     )
                 )
         active = [p for p in progress if p.granted > 0 or p.settled]
+        missing_reservations = _missing_reservations(lead, sources)
+        for item in active:
+            item.errors += [e for e in missing_reservations if e not in item.errors]
 
         observed: list[UnavailableOffering] = []
         seen: list[InstanceLanding] = []
@@ -221,6 +244,7 @@ class Launcher:
             max_attempts=self._max_attempts,
         )
         tried_reserved = False
+        transient_retries = 0
         while active and sum(p.wanted for p in active) > 0:
             attempt = plan.next_attempt()
             if attempt is None:
@@ -239,7 +263,14 @@ class Launcher:
                 attempt = replace(attempt, count=min(attempt.count, claim.granted))
             attempt_number += 1
             try:
-                intent = self._intent(attempt, attempt_number, active, lead, subnets)
+                try:
+                    intent = self._intent(attempt, attempt_number, active, lead, subnets)
+                except LaunchFailed as refused:
+                    # The NodeClass names something AWS refuses for good: no attempt can succeed.
+                    error = ErrorDetail(code=refused.code, message=refused.message)
+                    for item in active:
+                        item.errors.append(error)
+                    break  # the claim is given back below
                 _mark_launching(progress, intent)
                 self._p.records.write_intent(intent)
                 result = self._run_intent(intent, report)
@@ -248,7 +279,18 @@ class Launcher:
                 if claim is not None:
                     self._give_back(claim, used=0)  # no-op once _absorb gave back the unused
             seen += landings
-            plan.record(attempt, [Landed(x.instance_type, x.zone) for x in landings], dry)
+            landed = [Landed(x.instance_type, x.zone) for x in landings]
+            retryable = [e for e in result.errors if classify(e.code).retryable]
+            if retryable and sum(p.wanted for p in active) > 0:
+                # Throttled or faulty overrides (what launched is kept): ask for the rest again.
+                if transient_retries >= IN_PROCESS_RETRIES:
+                    code = retryable[0].code
+                    raise retryable_error("CreateFleet", code, classify(code))
+                transient_retries += 1
+                (self._sleep or pause)(in_process_delay(transient_retries))
+                plan.again(attempt, landed, dry)
+                continue
+            plan.record(attempt, landed, dry)
             for offering in dry:
                 report.cache_writes[offering.capacity_type] = (
                     report.cache_writes.get(offering.capacity_type, 0) + 1
@@ -267,12 +309,14 @@ class Launcher:
             report.records[item.request.request_id] = record
 
     def _reject_all(
-        self, progress: Sequence[_Progress], report: LaunchReport, error: ErrorDetail
+        self,
+        progress: Sequence[_Progress],
+        report: LaunchReport,
+        error: ErrorDetail,
+        status: RequestStatus = RequestStatus.REJECTED,
     ) -> None:
         for item in progress:
-            report.records[item.request.request_id] = self._finish(
-                item, [], [], RequestStatus.REJECTED, [error]
-            )
+            report.records[item.request.request_id] = self._finish(item, [], [], status, [error])
 
     # -- one attempt --------------------------------------------------------------------------
 
@@ -362,7 +406,7 @@ class Launcher:
             item.instance_ids += mine
             if len(intent.shares) > 1 and mine:
                 # One fleet served several requests: each request's instances get its own tags.
-                retags.append((mine, {**item.request.tags, **request_tags(item.request)}))
+                retags.append((mine, own_request_tags(item.prepared.node_class, item.request)))
         with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
             tagging = [pool.submit(self._p.fleet.tag, ids, tags) for ids, tags in retags]
             # A pending intent replayed now took its slots now (its claim, if any, was given back).
@@ -384,10 +428,10 @@ class Launcher:
                 ]
                 dry += [o for o in hit if o not in dry]
                 observed += [_unavailable(o, error.code) for o in hit]
-            elif kind is ErrorKind.THROTTLING:
-                raise Throttled("CreateFleet", error.code)
-            else:
-                fatal.append(ErrorDetail(code=error.code, message=error.message))
+            elif not kind.retryable:
+                blamed = node_class_field(error.code)
+                message = f"{blamed}: {error.message}" if blamed else error.message
+                fatal.append(ErrorDetail(code=error.code, message=message))
         for item in active:
             if item.request.request_id in intent.request_ids:
                 item.errors += [f for f in fatal if f not in item.errors]
@@ -495,11 +539,15 @@ class Launcher:
         self._p.records.put_record(record)
         return record
 
-    def _candidates(self, lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> Candidates:
+    def _candidates(
+        self,
+        lead: Prepared,
+        subnets: Mapping[str, Sequence[str]],
+        sources: list[ReservationSource],
+    ) -> Candidates:
         requirements = lead.requirements
         pinned = _pinned_instance_types(requirements)
         types: list[InstanceTypeInfo] = self._p.catalog.offered(subnets.keys(), pinned)
-        sources: list[ReservationSource] = self._p.reservations.sources(lead.node_class)
         capacity_types = requirements.allowed_values(
             CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types()
         )
@@ -543,6 +591,39 @@ def _pinned_instance_types(requirements: Requirements) -> list[str] | None:
     if not values:
         return None
     return sorted({v for r in values for v in r.values})
+
+
+def _from_invalid_body(record: RequestRecord) -> bool:
+    return record.status is RequestStatus.REJECTED and all(
+        e.code == InvalidLaunchRequest.code for e in record.errors
+    )
+
+
+def _missing_reservations(
+    lead: Prepared, sources: Sequence[ReservationSource]
+) -> list[ErrorDetail]:
+    """Reservation ids the NodeClass names that EC2 does not have active: said in the record."""
+    spec = lead.node_class.spec
+    target = spec.reservation_target
+    named: list[tuple[str, str]] = []
+    if target is not None and target.capacity_reservation_id:
+        field = "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId"
+        named.append((field, target.capacity_reservation_id))
+    for index, term in enumerate(spec.capacity_reservation_selector_terms or []):
+        if term.id:
+            named.append((f"spec.capacityReservationSelectorTerms[{index}].id", term.id))
+    found = {
+        r.reservation_id for source in sources for r in source.reservations if r.state == "active"
+    }
+    return [
+        ErrorDetail(
+            code="CapacityReservationNotFound",
+            message=f"{field}: NodeClass {lead.node_class.metadata.name}: capacity reservation "
+            f"{reservation_id} does not exist or is not active; it was not used",
+        )
+        for field, reservation_id in named
+        if reservation_id not in found
+    ]
 
 
 def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:

@@ -200,9 +200,10 @@ class Reconciliation:
     ) -> None:
         reservation = instance.get("CapacityReservationId")
         if reservation:
-            requester = (item or {}).get("requester") or _tags(instance).get(REQUESTER) or ""
+            requester = (item or {}).get("requester") or _tags(instance).get(REQUESTER)
             by_requester = report.usage_by_reservation.setdefault(reservation, {})
-            by_requester[requester] = by_requester.get(requester, 0) + 1
+            if requester:  # no requester, no key: usage is never keyed on an absent value
+                by_requester[requester] = by_requester.get(requester, 0) + 1
 
     def _sizes(self, orphans: Sequence[Mapping[str, Any]]) -> dict[str, InstanceTypeInfo]:
         """Instance-type facts for instances no item records (to count and adopt them)."""
