@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from capacity_launcher.adapters.instance_records import item_resources
 from capacity_launcher.adapters.pool_limits import Lease, Member, Recount
 from capacity_launcher.domain.config import NodePool
-from capacity_launcher.domain.errors import Throttled
+from capacity_launcher.domain.errors import Transient
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.tags import NODE_CLASS, NODE_POOL, REQUEST_ID, REQUESTER
@@ -218,7 +218,7 @@ def _unless_contended(transition: Callable[[], bool]) -> bool:
     """One instance's transition; if writers contend for the pool now, the next run repairs it."""
     try:
         return transition()
-    except Throttled:
+    except Transient:
         return False
 
 
