@@ -50,16 +50,28 @@ THROTTLING_CODES: frozenset[str] = frozenset(
 )
 
 
+# Codes that make a whole capacity type unavailable in the account and region, whichever offering
+# reported them: without the Spot service-linked role (and leave to create it) no spot launch
+# can succeed. Karpenter marks spot unavailable for its cache lifetime on this code; so do we.
+SPOT_UNAVAILABLE_CODES: frozenset[str] = frozenset(
+    {"AuthFailure.ServiceLinkedRoleCreationNotPermitted"}
+)
+
+
 class ErrorKind(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    SPOT_UNAVAILABLE = "SpotUnavailable"
     THROTTLING = "Throttling"
     FATAL = "Fatal"
 
 
 def classify(code: str) -> ErrorKind:
-    """What an AWS error code means for the launcher: cache and move on, back off, or fail."""
+    """What an AWS error code means for the launcher: cache and move on (one offering, or every
+    spot offering), back off, or fail."""
     if code in INSUFFICIENT_CAPACITY_CODES:
         return ErrorKind.INSUFFICIENT_CAPACITY
+    if code in SPOT_UNAVAILABLE_CODES:
+        return ErrorKind.SPOT_UNAVAILABLE
     if code in THROTTLING_CODES:
         return ErrorKind.THROTTLING
     return ErrorKind.FATAL
