@@ -14,6 +14,7 @@ from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.errors import NotFound, RequestRejected, RequirementsConflict
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.requirements import Requirements, narrow
+from capacity_launcher.domain.tags import check_instance_tag_count
 from capacity_launcher.service.ports import Configuration
 
 
@@ -47,6 +48,7 @@ def resolve(config: Configuration, request: LaunchRequest, received_at: datetime
             f"{pool.spec.node_class_ref!r}, which does not exist",
             "UnknownNodeClass",
         ) from error
+    check_instance_tag_count(node_class, request)
     requirements = narrow(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
