@@ -46,6 +46,16 @@ RUNNING_FUNCTION: ContextVar[RunningFunction | None] = ContextVar("running_funct
 
 
 @contextmanager
+def outside_functions() -> Iterator[None]:
+    """Calls made here are someone else's (a test's competitor inside a hook), not a function's."""
+    token = RUNNING_FUNCTION.set(None)
+    try:
+        yield
+    finally:
+        RUNNING_FUNCTION.reset(token)
+
+
+@contextmanager
 def running(logical_id: str, environment: Mapping[str, str], account_id: str) -> Iterator[None]:
     """Attribute the AWS calls made in this context to `logical_id` (and its role)."""
     token = RUNNING_FUNCTION.set(RunningFunction(logical_id, dict(environment), account_id))
