@@ -196,10 +196,6 @@ def _arn(service: str, region: str, account: str, resource: str) -> str:
     return f"arn:aws:{service}:{region}:{account}:{resource}"
 
 
-def _context(**values: Iterable[str] | str) -> dict[str, tuple[str, ...]]:
-    return {k: (v,) if isinstance(v, str) else tuple(v) for k, v in values.items()}
-
-
 def _with_tags(
     base: Mapping[str, tuple[str, ...]], kind: str, tags: Mapping[str, str]
 ) -> dict[str, tuple[str, ...]]:
@@ -215,8 +211,11 @@ def authorizations(call: Call, recorder: CallRecorder) -> list[Authorization]:
     region, account, p = call.region, call.function.account_id, call.params
     prefix = IAM_PREFIX.get(call.service, call.service)
     action = f"{prefix}:{call.operation}"
-    base = _context(**{"aws:RequestedRegion": region})
-    ec2 = lambda resource: _arn("ec2", region, account, resource)  # noqa: E731
+    base = {"aws:RequestedRegion": (region,)}
+
+    def ec2(resource: str) -> str:
+        return _arn("ec2", region, account, resource)
+
     if call.service == "ec2" and call.operation in ("CreateFleet", "RunInstances"):
         return _launch(call, recorder, base, ec2)
     if call.service == "ec2" and call.operation == "CreateLaunchTemplate":
@@ -249,7 +248,7 @@ def authorizations(call: Call, recorder: CallRecorder) -> list[Authorization]:
                 _event_bus(entry.get("EventBusName", "default"), region, account),
                 {
                     **base,
-                    **_context(**{"events:source": entry.get("Source", "")}),
+                    "events:source": (entry.get("Source", ""),),
                     "events:detail-type": (entry.get("DetailType", ""),),
                 },
             )
@@ -294,7 +293,9 @@ _TRANSACT_ACTIONS = {
 
 
 def _dynamodb(call: Call, base: Mapping[str, tuple[str, ...]]) -> list[Authorization]:
-    table = lambda name: _arn("dynamodb", call.region, call.function.account_id, f"table/{name}")  # noqa: E731
+    def table(name: str) -> str:
+        return _arn("dynamodb", call.region, call.function.account_id, f"table/{name}")
+
     p = call.params
     if call.operation in ("TransactWriteItems", "TransactGetItems"):
         return [
