@@ -23,6 +23,7 @@ from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch_batch import LaunchBatch, Message
 from capacity_launcher.settings import get_settings
+from capacity_launcher_cli.lambda_runtime import running
 from tests.support.template import DeployedNames, create_resources
 
 REGION = "us-east-1"
@@ -76,7 +77,8 @@ class Cloud:
             )
             for i, b in enumerate(bodies)
         ]
-        return (batch or self.batch).process(messages, lambda: 60_000)
+        with running("LauncherFunction", self.environment, self.names.account_id):
+            return (batch or self.batch).process(messages, lambda: 60_000)
 
     def record(self, request_id: str) -> RequestRecord | None:
         return LaunchRecords(self.names.state_table, aws.client("dynamodb")).get_record(request_id)

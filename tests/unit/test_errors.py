@@ -5,6 +5,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from capacity_launcher.domain.errors import (
     INSUFFICIENT_CAPACITY_CODES,
+    SPOT_UNAVAILABLE_CODES,
     THROTTLING_CODES,
     CapacityLauncherError,
     ConfigConflict,
@@ -79,6 +80,13 @@ def test_throttling_codes_classify_as_throttling(code: str) -> None:
 )
 def test_anything_else_is_fatal(code: str) -> None:
     assert classify(code) is ErrorKind.FATAL
+
+
+def test_no_spot_service_linked_role_makes_spot_unavailable_not_fatal() -> None:
+    # Karpenter (pkg/errors) treats it so: spot is unavailable for the account, not an error.
+    code = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+    assert {code} == SPOT_UNAVAILABLE_CODES
+    assert classify(code) is ErrorKind.SPOT_UNAVAILABLE
 
 
 def test_code_sets_do_not_overlap() -> None:

@@ -44,8 +44,14 @@ def reservation_specification(
 
 
 def template_data(
-    node_class: NodeClass, image_id: str, reservation_spec: Mapping[str, Any]
+    node_class: NodeClass,
+    image_id: str,
+    reservation_spec: Mapping[str, Any],
+    *,
+    spot: bool = False,
 ) -> dict[str, Any]:
+    """Launch template data; a spot template also tags the spot request EC2 makes for each
+    instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can)."""
     spec = node_class.spec
     tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class).items())]
     data: dict[str, Any] = {
@@ -59,6 +65,9 @@ def template_data(
             {"ResourceType": "network-interface", "Tags": tags},
         ],
     }
+    if spot:
+        # The policy lets RunInstances/CreateFleet create spot requests only carrying our tag.
+        data["TagSpecifications"].append({"ResourceType": "spot-instances-request", "Tags": tags})
     if spec.instance_profile:
         data["IamInstanceProfile"] = {"Name": spec.instance_profile}
     if spec.user_data:
@@ -85,8 +94,10 @@ class LaunchTemplates:
     ) -> dict[str, Any]:
         return reservation_specification(node_class, target, spot=spot)
 
-    def ensure(self, node_class: NodeClass, reservation_spec: Mapping[str, Any]) -> str:
-        data = template_data(node_class, self._image_id(node_class), reservation_spec)
+    def ensure(
+        self, node_class: NodeClass, reservation_spec: Mapping[str, Any], *, spot: bool = False
+    ) -> str:
+        data = template_data(node_class, self._image_id(node_class), reservation_spec, spot=spot)
         name = template_name(node_class.metadata.name, data)
         with self._lock:
             if name in self._known:

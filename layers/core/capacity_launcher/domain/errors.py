@@ -74,9 +74,17 @@ _TRANSIENT_CANCELLATIONS = frozenset({"TransactionConflict"})
 _THROTTLED_CANCELLATIONS = frozenset({"ProvisionedThroughputExceeded", "ThrottlingError"})
 _CONDITION_FAILED = "ConditionalCheckFailed"
 
+# Codes that make a whole capacity type unavailable in the account and region, whichever offering
+# reported them: without the Spot service-linked role (and leave to create it) no spot launch
+# can succeed. Karpenter marks spot unavailable for its cache lifetime on this code; so do we.
+SPOT_UNAVAILABLE_CODES: frozenset[str] = frozenset(
+    {"AuthFailure.ServiceLinkedRoleCreationNotPermitted"}
+)
+
 
 class ErrorKind(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    SPOT_UNAVAILABLE = "SpotUnavailable"
     THROTTLING = "Throttling"
     TRANSIENT = "Transient"
     FATAL = "Fatal"
@@ -94,6 +102,8 @@ def classify(code: str, cancellation_reasons: Iterable[str] = ()) -> ErrorKind:
     """
     if code in INSUFFICIENT_CAPACITY_CODES:
         return ErrorKind.INSUFFICIENT_CAPACITY
+    if code in SPOT_UNAVAILABLE_CODES:
+        return ErrorKind.SPOT_UNAVAILABLE
     if code in THROTTLING_CODES:
         return ErrorKind.THROTTLING
     if code in TRANSIENT_CODES:

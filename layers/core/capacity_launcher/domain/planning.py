@@ -104,13 +104,14 @@ class Candidates:
         return largest
 
     def drop(self, unavailable: Mapping[str, str]) -> Candidates:
-        """Without the offerings whose key is in `unavailable` (key → reason), remembering why."""
+        """Without the offerings whose key is in `unavailable` (key → reason), remembering why.
+        A key that is a capacity type alone (`spot`) stands for every offering of that type."""
         skipped = list(self.skipped)
 
         def keep(offerings: Iterable[Offering]) -> list[Offering]:
             kept = []
             for offering in offerings:
-                reason = unavailable.get(offering.key)
+                reason = unavailable.get(offering.key) or unavailable.get(offering.capacity_type)
                 if reason is None:
                     kept.append(offering)
                 else:

@@ -343,7 +343,9 @@ class Launcher:
                 attempt,
                 count=sum(s.count for s in shares),
                 client_token=token,
-                launch_template=self._p.templates.ensure(lead.node_class, reservation_spec),
+                launch_template=self._p.templates.ensure(
+                    lead.node_class, reservation_spec, spot=attempt.capacity_type == SPOT
+                ),
                 subnets=subnets,
                 tags=instance_tags(lead.node_class, lead.pool.metadata.name, single),
                 open_reservations_first=(
@@ -417,6 +419,7 @@ class Launcher:
         offerings = attempt.offerings if attempt is not None else ()
         dry: list[Offering] = []
         fatal: list[ErrorDetail] = []
+        spot_unavailable: tuple[str, str, str] | None = None
         for error in result.errors:
             kind = classify(error.code)
             if kind is ErrorKind.INSUFFICIENT_CAPACITY:
@@ -428,6 +431,14 @@ class Launcher:
                 ]
                 dry += [o for o in hit if o not in dry]
                 observed += [_unavailable(o, error.code) for o in hit]
+            elif kind is ErrorKind.SPOT_UNAVAILABLE:
+                # Every spot offering, not just this one: cached under the capacity type alone.
+                hit = [o for o in offerings if o.capacity_type == SPOT]
+                dry += [o for o in hit if o not in dry]
+                observed += [_unavailable(o, error.code) for o in hit]
+                spot_unavailable = (SPOT, error.code, error.message)
+                # Recorded as errors are, so the record says why spot did not help.
+                fatal.append(ErrorDetail(code=error.code, message=error.message))
             elif not kind.retryable:
                 blamed = node_class_field(error.code)
                 message = f"{blamed}: {error.message}" if blamed else error.message
@@ -435,8 +446,13 @@ class Launcher:
         for item in active:
             if item.request.request_id in intent.request_ids:
                 item.errors += [f for f in fatal if f not in item.errors]
-        if dry:
-            self._p.unavailable.mark([(o.key, *_error_for(result, o)) for o in dry])
+        if dry or spot_unavailable:
+            marks = [
+                (o.key, *_error_for(result, o))
+                for o in dry
+                if spot_unavailable is None or o.capacity_type != SPOT
+            ]
+            self._p.unavailable.mark(marks + ([spot_unavailable] if spot_unavailable else []))
             self._p.reservations.mark_exhausted([o.reservation_id for o in dry if o.reservation_id])
         launched_into: dict[str, int] = {}
         for landing in landings:

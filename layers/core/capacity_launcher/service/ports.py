@@ -67,7 +67,9 @@ class Templates(Protocol):
     def specification(
         self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
     ) -> dict[str, Any]: ...
-    def ensure(self, node_class: NodeClass, reservation_spec: Mapping[str, Any]) -> str: ...
+    def ensure(
+        self, node_class: NodeClass, reservation_spec: Mapping[str, Any], *, spot: bool = False
+    ) -> str: ...
 
 
 class Catalog(Protocol):

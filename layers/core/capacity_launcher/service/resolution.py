@@ -19,7 +19,7 @@ from capacity_launcher.domain.errors import (
 )
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.requirements import Requirements, narrow
-from capacity_launcher.domain.tags import conflicting_tags
+from capacity_launcher.domain.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.service.ports import Configuration
 
 
@@ -70,6 +70,7 @@ def resolve(config: Configuration, request: LaunchRequest, received_at: datetime
             ),
             "TagConflict",
         )
+    check_instance_tag_count(node_class, request)
     requirements = narrow(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
