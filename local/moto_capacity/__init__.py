@@ -3,7 +3,24 @@
 Call `install()` once; afterwards `mock_aws()` and moto servers serve it all.
 """
 
-from .control import inject_fault, reset, set_capacity, set_latency, state
+from .control import (
+    advance_clock,
+    inject_fault,
+    reset,
+    set_capacity,
+    set_consistency,
+    set_latency,
+    state,
+)
 from .registration import install
 
-__all__ = ["inject_fault", "install", "reset", "set_capacity", "set_latency", "state"]
+__all__ = [
+    "advance_clock",
+    "inject_fault",
+    "install",
+    "reset",
+    "set_capacity",
+    "set_consistency",
+    "set_latency",
+    "state",
+]

@@ -1,5 +1,8 @@
-"""The control surface: finite pools, injected faults, latency, reset and state."""
+"""The control surface: finite pools, injected faults, latency, consistency windows, the clock,
+reset and state."""
 
+from .clock import CLOCK
+from .consistency import CONSISTENCY
 from .models import CAPACITY_LOCK, OFFERING_POOLS, all_capacity_backends
 from .offerings import CAPACITY_TYPES, Offering
 from .operations import InjectedFault, OperationControls
@@ -54,11 +57,27 @@ def set_latency(operation: str, seconds: float) -> None:
     OPERATION_CONTROLS.set_latency(_operation(operation), float(seconds))
 
 
+def set_consistency(
+    instance_visibility_seconds: float | None = None,
+    reservation_pending_seconds: float | None = None,
+) -> None:
+    """Fresh instance ids stay unknown, new reservations `pending`, for these seconds (0: off)."""
+    CONSISTENCY.configure(instance_visibility_seconds, reservation_pending_seconds)
+
+
+def advance_clock(seconds: float) -> None:
+    """Move the emulator's time forward: consistency windows, pending periods, end dates."""
+    CLOCK.advance(seconds)
+
+
 def reset() -> None:
-    """Forget pools, faults, latencies and call counters (moto's own state is untouched)."""
+    """Forget pools, faults, latencies, counters, consistency windows and the clock's offset
+    (moto's own state is untouched)."""
     with CAPACITY_LOCK:
         OFFERING_POOLS.clear()
     OPERATION_CONTROLS.reset()
+    CONSISTENCY.reset()
+    CLOCK.reset()
 
 
 def state() -> dict[str, object]:
@@ -71,4 +90,6 @@ def state() -> dict[str, object]:
         answer: dict[str, object] = {"pools": OFFERING_POOLS.snapshot()}
     answer.update(OPERATION_CONTROLS.snapshot())
     answer["reservations"] = reservations
+    answer["consistency"] = CONSISTENCY.snapshot()
+    answer["clock"] = CLOCK.snapshot()
     return answer

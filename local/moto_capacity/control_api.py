@@ -32,6 +32,19 @@ def _set_latency(body: dict[str, Any]) -> None:
     control.set_latency(body["operation"], body["seconds"])
 
 
+def _set_consistency(body: dict[str, Any]) -> None:
+    known = {"instanceVisibilitySeconds", "reservationPendingSeconds"}
+    if not known & body.keys() or body.keys() - known:
+        raise ValueError(f"the body takes {sorted(known)} (at least one), got {sorted(body)}")
+    control.set_consistency(
+        body.get("instanceVisibilitySeconds"), body.get("reservationPendingSeconds")
+    )
+
+
+def _advance_clock(body: dict[str, Any]) -> None:
+    control.advance_clock(body["advanceSeconds"])
+
+
 def _reset(_: dict[str, Any]) -> None:
     control.reset()
 
@@ -44,6 +57,8 @@ ROUTES: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("POST", f"{PREFIX}/capacity"): _set_capacity,
     ("POST", f"{PREFIX}/faults"): _inject_fault,
     ("POST", f"{PREFIX}/latency"): _set_latency,
+    ("POST", f"{PREFIX}/consistency"): _set_consistency,
+    ("POST", f"{PREFIX}/clock"): _advance_clock,
     ("POST", f"{PREFIX}/reset"): _reset,
     ("GET", f"{PREFIX}/state"): _nothing,
 }

@@ -27,6 +27,7 @@ from .exceptions import InjectedError
 from .group_responses import GROUP_RESOURCE_PATHS, CapacityReservationGroupResponse
 from .models import capacity_backend, existing_capacity_backend
 from .responses import CapacityReservationResponse
+from .visibility import EventuallyConsistentInstanceResponse, noting_launches
 
 _MARK = "__moto_capacity__"
 _INSTALL_LOCK = threading.Lock()
@@ -99,6 +100,8 @@ def _install_ec2() -> None:
     EC2_RESOURCE_TO_PREFIX["capacity-reservation"] = "cr"
     EC2_PREFIX_TO_RESOURCE["cr"] = "capacity-reservation"
     _copy_members(CapacityReservationResponse, EC2Response)
+    _copy_members(EventuallyConsistentInstanceResponse, EC2Response)
+    _hook(EC2Backend, "run_instances", noting_launches)
     _hook(Instance, "stop", _releasing_slot)
     _hook(Instance, "terminate", _releasing_slot)
     _hook(Instance, "start", _placing_again)
