@@ -10,6 +10,7 @@ from .control import (
     set_capacity,
     set_consistency,
     set_latency,
+    set_transaction_conflicts,
     state,
 )
 from .registration import install
@@ -22,5 +23,6 @@ __all__ = [
     "set_capacity",
     "set_consistency",
     "set_latency",
+    "set_transaction_conflicts",
     "state",
 ]

@@ -3,6 +3,12 @@ reset and state."""
 
 from .clock import CLOCK
 from .consistency import CONSISTENCY
+from .dynamodb_rules import (
+    CANCELLED,
+    TRANSACT_WRITE,
+    TRANSACTION_CONFLICTS,
+    parse_cancellation_reasons,
+)
 from .models import CAPACITY_LOCK, OFFERING_POOLS, all_capacity_backends
 from .offerings import CAPACITY_TYPES, Offering
 from .operations import InjectedFault, OperationControls
@@ -37,10 +43,21 @@ def inject_fault(
     times: int | None = None,
     rate: float | None = None,
     seed: int | None = None,
+    cancellation_reasons: list[str] | None = None,
 ) -> None:
-    """Fail `service:Operation` with `code`: every call, the next `times`, or at a seeded `rate`."""
+    """Fail `service:Operation` with `code`: every call, the next `times`, or at a seeded `rate`.
+
+    `cancellation_reasons` (TransactionCanceledException on TransactWriteItems only) are the
+    per-item reason codes DynamoDB lists, e.g. ["None", "TransactionConflict"]."""
     if not code:
         raise ValueError("code is required")
+    reasons = None
+    if cancellation_reasons is not None:
+        if (operation, code) != (TRANSACT_WRITE, CANCELLED):
+            raise ValueError(
+                f"cancellationReasons apply only to {TRANSACT_WRITE} with code {CANCELLED}"
+            )
+        reasons = parse_cancellation_reasons(cancellation_reasons)
     fault = InjectedFault(
         operation=_operation(operation),
         code=code,
@@ -48,6 +65,7 @@ def inject_fault(
         times=times,
         rate=rate,
         seed=seed,
+        cancellation_reasons=reasons,
     )
     OPERATION_CONTROLS.inject_fault(fault)
 
@@ -65,6 +83,12 @@ def set_consistency(
     CONSISTENCY.configure(instance_visibility_seconds, reservation_pending_seconds)
 
 
+def set_transaction_conflicts(rate: float, seed: int | None = None) -> None:
+    """Cancel TransactWriteItems touching an already-touched item with TransactionConflict, at
+    a seeded `rate` (0 turns it off)."""
+    TRANSACTION_CONFLICTS.configure(rate, seed)
+
+
 def advance_clock(seconds: float) -> None:
     """Move the emulator's time forward: consistency windows, pending periods, end dates."""
     CLOCK.advance(seconds)
@@ -78,6 +102,7 @@ def reset() -> None:
     OPERATION_CONTROLS.reset()
     CONSISTENCY.reset()
     CLOCK.reset()
+    TRANSACTION_CONFLICTS.reset()
 
 
 def state() -> dict[str, object]:
@@ -92,4 +117,5 @@ def state() -> dict[str, object]:
     answer["reservations"] = reservations
     answer["consistency"] = CONSISTENCY.snapshot()
     answer["clock"] = CLOCK.snapshot()
+    answer["transactionConflicts"] = TRANSACTION_CONFLICTS.snapshot()
     return answer

@@ -25,7 +25,12 @@ def _inject_fault(body: dict[str, Any]) -> None:
         times=body.get("times"),
         rate=body.get("rate"),
         seed=body.get("seed"),
+        cancellation_reasons=body.get("cancellationReasons"),
     )
+
+
+def _set_transaction_conflicts(body: dict[str, Any]) -> None:
+    control.set_transaction_conflicts(body["rate"], body.get("seed"))
 
 
 def _set_latency(body: dict[str, Any]) -> None:
@@ -59,6 +64,7 @@ ROUTES: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("POST", f"{PREFIX}/latency"): _set_latency,
     ("POST", f"{PREFIX}/consistency"): _set_consistency,
     ("POST", f"{PREFIX}/clock"): _advance_clock,
+    ("POST", f"{PREFIX}/transaction-conflicts"): _set_transaction_conflicts,
     ("POST", f"{PREFIX}/reset"): _reset,
     ("GET", f"{PREFIX}/state"): _nothing,
 }

@@ -19,6 +19,7 @@ class InjectedFault:
     times: int | None
     rate: float | None
     seed: int | None
+    cancellation_reasons: tuple[str, ...] | None = None
     fired: int = 0
     _rng: random.Random = field(default_factory=random.Random, repr=False)
 
@@ -51,6 +52,9 @@ class InjectedFault:
             "times": self.times,
             "rate": self.rate,
             "seed": self.seed,
+            "cancellationReasons": (
+                None if self.cancellation_reasons is None else list(self.cancellation_reasons)
+            ),
             "fired": self.fired,
             "remaining": remaining,
         }

@@ -8,7 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from moto.core.exceptions import HTTPException
 from moto.core.responses import ActionResult, BaseResponse
+from moto.dynamodb.responses import DynamoHandler
 from moto.ec2.models import EC2Backend
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response
@@ -19,7 +21,7 @@ from moto.resourcegroups.exceptions import BadRequestException
 from moto.resourcegroups.models import ResourceGroupsBackend
 from moto.resourcegroups.responses import ResourceGroupsResponse
 
-from . import groups
+from . import dynamodb_rules, groups
 from .allocation import place_restarted_instance
 from .control import OPERATION_CONTROLS
 from .control_api import PREFIX, control_app
@@ -136,7 +138,25 @@ def _install_resource_groups() -> None:
     _hook(ResourceGroupsBackend, "delete_group", _protecting_deletion)
 
 
-def _fault_response(response: Any, code: str, message: str) -> Any:
+def _install_dynamodb() -> None:
+    for write in ("put_item", "update_item", "delete_item", "batch_write_item"):
+        _hook(DynamoHandler, write, dynamodb_rules.strict)
+    _hook(DynamoHandler, "transact_write_items", dynamodb_rules.strict)
+
+
+def _error_response(response: Any, error: HTTPException) -> Any:
+    """A moto HTTP error answered exactly as moto's own dispatch answers it."""
+    headers = dict(response.response_headers)
+    headers.update(dict(error.get_headers() or []))
+    headers["status"] = str(error.code)
+    headers, body = response._enrich_response(headers, error.description)
+    return error.code, headers, body
+
+
+def _fault_response(response: Any, fault: Any) -> Any:
+    if fault.cancellation_reasons:
+        return _error_response(response, dynamodb_rules.cancelled(fault.cancellation_reasons))
+    code, message = fault.code, fault.message
     status, headers, body = response.serialized(ActionResult(InjectedError(code, message)))
     status = SERVER_FAULT_STATUS.get(code, status)
     headers["status"] = str(status)
@@ -162,7 +182,7 @@ def _controlled(original: Callable[..., Any]) -> Callable[..., Any]:
         fault = OPERATION_CONTROLS.fault_for(operation)
         if fault is not None:
             OPERATION_CONTROLS.record(operation, failed=True)
-            return _fault_response(self, fault.code, fault.message)
+            return _fault_response(self, fault)
         try:
             # moto's backends are not thread-safe (a DynamoDB transaction deep-copies tables
             # other threads are writing): one request at a time per service, after the latency.
@@ -192,5 +212,6 @@ def install() -> None:
     with _INSTALL_LOCK:
         _install_ec2()
         _install_resource_groups()
+        _install_dynamodb()
         _hook(BaseResponse, "call_action", _controlled)
         _hook(DomainDispatcherApplication, "__call__", _serving_control_api)
