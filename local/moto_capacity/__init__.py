@@ -6,6 +6,7 @@ Call `install()` once; afterwards `mock_aws()` and moto servers serve it all.
 from .control import (
     advance_clock,
     inject_fault,
+    register_image,
     reset,
     set_capacity,
     set_consistency,
@@ -19,6 +20,7 @@ __all__ = [
     "advance_clock",
     "inject_fault",
     "install",
+    "register_image",
     "reset",
     "set_capacity",
     "set_consistency",

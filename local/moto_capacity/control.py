@@ -12,6 +12,8 @@ from .dynamodb_rules import (
 from .models import CAPACITY_LOCK, OFFERING_POOLS, all_capacity_backends
 from .offerings import CAPACITY_TYPES, Offering
 from .operations import InjectedFault, OperationControls
+from .platforms import forget_registered_images, registered_images
+from .platforms import register_image as register_platform_image
 
 OPERATION_CONTROLS = OperationControls()
 
@@ -89,6 +91,20 @@ def set_transaction_conflicts(rate: float, seed: int | None = None) -> None:
     TRANSACTION_CONFLICTS.configure(rate, seed)
 
 
+def register_image(
+    region: str,
+    platform_details: str,
+    name: str | None = None,
+    account_id: str | None = None,
+) -> str:
+    """A new AMI whose PlatformDetails/UsageOperation say `platform_details`; returns its id."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[account_id or DEFAULT_ACCOUNT_ID][region]
+    return str(register_platform_image(backend, platform_details, name).id)
+
+
 def advance_clock(seconds: float) -> None:
     """Move the emulator's time forward: consistency windows, pending periods, end dates."""
     CLOCK.advance(seconds)
@@ -103,6 +119,7 @@ def reset() -> None:
     CONSISTENCY.reset()
     CLOCK.reset()
     TRANSACTION_CONFLICTS.reset()
+    forget_registered_images()
 
 
 def state() -> dict[str, object]:
@@ -118,4 +135,5 @@ def state() -> dict[str, object]:
     answer["consistency"] = CONSISTENCY.snapshot()
     answer["clock"] = CLOCK.snapshot()
     answer["transactionConflicts"] = TRANSACTION_CONFLICTS.snapshot()
+    answer["images"] = registered_images()
     return answer

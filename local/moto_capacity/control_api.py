@@ -46,6 +46,12 @@ def _set_consistency(body: dict[str, Any]) -> None:
     )
 
 
+def _register_image(body: dict[str, Any]) -> None:
+    control.register_image(
+        body["region"], body["platformDetails"], body.get("name"), body.get("accountId")
+    )
+
+
 def _advance_clock(body: dict[str, Any]) -> None:
     control.advance_clock(body["advanceSeconds"])
 
@@ -64,6 +70,7 @@ ROUTES: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("POST", f"{PREFIX}/latency"): _set_latency,
     ("POST", f"{PREFIX}/consistency"): _set_consistency,
     ("POST", f"{PREFIX}/clock"): _advance_clock,
+    ("POST", f"{PREFIX}/images"): _register_image,
     ("POST", f"{PREFIX}/transaction-conflicts"): _set_transaction_conflicts,
     ("POST", f"{PREFIX}/reset"): _reset,
     ("GET", f"{PREFIX}/state"): _nothing,

@@ -12,6 +12,7 @@ from moto.core.exceptions import HTTPException
 from moto.core.responses import ActionResult, BaseResponse
 from moto.dynamodb.responses import DynamoHandler
 from moto.ec2.models import EC2Backend
+from moto.ec2.models.amis import Ami
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX
@@ -28,6 +29,7 @@ from .control_api import PREFIX, control_app
 from .exceptions import InjectedError
 from .group_responses import GROUP_RESOURCE_PATHS, CapacityReservationGroupResponse
 from .models import capacity_backend, existing_capacity_backend
+from .platforms import ImageBillingFields
 from .responses import CapacityReservationResponse
 from .visibility import EventuallyConsistentInstanceResponse, noting_launches
 
@@ -103,6 +105,7 @@ def _install_ec2() -> None:
     EC2_PREFIX_TO_RESOURCE["cr"] = "capacity-reservation"
     _copy_members(CapacityReservationResponse, EC2Response)
     _copy_members(EventuallyConsistentInstanceResponse, EC2Response)
+    _copy_members(ImageBillingFields, Ami)
     _hook(EC2Backend, "run_instances", noting_launches)
     _hook(Instance, "stop", _releasing_slot)
     _hook(Instance, "terminate", _releasing_slot)
