@@ -98,7 +98,7 @@ def register_image(
     account_id: str | None = None,
 ) -> str:
     """A new AMI whose PlatformDetails/UsageOperation say `platform_details`; returns its id."""
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.ec2.models import ec2_backends
 
     backend = ec2_backends[account_id or DEFAULT_ACCOUNT_ID][region]

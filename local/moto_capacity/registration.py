@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from moto.core.exceptions import HTTPException
 from moto.core.responses import ActionResult, BaseResponse
 from moto.dynamodb.responses import DynamoHandler
 from moto.ec2.models import EC2Backend
@@ -21,6 +20,7 @@ from moto.resourcegroups import urls as resource_groups_urls
 from moto.resourcegroups.exceptions import BadRequestException
 from moto.resourcegroups.models import ResourceGroupsBackend
 from moto.resourcegroups.responses import ResourceGroupsResponse
+from werkzeug.exceptions import HTTPException
 
 from . import dynamodb_rules, groups
 from .allocation import place_restarted_instance
