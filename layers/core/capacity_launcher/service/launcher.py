@@ -32,6 +32,7 @@ from capacity_launcher.domain.planning import (
     ReservationSource,
     find_candidates,
 )
+from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH, named_reservation_ids
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
 from capacity_launcher.domain.status import (
@@ -141,6 +142,11 @@ class Launcher:
         pool_name = lead.pool.metadata.name
         subnets = self._p.subnets.by_zone(lead.node_class)
         candidates = self._candidates(lead, subnets)
+        for mismatch in candidates.platform_mismatches:
+            # The NodeClass names a reservation its image can never use: say so on the record.
+            error = ErrorDetail(code=PLATFORM_MISMATCH, message=mismatch.message(lead.node_class))
+            for item in progress:
+                item.errors.append(error)
         unavailable = self._p.unavailable.current()
         usable = candidates.drop({k: e.reason for k, e in unavailable.items()})
         for skipped in usable.skipped:
@@ -449,7 +455,15 @@ class Launcher:
         capacity_types = requirements.allowed_values(
             CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types()
         )
-        return find_candidates(requirements, types, subnets.keys(), capacity_types, sources)  # type: ignore[arg-type]
+        return find_candidates(
+            requirements,
+            types,
+            subnets.keys(),
+            capacity_types,  # type: ignore[arg-type]
+            sources,
+            image_platform=self._p.templates.image_platform(lead.node_class) or LINUX,
+            named_reservations=named_reservation_ids(lead.node_class),
+        )
 
     def _never_fits(
         self, lead: Prepared, candidates: Candidates, per_instance: Resources
