@@ -11,11 +11,12 @@ from .dynamodb_rules import (
 )
 from .models import CAPACITY_LOCK, OFFERING_POOLS, all_capacity_backends
 from .offerings import CAPACITY_TYPES, Offering
-from .operations import InjectedFault, OperationControls
+from .operations import OPERATION_CONTROLS, InjectedFault
 from .platforms import forget_registered_images, registered_images
 from .platforms import register_image as register_platform_image
 
-OPERATION_CONTROLS = OperationControls()
+FAULT_SCOPES = ("call", "override")
+OVERRIDE_SCOPED = "ec2:CreateFleet"
 
 
 def _operation(operation: str) -> str:
@@ -46,13 +47,19 @@ def inject_fault(
     rate: float | None = None,
     seed: int | None = None,
     cancellation_reasons: list[str] | None = None,
+    scope: str = "call",
 ) -> None:
     """Fail `service:Operation` with `code`: every call, the next `times`, or at a seeded `rate`.
 
     `cancellation_reasons` (TransactionCanceledException on TransactWriteItems only) are the
-    per-item reason codes DynamoDB lists, e.g. ["None", "TransactionConflict"]."""
+    per-item reason codes DynamoDB lists, e.g. ["None", "TransactionConflict"]. `scope`
+    "override" (ec2:CreateFleet only) fails single overrides inside the answer's Errors."""
     if not code:
         raise ValueError("code is required")
+    if scope not in FAULT_SCOPES:
+        raise ValueError(f"scope must be one of {FAULT_SCOPES}, got {scope!r}")
+    if scope == "override" and operation != OVERRIDE_SCOPED:
+        raise ValueError(f"scope override applies only to {OVERRIDE_SCOPED}")
     reasons = None
     if cancellation_reasons is not None:
         if (operation, code) != (TRANSACT_WRITE, CANCELLED):
@@ -68,6 +75,7 @@ def inject_fault(
         rate=rate,
         seed=seed,
         cancellation_reasons=reasons,
+        scope=scope,
     )
     OPERATION_CONTROLS.inject_fault(fault)
 

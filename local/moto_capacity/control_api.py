@@ -26,6 +26,7 @@ def _inject_fault(body: dict[str, Any]) -> None:
         rate=body.get("rate"),
         seed=body.get("seed"),
         cancellation_reasons=body.get("cancellationReasons"),
+        scope=body.get("scope") or "call",
     )
 
 

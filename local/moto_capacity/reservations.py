@@ -57,6 +57,8 @@ class CapacityReservation(TaggedEC2Resource):
         self.active_from = CONSISTENCY.reservation_active_at(self.create_date)
         self.used = 0
         self.instance_ids: set[str] = set()
+        # Running instances are taken in once, when the reservation is first seen active.
+        self.took_in_running = False
         self._state = ACTIVE
 
     @property

@@ -17,6 +17,7 @@ from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.tags import TagResponse
 
 from .consistency import CONSISTENCY
+from .models import capacity_backend
 
 
 def _refuse_hidden(instance_ids: list[str]) -> None:
@@ -44,6 +45,8 @@ class EventuallyConsistentInstanceResponse(InstanceResponse, TagResponse):
 
     def describe_instances(self) -> ActionResult:
         _refuse_hidden(self._get_param("InstanceIds", []))
+        # Reservations that became active since the last look take in running instances first.
+        capacity_backend(self.ec2_backend).expire_due_reservations()
         answer = InstanceResponse.describe_instances(self)
         result: dict[str, Any] = answer.result  # type: ignore[assignment]
         result["Reservations"] = _without_hidden(result["Reservations"])
