@@ -24,11 +24,11 @@ from werkzeug.exceptions import HTTPException
 
 from . import dynamodb_rules, groups
 from .allocation import place_restarted_instance
-from .control import OPERATION_CONTROLS
 from .control_api import PREFIX, control_app
 from .exceptions import InjectedError
 from .group_responses import GROUP_RESOURCE_PATHS, CapacityReservationGroupResponse
 from .models import capacity_backend, existing_capacity_backend
+from .operations import OPERATION_CONTROLS
 from .platforms import ImageBillingFields
 from .responses import CapacityReservationResponse
 from .visibility import EventuallyConsistentInstanceResponse, noting_launches
