@@ -15,6 +15,7 @@ from capacity_launcher.adapters.aws import client, error_code, error_message
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import refused_by_aws
 from capacity_launcher.domain.planning import ReservedTarget
+from capacity_launcher.domain.platforms import reservation_platform
 from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
 
 
@@ -87,6 +88,7 @@ class LaunchTemplates:
         self._ec2 = ec2 or client("ec2")
         self._ssm = ssm
         self._known: set[str] = set()
+        self._platforms: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def specification(
@@ -121,6 +123,32 @@ class LaunchTemplates:
         with self._lock:
             self._known.add(name)
         return name
+
+    def image_platform(self, node_class: NodeClass) -> str | None:
+        """The reservation platform of the NodeClass's image (DescribeImages PlatformDetails and
+        UsageOperation); None when EC2 does not know the image (CreateFleet then says why)."""
+        image_id = self._image_id(node_class)
+        with self._lock:
+            if image_id in self._platforms:
+                return self._platforms[image_id]
+        try:
+            images = self._ec2.describe_images(ImageIds=[image_id])["Images"]
+        except ClientError as error:
+            code = error_code(error)
+            if not code.startswith("InvalidAMIID."):
+                raise refused_by_aws(
+                    "DescribeImages", code, error_message(error), node_class, "spec.imageId"
+                ) from error
+            images = []
+        platform = (
+            reservation_platform(images[0].get("PlatformDetails"), images[0].get("UsageOperation"))
+            if images
+            else None
+        )
+        with self._lock:
+            # An AMI's platform never changes: remember it for the container's life.
+            self._platforms[image_id] = platform
+        return platform
 
     def _image_id(self, node_class: NodeClass) -> str:
         spec = node_class.spec

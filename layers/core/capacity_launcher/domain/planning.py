@@ -20,11 +20,16 @@ from capacity_launcher.domain.offerings import (
     Offering,
     ReservationSnapshot,
 )
+from capacity_launcher.domain.platforms import (
+    LINUX,
+    PLATFORM_MISMATCH,
+    PlatformMismatch,
+    platform_mismatches,
+)
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import CAPACITY_RESERVATION_ID, Requirements
 
-# Reservations we can launch into: EC2 matches platform and tenancy, and we launch Linux, shared.
-LAUNCHABLE_PLATFORMS = frozenset({"Linux/UNIX"})
+# EC2 matches platform (the image's, see find_candidates) and tenancy: we launch shared.
 LAUNCHABLE_TENANCY = "default"
 
 
@@ -81,6 +86,7 @@ class Candidates:
     spot: list[Offering]
     instance_types: Mapping[str, InstanceTypeInfo]
     skipped: list[Skipped] = field(default_factory=list)
+    platform_mismatches: list[PlatformMismatch] = field(default_factory=list)
 
     def all(self) -> list[Offering]:
         reserved = [o for _, offerings in self.reserved for o in offerings]
@@ -125,6 +131,7 @@ class Candidates:
             spot=keep(self.spot),
             instance_types=self.instance_types,
             skipped=skipped,
+            platform_mismatches=self.platform_mismatches,
         )
 
 
@@ -134,8 +141,14 @@ def find_candidates(
     zones: Collection[str],
     capacity_types: Sequence[CapacityType],
     reservation_sources: Sequence[ReservationSource],
+    *,
+    image_platform: str = LINUX,
+    named_reservations: Collection[str] = (),
 ) -> Candidates:
-    """Every (capacity type, instance type, zone) the requirements admit in the given zones."""
+    """Every (capacity type, instance type, zone) the requirements admit in the given zones.
+
+    Reservations of another platform than the image's are left out; those the NodeClass names
+    by id are also skipped with PLATFORM_MISMATCH and reported in `platform_mismatches`."""
     by_name = {info.name: info for info in instance_types}
     skipped: list[Skipped] = []
     reserved: list[tuple[ReservationSource, list[Offering]]] = []
@@ -145,6 +158,10 @@ def find_candidates(
             ranked = sorted(source.reservations, key=lambda r: (-r.available, r.reservation_id))
             for reservation in ranked:
                 info = by_name.get(reservation.instance_type)
+                if reservation.platform != image_platform:
+                    if reservation.reservation_id in named_reservations:
+                        skipped.append(Skipped(reservation.offering(), PLATFORM_MISMATCH))
+                    continue
                 if not _reservation_fits(reservation, info, requirements, zones):
                     continue
                 if not reservation.usable:
@@ -171,6 +188,11 @@ def find_candidates(
         spot=pools(SPOT),
         instance_types=by_name,
         skipped=skipped,
+        platform_mismatches=platform_mismatches(
+            (r for source in reservation_sources for r in source.reservations),
+            image_platform,
+            named_reservations,
+        ),
     )
 
 
@@ -183,7 +205,6 @@ def _reservation_fits(
     return (
         info is not None
         and reservation.zone in zones
-        and reservation.platform in LAUNCHABLE_PLATFORMS
         and reservation.tenancy == LAUNCHABLE_TENANCY
         and info.matches(requirements, reservation.zone, RESERVED)
         and requirements.allows(CAPACITY_RESERVATION_ID, reservation.reservation_id)

@@ -36,6 +36,7 @@ from capacity_launcher.domain.planning import (
     ReservationSource,
     find_candidates,
 )
+from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH, named_reservation_ids
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
 from capacity_launcher.domain.status import (
@@ -178,13 +179,20 @@ class Launcher:
         pool_name = lead.pool.metadata.name
         try:
             subnets = self._p.subnets.by_zone(lead.node_class)
+            platform = self._p.templates.image_platform(lead.node_class)
         except LaunchFailed as refused:
-            # The NodeClass names subnets AWS refuses for good: fail now, nothing is leased yet.
+            # The NodeClass names subnets or an image AWS refuses for good: fail now, nothing
+            # is leased yet.
             error = ErrorDetail(code=refused.code, message=refused.message)
             self._reject_all(progress, report, error, RequestStatus.FAILED)
             return
         sources: list[ReservationSource] = self._p.reservations.sources(lead.node_class)
-        candidates = self._candidates(lead, subnets, sources)
+        candidates = self._candidates(lead, subnets, sources, platform)
+        for mismatch in candidates.platform_mismatches:
+            # The NodeClass names a reservation its image can never use: say so on the record.
+            error = ErrorDetail(code=PLATFORM_MISMATCH, message=mismatch.message(lead.node_class))
+            for item in progress:
+                item.errors.append(error)
         unavailable = self._p.unavailable.current()
         usable = candidates.drop({k: e.reason for k, e in unavailable.items()})
         for skipped in usable.skipped:
@@ -560,6 +568,7 @@ class Launcher:
         lead: Prepared,
         subnets: Mapping[str, Sequence[str]],
         sources: list[ReservationSource],
+        image_platform: str | None,
     ) -> Candidates:
         requirements = lead.requirements
         pinned = _pinned_instance_types(requirements)
@@ -567,7 +576,15 @@ class Launcher:
         capacity_types = requirements.allowed_values(
             CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types()
         )
-        return find_candidates(requirements, types, subnets.keys(), capacity_types, sources)  # type: ignore[arg-type]
+        return find_candidates(
+            requirements,
+            types,
+            subnets.keys(),
+            capacity_types,  # type: ignore[arg-type]
+            sources,
+            image_platform=image_platform or LINUX,
+            named_reservations=named_reservation_ids(lead.node_class),
+        )
 
     def _never_fits(
         self, lead: Prepared, candidates: Candidates, per_instance: Resources

@@ -70,6 +70,7 @@ class Templates(Protocol):
     def ensure(
         self, node_class: NodeClass, reservation_spec: Mapping[str, Any], *, spot: bool = False
     ) -> str: ...
+    def image_platform(self, node_class: NodeClass) -> str | None: ...
 
 
 class Catalog(Protocol):
