@@ -150,7 +150,8 @@ class CallRecorder:
 
     def launch_template_of(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         if "LaunchTemplateConfigs" in params:
-            spec = params["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]
+            configs = params["LaunchTemplateConfigs"] or [{}]  # a stubbed test's bare input
+            spec = configs[0].get("LaunchTemplateSpecification", {})
         else:
             spec = params.get("LaunchTemplate", {})
         name = str(spec.get("LaunchTemplateName") or spec.get("LaunchTemplateId") or "")
