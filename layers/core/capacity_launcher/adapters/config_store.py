@@ -32,6 +32,7 @@ from capacity_launcher.domain.errors import (
     NotFound,
     StoredDocumentInvalid,
 )
+from capacity_launcher.domain.quantities import limits_token
 from capacity_launcher.observability import logger
 
 Kind = Literal["NodeClass", "NodePool"]
@@ -74,6 +75,8 @@ class ConfigStore:
                     "pk": kind,
                     "sk": document.metadata.name,
                     "document": body,
+                    # Every lease checks it: a launcher with a stale copy cannot overrun.
+                    "limits": limits_token(document.spec.limits),
                     "updatedAt": now,
                 }
                 self._db.transact_write_items(

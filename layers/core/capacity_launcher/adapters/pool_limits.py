@@ -12,6 +12,7 @@ whichever writer (launcher, instance events, reconciliation) gets there first.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from capacity_launcher.domain.quantities import (
     MEMORY,
     PoolLimits,
     Resources,
+    limits_token,
 )
 
 USAGE = "Usage"
@@ -121,14 +123,14 @@ class PoolLimitsStore:
         existing = self.lease(pool, lease_id)
         if existing is not None:
             return existing.count
-        wanted = count
-        for _ in range(_RESERVE_TRIES):
+        wanted, stored = count, False
+        for _ in range(_RESERVE_TRIES + 2):
             amount = per_instance * wanted
             if limits is None or not amount.fits_within(limits):
+                items = self._reserve_items(pool, lease_id, wanted, amount, limits)
+                items.append(self._limits_check(pool, limits))
                 try:
-                    self._db.transact_write_items(
-                        TransactItems=self._reserve_items(pool, lease_id, wanted, amount, limits)
-                    )
+                    self._db.transact_write_items(TransactItems=items)
                     return wanted
                 except ClientError as error:
                     if not is_condition_failure(error):
@@ -136,12 +138,52 @@ class PoolLimitsStore:
                     existing = self.lease(pool, lease_id)
                     if existing is not None:
                         return existing.count
-            assert limits is not None
+                    if _failed_at(error, len(items) - 1):
+                        # The pool was applied since this copy was read: use what is stored.
+                        limits, stored, wanted = self.stored_limits(pool), True, count
+                        continue
+            elif not stored:
+                # Never refuse on a copy that may be stale: decide on the stored limits.
+                limits, stored = self.stored_limits(pool), True
+                continue
+            if limits is None:
+                wanted = count
+                continue
             headroom = limits.headroom(self.usage(pool), per_instance)
             wanted = count if headroom is None else min(count, headroom)
             if wanted < min_count or wanted == 0:
                 return 0
         return 0
+
+    def stored_limits(self, pool: str) -> PoolLimits | None:
+        """The limits of the pool as last applied (strongly consistent)."""
+        try:
+            item = self._db.get_item(
+                TableName=self._table,
+                Key=key("NodePool", pool),
+                ConsistentRead=True,
+                ProjectionExpression="#limits",
+                ExpressionAttributeNames={"#limits": "limits"},
+            ).get("Item")
+        except ClientError as error:
+            raise_for("GetItem", error)
+            raise
+        token = (item or {}).get("limits", {}).get("S")
+        dumped = json.loads(token) if token else None
+        return None if dumped is None else PoolLimits.model_validate(dumped)
+
+    def _limits_check(self, pool: str, limits: PoolLimits | None) -> dict[str, Any]:
+        """The lease holds only if the pool's stored limits are the ones it was sized by (a pool
+        stored before limits were kept beside it, or deleted meanwhile, is not checked)."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": key("NodePool", pool),
+                "ConditionExpression": ("attribute_not_exists(#limits) OR #limits = :limits"),
+                "ExpressionAttributeNames": {"#limits": "limits"},
+                "ExpressionAttributeValues": {":limits": {"S": limits_token(limits)}},
+            }
+        }
 
     @property
     def lease_seconds(self) -> int:
@@ -497,6 +539,12 @@ class PoolLimitsStore:
 
     def _transact(self, items: list[dict[str, Any]]) -> None:
         self._db.transact_write_items(TransactItems=items)
+
+
+def _failed_at(error: ClientError, index: int) -> bool:
+    """Whether a cancelled transaction's item at `index` is the one whose condition failed."""
+    reasons = error.response.get("CancellationReasons") or []
+    return len(reasons) > index and reasons[index].get("Code") == "ConditionalCheckFailed"
 
 
 def _attributes(amount: Resources) -> dict[str, Decimal]:

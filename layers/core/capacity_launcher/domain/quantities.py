@@ -6,6 +6,7 @@ decimal (K..E) suffixes. Memory is held in MiB, the unit of the instance-memory 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, fields
 from decimal import Decimal, InvalidOperation
@@ -262,3 +263,10 @@ class PoolLimits(BaseModel):
     def to_document(self) -> dict[str, str]:
         dumped: dict[str, str] = self.model_dump(by_alias=True, exclude_none=True)
         return dumped
+
+
+def limits_token(limits: PoolLimits | None) -> str:
+    """One spelling of a pool's limits, stored beside the pool and checked by every lease, so a
+    lease decided on a stale copy of the pool cannot succeed."""
+    dumped = None if limits is None else limits.model_dump(mode="json", by_alias=True)
+    return json.dumps(dumped, sort_keys=True)

@@ -599,6 +599,10 @@ class Launcher:
         need = smallest * lead.request.min_count
         exceeded = need.fits_within(limits)
         if exceeded:
+            # This container's copy of the pool may be stale: "never" is decided on the stored one.
+            stored = self._p.limits.stored_limits(lead.pool.metadata.name)
+            exceeded = need.fits_within(stored) if stored is not None else []
+        if exceeded:
             return (
                 f"minCount={lead.request.min_count} of the smallest candidate exceeds node pool "
                 f"{lead.pool.metadata.name} limits on {', '.join(exceeded)}: it can never fit"

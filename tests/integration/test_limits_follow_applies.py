@@ -1,0 +1,49 @@
+"""A pool's limits hold from the moment they are applied, whatever a container's copy of the pool
+says (the simulation found a lowered limit overrun by a launcher reading its 10 s copy)."""
+
+from __future__ import annotations
+
+from capacity_launcher.domain.status import RequestStatus
+from tests.integration.test_launch_into_reservations import setup_pool
+from tests.support.cloud import launch_request
+
+
+def test_a_lowered_limit_holds_at_once_for_a_container_with_a_stale_copy(cloud, subnets, image):
+    # Given a container that served a pool limited to 3 instances (its copy of the pool is warm)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "3"})
+    cloud.send(launch_request("warm", nodePool="general"))
+    # When an operator lowers the limit to 1, and the same container serves 2 more at once
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    cloud.send(launch_request("after-lowering", nodePool="general", count=2))
+    # Then nothing more is launched: the lease was checked against the stored limits
+    record = cloud.record("after-lowering")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    assert record.errors[0].code == "LimitExceeded"
+    assert len(cloud.managed_instances()) == 1
+
+
+def test_a_raised_limit_is_used_at_once_by_a_container_with_a_stale_copy(cloud, subnets, image):
+    # Given a pool limited to 1 instance, full, in a warm container
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    cloud.send(launch_request("fills", nodePool="general"))
+    # When the limit is raised to 3 and the same container serves 2 more
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "3"})
+    cloud.send(launch_request("after-raising", nodePool="general", count=2))
+    # Then they launch: a stale copy never refuses what the stored limits allow
+    record = cloud.record("after-raising")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.launched == 2
+
+
+def test_a_gang_a_stale_copy_says_can_never_fit_is_judged_on_the_stored_limits(
+    cloud, subnets, image
+):
+    # Given a warm container whose copy limits the pool to 1 instance
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    cloud.send(launch_request("warm-gang", nodePool="general"))
+    # When the limit is raised to 4 and a gang of 3 comes to that container
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "4"})
+    cloud.send(launch_request("gang-after-raising", nodePool="general", count=3, minCount=3))
+    # Then it is served, not rejected as "can never fit"
+    record = cloud.record("gang-after-raising")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
