@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, help="wall-clock minutes (soak-style run)")
     parser.add_argument("--steps", type=int, help="a fixed number of steps instead")
     parser.add_argument("--report", help="write a Markdown report here")
+    parser.add_argument("--trace", action="store_true", help="print every step's operation")
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     if args.minutes is not None:
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps is not None:
         profile = dataclasses.replace(profile, wall_minutes=None, steps=args.steps)
     outcome = Simulation(args.seed, profile).run()
+    if args.trace:
+        print("\n".join(outcome.trace))
     print(summary(outcome, profile))
     if args.report:
         with open(args.report, "w", encoding="utf-8") as report:

@@ -105,6 +105,7 @@ class Invariants:
         self.violations: list[Violation] = []
         self.checks: Counter[str] = Counter()
         self.dead: set[str] = set()
+        self._over_limit: set[str] = set()
         self.step = 0
 
     def _violate(self, invariant: str, detail: str) -> None:
@@ -161,15 +162,28 @@ class Invariants:
         for pool, running in live.items():
             limit = self.ledger.limits.get(pool)
             self.checks["live <= limit (every step)"] += 1
-            if limit is None:
+            ceiling = None if limit is None else max(limit, self.ledger.grace.get(pool, 0))
+            if ceiling is None or running <= ceiling:
+                self._over_limit.discard(pool)
                 continue
-            ceiling = max(limit, self.ledger.grace.get(pool, 0))
-            if running > ceiling:
-                self._violate(
-                    "live <= limit (every step)",
-                    f"pool {pool}: {running} live instances, limit {limit}"
-                    + (f" (grace {self.ledger.grace[pool]})" if pool in self.ledger.grace else ""),
-                )
+            if pool in self._over_limit:
+                continue  # one violation per overrun, not one per step it lasts
+            self._over_limit.add(pool)
+            self._violate(
+                "live <= limit (every step)",
+                f"pool {pool}: {running} live, limit {limit}"
+                + (f" (grace {self.ledger.grace[pool]})" if pool in self.ledger.grace else "")
+                + f"; usage item says {self.world.stored_usage().get(pool)}; "
+                + self._who_runs(pool),
+            )
+
+    def _who_runs(self, pool: str) -> str:
+        parts = []
+        for observed in self.world.instances.values():
+            if observed.pool == pool and observed.state in LIVE:
+                flag = " restarted" if observed.instance_id in self.world.restarted else ""
+                parts.append(f"{observed.instance_id}<{observed.request_id}{flag}>")
+        return "live: " + ", ".join(sorted(parts))
 
     def _nothing_after_end(self) -> None:
         for observed in self.world.instances.values():
@@ -267,7 +281,9 @@ class Invariants:
                 if request.ended_at is None:
                     self._violate(
                         "every request ends once",
-                        f"{request_id}: no record, no status event, not in the DLQ",
+                        f"{request_id}: no record, no status event, not in the DLQ (delivered"
+                        f" {request.deliveries}x, handed back {request.handed_back}x, crashed"
+                        f" {request.crashed}x)",
                     )
                 else:
                     self._violate(

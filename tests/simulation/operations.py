@@ -85,7 +85,7 @@ BASE_WEIGHTS: dict[str, float] = {
     "wet_offering": 2,
     "stop_instance": 3,
     "start_instance": 2,
-    "terminate_instance": 6,
+    "terminate_instance": 10,
     "transient_fault": 4,
     "crash": 3,
     "permanent_outage": 0.2,
@@ -93,21 +93,25 @@ BASE_WEIGHTS: dict[str, float] = {
 }
 
 PROFILES = {
-    "short": Profile("short", steps=120, weights=BASE_WEIGHTS, quiesce_every=60),
+    "short": Profile("short", steps=60, weights=BASE_WEIGHTS, quiesce_every=30),
     "soak": Profile(
-        "soak", steps=10**9, weights=BASE_WEIGHTS, quiesce_every=400, wall_minutes=20.0
+        "soak",
+        steps=10**9,
+        weights={**BASE_WEIGHTS, "submit": 45},
+        quiesce_every=400,
+        wall_minutes=20.0,
     ),
     # Faults, crashes and outages off: what must hold on a calm day.
     "calm": Profile(
         "calm",
-        steps=120,
+        steps=60,
         weights={
             **BASE_WEIGHTS,
             "transient_fault": 0,
             "crash": 0,
             "permanent_outage": 0,
         },
-        quiesce_every=60,
+        quiesce_every=30,
         concurrent_poll=0.0,
     ),
 }
@@ -150,7 +154,7 @@ def node_pool_document(sim: Simulation, name: str, rng: random.Random) -> dict[s
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity},
         ],
     }
-    if rng.random() < 0.9:
+    if rng.random() < 0.95:
         spec["limits"] = {"instances": str(rng.randint(1, 8))}
     return _document("NodePool", name, spec)
 

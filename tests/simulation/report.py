@@ -45,7 +45,16 @@ def summary(outcome: Outcome, profile: Profile, limit: int = 25) -> str:
     lines += [f"  - {v.line()}" for v in outcome.violations[:limit]]
     if len(outcome.violations) > limit:
         lines.append(f"  ... {len(outcome.violations) - limit} more")
+    if outcome.violations:
+        first = outcome.violations[0].step
+        before = [t for t in outcome.trace if _trace_step(t) <= first]
+        lines += ["steps before the first violation:", *[f"    {t}" for t in before[-12:]]]
     return "\n".join(lines)
+
+
+def _trace_step(line: str) -> int:
+    words = line.split()
+    return int(words[1]) if len(words) > 1 and words[0] == "step" else -1
 
 
 def _table(title: str, counts: Counter[str], header: str) -> list[str]:

@@ -18,19 +18,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.config import parse_document
 from capacity_launcher.settings import get_settings
-from tests.simulation.emulator import Fault
+from tests.simulation.emulator import START, Fault
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
 from tests.simulation.world import Invoked, World
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 SYNC_EVERY_SECONDS = 60.0
-# How far the clock moves while a quiescence waits for handed-back messages to come back.
-DRAIN_STEP_SECONDS = 60.0
 
 
 @dataclass
@@ -55,6 +52,7 @@ class Outcome:
     quiescences: int = 0
     violations: list[Any] = field(default_factory=list)
     dead_letters: int = 0
+    trace: list[str] = field(default_factory=list)
 
 
 class Simulation:
@@ -78,7 +76,7 @@ class Simulation:
     @property
     def store(self) -> ConfigStore:
         if self._store is None:
-            self._store = ConfigStore(get_settings().state_table_name, aws.client("dynamodb"))
+            self._store = ConfigStore(get_settings().state_table_name, self.world.dynamodb)
         return self._store
 
     def send(self, bodies: list[Any], *, via_bus: bool) -> None:
@@ -121,6 +119,10 @@ class Simulation:
             self.catalog.pools[name] = document
             committed = self.world.committed(name) if pool_before is not None else 0
             self.invariants.lowered(name, _limit(document), committed)
+            self.outcome.trace.append(
+                f"  {name}: limit {_limit(document)}, class {document['spec']['nodeClassRef']},"
+                f" committed {committed}"
+            )
         return "applied"
 
     def delete(self, kind: str, name: str) -> str:
@@ -157,12 +159,19 @@ class Simulation:
         """Hold a fault for longer than the queue's retry window, delivering as the mapping would."""
         window = (self.world.max_receive_count + 1) * self.world.visibility_timeout + 60
         self.add_fault(fault, duration=window, permanent=True)
-        while self.faults.get(fault.operation, (None, 0.0))[1] > self.world.now:
+        ends = self.world.now + window
+        while self.world.now < ends:
             self._mark_exposed()
             self._poll_everything()
             self._triggers()
-            self.world.emulator.clock.advance(self.world.visibility_timeout / 2)
+            self._sleep_until_due(ends)
         self._expire_faults()
+
+    def _sleep_until_due(self, limit: float) -> None:
+        """Move the clock to the next moment something is due (a message visible again, a late
+        event, the minute's sync), never past `limit`."""
+        due = [self._next_sync, limit, self.world.next_wake() or limit]
+        self.world.emulator.clock.advance(max(min(due) - self.world.now, 0.0) + 1.0)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -206,6 +215,7 @@ class Simulation:
         except Exception as error:  # an operator's call the emulator refused: part of the run
             result = f"error {type(error).__name__}"
         self.outcome.operations[f"{name}: {result}"] += 1
+        self.outcome.trace.append(f"step {self.invariants.step} t={self._elapsed():.0f}s {name}: {result}")
         self.world.emulator.clock.advance(self.rng.uniform(*self.profile.tick))
         self._expire_faults()
         if self.rng.random() < self.profile.concurrent_poll:
@@ -311,13 +321,20 @@ class Simulation:
         self._expire_faults(everything=True)
         self.pending_crash = None
         deadline = self.world.now + (self.world.max_receive_count + 2) * self.world.visibility_timeout
+        visible = in_flight = 0
         while self.world.now < deadline:
             self._poll_everything()
             self._triggers()
             visible, in_flight = self.world.queue_depth()
             if visible + in_flight == 0 and not self.world.pending_events:
                 break
-            self.world.emulator.clock.advance(DRAIN_STEP_SECONDS)
+            self._sleep_until_due(deadline)
+        else:
+            self.invariants._violate(
+                "queue drains",
+                f"{visible} visible and {in_flight} in-flight messages after the whole retry"
+                " window with every fault off",
+            )
         self.world.emulator.clock.advance(get_settings().limit_lease_seconds + 1)
         self._note(self.world.run_sync())
         self._next_sync = self.world.now + SYNC_EVERY_SECONDS
@@ -348,6 +365,7 @@ class Simulation:
                     outcome.latencies_after_clear.append(after)
 
     def _start_time(self) -> float:
-        from tests.simulation.emulator import START
-
         return START.timestamp()
+
+    def _elapsed(self) -> float:
+        return self.world.now - START.timestamp()

@@ -18,6 +18,7 @@ import boto3
 from moto import mock_aws
 from moto.ec2.models import ec2_backends
 from moto.moto_api._internal import mock_random
+from moto.sqs.models import sqs_backends
 
 import moto_capacity
 from capacity_launcher.adapters import aws
@@ -38,6 +39,7 @@ from tests.simulation.emulator import (
     InProcessFaults,
     SimulatedClock,
     crashing_calls,
+    retries_without_sleeping,
 )
 from tests.support.template import DeployedNames, create_resources
 
@@ -106,11 +108,16 @@ class World:
         self._sync: LocalFunction | None = None
         self._instance_events: LocalFunction | None = None
         self._crash_guard: Any = None
+        self._session = boto3.session.Session()
+        self._clients: dict[str, Any] = {}
+        self._environments: dict[str, dict[str, str]] = {}
+        self._no_sleeps: Any = None
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
         self._event_sequence = 0
         self.known_states: dict[str, str] = {}
         self.instances: dict[str, Observed] = {}
+        self.restarted: set[str] = set()
         self.events_dead_lettered: list[dict[str, Any]] = []
         self.visibility_timeout = 0
         self.max_receive_count = 0
@@ -133,6 +140,8 @@ class World:
         self.emulator.clock.__enter__()
         self._crash_guard = crashing_calls(self.emulator.crashes)
         self._crash_guard.__enter__()
+        self._no_sleeps = retries_without_sleeping()
+        self._no_sleeps.__enter__()
         aws.client.cache_clear()
         get_settings.cache_clear()
         self.names = create_resources(boto3.Session(region_name=REGION))
@@ -151,6 +160,7 @@ class World:
         get_settings.cache_clear()
         if self._crash_guard is not None:
             self._crash_guard.__exit__(None, None, None)
+            self._no_sleeps.__exit__(None, None, None)
         self.emulator.clock.__exit__()
         moto_capacity.reset()
         if self._mock is not None:
@@ -160,12 +170,12 @@ class World:
 
     def _load(self, function: str) -> LocalFunction:
         assert self.names is not None
-        environment = {**FAKE_ENV, **self.names.environment(function)}
+        if function not in self._environments:
+            self._environments[function] = {**FAKE_ENV, **self.names.environment(function)}
         self.cold_starts += 1
-        loaded = LocalFunction(function, environment, region=REGION, account_id=ACCOUNT)
-        # Loading empties the layer's caches (a cold start): our own clients are made anew too.
-        aws.client.cache_clear()
-        return loaded
+        return LocalFunction(
+            function, self._environments[function], region=REGION, account_id=ACCOUNT
+        )
 
     def _read_queue_settings(self) -> None:
         assert self.names is not None
@@ -181,7 +191,7 @@ class World:
         arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
-        events = aws.client("events")
+        events = self.client("events")
         events.put_rule(
             Name="simulation-status-events",
             EventBusName=self.names.event_bus,
@@ -208,17 +218,23 @@ class World:
 
     # -- clients (the simulation's own: never faulted, never crashed) ----------------------------
 
+    def client(self, service: str) -> Any:
+        """One session for all of them: botocore loads each service model once."""
+        if service not in self._clients:
+            self._clients[service] = self._session.client(service, region_name=REGION)
+        return self._clients[service]
+
     @property
     def ec2(self) -> Any:
-        return aws.client("ec2")
+        return self.client("ec2")
 
     @property
     def sqs(self) -> Any:
-        return aws.client("sqs")
+        return self.client("sqs")
 
     @property
     def dynamodb(self) -> Any:
-        return aws.client("dynamodb")
+        return self.client("dynamodb")
 
     @property
     def now(self) -> float:
@@ -242,7 +258,7 @@ class World:
         """Producers' PutEvents `Launch Requested`; the bus's rule forwards them to the queue."""
         assert self.names is not None
         for start in range(0, len(details), 10):
-            aws.client("events").put_events(
+            self.client("events").put_events(
                 Entries=[
                     {
                         "Source": "simulation.producer",
@@ -447,6 +463,8 @@ class World:
                     self.known_states[instance.id] = state
                     continue
                 self.known_states[instance.id] = state
+                if previous in ("stopping", "stopped") and state in LIVE:
+                    self.restarted.add(instance.id)
                 self.instances[instance.id] = Observed(
                     instance.id,
                     tags.get(REQUEST_ID_TAG, ""),
@@ -496,21 +514,28 @@ class World:
             int(attributes["ApproximateNumberOfMessagesNotVisible"]),
         )
 
+    def next_wake(self) -> float | None:
+        """When something next becomes due on its own: an in-flight launch message visible again
+        (moto's queue read directly) or a late EC2 event."""
+        assert self.names is not None
+        queue = sqs_backends[ACCOUNT][REGION].queues[self.names.launch_queue_url.rsplit("/", 1)[1]]
+        moments = [m.visible_at / 1000 for m in list(queue._messages) if not m.visible]
+        moments += [e.deliver_at for e in self.pending_events]
+        return min(moments) if moments else None
+
     def dead_letters(self) -> list[str]:
-        """Bodies in the launch DLQ (read without removing them)."""
+        """Bodies in the launch DLQ, left there: each is hidden for one simulated second (time
+        stands still while we read, so no message is seen twice) and comes back after."""
         assert self.names is not None
         bodies: dict[str, str] = {}
-        for _ in range(100):
+        while True:
             answer = self.sqs.receive_message(
-                QueueUrl=self.names.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=0
+                QueueUrl=self.names.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=1
             )
             messages = answer.get("Messages", [])
-            fresh = [m for m in messages if m["MessageId"] not in bodies]
-            if not fresh:
-                break
-            bodies.update({m["MessageId"]: m["Body"] for m in fresh})
-        return list(bodies.values())
-
+            if not messages:
+                return list(bodies.values())
+            bodies.update({m["MessageId"]: m["Body"] for m in messages})
 
     # -- stored state, read as an operator would (own client, raw items: a malformed item is
     # reported, never fatal to the check) ---------------------------------------------------------
