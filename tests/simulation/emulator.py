@@ -91,7 +91,7 @@ class InProcessFaults:
 
     def disarm(self) -> dict[str, int]:
         fired = {
-            str(f["operation"]): int(f["fired"])  # type: ignore[call-overload]
+            str(f["operation"]): int(f["fired"])
             for f in OPERATION_CONTROLS.snapshot()["faults"]  # type: ignore[attr-defined]
         }
         OPERATION_CONTROLS.reset()  # faults and counters only; offering pools stay
@@ -142,7 +142,7 @@ class CrashPlan:
 @contextmanager
 def crashing_calls(plan: CrashPlan) -> Iterator[None]:
     """Every botocore call (any client, any container) passes through the crash plan."""
-    original: Callable[..., Any] = botocore.client.BaseClient._make_api_call
+    original: Callable[..., Any] = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009
 
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
         operation = f"{self.meta.service_model.service_name}:{operation_name}"
@@ -151,11 +151,11 @@ def crashing_calls(plan: CrashPlan) -> Iterator[None]:
         plan.check(operation, "after")
         return answer
 
-    botocore.client.BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
+    setattr(botocore.client.BaseClient, "_make_api_call", make_api_call)  # noqa: B010
     try:
         yield
     finally:
-        botocore.client.BaseClient._make_api_call = original  # type: ignore[method-assign]
+        setattr(botocore.client.BaseClient, "_make_api_call", original)  # noqa: B010
 
 
 @contextmanager

@@ -310,7 +310,8 @@ class Invariants:
             if len(tagged) > int(record.get("requested") or 0) and record["status"] != "Rejected":
                 self._violate(
                     "launches at most count",
-                    f"{request_id}: {len(tagged)} instances tagged, requested {record['requested']}",
+                    f"{request_id}: {len(tagged)} instances tagged,"
+                    f" requested {record['requested']}",
                 )
             latency = self.ledger.latency_after_clear(request)
             self.checks["latency after last disturbance"] += 1

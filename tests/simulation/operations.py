@@ -160,7 +160,12 @@ def node_pool_document(sim: Simulation, name: str, rng: random.Random) -> dict[s
 
 
 def _document(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "capacity-launcher/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def _limit(document: dict[str, Any]) -> int | None:
@@ -168,11 +173,16 @@ def _limit(document: dict[str, Any]) -> int | None:
     return int(limits["instances"]) if "instances" in limits else None
 
 
-def request_body(sim: Simulation, rng: random.Random, request_id: str | None = None) -> dict[str, Any]:
+def request_body(
+    sim: Simulation, rng: random.Random, request_id: str | None = None
+) -> dict[str, Any]:
     """A valid launch request, each optional field present or absent at random."""
     sim.catalog.sequence += 1
     count = rng.choice((1, 1, 1, 2, 2, 3, 4))
-    body: dict[str, Any] = {"requestId": request_id or f"req-{sim.seed}-{sim.catalog.sequence}", "count": count}
+    body: dict[str, Any] = {
+        "requestId": request_id or f"req-{sim.seed}-{sim.catalog.sequence}",
+        "count": count,
+    }
     if rng.random() < 0.75:
         known = list(sim.catalog.pools)
         body["nodePool"] = rng.choice(known) if known and rng.random() < 0.9 else rng.choice(POOLS)
@@ -183,14 +193,28 @@ def request_body(sim: Simulation, rng: random.Random, request_id: str | None = N
     if rng.random() < 0.2:
         body["singleZone"] = rng.random() < 0.7
     if rng.random() < 0.3:
-        body["tags"] = rng.choice(({"project": "llm"}, {"team": "finance"}, {"cost": "x", "run": "7"}))
+        body["tags"] = rng.choice(
+            ({"project": "llm"}, {"team": "finance"}, {"cost": "x", "run": "7"})
+        )
     if rng.random() < 0.3:
         body["requirements"] = [
             rng.choice(
                 (
-                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [rng.choice(TYPES)]},
-                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [rng.choice(ZONES)]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": [rng.choice(TYPES)],
+                    },
+                    {
+                        "key": "topology.kubernetes.io/zone",
+                        "operator": "In",
+                        "values": [rng.choice(ZONES)],
+                    },
+                    {
+                        "key": "karpenter.sh/capacity-type",
+                        "operator": "In",
+                        "values": ["on-demand"],
+                    },
                     {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lt", "values": ["3"]},
                 )
             )
@@ -285,7 +309,9 @@ def invalid_document(sim: Simulation, rng: random.Random) -> str:
         document["spec"]["limits"] = {"instances": "-3"}
     outcome = sim.apply(document)
     if outcome == "applied":
-        sim.invariants._violate("invalid documents refused", f"accepted: {json.dumps(document)[:200]}")
+        sim.invariants._violate(
+            "invalid documents refused", f"accepted: {json.dumps(document)[:200]}"
+        )
         sim.catalog.classes.pop("class-missing", None)
     return outcome
 
@@ -374,7 +400,12 @@ def crash(sim: Simulation, rng: random.Random) -> str:
 
 def permanent_outage(sim: Simulation, rng: random.Random) -> str:
     """A fault that outlasts the queue's whole retry window: the only way into the DLQ."""
-    operation, code = rng.choice((("ec2:CreateFleet", "RequestLimitExceeded"), ("dynamodb:TransactWriteItems", "ThrottlingException")))
+    operation, code = rng.choice(
+        (
+            ("ec2:CreateFleet", "RequestLimitExceeded"),
+            ("dynamodb:TransactWriteItems", "ThrottlingException"),
+        )
+    )
     sim.outage(Fault(operation, code))
     return f"{operation} {code}"
 

@@ -17,7 +17,10 @@ def replay_command(outcome: Outcome, profile: Profile) -> str:
             f"python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"
             f" --steps {outcome.steps}"
         )
-    return f"python -m tests.simulation --profile {profile.name} --seed {outcome.seed} --steps {profile.steps}"
+    return (
+        f"python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"
+        f" --steps {profile.steps}"
+    )
 
 
 def percentile(values: Iterable[float], p: float) -> float:
@@ -69,8 +72,9 @@ def markdown(outcome: Outcome, profile: Profile) -> str:
     lines = [
         "# Soak: the whole-system simulation, long run",
         "",
-        "Written by `make soak` (`python -m tests.simulation`); tests/simulation/ says how the run",
-        "is built and what each invariant means. Times are simulated seconds unless said otherwise.",
+        "Written by `make soak` (`python -m tests.simulation`); tests/simulation/ says how the",
+        "run is built and what each invariant means. Times are simulated seconds unless said",
+        "otherwise.",
         "",
         f"- seed {outcome.seed}, profile `{profile.name}`; replay:"
         f" `PYTHONPATH=layers/core:local:. {replay_command(outcome, profile)}`",

@@ -87,7 +87,9 @@ class Simulation:
             self.world.put_launch_requested(texts)
         else:
             self.world.send(texts)
-        self.catalog.submitted += [t for t, b in zip(texts, bodies, strict=True) if isinstance(b, dict)]
+        self.catalog.submitted += [
+            t for t, b in zip(texts, bodies, strict=True) if isinstance(b, dict)
+        ]
 
     def send_raw(self, texts: list[str]) -> None:
         for text in texts:
@@ -140,7 +142,9 @@ class Simulation:
         previous = self.faults.pop(fault.operation, None)
         if previous is not None:
             previous[2].cleared = self.world.now
-        disturbance = Disturbance(f"{fault.operation} {fault.code}", self.world.now, None, permanent)
+        disturbance = Disturbance(
+            f"{fault.operation} {fault.code}", self.world.now, None, permanent
+        )
         self.ledger.disturbances.append(disturbance)
         self.faults[fault.operation] = (fault, self.world.now + duration, disturbance)
         self._arm_faults()
@@ -156,7 +160,7 @@ class Simulation:
         self._arm_faults()
 
     def outage(self, fault: Fault) -> None:
-        """Hold a fault for longer than the queue's retry window, delivering as the mapping would."""
+        """Hold a fault for longer than the queue's whole retry window, delivering meanwhile."""
         window = (self.world.max_receive_count + 1) * self.world.visibility_timeout + 60
         self.add_fault(fault, duration=window, permanent=True)
         ends = self.world.now + window
@@ -215,7 +219,9 @@ class Simulation:
         except Exception as error:  # an operator's call the emulator refused: part of the run
             result = f"error {type(error).__name__}"
         self.outcome.operations[f"{name}: {result}"] += 1
-        self.outcome.trace.append(f"step {self.invariants.step} t={self._elapsed():.0f}s {name}: {result}")
+        self.outcome.trace.append(
+            f"step {self.invariants.step} t={self._elapsed():.0f}s {name}: {result}"
+        )
         self.world.emulator.clock.advance(self.rng.uniform(*self.profile.tick))
         self._expire_faults()
         if self.rng.random() < self.profile.concurrent_poll:
@@ -251,7 +257,9 @@ class Simulation:
             self.outcome.crashes[f"{invoked.function}: {invoked.crashed}"] += 1
             visible_again = self.world.visibility_timeout if invoked.message_ids else 0
             self.ledger.disturbances.append(
-                Disturbance(f"crash {invoked.function}", self.world.now, self.world.now + visible_again)
+                Disturbance(
+                    f"crash {invoked.function}", self.world.now, self.world.now + visible_again
+                )
             )
 
     def _poll_once(self) -> bool:
@@ -320,7 +328,9 @@ class Simulation:
         self.outcome.quiescences += 1
         self._expire_faults(everything=True)
         self.pending_crash = None
-        deadline = self.world.now + (self.world.max_receive_count + 2) * self.world.visibility_timeout
+        deadline = (
+            self.world.now + (self.world.max_receive_count + 2) * self.world.visibility_timeout
+        )
         visible = in_flight = 0
         while self.world.now < deadline:
             self._poll_everything()
@@ -344,7 +354,9 @@ class Simulation:
             if request_id not in self._checked:
                 records[request_id] = self.world.record(request_id)
                 self._checked.add(request_id)
-        running_for = {o.request_id for o in self.world.instances.values() if o.state in ("pending", "running")}
+        running_for = {
+            o.request_id for o in self.world.instances.values() if o.state in ("pending", "running")
+        }
         unnamed = {r: self.world.record(r) for r in running_for}
         self.invariants.after_quiescence(records, unnamed)
 

@@ -221,7 +221,7 @@ class World:
     def client(self, service: str) -> Any:
         """One session for all of them: botocore loads each service model once."""
         if service not in self._clients:
-            self._clients[service] = self._session.client(service, region_name=REGION)
+            self._clients[service] = self._session.client(service, region_name=REGION)  # type: ignore[call-overload]
         return self._clients[service]
 
     @property
@@ -273,7 +273,11 @@ class World:
     # -- invocations ----------------------------------------------------------------------------
 
     def _invoke(
-        self, function: LocalFunction, event: Any, crash_at: tuple[int, str] | None, arm: bool = True
+        self,
+        function: LocalFunction,
+        event: Any,
+        crash_at: tuple[int, str] | None,
+        arm: bool = True,
     ) -> tuple[Invocation | None, str | None, dict[str, int]]:
         """One invocation with the current faults and crash plan armed (unless the caller armed
         them for several at once); a Crash ends it with nothing cleaned up."""
@@ -327,13 +331,17 @@ class World:
             failed = everything
         else:
             result = invocation.result if isinstance(invocation.result, Mapping) else {}
-            named = {str(f.get("itemIdentifier") or "") for f in result.get("batchItemFailures")}
+            named = {
+                str(f.get("itemIdentifier") or "") for f in result.get("batchItemFailures") or []
+            }
             failed = named if named <= everything else everything
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
             self.sqs.delete_message_batch(
                 QueueUrl=self.names.launch_queue_url,
-                Entries=[{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done)],
+                Entries=[
+                    {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done)
+                ],
             )
         if crashed and arm:
             # The runtime replaces a container whose process died.
@@ -441,7 +449,9 @@ class World:
                     pending.deliver_at = self.now + min(60.0 * pending.attempts, 600.0)
                     self.pending_events.append(pending)
             outcomes.append(
-                Invoked("instance-events", crashed=crashed, error=_error(invocation), faults_fired=fired)
+                Invoked(
+                    "instance-events", crashed=crashed, error=_error(invocation), faults_fired=fired
+                )
             )
         return outcomes
 
@@ -471,7 +481,7 @@ class World:
                     tags.get(POOL_TAG, ""),
                     state,
                     instance.instance_type,
-                    instance.placement,
+                    str(instance.placement.zone),
                     getattr(instance, "capacity_reservation_id", None),
                 )
                 changes.append((instance.id, state))
@@ -542,7 +552,9 @@ class World:
 
     def _pool_limits(self) -> PoolLimitsStore:
         settings = get_settings()
-        return PoolLimitsStore(settings.state_table_name, settings.limit_lease_seconds, self.dynamodb)
+        return PoolLimitsStore(
+            settings.state_table_name, settings.limit_lease_seconds, self.dynamodb
+        )
 
     def stored_usage(self) -> dict[str, int]:
         """pool → instances its usage item records."""
@@ -561,9 +573,7 @@ class World:
 
     def committed(self, pool: str) -> int:
         """Live instances plus unsettled leases: what a pool holds or was promised."""
-        leased = sum(
-            lease.count for lease in self._pool_limits().leases() if lease.pool == pool
-        )
+        leased = sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)
         return self.live_by_pool().get(pool, 0) + leased
 
     def snapshot_availability(self) -> dict[str, int]:
