@@ -106,9 +106,13 @@ class Invariants:
         self.checks: Counter[str] = Counter()
         self.dead: set[str] = set()
         self._over_limit: set[str] = set()
+        self._seen: set[tuple[str, str]] = set()
         self.step = 0
 
     def _violate(self, invariant: str, detail: str) -> None:
+        if (invariant, detail) in self._seen:
+            return  # the same finding at a later quiescence
+        self._seen.add((invariant, detail))
         self.violations.append(
             Violation(invariant, detail, self.world.now - START.timestamp(), self.step)
         )
@@ -172,7 +176,7 @@ class Invariants:
             self._violate(
                 "live <= limit (every step)",
                 f"pool {pool}: {running} live, limit {limit}"
-                + (f" (grace {self.ledger.grace[pool]})" if pool in self.ledger.grace else "")
+                + (f" (grace {self.ledger.grace[pool]})" if self.ledger.grace.get(pool) else "")
                 + f"; usage item says {self.world.stored_usage().get(pool)}; "
                 + self._who_runs(pool),
             )
@@ -240,9 +244,13 @@ class Invariants:
         try:
             snapshots = self.world.snapshot_availability()
         except Exception as error:  # the reads every launcher makes fail the same way
+            empty_keys = [
+                sk for sk, item in self.world.stored_reservation_items().items() if '"": ' in item
+            ]
             self._violate(
                 "snapshot == EC2 (quiescent)",
-                f"the Reservation partition cannot be read: {type(error).__name__}: {error}"[:300],
+                f"the Reservation partition cannot be read ({type(error).__name__}: {error});"
+                f" items with an empty-string attribute name: {empty_keys}",
             )
             return
         for reservation_id, available in snapshots.items():

@@ -122,8 +122,8 @@ class Simulation:
             committed = self.world.committed(name) if pool_before is not None else 0
             self.invariants.lowered(name, _limit(document), committed)
             self.outcome.trace.append(
-                f"  {name}: limit {_limit(document)}, class {document['spec']['nodeClassRef']},"
-                f" committed {committed}"
+                f"step {self.invariants.step}   {name}: limit {_limit(document)},"
+                f" class {document['spec']['nodeClassRef']}, committed {committed}"
             )
         return "applied"
 

@@ -18,6 +18,7 @@ import boto3
 from moto import mock_aws
 from moto.ec2.models import ec2_backends
 from moto.moto_api._internal import mock_random
+from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
 
 import moto_capacity
@@ -588,6 +589,19 @@ class World:
             item["sk"]["S"]: int(item.get("available", {}).get("N", "-1"))
             for item in answer["Items"]
         }
+
+    def stored_reservation_items(self) -> dict[str, str]:
+        """sk → the stored item as moto holds it (read from its backend: no parsing on the way),
+        to show what a snapshot that cannot be read contains."""
+        assert self.names is not None
+        table = dynamodb_backends[ACCOUNT][REGION].tables[self.names.state_table]
+        found: dict[str, str] = {}
+        for hash_key, items in list(table.items.items()):
+            if getattr(hash_key, "value", None) != "Reservation":
+                continue
+            for range_key, item in list(items.items()):
+                found[str(range_key.value)] = json.dumps(item.to_json())
+        return found
 
     def ec2_availability(self) -> dict[str, int]:
         found = self.ec2.describe_capacity_reservations()["CapacityReservations"]
