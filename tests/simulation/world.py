@@ -16,9 +16,9 @@ from typing import Any
 
 import boto3
 from moto import mock_aws
+from moto.dynamodb.models import dynamodb_backends
 from moto.ec2.models import ec2_backends
 from moto.moto_api._internal import mock_random
-from moto.dynamodb.models import dynamodb_backends
 from moto.sqs.models import sqs_backends
 
 import moto_capacity
