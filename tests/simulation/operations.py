@@ -66,6 +66,7 @@ class Profile:
     tick: tuple[float, float] = (0.5, 4.0)  # simulated seconds between steps
     event_delay: tuple[float, float] = (0.0, 240.0)  # EC2 events arrive this late
     duplicate_events: float = 0.2
+    submit_batch: tuple[int, int] = (1, 4)  # bodies per producer submission
     wall_minutes: float | None = None  # soak: keep going until this much wall time passed
 
 
@@ -99,6 +100,7 @@ PROFILES = {
         steps=10**9,
         weights={**BASE_WEIGHTS, "submit": 45},
         quiesce_every=400,
+        submit_batch=(2, 8),
         wall_minutes=20.0,
     ),
     # Faults, crashes and outages off: what must hold on a calm day.
@@ -238,7 +240,7 @@ INVALID_BODIES = (
 
 
 def submit(sim: Simulation, rng: random.Random) -> str:
-    bodies = [request_body(sim, rng) for _ in range(rng.randint(1, 4))]
+    bodies = [request_body(sim, rng) for _ in range(rng.randint(*sim.profile.submit_batch))]
     via_bus = rng.random() < 0.3
     sim.send(bodies, via_bus=via_bus)
     return "bus" if via_bus else "sqs"

@@ -368,6 +368,7 @@ class Simulation:
         outcome.requests = len(self.ledger.requests)
         outcome.instances = len(self.world.instances)
         outcome.violations = list(self.invariants.violations)
+        outcome.dead_letters = len(self.invariants.dead)
         for request in self.ledger.requests.values():
             outcome.statuses[request.status or "no status event"] += 1
             if request.ended_at is not None:
