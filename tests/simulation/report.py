@@ -101,9 +101,10 @@ def markdown(outcome: Outcome, profile: Profile) -> str:
     ]
     lines += _table("Checks run", outcome.checks, "invariant")
     lines += _table("Violations", _grouped(outcome), "invariant")
-    if outcome.violations:
-        lines += ["First violations:", ""]
-        lines += [f"- {v.line()}" for v in outcome.violations[:40]]
+    for invariant in sorted(_grouped(outcome)):
+        found = [v for v in outcome.violations if v.invariant == invariant]
+        lines += [f"First of *{invariant}*:", ""]
+        lines += [f"- {v.line()}" for v in found[:8]]
         lines.append("")
     lines += ["## What ran", ""]
     lines += _table("Operations (operation: outcome)", outcome.operations, "operation")
