@@ -3,8 +3,14 @@ system answered, and the invariants over it, EC2 and the stored state.
 
 How a lowered limit is judged: a NodePool whose limit is lowered below what it already holds is
 not an overrun. From the lowering on, its ceiling is the larger of the new limit and what was
-committed then (live instances plus unsettled leases, which were granted under the old limit);
-the allowance ends at the next quiescence, when every such lease has settled or expired.
+committed then (live instances plus unsettled leases, which were granted under the old limit).
+At the next quiescence every such lease has settled or expired, so the allowance becomes what
+runs then, and from there it only shrinks as those instances end: a pool over its limit may
+never gain an instance the service launched.
+
+A stopped instance a user starts again is counted at once, even past the limit (the instance
+runs; docs/operations.md): such restarts are the user's, so they are not held against the
+service. Live instances the simulation restarted are left out of the count judged.
 """
 
 from __future__ import annotations
@@ -106,6 +112,8 @@ class Invariants:
         self.checks: Counter[str] = Counter()
         self.dead: set[str] = set()
         self._over_limit: set[str] = set()
+        # Pools whose lowered-limit allowance only shrinks now (past a quiescence).
+        self._shrinking: set[str] = set()
         self._seen: set[tuple[str, str]] = set()
         self.step = 0
 
@@ -123,6 +131,7 @@ class Invariants:
         old = self.ledger.limits.get(pool)
         if new_limit is not None and (old is None or new_limit < old):
             self.ledger.grace[pool] = max(self.ledger.grace.get(pool, 0), committed)
+            self._shrinking.discard(pool)
         self.ledger.limits[pool] = new_limit
 
     def every_step(self, status_events: list[dict[str, Any]]) -> None:
@@ -166,6 +175,11 @@ class Invariants:
         for pool, running in live.items():
             limit = self.ledger.limits.get(pool)
             self.checks["live <= limit (every step)"] += 1
+            running -= self._restarted_live(pool)
+            if pool in self._shrinking and pool in self.ledger.grace:
+                self.ledger.grace[pool] = min(self.ledger.grace[pool], running)
+                if limit is not None and self.ledger.grace[pool] <= limit:
+                    del self.ledger.grace[pool]
             ceiling = None if limit is None else max(limit, self.ledger.grace.get(pool, 0))
             if ceiling is None or running <= ceiling:
                 self._over_limit.discard(pool)
@@ -180,6 +194,15 @@ class Invariants:
                 + f"; usage item says {self.world.stored_usage().get(pool)}; "
                 + self._who_runs(pool),
             )
+
+    def _restarted_live(self, pool: str) -> int:
+        return sum(
+            1
+            for observed in self.world.instances.values()
+            if observed.pool == pool
+            and observed.state in LIVE
+            and observed.instance_id in self.world.restarted
+        )
 
     def _who_runs(self, pool: str) -> str:
         parts = []
@@ -217,7 +240,12 @@ class Invariants:
     ) -> None:
         """`records`: the requests not checked before; `running_for`: the records of every
         request something runs for."""
-        self.ledger.grace.clear()
+        # Leases granted under an old limit have settled or expired: the allowance becomes what
+        # runs now, and only shrinks from here.
+        live = self.world.live_by_pool()
+        for pool in list(self.ledger.grace):
+            self.ledger.grace[pool] = live.get(pool, 0) - self._restarted_live(pool)
+            self._shrinking.add(pool)
         self._usage_matches_ec2()
         self._snapshots_match_ec2()
         self._dead_letters_only_permanent()
