@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/layers/core:$(CURDIR)/local:$(CURDIR)
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup run test lint typecheck template-check unit build bench lock clean
+.PHONY: setup run test lint typecheck template-check unit build bench soak lock clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,13 @@ run: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks
+
+# The whole-system simulation's long run (tests/simulation/); SOAK_MINUTES and SOAK_SEED override.
+SOAK_MINUTES ?= 20
+SOAK_SEED ?= 1
+soak: setup
+	$(BIN)/python -W ignore::UserWarning -m tests.simulation --profile soak --seed $(SOAK_SEED) \
+		--minutes $(SOAK_MINUTES) --report docs/SOAK.md
 
 lock:
 	$(PYTHON) -m venv .venv-lock

@@ -1,0 +1,180 @@
+"""The simulation's only contact with the emulator's controls: its clock, faults and capacity.
+
+Everything the scheduler asks of the emulator goes through `Emulator`, so that moving from the
+in-process hooks used today to the local cloud's control API (`POST /moto-capacity/faults`,
+`/capacity`, and `/clock` once it lands) replaces this one module, not the scenarios.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import botocore.client
+import time_machine
+from botocore.retries.bucket import TokenBucket
+from botocore.retries.standard import ExponentialBackoff
+
+import moto_capacity
+from capacity_launcher.adapters.cache import TtlCache
+from moto_capacity.control import OPERATION_CONTROLS
+
+REGION = "us-east-1"
+START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+
+
+class Crash(BaseException):
+    """A worker killed between two steps: not an Exception, so no `except Exception` cleans up."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault: `service:Operation` answers `code` (all calls, `times`, or a `rate`)."""
+
+    operation: str
+    code: str
+    times: int | None = None
+    rate: float | None = None
+    seed: int | None = None
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+    def advance(self, seconds: float) -> None: ...
+
+
+class Faults(Protocol):
+    def arm(self, faults: Sequence[Fault]) -> None: ...
+    def disarm(self) -> dict[str, int]: ...
+
+
+class SimulatedClock:
+    """Time stands still until the scheduler moves it: `time.time`, `datetime.now` (the service,
+    Powertools' idempotency expiry, moto's SQS visibility) and the containers' TTL caches."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self._travel = time_machine.travel(start, tick=False)
+        self._traveller: Any = None
+        self._cache_defaults: tuple[Any, ...] | None = None
+
+    def __enter__(self) -> SimulatedClock:
+        self._traveller = self._travel.start()
+        # Container caches count monotonic seconds; they must age with simulated time.
+        self._cache_defaults = TtlCache.__init__.__defaults__
+        TtlCache.__init__.__defaults__ = (self.now,)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        TtlCache.__init__.__defaults__ = self._cache_defaults
+        self._travel.stop()
+
+    def now(self) -> float:
+        return datetime.now(UTC).timestamp()
+
+    def advance(self, seconds: float) -> None:
+        if seconds > 0:
+            self._traveller.shift(seconds)
+
+
+class InProcessFaults:
+    """Faults through moto_capacity's in-process controls (one fault per operation at a time)."""
+
+    def arm(self, faults: Sequence[Fault]) -> None:
+        for fault in faults:
+            moto_capacity.inject_fault(
+                fault.operation, fault.code, times=fault.times, rate=fault.rate, seed=fault.seed
+            )
+
+    def disarm(self) -> dict[str, int]:
+        fired = {
+            str(f["operation"]): int(f["fired"])
+            for f in OPERATION_CONTROLS.snapshot()["faults"]  # type: ignore[attr-defined]
+        }
+        OPERATION_CONTROLS.reset()  # faults and counters only; offering pools stay
+        return fired
+
+
+class Capacity:
+    """Offerings made dry (0 more instances fit) or wet again."""
+
+    WET = 100_000
+
+    def set(self, instance_type: str, zone: str, capacity_type: str, count: int) -> None:
+        moto_capacity.set_capacity(REGION, instance_type, zone, capacity_type, count)
+
+
+class CrashPlan:
+    """Kills the invocation at its n-th AWS call, before the call or after it (its effect done,
+    its answer lost). Calls count only while armed, so the simulation's own reads never crash."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._armed = False
+        self._calls = 0
+        self._at: tuple[int, str] | None = None
+        self.fired: list[str] = []
+
+    def arm(self, at: tuple[int, str] | None) -> None:
+        with self._lock:
+            self._armed, self._calls, self._at = True, 0, at
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed, self._at = False, None
+
+    def check(self, operation: str, moment: str) -> None:
+        with self._lock:
+            if not self._armed or self._at is None:
+                return
+            if moment == "before":
+                self._calls += 1
+            if (self._calls, moment) != self._at:
+                return
+            self._at = None
+            self.fired.append(f"{moment} {operation}")
+        raise Crash(f"worker killed {moment} {operation}")
+
+
+@contextmanager
+def crashing_calls(plan: CrashPlan) -> Iterator[None]:
+    """Every botocore call (any client, any container) passes through the crash plan."""
+    original: Callable[..., Any] = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009
+
+    def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
+        operation = f"{self.meta.service_model.service_name}:{operation_name}"
+        plan.check(operation, "before")
+        answer = original(self, operation_name, api_params)
+        plan.check(operation, "after")
+        return answer
+
+    setattr(botocore.client.BaseClient, "_make_api_call", make_api_call)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(botocore.client.BaseClient, "_make_api_call", original)  # noqa: B010
+
+
+@contextmanager
+def retries_without_sleeping() -> Iterator[None]:
+    """botocore still retries as configured; its backoff and adaptive rate limiting wait on a
+    clock that stands still here (the token bucket would never refill), so they cost nothing."""
+    delay, acquire = ExponentialBackoff.delay_amount, TokenBucket.acquire
+    ExponentialBackoff.delay_amount = lambda self, context: 0.0  # type: ignore[method-assign]
+    TokenBucket.acquire = lambda self, amount=1, block=True: True  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ExponentialBackoff.delay_amount = delay  # type: ignore[method-assign]
+        TokenBucket.acquire = acquire  # type: ignore[method-assign]
+
+
+@dataclass
+class Emulator:
+    clock: SimulatedClock
+    faults: Faults
+    capacity: Capacity
+    crashes: CrashPlan

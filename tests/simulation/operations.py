@@ -1,0 +1,444 @@
+"""What the many producers, operators and the outside world do to the system, drawn at random
+from one seeded generator: configuration, launch requests, reservations, capacity, instances,
+faults and crashes. A Profile weighs them; a weight of 0 leaves an operation out."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tests.simulation.emulator import Fault
+
+if TYPE_CHECKING:
+    from tests.simulation.scheduler import Simulation
+
+TYPES = ("m5.large", "m5.xlarge", "c5.large")
+ZONES = ("us-east-1a", "us-east-1b")
+CAPACITY_TYPES = ("reserved", "on-demand")
+POOLS = ("pool-0", "pool-1", "pool-2", "pool-3")
+CLASSES = ("class-open", "class-selector", "class-none")
+RESERVATION_TAG = {"simulation": "yes"}
+
+# Every AWS operation the service calls, with the faults real AWS raises on it.
+THROTTLING = {"ec2": "RequestLimitExceeded", "dynamodb": "ThrottlingException"}
+FAULT_CATALOG: tuple[tuple[str, str], ...] = (
+    ("ec2:CreateFleet", "RequestLimitExceeded"),
+    ("ec2:CreateFleet", "InternalError"),
+    ("ec2:CreateFleet", "ServiceUnavailable"),
+    ("ec2:CreateFleet", "Unavailable"),
+    ("ec2:DescribeInstances", "RequestLimitExceeded"),
+    ("ec2:DescribeInstances", "InvalidInstanceID.NotFound"),
+    ("ec2:CreateTags", "InvalidInstanceID.NotFound"),
+    ("ec2:TerminateInstances", "RequestLimitExceeded"),
+    ("ec2:CreateLaunchTemplate", "RequestLimitExceeded"),
+    ("ec2:DescribeLaunchTemplates", "InternalError"),
+    ("ec2:DescribeInstanceTypes", "RequestLimitExceeded"),
+    ("ec2:DescribeInstanceTypeOfferings", "InternalError"),
+    ("ec2:DescribeSubnets", "RequestLimitExceeded"),
+    ("ec2:DescribeCapacityReservations", "RequestLimitExceeded"),
+    ("dynamodb:GetItem", "ProvisionedThroughputExceededException"),
+    ("dynamodb:PutItem", "ConditionalCheckFailedException"),
+    ("dynamodb:PutItem", "InternalServerError"),
+    ("dynamodb:UpdateItem", "ConditionalCheckFailedException"),
+    ("dynamodb:UpdateItem", "ProvisionedThroughputExceededException"),
+    ("dynamodb:Query", "ThrottlingException"),
+    ("dynamodb:BatchGetItem", "ProvisionedThroughputExceededException"),
+    ("dynamodb:BatchWriteItem", "ProvisionedThroughputExceededException"),
+    ("dynamodb:TransactWriteItems", "TransactionConflictException"),
+    ("dynamodb:TransactWriteItems", "TransactionCanceledException"),
+    ("dynamodb:TransactWriteItems", "ThrottlingException"),
+    ("dynamodb:DeleteItem", "ThrottlingException"),
+    ("dynamodb:Scan", "ThrottlingException"),
+    ("events:PutEvents", "InternalException"),
+    ("events:PutEvents", "ThrottlingException"),
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    steps: int
+    weights: dict[str, float]
+    quiesce_every: int = 200
+    concurrent_poll: float = 0.05  # chance a step's poll is two containers at once
+    tick: tuple[float, float] = (0.5, 4.0)  # simulated seconds between steps
+    event_delay: tuple[float, float] = (0.0, 240.0)  # EC2 events arrive this late
+    duplicate_events: float = 0.2
+    submit_batch: tuple[int, int] = (1, 4)  # bodies per producer submission
+    wall_minutes: float | None = None  # soak: keep going until this much wall time passed
+
+
+BASE_WEIGHTS: dict[str, float] = {
+    "submit": 30,
+    "duplicate": 4,
+    "shared_request_id": 3,
+    "invalid_request": 3,
+    "apply_node_class": 2,
+    "apply_node_pool": 4,
+    "delete_node_pool": 1,
+    "delete_node_class": 1,
+    "invalid_document": 1,
+    "create_reservation": 2,
+    "cancel_reservation": 1,
+    "dry_offering": 2,
+    "wet_offering": 2,
+    "stop_instance": 3,
+    "start_instance": 2,
+    "terminate_instance": 10,
+    "transient_fault": 4,
+    "crash": 3,
+    "permanent_outage": 0.2,
+    "wait": 5,
+}
+
+PROFILES = {
+    "short": Profile("short", steps=60, weights=BASE_WEIGHTS, quiesce_every=30),
+    "soak": Profile(
+        "soak",
+        steps=10**9,
+        weights={**BASE_WEIGHTS, "submit": 45},
+        quiesce_every=400,
+        submit_batch=(2, 8),
+        wall_minutes=20.0,
+    ),
+    # Faults, crashes and outages off: what must hold on a calm day.
+    "calm": Profile(
+        "calm",
+        steps=60,
+        weights={
+            **BASE_WEIGHTS,
+            "transient_fault": 0,
+            "crash": 0,
+            "permanent_outage": 0,
+        },
+        quiesce_every=30,
+        concurrent_poll=0.0,
+    ),
+}
+
+
+@dataclass
+class Catalog:
+    """What the operator has applied, as the simulation believes it to be."""
+
+    classes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reservations: list[str] = field(default_factory=list)
+    submitted: list[str] = field(default_factory=list)  # bodies, for duplicates
+    sequence: int = 0
+
+
+def node_class_document(sim: Simulation, name: str, rng: random.Random) -> dict[str, Any]:
+    zones = rng.sample(ZONES, rng.randint(1, 2))
+    spec: dict[str, Any] = {
+        "imageId": sim.world.image_id,
+        "subnetIds": [sim.world.subnets[z] for z in zones],
+        "securityGroupIds": [sim.world.security_group],
+        "tags": {"team": "ml"},
+    }
+    if name == "class-selector":
+        spec["capacityReservationSelectorTerms"] = [{"tags": RESERVATION_TAG}]
+    elif name == "class-none":
+        spec["capacityReservationSpec"] = {"capacityReservationPreference": "none"}
+    return _document("NodeClass", name, spec)
+
+
+def node_pool_document(sim: Simulation, name: str, rng: random.Random) -> dict[str, Any]:
+    types = rng.sample(TYPES, rng.randint(1, len(TYPES)))
+    capacity = rng.sample(CAPACITY_TYPES, rng.randint(1, 2))
+    spec: dict[str, Any] = {
+        "nodeClassRef": rng.choice(list(sim.catalog.classes) or list(CLASSES)),
+        "weight": rng.randint(1, 50),
+        "requirements": [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity},
+        ],
+    }
+    if rng.random() < 0.95:
+        spec["limits"] = {"instances": str(rng.randint(1, 8))}
+    return _document("NodePool", name, spec)
+
+
+def _document(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _limit(document: dict[str, Any]) -> int | None:
+    limits = document["spec"].get("limits") or {}
+    return int(limits["instances"]) if "instances" in limits else None
+
+
+def request_body(
+    sim: Simulation, rng: random.Random, request_id: str | None = None
+) -> dict[str, Any]:
+    """A valid launch request, each optional field present or absent at random."""
+    sim.catalog.sequence += 1
+    count = rng.choice((1, 1, 1, 2, 2, 3, 4))
+    body: dict[str, Any] = {
+        "requestId": request_id or f"req-{sim.seed}-{sim.catalog.sequence}",
+        "count": count,
+    }
+    if rng.random() < 0.75:
+        known = list(sim.catalog.pools)
+        body["nodePool"] = rng.choice(known) if known and rng.random() < 0.9 else rng.choice(POOLS)
+    if rng.random() < 0.5:
+        body["requester"] = rng.choice(("team-a", "team-b", "ci"))
+    if rng.random() < 0.3:
+        body["minCount"] = rng.randint(1, count)
+    if rng.random() < 0.2:
+        body["singleZone"] = rng.random() < 0.7
+    if rng.random() < 0.3:
+        body["tags"] = rng.choice(
+            ({"project": "llm"}, {"team": "finance"}, {"cost": "x", "run": "7"})
+        )
+    if rng.random() < 0.3:
+        body["requirements"] = [
+            rng.choice(
+                (
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": [rng.choice(TYPES)],
+                    },
+                    {
+                        "key": "topology.kubernetes.io/zone",
+                        "operator": "In",
+                        "values": [rng.choice(ZONES)],
+                    },
+                    {
+                        "key": "karpenter.sh/capacity-type",
+                        "operator": "In",
+                        "values": ["on-demand"],
+                    },
+                    {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Lt", "values": ["3"]},
+                )
+            )
+        ]
+    return body
+
+
+INVALID_BODIES = (
+    lambda rid: {"requestId": rid, "count": 0},
+    lambda rid: {"requestId": rid, "count": 3, "minCount": 4},
+    lambda rid: {"requestId": rid, "count": 501},
+    lambda rid: {"requestId": rid, "count": 1, "tags": {"capacity-launcher:managed": "false"}},
+    lambda rid: {"requestId": rid, "count": 1, "imageId": "ami-evil"},
+    lambda rid: {"requestId": rid},
+    lambda rid: {"requestId": "bad id!", "count": 1},
+    lambda rid: "not json at all {",
+)
+
+
+# -- operations ---------------------------------------------------------------------------------
+
+
+def submit(sim: Simulation, rng: random.Random) -> str:
+    bodies = [request_body(sim, rng) for _ in range(rng.randint(*sim.profile.submit_batch))]
+    via_bus = rng.random() < 0.3
+    sim.send(bodies, via_bus=via_bus)
+    return "bus" if via_bus else "sqs"
+
+
+def duplicate(sim: Simulation, rng: random.Random) -> str:
+    if not sim.catalog.submitted:
+        return "nothing yet"
+    sim.send_raw([rng.choice(sim.catalog.submitted)])
+    return "sent"
+
+
+def shared_request_id(sim: Simulation, rng: random.Random) -> str:
+    """Different bodies with one requestId in one batch: a valid one and an invalid or other one."""
+    first = request_body(sim, rng)
+    if rng.random() < 0.5:
+        second: Any = INVALID_BODIES[rng.randrange(4)](first["requestId"])
+        outcome = "valid+invalid"
+    else:
+        second = {**request_body(sim, rng, first["requestId"]), "count": first["count"] % 4 + 1}
+        outcome = "two valid"
+    pair = [first, second] if rng.random() < 0.5 else [second, first]
+    sim.send(pair, via_bus=False)
+    return outcome
+
+
+def invalid_request(sim: Simulation, rng: random.Random) -> str:
+    sim.catalog.sequence += 1
+    index = rng.randrange(len(INVALID_BODIES))
+    sim.send([INVALID_BODIES[index](f"bad-{sim.seed}-{sim.catalog.sequence}")], via_bus=False)
+    return f"kind {index}"
+
+
+def apply_node_class(sim: Simulation, rng: random.Random) -> str:
+    name = rng.choice(CLASSES)
+    return sim.apply(node_class_document(sim, name, rng))
+
+
+def apply_node_pool(sim: Simulation, rng: random.Random) -> str:
+    name = rng.choice(POOLS)
+    return sim.apply(node_pool_document(sim, name, rng))
+
+
+def delete_node_pool(sim: Simulation, rng: random.Random) -> str:
+    return sim.delete("NodePool", rng.choice(POOLS))
+
+
+def delete_node_class(sim: Simulation, rng: random.Random) -> str:
+    return sim.delete("NodeClass", rng.choice(CLASSES))
+
+
+def invalid_document(sim: Simulation, rng: random.Random) -> str:
+    choice = rng.randrange(4)
+    if choice == 0:
+        document = node_class_document(sim, "class-open", rng)
+        document["spec"]["capacityReservationSpec"] = {
+            "capacityReservationPreference": "open",
+            "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"},
+        }
+    elif choice == 1:
+        document = node_pool_document(sim, "pool-0", rng)
+        document["spec"]["nodeClassRef"] = "class-missing"
+    elif choice == 2:
+        document = node_pool_document(sim, "pool-1", rng)
+        document["spec"]["requirements"][0]["operator"] = "Around"
+    else:
+        document = node_pool_document(sim, "pool-2", rng)
+        document["spec"]["limits"] = {"instances": "-3"}
+    outcome = sim.apply(document)
+    if outcome == "applied":
+        sim.invariants._violate(
+            "invalid documents refused", f"accepted: {json.dumps(document)[:200]}"
+        )
+        sim.catalog.classes.pop("class-missing", None)
+    return outcome
+
+
+def create_reservation(sim: Simulation, rng: random.Random) -> str:
+    criteria = rng.choice(("targeted", "open"))
+    answer = sim.world.ec2.create_capacity_reservation(
+        InstanceType=rng.choice(TYPES),
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone=rng.choice(ZONES),
+        InstanceCount=rng.randint(1, 4),
+        InstanceMatchCriteria=criteria,
+        TagSpecifications=[
+            {
+                "ResourceType": "capacity-reservation",
+                "Tags": [{"Key": k, "Value": v} for k, v in RESERVATION_TAG.items()],
+            }
+        ],
+    )
+    sim.catalog.reservations.append(answer["CapacityReservation"]["CapacityReservationId"])
+    return criteria
+
+
+def cancel_reservation(sim: Simulation, rng: random.Random) -> str:
+    if not sim.catalog.reservations:
+        return "none"
+    reservation = sim.catalog.reservations.pop(rng.randrange(len(sim.catalog.reservations)))
+    sim.world.ec2.cancel_capacity_reservation(CapacityReservationId=reservation)
+    return "cancelled"
+
+
+def dry_offering(sim: Simulation, rng: random.Random) -> str:
+    sim.world.emulator.capacity.set(rng.choice(TYPES), rng.choice(ZONES), "on-demand", 0)
+    return "dry"
+
+
+def wet_offering(sim: Simulation, rng: random.Random) -> str:
+    capacity = sim.world.emulator.capacity
+    sim.world.emulator.capacity.set(rng.choice(TYPES), rng.choice(ZONES), "on-demand", capacity.WET)
+    return "wet"
+
+
+def _instances_in(sim: Simulation, states: set[str]) -> list[str]:
+    return sorted(o.instance_id for o in sim.world.instances.values() if o.state in states)
+
+
+def stop_instance(sim: Simulation, rng: random.Random) -> str:
+    live = _instances_in(sim, {"running"})
+    if not live:
+        return "none running"
+    sim.world.ec2.stop_instances(InstanceIds=[rng.choice(live)])
+    return "stopped"
+
+
+def start_instance(sim: Simulation, rng: random.Random) -> str:
+    stopped = _instances_in(sim, {"stopped"})
+    if not stopped:
+        return "none stopped"
+    sim.world.ec2.start_instances(InstanceIds=[rng.choice(stopped)])
+    return "started"
+
+
+def terminate_instance(sim: Simulation, rng: random.Random) -> str:
+    candidates = _instances_in(sim, {"running", "stopped", "pending"})
+    if not candidates:
+        return "none"
+    chosen = rng.sample(candidates, min(len(candidates), rng.randint(1, 3)))
+    sim.world.ec2.terminate_instances(InstanceIds=chosen)
+    return "terminated"
+
+
+def transient_fault(sim: Simulation, rng: random.Random) -> str:
+    operation, code = rng.choice(FAULT_CATALOG)
+    if rng.random() < 0.5:
+        fault = Fault(operation, code, times=rng.randint(1, 3))
+    else:
+        fault = Fault(operation, code, rate=rng.choice((0.2, 0.35, 0.5)), seed=rng.randrange(2**31))
+    sim.add_fault(fault, duration=rng.uniform(5.0, 90.0), permanent=False)
+    return f"{operation} {code}"
+
+
+def crash(sim: Simulation, rng: random.Random) -> str:
+    sim.pending_crash = (rng.randint(1, 40), rng.choice(("before", "after")))
+    return f"armed at call {sim.pending_crash[0]} {sim.pending_crash[1]}"
+
+
+def permanent_outage(sim: Simulation, rng: random.Random) -> str:
+    """A fault that outlasts the queue's whole retry window: the only way into the DLQ."""
+    operation, code = rng.choice(
+        (
+            ("ec2:CreateFleet", "RequestLimitExceeded"),
+            ("dynamodb:TransactWriteItems", "ThrottlingException"),
+        )
+    )
+    sim.outage(Fault(operation, code))
+    return f"{operation} {code}"
+
+
+def wait(sim: Simulation, rng: random.Random) -> str:
+    sim.world.emulator.clock.advance(rng.uniform(5.0, 60.0))
+    return "waited"
+
+
+OPERATIONS = {
+    "submit": submit,
+    "duplicate": duplicate,
+    "shared_request_id": shared_request_id,
+    "invalid_request": invalid_request,
+    "apply_node_class": apply_node_class,
+    "apply_node_pool": apply_node_pool,
+    "delete_node_pool": delete_node_pool,
+    "delete_node_class": delete_node_class,
+    "invalid_document": invalid_document,
+    "create_reservation": create_reservation,
+    "cancel_reservation": cancel_reservation,
+    "dry_offering": dry_offering,
+    "wet_offering": wet_offering,
+    "stop_instance": stop_instance,
+    "start_instance": start_instance,
+    "terminate_instance": terminate_instance,
+    "transient_fault": transient_fault,
+    "crash": crash,
+    "permanent_outage": permanent_outage,
+    "wait": wait,
+}
+
+
+__all__ = ["OPERATIONS", "PROFILES", "Profile"]

@@ -1,0 +1,384 @@
+"""The run: one seeded generator decides every step (which operation, how long until the next,
+which call a crash hits); the world's triggers run between steps as production's would, and the
+invariants are checked after every step and at every quiescence.
+
+Why a custom scheduler and not Hypothesis's RuleBasedStateMachine: a soak must run for minutes
+with thousands of requests and one report, the triggers (queue mapping, schedule, late events)
+are not rules a producer chooses but time passing, and shrinking a run over moto would cost more
+than replaying its seed. The seed is the whole input: the same seed replays the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.domain.config import parse_document
+from capacity_launcher.settings import get_settings
+from tests.simulation.emulator import START, Fault
+from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
+from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
+from tests.simulation.world import Invoked, World
+
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+SYNC_EVERY_SECONDS = 60.0
+
+
+@dataclass
+class Outcome:
+    """What a run did and found; report.py turns it into text."""
+
+    seed: int
+    profile: str
+    steps: int = 0
+    simulated_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    operations: Counter[str] = field(default_factory=Counter)
+    invocations: Counter[str] = field(default_factory=Counter)
+    faults_fired: Counter[str] = field(default_factory=Counter)
+    crashes: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[str] = field(default_factory=Counter)
+    checks: Counter[str] = field(default_factory=Counter)
+    latencies: list[float] = field(default_factory=list)
+    latencies_after_clear: list[float] = field(default_factory=list)
+    requests: int = 0
+    instances: int = 0
+    quiescences: int = 0
+    violations: list[Any] = field(default_factory=list)
+    dead_letters: int = 0
+    trace: list[str] = field(default_factory=list)
+
+
+class Simulation:
+    def __init__(self, seed: int, profile: Profile) -> None:
+        self.seed = seed
+        self.profile = profile
+        self.rng = random.Random(seed)
+        self.world = World(seed)
+        self.ledger = Ledger()
+        self.invariants = Invariants(self.world, self.ledger, seed)
+        self.catalog = Catalog()
+        self.pending_crash: tuple[int, str] | None = None
+        self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
+        self.outcome = Outcome(seed, profile.name)
+        self._next_sync = 0.0
+        self._store: ConfigStore | None = None
+        self._checked: set[str] = set()
+
+    # -- what operations call -------------------------------------------------------------------
+
+    @property
+    def store(self) -> ConfigStore:
+        if self._store is None:
+            self._store = ConfigStore(get_settings().state_table_name, self.world.dynamodb)
+        return self._store
+
+    def send(self, bodies: list[Any], *, via_bus: bool) -> None:
+        texts = [b if isinstance(b, str) else json.dumps(b) for b in bodies]
+        for body in bodies:
+            self._note_submitted(body)
+        if via_bus and all(isinstance(b, dict) for b in bodies):
+            self.world.put_launch_requested(texts)
+        else:
+            self.world.send(texts)
+        self.catalog.submitted += [
+            t for t, b in zip(texts, bodies, strict=True) if isinstance(b, dict)
+        ]
+
+    def send_raw(self, texts: list[str]) -> None:
+        for text in texts:
+            self._note_submitted(json.loads(text))
+        self.world.send(texts)
+
+    def _note_submitted(self, body: Any) -> None:
+        if not isinstance(body, dict):
+            return
+        request_id = body.get("requestId")
+        if not isinstance(request_id, str) or not re.match(REQUEST_ID_PATTERN, request_id):
+            return
+        count = body.get("count")
+        valid = isinstance(count, int) and 1 <= count <= 500 and "imageId" not in body
+        valid = valid and not any(k.startswith("capacity-launcher:") for k in body.get("tags", {}))
+        valid = valid and body.get("minCount", 1) <= (count or 0)
+        self.ledger.submitted(request_id, self.world.now, count if valid else None, valid)
+
+    def apply(self, document: dict[str, Any]) -> str:
+        kind, name = document["kind"], document["metadata"]["name"]
+        pool_before = self.catalog.pools.get(name) if kind == "NodePool" else None
+        try:
+            self.store.apply(parse_document(document))
+        except Exception as error:
+            return type(error).__name__
+        if kind == "NodeClass":
+            self.catalog.classes[name] = document
+        else:
+            self.catalog.pools[name] = document
+            committed = self.world.committed(name) if pool_before is not None else 0
+            self.invariants.lowered(name, _limit(document), committed)
+            self.outcome.trace.append(
+                f"step {self.invariants.step}   {name}: limit {_limit(document)},"
+                f" class {document['spec']['nodeClassRef']}, committed {committed}"
+            )
+        return "applied"
+
+    def delete(self, kind: str, name: str) -> str:
+        try:
+            self.store.delete(kind, name)  # type: ignore[arg-type]
+        except Exception as error:
+            return type(error).__name__
+        if kind == "NodeClass":
+            self.catalog.classes.pop(name, None)
+        else:
+            self.catalog.pools.pop(name, None)
+        return "deleted"
+
+    def add_fault(self, fault: Fault, *, duration: float, permanent: bool) -> None:
+        previous = self.faults.pop(fault.operation, None)
+        if previous is not None:
+            previous[2].cleared = self.world.now
+        disturbance = Disturbance(
+            f"{fault.operation} {fault.code}", self.world.now, None, permanent
+        )
+        self.ledger.disturbances.append(disturbance)
+        self.faults[fault.operation] = (fault, self.world.now + duration, disturbance)
+        self._arm_faults()
+
+    def _arm_faults(self) -> None:
+        self.world.active_faults = [f for f, _, _ in self.faults.values()]
+
+    def _expire_faults(self, everything: bool = False) -> None:
+        for operation, (_, until, disturbance) in list(self.faults.items()):
+            if everything or until <= self.world.now:
+                disturbance.cleared = self.world.now
+                del self.faults[operation]
+        self._arm_faults()
+
+    def outage(self, fault: Fault) -> None:
+        """Hold a fault for longer than the queue's whole retry window, delivering meanwhile."""
+        window = (self.world.max_receive_count + 1) * self.world.visibility_timeout + 60
+        self.add_fault(fault, duration=window, permanent=True)
+        ends = self.world.now + window
+        while self.world.now < ends:
+            self._mark_exposed()
+            self._poll_everything()
+            self._triggers()
+            self._sleep_until_due(ends)
+        self._expire_faults()
+
+    def _sleep_until_due(self, limit: float) -> None:
+        """Move the clock to the next moment something is due (a message visible again, a late
+        event, the minute's sync), never past `limit`."""
+        due = [self._next_sync, limit, self.world.next_wake() or limit]
+        self.world.emulator.clock.advance(max(min(due) - self.world.now, 0.0) + 1.0)
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        started = time.monotonic()
+        with self.world:
+            self.outcome.checks = self.invariants.checks
+            self._next_sync = self.world.now + SYNC_EVERY_SECONDS
+            self._bootstrap()
+            step = 0
+            while self._keep_going(step, started):
+                step += 1
+                self.invariants.step = step
+                self._step()
+                if step % self.profile.quiesce_every == 0:
+                    self.quiesce()
+            self.quiesce()
+            self._finish(step, started)
+        return self.outcome
+
+    def _keep_going(self, step: int, started: float) -> bool:
+        if self.profile.wall_minutes is not None:
+            return time.monotonic() - started < self.profile.wall_minutes * 60
+        return step < self.profile.steps
+
+    def _bootstrap(self) -> None:
+        """A usable start: every NodeClass and two pools, as a new user would apply them."""
+        from tests.simulation.operations import node_class_document, node_pool_document
+
+        for name in ("class-open", "class-selector", "class-none"):
+            self.apply(node_class_document(self, name, self.rng))
+        for name in ("pool-0", "pool-1"):
+            self.apply(node_pool_document(self, name, self.rng))
+
+    def _step(self) -> None:
+        names = [n for n, w in self.profile.weights.items() if w > 0]
+        weights = [self.profile.weights[n] for n in names]
+        name = self.rng.choices(names, weights)[0]
+        try:
+            result = OPERATIONS[name](self, self.rng)
+        except Exception as error:  # an operator's call the emulator refused: part of the run
+            result = f"error {type(error).__name__}"
+        self.outcome.operations[f"{name}: {result}"] += 1
+        self.outcome.trace.append(
+            f"step {self.invariants.step} t={self._elapsed():.0f}s {name}: {result}"
+        )
+        self.world.emulator.clock.advance(self.rng.uniform(*self.profile.tick))
+        self._expire_faults()
+        if self.rng.random() < self.profile.concurrent_poll:
+            self._poll_at_once()
+        else:
+            self._poll_once()
+        self._triggers()
+        self._mark_exposed()
+
+    def _crash_for(self) -> tuple[int, str] | None:
+        crash, self.pending_crash = self.pending_crash, None
+        return crash
+
+    def _note_deliveries(self, messages: list[dict[str, Any]], invoked: Invoked) -> None:
+        for message in messages:
+            request = self.ledger.requests.get(request_id_of(message["Body"]))
+            if request is None:
+                continue
+            request.deliveries += 1
+            request.handed_back += message["MessageId"] in invoked.handed_back
+            request.crashed += invoked.crashed is not None
+
+    def _note(self, invoked: Invoked) -> None:
+        self.outcome.invocations[invoked.function] += 1
+        if invoked.handed_back:
+            self.outcome.invocations[f"{invoked.function} handed back"] += len(invoked.handed_back)
+        if invoked.error:
+            self.outcome.invocations[f"{invoked.function} error"] += 1
+        for operation, fired in invoked.faults_fired.items():
+            if fired:
+                self.outcome.faults_fired[operation] += fired
+        if invoked.crashed:
+            self.outcome.crashes[f"{invoked.function}: {invoked.crashed}"] += 1
+            visible_again = self.world.visibility_timeout if invoked.message_ids else 0
+            self.ledger.disturbances.append(
+                Disturbance(
+                    f"crash {invoked.function}", self.world.now, self.world.now + visible_again
+                )
+            )
+
+    def _poll_once(self) -> bool:
+        messages = self.world.receive_batch()
+        if not messages:
+            return False
+        container = self.rng.randrange(len(self.world.launchers))
+        invoked = self.world.invoke_launcher(container, messages, self._crash_for())
+        self._note_deliveries(messages, invoked)
+        self._note(invoked)
+        return True
+
+    def _poll_at_once(self) -> None:
+        batches = [b for b in (self.world.receive_batch(), self.world.receive_batch()) if b]
+        if len(batches) < 2:
+            for batch in batches:
+                invoked = self.world.invoke_launcher(0, batch, self._crash_for())
+                self._note_deliveries(batch, invoked)
+                self._note(invoked)
+            return
+        self.outcome.invocations["launcher concurrent pairs"] += 1
+        answers = self.world.invoke_launchers_at_once(batches, self._crash_for())
+        for batch, invoked in zip(batches, answers, strict=False):
+            self._note_deliveries(batch, invoked)
+            self._note(invoked)
+
+    def _poll_everything(self, limit: int = 50) -> None:
+        while limit and self._poll_once():
+            limit -= 1
+
+    def _triggers(self) -> None:
+        """Time's own work after a step: the minute's sync, EC2's events, and the checks."""
+        if self.world.now >= self._next_sync:
+            self._next_sync = self.world.now + SYNC_EVERY_SECONDS
+            self._note(self.world.run_sync(self._crash_for()))
+        for invoked in self.world.deliver_due_events(self._crash_for):
+            self._note(invoked)
+        for instance_id, state in self.world.observe_instances():
+            self._announce(instance_id, state)
+        self.invariants.every_step(self.world.status_events())
+
+    def _announce(self, instance_id: str, state: str) -> None:
+        """EC2's state-change events: sometimes the intermediate one too, late and duplicated."""
+        low, high = self.profile.event_delay
+        states = [state]
+        if state in ("stopped", "terminated") and self.rng.random() < 0.5:
+            states.insert(0, "stopping" if state == "stopped" else "shutting-down")
+        for announced in states:
+            delay = self.rng.uniform(low, high) if self.rng.random() < 0.5 else 0.0
+            self.world.schedule_event(instance_id, announced, delay)
+            if self.rng.random() < self.profile.duplicate_events:
+                self.world.schedule_event(instance_id, announced, self.rng.uniform(low, high))
+
+    def _mark_exposed(self) -> None:
+        if not self.ledger.permanent_active():
+            return
+        for request in self.ledger.requests.values():
+            if request.ended_at is None:
+                request.exposed_to_permanent_fault = True
+
+    # -- quiescence -----------------------------------------------------------------------------
+
+    def quiesce(self) -> None:
+        """Faults off, queue drained, every EC2 event delivered, the clock past every lease, the
+        sync run: then what is stored must be what EC2 shows."""
+        self.outcome.quiescences += 1
+        self._expire_faults(everything=True)
+        self.pending_crash = None
+        deadline = (
+            self.world.now + (self.world.max_receive_count + 2) * self.world.visibility_timeout
+        )
+        visible = in_flight = 0
+        while self.world.now < deadline:
+            self._poll_everything()
+            self._triggers()
+            visible, in_flight = self.world.queue_depth()
+            if visible + in_flight == 0 and not self.world.pending_events:
+                break
+            self._sleep_until_due(deadline)
+        else:
+            self.invariants._violate(
+                "queue drains",
+                f"{visible} visible and {in_flight} in-flight messages after the whole retry"
+                " window with every fault off",
+            )
+        self.world.emulator.clock.advance(get_settings().limit_lease_seconds + 1)
+        self._note(self.world.run_sync())
+        self._next_sync = self.world.now + SYNC_EVERY_SECONDS
+        self._triggers()
+        records: dict[str, dict[str, Any] | None] = {}
+        for request_id in self.ledger.requests:
+            if request_id not in self._checked:
+                records[request_id] = self.world.record(request_id)
+                self._checked.add(request_id)
+        running_for = {
+            o.request_id for o in self.world.instances.values() if o.state in ("pending", "running")
+        }
+        unnamed = {r: self.world.record(r) for r in running_for}
+        self.invariants.after_quiescence(records, unnamed)
+
+    def _finish(self, step: int, started: float) -> None:
+        outcome = self.outcome
+        outcome.steps = step
+        outcome.simulated_seconds = self.world.now - self._start_time()
+        outcome.wall_seconds = time.monotonic() - started
+        outcome.requests = len(self.ledger.requests)
+        outcome.instances = len(self.world.instances)
+        outcome.violations = list(self.invariants.violations)
+        outcome.dead_letters = len(self.invariants.dead)
+        for request in self.ledger.requests.values():
+            outcome.statuses[request.status or "no status event"] += 1
+            if request.ended_at is not None:
+                outcome.latencies.append(request.ended_at - request.submitted_at)
+                after = self.ledger.latency_after_clear(request)
+                if after is not None:
+                    outcome.latencies_after_clear.append(after)
+
+    def _start_time(self) -> float:
+        return START.timestamp()
+
+    def _elapsed(self) -> float:
+        return self.world.now - START.timestamp()

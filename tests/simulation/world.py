@@ -1,0 +1,637 @@
+"""The whole system in one process: moto with moto_capacity, the template's resources, and the
+template's three functions run as Lambda would run them (tests its handlers, cold starts and all),
+fed by their triggers: the launch queue's event source mapping, the minute's schedule and the
+default bus's EC2 state-change events. The simulated clock drives every timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+from moto import mock_aws
+from moto.dynamodb.models import dynamodb_backends
+from moto.ec2.models import ec2_backends
+from moto.moto_api._internal import mock_random
+from moto.sqs.models import sqs_backends
+
+import moto_capacity
+from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.launch_records import LaunchRecords
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.domain.status import EVENT_SOURCE
+from capacity_launcher.domain.tags import MANAGED
+from capacity_launcher.settings import get_settings
+from capacity_launcher_cli.event_sources import QueueMapping, sqs_event
+from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
+from tests.simulation.emulator import (
+    REGION,
+    Capacity,
+    Crash,
+    CrashPlan,
+    Emulator,
+    Fault,
+    InProcessFaults,
+    SimulatedClock,
+    crashing_calls,
+    retries_without_sleeping,
+)
+from tests.support.template import DeployedNames, create_resources
+
+ACCOUNT = "123456789012"
+REQUEST_ID_TAG = "capacity-launcher:request-id"
+POOL_TAG = "capacity-launcher:node-pool"
+LIVE = frozenset({"pending", "running"})
+STATE_CHANGE = "EC2 Instance State-change Notification"
+FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "POWERTOOLS_METRICS_NAMESPACE": "CapacityLauncher",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "MOTO_EC2_LOAD_DEFAULT_AMIS": "true",
+}
+
+
+@dataclass
+class Invoked:
+    """One function invocation as the trigger saw it."""
+
+    function: str
+    message_ids: tuple[str, ...] = ()
+    handed_back: frozenset[str] = frozenset()
+    crashed: str | None = None
+    error: str | None = None
+    faults_fired: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Observed:
+    """One managed instance as EC2 shows it."""
+
+    instance_id: str
+    request_id: str
+    pool: str
+    state: str
+    instance_type: str
+    zone: str
+    reservation_id: str | None
+
+
+@dataclass(order=True)
+class PendingEvent:
+    deliver_at: float
+    sequence: int
+    detail: dict[str, Any] = field(compare=False)
+    attempts: int = field(default=0, compare=False)
+
+
+class World:
+    """Start with `with World(seed) as world:`; everything is torn down and os.environ restored."""
+
+    def __init__(self, seed: int, *, containers: int = 2) -> None:
+        self.seed = seed
+        self.emulator = Emulator(SimulatedClock(), InProcessFaults(), Capacity(), CrashPlan())
+        self._containers_wanted = containers
+        self._environ: dict[str, str] = {}
+        self._mock: Any = None
+        self.names: DeployedNames | None = None
+        self.launchers: list[LocalFunction] = []
+        self.cold_starts = 0
+        self._sync: LocalFunction | None = None
+        self._instance_events: LocalFunction | None = None
+        self._crash_guard: Any = None
+        self._session = boto3.session.Session()
+        self._clients: dict[str, Any] = {}
+        self._environments: dict[str, dict[str, str]] = {}
+        self._no_sleeps: Any = None
+        self.active_faults: list[Fault] = []
+        self.pending_events: list[PendingEvent] = []
+        self._event_sequence = 0
+        self.known_states: dict[str, str] = {}
+        self.instances: dict[str, Observed] = {}
+        self.restarted: set[str] = set()
+        self.events_dead_lettered: list[dict[str, Any]] = []
+        self.visibility_timeout = 0
+        self.max_receive_count = 0
+        self.status_queue_url = ""
+        self.subnets: dict[str, str] = {}
+        self.image_id = ""
+        self.security_group = ""
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> World:
+        self._environ = dict(os.environ)
+        os.environ.update(FAKE_ENV)
+        os.environ.pop("AWS_ENDPOINT_URL", None)
+        moto_capacity.install()
+        self._mock = mock_aws()
+        self._mock.start()
+        mock_random.seed(self.seed)
+        moto_capacity.reset()
+        self.emulator.clock.__enter__()
+        self._crash_guard = crashing_calls(self.emulator.crashes)
+        self._crash_guard.__enter__()
+        self._no_sleeps = retries_without_sleeping()
+        self._no_sleeps.__enter__()
+        aws.client.cache_clear()
+        get_settings.cache_clear()
+        self.names = create_resources(boto3.Session(region_name=REGION))
+        os.environ.update(self.names.environment("LauncherFunction"))
+        get_settings.cache_clear()
+        self._read_queue_settings()
+        self.status_queue_url = self._capture_status_events()
+        self._network()
+        self._sync = self._load("ReservationSyncFunction")
+        self._instance_events = self._load("InstanceEventsFunction")
+        self.launchers = [self._load("LauncherFunction") for _ in range(self._containers_wanted)]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        aws.client.cache_clear()
+        get_settings.cache_clear()
+        if self._crash_guard is not None:
+            self._crash_guard.__exit__(None, None, None)
+            self._no_sleeps.__exit__(None, None, None)
+        self.emulator.clock.__exit__()
+        moto_capacity.reset()
+        if self._mock is not None:
+            self._mock.stop()
+        os.environ.clear()
+        os.environ.update(self._environ)
+
+    def _load(self, function: str) -> LocalFunction:
+        assert self.names is not None
+        if function not in self._environments:
+            self._environments[function] = {**FAKE_ENV, **self.names.environment(function)}
+        self.cold_starts += 1
+        return LocalFunction(
+            function, self._environments[function], region=REGION, account_id=ACCOUNT
+        )
+
+    def _read_queue_settings(self) -> None:
+        assert self.names is not None
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.names.launch_queue_url, AttributeNames=["All"]
+        )["Attributes"]
+        self.visibility_timeout = int(attributes["VisibilityTimeout"])
+        self.max_receive_count = int(json.loads(attributes["RedrivePolicy"])["maxReceiveCount"])
+
+    def _capture_status_events(self) -> str:
+        assert self.names is not None
+        url = self.sqs.create_queue(QueueName="simulation-status-events")["QueueUrl"]
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        events = self.client("events")
+        events.put_rule(
+            Name="simulation-status-events",
+            EventBusName=self.names.event_bus,
+            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
+        )
+        events.put_targets(
+            Rule="simulation-status-events",
+            EventBusName=self.names.event_bus,
+            Targets=[{"Id": "capture", "Arn": arn}],
+        )
+        return str(url)
+
+    def _network(self) -> None:
+        subnets = self.ec2.describe_subnets(
+            Filters=[{"Name": "default-for-az", "Values": ["true"]}]
+        )["Subnets"]
+        self.subnets = {s["AvailabilityZone"]: s["SubnetId"] for s in subnets}
+        images = self.ec2.describe_images(Owners=["amazon"])["Images"]
+        self.image_id = next(i["ImageId"] for i in images if i.get("Platform") != "windows")
+        groups = self.ec2.describe_security_groups(
+            Filters=[{"Name": "group-name", "Values": ["default"]}]
+        )["SecurityGroups"]
+        self.security_group = groups[0]["GroupId"]
+
+    # -- clients (the simulation's own: never faulted, never crashed) ----------------------------
+
+    def client(self, service: str) -> Any:
+        """One session for all of them: botocore loads each service model once."""
+        if service not in self._clients:
+            self._clients[service] = self._session.client(service, region_name=REGION)  # type: ignore[call-overload]
+        return self._clients[service]
+
+    @property
+    def ec2(self) -> Any:
+        return self.client("ec2")
+
+    @property
+    def sqs(self) -> Any:
+        return self.client("sqs")
+
+    @property
+    def dynamodb(self) -> Any:
+        return self.client("dynamodb")
+
+    @property
+    def now(self) -> float:
+        return self.emulator.clock.now()
+
+    # -- producers ------------------------------------------------------------------------------
+
+    def send(self, bodies: Sequence[str]) -> None:
+        """Producers' SendMessage straight to the launch queue."""
+        assert self.names is not None
+        for start in range(0, len(bodies), 10):
+            self.sqs.send_message_batch(
+                QueueUrl=self.names.launch_queue_url,
+                Entries=[
+                    {"Id": str(n), "MessageBody": body}
+                    for n, body in enumerate(bodies[start : start + 10])
+                ],
+            )
+
+    def put_launch_requested(self, details: Sequence[str]) -> None:
+        """Producers' PutEvents `Launch Requested`; the bus's rule forwards them to the queue."""
+        assert self.names is not None
+        for start in range(0, len(details), 10):
+            self.client("events").put_events(
+                Entries=[
+                    {
+                        "Source": "simulation.producer",
+                        "DetailType": "Launch Requested",
+                        "Detail": detail,
+                        "EventBusName": self.names.event_bus,
+                    }
+                    for detail in details[start : start + 10]
+                ]
+            )
+
+    # -- invocations ----------------------------------------------------------------------------
+
+    def _invoke(
+        self,
+        function: LocalFunction,
+        event: Any,
+        crash_at: tuple[int, str] | None,
+        arm: bool = True,
+    ) -> tuple[Invocation | None, str | None, dict[str, int]]:
+        """One invocation with the current faults and crash plan armed (unless the caller armed
+        them for several at once); a Crash ends it with nothing cleaned up."""
+        if arm:
+            self.emulator.faults.arm(self.active_faults)
+            self.emulator.crashes.arm(crash_at)
+        crashed: str | None = None
+        invocation: Invocation | None = None
+        fired: dict[str, int] = {}
+        try:
+            invocation = function.invoke(event)
+        except Crash as crash:
+            crashed = str(crash)
+        finally:
+            if arm:
+                self.emulator.crashes.disarm()
+                fired = self.emulator.faults.disarm()
+        return invocation, crashed, fired
+
+    def receive_batch(self) -> list[dict[str, Any]]:
+        assert self.names is not None
+        answer = self.sqs.receive_message(
+            QueueUrl=self.names.launch_queue_url,
+            MaxNumberOfMessages=10,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        return list(answer.get("Messages", []))
+
+    def invoke_launcher(
+        self,
+        container: int,
+        messages: list[dict[str, Any]],
+        crash_at: tuple[int, str] | None = None,
+        arm: bool = True,
+    ) -> Invoked:
+        """What the event source mapping does with one batch: invoke, delete what succeeded,
+        leave the rest to reappear after the visibility timeout (or its shortened visibility)."""
+        assert self.names is not None
+        mapping = QueueMapping(
+            self.names.launch_queue_url,
+            self.names.launch_queue_arn,
+            report_batch_item_failures=True,
+        )
+        function = self.launchers[container]
+        invocation, crashed, fired = self._invoke(
+            function, sqs_event(messages, mapping, REGION), crash_at, arm
+        )
+        everything = {m["MessageId"] for m in messages}
+        if invocation is None or invocation.failed:
+            failed = everything
+        else:
+            result = invocation.result if isinstance(invocation.result, Mapping) else {}
+            named = {
+                str(f.get("itemIdentifier") or "") for f in result.get("batchItemFailures") or []
+            }
+            failed = named if named <= everything else everything
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self.sqs.delete_message_batch(
+                QueueUrl=self.names.launch_queue_url,
+                Entries=[
+                    {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done)
+                ],
+            )
+        if crashed and arm:
+            # The runtime replaces a container whose process died.
+            self.launchers[container] = self._load("LauncherFunction")
+        return Invoked(
+            "launcher",
+            tuple(m["MessageId"] for m in messages),
+            frozenset(failed),
+            crashed,
+            _error(invocation),
+            fired,
+        )
+
+    def invoke_launchers_at_once(
+        self, batches: list[list[dict[str, Any]]], crash_at: tuple[int, str] | None
+    ) -> list[Invoked]:
+        """Two containers serving two batches truly at once (threads): the races that matter."""
+        results: list[Invoked | None] = [None] * len(batches)
+        self.emulator.faults.arm(self.active_faults)
+        self.emulator.crashes.arm(crash_at)
+
+        def serve(n: int) -> None:
+            results[n] = self.invoke_launcher(n % len(self.launchers), batches[n], arm=False)
+
+        try:
+            threads = [threading.Thread(target=serve, args=(n,)) for n in range(len(batches))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            self.emulator.crashes.disarm()
+            fired = self.emulator.faults.disarm()
+        done = [r for r in results if r is not None]
+        for n, result in enumerate(done):
+            if result.crashed:
+                self.launchers[n % len(self.launchers)] = self._load("LauncherFunction")
+        if done:
+            done[0].faults_fired = fired
+        return done
+
+    def run_sync(self, crash_at: tuple[int, str] | None = None) -> Invoked:
+        assert self._sync is not None
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": ACCOUNT,
+            "time": _iso(self.now),
+            "region": REGION,
+            "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/schedule"],
+            "detail": {},
+        }
+        invocation, crashed, fired = self._invoke(self._sync, event, crash_at)
+        if crashed:
+            self._sync = self._load("ReservationSyncFunction")
+        return Invoked("sync", crashed=crashed, error=_error(invocation), faults_fired=fired)
+
+    # -- EC2's state-change events, late, duplicated, retried ------------------------------------
+
+    def schedule_event(self, instance_id: str, state: str, delay: float) -> None:
+        self._event_sequence += 1
+        self.pending_events.append(
+            PendingEvent(
+                self.now + delay,
+                self._event_sequence,
+                {"instance-id": instance_id, "state": state},
+            )
+        )
+
+    def deliver_due_events(
+        self, crash_for: Callable[[], tuple[int, str] | None], limit: int = 50
+    ) -> list[Invoked]:
+        """Invoke InstanceEvents with each due event; a failed one is retried later, as
+        EventBridge does (the rule's RetryPolicy), then dead-lettered."""
+        assert self._instance_events is not None
+        self.pending_events.sort()
+        outcomes: list[Invoked] = []
+        while self.pending_events and self.pending_events[0].deliver_at <= self.now and limit:
+            limit -= 1
+            pending = self.pending_events.pop(0)
+            event = {
+                "version": "0",
+                "id": str(uuid.uuid4()),
+                "detail-type": STATE_CHANGE,
+                "source": "aws.ec2",
+                "account": ACCOUNT,
+                "time": _iso(self.now),
+                "region": REGION,
+                "resources": [
+                    f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{pending.detail['instance-id']}"
+                ],
+                "detail": pending.detail,
+            }
+            invocation, crashed, fired = self._invoke(self._instance_events, event, crash_for())
+            if crashed:
+                self._instance_events = self._load("InstanceEventsFunction")
+            failed = crashed is not None or invocation is None or invocation.failed
+            if failed:
+                pending.attempts += 1
+                if pending.attempts > 20:
+                    self.events_dead_lettered.append(pending.detail)
+                else:
+                    pending.deliver_at = self.now + min(60.0 * pending.attempts, 600.0)
+                    self.pending_events.append(pending)
+            outcomes.append(
+                Invoked(
+                    "instance-events", crashed=crashed, error=_error(invocation), faults_fired=fired
+                )
+            )
+        return outcomes
+
+    # -- observation (moto's backend read directly: no API call, so no fault and no crash) ------
+
+    def observe_instances(self) -> list[tuple[str, str]]:
+        """Refresh `instances`; returns (instance id, new state) for every change since the last
+        look, as EventBridge would announce them."""
+        backend = ec2_backends[ACCOUNT][REGION]
+        changes: list[tuple[str, str]] = []
+        for reservation in list(backend.reservations.values()):
+            for instance in list(reservation.instances):
+                state = instance._state.name
+                previous = self.known_states.get(instance.id)
+                if previous == state:
+                    continue
+                tags = {t["key"]: t["value"] for t in instance.get_tags()}
+                if tags.get(MANAGED) != "true" and instance.id not in self.instances:
+                    self.known_states[instance.id] = state
+                    continue
+                self.known_states[instance.id] = state
+                if previous in ("stopping", "stopped") and state in LIVE:
+                    self.restarted.add(instance.id)
+                self.instances[instance.id] = Observed(
+                    instance.id,
+                    tags.get(REQUEST_ID_TAG, ""),
+                    tags.get(POOL_TAG, ""),
+                    state,
+                    instance.instance_type,
+                    str(instance.placement.zone),
+                    getattr(instance, "capacity_reservation_id", None),
+                )
+                changes.append((instance.id, state))
+        return changes
+
+    def live_by_pool(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for observed in self.instances.values():
+            if observed.state in LIVE:
+                counts[observed.pool] = counts.get(observed.pool, 0) + 1
+        return counts
+
+    def status_events(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        while True:
+            answer = self.sqs.receive_message(
+                QueueUrl=self.status_queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0
+            )
+            messages = answer.get("Messages", [])
+            if not messages:
+                return found
+            found += [json.loads(m["Body"]) for m in messages]
+            self.sqs.delete_message_batch(
+                QueueUrl=self.status_queue_url,
+                Entries=[
+                    {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]}
+                    for n, m in enumerate(messages)
+                ],
+            )
+
+    def queue_depth(self) -> tuple[int, int]:
+        """(visible, in flight) messages in the launch queue."""
+        assert self.names is not None
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.names.launch_queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return (
+            int(attributes["ApproximateNumberOfMessages"]),
+            int(attributes["ApproximateNumberOfMessagesNotVisible"]),
+        )
+
+    def next_wake(self) -> float | None:
+        """When something next becomes due on its own: an in-flight launch message visible again
+        (moto's queue read directly) or a late EC2 event."""
+        assert self.names is not None
+        queue = sqs_backends[ACCOUNT][REGION].queues[self.names.launch_queue_url.rsplit("/", 1)[1]]
+        moments = [m.visible_at / 1000 for m in list(queue._messages) if not m.visible]
+        moments += [e.deliver_at for e in self.pending_events]
+        return min(moments) if moments else None
+
+    def dead_letters(self) -> list[str]:
+        """Bodies in the launch DLQ, left there: each is hidden for one simulated second (time
+        stands still while we read, so no message is seen twice) and comes back after."""
+        assert self.names is not None
+        bodies: dict[str, str] = {}
+        while True:
+            answer = self.sqs.receive_message(
+                QueueUrl=self.names.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=1
+            )
+            messages = answer.get("Messages", [])
+            if not messages:
+                return list(bodies.values())
+            bodies.update({m["MessageId"]: m["Body"] for m in messages})
+
+    # -- stored state, read as an operator would (own client, raw items: a malformed item is
+    # reported, never fatal to the check) ---------------------------------------------------------
+
+    def _pool_limits(self) -> PoolLimitsStore:
+        settings = get_settings()
+        return PoolLimitsStore(
+            settings.state_table_name, settings.limit_lease_seconds, self.dynamodb
+        )
+
+    def stored_usage(self) -> dict[str, int]:
+        """pool → instances its usage item records."""
+        assert self.names is not None
+        found: dict[str, int] = {}
+        pages = self.dynamodb.get_paginator("scan").paginate(
+            TableName=self.names.state_table,
+            FilterExpression="begins_with(pk, :limits) AND sk = :usage",
+            ExpressionAttributeValues={":limits": {"S": "Limits#"}, ":usage": {"S": "Usage"}},
+        )
+        for page in pages:
+            for item in page["Items"]:
+                pool = item["pk"]["S"].removeprefix("Limits#")
+                found[pool] = int(item.get("instances", {}).get("N", "0"))
+        return found
+
+    def committed(self, pool: str) -> int:
+        """Live instances plus unsettled leases: what a pool holds or was promised."""
+        leased = sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)
+        return self.live_by_pool().get(pool, 0) + leased
+
+    def snapshot_availability(self) -> dict[str, int]:
+        assert self.names is not None
+        answer = self.dynamodb.query(
+            TableName=self.names.state_table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :cr)",
+            ExpressionAttributeValues={":pk": {"S": "Reservation"}, ":cr": {"S": "cr-"}},
+            ConsistentRead=True,
+        )
+        return {
+            item["sk"]["S"]: int(item.get("available", {}).get("N", "-1"))
+            for item in answer["Items"]
+        }
+
+    def stored_reservation_items(self) -> dict[str, str]:
+        """sk → the stored item as moto holds it (read from its backend: no parsing on the way),
+        to show what a snapshot that cannot be read contains."""
+        assert self.names is not None
+        table = dynamodb_backends[ACCOUNT][REGION].tables[self.names.state_table]
+        found: dict[str, str] = {}
+        for hash_key, items in list(table.items.items()):
+            if getattr(hash_key, "value", None) != "Reservation":
+                continue
+            for range_key, item in list(items.items()):
+                found[str(range_key.value)] = json.dumps(item.to_json())
+        return found
+
+    def ec2_availability(self) -> dict[str, int]:
+        found = self.ec2.describe_capacity_reservations()["CapacityReservations"]
+        return {
+            r["CapacityReservationId"]: int(r["AvailableInstanceCount"])
+            for r in found
+            if r["State"] == "active"
+        }
+
+    def record(self, request_id: str) -> dict[str, Any] | None:
+        assert self.names is not None
+        item = self.dynamodb.get_item(
+            TableName=self.names.state_table,
+            Key={"pk": {"S": f"Request#{request_id}"}, "sk": {"S": "Record"}},
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            return None
+        try:
+            record = LaunchRecords(self.names.state_table, self.dynamodb).get_record(request_id)
+        except Exception as error:
+            return {"status": "<malformed>", "instances": [], "error": repr(error)}
+        return None if record is None else record.to_detail()
+
+
+def _error(invocation: Invocation | None) -> str | None:
+    if invocation is None or invocation.error is None:
+        return None
+    return f"{invocation.error['errorType']}: {invocation.error['errorMessage']}"[:300]
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
