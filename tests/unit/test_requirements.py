@@ -13,6 +13,7 @@ from capacity_launcher.domain.requirements import (
     CAPACITY_RESERVATION_ID,
     CAPACITY_TYPE,
     CAPACITY_TYPES,
+    INSTANCE_CATEGORY,
     INSTANCE_CPU,
     INSTANCE_FAMILY,
     INSTANCE_GENERATION,
@@ -52,13 +53,14 @@ def rule_for(data: dict[str, Any]) -> tuple[str, str]:
 # --- keys and operators --------------------------------------------------------------------------
 
 
-def test_well_known_keys_are_designs_fourteen() -> None:
+def test_well_known_keys_are_designs_fourteen_and_instance_category() -> None:
     assert {
         INSTANCE_TYPE,
         ZONE,
         ARCH,
         OS,
         CAPACITY_TYPE,
+        INSTANCE_CATEGORY,
         INSTANCE_FAMILY,
         INSTANCE_SIZE,
         INSTANCE_GENERATION,
@@ -69,6 +71,7 @@ def test_well_known_keys_are_designs_fourteen() -> None:
         INSTANCE_GPU_MANUFACTURER,
         CAPACITY_RESERVATION_ID,
     } == WELL_KNOWN_KEYS
+    assert INSTANCE_CATEGORY == "karpenter.k8s.aws/instance-category"
     assert INSTANCE_FAMILY == "karpenter.k8s.aws/instance-family"
     assert INSTANCE_GPU_MANUFACTURER == "karpenter.k8s.aws/instance-gpu-manufacturer"
     assert {INSTANCE_GENERATION, INSTANCE_CPU, INSTANCE_MEMORY, INSTANCE_GPU_COUNT} == INTEGER_KEYS

@@ -22,6 +22,7 @@ ZONE = "topology.kubernetes.io/zone"
 ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
+INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
 INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
 INSTANCE_SIZE = "karpenter.k8s.aws/instance-size"
 INSTANCE_GENERATION = "karpenter.k8s.aws/instance-generation"
@@ -39,6 +40,7 @@ WELL_KNOWN_KEYS: frozenset[str] = frozenset(
         ARCH,
         OS,
         CAPACITY_TYPE,
+        INSTANCE_CATEGORY,
         INSTANCE_FAMILY,
         INSTANCE_SIZE,
         INSTANCE_GENERATION,
