@@ -21,7 +21,6 @@ from pydantic import (
     ValidationInfo,
     field_validator,
     model_serializer,
-    model_validator,
 )
 
 from capacity_launcher.domain.errors import RequirementsConflict
@@ -173,18 +172,18 @@ class Requirement(BaseModel):
                 raise ValueError(f"values of {key} must be among {', '.join(allowed)}")
         return tuple(dict.fromkeys(values))
 
-    @model_validator(mode="after")
-    def _min_values_can_be_met(self) -> Requirement:
-        if self.min_values is None:
-            return self
-        if self.operator is Operator.DOES_NOT_EXIST:
-            raise ValueError("minValues: operator DoesNotExist leaves no values to choose among")
-        if self.operator is Operator.IN and len(self.values) < self.min_values:
-            raise ValueError(
-                f"minValues: {self.min_values} exceeds the {len(self.values)} values "
-                "operator In allows"
-            )
-        return self
+    @field_validator("min_values")
+    @classmethod
+    def _min_values_can_be_met(cls, min_values: int | None, info: ValidationInfo) -> int | None:
+        operator: Operator | None = info.data.get("operator")
+        values: tuple[str, ...] = info.data.get("values", ())
+        if min_values is None:
+            return None
+        if operator is Operator.DOES_NOT_EXIST:
+            raise ValueError("operator DoesNotExist leaves no values to choose among")
+        if operator is Operator.IN and len(values) < min_values:
+            raise ValueError(f"{min_values} exceeds the {len(values)} values operator In allows")
+        return min_values
 
     @model_serializer(mode="wrap")
     def _without_absent_min_values(self, handler: SerializerFunctionWrapHandler) -> Any:
