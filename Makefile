@@ -22,8 +22,10 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# cfn-lint, then the IAM policy linter (parliament) on the transformed template's policies.
 template-check: setup
 	$(BIN)/cfn-lint template.yaml
+	$(BIN)/pytest -q -p no:cacheprovider tests/infrastructure/test_policy_lint.py
 
 # pytest exits 5 when it collects nothing: that is a failure here, as any non-zero exit is.
 test: lint template-check

@@ -29,6 +29,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 def _message(record: dict[str, Any]) -> Message:
-    sent = record.get("attributes", {}).get("SentTimestamp")
+    attributes = record.get("attributes", {})
+    sent = attributes.get("SentTimestamp")
     received_at = datetime.fromtimestamp(int(sent) / 1000, UTC) if sent else datetime.now(UTC)
-    return Message(record["messageId"], record.get("body", ""), received_at)
+    return Message(
+        record["messageId"],
+        record.get("body", ""),
+        received_at,
+        receipt_handle=record.get("receiptHandle"),
+        receive_count=int(attributes.get("ApproximateReceiveCount", 1)),
+        queue_arn=record.get("eventSourceARN"),
+    )

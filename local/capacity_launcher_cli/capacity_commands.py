@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
 from capacity_launcher.adapters.config_store import ConfigStore
@@ -72,10 +73,25 @@ def _members(reservations: CapacityReservations, group_arn: str) -> list[str]:
 
 def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
     snapshots = reservation_snapshots(deployment)
+    invalid = ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).invalid()
     if args.output == "json":
-        views.print_json([views.reservation_json(r) for r in snapshots])
+        views.print_json(
+            [
+                *(views.reservation_json(r) for r in snapshots),
+                *(
+                    {"capacityReservationId": i.reservation_id, "invalidSnapshot": i.reason}
+                    for i in invalid
+                ),
+            ]
+        )
     else:
         views.console().print(views.reservations(snapshots))
+        for snapshot in invalid:
+            print(
+                f"warning: the stored snapshot of {snapshot.reservation_id} is invalid "
+                f"(the next sync replaces it): {snapshot.reason}",
+                file=sys.stderr,
+            )
     return 0
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.config_store import ConfigStore, InvalidDocument
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool, parse_document
 from capacity_launcher.domain.config import to_document as config_document
@@ -52,6 +52,35 @@ class ApplyError(Exception):
         super().__init__("\n".join(problems))
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping sets one key twice: YAML's last-wins would silently drop the first value."""
+
+    def __init__(self, key: object, line: int, first_line: int) -> None:
+        self.key = key
+        self.line = line
+        super().__init__(f"line {line}: duplicate key {key!r} (first set on line {first_line})")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            found = self.construct_object(key_node, deep=deep)
+            try:
+                seen = first.get(found)
+            except TypeError:  # an unhashable key: the constructor reports it
+                continue
+            line = key_node.start_mark.line + 1
+            if seen is not None:
+                raise DuplicateKey(found, line, seen)
+            first[found] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def _files(paths: list[str]) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
@@ -66,9 +95,12 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
     problems: list[str] = []
     for path in _files(paths):
         try:
-            loaded = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+            loaded = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_StrictLoader))
         except OSError as error:
             problems.append(f"{path}: cannot read: {error.strerror or error}")
+            continue
+        except DuplicateKey as error:
+            problems.append(f"{path}: {error}")
             continue
         except yaml.YAMLError as error:
             problems.append(f"{path}: not valid YAML: {error}")
@@ -123,23 +155,47 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
     dynamodb = deployment.client("dynamodb")
     store = ConfigStore(deployment.state_table, dynamodb)
+    kind = "NodeClass" if args.resource == "nodeclasses" else "NodePool"
+    # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
+    invalid = [d for d in store.invalid() if d.kind == kind]
+    invalid_json = [
+        {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
+        for d in invalid
+    ]
     if args.resource == "nodeclasses":
         classes = store.node_classes()
         if args.output == "json":
-            views.print_json([config_document(c) for c in classes])
+            views.print_json([*(config_document(c) for c in classes), *invalid_json])
         else:
             views.console().print(views.node_classes(classes))
+            _warn_invalid(invalid)
         return 0
     pools = store.node_pools()
     limits = PoolLimitsStore(deployment.state_table, deployment.limit_lease_seconds, dynamodb)
     usage = {p.name: limits.usage(p.name) for p in pools}
     if args.output == "json":
         views.print_json(
-            [{**config_document(p), "status": {"used": usage[p.name].amounts()}} for p in pools]
+            [
+                *(
+                    {**config_document(p), "status": {"used": usage[p.name].amounts()}}
+                    for p in pools
+                ),
+                *invalid_json,
+            ]
         )
     else:
         views.console().print(views.node_pools(pools, usage))
+        _warn_invalid(invalid)
     return 0
+
+
+def _warn_invalid(invalid: list[InvalidDocument]) -> None:
+    for document in invalid:
+        print(
+            f"warning: {document.kind} {document.name} is stored but invalid "
+            f"(re-apply or delete it): {document.reason}",
+            file=sys.stderr,
+        )
 
 
 def delete(args: argparse.Namespace, deployment: Deployment) -> int:

@@ -16,7 +16,9 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +30,39 @@ from capacity_launcher_cli.template import function_spec, load_template
 # Loading sets process-wide state (os.environ, sys.path, module caches): one load at a time.
 _LOAD_LOCK = threading.Lock()
 LAYER_PACKAGE_PREFIX = "capacity_launcher"
+
+
+@dataclass(frozen=True)
+class RunningFunction:
+    """Which template function is running, with the environment it was given: the IAM call
+    audit (tests/infrastructure/iam_audit.py) attributes each AWS call to it by this."""
+
+    logical_id: str
+    environment: Mapping[str, str]
+    account_id: str
+
+
+RUNNING_FUNCTION: ContextVar[RunningFunction | None] = ContextVar("running_function", default=None)
+
+
+@contextmanager
+def outside_functions() -> Iterator[None]:
+    """Calls made here are someone else's (a test's competitor inside a hook), not a function's."""
+    token = RUNNING_FUNCTION.set(None)
+    try:
+        yield
+    finally:
+        RUNNING_FUNCTION.reset(token)
+
+
+@contextmanager
+def running(logical_id: str, environment: Mapping[str, str], account_id: str) -> Iterator[None]:
+    """Attribute the AWS calls made in this context to `logical_id` (and its role)."""
+    token = RUNNING_FUNCTION.set(RunningFunction(logical_id, dict(environment), account_id))
+    try:
+        yield
+    finally:
+        RUNNING_FUNCTION.reset(token)
 
 
 @dataclass
@@ -142,7 +177,11 @@ class LocalFunction:
         error = None
         result = None
         started = time.perf_counter()
-        with self._lock, function_output.captured_output(sink):
+        with (
+            self._lock,
+            function_output.captured_output(sink),
+            running(self.logical_id, self.environment, self.account_id),
+        ):
             try:
                 # A copy, as the handler gets freshly deserialised JSON in Lambda.
                 result = self._handler(json.loads(json.dumps(event)), context)

@@ -3,7 +3,28 @@
 Call `install()` once; afterwards `mock_aws()` and moto servers serve it all.
 """
 
-from .control import inject_fault, reset, set_capacity, set_latency, state
+from .control import (
+    advance_clock,
+    inject_fault,
+    register_image,
+    reset,
+    set_capacity,
+    set_consistency,
+    set_latency,
+    set_transaction_conflicts,
+    state,
+)
 from .registration import install
 
-__all__ = ["inject_fault", "install", "reset", "set_capacity", "set_latency", "state"]
+__all__ = [
+    "advance_clock",
+    "inject_fault",
+    "install",
+    "register_image",
+    "reset",
+    "set_capacity",
+    "set_consistency",
+    "set_latency",
+    "set_transaction_conflicts",
+    "state",
+]

@@ -1,10 +1,22 @@
-"""The control surface: finite pools, injected faults, latency, reset and state."""
+"""The control surface: finite pools, injected faults, latency, consistency windows, the clock,
+reset and state."""
 
+from .clock import CLOCK
+from .consistency import CONSISTENCY
+from .dynamodb_rules import (
+    CANCELLED,
+    TRANSACT_WRITE,
+    TRANSACTION_CONFLICTS,
+    parse_cancellation_reasons,
+)
 from .models import CAPACITY_LOCK, OFFERING_POOLS, all_capacity_backends
 from .offerings import CAPACITY_TYPES, Offering
-from .operations import InjectedFault, OperationControls
+from .operations import OPERATION_CONTROLS, InjectedFault
+from .platforms import forget_registered_images, registered_images
+from .platforms import register_image as register_platform_image
 
-OPERATION_CONTROLS = OperationControls()
+FAULT_SCOPES = ("call", "override")
+OVERRIDE_SCOPED = "ec2:CreateFleet"
 
 
 def _operation(operation: str) -> str:
@@ -34,10 +46,27 @@ def inject_fault(
     times: int | None = None,
     rate: float | None = None,
     seed: int | None = None,
+    cancellation_reasons: list[str] | None = None,
+    scope: str = "call",
 ) -> None:
-    """Fail `service:Operation` with `code`: every call, the next `times`, or at a seeded `rate`."""
+    """Fail `service:Operation` with `code`: every call, the next `times`, or at a seeded `rate`.
+
+    `cancellation_reasons` (TransactionCanceledException on TransactWriteItems only) are the
+    per-item reason codes DynamoDB lists, e.g. ["None", "TransactionConflict"]. `scope`
+    "override" (ec2:CreateFleet only) fails single overrides inside the answer's Errors."""
     if not code:
         raise ValueError("code is required")
+    if scope not in FAULT_SCOPES:
+        raise ValueError(f"scope must be one of {FAULT_SCOPES}, got {scope!r}")
+    if scope == "override" and operation != OVERRIDE_SCOPED:
+        raise ValueError(f"scope override applies only to {OVERRIDE_SCOPED}")
+    reasons = None
+    if cancellation_reasons is not None:
+        if (operation, code) != (TRANSACT_WRITE, CANCELLED):
+            raise ValueError(
+                f"cancellationReasons apply only to {TRANSACT_WRITE} with code {CANCELLED}"
+            )
+        reasons = parse_cancellation_reasons(cancellation_reasons)
     fault = InjectedFault(
         operation=_operation(operation),
         code=code,
@@ -45,6 +74,8 @@ def inject_fault(
         times=times,
         rate=rate,
         seed=seed,
+        cancellation_reasons=reasons,
+        scope=scope,
     )
     OPERATION_CONTROLS.inject_fault(fault)
 
@@ -54,11 +85,49 @@ def set_latency(operation: str, seconds: float) -> None:
     OPERATION_CONTROLS.set_latency(_operation(operation), float(seconds))
 
 
+def set_consistency(
+    instance_visibility_seconds: float | None = None,
+    reservation_pending_seconds: float | None = None,
+) -> None:
+    """Fresh instance ids stay unknown, new reservations `pending`, for these seconds (0: off)."""
+    CONSISTENCY.configure(instance_visibility_seconds, reservation_pending_seconds)
+
+
+def set_transaction_conflicts(rate: float, seed: int | None = None) -> None:
+    """Cancel TransactWriteItems touching an already-touched item with TransactionConflict, at
+    a seeded `rate` (0 turns it off)."""
+    TRANSACTION_CONFLICTS.configure(rate, seed)
+
+
+def register_image(
+    region: str,
+    platform_details: str,
+    name: str | None = None,
+    account_id: str | None = None,
+) -> str:
+    """A new AMI whose PlatformDetails/UsageOperation say `platform_details`; returns its id."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[account_id or DEFAULT_ACCOUNT_ID][region]
+    return str(register_platform_image(backend, platform_details, name).id)
+
+
+def advance_clock(seconds: float) -> None:
+    """Move the emulator's time forward: consistency windows, pending periods, end dates."""
+    CLOCK.advance(seconds)
+
+
 def reset() -> None:
-    """Forget pools, faults, latencies and call counters (moto's own state is untouched)."""
+    """Forget pools, faults, latencies, counters, consistency windows and the clock's offset
+    (moto's own state is untouched)."""
     with CAPACITY_LOCK:
         OFFERING_POOLS.clear()
     OPERATION_CONTROLS.reset()
+    CONSISTENCY.reset()
+    CLOCK.reset()
+    TRANSACTION_CONFLICTS.reset()
+    forget_registered_images()
 
 
 def state() -> dict[str, object]:
@@ -71,4 +140,8 @@ def state() -> dict[str, object]:
         answer: dict[str, object] = {"pools": OFFERING_POOLS.snapshot()}
     answer.update(OPERATION_CONTROLS.snapshot())
     answer["reservations"] = reservations
+    answer["consistency"] = CONSISTENCY.snapshot()
+    answer["clock"] = CLOCK.snapshot()
+    answer["transactionConflicts"] = TRANSACTION_CONFLICTS.snapshot()
+    answer["images"] = registered_images()
     return answer

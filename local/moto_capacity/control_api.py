@@ -25,11 +25,36 @@ def _inject_fault(body: dict[str, Any]) -> None:
         times=body.get("times"),
         rate=body.get("rate"),
         seed=body.get("seed"),
+        cancellation_reasons=body.get("cancellationReasons"),
+        scope=body.get("scope") or "call",
     )
+
+
+def _set_transaction_conflicts(body: dict[str, Any]) -> None:
+    control.set_transaction_conflicts(body["rate"], body.get("seed"))
 
 
 def _set_latency(body: dict[str, Any]) -> None:
     control.set_latency(body["operation"], body["seconds"])
+
+
+def _set_consistency(body: dict[str, Any]) -> None:
+    known = {"instanceVisibilitySeconds", "reservationPendingSeconds"}
+    if not known & body.keys() or body.keys() - known:
+        raise ValueError(f"the body takes {sorted(known)} (at least one), got {sorted(body)}")
+    control.set_consistency(
+        body.get("instanceVisibilitySeconds"), body.get("reservationPendingSeconds")
+    )
+
+
+def _register_image(body: dict[str, Any]) -> None:
+    control.register_image(
+        body["region"], body["platformDetails"], body.get("name"), body.get("accountId")
+    )
+
+
+def _advance_clock(body: dict[str, Any]) -> None:
+    control.advance_clock(body["advanceSeconds"])
 
 
 def _reset(_: dict[str, Any]) -> None:
@@ -44,6 +69,10 @@ ROUTES: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("POST", f"{PREFIX}/capacity"): _set_capacity,
     ("POST", f"{PREFIX}/faults"): _inject_fault,
     ("POST", f"{PREFIX}/latency"): _set_latency,
+    ("POST", f"{PREFIX}/consistency"): _set_consistency,
+    ("POST", f"{PREFIX}/clock"): _advance_clock,
+    ("POST", f"{PREFIX}/images"): _register_image,
+    ("POST", f"{PREFIX}/transaction-conflicts"): _set_transaction_conflicts,
     ("POST", f"{PREFIX}/reset"): _reset,
     ("GET", f"{PREFIX}/state"): _nothing,
 }

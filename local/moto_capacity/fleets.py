@@ -27,6 +27,7 @@ from .launches import (
 )
 from .models import Slot
 from .offerings import CapacityType, price_of
+from .operations import OPERATION_CONTROLS
 
 PRIORITIZED = ("prioritized", "capacity-optimized-prioritized")
 RESERVATIONS_FIRST = "use-capacity-reservations-first"
@@ -148,6 +149,11 @@ def _fulfil(
             remaining = target - outcome.fulfilled
             if remaining <= 0:
                 break
+            fault = None if reservations_only else override_fault()
+            if fault is not None:
+                # "EC2 Fleet" partial success: this override fails in Errors, the rest go on.
+                outcome.errors.setdefault(candidate.index, fault)
+                continue
             placement = ledger.place(
                 candidate.attributes,
                 candidate.preference,
@@ -160,6 +166,11 @@ def _fulfil(
             if placement.failure is not None and not reservations_only:
                 outcome.errors.setdefault(candidate.index, placement.failure)
     return outcome
+
+
+def override_fault() -> EC2ClientError | None:
+    fault = OPERATION_CONTROLS.fault_for("ec2:CreateFleet", scope="override")
+    return None if fault is None else EC2ClientError(fault.code, fault.message)
 
 
 def _single_pool_groups(

@@ -44,6 +44,7 @@ class CapacityReservationGroupResponse(ResourceGroupsResponse):
         succeeded, failed = groups.add_resources(
             self._group(), self.current_account, self.region, self._get_param("ResourceArns") or []
         )
+        groups.take_in_running_instances(self.current_account, self.region, succeeded)
         return json.dumps({"Succeeded": succeeded, "Failed": failed, "Pending": []})
 
     def ungroup_resources(self) -> str:

@@ -187,3 +187,17 @@ def remove_resources(group: Any, arns: list[str]) -> tuple[list[str], list[dict[
                 }
             )
     return succeeded, failed
+
+
+def take_in_running_instances(account_id: str, region: str, reservation_arns: list[str]) -> None:
+    """A reservation that joins a group takes in running instances whose group target names it."""
+    from moto.ec2.models import ec2_backends
+
+    from .models import CAPACITY_LOCK, capacity_backend
+
+    backend = capacity_backend(ec2_backends[account_id][region])
+    with CAPACITY_LOCK:
+        for arn in reservation_arns:
+            reservation = backend.reservations.get(arn.rsplit("/", 1)[-1])
+            if reservation is not None and reservation.is_active:
+                backend.take_in_running_instances(reservation)

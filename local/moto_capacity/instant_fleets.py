@@ -155,7 +155,7 @@ def _launch_candidate(
         "InstanceIds": [instance.id for instance in reservation.instances],
         "InstanceType": candidate.attributes.instance_type,
     }
-    if candidate.attributes.platform == WINDOWS:
+    if candidate.attributes.platform.startswith(WINDOWS):
         answer["Platform"] = "Windows"
     return answer
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .exceptions import InvalidParameterCombination, InvalidParameterValue
+from .platforms import reservation_platform
 
 PREFERENCES = ("open", "none", "capacity-reservations-only")
 LINUX = "Linux/UNIX"
@@ -95,13 +96,11 @@ def resolved_template_spec(ec2_backend: Any, spec: Mapping[str, Any]) -> dict[st
 
 
 def image_platform(ec2_backend: Any, image_id: str | None) -> str:
-    """The reservation platform an image runs: Windows AMIs are `Windows`, others `Linux/UNIX`."""
+    """The reservation platform an image runs, from its PlatformDetails (see `platforms`)."""
     if not image_id:
         return LINUX
     images = ec2_backend.describe_images(filters={"image-id": image_id})
-    if images and (images[0].platform or "").lower() == "windows":
-        return WINDOWS
-    return LINUX
+    return reservation_platform(images[0] if images else None)
 
 
 def subnet_from_template(template_data: Mapping[str, Any]) -> str | None:

@@ -69,6 +69,7 @@ class CapacityReservationBackend:
         with CAPACITY_LOCK:
             reservation = CapacityReservation(self.ec2_backend, **attributes)
             self.reservations[reservation.id] = reservation
+            self.expire_due_reservations()
             return reservation
 
     def get_reservation(self, reservation_id: str) -> CapacityReservation:
@@ -133,11 +134,53 @@ class CapacityReservationBackend:
             self._end(reservation, CANCELLED)
 
     def expire_due_reservations(self) -> None:
-        """Reservations whose EndDate has passed turn `expired` when next looked at."""
+        """Reservations whose EndDate has passed turn `expired`, and newly active ones take in
+        running instances, when next looked at."""
         with CAPACITY_LOCK:
             for reservation in list(self.reservations.values()):
                 if reservation.is_due_to_expire():
                     self._end(reservation, EXPIRED)
+                elif reservation.is_active and not reservation.took_in_running:
+                    reservation.took_in_running = True
+                    self.take_in_running_instances(reservation)
+
+    def take_in_running_instances(self, reservation: CapacityReservation) -> None:
+        """Running On-Demand instances that match an active reservation run in it from now on,
+        if they may use it: open preference for an `open` one, or a group target naming a group
+        it belongs to ("Launch instances into an existing Capacity Reservation")."""
+        from . import groups
+
+        with CAPACITY_LOCK:
+            for instance_id, capacity in self.instances.items():
+                if reservation.available_instance_count <= 0:
+                    return
+                if capacity.capacity_type != "on-demand" or (
+                    capacity.slot is not None and capacity.slot.reservation_id
+                ):
+                    continue
+                if reservation.mismatch(capacity.attributes) is not None:
+                    continue
+                preference = capacity.preference
+                open_ok = (
+                    reservation.instance_match_criteria == "open"
+                    and preference.preference in (None, "open")
+                    and not (preference.reservation_id or preference.group_arn)
+                )
+                group = (
+                    groups.find_group(self.account_id, self.region, preference.group_arn)
+                    if preference.group_arn
+                    else None
+                )
+                group_ok = group is not None and reservation.id in groups.reservation_ids_in(group)
+                instance = self.ec2_backend.get_instance_by_id(instance_id)
+                if not (open_ok or group_ok) or instance is None or not instance.is_running():
+                    continue
+                if capacity.slot is not None:
+                    self.release_slots([capacity.slot])
+                capacity.slot = Slot(reservation_id=reservation.id)
+                reservation.used += 1
+                reservation.instance_ids.add(instance_id)
+                instance.capacity_reservation_id = reservation.id
 
     def _end(self, reservation: CapacityReservation, state: str) -> None:
         # Instances keep running after their reservation ends, as On-Demand instances.

@@ -1,6 +1,8 @@
 """Per-operation controls for any moto operation named `service:Operation`.
 
 Injected faults, added latency, and how many calls each operation received and failed.
+A fault with scope `override` (CreateFleet only) fails single overrides inside a CreateFleet
+answer's `Errors` instead of the whole call.
 """
 
 import random
@@ -19,6 +21,8 @@ class InjectedFault:
     times: int | None
     rate: float | None
     seed: int | None
+    cancellation_reasons: tuple[str, ...] | None = None
+    scope: str = "call"
     fired: int = 0
     _rng: random.Random = field(default_factory=random.Random, repr=False)
 
@@ -51,6 +55,10 @@ class InjectedFault:
             "times": self.times,
             "rate": self.rate,
             "seed": self.seed,
+            "scope": self.scope,
+            "cancellationReasons": (
+                None if self.cancellation_reasons is None else list(self.cancellation_reasons)
+            ),
             "fired": self.fired,
             "remaining": remaining,
         }
@@ -83,11 +91,11 @@ class OperationControls:
         with self._lock:
             return self._latencies.get(operation, 0.0)
 
-    def fault_for(self, operation: str) -> InjectedFault | None:
-        """The fault to raise for this call of `operation`, if one fires."""
+    def fault_for(self, operation: str, scope: str = "call") -> InjectedFault | None:
+        """The fault to raise for this call of `operation` (or this override), if one fires."""
         with self._lock:
             fault = self._faults.get(operation)
-            if fault is None or not fault.fires():
+            if fault is None or fault.scope != scope or not fault.fires():
                 return None
             return fault
 
@@ -117,3 +125,6 @@ class OperationControls:
                     for operation, calls in sorted(self._calls.items())
                 },
             }
+
+
+OPERATION_CONTROLS = OperationControls()

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from moto.core.responses import ActionResult, BaseResponse
+from moto.dynamodb.responses import DynamoHandler
 from moto.ec2.models import EC2Backend
+from moto.ec2.models.amis import Ami
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX
@@ -18,15 +20,18 @@ from moto.resourcegroups import urls as resource_groups_urls
 from moto.resourcegroups.exceptions import BadRequestException
 from moto.resourcegroups.models import ResourceGroupsBackend
 from moto.resourcegroups.responses import ResourceGroupsResponse
+from werkzeug.exceptions import HTTPException
 
-from . import groups
+from . import dynamodb_rules, groups
 from .allocation import place_restarted_instance
-from .control import OPERATION_CONTROLS
 from .control_api import PREFIX, control_app
 from .exceptions import InjectedError
 from .group_responses import GROUP_RESOURCE_PATHS, CapacityReservationGroupResponse
 from .models import capacity_backend, existing_capacity_backend
+from .operations import OPERATION_CONTROLS
+from .platforms import ImageBillingFields
 from .responses import CapacityReservationResponse
+from .visibility import EventuallyConsistentInstanceResponse, noting_launches
 
 _MARK = "__moto_capacity__"
 _INSTALL_LOCK = threading.Lock()
@@ -99,6 +104,9 @@ def _install_ec2() -> None:
     EC2_RESOURCE_TO_PREFIX["capacity-reservation"] = "cr"
     EC2_PREFIX_TO_RESOURCE["cr"] = "capacity-reservation"
     _copy_members(CapacityReservationResponse, EC2Response)
+    _copy_members(EventuallyConsistentInstanceResponse, EC2Response)
+    _copy_members(ImageBillingFields, Ami)
+    _hook(EC2Backend, "run_instances", noting_launches)
     _hook(Instance, "stop", _releasing_slot)
     _hook(Instance, "terminate", _releasing_slot)
     _hook(Instance, "start", _placing_again)
@@ -133,7 +141,25 @@ def _install_resource_groups() -> None:
     _hook(ResourceGroupsBackend, "delete_group", _protecting_deletion)
 
 
-def _fault_response(response: Any, code: str, message: str) -> Any:
+def _install_dynamodb() -> None:
+    for write in ("put_item", "update_item", "delete_item", "batch_write_item"):
+        _hook(DynamoHandler, write, dynamodb_rules.strict)
+    _hook(DynamoHandler, "transact_write_items", dynamodb_rules.strict)
+
+
+def _error_response(response: Any, error: HTTPException) -> Any:
+    """A moto HTTP error answered exactly as moto's own dispatch answers it."""
+    headers = dict(response.response_headers)
+    headers.update(dict(error.get_headers() or []))
+    headers["status"] = str(error.code)
+    headers, body = response._enrich_response(headers, error.description)
+    return error.code, headers, body
+
+
+def _fault_response(response: Any, fault: Any) -> Any:
+    if fault.cancellation_reasons:
+        return _error_response(response, dynamodb_rules.cancelled(fault.cancellation_reasons))
+    code, message = fault.code, fault.message
     status, headers, body = response.serialized(ActionResult(InjectedError(code, message)))
     status = SERVER_FAULT_STATUS.get(code, status)
     headers["status"] = str(status)
@@ -159,7 +185,7 @@ def _controlled(original: Callable[..., Any]) -> Callable[..., Any]:
         fault = OPERATION_CONTROLS.fault_for(operation)
         if fault is not None:
             OPERATION_CONTROLS.record(operation, failed=True)
-            return _fault_response(self, fault.code, fault.message)
+            return _fault_response(self, fault)
         try:
             # moto's backends are not thread-safe (a DynamoDB transaction deep-copies tables
             # other threads are writing): one request at a time per service, after the latency.
@@ -189,5 +215,6 @@ def install() -> None:
     with _INSTALL_LOCK:
         _install_ec2()
         _install_resource_groups()
+        _install_dynamodb()
         _hook(BaseResponse, "call_action", _controlled)
         _hook(DomainDispatcherApplication, "__call__", _serving_control_api)

@@ -1,21 +1,19 @@
 """The Capacity Reservation resource: attributes, state, counts and filters."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from moto.core.utils import utcnow
 from moto.ec2.models.core import TaggedEC2Resource
 from moto.ec2.utils import random_resource_id
 
+from .clock import CLOCK, aware
+from .consistency import CONSISTENCY
 from .launches import InstanceAttributes
 
 ACTIVE = "active"
+PENDING = "pending"
 EXPIRED = "expired"
 CANCELLED = "cancelled"
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class CapacityReservation(TaggedEC2Resource):
@@ -53,10 +51,14 @@ class CapacityReservation(TaggedEC2Resource):
         self.ebs_optimized = ebs_optimized
         self.ephemeral_storage = ephemeral_storage
         self.reservation_type = "default"
-        self.create_date = utcnow()
+        self.create_date = CLOCK.now()
         self.start_date = self.create_date
+        # "Capacity Reservation states": `pending` while capacity is provisioned, then `active`.
+        self.active_from = CONSISTENCY.reservation_active_at(self.create_date)
         self.used = 0
         self.instance_ids: set[str] = set()
+        # Running instances are taken in once, when the reservation is first seen active.
+        self.took_in_running = False
         self._state = ACTIVE
 
     @property
@@ -69,6 +71,8 @@ class CapacityReservation(TaggedEC2Resource):
 
     @property
     def state(self) -> str:
+        if self._state == ACTIVE and CLOCK.now() < self.active_from:
+            return PENDING
         return self._state
 
     @property
@@ -81,12 +85,12 @@ class CapacityReservation(TaggedEC2Resource):
 
     @property
     def is_active(self) -> bool:
-        return self._state == ACTIVE
+        return self.state == ACTIVE
 
     def is_due_to_expire(self, now: datetime | None = None) -> bool:
         if not self.is_active or self.end_date_type != "limited" or self.end_date is None:
             return False
-        return _aware(self.end_date) <= _aware(now or utcnow())
+        return aware(self.end_date) <= aware(now or CLOCK.now())
 
     def end(self, state: str) -> None:
         self._state = state

@@ -39,7 +39,7 @@ UNOWNED_LAUNCH_ACTIONS = {"ec2:RunInstances", "ec2:CreateFleet"}
 TAGGING_CREATE_ACTIONS = {"RunInstances", "CreateFleet", "CreateLaunchTemplate"}
 # Actions AWS cannot scope to a resource; the only ones allowed on Resource "*".
 RESOURCE_STAR_ACTIONS = re.compile(
-    r"^(ec2:Describe[A-Za-z]+|xray:Put(TraceSegments|TelemetryRecords))$"
+    r"^(ec2:Describe[A-Za-z]+|xray:Put(TraceSegments|TelemetryRecords)|tag:GetResources)$"
 )
 ASYNC_PRINCIPALS = {"events.amazonaws.com", "sns.amazonaws.com", "s3.amazonaws.com"}
 READ_ONLY_EC2 = re.compile(r"^ec2:(Describe|Get|List)")
@@ -116,6 +116,8 @@ def _documents(cfn: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             "AWS::Events::EventBusPolicy",
         } and isinstance(properties.get("PolicyDocument"), dict):
             yield logical_id, properties["PolicyDocument"]
+        elif resource["Type"] == "AWS::Events::EventBusPolicy" and "Statement" in properties:
+            yield logical_id, {"Statement": properties["Statement"]}
 
 
 def statements(cfn: dict[str, Any]) -> list[Statement]:
@@ -255,6 +257,25 @@ def pass_role_violations(cfn: dict[str, Any]) -> list[str]:
 def put_events_violations(cfn: dict[str, Any]) -> list[str]:
     """events:PutEvents only on our bus with events:source = capacity-launcher; no other action."""
     return _only_grant(cfn, "events:PutEvents", f"GetAtt:{BUS}.Arn", "events:source", EVENT_SOURCE)
+
+
+def bus_source_claimable_by_others(cfn: dict[str, Any]) -> list[str]:
+    """The bus denies PutEvents with events:source = capacity-launcher to every principal but the
+    functions' roles, so nobody else in the account can forge status events."""
+    roles = {f"GetAtt:{role}.Arn" for role in function_roles(cfn).values()}
+    for s in statements(cfn):
+        bus_policy = cfn["Resources"].get(s.owner, {}).get("Type") == "AWS::Events::EventBusPolicy"
+        exempt = s.condition.get("ArnNotEquals", {}).get("aws:PrincipalArn", [])
+        if (
+            bus_policy
+            and s.effect == "Deny"
+            and s.actions == ("events:PutEvents",)
+            and s.resources == (f"GetAtt:{BUS}.Arn",)
+            and s.condition_equals("events:source") == {EVENT_SOURCE}
+            and {render(arn) for arn in _as_list(exempt)} == roles
+        ):
+            return []
+    return [f"{BUS}: no policy denies other principals events with source {EVENT_SOURCE}"]
 
 
 def dynamodb_violations(cfn: dict[str, Any]) -> list[str]:
@@ -411,6 +432,7 @@ ALL_CHECKS = (
     untagged_ec2_mutations,
     pass_role_violations,
     put_events_violations,
+    bus_source_claimable_by_others,
     dynamodb_violations,
     unencrypted_stores,
     functions_without_log_retention,

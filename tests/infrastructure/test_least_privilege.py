@@ -58,6 +58,7 @@ LAUNCHER_NEEDS = {
     "ec2:DescribeImages",
     "ssm:GetParameter",
     "resource-groups:ListGroupResources",
+    "tag:GetResources",
     "iam:PassRole",
     "events:PutEvents",
     "dynamodb:GetItem",
@@ -77,6 +78,7 @@ SYNC_NEEDS = {
     "ec2:DescribeInstances",
     "resource-groups:ListGroupResources",
     "resource-groups:GetGroup",
+    "tag:GetResources",
     "dynamodb:Query",
     "dynamodb:PutItem",
     "events:PutEvents",
@@ -190,6 +192,13 @@ def _tag_anything(template: Template) -> None:
 def _instance_events_reads_idempotency(template: Template) -> None:
     statement = _statement(template, "InstanceEventsFunctionRole", "StateAndCache")
     statement["Resource"].append({"Fn::GetAtt": ["IdempotencyTable", "Arn"]})
+
+
+def _exempt_the_account(template: Template) -> None:
+    condition = template["Resources"]["LaunchBusPolicy"]["Properties"]["Statement"]["Condition"]
+    condition["ArnNotEquals"]["aws:PrincipalArn"].append(
+        _sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root")
+    )
 
 
 def _rule_target(template: Template) -> dict[str, Any]:
@@ -309,6 +318,16 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
         "put events with any source",
         _drop_statement_key(EVENTS, "PublishStatus", "Condition"),
         policy_checks.put_events_violations,
+    ),
+    (
+        "no bus policy",
+        _drop(("Resources", "LaunchBusPolicy")),
+        policy_checks.bus_source_claimable_by_others,
+    ),
+    (
+        "bus policy exempting everyone in the account",
+        _exempt_the_account,
+        policy_checks.bus_source_claimable_by_others,
     ),
     (
         "dynamodb on every table",

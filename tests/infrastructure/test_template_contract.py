@@ -126,7 +126,7 @@ def test_reservation_sync_runs_every_minute_and_finishes_within_it(
     assert sync["Timeout"] < 60
 
 
-def test_instance_events_listen_to_the_ec2_events_that_free_capacity(
+def test_instance_events_listen_to_the_ec2_events_that_free_or_retake_capacity(
     resources: dict[str, Any],
 ) -> None:
     events = _properties(resources, "InstanceEventsFunction")
@@ -140,6 +140,8 @@ def test_instance_events_listen_to_the_ec2_events_that_free_capacity(
         "EC2 Capacity Reservation Instance Interruption Warning",
     }
     assert set(by_type["EC2 Instance State-change Notification"]["detail"]["state"]) == {
+        "pending",
+        "running",
         "stopping",
         "stopped",
         "shutting-down",

@@ -14,6 +14,7 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher_cli.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import (
     ZONE,
     expire_idempotency_claims,
@@ -104,16 +105,17 @@ def test_reservation_running_out_mid_request_is_cached_and_the_rest_goes_on_dema
 
     def take_one(**_: object) -> None:
         aws.client("ec2").meta.events.unregister("before-call.ec2.CreateFleet", take_one)
-        competitor.run_instances(
-            ImageId=image,
-            InstanceType="m5.large",
-            MinCount=1,
-            MaxCount=1,
-            Placement={"AvailabilityZone": ZONE},
-            CapacityReservationSpecification={
-                "CapacityReservationTarget": {"CapacityReservationId": reservation}
-            },
-        )
+        with outside_functions():  # the competitor's launch is not the launcher's call
+            competitor.run_instances(
+                ImageId=image,
+                InstanceType="m5.large",
+                MinCount=1,
+                MaxCount=1,
+                Placement={"AvailabilityZone": ZONE},
+                CapacityReservationSpecification={
+                    "CapacityReservationTarget": {"CapacityReservationId": reservation}
+                },
+            )
 
     aws.client("ec2").meta.events.register("before-call.ec2.CreateFleet", take_one)
     # When 3 instances are requested

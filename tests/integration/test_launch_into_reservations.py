@@ -33,7 +33,9 @@ def reserve(
         InstanceCount=count,
         **extra,
     )
-    return str(response["CapacityReservation"]["CapacityReservationId"])
+    reservation_id = str(response["CapacityReservation"]["CapacityReservationId"])
+    cloud.wait_until_active(reservation_id)
+    return reservation_id
 
 
 def available(cloud: Cloud, reservation_id: str) -> int:

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
@@ -33,6 +34,16 @@ def limits(clock: float | None = None) -> PoolLimitsStore:
     )
 
 
+def leak(pool: str, instances: int) -> None:
+    """Usage no instance explains (what a blind writer of an older version could leave)."""
+    aws.client("dynamodb").update_item(
+        TableName=get_settings().state_table_name,
+        Key={"pk": {"S": f"Limits#{pool}"}, "sk": {"S": "Usage"}},
+        UpdateExpression="ADD instances :n",
+        ExpressionAttributeValues={":n": {"N": str(instances)}},
+    )
+
+
 def test_reconciliation_repairs_leaked_usage_and_reports_the_drift(
     snapshot_launchers, subnets, image
 ):
@@ -44,7 +55,7 @@ def test_reconciliation_repairs_leaked_usage_and_reports_the_drift(
     assert record is not None
     assert record.launched == 2
     cloud.ec2.terminate_instances(InstanceIds=[record.instances[0].instance_id])
-    limits().release("general", Resources(instances=-3))  # 2 launched + 3 leaked = 5
+    leak("general", 3)  # 2 launched + 3 leaked = 5
     assert limits().usage("general").instances == 5
     # When the sync reconciles
     report = sync().reconciliation

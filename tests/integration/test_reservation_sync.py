@@ -147,6 +147,7 @@ def run_into(
             "CapacityReservationTarget": {"CapacityReservationId": reservation_id}
         },
     )
+    cloud.wait_out_consistency()  # they ran before the test goes on, as on AWS
     return [i["InstanceId"] for i in response["Instances"]]
 
 

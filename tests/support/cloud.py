@@ -16,6 +16,7 @@ from moto import mock_aws
 
 import moto_capacity
 from capacity_launcher.adapters import aws
+from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.config import parse_document
@@ -23,6 +24,7 @@ from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch_batch import LaunchBatch, Message
 from capacity_launcher.settings import get_settings
+from capacity_launcher_cli.lambda_runtime import running
 from tests.support.template import DeployedNames, create_resources
 
 REGION = "us-east-1"
@@ -35,6 +37,10 @@ FAKE_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "CapacityLauncher",
     "POWERTOOLS_TRACE_DISABLED": "true",
 }
+# EC2's eventual consistency is on in every integration test, as on AWS: fresh instance ids stay
+# unknown, and new reservations `pending`, for these seconds of the emulator's clock.
+INSTANCE_VISIBILITY_SECONDS = 3
+RESERVATION_PENDING_SECONDS = 3
 
 
 @dataclass
@@ -76,7 +82,8 @@ class Cloud:
             )
             for i, b in enumerate(bodies)
         ]
-        return (batch or self.batch).process(messages, lambda: 60_000)
+        with running("LauncherFunction", self.environment, self.names.account_id):
+            return (batch or self.batch).process(messages, lambda: 60_000)
 
     def record(self, request_id: str) -> RequestRecord | None:
         return LaunchRecords(self.names.state_table, aws.client("dynamodb")).get_record(request_id)
@@ -97,7 +104,22 @@ class Cloud:
                     QueueUrl=self.events_queue_url, ReceiptHandle=message["ReceiptHandle"]
                 )
 
+    def wait_out_consistency(self) -> None:
+        """What a caller on AWS does before reading: wait until fresh resources are visible."""
+        moto_capacity.advance_clock(max(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS))
+
+    def wait_until_active(self, reservation_id: str) -> None:
+        """A new reservation is `pending` first; wait (on the emulator's clock) as a user would."""
+        for _ in range(RESERVATION_PENDING_SECONDS + 1):
+            found = self.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+            if found["CapacityReservations"][0]["State"] == "active":
+                return
+            moto_capacity.advance_clock(1)
+        raise AssertionError(f"{reservation_id} never became active")
+
     def managed_instances(self) -> list[dict[str, Any]]:
+        """Managed instances that EC2 lists (after waiting out its consistency delay)."""
+        self.wait_out_consistency()
         pages = self.ec2.get_paginator("describe_instances").paginate(
             Filters=[
                 {"Name": "tag:capacity-launcher:managed", "Values": ["true"]},
@@ -114,6 +136,9 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
     moto_capacity.install()
     with mock_aws():
         moto_capacity.reset()
+        moto_capacity.set_consistency(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS)
+        # The service's backoff on fresh ids moves the emulator's clock instead of sleeping.
+        monkeypatch.setattr(fleet_adapter, "pause", moto_capacity.advance_clock)
         aws.client.cache_clear()
         get_settings.cache_clear()
         names = create_resources(boto3.Session(region_name=REGION), parameters=parameters)
@@ -125,6 +150,7 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
         try:
             yield Cloud(names, environment, events_queue_url)
         finally:
+            moto_capacity.reset()
             aws.client.cache_clear()
             get_settings.cache_clear()
 

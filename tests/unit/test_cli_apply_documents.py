@@ -67,3 +67,23 @@ def test_invalid_yaml_and_missing_files_are_named(tmp_path: Path) -> None:
     first, second = raised.value.problems
     assert first.startswith(f"{broken}: not valid YAML")
     assert second.startswith(f"{tmp_path / 'missing.yaml'}: cannot read")
+
+
+def test_a_duplicate_key_is_refused_naming_the_key_and_its_line(tmp_path: Path) -> None:
+    # Given a NodeClass whose spec sets imageId twice (YAML would silently keep the second)
+    path = tmp_path / "twice.yaml"
+    path.write_text(CLASS + "  imageId: ami-0fedcba9876543210\n")
+
+    # When it is read, then nothing is applied and the key and both lines are named
+    with pytest.raises(ApplyError) as refused:
+        read_documents([str(path)])
+
+    (problem,) = refused.value.problems
+    assert problem == (f"{path}: line 8: duplicate key 'imageId' (first set on line 5)"), problem
+
+
+def test_a_key_repeated_in_different_mappings_is_fine(tmp_path: Path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text(CLASS + "---\n" + POOL)
+
+    assert len(read_documents([str(path)])) == 2

@@ -5,6 +5,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from capacity_launcher.domain.errors import (
     INSUFFICIENT_CAPACITY_CODES,
+    SPOT_UNAVAILABLE_CODES,
     THROTTLING_CODES,
     CapacityLauncherError,
     ConfigConflict,
@@ -79,6 +80,13 @@ def test_throttling_codes_classify_as_throttling(code: str) -> None:
 )
 def test_anything_else_is_fatal(code: str) -> None:
     assert classify(code) is ErrorKind.FATAL
+
+
+def test_no_spot_service_linked_role_makes_spot_unavailable_not_fatal() -> None:
+    # Karpenter (pkg/errors) treats it so: spot is unavailable for the account, not an error.
+    code = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+    assert {code} == SPOT_UNAVAILABLE_CODES
+    assert classify(code) is ErrorKind.SPOT_UNAVAILABLE
 
 
 def test_code_sets_do_not_overlap() -> None:
@@ -218,3 +226,53 @@ def test_bounded_keeps_the_first_errors_and_counts_the_rest() -> None:
 
     assert bounded(errors, 5) == errors
     assert bounded(errors, 2) == [*errors[:2], FieldError("body", "and 3 more errors")]
+
+
+@pytest.mark.parametrize("code", ["InternalError", "InternalFailure", "ServiceUnavailable",
+                                  "Unavailable", "TransactionConflictException"])  # fmt: skip
+def test_service_faults_and_conflicts_are_transient_not_fatal(code: str) -> None:
+    assert classify(code) is ErrorKind.TRANSIENT
+    assert classify(code).retryable
+
+
+@pytest.mark.parametrize(
+    ("reasons", "kind"),
+    [
+        (["None", "TransactionConflict"], ErrorKind.TRANSIENT),
+        (["ThrottlingError", "None"], ErrorKind.THROTTLING),
+        (["ConditionalCheckFailed", "TransactionConflict"], ErrorKind.FATAL),
+        (["None", "ConditionalCheckFailed"], ErrorKind.FATAL),
+        ([], ErrorKind.FATAL),
+    ],
+)
+def test_a_cancelled_transaction_is_classified_by_its_reasons(
+    reasons: list[str], kind: ErrorKind
+) -> None:
+    assert classify("TransactionCanceledException", reasons) is kind
+
+
+def test_node_class_refusals_name_the_field() -> None:
+    from capacity_launcher.domain.config import parse_document
+    from capacity_launcher.domain.errors import NodeClassRefused, Transient, refused_by_aws
+
+    klass = parse_document(
+        {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "NodeClass",
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "imageSsmParameter": "/x",
+                "subnetIds": ["subnet-0123456789abcdef0"],
+                "securityGroupIds": ["sg-0123456789abcdef0"],
+            },
+        }
+    )
+    missing = refused_by_aws("GetParameter", "ParameterNotFound", "no such", klass)
+    assert isinstance(missing, NodeClassRefused)
+    assert missing.field == "spec.imageSsmParameter"
+    assert missing.message.startswith("spec.imageSsmParameter: NodeClass gpu: ")
+    denied = refused_by_aws(
+        "DescribeSubnets", "UnauthorizedOperation", "no", klass, "spec.subnetIds"
+    )
+    assert isinstance(denied, NodeClassRefused) and denied.field == "spec.subnetIds"
+    assert isinstance(refused_by_aws("DescribeSubnets", "InternalError", "", klass), Transient)

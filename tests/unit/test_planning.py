@@ -88,6 +88,16 @@ def test_dropping_cached_offerings_remembers_why():
     ]
 
 
+def test_a_capacity_type_cached_alone_drops_every_offering_of_that_type():
+    candidates = find_candidates(EVERYTHING, [M5, C5], ZONES, ["on-demand", "spot"], [])
+    usable = candidates.drop({"spot": "AuthFailure.ServiceLinkedRoleCreationNotPermitted"})
+    assert usable.spot == [] and usable.on_demand == candidates.on_demand
+    assert {s.reason for s in usable.skipped} == {
+        "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+    }
+    assert len(usable.skipped) == len(candidates.spot) == 4
+
+
 def test_limits_are_sized_by_the_largest_candidate():
     candidates = find_candidates(EVERYTHING, [C5, P5], ZONES, ["on-demand"], [])
     largest = candidates.largest()

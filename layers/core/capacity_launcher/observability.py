@@ -5,6 +5,8 @@ the layer and adds ~0.3 s to every cold start. Lambda's active tracing (Tracing:
 template) still records each invocation in X-Ray.
 """
 
+import warnings
+
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -12,5 +14,10 @@ SERVICE = "capacity-launcher"
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace="CapacityLauncher", service=SERVICE)
+
+# The sync and instance-events functions often have nothing to count (raise_on_empty_metrics
+# stays False): Powertools then warns on every invocation. Only that one warning is silenced.
+EMPTY_METRICS_WARNING = "No application metrics to publish"
+warnings.filterwarnings("ignore", message=EMPTY_METRICS_WARNING, category=UserWarning)
 
 __all__ = ["SERVICE", "MetricUnit", "logger", "metrics"]

@@ -9,9 +9,14 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from capacity_launcher.domain.backoff import in_process_delay
+from capacity_launcher.domain.errors import ErrorKind, classify
+
 # EC2 throttles per account: adaptive mode adds client-side rate limiting on top of backoff.
 _ADAPTIVE = frozenset({"ec2"})
 _MAX_ATTEMPTS = 5
+# What botocore's retry modes do not retry but DynamoDB means as "try again": writers that met.
+_CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionCanceledException"})
 
 
 @cache
@@ -24,11 +29,33 @@ def client(service: str) -> Any:
         read_timeout=30,
         max_pool_connections=50,
     )
-    return boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
+    made = boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
+    if service == "dynamodb":
+        # Before botocore's own retry handler, which leaves these alone. Any write can meet an
+        # ongoing transaction on its item (TransactionConflictException), not only transactions.
+        made.meta.events.register_first("needs-retry.dynamodb", _retry_conflicts)
+    return made
+
+
+def _retry_conflicts(response: Any = None, attempts: int = 1, **_: Any) -> float | None:
+    """Transaction conflicts (two writers on one item) are transient, but botocore's retry modes
+    do not retry them: retry here, bounded and jittered; None leaves the rest to botocore."""
+    if attempts >= _MAX_ATTEMPTS or not response or len(response) < 2:
+        return None
+    parsed = response[1] or {}
+    code = str(parsed.get("Error", {}).get("Code", ""))
+    reasons = [str(r.get("Code", "")) for r in parsed.get("CancellationReasons") or []]
+    if code in _CONFLICT_CODES and classify(code, reasons) is ErrorKind.TRANSIENT:
+        return in_process_delay(attempts)
+    return None
 
 
 def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", "Unknown"))
+
+
+def cancellation_reasons(error: ClientError) -> list[str]:
+    return [str(r.get("Code", "")) for r in error.response.get("CancellationReasons") or []]
 
 
 def error_message(error: ClientError) -> str:

@@ -1,8 +1,16 @@
-"""NodeClass and NodePool documents in the state table: apply, get, list, delete."""
+"""NodeClass and NodePool documents in the state table: apply, get, list, delete.
+
+A warm container keeps the lists for `cache_seconds`; a cache may answer "found", never "missing":
+a name it lacks is read through (strongly consistent) before anyone is told it does not exist.
+A stored document that no longer parses affects only itself: it is skipped with a warning, and
+`invalid()` reports it. A NodeClass item carries a `version` that every apply of a NodePool
+naming it bumps, so a delete conditioned on the version it checked cannot race such an apply.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -18,9 +26,32 @@ from capacity_launcher.adapters.dynamodb import (
     to_item,
 )
 from capacity_launcher.domain.config import NodeClass, NodePool, parse_document, to_document
-from capacity_launcher.domain.errors import ConfigConflict, NotFound
+from capacity_launcher.domain.errors import (
+    CapacityLauncherError,
+    ConfigConflict,
+    NotFound,
+    StoredDocumentInvalid,
+)
+from capacity_launcher.observability import logger
 
 Kind = Literal["NodeClass", "NodePool"]
+# A delete that keeps meeting concurrent applies gives up and says so (the user retries).
+_DELETE_TRIES = 3
+
+
+@dataclass(frozen=True)
+class InvalidDocument:
+    """A stored document that does not parse any more (a model rule changed, a hand edit)."""
+
+    kind: str
+    name: str
+    reason: str
+
+
+@dataclass
+class _Listing:
+    documents: dict[str, Any] = field(default_factory=dict)
+    invalid: dict[str, InvalidDocument] = field(default_factory=dict)
 
 
 class ConfigStore:
@@ -29,36 +60,46 @@ class ConfigStore:
     ) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
-        self._cache: TtlCache[list[Any]] = TtlCache(cache_seconds)
+        self._cache: TtlCache[_Listing] = TtlCache(cache_seconds)
 
     def apply(self, document: NodeClass | NodePool) -> None:
         """Create or replace a document; a NodePool must name an existing NodeClass."""
         kind: Kind = document.kind
-        item = to_item(
-            {
-                "pk": kind,
-                "sk": document.metadata.name,
-                "document": json.dumps(to_document(document), sort_keys=True),
-                "updatedAt": datetime.now(UTC).isoformat(),
-            }
-        )
+        now = datetime.now(UTC).isoformat()
+        body = json.dumps(to_document(document), sort_keys=True)
         try:
             if isinstance(document, NodePool):
                 ref = document.spec.node_class_ref
+                item = {
+                    "pk": kind,
+                    "sk": document.metadata.name,
+                    "document": body,
+                    "updatedAt": now,
+                }
                 self._db.transact_write_items(
                     TransactItems=[
                         {
-                            "ConditionCheck": {
+                            # Bumping the class's version makes a concurrent delete of it fail.
+                            "Update": {
                                 "TableName": self._table,
                                 "Key": key("NodeClass", ref),
+                                "UpdateExpression": "ADD version :one",
                                 "ConditionExpression": "attribute_exists(pk)",
+                                "ExpressionAttributeValues": {":one": {"N": "1"}},
                             }
                         },
-                        {"Put": {"TableName": self._table, "Item": item}},
+                        {"Put": {"TableName": self._table, "Item": to_item(item)}},
                     ]
                 )
             else:
-                self._db.put_item(TableName=self._table, Item=item)
+                # An update, not a put: the version must survive a re-apply of the class.
+                self._db.update_item(
+                    TableName=self._table,
+                    Key=key(kind, document.metadata.name),
+                    UpdateExpression="SET #document = :document, updatedAt = :now ADD version :one",
+                    ExpressionAttributeNames={"#document": "document"},
+                    ExpressionAttributeValues=to_item({":document": body, ":now": now, ":one": 1}),
+                )
         except ClientError as error:
             if is_condition_failure(error):
                 raise ConfigConflict(
@@ -78,46 +119,47 @@ class ConfigStore:
         assert isinstance(document, NodePool)
         return document
 
-    def node_pools(self) -> list[NodePool]:
-        return [d for d in self._cached_list("NodePool") if isinstance(d, NodePool)]
+    def node_pools(self, *, fresh: bool = False) -> list[NodePool]:
+        """Every valid NodePool; `fresh` reads the table instead of the container's copy."""
+        listing = self._listing("NodePool", fresh)
+        return [d for d in listing.documents.values() if isinstance(d, NodePool)]
 
-    def node_classes(self) -> list[NodeClass]:
-        return [d for d in self._cached_list("NodeClass") if isinstance(d, NodeClass)]
+    def node_classes(self, *, fresh: bool = False) -> list[NodeClass]:
+        listing = self._listing("NodeClass", fresh)
+        return [d for d in listing.documents.values() if isinstance(d, NodeClass)]
+
+    def invalid(self) -> list[InvalidDocument]:
+        """Stored documents that no longer parse, read now (for operators)."""
+        found = [*self._read_all("NodeClass").invalid.values()]
+        found += self._read_all("NodePool").invalid.values()
+        return found
 
     def delete(self, kind: Kind, name: str) -> None:
         if kind == "NodeClass":
-            users = [
-                p.metadata.name
-                for p in self._list("NodePool")
-                if isinstance(p, NodePool) and p.spec.node_class_ref == name
-            ]
-            if users:
-                raise ConfigConflict(
-                    f"NodeClass {name} is used by NodePool(s) {', '.join(sorted(users))}; "
-                    "delete them first"
-                )
-        try:
-            self._db.delete_item(
-                TableName=self._table,
-                Key=key(kind, name),
-                ConditionExpression="attribute_exists(pk)",
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                raise NotFound(kind, name) from error
-            raise_for("DeleteItem", error)
+            self._delete_class(name)
+        else:
+            self._delete_item(kind, name, None)
         self._cache.invalidate()
 
+    # -- reading -----------------------------------------------------------------------------
+
     def _get(self, kind: Kind, name: str) -> NodeClass | NodePool:
-        for document in self._cached_list(kind):
-            if document.metadata.name == name:
-                return document  # type: ignore[no-any-return]
-        raise NotFound(kind, name)
+        document = self._listing(kind, fresh=False).documents.get(name)
+        if document is not None:
+            return document  # type: ignore[no-any-return]
+        # Not in this container's copy: it may have been applied since. Ask the table.
+        item = self._read_one(kind, name)
+        if item is None:
+            raise NotFound(kind, name)
+        self._cache.invalidate(kind)
+        return self._parse(kind, item)
 
-    def _cached_list(self, kind: Kind) -> list[Any]:
-        return self._cache.get_or_load(kind, lambda: self._list(kind))
+    def _listing(self, kind: Kind, fresh: bool) -> _Listing:
+        if fresh:
+            self._cache.invalidate(kind)
+        return self._cache.get_or_load(kind, lambda: self._read_all(kind))
 
-    def _list(self, kind: Kind) -> list[NodeClass | NodePool]:
+    def _read_all(self, kind: Kind) -> _Listing:
         try:
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
@@ -129,4 +171,106 @@ class ConfigStore:
         except ClientError as error:
             raise_for("Query", error)
             raise
-        return [parse_document(json.loads(i["document"])) for i in items]
+        listing = _Listing()
+        for item in items:
+            try:
+                listing.documents[str(item["sk"])] = self._parse(kind, item)
+            except StoredDocumentInvalid as invalid:
+                listing.invalid[invalid.name] = InvalidDocument(kind, invalid.name, invalid.reason)
+        return listing
+
+    def _read_one(self, kind: Kind, name: str) -> dict[str, Any] | None:
+        try:
+            item = self._db.get_item(
+                TableName=self._table, Key=key(kind, name), ConsistentRead=True
+            ).get("Item")
+        except ClientError as error:
+            raise_for("GetItem", error)
+            raise
+        return from_item(item) if item else None
+
+    @staticmethod
+    def _parse(kind: Kind, item: dict[str, Any]) -> NodeClass | NodePool:
+        name = str(item.get("sk", ""))
+        try:
+            document = parse_document(json.loads(item["document"]))
+            if document.kind != kind or document.metadata.name != name:
+                raise ValueError(f"stored as {kind} {name} but is {document.kind} {document.name}")
+        except (CapacityLauncherError, KeyError, TypeError, ValueError) as error:
+            reason = str(error) or type(error).__name__
+            logger.warning(
+                "stored document does not parse: skipped",
+                extra={"kind": kind, "documentName": name, "reason": reason},
+            )
+            raise StoredDocumentInvalid(kind, name, reason) from error
+        return document
+
+    # -- deleting ----------------------------------------------------------------------------
+
+    def _delete_class(self, name: str) -> None:
+        for _ in range(_DELETE_TRIES):
+            item = self._read_one("NodeClass", name)
+            if item is None:
+                raise NotFound("NodeClass", name)
+            version = int(item.get("version", 0))
+            # Read after the version: an apply naming the class in between changes the version.
+            users = sorted(
+                str(pool["sk"]) for pool in self._pool_items() if _node_class_ref(pool) == name
+            )
+            if users:
+                raise ConfigConflict(
+                    f"NodeClass {name} is used by NodePool(s) {', '.join(users)}; delete them first"
+                )
+            if self._delete_item("NodeClass", name, version):
+                return
+        raise ConfigConflict(
+            f"NodeClass {name} kept changing while it was being deleted; try again"
+        )
+
+    def _pool_items(self) -> list[dict[str, Any]]:
+        try:
+            pages = self._db.get_paginator("query").paginate(
+                TableName=self._table,
+                KeyConditionExpression="pk = :kind",
+                ExpressionAttributeValues={":kind": {"S": "NodePool"}},
+                ConsistentRead=True,
+            )
+            return [from_item(i) for page in pages for i in page["Items"]]
+        except ClientError as error:
+            raise_for("Query", error)
+            raise
+
+    def _delete_item(self, kind: Kind, name: str, version: int | None) -> bool:
+        """Delete if present (NotFound if not); with `version`, only if it is still that one
+        (False when it changed)."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": key(kind, name),
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+        if version is not None:
+            request["ConditionExpression"] = (
+                "attribute_exists(pk) AND (version = :version OR attribute_not_exists(version))"
+                if version == 0
+                else "attribute_exists(pk) AND version = :version"
+            )
+            request["ExpressionAttributeValues"] = {":version": {"N": str(version)}}
+        try:
+            self._db.delete_item(**request)
+        except ClientError as error:
+            if is_condition_failure(error):
+                if version is not None and self._read_one(kind, name) is not None:
+                    return False
+                raise NotFound(kind, name) from error
+            raise_for("DeleteItem", error)
+        return True
+
+
+def _node_class_ref(pool_item: dict[str, Any]) -> str | None:
+    """The class a stored pool names, read from the raw document so a pool that no longer
+    parses still protects its class."""
+    try:
+        ref = json.loads(pool_item["document"]).get("spec", {}).get("nodeClassRef")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return ref if isinstance(ref, str) else None

@@ -9,8 +9,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from capacity_launcher.adapters.aws import error_code
-from capacity_launcher.domain.errors import ErrorKind, Throttled, classify
+from capacity_launcher.adapters.aws import cancellation_reasons, error_code
+from capacity_launcher.domain.errors import classify, retryable_error
 
 _BATCH_GET_LIMIT = 100
 _serializer = TypeSerializer()
@@ -58,10 +58,12 @@ def is_condition_failure(error: ClientError) -> bool:
 
 
 def raise_for(operation: str, error: ClientError) -> None:
-    """Throttling becomes Throttled (the message goes back to the queue); the rest propagates."""
+    """Throttling and transient faults (conflicts too) that outlasted the client's retries become
+    Throttled / Transient (the message goes back to the queue); the rest propagates."""
     code = error_code(error)
-    if classify(code) is ErrorKind.THROTTLING:
-        raise Throttled(operation, code) from error
+    kind = classify(code, cancellation_reasons(error))
+    if kind.retryable:
+        raise retryable_error(operation, code, kind) from error
     raise error
 
 

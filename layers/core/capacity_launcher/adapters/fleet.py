@@ -1,21 +1,53 @@
-"""EC2 Fleet (instant): launching, describing where instances landed, and terminating them."""
+"""EC2 Fleet (instant): launching, describing where instances landed, and terminating them.
+
+EC2 is eventually consistent ("Eventual consistency in the Amazon EC2 API"): ids CreateFleet
+just returned can be unknown to DescribeInstances, CreateTags and TerminateInstances for a
+while. Those calls wait for fresh ids with bounded, jittered backoff, and a description that
+never comes falls back to what the CreateFleet answer said.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, error_code, error_message
-from capacity_launcher.domain.errors import ErrorKind, LaunchFailed, Throttled, classify
+from capacity_launcher.domain.errors import LaunchFailed, classify, retryable_error
 from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
-from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType
+from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
+from capacity_launcher.observability import logger
+
+INSTANCE_NOT_FOUND = "InvalidInstanceID.NotFound"
+# Waits before each new try on ids EC2 does not know yet: ~8 s in all, then give up.
+VISIBILITY_BACKOFF_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
+# DescribeInstances takes at most 200 values per filter.
+_MAX_FILTER_VALUES = 200
+# Facts kept for instances never described (a long-lived container must not grow without end).
+_MAX_REMEMBERED = 10_000
+_T = TypeVar("_T")
+
+
+def pause(seconds: float) -> None:
+    """How the adapter waits (tests replace it to move an emulated clock instead)."""
+    time.sleep(seconds)
+
+
+def _jittered(delay: float) -> float:
+    # Equal jitter: workers that launched together do not retry in lockstep.
+    return delay / 2 + random.uniform(0, delay / 2)
 
 
 class Fleet:
     def __init__(self, ec2: Any | None = None) -> None:
         self._ec2 = ec2 or client("ec2")
+        self._lock = threading.Lock()
+        # What CreateFleet said about each instance, until DescribeInstances confirms it.
+        self._launched: dict[str, InstanceLanding] = {}
 
     def create(self, request: Mapping[str, Any]) -> FleetResult:
         """CreateFleet with the exact input given (replayable: same ClientToken, same answer)."""
@@ -23,52 +55,98 @@ class Fleet:
             response = self._ec2.create_fleet(**request)
         except ClientError as error:
             raise _domain_error("CreateFleet", error) from error
-        instance_ids = tuple(
-            instance_id
-            for group in response.get("Instances", [])
-            for instance_id in group.get("InstanceIds", [])
-        )
+        launched = [
+            landing for group in response.get("Instances", []) for landing in _fleet_facts(group)
+        ]
+        with self._lock:
+            self._launched.update({x.instance_id: x for x in launched})
+            while len(self._launched) > _MAX_REMEMBERED:
+                del self._launched[next(iter(self._launched))]
         errors = tuple(_fleet_error(e) for e in response.get("Errors", []))
-        return FleetResult(response.get("FleetId"), instance_ids, errors)
+        return FleetResult(response.get("FleetId"), tuple(x.instance_id for x in launched), errors)
 
     def describe(self, instance_ids: Sequence[str]) -> list[InstanceLanding]:
+        """Where each instance is, in the order given; ids EC2 still does not know after the
+        backoff are reported from the CreateFleet answer (reservation unknown), or left out."""
         if not instance_ids:
             return []
+        found = self._describe_visible(instance_ids)
+        for delay in VISIBILITY_BACKOFF_SECONDS:
+            missing = [i for i in instance_ids if i not in found]
+            if not missing:
+                break
+            pause(_jittered(delay))
+            found.update(self._describe_visible(missing))
+        with self._lock:
+            for instance_id in instance_ids:
+                fact = self._launched.pop(instance_id, None)
+                if instance_id not in found and fact is not None:
+                    logger.warning(
+                        "DescribeInstances does not know a launched instance yet; "
+                        "using the CreateFleet answer",
+                        extra={"instance_id": instance_id},
+                    )
+                    found[instance_id] = fact
+        return [found[i] for i in instance_ids if i in found]
+
+    def _describe_visible(self, instance_ids: Sequence[str]) -> dict[str, InstanceLanding]:
+        # A filter, unlike InstanceIds, lists what EC2 knows instead of failing on a fresh id.
+        found: dict[str, InstanceLanding] = {}
+        paginator = self._ec2.get_paginator("describe_instances")
         try:
-            pages = self._ec2.get_paginator("describe_instances").paginate(
-                InstanceIds=list(instance_ids)
-            )
-            instances = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+            for start in range(0, len(instance_ids), _MAX_FILTER_VALUES):
+                chunk = list(instance_ids[start : start + _MAX_FILTER_VALUES])
+                pages = paginator.paginate(Filters=[{"Name": "instance-id", "Values": chunk}])
+                for page in pages:
+                    for reservation in page["Reservations"]:
+                        for raw in reservation["Instances"]:
+                            found[raw["InstanceId"]] = _landing(raw)
         except ClientError as error:
             raise _domain_error("DescribeInstances", error) from error
-        return [_landing(i) for i in instances]
+        return found
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
+        """Terminates, waiting out EC2's delay on fresh ids; raises if they stay unknown."""
         if not instance_ids:
             return
-        try:
-            self._ec2.terminate_instances(InstanceIds=list(instance_ids))
-        except ClientError as error:
-            raise _domain_error("TerminateInstances", error) from error
+        self._on_known_instances(
+            "TerminateInstances",
+            lambda: self._ec2.terminate_instances(InstanceIds=list(instance_ids)),
+        )
 
     def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> None:
+        """Tags, waiting out EC2's delay on fresh ids. Ids still unknown after the backoff are
+        logged and left with the fleet's tags: a launched group is never handed back for it."""
         try:
-            self._ec2.create_tags(
-                Resources=list(instance_ids),
-                Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())],
+            self._on_known_instances(
+                "CreateTags",
+                lambda: self._ec2.create_tags(
+                    Resources=list(instance_ids),
+                    Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())],
+                ),
             )
-        except ClientError as error:
-            raise _domain_error("CreateTags", error) from error
+        except LaunchFailed as error:
+            if error.code != INSTANCE_NOT_FOUND:
+                raise
+            logger.warning(
+                "instances still unknown to EC2; request tags not applied",
+                extra={"instance_ids": list(instance_ids), "reason": error.reason},
+            )
+
+    def _on_known_instances(self, operation: str, call: Callable[[], _T]) -> _T:
+        for delay in (*VISIBILITY_BACKOFF_SECONDS, None):
+            try:
+                return call()
+            except ClientError as error:
+                if error_code(error) != INSTANCE_NOT_FOUND or delay is None:
+                    raise _domain_error(operation, error) from error
+            pause(_jittered(delay))
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def find_managed(self, tag_filters: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        """Instances tagged `capacity-launcher:managed=true` that are not terminated."""
-        filters = [
-            {"Name": "tag:capacity-launcher:managed", "Values": ["true"]},
-            {
-                "Name": "instance-state-name",
-                "Values": ["pending", "running", "stopping", "stopped"],
-            },
-        ]
+        """Instances tagged `capacity-launcher:managed=true`, terminated ones too (EC2 lists them
+        for about an hour: reconciliation then knows they are gone, not described late)."""
+        filters = [{"Name": "tag:capacity-launcher:managed", "Values": ["true"]}]
         filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in (tag_filters or {}).items()]
         try:
             pages = self._ec2.get_paginator("describe_instances").paginate(Filters=filters)
@@ -86,6 +164,24 @@ def _fleet_error(raw: Mapping[str, Any]) -> FleetError:
         zone=overrides.get("AvailabilityZone"),
         subnet_id=overrides.get("SubnetId"),
     )
+
+
+def _fleet_facts(group: Mapping[str, Any]) -> list[InstanceLanding]:
+    """What one CreateFleet `Instances` entry says: type, zone (from the override), lifecycle.
+    It cannot say which reservation, if any, an instance landed in."""
+    overrides = group.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
+    capacity_type: CapacityType = SPOT if group.get("Lifecycle") == "spot" else ON_DEMAND
+    return [
+        InstanceLanding(
+            instance_id=instance_id,
+            instance_type=str(group.get("InstanceType") or overrides.get("InstanceType", "")),
+            zone=str(overrides.get("AvailabilityZone", "")),
+            capacity_type=capacity_type,
+            capacity_reservation_id=None,
+            state="pending",
+        )
+        for instance_id in group.get("InstanceIds", [])
+    ]
 
 
 def _landing(raw: Mapping[str, Any]) -> InstanceLanding:
@@ -107,6 +203,7 @@ def _landing(raw: Mapping[str, Any]) -> InstanceLanding:
 
 def _domain_error(operation: str, error: ClientError) -> Exception:
     code = error_code(error)
-    if classify(code) is ErrorKind.THROTTLING:
-        return Throttled(operation, code)
+    kind = classify(code)
+    if kind.retryable:
+        return retryable_error(operation, code, kind)
     return LaunchFailed(code, error_message(error))

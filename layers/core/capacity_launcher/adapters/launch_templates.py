@@ -13,8 +13,9 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, error_code, error_message
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.errors import refused_by_aws
 from capacity_launcher.domain.planning import ReservedTarget
+from capacity_launcher.domain.platforms import reservation_platform
 from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
 
 
@@ -44,8 +45,14 @@ def reservation_specification(
 
 
 def template_data(
-    node_class: NodeClass, image_id: str, reservation_spec: Mapping[str, Any]
+    node_class: NodeClass,
+    image_id: str,
+    reservation_spec: Mapping[str, Any],
+    *,
+    spot: bool = False,
 ) -> dict[str, Any]:
+    """Launch template data; a spot template also tags the spot request EC2 makes for each
+    instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can)."""
     spec = node_class.spec
     tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class).items())]
     data: dict[str, Any] = {
@@ -59,6 +66,9 @@ def template_data(
             {"ResourceType": "network-interface", "Tags": tags},
         ],
     }
+    if spot:
+        # The policy lets RunInstances/CreateFleet create spot requests only carrying our tag.
+        data["TagSpecifications"].append({"ResourceType": "spot-instances-request", "Tags": tags})
     if spec.instance_profile:
         data["IamInstanceProfile"] = {"Name": spec.instance_profile}
     if spec.user_data:
@@ -78,6 +88,7 @@ class LaunchTemplates:
         self._ec2 = ec2 or client("ec2")
         self._ssm = ssm
         self._known: set[str] = set()
+        self._platforms: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def specification(
@@ -85,8 +96,10 @@ class LaunchTemplates:
     ) -> dict[str, Any]:
         return reservation_specification(node_class, target, spot=spot)
 
-    def ensure(self, node_class: NodeClass, reservation_spec: Mapping[str, Any]) -> str:
-        data = template_data(node_class, self._image_id(node_class), reservation_spec)
+    def ensure(
+        self, node_class: NodeClass, reservation_spec: Mapping[str, Any], *, spot: bool = False
+    ) -> str:
+        data = template_data(node_class, self._image_id(node_class), reservation_spec, spot=spot)
         name = template_name(node_class.metadata.name, data)
         with self._lock:
             if name in self._known:
@@ -104,10 +117,38 @@ class LaunchTemplates:
         except ClientError as error:
             code = error_code(error)
             if code not in ("InvalidLaunchTemplateName.AlreadyExistsException",):
-                raise LaunchFailed(code, error_message(error)) from error
+                raise refused_by_aws(
+                    "CreateLaunchTemplate", code, error_message(error), node_class
+                ) from error
         with self._lock:
             self._known.add(name)
         return name
+
+    def image_platform(self, node_class: NodeClass) -> str | None:
+        """The reservation platform of the NodeClass's image (DescribeImages PlatformDetails and
+        UsageOperation); None when EC2 does not know the image (CreateFleet then says why)."""
+        image_id = self._image_id(node_class)
+        with self._lock:
+            if image_id in self._platforms:
+                return self._platforms[image_id]
+        try:
+            images = self._ec2.describe_images(ImageIds=[image_id])["Images"]
+        except ClientError as error:
+            code = error_code(error)
+            if not code.startswith("InvalidAMIID."):
+                raise refused_by_aws(
+                    "DescribeImages", code, error_message(error), node_class, "spec.imageId"
+                ) from error
+            images = []
+        platform = (
+            reservation_platform(images[0].get("PlatformDetails"), images[0].get("UsageOperation"))
+            if images
+            else None
+        )
+        with self._lock:
+            # An AMI's platform never changes: remember it for the container's life.
+            self._platforms[image_id] = platform
+        return platform
 
     def _image_id(self, node_class: NodeClass) -> str:
         spec = node_class.spec
@@ -118,5 +159,11 @@ class LaunchTemplates:
         try:
             value = ssm.get_parameter(Name=spec.image_ssm_parameter)["Parameter"]["Value"]
         except ClientError as error:
-            raise LaunchFailed(error_code(error), error_message(error)) from error
+            raise refused_by_aws(
+                "GetParameter",
+                error_code(error),
+                error_message(error),
+                node_class,
+                "spec.imageSsmParameter",
+            ) from error
         return str(value)

@@ -1,14 +1,19 @@
-"""Pool usage and limit leases, kept exact with conditional DynamoDB transactions.
+"""Pool usage, limit leases and per-instance membership, kept exact with DynamoDB transactions.
 
 A worker leases `count x largest candidate` before launching (a conditional update that fails
-rather than overrun), and settles the lease to what really launched. A lease that outlives its
-worker expires; the reservation sync reclaims it. Terminations release usage.
+rather than overrun), and settles the lease into one member item per instance that launched. A
+lease that outlives its worker expires; the reservation sync reclaims it.
+
+Usage is only ever changed in the same transaction as the item that explains the change (a lease
+put, settled or reclaimed; a member put or deleted under a condition), so usage always equals the
+unsettled leases plus the members of the pool, and no instance is counted or released twice,
+whichever writer (launcher, instance events, reconciliation) gets there first.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -23,6 +28,7 @@ from capacity_launcher.adapters.dynamodb import (
     raise_for,
     to_item,
 )
+from capacity_launcher.adapters.launch_records import instance_pk
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -35,10 +41,22 @@ from capacity_launcher.domain.quantities import (
 
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"
+MEMBER_PREFIX = "Member#"
 # How long a settled lease is kept as proof of settlement (longer than any redelivery).
 SETTLED_MARKER_SECONDS = 7 * 24 * 3600
+INSTANCE_SK = "Instance"
 _ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
 _RESERVE_TRIES = 3
+# Member puts per transaction (DynamoDB allows 100 actions: the rest is usage and the lease).
+_MEMBERS_PER_TRANSACTION = 98
+_SETTLE_TRIES = 3
+
+
+class LeaseNotSettled(RuntimeError):
+    """Settling kept meeting concurrent writers; the message goes back and the retry settles."""
+
+    def __init__(self, pool: str, lease_id: str) -> None:
+        super().__init__(f"lease {lease_id} of node pool {pool} could not be settled")
 
 
 def limits_pk(pool: str) -> str:
@@ -53,6 +71,25 @@ class Lease:
     amount: Resources
     expires_at: int
     settled: bool = False
+
+
+@dataclass(frozen=True)
+class Member:
+    """One instance counted in its pool's usage, with the amount it was counted for."""
+
+    pool: str
+    instance_id: str
+    amount: Resources
+    counted_at: int
+
+
+@dataclass(frozen=True)
+class Recount:
+    """What an absolute recompute of a pool's usage found (and wrote, if `repaired`)."""
+
+    stored: Resources
+    recomputed: Resources
+    repaired: bool
 
 
 class PoolLimitsStore:
@@ -106,61 +143,166 @@ class PoolLimitsStore:
                 return 0
         return 0
 
-    def settle(self, pool: str, lease_id: str, actual: Resources) -> None:
-        """Turn the lease into usage of exactly `actual`, once (a retry after a crash is a no-op).
+    @property
+    def lease_seconds(self) -> int:
+        return self._lease_seconds
+
+    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
+        """Turn the lease into one member per instance launched (id -> amount), exactly once.
 
         The settled lease stays behind as a marker until the table's TTL removes it, so a
-        redelivered request can never lease, or count, the same instances twice.
+        redelivered request can never lease, or count, the same instances twice. Members that
+        exist already (counted by reconciliation after the lease was reclaimed, or by an earlier
+        try that crashed between chunks) are left as they are.
         """
-        lease = self.lease(pool, lease_id)
-        if lease is not None and lease.settled:
-            return
-        delta = actual if lease is None else actual - lease.amount
-        marker: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": key(limits_pk(pool), LEASE_PREFIX + lease_id),
-            "UpdateExpression": "SET settled = :true, #ttl = :ttl",
-            "ConditionExpression": "attribute_not_exists(settled)",
-            "ExpressionAttributeNames": {"#ttl": "ttl"},
-            "ExpressionAttributeValues": {
-                ":true": {"BOOL": True},
-                ":ttl": {"N": str(int(self._clock()) + SETTLED_MARKER_SECONDS)},
-            },
-        }
-        if lease is None:
-            # Reclaimed while we launched: its amount already left usage; record ours afresh.
-            marker["UpdateExpression"] += ", #count = :count"
-            marker["ExpressionAttributeNames"]["#count"] = "count"
-            marker["ExpressionAttributeValues"][":count"] = {"N": str(actual.instances)}
+        pending = dict(members)
+        for _ in range(_SETTLE_TRIES):
+            lease = self.lease(pool, lease_id)
+            if lease is not None and lease.settled:
+                return
+            ids = sorted(pending)
+            size = _MEMBERS_PER_TRANSACTION
+            chunks = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
+            try:
+                for chunk in chunks[:-1]:
+                    amount = _total(pending[i] for i in chunk)
+                    puts = self._member_puts(pool, chunk, pending)
+                    self._transact([*puts, {"Update": self._add_update(pool, amount)}])
+                    for instance_id in chunk:
+                        pending.pop(instance_id)
+                amount = _total(pending[i] for i in chunks[-1])
+                if lease is not None:
+                    amount = amount - lease.amount
+                self._transact(
+                    [
+                        *self._member_puts(pool, chunks[-1], pending),
+                        {"Update": self._add_update(pool, amount)},
+                        {"Update": self._settled_marker(pool, lease_id, lease, len(members))},
+                    ]
+                )
+                return
+            except ClientError as error:
+                if not is_condition_failure(error):
+                    raise_for("TransactWriteItems", error)
+                counted = {m.instance_id for m in self.members(pool)}
+                pending = {i: r for i, r in pending.items() if i not in counted}
+        raise LeaseNotSettled(pool, lease_id)
+
+    def count(
+        self, pool: str, instance_id: str, amount: Resources, *, unless_released: bool = False
+    ) -> bool:
+        """Count one instance in its pool's usage; False if it is counted already.
+
+        With `unless_released`, also False if its instance item records a stop or termination
+        (so a writer that saw the instance running before the event cannot count it back).
+        """
+        items = self._member_puts(pool, [instance_id], {instance_id: amount})
+        items.append({"Update": self._add_update(pool, amount)})
+        if unless_released:
+            items.append(
+                {
+                    "ConditionCheck": {
+                        "TableName": self._table,
+                        "Key": key(instance_pk(instance_id), INSTANCE_SK),
+                        "ConditionExpression": (
+                            "attribute_exists(pk) AND attribute_not_exists(releasedAt)"
+                        ),
+                    }
+                }
+            )
         try:
-            self._db.transact_write_items(
-                TransactItems=[{"Update": self._add_update(pool, delta)}, {"Update": marker}]
+            self._transact(items)
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise_for("TransactWriteItems", error)
+        return True
+
+    def uncount(self, member: Member) -> bool:
+        """Take one counted instance out of its pool's usage; False if it was taken out before."""
+        try:
+            self._transact(
+                [
+                    {
+                        "Delete": {
+                            "TableName": self._table,
+                            "Key": key(limits_pk(member.pool), MEMBER_PREFIX + member.instance_id),
+                            "ConditionExpression": "attribute_exists(sk)",
+                        }
+                    },
+                    {"Update": self._add_update(member.pool, Resources.ZERO - member.amount)},
+                ]
             )
         except ClientError as error:
-            if not is_condition_failure(error):
-                raise_for("TransactWriteItems", error)
+            if is_condition_failure(error):
+                return False
+            raise_for("TransactWriteItems", error)
+        return True
 
-    def release(self, pool: str, amount: Resources) -> None:
-        """Usage freed by instances that stopped or terminated."""
-        self._add(pool, Resources.ZERO - amount)
+    def uncount_instance(self, pool: str, instance_id: str) -> bool:
+        """`uncount` by id, for the amount the instance was counted for."""
+        member = self.member(pool, instance_id)
+        return member is not None and self.uncount(member)
 
-    def usage(self, pool: str) -> Resources:
+    def member(self, pool: str, instance_id: str) -> Member | None:
         try:
             item = self._db.get_item(
-                TableName=self._table, Key=key(limits_pk(pool), USAGE), ConsistentRead=True
+                TableName=self._table,
+                Key=key(limits_pk(pool), MEMBER_PREFIX + instance_id),
+                ConsistentRead=True,
             ).get("Item")
         except ClientError as error:
             raise_for("GetItem", error)
             raise
-        return _resources(from_item(item)) if item else Resources.ZERO
+        return _member(from_item(item)) if item else None
 
-    def set_usage(self, pool: str, usage: Resources) -> None:
-        """Reconciliation: usage recomputed from the instances that exist, plus live leases."""
-        values = {"pk": limits_pk(pool), "sk": USAGE, **_attributes(usage)}
-        try:
-            self._db.put_item(TableName=self._table, Item=to_item(values))
-        except ClientError as error:
-            raise_for("PutItem", error)
+    def members(self, pool: str) -> list[Member]:
+        """Every instance counted in the pool's usage (one Query of the pool's partition)."""
+        return [_member(i) for i in self._partition(pool, MEMBER_PREFIX)]
+
+    def usage(self, pool: str) -> Resources:
+        return self._usage_item(pool)[0]
+
+    def recompute(self, pool: str) -> Recount | None:
+        """Set usage to its unsettled leases plus its members, if no writer moved it meanwhile.
+
+        Every usage change bumps `version`; the read of leases and members is bracketed by two
+        reads of it and the write is conditional on it, so a concurrent transaction makes this
+        try again (None after a few tries: the next sync repairs) instead of being overwritten.
+        """
+        for _ in range(_RESERVE_TRIES):
+            stored, version = self._usage_item(pool)
+            recomputed = Resources.ZERO
+            for item in self._partition(pool):
+                sk = str(item["sk"])
+                if sk.startswith(MEMBER_PREFIX) or (
+                    sk.startswith(LEASE_PREFIX) and not item.get("settled")
+                ):
+                    recomputed = recomputed + _resources(item)
+            if self._usage_item(pool)[1] != version:
+                continue
+            if recomputed == stored:
+                return Recount(stored, recomputed, repaired=False)
+            values = {
+                "pk": limits_pk(pool),
+                "sk": USAGE,
+                "version": (version or 0) + 1,
+                **_attributes(recomputed),
+            }
+            condition: dict[str, Any] = {"ExpressionAttributeNames": {"#version": "version"}}
+            if version is None:
+                condition["ConditionExpression"] = "attribute_not_exists(#version)"
+            else:
+                condition["ConditionExpression"] = "#version = :version"
+                condition["ExpressionAttributeValues"] = {":version": {"N": str(version)}}
+            try:
+                self._db.put_item(TableName=self._table, Item=to_item(values), **condition)
+            except ClientError as error:
+                if is_condition_failure(error):
+                    continue
+                raise_for("PutItem", error)
+            return Recount(stored, recomputed, repaired=True)
+        return None
 
     def lease(self, pool: str, lease_id: str) -> Lease | None:
         try:
@@ -195,21 +337,32 @@ class PoolLimitsStore:
 
     def reclaim(self, lease: Lease) -> bool:
         """Give an expired lease's amount back; False if it was settled or reclaimed meanwhile."""
+        return self._drop(lease, expired_only=True)
+
+    def cancel(self, pool: str, lease_id: str) -> bool:
+        """Give back a lease nothing was launched for (its worker stopped on an exception)."""
+        lease = self.lease(pool, lease_id)
+        return lease is not None and not lease.settled and self._drop(lease, expired_only=False)
+
+    def is_settled(self, pool: str, lease_id: str) -> bool:
+        lease = self.lease(pool, lease_id)
+        return lease is not None and lease.settled
+
+    def _drop(self, lease: Lease, *, expired_only: bool) -> bool:
+        condition = "attribute_exists(pk) AND attribute_not_exists(settled)"
+        delete: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": key(limits_pk(lease.pool), LEASE_PREFIX + lease.lease_id),
+            "ConditionExpression": condition,
+        }
+        if expired_only:
+            delete["ConditionExpression"] = condition + " AND expiresAt < :now"
+            delete["ExpressionAttributeValues"] = {":now": {"N": str(int(self._clock()))}}
         try:
-            self._db.transact_write_items(
-                TransactItems=[
+            self._transact(
+                [
                     {"Update": self._add_update(lease.pool, Resources.ZERO - lease.amount)},
-                    {
-                        "Delete": {
-                            "TableName": self._table,
-                            "Key": key(limits_pk(lease.pool), LEASE_PREFIX + lease.lease_id),
-                            "ConditionExpression": (
-                                "attribute_exists(pk) AND attribute_not_exists(settled)"
-                                " AND expiresAt < :now"
-                            ),
-                            "ExpressionAttributeValues": {":now": {"N": str(int(self._clock()))}},
-                        }
-                    },
+                    {"Delete": delete},
                 ]
             )
         except ClientError as error:
@@ -253,21 +406,97 @@ class PoolLimitsStore:
         ]
 
     def _add_update(self, pool: str, amount: Resources) -> dict[str, Any]:
+        """ADD to usage; every change bumps `version` (what `recompute` is conditional on)."""
         names = {f"#{a}": a for a in _ATTRIBUTES.values()}
+        names["#version"] = "version"
         values = {f":{_ATTRIBUTES[d]}": {"N": str(v)} for d, v in amount.amounts().items()}
+        values[":one"] = {"N": "1"}
+        adds = [f"#{a} :{a}" for a in _ATTRIBUTES.values()]
         return {
             "TableName": self._table,
             "Key": key(limits_pk(pool), USAGE),
-            "UpdateExpression": "ADD " + ", ".join(f"#{a} :{a}" for a in _ATTRIBUTES.values()),
+            "UpdateExpression": "ADD " + ", ".join([*adds, "#version :one"]),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
 
-    def _add(self, pool: str, amount: Resources) -> None:
+    def _usage_item(self, pool: str) -> tuple[Resources, int | None]:
         try:
-            self._db.update_item(**self._add_update(pool, amount))
+            item = self._db.get_item(
+                TableName=self._table, Key=key(limits_pk(pool), USAGE), ConsistentRead=True
+            ).get("Item")
         except ClientError as error:
-            raise_for("UpdateItem", error)
+            raise_for("GetItem", error)
+            raise
+        if not item:
+            return Resources.ZERO, None
+        values = from_item(item)
+        version = values.get("version")
+        return _resources(values), None if version is None else int(version)
+
+    def _partition(self, pool: str, prefix: str | None = None) -> list[dict[str, Any]]:
+        condition = "pk = :pk"
+        values = {":pk": {"S": limits_pk(pool)}}
+        if prefix:
+            condition += " AND begins_with(sk, :prefix)"
+            values[":prefix"] = {"S": prefix}
+        try:
+            pages = self._db.get_paginator("query").paginate(
+                TableName=self._table,
+                KeyConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ConsistentRead=True,
+            )
+            return [from_item(i) for page in pages for i in page["Items"]]
+        except ClientError as error:
+            raise_for("Query", error)
+            raise
+
+    def _member_puts(
+        self, pool: str, instance_ids: Sequence[str], amounts: Mapping[str, Resources]
+    ) -> list[dict[str, Any]]:
+        now = int(self._clock())
+        return [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": to_item(
+                        {
+                            "pk": limits_pk(pool),
+                            "sk": MEMBER_PREFIX + instance_id,
+                            "countedAt": now,
+                            **_attributes(amounts[instance_id]),
+                        }
+                    ),
+                    "ConditionExpression": "attribute_not_exists(sk)",
+                }
+            }
+            for instance_id in instance_ids
+        ]
+
+    def _settled_marker(
+        self, pool: str, lease_id: str, lease: Lease | None, count: int
+    ) -> dict[str, Any]:
+        marker: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": key(limits_pk(pool), LEASE_PREFIX + lease_id),
+            "UpdateExpression": "SET settled = :true, #ttl = :ttl",
+            "ConditionExpression": "attribute_not_exists(settled)",
+            "ExpressionAttributeNames": {"#ttl": "ttl"},
+            "ExpressionAttributeValues": {
+                ":true": {"BOOL": True},
+                ":ttl": {"N": str(int(self._clock()) + SETTLED_MARKER_SECONDS)},
+            },
+        }
+        if lease is None:
+            # Reclaimed while we launched: its amount already left usage; record ours afresh.
+            marker["UpdateExpression"] += ", #count = :count"
+            marker["ExpressionAttributeNames"]["#count"] = "count"
+            marker["ExpressionAttributeValues"][":count"] = {"N": str(count)}
+        return marker
+
+    def _transact(self, items: list[dict[str, Any]]) -> None:
+        self._db.transact_write_items(TransactItems=items)
 
 
 def _attributes(amount: Resources) -> dict[str, Decimal]:
@@ -276,6 +505,22 @@ def _attributes(amount: Resources) -> dict[str, Decimal]:
 
 def _resources(item: dict[str, Any]) -> Resources:
     return Resources.from_amounts({d: item.get(a, 0) for d, a in _ATTRIBUTES.items()})
+
+
+def _total(amounts: Iterable[Resources]) -> Resources:
+    total = Resources.ZERO
+    for amount in amounts:
+        total = total + amount
+    return total
+
+
+def _member(item: dict[str, Any]) -> Member:
+    return Member(
+        pool=str(item["pk"]).removeprefix("Limits#"),
+        instance_id=str(item["sk"]).removeprefix(MEMBER_PREFIX),
+        amount=_resources(item),
+        counted_at=int(item.get("countedAt", 0)),
+    )
 
 
 def _lease(item: dict[str, Any]) -> Lease:

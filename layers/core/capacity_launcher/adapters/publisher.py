@@ -14,7 +14,13 @@ from capacity_launcher.adapters.dynamodb import raise_for
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.status import EVENT_SOURCE
 
+# PutEvents: at most 10 entries and 256 KB per call, sized as EventBridge documents ("Calculating
+# PutEvents event entry size": Source, DetailType, Detail and each Resources entry, in UTF-8).
 _PUT_EVENTS_LIMIT = 10
+MAX_REQUEST_BYTES = 256 * 1024
+# A status detail too large alone loses unavailable offerings (diagnostic; the stored record keeps
+# them) and says so in `errors`, so the event keeps the contract's shape and every instance.
+DETAIL_TRUNCATED = "DetailTruncated"
 
 
 class PublishFailed(CapacityLauncherError):
@@ -38,14 +44,13 @@ class Publisher:
             {
                 "Source": EVENT_SOURCE,
                 "DetailType": e.detail_type,
-                "Detail": json.dumps(e.detail, sort_keys=True, default=str),
+                "Detail": json.dumps(_fitted(e), sort_keys=True, default=str),
                 "EventBusName": self._bus,
                 "Resources": list(e.resources),
             }
             for e in events
         ]
-        for start in range(0, len(entries), _PUT_EVENTS_LIMIT):
-            chunk = entries[start : start + _PUT_EVENTS_LIMIT]
+        for chunk in _batches(entries):
             try:
                 response = self._events.put_events(Entries=chunk)
             except ClientError as error:
@@ -57,3 +62,57 @@ class Publisher:
                 raise PublishFailed(
                     f"PutEvents refused {response['FailedEntryCount']} entries: {codes}"
                 )
+
+
+def entry_size(entry: Mapping[str, Any]) -> int:
+    """An entry's size as EventBridge counts it against the 256 KB limit."""
+    parts = [entry["Source"], entry["DetailType"], entry["Detail"], *entry.get("Resources", ())]
+    return sum(len(str(part).encode()) for part in parts)
+
+
+def _batches(entries: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """Consecutive groups of at most 10 entries and 256 KB each."""
+    batches: list[list[Mapping[str, Any]]] = []
+    size = 0
+    for entry in entries:
+        grown = size + entry_size(entry)
+        if not batches or len(batches[-1]) == _PUT_EVENTS_LIMIT or grown > MAX_REQUEST_BYTES:
+            batches.append([])
+            grown = entry_size(entry)
+        batches[-1].append(entry)
+        size = grown
+    return batches
+
+
+def _fitted(event: Event) -> Mapping[str, Any]:
+    """The detail, or, when it cannot fit one PutEvents call, the detail without the unavailable
+    offerings that do not fit (the stored record keeps them all), saying so in `errors`."""
+    detail = event.detail
+    overhead = len(EVENT_SOURCE) + len(event.detail_type.encode())
+    overhead += sum(len(r.encode()) for r in event.resources)
+
+    def size(candidate: Mapping[str, Any]) -> int:
+        return overhead + len(json.dumps(candidate, sort_keys=True, default=str).encode())
+
+    offerings = detail.get("unavailableOfferings")
+    if size(detail) <= MAX_REQUEST_BYTES or not isinstance(offerings, list):
+        return detail
+
+    def trimmed(kept: int) -> Mapping[str, Any]:
+        note = {
+            "code": DETAIL_TRUNCATED,
+            "message": f"{len(offerings) - kept} of {len(offerings)} unavailable offerings left "
+            "out of this event to fit EventBridge's 256 KB; the request record has them all",
+        }
+        errors = [*detail.get("errors", []), note]
+        return {**detail, "unavailableOfferings": offerings[:kept], "errors": errors}
+
+    # The most offerings that fit. With none it fits: 500 instances take about 100 KB.
+    low, high = 0, len(offerings) - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if size(trimmed(middle)) <= MAX_REQUEST_BYTES:
+            low = middle
+        else:
+            high = middle - 1
+    return trimmed(low)

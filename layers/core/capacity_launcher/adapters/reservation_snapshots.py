@@ -33,6 +33,7 @@ from capacity_launcher.domain.config import (
 )
 from capacity_launcher.domain.offerings import ReservationSnapshot
 from capacity_launcher.domain.planning import ReservationSource, ReservedTarget
+from capacity_launcher.observability import logger
 
 PARTITION = "Reservation"
 RESERVATION_PREFIX = "cr-"
@@ -56,6 +57,14 @@ class StoredReservation:
     synced_at: datetime | None = None
     # Bumped by every launcher write, so a sync never overwrites what it has not seen.
     version: int = 0
+
+
+@dataclass(frozen=True)
+class InvalidSnapshot:
+    """A stored snapshot that does not parse: left out of every read, reported to operators."""
+
+    reservation_id: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -131,10 +140,14 @@ class ReservationSnapshots:
         needed = needed_coverage(node_class)
         if not needed:
             return []
-        stored, coverage = self.read()
+        stored, coverage, invalid = self._read()
         snapshots = {k: s.snapshot for k, s in stored.items()}
         fresh_after = self._clock() - STALE_AFTER_SECONDS
-        if not all(k in coverage and coverage[k].synced_at >= fresh_after for k in needed):
+        members = {m for k in needed if k in coverage for m in coverage[k].members}
+        if invalid & members or not all(
+            k in coverage and coverage[k].synced_at >= fresh_after for k in needed
+        ):
+            # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
             return [_with_flags(s, snapshots) for s in self._ec2.sources(node_class)]
         return _resolve(node_class, snapshots, coverage)
 
@@ -215,6 +228,11 @@ class ReservationSnapshots:
 
     def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]:
         """Every snapshot and coverage item: one (paginated) strongly consistent Query."""
+        stored, coverage, _ = self._read()
+        return stored, coverage
+
+    def _read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage], set[str]]:
+        """The snapshots that parse, the coverage, and the ids of those that do not."""
         try:
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
@@ -228,15 +246,20 @@ class ReservationSnapshots:
             raise
         stored: dict[str, StoredReservation] = {}
         coverage: dict[str, Coverage] = {}
+        invalid: set[str] = set()
         for item in items:
             sk = str(item["sk"])
             if sk.startswith(RESERVATION_PREFIX):
-                stored[sk] = _stored(item)
+                parsed = _parsed(item)
+                if isinstance(parsed, StoredReservation):
+                    stored[sk] = parsed
+                else:
+                    invalid.add(sk)
             elif sk.startswith(COVERAGE_PREFIX):
                 coverage[sk] = Coverage(
                     sk, float(item.get("syncedAt", 0)), tuple(item.get("members", []))
                 )
-        return stored, coverage
+        return stored, coverage, invalid
 
     def get(self, reservation_id: str) -> StoredReservation | None:
         try:
@@ -246,7 +269,26 @@ class ReservationSnapshots:
         except ClientError as error:
             raise_for("GetItem", error)
             raise
-        return _stored(from_item(item)) if item else None
+        parsed = _parsed(from_item(item)) if item else None
+        return parsed if isinstance(parsed, StoredReservation) else None
+
+    def invalid(self) -> list[InvalidSnapshot]:
+        """Stored snapshots that do not parse (the next sync of their reservation replaces them)."""
+        try:
+            pages = self._db.get_paginator("query").paginate(
+                TableName=self._table,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+                ExpressionAttributeValues={
+                    ":pk": {"S": PARTITION},
+                    ":prefix": {"S": RESERVATION_PREFIX},
+                },
+                ConsistentRead=True,
+            )
+            items = [from_item(i) for page in pages for i in page["Items"]]
+        except ClientError as error:
+            raise_for("Query", error)
+            raise
+        return [p for p in (_parsed(i) for i in items) if isinstance(p, InvalidSnapshot)]
 
     def list(self) -> list[StoredReservation]:
         """Every snapshot, by id (for operators: `capacity-launcher get reservations`)."""
@@ -269,10 +311,24 @@ class ReservationSnapshots:
         try:
             self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
         except ClientError as error:
-            if is_condition_failure(error):
+            if not is_condition_failure(error):
+                raise_for("PutItem", error)
+            if expected_version is not None or not self._unreadable(reservation_id_of(item)):
                 return False
-            raise_for("PutItem", error)
+            # What is stored does not parse (so it was "not seen"): EC2's view replaces it.
+            self.forget([reservation_id_of(item)])
+            return self.save(reservation, None)
         return True
+
+    def _unreadable(self, reservation_id: str) -> bool:
+        try:
+            item = self._db.get_item(
+                TableName=self._table, Key=key(PARTITION, reservation_id), ConsistentRead=True
+            ).get("Item")
+        except ClientError as error:
+            raise_for("GetItem", error)
+            raise
+        return item is not None and isinstance(_parsed(from_item(item)), InvalidSnapshot)
 
     def save_coverage(self, coverage: Iterable[Coverage]) -> None:
         for entry in coverage:
@@ -371,6 +427,10 @@ def _with_flags(
     return ReservationSource(source.target, flagged)
 
 
+def reservation_id_of(item: Mapping[str, Any]) -> str:
+    return str(item["sk"])
+
+
 def _item(stored: StoredReservation) -> dict[str, Any]:
     s = stored.snapshot
     return {
@@ -390,11 +450,26 @@ def _item(stored: StoredReservation) -> dict[str, Any]:
         "tags": dict(s.tags),
         "groups": list(s.groups),
         "exhausted": s.exhausted,
-        "usageByRequester": dict(stored.usage_by_requester),
+        # DynamoDB refuses empty map keys: an absent requester is never a key.
+        "usageByRequester": {k: n for k, n in stored.usage_by_requester.items() if k},
         "announced": sorted(stored.announced),
         "syncedAt": _iso(stored.synced_at) if stored.synced_at else None,
         "version": stored.version,
     }
+
+
+def _parsed(item: Mapping[str, Any]) -> StoredReservation | InvalidSnapshot:
+    """One stored snapshot, or why it cannot be read (it then affects only itself)."""
+    try:
+        return _stored(item)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        reservation_id = str(item.get("sk", ""))
+        reason = f"{type(error).__name__}: {error}"
+        logger.warning(
+            "stored reservation snapshot does not parse: skipped",
+            extra={"reservationId": reservation_id, "reason": reason},
+        )
+        return InvalidSnapshot(reservation_id, reason)
 
 
 def _stored(item: Mapping[str, Any]) -> StoredReservation:

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from capacity_launcher.adapters.aws import client, error_code, error_message
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.errors import refused_by_aws
 
 SUBNETS_TTL_SECONDS = 300.0
 
@@ -25,7 +25,9 @@ class Subnets:
         if spec.subnet_ids:
             key: tuple[Any, ...] = ("ids", tuple(sorted(spec.subnet_ids)))
             request: dict[str, Any] = {"SubnetIds": sorted(spec.subnet_ids)}
-            return self._cache.get_or_load(key, lambda: self._describe([request]))
+            return self._cache.get_or_load(
+                key, lambda: self._describe([request], node_class, "spec.subnetIds")
+            )
         terms = spec.subnet_selector_terms or []
         requests: list[dict[str, Any]] = []
         for term in terms:
@@ -41,9 +43,13 @@ class Subnets:
                     }
                 )
         key = ("terms", tuple(repr(r) for r in requests))
-        return self._cache.get_or_load(key, lambda: self._describe(requests))
+        return self._cache.get_or_load(
+            key, lambda: self._describe(requests, node_class, "spec.subnetSelectorTerms")
+        )
 
-    def _describe(self, requests: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    def _describe(
+        self, requests: list[dict[str, Any]], node_class: NodeClass, field: str
+    ) -> dict[str, tuple[str, ...]]:
         zones: dict[str, set[str]] = {}
         try:
             for request in requests:
@@ -52,5 +58,7 @@ class Subnets:
                     for subnet in page["Subnets"]:
                         zones.setdefault(subnet["AvailabilityZone"], set()).add(subnet["SubnetId"])
         except ClientError as error:
-            raise LaunchFailed(error_code(error), error_message(error)) from error
+            raise refused_by_aws(
+                "DescribeSubnets", error_code(error), error_message(error), node_class, field
+            ) from error
         return {zone: tuple(sorted(ids)) for zone, ids in sorted(zones.items())}

@@ -45,7 +45,13 @@ DEFAULT_CAPACITY_TYPES: tuple[str, ...] = (RESERVED, ON_DEMAND)
 RESERVED_TAG_PREFIXES: tuple[str, ...] = ("aws:", "capacity-launcher:")
 MAX_TAG_KEY_LENGTH = 128
 MAX_TAG_VALUE_LENGTH = 256
-MAX_NODE_CLASS_TAGS = 50
+# EC2 allows 50 tags per resource, and capacity-launcher adds its own to every instance and fleet
+# (domain/tags.py: managed, node-class, node-pool, request-id, requester); volumes, network
+# interfaces and spot requests get the NodeClass tags and two of ours.
+MAX_TAGS_PER_RESOURCE = 50
+SERVICE_INSTANCE_TAGS = 5
+MAX_NODE_CLASS_TAGS = MAX_TAGS_PER_RESOURCE - SERVICE_INSTANCE_TAGS
+MAX_SELECTOR_TAGS = 50
 MAX_USER_DATA_BYTES = 16 * 1024
 MAX_POOL_REQUIREMENTS = 100
 MAX_SELECTOR_TERMS = 100
@@ -201,8 +207,8 @@ class CapacityReservationSelectorTerm(_Document):
             return None
         if not tags:
             raise ValueError("must select by at least one tag")
-        if len(tags) > MAX_NODE_CLASS_TAGS:
-            raise ValueError(f"at most {MAX_NODE_CLASS_TAGS} tags")
+        if len(tags) > MAX_SELECTOR_TAGS:
+            raise ValueError(f"at most {MAX_SELECTOR_TAGS} tags")
         if any(not key or not value for key, value in tags.items()):
             raise ValueError("tag keys and values must not be empty")
         return tags
@@ -270,6 +276,12 @@ class NodeClassSpec(_Document):
     @field_validator("tags")
     @classmethod
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        if len(tags) > MAX_NODE_CLASS_TAGS:
+            raise ValueError(
+                f"at most {MAX_NODE_CLASS_TAGS} tags: EC2 allows {MAX_TAGS_PER_RESOURCE} per "
+                f"resource and capacity-launcher adds {SERVICE_INSTANCE_TAGS} of its own to "
+                "every instance"
+            )
         return validate_tags(tags, MAX_NODE_CLASS_TAGS)
 
     @model_validator(mode="after")

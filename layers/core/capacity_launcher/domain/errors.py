@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - typing only, keeps pydantic out of the import path
     from pydantic import ValidationError
 
+    from capacity_launcher.domain.config import NodeClass
+
 # Codes that mean "this offering has no capacity right now": cached as unavailable, then the
 # remaining offerings are tried. The list is DESIGN.md's, after Karpenter's pkg/errors.
 INSUFFICIENT_CAPACITY_CODES: frozenset[str] = frozenset(
@@ -50,19 +52,95 @@ THROTTLING_CODES: frozenset[str] = frozenset(
 )
 
 
+# The service had a fault or two writers met: the same call succeeds later. EC2 returns these
+# inside CreateFleet's Errors[] too, where botocore's retries cannot see them.
+TRANSIENT_CODES: frozenset[str] = frozenset(
+    {
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "Unavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "TransactionConflictException",
+    }
+)
+
+TRANSACTION_CANCELED = "TransactionCanceledException"
+# DynamoDB's per-item cancellation reasons: another transaction touched the item, or throttling.
+_TRANSIENT_CANCELLATIONS = frozenset({"TransactionConflict"})
+_THROTTLED_CANCELLATIONS = frozenset({"ProvisionedThroughputExceeded", "ThrottlingError"})
+_CONDITION_FAILED = "ConditionalCheckFailed"
+
+# Codes that make a whole capacity type unavailable in the account and region, whichever offering
+# reported them: without the Spot service-linked role (and leave to create it) no spot launch
+# can succeed. Karpenter marks spot unavailable for its cache lifetime on this code; so do we.
+SPOT_UNAVAILABLE_CODES: frozenset[str] = frozenset(
+    {"AuthFailure.ServiceLinkedRoleCreationNotPermitted"}
+)
+
+
 class ErrorKind(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    SPOT_UNAVAILABLE = "SpotUnavailable"
     THROTTLING = "Throttling"
+    TRANSIENT = "Transient"
     FATAL = "Fatal"
 
+    @property
+    def retryable(self) -> bool:
+        return self in (ErrorKind.THROTTLING, ErrorKind.TRANSIENT)
 
-def classify(code: str) -> ErrorKind:
-    """What an AWS error code means for the launcher: cache and move on, back off, or fail."""
+
+def classify(code: str, cancellation_reasons: Iterable[str] = ()) -> ErrorKind:
+    """What an AWS error code means for the launcher: cache and move on, back off, or fail.
+
+    `cancellation_reasons` are a `TransactionCanceledException`'s per-item codes: a failed
+    condition is an answer (fatal here, callers read it as such); a conflict is worth a retry.
+    """
     if code in INSUFFICIENT_CAPACITY_CODES:
         return ErrorKind.INSUFFICIENT_CAPACITY
+    if code in SPOT_UNAVAILABLE_CODES:
+        return ErrorKind.SPOT_UNAVAILABLE
     if code in THROTTLING_CODES:
         return ErrorKind.THROTTLING
+    if code in TRANSIENT_CODES:
+        return ErrorKind.TRANSIENT
+    if code == TRANSACTION_CANCELED:
+        reasons = set(cancellation_reasons)
+        if _CONDITION_FAILED in reasons:
+            return ErrorKind.FATAL
+        if reasons & _TRANSIENT_CANCELLATIONS:
+            return ErrorKind.TRANSIENT
+        if reasons & _THROTTLED_CANCELLATIONS:
+            return ErrorKind.THROTTLING
     return ErrorKind.FATAL
+
+
+# What a NodeClass names that EC2 or SSM can refuse for good, by the code refusing it: the
+# request fails at once with a record naming the field (waiting or redelivery cannot fix it).
+NODE_CLASS_FIELDS: Mapping[str, str] = {
+    "ParameterNotFound": "spec.imageSsmParameter",
+    "ParameterVersionNotFound": "spec.imageSsmParameter",
+    "InvalidAMIID.NotFound": "spec.imageId",
+    "InvalidAMIID.Malformed": "spec.imageId",
+    "InvalidAMIID.Unavailable": "spec.imageId",
+    "InvalidSubnetID.NotFound": "spec.subnetIds",
+    "InvalidSubnetId.NotFound": "spec.subnetIds",
+    "InvalidSubnetID.Malformed": "spec.subnetIds",
+    "InvalidGroup.NotFound": "spec.securityGroupIds",
+    "InvalidGroupId.Malformed": "spec.securityGroupIds",
+    "InvalidGroupId.NotFound": "spec.securityGroupIds",
+    "InvalidParameterValue.IamInstanceProfile": "spec.instanceProfile",
+    "InvalidUserData.Malformed": "spec.userData",
+}
+
+
+def node_class_field(code: str, default: str | None = None) -> str | None:
+    """The NodeClass field an error code blames, if the code is one that names a field."""
+    return NODE_CLASS_FIELDS.get(code, default if classify(code) is ErrorKind.FATAL else None)
 
 
 def is_insufficient_capacity(code: str) -> bool:
@@ -154,13 +232,51 @@ class LaunchFailed(CapacityLauncherError):
         return self.reason
 
 
-class Throttled(CapacityLauncherError):
+class NodeClassRefused(LaunchFailed):
+    """AWS refused something the NodeClass names (image, subnet, security group...), for good."""
+
+    def __init__(self, code: str, message: str, node_class: str, field: str) -> None:
+        self.field = field
+        self.node_class = node_class
+        super().__init__(code, f"{field}: NodeClass {node_class}: {message}")
+
+
+class Transient(CapacityLauncherError):
+    """A fault that retrying later clears, still there after in-process retries: hand back."""
+
+    def __init__(self, operation: str, code: str = "InternalError") -> None:
+        self.operation = operation
+        self.code = code
+        super().__init__(f"{operation} failed transiently ({code})")
+
+
+class Throttled(Transient):
     """AWS asked us to slow down and backing off in-process did not help: hand back to SQS."""
 
     def __init__(self, operation: str, code: str = "RequestLimitExceeded") -> None:
-        self.operation = operation
-        self.code = code
-        super().__init__(f"{operation} throttled ({code})")
+        super().__init__(operation, code)
+        self.args = (f"{operation} throttled ({code})",)
+
+
+def refused_by_aws(
+    operation: str, code: str, message: str, node_class: NodeClass, field: str | None = None
+) -> CapacityLauncherError:
+    """What a call made for a NodeClass raises: Throttled/Transient when retrying can help, else
+    NodeClassRefused naming the field (`field` when the code names none), else LaunchFailed."""
+    kind = classify(code)
+    if kind.retryable:
+        return retryable_error(operation, code, kind)
+    blamed = node_class_field(code, field)
+    if blamed is None:
+        return LaunchFailed(code, message)
+    return NodeClassRefused(code, message, node_class.metadata.name, blamed)
+
+
+def retryable_error(operation: str, code: str, kind: ErrorKind) -> Transient:
+    """The exception that hands a message back for a retryable kind of error."""
+    return (
+        Throttled(operation, code) if kind is ErrorKind.THROTTLING else Transient(operation, code)
+    )
 
 
 class NotFound(CapacityLauncherError):
@@ -170,6 +286,18 @@ class NotFound(CapacityLauncherError):
         self.kind = kind
         self.name = name
         super().__init__(f"{kind} {name!r} not found")
+
+
+class StoredDocumentInvalid(CapacityLauncherError):
+    """A NodeClass or NodePool in the table that no longer parses: it affects only itself."""
+
+    code = "InvalidStoredDocument"
+
+    def __init__(self, kind: str, name: str, reason: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.reason = reason
+        super().__init__(f"{kind} {name} is stored but no longer valid: {reason}")
 
 
 class ConfigConflict(CapacityLauncherError):

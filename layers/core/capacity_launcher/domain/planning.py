@@ -9,7 +9,7 @@ price. What an attempt learns (launched instances, insufficient-capacity errors)
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.offerings import (
@@ -20,11 +20,16 @@ from capacity_launcher.domain.offerings import (
     Offering,
     ReservationSnapshot,
 )
+from capacity_launcher.domain.platforms import (
+    LINUX,
+    PLATFORM_MISMATCH,
+    PlatformMismatch,
+    platform_mismatches,
+)
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import CAPACITY_RESERVATION_ID, Requirements
 
-# Reservations we can launch into: EC2 matches platform and tenancy, and we launch Linux, shared.
-LAUNCHABLE_PLATFORMS = frozenset({"Linux/UNIX"})
+# EC2 matches platform (the image's, see find_candidates) and tenancy: we launch shared.
 LAUNCHABLE_TENANCY = "default"
 
 
@@ -81,6 +86,7 @@ class Candidates:
     spot: list[Offering]
     instance_types: Mapping[str, InstanceTypeInfo]
     skipped: list[Skipped] = field(default_factory=list)
+    platform_mismatches: list[PlatformMismatch] = field(default_factory=list)
 
     def all(self) -> list[Offering]:
         reserved = [o for _, offerings in self.reserved for o in offerings]
@@ -104,13 +110,14 @@ class Candidates:
         return largest
 
     def drop(self, unavailable: Mapping[str, str]) -> Candidates:
-        """Without the offerings whose key is in `unavailable` (key → reason), remembering why."""
+        """Without the offerings whose key is in `unavailable` (key → reason), remembering why.
+        A key that is a capacity type alone (`spot`) stands for every offering of that type."""
         skipped = list(self.skipped)
 
         def keep(offerings: Iterable[Offering]) -> list[Offering]:
             kept = []
             for offering in offerings:
-                reason = unavailable.get(offering.key)
+                reason = unavailable.get(offering.key) or unavailable.get(offering.capacity_type)
                 if reason is None:
                     kept.append(offering)
                 else:
@@ -124,6 +131,7 @@ class Candidates:
             spot=keep(self.spot),
             instance_types=self.instance_types,
             skipped=skipped,
+            platform_mismatches=self.platform_mismatches,
         )
 
 
@@ -133,8 +141,14 @@ def find_candidates(
     zones: Collection[str],
     capacity_types: Sequence[CapacityType],
     reservation_sources: Sequence[ReservationSource],
+    *,
+    image_platform: str = LINUX,
+    named_reservations: Collection[str] = (),
 ) -> Candidates:
-    """Every (capacity type, instance type, zone) the requirements admit in the given zones."""
+    """Every (capacity type, instance type, zone) the requirements admit in the given zones.
+
+    Reservations of another platform than the image's are left out; those the NodeClass names
+    by id are also skipped with PLATFORM_MISMATCH and reported in `platform_mismatches`."""
     by_name = {info.name: info for info in instance_types}
     skipped: list[Skipped] = []
     reserved: list[tuple[ReservationSource, list[Offering]]] = []
@@ -144,6 +158,10 @@ def find_candidates(
             ranked = sorted(source.reservations, key=lambda r: (-r.available, r.reservation_id))
             for reservation in ranked:
                 info = by_name.get(reservation.instance_type)
+                if reservation.platform != image_platform:
+                    if reservation.reservation_id in named_reservations:
+                        skipped.append(Skipped(reservation.offering(), PLATFORM_MISMATCH))
+                    continue
                 if not _reservation_fits(reservation, info, requirements, zones):
                     continue
                 if not reservation.usable:
@@ -173,6 +191,11 @@ def find_candidates(
         spot=pools(SPOT),
         instance_types=by_name,
         skipped=skipped,
+        platform_mismatches=platform_mismatches(
+            (r for source in reservation_sources for r in source.reservations),
+            image_platform,
+            named_reservations,
+        ),
     )
 
 
@@ -208,7 +231,6 @@ def _reservation_fits(
     return (
         info is not None
         and reservation.zone in zones
-        and reservation.platform in LAUNCHABLE_PLATFORMS
         and reservation.tenancy == LAUNCHABLE_TENANCY
         and info.matches(requirements, reservation.zone, RESERVED)
         and requirements.allows(CAPACITY_RESERVATION_ID, reservation.reservation_id)
@@ -265,6 +287,7 @@ class LaunchPlan:
         self._zone: str | None = None
         self._zone_fixed = False
         self._failed_zones: set[str] = set()
+        self._again: LaunchAttempt | None = None
 
     @property
     def remaining(self) -> int:
@@ -275,6 +298,10 @@ class LaunchPlan:
         return self._attempts
 
     def next_attempt(self) -> LaunchAttempt | None:
+        if self._again is not None:
+            again, self._again = self._again, None
+            if self._remaining > 0:
+                return replace(again, count=min(again.count, self._remaining))
         while self._remaining > 0 and self._attempts < self._max_attempts:
             zone = self._choose_zone()
             if self._single_zone and zone is None:
@@ -338,6 +365,27 @@ class LaunchPlan:
         self._landed_in_zone = 0
         self._zone = None
         self._zone_fixed = False
+
+    def again(
+        self, attempt: LaunchAttempt, landed: Sequence[Landed], unavailable: Iterable[Offering]
+    ) -> None:
+        """A transient error hit part of `attempt`: the next attempt asks for the rest of it again
+        (outside `max_attempts`: the caller bounds these retries)."""
+        self._remaining -= len(landed)
+        self._dry.update(unavailable)
+        if self._single_zone and landed:
+            self._zone = landed[0].zone
+            self._zone_fixed = True
+            self._landed_in_zone += len(landed)
+        offerings = tuple(
+            o
+            for o in attempt.offerings
+            if o not in self._dry and (not self._zone_fixed or o.zone == self._zone)
+        )
+        if offerings:
+            self._again = replace(
+                attempt, offerings=offerings, count=max(attempt.count - len(landed), 1)
+            )
 
     def _choose_zone(self) -> str | None:
         if not self._single_zone:

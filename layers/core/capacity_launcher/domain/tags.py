@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.config import (
+    MAX_TAGS_PER_RESOURCE,
+    SERVICE_INSTANCE_TAGS,
+    NodeClass,
+)
+from capacity_launcher.domain.errors import RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
 
 PREFIX = "capacity-launcher:"
@@ -16,8 +21,7 @@ REQUESTER = "capacity-launcher:requester"
 # Several requests served by one fleet: the fleet carries this instead of one request id.
 REQUEST_GROUP = "capacity-launcher:request-group"
 
-# EC2 allows 50 tags per resource.
-MAX_TAGS = 50
+MAX_TAGS = MAX_TAGS_PER_RESOURCE
 
 
 def managed_tags(node_class: NodeClass) -> dict[str, str]:
@@ -32,9 +36,37 @@ def instance_tags(
     ours = {MANAGED: "true", NODE_CLASS: node_class.metadata.name, NODE_POOL: node_pool}
     if request is not None:
         ours |= request_tags(request)
-    theirs = {**node_class.spec.tags, **(request.tags if request else {})}
+    # NodeClass tags win over request tags (and ours over both); resolution rejects a conflict.
+    theirs = {**(request.tags if request else {}), **node_class.spec.tags}
     extra = [(k, v) for k, v in theirs.items() if k not in ours]
     return ours | dict(extra[: MAX_TAGS - len(ours)])
+
+
+def conflicting_tags(node_class: NodeClass, request: LaunchRequest) -> list[str]:
+    """Request tag keys the NodeClass sets to another value (a requester cannot override them)."""
+    owned = node_class.spec.tags
+    return sorted(k for k, v in request.tags.items() if k in owned and owned[k] != v)
+
+
+def own_request_tags(node_class: NodeClass, request: LaunchRequest) -> dict[str, str]:
+    """A request's tags for its instances of a shared fleet: never a NodeClass key, plus ours."""
+    kept = {k: v for k, v in request.tags.items() if k not in node_class.spec.tags}
+    return kept | request_tags(request)
+
+
+def check_instance_tag_count(node_class: NodeClass, request: LaunchRequest) -> None:
+    """Every tag an instance of this request would carry fits EC2's limit: ours, the NodeClass's
+    and the request's (a key both set counts once: the class's value wins, or it is refused)."""
+    theirs = {**node_class.spec.tags, **request.tags}
+    total = SERVICE_INSTANCE_TAGS + len(theirs)
+    if total > MAX_TAGS:
+        raise RequestRejected(
+            f"tags: instances would carry {total} tags ({SERVICE_INSTANCE_TAGS} of "
+            f"capacity-launcher's, {len(node_class.spec.tags)} of NodeClass "
+            f"{node_class.metadata.name}, {len(request.tags)} of the request); EC2 allows "
+            f"{MAX_TAGS} per resource",
+            "TooManyTags",
+        )
 
 
 def request_tags(request: LaunchRequest) -> dict[str, str]:

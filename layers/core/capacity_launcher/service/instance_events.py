@@ -1,9 +1,13 @@
-"""What EC2's own events mean for us: an instance stopped or terminated, a reservation interrupted.
+"""What EC2's own events mean for us: an instance stopped, started or terminated, a reservation
+interrupted.
 
 Most events on the default bus are for instances we did not launch: one GetItem tells, and they
 are ignored with no other call. For ours, the instance item's conditional update is the gate that
-makes the release exactly once (stopping then terminated, duplicates, retries); a crash after it
-leaves usage that the next reconciliation repairs.
+publishes a release exactly once (stopping then terminated, duplicates, retries); the pool's usage
+follows the instance's membership, a conditional transition of its own, so a retry after a crash,
+or the sync getting there first, never counts or releases an instance twice. A start (pending or
+running after a stop) counts the instance again, even over the pool's limits: it runs, and
+counting the truth keeps new launches out; the overrun is logged and measured.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from capacity_launcher.adapters.instance_records import item_resources
+from capacity_launcher.adapters.pool_limits import Member
 from capacity_launcher.adapters.publisher import Event
+from capacity_launcher.domain.config import NodePool
+from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import INSTANCE_TERMINATED, format_timestamp
@@ -24,19 +31,35 @@ STATE_CHANGE = "EC2 Instance State-change Notification"
 INTERRUPTION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
 # States in which an instance no longer uses its pool's limits nor its reservation slot.
 RELEASING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+# States in which it uses them again (after a stop; a new instance is counted by its launcher).
+STARTING_STATES = frozenset({"pending", "running"})
+# States it never leaves: a start event delivered after them is stale.
+TERMINATED_STATES = frozenset({"shutting-down", "terminated"})
 INTERRUPTION_REASON = "CapacityReservationInterruption"
 INSTANCES_RELEASED = "InstancesReleased"
 RESERVATIONS_INTERRUPTED = "ReservationsInterrupted"
+INSTANCES_RECOUNTED = "InstancesRecounted"
+POOL_LIMIT_OVERRUNS = "PoolLimitOverruns"
 
 
 class InstanceItems(Protocol):
     def get(self, instance_id: str) -> dict[str, Any] | None: ...
     def release(self, instance_id: str, state: str, at: str) -> dict[str, Any] | None: ...
+    def rearm(self, instance_id: str) -> None: ...
     def note_on_request(self, request_id: str, instance_id: str, state: str) -> None: ...
 
 
-class PoolRelease(Protocol):
-    def release(self, pool: str, amount: Resources) -> None: ...
+class PoolMembership(Protocol):
+    def count(
+        self, pool: str, instance_id: str, amount: Resources, *, unless_released: bool = False
+    ) -> bool: ...
+    def uncount_instance(self, pool: str, instance_id: str) -> bool: ...
+    def member(self, pool: str, instance_id: str) -> Member | None: ...
+    def usage(self, pool: str) -> Resources: ...
+
+
+class PoolLimitsLookup(Protocol):
+    def node_pool(self, name: str) -> NodePool: ...
 
 
 class ReservationSlots(Protocol):
@@ -50,8 +73,9 @@ class OfferingCache(Protocol):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one event did: `ignored` (not ours, or nothing to do), `released`, `duplicate`,
-    `marked` (a reservation marked exhausted)."""
+    """What one event did: `ignored` (not ours, or nothing to do), `released`, `counted`
+    (started again), `overrun` (started again, over its pool's limits), `duplicate`, `marked`
+    (a reservation marked exhausted)."""
 
     action: str
     instance_id: str
@@ -62,14 +86,16 @@ class InstanceEvents:
     def __init__(
         self,
         items: InstanceItems,
-        limits: PoolRelease,
+        limits: PoolMembership,
         reservations: ReservationSlots,
         unavailable: OfferingCache,
         publish: Callable[..., None],
         now: Callable[[], datetime],
+        pools: PoolLimitsLookup | None = None,
     ) -> None:
         self._items = items
         self._limits = limits
+        self._pools = pools
         self._reservations = reservations
         self._unavailable = unavailable
         self._publish = publish
@@ -85,18 +111,21 @@ class InstanceEvents:
         return Outcome("ignored", instance_id)
 
     def state_changed(self, instance_id: str, state: str) -> Outcome:
-        if state not in RELEASING_STATES or not instance_id:
+        if state not in RELEASING_STATES | STARTING_STATES or not instance_id:
             return Outcome("ignored", instance_id)
         item = self._items.get(instance_id)
         if item is None:
             return Outcome("ignored", instance_id)
+        if state in STARTING_STATES:
+            return self._started(instance_id, item)
         at = format_timestamp(self._now())
         released = self._items.release(instance_id, state, at)
+        pool = (released or item).get("nodePool")
+        if pool:
+            # After the gate, and on duplicates too: a retry finishes what a crash left undone.
+            self._limits.uncount_instance(str(pool), instance_id)
         if released is None:
             return Outcome("duplicate", instance_id, item.get("capacityReservationId"))
-        pool = released.get("nodePool")
-        if pool:
-            self._limits.release(str(pool), item_resources(released))
         reservation_id = released.get("capacityReservationId")
         if reservation_id:
             self._reservations.release_slot(str(reservation_id))
@@ -110,6 +139,44 @@ class InstanceEvents:
             extra={"instanceId": instance_id, "state": state, "nodePool": pool},
         )
         return Outcome("released", instance_id, reservation_id)
+
+    def _started(self, instance_id: str, item: Mapping[str, Any]) -> Outcome:
+        """Count a started instance again; its launch counted it the first time (a no-op here)."""
+        pool = item.get("nodePool")
+        reservation_id = item.get("capacityReservationId")
+        if not pool or item.get("state") in TERMINATED_STATES:
+            return Outcome("ignored", instance_id)  # a late `pending` of an instance now gone
+        if item.get("releasedAt"):
+            self._items.rearm(instance_id)
+        elif self._limits.member(str(pool), instance_id) is not None:
+            # Every launch's own events: one read, no transaction on the pool's hot usage item.
+            return Outcome("duplicate", instance_id, reservation_id)
+        counted = self._limits.count(
+            str(pool), instance_id, item_resources(item), unless_released=True
+        )
+        if not counted:
+            return Outcome("duplicate", instance_id, reservation_id)
+        metrics.add_metric(name=INSTANCES_RECOUNTED, unit=MetricUnit.Count, value=1)
+        exceeded = self._exceeded(str(pool))
+        if exceeded:
+            metrics.add_metric(name=POOL_LIMIT_OVERRUNS, unit=MetricUnit.Count, value=1)
+            logger.warning(
+                "started instance overruns its pool's limits",
+                extra={"instanceId": instance_id, "nodePool": pool, "exceeded": exceeded},
+            )
+            return Outcome("overrun", instance_id, reservation_id)
+        logger.info("instance counted again", extra={"instanceId": instance_id, "nodePool": pool})
+        return Outcome("counted", instance_id, reservation_id)
+
+    def _exceeded(self, pool: str) -> list[str]:
+        """The pool's limits its usage now exceeds (none if the pool or its limits are gone)."""
+        if self._pools is None:
+            return []
+        try:
+            limits = self._pools.node_pool(pool).spec.limits
+        except CapacityLauncherError:  # deleted or unreadable: nothing to compare with
+            return []
+        return self._limits.usage(pool).fits_within(limits) if limits is not None else []
 
     def interruption_warning(self, instance_id: str) -> Outcome:
         """EC2 is reclaiming the reservation's capacity: no new launches into it until a sync."""

@@ -20,7 +20,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 
 from capacity_launcher.adapters.publisher import Event
-from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected, Throttled
+from capacity_launcher.domain.errors import (
+    InvalidLaunchRequest,
+    RequestRejected,
+    Throttled,
+    Transient,
+)
 from capacity_launcher.domain.launch_request import LaunchRequest, parse_launch_request
 from capacity_launcher.domain.status import ErrorDetail, RequestRecord
 from capacity_launcher.observability import logger
@@ -38,11 +43,19 @@ class RecordWriter(Protocol):
 
 @dataclass(frozen=True)
 class Message:
-    """One queue message: its id (for partial batch failures) and its body."""
+    """One queue message: its id (for partial batch failures) and its body; the receipt, receive
+    count and queue when it came from SQS (to choose when a handed-back message returns)."""
 
     message_id: str
     body: str | Mapping[str, Any]
     received_at: datetime
+    receipt_handle: str | None = None
+    receive_count: int = 1
+    queue_arn: str | None = None
+
+
+class HandBack(Protocol):
+    def hand_back(self, messages: Sequence[Message]) -> None: ...
 
 
 @dataclass
@@ -63,6 +76,7 @@ class LaunchBatch:
         telemetry: LaunchTelemetry,
         *,
         max_workers: int = 10,
+        queue: HandBack | None = None,
     ) -> None:
         self._launcher = launcher
         self._publish = publish
@@ -70,23 +84,44 @@ class LaunchBatch:
         self._persistence = persistence
         self._telemetry = telemetry
         self._max_workers = max_workers
+        self._queue = queue
 
     def process(
         self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None = None
     ) -> list[str]:
         """Serve a batch; returns the ids of messages to hand back to the queue."""
+        waiting: list[str] = []
+        failures = self._process(messages, remaining_ms, waiting)
+        # A duplicate of a request still in progress keeps the queue's own (longer) visibility:
+        # coming back in seconds would only spend its receives before the original finishes.
+        soon = set(failures) - set(waiting)
+        if self._queue is not None and soon:
+            self._queue.hand_back([m for m in messages if m.message_id in soon])
+        return failures
+
+    def _process(
+        self,
+        messages: Sequence[Message],
+        remaining_ms: Callable[[], int] | None,
+        waiting: list[str],
+    ) -> list[str]:
         failures: list[str] = []
         claimed: list[_Claimed] = []
-        for message in messages:
-            request = self._parse(message)
-            if request is None:
+        parsed = [(message, self._parse(message)) for message in messages]
+        valid_ids = {r.request_id for _, r in parsed if isinstance(r, LaunchRequest)}
+        for message, request in parsed:
+            if isinstance(request, InvalidLaunchRequest):
+                # A valid body with the same requestId in this batch owns that id's outcome.
+                self._refuse(message, request, owned=request.request_id not in valid_ids)
                 continue
             payload = request.model_dump(mode="json", by_alias=True)
             verdict = self._claim(payload, remaining_ms)
             if verdict == "claimed":
                 claimed.append(_Claimed(message, request, payload))
-            elif verdict == "busy":
+            elif verdict in ("busy", "in_progress"):
                 failures.append(message.message_id)
+                if verdict == "in_progress":
+                    waiting.append(message.message_id)
 
         groups: dict[tuple[Any, ...], list[_Claimed]] = {}
         for item in claimed:
@@ -114,32 +149,35 @@ class LaunchBatch:
 
     # -- steps ----------------------------------------------------------------------------------
 
-    def _parse(self, message: Message) -> LaunchRequest | None:
+    def _parse(self, message: Message) -> LaunchRequest | InvalidLaunchRequest:
         try:
             return parse_launch_request(message.body)
         except InvalidLaunchRequest as invalid:
-            logger.warning(
-                "launch request rejected",
-                extra={
-                    "messageId": message.message_id,
-                    "requestId": invalid.request_id,
-                    "errors": [str(e) for e in invalid.errors],
-                },
+            return invalid
+
+    def _refuse(self, message: Message, invalid: InvalidLaunchRequest, *, owned: bool) -> None:
+        logger.warning(
+            "launch request rejected",
+            extra={
+                "messageId": message.message_id,
+                "requestId": invalid.request_id,
+                "errors": [str(e) for e in invalid.errors],
+                "recorded": owned and bool(invalid.request_id),
+            },
+        )
+        self._telemetry.rejected()
+        if owned and invalid.request_id:
+            record = _rejected_record(
+                invalid.request_id,
+                None,
+                None,
+                message.received_at,
+                [ErrorDetail(code=invalid.code, message=str(e)) for e in invalid.errors]
+                or [ErrorDetail(code=invalid.code, message=str(invalid))],
             )
-            self._telemetry.rejected()
-            if invalid.request_id:
-                record = _rejected_record(
-                    invalid.request_id,
-                    None,
-                    None,
-                    message.received_at,
-                    [ErrorDetail(code=invalid.code, message=str(e)) for e in invalid.errors]
-                    or [ErrorDetail(code=invalid.code, message=str(invalid))],
-                )
-                # An invalid payload must never overwrite the outcome of a valid request.
-                if self._records.put_record_if_absent(record):
-                    self._publish(Event(record.detail_type, record.to_detail()))
-            return None
+            # An invalid payload must never overwrite the outcome of a valid request.
+            if self._records.put_record_if_absent(record):
+                self._publish(Event(record.detail_type, record.to_detail()))
 
     def _claim(self, payload: dict[str, Any], remaining_ms: Callable[[], int] | None) -> str:
         try:
@@ -165,7 +203,7 @@ class LaunchBatch:
                 extra={"requestId": payload.get("requestId")},
             )
             return "replayed"
-        return "busy"
+        return "in_progress"
 
     def _reject(self, item: _Claimed, rejected: RequestRejected) -> bool:
         """Record and publish a rejection; False (claim released) if that could not be done."""
@@ -188,32 +226,40 @@ class LaunchBatch:
         return True
 
     def _serve_group(self, group: list[_Claimed]) -> list[str]:
-        request_ids = [g.request.request_id for g in group]
-        with logger.append_context_keys(request_ids=request_ids):
-            try:
-                report = self._launcher.serve([g.prepared for g in group if g.prepared])
-            except Throttled as throttled:
-                logger.warning(
-                    "throttled: handing the requests back to the queue",
-                    extra={"operation": throttled.operation, "code": throttled.code},
-                )
-                self._telemetry.throttled()
-                self._release(group)
-                return [g.message.message_id for g in group]
-            except Exception:
-                logger.exception(
-                    "launch failed unexpectedly; handing the requests back to the queue"
-                )
-                self._release(group)
-                return [g.message.message_id for g in group]
-            self._telemetry.served(report)
-            try:
-                self._finish([(g, report.records[g.request.request_id]) for g in group])
-            except Exception:
-                logger.exception("could not publish the outcome; the retry re-publishes it")
-                self._release(group)
-                return [g.message.message_id for g in group]
-            return []
+        # Per thread: groups are served side by side, each logging its own request ids.
+        logger.thread_safe_append_keys(request_ids=[g.request.request_id for g in group])
+        try:
+            return self._serve_group_logged(group)
+        finally:
+            logger.thread_safe_remove_keys(["request_ids"])
+
+    def _serve_group_logged(self, group: list[_Claimed]) -> list[str]:
+        try:
+            report = self._launcher.serve([g.prepared for g in group if g.prepared])
+        except Transient as transient:
+            logger.warning(
+                "transient fault outlasted the retries: handing the requests back",
+                extra={
+                    "operation": transient.operation,
+                    "code": transient.code,
+                    "throttled": isinstance(transient, Throttled),
+                },
+            )
+            self._telemetry.throttled()
+            self._release(group)
+            return [g.message.message_id for g in group]
+        except Exception:
+            logger.exception("launch failed unexpectedly; handing the requests back to the queue")
+            self._release(group)
+            return [g.message.message_id for g in group]
+        self._telemetry.served(report)
+        try:
+            self._finish([(g, report.records[g.request.request_id]) for g in group])
+        except Exception:
+            logger.exception("could not publish the outcome; the retry re-publishes it")
+            self._release(group)
+            return [g.message.message_id for g in group]
+        return []
 
     def _finish(self, outcomes: Iterable[tuple[_Claimed, RequestRecord]]) -> None:
         outcomes = list(outcomes)

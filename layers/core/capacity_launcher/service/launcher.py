@@ -7,17 +7,21 @@ intent in DynamoDB; a retry replays the intents it finds instead of composing ne
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
 from capacity_launcher.domain.errors import (
     ErrorKind,
+    InvalidLaunchRequest,
     LaunchFailed,
-    Throttled,
     classify,
+    node_class_field,
+    retryable_error,
 )
 from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding, fleet_request
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
@@ -32,6 +36,7 @@ from capacity_launcher.domain.planning import (
     ReservationSource,
     find_candidates,
 )
+from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH, named_reservation_ids
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
 from capacity_launcher.domain.status import (
@@ -42,7 +47,8 @@ from capacity_launcher.domain.status import (
     UnavailableOffering,
     status_for,
 )
-from capacity_launcher.domain.tags import instance_tags, request_tags
+from capacity_launcher.domain.tags import instance_tags, own_request_tags
+from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared, resolve
 
@@ -60,6 +66,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def pause(seconds: float) -> None:
+    time.sleep(seconds)
+
+
 @dataclass
 class _Progress:
     """What one request has got so far, across replays and attempts."""
@@ -68,6 +78,10 @@ class _Progress:
     granted: int = 0
     instance_ids: list[str] = field(default_factory=list)
     errors: list[ErrorDetail] = field(default_factory=list)
+    # Its lease was settled by an earlier delivery: launching is over, only the record is left.
+    settled: bool = False
+    # An intent names it: EC2 may have instances for it, so its lease must outlive an exception.
+    launching: bool = False
 
     @property
     def request(self) -> LaunchRequest:
@@ -78,12 +92,13 @@ class _Progress:
         return max(self.granted - len(self.instance_ids), 0)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Claim:
     """Slots of one reservation taken in the shared snapshot for one attempt."""
 
     reservation_id: str
     granted: int
+    returned: bool = False
 
 
 @dataclass
@@ -105,10 +120,12 @@ class Launcher:
         *,
         max_attempts: int = 4,
         clock: Callable[[], datetime] = utcnow,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self._p = ports
         self._max_attempts = max_attempts
         self._clock = clock
+        self._sleep = sleep
 
     def prepare(self, request: LaunchRequest, received_at: datetime | None = None) -> Prepared:
         """Resolve pool, class and requirements; RequestRejected when it can never be served."""
@@ -122,25 +139,60 @@ class Launcher:
         fresh: list[_Progress] = []
         for prepared in group:
             record, intents = self._p.records.load(prepared.request.request_id)
+            if record is not None and _from_invalid_body(record):
+                # An invalid body that borrowed this requestId never decides a valid one's fate.
+                record = None
             if record is not None:
                 report.records[record.request_id] = record
                 report.replayed.add(record.request_id)
             elif intents:
                 # A crashed or throttled predecessor: finish its intents, alone, first.
-                self._serve([_Progress(prepared)], report, intents)
+                self._serve_or_give_back([_Progress(prepared)], report, intents)
             else:
                 fresh.append(_Progress(prepared))
         if fresh:
-            self._serve(fresh, report, [])
+            self._serve_or_give_back(fresh, report, [])
         return report
+
+    def _serve_or_give_back(
+        self, progress: list[_Progress], report: LaunchReport, intents: list[LaunchIntent]
+    ) -> None:
+        """`_serve`; on any exception, give back the leases of requests no intent names."""
+        try:
+            self._serve(progress, report, intents)
+        except BaseException:
+            for item in progress:
+                if item.granted and not item.settled and not item.launching:
+                    self._cancel_lease(item)
+            raise
+
+    def _cancel_lease(self, item: _Progress) -> None:
+        try:
+            self._p.limits.cancel(item.prepared.pool.metadata.name, item.request.request_id)
+        except Exception:  # the lease then expires and the sync reclaims it
+            logger.exception("lease not given back", extra={"requestId": item.request.request_id})
 
     def _serve(
         self, progress: list[_Progress], report: LaunchReport, intents: list[LaunchIntent]
     ) -> None:
         lead = progress[0].prepared
         pool_name = lead.pool.metadata.name
-        subnets = self._p.subnets.by_zone(lead.node_class)
-        candidates = self._candidates(lead, subnets)
+        try:
+            subnets = self._p.subnets.by_zone(lead.node_class)
+            platform = self._p.templates.image_platform(lead.node_class)
+        except LaunchFailed as refused:
+            # The NodeClass names subnets or an image AWS refuses for good: fail now, nothing
+            # is leased yet.
+            error = ErrorDetail(code=refused.code, message=refused.message)
+            self._reject_all(progress, report, error, RequestStatus.FAILED)
+            return
+        sources: list[ReservationSource] = self._p.reservations.sources(lead.node_class)
+        candidates = self._candidates(lead, subnets, sources, platform)
+        for mismatch in candidates.platform_mismatches:
+            # The NodeClass names a reservation its image can never use: say so on the record.
+            error = ErrorDetail(code=PLATFORM_MISMATCH, message=mismatch.message(lead.node_class))
+            for item in progress:
+                item.errors.append(error)
         unavailable = self._p.unavailable.current()
         usable = candidates.drop({k: e.reason for k, e in unavailable.items()})
         for skipped in usable.skipped:
@@ -162,6 +214,9 @@ class Launcher:
 
         # Limits: lease what the largest candidate would use; settle to what actually launched.
         for item in progress:
+            if self._p.limits.is_settled(pool_name, item.request.request_id):
+                item.settled = True  # it absorbs its done intents below and never launches more
+                continue
             item.granted = self._p.limits.reserve(
                 pool_name,
                 item.request.request_id,
@@ -178,12 +233,16 @@ class Launcher:
                         f"minCount={item.request.min_count} instances now",
                     )
                 )
-        active = [p for p in progress if p.granted > 0]
+        active = [p for p in progress if p.granted > 0 or p.settled]
+        missing_reservations = _missing_reservations(lead, sources)
+        for item in active:
+            item.errors += [e for e in missing_reservations if e not in item.errors]
 
         observed: list[UnavailableOffering] = []
         seen: list[InstanceLanding] = []
         attempt_number = max((i.attempt for i in intents), default=0)
         for intent in intents:
+            _mark_launching(progress, intent)
             result = self._run_intent(intent, report)
             self._absorb(intent, result, active, observed)
         plan = LaunchPlan(
@@ -193,6 +252,7 @@ class Launcher:
             max_attempts=self._max_attempts,
         )
         tried_reserved = False
+        transient_retries = 0
         while active and sum(p.wanted for p in active) > 0:
             attempt = plan.next_attempt()
             if attempt is None:
@@ -210,12 +270,35 @@ class Launcher:
             if claim is not None:
                 attempt = replace(attempt, count=min(attempt.count, claim.granted))
             attempt_number += 1
-            intent = self._intent(attempt, attempt_number, active, lead, subnets)
-            self._p.records.write_intent(intent)
-            result = self._run_intent(intent, report)
-            landings, dry = self._absorb(intent, result, active, observed, attempt, claim)
+            try:
+                try:
+                    intent = self._intent(attempt, attempt_number, active, lead, subnets)
+                except LaunchFailed as refused:
+                    # The NodeClass names something AWS refuses for good: no attempt can succeed.
+                    error = ErrorDetail(code=refused.code, message=refused.message)
+                    for item in active:
+                        item.errors.append(error)
+                    break  # the claim is given back below
+                _mark_launching(progress, intent)
+                self._p.records.write_intent(intent)
+                result = self._run_intent(intent, report)
+                landings, dry = self._absorb(intent, result, active, observed, attempt, claim)
+            finally:
+                if claim is not None:
+                    self._give_back(claim, used=0)  # no-op once _absorb gave back the unused
             seen += landings
-            plan.record(attempt, [Landed(x.instance_type, x.zone) for x in landings], dry)
+            landed = [Landed(x.instance_type, x.zone) for x in landings]
+            retryable = [e for e in result.errors if classify(e.code).retryable]
+            if retryable and sum(p.wanted for p in active) > 0:
+                # Throttled or faulty overrides (what launched is kept): ask for the rest again.
+                if transient_retries >= IN_PROCESS_RETRIES:
+                    code = retryable[0].code
+                    raise retryable_error("CreateFleet", code, classify(code))
+                transient_retries += 1
+                (self._sleep or pause)(in_process_delay(transient_retries))
+                plan.again(attempt, landed, dry)
+                continue
+            plan.record(attempt, landed, dry)
             for offering in dry:
                 report.cache_writes[offering.capacity_type] = (
                     report.cache_writes.get(offering.capacity_type, 0) + 1
@@ -234,12 +317,14 @@ class Launcher:
             report.records[item.request.request_id] = record
 
     def _reject_all(
-        self, progress: Sequence[_Progress], report: LaunchReport, error: ErrorDetail
+        self,
+        progress: Sequence[_Progress],
+        report: LaunchReport,
+        error: ErrorDetail,
+        status: RequestStatus = RequestStatus.REJECTED,
     ) -> None:
         for item in progress:
-            report.records[item.request.request_id] = self._finish(
-                item, [], [], RequestStatus.REJECTED, [error]
-            )
+            report.records[item.request.request_id] = self._finish(item, [], [], status, [error])
 
     # -- one attempt --------------------------------------------------------------------------
 
@@ -266,7 +351,9 @@ class Launcher:
                 attempt,
                 count=sum(s.count for s in shares),
                 client_token=token,
-                launch_template=self._p.templates.ensure(lead.node_class, reservation_spec),
+                launch_template=self._p.templates.ensure(
+                    lead.node_class, reservation_spec, spot=attempt.capacity_type == SPOT
+                ),
                 subnets=subnets,
                 tags=instance_tags(lead.node_class, lead.pool.metadata.name, single),
                 open_reservations_first=(
@@ -283,6 +370,14 @@ class Launcher:
             return None
         granted = self._p.reservations.claim(target.reservation_id, attempt.count)
         return None if granted is None else _Claim(target.reservation_id, granted)
+
+    def _give_back(self, claim: _Claim, used: int) -> None:
+        """Give back a claim's slots that no instance took, once, whichever way the attempt ends."""
+        if claim.returned:
+            return
+        claim.returned = True
+        if claim.granted > used:
+            self._p.reservations.give_back(claim.reservation_id, claim.granted - used)
 
     def _run_intent(self, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
         if intent.state == "done":
@@ -311,6 +406,9 @@ class Launcher:
         attempt: LaunchAttempt | None = None,
         claim: _Claim | None = None,
     ) -> tuple[list[InstanceLanding], list[Offering]]:
+        if claim is not None:
+            # A claimed attempt targets one reservation only: every instance it got is in it.
+            self._give_back(claim, used=len(result.instance_ids))
         by_request = intent.split(result.instance_ids)
         retags = []
         for item in active:
@@ -318,15 +416,18 @@ class Launcher:
             item.instance_ids += mine
             if len(intent.shares) > 1 and mine:
                 # One fleet served several requests: each request's instances get its own tags.
-                retags.append((mine, {**item.request.tags, **request_tags(item.request)}))
+                retags.append((mine, own_request_tags(item.prepared.node_class, item.request)))
         with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
             tagging = [pool.submit(self._p.fleet.tag, ids, tags) for ids, tags in retags]
-            landings = self._p.fleet.describe(result.instance_ids) if attempt is not None else []
+            # A pending intent replayed now took its slots now (its claim, if any, was given back).
+            fresh = attempt is not None or intent.state != "done"
+            landings = self._p.fleet.describe(result.instance_ids) if fresh else []
             for done in tagging:
                 done.result()
         offerings = attempt.offerings if attempt is not None else ()
         dry: list[Offering] = []
         fatal: list[ErrorDetail] = []
+        spot_unavailable: tuple[str, str, str] | None = None
         for error in result.errors:
             kind = classify(error.code)
             if kind is ErrorKind.INSUFFICIENT_CAPACITY:
@@ -338,15 +439,28 @@ class Launcher:
                 ]
                 dry += [o for o in hit if o not in dry]
                 observed += [_unavailable(o, error.code) for o in hit]
-            elif kind is ErrorKind.THROTTLING:
-                raise Throttled("CreateFleet", error.code)
-            else:
+            elif kind is ErrorKind.SPOT_UNAVAILABLE:
+                # Every spot offering, not just this one: cached under the capacity type alone.
+                hit = [o for o in offerings if o.capacity_type == SPOT]
+                dry += [o for o in hit if o not in dry]
+                observed += [_unavailable(o, error.code) for o in hit]
+                spot_unavailable = (SPOT, error.code, error.message)
+                # Recorded as errors are, so the record says why spot did not help.
                 fatal.append(ErrorDetail(code=error.code, message=error.message))
+            elif not kind.retryable:
+                blamed = node_class_field(error.code)
+                message = f"{blamed}: {error.message}" if blamed else error.message
+                fatal.append(ErrorDetail(code=error.code, message=message))
         for item in active:
             if item.request.request_id in intent.request_ids:
                 item.errors += [f for f in fatal if f not in item.errors]
-        if dry:
-            self._p.unavailable.mark([(o.key, *_error_for(result, o)) for o in dry])
+        if dry or spot_unavailable:
+            marks = [
+                (o.key, *_error_for(result, o))
+                for o in dry
+                if spot_unavailable is None or o.capacity_type != SPOT
+            ]
+            self._p.unavailable.mark(marks + ([spot_unavailable] if spot_unavailable else []))
             self._p.reservations.mark_exhausted([o.reservation_id for o in dry if o.reservation_id])
         launched_into: dict[str, int] = {}
         for landing in landings:
@@ -355,9 +469,7 @@ class Launcher:
                     launched_into.get(landing.capacity_reservation_id, 0) + 1
                 )
         if claim is not None:
-            # Claimed slots are taken already; give back the ones EC2 did not fill.
-            used = launched_into.pop(claim.reservation_id, 0)
-            self._p.reservations.give_back(claim.reservation_id, claim.granted - used)
+            launched_into.pop(claim.reservation_id, 0)  # claimed slots are taken already
         if launched_into:
             self._p.reservations.note_launched(launched_into)
         return landings, dry
@@ -377,6 +489,8 @@ class Launcher:
         if len(mine) < request.min_count:
             if mine:
                 self._p.fleet.terminate([x.instance_id for x in mine])
+                if not item.settled:  # the delivery that settled gave the slots back already
+                    self._give_back_slots(mine)
                 item.errors.append(
                     ErrorDetail(
                         code="MinCountNotMet",
@@ -391,13 +505,11 @@ class Launcher:
                     )
                 )
             mine = []
-        used = Resources.ZERO
-        for landing in mine:
-            info = candidates.instance_types.get(landing.instance_type)
-            if info is not None:
-                used = used + info.resources()
+        counted = {
+            x.instance_id: _counted(candidates.instance_types.get(x.instance_type)) for x in mine
+        }
         if item.granted:
-            self._p.limits.settle(pool_name, request.request_id, used)
+            self._p.limits.settle(pool_name, request.request_id, counted)
         self._p.records.put_instances(
             _instance_item(
                 x, item.prepared, candidates.instance_types.get(x.instance_type), self._clock()
@@ -406,6 +518,16 @@ class Launcher:
         )
         status = status_for(request.count, len(mine), request.min_count)
         return self._finish(item, mine, unavailable, status, item.errors)
+
+    def _give_back_slots(self, terminated: Sequence[InstanceLanding]) -> None:
+        """Reservation slots of instances a failed gang terminated are free again at once."""
+        freed: dict[str, int] = {}
+        for landing in terminated:
+            if landing.capacity_reservation_id:
+                reservation = landing.capacity_reservation_id
+                freed[reservation] = freed.get(reservation, 0) + 1
+        for reservation_id, count in sorted(freed.items()):
+            self._p.reservations.give_back(reservation_id, count)
 
     def _finish(
         self,
@@ -441,15 +563,28 @@ class Launcher:
         self._p.records.put_record(record)
         return record
 
-    def _candidates(self, lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> Candidates:
+    def _candidates(
+        self,
+        lead: Prepared,
+        subnets: Mapping[str, Sequence[str]],
+        sources: list[ReservationSource],
+        image_platform: str | None,
+    ) -> Candidates:
         requirements = lead.requirements
         pinned = _pinned_instance_types(requirements)
         types: list[InstanceTypeInfo] = self._p.catalog.offered(subnets.keys(), pinned)
-        sources: list[ReservationSource] = self._p.reservations.sources(lead.node_class)
         capacity_types = requirements.allowed_values(
             CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types()
         )
-        return find_candidates(requirements, types, subnets.keys(), capacity_types, sources)  # type: ignore[arg-type]
+        return find_candidates(
+            requirements,
+            types,
+            subnets.keys(),
+            capacity_types,  # type: ignore[arg-type]
+            sources,
+            image_platform=image_platform or LINUX,
+            named_reservations=named_reservation_ids(lead.node_class),
+        )
 
     def _never_fits(
         self, lead: Prepared, candidates: Candidates, per_instance: Resources
@@ -471,6 +606,17 @@ class Launcher:
         return None
 
 
+def _mark_launching(progress: Sequence[_Progress], intent: LaunchIntent) -> None:
+    for item in progress:
+        if item.request.request_id in intent.request_ids:
+            item.launching = True
+
+
+def _counted(info: InstanceTypeInfo | None) -> Resources:
+    """What one launched instance counts against its pool (an unknown type still counts as one)."""
+    return info.resources() if info is not None else Resources(instances=1)
+
+
 def _pinned_instance_types(requirements: Requirements) -> list[str] | None:
     values = [
         r for r in requirements.to_list() if r.key == INSTANCE_TYPE and str(r.operator) == "In"
@@ -478,6 +624,39 @@ def _pinned_instance_types(requirements: Requirements) -> list[str] | None:
     if not values:
         return None
     return sorted({v for r in values for v in r.values})
+
+
+def _from_invalid_body(record: RequestRecord) -> bool:
+    return record.status is RequestStatus.REJECTED and all(
+        e.code == InvalidLaunchRequest.code for e in record.errors
+    )
+
+
+def _missing_reservations(
+    lead: Prepared, sources: Sequence[ReservationSource]
+) -> list[ErrorDetail]:
+    """Reservation ids the NodeClass names that EC2 does not have active: said in the record."""
+    spec = lead.node_class.spec
+    target = spec.reservation_target
+    named: list[tuple[str, str]] = []
+    if target is not None and target.capacity_reservation_id:
+        field = "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId"
+        named.append((field, target.capacity_reservation_id))
+    for index, term in enumerate(spec.capacity_reservation_selector_terms or []):
+        if term.id:
+            named.append((f"spec.capacityReservationSelectorTerms[{index}].id", term.id))
+    found = {
+        r.reservation_id for source in sources for r in source.reservations if r.state == "active"
+    }
+    return [
+        ErrorDetail(
+            code="CapacityReservationNotFound",
+            message=f"{field}: NodeClass {lead.node_class.metadata.name}: capacity reservation "
+            f"{reservation_id} does not exist or is not active; it was not used",
+        )
+        for field, reservation_id in named
+        if reservation_id not in found
+    ]
 
 
 def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:

@@ -76,6 +76,7 @@ def build_instance_events(settings: Settings) -> InstanceEvents:
         unavailable=_unavailable(settings),
         publish=Publisher(settings.event_bus_name).publish,
         now=utcnow,
+        pools=ConfigStore(settings.state_table_name, dynamodb),
     )
 
 

@@ -1,14 +1,16 @@
-"""Reconciliation: pool usage recomputed from the instances that really exist, plus live leases.
+"""Reconciliation: each instance's membership in its pool's usage matches what runs in EC2.
 
-Runs inside the reservation sync. What it repairs: leases of dead workers (reclaimed), usage that
-leaked (a lost termination event, a crash between launch and settle), instances a crashed worker
-launched but never recorded (adopted from their `capacity-launcher:request-id` tag). What it
-reports: drift, the difference between stored and recomputed usage, in instances.
+Runs inside the reservation sync. What it repairs, one instance at a time and with the same
+conditional transitions as the launcher and the instance events (so whoever gets there first
+wins and nobody counts or releases twice): a live instance nobody counted (a lost start event,
+a crash between launch and settle) is counted; a counted instance that terminated, or has been
+stopped or missing longer than EC2's list can lag, is released. Leases of dead workers are
+reclaimed; instances a crashed worker launched but never recorded are adopted from their
+`capacity-launcher:request-id` tag. Instances of a live lease are left to that lease.
 
-Reads are ordered so that a race with a concurrent launcher can only overcount, never undercount
-(an overcount is safe and repaired a minute later): stored usage first, then leases, then
-instances; the repair is applied as a delta (DynamoDB ADD), so limits reserved after the reads
-are kept.
+Then each pool's usage is checked against its unsettled leases plus its members, and rewritten
+only if no writer changed it meanwhile (a version check): that repairs usage no instance
+explains. Drift is what both repairs changed, in instances.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol
 
 from capacity_launcher.adapters.instance_records import item_resources
-from capacity_launcher.adapters.pool_limits import Lease
+from capacity_launcher.adapters.pool_limits import Lease, Member, Recount
 from capacity_launcher.domain.config import NodePool
+from capacity_launcher.domain.errors import Transient
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.tags import NODE_CLASS, NODE_POOL, REQUEST_ID, REQUESTER
@@ -29,15 +33,24 @@ from capacity_launcher.observability import logger
 
 # Instances that hold usage; stopping and stopped ones released it when their event arrived.
 LIVE_STATES = frozenset({"pending", "running"})
-# A released instance seen running this much later was started again, not described late.
+# States an instance never leaves: its membership can go at once, whatever EC2's list lags.
+TERMINAL_STATES = frozenset({"shutting-down", "terminated"})
+# How far EC2's list may lag behind an event: a membership or release younger than this is left
+# to the events (a released instance seen running later was started again, not described late).
 REARM_AFTER_SECONDS = 300
 
 
 class PoolUsage(Protocol):
-    def usage(self, pool: str) -> Resources: ...
+    @property
+    def lease_seconds(self) -> int: ...
     def leases(self) -> list[Lease]: ...
     def reclaim(self, lease: Lease) -> bool: ...
-    def release(self, pool: str, amount: Resources) -> None: ...
+    def members(self, pool: str) -> list[Member]: ...
+    def count(
+        self, pool: str, instance_id: str, amount: Resources, *, unless_released: bool = False
+    ) -> bool: ...
+    def uncount(self, member: Member) -> bool: ...
+    def recompute(self, pool: str) -> Recount | None: ...
 
 
 class ManagedInstances(Protocol):
@@ -94,80 +107,139 @@ class Reconciliation:
 
     def run(self) -> ReconciliationReport:
         report = ReconciliationReport()
-        stored = {
-            p.metadata.name: self._limits.usage(p.metadata.name) for p in self._pools.node_pools()
-        }
-        reclaimed: dict[str, Resources] = defaultdict(lambda: Resources.ZERO)
-        recomputed: dict[str, Resources] = defaultdict(lambda: Resources.ZERO)
-        now_epoch = int(self._now().timestamp())
+        now = self._now()
+        now_epoch = int(now.timestamp())
+        pools = {p.metadata.name for p in self._pools.node_pools()}
+        # Leases first: an instance of a live lease is counted by that lease until it settles.
+        in_flight: set[tuple[str, str]] = set()
         for lease in self._limits.leases():
+            pools.add(lease.pool)
             if lease.expires_at < now_epoch and self._limits.reclaim(lease):
-                reclaimed[lease.pool] += lease.amount
                 report.reclaimed.append(f"{lease.pool}/{lease.lease_id}")
             elif lease.expires_at >= now_epoch:
-                recomputed[lease.pool] += lease.amount
-        live = [
-            i
-            for i in self._instances.find_managed()
-            if i.get("State", {}).get("Name") in LIVE_STATES
-        ]
+                in_flight.add((lease.pool, lease.lease_id))
+        described = self._instances.find_managed()
+        states = {i["InstanceId"]: i.get("State", {}).get("Name") for i in described}
+        live = [i for i in described if states[i["InstanceId"]] in LIVE_STATES]
         items = self._items.many([i["InstanceId"] for i in live])
-        orphans = [i for i in live if i["InstanceId"] not in items]
-        adopted_items = self._adoptable(orphans)
+        orphans = [
+            i
+            for i in live
+            if i["InstanceId"] not in items and _pool_and_request(i, None) not in in_flight
+        ]
+        sizes = self._sizes(orphans)
+        adopted_items = {
+            o["InstanceId"]: _adopted_item(o, sizes.get(o["InstanceType"]), now)
+            for o in orphans
+            if _tags(o).get(REQUEST_ID)
+        }
         report.adopted = self._items.adopt(list(adopted_items.values()))
+        pools |= {p for i in live if (p := _pool_and_request(i, items.get(i["InstanceId"]))[0])}
+        members = {pool: {m.instance_id: m for m in self._limits.members(pool)} for pool in pools}
+        repaired: dict[str, int] = defaultdict(int)
         for instance in live:
             instance_id = instance["InstanceId"]
             item = items.get(instance_id) or adopted_items.get(instance_id)
-            tags = _tags(instance)
-            pool = (item or {}).get("nodePool") or tags.get(NODE_POOL)
+            self._note_reservation_use(report, instance, item)
+            pool, request = _pool_and_request(instance, item)
+            if not pool or instance_id in members.get(pool, {}):
+                continue
             if item is not None and item.get("releasedAt"):
-                if not _long_ago(str(item["releasedAt"]), self._now()):
+                if not _long_ago(str(item["releasedAt"]), now, REARM_AFTER_SECONDS):
                     continue  # its stop is recent: EC2's list may lag behind the event
-                # Released on a stop, running again (started outside our control): count it again.
+                # Released on a stop, running again, and its start event was lost: count it again.
                 self._items.rearm(instance_id)
-            if pool:
-                recomputed[pool] += item_resources(item) if item else Resources(instances=1)
-            reservation = instance.get("CapacityReservationId")
-            if reservation:
-                requester = (item or {}).get("requester") or tags.get(REQUESTER) or ""
-                by_requester = report.usage_by_reservation.setdefault(reservation, {})
-                by_requester[requester] = by_requester.get(requester, 0) + 1
-        for pool in sorted(set(stored) | set(recomputed)):
-            before = (stored[pool] if pool in stored else self._limits.usage(pool)) - reclaimed[
-                pool
-            ]
-            after = recomputed[pool]
-            if before != after:
-                self._limits.release(pool, before - after)
-                report.drift[pool] = abs(before.instances - after.instances)
-                logger.warning(
-                    "pool usage repaired",
-                    extra={"nodePool": pool, "stored": str(before), "recomputed": str(after)},
-                )
+            if request and (pool, request) in in_flight:
+                continue  # launched under a lease that is not settled yet: the lease counts it
+            if not request and not _long_ago(instance.get("LaunchTime"), now, self._lease_window):
+                continue  # maybe a coalesced launch's, not yet tagged with its request
+            if item is not None:
+                amount = item_resources(item)
             else:
-                report.drift[pool] = 0
+                info = sizes.get(instance["InstanceType"])
+                amount = info.resources() if info else Resources(instances=1)
+            count = partial(self._limits.count, unless_released=item is not None)
+            repaired[pool] += _unless_contended(partial(count, pool, instance_id, amount))
+        for pool, counted in members.items():
+            for instance_id, member in counted.items():
+                state = states.get(instance_id)
+                if state in LIVE_STATES:
+                    continue
+                # Gone for good, or stopped (or not listed) for longer than EC2's list can lag.
+                gone = state in TERMINAL_STATES
+                if gone or now_epoch - member.counted_at > REARM_AFTER_SECONDS:
+                    repaired[pool] += _unless_contended(partial(self._limits.uncount, member))
+        for pool in sorted(pools):
+            report.drift[pool] = repaired[pool] + self._recompute(pool)
         return report
 
-    def _adoptable(self, orphans: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Instance items for orphans that name their request: what the crashed worker missed."""
-        adoptable = [o for o in orphans if _tags(o).get(REQUEST_ID)]
-        if not adoptable:
+    def _recompute(self, pool: str) -> int:
+        """Usage not explained by members and leases (a lost write, an older version's delta)."""
+        recount = self._limits.recompute(pool)
+        if recount is None or not recount.repaired:
+            return 0
+        logger.warning(
+            "pool usage repaired",
+            extra={
+                "nodePool": pool,
+                "stored": str(recount.stored),
+                "recomputed": str(recount.recomputed),
+            },
+        )
+        return abs(recount.stored.instances - recount.recomputed.instances)
+
+    @property
+    def _lease_window(self) -> float:
+        return float(self._limits.lease_seconds)
+
+    def _note_reservation_use(
+        self,
+        report: ReconciliationReport,
+        instance: Mapping[str, Any],
+        item: Mapping[str, Any] | None,
+    ) -> None:
+        reservation = instance.get("CapacityReservationId")
+        if reservation:
+            requester = (item or {}).get("requester") or _tags(instance).get(REQUESTER)
+            by_requester = report.usage_by_reservation.setdefault(reservation, {})
+            if requester:  # no requester, no key: usage is never keyed on an absent value
+                by_requester[requester] = by_requester.get(requester, 0) + 1
+
+    def _sizes(self, orphans: Sequence[Mapping[str, Any]]) -> dict[str, InstanceTypeInfo]:
+        """Instance-type facts for instances no item records (to count and adopt them)."""
+        if not orphans:
             return {}
-        zones = sorted({o.get("Placement", {}).get("AvailabilityZone", "") for o in adoptable})
-        names = sorted({o["InstanceType"] for o in adoptable})
-        facts = {f.name: f for f in self._facts.offered(zones, names)}
-        return {
-            o["InstanceId"]: _adopted_item(o, facts.get(o["InstanceType"]), self._now())
-            for o in adoptable
-        }
+        zones = sorted({o.get("Placement", {}).get("AvailabilityZone", "") for o in orphans})
+        names = sorted({o["InstanceType"] for o in orphans})
+        return {f.name: f for f in self._facts.offered(zones, names)}
 
 
-def _long_ago(timestamp: str, now: datetime) -> bool:
+def _unless_contended(transition: Callable[[], bool]) -> bool:
+    """One instance's transition; if writers contend for the pool now, the next run repairs it."""
     try:
-        released = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
+        return transition()
+    except Transient:
+        return False
+
+
+def _pool_and_request(
+    instance: Mapping[str, Any], item: Mapping[str, Any] | None
+) -> tuple[str | None, str | None]:
+    tags = _tags(instance)
+    pool = (item or {}).get("nodePool") or tags.get(NODE_POOL)
+    request = (item or {}).get("requestId") or tags.get(REQUEST_ID)
+    return (str(pool) if pool else None), (str(request) if request else None)
+
+
+def _long_ago(moment: str | datetime | None, now: datetime, seconds: float) -> bool:
+    if isinstance(moment, str):
+        try:
+            moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+        except ValueError:
+            return True
+    if moment is None:
         return True
-    return (now - released).total_seconds() > REARM_AFTER_SECONDS
+    return (now - moment).total_seconds() > seconds
 
 
 def _tags(instance: Mapping[str, Any]) -> dict[str, str]:

@@ -122,7 +122,7 @@ def next_state(
         announced.discard(EXPIRING)
     stored = StoredReservation(
         snapshot=replace(seen, exhausted=exhausted),
-        usage_by_requester=dict(usage_by_requester),
+        usage_by_requester={k: n for k, n in usage_by_requester.items() if k},
         announced=frozenset(announced),
         synced_at=now,
         version=prev.version + 1 if prev else 0,

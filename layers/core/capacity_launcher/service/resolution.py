@@ -11,9 +11,15 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.errors import NotFound, RequestRejected, RequirementsConflict
+from capacity_launcher.domain.errors import (
+    NotFound,
+    RequestRejected,
+    RequirementsConflict,
+    StoredDocumentInvalid,
+)
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.requirements import Requirements, narrow
+from capacity_launcher.domain.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.service.ports import Configuration
 
 
@@ -47,6 +53,24 @@ def resolve(config: Configuration, request: LaunchRequest, received_at: datetime
             f"{pool.spec.node_class_ref!r}, which does not exist",
             "UnknownNodeClass",
         ) from error
+    except StoredDocumentInvalid as error:
+        raise RequestRejected(
+            f"nodePool: NodePool {pool.metadata.name} refers to NodeClass "
+            f"{pool.spec.node_class_ref!r}, which is stored but no longer valid "
+            f"({error.reason}); re-apply it",
+            "InvalidNodeClass",
+        ) from error
+    conflicts = conflicting_tags(node_class, request)
+    if conflicts:
+        raise RequestRejected(
+            "; ".join(
+                f"tags.{k}: is set by NodeClass {node_class.metadata.name} "
+                f"to {node_class.spec.tags[k]!r}; a request cannot override it"
+                for k in conflicts
+            ),
+            "TagConflict",
+        )
+    check_instance_tag_count(node_class, request)
     requirements = narrow(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
@@ -61,20 +85,34 @@ def _pool_for(config: Configuration, request: LaunchRequest) -> NodePool:
             raise RequestRejected(
                 f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
             ) from error
+        except StoredDocumentInvalid as error:
+            raise RequestRejected(
+                f"nodePool: NodePool {request.node_pool!r} is stored but no longer valid "
+                f"({error.reason}); re-apply it",
+                "InvalidNodePool",
+            ) from error
     wanted = Requirements.of(request.requirements)
-    compatible = []
-    for pool in config.node_pools():
-        try:
-            narrow(pool.spec.requirements_set(), wanted, strict=True)
-        except RequirementsConflict:
-            continue
-        compatible.append(pool)
+    # A container's copy may pick a pool; only a fresh read may say that none fits.
+    compatible = _compatible(config.node_pools(), wanted) or _compatible(
+        config.node_pools(fresh=True), wanted
+    )
     if not compatible:
         raise RequestRejected(
             "nodePool: no NodePool is compatible with the request's requirements",
             "NoCompatibleNodePool",
         )
     return max(compatible, key=lambda p: (p.spec.weight, _reverse(p.metadata.name)))
+
+
+def _compatible(pools: list[NodePool], wanted: Requirements) -> list[NodePool]:
+    compatible = []
+    for pool in pools:
+        try:
+            narrow(pool.spec.requirements_set(), wanted, strict=True)
+        except RequirementsConflict:
+            continue
+        compatible.append(pool)
+    return compatible
 
 
 def _reverse(name: str) -> tuple[int, ...]:

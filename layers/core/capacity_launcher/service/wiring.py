@@ -11,6 +11,7 @@ from capacity_launcher.adapters.capacity_reservations import CapacityReservation
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
+from capacity_launcher.adapters.launch_queue import LaunchQueue
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
@@ -77,4 +78,5 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
         ports.records,  # type: ignore[arg-type]
         persistence,
         LaunchTelemetry(),
+        queue=LaunchQueue(),
     )

@@ -1,0 +1,93 @@
+"""The launch queue, seen from the launcher: a handed-back message returns after a short backoff.
+
+Lambda's event source mapping leaves a failed message invisible for the queue's whole visibility
+timeout (720 s); ChangeMessageVisibility brings it back after seconds, more with each receive.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import client
+from capacity_launcher.domain.backoff import hand_back_seconds
+from capacity_launcher.observability import logger
+
+
+class QueuedMessage(Protocol):
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def receipt_handle(self) -> str | None: ...
+    @property
+    def receive_count(self) -> int: ...
+    @property
+    def queue_arn(self) -> str | None: ...
+
+
+def queue_url(queue_arn: str) -> str:
+    """arn:aws:sqs:REGION:ACCOUNT:NAME -> the queue's URL (the client's endpoint routes it)."""
+    _, partition, _, region, account, name = queue_arn.split(":", 5)
+    domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    return f"https://sqs.{region}.{domain}/{account}/{name}"
+
+
+class LaunchQueue:
+    def __init__(self, sqs: Any | None = None, rng: Callable[[], float] = random.random) -> None:
+        self._sqs = sqs
+        self._rng = rng
+        self._visibility: dict[str, int | None] = {}
+
+    def hand_back(self, messages: Sequence[QueuedMessage]) -> None:
+        """Each message visible again after a jittered backoff that grows with its receives;
+        a failure here only means the queue's own visibility timeout applies."""
+        for message in messages:
+            if not message.receipt_handle or not message.queue_arn:
+                continue
+            try:
+                url = queue_url(message.queue_arn)
+                seconds = hand_back_seconds(message.receive_count, self._rng)
+                ceiling = self._queue_visibility(url)
+                if ceiling is not None:
+                    seconds = min(seconds, ceiling)  # shorten the queue's wait, never lengthen it
+                self._client.change_message_visibility(
+                    QueueUrl=url,
+                    ReceiptHandle=message.receipt_handle,
+                    VisibilityTimeout=seconds,
+                )
+            except (ClientError, ValueError):
+                logger.warning(
+                    "could not shorten the handed-back message's visibility",
+                    exc_info=True,
+                    extra={"messageId": message.message_id},
+                )
+                continue
+            logger.info(
+                "handed back to the queue",
+                extra={
+                    "messageId": message.message_id,
+                    "receiveCount": message.receive_count,
+                    "visibleInSeconds": seconds,
+                },
+            )
+
+    @property
+    def _client(self) -> Any:
+        if self._sqs is None:
+            self._sqs = client("sqs")
+        return self._sqs
+
+    def _queue_visibility(self, url: str) -> int | None:
+        """The queue's own visibility timeout, read once per container (None if unreadable)."""
+        if url not in self._visibility:
+            try:
+                attributes = self._client.get_queue_attributes(
+                    QueueUrl=url, AttributeNames=["VisibilityTimeout"]
+                )["Attributes"]
+                self._visibility[url] = int(attributes["VisibilityTimeout"])
+            except (ClientError, KeyError, ValueError):
+                self._visibility[url] = None
+        return self._visibility[url]

@@ -1,0 +1,73 @@
+"""Fresh instances unknown to EC2 for a while (see `consistency`): the wire side.
+
+EC2 API Reference, "Eventual consistency in the Amazon EC2 API": DescribeInstances, CreateTags
+and TerminateInstances on ids that RunInstances or CreateFleet just returned can answer
+`InvalidInstanceID.NotFound`; a filtered DescribeInstances simply does not list them yet.
+Registration copies these methods onto moto's `EC2Response`.
+"""
+
+import copy
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from moto.core.responses import ActionResult
+from moto.ec2.exceptions import InvalidInstanceIdError
+from moto.ec2.responses.instances import InstanceResponse
+from moto.ec2.responses.tags import TagResponse
+
+from .consistency import CONSISTENCY
+from .models import capacity_backend
+
+
+def _refuse_hidden(instance_ids: list[str]) -> None:
+    hidden = CONSISTENCY.hidden(instance_ids)
+    if hidden:
+        raise InvalidInstanceIdError(hidden)
+
+
+def _without_hidden(reservations: list[Any]) -> list[Any]:
+    ids = [instance.id for reservation in reservations for instance in reservation.instances]
+    hidden = set(CONSISTENCY.hidden(ids))
+    if not hidden:
+        return reservations
+    visible = []
+    for reservation in reservations:
+        shown = copy.copy(reservation)
+        shown.instances = [i for i in reservation.instances if i.id not in hidden]
+        if shown.instances:
+            visible.append(shown)
+    return visible
+
+
+class EventuallyConsistentInstanceResponse(InstanceResponse, TagResponse):
+    """DescribeInstances, CreateTags and TerminateInstances that do not know fresh ids yet."""
+
+    def describe_instances(self) -> ActionResult:
+        _refuse_hidden(self._get_param("InstanceIds", []))
+        # Reservations that became active since the last look take in running instances first.
+        capacity_backend(self.ec2_backend).expire_due_reservations()
+        answer = InstanceResponse.describe_instances(self)
+        result: dict[str, Any] = answer.result  # type: ignore[assignment]
+        result["Reservations"] = _without_hidden(result["Reservations"])
+        return answer
+
+    def terminate_instances(self) -> ActionResult:
+        _refuse_hidden(self._get_param("InstanceIds", []))
+        return InstanceResponse.terminate_instances(self)
+
+    def create_tags(self) -> ActionResult:
+        _refuse_hidden([r for r in self._get_param("Resources", []) if r.startswith("i-")])
+        return TagResponse.create_tags(self)
+
+
+def noting_launches(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps moto's EC2Backend.run_instances (RunInstances and every fleet launch go through it)."""
+
+    @functools.wraps(original)
+    def run_instances(self: Any, *args: Any, **kwargs: Any) -> Any:
+        reservation = original(self, *args, **kwargs)
+        CONSISTENCY.instances_launched(instance.id for instance in reservation.instances)
+        return reservation
+
+    return run_instances

@@ -1,0 +1,102 @@
+"""Edges a real producer hits: bodies sharing a requestId, tags a request may not override, and
+a NodeClass naming a reservation that does not exist."""
+
+from __future__ import annotations
+
+import json
+
+from capacity_launcher.domain.status import RequestStatus
+from tests.integration.test_launch_into_reservations import setup_pool
+from tests.support.cloud import Cloud, launch_request
+
+
+def test_an_invalid_body_sharing_a_valid_requests_id_in_one_batch_does_not_reject_it(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool, and a batch where an invalid body comes first with the same requestId
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    invalid = {"requestId": "shared-1", "count": 0}
+    valid = launch_request("shared-1", nodePool="general")
+    # When the batch is served
+    handed_back = cloud.send(invalid, valid)
+    # Then the valid request is served and is the only outcome published for that id
+    assert handed_back == []
+    record = cloud.record("shared-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert [e["detail-type"] for e in cloud.events()] == ["Launch Fulfilled"]
+
+
+def test_an_invalid_body_recorded_earlier_does_not_decide_a_valid_requests_fate(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    cloud.send(json.dumps({"requestId": "shared-2", "count": "many"}))
+    assert cloud.record("shared-2").status is RequestStatus.REJECTED  # type: ignore[union-attr]
+
+    cloud.send(launch_request("shared-2", nodePool="general"))
+
+    record = cloud.record("shared-2")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+
+
+def test_a_request_tag_cannot_override_a_node_class_tag(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a NodeClass tagging its instances team=ml
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    _tag_class(cloud, {"team": "ml"})
+    # When one request sets team=finance, and two others (coalesced) set their own tags
+    cloud.send(
+        launch_request("tag-bad", nodePool="general", tags={"team": "finance"}),
+        launch_request("tag-a", nodePool="general", tags={"project": "a", "team": "ml"}),
+        launch_request("tag-b", nodePool="general", tags={"project": "b"}),
+    )
+    # Then the overriding one is rejected, naming the key
+    bad = cloud.record("tag-bad")
+    assert bad is not None and bad.status is RequestStatus.REJECTED
+    assert [e.code for e in bad.errors] == ["TagConflict"]
+    assert bad.errors[0].message.startswith("tags.team: ")
+    # and every launched instance keeps team=ml, with its own request's tags
+    tags = {
+        i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+        for i in cloud.managed_instances()
+    }
+    assert len(tags) == 2
+    assert {t["team"] for t in tags.values()} == {"ml"}
+    assert sorted(t["project"] for t in tags.values()) == ["a", "b"]
+
+
+def _tag_class(cloud: Cloud, tags: dict[str, str]) -> None:
+    from capacity_launcher.adapters import aws
+    from capacity_launcher.adapters.config_store import ConfigStore
+    from capacity_launcher.domain.config import parse_document, to_document
+
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    document = to_document(store.node_class("standard"))
+    document["spec"]["tags"] = tags
+    store.apply(parse_document(document))
+
+
+def test_a_node_class_targeting_a_missing_reservation_says_so_in_the_record(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a NodeClass that targets a reservation id EC2 does not have, in a pool that may
+    # fall back to on-demand
+    missing = "cr-0123456789abcdef0"
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": missing}},
+    )
+    # When a request launches
+    cloud.send(launch_request("no-odcr-1", nodePool="general"))
+    # Then it runs on-demand, and the record says the reservation was not there
+    record = cloud.record("no-odcr-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    assert [i.capacity_type for i in record.instances] == ["on-demand"]
+    assert [e.code for e in record.errors] == ["CapacityReservationNotFound"]
+    assert missing in record.errors[0].message
+    assert record.errors[0].message.startswith(
+        "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId: "
+    )

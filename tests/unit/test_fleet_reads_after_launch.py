@@ -1,0 +1,129 @@
+"""Issue 12.3: the fleet adapter waits out EC2's eventual consistency on fresh instance ids.
+
+EC2 API Reference, "Eventual consistency in the Amazon EC2 API"
+(https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from capacity_launcher.adapters import fleet as fleet_adapter
+from capacity_launcher.adapters.fleet import VISIBILITY_BACKOFF_SECONDS, Fleet
+from capacity_launcher.domain.errors import LaunchFailed
+
+IDS = ["i-0123456789abcdef0"]
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    seen: list[float] = []
+    monkeypatch.setattr(fleet_adapter, "pause", seen.append)
+    return seen
+
+
+def _ec2() -> tuple[Any, Stubber]:
+    client = boto3.client(
+        "ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    return client, Stubber(client)
+
+
+def _not_found(stubber: Stubber, operation: str) -> None:
+    stubber.add_client_error(
+        operation,
+        service_error_code="InvalidInstanceID.NotFound",
+        service_message=f"The instance ID '{IDS[0]}' does not exist",
+    )
+
+
+def test_terminate_retries_a_fresh_id_until_ec2_knows_it(waits: list[float]) -> None:
+    # Given EC2 does not know the id for two tries
+    ec2, stubber = _ec2()
+    _not_found(stubber, "terminate_instances")
+    _not_found(stubber, "terminate_instances")
+    stubber.add_response("terminate_instances", {"TerminatingInstances": []}, {"InstanceIds": IDS})
+    # When it is terminated
+    with stubber:
+        Fleet(ec2).terminate(IDS)
+        # Then the third try went through, after two jittered waits within the schedule
+        stubber.assert_no_pending_responses()
+    assert len(waits) == 2
+    assert all(d / 2 <= w <= d for w, d in zip(waits, VISIBILITY_BACKOFF_SECONDS, strict=False))
+
+
+def test_terminate_gives_up_after_the_bound_with_the_ec2_error(waits: list[float]) -> None:
+    ec2, stubber = _ec2()
+    for _ in range(len(VISIBILITY_BACKOFF_SECONDS) + 1):
+        _not_found(stubber, "terminate_instances")
+    with stubber, pytest.raises(LaunchFailed) as failed:
+        Fleet(ec2).terminate(IDS)
+    assert failed.value.code == "InvalidInstanceID.NotFound"
+    assert len(waits) == len(VISIBILITY_BACKOFF_SECONDS)
+
+
+def test_tags_on_ids_that_stay_unknown_are_given_up_without_failing_the_launch(
+    waits: list[float],
+) -> None:
+    ec2, stubber = _ec2()
+    for _ in range(len(VISIBILITY_BACKOFF_SECONDS) + 1):
+        _not_found(stubber, "create_tags")
+    with stubber:
+        Fleet(ec2).tag(IDS, {"capacity-launcher:request-id": "r-1"})
+        stubber.assert_no_pending_responses()
+    assert len(waits) == len(VISIBILITY_BACKOFF_SECONDS)
+
+
+def test_other_tag_errors_are_not_retried(waits: list[float]) -> None:
+    ec2, stubber = _ec2()
+    stubber.add_client_error("create_tags", service_error_code="UnauthorizedOperation")
+    with stubber, pytest.raises(LaunchFailed):
+        Fleet(ec2).tag(IDS, {"k": "v"})
+    assert waits == []
+
+
+def test_describe_falls_back_to_the_create_fleet_answer(waits: list[float]) -> None:
+    # Given CreateFleet launched one instance that DescribeInstances never lists
+    ec2, stubber = _ec2()
+    stubber.add_response(
+        "create_fleet",
+        {
+            "FleetId": "fleet-1",
+            "Instances": [
+                {
+                    "LaunchTemplateAndOverrides": {
+                        "Overrides": {
+                            "InstanceType": "m5.large",
+                            "SubnetId": "subnet-1",
+                            "AvailabilityZone": "us-east-1b",
+                        }
+                    },
+                    "Lifecycle": "spot",
+                    "InstanceIds": IDS,
+                    "InstanceType": "m5.large",
+                }
+            ],
+            "Errors": [],
+        },
+    )
+    for _ in range(len(VISIBILITY_BACKOFF_SECONDS) + 1):
+        stubber.add_response("describe_instances", {"Reservations": []})
+    fleet = Fleet(ec2)
+    with stubber:
+        result = fleet.create(
+            {"LaunchTemplateConfigs": [], "TargetCapacitySpecification": {"TotalTargetCapacity": 1}}
+        )
+        (landing,) = fleet.describe(result.instance_ids)
+    # Then the instance is reported from what CreateFleet said
+    assert result.instance_ids == tuple(IDS)
+    assert (landing.instance_type, landing.zone, landing.capacity_type) == (
+        "m5.large",
+        "us-east-1b",
+        "spot",
+    )
+    assert landing.capacity_reservation_id is None
+    assert len(waits) == len(VISIBILITY_BACKOFF_SECONDS)

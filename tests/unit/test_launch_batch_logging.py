@@ -1,0 +1,82 @@
+"""Groups are served side by side: each thread's log lines name its own requests."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from capacity_launcher.observability import logger
+from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.service.telemetry import LaunchTelemetry
+
+
+class _Persistence:
+    def save_inprogress(self, data: Any, remaining_time_in_millis: Any = None) -> None: ...
+    def delete_record(self, data: Any, exception: Exception) -> None: ...
+
+
+class _Prepared:
+    def __init__(self, request: Any) -> None:
+        self.request = request
+        self.coalescing_key = (request.node_pool,)
+
+
+class _Launcher:
+    """Each group waits until both are being served, then fails naming its own request."""
+
+    def __init__(self) -> None:
+        self.both_serving = threading.Barrier(2, timeout=10)
+
+    def prepare(self, request: Any, received_at: datetime) -> _Prepared:
+        return _Prepared(request)
+
+    def serve(self, group: list[_Prepared]) -> Any:
+        self.both_serving.wait()
+        raise RuntimeError(f"failed for {group[0].request.request_id}")
+
+
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    """The service logger's JSON lines, formatted by its own formatter in the logging thread."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logger.registered_formatter)
+    logger._logger.addHandler(handler)
+    try:
+        yield stream
+    finally:
+        logger._logger.removeHandler(handler)
+
+
+def test_each_group_logs_its_own_request_ids(log_lines: io.StringIO) -> None:
+    # Given two requests for two pools, served by two threads at the same time
+    batch = LaunchBatch(
+        _Launcher(),  # type: ignore[arg-type]
+        publish=lambda *events: None,
+        records=None,  # type: ignore[arg-type]
+        persistence=_Persistence(),  # type: ignore[arg-type]
+        telemetry=LaunchTelemetry(),
+    )
+    now = datetime.now(UTC)
+    messages = [
+        Message(
+            f"m-{n}", json.dumps({"requestId": f"r-{n}", "nodePool": f"p-{n}", "count": 1}), now
+        )
+        for n in (1, 2)
+    ]
+    # When both fail while the other is still being served
+    assert sorted(batch.process(messages)) == ["m-1", "m-2"]
+    # Then each error line carries the request ids of the group that failed, not the other's
+    lines = [json.loads(line) for line in log_lines.getvalue().splitlines() if line]
+    errors = [line for line in lines if line.get("level") == "ERROR"]
+    assert len(errors) == 2
+    for line in errors:
+        (request_id,) = line["request_ids"]
+        assert f"failed for {request_id}" in line["exception"], line
