@@ -35,6 +35,7 @@ from capacity_launcher.domain.planning import (
     LaunchPlan,
     ReservationSource,
     find_candidates,
+    flexibility_shortfall,
 )
 from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH, named_reservation_ids
 from capacity_launcher.domain.quantities import Resources
@@ -54,6 +55,10 @@ from capacity_launcher.service.resolution import Prepared, resolve
 
 # Why a reservation was left out before asking EC2: EC2's own code for a full reservation.
 RESERVATION_FULL = "ReservationCapacityExceeded"
+# The record's word for offerings too few to give the flexibility minValues asks.
+MIN_VALUES = "MinValuesNotMet"
+# The record's word for a single-zone landing given up for another zone.
+ZONE_ROLLED_BACK = "ZoneRolledBack"
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
 
@@ -211,6 +216,14 @@ class Launcher:
             message = _no_offering(lead, subnets)
             self._reject_all(progress, report, ErrorDetail(code="NoOffering", message=message))
             return
+        inflexible = flexibility_shortfall(
+            lead.requirements, [*candidates.on_demand, *candidates.spot], candidates.instance_types
+        )
+        if inflexible and not candidates.reserved:
+            # Even with nothing dry, on-demand and spot could never offer the flexibility asked.
+            message = "; ".join(inflexible)
+            self._reject_all(progress, report, ErrorDetail(code=MIN_VALUES, message=message))
+            return
 
         # Limits: lease what the largest candidate would use; settle to what actually launched.
         for item in progress:
@@ -250,11 +263,18 @@ class Launcher:
             sum(p.wanted for p in active),
             single_zone=lead.request.single_zone,
             max_attempts=self._max_attempts,
+            requirements=lead.requirements,
+            min_count=sum(min(p.request.min_count, p.wanted) for p in active),
         )
         tried_reserved = False
         transient_retries = 0
         while active and sum(p.wanted for p in active) > 0:
             attempt = plan.next_attempt()
+            if attempt is None and plan.zone_short and not intents:
+                # The zone cannot complete the gang: take back what landed there, try the next.
+                seen = self._roll_back_zone(active, seen)
+                plan.abandon_zone()
+                continue
             if attempt is None:
                 break
             if attempt.capacity_type == RESERVED:
@@ -309,6 +329,11 @@ class Launcher:
             ):
                 break
 
+        for refusal in plan.refusals:
+            error = ErrorDetail(code=MIN_VALUES, message=refusal)
+            for item in active:
+                if item.wanted and error not in item.errors:
+                    item.errors.append(error)
         where = {x.instance_id: x for x in seen}
         missing = [i for p in progress for i in p.instance_ids if i not in where]
         where.update({x.instance_id: x for x in self._p.fleet.describe(missing)})
@@ -518,6 +543,28 @@ class Launcher:
         )
         status = status_for(request.count, len(mine), request.min_count)
         return self._finish(item, mine, unavailable, status, item.errors)
+
+    def _roll_back_zone(
+        self, active: Sequence[_Progress], seen: list[InstanceLanding]
+    ) -> list[InstanceLanding]:
+        """Terminate what a single-zone group got in a zone that cannot hold its minCount."""
+        ids = [i for item in active for i in item.instance_ids]
+        landed = [x for x in seen if x.instance_id in ids]
+        zone = landed[0].zone if landed else "its zone"
+        self._p.fleet.terminate(ids)
+        self._give_back_slots(landed)
+        for item in active:
+            if item.instance_ids:
+                item.errors.append(
+                    ErrorDetail(
+                        code=ZONE_ROLLED_BACK,
+                        message=f"singleZone: {zone} held {len(ids)} of minCount="
+                        f"{item.request.min_count}; terminated {', '.join(item.instance_ids)} "
+                        "and tried another zone",
+                    )
+                )
+                item.instance_ids = []
+        return [x for x in seen if x.instance_id not in ids]
 
     def _give_back_slots(self, terminated: Sequence[InstanceLanding]) -> None:
         """Reservation slots of instances a failed gang terminated are free again at once."""
