@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import time
+from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.service.launch_batch import Message
 from capacity_launcher_cli.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
-from tests.support.cloud import Cloud, capacity_type, launch_request, node_class, node_pool
+from tests.support.cloud import (
+    Cloud,
+    capacity_type,
+    instance_type,
+    launch_request,
+    node_class,
+    node_pool,
+)
 
 OTHER_ZONE = "us-east-1b"
 
@@ -148,3 +161,116 @@ def test_a_request_narrowing_a_pool_below_its_min_values_is_rejected(cloud, subn
     record = cloud.record("too-narrow")
     assert record is not None and record.status is RequestStatus.REJECTED
     assert "minValues=2 needs at least 2 values" in record.errors[0].message
+
+
+def two_pools(cloud: Cloud, subnets: dict[str, str], image: str, **primary_spec: Any) -> None:
+    """`primary` (weight 10, m5.large only) and `secondary` (weight 1, m5.large or c5.large)."""
+    sg = cloud.ec2.describe_security_groups()["SecurityGroups"][0]["GroupId"]
+    on_demand = capacity_type("on-demand")
+    cloud.apply(
+        node_class("shared", [subnets[ZONE], subnets[OTHER_ZONE]], image, securityGroupIds=[sg]),
+        node_pool(
+            "primary",
+            "shared",
+            weight=10,
+            requirements=[on_demand, instance_type("m5.large")],
+            **primary_spec,
+        ),
+        node_pool(
+            "secondary",
+            "shared",
+            weight=1,
+            requirements=[on_demand, instance_type("m5.large", "c5.large")],
+        ),
+    )
+
+
+def passed_over(record: Any) -> list[str]:
+    return [e.message for e in record.errors if e.code == "NodePoolPassedOver"]
+
+
+def test_a_request_naming_no_pool_falls_back_by_weight_when_the_first_is_full(
+    cloud, subnets, image
+):
+    # Given the heaviest pool has room for one instance, and it is taken
+    two_pools(cloud, subnets, image, limits={"instances": "1"})
+    cloud.send(launch_request("fills-primary"))
+    first = cloud.record("fills-primary")
+    assert first is not None and first.node_pool == "primary", first.to_detail()
+    # When another request names no pool
+    cloud.send(launch_request("falls-back"))
+    # Then the lower-weight pool serves it, and the record says why the first did not
+    record = cloud.record("falls-back")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "secondary"
+    (why,) = passed_over(record)
+    assert why.startswith("nodePool primary:") and "limits" in why
+
+
+def test_a_pool_whose_offerings_are_all_dry_passes_the_request_on(cloud, subnets, image):
+    two_pools(cloud, subnets, image)
+    cache_dry(cloud, *(f"on-demand:m5.large:{z}" for z in (ZONE, OTHER_ZONE)))
+
+    cloud.send(launch_request("dry-primary"))
+
+    record = cloud.record("dry-primary")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "secondary"
+    assert [i.instance_type for i in record.instances] == ["c5.large"]
+    (why,) = passed_over(record)
+    assert "every offering is unavailable now (InsufficientInstanceCapacity)" in why
+
+
+def test_a_pool_that_can_never_fit_the_gang_passes_it_on(cloud, subnets, image):
+    two_pools(cloud, subnets, image, limits={"instances": "1"})
+
+    cloud.send(launch_request("big-gang", count=2, minCount=2))
+
+    record = cloud.record("big-gang")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "secondary" and record.launched == 2
+    (why,) = passed_over(record)
+    assert "can never fit" in why
+
+
+def test_a_request_naming_its_pool_never_falls_back(cloud, subnets, image):
+    two_pools(cloud, subnets, image, limits={"instances": "1"})
+    cloud.send(launch_request("fills", nodePool="primary"))
+
+    cloud.send(launch_request("stays", nodePool="primary"))
+
+    record = cloud.record("stays")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    assert record.node_pool == "primary" and passed_over(record) == []
+    assert record.errors[0].code == "LimitExceeded"
+
+
+def test_a_redelivery_after_falling_back_finishes_in_the_pool_it_fell_back_to(
+    cloud, subnets, image, monkeypatch
+):
+    # Given the heaviest pool is full, and a worker killed right after its CreateFleet in the
+    # lower-weight pool (the intent is written, the record is not)
+    two_pools(cloud, subnets, image, limits={"instances": "1"})
+    cloud.send(launch_request("fills-primary-2"))
+    with monkeypatch.context() as patch:
+
+        def killed(*_: object, **__: object) -> None:
+            raise SystemExit("worker killed")
+
+        patch.setattr(LaunchRecords, "complete_intent", killed)
+        with pytest.raises(SystemExit):
+            cloud.fresh_batch().process(
+                [Message("m-1", json.dumps(launch_request("crashed")), datetime.now(UTC))],
+                lambda: 1,  # its idempotency claim has expired by the redelivery
+            )
+    # When the heaviest pool has room again (its limit raised) and the request comes again
+    two_pools(cloud, subnets, image, limits={"instances": "4"})
+    cloud.send(launch_request("crashed"), batch=cloud.fresh_batch())
+    # Then it ends in the pool its intent launched for, with the instance that intent made
+    record = cloud.record("crashed")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "secondary" and record.launched == 1
+    tagged = cloud.ec2.describe_instances(
+        Filters=[{"Name": "tag:capacity-launcher:request-id", "Values": ["crashed"]}]
+    )
+    assert sum(len(r["Instances"]) for r in tagged["Reservations"]) == 1
