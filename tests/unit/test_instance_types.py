@@ -10,6 +10,7 @@ from capacity_launcher.domain.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
     CAPACITY_TYPE,
+    INSTANCE_CATEGORY,
     INSTANCE_CPU,
     INSTANCE_FAMILY,
     INSTANCE_GENERATION,
@@ -93,6 +94,7 @@ def test_labels_of_a_gpu_type() -> None:
         INSTANCE_TYPE: "p5.48xlarge",
         ARCH: "amd64",
         OS: "linux",
+        INSTANCE_CATEGORY: "p",
         INSTANCE_FAMILY: "p5",
         INSTANCE_SIZE: "48xlarge",
         INSTANCE_GENERATION: "5",
@@ -141,6 +143,35 @@ def test_matches_by_family_gpu_and_capacity_type() -> None:
     assert P5.matches(pool, "us-east-1a", "on-demand")
     assert not P5.matches(pool, "us-east-1a", "spot")
     assert not M7GD.matches(pool, None, "on-demand")
+
+
+@pytest.mark.parametrize(
+    ("name", "category"),
+    [
+        ("p5.48xlarge", "p"),
+        ("m7gd.large", "m"),
+        ("inf2.xlarge", "inf"),
+        ("trn1n.32xlarge", "trn"),
+        ("u-6tb1.metal", "u"),
+        ("mac2-m2pro.metal", "mac"),
+        ("x2iezn.12xlarge", "x"),
+    ],
+)
+def test_category_is_the_family_letters(name: str, category: str) -> None:
+    info = InstanceTypeInfo(name=name, architectures=("amd64",), vcpu=1, memory_mib=1024)
+
+    assert info.category == category
+    assert info.labels()[INSTANCE_CATEGORY] == category
+
+
+def test_matches_by_category_as_karpenter_users_write_it() -> None:
+    accelerated = reqs((INSTANCE_CATEGORY, "In", ("p", "g")))
+    not_general = reqs((INSTANCE_CATEGORY, "NotIn", ("m", "t")))
+
+    assert P5.matches(accelerated)
+    assert not M7GD.matches(accelerated)
+    assert P5.matches(not_general)
+    assert not M7GD.matches(not_general)
 
 
 def test_gpu_count_does_not_exist_picks_types_without_gpus() -> None:

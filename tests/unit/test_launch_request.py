@@ -274,9 +274,9 @@ def test_unknown_fields_are_refused_for_requesters() -> None:
 
 
 def test_unknown_fields_inside_a_requirement_are_named_plainly() -> None:
-    body = request(requirements=[{"key": CAPACITY_TYPE, "operator": "Exists", "minValues": 2}])
+    body = request(requirements=[{"key": CAPACITY_TYPE, "operator": "Exists", "weight": 2}])
 
-    assert the_error(body) == ("requirements[0].minValues", "is not an allowed field")
+    assert the_error(body) == ("requirements[0].weight", "is not an allowed field")
 
 
 def test_python_spellings_of_request_fields_are_not_refused() -> None:

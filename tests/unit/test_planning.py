@@ -227,3 +227,145 @@ def test_an_intent_is_split_over_requests_in_order_and_the_token_is_deterministi
     assert client_token(["a", "b"], 1) == client_token(["a", "b"], 1)
     assert client_token(["a", "b"], 1) != client_token(["a", "b"], 2)
     assert len(client_token(["x" * 128] * 10, 9)) <= 64
+
+
+# --- placement: availability, zones that hold a gang, flexibility ---------------------------------
+
+
+def test_reservations_with_the_most_available_come_first():
+    small, large = reservation("cr-small", 1), reservation("cr-large", 3)
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], by_id(small, large))
+
+    order = [source.target.reservation_id for source, _ in candidates.reserved]
+
+    assert order == ["cr-large", "cr-small"]
+
+
+def test_a_single_zone_gang_goes_to_the_zone_that_can_hold_it():
+    # us-east-1a has one reserved slot and no on-demand left; us-east-1b has on-demand.
+    candidates = find_candidates(
+        EVERYTHING, [M5], ZONES, ["reserved", "on-demand"], by_id(reservation("cr-1", 1))
+    ).drop({"on-demand:m5.large:us-east-1a": "InsufficientInstanceCapacity"})
+    plan = LaunchPlan(candidates, 3, single_zone=True, min_count=3)
+
+    attempt = plan.next_attempt()
+
+    assert attempt is not None
+    assert attempt.zones == {"us-east-1b"}
+    assert attempt.count == 3
+
+
+def test_among_zones_that_hold_the_gang_the_reserved_one_wins():
+    candidates = find_candidates(
+        EVERYTHING,
+        [M5],
+        ZONES,
+        ["reserved", "on-demand"],
+        by_id(reservation("cr-b", 3, zone="us-east-1b")),
+    )
+    plan = LaunchPlan(candidates, 3, single_zone=True, min_count=3)
+
+    attempt = plan.next_attempt()
+
+    assert attempt is not None
+    assert (attempt.capacity_type, attempt.zones) == ("reserved", {"us-east-1b"})
+
+
+def test_a_zone_that_falls_short_of_min_count_is_abandoned_for_the_next():
+    candidates = find_candidates(
+        EVERYTHING,
+        [M5],
+        ZONES,
+        ["reserved", "on-demand"],
+        by_id(reservation("cr-a", 3, zone="us-east-1a")),
+    )
+    plan = LaunchPlan(candidates, 3, single_zone=True, min_count=3)
+    first = plan.next_attempt()
+    assert first is not None and first.zones == {"us-east-1a"}
+    plan.record(first, [Landed("m5.large", "us-east-1a")], [])
+    on_demand_a = plan.next_attempt()
+    assert on_demand_a is not None and on_demand_a.zones == {"us-east-1a"}
+    plan.record(on_demand_a, [], on_demand_a.offerings)  # dry in us-east-1a
+
+    assert plan.next_attempt() is None
+    assert plan.zone_short
+    plan.abandon_zone()
+    retry = plan.next_attempt()
+
+    assert retry is not None
+    assert (retry.zones, retry.count) == ({"us-east-1b"}, 3)
+
+
+def test_a_zone_that_reached_min_count_is_kept():
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["on-demand"], [])
+    plan = LaunchPlan(candidates, 3, single_zone=True, min_count=1)
+    attempt = plan.next_attempt()
+    assert attempt is not None
+    plan.record(attempt, [Landed("m5.large", next(iter(attempt.zones)))], [])
+
+    while (more := plan.next_attempt()) is not None:
+        plan.record(more, [], more.offerings)
+
+    assert not plan.zone_short
+
+
+def test_zone_rollbacks_are_bounded():
+    three = ("us-east-1a", "us-east-1b", "us-east-1c")
+    m5 = InstanceTypeInfo("m5.large", ("amd64",), 2, 8192, zones=frozenset(three))
+    plan = LaunchPlan(
+        find_candidates(EVERYTHING, [m5], three, ["on-demand"], []),
+        2,
+        single_zone=True,
+        min_count=2,
+        max_zones=2,
+        max_attempts=10,
+    )
+    abandoned = 0
+    while (attempt := plan.next_attempt()) is not None or plan.zone_short:
+        if attempt is None:
+            plan.abandon_zone()
+            abandoned += 1
+            continue
+        plan.record(attempt, [Landed("m5.large", next(iter(attempt.zones)))], attempt.offerings)
+
+    assert abandoned == 1
+
+
+def min_values(key: str, n: int) -> Requirements:
+    return Requirements.of([Requirement(key=key, operator=Operator.EXISTS, min_values=n)])
+
+
+def test_an_on_demand_attempt_offers_at_least_min_values_instance_types():
+    flexible = min_values("node.kubernetes.io/instance-type", 2)
+    candidates = find_candidates(flexible, [M5, C5], ZONES, ["on-demand"], [])
+    plan = LaunchPlan(candidates, 2, requirements=flexible)
+
+    attempt = plan.next_attempt()
+
+    assert attempt is not None
+    assert {o.instance_type for o in attempt.offerings} == {"m5.large", "c5.large"}
+    assert plan.refusals == []
+
+
+def test_an_attempt_that_would_break_min_values_is_refused_with_a_reason():
+    flexible = min_values("node.kubernetes.io/instance-type", 2)
+    candidates = find_candidates(flexible, [M5, C5], ZONES, ["on-demand"], []).drop(
+        {f"on-demand:c5.large:{zone}": "InsufficientInstanceCapacity" for zone in ZONES}
+    )
+    plan = LaunchPlan(candidates, 2, requirements=flexible)
+
+    assert plan.next_attempt() is None
+    (refusal,) = plan.refusals
+    assert "minValues=2" in refusal and "1 distinct value (m5.large)" in refusal
+
+
+def test_reserved_attempts_are_not_held_to_min_values():
+    flexible = min_values("node.kubernetes.io/instance-type", 2)
+    candidates = find_candidates(
+        flexible, [M5, C5], ZONES, ["reserved"], by_id(reservation("cr-1", 2))
+    )
+    plan = LaunchPlan(candidates, 2, requirements=flexible)
+
+    attempt = plan.next_attempt()
+
+    assert attempt is not None and attempt.capacity_type == "reserved"

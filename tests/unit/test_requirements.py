@@ -13,6 +13,7 @@ from capacity_launcher.domain.requirements import (
     CAPACITY_RESERVATION_ID,
     CAPACITY_TYPE,
     CAPACITY_TYPES,
+    INSTANCE_CATEGORY,
     INSTANCE_CPU,
     INSTANCE_FAMILY,
     INSTANCE_GENERATION,
@@ -52,13 +53,14 @@ def rule_for(data: dict[str, Any]) -> tuple[str, str]:
 # --- keys and operators --------------------------------------------------------------------------
 
 
-def test_well_known_keys_are_designs_fourteen() -> None:
+def test_well_known_keys_are_designs_fourteen_and_instance_category() -> None:
     assert {
         INSTANCE_TYPE,
         ZONE,
         ARCH,
         OS,
         CAPACITY_TYPE,
+        INSTANCE_CATEGORY,
         INSTANCE_FAMILY,
         INSTANCE_SIZE,
         INSTANCE_GENERATION,
@@ -69,6 +71,7 @@ def test_well_known_keys_are_designs_fourteen() -> None:
         INSTANCE_GPU_MANUFACTURER,
         CAPACITY_RESERVATION_ID,
     } == WELL_KNOWN_KEYS
+    assert INSTANCE_CATEGORY == "karpenter.k8s.aws/instance-category"
     assert INSTANCE_FAMILY == "karpenter.k8s.aws/instance-family"
     assert INSTANCE_GPU_MANUFACTURER == "karpenter.k8s.aws/instance-gpu-manufacturer"
     assert {INSTANCE_GENERATION, INSTANCE_CPU, INSTANCE_MEMORY, INSTANCE_GPU_COUNT} == INTEGER_KEYS
@@ -108,9 +111,77 @@ def test_unknown_operator_is_refused() -> None:
 
 
 def test_unknown_fields_are_refused() -> None:
-    field, rule = rule_for({"key": ZONE, "operator": "Exists", "minValues": 2})
+    field, rule = rule_for({"key": ZONE, "operator": "Exists", "weight": 2})
 
-    assert (field, rule) == ("minValues", "is not an allowed field")
+    assert (field, rule) == ("weight", "is not an allowed field")
+
+
+# --- minValues (flexibility) ---------------------------------------------------------------------
+
+
+def test_min_values_is_read_and_written_in_karpenters_spelling() -> None:
+    term = Requirement.model_validate(
+        {"key": INSTANCE_FAMILY, "operator": "In", "values": ["m5", "c5", "r5"], "minValues": 2}
+    )
+
+    assert term.min_values == 2
+    assert term.model_dump(by_alias=True)["minValues"] == 2
+    assert "minValues" not in Requirement(key=ZONE, operator=Operator.EXISTS).model_dump(
+        by_alias=True
+    )
+
+
+def test_min_values_cannot_exceed_the_values_in_allows() -> None:
+    field, rule = rule_for(
+        {"key": INSTANCE_FAMILY, "operator": "In", "values": ["m5"], "minValues": 2}
+    )
+
+    assert (field, rule) == ("minValues", "2 exceeds the 1 values operator In allows")
+
+
+def test_min_values_on_does_not_exist_is_refused() -> None:
+    field, rule = rule_for({"key": INSTANCE_FAMILY, "operator": "DoesNotExist", "minValues": 1})
+
+    assert (field, rule) == ("minValues", "operator DoesNotExist leaves no values to choose among")
+
+
+def test_min_values_survive_intersection_and_the_larger_wins() -> None:
+    pool = Requirements.of(
+        [Requirement(key=INSTANCE_FAMILY, operator=Operator.EXISTS, min_values=2)]
+    )
+    request = Requirements.of(
+        [
+            Requirement(
+                key=INSTANCE_FAMILY, operator=Operator.IN, values=("m5", "c5", "r5"), min_values=3
+            )
+        ]
+    )
+
+    narrowed = narrow(pool, request, strict=True)
+
+    assert narrowed.min_values() == {INSTANCE_FAMILY: 3}
+    (term,) = narrowed.to_list()
+    assert term.min_values == 3
+    assert Requirements.of(narrowed.to_list()) == narrowed
+
+
+def test_a_request_narrowing_below_the_pools_min_values_is_a_conflict() -> None:
+    pool = Requirements.of(
+        [
+            Requirement(
+                key=INSTANCE_FAMILY, operator=Operator.IN, values=("m5", "c5", "r5"), min_values=2
+            )
+        ]
+    )
+    request = Requirements.of(
+        [Requirement(key=INSTANCE_FAMILY, operator=Operator.IN, values=("m5",))]
+    )
+
+    with pytest.raises(RequirementsConflict) as caught:
+        narrow(pool, request, strict=True)
+
+    assert caught.value.keys == (INSTANCE_FAMILY,)
+    assert "minValues=2 needs at least 2 values" in str(caught.value)
 
 
 @pytest.mark.parametrize("operator", ["In", "NotIn"])

@@ -15,6 +15,7 @@ from capacity_launcher.domain.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
     CAPACITY_TYPE,
+    INSTANCE_CATEGORY,
     INSTANCE_CPU,
     INSTANCE_FAMILY,
     INSTANCE_GENERATION,
@@ -41,6 +42,8 @@ EC2_ARCHITECTURES: dict[str, str] = {
 }
 # "p5" -> 5, "m7gd" -> 7, "u-6tb1" -> 1 (the memory size is not the generation), "u7i-12tb" -> 7.
 _GENERATION = re.compile(r"^[a-z]+(?:-[0-9]+tb)?([0-9]+)")
+# The category is the family's leading letters: "m7gd" -> "m", "inf2" -> "inf", "u-6tb1" -> "u".
+_CATEGORY = re.compile(r"^([a-z]+)")
 
 
 def _kebab(text: str | None) -> str | None:
@@ -77,6 +80,11 @@ class InstanceTypeInfo:
         return size if dot and size else None
 
     @property
+    def category(self) -> str | None:
+        match = _CATEGORY.match(self.family)
+        return match.group(1) if match else None
+
+    @property
     def generation(self) -> int | None:
         match = _GENERATION.match(self.family)
         return int(match.group(1)) if match else None
@@ -110,6 +118,7 @@ class InstanceTypeInfo:
             INSTANCE_MEMORY: str(self.memory_mib),
         }
         optional = {
+            INSTANCE_CATEGORY: self.category,
             INSTANCE_SIZE: self.size,
             INSTANCE_GENERATION: None if self.generation is None else str(self.generation),
             INSTANCE_GPU_COUNT: str(self.gpu_count) if self.gpu_count else None,

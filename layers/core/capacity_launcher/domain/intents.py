@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from capacity_launcher.domain.tags import NODE_POOL
+
 IntentState = Literal["pending", "done"]
 
 
@@ -56,6 +58,15 @@ class LaunchIntent:
     @property
     def request_ids(self) -> tuple[str, ...]:
         return tuple(s.request_id for s in self.shares)
+
+    @property
+    def node_pool(self) -> str | None:
+        """The pool the intent launches for, as its instance tags say."""
+        for spec in self.fleet_input.get("TagSpecifications", ()):
+            for tag in spec.get("Tags", ()):
+                if tag.get("Key") == NODE_POOL:
+                    return str(tag["Value"])
+        return None
 
     def split(self, instance_ids: Sequence[str]) -> dict[str, list[str]]:
         """Instances per request: sorted ids, handed out in share order (same answer on replay)."""

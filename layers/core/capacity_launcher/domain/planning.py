@@ -171,6 +171,9 @@ def find_candidates(
                 offerings.append(reservation.offering())
             if offerings:
                 reserved.append((source, offerings))
+        # Karpenter's rule: the most available first. It spreads load and keeps whole
+        # reservations for gangs; equal ones keep the NodeClass's order.
+        reserved.sort(key=lambda entry: -_available(entry[0], entry[1]))
 
     def pools(capacity_type: CapacityType) -> list[Offering]:
         if capacity_type not in capacity_types:
@@ -196,6 +199,29 @@ def find_candidates(
     )
 
 
+def flexibility_shortfall(
+    requirements: Requirements,
+    offerings: Iterable[Offering],
+    instance_types: Mapping[str, InstanceTypeInfo],
+) -> list[str]:
+    """Why `offerings` cannot meet the requirements' minValues, one sentence per key short."""
+    offerings = list(offerings)
+    short = []
+    for key, wanted in requirements.min_values().items():
+        values = {
+            info.labels(o.zone, o.capacity_type, o.reservation_id).get(key)
+            for o in offerings
+            if (info := instance_types.get(o.instance_type)) is not None
+        } - {None}
+        if len(values) < wanted:
+            short.append(
+                f"requirements[{key}]: minValues={wanted} but the offerings left have "
+                f"{len(values)} distinct value{'' if len(values) == 1 else 's'}"
+                + (f" ({', '.join(sorted(v for v in values if v))})" if values else "")
+            )
+    return short
+
+
 def _reservation_fits(
     reservation: ReservationSnapshot,
     info: InstanceTypeInfo | None,
@@ -209,6 +235,11 @@ def _reservation_fits(
         and info.matches(requirements, reservation.zone, RESERVED)
         and requirements.allows(CAPACITY_RESERVATION_ID, reservation.reservation_id)
     )
+
+
+def _available(source: ReservationSource, offerings: Iterable[Offering]) -> int:
+    available = {r.reservation_id: r.available for r in source.reservations}
+    return sum(available.get(o.reservation_id or "", 0) for o in offerings)
 
 
 def _unusable_reason(reservation: ReservationSnapshot) -> str:
@@ -235,8 +266,17 @@ class LaunchPlan:
         *,
         single_zone: bool = False,
         max_attempts: int = 4,
+        requirements: Requirements | None = None,
+        min_count: int | None = None,
+        max_zones: int = 3,
     ) -> None:
         self._candidates = candidates
+        self._requirements = requirements or Requirements()
+        self._min_count = count if min_count is None else min(min_count, count)
+        self._max_zones = max_zones
+        self._landed_in_zone = 0
+        # Why capacity types were passed over without asking EC2 (minValues not met).
+        self.refusals: list[str] = []
         self._remaining = count
         self._single_zone = single_zone
         self._max_attempts = max_attempts
@@ -275,6 +315,7 @@ class LaunchPlan:
             # Nothing left in this zone before anything launched: try the next zone.
             assert zone is not None
             self._failed_zones.add(zone)
+            self._zone = None
         return None
 
     def record(
@@ -293,6 +334,7 @@ class LaunchPlan:
         if self._single_zone and landed:
             self._zone = landed[0].zone
             self._zone_fixed = True
+            self._landed_in_zone += len(landed)
         elif (
             self._single_zone
             and not self._zone_fixed
@@ -301,6 +343,28 @@ class LaunchPlan:
         ):
             self._failed_zones.add(self._zone)
             self._zone = None
+
+    @property
+    def zone_short(self) -> bool:
+        """A single-zone landing that its zone cannot complete to minCount, another zone may."""
+        return (
+            self._single_zone
+            and self._zone_fixed
+            and 0 < self._landed_in_zone < self._min_count
+            and self._zone is not None
+            and not self._usable_in_zone(self._zone)
+            and len(self._failed_zones) + 1 < self._max_zones
+            and self._attempts < self._max_attempts
+        )
+
+    def abandon_zone(self) -> None:
+        """The caller rolled back what landed in the zone: plan the whole count elsewhere."""
+        assert self._zone is not None
+        self._failed_zones.add(self._zone)
+        self._remaining += self._landed_in_zone
+        self._landed_in_zone = 0
+        self._zone = None
+        self._zone_fixed = False
 
     def again(
         self, attempt: LaunchAttempt, landed: Sequence[Landed], unavailable: Iterable[Offering]
@@ -312,6 +376,7 @@ class LaunchPlan:
         if self._single_zone and landed:
             self._zone = landed[0].zone
             self._zone_fixed = True
+            self._landed_in_zone += len(landed)
         offerings = tuple(
             o
             for o in attempt.offerings
@@ -327,11 +392,36 @@ class LaunchPlan:
             return None
         if self._zone is not None:
             return self._zone
-        for offering in self._open_offerings():
-            if offering.zone not in self._failed_zones:
-                self._zone = offering.zone
-                return self._zone
-        return None
+        ranked = self._ranked_zones()
+        self._zone = ranked[0] if ranked else None
+        return self._zone
+
+    def _ranked_zones(self) -> list[str]:
+        """Zones by what they can hold: the whole minCount first, then the most of the count,
+        then the most reserved (already paid for) capacity."""
+        reserved: dict[str, int] = {}
+        pooled: set[str] = set()
+        for source, offerings in self._candidates.reserved:
+            if source.target in self._done_sources:
+                continue
+            available = {r.reservation_id: r.available for r in source.reservations}
+            for o in offerings:
+                if o not in self._dry:
+                    reserved[o.zone] = reserved.get(o.zone, 0) + available.get(
+                        o.reservation_id or "", 0
+                    )
+        for o in [*self._candidates.on_demand, *self._candidates.spot]:
+            if o.capacity_type not in self._exhausted_types and o not in self._dry:
+                pooled.add(o.zone)
+        zones = (set(reserved) | pooled) - self._failed_zones
+
+        def holds(zone: str) -> int:
+            return self._remaining if zone in pooled else min(self._remaining, reserved[zone])
+
+        return sorted(
+            zones,
+            key=lambda z: (holds(z) < self._min_count, -holds(z), -reserved.get(z, 0), z),
+        )
 
     def _usable_in_zone(self, zone: str) -> bool:
         return any(o.zone == zone for o in self._open_offerings())
@@ -375,6 +465,15 @@ class LaunchPlan:
             if capacity_type in self._exhausted_types:
                 continue
             usable = [o for o in offerings if o not in self._dry and zone in (None, o.zone)]
-            if usable:
-                return LaunchAttempt(capacity_type, tuple(usable), self._remaining)
+            if not usable:
+                continue
+            short = flexibility_shortfall(
+                self._requirements, usable, self._candidates.instance_types
+            )
+            if short:
+                # Launching anyway would break the flexibility the pool asks for.
+                self.refusals += [f"{capacity_type}: {s}" for s in short if s not in self.refusals]
+                self._exhausted_types.add(capacity_type)
+                continue
+            return LaunchAttempt(capacity_type, tuple(usable), self._remaining)
         return None

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 
 from capacity_launcher.domain.errors import RequirementsConflict
 
@@ -22,6 +30,7 @@ ZONE = "topology.kubernetes.io/zone"
 ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
+INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
 INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
 INSTANCE_SIZE = "karpenter.k8s.aws/instance-size"
 INSTANCE_GENERATION = "karpenter.k8s.aws/instance-generation"
@@ -39,6 +48,7 @@ WELL_KNOWN_KEYS: frozenset[str] = frozenset(
         ARCH,
         OS,
         CAPACITY_TYPE,
+        INSTANCE_CATEGORY,
         INSTANCE_FAMILY,
         INSTANCE_SIZE,
         INSTANCE_GENERATION,
@@ -64,6 +74,8 @@ ALLOWED_VALUES: Mapping[str, tuple[str, ...]] = {ARCH: ARCHITECTURES, CAPACITY_T
 
 MAX_VALUES = 100
 MAX_VALUE_LENGTH = 63
+# Karpenter's bound on minValues (flexibility asked of one key).
+MAX_MIN_VALUES = 50
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _INTEGER = re.compile(r"^[+-]?[0-9]{1,18}$")
@@ -97,13 +109,20 @@ def canonical_value(key: str, value: str) -> str:
 
 
 class Requirement(BaseModel):
-    """One ``{key, operator, values}`` term, validated on its own."""
+    """One ``{key, operator, values, minValues}`` term, validated on its own.
 
-    model_config = ConfigDict(frozen=True, extra="forbid", coerce_numbers_to_str=True)
+    ``minValues`` asks for flexibility, as in Karpenter: whatever is launched for the request must
+    be chosen among at least that many distinct values of the key.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", coerce_numbers_to_str=True, populate_by_name=True
+    )
 
     key: str
     operator: Operator
     values: tuple[str, ...] = Field(default=(), validate_default=True)
+    min_values: int | None = Field(default=None, alias="minValues", ge=1, le=MAX_MIN_VALUES)
 
     @field_validator("key")
     @classmethod
@@ -152,6 +171,27 @@ class Requirement(BaseModel):
             if any(value not in allowed for value in values):
                 raise ValueError(f"values of {key} must be among {', '.join(allowed)}")
         return tuple(dict.fromkeys(values))
+
+    @field_validator("min_values")
+    @classmethod
+    def _min_values_can_be_met(cls, min_values: int | None, info: ValidationInfo) -> int | None:
+        operator: Operator | None = info.data.get("operator")
+        values: tuple[str, ...] = info.data.get("values", ())
+        if min_values is None:
+            return None
+        if operator is Operator.DOES_NOT_EXIST:
+            raise ValueError("operator DoesNotExist leaves no values to choose among")
+        if operator is Operator.IN and len(values) < min_values:
+            raise ValueError(f"{min_values} exceeds the {len(values)} values operator In allows")
+        return min_values
+
+    @model_serializer(mode="wrap")
+    def _without_absent_min_values(self, handler: SerializerFunctionWrapHandler) -> Any:
+        dumped = handler(self)
+        if isinstance(dumped, dict) and self.min_values is None:
+            dumped.pop("minValues", None)
+            dumped.pop("min_values", None)
+        return dumped
 
 
 def _sort_key(value: str) -> tuple[int, int, str]:
@@ -310,39 +350,61 @@ _UNCONSTRAINED = Constraint()
 class Requirements:
     """An immutable set of requirements, ANDed; keys without a requirement admit anything."""
 
-    __slots__ = ("_constraints",)
+    __slots__ = ("_constraints", "_min_values")
 
-    def __init__(self, constraints: Mapping[str, Constraint] | None = None) -> None:
+    def __init__(
+        self,
+        constraints: Mapping[str, Constraint] | None = None,
+        min_values: Mapping[str, int] | None = None,
+    ) -> None:
         kept = {
             key: constraint
             for key, constraint in (constraints or {}).items()
             if not constraint.is_unconstrained()
         }
         self._constraints: Mapping[str, Constraint] = dict(sorted(kept.items()))
+        # Flexibility asked per key; only keys that are constrained can carry it.
+        self._min_values: Mapping[str, int] = {
+            key: n for key, n in sorted((min_values or {}).items()) if key in self._constraints
+        }
 
     @classmethod
     def of(cls, requirements: Iterable[Requirement]) -> Requirements:
         constraints: dict[str, Constraint] = {}
+        min_values: dict[str, int] = {}
         for requirement in requirements:
             constraint = Constraint.of(requirement)
             existing = constraints.get(requirement.key)
             constraints[requirement.key] = (
                 constraint if existing is None else existing.intersect(constraint)
             )
-        return cls(constraints)
+            if requirement.min_values is not None:
+                min_values[requirement.key] = max(
+                    requirement.min_values, min_values.get(requirement.key, 0)
+                )
+        return cls(constraints, min_values)
 
     def constraint(self, key: str) -> Constraint:
         return self._constraints.get(key, _UNCONSTRAINED)
+
+    def min_values(self) -> Mapping[str, int]:
+        """Per key, how many distinct values whatever is launched must be chosen among."""
+        return self._min_values
 
     def intersect(self, other: Requirements) -> Requirements:
         merged = dict(self._constraints)
         for key, constraint in other._constraints.items():
             merged[key] = constraint if key not in merged else merged[key].intersect(constraint)
-        return Requirements(merged)
+        min_values = dict(self._min_values)
+        for key, n in other._min_values.items():
+            min_values[key] = max(n, min_values.get(key, 0))
+        return Requirements(merged, min_values)
 
     def without(self, *keys: str) -> Requirements:
         """The same requirements with ``keys`` left unconstrained."""
-        return Requirements({k: c for k, c in self._constraints.items() if k not in keys})
+        return Requirements(
+            {k: c for k, c in self._constraints.items() if k not in keys}, self._min_values
+        )
 
     def __and__(self, other: Requirements) -> Requirements:
         return self.intersect(other)
@@ -374,11 +436,13 @@ class Requirements:
 
     def to_list(self) -> list[Requirement]:
         """Canonical form: keys sorted, each key spelled by the fewest requirements."""
-        return [
-            requirement
-            for key, constraint in self._constraints.items()
-            for requirement in constraint.requirements(key)
-        ]
+        spelled: list[Requirement] = []
+        for key, constraint in self._constraints.items():
+            terms = constraint.requirements(key)
+            if key in self._min_values:
+                terms[0] = terms[0].model_copy(update={"min_values": self._min_values[key]})
+            spelled += terms
+        return spelled
 
     def __iter__(self) -> Iterator[Requirement]:
         return iter(self.to_list())
@@ -392,10 +456,10 @@ class Requirements:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Requirements):
             return NotImplemented
-        return self._constraints == other._constraints
+        return self._constraints == other._constraints and self._min_values == other._min_values
 
     def __hash__(self) -> int:
-        return hash(frozenset(self._constraints.items()))
+        return hash((frozenset(self._constraints.items()), frozenset(self._min_values.items())))
 
     def __repr__(self) -> str:
         terms = ", ".join(
@@ -437,6 +501,14 @@ def narrow(pool: Requirements, request: Requirements, *, strict: bool = False) -
                 f"requirements[{key}]: request allows {request_constraint.describe()} "
                 f"but node pool allows only {pool_constraint.describe()}: "
                 "requirements can only narrow a node pool"
+            )
+    for key, wanted in narrowed.min_values().items():
+        constraint = narrowed.constraint(key)
+        if not constraint.complement and len(constraint.values) < wanted and key not in keys:
+            keys.append(key)
+            conflicts.append(
+                f"requirements[{key}]: minValues={wanted} needs at least {wanted} values "
+                f"but only {constraint.describe()} remain"
             )
     if conflicts:
         raise RequirementsConflict("; ".join(conflicts), keys=keys)

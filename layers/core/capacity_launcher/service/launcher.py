@@ -35,6 +35,7 @@ from capacity_launcher.domain.planning import (
     LaunchPlan,
     ReservationSource,
     find_candidates,
+    flexibility_shortfall,
 )
 from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH, named_reservation_ids
 from capacity_launcher.domain.quantities import Resources
@@ -50,10 +51,16 @@ from capacity_launcher.domain.status import (
 from capacity_launcher.domain.tags import instance_tags, own_request_tags
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import LaunchPorts
-from capacity_launcher.service.resolution import Prepared, resolve
+from capacity_launcher.service.resolution import Prepared, resolve, resolve_in, resolve_next
 
 # Why a reservation was left out before asking EC2: EC2's own code for a full reservation.
 RESERVATION_FULL = "ReservationCapacityExceeded"
+# The record's word for offerings too few to give the flexibility minValues asks.
+MIN_VALUES = "MinValuesNotMet"
+# The record's word for a pool a request that named none was not served by, and why.
+POOL_PASSED_OVER = "NodePoolPassedOver"
+# The record's word for a single-zone landing given up for another zone.
+ZONE_ROLLED_BACK = "ZoneRolledBack"
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
 
@@ -146,7 +153,11 @@ class Launcher:
                 report.records[record.request_id] = record
                 report.replayed.add(record.request_id)
             elif intents:
-                # A crashed or throttled predecessor: finish its intents, alone, first.
+                # A crashed or throttled predecessor: finish its intents, alone, first (in the
+                # pool they launched for, if it fell back to a lower-weight one).
+                pool = intents[-1].node_pool
+                if pool and pool != prepared.pool.metadata.name:
+                    prepared = resolve_in(self._p.config, prepared, pool)
                 self._serve_or_give_back([_Progress(prepared)], report, intents)
             else:
                 fresh.append(_Progress(prepared))
@@ -201,15 +212,27 @@ class Launcher:
             )
         skipped_records = [_unavailable(s.offering, s.reason) for s in usable.skipped]
 
+        nothing_left = _all_unavailable(usable) if candidates and not usable else None
+        if nothing_left and self._fall_back(progress, report, nothing_left):
+            return
         per_instance = candidates.largest() if candidates else Resources.ZERO
         never = self._never_fits(lead, candidates, per_instance)
-        if never is not None:
+        if never is not None and not self._fall_back(progress, report, never):
             self._reject_all(progress, report, ErrorDetail(code="LimitExceeded", message=never))
+        if never is not None:
             return
         if not candidates and not candidates.skipped:
             # Nothing matches at all (as opposed to: matches, but is full or dry right now).
             message = _no_offering(lead, subnets)
             self._reject_all(progress, report, ErrorDetail(code="NoOffering", message=message))
+            return
+        inflexible = flexibility_shortfall(
+            lead.requirements, [*candidates.on_demand, *candidates.spot], candidates.instance_types
+        )
+        if inflexible and not candidates.reserved:
+            # Even with nothing dry, on-demand and spot could never offer the flexibility asked.
+            message = "; ".join(inflexible)
+            self._reject_all(progress, report, ErrorDetail(code=MIN_VALUES, message=message))
             return
 
         # Limits: lease what the largest candidate would use; settle to what actually launched.
@@ -233,6 +256,9 @@ class Launcher:
                         f"minCount={item.request.min_count} instances now",
                     )
                 )
+        full = [p for p in progress if p.granted == 0 and not p.settled and p.prepared.alternatives]
+        if full and self._fall_back(full, report, full[0].errors[-1].message):
+            progress = [p for p in progress if p not in full]
         active = [p for p in progress if p.granted > 0 or p.settled]
         missing_reservations = _missing_reservations(lead, sources)
         for item in active:
@@ -250,11 +276,18 @@ class Launcher:
             sum(p.wanted for p in active),
             single_zone=lead.request.single_zone,
             max_attempts=self._max_attempts,
+            requirements=lead.requirements,
+            min_count=sum(min(p.request.min_count, p.wanted) for p in active),
         )
         tried_reserved = False
         transient_retries = 0
         while active and sum(p.wanted for p in active) > 0:
             attempt = plan.next_attempt()
+            if attempt is None and plan.zone_short and not intents:
+                # The zone cannot complete the gang: take back what landed there, try the next.
+                seen = self._roll_back_zone(active, seen)
+                plan.abandon_zone()
+                continue
             if attempt is None:
                 break
             if attempt.capacity_type == RESERVED:
@@ -309,12 +342,38 @@ class Launcher:
             ):
                 break
 
+        for refusal in plan.refusals:
+            error = ErrorDetail(code=MIN_VALUES, message=refusal)
+            for item in active:
+                if item.wanted and error not in item.errors:
+                    item.errors.append(error)
         where = {x.instance_id: x for x in seen}
         missing = [i for p in progress for i in p.instance_ids if i not in where]
         where.update({x.instance_id: x for x in self._p.fleet.describe(missing)})
         for item in progress:
             record = self._settle(item, where, [*skipped_records, *observed], candidates)
             report.records[item.request.request_id] = record
+
+    def _fall_back(self, items: Sequence[_Progress], report: LaunchReport, why: str) -> bool:
+        """Requests that named no pool try the next compatible one by weight, as Karpenter does;
+        False when there is none. Nothing was leased or launched for them in this pool."""
+        passed_over = [e for e in items[0].errors if e.code == POOL_PASSED_OVER]
+        passed_over.append(
+            ErrorDetail(
+                code=POOL_PASSED_OVER,
+                message=f"nodePool {items[0].prepared.pool.metadata.name}: {why}",
+            )
+        )
+        following = []
+        for item in items:
+            nxt, skipped = resolve_next(self._p.config, item.prepared)
+            if nxt is None:
+                return False
+            notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
+            following.append(_Progress(nxt, errors=[*passed_over, *notes]))
+        for group in _by_pool(following):
+            self._serve_or_give_back(group, report, [])
+        return True
 
     def _reject_all(
         self,
@@ -519,6 +578,28 @@ class Launcher:
         status = status_for(request.count, len(mine), request.min_count)
         return self._finish(item, mine, unavailable, status, item.errors)
 
+    def _roll_back_zone(
+        self, active: Sequence[_Progress], seen: list[InstanceLanding]
+    ) -> list[InstanceLanding]:
+        """Terminate what a single-zone group got in a zone that cannot hold its minCount."""
+        ids = [i for item in active for i in item.instance_ids]
+        landed = [x for x in seen if x.instance_id in ids]
+        zone = landed[0].zone if landed else "its zone"
+        self._p.fleet.terminate(ids)
+        self._give_back_slots(landed)
+        for item in active:
+            if item.instance_ids:
+                item.errors.append(
+                    ErrorDetail(
+                        code=ZONE_ROLLED_BACK,
+                        message=f"singleZone: {zone} held {len(ids)} of minCount="
+                        f"{item.request.min_count}; terminated {', '.join(item.instance_ids)} "
+                        "and tried another zone",
+                    )
+                )
+                item.instance_ids = []
+        return [x for x in seen if x.instance_id not in ids]
+
     def _give_back_slots(self, terminated: Sequence[InstanceLanding]) -> None:
         """Reservation slots of instances a failed gang terminated are free again at once."""
         freed: dict[str, int] = {}
@@ -619,6 +700,18 @@ def _mark_launching(progress: Sequence[_Progress], intent: LaunchIntent) -> None
 def _counted(info: InstanceTypeInfo | None) -> Resources:
     """What one launched instance counts against its pool (an unknown type still counts as one)."""
     return info.resources() if info is not None else Resources(instances=1)
+
+
+def _all_unavailable(usable: Candidates) -> str:
+    reasons = sorted({s.reason for s in usable.skipped})
+    return f"every offering is unavailable now ({', '.join(reasons)})"
+
+
+def _by_pool(items: Sequence[_Progress]) -> list[list[_Progress]]:
+    groups: dict[str, list[_Progress]] = {}
+    for item in items:
+        groups.setdefault(item.prepared.pool.metadata.name, []).append(item)
+    return list(groups.values())
 
 
 def _pinned_instance_types(requirements: Requirements) -> list[str] | None:

@@ -32,6 +32,8 @@ class Prepared:
     pool: NodePool
     node_class: NodeClass
     requirements: Requirements
+    # Lower-weight pools compatible with a request that named none, in the order they are tried.
+    alternatives: tuple[NodePool, ...] = ()
 
     @property
     def coalescing_key(self) -> tuple[Any, ...]:
@@ -44,7 +46,50 @@ class Prepared:
 
 
 def resolve(config: Configuration, request: LaunchRequest, received_at: datetime) -> Prepared:
-    pool = _pool_for(config, request)
+    pool, *alternatives = _pools_for(config, request)
+    return _prepare(config, request, received_at, pool, tuple(alternatives))
+
+
+def resolve_next(config: Configuration, prepared: Prepared) -> tuple[Prepared | None, list[str]]:
+    """The next compatible pool that can take a request its pool passed over, by weight; and why
+    the pools skipped on the way could not (their class is missing, their tags conflict...)."""
+    skipped: list[str] = []
+    alternatives = prepared.alternatives
+    while alternatives:
+        pool, *rest = alternatives
+        alternatives = tuple(rest)
+        try:
+            return (
+                _prepare(config, prepared.request, prepared.received_at, pool, alternatives),
+                skipped,
+            )
+        except RequestRejected as rejected:
+            skipped.append(f"nodePool {pool.metadata.name}: {rejected.reason}")
+    return None, skipped
+
+
+def resolve_in(config: Configuration, prepared: Prepared, pool_name: str) -> Prepared:
+    """The request in one of its alternatives (where an earlier delivery fell back to)."""
+    names = [p.metadata.name for p in prepared.alternatives]
+    if pool_name not in names:
+        return prepared
+    at = names.index(pool_name)
+    return _prepare(
+        config,
+        prepared.request,
+        prepared.received_at,
+        prepared.alternatives[at],
+        prepared.alternatives[at + 1 :],
+    )
+
+
+def _prepare(
+    config: Configuration,
+    request: LaunchRequest,
+    received_at: datetime,
+    pool: NodePool,
+    alternatives: tuple[NodePool, ...],
+) -> Prepared:
     try:
         node_class = config.node_class(pool.spec.node_class_ref)
     except NotFound as error:
@@ -74,13 +119,14 @@ def resolve(config: Configuration, request: LaunchRequest, received_at: datetime
     requirements = narrow(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
-    return Prepared(request, received_at, pool, node_class, requirements)
+    return Prepared(request, received_at, pool, node_class, requirements, alternatives)
 
 
-def _pool_for(config: Configuration, request: LaunchRequest) -> NodePool:
+def _pools_for(config: Configuration, request: LaunchRequest) -> list[NodePool]:
+    """The pool a request names; or every compatible pool, highest weight first."""
     if request.node_pool:
         try:
-            return config.node_pool(request.node_pool)
+            return [config.node_pool(request.node_pool)]
         except NotFound as error:
             raise RequestRejected(
                 f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
@@ -101,7 +147,8 @@ def _pool_for(config: Configuration, request: LaunchRequest) -> NodePool:
             "nodePool: no NodePool is compatible with the request's requirements",
             "NoCompatibleNodePool",
         )
-    return max(compatible, key=lambda p: (p.spec.weight, _reverse(p.metadata.name)))
+    # Equal weights: the alphabetically first pool comes first, deterministically.
+    return sorted(compatible, key=lambda p: (-p.spec.weight, p.metadata.name))
 
 
 def _compatible(pools: list[NodePool], wanted: Requirements) -> list[NodePool]:
@@ -113,8 +160,3 @@ def _compatible(pools: list[NodePool], wanted: Requirements) -> list[NodePool]:
             continue
         compatible.append(pool)
     return compatible
-
-
-def _reverse(name: str) -> tuple[int, ...]:
-    # Equal weights: the alphabetically first pool wins, deterministically.
-    return tuple(-ord(c) for c in name)
