@@ -521,7 +521,11 @@ def _attribute_arn(
         return _arn("events", region, account, f"event-bus/{physical}")
     if kind == "AWS::IAM::Role":
         return f"arn:aws:iam::{account}:role/{logical}"
-    # Queues and others the functions' environment does not name: matches no call's ARN.
+    if kind == "AWS::SQS::Queue" and not physical:
+        # No environment names the queue a function consumes: CloudFormation (and the local
+        # cloud) name an unnamed queue after the stack and its logical id.
+        return _arn("sqs", region, account, f"*-{logical}*")
+    # Others the functions' environment does not name: match no call's ARN.
     return f"unresolved:{logical}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, launch_request
@@ -100,3 +101,18 @@ def test_a_node_class_targeting_a_missing_reservation_says_so_in_the_record(
     assert record.errors[0].message.startswith(
         "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId: "
     )
+
+
+def test_an_invalid_bodys_rejection_is_published_even_if_the_first_delivery_could_not(
+    cloud: Cloud,
+) -> None:
+    # Given EventBridge refusing the first PutEvents (found by the simulation, seed 13)
+    moto_capacity.inject_fault("events:PutEvents", "InternalException", times=1)
+    invalid = {"requestId": "bad-once", "count": 0}
+    # When the invalid body comes, is handed back, and comes again
+    assert len(cloud.send(invalid)) == 1
+    assert cloud.send(invalid) == []
+    # Then its rejection is recorded once and published
+    record = cloud.record("bad-once")
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert [e["detail-type"] for e in cloud.events()] == ["Launch Rejected"]

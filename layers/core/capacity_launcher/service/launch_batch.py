@@ -39,6 +39,7 @@ _COMPLETED = "COMPLETED"
 class RecordWriter(Protocol):
     def put_record(self, record: RequestRecord) -> None: ...
     def put_record_if_absent(self, record: RequestRecord) -> bool: ...
+    def get_record(self, request_id: str) -> RequestRecord | None: ...
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,12 @@ class LaunchBatch:
         for message, request in parsed:
             if isinstance(request, InvalidLaunchRequest):
                 # A valid body with the same requestId in this batch owns that id's outcome.
-                self._refuse(message, request, owned=request.request_id not in valid_ids)
+                try:
+                    self._refuse(message, request, owned=request.request_id not in valid_ids)
+                except Exception:
+                    # Its record or event could not be written: only this message goes back.
+                    logger.exception("could not record the rejection; the retry does it")
+                    failures.append(message.message_id)
                 continue
             payload = request.model_dump(mode="json", by_alias=True)
             verdict = self._claim(payload, remaining_ms)
@@ -175,9 +181,11 @@ class LaunchBatch:
                 [ErrorDetail(code=invalid.code, message=str(e)) for e in invalid.errors]
                 or [ErrorDetail(code=invalid.code, message=str(invalid))],
             )
-            # An invalid payload must never overwrite the outcome of a valid request.
-            if self._records.put_record_if_absent(record):
-                self._publish(Event(record.detail_type, record.to_detail()))
+            # An invalid payload must never overwrite the outcome of a valid request; a
+            # delivery that finds a record re-publishes it (the first may have died before).
+            if not self._records.put_record_if_absent(record):
+                record = self._records.get_record(invalid.request_id) or record
+            self._publish(Event(record.detail_type, record.to_detail()))
 
     def _claim(self, payload: dict[str, Any], remaining_ms: Callable[[], int] | None) -> str:
         try:
