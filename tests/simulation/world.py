@@ -23,6 +23,7 @@ from moto.sqs.models import sqs_backends
 
 import moto_capacity
 from capacity_launcher.adapters import aws
+from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.status import EVENT_SOURCE
@@ -48,6 +49,10 @@ ACCOUNT = "123456789012"
 REQUEST_ID_TAG = "capacity-launcher:request-id"
 POOL_TAG = "capacity-launcher:node-pool"
 LIVE = frozenset({"pending", "running"})
+# EC2's eventual consistency (fresh ids, pending reservations) and DynamoDB's transaction
+# conflicts, as the emulator can produce them (docs/local-cloud.md).
+CONSISTENCY_SECONDS = 3
+TRANSACTION_CONFLICT_RATE = 0.05
 STATE_CHANGE = "EC2 Instance State-change Notification"
 FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -139,6 +144,13 @@ class World:
         mock_random.seed(self.seed)
         moto_capacity.reset()
         self.emulator.clock.__enter__()
+        # As strict as AWS documents: fresh instance ids unknown and new reservations pending
+        # for a moment, transactions on one item conflicting now and then. The fleet adapter
+        # waits on the simulated clock, as a launcher on AWS waits on the real one.
+        moto_capacity.set_consistency(CONSISTENCY_SECONDS, CONSISTENCY_SECONDS)
+        moto_capacity.set_transaction_conflicts(TRANSACTION_CONFLICT_RATE, self.seed)
+        self._pause = fleet_adapter.pause
+        fleet_adapter.pause = self.emulator.clock.advance
         self._crash_guard = crashing_calls(self.emulator.crashes)
         self._crash_guard.__enter__()
         self._no_sleeps = retries_without_sleeping()
@@ -162,6 +174,7 @@ class World:
         if self._crash_guard is not None:
             self._crash_guard.__exit__(None, None, None)
             self._no_sleeps.__exit__(None, None, None)
+        fleet_adapter.pause = self._pause
         self.emulator.clock.__exit__()
         moto_capacity.reset()
         if self._mock is not None:
