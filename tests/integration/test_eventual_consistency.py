@@ -94,3 +94,27 @@ def test_requests_sharing_a_fleet_get_their_own_tags_on_fresh_instances(
         )
         ids = {i["InstanceId"] for r in tagged["Reservations"] for i in r["Instances"]}
         assert ids == {i.instance_id for i in record.instances}
+
+
+def test_instances_of_a_targeted_reserved_attempt_that_stay_unknown_are_in_that_reservation(
+    cloud: Cloud, subnets, image
+):
+    # Given a NodeClass targeting one reservation, and fresh ids unknown for an hour
+    reservation = reserve(cloud, 2, InstanceMatchCriteria="targeted")
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    moto_capacity.set_consistency(instance_visibility_seconds=3600)
+    # When a request launches into it
+    cloud.send(launch_request("unseen-reserved", nodePool="general", count=2))
+    # Then the record says where they must be: `capacity-reservations-only` with one target
+    # leaves EC2 no other place, so they are not reported as on-demand (nor their slots freed)
+    record = cloud.record("unseen-reserved")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [(i.capacity_type, i.capacity_reservation_id) for i in record.instances] == [
+        ("reserved", reservation),
+        ("reserved", reservation),
+    ]

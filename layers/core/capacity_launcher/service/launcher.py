@@ -481,6 +481,8 @@ class Launcher:
             # A pending intent replayed now took its slots now (its claim, if any, was given back).
             fresh = attempt is not None or intent.state != "done"
             landings = self._p.fleet.describe(result.instance_ids) if fresh else []
+            if attempt is not None and attempt.target and attempt.target.reservation_id:
+                landings = [_in_target(x, attempt.target.reservation_id) for x in landings]
             for done in tagging:
                 done.result()
         offerings = attempt.offerings if attempt is not None else ()
@@ -700,6 +702,14 @@ def _mark_launching(progress: Sequence[_Progress], intent: LaunchIntent) -> None
 def _counted(info: InstanceTypeInfo | None) -> Resources:
     """What one launched instance counts against its pool (an unknown type still counts as one)."""
     return info.resources() if info is not None else Resources(instances=1)
+
+
+def _in_target(landing: InstanceLanding, reservation_id: str) -> InstanceLanding:
+    """A reserved attempt is `capacity-reservations-only` with one target: an instance EC2 has
+    not described yet (only the CreateFleet answer is known) can only be in that reservation."""
+    if landing.capacity_reservation_id is not None or landing.capacity_type == SPOT:
+        return landing
+    return replace(landing, capacity_type=RESERVED, capacity_reservation_id=reservation_id)
 
 
 def _all_unavailable(usable: Candidates) -> str:
