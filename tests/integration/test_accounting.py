@@ -22,6 +22,7 @@ from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
 from capacity_launcher.settings import get_settings
+from capacity_launcher_cli.lambda_runtime import running
 from tests.integration.test_launch_into_reservations import (
     ZONE,
     expire_idempotency_claims,
@@ -268,7 +269,9 @@ def test_a_sync_during_a_launch_does_not_count_its_instances_twice(cloud, subnet
     def sync_now(**_: object) -> None:
         if not ran:
             ran.append(True)
-            sync()
+            # The sync is another function, running beside the launcher.
+            with running("ReservationSyncFunction", cloud.environment, cloud.names.account_id):
+                sync()
 
     aws.client("ec2").meta.events.register("after-call.ec2.CreateFleet", sync_now)
     # When the sync runs right then

@@ -65,7 +65,7 @@ def _apply_class(cloud: Cloud, subnets: dict[str, str], **spec: Any) -> None:
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"imageSsmParameter": "/nothing/here"}, "spec.imageSsmParameter"),
+        ({"imageSsmParameter": "/aws/service/none/here"}, "spec.imageSsmParameter"),
         ({"subnetIds": ["subnet-0123456789abcdef0"]}, "spec.subnetIds"),
     ],
     ids=["missing-ssm-parameter", "missing-subnet"],
