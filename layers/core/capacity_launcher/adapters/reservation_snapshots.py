@@ -262,6 +262,11 @@ class ReservationSnapshots:
         return stored, coverage, invalid
 
     def get(self, reservation_id: str) -> StoredReservation | None:
+        parsed = self._read_one(reservation_id)
+        return parsed if isinstance(parsed, StoredReservation) else None
+
+    def _read_one(self, reservation_id: str) -> StoredReservation | InvalidSnapshot | None:
+        """One snapshot as stored (strongly consistent), parsed or said to be unparseable."""
         try:
             item = self._db.get_item(
                 TableName=self._table, Key=key(PARTITION, reservation_id), ConsistentRead=True
@@ -269,8 +274,7 @@ class ReservationSnapshots:
         except ClientError as error:
             raise_for("GetItem", error)
             raise
-        parsed = _parsed(from_item(item)) if item else None
-        return parsed if isinstance(parsed, StoredReservation) else None
+        return _parsed(from_item(item)) if item else None
 
     def invalid(self) -> list[InvalidSnapshot]:
         """Stored snapshots that do not parse (the next sync of their reservation replaces them)."""
@@ -321,14 +325,7 @@ class ReservationSnapshots:
         return True
 
     def _unreadable(self, reservation_id: str) -> bool:
-        try:
-            item = self._db.get_item(
-                TableName=self._table, Key=key(PARTITION, reservation_id), ConsistentRead=True
-            ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
-        return item is not None and isinstance(_parsed(from_item(item)), InvalidSnapshot)
+        return isinstance(self._read_one(reservation_id), InvalidSnapshot)
 
     def save_coverage(self, coverage: Iterable[Coverage]) -> None:
         for entry in coverage:
