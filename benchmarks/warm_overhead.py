@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
 from benchmarks.scene import apply_pool, bench_cloud, request
 from capacity_launcher.adapters.fleet import Fleet
+from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
@@ -34,7 +35,6 @@ PHASES: dict[str, list[tuple[Any, str]]] = {
         (Launcher, "prepare"),
         (Launcher, "_candidates"),
         (Subnets, "by_zone"),
-        (LaunchTemplates, "specification"),
         (LaunchTemplates, "ensure"),
     ],
     "cache": [(UnavailableOfferings, "current"), (UnavailableOfferings, "mark")],
@@ -44,7 +44,7 @@ PHASES: dict[str, list[tuple[Any, str]]] = {
         (LaunchRecords, "load"),
         (LaunchRecords, "write_intent"),
         (LaunchRecords, "complete_intent"),
-        (LaunchRecords, "put_instances"),
+        (InstanceRecords, "put"),
         (LaunchRecords, "put_record"),
         (DynamoDBPersistenceLayer, "save_inprogress"),
         (DynamoDBPersistenceLayer, "save_success"),

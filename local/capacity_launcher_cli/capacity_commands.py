@@ -11,8 +11,8 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.offerings import ReservationSnapshot, offering_key
-from capacity_launcher.domain.requirements import RESERVED
+from capacity_launcher.domain.offerings import RESERVED, offering_key
+from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 
@@ -27,15 +27,13 @@ def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
     found = reservations.describe()
     stored = {
         s.snapshot.reservation_id: s.snapshot
-        for s in ReservationSnapshots(
-            deployment.state_table, deployment.client("dynamodb"), reservations
-        ).list()
+        for s in ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).list()
     }
     groups: dict[str, list[str]] = {rid: list(snapshot.groups) for rid, snapshot in stored.items()}
     store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
     for node_class in store.node_classes():
-        target = node_class.spec.reservation_target
-        arn = target.capacity_reservation_resource_group_arn if target else None
+        target = selection_of(node_class).target
+        arn = target.group_arn if target else None
         if arn:
             for member in _members(reservations, arn):
                 groups.setdefault(member, []).append(arn)

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.offerings import ReservationSnapshot
 from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
+from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
 from capacity_launcher.domain.status import RequestRecord
 
 # Redirected output is read by tools and tests: wide enough that ids are never cut.
@@ -96,13 +96,12 @@ def node_classes(classes: Sequence[NodeClass]) -> Table:
 
 
 def _reservations_of(node_class: NodeClass) -> str:
-    spec = node_class.spec
-    target = spec.reservation_target
-    if target is not None:
-        return str(target.capacity_reservation_id or target.capacity_reservation_resource_group_arn)
-    if spec.capacity_reservation_selector_terms:
-        return f"{len(spec.capacity_reservation_selector_terms)} selector term(s)"
-    return f"preference {spec.reservation_preference}"
+    selection = selection_of(node_class)
+    if selection.target is not None:
+        return selection.target.name
+    if selection.terms:
+        return f"{len(selection.terms)} selector term(s)"
+    return f"preference {node_class.spec.reservation_preference}"
 
 
 def requests(records: Iterable[RequestRecord]) -> Table:

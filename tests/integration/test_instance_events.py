@@ -18,9 +18,9 @@ from tests.integration.test_reservation_sync import (
     handler,
     ice_keys,
     published,
+    reservations,
     sample_event,
     snapshot,
-    snapshots,
     sync,
     targeted_pool,
     use_snapshots,
@@ -77,7 +77,7 @@ def test_a_terminated_instance_releases_its_limits_and_reservation_slot_once(
     assert usage() == 0
     assert snapshot(reservation).snapshot.available == 2
     # and the instance item, the request record and one Instance Terminated event say so
-    item = InstanceRecords(get_settings().state_table_name).get(instance_id)
+    item = InstanceRecords(get_settings().state_table_name).stored_item(instance_id)
     assert item is not None
     assert item["state"] == "terminated"
     assert item["releasedAt"]
@@ -122,5 +122,5 @@ def test_an_interruption_warning_marks_the_reservation_exhausted(
     assert snapshot(reservation).snapshot.exhausted
     assert f"reserved:{reservation}" in ice_keys()
     node_class = ConfigStore(get_settings().state_table_name).node_class("standard")
-    (source,) = snapshots().sources(node_class)
+    (source,) = reservations().sources(node_class)
     assert [r.exhausted for r in source.reservations] == [True]

@@ -14,22 +14,21 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters.publisher import Event
-from capacity_launcher.adapters.reservation_snapshots import (
-    STALE_AFTER_SECONDS,
-    ReservationSnapshots,
-    StoredReservation,
-)
+from capacity_launcher.adapters.capacity_reservations import CapacityReservations
+from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.domain.reservations import STALE_AFTER_SECONDS, StoredReservation
 from capacity_launcher.domain.status import (
     RESERVATION_EXHAUSTED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
+    Event,
     RequestStatus,
 )
 from capacity_launcher.service import lifecycle_wiring, wiring
 from capacity_launcher.service.reservation_sync import SyncReport
+from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool
 from tests.support.cloud import Cloud, an_image, launch_request
@@ -47,6 +46,11 @@ def sync() -> SyncReport:
 
 def snapshots() -> ReservationSnapshots:
     return lifecycle_wiring.reservation_snapshots(get_settings())
+
+
+def reservations() -> ReservationProvider:
+    """The launchers' reservations: the snapshots first, EC2 when they are stale."""
+    return lifecycle_wiring.reservations(get_settings())
 
 
 def snapshot(reservation_id: str) -> StoredReservation:
@@ -98,7 +102,6 @@ class LambdaContext:
 
 def use_snapshots(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     """Launchers whose `reservations` port is the shared snapshots (the wiring issue 5 asks for)."""
-    monkeypatch.setattr(wiring, "CapacityReservations", lambda *_: snapshots(), raising=False)
     lifecycle_wiring.reservation_sync.cache_clear()
     lifecycle_wiring.instance_events.cache_clear()
     return cloud
@@ -211,8 +214,8 @@ def test_sync_writes_snapshots_of_targets_group_members_and_selected_reservation
     aws.client("ec2").meta.events.register(
         "before-call.ec2", lambda model, **_: calls.update([model.name])
     )
-    by_group = snapshots().sources(config.node_class("by-group"))
-    by_tag = snapshots().sources(config.node_class("by-tag"))
+    by_group = reservations().sources(config.node_class("by-group"))
+    by_tag = reservations().sources(config.node_class("by-tag"))
     assert by_group[0].target.group_arn == arn
     assert sorted(r.reservation_id for r in by_group[0].reservations) == sorted([first, second])
     assert [src.target.reservation_id for src in by_tag] == [selected]
@@ -352,7 +355,7 @@ def test_a_node_class_the_sync_has_not_seen_is_resolved_from_ec2_keeping_exhaust
     )
     ec2_calls.clear()
     config = wiring.ConfigStore(get_settings().state_table_name)
-    (source,) = snapshots().sources(config.node_class("second"))
+    (source,) = reservations().sources(config.node_class("second"))
     # Then EC2 is asked, and the flag still holds
     assert ec2_calls["DescribeCapacityReservations"] == 1
     assert [(r.reservation_id, r.exhausted) for r in source.reservations] == [(reservation, True)]
@@ -363,10 +366,12 @@ def test_snapshots_of_a_sync_that_stopped_are_not_trusted(snapshot_launchers, su
     cloud = snapshot_launchers
     reservation = targeted_pool(cloud, subnets, image, 2)
     sync()
-    snapshots().note_launched({reservation: 2})
+    reservations().note_launched({reservation: 2})
     later = time.time() + STALE_AFTER_SECONDS + 1
     settings = get_settings()
-    stale = ReservationSnapshots(settings.state_table_name, clock=lambda: later)
+    stale = ReservationProvider(
+        ReservationSnapshots(settings.state_table_name), CapacityReservations(), clock=lambda: later
+    )
     # When a launcher resolves the NodeClass, it reads EC2's live count instead
     node_class = wiring.ConfigStore(settings.state_table_name).node_class("standard")
     (source,) = stale.sources(node_class)
@@ -409,15 +414,15 @@ def test_slots_another_worker_claimed_are_not_asked_of_ec2(
     cloud = snapshot_launchers
     reservation = targeted_pool(cloud, subnets, image, 2, InstanceMatchCriteria="targeted")
     sync()
-    other_worker = snapshots()
-    real_claim = ReservationSnapshots.claim
+    other_worker = reservations()
+    real_claim = ReservationProvider.claim
 
-    def raced(self: ReservationSnapshots, reservation_id: str, count: int) -> int | None:
+    def raced(self: ReservationProvider, reservation_id: str, count: int) -> int | None:
         # Between our read of the snapshot and our claim, another worker takes every slot.
         assert real_claim(other_worker, reservation_id, 2) == 2
         return real_claim(self, reservation_id, count)
 
-    monkeypatch.setattr(ReservationSnapshots, "claim", raced)
+    monkeypatch.setattr(ReservationProvider, "claim", raced)
     # When a request plans with the slots it read, then claims
     cloud.send(launch_request("claimed-1", nodePool="general"))
     # Then no reserved CreateFleet is sent: the request goes on-demand, saying why
@@ -437,8 +442,8 @@ def test_a_claim_takes_only_what_is_left_and_unused_slots_are_given_back(
     cloud = snapshot_launchers
     reservation = targeted_pool(cloud, subnets, image, 3)
     sync()
-    assert snapshots().claim(reservation, 2) == 2
-    assert snapshots().claim(reservation, 5) == 1
-    assert snapshots().claim(reservation, 1) == 0
-    snapshots().give_back(reservation, 2)
+    assert reservations().claim(reservation, 2) == 2
+    assert reservations().claim(reservation, 5) == 1
+    assert reservations().claim(reservation, 1) == 0
+    reservations().give_back(reservation, 2)
     assert snapshot(reservation).snapshot.available == 2

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from capacity_launcher.domain.fleet import fleet_request
+from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import allocate, client_token
-from capacity_launcher.domain.offerings import Offering, ReservationSnapshot, offering_key
-from capacity_launcher.domain.planning import (
-    Landed,
-    LaunchPlan,
-    ReservationSource,
-    ReservedTarget,
-    find_candidates,
-)
+from capacity_launcher.domain.offerings import Offering, offering_key
+from capacity_launcher.domain.planning import Landed, LaunchPlan, find_candidates
 from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
+from capacity_launcher.domain.reservations import (
+    ReservationSnapshot,
+    ReservationSource,
+    ReservationUse,
+    ReservedTarget,
+)
 
 ZONES = ("us-east-1a", "us-east-1b")
 M5 = InstanceTypeInfo("m5.large", ("amd64",), 2, 8192, zones=frozenset(ZONES))
@@ -180,10 +180,9 @@ def test_fleet_request_has_one_override_per_type_and_subnet_with_its_zone():
         attempt,
         count=3,
         client_token="cl-x",
-        launch_template="lt",
+        launch_template=LaunchTemplate("lt", ReservationUse("open")),
         subnets={"us-east-1a": ("subnet-a1", "subnet-a2"), "us-east-1b": ("subnet-b",)},
         tags={"capacity-launcher:managed": "true"},
-        open_reservations_first=True,
     )
     overrides = request["LaunchTemplateConfigs"][0]["Overrides"]
     assert [(o["SubnetId"], o["AvailabilityZone"]) for o in overrides] == [
@@ -206,10 +205,9 @@ def test_reserved_fleets_follow_our_order_and_spot_uses_price_capacity_optimized
     kwargs = {
         "count": 1,
         "client_token": "t",
-        "launch_template": "lt",
+        "launch_template": LaunchTemplate("lt", ReservationUse("none")),
         "subnets": {"us-east-1a": ("s",)},
         "tags": {},
-        "open_reservations_first": False,
     }
     assert fleet_request(attempt, **kwargs)["OnDemandOptions"] == {
         "AllocationStrategy": "prioritized"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from capacity_launcher.domain.offerings import ReservationSnapshot
 from capacity_launcher.domain.platforms import (
     LINUX,
     platform_mismatches,
     reservation_platform,
 )
+from capacity_launcher.domain.reservations import ReservationSnapshot
 
 
 @pytest.mark.parametrize(

@@ -5,16 +5,20 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from capacity_launcher.adapters.reservation_snapshots import StoredReservation, term_matches
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm
-from capacity_launcher.domain.offerings import ReservationSnapshot
+from capacity_launcher.domain.reservations import (
+    ReservationSnapshot,
+    StoredReservation,
+    Thresholds,
+    next_state,
+    term_matches,
+)
 from capacity_launcher.domain.status import (
     RESERVATION_EXHAUSTED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
 )
-from capacity_launcher.service.reservation_sync import Thresholds, next_state
 
 NOW = datetime(2026, 1, 15, 12, tzinfo=UTC)
 RULES = Thresholds(utilization_high=0.9, expiring_horizon=timedelta(hours=72))

@@ -6,10 +6,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.adapters.reservation_snapshots import Coverage, StoredReservation
 from capacity_launcher.domain.config import parse_document
-from capacity_launcher.domain.offerings import ReservationSnapshot
-from capacity_launcher.service.reservation_sync import ReservationSync, Thresholds
+from capacity_launcher.domain.reservations import (
+    Coverage,
+    ReservationSnapshot,
+    StoredReservation,
+    Thresholds,
+)
+from capacity_launcher.service.reservation_sync import ReservationSync
 
 RESERVATION = ReservationSnapshot("cr-0123456789abcdef0", "m5.large", "us-east-1a", "active", 4, 4)
 NODE_CLASS = parse_document(

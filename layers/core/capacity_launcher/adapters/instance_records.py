@@ -1,8 +1,8 @@
-"""The lifecycle of instance items (`Instance#<id>` / `Instance`): release once, adopt, read many.
+"""Instance records (domain/instance_records.py) as items `Instance#<id>` / `Instance`.
 
-The launcher writes instance items (adapters/launch_records.py); this module is what happens to
-them afterwards: instance events release them exactly once, the sync reads them in batches and
-adopts instances a crashed worker launched but never recorded.
+The one mapping between the typed record and its item (whose attributes the simulation, the
+tests and operators read), and its lifecycle: the launcher puts them, instance events release
+them exactly once, the sync reads them in batches and adopts what a crashed worker never recorded.
 """
 
 from __future__ import annotations
@@ -23,20 +23,61 @@ from capacity_launcher.adapters.dynamodb import (
     to_item,
 )
 from capacity_launcher.adapters.launch_records import RECORD, instance_pk, request_pk
-from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.instance_records import RUNNING, InstanceRecord
 
 INSTANCE = "Instance"
-_BATCH_GET_LIMIT = 100
+_BATCH_WRITE_LIMIT = 25
 
 
-def item_resources(item: Mapping[str, Any]) -> Resources:
-    """What one recorded instance counts against its pool's limits."""
-    return Resources(
+def to_attributes(record: InstanceRecord) -> dict[str, Any]:
+    """The item's attributes (None values are not stored)."""
+    return {
+        "instanceId": record.instance_id,
+        "requestId": record.request_id,
+        "nodePool": record.node_pool,
+        "nodeClass": record.node_class,
+        "requester": record.requester,
+        "instanceType": record.instance_type,
+        "zone": record.zone,
+        "capacityType": record.capacity_type,
+        "capacityReservationId": record.capacity_reservation_id,
+        "cpu": record.cpu,
+        "memoryMiB": record.memory_mib,
+        "gpu": record.gpu,
+        "state": record.state,
+        "launchedAt": record.launched_at,
+        "adoptedAt": record.adopted_at,
+        "releasedAt": record.released_at,
+    }
+
+
+def from_attributes(item: Mapping[str, Any]) -> InstanceRecord:
+    def text(name: str) -> str | None:
+        value = item.get(name)
+        return None if value is None else str(value)
+
+    return InstanceRecord(
+        instance_id=str(item["instanceId"]),
+        instance_type=str(item.get("instanceType", "")),
+        capacity_type=str(item.get("capacityType", "")),
+        request_id=text("requestId"),
+        node_pool=text("nodePool"),
+        node_class=text("nodeClass"),
+        requester=text("requester"),
+        zone=text("zone"),
+        capacity_reservation_id=text("capacityReservationId"),
         cpu=Decimal(str(item.get("cpu", 0))),
         memory_mib=int(item.get("memoryMiB", 0)),
         gpu=int(item.get("gpu", 0)),
-        instances=1,
+        state=str(item.get("state", RUNNING)),
+        launched_at=text("launchedAt"),
+        adopted_at=text("adoptedAt"),
+        released_at=text("releasedAt"),
     )
+
+
+def _item(record: InstanceRecord) -> dict[str, Any]:
+    return to_item({"pk": instance_pk(record.instance_id), "sk": INSTANCE, **to_attributes(record)})
 
 
 class InstanceRecords:
@@ -44,24 +85,44 @@ class InstanceRecords:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
 
-    def get(self, instance_id: str) -> dict[str, Any] | None:
+    def put(self, records: Iterable[InstanceRecord]) -> None:
+        """Record launched instances (BatchWriteItem, 25 at a time, until none is unprocessed)."""
+        items = [{"PutRequest": {"Item": _item(r)}} for r in records]
+        for start in range(0, len(items), _BATCH_WRITE_LIMIT):
+            pending: dict[str, Any] = {self._table: items[start : start + _BATCH_WRITE_LIMIT]}
+            while pending:
+                try:
+                    response = self._db.batch_write_item(RequestItems=pending)
+                except ClientError as error:
+                    raise_for("BatchWriteItem", error)
+                    raise
+                pending = response.get("UnprocessedItems") or {}
+
+    def get(self, instance_id: str) -> InstanceRecord | None:
         """One eventually consistent GetItem: the cheap test of whether an instance is ours."""
+        item = self.stored_item(instance_id, consistent=False)
+        return from_attributes(item) if item else None
+
+    def stored_item(self, instance_id: str, *, consistent: bool = True) -> dict[str, Any] | None:
+        """The item as stored, every attribute (for operators and tests of the stored format)."""
         try:
             item = self._db.get_item(
-                TableName=self._table, Key=key(instance_pk(instance_id), INSTANCE)
+                TableName=self._table,
+                Key=key(instance_pk(instance_id), INSTANCE),
+                ConsistentRead=consistent,
             ).get("Item")
         except ClientError as error:
             raise_for("GetItem", error)
             raise
         return from_item(item) if item else None
 
-    def many(self, instance_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Instance items by id, for the ids that have one (BatchGetItem, 100 keys at a time)."""
+    def many(self, instance_ids: Sequence[str]) -> dict[str, InstanceRecord]:
+        """Instance records by id, for the ids that have one (BatchGetItem, 100 keys at a time)."""
         ids = sorted(set(instance_ids))
         items = batch_get(self._db, self._table, [key(instance_pk(i), INSTANCE) for i in ids])
-        return {str(item["instanceId"]): item for item in items}
+        return {str(item["instanceId"]): from_attributes(item) for item in items}
 
-    def release(self, instance_id: str, state: str, at: str) -> dict[str, Any] | None:
+    def release(self, instance_id: str, state: str, at: str) -> InstanceRecord | None:
         """Record a stop or termination; the item if this call released it, None if released before.
 
         The condition makes it exactly once, whatever order or number of events arrive.
@@ -81,7 +142,7 @@ class InstanceRecords:
                 raise_for("UpdateItem", error)
             self._set_state(instance_id, state)
             return None
-        return from_item(response["Attributes"])
+        return from_attributes(from_item(response["Attributes"]))
 
     def rearm(self, instance_id: str) -> None:
         """A released instance is running again (started after a stop): release it next time."""
@@ -98,22 +159,21 @@ class InstanceRecords:
             if not is_condition_failure(error):
                 raise_for("UpdateItem", error)
 
-    def adopt(self, items: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Write items for instances that have none; the ids actually adopted."""
+    def adopt(self, records: Iterable[InstanceRecord]) -> list[str]:
+        """Write records of instances that have none; the ids actually adopted."""
         adopted = []
-        for values in items:
-            item = {"pk": instance_pk(str(values["instanceId"])), "sk": INSTANCE, **values}
+        for record in records:
             try:
                 self._db.put_item(
                     TableName=self._table,
-                    Item=to_item(item),
+                    Item=_item(record),
                     ConditionExpression="attribute_not_exists(pk)",
                 )
             except ClientError as error:
                 if is_condition_failure(error):
                     continue
                 raise_for("PutItem", error)
-            adopted.append(str(values["instanceId"]))
+            adopted.append(record.instance_id)
         return adopted
 
     def note_on_request(self, request_id: str, instance_id: str, state: str) -> None:

@@ -8,24 +8,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client
 from capacity_launcher.domain.backoff import hand_back_seconds
+from capacity_launcher.domain.launch_request import Message
 from capacity_launcher.observability import logger
-
-
-class QueuedMessage(Protocol):
-    @property
-    def message_id(self) -> str: ...
-    @property
-    def receipt_handle(self) -> str | None: ...
-    @property
-    def receive_count(self) -> int: ...
-    @property
-    def queue_arn(self) -> str | None: ...
 
 
 def queue_url(queue_arn: str) -> str:
@@ -41,7 +31,7 @@ class LaunchQueue:
         self._rng = rng
         self._visibility: dict[str, int | None] = {}
 
-    def hand_back(self, messages: Sequence[QueuedMessage]) -> None:
+    def hand_back(self, messages: Sequence[Message]) -> None:
         """Each message visible again after a jittered backoff that grows with its receives;
         a failure here only means the queue's own visibility timeout applies."""
         for message in messages:

@@ -1,4 +1,4 @@
-"""Request records, launch intents and instance records in the state table."""
+"""Request records and launch intents in the state table (instances: instance_records.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from capacity_launcher.domain.status import RequestRecord
 
 RECORD = "Record"
 INTENT_PREFIX = "Intent#"
-_BATCH_WRITE_LIMIT = 25
 
 
 def request_pk(request_id: str) -> str:
@@ -186,39 +185,6 @@ class LaunchRecords:
             return []
         keys = [key(INTENT_PREFIX + t, "Intent") for t in tokens]
         return [_intent(item) for item in batch_get(self._db, self._table, keys)]
-
-    # -- instances --
-
-    def put_instances(self, instances: Iterable[Mapping[str, Any]]) -> None:
-        items = [
-            {
-                "PutRequest": {
-                    "Item": to_item({"pk": instance_pk(i["instanceId"]), "sk": "Instance", **i})
-                }
-            }
-            for i in instances
-        ]
-        for start in range(0, len(items), _BATCH_WRITE_LIMIT):
-            pending: dict[str, Any] = {self._table: items[start : start + _BATCH_WRITE_LIMIT]}
-            while pending:
-                try:
-                    response = self._db.batch_write_item(RequestItems=pending)
-                except ClientError as error:
-                    raise_for("BatchWriteItem", error)
-                    raise
-                pending = response.get("UnprocessedItems") or {}
-
-    def get_instance(self, instance_id: str) -> dict[str, Any] | None:
-        try:
-            item = self._db.get_item(
-                TableName=self._table,
-                Key=key(instance_pk(instance_id), "Instance"),
-                ConsistentRead=True,
-            ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
-        return from_item(item) if item else None
 
 
 def _intent(item: Mapping[str, Any]) -> LaunchIntent:

@@ -14,34 +14,23 @@ from botocore.exceptions import ClientError
 from capacity_launcher.adapters.aws import client, error_code, error_message
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import refused_by_aws
-from capacity_launcher.domain.planning import ReservedTarget
+from capacity_launcher.domain.fleet import LaunchTemplate
 from capacity_launcher.domain.platforms import reservation_platform
+from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
 from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
 
 
-def reservation_specification(
-    node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
-) -> dict[str, Any]:
-    """EC2's CapacityReservationSpecification for one attempt.
-
-    A reserved attempt uses `capacity-reservations-only` with its target, so EC2 never falls back to
-    on-demand inside it; other attempts carry the NodeClass preference (EC2's default is `open`).
-    """
-    if target is not None:
+def reservation_specification(use: ReservationUse) -> dict[str, Any]:
+    """EC2's CapacityReservationSpecification for a use of reservations."""
+    spec: dict[str, Any] = {"CapacityReservationPreference": use.preference}
+    if use.target is not None:
         key = (
             "CapacityReservationId"
-            if target.reservation_id
+            if use.target.reservation_id
             else "CapacityReservationResourceGroupArn"
         )
-        return {
-            "CapacityReservationPreference": "capacity-reservations-only",
-            "CapacityReservationTarget": {key: target.name},
-        }
-    if spot:
-        return {"CapacityReservationPreference": "none"}
-    spec = node_class.spec.capacity_reservation_spec
-    preference = (spec.capacity_reservation_preference if spec else None) or "open"
-    return {"CapacityReservationPreference": preference}
+        spec["CapacityReservationTarget"] = {key: use.target.name}
+    return spec
 
 
 def template_data(
@@ -91,19 +80,18 @@ class LaunchTemplates:
         self._platforms: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
-    def specification(
-        self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
-    ) -> dict[str, Any]:
-        return reservation_specification(node_class, target, spot=spot)
-
     def ensure(
-        self, node_class: NodeClass, reservation_spec: Mapping[str, Any], *, spot: bool = False
-    ) -> str:
-        data = template_data(node_class, self._image_id(node_class), reservation_spec, spot=spot)
-        name = template_name(node_class.metadata.name, data)
+        self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
+    ) -> LaunchTemplate:
+        """The template for one attempt (reserved ones address `target`), created if new."""
+        use = reservation_use(node_class, target, spot=spot)
+        spec = reservation_specification(use)
+        data = template_data(node_class, self._image_id(node_class), spec, spot=spot)
+        template = LaunchTemplate(template_name(node_class.metadata.name, data), use)
+        name = template.name
         with self._lock:
             if name in self._known:
-                return name
+                return template
         tags = [
             {"Key": MANAGED, "Value": "true"},
             {"Key": NODE_CLASS, "Value": node_class.metadata.name},
@@ -122,7 +110,7 @@ class LaunchTemplates:
                 ) from error
         with self._lock:
             self._known.add(name)
-        return name
+        return template
 
     def image_platform(self, node_class: NodeClass) -> str | None:
         """The reservation platform of the NodeClass's image (DescribeImages PlatformDetails and

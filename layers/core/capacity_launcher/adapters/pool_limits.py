@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -30,6 +29,7 @@ from capacity_launcher.adapters.dynamodb import (
     to_item,
 )
 from capacity_launcher.adapters.launch_records import instance_pk
+from capacity_launcher.domain.pool_usage import Lease, Member, Recount
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -63,35 +63,6 @@ class LeaseNotSettled(RuntimeError):
 
 def limits_pk(pool: str) -> str:
     return f"Limits#{pool}"
-
-
-@dataclass(frozen=True)
-class Lease:
-    pool: str
-    lease_id: str
-    count: int
-    amount: Resources
-    expires_at: int
-    settled: bool = False
-
-
-@dataclass(frozen=True)
-class Member:
-    """One instance counted in its pool's usage, with the amount it was counted for."""
-
-    pool: str
-    instance_id: str
-    amount: Resources
-    counted_at: int
-
-
-@dataclass(frozen=True)
-class Recount:
-    """What an absolute recompute of a pool's usage found (and wrote, if `repaired`)."""
-
-    stored: Resources
-    recomputed: Resources
-    repaired: bool
 
 
 class PoolLimitsStore:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -12,7 +11,7 @@ from botocore.exceptions import ClientError
 from capacity_launcher.adapters.aws import client
 from capacity_launcher.adapters.dynamodb import raise_for
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.status import EVENT_SOURCE
+from capacity_launcher.domain.status import EVENT_SOURCE, Event
 
 # PutEvents: at most 10 entries and 256 KB per call, sized as EventBridge documents ("Calculating
 # PutEvents event entry size": Source, DetailType, Detail and each Resources entry, in UTF-8).
@@ -25,13 +24,6 @@ DETAIL_TRUNCATED = "DetailTruncated"
 
 class PublishFailed(CapacityLauncherError):
     """EventBridge refused some entries; the caller retries the whole unit of work."""
-
-
-@dataclass(frozen=True)
-class Event:
-    detail_type: str
-    detail: Mapping[str, Any]
-    resources: Sequence[str] = field(default_factory=tuple)
 
 
 class Publisher:

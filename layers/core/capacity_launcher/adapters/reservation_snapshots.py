@@ -1,5 +1,8 @@
 """Reservation snapshots shared by every worker: the state table's `Reservation` partition.
 
+Only translation to and from DynamoDB items: what they mean is domain/reservations.py, and the
+launchers read them through service/reservations.py.
+
 The sync writes one item per reservation (sk `cr-…`) and one coverage item per reservation target
 or selector term it resolved (sk `Covered#…`), so a launcher resolves a NodeClass's reservations
 with one Query and knows whether the sync has already seen what the NodeClass names. Launchers
@@ -9,17 +12,13 @@ insufficient-capacity error; the next sync overwrites both with what EC2 says.
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.capacity_reservations import CapacityReservations
 from capacity_launcher.adapters.dynamodb import (
     from_item,
     is_condition_failure,
@@ -27,182 +26,51 @@ from capacity_launcher.adapters.dynamodb import (
     raise_for,
     to_item,
 )
-from capacity_launcher.domain.config import (
-    CapacityReservationSelectorTerm,
-    NodeClass,
+from capacity_launcher.domain.reservations import (
+    COVERAGE_PREFIX,
+    Coverage,
+    InvalidSnapshot,
+    ReservationSnapshot,
+    StoredReservation,
 )
-from capacity_launcher.domain.offerings import ReservationSnapshot
-from capacity_launcher.domain.planning import ReservationSource, ReservedTarget
 from capacity_launcher.observability import logger
 
 PARTITION = "Reservation"
 RESERVATION_PREFIX = "cr-"
-COVERAGE_PREFIX = "Covered#"
-# Snapshots older than this mean the sync has stopped: launchers then ask EC2 directly.
-STALE_AFTER_SECONDS = 300
-
-# Events already announced for the current crossing (re-armed when the condition clears).
-EXHAUSTED = "exhausted"
-UTILIZATION_HIGH = "utilizationHigh"
-EXPIRING = "expiring"
-
-
-@dataclass(frozen=True)
-class StoredReservation:
-    """A snapshot as stored: what EC2 said at the last sync, plus what the workers learned since."""
-
-    snapshot: ReservationSnapshot
-    usage_by_requester: Mapping[str, int] = field(default_factory=dict)
-    announced: frozenset[str] = frozenset()
-    synced_at: datetime | None = None
-    # Bumped by every launcher write, so a sync never overwrites what it has not seen.
-    version: int = 0
-
-
-@dataclass(frozen=True)
-class InvalidSnapshot:
-    """A stored snapshot that does not parse: left out of every read, reported to operators."""
-
-    reservation_id: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """One reservation target or selector term the sync resolved, and when."""
-
-    key: str
-    synced_at: float
-    members: tuple[str, ...] = ()
-
-
-def target_key(id_or_arn: str) -> str:
-    return f"{COVERAGE_PREFIX}target:{id_or_arn}"
-
-
-def selector_key(term: CapacityReservationSelectorTerm) -> str:
-    canonical = term.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return f"{COVERAGE_PREFIX}selector:{json.dumps(canonical, sort_keys=True)}"
-
-
-def needed_coverage(node_class: NodeClass) -> list[str]:
-    """The coverage keys a NodeClass's reservations are resolved from."""
-    spec = node_class.spec
-    target = node_class.spec.reservation_target
-    if target is not None:
-        name = target.capacity_reservation_id or target.capacity_reservation_resource_group_arn
-        return [target_key(name or "")]
-    return [selector_key(t) for t in spec.capacity_reservation_selector_terms or []]
-
-
-def term_matches(term: CapacityReservationSelectorTerm, reservation: ReservationSnapshot) -> bool:
-    """A selector term's fields ANDed, as DescribeCapacityReservations filters them (active only
-    unless the term names an id)."""
-    if term.id:
-        return reservation.reservation_id == term.id
-    if reservation.state != "active":
-        return False
-    if term.owner_id and reservation.owner_id != term.owner_id:
-        return False
-    if (
-        term.instance_match_criteria
-        and reservation.instance_match_criteria != term.instance_match_criteria
-    ):
-        return False
-    return all(reservation.tags.get(k) == v for k, v in (term.tags or {}).items())
 
 
 class ReservationSnapshots:
-    """The launcher's `Reservations` port, read from the shared snapshots; EC2 when they lack it."""
+    """The snapshots and coverage items in DynamoDB; each write is one conditional update."""
 
-    def __init__(
-        self,
-        table_name: str,
-        dynamodb: Any | None = None,
-        ec2_reservations: CapacityReservations | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
-        self._ec2_reservations = ec2_reservations
-        self._clock = clock
 
-    @property
-    def _ec2(self) -> CapacityReservations:
-        # Built on first use: the instance-events function never asks EC2 anything.
-        if self._ec2_reservations is None:
-            self._ec2_reservations = CapacityReservations()
-        return self._ec2_reservations
+    # -- the launchers' writes ----------------------------------------------------------------
 
-    # -- the launcher's port ----------------------------------------------------------------
+    def take(self, reservation_id: str, count: int) -> bool:
+        """Take `count` slots if that many are available (False otherwise, or with no snapshot)."""
+        return self._update(
+            reservation_id,
+            "ADD available :minus, version :one",
+            "available >= :count",
+            {":minus": -count, ":one": 1, ":count": count},
+        )
 
-    def sources(self, node_class: NodeClass) -> list[ReservationSource]:
-        needed = needed_coverage(node_class)
-        if not needed:
-            return []
-        stored, coverage, invalid = self._read()
-        snapshots = {k: s.snapshot for k, s in stored.items()}
-        fresh_after = self._clock() - STALE_AFTER_SECONDS
-        members = {m for k in needed if k in coverage for m in coverage[k].members}
-        if invalid & members or not all(
-            k in coverage and coverage[k].synced_at >= fresh_after for k in needed
-        ):
-            # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
-            return [_with_flags(s, snapshots) for s in self._ec2.sources(node_class)]
-        return _resolve(node_class, snapshots, coverage)
+    def empty(self, reservation_id: str) -> None:
+        """No slot is available any more (if there is a snapshot)."""
+        self._update(
+            reservation_id, "SET available = :zero ADD version :one", None, {":zero": 0, ":one": 1}
+        )
 
-    def note_launched(self, launched: Mapping[str, int]) -> None:
-        """Launches into reservations take their slots at once, for every worker (never below 0)."""
-        for reservation_id, count in sorted(launched.items()):
-            if count <= 0:
-                continue
-            taken = self._update(
-                reservation_id,
-                "ADD available :minus, version :one",
-                "available >= :count",
-                {":minus": -count, ":one": 1, ":count": count},
-            )
-            if not taken:
-                self._update(
-                    reservation_id,
-                    "SET available = :zero ADD version :one",
-                    None,
-                    {
-                        ":zero": 0,
-                        ":one": 1,
-                    },
-                )
-
-    def claim(self, reservation_id: str, count: int) -> int | None:
-        """Take up to `count` slots before asking EC2, so concurrent workers never race for the
-        last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly)."""
-        for _ in range(_CLAIM_TRIES):
-            stored = self.get(reservation_id)
-            if stored is None:
-                return None
-            available = stored.snapshot.available
-            if stored.snapshot.exhausted or available <= 0:
-                return 0
-            take = min(count, available)
-            if self._update(
-                reservation_id,
-                "ADD available :minus, version :one",
-                "available >= :take",
-                {":minus": -take, ":one": 1, ":take": take},
-            ):
-                return take
-        return 0
-
-    def give_back(self, reservation_id: str, count: int) -> None:
-        """Slots claimed but not launched into (never above the reservation's total)."""
-        stored = self.get(reservation_id) if count > 0 else None
-        if stored is not None:
-            self._update(
-                reservation_id,
-                "ADD available :count, version :one",
-                "available <= :ceiling",
-                {":count": count, ":one": 1, ":ceiling": stored.snapshot.total - count},
-            )
+    def add(self, reservation_id: str, count: int, *, at_most: int) -> bool:
+        """Give `count` slots back unless that would make more than `at_most` available."""
+        return self._update(
+            reservation_id,
+            "ADD available :count, version :one",
+            "available <= :ceiling",
+            {":count": count, ":one": 1, ":ceiling": at_most - count},
+        )
 
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None:
         """An insufficient-capacity error said it is full: skip it until a sync sees capacity."""
@@ -228,10 +96,10 @@ class ReservationSnapshots:
 
     def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]:
         """Every snapshot and coverage item: one (paginated) strongly consistent Query."""
-        stored, coverage, _ = self._read()
+        stored, coverage, _ = self.read_all()
         return stored, coverage
 
-    def _read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage], set[str]]:
+    def read_all(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage], set[str]]:
         """The snapshots that parse, the coverage, and the ids of those that do not."""
         try:
             pages = self._db.get_paginator("query").paginate(
@@ -374,54 +242,6 @@ class ReservationSnapshots:
                 return False
             raise_for("UpdateItem", error)
         return True
-
-
-_CLAIM_TRIES = 3
-
-
-def _resolve(
-    node_class: NodeClass,
-    snapshots: Mapping[str, ReservationSnapshot],
-    coverage: Mapping[str, Coverage],
-) -> list[ReservationSource]:
-    spec = node_class.spec
-    target = node_class.spec.reservation_target
-    if target is not None and target.capacity_reservation_id:
-        found = snapshots.get(target.capacity_reservation_id)
-        return [
-            ReservationSource(
-                ReservedTarget(reservation_id=target.capacity_reservation_id),
-                (found,) if found else (),
-            )
-        ]
-    if target is not None and target.capacity_reservation_resource_group_arn:
-        arn = target.capacity_reservation_resource_group_arn
-        members = coverage[target_key(arn)].members
-        found_members = tuple(snapshots[m] for m in sorted(members) if m in snapshots)
-        return [ReservationSource(ReservedTarget(group_arn=arn), found_members)]
-    selected: dict[str, ReservationSnapshot] = {}
-    for term in spec.capacity_reservation_selector_terms or []:
-        for members_id in coverage[selector_key(term)].members:
-            snapshot = snapshots.get(members_id)
-            if snapshot is not None and term_matches(term, snapshot):
-                selected.setdefault(members_id, snapshot)
-    return [
-        ReservationSource(ReservedTarget(reservation_id=k), (selected[k],))
-        for k in sorted(selected)
-    ]
-
-
-def _with_flags(
-    source: ReservationSource, snapshots: Mapping[str, ReservationSnapshot]
-) -> ReservationSource:
-    """EC2's live view, still skipping what a worker found exhausted since the last sync."""
-    flagged = tuple(
-        replace(r, exhausted=True)
-        if r.reservation_id in snapshots and snapshots[r.reservation_id].exhausted
-        else r
-        for r in source.reservations
-    )
-    return ReservationSource(source.target, flagged)
 
 
 def reservation_id_of(item: Mapping[str, Any]) -> str:

@@ -1,19 +1,31 @@
 """EC2 Fleet in the domain's terms: the CreateFleet input an attempt becomes, and what comes back
-(instances, per-override errors, where instances landed)."""
+(instances, per-override errors and the offerings they blame, where instances landed)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from capacity_launcher.domain.errors import ErrorKind, classify
-from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType
+from capacity_launcher.domain.errors import ErrorKind, classify, node_class_field
+from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType, Offering
 from capacity_launcher.domain.planning import LaunchAttempt
+from capacity_launcher.domain.reservations import ReservationUse
+from capacity_launcher.domain.status import ErrorDetail
 from capacity_launcher.domain.tags import as_ec2_tags
 
 # EC2 accepts many overrides per fleet; past a few dozen, the first ones win anyway.
 MAX_OVERRIDES_PER_FLEET = 100
+# What a fleet error that blames no override says of an offering it left dry.
+DEFAULT_DRY_CODE = "InsufficientInstanceCapacity"
+
+
+@dataclass(frozen=True)
+class LaunchTemplate:
+    """A launch template by name, and how the instances it launches use reservations."""
+
+    name: str
+    reservations: ReservationUse
 
 
 def fleet_request(
@@ -21,10 +33,9 @@ def fleet_request(
     *,
     count: int,
     client_token: str,
-    launch_template: str,
+    launch_template: LaunchTemplate,
     subnets: Mapping[str, Sequence[str]],
     tags: Mapping[str, str],
-    open_reservations_first: bool,
 ) -> dict[str, Any]:
     """CreateFleet (instant) input: one override per instance type x subnet, zone set on each,
     so every per-override error maps back to its offering."""
@@ -45,7 +56,7 @@ def fleet_request(
         "LaunchTemplateConfigs": [
             {
                 "LaunchTemplateSpecification": {
-                    "LaunchTemplateName": launch_template,
+                    "LaunchTemplateName": launch_template.name,
                     "Version": "$Latest",
                 },
                 "Overrides": overrides,
@@ -68,7 +79,7 @@ def fleet_request(
         request["OnDemandOptions"] = {"AllocationStrategy": "prioritized"}
     else:
         options: dict[str, Any] = {"AllocationStrategy": "lowest-price"}
-        if open_reservations_first:
+        if launch_template.reservations.preference == "open":
             options["CapacityReservationOptions"] = {
                 "UsageStrategy": "use-capacity-reservations-first"
             }
@@ -108,3 +119,65 @@ class InstanceLanding:
     capacity_type: CapacityType
     capacity_reservation_id: str | None
     state: str
+
+
+@dataclass
+class Blamed:
+    """What a CreateFleet's errors say of the offerings of the attempt that made it."""
+
+    # Offerings with no capacity now, each once, in the order the errors blame them.
+    dry: list[Offering] = field(default_factory=list)
+    # Every (offering, code) an insufficient-capacity error blamed, for the request record.
+    hits: list[tuple[Offering, str]] = field(default_factory=list)
+    # Errors no retry can fix (spot unavailable included, so the record says why spot did not help).
+    fatal: list[ErrorDetail] = field(default_factory=list)
+    # A spot error that stands for every spot offering (cached under the capacity type alone).
+    spot_unavailable: FleetError | None = None
+
+    def unavailable_marks(self, errors: Sequence[FleetError]) -> list[tuple[str, str, str]]:
+        """(ICE-cache key, code, message) for every dry offering, spot under `spot` alone."""
+        marks = [
+            (o.key, *error_for(errors, o))
+            for o in self.dry
+            if self.spot_unavailable is None or o.capacity_type != SPOT
+        ]
+        if self.spot_unavailable is not None:
+            marks.append((SPOT, self.spot_unavailable.code, self.spot_unavailable.message))
+        return marks
+
+
+def blame(errors: Sequence[FleetError], offerings: Sequence[Offering]) -> Blamed:
+    """Match each error to the offerings it names (fleet-wide errors name every offering)."""
+    blamed = Blamed()
+    for error in errors:
+        kind = classify(error.code)
+        if kind is ErrorKind.INSUFFICIENT_CAPACITY:
+            hit = [o for o in offerings if _names(error, o)]
+        elif kind is ErrorKind.SPOT_UNAVAILABLE:
+            hit = [o for o in offerings if o.capacity_type == SPOT]
+            blamed.spot_unavailable = error
+            blamed.fatal.append(ErrorDetail(code=error.code, message=error.message))
+        else:
+            if not kind.retryable:
+                where = node_class_field(error.code)
+                message = f"{where}: {error.message}" if where else error.message
+                blamed.fatal.append(ErrorDetail(code=error.code, message=message))
+            continue
+        blamed.dry += [o for o in hit if o not in blamed.dry]
+        blamed.hits.extend((o, error.code) for o in hit)
+    return blamed
+
+
+def error_for(errors: Sequence[FleetError], offering: Offering) -> tuple[str, str]:
+    """The (code, message) EC2 gave for an offering: its override's error, or a fleet-wide one."""
+    for error in errors:
+        if _names(error, offering):
+            return error.code, error.message
+    return DEFAULT_DRY_CODE, ""
+
+
+def _names(error: FleetError, offering: Offering) -> bool:
+    return error.instance_type in (None, offering.instance_type) and error.zone in (
+        None,
+        offering.zone,
+    )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -238,3 +240,16 @@ def _oversized(body: Mapping[Any, Any]) -> bool:
     except (ValueError, TypeError, RecursionError):
         return False  # not JSON-shaped: validation will say what is wrong with it
     return size > MAX_BODY_BYTES
+
+
+@dataclass(frozen=True)
+class Message:
+    """One queue message: its id (for partial batch failures) and its body; the receipt, receive
+    count and queue when it came from SQS (to choose when a handed-back message returns)."""
+
+    message_id: str
+    body: str | Mapping[str, Any]
+    received_at: datetime
+    receipt_handle: str | None = None
+    receive_count: int = 1
+    queue_arn: str | None = None

@@ -1,10 +1,8 @@
-"""Offerings (what can be launched where, paid how) and the reservations behind them."""
+"""Offerings: what can be launched where, paid how (reservations: domain/reservations.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Literal
 
 CapacityType = Literal["reserved", "on-demand", "spot"]
@@ -39,39 +37,3 @@ class Offering:
     @property
     def key(self) -> str:
         return offering_key(self.capacity_type, self.instance_type, self.zone, self.reservation_id)
-
-
-@dataclass(frozen=True)
-class ReservationSnapshot:
-    """What is known of one capacity reservation: from EC2 directly or from the shared sync."""
-
-    reservation_id: str
-    instance_type: str
-    zone: str
-    state: str
-    total: int
-    available: int
-    platform: str = "Linux/UNIX"
-    tenancy: str = "default"
-    instance_match_criteria: str = "open"
-    owner_id: str | None = None
-    end_date: datetime | None = None
-    tags: Mapping[str, str] = field(default_factory=dict)
-    groups: tuple[str, ...] = ()
-    # Set when an insufficient-capacity error said it is full, until a sync sees capacity again.
-    exhausted: bool = False
-
-    @property
-    def usable(self) -> bool:
-        return self.state == "active" and self.available > 0 and not self.exhausted
-
-    @property
-    def used(self) -> int:
-        return max(self.total - self.available, 0)
-
-    @property
-    def utilization(self) -> float:
-        return self.used / self.total if self.total else 0.0
-
-    def offering(self) -> Offering:
-        return Offering(RESERVED, self.instance_type, self.zone, self.reservation_id)

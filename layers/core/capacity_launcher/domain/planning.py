@@ -18,7 +18,6 @@ from capacity_launcher.domain.offerings import (
     SPOT,
     CapacityType,
     Offering,
-    ReservationSnapshot,
 )
 from capacity_launcher.domain.platforms import (
     LINUX,
@@ -28,33 +27,14 @@ from capacity_launcher.domain.platforms import (
 )
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import CAPACITY_RESERVATION_ID, Requirements
+from capacity_launcher.domain.reservations import (
+    ReservationSnapshot,
+    ReservationSource,
+    ReservedTarget,
+)
 
 # EC2 matches platform (the image's, see find_candidates) and tenancy: we launch shared.
 LAUNCHABLE_TENANCY = "default"
-
-
-@dataclass(frozen=True)
-class ReservedTarget:
-    """How a reserved attempt addresses EC2: one reservation id, or one reservation group ARN."""
-
-    reservation_id: str | None = None
-    group_arn: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.reservation_id is None) == (self.group_arn is None):
-            raise ValueError("a reserved target names exactly one reservation id or group ARN")
-
-    @property
-    def name(self) -> str:
-        return self.reservation_id or self.group_arn or ""
-
-
-@dataclass(frozen=True)
-class ReservationSource:
-    """One reservation target of a NodeClass and the reservations it can reach."""
-
-    target: ReservedTarget
-    reservations: tuple[ReservationSnapshot, ...]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.offerings import ReservationSnapshot
+from capacity_launcher.domain.reservations import ReservationSnapshot
 
 LINUX = "Linux/UNIX"
 # The error code a request record shows when its NodeClass names a reservation of another platform.
@@ -89,16 +89,6 @@ class PlatformMismatch:
             f"capacity reservation {self.reservation_id} is for {self.reservation_platform} "
             "instances; EC2 launches into a reservation only when the platforms match"
         )
-
-
-def named_reservation_ids(node_class: NodeClass) -> frozenset[str]:
-    """Reservations the NodeClass names by id (its target, or selector terms with an id)."""
-    spec = node_class.spec
-    named = {t.id for t in spec.capacity_reservation_selector_terms or [] if t.id}
-    target = spec.reservation_target
-    if target is not None and target.capacity_reservation_id:
-        named.add(target.capacity_reservation_id)
-    return frozenset(named)
 
 
 def platform_mismatches(

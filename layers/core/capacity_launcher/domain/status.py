@@ -6,7 +6,8 @@ and the ``detail`` of the Launch Fulfilled / Partially Fulfilled / Failed / Reje
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -21,6 +22,16 @@ RESERVATION_REPLENISHED = "Capacity Reservation Replenished"
 RESERVATION_UTILIZATION_HIGH = "Capacity Reservation Utilization High"
 RESERVATION_EXPIRING = "Capacity Reservation Expiring"
 INSTANCE_TERMINATED = "Instance Terminated"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event for the service's bus: its detail-type, detail and resources."""
+
+    detail_type: str
+    detail: Mapping[str, Any]
+    resources: Sequence[str] = field(default_factory=tuple)
+
 
 CapacityTypeName = Literal["reserved", "on-demand", "spot"]
 

@@ -12,20 +12,23 @@ counting the truth keeps new launches out; the overrun is logged and measured.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from capacity_launcher.adapters.instance_records import item_resources
-from capacity_launcher.adapters.pool_limits import Member
-from capacity_launcher.adapters.publisher import Event
-from capacity_launcher.domain.config import NodePool
 from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.offerings import RESERVED, offering_key
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import INSTANCE_TERMINATED, format_timestamp
+from capacity_launcher.domain.status import INSTANCE_TERMINATED, Event, format_timestamp
 from capacity_launcher.observability import MetricUnit, logger, metrics
+from capacity_launcher.service.ports import (
+    Configuration,
+    InstanceItems,
+    Limits,
+    ReservationStore,
+    UnavailableCache,
+)
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
 INTERRUPTION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
@@ -40,35 +43,6 @@ INSTANCES_RELEASED = "InstancesReleased"
 RESERVATIONS_INTERRUPTED = "ReservationsInterrupted"
 INSTANCES_RECOUNTED = "InstancesRecounted"
 POOL_LIMIT_OVERRUNS = "PoolLimitOverruns"
-
-
-class InstanceItems(Protocol):
-    def get(self, instance_id: str) -> dict[str, Any] | None: ...
-    def release(self, instance_id: str, state: str, at: str) -> dict[str, Any] | None: ...
-    def rearm(self, instance_id: str) -> None: ...
-    def note_on_request(self, request_id: str, instance_id: str, state: str) -> None: ...
-
-
-class PoolMembership(Protocol):
-    def count(
-        self, pool: str, instance_id: str, amount: Resources, *, unless_released: bool = False
-    ) -> bool: ...
-    def uncount_instance(self, pool: str, instance_id: str) -> bool: ...
-    def member(self, pool: str, instance_id: str) -> Member | None: ...
-    def usage(self, pool: str) -> Resources: ...
-
-
-class PoolLimitsLookup(Protocol):
-    def node_pool(self, name: str) -> NodePool: ...
-
-
-class ReservationSlots(Protocol):
-    def release_slot(self, reservation_id: str) -> bool: ...
-    def mark_exhausted(self, reservation_ids: list[str]) -> None: ...
-
-
-class OfferingCache(Protocol):
-    def mark(self, offerings: Iterable[tuple[str, str, str]]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -86,12 +60,12 @@ class InstanceEvents:
     def __init__(
         self,
         items: InstanceItems,
-        limits: PoolMembership,
-        reservations: ReservationSlots,
-        unavailable: OfferingCache,
+        limits: Limits,
+        reservations: ReservationStore,
+        unavailable: UnavailableCache,
         publish: Callable[..., None],
         now: Callable[[], datetime],
-        pools: PoolLimitsLookup | None = None,
+        pools: Configuration | None = None,
     ) -> None:
         self._items = items
         self._limits = limits
@@ -120,18 +94,17 @@ class InstanceEvents:
             return self._started(instance_id, item)
         at = format_timestamp(self._now())
         released = self._items.release(instance_id, state, at)
-        pool = (released or item).get("nodePool")
+        pool = (released or item).node_pool
         if pool:
             # After the gate, and on duplicates too: a retry finishes what a crash left undone.
-            self._limits.uncount_instance(str(pool), instance_id)
+            self._limits.uncount_instance(pool, instance_id)
         if released is None:
-            return Outcome("duplicate", instance_id, item.get("capacityReservationId"))
-        reservation_id = released.get("capacityReservationId")
+            return Outcome("duplicate", instance_id, item.capacity_reservation_id)
+        reservation_id = released.capacity_reservation_id
         if reservation_id:
-            self._reservations.release_slot(str(reservation_id))
-        request_id = released.get("requestId")
-        if request_id:
-            self._items.note_on_request(str(request_id), instance_id, state)
+            self._reservations.release_slot(reservation_id)
+        if released.request_id:
+            self._items.note_on_request(released.request_id, instance_id, state)
         self._publish(Event(INSTANCE_TERMINATED, _detail(released, state, at)))
         metrics.add_metric(name=INSTANCES_RELEASED, unit=MetricUnit.Count, value=1)
         logger.info(
@@ -140,24 +113,22 @@ class InstanceEvents:
         )
         return Outcome("released", instance_id, reservation_id)
 
-    def _started(self, instance_id: str, item: Mapping[str, Any]) -> Outcome:
+    def _started(self, instance_id: str, item: InstanceRecord) -> Outcome:
         """Count a started instance again; its launch counted it the first time (a no-op here)."""
-        pool = item.get("nodePool")
-        reservation_id = item.get("capacityReservationId")
-        if not pool or item.get("state") in TERMINATED_STATES:
+        pool = item.node_pool
+        reservation_id = item.capacity_reservation_id
+        if not pool or item.state in TERMINATED_STATES:
             return Outcome("ignored", instance_id)  # a late `pending` of an instance now gone
-        if item.get("releasedAt"):
+        if item.released_at:
             self._items.rearm(instance_id)
-        elif self._limits.member(str(pool), instance_id) is not None:
+        elif self._limits.member(pool, instance_id) is not None:
             # Every launch's own events: one read, no transaction on the pool's hot usage item.
             return Outcome("duplicate", instance_id, reservation_id)
-        counted = self._limits.count(
-            str(pool), instance_id, item_resources(item), unless_released=True
-        )
+        counted = self._limits.count(pool, instance_id, item.resources, unless_released=True)
         if not counted:
             return Outcome("duplicate", instance_id, reservation_id)
         metrics.add_metric(name=INSTANCES_RECOUNTED, unit=MetricUnit.Count, value=1)
-        exceeded = self._exceeded(str(pool))
+        exceeded = self._exceeded(pool)
         if exceeded:
             metrics.add_metric(name=POOL_LIMIT_OVERRUNS, unit=MetricUnit.Count, value=1)
             logger.warning(
@@ -181,7 +152,7 @@ class InstanceEvents:
     def interruption_warning(self, instance_id: str) -> Outcome:
         """EC2 is reclaiming the reservation's capacity: no new launches into it until a sync."""
         item = self._items.get(instance_id) if instance_id else None
-        reservation_id = (item or {}).get("capacityReservationId")
+        reservation_id = item.capacity_reservation_id if item else None
         if not reservation_id:
             return Outcome("ignored", instance_id)
         self._reservations.mark_exhausted([str(reservation_id)])
@@ -202,17 +173,17 @@ class InstanceEvents:
         return Outcome("marked", instance_id, str(reservation_id))
 
 
-def _detail(item: Mapping[str, Any], state: str, at: str) -> dict[str, Any]:
+def _detail(item: InstanceRecord, state: str, at: str) -> dict[str, Any]:
     return {
-        "instanceId": item.get("instanceId"),
-        "requestId": item.get("requestId"),
-        "nodePool": item.get("nodePool"),
-        "nodeClass": item.get("nodeClass"),
-        "requester": item.get("requester"),
-        "instanceType": item.get("instanceType"),
-        "zone": item.get("zone"),
-        "capacityType": item.get("capacityType"),
-        "capacityReservationId": item.get("capacityReservationId"),
+        "instanceId": item.instance_id,
+        "requestId": item.request_id,
+        "nodePool": item.node_pool,
+        "nodeClass": item.node_class,
+        "requester": item.requester,
+        "instanceType": item.instance_type,
+        "zone": item.zone,
+        "capacityType": item.capacity_type,
+        "capacityReservationId": item.capacity_reservation_id,
         "state": state,
         "releasedAt": at,
     }

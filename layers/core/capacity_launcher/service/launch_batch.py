@@ -7,11 +7,11 @@ that can share a CreateFleet are served together; groups run concurrently.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemAlreadyExistsError,
@@ -19,44 +19,21 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 
-from capacity_launcher.adapters.publisher import Event
 from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
     RequestRejected,
     Throttled,
     Transient,
 )
-from capacity_launcher.domain.launch_request import LaunchRequest, parse_launch_request
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord
+from capacity_launcher.domain.launch_request import LaunchRequest, Message, parse_launch_request
+from capacity_launcher.domain.status import ErrorDetail, Event, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launcher import Launcher
+from capacity_launcher.service.ports import HandBack, Records
 from capacity_launcher.service.resolution import Prepared
 from capacity_launcher.service.telemetry import LaunchTelemetry
 
 _COMPLETED = "COMPLETED"
-
-
-class RecordWriter(Protocol):
-    def put_record(self, record: RequestRecord) -> None: ...
-    def put_record_if_absent(self, record: RequestRecord) -> bool: ...
-    def get_record(self, request_id: str) -> RequestRecord | None: ...
-
-
-@dataclass(frozen=True)
-class Message:
-    """One queue message: its id (for partial batch failures) and its body; the receipt, receive
-    count and queue when it came from SQS (to choose when a handed-back message returns)."""
-
-    message_id: str
-    body: str | Mapping[str, Any]
-    received_at: datetime
-    receipt_handle: str | None = None
-    receive_count: int = 1
-    queue_arn: str | None = None
-
-
-class HandBack(Protocol):
-    def hand_back(self, messages: Sequence[Message]) -> None: ...
 
 
 @dataclass
@@ -72,7 +49,7 @@ class LaunchBatch:
         self,
         launcher: Launcher,
         publish: Callable[..., None],
-        records: RecordWriter,
+        records: Records,
         persistence: BasePersistenceLayer,
         telemetry: LaunchTelemetry,
         *,

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
 
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
 from capacity_launcher.domain.errors import (
@@ -20,10 +19,17 @@ from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
     LaunchFailed,
     classify,
-    node_class_field,
     retryable_error,
 )
-from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding, fleet_request
+from capacity_launcher.domain.fleet import (
+    Blamed,
+    FleetError,
+    FleetResult,
+    InstanceLanding,
+    blame,
+    fleet_request,
+)
+from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent, allocate, client_token
 from capacity_launcher.domain.launch_request import LaunchRequest
@@ -33,13 +39,13 @@ from capacity_launcher.domain.planning import (
     Landed,
     LaunchAttempt,
     LaunchPlan,
-    ReservationSource,
     find_candidates,
     flexibility_shortfall,
 )
-from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH, named_reservation_ids
+from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
+from capacity_launcher.domain.reservations import ReservationSource, selection_of
 from capacity_launcher.domain.status import (
     ErrorDetail,
     LaunchedInstance,
@@ -63,10 +69,6 @@ POOL_PASSED_OVER = "NodePoolPassedOver"
 ZONE_ROLLED_BACK = "ZoneRolledBack"
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
-
-
-class Clock(Protocol):
-    def __call__(self) -> datetime: ...
 
 
 def utcnow() -> datetime:
@@ -397,7 +399,7 @@ class Launcher:
     ) -> LaunchIntent:
         shares = allocate(attempt.count, [(p.request.request_id, p.wanted) for p in active])
         token = client_token([s.request_id for s in shares], number)
-        reservation_spec = self._p.templates.specification(
+        template = self._p.templates.ensure(
             lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT
         )
         single = active[0].request if len(shares) == 1 else None
@@ -410,14 +412,9 @@ class Launcher:
                 attempt,
                 count=sum(s.count for s in shares),
                 client_token=token,
-                launch_template=self._p.templates.ensure(
-                    lead.node_class, reservation_spec, spot=attempt.capacity_type == SPOT
-                ),
+                launch_template=template,
                 subnets=subnets,
                 tags=instance_tags(lead.node_class, lead.pool.metadata.name, single),
-                open_reservations_first=(
-                    reservation_spec.get("CapacityReservationPreference") == "open"
-                ),
             ),
             offerings=tuple(o.key for o in attempt.offerings),
         )
@@ -465,17 +462,30 @@ class Launcher:
         attempt: LaunchAttempt | None = None,
         claim: _Claim | None = None,
     ) -> tuple[list[InstanceLanding], list[Offering]]:
+        """What one fleet call (made now or replayed) did: to the requests, the ICE cache and the
+        reservations. Returns where its instances landed and the offerings found dry."""
         if claim is not None:
             # A claimed attempt targets one reservation only: every instance it got is in it.
             self._give_back(claim, used=len(result.instance_ids))
-        by_request = intent.split(result.instance_ids)
-        retags = []
+        retags = _hand_out(intent, result, active)
+        landings = self._tag_and_locate(intent, result, attempt, retags)
+        blamed = blame(result.errors, attempt.offerings if attempt is not None else ())
+        observed += [_unavailable(o, code) for o, code in blamed.hits]
         for item in active:
-            mine = by_request.get(item.request.request_id, [])
-            item.instance_ids += mine
-            if len(intent.shares) > 1 and mine:
-                # One fleet served several requests: each request's instances get its own tags.
-                retags.append((mine, own_request_tags(item.prepared.node_class, item.request)))
+            if item.request.request_id in intent.request_ids:
+                item.errors += [f for f in blamed.fatal if f not in item.errors]
+        self._remember_dry(blamed, result)
+        self._note_reservation_use(landings, claim)
+        return landings, blamed.dry
+
+    def _tag_and_locate(
+        self,
+        intent: LaunchIntent,
+        result: FleetResult,
+        attempt: LaunchAttempt | None,
+        retags: Sequence[tuple[list[str], Mapping[str, str]]],
+    ) -> list[InstanceLanding]:
+        """Tag each coalesced request's instances while asking EC2 where they landed."""
         with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
             tagging = [pool.submit(self._p.fleet.tag, ids, tags) for ids, tags in retags]
             # A pending intent replayed now took its slots now (its claim, if any, was given back).
@@ -485,44 +495,20 @@ class Launcher:
                 landings = [_in_target(x, attempt.target.reservation_id) for x in landings]
             for done in tagging:
                 done.result()
-        offerings = attempt.offerings if attempt is not None else ()
-        dry: list[Offering] = []
-        fatal: list[ErrorDetail] = []
-        spot_unavailable: tuple[str, str, str] | None = None
-        for error in result.errors:
-            kind = classify(error.code)
-            if kind is ErrorKind.INSUFFICIENT_CAPACITY:
-                hit = [
-                    o
-                    for o in offerings
-                    if error.instance_type in (None, o.instance_type)
-                    and error.zone in (None, o.zone)
-                ]
-                dry += [o for o in hit if o not in dry]
-                observed += [_unavailable(o, error.code) for o in hit]
-            elif kind is ErrorKind.SPOT_UNAVAILABLE:
-                # Every spot offering, not just this one: cached under the capacity type alone.
-                hit = [o for o in offerings if o.capacity_type == SPOT]
-                dry += [o for o in hit if o not in dry]
-                observed += [_unavailable(o, error.code) for o in hit]
-                spot_unavailable = (SPOT, error.code, error.message)
-                # Recorded as errors are, so the record says why spot did not help.
-                fatal.append(ErrorDetail(code=error.code, message=error.message))
-            elif not kind.retryable:
-                blamed = node_class_field(error.code)
-                message = f"{blamed}: {error.message}" if blamed else error.message
-                fatal.append(ErrorDetail(code=error.code, message=message))
-        for item in active:
-            if item.request.request_id in intent.request_ids:
-                item.errors += [f for f in fatal if f not in item.errors]
-        if dry or spot_unavailable:
-            marks = [
-                (o.key, *_error_for(result, o))
-                for o in dry
-                if spot_unavailable is None or o.capacity_type != SPOT
-            ]
-            self._p.unavailable.mark(marks + ([spot_unavailable] if spot_unavailable else []))
-            self._p.reservations.mark_exhausted([o.reservation_id for o in dry if o.reservation_id])
+        return landings
+
+    def _remember_dry(self, blamed: Blamed, result: FleetResult) -> None:
+        """Dry offerings go to the shared ICE cache; dry reservations are marked exhausted."""
+        if blamed.dry or blamed.spot_unavailable:
+            self._p.unavailable.mark(blamed.unavailable_marks(result.errors))
+            self._p.reservations.mark_exhausted(
+                [o.reservation_id for o in blamed.dry if o.reservation_id]
+            )
+
+    def _note_reservation_use(
+        self, landings: Sequence[InstanceLanding], claim: _Claim | None
+    ) -> None:
+        """Slots taken by instances EC2 put in reservations, for every worker to see."""
         launched_into: dict[str, int] = {}
         for landing in landings:
             if landing.capacity_reservation_id:
@@ -533,7 +519,6 @@ class Launcher:
             launched_into.pop(claim.reservation_id, 0)  # claimed slots are taken already
         if launched_into:
             self._p.reservations.note_launched(launched_into)
-        return landings, dry
 
     # -- the end of a request -----------------------------------------------------------------
 
@@ -571,8 +556,8 @@ class Launcher:
         }
         if item.granted:
             self._p.limits.settle(pool_name, request.request_id, counted)
-        self._p.records.put_instances(
-            _instance_item(
+        self._p.instances.put(
+            _instance_record(
                 x, item.prepared, candidates.instance_types.get(x.instance_type), self._clock()
             )
             for x in mine
@@ -666,7 +651,7 @@ class Launcher:
             capacity_types,  # type: ignore[arg-type]
             sources,
             image_platform=image_platform or LINUX,
-            named_reservations=named_reservation_ids(lead.node_class),
+            named_reservations=selection_of(lead.node_class).named_ids(),
         )
 
     def _never_fits(
@@ -691,6 +676,21 @@ class Launcher:
                 f"{lead.pool.metadata.name} limits on {', '.join(exceeded)}: it can never fit"
             )
         return None
+
+
+def _hand_out(
+    intent: LaunchIntent, result: FleetResult, active: Sequence[_Progress]
+) -> list[tuple[list[str], Mapping[str, str]]]:
+    """Each request gets its share of the fleet's instances; the tags each share still needs."""
+    by_request = intent.split(result.instance_ids)
+    retags: list[tuple[list[str], Mapping[str, str]]] = []
+    for item in active:
+        mine = by_request.get(item.request.request_id, [])
+        item.instance_ids += mine
+        if len(intent.shares) > 1 and mine:
+            # One fleet served several requests: each request's instances get its own tags.
+            retags.append((mine, own_request_tags(item.prepared.node_class, item.request)))
+    return retags
 
 
 def _mark_launching(progress: Sequence[_Progress], intent: LaunchIntent) -> None:
@@ -743,26 +743,13 @@ def _missing_reservations(
     lead: Prepared, sources: Sequence[ReservationSource]
 ) -> list[ErrorDetail]:
     """Reservation ids the NodeClass names that EC2 does not have active: said in the record."""
-    spec = lead.node_class.spec
-    target = spec.reservation_target
-    named: list[tuple[str, str]] = []
-    if target is not None and target.capacity_reservation_id:
-        field = "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId"
-        named.append((field, target.capacity_reservation_id))
-    for index, term in enumerate(spec.capacity_reservation_selector_terms or []):
-        if term.id:
-            named.append((f"spec.capacityReservationSelectorTerms[{index}].id", term.id))
-    found = {
-        r.reservation_id for source in sources for r in source.reservations if r.state == "active"
-    }
     return [
         ErrorDetail(
             code="CapacityReservationNotFound",
             message=f"{field}: NodeClass {lead.node_class.metadata.name}: capacity reservation "
             f"{reservation_id} does not exist or is not active; it was not used",
         )
-        for field, reservation_id in named
-        if reservation_id not in found
+        for field, reservation_id in selection_of(lead.node_class).missing(sources)
     ]
 
 
@@ -776,17 +763,6 @@ def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:
     )
 
 
-def _error_for(result: FleetResult, offering: Offering) -> tuple[str, str]:
-    """The (code, message) EC2 gave for an offering: its override's error, or a fleet-wide one."""
-    for error in result.errors:
-        if error.instance_type in (None, offering.instance_type) and error.zone in (
-            None,
-            offering.zone,
-        ):
-            return error.code, error.message
-    return "InsufficientInstanceCapacity", ""
-
-
 def _no_offering(lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> str:
     return (
         f"requirements: no instance type, zone and capacity type of node pool "
@@ -794,23 +770,22 @@ def _no_offering(lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> str:
     )
 
 
-def _instance_item(
+def _instance_record(
     landing: InstanceLanding, prepared: Prepared, info: InstanceTypeInfo | None, now: datetime
-) -> dict[str, Any]:
+) -> InstanceRecord:
     resources = info.resources() if info else Resources.ZERO
-    return {
-        "instanceId": landing.instance_id,
-        "requestId": prepared.request.request_id,
-        "nodePool": prepared.pool.metadata.name,
-        "nodeClass": prepared.node_class.metadata.name,
-        "requester": prepared.request.requester,
-        "instanceType": landing.instance_type,
-        "zone": landing.zone,
-        "capacityType": landing.capacity_type,
-        "capacityReservationId": landing.capacity_reservation_id,
-        "cpu": resources.cpu,
-        "memoryMiB": resources.memory_mib,
-        "gpu": resources.gpu,
-        "state": "running",
-        "launchedAt": now.isoformat(),
-    }
+    return InstanceRecord(
+        instance_id=landing.instance_id,
+        request_id=prepared.request.request_id,
+        node_pool=prepared.pool.metadata.name,
+        node_class=prepared.node_class.metadata.name,
+        requester=prepared.request.requester,
+        instance_type=landing.instance_type,
+        zone=landing.zone,
+        capacity_type=landing.capacity_type,
+        capacity_reservation_id=landing.capacity_reservation_id,
+        cpu=resources.cpu,
+        memory_mib=resources.memory_mib,
+        gpu=resources.gpu,
+        launched_at=now.isoformat(),
+    )

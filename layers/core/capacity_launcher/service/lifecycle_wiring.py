@@ -15,9 +15,11 @@ from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.domain.reservations import Thresholds
 from capacity_launcher.service.instance_events import InstanceEvents
 from capacity_launcher.service.reconciliation import Reconciliation
-from capacity_launcher.service.reservation_sync import ReservationSync, Thresholds
+from capacity_launcher.service.reservation_sync import ReservationSync
+from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.settings import Settings, get_settings
 
 
@@ -26,10 +28,13 @@ def utcnow() -> datetime:
 
 
 def reservation_snapshots(settings: Settings) -> ReservationSnapshots:
+    """The shared reservation snapshots (DynamoDB)."""
+    return ReservationSnapshots(settings.state_table_name, client("dynamodb"))
+
+
+def reservations(settings: Settings) -> ReservationProvider:
     """The launcher's `reservations` port: shared snapshots, EC2 when the sync lacks them."""
-    return ReservationSnapshots(
-        settings.state_table_name, client("dynamodb"), CapacityReservations(client("ec2"))
-    )
+    return ReservationProvider(reservation_snapshots(settings), CapacityReservations(client("ec2")))
 
 
 def _unavailable(settings: Settings) -> UnavailableOfferings:

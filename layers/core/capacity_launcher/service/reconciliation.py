@@ -20,16 +20,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
-from capacity_launcher.adapters.instance_records import item_resources
-from capacity_launcher.adapters.pool_limits import Lease, Member, Recount
-from capacity_launcher.domain.config import NodePool
 from capacity_launcher.domain.errors import Transient
+from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.tags import NODE_CLASS, NODE_POOL, REQUEST_ID, REQUESTER
 from capacity_launcher.observability import logger
+from capacity_launcher.service.ports import (
+    Catalog,
+    Configuration,
+    FleetLauncher,
+    InstanceItems,
+    Limits,
+)
 
 # Instances that hold usage; stopping and stopped ones released it when their event arrived.
 LIVE_STATES = frozenset({"pending", "running"})
@@ -38,41 +43,6 @@ TERMINAL_STATES = frozenset({"shutting-down", "terminated"})
 # How far EC2's list may lag behind an event: a membership or release younger than this is left
 # to the events (a released instance seen running later was started again, not described late).
 REARM_AFTER_SECONDS = 300
-
-
-class PoolUsage(Protocol):
-    @property
-    def lease_seconds(self) -> int: ...
-    def leases(self) -> list[Lease]: ...
-    def reclaim(self, lease: Lease) -> bool: ...
-    def members(self, pool: str) -> list[Member]: ...
-    def count(
-        self, pool: str, instance_id: str, amount: Resources, *, unless_released: bool = False
-    ) -> bool: ...
-    def uncount(self, member: Member) -> bool: ...
-    def recompute(self, pool: str) -> Recount | None: ...
-
-
-class ManagedInstances(Protocol):
-    def find_managed(
-        self, tag_filters: Mapping[str, str] | None = None
-    ) -> list[dict[str, Any]]: ...
-
-
-class InstanceItems(Protocol):
-    def many(self, instance_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
-    def adopt(self, items: Sequence[Mapping[str, Any]]) -> list[str]: ...
-    def rearm(self, instance_id: str) -> None: ...
-
-
-class InstanceFacts(Protocol):
-    def offered(
-        self, zones: Sequence[str], names: Sequence[str] | None = None
-    ) -> list[InstanceTypeInfo]: ...
-
-
-class Pools(Protocol):
-    def node_pools(self) -> list[NodePool]: ...
 
 
 @dataclass
@@ -91,11 +61,11 @@ class ReconciliationReport:
 class Reconciliation:
     def __init__(
         self,
-        limits: PoolUsage,
-        instances: ManagedInstances,
+        limits: Limits,
+        instances: FleetLauncher,
         items: InstanceItems,
-        facts: InstanceFacts,
-        pools: Pools,
+        facts: Catalog,
+        pools: Configuration,
         now: Callable[[], datetime],
     ) -> None:
         self._limits = limits
@@ -129,7 +99,7 @@ class Reconciliation:
         ]
         sizes = self._sizes(orphans)
         adopted_items = {
-            o["InstanceId"]: _adopted_item(o, sizes.get(o["InstanceType"]), now)
+            o["InstanceId"]: _adopted_record(o, sizes.get(o["InstanceType"]), now)
             for o in orphans
             if _tags(o).get(REQUEST_ID)
         }
@@ -144,8 +114,8 @@ class Reconciliation:
             pool, request = _pool_and_request(instance, item)
             if not pool or instance_id in members.get(pool, {}):
                 continue
-            if item is not None and item.get("releasedAt"):
-                if not _long_ago(str(item["releasedAt"]), now, REARM_AFTER_SECONDS):
+            if item is not None and item.released_at:
+                if not _long_ago(item.released_at, now, REARM_AFTER_SECONDS):
                     continue  # its stop is recent: EC2's list may lag behind the event
                 # Released on a stop, running again, and its start event was lost: count it again.
                 self._items.rearm(instance_id)
@@ -154,7 +124,7 @@ class Reconciliation:
             if not request and not _long_ago(instance.get("LaunchTime"), now, self._lease_window):
                 continue  # maybe a coalesced launch's, not yet tagged with its request
             if item is not None:
-                amount = item_resources(item)
+                amount = item.resources
             else:
                 info = sizes.get(instance["InstanceType"])
                 amount = info.resources() if info else Resources(instances=1)
@@ -196,11 +166,11 @@ class Reconciliation:
         self,
         report: ReconciliationReport,
         instance: Mapping[str, Any],
-        item: Mapping[str, Any] | None,
+        item: InstanceRecord | None,
     ) -> None:
         reservation = instance.get("CapacityReservationId")
         if reservation:
-            requester = (item or {}).get("requester") or _tags(instance).get(REQUESTER)
+            requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
             by_requester = report.usage_by_reservation.setdefault(reservation, {})
             if requester:  # no requester, no key: usage is never keyed on an absent value
                 by_requester[requester] = by_requester.get(requester, 0) + 1
@@ -223,12 +193,12 @@ def _unless_contended(transition: Callable[[], bool]) -> bool:
 
 
 def _pool_and_request(
-    instance: Mapping[str, Any], item: Mapping[str, Any] | None
+    instance: Mapping[str, Any], item: InstanceRecord | None
 ) -> tuple[str | None, str | None]:
     tags = _tags(instance)
-    pool = (item or {}).get("nodePool") or tags.get(NODE_POOL)
-    request = (item or {}).get("requestId") or tags.get(REQUEST_ID)
-    return (str(pool) if pool else None), (str(request) if request else None)
+    pool = (item.node_pool if item else None) or tags.get(NODE_POOL)
+    request = (item.request_id if item else None) or tags.get(REQUEST_ID)
+    return pool or None, request or None
 
 
 def _long_ago(moment: str | datetime | None, now: datetime, seconds: float) -> bool:
@@ -246,9 +216,9 @@ def _tags(instance: Mapping[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
 
 
-def _adopted_item(
+def _adopted_record(
     instance: Mapping[str, Any], info: InstanceTypeInfo | None, now: datetime
-) -> dict[str, Any]:
+) -> InstanceRecord:
     tags = _tags(instance)
     resources = info.resources() if info else Resources(instances=1)
     reservation = instance.get("CapacityReservationId")
@@ -258,20 +228,20 @@ def _adopted_item(
     elif reservation:
         capacity_type = "reserved"
     launched_at = instance.get("LaunchTime")
-    return {
-        "instanceId": instance["InstanceId"],
-        "requestId": tags.get(REQUEST_ID),
-        "nodePool": tags.get(NODE_POOL),
-        "nodeClass": tags.get(NODE_CLASS),
-        "requester": tags.get(REQUESTER),
-        "instanceType": instance["InstanceType"],
-        "zone": instance.get("Placement", {}).get("AvailabilityZone"),
-        "capacityType": capacity_type,
-        "capacityReservationId": reservation,
-        "cpu": resources.cpu,
-        "memoryMiB": resources.memory_mib,
-        "gpu": resources.gpu,
-        "state": instance.get("State", {}).get("Name", "running"),
-        "launchedAt": launched_at.isoformat() if isinstance(launched_at, datetime) else None,
-        "adoptedAt": now.isoformat(),
-    }
+    return InstanceRecord(
+        instance_id=instance["InstanceId"],
+        request_id=tags.get(REQUEST_ID),
+        node_pool=tags.get(NODE_POOL),
+        node_class=tags.get(NODE_CLASS),
+        requester=tags.get(REQUESTER),
+        instance_type=instance["InstanceType"],
+        zone=instance.get("Placement", {}).get("AvailabilityZone"),
+        capacity_type=capacity_type,
+        capacity_reservation_id=reservation,
+        cpu=resources.cpu,
+        memory_mib=resources.memory_mib,
+        gpu=resources.gpu,
+        state=instance.get("State", {}).get("Name", "running"),
+        launched_at=launched_at.isoformat() if isinstance(launched_at, datetime) else None,
+        adopted_at=now.isoformat(),
+    )

@@ -11,32 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from datetime import datetime
 
 from aws_lambda_powertools.metrics import single_metric
 
-from capacity_launcher.adapters.publisher import Event
-from capacity_launcher.adapters.reservation_snapshots import (
-    EXHAUSTED,
-    EXPIRING,
-    UTILIZATION_HIGH,
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.offerings import RESERVED, offering_key
+from capacity_launcher.domain.reservations import (
     Coverage,
+    ReservationSnapshot,
     StoredReservation,
+    Thresholds,
+    next_state,
+    selection_of,
     selector_key,
     target_key,
     term_matches,
 )
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.offerings import RESERVED, ReservationSnapshot, offering_key
-from capacity_launcher.domain.status import (
-    RESERVATION_EXHAUSTED,
-    RESERVATION_EXPIRING,
-    RESERVATION_REPLENISHED,
-    RESERVATION_UTILIZATION_HIGH,
-)
+from capacity_launcher.domain.status import RESERVATION_REPLENISHED, Event
 from capacity_launcher.observability import MetricUnit, logger, metrics
+from capacity_launcher.service.ports import (
+    Configuration,
+    Ec2Reservations,
+    ReservationStore,
+    UnavailableCache,
+)
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 
 RESERVATION_TOTAL = "ReservationTotal"
@@ -45,35 +45,6 @@ RESERVATION_UTILIZATION = "ReservationUtilization"
 RECONCILIATION_DRIFT = "ReconciliationDrift"
 # A snapshot launchers are writing to is re-read this many times before waiting for the next sync.
 SAVE_TRIES = 3
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    utilization_high: float
-    expiring_horizon: timedelta
-
-
-class NodeClasses(Protocol):
-    def node_classes(self) -> list[NodeClass]: ...
-
-
-class Ec2Reservations(Protocol):
-    def describe(
-        self, ids: Sequence[str] | None = None, filters: Sequence[Mapping[str, Any]] | None = None
-    ) -> list[ReservationSnapshot]: ...
-    def group_members(self, group_arn: str) -> list[str]: ...
-
-
-class Snapshots(Protocol):
-    def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]: ...
-    def get(self, reservation_id: str) -> StoredReservation | None: ...
-    def save(self, reservation: StoredReservation, expected_version: int | None) -> bool: ...
-    def save_coverage(self, coverage: Sequence[Coverage]) -> None: ...
-    def forget(self, keys: Sequence[str]) -> None: ...
-
-
-class OfferingCache(Protocol):
-    def clear(self, offering: str) -> None: ...
 
 
 @dataclass
@@ -85,58 +56,13 @@ class SyncReport:
     reconciliation: ReconciliationReport | None = None
 
 
-def next_state(
-    prev: StoredReservation | None,
-    seen: ReservationSnapshot,
-    usage_by_requester: Mapping[str, int],
-    thresholds: Thresholds,
-    now: datetime,
-) -> tuple[StoredReservation, list[Event]]:
-    """The snapshot to store and the events of the crossings since `prev` (each once)."""
-    announced = set(prev.announced) if prev else set()
-    exhausted = prev.snapshot.exhausted if prev else False
-    events: list[str] = []
-    if seen.state == "active" and seen.available > 0:
-        was_empty = prev is not None and (
-            prev.snapshot.exhausted or prev.snapshot.available == 0 or EXHAUSTED in announced
-        )
-        if was_empty:
-            events.append(RESERVATION_REPLENISHED)
-        exhausted = False
-        announced.discard(EXHAUSTED)
-    elif seen.state == "active" and seen.total > 0 and EXHAUSTED not in announced:
-        events.append(RESERVATION_EXHAUSTED)
-        announced.add(EXHAUSTED)
-    if seen.state == "active" and seen.total and seen.utilization >= thresholds.utilization_high:
-        if UTILIZATION_HIGH not in announced:
-            events.append(RESERVATION_UTILIZATION_HIGH)
-            announced.add(UTILIZATION_HIGH)
-    else:
-        announced.discard(UTILIZATION_HIGH)
-    ending = seen.end_date is not None and seen.end_date - now <= thresholds.expiring_horizon
-    if seen.state == "active" and ending:
-        if EXPIRING not in announced:
-            events.append(RESERVATION_EXPIRING)
-            announced.add(EXPIRING)
-    else:
-        announced.discard(EXPIRING)
-    stored = StoredReservation(
-        snapshot=replace(seen, exhausted=exhausted),
-        usage_by_requester={k: n for k, n in usage_by_requester.items() if k},
-        announced=frozenset(announced),
-        synced_at=now,
-        version=prev.version + 1 if prev else 0,
-    )
-    return stored, [Event(t, _detail(stored, t, thresholds)) for t in events]
-
-
 class ReservationSync:
     def __init__(
         self,
-        config: NodeClasses,
+        config: Configuration,
         ec2: Ec2Reservations,
-        snapshots: Snapshots,
-        unavailable: OfferingCache,
+        snapshots: ReservationStore,
+        unavailable: UnavailableCache,
         publish: Callable[..., None],
         thresholds: Thresholds,
         now: Callable[[], datetime],
@@ -220,14 +146,14 @@ class ReservationSync:
         group_arns: set[str] = set()
         terms = {}
         for node_class in node_classes:
-            target = node_class.spec.reservation_target
-            if target is not None and target.capacity_reservation_id:
-                ids.add(target.capacity_reservation_id)
-            elif target is not None and target.capacity_reservation_resource_group_arn:
-                group_arns.add(target.capacity_reservation_resource_group_arn)
-            else:
-                for term in node_class.spec.capacity_reservation_selector_terms or []:
-                    terms[selector_key(term)] = term
+            selection = selection_of(node_class)
+            target = selection.target
+            if target is not None and target.reservation_id is not None:
+                ids.add(target.reservation_id)
+            elif target is not None and target.group_arn is not None:
+                group_arns.add(target.group_arn)
+            for term in selection.terms:
+                terms[selector_key(term)] = term
         if not (ids or group_arns or terms):
             return [], {}, {}
         everything = {r.reservation_id: r for r in self._ec2.describe()}
@@ -258,27 +184,6 @@ class ReservationSync:
             {k: tuple(sorted(v)) for k, v in groups_of.items()},
             {k: everything[k] for k in wanted},
         )
-
-
-def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds) -> dict[str, Any]:
-    s = stored.snapshot
-    detail: dict[str, Any] = {
-        "capacityReservationId": s.reservation_id,
-        "instanceType": s.instance_type,
-        "zone": s.zone,
-        "state": s.state,
-        "total": s.total,
-        "available": s.available,
-        "utilization": round(s.utilization, 4),
-        "endDate": s.end_date.isoformat() if s.end_date else None,
-        "groups": list(s.groups),
-        "usageByRequester": dict(stored.usage_by_requester),
-    }
-    if detail_type == RESERVATION_UTILIZATION_HIGH:
-        detail["threshold"] = thresholds.utilization_high
-    if detail_type == RESERVATION_EXPIRING:
-        detail["horizonHours"] = thresholds.expiring_horizon.total_seconds() / 3600
-    return detail
 
 
 def _emit(snapshot: ReservationSnapshot) -> None:

@@ -10,6 +10,7 @@ from capacity_launcher.adapters.aws import client
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.fleet import Fleet
+from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
 from capacity_launcher.adapters.launch_queue import LaunchQueue
 from capacity_launcher.adapters.launch_records import LaunchRecords
@@ -22,6 +23,7 @@ from capacity_launcher.adapters.unavailable_offerings import UnavailableOffering
 from capacity_launcher.service.launch_batch import LaunchBatch
 from capacity_launcher.service.launcher import Launcher
 from capacity_launcher.service.ports import LaunchPorts
+from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.service.telemetry import LaunchTelemetry
 from capacity_launcher.settings import Settings, get_settings
 
@@ -41,6 +43,7 @@ def launch_ports(settings: Settings) -> LaunchPorts:
             settings.state_table_name, dynamodb, cache_seconds=settings.config_cache_seconds
         ),
         records=LaunchRecords(settings.state_table_name, dynamodb),
+        instances=InstanceRecords(settings.state_table_name, dynamodb),
         unavailable=UnavailableOfferings(
             settings.unavailable_offerings_table_name,
             settings.ice_ttl_seconds,
@@ -52,8 +55,8 @@ def launch_ports(settings: Settings) -> LaunchPorts:
         templates=LaunchTemplates(ec2),
         catalog=InstanceTypeCatalog(ec2),
         subnets=Subnets(ec2),
-        reservations=ReservationSnapshots(
-            settings.state_table_name, dynamodb, CapacityReservations(ec2)
+        reservations=ReservationProvider(
+            ReservationSnapshots(settings.state_table_name, dynamodb), CapacityReservations(ec2)
         ),
     )
 
@@ -75,7 +78,7 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
     return LaunchBatch(
         Launcher(ports, max_attempts=settings.max_launch_attempts),
         Publisher(settings.event_bus_name).publish,
-        ports.records,  # type: ignore[arg-type]
+        ports.records,
         persistence,
         LaunchTelemetry(),
         queue=LaunchQueue(),

@@ -1,0 +1,38 @@
+"""What a pool's usage is made of: leases of workers launching, and members (counted instances)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from capacity_launcher.domain.quantities import Resources
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Limits a worker holds while it launches; settled into members, or reclaimed if it dies."""
+
+    pool: str
+    lease_id: str
+    count: int
+    amount: Resources
+    expires_at: int
+    settled: bool = False
+
+
+@dataclass(frozen=True)
+class Member:
+    """One instance counted in its pool's usage, with the amount it was counted for."""
+
+    pool: str
+    instance_id: str
+    amount: Resources
+    counted_at: int
+
+
+@dataclass(frozen=True)
+class Recount:
+    """What an absolute recompute of a pool's usage found (and wrote, if `repaired`)."""
+
+    stored: Resources
+    recomputed: Resources
+    repaired: bool

@@ -1,0 +1,369 @@
+"""Capacity reservations: which ones a NodeClass selects, and what a snapshot of one says.
+
+The rules live here once. A NodeClass names one target (a reservation id or a group ARN) or
+selector terms (`ReservationSelection`); a term matches a reservation as
+DescribeCapacityReservations filters it (`term_matches`); a snapshot says what is available,
+used, claimable, and which crossings (exhausted, replenished, utilization high, expiring) to
+announce (`next_state`). service/reservations.py applies them to the shared snapshots, or to
+EC2's live view when the snapshots are stale; the adapters only translate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.offerings import RESERVED, Offering
+from capacity_launcher.domain.status import (
+    RESERVATION_EXHAUSTED,
+    RESERVATION_EXPIRING,
+    RESERVATION_REPLENISHED,
+    RESERVATION_UTILIZATION_HIGH,
+    Event,
+)
+
+ACTIVE = "active"
+# Snapshots older than this mean the sync has stopped: launchers then ask EC2 directly.
+STALE_AFTER_SECONDS = 300
+# A coverage key names one target or selector term the sync resolved (stored beside snapshots).
+COVERAGE_PREFIX = "Covered#"
+
+# Events already announced for the current crossing (re-armed when the condition clears).
+EXHAUSTED = "exhausted"
+UTILIZATION_HIGH = "utilizationHigh"
+EXPIRING = "expiring"
+
+TARGET_ID_FIELD = "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId"
+
+# EC2's CapacityReservationPreference values a launch template may carry.
+Preference = Literal["capacity-reservations-only", "open", "none"]
+ONLY_RESERVATIONS: Preference = "capacity-reservations-only"
+
+
+@dataclass(frozen=True)
+class ReservationSnapshot:
+    """What is known of one capacity reservation: from EC2 directly or from the shared sync."""
+
+    reservation_id: str
+    instance_type: str
+    zone: str
+    state: str
+    total: int
+    available: int
+    platform: str = "Linux/UNIX"
+    tenancy: str = "default"
+    instance_match_criteria: str = "open"
+    owner_id: str | None = None
+    end_date: datetime | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    groups: tuple[str, ...] = ()
+    # Set when an insufficient-capacity error said it is full, until a sync sees capacity again.
+    exhausted: bool = False
+
+    @property
+    def usable(self) -> bool:
+        return self.state == ACTIVE and self.available > 0 and not self.exhausted
+
+    @property
+    def used(self) -> int:
+        return max(self.total - self.available, 0)
+
+    @property
+    def utilization(self) -> float:
+        return self.used / self.total if self.total else 0.0
+
+    def offering(self) -> Offering:
+        return Offering(RESERVED, self.instance_type, self.zone, self.reservation_id)
+
+    def claimable(self, count: int) -> int:
+        """How many of `count` slots a worker may claim now (none of an exhausted one)."""
+        if self.exhausted or self.available <= 0:
+            return 0
+        return min(count, self.available)
+
+
+@dataclass(frozen=True)
+class ReservedTarget:
+    """How a reserved attempt addresses EC2: one reservation id, or one reservation group ARN."""
+
+    reservation_id: str | None = None
+    group_arn: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.reservation_id is None) == (self.group_arn is None):
+            raise ValueError("a reserved target names exactly one reservation id or group ARN")
+
+    @property
+    def name(self) -> str:
+        return self.reservation_id or self.group_arn or ""
+
+
+@dataclass(frozen=True)
+class ReservationSource:
+    """One reservation target of a NodeClass and the reservations it can reach."""
+
+    target: ReservedTarget
+    reservations: tuple[ReservationSnapshot, ...]
+
+
+@dataclass(frozen=True)
+class ReservationUse:
+    """How one launch may use reservations (its launch template's reservation specification)."""
+
+    preference: Preference
+    target: ReservedTarget | None = None
+
+
+def reservation_use(
+    node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
+) -> ReservationUse:
+    """A reserved attempt is `capacity-reservations-only` with its target, so EC2 never falls back
+    to on-demand inside it; spot never uses reservations; others carry the NodeClass preference."""
+    if target is not None:
+        return ReservationUse(ONLY_RESERVATIONS, target)
+    if spot:
+        return ReservationUse("none")
+    return ReservationUse(node_class.spec.reservation_preference)
+
+
+def target_key(id_or_arn: str) -> str:
+    return f"{COVERAGE_PREFIX}target:{id_or_arn}"
+
+
+def selector_key(term: CapacityReservationSelectorTerm) -> str:
+    canonical = term.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return f"{COVERAGE_PREFIX}selector:{json.dumps(canonical, sort_keys=True)}"
+
+
+def term_matches(term: CapacityReservationSelectorTerm, reservation: ReservationSnapshot) -> bool:
+    """A selector term's fields ANDed, as DescribeCapacityReservations filters them (active only
+    unless the term names an id)."""
+    if term.id:
+        return reservation.reservation_id == term.id
+    if reservation.state != ACTIVE:
+        return False
+    if term.owner_id and reservation.owner_id != term.owner_id:
+        return False
+    if (
+        term.instance_match_criteria
+        and reservation.instance_match_criteria != term.instance_match_criteria
+    ):
+        return False
+    return all(reservation.tags.get(k) == v for k, v in (term.tags or {}).items())
+
+
+@dataclass(frozen=True)
+class ReservationSelection:
+    """What a NodeClass asks of reservations: one target (id or group ARN), or selector terms."""
+
+    target: ReservedTarget | None = None
+    terms: tuple[CapacityReservationSelectorTerm, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.target is not None or bool(self.terms)
+
+    def coverage_keys(self) -> list[str]:
+        """The coverage keys its reservations are resolved from."""
+        if self.target is not None:
+            return [target_key(self.target.name)]
+        return [selector_key(t) for t in self.terms]
+
+    def named(self) -> list[tuple[str, str]]:
+        """(document field, reservation id) for every reservation it names by id."""
+        if self.target is not None:
+            rid = self.target.reservation_id
+            return [(TARGET_ID_FIELD, rid)] if rid else []
+        return [
+            (f"spec.capacityReservationSelectorTerms[{index}].id", term.id)
+            for index, term in enumerate(self.terms)
+            if term.id
+        ]
+
+    def named_ids(self) -> frozenset[str]:
+        return frozenset(rid for _, rid in self.named())
+
+    def resolve(
+        self,
+        reservations: Mapping[str, ReservationSnapshot],
+        members: Mapping[str, Sequence[str]],
+    ) -> list[ReservationSource]:
+        """Its sources, given reservations by id and the ids each coverage key reaches (a group's
+        members, a term's candidates): a target is one source, each term match is its own."""
+        target = self.target
+        if target is not None and target.reservation_id is not None:
+            found = reservations.get(target.reservation_id)
+            return [ReservationSource(target, (found,) if found else ())]
+        if target is not None:
+            reached = members.get(target_key(target.name), ())
+            return [
+                ReservationSource(
+                    target, tuple(reservations[m] for m in sorted(reached) if m in reservations)
+                )
+            ]
+        selected: dict[str, ReservationSnapshot] = {}
+        for term in self.terms:
+            for member in members.get(selector_key(term), ()):
+                reservation = reservations.get(member)
+                if reservation is not None and term_matches(term, reservation):
+                    selected.setdefault(member, reservation)
+        return [
+            ReservationSource(ReservedTarget(reservation_id=k), (selected[k],))
+            for k in sorted(selected)
+        ]
+
+    def missing(self, sources: Iterable[ReservationSource]) -> list[tuple[str, str]]:
+        """(field, id) of the reservations it names that are not active among `sources`."""
+        found = {r.reservation_id for s in sources for r in s.reservations if r.state == ACTIVE}
+        return [(f, rid) for f, rid in self.named() if rid not in found]
+
+
+def selection_of(node_class: NodeClass) -> ReservationSelection:
+    """The NodeClass's reservations: its target wins; otherwise its selector terms, if any."""
+    spec = node_class.spec
+    target = spec.reservation_target
+    if target is not None and target.capacity_reservation_id:
+        return ReservationSelection(ReservedTarget(reservation_id=target.capacity_reservation_id))
+    if target is not None and target.capacity_reservation_resource_group_arn:
+        return ReservationSelection(
+            ReservedTarget(group_arn=target.capacity_reservation_resource_group_arn)
+        )
+    return ReservationSelection(terms=tuple(spec.capacity_reservation_selector_terms or ()))
+
+
+def in_group(reservation: ReservationSnapshot, group_arn: str) -> ReservationSnapshot:
+    return replace(reservation, groups=tuple(sorted({*reservation.groups, group_arn})))
+
+
+# -- what the shared snapshots hold ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredReservation:
+    """A snapshot as stored: what EC2 said at the last sync, plus what the workers learned since."""
+
+    snapshot: ReservationSnapshot
+    usage_by_requester: Mapping[str, int] = field(default_factory=dict)
+    announced: frozenset[str] = frozenset()
+    synced_at: datetime | None = None
+    # Bumped by every launcher write, so a sync never overwrites what it has not seen.
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class InvalidSnapshot:
+    """A stored snapshot that does not parse: left out of every read, reported to operators."""
+
+    reservation_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """One reservation target or selector term the sync resolved, and when."""
+
+    key: str
+    synced_at: float
+    members: tuple[str, ...] = ()
+
+
+def covered(
+    keys: Collection[str], coverage: Mapping[str, Coverage], invalid: Collection[str], now: float
+) -> bool:
+    """The sync resolved every key recently, and every snapshot they reach parses."""
+    fresh_after = now - STALE_AFTER_SECONDS
+    members = {m for k in keys if k in coverage for m in coverage[k].members}
+    if members & set(invalid):
+        return False
+    return all(k in coverage and coverage[k].synced_at >= fresh_after for k in keys)
+
+
+def with_flags(
+    source: ReservationSource, known: Mapping[str, ReservationSnapshot]
+) -> ReservationSource:
+    """EC2's live view, still skipping what a worker found exhausted since the last sync."""
+    flagged = tuple(
+        replace(r, exhausted=True)
+        if r.reservation_id in known and known[r.reservation_id].exhausted
+        else r
+        for r in source.reservations
+    )
+    return ReservationSource(source.target, flagged)
+
+
+# -- the crossings a sync announces ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    utilization_high: float
+    expiring_horizon: timedelta
+
+
+def next_state(
+    prev: StoredReservation | None,
+    seen: ReservationSnapshot,
+    usage_by_requester: Mapping[str, int],
+    thresholds: Thresholds,
+    now: datetime,
+) -> tuple[StoredReservation, list[Event]]:
+    """The snapshot to store and the events of the crossings since `prev` (each once)."""
+    announced = set(prev.announced) if prev else set()
+    exhausted = prev.snapshot.exhausted if prev else False
+    events: list[str] = []
+    if seen.state == ACTIVE and seen.available > 0:
+        was_empty = prev is not None and (
+            prev.snapshot.exhausted or prev.snapshot.available == 0 or EXHAUSTED in announced
+        )
+        if was_empty:
+            events.append(RESERVATION_REPLENISHED)
+        exhausted = False
+        announced.discard(EXHAUSTED)
+    elif seen.state == ACTIVE and seen.total > 0 and EXHAUSTED not in announced:
+        events.append(RESERVATION_EXHAUSTED)
+        announced.add(EXHAUSTED)
+    if seen.state == ACTIVE and seen.total and seen.utilization >= thresholds.utilization_high:
+        if UTILIZATION_HIGH not in announced:
+            events.append(RESERVATION_UTILIZATION_HIGH)
+            announced.add(UTILIZATION_HIGH)
+    else:
+        announced.discard(UTILIZATION_HIGH)
+    ending = seen.end_date is not None and seen.end_date - now <= thresholds.expiring_horizon
+    if seen.state == ACTIVE and ending:
+        if EXPIRING not in announced:
+            events.append(RESERVATION_EXPIRING)
+            announced.add(EXPIRING)
+    else:
+        announced.discard(EXPIRING)
+    stored = StoredReservation(
+        snapshot=replace(seen, exhausted=exhausted),
+        usage_by_requester={k: n for k, n in usage_by_requester.items() if k},
+        announced=frozenset(announced),
+        synced_at=now,
+        version=prev.version + 1 if prev else 0,
+    )
+    return stored, [Event(t, _detail(stored, t, thresholds)) for t in events]
+
+
+def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds) -> dict[str, Any]:
+    s = stored.snapshot
+    detail: dict[str, Any] = {
+        "capacityReservationId": s.reservation_id,
+        "instanceType": s.instance_type,
+        "zone": s.zone,
+        "state": s.state,
+        "total": s.total,
+        "available": s.available,
+        "utilization": round(s.utilization, 4),
+        "endDate": s.end_date.isoformat() if s.end_date else None,
+        "groups": list(s.groups),
+        "usageByRequester": dict(stored.usage_by_requester),
+    }
+    if detail_type == RESERVATION_UTILIZATION_HIGH:
+        detail["threshold"] = thresholds.utilization_high
+    if detail_type == RESERVATION_EXPIRING:
+        detail["horizonHours"] = thresholds.expiring_horizon.total_seconds() / 3600
+    return detail

@@ -1,0 +1,106 @@
+"""The launchers' capacity reservations: the shared snapshots first, EC2 when they are stale.
+
+One provider per concept, as Karpenter's `capacityreservation` provider: the rules are
+domain/reservations.py, the DynamoDB and EC2 translations are the adapters behind the
+`ReservationStore` and `Ec2Reservations` ports.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.reservations import (
+    ReservationSelection,
+    ReservationSnapshot,
+    ReservationSource,
+    covered,
+    in_group,
+    selection_of,
+    target_key,
+    with_flags,
+)
+from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
+
+# A claim re-reads a snapshot this many times while other workers take its slots.
+CLAIM_TRIES = 3
+
+
+class ReservationProvider:
+    """The launcher's `Reservations` port."""
+
+    def __init__(
+        self,
+        snapshots: ReservationStore,
+        ec2: Ec2Reservations,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._snapshots = snapshots
+        self._ec2 = ec2
+        self._clock = clock
+
+    def sources(self, node_class: NodeClass) -> list[ReservationSource]:
+        """The NodeClass's reservation targets, each with the reservations it reaches."""
+        selection = selection_of(node_class)
+        if not selection:
+            return []
+        stored, coverage, invalid = self._snapshots.read_all()
+        known = {k: s.snapshot for k, s in stored.items()}
+        needed = selection.coverage_keys()
+        if covered(needed, coverage, invalid, self._clock()):
+            return selection.resolve(known, {k: coverage[k].members for k in needed})
+        # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
+        return [with_flags(s, known) for s in self._live(selection)]
+
+    def _live(self, selection: ReservationSelection) -> list[ReservationSource]:
+        """The selection resolved against what EC2 describes now."""
+        target = selection.target
+        if target is not None and target.reservation_id is not None:
+            return selection.resolve(_by_id(self._ec2.describe(ids=[target.reservation_id])), {})
+        if target is not None and target.group_arn is not None:
+            members = self._ec2.group_members(target.group_arn)
+            described = self._ec2.describe(ids=members) if members else []
+            grouped = [in_group(r, target.group_arn) for r in described]
+            return selection.resolve(_by_id(grouped), {target_key(target.group_arn): members})
+        found: dict[str, ReservationSnapshot] = {}
+        candidates: dict[str, list[str]] = {}
+        for key, term in zip(selection.coverage_keys(), selection.terms, strict=True):
+            matches = self._ec2.matching(term)
+            candidates[key] = [r.reservation_id for r in matches]
+            for reservation in matches:
+                found.setdefault(reservation.reservation_id, reservation)
+        return selection.resolve(found, candidates)
+
+    def claim(self, reservation_id: str, count: int) -> int | None:
+        """Take up to `count` slots before asking EC2, so concurrent workers never race for the
+        last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly)."""
+        for _ in range(CLAIM_TRIES):
+            stored = self._snapshots.get(reservation_id)
+            if stored is None:
+                return None
+            take = stored.snapshot.claimable(count)
+            if take == 0:
+                return 0
+            if self._snapshots.take(reservation_id, take):
+                return take
+        return 0
+
+    def give_back(self, reservation_id: str, count: int) -> None:
+        """Slots claimed but not launched into (never above the reservation's total)."""
+        stored = self._snapshots.get(reservation_id) if count > 0 else None
+        if stored is not None:
+            self._snapshots.add(reservation_id, count, at_most=stored.snapshot.total)
+
+    def mark_exhausted(self, reservation_ids: Sequence[str]) -> None:
+        self._snapshots.mark_exhausted(reservation_ids)
+
+    def note_launched(self, launched: Mapping[str, int]) -> None:
+        """Launches into reservations take their slots at once, for every worker (never below 0)."""
+        for reservation_id, count in sorted(launched.items()):
+            if count > 0 and not self._snapshots.take(reservation_id, count):
+                self._snapshots.empty(reservation_id)
+
+
+def _by_id(reservations: Sequence[ReservationSnapshot]) -> dict[str, ReservationSnapshot]:
+    return {r.reservation_id: r for r in reservations}

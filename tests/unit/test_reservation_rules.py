@@ -1,0 +1,186 @@
+"""The reservation rules in one place (domain/reservations.py) and what fleet errors blame
+(domain/fleet.py), without AWS: each rule as the launcher, the sync and the CLI now share it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from capacity_launcher.domain.config import NodeClass, parse_document
+from capacity_launcher.domain.fleet import FleetError, blame
+from capacity_launcher.domain.offerings import ON_DEMAND, SPOT, Offering
+from capacity_launcher.domain.reservations import (
+    STALE_AFTER_SECONDS,
+    TARGET_ID_FIELD,
+    Coverage,
+    ReservationSnapshot,
+    ReservedTarget,
+    covered,
+    reservation_use,
+    selection_of,
+    selector_key,
+    target_key,
+)
+
+GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu"
+CR_A = "cr-0aaaaaaaaaaaaaaaa"
+CR_B = "cr-0bbbbbbbbbbbbbbbb"
+CR_C = "cr-0cccccccccccccccc"
+
+
+def node_class(**reservations: Any) -> NodeClass:
+    document = parse_document(
+        {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "NodeClass",
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "imageId": "ami-0123456789abcdef0",
+                "subnetIds": ["subnet-0123456789abcdef0"],
+                "securityGroupIds": ["sg-0123456789abcdef0"],
+                **reservations,
+            },
+        }
+    )
+    assert isinstance(document, NodeClass)
+    return document
+
+
+def reservation(rid: str, **fields: Any) -> ReservationSnapshot:
+    base = ReservationSnapshot(rid, "p5.48xlarge", "us-east-1a", "active", 4, 4)
+    return replace(base, **fields)
+
+
+def test_a_target_id_is_one_source_named_by_its_document_field():
+    # Given a NodeClass targeting one reservation by id
+    selection = selection_of(
+        node_class(
+            capacityReservationSpec={"capacityReservationTarget": {"capacityReservationId": CR_A}}
+        )
+    )
+    # Then it is one source, resolved from one coverage key, and it names that id
+    assert selection.target == ReservedTarget(reservation_id=CR_A)
+    assert selection.coverage_keys() == [target_key(CR_A)]
+    assert selection.named() == [(TARGET_ID_FIELD, CR_A)]
+    (source,) = selection.resolve({CR_A: reservation(CR_A)}, {})
+    assert [r.reservation_id for r in source.reservations] == [CR_A]
+    # and an id EC2 does not have is a source with nothing in it, reported missing
+    (empty,) = selection.resolve({}, {})
+    assert empty.reservations == ()
+    assert selection.missing([empty]) == [(TARGET_ID_FIELD, CR_A)]
+
+
+def test_a_group_reaches_only_the_members_known_in_id_order():
+    selection = selection_of(
+        node_class(
+            capacityReservationSpec={
+                "capacityReservationTarget": {"capacityReservationResourceGroupArn": GROUP}
+            }
+        )
+    )
+    members = {target_key(GROUP): [CR_B, CR_C, CR_A]}
+    known = {CR_A: reservation(CR_A), CR_B: reservation(CR_B)}
+    (source,) = selection.resolve(known, members)
+    assert source.target == ReservedTarget(group_arn=GROUP)
+    assert [r.reservation_id for r in source.reservations] == [CR_A, CR_B]
+    assert selection.named() == []
+
+
+def test_selector_terms_match_each_reservation_once_as_ec2_filters_them():
+    # Given one term by tag and one by id, and candidates the sync listed for each
+    selection = selection_of(
+        node_class(capacityReservationSelectorTerms=[{"tags": {"team": "ml"}}, {"id": CR_C}])
+    )
+    by_tag, by_id = selection.terms
+    known = {
+        CR_A: reservation(CR_A, tags={"team": "ml"}),
+        CR_B: reservation(CR_B, tags={"team": "ml"}, state="expired"),
+        CR_C: reservation(CR_C, tags={"team": "ml"}, state="expired"),
+    }
+    members = {selector_key(by_tag): [CR_A, CR_B, CR_C], selector_key(by_id): [CR_C]}
+    # Then each match is its own source: a term by tags takes active ones only, a term by id any
+    sources = selection.resolve(known, members)
+    assert [s.target.reservation_id for s in sources] == [CR_A, CR_C]
+    assert selection.named() == [("spec.capacityReservationSelectorTerms[1].id", CR_C)]
+    # and the id it names is reported when it is not active
+    assert selection.missing(sources) == [("spec.capacityReservationSelectorTerms[1].id", CR_C)]
+
+
+def test_a_node_class_without_reservations_selects_nothing():
+    selection = selection_of(node_class())
+    assert not selection
+    assert selection.coverage_keys() == []
+    assert selection.resolve({}, {}) == []
+
+
+def test_coverage_is_trusted_only_when_recent_and_every_member_parses():
+    keys = [target_key(GROUP)]
+    now = 10_000.0
+    fresh = {keys[0]: Coverage(keys[0], now - 1, (CR_A,))}
+    assert covered(keys, fresh, set(), now)
+    stale = {keys[0]: Coverage(keys[0], now - STALE_AFTER_SECONDS - 1, (CR_A,))}
+    assert not covered(keys, stale, set(), now)
+    assert not covered(keys, fresh, {CR_A}, now)
+    assert not covered(keys, {}, set(), now)
+
+
+@pytest.mark.parametrize(
+    ("available", "exhausted", "count", "claimable"),
+    [(4, False, 2, 2), (1, False, 5, 1), (0, False, 1, 0), (3, True, 1, 0)],
+)
+def test_a_claim_takes_at_most_what_is_available_and_nothing_of_an_exhausted_one(
+    available, exhausted, count, claimable
+):
+    snapshot = reservation(CR_A, available=available, exhausted=exhausted)
+    assert snapshot.claimable(count) == claimable
+
+
+def test_how_an_attempt_uses_reservations():
+    plain = node_class()
+    closed = node_class(capacityReservationSpec={"capacityReservationPreference": "none"})
+    target = ReservedTarget(group_arn=GROUP)
+    assert reservation_use(plain, target).preference == "capacity-reservations-only"
+    assert reservation_use(plain, target).target == target
+    assert reservation_use(plain, None).preference == "open"
+    assert reservation_use(closed, None).preference == "none"
+    assert reservation_use(plain, None, spot=True).preference == "none"
+
+
+def test_fleet_errors_blame_the_offerings_they_name():
+    a = Offering(ON_DEMAND, "m5.large", "us-east-1a")
+    b = Offering(ON_DEMAND, "m5.large", "us-east-1b")
+    s = Offering(SPOT, "m5.large", "us-east-1a")
+    errors = [
+        FleetError("InsufficientInstanceCapacity", "none in a", "m5.large", "us-east-1a", None),
+        FleetError("InvalidAMIID.NotFound", "no such image", None, None, None),
+        FleetError("RequestLimitExceeded", "slow down", "m5.large", "us-east-1b", None),
+    ]
+    blamed = blame(errors, [a, b, s])
+    # An override's error blames its (type, zone); a throttle blames nothing and is not fatal
+    assert blamed.dry == [a, s]
+    assert [(o, code) for o, code in blamed.hits] == [
+        (a, "InsufficientInstanceCapacity"),
+        (s, "InsufficientInstanceCapacity"),
+    ]
+    assert [(e.code, e.message) for e in blamed.fatal] == [
+        ("InvalidAMIID.NotFound", "spec.imageId: no such image")
+    ]
+    assert blamed.unavailable_marks(errors) == [
+        (a.key, "InsufficientInstanceCapacity", "none in a"),
+        (s.key, "InsufficientInstanceCapacity", "none in a"),
+    ]
+
+
+def test_a_spot_error_stands_for_every_spot_offering():
+    # Given a spot error on one override (no service-linked role: no spot launch can succeed)
+    code = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+    s1 = Offering(SPOT, "m5.large", "us-east-1a")
+    s2 = Offering(SPOT, "c5.large", "us-east-1b")
+    errors = [FleetError(code, "no role", "m5.large", "us-east-1a", None)]
+    blamed = blame(errors, [s1, s2])
+    # Then every spot offering is dry, cached under `spot` alone, and the record says why
+    assert blamed.dry == [s1, s2]
+    assert blamed.unavailable_marks(errors) == [(SPOT, code, "no role")]
+    assert [(e.code, e.message) for e in blamed.fatal] == [(code, "no role")]
