@@ -86,15 +86,28 @@ def aws_call(
     try:
         yield
     except ClientError as error:
-        domain = aws_error(
-            operation,
-            error_code(error),
-            error_message(error),
-            cancellation_reasons(error),
-            node_class=node_class,
-            field=field,
-            fatal=fatal,
-        )
+        domain = domain_error(operation, error, node_class=node_class, field=field, fatal=fatal)
         if domain is None:
             raise
         raise domain from error
+
+
+def domain_error(
+    operation: str,
+    error: ClientError,
+    *,
+    node_class: NodeClass | None = None,
+    field: str | None = None,
+    fatal: Callable[[str, str], CapacityLauncherError] | None = None,
+) -> CapacityLauncherError | None:
+    """What `aws_call` raises for `error` (None: the ClientError itself), for errors caught by
+    a library that wraps them (Powertools parameters) rather than in an `aws_call` block."""
+    return aws_error(
+        operation,
+        error_code(error),
+        error_message(error),
+        cancellation_reasons(error),
+        node_class=node_class,
+        field=field,
+        fatal=fatal,
+    )
