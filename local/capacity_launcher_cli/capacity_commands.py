@@ -7,12 +7,12 @@ import dataclasses
 import sys
 
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
-from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.offerings import ReservationSnapshot, offering_key
 from capacity_launcher.domain.requirements import RESERVED
+from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 
@@ -32,7 +32,7 @@ def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
         ).list()
     }
     groups: dict[str, list[str]] = {rid: list(snapshot.groups) for rid, snapshot in stored.items()}
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    store = wiring.config_store(deployment.settings(), deployment.client)
     for node_class in store.node_classes():
         target = node_class.spec.reservation_target
         arn = target.capacity_reservation_resource_group_arn if target else None
@@ -57,11 +57,7 @@ def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
 
 
 def ice_cache(deployment: Deployment) -> UnavailableOfferings:
-    return UnavailableOfferings(
-        deployment.unavailable_offerings_table,
-        deployment.ice_ttl_seconds,
-        dynamodb=deployment.client("dynamodb"),
-    )
+    return wiring.unavailable_offerings(deployment.settings(), deployment.client)
 
 
 def _members(reservations: CapacityReservations, group_arn: str) -> list[str]:

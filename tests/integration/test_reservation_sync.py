@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import time
@@ -28,9 +29,10 @@ from capacity_launcher.domain.status import (
     RESERVATION_UTILIZATION_HIGH,
     RequestStatus,
 )
-from capacity_launcher.service import lifecycle_wiring, wiring
+from capacity_launcher.service import wiring
+from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.reservation_sync import SyncReport
-from capacity_launcher.settings import get_settings
+from capacity_launcher.settings import Settings, get_settings
 from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool
 from tests.support.cloud import Cloud, an_image, launch_request
 
@@ -42,11 +44,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def sync() -> SyncReport:
     """One run of the reservation sync, as a fresh container would build it."""
-    return lifecycle_wiring.build_reservation_sync(get_settings()).run()
+    return wiring.build_reservation_sync(get_settings()).run()
 
 
 def snapshots() -> ReservationSnapshots:
-    return lifecycle_wiring.reservation_snapshots(get_settings())
+    return wiring.reservation_snapshots(get_settings())
 
 
 def snapshot(reservation_id: str) -> StoredReservation:
@@ -67,8 +69,8 @@ def ice_keys() -> set[str]:
 
 def handler(name: str) -> Callable[[dict[str, Any], Any], Any]:
     """A function's handler, loaded from functions/<name>/app.py as a new container would."""
-    lifecycle_wiring.reservation_sync.cache_clear()
-    lifecycle_wiring.instance_events.cache_clear()
+    wiring.reservation_sync.cache_clear()
+    wiring.instance_events.cache_clear()
     spec = importlib.util.spec_from_file_location(
         f"{name}_app", ROOT / "functions" / name / "app.py"
     )
@@ -98,9 +100,15 @@ class LambdaContext:
 
 def use_snapshots(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     """Launchers whose `reservations` port is the shared snapshots (the wiring issue 5 asks for)."""
-    monkeypatch.setattr(wiring, "CapacityReservations", lambda *_: snapshots(), raising=False)
-    lifecycle_wiring.reservation_sync.cache_clear()
-    lifecycle_wiring.instance_events.cache_clear()
+    launch_ports = wiring.launch_ports
+
+    def snapshot_ports(settings: Settings) -> LaunchPorts:
+        reservations = ReservationSnapshots(settings.state_table_name, ec2_reservations=snapshots())
+        return dataclasses.replace(launch_ports(settings), reservations=reservations)
+
+    monkeypatch.setattr(wiring, "launch_ports", snapshot_ports)
+    wiring.reservation_sync.cache_clear()
+    wiring.instance_events.cache_clear()
     return cloud
 
 
