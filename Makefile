@@ -17,10 +17,12 @@ $(STAMP): requirements-dev.txt layers/core/requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
+# lint-imports holds the layering (.importlinter): domain, adapters, service, composition root, handlers.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # cfn-lint, then the IAM policy linter (parliament) on the transformed template's policies.
 template-check: setup
@@ -58,4 +60,4 @@ lock:
 	rm -rf .venv-lock
 
 clean:
-	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

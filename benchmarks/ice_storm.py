@@ -28,7 +28,7 @@ from benchmarks.per_process_cache import per_process_launch_batch
 from benchmarks.scene import REGION, TYPES, ZONES, apply_pool, bench_cloud, request
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.aws import error_code
-from capacity_launcher.service import lifecycle_wiring
+from capacity_launcher.service import wiring
 from capacity_launcher.settings import get_settings
 from tests.support.cloud import Cloud, an_image
 
@@ -86,7 +86,7 @@ def _stage(cloud: Cloud) -> tuple[list[str], dict[str, str]]:
     ]
     subnets = apply_pool(cloud, capacity_types=("reserved", "on-demand"), selector_tags=TAG)
     # As in production, the minute's reservation sync has run: workers share its snapshots.
-    lifecycle_wiring.build_reservation_sync(get_settings()).run()
+    wiring.build_reservation_sync(get_settings()).run()
     moto_capacity.reset()  # count from here on
     for itype, zone in DRY:
         moto_capacity.set_capacity(REGION, itype, zone, "on-demand", 0)

@@ -7,8 +7,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from capacity_launcher.domain.launch_request import Message
 from capacity_launcher.observability import logger, metrics
+from capacity_launcher.service.launch_batch import Message
 from capacity_launcher.service.wiring import idempotency_config, launch_batch
 from capacity_launcher.settings import get_settings
 

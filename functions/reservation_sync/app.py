@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from capacity_launcher.observability import logger, metrics
-from capacity_launcher.service.lifecycle_wiring import reservation_sync
+from capacity_launcher.service.wiring import reservation_sync
 
 
 @logger.inject_lambda_context(log_event=False)

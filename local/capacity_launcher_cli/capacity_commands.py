@@ -7,12 +7,12 @@ import dataclasses
 import sys
 
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
-from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
+from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 
@@ -30,7 +30,7 @@ def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
         for s in ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).list()
     }
     groups: dict[str, list[str]] = {rid: list(snapshot.groups) for rid, snapshot in stored.items()}
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    store = wiring.config_store(deployment.settings(), deployment.client)
     for node_class in store.node_classes():
         target = selection_of(node_class).target
         arn = target.group_arn if target else None
@@ -55,11 +55,7 @@ def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
 
 
 def ice_cache(deployment: Deployment) -> UnavailableOfferings:
-    return UnavailableOfferings(
-        deployment.unavailable_offerings_table,
-        deployment.ice_ttl_seconds,
-        dynamodb=deployment.client("dynamodb"),
-    )
+    return wiring.unavailable_offerings(deployment.settings(), deployment.client)
 
 
 def _members(reservations: CapacityReservations, group_arn: str) -> list[str]:

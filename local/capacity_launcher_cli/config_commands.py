@@ -11,8 +11,7 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_store import ConfigStore, InvalidDocument
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.config_store import InvalidDocument
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool, parse_document
 from capacity_launcher.domain.config import to_document as config_document
 from capacity_launcher.domain.errors import (
@@ -21,6 +20,7 @@ from capacity_launcher.domain.errors import (
     FieldError,
     NotFound,
 )
+from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 
@@ -141,7 +141,7 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 1
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    store = wiring.config_store(deployment.settings(), deployment.client)
     for document in parsed:
         try:
             store.apply(document)
@@ -153,8 +153,7 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
-    dynamodb = deployment.client("dynamodb")
-    store = ConfigStore(deployment.state_table, dynamodb)
+    store = wiring.config_store(deployment.settings(), deployment.client)
     kind = "NodeClass" if args.resource == "nodeclasses" else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
     invalid = [d for d in store.invalid() if d.kind == kind]
@@ -171,7 +170,7 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
             _warn_invalid(invalid)
         return 0
     pools = store.node_pools()
-    limits = PoolLimitsStore(deployment.state_table, deployment.limit_lease_seconds, dynamodb)
+    limits = wiring.pool_limits(deployment.settings(), deployment.client)
     usage = {p.name: limits.usage(p.name) for p in pools}
     if args.output == "json":
         views.print_json(
@@ -200,7 +199,7 @@ def _warn_invalid(invalid: list[InvalidDocument]) -> None:
 
 def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     kind = KINDS[args.kind]
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    store = wiring.config_store(deployment.settings(), deployment.client)
     try:
         store.delete(kind, args.name)  # type: ignore[arg-type]
     except NotFound:

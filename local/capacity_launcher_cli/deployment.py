@@ -15,6 +15,8 @@ from typing import Any
 
 import boto3
 
+from capacity_launcher.settings import Settings
+
 DEFAULT_LOCAL_FILE = Path(".capacity-launcher") / "local.json"
 LOCAL_FILE_ENV_VAR = "CAPACITY_LAUNCHER_LOCAL_FILE"
 # Any credentials do for moto; set only when talking to a local endpoint.
@@ -70,6 +72,17 @@ class Deployment:
 
     def client(self, service: str) -> Any:
         return self.session().client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
+
+    def settings(self) -> Settings:
+        """The service's settings for this deployment: what the composition root builds from."""
+        return Settings(
+            state_table_name=self.state_table,
+            unavailable_offerings_table_name=self.unavailable_offerings_table,
+            idempotency_table_name=self.idempotency_table,
+            event_bus_name=self.event_bus,
+            ice_ttl_seconds=self.ice_ttl_seconds,
+            limit_lease_seconds=self.limit_lease_seconds,
+        )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

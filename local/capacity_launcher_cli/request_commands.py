@@ -11,6 +11,7 @@ from typing import Any
 
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.status import LAUNCH_REQUESTED, RequestRecord, RequestStatus
+from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 
@@ -120,7 +121,7 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
     if not args.wait:
         print(request["requestId"])
         return 0
-    records = LaunchRecords(deployment.state_table, deployment.client("dynamodb"))
+    records = wiring.launch_records(deployment.settings(), deployment.client)
     record = wait_for(records, str(request["requestId"]), args.timeout)
     if record is None:
         print(f"error: no status for {request['requestId']} after {args.timeout}s", file=sys.stderr)
@@ -130,7 +131,7 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def status(args: argparse.Namespace, deployment: Deployment) -> int:
-    records = LaunchRecords(deployment.state_table, deployment.client("dynamodb"))
+    records = wiring.launch_records(deployment.settings(), deployment.client)
     record = (
         wait_for(records, args.request_id, args.timeout)
         if args.wait
@@ -148,7 +149,7 @@ def status(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
-    records = LaunchRecords(deployment.state_table, deployment.client("dynamodb")).list_records()
+    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
     if args.output == "json":
         views.print_json([r.to_detail() for r in records])
     elif args.resource == "instances":

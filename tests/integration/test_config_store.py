@@ -15,6 +15,7 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.config import parse_document
 from capacity_launcher.domain.errors import ConfigConflict
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.settings import Settings, get_settings
 from capacity_launcher_cli.config_commands import get_config
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import (
@@ -86,6 +87,9 @@ class _Deployment:
 
     def client(self, service: str) -> Any:
         return aws.client(service)
+
+    def settings(self) -> Settings:
+        return get_settings()
 
 
 def test_a_stored_pool_that_no_longer_parses_affects_only_itself(

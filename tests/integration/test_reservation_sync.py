@@ -26,7 +26,7 @@ from capacity_launcher.domain.status import (
     Event,
     RequestStatus,
 )
-from capacity_launcher.service import lifecycle_wiring, wiring
+from capacity_launcher.service import wiring
 from capacity_launcher.service.reservation_sync import SyncReport
 from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.settings import get_settings
@@ -41,16 +41,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def sync() -> SyncReport:
     """One run of the reservation sync, as a fresh container would build it."""
-    return lifecycle_wiring.build_reservation_sync(get_settings()).run()
+    return wiring.build_reservation_sync(get_settings()).run()
 
 
 def snapshots() -> ReservationSnapshots:
-    return lifecycle_wiring.reservation_snapshots(get_settings())
+    return wiring.reservation_snapshots(get_settings())
 
 
 def reservations() -> ReservationProvider:
     """The launchers' reservations: the snapshots first, EC2 when they are stale."""
-    return lifecycle_wiring.reservations(get_settings())
+    return wiring.reservations(get_settings())
 
 
 def snapshot(reservation_id: str) -> StoredReservation:
@@ -71,8 +71,8 @@ def ice_keys() -> set[str]:
 
 def handler(name: str) -> Callable[[dict[str, Any], Any], Any]:
     """A function's handler, loaded from functions/<name>/app.py as a new container would."""
-    lifecycle_wiring.reservation_sync.cache_clear()
-    lifecycle_wiring.instance_events.cache_clear()
+    wiring.reservation_sync.cache_clear()
+    wiring.instance_events.cache_clear()
     spec = importlib.util.spec_from_file_location(
         f"{name}_app", ROOT / "functions" / name / "app.py"
     )
@@ -102,8 +102,8 @@ class LambdaContext:
 
 def use_snapshots(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     """Launchers whose `reservations` port is the shared snapshots (the wiring issue 5 asks for)."""
-    lifecycle_wiring.reservation_sync.cache_clear()
-    lifecycle_wiring.instance_events.cache_clear()
+    wiring.reservation_sync.cache_clear()
+    wiring.instance_events.cache_clear()
     return cloud
 
 

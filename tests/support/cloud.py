@@ -17,8 +17,6 @@ from moto import mock_aws
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters import fleet as fleet_adapter
-from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.config import parse_document
 from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
 from capacity_launcher.service import wiring
@@ -69,7 +67,7 @@ class Cloud:
         return self._batch
 
     def apply(self, *documents: Mapping[str, Any]) -> None:
-        store = ConfigStore(self.names.state_table, aws.client("dynamodb"))
+        store = wiring.config_store(get_settings())
         for document in documents:
             store.apply(parse_document(document))
 
@@ -86,7 +84,7 @@ class Cloud:
             return (batch or self.batch).process(messages, lambda: 60_000)
 
     def record(self, request_id: str) -> RequestRecord | None:
-        return LaunchRecords(self.names.state_table, aws.client("dynamodb")).get_record(request_id)
+        return wiring.launch_records(get_settings()).get_record(request_id)
 
     def events(self) -> list[dict[str, Any]]:
         """Every event published on our bus since the last call (drained from a capture queue)."""

@@ -1,16 +1,22 @@
-"""boto3 clients, made once per container, with botocore's retry modes (no hand-written retry)."""
+"""boto3 clients, made once per container, with botocore's retry modes (no hand-written retry),
+and `aws_call`: the one way an adapter turns a botocore ClientError into a domain error."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from capacity_launcher.domain.backoff import in_process_delay
-from capacity_launcher.domain.errors import ErrorKind, classify
+from capacity_launcher.domain.errors import CapacityLauncherError, ErrorKind, aws_error, classify
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity_launcher.domain.config import NodeClass
 
 # EC2 throttles per account: adaptive mode adds client-side rate limiting on top of backoff.
 _ADAPTIVE = frozenset({"ec2"})
@@ -60,3 +66,48 @@ def cancellation_reasons(error: ClientError) -> list[str]:
 
 def error_message(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Message", ""))
+
+
+@contextmanager
+def aws_call(
+    operation: str,
+    *,
+    node_class: NodeClass | None = None,
+    field: str | None = None,
+    fatal: Callable[[str, str], CapacityLauncherError] | None = None,
+) -> Iterator[None]:
+    """Run AWS calls, raising what `domain.errors.aws_error` makes of a ClientError.
+
+    Throttled/Transient when retrying can help, ConditionFailed when a write's condition did not
+    hold (catch it to read the answer), NodeClassRefused/LaunchFailed for a call made for
+    `node_class` (`field` is the one blamed when the code names none), `fatal(code, message)` for
+    the rest; with no `fatal`, the rest propagates as the ClientError it is.
+    """
+    try:
+        yield
+    except ClientError as error:
+        domain = domain_error(operation, error, node_class=node_class, field=field, fatal=fatal)
+        if domain is None:
+            raise
+        raise domain from error
+
+
+def domain_error(
+    operation: str,
+    error: ClientError,
+    *,
+    node_class: NodeClass | None = None,
+    field: str | None = None,
+    fatal: Callable[[str, str], CapacityLauncherError] | None = None,
+) -> CapacityLauncherError | None:
+    """What `aws_call` raises for `error` (None: the ClientError itself), for errors caught by
+    a library that wraps them (Powertools parameters) rather than in an `aws_call` block."""
+    return aws_error(
+        operation,
+        error_code(error),
+        error_message(error),
+        cancellation_reasons(error),
+        node_class=node_class,
+        field=field,
+        fatal=fatal,
+    )

@@ -14,20 +14,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
-from capacity_launcher.adapters.dynamodb import (
-    from_item,
-    is_condition_failure,
-    key,
-    raise_for,
-    to_item,
-)
+from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.config import NodeClass, NodePool, parse_document, to_document
 from capacity_launcher.domain.errors import (
     CapacityLauncherError,
+    ConditionFailed,
     ConfigConflict,
     NotFound,
     StoredDocumentInvalid,
@@ -68,34 +61,41 @@ class ConfigStore:
         kind: Kind = document.kind
         now = datetime.now(UTC).isoformat()
         body = json.dumps(to_document(document), sort_keys=True)
-        try:
-            if isinstance(document, NodePool):
-                ref = document.spec.node_class_ref
-                item = {
-                    "pk": kind,
-                    "sk": document.metadata.name,
-                    "document": body,
-                    # Every lease checks it: a launcher with a stale copy cannot overrun.
-                    "limits": limits_token(document.spec.limits),
-                    "updatedAt": now,
-                }
-                self._db.transact_write_items(
-                    TransactItems=[
-                        {
-                            # Bumping the class's version makes a concurrent delete of it fail.
-                            "Update": {
-                                "TableName": self._table,
-                                "Key": key("NodeClass", ref),
-                                "UpdateExpression": "ADD version :one",
-                                "ConditionExpression": "attribute_exists(pk)",
-                                "ExpressionAttributeValues": {":one": {"N": "1"}},
-                            }
-                        },
-                        {"Put": {"TableName": self._table, "Item": to_item(item)}},
-                    ]
-                )
-            else:
-                # An update, not a put: the version must survive a re-apply of the class.
+        if isinstance(document, NodePool):
+            ref = document.spec.node_class_ref
+            item = {
+                "pk": kind,
+                "sk": document.metadata.name,
+                "document": body,
+                # Every lease checks it: a launcher with a stale copy cannot overrun.
+                "limits": limits_token(document.spec.limits),
+                "updatedAt": now,
+            }
+            try:
+                with aws_call("TransactWriteItems"):
+                    self._db.transact_write_items(
+                        TransactItems=[
+                            {
+                                # Bumping the class's version makes a concurrent delete of it fail.
+                                "Update": {
+                                    "TableName": self._table,
+                                    "Key": key("NodeClass", ref),
+                                    "UpdateExpression": "ADD version :one",
+                                    "ConditionExpression": "attribute_exists(pk)",
+                                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                                }
+                            },
+                            {"Put": {"TableName": self._table, "Item": to_item(item)}},
+                        ]
+                    )
+            except ConditionFailed as failed:
+                raise ConfigConflict(
+                    f"NodePool {document.metadata.name}: spec.nodeClassRef: "
+                    f"NodeClass {ref!r} does not exist; apply it first"
+                ) from failed
+        else:
+            # An update, not a put: the version must survive a re-apply of the class.
+            with aws_call("UpdateItem"):
                 self._db.update_item(
                     TableName=self._table,
                     Key=key(kind, document.metadata.name),
@@ -103,13 +103,6 @@ class ConfigStore:
                     ExpressionAttributeNames={"#document": "document"},
                     ExpressionAttributeValues=to_item({":document": body, ":now": now, ":one": 1}),
                 )
-        except ClientError as error:
-            if is_condition_failure(error):
-                raise ConfigConflict(
-                    f"NodePool {document.metadata.name}: spec.nodeClassRef: "
-                    f"NodeClass {ref!r} does not exist; apply it first"
-                ) from error
-            raise_for("TransactWriteItems", error)
         self._cache.invalidate()
 
     def node_class(self, name: str) -> NodeClass:
@@ -163,17 +156,7 @@ class ConfigStore:
         return self._cache.get_or_load(kind, lambda: self._read_all(kind))
 
     def _read_all(self, kind: Kind) -> _Listing:
-        try:
-            pages = self._db.get_paginator("query").paginate(
-                TableName=self._table,
-                KeyConditionExpression="pk = :kind",
-                ExpressionAttributeValues={":kind": {"S": kind}},
-                ConsistentRead=True,
-            )
-            items = [from_item(i) for page in pages for i in page["Items"]]
-        except ClientError as error:
-            raise_for("Query", error)
-            raise
+        items = self._query(kind)
         listing = _Listing()
         for item in items:
             try:
@@ -183,13 +166,10 @@ class ConfigStore:
         return listing
 
     def _read_one(self, kind: Kind, name: str) -> dict[str, Any] | None:
-        try:
+        with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table, Key=key(kind, name), ConsistentRead=True
             ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
         return from_item(item) if item else None
 
     @staticmethod
@@ -231,17 +211,18 @@ class ConfigStore:
         )
 
     def _pool_items(self) -> list[dict[str, Any]]:
-        try:
+        return self._query("NodePool")
+
+    def _query(self, kind: Kind) -> list[dict[str, Any]]:
+        """Every item of a kind's partition, read consistently."""
+        with aws_call("Query"):
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
                 KeyConditionExpression="pk = :kind",
-                ExpressionAttributeValues={":kind": {"S": "NodePool"}},
+                ExpressionAttributeValues={":kind": {"S": kind}},
                 ConsistentRead=True,
             )
             return [from_item(i) for page in pages for i in page["Items"]]
-        except ClientError as error:
-            raise_for("Query", error)
-            raise
 
     def _delete_item(self, kind: Kind, name: str, version: int | None) -> bool:
         """Delete if present (NotFound if not); with `version`, only if it is still that one
@@ -259,13 +240,12 @@ class ConfigStore:
             )
             request["ExpressionAttributeValues"] = {":version": {"N": str(version)}}
         try:
-            self._db.delete_item(**request)
-        except ClientError as error:
-            if is_condition_failure(error):
-                if version is not None and self._read_one(kind, name) is not None:
-                    return False
-                raise NotFound(kind, name) from error
-            raise_for("DeleteItem", error)
+            with aws_call("DeleteItem"):
+                self._db.delete_item(**request)
+        except ConditionFailed as failed:
+            if version is not None and self._read_one(kind, name) is not None:
+                return False
+            raise NotFound(kind, name) from failed
         return True
 
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from capacity_launcher.adapters.aws import cancellation_reasons, error_code
-from capacity_launcher.domain.errors import classify, retryable_error
+from capacity_launcher.adapters.aws import aws_call, cancellation_reasons, error_code
+from capacity_launcher.domain import errors
+from capacity_launcher.domain.backoff import in_process_delay
+from capacity_launcher.domain.errors import Throttled, classify, retryable_error
 
 _BATCH_GET_LIMIT = 100
+BATCH_WRITE_LIMIT = 25
+# BatchWriteItem calls per chunk of 25 while DynamoDB leaves items unprocessed (it is asking us to
+# slow down): after these, the work goes back to the queue instead of spinning here.
+BATCH_WRITE_ATTEMPTS = 5
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -37,29 +44,52 @@ def batch_get(db: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> list[di
             table: {"Keys": list(keys[start : start + _BATCH_GET_LIMIT]), "ConsistentRead": True}
         }
         while request:
-            try:
+            with aws_call("BatchGetItem"):
                 response = db.batch_get_item(RequestItems=request)
-            except ClientError as error:
-                raise_for("BatchGetItem", error)
-                raise
             found += [from_item(i) for i in response["Responses"].get(table, [])]
             request = response.get("UnprocessedKeys") or {}
     return found
 
 
+def batch_write(
+    db: Any,
+    table: str,
+    requests: Sequence[Mapping[str, Any]],
+    *,
+    attempts: int = BATCH_WRITE_ATTEMPTS,
+    pause: Callable[[float], None] = time.sleep,
+) -> int:
+    """BatchWriteItem `requests` (PutRequest/DeleteRequest) 25 at a time; the calls made.
+
+    Unprocessed items are sent again after a jittered backoff, at most `attempts` calls per chunk;
+    then Throttled (the message goes back to the queue). Errors go through `aws_call`.
+    """
+    calls = 0
+    for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+        pending: dict[str, Any] = {table: list(requests[start : start + BATCH_WRITE_LIMIT])}
+        for attempt in range(1, attempts + 1):
+            calls += 1
+            with aws_call("BatchWriteItem"):
+                response = db.batch_write_item(RequestItems=pending)
+            pending = response.get("UnprocessedItems") or {}
+            if not pending:
+                break
+            if attempt < attempts:
+                pause(in_process_delay(attempt))
+        else:
+            raise Throttled("BatchWriteItem", "UnprocessedItems")
+    return calls
+
+
 def is_condition_failure(error: ClientError) -> bool:
-    code = error_code(error)
-    if code == "ConditionalCheckFailedException":
-        return True
-    if code == "TransactionCanceledException":
-        reasons = error.response.get("CancellationReasons", [])
-        return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
-    return False
+    """For adapters not yet on `aws_call` (which raises ConditionFailed instead)."""
+    return errors.is_condition_failure(error_code(error), cancellation_reasons(error))
 
 
 def raise_for(operation: str, error: ClientError) -> None:
-    """Throttling and transient faults (conflicts too) that outlasted the client's retries become
-    Throttled / Transient (the message goes back to the queue); the rest propagates."""
+    """For adapters not yet on `aws_call`: throttling and transient faults that outlasted the
+    client's retries become Throttled / Transient (the message goes back to the queue); the rest
+    propagates."""
     code = error_code(error)
     kind = classify(code, cancellation_reasons(error))
     if kind.retryable:

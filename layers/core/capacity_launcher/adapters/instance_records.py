@@ -8,25 +8,17 @@ them exactly once, the sync reads them in batches and adopts what a crashed work
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.dynamodb import (
-    batch_get,
-    from_item,
-    is_condition_failure,
-    key,
-    raise_for,
-    to_item,
-)
+from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.dynamodb import batch_get, batch_write, from_item, key, to_item
 from capacity_launcher.adapters.launch_records import RECORD, instance_pk, request_pk
+from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.instance_records import RUNNING, InstanceRecord
 
 INSTANCE = "Instance"
-_BATCH_WRITE_LIMIT = 25
 
 
 def to_attributes(record: InstanceRecord) -> dict[str, Any]:
@@ -86,17 +78,8 @@ class InstanceRecords:
         self._db = dynamodb or client("dynamodb")
 
     def put(self, records: Iterable[InstanceRecord]) -> None:
-        """Record launched instances (BatchWriteItem, 25 at a time, until none is unprocessed)."""
-        items = [{"PutRequest": {"Item": _item(r)}} for r in records]
-        for start in range(0, len(items), _BATCH_WRITE_LIMIT):
-            pending: dict[str, Any] = {self._table: items[start : start + _BATCH_WRITE_LIMIT]}
-            while pending:
-                try:
-                    response = self._db.batch_write_item(RequestItems=pending)
-                except ClientError as error:
-                    raise_for("BatchWriteItem", error)
-                    raise
-                pending = response.get("UnprocessedItems") or {}
+        """Record launched instances (the one bounded BatchWriteItem loop)."""
+        batch_write(self._db, self._table, [{"PutRequest": {"Item": _item(r)}} for r in records])
 
     def get(self, instance_id: str) -> InstanceRecord | None:
         """One eventually consistent GetItem: the cheap test of whether an instance is ours."""
@@ -105,15 +88,12 @@ class InstanceRecords:
 
     def stored_item(self, instance_id: str, *, consistent: bool = True) -> dict[str, Any] | None:
         """The item as stored, every attribute (for operators and tests of the stored format)."""
-        try:
+        with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table,
                 Key=key(instance_pk(instance_id), INSTANCE),
                 ConsistentRead=consistent,
             ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
         return from_item(item) if item else None
 
     def many(self, instance_ids: Sequence[str]) -> dict[str, InstanceRecord]:
@@ -128,25 +108,24 @@ class InstanceRecords:
         The condition makes it exactly once, whatever order or number of events arrive.
         """
         try:
-            response = self._db.update_item(
-                TableName=self._table,
-                Key=key(instance_pk(instance_id), INSTANCE),
-                UpdateExpression="SET #state = :state, releasedAt = :at",
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(releasedAt)",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues=to_item({":state": state, ":at": at}),
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise_for("UpdateItem", error)
+            with aws_call("UpdateItem"):
+                response = self._db.update_item(
+                    TableName=self._table,
+                    Key=key(instance_pk(instance_id), INSTANCE),
+                    UpdateExpression="SET #state = :state, releasedAt = :at",
+                    ConditionExpression="attribute_exists(pk) AND attribute_not_exists(releasedAt)",
+                    ExpressionAttributeNames={"#state": "state"},
+                    ExpressionAttributeValues=to_item({":state": state, ":at": at}),
+                    ReturnValues="ALL_NEW",
+                )
+        except ConditionFailed:
             self._set_state(instance_id, state)
             return None
         return from_attributes(from_item(response["Attributes"]))
 
     def rearm(self, instance_id: str) -> None:
         """A released instance is running again (started after a stop): release it next time."""
-        try:
+        with suppress(ConditionFailed), aws_call("UpdateItem"):
             self._db.update_item(
                 TableName=self._table,
                 Key=key(instance_pk(instance_id), INSTANCE),
@@ -155,30 +134,26 @@ class InstanceRecords:
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues={":running": {"S": "running"}},
             )
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise_for("UpdateItem", error)
 
     def adopt(self, records: Iterable[InstanceRecord]) -> list[str]:
         """Write records of instances that have none; the ids actually adopted."""
         adopted = []
         for record in records:
             try:
-                self._db.put_item(
-                    TableName=self._table,
-                    Item=_item(record),
-                    ConditionExpression="attribute_not_exists(pk)",
-                )
-            except ClientError as error:
-                if is_condition_failure(error):
-                    continue
-                raise_for("PutItem", error)
+                with aws_call("PutItem"):
+                    self._db.put_item(
+                        TableName=self._table,
+                        Item=_item(record),
+                        ConditionExpression="attribute_not_exists(pk)",
+                    )
+            except ConditionFailed:
+                continue
             adopted.append(record.instance_id)
         return adopted
 
     def note_on_request(self, request_id: str, instance_id: str, state: str) -> None:
         """The request record remembers which of its instances have stopped or terminated."""
-        try:
+        with suppress(ConditionFailed), aws_call("UpdateItem"):
             self._db.update_item(
                 TableName=self._table,
                 Key=key(request_pk(request_id), RECORD),
@@ -189,12 +164,9 @@ class InstanceRecords:
                     ":state": {"S": f"{instance_id}:{state}"},
                 },
             )
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise_for("UpdateItem", error)
 
     def _set_state(self, instance_id: str, state: str) -> None:
-        try:
+        with suppress(ConditionFailed), aws_call("UpdateItem"):
             self._db.update_item(
                 TableName=self._table,
                 Key=key(instance_pk(instance_id), INSTANCE),
@@ -203,6 +175,3 @@ class InstanceRecords:
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues={":state": {"S": state}},
             )
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise_for("UpdateItem", error)

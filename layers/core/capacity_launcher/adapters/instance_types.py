@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
@@ -47,7 +45,7 @@ class InstanceTypeCatalog:
 
     def _load_offerings(self, zones: tuple[str, ...]) -> dict[str, frozenset[str]]:
         found: dict[str, set[str]] = {}
-        try:
+        with aws_call("DescribeInstanceTypeOfferings", fatal=LaunchFailed):
             pages = self._ec2.get_paginator("describe_instance_type_offerings").paginate(
                 LocationType="availability-zone",
                 Filters=[{"Name": "location", "Values": list(zones)}],
@@ -55,17 +53,13 @@ class InstanceTypeCatalog:
             for page in pages:
                 for offering in page["InstanceTypeOfferings"]:
                     found.setdefault(offering["InstanceType"], set()).add(offering["Location"])
-        except ClientError as error:
-            raise LaunchFailed(error_code(error), error_message(error)) from error
         return {name: frozenset(z) for name, z in found.items()}
 
     def _load_types(self, names: tuple[str, ...] | None) -> dict[str, InstanceTypeInfo]:
         kwargs: dict[str, Any] = {"InstanceTypes": list(names)} if names else {}
-        try:
+        with aws_call("DescribeInstanceTypes", fatal=LaunchFailed):
             pages = self._ec2.get_paginator("describe_instance_types").paginate(**kwargs)
             raw = [t for page in pages for t in page["InstanceTypes"]]
-        except ClientError as error:
-            raise LaunchFailed(error_code(error), error_message(error)) from error
         return {t["InstanceType"]: instance_type_info(t) for t in raw}
 
 

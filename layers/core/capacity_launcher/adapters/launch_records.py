@@ -6,17 +6,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.dynamodb import (
-    batch_get,
-    from_item,
-    is_condition_failure,
-    key,
-    raise_for,
-    to_item,
-)
+from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
+from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.intents import LaunchIntent, Share
 from capacity_launcher.domain.status import RequestRecord
 
@@ -41,7 +33,7 @@ class LaunchRecords:
 
     def load(self, request_id: str) -> tuple[RequestRecord | None, list[LaunchIntent]]:
         """The request's record (if finished) and its intents in attempt order."""
-        try:
+        with aws_call("Query"):
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk",
@@ -49,9 +41,6 @@ class LaunchRecords:
                 ConsistentRead=True,
             )
             items = [from_item(i) for page in pages for i in page["Items"]]
-        except ClientError as error:
-            raise_for("Query", error)
-            raise
         record = None
         tokens = []
         for item in items:
@@ -81,27 +70,23 @@ class LaunchRecords:
         }
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
         try:
-            self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
-        except ClientError as error:
-            if only_if_absent and is_condition_failure(error):
-                return False
-            raise_for("PutItem", error)
+            with aws_call("PutItem"):
+                self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
+        except ConditionFailed:
+            return False  # only a put `only_if_absent` has a condition
         return True
 
     def get_record(self, request_id: str) -> RequestRecord | None:
-        try:
+        with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table, Key=key(request_pk(request_id), RECORD), ConsistentRead=True
             ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
         return RequestRecord.from_detail(json.loads(from_item(item)["detail"])) if item else None
 
     def list_records(self, limit: int = 100) -> list[RequestRecord]:
         """For operators (the CLI): a Scan, newest first; the launch path never lists."""
         records = []
-        try:
+        with aws_call("Scan"):
             pages = self._db.get_paginator("scan").paginate(
                 TableName=self._table,
                 FilterExpression="sk = :record",
@@ -112,8 +97,6 @@ class LaunchRecords:
                     RequestRecord.from_detail(json.loads(from_item(i)["detail"]))
                     for i in page["Items"]
                 ]
-        except ClientError as error:
-            raise_for("Scan", error)
         return sorted(records, key=lambda r: r.received_at, reverse=True)[:limit]
 
     # -- intents --
@@ -153,17 +136,16 @@ class LaunchRecords:
             for s in intent.shares
         ]
         try:
-            self._db.transact_write_items(TransactItems=transact)
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise_for("TransactWriteItems", error)
+            with aws_call("TransactWriteItems"):
+                self._db.transact_write_items(TransactItems=transact)
+        except ConditionFailed:
+            return False
         return True
 
     def complete_intent(
         self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
     ) -> None:
-        try:
+        with aws_call("UpdateItem"):
             self._db.update_item(
                 TableName=self._table,
                 Key=key(INTENT_PREFIX + token, "Intent"),
@@ -177,8 +159,6 @@ class LaunchRecords:
                     }
                 ),
             )
-        except ClientError as error:
-            raise_for("UpdateItem", error)
 
     def intents(self, tokens: Sequence[str]) -> list[LaunchIntent]:
         if not tokens:

@@ -12,6 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import refused_by_aws
 from capacity_launcher.domain.fleet import LaunchTemplate
@@ -75,7 +76,7 @@ class LaunchTemplates:
 
     def __init__(self, ec2: Any | None = None, ssm: Any | None = None) -> None:
         self._ec2 = ec2 or client("ec2")
-        self._ssm = ssm
+        self._image_parameters = ImageParameters(ssm)
         self._known: set[str] = set()
         self._platforms: dict[str, str | None] = {}
         self._lock = threading.Lock()
@@ -142,16 +143,4 @@ class LaunchTemplates:
         spec = node_class.spec
         if spec.image_id:
             return spec.image_id
-        assert spec.image_ssm_parameter is not None
-        ssm = self._ssm or client("ssm")
-        try:
-            value = ssm.get_parameter(Name=spec.image_ssm_parameter)["Parameter"]["Value"]
-        except ClientError as error:
-            raise refused_by_aws(
-                "GetParameter",
-                error_code(error),
-                error_message(error),
-                node_class,
-                "spec.imageSsmParameter",
-            ) from error
-        return str(value)
+        return self._image_parameters.image_id(node_class)

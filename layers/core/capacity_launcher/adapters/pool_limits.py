@@ -18,17 +18,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.dynamodb import (
-    from_item,
-    is_condition_failure,
-    key,
-    raise_for,
-    to_item,
-)
+from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
+from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.pool_usage import Lease, Member, Recount
 from capacity_launcher.domain.quantities import (
     CPU,
@@ -101,15 +94,13 @@ class PoolLimitsStore:
                 items = self._reserve_items(pool, lease_id, wanted, amount, limits)
                 items.append(self._limits_check(pool, limits))
                 try:
-                    self._db.transact_write_items(TransactItems=items)
+                    self._transact(items)
                     return wanted
-                except ClientError as error:
-                    if not is_condition_failure(error):
-                        raise_for("TransactWriteItems", error)
+                except ConditionFailed as failed:
                     existing = self.lease(pool, lease_id)
                     if existing is not None:
                         return existing.count
-                    if _failed_at(error, len(items) - 1):
+                    if failed.failed_at(len(items) - 1):
                         # The pool was applied since this copy was read: use what is stored.
                         limits, stored, wanted = self.stored_limits(pool), True, count
                         continue
@@ -128,7 +119,7 @@ class PoolLimitsStore:
 
     def stored_limits(self, pool: str) -> PoolLimits | None:
         """The limits of the pool as last applied (strongly consistent)."""
-        try:
+        with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table,
                 Key=key("NodePool", pool),
@@ -136,9 +127,6 @@ class PoolLimitsStore:
                 ProjectionExpression="#limits",
                 ExpressionAttributeNames={"#limits": "limits"},
             ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
         token = (item or {}).get("limits", {}).get("S")
         dumped = json.loads(token) if token else None
         return None if dumped is None else PoolLimits.model_validate(dumped)
@@ -194,9 +182,7 @@ class PoolLimitsStore:
                     ]
                 )
                 return
-            except ClientError as error:
-                if not is_condition_failure(error):
-                    raise_for("TransactWriteItems", error)
+            except ConditionFailed:
                 counted = {m.instance_id for m in self.members(pool)}
                 pending = {i: r for i, r in pending.items() if i not in counted}
         raise LeaseNotSettled(pool, lease_id)
@@ -225,10 +211,8 @@ class PoolLimitsStore:
             )
         try:
             self._transact(items)
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise_for("TransactWriteItems", error)
+        except ConditionFailed:
+            return False
         return True
 
     def uncount(self, member: Member) -> bool:
@@ -246,10 +230,8 @@ class PoolLimitsStore:
                     {"Update": self._add_update(member.pool, Resources.ZERO - member.amount)},
                 ]
             )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise_for("TransactWriteItems", error)
+        except ConditionFailed:
+            return False
         return True
 
     def uncount_instance(self, pool: str, instance_id: str) -> bool:
@@ -258,15 +240,12 @@ class PoolLimitsStore:
         return member is not None and self.uncount(member)
 
     def member(self, pool: str, instance_id: str) -> Member | None:
-        try:
+        with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table,
                 Key=key(limits_pk(pool), MEMBER_PREFIX + instance_id),
                 ConsistentRead=True,
             ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
         return _member(from_item(item)) if item else None
 
     def members(self, pool: str) -> list[Member]:
@@ -309,29 +288,25 @@ class PoolLimitsStore:
                 condition["ConditionExpression"] = "#version = :version"
                 condition["ExpressionAttributeValues"] = {":version": {"N": str(version)}}
             try:
-                self._db.put_item(TableName=self._table, Item=to_item(values), **condition)
-            except ClientError as error:
-                if is_condition_failure(error):
-                    continue
-                raise_for("PutItem", error)
+                with aws_call("PutItem"):
+                    self._db.put_item(TableName=self._table, Item=to_item(values), **condition)
+            except ConditionFailed:
+                continue
             return Recount(stored, recomputed, repaired=True)
         return None
 
     def lease(self, pool: str, lease_id: str) -> Lease | None:
-        try:
+        with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table,
                 Key=key(limits_pk(pool), LEASE_PREFIX + lease_id),
                 ConsistentRead=True,
             ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
         return _lease(from_item(item)) if item else None
 
     def leases(self) -> list[Lease]:
         """Every unsettled lease (the sync reclaims the expired ones)."""
-        try:
+        with aws_call("Scan"):
             pages = self._db.get_paginator("scan").paginate(
                 TableName=self._table,
                 FilterExpression=(
@@ -344,9 +319,6 @@ class PoolLimitsStore:
                 },
             )
             return [_lease(from_item(i)) for page in pages for i in page["Items"]]
-        except ClientError as error:
-            raise_for("Scan", error)
-            raise
 
     def reclaim(self, lease: Lease) -> bool:
         """Give an expired lease's amount back; False if it was settled or reclaimed meanwhile."""
@@ -378,10 +350,8 @@ class PoolLimitsStore:
                     {"Delete": delete},
                 ]
             )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise_for("TransactWriteItems", error)
+        except ConditionFailed:
+            return False
         return True
 
     def _reserve_items(
@@ -434,13 +404,10 @@ class PoolLimitsStore:
         }
 
     def _usage_item(self, pool: str) -> tuple[Resources, int | None]:
-        try:
+        with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table, Key=key(limits_pk(pool), USAGE), ConsistentRead=True
             ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
         if not item:
             return Resources.ZERO, None
         values = from_item(item)
@@ -453,7 +420,7 @@ class PoolLimitsStore:
         if prefix:
             condition += " AND begins_with(sk, :prefix)"
             values[":prefix"] = {"S": prefix}
-        try:
+        with aws_call("Query"):
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
                 KeyConditionExpression=condition,
@@ -461,9 +428,6 @@ class PoolLimitsStore:
                 ConsistentRead=True,
             )
             return [from_item(i) for page in pages for i in page["Items"]]
-        except ClientError as error:
-            raise_for("Query", error)
-            raise
 
     def _member_puts(
         self, pool: str, instance_ids: Sequence[str], amounts: Mapping[str, Resources]
@@ -509,13 +473,8 @@ class PoolLimitsStore:
         return marker
 
     def _transact(self, items: list[dict[str, Any]]) -> None:
-        self._db.transact_write_items(TransactItems=items)
-
-
-def _failed_at(error: ClientError, index: int) -> bool:
-    """Whether a cancelled transaction's item at `index` is the one whose condition failed."""
-    reasons = error.response.get("CancellationReasons") or []
-    return len(reasons) > index and reasons[index].get("Code") == "ConditionalCheckFailed"
+        with aws_call("TransactWriteItems"):
+            self._db.transact_write_items(TransactItems=items)
 
 
 def _attributes(amount: Resources) -> dict[str, Decimal]:

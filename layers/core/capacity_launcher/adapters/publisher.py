@@ -6,10 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.dynamodb import raise_for
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.status import EVENT_SOURCE, Event
 
@@ -43,10 +40,8 @@ class Publisher:
             for e in events
         ]
         for chunk in _batches(entries):
-            try:
+            with aws_call("PutEvents"):
                 response = self._events.put_events(Entries=chunk)
-            except ClientError as error:
-                raise_for("PutEvents", error)
             if response.get("FailedEntryCount", 0):
                 codes = sorted(
                     {str(e.get("ErrorCode")) for e in response["Entries"] if e.get("ErrorCode")}

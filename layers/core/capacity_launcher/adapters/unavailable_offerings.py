@@ -14,13 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.dynamodb import from_item, raise_for, to_item
-from capacity_launcher.domain.errors import Throttled
-
-_BATCH_WRITE_LIMIT = 25
+from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.dynamodb import batch_write, from_item, to_item
 
 
 @dataclass(frozen=True)
@@ -87,26 +82,22 @@ class UnavailableOfferings:
             for k, reason, message in offerings
         }
         items = list(entries.values())
-        for start in range(0, len(items), _BATCH_WRITE_LIMIT):
-            chunk = items[start : start + _BATCH_WRITE_LIMIT]
-            requests = [{"PutRequest": {"Item": to_item(e.to_dict())}} for e in chunk]
-            self._batch_write(requests)
+        requests = [{"PutRequest": {"Item": to_item(e.to_dict())}} for e in items]
+        self.round_trips += batch_write(self._db, self._table, requests)
         with self._lock:
             self._copy.update(entries)
         return items
 
     def clear(self, offering: str) -> None:
-        try:
-            self.round_trips += 1
+        self.round_trips += 1
+        with aws_call("DeleteItem"):
             self._db.delete_item(TableName=self._table, Key={"offering": {"S": offering}})
-        except ClientError as error:
-            raise_for("DeleteItem", error)
         with self._lock:
             self._copy.pop(offering, None)
 
     def _scan(self, now: float) -> dict[str, UnavailableEntry]:
         entries: dict[str, UnavailableEntry] = {}
-        try:
+        with aws_call("Scan"):
             pages = self._db.get_paginator("scan").paginate(
                 TableName=self._table,
                 FilterExpression="expiresAt > :now",
@@ -125,21 +116,4 @@ class UnavailableOfferings:
                     )
                     if entry.expires_at > now:
                         entries[entry.offering] = entry
-        except ClientError as error:
-            raise_for("Scan", error)
         return entries
-
-    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
-        pending = {self._table: requests}
-        for _ in range(5):
-            try:
-                self.round_trips += 1
-                response = self._db.batch_write_item(RequestItems=pending)
-            except ClientError as error:
-                raise_for("BatchWriteItem", error)
-            pending = response.get("UnprocessedItems") or {}
-            if not pending:
-                return
-            time.sleep(0.05)
-        # Unprocessed items are DynamoDB asking us to slow down: hand the work back to the queue.
-        raise Throttled("BatchWriteItem", "UnprocessedItems")

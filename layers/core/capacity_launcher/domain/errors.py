@@ -6,7 +6,7 @@ EC2 and other AWS error codes are classified here and nowhere else; adapters tur
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -270,6 +270,54 @@ def refused_by_aws(
     if blamed is None:
         return LaunchFailed(code, message)
     return NodeClassRefused(code, message, node_class.metadata.name, blamed)
+
+
+class ConditionFailed(CapacityLauncherError):
+    """A conditional write found its item not as required: an answer the caller reads, not a fault.
+
+    `reasons` are a cancelled transaction's per-item codes, in the order of its items."""
+
+    code = "ConditionalCheckFailed"
+
+    def __init__(self, operation: str, reasons: Sequence[str] = ()) -> None:
+        self.operation = operation
+        self.reasons: tuple[str, ...] = tuple(reasons)
+        super().__init__(f"{operation}: a condition did not hold")
+
+    def failed_at(self, index: int) -> bool:
+        """Whether the transaction's item at `index` is one whose condition failed."""
+        return len(self.reasons) > index and self.reasons[index] == _CONDITION_FAILED
+
+
+def is_condition_failure(code: str, cancellation_reasons: Iterable[str] = ()) -> bool:
+    """A write's condition did not hold (alone, or on any item of a cancelled transaction)."""
+    if code == "ConditionalCheckFailedException":
+        return True
+    return code == TRANSACTION_CANCELED and _CONDITION_FAILED in set(cancellation_reasons)
+
+
+def aws_error(
+    operation: str,
+    code: str,
+    message: str,
+    cancellation_reasons: Sequence[str] = (),
+    *,
+    node_class: NodeClass | None = None,
+    field: str | None = None,
+    fatal: Callable[[str, str], CapacityLauncherError] | None = None,
+) -> CapacityLauncherError | None:
+    """The domain exception an AWS error becomes, in order: Throttled/Transient when retrying
+    can help; ConditionFailed for a write whose condition did not hold; for a call made for a
+    NodeClass, NodeClassRefused naming the field (or LaunchFailed); else `fatal(code, message)`.
+    None when none applies: the caller lets the original error propagate."""
+    kind = classify(code, cancellation_reasons)
+    if kind.retryable:
+        return retryable_error(operation, code, kind)
+    if is_condition_failure(code, cancellation_reasons):
+        return ConditionFailed(operation, cancellation_reasons)
+    if node_class is not None:
+        return refused_by_aws(operation, code, message, node_class, field)
+    return None if fatal is None else fatal(code, message)
 
 
 def retryable_error(operation: str, code: str, kind: ErrorKind) -> Transient:

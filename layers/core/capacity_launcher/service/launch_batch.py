@@ -33,6 +33,9 @@ from capacity_launcher.service.ports import HandBack, Records
 from capacity_launcher.service.resolution import Prepared
 from capacity_launcher.service.telemetry import LaunchTelemetry
 
+# Message is the domain's; handlers take it from here (they never import the domain).
+__all__ = ["LaunchBatch", "Message"]
+
 _COMPLETED = "COMPLETED"
 
 

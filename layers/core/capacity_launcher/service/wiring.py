@@ -1,8 +1,17 @@
-"""The composition root: adapters built from Settings, once per container, for the handlers."""
+"""The one composition root: every adapter and use case is built here, one way, from Settings.
+
+Handlers take the container's use cases (`launch_batch`, `reservation_sync`, `instance_events`,
+each built once); the CLI, benchmarks and tests call the factories with their own Settings and
+client factory (`clients(service) -> boto3 client`; by default the container's shared clients).
+This is the only service module that imports adapters (import-linter holds it: `make lint`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from functools import cache
+from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
 
@@ -20,12 +29,79 @@ from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.subnets import Subnets
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.domain.reservations import Thresholds
+from capacity_launcher.service.instance_events import InstanceEvents
 from capacity_launcher.service.launch_batch import LaunchBatch
 from capacity_launcher.service.launcher import Launcher
 from capacity_launcher.service.ports import LaunchPorts
+from capacity_launcher.service.reconciliation import Reconciliation
+from capacity_launcher.service.reservation_sync import ReservationSync
 from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.service.telemetry import LaunchTelemetry
 from capacity_launcher.settings import Settings, get_settings
+
+# A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
+Clients = Callable[[str], Any]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- adapters ----------------------------------------------------------------------------------
+
+
+def config_store(
+    settings: Settings, clients: Clients = client, *, cached: bool = False
+) -> ConfigStore:
+    """NodeClasses and NodePools; `cached`: the launcher trusts its copy for a few seconds."""
+    seconds = settings.config_cache_seconds if cached else 0.0
+    return ConfigStore(settings.state_table_name, clients("dynamodb"), cache_seconds=seconds)
+
+
+def launch_records(settings: Settings, clients: Clients = client) -> LaunchRecords:
+    return LaunchRecords(settings.state_table_name, clients("dynamodb"))
+
+
+def instance_records(settings: Settings, clients: Clients = client) -> InstanceRecords:
+    return InstanceRecords(settings.state_table_name, clients("dynamodb"))
+
+
+def pool_limits(settings: Settings, clients: Clients = client) -> PoolLimitsStore:
+    return PoolLimitsStore(
+        settings.state_table_name, settings.limit_lease_seconds, clients("dynamodb")
+    )
+
+
+def unavailable_offerings(
+    settings: Settings, clients: Clients = client, *, local_copy: bool = False
+) -> UnavailableOfferings:
+    """The shared ICE cache; `local_copy`: the launcher trusts its copy for a few seconds."""
+    return UnavailableOfferings(
+        settings.unavailable_offerings_table_name,
+        settings.ice_ttl_seconds,
+        local_copy_seconds=settings.ice_local_copy_seconds if local_copy else 0.0,
+        dynamodb=clients("dynamodb"),
+    )
+
+
+def reservation_snapshots(settings: Settings, clients: Clients = client) -> ReservationSnapshots:
+    """The shared reservation snapshots (the sync writes them, instance events free slots)."""
+    return ReservationSnapshots(settings.state_table_name, clients("dynamodb"))
+
+
+def reservations(settings: Settings, clients: Clients = client) -> ReservationProvider:
+    """The launcher's `reservations` port: the shared snapshots, EC2 when the sync lacks them."""
+    return ReservationProvider(
+        reservation_snapshots(settings, clients), CapacityReservations(clients("ec2"))
+    )
+
+
+def publisher(settings: Settings, clients: Clients = client) -> Publisher:
+    return Publisher(settings.event_bus_name, clients("events"))
+
+
+# -- the launcher ------------------------------------------------------------------------------
 
 
 def idempotency_config(settings: Settings) -> IdempotencyConfig:
@@ -35,29 +111,19 @@ def idempotency_config(settings: Settings) -> IdempotencyConfig:
     )
 
 
-def launch_ports(settings: Settings) -> LaunchPorts:
-    dynamodb = client("dynamodb")
-    ec2 = client("ec2")
+def launch_ports(settings: Settings, clients: Clients = client) -> LaunchPorts:
+    ec2 = clients("ec2")
     return LaunchPorts(
-        config=ConfigStore(
-            settings.state_table_name, dynamodb, cache_seconds=settings.config_cache_seconds
-        ),
-        records=LaunchRecords(settings.state_table_name, dynamodb),
-        instances=InstanceRecords(settings.state_table_name, dynamodb),
-        unavailable=UnavailableOfferings(
-            settings.unavailable_offerings_table_name,
-            settings.ice_ttl_seconds,
-            local_copy_seconds=settings.ice_local_copy_seconds,
-            dynamodb=dynamodb,
-        ),
-        limits=PoolLimitsStore(settings.state_table_name, settings.limit_lease_seconds, dynamodb),
+        config=config_store(settings, clients, cached=True),
+        records=launch_records(settings, clients),
+        instances=instance_records(settings, clients),
+        unavailable=unavailable_offerings(settings, clients, local_copy=True),
+        limits=pool_limits(settings, clients),
         fleet=Fleet(ec2),
         templates=LaunchTemplates(ec2),
         catalog=InstanceTypeCatalog(ec2),
         subnets=Subnets(ec2),
-        reservations=ReservationProvider(
-            ReservationSnapshots(settings.state_table_name, dynamodb), CapacityReservations(ec2)
-        ),
+        reservations=reservations(settings, clients),
     )
 
 
@@ -77,9 +143,64 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
     persistence.configure(config, function_name="launch")
     return LaunchBatch(
         Launcher(ports, max_attempts=settings.max_launch_attempts),
-        Publisher(settings.event_bus_name).publish,
+        publisher(settings).publish,
         ports.records,
         persistence,
         LaunchTelemetry(),
         queue=LaunchQueue(),
     )
+
+
+# -- the lifecycle: reservation sync (with reconciliation) and instance events ------------------
+
+
+def reconciliation(settings: Settings, clients: Clients = client) -> Reconciliation:
+    ec2 = clients("ec2")
+    return Reconciliation(
+        limits=pool_limits(settings, clients),
+        instances=Fleet(ec2),
+        items=instance_records(settings, clients),
+        facts=InstanceTypeCatalog(ec2),
+        pools=config_store(settings, clients),
+        now=utcnow,
+    )
+
+
+def build_reservation_sync(settings: Settings, clients: Clients = client) -> ReservationSync:
+    return ReservationSync(
+        config=config_store(settings, clients),
+        ec2=CapacityReservations(clients("ec2")),
+        snapshots=reservation_snapshots(settings, clients),
+        unavailable=unavailable_offerings(settings, clients),
+        publish=publisher(settings, clients).publish,
+        thresholds=Thresholds(
+            utilization_high=settings.utilization_high_threshold,
+            expiring_horizon=timedelta(hours=settings.expiring_horizon_hours),
+        ),
+        now=utcnow,
+        reconciliation=reconciliation(settings, clients),
+    )
+
+
+def build_instance_events(settings: Settings, clients: Clients = client) -> InstanceEvents:
+    return InstanceEvents(
+        items=instance_records(settings, clients),
+        limits=pool_limits(settings, clients),
+        reservations=reservation_snapshots(settings, clients),
+        unavailable=unavailable_offerings(settings, clients),
+        publish=publisher(settings, clients).publish,
+        now=utcnow,
+        pools=config_store(settings, clients),
+    )
+
+
+@cache
+def reservation_sync() -> ReservationSync:
+    """The container's reservation sync."""
+    return build_reservation_sync(get_settings())
+
+
+@cache
+def instance_events() -> InstanceEvents:
+    """The container's instance-events use case."""
+    return build_instance_events(get_settings())

@@ -1,0 +1,167 @@
+"""One way to call AWS from an adapter: `aws_call` turns a ClientError into the domain's error,
+and `batch_write` retries unprocessed items a bounded number of times."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters import dynamodb
+from capacity_launcher.adapters.aws import aws_call
+from capacity_launcher.adapters.dynamodb import BATCH_WRITE_ATTEMPTS, batch_write
+from capacity_launcher.adapters.instance_records import InstanceRecords
+from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.errors import (
+    ConditionFailed,
+    LaunchFailed,
+    NodeClassRefused,
+    Throttled,
+    Transient,
+)
+from capacity_launcher.domain.instance_records import InstanceRecord
+
+
+def _error(code: str, reasons: list[str] | None = None) -> ClientError:
+    response: dict[str, Any] = {"Error": {"Code": code, "Message": f"{code} happened"}}
+    if reasons is not None:
+        response["CancellationReasons"] = [{"Code": r} for r in reasons]
+    return ClientError(response, "Operation")  # type: ignore[arg-type]
+
+
+def _raise(error: Exception) -> None:
+    raise error
+
+
+def test_throttling_becomes_throttled_naming_the_operation() -> None:
+    with pytest.raises(Throttled) as raised, aws_call("GetItem"):
+        _raise(_error("ProvisionedThroughputExceededException"))
+    assert raised.value.operation == "GetItem"
+    assert raised.value.code == "ProvisionedThroughputExceededException"
+
+
+def test_a_transaction_cancelled_by_a_conflict_is_transient() -> None:
+    with pytest.raises(Transient) as raised, aws_call("TransactWriteItems"):
+        _raise(_error("TransactionCanceledException", ["None", "TransactionConflict"]))
+    assert not isinstance(raised.value, Throttled)
+
+
+def test_a_failed_condition_is_an_answer_that_says_which_item_failed() -> None:
+    with pytest.raises(ConditionFailed) as raised, aws_call("TransactWriteItems"):
+        _raise(_error("TransactionCanceledException", ["None", "ConditionalCheckFailed"]))
+    assert raised.value.failed_at(1) and not raised.value.failed_at(0)
+    assert not raised.value.failed_at(2)
+
+
+def test_a_single_write_whose_condition_failed_is_condition_failed() -> None:
+    with pytest.raises(ConditionFailed), aws_call("PutItem"):
+        _raise(_error("ConditionalCheckFailedException"))
+
+
+def test_without_a_fatal_kind_other_errors_propagate_unchanged() -> None:
+    original = _error("ResourceNotFoundException")
+    with pytest.raises(ClientError) as raised, aws_call("GetItem"):
+        _raise(original)
+    assert raised.value is original
+
+
+def test_a_fatal_kind_makes_other_errors_domain_errors_with_the_aws_code() -> None:
+    with pytest.raises(LaunchFailed) as raised, aws_call("DescribeImages", fatal=LaunchFailed):
+        _raise(_error("UnauthorizedOperation"))
+    assert raised.value.code == "UnauthorizedOperation"
+    assert raised.value.message == "UnauthorizedOperation happened"
+
+
+def test_a_call_made_for_a_node_class_blames_the_field() -> None:
+    node_class = NodeClass.model_validate(
+        {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "NodeClass",
+            "metadata": {"name": "gpu"},
+            "spec": {"imageId": "ami-1", "subnetIds": ["subnet-1"], "securityGroupIds": ["sg-1"]},
+        }
+    )
+    with (
+        pytest.raises(NodeClassRefused) as raised,
+        aws_call("GetParameter", node_class=node_class, field="spec.imageSsmParameter"),
+    ):
+        _raise(_error("AccessDeniedException"))
+    assert raised.value.field == "spec.imageSsmParameter"
+    assert raised.value.node_class == "gpu"
+
+
+def test_other_exceptions_pass_through() -> None:
+    with pytest.raises(KeyError), aws_call("GetItem"):
+        _raise(KeyError("Item"))
+
+
+class _Table:
+    """BatchWriteItem that leaves the last item of each call unprocessed `stubborn` times."""
+
+    def __init__(self, stubborn: int) -> None:
+        self.stubborn = stubborn
+        self.calls: list[int] = []
+        self.written: list[Any] = []
+
+    def batch_write_item(self, RequestItems: dict[str, list[Any]]) -> dict[str, Any]:
+        (table, requests), *_ = RequestItems.items()
+        self.calls.append(len(requests))
+        assert len(self.calls) <= 50, "unprocessed items retried without bound"
+        if self.stubborn > 0:
+            self.stubborn -= 1
+            self.written += requests[:-1]
+            return {"UnprocessedItems": {table: requests[-1:]}}
+        self.written += requests
+        return {"UnprocessedItems": {}}
+
+
+def _requests(count: int) -> list[dict[str, Any]]:
+    return [{"PutRequest": {"Item": {"pk": {"S": str(n)}}}} for n in range(count)]
+
+
+def test_batch_write_sends_25_a_call_and_retries_what_is_left_after_a_pause() -> None:
+    table, pauses = _Table(stubborn=2), []
+    calls = batch_write(table, "t", _requests(30), pause=pauses.append)
+    assert table.calls == [25, 1, 1, 5]
+    assert calls == 4
+    assert len(table.written) == 30
+    assert len(pauses) == 2 and all(p > 0 for p in pauses)
+
+
+def test_batch_write_gives_up_after_its_attempts_with_a_clear_error() -> None:
+    table, pauses = _Table(stubborn=1000), []
+    with pytest.raises(Throttled) as raised:
+        batch_write(table, "t", _requests(3), pause=pauses.append)
+    assert len(table.calls) == BATCH_WRITE_ATTEMPTS
+    assert len(pauses) == BATCH_WRITE_ATTEMPTS - 1
+    assert raised.value.operation == "BatchWriteItem"
+    assert raised.value.code == "UnprocessedItems"
+
+
+def test_instance_records_written_in_a_batch_are_retried_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(dynamodb, "in_process_delay", lambda attempt: 0.0)
+    table = _Table(stubborn=1000)
+    records = InstanceRecords("t", dynamodb=table)
+    with pytest.raises(Throttled):
+        records.put(
+            [
+                InstanceRecord("i-1", "m5.large", "on-demand"),
+                InstanceRecord("i-2", "m5.large", "on-demand"),
+            ]
+        )
+    assert len(table.calls) == BATCH_WRITE_ATTEMPTS
+
+
+class _ThrottledEc2:
+    def get_paginator(self, name: str) -> Any:
+        raise _error("RequestLimitExceeded")
+
+
+def test_a_throttled_instance_type_read_hands_back_instead_of_failing_the_request() -> None:
+    with pytest.raises(Throttled) as raised:
+        InstanceTypeCatalog(ec2=_ThrottledEc2()).offered(["us-east-1a"])
+    assert raised.value.operation == "DescribeInstanceTypeOfferings"
