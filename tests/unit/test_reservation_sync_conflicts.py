@@ -6,7 +6,12 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.domain.config import parse_document
+from capacity_launcher.domain.config import (
+    CapacityReservationSpec,
+    CapacityReservationTarget,
+    parse_document,
+)
+from capacity_launcher.domain.errors import Throttled
 from capacity_launcher.domain.reservations import (
     Coverage,
     ReservationSnapshot,
@@ -100,3 +105,46 @@ def test_a_snapshot_changed_by_a_launcher_meanwhile_is_reread_not_overwritten():
     assert [s.version for s in snapshots.saved] == [3]
     assert [e.detail_type for e in published] == ["Capacity Reservation Replenished"]
     assert cache.cleared == [f"reserved:{RESERVATION.reservation_id}"]
+
+
+GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu"
+
+
+class ThrottledGroups(Ec2):
+    def group_members(self, group_arn: str) -> list[str]:
+        raise Throttled("ListGroupResources", "ThrottlingException")
+
+
+class GroupConfig:
+    def node_classes(self) -> list[Any]:
+        by_group = NODE_CLASS.model_copy(
+            update={
+                "spec": NODE_CLASS.spec.model_copy(
+                    update={
+                        "capacity_reservation_spec": CapacityReservationSpec(
+                            capacity_reservation_target=CapacityReservationTarget(
+                                capacity_reservation_resource_group_arn=GROUP
+                            )
+                        )
+                    }
+                )
+            }
+        )
+        return [NODE_CLASS, by_group]
+
+
+def test_a_throttled_group_listing_skips_that_group_and_syncs_the_rest():
+    # Given one NodeClass by reservation id and one by a group whose listing is throttled
+    snapshots = Snapshots()
+    sync = ReservationSync(
+        GroupConfig(),
+        ThrottledGroups(),
+        snapshots,
+        Cache(),
+        lambda *events: None,
+        Thresholds(0.9, timedelta(hours=72)),
+        lambda: datetime(2026, 1, 15, tzinfo=UTC),
+    )
+    # When the sync runs, the reservation the other NodeClass names is still synced
+    report = sync.run()
+    assert report.synced == [RESERVATION.reservation_id]

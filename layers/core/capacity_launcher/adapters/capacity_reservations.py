@@ -9,14 +9,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.reservations import ACTIVE, ReservationSnapshot
 
 _RESERVATION_ARN_MARK = ":capacity-reservation/"
+_NOT_FOUND = "InvalidCapacityReservationId.NotFound"
 
 
 class CapacityReservations:
@@ -29,7 +28,7 @@ class CapacityReservations:
     def group_members(self, group_arn: str) -> list[str]:
         groups = self._resource_groups or client("resource-groups")
         ids: list[str] = []
-        try:
+        with aws_call("ListGroupResources", fatal=LaunchFailed):
             pages = groups.get_paginator("list_group_resources").paginate(Group=group_arn)
             for page in pages:
                 for item in page.get("Resources", page.get("ResourceIdentifiers", [])):
@@ -37,8 +36,6 @@ class CapacityReservations:
                     arn = identifier.get("ResourceArn", "")
                     if _RESERVATION_ARN_MARK in arn:
                         ids.append(arn.rsplit("/", 1)[-1])
-        except ClientError as error:
-            raise LaunchFailed(error_code(error), error_message(error)) from error
         return sorted(set(ids))
 
     def matching(self, term: CapacityReservationSelectorTerm) -> list[ReservationSnapshot]:
@@ -58,13 +55,13 @@ class CapacityReservations:
         if filters:
             kwargs["Filters"] = list(filters)
         try:
-            pages = self._ec2.get_paginator("describe_capacity_reservations").paginate(**kwargs)
-            raw = [r for page in pages for r in page["CapacityReservations"]]
-        except ClientError as error:
-            code = error_code(error)
-            if code == "InvalidCapacityReservationId.NotFound":
+            with aws_call("DescribeCapacityReservations", fatal=LaunchFailed):
+                pages = self._ec2.get_paginator("describe_capacity_reservations").paginate(**kwargs)
+                raw = [r for page in pages for r in page["CapacityReservations"]]
+        except LaunchFailed as error:
+            if error.code == _NOT_FOUND:  # an id that does not exist (any more): none found
                 return []
-            raise LaunchFailed(code, error_message(error)) from error
+            raise
         return [snapshot_from_ec2(r) for r in raw]
 
 

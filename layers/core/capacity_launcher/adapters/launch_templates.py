@@ -9,16 +9,16 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import refused_by_aws
+from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import LaunchTemplate
 from capacity_launcher.domain.platforms import reservation_platform
 from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
 from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
+
+_ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 
 
 def reservation_specification(use: ReservationUse) -> dict[str, Any]:
@@ -98,17 +98,15 @@ class LaunchTemplates:
             {"Key": NODE_CLASS, "Value": node_class.metadata.name},
         ]
         try:
-            self._ec2.create_launch_template(
-                LaunchTemplateName=name,
-                LaunchTemplateData=data,
-                TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
-            )
-        except ClientError as error:
-            code = error_code(error)
-            if code not in ("InvalidLaunchTemplateName.AlreadyExistsException",):
-                raise refused_by_aws(
-                    "CreateLaunchTemplate", code, error_message(error), node_class
-                ) from error
+            with aws_call("CreateLaunchTemplate", node_class=node_class):
+                self._ec2.create_launch_template(
+                    LaunchTemplateName=name,
+                    LaunchTemplateData=data,
+                    TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
+                )
+        except LaunchFailed as refused:
+            if refused.code != _ALREADY_EXISTS:  # content-addressed: another worker made it
+                raise
         with self._lock:
             self._known.add(name)
         return template
@@ -121,13 +119,11 @@ class LaunchTemplates:
             if image_id in self._platforms:
                 return self._platforms[image_id]
         try:
-            images = self._ec2.describe_images(ImageIds=[image_id])["Images"]
-        except ClientError as error:
-            code = error_code(error)
-            if not code.startswith("InvalidAMIID."):
-                raise refused_by_aws(
-                    "DescribeImages", code, error_message(error), node_class, "spec.imageId"
-                ) from error
+            with aws_call("DescribeImages", node_class=node_class, field="spec.imageId"):
+                images = self._ec2.describe_images(ImageIds=[image_id])["Images"]
+        except LaunchFailed as refused:
+            if not refused.code.startswith("InvalidAMIID."):
+                raise
             images = []
         platform = (
             reservation_platform(images[0].get("PlatformDetails"), images[0].get("UsageOperation"))

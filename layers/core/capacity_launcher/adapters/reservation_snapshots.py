@@ -16,16 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.dynamodb import (
-    from_item,
-    is_condition_failure,
-    key,
-    raise_for,
-    to_item,
-)
+from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.reservations import (
     COVERAGE_PREFIX,
     Coverage,
@@ -101,7 +94,7 @@ class ReservationSnapshots:
 
     def read_all(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage], set[str]]:
         """The snapshots that parse, the coverage, and the ids of those that do not."""
-        try:
+        with aws_call("Query"):
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk",
@@ -109,9 +102,6 @@ class ReservationSnapshots:
                 ConsistentRead=True,
             )
             items = [from_item(i) for page in pages for i in page["Items"]]
-        except ClientError as error:
-            raise_for("Query", error)
-            raise
         stored: dict[str, StoredReservation] = {}
         coverage: dict[str, Coverage] = {}
         invalid: set[str] = set()
@@ -135,18 +125,15 @@ class ReservationSnapshots:
 
     def _read_one(self, reservation_id: str) -> StoredReservation | InvalidSnapshot | None:
         """One snapshot as stored (strongly consistent), parsed or said to be unparseable."""
-        try:
+        with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table, Key=key(PARTITION, reservation_id), ConsistentRead=True
             ).get("Item")
-        except ClientError as error:
-            raise_for("GetItem", error)
-            raise
         return _parsed(from_item(item)) if item else None
 
     def invalid(self) -> list[InvalidSnapshot]:
         """Stored snapshots that do not parse (the next sync of their reservation replaces them)."""
-        try:
+        with aws_call("Query"):
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
@@ -157,9 +144,6 @@ class ReservationSnapshots:
                 ConsistentRead=True,
             )
             items = [from_item(i) for page in pages for i in page["Items"]]
-        except ClientError as error:
-            raise_for("Query", error)
-            raise
         return [p for p in (_parsed(i) for i in items) if isinstance(p, InvalidSnapshot)]
 
     def list(self) -> list[StoredReservation]:
@@ -181,10 +165,9 @@ class ReservationSnapshots:
                 "ExpressionAttributeValues": {":version": {"N": str(expected_version)}},
             }
         try:
-            self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise_for("PutItem", error)
+            with aws_call("PutItem"):
+                self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
+        except ConditionFailed:
             if expected_version is not None or not self._unreadable(reservation_id_of(item)):
                 return False
             # What is stored does not parse (so it was "not seen"): EC2's view replaces it.
@@ -203,18 +186,14 @@ class ReservationSnapshots:
                 "syncedAt": int(entry.synced_at),
                 "members": list(entry.members),
             }
-            try:
+            with aws_call("PutItem"):
                 self._db.put_item(TableName=self._table, Item=to_item(item))
-            except ClientError as error:
-                raise_for("PutItem", error)
 
     def forget(self, keys: Iterable[str]) -> None:
         """Snapshots and coverage no NodeClass uses any more."""
         for sk in keys:
-            try:
+            with aws_call("DeleteItem"):
                 self._db.delete_item(TableName=self._table, Key=key(PARTITION, sk))
-            except ClientError as error:
-                raise_for("DeleteItem", error)
 
     def _update(
         self,
@@ -236,11 +215,10 @@ class ReservationSnapshots:
         if names:
             request["ExpressionAttributeNames"] = dict(names)
         try:
-            self._db.update_item(**request)
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise_for("UpdateItem", error)
+            with aws_call("UpdateItem"):
+                self._db.update_item(**request)
+        except ConditionFailed:
+            return False
         return True
 
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import refused_by_aws
 
 SUBNETS_TTL_SECONDS = 300.0
 
@@ -51,14 +48,10 @@ class Subnets:
         self, requests: list[dict[str, Any]], node_class: NodeClass, field: str
     ) -> dict[str, tuple[str, ...]]:
         zones: dict[str, set[str]] = {}
-        try:
+        with aws_call("DescribeSubnets", node_class=node_class, field=field):
             for request in requests:
                 pages = self._ec2.get_paginator("describe_subnets").paginate(**request)
                 for page in pages:
                     for subnet in page["Subnets"]:
                         zones.setdefault(subnet["AvailabilityZone"], set()).add(subnet["SubnetId"])
-        except ClientError as error:
-            raise refused_by_aws(
-                "DescribeSubnets", error_code(error), error_message(error), node_class, field
-            ) from error
         return {zone: tuple(sorted(ids)) for zone, ids in sorted(zones.items())}

@@ -16,7 +16,7 @@ from datetime import datetime
 from aws_lambda_powertools.metrics import single_metric
 
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import (
     Coverage,
@@ -163,12 +163,16 @@ class ReservationSync:
         for arn in sorted(group_arns):
             try:
                 listed = self._ec2.group_members(arn)
-            except LaunchFailed as error:
+            except (LaunchFailed, Transient) as error:
                 # One NodeClass naming a missing group must not stop the sync for every other;
                 # without coverage, launchers ask EC2 themselves and report its error.
                 logger.warning(
                     "reservation group not readable; skipped",
-                    extra={"group": arn, "code": error.code, "reason": error.reason},
+                    extra={
+                        "group": arn,
+                        "code": error.code,
+                        "reason": error.reason if isinstance(error, LaunchFailed) else str(error),
+                    },
                 )
                 continue
             members = tuple(m for m in listed if m in everything)
