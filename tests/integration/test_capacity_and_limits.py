@@ -14,7 +14,7 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher_cli.lambda_runtime import outside_functions
+from local_cloud.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import (
     ZONE,
     expire_idempotency_claims,

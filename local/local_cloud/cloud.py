@@ -1,7 +1,7 @@
 """The local cloud: a moto server with the capacity extension, the template's resources, and its
 functions wired to their triggers, all in this process.
 
-Resources come from template.yaml itself (capacity_launcher_cli.template); triggers are read from
+Resources come from template.yaml itself (local_cloud.template); triggers are read from
 each function's `Events`: SQS (the event source mapping), Schedule (a timer) and EventBridgeRule
 (moto delivers matching events to a private queue, and each one invokes the function). A
 function whose code folder has no handler yet is left unwired.
@@ -21,19 +21,19 @@ from moto.moto_api._internal.models import moto_api_backend
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
 import moto_capacity
-from capacity_launcher_cli import function_output
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
-from capacity_launcher_cli.event_sources import (
+from local_cloud import function_output
+from local_cloud.event_sources import (
     Listener,
     QueueEventSource,
     QueueMapping,
     ScheduleEventSource,
     schedule_seconds,
 )
-from capacity_launcher_cli.instance_state_events import EC2_SOURCE, InstanceStateEvents
-from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
-from capacity_launcher_cli.local_network import prepare_network
-from capacity_launcher_cli.template import (
+from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
+from local_cloud.lambda_runtime import Invocation, LocalFunction
+from local_cloud.network import prepare_network
+from local_cloud.template import (
     DeployedNames,
     create_resources,
     default_template_path,
