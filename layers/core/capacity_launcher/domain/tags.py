@@ -1,4 +1,4 @@
-"""The tags put on everything launched (DESIGN.md: instances, volumes, fleets, launch templates)."""
+"""The tags put on everything launched (README.md, Tags on everything launched)."""
 
 from __future__ import annotations
 
