@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -69,7 +69,6 @@ class LocalCloud:
 
     def __init__(self, options: LocalCloudOptions | None = None) -> None:
         self.options = options or LocalCloudOptions()
-        self.listeners: list[Listener] = []
         self.functions: dict[str, LocalFunction] = {}
         self.queue_sources: list[QueueEventSource] = []
         self.schedules: list[ScheduleEventSource] = []
@@ -160,9 +159,6 @@ class LocalCloud:
     def endpoint_url(self) -> str:
         assert self.deployment is not None, "start() first"
         return str(self.deployment.endpoint_url)
-
-    def on_invocation(self, listener: Callable[[Invocation], None]) -> None:
-        self.listeners.append(listener)
 
     # -- wiring --
 
@@ -271,8 +267,6 @@ class LocalCloud:
                 f"[{invocation.function}] {invocation.error['errorType']}: "
                 f"{invocation.error['errorMessage']}\n"
             )
-        for listener in self.listeners:
-            listener(invocation)
 
 
 def _rule_to_function(

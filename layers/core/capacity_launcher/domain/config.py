@@ -34,7 +34,6 @@ from capacity_launcher.domain.requirements import (
     Requirements,
 )
 
-API_VERSION = "capacity-launcher/v1"
 NODE_CLASS = "NodeClass"
 NODE_POOL = "NodePool"
 

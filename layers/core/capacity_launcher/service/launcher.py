@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
 from capacity_launcher.domain.errors import (
@@ -63,10 +63,6 @@ POOL_PASSED_OVER = "NodePoolPassedOver"
 ZONE_ROLLED_BACK = "ZoneRolledBack"
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
-
-
-class Clock(Protocol):
-    def __call__(self) -> datetime: ...
 
 
 def utcnow() -> datetime:
@@ -440,15 +436,13 @@ class Launcher:
 
     def _run_intent(self, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
         if intent.state == "done":
-            return FleetResult(None, intent.instance_ids, ())
+            return FleetResult(intent.instance_ids, ())
         report.fleet_calls += 1
         try:
             result = self._p.fleet.create(intent.fleet_input)
         except LaunchFailed as error:
             # Raised (not returned) errors apply to the whole fleet call.
-            result = FleetResult(
-                None, (), (FleetError(error.code, error.reason, None, None, None),)
-            )
+            result = FleetResult((), (FleetError(error.code, error.reason, None, None, None),))
         self._p.records.complete_intent(
             intent.token,
             result.instance_ids,
