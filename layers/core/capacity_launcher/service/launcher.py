@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
 from capacity_launcher.domain.errors import (
@@ -63,6 +63,10 @@ POOL_PASSED_OVER = "NodePoolPassedOver"
 ZONE_ROLLED_BACK = "ZoneRolledBack"
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
+
+
+class Clock(Protocol):
+    def __call__(self) -> datetime: ...
 
 
 def utcnow() -> datetime:
