@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/layers/core:$(CURDIR)/local:$(CURDIR)
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup run test lint typecheck template-check unit build bench soak lock clean
+.PHONY: setup run test lint template-check unit build bench soak lock clean
 
 setup: $(STAMP)
 

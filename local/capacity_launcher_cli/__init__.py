@@ -1,1 +1,2 @@
-"""The capacity-launcher CLI and the local cloud: operate the service with or without AWS."""
+"""The capacity-launcher operator CLI: apply, get, delete, submit, status against a deployment.
+The local cloud (`local up`, `demo`, `invoke`) lives in the `local_cloud` package."""

@@ -107,12 +107,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _command(args: argparse.Namespace) -> Command:
-    from capacity_launcher_cli import (
-        capacity_commands,
-        config_commands,
-        invoke_command,
-        request_commands,
-    )
+    from capacity_launcher_cli import capacity_commands, config_commands, request_commands
 
     if args.command == "get":
         return {
@@ -128,19 +123,26 @@ def _command(args: argparse.Namespace) -> Command:
         "delete": config_commands.delete,
         "submit": request_commands.submit,
         "status": request_commands.status,
-        "invoke": invoke_command.invoke,
+        "invoke": _invoke,
     }
     return commands[args.command]
+
+
+def _invoke(args: argparse.Namespace, deployment: Deployment) -> int:
+    # The local cloud's runtime, loaded only by the commands that run functions here.
+    from local_cloud.invoke_command import invoke
+
+    return invoke(args, deployment)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "local":
-        from capacity_launcher_cli.local_command import up
+        from local_cloud.up_command import up
 
         return up(args)
     if args.command == "demo":
-        from capacity_launcher_cli.demo import run_demo
+        from local_cloud.demo import run_demo
 
         return run_demo(args.examples)
     if args.command == "schemas":

@@ -18,10 +18,10 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.domain.status import EVENT_SOURCE
-from capacity_launcher_cli import function_output
 from capacity_launcher_cli.deployment import LOCAL_FILE_ENV_VAR, Deployment, write_local
-from capacity_launcher_cli.local_cloud import LocalCloud, LocalCloudOptions
 from capacity_launcher_cli.main import main
+from local_cloud import function_output
+from local_cloud.cloud import LocalCloud, LocalCloudOptions
 
 REPO = Path(__file__).resolve().parents[2]
 # Failed messages come back after 2 s instead of the template's 720 s.

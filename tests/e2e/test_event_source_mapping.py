@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from capacity_launcher_cli.template import load_template
+from local_cloud.template import load_template
 from tests.e2e.conftest import E2E_POOL, WAIT_SECONDS, E2eCloud, request_id, run_cli
 
 

@@ -3,7 +3,7 @@ function runs, and evaluate it against that function's role in the transformed t
 
 How it works: `CallRecorder` wraps botocore's `BaseClient._make_api_call`, so every client (ours,
 Powertools', paginators) is seen. A call is attributed to the function that
-`capacity_launcher_cli.lambda_runtime.RUNNING_FUNCTION` names (the local runtime and
+`local_cloud.lambda_runtime.RUNNING_FUNCTION` names (the local runtime and
 tests/support/cloud.py set it); calls made outside any function (test setup, the CLI acting as an
 operator) are not evaluated, but their creations still feed the tag registry below. Each call
 becomes one or more `Authorization`s (action, resource ARN, condition context), as IAM would see
@@ -44,8 +44,8 @@ from typing import Any
 
 from botocore.client import BaseClient
 
-from capacity_launcher_cli.lambda_runtime import RUNNING_FUNCTION, RunningFunction
-from capacity_launcher_cli.template import function_spec
+from local_cloud.lambda_runtime import RUNNING_FUNCTION, RunningFunction
+from local_cloud.template import function_spec
 from tests.infrastructure.policy_checks import Statement, function_roles, render, statements
 
 IAM_PREFIX = {"resourcegroupstaggingapi": "tag"}

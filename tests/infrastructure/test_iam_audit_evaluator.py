@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher_cli.lambda_runtime import RunningFunction
+from local_cloud.lambda_runtime import RunningFunction
 from tests.infrastructure.iam_audit import (
     Authorization,
     Call,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher_cli.template import _Scope, function_spec, load_template, resolve
+from local_cloud.template import _Scope, function_spec, load_template, resolve
 
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS = ("LauncherFunction", "ReservationSyncFunction", "InstanceEventsFunction")

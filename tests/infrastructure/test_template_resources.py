@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from capacity_launcher_cli.template import (
+from local_cloud.template import (
     DeployedNames,
     UnresolvedReferenceError,
     _Scope,

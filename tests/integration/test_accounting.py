@@ -22,7 +22,7 @@ from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
 from capacity_launcher.settings import get_settings
-from capacity_launcher_cli.lambda_runtime import running
+from local_cloud.lambda_runtime import running
 from tests.integration.test_launch_into_reservations import (
     ZONE,
     expire_idempotency_claims,

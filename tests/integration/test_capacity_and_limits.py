@@ -14,7 +14,7 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher_cli.lambda_runtime import outside_functions
+from local_cloud.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import (
     ZONE,
     expire_idempotency_claims,
@@ -50,7 +50,7 @@ def test_on_demand_ice_is_cached_with_its_key_reason_and_expiry(
     before = int(time.time())
     # When a request launches
     cloud.send(launch_request("ice-1", nodePool="general", count=1))
-    # Then the dry offering is cached exactly as DESIGN.md says
+    # Then the dry offering is cached exactly as README.md's ICE cache contract says
     items = ice_items(cloud)
     item = items[f"on-demand:m5.large:{ZONE}"]
     assert item["reason"] == "InsufficientInstanceCapacity"

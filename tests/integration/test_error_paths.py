@@ -230,8 +230,8 @@ def test_a_handed_back_message_returns_after_seconds_not_the_queues_timeout(
 def test_the_local_event_source_mapping_honours_a_shortened_visibility(cloud: Cloud) -> None:
     # Given the launch queue (visibility 720 s) and the local event source mapping over it,
     # with a function that hands its message back as the launcher does
-    from capacity_launcher_cli.event_sources import QueueEventSource, QueueMapping
-    from capacity_launcher_cli.lambda_runtime import Invocation
+    from local_cloud.event_sources import QueueEventSource, QueueMapping
+    from local_cloud.lambda_runtime import Invocation
 
     sqs = aws.client("sqs")
     url, arn = cloud.names.launch_queue_url, cloud.names.launch_queue_arn

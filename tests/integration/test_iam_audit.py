@@ -14,7 +14,7 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import launch_templates
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher_cli.lambda_runtime import LocalFunction
+from local_cloud.lambda_runtime import LocalFunction
 from tests.infrastructure.iam_audit import CallRecorder, Denial, Policies, audit
 from tests.infrastructure.policy_checks import transform
 from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool

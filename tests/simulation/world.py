@@ -29,8 +29,8 @@ from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.status import EVENT_SOURCE
 from capacity_launcher.domain.tags import MANAGED
 from capacity_launcher.settings import get_settings
-from capacity_launcher_cli.event_sources import QueueMapping, sqs_event
-from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
+from local_cloud.event_sources import QueueMapping, sqs_event
+from local_cloud.lambda_runtime import Invocation, LocalFunction
 from tests.simulation.emulator import (
     REGION,
     Capacity,

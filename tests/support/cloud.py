@@ -22,7 +22,7 @@ from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch_batch import LaunchBatch, Message
 from capacity_launcher.settings import get_settings
-from capacity_launcher_cli.lambda_runtime import running
+from local_cloud.lambda_runtime import running
 from tests.support.template import DeployedNames, create_resources
 
 REGION = "us-east-1"

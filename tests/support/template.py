@@ -1,7 +1,7 @@
-"""The template reader lives in capacity_launcher_cli.template (the local cloud needs it at
+"""The template reader lives in local_cloud.template (the local cloud needs it at
 runtime); tests keep importing it from here."""
 
-from capacity_launcher_cli.template import (
+from local_cloud.template import (
     DeployedNames,
     UnresolvedReferenceError,
     create_resources,

@@ -36,12 +36,10 @@ class Redrive:
     batch_size: int = BATCH_SIZE
     receives: Counter[str] = field(default_factory=Counter)
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    rounds: int = 0
 
     def drain(self, bodies: Sequence[Any]) -> list[DeadLetter]:
         pending = [b if isinstance(b, str) else json.dumps(b) for b in bodies]
         while pending:
-            self.rounds += 1
             handed_back: list[str] = []
             for start in range(0, len(pending), self.batch_size):
                 handed_back += self._deliver(pending[start : start + self.batch_size])

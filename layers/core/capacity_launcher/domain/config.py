@@ -1,7 +1,7 @@
 """NodeClass and NodePool: the configuration documents, validated by the same models everywhere.
 
-Field names are the documents' camelCase (DESIGN.md); unknown fields are errors, and every error
-names the field (by its document path) and the rule it breaks.
+Field names are the documents' camelCase (README.md, NodeClass and NodePool); unknown fields
+are errors, and every error names the field (by its document path) and the rule it breaks.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from capacity_launcher.domain.requirements import (
     Requirements,
 )
 
-API_VERSION = "capacity-launcher/v1"
 NODE_CLASS = "NodeClass"
 NODE_POOL = "NodePool"
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, keeps pydantic out of the i
     from capacity_launcher.domain.config import NodeClass
 
 # Codes that mean "this offering has no capacity right now": cached as unavailable, then the
-# remaining offerings are tried. The list is DESIGN.md's, after Karpenter's pkg/errors.
+# remaining offerings are tried. After Karpenter's pkg/errors; docs/operations.md lists them.
 INSUFFICIENT_CAPACITY_CODES: frozenset[str] = frozenset(
     {
         "InsufficientInstanceCapacity",

@@ -104,7 +104,6 @@ class FleetError:
 
 @dataclass(frozen=True)
 class FleetResult:
-    fleet_id: str | None
     instance_ids: tuple[str, ...]
     errors: tuple[FleetError, ...]
 

@@ -17,7 +17,7 @@ def offering_key(
     zone: str | None,
     reservation_id: str | None = None,
 ) -> str:
-    """The ICE-cache key of DESIGN.md: `reserved:cr-…`, `on-demand:TYPE:ZONE`, `spot:TYPE:ZONE`."""
+    """The ICE-cache key (README.md, The ICE cache): `reserved:cr-…`, `on-demand:TYPE:ZONE`, …"""
     if capacity_type == RESERVED:
         if not reservation_id:
             raise ValueError("a reserved offering is keyed by its capacity reservation id")

@@ -1,7 +1,8 @@
 """The request record (what happened to one launch request) and the event names we publish.
 
-The record is DESIGN.md's status JSON exactly: it is both the ``capacity-launcher status`` output
-and the ``detail`` of the Launch Fulfilled / Partially Fulfilled / Failed / Rejected events.
+The record is README.md's status JSON (Contracts, Status) exactly: it is both the
+``capacity-launcher status`` output and the ``detail`` of the Launch Fulfilled / Partially
+Fulfilled / Failed / Rejected events.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ class RequestRecord(_Record):
         return self.status in (RequestStatus.FAILED, RequestStatus.REJECTED)
 
     def to_detail(self) -> dict[str, Any]:
-        """The event detail and status JSON: DESIGN.md's keys, nulls kept, 'Z' timestamps."""
+        """The event detail and status JSON: README.md's keys, nulls kept, 'Z' timestamps."""
         return self.to_dict()
 
     @classmethod

@@ -1,8 +1,8 @@
-"""The tags put on everything launched (DESIGN.md: instances, volumes, fleets, launch templates)."""
+"""The tags put on everything launched (README.md, Tags on everything launched)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from capacity_launcher.domain.config import (
     MAX_TAGS_PER_RESOURCE,
@@ -18,8 +18,6 @@ REQUEST_ID = "capacity-launcher:request-id"
 NODE_POOL = "capacity-launcher:node-pool"
 NODE_CLASS = "capacity-launcher:node-class"
 REQUESTER = "capacity-launcher:requester"
-# Several requests served by one fleet: the fleet carries this instead of one request id.
-REQUEST_GROUP = "capacity-launcher:request-group"
 
 MAX_TAGS = MAX_TAGS_PER_RESOURCE
 
@@ -75,11 +73,3 @@ def request_tags(request: LaunchRequest) -> dict[str, str]:
 
 def as_ec2_tags(tags: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
-
-
-def request_ids_of(tags: Sequence[Mapping[str, str]]) -> str | None:
-    """The request id an EC2 tag list names, if any."""
-    for tag in tags:
-        if tag.get("Key") == REQUEST_ID:
-            return tag.get("Value")
-    return None

@@ -437,15 +437,13 @@ class Launcher:
 
     def _run_intent(self, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
         if intent.state == "done":
-            return FleetResult(None, intent.instance_ids, ())
+            return FleetResult(intent.instance_ids, ())
         report.fleet_calls += 1
         try:
             result = self._p.fleet.create(intent.fleet_input)
         except LaunchFailed as error:
             # Raised (not returned) errors apply to the whole fleet call.
-            result = FleetResult(
-                None, (), (FleetError(error.code, error.reason, None, None, None),)
-            )
+            result = FleetResult((), (FleetError(error.code, error.reason, None, None, None),))
         self._p.records.complete_intent(
             intent.token,
             result.instance_ids,

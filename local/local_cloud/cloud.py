@@ -1,7 +1,7 @@
 """The local cloud: a moto server with the capacity extension, the template's resources, and its
 functions wired to their triggers, all in this process.
 
-Resources come from template.yaml itself (capacity_launcher_cli.template); triggers are read from
+Resources come from template.yaml itself (local_cloud.template); triggers are read from
 each function's `Events`: SQS (the event source mapping), Schedule (a timer) and EventBridgeRule
 (moto delivers matching events to a private queue, and each one invokes the function). A
 function whose code folder has no handler yet is left unwired.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,19 +21,19 @@ from moto.moto_api._internal.models import moto_api_backend
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
 import moto_capacity
-from capacity_launcher_cli import function_output
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
-from capacity_launcher_cli.event_sources import (
+from local_cloud import function_output
+from local_cloud.event_sources import (
     Listener,
     QueueEventSource,
     QueueMapping,
     ScheduleEventSource,
     schedule_seconds,
 )
-from capacity_launcher_cli.instance_state_events import EC2_SOURCE, InstanceStateEvents
-from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
-from capacity_launcher_cli.local_network import prepare_network
-from capacity_launcher_cli.template import (
+from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
+from local_cloud.lambda_runtime import Invocation, LocalFunction
+from local_cloud.network import prepare_network
+from local_cloud.template import (
     DeployedNames,
     create_resources,
     default_template_path,
@@ -69,7 +69,6 @@ class LocalCloud:
 
     def __init__(self, options: LocalCloudOptions | None = None) -> None:
         self.options = options or LocalCloudOptions()
-        self.listeners: list[Listener] = []
         self.functions: dict[str, LocalFunction] = {}
         self.queue_sources: list[QueueEventSource] = []
         self.schedules: list[ScheduleEventSource] = []
@@ -160,9 +159,6 @@ class LocalCloud:
     def endpoint_url(self) -> str:
         assert self.deployment is not None, "start() first"
         return str(self.deployment.endpoint_url)
-
-    def on_invocation(self, listener: Callable[[Invocation], None]) -> None:
-        self.listeners.append(listener)
 
     # -- wiring --
 
@@ -271,8 +267,6 @@ class LocalCloud:
                 f"[{invocation.function}] {invocation.error['errorType']}: "
                 f"{invocation.error['errorMessage']}\n"
             )
-        for listener in self.listeners:
-            listener(invocation)
 
 
 def _rule_to_function(

@@ -2,8 +2,7 @@
 
 Tables, queues, the event bus and its rules are created from the template's own properties, so
 code and template cannot drift apart. Works with any boto3 clients: under moto's `mock_aws`, or
-against a moto server (pass a session and `endpoint_url`). Needs PyYAML and boto3 only, so it
-can move into the CLI package unchanged.
+against a moto server (pass a session and `endpoint_url`). Needs PyYAML and boto3 only.
 """
 
 from __future__ import annotations

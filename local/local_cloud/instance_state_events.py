@@ -26,7 +26,6 @@ class InstanceStateEvents:
         self._known: dict[str, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ec2-state-events", daemon=True)
-        self.published = 0
 
     def start(self) -> None:
         self._known = self._states()  # what exists at start is not news
@@ -51,7 +50,6 @@ class InstanceStateEvents:
         entries = [self._entry(instance_id, state) for instance_id, state in changed.items()]
         for start in range(0, len(entries), 10):
             self._events.put_events(Entries=entries[start : start + 10])
-        self.published += len(entries)
         return len(entries)
 
     def _states(self) -> dict[str, str]:

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher_cli import function_output
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
-from capacity_launcher_cli.lambda_runtime import LocalFunction
-from capacity_launcher_cli.local_cloud import LOCAL_FUNCTION_ENVIRONMENT
-from capacity_launcher_cli.template import DeployedNames, function_spec, load_template
+from local_cloud import function_output
+from local_cloud.cloud import LOCAL_FUNCTION_ENVIRONMENT
+from local_cloud.lambda_runtime import LocalFunction
+from local_cloud.template import DeployedNames, function_spec, load_template
 
 
 def function_environment(

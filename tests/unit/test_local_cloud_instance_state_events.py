@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from capacity_launcher_cli.instance_state_events import (
+from local_cloud.instance_state_events import (
     EC2_SOURCE,
     STATE_CHANGE,
     InstanceStateEvents,

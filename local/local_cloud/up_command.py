@@ -11,7 +11,7 @@ from pathlib import Path
 
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment, local_file, write_local
-from capacity_launcher_cli.local_cloud import LocalCloud, LocalCloudOptions
+from local_cloud.cloud import LocalCloud, LocalCloudOptions
 
 
 def quiet_server_logs() -> None:

@@ -24,8 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from capacity_launcher_cli import function_output
-from capacity_launcher_cli.template import function_spec, load_template
+from local_cloud import function_output
+from local_cloud.template import function_spec, load_template
 
 # Loading sets process-wide state (os.environ, sys.path, module caches): one load at a time.
 _LOAD_LOCK = threading.Lock()
@@ -202,7 +202,7 @@ class LocalFunction:
 
 
 def _template_file() -> Path:
-    from capacity_launcher_cli.template import default_template_path
+    from local_cloud.template import default_template_path
 
     return default_template_path()
 

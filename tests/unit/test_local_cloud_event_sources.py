@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher_cli.event_sources import (
+from local_cloud.event_sources import (
     QueueEventSource,
     QueueMapping,
     schedule_seconds,
     sqs_event,
 )
-from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
+from local_cloud.lambda_runtime import Invocation, LocalFunction
 
 MESSAGES = [
     {"MessageId": "m1", "ReceiptHandle": "r1", "Body": "{}", "Attributes": {"SentTimestamp": "1"}},

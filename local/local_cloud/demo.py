@@ -26,8 +26,8 @@ from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
 from capacity_launcher_cli.config_commands import read_documents, validate
 from capacity_launcher_cli.deployment import Deployment
-from capacity_launcher_cli.local_cloud import LocalCloud, LocalCloudOptions
 from capacity_launcher_cli.request_commands import send, wait_for
+from local_cloud.cloud import LocalCloud, LocalCloudOptions
 
 DEMO_ZONE, OTHER_ZONE = "us-east-1a", "us-east-1b"
 TRAINING_TAG = {"reservation": "training"}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher_cli.lambda_runtime import Invocation, LocalFunction
+from local_cloud.lambda_runtime import Invocation, LocalFunction
 
 _DELETE_BATCH = 10
 _RECEIVE_MAX = 10
