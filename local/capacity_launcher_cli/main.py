@@ -68,7 +68,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--visibility-timeout", type=int, help="override the launch queue's")
     up.add_argument("--no-schedules", action="store_true", help="do not run scheduled functions")
 
-    apply = commands.add_parser("apply", help="create or replace NodeClasses and NodePools")
+    apply = commands.add_parser(
+        "apply", help="create or replace NodeClasses, NodePools and CapacityQuotas"
+    )
     _common(apply)
     apply.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
 
@@ -77,9 +79,9 @@ def parser() -> argparse.ArgumentParser:
     get.add_argument("resource", choices=GET_RESOURCES)
     _output(get)
 
-    delete = commands.add_parser("delete", help="delete a NodePool or NodeClass")
+    delete = commands.add_parser("delete", help="delete a NodePool, NodeClass or CapacityQuota")
     _common(delete)
-    delete.add_argument("kind", choices=("nodepool", "nodeclass"))
+    delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"))
     delete.add_argument("name")
 
     _submit_parser(commands)
