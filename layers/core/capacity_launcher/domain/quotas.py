@@ -38,6 +38,7 @@ from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
     MEMORY,
+    PoolLimits,
     format_cpu,
     format_memory,
     parse_count,
@@ -176,6 +177,9 @@ class ResourceGroup(_Document):
 
     covered_resources: list[str] = Field(min_length=1, max_length=16)
     flavors: list[Flavor] = Field(min_length=1, max_length=MAX_FLAVORS)
+    # Optional, beyond OME's sketch: a cap on this quota's use summed over the group's flavors,
+    # the "limits across pools" budget (docs/quotas.md).
+    limits: PoolLimits | None = None
 
     @field_validator("covered_resources")
     @classmethod
@@ -204,6 +208,14 @@ class ResourceGroup(_Document):
                 )
             if len(set(names)) != len(names):
                 problems.append(FieldError(where, "must not repeat a resource"))
+        if self.limits is not None:
+            uncovered = [
+                d for d in DIMENSIONS if self.limits.limit_for(d) is not None and d not in covered
+            ]
+            if uncovered:
+                problems.append(
+                    FieldError("limits", f"{', '.join(uncovered)}: not in coveredResources")
+                )
         if problems:
             raise Problems(problems)
         return self
