@@ -11,6 +11,8 @@ MY_MODULES = (
     "status",
     "errors",
     "instance_types",
+    "quotas",
+    "quota_admission",
 )
 
 
