@@ -17,6 +17,7 @@ Command = Callable[[argparse.Namespace, Deployment], int]
 GET_RESOURCES = (
     "nodepools",
     "nodeclasses",
+    "quotas",
     "requests",
     "instances",
     "reservations",
@@ -113,6 +114,7 @@ def _command(args: argparse.Namespace) -> Command:
         capacity_commands,
         config_commands,
         invoke_command,
+        quota_commands,
         request_commands,
     )
 
@@ -120,6 +122,7 @@ def _command(args: argparse.Namespace) -> Command:
         return {
             "nodepools": config_commands.get_config,
             "nodeclasses": config_commands.get_config,
+            "quotas": quota_commands.get_quotas,
             "requests": request_commands.get_requests,
             "instances": request_commands.get_requests,
             "reservations": capacity_commands.get_reservations,
