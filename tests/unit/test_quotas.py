@@ -285,3 +285,12 @@ def test_which_quota_governs_a_requester_in_a_pool() -> None:
         governing, naming = quota_for(quotas, requester, "training")
         assert governing is None
         assert [q.name for q in naming] == ["team-a", "team-b"]
+
+
+def test_an_unknown_resource_name_is_reported_once_not_again_on_its_amount() -> None:
+    document = issue_sketch()
+    document["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["name"] = "ram"
+
+    errors = errors_of(document)
+
+    assert [e.field for e in errors] == [f"{RESOURCES}[1].name"]

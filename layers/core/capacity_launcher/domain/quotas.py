@@ -138,8 +138,10 @@ class QuotaResource(_Document):
     def _quantity(cls, value: Any, info: ValidationInfo) -> Decimal | None:
         if value is None:
             return None
-        # Parsed in the named resource's unit; an unknown name is reported on `name` alone.
-        return parse_amount(info.data.get("name") or "instances", value)
+        name = info.data.get("name")
+        if name is None:
+            return Decimal(0)  # the name is refused: the amount's unit is unknown, so unchecked
+        return parse_amount(name, value)
 
     @model_validator(mode="after")
     def _lending_within_nominal(self) -> QuotaResource:
