@@ -13,7 +13,7 @@ from typing import Any
 from capacity_launcher.domain.config import _NAME
 from capacity_launcher.domain.launch_request import REQUEST_ID_PATTERN, LaunchRequest
 from capacity_launcher.domain.quantities import DIMENSIONS
-from capacity_launcher.domain.quotas import _DURATION, CapacityQuota
+from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
 from capacity_launcher.domain.status import EVENT_SOURCE, LAUNCH_REQUESTED, RequestRecord
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -72,7 +72,7 @@ def _capacity_quota() -> dict[str, Any]:
     defs["Flavor"]["properties"]["name"] = name
     defs["Metadata"]["properties"]["name"] = name
     defs["CapacityQuotaSpec"]["properties"]["cohort"] = name
-    defs["Preemption"]["properties"]["gracePeriod"] |= {"pattern": _DURATION.pattern}
+    defs["Preemption"]["properties"]["gracePeriod"] |= {"pattern": DURATION_PATTERN.pattern}
     return schema
 
 

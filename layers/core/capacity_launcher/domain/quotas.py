@@ -53,8 +53,8 @@ MIN_PRIORITY, MAX_PRIORITY = -1_000_000, 1_000_000
 MAX_GRACE_SECONDS = 24 * 3600
 DEFAULT_GRACE_PERIOD = "10m"
 RESOURCE_RULE = f"must be one of {', '.join(DIMENSIONS)}"
-_DURATION = re.compile(r"^(?:(\d{1,5})h)?(?:(\d{1,5})m)?(?:(\d{1,6})s)?$")
-_DURATION_RULE = "must be a duration such as '30s', '10m' or '1h30m', at most 24h"
+DURATION_PATTERN = re.compile(r"^(?:(\d{1,5})h)?(?:(\d{1,5})m)?(?:(\d{1,6})s)?$")
+DURATION_RULE = "must be a duration such as '30s', '10m' or '1h30m', at most 24h"
 
 
 class ReclaimPolicy(StrEnum):
@@ -84,13 +84,13 @@ def format_amount(resource: str, amount: Decimal) -> str:
 
 
 def parse_duration_seconds(value: str) -> int:
-    match = _DURATION.match(value) if isinstance(value, str) and value else None
+    match = DURATION_PATTERN.match(value) if isinstance(value, str) and value else None
     if match is None or not any(match.groups()):
-        raise ValueError(_DURATION_RULE)
+        raise ValueError(DURATION_RULE)
     hours, minutes, seconds = (int(part or 0) for part in match.groups())
     total = hours * 3600 + minutes * 60 + seconds
     if total > MAX_GRACE_SECONDS:
-        raise ValueError(_DURATION_RULE)
+        raise ValueError(DURATION_RULE)
     return total
 
 
