@@ -1,4 +1,4 @@
-"""apply, get and delete for NodeClass and NodePool documents, in kubectl's habits."""
+"""apply, get and delete for NodeClass, NodePool and CapacityQuota documents, as kubectl does."""
 
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ from capacity_launcher.domain.errors import (
     FieldError,
     NotFound,
 )
+from capacity_launcher.domain.quotas import CapacityQuota, conflicts
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 
-KINDS = {"nodepool": "NodePool", "nodeclass": "NodeClass"}
+KINDS = {"nodepool": "NodePool", "nodeclass": "NodeClass", "capacityquota": "CapacityQuota"}
 _YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -115,15 +116,17 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
     return documents
 
 
-def validate(documents: list[SourceDocument]) -> list[NodeClass | NodePool]:
+def validate(documents: list[SourceDocument]) -> list[NodeClass | NodePool | CapacityQuota]:
     """Every document parsed, or an ApplyError naming file, document and field of each error."""
-    parsed: list[NodeClass | NodePool] = []
+    parsed: list[NodeClass | NodePool | CapacityQuota] = []
     problems: list[str] = []
     for document in documents:
         try:
             parsed.append(parse_document(document.data))
         except ConfigValidationError as error:
             problems += [_problem(document, e) for e in error.errors]
+    # Quotas applied together are checked together too (the store checks them against the rest).
+    problems += [str(e) for e in conflicts(d for d in parsed if isinstance(d, CapacityQuota))]
     if problems:
         raise ApplyError(problems)
     # NodeClasses first, so a file may list a pool before the class it names.

@@ -17,6 +17,7 @@ Command = Callable[[argparse.Namespace, Deployment], int]
 GET_RESOURCES = (
     "nodepools",
     "nodeclasses",
+    "quotas",
     "requests",
     "instances",
     "reservations",
@@ -68,7 +69,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--visibility-timeout", type=int, help="override the launch queue's")
     up.add_argument("--no-schedules", action="store_true", help="do not run scheduled functions")
 
-    apply = commands.add_parser("apply", help="create or replace NodeClasses and NodePools")
+    apply = commands.add_parser(
+        "apply", help="create or replace NodeClasses, NodePools and CapacityQuotas"
+    )
     _common(apply)
     apply.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
 
@@ -77,9 +80,9 @@ def parser() -> argparse.ArgumentParser:
     get.add_argument("resource", choices=GET_RESOURCES)
     _output(get)
 
-    delete = commands.add_parser("delete", help="delete a NodePool or NodeClass")
+    delete = commands.add_parser("delete", help="delete a NodePool, NodeClass or CapacityQuota")
     _common(delete)
-    delete.add_argument("kind", choices=("nodepool", "nodeclass"))
+    delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"))
     delete.add_argument("name")
 
     _submit_parser(commands)
@@ -107,12 +110,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _command(args: argparse.Namespace) -> Command:
-    from capacity_launcher_cli import capacity_commands, config_commands, request_commands
+    from capacity_launcher_cli import (
+        capacity_commands,
+        config_commands,
+        quota_commands,
+        request_commands,
+    )
 
     if args.command == "get":
         return {
             "nodepools": config_commands.get_config,
             "nodeclasses": config_commands.get_config,
+            "quotas": quota_commands.get_quotas,
             "requests": request_commands.get_requests,
             "instances": request_commands.get_requests,
             "reservations": capacity_commands.get_reservations,

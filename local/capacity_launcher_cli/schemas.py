@@ -10,7 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from capacity_launcher.domain.config import _NAME
 from capacity_launcher.domain.launch_request import REQUEST_ID_PATTERN, LaunchRequest
+from capacity_launcher.domain.quantities import DIMENSIONS
+from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
 from capacity_launcher.domain.status import EVENT_SOURCE, LAUNCH_REQUESTED, RequestRecord
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -33,9 +36,50 @@ def _launch_request() -> dict[str, Any]:
     return schema
 
 
+# Quantities as documents spell them: numbers, or strings with a CPU or memory suffix.
+_QUANTITY = {
+    "description": "cores ('2', '500m'), bytes with a suffix ('8Ti', '512Gi') or a count ('32')",
+    "anyOf": [
+        {
+            "type": "string",
+            "pattern": r"^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:m|Ki|Mi|Gi|Ti|Pi|Ei|K|k|M|G|T|P|E)?$",
+        },
+        {"type": "number", "minimum": 0},
+    ],
+}
+
+
+def _capacity_quota() -> dict[str, Any]:
+    schema = _schema(
+        CapacityQuota,
+        "validation",
+        "CapacityQuota",
+        "A team's nominal quota per NodePool (flavor) and resource, shared in a cohort "
+        "(docs/quotas.md). Cross-field rules are enforced by `capacity-launcher apply`.",
+    )
+    # The model parses quantities and checks names in code; the schema states the same rules.
+    defs = schema["$defs"]
+    defs["Quantity"] = _QUANTITY
+    quantity = {"$ref": "#/$defs/Quantity"}
+    resource_name = {"type": "string", "enum": list(DIMENSIONS)}
+    name = {"type": "string", "pattern": _NAME.pattern}
+    resource = defs["QuotaResource"]["properties"]
+    resource["name"] = resource_name
+    for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+        resource[field] = quantity
+    defs["ResourceGroup"]["properties"]["coveredResources"]["items"] = resource_name
+    defs["PoolLimits"]["properties"] = dict.fromkeys(DIMENSIONS, quantity)
+    defs["Flavor"]["properties"]["name"] = name
+    defs["Metadata"]["properties"]["name"] = name
+    defs["CapacityQuotaSpec"]["properties"]["cohort"] = name
+    defs["Preemption"]["properties"]["gracePeriod"] |= {"pattern": DURATION_PATTERN.pattern}
+    return schema
+
+
 def contracts() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every contract schemas/ carries."""
     return {
+        "capacity-quota.json": _capacity_quota(),
         "launch-request.json": _launch_request(),
         "request-record.json": _schema(
             RequestRecord,

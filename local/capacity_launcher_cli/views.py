@@ -202,3 +202,30 @@ def unavailable_offerings(entries: Iterable[UnavailableEntry]) -> Table:
 
 def unavailable_json(entry: UnavailableEntry) -> dict[str, Any]:
     return entry.to_dict()
+
+
+def quotas(documents: Sequence[Mapping[str, Any]]) -> Table:
+    """One row per quota, NodePool and resource, from `get quotas -o json`'s documents."""
+    table = _table(
+        "CapacityQuotas",
+        "NAME", "COHORT", "PRIORITY", "NODEPOOL", "RESOURCE",
+        "NOMINAL", "USED", "BORROWED", "LENT", "ALLOCATABLE", "READY",
+    )  # fmt: skip
+    for document in documents:
+        spec, status = document["spec"], document["status"]
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        columns = [
+            {(f["name"], r["name"]): r["total"] for f in status[part] for r in f["resources"]}
+            for part in ("capacity", "usage", "borrowed", "lent", "allocatable")
+        ]
+        for flavor, resource in columns[0]:
+            table.add_row(
+                document["metadata"]["name"],
+                _or_dash(spec.get("cohort")),
+                str(spec.get("priority", 0)),
+                flavor,
+                resource,
+                *(column[(flavor, resource)] for column in columns),
+                "True" if ready["status"] == "True" else f"False ({ready['reason']})",
+            )
+    return table

@@ -80,3 +80,50 @@ def test_a_class_in_use_cannot_be_deleted(e2e_cloud: E2eCloud) -> None:
 
     assert result.code == 1
     assert "general" in result.err
+
+
+CONFLICTING_QUOTA = """\
+apiVersion: capacity-launcher/v1
+kind: CapacityQuota
+metadata: {name: team-ml-too}
+spec:
+  requesters: [team-ml]
+  resourceGroups:
+    - coveredResources: [instances]
+      flavors:
+        - name: training
+          resources: [{name: instances, nominalQuota: "2"}]
+"""
+
+
+def test_quotas_apply_list_with_status_and_delete(e2e_cloud: E2eCloud, tmp_path: Path) -> None:
+    examples = str(Path(__file__).resolve().parents[2] / "examples" / "quotas")
+
+    applied = run_cli("apply", "-f", examples)
+    try:
+        assert applied.code == 0, applied.err
+        assert "capacityquota/team-research applied" in applied.out
+        listed = {q["metadata"]["name"]: q for q in run_cli("get", "quotas", "-o", "json").json()}
+        assert set(listed) == {"team-ml", "team-research", "team-batch"}
+        research = listed["team-research"]
+        assert research["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1] == {
+            "name": "memory",
+            "nominalQuota": "64Gi",
+            "borrowingLimit": "64Gi",
+        }
+        capacity = research["status"]["capacity"][0]["resources"]
+        assert {r["name"]: r["total"] for r in capacity}["memory"] == "64Gi"
+        ready = research["status"]["conditions"][0]
+        assert (ready["type"], ready["status"]) == ("Ready", "True")
+        assert "team-research" in run_cli("get", "quotas").out
+
+        # A requester that already has a quota in the pool is refused, naming both quotas
+        path = tmp_path / "quota.yaml"
+        path.write_text(CONFLICTING_QUOTA)
+        refused = run_cli("apply", "-f", str(path))
+        assert refused.code == 1
+        assert "'team-ml' is already covered in flavor training by CapacityQuota" in refused.err
+    finally:
+        for name in ("team-ml", "team-research", "team-batch"):
+            run_cli("delete", "capacityquota", name)
+    assert run_cli("get", "quotas", "-o", "json").json() == []

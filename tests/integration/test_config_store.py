@@ -171,3 +171,82 @@ def test_deleting_a_class_cannot_race_an_apply_that_references_it(cloud: Cloud) 
     assert raced == ["pool"]
     assert store.node_class("shared").metadata.name == "shared"
     assert store.node_pool("late").spec.node_class_ref == "shared"
+
+
+def _quota(name: str, requesters: list[str], pool: str = "training") -> Any:
+    return parse_document(
+        {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "CapacityQuota",
+            "metadata": {"name": name},
+            "spec": {
+                "requesters": requesters,
+                "cohort": "research",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": pool,
+                                "resources": [
+                                    {"name": "nvidia.com/gpu", "nominalQuota": "32"},
+                                    {"name": "memory", "nominalQuota": "8Ti"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+    )
+
+
+def test_quotas_are_stored_read_back_and_deleted_like_the_other_kinds(cloud: Cloud) -> None:
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    team_a = _quota("team-a", ["team-a"])
+
+    store.apply(team_a)
+    store.apply(_quota("team-b", ["team-b"]))
+
+    assert store.capacity_quota("team-a") == team_a
+    assert [q.name for q in store.capacity_quotas()] == ["team-a", "team-b"]
+    # Re-applying the same quota is not a conflict with itself
+    store.apply(team_a)
+    store.delete("CapacityQuota", "team-b")
+    assert [q.name for q in store.capacity_quotas(fresh=True)] == ["team-a"]
+    _store_raw(cloud, "CapacityQuota", "old", {"kind": "CapacityQuota"})
+    assert [(d.kind, d.name) for d in store.invalid()] == [("CapacityQuota", "old")]
+
+
+def test_a_requester_already_covered_in_a_pool_is_refused_naming_both_quotas(
+    cloud: Cloud,
+) -> None:
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    store.apply(_quota("team-a", ["team-a", "shared"]))
+
+    with pytest.raises(ConfigConflict, match="'shared' is already covered in flavor training"):
+        store.apply(_quota("team-b", ["team-b", "shared"]))
+
+    # In another pool the same requester may have another quota
+    store.apply(_quota("team-b", ["team-b", "shared"], pool="batch"))
+    assert [q.name for q in store.capacity_quotas(fresh=True)] == ["team-a", "team-b"]
+
+
+def test_two_applies_that_conflict_only_together_cannot_both_succeed(cloud: Cloud) -> None:
+    # Given an apply whose check has passed when another operator's quota lands first
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    db = aws.client("dynamodb")
+    raced: list[str] = []
+
+    def apply_first(**_: Any) -> None:
+        if not raced:
+            raced.append("team-b")
+            ConfigStore(cloud.names.state_table, db).apply(_quota("team-b", ["shared"]))
+
+    db.meta.events.register("before-call.dynamodb.TransactWriteItems", apply_first)
+    # When both cover the same requester in the same pool
+    with pytest.raises(ConfigConflict, match="'shared'"):
+        store.apply(_quota("team-a", ["shared"]))
+    # Then only the first is stored
+    assert raced == ["team-b"]
+    assert [q.name for q in store.capacity_quotas(fresh=True)] == ["team-b"]

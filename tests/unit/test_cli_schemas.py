@@ -4,7 +4,9 @@
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
+import yaml
 
 from capacity_launcher_cli.schemas import contracts, render
 
@@ -36,3 +38,22 @@ def test_request_record_schema_uses_the_wire_names() -> None:
     assert set(schema["$defs"]["RequestStatus"]["enum"]) == {
         "Fulfilled", "PartiallyFulfilled", "Failed", "Rejected"
     }  # fmt: skip
+
+
+def test_capacity_quota_schema_accepts_the_examples_and_states_units_and_names() -> None:
+    schema = json.loads((REPO / "schemas" / "capacity-quota.json").read_text())
+    example_file = REPO / "examples" / "quotas" / "capacity-quotas.yaml"
+    examples = list(yaml.safe_load_all(example_file.read_text()))
+
+    for example in examples:
+        jsonschema.validate(example, schema)
+    resource = schema["$defs"]["QuotaResource"]["properties"]
+    assert resource["name"]["enum"] == ["cpu", "memory", "nvidia.com/gpu", "instances"]
+    bad = {**examples[0], "spec": {**examples[0]["spec"], "priority": "high"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    quantity = {"$ref": "#/$defs/Quantity", "$defs": schema["$defs"]}
+    for good in ("8Ti", "500m", "32", 4):
+        jsonschema.validate(good, quantity)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate("8 TB", quantity)

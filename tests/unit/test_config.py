@@ -228,9 +228,13 @@ def test_allowed_capacity_types_follow_the_pool_in_canonical_order(
     ("document", "field", "rule"),
     [
         ([1, 2], "body", "must be a mapping (one document)"),
-        ({"apiVersion": "capacity-launcher/v1"}, "kind", "is required: NodeClass or NodePool"),
-        ({"kind": "EC2NodeClass"}, "kind", "must be NodeClass or NodePool"),
-        ({"kind": ["NodeClass"]}, "kind", "must be NodeClass or NodePool"),
+        (
+            {"apiVersion": "capacity-launcher/v1"},
+            "kind",
+            "is required: NodeClass, NodePool or CapacityQuota",
+        ),
+        ({"kind": "EC2NodeClass"}, "kind", "must be NodeClass, NodePool or CapacityQuota"),
+        ({"kind": ["NodeClass"]}, "kind", "must be NodeClass, NodePool or CapacityQuota"),
     ],
 )
 def test_kind_decides_the_model(document: Any, field: str, rule: str) -> None:

@@ -1,10 +1,12 @@
-"""NodeClass and NodePool documents in the state table: apply, get, list, delete.
+"""NodeClass, NodePool and CapacityQuota documents in the state table: apply, get, list, delete.
 
 A warm container keeps the lists for `cache_seconds`; a cache may answer "found", never "missing":
 a name it lacks is read through (strongly consistent) before anyone is told it does not exist.
 A stored document that no longer parses affects only itself: it is skipped with a warning, and
 `invalid()` reports it. A NodeClass item carries a `version` that every apply of a NodePool
 naming it bumps, so a delete conditioned on the version it checked cannot race such an apply.
+Every apply of a CapacityQuota bumps one quota-set version, conditioned on the version its
+cross-quota check read, so two applies that conflict only together cannot both succeed.
 """
 
 from __future__ import annotations
@@ -26,9 +28,13 @@ from capacity_launcher.domain.errors import (
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.quantities import limits_token
+from capacity_launcher.domain.quotas import CapacityQuota, conflicts
 from capacity_launcher.observability import logger
 
-Kind = Literal["NodeClass", "NodePool"]
+Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
+# The version every quota apply checks and bumps (outside the quotas' partition: never listed).
+_QUOTA_SET_KEY = ("CapacityQuotas", "Version")
+_APPLY_QUOTA_TRIES = 3
 # A delete that keeps meeting concurrent applies gives up and says so (the user retries).
 _DELETE_TRIES = 3
 
@@ -56,8 +62,12 @@ class ConfigStore:
         self._db = dynamodb or client("dynamodb")
         self._cache: TtlCache[_Listing] = TtlCache(cache_seconds)
 
-    def apply(self, document: NodeClass | NodePool) -> None:
+    def apply(self, document: NodeClass | NodePool | CapacityQuota) -> None:
         """Create or replace a document; a NodePool must name an existing NodeClass."""
+        if isinstance(document, CapacityQuota):
+            self._apply_quota(document)
+            self._cache.invalidate()
+            return
         kind: Kind = document.kind
         now = datetime.now(UTC).isoformat()
         body = json.dumps(to_document(document), sort_keys=True)
@@ -124,10 +134,20 @@ class ConfigStore:
         listing = self._listing("NodeClass", fresh)
         return [d for d in listing.documents.values() if isinstance(d, NodeClass)]
 
+    def capacity_quota(self, name: str) -> CapacityQuota:
+        document = self._get("CapacityQuota", name)
+        assert isinstance(document, CapacityQuota)
+        return document
+
+    def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]:
+        listing = self._listing("CapacityQuota", fresh)
+        return [d for d in listing.documents.values() if isinstance(d, CapacityQuota)]
+
     def invalid(self) -> list[InvalidDocument]:
         """Stored documents that no longer parse, read now (for operators)."""
         found = [*self._read_all("NodeClass").invalid.values()]
         found += self._read_all("NodePool").invalid.values()
+        found += self._read_all("CapacityQuota").invalid.values()
         return found
 
     def delete(self, kind: Kind, name: str) -> None:
@@ -137,9 +157,50 @@ class ConfigStore:
             self._delete_item(kind, name, None)
         self._cache.invalidate()
 
+    def _apply_quota(self, quota: CapacityQuota) -> None:
+        """Put the quota if, with the stored others, no requester has two quotas in one flavor."""
+        for _ in range(_APPLY_QUOTA_TRIES):
+            version = int((self._read_one(*_QUOTA_SET_KEY) or {}).get("version", 0))
+            others = list(self._read_all("CapacityQuota").documents.values())
+            found = conflicts([*(q for q in others if q.name != quota.name), quota])
+            if found:
+                raise ConfigConflict("; ".join(str(error) for error in found))
+            guard: dict[str, Any] = {
+                "TableName": self._table,
+                "Key": key(*_QUOTA_SET_KEY),
+                "UpdateExpression": "ADD version :one",
+                "ConditionExpression": (
+                    "attribute_not_exists(version) OR version = :seen"
+                    if version == 0
+                    else "version = :seen"
+                ),
+                "ExpressionAttributeValues": {":one": {"N": "1"}, ":seen": {"N": str(version)}},
+            }
+            item = {
+                "pk": "CapacityQuota",
+                "sk": quota.name,
+                "document": json.dumps(to_document(quota), sort_keys=True),
+                "updatedAt": datetime.now(UTC).isoformat(),
+            }
+            try:
+                with aws_call("TransactWriteItems"):
+                    self._db.transact_write_items(
+                        TransactItems=[
+                            {"Update": guard},
+                            {"Put": {"TableName": self._table, "Item": to_item(item)}},
+                        ]
+                    )
+                return
+            except ConditionFailed:
+                continue  # another quota was applied meanwhile: check the conflicts again
+        raise ConfigConflict(
+            f"CapacityQuota {quota.name}: other quotas kept changing while it was applied; "
+            "try again"
+        )
+
     # -- reading -----------------------------------------------------------------------------
 
-    def _get(self, kind: Kind, name: str) -> NodeClass | NodePool:
+    def _get(self, kind: Kind, name: str) -> NodeClass | NodePool | CapacityQuota:
         document = self._listing(kind, fresh=False).documents.get(name)
         if document is not None:
             return document  # type: ignore[no-any-return]
@@ -165,7 +226,7 @@ class ConfigStore:
                 listing.invalid[invalid.name] = InvalidDocument(kind, invalid.name, invalid.reason)
         return listing
 
-    def _read_one(self, kind: Kind, name: str) -> dict[str, Any] | None:
+    def _read_one(self, kind: str, name: str) -> dict[str, Any] | None:
         with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table, Key=key(kind, name), ConsistentRead=True
@@ -173,7 +234,7 @@ class ConfigStore:
         return from_item(item) if item else None
 
     @staticmethod
-    def _parse(kind: Kind, item: dict[str, Any]) -> NodeClass | NodePool:
+    def _parse(kind: Kind, item: dict[str, Any]) -> NodeClass | NodePool | CapacityQuota:
         name = str(item.get("sk", ""))
         try:
             document = parse_document(json.loads(item["document"]))

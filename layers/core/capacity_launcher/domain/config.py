@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -34,8 +34,13 @@ from capacity_launcher.domain.requirements import (
     Requirements,
 )
 
+if TYPE_CHECKING:  # pragma: no cover - typing only; quotas imports this module
+    from capacity_launcher.domain.quotas import CapacityQuota
+
 NODE_CLASS = "NodeClass"
 NODE_POOL = "NodePool"
+CAPACITY_QUOTA = "CapacityQuota"
+KINDS = f"{NODE_CLASS}, {NODE_POOL} or {CAPACITY_QUOTA}"
 
 # Karpenter adds `capacity-type In [on-demand]` to a pool that says nothing; we also allow the
 # reservations (already paid for). Spot only when a pool's requirements allow it.
@@ -378,18 +383,24 @@ ConfigDocument = Annotated[NodeClass | NodePool, Field(discriminator="kind")]
 _MODELS: dict[str, type[NodeClass] | type[NodePool]] = {NODE_CLASS: NodeClass, NODE_POOL: NodePool}
 
 
-def parse_document(data: Mapping[str, Any]) -> NodeClass | NodePool:
+def parse_document(data: Mapping[str, Any]) -> NodeClass | NodePool | CapacityQuota:
     """Validate one configuration document; every broken rule is reported, by document path."""
     if not isinstance(data, Mapping):
         raise ConfigValidationError([FieldError("body", "must be a mapping (one document)")])
     kind = data.get("kind")
     if kind is None:
-        raise ConfigValidationError(
-            [FieldError("kind", f"is required: {NODE_CLASS} or {NODE_POOL}")]
-        )
+        raise ConfigValidationError([FieldError("kind", f"is required: {KINDS}")])
+    if kind == CAPACITY_QUOTA:
+        # Imported here: quotas builds on this module's document base classes.
+        from capacity_launcher.domain.quotas import parse_quota
+
+        try:
+            return parse_quota(data)
+        except RecursionError:
+            raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
     model = _MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
-        raise ConfigValidationError([FieldError("kind", f"must be {NODE_CLASS} or {NODE_POOL}")])
+        raise ConfigValidationError([FieldError("kind", f"must be {KINDS}")])
     try:
         return model.model_validate(dict(data))
     except ValidationError as error:
@@ -398,7 +409,7 @@ def parse_document(data: Mapping[str, Any]) -> NodeClass | NodePool:
         raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
 
 
-def to_document(model: NodeClass | NodePool) -> dict[str, Any]:
+def to_document(model: NodeClass | NodePool | CapacityQuota) -> dict[str, Any]:
     """The stored / printed form: document names, JSON types, unset fields left out."""
     document: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return document

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -217,6 +218,31 @@ class RequirementsConflict(RequestRejected):
     ) -> None:
         super().__init__(reason, code)
         self.keys: tuple[str, ...] = tuple(keys)
+
+
+class QuotaExceeded(CapacityLauncherError):
+    """A request beyond its CapacityQuota (or in a NodePool quotas cover, by a requester none
+    covers): names the quota, the flavor (NodePool) and the resource. ``reclaim``, when set, is
+    what the quota's own nominal quota lacks because it is lent out (per resource)."""
+
+    code = "QuotaExceeded"
+
+    def __init__(
+        self,
+        quota: str | None,
+        flavor: str,
+        resource: str | None,
+        reason: str,
+        reclaim: Mapping[str, Decimal] | None = None,
+    ) -> None:
+        self.quota = quota
+        self.flavor = flavor
+        self.resource = resource
+        self.reason = reason
+        self.reclaim: dict[str, Decimal] = dict(reclaim or {})
+        where = f"CapacityQuota {quota}" if quota else "no CapacityQuota"
+        what = f", {resource}" if resource else ""
+        super().__init__(f"{where}: NodePool {flavor}{what}: {reason}")
 
 
 class LaunchFailed(CapacityLauncherError):
