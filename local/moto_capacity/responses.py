@@ -21,10 +21,10 @@ from .launches import (
     image_platform,
     launch_template_data,
     launch_zone,
+    set_lifecycle,
     subnet_from_template,
 )
 from .models import CAPACITY_LOCK, InstanceCapacity, capacity_backend
-from .offerings import CapacityType
 
 PLATFORMS = (
     "Linux/UNIX",
@@ -192,16 +192,17 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
             self._get_param("CapacityReservationSpecification")
             or template.get("CapacityReservationSpecification")
         )
-        market = self._get_param("InstanceMarketOptions.MarketType") or (
-            (template.get("InstanceMarketOptions") or {}).get("MarketType")
+        market = (
+            self._get_param("InstanceMarketOptions.MarketType")
+            or (template.get("InstanceMarketOptions") or {}).get("MarketType")
+            or "on-demand"
         )
-        capacity_type: CapacityType = "spot" if market == "spot" else "on-demand"
         min_count = int(self._get_param("MinCount", 1))
         max_count = max(min_count, int(self._get_param("MaxCount", min_count)))
         backend = self.capacity_backend
         with CAPACITY_LOCK:
             ledger = CapacityLedger(backend)
-            placed = ledger.place(attributes, preference, max_count, capacity_type)
+            placed = ledger.place(attributes, preference, max_count, market)
             if len(placed.slots) < min_count:
                 raise placed.failure  # type: ignore[misc]
             ledger.commit()
@@ -214,9 +215,8 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
             raise
         reservation: Any = result.result
         for instance, slot in zip(reservation.instances, placed.slots, strict=True):
-            backend.attach(
-                instance, slot, InstanceCapacity(slot, attributes, preference, capacity_type)
-            )
+            backend.attach(instance, slot, InstanceCapacity(slot, attributes, preference, market))
+            set_lifecycle(instance, market)
         return result
 
     def create_fleet(self) -> ActionResult:
