@@ -24,6 +24,7 @@ from .ec2_events import (
     RECLAMATION_COMPLETED,
     iso,
 )
+from .future_dated import delivered
 from .reservations import (
     ACTIVE,
     ASSESSING,
@@ -74,6 +75,7 @@ def _advance(
         reservation.move_to(SCHEDULED)
     if reservation.state == SCHEDULED and aware(reservation.start_date) <= now:
         reservation.move_to(ACTIVE)
+        delivered(reservation, aware(reservation.start_date))
         if reservation.reservation_type == CAPACITY_BLOCK:
             _block_event(backend, reservation, BLOCK_DELIVERED, aware(reservation.start_date))
     if reservation.reservation_type == CAPACITY_BLOCK and reservation.state == ACTIVE:

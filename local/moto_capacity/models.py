@@ -1,6 +1,7 @@
 """Backend state: reservations per account and region, the slots instances hold, shared pools."""
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -80,9 +81,16 @@ class CapacityReservationBackend:
     def region(self) -> str:
         return str(self.ec2_backend.region_name)
 
-    def create_reservation(self, **attributes: Any) -> CapacityReservation:
+    def create_reservation(
+        self,
+        schedule: Callable[[CapacityReservation], None] | None = None,
+        **attributes: Any,
+    ) -> CapacityReservation:
+        """A new reservation; `schedule` makes it future-dated before anything sees it."""
         with CAPACITY_LOCK:
             reservation = CapacityReservation(self.ec2_backend, **attributes)
+            if schedule is not None:
+                schedule(reservation)
             self.reservations[reservation.id] = reservation
             self.expire_due_reservations()
             return reservation
@@ -227,6 +235,10 @@ class CapacityReservationBackend:
                 # "Cancel a Capacity Reservation": a delayed request's commitment is waived.
                 reservation.commitment_waived = True
             reservation.move_to(state)
+            if state == ACTIVE:
+                from .future_dated import delivered
+
+                delivered(reservation, CLOCK.now())
             self.expire_due_reservations()
 
     def terminate(self, instance_ids: list[str]) -> None:

@@ -11,7 +11,7 @@ from moto.ec2.responses.fleets import Fleets
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.utils import convert_tag_spec
 
-from . import groups
+from . import future_dated, groups
 from .allocation import CapacityLedger
 from .exceptions import InvalidNextToken, InvalidParameterValue
 from .instant_fleets import create_instant_fleet
@@ -93,8 +93,29 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
         end_date = self._get_param("EndDate")
         if (end_date_type == "limited") != (end_date is not None):
             raise InvalidParameterValue("EndDate is required exactly when EndDateType is limited.")
+        criteria = self._get_param("InstanceMatchCriteria")
+        start_date = self._get_param("StartDate")
+        commitment = self._get_param("CommitmentDuration")
+        delivery = self._get_param("DeliveryPreference")
+        if future_dated.is_future_dated(self.params):
+            future_dated.check_request(
+                self._get_param("InstanceType"),
+                count,
+                criteria,
+                start_date,
+                None if commitment is None else int(commitment),
+                delivery,
+                end_date,
+            )
         self.error_on_dryrun()
         reservation = self.capacity_backend.create_reservation(
+            schedule=(
+                None
+                if start_date is None
+                else lambda created: future_dated.schedule(
+                    created, start_date, int(commitment), delivery
+                )
+            ),
             instance_type=self._get_param("InstanceType"),
             instance_platform=_one_of(
                 "InstancePlatform", self._get_param("InstancePlatform"), PLATFORMS
@@ -106,9 +127,7 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
                 "Tenancy", self._get_param("Tenancy", "default"), ("default", "dedicated")
             ),
             instance_match_criteria=_one_of(
-                "InstanceMatchCriteria",
-                self._get_param("InstanceMatchCriteria", "open"),
-                ("open", "targeted"),
+                "InstanceMatchCriteria", criteria or "open", ("open", "targeted")
             ),
             end_date_type=end_date_type,
             end_date=end_date,
