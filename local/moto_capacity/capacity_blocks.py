@@ -19,7 +19,7 @@ from moto.ec2.utils import random_resource_id
 from .clock import CLOCK, aware
 from .exceptions import InvalidParameterValue, MissingParameter
 from .models import CAPACITY_LOCK, OFFERING_POOLS, CapacityReservationBackend
-from .offerings import Offering, price_of
+from .offerings import UNKNOWN_PRICE, Offering, price_of
 from .reservations import CAPACITY_BLOCK, PAYMENT_PENDING, CapacityReservation
 
 # The instance types the emulator sells blocks of (GPU and Trainium types AWS lists).
@@ -69,9 +69,12 @@ class BlockOffering:
     duration_hours: int
 
     @property
-    def upfront_fee(self) -> str:
-        hours = self.duration_hours * self.instance_count
-        return f"{price_of(self.instance_type, 'on-demand') * hours:.2f}"
+    def upfront_fee(self) -> str | None:
+        """Hourly price x hours x count; left out for types the price table lacks."""
+        price = price_of(self.instance_type, "on-demand")
+        if price == UNKNOWN_PRICE:
+            return None
+        return f"{price * self.duration_hours * self.instance_count:.2f}"
 
     def as_answer(self) -> dict[str, Any]:
         return {
