@@ -14,6 +14,7 @@ from moto.ec2.utils import convert_tag_spec
 from . import future_dated, groups
 from .allocation import CapacityLedger
 from .exceptions import InvalidNextToken, InvalidParameterValue
+from .fleets import RESERVED_TARGET_TYPES
 from .instant_fleets import create_instant_fleet
 from .launches import (
     InstanceAttributes,
@@ -240,6 +241,12 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
 
     def create_fleet(self) -> ActionResult:
         if self._get_param("Type") != "instant":
+            default = self._get_param("TargetCapacitySpecification.DefaultTargetCapacityType")
+            if default in RESERVED_TARGET_TYPES:
+                # Capacity Blocks and interruptible reservations: instant fleets only.
+                raise InvalidParameterValue(
+                    f"DefaultTargetCapacityType {default} is supported only for instant fleets."
+                )
             return Fleets.create_fleet(self)
         self.error_on_dryrun()
         return ActionResult(create_instant_fleet(self.ec2_backend, self.params))

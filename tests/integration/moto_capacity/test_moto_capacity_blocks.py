@@ -403,3 +403,77 @@ def test_a_block_purchase_can_be_forced_to_payment_failed(
 def _instance_state(ec2: Any, instance_id: str) -> str:
     described = ec2.describe_instances(InstanceIds=[instance_id])
     return str(described["Reservations"][0]["Instances"][0]["State"]["Name"])
+
+
+def test_only_instant_fleets_launch_into_blocks(
+    ec2: Any, active_block: dict[str, Any], launch_template: Callable[..., str]
+) -> None:
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-fleet-launch-instances-capacity-blocks-walkthrough.html:
+    Capacity Blocks are supported for EC2 Fleets of type instant only."""
+    template = launch_template(InstanceType=BLOCK_TYPE)
+
+    with pytest.raises(ClientError) as error:
+        ec2.create_fleet(
+            Type="request",
+            LaunchTemplateConfigs=[
+                {"LaunchTemplateSpecification": {"LaunchTemplateName": template}}
+            ],
+            TargetCapacitySpecification={
+                "TotalTargetCapacity": 1,
+                "DefaultTargetCapacityType": "capacity-block",
+            },
+        )
+    assert error.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+def test_a_group_target_with_the_block_market_uses_only_the_blocks_in_the_group(
+    ec2: Any,
+    active_block: dict[str, Any],
+    reservation: Callable[..., dict[str, Any]],
+    capacity_group: Callable[..., str],
+    linux_ami: str,
+) -> None:
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-lifecycle.html: a group may
+    hold Capacity Blocks beside ODCRs; each serves only launches of its own market type."""
+    odcr = reservation(
+        InstanceType=BLOCK_TYPE,
+        AvailabilityZone=active_block["AvailabilityZone"],
+        InstanceMatchCriteria="targeted",
+    )
+    group = capacity_group(active_block["CapacityReservationArn"], odcr["CapacityReservationArn"])
+    spec = {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": group}}
+    placement = {"AvailabilityZone": active_block["AvailabilityZone"]}
+
+    blocks = ec2.run_instances(
+        ImageId=linux_ami,
+        InstanceType=BLOCK_TYPE,
+        MinCount=2,
+        MaxCount=2,
+        Placement=placement,
+        CapacityReservationSpecification=spec,
+        InstanceMarketOptions=CAPACITY_BLOCK_MARKET,
+    )
+    assert {i["CapacityReservationId"] for i in blocks["Instances"]} == {
+        active_block["CapacityReservationId"]
+    }
+    with pytest.raises(ClientError) as error:
+        ec2.run_instances(
+            ImageId=linux_ami,
+            InstanceType=BLOCK_TYPE,
+            MinCount=1,
+            MaxCount=1,
+            Placement=placement,
+            CapacityReservationSpecification=spec,
+            InstanceMarketOptions=CAPACITY_BLOCK_MARKET,
+        )
+    assert error.value.response["Error"]["Code"] == "ReservationCapacityExceeded"
+
+    on_demand = ec2.run_instances(
+        ImageId=linux_ami,
+        InstanceType=BLOCK_TYPE,
+        MinCount=1,
+        MaxCount=1,
+        Placement=placement,
+        CapacityReservationSpecification=spec,
+    )
+    assert on_demand["Instances"][0]["CapacityReservationId"] == odcr["CapacityReservationId"]
