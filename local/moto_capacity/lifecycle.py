@@ -81,6 +81,9 @@ def _advance(
     if reservation.reservation_type == CAPACITY_BLOCK and reservation.state == ACTIVE:
         _approach_block_end(backend, reservation, now)
     if reservation.is_due_to_expire(now):
+        if reservation.reservation_type == CAPACITY_BLOCK:
+            # "When a Capacity Block expires, all instances in the Capacity Block are terminated."
+            backend.terminate(sorted(reservation.instance_ids))
         backend.end_reservation(reservation, EXPIRED)
     elif reservation.is_active and not reservation.took_in_running:
         reservation.took_in_running = True

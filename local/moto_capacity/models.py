@@ -257,7 +257,7 @@ class CapacityReservationBackend:
             for instance_id, capacity in self.instances.items():
                 if reservation.available_instance_count <= 0:
                     return
-                if capacity.capacity_type != "on-demand" or (
+                if capacity.capacity_type != reservation.market or (
                     capacity.slot is not None and capacity.slot.reservation_id
                 ):
                     continue

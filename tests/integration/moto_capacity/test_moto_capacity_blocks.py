@@ -477,3 +477,48 @@ def test_a_group_target_with_the_block_market_uses_only_the_blocks_in_the_group(
         CapacityReservationSpecification=spec,
     )
     assert on_demand["Instances"][0]["CapacityReservationId"] == odcr["CapacityReservationId"]
+
+
+def test_instances_still_in_a_block_at_its_end_are_terminated_not_kept_on_demand(
+    ec2: Any, active_block: dict[str, Any], linux_ami: str, advance_to: Callable[..., None]
+) -> None:
+    """https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityBlock.html: when a
+    Capacity Block expires, all instances in it are terminated (an ODCR's keep running)."""
+    advance_to(active_block["EndDate"], -20 * 60)
+    late = _run_into(ec2, linux_ami, active_block, InstanceMarketOptions=CAPACITY_BLOCK_MARKET)
+    instance_id = late["Instances"][0]["InstanceId"]
+
+    advance_to(active_block["EndDate"], 1)
+
+    assert _instance_state(ec2, instance_id) == "terminated"
+
+
+def test_a_block_never_takes_in_running_on_demand_instances_targeting_its_group(
+    ec2: Any,
+    block: Callable[..., dict[str, Any]],
+    capacity_group: Callable[..., str],
+    resource_groups: Any,
+    linux_ami: str,
+    advance_to: Callable[..., None],
+) -> None:
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-lifecycle.html: instances
+    targeting a group move into its On-Demand Capacity Reservations; a Capacity Block serves only
+    instances launched with its market type."""
+    bought = block()
+    group = capacity_group()
+    running = ec2.run_instances(
+        ImageId=linux_ami,
+        InstanceType=BLOCK_TYPE,
+        MinCount=1,
+        MaxCount=1,
+        Placement={"AvailabilityZone": bought["AvailabilityZone"]},
+        CapacityReservationSpecification={
+            "CapacityReservationTarget": {"CapacityReservationResourceGroupArn": group}
+        },
+    )["Instances"][0]
+    resource_groups.group_resources(Group=group, ResourceArns=[bought["CapacityReservationArn"]])
+
+    advance_to(bought["StartDate"], 1)
+
+    described = ec2.describe_instances(InstanceIds=[running["InstanceId"]])
+    assert "CapacityReservationId" not in described["Reservations"][0]["Instances"][0]
