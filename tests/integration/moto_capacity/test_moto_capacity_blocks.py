@@ -9,6 +9,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import moto_capacity
+from moto_capacity.clock import CLOCK
 
 BLOCK_TYPE = "p5.48xlarge"
 CAPACITY_BLOCK_MARKET = {"MarketType": "capacity-block"}
@@ -522,3 +523,18 @@ def test_a_block_never_takes_in_running_on_demand_instances_targeting_its_group(
 
     described = ec2.describe_instances(InstanceIds=[running["InstanceId"]])
     assert "CapacityReservationId" not in described["Reservations"][0]["Instances"][0]
+
+
+def test_offerings_fall_within_the_start_and_end_date_ranges(
+    offerings: Callable[..., list[dict[str, Any]]],
+) -> None:
+    """https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeCapacityBlockOfferings.html
+    (StartDateRange: the earliest start; EndDateRange: the latest end)."""
+    earliest = CLOCK.now() + timedelta(days=3)
+    latest = earliest + timedelta(days=4)
+
+    found = offerings(StartDateRange=earliest, EndDateRange=latest, CapacityDurationHours=24)
+
+    assert found
+    assert all(o["StartDate"] >= earliest and o["EndDate"] <= latest for o in found)
+    assert offerings(StartDateRange=CLOCK.now() + timedelta(weeks=9)) == []
