@@ -1,6 +1,8 @@
 """Capacity Blocks for ML through EC2's own API: offerings, purchase, states on the emulator's
 clock, the capacity-block market type, the end of a block and the events EC2 sends."""
 
+import json
+import urllib.request
 from collections.abc import Callable
 from datetime import UTC, timedelta
 from typing import Any
@@ -538,3 +540,40 @@ def test_offerings_fall_within_the_start_and_end_date_ranges(
     assert found
     assert all(o["StartDate"] >= earliest and o["EndDate"] <= latest for o in found)
     assert offerings(StartDateRange=CLOCK.now() + timedelta(weeks=9)) == []
+
+
+def test_the_clock_endpoint_drives_a_block_from_purchase_to_expiry_over_http(
+    server_client: Callable[[str], Any], server_url: str
+) -> None:
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html, on the
+    emulator's clock: POST /moto-capacity/clock moves it; the events are in the state."""
+    ec2 = server_client("ec2")
+    offering = ec2.describe_capacity_block_offerings(
+        InstanceType=BLOCK_TYPE, InstanceCount=1, CapacityDurationHours=24
+    )["CapacityBlockOfferings"][0]
+    bought = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offering["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
+    )["CapacityReservation"]
+    reservation_id = bought["CapacityReservationId"]
+    to_start = (bought["StartDate"] - CLOCK.now()).total_seconds() + 1
+
+    _post(server_url, "/moto-capacity/clock", {"advanceSeconds": to_start})
+    assert _state(ec2, reservation_id) == "active"
+
+    state = _post(server_url, "/moto-capacity/clock", {"advanceSeconds": 24 * 3600})
+    assert _state(ec2, reservation_id) == "expired"
+    assert [e["detail-type"] for e in state["ec2Events"]] == [
+        "Capacity Block Reservation Delivered",
+        "Capacity Block Reservation Expiration Warning",
+    ]
+
+
+def _post(base: str, path: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(
+        base + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request) as answer:
+        return json.loads(answer.read())
