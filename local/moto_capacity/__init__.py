@@ -1,4 +1,5 @@
-"""EC2 capacity for moto: Capacity Reservations and groups, finite pools, faults and latency.
+"""EC2 capacity for moto: Capacity Reservations and groups, Capacity Blocks, future-dated and
+interruptible reservations, finite pools, faults and latency.
 
 Call `install()` once; afterwards `mock_aws()` and moto servers serve it all.
 """
@@ -6,11 +7,14 @@ Call `install()` once; afterwards `mock_aws()` and moto servers serve it all.
 from .control import (
     advance_clock,
     inject_fault,
+    interrupt,
     register_image,
     reset,
     set_capacity,
     set_consistency,
     set_latency,
+    set_lifecycle,
+    set_reservation_state,
     set_transaction_conflicts,
     state,
 )
@@ -20,11 +24,14 @@ __all__ = [
     "advance_clock",
     "inject_fault",
     "install",
+    "interrupt",
     "register_image",
     "reset",
     "set_capacity",
     "set_consistency",
     "set_latency",
+    "set_lifecycle",
+    "set_reservation_state",
     "set_transaction_conflicts",
     "state",
 ]

@@ -23,8 +23,27 @@ from .exceptions import (
 )
 from .launches import InstanceAttributes, ReservationPreference
 from .models import CAPACITY_LOCK, OFFERING_POOLS, CapacityReservationBackend, Slot
-from .offerings import CapacityType, Offering
-from .reservations import CapacityReservation
+from .offerings import Offering
+from .reservations import (
+    CAPACITY_BLOCK_MARKET,
+    INTERRUPTIBLE_MARKET,
+    ON_DEMAND_MARKET,
+    CapacityReservation,
+)
+
+SPOT_MARKET = "spot"
+MARKETS = (ON_DEMAND_MARKET, SPOT_MARKET, CAPACITY_BLOCK_MARKET, INTERRUPTIBLE_MARKET)
+# Markets served only by reservations of their kind, never by On-Demand or Spot capacity.
+RESERVED_MARKETS = (CAPACITY_BLOCK_MARKET, INTERRUPTIBLE_MARKET)
+
+
+def wrong_market(reservation: CapacityReservation, market: str) -> InvalidParameterValue:
+    """Launching into a block or an interruptible reservation needs its own market type, and
+    those market types serve nothing else (EC2 answers InvalidParameterValue)."""
+    return InvalidParameterValue(
+        f"The market type {market} is not valid for Capacity Reservation {reservation.id}, "
+        f"which needs InstanceMarketOptions.MarketType {reservation.market}."
+    )
 
 
 @dataclass
@@ -67,18 +86,34 @@ class CapacityLedger:
         attributes: InstanceAttributes,
         preference: ReservationPreference,
         count: int,
-        capacity_type: CapacityType = "on-demand",
+        market: str = ON_DEMAND_MARKET,
         reservations_only: bool = False,
     ) -> Placement:
-        """Find up to `count` slots; `reservations_only` never touches a pool (a first pass)."""
+        """Find up to `count` slots for instances of this market type (`on-demand`, `spot`,
+        `capacity-block`, `interruptible-capacity-reservation`); `reservations_only` never
+        touches a pool (a first pass)."""
         self.backend.expire_due_reservations()
         placement = Placement()
-        if capacity_type == "spot":
+        if market not in MARKETS:
+            placement.failure = InvalidParameterValue(
+                f"Value ({market}) for parameter InstanceMarketOptions.MarketType is invalid."
+            )
+            return placement
+        if market == SPOT_MARKET:
             if reservations_only:
                 return placement
-            return self._from_pool(placement, attributes, count, capacity_type)
+            return self._from_pool(placement, attributes, count, market)
+        reserved_market = market in RESERVED_MARKETS
+        if reserved_market and not (preference.reservation_id or preference.group_arn):
+            placement.failure = InvalidParameterValue(
+                f"The market type {market} needs a CapacityReservationTarget naming a "
+                "Capacity Reservation of that kind, or a group of them."
+            )
+            return placement
         if preference.reservation_id:
-            return self._from_target(placement, attributes, preference.reservation_id, count)
+            return self._from_target(
+                placement, attributes, preference.reservation_id, count, market
+            )
         if preference.avoids_reservations:
             reservations: list[CapacityReservation] = []
         elif preference.group_arn:
@@ -91,23 +126,35 @@ class CapacityLedger:
             reservations = [
                 r for r in self.backend.reservations.values() if r.instance_match_criteria == "open"
             ]
-        matching = [r for r in reservations if r.is_active and r.mismatch(attributes) is None]
+        matching = [
+            r
+            for r in reservations
+            if r.market == market and r.is_active and r.mismatch(attributes) is None
+        ]
         self._take_reservations(placement, matching, count)
         missing = count - len(placement.slots)
-        if missing and preference.reservations_only:
+        if missing and (preference.reservations_only or reserved_market):
             target = preference.group_arn or "open Capacity Reservations"
             placement.failure = ReservationCapacityExceeded(target)
             return placement
         if missing and not reservations_only:
-            self._from_pool(placement, attributes, missing, capacity_type)
+            self._from_pool(placement, attributes, missing, market)
         return placement
 
     def _from_target(
-        self, placement: Placement, attributes: InstanceAttributes, reservation_id: str, count: int
+        self,
+        placement: Placement,
+        attributes: InstanceAttributes,
+        reservation_id: str,
+        count: int,
+        market: str,
     ) -> Placement:
         reservation = self.backend.reservations.get(reservation_id)
         if reservation is None:
             placement.failure = CapacityReservationNotFound(reservation_id)
+            return placement
+        if reservation.market != market:
+            placement.failure = wrong_market(reservation, market)
             return placement
         if not reservation.is_active:
             placement.failure = InvalidParameterValue(
@@ -149,13 +196,13 @@ class CapacityLedger:
         placement: Placement,
         attributes: InstanceAttributes,
         count: int,
-        capacity_type: CapacityType,
+        market: str,
     ) -> Placement:
         offering = Offering(
             self.backend.region,
             attributes.instance_type,
             attributes.availability_zone,
-            capacity_type,
+            "spot" if market == SPOT_MARKET else "on-demand",
         )
         free = OFFERING_POOLS.free(offering)
         if free is None:
@@ -183,7 +230,7 @@ def place_restarted_instance(backend: CapacityReservationBackend, instance: obje
             capacity.attributes,
             capacity.preference,
             1,
-            capacity.capacity_type,  # type: ignore[arg-type]
+            capacity.capacity_type,
         )
         if not placed.slots:
             assert placed.failure is not None

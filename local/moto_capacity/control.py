@@ -1,6 +1,7 @@
 """The control surface: finite pools, injected faults, latency, consistency windows, the clock,
 reset and state."""
 
+from .capacity_blocks import BLOCK_SETTINGS
 from .clock import CLOCK
 from .consistency import CONSISTENCY
 from .dynamodb_rules import (
@@ -9,7 +10,15 @@ from .dynamodb_rules import (
     TRANSACTION_CONFLICTS,
     parse_cancellation_reasons,
 )
-from .models import CAPACITY_LOCK, OFFERING_POOLS, all_capacity_backends
+from .ec2_events import EC2_EVENTS
+from .future_dated import FUTURE_DATED_SETTINGS
+from .interruptible import reclaim
+from .models import (
+    CAPACITY_LOCK,
+    OFFERING_POOLS,
+    CapacityReservationBackend,
+    all_capacity_backends,
+)
 from .offerings import CAPACITY_TYPES, Offering
 from .operations import OPERATION_CONTROLS, InjectedFault
 from .platforms import forget_registered_images, registered_images
@@ -114,8 +123,51 @@ def register_image(
 
 
 def advance_clock(seconds: float) -> None:
-    """Move the emulator's time forward: consistency windows, pending periods, end dates."""
+    """Move the emulator's time forward, and apply every transition now due: consistency
+    windows, pending periods, assessments, payments, start and end dates, block endings and
+    interruption notices (with the EC2 events each one sends)."""
     CLOCK.advance(seconds)
+    with CAPACITY_LOCK:
+        for backend in all_capacity_backends():
+            backend.expire_due_reservations()
+
+
+def set_lifecycle(
+    assessment_seconds: float | None = None, payment_pending_seconds: float | None = None
+) -> None:
+    """How long future-dated requests stay `assessing`, and purchased Capacity Blocks
+    `payment-pending`, on the emulator's clock (defaults 3600 and 30)."""
+    for name, value in (
+        ("assessmentSeconds", assessment_seconds),
+        ("paymentPendingSeconds", payment_pending_seconds),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or value < 0
+        ):
+            raise ValueError(f"{name} must be a number of seconds >= 0")
+    if assessment_seconds is not None:
+        FUTURE_DATED_SETTINGS.assessment_seconds = float(assessment_seconds)
+    if payment_pending_seconds is not None:
+        BLOCK_SETTINGS.payment_pending_seconds = float(payment_pending_seconds)
+
+
+def _backend_holding(reservation_id: str) -> CapacityReservationBackend:
+    for backend in all_capacity_backends():
+        if reservation_id in backend.reservations:
+            return backend
+    raise ValueError(f"no Capacity Reservation {reservation_id!r}")
+
+
+def set_reservation_state(reservation_id: str, state: str) -> None:
+    """Force an outcome the clock cannot produce: a future-dated request `delayed` or
+    `unsupported`, a delayed one delivered (`active`), a block purchase `payment-failed`."""
+    _backend_holding(reservation_id).force_state(reservation_id, state)
+
+
+def interrupt(reservation_id: str, instance_count: int) -> None:
+    """The owner reclaims `instance_count` instances of an interruptible reservation: those
+    beyond its new size get the 2-minute interruption warning, then are terminated."""
+    reclaim(_backend_holding(reservation_id), reservation_id, instance_count)
 
 
 def reset() -> None:
@@ -126,6 +178,9 @@ def reset() -> None:
     OPERATION_CONTROLS.reset()
     CONSISTENCY.reset()
     CLOCK.reset()
+    FUTURE_DATED_SETTINGS.reset()
+    BLOCK_SETTINGS.reset()
+    EC2_EVENTS.reset()
     TRANSACTION_CONFLICTS.reset()
     forget_registered_images()
 
@@ -144,4 +199,9 @@ def state() -> dict[str, object]:
     answer["clock"] = CLOCK.snapshot()
     answer["transactionConflicts"] = TRANSACTION_CONFLICTS.snapshot()
     answer["images"] = registered_images()
+    answer["lifecycle"] = {
+        "assessmentSeconds": FUTURE_DATED_SETTINGS.assessment_seconds,
+        "paymentPendingSeconds": BLOCK_SETTINGS.payment_pending_seconds,
+    }
+    answer["ec2Events"] = EC2_EVENTS.snapshot()
     return answer

@@ -57,6 +57,21 @@ def _advance_clock(body: dict[str, Any]) -> None:
     control.advance_clock(body["advanceSeconds"])
 
 
+def _set_lifecycle(body: dict[str, Any]) -> None:
+    known = {"assessmentSeconds", "paymentPendingSeconds"}
+    if not known & body.keys() or body.keys() - known:
+        raise ValueError(f"the body takes {sorted(known)} (at least one), got {sorted(body)}")
+    control.set_lifecycle(body.get("assessmentSeconds"), body.get("paymentPendingSeconds"))
+
+
+def _set_reservation_state(body: dict[str, Any]) -> None:
+    control.set_reservation_state(body["capacityReservationId"], body["state"])
+
+
+def _interrupt(body: dict[str, Any]) -> None:
+    control.interrupt(body["capacityReservationId"], body["instanceCount"])
+
+
 def _reset(_: dict[str, Any]) -> None:
     control.reset()
 
@@ -73,6 +88,9 @@ ROUTES: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("POST", f"{PREFIX}/clock"): _advance_clock,
     ("POST", f"{PREFIX}/images"): _register_image,
     ("POST", f"{PREFIX}/transaction-conflicts"): _set_transaction_conflicts,
+    ("POST", f"{PREFIX}/lifecycle"): _set_lifecycle,
+    ("POST", f"{PREFIX}/reservation-state"): _set_reservation_state,
+    ("POST", f"{PREFIX}/interruptions"): _interrupt,
     ("POST", f"{PREFIX}/reset"): _reset,
     ("GET", f"{PREFIX}/state"): _nothing,
 }

@@ -51,6 +51,14 @@ class IncorrectState(EC2ClientError):
     code = "IncorrectState"
 
 
+class UnsupportedOperation(EC2ClientError):
+    code = "UnsupportedOperation"
+
+
+class MissingParameter(EC2ClientError):
+    code = "MissingParameter"
+
+
 class IdempotentParameterMismatch(EC2ClientError):
     code = "IdempotentParameterMismatch"
 

@@ -15,7 +15,7 @@ from typing import Any
 from moto.ec2.exceptions import EC2ClientError
 
 from .allocation import CapacityLedger
-from .exceptions import InvalidParameterValue
+from .exceptions import InvalidParameterCombination, InvalidParameterValue
 from .launches import (
     InstanceAttributes,
     ReservationPreference,
@@ -28,6 +28,7 @@ from .launches import (
 from .models import Slot
 from .offerings import CapacityType, price_of
 from .operations import OPERATION_CONTROLS
+from .reservations import CAPACITY_BLOCK_MARKET, INTERRUPTIBLE_MARKET
 
 PRIORITIZED = ("prioritized", "capacity-optimized-prioritized")
 RESERVATIONS_FIRST = "use-capacity-reservations-first"
@@ -54,8 +55,9 @@ class FleetCandidate:
             answer["Overrides"] = dict(self.overrides)
         return answer
 
-    def unit_price(self, capacity_type: CapacityType) -> float:
-        return price_of(self.attributes.instance_type, capacity_type) / self.weight
+    def unit_price(self, market: str) -> float:
+        kind: CapacityType = "spot" if market == "spot" else "on-demand"
+        return price_of(self.attributes.instance_type, kind) / self.weight
 
 
 def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list[FleetCandidate]:
@@ -104,22 +106,42 @@ def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list
     return candidates
 
 
-def capacity_targets(spec: Mapping[str, Any]) -> list[tuple[CapacityType, int]]:
-    """The target of each capacity type; what neither names goes to the default type."""
+# DefaultTargetCapacityType values served only by reservations, and the market each launches.
+RESERVED_TARGET_TYPES = {
+    "capacity-block": CAPACITY_BLOCK_MARKET,
+    "reserved-capacity": INTERRUPTIBLE_MARKET,
+}
+
+
+def capacity_targets(spec: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """The target of each market; what neither names goes to the default type.
+
+    "Launch instances into Capacity Blocks" / "interruptible Capacity Reservations" with EC2
+    Fleet: `capacity-block` and `reserved-capacity` take the whole TotalTargetCapacity and
+    cannot be mixed with OnDemandTargetCapacity or SpotTargetCapacity.
+    """
     total = int(spec.get("TotalTargetCapacity") or 0)
     on_demand = int(spec.get("OnDemandTargetCapacity") or 0)
     spot = int(spec.get("SpotTargetCapacity") or 0)
+    default = spec.get("DefaultTargetCapacityType") or "on-demand"
+    if default in RESERVED_TARGET_TYPES:
+        if on_demand or spot:
+            raise InvalidParameterCombination(
+                f"OnDemandTargetCapacity and SpotTargetCapacity cannot be used with "
+                f"DefaultTargetCapacityType {default}."
+            )
+        return [(RESERVED_TARGET_TYPES[default], total)] if total > 0 else []
     rest = max(0, total - on_demand - spot)
-    if (spec.get("DefaultTargetCapacityType") or "on-demand") == "spot":
+    if default == "spot":
         spot += rest
     else:
         on_demand += rest
-    targets: list[tuple[CapacityType, int]] = [("on-demand", on_demand), ("spot", spot)]
+    targets: list[tuple[str, int]] = [("on-demand", on_demand), ("spot", spot)]
     return [(kind, target) for kind, target in targets if target > 0]
 
 
 def ordered_by_strategy(
-    candidates: list[FleetCandidate], capacity_type: CapacityType, options: Mapping[str, Any]
+    candidates: list[FleetCandidate], capacity_type: str, options: Mapping[str, Any]
 ) -> list[FleetCandidate]:
     if (options.get("AllocationStrategy") or "lowest-price") in PRIORITIZED:
         return sorted(candidates, key=lambda c: (c.priority, c.index))
@@ -128,9 +150,9 @@ def ordered_by_strategy(
 
 @dataclass
 class FleetOutcome:
-    """What one capacity type of a fleet got: slots per candidate, and each candidate's failure."""
+    """What one market of a fleet got: slots per candidate, and each candidate's failure."""
 
-    capacity_type: CapacityType
+    capacity_type: str
     slots: dict[int, list[Slot]] = field(default_factory=dict)
     errors: dict[int, EC2ClientError] = field(default_factory=dict)
     fulfilled: float = 0.0
@@ -140,7 +162,7 @@ def _fulfil(
     ledger: CapacityLedger,
     candidates: list[FleetCandidate],
     target: int,
-    capacity_type: CapacityType,
+    capacity_type: str,
     reservations_first: bool,
 ) -> FleetOutcome:
     outcome = FleetOutcome(capacity_type)
@@ -190,7 +212,7 @@ def plan_capacity_type(
     ledger: CapacityLedger,
     candidates: list[FleetCandidate],
     target: int,
-    capacity_type: CapacityType,
+    capacity_type: str,
     options: Mapping[str, Any],
 ) -> tuple[CapacityLedger, FleetOutcome]:
     """Plan one capacity type on a fork of `ledger`; returns the fork to carry on with."""

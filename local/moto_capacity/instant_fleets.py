@@ -16,8 +16,9 @@ from .allocation import CapacityLedger
 from .exceptions import IdempotentParameterMismatch
 from .fleets import FleetCandidate, FleetOutcome, capacity_targets, fleet_candidates
 from .fleets import plan_capacity_type as plan
-from .launches import WINDOWS
+from .launches import WINDOWS, set_lifecycle
 from .models import CAPACITY_LOCK, FleetRecord, InstanceCapacity, Slot, capacity_backend
+from .reservations import CAPACITY_BLOCK_MARKET, INTERRUPTIBLE_MARKET
 
 _NOT_PART_OF_THE_INPUT = ("ClientToken", "DryRun")
 
@@ -48,9 +49,12 @@ def create_instant_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[st
 def _launch_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[str, Any]:
     candidates = fleet_candidates(ec2_backend, params.get("LaunchTemplateConfigs") or [])
     target_spec = params.get("TargetCapacitySpecification") or {}
+    on_demand_options = params.get("OnDemandOptions") or {}
     options = {
-        "on-demand": params.get("OnDemandOptions") or {},
+        "on-demand": on_demand_options,
         "spot": params.get("SpotOptions") or {},
+        CAPACITY_BLOCK_MARKET: on_demand_options,
+        INTERRUPTIBLE_MARKET: on_demand_options,
     }
     backend = capacity_backend(ec2_backend)
     outcomes: list[FleetOutcome] = []
@@ -77,7 +81,7 @@ def _launch_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[str, Any]
     errors = [
         {
             "LaunchTemplateAndOverrides": candidates[index].launch_template_and_overrides,
-            "Lifecycle": outcome.capacity_type,
+            "Lifecycle": fleet_lifecycle(outcome.capacity_type),
             "ErrorCode": error.code,
             "ErrorMessage": error.message,
         }
@@ -85,6 +89,11 @@ def _launch_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[str, Any]
         for index, error in outcome.errors.items()
     ]
     return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}
+
+
+def fleet_lifecycle(market: str) -> str:
+    """CreateFleet answers `Lifecycle` as `spot` or `on-demand` only (its model's enum)."""
+    return "spot" if market == "spot" else "on-demand"
 
 
 def _register_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> Any:
@@ -130,7 +139,7 @@ def _launch_candidate(
         region_name=ec2_backend.region_name,
         launch_template=candidate.template_spec,
         fleet_id=fleet.id,
-        instance_market_options="spot" if outcome.capacity_type == "spot" else None,
+        instance_market_options=outcome.capacity_type,
         tags={
             "instance": {**request_tags.get("instance", {}), "aws:ec2:fleet-id": fleet.id},
             "volume": {**template_tags.get("volume", {}), **request_tags.get("volume", {})},
@@ -145,13 +154,14 @@ def _launch_candidate(
             slot, candidate.attributes, candidate.preference, outcome.capacity_type
         )
         backend.attach(instance, slot, capacity)
+        set_lifecycle(instance, outcome.capacity_type)
         fleet.on_demand_instances.append(
             {"id": reservation.id, "instance": instance, "launch_spec": launch_spec}
         )
     slots.clear()
     answer = {
         "LaunchTemplateAndOverrides": candidate.launch_template_and_overrides,
-        "Lifecycle": outcome.capacity_type,
+        "Lifecycle": fleet_lifecycle(outcome.capacity_type),
         "InstanceIds": [instance.id for instance in reservation.instances],
         "InstanceType": candidate.attributes.instance_type,
     }

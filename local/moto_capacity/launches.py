@@ -117,3 +117,9 @@ def launch_zone(ec2_backend: Any, subnet_id: str | None, zone: str | None) -> st
     if zone:
         return zone
     return f"{ec2_backend.region_name}a"
+
+
+def set_lifecycle(instance: Any, market: str) -> None:
+    """DescribeInstances' InstanceLifecycle: the market for spot, block and interruptible
+    instances, nothing for On-Demand (moto alone says `spot` for any market type)."""
+    instance.lifecycle = None if market == "on-demand" else market

@@ -1,19 +1,32 @@
 """Backend state: reservations per account and region, the slots instances hold, shared pools."""
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .clock import CLOCK, aware
 from .exceptions import (
     CapacityReservationIdMalformed,
     CapacityReservationNotFound,
     IncorrectState,
     InvalidParameterValue,
+    UnsupportedOperation,
 )
 from .launches import InstanceAttributes, ReservationPreference
 from .offerings import Offering, OfferingPools
-from .reservations import CANCELLED, EXPIRED, CapacityReservation
+from .reservations import (
+    ACTIVE,
+    ASSESSING,
+    CANCELLED,
+    CAPACITY_BLOCK,
+    DELAYED,
+    CapacityReservation,
+)
+
+if TYPE_CHECKING:
+    from .lifecycle import Interruption
 
 # One lock for every capacity count, so concurrent launches can never oversubscribe.
 CAPACITY_LOCK = threading.RLock()
@@ -55,6 +68,9 @@ class CapacityReservationBackend:
     reservations: dict[str, CapacityReservation] = field(default_factory=dict)
     instances: dict[str, InstanceCapacity] = field(default_factory=dict)
     fleet_records: dict[str, FleetRecord] = field(default_factory=dict)
+    capacity_blocks: dict[str, Any] = field(default_factory=dict)
+    block_offerings: dict[str, Any] = field(default_factory=dict)
+    interruptions: list["Interruption"] = field(default_factory=list)
     _token_locks: dict[str, threading.Lock] = field(default_factory=dict)
 
     @property
@@ -65,9 +81,16 @@ class CapacityReservationBackend:
     def region(self) -> str:
         return str(self.ec2_backend.region_name)
 
-    def create_reservation(self, **attributes: Any) -> CapacityReservation:
+    def create_reservation(
+        self,
+        schedule: Callable[[CapacityReservation], None] | None = None,
+        **attributes: Any,
+    ) -> CapacityReservation:
+        """A new reservation; `schedule` makes it future-dated before anything sees it."""
         with CAPACITY_LOCK:
             reservation = CapacityReservation(self.ec2_backend, **attributes)
+            if schedule is not None:
+                schedule(reservation)
             self.reservations[reservation.id] = reservation
             self.expire_due_reservations()
             return reservation
@@ -100,6 +123,8 @@ class CapacityReservationBackend:
     ) -> None:
         with CAPACITY_LOCK:
             reservation = self.get_reservation(reservation_id)
+            if reservation.reservation_type == CAPACITY_BLOCK:
+                raise UnsupportedOperation("A Capacity Block cannot be modified.")
             if not reservation.is_active:
                 raise IncorrectState(
                     f"Capacity Reservation {reservation_id} is {reservation.state}; only active "
@@ -107,6 +132,21 @@ class CapacityReservationBackend:
                 )
             if instance_count is not None and instance_count < 1:
                 raise InvalidParameterValue("InstanceCount must be at least 1.")
+            commitment = self.commitment_in_force(reservation)
+            committed = commitment["CommittedInstanceCount"] if commitment else 0
+            if instance_count is not None and instance_count < committed:
+                raise InvalidParameterValue(
+                    f"InstanceCount cannot go below the committed instance count ({committed}) "
+                    "before the commitment duration ends."
+                )
+            if (
+                commitment
+                and end_date is not None
+                and (aware(end_date) < aware(commitment["CommitmentEndDate"]))
+            ):
+                raise InvalidParameterValue(
+                    "EndDate cannot be before the end of the commitment duration."
+                )
             if instance_match_criteria and reservation.used:
                 raise IncorrectState(
                     "Instance eligibility can be changed only while the reservation is idle."
@@ -127,22 +167,85 @@ class CapacityReservationBackend:
             self.expire_due_reservations()
 
     def cancel_reservation(self, reservation_id: str) -> None:
+        """ "Cancel a Capacity Reservation": `active`, or `assessing` for a future-dated one, and
+        never during a commitment; a Capacity Block cannot be cancelled."""
         with CAPACITY_LOCK:
             reservation = self.get_reservation(reservation_id)
-            if not reservation.is_active:
-                raise IncorrectState(f"Capacity Reservation {reservation_id} is not active.")
-            self._end(reservation, CANCELLED)
+            if reservation.reservation_type == CAPACITY_BLOCK:
+                raise UnsupportedOperation("A Capacity Block cannot be cancelled.")
+            cancellable = (ACTIVE, ASSESSING) if reservation.is_future_dated else (ACTIVE,)
+            if reservation.state not in cancellable:
+                raise IncorrectState(
+                    f"Capacity Reservation {reservation_id} is {reservation.state}; it can be "
+                    f"cancelled only when {' or '.join(cancellable)}."
+                )
+            commitment = self.commitment_in_force(reservation)
+            if commitment is not None:
+                raise IncorrectState(
+                    f"Capacity Reservation {reservation_id} is committed until "
+                    f"{commitment['CommitmentEndDate'].isoformat()} and cannot be cancelled "
+                    "before then."
+                )
+            if reservation.interruptible_capacity_allocation and (
+                reservation.interruptible_capacity_allocation["Status"] != "canceled"
+            ):
+                raise IncorrectState(
+                    f"Capacity Reservation {reservation_id} has an interruptible allocation; "
+                    "reclaim it first."
+                )
+            self.end_reservation(reservation, CANCELLED)
+
+    def commitment_in_force(self, reservation: CapacityReservation) -> dict[str, Any] | None:
+        """The commitment of a delivered future-dated reservation, until it lapses."""
+        commitment = reservation.commitment_info
+        if commitment is None or reservation.commitment_waived or reservation.state != ACTIVE:
+            return None
+        if aware(commitment["CommitmentEndDate"]) <= CLOCK.now():
+            return None
+        return commitment
 
     def expire_due_reservations(self) -> None:
-        """Reservations whose EndDate has passed turn `expired`, and newly active ones take in
-        running instances, when next looked at."""
+        """Apply every lifecycle transition due by now (see `lifecycle.settle`): expiry at the
+        end date, activation at the start date, block endings, interruptions; newly active
+        reservations take in running instances."""
+        from .lifecycle import settle
+
         with CAPACITY_LOCK:
-            for reservation in list(self.reservations.values()):
-                if reservation.is_due_to_expire():
-                    self._end(reservation, EXPIRED)
-                elif reservation.is_active and not reservation.took_in_running:
-                    reservation.took_in_running = True
-                    self.take_in_running_instances(reservation)
+            settle(self)
+
+    def force_state(self, reservation_id: str, state: str) -> None:
+        """A test control: EC2's own outcomes for a future-dated request that the clock cannot
+        produce (`delayed`, `unsupported`), or the delivery of a delayed one (`active`)."""
+        allowed = {
+            DELAYED: (ASSESSING, "scheduled"),
+            "unsupported": (ASSESSING,),
+            ACTIVE: (DELAYED,),
+            "payment-failed": ("payment-pending",),
+        }
+        with CAPACITY_LOCK:
+            reservation = self.get_reservation(reservation_id)
+            if state not in allowed:
+                raise ValueError(f"state must be one of {sorted(allowed)}, got {state!r}")
+            if reservation.state not in allowed[state]:
+                raise ValueError(
+                    f"{reservation_id} is {reservation.state}; {state} can follow only "
+                    f"{' or '.join(allowed[state])}"
+                )
+            if state == DELAYED:
+                # "Cancel a Capacity Reservation": a delayed request's commitment is waived.
+                reservation.commitment_waived = True
+            reservation.move_to(state)
+            if state == ACTIVE:
+                from .future_dated import delivered
+
+                delivered(reservation, CLOCK.now())
+            self.expire_due_reservations()
+
+    def terminate(self, instance_ids: list[str]) -> None:
+        """EC2 terminating instances itself (block end, interruption); frees their slots."""
+        running = [i for i in instance_ids if self.ec2_backend.get_instance_by_id(i) is not None]
+        if running:
+            self.ec2_backend.terminate_instances(running)
 
     def take_in_running_instances(self, reservation: CapacityReservation) -> None:
         """Running On-Demand instances that match an active reservation run in it from now on,
@@ -154,7 +257,7 @@ class CapacityReservationBackend:
             for instance_id, capacity in self.instances.items():
                 if reservation.available_instance_count <= 0:
                     return
-                if capacity.capacity_type != "on-demand" or (
+                if capacity.capacity_type != reservation.market or (
                     capacity.slot is not None and capacity.slot.reservation_id
                 ):
                     continue
@@ -182,7 +285,7 @@ class CapacityReservationBackend:
                 reservation.instance_ids.add(instance_id)
                 instance.capacity_reservation_id = reservation.id
 
-    def _end(self, reservation: CapacityReservation, state: str) -> None:
+    def end_reservation(self, reservation: CapacityReservation, state: str) -> None:
         # Instances keep running after their reservation ends, as On-Demand instances.
         reservation.end(state)
         for instance_id in list(reservation.instance_ids):

@@ -3,8 +3,9 @@
 from dataclasses import dataclass
 from typing import Literal
 
-CapacityType = Literal["on-demand", "spot"]
-CAPACITY_TYPES: tuple[CapacityType, ...] = ("on-demand", "spot")
+# `capacity-block`: instances Capacity Block offerings may still sell in a zone.
+CapacityType = Literal["on-demand", "spot", "capacity-block"]
+CAPACITY_TYPES: tuple[CapacityType, ...] = ("on-demand", "spot", "capacity-block")
 
 # Linux on-demand USD/hour in us-east-1 (public price list, 2025); enough to order overrides.
 ON_DEMAND_PRICES: dict[str, float] = {

@@ -26,6 +26,7 @@ from . import dynamodb_rules, groups
 from .allocation import place_restarted_instance
 from .control_api import PREFIX, control_app
 from .exceptions import InjectedError
+from .gpu_responses import GpuReservationResponse
 from .group_responses import GROUP_RESOURCE_PATHS, CapacityReservationGroupResponse
 from .models import capacity_backend, existing_capacity_backend
 from .operations import OPERATION_CONTROLS
@@ -104,6 +105,7 @@ def _install_ec2() -> None:
     EC2_RESOURCE_TO_PREFIX["capacity-reservation"] = "cr"
     EC2_PREFIX_TO_RESOURCE["cr"] = "capacity-reservation"
     _copy_members(CapacityReservationResponse, EC2Response)
+    _copy_members(GpuReservationResponse, EC2Response)
     _copy_members(EventuallyConsistentInstanceResponse, EC2Response)
     _copy_members(ImageBillingFields, Ami)
     _hook(EC2Backend, "run_instances", noting_launches)

@@ -14,6 +14,21 @@ ACTIVE = "active"
 PENDING = "pending"
 EXPIRED = "expired"
 CANCELLED = "cancelled"
+# Future-dated reservations ("Capacity Reservation states") and Capacity Blocks.
+ASSESSING = "assessing"
+SCHEDULED = "scheduled"
+DELAYED = "delayed"
+UNSUPPORTED = "unsupported"
+PAYMENT_PENDING = "payment-pending"
+PAYMENT_FAILED = "payment-failed"
+ENDED = (EXPIRED, CANCELLED, UNSUPPORTED, PAYMENT_FAILED)
+
+DEFAULT_TYPE = "default"
+CAPACITY_BLOCK = "capacity-block"
+# The market type (InstanceMarketOptions.MarketType) a launch needs to use each kind.
+ON_DEMAND_MARKET = "on-demand"
+CAPACITY_BLOCK_MARKET = "capacity-block"
+INTERRUPTIBLE_MARKET = "interruptible-capacity-reservation"
 
 
 class CapacityReservation(TaggedEC2Resource):
@@ -50,9 +65,23 @@ class CapacityReservation(TaggedEC2Resource):
         self.end_date = end_date
         self.ebs_optimized = ebs_optimized
         self.ephemeral_storage = ephemeral_storage
-        self.reservation_type = "default"
+        self.reservation_type = DEFAULT_TYPE
         self.create_date = CLOCK.now()
         self.start_date = self.create_date
+        self.commitment_info: dict[str, Any] | None = None
+        self.delivery_preference: str | None = None
+        self.capacity_block_id: str | None = None
+        self.interruptible = False
+        # On an interruptible reservation: its source; on a source: its allocation.
+        self.interruption_info: dict[str, Any] | None = None
+        self.interruptible_capacity_allocation: dict[str, Any] | None = None
+        self.zero_size_preference: str | None = None
+        self.commitment_waived = False
+        # When the lifecycle (see `lifecycle`) moves it on: assessment, payment.
+        self.assessed_at: datetime | None = None
+        self.paid_at: datetime | None = None
+        self.expiry_warned = False
+        self.instances_terminated = False
         # "Capacity Reservation states": `pending` while capacity is provisioned, then `active`.
         self.active_from = CONSISTENCY.reservation_active_at(self.create_date)
         self.used = 0
@@ -76,6 +105,26 @@ class CapacityReservation(TaggedEC2Resource):
         return self._state
 
     @property
+    def market(self) -> str:
+        """The InstanceMarketOptions.MarketType a launch must name to run here."""
+        if self.reservation_type == CAPACITY_BLOCK:
+            return CAPACITY_BLOCK_MARKET
+        if self.interruptible:
+            return INTERRUPTIBLE_MARKET
+        return ON_DEMAND_MARKET
+
+    @property
+    def is_future_dated(self) -> bool:
+        return self.commitment_info is not None
+
+    @property
+    def is_ended(self) -> bool:
+        return self._state in ENDED
+
+    def move_to(self, state: str) -> None:
+        self._state = state
+
+    @property
     def available_instance_count(self) -> int:
         return max(0, self.total_instance_count - self.used)
 
@@ -88,7 +137,7 @@ class CapacityReservation(TaggedEC2Resource):
         return self.state == ACTIVE
 
     def is_due_to_expire(self, now: datetime | None = None) -> bool:
-        if not self.is_active or self.end_date_type != "limited" or self.end_date is None:
+        if self._state != ACTIVE or self.end_date_type != "limited" or self.end_date is None:
             return False
         return aware(self.end_date) <= aware(now or CLOCK.now())
 
@@ -148,6 +197,10 @@ class CapacityReservation(TaggedEC2Resource):
             "tenancy": self.tenancy,
             "instanceMatchCriteria": self.instance_match_criteria,
             "state": self.state,
+            "reservationType": self.reservation_type,
+            "interruptible": self.interruptible,
+            "startDate": aware(self.start_date).isoformat(),
+            "endDate": aware(self.end_date).isoformat() if self.end_date else None,
             "totalInstanceCount": self.total_instance_count,
             "availableInstanceCount": self.available_instance_count,
             "instanceIds": sorted(self.instance_ids),

@@ -11,9 +11,10 @@ from moto.ec2.responses.fleets import Fleets
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.utils import convert_tag_spec
 
-from . import groups
+from . import future_dated, groups
 from .allocation import CapacityLedger
 from .exceptions import InvalidNextToken, InvalidParameterValue
+from .fleets import RESERVED_TARGET_TYPES
 from .instant_fleets import create_instant_fleet
 from .launches import (
     InstanceAttributes,
@@ -21,10 +22,10 @@ from .launches import (
     image_platform,
     launch_template_data,
     launch_zone,
+    set_lifecycle,
     subnet_from_template,
 )
 from .models import CAPACITY_LOCK, InstanceCapacity, capacity_backend
-from .offerings import CapacityType
 
 PLATFORMS = (
     "Linux/UNIX",
@@ -93,8 +94,29 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
         end_date = self._get_param("EndDate")
         if (end_date_type == "limited") != (end_date is not None):
             raise InvalidParameterValue("EndDate is required exactly when EndDateType is limited.")
+        criteria = self._get_param("InstanceMatchCriteria")
+        start_date = self._get_param("StartDate")
+        commitment = self._get_param("CommitmentDuration")
+        delivery = self._get_param("DeliveryPreference")
+        if future_dated.is_future_dated(self.params):
+            future_dated.check_request(
+                self._get_param("InstanceType"),
+                count,
+                criteria,
+                start_date,
+                None if commitment is None else int(commitment),
+                delivery,
+                end_date,
+            )
         self.error_on_dryrun()
         reservation = self.capacity_backend.create_reservation(
+            schedule=(
+                None
+                if start_date is None
+                else lambda created: future_dated.schedule(
+                    created, start_date, int(commitment), delivery
+                )
+            ),
             instance_type=self._get_param("InstanceType"),
             instance_platform=_one_of(
                 "InstancePlatform", self._get_param("InstancePlatform"), PLATFORMS
@@ -106,9 +128,7 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
                 "Tenancy", self._get_param("Tenancy", "default"), ("default", "dedicated")
             ),
             instance_match_criteria=_one_of(
-                "InstanceMatchCriteria",
-                self._get_param("InstanceMatchCriteria", "open"),
-                ("open", "targeted"),
+                "InstanceMatchCriteria", criteria or "open", ("open", "targeted")
             ),
             end_date_type=end_date_type,
             end_date=end_date,
@@ -192,16 +212,17 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
             self._get_param("CapacityReservationSpecification")
             or template.get("CapacityReservationSpecification")
         )
-        market = self._get_param("InstanceMarketOptions.MarketType") or (
-            (template.get("InstanceMarketOptions") or {}).get("MarketType")
+        market = (
+            self._get_param("InstanceMarketOptions.MarketType")
+            or (template.get("InstanceMarketOptions") or {}).get("MarketType")
+            or "on-demand"
         )
-        capacity_type: CapacityType = "spot" if market == "spot" else "on-demand"
         min_count = int(self._get_param("MinCount", 1))
         max_count = max(min_count, int(self._get_param("MaxCount", min_count)))
         backend = self.capacity_backend
         with CAPACITY_LOCK:
             ledger = CapacityLedger(backend)
-            placed = ledger.place(attributes, preference, max_count, capacity_type)
+            placed = ledger.place(attributes, preference, max_count, market)
             if len(placed.slots) < min_count:
                 raise placed.failure  # type: ignore[misc]
             ledger.commit()
@@ -214,13 +235,18 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
             raise
         reservation: Any = result.result
         for instance, slot in zip(reservation.instances, placed.slots, strict=True):
-            backend.attach(
-                instance, slot, InstanceCapacity(slot, attributes, preference, capacity_type)
-            )
+            backend.attach(instance, slot, InstanceCapacity(slot, attributes, preference, market))
+            set_lifecycle(instance, market)
         return result
 
     def create_fleet(self) -> ActionResult:
         if self._get_param("Type") != "instant":
+            default = self._get_param("TargetCapacitySpecification.DefaultTargetCapacityType")
+            if default in RESERVED_TARGET_TYPES:
+                # Capacity Blocks and interruptible reservations: instant fleets only.
+                raise InvalidParameterValue(
+                    f"DefaultTargetCapacityType {default} is supported only for instant fleets."
+                )
             return Fleets.create_fleet(self)
         self.error_on_dryrun()
         return ActionResult(create_instant_fleet(self.ec2_backend, self.params))

@@ -9,6 +9,8 @@ from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
     CAPACITY_TYPE,
     INSTANCE_CATEGORY,
     INSTANCE_CPU,
@@ -209,6 +211,28 @@ def test_reservation_id_is_left_to_the_caller_for_reserved_offerings() -> None:
     assert P5.matches(pinned, "us-east-1a", "reserved", CR)
     assert not P5.matches(pinned, "us-east-1a", "reserved", "cr-00000000000000000")
     assert not P5.matches(pinned, "us-east-1a", "on-demand")
+
+
+def test_reservation_kind_labels_exist_only_on_reserved_capacity_as_in_karpenter() -> None:
+    blocks_only = reqs((CAPACITY_RESERVATION_TYPE, "In", ("capacity-block",)))
+    no_interruptible = reqs((CAPACITY_RESERVATION_INTERRUPTIBLE, "NotIn", ("true",)))
+
+    # Reserved, kind unknown to the caller: left to the caller, like the reservation id.
+    assert P5.matches(blocks_only, "us-east-1a", "reserved")
+    assert P5.matches(blocks_only, "us-east-1a", "reserved", CR, "capacity-block", False)
+    assert not P5.matches(blocks_only, "us-east-1a", "reserved", CR, "default", False)
+    assert not P5.matches(blocks_only, "us-east-1a", "on-demand")
+    assert not P5.matches(no_interruptible, "us-east-1a", "reserved", CR, "default", True)
+    assert P5.matches(no_interruptible, "us-east-1a", "reserved", CR, "default", False)
+    assert P5.matches(no_interruptible, "us-east-1a", "spot")
+
+
+def test_labels_of_a_reserved_instance_carry_its_reservation_kind() -> None:
+    labels = P5.labels("us-east-1a", "reserved", CR, "capacity-block", False)
+
+    assert labels[CAPACITY_RESERVATION_TYPE] == "capacity-block"
+    assert labels[CAPACITY_RESERVATION_INTERRUPTIBLE] == "false"
+    assert CAPACITY_RESERVATION_TYPE not in P5.labels("us-east-1a", "on-demand")
 
 
 def test_integer_requirements_on_cpu_and_memory() -> None:

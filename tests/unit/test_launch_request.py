@@ -1,6 +1,7 @@
 """The launch request contract: parsing from every carrier, every rule, and hostile input."""
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -436,3 +437,63 @@ def test_hostile_unicode_request_ids_parse_only_when_they_fit_the_pattern(reques
     else:
         assert outcome.errors[0].field == "requestId"
         assert outcome.request_id is None
+
+
+# --- waiting for scheduled capacity (waitForCapacityUntil) ---------------------------------------
+
+
+def test_a_deadline_is_an_aware_timestamp_kept_in_the_contracts_json() -> None:
+    parsed = parse_launch_request(request(waitForCapacityUntil="2026-11-24T12:00:00Z"))
+
+    assert parsed.wait_for_capacity_until == datetime(2026, 11, 24, 12, tzinfo=UTC)
+    assert parsed.to_dict()["waitForCapacityUntil"] == "2026-11-24T12:00:00Z"
+    assert "waitForCapacityUntil" not in parse_launch_request(request()).to_dict()
+
+
+@pytest.mark.parametrize(
+    ("deadline", "rule"),
+    [
+        ("2026-11-24T12:00:00", "input should have timezone info"),
+        (1795521600, "must be an ISO-8601 timestamp with a time zone"),
+        ("tomorrow", "input should be a valid datetime"),
+    ],
+)
+def test_a_deadline_must_be_iso_8601_with_a_time_zone(deadline: Any, rule: str) -> None:
+    field, broken = the_error(request(waitForCapacityUntil=deadline))
+
+    assert field == "waitForCapacityUntil"
+    assert broken.lower().startswith(rule.lower())
+
+
+def test_only_a_request_that_allows_reserved_capacity_may_wait() -> None:
+    on_demand_only = [{"key": CAPACITY_TYPE, "operator": "In", "values": ["on-demand", "spot"]}]
+
+    field, rule = the_error(
+        request(requirements=on_demand_only, waitForCapacityUntil="2026-11-24T12:00:00Z")
+    )
+
+    assert field == "waitForCapacityUntil"
+    assert rule.startswith("waits only for reserved capacity")
+
+
+@pytest.mark.parametrize(
+    ("received", "problem"),
+    [
+        (datetime(2026, 11, 23, 12, tzinfo=UTC), None),
+        (datetime(2026, 11, 10, 12, tzinfo=UTC), None),
+        (datetime(2026, 11, 10, 11, 59, tzinfo=UTC), "must be at most 14 days after"),
+        (datetime(2026, 11, 24, 12, tzinfo=UTC), "must be later than when the request"),
+        (datetime(2026, 11, 25, tzinfo=UTC), "must be later than when the request"),
+    ],
+)
+def test_the_deadline_is_judged_against_when_the_request_is_received(
+    received: datetime, problem: str | None
+) -> None:
+    parsed = parse_launch_request(request(waitForCapacityUntil="2026-11-24T12:00:00Z"))
+
+    found = parsed.capacity_wait_problem(received)
+
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(problem)

@@ -11,6 +11,8 @@ from capacity_launcher.domain.errors import RequirementsConflict, field_errors
 from capacity_launcher.domain.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
     CAPACITY_TYPE,
     CAPACITY_TYPES,
     INSTANCE_CATEGORY,
@@ -53,7 +55,7 @@ def rule_for(data: dict[str, Any]) -> tuple[str, str]:
 # --- keys and operators --------------------------------------------------------------------------
 
 
-def test_well_known_keys_are_designs_fourteen_and_instance_category() -> None:
+def test_well_known_keys_are_designs_fourteen_instance_category_and_reservation_kinds() -> None:
     assert {
         INSTANCE_TYPE,
         ZONE,
@@ -70,7 +72,13 @@ def test_well_known_keys_are_designs_fourteen_and_instance_category() -> None:
         INSTANCE_GPU_NAME,
         INSTANCE_GPU_MANUFACTURER,
         CAPACITY_RESERVATION_ID,
+        CAPACITY_RESERVATION_TYPE,
+        CAPACITY_RESERVATION_INTERRUPTIBLE,
     } == WELL_KNOWN_KEYS
+    assert CAPACITY_RESERVATION_TYPE == "karpenter.k8s.aws/capacity-reservation-type"
+    assert CAPACITY_RESERVATION_INTERRUPTIBLE == (
+        "karpenter.k8s.aws/capacity-reservation-interruptible"
+    )
     assert INSTANCE_CATEGORY == "karpenter.k8s.aws/instance-category"
     assert INSTANCE_FAMILY == "karpenter.k8s.aws/instance-family"
     assert INSTANCE_GPU_MANUFACTURER == "karpenter.k8s.aws/instance-gpu-manufacturer"
@@ -236,12 +244,35 @@ def test_integer_values_are_spelled_canonically() -> None:
     ).values == ("8",)
 
 
-@pytest.mark.parametrize(("key", "value"), [(ARCH, "x86_64"), (CAPACITY_TYPE, "Spot")])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (ARCH, "x86_64"),
+        (CAPACITY_TYPE, "Spot"),
+        (CAPACITY_RESERVATION_TYPE, "capacity-blocks"),
+        (CAPACITY_RESERVATION_TYPE, "interruptible"),
+        (CAPACITY_RESERVATION_INTERRUPTIBLE, "True"),
+        (CAPACITY_RESERVATION_INTERRUPTIBLE, "yes"),
+    ],
+)
 def test_closed_keys_take_only_their_values(key: str, value: str) -> None:
     field, rule = rule_for({"key": key, "operator": "In", "values": [value]})
 
     assert field == "values"
     assert rule.startswith(f"values of {key} must be among")
+
+
+@pytest.mark.parametrize(
+    ("key", "values"),
+    [
+        (CAPACITY_RESERVATION_TYPE, ["default", "capacity-block"]),
+        (CAPACITY_RESERVATION_INTERRUPTIBLE, ["true", "false"]),
+    ],
+)
+def test_reservation_kind_keys_take_karpenters_values(key: str, values: list[str]) -> None:
+    requirement = Requirement.model_validate({"key": key, "operator": "In", "values": values})
+
+    assert requirement.values == tuple(values)
 
 
 @pytest.mark.parametrize("value", ["x" * 64, "a\nb", "tab\there", "nul\x00", ""])

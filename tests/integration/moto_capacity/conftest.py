@@ -1,7 +1,9 @@
 """Fixtures for the moto_capacity tests: fake credentials, a clean extension, moto clients."""
 
+import json
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import boto3
@@ -11,6 +13,7 @@ from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
 import moto_capacity
+from moto_capacity.clock import CLOCK
 
 REGION = "us-east-1"
 # No retries: a test must see the first error EC2 answers, not a retried success.
@@ -194,3 +197,42 @@ def server_client(server_url: str, boto_session: boto3.Session) -> Callable[[str
         )
 
     return client
+
+
+@pytest.fixture
+def ec2_events(aws_client: Callable[[str], Any]) -> Callable[[], list[dict[str, Any]]]:
+    """Every `aws.ec2` event on the default bus, read through a rule with an SQS target."""
+    sqs = aws_client("sqs")
+    events = aws_client("events")
+    queue_url = sqs.create_queue(QueueName="ec2-events")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    events.put_rule(Name="ec2-events", EventPattern=json.dumps({"source": ["aws.ec2"]}))
+    events.put_targets(Rule="ec2-events", Targets=[{"Id": "queue", "Arn": queue_arn}])
+    received: list[dict[str, Any]] = []
+
+    def read() -> list[dict[str, Any]]:
+        while True:
+            batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            )
+            if not batch:
+                return received
+            for message in batch:
+                received.append(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    return read
+
+
+@pytest.fixture
+def advance_to() -> Callable[..., None]:
+    """Move the emulator's clock to `moment` (+ `plus_seconds`, which may be negative)."""
+
+    def advance(moment: datetime, plus_seconds: float = 0.0) -> None:
+        seconds = (moment - CLOCK.now()).total_seconds() + plus_seconds
+        if seconds > 0:
+            moto_capacity.advance_clock(seconds)
+
+    return advance

@@ -14,6 +14,8 @@ from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
     CAPACITY_TYPE,
     INSTANCE_CATEGORY,
     INSTANCE_CPU,
@@ -107,6 +109,8 @@ class InstanceTypeInfo:
         zone: str | None = None,
         capacity_type: str | None = None,
         capacity_reservation_id: str | None = None,
+        capacity_reservation_type: str | None = None,
+        capacity_reservation_interruptible: bool | None = None,
     ) -> dict[str, str]:
         """The well-known labels of an instance of this type launched as described."""
         labels = {
@@ -127,6 +131,10 @@ class InstanceTypeInfo:
             ZONE: zone,
             CAPACITY_TYPE: capacity_type,
             CAPACITY_RESERVATION_ID: capacity_reservation_id,
+            CAPACITY_RESERVATION_TYPE: capacity_reservation_type,
+            CAPACITY_RESERVATION_INTERRUPTIBLE: None
+            if capacity_reservation_interruptible is None
+            else str(capacity_reservation_interruptible).lower(),
         }
         labels.update({key: value for key, value in optional.items() if value is not None})
         return labels
@@ -141,22 +149,36 @@ class InstanceTypeInfo:
         zone: str | None = None,
         capacity_type: str | None = None,
         capacity_reservation_id: str | None = None,
+        capacity_reservation_type: str | None = None,
+        capacity_reservation_interruptible: bool | None = None,
     ) -> bool:
         """Whether an instance of this type, launched as described, satisfies the requirements.
 
         A None argument is not judged (any zone, any capacity type); a reserved offering without
-        a reservation id leaves the capacity-reservation-id key to the caller. Every architecture
-        of the type is tried: an arm64-and-amd64 type matches a requirement on either.
+        a reservation id, type or interruptibility leaves those keys to the caller. Every
+        architecture of the type is tried: an arm64-and-amd64 type matches a requirement on
+        either. On-demand and spot carry no reservation labels, as in Karpenter.
         """
         if zone is not None and self.zones and zone not in self.zones:
             return False
         unjudged = [
             key for key, value in ((ZONE, zone), (CAPACITY_TYPE, capacity_type)) if value is None
         ]
-        if capacity_reservation_id is None and capacity_type in (None, RESERVED):
-            unjudged.append(CAPACITY_RESERVATION_ID)
+        if capacity_type in (None, RESERVED):
+            reservation_labels = (
+                (CAPACITY_RESERVATION_ID, capacity_reservation_id),
+                (CAPACITY_RESERVATION_TYPE, capacity_reservation_type),
+                (CAPACITY_RESERVATION_INTERRUPTIBLE, capacity_reservation_interruptible),
+            )
+            unjudged += [key for key, value in reservation_labels if value is None]
         judged = requirements.without(*unjudged)
-        labels = self.labels(zone, capacity_type, capacity_reservation_id)
+        labels = self.labels(
+            zone,
+            capacity_type,
+            capacity_reservation_id,
+            capacity_reservation_type,
+            capacity_reservation_interruptible,
+        )
         return any(
             judged.matches(labels | {ARCH: arch}) for arch in self.architectures or ("amd64",)
         )

@@ -11,12 +11,14 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -35,7 +37,7 @@ from capacity_launcher.domain.errors import (
     field_errors,
     field_path,
 )
-from capacity_launcher.domain.requirements import Requirement, Requirements
+from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirement, Requirements
 from capacity_launcher.domain.status import LAUNCH_REQUESTED
 
 REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -44,6 +46,8 @@ MAX_REQUEST_REQUIREMENTS = 30
 MAX_REQUEST_TAGS = 20
 MAX_REQUESTER_LENGTH = 128
 MAX_BODY_BYTES = 256 * 1024  # SQS's and EventBridge's largest message
+# A waiting request is held in the launch queue, and SQS keeps a message 14 days at most.
+MAX_CAPACITY_WAIT = timedelta(days=14)
 
 REQUEST_FIELDS: tuple[str, ...] = (
     "requestId",
@@ -54,6 +58,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "requirements",
     "requester",
     "tags",
+    "waitForCapacityUntil",
 )
 # What a requester might try to set to escalate; named so the refusal can say whose it is.
 NODE_CLASS_FIELDS: frozenset[str] = frozenset(
@@ -92,6 +97,18 @@ def _request_id(value: str) -> str:
 RequestId = Annotated[str, AfterValidator(_request_id)]
 
 
+def _timestamp_text(value: Any) -> Any:
+    # Only ISO-8601 text: pydantic alone would also read a number as epoch seconds.
+    if not isinstance(value, str):
+        raise ValueError(
+            "must be an ISO-8601 timestamp with a time zone, e.g. 2026-11-24T12:00:00Z"
+        )
+    return value
+
+
+Deadline = Annotated[AwareDatetime, BeforeValidator(_timestamp_text)]
+
+
 class LaunchRequest(BaseModel):
     """One demand for ``count`` instances from a NodePool (or the best compatible pool)."""
 
@@ -109,6 +126,8 @@ class LaunchRequest(BaseModel):
     )
     requester: str | None = Field(default=None, max_length=MAX_REQUESTER_LENGTH)
     tags: dict[str, str] = Field(default_factory=dict)
+    # Wait for scheduled reserved capacity (a future-dated ODCR or a Capacity Block) until then.
+    wait_for_capacity_until: Deadline | None = None
 
     @field_validator("min_count")
     @classmethod
@@ -130,8 +149,36 @@ class LaunchRequest(BaseModel):
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
         return validate_tags(tags, MAX_REQUEST_TAGS)
 
+    @field_validator("wait_for_capacity_until")
+    @classmethod
+    def _waits_for_reserved_capacity(
+        cls, deadline: datetime | None, info: ValidationInfo
+    ) -> datetime | None:
+        requirements: list[Requirement] | None = info.data.get("requirements")
+        excluded = requirements is not None and not Requirements.of(requirements).allows(
+            CAPACITY_TYPE, RESERVED
+        )
+        if deadline is not None and excluded:
+            raise ValueError(
+                f"waits only for reserved capacity, which requirements exclude "
+                f"({CAPACITY_TYPE} must allow {RESERVED})"
+            )
+        return deadline
+
     def requirements_set(self) -> Requirements:
         return Requirements.of(self.requirements)
+
+    def capacity_wait_problem(self, received_at: datetime) -> str | None:
+        """Why `waitForCapacityUntil` cannot be honoured for a request received at
+        `received_at` (the rule broken), or None; the caller rejects the request with it."""
+        deadline = self.wait_for_capacity_until
+        if deadline is None:
+            return None
+        if deadline <= received_at:
+            return "must be later than when the request is received"
+        if deadline - received_at > MAX_CAPACITY_WAIT:
+            return f"must be at most {MAX_CAPACITY_WAIT.days} days after the request is received"
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """The contract's JSON form (camelCase; unset optional fields left out)."""

@@ -40,6 +40,10 @@ INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 INSTANCE_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 INSTANCE_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
 CAPACITY_RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
+# Karpenter's labels of reserved capacity: an ODCR (`default`) or a Capacity Block, and whether
+# its owner may reclaim it (an interruptible reservation). Absent on on-demand and spot.
+CAPACITY_RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"
+CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-interruptible"
 
 WELL_KNOWN_KEYS: frozenset[str] = frozenset(
     {
@@ -58,6 +62,8 @@ WELL_KNOWN_KEYS: frozenset[str] = frozenset(
         INSTANCE_GPU_NAME,
         INSTANCE_GPU_MANUFACTURER,
         CAPACITY_RESERVATION_ID,
+        CAPACITY_RESERVATION_TYPE,
+        CAPACITY_RESERVATION_INTERRUPTIBLE,
     }
 )
 INTEGER_KEYS: frozenset[str] = frozenset(
@@ -69,8 +75,20 @@ RESERVED = "reserved"
 ON_DEMAND = "on-demand"
 SPOT = "spot"
 CAPACITY_TYPES: tuple[str, ...] = (RESERVED, ON_DEMAND, SPOT)
+RESERVATION_TYPE_DEFAULT = "default"
+RESERVATION_TYPE_CAPACITY_BLOCK = "capacity-block"
+CAPACITY_RESERVATION_TYPES: tuple[str, ...] = (
+    RESERVATION_TYPE_DEFAULT,
+    RESERVATION_TYPE_CAPACITY_BLOCK,
+)
+BOOLEANS: tuple[str, ...] = ("true", "false")
 # Keys whose values come from a closed set; anything else is refused at validation.
-ALLOWED_VALUES: Mapping[str, tuple[str, ...]] = {ARCH: ARCHITECTURES, CAPACITY_TYPE: CAPACITY_TYPES}
+ALLOWED_VALUES: Mapping[str, tuple[str, ...]] = {
+    ARCH: ARCHITECTURES,
+    CAPACITY_TYPE: CAPACITY_TYPES,
+    CAPACITY_RESERVATION_TYPE: CAPACITY_RESERVATION_TYPES,
+    CAPACITY_RESERVATION_INTERRUPTIBLE: BOOLEANS,
+}
 
 MAX_VALUES = 100
 MAX_VALUE_LENGTH = 63
