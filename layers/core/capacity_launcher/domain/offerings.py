@@ -42,6 +42,23 @@ class Offering:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """What one launch attempt may ask EC2 about, once the shared cache's single flight is done."""
+
+    token: str
+    # Claimed for this attempt: ended (cleared, or replaced by an ICE entry) once EC2 answered.
+    mine: frozenset[str] = frozenset()
+    # Askable without a claim: launched here a moment ago, or a claim on it ended without ICE.
+    free: frozenset[str] = frozenset()
+    # Found in the cache while claiming (another worker's attempt found them dry): key → reason.
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        return self.mine | self.free
+
+
+@dataclass(frozen=True)
 class ReservationSnapshot:
     """What is known of one capacity reservation: from EC2 directly or from the shared sync."""
 

@@ -10,6 +10,7 @@ from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.fleet import FleetResult, InstanceLanding
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.offerings import Turn
 from capacity_launcher.domain.planning import ReservationSource, ReservedTarget
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.status import RequestRecord
@@ -39,6 +40,11 @@ class Entry(Protocol):
 class UnavailableCache(Protocol):
     def current(self) -> Mapping[str, Entry]: ...
     def mark(self, offerings: Iterable[tuple[str, str, str]]) -> Any: ...
+    # Single flight: claim offerings before asking EC2; end the claims once it answered.
+    def take_turn(self, keys: Sequence[str]) -> Turn: ...
+    def end_turn(
+        self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()
+    ) -> None: ...
 
 
 class Limits(Protocol):

@@ -46,6 +46,7 @@ def launch_ports(settings: Settings) -> LaunchPorts:
             settings.ice_ttl_seconds,
             local_copy_seconds=settings.ice_local_copy_seconds,
             dynamodb=dynamodb,
+            claim_seconds=settings.ice_claim_seconds,
         ),
         limits=PoolLimitsStore(settings.state_table_name, settings.limit_lease_seconds, dynamodb),
         fleet=Fleet(ec2),
