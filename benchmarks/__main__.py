@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import batching, cold_start, ice_storm, report, warm_overhead
+from benchmarks import batching, burst, cold_start, ice_storm, report, warm_overhead
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,6 +19,7 @@ def main() -> int:
         cold_starts=cold_start.handlers(),
         layer=cold_start.layer_size(),
         warm=warm_overhead.run(),
+        burst=burst.run(),
     )
     text = report.render(results, time.perf_counter() - started)
     (ROOT / "docs" / "BENCHMARKS.md").write_text(text)
