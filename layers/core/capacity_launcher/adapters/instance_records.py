@@ -7,7 +7,8 @@ adopts instances a crashed worker launched but never recorded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -22,11 +23,18 @@ from capacity_launcher.adapters.dynamodb import (
     raise_for,
     to_item,
 )
-from capacity_launcher.adapters.launch_records import RECORD, instance_pk, request_pk
+from capacity_launcher.adapters.launch_records import (
+    DEFAULT_RETENTION_SECONDS,
+    RECORD,
+    instance_pk,
+    request_pk,
+)
 from capacity_launcher.domain.quantities import Resources
 
 INSTANCE = "Instance"
 _BATCH_GET_LIMIT = 100
+# A terminated instance's item is history: it expires (the table's `ttl`) after the retention.
+_GONE = frozenset({"shutting-down", "terminated"})
 
 
 def item_resources(item: Mapping[str, Any]) -> Resources:
@@ -40,9 +48,26 @@ def item_resources(item: Mapping[str, Any]) -> Resources:
 
 
 class InstanceRecords:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        dynamodb: Any | None = None,
+        *,
+        retention_seconds: int = DEFAULT_RETENTION_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
+        self._retention = retention_seconds
+        self._clock = clock
+
+    def _state_update(self, state: str, expression: str) -> tuple[str, dict[str, Any]]:
+        """`expression` (which sets #state = :state) plus the expiry a terminal state brings."""
+        values: dict[str, Any] = {":state": state}
+        if state in _GONE:
+            expression += ", #ttl = :ttl"
+            values[":ttl"] = int(self._clock()) + self._retention
+        return expression, values
 
     def get(self, instance_id: str) -> dict[str, Any] | None:
         """One eventually consistent GetItem: the cheap test of whether an instance is ours."""
@@ -67,13 +92,14 @@ class InstanceRecords:
         The condition makes it exactly once, whatever order or number of events arrive.
         """
         try:
+            expression, values = self._state_update(state, "SET #state = :state, releasedAt = :at")
             response = self._db.update_item(
                 TableName=self._table,
                 Key=key(instance_pk(instance_id), INSTANCE),
-                UpdateExpression="SET #state = :state, releasedAt = :at",
+                UpdateExpression=expression,
                 ConditionExpression="attribute_exists(pk) AND attribute_not_exists(releasedAt)",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues=to_item({":state": state, ":at": at}),
+                ExpressionAttributeNames=_names(values),
+                ExpressionAttributeValues=to_item({**values, ":at": at}),
                 ReturnValues="ALL_NEW",
             )
         except ClientError as error:
@@ -89,9 +115,9 @@ class InstanceRecords:
             self._db.update_item(
                 TableName=self._table,
                 Key=key(instance_pk(instance_id), INSTANCE),
-                UpdateExpression="SET #state = :running REMOVE releasedAt",
+                UpdateExpression="SET #state = :running REMOVE releasedAt, #ttl",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeNames={"#state": "state", "#ttl": "ttl"},
                 ExpressionAttributeValues={":running": {"S": "running"}},
             )
         except ClientError as error:
@@ -135,14 +161,22 @@ class InstanceRecords:
 
     def _set_state(self, instance_id: str, state: str) -> None:
         try:
+            expression, values = self._state_update(state, "SET #state = :state")
             self._db.update_item(
                 TableName=self._table,
                 Key=key(instance_pk(instance_id), INSTANCE),
-                UpdateExpression="SET #state = :state",
+                UpdateExpression=expression,
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={":state": {"S": state}},
+                ExpressionAttributeNames=_names(values),
+                ExpressionAttributeValues=to_item(values),
             )
         except ClientError as error:
             if not is_condition_failure(error):
                 raise_for("UpdateItem", error)
+
+
+def _names(values: Mapping[str, Any]) -> dict[str, str]:
+    names = {"#state": "state"}
+    if ":ttl" in values:
+        names["#ttl"] = "ttl"
+    return names

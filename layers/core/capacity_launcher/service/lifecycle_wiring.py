@@ -18,7 +18,7 @@ from capacity_launcher.adapters.unavailable_offerings import UnavailableOffering
 from capacity_launcher.service.instance_events import InstanceEvents
 from capacity_launcher.service.reconciliation import Reconciliation
 from capacity_launcher.service.reservation_sync import ReservationSync, Thresholds
-from capacity_launcher.settings import Settings, get_settings
+from capacity_launcher.settings import Settings, get_settings, retention_seconds
 
 
 def utcnow() -> datetime:
@@ -47,7 +47,9 @@ def build_reservation_sync(settings: Settings) -> ReservationSync:
     reconciliation = Reconciliation(
         limits=PoolLimitsStore(settings.state_table_name, settings.limit_lease_seconds, dynamodb),
         instances=Fleet(ec2),
-        items=InstanceRecords(settings.state_table_name, dynamodb),
+        items=InstanceRecords(
+            settings.state_table_name, dynamodb, retention_seconds=retention_seconds(settings)
+        ),
         facts=InstanceTypeCatalog(ec2),
         pools=config,
         now=utcnow,
@@ -70,7 +72,9 @@ def build_reservation_sync(settings: Settings) -> ReservationSync:
 def build_instance_events(settings: Settings) -> InstanceEvents:
     dynamodb = client("dynamodb")
     return InstanceEvents(
-        items=InstanceRecords(settings.state_table_name, dynamodb),
+        items=InstanceRecords(
+            settings.state_table_name, dynamodb, retention_seconds=retention_seconds(settings)
+        ),
         limits=PoolLimitsStore(settings.state_table_name, settings.limit_lease_seconds, dynamodb),
         reservations=ReservationSnapshots(settings.state_table_name, dynamodb),
         unavailable=_unavailable(settings),

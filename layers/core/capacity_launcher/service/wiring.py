@@ -23,7 +23,7 @@ from capacity_launcher.service.launch_batch import LaunchBatch
 from capacity_launcher.service.launcher import Launcher
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.telemetry import LaunchTelemetry
-from capacity_launcher.settings import Settings, get_settings
+from capacity_launcher.settings import Settings, get_settings, retention_seconds
 
 
 def idempotency_config(settings: Settings) -> IdempotencyConfig:
@@ -40,7 +40,9 @@ def launch_ports(settings: Settings) -> LaunchPorts:
         config=ConfigStore(
             settings.state_table_name, dynamodb, cache_seconds=settings.config_cache_seconds
         ),
-        records=LaunchRecords(settings.state_table_name, dynamodb),
+        records=LaunchRecords(
+            settings.state_table_name, dynamodb, retention_seconds=retention_seconds(settings)
+        ),
         unavailable=UnavailableOfferings(
             settings.unavailable_offerings_table_name,
             settings.ice_ttl_seconds,
