@@ -6,13 +6,14 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import batching, burst, cold_start, ice_storm, report, warm_overhead
+from benchmarks import batching, burst, cold_start, ice_storm, plots, report, scaling, warm_overhead
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
     started = time.perf_counter()
+    points, syncs = scaling.run()
     results = report.Results(
         storm=ice_storm.run(),
         batching=batching.run(),
@@ -20,6 +21,8 @@ def main() -> int:
         layer=cold_start.layer_size(),
         warm=warm_overhead.run(),
         burst=burst.run(),
+        scaling=(points, syncs),
+        plots=plots.items_read(points, syncs, ROOT / "docs"),
     )
     text = report.render(results, time.perf_counter() - started)
     (ROOT / "docs" / "BENCHMARKS.md").write_text(text)
