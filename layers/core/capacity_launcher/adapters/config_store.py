@@ -62,6 +62,7 @@ class ConfigStore:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
         self._cache: TtlCache[_Listing] = TtlCache(cache_seconds)
+        self._documents: TtlCache[NodeClass | NodePool] = TtlCache(cache_seconds)
 
     def apply(self, document: NodeClass | NodePool) -> None:
         """Create or replace a document; a NodePool must name an existing NodeClass."""
@@ -111,6 +112,7 @@ class ConfigStore:
                 ) from error
             raise_for("TransactWriteItems", error)
         self._cache.invalidate()
+        self._documents.invalidate()
 
     def node_class(self, name: str) -> NodeClass:
         document = self._get("NodeClass", name)
@@ -143,18 +145,19 @@ class ConfigStore:
         else:
             self._delete_item(kind, name, None)
         self._cache.invalidate()
+        self._documents.invalidate()
 
     # -- reading -----------------------------------------------------------------------------
 
     def _get(self, kind: Kind, name: str) -> NodeClass | NodePool:
-        document = self._listing(kind, fresh=False).documents.get(name)
-        if document is not None:
-            return document  # type: ignore[no-any-return]
-        # Not in this container's copy: it may have been applied since. Ask the table.
+        # One item, not the whole listing: a request naming its pool reads what it uses (a miss
+        # raises before anything is cached, so the cache never answers "missing").
+        return self._documents.get_or_load((kind, name), lambda: self._read_document(kind, name))
+
+    def _read_document(self, kind: Kind, name: str) -> NodeClass | NodePool:
         item = self._read_one(kind, name)
         if item is None:
             raise NotFound(kind, name)
-        self._cache.invalidate(kind)
         return self._parse(kind, item)
 
     def _listing(self, kind: Kind, fresh: bool) -> _Listing:
