@@ -6,7 +6,17 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import batching, burst, cold_start, ice_storm, plots, report, scaling, warm_overhead
+from benchmarks import (
+    batching,
+    burst,
+    cold_start,
+    ice_storm,
+    plots,
+    report,
+    scaling,
+    throughput,
+    warm_overhead,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,6 +33,7 @@ def main() -> int:
         burst=burst.run(),
         scaling=(points, syncs),
         plots=plots.items_read(points, syncs, ROOT / "docs"),
+        throughput=throughput.run(),
     )
     text = report.render(results, time.perf_counter() - started)
     (ROOT / "docs" / "BENCHMARKS.md").write_text(text)

@@ -30,6 +30,7 @@ POOLS = (10, 100, 1_000)
 # 100k is left out of `make bench`: moto copies the whole table on every transaction.
 PAST_REQUESTS = (1_000, 10_000)
 TAG = {"bench": "scaling"}
+Grow = Callable[[Cloud, int, int], None]
 
 
 @dataclass
@@ -109,11 +110,13 @@ def _items(cloud: Cloud, pk: str) -> list[dict[str, Any]]:
     )
 
 
-def _clone(cloud: Cloud, item: dict[str, Any], old: str, count: int, prefix: str) -> None:
-    """`count` copies of `item`, every occurrence of `old` replaced by a new name."""
+def _clone(
+    cloud: Cloud, item: dict[str, Any], old: str, count: int, prefix: str, start: int = 0
+) -> None:
+    """Copies `start`..`count` of `item`, every occurrence of `old` replaced by a new name."""
     table = _table(cloud.names.state_table)
     text = json.dumps(item)
-    for n in range(count):
+    for n in range(start, count):
         table.put_item(json.loads(text.replace(old, f"{prefix}{n:06d}")))
 
 
@@ -143,29 +146,37 @@ def _per_request(cloud: Cloud, slug: str) -> tuple[int, int]:
     return cold.total, warm.total
 
 
-def _point(curve: str, size: int, grow: Callable[[Cloud, int], None]) -> Point:
+def _curve(curve: str, sizes: tuple[int, ...], grow: Grow) -> list[Point]:
+    """One cloud per curve, grown from one size to the next (each point measured on its own)."""
+    points = []
     with bench_cloud() as cloud:
         _stage(cloud)
-        grow(cloud, size)
-        cold, warm = _per_request(cloud, curve.replace(" ", "-"))
-        return Point(curve, size, cold, warm)
+        had = 1
+        for size in sizes:
+            grow(cloud, had, size)
+            had = size
+            cold, warm = _per_request(cloud, curve.replace(" ", "-"))
+            points.append(Point(curve, size, cold, warm))
+    return points
 
 
-def _unrelated_reservations(cloud: Cloud, size: int) -> None:
+def _unrelated_reservations(cloud: Cloud, had: int, size: int) -> None:
     stored = [i for i in _items(cloud, "Reservation") if i["sk"]["S"].startswith("cr-")]
-    item = copy.deepcopy(stored[0])
+    item = copy.deepcopy(min(stored, key=lambda i: len(i["sk"]["S"])))
     item["tags"] = {"M": {"team": {"S": "other"}}}
-    _clone(cloud, item, item["sk"]["S"], size - 1, "cr-0bench")
+    _clone(cloud, item, item["sk"]["S"], size - 1, "cr-0bench", had - 1)
 
 
-def _more_pools(cloud: Cloud, size: int) -> None:
+def _more_pools(cloud: Cloud, had: int, size: int) -> None:
     item = next(i for i in _items(cloud, "NodePool") if i["sk"]["S"] == POOL)
-    _clone(cloud, item, f'"{POOL}', size - 1, '"other-pool-')
+    _clone(cloud, item, f'"{POOL}', size - 1, '"other-pool-', had - 1)
 
 
-def _history(cloud: Cloud, size: int) -> None:
+def _history(cloud: Cloud, had: int, size: int) -> None:
     """Past requests: a finished request's record, intent, pointer and instance items, cloned."""
-    cloud.send(request("past"))
+    if had <= 1:
+        had = 0
+        cloud.send(request("past"))
     record = next(i for i in _items(cloud, "Request#past") if i["sk"]["S"] == "Record")
     pointer = next(i for i in _items(cloud, "Request#past") if i["sk"]["S"] != "Record")
     token = pointer["sk"]["S"].removeprefix("Intent#")
@@ -174,21 +185,29 @@ def _history(cloud: Cloud, size: int) -> None:
     instance_id = detail["instances"][0]["instanceId"]
     instance = _items(cloud, f"Instance#{instance_id}")[0]
     for item, old in ((record, "past"), (pointer, token), (intent, token)):
-        _clone(cloud, item, old, size, "past-")
-    _clone(cloud, instance, instance_id, size, "i-past")
+        _clone(cloud, item, old, size, "past-", had)
+    _clone(cloud, instance, instance_id, size, "i-past", had)
 
 
-def sync_cost(size: int) -> SyncPoint:
+def _history_curve() -> tuple[list[Point], list[SyncPoint]]:
+    """Requests and one sync run on one cloud, as history grows under them."""
+    points, syncs = [], []
     with bench_cloud() as cloud:
         _stage(cloud)
-        _history(cloud, size)
-        with counting() as read:
-            lifecycle_wiring.build_reservation_sync(get_settings()).run()
-        return SyncPoint(size, read.by_table.get(cloud.names.state_table, 0))
+        had = 1
+        for size in PAST_REQUESTS:
+            _history(cloud, had, size)
+            had = size
+            cold, warm = _per_request(cloud, "past-requests")
+            points.append(Point("past requests", size, cold, warm))
+            with counting() as read:
+                lifecycle_wiring.build_reservation_sync(get_settings()).run()
+            syncs.append(SyncPoint(size, read.by_table.get(cloud.names.state_table, 0)))
+    return points, syncs
 
 
 def run() -> tuple[list[Point], list[SyncPoint]]:
-    points = [_point("reservations", n, _unrelated_reservations) for n in RESERVATIONS]
-    points += [_point("node pools", n, _more_pools) for n in POOLS]
-    points += [_point("past requests", n, _history) for n in PAST_REQUESTS]
-    return points, [sync_cost(n) for n in PAST_REQUESTS]
+    points = _curve("reservations", RESERVATIONS, _unrelated_reservations)
+    points += _curve("node pools", POOLS, _more_pools)
+    history, syncs = _history_curve()
+    return points + history, syncs
