@@ -397,9 +397,8 @@ def _scaling(points: list[Point], syncs: list[SyncPoint], plots: list[str]) -> l
         "- *reservations*: every request reads every reservation snapshot (one strongly "
         "consistent Query of the `Reservation` partition), related to its NodeClass or not; "
         "left to the reservations work (service provider for reservations).",
-        "- *node pools*: a cold container reads every NodePool (one Query of the `NodePool` "
-        "partition) even for a request that names its pool; a warm one reuses its copy for "
-        "`CONFIG_CACHE_SECONDS`.",
+        "- *node pools*: a request that names its pool reads that pool's item (GetItem, cached "
+        "per name for `CONFIG_CACHE_SECONDS`), not the `NodePool` partition.",
         "- *past requests*: the launch path reads only its own request's partition; the sync "
         "queries the sparse `OpenLeases` index instead of scanning the state table.",
         "",
