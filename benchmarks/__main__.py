@@ -6,19 +6,34 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import batching, cold_start, ice_storm, report, warm_overhead
+from benchmarks import (
+    batching,
+    burst,
+    cold_start,
+    ice_storm,
+    plots,
+    report,
+    scaling,
+    throughput,
+    warm_overhead,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
     started = time.perf_counter()
+    points, syncs = scaling.run()
     results = report.Results(
         storm=ice_storm.run(),
         batching=batching.run(),
         cold_starts=cold_start.handlers(),
         layer=cold_start.layer_size(),
         warm=warm_overhead.run(),
+        burst=burst.run(),
+        scaling=(points, syncs),
+        plots=plots.items_read(points, syncs, ROOT / "docs"),
+        throughput=throughput.run(),
     )
     text = report.render(results, time.perf_counter() - started)
     (ROOT / "docs" / "BENCHMARKS.md").write_text(text)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from capacity_launcher.domain.offerings import Turn
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch_batch import LaunchBatch
 from capacity_launcher.settings import get_settings
@@ -39,6 +40,13 @@ class InMemoryUnavailable:
             for key, reason, _message in offerings:
                 self._entries[key] = RememberedOffering(reason, expires_at)
             return list(self._entries.values())
+
+    def take_turn(self, keys: Sequence[str]) -> Turn:
+        """No single flight: every worker asks EC2 about whatever its own memory does not hold."""
+        return Turn("", free=frozenset(keys))
+
+    def end_turn(self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()) -> None:
+        return None
 
 
 def per_process_launch_batch(ttl_seconds: int) -> LaunchBatch:

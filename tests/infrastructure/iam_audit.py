@@ -460,7 +460,12 @@ class Policies:
             if value.startswith("GetAtt:"):
                 logical = value[7:].partition(".")[0]
                 return _attribute_arn(self._sam, logical, refs.get(logical, ""), region, account)
-            return re.sub(r"\$\{([^}]+)\}", lambda m: subs.get(m.group(1), m.group(0)), value)
+            # ${Logical} in a Sub is its Ref (a table's name), as CloudFormation resolves it.
+            return re.sub(
+                r"\$\{([^}]+)\}",
+                lambda m: subs.get(m.group(1)) or refs.get(m.group(1)) or m.group(0),
+                value,
+            )
 
         return resolve
 

@@ -278,6 +278,13 @@ def bus_source_claimable_by_others(cfn: dict[str, Any]) -> list[str]:
     return [f"{BUS}: no policy denies other principals events with source {EVENT_SOURCE}"]
 
 
+# A table's index by ARN (…:table/${Table}/index/Name), as a Sub names it.
+_INDEX_ARN = (
+    r"arn:\$\{AWS::Partition\}:dynamodb:\$\{AWS::Region\}:\$\{AWS::AccountId\}"
+    r":table/\$\{(\w+)\}/index/[\w.-]+"
+)
+
+
 def dynamodb_violations(cfn: dict[str, Any]) -> list[str]:
     """DynamoDB actions only on the project's tables, each function only on the tables it uses."""
     tables = set(_resources_of_type(cfn, "AWS::DynamoDB::Table"))
@@ -290,7 +297,10 @@ def dynamodb_violations(cfn: dict[str, Any]) -> list[str]:
         allowed = TABLES_BY_FUNCTION.get(function, tables)
         for resource in s.resources:
             table = resource.removeprefix("GetAtt:").removesuffix(".Arn")
-            if not resource.startswith("GetAtt:") or table not in tables:
+            index = re.fullmatch(_INDEX_ARN, resource)
+            if index:  # an index of one of our tables, named by its ARN
+                table = index.group(1)
+            if not (resource.startswith("GetAtt:") or index) or table not in tables:
                 violations.append(f"{s.owner}: dynamodb on {resource}, not a table of ours")
             elif table not in allowed:
                 violations.append(f"{s.owner}: dynamodb on {table}, which {function} does not use")

@@ -35,6 +35,7 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "Stage": "dev",
         "InstanceRoleArn": None,
         "IceTtlSeconds": 180,
+        "RecordRetentionDays": 30,
         "LogLevel": "INFO",
         "LogRetentionDays": 30,
         "UtilizationHighThreshold": 0.9,
@@ -59,6 +60,7 @@ def test_globals_carry_runtime_architecture_tracing_layer_and_powertools(
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "CapacityLauncher"
     assert variables["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
     assert variables["ICE_TTL_SECONDS"] == {"Ref": "IceTtlSeconds"}
+    assert variables["RECORD_RETENTION_DAYS"] == {"Ref": "RecordRetentionDays"}
 
 
 def test_layer_is_built_for_python_311_on_arm64(resources: dict[str, Any]) -> None:

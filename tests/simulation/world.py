@@ -22,7 +22,7 @@ from moto.moto_api._internal import mock_random
 from moto.sqs.models import sqs_backends
 
 import moto_capacity
-from capacity_launcher.adapters import aws
+from capacity_launcher.adapters import aws, unavailable_offerings
 from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
@@ -118,6 +118,7 @@ class World:
         self._clients: dict[str, Any] = {}
         self._environments: dict[str, dict[str, str]] = {}
         self._no_sleeps: Any = None
+        self._claim_pause: Any = None
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
         self._event_sequence = 0
@@ -151,6 +152,9 @@ class World:
         moto_capacity.set_transaction_conflicts(TRANSACTION_CONFLICT_RATE, self.seed)
         self._pause = fleet_adapter.pause
         fleet_adapter.pause = self.emulator.clock.advance
+        # So does a launcher waiting on another's claim of an offering (single flight).
+        self._claim_pause = unavailable_offerings.pause
+        unavailable_offerings.pause = self.emulator.clock.advance
         self._crash_guard = crashing_calls(self.emulator.crashes)
         self._crash_guard.__enter__()
         self._no_sleeps = retries_without_sleeping()
@@ -175,6 +179,7 @@ class World:
             self._crash_guard.__exit__(None, None, None)
             self._no_sleeps.__exit__(None, None, None)
         fleet_adapter.pause = self._pause
+        unavailable_offerings.pause = self._claim_pause
         self.emulator.clock.__exit__()
         moto_capacity.reset()
         if self._mock is not None:

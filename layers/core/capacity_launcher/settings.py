@@ -22,8 +22,16 @@ class Settings(BaseSettings):
     expiring_horizon_hours: int = Field(default=72, ge=1)
     # A warm container trusts its copy of the ICE cache for this long before reading DynamoDB again.
     ice_local_copy_seconds: float = Field(default=5.0, ge=0, le=60)
+    # History (request records, intents, terminated instances' items) expires after this long.
+    record_retention_days: int = Field(default=30, ge=2, le=3650)
+    # How long a launcher's claim on an offering (single flight) holds others back if it dies.
+    ice_claim_seconds: int = Field(default=20, ge=1, le=300)
     # A warm container trusts its copy of NodePools and NodeClasses for this long.
     config_cache_seconds: float = Field(default=10.0, ge=0, le=300)
+
+
+def retention_seconds(settings: Settings) -> int:
+    return settings.record_retention_days * 24 * 3600
 
 
 @lru_cache(maxsize=1)

@@ -61,12 +61,14 @@ class ConfigStore:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
         self._cache: TtlCache[_Listing] = TtlCache(cache_seconds)
+        self._documents: TtlCache[NodeClass | NodePool | CapacityQuota] = TtlCache(cache_seconds)
 
     def apply(self, document: NodeClass | NodePool | CapacityQuota) -> None:
         """Create or replace a document; a NodePool must name an existing NodeClass."""
         if isinstance(document, CapacityQuota):
             self._apply_quota(document)
             self._cache.invalidate()
+            self._documents.invalidate()
             return
         kind: Kind = document.kind
         now = datetime.now(UTC).isoformat()
@@ -114,6 +116,7 @@ class ConfigStore:
                     ExpressionAttributeValues=to_item({":document": body, ":now": now, ":one": 1}),
                 )
         self._cache.invalidate()
+        self._documents.invalidate()
 
     def node_class(self, name: str) -> NodeClass:
         document = self._get("NodeClass", name)
@@ -156,6 +159,7 @@ class ConfigStore:
         else:
             self._delete_item(kind, name, None)
         self._cache.invalidate()
+        self._documents.invalidate()
 
     def _apply_quota(self, quota: CapacityQuota) -> None:
         """Put the quota if, with the stored others, no requester has two quotas in one flavor."""
@@ -201,14 +205,14 @@ class ConfigStore:
     # -- reading -----------------------------------------------------------------------------
 
     def _get(self, kind: Kind, name: str) -> NodeClass | NodePool | CapacityQuota:
-        document = self._listing(kind, fresh=False).documents.get(name)
-        if document is not None:
-            return document  # type: ignore[no-any-return]
-        # Not in this container's copy: it may have been applied since. Ask the table.
+        # One item, not the whole listing: a request naming its pool reads what it uses (a miss
+        # raises before anything is cached, so the cache never answers "missing").
+        return self._documents.get_or_load((kind, name), lambda: self._read_document(kind, name))
+
+    def _read_document(self, kind: Kind, name: str) -> NodeClass | NodePool | CapacityQuota:
         item = self._read_one(kind, name)
         if item is None:
             raise NotFound(kind, name)
-        self._cache.invalidate(kind)
         return self._parse(kind, item)
 
     def _listing(self, kind: Kind, fresh: bool) -> _Listing:

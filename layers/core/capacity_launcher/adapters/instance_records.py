@@ -7,18 +7,26 @@ them exactly once, the sync reads them in batches and adopts what a crashed work
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from decimal import Decimal
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, batch_write, from_item, key, to_item
-from capacity_launcher.adapters.launch_records import RECORD, instance_pk, request_pk
+from capacity_launcher.adapters.launch_records import (
+    DEFAULT_RETENTION_SECONDS,
+    RECORD,
+    instance_pk,
+    request_pk,
+)
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.instance_records import RUNNING, InstanceRecord
 
 INSTANCE = "Instance"
+# A terminated instance's item is history: it expires (the table's `ttl`) after the retention.
+_GONE = frozenset({"shutting-down", "terminated"})
 
 
 def to_attributes(record: InstanceRecord) -> dict[str, Any]:
@@ -73,9 +81,26 @@ def _item(record: InstanceRecord) -> dict[str, Any]:
 
 
 class InstanceRecords:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        dynamodb: Any | None = None,
+        *,
+        retention_seconds: int = DEFAULT_RETENTION_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
+        self._retention = retention_seconds
+        self._clock = clock
+
+    def _state_update(self, state: str, expression: str) -> tuple[str, dict[str, Any]]:
+        """`expression` (which sets #state = :state) plus the expiry a terminal state brings."""
+        values: dict[str, Any] = {":state": state}
+        if state in _GONE:
+            expression += ", #ttl = :ttl"
+            values[":ttl"] = int(self._clock()) + self._retention
+        return expression, values
 
     def put(self, records: Iterable[InstanceRecord]) -> None:
         """Record launched instances (the one bounded BatchWriteItem loop)."""
@@ -108,14 +133,15 @@ class InstanceRecords:
         The condition makes it exactly once, whatever order or number of events arrive.
         """
         try:
+            expression, values = self._state_update(state, "SET #state = :state, releasedAt = :at")
             with aws_call("UpdateItem"):
                 response = self._db.update_item(
                     TableName=self._table,
                     Key=key(instance_pk(instance_id), INSTANCE),
-                    UpdateExpression="SET #state = :state, releasedAt = :at",
+                    UpdateExpression=expression,
                     ConditionExpression="attribute_exists(pk) AND attribute_not_exists(releasedAt)",
-                    ExpressionAttributeNames={"#state": "state"},
-                    ExpressionAttributeValues=to_item({":state": state, ":at": at}),
+                    ExpressionAttributeNames=_names(values),
+                    ExpressionAttributeValues=to_item({**values, ":at": at}),
                     ReturnValues="ALL_NEW",
                 )
         except ConditionFailed:
@@ -129,9 +155,9 @@ class InstanceRecords:
             self._db.update_item(
                 TableName=self._table,
                 Key=key(instance_pk(instance_id), INSTANCE),
-                UpdateExpression="SET #state = :running REMOVE releasedAt",
+                UpdateExpression="SET #state = :running REMOVE releasedAt, #ttl",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeNames={"#state": "state", "#ttl": "ttl"},
                 ExpressionAttributeValues={":running": {"S": "running"}},
             )
 
@@ -166,12 +192,20 @@ class InstanceRecords:
             )
 
     def _set_state(self, instance_id: str, state: str) -> None:
+        expression, values = self._state_update(state, "SET #state = :state")
         with suppress(ConditionFailed), aws_call("UpdateItem"):
             self._db.update_item(
                 TableName=self._table,
                 Key=key(instance_pk(instance_id), INSTANCE),
-                UpdateExpression="SET #state = :state",
+                UpdateExpression=expression,
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={":state": {"S": state}},
+                ExpressionAttributeNames=_names(values),
+                ExpressionAttributeValues=to_item(values),
             )
+
+
+def _names(values: Mapping[str, Any]) -> dict[str, str]:
+    names = {"#state": "state"}
+    if ":ttl" in values:
+        names["#ttl"] = "ttl"
+    return names

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
@@ -14,6 +15,8 @@ from capacity_launcher.domain.status import RequestRecord
 
 RECORD = "Record"
 INTENT_PREFIX = "Intent#"
+# How long history (records, intents, terminated instances' items) is kept: RECORD_RETENTION_DAYS.
+DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
 
 
 def request_pk(request_id: str) -> str:
@@ -25,9 +28,22 @@ def instance_pk(instance_id: str) -> str:
 
 
 class LaunchRecords:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        dynamodb: Any | None = None,
+        *,
+        retention_seconds: int = DEFAULT_RETENTION_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")
+        self._retention = retention_seconds
+        self._clock = clock
+
+    def _expiry(self) -> int:
+        """The state table's TTL attribute (`ttl`, epoch seconds) for a history item written now."""
+        return int(self._clock()) + self._retention
 
     # -- one request's partition: its record and pointers to the intents that serve it --
 
@@ -67,6 +83,7 @@ class LaunchRecords:
             "requester": record.requester,
             "finishedAt": detail["finishedAt"],
             "detail": json.dumps(detail, sort_keys=True),
+            "ttl": self._expiry(),
         }
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
         try:
@@ -113,6 +130,7 @@ class LaunchRecords:
                 "fleetInput": json.dumps(intent.fleet_input, sort_keys=True, default=str),
                 "offerings": list(intent.offerings),
                 "state": "pending",
+                "ttl": self._expiry(),
             }
         )
         transact: list[dict[str, Any]] = [
@@ -129,7 +147,11 @@ class LaunchRecords:
                 "Put": {
                     "TableName": self._table,
                     "Item": to_item(
-                        {"pk": request_pk(s.request_id), "sk": INTENT_PREFIX + intent.token}
+                        {
+                            "pk": request_pk(s.request_id),
+                            "sk": INTENT_PREFIX + intent.token,
+                            "ttl": self._expiry(),
+                        }
                     ),
                 }
             }

@@ -39,6 +39,9 @@ LEASE_PREFIX = "Lease#"
 MEMBER_PREFIX = "Member#"
 # How long a settled lease is kept as proof of settlement (longer than any redelivery).
 SETTLED_MARKER_SECONDS = 7 * 24 * 3600
+# An unsettled lease carries this (the sparse OpenLeases index's key): the sync reads only those.
+OPEN_LEASES_INDEX = "OpenLeases"
+OPEN_LEASE = "open"
 INSTANCE_SK = "Instance"
 _ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
 _RESERVE_TRIES = 3
@@ -306,17 +309,13 @@ class PoolLimitsStore:
 
     def leases(self) -> list[Lease]:
         """Every unsettled lease (the sync reclaims the expired ones)."""
-        with aws_call("Scan"):
-            pages = self._db.get_paginator("scan").paginate(
+        with aws_call("Query"):
+            pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
-                FilterExpression=(
-                    "begins_with(pk, :limits) AND begins_with(sk, :lease)"
-                    " AND attribute_not_exists(settled)"
-                ),
-                ExpressionAttributeValues={
-                    ":limits": {"S": "Limits#"},
-                    ":lease": {"S": LEASE_PREFIX},
-                },
+                IndexName=OPEN_LEASES_INDEX,
+                KeyConditionExpression="openLease = :open",
+                FilterExpression="attribute_not_exists(settled)",
+                ExpressionAttributeValues={":open": {"S": OPEN_LEASE}},
             )
             return [_lease(from_item(i)) for page in pages for i in page["Items"]]
 
@@ -375,6 +374,7 @@ class PoolLimitsStore:
             "sk": LEASE_PREFIX + lease_id,
             "count": count,
             "expiresAt": int(self._clock()) + self._lease_seconds,
+            "openLease": OPEN_LEASE,
             **_attributes(amount),
         }
         return [
@@ -470,6 +470,7 @@ class PoolLimitsStore:
             marker["UpdateExpression"] += ", #count = :count"
             marker["ExpressionAttributeNames"]["#count"] = "count"
             marker["ExpressionAttributeValues"][":count"] = {"N": str(count)}
+        marker["UpdateExpression"] += " REMOVE openLease"
         return marker
 
     def _transact(self, items: list[dict[str, Any]]) -> None:

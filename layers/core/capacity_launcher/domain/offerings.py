@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 CapacityType = Literal["reserved", "on-demand", "spot"]
@@ -37,3 +38,20 @@ class Offering:
     @property
     def key(self) -> str:
         return offering_key(self.capacity_type, self.instance_type, self.zone, self.reservation_id)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one launch attempt may ask EC2 about, once the shared cache's single flight is done."""
+
+    token: str
+    # Claimed for this attempt: ended (cleared, or replaced by an ICE entry) once EC2 answered.
+    mine: frozenset[str] = frozenset()
+    # Askable without a claim: launched here a moment ago, or a claim on it ended without ICE.
+    free: frozenset[str] = frozenset()
+    # Found in the cache while claiming (another worker's attempt found them dry): key → reason.
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        return self.mine | self.free

@@ -33,7 +33,7 @@ from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent, allocate, client_token
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.offerings import RESERVED, SPOT, Offering
+from capacity_launcher.domain.offerings import RESERVED, SPOT, Offering, Turn, offering_key
 from capacity_launcher.domain.planning import (
     Candidates,
     Landed,
@@ -304,7 +304,18 @@ class Launcher:
                 continue
             if claim is not None:
                 attempt = replace(attempt, count=min(attempt.count, claim.granted))
+            turn, cached = self._take_turn(attempt)
+            observed += [_unavailable(o, cached[o]) for o in cached]
+            if turn is not None and not turn.allowed:
+                plan.record(attempt, [], cached)  # another worker's attempt found them dry
+                continue
+            if turn is not None:
+                attempt = replace(
+                    attempt, offerings=tuple(o for o in attempt.offerings if o.key in turn.allowed)
+                )
             attempt_number += 1
+            landings: list[InstanceLanding] = []
+            dry: list[Offering] = []
             try:
                 try:
                     intent = self._intent(attempt, attempt_number, active, lead, subnets)
@@ -321,6 +332,15 @@ class Launcher:
             finally:
                 if claim is not None:
                     self._give_back(claim, used=0)  # no-op once _absorb gave back the unused
+                if turn is not None:
+                    self._p.unavailable.end_turn(
+                        turn,
+                        launched={
+                            offering_key(attempt.capacity_type, x.instance_type, x.zone)
+                            for x in landings
+                        },
+                        dry={o.key for o in dry},
+                    )
             seen += landings
             landed = [Landed(x.instance_type, x.zone) for x in landings]
             retryable = [e for e in result.errors if classify(e.code).retryable]
@@ -331,9 +351,9 @@ class Launcher:
                     raise retryable_error("CreateFleet", code, classify(code))
                 transient_retries += 1
                 (self._sleep or pause)(in_process_delay(transient_retries))
-                plan.again(attempt, landed, dry)
+                plan.again(attempt, landed, [*dry, *cached])
                 continue
-            plan.record(attempt, landed, dry)
+            plan.record(attempt, landed, [*dry, *cached])
             for offering in dry:
                 report.cache_writes[offering.capacity_type] = (
                     report.cache_writes.get(offering.capacity_type, 0) + 1
@@ -426,6 +446,17 @@ class Launcher:
             return None
         granted = self._p.reservations.claim(target.reservation_id, attempt.count)
         return None if granted is None else _Claim(target.reservation_id, granted)
+
+    def _take_turn(self, attempt: LaunchAttempt) -> tuple[Turn | None, dict[Offering, str]]:
+        """Single flight on the shared cache (on-demand and spot; a reservation's slots are
+        claimed in its snapshot): the turn, and the offerings found dry meanwhile (→ reason)."""
+        if attempt.capacity_type == RESERVED:
+            return None, {}
+        turn = self._p.unavailable.take_turn([o.key for o in attempt.offerings])
+        cached = {
+            o: turn.unavailable[o.key] for o in attempt.offerings if o.key in turn.unavailable
+        }
+        return turn, cached
 
     def _give_back(self, claim: _Claim, used: int) -> None:
         """Give back a claim's slots that no instance took, once, whichever way the attempt ends."""

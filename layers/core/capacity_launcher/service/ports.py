@@ -13,6 +13,7 @@ from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import Message
+from capacity_launcher.domain.offerings import Turn
 from capacity_launcher.domain.pool_usage import Lease, Member, Recount
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.reservations import (
@@ -70,6 +71,11 @@ class UnavailableCache(Protocol):
     def current(self) -> Mapping[str, Entry]: ...
     def mark(self, offerings: Iterable[tuple[str, str, str]]) -> Any: ...
     def clear(self, offering: str) -> None: ...
+    # Single flight: claim offerings before asking EC2; end the claims once it answered.
+    def take_turn(self, keys: Sequence[str]) -> Turn: ...
+    def end_turn(
+        self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()
+    ) -> None: ...
 
 
 # -- pool limits and usage ------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from capacity_launcher.service.reconciliation import Reconciliation
 from capacity_launcher.service.reservation_sync import ReservationSync
 from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.service.telemetry import LaunchTelemetry
-from capacity_launcher.settings import Settings, get_settings
+from capacity_launcher.settings import Settings, get_settings, retention_seconds
 
 # A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
 Clients = Callable[[str], Any]
@@ -60,11 +60,19 @@ def config_store(
 
 
 def launch_records(settings: Settings, clients: Clients = client) -> LaunchRecords:
-    return LaunchRecords(settings.state_table_name, clients("dynamodb"))
+    return LaunchRecords(
+        settings.state_table_name,
+        clients("dynamodb"),
+        retention_seconds=retention_seconds(settings),
+    )
 
 
 def instance_records(settings: Settings, clients: Clients = client) -> InstanceRecords:
-    return InstanceRecords(settings.state_table_name, clients("dynamodb"))
+    return InstanceRecords(
+        settings.state_table_name,
+        clients("dynamodb"),
+        retention_seconds=retention_seconds(settings),
+    )
 
 
 def pool_limits(settings: Settings, clients: Clients = client) -> PoolLimitsStore:
@@ -82,6 +90,7 @@ def unavailable_offerings(
         settings.ice_ttl_seconds,
         local_copy_seconds=settings.ice_local_copy_seconds if local_copy else 0.0,
         dynamodb=clients("dynamodb"),
+        claim_seconds=settings.ice_claim_seconds,
     )
 
 

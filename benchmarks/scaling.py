@@ -1,0 +1,213 @@
+"""Scaling: DynamoDB items read per request as unrelated reservations, NodePools and past requests
+grow, and items read by one run of the minute's sync as history grows.
+
+Items are generated directly in the emulator's tables (clones of ones the service wrote), so a
+point costs seconds, not thousands of API calls. Items read = what DynamoDB bills reads for:
+Scan/Query `ScannedCount`, GetItem 1 when found, BatchGetItem the items returned."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.dynamodb.models import dynamodb_backends
+
+from benchmarks.scene import POOL, REGION, apply_pool, bench_cloud, request
+from capacity_launcher.adapters import aws
+from capacity_launcher.service import lifecycle_wiring
+from capacity_launcher.settings import get_settings
+from tests.support.cloud import Cloud
+
+ACCOUNT = "123456789012"
+RESERVATIONS = (10, 100, 1_000)
+POOLS = (10, 100, 1_000)
+# 100k is left out of `make bench`: moto copies the whole table on every transaction.
+PAST_REQUESTS = (1_000, 10_000)
+TAG = {"bench": "scaling"}
+Grow = Callable[[Cloud, int, int], None]
+
+
+@dataclass
+class ItemsRead:
+    by_table: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, table: str, n: int) -> None:
+        with self._lock:
+            self.by_table[table] = self.by_table.get(table, 0) + n
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_table.values())
+
+
+@dataclass(frozen=True)
+class Point:
+    curve: str
+    size: int
+    # items read per request: a fresh container (every cache cold), then the same one warm
+    cold: int
+    warm: int
+
+
+@dataclass(frozen=True)
+class SyncPoint:
+    past_requests: int
+    items_read: int
+
+
+@contextmanager
+def counting() -> Iterator[ItemsRead]:
+    """Items read by every DynamoDB call of the service's shared client, while inside."""
+    read = ItemsRead()
+
+    def after(parsed: dict[str, Any], model: Any, params: dict[str, Any], **_: Any) -> None:
+        table = str(params.get("TableName", ""))
+        if model.name in ("Scan", "Query"):
+            read.add(table, int(parsed.get("ScannedCount", parsed.get("Count", 0))))
+        elif model.name == "GetItem":
+            read.add(table, int("Item" in parsed))
+        elif model.name == "BatchGetItem":
+            for name, items in parsed.get("Responses", {}).items():
+                read.add(name, len(items))
+
+    last = threading.local()
+    events = aws.client("dynamodb").meta.events
+
+    def remember(params: dict[str, Any], **_: Any) -> None:
+        last.params = dict(params)
+
+    def handler(**kwargs: Any) -> None:
+        after(kwargs["parsed"], kwargs["model"], getattr(last, "params", {}))
+
+    events.register("provide-client-params.dynamodb.*", remember)
+    events.register("after-call.dynamodb.*", handler)
+    try:
+        yield read
+    finally:
+        events.unregister("provide-client-params.dynamodb.*", remember)
+        events.unregister("after-call.dynamodb.*", handler)
+
+
+def _table(name: str) -> Any:
+    return dynamodb_backends[ACCOUNT][REGION].get_table(name)
+
+
+def _items(cloud: Cloud, pk: str) -> list[dict[str, Any]]:
+    db = aws.client("dynamodb")
+    return list(
+        db.query(
+            TableName=cloud.names.state_table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": pk}},
+        )["Items"]
+    )
+
+
+def _clone(
+    cloud: Cloud, item: dict[str, Any], old: str, count: int, prefix: str, start: int = 0
+) -> None:
+    """Copies `start`..`count` of `item`, every occurrence of `old` replaced by a new name."""
+    table = _table(cloud.names.state_table)
+    text = json.dumps(item)
+    for n in range(start, count):
+        table.put_item(json.loads(text.replace(old, f"{prefix}{n:06d}")))
+
+
+def _stage(cloud: Cloud) -> None:
+    """The pool's NodeClass selects reservations by tag; one matching reservation, synced."""
+    cloud.ec2.create_capacity_reservation(
+        InstanceType="m5.large",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone="us-east-1a",
+        InstanceCount=100,
+        InstanceMatchCriteria="targeted",
+        TagSpecifications=[
+            {"ResourceType": "capacity-reservation", "Tags": [{"Key": "bench", "Value": "scaling"}]}
+        ],
+    )
+    apply_pool(cloud, capacity_types=("reserved", "on-demand"), selector_tags=TAG)
+    cloud.wait_out_consistency()
+    lifecycle_wiring.build_reservation_sync(get_settings()).run()
+
+
+def _per_request(cloud: Cloud, slug: str) -> tuple[int, int]:
+    batch = cloud.fresh_batch()
+    with counting() as cold:
+        cloud.send(request(f"{slug}-cold-{uuid.uuid4().hex[:6]}"), batch=batch)
+    with counting() as warm:
+        cloud.send(request(f"{slug}-warm-{uuid.uuid4().hex[:6]}"), batch=batch)
+    return cold.total, warm.total
+
+
+def _curve(curve: str, sizes: tuple[int, ...], grow: Grow) -> list[Point]:
+    """One cloud per curve, grown from one size to the next (each point measured on its own)."""
+    points = []
+    with bench_cloud() as cloud:
+        _stage(cloud)
+        had = 1
+        for size in sizes:
+            grow(cloud, had, size)
+            had = size
+            cold, warm = _per_request(cloud, curve.replace(" ", "-"))
+            points.append(Point(curve, size, cold, warm))
+    return points
+
+
+def _unrelated_reservations(cloud: Cloud, had: int, size: int) -> None:
+    stored = [i for i in _items(cloud, "Reservation") if i["sk"]["S"].startswith("cr-")]
+    item = copy.deepcopy(min(stored, key=lambda i: len(i["sk"]["S"])))
+    item["tags"] = {"M": {"team": {"S": "other"}}}
+    _clone(cloud, item, item["sk"]["S"], size - 1, "cr-0bench", had - 1)
+
+
+def _more_pools(cloud: Cloud, had: int, size: int) -> None:
+    item = next(i for i in _items(cloud, "NodePool") if i["sk"]["S"] == POOL)
+    _clone(cloud, item, f'"{POOL}', size - 1, '"other-pool-', had - 1)
+
+
+def _history(cloud: Cloud, had: int, size: int) -> None:
+    """Past requests: a finished request's record, intent, pointer and instance items, cloned."""
+    if had <= 1:
+        had = 0
+        cloud.send(request("past"))
+    record = next(i for i in _items(cloud, "Request#past") if i["sk"]["S"] == "Record")
+    pointer = next(i for i in _items(cloud, "Request#past") if i["sk"]["S"] != "Record")
+    token = pointer["sk"]["S"].removeprefix("Intent#")
+    intent = _items(cloud, f"Intent#{token}")[0]
+    detail = json.loads(record["detail"]["S"])
+    instance_id = detail["instances"][0]["instanceId"]
+    instance = _items(cloud, f"Instance#{instance_id}")[0]
+    for item, old in ((record, "past"), (pointer, token), (intent, token)):
+        _clone(cloud, item, old, size, "past-", had)
+    _clone(cloud, instance, instance_id, size, "i-past", had)
+
+
+def _history_curve() -> tuple[list[Point], list[SyncPoint]]:
+    """Requests and one sync run on one cloud, as history grows under them."""
+    points, syncs = [], []
+    with bench_cloud() as cloud:
+        _stage(cloud)
+        had = 1
+        for size in PAST_REQUESTS:
+            _history(cloud, had, size)
+            had = size
+            cold, warm = _per_request(cloud, "past-requests")
+            points.append(Point("past requests", size, cold, warm))
+            with counting() as read:
+                lifecycle_wiring.build_reservation_sync(get_settings()).run()
+            syncs.append(SyncPoint(size, read.by_table.get(cloud.names.state_table, 0)))
+    return points, syncs
+
+
+def run() -> tuple[list[Point], list[SyncPoint]]:
+    points = _curve("reservations", RESERVATIONS, _unrelated_reservations)
+    points += _curve("node pools", POOLS, _more_pools)
+    history, syncs = _history_curve()
+    return points + history, syncs
