@@ -27,6 +27,14 @@ from capacity_launcher.domain.status import (
 )
 
 ACTIVE = "active"
+# EC2's ReservationType values (Karpenter's `capacity-reservation-type` label takes the same ones).
+DEFAULT_TYPE = "default"
+CAPACITY_BLOCK = "capacity-block"
+# The launch market each kind needs: EC2 refuses a block or an interruptible reservation otherwise.
+BLOCK_MARKET = "capacity-block"
+INTERRUPTIBLE_MARKET = "interruptible-capacity-reservation"
+# CreateFleet's DefaultTargetCapacityType for each market (on-demand for ordinary ODCRs).
+FLEET_CAPACITY_TYPES = {BLOCK_MARKET: "capacity-block", INTERRUPTIBLE_MARKET: "reserved-capacity"}
 # Snapshots older than this mean the sync has stopped: launchers then ask EC2 directly.
 STALE_AFTER_SECONDS = 300
 # A coverage key names one target or selector term the sync resolved (stored beside snapshots).
@@ -61,6 +69,9 @@ class ReservationSnapshot:
     end_date: datetime | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     groups: tuple[str, ...] = ()
+    reservation_type: str = DEFAULT_TYPE
+    interruptible: bool = False
+    start_date: datetime | None = None
     # Set when an insufficient-capacity error said it is full, until a sync sees capacity again.
     exhausted: bool = False
 
@@ -75,6 +86,13 @@ class ReservationSnapshot:
     @property
     def utilization(self) -> float:
         return self.used / self.total if self.total else 0.0
+
+    @property
+    def market(self) -> str | None:
+        """The InstanceMarketOptions.MarketType a launch into it needs (None: on-demand)."""
+        if self.reservation_type == CAPACITY_BLOCK:
+            return BLOCK_MARKET
+        return INTERRUPTIBLE_MARKET if self.interruptible else None
 
     def offering(self) -> Offering:
         return Offering(RESERVED, self.instance_type, self.zone, self.reservation_id)
@@ -92,6 +110,8 @@ class ReservedTarget:
 
     reservation_id: str | None = None
     group_arn: str | None = None
+    # The market of the reservations it launches into (a group's members of other kinds are not).
+    market: str | None = None
 
     def __post_init__(self) -> None:
         if (self.reservation_id is None) == (self.group_arn is None):
@@ -110,12 +130,26 @@ class ReservationSource:
     reservations: tuple[ReservationSnapshot, ...]
 
 
+def by_market(source: ReservationSource) -> list[ReservationSource]:
+    """One source per market its reservations need: one CreateFleet launches in one market."""
+    markets: dict[str | None, list[ReservationSnapshot]] = {}
+    for reservation in source.reservations:
+        markets.setdefault(reservation.market, []).append(reservation)
+    if not markets:
+        return [source]
+    return [
+        ReservationSource(replace(source.target, market=market), tuple(members))
+        for market, members in markets.items()
+    ]
+
+
 @dataclass(frozen=True)
 class ReservationUse:
     """How one launch may use reservations (its launch template's reservation specification)."""
 
     preference: Preference
     target: ReservedTarget | None = None
+    market: str | None = None
 
 
 def reservation_use(
@@ -124,7 +158,7 @@ def reservation_use(
     """A reserved attempt is `capacity-reservations-only` with its target, so EC2 never falls back
     to on-demand inside it; spot never uses reservations; others carry the NodeClass preference."""
     if target is not None:
-        return ReservationUse(ONLY_RESERVATIONS, target)
+        return ReservationUse(ONLY_RESERVATIONS, target, target.market)
     if spot:
         return ReservationUse("none")
     return ReservationUse(node_class.spec.reservation_preference)
@@ -358,6 +392,9 @@ def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds)
         "total": s.total,
         "available": s.available,
         "utilization": round(s.utilization, 4),
+        "reservationType": s.reservation_type,
+        "interruptible": s.interruptible,
+        "startDate": s.start_date.isoformat() if s.start_date else None,
         "endDate": s.end_date.isoformat() if s.end_date else None,
         "groups": list(s.groups),
         "usageByRequester": dict(stored.usage_by_requester),
