@@ -6,9 +6,16 @@ from datetime import datetime
 from typing import Any
 
 import moto_capacity
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.status import (
+    BLOCK_EXPIRING,
+    RESERVATION_ACTIVATED,
+    RESERVATION_EXPIRED,
+    RequestStatus,
+)
+from capacity_launcher.service import wiring
 from moto_capacity.clock import CLOCK
 from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
 
 BLOCK_TYPE = "p4d.24xlarge"
@@ -103,3 +110,40 @@ def test_an_interruptible_reservation_is_launched_into_only_when_the_pool_accept
         i.get("InstanceLifecycle") for r in described["Reservations"] for i in r["Instances"]
     }
     assert lifecycles == {"interruptible-capacity-reservation"}
+
+
+def test_the_sync_announces_a_block_activated_expiring_with_its_instances_then_expired(
+    cloud, subnets, image, monkeypatch
+):
+    # The sync reads the emulator's clock, as it would read AWS's.
+    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
+    block = buy_block(cloud)
+    reservation_id = block["CapacityReservationId"]
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation_id}},
+        capacity_types=("reserved",),
+        types=(BLOCK_TYPE,),
+    )
+    sync()
+    advance_to(block["StartDate"], 1)
+    assert [e.detail_type for e in sync().events] == [RESERVATION_ACTIVATED]
+    cloud.send(launch_request("r-train", nodePool="general", count=2))
+    record = cloud.record("r-train")
+    assert record is not None and record.launched == 2, record
+    cloud.wait_out_consistency()
+    # 50 minutes before the end: past the 60-minute horizon, before EC2's 30-minute termination
+    advance_to(block["EndDate"], -50 * 60)
+    expiring = [e for e in sync().events if e.detail_type == BLOCK_EXPIRING]
+    assert len(expiring) == 1
+    assert sorted(i["instanceId"] for i in expiring[0].detail["instances"]) == sorted(
+        i.instance_id for i in record.instances
+    )
+    assert expiring[0].detail["requestIds"] == ["r-train"]
+    assert [e.detail_type for e in sync().events] == []
+    advance_to(block["EndDate"], 1)
+    assert RESERVATION_EXPIRED in [e.detail_type for e in sync().events]
+    published = {e["detail-type"] for e in cloud.events()}
+    assert {RESERVATION_ACTIVATED, BLOCK_EXPIRING, RESERVATION_EXPIRED} <= published

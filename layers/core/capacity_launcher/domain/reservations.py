@@ -19,7 +19,10 @@ from typing import Any, Literal
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
 from capacity_launcher.domain.offerings import RESERVED, Offering
 from capacity_launcher.domain.status import (
+    BLOCK_EXPIRING,
+    RESERVATION_ACTIVATED,
     RESERVATION_EXHAUSTED,
+    RESERVATION_EXPIRED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
@@ -27,6 +30,9 @@ from capacity_launcher.domain.status import (
 )
 
 ACTIVE = "active"
+EXPIRED_STATE = "expired"
+# EC2 terminates a Capacity Block's instances this long before its end date.
+BLOCK_TERMINATION_LEAD = timedelta(minutes=30)
 # EC2's ReservationType values (Karpenter's `capacity-reservation-type` label takes the same ones).
 DEFAULT_TYPE = "default"
 CAPACITY_BLOCK = "capacity-block"
@@ -44,6 +50,8 @@ COVERAGE_PREFIX = "Covered#"
 EXHAUSTED = "exhausted"
 UTILIZATION_HIGH = "utilizationHigh"
 EXPIRING = "expiring"
+BLOCK_ENDING = "blockEnding"
+ENDED = "expired"
 
 TARGET_ID_FIELD = "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId"
 
@@ -335,6 +343,16 @@ def with_flags(
 class Thresholds:
     utilization_high: float
     expiring_horizon: timedelta
+    # EC2 terminates a block's instances 30 minutes before its end: warn owners before that.
+    block_expiring_horizon: timedelta = timedelta(minutes=60)
+
+
+@dataclass(frozen=True)
+class HeldInstance:
+    """One of our instances in a reservation, and the request that launched it (if known)."""
+
+    instance_id: str
+    request_id: str | None = None
 
 
 def next_state(
@@ -343,16 +361,23 @@ def next_state(
     usage_by_requester: Mapping[str, int],
     thresholds: Thresholds,
     now: datetime,
+    held: Sequence[HeldInstance] = (),
 ) -> tuple[StoredReservation, list[Event]]:
-    """The snapshot to store and the events of the crossings since `prev` (each once)."""
+    """The snapshot to store and the events of the crossings since `prev` (each once).
+
+    `held` are our instances in it, named when a block's end will terminate them."""
     announced = set(prev.announced) if prev else set()
     exhausted = prev.snapshot.exhausted if prev else False
     events: list[str] = []
+    # A scheduled reservation or block that started: announced as such, never as "replenished".
+    activated = prev is not None and prev.snapshot.state != ACTIVE and seen.state == ACTIVE
+    if activated:
+        events.append(RESERVATION_ACTIVATED)
     if seen.state == ACTIVE and seen.available > 0:
         was_empty = prev is not None and (
             prev.snapshot.exhausted or prev.snapshot.available == 0 or EXHAUSTED in announced
         )
-        if was_empty:
+        if was_empty and not activated:
             events.append(RESERVATION_REPLENISHED)
         exhausted = False
         announced.discard(EXHAUSTED)
@@ -365,13 +390,27 @@ def next_state(
             announced.add(UTILIZATION_HIGH)
     else:
         announced.discard(UTILIZATION_HIGH)
+    block = seen.reservation_type == CAPACITY_BLOCK
     ending = seen.end_date is not None and seen.end_date - now <= thresholds.expiring_horizon
-    if seen.state == ACTIVE and ending:
+    # A block always ends at its end date: it gets its own, shorter warning below.
+    if seen.state == ACTIVE and ending and not block:
         if EXPIRING not in announced:
             events.append(RESERVATION_EXPIRING)
             announced.add(EXPIRING)
     else:
         announced.discard(EXPIRING)
+    block_ending = (
+        block
+        and seen.end_date is not None
+        and seen.end_date - now <= thresholds.block_expiring_horizon
+    )
+    if seen.state == ACTIVE and block_ending and BLOCK_ENDING not in announced:
+        events.append(BLOCK_EXPIRING)
+        announced.add(BLOCK_ENDING)
+    # An expiry seen on the first sync is history, not news.
+    if seen.state == EXPIRED_STATE and prev is not None and ENDED not in announced:
+        events.append(RESERVATION_EXPIRED)
+        announced.add(ENDED)
     stored = StoredReservation(
         snapshot=replace(seen, exhausted=exhausted),
         usage_by_requester={k: n for k, n in usage_by_requester.items() if k},
@@ -379,10 +418,16 @@ def next_state(
         synced_at=now,
         version=prev.version + 1 if prev else 0,
     )
-    return stored, [Event(t, _detail(stored, t, thresholds)) for t in events]
+    return stored, [Event(t, _detail(stored, t, thresholds, held, now)) for t in events]
 
 
-def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds) -> dict[str, Any]:
+def _detail(
+    stored: StoredReservation,
+    detail_type: str,
+    thresholds: Thresholds,
+    held: Sequence[HeldInstance],
+    now: datetime,
+) -> dict[str, Any]:
     s = stored.snapshot
     detail: dict[str, Any] = {
         "capacityReservationId": s.reservation_id,
@@ -403,4 +448,14 @@ def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds)
         detail["threshold"] = thresholds.utilization_high
     if detail_type == RESERVATION_EXPIRING:
         detail["horizonHours"] = thresholds.expiring_horizon.total_seconds() / 3600
+    if detail_type == BLOCK_EXPIRING and s.end_date is not None:
+        # EC2 terminates every instance in a block 30 minutes before its end date.
+        terminated_at = s.end_date - BLOCK_TERMINATION_LEAD
+        detail["instancesTerminatedAt"] = terminated_at.isoformat()
+        detail["secondsUntilTermination"] = max(int((terminated_at - now).total_seconds()), 0)
+        detail["instances"] = [
+            {"instanceId": h.instance_id, "requestId": h.request_id}
+            for h in sorted(held, key=lambda h: h.instance_id)
+        ]
+        detail["requestIds"] = sorted({h.request_id for h in held if h.request_id})
     return detail
