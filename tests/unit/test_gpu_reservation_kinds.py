@@ -178,3 +178,24 @@ def test_type_dates_and_interruptibility_are_read_from_ec2_and_kept_in_the_snaps
     )
     stored = _stored(_item(StoredReservation(snapshot)))
     assert stored.snapshot == snapshot
+
+
+def test_get_reservations_shows_the_kind_and_dates():
+    from rich.console import Console
+
+    from capacity_launcher_cli import views
+
+    start = datetime(2026, 11, 24, 11, 30, tzinfo=UTC)
+    block = reservation("cr-block", 2, start_date=start, end_date=start, **BLOCK_KW)
+    lent = reservation("cr-lent", 1, interruptible=True)
+    shown = views.reservation_json(block)
+    assert (shown["reservationType"], shown["startDate"], shown["interruptible"]) == (
+        "capacity-block",
+        start.isoformat(),
+        False,
+    )
+    console = Console(width=250, record=True)
+    console.print(views.reservations([block, lent]))
+    text = console.export_text()
+    assert "capacity-block" in text and "2026-11-24 11:30" in text
+    assert "default (interruptible)" in text
