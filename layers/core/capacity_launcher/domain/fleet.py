@@ -10,8 +10,7 @@ from typing import Any
 from capacity_launcher.domain.errors import ErrorKind, classify, node_class_field
 from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType, Offering
 from capacity_launcher.domain.planning import LaunchAttempt
-from capacity_launcher.domain.reservations import FLEET_CAPACITY_TYPES as FLEET_TYPES
-from capacity_launcher.domain.reservations import ReservationUse
+from capacity_launcher.domain.reservations import FLEET_CAPACITY_TYPES, ReservationUse
 from capacity_launcher.domain.status import ErrorDetail
 from capacity_launcher.domain.tags import as_ec2_tags
 
@@ -59,7 +58,10 @@ def fleet_request(
     }
     if market is not None:
         # Blocks and interruptible reservations take the whole target in their own capacity type.
-        target = {"TotalTargetCapacity": count, "DefaultTargetCapacityType": FLEET_TYPES[market]}
+        target = {
+            "TotalTargetCapacity": count,
+            "DefaultTargetCapacityType": FLEET_CAPACITY_TYPES[market],
+        }
     request: dict[str, Any] = {
         "ClientToken": client_token,
         "Type": "instant",
