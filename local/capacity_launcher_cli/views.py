@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console
@@ -148,7 +149,10 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
         "ID",
         "TYPE",
         "ZONE",
+        "KIND",
         "STATE",
+        "START",
+        "END",
         "MATCH",
         "USED",
         "AVAILABLE",
@@ -160,7 +164,10 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
             r.reservation_id,
             r.instance_type,
             r.zone,
+            _kind(r),
             r.state,
+            _or_dash(_minute(r.start_date)),
+            _or_dash(_minute(r.end_date)),
             r.instance_match_criteria,
             f"{r.used}/{r.total}",
             str(r.available),
@@ -170,12 +177,24 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
     return table
 
 
+def _kind(r: ReservationSnapshot) -> str:
+    return f"{r.reservation_type} (interruptible)" if r.interruptible else r.reservation_type
+
+
+def _minute(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M") if moment else ""
+
+
 def reservation_json(r: ReservationSnapshot) -> dict[str, Any]:
     return {
         "capacityReservationId": r.reservation_id,
         "instanceType": r.instance_type,
         "availabilityZone": r.zone,
         "state": r.state,
+        "reservationType": r.reservation_type,
+        "interruptible": r.interruptible,
+        "startDate": r.start_date.isoformat() if r.start_date else None,
+        "endDate": r.end_date.isoformat() if r.end_date else None,
         "instanceMatchCriteria": r.instance_match_criteria,
         "totalInstanceCount": r.total,
         "availableInstanceCount": r.available,

@@ -40,6 +40,7 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "LogRetentionDays": 30,
         "UtilizationHighThreshold": 0.9,
         "ExpiringHorizonHours": 72,
+        "BlockExpiringMinutes": 60,
         "LauncherMaxConcurrency": 10,
         "AlarmTopicArn": None,
     }

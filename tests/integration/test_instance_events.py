@@ -124,3 +124,30 @@ def test_an_interruption_warning_marks_the_reservation_exhausted(
     node_class = ConfigStore(get_settings().state_table_name).node_class("standard")
     (source,) = reservations().sources(node_class)
     assert [r.exhausted for r in source.reservations] == [True]
+
+
+def test_an_interruption_warning_releases_the_pool_usage_once_and_names_the_request(
+    snapshot_launchers, subnets, image
+):
+    # Given an instance of ours in a reservation, counted in its pool
+    cloud = snapshot_launchers
+    instance_id, reservation = launched_into_reservation(cloud, subnets, image)
+    assert usage() == 1
+    cloud.events()
+    # When EC2 warns it will interrupt the instance, twice, then terminates it
+    outcomes = [
+        deliver(INTERRUPTION, instance_id)["action"],
+        deliver(INTERRUPTION, instance_id)["action"],
+        deliver(STATE_CHANGE, instance_id, state="terminated")["action"],
+        deliver(STATE_CHANGE, instance_id, state="running")["action"],
+    ]
+    # Then its pool usage is released at the warning, exactly once; a late start is stale
+    assert outcomes == ["marked", "duplicate", "duplicate", "ignored"]
+    assert usage() == 0
+    # and one event names the instance, its request and when EC2 will terminate it
+    (event,) = published(cloud, INSTANCE_TERMINATED)
+    assert event["detail"]["instanceId"] == instance_id
+    assert event["detail"]["requestId"] == "life-1"
+    assert event["detail"]["state"] == "interrupted"
+    assert event["detail"]["capacityReservationId"] == reservation
+    assert event["detail"]["terminationTime"] == "2026-01-15T12:02:00Z"

@@ -11,11 +11,14 @@ from pydantic import ValidationError
 from capacity_launcher.domain.errors import LaunchFailed, RequestRejected
 from capacity_launcher.domain.status import (
     ALL_DETAIL_TYPES,
+    BLOCK_EXPIRING,
     DETAIL_TYPES,
     EVENT_SOURCE,
     INSTANCE_TERMINATED,
     LAUNCH_REQUESTED,
+    RESERVATION_ACTIVATED,
     RESERVATION_EXHAUSTED,
+    RESERVATION_EXPIRED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
@@ -78,7 +81,10 @@ def test_event_names_are_designs() -> None:
     assert RESERVATION_UTILIZATION_HIGH == "Capacity Reservation Utilization High"
     assert RESERVATION_EXPIRING == "Capacity Reservation Expiring"
     assert INSTANCE_TERMINATED == "Instance Terminated"
-    assert len(set(ALL_DETAIL_TYPES)) == 9
+    assert RESERVATION_ACTIVATED == "Capacity Reservation Activated"
+    assert BLOCK_EXPIRING == "Capacity Block Expiring"
+    assert RESERVATION_EXPIRED == "Capacity Reservation Expired"
+    assert len(set(ALL_DETAIL_TYPES)) == 12
 
 
 def test_statuses_spell_like_the_contract() -> None:

@@ -20,6 +20,8 @@ class Settings(BaseSettings):
     max_launch_attempts: int = Field(default=4, ge=1, le=10)
     utilization_high_threshold: float = Field(default=0.9, gt=0, le=1)
     expiring_horizon_hours: int = Field(default=72, ge=1)
+    # Capacity Block Expiring: minutes before a block's end (EC2 terminates at 30 minutes before).
+    block_expiring_minutes: int = Field(default=60, ge=31, le=1440)
     # A warm container trusts its copy of the ICE cache for this long before reading DynamoDB again.
     ice_local_copy_seconds: float = Field(default=5.0, ge=0, le=60)
     # History (request records, intents, terminated instances' items) expires after this long.

@@ -12,7 +12,7 @@ from typing import Any
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm
 from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.reservations import ACTIVE, ReservationSnapshot
+from capacity_launcher.domain.reservations import ACTIVE, DEFAULT_TYPE, ReservationSnapshot
 
 _RESERVATION_ARN_MARK = ":capacity-reservation/"
 _NOT_FOUND = "InvalidCapacityReservationId.NotFound"
@@ -80,6 +80,7 @@ def _filters(term: CapacityReservationSelectorTerm) -> list[dict[str, Any]]:
 
 def snapshot_from_ec2(raw: Mapping[str, Any]) -> ReservationSnapshot:
     end_date = raw.get("EndDate")
+    start_date = raw.get("StartDate")
     return ReservationSnapshot(
         reservation_id=raw["CapacityReservationId"],
         instance_type=raw["InstanceType"],
@@ -93,4 +94,7 @@ def snapshot_from_ec2(raw: Mapping[str, Any]) -> ReservationSnapshot:
         owner_id=raw.get("OwnerId"),
         end_date=end_date if isinstance(end_date, datetime) else None,
         tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
+        reservation_type=raw.get("ReservationType") or DEFAULT_TYPE,
+        interruptible=bool(raw.get("Interruptible", False)),
+        start_date=start_date if isinstance(start_date, datetime) else None,
     )

@@ -40,6 +40,7 @@ def template_data(
     reservation_spec: Mapping[str, Any],
     *,
     spot: bool = False,
+    market: str | None = None,
 ) -> dict[str, Any]:
     """Launch template data; a spot template also tags the spot request EC2 makes for each
     instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can)."""
@@ -56,6 +57,9 @@ def template_data(
             {"ResourceType": "network-interface", "Tags": tags},
         ],
     }
+    if market is not None:
+        # A Capacity Block or an interruptible reservation serves only launches in its market.
+        data["InstanceMarketOptions"] = {"MarketType": market}
     if spot:
         # The policy lets RunInstances/CreateFleet create spot requests only carrying our tag.
         data["TagSpecifications"].append({"ResourceType": "spot-instances-request", "Tags": tags})
@@ -87,7 +91,9 @@ class LaunchTemplates:
         """The template for one attempt (reserved ones address `target`), created if new."""
         use = reservation_use(node_class, target, spot=spot)
         spec = reservation_specification(use)
-        data = template_data(node_class, self._image_id(node_class), spec, spot=spot)
+        data = template_data(
+            node_class, self._image_id(node_class), spec, spot=spot, market=use.market
+        )
         template = LaunchTemplate(template_name(node_class.metadata.name, data), use)
         name = template.name
         with self._lock:

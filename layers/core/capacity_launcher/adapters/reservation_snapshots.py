@@ -21,6 +21,7 @@ from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.reservations import (
     COVERAGE_PREFIX,
+    DEFAULT_TYPE,
     Coverage,
     InvalidSnapshot,
     ReservationSnapshot,
@@ -241,6 +242,9 @@ def _item(stored: StoredReservation) -> dict[str, Any]:
         "total": s.total,
         "available": s.available,
         "endDate": _iso(s.end_date) if s.end_date else None,
+        "reservationType": s.reservation_type,
+        "interruptible": s.interruptible,
+        "startDate": _iso(s.start_date) if s.start_date else None,
         "ownerId": s.owner_id,
         "tags": dict(s.tags),
         "groups": list(s.groups),
@@ -269,6 +273,7 @@ def _parsed(item: Mapping[str, Any]) -> StoredReservation | InvalidSnapshot:
 
 def _stored(item: Mapping[str, Any]) -> StoredReservation:
     end_date = item.get("endDate")
+    start_date = item.get("startDate")
     synced_at = item.get("syncedAt")
     snapshot = ReservationSnapshot(
         reservation_id=str(item["sk"]),
@@ -284,6 +289,9 @@ def _stored(item: Mapping[str, Any]) -> StoredReservation:
         end_date=datetime.fromisoformat(end_date) if end_date else None,
         tags={str(k): str(v) for k, v in (item.get("tags") or {}).items()},
         groups=tuple(item.get("groups") or ()),
+        reservation_type=str(item.get("reservationType") or DEFAULT_TYPE),
+        interruptible=bool(item.get("interruptible", False)),
+        start_date=datetime.fromisoformat(start_date) if start_date else None,
         exhausted=bool(item.get("exhausted", False)),
     )
     return StoredReservation(

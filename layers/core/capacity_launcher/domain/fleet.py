@@ -10,7 +10,7 @@ from typing import Any
 from capacity_launcher.domain.errors import ErrorKind, classify, node_class_field
 from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType, Offering
 from capacity_launcher.domain.planning import LaunchAttempt
-from capacity_launcher.domain.reservations import ReservationUse
+from capacity_launcher.domain.reservations import FLEET_CAPACITY_TYPES, ReservationUse
 from capacity_launcher.domain.status import ErrorDetail
 from capacity_launcher.domain.tags import as_ec2_tags
 
@@ -50,6 +50,18 @@ def fleet_request(
         for subnet in subnets.get(offering.zone, ())
     ][:MAX_OVERRIDES_PER_FLEET]
     capacity = "spot" if attempt.capacity_type == SPOT else "on-demand"
+    market = launch_template.reservations.market
+    target: dict[str, Any] = {
+        "TotalTargetCapacity": count,
+        "DefaultTargetCapacityType": capacity,
+        ("SpotTargetCapacity" if capacity == "spot" else "OnDemandTargetCapacity"): count,
+    }
+    if market is not None:
+        # Blocks and interruptible reservations take the whole target in their own capacity type.
+        target = {
+            "TotalTargetCapacity": count,
+            "DefaultTargetCapacityType": FLEET_CAPACITY_TYPES[market],
+        }
     request: dict[str, Any] = {
         "ClientToken": client_token,
         "Type": "instant",
@@ -62,11 +74,7 @@ def fleet_request(
                 "Overrides": overrides,
             }
         ],
-        "TargetCapacitySpecification": {
-            "TotalTargetCapacity": count,
-            "DefaultTargetCapacityType": capacity,
-            ("SpotTargetCapacity" if capacity == "spot" else "OnDemandTargetCapacity"): count,
-        },
+        "TargetCapacitySpecification": target,
         "TagSpecifications": [
             {"ResourceType": "instance", "Tags": as_ec2_tags(tags)},
             {"ResourceType": "fleet", "Tags": as_ec2_tags(tags)},

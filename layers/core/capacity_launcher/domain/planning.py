@@ -1,7 +1,8 @@
 """From a pool, a request and what EC2 offers to an ordered series of launch attempts.
 
 Reserved capacity comes first (it is already paid for), then on-demand, then spot. Each attempt is
-one CreateFleet: a reserved attempt addresses one reservation target (an id or a group), an
+one CreateFleet: a reserved attempt addresses one reservation target (an id or a group, split by
+the market its reservations need: ordinary, Capacity Block, interruptible), an
 on-demand or spot attempt offers every remaining pool and lets EC2's allocation strategy pick by
 price. What an attempt learns (launched instances, insufficient-capacity errors) narrows the next.
 """
@@ -26,11 +27,15 @@ from capacity_launcher.domain.platforms import (
     platform_mismatches,
 )
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.requirements import CAPACITY_RESERVATION_ID, Requirements
+from capacity_launcher.domain.requirements import (
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    Requirements,
+)
 from capacity_launcher.domain.reservations import (
     ReservationSnapshot,
     ReservationSource,
     ReservedTarget,
+    by_market,
 )
 
 # EC2 matches platform (the image's, see find_candidates) and tenancy: we launch shared.
@@ -133,7 +138,7 @@ def find_candidates(
     skipped: list[Skipped] = []
     reserved: list[tuple[ReservationSource, list[Offering]]] = []
     if RESERVED in capacity_types:
-        for source in reservation_sources:
+        for source in (split for s in reservation_sources for split in by_market(s)):
             offerings = []
             ranked = sorted(source.reservations, key=lambda r: (-r.available, r.reservation_id))
             for reservation in ranked:
@@ -212,8 +217,22 @@ def _reservation_fits(
         info is not None
         and reservation.zone in zones
         and reservation.tenancy == LAUNCHABLE_TENANCY
-        and info.matches(requirements, reservation.zone, RESERVED)
-        and requirements.allows(CAPACITY_RESERVATION_ID, reservation.reservation_id)
+        and info.matches(
+            requirements,
+            reservation.zone,
+            RESERVED,
+            reservation.reservation_id,
+            reservation.reservation_type,
+            reservation.interruptible,
+        )
+        and (not reservation.interruptible or accepts_interruptible(requirements))
+    )
+
+
+def accepts_interruptible(requirements: Requirements) -> bool:
+    """Capacity its owner may reclaim is opt-in: the requirements name the key and admit true."""
+    return CAPACITY_RESERVATION_INTERRUPTIBLE in requirements and requirements.allows(
+        CAPACITY_RESERVATION_INTERRUPTIBLE, "true"
     )
 
 

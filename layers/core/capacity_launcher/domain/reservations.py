@@ -19,7 +19,10 @@ from typing import Any, Literal
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
 from capacity_launcher.domain.offerings import RESERVED, Offering
 from capacity_launcher.domain.status import (
+    BLOCK_EXPIRING,
+    RESERVATION_ACTIVATED,
     RESERVATION_EXHAUSTED,
+    RESERVATION_EXPIRED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
@@ -27,6 +30,17 @@ from capacity_launcher.domain.status import (
 )
 
 ACTIVE = "active"
+EXPIRED_STATE = "expired"
+# EC2 terminates a Capacity Block's instances this long before its end date.
+BLOCK_TERMINATION_LEAD = timedelta(minutes=30)
+# EC2's ReservationType values (Karpenter's `capacity-reservation-type` label takes the same ones).
+DEFAULT_TYPE = "default"
+CAPACITY_BLOCK = "capacity-block"
+# The launch market each kind needs: EC2 refuses a block or an interruptible reservation otherwise.
+BLOCK_MARKET = "capacity-block"
+INTERRUPTIBLE_MARKET = "interruptible-capacity-reservation"
+# CreateFleet's DefaultTargetCapacityType for each market (on-demand for ordinary ODCRs).
+FLEET_CAPACITY_TYPES = {BLOCK_MARKET: "capacity-block", INTERRUPTIBLE_MARKET: "reserved-capacity"}
 # Snapshots older than this mean the sync has stopped: launchers then ask EC2 directly.
 STALE_AFTER_SECONDS = 300
 # A coverage key names one target or selector term the sync resolved (stored beside snapshots).
@@ -36,6 +50,8 @@ COVERAGE_PREFIX = "Covered#"
 EXHAUSTED = "exhausted"
 UTILIZATION_HIGH = "utilizationHigh"
 EXPIRING = "expiring"
+BLOCK_ENDING = "blockEnding"
+ENDED = "expired"
 
 TARGET_ID_FIELD = "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId"
 
@@ -61,6 +77,9 @@ class ReservationSnapshot:
     end_date: datetime | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     groups: tuple[str, ...] = ()
+    reservation_type: str = DEFAULT_TYPE
+    interruptible: bool = False
+    start_date: datetime | None = None
     # Set when an insufficient-capacity error said it is full, until a sync sees capacity again.
     exhausted: bool = False
 
@@ -75,6 +94,13 @@ class ReservationSnapshot:
     @property
     def utilization(self) -> float:
         return self.used / self.total if self.total else 0.0
+
+    @property
+    def market(self) -> str | None:
+        """The InstanceMarketOptions.MarketType a launch into it needs (None: on-demand)."""
+        if self.reservation_type == CAPACITY_BLOCK:
+            return BLOCK_MARKET
+        return INTERRUPTIBLE_MARKET if self.interruptible else None
 
     def offering(self) -> Offering:
         return Offering(RESERVED, self.instance_type, self.zone, self.reservation_id)
@@ -92,6 +118,8 @@ class ReservedTarget:
 
     reservation_id: str | None = None
     group_arn: str | None = None
+    # The market of the reservations it launches into (a group's members of other kinds are not).
+    market: str | None = None
 
     def __post_init__(self) -> None:
         if (self.reservation_id is None) == (self.group_arn is None):
@@ -110,12 +138,26 @@ class ReservationSource:
     reservations: tuple[ReservationSnapshot, ...]
 
 
+def by_market(source: ReservationSource) -> list[ReservationSource]:
+    """One source per market its reservations need: one CreateFleet launches in one market."""
+    markets: dict[str | None, list[ReservationSnapshot]] = {}
+    for reservation in source.reservations:
+        markets.setdefault(reservation.market, []).append(reservation)
+    if not markets:
+        return [source]
+    return [
+        ReservationSource(replace(source.target, market=market), tuple(members))
+        for market, members in markets.items()
+    ]
+
+
 @dataclass(frozen=True)
 class ReservationUse:
     """How one launch may use reservations (its launch template's reservation specification)."""
 
     preference: Preference
     target: ReservedTarget | None = None
+    market: str | None = None
 
 
 def reservation_use(
@@ -124,7 +166,7 @@ def reservation_use(
     """A reserved attempt is `capacity-reservations-only` with its target, so EC2 never falls back
     to on-demand inside it; spot never uses reservations; others carry the NodeClass preference."""
     if target is not None:
-        return ReservationUse(ONLY_RESERVATIONS, target)
+        return ReservationUse(ONLY_RESERVATIONS, target, target.market)
     if spot:
         return ReservationUse("none")
     return ReservationUse(node_class.spec.reservation_preference)
@@ -301,6 +343,16 @@ def with_flags(
 class Thresholds:
     utilization_high: float
     expiring_horizon: timedelta
+    # EC2 terminates a block's instances 30 minutes before its end: warn owners before that.
+    block_expiring_horizon: timedelta = timedelta(minutes=60)
+
+
+@dataclass(frozen=True)
+class HeldInstance:
+    """One of our instances in a reservation, and the request that launched it (if known)."""
+
+    instance_id: str
+    request_id: str | None = None
 
 
 def next_state(
@@ -309,16 +361,23 @@ def next_state(
     usage_by_requester: Mapping[str, int],
     thresholds: Thresholds,
     now: datetime,
+    held: Sequence[HeldInstance] = (),
 ) -> tuple[StoredReservation, list[Event]]:
-    """The snapshot to store and the events of the crossings since `prev` (each once)."""
+    """The snapshot to store and the events of the crossings since `prev` (each once).
+
+    `held` are our instances in it, named when a block's end will terminate them."""
     announced = set(prev.announced) if prev else set()
     exhausted = prev.snapshot.exhausted if prev else False
     events: list[str] = []
+    # A scheduled reservation or block that started: announced as such, never as "replenished".
+    activated = prev is not None and prev.snapshot.state != ACTIVE and seen.state == ACTIVE
+    if activated:
+        events.append(RESERVATION_ACTIVATED)
     if seen.state == ACTIVE and seen.available > 0:
         was_empty = prev is not None and (
             prev.snapshot.exhausted or prev.snapshot.available == 0 or EXHAUSTED in announced
         )
-        if was_empty:
+        if was_empty and not activated:
             events.append(RESERVATION_REPLENISHED)
         exhausted = False
         announced.discard(EXHAUSTED)
@@ -331,13 +390,27 @@ def next_state(
             announced.add(UTILIZATION_HIGH)
     else:
         announced.discard(UTILIZATION_HIGH)
+    block = seen.reservation_type == CAPACITY_BLOCK
     ending = seen.end_date is not None and seen.end_date - now <= thresholds.expiring_horizon
-    if seen.state == ACTIVE and ending:
+    # A block always ends at its end date: it gets its own, shorter warning below.
+    if seen.state == ACTIVE and ending and not block:
         if EXPIRING not in announced:
             events.append(RESERVATION_EXPIRING)
             announced.add(EXPIRING)
     else:
         announced.discard(EXPIRING)
+    block_ending = (
+        block
+        and seen.end_date is not None
+        and seen.end_date - now <= thresholds.block_expiring_horizon
+    )
+    if seen.state == ACTIVE and block_ending and BLOCK_ENDING not in announced:
+        events.append(BLOCK_EXPIRING)
+        announced.add(BLOCK_ENDING)
+    # An expiry seen on the first sync is history, not news.
+    if seen.state == EXPIRED_STATE and prev is not None and ENDED not in announced:
+        events.append(RESERVATION_EXPIRED)
+        announced.add(ENDED)
     stored = StoredReservation(
         snapshot=replace(seen, exhausted=exhausted),
         usage_by_requester={k: n for k, n in usage_by_requester.items() if k},
@@ -345,10 +418,16 @@ def next_state(
         synced_at=now,
         version=prev.version + 1 if prev else 0,
     )
-    return stored, [Event(t, _detail(stored, t, thresholds)) for t in events]
+    return stored, [Event(t, _detail(stored, t, thresholds, held, now)) for t in events]
 
 
-def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds) -> dict[str, Any]:
+def _detail(
+    stored: StoredReservation,
+    detail_type: str,
+    thresholds: Thresholds,
+    held: Sequence[HeldInstance],
+    now: datetime,
+) -> dict[str, Any]:
     s = stored.snapshot
     detail: dict[str, Any] = {
         "capacityReservationId": s.reservation_id,
@@ -358,6 +437,9 @@ def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds)
         "total": s.total,
         "available": s.available,
         "utilization": round(s.utilization, 4),
+        "reservationType": s.reservation_type,
+        "interruptible": s.interruptible,
+        "startDate": s.start_date.isoformat() if s.start_date else None,
         "endDate": s.end_date.isoformat() if s.end_date else None,
         "groups": list(s.groups),
         "usageByRequester": dict(stored.usage_by_requester),
@@ -366,4 +448,14 @@ def _detail(stored: StoredReservation, detail_type: str, thresholds: Thresholds)
         detail["threshold"] = thresholds.utilization_high
     if detail_type == RESERVATION_EXPIRING:
         detail["horizonHours"] = thresholds.expiring_horizon.total_seconds() / 3600
+    if detail_type == BLOCK_EXPIRING and s.end_date is not None:
+        # EC2 terminates every instance in a block 30 minutes before its end date.
+        terminated_at = s.end_date - BLOCK_TERMINATION_LEAD
+        detail["instancesTerminatedAt"] = terminated_at.isoformat()
+        detail["secondsUntilTermination"] = max(int((terminated_at - now).total_seconds()), 0)
+        detail["instances"] = [
+            {"instanceId": h.instance_id, "requestId": h.request_id}
+            for h in sorted(held, key=lambda h: h.instance_id)
+        ]
+        detail["requestIds"] = sorted({h.request_id for h in held if h.request_id})
     return detail

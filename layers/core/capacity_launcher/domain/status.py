@@ -22,6 +22,9 @@ RESERVATION_EXHAUSTED = "Capacity Reservation Exhausted"
 RESERVATION_REPLENISHED = "Capacity Reservation Replenished"
 RESERVATION_UTILIZATION_HIGH = "Capacity Reservation Utilization High"
 RESERVATION_EXPIRING = "Capacity Reservation Expiring"
+RESERVATION_ACTIVATED = "Capacity Reservation Activated"
+BLOCK_EXPIRING = "Capacity Block Expiring"
+RESERVATION_EXPIRED = "Capacity Reservation Expired"
 INSTANCE_TERMINATED = "Instance Terminated"
 
 
@@ -57,6 +60,9 @@ ALL_DETAIL_TYPES: tuple[str, ...] = (
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
     RESERVATION_EXPIRING,
+    RESERVATION_ACTIVATED,
+    BLOCK_EXPIRING,
+    RESERVATION_EXPIRED,
     INSTANCE_TERMINATED,
 )
 

@@ -36,8 +36,10 @@ INTERRUPTION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
 RELEASING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 # States in which it uses them again (after a stop; a new instance is counted by its launcher).
 STARTING_STATES = frozenset({"pending", "running"})
+# Recorded on an instance EC2 warned it will terminate (an interruptible reservation shrinks).
+INTERRUPTED = "interrupted"
 # States it never leaves: a start event delivered after them is stale.
-TERMINATED_STATES = frozenset({"shutting-down", "terminated"})
+TERMINATED_STATES = frozenset({"shutting-down", "terminated", INTERRUPTED})
 INTERRUPTION_REASON = "CapacityReservationInterruption"
 INSTANCES_RELEASED = "InstancesReleased"
 RESERVATIONS_INTERRUPTED = "ReservationsInterrupted"
@@ -80,7 +82,7 @@ class InstanceEvents:
         if detail_type == STATE_CHANGE:
             return self.state_changed(instance_id, str(detail.get("state", "")))
         if detail_type == INTERRUPTION_WARNING:
-            return self.interruption_warning(instance_id)
+            return self.interruption_warning(instance_id, detail.get("instance-termination-time"))
         logger.warning("unexpected event", extra={"detailType": detail_type})
         return Outcome("ignored", instance_id)
 
@@ -149,12 +151,16 @@ class InstanceEvents:
             return []
         return self._limits.usage(pool).fits_within(limits) if limits is not None else []
 
-    def interruption_warning(self, instance_id: str) -> Outcome:
-        """EC2 is reclaiming the reservation's capacity: no new launches into it until a sync."""
+    def interruption_warning(
+        self, instance_id: str, termination_time: str | None = None
+    ) -> Outcome:
+        """EC2 is reclaiming the reservation's capacity: no new launches into it until a sync, and
+        the instance's pool usage is released now (once: its termination is then a duplicate), so
+        its owner may launch a replacement elsewhere before it is gone."""
         item = self._items.get(instance_id) if instance_id else None
-        reservation_id = item.capacity_reservation_id if item else None
-        if not reservation_id:
+        if item is None or not item.capacity_reservation_id:
             return Outcome("ignored", instance_id)
+        reservation_id = item.capacity_reservation_id
         self._reservations.mark_exhausted([str(reservation_id)])
         self._unavailable.mark(
             [
@@ -170,6 +176,19 @@ class InstanceEvents:
             "reservation interrupted",
             extra={"instanceId": instance_id, "capacityReservationId": reservation_id},
         )
+        at = format_timestamp(self._now())
+        # Its slot is not given back: the capacity leaves the reservation with it.
+        released = self._items.release(instance_id, INTERRUPTED, at)
+        pool = (released or item).node_pool
+        if pool:
+            self._limits.uncount_instance(pool, instance_id)
+        if released is None:
+            return Outcome("duplicate", instance_id, str(reservation_id))
+        if released.request_id:
+            self._items.note_on_request(released.request_id, instance_id, INTERRUPTED)
+        detail = _detail(released, INTERRUPTED, at) | {"terminationTime": termination_time}
+        self._publish(Event(INSTANCE_TERMINATED, detail))
+        metrics.add_metric(name=INSTANCES_RELEASED, unit=MetricUnit.Count, value=1)
         return Outcome("marked", instance_id, str(reservation_id))
 
 

@@ -26,6 +26,7 @@ from capacity_launcher.domain.errors import Transient
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.reservations import HeldInstance
 from capacity_launcher.domain.tags import NODE_CLASS, NODE_POOL, REQUEST_ID, REQUESTER
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import (
@@ -52,6 +53,8 @@ class ReconciliationReport:
     adopted: list[str] = field(default_factory=list)
     # reservation id -> requester -> live instances of ours in it
     usage_by_reservation: dict[str, dict[str, int]] = field(default_factory=dict)
+    # reservation id -> our live instances in it, with the request that launched each
+    held_by_reservation: dict[str, list[HeldInstance]] = field(default_factory=dict)
 
     @property
     def total_drift(self) -> int:
@@ -174,6 +177,9 @@ class Reconciliation:
             by_requester = report.usage_by_reservation.setdefault(reservation, {})
             if requester:  # no requester, no key: usage is never keyed on an absent value
                 by_requester[requester] = by_requester.get(requester, 0) + 1
+            request = (item.request_id if item else None) or _tags(instance).get(REQUEST_ID)
+            held = HeldInstance(str(instance["InstanceId"]), request)
+            report.held_by_reservation.setdefault(reservation, []).append(held)
 
     def _sizes(self, orphans: Sequence[Mapping[str, Any]]) -> dict[str, InstanceTypeInfo]:
         """Instance-type facts for instances no item records (to count and adopt them)."""

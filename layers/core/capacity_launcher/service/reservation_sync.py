@@ -20,6 +20,7 @@ from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import (
     Coverage,
+    HeldInstance,
     ReservationSnapshot,
     StoredReservation,
     Thresholds,
@@ -87,13 +88,18 @@ class ReservationSync:
                 value=report.reconciliation.total_drift,
             )
         usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
+        held = report.reconciliation.held_by_reservation if report.reconciliation else {}
         now = self._now()
         coverage, groups_of, seen = self._resolve(self._config.node_classes(), now)
         stored, old_coverage = self._snapshots.read()
         for reservation_id in sorted(seen):
             observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
             saved = self._save(
-                stored.get(reservation_id), observed, usage.get(reservation_id, {}), now
+                stored.get(reservation_id),
+                observed,
+                usage.get(reservation_id, {}),
+                now,
+                held.get(reservation_id, ()),
             )
             if saved is None:
                 # Launchers keep writing it; the next sync (a minute away) looks again.
@@ -129,10 +135,11 @@ class ReservationSync:
         observed: ReservationSnapshot,
         usage: Mapping[str, int],
         now: datetime,
+        held: Sequence[HeldInstance] = (),
     ) -> tuple[StoredReservation, list[Event]] | None:
         """Store what EC2 says unless a launcher wrote meanwhile; then re-read and try again."""
         for _ in range(SAVE_TRIES):
-            new, events = next_state(prev, observed, usage, self._thresholds, now)
+            new, events = next_state(prev, observed, usage, self._thresholds, now, held)
             if self._snapshots.save(new, prev.version if prev else None):
                 return new, events
             prev = self._snapshots.get(observed.reservation_id)

@@ -185,6 +185,7 @@ def build_reservation_sync(settings: Settings, clients: Clients = client) -> Res
         thresholds=Thresholds(
             utilization_high=settings.utilization_high_threshold,
             expiring_horizon=timedelta(hours=settings.expiring_horizon_hours),
+            block_expiring_horizon=timedelta(minutes=settings.block_expiring_minutes),
         ),
         now=utcnow,
         reconciliation=reconciliation(settings, clients),

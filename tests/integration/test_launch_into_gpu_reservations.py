@@ -1,0 +1,149 @@
+"""Issue 16: Capacity Blocks and interruptible reservations, launched into on the local cloud."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import moto_capacity
+from capacity_launcher.domain.status import (
+    BLOCK_EXPIRING,
+    RESERVATION_ACTIVATED,
+    RESERVATION_EXPIRED,
+    RequestStatus,
+)
+from capacity_launcher.service import wiring
+from moto_capacity.clock import CLOCK
+from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.integration.test_reservation_sync import sync
+from tests.support.cloud import Cloud, launch_request
+
+BLOCK_TYPE = "p4d.24xlarge"
+
+
+def buy_block(cloud: Cloud, count: int = 2) -> dict[str, Any]:
+    offering = cloud.ec2.describe_capacity_block_offerings(
+        InstanceType=BLOCK_TYPE, InstanceCount=count, CapacityDurationHours=24
+    )["CapacityBlockOfferings"]
+    in_zone = next(o for o in offering if o["AvailabilityZone"] == ZONE)
+    bought = cloud.ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=in_zone["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
+    )
+    return bought["CapacityReservation"]  # type: ignore[no-any-return]
+
+
+def advance_to(moment: datetime, plus_seconds: float = 0.0) -> None:
+    seconds = (moment - CLOCK.now()).total_seconds() + plus_seconds
+    if seconds > 0:
+        moto_capacity.advance_clock(seconds)
+
+
+def state_of(cloud: Cloud, reservation_id: str) -> dict[str, Any]:
+    found = cloud.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+    return found["CapacityReservations"][0]  # type: ignore[no-any-return]
+
+
+def test_a_purchased_block_is_launched_into_once_active_and_not_before(cloud, subnets, image):
+    # Given a NodeClass targeting a purchased Capacity Block, reserved capacity only
+    block = buy_block(cloud)
+    reservation_id = block["CapacityReservationId"]
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation_id}},
+        capacity_types=("reserved",),
+        types=(BLOCK_TYPE,),
+    )
+    # When a request arrives before the block starts, nothing is launched into it
+    cloud.send(launch_request("r-early", nodePool="general", count=1))
+    early = cloud.record("r-early")
+    assert early is not None and early.launched == 0, early
+    assert state_of(cloud, reservation_id)["State"] != "active"
+    # When the clock passes the block's start, a request lands in it in the capacity-block market
+    advance_to(block["StartDate"], 1)
+    cloud.send(launch_request("r-block", nodePool="general", count=2))
+    record = cloud.record("r-block")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert {i.capacity_reservation_id for i in record.instances} == {reservation_id}
+    described = cloud.ec2.describe_instances(InstanceIds=[i.instance_id for i in record.instances])
+    lifecycles = {
+        i.get("InstanceLifecycle") for r in described["Reservations"] for i in r["Instances"]
+    }
+    assert lifecycles == {"capacity-block"}
+    assert state_of(cloud, reservation_id)["AvailableInstanceCount"] == 0
+
+
+def lend(cloud: Cloud, count: int) -> str:
+    source = reserve(cloud, count + 1, InstanceMatchCriteria="targeted")
+    cloud.ec2.create_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=source, InstanceCount=count
+    )
+    found = cloud.ec2.describe_capacity_reservations()["CapacityReservations"]
+    return next(r["CapacityReservationId"] for r in found if r.get("Interruptible"))
+
+
+def test_an_interruptible_reservation_is_launched_into_only_when_the_pool_accepts_it(
+    cloud, subnets, image
+):
+    lent = lend(cloud, 2)
+    target = {"capacityReservationTarget": {"capacityReservationId": lent}}
+    # Given a pool that does not say it accepts interruptible capacity: on-demand, not the loan
+    setup_pool(cloud, subnets, image, reservation_spec=target)
+    cloud.send(launch_request("r-plain", nodePool="general", count=1))
+    plain = cloud.record("r-plain")
+    assert plain is not None and plain.launched == 1, plain
+    assert [i.capacity_reservation_id for i in plain.instances] == [None]
+    assert state_of(cloud, lent)["AvailableInstanceCount"] == 2
+    # Given a request that accepts it: it lands in the loan, in the interruptible market
+    accepting = {
+        "key": "karpenter.k8s.aws/capacity-reservation-interruptible",
+        "operator": "In",
+        "values": ["true"],
+    }
+    cloud.send(launch_request("r-lent", nodePool="general", count=2, requirements=[accepting]))
+    record = cloud.record("r-lent")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert {i.capacity_reservation_id for i in record.instances} == {lent}
+    described = cloud.ec2.describe_instances(InstanceIds=[i.instance_id for i in record.instances])
+    lifecycles = {
+        i.get("InstanceLifecycle") for r in described["Reservations"] for i in r["Instances"]
+    }
+    assert lifecycles == {"interruptible-capacity-reservation"}
+
+
+def test_the_sync_announces_a_block_activated_expiring_with_its_instances_then_expired(
+    cloud, subnets, image, monkeypatch
+):
+    # The sync reads the emulator's clock, as it would read AWS's.
+    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
+    block = buy_block(cloud)
+    reservation_id = block["CapacityReservationId"]
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation_id}},
+        capacity_types=("reserved",),
+        types=(BLOCK_TYPE,),
+    )
+    sync()
+    advance_to(block["StartDate"], 1)
+    assert [e.detail_type for e in sync().events] == [RESERVATION_ACTIVATED]
+    cloud.send(launch_request("r-train", nodePool="general", count=2))
+    record = cloud.record("r-train")
+    assert record is not None and record.launched == 2, record
+    cloud.wait_out_consistency()
+    # 50 minutes before the end: past the 60-minute horizon, before EC2's 30-minute termination
+    advance_to(block["EndDate"], -50 * 60)
+    expiring = [e for e in sync().events if e.detail_type == BLOCK_EXPIRING]
+    assert len(expiring) == 1
+    assert sorted(i["instanceId"] for i in expiring[0].detail["instances"]) == sorted(
+        i.instance_id for i in record.instances
+    )
+    assert expiring[0].detail["requestIds"] == ["r-train"]
+    assert [e.detail_type for e in sync().events] == []
+    advance_to(block["EndDate"], 1)
+    assert RESERVATION_EXPIRED in [e.detail_type for e in sync().events]
+    published = {e["detail-type"] for e in cloud.events()}
+    assert {RESERVATION_ACTIVATED, BLOCK_EXPIRING, RESERVATION_EXPIRED} <= published

@@ -1,0 +1,201 @@
+"""Capacity Blocks and interruptible reservations in planning: their labels, their market."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from capacity_launcher.adapters.capacity_reservations import snapshot_from_ec2
+from capacity_launcher.adapters.launch_templates import LaunchTemplates
+from capacity_launcher.adapters.reservation_snapshots import _item, _stored
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
+from capacity_launcher.domain.planning import LaunchPlan, find_candidates
+from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
+from capacity_launcher.domain.reservations import (
+    ReservationSource,
+    ReservedTarget,
+    StoredReservation,
+    reservation_use,
+)
+from tests.unit.test_planning import EVERYTHING, M5, ZONES, by_id, reservation
+
+BLOCK_KW = {"reservation_type": "capacity-block"}
+
+
+def requirement(key: str, operator: Operator, *values: str) -> Requirements:
+    return Requirements.of([Requirement(key=key, operator=operator, values=list(values))])
+
+
+TYPE_KEY = "karpenter.k8s.aws/capacity-reservation-type"
+INTERRUPTIBLE_KEY = "karpenter.k8s.aws/capacity-reservation-interruptible"
+
+
+def reserved_ids(requirements: Requirements, *sources: ReservationSource) -> list[str | None]:
+    candidates = find_candidates(requirements, [M5], ZONES, ["reserved"], list(sources))
+    return [o.reservation_id for o in candidates.all()]
+
+
+def test_the_reservation_type_requirement_selects_blocks_or_ordinary_reservations():
+    block = reservation("cr-block", 2, **BLOCK_KW)
+    odcr = reservation("cr-odcr", 2)
+    sources = by_id(block, odcr)
+    assert reserved_ids(requirement(TYPE_KEY, Operator.IN, "capacity-block"), *sources) == [
+        "cr-block"
+    ]
+    assert reserved_ids(requirement(TYPE_KEY, Operator.IN, "default"), *sources) == ["cr-odcr"]
+    assert sorted(reserved_ids(EVERYTHING, *sources)) == ["cr-block", "cr-odcr"]  # type: ignore[type-var]
+
+
+def test_an_interruptible_reservation_is_used_only_when_the_requirements_accept_it():
+    lent = by_id(reservation("cr-lent", 2, interruptible=True))
+    assert reserved_ids(EVERYTHING, *lent) == []
+    assert reserved_ids(requirement(INTERRUPTIBLE_KEY, Operator.IN, "false"), *lent) == []
+    assert reserved_ids(requirement(INTERRUPTIBLE_KEY, Operator.IN, "true"), *lent) == ["cr-lent"]
+    assert reserved_ids(requirement(INTERRUPTIBLE_KEY, Operator.EXISTS), *lent) == ["cr-lent"]
+
+
+def test_a_scheduled_block_is_not_launched_into():
+    scheduled = reservation("cr-soon", 2, state="scheduled", **BLOCK_KW)
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], by_id(scheduled))
+    assert candidates.all() == []
+    assert [s.reason for s in candidates.skipped] == ["ReservationNotActive:scheduled"]
+
+
+def test_a_group_of_mixed_kinds_becomes_one_attempt_per_market():
+    group = ReservedTarget(group_arn="arn:aws:resource-groups:us-east-1:1:group/g")
+    members = (reservation("cr-a", 1), reservation("cr-b", 2, **BLOCK_KW))
+    candidates = find_candidates(
+        EVERYTHING, [M5], ZONES, ["reserved"], [ReservationSource(group, members)]
+    )
+    plan = LaunchPlan(candidates, 3)
+    first = plan.next_attempt()
+    assert first is not None and first.target is not None
+    assert (first.target.market, first.count) == ("capacity-block", 2)
+    plan.record(first, [], [])
+    second = plan.next_attempt()
+    assert second is not None and second.target is not None
+    assert (second.target.market, second.target.group_arn) == (None, group.group_arn)
+
+
+def _fleet(market_snapshot_kw: dict[str, object]) -> dict[str, object]:
+    candidates = find_candidates(
+        requirement(INTERRUPTIBLE_KEY, Operator.EXISTS),
+        [M5],
+        ZONES,
+        ["reserved"],
+        by_id(reservation("cr-1", 2, **market_snapshot_kw)),
+    )
+    attempt = LaunchPlan(candidates, 2).next_attempt()
+    assert attempt is not None and attempt.target is not None
+    use = reservation_use(_node_class(), attempt.target)
+    return fleet_request(
+        attempt,
+        count=2,
+        client_token="t",
+        launch_template=LaunchTemplate("lt", use),
+        subnets={"us-east-1a": ("s",)},
+        tags={},
+    )
+
+
+def test_blocks_and_interruptible_reservations_launch_in_their_own_fleet_capacity_type():
+    assert _fleet(BLOCK_KW)["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 2,
+        "DefaultTargetCapacityType": "capacity-block",
+    }
+    assert _fleet({"interruptible": True})["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 2,
+        "DefaultTargetCapacityType": "reserved-capacity",
+    }
+    assert _fleet({})["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"  # type: ignore[index]
+
+
+def test_the_launch_template_carries_the_market_of_its_target():
+    created: list[dict[str, object]] = []
+
+    class Ec2:
+        def create_launch_template(self, **kwargs: object) -> None:
+            created.append(kwargs)
+
+    node_class = _node_class()
+    templates = LaunchTemplates(ec2=Ec2(), ssm=object())
+    target = ReservedTarget(reservation_id="cr-1", market="capacity-block")
+    templates.ensure(node_class, target)
+    templates.ensure(node_class, ReservedTarget(reservation_id="cr-1"))
+    data = [c["LaunchTemplateData"] for c in created]
+    assert data[0]["InstanceMarketOptions"] == {"MarketType": "capacity-block"}  # type: ignore[index]
+    assert "InstanceMarketOptions" not in data[1]  # type: ignore[operator]
+
+
+def _node_class() -> NodeClass:
+    return NodeClass.model_validate(
+        {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "NodeClass",
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "imageId": "ami-12345678",
+                "subnetIds": ["subnet-1"],
+                "securityGroupIds": ["sg-1"],
+            },
+        }
+    )
+
+
+def test_type_dates_and_interruptibility_are_read_from_ec2_and_kept_in_the_snapshot_store():
+    start = datetime(2026, 11, 24, 11, 30, tzinfo=UTC)
+    end = datetime(2026, 11, 26, 11, 30, tzinfo=UTC)
+    snapshot = snapshot_from_ec2(
+        {
+            "CapacityReservationId": "cr-1",
+            "InstanceType": "p5.48xlarge",
+            "AvailabilityZone": "us-east-1a",
+            "State": "scheduled",
+            "ReservationType": "capacity-block",
+            "Interruptible": False,
+            "StartDate": start,
+            "EndDate": end,
+        }
+    )
+    assert (snapshot.reservation_type, snapshot.start_date, snapshot.end_date) == (
+        "capacity-block",
+        start,
+        end,
+    )
+    assert snapshot.market == "capacity-block"
+    lent = snapshot_from_ec2(
+        {
+            "CapacityReservationId": "cr-2",
+            "InstanceType": "m5.large",
+            "AvailabilityZone": "us-east-1a",
+            "Interruptible": True,
+        }
+    )
+    assert (lent.reservation_type, lent.interruptible, lent.market) == (
+        "default",
+        True,
+        "interruptible-capacity-reservation",
+    )
+    stored = _stored(_item(StoredReservation(snapshot)))
+    assert stored.snapshot == snapshot
+
+
+def test_get_reservations_shows_the_kind_and_dates():
+    from rich.console import Console
+
+    from capacity_launcher_cli import views
+
+    start = datetime(2026, 11, 24, 11, 30, tzinfo=UTC)
+    block = reservation("cr-block", 2, start_date=start, end_date=start, **BLOCK_KW)
+    lent = reservation("cr-lent", 1, interruptible=True)
+    shown = views.reservation_json(block)
+    assert (shown["reservationType"], shown["startDate"], shown["interruptible"]) == (
+        "capacity-block",
+        start.isoformat(),
+        False,
+    )
+    console = Console(width=250, record=True)
+    console.print(views.reservations([block, lent]))
+    text = console.export_text()
+    assert "capacity-block" in text and "2026-11-24 11:30" in text
+    assert "default (interruptible)" in text
