@@ -175,3 +175,15 @@ def test_a_cancelled_lease_gives_its_quota_back_once(pool: Cloud) -> None:
     assert store.cancel("general", "lease-1")
     assert not store.cancel("general", "lease-1")
     assert (used("team-a"), usage()) == (0, 0)
+
+
+def test_a_gang_short_of_min_count_gives_its_quota_back(pool: Cloud) -> None:
+    # Given EC2 room for 1 of a gang of 3 that its quota admits
+    pool.apply(quota("team-a", "3"))
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 1)
+    pool.send(launch_request("gang-1", nodePool=POOL, count=3, minCount=3, requester="team-a"))
+    record = pool.record("gang-1")
+    assert record is not None and record.status is RequestStatus.FAILED
+    assert "MinCountNotMet" in [e.code for e in record.errors]
+    # Then the lease is settled to nothing: neither the pool nor the quota counts the gang
+    assert (used("team-a"), usage()) == (0, 0)
