@@ -17,6 +17,8 @@ from capacity_launcher.domain.quota_admission import (
     Cohort,
     QuotaInstance,
     UsageKey,
+    governing,
+    most_admitted,
 )
 from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
 
@@ -446,3 +448,47 @@ def _check_reclaim(
         # Never within a borrower's own nominal quota
         for name, amount in released.items():
             assert amount <= ledger.borrowed(name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    nominal=st.integers(0, 12),
+    lender=st.integers(0, 12),
+    used=st.integers(0, 12),
+    wanted=st.integers(1, 8),
+    least=st.integers(1, 8),
+)
+def test_most_admitted_is_the_largest_admitted_count_from_min_count(
+    nominal: int, lender: int, used: int, wanted: int, least: int
+) -> None:
+    cohort = Cohort(
+        [quota("team-a", nominal, borrowing_limit=3), quota("team-b", lender)],
+        usage(**{"team-a": min(used, nominal)}),
+    )
+    one = gpus(1)
+
+    def admits(n: int) -> bool:
+        try:
+            cohort.admit("team-a", POOL, one * n)
+        except QuotaExceeded:
+            return False
+        return True
+
+    if not admits(least):
+        with pytest.raises(QuotaExceeded):
+            most_admitted(cohort, "team-a", POOL, one, wanted, least)
+        return
+    found = most_admitted(cohort, "team-a", POOL, one, wanted, least)
+    top = max(wanted, least)
+    assert found == max(n for n in range(least, top + 1) if admits(n))
+
+
+def test_a_pool_quotas_name_is_only_for_the_requesters_they_cover() -> None:
+    quotas = [quota("team-a", 4)]
+    assert governing(quotas, "team-a", POOL) is quotas[0]
+    assert governing(quotas, "team-z", "other-pool") is None
+    for stranger in ("team-z", None):
+        with pytest.raises(QuotaExceeded) as refused:
+            governing(quotas, stranger, POOL)
+        assert (refused.value.quota, refused.value.flavor) == (None, POOL)
+        assert "team-a" in refused.value.reason

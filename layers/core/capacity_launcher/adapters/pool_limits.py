@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
-from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.errors import ConditionFailed, Transient
 from capacity_launcher.domain.pool_usage import Lease, Member, Recount
 from capacity_launcher.domain.quantities import (
     CPU,
@@ -33,6 +34,8 @@ from capacity_launcher.domain.quantities import (
     Resources,
     limits_token,
 )
+from capacity_launcher.domain.quota_admission import Cohort, governing, most_admitted
+from capacity_launcher.domain.quotas import CapacityQuota
 
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"
@@ -48,6 +51,10 @@ _RESERVE_TRIES = 3
 # Member puts per transaction (DynamoDB allows 100 actions: the rest is usage and the lease).
 _MEMBERS_PER_TRANSACTION = 98
 _SETTLE_TRIES = 3
+# Admissions that lost the race for their cohort's quota usage, before the message goes back.
+_QUOTA_TRIES = 4
+# (quota usage item, requester): where a lease or member is also counted for its quota.
+QuotaHold = tuple[str, str] | None
 
 
 class LeaseNotSettled(RuntimeError):
@@ -68,11 +75,13 @@ class PoolLimitsStore:
         lease_seconds: int,
         dynamodb: Any | None = None,
         clock: Callable[[], float] = time.time,
+        quotas: Callable[[], Sequence[CapacityQuota]] = list,
     ) -> None:
         self._table = table_name
         self._lease_seconds = lease_seconds
         self._db = dynamodb or client("dynamodb")
         self._clock = clock
+        self._quotas = quotas
 
     def reserve(
         self,
@@ -82,20 +91,44 @@ class PoolLimitsStore:
         count: int,
         min_count: int,
         limits: PoolLimits | None,
+        requester: str | None = None,
     ) -> int:
         """Lease room for up to `count` instances, at least `min_count`; 0 if that does not fit now.
 
-        Idempotent per lease id: a retry finds its lease and gets the same answer.
+        Idempotent per lease id: a retry finds its lease and gets the same answer. When a
+        CapacityQuota names the pool, the requester's quota admits the lease in the same
+        transaction (QuotaExceeded when it does not; Transient when other admissions in its
+        cohort kept winning the race).
         """
         existing = self.lease(pool, lease_id)
         if existing is not None:
             return existing.count
-        wanted, stored = count, False
-        for _ in range(_RESERVE_TRIES + 2):
+        quotas = list(self._quotas())
+        quota = governing(quotas, requester, pool)
+        hold: QuotaHold = None
+        if quota is not None and requester is not None:
+            hold = (quota_usage.quota_usage_pk(quota.cohort_key, pool), requester)
+        wanted, stored, tries, lost = count, False, 0, 0
+        while tries < _RESERVE_TRIES + 2:
+            tries += 1
             amount = per_instance * wanted
             if limits is None or not amount.fits_within(limits):
-                items = self._reserve_items(pool, lease_id, wanted, amount, limits)
+                admission: dict[str, Any] | None = None
+                if quota is not None and hold is not None:
+                    version, usage = self._quota_usage(hold[0], pool)
+                    cohort = Cohort.of(quota, quotas, usage)
+                    wanted = most_admitted(
+                        cohort, quota.name, pool, per_instance, wanted, min_count
+                    )
+                    amount = per_instance * wanted
+                    update = quota_usage.update(
+                        self._table, *hold, amount, read_version=version, conditioned=True
+                    )
+                    admission = {"Update": update}
+                items = self._reserve_items(pool, lease_id, wanted, amount, limits, hold)
                 items.append(self._limits_check(pool, limits))
+                if admission is not None:
+                    items.append(admission)
                 try:
                     self._transact(items)
                     return wanted
@@ -103,7 +136,14 @@ class PoolLimitsStore:
                     existing = self.lease(pool, lease_id)
                     if existing is not None:
                         return existing.count
-                    if failed.failed_at(len(items) - 1):
+                    if admission is not None and failed.failed_at(len(items) - 1):
+                        # Another admission in the cohort wrote first: read again, decide again.
+                        lost += 1
+                        if lost >= _QUOTA_TRIES:
+                            raise Transient("QuotaAdmission", "QuotaUsageContended") from failed
+                        tries -= 1
+                        continue
+                    if failed.failed_at(len(items) - (2 if admission is not None else 1)):
                         # The pool was applied since this copy was read: use what is stored.
                         limits, stored, wanted = self.stored_limits(pool), True, count
                         continue
@@ -168,10 +208,14 @@ class PoolLimitsStore:
             size = _MEMBERS_PER_TRANSACTION
             chunks = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
             try:
+                # A reclaimed lease gave its quota back: its instances count for the pool only.
+                hold = _hold(lease)
                 for chunk in chunks[:-1]:
                     amount = _total(pending[i] for i in chunk)
-                    puts = self._member_puts(pool, chunk, pending)
-                    self._transact([*puts, {"Update": self._add_update(pool, amount)}])
+                    puts = self._member_puts(pool, chunk, pending, hold)
+                    self._transact(
+                        [*puts, *self._usage_updates(pool, amount, hold)],
+                    )
                     for instance_id in chunk:
                         pending.pop(instance_id)
                 amount = _total(pending[i] for i in chunks[-1])
@@ -179,8 +223,8 @@ class PoolLimitsStore:
                     amount = amount - lease.amount
                 self._transact(
                     [
-                        *self._member_puts(pool, chunks[-1], pending),
-                        {"Update": self._add_update(pool, amount)},
+                        *self._member_puts(pool, chunks[-1], pending, hold),
+                        *self._usage_updates(pool, amount, hold),
                         {"Update": self._settled_marker(pool, lease_id, lease, len(members))},
                     ]
                 )
@@ -230,7 +274,9 @@ class PoolLimitsStore:
                             "ConditionExpression": "attribute_exists(sk)",
                         }
                     },
-                    {"Update": self._add_update(member.pool, Resources.ZERO - member.amount)},
+                    *self._usage_updates(
+                        member.pool, Resources.ZERO - member.amount, _hold(member)
+                    ),
                 ]
             )
         except ConditionFailed:
@@ -345,7 +391,7 @@ class PoolLimitsStore:
         try:
             self._transact(
                 [
-                    {"Update": self._add_update(lease.pool, Resources.ZERO - lease.amount)},
+                    *self._usage_updates(lease.pool, Resources.ZERO - lease.amount, _hold(lease)),
                     {"Delete": delete},
                 ]
             )
@@ -353,8 +399,27 @@ class PoolLimitsStore:
             return False
         return True
 
+    def _usage_updates(self, pool: str, amount: Resources, hold: QuotaHold) -> list[dict[str, Any]]:
+        """The pool's usage change, and the same change to its quota usage when it holds one."""
+        updates = [{"Update": self._add_update(pool, amount)}]
+        if hold is not None:
+            updates.append({"Update": quota_usage.update(self._table, *hold, amount)})
+        return updates
+
+    def _quota_usage(
+        self, pk: str, pool: str
+    ) -> tuple[int | None, dict[tuple[str, str], Resources]]:
+        with aws_call("GetItem"):
+            return quota_usage.read(self._db, self._table, pk, pool)
+
     def _reserve_items(
-        self, pool: str, lease_id: str, count: int, amount: Resources, limits: PoolLimits | None
+        self,
+        pool: str,
+        lease_id: str,
+        count: int,
+        amount: Resources,
+        limits: PoolLimits | None,
+        hold: QuotaHold = None,
     ) -> list[dict[str, Any]]:
         update = self._add_update(pool, amount)
         conditions = []
@@ -376,6 +441,7 @@ class PoolLimitsStore:
             "expiresAt": int(self._clock()) + self._lease_seconds,
             "openLease": OPEN_LEASE,
             **_attributes(amount),
+            **_hold_attributes(hold),
         }
         return [
             {"Update": update},
@@ -430,7 +496,11 @@ class PoolLimitsStore:
             return [from_item(i) for page in pages for i in page["Items"]]
 
     def _member_puts(
-        self, pool: str, instance_ids: Sequence[str], amounts: Mapping[str, Resources]
+        self,
+        pool: str,
+        instance_ids: Sequence[str],
+        amounts: Mapping[str, Resources],
+        hold: QuotaHold = None,
     ) -> list[dict[str, Any]]:
         now = int(self._clock())
         return [
@@ -443,6 +513,7 @@ class PoolLimitsStore:
                             "sk": MEMBER_PREFIX + instance_id,
                             "countedAt": now,
                             **_attributes(amounts[instance_id]),
+                            **_hold_attributes(hold),
                         }
                     ),
                     "ConditionExpression": "attribute_not_exists(sk)",
@@ -486,6 +557,16 @@ def _resources(item: dict[str, Any]) -> Resources:
     return Resources.from_amounts({d: item.get(a, 0) for d, a in _ATTRIBUTES.items()})
 
 
+def _hold_attributes(hold: QuotaHold) -> dict[str, str]:
+    return {} if hold is None else {"quotaUsage": hold[0], "requester": hold[1]}
+
+
+def _hold(counted: Lease | Member | None) -> QuotaHold:
+    if counted is None or counted.quota_usage is None or counted.requester is None:
+        return None
+    return counted.quota_usage, counted.requester
+
+
 def _total(amounts: Iterable[Resources]) -> Resources:
     total = Resources.ZERO
     for amount in amounts:
@@ -499,6 +580,8 @@ def _member(item: dict[str, Any]) -> Member:
         instance_id=str(item["sk"]).removeprefix(MEMBER_PREFIX),
         amount=_resources(item),
         counted_at=int(item.get("countedAt", 0)),
+        quota_usage=item.get("quotaUsage"),
+        requester=item.get("requester"),
     )
 
 
@@ -510,4 +593,6 @@ def _lease(item: dict[str, Any]) -> Lease:
         amount=_resources(item),
         expires_at=int(item.get("expiresAt", 0)),
         settled=bool(item.get("settled", False)),
+        quota_usage=item.get("quotaUsage"),
+        requester=item.get("requester"),
     )

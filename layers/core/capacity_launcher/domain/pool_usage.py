@@ -17,6 +17,9 @@ class Lease:
     amount: Resources
     expires_at: int
     settled: bool = False
+    # The cohort-and-flavor quota usage it also holds (None: no quota governs it), and for whom.
+    quota_usage: str | None = None
+    requester: str | None = None
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,9 @@ class Member:
     instance_id: str
     amount: Resources
     counted_at: int
+    # The quota usage it is counted in, if any (released with the member, so exactly once).
+    quota_usage: str | None = None
+    requester: str | None = None
 
 
 @dataclass(frozen=True)

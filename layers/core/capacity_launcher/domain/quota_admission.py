@@ -22,6 +22,7 @@ from capacity_launcher.domain.quotas import (
     QuotaResource,
     ReclaimPolicy,
     format_amount,
+    quota_for,
 )
 
 ZERO = Decimal(0)
@@ -330,3 +331,44 @@ def _over_limit(
 
 def _shown(resource: str, amount: Decimal) -> str:
     return format_amount(resource, amount)
+
+
+def most_admitted(
+    cohort: Cohort, quota: str, flavor: str, per_instance: Resources, wanted: int, least: int
+) -> int:
+    """The most instances, between ``least`` and ``wanted``, that ``quota`` admits now.
+
+    Raises the QuotaExceeded of ``least`` instances (at least one) when even those do not fit.
+    Admission is monotone in the demand, so a binary search finds the most.
+    """
+    least = max(least, 1)
+    cohort.admit(quota, flavor, per_instance * least)
+    low, high = least, max(wanted, least)
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            cohort.admit(quota, flavor, per_instance * middle)
+            low = middle
+        except QuotaExceeded:
+            high = middle - 1
+    return low
+
+
+def governing(
+    quotas: Iterable[CapacityQuota], requester: str | None, node_pool: str
+) -> CapacityQuota | None:
+    """The quota whose admission a request in ``node_pool`` goes through; None when no quota
+    names the pool. Raises QuotaExceeded when quotas name the pool but none covers the requester
+    (pools that quotas cover are for their teams: docs/quotas.md, rule 3)."""
+    quota, naming = quota_for(quotas, requester, node_pool)
+    if quota is None and naming:
+        who = f"requester {requester!r}" if requester else "a request without a requester"
+        names = ", ".join(sorted(q.name for q in naming))
+        raise QuotaExceeded(
+            None,
+            node_pool,
+            None,
+            f"{who} is covered by none of the quotas naming this NodePool ({names}); "
+            "it may use only NodePools no quota names",
+        )
+    return quota

@@ -18,6 +18,7 @@ from capacity_launcher.domain.errors import (
     ErrorKind,
     InvalidLaunchRequest,
     LaunchFailed,
+    QuotaExceeded,
     classify,
     retryable_error,
 )
@@ -242,14 +243,20 @@ class Launcher:
             if self._p.limits.is_settled(pool_name, item.request.request_id):
                 item.settled = True  # it absorbs its done intents below and never launches more
                 continue
-            item.granted = self._p.limits.reserve(
-                pool_name,
-                item.request.request_id,
-                per_instance,
-                item.request.count,
-                item.request.min_count,
-                lead.pool.spec.limits,
-            )
+            try:
+                item.granted = self._p.limits.reserve(
+                    pool_name,
+                    item.request.request_id,
+                    per_instance,
+                    item.request.count,
+                    item.request.min_count,
+                    lead.pool.spec.limits,
+                    requester=item.request.requester,
+                )
+            except QuotaExceeded as refused:
+                # Its quota governs this pool: it fails here, no fallback to another pool.
+                item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
+                continue
             if item.granted == 0:
                 item.errors.append(
                     ErrorDetail(
@@ -258,7 +265,14 @@ class Launcher:
                         f"minCount={item.request.min_count} instances now",
                     )
                 )
-        full = [p for p in progress if p.granted == 0 and not p.settled and p.prepared.alternatives]
+        full = [
+            p
+            for p in progress
+            if p.granted == 0
+            and not p.settled
+            and p.prepared.alternatives
+            and p.errors[-1].code != QuotaExceeded.code
+        ]
         if full and self._fall_back(full, report, full[0].errors[-1].message):
             progress = [p for p in progress if p not in full]
         active = [p for p in progress if p.granted > 0 or p.settled]

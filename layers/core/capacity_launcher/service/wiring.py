@@ -76,8 +76,13 @@ def instance_records(settings: Settings, clients: Clients = client) -> InstanceR
 
 
 def pool_limits(settings: Settings, clients: Clients = client) -> PoolLimitsStore:
+    """Pool usage and leases; a lease in a pool a CapacityQuota names is admitted by its quota."""
+    quotas = config_store(settings, clients, cached=True)
     return PoolLimitsStore(
-        settings.state_table_name, settings.limit_lease_seconds, clients("dynamodb")
+        settings.state_table_name,
+        settings.limit_lease_seconds,
+        clients("dynamodb"),
+        quotas=quotas.capacity_quotas,
     )
 
 

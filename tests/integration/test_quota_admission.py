@@ -1,0 +1,189 @@
+"""Issue 17: a request in a pool a CapacityQuota names is admitted by its quota, in the same
+transaction as the pool-limit lease; refusals end it Failed with QuotaExceeded; usage per quota is
+released with the pool's, once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import moto_capacity
+from capacity_launcher.adapters import aws, quota_usage
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.settings import get_settings
+from tests.integration.test_accounting import deliver, usage
+from tests.integration.test_launch_into_reservations import ZONE, setup_pool
+from tests.support.cloud import Cloud, launch_request
+
+POOL = "general"
+ONE = Resources(cpu=2, memory_mib=8192, gpu=0, instances=1)  # what an m5.large is counted for
+
+
+def quota(name: str, nominal: str, *, borrowing: str | None = None, **spec: Any) -> dict[str, Any]:
+    term: dict[str, Any] = {"name": "instances", "nominalQuota": nominal}
+    if borrowing is not None:
+        term["borrowingLimit"] = borrowing
+        spec.setdefault("allowBorrowing", True)
+    return {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "CapacityQuota",
+        "metadata": {"name": name},
+        "spec": {
+            "requesters": [name],
+            "cohort": "research",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["instances"],
+                    "flavors": [{"name": POOL, "resources": [term]}],
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def used(requester: str) -> int:
+    """The instances the cohort's quota usage counts for a requester in the pool."""
+    pk = quota_usage.quota_usage_pk("research", POOL)
+    _, found = quota_usage.read(aws.client("dynamodb"), get_settings().state_table_name, pk, POOL)
+    return found.get((requester, POOL), Resources.ZERO).instances
+
+
+@pytest.fixture
+def pool(cloud: Cloud, subnets: dict[str, str], image: str) -> Cloud:
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 100)
+    return cloud
+
+
+def test_a_request_within_its_nominal_quota_is_admitted_and_counted(pool: Cloud) -> None:
+    pool.apply(quota("team-a", "2"), quota("team-b", "2"))
+    pool.send(launch_request("within-1", nodePool=POOL, count=2, requester="team-a"))
+    record = pool.record("within-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    assert used("team-a") == 2
+    assert used("team-b") == 0
+    assert usage() == 2
+
+
+def test_a_request_beyond_nominal_borrows_idle_quota_of_its_cohort(pool: Cloud) -> None:
+    pool.apply(quota("team-a", "1", borrowing="2"), quota("team-b", "3"))
+    pool.send(launch_request("borrow-1", nodePool=POOL, count=3, requester="team-a"))
+    record = pool.record("borrow-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    assert used("team-a") == 3
+
+
+def test_a_request_beyond_its_quota_fails_naming_quota_pool_and_resource(pool: Cloud) -> None:
+    pool.apply(quota("team-a", "1"), quota("team-b", "3"))
+    pool.events()
+    pool.send(launch_request("over-1", nodePool=POOL, count=2, minCount=2, requester="team-a"))
+    record = pool.record("over-1")
+    assert record is not None and record.status is RequestStatus.FAILED
+    assert [e.code for e in record.errors] == ["QuotaExceeded"]
+    assert record.errors[0].message == (
+        "CapacityQuota team-a: NodePool general, instances: over nominalQuota 1: using 0, asking 2"
+    )
+    assert [e["detail-type"] for e in pool.events()] == ["Launch Failed"]
+    assert pool.managed_instances() == []
+    assert (used("team-a"), usage()) == (0, 0)
+    assert PoolLimitsStore(get_settings().state_table_name, 900).leases() == []
+
+
+def test_a_requester_no_quota_covers_is_refused_in_a_pool_quotas_name(pool: Cloud) -> None:
+    pool.apply(quota("team-a", "4"))
+    pool.send(launch_request("stranger-1", nodePool=POOL, requester="team-z"))
+    pool.send(launch_request("anonymous-1", nodePool=POOL))
+    for request_id in ("stranger-1", "anonymous-1"):
+        record = pool.record(request_id)
+        assert record is not None and record.status is RequestStatus.FAILED
+        assert [e.code for e in record.errors] == ["QuotaExceeded"]
+        assert record.errors[0].message.startswith("no CapacityQuota: NodePool general: ")
+    assert pool.managed_instances() == []
+
+
+def test_termination_releases_quota_usage_once(pool: Cloud) -> None:
+    pool.apply(quota("team-a", "1"))
+    pool.send(launch_request("release-1", nodePool=POOL, requester="team-a"))
+    record = pool.record("release-1")
+    assert record is not None and record.launched == 1
+    assert used("team-a") == 1
+    gone = record.instances[0].instance_id
+    pool.ec2.terminate_instances(InstanceIds=[gone])
+    assert deliver(gone, "terminated") == "released"
+    deliver(gone, "terminated")
+    assert (used("team-a"), usage()) == (0, 0)
+    # the released quota admits the next request
+    pool.send(launch_request("release-2", nodePool=POOL, requester="team-a"))
+    again = pool.record("release-2")
+    assert again is not None and again.status is RequestStatus.FULFILLED
+    assert used("team-a") == 1
+
+
+def test_two_concurrent_admissions_that_together_overrun_admit_one(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cohort with 3 instances of nominal quota, team-a borrowing up to 2 of team-b's
+    pool.apply(quota("team-a", "1", borrowing="2"), quota("team-b", "2"))
+    settings = get_settings()
+    quotas = ConfigStore(settings.state_table_name).capacity_quotas
+
+    def store() -> PoolLimitsStore:
+        return PoolLimitsStore(settings.state_table_name, 900, quotas=quotas)
+
+    limits = store().stored_limits(POOL)  # the pool's own limits (10) leave room for both
+    # When team-b's admission of 2 reads the cohort's usage, and team-a's admission of 3
+    # (which fits that same reading) is written before team-b's transaction
+    real = PoolLimitsStore._quota_usage
+    raced: list[int] = []
+
+    def read_then_race(self: PoolLimitsStore, pk: str, flavor: str) -> Any:
+        reading = real(self, pk, flavor)
+        if not raced:
+            raced.append(0)  # the racing admission reads unpatched: it is not raced itself
+            raced[0] = store().reserve("general", "lease-a", ONE, 3, 3, limits, "team-a")
+        return reading
+
+    monkeypatch.setattr(PoolLimitsStore, "_quota_usage", read_then_race)
+    # Then team-b's transaction fails on the version, it decides again, and is refused
+    with pytest.raises(QuotaExceeded) as refused:
+        store().reserve("general", "lease-b", ONE, 2, 2, limits, "team-b")
+    assert raced == [3]
+    assert (refused.value.quota, refused.value.flavor) == ("team-b", POOL)
+    assert refused.value.resource == "instances"
+    assert refused.value.reclaim == {"instances": 2}  # all it asks is lent out
+    # and the cohort runs no more than the sum of its nominal quotas
+    assert (used("team-a"), used("team-b")) == (3, 0)
+    assert store().lease("general", "lease-b") is None
+
+
+def test_a_cancelled_lease_gives_its_quota_back_once(pool: Cloud) -> None:
+    pool.apply(quota("team-a", "2"))
+    settings = get_settings()
+    store = PoolLimitsStore(
+        settings.state_table_name,
+        900,
+        quotas=ConfigStore(settings.state_table_name).capacity_quotas,
+    )
+    assert store.reserve("general", "lease-1", ONE, 2, 1, None, "team-a") == 2
+    assert used("team-a") == 2
+    assert store.cancel("general", "lease-1")
+    assert not store.cancel("general", "lease-1")
+    assert (used("team-a"), usage()) == (0, 0)
+
+
+def test_a_gang_short_of_min_count_gives_its_quota_back(pool: Cloud) -> None:
+    # Given EC2 room for 1 of a gang of 3 that its quota admits
+    pool.apply(quota("team-a", "3"))
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 1)
+    pool.send(launch_request("gang-1", nodePool=POOL, count=3, minCount=3, requester="team-a"))
+    record = pool.record("gang-1")
+    assert record is not None and record.status is RequestStatus.FAILED
+    assert "MinCountNotMet" in [e.code for e in record.errors]
+    # Then the lease is settled to nothing: neither the pool nor the quota counts the gang
+    assert (used("team-a"), usage()) == (0, 0)
