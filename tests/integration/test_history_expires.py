@@ -56,12 +56,12 @@ def test_a_terminated_instances_item_expires_and_a_live_ones_does_not(cloud, sub
     items.release(gone, "terminated", at)
     items.release(live, "stopped", at)
     # Then only the terminated one's item expires (after the retention)
-    assert int(items.get(gone)["ttl"]) >= int(time.time()) + 3 * DAY - 5  # type: ignore[index]
-    assert "ttl" not in items.get(live)  # type: ignore[operator]
+    assert int(items.stored_item(gone)["ttl"]) >= int(time.time()) + 3 * DAY - 5  # type: ignore[index]
+    assert "ttl" not in items.stored_item(live)  # type: ignore[operator]
     # And a stopped instance that runs again is not history either
     items.release(live, "terminated", at)  # (released before: only its state and expiry move)
     items.rearm(live)
-    assert "ttl" not in items.get(live)  # type: ignore[operator]
+    assert "ttl" not in items.stored_item(live)  # type: ignore[operator]
 
 
 def test_the_sync_reads_open_leases_and_not_the_history_of_past_requests(cloud, subnets, image):
