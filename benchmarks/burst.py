@@ -184,7 +184,11 @@ def _naive_burst(latency: float) -> BurstResult:
             for key, itype, subnet in offerings:
                 try:
                     clients[worker].run_instances(
-                        ImageId=image, MinCount=1, MaxCount=1, InstanceType=itype, SubnetId=subnet
+                        ImageId=image,
+                        MinCount=1,
+                        MaxCount=1,
+                        InstanceType=itype,  # type: ignore[arg-type]
+                        SubnetId=subnet,
                     )
                 except ClientError as error:
                     ice = is_insufficient_capacity(error_code(error))

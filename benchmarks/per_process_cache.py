@@ -41,6 +41,10 @@ class InMemoryUnavailable:
                 self._entries[key] = RememberedOffering(reason, expires_at)
             return list(self._entries.values())
 
+    def clear(self, offering: str) -> None:
+        with self._lock:
+            self._entries.pop(offering, None)
+
     def take_turn(self, keys: Sequence[str]) -> Turn:
         """No single flight: every worker asks EC2 about whatever its own memory does not hold."""
         return Turn("", free=frozenset(keys))

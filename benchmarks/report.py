@@ -85,7 +85,7 @@ def _goals(results: Results) -> list[str]:
         "|---|---|---|",
     ]
     for latency in burst.LATENCIES:
-        ours = next(
+        flight = next(
             r for r in results.burst if r.latency == latency and r.contender == burst.LAUNCHER
         )
         per_process = next(
@@ -94,8 +94,8 @@ def _goals(results: Results) -> list[str]:
         rows.append(
             f"| Burst at {latency * 1000:.0f} ms EC2 latency: ≤ 1 failed EC2 call per dry offering "
             f"per TTL window, {burst.WORKERS} workers started together | worst offering: "
-            f"{ours.worst_per_offering} (per-process cache: {per_process.worst_per_offering}) "
-            f"| {verdict(ours.worst_per_offering <= 1)} |"
+            f"{flight.worst_per_offering} (per-process cache: {per_process.worst_per_offering}) "
+            f"| {verdict(flight.worst_per_offering <= 1)} |"
         )
     points, syncs = results.scaling
     for curve in sorted({p.curve for p in points}):

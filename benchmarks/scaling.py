@@ -20,7 +20,7 @@ from moto.dynamodb.models import dynamodb_backends
 
 from benchmarks.scene import POOL, REGION, apply_pool, bench_cloud, request
 from capacity_launcher.adapters import aws
-from capacity_launcher.service import lifecycle_wiring
+from capacity_launcher.service import wiring
 from capacity_launcher.settings import get_settings
 from tests.support.cloud import Cloud
 
@@ -134,7 +134,7 @@ def _stage(cloud: Cloud) -> None:
     )
     apply_pool(cloud, capacity_types=("reserved", "on-demand"), selector_tags=TAG)
     cloud.wait_out_consistency()
-    lifecycle_wiring.build_reservation_sync(get_settings()).run()
+    wiring.build_reservation_sync(get_settings()).run()
 
 
 def _per_request(cloud: Cloud, slug: str) -> tuple[int, int]:
@@ -201,7 +201,7 @@ def _history_curve() -> tuple[list[Point], list[SyncPoint]]:
             cold, warm = _per_request(cloud, "past-requests")
             points.append(Point("past requests", size, cold, warm))
             with counting() as read:
-                lifecycle_wiring.build_reservation_sync(get_settings()).run()
+                wiring.build_reservation_sync(get_settings()).run()
             syncs.append(SyncPoint(size, read.by_table.get(cloud.names.state_table, 0)))
     return points, syncs
 

@@ -43,7 +43,7 @@ def _count_conflicts() -> list[int]:
     lock = threading.Lock()
 
     def note(response: Any = None, **_: Any) -> None:
-        parsed = (response or (None, {}))[1] or {}
+        parsed: dict[str, Any] = (response or (None, {}))[1] or {}
         if parsed.get("Error", {}).get("Code") in _CONFLICTS:
             with lock:
                 seen[0] += 1
