@@ -55,7 +55,7 @@ class UnavailableEntry:
     expires_at: int
 
     def to_dict(self) -> dict[str, Any]:
-        """The item as DESIGN.md names its attributes (also what `get -o json` prints)."""
+        """The item as README's Contracts names its attributes (also what `get -o json` prints)."""
         return {
             "offering": self.offering,
             "reason": self.reason,
