@@ -15,6 +15,7 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.fleet import Fleet
+from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore, Recount
@@ -97,6 +98,39 @@ def test_a_redelivery_after_settle_finishes_the_record_and_never_launches_more(
     assert record.status is RequestStatus.PARTIALLY_FULFILLED
     assert len(cloud.managed_instances()) == 3
     assert usage() == 3
+
+
+def test_a_redelivery_after_settle_keeps_what_events_recorded_since(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a request that launched 1 and settled, whose record write failed, and whose instance
+    # was terminated and released by its event before the message came back
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "2"})
+    request = launch_request("settled-gone-1", nodePool="general")
+
+    def fail(*_: object, **__: object) -> None:
+        raise RuntimeError("record write failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LaunchRecords, "put_record", fail)
+        assert len(cloud.send(request)) == 1
+    (instance,) = cloud.managed_instances()
+    instance_id = instance["InstanceId"]
+    cloud.ec2.terminate_instances(InstanceIds=[instance_id])
+    assert deliver(instance_id, "terminated") == "released"
+    assert usage() == 0
+    expire_idempotency_claims(cloud)
+    # When the request is delivered again
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then the instance's item still says it was released (a rewrite would make it look running
+    # and let a late writer count it back), and the pool's usage stays what runs
+    item = InstanceRecords(get_settings().state_table_name).stored_item(instance_id)
+    assert item is not None
+    assert item["state"] == "terminated"
+    assert "releasedAt" in item
+    record = cloud.record("settled-gone-1")
+    assert record is not None and record.launched == 1
+    assert usage() == 0
 
 
 def test_the_sync_and_a_termination_event_release_an_instance_once(

@@ -599,12 +599,17 @@ class Launcher:
         }
         if item.granted:
             self._p.limits.settle(pool_name, request.request_id, counted)
-        self._p.instances.put(
+        records = [
             _instance_record(
                 x, item.prepared, candidates.instance_types.get(x.instance_type), self._clock()
             )
             for x in mine
-        )
+        ]
+        if item.settled:
+            # An earlier delivery wrote these; events since (a stop, a termination) must stay.
+            self._p.instances.adopt(records)
+        else:
+            self._p.instances.put(records)
         status = status_for(request.count, len(mine), request.min_count)
         return self._finish(item, mine, unavailable, status, item.errors)
 
