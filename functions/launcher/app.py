@@ -21,22 +21,8 @@ BATCH = launch_batch(IDEMPOTENCY)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     IDEMPOTENCY.register_lambda_context(context)
     if "Records" in event:
-        messages = [_message(r) for r in event["Records"]]
+        messages = [Message.from_sqs_record(r) for r in event["Records"]]
     else:
         messages = [Message(str(event.get("id", "event")), event, datetime.now(UTC))]
     failures = BATCH.process(messages, context.get_remaining_time_in_millis)
     return {"batchItemFailures": [{"itemIdentifier": f} for f in failures]}
-
-
-def _message(record: dict[str, Any]) -> Message:
-    attributes = record.get("attributes", {})
-    sent = attributes.get("SentTimestamp")
-    received_at = datetime.fromtimestamp(int(sent) / 1000, UTC) if sent else datetime.now(UTC)
-    return Message(
-        record["messageId"],
-        record.get("body", ""),
-        received_at,
-        receipt_handle=record.get("receiptHandle"),
-        receive_count=int(attributes.get("ApproximateReceiveCount", 1)),
-        queue_arn=record.get("eventSourceARN"),
-    )

@@ -15,16 +15,20 @@ from moto.ec2.models.amis import Ami
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX
+from moto.events.utils import EventTemplateParser
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.resourcegroups import urls as resource_groups_urls
 from moto.resourcegroups.exceptions import BadRequestException
 from moto.resourcegroups.models import ResourceGroupsBackend
 from moto.resourcegroups.responses import ResourceGroupsResponse
+from moto.sqs.models import SQSBackend
+from moto.sqs.responses import SQSResponse
 from werkzeug.exceptions import HTTPException
 
 from . import dynamodb_rules, groups
 from .allocation import place_restarted_instance
 from .control_api import PREFIX, control_app
+from .deliveries import sending_as_caller, stamping_sender, whole_event
 from .exceptions import InjectedError
 from .gpu_responses import GpuReservationResponse
 from .group_responses import GROUP_RESOURCE_PATHS, CapacityReservationGroupResponse
@@ -212,11 +216,19 @@ def _serving_control_api(original: Callable[..., Any]) -> Callable[..., Any]:
     return dispatch
 
 
+def _install_sqs() -> None:
+    _hook(SQSResponse, "send_message", sending_as_caller)
+    _hook(SQSResponse, "send_message_batch", sending_as_caller)
+    _hook(SQSBackend, "send_message", stamping_sender)
+    _hook(EventTemplateParser, "parse", whole_event)
+
+
 def install() -> None:
     """Teach moto capacity; safe to call any number of times, from any thread."""
     with _INSTALL_LOCK:
         _install_ec2()
         _install_resource_groups()
         _install_dynamodb()
+        _install_sqs()
         _hook(BaseResponse, "call_action", _controlled)
         _hook(DomainDispatcherApplication, "__call__", _serving_control_api)

@@ -112,6 +112,9 @@ def concrete(value: Any, cfn: dict[str, Any]) -> Any:
         if key == "Ref":
             if argument == "InstanceRoleArn":
                 return f"arn:aws:iam::{ACCOUNT}:role/capacity-launcher-node"
+            parameter = cfn.get("Parameters", {}).get(argument, {})
+            if parameter.get("Type") == "CommaDelimitedList" and "Default" in parameter:
+                return str(parameter["Default"]).split(",")  # e.g. LaunchQueueDirectSenders
             return PSEUDO.get(argument, argument)
     return {key: concrete(item, cfn) for key, item in value.items()}
 

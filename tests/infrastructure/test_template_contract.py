@@ -43,6 +43,8 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "BlockExpiringMinutes": 60,
         "LauncherMaxConcurrency": 10,
         "AlarmTopicArn": None,
+        # Every principal IAM allows may send straight to the launch queue, as before bindings.
+        "LaunchQueueDirectSenders": "arn:*:iam::*:*",
     }
     assert parameters["LauncherMaxConcurrency"]["MinValue"] == 2
 
@@ -104,6 +106,25 @@ def test_launch_requests_rule_routes_only_launch_requested(resources: dict[str, 
     assert rule["EventPattern"] == {"detail-type": ["Launch Requested"]}
     (target,) = rule["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["LaunchQueue", "Arn"]}
+
+
+def test_only_listed_principals_the_rule_and_the_launcher_send_to_the_launch_queue(
+    resources: dict[str, Any],
+) -> None:
+    # docs/quotas.md "Who is the requester?": a whole-event body from a sender no requester
+    # binding lists is read as a bus delivery, so the queue must refuse other direct senders.
+    statements = resources["LaunchQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+
+    assert (deny["Principal"], deny["Action"]) == ("*", "sqs:SendMessage")
+    assert deny["Resource"] == {"Fn::GetAtt": ["LaunchQueue", "Arn"]}
+    assert deny["Condition"] == {
+        "ArnNotLike": {"aws:PrincipalArn": {"Ref": "LaunchQueueDirectSenders"}},
+        "ArnNotEquals": {
+            "aws:PrincipalArn": {"Fn::GetAtt": ["LauncherFunctionRole", "Arn"]},
+            "aws:SourceArn": {"Fn::GetAtt": ["LaunchRequestedRule", "Arn"]},
+        },
+    }
 
 
 def test_launcher_consumes_the_queue_in_partial_batches(resources: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ class _Launcher:
     def __init__(self) -> None:
         self.both_serving = threading.Barrier(2, timeout=10)
 
-    def prepare(self, request: Any, received_at: datetime) -> _Prepared:
+    def prepare(self, request: Any, received_at: datetime, origin: Any = None) -> _Prepared:
         return _Prepared(request)
 
     def serve(self, group: list[_Prepared]) -> Any:

@@ -7,8 +7,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
+import moto_capacity
 from local_cloud.event_sources import (
     QueueEventSource,
     QueueMapping,
@@ -83,6 +86,40 @@ def test_the_sqs_event_has_lambdas_shape() -> None:
     assert record["eventSource"] == "aws:sqs"
     assert record["eventSourceARN"] == "arn:aws:sqs:us-east-1:1:q"
     assert record["attributes"] == {"SentTimestamp": "1"}
+
+
+def test_the_mappings_records_carry_the_senders_id_as_sqs_sets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # AWS: SenderId is a user's id, or a role's id and session (ReceiveMessage, "SenderId").
+    for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}.items():
+        monkeypatch.setenv(name, value)
+    moto_capacity.install()
+    with mock_aws():
+        iam, sts = boto3.client("iam", "us-east-1"), boto3.client("sts", "us-east-1")
+        sqs = boto3.client("sqs", "us-east-1")
+        role = iam.create_role(RoleName="producer", AssumeRolePolicyDocument="{}")["Role"]
+        keys = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="batch")["Credentials"]
+        producer = boto3.client(
+            "sqs",
+            "us-east-1",
+            aws_access_key_id=keys["AccessKeyId"],
+            aws_secret_access_key=keys["SecretAccessKey"],
+            aws_session_token=keys["SessionToken"],
+        )
+        url = sqs.create_queue(QueueName="launch")["QueueUrl"]
+        producer.send_message(QueueUrl=url, MessageBody="{}")
+        function = _Function({"batchItemFailures": []})
+        mapping = QueueMapping(url, "arn:aws:sqs:us-east-1:123456789012:launch")
+        source = QueueEventSource(function, mapping, sqs)  # type: ignore[arg-type]
+
+        source._deliver(source._gather())
+
+    (record,) = function.events[0]["Records"]
+    assert set(record["attributes"]) == {
+        "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp", "SenderId", "SentTimestamp"
+    }  # fmt: skip
+    assert record["attributes"]["SenderId"] == f"{role['RoleId']}:batch"
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ are errors, and every error names the field (by its document path) and the rule 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -72,6 +72,14 @@ _SUBNET_ID = re.compile(r"^subnet-[0-9a-z]{1,32}$")
 _SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-z]{1,32}$")
 _INSTANCE_PROFILE = re.compile(r"^[\w+=,.@-]{1,128}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def no_repeats(values: Sequence[str]) -> list[str]:
+    """A list validator: each value at most once (the repeats named)."""
+    repeated = sorted({value for value in values if list(values).count(value) > 1})
+    if repeated:
+        raise ValueError(f"must not repeat {', '.join(repeated)}")
+    return list(values)
 
 
 def _shown(text: str, limit: int = 40) -> str:

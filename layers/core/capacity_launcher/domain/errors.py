@@ -220,6 +220,14 @@ class RequirementsConflict(RequestRejected):
         self.keys: tuple[str, ...] = tuple(keys)
 
 
+class RequesterNotAllowed(RequestRejected):
+    """The request claims a ``requester`` that its origin (queue sender, or bus source and
+    account) may not use: a CapacityQuota's ``requesterOrigins`` binds that requester elsewhere."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, "RequesterNotAllowed")
+
+
 class QuotaExceeded(CapacityLauncherError):
     """A request beyond its CapacityQuota (or in a NodePool quotas cover, by a requester none
     covers): names the quota, the flavor (NodePool) and the resource. ``reclaim``, when set, is

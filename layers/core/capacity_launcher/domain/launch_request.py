@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import (
@@ -37,6 +37,7 @@ from capacity_launcher.domain.errors import (
     field_errors,
     field_path,
 )
+from capacity_launcher.domain.requester_origins import Origin, origin_of
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirement, Requirements
 from capacity_launcher.domain.status import LAUNCH_REQUESTED
 
@@ -300,3 +301,26 @@ class Message:
     receipt_handle: str | None = None
     receive_count: int = 1
     queue_arn: str | None = None
+    # SQS's SenderId: who sent it to the queue (EventBridge, for a bus delivery).
+    sender_id: str | None = None
+
+    @classmethod
+    def from_sqs_record(cls, record: Mapping[str, Any]) -> Message:
+        """One record of the event Lambda's SQS event source mapping builds."""
+        attributes = record.get("attributes") or {}
+        sent = attributes.get("SentTimestamp")
+        received_at = datetime.fromtimestamp(int(sent) / 1000, UTC) if sent else datetime.now(UTC)
+        return cls(
+            record["messageId"],
+            record.get("body", ""),
+            received_at,
+            receipt_handle=record.get("receiptHandle"),
+            receive_count=int(attributes.get("ApproximateReceiveCount", 1)),
+            queue_arn=record.get("eventSourceARN"),
+            sender_id=attributes.get("SenderId"),
+        )
+
+    @property
+    def origin(self) -> Origin:
+        """Where it came from, as AWS says (the requester binding checks a claim against it)."""
+        return origin_of(self.sender_id, self.body)

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from capacity_launcher.domain.config import Name, _Document, _TopLevel
+from capacity_launcher.domain.config import Name, _Document, _TopLevel, no_repeats
 from capacity_launcher.domain.errors import (
     ConfigValidationError,
     FieldError,
@@ -45,6 +45,7 @@ from capacity_launcher.domain.quantities import (
     parse_cpu,
     parse_memory_mib,
 )
+from capacity_launcher.domain.requester_origins import RequesterOrigins
 
 MAX_REQUESTERS = 100
 MAX_RESOURCE_GROUPS = 4
@@ -109,13 +110,6 @@ def _requester(value: str) -> str:
 
 
 Requester = Annotated[str, AfterValidator(_requester)]
-
-
-def _no_repeats(values: Sequence[str]) -> list[str]:
-    repeated = sorted({value for value in values if list(values).count(value) > 1})
-    if repeated:
-        raise ValueError(f"must not repeat {', '.join(repeated)}")
-    return list(values)
 
 
 class QuotaResource(_Document):
@@ -189,7 +183,7 @@ class ResourceGroup(_Document):
         unknown = [name for name in names if name not in DIMENSIONS]
         if unknown:
             raise ValueError(f"{', '.join(repr(n) for n in unknown)}: {RESOURCE_RULE}")
-        return _no_repeats(names)
+        return no_repeats(names)
 
     @model_validator(mode="after")
     def _flavors_list_the_covered_resources(self) -> ResourceGroup:
@@ -245,11 +239,15 @@ class CapacityQuotaSpec(_Document):
     allow_borrowing: StrictBool = False
     resource_groups: list[ResourceGroup] = Field(min_length=1, max_length=MAX_RESOURCE_GROUPS)
     preemption: Preemption = Field(default_factory=Preemption)
+    # Who may claim each requester (docs/quotas.md "Who is the requester?"); unbound: anyone.
+    requester_origins: dict[Requester, RequesterOrigins] = Field(
+        default_factory=dict, max_length=MAX_REQUESTERS
+    )
 
     @field_validator("requesters")
     @classmethod
     def _distinct_requesters(cls, requesters: list[str]) -> list[str]:
-        return _no_repeats(requesters)
+        return no_repeats(requesters)
 
     @model_validator(mode="after")
     def _consistent(self) -> CapacityQuotaSpec:
@@ -293,6 +291,14 @@ class CapacityQuotaSpec(_Document):
             )
         if self.preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER and not self.cohort:
             problems.append(FieldError("preemption.reclaimWithinCohort", "needs spec.cohort"))
+        for requester in self.requester_origins:
+            if requester not in self.requesters:
+                problems.append(
+                    FieldError(
+                        field_path(("requesterOrigins", requester)),
+                        "is not in spec.requesters; a quota binds only its own requesters",
+                    )
+                )
         if problems:
             raise Problems(problems)
         return self
@@ -327,6 +333,7 @@ def conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
 
     The later quota (by name) is blamed, so applying the same set twice reports the same thing.
     """
+    quotas = list(quotas)
     owner: dict[tuple[str, str], str] = {}
     found: list[FieldError] = []
     for quota in sorted(quotas, key=lambda q: q.name):
@@ -342,6 +349,25 @@ def conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
                             "one quota per flavor",
                         )
                     )
+    return found + _binding_conflicts(quotas)
+
+
+def _binding_conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
+    """A requester has one binding: every quota that binds it must bind it the same way."""
+    first: dict[str, tuple[str, RequesterOrigins]] = {}
+    found: list[FieldError] = []
+    for quota in sorted(quotas, key=lambda q: q.name):
+        for requester, origins in quota.spec.requester_origins.items():
+            owner, bound = first.setdefault(requester, (quota.name, origins))
+            if owner != quota.name and bound != origins:
+                found.append(
+                    FieldError(
+                        f"CapacityQuota {quota.name}: "
+                        + field_path(("spec", "requesterOrigins", requester)),
+                        f"differs from CapacityQuota {owner}'s; a requester has one binding, "
+                        "the same in every quota that gives one",
+                    )
+                )
     return found
 
 

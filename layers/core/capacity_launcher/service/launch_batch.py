@@ -112,7 +112,9 @@ class LaunchBatch:
         groups: dict[tuple[Any, ...], list[_Claimed]] = {}
         for item in claimed:
             try:
-                item.prepared = self._launcher.prepare(item.request, item.message.received_at)
+                item.prepared = self._launcher.prepare(
+                    item.request, item.message.received_at, item.message.origin
+                )
             except RequestRejected as rejected:
                 if not self._reject(item, rejected):
                     failures.append(item.message.message_id)

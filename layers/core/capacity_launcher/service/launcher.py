@@ -45,6 +45,7 @@ from capacity_launcher.domain.planning import (
 )
 from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
 from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.requester_origins import Origin
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
 from capacity_launcher.domain.reservations import ReservationSource, selection_of
 from capacity_launcher.domain.status import (
@@ -137,9 +138,15 @@ class Launcher:
         self._clock = clock
         self._sleep = sleep
 
-    def prepare(self, request: LaunchRequest, received_at: datetime | None = None) -> Prepared:
-        """Resolve pool, class and requirements; RequestRejected when it can never be served."""
-        return resolve(self._p.config, request, received_at or self._clock())
+    def prepare(
+        self,
+        request: LaunchRequest,
+        received_at: datetime | None = None,
+        origin: Origin | None = None,
+    ) -> Prepared:
+        """Check the requester against the origin, resolve pool, class and requirements;
+        RequestRejected when it can never be served."""
+        return resolve(self._p.config, request, received_at or self._clock(), origin)
 
     # -- serving ------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from capacity_launcher.domain.launch_request import Message
 from capacity_launcher.domain.offerings import Turn
 from capacity_launcher.domain.pool_usage import Lease, Member, Recount
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.reservations import (
     Coverage,
     ReservationSnapshot,
@@ -33,6 +34,7 @@ class Configuration(Protocol):
     def node_pools(self, *, fresh: bool = False) -> list[NodePool]: ...
     def node_class(self, name: str) -> NodeClass: ...
     def node_classes(self, *, fresh: bool = False) -> list[NodeClass]: ...
+    def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]: ...
 
 
 # -- records of requests, intents and instances ---------------------------------------------------

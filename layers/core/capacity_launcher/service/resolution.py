@@ -18,6 +18,7 @@ from capacity_launcher.domain.errors import (
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.requester_origins import Origin, RequesterBindings
 from capacity_launcher.domain.requirements import Requirements, narrow
 from capacity_launcher.domain.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.service.ports import Configuration
@@ -45,9 +46,27 @@ class Prepared:
         )
 
 
-def resolve(config: Configuration, request: LaunchRequest, received_at: datetime) -> Prepared:
+def resolve(
+    config: Configuration,
+    request: LaunchRequest,
+    received_at: datetime,
+    origin: Origin | None = None,
+) -> Prepared:
+    """`origin`: where the request came from; its `requester` is checked against it first."""
+    if origin is not None:
+        request = claimed_by(config, request, origin)
     pool, *alternatives = _pools_for(config, request)
     return _prepare(config, request, received_at, pool, tuple(alternatives))
+
+
+def claimed_by(config: Configuration, request: LaunchRequest, origin: Origin) -> LaunchRequest:
+    """The request as the requester its origin may claim (docs/quotas.md "Who is the
+    requester?"); RequesterNotAllowed when it claims one bound to other origins."""
+    bindings = RequesterBindings.of(config.capacity_quotas())
+    requester = bindings.requester_for(request.requester, origin)
+    if requester == request.requester:
+        return request
+    return request.model_copy(update={"requester": requester})
 
 
 def resolve_next(config: Configuration, prepared: Prepared) -> tuple[Prepared | None, list[str]]:

@@ -1,0 +1,231 @@
+"""Issue 17, "Who is the requester?": a request's `requester` is checked against where it came
+from, through both entry paths of the local cloud. Producers send as IAM roles (STS sessions);
+the queue's records carry the SenderId SQS sets, and the bus's rule delivers the whole event,
+with the `source` and `account` EventBridge set, to the same queue."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+import moto_capacity
+from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.service.launch_batch import Message
+from local_cloud.event_sources import QueueMapping, sqs_event
+from local_cloud.lambda_runtime import running
+from tests.integration.test_launch_into_reservations import ZONE, setup_pool
+from tests.integration.test_quota_admission import POOL, quota
+from tests.support.cloud import REGION, Cloud, launch_request
+
+TEAM_A_SOURCE = "team-a.scheduler"
+
+
+def _producer(role: str) -> tuple[Any, str]:
+    """An SQS client acting as a session of a new role, and the role's unique id."""
+    iam, sts = boto3.client("iam", region_name=REGION), boto3.client("sts", region_name=REGION)
+    created = iam.create_role(RoleName=role, AssumeRolePolicyDocument="{}")["Role"]
+    credentials = sts.assume_role(RoleArn=created["Arn"], RoleSessionName="scheduler")[
+        "Credentials"
+    ]
+    client = boto3.client(
+        "sqs",
+        region_name=REGION,
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+    )
+    return client, str(created["RoleId"])
+
+
+def _deliver(cloud: Cloud) -> list[dict[str, Any]]:
+    """What the launch queue's event source mapping does: receive, build Lambda's SQS event,
+    run the launcher on it, delete what it did not hand back. Returns the records it built."""
+    answer = cloud.sqs.receive_message(
+        QueueUrl=cloud.names.launch_queue_url,
+        MaxNumberOfMessages=10,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    )
+    messages = answer.get("Messages", [])
+    mapping = QueueMapping(cloud.names.launch_queue_url, cloud.names.launch_queue_arn)
+    records: list[dict[str, Any]] = sqs_event(messages, mapping, REGION)["Records"]
+    with running("LauncherFunction", cloud.environment, cloud.names.account_id):
+        handed_back = cloud.batch.process(
+            [Message.from_sqs_record(r) for r in records], lambda: 60_000
+        )
+    assert handed_back == []
+    for message in messages:
+        cloud.sqs.delete_message(
+            QueueUrl=cloud.names.launch_queue_url, ReceiptHandle=message["ReceiptHandle"]
+        )
+    return records
+
+
+def _put_launch_requested(cloud: Cloud, source: str, request: dict[str, Any]) -> None:
+    response = boto3.client("events", region_name=REGION).put_events(
+        Entries=[
+            {
+                "Source": source,
+                "DetailType": "Launch Requested",
+                "Detail": json.dumps(request),
+                "EventBusName": cloud.names.event_bus,
+            }
+        ]
+    )
+    assert response["FailedEntryCount"] == 0
+
+
+@pytest.fixture
+def pool(cloud: Cloud, subnets: dict[str, str], image: str) -> Cloud:
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 100)
+    return cloud
+
+
+def _bound_quotas(cloud: Cloud, team_a_sender: str) -> None:
+    cloud.apply(
+        quota(
+            "team-a",
+            "4",
+            requesterOrigins={
+                "team-a": {
+                    "eventSources": [TEAM_A_SOURCE],
+                    "accounts": [cloud.names.account_id],
+                    "queueSenders": [team_a_sender],
+                }
+            },
+        ),
+        quota("team-b", "4"),
+    )
+
+
+def _status(cloud: Cloud, request_id: str) -> RequestStatus:
+    record = cloud.record(request_id)
+    assert record is not None, request_id
+    return record.status
+
+
+def test_queue_records_carry_the_sender_and_only_the_bound_sender_claims_its_requester(
+    pool: Cloud,
+) -> None:
+    team_a, team_a_role = _producer("team-a-scheduler")
+    team_b, team_b_role = _producer("team-b-scheduler")
+    _bound_quotas(pool, team_a_role)
+    url = pool.names.launch_queue_url
+
+    team_a.send_message(
+        QueueUrl=url, MessageBody=json.dumps(launch_request("a-own", nodePool=POOL))
+    )
+    team_b.send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps(launch_request("b-as-a", nodePool=POOL, requester="team-a")),
+    )
+    records = _deliver(pool)
+
+    # Lambda's records carry SQS's SenderId: the role's unique id and session
+    senders = {r["attributes"]["SenderId"] for r in records}
+    assert senders == {f"{team_a_role}:scheduler", f"{team_b_role}:scheduler"}
+    # team-a's own sender, with no requester, is served as its one bound requester
+    own = pool.record("a-own")
+    assert own is not None and own.status is RequestStatus.FULFILLED
+    assert own.requester == "team-a"
+    # team-b claiming team-a is Rejected, naming the field and the rule, and launches nothing
+    refused = pool.record("b-as-a")
+    assert refused is not None and refused.status is RequestStatus.REJECTED
+    assert [e.code for e in refused.errors] == ["RequesterNotAllowed"]
+    assert refused.errors[0].message == (
+        f"requester: 'team-a' may be claimed only by bus events from {TEAM_A_SOURCE} in "
+        f"{pool.names.account_id} or queue senders {team_a_role} (CapacityQuota "
+        f"spec.requesterOrigins); this request is sent to the launch queue by "
+        f"{team_b_role}:scheduler, a sender no binding lists"
+    )
+    assert refused.launched == 0
+    assert len(pool.managed_instances()) == 1
+    # never retried: a second delivery of the same request replays the rejection
+    team_b.send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps(launch_request("b-as-a", nodePool=POOL, requester="team-a")),
+    )
+    _deliver(pool)
+    assert _status(pool, "b-as-a") is RequestStatus.REJECTED
+    assert len(pool.managed_instances()) == 1
+
+
+def test_a_bound_sender_cannot_borrow_a_bus_origin_by_writing_an_envelope(pool: Cloud) -> None:
+    team_b, team_b_role = _producer("team-b-scheduler")
+    pool.apply(
+        quota(
+            "team-a",
+            "4",
+            requesterOrigins={"team-a": {"eventSources": [TEAM_A_SOURCE]}},
+        ),
+        quota("team-b", "4", requesterOrigins={"team-b": {"queueSenders": [team_b_role]}}),
+    )
+    forged = {
+        "detail-type": "Launch Requested",
+        "source": TEAM_A_SOURCE,
+        "account": pool.names.account_id,
+        "detail": launch_request("b-forged", nodePool=POOL, requester="team-a"),
+    }
+    team_b.send_message(QueueUrl=pool.names.launch_queue_url, MessageBody=json.dumps(forged))
+    _deliver(pool)
+
+    record = pool.record("b-forged")
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert [e.code for e in record.errors] == ["RequesterNotAllowed"]
+    assert f"sent to the launch queue by {team_b_role}:scheduler" in record.errors[0].message
+    assert pool.managed_instances() == []
+
+
+def test_bus_events_are_checked_by_source_and_account(pool: Cloud) -> None:
+    _, team_a_role = _producer("team-a-scheduler")
+    _bound_quotas(pool, team_a_role)
+
+    _put_launch_requested(pool, TEAM_A_SOURCE, launch_request("bus-a", nodePool=POOL))
+    _put_launch_requested(
+        pool, "team-b.scheduler", launch_request("bus-b-as-a", nodePool=POOL, requester="team-a")
+    )
+    _put_launch_requested(
+        pool, "team-b.scheduler", launch_request("bus-b", nodePool=POOL, requester="team-b")
+    )
+    records = _deliver(pool)
+
+    # the rule delivers the whole event; EventBridge, not the producer, sent the message
+    bodies = [json.loads(r["body"]) for r in records]
+    assert {b["source"] for b in bodies} == {TEAM_A_SOURCE, "team-b.scheduler"}
+    assert {b["account"] for b in bodies} == {pool.names.account_id}
+    assert all(r["attributes"]["SenderId"] != team_a_role for r in records)
+    served = pool.record("bus-a")
+    assert served is not None and served.status is RequestStatus.FULFILLED
+    assert served.requester == "team-a"
+    refused = pool.record("bus-b-as-a")
+    assert refused is not None and refused.status is RequestStatus.REJECTED
+    assert refused.errors[0].code == "RequesterNotAllowed"
+    assert refused.errors[0].message.endswith(
+        f"this request is a bus event from source 'team-b.scheduler' in account "
+        f"{pool.names.account_id!r}"
+    )
+    # team-b is bound by no quota: it is served for whoever claims it, as before bindings
+    assert _status(pool, "bus-b") is RequestStatus.FULFILLED
+    assert len(pool.managed_instances()) == 2
+
+
+def test_without_bindings_requests_are_served_as_they_claim(pool: Cloud) -> None:
+    team_b, _ = _producer("team-b-scheduler")
+    pool.apply(quota("team-a", "4"))
+    team_b.send_message(
+        QueueUrl=pool.names.launch_queue_url,
+        MessageBody=json.dumps(launch_request("unbound-1", nodePool=POOL, requester="team-a")),
+    )
+    _put_launch_requested(
+        pool, "anyone", launch_request("unbound-2", nodePool=POOL, requester="team-a")
+    )
+    _deliver(pool)
+
+    for request_id in ("unbound-1", "unbound-2"):
+        record = pool.record(request_id)
+        assert record is not None and record.status is RequestStatus.FULFILLED
+        assert record.requester == "team-a"
