@@ -210,10 +210,10 @@ class ReclaimedInstance(_Record):
     requester: str
     quota: str
     node_pool: str
-    counted_at: datetime
+    launched_at: datetime
     resources: list[ResourceAmount]
 
-    @field_serializer("counted_at")
+    @field_serializer("launched_at")
     def _timestamp(self, moment: datetime) -> str:
         return format_timestamp(moment)
 

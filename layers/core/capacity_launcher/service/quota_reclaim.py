@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from capacity_launcher.domain.errors import CapacityLauncherError, QuotaExceeded
+from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.pool_usage import Member
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.quota_admission import Cohort, QuotaInstance
@@ -36,7 +37,7 @@ from capacity_launcher.domain.status import (
     format_timestamp,
 )
 from capacity_launcher.observability import logger
-from capacity_launcher.service.ports import FleetLauncher, Limits, ReclaimStore
+from capacity_launcher.service.ports import FleetLauncher, InstanceItems, Limits, ReclaimStore
 
 # What the instance's own termination event would say; the real event is then a duplicate.
 RECLAIMED_STATE = "shutting-down"
@@ -57,12 +58,14 @@ class ReclaimRequests:
         self,
         quotas: Quotas,
         limits: Limits,
+        items: InstanceItems,
         reclaims: ReclaimStore,
         publish: Callable[..., None],
         now: Callable[[], datetime],
     ) -> None:
         self._quotas = quotas
         self._limits = limits
+        self._items = items
         self._reclaims = reclaims
         self._publish = publish
         self._now = now
@@ -119,7 +122,12 @@ class ReclaimRequests:
             for m in self._limits.members(pool)
             if m.quota_usage == usage_item and m.requester
         }
-        candidates = [_candidate(m, pool) for m in members.values()]
+        records = self._items.many(sorted(members))
+        launched = {i: _launched_at(members[i], records.get(i)) for i in members}
+        candidates = [
+            QuotaInstance(i, str(m.requester), pool, m.amount, launched[i].isoformat())
+            for i, m in members.items()
+        ]
         plan = cohort.reclaim_plan(lender.name, pool, refused.reclaim, candidates)
         if plan is None:
             return None
@@ -147,7 +155,7 @@ class ReclaimRequests:
                     requester=i.requester,
                     quota=cohort.owner(i.requester, pool) or "",
                     node_pool=pool,
-                    counted_at=datetime.fromtimestamp(members[i.instance_id].counted_at, UTC),
+                    launched_at=launched[i.instance_id],
                     resources=_amounts(cohort.quotas[cohort.owner(i.requester, pool) or ""], i),
                 )
                 for i in plan.instances
@@ -233,11 +241,16 @@ class ReclaimEnforcement:
             report.closed[reclaim.reclaim_id] = outcome
 
 
-def _candidate(member: Member, pool: str) -> QuotaInstance:
-    counted = datetime.fromtimestamp(member.counted_at, UTC)
-    return QuotaInstance(
-        member.instance_id, str(member.requester), pool, member.amount, counted.isoformat()
-    )
+def _launched_at(member: Member, record: InstanceRecord | None) -> datetime:
+    """When the instance was launched (its record), else when its pool counted it."""
+    if record is not None and record.launched_at:
+        try:
+            moment = datetime.fromisoformat(record.launched_at.replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+        if moment is not None:
+            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(member.counted_at, UTC)
 
 
 def _amounts(quota: CapacityQuota, instance: QuotaInstance) -> list[ResourceAmount]:

@@ -100,6 +100,7 @@ def reclaim_requests(settings: Settings, clients: Clients = client) -> ReclaimRe
     return ReclaimRequests(
         quotas=config_store(settings, clients, cached=True).capacity_quotas,
         limits=pool_limits(settings, clients),
+        items=instance_records(settings, clients),
         reclaims=quota_reclaims(settings, clients),
         publish=publisher(settings, clients).publish,
         now=utcnow,
