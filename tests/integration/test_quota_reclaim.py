@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 import moto_capacity
@@ -32,6 +34,7 @@ from tests.support.cloud import Cloud, launch_request
 
 POOL = "general"
 GRACE_SECONDS = 120
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
 
 @pytest.fixture
@@ -109,6 +112,7 @@ def test_a_lender_reclaims_lent_quota_and_the_borrowed_instance_is_terminated_on
         (newest, "team-b", "team-b")
     ]
     assert reclaim["instances"][0]["resources"] == [{"name": "instances", "total": "1"}]
+    jsonschema.validate(reclaim, json.loads((SCHEMAS / "reclaim-requested.json").read_text()))
 
     # When the sync runs within the grace period, nothing is terminated
     report = sync().quotas
