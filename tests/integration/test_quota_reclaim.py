@@ -251,3 +251,22 @@ def test_an_instance_adopted_by_reconciliation_counts_for_its_quota(pool: Cloud)
     assert (used("team-b"), usage()) == (1, 1)
     sync()
     assert (used("team-b"), usage()) == (1, 1)
+
+
+def test_a_quota_moved_to_another_cohort_takes_its_running_instances_along(pool: Cloud) -> None:
+    # Given team-b running 1 instance in cohort research
+    pool.apply(quota("team-b", "2"))
+    pool.send(launch_request("b-0", nodePool=POOL, requester="team-b"))
+    assert used("team-b") == 1
+    # When its quota moves to cohort "other" and the sync runs
+    moved = quota("team-b", "2")
+    moved["spec"]["cohort"] = "other"
+    pool.apply(moved)
+    sync()
+    # Then the instance counts in the new cohort's usage, and no longer in the old one's
+    table = get_settings().state_table_name
+    other = quota_usage.quota_usage_pk("other", POOL)
+    _, found = quota_usage.read(aws.client("dynamodb"), table, other, POOL)
+    assert found[("team-b", POOL)].instances == 1
+    assert used("team-b") == 0
+    assert usage() == 1

@@ -272,31 +272,43 @@ class PoolLimitsStore:
         return True
 
     def hold(self, member: Member, requester: str) -> bool:
-        """Count a member counted for its pool only (adopted, or its lease was reclaimed before it
-        settled) in the quota usage of `requester`'s quota too; False if no quota governs it or
-        it is counted there already."""
-        hold = self._hold_for(requester, member.pool)
-        if hold is None or member.quota_usage is not None:
+        """Make a member count in the quota usage that governs `requester` in its pool now: one
+        counted for its pool only (adopted, or its lease was reclaimed before it settled) gains
+        it; one whose quota changed cohort, or no longer covers it, moves or drops it. The
+        member's change is conditioned on the hold it had, and travels with both usage changes;
+        False when nothing changed (or a concurrent writer changed the member first)."""
+        wanted = self._hold_for(requester, member.pool)
+        had = _hold(member)
+        if wanted == had:
             return False
+        condition = "attribute_exists(sk) AND attribute_not_exists(quotaUsage)"
+        values: dict[str, Any] = {}
+        if had is not None:
+            condition = "attribute_exists(sk) AND quotaUsage = :had"
+            values[":had"] = had[0]
+        if wanted is None:
+            expression = "REMOVE quotaUsage, requester"
+        else:
+            expression = "SET quotaUsage = :usage, requester = :requester"
+            values |= {":usage": wanted[0], ":requester": wanted[1]}
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(limits_pk(member.pool), MEMBER_PREFIX + member.instance_id),
+                    "UpdateExpression": expression,
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": to_item(values),
+                }
+            }
+        ]
+        if had is not None:
+            amount = Resources.ZERO - member.amount
+            items.append({"Update": quota_usage.update(self._table, *had, amount)})
+        if wanted is not None:
+            items.append({"Update": quota_usage.update(self._table, *wanted, member.amount)})
         try:
-            self._transact(
-                [
-                    {
-                        "Update": {
-                            "TableName": self._table,
-                            "Key": key(limits_pk(member.pool), MEMBER_PREFIX + member.instance_id),
-                            "UpdateExpression": "SET quotaUsage = :usage, requester = :requester",
-                            "ConditionExpression": (
-                                "attribute_exists(sk) AND attribute_not_exists(quotaUsage)"
-                            ),
-                            "ExpressionAttributeValues": to_item(
-                                {":usage": hold[0], ":requester": hold[1]}
-                            ),
-                        }
-                    },
-                    {"Update": quota_usage.update(self._table, *hold, member.amount)},
-                ]
-            )
+            self._transact(items)
         except ConditionFailed:
             return False
         return True

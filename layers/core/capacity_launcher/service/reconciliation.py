@@ -116,12 +116,11 @@ class Reconciliation:
             self._note_reservation_use(report, instance, item)
             pool, request = _pool_and_request(instance, item)
             member = members.get(pool or "", {}).get(instance_id)
-            if member is not None and member.quota_usage is None:
+            requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
+            if member is not None and requester:
                 # Counted for its pool only (adopted, or its lease was reclaimed before it
-                # settled): its quota, if one governs it, counts it too.
-                requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
-                if requester:
-                    _unless_contended(partial(self._limits.hold, member, requester))
+                # settled), or its quota changed: the quota governing it now counts it.
+                _unless_contended(partial(self._limits.hold, member, requester))
             if not pool or member is not None:
                 continue
             if item is not None and item.released_at:
@@ -138,7 +137,6 @@ class Reconciliation:
             else:
                 info = sizes.get(instance["InstanceType"])
                 amount = info.resources() if info else Resources(instances=1)
-            requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
             count = partial(
                 self._limits.count, unless_released=item is not None, requester=requester
             )
