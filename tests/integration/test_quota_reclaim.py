@@ -270,3 +270,21 @@ def test_a_quota_moved_to_another_cohort_takes_its_running_instances_along(pool:
     assert found[("team-b", POOL)].instances == 1
     assert used("team-b") == 0
     assert usage() == 1
+
+
+def test_two_lenders_never_reclaim_the_same_instance(pool: Cloud) -> None:
+    # Given team-b (nominal 1) borrowing 1 from team-a and 1 from team-c
+    lender = {"priority": 100, "preemption": {"reclaimWithinCohort": "Any"}}
+    pool.apply(
+        quota("team-a", "1", **lender),
+        quota("team-c", "1", **lender),
+        quota("team-b", "1", borrowing="2"),
+    )
+    oldest, middle, newest = borrow_all_of_team_a(pool)
+    # When both lenders need their quota back
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    pool.send(launch_request("c-1", nodePool=POOL, requester="team-c"))
+    reclaims = [e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED]
+    # Then each names a different instance of team-b's borrowed two, never its own nominal one
+    named = {r["quota"]: [i["instanceId"] for i in r["instances"]] for r in reclaims}
+    assert named == {"team-a": [newest], "team-c": [middle]}

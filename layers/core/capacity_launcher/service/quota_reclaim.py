@@ -116,12 +116,22 @@ class ReclaimRequests:
     ) -> ReclaimRequested | None:
         quotas = list(self._quotas())
         usage_item = lender.usage_item(pool)
-        cohort = Cohort.of(lender, quotas, self._limits.quota_usage(usage_item, pool))
+        usage = self._limits.quota_usage(usage_item, pool)
         members = {
             m.instance_id: m
             for m in self._limits.members(pool)
             if m.quota_usage == usage_item and m.requester
         }
+        # Instances other lenders' open reclaims name are as good as released: never named
+        # twice, and what their owners keep must stay within their nominal quota without them.
+        others = [(q.name, pool) for q in quotas if q.cohort_key == lender.cohort_key]
+        for reclaim in self._reclaims.many(others):
+            for named in reclaim.instances:
+                member = members.pop(named.instance_id, None)
+                if member is not None:
+                    where = (str(member.requester), pool)
+                    usage[where] = usage.get(where, Resources.ZERO) - member.amount
+        cohort = Cohort.of(lender, quotas, usage)
         records = self._items.many(sorted(members))
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
         candidates = [
