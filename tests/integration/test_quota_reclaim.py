@@ -280,7 +280,7 @@ def test_two_lenders_never_reclaim_the_same_instance(pool: Cloud) -> None:
         quota("team-c", "1", **lender),
         quota("team-b", "1", borrowing="2"),
     )
-    oldest, middle, newest = borrow_all_of_team_a(pool)
+    _, middle, newest = borrow_all_of_team_a(pool)  # the oldest is within its nominal quota
     # When both lenders need their quota back
     pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
     pool.send(launch_request("c-1", nodePool=POOL, requester="team-c"))
