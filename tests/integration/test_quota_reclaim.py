@@ -288,3 +288,28 @@ def test_two_lenders_never_reclaim_the_same_instance(pool: Cloud) -> None:
     # Then each names a different instance of team-b's borrowed two, never its own nominal one
     named = {r["quota"]: [i["instanceId"] for i in r["instances"]] for r in reclaims}
     assert named == {"team-a": [newest], "team-c": [middle]}
+
+
+def test_an_instance_its_owner_no_longer_borrows_is_not_terminated(pool: Cloud) -> None:
+    # Given team-b (nominal 1) running 2, one borrowed from team-a, and team-a reclaiming it
+    lender = {"priority": 100, "preemption": {"reclaimWithinCohort": "Any", "gracePeriod": "60s"}}
+    pool.apply(quota("team-a", "1", **lender), quota("team-b", "1", borrowing="1"))
+    launched = []
+    for n in range(2):
+        pool.send(launch_request(f"b-{n}", nodePool=POOL, requester="team-b"))
+        record = pool.record(f"b-{n}")
+        assert record is not None and record.launched == 1
+        launched += [i.instance_id for i in record.instances]
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    reclaim = next(e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED)
+    assert [i["instanceId"] for i in reclaim["instances"]] == [launched[1]]
+    # When team-b releases its other instance instead (it no longer borrows)
+    pool.ec2.terminate_instances(InstanceIds=[launched[0]])
+    assert deliver(launched[0], "terminated") == "released"
+    # Then after the grace period the named one, now within team-b's nominal quota, stays
+    moto_capacity.advance_clock(61)
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == []
+    assert report.reclaims.closed == {reclaim["reclaimId"]: "released"}
+    assert [i["InstanceId"] for i in pool.managed_instances()] == [launched[1]]
+    assert (used("team-b"), usage()) == (1, 1)

@@ -309,6 +309,35 @@ class Cohort:
             remaining = {r: a - gives[r] for r, a in remaining.items() if a - gives[r] > 0}
         return None if remaining else chosen
 
+    def releasable(
+        self, flavor: str, resources: Iterable[str], instances: Iterable[QuotaInstance]
+    ) -> list[QuotaInstance]:
+        """Those of ``instances`` (taken in order) that their owners still borrow: releasing them
+        all keeps every owner at or above its nominal quota in each of ``resources``. What a
+        reclaim chose may no longer be borrowed when it is enforced (the owner released others)."""
+        owner = self._owners(flavor)
+        ledgers = {resource: self.ledger(flavor, resource) for resource in resources}
+        released: dict[tuple[str, str], Decimal] = {}
+        kept = []
+        for instance in instances:
+            borrower = owner.get(instance.requester)
+            if instance.flavor != flavor or borrower is None:
+                continue
+            gives = {
+                r: instance.resources.amount(r) if borrower in ledger.terms else ZERO
+                for r, ledger in ledgers.items()
+            }
+            if any(
+                released.get((borrower, r), ZERO) + amount > ledgers[r].borrowed(borrower)
+                for r, amount in gives.items()
+                if amount > 0
+            ):
+                continue
+            kept.append(instance)
+            for r, amount in gives.items():
+                released[(borrower, r)] = released.get((borrower, r), ZERO) + amount
+        return kept
+
     def reclaim_plan(
         self,
         quota: str,

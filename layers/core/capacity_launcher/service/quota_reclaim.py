@@ -17,7 +17,7 @@ so the pool's and the quota's usage are released exactly once, whichever comes f
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,6 +41,8 @@ from capacity_launcher.service.ports import FleetLauncher, InstanceItems, Limits
 
 # What the instance's own termination event would say; the real event is then a duplicate.
 RECLAIMED_STATE = "shutting-down"
+# An enforced reclaim found this long after its releaseBy is closed without terminating.
+STALE_AFTER = timedelta(minutes=15)
 
 Quotas = Callable[[], Sequence[CapacityQuota]]
 
@@ -187,12 +189,14 @@ class ReclaimEnforcement:
 
     def __init__(
         self,
+        quotas: Quotas,
         limits: Limits,
         reclaims: ReclaimStore,
         fleet: FleetLauncher,
         release: Callable[[str, str], Any],
         now: Callable[[], datetime],
     ) -> None:
+        self._quotas = quotas
         self._limits = limits
         self._reclaims = reclaims
         self._fleet = fleet
@@ -201,29 +205,62 @@ class ReclaimEnforcement:
 
     def run(self, quotas: Sequence[CapacityQuota]) -> ReclaimReport:
         report = ReclaimReport()
-        lenders = [(q.name, f.name) for q in quotas for f in q.flavors()]
-        if not lenders:
+        lenders = {q.name: q for q in quotas}
+        keys = [(q.name, f.name) for q in quotas for f in q.flavors()]
+        if not keys:
             return report
         now = self._now()
-        counted: dict[str, set[str]] = {}
-        for reclaim in self._reclaims.many(lenders):
+        counted: dict[str, dict[str, Member]] = {}
+        for reclaim in self._reclaims.many(keys):
             pool = reclaim.node_pool
             if pool not in counted:
-                counted[pool] = {m.instance_id for m in self._limits.members(pool)}
-            left = [i.instance_id for i in reclaim.instances if i.instance_id in counted[pool]]
+                counted[pool] = {m.instance_id: m for m in self._limits.members(pool)}
+            left = [i for i in reclaim.instances if i.instance_id in counted[pool]]
             if not left:
                 self._close(reclaim, "released", report)
             elif now < reclaim.release_by:
                 report.pending.append(reclaim.reclaim_id)
             elif not reclaim.enforced:
                 self._close(reclaim, "expired", report)
-            elif self._terminate(reclaim, left):
-                counted[pool] -= set(left)
-                report.terminated += left
-                self._close(reclaim, "terminated", report)
+            elif now > reclaim.release_by + STALE_AFTER:
+                # Not enforced in time (the sync was failing): the lender's need is old news.
+                self._close(reclaim, "stale", report)
             else:
-                report.pending.append(reclaim.reclaim_id)
+                due = self._still_borrowed(lenders[reclaim.quota], reclaim, left, counted[pool])
+                if due and not self._terminate(reclaim, due):
+                    report.pending.append(reclaim.reclaim_id)
+                    continue
+                for instance_id in due:
+                    counted[pool].pop(instance_id, None)
+                report.terminated += due
+                self._close(reclaim, "terminated" if due else "released", report)
         return report
+
+    def _still_borrowed(
+        self,
+        lender: CapacityQuota,
+        reclaim: ReclaimRequested,
+        left: Sequence[ReclaimedInstance],
+        members: Mapping[str, Member],
+    ) -> list[str]:
+        """The named instances their owners still borrow now: an owner that released others
+        since keeps what is within its nominal quota (read from the quota usage item now)."""
+        pool = reclaim.node_pool
+        quotas = list(self._quotas())
+        usage = self._limits.quota_usage(lender.usage_item(pool), pool)
+        cohort = Cohort.of(lender, quotas, usage)
+        named = [
+            QuotaInstance(
+                i.instance_id,
+                i.requester,
+                pool,
+                members[i.instance_id].amount,
+                i.launched_at.isoformat(),
+            )
+            for i in left
+        ]
+        resources = [a.name for a in reclaim.amount]
+        return [i.instance_id for i in cohort.releasable(pool, resources, named)]
 
     def _terminate(self, reclaim: ReclaimRequested, instance_ids: list[str]) -> bool:
         """Terminate (managed instances only: the role's condition) and release each once."""

@@ -231,6 +231,7 @@ def quota_sync(settings: Settings, clients: Clients = client) -> QuotaSync:
         limits=limits,
         statuses=QuotaStatuses(settings.state_table_name, clients("dynamodb")),
         enforcement=ReclaimEnforcement(
+            quotas=config.capacity_quotas,
             limits=limits,
             reclaims=quota_reclaims(settings, clients),
             fleet=Fleet(clients("ec2")),
