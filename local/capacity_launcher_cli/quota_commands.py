@@ -1,38 +1,39 @@
-"""`get quotas`: each CapacityQuota with its status, computed now from what runs (read-only)."""
+"""`get quotas`: each CapacityQuota with the status the sync last stored (read-only).
+
+The sync computes every quota's status each minute from the cohort-and-flavor quota usage items
+admission keeps (service/quota_sync.py). A quota the sync has not seen yet (applied within the
+last minute) gets its status computed now from the same items.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.quota_statuses import QuotaStatuses
 from capacity_launcher.domain.config import to_document
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.quota_admission import UsageKey
 from capacity_launcher.domain.quota_status import quota_status
+from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.domain.status import format_timestamp
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 
 
-def usage_by_requester(
-    limits: PoolLimitsStore, instances: InstanceRecords, pools: Iterable[str]
+def quota_usage(
+    limits: PoolLimitsStore, quotas: Iterable[CapacityQuota]
 ) -> dict[UsageKey, Resources]:
-    """What each requester runs in each pool: the pools' counted members, by their instance
-    items' requester. In-flight leases carry no requester and are left out."""
+    """What each requester uses in each pool, from the quota usage items (one GetItem each)."""
     usage: dict[UsageKey, Resources] = {}
-    for pool in sorted(set(pools)):
-        members = limits.members(pool)
-        items = instances.many([m.instance_id for m in members])
-        for member in members:
-            record = items.get(member.instance_id)
-            requester = record.requester if record else None
-            if requester:
-                key = (str(requester), pool)
-                usage[key] = usage.get(key, Resources.ZERO) + member.amount
+    for pk, pool in sorted({(q.usage_item(f.name), f.name) for q in quotas for f in q.flavors()}):
+        for where, amount in limits.quota_usage(pk, pool).items():
+            usage[where] = usage.get(where, Resources.ZERO) + amount
     return usage
 
 
@@ -41,13 +42,17 @@ def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
     store = ConfigStore(deployment.state_table, dynamodb)
     quotas = store.capacity_quotas()
     invalid = [d for d in store.invalid() if d.kind == "CapacityQuota"]
-    pools = {p.name for p in store.node_pools()}
-    limits = PoolLimitsStore(deployment.state_table, deployment.limit_lease_seconds, dynamodb)
-    named = {f.name for q in quotas for f in q.flavors()} & pools
-    usage = usage_by_requester(limits, InstanceRecords(deployment.state_table, dynamodb), named)
+    stored = QuotaStatuses(deployment.state_table, dynamodb).read()
+    unseen = [q for q in quotas if q.name not in stored]
+    if unseen:
+        pools = {p.name for p in store.node_pools()}
+        limits = PoolLimitsStore(deployment.state_table, deployment.limit_lease_seconds, dynamodb)
+        usage = quota_usage(limits, quotas)
+        now = format_timestamp(datetime.now(UTC))
+        for quota in unseen:
+            stored[quota.name] = {**quota_status(quota, quotas, usage, pools), "observedAt": now}
     shown: list[dict[str, Any]] = [
-        {**to_document(q), "status": quota_status(q, quotas, usage, pools)}
-        for q in sorted(quotas, key=lambda q: q.name)
+        {**to_document(q), "status": stored[q.name]} for q in sorted(quotas, key=lambda q: q.name)
     ]
     if args.output == "json":
         views.print_json(

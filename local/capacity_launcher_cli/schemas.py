@@ -14,7 +14,13 @@ from capacity_launcher.domain.config import _NAME
 from capacity_launcher.domain.launch_request import REQUEST_ID_PATTERN, LaunchRequest
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
-from capacity_launcher.domain.status import EVENT_SOURCE, LAUNCH_REQUESTED, RequestRecord
+from capacity_launcher.domain.status import (
+    EVENT_SOURCE,
+    LAUNCH_REQUESTED,
+    RECLAIM_REQUESTED,
+    ReclaimRequested,
+    RequestRecord,
+)
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -81,6 +87,14 @@ def contracts() -> dict[str, dict[str, Any]]:
     return {
         "capacity-quota.json": _capacity_quota(),
         "launch-request.json": _launch_request(),
+        "reclaim-requested.json": _schema(
+            ReclaimRequested,
+            "serialization",
+            "ReclaimRequested",
+            f"The detail of a {RECLAIM_REQUESTED!r} event (source {EVENT_SOURCE!r}): a lender "
+            "quota asks the borrowers in its cohort to release these instances by releaseBy; "
+            "when enforced, the sync terminates those still running then (docs/quotas.md).",
+        ),
         "request-record.json": _schema(
             RequestRecord,
             "serialization",

@@ -107,9 +107,13 @@ def test_each_function_is_granted_what_it_needs(cfn: Template, role: str, needs:
 
 
 def test_only_the_launcher_mutates_ec2_or_passes_roles(cfn: Template) -> None:
+    # The sync's one mutation: an enforced quota reclaim terminates borrowed instances (managed
+    # ones only: untagged_ec2_mutations holds that condition like the launcher's).
+    mutations = {"ReservationSyncFunctionRole": {"ec2:TerminateInstances"}}
     for role in ("ReservationSyncFunctionRole", "InstanceEventsFunctionRole"):
         granted = _allowed(cfn, role)
-        assert not {a for a in granted if a.startswith("ec2:") and "Describe" not in a}
+        found = {a for a in granted if a.startswith("ec2:") and "Describe" not in a}
+        assert found == mutations.get(role, set())
         assert "iam:PassRole" not in granted
 
 

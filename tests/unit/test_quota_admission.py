@@ -216,6 +216,44 @@ def test_reclaim_respects_the_lenders_policy() -> None:
         assert (None if chosen is None else [i.instance_id for i in chosen]) == expected, policy
 
 
+def test_a_reclaim_plan_is_enforced_as_the_policy_allows_and_otherwise_only_asked() -> None:
+    running = [instance("i-b", "team-b", 4, "2026-11-22T10:00:00Z")]
+    used = usage(**{"team-b": 8})
+    for policy, priority, enforced in (
+        ("Never", 100, False),
+        ("LowerPriority", 10, False),  # team-b's priority is not lower: only asked
+        ("LowerPriority", 100, True),
+        ("Any", 10, True),
+    ):
+        quotas = [
+            quota("team-a", 8, priority=priority, reclaim=policy),
+            quota("team-b", 4, priority=10),
+        ]
+        plan = Cohort(quotas, used).reclaim_plan("team-a", POOL, {GPU: Decimal(4)}, running)
+        assert plan is not None, policy
+        assert ([i.instance_id for i in plan.instances], plan.enforced) == (["i-b"], enforced)
+    # Whatever the policy, never within a borrower's own nominal quota: no plan at all
+    quotas = [quota("team-a", 8, reclaim="Any"), quota("team-b", 6)]
+    whole = [instance("i-b", "team-b", 8, "2026-11-22T10:00:00Z")]
+    cohort = Cohort(quotas, usage(**{"team-b": 8}))
+    assert cohort.reclaim_plan("team-a", POOL, {GPU: Decimal(2)}, whole) is None
+
+
+def test_releasable_keeps_what_an_owner_no_longer_borrows() -> None:
+    # Given team-b (nominal 4 GPUs) named for two 4-GPU instances, but now using only 8
+    quotas = [quota("team-a", 8, reclaim="Any"), quota("team-b", 4)]
+    named = [
+        instance("i-new", "team-b", 4, "2026-11-22T11:00:00Z"),
+        instance("i-old", "team-b", 4, "2026-11-22T10:00:00Z"),
+    ]
+    cohort = Cohort(quotas, usage(**{"team-b": 8}))
+    # Then only the first still borrowed goes; the second is within its nominal quota now
+    assert [i.instance_id for i in cohort.releasable(POOL, [GPU], named)] == ["i-new"]
+    # and when team-b borrows 8, both go
+    wider = Cohort(quotas, usage(**{"team-b": 12}))
+    assert [i.instance_id for i in wider.releasable(POOL, [GPU], named)] == ["i-new", "i-old"]
+
+
 def test_reclaim_never_takes_an_instance_that_is_partly_within_nominal() -> None:
     # Given team-b borrows 2 GPUs, on one 8-GPU instance
     quotas = [quota("team-a", 8, reclaim="Any"), quota("team-b", 6)]

@@ -16,6 +16,7 @@ from capacity_launcher.domain.status import (
     EVENT_SOURCE,
     INSTANCE_TERMINATED,
     LAUNCH_REQUESTED,
+    RECLAIM_REQUESTED,
     RESERVATION_ACTIVATED,
     RESERVATION_EXHAUSTED,
     RESERVATION_EXPIRED,
@@ -84,7 +85,8 @@ def test_event_names_are_designs() -> None:
     assert RESERVATION_ACTIVATED == "Capacity Reservation Activated"
     assert BLOCK_EXPIRING == "Capacity Block Expiring"
     assert RESERVATION_EXPIRED == "Capacity Reservation Expired"
-    assert len(set(ALL_DETAIL_TYPES)) == 12
+    assert RECLAIM_REQUESTED == "Capacity Reclaim Requested"
+    assert len(set(ALL_DETAIL_TYPES)) == 13
 
 
 def test_statuses_spell_like_the_contract() -> None:

@@ -22,8 +22,8 @@ from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
-from capacity_launcher.domain.errors import ConditionFailed, Transient
-from capacity_launcher.domain.pool_usage import Lease, Member, Recount
+from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded, Transient
+from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Recount
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -235,15 +235,24 @@ class PoolLimitsStore:
         raise LeaseNotSettled(pool, lease_id)
 
     def count(
-        self, pool: str, instance_id: str, amount: Resources, *, unless_released: bool = False
+        self,
+        pool: str,
+        instance_id: str,
+        amount: Resources,
+        *,
+        unless_released: bool = False,
+        requester: str | None = None,
     ) -> bool:
         """Count one instance in its pool's usage; False if it is counted already.
 
         With `unless_released`, also False if its instance item records a stop or termination
-        (so a writer that saw the instance running before the event cannot count it back).
+        (so a writer that saw the instance running before the event cannot count it back). When
+        a quota governs `requester` in the pool, its quota usage counts it too, unconditionally:
+        it runs (adopted, or started again), and counting the truth keeps new admissions out.
         """
-        items = self._member_puts(pool, [instance_id], {instance_id: amount})
-        items.append({"Update": self._add_update(pool, amount)})
+        hold = self._hold_for(requester, pool)
+        items = self._member_puts(pool, [instance_id], {instance_id: amount}, hold)
+        items += self._usage_updates(pool, amount, hold)
         if unless_released:
             items.append(
                 {
@@ -261,6 +270,94 @@ class PoolLimitsStore:
         except ConditionFailed:
             return False
         return True
+
+    def hold(self, member: Member, requester: str) -> bool:
+        """Make a member count in the quota usage that governs `requester` in its pool now: one
+        counted for its pool only (adopted, or its lease was reclaimed before it settled) gains
+        it; one whose quota changed cohort, or no longer covers it, moves or drops it. The
+        member's change is conditioned on the hold it had, and travels with both usage changes;
+        False when nothing changed (or a concurrent writer changed the member first)."""
+        wanted = self._hold_for(requester, member.pool)
+        had = _hold(member)
+        if wanted == had:
+            return False
+        condition = "attribute_exists(sk) AND attribute_not_exists(quotaUsage)"
+        values: dict[str, Any] = {}
+        if had is not None:
+            condition = "attribute_exists(sk) AND quotaUsage = :had"
+            values[":had"] = had[0]
+        if wanted is None:
+            expression = "REMOVE quotaUsage, requester"
+        else:
+            expression = "SET quotaUsage = :usage, requester = :requester"
+            values |= {":usage": wanted[0], ":requester": wanted[1]}
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(limits_pk(member.pool), MEMBER_PREFIX + member.instance_id),
+                    "UpdateExpression": expression,
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": to_item(values),
+                }
+            }
+        ]
+        if had is not None:
+            amount = Resources.ZERO - member.amount
+            items.append({"Update": quota_usage.update(self._table, *had, amount)})
+        if wanted is not None:
+            items.append({"Update": quota_usage.update(self._table, *wanted, member.amount)})
+        try:
+            self._transact(items)
+        except ConditionFailed:
+            return False
+        return True
+
+    def quota_usage(self, pk: str, pool: str) -> dict[tuple[str, str], Resources]:
+        """Use by (requester, pool) in one cohort-and-flavor quota usage item (strongly
+        consistent)."""
+        return self._quota_usage(pk, pool)[1]
+
+    def recount_quota(self, pk: str, pool: str) -> QuotaRecount | None:
+        """Set quota usage item `pk` to the unsettled leases plus the members of `pool` that hold
+        it, per requester, if no writer moved it meanwhile (the version, as `recompute`)."""
+        for _ in range(_RESERVE_TRIES):
+            version, stored = self._quota_usage(pk, pool)
+            recounted: dict[tuple[str, str], Resources] = {}
+            for item in self._partition(pool):
+                sk = str(item["sk"])
+                counted = sk.startswith(MEMBER_PREFIX) or (
+                    sk.startswith(LEASE_PREFIX) and not item.get("settled")
+                )
+                requester = item.get("requester")
+                if counted and item.get("quotaUsage") == pk and requester:
+                    where = (str(requester), pool)
+                    recounted[where] = recounted.get(where, Resources.ZERO) + _resources(item)
+            if self._quota_usage(pk, pool)[0] != version:
+                continue
+            if _nonzero(stored) == _nonzero(recounted):
+                return QuotaRecount(pk, stored, recounted, repaired=False)
+            try:
+                with aws_call("PutItem"):
+                    self._db.put_item(
+                        **quota_usage.replacement(self._table, pk, recounted, version)
+                    )
+            except ConditionFailed:
+                continue
+            return QuotaRecount(pk, stored, recounted, repaired=True)
+        return None
+
+    def _hold_for(self, requester: str | None, pool: str) -> QuotaHold:
+        """Where an instance of `requester` in `pool` counts for its quota (None: nowhere)."""
+        if requester is None:
+            return None
+        try:
+            quota = governing(self._quotas(), requester, pool)
+        except QuotaExceeded:
+            return None  # quotas name the pool, none covers it: it counts for the pool only
+        if quota is None:
+            return None
+        return quota_usage.quota_usage_pk(quota.cohort_key, pool), requester
 
     def uncount(self, member: Member) -> bool:
         """Take one counted instance out of its pool's usage; False if it was taken out before."""
@@ -565,6 +662,10 @@ def _hold(counted: Lease | Member | None) -> QuotaHold:
     if counted is None or counted.quota_usage is None or counted.requester is None:
         return None
     return counted.quota_usage, counted.requester
+
+
+def _nonzero(usage: Mapping[tuple[str, str], Resources]) -> dict[tuple[str, str], Resources]:
+    return {k: v for k, v in usage.items() if not v.is_zero()}
 
 
 def _total(amounts: Iterable[Resources]) -> Resources:

@@ -9,10 +9,12 @@ lease or member that explains them, so a release happens once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from capacity_launcher.adapters.dynamodb import from_item, key
+from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.quantities import CPU, GPU, INSTANCES, MEMORY, Resources
+from capacity_launcher.domain.quotas import usage_item_key
 
 PREFIX = "QuotaUsage#"
 SK = "Usage"
@@ -22,7 +24,7 @@ _DIMENSIONS = {attribute: dimension for dimension, attribute in _ATTRIBUTES.item
 
 
 def quota_usage_pk(cohort: str, flavor: str) -> str:
-    return f"{PREFIX}{cohort}#{flavor}"
+    return usage_item_key(cohort, flavor)
 
 
 def read(
@@ -73,3 +75,26 @@ def update(
         item["ConditionExpression"] = "#version = :read"
         values[":read"] = {"N": str(read_version)}
     return item
+
+
+def replacement(
+    table: str, pk: str, usage: Mapping[tuple[str, str], Resources], read_version: int | None
+) -> dict[str, Any]:
+    """A PutItem writing ``usage`` (by requester) as the whole item, if its version is still
+    ``read_version`` (None: the item had none); the version is bumped like any change."""
+    values: dict[str, Any] = {"pk": pk, "sk": SK, "version": (read_version or 0) + 1}
+    for (requester, _), amount in sorted(usage.items()):
+        for dimension, value in amount.amounts().items():
+            if value:
+                values[f"u:{_ATTRIBUTES[dimension]}:{requester}"] = value
+    put: dict[str, Any] = {
+        "TableName": table,
+        "Item": to_item(values),
+        "ExpressionAttributeNames": {"#version": "version"},
+    }
+    if read_version is None:
+        put["ConditionExpression"] = "attribute_not_exists(#version)"
+    else:
+        put["ConditionExpression"] = "#version = :read"
+        put["ExpressionAttributeValues"] = {":read": {"N": str(read_version)}}
+    return put

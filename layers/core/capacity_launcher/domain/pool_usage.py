@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from capacity_launcher.domain.quantities import Resources
@@ -41,4 +42,15 @@ class Recount:
 
     stored: Resources
     recomputed: Resources
+    repaired: bool
+
+
+@dataclass(frozen=True)
+class QuotaRecount:
+    """What a recount of one cohort-and-flavor quota usage item found (and wrote, if
+    `repaired`): use by (requester, NodePool)."""
+
+    usage_item: str
+    stored: Mapping[tuple[str, str], Resources]
+    recounted: Mapping[tuple[str, str], Resources]
     repaired: bool

@@ -58,6 +58,15 @@ class QuotaInstance:
 
 
 @dataclass(frozen=True)
+class ReclaimPlan:
+    """Borrowed instances to release; ``enforced``: the lender's policy lets them be terminated
+    once its grace period has passed (otherwise their owners are only asked)."""
+
+    instances: list[QuotaInstance]
+    enforced: bool
+
+
+@dataclass(frozen=True)
 class Ledger:
     """One flavor and resource in one cohort: every covering member's terms and use."""
 
@@ -249,15 +258,16 @@ class Cohort:
         flavor: str,
         short: Mapping[str, Decimal],
         instances: Iterable[QuotaInstance],
+        policy: ReclaimPolicy | None = None,
     ) -> list[QuotaInstance] | None:
         """Borrowed instances to release so ``quota`` gets ``short`` of its nominal quota back.
 
         Lowest-priority borrower first, then newest instance; a borrower gives back only what it
-        borrows (never from within its own nominal quota), and only the borrowers ``quota``'s
-        reclaimWithinCohort allows. None when they cannot free enough.
+        borrows (never from within its own nominal quota), and only the borrowers ``policy``
+        (by default ``quota``'s reclaimWithinCohort) allows. None when they cannot free enough.
         """
         own = self.quotas[quota]
-        policy = own.spec.preemption.reclaim_within_cohort
+        policy = policy or own.spec.preemption.reclaim_within_cohort
         if policy is ReclaimPolicy.NEVER:
             return None
         owner = self._owners(flavor)
@@ -298,6 +308,57 @@ class Cohort:
                 released[(borrower, r)] = released.get((borrower, r), ZERO) + gives[r]
             remaining = {r: a - gives[r] for r, a in remaining.items() if a - gives[r] > 0}
         return None if remaining else chosen
+
+    def releasable(
+        self, flavor: str, resources: Iterable[str], instances: Iterable[QuotaInstance]
+    ) -> list[QuotaInstance]:
+        """Those of ``instances`` (taken in order) that their owners still borrow: releasing them
+        all keeps every owner at or above its nominal quota in each of ``resources``. What a
+        reclaim chose may no longer be borrowed when it is enforced (the owner released others)."""
+        owner = self._owners(flavor)
+        ledgers = {resource: self.ledger(flavor, resource) for resource in resources}
+        released: dict[tuple[str, str], Decimal] = {}
+        kept = []
+        for instance in instances:
+            borrower = owner.get(instance.requester)
+            if instance.flavor != flavor or borrower is None:
+                continue
+            gives = {
+                r: instance.resources.amount(r) if borrower in ledger.terms else ZERO
+                for r, ledger in ledgers.items()
+            }
+            if any(
+                released.get((borrower, r), ZERO) + amount > ledgers[r].borrowed(borrower)
+                for r, amount in gives.items()
+                if amount > 0
+            ):
+                continue
+            kept.append(instance)
+            for r, amount in gives.items():
+                released[(borrower, r)] = released.get((borrower, r), ZERO) + amount
+        return kept
+
+    def reclaim_plan(
+        self,
+        quota: str,
+        flavor: str,
+        short: Mapping[str, Decimal],
+        instances: Iterable[QuotaInstance],
+    ) -> ReclaimPlan | None:
+        """What to ask back for ``quota``: the choice its reclaimWithinCohort allows (enforced:
+        terminated after the grace period), else the choice among every borrower (only asked:
+        never terminated). None when no choice frees ``short`` without cutting into a member's
+        own nominal quota."""
+        candidates = list(instances)
+        chosen = self.reclaim(quota, flavor, short, candidates)
+        if chosen is not None:
+            return ReclaimPlan(chosen, enforced=True)
+        asked = self.reclaim(quota, flavor, short, candidates, ReclaimPolicy.ANY)
+        return None if asked is None else ReclaimPlan(asked, enforced=False)
+
+    def owner(self, requester: str, flavor: str) -> str | None:
+        """The member quota covering ``requester`` in ``flavor``."""
+        return self._owners(flavor).get(requester)
 
     def _owners(self, flavor: str) -> dict[str, str]:
         """requester -> the member quota covering it in ``flavor`` (one per flavor: conflicts)."""

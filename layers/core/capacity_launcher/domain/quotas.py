@@ -327,6 +327,15 @@ class CapacityQuota(_TopLevel):
         """Quotas without a cohort are a cohort of one: keyed apart from every named cohort."""
         return self.spec.cohort or f"quota/{self.name}"
 
+    def usage_item(self, flavor: str) -> str:
+        """The key of the item that keeps this quota's cohort's use of ``flavor``."""
+        return usage_item_key(self.cohort_key, flavor)
+
+
+def usage_item_key(cohort_key: str, flavor: str) -> str:
+    """The key of the item that keeps a cohort's use of one flavor (docs/quotas.md)."""
+    return f"QuotaUsage#{cohort_key}#{flavor}"
+
 
 def conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
     """Rules across quotas: a requester in two quotas of one flavor is ambiguous, so refused.

@@ -26,6 +26,7 @@ RESERVATION_ACTIVATED = "Capacity Reservation Activated"
 BLOCK_EXPIRING = "Capacity Block Expiring"
 RESERVATION_EXPIRED = "Capacity Reservation Expired"
 INSTANCE_TERMINATED = "Instance Terminated"
+RECLAIM_REQUESTED = "Capacity Reclaim Requested"
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ ALL_DETAIL_TYPES: tuple[str, ...] = (
     BLOCK_EXPIRING,
     RESERVATION_EXPIRED,
     INSTANCE_TERMINATED,
+    RECLAIM_REQUESTED,
 )
 
 
@@ -192,3 +194,52 @@ class RequestRecord(_Record):
             received_at=received_at,
             finished_at=finished_at or received_at,
         )
+
+
+class ResourceAmount(_Record):
+    """An amount of one resource, spelled as documents spell it ('8', '1500m', '1536Gi')."""
+
+    name: str
+    total: str
+
+
+class ReclaimedInstance(_Record):
+    """A borrowed instance a reclaim asks its owner to release."""
+
+    instance_id: str
+    requester: str
+    quota: str
+    node_pool: str
+    launched_at: datetime
+    resources: list[ResourceAmount]
+
+    @field_serializer("launched_at")
+    def _timestamp(self, moment: datetime) -> str:
+        return format_timestamp(moment)
+
+
+class ReclaimRequested(_Record):
+    """The detail of a Capacity Reclaim Requested event (docs/quotas.md, Reclaim).
+
+    The borrowers are asked to release ``instances`` by ``releaseBy`` (the lender's grace
+    period after ``requestedAt``). ``enforced``: the lender's ``reclaimWithinCohort`` lets the
+    sync terminate those still running then; otherwise nothing is terminated.
+    """
+
+    reclaim_id: str
+    quota: str
+    cohort: str | None
+    node_pool: str
+    request_id: str
+    requester: str | None = None
+    amount: list[ResourceAmount]
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"]
+    grace_period: str
+    enforced: bool
+    requested_at: datetime
+    release_by: datetime
+    instances: list[ReclaimedInstance]
+
+    @field_serializer("requested_at", "release_by")
+    def _timestamp(self, moment: datetime) -> str:
+        return format_timestamp(moment)

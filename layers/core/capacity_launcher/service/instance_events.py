@@ -126,7 +126,9 @@ class InstanceEvents:
         elif self._limits.member(pool, instance_id) is not None:
             # Every launch's own events: one read, no transaction on the pool's hot usage item.
             return Outcome("duplicate", instance_id, reservation_id)
-        counted = self._limits.count(pool, instance_id, item.resources, unless_released=True)
+        counted = self._limits.count(
+            pool, instance_id, item.resources, unless_released=True, requester=item.requester
+        )
         if not counted:
             return Outcome("duplicate", instance_id, reservation_id)
         metrics.add_metric(name=INSTANCES_RECOUNTED, unit=MetricUnit.Count, value=1)

@@ -261,8 +261,14 @@ class Launcher:
                     requester=item.request.requester,
                 )
             except QuotaExceeded as refused:
-                # Its quota governs this pool: it fails here, no fallback to another pool.
-                item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
+                # Its quota governs this pool: it fails here, no fallback to another pool. When
+                # its own nominal quota is lent out, a reclaim is requested and named.
+                message = str(refused)
+                if refused.reclaim and self._p.reclaims is not None:
+                    message += self._p.reclaims.request(
+                        refused, item.request.request_id, item.request.requester
+                    )
+                item.errors.append(ErrorDetail(code=refused.code, message=message))
                 continue
             if item.granted == 0:
                 item.errors.append(

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass, NodePool
+from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.fleet import FleetResult, InstanceLanding, LaunchTemplate
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import Message
 from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.pool_usage import Lease, Member, Recount
+from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Recount
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.reservations import (
@@ -24,7 +25,7 @@ from capacity_launcher.domain.reservations import (
     ReservedTarget,
     StoredReservation,
 )
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.status import ReclaimRequested, RequestRecord
 
 # -- configuration --------------------------------------------------------------------------------
 
@@ -105,12 +106,44 @@ class Limits(Protocol):
     def members(self, pool: str) -> list[Member]: ...
     def member(self, pool: str, instance_id: str) -> Member | None: ...
     def count(
-        self, pool: str, instance_id: str, amount: Resources, *, unless_released: bool = False
+        self,
+        pool: str,
+        instance_id: str,
+        amount: Resources,
+        *,
+        unless_released: bool = False,
+        requester: str | None = None,
     ) -> bool: ...
+    def hold(self, member: Member, requester: str) -> bool: ...
     def uncount(self, member: Member) -> bool: ...
     def uncount_instance(self, pool: str, instance_id: str) -> bool: ...
     def usage(self, pool: str) -> Resources: ...
     def recompute(self, pool: str) -> Recount | None: ...
+    # Quota usage: one item per cohort and flavor (its key: CapacityQuota.usage_item).
+    def quota_usage(self, pk: str, pool: str) -> dict[tuple[str, str], Resources]: ...
+    def recount_quota(self, pk: str, pool: str) -> QuotaRecount | None: ...
+
+
+# -- quotas: open reclaims and the status the sync keeps -------------------------------------------
+
+
+class ReclaimStore(Protocol):
+    def open(self, reclaim: ReclaimRequested) -> bool: ...
+    def get(self, quota: str, pool: str) -> ReclaimRequested | None: ...
+    def many(self, lenders: Iterable[tuple[str, str]]) -> list[ReclaimRequested]: ...
+    def close(self, reclaim: ReclaimRequested) -> bool: ...
+
+
+class QuotaStatusStore(Protocol):
+    def save(self, statuses: Mapping[str, Mapping[str, Any]], observed_at: str) -> None: ...
+    def forget(self, names: Iterable[str]) -> None: ...
+    def read(self) -> dict[str, dict[str, Any]]: ...
+
+
+class Reclaims(Protocol):
+    """What the launcher asks when a request is refused because its nominal quota is lent out."""
+
+    def request(self, refused: QuotaExceeded, request_id: str, requester: str | None) -> str: ...
 
 
 # -- EC2: instances, templates, instance types, subnets -------------------------------------------
@@ -201,3 +234,5 @@ class LaunchPorts:
     catalog: Catalog
     subnets: SubnetLookup
     reservations: Reservations
+    # Asked when a request's nominal quota is lent out (None: no reclaim is requested).
+    reclaims: Reclaims | None = None

@@ -115,7 +115,13 @@ class Reconciliation:
             item = items.get(instance_id) or adopted_items.get(instance_id)
             self._note_reservation_use(report, instance, item)
             pool, request = _pool_and_request(instance, item)
-            if not pool or instance_id in members.get(pool, {}):
+            member = members.get(pool or "", {}).get(instance_id)
+            requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
+            if member is not None and requester:
+                # Counted for its pool only (adopted, or its lease was reclaimed before it
+                # settled), or its quota changed: the quota governing it now counts it.
+                _unless_contended(partial(self._limits.hold, member, requester))
+            if not pool or member is not None:
                 continue
             if item is not None and item.released_at:
                 if not _long_ago(item.released_at, now, REARM_AFTER_SECONDS):
@@ -131,7 +137,9 @@ class Reconciliation:
             else:
                 info = sizes.get(instance["InstanceType"])
                 amount = info.resources() if info else Resources(instances=1)
-            count = partial(self._limits.count, unless_released=item is not None)
+            count = partial(
+                self._limits.count, unless_released=item is not None, requester=requester
+            )
             repaired[pool] += _unless_contended(partial(count, pool, instance_id, amount))
         for pool, counted in members.items():
             for instance_id, member in counted.items():

@@ -4,7 +4,8 @@ One DescribeCapacityReservations (paginated, unfiltered: every reservation the a
 shared) plus one ListGroupResources per reservation group; targets, groups and selector terms are
 then resolved locally. Each snapshot is written only if no launcher changed it since it was read
 (its version), and the events of a crossing are published once, after the write that records them.
-Reconciliation runs first, so the snapshots carry this minute's usage by requester.
+Reconciliation runs first, so the snapshots carry this minute's usage by requester; the quotas'
+share (reclaims, quota usage recount, status) runs last (service/quota_sync.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from capacity_launcher.service.ports import (
     ReservationStore,
     UnavailableCache,
 )
+from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 
 RESERVATION_TOTAL = "ReservationTotal"
@@ -55,6 +57,7 @@ class SyncReport:
     forgotten: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     reconciliation: ReconciliationReport | None = None
+    quotas: QuotaSyncReport | None = None
 
 
 class ReservationSync:
@@ -68,6 +71,7 @@ class ReservationSync:
         thresholds: Thresholds,
         now: Callable[[], datetime],
         reconciliation: Reconciliation | None = None,
+        quotas: QuotaSync | None = None,
     ) -> None:
         self._config = config
         self._ec2 = ec2
@@ -77,6 +81,7 @@ class ReservationSync:
         self._thresholds = thresholds
         self._now = now
         self._reconciliation = reconciliation
+        self._quotas = quotas
 
     def run(self) -> SyncReport:
         report = SyncReport()
@@ -119,6 +124,9 @@ class ReservationSync:
         )
         self._snapshots.forget(report.forgotten)
         self._snapshots.save_coverage(coverage)
+        if self._quotas is not None:
+            # After reconciliation: quota usage is recounted from the membership it repaired.
+            report.quotas = self._quotas.run()
         logger.info(
             "reservations synced",
             extra={

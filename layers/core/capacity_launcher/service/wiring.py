@@ -26,6 +26,8 @@ from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.publisher import Publisher
+from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
+from capacity_launcher.adapters.quota_statuses import QuotaStatuses
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.subnets import Subnets
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
@@ -34,6 +36,8 @@ from capacity_launcher.service.instance_events import InstanceEvents
 from capacity_launcher.service.launch_batch import LaunchBatch
 from capacity_launcher.service.launcher import Launcher
 from capacity_launcher.service.ports import LaunchPorts
+from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimRequests
+from capacity_launcher.service.quota_sync import QuotaSync
 from capacity_launcher.service.reconciliation import Reconciliation
 from capacity_launcher.service.reservation_sync import ReservationSync
 from capacity_launcher.service.reservations import ReservationProvider
@@ -83,6 +87,23 @@ def pool_limits(settings: Settings, clients: Clients = client) -> PoolLimitsStor
         settings.limit_lease_seconds,
         clients("dynamodb"),
         quotas=quotas.capacity_quotas,
+    )
+
+
+def quota_reclaims(settings: Settings, clients: Clients = client) -> QuotaReclaims:
+    """Open reclaims, one per lender quota and NodePool."""
+    return QuotaReclaims(settings.state_table_name, clients("dynamodb"))
+
+
+def reclaim_requests(settings: Settings, clients: Clients = client) -> ReclaimRequests:
+    """The launcher's side of reclaim: ask for lent quota back, publish the request."""
+    return ReclaimRequests(
+        quotas=config_store(settings, clients, cached=True).capacity_quotas,
+        limits=pool_limits(settings, clients),
+        items=instance_records(settings, clients),
+        reclaims=quota_reclaims(settings, clients),
+        publish=publisher(settings, clients).publish,
+        now=utcnow,
     )
 
 
@@ -138,6 +159,7 @@ def launch_ports(settings: Settings, clients: Clients = client) -> LaunchPorts:
         catalog=InstanceTypeCatalog(ec2),
         subnets=Subnets(ec2),
         reservations=reservations(settings, clients),
+        reclaims=reclaim_requests(settings, clients),
     )
 
 
@@ -194,6 +216,29 @@ def build_reservation_sync(settings: Settings, clients: Clients = client) -> Res
         ),
         now=utcnow,
         reconciliation=reconciliation(settings, clients),
+        quotas=quota_sync(settings, clients),
+    )
+
+
+def quota_sync(settings: Settings, clients: Clients = client) -> QuotaSync:
+    """The sync's quota share: reclaims due, quota usage recount, the status `get quotas` reads.
+    A reclaimed instance is released through the instance events' own gated path."""
+    config = config_store(settings, clients)
+    limits = pool_limits(settings, clients)
+    return QuotaSync(
+        quotas=config.capacity_quotas,
+        pools=lambda: [p.metadata.name for p in config.node_pools()],
+        limits=limits,
+        statuses=QuotaStatuses(settings.state_table_name, clients("dynamodb")),
+        enforcement=ReclaimEnforcement(
+            quotas=config.capacity_quotas,
+            limits=limits,
+            reclaims=quota_reclaims(settings, clients),
+            fleet=Fleet(clients("ec2")),
+            release=build_instance_events(settings, clients).state_changed,
+            now=utcnow,
+        ),
+        now=utcnow,
     )
 
 

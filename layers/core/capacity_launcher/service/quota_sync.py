@@ -1,0 +1,81 @@
+"""The quotas' share of the sync, every minute, after reconciliation has fixed pool membership:
+
+1. reclaims: close those done, terminate what enforced ones name once their grace period passed;
+2. recount each cohort-and-flavor quota usage item from the pool's unsettled leases and members
+   (the way pool usage is recomputed), so instances adopted or started again count right;
+3. compute every quota's status from those items and store it for `capacity-launcher get quotas`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quota_admission import UsageKey
+from capacity_launcher.domain.quota_status import quota_status
+from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.domain.status import format_timestamp
+from capacity_launcher.observability import logger
+from capacity_launcher.service.ports import Limits, QuotaStatusStore
+from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimReport
+
+
+@dataclass
+class QuotaSyncReport:
+    reclaims: ReclaimReport = field(default_factory=ReclaimReport)
+    # quota usage items rewritten because they did not match their leases and members
+    recounted: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+
+
+class QuotaSync:
+    def __init__(
+        self,
+        quotas: Callable[[], Sequence[CapacityQuota]],
+        pools: Callable[[], Sequence[str]],
+        limits: Limits,
+        statuses: QuotaStatusStore,
+        enforcement: ReclaimEnforcement,
+        now: Callable[[], datetime],
+    ) -> None:
+        self._quotas = quotas
+        self._pools = pools
+        self._limits = limits
+        self._statuses = statuses
+        self._enforcement = enforcement
+        self._now = now
+
+    def run(self) -> QuotaSyncReport:
+        report = QuotaSyncReport()
+        quotas = list(self._quotas())
+        stale = set(self._statuses.read()) - {q.name for q in quotas}
+        self._statuses.forget(stale)
+        if not quotas:
+            return report
+        report.reclaims = self._enforcement.run(quotas)
+        usage: dict[UsageKey, Resources] = {}
+        items = sorted({(q.usage_item(f.name), f.name) for q in quotas for f in q.flavors()})
+        for pk, pool in items:
+            recount = self._limits.recount_quota(pk, pool)
+            found = self._limits.quota_usage(pk, pool) if recount is None else recount.recounted
+            if recount is not None and recount.repaired:
+                report.recounted.append(pk)
+                logger.warning(
+                    "quota usage repaired",
+                    extra={
+                        "quotaUsage": pk,
+                        "stored": {f"{r}/{p}": str(a) for (r, p), a in recount.stored.items()},
+                        "recounted": {
+                            f"{r}/{p}": str(a) for (r, p), a in recount.recounted.items()
+                        },
+                    },
+                )
+            for where, amount in found.items():
+                usage[where] = usage.get(where, Resources.ZERO) + amount
+        pools = set(self._pools())
+        statuses = {q.name: quota_status(q, quotas, usage, pools) for q in quotas}
+        self._statuses.save(statuses, format_timestamp(self._now()))
+        report.statuses = sorted(statuses)
+        return report

@@ -1,0 +1,315 @@
+"""Issue 17, reclaim: a lender whose nominal quota is lent out asks for it back; after its grace
+period the sync terminates what its reclaimWithinCohort allows, counted once. And the sync keeps
+quota usage (recount) and each quota's status (what `get quotas` reads)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+import moto_capacity
+from capacity_launcher.adapters import aws, quota_usage
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
+from capacity_launcher.domain.status import (
+    INSTANCE_TERMINATED,
+    RECLAIM_REQUESTED,
+    RequestStatus,
+)
+from capacity_launcher.service import wiring
+from capacity_launcher.settings import get_settings
+from capacity_launcher_cli.quota_commands import get_quotas
+from moto_capacity.clock import CLOCK
+from tests.integration.test_accounting import deliver, usage
+from tests.integration.test_launch_into_reservations import ZONE, setup_pool
+from tests.integration.test_quota_admission import quota, used
+from tests.integration.test_quota_status import _Deployment, _listing, _totals
+from tests.integration.test_reservation_sync import sync
+from tests.support.cloud import Cloud, launch_request
+
+POOL = "general"
+GRACE_SECONDS = 120
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+
+
+@pytest.fixture
+def pool(
+    cloud: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
+) -> Cloud:
+    # The launcher and the sync read the emulator's clock, as they would read AWS's.
+    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 100)
+    return cloud
+
+
+def lender_and_borrower(policy: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """team-a (priority 100) owns 2 instances of nominal quota, all lendable; team-b (priority
+    0) owns 1 and may borrow 2 more."""
+    team_a = quota(
+        "team-a",
+        "2",
+        priority=100,
+        preemption={"reclaimWithinCohort": policy, "gracePeriod": f"{GRACE_SECONDS}s"},
+    )
+    return team_a, quota("team-b", "1", borrowing="2")
+
+
+def borrow_all_of_team_a(cloud: Cloud) -> list[str]:
+    """team-b runs 3: its own 1, and 2 borrowed from team-a, one request at a time (newest last)."""
+    launched = []
+    for n in range(3):
+        cloud.send(launch_request(f"b-{n}", nodePool=POOL, requester="team-b"))
+        record = cloud.record(f"b-{n}")
+        assert record is not None and record.status is RequestStatus.FULFILLED, record
+        launched += [i.instance_id for i in record.instances]
+        moto_capacity.advance_clock(5)  # each counted later than the one before
+    assert (used("team-b"), usage()) == (3, 3)
+    return launched
+
+
+def test_a_lender_reclaims_lent_quota_and_the_borrowed_instance_is_terminated_once(
+    pool: Cloud,
+) -> None:
+    # Given team-b borrowing all of team-a's idle quota
+    pool.apply(*lender_and_borrower("LowerPriority"))
+    b_instances = borrow_all_of_team_a(pool)
+    pool.events()
+
+    # When team-a needs 1 instance of its own nominal quota
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+
+    # Then its request fails with QuotaExceeded naming the reclaim it requested
+    record = pool.record("a-1")
+    assert record is not None and record.status is RequestStatus.FAILED
+    assert [e.code for e in record.errors] == ["QuotaExceeded"]
+    message = record.errors[0].message
+    assert message.startswith(
+        "CapacityQuota team-a: NodePool general, instances: nominal quota is lent out in cohort "
+        "research: 1 must be reclaimed first; reclaim reclaim-"
+    ), message
+    newest = b_instances[-1]
+    assert f"requested: {newest} to be released by " in message
+    # and Capacity Reclaim Requested names team-b's newest instance, to be terminated after 120 s
+    events = pool.events()
+    assert sorted(e["detail-type"] for e in events) == [RECLAIM_REQUESTED, "Launch Failed"]
+    reclaim = next(e["detail"] for e in events if e["detail-type"] == RECLAIM_REQUESTED)
+    assert reclaim["reclaimId"] in message
+    assert (reclaim["quota"], reclaim["cohort"], reclaim["nodePool"]) == (
+        "team-a",
+        "research",
+        POOL,
+    )
+    assert (reclaim["requestId"], reclaim["requester"]) == ("a-1", "team-a")
+    assert reclaim["amount"] == [{"name": "instances", "total": "1"}]
+    assert (reclaim["reclaimWithinCohort"], reclaim["enforced"]) == ("LowerPriority", True)
+    assert [(i["instanceId"], i["requester"], i["quota"]) for i in reclaim["instances"]] == [
+        (newest, "team-b", "team-b")
+    ]
+    assert reclaim["instances"][0]["resources"] == [{"name": "instances", "total": "1"}]
+    jsonschema.validate(reclaim, json.loads((SCHEMAS / "reclaim-requested.json").read_text()))
+
+    # When the sync runs within the grace period, nothing is terminated
+    report = sync().quotas
+    assert report is not None and report.reclaims.pending == [reclaim["reclaimId"]]
+    assert len(pool.managed_instances()) == 3
+
+    # When the grace period has passed, the sync terminates the borrowed instance
+    moto_capacity.advance_clock(GRACE_SECONDS)
+    report = sync().quotas
+    assert report is not None
+    assert report.reclaims.terminated == [newest]
+    assert report.reclaims.closed == {reclaim["reclaimId"]: "terminated"}
+    assert sorted(i["InstanceId"] for i in pool.managed_instances()) == sorted(b_instances[:2])
+    # and released it from the pool's and team-b's quota usage, with its Instance Terminated
+    assert (used("team-b"), usage()) == (2, 2)
+    terminated = [e["detail"] for e in pool.events() if e["detail-type"] == INSTANCE_TERMINATED]
+    assert [(d["instanceId"], d["state"]) for d in terminated] == [(newest, "shutting-down")]
+
+    # When EC2's own termination events arrive, they are duplicates: counted once
+    assert deliver(newest, "shutting-down") == "duplicate"
+    assert deliver(newest, "terminated") == "duplicate"
+    assert (used("team-b"), usage()) == (2, 2)
+    report = sync().quotas  # the next sync finds nothing to repair and no open reclaim
+    assert report is not None and report.recounted == [] and report.reclaims.closed == {}
+    assert (used("team-b"), usage()) == (2, 2)
+    assert pool.events() == []
+
+    # Then team-a's next request is admitted within its nominal quota
+    pool.send(launch_request("a-2", nodePool=POOL, requester="team-a"))
+    again = pool.record("a-2")
+    assert again is not None and again.status is RequestStatus.FULFILLED
+    assert (used("team-a"), used("team-b"), usage()) == (1, 2, 3)
+
+
+def test_a_reclaim_released_by_its_borrower_closes_without_terminating(pool: Cloud) -> None:
+    pool.apply(*lender_and_borrower("Any"))
+    b_instances = borrow_all_of_team_a(pool)
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    reclaim = next(e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED)
+    # A second refusal of the same lender does not reclaim again: it names the open reclaim
+    pool.send(launch_request("a-2", nodePool=POOL, requester="team-a"))
+    second = pool.record("a-2")
+    assert second is not None
+    assert second.errors[0].message.endswith(
+        f"; reclaim {reclaim['reclaimId']} (requested by a-1) is open"
+    )
+    assert [e["detail-type"] for e in pool.events()] == ["Launch Failed"]
+    # When team-b releases the named instance itself
+    named = reclaim["instances"][0]["instanceId"]
+    pool.ec2.terminate_instances(InstanceIds=[named])
+    assert deliver(named, "terminated") == "released"
+    # Then the sync closes the reclaim and terminates nothing more
+    report = sync().quotas
+    assert report is not None and report.reclaims.closed == {reclaim["reclaimId"]: "released"}
+    moto_capacity.advance_clock(GRACE_SECONDS)
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == []
+    remaining = sorted(i["InstanceId"] for i in pool.managed_instances())
+    assert remaining == sorted(set(b_instances) - {named})
+    assert (used("team-b"), usage()) == (2, 2)
+
+
+def test_never_asks_the_borrowers_and_terminates_nothing(pool: Cloud) -> None:
+    pool.apply(*lender_and_borrower("Never"))
+    borrow_all_of_team_a(pool)
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    record = pool.record("a-1")
+    assert record is not None
+    assert "(not terminated: reclaimWithinCohort Never does not allow it)" in (
+        record.errors[0].message
+    )
+    reclaim = next(e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED)
+    assert reclaim["enforced"] is False
+    moto_capacity.advance_clock(GRACE_SECONDS + 1)
+    report = sync().quotas
+    assert report is not None and report.reclaims.closed == {reclaim["reclaimId"]: "expired"}
+    assert report.reclaims.terminated == []
+    assert len(pool.managed_instances()) == 3
+    assert QuotaReclaims(get_settings().state_table_name).get("team-a", POOL) is None
+
+
+def test_the_sync_recounts_quota_usage_and_stores_the_status_get_quotas_shows(
+    pool: Cloud, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given team-b running 3 (2 borrowed), and its quota usage item written wrong by hand
+    pool.apply(*lender_and_borrower("LowerPriority"))
+    borrow_all_of_team_a(pool)
+    db = aws.client("dynamodb")
+    table = get_settings().state_table_name
+    pk = quota_usage.quota_usage_pk("research", POOL)
+    db.update_item(
+        TableName=table,
+        Key={"pk": {"S": pk}, "sk": {"S": "Usage"}},
+        UpdateExpression="SET #u = :wrong",
+        ExpressionAttributeNames={"#u": "u:instances:team-b"},
+        ExpressionAttributeValues={":wrong": {"N": "7"}},
+    )
+    assert used("team-b") == 7
+    # When the sync runs
+    report = sync().quotas
+    # Then it recounts it from the pool's members, and stores every quota's status
+    assert report is not None and report.recounted == [pk]
+    assert used("team-b") == 3
+    assert report.statuses == ["team-a", "team-b"]
+    args = argparse.Namespace(resource="quotas", output="json")
+    assert get_quotas(args, _Deployment(table)) == 0  # type: ignore[arg-type]
+    team_a, team_b = _listing(capsys)
+    assert _totals(team_b["status"], "usage") == {"instances": "3"}
+    assert _totals(team_b["status"], "borrowed") == {"instances": "2"}
+    assert _totals(team_a["status"], "lent") == {"instances": "2"}
+    assert _totals(team_a["status"], "allocatable") == {"instances": "0"}
+    assert team_a["status"]["observedAt"] == team_b["status"]["observedAt"] is not None
+    sufficient = {c["type"]: c for c in team_a["status"]["conditions"]}["ResourcesSufficient"]
+    assert (sufficient["status"], sufficient["reason"]) == ("False", "QuotaExhausted")
+    assert json.loads(json.dumps(team_b["status"]["associationUsages"])) == [
+        {"name": "team-b", "usage": [{"name": POOL, "resources": [
+            {"name": "instances", "total": "3"}]}]}
+    ]  # fmt: skip
+
+
+def test_an_instance_adopted_by_reconciliation_counts_for_its_quota(pool: Cloud) -> None:
+    # Given an instance of team-b whose lease was lost before it settled: counted for the pool
+    # only (as reconciliation counts what no lease explains)
+    pool.apply(*lender_and_borrower("LowerPriority"))
+    pool.send(launch_request("b-0", nodePool=POOL, requester="team-b"))
+    record = pool.record("b-0")
+    assert record is not None and record.launched == 1
+    instance_id = record.instances[0].instance_id
+    store = PoolLimitsStore(get_settings().state_table_name, 900)
+    member = store.member(POOL, instance_id)
+    assert member is not None and store.uncount(member)
+    assert store.count(POOL, instance_id, member.amount)  # no requester: the pool's only
+    assert (used("team-b"), usage()) == (0, 1)
+    # When the sync runs, reconciliation counts it for team-b's quota too, once
+    sync()
+    assert (used("team-b"), usage()) == (1, 1)
+    sync()
+    assert (used("team-b"), usage()) == (1, 1)
+
+
+def test_a_quota_moved_to_another_cohort_takes_its_running_instances_along(pool: Cloud) -> None:
+    # Given team-b running 1 instance in cohort research
+    pool.apply(quota("team-b", "2"))
+    pool.send(launch_request("b-0", nodePool=POOL, requester="team-b"))
+    assert used("team-b") == 1
+    # When its quota moves to cohort "other" and the sync runs
+    moved = quota("team-b", "2")
+    moved["spec"]["cohort"] = "other"
+    pool.apply(moved)
+    sync()
+    # Then the instance counts in the new cohort's usage, and no longer in the old one's
+    table = get_settings().state_table_name
+    other = quota_usage.quota_usage_pk("other", POOL)
+    _, found = quota_usage.read(aws.client("dynamodb"), table, other, POOL)
+    assert found[("team-b", POOL)].instances == 1
+    assert used("team-b") == 0
+    assert usage() == 1
+
+
+def test_two_lenders_never_reclaim_the_same_instance(pool: Cloud) -> None:
+    # Given team-b (nominal 1) borrowing 1 from team-a and 1 from team-c
+    lender = {"priority": 100, "preemption": {"reclaimWithinCohort": "Any"}}
+    pool.apply(
+        quota("team-a", "1", **lender),
+        quota("team-c", "1", **lender),
+        quota("team-b", "1", borrowing="2"),
+    )
+    _, middle, newest = borrow_all_of_team_a(pool)  # the oldest is within its nominal quota
+    # When both lenders need their quota back
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    pool.send(launch_request("c-1", nodePool=POOL, requester="team-c"))
+    reclaims = [e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED]
+    # Then each names a different instance of team-b's borrowed two, never its own nominal one
+    named = {r["quota"]: [i["instanceId"] for i in r["instances"]] for r in reclaims}
+    assert named == {"team-a": [newest], "team-c": [middle]}
+
+
+def test_an_instance_its_owner_no_longer_borrows_is_not_terminated(pool: Cloud) -> None:
+    # Given team-b (nominal 1) running 2, one borrowed from team-a, and team-a reclaiming it
+    lender = {"priority": 100, "preemption": {"reclaimWithinCohort": "Any", "gracePeriod": "60s"}}
+    pool.apply(quota("team-a", "1", **lender), quota("team-b", "1", borrowing="1"))
+    launched = []
+    for n in range(2):
+        pool.send(launch_request(f"b-{n}", nodePool=POOL, requester="team-b"))
+        record = pool.record(f"b-{n}")
+        assert record is not None and record.launched == 1
+        launched += [i.instance_id for i in record.instances]
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    reclaim = next(e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED)
+    assert [i["instanceId"] for i in reclaim["instances"]] == [launched[1]]
+    # When team-b releases its other instance instead (it no longer borrows)
+    pool.ec2.terminate_instances(InstanceIds=[launched[0]])
+    assert deliver(launched[0], "terminated") == "released"
+    # Then after the grace period the named one, now within team-b's nominal quota, stays
+    moto_capacity.advance_clock(61)
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == []
+    assert report.reclaims.closed == {reclaim["reclaimId"]: "released"}
+    assert [i["InstanceId"] for i in pool.managed_instances()] == [launched[1]]
+    assert (used("team-b"), usage()) == (1, 1)
