@@ -45,7 +45,14 @@ class Prepared:
         )
 
 
+# The code of a request whose waitForCapacityUntil breaks the arrival rules.
+INVALID_CAPACITY_WAIT = "InvalidWaitForCapacityUntil"
+
+
 def resolve(config: Configuration, request: LaunchRequest, received_at: datetime) -> Prepared:
+    problem = request.capacity_wait_problem(received_at)
+    if problem is not None:
+        raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
     pool, *alternatives = _pools_for(config, request)
     return _prepare(config, request, received_at, pool, tuple(alternatives))
 

@@ -156,7 +156,7 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
     )
     persistence.configure(config, function_name="launch")
     return LaunchBatch(
-        Launcher(ports, max_attempts=settings.max_launch_attempts),
+        Launcher(ports, max_attempts=settings.max_launch_attempts, clock=utcnow),
         publisher(settings).publish,
         ports.records,
         persistence,
