@@ -14,6 +14,7 @@ import moto_capacity
 from capacity_launcher.domain.status import (
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     RESERVATION_ACTIVATED,
+    RESERVATION_EXPIRED,
     RequestStatus,
 )
 from capacity_launcher.service import wiring
@@ -203,7 +204,7 @@ def test_a_deadline_breaking_the_arrival_rules_is_rejected(cloud, subnets, image
     assert error.message.startswith("waitForCapacityUntil: ") and rule in error.message
 
 
-def test_selector_term_blocks_are_announced_activated(cloud, subnets, image):
+def test_selector_term_blocks_are_announced_activated_and_expired(cloud, subnets, image):
     # Given a NodeClass selecting reservations by tag, and a tagged block not started yet
     block = buy_block(cloud)
     reservation_id = block["CapacityReservationId"]
@@ -221,3 +222,10 @@ def test_selector_term_blocks_are_announced_activated(cloud, subnets, image):
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     assert record.instances[0].capacity_reservation_id == reservation_id
     assert record.instances[0].capacity_reservation_type == "capacity-block"
+    # When it ends (and leaves the selection: a term reaches only live reservations)
+    advance_to(block["EndDate"], 1)
+    ended = sync()
+    # Then its end is announced once, and its snapshot forgotten at the next sync
+    assert RESERVATION_EXPIRED in [e.detail_type for e in ended.events]
+    again = sync()
+    assert again.events == [] and reservation_id in again.forgotten

@@ -107,7 +107,10 @@ def reservation_snapshots(settings: Settings, clients: Clients = client) -> Rese
 def reservations(settings: Settings, clients: Clients = client) -> ReservationProvider:
     """The launcher's `reservations` port: the shared snapshots, EC2 when the sync lacks them."""
     return ReservationProvider(
-        reservation_snapshots(settings, clients), CapacityReservations(clients("ec2"))
+        reservation_snapshots(settings, clients),
+        CapacityReservations(clients("ec2")),
+        # The same clock the sync stamps snapshots with, so "stale" means the same to both.
+        clock=lambda: utcnow().timestamp(),
     )
 
 
