@@ -229,3 +229,25 @@ def test_selector_term_blocks_are_announced_activated_and_expired(cloud, subnets
     assert RESERVATION_EXPIRED in [e.detail_type for e in ended.events]
     again = sync()
     assert again.events == [] and reservation_id in again.forgotten
+
+
+def test_a_wait_that_cannot_be_held_is_handed_back_and_held_by_the_next_delivery(
+    cloud, subnets, image
+):
+    block = buy_block(cloud)
+    reserved_only_pool(cloud, subnets, image, block["CapacityReservationId"])
+    wait = launch_request(
+        "r-held", nodePool="general", waitForCapacityUntil=stamp(block["StartDate"] + timedelta(1))
+    )
+    # When SQS refuses the held copy (past botocore's retries)
+    moto_capacity.inject_fault("sqs:SendMessage", "InternalError")
+    failed = cloud.send(wait)
+    # Then the delivery is handed back (a failure), nothing is recorded, and no claim is left
+    assert len(failed) == 1
+    assert cloud.record("r-held") is None and cloud.queued() == 0
+    # And the next delivery, once SQS answers again, holds it
+    moto_capacity.inject_fault("sqs:SendMessage", "InternalError", times=0)
+    assert cloud.send(wait) == []
+    record = cloud.record("r-held")
+    assert record is not None and record.status is RequestStatus.WAITING
+    assert cloud.queued() == 1
