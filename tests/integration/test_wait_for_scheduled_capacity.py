@@ -26,7 +26,7 @@ from tests.integration.test_launch_into_gpu_reservations import (
     reserved_only_pool,
     state_of,
 )
-from tests.integration.test_launch_into_reservations import ZONE, setup_pool
+from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
 
@@ -251,3 +251,28 @@ def test_a_wait_that_cannot_be_held_is_handed_back_and_held_by_the_next_delivery
     record = cloud.record("r-held")
     assert record is not None and record.status is RequestStatus.WAITING
     assert cloud.queued() == 1
+
+
+def test_a_gang_waits_when_active_reservations_cannot_hold_its_min_count(cloud, subnets, image):
+    # Given an active reservation with 1 slot and a scheduled block of 2, both selected by tag
+    team = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+    active = reserve(
+        cloud, 1, itype=BLOCK_TYPE, InstanceMatchCriteria="targeted", TagSpecifications=team
+    )
+    block = buy_block(cloud)
+    cloud.ec2.create_tags(
+        Resources=[block["CapacityReservationId"]], Tags=[{"Key": "team", "Value": "ml"}]
+    )
+    reserved_only_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "ml"}}])
+    until = stamp(block["StartDate"] + timedelta(hours=1))
+    # When a gang of 2 that may wait arrives: the 1 active slot cannot hold it, so it waits
+    cloud.send(launch_request("r-gang", nodePool="general", count=2, minCount=2,
+                              waitForCapacityUntil=until))  # fmt: skip
+    gang = cloud.record("r-gang")
+    assert gang is not None and gang.status is RequestStatus.WAITING, gang
+    assert [r.capacity_reservation_id for r in gang.waiting_for] == [block["CapacityReservationId"]]
+    # And a single instance that may wait is served at once by the active slot
+    cloud.send(launch_request("r-one", nodePool="general", waitForCapacityUntil=until))
+    one = cloud.record("r-one")
+    assert one is not None and one.status is RequestStatus.FULFILLED, one
+    assert [i.capacity_reservation_id for i in one.instances] == [active]

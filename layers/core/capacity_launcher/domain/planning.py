@@ -82,6 +82,10 @@ class Candidates:
     def __bool__(self) -> bool:
         return bool(self.all())
 
+    def reserved_available(self) -> int:
+        """Instances the reserved offerings have room for now, by their snapshots."""
+        return sum(_available(source, offerings) for source, offerings in self.reserved)
+
     def largest(self) -> Resources:
         """The most any one candidate instance can use, per dimension (limits are sized by it)."""
         infos = [self.instance_types[o.instance_type] for o in self.all()]

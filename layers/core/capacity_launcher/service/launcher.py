@@ -429,8 +429,8 @@ class Launcher:
         now = self._clock()
         for item in progress:
             deadline = item.request.wait_for_capacity_until
-            if deadline is None or usable.reserved:
-                going.append(item)  # no wait asked, or reserved capacity is available now
+            if deadline is None or usable.reserved_available() >= item.request.min_count:
+                going.append(item)  # no wait asked, or reserved capacity can serve it now
                 continue
             waited_for = awaited(candidates.scheduled, deadline)
             request_id = item.request.request_id
