@@ -96,11 +96,12 @@ def send(request: dict[str, Any], deployment: Deployment, via: str) -> None:
 def wait_for(
     records: LaunchRecords, request_id: str, timeout_seconds: float
 ) -> RequestRecord | None:
-    """Poll the record until the request is finished, for at most `timeout_seconds`."""
+    """Poll the record until the request is finished, for at most `timeout_seconds`; then the
+    record as it is (None, or Waiting for scheduled capacity)."""
     deadline = time.monotonic() + timeout_seconds
     while True:
         record = records.get_record(request_id)
-        if record is not None or time.monotonic() >= deadline:
+        if (record is not None and record.is_final) or time.monotonic() >= deadline:
             return record
         time.sleep(POLL_SECONDS)
 
@@ -127,6 +128,9 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"error: no status for {request['requestId']} after {args.timeout}s", file=sys.stderr)
         return EXIT_TIMED_OUT
     views.print_json(record.to_detail())
+    if not record.is_final:
+        print(f"{request['requestId']} is still waiting after {args.timeout}s", file=sys.stderr)
+        return EXIT_TIMED_OUT
     return exit_code(record)
 
 

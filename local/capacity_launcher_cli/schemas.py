@@ -100,7 +100,8 @@ def contracts() -> dict[str, dict[str, Any]]:
             "serialization",
             "RequestRecord",
             f"`capacity-launcher status` output, and the detail of the Launch Fulfilled, "
-            f"Partially Fulfilled, Failed and Rejected events (source {EVENT_SOURCE!r}).",
+            f"Partially Fulfilled, Failed and Rejected events, and of Launch Waiting while a "
+            f"request waits for scheduled capacity (source {EVENT_SOURCE!r}).",
         ),
     }
 

@@ -26,6 +26,7 @@ STATUS_STYLES = {
     "PartiallyFulfilled": "yellow",
     "Failed": "red",
     "Rejected": "magenta",
+    "Waiting": "cyan",
 }
 
 
@@ -120,15 +121,37 @@ def requests(records: Iterable[RequestRecord]) -> Table:
             _or_dash(record.node_pool),
             f"[{style}]{record.status}[/]" if style else str(record.status),
             f"{record.launched}/{record.requested}",
-            _or_dash(" ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))),
+            _or_dash(
+                " ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or _waiting_for(record)
+            ),
             _or_dash("; ".join(f"{e.code}: {e.message}"[:200] for e in record.errors)),
         )
     return table
 
 
+def _waiting_for(record: RequestRecord) -> str:
+    """What a Waiting request waits for: each reservation, its state and start, and until when."""
+    if not record.waiting_for or record.wait_for_capacity_until is None:
+        return ""
+    awaited = ", ".join(
+        f"{r.capacity_reservation_id} ({r.state}, starts {_minute(r.start_date) or '?'})"
+        for r in record.waiting_for
+    )
+    return f"waiting for {awaited} until {_minute(record.wait_for_capacity_until)}"
+
+
 def instances(records: Iterable[RequestRecord]) -> Table:
     table = _table(
-        "Instances", "INSTANCE", "REQUEST", "TYPE", "ZONE", "CAPACITY TYPE", "RESERVATION"
+        "Instances",
+        "INSTANCE",
+        "REQUEST",
+        "TYPE",
+        "ZONE",
+        "CAPACITY TYPE",
+        "RESERVATION",
+        "KIND",
+        "START",
+        "END",
     )
     for record in records:
         for instance in record.instances:
@@ -139,6 +162,9 @@ def instances(records: Iterable[RequestRecord]) -> Table:
                 instance.zone,
                 instance.capacity_type,
                 _or_dash(instance.capacity_reservation_id),
+                _or_dash(instance.capacity_reservation_type),
+                _or_dash(_minute(instance.capacity_reservation_start_date)),
+                _or_dash(_minute(instance.capacity_reservation_end_date)),
             )
     return table
 

@@ -2,15 +2,20 @@
 
 Reservations are filled first, a group of reservations is used, a dry on-demand offering is
 cached and skipped, a gang request that cannot be met fails (its instances terminated), and an
-invalid request is rejected. Each request's outcome is checked against what the story expects.
+invalid request is rejected. Then a Capacity Block is bought: a request waits for it, the demo
+advances the emulator's clock to its start (the sync announces it Activated, the request is
+launched into it), then close to its end (Capacity Block Expiring names the request's instances)
+and past it (Expired). Each outcome is checked against what the story expects.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +26,25 @@ from rich.spinner import Spinner
 import moto_capacity
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.status import LaunchedInstance, RequestRecord
+from capacity_launcher.domain.config import parse_document
+from capacity_launcher.domain.status import (
+    ALL_DETAIL_TYPES,
+    BLOCK_EXPIRING,
+    EVENT_SOURCE,
+    RESERVATION_ACTIVATED,
+    RESERVATION_EXPIRED,
+    LaunchedInstance,
+    RequestRecord,
+    RequestStatus,
+    format_timestamp,
+)
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
 from capacity_launcher_cli.config_commands import read_documents, validate
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.request_commands import send, wait_for
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
+from moto_capacity.clock import CLOCK
 
 DEMO_ZONE, OTHER_ZONE = "us-east-1a", "us-east-1b"
 TRAINING_TAG = {"reservation": "training"}
@@ -35,6 +52,44 @@ GROUP_NAME = "batch-reservations"
 DRY_OFFERING = ("m5.large", DEMO_ZONE, "on-demand")
 LOG_FILE = Path(".capacity-launcher") / "demo-functions.log"
 WAIT_SECONDS = 60.0
+# The GPU chapter: a Capacity Block, and the NodeClass and NodePool that select it by tag.
+SYNC_FUNCTION = "ReservationSyncFunction"
+GPU_TYPE = "p4d.24xlarge"
+GPU_POOL = "gpu-blocks"
+BLOCK_TAG = {"reservation": "gpu-block"}
+GPU_DOCUMENTS: tuple[dict[str, Any], ...] = (
+    {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodeClass",
+        "metadata": {"name": GPU_POOL},
+        "spec": {
+            "imageSsmParameter": (
+                "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
+            ),
+            "subnetSelectorTerms": [{"tags": {"tier": "private"}}],
+            "securityGroupIds": ["sg-0a1b2c3d4e5f67890"],
+            "capacityReservationSelectorTerms": [{"tags": BLOCK_TAG}],
+        },
+    },
+    {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodePool",
+        "metadata": {"name": GPU_POOL},
+        "spec": {
+            "nodeClassRef": GPU_POOL,
+            "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]},
+                {
+                    "key": "karpenter.k8s.aws/capacity-reservation-type",
+                    "operator": "In",
+                    "values": ["capacity-block"],
+                },
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [GPU_TYPE]},
+            ],
+            "limits": {"instances": "4"},
+        },
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -201,6 +256,178 @@ def _play(out: Console, deployment: Deployment, records: LaunchRecords) -> int:
     return mismatches
 
 
+def _poll(
+    records: LaunchRecords, request_id: str, done: Callable[[RequestRecord], bool]
+) -> RequestRecord | None:
+    """The request's record once `done` holds (or as it is after WAIT_SECONDS)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        record = records.get_record(request_id)
+        if (record is not None and done(record)) or time.monotonic() >= deadline:
+            return record
+        time.sleep(0.2)
+
+
+def _advance_to(moment: datetime, plus_seconds: float = 0.0) -> None:
+    seconds = (moment - CLOCK.now()).total_seconds() + plus_seconds
+    if seconds > 0:
+        moto_capacity.advance_clock(seconds)
+
+
+class _Subscription:
+    """A queue subscribed to the service's reservation events on its bus, as a consumer would."""
+
+    def __init__(self, deployment: Deployment) -> None:
+        self._sqs = deployment.client("sqs")
+        events = deployment.client("events")
+        self._url = self._sqs.create_queue(QueueName="demo-reservation-events")["QueueUrl"]
+        arn = self._sqs.get_queue_attributes(QueueUrl=self._url, AttributeNames=["QueueArn"])
+        reservation_events = [t for t in ALL_DETAIL_TYPES if t.startswith("Capacity ")]
+        pattern = {"source": [EVENT_SOURCE], "detail-type": reservation_events}
+        events.put_rule(
+            Name="demo-reservation-events",
+            EventBusName=deployment.event_bus,
+            EventPattern=json.dumps(pattern),
+        )
+        events.put_targets(
+            Rule="demo-reservation-events",
+            EventBusName=deployment.event_bus,
+            Targets=[{"Id": "demo", "Arn": arn["Attributes"]["QueueArn"]}],
+        )
+
+    def received(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        while messages := self._sqs.receive_message(QueueUrl=self._url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        ):
+            for message in messages:
+                found.append(json.loads(message["Body"]))
+                self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"])
+        return found
+
+
+def _sync(cloud: LocalCloud, subscription: _Subscription) -> list[dict[str, Any]]:
+    """One run of the reservation sync function (its schedule is off in the demo), and the events
+    it published (detail-type and detail), as the subscribed queue received them."""
+    cloud.functions[SYNC_FUNCTION].invoke({"detail-type": "Scheduled Event", "detail": {}})
+    return subscription.received()
+
+
+def _told(out: Console, line: str, ok: bool, expected: str) -> int:
+    """One line of the story with its verdict; 1 if it is not what the story expects."""
+    mark = "[green]as expected[/]" if ok else f"[red]expected {expected}[/]"
+    out.print(f"   {line} - {mark}")
+    return int(not ok)
+
+
+def _minute(moment: datetime | str | None) -> str:
+    """A time as the story shows it: 2026-11-24 11:30 UTC."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "?"
+
+
+def _buy_block(deployment: Deployment) -> dict[str, Any]:
+    """PurchaseCapacityBlock: 2 x GPU_TYPE for 24 hours, the first offering in DEMO_ZONE."""
+    ec2 = deployment.client("ec2")
+    offerings = ec2.describe_capacity_block_offerings(
+        InstanceType=GPU_TYPE, InstanceCount=2, CapacityDurationHours=24
+    )["CapacityBlockOfferings"]
+    offering = next(o for o in offerings if o["AvailabilityZone"] == DEMO_ZONE)
+    bought = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offering["CapacityBlockOfferingId"],
+        InstancePlatform="Linux/UNIX",
+        TagSpecifications=[
+            {
+                "ResourceType": "capacity-reservation",
+                "Tags": [{"Key": k, "Value": v} for k, v in BLOCK_TAG.items()],
+            }
+        ],
+    )
+    return bought["CapacityReservation"]  # type: ignore[no-any-return]
+
+
+def _play_block(
+    out: Console, cloud: LocalCloud, deployment: Deployment, records: LaunchRecords
+) -> int:
+    """The GPU chapter: a block bought, waited for, activated on the clock, filled, expiring."""
+    subscription = _Subscription(deployment)
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    for document in GPU_DOCUMENTS:
+        store.apply(parse_document(document))
+    block = _buy_block(deployment)
+    block_id, start, end = block["CapacityReservationId"], block["StartDate"], block["EndDate"]
+    _sync(cloud, subscription)  # the sync sees it scheduled
+    out.print(
+        f"[bold]{len(SCENES) + 1}. a Capacity Block bought: 2 x {GPU_TYPE} in {DEMO_ZONE}, "
+        f"{_minute(start)} to {_minute(end)}; pool {GPU_POOL} selects it by tag[/]"
+    )
+    until = start + timedelta(hours=2)
+    request = {
+        "requestId": "gpu-1",
+        "nodePool": GPU_POOL,
+        "count": 2,
+        "minCount": 2,
+        "requester": "team-ml",
+        "waitForCapacityUntil": format_timestamp(until),
+    }
+    send(request, deployment, "bus")
+    waiting = _poll(records, "gpu-1", lambda r: True)
+    awaited = (
+        [f"{r.capacity_reservation_id} ({r.state})" for r in waiting.waiting_for] if waiting else []
+    )
+    mismatches = _told(
+        out,
+        f"gpu-1, 2 nodes, may wait until {_minute(until)}: "
+        f"{waiting.status if waiting else 'no status'} for {', '.join(awaited) or '-'}",
+        waiting is not None
+        and waiting.status is RequestStatus.WAITING
+        and [r.capacity_reservation_id for r in waiting.waiting_for] == [block_id],
+        f"Waiting for {block_id}",
+    )
+
+    _advance_to(start, 1)
+    activated = [e["detail-type"] for e in _sync(cloud, subscription)]
+    mismatches += _told(
+        out,
+        f"clock moved to {_minute(start)}: {', '.join(activated) or 'no event'}",
+        RESERVATION_ACTIVATED in activated,
+        RESERVATION_ACTIVATED,
+    )
+    record = _poll(records, "gpu-1", lambda r: r.is_final)
+    landed = ", ".join(_landing(i) for i in record.instances) if record else ""
+    mismatches += _told(
+        out,
+        f"gpu-1 came back from the queue: {record.status if record else 'no status'}: {landed}",
+        record is not None
+        and record.status is RequestStatus.FULFILLED
+        and {i.capacity_reservation_id for i in record.instances} == {block_id},
+        f"Fulfilled in {block_id}",
+    )
+
+    _advance_to(end, -50 * 60)
+    expiring = [e for e in _sync(cloud, subscription) if e["detail-type"] == BLOCK_EXPIRING]
+    detail = expiring[0]["detail"] if expiring else {}
+    instances = [i["instanceId"] for i in detail.get("instances", [])]
+    mismatches += _told(
+        out,
+        f"clock moved to 50 min before the end: {BLOCK_EXPIRING}: "
+        f"{len(instances)} instance(s) of {', '.join(detail.get('requestIds', [])) or '-'} "
+        f"terminated at {_minute(detail.get('instancesTerminatedAt'))}",
+        detail.get("requestIds") == ["gpu-1"] and len(instances) == 2,
+        f"{BLOCK_EXPIRING} naming gpu-1's 2 instances",
+    )
+    _advance_to(end, 1)
+    ended = [e["detail-type"] for e in _sync(cloud, subscription)]
+    mismatches += _told(
+        out,
+        f"clock moved past the end: {', '.join(ended) or 'no event'}",
+        RESERVATION_EXPIRED in ended,
+        RESERVATION_EXPIRED,
+    )
+    return mismatches
+
+
 def run_demo(examples: str = "examples") -> int:
     out = views.console()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -227,6 +454,7 @@ def run_demo(examples: str = "examples") -> int:
             )
             records = LaunchRecords(deployment.state_table, deployment.client("dynamodb"))
             mismatches = _play(out, deployment, records)
+            mismatches += _play_block(out, cloud, deployment, records)
             _final_tables(out, deployment)
         finally:
             cloud.stop()

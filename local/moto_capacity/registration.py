@@ -21,12 +21,14 @@ from moto.resourcegroups import urls as resource_groups_urls
 from moto.resourcegroups.exceptions import BadRequestException
 from moto.resourcegroups.models import ResourceGroupsBackend
 from moto.resourcegroups.responses import ResourceGroupsResponse
+from moto.sqs import models as sqs_models
 from moto.sqs.models import SQSBackend
 from moto.sqs.responses import SQSResponse
 from werkzeug.exceptions import HTTPException
 
 from . import dynamodb_rules, groups
 from .allocation import place_restarted_instance
+from .clock import CLOCK
 from .control_api import PREFIX, control_app
 from .deliveries import sending_as_caller, stamping_sender, whole_event
 from .exceptions import InjectedError
@@ -206,6 +208,29 @@ def _controlled(original: Callable[..., Any]) -> Callable[..., Any]:
     return call_action
 
 
+def _on_the_clock(original: Callable[..., float]) -> Callable[..., float]:
+    """moto's `unix_time`/`unix_time_millis` as SQS reads them, on the emulator's clock."""
+
+    @functools.wraps(original)
+    def now(dt: Any = None) -> float:
+        return original(dt if dt is not None else CLOCK.now().replace(tzinfo=None))
+
+    return now
+
+
+def _install_sqs() -> None:
+    """SQS's delays (DelaySeconds), visibility timeouts and retention follow the emulator's clock,
+    as every other time in the extension: a test or demo that advances the clock sees a delayed
+    message arrive, as it would after waiting that long on AWS."""
+    _hook(sqs_models, "unix_time", _on_the_clock)
+    _hook(sqs_models, "unix_time_millis", _on_the_clock)
+    # SenderId is the caller of SendMessage, and a bus rule delivers the whole event.
+    _hook(SQSResponse, "send_message", sending_as_caller)
+    _hook(SQSResponse, "send_message_batch", sending_as_caller)
+    _hook(SQSBackend, "send_message", stamping_sender)
+    _hook(EventTemplateParser, "parse", whole_event)
+
+
 def _serving_control_api(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def dispatch(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
@@ -214,13 +239,6 @@ def _serving_control_api(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, environ, start_response)
 
     return dispatch
-
-
-def _install_sqs() -> None:
-    _hook(SQSResponse, "send_message", sending_as_caller)
-    _hook(SQSResponse, "send_message_batch", sending_as_caller)
-    _hook(SQSBackend, "send_message", stamping_sender)
-    _hook(EventTemplateParser, "parse", whole_event)
 
 
 def install() -> None:

@@ -58,11 +58,19 @@ def test_demo_tells_the_whole_story_and_leaves_nothing_running(tmp_path: Path) -
     )  # fmt: skip
 
     assert done.returncode == 0, done.stdout + done.stderr
-    for scene in ("train-1", "batch-1", "gang-1", "web-1", "web-2", "bad-1"):
+    for scene in ("train-1", "batch-1", "gang-1", "web-1", "web-2", "bad-1", "gpu-1"):
         assert scene in done.stdout
-    assert done.stdout.count(" - as expected") == len(
-        ("train-1", "batch-1", "gang-1", "web-1", "web-2", "bad-1")
-    )
+    # Six requests, then the block's five steps: waiting, activated, filled, expiring, expired.
+    assert done.stdout.count(" - as expected") == 6 + 5
+    assert "a Capacity Block bought" in done.stdout
+    for told in (
+        "gpu-1, 2 nodes, may wait until",
+        "Capacity Reservation Activated",
+        "gpu-1 came back from the queue: Fulfilled",
+        "Capacity Block Expiring: 2 instance(s) of gpu-1",
+        "Capacity Reservation Expired",
+    ):
+        assert told in done.stdout
     for table in ("Requests", "Instances", "Capacity reservations", "Unavailable offerings"):
         assert table in done.stdout
     assert "on-demand:m5.large:us-east-1a" in done.stdout

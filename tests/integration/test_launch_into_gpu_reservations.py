@@ -32,6 +32,29 @@ def buy_block(cloud: Cloud, count: int = 2) -> dict[str, Any]:
     return bought["CapacityReservation"]  # type: ignore[no-any-return]
 
 
+def reserved_only_pool(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    reservation_id: str | None = None,
+    *,
+    selector_terms: list[dict[str, Any]] | None = None,
+    types: tuple[str, ...] = (BLOCK_TYPE,),
+) -> None:
+    """A pool of reserved capacity only, whose NodeClass targets one reservation or selects by
+    terms."""
+    target = {"capacityReservationTarget": {"capacityReservationId": reservation_id}}
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec=target if reservation_id else None,
+        selector_terms=selector_terms,
+        capacity_types=("reserved",),
+        types=types,
+    )
+
+
 def advance_to(moment: datetime, plus_seconds: float = 0.0) -> None:
     seconds = (moment - CLOCK.now()).total_seconds() + plus_seconds
     if seconds > 0:
@@ -47,14 +70,7 @@ def test_a_purchased_block_is_launched_into_once_active_and_not_before(cloud, su
     # Given a NodeClass targeting a purchased Capacity Block, reserved capacity only
     block = buy_block(cloud)
     reservation_id = block["CapacityReservationId"]
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation_id}},
-        capacity_types=("reserved",),
-        types=(BLOCK_TYPE,),
-    )
+    reserved_only_pool(cloud, subnets, image, reservation_id)
     # When a request arrives before the block starts, nothing is launched into it
     cloud.send(launch_request("r-early", nodePool="general", count=1))
     early = cloud.record("r-early")
@@ -119,14 +135,7 @@ def test_the_sync_announces_a_block_activated_expiring_with_its_instances_then_e
     monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
     block = buy_block(cloud)
     reservation_id = block["CapacityReservationId"]
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation_id}},
-        capacity_types=("reserved",),
-        types=(BLOCK_TYPE,),
-    )
+    reserved_only_pool(cloud, subnets, image, reservation_id)
     sync()
     advance_to(block["StartDate"], 1)
     assert [e.detail_type for e in sync().events] == [RESERVATION_ACTIVATED]

@@ -361,7 +361,10 @@ def test_published_event_matches_the_status_contract(cloud, subnets, image):
         "errors",
         "receivedAt",
         "finishedAt",
+        "waitForCapacityUntil",
+        "waitingFor",
     }
+    assert detail["waitForCapacityUntil"] is None and detail["waitingFor"] == []
     assert detail["requester"] == "team-a" and detail["requested"] == 2 and detail["launched"] == 2
     for instance in detail["instances"]:
         assert set(instance) == {
@@ -370,7 +373,14 @@ def test_published_event_matches_the_status_contract(cloud, subnets, image):
             "zone",
             "capacityType",
             "capacityReservationId",
+            "capacityReservationType",
+            "capacityReservationStartDate",
+            "capacityReservationEndDate",
         }
+        # A reserved instance names its reservation's type and dates; others carry nulls.
+        reserved = instance["capacityType"] == "reserved"
+        assert (instance["capacityReservationType"] == "default") is reserved
+        assert (instance["capacityReservationStartDate"] is not None) is reserved
     kinds = Counter(i["capacityType"] for i in detail["instances"])
     assert kinds == {"reserved": 1, "on-demand": 1}
     assert detail["receivedAt"].endswith("Z") and detail["finishedAt"].endswith("Z")

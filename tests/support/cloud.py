@@ -76,12 +76,58 @@ class Cloud:
         now = datetime.now(UTC)
         messages = [
             Message(
-                f"m-{i}-{uuid.uuid4().hex[:8]}", b if isinstance(b, str) else json.dumps(b), now
+                f"m-{i}-{uuid.uuid4().hex[:8]}",
+                b if isinstance(b, str) else json.dumps(b),
+                now,
+                queue_arn=self.names.launch_queue_arn,
             )
             for i, b in enumerate(bodies)
         ]
+        return self._process(messages, batch)
+
+    def _process(self, messages: list[Message], batch: LaunchBatch | None = None) -> list[str]:
         with running("LauncherFunction", self.environment, self.names.account_id):
             return (batch or self.batch).process(messages, lambda: 60_000)
+
+    def deliver_queued(self, batch: LaunchBatch | None = None) -> list[str]:
+        """What the event source mapping does once: receive what the launch queue has visible now
+        (held requests whose delay passed on the emulator's clock), invoke the launcher, delete
+        the messages it did not hand back. Returns the requestIds delivered."""
+        sqs = self.sqs
+        url = self.names.launch_queue_url
+        received = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages", [])
+        messages = [
+            Message(
+                m["MessageId"],
+                m["Body"],
+                datetime.fromtimestamp(int(m["Attributes"]["SentTimestamp"]) / 1000, UTC),
+                receipt_handle=m["ReceiptHandle"],
+                receive_count=int(m["Attributes"]["ApproximateReceiveCount"]),
+                queue_arn=self.names.launch_queue_arn,
+            )
+            for m in received
+        ]
+        failed = set(self._process(messages, batch)) if messages else set()
+        for m in received:
+            if m["MessageId"] not in failed:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        return [json.loads(m["Body"])["requestId"] for m in received]
+
+    def queued(self) -> int:
+        """Messages in the launch queue, visible or not yet (delayed, in flight)."""
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.names.launch_queue_url, AttributeNames=["All"]
+        )["Attributes"]
+        return sum(
+            int(attributes[k])
+            for k in (
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesDelayed",
+                "ApproximateNumberOfMessagesNotVisible",
+            )
+        )
 
     def record(self, request_id: str) -> RequestRecord | None:
         return wiring.launch_records(get_settings()).get_record(request_id)

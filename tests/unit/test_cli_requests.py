@@ -67,3 +67,58 @@ def test_a_request_without_an_id_gets_one() -> None:
     args = parser().parse_args(["submit", "--node-pool", "general", "--count", "1"])
 
     assert request_from_args(args)["requestId"].startswith("cli-")
+
+
+def test_get_requests_shows_what_a_waiting_request_waits_for_and_instances_their_reservation():
+    from datetime import UTC, datetime
+
+    from rich.console import Console
+
+    from capacity_launcher.domain.status import (
+        AwaitedReservation,
+        LaunchedInstance,
+        RequestRecord,
+        RequestStatus,
+    )
+    from capacity_launcher_cli import views
+
+    start = datetime(2026, 11, 24, 11, 30, tzinfo=UTC)
+    waiting = RequestRecord(
+        request_id="r-wait",
+        status=RequestStatus.WAITING,
+        requested=2,
+        launched=0,
+        received_at=start,
+        finished_at=start,
+        wait_for_capacity_until=datetime(2026, 11, 24, 13, 30, tzinfo=UTC),
+        waiting_for=[
+            AwaitedReservation(
+                capacity_reservation_id="cr-block",
+                state="scheduled",
+                capacity_reservation_type="capacity-block",
+                start_date=start,
+            )
+        ],
+    )
+    in_block = LaunchedInstance(
+        instance_id="i-0123456789abcdef0",
+        instance_type="p5.48xlarge",
+        zone="us-east-1a",
+        capacity_type="reserved",
+        capacity_reservation_id="cr-block",
+        capacity_reservation_type="capacity-block",
+        capacity_reservation_start_date=start,
+        capacity_reservation_end_date=datetime(2026, 11, 25, 11, 30, tzinfo=UTC),
+    )
+    done = waiting.model_copy(
+        update={"status": RequestStatus.FULFILLED, "launched": 1, "instances": [in_block]}
+    )
+    console = Console(width=250, record=True)
+    console.print(views.requests([waiting]))
+    console.print(views.instances([done]))
+    text = console.export_text()
+    assert "Waiting" in text
+    assert (
+        "waiting for cr-block (scheduled, starts 2026-11-24 11:30) until 2026-11-24 13:30" in text
+    )
+    assert "capacity-block" in text and "2026-11-25 11:30" in text

@@ -36,8 +36,11 @@ def test_request_record_schema_uses_the_wire_names() -> None:
         schema["properties"]
     )
     assert set(schema["$defs"]["RequestStatus"]["enum"]) == {
-        "Fulfilled", "PartiallyFulfilled", "Failed", "Rejected"
+        "Fulfilled", "PartiallyFulfilled", "Failed", "Rejected", "Waiting"
     }  # fmt: skip
+    assert {"waitForCapacityUntil", "waitingFor"} <= set(schema["properties"])
+    instance = schema["$defs"]["LaunchedInstance"]["properties"]
+    assert {"capacityReservationType", "capacityReservationStartDate"} <= set(instance)
 
 
 def test_capacity_quota_schema_accepts_the_examples_and_states_units_and_names() -> None:

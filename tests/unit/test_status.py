@@ -23,6 +23,7 @@ from capacity_launcher.domain.status import (
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
+    AwaitedReservation,
     ErrorDetail,
     LaunchedInstance,
     RequestRecord,
@@ -76,6 +77,7 @@ def test_event_names_are_designs() -> None:
         RequestStatus.PARTIALLY_FULFILLED: "Launch Partially Fulfilled",
         RequestStatus.FAILED: "Launch Failed",
         RequestStatus.REJECTED: "Launch Rejected",
+        RequestStatus.WAITING: "Launch Waiting",
     }
     assert RESERVATION_EXHAUSTED == "Capacity Reservation Exhausted"
     assert RESERVATION_REPLENISHED == "Capacity Reservation Replenished"
@@ -95,6 +97,7 @@ def test_statuses_spell_like_the_contract() -> None:
         "PartiallyFulfilled",
         "Failed",
         "Rejected",
+        "Waiting",
     ]
 
 
@@ -130,7 +133,10 @@ def test_detail_has_exactly_designs_keys_in_order() -> None:
         "errors",
         "receivedAt",
         "finishedAt",
+        "waitForCapacityUntil",
+        "waitingFor",
     ]
+    assert detail["waitForCapacityUntil"] is None and detail["waitingFor"] == []
     assert detail["instances"] == [
         {
             "instanceId": "i-0123456789abcdef0",
@@ -138,6 +144,9 @@ def test_detail_has_exactly_designs_keys_in_order() -> None:
             "zone": "us-east-1a",
             "capacityType": "reserved",
             "capacityReservationId": "cr-0123456789abcdef0",
+            "capacityReservationType": None,
+            "capacityReservationStartDate": None,
+            "capacityReservationEndDate": None,
         }
     ]
     assert detail["unavailableOfferings"] == [
@@ -250,3 +259,54 @@ def test_invalid_records_are_refused(changes: dict[str, Any]) -> None:
 
     with pytest.raises(ValidationError):
         RequestRecord.from_detail(detail)
+
+
+def test_a_waiting_record_is_not_final_and_names_what_it_waits_for() -> None:
+    start = datetime(2026, 1, 3, 11, 30, tzinfo=UTC)
+    waiting = record(
+        status=RequestStatus.WAITING,
+        instances=[],
+        launched=0,
+        wait_for_capacity_until=start + timedelta(hours=2),
+        waiting_for=[
+            AwaitedReservation(
+                capacity_reservation_id="cr-0123456789abcdef0",
+                state="scheduled",
+                capacity_reservation_type="capacity-block",
+                start_date=start,
+            )
+        ],
+    )
+    detail = waiting.to_detail()
+
+    assert not waiting.is_final and record().is_final
+    assert waiting.detail_type == "Launch Waiting"
+    assert detail["waitForCapacityUntil"] == "2026-01-03T13:30:00.000Z"
+    assert detail["waitingFor"] == [
+        {
+            "capacityReservationId": "cr-0123456789abcdef0",
+            "state": "scheduled",
+            "capacityReservationType": "capacity-block",
+            "startDate": "2026-01-03T11:30:00.000Z",
+        }
+    ]
+    assert RequestRecord.from_detail(detail) == waiting
+
+
+def test_a_reserved_instance_names_its_reservations_type_and_dates() -> None:
+    instance = LaunchedInstance(
+        instance_id="i-0123456789abcdef0",
+        instance_type="p5.48xlarge",
+        zone="us-east-1a",
+        capacity_type="reserved",
+        capacity_reservation_id="cr-0123456789abcdef0",
+        capacity_reservation_type="capacity-block",
+        capacity_reservation_start_date=datetime(2026, 1, 3, 11, 30),
+        capacity_reservation_end_date=datetime(2026, 1, 4, 11, 30, tzinfo=UTC),
+    )
+
+    dumped = instance.to_dict()
+    assert dumped["capacityReservationType"] == "capacity-block"
+    assert dumped["capacityReservationStartDate"] == "2026-01-03T11:30:00.000Z"
+    assert dumped["capacityReservationEndDate"] == "2026-01-04T11:30:00.000Z"
+    assert LaunchedInstance.model_validate(dumped) == instance

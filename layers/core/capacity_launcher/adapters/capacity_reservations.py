@@ -12,7 +12,11 @@ from typing import Any
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm
 from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.reservations import ACTIVE, DEFAULT_TYPE, ReservationSnapshot
+from capacity_launcher.domain.reservations import (
+    DEFAULT_TYPE,
+    SELECTABLE_STATES,
+    ReservationSnapshot,
+)
 
 _RESERVATION_ARN_MARK = ":capacity-reservation/"
 _NOT_FOUND = "InvalidCapacityReservationId.NotFound"
@@ -67,7 +71,7 @@ class CapacityReservations:
 
 def _filters(term: CapacityReservationSelectorTerm) -> list[dict[str, Any]]:
     """A term's fields in DescribeCapacityReservations' filter language (EC2 ANDs filters)."""
-    filters: list[dict[str, Any]] = [{"Name": "state", "Values": [ACTIVE]}]
+    filters: list[dict[str, Any]] = [{"Name": "state", "Values": list(SELECTABLE_STATES)}]
     filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted((term.tags or {}).items())]
     if term.owner_id:
         filters.append({"Name": "owner-id", "Values": [term.owner_id]})

@@ -1,21 +1,29 @@
-"""The launch queue, seen from the launcher: a handed-back message returns after a short backoff.
+"""The launch queue, seen from the launcher: a handed-back message returns after a short backoff;
+a held one (a request waiting for scheduled capacity) is sent again, delayed.
 
 Lambda's event source mapping leaves a failed message invisible for the queue's whole visibility
 timeout (720 s); ChangeMessageVisibility brings it back after seconds, more with each receive.
+A wait may last 14 days, far beyond maxReceiveCount receives and the queue's retention, so a
+waiting request's message is not handed back: a copy is sent with DelaySeconds (a new message,
+received 0 times, retained afresh) and the delivery that held it succeeds and is deleted.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from capacity_launcher.adapters.aws import client
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.domain.backoff import hand_back_seconds
 from capacity_launcher.domain.launch_request import Message
 from capacity_launcher.observability import logger
+
+# SQS's largest DelaySeconds.
+MAX_DELAY_SECONDS = 900
 
 
 def queue_url(queue_arn: str) -> str:
@@ -63,6 +71,32 @@ class LaunchQueue:
                     "visibleInSeconds": seconds,
                 },
             )
+
+    def can_hold(self, message: Message) -> bool:
+        """Only a message that came from the queue can be held in it."""
+        return message.queue_arn is not None
+
+    def hold(self, message: Message, delay_seconds: int) -> str:
+        """Send the request again, visible after `delay_seconds` (at most SQS's 900); the new
+        message's id. Raises as any AWS call does (the delivery is then handed back)."""
+        body = message.body if isinstance(message.body, str) else json.dumps(message.body)
+        if message.queue_arn is None:
+            raise ValueError("only a message from the launch queue can be held in it")
+        with aws_call("SendMessage"):
+            sent = self._client.send_message(
+                QueueUrl=queue_url(message.queue_arn),
+                MessageBody=body,
+                DelaySeconds=max(0, min(delay_seconds, MAX_DELAY_SECONDS)),
+            )
+        logger.info(
+            "held in the queue until the next look at scheduled capacity",
+            extra={
+                "messageId": message.message_id,
+                "heldBy": sent["MessageId"],
+                "visibleInSeconds": delay_seconds,
+            },
+        )
+        return str(sent["MessageId"])
 
     @property
     def _client(self) -> Any:

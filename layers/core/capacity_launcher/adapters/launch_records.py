@@ -67,13 +67,26 @@ class LaunchRecords:
         intents = self.intents(tokens)
         return record, sorted(intents, key=lambda i: i.attempt)
 
-    def put_record(self, record: RequestRecord) -> None:
-        self._put_record(record, only_if_absent=False)
+    def put_record(self, record: RequestRecord, held_by: str | None = None) -> None:
+        self._put_record(record, only_if_absent=False, held_by=held_by)
 
     def put_record_if_absent(self, record: RequestRecord) -> bool:
         return self._put_record(record, only_if_absent=True)
 
-    def _put_record(self, record: RequestRecord, *, only_if_absent: bool) -> bool:
+    def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None:
+        """A Waiting request's record and the id of the queue message holding its wait."""
+        item = self._record_item(request_id)
+        if item is None:
+            return None
+        record = RequestRecord.from_detail(json.loads(item["detail"]))
+        if record.is_final:
+            return None
+        held_by = item.get("heldBy")
+        return record, str(held_by) if held_by else None
+
+    def _put_record(
+        self, record: RequestRecord, *, only_if_absent: bool, held_by: str | None = None
+    ) -> bool:
         detail = record.to_detail()
         item = {
             "pk": request_pk(record.request_id),
@@ -85,6 +98,8 @@ class LaunchRecords:
             "detail": json.dumps(detail, sort_keys=True),
             "ttl": self._expiry(),
         }
+        if held_by is not None:
+            item["heldBy"] = held_by
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
         try:
             with aws_call("PutItem"):
@@ -94,11 +109,15 @@ class LaunchRecords:
         return True
 
     def get_record(self, request_id: str) -> RequestRecord | None:
+        item = self._record_item(request_id)
+        return RequestRecord.from_detail(json.loads(item["detail"])) if item else None
+
+    def _record_item(self, request_id: str) -> dict[str, Any] | None:
         with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table, Key=key(request_pk(request_id), RECORD), ConsistentRead=True
             ).get("Item")
-        return RequestRecord.from_detail(json.loads(from_item(item)["detail"])) if item else None
+        return from_item(item) if item else None
 
     def list_records(self, limit: int = 100) -> list[RequestRecord]:
         """For operators (the CLI): a Scan, newest first; the launch path never lists."""

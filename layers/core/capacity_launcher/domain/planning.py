@@ -72,6 +72,8 @@ class Candidates:
     instance_types: Mapping[str, InstanceTypeInfo]
     skipped: list[Skipped] = field(default_factory=list)
     platform_mismatches: list[PlatformMismatch] = field(default_factory=list)
+    # Reservations the request could use once active (scheduled, future-dated, being paid for).
+    scheduled: list[ReservationSnapshot] = field(default_factory=list)
 
     def all(self) -> list[Offering]:
         reserved = [o for _, offerings in self.reserved for o in offerings]
@@ -79,6 +81,10 @@ class Candidates:
 
     def __bool__(self) -> bool:
         return bool(self.all())
+
+    def reserved_available(self) -> int:
+        """Instances the reserved offerings have room for now, by their snapshots."""
+        return sum(_available(source, offerings) for source, offerings in self.reserved)
 
     def largest(self) -> Resources:
         """The most any one candidate instance can use, per dimension (limits are sized by it)."""
@@ -117,6 +123,7 @@ class Candidates:
             instance_types=self.instance_types,
             skipped=skipped,
             platform_mismatches=self.platform_mismatches,
+            scheduled=self.scheduled,
         )
 
 
@@ -137,6 +144,7 @@ def find_candidates(
     by_name = {info.name: info for info in instance_types}
     skipped: list[Skipped] = []
     reserved: list[tuple[ReservationSource, list[Offering]]] = []
+    scheduled: dict[str, ReservationSnapshot] = {}
     if RESERVED in capacity_types:
         for source in (split for s in reservation_sources for split in by_market(s)):
             offerings = []
@@ -149,6 +157,8 @@ def find_candidates(
                     continue
                 if not _reservation_fits(reservation, info, requirements, zones):
                     continue
+                if reservation.upcoming:
+                    scheduled.setdefault(reservation.reservation_id, reservation)
                 if not reservation.usable:
                     reason = "Exhausted" if reservation.exhausted else _unusable_reason(reservation)
                     skipped.append(Skipped(reservation.offering(), reason))
@@ -181,6 +191,7 @@ def find_candidates(
             image_platform,
             named_reservations,
         ),
+        scheduled=[scheduled[k] for k in sorted(scheduled)],
     )
 
 

@@ -31,6 +31,10 @@ from capacity_launcher.domain.status import (
 
 ACTIVE = "active"
 EXPIRED_STATE = "expired"
+# States a reservation passes through before `active` (EC2's "Capacity Reservation states"):
+# a new ODCR is `pending`, a future-dated one `assessing`, `scheduled` or `delayed`, a
+# Capacity Block `payment-pending` or `scheduled`. Such a reservation can still arrive.
+UPCOMING_STATES = frozenset({"pending", "payment-pending", "assessing", "scheduled", "delayed"})
 # EC2 terminates a Capacity Block's instances this long before its end date.
 BLOCK_TERMINATION_LEAD = timedelta(minutes=30)
 # EC2's ReservationType values (Karpenter's `capacity-reservation-type` label takes the same ones).
@@ -86,6 +90,11 @@ class ReservationSnapshot:
     @property
     def usable(self) -> bool:
         return self.state == ACTIVE and self.available > 0 and not self.exhausted
+
+    @property
+    def upcoming(self) -> bool:
+        """Not active yet, and still expected to be (scheduled, future-dated, being paid for)."""
+        return self.state in UPCOMING_STATES
 
     @property
     def used(self) -> int:
@@ -181,12 +190,17 @@ def selector_key(term: CapacityReservationSelectorTerm) -> str:
     return f"{COVERAGE_PREFIX}selector:{json.dumps(canonical, sort_keys=True)}"
 
 
+# What a selector term asks DescribeCapacityReservations for: active reservations, and those that
+# will be (so the sync sees a scheduled block start, and a request may wait for it).
+SELECTABLE_STATES = (ACTIVE, *sorted(UPCOMING_STATES))
+
+
 def term_matches(term: CapacityReservationSelectorTerm, reservation: ReservationSnapshot) -> bool:
-    """A selector term's fields ANDed, as DescribeCapacityReservations filters them (active only
-    unless the term names an id)."""
+    """A selector term's fields ANDed, as DescribeCapacityReservations filters them (active or
+    upcoming unless the term names an id; only active ones are ever launched into)."""
     if term.id:
         return reservation.reservation_id == term.id
-    if reservation.state != ACTIVE:
+    if reservation.state not in SELECTABLE_STATES:
         return False
     if term.owner_id and reservation.owner_id != term.owner_id:
         return False

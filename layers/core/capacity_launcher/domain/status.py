@@ -2,7 +2,8 @@
 
 The record is README.md's status JSON (Contracts, Status) exactly: it is both the
 ``capacity-launcher status`` output and the ``detail`` of the Launch Fulfilled / Partially
-Fulfilled / Failed / Rejected events.
+Fulfilled / Failed / Rejected events, and of Launch Waiting while a request waits for scheduled
+reserved capacity (`waitForCapacityUntil`; the only status that is not final).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_serializer
 from pydantic.alias_generators import to_camel
 
 EVENT_SOURCE = "capacity-launcher"
@@ -46,13 +47,19 @@ class RequestStatus(StrEnum):
     PARTIALLY_FULFILLED = "PartiallyFulfilled"
     FAILED = "Failed"
     REJECTED = "Rejected"
+    # Not final: waiting for a scheduled reservation to become active (waitForCapacityUntil).
+    WAITING = "Waiting"
 
+
+# The error code of a request whose awaited reservations were not active by its deadline.
+CAPACITY_NOT_ACTIVE_BY_DEADLINE = "CapacityNotActiveByDeadline"
 
 DETAIL_TYPES: dict[RequestStatus, str] = {
     RequestStatus.FULFILLED: "Launch Fulfilled",
     RequestStatus.PARTIALLY_FULFILLED: "Launch Partially Fulfilled",
     RequestStatus.FAILED: "Launch Failed",
     RequestStatus.REJECTED: "Launch Rejected",
+    RequestStatus.WAITING: "Launch Waiting",
 }
 # Every detail-type we publish, for rules and consumers that subscribe to all of them.
 ALL_DETAIL_TYPES: tuple[str, ...] = (
@@ -91,12 +98,43 @@ class _Record(BaseModel):
         return dumped
 
 
+def _utc(moment: datetime) -> datetime:
+    """Naive times are taken as UTC; precision is kept to the millisecond the record shows."""
+    aware = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return aware.replace(microsecond=aware.microsecond // 1000 * 1000)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """ISO-8601 in UTC with a 'Z' and milliseconds: 2026-01-02T03:04:05.678Z."""
+    return _utc(moment).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# A time in the record: UTC to the millisecond, written as a 'Z' timestamp.
+Timestamp = Annotated[
+    datetime, AfterValidator(_utc), PlainSerializer(format_timestamp, return_type=str)
+]
+
+
 class LaunchedInstance(_Record):
     instance_id: str
     instance_type: str
     zone: str
     capacity_type: CapacityTypeName
     capacity_reservation_id: str | None = None
+    # Of the reservation it landed in (null outside one): `default` or `capacity-block`, and
+    # its dates (a Capacity Block's instances are terminated 30 minutes before its end).
+    capacity_reservation_type: str | None = None
+    capacity_reservation_start_date: Timestamp | None = None
+    capacity_reservation_end_date: Timestamp | None = None
+
+
+class AwaitedReservation(_Record):
+    """A scheduled reservation a Waiting request waits for, as last seen."""
+
+    capacity_reservation_id: str
+    state: str
+    capacity_reservation_type: str
+    start_date: Timestamp | None = None
 
 
 class UnavailableOffering(_Record):
@@ -121,17 +159,6 @@ class ErrorDetail(_Record):
         return cls(code=str(code), message=str(message))
 
 
-def format_timestamp(moment: datetime) -> str:
-    """ISO-8601 in UTC with a 'Z' and milliseconds: 2026-01-02T03:04:05.678Z."""
-    return _utc(moment).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _utc(moment: datetime) -> datetime:
-    """Naive times are taken as UTC; precision is kept to the millisecond the record shows."""
-    aware = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return aware.replace(microsecond=aware.microsecond // 1000 * 1000)
-
-
 class RequestRecord(_Record):
     request_id: str
     node_pool: str | None = None
@@ -142,21 +169,21 @@ class RequestRecord(_Record):
     instances: list[LaunchedInstance] = Field(default_factory=list)
     unavailable_offerings: list[UnavailableOffering] = Field(default_factory=list)
     errors: list[ErrorDetail] = Field(default_factory=list)
-    received_at: datetime
-    finished_at: datetime
-
-    @field_validator("received_at", "finished_at")
-    @classmethod
-    def _in_utc(cls, moment: datetime) -> datetime:
-        return _utc(moment)
-
-    @field_serializer("received_at", "finished_at")
-    def _timestamp(self, moment: datetime) -> str:
-        return format_timestamp(moment)
+    received_at: Timestamp
+    # When the record was written: its end, or (Waiting) the last look at the reservations.
+    finished_at: Timestamp
+    # Waiting only: the request's deadline and the scheduled reservations it waits for.
+    wait_for_capacity_until: Timestamp | None = None
+    waiting_for: list[AwaitedReservation] = Field(default_factory=list)
 
     @property
     def detail_type(self) -> str:
         return DETAIL_TYPES[self.status]
+
+    @property
+    def is_final(self) -> bool:
+        """Every status but Waiting: what happened to the request will not change."""
+        return self.status is not RequestStatus.WAITING
 
     @property
     def is_terminal_failure(self) -> bool:

@@ -3,6 +3,11 @@
 Idempotency is Powertools' DynamoDB persistence layer, claimed per requestId: a duplicate that
 finished re-publishes its recorded outcome; one still in progress goes back to the queue. Requests
 that can share a CreateFleet are served together; groups run concurrently.
+
+A request that waits for scheduled capacity (`waitForCapacityUntil`) is held in the launch queue
+(a delayed copy of its message) with a Waiting record naming that copy; its claim is released so
+the copy can claim it again. Only the copy the record names carries the wait: any other delivery
+of the same requestId meanwhile is dropped, so a wait never starts twice.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class _Claimed:
     request: LaunchRequest
     payload: dict[str, Any]
     prepared: Prepared | None = None
+    # It was Waiting already: the Launch Waiting event was published when the wait began.
+    was_waiting: bool = False
 
 
 class LaunchBatch:
@@ -71,11 +78,11 @@ class LaunchBatch:
         self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None = None
     ) -> list[str]:
         """Serve a batch; returns the ids of messages to hand back to the queue."""
-        waiting: list[str] = []
-        failures = self._process(messages, remaining_ms, waiting)
+        in_progress: list[str] = []
+        failures = self._process(messages, remaining_ms, in_progress)
         # A duplicate of a request still in progress keeps the queue's own (longer) visibility:
         # coming back in seconds would only spend its receives before the original finishes.
-        soon = set(failures) - set(waiting)
+        soon = set(failures) - set(in_progress)
         if self._queue is not None and soon:
             self._queue.hand_back([m for m in messages if m.message_id in soon])
         return failures
@@ -84,7 +91,7 @@ class LaunchBatch:
         self,
         messages: Sequence[Message],
         remaining_ms: Callable[[], int] | None,
-        waiting: list[str],
+        in_progress: list[str],
     ) -> list[str]:
         failures: list[str] = []
         claimed: list[_Claimed] = []
@@ -107,14 +114,19 @@ class LaunchBatch:
             elif verdict in ("busy", "in_progress"):
                 failures.append(message.message_id)
                 if verdict == "in_progress":
-                    waiting.append(message.message_id)
+                    in_progress.append(message.message_id)
 
         groups: dict[tuple[Any, ...], list[_Claimed]] = {}
         for item in claimed:
             try:
-                item.prepared = self._launcher.prepare(
-                    item.request, item.message.received_at, item.message.origin
-                )
+                received_at = self._wait_carried(item)
+                if received_at is None:
+                    self._release([item])  # another delivery carries this request's wait
+                    continue
+                # A held copy is sent by the launcher itself: its requester was checked against
+                # where the request came from when the wait began, and is the Waiting record's.
+                origin = None if item.was_waiting else item.message.origin
+                item.prepared = self._launcher.prepare(item.request, received_at, origin)
             except RequestRejected as rejected:
                 if not self._reject(item, rejected):
                     failures.append(item.message.message_id)
@@ -168,6 +180,34 @@ class LaunchBatch:
             if not self._records.put_record_if_absent(record):
                 record = self._records.get_record(invalid.request_id) or record
             self._publish(Event(record.detail_type, record.to_detail()))
+
+    def _wait_carried(self, item: _Claimed) -> datetime | None:
+        """When the request arrived, for a delivery that carries it; None for a duplicate of one
+        that waits for scheduled capacity, held by another message."""
+        request = item.request
+        if request.wait_for_capacity_until is None:
+            return item.message.received_at
+        if self._queue is None or not self._queue.can_hold(item.message):
+            # Only a message from the launch queue can wait in it (not a direct invocation).
+            logger.warning(
+                "waitForCapacityUntil ignored: the request did not come from the launch queue",
+                extra={"requestId": request.request_id},
+            )
+            item.request = request.model_copy(update={"wait_for_capacity_until": None})
+            return item.message.received_at
+        waiting = self._records.waiting(request.request_id)
+        if waiting is None:
+            return item.message.received_at
+        record, held_by = waiting
+        if held_by != item.message.message_id:
+            logger.info(
+                "already waiting for scheduled capacity: this delivery is dropped",
+                extra={"requestId": request.request_id, "heldBy": held_by},
+            )
+            return None
+        item.was_waiting = True
+        item.request = request.model_copy(update={"requester": record.requester})
+        return record.received_at
 
     def _claim(self, payload: dict[str, Any], remaining_ms: Callable[[], int] | None) -> str:
         try:
@@ -243,13 +283,47 @@ class LaunchBatch:
             self._release(group)
             return [g.message.message_id for g in group]
         self._telemetry.served(report)
+        held = [g for g in group if g.request.request_id in report.waiting]
+        done = [g for g in group if g not in held]
+        failed = [
+            g.message.message_id
+            for g in held
+            if not self._hold(g, report.records[g.request.request_id], report.waiting)
+        ]
         try:
-            self._finish([(g, report.records[g.request.request_id]) for g in group])
+            self._finish([(g, report.records[g.request.request_id]) for g in done])
         except Exception:
             logger.exception("could not publish the outcome; the retry re-publishes it")
-            self._release(group)
-            return [g.message.message_id for g in group]
-        return []
+            self._release(done)
+            return [*failed, *(g.message.message_id for g in done)]
+        return failed
+
+    def _hold(self, item: _Claimed, record: RequestRecord, waiting: dict[str, int]) -> bool:
+        """Hold a waiting request in the queue and record whose message carries it; False (the
+        delivery is handed back) if either fails. The claim is released either way."""
+        assert self._queue is not None  # only a holdable message is let wait (_wait_carried)
+        try:
+            held_by = self._queue.hold(item.message, waiting[record.request_id])
+            self._records.put_record(record, held_by=held_by)
+            if not item.was_waiting:
+                self._publish(Event(record.detail_type, record.to_detail()))
+        except Exception:
+            logger.exception(
+                "could not hold the waiting request; handed back",
+                extra={"requestId": record.request_id},
+            )
+            return False
+        finally:
+            self._release([item])
+        logger.info(
+            "waiting for scheduled capacity",
+            extra={
+                "requestId": record.request_id,
+                "until": record.to_detail()["waitForCapacityUntil"],
+                "reservations": [r.capacity_reservation_id for r in record.waiting_for],
+            },
+        )
+        return True
 
     def _finish(self, outcomes: Iterable[tuple[_Claimed, RequestRecord]]) -> None:
         outcomes = list(outcomes)

@@ -14,6 +14,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
+from capacity_launcher.domain.capacity_wait import (
+    awaited,
+    awaited_records,
+    missed_deadline,
+    next_check_seconds,
+)
 from capacity_launcher.domain.errors import (
     ErrorKind,
     InvalidLaunchRequest,
@@ -47,8 +53,13 @@ from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requester_origins import Origin
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
-from capacity_launcher.domain.reservations import ReservationSource, selection_of
+from capacity_launcher.domain.reservations import (
+    ReservationSnapshot,
+    ReservationSource,
+    selection_of,
+)
 from capacity_launcher.domain.status import (
+    CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     ErrorDetail,
     LaunchedInstance,
     RequestRecord,
@@ -93,6 +104,8 @@ class _Progress:
     settled: bool = False
     # An intent names it: EC2 may have instances for it, so its lease must outlive an exception.
     launching: bool = False
+    # Its Waiting record, when an earlier delivery put it to wait for scheduled capacity.
+    waited: RequestRecord | None = None
 
     @property
     def request(self) -> LaunchRequest:
@@ -122,6 +135,9 @@ class LaunchReport:
     fallbacks_to_on_demand: int = 0
     cache_hits: dict[str, int] = field(default_factory=dict)
     cache_writes: dict[str, int] = field(default_factory=dict)
+    # Requests that wait for scheduled capacity (their records are Waiting, not stored here):
+    # request id -> seconds until the next look.
+    waiting: dict[str, int] = field(default_factory=dict)
 
 
 class Launcher:
@@ -159,7 +175,10 @@ class Launcher:
             if record is not None and _from_invalid_body(record):
                 # An invalid body that borrowed this requestId never decides a valid one's fate.
                 record = None
-            if record is not None:
+            if record is not None and not record.is_final:
+                # Waiting for scheduled capacity: look again (a wait never leaves intents).
+                fresh.append(_Progress(prepared, waited=record))
+            elif record is not None:
                 report.records[record.request_id] = record
                 report.replayed.add(record.request_id)
             elif intents:
@@ -221,6 +240,9 @@ class Launcher:
                 report.cache_hits.get(skipped.offering.capacity_type, 0) + 1
             )
         skipped_records = [_unavailable(s.offering, s.reason) for s in usable.skipped]
+        progress = self._wait_or_go(progress, report, usable, candidates, sources)
+        if not progress:
+            return
 
         nothing_left = _all_unavailable(usable) if candidates and not usable else None
         if nothing_left and self._fall_back(progress, report, nothing_left):
@@ -399,9 +421,68 @@ class Launcher:
         where = {x.instance_id: x for x in seen}
         missing = [i for p in progress for i in p.instance_ids if i not in where]
         where.update({x.instance_id: x for x in self._p.fleet.describe(missing)})
+        reservations = _reservations_by_id(sources)
         for item in progress:
-            record = self._settle(item, where, [*skipped_records, *observed], candidates)
+            record = self._settle(
+                item, where, [*skipped_records, *observed], candidates, reservations
+            )
             report.records[item.request.request_id] = record
+
+    def _wait_or_go(
+        self,
+        progress: list[_Progress],
+        report: LaunchReport,
+        usable: Candidates,
+        candidates: Candidates,
+        sources: Sequence[ReservationSource],
+    ) -> list[_Progress]:
+        """Requests that go on now; those that wait for scheduled capacity get a Waiting record,
+        those whose wait is over a Failed one (README: Waiting for scheduled capacity)."""
+        going = []
+        now = self._clock()
+        for item in progress:
+            deadline = item.request.wait_for_capacity_until
+            if deadline is None or usable.reserved_available() >= item.request.min_count:
+                going.append(item)  # no wait asked, or reserved capacity can serve it now
+                continue
+            waited_for = awaited(candidates.scheduled, deadline)
+            request_id = item.request.request_id
+            if now < deadline and waited_for:
+                report.records[request_id] = self._waiting(item, deadline, waited_for, now)
+                report.waiting[request_id] = next_check_seconds(now, deadline, waited_for)
+            elif now >= deadline and item.waited is not None:
+                message = missed_deadline(
+                    deadline, item.waited.waiting_for, _reservations_by_id(sources)
+                )
+                error = ErrorDetail(code=CAPACITY_NOT_ACTIVE_BY_DEADLINE, message=message)
+                report.records[request_id] = self._finish(
+                    item, [], [], RequestStatus.FAILED, [*item.errors, error]
+                )
+            else:
+                going.append(item)  # nothing it could wait for: served as without the field
+        return going
+
+    def _waiting(
+        self,
+        item: _Progress,
+        deadline: datetime,
+        waited_for: Sequence[ReservationSnapshot],
+        now: datetime,
+    ) -> RequestRecord:
+        """The Waiting record; the batch stores it once the message is held in the queue."""
+        return RequestRecord(
+            request_id=item.request.request_id,
+            node_pool=item.prepared.pool.metadata.name,
+            requester=item.request.requester,
+            status=RequestStatus.WAITING,
+            requested=item.request.count,
+            launched=0,
+            errors=list(item.errors),
+            received_at=item.prepared.received_at,
+            finished_at=now,
+            wait_for_capacity_until=deadline,
+            waiting_for=awaited_records(waited_for),
+        )
 
     def _fall_back(self, items: Sequence[_Progress], report: LaunchReport, why: str) -> bool:
         """Requests that named no pool try the next compatible one by weight, as Karpenter does;
@@ -584,6 +665,7 @@ class Launcher:
         landings: Mapping[str, InstanceLanding],
         unavailable: Sequence[UnavailableOffering],
         candidates: Candidates,
+        reservations: Mapping[str, ReservationSnapshot],
     ) -> RequestRecord:
         request = item.request
         pool_name = item.prepared.pool.metadata.name
@@ -624,7 +706,7 @@ class Launcher:
         else:
             self._p.instances.put(records)
         status = status_for(request.count, len(mine), request.min_count)
-        return self._finish(item, mine, unavailable, status, item.errors)
+        return self._finish(item, mine, unavailable, status, item.errors, reservations)
 
     def _roll_back_zone(
         self, active: Sequence[_Progress], seen: list[InstanceLanding]
@@ -665,6 +747,7 @@ class Launcher:
         unavailable: Sequence[UnavailableOffering],
         status: RequestStatus,
         errors: Sequence[ErrorDetail],
+        reservations: Mapping[str, ReservationSnapshot] | None = None,
     ) -> RequestRecord:
         request = item.request
         record = RequestRecord(
@@ -674,16 +757,7 @@ class Launcher:
             status=status,
             requested=request.count,
             launched=len(landings),
-            instances=[
-                LaunchedInstance(
-                    instance_id=x.instance_id,
-                    instance_type=x.instance_type,
-                    zone=x.zone,
-                    capacity_type=x.capacity_type,
-                    capacity_reservation_id=x.capacity_reservation_id,
-                )
-                for x in landings
-            ],
+            instances=[_launched(x, reservations or {}) for x in landings],
             unavailable_offerings=list(unavailable),
             errors=list(errors),
             received_at=item.prepared.received_at,
@@ -737,6 +811,29 @@ class Launcher:
                 f"{lead.pool.metadata.name} limits on {', '.join(exceeded)}: it can never fit"
             )
         return None
+
+
+def _reservations_by_id(sources: Sequence[ReservationSource]) -> dict[str, ReservationSnapshot]:
+    return {r.reservation_id: r for source in sources for r in source.reservations}
+
+
+def _launched(
+    landing: InstanceLanding, reservations: Mapping[str, ReservationSnapshot]
+) -> LaunchedInstance:
+    """An instance as the record shows it, with the type and dates of the reservation it landed
+    in when that reservation is one the NodeClass selects (an open ODCR EC2 matched on its own
+    is named by id only)."""
+    reservation = reservations.get(landing.capacity_reservation_id or "")
+    return LaunchedInstance(
+        instance_id=landing.instance_id,
+        instance_type=landing.instance_type,
+        zone=landing.zone,
+        capacity_type=landing.capacity_type,
+        capacity_reservation_id=landing.capacity_reservation_id,
+        capacity_reservation_type=reservation.reservation_type if reservation else None,
+        capacity_reservation_start_date=reservation.start_date if reservation else None,
+        capacity_reservation_end_date=reservation.end_date if reservation else None,
+    )
 
 
 def _hand_out(

@@ -20,6 +20,7 @@ from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import (
+    EXPIRED_STATE,
     Coverage,
     HeldInstance,
     ReservationSnapshot,
@@ -95,8 +96,19 @@ class ReservationSync:
         usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
         held = report.reconciliation.held_by_reservation if report.reconciliation else {}
         now = self._now()
-        coverage, groups_of, seen = self._resolve(self._config.node_classes(), now)
+        coverage, groups_of, seen, everything = self._resolve(self._config.node_classes(), now)
         stored, old_coverage = self._snapshots.read()
+        for reservation_id, prev in stored.items():
+            ended = everything.get(reservation_id)
+            if (
+                reservation_id not in seen
+                and ended is not None
+                and ended.state == EXPIRED_STATE
+                and prev.snapshot.state != EXPIRED_STATE
+            ):
+                # A selector term reaches only live reservations: one it reached that expired
+                # is kept once more, so its end is announced, and forgotten at the next sync.
+                seen[reservation_id] = ended
         for reservation_id in sorted(seen):
             observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
             saved = self._save(
@@ -155,8 +167,14 @@ class ReservationSync:
 
     def _resolve(
         self, node_classes: Sequence[NodeClass], now: datetime
-    ) -> tuple[list[Coverage], dict[str, tuple[str, ...]], dict[str, ReservationSnapshot]]:
-        """Coverage per target/term, group ARNs per reservation, and every reservation needed."""
+    ) -> tuple[
+        list[Coverage],
+        dict[str, tuple[str, ...]],
+        dict[str, ReservationSnapshot],
+        dict[str, ReservationSnapshot],
+    ]:
+        """Coverage per target/term, group ARNs per reservation, every reservation needed, and
+        every reservation EC2 described."""
         ids: set[str] = set()
         group_arns: set[str] = set()
         terms = {}
@@ -170,7 +188,7 @@ class ReservationSync:
             for term in selection.terms:
                 terms[selector_key(term)] = term
         if not (ids or group_arns or terms):
-            return [], {}, {}
+            return [], {}, {}, {}
         everything = {r.reservation_id: r for r in self._ec2.describe()}
         at = now.timestamp()
         coverage = [Coverage(target_key(i), at, (i,) if i in everything else ()) for i in ids]
@@ -202,6 +220,7 @@ class ReservationSync:
             coverage,
             {k: tuple(sorted(v)) for k, v in groups_of.items()},
             {k: everything[k] for k in wanted},
+            everything,
         )
 
 

@@ -46,6 +46,10 @@ class Prepared:
         )
 
 
+# The code of a request whose waitForCapacityUntil breaks the arrival rules.
+INVALID_CAPACITY_WAIT = "InvalidWaitForCapacityUntil"
+
+
 def resolve(
     config: Configuration,
     request: LaunchRequest,
@@ -55,6 +59,9 @@ def resolve(
     """`origin`: where the request came from; its `requester` is checked against it first."""
     if origin is not None:
         request = claimed_by(config, request, origin)
+    problem = request.capacity_wait_problem(received_at)
+    if problem is not None:
+        raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
     pool, *alternatives = _pools_for(config, request)
     return _prepare(config, request, received_at, pool, tuple(alternatives))
 

@@ -17,6 +17,7 @@ LAUNCH_FULFILLED = "LaunchFulfilled"
 LAUNCH_PARTIALLY_FULFILLED = "LaunchPartiallyFulfilled"
 LAUNCH_FAILED = "LaunchFailed"
 LAUNCH_REJECTED = "LaunchRejected"
+LAUNCH_WAITING = "LaunchWaiting"
 LAUNCH_THROTTLED = "LaunchThrottled"
 CREATE_FLEET_CALLS = "CreateFleetCalls"
 ICE_CACHE_HIT = "UnavailableOfferingHit"
@@ -29,6 +30,7 @@ _BY_STATUS = {
     RequestStatus.PARTIALLY_FULFILLED: LAUNCH_PARTIALLY_FULFILLED,
     RequestStatus.FAILED: LAUNCH_FAILED,
     RequestStatus.REJECTED: LAUNCH_REJECTED,
+    RequestStatus.WAITING: LAUNCH_WAITING,
 }
 
 

@@ -128,7 +128,10 @@ def reservation_snapshots(settings: Settings, clients: Clients = client) -> Rese
 def reservations(settings: Settings, clients: Clients = client) -> ReservationProvider:
     """The launcher's `reservations` port: the shared snapshots, EC2 when the sync lacks them."""
     return ReservationProvider(
-        reservation_snapshots(settings, clients), CapacityReservations(clients("ec2"))
+        reservation_snapshots(settings, clients),
+        CapacityReservations(clients("ec2")),
+        # The same clock the sync stamps snapshots with, so "stale" means the same to both.
+        clock=lambda: utcnow().timestamp(),
     )
 
 
@@ -178,7 +181,7 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
     )
     persistence.configure(config, function_name="launch")
     return LaunchBatch(
-        Launcher(ports, max_attempts=settings.max_launch_attempts),
+        Launcher(ports, max_attempts=settings.max_launch_attempts, clock=utcnow),
         publisher(settings).publish,
         ports.records,
         persistence,

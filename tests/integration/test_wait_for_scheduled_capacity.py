@@ -1,0 +1,278 @@
+"""Issue 16: a request that waits for scheduled reserved capacity (`waitForCapacityUntil`).
+
+Everything runs on the emulator's clock: the launcher and the sync read it, and the launch queue's
+delays follow it, so a held request comes back when the test advances the clock past its delay.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+import moto_capacity
+from capacity_launcher.domain.status import (
+    CAPACITY_NOT_ACTIVE_BY_DEADLINE,
+    RESERVATION_ACTIVATED,
+    RESERVATION_EXPIRED,
+    RequestStatus,
+)
+from capacity_launcher.service import wiring
+from moto_capacity.clock import CLOCK
+from tests.integration.test_launch_into_gpu_reservations import (
+    BLOCK_TYPE,
+    advance_to,
+    buy_block,
+    reserved_only_pool,
+    state_of,
+)
+from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.integration.test_reservation_sync import sync
+from tests.support.cloud import Cloud, launch_request
+
+FUTURE_TYPE = "m5.xlarge"
+
+
+@pytest.fixture(autouse=True)
+def on_the_emulators_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service reads the emulator's time, as it would read AWS's."""
+    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
+
+
+def stamp(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def detail_types(cloud: Cloud, request_id: str) -> list[str]:
+    return [e["detail-type"] for e in cloud.events() if e["detail"].get("requestId") == request_id]
+
+
+def test_a_request_waits_for_a_scheduled_block_and_launches_when_it_starts(cloud, subnets, image):
+    # Given a NodeClass targeting a purchased block that starts later
+    block = buy_block(cloud)
+    reservation_id = block["CapacityReservationId"]
+    reserved_only_pool(cloud, subnets, image, reservation_id)
+    deadline = block["StartDate"] + timedelta(hours=2)
+    # When a request willing to wait until 2 hours after the start arrives before it
+    wait = launch_request(
+        "r-wait", nodePool="general", count=2, waitForCapacityUntil=stamp(deadline)
+    )
+    assert cloud.send(wait) == []  # not a failure: the delivery succeeds, a copy is held
+    # Then its record is Waiting (not final), naming the block, its state and start
+    record = cloud.record("r-wait")
+    assert record is not None and record.status is RequestStatus.WAITING, record
+    assert not record.is_final and record.launched == 0
+    assert record.wait_for_capacity_until == deadline
+    [awaited] = record.waiting_for
+    assert awaited.capacity_reservation_id == reservation_id
+    assert awaited.state in ("payment-pending", "scheduled")
+    assert awaited.capacity_reservation_type == "capacity-block"
+    assert awaited.start_date == block["StartDate"]
+    assert detail_types(cloud, "r-wait") == ["Launch Waiting"]
+    assert cloud.managed_instances() == []
+    # And its message is held in the launch queue (delayed), not handed back or dead-lettered
+    assert cloud.queued() == 1
+    assert cloud.deliver_queued() == []  # not visible before its delay
+    # When the clock passes a held delay (15 minutes) before the start, it looks and waits again
+    moto_capacity.advance_clock(901)
+    assert cloud.deliver_queued() == ["r-wait"]
+    again = cloud.record("r-wait")
+    assert again is not None and again.status is RequestStatus.WAITING
+    assert again.received_at == record.received_at  # the request's arrival, not the copy's
+    assert cloud.queued() == 1
+    assert detail_types(cloud, "r-wait") == []  # Launch Waiting is published once
+    # When the block becomes active and the held copy comes back, the request is launched
+    advance_to(block["StartDate"], 1)
+    assert state_of(cloud, reservation_id)["State"] == "active"
+    assert cloud.deliver_queued() == ["r-wait"]
+    done = cloud.record("r-wait")
+    assert done is not None and done.status is RequestStatus.FULFILLED, done.to_detail()
+    assert done.waiting_for == []
+    assert {i.capacity_reservation_id for i in done.instances} == {reservation_id}
+    # Then each instance names its reservation's type and dates
+    for instance in done.instances:
+        assert instance.capacity_reservation_type == "capacity-block"
+        assert instance.capacity_reservation_start_date == block["StartDate"]
+        assert instance.capacity_reservation_end_date == block["EndDate"]
+    fulfilled = [e for e in cloud.events() if e["detail"].get("requestId") == "r-wait"]
+    assert [e["detail-type"] for e in fulfilled] == ["Launch Fulfilled"]
+    assert fulfilled[0]["detail"]["instances"][0]["capacityReservationType"] == "capacity-block"
+    assert cloud.queued() == 0
+
+
+def test_a_second_delivery_of_a_waiting_request_does_not_start_a_second_wait(cloud, subnets, image):
+    block = buy_block(cloud)
+    reserved_only_pool(cloud, subnets, image, block["CapacityReservationId"])
+    wait = launch_request(
+        "r-once", nodePool="general", waitForCapacityUntil=stamp(block["StartDate"] + timedelta(1))
+    )
+    assert cloud.send(wait) == []
+    assert cloud.queued() == 1
+    # When the requester sends the same request again while it waits
+    assert cloud.send(wait) == []
+    # Then that delivery is dropped: one held copy, the same Waiting record
+    assert cloud.queued() == 1
+    record = cloud.record("r-once")
+    assert record is not None and record.status is RequestStatus.WAITING
+
+
+def future_dated(cloud: Cloud, start: datetime) -> str:
+    """8 x m5.xlarge (32 vCPUs, EC2's least for a future-dated request), committed 14 days."""
+    created = cloud.ec2.create_capacity_reservation(
+        InstanceType=FUTURE_TYPE,
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone=ZONE,
+        InstanceCount=8,
+        InstanceMatchCriteria="targeted",
+        StartDate=start,
+        CommitmentDuration=14 * 24 * 3600,
+        DeliveryPreference="incremental",
+    )
+    return str(created["CapacityReservation"]["CapacityReservationId"])
+
+
+def test_a_reservation_delayed_past_the_deadline_fails_the_request_with_a_clear_reason(
+    cloud, subnets, image
+):
+    # Given a future-dated reservation starting in 6 days, and a request waiting a day past that
+    start = CLOCK.now().replace(microsecond=0) + timedelta(days=6)
+    reservation_id = future_dated(cloud, start)
+    reserved_only_pool(cloud, subnets, image, reservation_id, types=(FUTURE_TYPE,))
+    deadline = start + timedelta(days=1)
+    wait = launch_request("r-late", nodePool="general", waitForCapacityUntil=stamp(deadline))
+    cloud.send(wait)
+    record = cloud.record("r-late")
+    assert record is not None and record.status is RequestStatus.WAITING, record
+    assert [r.state for r in record.waiting_for] == ["assessing"]
+    assert detail_types(cloud, "r-late") == ["Launch Waiting"]
+    # When EC2 delays the reservation past the request's deadline (the held copy looks at least
+    # every 3 days here: every 15 minutes on AWS, always within the queue's 4-day retention)
+    moto_capacity.set_reservation_state(reservation_id, "delayed")
+    while CLOCK.now() < deadline - timedelta(days=3):
+        moto_capacity.advance_clock(3 * 24 * 3600)
+        assert cloud.deliver_queued() == ["r-late"]
+        waiting = cloud.record("r-late")
+        assert waiting is not None and waiting.status is RequestStatus.WAITING
+    advance_to(deadline, 1)
+    # Then the held copy's next look ends the request Failed, naming the reservation and state
+    assert cloud.deliver_queued() == ["r-late"]
+    failed = cloud.record("r-late")
+    assert failed is not None and failed.status is RequestStatus.FAILED, failed
+    [error] = failed.errors
+    assert error.code == CAPACITY_NOT_ACTIVE_BY_DEADLINE
+    assert reservation_id in error.message and "delayed" in error.message
+    assert stamp(start)[:19] in error.message
+    assert failed.launched == 0 and cloud.queued() == 0
+    assert detail_types(cloud, "r-late") == ["Launch Failed"]
+
+
+def test_nothing_scheduled_before_the_deadline_means_no_wait(cloud, subnets, image):
+    # Given a block that starts after the request's deadline, in a pool that allows on-demand
+    block = buy_block(cloud)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={
+            "capacityReservationTarget": {"capacityReservationId": block["CapacityReservationId"]}
+        },
+        types=(BLOCK_TYPE,),
+    )
+    too_soon = block["StartDate"] - timedelta(minutes=1)
+    request = launch_request("r-now", nodePool="general", waitForCapacityUntil=stamp(too_soon))
+    cloud.send(request)
+    # Then it is served at once, as without the field: on-demand
+    record = cloud.record("r-now")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert [i.capacity_type for i in record.instances] == ["on-demand"]
+    assert record.instances[0].capacity_reservation_type is None
+    assert cloud.queued() == 0
+
+
+@pytest.mark.parametrize(
+    ("days", "rule"),
+    [(15, "at most 14 days after the request is received"), (-1, "later than when")],
+)
+def test_a_deadline_breaking_the_arrival_rules_is_rejected(cloud, subnets, image, days, rule):
+    setup_pool(cloud, subnets, image)
+    deadline = CLOCK.now() + timedelta(days=days)
+    cloud.send(launch_request("r-bad", nodePool="general", waitForCapacityUntil=stamp(deadline)))
+    record = cloud.record("r-bad")
+    assert record is not None and record.status is RequestStatus.REJECTED
+    [error] = record.errors
+    assert error.code == "InvalidWaitForCapacityUntil"
+    assert error.message.startswith("waitForCapacityUntil: ") and rule in error.message
+
+
+def test_selector_term_blocks_are_announced_activated_and_expired(cloud, subnets, image):
+    # Given a NodeClass selecting reservations by tag, and a tagged block not started yet
+    block = buy_block(cloud)
+    reservation_id = block["CapacityReservationId"]
+    cloud.ec2.create_tags(Resources=[reservation_id], Tags=[{"Key": "team", "Value": "ml"}])
+    reserved_only_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "ml"}}])
+    # When the sync sees it scheduled, then active
+    assert sync().events == []
+    advance_to(block["StartDate"], 1)
+    # Then its start is announced as Activated, as for a targeted block
+    activated = [e for e in sync().events if e.detail_type == RESERVATION_ACTIVATED]
+    assert [e.detail["capacityReservationId"] for e in activated] == [reservation_id]
+    # And a request through the selector lands in it
+    cloud.send(launch_request("r-term", nodePool="general", count=1))
+    record = cloud.record("r-term")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert record.instances[0].capacity_reservation_id == reservation_id
+    assert record.instances[0].capacity_reservation_type == "capacity-block"
+    # When it ends (and leaves the selection: a term reaches only live reservations)
+    advance_to(block["EndDate"], 1)
+    ended = sync()
+    # Then its end is announced once, and its snapshot forgotten at the next sync
+    assert RESERVATION_EXPIRED in [e.detail_type for e in ended.events]
+    again = sync()
+    assert again.events == [] and reservation_id in again.forgotten
+
+
+def test_a_wait_that_cannot_be_held_is_handed_back_and_held_by_the_next_delivery(
+    cloud, subnets, image
+):
+    block = buy_block(cloud)
+    reserved_only_pool(cloud, subnets, image, block["CapacityReservationId"])
+    wait = launch_request(
+        "r-held", nodePool="general", waitForCapacityUntil=stamp(block["StartDate"] + timedelta(1))
+    )
+    # When SQS refuses the held copy (past botocore's retries)
+    moto_capacity.inject_fault("sqs:SendMessage", "InternalError")
+    failed = cloud.send(wait)
+    # Then the delivery is handed back (a failure), nothing is recorded, and no claim is left
+    assert len(failed) == 1
+    assert cloud.record("r-held") is None and cloud.queued() == 0
+    # And the next delivery, once SQS answers again, holds it
+    moto_capacity.inject_fault("sqs:SendMessage", "InternalError", times=0)
+    assert cloud.send(wait) == []
+    record = cloud.record("r-held")
+    assert record is not None and record.status is RequestStatus.WAITING
+    assert cloud.queued() == 1
+
+
+def test_a_gang_waits_when_active_reservations_cannot_hold_its_min_count(cloud, subnets, image):
+    # Given an active reservation with 1 slot and a scheduled block of 2, both selected by tag
+    team = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+    active = reserve(
+        cloud, 1, itype=BLOCK_TYPE, InstanceMatchCriteria="targeted", TagSpecifications=team
+    )
+    block = buy_block(cloud)
+    cloud.ec2.create_tags(
+        Resources=[block["CapacityReservationId"]], Tags=[{"Key": "team", "Value": "ml"}]
+    )
+    reserved_only_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "ml"}}])
+    until = stamp(block["StartDate"] + timedelta(hours=1))
+    # When a gang of 2 that may wait arrives: the 1 active slot cannot hold it, so it waits
+    cloud.send(launch_request("r-gang", nodePool="general", count=2, minCount=2,
+                              waitForCapacityUntil=until))  # fmt: skip
+    gang = cloud.record("r-gang")
+    assert gang is not None and gang.status is RequestStatus.WAITING, gang
+    assert [r.capacity_reservation_id for r in gang.waiting_for] == [block["CapacityReservationId"]]
+    # And a single instance that may wait is served at once by the active slot
+    cloud.send(launch_request("r-one", nodePool="general", waitForCapacityUntil=until))
+    one = cloud.record("r-one")
+    assert one is not None and one.status is RequestStatus.FULFILLED, one
+    assert [i.capacity_reservation_id for i in one.instances] == [active]
