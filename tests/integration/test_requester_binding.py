@@ -6,6 +6,7 @@ with the `source` and `account` EventBridge set, to the same queue."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -14,7 +15,14 @@ import pytest
 import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.launch_batch import Message
+from capacity_launcher.service import wiring
 from local_cloud.event_sources import QueueMapping, sqs_event
+from moto_capacity.clock import CLOCK
+from tests.integration.test_launch_into_gpu_reservations import (
+    advance_to,
+    buy_block,
+    reserved_only_pool,
+)
 from local_cloud.lambda_runtime import running
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_quota_admission import POOL, quota
@@ -229,3 +237,30 @@ def test_without_bindings_requests_are_served_as_they_claim(pool: Cloud) -> None
         record = pool.record(request_id)
         assert record is not None and record.status is RequestStatus.FULFILLED
         assert record.requester == "team-a"
+
+
+def test_a_waiting_request_of_a_bound_sender_comes_back_as_its_requester(
+    cloud: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given team-a's scheduler bound to team-a, and a block that starts later
+    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
+    block = buy_block(cloud)
+    reserved_only_pool(cloud, subnets, image, block["CapacityReservationId"])
+    team_a, team_a_role = _producer("team-a-scheduler")
+    cloud.apply(quota("team-a", "4", requesterOrigins={"team-a": {"queueSenders": [team_a_role]}}))
+    deadline = (block["StartDate"] + timedelta(hours=2)).isoformat().replace("+00:00", "Z")
+    request = launch_request("a-waits", nodePool=POOL, count=2, waitForCapacityUntil=deadline)
+    # When it sends a request that waits for the block
+    team_a.send_message(QueueUrl=cloud.names.launch_queue_url, MessageBody=json.dumps(request))
+    assert cloud.deliver_queued() == ["a-waits"]
+    waiting = cloud.record("a-waits")
+    assert waiting is not None and waiting.status is RequestStatus.WAITING, waiting
+    assert waiting.requester == "team-a"
+    # Then the copy the launcher held (sent by the launcher, not by team-a's scheduler) is
+    # served as team-a once the block is active, not rejected for its sender
+    advance_to(block["StartDate"], 1)
+    assert cloud.deliver_queued() == ["a-waits"]
+    done = cloud.record("a-waits")
+    assert done is not None and done.status is RequestStatus.FULFILLED, done.to_detail()
+    assert done.requester == "team-a"
+    assert len(cloud.managed_instances()) == 2

@@ -106,6 +106,7 @@ class Cloud:
                 receipt_handle=m["ReceiptHandle"],
                 receive_count=int(m["Attributes"]["ApproximateReceiveCount"]),
                 queue_arn=self.names.launch_queue_arn,
+                sender_id=m["Attributes"].get("SenderId"),
             )
             for m in received
         ]
