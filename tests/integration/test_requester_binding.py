@@ -14,16 +14,16 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.service.launch_batch import Message
 from capacity_launcher.service import wiring
+from capacity_launcher.service.launch_batch import Message
 from local_cloud.event_sources import QueueMapping, sqs_event
+from local_cloud.lambda_runtime import running
 from moto_capacity.clock import CLOCK
 from tests.integration.test_launch_into_gpu_reservations import (
     advance_to,
     buy_block,
     reserved_only_pool,
 )
-from local_cloud.lambda_runtime import running
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_quota_admission import POOL, quota
 from tests.support.cloud import REGION, Cloud, launch_request
