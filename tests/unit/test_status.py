@@ -88,7 +88,7 @@ def test_event_names_are_designs() -> None:
     assert BLOCK_EXPIRING == "Capacity Block Expiring"
     assert RESERVATION_EXPIRED == "Capacity Reservation Expired"
     assert RECLAIM_REQUESTED == "Capacity Reclaim Requested"
-    assert len(set(ALL_DETAIL_TYPES)) == 13
+    assert len(set(ALL_DETAIL_TYPES)) == 14
 
 
 def test_statuses_spell_like_the_contract() -> None:
