@@ -436,7 +436,9 @@ class Launcher:
         template = self._p.templates.ensure(
             lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT
         )
-        single = active[0].request if len(shares) == 1 else None
+        # One share: the fleet's tags name its request, which need not be the group's first
+        # (an earlier attempt may have filled that one already).
+        single = _owner(active, shares[0].request_id) if len(shares) == 1 else None
         return LaunchIntent(
             token=token,
             attempt=number,
@@ -739,6 +741,10 @@ def _hand_out(
             # One fleet served several requests: each request's instances get its own tags.
             retags.append((mine, own_request_tags(item.prepared.node_class, item.request)))
     return retags
+
+
+def _owner(active: Sequence[_Progress], request_id: str) -> LaunchRequest:
+    return next(p.request for p in active if p.request.request_id == request_id)
 
 
 def _mark_launching(progress: Sequence[_Progress], intent: LaunchIntent) -> None:
