@@ -289,3 +289,47 @@ def test_a_coalesced_groups_later_attempt_is_tagged_for_the_request_it_serves(
         record = cloud.record(request_id)
         assert record is not None and record.launched == 1
         assert tagged_ids(cloud, request_id) == {i.instance_id for i in record.instances}
+
+
+def test_a_replay_whose_lease_was_reclaimed_takes_its_instances_and_launches_no_more(
+    cloud, subnets, image, monkeypatch
+):
+    from capacity_launcher.adapters.launch_records import LaunchRecords
+
+    # Given two pools of one instance each, and a request naming neither
+    for pool in ("general", "other"):
+        setup_pool(
+            cloud,
+            subnets,
+            image,
+            capacity_types=("on-demand",),
+            limits={"instances": "1"},
+            pool=pool,
+            klass=f"{pool}-class",
+        )
+    request = launch_request("lost-lease-1", count=1)
+
+    # And a worker killed right after its CreateFleet in the first pool
+    def die(*_: object, **__: object) -> None:
+        raise SystemExit("worker killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LaunchRecords, "complete_intent", die)
+        with pytest.raises(SystemExit):
+            cloud.send(request)
+    (launched,) = cloud.managed_instances()
+    # And its lease expired and was reclaimed, its instance counted instead (the sync's work)
+    later = PoolLimitsStore(
+        cloud.names.state_table, 900, aws.client("dynamodb"), clock=lambda: time.time() + 1000
+    )
+    (lease,) = [le for le in later.leases() if le.lease_id == "lost-lease-1"]
+    assert later.reclaim(lease)
+    assert later.count("general", launched["InstanceId"], Resources(instances=1, cpu=2))
+    expire_idempotency_claims(cloud)
+    # When the request is delivered again (the first pool is full now)
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then it takes the instance its intent launched; nothing is launched in the other pool
+    record = cloud.record("lost-lease-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert [i.instance_id for i in record.instances] == [launched["InstanceId"]]
+    assert len(cloud.managed_instances()) == 1

@@ -239,6 +239,10 @@ class Launcher:
             return
 
         # Limits: lease what the largest candidate would use; settle to what actually launched.
+        # A request its replayed intents name launched here already: if its lease was lost
+        # meanwhile (expired and reclaimed, its instances counted by the sync), it launches no
+        # more but still takes what those intents launched, and never falls back to launch anew.
+        replayed = {request_id for intent in intents for request_id in intent.request_ids}
         for item in progress:
             if self._p.limits.is_settled(pool_name, item.request.request_id):
                 item.settled = True  # it absorbs its done intents below and never launches more
@@ -257,7 +261,7 @@ class Launcher:
                 # Its quota governs this pool: it fails here, no fallback to another pool.
                 item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
                 continue
-            if item.granted == 0:
+            if item.granted == 0 and item.request.request_id not in replayed:
                 item.errors.append(
                     ErrorDetail(
                         code="LimitExceeded",
@@ -271,11 +275,14 @@ class Launcher:
             if p.granted == 0
             and not p.settled
             and p.prepared.alternatives
+            and p.request.request_id not in replayed
             and p.errors[-1].code != QuotaExceeded.code
         ]
         if full and self._fall_back(full, report, full[0].errors[-1].message):
             progress = [p for p in progress if p not in full]
-        active = [p for p in progress if p.granted > 0 or p.settled]
+        active = [
+            p for p in progress if p.granted > 0 or p.settled or p.request.request_id in replayed
+        ]
         missing_reservations = _missing_reservations(lead, sources)
         for item in active:
             item.errors += [e for e in missing_reservations if e not in item.errors]
