@@ -13,6 +13,22 @@ from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, launch_request
 
 
+def refuse_the_next_record_put() -> None:
+    """DynamoDB answers the next request record's PutItem with ConditionalCheckFailedException
+    (as the simulation's fault does, condition or not); other PutItems are left alone."""
+
+    def refuse(params: dict[str, Any], **_: object) -> None:
+        if params.get("Item", {}).get("sk", {}).get("S") == "Record":
+            aws.client("dynamodb").meta.events.unregister(
+                "provide-client-params.dynamodb.PutItem", refuse
+            )
+            moto_capacity.inject_fault(
+                "dynamodb:PutItem", "ConditionalCheckFailedException", times=1
+            )
+
+    aws.client("dynamodb").meta.events.register("provide-client-params.dynamodb.PutItem", refuse)
+
+
 def test_an_invalid_body_sharing_a_valid_requests_id_in_one_batch_does_not_reject_it(
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:
@@ -128,18 +144,7 @@ def test_a_record_put_that_fails_is_never_taken_for_written(
     # Failed with no record)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
 
-    def fail_the_record_put(params: dict[str, Any], **_: object) -> None:
-        if params.get("Item", {}).get("sk", {}).get("S") == "Record":
-            aws.client("dynamodb").meta.events.unregister(
-                "provide-client-params.dynamodb.PutItem", fail_the_record_put
-            )
-            moto_capacity.inject_fault(
-                "dynamodb:PutItem", "ConditionalCheckFailedException", times=1
-            )
-
-    aws.client("dynamodb").meta.events.register(
-        "provide-client-params.dynamodb.PutItem", fail_the_record_put
-    )
+    refuse_the_next_record_put()
     request = launch_request("record-once", nodePool="general")
     # When the first delivery cannot write the record
     assert len(cloud.send(request)) == 1
@@ -152,3 +157,20 @@ def test_a_record_put_that_fails_is_never_taken_for_written(
     events = cloud.events()
     assert [e["detail-type"] for e in events] == ["Launch Fulfilled"]
     assert events[0]["detail"]["instances"] == record.to_detail()["instances"]
+
+
+def test_an_invalid_bodys_rejection_is_not_published_when_its_record_put_was_refused(
+    cloud: Cloud,
+) -> None:
+    # Given DynamoDB refusing the rejection record's conditional put once, with no record there
+    refuse_the_next_record_put()
+    invalid = {"requestId": "bad-refused", "count": 0}
+    # When the invalid body comes, is handed back, and comes again
+    assert len(cloud.send(invalid)) == 1
+    assert cloud.record("bad-refused") is None
+    assert cloud.events() == []
+    assert cloud.send(invalid) == []
+    # Then its rejection is recorded and published once
+    record = cloud.record("bad-refused")
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert [e["detail-type"] for e in cloud.events()] == ["Launch Rejected"]
