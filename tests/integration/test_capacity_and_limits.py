@@ -32,6 +32,14 @@ def ice_items(cloud: Cloud) -> dict[str, dict[str, str]]:
     return {i["offering"]["S"]: {k: next(iter(v.values())) for k, v in i.items()} for i in items}
 
 
+def tagged_ids(cloud: Cloud, request_id: str) -> set[str]:
+    """Instances EC2 lists with `capacity-launcher:request-id` = `request_id`."""
+    tagged = cloud.ec2.describe_instances(
+        Filters=[{"Name": "tag:capacity-launcher:request-id", "Values": [request_id]}]
+    )
+    return {i["InstanceId"] for r in tagged["Reservations"] for i in r["Instances"]}
+
+
 def overrides_tried(calls: list[dict]) -> set[tuple[str, str]]:
     return {
         (o["InstanceType"], o["AvailabilityZone"])
@@ -229,11 +237,7 @@ def test_compatible_requests_in_one_batch_share_one_create_fleet(
     for request_id, count in counts.items():
         record = cloud.record(request_id)
         assert record is not None and record.launched == count
-        tagged = cloud.ec2.describe_instances(
-            Filters=[{"Name": "tag:capacity-launcher:request-id", "Values": [request_id]}]
-        )
-        ids = {i["InstanceId"] for r in tagged["Reservations"] for i in r["Instances"]}
-        assert ids == {i.instance_id for i in record.instances}
+        assert tagged_ids(cloud, request_id) == {i.instance_id for i in record.instances}
 
 
 def test_a_retry_after_settling_counts_the_instances_once(cloud, subnets, image, monkeypatch):
@@ -259,3 +263,73 @@ def test_a_retry_after_settling_counts_the_instances_once(cloud, subnets, image,
     record = cloud.record("settled-1")
     assert record is not None and record.launched == 3
     assert len(cloud.managed_instances()) == 3
+
+
+def test_a_coalesced_groups_later_attempt_is_tagged_for_the_request_it_serves(
+    cloud, subnets, image, fleet_inputs
+):
+    # Given a reservation with room for one, and two coalesced requests of one instance each:
+    # the reserved attempt serves the first, an on-demand attempt the second alone
+    reservation = reserve(cloud, 1)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+    )
+    failures = cloud.send(
+        launch_request("tag-1", nodePool="general", count=1),
+        launch_request("tag-2", nodePool="general", count=1),
+    )
+    assert failures == []
+    assert len(fleet_inputs) == 2
+    # Then each instance carries the request id of the record that names it (the second
+    # fleet's own tags name tag-2, not the group's first request)
+    for request_id in ("tag-1", "tag-2"):
+        record = cloud.record(request_id)
+        assert record is not None and record.launched == 1
+        assert tagged_ids(cloud, request_id) == {i.instance_id for i in record.instances}
+
+
+def test_a_replay_whose_lease_was_reclaimed_takes_its_instances_and_launches_no_more(
+    cloud, subnets, image, monkeypatch
+):
+    from capacity_launcher.adapters.launch_records import LaunchRecords
+
+    # Given two pools of one instance each, and a request naming neither
+    for pool in ("general", "other"):
+        setup_pool(
+            cloud,
+            subnets,
+            image,
+            capacity_types=("on-demand",),
+            limits={"instances": "1"},
+            pool=pool,
+            klass=f"{pool}-class",
+        )
+    request = launch_request("lost-lease-1", count=1)
+
+    # And a worker killed right after its CreateFleet in the first pool
+    def die(*_: object, **__: object) -> None:
+        raise SystemExit("worker killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LaunchRecords, "complete_intent", die)
+        with pytest.raises(SystemExit):
+            cloud.send(request)
+    (launched,) = cloud.managed_instances()
+    # And its lease expired and was reclaimed, its instance counted instead (the sync's work)
+    later = PoolLimitsStore(
+        cloud.names.state_table, 900, aws.client("dynamodb"), clock=lambda: time.time() + 1000
+    )
+    (lease,) = [le for le in later.leases() if le.lease_id == "lost-lease-1"]
+    assert later.reclaim(lease)
+    assert later.count("general", launched["InstanceId"], Resources(instances=1, cpu=2))
+    expire_idempotency_claims(cloud)
+    # When the request is delivered again (the first pool is full now)
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then it takes the instance its intent launched; nothing is launched in the other pool
+    record = cloud.record("lost-lease-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert [i.instance_id for i in record.instances] == [launched["InstanceId"]]
+    assert len(cloud.managed_instances()) == 1

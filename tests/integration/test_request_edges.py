@@ -4,11 +4,29 @@ a NodeClass naming a reservation that does not exist."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import moto_capacity
+from capacity_launcher.adapters import aws
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, launch_request
+
+
+def refuse_the_next_record_put() -> None:
+    """DynamoDB answers the next request record's PutItem with ConditionalCheckFailedException
+    (as the simulation's fault does, condition or not); other PutItems are left alone."""
+
+    def refuse(params: dict[str, Any], **_: object) -> None:
+        if params.get("Item", {}).get("sk", {}).get("S") == "Record":
+            aws.client("dynamodb").meta.events.unregister(
+                "provide-client-params.dynamodb.PutItem", refuse
+            )
+            moto_capacity.inject_fault(
+                "dynamodb:PutItem", "ConditionalCheckFailedException", times=1
+            )
+
+    aws.client("dynamodb").meta.events.register("provide-client-params.dynamodb.PutItem", refuse)
 
 
 def test_an_invalid_body_sharing_a_valid_requests_id_in_one_batch_does_not_reject_it(
@@ -114,5 +132,45 @@ def test_an_invalid_bodys_rejection_is_published_even_if_the_first_delivery_coul
     assert cloud.send(invalid) == []
     # Then its rejection is recorded once and published
     record = cloud.record("bad-once")
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert [e["detail-type"] for e in cloud.events()] == ["Launch Rejected"]
+
+
+def test_a_record_put_that_fails_is_never_taken_for_written(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given DynamoDB answering the record's (unconditional) PutItem with an error once; the
+    # simulation injects ConditionalCheckFailedException there (seed 3: req-3-446 published
+    # Failed with no record)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+
+    refuse_the_next_record_put()
+    request = launch_request("record-once", nodePool="general")
+    # When the first delivery cannot write the record
+    assert len(cloud.send(request)) == 1
+    # Then nothing is published without a record; the retry records and publishes once
+    assert cloud.record("record-once") is None
+    assert cloud.events() == []
+    assert cloud.send(request) == []
+    record = cloud.record("record-once")
+    assert record is not None and record.status is RequestStatus.FULFILLED
+    events = cloud.events()
+    assert [e["detail-type"] for e in events] == ["Launch Fulfilled"]
+    assert events[0]["detail"]["instances"] == record.to_detail()["instances"]
+
+
+def test_an_invalid_bodys_rejection_is_not_published_when_its_record_put_was_refused(
+    cloud: Cloud,
+) -> None:
+    # Given DynamoDB refusing the rejection record's conditional put once, with no record there
+    refuse_the_next_record_put()
+    invalid = {"requestId": "bad-refused", "count": 0}
+    # When the invalid body comes, is handed back, and comes again
+    assert len(cloud.send(invalid)) == 1
+    assert cloud.record("bad-refused") is None
+    assert cloud.events() == []
+    assert cloud.send(invalid) == []
+    # Then its rejection is recorded and published once
+    record = cloud.record("bad-refused")
     assert record is not None and record.status is RequestStatus.REJECTED
     assert [e["detail-type"] for e in cloud.events()] == ["Launch Rejected"]

@@ -110,7 +110,6 @@ class Simulation:
 
     def apply(self, document: dict[str, Any]) -> str:
         kind, name = document["kind"], document["metadata"]["name"]
-        pool_before = self.catalog.pools.get(name) if kind == "NodePool" else None
         try:
             self.store.apply(parse_document(document))
         except Exception as error:
@@ -119,7 +118,9 @@ class Simulation:
             self.catalog.classes[name] = document
         else:
             self.catalog.pools[name] = document
-            committed = self.world.committed(name) if pool_before is not None else 0
+            # Also for a pool deleted and applied again: what it still runs was launched under
+            # its old limit (its instances and usage outlive the deletion).
+            committed = self.world.committed(name)
             self.invariants.lowered(name, _limit(document), committed)
             self.outcome.trace.append(
                 f"step {self.invariants.step}   {name}: limit {_limit(document)},"

@@ -105,7 +105,11 @@ class LaunchRecords:
             with aws_call("PutItem"):
                 self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
         except ConditionFailed:
-            return False  # only a put `only_if_absent` has a condition
+            if not only_if_absent:
+                # No condition was asked: the record was not written, and saying nothing would
+                # let its event be published with no record behind it.
+                raise
+            return False
         return True
 
     def get_record(self, request_id: str) -> RequestRecord | None:

@@ -178,7 +178,11 @@ class LaunchBatch:
             # An invalid payload must never overwrite the outcome of a valid request; a
             # delivery that finds a record re-publishes it (the first may have died before).
             if not self._records.put_record_if_absent(record):
-                record = self._records.get_record(invalid.request_id) or record
+                stored = self._records.get_record(invalid.request_id)
+                if stored is None:
+                    # Refused, yet no record is there: never publish one that is not stored.
+                    raise Transient("PutItem", "RecordNotWritten")
+                record = stored
             self._publish(Event(record.detail_type, record.to_detail()))
 
     def _wait_carried(self, item: _Claimed) -> datetime | None:

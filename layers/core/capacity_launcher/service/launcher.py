@@ -268,6 +268,10 @@ class Launcher:
             return
 
         # Limits: lease what the largest candidate would use; settle to what actually launched.
+        # A request its replayed intents name launched here already: if its lease was lost
+        # meanwhile (expired and reclaimed, its instances counted by the sync), it launches no
+        # more but still takes what those intents launched, and never falls back to launch anew.
+        replayed = {request_id for intent in intents for request_id in intent.request_ids}
         for item in progress:
             if self._p.limits.is_settled(pool_name, item.request.request_id):
                 item.settled = True  # it absorbs its done intents below and never launches more
@@ -292,7 +296,7 @@ class Launcher:
                     )
                 item.errors.append(ErrorDetail(code=refused.code, message=message))
                 continue
-            if item.granted == 0:
+            if item.granted == 0 and item.request.request_id not in replayed:
                 item.errors.append(
                     ErrorDetail(
                         code="LimitExceeded",
@@ -306,11 +310,14 @@ class Launcher:
             if p.granted == 0
             and not p.settled
             and p.prepared.alternatives
+            and p.request.request_id not in replayed
             and p.errors[-1].code != QuotaExceeded.code
         ]
         if full and self._fall_back(full, report, full[0].errors[-1].message):
             progress = [p for p in progress if p not in full]
-        active = [p for p in progress if p.granted > 0 or p.settled]
+        active = [
+            p for p in progress if p.granted > 0 or p.settled or p.request.request_id in replayed
+        ]
         missing_reservations = _missing_reservations(lead, sources)
         for item in active:
             item.errors += [e for e in missing_reservations if e not in item.errors]
@@ -530,7 +537,9 @@ class Launcher:
         template = self._p.templates.ensure(
             lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT
         )
-        single = active[0].request if len(shares) == 1 else None
+        # One share: the fleet's tags name its request, which need not be the group's first
+        # (an earlier attempt may have filled that one already).
+        single = _owner(active, shares[0].request_id) if len(shares) == 1 else None
         return LaunchIntent(
             token=token,
             attempt=number,
@@ -849,6 +858,10 @@ def _hand_out(
             # One fleet served several requests: each request's instances get its own tags.
             retags.append((mine, own_request_tags(item.prepared.node_class, item.request)))
     return retags
+
+
+def _owner(active: Sequence[_Progress], request_id: str) -> LaunchRequest:
+    return next(p.request for p in active if p.request.request_id == request_id)
 
 
 def _mark_launching(progress: Sequence[_Progress], intent: LaunchIntent) -> None:
