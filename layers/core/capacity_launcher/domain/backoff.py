@@ -12,9 +12,13 @@ from collections.abc import Callable
 IN_PROCESS_RETRIES = 3
 IN_PROCESS_BASE_SECONDS = 0.2
 IN_PROCESS_CAP_SECONDS = 2.0
-# A message handed back to the queue is visible again after seconds, not the queue's 720 s.
-HAND_BACK_BASE_SECONDS = 4
-HAND_BACK_CAP_SECONDS = 60
+# A message handed back to the queue is visible again after a minute or two, not the queue's
+# 720 s. With the launch queue's maxReceiveCount (5), its four hand-backs wait 120-240 s in all:
+# a fault that clears within two minutes (a throttling spell, a brown-out) never dead-letters it.
+HAND_BACK_BASE_SECONDS = 16
+HAND_BACK_CAP_SECONDS = 128
+# What a fault may last and still be transient for the launch queue (tests hold the two together).
+TRANSIENT_FAULT_SECONDS = 120
 
 
 def jittered(
