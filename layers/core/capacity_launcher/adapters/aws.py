@@ -3,9 +3,9 @@ and `aws_call`: the one way an adapter turns a botocore ClientError into a domai
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
@@ -25,9 +25,33 @@ _MAX_ATTEMPTS = 5
 _CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionCanceledException"})
 
 
-@cache
-def client(service: str) -> Any:
-    """A shared client for `service` (thread-safe; endpoint from AWS_ENDPOINT_URL when set)."""
+class _Clients:
+    """The container's clients, one per service, made from one botocore session: its loader reads
+    the shared data files (endpoints, partitions, retry rules) once for every client, not once per
+    client, which is most of a cold start's client cost. `cache_clear` starts over (tests)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # one session's client creation is not thread-safe
+        self._session: boto3.session.Session | None = None
+        self._made: dict[str, Any] = {}
+
+    def __call__(self, service: str) -> Any:
+        """A shared client for `service` (thread-safe; endpoint from AWS_ENDPOINT_URL when set)."""
+        with self._lock:
+            made = self._made.get(service)
+            if made is None:
+                if self._session is None:
+                    self._session = boto3.session.Session()
+                made = self._made[service] = _made(self._session, service)
+            return made
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._session = None
+            self._made.clear()
+
+
+def _made(session: boto3.session.Session, service: str) -> Any:
     mode: Literal["adaptive", "standard"] = "adaptive" if service in _ADAPTIVE else "standard"
     config = Config(
         retries={"mode": mode, "max_attempts": _MAX_ATTEMPTS},
@@ -35,12 +59,15 @@ def client(service: str) -> Any:
         read_timeout=30,
         max_pool_connections=50,
     )
-    made = boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
+    made = session.client(service, config=config)  # type: ignore[call-overload]
     if service == "dynamodb":
         # Before botocore's own retry handler, which leaves these alone. Any write can meet an
         # ongoing transaction on its item (TransactionConflictException), not only transactions.
         made.meta.events.register_first("needs-retry.dynamodb", _retry_conflicts)
     return made
+
+
+client = _Clients()
 
 
 def _retry_conflicts(response: Any = None, attempts: int = 1, **_: Any) -> float | None:
