@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
@@ -25,30 +26,25 @@ _MAX_ATTEMPTS = 5
 _CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionCanceledException"})
 
 
-class _Clients:
-    """The container's clients, one per service, made from one botocore session: its loader reads
-    the shared data files (endpoints, partitions, retry rules) once for every client, not once per
-    client, which is most of a cold start's client cost. `cache_clear` starts over (tests)."""
+_SESSION_LOCK = threading.Lock()  # one session's client creation is not thread-safe
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # one session's client creation is not thread-safe
-        self._session: boto3.session.Session | None = None
-        self._made: dict[str, Any] = {}
 
-    def __call__(self, service: str) -> Any:
-        """A shared client for `service` (thread-safe; endpoint from AWS_ENDPOINT_URL when set)."""
-        with self._lock:
-            made = self._made.get(service)
-            if made is None:
-                if self._session is None:
-                    self._session = boto3.session.Session()
-                made = self._made[service] = _made(self._session, service)
-            return made
+@cache
+def _session() -> boto3.session.Session:
+    return boto3.session.Session()
 
-    def cache_clear(self) -> None:
-        with self._lock:
-            self._session = None
-            self._made.clear()
+
+@cache
+def client(service: str) -> Any:
+    """A shared client for `service` (thread-safe; endpoint from AWS_ENDPOINT_URL when set).
+
+    Every client comes from one botocore session, whose loader reads the shared data files
+    (endpoints, partitions, retry rules) once for all of them: most of a cold start's client cost.
+    After `client.cache_clear()` the next client starts a new session too."""
+    with _SESSION_LOCK:
+        if client.cache_info().currsize == 0:
+            _session.cache_clear()
+        return _made(_session(), service)
 
 
 def _made(session: boto3.session.Session, service: str) -> Any:
@@ -65,9 +61,6 @@ def _made(session: boto3.session.Session, service: str) -> Any:
         # ongoing transaction on its item (TransactionConflictException), not only transactions.
         made.meta.events.register_first("needs-retry.dynamodb", _retry_conflicts)
     return made
-
-
-client = _Clients()
 
 
 def _retry_conflicts(response: Any = None, attempts: int = 1, **_: Any) -> float | None:
