@@ -30,6 +30,8 @@ POOLS = (10, 100, 1_000)
 # 100k is left out of `make bench`: moto copies the whole table on every transaction.
 PAST_REQUESTS = (1_000, 10_000)
 TAG = {"bench": "scaling"}
+# An instance type the bench pool does not allow (benchmarks/scene.py TYPES).
+OTHER_TYPE = "r5.large"
 Grow = Callable[[Cloud, int, int], None]
 
 
@@ -167,6 +169,23 @@ def _unrelated_reservations(cloud: Cloud, had: int, size: int) -> None:
     _clone(cloud, item, item["sk"]["S"], size - 1, "cr-0bench", had - 1)
 
 
+def _selected_elsewhere(cloud: Cloud, had: int, size: int) -> None:
+    """Reservations the pool's NodeClass selects too, of an instance type its pool does not
+    allow: clones of its snapshot (r5.large), added to its coverage item as the sync would."""
+    stored = [i for i in _items(cloud, "Reservation") if i["sk"]["S"].startswith("cr-")]
+    item = copy.deepcopy(min(stored, key=lambda i: len(i["sk"]["S"])))
+    item["instanceType"] = {"S": OTHER_TYPE}
+    _clone(cloud, item, item["sk"]["S"], size - 1, "cr-0elsewhere", had - 1)
+    table = _table(cloud.names.state_table)
+    (cover,) = [i for i in _items(cloud, "Reservation") if i["sk"]["S"].startswith("Covered#")]
+    zone = item["zone"]["S"]
+    for n in range(had - 1, size - 1):
+        member = f"cr-0elsewhere{n:06d}"
+        cover["members"]["L"].append({"S": member})
+        cover["placements"]["M"][member] = {"S": f"{OTHER_TYPE}/{zone}"}
+    table.put_item(cover)
+
+
 def _more_pools(cloud: Cloud, had: int, size: int) -> None:
     item = next(i for i in _items(cloud, "NodePool") if i["sk"]["S"] == POOL)
     _clone(cloud, item, f'"{POOL}', size - 1, '"other-pool-', had - 1)
@@ -208,6 +227,7 @@ def _history_curve() -> tuple[list[Point], list[SyncPoint]]:
 
 def run() -> tuple[list[Point], list[SyncPoint]]:
     points = _curve("reservations", RESERVATIONS, _unrelated_reservations)
+    points += _curve("selected reservations of other types", RESERVATIONS, _selected_elsewhere)
     points += _curve("node pools", POOLS, _more_pools)
     history, syncs = _history_curve()
     return points + history, syncs
