@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     started = time.perf_counter()
+    load_at_start = os.getloadavg()
     points, syncs = scaling.run()
     results = report.Results(
         storm=ice_storm.run(),
@@ -34,6 +36,8 @@ def main() -> int:
         scaling=(points, syncs),
         plots=plots.items_read(points, syncs, ROOT / "docs"),
         throughput=throughput.run(),
+        healthy=burst.healthy(),
+        load=(load_at_start, os.getloadavg()),
     )
     text = report.render(results, time.perf_counter() - started)
     (ROOT / "docs" / "BENCHMARKS.md").write_text(text)
