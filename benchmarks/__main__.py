@@ -30,6 +30,7 @@ def main() -> int:
         storm=ice_storm.run(),
         batching=batching.run(),
         cold_starts=cold_start.handlers(),
+        import_steps=cold_start.import_steps(),
         layer=cold_start.layer_size(),
         warm=warm_overhead.run(),
         burst=burst.run(),

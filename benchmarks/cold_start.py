@@ -5,6 +5,7 @@ provides it), beside a minimal Powertools handler; and the layer's size."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
@@ -161,6 +162,62 @@ def build_layer(artifacts: Path, platform: str) -> None:
         capture_output=True,
         timeout=300,
     )
+
+
+# Where the launcher's import CPU goes, step by step (each step only what earlier ones left).
+STEPS = {
+    "boto3": ["boto3"],
+    "Powertools Logger and Metrics": ["aws_lambda_powertools", "aws_lambda_powertools.metrics"],
+    "pydantic's core": ["pydantic.main"],
+    "settings": ["capacity_launcher.settings"],
+    "the domain's pydantic models": [
+        "capacity_launcher.domain.config",
+        "capacity_launcher.domain.launch_request",
+        "capacity_launcher.domain.status",
+    ],
+    "the rest of the service (launch path)": [
+        "capacity_launcher.service.wiring",
+        "capacity_launcher.service.launch_batch",
+        "capacity_launcher.service.launcher",
+    ],
+}
+STEP_PROBE = """
+import importlib, json, resource, sys
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+spent = {}
+for step, modules in json.loads(sys.argv[1]).items():
+    before = cpu()
+    for module in modules:
+        importlib.import_module(module)
+    spent[step] = cpu() - before
+print(json.dumps(spent))
+"""
+STEP_RUNS = 5
+
+
+def import_steps() -> dict[str, float]:
+    """Median CPU seconds of each import step in a fresh interpreter over the built layer."""
+    with tempfile.TemporaryDirectory() as folder:
+        build_layer(Path(folder), HOST_PLATFORM)
+        environment = {
+            "PATH": os.environ.get("PATH", ""),
+            **ENVIRONMENT,
+            "PYTHONPATH": str(Path(folder) / "python"),
+        }
+        runs: dict[str, list[float]] = {step: [] for step in STEPS}
+        for _ in range(STEP_RUNS):
+            done = subprocess.run(
+                [sys.executable, "-c", STEP_PROBE, json.dumps(STEPS)],
+                env=environment,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            for step, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                runs[step].append(float(seconds))
+    return {step: statistics.median(values) for step, values in runs.items()}
 
 
 def handlers() -> tuple[list[ColdStart], list[ColdStart]]:
