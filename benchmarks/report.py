@@ -21,6 +21,7 @@ COLD_START_GOAL = 1.5
 PROCESS_GOAL = 1.2
 BATCHING_GOAL = 4.0
 FEWER_FAILURES_GOAL = 5.0
+BENCH_BUDGET_SECONDS = 15 * 60
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Results:
     healthy: list[HealthyCost]
     # `uptime`'s load averages (1, 5, 15 min) at the start and the end: the machine is shared.
     load: tuple[tuple[float, float, float], tuple[float, float, float]]
+    # Seconds each section took (the whole run must stay within BENCH_BUDGET_SECONDS).
+    took: dict[str, float]
 
 
 def verdict(met: bool) -> str:
@@ -57,6 +60,9 @@ def render(results: Results, seconds: float) -> str:
         f"- machine: {os.cpu_count()} cores, {platform.machine()}, {platform.system()}; "
         f"Python {sys.version.split()[0]}",
         f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; the whole run took {seconds:.0f} s",
+        f"- sections (s): {', '.join(f'{k} {v:.0f}' for k, v in results.took.items())}; "
+        f"budget {BENCH_BUDGET_SECONDS // 60} minutes: "
+        f"{verdict(seconds <= BENCH_BUDGET_SECONDS).strip('*')}",
         f"- load average (1/5/15 min, the machine is shared): {_load(results.load[0])} at the "
         f"start, {_load(results.load[1])} at the end",
         "- AWS: moto + `local/moto_capacity`, in-process (see each section for emulated latency)",
@@ -64,7 +70,7 @@ def render(results: Results, seconds: float) -> str:
         "## Goals",
         "",
     ]
-    lines += _goals(results)
+    lines += _goals(results, seconds)
     lines += _burst(results.burst)
     lines += _healthy(results.healthy)
     lines += _scaling(*results.scaling, results.plots)
@@ -112,7 +118,7 @@ def _healthy(results: list[HealthyCost]) -> list[str]:
     return lines
 
 
-def _goals(results: Results) -> list[str]:
+def _goals(results: Results, seconds: float) -> list[str]:
     launcher, _, naive = results.storm
     fewer = naive.failed_calls / max(launcher.failed_calls, 1)
     batched, sequential = results.batching
@@ -173,6 +179,8 @@ def _goals(results: Results) -> list[str]:
         f"| worst ({worst.handler}): {_ratio(worst.median_seconds, minimal.median_seconds)} "
         f"| {verdict(worst.median_seconds <= COLD_START_GOAL * minimal.median_seconds)} |",
         f"| Layer ≤ 30 MB unpacked | {_megabytes(results.layer.bytes)} | {verdict(layer_ok)} |",
+        f"| `make bench` within {BENCH_BUDGET_SECONDS // 60} minutes | {seconds:.0f} s "
+        f"| {verdict(seconds <= BENCH_BUDGET_SECONDS)} |",
         "",
     ]
     return rows
