@@ -154,11 +154,15 @@ def _goals(results: Results, seconds: float) -> list[str]:
             f"| cold container: {mine[0].cold} at {mine[0].size}, {mine[-1].cold} at "
             f"{mine[-1].size} | {verdict(flat)} |"
         )
-    sync_flat = syncs[-1].items_read <= syncs[0].items_read + 2
+    first, last = syncs[0], syncs[-1]
+    sync_flat = all(s.history_read == 0 for s in syncs) and (
+        last.items_read - last.live_read <= first.items_read - first.live_read + 2
+    )
     rows.append(
-        f"| The sync's reads follow live work, not history | {syncs[0].items_read} items at "
-        f"{syncs[0].past_requests} past requests, {syncs[-1].items_read} at "
-        f"{syncs[-1].past_requests} | {verdict(sync_flat)} |"
+        f"| The sync's reads follow live work, not history | {first.items_read} items at "
+        f"{first.past_requests} past requests ({first.live_instances} live instances), "
+        f"{last.items_read} at {last.past_requests} ({last.live_instances} live); history "
+        f"items read: {sum(s.history_read for s in syncs)} | {verdict(sync_flat)} |"
     )
     rows += [
         f"| ICE storm: at most 1 failed call per dry offering per TTL window (launcher) "
@@ -369,14 +373,29 @@ def _why_missed(results: Results) -> list[str]:
             "the whole run); it cannot recall calls already sent. Only a claim before the call "
             "(a conditional decrement of the reservation's shared snapshot) would get to one."
         )
-    tags = batched.delayed_calls.get("ec2:CreateTags", 0)
-    if sequential.seconds < BATCHING_GOAL * batched.seconds and tags > 1:
+    syncs = results.scaling[1]
+    settled = max((s.by_kind.get("Limits Lease settled", 0) for s in syncs), default=0)
+    if settled:
         lines.append(
-            f"- **Batching, 4x**: the one shared CreateFleet works, but afterwards the launcher "
-            f"tags each request's instances with its own CreateTags, one after another ({tags} "
-            f"calls, {tags * batching.EC2_LATENCY_SECONDS:.1f} s of the batch's "
-            f"{batched.seconds:.1f} s; `Launcher._absorb` calls `fleet.tag` per request). Sent "
-            "concurrently they would cost one round trip."
+            f"- **The sync's reads follow history**: up to {settled} settled leases read by one "
+            "run. `PoolLimitsStore.recompute` (reconciliation, every minute) queries each "
+            "pool's whole `Limits#` partition, which keeps every settled lease for "
+            "`SETTLED_MARKER_SECONDS` (a week) as proof of settlement, so each run reads every "
+            "request of the last week. Not fixed here (it is the limits and quota code's, and the "
+            "simulation's invariants rest on it): settling could move the lease to its own sort "
+            "key prefix (`Settled#…`) in the settling transaction, so that recompute's key "
+            "ranges (`Lease#`, `Member#`) hold only live work."
+        )
+    if sequential.seconds < BATCHING_GOAL * batched.seconds:
+        delayed = sum(batched.delayed_calls.values())
+        tags = batched.delayed_calls.get("ec2:CreateTags", 0)
+        lines.append(
+            f"- **Batching, {BATCHING_GOAL:.0f}x**: the batch shares one CreateFleet and one "
+            f"DescribeInstances and sends its {tags} CreateTags concurrently, so its emulated EC2 "
+            f"latency is about three round trips ({delayed} delayed calls); what is left of its "
+            f"{batched.seconds:.1f} s is the per-request DynamoDB work (lease, settle, record, "
+            "events), which a batch does per request as ten single batches do, and which "
+            "in-process moto serialises."
         )
     if worst.median_seconds > COLD_START_GOAL * minimal.median_seconds:
         lines.append(
@@ -467,10 +486,25 @@ def _scaling(points: list[Point], syncs: list[SyncPoint], plots: list[str]) -> l
         lines.append(f"| {p.curve} | {p.size:,} | {p.cold} | {p.warm} |")
     lines += [
         "",
-        "| past requests | state-table items read by one sync run |",
-        "|---|---|",
+        "| past requests | live instances | state-table items read by one sync run "
+        "| of which live work | of which history | by kind |",
+        "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {s.past_requests:,} | {s.items_read} |" for s in syncs]
+    lines += [
+        f"| {s.past_requests:,} | {s.live_instances} | {s.items_read} | {s.live_read} "
+        f"| {s.history_read} | {', '.join(f'{k} {n}' for k, n in sorted(s.by_kind.items()))} |"
+        for s in syncs
+    ]
+    lines += [
+        "",
+        "*Live work* is what follows running instances: instance items, each pool's usage, "
+        "open leases and members (`Limits#` partition) and the sparse `OpenLeases` index; "
+        "*history* is request records, intents, and the settled leases a pool's partition "
+        "keeps for a week as proof of settlement (each past request here has one, as in "
+        "production). The goal holds when the sync reads no history and what it reads outside "
+        "live work stays flat; live instances grow between points because each point's own "
+        "requests launch.",
+    ]
     lines += [""]
     lines += [f"![items read]({name})" for name in plots]
     lines += [
