@@ -112,7 +112,10 @@ def _healthy(results: list[HealthyCost]) -> list[str]:
     lines += [
         "",
         "A claim is a conditional PutItem per on-demand/spot offering a CreateFleet carries and a "
-        "DeleteItem when the answer is written; where nothing is dry this is pure overhead.",
+        "DeleteItem when the answer is written. A container skips the claim only for offerings "
+        "it launched in during the last 5 s, and each CreateFleet carries every candidate "
+        "offering as an override (one launches), so in a healthy pool most of them are claimed "
+        "on every request: pure overhead where nothing is dry.",
         "",
     ]
     return lines
