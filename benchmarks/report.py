@@ -528,9 +528,11 @@ def _scaling(points: list[Point], syncs: list[SyncPoint], plots: list[str]) -> l
         f"- *100,000 past requests* is not a point here: {max(scaling.PAST_REQUESTS):,} take "
         f"{5 * max(scaling.PAST_REQUESTS):,} cloned items, and in-process moto deep-copies the "
         "whole state table on every transaction (a request makes several), so ten times as "
-        "many would take longer than the whole 15-minute run. The curve is flat by key design "
-        "(no read of the launch path names another request's partition), which the points "
-        "above test.",
+        "many would take about ten times that point's share of the scaling section: several "
+        "minutes more on this shared machine, putting the 15-minute budget at stake. The curve "
+        "is flat by key design (no read of the launch path names another request's "
+        "partition), which the points above test; the sync's settled-lease reads grow with it "
+        "(see below).",
         "",
     ]
     return lines
