@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from benchmarks import (
     batching,
@@ -19,21 +22,36 @@ from benchmarks import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 def main() -> int:
     started = time.perf_counter()
-    points, syncs = scaling.run()
+    load_at_start = os.getloadavg()
+    took: dict[str, float] = {}
+
+    def timed(section: str, run: Callable[[], T]) -> T:
+        began = time.perf_counter()
+        try:
+            return run()
+        finally:
+            took[section] = time.perf_counter() - began
+
+    points, syncs = timed("scaling", scaling.run)
     results = report.Results(
-        storm=ice_storm.run(),
-        batching=batching.run(),
-        cold_starts=cold_start.handlers(),
-        layer=cold_start.layer_size(),
-        warm=warm_overhead.run(),
-        burst=burst.run(),
+        storm=timed("ICE storm", ice_storm.run),
+        batching=timed("batching", batching.run),
+        cold_starts=timed("cold start", cold_start.handlers),
+        import_steps=timed("import steps", cold_start.import_steps),
+        layer=timed("layer size", cold_start.layer_size),
+        warm=timed("warm overhead", warm_overhead.run),
+        burst=timed("burst", burst.run),
         scaling=(points, syncs),
-        plots=plots.items_read(points, syncs, ROOT / "docs"),
-        throughput=throughput.run(),
+        plots=timed("plots", lambda: plots.items_read(points, syncs, ROOT / "docs")),
+        throughput=timed("throughput", throughput.run),
+        healthy=timed("healthy pool", burst.healthy),
+        load=(load_at_start, os.getloadavg()),
+        took=took,
     )
     text = report.render(results, time.perf_counter() - started)
     (ROOT / "docs" / "BENCHMARKS.md").write_text(text)

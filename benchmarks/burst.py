@@ -210,6 +210,75 @@ def _naive_burst(latency: float) -> BurstResult:
         )
 
 
+# Single flight's own cost where nothing is dry: requests per contender, in warm containers.
+HEALTHY_REQUESTS = 12
+HEALTHY_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class HealthyCost:
+    """DynamoDB calls per request in a healthy pool: every table, and the ICE table by operation."""
+
+    contender: str
+    requests: int
+    launched: int
+    dynamodb_calls: int
+    ice_table_calls: dict[str, int]
+
+    @property
+    def calls_per_request(self) -> float:
+        return self.dynamodb_calls / max(self.requests, 1)
+
+    @property
+    def ice_calls_per_request(self) -> float:
+        return sum(self.ice_table_calls.values()) / max(self.requests, 1)
+
+
+def _healthy(contender: str) -> HealthyCost:
+    """HEALTHY_REQUESTS over HEALTHY_WORKERS warm containers, every offering healthy."""
+    make: dict[str, Callable[[], LaunchBatch]] = {
+        LAUNCHER: lambda: wiring.build_launch_batch(wiring.idempotency_config(get_settings())),
+        SHARED: _shared_without_single_flight,
+    }
+    with bench_cloud(ICE_TTL_SECONDS=str(TTL_SECONDS)) as cloud:
+        apply_pool(cloud)
+        workers = [make[contender]() for _ in range(HEALTHY_WORKERS)]
+        for w, batch in enumerate(workers):
+            cloud.send(request(f"warm-{w}"), batch=batch)
+        all_calls: Counter[str] = Counter()
+        lock = threading.Lock()
+
+        def count(**_: Any) -> None:
+            with lock:
+                all_calls["dynamodb"] += 1
+
+        aws.client("dynamodb").meta.events.register("provide-client-params.dynamodb.*", count)
+        ice_calls = _watch_ice_table(cloud.names.unavailable_offerings_table)
+        calls = LaunchCalls()
+        watch_create_fleet(aws.client("ec2"), calls)
+        slug = contender.split()[0]
+        per_worker = HEALTHY_REQUESTS // HEALTHY_WORKERS
+
+        def worker(w: int) -> None:
+            for i in range(per_worker):
+                cloud.send(request(f"{slug}-ok-{w}-{i}"), batch=workers[w])
+
+        with ThreadPoolExecutor(max_workers=HEALTHY_WORKERS) as pool:
+            list(pool.map(worker, range(HEALTHY_WORKERS)))
+        return HealthyCost(
+            contender,
+            per_worker * HEALTHY_WORKERS,
+            calls.launched,
+            all_calls["dynamodb"],
+            dict(ice_calls),
+        )
+
+
+def healthy() -> list[HealthyCost]:
+    """Single flight's own DynamoDB cost where no offering is dry: with it, and without it."""
+    return [_healthy(LAUNCHER), _healthy(SHARED)]
+
+
 def run() -> list[BurstResult]:
     results = []
     for latency in LATENCIES:

@@ -27,20 +27,35 @@ from tests.support.cloud import Cloud
 ACCOUNT = "123456789012"
 RESERVATIONS = (10, 100, 1_000)
 POOLS = (10, 100, 1_000)
-# 100k is left out of `make bench`: moto copies the whole table on every transaction.
+# 100k is left out of `make bench`: moto copies the whole table on every transaction, so the
+# point alone would take longer than the run's 15 minutes (docs/BENCHMARKS.md says why).
 PAST_REQUESTS = (1_000, 10_000)
 TAG = {"bench": "scaling"}
+# Partitions whose items are told apart by their sort key's prefix too.
+SORTED_KINDS = frozenset({"Limits"})
+# Items that are history: a request's record and pointers, an intent, a settled lease.
+HISTORY_KINDS = frozenset({"Request", "Intent", "Limits Lease settled"})
+# Items that follow live work: instance items, a pool's usage, open leases and members.
+LIVE_KINDS = frozenset(
+    {"Instance", "Limits Usage", "Limits Lease", "Limits Member", "index OpenLeases"}
+)
+# An instance type the bench pool does not allow (benchmarks/scene.py TYPES).
+OTHER_TYPE = "r5.large"
 Grow = Callable[[Cloud, int, int], None]
 
 
 @dataclass
 class ItemsRead:
     by_table: dict[str, int] = field(default_factory=dict)
+    # By (table, kind): the partition key's prefix (`Request`, `Instance`...) or the index read.
+    by_kind: dict[tuple[str, str], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, table: str, n: int) -> None:
+    def add(self, table: str, n: int, kind: str = "") -> None:
         with self._lock:
             self.by_table[table] = self.by_table.get(table, 0) + n
+            if kind and n:
+                self.by_kind[table, kind] = self.by_kind.get((table, kind), 0) + n
 
     @property
     def total(self) -> int:
@@ -60,6 +75,18 @@ class Point:
 class SyncPoint:
     past_requests: int
     items_read: int
+    # State-table items the sync read, by kind; and the instances running when it ran.
+    by_kind: dict[str, int] = field(default_factory=dict)
+    live_instances: int = 0
+
+    @property
+    def history_read(self) -> int:
+        """Items of finished requests (records, intents) the sync read: must stay 0."""
+        return sum(n for k, n in self.by_kind.items() if k in HISTORY_KINDS)
+
+    @property
+    def live_read(self) -> int:
+        return sum(n for k, n in self.by_kind.items() if k in LIVE_KINDS)
 
 
 @contextmanager
@@ -70,12 +97,19 @@ def counting() -> Iterator[ItemsRead]:
     def after(parsed: dict[str, Any], model: Any, params: dict[str, Any], **_: Any) -> None:
         table = str(params.get("TableName", ""))
         if model.name in ("Scan", "Query"):
-            read.add(table, int(parsed.get("ScannedCount", parsed.get("Count", 0))))
+            scanned = int(parsed.get("ScannedCount", parsed.get("Count", 0)))
+            items = parsed.get("Items", [])
+            if params.get("IndexName") or len(items) != scanned:
+                read.add(table, scanned, _query_kind(model.name, params))
+            else:  # every item scanned came back: say what each one is
+                for item in items:
+                    read.add(table, 1, _kind(item))
         elif model.name == "GetItem":
-            read.add(table, int("Item" in parsed))
+            read.add(table, int("Item" in parsed), _kind(params.get("Key", {})))
         elif model.name == "BatchGetItem":
             for name, items in parsed.get("Responses", {}).items():
-                read.add(name, len(items))
+                for item in items:
+                    read.add(name, 1, _kind(item))
 
     last = threading.local()
     events = aws.client("dynamodb").meta.events
@@ -93,6 +127,25 @@ def counting() -> Iterator[ItemsRead]:
     finally:
         events.unregister("provide-client-params.dynamodb.*", remember)
         events.unregister("after-call.dynamodb.*", handler)
+
+
+def _kind(item: dict[str, Any]) -> str:
+    """What an item is: its partition key's prefix, then its sort key's (`Limits Member`);
+    a pool's settled lease (kept a week as proof of settlement) is `Limits Lease settled`."""
+    pk = str(item.get("pk", {}).get("S", "?")).split("#", 1)[0]
+    sk = str(item.get("sk", {}).get("S", "")).split("#", 1)[0]
+    kind = f"{pk} {sk}" if sk and "sk" in item and pk in SORTED_KINDS else pk
+    return f"{kind} settled" if item.get("settled", {}).get("BOOL") else kind
+
+
+def _query_kind(operation: str, params: dict[str, Any]) -> str:
+    if operation == "Scan":
+        return f"Scan {params.get('IndexName') or 'table'}"
+    if params.get("IndexName"):
+        return f"index {params['IndexName']}"
+    values = params.get("ExpressionAttributeValues", {})
+    first = next((v for v in values.values() if "S" in v), {"S": "?"})
+    return f"{_kind({'pk': first})} (filtered)"
 
 
 def _table(name: str) -> Any:
@@ -167,13 +220,31 @@ def _unrelated_reservations(cloud: Cloud, had: int, size: int) -> None:
     _clone(cloud, item, item["sk"]["S"], size - 1, "cr-0bench", had - 1)
 
 
+def _selected_elsewhere(cloud: Cloud, had: int, size: int) -> None:
+    """Reservations the pool's NodeClass selects too, of an instance type its pool does not
+    allow: clones of its snapshot (r5.large), added to its coverage item as the sync would."""
+    stored = [i for i in _items(cloud, "Reservation") if i["sk"]["S"].startswith("cr-")]
+    item = copy.deepcopy(min(stored, key=lambda i: len(i["sk"]["S"])))
+    item["instanceType"] = {"S": OTHER_TYPE}
+    _clone(cloud, item, item["sk"]["S"], size - 1, "cr-0elsewhere", had - 1)
+    table = _table(cloud.names.state_table)
+    (cover,) = [i for i in _items(cloud, "Reservation") if i["sk"]["S"].startswith("Covered#")]
+    zone = item["zone"]["S"]
+    for n in range(had - 1, size - 1):
+        member = f"cr-0elsewhere{n:06d}"
+        cover["members"]["L"].append({"S": member})
+        cover["placements"]["M"][member] = {"S": f"{OTHER_TYPE}/{zone}"}
+    table.put_item(cover)
+
+
 def _more_pools(cloud: Cloud, had: int, size: int) -> None:
     item = next(i for i in _items(cloud, "NodePool") if i["sk"]["S"] == POOL)
     _clone(cloud, item, f'"{POOL}', size - 1, '"other-pool-', had - 1)
 
 
 def _history(cloud: Cloud, had: int, size: int) -> None:
-    """Past requests: a finished request's record, intent, pointer and instance items, cloned."""
+    """Past requests: a finished request's record, intent, pointer, settled lease and instance
+    items, cloned."""
     if had <= 1:
         had = 0
         cloud.send(request("past"))
@@ -184,7 +255,9 @@ def _history(cloud: Cloud, had: int, size: int) -> None:
     detail = json.loads(record["detail"]["S"])
     instance_id = detail["instances"][0]["instanceId"]
     instance = _items(cloud, f"Instance#{instance_id}")[0]
-    for item, old in ((record, "past"), (pointer, token), (intent, token)):
+    # The settled lease stays in the pool's partition as proof of settlement (a week, then TTL).
+    lease = next(i for i in _items(cloud, f"Limits#{POOL}") if i["sk"]["S"] == "Lease#past")
+    for item, old in ((record, "past"), (pointer, token), (intent, token), (lease, "past")):
         _clone(cloud, item, old, size, "past-", had)
     _clone(cloud, instance, instance_id, size, "i-past", had)
 
@@ -202,12 +275,16 @@ def _history_curve() -> tuple[list[Point], list[SyncPoint]]:
             points.append(Point("past requests", size, cold, warm))
             with counting() as read:
                 wiring.build_reservation_sync(get_settings()).run()
-            syncs.append(SyncPoint(size, read.by_table.get(cloud.names.state_table, 0)))
+            state = cloud.names.state_table
+            kinds = {k: n for (t, k), n in read.by_kind.items() if t == state}
+            live = len(cloud.managed_instances())
+            syncs.append(SyncPoint(size, read.by_table.get(state, 0), kinds, live))
     return points, syncs
 
 
 def run() -> tuple[list[Point], list[SyncPoint]]:
     points = _curve("reservations", RESERVATIONS, _unrelated_reservations)
+    points += _curve("selected reservations of other types", RESERVATIONS, _selected_elsewhere)
     points += _curve("node pools", POOLS, _more_pools)
     history, syncs = _history_curve()
     return points + history, syncs

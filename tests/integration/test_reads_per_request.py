@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from capacity_launcher.adapters import aws
-from tests.integration.test_launch_into_reservations import setup_pool
+from capacity_launcher.service import wiring
+from capacity_launcher.settings import get_settings
+from tests.integration.test_launch_into_reservations import reserve, setup_pool
 from tests.support.cloud import launch_request, node_pool
 
 
@@ -28,3 +31,57 @@ def test_a_request_naming_its_pool_reads_that_pool_not_every_pool(cloud, subnets
     assert pool_reads == ["GetItem"]
     record = cloud.record("named-1")
     assert record is not None and record.launched == 1
+
+
+def test_a_request_reads_only_the_snapshots_of_reservations_it_could_launch_into(
+    cloud, subnets, image
+):
+    # Given a NodeClass selecting by tag two m5.large reservations in its zone, one c5.large
+    # there (its pool allows only m5.large) and one m5.large in a zone it has no subnet in,
+    # and another NodeClass whose three reservations it does not select, all synced
+    team_a = [{"Key": "team", "Value": "a"}]
+    tags = {"TagSpecifications": [{"ResourceType": "capacity-reservation", "Tags": team_a}]}
+    usable = [reserve(cloud, 2, **tags), reserve(cloud, 3, **tags)]
+    other_type = reserve(cloud, 2, itype="c5.large", **tags)
+    other_zone = reserve(cloud, 2, zone="us-east-1b", **tags)
+    team_b = [{"Key": "team", "Value": "b"}]
+    others = [
+        reserve(
+            cloud,
+            2,
+            TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": team_b}],
+        )
+        for _ in range(3)
+    ]
+    setup_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "a"}}])
+    setup_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "b"}}], pool="b", klass="b")
+    cloud.wait_out_consistency()
+    wiring.build_reservation_sync(get_settings()).run()
+    read: list[str] = []
+    partitions: list[str] = []
+
+    def note(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "Query":
+            partitions.extend(v.get("S") for v in params["ExpressionAttributeValues"].values())
+        keys = [params.get("Key")] if "Key" in params else []
+        for request in params.get("RequestItems", {}).values():
+            keys += request.get("Keys", [])
+        read.extend(k["sk"]["S"] for k in keys if k and k["pk"]["S"] == "Reservation")
+
+    events = aws.client("dynamodb").meta.events
+    events.register("provide-client-params.dynamodb.GetItem", note)
+    events.register("provide-client-params.dynamodb.BatchGetItem", note)
+    events.register("provide-client-params.dynamodb.Query", note)
+    # When a fresh container serves one request of that pool
+    cloud.send(launch_request("scoped-1", nodePool="general"), batch=cloud.fresh_batch())
+    # Then it launched into one of its reservations, having read its coverage item and the
+    # snapshots of the two it could use, never the partition or any other reservation
+    record = cloud.record("scoped-1")
+    assert record is not None and record.launched == 1
+    assert record.instances[0].capacity_reservation_id in usable
+    assert "Reservation" not in partitions
+    snapshots = {sk for sk in read if sk.startswith("cr-")}
+    assert snapshots == set(usable)
+    assert not snapshots & {other_type, other_zone, *others}
+    term = json.dumps({"tags": {"team": "a"}}, sort_keys=True)
+    assert [sk for sk in read if not sk.startswith("cr-")] == [f"Covered#selector:{term}"]

@@ -12,9 +12,11 @@ from capacity_launcher.domain.config import NodeClass, parse_document
 from capacity_launcher.domain.fleet import FleetError, blame
 from capacity_launcher.domain.offerings import ON_DEMAND, SPOT, Offering
 from capacity_launcher.domain.reservations import (
+    ANYWHERE,
     STALE_AFTER_SECONDS,
     TARGET_ID_FIELD,
     Coverage,
+    ReservationScope,
     ReservationSnapshot,
     ReservedTarget,
     covered,
@@ -124,6 +126,27 @@ def test_coverage_is_trusted_only_when_recent_and_every_member_parses():
     assert not covered(keys, stale, set(), now)
     assert not covered(keys, fresh, {CR_A}, now)
     assert not covered(keys, {}, set(), now)
+
+
+def test_a_request_scope_keeps_the_members_it_could_launch_into_and_every_named_one():
+    # Given a coverage item whose members sit in two zones and two types, one of unknown placement
+    placements = {CR_A: ("m5.large", "us-east-1a"), CR_B: ("c5.large", "us-east-1a")}
+    unknown = "cr-0dddddddddddddddd"
+    coverage = Coverage(
+        "k", 0.0, (CR_A, CR_B, CR_C, unknown), {**placements, CR_C: ("m5.large", "us-east-1b")}
+    )
+    scope = ReservationScope(frozenset({"us-east-1a"}), frozenset({"m5.large"}))
+    # Then the scope admits only the one in its zone and type, and the one it cannot place
+    assert coverage.members_in(scope) == (CR_A, unknown)
+    # and a member the NodeClass names by id is kept wherever it is
+    assert coverage.members_in(scope, keep={CR_C}) == (CR_A, CR_C, unknown)
+    # and no pinned type admits every type in the zones
+    assert coverage.members_in(ReservationScope(frozenset({"us-east-1a"}))) == (
+        CR_A,
+        CR_B,
+        unknown,
+    )
+    assert coverage.members_in(ANYWHERE) == coverage.members
 
 
 @pytest.mark.parametrize(

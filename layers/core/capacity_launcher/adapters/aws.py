@@ -3,6 +3,7 @@ and `aws_call`: the one way an adapter turns a botocore ClientError into a domai
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -25,9 +26,28 @@ _MAX_ATTEMPTS = 5
 _CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionCanceledException"})
 
 
+_SESSION_LOCK = threading.Lock()  # one session's client creation is not thread-safe
+
+
+@cache
+def _session() -> boto3.session.Session:
+    return boto3.session.Session()
+
+
 @cache
 def client(service: str) -> Any:
-    """A shared client for `service` (thread-safe; endpoint from AWS_ENDPOINT_URL when set)."""
+    """A shared client for `service` (thread-safe; endpoint from AWS_ENDPOINT_URL when set).
+
+    Every client comes from one botocore session, whose loader reads the shared data files
+    (endpoints, partitions, retry rules) once for all of them: most of a cold start's client cost.
+    After `client.cache_clear()` the next client starts a new session too."""
+    with _SESSION_LOCK:
+        if client.cache_info().currsize == 0:
+            _session.cache_clear()
+        return _made(_session(), service)
+
+
+def _made(session: boto3.session.Session, service: str) -> Any:
     mode: Literal["adaptive", "standard"] = "adaptive" if service in _ADAPTIVE else "standard"
     config = Config(
         retries={"mode": mode, "max_attempts": _MAX_ATTEMPTS},
@@ -35,7 +55,7 @@ def client(service: str) -> Any:
         read_timeout=30,
         max_pool_connections=50,
     )
-    made = boto3.session.Session().client(service, config=config)  # type: ignore[call-overload]
+    made = session.client(service, config=config)  # type: ignore[call-overload]
     if service == "dynamodb":
         # Before botocore's own retry handler, which leaves these alone. Any write can meet an
         # ongoing transaction on its item (TransactionConflictException), not only transactions.

@@ -4,8 +4,10 @@ Only translation to and from DynamoDB items: what they mean is domain/reservatio
 launchers read them through service/reservations.py.
 
 The sync writes one item per reservation (sk `cr-…`) and one coverage item per reservation target
-or selector term it resolved (sk `Covered#…`), so a launcher resolves a NodeClass's reservations
-with one Query and knows whether the sync has already seen what the NodeClass names. Launchers
+or selector term it resolved (sk `Covered#…`: its members and each one's instance type and zone),
+so a launcher reads its NodeClass's coverage items, knows whether the sync has already seen what the
+NodeClass names, and then reads only the snapshots its request could launch into (two
+BatchGetItem, independent of every other NodeClass's reservations). Launchers
 decrement `available` when they launch into a reservation and flag it `exhausted` on an
 insufficient-capacity error; the next sync overwrites both with what EC2 says.
 """
@@ -17,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
-from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.reservations import (
     COVERAGE_PREFIX,
@@ -89,12 +91,8 @@ class ReservationSnapshots:
     # -- the sync's side ----------------------------------------------------------------------
 
     def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]:
-        """Every snapshot and coverage item: one (paginated) strongly consistent Query."""
-        stored, coverage, _ = self.read_all()
-        return stored, coverage
-
-    def read_all(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage], set[str]]:
-        """The snapshots that parse, the coverage, and the ids of those that do not."""
+        """Every snapshot and coverage item: one (paginated) strongly consistent Query. The sync
+        and operators read this; a launcher reads only `coverage` and `snapshots` it needs."""
         with aws_call("Query"):
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
@@ -103,22 +101,24 @@ class ReservationSnapshots:
                 ConsistentRead=True,
             )
             items = [from_item(i) for page in pages for i in page["Items"]]
-        stored: dict[str, StoredReservation] = {}
-        coverage: dict[str, Coverage] = {}
-        invalid: set[str] = set()
-        for item in items:
-            sk = str(item["sk"])
-            if sk.startswith(RESERVATION_PREFIX):
-                parsed = _parsed(item)
-                if isinstance(parsed, StoredReservation):
-                    stored[sk] = parsed
-                else:
-                    invalid.add(sk)
-            elif sk.startswith(COVERAGE_PREFIX):
-                coverage[sk] = Coverage(
-                    sk, float(item.get("syncedAt", 0)), tuple(item.get("members", []))
-                )
-        return stored, coverage, invalid
+        stored, _ = _snapshots_of(i for i in items if str(i["sk"]).startswith(RESERVATION_PREFIX))
+        coverage = {
+            str(i["sk"]): _coverage(i) for i in items if str(i["sk"]).startswith(COVERAGE_PREFIX)
+        }
+        return stored, coverage
+
+    def coverage(self, keys: Sequence[str]) -> dict[str, Coverage]:
+        """The coverage items of `keys` that exist (one strongly consistent BatchGetItem)."""
+        items = batch_get(self._db, self._table, [key(PARTITION, k) for k in sorted(set(keys))])
+        return {str(i["sk"]): _coverage(i) for i in items}
+
+    def snapshots(
+        self, reservation_ids: Sequence[str]
+    ) -> tuple[dict[str, StoredReservation], set[str]]:
+        """The snapshots of `reservation_ids` that parse, and the ids of those that do not
+        (strongly consistent BatchGetItem, 100 keys a call)."""
+        ids = sorted(set(reservation_ids))
+        return _snapshots_of(batch_get(self._db, self._table, [key(PARTITION, r) for r in ids]))
 
     def get(self, reservation_id: str) -> StoredReservation | None:
         parsed = self._read_one(reservation_id)
@@ -186,6 +186,8 @@ class ReservationSnapshots:
                 "sk": entry.key,
                 "syncedAt": int(entry.synced_at),
                 "members": list(entry.members),
+                # "instance type/zone" per member: launchers skip the snapshots they cannot use.
+                "placements": {m: "/".join(p) for m, p in entry.placements.items()},
             }
             with aws_call("PutItem"):
                 self._db.put_item(TableName=self._table, Item=to_item(item))
@@ -255,6 +257,34 @@ def _item(stored: StoredReservation) -> dict[str, Any]:
         "syncedAt": _iso(stored.synced_at) if stored.synced_at else None,
         "version": stored.version,
     }
+
+
+def _snapshots_of(
+    items: Iterable[Mapping[str, Any]],
+) -> tuple[dict[str, StoredReservation], set[str]]:
+    stored: dict[str, StoredReservation] = {}
+    invalid: set[str] = set()
+    for item in items:
+        parsed = _parsed(item)
+        if isinstance(parsed, StoredReservation):
+            stored[parsed.snapshot.reservation_id] = parsed
+        else:
+            invalid.add(parsed.reservation_id)
+    return stored, invalid
+
+
+def _coverage(item: Mapping[str, Any]) -> Coverage:
+    placements: dict[str, tuple[str, str]] = {}
+    for member, text in (item.get("placements") or {}).items():
+        instance_type, _, zone = str(text).partition("/")
+        if instance_type and zone:
+            placements[str(member)] = (instance_type, zone)
+    return Coverage(
+        str(item["sk"]),
+        float(item.get("syncedAt", 0)),
+        tuple(str(m) for m in item.get("members", [])),
+        placements,
+    )
 
 
 def _parsed(item: Mapping[str, Any]) -> StoredReservation | InvalidSnapshot:

@@ -319,11 +319,40 @@ class InvalidSnapshot:
 
 @dataclass(frozen=True)
 class Coverage:
-    """One reservation target or selector term the sync resolved, and when."""
+    """One reservation target or selector term the sync resolved, and when.
+
+    `placements` is each member's (instance type, zone), which EC2 never changes for a
+    reservation: a launcher reads only the snapshots of members its request could launch into."""
 
     key: str
     synced_at: float
     members: tuple[str, ...] = ()
+    placements: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    def members_in(self, scope: ReservationScope, keep: Collection[str] = ()) -> tuple[str, ...]:
+        """The members `scope` admits, and those in `keep` (a member of unknown placement,
+        stored before placements were, is always admitted)."""
+        return tuple(m for m in self.members if m in keep or scope.admits(self.placements.get(m)))
+
+
+@dataclass(frozen=True)
+class ReservationScope:
+    """Where a request can launch: a reservation in another zone, or of an instance type the
+    request does not allow, cannot serve it. None admits any."""
+
+    zones: frozenset[str] | None = None
+    instance_types: frozenset[str] | None = None
+
+    def admits(self, placement: tuple[str, str] | None) -> bool:
+        if placement is None:
+            return True
+        instance_type, zone = placement
+        return (self.zones is None or zone in self.zones) and (
+            self.instance_types is None or instance_type in self.instance_types
+        )
+
+
+ANYWHERE = ReservationScope()
 
 
 def covered(

@@ -54,6 +54,7 @@ from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requester_origins import Origin
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
 from capacity_launcher.domain.reservations import (
+    ReservationScope,
     ReservationSnapshot,
     ReservationSource,
     selection_of,
@@ -226,7 +227,9 @@ class Launcher:
             error = ErrorDetail(code=refused.code, message=refused.message)
             self._reject_all(progress, report, error, RequestStatus.FAILED)
             return
-        sources: list[ReservationSource] = self._p.reservations.sources(lead.node_class)
+        sources: list[ReservationSource] = self._p.reservations.sources(
+            lead.node_class, _scope(lead.requirements, subnets)
+        )
         candidates = self._candidates(lead, subnets, sources, platform)
         for mismatch in candidates.platform_mismatches:
             # The NodeClass names a reservation its image can never use: say so on the record.
@@ -893,6 +896,12 @@ def _by_pool(items: Sequence[_Progress]) -> list[list[_Progress]]:
     for item in items:
         groups.setdefault(item.prepared.pool.metadata.name, []).append(item)
     return list(groups.values())
+
+
+def _scope(requirements: Requirements, subnets: Mapping[str, Sequence[str]]) -> ReservationScope:
+    """The reservations a request could launch into: its subnets' zones, its pinned types."""
+    pinned = _pinned_instance_types(requirements)
+    return ReservationScope(frozenset(subnets), frozenset(pinned) if pinned is not None else None)
 
 
 def _pinned_instance_types(requirements: Requirements) -> list[str] | None:

@@ -215,6 +215,8 @@ class ReservationSync:
         for term_key, term in sorted(terms.items()):
             matched = tuple(sorted(k for k, r in everything.items() if term_matches(term, r)))
             coverage.append(Coverage(term_key, at, matched))
+        placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
+        coverage = [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
         wanted = {m for c in coverage for m in c.members}
         return (
             coverage,

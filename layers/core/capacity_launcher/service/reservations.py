@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.reservations import (
+    ANYWHERE,
+    ReservationScope,
     ReservationSelection,
     ReservationSnapshot,
     ReservationSource,
@@ -40,18 +42,38 @@ class ReservationProvider:
         self._ec2 = ec2
         self._clock = clock
 
-    def sources(self, node_class: NodeClass) -> list[ReservationSource]:
-        """The NodeClass's reservation targets, each with the reservations it reaches."""
+    def sources(
+        self, node_class: NodeClass, scope: ReservationScope = ANYWHERE
+    ) -> list[ReservationSource]:
+        """The NodeClass's reservation targets, each with the reservations it reaches that
+        `scope` admits (and every one it names by id, so a missing one is still reported).
+
+        Reads the NodeClass's coverage items, then only the snapshots of the members in scope:
+        what other NodeClasses select, or reservations elsewhere, is never read."""
         selection = selection_of(node_class)
         if not selection:
             return []
-        stored, coverage, invalid = self._snapshots.read_all()
-        known = {k: s.snapshot for k, s in stored.items()}
         needed = selection.coverage_keys()
+        coverage = self._snapshots.coverage(needed)
+        named = selection.named_ids()
+        members = {k: c.members_in(scope, named) for k, c in coverage.items()}
+        stored, invalid = self._snapshots.snapshots([m for ms in members.values() for m in ms])
+        known = {k: s.snapshot for k, s in stored.items()}
         if covered(needed, coverage, invalid, self._clock()):
-            return selection.resolve(known, {k: coverage[k].members for k in needed})
+            return selection.resolve(known, members)
         # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
-        return [with_flags(s, known) for s in self._live(selection)]
+        live = self._live(selection)
+        unread = {
+            r.reservation_id
+            for s in live
+            for r in s.reservations
+            if r.reservation_id in named or scope.admits((r.instance_type, r.zone))
+        } - (set(known) | invalid)
+        if unread:
+            known |= {
+                k: s.snapshot for k, s in self._snapshots.snapshots(sorted(unread))[0].items()
+            }
+        return [with_flags(s, known) for s in live]
 
     def _live(self, selection: ReservationSelection) -> list[ReservationSource]:
         """The selection resolved against what EC2 describes now."""

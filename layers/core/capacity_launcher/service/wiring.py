@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Any
-
-from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
+from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import client
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
@@ -21,28 +19,27 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
-from capacity_launcher.adapters.launch_queue import LaunchQueue
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.adapters.quota_statuses import QuotaStatuses
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
-from capacity_launcher.adapters.subnets import Subnets
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.reservations import Thresholds
 from capacity_launcher.service.instance_events import InstanceEvents
-from capacity_launcher.service.launch_batch import LaunchBatch
-from capacity_launcher.service.launcher import Launcher
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimRequests
 from capacity_launcher.service.quota_sync import QuotaSync
 from capacity_launcher.service.reconciliation import Reconciliation
 from capacity_launcher.service.reservation_sync import ReservationSync
 from capacity_launcher.service.reservations import ReservationProvider
-from capacity_launcher.service.telemetry import LaunchTelemetry
 from capacity_launcher.settings import Settings, get_settings, retention_seconds
+
+if TYPE_CHECKING:  # the launch path's modules are imported when it is built (cold starts)
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    from capacity_launcher.service.launch_batch import LaunchBatch
 
 # A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
 Clients = Callable[[str], Any]
@@ -143,6 +140,8 @@ def publisher(settings: Settings, clients: Clients = client) -> Publisher:
 
 
 def idempotency_config(settings: Settings) -> IdempotencyConfig:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
     return IdempotencyConfig(
         event_key_jmespath="requestId",
         expires_after_seconds=settings.idempotency_ttl_seconds,
@@ -150,6 +149,10 @@ def idempotency_config(settings: Settings) -> IdempotencyConfig:
 
 
 def launch_ports(settings: Settings, clients: Clients = client) -> LaunchPorts:
+    # Only the launcher builds these: the sync's and instance events' cold starts skip them.
+    from capacity_launcher.adapters.launch_templates import LaunchTemplates
+    from capacity_launcher.adapters.subnets import Subnets
+
     ec2 = clients("ec2")
     return LaunchPorts(
         config=config_store(settings, clients, cached=True),
@@ -174,6 +177,13 @@ def launch_batch(config: IdempotencyConfig) -> LaunchBatch:
 
 def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = None) -> LaunchBatch:
     """A launch batch processor; `ports` replaces the adapters (benchmarks swap the ICE cache)."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    from capacity_launcher.adapters.launch_queue import LaunchQueue
+    from capacity_launcher.service.launch_batch import LaunchBatch
+    from capacity_launcher.service.launcher import Launcher
+    from capacity_launcher.service.telemetry import LaunchTelemetry
+
     settings = get_settings()
     ports = ports or launch_ports(settings)
     persistence = DynamoDBPersistenceLayer(
