@@ -31,6 +31,7 @@ from capacity_launcher.domain.status import (
     ALL_DETAIL_TYPES,
     BLOCK_EXPIRING,
     EVENT_SOURCE,
+    RECLAIM_REQUESTED,
     RESERVATION_ACTIVATED,
     RESERVATION_EXPIRED,
     LaunchedInstance,
@@ -42,7 +43,7 @@ from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
 from capacity_launcher_cli.config_commands import read_documents, validate
 from capacity_launcher_cli.deployment import Deployment
-from capacity_launcher_cli.request_commands import send, wait_for
+from capacity_launcher_cli.request_commands import PRODUCER_SOURCE, send, wait_for
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from moto_capacity.clock import CLOCK
 
@@ -90,6 +91,51 @@ GPU_DOCUMENTS: tuple[dict[str, Any], ...] = (
         },
     },
 )
+
+
+QUOTA_POOL = "training"
+QUOTA_GRACE = "5m"
+
+
+def quota_documents(account_id: str) -> tuple[dict[str, Any], ...]:
+    """Two teams sharing the training pool in one cohort (examples/quotas has the full form).
+
+    team-ml is bound to where the demo's requests come from (the CLI's source on the bus, this
+    account), so a request claiming it from anywhere else would be Rejected."""
+
+    def quota(name: str, nominal: str, **spec: Any) -> dict[str, Any]:
+        instances: dict[str, Any] = {"name": "instances", "nominalQuota": nominal}
+        if "borrowingLimit" in spec:
+            instances["borrowingLimit"] = spec.pop("borrowingLimit")
+        return {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "CapacityQuota",
+            "metadata": {"name": name},
+            "spec": {
+                "requesters": [name],
+                "cohort": "research",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["instances"],
+                        "flavors": [{"name": QUOTA_POOL, "resources": [instances]}],
+                    }
+                ],
+                **spec,
+            },
+        }
+
+    return (
+        quota(
+            "team-ml",
+            "6",
+            priority=100,
+            preemption={"reclaimWithinCohort": "LowerPriority", "gracePeriod": QUOTA_GRACE},
+            requesterOrigins={
+                "team-ml": {"eventSources": [PRODUCER_SOURCE], "accounts": [account_id]}
+            },
+        ),
+        quota("team-research", "2", priority=10, allowBorrowing=True, borrowingLimit="3"),
+    )
 
 
 @dataclass(frozen=True)
@@ -306,6 +352,15 @@ class _Subscription:
         return found
 
 
+@dataclass(frozen=True)
+class _Story:
+    """What the chapters after the scenes share: where to send, read and listen."""
+
+    deployment: Deployment
+    records: LaunchRecords
+    subscription: _Subscription
+
+
 def _sync(cloud: LocalCloud, subscription: _Subscription) -> list[dict[str, Any]]:
     """One run of the reservation sync function (its schedule is off in the demo), and the events
     it published (detail-type and detail), as the subscribed queue received them."""
@@ -347,11 +402,91 @@ def _buy_block(deployment: Deployment) -> dict[str, Any]:
     return bought["CapacityReservation"]  # type: ignore[no-any-return]
 
 
-def _play_block(
-    out: Console, cloud: LocalCloud, deployment: Deployment, records: LaunchRecords
-) -> int:
+def _ask(
+    out: Console, deployment: Deployment, records: LaunchRecords, request: dict[str, Any]
+) -> RequestRecord | None:
+    send(request, deployment, "bus")
+    with _spinner(out, f"   {request['requestId']}: waiting for its status..."):
+        return wait_for(records, str(request["requestId"]), WAIT_SECONDS)
+
+
+def _play_quotas(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
+    """The quota chapter: team-research borrows team-ml's idle quota, team-ml takes it back."""
+    deployment, records, subscription = story.deployment, story.records, story.subscription
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    for document in quota_documents(deployment.client("sts").get_caller_identity()["Account"]):
+        store.apply(parse_document(document))
+    _sync(cloud, subscription)  # the sync counts team-ml's running train-1 against its quota
+    out.print(
+        f"[bold]{first}. team quotas in pool {QUOTA_POOL}, cohort research: team-ml 6 instances "
+        "(running 3), team-research 2 and may borrow 3 more[/]"
+    )
+    borrow = {"requestId": "research-1", "nodePool": QUOTA_POOL, "count": 5}
+    record = _ask(out, deployment, records, {**borrow, "requester": "team-research"})
+    mismatches = _told(
+        out,
+        f"team-research asks for 5: {record.status if record else 'no status'} "
+        f"{record.launched if record else 0}/5 (3 of them borrowed from team-ml)",
+        record is not None and record.status is RequestStatus.FULFILLED,
+        "Fulfilled 5/5",
+    )
+    need = {"requestId": "ml-2", "nodePool": QUOTA_POOL, "count": 3, "minCount": 3}
+    need["requester"] = "team-ml"
+    record = _ask(out, deployment, records, need)
+    asked = [e for e in subscription.received() if e["detail-type"] == RECLAIM_REQUESTED]
+    named = [i["instanceId"] for e in asked for i in e["detail"]["instances"]]
+    codes = [e.code for e in record.errors] if record else []
+    mismatches += _told(
+        out,
+        f"team-ml asks for a gang of 3 of its own: {record.status if record else 'no status'} "
+        f"({', '.join(codes)}); "
+        f"{RECLAIM_REQUESTED}: {len(named)} of team-research's instances, grace {QUOTA_GRACE}",
+        record is not None
+        and record.status is RequestStatus.FAILED
+        and codes == ["QuotaExceeded"]
+        and len(named) == 3,
+        f"Failed (QuotaExceeded) and {RECLAIM_REQUESTED} naming 3 instances",
+    )
+    moto_capacity.advance_clock(5 * 60 + 1)
+    _sync(cloud, subscription)
+    gone = _poll_states(deployment, named, "terminated")
+    mismatches += _told(
+        out,
+        f"clock moved past the grace period; the sync terminated {len(gone)} of them",
+        sorted(gone) == sorted(named),
+        "the 3 named instances terminated",
+    )
+    record = _ask(out, deployment, records, {**need, "requestId": "ml-3"})
+    mismatches += _told(
+        out,
+        f"team-ml asks again: {record.status if record else 'no status'} "
+        f"{record.launched if record else 0}/3",
+        record is not None and record.status is RequestStatus.FULFILLED,
+        "Fulfilled 3/3",
+    )
+    return mismatches
+
+
+def _poll_states(deployment: Deployment, instance_ids: list[str], state: str) -> list[str]:
+    """The instances among `instance_ids` in `state` (waiting up to WAIT_SECONDS for all)."""
+    ec2 = deployment.client("ec2")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        found = ec2.describe_instances(InstanceIds=instance_ids) if instance_ids else {}
+        there = [
+            i["InstanceId"]
+            for r in found.get("Reservations", [])
+            for i in r["Instances"]
+            if i["State"]["Name"] == state
+        ]
+        if len(there) == len(instance_ids) or time.monotonic() >= deadline:
+            return there
+        time.sleep(0.2)
+
+
+def _play_block(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
     """The GPU chapter: a block bought, waited for, activated on the clock, filled, expiring."""
-    subscription = _Subscription(deployment)
+    deployment, records, subscription = story.deployment, story.records, story.subscription
     store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
     for document in GPU_DOCUMENTS:
         store.apply(parse_document(document))
@@ -359,7 +494,7 @@ def _play_block(
     block_id, start, end = block["CapacityReservationId"], block["StartDate"], block["EndDate"]
     _sync(cloud, subscription)  # the sync sees it scheduled
     out.print(
-        f"[bold]{len(SCENES) + 1}. a Capacity Block bought: 2 x {GPU_TYPE} in {DEMO_ZONE}, "
+        f"[bold]{first}. a Capacity Block bought: 2 x {GPU_TYPE} in {DEMO_ZONE}, "
         f"{_minute(start)} to {_minute(end)}; pool {GPU_POOL} selects it by tag[/]"
     )
     until = start + timedelta(hours=2)
@@ -454,7 +589,9 @@ def run_demo(examples: str = "examples") -> int:
             )
             records = LaunchRecords(deployment.state_table, deployment.client("dynamodb"))
             mismatches = _play(out, deployment, records)
-            mismatches += _play_block(out, cloud, deployment, records)
+            story = _Story(deployment, records, _Subscription(deployment))
+            mismatches += _play_quotas(out, cloud, story, len(SCENES) + 1)
+            mismatches += _play_block(out, cloud, story, len(SCENES) + 2)
             _final_tables(out, deployment)
         finally:
             cloud.stop()

@@ -60,8 +60,16 @@ def test_demo_tells_the_whole_story_and_leaves_nothing_running(tmp_path: Path) -
     assert done.returncode == 0, done.stdout + done.stderr
     for scene in ("train-1", "batch-1", "gang-1", "web-1", "web-2", "bad-1", "gpu-1"):
         assert scene in done.stdout
-    # Six requests, then the block's five steps: waiting, activated, filled, expiring, expired.
-    assert done.stdout.count(" - as expected") == 6 + 5
+    # Six requests; the quotas' four steps: borrowed, reclaim requested, terminated, admitted;
+    # then the block's five: waiting, activated, filled, expiring, expired.
+    assert done.stdout.count(" - as expected") == 6 + 4 + 5
+    for told in (
+        "team-research asks for 5: Fulfilled 5/5",
+        "Failed (QuotaExceeded); Capacity Reclaim Requested: 3 of team-research's instances",
+        "the sync terminated 3 of them",
+        "team-ml asks again: Fulfilled 3/3",
+    ):
+        assert told in done.stdout
     assert "a Capacity Block bought" in done.stdout
     for told in (
         "gpu-1, 2 nodes, may wait until",
