@@ -2,7 +2,13 @@
 
 Everything the scheduler asks of the emulator goes through `Emulator`, so that moving from the
 in-process hooks used today to the local cloud's control API (`POST /moto-capacity/faults`,
-`/capacity`, and `/clock` once it lands) replaces this one module, not the scenarios.
+`/capacity`, `/clock`) replaces this one module, not the scenarios.
+
+One clock for both: the emulator's (`moto_capacity.clock.CLOCK`) is `datetime.now` plus an
+offset, and `SimulatedClock` moves `datetime.now` itself, so the emulator's offset stays 0 and
+`settle` (`advance_clock(0)`, the in-process `POST /moto-capacity/clock {"advanceSeconds": 0}`)
+only applies the reservation transitions now due, as AWS applies them on time rather than when
+someone next reads the reservation.
 """
 
 from __future__ import annotations
@@ -173,3 +179,8 @@ class Emulator:
     faults: Faults
     capacity: Capacity
     crashes: CrashPlan
+
+    def settle(self) -> None:
+        """Apply every reservation transition due by now: activations, a block's warning, its
+        instances terminated 30 minutes before its end, expiry (with EC2's events)."""
+        moto_capacity.advance_clock(0)
