@@ -221,6 +221,34 @@ def test_a_pool_whose_offerings_are_all_dry_passes_the_request_on(cloud, subnets
     assert "every offering is unavailable now (InsufficientInstanceCapacity)" in why
 
 
+def test_a_pool_with_no_offering_now_passes_the_request_on(cloud, subnets, image):
+    # Given the heaviest pool launches only into reservations, and none is active
+    sg = cloud.ec2.describe_security_groups()["SecurityGroups"][0]["GroupId"]
+    cloud.apply(
+        node_class("shared", [subnets[ZONE]], image, securityGroupIds=[sg]),
+        node_pool(
+            "reserved-only",
+            "shared",
+            weight=10,
+            requirements=[capacity_type("reserved"), instance_type("m5.large")],
+        ),
+        node_pool(
+            "general",
+            "shared",
+            weight=1,
+            requirements=[capacity_type("on-demand"), instance_type("m5.large")],
+        ),
+    )
+    # When a request names no pool
+    cloud.send(launch_request("no-reservation-yet"))
+    # Then the lower-weight pool serves it, and the record says why the first did not
+    record = cloud.record("no-reservation-yet")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "general"
+    (why,) = passed_over(record)
+    assert why.startswith("nodePool reserved-only: requirements: no instance type")
+
+
 def test_a_pool_that_can_never_fit_the_gang_passes_it_on(cloud, subnets, image):
     two_pools(cloud, subnets, image, limits={"instances": "1"})
 

@@ -225,9 +225,12 @@ class Launcher:
         if never is not None:
             return
         if not candidates and not candidates.skipped:
-            # Nothing matches at all (as opposed to: matches, but is full or dry right now).
+            # Nothing matches at all (as opposed to: matches, but is full or dry right now), for
+            # example a reserved-only pool before its reservation is active: a request that named
+            # no pool tries the next one.
             message = _no_offering(lead, subnets)
-            self._reject_all(progress, report, ErrorDetail(code="NoOffering", message=message))
+            if not self._fall_back(progress, report, message):
+                self._reject_all(progress, report, ErrorDetail(code="NoOffering", message=message))
             return
         inflexible = flexibility_shortfall(
             lead.requirements, [*candidates.on_demand, *candidates.spot], candidates.instance_types
