@@ -50,6 +50,9 @@ CAPACITY_TYPE = "karpenter.sh/capacity-type"
 ZONE = "topology.kubernetes.io/zone"
 CPU = "karpenter.k8s.aws/instance-cpu"
 SUCCEEDED = ("Fulfilled", "PartiallyFulfilled")
+# A pool's answers that pass a request naming no pool on to the next (docs/placement.md): its
+# limits, and (issue 15: "at its limit or dry") no offering it could launch now.
+FALLS_BACK = ("LimitExceeded", "NoOffering")
 
 
 def _requirements(document_or_body: dict[str, Any]) -> dict[str, set[str]]:
@@ -267,7 +270,7 @@ class CapacityInvariants:
         """A refusal names quota, flavor and resource; a requester no quota covers never runs in
         a pool quotas cover."""
         pool = record.get("nodePool")
-        requester = (request.body or {}).get("requester")
+        requester = record.get("requester")  # of the body the service served
         for error in record.get("errors") or []:
             if error.get("code") != QUOTA_EXCEEDED:
                 continue
@@ -305,7 +308,11 @@ class CapacityInvariants:
 
     def _lands_in_its_pool(self, request: Request, record: dict[str, Any]) -> None:
         body = request.body
-        if body is None or record["status"] == "Rejected":
+        if body is None:
+            return
+        if not body.get("nodePool"):
+            self._tries_every_pool(request, record)
+        if record["status"] == "Rejected":
             return
         pool = record.get("nodePool")
         settled = self._settled_catalog(request) and pool in request.pools_at_end
@@ -348,6 +355,37 @@ class CapacityInvariants:
                 f" {pools[pool]['spec'].get('weight')}), higher pools {passed}, the record"
                 f" names none of {missing}: {record.get('errors')}",
             )
+
+    def _tries_every_pool(self, request: Request, record: dict[str, Any]) -> None:
+        """A request naming no pool that a pool could not take because of its limits or its
+        offerings goes on to the next compatible pool; only the last one's answer stands."""
+        body = request.body or {}
+        pool = record.get("nodePool")
+        pools = request.pools_at_end
+        errors = record.get("errors") or []
+        if record.get("instances") or not errors or pool not in pools:
+            return
+        final = errors[-1]["code"]
+        if final not in FALLS_BACK or not self._settled_catalog(request):
+            return
+        ordered = [p for p in order(pools) if self._viable(request, pools[p], body)]
+        later = ordered[ordered.index(pool) + 1 :] if pool in ordered else []
+        self.checks["a fallback tries every compatible pool"] += 1
+        if later:
+            self._violate(
+                "a fallback tries every compatible pool",
+                f"{request.request_id} ended {record['status']} {final} in {pool} (weight"
+                f" {pools[pool]['spec'].get('weight')}) without trying {later}:"
+                f" {errors[-1]['message']}",
+            )
+
+    def _viable(self, request: Request, pool: dict[str, Any], body: dict[str, Any]) -> bool:
+        """Compatible, its NodeClass there, and no tag of the request that the class sets."""
+        node_class = request.classes_at_end.get(pool["spec"]["nodeClassRef"])
+        if node_class is None or not compatible(pool, body):
+            return False
+        owned = node_class["spec"].get("tags") or {}
+        return not any(k in owned and owned[k] != v for k, v in (body.get("tags") or {}).items())
 
     def _instances_fit(
         self, request: Request, record: dict[str, Any], pool: dict[str, Any]

@@ -64,6 +64,7 @@ class Request:
     valid_bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The pools as the operator had them when the request ended (name → document).
     pools_at_end: dict[str, dict[str, Any]] = field(default_factory=dict)
+    classes_at_end: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def body(self) -> dict[str, Any] | None:
@@ -183,6 +184,7 @@ class Invariants:
                 request.final_instances = instances
                 request.status = detail["status"]
                 request.pools_at_end = dict(self.catalog.pools)
+                request.classes_at_end = dict(self.catalog.classes)
             self.checks["one outcome per request"] += 1
             if len(request.outcomes) > 1:
                 self._violate(

@@ -43,6 +43,7 @@ from tests.simulation.emulator import (
     SimulatedClock,
     crashing_calls,
     retries_without_sleeping,
+    transaction_backups_once_per_table,
 )
 from tests.support.template import DeployedNames, create_resources
 
@@ -137,6 +138,7 @@ class World:
         self._clients: dict[str, Any] = {}
         self._environments: dict[str, dict[str, str]] = {}
         self._no_sleeps: Any = None
+        self._backups: Any = None
         self._claim_pause: Any = None
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
@@ -179,6 +181,8 @@ class World:
         self._crash_guard.__enter__()
         self._no_sleeps = retries_without_sleeping()
         self._no_sleeps.__enter__()
+        self._backups = transaction_backups_once_per_table()
+        self._backups.__enter__()
         aws.client.cache_clear()
         get_settings.cache_clear()
         self.names = create_resources(boto3.Session(region_name=REGION))
@@ -198,6 +202,7 @@ class World:
         if self._crash_guard is not None:
             self._crash_guard.__exit__(None, None, None)
             self._no_sleeps.__exit__(None, None, None)
+            self._backups.__exit__(None, None, None)
         fleet_adapter.pause = self._pause
         unavailable_offerings.pause = self._claim_pause
         self.emulator.clock.__exit__()
