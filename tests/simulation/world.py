@@ -109,6 +109,7 @@ class ReservationView:
     market: str
     instance_ids: frozenset[str]
     milestones: tuple[float, ...]  # moments the emulator will change it, from now on
+    open: bool = False  # instance match criteria `open`: matching on-demand launches use it
 
 
 @dataclass(order=True)
@@ -742,6 +743,7 @@ def _reservation_view(reservation: Any, now: float) -> ReservationView:
         reservation.market,
         frozenset(reservation.instance_ids),
         tuple(sorted(m for m in moments if m > now)),
+        reservation.instance_match_criteria == "open",
     )
 
 
