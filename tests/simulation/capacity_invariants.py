@@ -117,6 +117,7 @@ class CapacityInvariants:
                         f"{observed.instance_id} runs in the capacity-block market in no block",
                     )
                 continue
+            self.checks[f"seen: an instance launched into a {view.kind} reservation"] += 1
             if view.kind == "capacity-block" and observed.lifecycle != "capacity-block":
                 self._violate(
                     "market type is the reservation's",
@@ -187,6 +188,8 @@ class CapacityInvariants:
                     if borrowing and borrowing_limit is None:
                         continue  # bounded by the cohort only
                     most = int(nominal) + (int(borrowing_limit or 0) if borrowing else 0)
+                    if used > int(nominal):
+                        self.checks["seen: a quota borrowing (steps)"] += 1
                     self.checks["quota usage <= nominal + borrowingLimit"] += 1
                     if used > most:
                         self._report_over(
@@ -266,6 +269,8 @@ class CapacityInvariants:
                 f"{request.request_id}: {record['status']} with {len(instances)} instances,"
                 f" minCount {body.get('minCount')}",
             )
+        if int(body.get("minCount", 1)) > 1:
+            self.checks["seen: a gang served"] += 1
         zones = sorted({i["zone"] for i in instances})
         if body.get("singleZone") and len(zones) > 1:
             self._violate(
@@ -282,6 +287,7 @@ class CapacityInvariants:
             if error.get("code") != QUOTA_EXCEEDED:
                 continue
             self.checks["QuotaExceeded names quota, flavor, resource"] += 1
+            self.checks["seen: a request refused by a quota"] += 1
             named = QUOTA_MESSAGE.match(error.get("message", ""))
             ok = (
                 named is not None
@@ -354,6 +360,8 @@ class CapacityInvariants:
             if e["code"] == POOL_PASSED_OVER
         )
         self.checks["a fallback names the pools passed over"] += 1
+        if passed:
+            self.checks["seen: a request served by a lower-weight pool"] += 1
         missing = [p for p in passed if f"nodePool {p}:" not in named]
         if missing:
             self._violate(

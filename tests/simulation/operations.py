@@ -274,8 +274,8 @@ def request_body(
         body["nodePool"] = rng.choice(known) if known and rng.random() < 0.9 else rng.choice(POOLS)
     if rng.random() < 0.6:
         body["requester"] = rng.choice(REQUESTERS)
-    if rng.random() < 0.3:
-        body["minCount"] = rng.randint(1, count)
+    if rng.random() < 0.35:  # a gang: mostly of two or more
+        body["minCount"] = rng.randint(min(2, count), count)
     if rng.random() < 0.2:
         body["singleZone"] = rng.random() < 0.7
     if rng.random() < 0.3:

@@ -202,6 +202,7 @@ class Simulation:
         self.world.emulator.clock.advance(target - start)
         self.ledger.disturbances.append(Disturbance("clock jump", start, self.world.now))
         self.outcome.jumps += 1
+        self.invariants.checks["seen: a clock jump"] += 1
         self._triggers()
         return f"jumped {(target - start) / 3600:.1f} h"
 
