@@ -51,8 +51,9 @@ ZONE = "topology.kubernetes.io/zone"
 CPU = "karpenter.k8s.aws/instance-cpu"
 SUCCEEDED = ("Fulfilled", "PartiallyFulfilled")
 # A pool's answers that pass a request naming no pool on to the next (docs/placement.md): its
-# limits, and (issue 15: "at its limit or dry") no offering it could launch now.
-FALLS_BACK = ("LimitExceeded", "NoOffering")
+# limits, no offering it could launch now (issue 15: "at its limit or dry"), and a NodeClass it
+# refers to that is missing or no longer valid (resolve_next skips such a pool).
+FALLS_BACK = ("LimitExceeded", "NoOffering", "UnknownNodeClass", "InvalidNodeClass")
 
 
 def _requirements(document_or_body: dict[str, Any]) -> dict[str, set[str]]:
@@ -375,9 +376,12 @@ class CapacityInvariants:
         """A request naming no pool that a pool could not take because of its limits or its
         offerings goes on to the next compatible pool; only the last one's answer stands."""
         body = request.body or {}
-        pool = record.get("nodePool")
         pools = request.pools_at_end
         errors = record.get("errors") or []
+        pool = record.get("nodePool")
+        if pool is None and errors:  # refused while resolving: the message names the pool
+            named = re.search(r"NodePool (\S+) refers to", errors[-1].get("message", ""))
+            pool = named.group(1) if named else None
         if record.get("instances") or not errors or pool not in pools:
             return
         final = errors[-1]["code"]
