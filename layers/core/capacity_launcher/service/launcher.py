@@ -220,6 +220,7 @@ class Launcher:
             progress = self._fall_back(progress, report, nothing_left)
             if not progress:
                 return
+            lead = progress[0].prepared  # the same pool and requirements; its own minCount
         per_instance = candidates.largest() if candidates else Resources.ZERO
         never = self._never_fits(lead, candidates, per_instance)
         if never is not None:
