@@ -256,8 +256,9 @@ class Simulation:
             self.apply(document)
         for name in QUOTAS:
             document = quota_document(name)
-            # An operator re-runs an apply that lost a DynamoDB transaction conflict (the
-            # emulator's conflict mode cancels one now and then); a third refusal is a finding.
+            # The simulation's own client does not retry a transaction conflict (the emulator's
+            # conflict mode cancels one now and then) as the service's clients do: apply again,
+            # as an operator would; a third refusal is a finding.
             for _ in range(2):
                 if self.apply(document) == "applied":
                     break
