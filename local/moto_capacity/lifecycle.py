@@ -99,7 +99,11 @@ def _approach_block_end(
         reservation.expiry_warned = True
         warned_at = end - BLOCK_EXPIRATION_WARNING_BEFORE
         _block_event(backend, reservation, BLOCK_EXPIRATION_WARNING, warned_at)
-    if not reservation.instances_terminated and now >= end - BLOCK_TERMINATION_BEFORE:
+    if now >= end - BLOCK_TERMINATION_BEFORE and (
+        not reservation.instances_terminated or reservation.instance_ids
+    ):
+        # "We begin terminating any instances that are running in the Capacity Block 30 minutes
+        # before the reservation end time": one launched later is terminated too, not kept.
         reservation.instances_terminated = True
         backend.terminate(sorted(reservation.instance_ids))
 

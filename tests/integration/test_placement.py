@@ -221,6 +221,57 @@ def test_a_pool_whose_offerings_are_all_dry_passes_the_request_on(cloud, subnets
     assert "every offering is unavailable now (InsufficientInstanceCapacity)" in why
 
 
+def reserved_only_over_general(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
+    """`reserved-only` (weight 10, no reservation exists) over `general` (weight 1, on-demand)."""
+    sg = cloud.ec2.describe_security_groups()["SecurityGroups"][0]["GroupId"]
+    cloud.apply(
+        node_class("shared", [subnets[ZONE]], image, securityGroupIds=[sg]),
+        node_pool(
+            "reserved-only",
+            "shared",
+            weight=10,
+            requirements=[capacity_type("reserved"), instance_type("m5.large")],
+        ),
+        node_pool(
+            "general",
+            "shared",
+            weight=1,
+            requirements=[capacity_type("on-demand"), instance_type("m5.large")],
+        ),
+    )
+
+
+def test_a_pool_with_no_offering_now_passes_the_request_on(cloud, subnets, image):
+    # Given the heaviest pool launches only into reservations, and none is active
+    reserved_only_over_general(cloud, subnets, image)
+    # When a request names no pool
+    cloud.send(launch_request("no-reservation-yet"))
+    # Then the lower-weight pool serves it, and the record says why the first did not
+    record = cloud.record("no-reservation-yet")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "general"
+    (why,) = passed_over(record)
+    assert why.startswith("nodePool reserved-only: requirements: no instance type")
+
+
+def test_a_request_naming_no_pool_falls_back_even_when_coalesced_with_one_naming_it(
+    cloud, subnets, image
+):
+    # Given one batch with a request naming the heaviest pool and one naming none: both
+    # resolve to it, with the same requirements, so they are served together
+    reserved_only_over_general(cloud, subnets, image)
+    cloud.send(launch_request("names-it", nodePool="reserved-only"), launch_request("names-none"))
+    # Then the one that named it gets that pool's answer, and the other still falls back
+    named = cloud.record("names-it")
+    assert named is not None and named.status is RequestStatus.REJECTED, named.to_detail()
+    assert named.node_pool == "reserved-only" and named.errors[-1].code == "NoOffering"
+    record = cloud.record("names-none")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "general"
+    (why,) = passed_over(record)
+    assert why.startswith("nodePool reserved-only:")
+
+
 def test_a_pool_that_can_never_fit_the_gang_passes_it_on(cloud, subnets, image):
     two_pools(cloud, subnets, image, limits={"instances": "1"})
 

@@ -2,11 +2,18 @@
 
 Everything the scheduler asks of the emulator goes through `Emulator`, so that moving from the
 in-process hooks used today to the local cloud's control API (`POST /moto-capacity/faults`,
-`/capacity`, and `/clock` once it lands) replaces this one module, not the scenarios.
+`/capacity`, `/clock`) replaces this one module, not the scenarios.
+
+One clock for both: the emulator's (`moto_capacity.clock.CLOCK`) is `datetime.now` plus an
+offset, and `SimulatedClock` moves `datetime.now` itself, so the emulator's offset stays 0 and
+`settle` (`advance_clock(0)`, the in-process `POST /moto-capacity/clock {"advanceSeconds": 0}`)
+only applies the reservation transitions now due, as AWS applies them on time rather than when
+someone next reads the reservation.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +25,9 @@ import botocore.client
 import time_machine
 from botocore.retries.bucket import TokenBucket
 from botocore.retries.standard import ExponentialBackoff
+from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
 
 import moto_capacity
 from capacity_launcher.adapters.cache import TtlCache
@@ -167,9 +177,61 @@ def retries_without_sleeping() -> Iterator[None]:
         TokenBucket.acquire = acquire  # type: ignore[method-assign]
 
 
+class _BackupOncePerTable:
+    """moto's `copy` inside TransactWriteItems: the rollback copy of a table is made once per
+    transaction, not once per item naming it (every copy of one table there is the same: nothing
+    changes between them), so a transaction costs one copy of the state table, not four."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def deepcopy(self, value: Any, memo: Any = None) -> Any:
+        copies = getattr(self._local, "copies", None)
+        if copies is None or memo is not None or not isinstance(value, Table):
+            return copy.deepcopy(value, memo)
+        if id(value) not in copies:
+            copies[id(value)] = copy.deepcopy(value)
+        return copies[id(value)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self._local.copies = {}
+        try:
+            yield
+        finally:
+            self._local.copies = None
+
+
+@contextmanager
+def transaction_backups_once_per_table() -> Iterator[None]:
+    """Same rollback, less copying (see `_BackupOncePerTable`)."""
+    shim = _BackupOncePerTable()
+    original = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: Any) -> Any:
+        with shim.transaction():
+            return original(self, transact_items)
+
+    dynamodb_models.copy = shim  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+        dynamodb_models.copy = copy  # type: ignore[attr-defined]
+
+
 @dataclass
 class Emulator:
     clock: SimulatedClock
     faults: Faults
     capacity: Capacity
     crashes: CrashPlan
+
+    def settle(self) -> None:
+        """Apply every reservation transition due by now: activations, a block's warning, its
+        instances terminated 30 minutes before its end, expiry (with EC2's events)."""
+        moto_capacity.advance_clock(0)

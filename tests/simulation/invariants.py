@@ -18,10 +18,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.emulator import START
 from tests.simulation.world import LIVE, World
+
+if TYPE_CHECKING:
+    from tests.simulation.operations import Catalog
 
 # A healthy request ends within this many simulated seconds of its submission or of the last
 # disturbance (fault cleared, crashed message visible again), whichever is later.
@@ -56,6 +60,15 @@ class Request:
     deliveries: int = 0
     handed_back: int = 0
     crashed: int = 0
+    # The valid bodies sent under this id (JSON text → body): placement is judged on one body.
+    valid_bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The pools as the operator had them when the request ended (name → document).
+    pools_at_end: dict[str, dict[str, Any]] = field(default_factory=dict)
+    classes_at_end: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def body(self) -> dict[str, Any] | None:
+        return next(iter(self.valid_bodies.values())) if len(self.valid_bodies) == 1 else None
 
 
 @dataclass
@@ -77,12 +90,21 @@ class Ledger:
         self.instance_first_step: dict[str, int] = {}
         self.unknown_events: Counter[str] = Counter()
 
-    def submitted(self, request_id: str, now: float, count: int | None, valid: bool) -> None:
+    def submitted(
+        self,
+        request_id: str,
+        now: float,
+        count: int | None,
+        valid: bool,
+        body: dict[str, Any] | None = None,
+    ) -> None:
         request = self.requests.setdefault(request_id, Request(request_id, now))
         request.bodies += 1
         request.valid = request.valid or valid
         if count is not None:
             request.counts.add(count)
+        if body is not None:
+            request.valid_bodies[json.dumps(body, sort_keys=True)] = body
 
     def permanent_active(self) -> bool:
         return any(d.permanent and d.cleared is None for d in self.disturbances)
@@ -104,10 +126,11 @@ class Ledger:
 
 
 class Invariants:
-    def __init__(self, world: World, ledger: Ledger, seed: int) -> None:
+    def __init__(self, world: World, ledger: Ledger, seed: int, catalog: Catalog) -> None:
         self.world = world
         self.ledger = ledger
         self.seed = seed
+        self.catalog = catalog
         self.violations: list[Violation] = []
         self.checks: Counter[str] = Counter()
         self.dead: set[str] = set()
@@ -116,6 +139,7 @@ class Invariants:
         self._shrinking: set[str] = set()
         self._seen: set[tuple[str, str]] = set()
         self.step = 0
+        self.capacity = CapacityInvariants(self)
 
     def _violate(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._seen:
@@ -138,6 +162,7 @@ class Invariants:
         self._note_status_events(status_events)
         self._limits_hold()
         self._nothing_after_end()
+        self.capacity.every_step()
 
     def _note_status_events(self, events: list[dict[str, Any]]) -> None:
         for event in events:
@@ -158,6 +183,8 @@ class Invariants:
                 request.ended_step = self.step
                 request.final_instances = instances
                 request.status = detail["status"]
+                request.pools_at_end = dict(self.catalog.pools)
+                request.classes_at_end = dict(self.catalog.classes)
             self.checks["one outcome per request"] += 1
             if len(request.outcomes) > 1:
                 self._violate(
@@ -251,6 +278,7 @@ class Invariants:
         self._dead_letters_only_permanent()
         self._every_request_ends_once(records, self.dead)
         self._nothing_unnamed_runs(running_for)
+        self.capacity.after_quiescence(records)
 
     def _usage_matches_ec2(self) -> None:
         live = self.world.live_by_pool()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tests.simulation.emulator import Fault
@@ -20,6 +21,37 @@ CAPACITY_TYPES = ("reserved", "on-demand")
 POOLS = ("pool-0", "pool-1", "pool-2", "pool-3")
 CLASSES = ("class-open", "class-selector", "class-none")
 RESERVATION_TAG = {"simulation": "yes"}
+# Capacity Blocks: a GPU type EC2 sells blocks of, a NodeClass selecting the blocks by tag and a
+# pool of reserved capacity only, applied at the start and never replaced.
+GPU_TYPE = "p4d.24xlarge"
+GPU_CLASS, GPU_POOL = "class-gpu", "pool-gpu"
+BLOCK_TAG = {"simulation-block": "yes"}
+# Team quotas (docs/quotas.md): three teams in one cohort over two of the pools; requesters are
+# drawn from those teams, from none, and from a team no quota covers.
+COHORT = "sim"
+QUOTA_POOLS = ("pool-1", "pool-3")
+REQUESTERS = ("team-a", "team-b", "ci", "team-x")
+# name → (requesters, priority, borrowing, {resource: (nominal, borrowingLimit, lendingLimit)})
+QUOTAS: dict[str, tuple[list[str], int, bool, dict[str, tuple[str, str | None, str | None]]]] = {
+    "quota-a": (
+        ["team-a"],
+        100,
+        True,
+        {"instances": ("3", "2", None), "cpu": ("8", "4", None)},
+    ),
+    "quota-b": (
+        ["team-b"],
+        50,
+        True,
+        {"instances": ("2", "3", None), "cpu": ("6", None, None)},
+    ),
+    "quota-ci": (
+        ["ci"],
+        10,
+        False,
+        {"instances": ("2", None, "1"), "cpu": ("6", None, None)},
+    ),
+}
 
 # Every AWS operation the service calls, with the faults real AWS raises on it.
 THROTTLING = {"ec2": "RequestLimitExceeded", "dynamodb": "ThrottlingException"}
@@ -91,6 +123,9 @@ BASE_WEIGHTS: dict[str, float] = {
     "crash": 3,
     "permanent_outage": 0.2,
     "wait": 5,
+    "buy_capacity_block": 1,
+    "create_future_reservation": 0.5,
+    "advance_clock": 4,
 }
 
 PROFILES = {
@@ -128,6 +163,54 @@ class Catalog:
     reservations: list[str] = field(default_factory=list)
     submitted: list[str] = field(default_factory=list)  # bodies, for duplicates
     sequence: int = 0
+    quotas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    changed_at: list[float] = field(default_factory=list)  # NodePool/NodeClass changes
+
+
+def quota_document(name: str) -> dict[str, Any]:
+    requesters, priority, borrowing, amounts = QUOTAS[name]
+    resources = []
+    for resource, (nominal, borrowing_limit, lending_limit) in amounts.items():
+        entry = {"name": resource, "nominalQuota": nominal}
+        if borrowing_limit is not None:
+            entry["borrowingLimit"] = borrowing_limit
+        if lending_limit is not None:
+            entry["lendingLimit"] = lending_limit
+        resources.append(entry)
+    spec: dict[str, Any] = {
+        "requesters": requesters,
+        "cohort": COHORT,
+        "priority": priority,
+        "allowBorrowing": borrowing,
+        "resourceGroups": [
+            {
+                "coveredResources": list(amounts),
+                "flavors": [{"name": pool, "resources": resources} for pool in QUOTA_POOLS],
+            }
+        ],
+    }
+    return _document("CapacityQuota", name, spec)
+
+
+def gpu_documents(sim: Simulation, rng: random.Random) -> list[dict[str, Any]]:
+    """A NodeClass selecting the purchased blocks, and a pool of reserved GPU capacity only."""
+    node_class = node_class_document(sim, GPU_CLASS, rng)
+    node_class["spec"]["subnetIds"] = [sim.world.subnets[z] for z in ZONES]
+    node_class["spec"]["capacityReservationSelectorTerms"] = [{"tags": BLOCK_TAG}]
+    pool = _document(
+        "NodePool",
+        GPU_POOL,
+        {
+            "nodeClassRef": GPU_CLASS,
+            "weight": rng.randint(1, 50),
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [GPU_TYPE]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]},
+            ],
+            "limits": {"instances": "4"},
+        },
+    )
+    return [node_class, pool]
 
 
 def node_class_document(sim: Simulation, name: str, rng: random.Random) -> dict[str, Any]:
@@ -147,7 +230,8 @@ def node_class_document(sim: Simulation, name: str, rng: random.Random) -> dict[
 
 def node_pool_document(sim: Simulation, name: str, rng: random.Random) -> dict[str, Any]:
     types = rng.sample(TYPES, rng.randint(1, len(TYPES)))
-    capacity = rng.sample(CAPACITY_TYPES, rng.randint(1, 2))
+    # Mostly pools that can launch on-demand; some reserved-only ones, dry until a reservation.
+    capacity = rng.choices((list(CAPACITY_TYPES), ["on-demand"], ["reserved"]), (5, 3, 2))[0]
     spec: dict[str, Any] = {
         "nodeClassRef": rng.choice(list(sim.catalog.classes) or list(CLASSES)),
         "weight": rng.randint(1, 50),
@@ -188,10 +272,10 @@ def request_body(
     if rng.random() < 0.75:
         known = list(sim.catalog.pools)
         body["nodePool"] = rng.choice(known) if known and rng.random() < 0.9 else rng.choice(POOLS)
-    if rng.random() < 0.5:
-        body["requester"] = rng.choice(("team-a", "team-b", "ci"))
-    if rng.random() < 0.3:
-        body["minCount"] = rng.randint(1, count)
+    if rng.random() < 0.6:
+        body["requester"] = rng.choice(REQUESTERS)
+    if rng.random() < 0.35:  # a gang: mostly of two or more
+        body["minCount"] = rng.randint(min(2, count), count)
     if rng.random() < 0.2:
         body["singleZone"] = rng.random() < 0.7
     if rng.random() < 0.3:
@@ -337,6 +421,57 @@ def create_reservation(sim: Simulation, rng: random.Random) -> str:
     return criteria
 
 
+def buy_capacity_block(sim: Simulation, rng: random.Random) -> str:
+    """DescribeCapacityBlockOfferings, then PurchaseCapacityBlock of one in our zones."""
+    offerings = sim.world.ec2.describe_capacity_block_offerings(
+        InstanceType=GPU_TYPE, InstanceCount=rng.randint(1, 3), CapacityDurationHours=24
+    )["CapacityBlockOfferings"]
+    ours = [o for o in offerings if o["AvailabilityZone"] in ZONES]
+    if not ours:
+        return "no offering"
+    chosen = ours[0] if rng.random() < 0.7 else rng.choice(ours)
+    bought = sim.world.ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=chosen["CapacityBlockOfferingId"],
+        InstancePlatform="Linux/UNIX",
+        TagSpecifications=[
+            {
+                "ResourceType": "capacity-reservation",
+                "Tags": [{"Key": k, "Value": v} for k, v in BLOCK_TAG.items()],
+            }
+        ],
+    )
+    del bought  # a block can be neither modified nor cancelled: kept out of catalog.reservations
+    return f"{chosen['InstanceCount']} from {chosen['StartDate']:%d %H:%M}"
+
+
+def create_future_reservation(sim: Simulation, rng: random.Random) -> str:
+    """A future-dated ODCR (5 days ahead at least, 14 days' commitment, 32 vCPUs or more) the
+    selector NodeClass will find once it is active."""
+    start = datetime.fromtimestamp(sim.world.now, UTC) + timedelta(days=5, hours=rng.randint(1, 30))
+    answer = sim.world.ec2.create_capacity_reservation(
+        InstanceType="m5.xlarge",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone=rng.choice(ZONES),
+        InstanceCount=8,
+        InstanceMatchCriteria="targeted",
+        StartDate=start,
+        CommitmentDuration=14 * 24 * 3600,
+        DeliveryPreference="incremental",
+        TagSpecifications=[
+            {
+                "ResourceType": "capacity-reservation",
+                "Tags": [{"Key": k, "Value": v} for k, v in RESERVATION_TAG.items()],
+            }
+        ],
+    )
+    sim.catalog.reservations.append(answer["CapacityReservation"]["CapacityReservationId"])
+    return f"starts {start:%d %H:%M}"
+
+
+def advance_clock(sim: Simulation, rng: random.Random) -> str:
+    return sim.jump()
+
+
 def cancel_reservation(sim: Simulation, rng: random.Random) -> str:
     if not sim.catalog.reservations:
         return "none"
@@ -438,6 +573,9 @@ OPERATIONS = {
     "crash": crash,
     "permanent_outage": permanent_outage,
     "wait": wait,
+    "buy_capacity_block": buy_capacity_block,
+    "create_future_reservation": create_future_reservation,
+    "advance_clock": advance_clock,
 }
 
 

@@ -50,6 +50,7 @@ class Outcome:
     requests: int = 0
     instances: int = 0
     quiescences: int = 0
+    jumps: int = 0
     violations: list[Any] = field(default_factory=list)
     dead_letters: int = 0
     trace: list[str] = field(default_factory=list)
@@ -62,8 +63,8 @@ class Simulation:
         self.rng = random.Random(seed)
         self.world = World(seed)
         self.ledger = Ledger()
-        self.invariants = Invariants(self.world, self.ledger, seed)
         self.catalog = Catalog()
+        self.invariants = Invariants(self.world, self.ledger, seed, self.catalog)
         self.pending_crash: tuple[int, str] | None = None
         self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
         self.outcome = Outcome(seed, profile.name)
@@ -106,7 +107,9 @@ class Simulation:
         valid = isinstance(count, int) and 1 <= count <= 500 and "imageId" not in body
         valid = valid and not any(k.startswith("capacity-launcher:") for k in body.get("tags", {}))
         valid = valid and body.get("minCount", 1) <= (count or 0)
-        self.ledger.submitted(request_id, self.world.now, count if valid else None, valid)
+        self.ledger.submitted(
+            request_id, self.world.now, count if valid else None, valid, body if valid else None
+        )
 
     def apply(self, document: dict[str, Any]) -> str:
         kind, name = document["kind"], document["metadata"]["name"]
@@ -114,6 +117,10 @@ class Simulation:
             self.store.apply(parse_document(document))
         except Exception as error:
             return type(error).__name__
+        if kind == "CapacityQuota":
+            self.catalog.quotas[name] = document
+            return "applied"
+        self.catalog.changed_at.append(self.world.now)
         if kind == "NodeClass":
             self.catalog.classes[name] = document
         else:
@@ -133,6 +140,7 @@ class Simulation:
             self.store.delete(kind, name)  # type: ignore[arg-type]
         except Exception as error:
             return type(error).__name__
+        self.catalog.changed_at.append(self.world.now)
         if kind == "NodeClass":
             self.catalog.classes.pop(name, None)
         else:
@@ -172,6 +180,33 @@ class Simulation:
             self._sleep_until_due(ends)
         self._expire_faults()
 
+    def jump(self) -> str:
+        """Skip hours or days to the next moment a reservation changes (a block or future-dated
+        reservation starts, a block's instances are terminated 30 minutes before its end, a
+        reservation ends). First every fault is cleared and the queue drained, as the skipped
+        hours would have done; requests still open count the jump as a disturbance."""
+        now = self.world.now
+        due = [
+            m
+            for view in self.world.reservations().values()
+            for m in view.milestones
+            if m > now + SYNC_EVERY_SECONDS
+        ]
+        if not due:
+            return "nothing due"
+        if not self._drain(events=False):
+            return "queue not drained"
+        start = self.world.now
+        target = min(due) + 1.0
+        if target <= start:
+            return "passed while draining"
+        self.world.emulator.clock.advance(target - start)
+        self.ledger.disturbances.append(Disturbance("clock jump", start, self.world.now))
+        self.outcome.jumps += 1
+        self.invariants.checks["seen: a clock jump"] += 1
+        self._triggers()
+        return f"jumped {(target - start) / 3600:.1f} h"
+
     def _sleep_until_due(self, limit: float) -> None:
         """Move the clock to the next moment something is due (a message visible again, a late
         event, the minute's sync), never past `limit`."""
@@ -204,12 +239,35 @@ class Simulation:
 
     def _bootstrap(self) -> None:
         """A usable start: every NodeClass and two pools, as a new user would apply them."""
-        from tests.simulation.operations import node_class_document, node_pool_document
+        from tests.simulation.operations import (
+            POOLS,
+            QUOTAS,
+            buy_capacity_block,
+            gpu_documents,
+            node_class_document,
+            node_pool_document,
+            quota_document,
+        )
 
         for name in ("class-open", "class-selector", "class-none"):
             self.apply(node_class_document(self, name, self.rng))
-        for name in ("pool-0", "pool-1"):
+        for name in POOLS:
             self.apply(node_pool_document(self, name, self.rng))
+        for document in gpu_documents(self, self.rng):
+            self.apply(document)
+        for name in QUOTAS:
+            document = quota_document(name)
+            # The simulation's own client does not retry a transaction conflict (the emulator's
+            # conflict mode cancels one now and then) as the service's clients do: apply again,
+            # as an operator would; a third refusal is a finding.
+            for _ in range(2):
+                if self.apply(document) == "applied":
+                    break
+            else:
+                self.store.apply(parse_document(document))  # raises: why it was refused
+        self.outcome.trace.append(
+            f"step 0 buy_capacity_block: {buy_capacity_block(self, self.rng)}"
+        )
 
     def _step(self) -> None:
         names = [n for n, w in self.profile.weights.items() if w > 0]
@@ -292,7 +350,9 @@ class Simulation:
             limit -= 1
 
     def _triggers(self) -> None:
-        """Time's own work after a step: the minute's sync, EC2's events, and the checks."""
+        """Time's own work after a step: reservations changing on time, the minute's sync, EC2's
+        events, and the checks."""
+        self.world.emulator.settle()
         if self.world.now >= self._next_sync:
             self._next_sync = self.world.now + SYNC_EVERY_SECONDS
             self._note(self.world.run_sync(self._crash_for()))
@@ -327,20 +387,8 @@ class Simulation:
         """Faults off, queue drained, every EC2 event delivered, the clock past every lease, the
         sync run: then what is stored must be what EC2 shows."""
         self.outcome.quiescences += 1
-        self._expire_faults(everything=True)
-        self.pending_crash = None
-        deadline = (
-            self.world.now + (self.world.max_receive_count + 2) * self.world.visibility_timeout
-        )
-        visible = in_flight = 0
-        while self.world.now < deadline:
-            self._poll_everything()
-            self._triggers()
+        if not self._drain():
             visible, in_flight = self.world.queue_depth()
-            if visible + in_flight == 0 and not self.world.pending_events:
-                break
-            self._sleep_until_due(deadline)
-        else:
             self.invariants._violate(
                 "queue drains",
                 f"{visible} visible and {in_flight} in-flight messages after the whole retry"
@@ -360,6 +408,25 @@ class Simulation:
         }
         unnamed = {r: self.world.record(r) for r in running_for}
         self.invariants.after_quiescence(records, unnamed)
+
+    def _drain(self, *, events: bool = True) -> bool:
+        """Faults off, no crash armed, the queue drained (the clock jumping to each redelivery)
+        and (with `events`) every pending EC2 event delivered; False if the retry window was not
+        enough. A clock jump leaves late EC2 events to be delivered after it, as during the
+        skipped hours: waiting minutes for each would cost a sync a minute."""
+        self._expire_faults(everything=True)
+        self.pending_crash = None
+        deadline = (
+            self.world.now + (self.world.max_receive_count + 2) * self.world.visibility_timeout
+        )
+        while self.world.now < deadline:
+            self._poll_everything()
+            self._triggers()
+            visible, in_flight = self.world.queue_depth()
+            if visible + in_flight == 0 and not (events and self.world.pending_events):
+                return True
+            self._sleep_until_due(deadline)
+        return False
 
     def _finish(self, step: int, started: float) -> None:
         outcome = self.outcome

@@ -21,5 +21,7 @@ def test_every_invariant_holds_under_the_short_profile(seed: int) -> None:
     # Then the run did work: requests ended, invariants were checked at steps and quiescences
     assert outcome.requests > 0 and outcome.quiescences >= 2, summary(outcome, profile)
     assert outcome.checks["live <= limit (every step)"] > 0, summary(outcome, profile)
+    assert outcome.checks["quota usage <= nominal + borrowingLimit"] > 0, summary(outcome, profile)
+    assert outcome.checks["quota usage == EC2 (quiescent)"] > 0, summary(outcome, profile)
     # and nothing it checked was violated
     assert outcome.violations == [], summary(outcome, profile)

@@ -31,6 +31,7 @@ from capacity_launcher.domain.tags import MANAGED
 from capacity_launcher.settings import get_settings
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import Invocation, LocalFunction
+from moto_capacity.models import capacity_backend
 from tests.simulation.emulator import (
     REGION,
     Capacity,
@@ -42,12 +43,14 @@ from tests.simulation.emulator import (
     SimulatedClock,
     crashing_calls,
     retries_without_sleeping,
+    transaction_backups_once_per_table,
 )
 from tests.support.template import DeployedNames, create_resources
 
 ACCOUNT = "123456789012"
 REQUEST_ID_TAG = "capacity-launcher:request-id"
 POOL_TAG = "capacity-launcher:node-pool"
+REQUESTER_TAG = "capacity-launcher:requester"
 LIVE = frozenset({"pending", "running"})
 # EC2's eventual consistency (fresh ids, pending reservations) and DynamoDB's transaction
 # conflicts, as the emulator can produce them (docs/local-cloud.md).
@@ -89,6 +92,24 @@ class Observed:
     instance_type: str
     zone: str
     reservation_id: str | None
+    requester: str = ""
+    lifecycle: str | None = None  # EC2's InstanceLifecycle: the market it was launched in
+    launched_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReservationView:
+    """One Capacity Reservation as the emulator holds it (read directly: no call, no fault)."""
+
+    reservation_id: str
+    kind: str  # "capacity-block", "future-dated" or "default"
+    state: str
+    active_from: float  # when it may first serve a launch
+    end: float | None
+    market: str
+    instance_ids: frozenset[str]
+    milestones: tuple[float, ...]  # moments the emulator will change it, from now on
+    open: bool = False  # instance match criteria `open`: matching on-demand launches use it
 
 
 @dataclass(order=True)
@@ -118,6 +139,7 @@ class World:
         self._clients: dict[str, Any] = {}
         self._environments: dict[str, dict[str, str]] = {}
         self._no_sleeps: Any = None
+        self._backups: Any = None
         self._claim_pause: Any = None
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
@@ -132,6 +154,7 @@ class World:
         self.subnets: dict[str, str] = {}
         self.image_id = ""
         self.security_group = ""
+        self._types: dict[str, dict[str, int]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -159,6 +182,8 @@ class World:
         self._crash_guard.__enter__()
         self._no_sleeps = retries_without_sleeping()
         self._no_sleeps.__enter__()
+        self._backups = transaction_backups_once_per_table()
+        self._backups.__enter__()
         aws.client.cache_clear()
         get_settings.cache_clear()
         self.names = create_resources(boto3.Session(region_name=REGION))
@@ -178,6 +203,7 @@ class World:
         if self._crash_guard is not None:
             self._crash_guard.__exit__(None, None, None)
             self._no_sleeps.__exit__(None, None, None)
+            self._backups.__exit__(None, None, None)
         fleet_adapter.pause = self._pause
         unavailable_offerings.pause = self._claim_pause
         self.emulator.clock.__exit__()
@@ -254,6 +280,10 @@ class World:
     @property
     def dynamodb(self) -> Any:
         return self.client("dynamodb")
+
+    @property
+    def config_cache_seconds(self) -> float:
+        return float(get_settings().config_cache_seconds)
 
     @property
     def now(self) -> float:
@@ -502,6 +532,9 @@ class World:
                     instance.instance_type,
                     str(instance.placement.zone),
                     getattr(instance, "capacity_reservation_id", None),
+                    tags.get(REQUESTER_TAG, ""),
+                    getattr(instance, "lifecycle", None),
+                    _epoch(instance.launch_time),
                 )
                 changes.append((instance.id, state))
         return changes
@@ -621,6 +654,40 @@ class World:
                 found[str(range_key.value)] = json.dumps(item.to_json())
         return found
 
+    def reservations(self) -> dict[str, ReservationView]:
+        backend = capacity_backend(ec2_backends[ACCOUNT][REGION])
+        return {r.id: _reservation_view(r, self.now) for r in list(backend.reservations.values())}
+
+    def stored_quota_usage(self) -> dict[tuple[str, str], float]:
+        """(QuotaUsage partition, "<attribute>:<requester>") → the amount admission recorded."""
+        assert self.names is not None
+        found: dict[tuple[str, str], float] = {}
+        pages = self.dynamodb.get_paginator("scan").paginate(
+            TableName=self.names.state_table,
+            FilterExpression="begins_with(pk, :quota)",
+            ExpressionAttributeValues={":quota": {"S": "QuotaUsage#"}},
+        )
+        for page in pages:
+            for item in page["Items"]:
+                for name, value in item.items():
+                    if name.startswith("u:"):
+                        found[(item["pk"]["S"], name[2:])] = float(value["N"])
+        return found
+
+    def instance_resources(self, instance_type: str) -> dict[str, int]:
+        """What one instance of a type counts against quotas: cpu, memory (MiB), gpu, 1."""
+        if instance_type not in self._types:
+            info = self.ec2.describe_instance_types(InstanceTypes=[instance_type])
+            found = info["InstanceTypes"][0]
+            gpus = found.get("GpuInfo", {}).get("Gpus", [])
+            self._types[instance_type] = {
+                "cpu": int(found["VCpuInfo"]["DefaultVCpus"]),
+                "memory": int(found["MemoryInfo"]["SizeInMiB"]),
+                "nvidia.com/gpu": sum(int(g.get("Count", 0)) for g in gpus),
+                "instances": 1,
+            }
+        return self._types[instance_type]
+
     def ec2_availability(self) -> dict[str, int]:
         found = self.ec2.describe_capacity_reservations()["CapacityReservations"]
         return {
@@ -643,6 +710,41 @@ class World:
         except Exception as error:
             return {"status": "<malformed>", "instances": [], "error": repr(error)}
         return None if record is None else record.to_detail()
+
+
+def _epoch(moment: Any) -> float:
+    """moto's naive-UTC datetimes (or ISO text) as epoch seconds."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return float(moment.timestamp())
+
+
+def _reservation_view(reservation: Any, now: float) -> ReservationView:
+    block = reservation.reservation_type == "capacity-block"
+    dated = block or reservation.is_future_dated
+    start = _epoch(reservation.start_date if dated else reservation.active_from)
+    end = None if reservation.end_date is None else _epoch(reservation.end_date)
+    moments = [start]
+    for due in (reservation.paid_at, reservation.assessed_at):
+        if due is not None:
+            moments.append(_epoch(due))
+    if end is not None:
+        moments.append(end)
+        if block:  # EC2 warns 40 minutes before a block ends, and terminates 30 before
+            moments += [end - 40 * 60, end - 30 * 60]
+    return ReservationView(
+        reservation.id,
+        "capacity-block" if block else "future-dated" if dated else "default",
+        reservation.state,
+        start,
+        end,
+        reservation.market,
+        frozenset(reservation.instance_ids),
+        tuple(sorted(m for m in moments if m > now)),
+        reservation.instance_match_criteria == "open",
+    )
 
 
 def _error(invocation: Invocation | None) -> str | None:

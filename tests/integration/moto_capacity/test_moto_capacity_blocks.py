@@ -496,6 +496,23 @@ def test_instances_still_in_a_block_at_its_end_are_terminated_not_kept_on_demand
     assert _instance_state(ec2, instance_id) == "terminated"
 
 
+def test_an_instance_launched_into_a_block_in_its_last_30_minutes_is_terminated_then(
+    ec2: Any, active_block: dict[str, Any], linux_ami: str, advance_to: Callable[..., None]
+) -> None:
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks.html: EC2 begins
+    terminating any instances running in a Capacity Block 30 minutes before its end time; one
+    launched after that moment runs in it too, so it is terminated as well, not kept until the
+    end date (the emulator terminated only those there at the 30-minute mark)."""
+    advance_to(active_block["EndDate"], -29 * 60)
+    late = _run_into(ec2, linux_ami, active_block, InstanceMarketOptions=CAPACITY_BLOCK_MARKET)
+    instance_id = late["Instances"][0]["InstanceId"]
+
+    advance_to(active_block["EndDate"], -28 * 60)
+
+    assert _instance_state(ec2, instance_id) == "terminated"
+    assert _state(ec2, active_block["CapacityReservationId"]) == "active"
+
+
 def test_a_block_never_takes_in_running_on_demand_instances_targeting_its_group(
     ec2: Any,
     block: Callable[..., dict[str, Any]],

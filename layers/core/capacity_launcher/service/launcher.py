@@ -248,18 +248,24 @@ class Launcher:
             return
 
         nothing_left = _all_unavailable(usable) if candidates and not usable else None
-        if nothing_left and self._fall_back(progress, report, nothing_left):
-            return
+        if nothing_left:
+            progress = self._fall_back(progress, report, nothing_left)
+            if not progress:
+                return
+            lead = progress[0].prepared  # the same pool and requirements; its own minCount
         per_instance = candidates.largest() if candidates else Resources.ZERO
         never = self._never_fits(lead, candidates, per_instance)
-        if never is not None and not self._fall_back(progress, report, never):
-            self._reject_all(progress, report, ErrorDetail(code="LimitExceeded", message=never))
         if never is not None:
+            stay = self._fall_back(progress, report, never)
+            self._reject_all(stay, report, ErrorDetail(code="LimitExceeded", message=never))
             return
         if not candidates and not candidates.skipped:
-            # Nothing matches at all (as opposed to: matches, but is full or dry right now).
+            # Nothing matches at all (as opposed to: matches, but is full or dry right now), for
+            # example a reserved-only pool before its reservation is active: a request that named
+            # no pool tries the next one.
             message = _no_offering(lead, subnets)
-            self._reject_all(progress, report, ErrorDetail(code="NoOffering", message=message))
+            stay = self._fall_back(progress, report, message)
+            self._reject_all(stay, report, ErrorDetail(code="NoOffering", message=message))
             return
         inflexible = flexibility_shortfall(
             lead.requirements, [*candidates.on_demand, *candidates.spot], candidates.instance_types
@@ -316,8 +322,9 @@ class Launcher:
             and p.request.request_id not in replayed
             and p.errors[-1].code != QuotaExceeded.code
         ]
-        if full and self._fall_back(full, report, full[0].errors[-1].message):
-            progress = [p for p in progress if p not in full]
+        if full:
+            stay = self._fall_back(full, report, full[0].errors[-1].message)
+            progress = [p for p in progress if p not in full or p in stay]
         active = [
             p for p in progress if p.granted > 0 or p.settled or p.request.request_id in replayed
         ]
@@ -494,26 +501,32 @@ class Launcher:
             waiting_for=awaited_records(waited_for),
         )
 
-    def _fall_back(self, items: Sequence[_Progress], report: LaunchReport, why: str) -> bool:
+    def _fall_back(
+        self, items: Sequence[_Progress], report: LaunchReport, why: str
+    ) -> list[_Progress]:
         """Requests that named no pool try the next compatible one by weight, as Karpenter does;
-        False when there is none. Nothing was leased or launched for them in this pool."""
-        passed_over = [e for e in items[0].errors if e.code == POOL_PASSED_OVER]
-        passed_over.append(
-            ErrorDetail(
-                code=POOL_PASSED_OVER,
-                message=f"nodePool {items[0].prepared.pool.metadata.name}: {why}",
-            )
-        )
+        returns those that have none (a request that named this pool, coalesced with them, or
+        the last compatible pool's), whose answer is this pool's. Nothing was leased or launched
+        for them in this pool."""
+        stay: list[_Progress] = []
         following = []
         for item in items:
             nxt, skipped = resolve_next(self._p.config, item.prepared)
             if nxt is None:
-                return False
+                stay.append(item)
+                continue
+            passed_over = [e for e in item.errors if e.code == POOL_PASSED_OVER]
+            passed_over.append(
+                ErrorDetail(
+                    code=POOL_PASSED_OVER,
+                    message=f"nodePool {item.prepared.pool.metadata.name}: {why}",
+                )
+            )
             notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
             following.append(_Progress(nxt, errors=[*passed_over, *notes]))
         for group in _by_pool(following):
             self._serve_or_give_back(group, report, [])
-        return True
+        return stay
 
     def _reject_all(
         self,

@@ -1,0 +1,438 @@
+"""The invariants of placement (issue 15), team quotas (issue 17) and GPU reservations on the clock
+(issue 16), checked beside the base ones in invariants.py.
+
+Placement is judged on the request's one valid body and on the pools as the operator had them when
+the request ended; where a NodePool or NodeClass changed within the launchers' configuration cache
+(plus a second) of the request's life, the judgement on pools is skipped (a warm container may
+have served it from its copy) and counted apart.
+
+Quota bounds are judged on what EC2 runs (the instances' requester tags and their types'
+resources), not on what admission wrote, so they hold whatever later releases them (reclaim,
+terminations): a bound can only be broken by an instance running. Stopped instances the
+simulation starts again are left out, as for pool limits (the start is the user's).
+
+Reservations are judged from the emulator's own state: an instance is judged once, when first
+seen, against the reservation it is in (active by then, not after its end, in its market).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from tests.simulation.operations import COHORT, QUOTA_POOLS, QUOTAS
+from tests.simulation.world import LIVE, Observed
+
+if TYPE_CHECKING:
+    from tests.simulation.invariants import Invariants, Request
+
+# A block's instances are terminated this long before its end ("Capacity Blocks for ML").
+BLOCK_TERMINATION_SECONDS = 30 * 60
+# moto stamps launch times to the second.
+LAUNCH_TIME_SLACK = 1.0
+POOL_PASSED_OVER = "NodePoolPassedOver"
+QUOTA_EXCEEDED = "QuotaExceeded"
+# "CapacityQuota quota-a: NodePool pool-1, cpu: ..." or "no CapacityQuota: NodePool pool-1: ..."
+QUOTA_MESSAGE = re.compile(
+    r"^(?:CapacityQuota (?P<quota>[a-z0-9-]+)|no CapacityQuota): NodePool (?P<flavor>[a-z0-9-]+)"
+    r"(?:, (?P<resource>[a-z./]+))?: "
+)
+# The resource names of quotas, and the attribute admission keeps each under.
+ATTRIBUTES = {
+    "cpu": "cpu",
+    "memory": "memoryMiB",
+    "nvidia.com/gpu": "gpu",
+    "instances": "instances",
+}
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+ZONE = "topology.kubernetes.io/zone"
+CPU = "karpenter.k8s.aws/instance-cpu"
+SUCCEEDED = ("Fulfilled", "PartiallyFulfilled")
+# A pool's answers that pass a request naming no pool on to the next (docs/placement.md): its
+# limits, no offering it could launch now (issue 15: "at its limit or dry"), and a NodeClass it
+# refers to that is missing or no longer valid (resolve_next skips such a pool).
+FALLS_BACK = ("LimitExceeded", "NoOffering", "UnknownNodeClass", "InvalidNodeClass")
+
+
+def _requirements(document_or_body: dict[str, Any]) -> dict[str, set[str]]:
+    """key → allowed values, for the `In` requirements (the only ones that name values here)."""
+    spec = document_or_body.get("spec", document_or_body)
+    found: dict[str, set[str]] = {}
+    for requirement in spec.get("requirements") or []:
+        if requirement["operator"] == "In":
+            values = set(requirement["values"])
+            found[requirement["key"]] = found.get(requirement["key"], values) & values
+    return found
+
+
+def compatible(pool: dict[str, Any], body: dict[str, Any]) -> bool:
+    """A request only narrows a pool: every value it names for a key the pool limits is allowed."""
+    allowed = _requirements(pool)
+    return all(
+        values <= allowed[key] for key, values in _requirements(body).items() if key in allowed
+    )
+
+
+def order(pools: dict[str, dict[str, Any]]) -> list[str]:
+    """Compatible pools are tried highest weight first, equal weights by name."""
+    return sorted(pools, key=lambda name: (-int(pools[name]["spec"].get("weight", 0)), name))
+
+
+class CapacityInvariants:
+    def __init__(self, invariants: Invariants) -> None:
+        self.base = invariants
+        self.world = invariants.world
+        self.checks = invariants.checks
+        self._judged: set[str] = set()  # instances judged at first sight
+        self._over: set[str] = set()  # quota overruns already reported
+
+    def _violate(self, invariant: str, detail: str) -> None:
+        self.base._violate(invariant, detail)
+
+    # -- every step -----------------------------------------------------------------------------
+
+    def every_step(self) -> None:
+        reservations = self.world.reservations()
+        self._launches_into_active_reservations(reservations)
+        self._ended_blocks_run_nothing(reservations)
+        self._quotas_hold()
+
+    def _launches_into_active_reservations(self, reservations: dict[str, Any]) -> None:
+        for observed in list(self.world.instances.values()):
+            if observed.instance_id in self._judged:
+                continue
+            self._judged.add(observed.instance_id)
+            if observed.state not in LIVE:
+                # Ended before we looked (a block's last 30 minutes end it at once): EC2 no
+                # longer says which reservation it was in.
+                self.checks["instances ended before first seen (not judged)"] += 1
+                continue
+            view = reservations.get(observed.reservation_id or "")
+            self.checks["market type is the reservation's"] += 1
+            if view is None:
+                if observed.lifecycle == "capacity-block":
+                    self._violate(
+                        "market type is the reservation's",
+                        f"{observed.instance_id} runs in the capacity-block market in no block",
+                    )
+                continue
+            self.checks[f"seen: an instance launched into a {view.kind} reservation"] += 1
+            if view.kind == "capacity-block" and observed.lifecycle != "capacity-block":
+                self._violate(
+                    "market type is the reservation's",
+                    f"{observed.instance_id} in block {view.reservation_id} was launched in"
+                    f" market {observed.lifecycle or 'on-demand'}, not capacity-block",
+                )
+            self.checks["nothing launches into a non-active reservation"] += 1
+            launched = observed.launched_at
+            early = launched + LAUNCH_TIME_SLACK < view.active_from
+            late = view.end is not None and launched >= view.end
+            if early or late:
+                self._violate(
+                    "nothing launches into a non-active reservation",
+                    f"{observed.instance_id} for {observed.request_id} launched at"
+                    f" {launched:.0f} into {view.kind} {view.reservation_id}, active from"
+                    f" {view.active_from:.0f} to {view.end}, now {view.state}",
+                )
+
+    def _ended_blocks_run_nothing(self, reservations: dict[str, Any]) -> None:
+        now = self.world.now
+        for view in reservations.values():
+            if view.kind != "capacity-block" or view.end is None:
+                continue
+            if now < view.end - BLOCK_TERMINATION_SECONDS:
+                continue
+            self.checks["an ending block runs nothing"] += 1
+            running = sorted(
+                o.instance_id
+                for o in self.world.instances.values()
+                if o.reservation_id == view.reservation_id and o.state in LIVE
+            )
+            if running:
+                self._violate(
+                    "an ending block runs nothing",
+                    f"block {view.reservation_id} ({view.state}, ends {view.end:.0f}, now"
+                    f" {now:.0f}) still runs {running}",
+                )
+
+    def _counted(self) -> list[Observed]:
+        """Live instances as the service's launches left them (restarts are the user's)."""
+        return [
+            o
+            for o in self.world.instances.values()
+            if o.state in LIVE and o.instance_id not in self.world.restarted
+        ]
+
+    def _usage(self, instances: list[Observed]) -> dict[tuple[str, str, str], int]:
+        """(requester, pool, resource) → what those instances use."""
+        usage: dict[tuple[str, str, str], int] = defaultdict(int)
+        for observed in instances:
+            if observed.pool not in QUOTA_POOLS or not observed.requester:
+                continue
+            for resource, amount in self.world.instance_resources(observed.instance_type).items():
+                usage[(observed.requester, observed.pool, resource)] += amount
+        return usage
+
+    def _quotas_hold(self) -> None:
+        usage = self._usage(self._counted())
+        over: set[str] = set()
+        for pool in QUOTA_POOLS:
+            cohort_used: dict[str, int] = defaultdict(int)
+            cohort_nominal: dict[str, int] = defaultdict(int)
+            for name, (requesters, _, borrowing, amounts) in QUOTAS.items():
+                for resource, (nominal, borrowing_limit, _) in amounts.items():
+                    used = sum(usage.get((r, pool, resource), 0) for r in requesters)
+                    cohort_used[resource] += used
+                    cohort_nominal[resource] += int(nominal)
+                    if borrowing and borrowing_limit is None:
+                        continue  # bounded by the cohort only
+                    most = int(nominal) + (int(borrowing_limit or 0) if borrowing else 0)
+                    if used > int(nominal):
+                        self.checks["seen: a quota borrowing (steps)"] += 1
+                    self.checks["quota usage <= nominal + borrowingLimit"] += 1
+                    if used > most:
+                        self._report_over(
+                            over,
+                            "quota usage <= nominal + borrowingLimit",
+                            f"{name}/{pool}/{resource}",
+                            f"CapacityQuota {name}: NodePool {pool}: {resource} used {used},"
+                            f" most {most}; {self._who(pool, requesters)}",
+                        )
+            for resource, used in cohort_used.items():
+                self.checks["cohort usage <= sum of nominal quotas"] += 1
+                if used > cohort_nominal[resource]:
+                    self._report_over(
+                        over,
+                        "cohort usage <= sum of nominal quotas",
+                        f"{COHORT}/{pool}/{resource}",
+                        f"cohort {COHORT}: NodePool {pool}: {resource} used {used}, sum of"
+                        f" nominal quotas {cohort_nominal[resource]}; {self._who(pool, None)}",
+                    )
+        self._over = over
+
+    def _report_over(self, over: set[str], invariant: str, key: str, detail: str) -> None:
+        over.add(key)
+        if key not in self._over:  # one violation per overrun, not per step it lasts
+            self._violate(invariant, detail)
+
+    def _who(self, pool: str, requesters: list[str] | None) -> str:
+        parts = sorted(
+            f"{o.instance_id}<{o.request_id} {o.requester} {o.instance_type}>"
+            for o in self._counted()
+            if o.pool == pool and (requesters is None or o.requester in requesters)
+        )
+        return "live: " + ", ".join(parts)
+
+    # -- after quiescence -----------------------------------------------------------------------
+
+    def after_quiescence(self, records: dict[str, dict[str, Any] | None]) -> None:
+        self._quota_usage_matches_ec2()
+        for request_id, record in records.items():
+            if record is None or record.get("status") == "<malformed>":
+                continue
+            request = self.base.ledger.requests[request_id]
+            self._gang_holds(request, record)
+            self._quota_refusal_named(request, record)
+            self._lands_in_its_pool(request, record)
+
+    def _quota_usage_matches_ec2(self) -> None:
+        """What admission recorded per requester equals what EC2 runs for it, once quiet."""
+        stored = self.world.stored_quota_usage()
+        # A restarted instance counts for its pool only (docs/quotas.md: quota usage for a
+        # restart after a stop is not wired), so it is left out here too.
+        live = self._usage(self._counted())
+        for pool in QUOTA_POOLS:
+            pk = f"QuotaUsage#{COHORT}#{pool}"
+            for requesters, _, _, amounts in QUOTAS.values():
+                for requester in requesters:
+                    for resource in amounts:
+                        recorded = stored.get((pk, f"{ATTRIBUTES[resource]}:{requester}"), 0)
+                        running = live.get((requester, pool, resource), 0)
+                        self.checks["quota usage == EC2 (quiescent)"] += 1
+                        if recorded != running:
+                            self._violate(
+                                "quota usage == EC2 (quiescent)",
+                                f"{pk} {requester} {resource}: recorded {recorded:g}, EC2 runs"
+                                f" {running}; {self._who(pool, [requester])}",
+                            )
+
+    def _gang_holds(self, request: Request, record: dict[str, Any]) -> None:
+        body = request.body
+        if body is None or record["status"] not in SUCCEEDED:
+            return
+        instances = record.get("instances") or []
+        self.checks["a gang gets minCount, in one zone"] += 1
+        if len(instances) < int(body.get("minCount", 1)):
+            self._violate(
+                "a gang gets minCount, in one zone",
+                f"{request.request_id}: {record['status']} with {len(instances)} instances,"
+                f" minCount {body.get('minCount')}",
+            )
+        if int(body.get("minCount", 1)) > 1:
+            self.checks["seen: a gang served"] += 1
+        zones = sorted({i["zone"] for i in instances})
+        if body.get("singleZone") and len(zones) > 1:
+            self._violate(
+                "a gang gets minCount, in one zone",
+                f"{request.request_id}: singleZone, instances in {zones}",
+            )
+
+    def _quota_refusal_named(self, request: Request, record: dict[str, Any]) -> None:
+        """A refusal names quota, flavor and resource; a requester no quota covers never runs in
+        a pool quotas cover."""
+        pool = record.get("nodePool")
+        requester = record.get("requester")  # of the body the service served
+        for error in record.get("errors") or []:
+            if error.get("code") != QUOTA_EXCEEDED:
+                continue
+            self.checks["QuotaExceeded names quota, flavor, resource"] += 1
+            self.checks["seen: a request refused by a quota"] += 1
+            named = QUOTA_MESSAGE.match(error.get("message", ""))
+            ok = (
+                named is not None
+                and named["flavor"] == pool
+                and record["status"] == "Failed"
+                and (named["quota"] is None or named["resource"] is not None)
+                and (named["quota"] is None or requester in QUOTAS.get(named["quota"], ([],))[0])
+            )
+            if not ok:
+                self._violate(
+                    "QuotaExceeded names quota, flavor, resource",
+                    f"{request.request_id} ({record['status']} in {pool}, requester"
+                    f" {requester}): {error.get('message')}",
+                )
+        covered = any(requester in q[0] for q in QUOTAS.values())
+        if request.body is not None and pool in QUOTA_POOLS and not covered:
+            self.checks["uncovered requesters stay out of quota pools"] += 1
+            if record.get("instances"):
+                self._violate(
+                    "uncovered requesters stay out of quota pools",
+                    f"{request.request_id} (requester {requester}) launched"
+                    f" {[i['instanceId'] for i in record['instances']]} in {pool}",
+                )
+
+    def _settled_catalog(self, request: Request) -> bool:
+        """No pool or class changed while a launcher might have served it from a stale copy."""
+        cache = self.world.config_cache_seconds + 1.0
+        start = request.submitted_at - cache
+        end = request.ended_at if request.ended_at is not None else self.world.now
+        return not any(start <= moment <= end for moment in self.base.catalog.changed_at)
+
+    def _lands_in_its_pool(self, request: Request, record: dict[str, Any]) -> None:
+        body = request.body
+        if body is None:
+            return
+        if not body.get("nodePool"):
+            self._tries_every_pool(request, record)
+        if record["status"] == "Rejected":
+            return
+        pool = record.get("nodePool")
+        settled = self._settled_catalog(request) and pool in request.pools_at_end
+        if body.get("nodePool"):
+            self.checks["a request lands in a compatible pool"] += 1
+            if pool != body["nodePool"]:
+                self._violate(
+                    "a request lands in a compatible pool",
+                    f"{request.request_id} named {body['nodePool']}, served by {pool}",
+                )
+            elif settled:
+                self._instances_fit(request, record, request.pools_at_end[pool])
+            return
+        if not self._settled_catalog(request) or not request.pools_at_end:
+            self.checks["pool judgements skipped (configuration changed)"] += 1
+            return
+        pools = request.pools_at_end
+        self.checks["a request lands in a compatible pool"] += 1
+        if pool not in pools or not compatible(pools[pool], body):
+            self._violate(
+                "a request lands in a compatible pool",
+                f"{request.request_id} ({body.get('requirements')}) served by {pool},"
+                f" {'unknown' if pool not in pools else 'incompatible'}",
+            )
+            return
+        self._instances_fit(request, record, pools[pool])
+        earlier = [p for p in order(pools) if compatible(pools[p], body)]
+        passed = earlier[: earlier.index(pool)]
+        named = " ".join(
+            e.get("message", "")
+            for e in record.get("errors") or []
+            if e["code"] == POOL_PASSED_OVER
+        )
+        self.checks["a fallback names the pools passed over"] += 1
+        if passed:
+            self.checks["seen: a request served by a lower-weight pool"] += 1
+        missing = [p for p in passed if f"nodePool {p}:" not in named]
+        if missing:
+            self._violate(
+                "a fallback names the pools passed over",
+                f"{request.request_id}: {record['status']} in {pool} (weight"
+                f" {pools[pool]['spec'].get('weight')}), higher pools {passed}, the record"
+                f" names none of {missing}: {record.get('errors')}",
+            )
+
+    def _tries_every_pool(self, request: Request, record: dict[str, Any]) -> None:
+        """A request naming no pool that a pool could not take because of its limits or its
+        offerings goes on to the next compatible pool; only the last one's answer stands."""
+        body = request.body or {}
+        pools = request.pools_at_end
+        errors = record.get("errors") or []
+        pool = record.get("nodePool")
+        if pool is None and errors:  # refused while resolving: the message names the pool
+            named = re.search(r"NodePool (\S+) refers to", errors[-1].get("message", ""))
+            pool = named.group(1) if named else None
+        if record.get("instances") or not errors or pool not in pools:
+            return
+        final = errors[-1]["code"]
+        if final not in FALLS_BACK or not self._settled_catalog(request):
+            return
+        ordered = [p for p in order(pools) if self._viable(request, pools[p], body)]
+        later = ordered[ordered.index(pool) + 1 :] if pool in ordered else []
+        self.checks["a fallback tries every compatible pool"] += 1
+        if later:
+            self._violate(
+                "a fallback tries every compatible pool",
+                f"{request.request_id} ended {record['status']} {final} in {pool} (weight"
+                f" {pools[pool]['spec'].get('weight')}) without trying {later}:"
+                f" {errors[-1]['message']}",
+            )
+
+    def _viable(self, request: Request, pool: dict[str, Any], body: dict[str, Any]) -> bool:
+        """Compatible, its NodeClass there, and no tag of the request that the class sets."""
+        node_class = request.classes_at_end.get(pool["spec"]["nodeClassRef"])
+        if node_class is None or not compatible(pool, body):
+            return False
+        owned = node_class["spec"].get("tags") or {}
+        return not any(k in owned and owned[k] != v for k, v in (body.get("tags") or {}).items())
+
+    def _instances_fit(
+        self, request: Request, record: dict[str, Any], pool: dict[str, Any]
+    ) -> None:
+        allowed = _requirements(pool)
+        wanted = _requirements(request.body or {})
+        reservations = self.world.reservations()
+        for instance in record.get("instances") or []:
+            self.checks["instances fit pool and request"] += 1
+            facts = {
+                INSTANCE_TYPE: {instance["instanceType"]},
+                CAPACITY_TYPE: {instance["capacityType"]},
+                ZONE: {instance["zone"]},
+            }
+            view = reservations.get(instance.get("capacityReservationId") or "")
+            if view is not None and view.open:
+                # EC2 runs an on-demand launch in a matching open reservation on its own (the
+                # NodeClass's preference `open`): on-demand asked, reserved got, both fit.
+                facts[CAPACITY_TYPE] |= {"on-demand"}
+            wrong = [
+                f"{key}={sorted(values)}"
+                for key, values in facts.items()
+                for rules in (allowed, wanted)
+                if key in rules and not values & rules[key]
+            ]
+            if wrong:
+                self._violate(
+                    "instances fit pool and request",
+                    f"{request.request_id}: {instance['instanceId']} has {sorted(set(wrong))},"
+                    f" pool {pool['metadata']['name']} allows {allowed}, the request {wanted}",
+                )
