@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from capacity_launcher.domain.backoff import HAND_BACK_CAP_SECONDS
 from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.emulator import START
 from tests.simulation.world import LIVE, World
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
     from tests.simulation.operations import Catalog
 
 # A healthy request ends within this many simulated seconds of its submission or of the last
-# disturbance (fault cleared, crashed message visible again), whichever is later.
-LATENCY_BOUND_SECONDS = 120.0
+# disturbance (fault cleared, crashed message visible again), whichever is later: a message
+# handed back just before a fault cleared returns after at most the longest hand-back wait.
+LATENCY_BOUND_SECONDS = HAND_BACK_CAP_SECONDS + 60.0
 
 
 @dataclass
