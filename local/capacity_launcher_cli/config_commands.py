@@ -20,6 +20,7 @@ from capacity_launcher.domain.errors import (
     FieldError,
     NotFound,
 )
+from capacity_launcher.domain.pool_status import pool_status
 from capacity_launcher.domain.quotas import CapacityQuota, conflicts
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
@@ -174,19 +175,14 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
         return 0
     pools = store.node_pools()
     limits = wiring.pool_limits(deployment.settings(), deployment.client)
-    usage = {p.name: limits.usage(p.name) for p in pools}
+    applied = {c.name for c in store.node_classes()}
+    statuses = {p.name: pool_status(p, applied, limits.usage(p.name)) for p in pools}
     if args.output == "json":
         views.print_json(
-            [
-                *(
-                    {**config_document(p), "status": {"used": usage[p.name].amounts()}}
-                    for p in pools
-                ),
-                *invalid_json,
-            ]
+            [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json]
         )
     else:
-        views.console().print(views.node_pools(pools, usage))
+        views.console().print(views.node_pools(pools, statuses))
         _warn_invalid(invalid)
     return 0
 

@@ -65,19 +65,36 @@ def _resources(amount: Resources) -> str:
     return " ".join(parts) or "0"
 
 
-def node_pools(pools: Sequence[NodePool], usage: Mapping[str, Resources]) -> Table:
-    table = _table("NodePools", "NAME", "NODECLASS", "WEIGHT", "CAPACITY TYPES", "LIMITS", "USED")
+def node_pools(pools: Sequence[NodePool], statuses: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Each pool with its limits and use in units, and its conditions (domain/pool_status.py)."""
+    table = _table(
+        "NodePools", "NAME", "NODECLASS", "WEIGHT", "CAPACITY TYPES", "LIMITS", "USED", "READY",
+        "SUFFICIENT",
+    )  # fmt: skip
     for pool in sorted(pools, key=lambda p: (-p.spec.weight, p.name)):
         limits = pool.spec.limits.to_document() if pool.spec.limits else {}
+        status = statuses.get(pool.name, {})
+        conditions = {c["type"]: c for c in status.get("conditions", [])}
         table.add_row(
             pool.name,
             pool.spec.node_class_ref,
             str(pool.spec.weight),
             ",".join(pool.spec.allowed_capacity_types()),
             _or_dash(" ".join(f"{k}={v}" for k, v in limits.items())),
-            _resources(usage.get(pool.name, Resources())),
+            " ".join(f"{k}={v}" for k, v in status.get("used", {}).items()) or "0",
+            _condition(conditions.get("Ready")),
+            _condition(conditions.get("ResourcesSufficient")),
         )
     return table
+
+
+def _condition(condition: Mapping[str, str] | None) -> str:
+    """'True', or 'False (Reason)' so the table says why without the message."""
+    if condition is None:
+        return "-"
+    if condition["status"] == "True":
+        return "True"
+    return f"False ({condition['reason']})"
 
 
 def node_classes(classes: Sequence[NodeClass]) -> Table:
