@@ -240,9 +240,9 @@ class CapacityInvariants:
     def _quota_usage_matches_ec2(self) -> None:
         """What admission recorded per requester equals what EC2 runs for it, once quiet."""
         stored = self.world.stored_quota_usage()
-        # A restarted instance counts for its pool only (docs/quotas.md: quota usage for a
-        # restart after a stop is not wired), so it is left out here too.
-        live = self._usage(self._counted())
+        # A restarted instance counts against its quota again (the instance events count it with
+        # its requester; docs/quotas.md), so every live instance is compared, restarts included.
+        live = self._usage([o for o in self.world.instances.values() if o.state in LIVE])
         for pool in QUOTA_POOLS:
             pk = f"QuotaUsage#{COHORT}#{pool}"
             for requesters, _, _, amounts in QUOTAS.values():
