@@ -279,9 +279,7 @@ def _play(out: Console, deployment: Deployment, records: LaunchRecords) -> int:
     for number, scene in enumerate(SCENES, start=1):
         out.print(f"[bold]{number}. {scene.title}[/]")
         started, calls_before = time.monotonic(), _fleet_calls()
-        with _spinner(out, f"   {scene.request['requestId']}: waiting for its status..."):
-            send(scene.request, deployment, "bus")
-            record = wait_for(records, str(scene.request["requestId"]), WAIT_SECONDS)
+        record = _ask(out, deployment, records, scene.request)
         took, fleet_calls = time.monotonic() - started, _fleet_calls() - calls_before
         if record is None:
             out.print(f"   [red]no status after {WAIT_SECONDS:.0f}s[/]")
@@ -405,6 +403,7 @@ def _buy_block(deployment: Deployment) -> dict[str, Any]:
 def _ask(
     out: Console, deployment: Deployment, records: LaunchRecords, request: dict[str, Any]
 ) -> RequestRecord | None:
+    """Send one request on the bus, as a producer would, and wait for its status record."""
     send(request, deployment, "bus")
     with _spinner(out, f"   {request['requestId']}: waiting for its status..."):
         return wait_for(records, str(request["requestId"]), WAIT_SECONDS)
