@@ -45,6 +45,7 @@ from capacity_launcher_cli.config_commands import read_documents, validate
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.request_commands import PRODUCER_SOURCE, send, wait_for
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
+from local_cloud.documents import capacity_quota
 from moto_capacity.clock import CLOCK
 
 DEMO_ZONE, OTHER_ZONE = "us-east-1a", "us-east-1b"
@@ -103,38 +104,24 @@ def quota_documents(account_id: str) -> tuple[dict[str, Any], ...]:
     team-ml is bound to where the demo's requests come from (the CLI's source on the bus, this
     account), so a request claiming it from anywhere else would be Rejected."""
 
-    def quota(name: str, nominal: str, **spec: Any) -> dict[str, Any]:
-        instances: dict[str, Any] = {"name": "instances", "nominalQuota": nominal}
-        if "borrowingLimit" in spec:
-            instances["borrowingLimit"] = spec.pop("borrowingLimit")
-        return {
-            "apiVersion": "capacity-launcher/v1",
-            "kind": "CapacityQuota",
-            "metadata": {"name": name},
-            "spec": {
-                "requesters": [name],
-                "cohort": "research",
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["instances"],
-                        "flavors": [{"name": QUOTA_POOL, "resources": [instances]}],
-                    }
-                ],
-                **spec,
-            },
-        }
-
     return (
-        quota(
+        capacity_quota(
             "team-ml",
-            "6",
+            QUOTA_POOL,
+            {"instances": "6"},
             priority=100,
             preemption={"reclaimWithinCohort": "LowerPriority", "gracePeriod": QUOTA_GRACE},
             requesterOrigins={
                 "team-ml": {"eventSources": [PRODUCER_SOURCE], "accounts": [account_id]}
             },
         ),
-        quota("team-research", "2", priority=10, allowBorrowing=True, borrowingLimit="3"),
+        capacity_quota(
+            "team-research",
+            QUOTA_POOL,
+            {"instances": "2"},
+            borrowing={"instances": "3"},
+            priority=10,
+        ),
     )
 
 

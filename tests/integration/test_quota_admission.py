@@ -16,6 +16,7 @@ from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.settings import get_settings
+from local_cloud.documents import capacity_quota
 from tests.integration.test_accounting import deliver, usage
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import Cloud, launch_request
@@ -25,26 +26,8 @@ ONE = Resources(cpu=2, memory_mib=8192, gpu=0, instances=1)  # what an m5.large 
 
 
 def quota(name: str, nominal: str, *, borrowing: str | None = None, **spec: Any) -> dict[str, Any]:
-    term: dict[str, Any] = {"name": "instances", "nominalQuota": nominal}
-    if borrowing is not None:
-        term["borrowingLimit"] = borrowing
-        spec.setdefault("allowBorrowing", True)
-    return {
-        "apiVersion": "capacity-launcher/v1",
-        "kind": "CapacityQuota",
-        "metadata": {"name": name},
-        "spec": {
-            "requesters": [name],
-            "cohort": "research",
-            "resourceGroups": [
-                {
-                    "coveredResources": ["instances"],
-                    "flavors": [{"name": POOL, "resources": [term]}],
-                }
-            ],
-            **spec,
-        },
-    }
+    limit = {"instances": borrowing} if borrowing is not None else None
+    return capacity_quota(name, POOL, {"instances": nominal}, borrowing=limit, **spec)
 
 
 def used(requester: str) -> int:

@@ -11,6 +11,7 @@ import pytest
 
 from capacity_launcher.adapters import aws
 from capacity_launcher_cli.quota_commands import get_quotas
+from local_cloud.documents import capacity_quota
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, launch_request
 
@@ -25,30 +26,7 @@ class _Deployment:
 
 
 def _quota(name: str, instances: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "capacity-launcher/v1",
-        "kind": "CapacityQuota",
-        "metadata": {"name": name},
-        "spec": {
-            "requesters": [name],
-            "cohort": "research",
-            "resourceGroups": [
-                {
-                    "coveredResources": ["instances", "memory"],
-                    "flavors": [
-                        {
-                            "name": "general",
-                            "resources": [
-                                {"name": "instances", "nominalQuota": instances},
-                                {"name": "memory", "nominalQuota": "64Gi"},
-                            ],
-                        }
-                    ],
-                }
-            ],
-            **spec,
-        },
-    }
+    return capacity_quota(name, "general", {"instances": instances, "memory": "64Gi"}, **spec)
 
 
 def _listing(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
