@@ -286,7 +286,7 @@ class LaunchBatch:
             logger.exception("launch failed unexpectedly; handing the requests back to the queue")
             self._release(group)
             return [g.message.message_id for g in group]
-        self._telemetry.served(report)
+        self._telemetry.served(report, {g.request.request_id for g in group if g.was_waiting})
         held = [g for g in group if g.request.request_id in report.waiting]
         done = [g for g in group if g not in held]
         failed = [

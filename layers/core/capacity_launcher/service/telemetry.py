@@ -10,6 +10,8 @@ from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.observability import MetricUnit, metrics
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from capacity_launcher.service.launcher import LaunchReport
 
 INSTANCES_LAUNCHED = "InstancesLaunched"
@@ -41,7 +43,9 @@ class LaunchTelemetry:
     def throttled(self) -> None:
         metrics.add_metric(name=LAUNCH_THROTTLED, unit=MetricUnit.Count, value=1)
 
-    def served(self, report: LaunchReport) -> None:
+    def served(self, report: LaunchReport, waiting_already: Collection[str] = ()) -> None:
+        """Count a served group's outcomes; a re-check of a request that was Waiting already and
+        still waits is not a new wait (its Launch Waiting event was published once too)."""
         metrics.add_metric(name=CREATE_FLEET_CALLS, unit=MetricUnit.Count, value=report.fleet_calls)
         if report.fallbacks_to_on_demand:
             metrics.add_metric(
@@ -52,6 +56,8 @@ class LaunchTelemetry:
         launched: dict[str, int] = {}
         for request_id, record in report.records.items():
             if request_id in report.replayed:
+                continue
+            if record.status is RequestStatus.WAITING and request_id in waiting_already:
                 continue
             metrics.add_metric(name=_BY_STATUS[record.status], unit=MetricUnit.Count, value=1)
             if any(e.code == "LimitExceeded" for e in record.errors):
