@@ -313,3 +313,31 @@ def test_an_instance_its_owner_no_longer_borrows_is_not_terminated(pool: Cloud) 
     assert report.reclaims.closed == {reclaim["reclaimId"]: "released"}
     assert [i["InstanceId"] for i in pool.managed_instances()] == [launched[1]]
     assert (used("team-b"), usage()) == (1, 1)
+
+
+def test_a_reclaim_whose_event_could_not_be_published_is_published_by_the_retry(
+    pool: Cloud,
+) -> None:
+    # Given team-b borrowing all of team-a's idle quota, and EventBridge refusing the next put
+    pool.apply(*lender_and_borrower("LowerPriority"))
+    borrow_all_of_team_a(pool)
+    pool.events()
+    moto_capacity.inject_fault("events:PutEvents", "AccessDeniedException", times=1)
+    # When team-a's refused request asks for the reclaim
+    request = launch_request("a-1", nodePool=POOL, requester="team-a")
+    assert len(pool.send(request)) == 1
+    # Then the delivery is handed back: no outcome is recorded or published without the reclaim's
+    assert pool.record("a-1") is None
+    assert pool.events() == []
+    # When the message comes back
+    assert pool.send(request) == []
+    # Then the request fails naming the reclaim, and the reclaim's event is published with it
+    record = pool.record("a-1")
+    assert record is not None and record.status is RequestStatus.FAILED
+    events = pool.events()
+    assert sorted(e["detail-type"] for e in events) == [RECLAIM_REQUESTED, "Launch Failed"]
+    reclaim = next(e["detail"] for e in events if e["detail-type"] == RECLAIM_REQUESTED)
+    assert reclaim["reclaimId"] in record.errors[0].message
+    # and the sync enforces that one reclaim (opened by the first delivery, not a second)
+    report = sync().quotas
+    assert report is not None and report.reclaims.pending == [reclaim["reclaimId"]]
