@@ -113,8 +113,7 @@ class Reconciliation:
         pools |= {p for i in live if (p := _pool_and_request(i, items.get(i["InstanceId"]))[0])}
         recounts = {pool: self._recompute(pool) for pool in pools}
         members = {
-            pool: {m.instance_id: m for m in self._members(pool, recounts[pool][1])}
-            for pool in pools
+            pool: {m.instance_id: m for m in self._members(pool, recounts[pool])} for pool in pools
         }
         repaired: dict[str, int] = defaultdict(int)
         for instance in live:
@@ -158,19 +157,19 @@ class Reconciliation:
                 if gone or now_epoch - member.counted_at > REARM_AFTER_SECONDS:
                     repaired[pool] += _unless_contended(partial(self._limits.uncount, member))
         for pool in sorted(pools):
-            report.drift[pool] = repaired[pool] + recounts[pool][0]
+            report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
         return report
 
     def _members(self, pool: str, recount: Recount | None) -> Sequence[Member]:
         """The members the recompute read; read again only if writers kept it from finishing."""
         return recount.members if recount is not None else self._limits.members(pool)
 
-    def _recompute(self, pool: str) -> tuple[int, Recount | None]:
-        """Usage not explained by members and leases (a lost write, an older version's delta),
-        and the recount that found it."""
+    def _recompute(self, pool: str) -> Recount | None:
+        """Repairs usage not explained by members and leases (a lost write, an older version's
+        delta); None when writers kept it from finishing (the next run repairs)."""
         recount = self._limits.recompute(pool)
         if recount is None or not recount.repaired:
-            return 0, recount
+            return recount
         logger.warning(
             "pool usage repaired",
             extra={
@@ -179,7 +178,7 @@ class Reconciliation:
                 "recomputed": str(recount.recomputed),
             },
         )
-        return abs(recount.stored.instances - recount.recomputed.instances), recount
+        return recount
 
     @property
     def _lease_window(self) -> float:
@@ -208,6 +207,13 @@ class Reconciliation:
         zones = sorted({o.get("Placement", {}).get("AvailabilityZone", "") for o in orphans})
         names = sorted({o["InstanceType"] for o in orphans})
         return {f.name: f for f in self._facts.offered(zones, names)}
+
+
+def _corrected(recount: Recount | None) -> int:
+    """Instances the recompute corrected usage by."""
+    if recount is None or not recount.repaired:
+        return 0
+    return abs(recount.stored.instances - recount.recomputed.instances)
 
 
 def _unless_contended(transition: Callable[[], bool]) -> bool:
