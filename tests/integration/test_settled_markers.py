@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from capacity_launcher.adapters import aws
+from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.pool_limits import SETTLED_MARKER_SECONDS, PoolLimitsStore
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
@@ -207,3 +207,46 @@ def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
     assert limits.usage(POOL) == ONE * 2
     assert len(limits.members(POOL)) == 2
     assert item("Settled#twice-1") is not None and item("Lease#twice-1") is None
+
+
+def put_member(instance_id: str, usage_item: str, requester: str) -> None:
+    aws.client("dynamodb").put_item(
+        TableName=get_settings().state_table_name,
+        Item={
+            "pk": {"S": f"Limits#{POOL}"},
+            "sk": {"S": f"Member#{instance_id}"},
+            "instances": {"N": "1"},
+            "countedAt": {"N": str(int(time.time()))},
+            "quotaUsage": {"S": usage_item},
+            "requester": {"S": requester},
+        },
+    )
+
+
+def test_one_read_of_a_pools_leases_and_members_recounts_each_of_its_quota_items(cloud):
+    # Given two cohorts' quota usage items on one pool, one written wrong, one never written,
+    # a member holding each, and a week of settled leases (both formats) beside them
+    limits = store()
+    team_a, team_b = "QuotaUsage#research#general", "QuotaUsage#training#general"
+    put_member("i-00000000000000001", team_a, "team-a")
+    put_member("i-00000000000000002", team_b, "team-b")
+    old_format_marker("old-2", 1)
+    assert limits.reserve(POOL, "done-1", ONE, 1, 1, None) == 1
+    limits.settle(POOL, "done-1", {})
+    aws.client("dynamodb").update_item(
+        **quota_usage.update(get_settings().state_table_name, team_a, "team-a", ONE * 7)
+    )
+    read = query_sort_keys()
+    # When the sync recounts them
+    recounts = limits.recount_quotas(POOL, [team_a, team_b])
+    # Then one Query of the live range served both, and each holds its member alone
+    assert sorted(read) == [
+        "Lease#old-2",
+        "Member#i-00000000000000001",
+        "Member#i-00000000000000002",
+    ]
+    found = {pk: r for pk, r in recounts.items() if r is not None}
+    assert sorted(found) == [team_a, team_b]
+    assert all(r.repaired for r in found.values())
+    assert limits.quota_usage(team_a, POOL) == {("team-a", POOL): Resources(instances=1)}
+    assert limits.quota_usage(team_b, POOL) == {("team-b", POOL): Resources(instances=1)}
