@@ -377,17 +377,21 @@ def _why_missed(results: Results) -> list[str]:
             "(a conditional decrement of the reservation's shared snapshot) would get to one."
         )
     syncs = results.scaling[1]
-    settled = max((s.by_kind.get("Limits Lease settled", 0) for s in syncs), default=0)
+    settled = (
+        max(
+            (s.by_kind.get("Limits Settled", 0) + s.by_kind.get("Limits Lease settled", 0))
+            for s in syncs
+        )
+        if syncs
+        else 0
+    )
     if settled:
         lines.append(
-            f"- **The sync's reads follow history**: up to {settled} settled leases read by one "
-            "run. `PoolLimitsStore.recompute` (reconciliation, every minute) queries each "
-            "pool's whole `Limits#` partition, which keeps every settled lease for "
-            "`SETTLED_MARKER_SECONDS` (a week) as proof of settlement, so each run reads every "
-            "request of the last week. Not fixed here (it is the limits and quota code's, and the "
-            "simulation's invariants rest on it): settling could move the lease to its own sort "
-            "key prefix (`Settled#…`) in the settling transaction, so that recompute's key "
-            "ranges (`Lease#`, `Member#`) hold only live work."
+            f"- **The sync's reads follow history**: up to {settled} settled leases' proofs "
+            "read by one run. The recounts (`PoolLimitsStore.recompute`, `recount_quotas`) "
+            "should read only the `Lease#`..`Member#` key range of each pool's `Limits#` "
+            "partition; the proofs (`Settled#`, kept `SETTLED_MARKER_SECONDS`, a week) sort "
+            "outside it. A read of them means a query left that range."
         )
     if sequential.seconds < BATCHING_GOAL * batched.seconds:
         delayed = sum(batched.delayed_calls.values())
@@ -502,11 +506,11 @@ def _scaling(points: list[Point], syncs: list[SyncPoint], plots: list[str]) -> l
         "",
         "*Live work* is what follows running instances: instance items, each pool's usage, "
         "open leases and members (`Limits#` partition) and the sparse `OpenLeases` index; "
-        "*history* is request records, intents, and the settled leases a pool's partition "
-        "keeps for a week as proof of settlement (each past request here has one, as in "
-        "production). The goal holds when the sync reads no history and what it reads outside "
-        "live work stays flat; live instances grow between points because each point's own "
-        "requests launch.",
+        "*history* is request records, intents, and the proofs of settlement a pool's "
+        "partition keeps for a week (`Settled#`, outside the range of leases and members the "
+        "recounts read; each past request here has one, as in production). The goal holds "
+        "when the sync reads no history and what it reads outside live work stays flat; live "
+        "instances grow between points because each point's own requests launch.",
     ]
     lines += [""]
     lines += [f"![items read]({name})" for name in plots]
@@ -523,16 +527,15 @@ def _scaling(points: list[Point], syncs: list[SyncPoint], plots: list[str]) -> l
         "- *node pools*: a request that names its pool reads that pool's item (GetItem, cached "
         "per name for `CONFIG_CACHE_SECONDS`), not the `NodePool` partition.",
         "- *past requests*: the launch path reads only its own request's partition; the sync "
-        "queries the sparse `OpenLeases` index instead of scanning the state table (but see "
-        "the settled leases in *Why a goal was missed*).",
+        "queries the sparse `OpenLeases` index instead of scanning the state table, and each "
+        "pool's leases and members, never its proofs of settlement.",
         f"- *100,000 past requests* is not a point here: {max(scaling.PAST_REQUESTS):,} take "
         f"{5 * max(scaling.PAST_REQUESTS):,} cloned items, and in-process moto deep-copies the "
         "whole state table on every transaction (a request makes several), so ten times as "
         "many would take about ten times that point's share of the scaling section: several "
         "minutes more on this shared machine, putting the 15-minute budget at stake. The curve "
         "is flat by key design (no read of the launch path names another request's "
-        "partition), which the points above test; the sync's settled-lease reads grow with it "
-        "(see below).",
+        "partition), which the points above test; nor does the sync read past requests' items.",
         "",
     ]
     return lines

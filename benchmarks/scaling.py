@@ -33,8 +33,9 @@ PAST_REQUESTS = (1_000, 10_000)
 TAG = {"bench": "scaling"}
 # Partitions whose items are told apart by their sort key's prefix too.
 SORTED_KINDS = frozenset({"Limits"})
-# Items that are history: a request's record and pointers, an intent, a settled lease.
-HISTORY_KINDS = frozenset({"Request", "Intent", "Limits Lease settled"})
+# Items that are history: a request's record and pointers, an intent, a settled lease's proof
+# (`Settled#`, or, as settles wrote it before, a `Lease#` item marked settled).
+HISTORY_KINDS = frozenset({"Request", "Intent", "Limits Settled", "Limits Lease settled"})
 # Items that follow live work: instance items, a pool's usage, open leases and members.
 LIVE_KINDS = frozenset(
     {"Instance", "Limits Usage", "Limits Lease", "Limits Member", "index OpenLeases"}
@@ -130,8 +131,9 @@ def counting() -> Iterator[ItemsRead]:
 
 
 def _kind(item: dict[str, Any]) -> str:
-    """What an item is: its partition key's prefix, then its sort key's (`Limits Member`);
-    a pool's settled lease (kept a week as proof of settlement) is `Limits Lease settled`."""
+    """What an item is: its partition key's prefix, then its sort key's (`Limits Member`,
+    `Limits Settled`: a settled lease's proof, kept a week); a `Lease#` item marked settled (the
+    proof's format before it moved to `Settled#`) is `Limits Lease settled`."""
     pk = str(item.get("pk", {}).get("S", "?")).split("#", 1)[0]
     sk = str(item.get("sk", {}).get("S", "")).split("#", 1)[0]
     kind = f"{pk} {sk}" if sk and "sk" in item and pk in SORTED_KINDS else pk
@@ -255,8 +257,8 @@ def _history(cloud: Cloud, had: int, size: int) -> None:
     detail = json.loads(record["detail"]["S"])
     instance_id = detail["instances"][0]["instanceId"]
     instance = _items(cloud, f"Instance#{instance_id}")[0]
-    # The settled lease stays in the pool's partition as proof of settlement (a week, then TTL).
-    lease = next(i for i in _items(cloud, f"Limits#{POOL}") if i["sk"]["S"] == "Lease#past")
+    # A settled lease's proof stays in the pool's partition (a week, then TTL), as in production.
+    lease = next(i for i in _items(cloud, f"Limits#{POOL}") if i["sk"]["S"] == "Settled#past")
     for item, old in ((record, "past"), (pointer, token), (intent, token), (lease, "past")):
         _clone(cloud, item, old, size, "past-", had)
     _clone(cloud, instance, instance_id, size, "i-past", had)

@@ -18,7 +18,7 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore, Recount
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
@@ -333,7 +333,10 @@ def test_settling_more_instances_than_one_transaction_holds_counts_each_once(clo
     assert sorted(m.instance_id for m in store.members("general")) == sorted(launched)
     assert store.usage("general") == one * 120
     assert store.is_settled("general", "big-1")
-    assert store.recompute("general") == Recount(one * 120, one * 120, repaired=False)
+    recount = store.recompute("general")
+    assert recount is not None
+    assert (recount.stored, recount.recomputed, recount.repaired) == (one * 120, one * 120, False)
+    assert sorted(m.instance_id for m in recount.members) == sorted(launched)
 
 
 def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypatch):
@@ -348,7 +351,7 @@ def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypa
         ExpressionAttributeValues={":n": {"N": "3"}},
     )
     # When another writer counts an instance while the recompute reads members and leases
-    real = PoolLimitsStore._partition
+    real = PoolLimitsStore._live
     writes = iter([True])
 
     def concurrent(self: PoolLimitsStore, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -357,7 +360,7 @@ def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypa
             assert store.count("general", "i-00000000000000002", one)
         return read
 
-    monkeypatch.setattr(PoolLimitsStore, "_partition", concurrent)
+    monkeypatch.setattr(PoolLimitsStore, "_live", concurrent)
     recount = store.recompute("general")
     # Then the recompute read again, and usage is both members: the concurrent count is kept
     assert recount is not None and recount.repaired

@@ -73,6 +73,7 @@ def test_the_sync_reads_open_leases_and_not_the_history_of_past_requests(cloud, 
     store.reserve(
         "general", "in-flight", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
     )
+    settled = {k[1] for k in state_items(cloud) if k[1].startswith("Settled#")}
     read: list[tuple[str, str]] = []
 
     def note(params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -82,8 +83,10 @@ def test_the_sync_reads_open_leases_and_not_the_history_of_past_requests(cloud, 
     def items_read(parsed: dict[str, Any], model: Any, **_: Any) -> None:
         if model.name in ("Scan", "Query"):
             returned.extend(i["pk"]["S"] for i in parsed.get("Items", []))
+            sort_keys.extend(i["sk"]["S"] for i in parsed.get("Items", []))
 
     returned: list[str] = []
+    sort_keys: list[str] = []
     dynamodb = aws.client("dynamodb")
     dynamodb.meta.events.register("provide-client-params.dynamodb.*", note)
     dynamodb.meta.events.register("after-call.dynamodb.*", items_read)
@@ -94,5 +97,10 @@ def test_the_sync_reads_open_leases_and_not_the_history_of_past_requests(cloud, 
     assert ("Scan", "") not in read
     assert ("Query", "OpenLeases") in read
     assert not [pk for pk in returned if pk.startswith(("Request#", "Intent#", "Instance#"))]
+    # And none is the proof that a past request's lease settled (kept a week, outside the range
+    # of leases and members the recounts read)
+    assert settled == {f"Settled#past-{n}" for n in range(5)}
+    assert not settled & set(sort_keys)
+    assert "Lease#in-flight" in sort_keys
     # And the open lease is still seen (not reclaimed: it has not expired)
     assert store.lease("general", "in-flight") is not None

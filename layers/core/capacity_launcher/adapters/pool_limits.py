@@ -4,6 +4,11 @@ A worker leases `count x largest candidate` before launching (a conditional upda
 rather than overrun), and settles the lease into one member item per instance that launched. A
 lease that outlives its worker expires; the reservation sync reclaims it.
 
+A pool's partition `Limits#<pool>` sorts as `Lease#` < `Member#` < `Settled#` < `Usage`: open
+leases and members (live work) form one key range, which is all a recount reads; the proof that
+a lease settled (`Settled#<id>`, kept a week) lies outside it, so the history of past requests
+never costs the sync a read.
+
 Usage is only ever changed in the same transaction as the item that explains the change (a lease
 put, settled or reclaimed; a member put or deleted under a condition), so usage always equals the
 unsettled leases plus the members of the pool, and no instance is counted or released twice,
@@ -20,7 +25,7 @@ from typing import Any
 
 from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import aws_call, client
-from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
 from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded, Transient
 from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Recount
@@ -40,7 +45,11 @@ from capacity_launcher.domain.quotas import CapacityQuota
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"
 MEMBER_PREFIX = "Member#"
-# How long a settled lease is kept as proof of settlement (longer than any redelivery).
+# A settled lease's proof of settlement: its own prefix, outside the live range below.
+SETTLED_PREFIX = "Settled#"
+# The live range's upper bound: '$' follows '#', so every `Member#...` key sorts below it.
+_LIVE_UNTIL = "Member$"
+# How long the proof of settlement is kept (longer than any redelivery).
 SETTLED_MARKER_SECONDS = 7 * 24 * 3600
 # An unsettled lease carries this (the sparse OpenLeases index's key): the sync reads only those.
 OPEN_LEASES_INDEX = "OpenLeases"
@@ -48,8 +57,9 @@ OPEN_LEASE = "open"
 INSTANCE_SK = "Instance"
 _ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
 _RESERVE_TRIES = 3
-# Member puts per transaction (DynamoDB allows 100 actions: the rest is usage and the lease).
-_MEMBERS_PER_TRANSACTION = 98
+# Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
+# quota's usage, the lease's delete (or its absence checked) and the settled marker's put).
+_MEMBERS_PER_TRANSACTION = 96
 _SETTLE_TRIES = 3
 # Admissions that lost the race for their cohort's quota usage, before the message goes back.
 _QUOTA_TRIES = 4
@@ -194,8 +204,11 @@ class PoolLimitsStore:
     def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
         """Turn the lease into one member per instance launched (id -> amount), exactly once.
 
-        The settled lease stays behind as a marker until the table's TTL removes it, so a
-        redelivered request can never lease, or count, the same instances twice. Members that
+        The last transaction deletes the open lease (only if it is still open: a reclaim that
+        got there first makes this one try again, as a reclaimed lease) and puts its settled
+        marker (only if none exists: a second settle fails), which stays until the table's TTL
+        removes it, so a redelivered request can never lease, or count, the same instances
+        twice. Members that
         exist already (counted by reconciliation after the lease was reclaimed, or by an earlier
         try that crashed between chunks) are left as they are.
         """
@@ -225,7 +238,7 @@ class PoolLimitsStore:
                     [
                         *self._member_puts(pool, chunks[-1], pending, hold),
                         *self._usage_updates(pool, amount, hold),
-                        {"Update": self._settled_marker(pool, lease_id, lease, len(members))},
+                        *self._settlement(pool, lease_id, lease, len(members)),
                     ]
                 )
                 return
@@ -318,34 +331,38 @@ class PoolLimitsStore:
         consistent)."""
         return self._quota_usage(pk, pool)[1]
 
-    def recount_quota(self, pk: str, pool: str) -> QuotaRecount | None:
-        """Set quota usage item `pk` to the unsettled leases plus the members of `pool` that hold
-        it, per requester, if no writer moved it meanwhile (the version, as `recompute`)."""
+    def recount_quotas(self, pool: str, pks: Sequence[str]) -> dict[str, QuotaRecount | None]:
+        """Set each quota usage item of `pks` to the unsettled leases plus the members of `pool`
+        that hold it, per requester, if no writer moved it meanwhile (its version, as
+        `recompute`); one read of the pool's live range serves every item (None: contended)."""
+        found: dict[str, QuotaRecount | None] = dict.fromkeys(pks)
+        pending = list(pks)
         for _ in range(_RESERVE_TRIES):
-            version, stored = self._quota_usage(pk, pool)
-            recounted: dict[tuple[str, str], Resources] = {}
-            for item in self._partition(pool):
-                sk = str(item["sk"])
-                counted = sk.startswith(MEMBER_PREFIX) or (
-                    sk.startswith(LEASE_PREFIX) and not item.get("settled")
-                )
-                requester = item.get("requester")
-                if counted and item.get("quotaUsage") == pk and requester:
-                    where = (str(requester), pool)
-                    recounted[where] = recounted.get(where, Resources.ZERO) + _resources(item)
-            if self._quota_usage(pk, pool)[0] != version:
-                continue
-            if _nonzero(stored) == _nonzero(recounted):
-                return QuotaRecount(pk, stored, recounted, repaired=False)
-            try:
-                with aws_call("PutItem"):
-                    self._db.put_item(
-                        **quota_usage.replacement(self._table, pk, recounted, version)
-                    )
-            except ConditionFailed:
-                continue
-            return QuotaRecount(pk, stored, recounted, repaired=True)
-        return None
+            if not pending:
+                break
+            before = {pk: self._quota_usage(pk, pool) for pk in pending}
+            counted = _counted(self._live(pool))
+            again = []
+            for pk in pending:
+                version, stored = before[pk]
+                if self._quota_usage(pk, pool)[0] != version:
+                    again.append(pk)
+                    continue
+                recounted = _held(counted, pk, pool)
+                if _nonzero(stored) == _nonzero(recounted):
+                    found[pk] = QuotaRecount(pk, stored, recounted, repaired=False)
+                    continue
+                try:
+                    with aws_call("PutItem"):
+                        self._db.put_item(
+                            **quota_usage.replacement(self._table, pk, recounted, version)
+                        )
+                except ConditionFailed:
+                    again.append(pk)
+                    continue
+                found[pk] = QuotaRecount(pk, stored, recounted, repaired=True)
+            pending = again
+        return found
 
     def _hold_for(self, requester: str | None, pool: str) -> QuotaHold:
         """Where an instance of `requester` in `pool` counts for its quota (None: nowhere)."""
@@ -396,7 +413,8 @@ class PoolLimitsStore:
 
     def members(self, pool: str) -> list[Member]:
         """Every instance counted in the pool's usage (one Query of the pool's partition)."""
-        return [_member(i) for i in self._partition(pool, MEMBER_PREFIX)]
+        prefix = {":prefix": {"S": MEMBER_PREFIX}}
+        return [_member(i) for i in self._partition(pool, "begins_with(sk, :prefix)", prefix)]
 
     def usage(self, pool: str) -> Resources:
         return self._usage_item(pool)[0]
@@ -407,20 +425,17 @@ class PoolLimitsStore:
         Every usage change bumps `version`; the read of leases and members is bracketed by two
         reads of it and the write is conditional on it, so a concurrent transaction makes this
         try again (None after a few tries: the next sync repairs) instead of being overwritten.
+        The members it read come back with it: as of that read, they are the pool's.
         """
         for _ in range(_RESERVE_TRIES):
             stored, version = self._usage_item(pool)
-            recomputed = Resources.ZERO
-            for item in self._partition(pool):
-                sk = str(item["sk"])
-                if sk.startswith(MEMBER_PREFIX) or (
-                    sk.startswith(LEASE_PREFIX) and not item.get("settled")
-                ):
-                    recomputed = recomputed + _resources(item)
+            counted = _counted(self._live(pool))
+            recomputed = _total(_resources(i) for i in counted)
             if self._usage_item(pool)[1] != version:
                 continue
+            members = tuple(_member(i) for i in counted if str(i["sk"]).startswith(MEMBER_PREFIX))
             if recomputed == stored:
-                return Recount(stored, recomputed, repaired=False)
+                return Recount(stored, recomputed, repaired=False, members=members)
             values = {
                 "pk": limits_pk(pool),
                 "sk": USAGE,
@@ -438,17 +453,24 @@ class PoolLimitsStore:
                     self._db.put_item(TableName=self._table, Item=to_item(values), **condition)
             except ConditionFailed:
                 continue
-            return Recount(stored, recomputed, repaired=True)
+            return Recount(stored, recomputed, repaired=True, members=members)
         return None
 
     def lease(self, pool: str, lease_id: str) -> Lease | None:
-        with aws_call("GetItem"):
-            item = self._db.get_item(
-                TableName=self._table,
-                Key=key(limits_pk(pool), LEASE_PREFIX + lease_id),
-                ConsistentRead=True,
-            ).get("Item")
-        return _lease(from_item(item)) if item else None
+        """The lease, open or settled (None: never leased, or reclaimed), in one read.
+
+        Settled is either proof: a `Settled#` marker, or a `Lease#` item marked `settled`, the
+        format settles wrote before the marker moved out of the live range. Such items stay in
+        deployed tables until their TTL (SETTLED_MARKER_SECONDS), so both are honoured here,
+        and `reclaim`, `cancel` and `settle` never take an old-format marker for an open lease.
+        """
+        keys = [key(limits_pk(pool), p + lease_id) for p in (LEASE_PREFIX, SETTLED_PREFIX)]
+        found = {str(i["sk"]): i for i in batch_get(self._db, self._table, keys)}
+        marker = found.get(SETTLED_PREFIX + lease_id)
+        if marker is not None:
+            return _settled(marker)
+        item = found.get(LEASE_PREFIX + lease_id)
+        return _lease(item) if item else None
 
     def leases(self) -> list[Lease]:
         """Every unsettled lease (the sync reclaims the expired ones)."""
@@ -476,6 +498,7 @@ class PoolLimitsStore:
         return lease is not None and lease.settled
 
     def _drop(self, lease: Lease, *, expired_only: bool) -> bool:
+        # A settled lease has no `Lease#` item, or (old format) one marked `settled`.
         condition = "attribute_exists(pk) AND attribute_not_exists(settled)"
         delete: dict[str, Any] = {
             "TableName": self._table,
@@ -577,12 +600,16 @@ class PoolLimitsStore:
         version = values.get("version")
         return _resources(values), None if version is None else int(version)
 
-    def _partition(self, pool: str, prefix: str | None = None) -> list[dict[str, Any]]:
-        condition = "pk = :pk"
-        values = {":pk": {"S": limits_pk(pool)}}
-        if prefix:
-            condition += " AND begins_with(sk, :prefix)"
-            values[":prefix"] = {"S": prefix}
+    def _live(self, pool: str) -> list[dict[str, Any]]:
+        """The pool's open leases and members: one key range, never its settled history."""
+        between = {":from": {"S": LEASE_PREFIX}, ":until": {"S": _LIVE_UNTIL}}
+        return self._partition(pool, "sk BETWEEN :from AND :until", between)
+
+    def _partition(
+        self, pool: str, sk_condition: str, values: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        condition = "pk = :pk AND " + sk_condition
+        values = {":pk": {"S": limits_pk(pool)}, **values}
         with aws_call("Query"):
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
@@ -619,27 +646,45 @@ class PoolLimitsStore:
             for instance_id in instance_ids
         ]
 
-    def _settled_marker(
+    def _settlement(
         self, pool: str, lease_id: str, lease: Lease | None, count: int
-    ) -> dict[str, Any]:
-        marker: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": key(limits_pk(pool), LEASE_PREFIX + lease_id),
-            "UpdateExpression": "SET settled = :true, #ttl = :ttl",
-            "ConditionExpression": "attribute_not_exists(settled)",
-            "ExpressionAttributeNames": {"#ttl": "ttl"},
-            "ExpressionAttributeValues": {
-                ":true": {"BOOL": True},
-                ":ttl": {"N": str(int(self._clock()) + SETTLED_MARKER_SECONDS)},
-            },
-        }
+    ) -> list[dict[str, Any]]:
+        """The open lease leaves the live range and its proof of settlement is put beside it."""
+        lease_key = key(limits_pk(pool), LEASE_PREFIX + lease_id)
         if lease is None:
-            # Reclaimed while we launched: its amount already left usage; record ours afresh.
-            marker["UpdateExpression"] += ", #count = :count"
-            marker["ExpressionAttributeNames"]["#count"] = "count"
-            marker["ExpressionAttributeValues"][":count"] = {"N": str(count)}
-        marker["UpdateExpression"] += " REMOVE openLease"
-        return marker
+            # Reclaimed while we launched: its amount already left usage; record ours afresh,
+            # unless a redelivery leased again meanwhile (then the retry settles that lease).
+            gone: dict[str, Any] = {
+                "ConditionCheck": {
+                    "TableName": self._table,
+                    "Key": lease_key,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+        else:
+            # Still open: not reclaimed, nor settled in the old format (see `lease`).
+            gone = {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": lease_key,
+                    "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(settled)",
+                }
+            }
+        marker = {
+            "pk": limits_pk(pool),
+            "sk": SETTLED_PREFIX + lease_id,
+            "count": lease.count if lease is not None else count,
+            "settledAt": int(self._clock()),
+            "ttl": int(self._clock()) + SETTLED_MARKER_SECONDS,
+        }
+        put = {
+            "Put": {
+                "TableName": self._table,
+                "Item": to_item(marker),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        return [gone, put]
 
     def _transact(self, items: list[dict[str, Any]]) -> None:
         with aws_call("TransactWriteItems"):
@@ -675,6 +720,30 @@ def _total(amounts: Iterable[Resources]) -> Resources:
     return total
 
 
+def _counted(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What usage is made of: members and unsettled leases (an old-format settled marker is a
+    `Lease#` item marked `settled`, in the live range until its TTL; see `lease`)."""
+    return [
+        i
+        for i in items
+        if str(i["sk"]).startswith(MEMBER_PREFIX)
+        or (str(i["sk"]).startswith(LEASE_PREFIX) and not i.get("settled"))
+    ]
+
+
+def _held(
+    counted: Iterable[dict[str, Any]], pk: str, pool: str
+) -> dict[tuple[str, str], Resources]:
+    """Use by (requester, pool) of the counted items that hold quota usage item `pk`."""
+    held: dict[tuple[str, str], Resources] = {}
+    for item in counted:
+        requester = item.get("requester")
+        if item.get("quotaUsage") == pk and requester:
+            where = (str(requester), pool)
+            held[where] = held.get(where, Resources.ZERO) + _resources(item)
+    return held
+
+
 def _member(item: dict[str, Any]) -> Member:
     return Member(
         pool=str(item["pk"]).removeprefix("Limits#"),
@@ -683,6 +752,17 @@ def _member(item: dict[str, Any]) -> Member:
         counted_at=int(item.get("countedAt", 0)),
         quota_usage=item.get("quotaUsage"),
         requester=item.get("requester"),
+    )
+
+
+def _settled(item: dict[str, Any]) -> Lease:
+    return Lease(
+        pool=str(item["pk"]).removeprefix("Limits#"),
+        lease_id=str(item["sk"]).removeprefix(SETTLED_PREFIX),
+        count=int(item.get("count", 0)),
+        amount=Resources.ZERO,
+        expires_at=0,
+        settled=True,
     )
 
 

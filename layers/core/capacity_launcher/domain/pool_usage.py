@@ -43,6 +43,8 @@ class Recount:
     stored: Resources
     recomputed: Resources
     repaired: bool
+    # The members it read (the pool's membership as of that read), so no caller reads them again.
+    members: tuple[Member, ...] = ()
 
 
 @dataclass(frozen=True)

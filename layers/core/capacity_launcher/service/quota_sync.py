@@ -56,9 +56,17 @@ class QuotaSync:
             return report
         report.reclaims = self._enforcement.run(quotas)
         usage: dict[UsageKey, Resources] = {}
-        items = sorted({(q.usage_item(f.name), f.name) for q in quotas for f in q.flavors()})
-        for pk, pool in items:
-            recount = self._limits.recount_quota(pk, pool)
+        items: dict[str, set[str]] = {}
+        for quota in quotas:
+            for flavor in quota.flavors():
+                items.setdefault(flavor.name, set()).add(quota.usage_item(flavor.name))
+        # One read of a pool's leases and members recounts every quota usage item of the pool.
+        recounts = {
+            (pk, pool): recount
+            for pool, pks in sorted(items.items())
+            for pk, recount in self._limits.recount_quotas(pool, sorted(pks)).items()
+        }
+        for (pk, pool), recount in sorted(recounts.items()):
             found = self._limits.quota_usage(pk, pool) if recount is None else recount.recounted
             if recount is not None and recount.repaired:
                 report.recounted.append(pk)

@@ -8,9 +8,11 @@ stopped or missing longer than EC2's list can lag, is released. Leases of dead w
 reclaimed; instances a crashed worker launched but never recorded are adopted from their
 `capacity-launcher:request-id` tag. Instances of a live lease are left to that lease.
 
-Then each pool's usage is checked against its unsettled leases plus its members, and rewritten
-only if no writer changed it meanwhile (a version check): that repairs usage no instance
-explains. Drift is what both repairs changed, in instances.
+Each pool's usage is checked against its unsettled leases plus its members, and rewritten only
+if no writer changed it meanwhile (a version check): that repairs usage no instance explains.
+That one read of the pool's leases and members is also the membership the instances are checked
+against (each transition after it keeps usage equal to leases plus members). Drift is what both
+repairs changed, in instances.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from capacity_launcher.domain.errors import Transient
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.pool_usage import Member, Recount
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.reservations import HeldInstance
 from capacity_launcher.domain.tags import NODE_CLASS, NODE_POOL, REQUEST_ID, REQUESTER
@@ -108,7 +111,10 @@ class Reconciliation:
         }
         report.adopted = self._items.adopt(list(adopted_items.values()))
         pools |= {p for i in live if (p := _pool_and_request(i, items.get(i["InstanceId"]))[0])}
-        members = {pool: {m.instance_id: m for m in self._limits.members(pool)} for pool in pools}
+        recounts = {pool: self._recompute(pool) for pool in pools}
+        members = {
+            pool: {m.instance_id: m for m in self._members(pool, recounts[pool])} for pool in pools
+        }
         repaired: dict[str, int] = defaultdict(int)
         for instance in live:
             instance_id = instance["InstanceId"]
@@ -151,14 +157,19 @@ class Reconciliation:
                 if gone or now_epoch - member.counted_at > REARM_AFTER_SECONDS:
                     repaired[pool] += _unless_contended(partial(self._limits.uncount, member))
         for pool in sorted(pools):
-            report.drift[pool] = repaired[pool] + self._recompute(pool)
+            report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
         return report
 
-    def _recompute(self, pool: str) -> int:
-        """Usage not explained by members and leases (a lost write, an older version's delta)."""
+    def _members(self, pool: str, recount: Recount | None) -> Sequence[Member]:
+        """The members the recompute read; read again only if writers kept it from finishing."""
+        return recount.members if recount is not None else self._limits.members(pool)
+
+    def _recompute(self, pool: str) -> Recount | None:
+        """Repairs usage not explained by members and leases (a lost write, an older version's
+        delta); None when writers kept it from finishing (the next run repairs)."""
         recount = self._limits.recompute(pool)
         if recount is None or not recount.repaired:
-            return 0
+            return recount
         logger.warning(
             "pool usage repaired",
             extra={
@@ -167,7 +178,7 @@ class Reconciliation:
                 "recomputed": str(recount.recomputed),
             },
         )
-        return abs(recount.stored.instances - recount.recomputed.instances)
+        return recount
 
     @property
     def _lease_window(self) -> float:
@@ -196,6 +207,13 @@ class Reconciliation:
         zones = sorted({o.get("Placement", {}).get("AvailabilityZone", "") for o in orphans})
         names = sorted({o["InstanceType"] for o in orphans})
         return {f.name: f for f in self._facts.offered(zones, names)}
+
+
+def _corrected(recount: Recount | None) -> int:
+    """Instances the recompute corrected usage by."""
+    if recount is None or not recount.repaired:
+        return 0
+    return abs(recount.stored.instances - recount.recomputed.instances)
 
 
 def _unless_contended(transition: Callable[[], bool]) -> bool:

@@ -1,0 +1,252 @@
+"""Issue 14: a settled lease's proof lives outside the pool's live key range.
+
+A settle deletes the open `Lease#` item and puts `Settled#<id>` in one transaction, so the
+recounts (which read only leases and members) never read history. Old-format markers (`Lease#`
+marked `settled`), which deployed tables keep for up to a week, are still honoured.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from capacity_launcher.adapters import aws, quota_usage
+from capacity_launcher.adapters.pool_limits import SETTLED_MARKER_SECONDS, PoolLimitsStore
+from capacity_launcher.domain.pool_usage import Lease
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.settings import get_settings
+
+ONE = Resources(cpu=2, memory_mib=8192, instances=1)
+POOL = "general"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def store(clock: Clock | None = None) -> PoolLimitsStore:
+    return PoolLimitsStore(get_settings().state_table_name, 900, clock=clock or time.time)
+
+
+def item(sk: str) -> dict[str, Any] | None:
+    return (
+        aws.client("dynamodb")
+        .get_item(
+            TableName=get_settings().state_table_name,
+            Key={"pk": {"S": f"Limits#{POOL}"}, "sk": {"S": sk}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
+
+
+def instances(n: int, first: int = 0) -> dict[str, Resources]:
+    return {f"i-{k:017x}": ONE for k in range(first, first + n)}
+
+
+def old_format_marker(lease_id: str, count: int) -> None:
+    """What a settle wrote before the marker moved: the lease item, marked settled, with a TTL."""
+    aws.client("dynamodb").put_item(
+        TableName=get_settings().state_table_name,
+        Item={
+            "pk": {"S": f"Limits#{POOL}"},
+            "sk": {"S": f"Lease#{lease_id}"},
+            "count": {"N": str(count)},
+            "instances": {"N": str(count)},
+            "cpu": {"N": str(2 * count)},
+            "memoryMiB": {"N": str(8192 * count)},
+            "expiresAt": {"N": str(int(time.time()) - 3600)},
+            "settled": {"BOOL": True},
+            "ttl": {"N": str(int(time.time()) + SETTLED_MARKER_SECONDS)},
+        },
+    )
+
+
+def query_sort_keys() -> list[str]:
+    """Every state-table item a Query returns from now on (the recounts' reads)."""
+    returned: list[str] = []
+
+    def note(parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "Query":
+            returned.extend(i["sk"]["S"] for i in parsed.get("Items", []))
+
+    aws.client("dynamodb").meta.events.register("after-call.dynamodb.Query", note)
+    return returned
+
+
+def test_a_settle_replaces_the_open_lease_with_a_marker_outside_the_live_range(cloud):
+    # Given an open lease of 2 in a pool with a quota-free requester
+    limits = store()
+    assert limits.reserve(POOL, "req-1", ONE, 2, 1, None) == 2
+    assert item("Lease#req-1") is not None
+    before = int(time.time())
+    # When it settles into the 2 instances launched
+    launched = instances(2)
+    limits.settle(POOL, "req-1", launched)
+    # Then the open lease is gone, and its proof of settlement expires after a week
+    assert item("Lease#req-1") is None
+    marker = item("Settled#req-1")
+    assert marker is not None and marker["count"] == {"N": "2"}
+    assert before + SETTLED_MARKER_SECONDS <= int(marker["ttl"]["N"])
+    assert int(marker["ttl"]["N"]) <= int(time.time()) + SETTLED_MARKER_SECONDS
+    # And the lease reads as settled (a redelivery leases nothing more)
+    assert limits.is_settled(POOL, "req-1")
+    assert limits.reserve(POOL, "req-1", ONE, 2, 1, None) == 2
+    assert item("Lease#req-1") is None
+    assert limits.leases() == []
+    # And a recount reads the members, never the marker
+    read = query_sort_keys()
+    recount = limits.recompute(POOL)
+    assert recount is not None and not recount.repaired
+    assert recount.recomputed == ONE * 2 and limits.usage(POOL) == ONE * 2
+    assert sorted(read) == sorted(f"Member#{i}" for i in launched)
+
+
+def test_an_old_format_settled_lease_still_counts_as_settled(cloud):
+    # Given a lease settled before the marker moved (a `Lease#` item marked settled, expired),
+    # and one member of the pool
+    clock = Clock()
+    limits = store(clock)
+    old_format_marker("old-1", 3)
+    assert limits.count(POOL, "i-00000000000000001", ONE)
+    # When the launcher and the sync meet it
+    lease = limits.lease(POOL, "old-1")
+    # Then it is settled: nothing leases, cancels, reclaims or settles it again
+    assert lease is not None and lease.settled
+    assert limits.is_settled(POOL, "old-1")
+    assert limits.reserve(POOL, "old-1", ONE, 3, 1, None) == 3
+    assert not limits.cancel(POOL, "old-1")
+    clock.now += 3600
+    assert not limits.reclaim(Lease(POOL, "old-1", 3, ONE * 3, expires_at=0))
+    limits.settle(POOL, "old-1", instances(3, first=10))
+    assert item("Settled#old-1") is None
+    assert [m.instance_id for m in limits.members(POOL)] == ["i-00000000000000001"]
+    # And usage is the member's alone, which the recount (reading the old marker) agrees with
+    recount = limits.recompute(POOL)
+    assert recount is not None and not recount.repaired and recount.recomputed == ONE
+    assert limits.usage(POOL) == ONE
+
+
+def test_a_lease_reclaimed_while_settling_is_settled_once_as_reclaimed(cloud, monkeypatch):
+    # Given an expired lease of 2, whose settle reads it open
+    clock = Clock()
+    limits = store(clock)
+    assert limits.reserve(POOL, "race-1", ONE, 2, 1, None) == 2
+    clock.now += 901
+    real = PoolLimitsStore.lease
+    reclaimed: list[bool] = []
+
+    def read_then_reclaimed(self: PoolLimitsStore, pool: str, lease_id: str) -> Lease | None:
+        found = real(self, pool, lease_id)
+        if found is not None and not found.settled and not reclaimed:
+            # When the sync reclaims it between the settle's read and its transaction
+            reclaimed.append(self.reclaim(found))
+        return found
+
+    monkeypatch.setattr(PoolLimitsStore, "lease", read_then_reclaimed)
+    limits.settle(POOL, "race-1", instances(2))
+    # Then the reclaim gave the lease back once, and usage is exactly the 2 members
+    assert reclaimed == [True]
+    assert limits.usage(POOL) == ONE * 2
+    assert len(limits.members(POOL)) == 2
+    assert limits.is_settled(POOL, "race-1") and item("Lease#race-1") is None
+
+
+def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked(
+    cloud, monkeypatch
+):
+    # Given a lease reclaimed while its worker launched 1 instance
+    clock = Clock()
+    limits = store(clock)
+    assert limits.reserve(POOL, "again-1", ONE, 2, 1, None) == 2
+    clock.now += 901
+    lease = limits.lease(POOL, "again-1")
+    assert lease is not None and limits.reclaim(lease)
+    real = PoolLimitsStore.lease
+    taken: list[int] = []
+
+    def read_then_leased(self: PoolLimitsStore, pool: str, lease_id: str) -> Lease | None:
+        found = real(self, pool, lease_id)
+        if found is None and not taken:
+            # When a redelivery leases the same id between the settle's read and its transaction
+            taken.append(0)
+            taken[0] = self.reserve(POOL, "again-1", ONE, 2, 1, None)
+        return found
+
+    monkeypatch.setattr(PoolLimitsStore, "lease", read_then_leased)
+    limits.settle(POOL, "again-1", instances(1))
+    # Then the settle met the new lease and settled it too: nothing of it stays in usage
+    assert taken == [2]
+    assert limits.usage(POOL) == ONE
+    assert limits.leases() == [] and limits.is_settled(POOL, "again-1")
+
+
+def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
+    # Given an open lease of 2, settled by two deliveries at once
+    limits = store()
+    assert limits.reserve(POOL, "twice-1", ONE, 2, 1, None) == 2
+    launched = instances(2)
+    real = PoolLimitsStore.lease
+    other: list[bool] = []
+
+    def read_then_settled_by_other(self: PoolLimitsStore, pool: str, lease_id: str) -> Lease | None:
+        found = real(self, pool, lease_id)
+        if not other:
+            other.append(True)
+            # When the other delivery settles between this one's read and its transaction
+            self.settle(pool, lease_id, launched)
+        return found
+
+    monkeypatch.setattr(PoolLimitsStore, "lease", read_then_settled_by_other)
+    limits.settle(POOL, "twice-1", launched)
+    # Then the instances are counted once and one marker proves the settlement
+    assert limits.usage(POOL) == ONE * 2
+    assert len(limits.members(POOL)) == 2
+    assert item("Settled#twice-1") is not None and item("Lease#twice-1") is None
+
+
+def put_member(instance_id: str, usage_item: str, requester: str) -> None:
+    aws.client("dynamodb").put_item(
+        TableName=get_settings().state_table_name,
+        Item={
+            "pk": {"S": f"Limits#{POOL}"},
+            "sk": {"S": f"Member#{instance_id}"},
+            "instances": {"N": "1"},
+            "countedAt": {"N": str(int(time.time()))},
+            "quotaUsage": {"S": usage_item},
+            "requester": {"S": requester},
+        },
+    )
+
+
+def test_one_read_of_a_pools_leases_and_members_recounts_each_of_its_quota_items(cloud):
+    # Given two cohorts' quota usage items on one pool, one written wrong, one never written,
+    # a member holding each, and a week of settled leases (both formats) beside them
+    limits = store()
+    team_a, team_b = "QuotaUsage#research#general", "QuotaUsage#training#general"
+    put_member("i-00000000000000001", team_a, "team-a")
+    put_member("i-00000000000000002", team_b, "team-b")
+    old_format_marker("old-2", 1)
+    assert limits.reserve(POOL, "done-1", ONE, 1, 1, None) == 1
+    limits.settle(POOL, "done-1", {})
+    aws.client("dynamodb").update_item(
+        **quota_usage.update(get_settings().state_table_name, team_a, "team-a", ONE * 7)
+    )
+    read = query_sort_keys()
+    # When the sync recounts them
+    recounts = limits.recount_quotas(POOL, [team_a, team_b])
+    # Then one Query of the live range served both, and each holds its member alone
+    assert sorted(read) == [
+        "Lease#old-2",
+        "Member#i-00000000000000001",
+        "Member#i-00000000000000002",
+    ]
+    found = {pk: r for pk, r in recounts.items() if r is not None}
+    assert sorted(found) == [team_a, team_b]
+    assert all(r.repaired for r in found.values())
+    assert limits.quota_usage(team_a, POOL) == {("team-a", POOL): Resources(instances=1)}
+    assert limits.quota_usage(team_b, POOL) == {("team-b", POOL): Resources(instances=1)}
