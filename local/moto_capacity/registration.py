@@ -10,6 +10,7 @@ from typing import Any
 
 from moto.core.responses import ActionResult, BaseResponse
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.ec2.models import EC2Backend
 from moto.ec2.models.amis import Ami
@@ -27,7 +28,7 @@ from moto.sqs.models import SQSBackend
 from moto.sqs.responses import SQSResponse
 from werkzeug.exceptions import HTTPException
 
-from . import dynamodb_rules, groups, transactions
+from . import dynamodb_rules, groups, partitions, transactions
 from .allocation import place_restarted_instance
 from .clock import CLOCK
 from .control_api import PREFIX, control_app
@@ -155,6 +156,7 @@ def _install_dynamodb() -> None:
         _hook(DynamoHandler, write, dynamodb_rules.strict)
     _hook(DynamoHandler, "transact_write_items", dynamodb_rules.strict)
     _hook(DynamoDBBackend, "transact_write_items", transactions.touching_only_its_items)
+    _hook(Table, "query", partitions.reading_only_its_partition)
 
 
 def _error_response(response: Any, error: HTTPException) -> Any:

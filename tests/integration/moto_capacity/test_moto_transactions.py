@@ -19,20 +19,8 @@ TABLE = "state"
 
 
 @pytest.fixture
-def dynamodb(aws_client: Callable[[str], Any]) -> Any:
-    client = aws_client("dynamodb")
-    client.create_table(
-        TableName=TABLE,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+def dynamodb(state_table: Callable[..., Any]) -> Any:
+    client = state_table(TABLE)
     for sk, used in (("a", "1"), ("b", "2"), ("c", "3")):
         client.put_item(TableName=TABLE, Item={**_key(sk), "used": {"N": used}})
     return client
