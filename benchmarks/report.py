@@ -480,11 +480,12 @@ def _scaling(points: list[Point], syncs: list[SyncPoint], plots: list[str]) -> l
         "## Scaling: items read as reservations, pools and history grow",
         "",
         "One pool whose NodeClass selects one reservation by tag; the unrelated reservations "
-        "(other tags), NodePools and past requests (record, intent, pointer, instance item each) "
-        "are clones written straight into the emulator's tables. Items read = what DynamoDB "
-        "bills reads for (Scan/Query `ScannedCount`, GetItem found, BatchGetItem returned), over "
-        "every table, for one request in a fresh container (every cache cold) and a second one "
-        "in the same container (warm). One run per point: the counts are deterministic.",
+        "(other tags), NodePools and past requests (record, intent, pointer, settled lease and "
+        "instance item each) are clones written straight into the emulator's tables. Items "
+        "read = what DynamoDB bills reads for (Scan/Query `ScannedCount`, GetItem found, "
+        "BatchGetItem returned), over every table, for one request in a fresh container (every "
+        "cache cold) and a second one in the same container (warm). One run per point: the "
+        "counts are deterministic.",
         "",
         "| curve | size | items read, cold | items read, warm |",
         "|---|---|---|---|",
@@ -529,13 +530,12 @@ def _scaling(points: list[Point], syncs: list[SyncPoint], plots: list[str]) -> l
         "- *past requests*: the launch path reads only its own request's partition; the sync "
         "queries the sparse `OpenLeases` index instead of scanning the state table, and each "
         "pool's leases and members, never its proofs of settlement.",
-        f"- *100,000 past requests* is not a point here: {max(scaling.PAST_REQUESTS):,} take "
-        f"{5 * max(scaling.PAST_REQUESTS):,} cloned items, and in-process moto deep-copies the "
-        "whole state table on every transaction (a request makes several), so ten times as "
-        "many would take about ten times that point's share of the scaling section: several "
-        "minutes more on this shared machine, putting the 15-minute budget at stake. The curve "
-        "is flat by key design (no read of the launch path names another request's "
-        "partition), which the points above test; nor does the sync read past requests' items.",
+        f"- *{max(scaling.PAST_REQUESTS):,} past requests* is "
+        f"{scaling.ITEMS_PER_PAST_REQUEST * max(scaling.PAST_REQUESTS):,} cloned "
+        "state-table items. The emulator's transactions copy only the items they write and its "
+        "queries read only the partition they name (moto alone copies every table a "
+        "transaction names and sorts the whole table for every query page), so what a "
+        "request costs the emulator follows the items it touches, not the table's size.",
         "",
     ]
     return lines

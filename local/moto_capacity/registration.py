@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from moto.core.responses import ActionResult, BaseResponse
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.ec2.models import EC2Backend
 from moto.ec2.models.amis import Ami
@@ -26,7 +28,7 @@ from moto.sqs.models import SQSBackend
 from moto.sqs.responses import SQSResponse
 from werkzeug.exceptions import HTTPException
 
-from . import dynamodb_rules, groups
+from . import dynamodb_rules, groups, partitions, transactions
 from .allocation import place_restarted_instance
 from .clock import CLOCK
 from .control_api import PREFIX, control_app
@@ -153,6 +155,8 @@ def _install_dynamodb() -> None:
     for write in ("put_item", "update_item", "delete_item", "batch_write_item"):
         _hook(DynamoHandler, write, dynamodb_rules.strict)
     _hook(DynamoHandler, "transact_write_items", dynamodb_rules.strict)
+    _hook(DynamoDBBackend, "transact_write_items", transactions.touching_only_its_items)
+    _hook(Table, "query", partitions.reading_only_its_partition)
 
 
 def _error_response(response: Any, error: HTTPException) -> Any:
@@ -195,8 +199,8 @@ def _controlled(original: Callable[..., Any]) -> Callable[..., Any]:
             OPERATION_CONTROLS.record(operation, failed=True)
             return _fault_response(self, fault)
         try:
-            # moto's backends are not thread-safe (a DynamoDB transaction deep-copies tables
-            # other threads are writing): one request at a time per service, after the latency.
+            # moto's backends are not thread-safe (a DynamoDB transaction rolls back items
+            # other threads may be writing): one request at a time per service, after the latency.
             with _SERVICE_LOCKS[self.service_name]:
                 answer = original(self)
         except Exception:

@@ -66,6 +66,30 @@ def aws_client(aws: None, boto_session: boto3.Session) -> Callable[[str], Any]:
 
 
 @pytest.fixture
+def state_table(aws_client: Callable[[str], Any]) -> Callable[..., Any]:
+    """Creates a table keyed as the service's state table (pk, sk); returns its client. Extra
+    string attributes are defined for the indexes passed in `extra`."""
+
+    def create(name: str, attributes: tuple[str, ...] = (), **extra: Any) -> Any:
+        client = aws_client("dynamodb")
+        client.create_table(
+            TableName=name,
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", *attributes)
+            ],
+            BillingMode="PAY_PER_REQUEST",
+            **extra,
+        )
+        return client
+
+    return create
+
+
+@pytest.fixture
 def ec2(aws: None, boto_session: boto3.Session) -> Any:
     return boto_session.client("ec2", config=NO_RETRIES)
 
