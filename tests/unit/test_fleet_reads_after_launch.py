@@ -73,9 +73,20 @@ def test_tags_on_ids_that_stay_unknown_are_given_up_without_failing_the_launch(
     for _ in range(len(VISIBILITY_BACKOFF_SECONDS) + 1):
         _not_found(stubber, "create_tags")
     with stubber:
-        Fleet(ec2).tag(IDS, {"capacity-launcher:request-id": "r-1"})
+        untagged = Fleet(ec2).tag(IDS, {"capacity-launcher:request-id": "r-1"})
         stubber.assert_no_pending_responses()
     assert len(waits) == len(VISIBILITY_BACKOFF_SECONDS)
+    # and the ids are reported, for the metric and the sync's reconciliation to tag them later
+    assert untagged == IDS
+
+
+def test_tags_that_go_through_leave_nothing_untagged(waits: list[float]) -> None:
+    ec2, stubber = _ec2()
+    _not_found(stubber, "create_tags")
+    stubber.add_response("create_tags", {})
+    with stubber:
+        assert Fleet(ec2).tag(IDS, {"capacity-launcher:request-id": "r-1"}) == []
+    assert len(waits) == 1
 
 
 def test_other_tag_errors_are_not_retried(waits: list[float]) -> None:

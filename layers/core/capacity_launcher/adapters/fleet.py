@@ -114,9 +114,13 @@ class Fleet:
             lambda: self._ec2.terminate_instances(InstanceIds=list(instance_ids)),
         )
 
-    def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> None:
-        """Tags, waiting out EC2's delay on fresh ids. Ids still unknown after the backoff are
-        logged and left with the fleet's tags: a launched group is never handed back for it."""
+    def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> list[str]:
+        """Tags, waiting out EC2's delay on fresh ids; the ids left untagged (EC2 refuses the whole
+        call while one id is unknown). Those are logged and left with the fleet's tags, and the
+        sync's reconciliation tags them from their instance records: a launched group is never
+        handed back for it."""
+        if not instance_ids:
+            return []
         try:
             self._on_known_instances(
                 "CreateTags",
@@ -129,9 +133,11 @@ class Fleet:
             if error.code != INSTANCE_NOT_FOUND:
                 raise
             logger.warning(
-                "instances still unknown to EC2; request tags not applied",
+                "instances still unknown to EC2; request tags left to the reconciliation",
                 extra={"instance_ids": list(instance_ids), "reason": error.reason},
             )
+            return list(instance_ids)
+        return []
 
     def _on_known_instances(self, operation: str, call: Callable[[], _T]) -> _T:
         for delay in (*VISIBILITY_BACKOFF_SECONDS, None):
