@@ -282,7 +282,7 @@ def _history(cloud: Cloud, had: int, size: int) -> None:
         had = 0
         cloud.send(request("past"))
     record = next(i for i in _items(cloud, "Request#past") if i["sk"]["S"] == "Record")
-    pointer = next(i for i in _items(cloud, "Request#past") if i["sk"]["S"] != "Record")
+    pointer = next(i for i in _items(cloud, "Request#past") if i["sk"]["S"].startswith("Intent#"))
     token = pointer["sk"]["S"].removeprefix("Intent#")
     intent = _items(cloud, f"Intent#{token}")[0]
     detail = json.loads(record["detail"]["S"])

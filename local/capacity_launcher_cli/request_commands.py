@@ -6,11 +6,19 @@ import argparse
 import json
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.status import LAUNCH_REQUESTED, RequestRecord, RequestStatus
+from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestIdReused
+from capacity_launcher.domain.launch_request import parse_launch_request
+from capacity_launcher.domain.status import (
+    LAUNCH_REQUESTED,
+    ErrorDetail,
+    RequestRecord,
+    RequestStatus,
+)
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
@@ -94,16 +102,34 @@ def send(request: dict[str, Any], deployment: Deployment, via: str) -> None:
 
 
 def wait_for(
-    records: LaunchRecords, request_id: str, timeout_seconds: float
+    records: LaunchRecords,
+    request_id: str,
+    timeout_seconds: float,
+    body_hash: str | None = None,
 ) -> RequestRecord | None:
     """Poll the record until the request is finished, for at most `timeout_seconds`; then the
-    record as it is (None, or Waiting for scheduled capacity)."""
+    record as it is (None, or Waiting for scheduled capacity). When the requestId is bound to
+    another body than `body_hash`, the launcher refuses this one (RequestIdReused): its refusal,
+    as its Launch Rejected event says, not the other request's record."""
     deadline = time.monotonic() + timeout_seconds
     while True:
+        bound = records.bound_body(request_id) if body_hash else None
+        if bound is not None and bound != body_hash:
+            refused = RequestIdReused(request_id)
+            error = ErrorDetail(code=refused.code, message=refused.reason)
+            return RequestRecord.rejected(request_id, [error], received_at=datetime.now(UTC))
         record = records.get_record(request_id)
         if (record is not None and record.is_final) or time.monotonic() >= deadline:
             return record
         time.sleep(POLL_SECONDS)
+
+
+def _body_hash(request: dict[str, Any]) -> str | None:
+    """The hash the launcher binds the requestId to (None for a body it will refuse anyway)."""
+    try:
+        return parse_launch_request(request).body_hash()
+    except InvalidLaunchRequest:
+        return None
 
 
 def exit_code(record: RequestRecord) -> int:
@@ -123,7 +149,7 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
         print(request["requestId"])
         return 0
     records = wiring.launch_records(deployment.settings(), deployment.client)
-    record = wait_for(records, str(request["requestId"]), args.timeout)
+    record = wait_for(records, str(request["requestId"]), args.timeout, _body_hash(request))
     if record is None:
         print(f"error: no status for {request['requestId']} after {args.timeout}s", file=sys.stderr)
         return EXIT_TIMED_OUT

@@ -3,6 +3,8 @@
 EC2 API Reference, "Eventual consistency in the Amazon EC2 API": DescribeInstances, CreateTags
 and TerminateInstances on ids that RunInstances or CreateFleet just returned can answer
 `InvalidInstanceID.NotFound`; a filtered DescribeInstances simply does not list them yet.
+EC2 API Reference, "Error codes for the Amazon EC2 API": CreateTags on an instance id that does
+not exist answers `InvalidInstanceID.NotFound` too (moto would tag it).
 Registration copies these methods onto moto's `EC2Response`.
 """
 
@@ -57,7 +59,11 @@ class EventuallyConsistentInstanceResponse(InstanceResponse, TagResponse):
         return InstanceResponse.terminate_instances(self)
 
     def create_tags(self) -> ActionResult:
-        _refuse_hidden([r for r in self._get_param("Resources", []) if r.startswith("i-")])
+        instance_ids = [r for r in self._get_param("Resources", []) if r.startswith("i-")]
+        _refuse_hidden(instance_ids)
+        if instance_ids:
+            # moto tags any id; EC2 refuses the whole call when one instance does not exist.
+            self.ec2_backend.get_multi_instances_by_id(instance_ids)
         return TagResponse.create_tags(self)
 
 

@@ -66,6 +66,31 @@ def test_a_rejected_request_exits_non_zero_and_publishes_launch_rejected(
     assert [e["detail-type"] for e in events] == ["Launch Rejected"]
 
 
+def test_another_request_under_a_used_request_id_is_rejected_and_the_first_kept(
+    e2e_cloud: E2eCloud,
+) -> None:
+    # Given a request that was fulfilled
+    rid = request_id("reused")
+    assert run_cli("submit", "--request-id", rid, "--node-pool", E2E_POOL, "--count", "1",
+                   "--wait").code == 0  # fmt: skip
+
+    # When another request is submitted under its id
+    submitted = run_cli("submit", "--request-id", rid, "--node-pool", E2E_POOL, "--count", "2",
+                        "--wait")  # fmt: skip
+
+    # Then it is Rejected with RequestIdReused, and the id's record is still the first request's
+    assert submitted.code == 1
+    refusal = submitted.json()
+    assert refusal["status"] == "Rejected"
+    assert [e["code"] for e in refusal["errors"]] == ["RequestIdReused"]
+    assert f"requestId {rid}" in refusal["errors"][0]["message"]
+    status = run_cli("status", rid).json()
+    assert (status["status"], status["requested"], status["launched"]) == ("Fulfilled", 1, 1)
+    events = e2e_cloud.events.for_request(rid, "Launch Rejected")
+    assert [e["detail-type"] for e in events] == ["Launch Fulfilled", "Launch Rejected"]
+    assert events[1]["detail"]["errors"][0]["code"] == "RequestIdReused"
+
+
 def test_status_of_an_unknown_request_says_so(e2e_cloud: E2eCloud) -> None:
     result = run_cli("status", request_id("never-sent"))
 

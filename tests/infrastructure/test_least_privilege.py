@@ -76,6 +76,7 @@ LAUNCHER_NEEDS = {
 SYNC_NEEDS = {
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeInstances",
+    "ec2:CreateTags",
     "resource-groups:ListGroupResources",
     "resource-groups:GetGroup",
     "tag:GetResources",
@@ -107,9 +108,10 @@ def test_each_function_is_granted_what_it_needs(cfn: Template, role: str, needs:
 
 
 def test_only_the_launcher_mutates_ec2_or_passes_roles(cfn: Template) -> None:
-    # The sync's one mutation: an enforced quota reclaim terminates borrowed instances (managed
-    # ones only: untagged_ec2_mutations holds that condition like the launcher's).
-    mutations = {"ReservationSyncFunctionRole": {"ec2:TerminateInstances"}}
+    # The sync's mutations: an enforced quota reclaim terminates borrowed instances, and
+    # reconciliation tags instances from their records (managed ones only:
+    # untagged_ec2_mutations holds that condition like the launcher's).
+    mutations = {"ReservationSyncFunctionRole": {"ec2:CreateTags", "ec2:TerminateInstances"}}
     for role in ("ReservationSyncFunctionRole", "InstanceEventsFunctionRole"):
         granted = _allowed(cfn, role)
         found = {a for a in granted if a.startswith("ec2:") and "Describe" not in a}
@@ -281,6 +283,11 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
     (
         "retagging any instance",
         _drop_statement_key(LAUNCHER, "RetagManagedInstances", "Condition"),
+        policy_checks.untagged_ec2_mutations,
+    ),
+    (
+        "the sync retagging any instance",
+        _drop_statement_key(SYNC, "RetagManagedInstances", "Condition"),
         policy_checks.untagged_ec2_mutations,
     ),
     (

@@ -34,11 +34,12 @@ def test_records_and_intents_expire_after_the_configured_retention(cloud, subnet
     before = int(time.time())
     # When a request is served
     cloud.send(launch_request("old-1", nodePool="general"))
-    # Then its record, its intent and the intent's pointer carry the table's TTL attribute
+    # Then its record, its body's hash, its intent and the intent's pointer carry the table's
+    # TTL attribute
     items = state_items(cloud)
     history = {k: v for k, v in items.items() if k[0] == "Request#old-1" or k[1] == "Intent"}
-    kinds = {"Record" if k[1] == "Record" else "Intent" for k in history}
-    assert kinds == {"Record", "Intent"} and len(history) == 3
+    kinds = {k[1] if k[1] in ("Record", "Body") else "Intent" for k in history}
+    assert kinds == {"Record", "Body", "Intent"} and len(history) == 4
     for item in history.values():
         assert before + days * DAY <= int(item["ttl"]) <= int(time.time()) + days * DAY
 

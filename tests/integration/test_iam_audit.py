@@ -18,7 +18,7 @@ from local_cloud.lambda_runtime import LocalFunction
 from tests.infrastructure.iam_audit import CallRecorder, Denial, Policies, audit
 from tests.infrastructure.policy_checks import transform
 from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool
-from tests.support.cloud import Cloud, launch_request
+from tests.support.cloud import INSTANCE_VISIBILITY_SECONDS, Cloud, launch_request
 from tests.support.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,10 +93,14 @@ def test_every_call_of_the_representative_flows_is_allowed(
     # request's tags), and a gang request that falls short and terminates what it got
     cloud.send(launch_request("audit-reserved", nodePool="general"))
     cloud.send(launch_request("audit-grouped", nodePool="grouped"))
+    # (EC2 not knowing their instances in time: the sync's reconciliation tags them)
+    moto_capacity.set_consistency(instance_visibility_seconds=60)
     cloud.send(
         launch_request("audit-coalesced-1", nodePool="od", tags={"team": "a"}),
         launch_request("audit-coalesced-2", nodePool="od", tags={"team": "b"}),
     )
+    moto_capacity.advance_clock(60)
+    moto_capacity.set_consistency(instance_visibility_seconds=INSTANCE_VISIBILITY_SECONDS)
     moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 1)
     cloud.send(launch_request("audit-gang", nodePool="od", count=3, minCount=3))
     _spot_flow(cloud, subnets, image)
@@ -125,6 +129,7 @@ def test_every_call_of_the_representative_flows_is_allowed(
         ("LauncherFunction", "tag:GetResources"),
         ("LauncherFunction", "events:PutEvents"),
         ("ReservationSyncFunction", "ec2:DescribeCapacityReservations"),
+        ("ReservationSyncFunction", "ec2:CreateTags"),
         ("ReservationSyncFunction", "events:PutEvents"),
         ("InstanceEventsFunction", "dynamodb:GetItem"),
     ]:

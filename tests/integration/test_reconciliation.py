@@ -6,10 +6,12 @@ import time
 
 import pytest
 
+import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.tags import REQUEST_ID
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.integration.test_reservation_sync import (
@@ -119,3 +121,56 @@ def test_reconciliation_adopts_an_orphan_a_crashed_worker_launched(
     # and the reservation's snapshot shows whose instance uses it
     assert snapshot(reservation).usage_by_requester == {"team-a": 1}
     assert sync().reconciliation.adopted == []  # type: ignore[union-attr]
+
+
+def request_tags_of(cloud: Cloud, instance_ids: set[str]) -> dict[str, dict[str, str]]:
+    described = cloud.ec2.describe_instances(InstanceIds=sorted(instance_ids))["Reservations"]
+    return {
+        i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+        for r in described
+        for i in r["Instances"]
+    }
+
+
+def test_reconciliation_tags_a_shared_fleets_instances_ec2_did_not_know_in_time(
+    snapshot_launchers, subnets, image
+):
+    # Given two requests served by one CreateFleet, whose instances EC2 does not know for a
+    # minute: longer than the launcher waits before tagging each request's share
+    cloud = snapshot_launchers
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
+    moto_capacity.set_consistency(instance_visibility_seconds=60)
+    handed_back = cloud.send(
+        launch_request("shared-1", nodePool="general", requester="team-a", tags={"p": "one"}),
+        launch_request("shared-2", nodePool="general", requester="team-b", count=2),
+    )
+    assert handed_back == []
+    records = {r: cloud.record(r) for r in ("shared-1", "shared-2")}
+    ids = {r: {i.instance_id for i in rec.instances} for r, rec in records.items() if rec}
+    assert [len(ids["shared-1"]), len(ids["shared-2"])] == [1, 2]
+    cloud.wait_out_consistency()
+    moto_capacity.advance_clock(60)
+    carried = request_tags_of(cloud, ids["shared-1"] | ids["shared-2"])
+    assert all(REQUEST_ID not in tags for tags in carried.values())  # the launch gave up
+    # When the sync reconciles
+    report = sync().reconciliation
+    # Then each instance carries its own request's tags, as its record says
+    assert report is not None
+    assert sorted(report.retagged) == sorted(ids["shared-1"] | ids["shared-2"])
+    assert report.retag_failed == []
+    carried = request_tags_of(cloud, ids["shared-1"] | ids["shared-2"])
+    for request_id, requester, own in (
+        ("shared-1", "team-a", {"p": "one"}),
+        ("shared-2", "team-b", {}),
+    ):
+        for instance_id in ids[request_id]:
+            tags = carried[instance_id]
+            assert tags[REQUEST_ID] == request_id
+            assert tags["capacity-launcher:requester"] == requester
+            assert tags["capacity-launcher:node-pool"] == "general"
+            assert tags["capacity-launcher:managed"] == "true"
+            assert {k: tags[k] for k in own} == own
+    assert "p" not in carried[next(iter(ids["shared-2"]))]
+    # and the next sync has nothing left to tag
+    again = sync().reconciliation
+    assert again is not None and again.retagged == []

@@ -176,6 +176,15 @@ class Invariants:
             if request is None:
                 self.ledger.unknown_events[request_id] += 1
                 continue
+            if _refuses_another_body(detail):
+                # The answer to a different body under a used requestId, not this request's.
+                self.checks["a requestId serves only its first body"] += 1
+                if len(request.valid_bodies) < 2:
+                    self._violate(
+                        "a requestId serves only its first body",
+                        f"{request_id}: refused as RequestIdReused, yet one body was sent",
+                    )
+                continue
             instances = frozenset(i["instanceId"] for i in detail.get("instances", []))
             outcome = json.dumps([event["detail-type"], sorted(instances)])
             request.events += 1
@@ -417,3 +426,9 @@ def request_id_of(body: str) -> str:
     if isinstance(parsed, dict) and isinstance(parsed.get("detail"), dict):
         parsed = parsed["detail"]
     return str(parsed.get("requestId", "<none>")) if isinstance(parsed, dict) else "<none>"
+
+
+def _refuses_another_body(detail: dict[str, Any]) -> bool:
+    errors = detail.get("errors") or []
+    reused = bool(errors) and all(e["code"] == "RequestIdReused" for e in errors)
+    return detail["status"] == "Rejected" and reused

@@ -73,9 +73,39 @@ def test_tags_on_ids_that_stay_unknown_are_given_up_without_failing_the_launch(
     for _ in range(len(VISIBILITY_BACKOFF_SECONDS) + 1):
         _not_found(stubber, "create_tags")
     with stubber:
-        Fleet(ec2).tag(IDS, {"capacity-launcher:request-id": "r-1"})
+        untagged = Fleet(ec2).tag(IDS, {"capacity-launcher:request-id": "r-1"})
         stubber.assert_no_pending_responses()
     assert len(waits) == len(VISIBILITY_BACKOFF_SECONDS)
+    # and the ids are reported, for the metric and the sync's reconciliation to tag them later
+    assert untagged == IDS
+
+
+def test_tags_that_go_through_leave_nothing_untagged(waits: list[float]) -> None:
+    ec2, stubber = _ec2()
+    _not_found(stubber, "create_tags")
+    stubber.add_response("create_tags", {})
+    with stubber:
+        assert Fleet(ec2).tag(IDS, {"capacity-launcher:request-id": "r-1"}) == []
+    assert len(waits) == 1
+
+
+def test_tags_go_1000_instances_a_call_and_only_a_refused_calls_ids_are_left_untagged(
+    waits: list[float],
+) -> None:
+    # Given 1500 instances, the first 1000 known to EC2 and the last 500 not (CreateTags takes
+    # at most 1000 resource ids a call)
+    many = [f"i-{n:017x}" for n in range(1500)]
+    ec2, stubber = _ec2()
+    tags = [{"Key": "capacity-launcher:request-id", "Value": "r-1"}]
+    stubber.add_response("create_tags", {}, {"Resources": many[:1000], "Tags": tags})
+    for _ in range(len(VISIBILITY_BACKOFF_SECONDS) + 1):
+        _not_found(stubber, "create_tags")
+    # When they are tagged
+    with stubber:
+        untagged = Fleet(ec2).tag(many, {"capacity-launcher:request-id": "r-1"})
+        stubber.assert_no_pending_responses()
+    # Then only the refused call's ids are reported untagged
+    assert untagged == many[1000:]
 
 
 def test_other_tag_errors_are_not_retried(waits: list[float]) -> None:

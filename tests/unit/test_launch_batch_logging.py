@@ -22,6 +22,13 @@ class _Persistence:
     def delete_record(self, data: Any, exception: Exception) -> None: ...
 
 
+class _Records:
+    """Every requestId is bound to the body it arrives with (no other body under it)."""
+
+    def bind_body(self, request_id: str, body_hash: str) -> str:
+        return body_hash
+
+
 class _Prepared:
     def __init__(self, request: Any) -> None:
         self.request = request
@@ -60,7 +67,7 @@ def test_each_group_logs_its_own_request_ids(log_lines: io.StringIO) -> None:
     batch = LaunchBatch(
         _Launcher(),  # type: ignore[arg-type]
         publish=lambda *events: None,
-        records=None,  # type: ignore[arg-type]
+        records=_Records(),  # type: ignore[arg-type]
         persistence=_Persistence(),  # type: ignore[arg-type]
         telemetry=LaunchTelemetry(),
     )

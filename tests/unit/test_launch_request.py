@@ -109,6 +109,36 @@ def test_to_dict_is_the_contracts_json() -> None:
     assert parse_launch_request(parsed.to_dict()) == parsed
 
 
+def test_the_body_hash_is_the_same_for_every_form_of_one_request() -> None:
+    # Given the design's request, and the same request with defaults spelled out, keys and
+    # requirements in another order, in python names, and carried in an EventBridge event
+    two = [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]},
+    ]
+    minimal = {"requestId": "r-1", "count": 2, "requirements": two}
+    spelled = {
+        "requirements": list(reversed(two)),
+        "singleZone": False,
+        "min_count": 1,
+        "count": 2,
+        "tags": {},
+        "request_id": "r-1",
+    }
+    event = {"detail-type": "Launch Requested", "source": "s", "detail": minimal}
+    # Then they hash alike, and a change to any field does not
+    forms = {parse_launch_request(b).body_hash() for b in (minimal, spelled, event)}
+    assert len(forms) == 1
+    changed = [
+        {**minimal, "count": 3},
+        {**minimal, "tags": {"project": "llm"}},
+        {**minimal, "requester": "team-a"},
+        {**minimal, "requirements": two[:1]},
+    ]
+    hashes = {parse_launch_request(b).body_hash() for b in changed}
+    assert len(hashes) == len(changed) and not hashes & forms
+
+
 def test_python_names_are_accepted_too() -> None:
     made = LaunchRequest(request_id="r", count=2, min_count=2, single_zone=True)
 

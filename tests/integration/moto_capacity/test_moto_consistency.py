@@ -233,3 +233,21 @@ def test_consistency_and_clock_over_http(
     assert ec2.describe_instances(InstanceIds=ids)["Reservations"]
     assert bad_status == 400
     assert "instanceVisibilitySeconds" in bad["error"]
+
+
+def test_tags_on_an_instance_that_does_not_exist_fail_the_whole_call(
+    ec2: Any, linux_ami: str
+) -> None:
+    """EC2 API Reference, "Error codes for the Amazon EC2 API"
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html):
+    `InvalidInstanceID.NotFound`, the specified instance does not exist. moto alone tags any id."""
+    (known,) = _launch(ec2, linux_ami)
+    unknown = "i-0123456789abcdef0"
+
+    with pytest.raises(ClientError) as tagged:
+        ec2.create_tags(Resources=[known, unknown], Tags=[{"Key": "k", "Value": "v"}])
+
+    assert _code(tagged) == "InvalidInstanceID.NotFound"
+    assert unknown in tagged.value.response["Error"]["Message"]
+    described = ec2.describe_instances(InstanceIds=[known])["Reservations"][0]["Instances"][0]
+    assert "Tags" not in described or {"Key": "k", "Value": "v"} not in described["Tags"]

@@ -36,6 +36,18 @@ def key(pk: str, sk: str) -> dict[str, Any]:
     return {"pk": {"S": pk}, "sk": {"S": sk}}
 
 
+def put_if_absent(db: Any, table: str, item: Mapping[str, Any]) -> bool:
+    """PutItem unless an item has the key already; False if one had."""
+    try:
+        with aws_call("PutItem"):
+            db.put_item(
+                TableName=table, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)"
+            )
+    except errors.ConditionFailed:
+        return False
+    return True
+
+
 def batch_get(db: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every item of `keys` that exists, read consistently, 100 keys a call."""
     found: list[dict[str, Any]] = []

@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
@@ -25,8 +26,9 @@ from capacity_launcher.observability import logger
 INSTANCE_NOT_FOUND = "InvalidInstanceID.NotFound"
 # Waits before each new try on ids EC2 does not know yet: ~8 s in all, then give up.
 VISIBILITY_BACKOFF_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
-# DescribeInstances takes at most 200 values per filter.
+# DescribeInstances takes at most 200 values per filter; CreateTags 1000 resource ids.
 _MAX_FILTER_VALUES = 200
+_MAX_TAGGED_PER_CALL = 1000
 # Facts kept for instances never described (a long-lived container must not grow without end).
 _MAX_REMEMBERED = 10_000
 _T = TypeVar("_T")
@@ -114,24 +116,32 @@ class Fleet:
             lambda: self._ec2.terminate_instances(InstanceIds=list(instance_ids)),
         )
 
-    def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> None:
-        """Tags, waiting out EC2's delay on fresh ids. Ids still unknown after the backoff are
-        logged and left with the fleet's tags: a launched group is never handed back for it."""
-        try:
-            self._on_known_instances(
-                "CreateTags",
-                lambda: self._ec2.create_tags(
-                    Resources=list(instance_ids),
-                    Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())],
-                ),
-            )
-        except LaunchFailed as error:
-            if error.code != INSTANCE_NOT_FOUND:
-                raise
-            logger.warning(
-                "instances still unknown to EC2; request tags not applied",
-                extra={"instance_ids": list(instance_ids), "reason": error.reason},
-            )
+    def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> list[str]:
+        """Tags, waiting out EC2's delay on fresh ids; the ids left untagged (EC2 refuses a whole
+        call while one of its ids is unknown). Those are logged and left with the fleet's tags,
+        and the sync's reconciliation tags them from their instance records: a launched group
+        is never handed back for it."""
+        untagged: list[str] = []
+        for start in range(0, len(instance_ids), _MAX_TAGGED_PER_CALL):
+            chunk = list(instance_ids[start : start + _MAX_TAGGED_PER_CALL])
+            try:
+                self._on_known_instances(
+                    "CreateTags",
+                    partial(
+                        self._ec2.create_tags,
+                        Resources=chunk,
+                        Tags=[{"Key": k, "Value": v} for k, v in sorted(tags.items())],
+                    ),
+                )
+            except LaunchFailed as error:
+                if error.code != INSTANCE_NOT_FOUND:
+                    raise
+                logger.warning(
+                    "instances still unknown to EC2; request tags left to the reconciliation",
+                    extra={"instance_ids": chunk, "reason": error.reason},
+                )
+                untagged += chunk
+        return untagged
 
     def _on_known_instances(self, operation: str, call: Callable[[], _T]) -> _T:
         for delay in (*VISIBILITY_BACKOFF_SECONDS, None):

@@ -48,6 +48,7 @@ def to_attributes(record: InstanceRecord) -> dict[str, Any]:
         "launchedAt": record.launched_at,
         "adoptedAt": record.adopted_at,
         "releasedAt": record.released_at,
+        "requestTags": dict(record.request_tags) or None,
     }
 
 
@@ -73,6 +74,7 @@ def from_attributes(item: Mapping[str, Any]) -> InstanceRecord:
         launched_at=text("launchedAt"),
         adopted_at=text("adoptedAt"),
         released_at=text("releasedAt"),
+        request_tags={str(k): str(v) for k, v in (item.get("requestTags") or {}).items()},
     )
 
 

@@ -8,12 +8,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
-from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
+from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_if_absent, to_item
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.intents import LaunchIntent, Share
 from capacity_launcher.domain.status import RequestRecord
 
 RECORD = "Record"
+# The hash of the first body a requestId arrived with (domain LaunchRequest.body_hash).
+BODY = "Body"
 INTENT_PREFIX = "Intent#"
 # How long history (records, intents, terminated instances' items) is kept: RECORD_RETENTION_DAYS.
 DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
@@ -111,6 +113,26 @@ class LaunchRecords:
                 raise
             return False
         return True
+
+    def bind_body(self, request_id: str, body_hash: str) -> str:
+        """Bind the requestId to its first body: the hash it is bound to (this one if first)."""
+        item = {
+            "pk": request_pk(request_id),
+            "sk": BODY,
+            "bodyHash": body_hash,
+            "ttl": self._expiry(),
+        }
+        if put_if_absent(self._db, self._table, item):
+            return body_hash
+        return self.bound_body(request_id) or body_hash
+
+    def bound_body(self, request_id: str) -> str | None:
+        """The hash of the body the requestId is bound to, if it is bound."""
+        with aws_call("GetItem"):
+            item = self._db.get_item(
+                TableName=self._table, Key=key(request_pk(request_id), BODY), ConsistentRead=True
+            ).get("Item")
+        return str(from_item(item)["bodyHash"]) if item else None
 
     def get_record(self, request_id: str) -> RequestRecord | None:
         item = self._record_item(request_id)

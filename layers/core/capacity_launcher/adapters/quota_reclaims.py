@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
-from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
+from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_if_absent
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.status import ReclaimRequested
 
@@ -39,16 +39,7 @@ class QuotaReclaims:
             "detail": json.dumps(reclaim.to_dict(), sort_keys=True),
             "releaseBy": int(reclaim.release_by.timestamp()),
         }
-        try:
-            with aws_call("PutItem"):
-                self._db.put_item(
-                    TableName=self._table,
-                    Item=to_item(item),
-                    ConditionExpression="attribute_not_exists(pk)",
-                )
-        except ConditionFailed:
-            return False
-        return True
+        return put_if_absent(self._db, self._table, item)
 
     def get(self, quota: str, pool: str) -> ReclaimRequested | None:
         with aws_call("GetItem"):

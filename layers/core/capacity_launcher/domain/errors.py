@@ -228,6 +228,19 @@ class RequesterNotAllowed(RequestRejected):
         super().__init__(reason, "RequesterNotAllowed")
 
 
+class RequestIdReused(RequestRejected):
+    """A ``requestId`` is bound to the first request body it named; another body with it is
+    refused (never retried), so it can never finish, count or record for the first one."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(
+            f"requestId {request_id}: already names another request (its first body differs "
+            "from this one); a requestId is bound to the first body it arrives with: send that "
+            "request unchanged, or this one under a new requestId",
+            "RequestIdReused",
+        )
+
+
 class QuotaExceeded(CapacityLauncherError):
     """A request beyond its CapacityQuota (or in a NodePool quotas cover, by a requester none
     covers): names the quota, the flavor (NodePool) and the resource. ``reclaim``, when set, is

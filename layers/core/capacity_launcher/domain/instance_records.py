@@ -7,7 +7,7 @@ adapters/instance_records.py maps it to and from its DynamoDB item.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from capacity_launcher.domain.quantities import Resources
@@ -36,6 +36,9 @@ class InstanceRecord:
     adopted_at: str | None = None
     # Set by the stop or termination that released its usage (cleared when it starts again).
     released_at: str | None = None
+    # The request's own tags (not the NodeClass's): what its instances carry besides ours, so the
+    # sync's reconciliation can put them back on an instance a shared fleet left without them.
+    request_tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def resources(self) -> Resources:

@@ -7,6 +7,7 @@ NodeClass, so those fields are refused here by name.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -185,6 +186,17 @@ class LaunchRequest(BaseModel):
         """The contract's JSON form (camelCase; unset optional fields left out)."""
         dumped: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_none=True)
         return dumped
+
+    def body_hash(self) -> str:
+        """What binds the requestId to this request: a hash of its normalized form (defaults
+        filled in, keys and requirements in one order), equal for every resend of the same
+        request whatever carried it."""
+        body = self.to_dict()
+        body["requirements"] = sorted(
+            json.dumps(r, sort_keys=True) for r in body.get("requirements", [])
+        )
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 # Both spellings are accepted (populate_by_name); anything else is refused by name.

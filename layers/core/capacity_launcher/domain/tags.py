@@ -10,6 +10,7 @@ from capacity_launcher.domain.config import (
     NodeClass,
 )
 from capacity_launcher.domain.errors import RequestRejected
+from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.launch_request import LaunchRequest
 
 PREFIX = "capacity-launcher:"
@@ -46,10 +47,28 @@ def conflicting_tags(node_class: NodeClass, request: LaunchRequest) -> list[str]
     return sorted(k for k, v in request.tags.items() if k in owned and owned[k] != v)
 
 
+def own_tags(node_class: NodeClass, request: LaunchRequest) -> dict[str, str]:
+    """The request's own tags an instance carries: never a key the NodeClass sets."""
+    return {k: v for k, v in request.tags.items() if k not in node_class.spec.tags}
+
+
 def own_request_tags(node_class: NodeClass, request: LaunchRequest) -> dict[str, str]:
     """A request's tags for its instances of a shared fleet: never a NodeClass key, plus ours."""
-    kept = {k: v for k, v in request.tags.items() if k not in node_class.spec.tags}
-    return kept | request_tags(request)
+    return own_tags(node_class, request) | request_tags(request)
+
+
+def recorded_tags(record: InstanceRecord) -> dict[str, str]:
+    """The tags an instance's record says it carries (ours, but the managed tag, and its
+    request's own); an instance tagged otherwise lost a CreateTags (README: tags)."""
+    ours = {NODE_POOL: record.node_pool, NODE_CLASS: record.node_class}
+    if record.request_id:
+        ours |= {REQUEST_ID: record.request_id, REQUESTER: record.requester or ""}
+    return {**record.request_tags, **{k: v for k, v in ours.items() if v is not None}}
+
+
+def tags_to_fix(expected: Mapping[str, str], carried: Mapping[str, str]) -> dict[str, str]:
+    """The tags to set so that an instance carries every expected tag with its value."""
+    return {k: v for k, v in expected.items() if carried.get(k) != v}
 
 
 def check_instance_tag_count(node_class: NodeClass, request: LaunchRequest) -> None:

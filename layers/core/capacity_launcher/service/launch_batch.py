@@ -8,6 +8,11 @@ A request that waits for scheduled capacity (`waitForCapacityUntil`) is held in 
 (a delayed copy of its message) with a Waiting record naming that copy; its claim is released so
 the copy can claim it again. Only the copy the record names carries the wait: any other delivery
 of the same requestId meanwhile is dropped, so a wait never starts twice.
+
+A requestId is bound to the first body it arrives with (the hash of the normalized request,
+stored beside its record before anything is launched). A delivery with another body under that
+id is Rejected (`RequestIdReused`), published but not stored, never retried: it never finishes,
+counts or records for the first request, whichever state that one is in.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePer
 
 from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
+    RequestIdReused,
     RequestRejected,
     Throttled,
     Transient,
@@ -108,7 +114,9 @@ class LaunchBatch:
                     failures.append(message.message_id)
                 continue
             payload = request.model_dump(mode="json", by_alias=True)
-            verdict = self._claim(payload, remaining_ms)
+            verdict, outcome = self._claim(payload, remaining_ms)
+            if verdict != "busy":
+                verdict = self._bound(_Claimed(message, request, payload), verdict, outcome)
             if verdict == "claimed":
                 claimed.append(_Claimed(message, request, payload))
             elif verdict in ("busy", "in_progress"):
@@ -213,31 +221,89 @@ class LaunchBatch:
         item.request = request.model_copy(update={"requester": record.requester})
         return record.received_at
 
-    def _claim(self, payload: dict[str, Any], remaining_ms: Callable[[], int] | None) -> str:
+    def _bound(self, item: _Claimed, verdict: str, outcome: dict[str, Any] | None) -> str:
+        """The verdict ("replayed" once a finished request's `outcome` is re-published), unless
+        the requestId is bound to another body: then "reused" (refused and published, the claim
+        released), or "busy" when that could not be checked or said."""
+        request = item.request
+        try:
+            body_hash = request.body_hash()
+            if verdict == "claimed":
+                bound = self._records.bind_body(request.request_id, body_hash)
+            else:
+                # Not ours to bind: a duplicate only compares with what its first delivery bound.
+                bound = self._records.bound_body(request.request_id) or body_hash
+        except Exception:
+            logger.exception(
+                "could not check the body against its requestId",
+                extra={"requestId": request.request_id},
+            )
+            if verdict == "claimed":
+                self._release([item])
+            return "busy"
+        if bound == body_hash:
+            if verdict == "completed":
+                self._replay(item.payload, outcome or {})
+                return "replayed"
+            return verdict
+        if verdict == "claimed":
+            self._release([item])  # the first request's redelivery must find the id free
+        try:
+            self._refuse_reused(item)
+        except Exception:
+            logger.exception("could not publish the rejection; the retry does it")
+            return "busy"
+        return "reused"
+
+    def _refuse_reused(self, item: _Claimed) -> None:
+        request = item.request
+        refused = RequestIdReused(request.request_id)
+        logger.warning(
+            "launch request rejected: its requestId names another request",
+            extra={"messageId": item.message.message_id, "requestId": request.request_id},
+        )
+        self._telemetry.rejected()
+        record = _rejected_record(
+            request.request_id,
+            request.node_pool,
+            request.requester,
+            item.message.received_at,
+            [ErrorDetail(code=refused.code, message=refused.reason)],
+            requested=request.count,
+        )
+        # Published, never stored: the requestId's record is the first request's.
+        self._publish(Event(record.detail_type, record.to_detail()))
+
+    def _claim(
+        self, payload: dict[str, Any], remaining_ms: Callable[[], int] | None
+    ) -> tuple[str, dict[str, Any] | None]:
+        """The verdict: claimed, completed (with its recorded outcome), in_progress or busy."""
         try:
             self._persistence.save_inprogress(payload, remaining_ms() if remaining_ms else None)
-            return "claimed"
+            return "claimed", None
         except IdempotencyItemAlreadyExistsError as exists:
             try:
                 record = exists.old_data_record or self._persistence.get_record(payload)
             except IdempotencyItemNotFoundError:
                 # The claim that refused ours is gone already: try again on the next delivery.
-                return "busy"
+                return "busy", None
         except Exception:
             # One message's claim failing (throttling, a fault) must not fail the whole batch.
             logger.exception(
                 "could not claim the request", extra={"requestId": payload.get("requestId")}
             )
-            return "busy"
+            return "busy", None
         if record is not None and record.status == _COMPLETED:
-            detail = record.response_json_as_dict() or {}
-            self._publish(Event(RequestRecord.from_detail(detail).detail_type, detail))
-            logger.info(
-                "duplicate delivery: re-published the recorded outcome",
-                extra={"requestId": payload.get("requestId")},
-            )
-            return "replayed"
-        return "in_progress"
+            return "completed", record.response_json_as_dict() or {}
+        return "in_progress", None
+
+    def _replay(self, payload: dict[str, Any], detail: dict[str, Any]) -> None:
+        """Re-publish a finished request's recorded outcome (a duplicate delivery)."""
+        self._publish(Event(RequestRecord.from_detail(detail).detail_type, detail))
+        logger.info(
+            "duplicate delivery: re-published the recorded outcome",
+            extra={"requestId": payload.get("requestId")},
+        )
 
     def _reject(self, item: _Claimed, rejected: RequestRejected) -> bool:
         """Record and publish a rejection; False (claim released) if that could not be done."""

@@ -68,7 +68,7 @@ from capacity_launcher.domain.status import (
     UnavailableOffering,
     status_for,
 )
-from capacity_launcher.domain.tags import instance_tags, own_request_tags
+from capacity_launcher.domain.tags import instance_tags, own_request_tags, own_tags
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared, resolve, resolve_in, resolve_next
@@ -139,6 +139,9 @@ class LaunchReport:
     # Requests that wait for scheduled capacity (their records are Waiting, not stored here):
     # request id -> seconds until the next look.
     waiting: dict[str, int] = field(default_factory=dict)
+    # Instances of shared fleets EC2 did not know in time for their request's tags: the sync's
+    # reconciliation tags them from their instance records.
+    untagged: list[str] = field(default_factory=list)
 
 
 class Launcher:
@@ -338,7 +341,7 @@ class Launcher:
         for intent in intents:
             _mark_launching(progress, intent)
             result = self._run_intent(intent, report)
-            self._absorb(intent, result, active, observed)
+            self._absorb(intent, result, active, observed, report)
         plan = LaunchPlan(
             usable,
             sum(p.wanted for p in active),
@@ -394,7 +397,9 @@ class Launcher:
                 _mark_launching(progress, intent)
                 self._p.records.write_intent(intent)
                 result = self._run_intent(intent, report)
-                landings, dry = self._absorb(intent, result, active, observed, attempt, claim)
+                landings, dry = self._absorb(
+                    intent, result, active, observed, report, attempt, claim
+                )
             finally:
                 if claim is not None:
                     self._give_back(claim, used=0)  # no-op once _absorb gave back the unused
@@ -621,6 +626,7 @@ class Launcher:
         result: FleetResult,
         active: Sequence[_Progress],
         observed: list[UnavailableOffering],
+        report: LaunchReport,
         attempt: LaunchAttempt | None = None,
         claim: _Claim | None = None,
     ) -> tuple[list[InstanceLanding], list[Offering]]:
@@ -630,7 +636,7 @@ class Launcher:
             # A claimed attempt targets one reservation only: every instance it got is in it.
             self._give_back(claim, used=len(result.instance_ids))
         retags = _hand_out(intent, result, active)
-        landings = self._tag_and_locate(intent, result, attempt, retags)
+        landings = self._tag_and_locate(intent, result, attempt, retags, report)
         blamed = blame(result.errors, attempt.offerings if attempt is not None else ())
         observed += [_unavailable(o, code) for o, code in blamed.hits]
         for item in active:
@@ -646,6 +652,7 @@ class Launcher:
         result: FleetResult,
         attempt: LaunchAttempt | None,
         retags: Sequence[tuple[list[str], Mapping[str, str]]],
+        report: LaunchReport,
     ) -> list[InstanceLanding]:
         """Tag each coalesced request's instances while asking EC2 where they landed."""
         with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
@@ -656,7 +663,7 @@ class Launcher:
             if attempt is not None and attempt.target and attempt.target.reservation_id:
                 landings = [_in_target(x, attempt.target.reservation_id) for x in landings]
             for done in tagging:
-                done.result()
+                report.untagged += done.result()
         return landings
 
     def _remember_dry(self, blamed: Blamed, result: FleetResult) -> None:
@@ -981,4 +988,5 @@ def _instance_record(
         memory_mib=resources.memory_mib,
         gpu=resources.gpu,
         launched_at=now.isoformat(),
+        request_tags=own_tags(prepared.node_class, prepared.request),
     )

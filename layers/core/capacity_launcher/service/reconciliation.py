@@ -6,7 +6,9 @@ wins and nobody counts or releases twice): a live instance nobody counted (a los
 a crash between launch and settle) is counted; a counted instance that terminated, or has been
 stopped or missing longer than EC2's list can lag, is released. Leases of dead workers are
 reclaimed; instances a crashed worker launched but never recorded are adopted from their
-`capacity-launcher:request-id` tag. Instances of a live lease are left to that lease.
+`capacity-launcher:request-id` tag. Instances of a live lease are left to that lease. A recorded
+instance whose tags disagree with its record (a shared fleet's instance EC2 did not know in time
+for its request's tags) is tagged from the record, so tags converge whatever a launch missed.
 
 Each pool's usage is checked against its unsettled leases plus its members, and rewritten only
 if no writer changed it meanwhile (a version check): that repairs usage no instance explains.
@@ -24,13 +26,20 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from capacity_launcher.domain.errors import Transient
+from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.pool_usage import Member, Recount
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.reservations import HeldInstance
-from capacity_launcher.domain.tags import NODE_CLASS, NODE_POOL, REQUEST_ID, REQUESTER
+from capacity_launcher.domain.tags import (
+    NODE_CLASS,
+    NODE_POOL,
+    REQUEST_ID,
+    REQUESTER,
+    recorded_tags,
+    tags_to_fix,
+)
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import (
     Catalog,
@@ -54,6 +63,9 @@ class ReconciliationReport:
     drift: dict[str, int] = field(default_factory=dict)
     reclaimed: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
+    # Instances tagged from their records this run, and those EC2 refused to tag (next run retries).
+    retagged: list[str] = field(default_factory=list)
+    retag_failed: list[str] = field(default_factory=list)
     # reservation id -> requester -> live instances of ours in it
     usage_by_reservation: dict[str, dict[str, int]] = field(default_factory=dict)
     # reservation id -> our live instances in it, with the request that launched each
@@ -110,6 +122,7 @@ class Reconciliation:
             if _tags(o).get(REQUEST_ID)
         }
         report.adopted = self._items.adopt(list(adopted_items.values()))
+        self._retag(live, items, report)
         pools |= {p for i in live if (p := _pool_and_request(i, items.get(i["InstanceId"]))[0])}
         recounts = {pool: self._recompute(pool) for pool in pools}
         members = {
@@ -159,6 +172,33 @@ class Reconciliation:
         for pool in sorted(pools):
             report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
         return report
+
+    def _retag(
+        self,
+        live: Sequence[Mapping[str, Any]],
+        items: Mapping[str, InstanceRecord],
+        report: ReconciliationReport,
+    ) -> None:
+        """Tag each recorded instance with what its record says it carries, once per tag set."""
+        by_fix: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
+        for instance in live:
+            item = items.get(instance["InstanceId"])
+            if item is not None:
+                wanted = tags_to_fix(recorded_tags(item), _tags(instance))
+                if wanted:
+                    by_fix[tuple(sorted(wanted.items()))].append(instance["InstanceId"])
+        for fix, instance_ids in by_fix.items():
+            try:
+                untagged = self._instances.tag(instance_ids, dict(fix))
+            except (LaunchFailed, Transient):
+                logger.exception("could not tag instances from their records; next sync retries")
+                untagged = instance_ids
+            report.retag_failed += untagged
+            report.retagged += [i for i in instance_ids if i not in untagged]
+        if report.retagged:
+            logger.warning(
+                "instances tagged from their records", extra={"instance_ids": report.retagged}
+            )
 
     def _members(self, pool: str, recount: Recount | None) -> Sequence[Member]:
         """The members the recompute read; read again only if writers kept it from finishing."""

@@ -47,6 +47,9 @@ RESERVATION_TOTAL = "ReservationTotal"
 RESERVATION_AVAILABLE = "ReservationAvailable"
 RESERVATION_UTILIZATION = "ReservationUtilization"
 RECONCILIATION_DRIFT = "ReconciliationDrift"
+# Instances whose tags disagreed with their records, tagged again (and those EC2 refused).
+INSTANCES_RETAGGED = "InstancesRetagged"
+INSTANCES_RETAG_FAILED = "InstancesRetagFailed"
 # A snapshot launchers are writing to is re-read this many times before waiting for the next sync.
 SAVE_TRIES = 3
 
@@ -93,6 +96,12 @@ class ReservationSync:
                 unit=MetricUnit.Count,
                 value=report.reconciliation.total_drift,
             )
+            for name, instances in (
+                (INSTANCES_RETAGGED, report.reconciliation.retagged),
+                (INSTANCES_RETAG_FAILED, report.reconciliation.retag_failed),
+            ):
+                if instances:
+                    metrics.add_metric(name=name, unit=MetricUnit.Count, value=len(instances))
         usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
         held = report.reconciliation.held_by_reservation if report.reconciliation else {}
         now = self._now()

@@ -26,6 +26,8 @@ ICE_CACHE_HIT = "UnavailableOfferingHit"
 ICE_CACHE_WRITE = "UnavailableOfferingWrite"
 FALLBACK_TO_ON_DEMAND = "FallbackToOnDemand"
 LIMIT_REJECTED = "LimitRejected"
+# Shared fleets' instances left without their request's tags (reconciliation tags them later).
+INSTANCES_LEFT_UNTAGGED = "InstancesLeftUntagged"
 
 _BY_STATUS = {
     RequestStatus.FULFILLED: LAUNCH_FULFILLED,
@@ -52,6 +54,10 @@ class LaunchTelemetry:
                 name=FALLBACK_TO_ON_DEMAND,
                 unit=MetricUnit.Count,
                 value=report.fallbacks_to_on_demand,
+            )
+        if report.untagged:
+            metrics.add_metric(
+                name=INSTANCES_LEFT_UNTAGGED, unit=MetricUnit.Count, value=len(report.untagged)
             )
         launched: dict[str, int] = {}
         for request_id, record in report.records.items():
