@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from capacity_launcher.domain.config import _Document, no_repeats
+from capacity_launcher.domain.config import BUILT_ON_FIRST_USE, _Document, no_repeats
 from capacity_launcher.domain.errors import RequesterNotAllowed
 from capacity_launcher.domain.status import EVENT_SOURCE
 
@@ -73,6 +73,8 @@ class RequesterOrigins(_Document):
     one of ``eventSources`` (any, if none are listed) and whose account is one of ``accounts``
     (any, if none are listed). Straight to the queue: a message whose SenderId is one of
     ``queueSenders`` (a role id matches every session of the role)."""
+
+    model_config = BUILT_ON_FIRST_USE  # only CapacityQuota holds them
 
     event_sources: list[EventSource] = Field(default_factory=list, max_length=MAX_ORIGINS)
     accounts: list[Account] = Field(default_factory=list, max_length=MAX_ORIGINS)
