@@ -39,7 +39,6 @@ from capacity_launcher.domain.errors import (
     field_errors,
     field_path,
 )
-from capacity_launcher.domain.launch_request import MAX_REQUESTER_LENGTH
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -51,7 +50,7 @@ from capacity_launcher.domain.quantities import (
     parse_cpu,
     parse_memory_mib,
 )
-from capacity_launcher.domain.requester_origins import RequesterOrigins
+from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, RequesterOrigins
 
 MAX_REQUESTERS = 100
 MAX_RESOURCE_GROUPS = 4

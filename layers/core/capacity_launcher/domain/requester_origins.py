@@ -29,6 +29,8 @@ from capacity_launcher.domain.status import EVENT_SOURCE
 if TYPE_CHECKING:
     from capacity_launcher.domain.quotas import CapacityQuota
 
+# A requester's name, in a launch request and in a CapacityQuota's requesters.
+MAX_REQUESTER_LENGTH = 128
 MAX_ORIGINS = 20
 MAX_SOURCE_LENGTH = 256
 ACCOUNT_PATTERN = re.compile(r"^\d{12}$")
