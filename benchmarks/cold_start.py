@@ -69,6 +69,7 @@ ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME": "capacity-launcher",
     "POWERTOOLS_METRICS_NAMESPACE": "CapacityLauncher",
     "POWERTOOLS_TRACE_DISABLED": "true",
+    "PYDANTIC_DISABLE_PLUGINS": "__all__",  # as template.yaml's Globals set it
     # /opt is read-only on Lambda: what the layer does not ship compiled is compiled every time.
     "PYTHONDONTWRITEBYTECODE": "1",
 }

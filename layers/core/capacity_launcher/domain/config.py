@@ -163,6 +163,11 @@ class _Document(BaseModel):
     )
 
 
+# For documents most invocations never read (CapacityQuota): validators built on first use, so a
+# cold start pays for them only when such a document is read.
+BUILT_ON_FIRST_USE = ConfigDict(defer_build=True)
+
+
 class Metadata(_Document):
     name: Name
 

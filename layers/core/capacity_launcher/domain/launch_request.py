@@ -38,7 +38,7 @@ from capacity_launcher.domain.errors import (
     field_errors,
     field_path,
 )
-from capacity_launcher.domain.requester_origins import Origin, origin_of
+from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, Origin, origin_of
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirement, Requirements
 from capacity_launcher.domain.status import LAUNCH_REQUESTED
 
@@ -46,7 +46,6 @@ REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_COUNT = 500
 MAX_REQUEST_REQUIREMENTS = 30
 MAX_REQUEST_TAGS = 20
-MAX_REQUESTER_LENGTH = 128
 MAX_BODY_BYTES = 256 * 1024  # SQS's and EventBridge's largest message
 # A waiting request is held in the launch queue, and SQS keeps a message 14 days at most.
 MAX_CAPACITY_WAIT = timedelta(days=14)

@@ -25,7 +25,13 @@ from pydantic import (
     model_validator,
 )
 
-from capacity_launcher.domain.config import Name, _Document, _TopLevel, no_repeats
+from capacity_launcher.domain.config import (
+    BUILT_ON_FIRST_USE,
+    Name,
+    _Document,
+    _TopLevel,
+    no_repeats,
+)
 from capacity_launcher.domain.errors import (
     ConfigValidationError,
     FieldError,
@@ -33,7 +39,6 @@ from capacity_launcher.domain.errors import (
     field_errors,
     field_path,
 )
-from capacity_launcher.domain.launch_request import MAX_REQUESTER_LENGTH
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -45,7 +50,7 @@ from capacity_launcher.domain.quantities import (
     parse_cpu,
     parse_memory_mib,
 )
-from capacity_launcher.domain.requester_origins import RequesterOrigins
+from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, RequesterOrigins
 
 MAX_REQUESTERS = 100
 MAX_RESOURCE_GROUPS = 4
@@ -115,6 +120,8 @@ Requester = Annotated[str, AfterValidator(_requester)]
 class QuotaResource(_Document):
     """One resource of one flavor: the nominal quota, and what may be borrowed or lent."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     name: str
     nominal_quota: Decimal
     borrowing_limit: Decimal | None = None
@@ -161,6 +168,8 @@ class QuotaResource(_Document):
 class Flavor(_Document):
     """A NodePool, and this quota's amounts of each covered resource in it."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     name: Name
     resources: list[QuotaResource] = Field(min_length=1, max_length=16)
 
@@ -170,6 +179,8 @@ class Flavor(_Document):
 
 class ResourceGroup(_Document):
     """Resources quoted together, for one or more flavors (every flavor lists each of them)."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     covered_resources: list[str] = Field(min_length=1, max_length=16)
     flavors: list[Flavor] = Field(min_length=1, max_length=MAX_FLAVORS)
@@ -218,6 +229,8 @@ class ResourceGroup(_Document):
 
 
 class Preemption(_Document):
+    model_config = BUILT_ON_FIRST_USE
+
     reclaim_within_cohort: ReclaimPolicy = ReclaimPolicy.NEVER
     grace_period: str = DEFAULT_GRACE_PERIOD
 
@@ -233,6 +246,8 @@ class Preemption(_Document):
 
 
 class CapacityQuotaSpec(_Document):
+    model_config = BUILT_ON_FIRST_USE
+
     requesters: list[Requester] = Field(min_length=1, max_length=MAX_REQUESTERS)
     cohort: Name | None = None
     priority: StrictInt = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
@@ -305,6 +320,8 @@ class CapacityQuotaSpec(_Document):
 
 
 class CapacityQuota(_TopLevel):
+    model_config = BUILT_ON_FIRST_USE
+
     kind: Literal["CapacityQuota"]
     spec: CapacityQuotaSpec
 

@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from capacity_launcher.domain.config import _Document, no_repeats
+from capacity_launcher.domain.config import BUILT_ON_FIRST_USE, _Document, no_repeats
 from capacity_launcher.domain.errors import RequesterNotAllowed
 from capacity_launcher.domain.status import EVENT_SOURCE
 
 if TYPE_CHECKING:
     from capacity_launcher.domain.quotas import CapacityQuota
 
+# A requester's name, in a launch request and in a CapacityQuota's requesters.
+MAX_REQUESTER_LENGTH = 128
 MAX_ORIGINS = 20
 MAX_SOURCE_LENGTH = 256
 ACCOUNT_PATTERN = re.compile(r"^\d{12}$")
@@ -73,6 +75,8 @@ class RequesterOrigins(_Document):
     one of ``eventSources`` (any, if none are listed) and whose account is one of ``accounts``
     (any, if none are listed). Straight to the queue: a message whose SenderId is one of
     ``queueSenders`` (a role id matches every session of the role)."""
+
+    model_config = BUILT_ON_FIRST_USE  # only CapacityQuota holds them
 
     event_sources: list[EventSource] = Field(default_factory=list, max_length=MAX_ORIGINS)
     accounts: list[Account] = Field(default_factory=list, max_length=MAX_ORIGINS)

@@ -223,8 +223,15 @@ class RequestRecord(_Record):
         )
 
 
+# The reclaim records below belong to CapacityQuota's borrowing: their validators are built on
+# first use, so a cold start without quotas does not pay for them.
+_BUILT_ON_FIRST_USE = ConfigDict(defer_build=True)
+
+
 class ResourceAmount(_Record):
     """An amount of one resource, spelled as documents spell it ('8', '1500m', '1536Gi')."""
+
+    model_config = _BUILT_ON_FIRST_USE
 
     name: str
     total: str
@@ -232,6 +239,8 @@ class ResourceAmount(_Record):
 
 class ReclaimedInstance(_Record):
     """A borrowed instance a reclaim asks its owner to release."""
+
+    model_config = _BUILT_ON_FIRST_USE
 
     instance_id: str
     requester: str
@@ -252,6 +261,8 @@ class ReclaimRequested(_Record):
     period after ``requestedAt``). ``enforced``: the lender's ``reclaimWithinCohort`` lets the
     sync terminate those still running then; otherwise nothing is terminated.
     """
+
+    model_config = _BUILT_ON_FIRST_USE
 
     reclaim_id: str
     quota: str

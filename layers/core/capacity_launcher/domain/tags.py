@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.config import (
     MAX_TAGS_PER_RESOURCE,
@@ -10,8 +11,10 @@ from capacity_launcher.domain.config import (
     NodeClass,
 )
 from capacity_launcher.domain.errors import RequestRejected
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.launch_request import LaunchRequest
+
+if TYPE_CHECKING:  # only the launcher builds tags from a request: the others' cold starts skip it
+    from capacity_launcher.domain.instance_records import InstanceRecord
+    from capacity_launcher.domain.launch_request import LaunchRequest
 
 PREFIX = "capacity-launcher:"
 MANAGED = "capacity-launcher:managed"

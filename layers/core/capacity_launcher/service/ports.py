@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass, NodePool
 from capacity_launcher.domain.errors import QuotaExceeded
@@ -13,7 +13,6 @@ from capacity_launcher.domain.fleet import FleetResult, InstanceLanding, LaunchT
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
-from capacity_launcher.domain.launch_request import Message
 from capacity_launcher.domain.offerings import Turn
 from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Recount
 from capacity_launcher.domain.quantities import PoolLimits, Resources
@@ -27,6 +26,9 @@ from capacity_launcher.domain.reservations import (
     StoredReservation,
 )
 from capacity_launcher.domain.status import ReclaimRequested, RequestRecord
+
+if TYPE_CHECKING:  # the launcher's alone: the sync's and instance events' cold starts skip it
+    from capacity_launcher.domain.launch_request import Message
 
 # -- configuration --------------------------------------------------------------------------------
 

@@ -23,23 +23,23 @@ from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
-from capacity_launcher.adapters.quota_statuses import QuotaStatuses
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.reservations import Thresholds
-from capacity_launcher.service.instance_events import InstanceEvents
 from capacity_launcher.service.ports import LaunchPorts
-from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimRequests
-from capacity_launcher.service.quota_sync import QuotaSync
-from capacity_launcher.service.reconciliation import Reconciliation
-from capacity_launcher.service.reservation_sync import ReservationSync
+from capacity_launcher.service.quota_reclaim import ReclaimRequests
 from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.settings import Settings, get_settings, retention_seconds
 
-if TYPE_CHECKING:  # the launch path's modules are imported when it is built (cold starts)
+if TYPE_CHECKING:  # each use case's modules are imported when it is built: a function's cold
+    # start imports its own use case's, not the others'
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
+    from capacity_launcher.service.instance_events import InstanceEvents
     from capacity_launcher.service.launch_batch import LaunchBatch
+    from capacity_launcher.service.quota_sync import QuotaSync
+    from capacity_launcher.service.reconciliation import Reconciliation
+    from capacity_launcher.service.reservation_sync import ReservationSync
 
 # A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
 Clients = Callable[[str], Any]
@@ -204,6 +204,9 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
 
 
 def reconciliation(settings: Settings, clients: Clients = client) -> Reconciliation:
+    # The lifecycle's modules are imported when it is built: the launcher's cold start skips them.
+    from capacity_launcher.service.reconciliation import Reconciliation
+
     ec2 = clients("ec2")
     return Reconciliation(
         limits=pool_limits(settings, clients),
@@ -216,6 +219,8 @@ def reconciliation(settings: Settings, clients: Clients = client) -> Reconciliat
 
 
 def build_reservation_sync(settings: Settings, clients: Clients = client) -> ReservationSync:
+    from capacity_launcher.service.reservation_sync import ReservationSync
+
     return ReservationSync(
         config=config_store(settings, clients),
         ec2=CapacityReservations(clients("ec2")),
@@ -236,6 +241,10 @@ def build_reservation_sync(settings: Settings, clients: Clients = client) -> Res
 def quota_sync(settings: Settings, clients: Clients = client) -> QuotaSync:
     """The sync's quota share: reclaims due, quota usage recount, the status `get quotas` reads.
     A reclaimed instance is released through the instance events' own gated path."""
+    from capacity_launcher.adapters.quota_statuses import QuotaStatuses
+    from capacity_launcher.service.quota_reclaim import ReclaimEnforcement
+    from capacity_launcher.service.quota_sync import QuotaSync
+
     config = config_store(settings, clients)
     limits = pool_limits(settings, clients)
     return QuotaSync(
@@ -256,6 +265,8 @@ def quota_sync(settings: Settings, clients: Clients = client) -> QuotaSync:
 
 
 def build_instance_events(settings: Settings, clients: Clients = client) -> InstanceEvents:
+    from capacity_launcher.service.instance_events import InstanceEvents
+
     return InstanceEvents(
         items=instance_records(settings, clients),
         limits=pool_limits(settings, clients),
