@@ -251,7 +251,7 @@ def test_a_pool_with_no_offering_now_passes_the_request_on(cloud, subnets, image
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert record.node_pool == "general"
     (why,) = passed_over(record)
-    assert why.startswith("nodePool reserved-only: requirements: no instance type")
+    assert why.startswith("nodePool reserved-only: no reservation node class")
 
 
 def test_a_request_naming_no_pool_falls_back_even_when_coalesced_with_one_naming_it(
@@ -263,7 +263,7 @@ def test_a_request_naming_no_pool_falls_back_even_when_coalesced_with_one_naming
     cloud.send(launch_request("names-it", nodePool="reserved-only"), launch_request("names-none"))
     # Then the one that named it gets that pool's answer, and the other still falls back
     named = cloud.record("names-it")
-    assert named is not None and named.status is RequestStatus.REJECTED, named.to_detail()
+    assert named is not None and named.status is RequestStatus.FAILED, named.to_detail()
     assert named.node_pool == "reserved-only" and named.errors[-1].code == "NoOffering"
     record = cloud.record("names-none")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()

@@ -263,12 +263,17 @@ class Launcher:
             self._reject_all(stay, report, ErrorDetail(code="LimitExceeded", message=never))
             return
         if not candidates and not candidates.skipped:
-            # Nothing matches at all (as opposed to: matches, but is full or dry right now), for
-            # example a reserved-only pool before its reservation is active: a request that named
-            # no pool tries the next one.
+            # Nothing matches at all (as opposed to: matches, but is full or dry right now): a
+            # request that named no pool tries the next one. In a reserved-only pool that is no
+            # fault of the request (no reservation is active now, as far as anyone has looked):
+            # it fails, saying when reservations were last looked at; otherwise it is Rejected.
             message = _no_offering(lead, subnets)
+            status = RequestStatus.REJECTED
+            if set(_capacity_types(lead)) == {RESERVED}:
+                message = _no_reservation(lead, self._p.reservations.as_of(lead.node_class))
+                status = RequestStatus.FAILED
             stay = self._fall_back(progress, report, message)
-            self._reject_all(stay, report, ErrorDetail(code="NoOffering", message=message))
+            self._reject_all(stay, report, ErrorDetail(code="NoOffering", message=message), status)
             return
         inflexible = flexibility_shortfall(
             lead.requirements, [*candidates.on_demand, *candidates.spot], candidates.instance_types
@@ -808,14 +813,11 @@ class Launcher:
         requirements = lead.requirements
         pinned = _pinned_instance_types(requirements)
         types: list[InstanceTypeInfo] = self._p.catalog.offered(subnets.keys(), pinned)
-        capacity_types = requirements.allowed_values(
-            CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types()
-        )
         return find_candidates(
             requirements,
             types,
             subnets.keys(),
-            capacity_types,  # type: ignore[arg-type]
+            _capacity_types(lead),  # type: ignore[arg-type]
             sources,
             image_platform=image_platform or LINUX,
             named_reservations=selection_of(lead.node_class).named_ids(),
@@ -967,6 +969,24 @@ def _no_offering(lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> str:
     return (
         f"requirements: no instance type, zone and capacity type of node pool "
         f"{lead.pool.metadata.name} matches in the node class's zones {sorted(subnets)}"
+    )
+
+
+def _capacity_types(lead: Prepared) -> list[str]:
+    """The capacity types the pool allows, narrowed by the request."""
+    return lead.requirements.allowed_values(CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types())
+
+
+def _no_reservation(lead: Prepared, as_of: float | None) -> str:
+    when = (
+        datetime.fromtimestamp(as_of, UTC).isoformat(timespec="seconds")
+        if as_of is not None
+        else "never"
+    )
+    return (
+        f"no reservation node class {lead.node_class.metadata.name} selects is active in the "
+        f"request's zones and instance types, as of the last look at reservations ({when}); "
+        f"node pool {lead.pool.metadata.name} allows reserved capacity only"
     )
 
 

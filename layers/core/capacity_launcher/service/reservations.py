@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.reservations import (
+    ACTIVE,
     ANYWHERE,
     ReservationScope,
     ReservationSelection,
@@ -27,6 +29,18 @@ from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
+# When the last sync found no active reservation a request could use, a launcher asks EC2 itself
+# (a reservation created since the sync), at most once per NodeClass selection per this many
+# seconds: a burst of such requests in one container makes one look, not one each.
+RECHECK_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What EC2 described for one selection, and when (this launcher's own look)."""
+
+    at: float
+    sources: list[ReservationSource]
 
 
 class ReservationProvider:
@@ -41,6 +55,8 @@ class ReservationProvider:
         self._snapshots = snapshots
         self._ec2 = ec2
         self._clock = clock
+        self._looks: dict[tuple[str, ...], _Look] = {}
+        self._as_of: dict[tuple[str, ...], float] = {}
 
     def sources(
         self, node_class: NodeClass, scope: ReservationScope = ANYWHERE
@@ -59,10 +75,22 @@ class ReservationProvider:
         members = {k: c.members_in(scope, named) for k, c in coverage.items()}
         stored, invalid = self._snapshots.snapshots([m for ms in members.values() for m in ms])
         known = {k: s.snapshot for k, s in stored.items()}
+        key = tuple(needed)
         if covered(needed, coverage, invalid, self._clock()):
-            return selection.resolve(known, members)
-        # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
-        live = self._live(selection)
+            synced = selection.resolve(known, members)
+            synced_at = min(c.synced_at for c in coverage.values())
+            self._as_of[key] = synced_at
+            if _any_active(synced, scope):
+                return synced
+            # The sync saw nothing this request could use: one created since is not seen yet.
+            looked = self._recheck(selection, synced_at)
+            if looked is None:
+                return synced
+            live = looked
+        else:
+            # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
+            live = self._live(selection)
+            self._as_of[key] = self._clock()
         unread = {
             r.reservation_id
             for s in live
@@ -74,6 +102,27 @@ class ReservationProvider:
                 k: s.snapshot for k, s in self._snapshots.snapshots(sorted(unread))[0].items()
             }
         return [with_flags(s, known) for s in live]
+
+    def as_of(self, node_class: NodeClass) -> float | None:
+        """When what `sources` last returned for this NodeClass was read from EC2 (epoch seconds:
+        the last sync's, or this launcher's own look), None before any; no read."""
+        return self._as_of.get(tuple(selection_of(node_class).coverage_keys()))
+
+    def _recheck(
+        self, selection: ReservationSelection, synced_at: float
+    ) -> list[ReservationSource] | None:
+        """EC2's view of `selection` when it is newer than the sync's, looking again only once
+        per `RECHECK_SECONDS`; None when the sync has looked since (its snapshots are better)."""
+        key = tuple(selection.coverage_keys())
+        now = self._clock()
+        look = self._looks.get(key)
+        if look is None or now - look.at >= RECHECK_SECONDS:
+            look = _Look(now, self._live(selection))
+            self._looks[key] = look
+        if look.at < synced_at:
+            return None
+        self._as_of[key] = look.at
+        return look.sources
 
     def _live(self, selection: ReservationSelection) -> list[ReservationSource]:
         """The selection resolved against what EC2 describes now."""
@@ -122,6 +171,14 @@ class ReservationProvider:
         for reservation_id, count in sorted(launched.items()):
             if count > 0 and not self._snapshots.take(reservation_id, count):
                 self._snapshots.empty(reservation_id)
+
+
+def _any_active(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:
+    return any(
+        r.state == ACTIVE and scope.admits((r.instance_type, r.zone))
+        for s in sources
+        for r in s.reservations
+    )
 
 
 def _by_id(reservations: Sequence[ReservationSnapshot]) -> dict[str, ReservationSnapshot]:

@@ -1,0 +1,78 @@
+"""A reservation created after the last sync (red team, 2026-11-23): the launcher looks at EC2
+itself when the sync saw nothing a request could use, a bounded number of times, and a
+reserved-only request that still finds none fails, never Rejected (DESIGN "Status")."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from capacity_launcher.domain.status import RequestStatus
+from tests.integration.test_launch_into_reservations import reserve, setup_pool
+from tests.integration.test_reservation_sync import sync
+from tests.support.cloud import Cloud, launch_request
+
+ML = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+
+
+def reserved_only_pool_by_tag(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
+    """A reserved-only pool selecting reservations tagged team=ml, synced while none existed."""
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        selector_terms=[{"tags": {"team": "ml"}}],
+        capacity_types=("reserved",),
+    )
+    sync()
+
+
+def test_a_reservation_created_after_the_last_sync_is_not_a_reason_to_reject(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a reserved-only pool selecting reservations by tag, synced while none existed
+    reserved_only_pool_by_tag(cloud, subnets, image)
+    # When the team's reservation is created, and a request follows before the next sync
+    wanted = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    cloud.send(launch_request("r-fresh", nodePool="general", count=1))
+    # Then the request is not Rejected: it is valid (DESIGN "Status": Rejected is for a request
+    # that is itself invalid, and is never retried); here it is served at once
+    record = cloud.record("r-fresh")
+    assert record is not None and record.status is not RequestStatus.REJECTED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [wanted], record.to_detail()
+
+
+def test_a_reserved_only_request_with_no_reservation_fails_saying_when_it_was_looked_at(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a reserved-only pool whose selector matches no reservation at all
+    reserved_only_pool_by_tag(cloud, subnets, image)
+    # When a request names it
+    handed_back = cloud.send(launch_request("r-none", nodePool="general", count=1))
+    # Then it fails (valid, but nothing to launch into now), is not retried, and says why and when
+    assert handed_back == []
+    record = cloud.record("r-none")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    (error,) = record.errors
+    assert error.code == "NoOffering"
+    assert "no reservation" in error.message and "as of the last look" in error.message
+    assert "never" not in error.message, error.message
+
+
+def test_a_burst_finding_no_reservation_asks_ec2_once_per_container(
+    cloud: Cloud, subnets: dict[str, str], image: str, ec2_calls: Counter[str]
+) -> None:
+    # Given a reserved-only pool whose selector matches nothing, as the last sync saw
+    reserved_only_pool_by_tag(cloud, subnets, image)
+    before = ec2_calls["DescribeCapacityReservations"]
+    # When a burst of requests arrives, in several batches of one container
+    bodies: list[Any] = [launch_request(f"burst-{i}", nodePool="general") for i in range(12)]
+    for start in range(0, len(bodies), 4):
+        cloud.send(*bodies[start : start + 4])
+    # Then the container looked at EC2 once for the pool's one selector term, not once a request
+    assert ec2_calls["DescribeCapacityReservations"] - before == 1
+    # And another container looks once too (the bound is per container)
+    cloud.send(launch_request("burst-other", nodePool="general"), batch=cloud.fresh_batch())
+    assert ec2_calls["DescribeCapacityReservations"] - before == 2
+    statuses = {cloud.record(f"burst-{i}").status for i in range(12)}  # type: ignore[union-attr]
+    assert statuses == {RequestStatus.FAILED}

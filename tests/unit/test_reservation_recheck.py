@@ -1,0 +1,117 @@
+"""ReservationProvider's own look at EC2 when the sync's coverage reaches no active reservation:
+bounded per selection, and given up for the sync's snapshots once the sync has looked since."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capacity_launcher.domain.config import (
+    CapacityReservationSelectorTerm,
+    NodeClass,
+    parse_document,
+)
+from capacity_launcher.domain.reservations import (
+    Coverage,
+    ReservationSnapshot,
+    StoredReservation,
+    selector_key,
+)
+from capacity_launcher.service.reservations import RECHECK_SECONDS, ReservationProvider
+from tests.support.cloud import node_class
+
+TERM = {"tags": {"team": "ml"}}
+KEY = selector_key(CapacityReservationSelectorTerm.model_validate(TERM))
+
+
+def ml(reservation_id: str, state: str = "active") -> ReservationSnapshot:
+    return ReservationSnapshot(
+        reservation_id, "m5.large", "us-east-1a", state, 2, 2, tags={"team": "ml"}
+    )
+
+
+class Store:
+    """Coverage and snapshots as the sync left them."""
+
+    def __init__(self) -> None:
+        self.coverage_items: dict[str, Coverage] = {}
+        self.stored: dict[str, StoredReservation] = {}
+
+    def coverage(self, keys: Any) -> dict[str, Coverage]:
+        return {k: self.coverage_items[k] for k in keys if k in self.coverage_items}
+
+    def snapshots(self, ids: Any) -> tuple[dict[str, StoredReservation], set[str]]:
+        return {i: self.stored[i] for i in ids if i in self.stored}, set()
+
+
+class Ec2:
+    """EC2 now: what a selector term matches, and how often it was asked."""
+
+    def __init__(self) -> None:
+        self.reservations: list[ReservationSnapshot] = []
+        self.looks = 0
+
+    def matching(self, term: CapacityReservationSelectorTerm) -> list[ReservationSnapshot]:
+        self.looks += 1
+        return list(self.reservations)
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def setup(synced_at: float = 1000.0) -> tuple[Store, Ec2, Clock, ReservationProvider, NodeClass]:
+    store, ec2, clock = Store(), Ec2(), Clock(synced_at + 5)
+    store.coverage_items[KEY] = Coverage(KEY, synced_at)  # the sync matched nothing
+    provider = ReservationProvider(store, ec2, clock)  # type: ignore[arg-type]
+    document = node_class("ml", ["subnet-1"], "ami-1", capacityReservationSelectorTerms=[TERM])
+    parsed = parse_document(document)
+    assert isinstance(parsed, NodeClass)
+    return store, ec2, clock, provider, parsed
+
+
+def reached(provider: ReservationProvider, nc: NodeClass) -> list[str]:
+    return [r.reservation_id for s in provider.sources(nc) for r in s.reservations]
+
+
+def test_a_reservation_ec2_has_since_the_sync_is_found_with_one_look_for_many_requests() -> None:
+    _, ec2, clock, provider, nc = setup()
+    ec2.reservations = [ml("cr-new")]
+    for _ in range(5):
+        assert reached(provider, nc) == ["cr-new"]
+        clock.now += 1
+    assert ec2.looks == 1
+    assert provider.as_of(nc) == 1005.0  # the look, newer than the sync
+
+
+def test_it_looks_again_only_after_the_recheck_interval() -> None:
+    _, ec2, clock, provider, nc = setup()
+    assert reached(provider, nc) == []
+    clock.now += RECHECK_SECONDS - 1
+    assert reached(provider, nc) == [] and ec2.looks == 1
+    ec2.reservations = [ml("cr-later")]
+    clock.now += 1
+    assert reached(provider, nc) == ["cr-later"] and ec2.looks == 2
+
+
+def test_once_the_sync_has_looked_since_its_snapshots_win_until_the_interval_passes() -> None:
+    store, ec2, clock, provider, nc = setup()
+    ec2.reservations = [ml("cr-gone")]
+    assert reached(provider, nc) == ["cr-gone"]
+    # The sync runs after the look and finds it no longer active (it expired)
+    store.coverage_items[KEY] = Coverage(KEY, clock.now + 1)
+    clock.now += 2
+    assert reached(provider, nc) == [] and ec2.looks == 1
+    assert provider.as_of(nc) == clock.now - 1
+
+
+def test_an_active_reservation_in_the_snapshots_never_makes_a_look() -> None:
+    store, ec2, _, provider, nc = setup()
+    store.coverage_items[KEY] = Coverage(
+        KEY, 1000.0, ("cr-1",), {"cr-1": ("m5.large", "us-east-1a")}
+    )
+    store.stored["cr-1"] = StoredReservation(ml("cr-1"))
+    assert reached(provider, nc) == ["cr-1"] and ec2.looks == 0
