@@ -19,9 +19,10 @@ from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota
 from tests.integration.test_accounting import deliver, usage
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
-from tests.support.cloud import Cloud, launch_request
+from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
 
 POOL = "general"
+SPARE = "spare"
 ONE = Resources(cpu=2, memory_mib=8192, gpu=0, instances=1)  # what an m5.large is counted for
 
 
@@ -170,3 +171,91 @@ def test_a_gang_short_of_min_count_gives_its_quota_back(pool: Cloud) -> None:
     assert "MinCountNotMet" in [e.code for e in record.errors]
     # Then the lease is settled to nothing: neither the pool nor the quota counts the gang
     assert (used("team-a"), usage()) == (0, 0)
+
+
+def spare_below(cloud: Cloud, **spare_spec: Any) -> None:
+    """`general` (weight 10, the pool quotas name) over `spare` (weight 1), one class, both
+    on-demand m5.large: a request naming no pool tries `general` first."""
+    requirements = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(
+        node_pool(
+            POOL, "standard", weight=10, requirements=requirements, limits={"instances": "10"}
+        ),
+        node_pool(SPARE, "standard", weight=1, requirements=requirements, **spare_spec),
+    )
+
+
+def passed_over(record: Any) -> list[str]:
+    return [e.message for e in record.errors if e.code == "NodePoolPassedOver"]
+
+
+def test_a_request_naming_no_pool_refused_by_its_quota_is_served_by_the_next_pool(
+    pool: Cloud,
+) -> None:
+    # Given the heaviest pool is named by team-a's quota of 1, and a lighter pool by none
+    spare_below(pool)
+    pool.apply(quota("team-a", "1"))
+    pool.events()
+    # When team-a asks for a gang of 2 naming no pool
+    pool.send(launch_request("over-no-pool", count=2, minCount=2, requester="team-a"))
+    # Then the lighter pool serves it, and the record says why the heavier one did not
+    record = pool.record("over-no-pool")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert (record.node_pool, record.launched) == (SPARE, 2)
+    assert [e.code for e in record.errors] == ["NodePoolPassedOver"]
+    assert passed_over(record) == [
+        "nodePool general: CapacityQuota team-a: NodePool general, instances: "
+        "over nominalQuota 1: using 0, asking 2"
+    ]
+    assert [e["detail-type"] for e in pool.events()] == ["Launch Fulfilled"]
+    # and nothing is counted in the refusing pool or its quota
+    assert (used("team-a"), usage()) == (0, 0)
+
+
+def test_a_requester_no_quota_covers_goes_on_to_a_pool_no_quota_names(pool: Cloud) -> None:
+    spare_below(pool)
+    pool.apply(quota("team-a", "4"))
+
+    pool.send(launch_request("stranger-no-pool", requester="team-z"))
+    pool.send(launch_request("anonymous-no-pool"))
+
+    for request_id in ("stranger-no-pool", "anonymous-no-pool"):
+        record = pool.record(request_id)
+        assert record is not None and record.status is RequestStatus.FULFILLED, record
+        assert record.node_pool == SPARE
+        (why,) = passed_over(record)
+        assert why.startswith("nodePool general: no CapacityQuota: NodePool general: ")
+
+
+def test_a_request_every_compatible_pool_refuses_fails_naming_each(pool: Cloud) -> None:
+    # Given team-a's quota names both pools, and covers neither requester below
+    spare_below(pool)
+    team_a = quota("team-a", "4")
+    flavors = team_a["spec"]["resourceGroups"][0]["flavors"]
+    flavors.append({"name": SPARE, "resources": [{"name": "instances", "nominalQuota": "4"}]})
+    pool.apply(team_a)
+    pool.events()
+    # When a requester no quota covers names no pool
+    pool.send(launch_request("refused-everywhere", requester="team-z"))
+    # Then it fails with the last pool's refusal, having passed over the first
+    record = pool.record("refused-everywhere")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    assert record.node_pool == SPARE
+    assert [e.code for e in record.errors] == ["NodePoolPassedOver", "QuotaExceeded"]
+    assert passed_over(record)[0].startswith("nodePool general: no CapacityQuota: NodePool general")
+    assert record.errors[-1].message.startswith("no CapacityQuota: NodePool spare: ")
+    assert [e["detail-type"] for e in pool.events()] == ["Launch Failed"]
+    assert pool.managed_instances() == []
+
+
+def test_a_request_naming_its_pool_is_not_passed_on_when_its_quota_refuses(pool: Cloud) -> None:
+    spare_below(pool)
+    pool.apply(quota("team-a", "1"))
+
+    pool.send(launch_request("named-over", nodePool=POOL, count=2, minCount=2, requester="team-a"))
+
+    record = pool.record("named-over")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    assert record.node_pool == POOL
+    assert [e.code for e in record.errors] == ["QuotaExceeded"]
+    assert pool.managed_instances() == []

@@ -27,7 +27,7 @@ from capacity_launcher_cli.quota_commands import get_quotas
 from moto_capacity.clock import CLOCK
 from tests.integration.test_accounting import deliver, usage
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
-from tests.integration.test_quota_admission import quota, used
+from tests.integration.test_quota_admission import passed_over, quota, spare_below, used
 from tests.integration.test_quota_status import _Deployment, _listing, _totals
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
@@ -145,6 +145,57 @@ def test_a_lender_reclaims_lent_quota_and_the_borrowed_instance_is_terminated_on
     again = pool.record("a-2")
     assert again is not None and again.status is RequestStatus.FULFILLED
     assert (used("team-a"), used("team-b"), usage()) == (1, 2, 3)
+
+
+def test_a_lender_another_pool_serves_requests_no_reclaim(pool: Cloud) -> None:
+    # Given team-b borrowing all of team-a's quota in the heaviest pool, and a lighter pool
+    # no quota names
+    spare_below(pool)
+    pool.apply(*lender_and_borrower("LowerPriority"))
+    b_instances = borrow_all_of_team_a(pool)
+    pool.events()
+    # When team-a asks for 1 instance naming no pool
+    pool.send(launch_request("a-elsewhere", requester="team-a"))
+    # Then the lighter pool serves it, passing over the heaviest for its quota
+    record = pool.record("a-elsewhere")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "spare"
+    (why,) = passed_over(record)
+    assert why.startswith("nodePool general: CapacityQuota team-a: NodePool general, instances: ")
+    # and no reclaim is requested: nothing borrowed is taken back
+    assert [e["detail-type"] for e in pool.events()] == ["Launch Fulfilled"]
+    assert QuotaReclaims(get_settings().state_table_name).get("team-a", POOL) is None
+    moto_capacity.advance_clock(GRACE_SECONDS + 1)
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == []
+    assert set(b_instances) <= {i["InstanceId"] for i in pool.managed_instances()}
+
+
+def test_a_lender_every_pool_refuses_requests_the_reclaim_of_the_first(pool: Cloud) -> None:
+    # Given team-a's quota lent out in the heaviest pool, and the lighter pool full
+    spare_below(pool, limits={"instances": "1"})
+    pool.apply(*lender_and_borrower("LowerPriority"))
+    b_instances = borrow_all_of_team_a(pool)
+    pool.send(launch_request("fills-spare", nodePool="spare"))
+    pool.events()
+    # When team-a asks for 1 instance naming no pool
+    pool.send(launch_request("a-nowhere", requester="team-a"))
+    # Then it fails in the last pool, naming the first's refusal with the reclaim it requested
+    record = pool.record("a-nowhere")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    assert record.node_pool == "spare"
+    assert [e.code for e in record.errors] == ["NodePoolPassedOver", "LimitExceeded"]
+    (why,) = passed_over(record)
+    assert why.startswith(
+        "nodePool general: CapacityQuota team-a: NodePool general, instances: nominal quota is "
+        "lent out in cohort research: 1 must be reclaimed first; reclaim reclaim-"
+    ), why
+    assert f"requested: {b_instances[-1]} to be released by " in why
+    events = pool.events()
+    assert sorted(e["detail-type"] for e in events) == [RECLAIM_REQUESTED, "Launch Failed"]
+    reclaim = next(e["detail"] for e in events if e["detail-type"] == RECLAIM_REQUESTED)
+    assert (reclaim["nodePool"], reclaim["requestId"]) == (POOL, "a-nowhere")
+    assert reclaim["reclaimId"] in why
 
 
 def test_a_reclaim_released_by_its_borrower_closes_without_terminating(pool: Cloud) -> None:

@@ -51,9 +51,10 @@ ZONE = "topology.kubernetes.io/zone"
 CPU = "karpenter.k8s.aws/instance-cpu"
 SUCCEEDED = ("Fulfilled", "PartiallyFulfilled")
 # A pool's answers that pass a request naming no pool on to the next (docs/placement.md): its
-# limits, no offering it could launch now (issue 15: "at its limit or dry"), and a NodeClass it
-# refers to that is missing or no longer valid (resolve_next skips such a pool).
-FALLS_BACK = ("LimitExceeded", "NoOffering", "UnknownNodeClass", "InvalidNodeClass")
+# limits, its quota (as Kueue tries the next flavor), no offering it could launch now (issue 15:
+# "at its limit or dry"), and a NodeClass it refers to that is missing or no longer valid
+# (resolve_next skips such a pool).
+FALLS_BACK = ("LimitExceeded", QUOTA_EXCEEDED, "NoOffering", "UnknownNodeClass", "InvalidNodeClass")
 
 
 def _requirements(document_or_body: dict[str, Any]) -> dict[str, set[str]]:
@@ -373,8 +374,8 @@ class CapacityInvariants:
             )
 
     def _tries_every_pool(self, request: Request, record: dict[str, Any]) -> None:
-        """A request naming no pool that a pool could not take because of its limits or its
-        offerings goes on to the next compatible pool; only the last one's answer stands."""
+        """A request naming no pool that a pool could not take because of its limits, its quota
+        or its offerings goes on to the next compatible pool; only the last one's answer stands."""
         body = request.body or {}
         pools = request.pools_at_end
         errors = record.get("errors") or []

@@ -107,6 +107,9 @@ class _Progress:
     launching: bool = False
     # Its Waiting record, when an earlier delivery put it to wait for scheduled capacity.
     waited: RequestRecord | None = None
+    # The first quota refusal a reclaim could answer: asked for only if the request ends with
+    # no instance (another pool may still serve it).
+    reclaim: QuotaExceeded | None = None
 
     @property
     def request(self) -> LaunchRequest:
@@ -304,14 +307,11 @@ class Launcher:
                     requester=item.request.requester,
                 )
             except QuotaExceeded as refused:
-                # Its quota governs this pool: it fails here, no fallback to another pool. When
-                # its own nominal quota is lent out, a reclaim is requested and named.
-                message = str(refused)
-                if refused.reclaim and self._p.reclaims is not None:
-                    message += self._p.reclaims.request(
-                        refused, item.request.request_id, item.request.requester
-                    )
-                item.errors.append(ErrorDetail(code=refused.code, message=message))
+                # Like a flavor in Kueue, a pool its quota refuses passes it on as one at its
+                # limits does; a reclaim waits for the request's end (`_finish`).
+                item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
+                if refused.reclaim and item.reclaim is None:
+                    item.reclaim = refused
                 continue
             if item.granted == 0 and item.request.request_id not in replayed:
                 item.errors.append(
@@ -328,10 +328,9 @@ class Launcher:
             and not p.settled
             and p.prepared.alternatives
             and p.request.request_id not in replayed
-            and p.errors[-1].code != QuotaExceeded.code
         ]
         if full:
-            stay = self._fall_back(full, report, full[0].errors[-1].message)
+            stay = self._fall_back(full, report)
             progress = [p for p in progress if p not in full or p in stay]
         active = [
             p for p in progress if p.granted > 0 or p.settled or p.request.request_id in replayed
@@ -512,12 +511,13 @@ class Launcher:
         )
 
     def _fall_back(
-        self, items: Sequence[_Progress], report: LaunchReport, why: str
+        self, items: Sequence[_Progress], report: LaunchReport, why: str | None = None
     ) -> list[_Progress]:
         """Requests that named no pool try the next compatible one by weight, as Karpenter does;
         returns those that have none (a request that named this pool, coalesced with them, or
         the last compatible pool's), whose answer is this pool's. Nothing was leased or launched
-        for them in this pool."""
+        for them in this pool. `why`: this pool's answer to all; without it, each one's last
+        error (its limits or its quota)."""
         stay: list[_Progress] = []
         following = []
         for item in items:
@@ -529,11 +529,12 @@ class Launcher:
             passed_over.append(
                 ErrorDetail(
                     code=POOL_PASSED_OVER,
-                    message=f"nodePool {item.prepared.pool.metadata.name}: {why}",
+                    message=f"nodePool {item.prepared.pool.metadata.name}: "
+                    f"{why or item.errors[-1].message}",
                 )
             )
             notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
-            following.append(_Progress(nxt, errors=[*passed_over, *notes]))
+            following.append(_Progress(nxt, errors=[*passed_over, *notes], reclaim=item.reclaim))
         for group in _by_pool(following):
             self._serve_or_give_back(group, report, [])
         return stay
@@ -546,7 +547,10 @@ class Launcher:
         status: RequestStatus = RequestStatus.REJECTED,
     ) -> None:
         for item in progress:
-            report.records[item.request.request_id] = self._finish(item, [], [], status, [error])
+            passed_over = [e for e in item.errors if e.code == POOL_PASSED_OVER]
+            report.records[item.request.request_id] = self._finish(
+                item, [], [], status, [*passed_over, error]
+            )
 
     # -- one attempt --------------------------------------------------------------------------
 
@@ -787,6 +791,8 @@ class Launcher:
         reservations: Mapping[str, ReservationSnapshot] | None = None,
     ) -> RequestRecord:
         request = item.request
+        if item.reclaim is not None and not landings:
+            errors = self._request_reclaim(item, item.reclaim, errors)
         record = RequestRecord(
             request_id=request.request_id,
             node_pool=item.prepared.pool.metadata.name,
@@ -802,6 +808,20 @@ class Launcher:
         )
         self._p.records.put_record(record)
         return record
+
+    def _request_reclaim(
+        self, item: _Progress, refused: QuotaExceeded, errors: Sequence[ErrorDetail]
+    ) -> list[ErrorDetail]:
+        """The request ends with nothing, refused where its own nominal quota is lent out: ask
+        for it back, and name the reclaim in that pool's error (docs/quotas.md, Reclaim)."""
+        if self._p.reclaims is None:
+            return list(errors)
+        note = self._p.reclaims.request(refused, item.request.request_id, item.request.requester)
+        refusal = str(refused)
+        return [
+            ErrorDetail(code=e.code, message=e.message + note) if e.message.endswith(refusal) else e
+            for e in errors
+        ]
 
     def _candidates(
         self,
