@@ -25,6 +25,7 @@ from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
     LaunchFailed,
     QuotaExceeded,
+    UnknownRequirementValues,
     classify,
     retryable_error,
 )
@@ -230,7 +231,15 @@ class Launcher:
         sources: list[ReservationSource] = self._p.reservations.sources(
             lead.node_class, _scope(lead.requirements, subnets)
         )
-        candidates = self._candidates(lead, subnets, sources, platform)
+        try:
+            candidates = self._candidates(lead, subnets, sources, platform)
+        except UnknownRequirementValues as unknown:
+            # A name EC2 does not know (a typo): bad input, never retried; a request that named
+            # no pool tries the next one (this pool's own requirements may be the ones naming it).
+            message = _unknown_values(lead, unknown)
+            stay = self._fall_back(progress, report, message)
+            self._reject_all(stay, report, ErrorDetail(code=unknown.code, message=message))
+            return
         for mismatch in candidates.platform_mismatches:
             # The NodeClass names a reservation its image can never use: say so on the record.
             error = ErrorDetail(code=PLATFORM_MISMATCH, message=mismatch.message(lead.node_class))
@@ -944,6 +953,19 @@ def _missing_reservations(
         )
         for field, reservation_id in selection_of(lead.node_class).missing(sources)
     ]
+
+
+def _unknown_values(lead: Prepared, unknown: UnknownRequirementValues) -> str:
+    """Which document names the unknown values (the request's requirements, else its pool's)."""
+    mine = {v for r in lead.request.requirements if r.key == unknown.key for v in r.values} & set(
+        unknown.values
+    )
+    where = "requirements" if mine else f"NodePool {lead.pool.metadata.name} spec.requirements"
+    names = ", ".join(unknown.values)
+    return (
+        f"{where}: {unknown.key}: {names}: does not exist in EC2 ({unknown.code}); "
+        "values must name existing instance types"
+    )
 
 
 def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:
