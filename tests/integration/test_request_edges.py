@@ -4,6 +4,7 @@ NodeClass naming a reservation that does not exist, and an instance type that do
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import moto_capacity
@@ -215,10 +216,10 @@ def test_a_request_naming_an_unknown_instance_type_ends_with_a_status_naming_the
 
 
 def test_a_node_pool_naming_an_unknown_instance_type_rejects_with_a_status_naming_it(
-    cloud: Cloud, subnets: dict[str, str], image: str
+    cloud: Cloud, subnets: dict[str, str], image: str, ec2_calls: Counter[str]
 ) -> None:
-    # Given a pool whose requirements name one real and one unknown instance type
-    setup_pool(cloud, subnets, image, types=("m5.large", "m5.nonsense"))
+    # Given a pool whose requirements name one real and two unknown instance types
+    setup_pool(cloud, subnets, image, types=("m5.large", "m5.nonsense", "m5.typo"))
     # When a request that narrows nothing asks it for an instance
     handed_back = cloud.send(launch_request("pool-typo", nodePool="general"))
     # Then it is Rejected, not retried, naming the pool's field and only the unknown value
@@ -229,4 +230,6 @@ def test_a_node_pool_naming_an_unknown_instance_type_rejects_with_a_status_namin
     (error,) = record.errors
     assert error.code == "InvalidInstanceType", error
     assert error.message.startswith("NodePool general spec.requirements: "), error
-    assert "node.kubernetes.io/instance-type: m5.nonsense: does not exist" in error.message, error
+    assert "node.kubernetes.io/instance-type: m5.nonsense, m5.typo: does not exist" in error.message
+    # (found by asking alone only the names no zone offers: the call for all three, then two)
+    assert ec2_calls["DescribeInstanceTypes"] == 3, ec2_calls
