@@ -13,15 +13,18 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from local_cloud.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import (
     ZONE,
+    available,
     expire_idempotency_claims,
+    group_of,
     reserve,
     setup_pool,
 )
-from tests.support.cloud import Cloud, launch_request
+from tests.integration.test_reservation_sync import ice_keys, snapshot, sync
+from tests.support.cloud import Cloud, capacity_type, launch_request
 
 OTHER_ZONE = "us-east-1b"
 
@@ -97,6 +100,30 @@ def test_expired_cache_items_are_ignored(cloud, subnets, image, fleet_inputs):
     assert record is not None and record.status is RequestStatus.FULFILLED
 
 
+def competitor_takes_before_the_next_fleet(
+    image: str, reservation: str, count: int, zone: str = ZONE
+) -> None:
+    """Just before the launcher's next CreateFleet, someone else launches `count` instances into
+    `reservation` (what the launcher read a moment ago is stale by then)."""
+    competitor = boto3.client("ec2", region_name="us-east-1")
+
+    def take(**_: object) -> None:
+        aws.client("ec2").meta.events.unregister("before-call.ec2.CreateFleet", take)
+        with outside_functions():  # the competitor's launch is not the launcher's call
+            competitor.run_instances(
+                ImageId=image,
+                InstanceType="m5.large",
+                MinCount=count,
+                MaxCount=count,
+                Placement={"AvailabilityZone": zone},
+                CapacityReservationSpecification={
+                    "CapacityReservationTarget": {"CapacityReservationId": reservation}
+                },
+            )
+
+    aws.client("ec2").meta.events.register("before-call.ec2.CreateFleet", take)
+
+
 def test_reservation_running_out_mid_request_is_cached_and_the_rest_goes_on_demand(
     cloud, subnets, image
 ):
@@ -109,23 +136,7 @@ def test_reservation_running_out_mid_request_is_cached_and_the_rest_goes_on_dema
         image,
         reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
     )
-    competitor = boto3.client("ec2", region_name="us-east-1")
-
-    def take_one(**_: object) -> None:
-        aws.client("ec2").meta.events.unregister("before-call.ec2.CreateFleet", take_one)
-        with outside_functions():  # the competitor's launch is not the launcher's call
-            competitor.run_instances(
-                ImageId=image,
-                InstanceType="m5.large",
-                MinCount=1,
-                MaxCount=1,
-                Placement={"AvailabilityZone": ZONE},
-                CapacityReservationSpecification={
-                    "CapacityReservationTarget": {"CapacityReservationId": reservation}
-                },
-            )
-
-    aws.client("ec2").meta.events.register("before-call.ec2.CreateFleet", take_one)
+    competitor_takes_before_the_next_fleet(image, reservation, 1)
     # When 3 instances are requested
     cloud.send(launch_request("mid-1", nodePool="general", count=3))
     # Then EC2's refusal is cached as the reservation's key, and the rest went on-demand
@@ -222,6 +233,70 @@ def test_min_count_not_met_terminates_what_launched_and_fails(cloud, subnets, im
     assert cloud.managed_instances() == []
     usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
     assert usage.instances == 0
+
+
+def synced_group_of_two(cloud: Cloud, subnets: dict[str, str], image: str) -> tuple[str, str]:
+    """A pool targeting a group of two reservations of 2 (one per zone), synced."""
+    first, second = reserve(cloud, 2), reserve(cloud, 2, zone=OTHER_ZONE)
+    arn = group_of(cloud, first, second)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={
+            "capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}
+        },
+        zones=(ZONE, OTHER_ZONE),
+    )
+    sync()
+    return first, second
+
+
+def reserved_gang(cloud: Cloud, request_id: str, count: int) -> RequestRecord | None:
+    """A reserved-only gang of `count` (minCount = count) is sent; its record."""
+    requirements = [capacity_type("reserved")]
+    cloud.send(
+        launch_request(
+            request_id, nodePool="general", count=count, minCount=count, requirements=requirements
+        )
+    )
+    return cloud.record(request_id)
+
+
+def test_gang_rollback_in_a_group_does_not_leave_its_reservation_marked_dry(cloud, subnets, image):
+    # Given a group of two reservations of 2 each, in two zones, with the sync's snapshots
+    first, second = synced_group_of_two(cloud, subnets, image)
+    # When a reserved-only gang of 5 gets 4 from the group (EC2 answers
+    # ReservationCapacityExceeded for the fifth), misses minCount and is rolled back
+    gang = reserved_gang(cloud, "gang", 5)
+    assert gang is not None and any(e.code == "MinCountNotMet" for e in gang.errors), gang
+    assert gang.unavailable_offerings, gang.to_detail()
+    assert available(cloud, first) == 2 and available(cloud, second) == 2
+    # Then no worker is told the group's members are dry: the gang filled them itself, and
+    # every slot is free again (README "How it works" 5: reserved first)
+    assert not {f"reserved:{r}" for r in (first, second)} & ice_keys()
+    assert not snapshot(first).snapshot.exhausted and not snapshot(second).snapshot.exhausted
+    # And the next request lands in them, not on-demand
+    cloud.send(launch_request("after-gang", nodePool="general", count=4))
+    after = cloud.record("after-gang")
+    assert after is not None and after.status is RequestStatus.FULFILLED, after.to_detail()
+    assert {i.capacity_reservation_id for i in after.instances} == {first, second}
+
+
+def test_gang_rollback_keeps_a_reservation_it_landed_nothing_in_marked_dry(cloud, subnets, image):
+    # Given a group of two reservations of 2 each, in two zones, with the sync's snapshots, and
+    # a competitor that fills the second just before our CreateFleet
+    first, second = synced_group_of_two(cloud, subnets, image)
+    competitor_takes_before_the_next_fleet(image, second, 2, zone=OTHER_ZONE)
+    # When a reserved-only gang of 4 gets the first's 2, is refused in the second, and is
+    # rolled back
+    gang = reserved_gang(cloud, "gang-4", 4)
+    assert gang is not None and any(e.code == "MinCountNotMet" for e in gang.errors), gang
+    # Then the reservation EC2 refused without the gang in it stays dry for every worker; the
+    # one the gang alone filled is free again, and not marked
+    assert f"reserved:{second}" in ice_keys() and snapshot(second).snapshot.exhausted
+    assert f"reserved:{first}" not in ice_keys() and not snapshot(first).snapshot.exhausted
+    assert available(cloud, first) == 2
 
 
 def test_compatible_requests_in_one_batch_share_one_create_fleet(

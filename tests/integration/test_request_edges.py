@@ -1,16 +1,25 @@
-"""Edges a real producer hits: bodies sharing a requestId, tags a request may not override, and
-a NodeClass naming a reservation that does not exist."""
+"""Edges a real producer hits: bodies sharing a requestId, tags a request may not override, a
+NodeClass naming a reservation that does not exist, and an instance type that does not exist."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
-from tests.support.cloud import Cloud, launch_request
+from tests.support.cloud import (
+    Cloud,
+    capacity_type,
+    default_security_group,
+    instance_type,
+    launch_request,
+    node_class,
+    node_pool,
+)
 
 
 def refuse_the_next_record_put() -> None:
@@ -174,3 +183,53 @@ def test_an_invalid_bodys_rejection_is_not_published_when_its_record_put_was_ref
     record = cloud.record("bad-refused")
     assert record is not None and record.status is RequestStatus.REJECTED
     assert [e["detail-type"] for e in cloud.events()] == ["Launch Rejected"]
+
+
+def test_a_request_naming_an_unknown_instance_type_ends_with_a_status_naming_the_field(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool that does not pin instance types
+    cloud.apply(
+        node_class(
+            "open-types",
+            list(subnets.values()),
+            image,
+            securityGroupIds=[default_security_group(cloud.ec2)],
+        ),
+        node_pool("any-type", "open-types", requirements=[capacity_type("on-demand")]),
+    )
+    # When a request narrows it to an instance type that does not exist (a typo)
+    handed_back = cloud.send(
+        launch_request(
+            "typo-type", nodePool="any-type", requirements=[instance_type("m5.nonsense")]
+        )
+    )
+    # Then it is Rejected, not retried (DESIGN: bad input gets a clear error, nothing is retried
+    # forever), with an error naming the field, the unknown value and the rule
+    assert handed_back == []
+    record = cloud.record("typo-type")
+    assert record is not None and record.status is RequestStatus.REJECTED, record
+    assert cloud.managed_instances() == []
+    (error,) = record.errors
+    assert "node.kubernetes.io/instance-type" in error.message, record.to_detail()
+    assert "m5.nonsense" in error.message and "does not exist" in error.message, error
+
+
+def test_a_node_pool_naming_an_unknown_instance_type_rejects_with_a_status_naming_it(
+    cloud: Cloud, subnets: dict[str, str], image: str, ec2_calls: Counter[str]
+) -> None:
+    # Given a pool whose requirements name one real and two unknown instance types
+    setup_pool(cloud, subnets, image, types=("m5.large", "m5.nonsense", "m5.typo"))
+    # When a request that narrows nothing asks it for an instance
+    handed_back = cloud.send(launch_request("pool-typo", nodePool="general"))
+    # Then it is Rejected, not retried, naming the pool's field and only the unknown value
+    # (EC2 refuses the whole DescribeInstanceTypes for one unknown name: InvalidInstanceType)
+    assert handed_back == []
+    record = cloud.record("pool-typo")
+    assert record is not None and record.status is RequestStatus.REJECTED, record
+    (error,) = record.errors
+    assert error.code == "InvalidInstanceType", error
+    assert error.message.startswith("NodePool general spec.requirements: "), error
+    assert "node.kubernetes.io/instance-type: m5.nonsense, m5.typo: does not exist" in error.message
+    # (found by asking alone only the names no zone offers: the call for all three, then two)
+    assert ec2_calls["DescribeInstanceTypes"] == 3, ec2_calls

@@ -7,7 +7,7 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
-from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues, requirement_key
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 
 # Instance-type facts change with AWS launches, not minutes; offerings per zone change rarely.
@@ -35,7 +35,9 @@ class InstanceTypeCatalog:
         name_key = tuple(sorted(names)) if names is not None else None
         zones_by_type = self._offered.get_or_load(zone_key, lambda: self._load_offerings(zone_key))
         wanted = [n for n in (name_key or zones_by_type) if n in zones_by_type]
-        facts = self._types.get_or_load(name_key, lambda: self._load_types(name_key))
+        facts = self._types.get_or_load(
+            name_key, lambda: self._load_types(name_key, zones_by_type.keys())
+        )
         result = []
         for name in sorted(wanted):
             info = facts.get(name)
@@ -55,12 +57,38 @@ class InstanceTypeCatalog:
                     found.setdefault(offering["InstanceType"], set()).add(offering["Location"])
         return {name: frozenset(z) for name, z in found.items()}
 
-    def _load_types(self, names: tuple[str, ...] | None) -> dict[str, InstanceTypeInfo]:
+    def _load_types(
+        self, names: tuple[str, ...] | None, offered: Iterable[str] = ()
+    ) -> dict[str, InstanceTypeInfo]:
+        """Facts of `names` (every type when None); UnknownRequirementValues naming those EC2
+        does not know (it refuses the whole call for one unknown name)."""
+        try:
+            raw = self._describe(names)
+        except LaunchFailed as refused:
+            key = requirement_key(refused.code)
+            if key is None or not names:
+                raise
+            # A type offered in a zone exists: only the others can be the unknown ones.
+            maybe = [n for n in names if n not in set(offered)]
+            unknown = [n for n in maybe if self._unknown(n)] or list(names)
+            raise UnknownRequirementValues(refused.code, key, unknown, refused.reason) from refused
+        return {t["InstanceType"]: instance_type_info(t) for t in raw}
+
+    def _describe(self, names: Iterable[str] | None) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {"InstanceTypes": list(names)} if names else {}
         with aws_call("DescribeInstanceTypes", fatal=LaunchFailed):
             pages = self._ec2.get_paginator("describe_instance_types").paginate(**kwargs)
-            raw = [t for page in pages for t in page["InstanceTypes"]]
-        return {t["InstanceType"]: instance_type_info(t) for t in raw}
+            return [t for page in pages for t in page["InstanceTypes"]]
+
+    def _unknown(self, name: str) -> bool:
+        """Whether EC2 says this one instance type does not exist (asked alone)."""
+        try:
+            self._describe([name])
+        except LaunchFailed as refused:
+            if requirement_key(refused.code) is None:
+                raise
+            return True
+        return False
 
 
 def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:

@@ -144,6 +144,16 @@ def node_class_field(code: str, default: str | None = None) -> str | None:
     return NODE_CLASS_FIELDS.get(code, default if classify(code) is ErrorKind.FATAL else None)
 
 
+# What a request's (or NodePool's) requirements name that EC2 does not know, by the code saying
+# so: the request is Rejected naming the requirement key (redelivery cannot fix a name).
+REQUIREMENT_KEYS: Mapping[str, str] = {"InvalidInstanceType": "node.kubernetes.io/instance-type"}
+
+
+def requirement_key(code: str) -> str | None:
+    """The requirement key an error code blames, if the code is one that says a value is unknown."""
+    return REQUIREMENT_KEYS.get(code)
+
+
 def is_insufficient_capacity(code: str) -> bool:
     return code in INSUFFICIENT_CAPACITY_CODES
 
@@ -218,6 +228,17 @@ class RequirementsConflict(RequestRejected):
     ) -> None:
         super().__init__(reason, code)
         self.keys: tuple[str, ...] = tuple(keys)
+
+
+class UnknownRequirementValues(CapacityLauncherError):
+    """Values of a requirement that AWS says do not exist (an instance type with a typo): the
+    request naming them, or served by a NodePool naming them, is Rejected."""
+
+    def __init__(self, code: str, key: str, values: Sequence[str], message: str) -> None:
+        self.code = code
+        self.key = key
+        self.values: tuple[str, ...] = tuple(values)
+        super().__init__(message)
 
 
 class RequesterNotAllowed(RequestRejected):

@@ -25,6 +25,7 @@ from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
     LaunchFailed,
     QuotaExceeded,
+    UnknownRequirementValues,
     classify,
     retryable_error,
 )
@@ -127,6 +128,18 @@ class _Claim:
     reservation_id: str
     granted: int
     returned: bool = False
+
+
+@dataclass
+class _OwnFills:
+    """Dry marks of reservations that this serve's own instances filled, held back until the
+    requests are settled: a reservation a rolled-back gang filled has free slots again, so its
+    exhaustion was no evidence of dryness (README "How it works": the ICE cache holds dry ones)."""
+
+    # Reservation id -> its ICE-cache mark (key, code, message).
+    marks: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # Every instance this serve saw land, rolled back or not.
+    landings: list[InstanceLanding] = field(default_factory=list)
 
 
 @dataclass
@@ -236,7 +249,15 @@ class Launcher:
         sources: list[ReservationSource] = self._p.reservations.sources(
             lead.node_class, _scope(lead.requirements, subnets)
         )
-        candidates = self._candidates(lead, subnets, sources, platform)
+        try:
+            candidates = self._candidates(lead, subnets, sources, platform)
+        except UnknownRequirementValues as unknown:
+            # A name EC2 does not know (a typo): bad input, never retried; a request that named
+            # no pool tries the next one (this pool's own requirements may be the ones naming it).
+            message = _unknown_values(lead, unknown)
+            stay = self._fall_back(progress, report, message)
+            self._reject_all(stay, report, ErrorDetail(code=unknown.code, message=message))
+            return
         for mismatch in candidates.platform_mismatches:
             # The NodeClass names a reservation its image can never use: say so on the record.
             error = ErrorDetail(code=PLATFORM_MISMATCH, message=mismatch.message(lead.node_class))
@@ -341,6 +362,7 @@ class Launcher:
 
         observed: list[UnavailableOffering] = []
         seen: list[InstanceLanding] = []
+        own_fills = _OwnFills()
         attempt_number = max((i.attempt for i in intents), default=0)
         for intent in intents:
             _mark_launching(progress, intent)
@@ -402,7 +424,7 @@ class Launcher:
                 self._p.records.write_intent(intent)
                 result = self._run_intent(intent, report)
                 landings, dry = self._absorb(
-                    intent, result, active, observed, report, attempt, claim
+                    intent, result, active, observed, report, attempt, claim, own_fills
                 )
             finally:
                 if claim is not None:
@@ -417,6 +439,7 @@ class Launcher:
                         dry={o.key for o in dry},
                     )
             seen += landings
+            own_fills.landings += landings
             landed = [Landed(x.instance_type, x.zone) for x in landings]
             retryable = [e for e in result.errors if classify(e.code).retryable]
             if retryable and sum(p.wanted for p in active) > 0:
@@ -453,6 +476,7 @@ class Launcher:
                 item, where, [*skipped_records, *observed], candidates, reservations
             )
             report.records[item.request.request_id] = record
+        self._remember_own_fills(own_fills, progress, report)
 
     def _wait_or_go(
         self,
@@ -638,6 +662,7 @@ class Launcher:
         report: LaunchReport,
         attempt: LaunchAttempt | None = None,
         claim: _Claim | None = None,
+        own_fills: _OwnFills | None = None,
     ) -> tuple[list[InstanceLanding], list[Offering]]:
         """What one fleet call (made now or replayed) did: to the requests, the ICE cache and the
         reservations. Returns where its instances landed and the offerings found dry."""
@@ -651,7 +676,7 @@ class Launcher:
         for item in active:
             if item.request.request_id in intent.request_ids:
                 item.errors += [f for f in blamed.fatal if f not in item.errors]
-        self._remember_dry(blamed, result)
+        self._remember_dry(blamed, result, landings, own_fills)
         self._note_reservation_use(landings, claim)
         return landings, blamed.dry
 
@@ -675,13 +700,57 @@ class Launcher:
                 report.untagged += done.result()
         return landings
 
-    def _remember_dry(self, blamed: Blamed, result: FleetResult) -> None:
-        """Dry offerings go to the shared ICE cache; dry reservations are marked exhausted."""
+    def _remember_dry(
+        self,
+        blamed: Blamed,
+        result: FleetResult,
+        landings: Sequence[InstanceLanding],
+        own_fills: _OwnFills | None,
+    ) -> None:
+        """Dry offerings go to the shared ICE cache; dry reservations are marked exhausted. A
+        reservation this attempt's own instances landed in waits in `own_fills` for the end."""
+        filled = {x.capacity_reservation_id for x in landings if x.capacity_reservation_id}
+        held = [o for o in blamed.dry if own_fills is not None and o.reservation_id in filled]
+        if own_fills is not None and held:
+            marks = replace(blamed, dry=held, spot_unavailable=None).unavailable_marks(
+                result.errors
+            )
+            own_fills.marks.update(
+                (o.reservation_id, mark)
+                for o, mark in zip(held, marks, strict=True)
+                if o.reservation_id
+            )
+            blamed = replace(blamed, dry=[o for o in blamed.dry if o not in held])
         if blamed.dry or blamed.spot_unavailable:
             self._p.unavailable.mark(blamed.unavailable_marks(result.errors))
             self._p.reservations.mark_exhausted(
                 [o.reservation_id for o in blamed.dry if o.reservation_id]
             )
+
+    def _remember_own_fills(
+        self, own_fills: _OwnFills, progress: Sequence[_Progress], report: LaunchReport
+    ) -> None:
+        """Mark the reservations this serve's instances filled, except those where an instance
+        was rolled back (terminated because a gang missed minCount): their slots are free."""
+        if not own_fills.marks:
+            return
+        kept = {
+            x.instance_id
+            for item in progress
+            for x in report.records[item.request.request_id].instances
+        }
+        freed = {
+            x.capacity_reservation_id
+            for x in own_fills.landings
+            if x.capacity_reservation_id and x.instance_id not in kept
+        }
+        dry = [r for r in own_fills.marks if r not in freed]
+        if len(dry) < len(own_fills.marks):  # counted as cache writes when EC2 answered
+            skipped = len(own_fills.marks) - len(dry)
+            report.cache_writes[RESERVED] = max(report.cache_writes.get(RESERVED, 0) - skipped, 0)
+        if dry:
+            self._p.unavailable.mark([own_fills.marks[r] for r in dry])
+            self._p.reservations.mark_exhausted(dry)
 
     def _note_reservation_use(
         self, landings: Sequence[InstanceLanding], claim: _Claim | None
@@ -973,6 +1042,19 @@ def _missing_reservations(
         )
         for field, reservation_id in selection_of(lead.node_class).missing(sources)
     ]
+
+
+def _unknown_values(lead: Prepared, unknown: UnknownRequirementValues) -> str:
+    """Which document names the unknown values (the request's requirements, else its pool's)."""
+    mine = {v for r in lead.request.requirements if r.key == unknown.key for v in r.values} & set(
+        unknown.values
+    )
+    where = "requirements" if mine else f"NodePool {lead.pool.metadata.name} spec.requirements"
+    names = ", ".join(unknown.values)
+    return (
+        f"{where}: {unknown.key}: {names}: does not exist in EC2 ({unknown.code}); "
+        "values must name existing instance types"
+    )
 
 
 def _unavailable(offering: Offering, reason: str) -> UnavailableOffering:
