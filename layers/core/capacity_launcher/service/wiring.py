@@ -34,6 +34,7 @@ from capacity_launcher.service.quota_sync import QuotaSync
 from capacity_launcher.service.reconciliation import Reconciliation
 from capacity_launcher.service.reservation_sync import ReservationSync
 from capacity_launcher.service.reservations import ReservationProvider
+from capacity_launcher.service.wait_backstop import WaitBackstop
 from capacity_launcher.settings import Settings, get_settings, retention_seconds
 
 if TYPE_CHECKING:  # the launch path's modules are imported when it is built (cold starts)
@@ -230,6 +231,9 @@ def build_reservation_sync(settings: Settings, clients: Clients = client) -> Res
         now=utcnow,
         reconciliation=reconciliation(settings, clients),
         quotas=quota_sync(settings, clients),
+        waits=WaitBackstop(
+            launch_records(settings, clients), publisher(settings, clients).publish, utcnow
+        ),
     )
 
 
