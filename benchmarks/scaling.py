@@ -35,9 +35,16 @@ TAG = {"bench": "scaling"}
 SORTED_KINDS = frozenset({"Limits"})
 # Items that are history: a request's record and pointers, an intent, a settled lease.
 HISTORY_KINDS = frozenset({"Request", "Intent", "Limits Lease settled"})
-# Items that follow live work: instance items, a pool's usage, open leases and members.
+# Items that follow live work: instance items, a pool's usage, open leases and members, waits.
 LIVE_KINDS = frozenset(
-    {"Instance", "Limits Usage", "Limits Lease", "Limits Member", "index OpenLeases"}
+    {
+        "Instance",
+        "Limits Usage",
+        "Limits Lease",
+        "Limits Member",
+        "index OpenLeases",
+        "index WaitingRequests",
+    }
 )
 # An instance type the bench pool does not allow (benchmarks/scene.py TYPES).
 OTHER_TYPE = "r5.large"
