@@ -30,7 +30,14 @@ from tests.integration.test_launch_into_gpu_reservations import (
 )
 from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
 from tests.integration.test_reservation_sync import sync
-from tests.support.cloud import Cloud, launch_request
+from tests.support.cloud import (
+    Cloud,
+    capacity_type,
+    instance_type,
+    launch_request,
+    node_class,
+    node_pool,
+)
 
 FUTURE_TYPE = "m5.xlarge"
 
@@ -361,3 +368,65 @@ def test_a_held_copy_arriving_while_the_sync_ends_its_wait_wins(
     record = cloud.record("r-race")
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     assert detail_types(cloud, "r-race") == ["Launch Fulfilled"]
+
+
+def rejected_wait(cloud: Cloud, request_id: str) -> str:
+    """The Rejected record's one error message, once its code is InvalidWaitForCapacityUntil."""
+    record = cloud.record(request_id)
+    assert record is not None and record.status is RequestStatus.REJECTED, record
+    [error] = record.errors
+    assert error.code == "InvalidWaitForCapacityUntil", error
+    assert error.message.startswith("waitForCapacityUntil: waits only for reserved capacity")
+    assert record.node_pool == "general" or record.node_pool is None
+    assert record.launched == 0 and cloud.queued() == 0
+    return error.message
+
+
+def test_a_request_that_excludes_reserved_capacity_may_not_wait(cloud, subnets, image):
+    # Given a pool of reserved and on-demand capacity
+    setup_pool(cloud, subnets, image)
+    # When a request that allows only on-demand asks to wait for scheduled reserved capacity
+    on_demand = [capacity_type("on-demand")]
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    cloud.send(launch_request("r-od-wait", nodePool="general", count=2, requirements=on_demand,
+                              waitForCapacityUntil=until))  # fmt: skip
+    # Then it is Rejected for that field, naming the rule, and keeps its valid fields
+    message = rejected_wait(cloud, "r-od-wait")
+    assert "the request's requirements exclude it" in message
+    record = cloud.record("r-od-wait")
+    assert record is not None and (record.node_pool, record.requested) == ("general", 2)
+    assert cloud.managed_instances() == []
+
+
+def test_a_wait_in_a_pool_that_excludes_reserved_capacity_is_rejected_not_ignored(
+    cloud, subnets, image
+):
+    # Given a pool of on-demand capacity only
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    # When a request names it and asks to wait for scheduled reserved capacity
+    cloud.send(launch_request("r-pool-od", nodePool="general", waitForCapacityUntil=until))
+    # Then it is Rejected (never launched on-demand as if the field were not there)
+    assert "NodePool general's requirements exclude it" in rejected_wait(cloud, "r-pool-od")
+    # And a request naming no pool is Rejected too when no compatible pool allows reserved
+    cloud.send(launch_request("r-any-od", waitForCapacityUntil=until))
+    assert "no NodePool compatible with the request allows it" in rejected_wait(cloud, "r-any-od")
+    assert cloud.managed_instances() == []
+
+
+def test_a_wait_naming_no_pool_goes_to_a_pool_that_allows_reserved_capacity(cloud, subnets, image):
+    # Given a heavier on-demand-only pool and a lighter one that allows reserved capacity
+    sg = cloud.ec2.describe_security_groups()["SecurityGroups"][0]["GroupId"]
+    types, on_demand = instance_type("m5.large"), capacity_type("on-demand")
+    cloud.apply(
+        node_class("standard", [subnets[ZONE]], image, securityGroupIds=[sg]),
+        node_pool("odonly", "standard", weight=50, requirements=[on_demand, types]),
+        node_pool("general", "standard", requirements=[types]),
+    )
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    # When a request naming no pool may wait (nothing is scheduled: it is served at once)
+    cloud.send(launch_request("r-any", waitForCapacityUntil=until))
+    # Then it is served by the pool it could have waited in, not the heavier on-demand one
+    record = cloud.record("r-any")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert record.node_pool == "general"
