@@ -39,9 +39,16 @@ SORTED_KINDS = frozenset({"Limits"})
 HISTORY_KINDS = frozenset(
     {"Request", "Intent", "Limits Lease settled", "Limits Settled", "Limits Settled settled"}
 )
-# Items that follow live work: instance items, a pool's usage, open leases and members.
+# Items that follow live work: instance items, a pool's usage, open leases and members, waits.
 LIVE_KINDS = frozenset(
-    {"Instance", "Limits Usage", "Limits Lease", "Limits Member", "index OpenLeases"}
+    {
+        "Instance",
+        "Limits Usage",
+        "Limits Lease",
+        "Limits Member",
+        "index OpenLeases",
+        "index WaitingRequests",
+    }
 )
 # An instance type the bench pool does not allow (benchmarks/scene.py TYPES).
 OTHER_TYPE = "r5.large"

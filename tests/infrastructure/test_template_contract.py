@@ -8,6 +8,12 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.adapters.launch_records import WAITING, WAITING_INDEX
+from capacity_launcher.domain.capacity_wait import (
+    BACKSTOP_MARGIN_SECONDS,
+    MAX_CHECK_SECONDS,
+    QUEUE_RETRY_SECONDS,
+)
 from local_cloud.template import _Scope, function_spec, load_template, resolve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,6 +105,23 @@ def test_idempotency_window_is_longer_than_the_whole_retry_window(
     )
     window = template["Globals"]["Function"]["Environment"]["Variables"]["IDEMPOTENCY_TTL_SECONDS"]
     assert int(window) > retry_window
+
+
+def test_the_wait_backstop_outlasts_a_held_delay_and_the_launch_queues_retries(
+    resources: dict[str, Any],
+) -> None:
+    queue = _properties(resources, "LaunchQueue")
+    retries = queue["VisibilityTimeout"] * queue["RedrivePolicy"]["maxReceiveCount"]
+    assert retries <= QUEUE_RETRY_SECONDS
+    assert MAX_CHECK_SECONDS + retries <= BACKSTOP_MARGIN_SECONDS
+
+
+def test_the_sync_reads_waiting_records_through_a_sparse_index(resources: dict[str, Any]) -> None:
+    table = _properties(resources, "StateTable")
+    [index] = [i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == WAITING_INDEX]
+    assert [k["AttributeName"] for k in index["KeySchema"]] == [WAITING, "waitingUntil"]
+    types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+    assert (types[WAITING], types["waitingUntil"]) == ("S", "N")
 
 
 def test_launch_requests_rule_routes_only_launch_requested(resources: dict[str, Any]) -> None:

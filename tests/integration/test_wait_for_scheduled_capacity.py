@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 import pytest
 
 import moto_capacity
+from capacity_launcher.adapters.launch_records import LaunchRecords
+from capacity_launcher.domain.capacity_wait import BACKSTOP_MARGIN_SECONDS, HeldWait
 from capacity_launcher.domain.status import (
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     RESERVATION_ACTIVATED,
@@ -28,7 +30,14 @@ from tests.integration.test_launch_into_gpu_reservations import (
 )
 from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
 from tests.integration.test_reservation_sync import sync
-from tests.support.cloud import Cloud, launch_request
+from tests.support.cloud import (
+    Cloud,
+    capacity_type,
+    instance_type,
+    launch_request,
+    node_class,
+    node_pool,
+)
 
 FUTURE_TYPE = "m5.xlarge"
 
@@ -276,3 +285,148 @@ def test_a_gang_waits_when_active_reservations_cannot_hold_its_min_count(cloud, 
     one = cloud.record("r-one")
     assert one is not None and one.status is RequestStatus.FULFILLED, one
     assert [i.capacity_reservation_id for i in one.instances] == [active]
+
+
+def wait_for_a_block(cloud: Cloud, subnets, image, request_id: str) -> tuple[str, datetime]:
+    """A request Waiting for a purchased block; its deadline an hour after the block starts."""
+    block = buy_block(cloud)
+    reservation_id = block["CapacityReservationId"]
+    reserved_only_pool(cloud, subnets, image, reservation_id)
+    deadline = block["StartDate"] + timedelta(hours=1)
+    cloud.send(launch_request(request_id, nodePool="general", waitForCapacityUntil=stamp(deadline)))
+    record = cloud.record(request_id)
+    assert record is not None and record.status is RequestStatus.WAITING, record
+    assert detail_types(cloud, request_id) == ["Launch Waiting"]
+    return reservation_id, deadline
+
+
+def test_a_wait_whose_held_copy_is_lost_is_ended_by_the_sync_after_the_margin(
+    cloud, subnets, image
+):
+    # Given a Waiting request whose held copy is lost (the launch queue purged)
+    reservation_id, deadline = wait_for_a_block(cloud, subnets, image, "r-lost")
+    cloud.sqs.purge_queue(QueueUrl=cloud.names.launch_queue_url)
+    assert cloud.queued() == 0
+    # When the deadline passes, but not yet by the margin a live held copy has to come back in
+    advance_to(deadline, BACKSTOP_MARGIN_SECONDS - 60)
+    assert sync().ended_waits == []
+    waiting = cloud.record("r-lost")
+    assert waiting is not None and waiting.status is RequestStatus.WAITING
+    # When the clock passes the deadline by more than the margin
+    advance_to(deadline, BACKSTOP_MARGIN_SECONDS + 60)
+    # Then the sync ends it Failed, as the held copy would have at the deadline
+    assert sync().ended_waits == ["r-lost"]
+    failed = cloud.record("r-lost")
+    assert failed is not None and failed.status is RequestStatus.FAILED, failed
+    [error] = failed.errors
+    assert error.code == CAPACITY_NOT_ACTIVE_BY_DEADLINE
+    assert error.message.startswith(f"waitForCapacityUntil: {stamp(deadline)[:19]}")
+    assert reservation_id in error.message and "held message was lost" in error.message
+    assert failed.launched == 0 and failed.waiting_for == []
+    # And its event is published once: later syncs read no such wait again
+    assert detail_types(cloud, "r-lost") == ["Launch Failed"]
+    assert sync().ended_waits == []
+    assert detail_types(cloud, "r-lost") == []
+    assert cloud.managed_instances() == []
+
+
+def test_a_held_copy_that_comes_back_after_the_sync_ended_its_wait_is_dropped(
+    cloud, subnets, image
+):
+    # Given a Waiting request whose held copy is late (still queued past deadline + margin)
+    _, deadline = wait_for_a_block(cloud, subnets, image, "r-late-copy")
+    advance_to(deadline, BACKSTOP_MARGIN_SECONDS + 60)
+    # When the sync ends the wait first, then the held copy arrives
+    assert sync().ended_waits == ["r-late-copy"]
+    assert cloud.deliver_queued() == ["r-late-copy"]
+    # Then the copy launches nothing and publishes nothing: one outcome, the sync's
+    record = cloud.record("r-late-copy")
+    assert record is not None and record.status is RequestStatus.FAILED
+    assert detail_types(cloud, "r-late-copy") == ["Launch Failed"]
+    assert cloud.managed_instances() == [] and cloud.queued() == 0
+
+
+def test_a_held_copy_arriving_while_the_sync_ends_its_wait_wins(
+    cloud, subnets, image, monkeypatch: pytest.MonkeyPatch
+):
+    # Given a Waiting request whose held copy is late, and a sync that reads the overdue wait
+    _, deadline = wait_for_a_block(cloud, subnets, image, "r-race")
+    advance_to(deadline, BACKSTOP_MARGIN_SECONDS + 60)
+    delivered: list[str] = []
+    read = LaunchRecords.overdue_waits
+
+    def copy_arrives_meanwhile(self: LaunchRecords, before: datetime) -> list[HeldWait]:
+        waits = read(self, before)
+        delivered.extend(cloud.deliver_queued())  # after the sync's read, before its write
+        return waits
+
+    monkeypatch.setattr(LaunchRecords, "overdue_waits", copy_arrives_meanwhile)
+    # When the held copy is served between the sync's read and its write
+    report = sync()
+    # Then the copy's outcome stands (the block is active: launched), and the sync ends nothing
+    assert delivered == ["r-race"] and report.ended_waits == []
+    record = cloud.record("r-race")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert detail_types(cloud, "r-race") == ["Launch Fulfilled"]
+
+
+def rejected_wait(cloud: Cloud, request_id: str) -> str:
+    """The Rejected record's one error message, once its code is InvalidWaitForCapacityUntil."""
+    record = cloud.record(request_id)
+    assert record is not None and record.status is RequestStatus.REJECTED, record
+    [error] = record.errors
+    assert error.code == "InvalidWaitForCapacityUntil", error
+    assert error.message.startswith("waitForCapacityUntil: waits only for reserved capacity")
+    assert record.node_pool == "general" or record.node_pool is None
+    assert record.launched == 0 and cloud.queued() == 0
+    return error.message
+
+
+def test_a_request_that_excludes_reserved_capacity_may_not_wait(cloud, subnets, image):
+    # Given a pool of reserved and on-demand capacity
+    setup_pool(cloud, subnets, image)
+    # When a request that allows only on-demand asks to wait for scheduled reserved capacity
+    on_demand = [capacity_type("on-demand")]
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    cloud.send(launch_request("r-od-wait", nodePool="general", count=2, requirements=on_demand,
+                              waitForCapacityUntil=until))  # fmt: skip
+    # Then it is Rejected for that field, naming the rule, and keeps its valid fields
+    message = rejected_wait(cloud, "r-od-wait")
+    assert "the request's requirements exclude it" in message
+    record = cloud.record("r-od-wait")
+    assert record is not None and (record.node_pool, record.requested) == ("general", 2)
+    assert cloud.managed_instances() == []
+
+
+def test_a_wait_in_a_pool_that_excludes_reserved_capacity_is_rejected_not_ignored(
+    cloud, subnets, image
+):
+    # Given a pool of on-demand capacity only
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    # When a request names it and asks to wait for scheduled reserved capacity
+    cloud.send(launch_request("r-pool-od", nodePool="general", waitForCapacityUntil=until))
+    # Then it is Rejected (never launched on-demand as if the field were not there)
+    assert "NodePool general's requirements exclude it" in rejected_wait(cloud, "r-pool-od")
+    # And a request naming no pool is Rejected too when no compatible pool allows reserved
+    cloud.send(launch_request("r-any-od", waitForCapacityUntil=until))
+    assert "no NodePool compatible with the request allows it" in rejected_wait(cloud, "r-any-od")
+    assert cloud.managed_instances() == []
+
+
+def test_a_wait_naming_no_pool_goes_to_a_pool_that_allows_reserved_capacity(cloud, subnets, image):
+    # Given a heavier on-demand-only pool and a lighter one that allows reserved capacity
+    sg = cloud.ec2.describe_security_groups()["SecurityGroups"][0]["GroupId"]
+    types, on_demand = instance_type("m5.large"), capacity_type("on-demand")
+    cloud.apply(
+        node_class("standard", [subnets[ZONE]], image, securityGroupIds=[sg]),
+        node_pool("odonly", "standard", weight=50, requirements=[on_demand, types]),
+        node_pool("general", "standard", requirements=[types]),
+    )
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    # When a request naming no pool may wait (nothing is scheduled: it is served at once)
+    cloud.send(launch_request("r-any", waitForCapacityUntil=until))
+    # Then it is served by the pool it could have waited in, not the heavier on-demand one
+    record = cloud.record("r-any")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert record.node_pool == "general"

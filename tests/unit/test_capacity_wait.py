@@ -6,14 +6,18 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from capacity_launcher.domain.capacity_wait import (
+    BACKSTOP_MARGIN_SECONDS,
     MAX_CHECK_SECONDS,
     MIN_CHECK_SECONDS,
+    HeldWait,
     awaited,
     awaited_records,
+    backstop_due,
     missed_deadline,
     next_check_seconds,
 )
 from capacity_launcher.domain.reservations import ReservationSnapshot
+from capacity_launcher.domain.status import RequestRecord, RequestStatus
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 BLOCK = ReservationSnapshot(
@@ -66,3 +70,23 @@ def test_the_missed_deadline_names_each_reservation_its_state_now_and_start() ->
     assert f"{BLOCK.reservation_id} (delayed, starts 2026-11-23T17:00:00.000Z)" in delayed
     assert "(active but full," in full
     assert "(scheduled, starts" in gone  # no longer selected: as last seen
+
+
+def test_a_wait_a_delivery_is_serving_is_left_to_it_one_margin_more() -> None:
+    # Given a Waiting record whose deadline passed by more than the margin
+    deadline = NOW - timedelta(seconds=BACKSTOP_MARGIN_SECONDS + 1)
+    record = RequestRecord(
+        request_id="r-1",
+        status=RequestStatus.WAITING,
+        requested=1,
+        launched=0,
+        received_at=deadline - timedelta(days=1),
+        finished_at=deadline - timedelta(minutes=15),
+        wait_for_capacity_until=deadline,
+        waiting_for=awaited_records([BLOCK]),
+    )
+    # Then the backstop ends it, unless a delivery of its held copy began serving it
+    assert backstop_due(HeldWait(record, "m-1"), NOW)
+    assert not backstop_due(HeldWait(record, "m-1", served=1), NOW)
+    later = NOW + timedelta(seconds=BACKSTOP_MARGIN_SECONDS)
+    assert backstop_due(HeldWait(record, "m-1", served=1), later)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_if_absent, to_item
+from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.intents import LaunchIntent, Share
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.status import RequestRecord, RequestStatus
 
 RECORD = "Record"
 # The hash of the first body a requestId arrived with (domain LaunchRequest.body_hash).
@@ -19,6 +21,11 @@ BODY = "Body"
 INTENT_PREFIX = "Intent#"
 # How long history (records, intents, terminated instances' items) is kept: RECORD_RETENTION_DAYS.
 DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
+# Only a Waiting record carries `waiting` (the sparse WaitingRequests index's key, with its
+# deadline as `waitingUntil`): the sync's backstop reads live waits, never history.
+WAITING_INDEX = "WaitingRequests"
+WAITING = "waiting"
+_WAITING_STATUS = {":waiting": {"S": str(RequestStatus.WAITING)}}
 
 
 def request_pk(request_id: str) -> str:
@@ -76,15 +83,109 @@ class LaunchRecords:
         return self._put_record(record, only_if_absent=True)
 
     def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None:
-        """A Waiting request's record and the id of the queue message holding its wait."""
+        """A Waiting request's record and the id of the queue message holding its wait; also a
+        wait the backstop ended (its record keeps the id of the held copy it outlived)."""
         item = self._record_item(request_id)
         if item is None:
             return None
         record = RequestRecord.from_detail(json.loads(item["detail"]))
-        if record.is_final:
-            return None
         held_by = item.get("heldBy")
+        if record.is_final and not held_by:
+            return None
         return record, str(held_by) if held_by else None
+
+    def take_wait(self, request_id: str, held_by: str) -> bool:
+        """The delivery of the held copy begins serving its wait; False if the wait is not held by
+        it any more (the backstop ended it, or another delivery holds it now)."""
+        try:
+            with aws_call("UpdateItem"):
+                self._db.update_item(
+                    TableName=self._table,
+                    Key=key(request_pk(request_id), RECORD),
+                    UpdateExpression="ADD served :one",
+                    ConditionExpression="#status = :waiting AND heldBy = :held",
+                    ExpressionAttributeNames={"#status": "status"},
+                    ExpressionAttributeValues={
+                        ":one": {"N": "1"},
+                        ":held": {"S": held_by},
+                        **_WAITING_STATUS,
+                    },
+                )
+        except ConditionFailed:
+            return False
+        return True
+
+    def overdue_waits(self, deadline_before: datetime) -> list[HeldWait]:
+        """Waits whose deadline is before the given time, and backstop outcomes not yet published:
+        one Query of the sparse WaitingRequests index (only live waits carry its key)."""
+        with aws_call("Query"):
+            pages = self._db.get_paginator("query").paginate(
+                TableName=self._table,
+                IndexName=WAITING_INDEX,
+                KeyConditionExpression="waiting = :waiting AND waitingUntil < :before",
+                ExpressionAttributeValues={
+                    ":waiting": {"S": WAITING},
+                    ":before": {"N": str(int(deadline_before.timestamp()))},
+                },
+            )
+            items = [from_item(i) for page in pages for i in page["Items"]]
+        return [
+            HeldWait(
+                record=RequestRecord.from_detail(json.loads(item["detail"])),
+                held_by=str(item["heldBy"]) if item.get("heldBy") else None,
+                served=int(item.get("served", 0)),
+            )
+            for item in items
+        ]
+
+    def end_wait(self, wait: HeldWait, outcome: RequestRecord) -> bool:
+        """Write a wait's final record if it is still as read (Waiting, the same held copy, no
+        delivery began serving it since); it stays in the index until `clear_wait`, so an outcome
+        whose event was not published yet is found again."""
+        detail = outcome.to_detail()
+        held = (
+            ("heldBy = :held", {":held": {"S": wait.held_by}})
+            if wait.held_by
+            else ("attribute_not_exists(heldBy)", {})
+        )
+        served = (
+            ("served = :served", {":served": {"N": str(wait.served)}})
+            if wait.served
+            else ("attribute_not_exists(served)", {})
+        )
+        try:
+            with aws_call("UpdateItem"):
+                self._db.update_item(
+                    TableName=self._table,
+                    Key=key(request_pk(outcome.request_id), RECORD),
+                    UpdateExpression="SET #status = :status, finishedAt = :at, detail = :detail",
+                    ConditionExpression=f"#status = :waiting AND {held[0]} AND {served[0]}",
+                    ExpressionAttributeNames={"#status": "status"},
+                    ExpressionAttributeValues={
+                        ":status": {"S": str(outcome.status)},
+                        ":at": {"S": detail["finishedAt"]},
+                        ":detail": {"S": json.dumps(detail, sort_keys=True)},
+                        **_WAITING_STATUS,
+                        **held[1],
+                        **served[1],
+                    },
+                )
+        except ConditionFailed:
+            return False
+        return True
+
+    def clear_wait(self, request_id: str) -> None:
+        """Its outcome is published: the record leaves the WaitingRequests index."""
+        try:
+            with aws_call("UpdateItem"):
+                self._db.update_item(
+                    TableName=self._table,
+                    Key=key(request_pk(request_id), RECORD),
+                    UpdateExpression="REMOVE waiting, waitingUntil",
+                    ConditionExpression="attribute_exists(pk)",
+                )
+        except ConditionFailed:
+            pass  # the record expired meanwhile: nothing is left to clear
 
     def _put_record(
         self, record: RequestRecord, *, only_if_absent: bool, held_by: str | None = None
@@ -102,6 +203,9 @@ class LaunchRecords:
         }
         if held_by is not None:
             item["heldBy"] = held_by
+        if record.status is RequestStatus.WAITING and record.wait_for_capacity_until is not None:
+            item["waiting"] = WAITING
+            item["waitingUntil"] = int(record.wait_for_capacity_until.timestamp())
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
         try:
             with aws_call("PutItem"):

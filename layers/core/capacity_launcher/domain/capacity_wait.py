@@ -10,15 +10,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from capacity_launcher.domain.reservations import ACTIVE, ReservationSnapshot
-from capacity_launcher.domain.status import AwaitedReservation, format_timestamp
+from capacity_launcher.domain.status import (
+    CAPACITY_NOT_ACTIVE_BY_DEADLINE,
+    AwaitedReservation,
+    ErrorDetail,
+    RequestRecord,
+    RequestStatus,
+    format_timestamp,
+)
 
 # A held message comes back after at least this long (the sync runs every minute: a look sooner
 # would only read the same snapshot) and at most SQS's largest DelaySeconds.
 MIN_CHECK_SECONDS = 60
 MAX_CHECK_SECONDS = 900
+# The launch queue's retry window: a delivery is received at most maxReceiveCount (5) times, each
+# invisible for the queue's VisibilityTimeout (720 s), before SQS dead-letters it.
+QUEUE_RETRY_SECONDS = 5 * 720
+# The backstop (the reservation sync) ends a Waiting request only this long after its deadline:
+# by then a live held copy has come back (it looks at the deadline at the latest) and been served,
+# or it is lost (retention passed, purged, dead-lettered).
+BACKSTOP_MARGIN_SECONDS = MAX_CHECK_SECONDS + QUEUE_RETRY_SECONDS
+
+
+@dataclass(frozen=True)
+class HeldWait:
+    """A Waiting record as stored: the queue message that holds it, and how many deliveries of
+    that message began serving it (each bumps `served`; the backstop's write is conditional on
+    both, so a delivery serving it meanwhile wins)."""
+
+    record: RequestRecord
+    held_by: str | None
+    served: int = 0
 
 
 def awaited(
@@ -55,20 +81,55 @@ def missed_deadline(
     deadline: datetime,
     waited_for: Iterable[AwaitedReservation],
     now_seen: Mapping[str, ReservationSnapshot],
+    *,
+    looked: bool = True,
 ) -> str:
     """CapacityNotActiveByDeadline's message: each reservation waited for, its state now (as last
-    seen when it is no longer selected) and its start."""
+    seen when it is no longer selected) and its start. Not `looked`: the backstop ends a wait whose
+    held copy was lost, so nothing looked for room at the deadline."""
     parts = []
     for reservation in waited_for:
         current = now_seen.get(reservation.capacity_reservation_id)
         state = current.state if current is not None else reservation.state
         start = current.start_date if current is not None else reservation.start_date
-        if state == ACTIVE:
+        if state == ACTIVE and looked:
             state = "active but full"
         starts = f"starts {format_timestamp(start)}" if start else "no start date"
         parts.append(f"{reservation.capacity_reservation_id} ({state}, {starts})")
     waited = "; ".join(parts) or "no reservation it could use was scheduled any more"
-    return (
-        f"waitForCapacityUntil: {format_timestamp(deadline)} passed and no reserved capacity "
-        f"the request may use is available: {waited}"
+    why = (
+        "no reserved capacity the request may use is available"
+        if looked
+        else "the request was not looked at again (its held message was lost)"
+    )
+    return f"waitForCapacityUntil: {format_timestamp(deadline)} passed and {why}: {waited}"
+
+
+def backstop_due(wait: HeldWait, now: datetime) -> bool:
+    """Whether the backstop ends this wait now: its deadline passed by more than the margin; a
+    wait a delivery began serving is left to that delivery one margin more (it ends the wait, or
+    it was lost too)."""
+    deadline = wait.record.wait_for_capacity_until
+    margin = BACKSTOP_MARGIN_SECONDS * (2 if wait.served else 1)
+    return deadline is not None and (now - deadline).total_seconds() > margin
+
+
+def ended_by_backstop(
+    waiting: RequestRecord, now: datetime, now_seen: Mapping[str, ReservationSnapshot]
+) -> RequestRecord:
+    """The Failed record of a Waiting request whose held copy was lost: what the held copy would
+    have written at the deadline (CapacityNotActiveByDeadline, the same message)."""
+    assert waiting.wait_for_capacity_until is not None  # only a Waiting record has a deadline
+    message = missed_deadline(
+        waiting.wait_for_capacity_until, waiting.waiting_for, now_seen, looked=False
+    )
+    error = ErrorDetail(code=CAPACITY_NOT_ACTIVE_BY_DEADLINE, message=message)
+    return waiting.model_copy(
+        update={
+            "status": RequestStatus.FAILED,
+            "errors": [*waiting.errors, error],
+            "finished_at": now,
+            "wait_for_capacity_until": None,
+            "waiting_for": [],
+        }
     )

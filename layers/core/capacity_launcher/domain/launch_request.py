@@ -150,22 +150,6 @@ class LaunchRequest(BaseModel):
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
         return validate_tags(tags, MAX_REQUEST_TAGS)
 
-    @field_validator("wait_for_capacity_until")
-    @classmethod
-    def _waits_for_reserved_capacity(
-        cls, deadline: datetime | None, info: ValidationInfo
-    ) -> datetime | None:
-        requirements: list[Requirement] | None = info.data.get("requirements")
-        excluded = requirements is not None and not Requirements.of(requirements).allows(
-            CAPACITY_TYPE, RESERVED
-        )
-        if deadline is not None and excluded:
-            raise ValueError(
-                f"waits only for reserved capacity, which requirements exclude "
-                f"({CAPACITY_TYPE} must allow {RESERVED})"
-            )
-        return deadline
-
     def requirements_set(self) -> Requirements:
         return Requirements.of(self.requirements)
 
@@ -175,6 +159,8 @@ class LaunchRequest(BaseModel):
         deadline = self.wait_for_capacity_until
         if deadline is None:
             return None
+        if not self.requirements_set().allows(CAPACITY_TYPE, RESERVED):
+            return waits_only_for_reserved("the request's requirements exclude it")
         if deadline <= received_at:
             return "must be later than when the request is received"
         if deadline - received_at > MAX_CAPACITY_WAIT:
@@ -196,6 +182,11 @@ class LaunchRequest(BaseModel):
         )
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def waits_only_for_reserved(why: str) -> str:
+    """The rule a wait breaks when the capacity it may use is never reserved (README)."""
+    return f"waits only for reserved capacity ({CAPACITY_TYPE} must allow {RESERVED}); {why}"
 
 
 # Both spellings are accepted (populate_by_name); anything else is refused by name.

@@ -211,10 +211,22 @@ class LaunchBatch:
         if waiting is None:
             return item.message.received_at
         record, held_by = waiting
-        if held_by != item.message.message_id:
+        mine = held_by == item.message.message_id
+        if record.is_final and not mine:
+            return item.message.received_at  # a duplicate of a finished request: replayed
+        if not mine:
             logger.info(
                 "already waiting for scheduled capacity: this delivery is dropped",
                 extra={"requestId": request.request_id, "heldBy": held_by},
+            )
+            return None
+        if record.is_final or not self._records.take_wait(
+            request.request_id, item.message.message_id
+        ):
+            # The backstop ended the wait this copy held, and publishes its outcome.
+            logger.info(
+                "the wait this delivery held was ended by the backstop: dropped",
+                extra={"requestId": request.request_id},
             )
             return None
         item.was_waiting = True

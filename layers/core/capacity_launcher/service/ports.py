@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass, NodePool
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.fleet import FleetResult, InstanceLanding, LaunchTemplate
@@ -49,6 +51,8 @@ class Records(Protocol):
     # held_by: the id of the queue message that carries a Waiting request's wait.
     def put_record(self, record: RequestRecord, held_by: str | None = None) -> None: ...
     def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None: ...
+    # The delivery of the held copy begins serving the wait; False if it is not held by it now.
+    def take_wait(self, request_id: str, held_by: str) -> bool: ...
     def put_record_if_absent(self, record: RequestRecord) -> bool: ...
     def get_record(self, request_id: str) -> RequestRecord | None: ...
     # A requestId is bound to the hash of its first body (bind: the hash bound, ours if first).
@@ -58,6 +62,14 @@ class Records(Protocol):
     def complete_intent(
         self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
     ) -> None: ...
+
+
+class HeldWaits(Protocol):
+    """Waiting records as the backstop reads and ends them (service/wait_backstop.py)."""
+
+    def overdue_waits(self, deadline_before: datetime) -> list[HeldWait]: ...
+    def end_wait(self, wait: HeldWait, outcome: RequestRecord) -> bool: ...
+    def clear_wait(self, request_id: str) -> None: ...
 
 
 class InstanceItems(Protocol):

@@ -5,7 +5,8 @@ shared) plus one ListGroupResources per reservation group; targets, groups and s
 then resolved locally. Each snapshot is written only if no launcher changed it since it was read
 (its version), and the events of a crossing are published once, after the write that records them.
 Reconciliation runs first, so the snapshots carry this minute's usage by requester; the quotas'
-share (reclaims, quota usage recount, status) runs last (service/quota_sync.py).
+share (reclaims, quota usage recount, status) runs next (service/quota_sync.py), and the backstop
+of waits for scheduled capacity last (service/wait_backstop.py).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from capacity_launcher.service.ports import (
 )
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.wait_backstop import WaitBackstop
 
 RESERVATION_TOTAL = "ReservationTotal"
 RESERVATION_AVAILABLE = "ReservationAvailable"
@@ -62,6 +64,8 @@ class SyncReport:
     events: list[Event] = field(default_factory=list)
     reconciliation: ReconciliationReport | None = None
     quotas: QuotaSyncReport | None = None
+    # Waiting requests whose held copy was lost, ended Failed (CapacityNotActiveByDeadline).
+    ended_waits: list[str] = field(default_factory=list)
 
 
 class ReservationSync:
@@ -76,6 +80,7 @@ class ReservationSync:
         now: Callable[[], datetime],
         reconciliation: Reconciliation | None = None,
         quotas: QuotaSync | None = None,
+        waits: WaitBackstop | None = None,
     ) -> None:
         self._config = config
         self._ec2 = ec2
@@ -86,6 +91,7 @@ class ReservationSync:
         self._now = now
         self._reconciliation = reconciliation
         self._quotas = quotas
+        self._waits = waits
 
     def run(self) -> SyncReport:
         report = SyncReport()
@@ -148,12 +154,15 @@ class ReservationSync:
         if self._quotas is not None:
             # After reconciliation: quota usage is recounted from the membership it repaired.
             report.quotas = self._quotas.run()
+        if self._waits is not None:
+            report.ended_waits = self._waits.run(everything)
         logger.info(
             "reservations synced",
             extra={
                 "synced": len(report.synced),
                 "conflicts": report.conflicts,
                 "events": [e.detail_type for e in report.events],
+                "endedWaits": report.ended_waits,
             },
         )
         return report

@@ -17,9 +17,9 @@ from capacity_launcher.domain.errors import (
     RequirementsConflict,
     StoredDocumentInvalid,
 )
-from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.launch_request import LaunchRequest, waits_only_for_reserved
 from capacity_launcher.domain.requester_origins import Origin, RequesterBindings
-from capacity_launcher.domain.requirements import Requirements, narrow
+from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirements, narrow
 from capacity_launcher.domain.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.service.ports import Configuration
 
@@ -145,6 +145,10 @@ def _prepare(
     requirements = narrow(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
+    if request.wait_for_capacity_until is not None and not requirements.allows(
+        CAPACITY_TYPE, RESERVED
+    ):
+        raise _wait_refused(f"NodePool {pool.metadata.name}'s requirements exclude it")
     return Prepared(request, received_at, pool, node_class, requirements, alternatives)
 
 
@@ -173,8 +177,24 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> list[NodePool]:
             "nodePool: no NodePool is compatible with the request's requirements",
             "NoCompatibleNodePool",
         )
+    if request.wait_for_capacity_until is not None:
+        # A request that may wait goes only to pools it could wait in.
+        compatible = [p for p in compatible if _allows_reserved(p, wanted)]
+        if not compatible:
+            raise _wait_refused("no NodePool compatible with the request allows it")
     # Equal weights: the alphabetically first pool comes first, deterministically.
     return sorted(compatible, key=lambda p: (-p.spec.weight, p.metadata.name))
+
+
+def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:
+    merged = narrow(pool.spec.requirements_set(), wanted, strict=True)
+    return merged.allows(CAPACITY_TYPE, RESERVED)
+
+
+def _wait_refused(why: str) -> RequestRejected:
+    return RequestRejected(
+        f"waitForCapacityUntil: {waits_only_for_reserved(why)}", INVALID_CAPACITY_WAIT
+    )
 
 
 def _compatible(pools: list[NodePool], wanted: Requirements) -> list[NodePool]:

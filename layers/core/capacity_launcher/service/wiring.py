@@ -29,6 +29,7 @@ from capacity_launcher.domain.reservations import Thresholds
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimRequests
 from capacity_launcher.service.reservations import ReservationProvider
+from capacity_launcher.service.wait_backstop import WaitBackstop
 from capacity_launcher.settings import Settings, get_settings, retention_seconds
 
 if TYPE_CHECKING:  # each use case's modules are imported when it is built: a function's cold
@@ -235,6 +236,9 @@ def build_reservation_sync(settings: Settings, clients: Clients = client) -> Res
         now=utcnow,
         reconciliation=reconciliation(settings, clients),
         quotas=quota_sync(settings, clients),
+        waits=WaitBackstop(
+            launch_records(settings, clients), publisher(settings, clients).publish, utcnow
+        ),
     )
 
 
