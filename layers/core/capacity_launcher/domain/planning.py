@@ -453,9 +453,7 @@ class LaunchPlan:
             for o in offerings
         ]
         pooled = [
-            o
-            for o in self._candidates.pooled()
-            if o.capacity_type not in self._exhausted_types
+            o for o in self._candidates.pooled() if o.capacity_type not in self._exhausted_types
         ]
         return [o for o in [*reserved, *pooled] if o not in self._dry]
 
