@@ -156,8 +156,21 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
     records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
     if args.output == "json":
         views.print_json([r.to_detail() for r in records])
-    elif args.resource == "instances":
-        views.console().print(views.instances(records))
     else:
         views.console().print(views.requests(records))
+    return 0
+
+
+def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
+    """Every instance the requests launched, with its state now (from its instance item, which
+    instance events keep: running, stopped, terminated…; `-` when the service has none)."""
+    settings = deployment.settings()
+    records = wiring.launch_records(settings, deployment.client).list_records()
+    ids = [i.instance_id for record in records for i in record.instances]
+    kept = wiring.instance_records(settings, deployment.client).many(ids)
+    states = {instance_id: item.state for instance_id, item in kept.items()}
+    if args.output == "json":
+        views.print_json(views.instance_details(records, states))
+    else:
+        views.console().print(views.instances(records, states))
     return 0
