@@ -169,11 +169,12 @@ class LaunchBatch:
         if owned and invalid.request_id:
             record = _rejected_record(
                 invalid.request_id,
-                None,
+                invalid.node_pool,
                 None,
                 message.received_at,
                 [ErrorDetail(code=invalid.code, message=str(e)) for e in invalid.errors]
                 or [ErrorDetail(code=invalid.code, message=str(invalid))],
+                requested=invalid.count or 0,
             )
             # An invalid payload must never overwrite the outcome of a valid request; a
             # delivery that finds a record re-publishes it (the first may have died before).
