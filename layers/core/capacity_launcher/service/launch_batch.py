@@ -165,8 +165,12 @@ class LaunchBatch:
                 "recorded": owned and bool(invalid.request_id),
             },
         )
+        if not invalid.request_id:
+            # Nothing to key a record or an event on: the log line and LaunchDropped are all.
+            self._telemetry.dropped()
+            return
         self._telemetry.rejected()
-        if owned and invalid.request_id:
+        if owned:
             record = _rejected_record(
                 invalid.request_id,
                 invalid.node_pool,
