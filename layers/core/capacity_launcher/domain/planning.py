@@ -1,6 +1,7 @@
 """From a pool, a request and what EC2 offers to an ordered series of launch attempts.
 
-Reserved capacity comes first (it is already paid for), then on-demand, then spot. Each attempt is
+Reserved capacity comes first (it is already paid for), then spot, then on-demand (by price, as
+DESIGN step 3 orders them; spot is the cheaper market of a type). Each attempt is
 one CreateFleet: a reserved attempt addresses one reservation target (an id or a group, split by
 the market its reservations need: ordinary, Capacity Block, interruptible), an
 on-demand or spot attempt offers every remaining pool and lets EC2's allocation strategy pick by
