@@ -119,19 +119,27 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
 
 def validate(documents: list[SourceDocument]) -> list[NodeClass | NodePool | CapacityQuota]:
     """Every document parsed, or an ApplyError naming file, document and field of each error."""
-    parsed: list[NodeClass | NodePool | CapacityQuota] = []
+    return [parsed for _, parsed in validate_sources(documents)]
+
+
+def validate_sources(
+    documents: list[SourceDocument],
+) -> list[tuple[SourceDocument, NodeClass | NodePool | CapacityQuota]]:
+    """`validate`, each parsed document with the file document it came from."""
+    parsed: list[tuple[SourceDocument, NodeClass | NodePool | CapacityQuota]] = []
     problems: list[str] = []
     for document in documents:
         try:
-            parsed.append(parse_document(document.data))
+            parsed.append((document, parse_document(document.data)))
         except ConfigValidationError as error:
             problems += [_problem(document, e) for e in error.errors]
     # Quotas applied together are checked together too (the store checks them against the rest).
-    problems += [str(e) for e in conflicts(d for d in parsed if isinstance(d, CapacityQuota))]
+    quotas = (d for _, d in parsed if isinstance(d, CapacityQuota))
+    problems += [str(e) for e in conflicts(quotas)]
     if problems:
         raise ApplyError(problems)
     # NodeClasses first, so a file may list a pool before the class it names.
-    return sorted(parsed, key=lambda d: d.kind != NODE_CLASS)
+    return sorted(parsed, key=lambda pair: pair[1].kind != NODE_CLASS)
 
 
 def _problem(document: SourceDocument, error: FieldError) -> str:
@@ -140,20 +148,27 @@ def _problem(document: SourceDocument, error: FieldError) -> str:
 
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
-        parsed = validate(read_documents(args.filename))
+        parsed = validate_sources(read_documents(args.filename))
     except ApplyError as error:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 1
     store = wiring.config_store(deployment.settings(), deployment.client)
-    for document in parsed:
+    for source, document in parsed:
         try:
             store.apply(document)
         except CapacityLauncherError as error:
-            print(f"error: {error}", file=sys.stderr)
+            # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
+            print(f"error: {source.where}: {_without_name(document, error)}", file=sys.stderr)
             return 1
         print(f"{document.kind.lower()}/{document.name} applied")
     return 0
+
+
+def _without_name(document: NodeClass | NodePool | CapacityQuota, error: Exception) -> str:
+    """The store's message without its own `Kind name: ` lead, which `where` already says."""
+    message = str(error)
+    return message.removeprefix(f"{document.kind} {document.name}: ")
 
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:

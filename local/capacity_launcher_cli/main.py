@@ -123,7 +123,7 @@ def _command(args: argparse.Namespace) -> Command:
             "nodeclasses": config_commands.get_config,
             "quotas": quota_commands.get_quotas,
             "requests": request_commands.get_requests,
-            "instances": request_commands.get_requests,
+            "instances": request_commands.get_instances,
             "reservations": capacity_commands.get_reservations,
             "unavailable-offerings": capacity_commands.get_unavailable_offerings,
         }[args.resource]

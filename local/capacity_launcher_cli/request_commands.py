@@ -182,8 +182,25 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
     records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
     if args.output == "json":
         views.print_json([r.to_detail() for r in records])
-    elif args.resource == "instances":
-        views.console().print(views.instances(records))
     else:
         views.console().print(views.requests(records))
+    return 0
+
+
+def instance_states(records: list[RequestRecord], deployment: Deployment) -> dict[str, str]:
+    """The state of each instance the records name, by id, for those with an instance item."""
+    ids = [i.instance_id for record in records for i in record.instances]
+    kept = wiring.instance_records(deployment.settings(), deployment.client).many(ids)
+    return {instance_id: item.state for instance_id, item in kept.items()}
+
+
+def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
+    """Every instance the requests launched, with its state now (from its instance item, which
+    instance events keep: running, stopped, terminated…; `-` when the service has none)."""
+    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
+    states = instance_states(records, deployment)
+    if args.output == "json":
+        views.print_json(views.instance_details(records, states))
+    else:
+        views.console().print(views.instances(records, states))
     return 0

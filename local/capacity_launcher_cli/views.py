@@ -157,10 +157,11 @@ def _waiting_for(record: RequestRecord) -> str:
     return f"waiting for {awaited} until {_minute(record.wait_for_capacity_until)}"
 
 
-def instances(records: Iterable[RequestRecord]) -> Table:
+def instances(records: Iterable[RequestRecord], states: Mapping[str, str]) -> Table:
     table = _table(
         "Instances",
         "INSTANCE",
+        "STATE",
         "REQUEST",
         "TYPE",
         "ZONE",
@@ -174,6 +175,7 @@ def instances(records: Iterable[RequestRecord]) -> Table:
         for instance in record.instances:
             table.add_row(
                 instance.instance_id,
+                _or_dash(states.get(instance.instance_id)),
                 record.request_id,
                 instance.instance_type,
                 instance.zone,
@@ -184,6 +186,23 @@ def instances(records: Iterable[RequestRecord]) -> Table:
                 _or_dash(_minute(instance.capacity_reservation_end_date)),
             )
     return table
+
+
+def instance_details(
+    records: Iterable[RequestRecord], states: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """`get instances -o json`: one object per instance, with its request, pool and state
+    (null when the service keeps no item for it)."""
+    return [
+        {
+            **instance.to_dict(),
+            "state": states.get(instance.instance_id),
+            "requestId": record.request_id,
+            "nodePool": record.node_pool,
+        }
+        for record in records
+        for instance in record.instances
+    ]
 
 
 def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:

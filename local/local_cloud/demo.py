@@ -43,7 +43,12 @@ from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
 from capacity_launcher_cli.config_commands import read_documents, validate
 from capacity_launcher_cli.deployment import Deployment
-from capacity_launcher_cli.request_commands import PRODUCER_SOURCE, send, wait_for
+from capacity_launcher_cli.request_commands import (
+    PRODUCER_SOURCE,
+    instance_states,
+    send,
+    wait_for,
+)
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.documents import capacity_quota
 from moto_capacity.clock import CLOCK
@@ -235,7 +240,7 @@ def _final_tables(out: Console, deployment: Deployment) -> None:
     records = LaunchRecords(deployment.state_table, deployment.client("dynamodb")).list_records()
     ordered = sorted(records, key=lambda r: r.received_at)
     out.print(views.requests(ordered))
-    out.print(views.instances(ordered))
+    out.print(views.instances(ordered, instance_states(ordered, deployment)))
     out.print(views.reservations(reservation_snapshots(deployment)))
     out.print(views.unavailable_offerings(ice_cache(deployment).current().values()))
 

@@ -5,6 +5,12 @@ the cheapest pool first, `prioritized` from the override with the lowest Priorit
 "Use Capacity Reservations for On-Demand Instances": `use-capacity-reservations-first` fills
 unused reservations before applying the strategy to the rest. `MinTargetCapacity` with
 `SingleInstanceType` or `SingleAvailabilityZone` launches all of it in one pool or nothing.
+
+An override whose image does not exist launches nothing: its error in the answer's `Errors` is
+`InvalidAMIID.NotFound` (CreateFleetError, https://docs.aws.amazon.com/AWSEC2/latest/
+APIReference/API_CreateFleetError.html: each override that launched nothing has its error code
+and message, from EC2's error codes, https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+errors-overview.html: "The specified AMI doesn't exist").
 """
 
 import math
@@ -12,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.exceptions import EC2ClientError, InvalidAMIIdError
 
 from .allocation import CapacityLedger
 from .exceptions import InvalidParameterCombination, InvalidParameterValue
@@ -22,6 +28,7 @@ from .launches import (
     image_platform,
     launch_template_data,
     launch_zone,
+    missing_image,
     resolved_template_spec,
     subnet_from_template,
 )
@@ -47,6 +54,7 @@ class FleetCandidate:
     subnet_id: str | None
     priority: float
     weight: float
+    image_error: EC2ClientError | None = None
 
     @property
     def launch_template_and_overrides(self) -> dict[str, Any]:
@@ -99,6 +107,11 @@ def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list
                     subnet_id=subnet_id,
                     priority=math.inf if priority is None else float(priority),
                     weight=float(override.get("WeightedCapacity") or 1.0),
+                    image_error=(
+                        InvalidAMIIdError(merged["ImageId"])
+                        if missing_image(ec2_backend, merged["ImageId"])
+                        else None
+                    ),
                 )
             )
     if not candidates:
@@ -171,7 +184,7 @@ def _fulfil(
             remaining = target - outcome.fulfilled
             if remaining <= 0:
                 break
-            fault = None if reservations_only else override_fault()
+            fault = candidate.image_error or (None if reservations_only else override_fault())
             if fault is not None:
                 # "EC2 Fleet" partial success: this override fails in Errors, the rest go on.
                 outcome.errors.setdefault(candidate.index, fault)

@@ -103,6 +103,12 @@ def image_platform(ec2_backend: Any, image_id: str | None) -> str:
     return reservation_platform(images[0] if images else None)
 
 
+def missing_image(ec2_backend: Any, image_id: str) -> bool:
+    """True when this account and region know no image `image_id` (EC2 then refuses to launch
+    it with InvalidAMIID.NotFound; moto alone launches any id)."""
+    return not ec2_backend.describe_images(filters={"image-id": image_id})
+
+
 def subnet_from_template(template_data: Mapping[str, Any]) -> str | None:
     for interface in template_data.get("NetworkInterfaces") or []:
         if interface.get("SubnetId"):

@@ -81,14 +81,19 @@ def reservation_platform(image: Any | None) -> str:
 
 
 def register_image(
-    ec2_backend: Any, platform_details: str, name: str | None = None, architecture: str = "x86_64"
+    ec2_backend: Any,
+    platform_details: str,
+    name: str | None = None,
+    architecture: str = "x86_64",
+    image_id: str | None = None,
 ) -> Any:
-    """A new AMI in this backend whose billing fields say `platform_details`."""
+    """A new AMI in this backend whose billing fields say `platform_details` (`image_id`, or a
+    random id)."""
     if platform_details not in PLATFORMS:
         raise ValueError(
             f"platformDetails must be one of {sorted(PLATFORMS)}, got {platform_details!r}"
         )
-    image_id = random_ami_id()
+    image_id = image_id or random_ami_id()
     image = Ami(
         ec2_backend,
         image_id,

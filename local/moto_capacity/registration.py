@@ -40,6 +40,7 @@ from .models import capacity_backend, existing_capacity_backend
 from .operations import OPERATION_CONTROLS
 from .platforms import ImageBillingFields
 from .responses import CapacityReservationResponse
+from .retention import without_expired
 from .visibility import EventuallyConsistentInstanceResponse, noting_launches
 
 _MARK = "__moto_capacity__"
@@ -228,6 +229,8 @@ def _install_sqs() -> None:
     message arrive, as it would after waiting that long on AWS."""
     _hook(sqs_models, "unix_time", _on_the_clock)
     _hook(sqs_models, "unix_time_millis", _on_the_clock)
+    # ... and retention: a message kept past its queue's MessageRetentionPeriod is gone.
+    _hook(SQSBackend, "get_queue", without_expired)
     # SenderId is the caller of SendMessage, and a bus rule delivers the whole event.
     _hook(SQSResponse, "send_message", sending_as_caller)
     _hook(SQSResponse, "send_message_batch", sending_as_caller)

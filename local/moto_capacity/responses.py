@@ -7,6 +7,7 @@ Registration copies them onto moto's `EC2Response`.
 from typing import Any
 
 from moto.core.responses import ActionResult
+from moto.ec2.exceptions import InvalidAMIIdError
 from moto.ec2.responses.fleets import Fleets
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.utils import convert_tag_spec
@@ -22,6 +23,7 @@ from .launches import (
     image_platform,
     launch_template_data,
     launch_zone,
+    missing_image,
     set_lifecycle,
     subnet_from_template,
 )
@@ -198,11 +200,13 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
         instance_type = (
             self._get_param("InstanceType") or template.get("InstanceType") or "m1.small"
         )
+        image_id = self._get_param("ImageId") or template.get("ImageId")
+        if image_id and missing_image(self.ec2_backend, image_id):
+            # RunInstances, errors-overview: InvalidAMIID.NotFound, the AMI does not exist.
+            raise InvalidAMIIdError(image_id)
         attributes = InstanceAttributes(
             instance_type=instance_type,
-            platform=image_platform(
-                self.ec2_backend, self._get_param("ImageId") or template.get("ImageId")
-            ),
+            platform=image_platform(self.ec2_backend, image_id),
             availability_zone=launch_zone(
                 self.ec2_backend, subnet_id, placement.get("AvailabilityZone")
             ),

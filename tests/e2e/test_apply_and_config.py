@@ -43,7 +43,9 @@ def test_apply_names_file_document_and_field_and_applies_nothing(
     assert "fine" not in names
 
 
-def test_a_pool_naming_a_missing_class_is_refused(e2e_cloud: E2eCloud, tmp_path: Path) -> None:
+def test_a_pool_naming_a_missing_class_is_refused_naming_file_and_document(
+    e2e_cloud: E2eCloud, tmp_path: Path
+) -> None:
     path = tmp_path / "pool.yaml"
     path.write_text(
         "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: orphan}\n"
@@ -53,6 +55,7 @@ def test_a_pool_naming_a_missing_class_is_refused(e2e_cloud: E2eCloud, tmp_path:
     result = run_cli("apply", "-f", str(path))
 
     assert result.code == 1
+    assert f"{path}: document 1 (NodePool orphan): spec.nodeClassRef" in result.err
     assert "missing-class" in result.err
 
 

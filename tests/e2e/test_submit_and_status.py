@@ -108,4 +108,8 @@ def test_get_tables_show_the_requests_and_their_instances(e2e_cloud: E2eCloud) -
 
     assert rid in requests.out
     assert "Fulfilled" in requests.out
-    assert rid in {r["requestId"] for r in instances.json()}
+    (instance,) = [i for i in instances.json() if i["requestId"] == rid]
+    assert instance["instanceId"].startswith("i-")
+    assert instance["state"] == "running"
+    assert instance["nodePool"] == E2E_POOL
+    assert "status" not in instance

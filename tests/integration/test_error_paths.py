@@ -89,6 +89,25 @@ def test_a_permanent_node_class_error_fails_the_request_at_once_naming_the_field
     assert usage == Resources.ZERO
 
 
+def test_an_image_ec2_does_not_have_fails_the_request_with_its_code_and_spares_the_ice_cache(
+    cloud: Cloud, subnets: dict[str, str]
+) -> None:
+    # Given a NodeClass whose image does not exist (EC2 answers CreateFleet's override with
+    # InvalidAMIID.NotFound in Errors[], DESIGN step 7: "missing image" is no capacity fault)
+    _apply_class(cloud, subnets, imageId="ami-00000000000000000")
+    # When a request arrives
+    handed_back = cloud.send(launch_request("no-image-1", nodePool="general"))
+    # Then it ends now, Failed with EC2's code and message, and no offering is marked dry
+    assert handed_back == []
+    record = cloud.record("no-image-1")
+    assert record is not None and record.status is RequestStatus.FAILED
+    assert [e.code for e in record.errors] == ["InvalidAMIID.NotFound"], record.errors
+    assert "ami-00000000000000000" in record.errors[0].message
+    dry = aws.client("dynamodb").scan(TableName=cloud.names.unavailable_offerings_table)
+    assert dry["Items"] == []
+    assert _lease_count(cloud, "general") == 0
+
+
 def _on_create_fleet(rewrite: Callable[[int, dict[str, Any]], None]) -> list[int]:
     """Rewrite each CreateFleet answer as EC2 could have sent it (call number, parsed answer)."""
     calls: list[int] = []

@@ -336,6 +336,25 @@ def test_invalid_input_is_rejected_published_and_not_retried(
     assert record is not None and record.status is RequestStatus.REJECTED
 
 
+def test_a_rejected_record_keeps_the_valid_node_pool_and_count_its_body_carried(
+    cloud, subnets, image
+):
+    # Given schema-invalid bodies (a field requesters may not set; a count out of range)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    kept = {"requestId": "bad-kept", "count": 3, "nodePool": "general", "imageId": "ami-1"}
+    lost = {"requestId": "bad-lost", "count": 0, "nodePool": "Not A Name!"}
+    # When they arrive
+    cloud.send(json.dumps(kept))
+    cloud.send(json.dumps(lost))
+    # Then each record shows what was valid of its body, and nothing that was not
+    record = cloud.record("bad-kept")
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert (record.node_pool, record.requested) == ("general", 3)
+    record = cloud.record("bad-lost")
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert (record.node_pool, record.requested) == (None, 0)
+
+
 def test_published_event_matches_the_status_contract(cloud, subnets, image):
     reservation = reserve(cloud, 1)
     setup_pool(

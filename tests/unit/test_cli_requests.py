@@ -115,10 +115,17 @@ def test_get_requests_shows_what_a_waiting_request_waits_for_and_instances_their
     )
     console = Console(width=250, record=True)
     console.print(views.requests([waiting]))
-    console.print(views.instances([done]))
+    console.print(views.instances([done], {"i-0123456789abcdef0": "stopped"}))
     text = console.export_text()
     assert "Waiting" in text
     assert (
         "waiting for cr-block (scheduled, starts 2026-11-24 11:30) until 2026-11-24 13:30" in text
     )
     assert "capacity-block" in text and "2026-11-25 11:30" in text
+    assert "stopped" in text
+    (detail,) = views.instance_details([done], {})
+    assert (detail["instanceId"], detail["requestId"], detail["state"]) == (
+        "i-0123456789abcdef0",
+        done.request_id,
+        None,
+    )

@@ -530,3 +530,11 @@ def test_the_deadline_is_judged_against_when_the_request_is_received(
         assert found is None
     else:
         assert found is not None and found.startswith(problem)
+
+
+def test_a_rejection_carries_the_node_pool_and_count_that_were_valid() -> None:
+    kept = rejection({"requestId": "r-1", "count": 2, "nodePool": "gpu", "imageId": "ami-1"})
+    lost = rejection({"requestId": "r-2", "count": True, "nodePool": ["gpu"], "minCount": 9})
+
+    assert (kept.node_pool, kept.count) == ("gpu", 2)
+    assert (lost.node_pool, lost.count) == (None, None)

@@ -46,12 +46,12 @@ def test_offering_keys_follow_the_ice_cache_contract():
     )
 
 
-def test_reserved_offerings_come_first_then_on_demand_then_spot():
+def test_reserved_offerings_come_first_then_spot_then_on_demand_by_price():
     candidates = find_candidates(
         EVERYTHING, [M5], ZONES, ["reserved", "on-demand", "spot"], by_id(reservation("cr-1", 2))
     )
     kinds = [o.capacity_type for o in candidates.all()]
-    assert kinds == ["reserved", "on-demand", "on-demand", "spot", "spot"]
+    assert kinds == ["reserved", "spot", "spot", "on-demand", "on-demand"]
 
 
 def test_a_full_or_inactive_reservation_is_skipped_with_its_reason():
@@ -144,10 +144,10 @@ def test_an_attempt_that_launches_nothing_and_blames_nothing_ends_that_capacity_
     candidates = find_candidates(EVERYTHING, [M5], ZONES, ["on-demand", "spot"], [])
     plan = LaunchPlan(candidates, 1)
     first = plan.next_attempt()
-    assert first is not None and first.capacity_type == "on-demand"
+    assert first is not None and first.capacity_type == "spot"
     plan.record(first, [], [])
     second = plan.next_attempt()
-    assert second is not None and second.capacity_type == "spot"
+    assert second is not None and second.capacity_type == "on-demand"
 
 
 def test_single_zone_keeps_every_attempt_in_the_zone_of_the_first_launch():

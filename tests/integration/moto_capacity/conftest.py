@@ -10,10 +10,13 @@ import boto3
 import pytest
 from botocore.config import Config
 from moto import mock_aws
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 
 import moto_capacity
 from moto_capacity.clock import CLOCK
+from moto_capacity.platforms import register_image
 
 REGION = "us-east-1"
 # No retries: a test must see the first error EC2 answers, not a retried success.
@@ -100,15 +103,21 @@ def resource_groups(aws: None, boto_session: boto3.Session) -> Any:
 
 
 @pytest.fixture
-def linux_ami() -> str:
-    """An image moto does not know: launches treat it as Linux/UNIX."""
+def linux_ami(ec2: Any) -> str:
+    """A Linux/UNIX image in the mock's account and region (EC2 refuses an unknown image)."""
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][REGION]
+    register_image(backend, "Linux/UNIX", image_id=LINUX_AMI)
     return LINUX_AMI
 
 
 @pytest.fixture
-def windows_ami(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Windows Server from moto's AMI catalogue (loaded for this test only)."""
+def windows_ami(monkeypatch: pytest.MonkeyPatch, aws: None) -> str:
+    """Windows Server from moto's AMI catalogue (loaded for this test only), or an image of
+    that id registered as Windows when the backend started without the catalogue."""
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "true")
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][REGION]
+    if WINDOWS_AMI not in backend.amis:
+        register_image(backend, "Windows", image_id=WINDOWS_AMI)
     return WINDOWS_AMI
 
 

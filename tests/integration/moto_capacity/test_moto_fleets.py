@@ -326,3 +326,25 @@ def test_spot_fleet_launches_spot_lifecycle_and_reports_a_dry_spot_pool(
         "Instances"
     ][0]
     assert instance["InstanceLifecycle"] == "spot"
+
+
+def test_an_override_whose_image_does_not_exist_launches_nothing_and_reports_invalid_ami(
+    fleet: Any, launch_template: Any, default_subnets: dict[str, str]
+) -> None:
+    # CreateFleetError (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    # API_CreateFleetError.html): an override that launched nothing has EC2's error code;
+    # errors-overview.html: InvalidAMIID.NotFound, the AMI does not exist.
+    # Given a template naming an image this account and region do not have
+    missing = launch_template(ImageId="ami-00000000000000000")
+    known = launch_template()
+
+    # When
+    lost = fleet(missing, [_override("m5.large", "us-east-1a", default_subnets)])
+    served = fleet(known, [_override("m5.large", "us-east-1a", default_subnets)])
+
+    # Then the unknown image launches nothing and names the image; a known one launches
+    assert lost["Instances"] == []
+    (error,) = lost["Errors"]
+    assert error["ErrorCode"] == "InvalidAMIID.NotFound"
+    assert "ami-00000000000000000" in error["ErrorMessage"]
+    assert len(_instance_ids(served)) == 1

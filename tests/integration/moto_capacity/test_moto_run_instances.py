@@ -378,3 +378,16 @@ def test_capacity_reservations_only_without_a_target_uses_open_reservations_or_f
     with pytest.raises(ClientError) as error:
         launch(CapacityReservationSpecification=spec)
     assert _error_code(error) == "ReservationCapacityExceeded"
+
+
+def test_an_image_that_does_not_exist_is_refused_with_invalid_ami_id_not_found(
+    launch: Any, ec2: Any
+) -> None:
+    # RunInstances, errors-overview (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    # errors-overview.html): InvalidAMIID.NotFound when the AMI does not exist.
+    with pytest.raises(ClientError) as refused:
+        launch(ImageId="ami-00000000000000000")
+
+    assert refused.value.response["Error"]["Code"] == "InvalidAMIID.NotFound"
+    assert "ami-00000000000000000" in refused.value.response["Error"]["Message"]
+    assert ec2.describe_instances()["Reservations"] == []

@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-LINUX_AMI = "ami-760aaa0f"
-
 
 def _call(url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
     data = None if body is None else json.dumps(body).encode()
@@ -29,6 +27,17 @@ def _call(url: str, path: str, body: dict[str, Any] | None = None) -> tuple[int,
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
+
+
+@pytest.fixture
+def linux_image(server_url: str) -> str:
+    """A Linux/UNIX image registered on the server (EC2 launches no unknown image)."""
+    _, state = _call(
+        server_url,
+        "/moto-capacity/images",
+        {"region": "us-east-1", "platformDetails": "Linux/UNIX"},
+    )
+    return str(state["images"][-1]["imageId"])
 
 
 def _m5_large_pool(count: int) -> dict[str, Any]:
@@ -64,7 +73,7 @@ def _one_m5_large_fleet(ec2: Any, template: str, **extra: Any) -> Any:
 
 
 def test_control_endpoints_set_a_dry_pool_that_create_fleet_reports_per_override(
-    server_url: str, server_client: Any
+    server_url: str, server_client: Any, linux_image: str
 ) -> None:
     # Given a dry m5.large pool, set over HTTP
     status, state = _call(
@@ -76,7 +85,7 @@ def test_control_endpoints_set_a_dry_pool_that_create_fleet_reports_per_override
     assert state["pools"] == [_m5_large_pool(0)]
     ec2 = server_client("ec2")
     ec2.create_launch_template(
-        LaunchTemplateName="server-lt", LaunchTemplateData={"ImageId": LINUX_AMI}
+        LaunchTemplateName="server-lt", LaunchTemplateData={"ImageId": linux_image}
     )
 
     # When
@@ -162,7 +171,7 @@ def test_control_endpoint_refuses_bad_input_with_400_naming_the_problem(server_u
 
 
 def test_fifty_concurrent_targeted_launches_never_oversubscribe_a_reservation(
-    server_url: str, server_client: Any
+    server_url: str, server_client: Any, linux_image: str
 ) -> None:
     # Given a reservation of ten
     ec2 = server_client("ec2")
@@ -178,7 +187,7 @@ def test_fifty_concurrent_targeted_launches_never_oversubscribe_a_reservation(
     def launch(_: int) -> str:
         try:
             ec2.run_instances(
-                ImageId=LINUX_AMI,
+                ImageId=linux_image,
                 MinCount=1,
                 MaxCount=1,
                 InstanceType="m5.large",
@@ -201,7 +210,7 @@ def test_fifty_concurrent_targeted_launches_never_oversubscribe_a_reservation(
 
 
 def test_fifty_concurrent_fleets_never_oversubscribe_a_finite_pool(
-    server_url: str, server_client: Any
+    server_url: str, server_client: Any, linux_image: str
 ) -> None:
     # Given a pool of ten m5.large
     _call(
@@ -211,7 +220,7 @@ def test_fifty_concurrent_fleets_never_oversubscribe_a_finite_pool(
     )
     ec2 = server_client("ec2")
     ec2.create_launch_template(
-        LaunchTemplateName="pool-lt", LaunchTemplateData={"ImageId": LINUX_AMI}
+        LaunchTemplateName="pool-lt", LaunchTemplateData={"ImageId": linux_image}
     )
 
     def launch(_: int) -> int:
@@ -270,12 +279,12 @@ def test_python_m_moto_capacity_serves_aws_and_the_control_api() -> None:
 
 
 def test_concurrent_fleets_sharing_a_client_token_launch_once(
-    server_url: str, server_client: Any
+    server_url: str, server_client: Any, linux_image: str
 ) -> None:
     # Given
     ec2 = server_client("ec2")
     ec2.create_launch_template(
-        LaunchTemplateName="token-lt", LaunchTemplateData={"ImageId": LINUX_AMI}
+        LaunchTemplateName="token-lt", LaunchTemplateData={"ImageId": linux_image}
     )
 
     def launch(_: int) -> tuple[str, tuple[str, ...]]:

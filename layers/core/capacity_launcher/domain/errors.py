@@ -205,9 +205,19 @@ class InvalidLaunchRequest(CapacityLauncherError):
 
     code = "InvalidLaunchRequest"
 
-    def __init__(self, request_id: str | None, errors: Sequence[FieldError]) -> None:
+    def __init__(
+        self,
+        request_id: str | None,
+        errors: Sequence[FieldError],
+        *,
+        node_pool: str | None = None,
+        count: int | None = None,
+    ) -> None:
         self.request_id = request_id
         self.errors: list[FieldError] = list(errors)
+        # The body's nodePool and count when each was valid, so its record still shows them.
+        self.node_pool = node_pool
+        self.count = count
         super().__init__(_join(self.errors) or "invalid launch request")
 
 

@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -227,6 +228,18 @@ def _best_effort_request_id(body: Mapping[Any, Any]) -> str | None:
     return value if isinstance(value, str) and REQUEST_ID_PATTERN.match(value) else None
 
 
+_POOL_NAME: TypeAdapter[str] = TypeAdapter(Name)
+_COUNT: TypeAdapter[int] = TypeAdapter(Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)])
+
+
+def _best_effort(adapter: TypeAdapter[Any], value: Any) -> Any:
+    """`value` when it is valid on its own, else None (the rest of the body may be broken)."""
+    try:
+        return adapter.validate_python(value)
+    except ValidationError:
+        return None
+
+
 def _unwrap_event(body: Mapping[Any, Any]) -> Mapping[Any, Any]:
     """A whole EventBridge event carries the request in ``detail``; anything else is the request."""
     if "detail-type" not in body or "detail" not in body:
@@ -273,14 +286,24 @@ def parse_launch_request(raw: str | bytes | Mapping[str, Any]) -> LaunchRequest:
                 {key: value for key, value in body.items() if key in _ACCEPTED_KEYS}
             )
         except ValidationError as error:
-            raise InvalidLaunchRequest(request_id, field_errors(error) + refused) from None
+            raise InvalidLaunchRequest(
+                request_id, field_errors(error) + refused, **_valid_fields(body)
+            ) from None
         if refused:
-            raise InvalidLaunchRequest(request_id, refused)
+            raise InvalidLaunchRequest(request_id, refused, **_valid_fields(body))
         return request
     except InvalidLaunchRequest:
         raise
     except (ValueError, TypeError, RecursionError):  # the last line against hostile input
         raise _invalid(NOT_AN_OBJECT) from None
+
+
+def _valid_fields(body: Mapping[Any, Any]) -> dict[str, Any]:
+    """nodePool and count of an invalid body, each when valid on its own."""
+    return {
+        "node_pool": _best_effort(_POOL_NAME, body.get("nodePool")),
+        "count": _best_effort(_COUNT, body.get("count")),
+    }
 
 
 def _oversized(body: Mapping[Any, Any]) -> bool:

@@ -1,6 +1,7 @@
 """From a pool, a request and what EC2 offers to an ordered series of launch attempts.
 
-Reserved capacity comes first (it is already paid for), then on-demand, then spot. Each attempt is
+Reserved capacity comes first (it is already paid for), then spot, then on-demand (by price, as
+DESIGN step 3 orders them; spot is the cheaper market of a type). Each attempt is
 one CreateFleet: a reserved attempt addresses one reservation target (an id or a group, split by
 the market its reservations need: ordinary, Capacity Block, interruptible), an
 on-demand or spot attempt offers every remaining pool and lets EC2's allocation strategy pick by
@@ -77,7 +78,16 @@ class Candidates:
 
     def all(self) -> list[Offering]:
         reserved = [o for _, offerings in self.reserved for o in offerings]
-        return [*reserved, *self.on_demand, *self.spot]
+        return [*reserved, *self.pooled()]
+
+    def pooled(self) -> list[Offering]:
+        """Spot and on-demand offerings in launch order: by price, so spot first (EC2 prices a
+        type's spot capacity below its on-demand price; Karpenter also prefers spot when a
+        pool allows both), on-demand when spot is dry."""
+        return [*self.spot, *self.on_demand]
+
+    def pooled_by_type(self) -> list[tuple[CapacityType, list[Offering]]]:
+        return [(SPOT, self.spot), (ON_DEMAND, self.on_demand)]
 
     def __bool__(self) -> bool:
         return bool(self.all())
@@ -420,7 +430,7 @@ class LaunchPlan:
                     reserved[o.zone] = reserved.get(o.zone, 0) + available.get(
                         o.reservation_id or "", 0
                     )
-        for o in [*self._candidates.on_demand, *self._candidates.spot]:
+        for o in self._candidates.pooled():
             if o.capacity_type not in self._exhausted_types and o not in self._dry:
                 pooled.add(o.zone)
         zones = (set(reserved) | pooled) - self._failed_zones
@@ -444,9 +454,7 @@ class LaunchPlan:
             for o in offerings
         ]
         pooled = [
-            o
-            for o in [*self._candidates.on_demand, *self._candidates.spot]
-            if o.capacity_type not in self._exhausted_types
+            o for o in self._candidates.pooled() if o.capacity_type not in self._exhausted_types
         ]
         return [o for o in [*reserved, *pooled] if o not in self._dry]
 
@@ -468,10 +476,7 @@ class LaunchPlan:
         return None
 
     def _pooled_attempt(self, zone: str | None) -> LaunchAttempt | None:
-        for capacity_type, offerings in (
-            (ON_DEMAND, self._candidates.on_demand),
-            (SPOT, self._candidates.spot),
-        ):
+        for capacity_type, offerings in self._candidates.pooled_by_type():
             if capacity_type in self._exhausted_types:
                 continue
             usable = [o for o in offerings if o not in self._dry and zone in (None, o.zone)]

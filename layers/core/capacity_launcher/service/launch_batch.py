@@ -173,15 +173,20 @@ class LaunchBatch:
                 "recorded": owned and bool(invalid.request_id),
             },
         )
+        if not invalid.request_id:
+            # Nothing to key a record or an event on: the log line and LaunchDropped are all.
+            self._telemetry.dropped()
+            return
         self._telemetry.rejected()
-        if owned and invalid.request_id:
+        if owned:
             record = _rejected_record(
                 invalid.request_id,
-                None,
+                invalid.node_pool,
                 None,
                 message.received_at,
                 [ErrorDetail(code=invalid.code, message=str(e)) for e in invalid.errors]
                 or [ErrorDetail(code=invalid.code, message=str(invalid))],
+                requested=invalid.count or 0,
             )
             # An invalid payload must never overwrite the outcome of a valid request; a
             # delivery that finds a record re-publishes it (the first may have died before).

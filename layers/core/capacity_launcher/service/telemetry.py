@@ -19,6 +19,8 @@ LAUNCH_FULFILLED = "LaunchFulfilled"
 LAUNCH_PARTIALLY_FULFILLED = "LaunchPartiallyFulfilled"
 LAUNCH_FAILED = "LaunchFailed"
 LAUNCH_REJECTED = "LaunchRejected"
+# Bodies without a valid requestId: no record or event can be keyed, so only this counts them.
+LAUNCH_DROPPED = "LaunchDropped"
 LAUNCH_WAITING = "LaunchWaiting"
 LAUNCH_THROTTLED = "LaunchThrottled"
 CREATE_FLEET_CALLS = "CreateFleetCalls"
@@ -41,6 +43,9 @@ _BY_STATUS = {
 class LaunchTelemetry:
     def rejected(self) -> None:
         metrics.add_metric(name=LAUNCH_REJECTED, unit=MetricUnit.Count, value=1)
+
+    def dropped(self) -> None:
+        metrics.add_metric(name=LAUNCH_DROPPED, unit=MetricUnit.Count, value=1)
 
     def throttled(self) -> None:
         metrics.add_metric(name=LAUNCH_THROTTLED, unit=MetricUnit.Count, value=1)
