@@ -85,3 +85,30 @@ def test_a_request_reads_only_the_snapshots_of_reservations_it_could_launch_into
     assert not snapshots & {other_type, other_zone, *others}
     term = json.dumps({"tags": {"team": "a"}}, sort_keys=True)
     assert [sk for sk in read if not sk.startswith("cr-")] == [f"Covered#selector:{term}"]
+
+
+def test_a_fresh_request_reads_no_item_of_its_own_partition(cloud, subnets, image):
+    # Given a pool, and a count of the items each read of a request's partition returned
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    found: list[str] = []
+    asked: list[bool] = []
+
+    def ask(params: dict[str, Any], **_: Any) -> None:
+        keys = [params.get("Key", {}).get("pk", {}).get("S", "")]
+        keys += [v.get("S", "") for v in params.get("ExpressionAttributeValues", {}).values()]
+        asked[:] = [any(k.startswith("Request#") for k in keys)]
+
+    def note(parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if asked and asked[0]:
+            items = parsed.get("Items", []) + ([parsed["Item"]] if "Item" in parsed else [])
+            found.extend(f"{model.name} {i['sk']['S']}" for i in items)
+
+    db = aws.client("dynamodb")
+    db.meta.events.register("provide-client-params.dynamodb.*", ask)
+    db.meta.events.register("after-call.dynamodb.*", note)
+    # When a fresh container serves a new request (its first body is bound before it launches)
+    cloud.send(launch_request("fresh-1", nodePool="general"), batch=cloud.fresh_batch())
+    # Then none of its own partition's items was read back: not the body's hash it just wrote
+    assert found == []
+    record = cloud.record("fresh-1")
+    assert record is not None and record.launched == 1

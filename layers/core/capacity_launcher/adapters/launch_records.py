@@ -57,12 +57,17 @@ class LaunchRecords:
     # -- one request's partition: its record and pointers to the intents that serve it --
 
     def load(self, request_id: str) -> tuple[RequestRecord | None, list[LaunchIntent]]:
-        """The request's record (if finished) and its intents in attempt order."""
+        """The request's record (if finished) and its intents in attempt order: one Query of the
+        partition's `Intent#`.. range, which holds the pointers and `Record` and sorts the `Body`
+        hash before it (the launch path reads the hash only for a duplicate)."""
         with aws_call("Query"):
             pages = self._db.get_paginator("query").paginate(
                 TableName=self._table,
-                KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues={":pk": {"S": request_pk(request_id)}},
+                KeyConditionExpression="pk = :pk AND sk >= :pointers",
+                ExpressionAttributeValues={
+                    ":pk": {"S": request_pk(request_id)},
+                    ":pointers": {"S": INTENT_PREFIX},
+                },
                 ConsistentRead=True,
             )
             items = [from_item(i) for page in pages for i in page["Items"]]
