@@ -9,6 +9,7 @@ from typing import Any
 
 import moto_capacity
 from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import (
@@ -233,3 +234,29 @@ def test_a_node_pool_naming_an_unknown_instance_type_rejects_with_a_status_namin
     assert "node.kubernetes.io/instance-type: m5.nonsense, m5.typo: does not exist" in error.message
     # (found by asking alone only the names no zone offers: the call for all three, then two)
     assert ec2_calls["DescribeInstanceTypes"] == 3, ec2_calls
+
+
+def test_a_served_request_delivered_again_after_its_pool_is_gone_keeps_its_outcome(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a request Fulfilled in its pool
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    request = launch_request("late-1", nodePool="general")
+    cloud.send(request)
+    served = cloud.record("late-1")
+    assert served is not None and served.status is RequestStatus.FULFILLED, served
+    cloud.events()
+    # When its idempotency claim has expired (its window is shorter than the record's
+    # retention), the pool is deleted, and the same body is delivered again
+    db = aws.client("dynamodb")
+    table = cloud.names.idempotency_table
+    for item in db.scan(TableName=table)["Items"]:
+        db.delete_item(TableName=table, Key={"id": item["id"]})
+    ConfigStore(cloud.names.state_table, db).delete("NodePool", "general")
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then it is not Rejected: its recorded outcome stands and is published again
+    again = cloud.record("late-1")
+    assert again is not None and again.to_detail() == served.to_detail()
+    events = cloud.events()
+    assert [e["detail-type"] for e in events] == ["Launch Fulfilled"]
+    assert events[0]["detail"]["instances"] == served.to_detail()["instances"]

@@ -37,7 +37,7 @@ from capacity_launcher.domain.errors import (
     Transient,
 )
 from capacity_launcher.domain.launch_request import LaunchRequest, Message, parse_launch_request
-from capacity_launcher.domain.status import ErrorDetail, Event, RequestRecord
+from capacity_launcher.domain.status import ErrorDetail, Event, RequestRecord, RequestStatus
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launcher import Launcher
 from capacity_launcher.service.ports import HandBack, Records
@@ -323,8 +323,11 @@ class LaunchBatch:
         )
 
     def _reject(self, item: _Claimed, rejected: RequestRejected) -> bool:
-        """Record and publish a rejection; False (claim released) if that could not be done."""
-        self._telemetry.rejected()
+        """Record and publish a rejection; False (claim released) if that could not be done.
+
+        A request that was served keeps its outcome: a delivery of it after the idempotency
+        window (its pool deleted since, say) re-publishes what it ended with. A Waiting request's
+        wait ends with the rejection, and an earlier rejection is replaced (it launched nothing)."""
         record = _rejected_record(
             item.request.request_id,
             item.request.node_pool,
@@ -334,8 +337,19 @@ class LaunchBatch:
             requested=item.request.count,
         )
         try:
-            self._records.put_record(record)
-            self._finish([(item, record)])
+            outcome = record
+            if not self._records.put_record_if_absent(record):
+                stored = self._records.get_record(item.request.request_id)
+                if stored is None:
+                    # Refused, yet no record is there: never publish one that is not stored.
+                    raise Transient("PutItem", "RecordNotWritten")
+                if stored.is_final and stored.status is not RequestStatus.REJECTED:
+                    outcome = stored
+                else:  # a wait ends; a rejection (of an invalid body, say) is replaced
+                    self._records.put_record(record)
+            if outcome is record:
+                self._telemetry.rejected()
+            self._finish([(item, outcome)])
         except Exception:
             logger.exception("could not record the rejection; the retry does it")
             self._release([item])
