@@ -108,7 +108,16 @@ class CallRecorder:
                             Authorization(f"audit:cannot-derive:{operation}", repr(error), {}),
                         )
                     recorder.calls.append(replace(call, authorizations=derived))
-            response = original_call(client, operation, params)
+            try:
+                response = original_call(client, operation, params)
+            except BaseException:
+                # The call may have taken effect before its caller failed (the simulation's
+                # crash after a call, a BaseException). A launch template is named by its
+                # content, so its name and data are known from the request alone: launches from
+                # it are judged by its tags, not denied as an unknown template's.
+                if operation == "CreateLaunchTemplate":
+                    recorder._learn(service, operation, params, {})
+                raise
             recorder._learn(service, operation, params, response)
             return response
 

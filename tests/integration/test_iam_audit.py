@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import moto_capacity
-from capacity_launcher.adapters import launch_templates
+from capacity_launcher.adapters import aws, launch_templates
 from capacity_launcher.domain.status import RequestStatus
 from local_cloud.lambda_runtime import LocalFunction
 from tests.infrastructure.iam_audit import CallRecorder, Denial, Policies, audit
@@ -168,3 +168,44 @@ def test_the_audit_catches_untagged_spot_requests(
         ("ec2:CreateFleet", "spot-instances-request/*"),
         ("ec2:RunInstances", "spot-instances-request/*"),
     }
+
+
+class _Killed(BaseException):
+    """The worker dies (as the simulation's crash does): not an error the service handles."""
+
+
+def test_a_launch_template_created_by_a_worker_killed_right_after_is_judged_by_its_tags(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    recorder: CallRecorder,
+    policies: Policies,
+) -> None:
+    # Given a pool, and a worker killed just after EC2 created its launch template
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    ec2 = cloud.ec2
+    killed: list[str] = []
+
+    def kill(**_: Any) -> None:
+        if not killed:
+            killed.append("CreateLaunchTemplate")
+            raise _Killed
+
+    ec2.meta.events.register("after-call.ec2.CreateLaunchTemplate", kill)
+    try:
+        with pytest.raises(_Killed):
+            cloud.send(
+                launch_request("audit-killed", nodePool="general"), batch=cloud.fresh_batch()
+            )
+    finally:
+        ec2.meta.events.unregister("after-call.ec2.CreateLaunchTemplate", kill)
+    # When the message comes back to another worker after the dead one's claim expired, and it
+    # launches from that template
+    db = aws.client("dynamodb")
+    for item in db.scan(TableName=cloud.names.idempotency_table)["Items"]:
+        db.delete_item(TableName=cloud.names.idempotency_table, Key={"id": item["id"]})
+    cloud.send(launch_request("audit-killed", nodePool="general"), batch=cloud.fresh_batch())
+    record = cloud.record("audit-killed")
+    assert killed and record is not None and record.status is RequestStatus.FULFILLED, record
+    # Then the audit knows the template's tags: nothing is denied
+    assert audit(recorder.calls, policies) == []
