@@ -1,13 +1,24 @@
 """Cold start: importing and initialising each handler in a fresh interpreter over the built layer
 (layers/core/Makefile, sam build's recipe, built for this machine: the layer's dependencies and
-bytecode on PYTHONPATH, as Lambda mounts /opt/python; boto3 from the environment, as the runtime
-provides it), beside a minimal Powertools handler; and the layer's size."""
+bytecode on PYTHONPATH, as Lambda mounts /opt/python), beside baseline handlers; and the layer's
+size.
+
+What the Lambda runtime gives a function besides the layer is boto3 and what boto3 needs, nothing
+else: the interpreter runs without its site-packages (`-S`), and boto3's closure is copied from
+this environment into a folder of its own. (This environment also holds awscrt and pyOpenSSL,
+which botocore imports when it finds them: about 110 ms that Lambda never spends, which made
+every baseline slower and every ratio kinder.) A cold start ends when the handler is ready: the
+child reports its CPU time and the clock then, and leaves without tearing down (Lambda never
+tears a process down inside a cold start; teardown of boto3's service models alone costs more
+than 100 ms)."""
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
-import resource
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -15,6 +26,7 @@ import tempfile
 import textwrap
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,14 +60,32 @@ dynamodb = boto3.client("dynamodb")
 events = boto3.client("events")
 """
 )
+# The same, initialising as ours do (capacity_launcher.startup): the collector paused during
+# init, what init made frozen after. Not a goal's baseline: it shows what that alone is worth.
+BOTO3_PAUSED_HANDLER = (
+    """
+import gc
+
+gc.disable()
+"""
+    + BOTO3_HANDLER
+    + """
+gc.freeze()
+gc.enable()
+"""
+)
 PROBE = """
-import importlib.util, sys, time
+import importlib.util, json, os, resource, sys, time
 started = time.perf_counter()
 spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 {initialise}
-print(time.perf_counter() - started)
+imports = time.perf_counter() - started
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"imports": imports, "ready": time.monotonic(),
+                  "cpu": usage.ru_utime + usage.ru_stime}}), flush=True)
+os._exit(0)
 """
 ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -72,7 +102,13 @@ ENVIRONMENT = {
     "PYDANTIC_DISABLE_PLUGINS": "__all__",  # as template.yaml's Globals set it
     # /opt is read-only on Lambda: what the layer does not ship compiled is compiled every time.
     "PYTHONDONTWRITEBYTECODE": "1",
+    # Set by the Lambda runtime in every container; capacity_launcher.startup reads it.
+    "AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001",
 }
+# Without site-packages: only the layer and the runtime's boto3 are importable.
+INTERPRETER = (sys.executable, "-S")
+RUNTIME_DISTRIBUTION = "boto3"
+BOTO3_PAUSED = "minimal+boto3, collector paused"
 RECIPE = ROOT / "layers" / "core" / "Makefile"
 HOST_PLATFORM = "manylinux2014_x86_64"
 LAYER_LIMIT_BYTES = 30 * 1024 * 1024
@@ -83,9 +119,11 @@ class ColdStart:
     handler: str
     median_seconds: float
     runs: int
-    # The whole process, as the parent sees it: interpreter start-up, imports, initialisation.
+    # The whole process until the handler is ready, as the parent's clock sees it: interpreter
+    # start-up, imports, initialisation.
     process_seconds: float = 0.0
-    # The whole process's CPU time (user + system): what a shared machine's load disturbs least.
+    # The process's CPU time (user + system) until ready: what a shared machine's load disturbs
+    # least.
     cpu_seconds: float = 0.0
 
 
@@ -104,27 +142,33 @@ class _Runs:
 
 
 def _once(handler: _Handler, environment: dict[str, str]) -> tuple[float, float, float]:
-    """(imports and initialisation, whole process, the process's CPU) of one fresh interpreter."""
+    """(imports and initialisation, the process until ready, its CPU until ready) of one fresh
+    interpreter. `time.monotonic` is one clock for parent and child (CLOCK_MONOTONIC)."""
     probe = PROBE.format(initialise=handler.initialise)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
+    started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-c", probe, str(handler.path)],
+        [*INTERPRETER, "-c", probe, str(handler.path)],
         env=environment,
         check=True,
         capture_output=True,
         text=True,
     )
-    process = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return float(done.stdout.strip().splitlines()[-1]), process, cpu
+    ready = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(ready["imports"]), float(ready["ready"]) - started, float(ready["cpu"])
 
 
-def _measure(handlers: list[_Handler], layer: Path) -> list[ColdStart]:
+def _environment(layer: Path, runtime: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        **ENVIRONMENT,
+        "PYTHONPATH": f"{layer}{os.pathsep}{runtime}",
+    }
+
+
+def _measure(handlers: list[_Handler], layer: Path, runtime: Path) -> list[ColdStart]:
     """Round-robin: every round starts each handler once, so a shared machine's load, which
     changes by the minute, weighs on the baselines and ours alike."""
-    environment = {"PATH": os.environ.get("PATH", ""), **ENVIRONMENT, "PYTHONPATH": str(layer)}
+    environment = _environment(layer, runtime)
     for handler in handlers:  # first run: the files are in the page cache, as on a warm host
         _once(handler, environment)
     runs = {h.name: _Runs([], [], []) for h in handlers}
@@ -165,33 +209,69 @@ def build_layer(artifacts: Path, platform: str) -> None:
     )
 
 
-# Where the launcher's import CPU goes, step by step (each step only what earlier ones left).
+def _closure(name: str) -> set[str]:
+    """`name` and the distributions it requires (no extras), recursively."""
+    wanted, seen = [name], set()
+    while wanted:
+        current = wanted.pop()
+        key = current.lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        for requirement in metadata.requires(current) or []:
+            if "extra ==" in requirement:
+                continue
+            wanted.append(re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0])
+    return seen
+
+
+def build_runtime(folder: Path) -> None:
+    """boto3 and its closure from this environment into `folder`, compiled: what the Lambda
+    runtime provides besides the layer."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in _closure(RUNTIME_DISTRIBUTION):
+        for file in metadata.distribution(name).files or []:
+            if file.parts[0].endswith((".dist-info", "..")) or file.suffix == ".pyc":
+                continue
+            source = Path(str(file.locate()))
+            target = folder / file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    compileall.compile_dir(folder, quiet=1)
+
+
+# Where the launcher's import CPU goes, step by step (each step only what earlier ones left), with
+# the collector paused as the handlers' init has it.
 STEPS = {
-    "boto3": ["boto3"],
-    "Powertools Logger and Metrics": ["aws_lambda_powertools", "aws_lambda_powertools.metrics"],
-    "pydantic's core": ["pydantic.main"],
-    "settings": ["capacity_launcher.settings"],
-    "the domain's pydantic models": [
-        "capacity_launcher.domain.config",
-        "capacity_launcher.domain.launch_request",
-        "capacity_launcher.domain.status",
-    ],
-    "the rest of the service (launch path)": [
-        "capacity_launcher.service.wiring",
-        "capacity_launcher.service.launch_batch",
-        "capacity_launcher.service.launcher",
-    ],
+    "boto3": "import boto3",
+    "Powertools Logger and Metrics": "import aws_lambda_powertools, aws_lambda_powertools.metrics",
+    "Powertools idempotency": "import aws_lambda_powertools.utilities.idempotency",
+    "pydantic's import": "import pydantic.main",
+    "pydantic's first model": (
+        "import pydantic\nclass First(pydantic.BaseModel):\n    field: int = 0"
+    ),
+    "settings": "import capacity_launcher.settings",
+    "the domain's pydantic models": (
+        "import capacity_launcher.domain.config, capacity_launcher.domain.launch_request, "
+        "capacity_launcher.domain.status"
+    ),
+    "the rest of the service (launch path)": (
+        "import capacity_launcher.service.wiring, capacity_launcher.service.launch_batch, "
+        "capacity_launcher.service.launcher"
+    ),
 }
+# What pydantic costs before any model of ours.
+PYDANTIC_STEPS = ("pydantic's import", "pydantic's first model")
 STEP_PROBE = """
-import importlib, json, resource, sys
+import gc, json, resource, sys
+gc.disable()
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 spent = {}
-for step, modules in json.loads(sys.argv[1]).items():
+for step, code in json.loads(sys.argv[1]).items():
     before = cpu()
-    for module in modules:
-        importlib.import_module(module)
+    exec(code, {})
     spent[step] = cpu() - before
 print(json.dumps(spent))
 """
@@ -201,16 +281,13 @@ STEP_RUNS = 5
 def import_steps() -> dict[str, float]:
     """Median CPU seconds of each import step in a fresh interpreter over the built layer."""
     with tempfile.TemporaryDirectory() as folder:
-        build_layer(Path(folder), HOST_PLATFORM)
-        environment = {
-            "PATH": os.environ.get("PATH", ""),
-            **ENVIRONMENT,
-            "PYTHONPATH": str(Path(folder) / "python"),
-        }
+        build_layer(Path(folder) / "layer", HOST_PLATFORM)
+        build_runtime(Path(folder) / "runtime")
+        environment = _environment(Path(folder) / "layer" / "python", Path(folder) / "runtime")
         runs: dict[str, list[float]] = {step: [] for step in STEPS}
         for _ in range(STEP_RUNS):
             done = subprocess.run(
-                [sys.executable, "-c", STEP_PROBE, json.dumps(STEPS)],
+                [*INTERPRETER, "-c", STEP_PROBE, json.dumps(STEPS)],
                 env=environment,
                 check=True,
                 capture_output=True,
@@ -225,8 +302,13 @@ def handlers() -> tuple[list[ColdStart], list[ColdStart]]:
     """The baselines' cold starts (minimal first), and each of ours, all over the built layer."""
     with tempfile.TemporaryDirectory() as folder:
         build_layer(Path(folder) / "layer", HOST_PLATFORM)
+        build_runtime(Path(folder) / "runtime")
         baselines = []
-        for name, source in (("minimal", MINIMAL_HANDLER), ("minimal+boto3", BOTO3_HANDLER)):
+        for name, source in (
+            ("minimal", MINIMAL_HANDLER),
+            ("minimal+boto3", BOTO3_HANDLER),
+            (BOTO3_PAUSED, BOTO3_PAUSED_HANDLER),
+        ):
             app = Path(folder) / name / "app.py"
             app.parent.mkdir()
             app.write_text(textwrap.dedent(source))
@@ -236,7 +318,9 @@ def handlers() -> tuple[list[ColdStart], list[ColdStart]]:
             for path, initialise in HANDLERS.values()
             if (ROOT / path).exists()
         ]
-        measured = _measure([*baselines, *ours], Path(folder) / "layer" / "python")
+        measured = _measure(
+            [*baselines, *ours], Path(folder) / "layer" / "python", Path(folder) / "runtime"
+        )
     return measured[: len(baselines)], measured[len(baselines) :]
 
 

@@ -126,9 +126,9 @@ def _goals(results: Results, seconds: float) -> list[str]:
     fewer = naive.failed_calls / max(launcher.failed_calls, 1)
     batched, sequential = results.batching
     speedup = sequential.seconds / batched.seconds
-    (minimal, with_boto3), ours = results.cold_starts
-    worst_process = max(ours, key=lambda c: c.process_seconds)
-    process_ok = worst_process.process_seconds <= PROCESS_GOAL * with_boto3.process_seconds
+    (minimal, with_boto3, *_), ours = results.cold_starts
+    worst_process = max(ours, key=lambda c: c.cpu_seconds)
+    process_ok = worst_process.cpu_seconds <= PROCESS_GOAL * with_boto3.cpu_seconds
     worst = max(ours, key=lambda c: c.median_seconds)
     layer_ok = results.layer.bytes is not None and results.layer.bytes <= LAYER_LIMIT_BYTES
     rows = [
@@ -178,9 +178,10 @@ def _goals(results: Results, seconds: float) -> list[str]:
         f"| {verdict(speedup >= BATCHING_GOAL)} |",
         f"| Batching: ≤ 1 CreateFleet per compatible group | {batched.create_fleet_calls} "
         f"| {verdict(batched.create_fleet_calls <= 1)} |",
-        f"| Cold start, whole process, ≤ {PROCESS_GOAL}x a handler importing boto3 and "
-        f"Powertools and building its clients | worst ({worst_process.handler}): "
-        f"{_ratio(worst_process.process_seconds, with_boto3.process_seconds)} "
+        f"| Cold start, whole process until ready (CPU), ≤ {PROCESS_GOAL}x a handler importing "
+        f"boto3 and Powertools and building its clients | worst ({worst_process.handler}): "
+        f"{_ratio(worst_process.cpu_seconds, with_boto3.cpu_seconds)} "
+        f"(wall: {_ratio(worst_process.process_seconds, with_boto3.process_seconds)}) "
         f"| {verdict(process_ok)} |",
         f"| Cold start ≤ {COLD_START_GOAL}x the minimal Powertools handler "
         f"| worst ({worst.handler}): {_ratio(worst.median_seconds, minimal.median_seconds)} "
@@ -279,27 +280,32 @@ def _batching(results: list[BatchingResult]) -> list[str]:
 
 
 def _cold_start(baselines: list[ColdStart], ours: list[ColdStart], layer: LayerSize) -> list[str]:
-    minimal = baselines[0]
+    minimal, with_boto3 = baselines[0], baselines[1]
     lines = [
         "## Cold start",
         "",
-        "Import and initialise in a fresh interpreter, "
-        f"median of {minimal.runs}; interpreter start-up excluded. Baseline: a minimal Powertools "
-        "handler (Logger + Metrics, no boto3). *Whole process* is the same run timed by its "
-        "parent (interpreter start-up, imports, initialisation, exit), against the minimal "
-        "handler plus boto3 and its three clients (ec2, dynamodb, events). Every handler, "
-        "baselines included, runs over the built layer: `layers/core/Makefile` (`sam build`'s "
-        "recipe) for this machine's platform, its bytecode shipped and nothing written "
-        "(`PYTHONDONTWRITEBYTECODE`, as on Lambda's read-only `/opt`); boto3 comes from the "
-        "environment, as the Lambda runtime provides it. The runs go round-robin (each round "
-        "starts every handler once), so the machine's load weighs on baselines and ours alike; "
-        "CPU time (user + system) is the figure that load disturbs least.",
+        "Each handler in a fresh interpreter, median of "
+        f"{minimal.runs}. *Imports* is the handler module's import and initialisation timed "
+        "inside the process (interpreter start-up excluded), against a minimal Powertools "
+        "handler (Logger + Metrics, no boto3). *Until ready* is the whole process from its "
+        "start to the handler being ready, by the parent's clock and in the child's CPU time, "
+        "against the minimal handler plus boto3 and its three clients (ec2, dynamodb, events); "
+        "the child then leaves without tearing down, as no Lambda cold start ever does. The "
+        "goal is judged on CPU, which the machine's load disturbs least.",
         "",
-        "| handler | median ms (imports) | ratio to minimal | whole process, median ms "
-        "| ratio to minimal+boto3 | whole process CPU, median ms | CPU ratio to minimal+boto3 |",
+        "Every handler, baselines included, runs over the built layer (`layers/core/Makefile`, "
+        "`sam build`'s recipe, for this machine's platform, its bytecode shipped and nothing "
+        "written, as on Lambda's read-only `/opt`) and, as on Lambda, can import nothing else "
+        "but boto3 and what boto3 needs (`python -S`; boto3's closure copied from this "
+        "environment and compiled). The runs go round-robin, so load weighs on baselines and "
+        f"ours alike. *{cold_start.BOTO3_PAUSED}* is the boto3 baseline initialising as ours "
+        "do (`capacity_launcher.startup`: no garbage collection during init, what init made "
+        "frozen after); it is not a goal's baseline, it shows what that alone is worth.",
+        "",
+        "| handler | imports, median ms | ratio to minimal | until ready, median ms "
+        "| ratio to minimal+boto3 | CPU until ready, median ms | CPU ratio to minimal+boto3 |",
         "|---|---|---|---|---|---|---|",
     ]
-    with_boto3 = baselines[1]
     for c in [*baselines, *ours]:
         lines.append(
             f"| {c.handler} | {c.median_seconds * 1000:.0f} "
@@ -357,7 +363,7 @@ def _warm(warm: WarmOverhead) -> list[str]:
 def _why_missed(results: Results) -> list[str]:
     launcher = results.storm[0]
     batched, sequential = results.batching
-    (minimal, with_boto3), ours = results.cold_starts
+    (minimal, with_boto3, *_), ours = results.cold_starts
     worst = max(ours, key=lambda c: c.median_seconds)
     lines = ["## Why a goal was missed", ""]
     if launcher.worst_refusals_per_offering_window > 1:
@@ -411,18 +417,24 @@ def _why_missed(results: Results) -> list[str]:
             f"{_ratio(with_boto3.median_seconds, minimal.median_seconds)} of it. The goal that "
             "compares like with like is the next one."
         )
-    worst_process = max(ours, key=lambda c: c.process_seconds)
-    if worst_process.process_seconds > PROCESS_GOAL * with_boto3.process_seconds:
+    worst_process = max(ours, key=lambda c: c.cpu_seconds)
+    if worst_process.cpu_seconds > PROCESS_GOAL * with_boto3.cpu_seconds:
         extra_cpu = (worst_process.cpu_seconds - with_boto3.cpu_seconds) * 1000
+        pydantic_cpu = sum(
+            results.import_steps.get(step, 0.0) for step in cold_start.PYDANTIC_STEPS
+        )
         lines.append(
             f"- **Cold start, {PROCESS_GOAL}x the boto3 handler**: {worst_process.handler} "
-            f"spends {extra_cpu:.0f} ms more CPU than that handler "
-            f"({_ratio(worst_process.cpu_seconds, with_boto3.cpu_seconds)} in CPU); the import "
-            "steps table above shows where. The first invocation validates the domain's "
-            "documents (NodePool, NodeClass, the request, the records), so deferring their "
-            "schemas (`defer_build`) would only move the cost into it. Done here: bytecode "
-            "in the layer, one botocore session for all clients, the launch path and Powertools "
-            "idempotency imported only by the launcher, and pydantic-settings dropped (~60 ms)."
+            f"spends {extra_cpu:.0f} ms more CPU until ready than that handler "
+            f"({_ratio(worst_process.cpu_seconds, with_boto3.cpu_seconds)}); the goal allows "
+            f"{(PROCESS_GOAL - 1) * with_boto3.cpu_seconds * 1000:.0f} ms. Importing pydantic "
+            f"and building its first model take {pydantic_cpu * 1000:.0f} ms of that alone (the "
+            "import steps above), before any of the domain's models, which the first "
+            "invocation needs to validate the request and the documents it reads: deferring "
+            "them (`defer_build`) would only move their cost into it. Done: bytecode in the "
+            "layer, one botocore session for all clients, each function importing only its "
+            "own use case, pydantic-settings dropped, no default factory whose signature "
+            "pydantic must read, and init without the garbage collector."
         )
     if len(lines) == 2:
         return []
