@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from capacity_launcher.startup import lambda_init
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+with lambda_init():
+    from datetime import UTC, datetime
+    from typing import Any
 
-from capacity_launcher.observability import logger, metrics
-from capacity_launcher.service.launch_batch import Message
-from capacity_launcher.service.wiring import idempotency_config, launch_batch
-from capacity_launcher.settings import get_settings
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
-IDEMPOTENCY = idempotency_config(get_settings())
-BATCH = launch_batch(IDEMPOTENCY)
+    from capacity_launcher.observability import logger, metrics
+    from capacity_launcher.service.launch_batch import Message
+    from capacity_launcher.service.wiring import idempotency_config, launch_batch
+    from capacity_launcher.settings import get_settings
+
+    IDEMPOTENCY = idempotency_config(get_settings())
+    BATCH = launch_batch(IDEMPOTENCY)
 
 
 @logger.inject_lambda_context(log_event=False)

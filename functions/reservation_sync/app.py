@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from capacity_launcher.startup import lambda_init
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
+with lambda_init():
+    from typing import Any
 
-from capacity_launcher.observability import logger, metrics
-from capacity_launcher.service.wiring import reservation_sync
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from capacity_launcher.observability import logger, metrics
+    from capacity_launcher.service.wiring import reservation_sync
+
+    reservation_sync()  # the use case, built at init like the launcher's
 
 
 # The EventBridge envelope is read as the dict it is: Powertools' data_classes package imports
