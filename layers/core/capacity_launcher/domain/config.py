@@ -4,11 +4,10 @@ Field names are the documents' camelCase (README.md, NodeClass and NodePool); un
 are errors, and every error names the field (by its document path) and the rule it breaks.
 """
 
-from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self, TYPE_CHECKING
 
 from pydantic import (
     AfterValidator,
@@ -179,7 +178,7 @@ class CapacityReservationTarget(_Document):
     capacity_reservation_resource_group_arn: GroupArn | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> CapacityReservationTarget:
+    def _exactly_one(self) -> Self:
         if (self.capacity_reservation_id is None) == (
             self.capacity_reservation_resource_group_arn is None
         ):
@@ -197,7 +196,7 @@ class CapacityReservationSpec(_Document):
     capacity_reservation_target: CapacityReservationTarget | None = None
 
     @model_validator(mode="after")
-    def _preference_or_target(self) -> CapacityReservationSpec:
+    def _preference_or_target(self) -> Self:
         if (
             self.capacity_reservation_preference is not None
             and self.capacity_reservation_target is not None
@@ -231,7 +230,7 @@ class CapacityReservationSelectorTerm(_Document):
         return tags
 
     @model_validator(mode="after")
-    def _id_alone_or_others(self) -> CapacityReservationSelectorTerm:
+    def _id_alone_or_others(self) -> Self:
         others = (self.tags, self.owner_id, self.instance_match_criteria)
         if self.id is not None and any(other is not None for other in others):
             raise ValueError("id cannot be combined with tags, ownerID or instanceMatchCriteria")
@@ -252,7 +251,7 @@ class SubnetSelectorTerm(_Document):
         return tags
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> SubnetSelectorTerm:
+    def _exactly_one(self) -> Self:
         if (self.id is None) == (self.tags is None):
             raise ValueError("exactly one of id or tags must be set")
         return self
@@ -270,7 +269,7 @@ class NodeClassSpec(_Document):
     security_group_ids: list[SecurityGroupId] = Field(min_length=1, max_length=16)
     instance_profile: InstanceProfileName | None = None
     user_data: str | None = None
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(default={})
     capacity_reservation_spec: CapacityReservationSpec | None = None
     capacity_reservation_selector_terms: list[CapacityReservationSelectorTerm] | None = Field(
         default=None, min_length=1, max_length=MAX_SELECTOR_TERMS
@@ -302,7 +301,7 @@ class NodeClassSpec(_Document):
         return validate_tags(tags, MAX_NODE_CLASS_TAGS)
 
     @model_validator(mode="after")
-    def _alternatives(self) -> NodeClassSpec:
+    def _alternatives(self) -> Self:
         if (self.image_id is None) == (self.image_ssm_parameter is None):
             raise ValueError("exactly one of imageId or imageSsmParameter must be set")
         if (self.subnet_ids is None) == (self.subnet_selector_terms is None):
@@ -355,7 +354,7 @@ class NodePoolSpec(_Document):
 
     node_class_ref: Name
     weight: StrictInt = Field(default=0, ge=0, le=100)
-    requirements: list[Requirement] = Field(default_factory=list, max_length=MAX_POOL_REQUIREMENTS)
+    requirements: list[Requirement] = Field(default=[], max_length=MAX_POOL_REQUIREMENTS)
     limits: PoolLimits | None = None
 
     @field_validator("requirements")
@@ -396,7 +395,7 @@ ConfigDocument = Annotated[NodeClass | NodePool, Field(discriminator="kind")]
 _MODELS: dict[str, type[NodeClass] | type[NodePool]] = {NODE_CLASS: NodeClass, NODE_POOL: NodePool}
 
 
-def parse_document(data: Mapping[str, Any]) -> NodeClass | NodePool | CapacityQuota:
+def parse_document(data: Mapping[str, Any]) -> "NodeClass | NodePool | CapacityQuota":
     """Validate one configuration document; every broken rule is reported, by document path."""
     if not isinstance(data, Mapping):
         raise ConfigValidationError([FieldError("body", "must be a mapping (one document)")])
@@ -422,7 +421,7 @@ def parse_document(data: Mapping[str, Any]) -> NodeClass | NodePool | CapacityQu
         raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
 
 
-def to_document(model: NodeClass | NodePool | CapacityQuota) -> dict[str, Any]:
+def to_document(model: "NodeClass | NodePool | CapacityQuota") -> dict[str, Any]:
     """The stored / printed form: document names, JSON types, unset fields left out."""
     document: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return document

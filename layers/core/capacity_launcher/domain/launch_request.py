@@ -5,7 +5,6 @@ A requester chooses how many instances and may narrow the pool's requirements; e
 NodeClass, so those fields are refused here by name.
 """
 
-from __future__ import annotations
 
 import hashlib
 import json
@@ -13,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import (
     AfterValidator,
@@ -124,10 +123,10 @@ class LaunchRequest(BaseModel):
     min_count: StrictInt = Field(default=1, ge=1)
     single_zone: StrictBool = False
     requirements: list[Requirement] = Field(
-        default_factory=list, max_length=MAX_REQUEST_REQUIREMENTS
+        default=[], max_length=MAX_REQUEST_REQUIREMENTS
     )
     requester: str | None = Field(default=None, max_length=MAX_REQUESTER_LENGTH)
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(default={})
     # Wait for scheduled reserved capacity (a future-dated ODCR or a Capacity Block) until then.
     wait_for_capacity_until: Deadline | None = None
 
@@ -330,7 +329,7 @@ class Message:
     sender_id: str | None = None
 
     @classmethod
-    def from_sqs_record(cls, record: Mapping[str, Any]) -> Message:
+    def from_sqs_record(cls, record: Mapping[str, Any]) -> Self:
         """One record of the event Lambda's SQS event source mapping builds."""
         attributes = record.get("attributes") or {}
         sent = attributes.get("SentTimestamp")

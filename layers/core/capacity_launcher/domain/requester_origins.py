@@ -78,9 +78,9 @@ class RequesterOrigins(_Document):
 
     model_config = BUILT_ON_FIRST_USE  # only CapacityQuota holds them
 
-    event_sources: list[EventSource] = Field(default_factory=list, max_length=MAX_ORIGINS)
-    accounts: list[Account] = Field(default_factory=list, max_length=MAX_ORIGINS)
-    queue_senders: list[Sender] = Field(default_factory=list, max_length=MAX_ORIGINS)
+    event_sources: list[EventSource] = Field(default=[], max_length=MAX_ORIGINS)
+    accounts: list[Account] = Field(default=[], max_length=MAX_ORIGINS)
+    queue_senders: list[Sender] = Field(default=[], max_length=MAX_ORIGINS)
 
     @field_validator("event_sources", "accounts", "queue_senders")
     @classmethod

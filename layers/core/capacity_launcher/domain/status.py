@@ -6,13 +6,12 @@ Fulfilled / Failed / Rejected events, and of Launch Waiting while a request wait
 reserved capacity (`waitForCapacityUntil`; the only status that is not final).
 """
 
-from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_serializer
 from pydantic.alias_generators import to_camel
@@ -152,7 +151,7 @@ class ErrorDetail(_Record):
     message: str
 
     @classmethod
-    def of(cls, error: BaseException) -> ErrorDetail:
+    def of(cls, error: BaseException) -> Self:
         """A domain exception as the record shows it: its ``code`` and its message."""
         code = getattr(error, "code", None) or type(error).__name__
         message = getattr(error, "message", None) or str(error)
@@ -166,15 +165,15 @@ class RequestRecord(_Record):
     status: RequestStatus
     requested: int = Field(ge=0)
     launched: int = Field(ge=0)
-    instances: list[LaunchedInstance] = Field(default_factory=list)
-    unavailable_offerings: list[UnavailableOffering] = Field(default_factory=list)
-    errors: list[ErrorDetail] = Field(default_factory=list)
+    instances: list[LaunchedInstance] = Field(default=[])
+    unavailable_offerings: list[UnavailableOffering] = Field(default=[])
+    errors: list[ErrorDetail] = Field(default=[])
     received_at: Timestamp
     # When the record was written: its end, or (Waiting) the last look at the reservations.
     finished_at: Timestamp
     # Waiting only: the request's deadline and the scheduled reservations it waits for.
     wait_for_capacity_until: Timestamp | None = None
-    waiting_for: list[AwaitedReservation] = Field(default_factory=list)
+    waiting_for: list[AwaitedReservation] = Field(default=[])
 
     @property
     def detail_type(self) -> str:
@@ -194,7 +193,7 @@ class RequestRecord(_Record):
         return self.to_dict()
 
     @classmethod
-    def from_detail(cls, detail: Mapping[str, Any]) -> RequestRecord:
+    def from_detail(cls, detail: Mapping[str, Any]) -> Self:
         return cls.model_validate(dict(detail))
 
     @classmethod
@@ -208,7 +207,7 @@ class RequestRecord(_Record):
         node_pool: str | None = None,
         requester: str | None = None,
         requested: int = 0,
-    ) -> RequestRecord:
+    ) -> Self:
         """The record of a request that will never be served."""
         return cls(
             request_id=request_id,
