@@ -247,13 +247,13 @@ def test_duplicate_delivery_launches_once_and_republishes(cloud, subnets, image,
     }
 
 
-def test_crash_after_create_fleet_then_retry_launches_once(cloud, subnets, image, monkeypatch):
+def killed_after_create_fleet(
+    cloud: Cloud, request: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deliver `request` to a worker that dies right after CreateFleet returned (before
+    recording anything): its instances run, its intent and lease stay open."""
     from capacity_launcher.adapters.launch_records import LaunchRecords
 
-    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    request = launch_request("crash-1", nodePool="general", count=3)
-
-    # Given a worker that dies right after CreateFleet returned (before recording anything)
     def die(*_: Any, **__: Any) -> None:
         raise SystemExit("worker killed")
 
@@ -261,6 +261,14 @@ def test_crash_after_create_fleet_then_retry_launches_once(cloud, subnets, image
         patch.setattr(LaunchRecords, "complete_intent", die)
         with pytest.raises(SystemExit):
             cloud.send(request)
+
+
+def test_crash_after_create_fleet_then_retry_launches_once(cloud, subnets, image, monkeypatch):
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    request = launch_request("crash-1", nodePool="general", count=3)
+
+    # Given a worker that dies right after CreateFleet returned (before recording anything)
+    killed_after_create_fleet(cloud, request, monkeypatch)
     assert len(cloud.managed_instances()) == 3
     # When the message is delivered again to a new container, after the claim expired
     expire_idempotency_claims(cloud)

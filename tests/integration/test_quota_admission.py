@@ -18,7 +18,12 @@ from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota
 from tests.integration.test_accounting import deliver, usage
-from tests.integration.test_launch_into_reservations import ZONE, setup_pool
+from tests.integration.test_launch_into_reservations import (
+    ZONE,
+    expire_idempotency_claims,
+    killed_after_create_fleet,
+    setup_pool,
+)
 from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
 
 POOL = "general"
@@ -31,11 +36,16 @@ def quota(name: str, nominal: str, *, borrowing: str | None = None, **spec: Any)
     return capacity_quota(name, POOL, {"instances": nominal}, borrowing=limit, **spec)
 
 
-def used(requester: str) -> int:
-    """The instances the cohort's quota usage counts for a requester in the pool."""
+def held(requester: str) -> Resources:
+    """What the cohort's quota usage counts for a requester in the pool."""
     pk = quota_usage.quota_usage_pk("research", POOL)
     _, found = quota_usage.read(aws.client("dynamodb"), get_settings().state_table_name, pk, POOL)
-    return found.get((requester, POOL), Resources.ZERO).instances
+    return found.get((requester, POOL), Resources.ZERO)
+
+
+def used(requester: str) -> int:
+    """The instances the cohort's quota usage counts for a requester in the pool."""
+    return held(requester).instances
 
 
 @pytest.fixture
@@ -259,3 +269,42 @@ def test_a_request_naming_its_pool_is_not_passed_on_when_its_quota_refuses(pool:
     assert record.node_pool == POOL
     assert [e.code for e in record.errors] == ["QuotaExceeded"]
     assert pool.managed_instances() == []
+
+
+def test_a_replay_after_its_pool_changed_types_counts_what_its_instances_are(
+    pool: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given team-a's quota of 8 vCPUs, and a worker killed right after its CreateFleet launched
+    # 2 m5.large (2 vCPUs each) for team-a
+    pool.apply(capacity_quota("team-a", POOL, {"cpu": "8", "instances": "10"}))
+    request = launch_request("retyped-1", nodePool=POOL, count=2, requester="team-a")
+    killed_after_create_fleet(pool, request, monkeypatch)
+    assert len(pool.managed_instances()) == 2
+    # And the pool applied again meanwhile with another instance type only
+    moto_capacity.set_capacity("us-east-1", "c5.xlarge", ZONE, "on-demand", 100)
+    setup_pool(
+        pool,
+        subnets,
+        image,
+        capacity_types=("on-demand",),
+        types=("c5.xlarge",),
+        limits={"instances": "10"},
+    )
+    expire_idempotency_claims(pool)
+    # When the message is delivered again to a new container
+    assert pool.send(request, batch=pool.fresh_batch()) == []
+    # Then the replay takes the 2 m5.large, and they count what an m5.large is, in the quota
+    # and in the pool (not as instances of unknown size)
+    record = pool.record("retyped-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert {i.instance_type for i in record.instances} == {"m5.large"}
+    assert held("team-a") == ONE * 2
+    assert PoolLimitsStore(get_settings().state_table_name, 900).usage(POOL) == ONE * 2
+    # and team-a's next 2 c5.xlarge (4 vCPUs each) would overrun its 8 vCPUs: refused
+    late = launch_request("retyped-2", nodePool=POOL, count=2, minCount=2, requester="team-a")
+    pool.send(late, batch=pool.fresh_batch())
+    refused = pool.record("retyped-2")
+    assert refused is not None and refused.status is RequestStatus.FAILED, refused
+    assert [e.code for e in refused.errors] == ["QuotaExceeded"]
+    assert refused.errors[0].message.startswith("CapacityQuota team-a: NodePool general, cpu: ")
+    assert len(pool.managed_instances()) == 2

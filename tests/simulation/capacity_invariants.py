@@ -226,6 +226,28 @@ class CapacityInvariants:
         )
         return "live: " + ", ".join(parts)
 
+    def _counted_for(self, pool: str, requester: str) -> str:
+        """What the pool's usage counts for the requester's live instances and leases: each
+        member's amounts and the quota usage it holds (none: counted for the pool only)."""
+        live = {
+            o.instance_id
+            for o in self.world.instances.values()
+            if o.pool == pool and o.requester == requester and o.state in LIVE
+        }
+        parts = []
+        for item in self.world.counted_items(pool):
+            sk = str(item["sk"])
+            subject = sk.split("#", 1)[1]
+            if subject not in live and item.get("requester") != requester:
+                continue
+            amounts = " ".join(
+                f"{a}={item[a]}" for a in ATTRIBUTES.values() if a in item and item[a] != "0"
+            )
+            parts.append(f"{sk} [{amounts}] holds {item.get('quotaUsage') or 'no quota usage'}")
+        missing = sorted(i for i in live if not any(p.startswith(f"Member#{i} ") for p in parts))
+        parts += [f"{i} not counted" for i in missing]
+        return "counted: " + (", ".join(sorted(parts)) or "nothing")
+
     # -- after quiescence -----------------------------------------------------------------------
 
     def after_quiescence(self, records: dict[str, dict[str, Any] | None]) -> None:
@@ -256,7 +278,8 @@ class CapacityInvariants:
                             self._violate(
                                 "quota usage == EC2 (quiescent)",
                                 f"{pk} {requester} {resource}: recorded {recorded:g}, EC2 runs"
-                                f" {running}; {self._who(pool, [requester])}",
+                                f" {running}; {self._who(pool, [requester])};"
+                                f" {self._counted_for(pool, requester)}",
                             )
 
     def _gang_holds(self, request: Request, record: dict[str, Any]) -> None:

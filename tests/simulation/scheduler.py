@@ -82,6 +82,14 @@ class Simulation:
 
     def send(self, bodies: list[Any], *, via_bus: bool) -> None:
         texts = [b if isinstance(b, str) else json.dumps(b) for b in bodies]
+        self.outcome.trace.append(
+            f"step {self.invariants.step}   sent "
+            + ", ".join(
+                f"{b.get('requestId')}<{b.get('requester')} {b.get('nodePool')} x{b.get('count')}>"
+                for b in bodies
+                if isinstance(b, dict)
+            )
+        )
         for body in bodies:
             self._note_submitted(body)
         if via_bus and all(isinstance(b, dict) for b in bodies):

@@ -623,6 +623,25 @@ class World:
                 found[pool] = int(item.get("instances", {}).get("N", "0"))
         return found
 
+    def counted_items(self, pool: str) -> list[dict[str, Any]]:
+        """The pool's open leases and members as stored (raw attributes, for a violation's text:
+        what each counts and which quota usage it holds)."""
+        assert self.names is not None
+        answer = self.dynamodb.query(
+            TableName=self.names.state_table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :until",
+            ExpressionAttributeValues={
+                ":pk": {"S": f"Limits#{pool}"},
+                ":from": {"S": "Lease#"},
+                ":until": {"S": "Member$"},
+            },
+            ConsistentRead=True,
+        )
+        return [
+            {name: next(iter(value.values())) for name, value in item.items()}
+            for item in answer["Items"]
+        ]
+
     def committed(self, pool: str) -> int:
         """Live instances plus unsettled leases: what a pool holds or was promised."""
         leased = sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)

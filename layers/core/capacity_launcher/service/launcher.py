@@ -799,15 +799,12 @@ class Launcher:
                     )
                 )
             mine = []
-        counted = {
-            x.instance_id: _counted(candidates.instance_types.get(x.instance_type)) for x in mine
-        }
+        types = self._landed_types(candidates, mine)
+        counted = {x.instance_id: _counted(types.get(x.instance_type)) for x in mine}
         if item.granted:
             self._p.limits.settle(pool_name, request.request_id, counted)
         records = [
-            _instance_record(
-                x, item.prepared, candidates.instance_types.get(x.instance_type), self._clock()
-            )
+            _instance_record(x, item.prepared, types.get(x.instance_type), self._clock())
             for x in mine
         ]
         if item.settled:
@@ -817,6 +814,22 @@ class Launcher:
             self._p.instances.put(records)
         status = status_for(request.count, len(mine), request.min_count)
         return self._finish(item, mine, unavailable, status, item.errors, reservations)
+
+    def _landed_types(
+        self, candidates: Candidates, landed: Sequence[InstanceLanding]
+    ) -> Mapping[str, InstanceTypeInfo]:
+        """The facts of every type that landed. A replay serves the instances its predecessor
+        launched with the candidates of the pool as applied now: a pool applied again meanwhile
+        with other instance types (or another NodeClass's zones) does not name theirs, and an
+        instance counted without them would hold its pool's and its quota's usage for none of
+        its CPUs, memory or GPUs."""
+        known = candidates.instance_types
+        missing = [x for x in landed if x.instance_type not in known]
+        if not missing:
+            return known
+        zones = sorted({x.zone for x in missing})
+        names = sorted({x.instance_type for x in missing})
+        return {**known, **{f.name: f for f in self._p.catalog.offered(zones, names)}}
 
     def _roll_back_zone(
         self, active: Sequence[_Progress], seen: list[InstanceLanding]
