@@ -1,11 +1,14 @@
 """A pool's limits hold from the moment they are applied, whatever a container's copy of the pool
-says (the simulation found a lowered limit overrun by a launcher reading its 10 s copy)."""
+says (the simulation found a lowered limit overrun by a launcher reading its 10 s copy, and a
+deleted pool's limit overrun by one whose copy outlived the deletion)."""
 
 from __future__ import annotations
 
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.service import wiring
+from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
-from tests.support.cloud import launch_request
+from tests.support.cloud import capacity_type, instance_type, launch_request, node_pool
 
 
 def test_a_lowered_limit_holds_at_once_for_a_container_with_a_stale_copy(cloud, subnets, image):
@@ -47,3 +50,42 @@ def test_a_gang_a_stale_copy_says_can_never_fit_is_judged_on_the_stored_limits(
     # Then it is served, not rejected as "can never fit"
     record = cloud.record("gang-after-raising")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+
+
+def test_a_pool_deleted_since_a_container_read_it_gains_nothing_past_its_limit(
+    cloud, subnets, image
+):
+    # Given a pool limited to 1 instance, full, in a warm container (its copy says limit 1)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    cloud.send(launch_request("fills", nodePool="general"))
+    # When the operator deletes the pool, and the same container serves 4 more within its copy's
+    # lifetime (the simulation's soak, seed 5: 4 launched in a deleted pool limited to 1)
+    wiring.config_store(get_settings()).delete("NodePool", "general")
+    cloud.send(launch_request("after-deletion", nodePool="general", count=4))
+    # Then nothing more is launched: a deleted pool is not a pool without limits
+    record = cloud.record("after-deletion")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    assert [e.code for e in record.errors] == ["NodePoolDeleted"], record.to_detail()
+    assert len(cloud.managed_instances()) == 1
+
+
+def test_a_request_for_any_pool_passes_over_one_deleted_since_a_container_read_it(
+    cloud, subnets, image
+):
+    # Given two pools of equal weight (`general` is tried first) in a warm container's copy
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    requirements = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=requirements))
+    cloud.send(launch_request("warm"))
+    # When `general` is deleted and a request naming no pool comes to that container
+    wiring.config_store(get_settings()).delete("NodePool", "general")
+    cloud.send(launch_request("any-pool", count=2))
+    # Then it launches in `spare`, saying why `general` was passed over
+    record = cloud.record("any-pool")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "spare"
+    passed_over = [e.message for e in record.errors if e.code == "NodePoolPassedOver"]
+    assert passed_over == [
+        "nodePool general: NodePool general was deleted after this worker read it: nothing more"
+        " is launched in it"
+    ], record.to_detail()
