@@ -318,8 +318,9 @@ def test_a_sync_during_a_launch_does_not_count_its_instances_twice(cloud, subnet
     assert usage() == 2
 
 
-def test_settling_more_instances_than_one_transaction_holds_counts_each_once(cloud):
+def test_settling_more_instances_than_one_transaction_holds_counts_each_once(cloud, subnets, image):
     # Given a lease of 120 instances, 5 of which the sync already counted (their lease had expired)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     store = PoolLimitsStore(get_settings().state_table_name, 900)
     one = Resources(cpu=2, memory_mib=8192, instances=1)
     assert store.reserve("general", "big-1", one, 120, 1, None) == 120

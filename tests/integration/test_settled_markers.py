@@ -10,14 +10,23 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.pool_limits import SETTLED_MARKER_SECONDS, PoolLimitsStore
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
+from tests.integration.test_launch_into_reservations import setup_pool
 
 ONE = Resources(cpu=2, memory_mib=8192, instances=1)
 POOL = "general"
+
+
+@pytest.fixture(autouse=True)
+def stored_pool(cloud, subnets, image) -> None:
+    """A lease is only ever taken in a stored pool (a deleted one has no room)."""
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), pool=POOL)
 
 
 class Clock:

@@ -49,6 +49,7 @@ class Violation:
 class Request:
     request_id: str
     submitted_at: float
+    submitted_step: int = 0
     counts: set[int] = field(default_factory=set)
     bodies: int = 0
     valid: bool = False
@@ -88,6 +89,8 @@ class Ledger:
         self.requests: dict[str, Request] = {}
         self.disturbances: list[Disturbance] = []
         self.limits: dict[str, int | None] = {}
+        # pool → (step, what the operator did, the limit then): a finding tells its own story.
+        self.limit_history: dict[str, list[tuple[int, str, int | None]]] = {}
         self.grace: dict[str, int] = {}
         self.instance_first_step: dict[str, int] = {}
         self.unknown_events: Counter[str] = Counter()
@@ -99,8 +102,9 @@ class Ledger:
         count: int | None,
         valid: bool,
         body: dict[str, Any] | None = None,
+        step: int = 0,
     ) -> None:
-        request = self.requests.setdefault(request_id, Request(request_id, now))
+        request = self.requests.setdefault(request_id, Request(request_id, now, step))
         request.bodies += 1
         request.valid = request.valid or valid
         if count is not None:
@@ -159,6 +163,16 @@ class Invariants:
             self.ledger.grace[pool] = max(self.ledger.grace.get(pool, 0), committed)
             self._shrinking.discard(pool)
         self.ledger.limits[pool] = new_limit
+        self.ledger.limit_history.setdefault(pool, []).append(
+            (self.step, f"applied (committed {committed})", new_limit)
+        )
+
+    def deleted(self, pool: str) -> None:
+        """A deleted pool keeps its last limit: its instances outlive it, and no launch may
+        join them beyond that limit (a container's copy of it may serve a request for 10 s)."""
+        self.ledger.limit_history.setdefault(pool, []).append(
+            (self.step, "deleted", self.ledger.limits.get(pool))
+        )
 
     def every_step(self, status_events: list[dict[str, Any]]) -> None:
         self._note_status_events(status_events)
@@ -230,6 +244,8 @@ class Invariants:
                 f"pool {pool}: {running} live, limit {limit}"
                 + (f" (grace {self.ledger.grace[pool]})" if self.ledger.grace.get(pool) else "")
                 + f"; usage item says {self.world.stored_usage().get(pool)}; "
+                + self._limit_history(pool)
+                + "; "
                 + self._who_runs(pool),
             )
 
@@ -242,13 +258,36 @@ class Invariants:
             and observed.instance_id in self.world.restarted
         )
 
+    def _limit_history(self, pool: str, last: int = 8) -> str:
+        history = self.ledger.limit_history.get(pool, [])
+        told = [f"step {step} {what}, limit {limit}" for step, what, limit in history[-last:]]
+        skipped = f"{len(history) - last} earlier, " if len(history) > last else ""
+        return f"limit history: {skipped}{'; '.join(told) or 'none'}"
+
     def _who_runs(self, pool: str) -> str:
-        parts = []
+        """The live instances by request: when each request was submitted and ended, when each
+        instance was first seen (the step it was admitted by, at the latest)."""
+        by_request: dict[str, list[str]] = {}
         for observed in self.world.instances.values():
             if observed.pool == pool and observed.state in LIVE:
+                first = self.ledger.instance_first_step.get(observed.instance_id, self.step)
                 flag = " restarted" if observed.instance_id in self.world.restarted else ""
-                parts.append(f"{observed.instance_id}<{observed.request_id}{flag}>")
-        return "live: " + ", ".join(sorted(parts))
+                by_request.setdefault(observed.request_id, []).append(
+                    f"{observed.instance_id} seen step {first}{flag}"
+                )
+        parts = []
+        for request_id, instances in sorted(by_request.items()):
+            request = self.ledger.requests.get(request_id)
+            when = "not submitted by the simulation"
+            if request is not None:
+                ended = (
+                    "open"
+                    if request.ended_step is None
+                    else f"{request.status} at step {request.ended_step}"
+                )
+                when = f"submitted step {request.submitted_step}, {ended}"
+            parts.append(f"{request_id} x{len(instances)} ({when}: {', '.join(sorted(instances))})")
+        return "live: " + "; ".join(parts)
 
     def _nothing_after_end(self) -> None:
         for observed in self.world.instances.values():

@@ -116,7 +116,12 @@ class Simulation:
         valid = valid and not any(k.startswith("capacity-launcher:") for k in body.get("tags", {}))
         valid = valid and body.get("minCount", 1) <= (count or 0)
         self.ledger.submitted(
-            request_id, self.world.now, count if valid else None, valid, body if valid else None
+            request_id,
+            self.world.now,
+            count if valid else None,
+            valid,
+            body if valid else None,
+            self.invariants.step,
         )
 
     def apply(self, document: dict[str, Any]) -> str:
@@ -153,6 +158,8 @@ class Simulation:
             self.catalog.classes.pop(name, None)
         else:
             self.catalog.pools.pop(name, None)
+            self.invariants.deleted(name)
+            self.outcome.trace.append(f"step {self.invariants.step}   {name}: deleted")
         return "deleted"
 
     def add_fault(self, fault: Fault, *, duration: float, permanent: bool) -> None:

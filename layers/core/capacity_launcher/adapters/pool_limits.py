@@ -27,7 +27,12 @@ from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
-from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded, Transient
+from capacity_launcher.domain.errors import (
+    ConditionFailed,
+    NodePoolDeleted,
+    QuotaExceeded,
+    Transient,
+)
 from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Recount
 from capacity_launcher.domain.quantities import (
     CPU,
@@ -108,7 +113,8 @@ class PoolLimitsStore:
         Idempotent per lease id: a retry finds its lease and gets the same answer. When a
         CapacityQuota names the pool, the requester's quota admits the lease in the same
         transaction (QuotaExceeded when it does not; Transient when other admissions in its
-        cohort kept winning the race).
+        cohort kept winning the race). NodePoolDeleted when the pool is no longer stored: the
+        lease is checked against the stored pool, and a deleted one has no room at all.
         """
         existing = self.lease(pool, lease_id)
         if existing is not None:
@@ -154,12 +160,12 @@ class PoolLimitsStore:
                         tries -= 1
                         continue
                     if failed.failed_at(len(items) - (2 if admission is not None else 1)):
-                        # The pool was applied since this copy was read: use what is stored.
-                        limits, stored, wanted = self.stored_limits(pool), True, count
+                        # The pool was applied (or deleted) since this copy was read.
+                        limits, stored, wanted = self._limits_in_force(pool), True, count
                         continue
             elif not stored:
                 # Never refuse on a copy that may be stale: decide on the stored limits.
-                limits, stored = self.stored_limits(pool), True
+                limits, stored = self._limits_in_force(pool), True
                 continue
             if limits is None:
                 wanted = count
@@ -171,27 +177,41 @@ class PoolLimitsStore:
         return 0
 
     def stored_limits(self, pool: str) -> PoolLimits | None:
-        """The limits of the pool as last applied (strongly consistent)."""
+        """The limits of the pool as last applied (strongly consistent); None also when the
+        pool is no longer stored (a lease then says NodePoolDeleted)."""
+        return self._stored(pool)[1]
+
+    def _limits_in_force(self, pool: str) -> PoolLimits | None:
+        found, limits = self._stored(pool)
+        if not found:
+            raise NodePoolDeleted(pool)
+        return limits
+
+    def _stored(self, pool: str) -> tuple[bool, PoolLimits | None]:
+        """Whether the pool is stored, and its limits as last applied (strongly consistent)."""
         with aws_call("GetItem"):
             item = self._db.get_item(
                 TableName=self._table,
                 Key=key("NodePool", pool),
                 ConsistentRead=True,
-                ProjectionExpression="#limits",
+                ProjectionExpression="pk, #limits",
                 ExpressionAttributeNames={"#limits": "limits"},
             ).get("Item")
         token = (item or {}).get("limits", {}).get("S")
         dumped = json.loads(token) if token else None
-        return None if dumped is None else PoolLimits.model_validate(dumped)
+        return item is not None, None if dumped is None else PoolLimits.model_validate(dumped)
 
     def _limits_check(self, pool: str, limits: PoolLimits | None) -> dict[str, Any]:
-        """The lease holds only if the pool's stored limits are the ones it was sized by (a pool
-        stored before limits were kept beside it, or deleted meanwhile, is not checked)."""
+        """The lease holds only if the pool is still stored, with the limits it was sized by (a
+        pool stored before limits were kept beside it is not checked): a copy of the pool that
+        outlived its deletion must not take it for a pool without limits."""
         return {
             "ConditionCheck": {
                 "TableName": self._table,
                 "Key": key("NodePool", pool),
-                "ConditionExpression": ("attribute_not_exists(#limits) OR #limits = :limits"),
+                "ConditionExpression": (
+                    "attribute_exists(pk) AND (attribute_not_exists(#limits) OR #limits = :limits)"
+                ),
                 "ExpressionAttributeNames": {"#limits": "limits"},
                 "ExpressionAttributeValues": {":limits": {"S": limits_token(limits)}},
             }

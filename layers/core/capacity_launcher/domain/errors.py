@@ -297,6 +297,19 @@ class QuotaExceeded(CapacityLauncherError):
         super().__init__(f"{where}: NodePool {flavor}{what}: {reason}")
 
 
+class NodePoolDeleted(CapacityLauncherError):
+    """A lease asked of a pool no longer stored: a container's copy of the pool outlived its
+    deletion. A deleted pool is not one without limits: nothing more is leased in it."""
+
+    code = "NodePoolDeleted"
+
+    def __init__(self, pool: str) -> None:
+        self.pool = pool
+        super().__init__(
+            f"NodePool {pool} was deleted after this worker read it: nothing more is launched in it"
+        )
+
+
 class LaunchFailed(CapacityLauncherError):
     """EC2 refused the launch for a reason waiting will not fix (auth, bad parameter, no image)."""
 

@@ -24,6 +24,7 @@ from capacity_launcher.domain.errors import (
     ErrorKind,
     InvalidLaunchRequest,
     LaunchFailed,
+    NodePoolDeleted,
     QuotaExceeded,
     UnknownRequirementValues,
     classify,
@@ -333,6 +334,11 @@ class Launcher:
                 item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
                 if refused.reclaim and item.reclaim is None:
                     item.reclaim = refused
+                continue
+            except NodePoolDeleted as gone:
+                # A copy of the pool outlived its deletion: nothing is leased, a request that
+                # named no pool tries the next one.
+                item.errors.append(ErrorDetail(code=gone.code, message=str(gone)))
                 continue
             if item.granted == 0 and item.request.request_id not in replayed:
                 item.errors.append(
