@@ -7,7 +7,7 @@ are errors, and every error names the field (by its document path) and the rule 
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, Self, TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
