@@ -4,7 +4,6 @@ Field names are the documents' camelCase (README.md, NodeClass and NodePool); un
 are errors, and every error names the field (by its document path) and the rule it breaks.
 """
 
-
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self

@@ -5,7 +5,6 @@ A requester chooses how many instances and may narrow the pool's requirements; e
 NodeClass, so those fields are refused here by name.
 """
 
-
 import hashlib
 import json
 import re
@@ -122,9 +121,7 @@ class LaunchRequest(BaseModel):
     count: StrictInt = Field(ge=1, le=MAX_COUNT)
     min_count: StrictInt = Field(default=1, ge=1)
     single_zone: StrictBool = False
-    requirements: list[Requirement] = Field(
-        default=[], max_length=MAX_REQUEST_REQUIREMENTS
-    )
+    requirements: list[Requirement] = Field(default=[], max_length=MAX_REQUEST_REQUIREMENTS)
     requester: str | None = Field(default=None, max_length=MAX_REQUESTER_LENGTH)
     tags: dict[str, str] = Field(default={})
     # Wait for scheduled reserved capacity (a future-dated ODCR or a Capacity Block) until then.

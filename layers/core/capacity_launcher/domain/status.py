@@ -6,7 +6,6 @@ Fulfilled / Failed / Rejected events, and of Launch Waiting while a request wait
 reserved capacity (`waitForCapacityUntil`; the only status that is not final).
 """
 
-
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
