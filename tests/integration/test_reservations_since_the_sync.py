@@ -76,3 +76,23 @@ def test_a_burst_finding_no_reservation_asks_ec2_once_per_container(
     assert ec2_calls["DescribeCapacityReservations"] - before == 2
     statuses = {cloud.record(f"burst-{i}").status for i in range(12)}  # type: ignore[union-attr]
     assert statuses == {RequestStatus.FAILED}
+
+
+def test_a_reservation_created_after_the_last_sync_is_used_when_the_synced_ones_are_full(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool allowing reserved and on-demand, selecting team=ml reservations, whose one
+    # reservation the last sync saw is filled (red team 2, 2026-11-23)
+    setup_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "ml"}}])
+    full = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    cloud.send(launch_request("r-first", nodePool="general", count=1))
+    first = cloud.record("r-first")
+    assert first is not None and [i.capacity_reservation_id for i in first.instances] == [full]
+    # When the team creates a second reservation, and a request follows before the next sync
+    fresh = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    cloud.send(launch_request("r-second", nodePool="general", count=1))
+    # Then it lands in the new reservation, not on-demand: reserved capacity is used first
+    record = cloud.record("r-second")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.reservations import (
-    ACTIVE,
     ANYWHERE,
     ReservationScope,
     ReservationSelection,
@@ -29,9 +28,10 @@ from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
-# When the last sync found no active reservation a request could use, a launcher asks EC2 itself
-# (a reservation created since the sync), at most once per NodeClass selection per this many
-# seconds: a burst of such requests in one container makes one look, not one each.
+# When the last sync found no active reservation with room that a request could use (none, or all
+# full), a launcher asks EC2 itself (a reservation created since the sync), at most once per
+# NodeClass selection per this many seconds: a burst of such requests in one container makes one
+# look, not one each.
 RECHECK_SECONDS = 30.0
 
 
@@ -80,9 +80,10 @@ class ReservationProvider:
             synced = selection.resolve(known, members)
             synced_at = min(c.synced_at for c in coverage.values())
             self._as_of[key] = synced_at
-            if _any_active(synced, scope):
+            if _any_usable(synced, scope):
                 return synced
-            # The sync saw nothing this request could use: one created since is not seen yet.
+            # The sync saw nothing with room this request could use: one created since (a second
+            # reservation beside a full one, a block bought for a waiting request) is not seen yet.
             looked = self._recheck(selection, synced_at)
             if looked is None:
                 return synced
@@ -173,9 +174,9 @@ class ReservationProvider:
                 self._snapshots.empty(reservation_id)
 
 
-def _any_active(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:
+def _any_usable(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:
     return any(
-        r.state == ACTIVE and scope.admits((r.instance_type, r.zone))
+        r.usable and scope.admits((r.instance_type, r.zone))
         for s in sources
         for r in s.reservations
     )
