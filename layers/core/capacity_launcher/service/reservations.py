@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.domain.reservations import (
     ANYWHERE,
     ReservationScope,
@@ -65,10 +66,23 @@ class ReservationProvider:
         `scope` admits (and every one it names by id, so a missing one is still reported).
 
         Reads the NodeClass's coverage items, then only the snapshots of the members in scope:
-        what other NodeClasses select, or reservations elsewhere, is never read."""
+        what other NodeClasses select, or reservations elsewhere, is never read. Raises
+        NodeClassRefused naming the selection's field when AWS refuses for good to say what it
+        reaches (a group that does not exist, say)."""
         selection = selection_of(node_class)
         if not selection:
             return []
+        try:
+            return self._sources(selection, scope)
+        except NodeClassRefused:
+            raise
+        except LaunchFailed as refused:
+            name, field = node_class.metadata.name, selection.field
+            raise NodeClassRefused(refused.code, refused.message, name, field) from refused
+
+    def _sources(
+        self, selection: ReservationSelection, scope: ReservationScope
+    ) -> list[ReservationSource]:
         needed = selection.coverage_keys()
         coverage = self._snapshots.coverage(needed)
         named = selection.named_ids()
