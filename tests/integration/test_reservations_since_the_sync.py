@@ -96,3 +96,31 @@ def test_a_reservation_created_after_the_last_sync_is_used_when_the_synced_ones_
     record = cloud.record("r-second")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()
+
+
+def test_room_in_an_interruptible_reservation_does_not_hide_a_new_one(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool selecting team=ml reservations: a full one, and an interruptible one with room
+    # that plain requests may not use (interruptible capacity is opt-in), as the last sync saw
+    setup_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "ml"}}])
+    full = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    source = reserve(cloud, 3, InstanceMatchCriteria="targeted")
+    cloud.ec2.create_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=source, InstanceCount=2, TagSpecifications=ML
+    )
+    described = cloud.ec2.describe_capacity_reservations()["CapacityReservations"]
+    cloud.wait_until_active(
+        next(r["CapacityReservationId"] for r in described if r["Interruptible"])
+    )
+    sync()
+    cloud.send(launch_request("r-first", nodePool="general", count=1))
+    first = cloud.record("r-first")
+    assert first is not None and [i.capacity_reservation_id for i in first.instances] == [full]
+    # When a second ordinary reservation is created, and a request follows before the next sync
+    fresh = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    cloud.send(launch_request("r-second", nodePool="general", count=1))
+    # Then it lands in the new reservation (red team 2: the loan's room stopped the launcher's look)
+    record = cloud.record("r-second")
+    assert record is not None, "no record"
+    assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()

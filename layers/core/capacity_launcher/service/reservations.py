@@ -189,8 +189,10 @@ class ReservationProvider:
 
 
 def _any_usable(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:
+    """Room any request in `scope` may use: interruptible capacity is opt-in, so a loan's room
+    does not spare the look (a request that opts in only costs one more look per 30 s)."""
     return any(
-        r.usable and scope.admits((r.instance_type, r.zone))
+        r.usable and not r.interruptible and scope.admits((r.instance_type, r.zone))
         for s in sources
         for r in s.reservations
     )
