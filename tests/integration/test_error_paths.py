@@ -62,13 +62,21 @@ def _apply_class(cloud: Cloud, subnets: dict[str, str], **spec: Any) -> None:
     )
 
 
+GROUP_KEY = "capacityReservationResourceGroupArn"
+MISSING_GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/missing"
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
         ({"imageSsmParameter": "/aws/service/none/here"}, "spec.imageSsmParameter"),
         ({"subnetIds": ["subnet-0123456789abcdef0"]}, "spec.subnetIds"),
+        (
+            {"capacityReservationSpec": {"capacityReservationTarget": {GROUP_KEY: MISSING_GROUP}}},
+            f"spec.capacityReservationSpec.capacityReservationTarget.{GROUP_KEY}",
+        ),
     ],
-    ids=["missing-ssm-parameter", "missing-subnet"],
+    ids=["missing-ssm-parameter", "missing-subnet", "missing-reservation-group"],
 )
 def test_a_permanent_node_class_error_fails_the_request_at_once_naming_the_field(
     cloud: Cloud, subnets: dict[str, str], spec: dict[str, Any], field: str
@@ -87,6 +95,36 @@ def test_a_permanent_node_class_error_fails_the_request_at_once_naming_the_field
     assert _lease_count(cloud, "general") == 0
     usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
     assert usage == Resources.ZERO
+
+
+def test_a_request_naming_no_pool_passes_over_a_pool_whose_node_class_aws_refuses(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a heavier pool whose NodeClass targets a reservation group that does not exist (red
+    # team 2: the request was handed back until the DLQ, never trying the next pool), and a
+    # lighter pool that can serve
+    _apply_class(
+        cloud,
+        subnets,
+        capacityReservationSpec={"capacityReservationTarget": {GROUP_KEY: MISSING_GROUP}},
+    )
+    setup_pool(cloud, subnets, image, pool="fallback", klass="fine")
+    broken = node_pool(
+        "general",
+        "broken",
+        weight=10,
+        requirements=[capacity_type("on-demand"), instance_type("m5.large")],
+    )
+    cloud.apply(broken)
+    # When a request naming no pool arrives
+    handed_back = cloud.send(launch_request("no-pool-1"))
+    # Then it is served by the next pool, and its record says why the first passed it over
+    assert handed_back == []
+    record = cloud.record("no-pool-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "fallback"
+    [passed] = [e for e in record.errors if e.code == "NodePoolPassedOver"]
+    assert passed.message.startswith("nodePool general: spec.capacityReservationSpec"), passed
 
 
 def test_an_image_ec2_does_not_have_fails_the_request_with_its_code_and_spares_the_ice_cache(

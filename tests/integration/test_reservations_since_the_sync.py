@@ -76,3 +76,51 @@ def test_a_burst_finding_no_reservation_asks_ec2_once_per_container(
     assert ec2_calls["DescribeCapacityReservations"] - before == 2
     statuses = {cloud.record(f"burst-{i}").status for i in range(12)}  # type: ignore[union-attr]
     assert statuses == {RequestStatus.FAILED}
+
+
+def fill_then_reserve_again(cloud: Cloud, full: str) -> tuple[str, Any]:
+    """After the sync: a request fills `full`; then a second team=ml reservation is created and
+    a request follows before the next sync. The new reservation's id and that request's record."""
+    sync()
+    cloud.send(launch_request("r-first", nodePool="general", count=1))
+    first = cloud.record("r-first")
+    assert first is not None and [i.capacity_reservation_id for i in first.instances] == [full]
+    fresh = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    cloud.send(launch_request("r-second", nodePool="general", count=1))
+    return fresh, cloud.record("r-second")
+
+
+def test_a_reservation_created_after_the_last_sync_is_used_when_the_synced_ones_are_full(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool allowing reserved and on-demand, selecting team=ml reservations, whose one
+    # reservation the last sync saw is filled (red team 2, 2026-11-23)
+    setup_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "ml"}}])
+    full = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    # When the team creates a second reservation, and a request follows before the next sync
+    fresh, record = fill_then_reserve_again(cloud, full)
+    # Then it lands in the new reservation, not on-demand: reserved capacity is used first
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()
+
+
+def test_room_in_an_interruptible_reservation_does_not_hide_a_new_one(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool selecting team=ml reservations: a full one, and an interruptible one with room
+    # that plain requests may not use (interruptible capacity is opt-in), as the last sync saw
+    setup_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "ml"}}])
+    full = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    source = reserve(cloud, 3, InstanceMatchCriteria="targeted")
+    cloud.ec2.create_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=source, InstanceCount=2, TagSpecifications=ML
+    )
+    described = cloud.ec2.describe_capacity_reservations()["CapacityReservations"]
+    cloud.wait_until_active(
+        next(r["CapacityReservationId"] for r in described if r["Interruptible"])
+    )
+    # When a second ordinary reservation is created, and a request follows before the next sync
+    fresh, record = fill_then_reserve_again(cloud, full)
+    # Then it lands in the new reservation (red team 2: the loan's room stopped the launcher's look)
+    assert record is not None, "no record"
+    assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()

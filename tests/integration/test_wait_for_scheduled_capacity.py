@@ -430,3 +430,39 @@ def test_a_wait_naming_no_pool_goes_to_a_pool_that_allows_reserved_capacity(clou
     record = cloud.record("r-any")
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     assert record.node_pool == "general"
+
+
+def test_a_block_bought_after_the_last_sync_beside_a_full_one_is_waited_for(cloud, subnets, image):
+    # Given a reserved-only pool selecting blocks by tag, whose first block is active and full as
+    # the last sync saw it (red team 2, 2026-11-23)
+    tagged = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+
+    def buy_tagged() -> dict:
+        offerings = cloud.ec2.describe_capacity_block_offerings(
+            InstanceType=BLOCK_TYPE, InstanceCount=1, CapacityDurationHours=24
+        )["CapacityBlockOfferings"]
+        offering = next(o for o in offerings if o["AvailabilityZone"] == ZONE)
+        return cloud.ec2.purchase_capacity_block(  # type: ignore[no-any-return]
+            CapacityBlockOfferingId=offering["CapacityBlockOfferingId"],
+            InstancePlatform="Linux/UNIX",
+            TagSpecifications=tagged,
+        )["CapacityReservation"]
+
+    first = buy_tagged()
+    reserved_only_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "ml"}}])
+    advance_to(first["StartDate"], 1)
+    sync()
+    cloud.send(launch_request("r-fill", nodePool="general", count=1))
+    filled = cloud.record("r-fill")
+    assert filled is not None and filled.status is RequestStatus.FULFILLED, filled.to_detail()
+    # When the team buys the next block, and a request willing to wait for it follows at once
+    second = buy_tagged()
+    deadline = second["StartDate"] + timedelta(hours=1)
+    wait = launch_request("r-next", nodePool="general", waitForCapacityUntil=stamp(deadline))
+    assert cloud.send(wait) == []
+    # Then it waits for the new block instead of failing: the launcher looked at EC2 itself
+    record = cloud.record("r-next")
+    assert record is not None and record.status is RequestStatus.WAITING, record.to_detail()
+    assert [w.capacity_reservation_id for w in record.waiting_for] == [
+        second["CapacityReservationId"]
+    ]

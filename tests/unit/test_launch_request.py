@@ -139,6 +139,21 @@ def test_the_body_hash_is_the_same_for_every_form_of_one_request() -> None:
     assert len(hashes) == len(changed) and not hashes & forms
 
 
+def test_the_body_hash_ignores_the_order_of_a_requirements_values() -> None:
+    # Given one request whose zones come in two orders (a producer building them from a set or a
+    # map sends them in any order on each retry; red team 2, 2026-11-23)
+    zones = ["us-east-1a", "us-east-1b", "us-east-1c"]
+
+    def body(values: list[str]) -> dict[str, object]:
+        requirement = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": values}
+        return {"requestId": "r-1", "count": 1, "requirements": [requirement]}
+
+    # Then both hash alike (In and NotIn name sets), while other zones do not
+    first, reordered = (parse_launch_request(body(v)) for v in (zones, zones[::-1]))
+    other = parse_launch_request(body(zones[:2]))
+    assert first.body_hash() == reordered.body_hash() != other.body_hash()
+
+
 def test_python_names_are_accepted_too() -> None:
     made = LaunchRequest(request_id="r", count=2, min_count=2, single_zone=True)
 

@@ -196,6 +196,20 @@ def test_fleet_errors_blame_the_offerings_they_name():
     ]
 
 
+def test_one_fatal_error_on_every_override_is_blamed_once():
+    # Given EC2's answer to a fleet whose image does not exist: the same error on each override
+    # (red team 2: the record listed it five times)
+    errors = [
+        FleetError("InvalidAMIID.NotFound", "no such image", "m5.large", zone, None)
+        for zone in ("us-east-1a", "us-east-1b", "us-east-1c")
+    ]
+    # Then the request is told once
+    blamed = blame(errors, [Offering(ON_DEMAND, "m5.large", "us-east-1a")])
+    assert [(e.code, e.message) for e in blamed.fatal] == [
+        ("InvalidAMIID.NotFound", "spec.imageId: no such image")
+    ]
+
+
 def test_a_spot_error_stands_for_every_spot_offering():
     # Given a spot error on one override (no service-linked role: no spot launch can succeed)
     code = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"

@@ -141,6 +141,11 @@ class Blamed:
     # A spot error that stands for every spot offering (cached under the capacity type alone).
     spot_unavailable: FleetError | None = None
 
+    def tell(self, error: ErrorDetail) -> None:
+        """A fatal error, once: EC2 repeats one (a missing image) on every override."""
+        if error not in self.fatal:
+            self.fatal.append(error)
+
     def unavailable_marks(self, errors: Sequence[FleetError]) -> list[tuple[str, str, str]]:
         """(ICE-cache key, code, message) for every dry offering, spot under `spot` alone."""
         marks = [
@@ -163,12 +168,12 @@ def blame(errors: Sequence[FleetError], offerings: Sequence[Offering]) -> Blamed
         elif kind is ErrorKind.SPOT_UNAVAILABLE:
             hit = [o for o in offerings if o.capacity_type == SPOT]
             blamed.spot_unavailable = error
-            blamed.fatal.append(ErrorDetail(code=error.code, message=error.message))
+            blamed.tell(ErrorDetail(code=error.code, message=error.message))
         else:
             if not kind.retryable:
                 where = node_class_field(error.code)
                 message = f"{where}: {error.message}" if where else error.message
-                blamed.fatal.append(ErrorDetail(code=error.code, message=message))
+                blamed.tell(ErrorDetail(code=error.code, message=message))
             continue
         blamed.dry += [o for o in hit if o not in blamed.dry]
         blamed.hits.extend((o, error.code) for o in hit)

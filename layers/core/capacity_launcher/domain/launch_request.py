@@ -171,11 +171,12 @@ class LaunchRequest(BaseModel):
 
     def body_hash(self) -> str:
         """What binds the requestId to this request: a hash of its normalized form (defaults
-        filled in, keys and requirements in one order), equal for every resend of the same
-        request whatever carried it."""
+        filled in, keys, requirements and each requirement's values in one order), equal for
+        every resend of the same request whatever carried it."""
         body = self.to_dict()
         body["requirements"] = sorted(
-            json.dumps(r, sort_keys=True) for r in body.get("requirements", [])
+            json.dumps({**r, "values": sorted(r.get("values", []))}, sort_keys=True)
+            for r in body.get("requirements", [])
         )
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()

@@ -58,6 +58,10 @@ BLOCK_ENDING = "blockEnding"
 ENDED = "expired"
 
 TARGET_ID_FIELD = "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationId"
+TARGET_GROUP_FIELD = (
+    "spec.capacityReservationSpec.capacityReservationTarget.capacityReservationResourceGroupArn"
+)
+SELECTOR_TERMS_FIELD = "spec.capacityReservationSelectorTerms"
 
 # EC2's CapacityReservationPreference values a launch template may carry.
 Preference = Literal["capacity-reservations-only", "open", "none"]
@@ -227,6 +231,14 @@ class ReservationSelection:
         if self.target is not None:
             return [target_key(self.target.name)]
         return [selector_key(t) for t in self.terms]
+
+    @property
+    def field(self) -> str:
+        """The NodeClass field that says how its reservations are found (blamed when AWS refuses
+        to describe them: a group that does not exist, say)."""
+        if self.target is None:
+            return SELECTOR_TERMS_FIELD
+        return TARGET_ID_FIELD if self.target.reservation_id else TARGET_GROUP_FIELD
 
     def named(self) -> list[tuple[str, str]]:
         """(document field, reservation id) for every reservation it names by id."""

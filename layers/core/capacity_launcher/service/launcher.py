@@ -241,15 +241,16 @@ class Launcher:
         try:
             subnets = self._p.subnets.by_zone(lead.node_class)
             platform = self._p.templates.image_platform(lead.node_class)
+            sources: list[ReservationSource] = self._p.reservations.sources(
+                lead.node_class, _scope(lead.requirements, subnets)
+            )
         except LaunchFailed as refused:
-            # The NodeClass names subnets or an image AWS refuses for good: fail now, nothing
-            # is leased yet.
+            # The NodeClass names subnets, an image or reservations (a group) AWS refuses for
+            # good: fail now, nothing is leased yet; a request that named no pool tries the next.
+            stay = self._fall_back(progress, report, refused.message)
             error = ErrorDetail(code=refused.code, message=refused.message)
-            self._reject_all(progress, report, error, RequestStatus.FAILED)
+            self._reject_all(stay, report, error, RequestStatus.FAILED)
             return
-        sources: list[ReservationSource] = self._p.reservations.sources(
-            lead.node_class, _scope(lead.requirements, subnets)
-        )
         try:
             candidates = self._candidates(lead, subnets, sources, platform)
         except UnknownRequirementValues as unknown:

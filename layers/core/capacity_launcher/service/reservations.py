@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.domain.reservations import (
-    ACTIVE,
     ANYWHERE,
     ReservationScope,
     ReservationSelection,
@@ -29,9 +29,10 @@ from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
-# When the last sync found no active reservation a request could use, a launcher asks EC2 itself
-# (a reservation created since the sync), at most once per NodeClass selection per this many
-# seconds: a burst of such requests in one container makes one look, not one each.
+# When the last sync found no active reservation with room that a request could use (none, or all
+# full), a launcher asks EC2 itself (a reservation created since the sync), at most once per
+# NodeClass selection per this many seconds: a burst of such requests in one container makes one
+# look, not one each.
 RECHECK_SECONDS = 30.0
 
 
@@ -65,10 +66,23 @@ class ReservationProvider:
         `scope` admits (and every one it names by id, so a missing one is still reported).
 
         Reads the NodeClass's coverage items, then only the snapshots of the members in scope:
-        what other NodeClasses select, or reservations elsewhere, is never read."""
+        what other NodeClasses select, or reservations elsewhere, is never read. Raises
+        NodeClassRefused naming the selection's field when AWS refuses for good to say what it
+        reaches (a group that does not exist, say)."""
         selection = selection_of(node_class)
         if not selection:
             return []
+        try:
+            return self._sources(selection, scope)
+        except NodeClassRefused:
+            raise
+        except LaunchFailed as refused:
+            name, field = node_class.metadata.name, selection.field
+            raise NodeClassRefused(refused.code, refused.message, name, field) from refused
+
+    def _sources(
+        self, selection: ReservationSelection, scope: ReservationScope
+    ) -> list[ReservationSource]:
         needed = selection.coverage_keys()
         coverage = self._snapshots.coverage(needed)
         named = selection.named_ids()
@@ -80,9 +94,10 @@ class ReservationProvider:
             synced = selection.resolve(known, members)
             synced_at = min(c.synced_at for c in coverage.values())
             self._as_of[key] = synced_at
-            if _any_active(synced, scope):
+            if _any_usable(synced, scope):
                 return synced
-            # The sync saw nothing this request could use: one created since is not seen yet.
+            # The sync saw nothing with room this request could use: one created since (a second
+            # reservation beside a full one, a block bought for a waiting request) is not seen yet.
             looked = self._recheck(selection, synced_at)
             if looked is None:
                 return synced
@@ -173,9 +188,11 @@ class ReservationProvider:
                 self._snapshots.empty(reservation_id)
 
 
-def _any_active(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:
+def _any_usable(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:
+    """Room any request in `scope` may use: interruptible capacity is opt-in, so a loan's room
+    does not spare the look (a request that opts in only costs one more look per 30 s)."""
     return any(
-        r.state == ACTIVE and scope.admits((r.instance_type, r.zone))
+        r.usable and not r.interruptible and scope.admits((r.instance_type, r.zone))
         for s in sources
         for r in s.reservations
     )
