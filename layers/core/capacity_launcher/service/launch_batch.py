@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -39,7 +39,7 @@ from capacity_launcher.domain.errors import (
 from capacity_launcher.domain.launch_request import LaunchRequest, Message, parse_launch_request
 from capacity_launcher.domain.status import ErrorDetail, Event, RequestRecord, RequestStatus
 from capacity_launcher.observability import logger
-from capacity_launcher.service.launcher import Launcher
+from capacity_launcher.service.launcher import Launcher, utcnow
 from capacity_launcher.service.ports import HandBack, Records
 from capacity_launcher.service.resolution import Prepared
 from capacity_launcher.service.telemetry import LaunchTelemetry
@@ -71,6 +71,7 @@ class LaunchBatch:
         *,
         max_workers: int = 10,
         queue: HandBack | None = None,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._launcher = launcher
         self._publish = publish
@@ -79,6 +80,8 @@ class LaunchBatch:
         self._telemetry = telemetry
         self._max_workers = max_workers
         self._queue = queue
+        # The launcher's clock: a rejection is stamped as the launcher stamps what it serves.
+        self._clock = clock
 
     def process(
         self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None = None
@@ -179,7 +182,7 @@ class LaunchBatch:
             return
         self._telemetry.rejected()
         if owned:
-            record = _rejected_record(
+            record = self._rejected_record(
                 invalid.request_id,
                 invalid.node_pool,
                 None,
@@ -280,7 +283,7 @@ class LaunchBatch:
             extra={"messageId": item.message.message_id, "requestId": request.request_id},
         )
         self._telemetry.rejected()
-        record = _rejected_record(
+        record = self._rejected_record(
             request.request_id,
             request.node_pool,
             request.requester,
@@ -328,7 +331,7 @@ class LaunchBatch:
         A request that was served keeps its outcome: a delivery of it after the idempotency
         window (its pool deleted since, say) re-publishes what it ended with. A Waiting request's
         wait ends with the rejection, and an earlier rejection is replaced (it launched nothing)."""
-        record = _rejected_record(
+        record = self._rejected_record(
             item.request.request_id,
             item.request.node_pool,
             item.request.requester,
@@ -440,6 +443,25 @@ class LaunchBatch:
                 },
             )
 
+    def _rejected_record(
+        self,
+        request_id: str,
+        node_pool: str | None,
+        requester: str | None,
+        received_at: datetime,
+        errors: list[ErrorDetail],
+        requested: int = 0,
+    ) -> RequestRecord:
+        return RequestRecord.rejected(
+            request_id,
+            errors,
+            received_at=received_at,
+            finished_at=max(self._clock(), received_at),
+            node_pool=node_pool,
+            requester=requester,
+            requested=requested,
+        )
+
     def _release(self, items: Iterable[_Claimed]) -> None:
         for item in items:
             try:
@@ -449,22 +471,3 @@ class LaunchBatch:
                     "could not release the idempotency claim",
                     extra={"requestId": item.request.request_id},
                 )
-
-
-def _rejected_record(
-    request_id: str,
-    node_pool: str | None,
-    requester: str | None,
-    received_at: datetime,
-    errors: list[ErrorDetail],
-    requested: int = 0,
-) -> RequestRecord:
-    return RequestRecord.rejected(
-        request_id,
-        errors,
-        received_at=received_at,
-        finished_at=datetime.now(UTC),
-        node_pool=node_pool,
-        requester=requester,
-        requested=requested,
-    )

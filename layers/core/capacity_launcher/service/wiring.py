@@ -198,6 +198,7 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
         persistence,
         LaunchTelemetry(),
         queue=LaunchQueue(),
+        clock=utcnow,
     )
 
 
