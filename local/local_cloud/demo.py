@@ -590,6 +590,7 @@ def run_demo(examples: str = "examples") -> int:
         out.print(f"[red]{mismatches} request(s) did not end as the story expects[/]")
         return 1
     out.print(
-        "[green]done: every request ended as expected; the local cloud is stopped, its instances with it[/]"
+        "[green]done: every request ended as expected; the local cloud is stopped, "
+        "its instances with it[/]"
     )
     return 0
