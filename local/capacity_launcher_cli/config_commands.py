@@ -114,6 +114,8 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
         ]
     if problems:
         raise ApplyError(problems)
+    if not documents:  # an empty file (or folder) would apply nothing and say nothing
+        raise ApplyError([f"{', '.join(paths)}: no documents to apply"])
     return documents
 
 

@@ -87,3 +87,11 @@ def test_a_key_repeated_in_different_mappings_is_fine(tmp_path: Path) -> None:
     path.write_text(CLASS + "---\n" + POOL)
 
     assert len(read_documents([str(path)])) == 2
+
+
+def test_a_file_with_no_documents_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("# nothing here yet\n---\n")
+
+    with pytest.raises(ApplyError, match="empty.yaml: no documents to apply"):
+        read_documents([str(path)])
