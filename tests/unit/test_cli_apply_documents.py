@@ -93,5 +93,5 @@ def test_a_file_with_no_documents_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text("# nothing here yet\n---\n")
 
-    with pytest.raises(ApplyError, match="empty.yaml: no documents to apply"):
+    with pytest.raises(ApplyError, match=r"empty\.yaml: no documents to apply"):
         read_documents([str(path)])
