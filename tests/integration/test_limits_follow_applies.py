@@ -144,21 +144,28 @@ def test_a_throttled_launch_replayed_after_its_lease_was_reclaimed_leases_again_
     assert PoolLimitsStore(get_settings().state_table_name, 900).usage("general").instances == 1
 
 
-def test_intents_of_a_deleted_pool_are_not_replayed_in_another_pool(cloud, subnets, image):
-    # Given a request naming no pool, throttled in `general` (its intent written, its lease held)
+def redelivered_after_its_pool_was_deleted(
+    cloud, subnets, image, spare_limits: dict[str, str] | None
+) -> None:
+    """A request naming no pool, throttled in `general` (its intent written, its lease held),
+    delivered again after `general` was deleted: it now resolves to `spare`."""
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     requirements = [capacity_type("on-demand"), instance_type("m5.large")]
-    cloud.apply(
-        node_pool("spare", "standard", requirements=requirements, limits={"instances": "1"})
-    )
+    limits = {"limits": spare_limits} if spare_limits else {}
+    cloud.apply(node_pool("spare", "standard", requirements=requirements, **limits))
     moto_capacity.inject_fault("ec2:CreateFleet", "RequestLimitExceeded", times=50)
     request = launch_request("any-pool", count=2)
     assert len(cloud.send(request)) == 1
     moto_capacity.reset()
-    # When `general` is deleted and the request is delivered again (it now resolves to `spare`)
     wiring.config_store(get_settings()).delete("NodePool", "general")
     expire_idempotency_claims(cloud)
-    cloud.send(request, batch=cloud.fresh_batch())
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+
+
+def test_intents_of_a_deleted_pool_are_not_replayed_in_another_pool(cloud, subnets, image):
+    # Given a request throttled in `general`, redelivered after `general` was deleted (it now
+    # resolves to `spare`, limited to 1)
+    redelivered_after_its_pool_was_deleted(cloud, subnets, image, {"instances": "1"})
     # Then `spare` stays within its limit, and what runs is tagged with the pool it is counted in
     # (it ran 2 in `spare`, limit 1, tagged `general`, counted in both pools' usage)
     spare = PoolLimitsStore(get_settings().state_table_name, 900).usage("spare")
@@ -170,3 +177,21 @@ def test_intents_of_a_deleted_pool_are_not_replayed_in_another_pool(cloud, subne
         for i in cloud.managed_instances()
     }
     assert pools <= {record.node_pool}
+    assert record.node_pool == "spare" and record.launched == 1, record.to_detail()
+    assert [e.code for e in record.errors] == ["NodePoolPassedOver"], record.to_detail()
+
+
+def test_intents_of_a_deleted_pool_are_not_replayed_where_the_request_resolves_now(
+    cloud, subnets, image
+):
+    # Given a request throttled in `general`, redelivered after `general` was deleted (it now
+    # resolves to `spare`, which has room for all of it)
+    redelivered_after_its_pool_was_deleted(cloud, subnets, image, None)
+    # Then `general`'s launch is not sent in `spare` (its instances tagged `general`, counted in
+    # both): the request is served afresh in `spare`, its instances tagged and counted there
+    record = cloud.record("any-pool")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert record.node_pool == "spare"
+    tags = [{t["Key"]: t["Value"] for t in i.get("Tags", [])} for i in cloud.managed_instances()]
+    assert [t.get("capacity-launcher:node-pool") for t in tags] == ["spare", "spare"]
+    assert PoolLimitsStore(get_settings().state_table_name, 900).usage("spare").instances == 2

@@ -209,17 +209,47 @@ class Launcher:
                 report.records[record.request_id] = record
                 report.replayed.add(record.request_id)
             elif intents:
-                # A crashed or throttled predecessor: finish its intents, alone, first (in the
-                # pool they launched for, if it fell back to a lower-weight one).
+                # A crashed or throttled predecessor: finish its intents, alone, first, in the
+                # pool they were made for (a lower-weight one, if it fell back); never in another.
                 pool = intents[-1].node_pool
+                placed: Prepared | None = prepared
                 if pool and pool != prepared.pool.metadata.name:
-                    prepared = resolve_in(self._p.config, prepared, pool)
-                self._serve_or_give_back([_Progress(prepared)], report, intents)
+                    placed = resolve_in(self._p.config, prepared, pool)
+                if placed is not None:
+                    self._serve_or_give_back([_Progress(placed)], report, intents)
+                else:
+                    fresh += self._afresh(prepared, report, intents, pool or "")
             else:
                 fresh.append(_Progress(prepared))
         if fresh:
             self._serve_or_give_back(fresh, report, [])
         return report
+
+    def _afresh(
+        self, prepared: Prepared, report: LaunchReport, intents: list[LaunchIntent], pool: str
+    ) -> list[_Progress]:
+        """A request whose intents' pool is gone (or no longer one it may use): they are not
+        sent again; it is served afresh, where it resolves now, for what they did not launch."""
+        why = f"nodePool {pool} is no longer one this request may use: not sent again"
+        known = {i for intent in intents for i in intent.instance_ids}
+        ended = [self._end_unsent(intent, why, known) for intent in intents]
+        request = prepared.request
+        launched = sum(len(i.split(i.instance_ids).get(request.request_id, [])) for i in ended)
+        there = f"; the {launched} it launched there are counted there" if launched else ""
+        note = ErrorDetail(
+            code=POOL_PASSED_OVER,
+            message=f"nodePool {pool}: no longer one this request may use since an earlier "
+            f"delivery tried it: nothing more is launched in it{there}",
+        )
+        left = request.count - launched
+        item = _Progress(prepared, errors=[note])
+        if left < 1:
+            report.records[request.request_id] = self._finish(
+                item, [], [], RequestStatus.FAILED, [note]
+            )
+            return []
+        rest = request.model_copy(update={"count": left, "min_count": min(request.min_count, left)})
+        return [_Progress(replace(prepared, request=rest), errors=[note])]
 
     def _end_unsent(self, intent: LaunchIntent, why: str, known: set[str]) -> LaunchIntent:
         """End a pending intent without sending it (no live lease covers it in its pool): done,
