@@ -70,7 +70,13 @@ from capacity_launcher.domain.status import (
     UnavailableOffering,
     status_for,
 )
-from capacity_launcher.domain.tags import instance_tags, own_request_tags, own_tags
+from capacity_launcher.domain.tags import (
+    NODE_POOL,
+    REQUEST_ID,
+    instance_tags,
+    own_request_tags,
+    own_tags,
+)
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared, resolve, resolve_in, resolve_next
@@ -203,17 +209,67 @@ class Launcher:
                 report.records[record.request_id] = record
                 report.replayed.add(record.request_id)
             elif intents:
-                # A crashed or throttled predecessor: finish its intents, alone, first (in the
-                # pool they launched for, if it fell back to a lower-weight one).
+                # A crashed or throttled predecessor: finish its intents, alone, first, in the
+                # pool they were made for (a lower-weight one, if it fell back); never in another.
                 pool = intents[-1].node_pool
+                placed: Prepared | None = prepared
                 if pool and pool != prepared.pool.metadata.name:
-                    prepared = resolve_in(self._p.config, prepared, pool)
-                self._serve_or_give_back([_Progress(prepared)], report, intents)
+                    placed = resolve_in(self._p.config, prepared, pool)
+                if placed is not None:
+                    self._serve_or_give_back([_Progress(placed)], report, intents)
+                else:
+                    fresh += self._afresh(prepared, report, intents, pool or "")
             else:
                 fresh.append(_Progress(prepared))
         if fresh:
             self._serve_or_give_back(fresh, report, [])
         return report
+
+    def _afresh(
+        self, prepared: Prepared, report: LaunchReport, intents: list[LaunchIntent], pool: str
+    ) -> list[_Progress]:
+        """A request whose intents' pool is gone (or no longer one it may use): they are not
+        sent again; it is served afresh, where it resolves now, for what they did not launch."""
+        why = f"nodePool {pool} is no longer one this request may use: not sent again"
+        known = {i for intent in intents for i in intent.instance_ids}
+        ended = [self._end_unsent(intent, why, known) for intent in intents]
+        request = prepared.request
+        launched = sum(len(i.split(i.instance_ids).get(request.request_id, [])) for i in ended)
+        there = f"; the {launched} it launched there are counted there" if launched else ""
+        note = ErrorDetail(
+            code=POOL_PASSED_OVER,
+            message=f"nodePool {pool}: no longer one this request may use since an earlier "
+            f"delivery tried it: nothing more is launched in it{there}",
+        )
+        left = request.count - launched
+        item = _Progress(prepared, errors=[note])
+        if left < 1:
+            report.records[request.request_id] = self._finish(
+                item, [], [], RequestStatus.FAILED, [note]
+            )
+            return []
+        rest = request.model_copy(update={"count": left, "min_count": min(request.min_count, left)})
+        return [_Progress(replace(prepared, request=rest), errors=[note])]
+
+    def _end_unsent(self, intent: LaunchIntent, why: str, known: set[str]) -> LaunchIntent:
+        """End a pending intent without sending it (no live lease covers it in its pool): done,
+        with the instances EC2 already has for it if its call did reach EC2 (a single request's
+        fleet carries its request tag; a coalesced one's are left to reconciliation)."""
+        if intent.state == "done":
+            return intent
+        found: list[str] = []
+        if len(intent.shares) == 1 and intent.node_pool:
+            tags = {REQUEST_ID: intent.shares[0].request_id, NODE_POOL: intent.node_pool}
+            found = [
+                i["InstanceId"]
+                for i in self._p.fleet.find_managed(tags)
+                if i["InstanceId"] not in known
+                and i.get("State", {}).get("Name") not in ("shutting-down", "terminated")
+            ][: intent.shares[0].count]
+            known.update(found)
+        error = {"code": "NotSentAgain", "message": why}
+        self._p.records.complete_intent(intent.token, found, [error])
+        return replace(intent, state="done", instance_ids=tuple(found), errors=(error,))
 
     def _serve_or_give_back(
         self, progress: list[_Progress], report: LaunchReport, intents: list[LaunchIntent]
@@ -371,7 +427,22 @@ class Launcher:
         seen: list[InstanceLanding] = []
         own_fills = _OwnFills()
         attempt_number = max((i.attempt for i in intents), default=0)
+        known = {i for intent in intents for i in intent.instance_ids}
         for intent in intents:
+            if intent.state == "pending" and not self._covered(intent, active, pool_name):
+                # Its lease was reclaimed and the pool has no room for it now: EC2 may never have
+                # seen the call, so sending it again could launch beyond the limits.
+                message = (
+                    f"node pool {pool_name} limits leave room for fewer than the "
+                    f"{sum(x.count for x in intent.shares)} instance(s) of an earlier launch, "
+                    "whose lease expired: it is not sent again"
+                )
+                intent = self._end_unsent(intent, message, known)
+                for item in active:
+                    if len(intent.instance_ids) < sum(x.count for x in intent.shares) and (
+                        item.request.request_id in intent.request_ids
+                    ):
+                        item.errors.append(ErrorDetail(code="LimitExceeded", message=message))
             _mark_launching(progress, intent)
             result = self._run_intent(intent, report)
             self._absorb(intent, result, active, observed, report)
@@ -643,6 +714,21 @@ class Launcher:
         claim.returned = True
         if claim.granted > used:
             self._p.reservations.give_back(claim.reservation_id, claim.granted - used)
+
+    def _covered(self, intent: LaunchIntent, active: Sequence[_Progress], pool: str) -> bool:
+        """Whether live leases in `pool` cover a pending intent's every share: its own requests'
+        leases have room left for it; a coalesced partner's (served by its own delivery) is open
+        and as large (replaying then gives the partner what its own replay would)."""
+        items = {p.request.request_id: p for p in active}
+        for share in intent.shares:
+            item = items.get(share.request_id)
+            if item is None:
+                lease = self._p.limits.lease(pool, share.request_id)
+                if lease is None or lease.settled or lease.count < share.count:
+                    return False
+            elif item.settled or len(item.instance_ids) + share.count > item.granted:
+                return False
+        return True
 
     def _run_intent(self, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
         if intent.state == "done":

@@ -94,11 +94,12 @@ def resolve_next(config: Configuration, prepared: Prepared) -> tuple[Prepared | 
     return None, skipped
 
 
-def resolve_in(config: Configuration, prepared: Prepared, pool_name: str) -> Prepared:
-    """The request in one of its alternatives (where an earlier delivery fell back to)."""
+def resolve_in(config: Configuration, prepared: Prepared, pool_name: str) -> Prepared | None:
+    """The request in one of its alternatives (where an earlier delivery fell back to); None
+    when that pool is no longer one of them (deleted, or no longer compatible)."""
     names = [p.metadata.name for p in prepared.alternatives]
     if pool_name not in names:
-        return prepared
+        return None
     at = names.index(pool_name)
     return _prepare(
         config,
