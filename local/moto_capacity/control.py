@@ -113,13 +113,15 @@ def register_image(
     platform_details: str,
     name: str | None = None,
     account_id: str | None = None,
+    architecture: str = "x86_64",
 ) -> str:
-    """A new AMI whose PlatformDetails/UsageOperation say `platform_details`; returns its id."""
+    """A new AMI whose PlatformDetails/UsageOperation say `platform_details`, built for
+    `architecture` (x86_64, arm64, …); returns its id."""
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.ec2.models import ec2_backends
 
     backend = ec2_backends[account_id or DEFAULT_ACCOUNT_ID][region]
-    return str(register_platform_image(backend, platform_details, name).id)
+    return str(register_platform_image(backend, platform_details, name, architecture).id)
 
 
 def advance_clock(seconds: float) -> None:

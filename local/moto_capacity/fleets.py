@@ -10,7 +10,9 @@ An override whose image does not exist launches nothing: its error in the answer
 `InvalidAMIID.NotFound` (CreateFleetError, https://docs.aws.amazon.com/AWSEC2/latest/
 APIReference/API_CreateFleetError.html: each override that launched nothing has its error code
 and message, from EC2's error codes, https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
-errors-overview.html: "The specified AMI doesn't exist").
+errors-overview.html: "The specified AMI doesn't exist"). An override whose instance type does
+not support the image's architecture (Image.Architecture against the type's
+ProcessorInfo.SupportedArchitectures) fails the same way with InvalidParameterValue.
 """
 
 import math
@@ -25,6 +27,7 @@ from .exceptions import InvalidParameterCombination, InvalidParameterValue
 from .launches import (
     InstanceAttributes,
     ReservationPreference,
+    architecture_mismatch,
     image_platform,
     launch_template_data,
     launch_zone,
@@ -110,7 +113,9 @@ def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list
                     image_error=(
                         InvalidAMIIdError(merged["ImageId"])
                         if missing_image(ec2_backend, merged["ImageId"])
-                        else None
+                        else architecture_mismatch(
+                            ec2_backend, merged["ImageId"], merged["InstanceType"]
+                        )
                     ),
                 )
             )

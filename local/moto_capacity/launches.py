@@ -4,6 +4,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from moto.ec2.models.instance_types import INSTANCE_TYPES
+
 from .exceptions import InvalidParameterCombination, InvalidParameterValue
 from .platforms import reservation_platform
 
@@ -107,6 +109,31 @@ def missing_image(ec2_backend: Any, image_id: str) -> bool:
     """True when this account and region know no image `image_id` (EC2 then refuses to launch
     it with InvalidAMIID.NotFound; moto alone launches any id)."""
     return not ec2_backend.describe_images(filters={"image-id": image_id})
+
+
+def architecture_mismatch(
+    ec2_backend: Any, image_id: str, instance_type: str
+) -> InvalidParameterValue | None:
+    """EC2's refusal to run an image on a type whose ProcessorInfo.SupportedArchitectures lacks
+    the image's Architecture (an arm64 AMI on c5.large); moto alone launches it. None when they
+    match, or when the image or type is unknown (InvalidAMIID says why, or nothing can)."""
+    images = ec2_backend.describe_images(filters={"image-id": image_id})
+    info = INSTANCE_TYPES.get(instance_type)
+    image_architecture = getattr(images[0], "architecture", None) if images else None
+    if not image_architecture or info is None:
+        return None
+    supported = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or []
+    if image_architecture in supported:
+        return None
+    # EC2 names the type's 64-bit architecture (t2.micro lists i386 first).
+    type_architecture = next((a for a in supported if a != "i386"), "".join(supported[:1]))
+    return InvalidParameterValue(
+        f"The architecture '{type_architecture}' of the specified instance type does not match "
+        f"the architecture '{image_architecture}' of the specified AMI. Specify an instance "
+        "type and an AMI that have matching architectures, and try again. You can use "
+        "'describe-instance-types' or 'describe-images' to discover the architecture of the "
+        "instance type or AMI."
+    )
 
 
 def subnet_from_template(template_data: Mapping[str, Any]) -> str | None:

@@ -20,6 +20,7 @@ from .instant_fleets import create_instant_fleet
 from .launches import (
     InstanceAttributes,
     ReservationPreference,
+    architecture_mismatch,
     image_platform,
     launch_template_data,
     launch_zone,
@@ -204,6 +205,10 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
         if image_id and missing_image(self.ec2_backend, image_id):
             # RunInstances, errors-overview: InvalidAMIID.NotFound, the AMI does not exist.
             raise InvalidAMIIdError(image_id)
+        mismatch = image_id and architecture_mismatch(self.ec2_backend, image_id, instance_type)
+        if mismatch:
+            # RunInstances, errors-overview: InvalidParameterValue, the architectures differ.
+            raise mismatch
         attributes = InstanceAttributes(
             instance_type=instance_type,
             platform=image_platform(self.ec2_backend, image_id),

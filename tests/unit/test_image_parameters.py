@@ -45,8 +45,13 @@ class _Ssm:
 
 
 class _Ec2:
+    def __init__(self) -> None:
+        self.described: list[str] = []
+
     def describe_images(self, ImageIds: list[str]) -> dict[str, Any]:
-        return {"Images": [{"ImageId": ImageIds[0], "PlatformDetails": "Linux/UNIX"}]}
+        self.described.extend(ImageIds)
+        image = {"ImageId": ImageIds[0], "PlatformDetails": "Linux/UNIX", "Architecture": "arm64"}
+        return {"Images": [image]}
 
 
 def test_launch_attempts_of_a_warm_container_read_the_image_parameter_once() -> None:
@@ -94,3 +99,13 @@ def test_a_throttled_read_hands_back() -> None:
     with pytest.raises(Throttled) as raised:
         ImageParameters(_Ssm(refuse="ThrottlingException")).image_id(_node_class())
     assert raised.value.operation == "GetParameter"
+
+
+def test_a_warm_container_describes_each_image_once_for_its_platform_and_architecture() -> None:
+    ec2 = _Ec2()
+    templates = LaunchTemplates(ec2=ec2, ssm=_Ssm())
+    for _ in range(2):
+        assert templates.image_platform(_node_class()) == "Linux/UNIX"
+        architecture = templates.image_architecture(_node_class())
+        assert architecture is not None and architecture.label == "arm64"
+    assert ec2.described == ["ami-0123456789abcdef0"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
+from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import allocate, client_token
 from capacity_launcher.domain.offerings import Offering, offering_key
@@ -367,3 +369,43 @@ def test_reserved_attempts_are_not_held_to_min_values():
     attempt = plan.next_attempt()
 
     assert attempt is not None and attempt.capacity_type == "reserved"
+
+
+M6G = InstanceTypeInfo("m6g.large", ("arm64",), 2, 8192, zones=frozenset(ZONES))
+
+
+def test_an_image_architecture_leaves_out_the_types_that_cannot_run_it():
+    # Given an arm64 image, and requirements admitting x86 and arm64 types
+    arm64 = ImageArchitecture("ami-0123456789abcdef0", "arm64")
+    # When candidates are found
+    candidates = find_candidates(
+        EVERYTHING, [C5, M6G, M5], ZONES, ["on-demand"], [], image_architecture=arm64
+    )
+    # Then only the arm64 type is offered, and the x86 ones are named as unable to run it
+    assert {o.instance_type for o in candidates.all()} == {"m6g.large"}
+    assert [i.name for i in candidates.cannot_run_image] == ["c5.large", "m5.large"]
+
+
+def test_a_mac_image_runs_on_no_type_and_the_refusal_says_so():
+    # Given a Mac image (Mac hosts are not launched here) and an x86 type allowed
+    mac = ImageArchitecture("ami-0123456789abcdef0", "x86_64_mac")
+    # When candidates are found
+    candidates = find_candidates(EVERYTHING, [M5], ZONES, ["on-demand"], [], image_architecture=mac)
+    # Then nothing is offered, and the refusal names the image's architecture and the type
+    assert not candidates
+    node_class = NodeClass.model_validate(
+        {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "NodeClass",
+            "metadata": {"name": "macs"},
+            "spec": {
+                "imageId": "ami-0123456789abcdef0",
+                "subnetIds": ["subnet-0123456789abcdef0"],
+                "securityGroupIds": ["sg-0123456789abcdef0"],
+            },
+        }
+    )
+    message = mac.refusal(node_class, "general", candidates.cannot_run_image)
+    assert message.startswith("NodeClass macs: spec.imageId ami-0123456789abcdef0 is built for ")
+    assert "x86_64_mac" in message and "m5.large (amd64)" in message
+    assert "no instance type for that architecture" in message

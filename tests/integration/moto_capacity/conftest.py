@@ -111,6 +111,13 @@ def linux_ami(ec2: Any) -> str:
 
 
 @pytest.fixture
+def arm64_ami(ec2: Any) -> str:
+    """A Linux/UNIX image built for arm64 (Graviton types run it; x86_64 ones cannot)."""
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][REGION]
+    return str(register_image(backend, "Linux/UNIX", architecture="arm64").id)
+
+
+@pytest.fixture
 def windows_ami(monkeypatch: pytest.MonkeyPatch, aws: None) -> str:
     """Windows Server from moto's AMI catalogue (loaded for this test only), or an image of
     that id registered as Windows when the backend started without the catalogue."""

@@ -348,3 +348,30 @@ def test_an_override_whose_image_does_not_exist_launches_nothing_and_reports_inv
     assert error["ErrorCode"] == "InvalidAMIID.NotFound"
     assert "ami-00000000000000000" in error["ErrorMessage"]
     assert len(_instance_ids(served)) == 1
+
+
+def test_an_override_whose_type_cannot_run_the_image_architecture_reports_invalid_parameter(
+    fleet: Any, launch_template: Any, default_subnets: dict[str, str], arm64_ami: str
+) -> None:
+    # CreateFleetError (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    # API_CreateFleetError.html): each override that launched nothing has its error; the AMI's
+    # Architecture (API_Image.html) must be in the type's ProcessorInfo.SupportedArchitectures
+    # (API_ProcessorInfo.html), else InvalidParameterValue (errors-overview.html).
+    # Given an arm64 image and two overrides: x86_64-only c5.large, arm64 m6g.large
+    template = launch_template(ImageId=arm64_ami)
+    overrides = [
+        _override("c5.large", "us-east-1a", default_subnets, Priority=1.0),
+        _override("m6g.large", "us-east-1a", default_subnets, Priority=2.0),
+    ]
+
+    # When c5.large is tried first
+    answer = fleet(template, overrides, OnDemandOptions={"AllocationStrategy": "prioritized"})
+
+    # Then c5.large fails naming both architectures, and m6g.large launches
+    (error,) = answer["Errors"]
+    assert error["ErrorCode"] == "InvalidParameterValue"
+    assert error["LaunchTemplateAndOverrides"]["Overrides"]["InstanceType"] == "c5.large"
+    assert "'x86_64' of the specified instance type" in error["ErrorMessage"]
+    assert "'arm64' of the specified AMI" in error["ErrorMessage"]
+    (launched,) = answer["Instances"]
+    assert launched["InstanceType"] == "m6g.large"

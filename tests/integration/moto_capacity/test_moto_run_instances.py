@@ -391,3 +391,24 @@ def test_an_image_that_does_not_exist_is_refused_with_invalid_ami_id_not_found(
     assert refused.value.response["Error"]["Code"] == "InvalidAMIID.NotFound"
     assert "ami-00000000000000000" in refused.value.response["Error"]["Message"]
     assert ec2.describe_instances()["Reservations"] == []
+
+
+def test_a_type_that_cannot_run_the_image_architecture_is_refused_with_invalid_parameter(
+    launch: Any, ec2: Any, arm64_ami: str
+) -> None:
+    # RunInstances: the AMI's Architecture (https://docs.aws.amazon.com/AWSEC2/latest/
+    # APIReference/API_Image.html) must be one of the type's ProcessorInfo.SupportedArchitectures
+    # (API_ProcessorInfo.html); EC2 refuses otherwise with InvalidParameterValue
+    # (errors-overview.html) naming both architectures.
+    with pytest.raises(ClientError) as refused:
+        launch(ImageId=arm64_ami, InstanceType="c5.large")
+
+    assert _error_code(refused) == "InvalidParameterValue"
+    message = refused.value.response["Error"]["Message"]
+    assert "'x86_64' of the specified instance type" in message
+    assert "'arm64' of the specified AMI" in message
+    assert ec2.describe_instances()["Reservations"] == []
+    # The same image on an arm64 type launches.
+    assert launch(ImageId=arm64_ami, InstanceType="m6g.large")["Instances"][0]["InstanceType"] == (
+        "m6g.large"
+    )

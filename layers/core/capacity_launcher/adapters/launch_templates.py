@@ -14,11 +14,13 @@ from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import LaunchTemplate
+from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.platforms import reservation_platform
 from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
 from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
+_IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
 
 
 def reservation_specification(use: ReservationUse) -> dict[str, Any]:
@@ -82,7 +84,7 @@ class LaunchTemplates:
         self._ec2 = ec2 or client("ec2")
         self._image_parameters = ImageParameters(ssm)
         self._known: set[str] = set()
-        self._platforms: dict[str, str | None] = {}
+        self._images: dict[str, Mapping[str, Any] | None] = {}
         self._lock = threading.Lock()
 
     def ensure(
@@ -120,10 +122,25 @@ class LaunchTemplates:
     def image_platform(self, node_class: NodeClass) -> str | None:
         """The reservation platform of the NodeClass's image (DescribeImages PlatformDetails and
         UsageOperation); None when EC2 does not know the image (CreateFleet then says why)."""
+        _, image = self._image(node_class)
+        if image is None:
+            return None
+        return reservation_platform(image.get("PlatformDetails"), image.get("UsageOperation"))
+
+    def image_architecture(self, node_class: NodeClass) -> ImageArchitecture | None:
+        """The architecture of the NodeClass's image (DescribeImages Architecture); None when EC2
+        does not know the image or does not say."""
+        image_id, image = self._image(node_class)
+        architecture = image.get("Architecture") if image is not None else None
+        return ImageArchitecture(image_id, architecture) if architecture else None
+
+    def _image(self, node_class: NodeClass) -> tuple[str, Mapping[str, Any] | None]:
+        """The image id and what DescribeImages says of it (None when EC2 does not know it),
+        read once per image id: an AMI's platform and architecture never change."""
         image_id = self._image_id(node_class)
         with self._lock:
-            if image_id in self._platforms:
-                return self._platforms[image_id]
+            if image_id in self._images:
+                return image_id, self._images[image_id]
         try:
             with aws_call("DescribeImages", node_class=node_class, field="spec.imageId"):
                 images = self._ec2.describe_images(ImageIds=[image_id])["Images"]
@@ -131,15 +148,11 @@ class LaunchTemplates:
             if not refused.code.startswith("InvalidAMIID."):
                 raise
             images = []
-        platform = (
-            reservation_platform(images[0].get("PlatformDetails"), images[0].get("UsageOperation"))
-            if images
-            else None
-        )
+        # Only the fields read here: a container keeps them for its life.
+        image = {k: images[0].get(k) for k in _IMAGE_FIELDS} if images else None
         with self._lock:
-            # An AMI's platform never changes: remember it for the container's life.
-            self._platforms[image_id] = platform
-        return platform
+            self._images[image_id] = image
+        return image_id, image
 
     def _image_id(self, node_class: NodeClass) -> str:
         spec = node_class.spec

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.offerings import (
     ON_DEMAND,
@@ -75,6 +76,8 @@ class Candidates:
     platform_mismatches: list[PlatformMismatch] = field(default_factory=list)
     # Reservations the request could use once active (scheduled, future-dated, being paid for).
     scheduled: list[ReservationSnapshot] = field(default_factory=list)
+    # Types the requirements admit but the image cannot run (another architecture).
+    cannot_run_image: list[InstanceTypeInfo] = field(default_factory=list)
 
     def all(self) -> list[Offering]:
         reserved = [o for _, offerings in self.reserved for o in offerings]
@@ -134,6 +137,7 @@ class Candidates:
             skipped=skipped,
             platform_mismatches=self.platform_mismatches,
             scheduled=self.scheduled,
+            cannot_run_image=self.cannot_run_image,
         )
 
 
@@ -146,11 +150,18 @@ def find_candidates(
     *,
     image_platform: str = LINUX,
     named_reservations: Collection[str] = (),
+    image_architecture: ImageArchitecture | None = None,
 ) -> Candidates:
     """Every (capacity type, instance type, zone) the requirements admit in the given zones.
 
     Reservations of another platform than the image's are left out; those the NodeClass names
-    by id are also skipped with PLATFORM_MISMATCH and reported in `platform_mismatches`."""
+    by id are also skipped with PLATFORM_MISMATCH and reported in `platform_mismatches`. Types
+    that cannot run the image's architecture are left out as a `kubernetes.io/arch` requirement
+    would leave them; those the requirements admit are listed in `cannot_run_image`."""
+    cannot_run: list[InstanceTypeInfo] = []
+    if image_architecture is not None:
+        cannot_run = [i for i in instance_types if not image_architecture.runs_on(i)]
+        instance_types = [i for i in instance_types if image_architecture.runs_on(i)]
     by_name = {info.name: info for info in instance_types}
     skipped: list[Skipped] = []
     reserved: list[tuple[ReservationSource, list[Offering]]] = []
@@ -202,6 +213,7 @@ def find_candidates(
             named_reservations,
         ),
         scheduled=[scheduled[k] for k in sorted(scheduled)],
+        cannot_run_image=[i for i in cannot_run if i.matches(requirements)],
     )
 
 

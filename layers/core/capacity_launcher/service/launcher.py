@@ -38,6 +38,7 @@ from capacity_launcher.domain.fleet import (
     blame,
     fleet_request,
 )
+from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitecture
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent, allocate, client_token
@@ -297,6 +298,7 @@ class Launcher:
         try:
             subnets = self._p.subnets.by_zone(lead.node_class)
             platform = self._p.templates.image_platform(lead.node_class)
+            architecture = self._p.templates.image_architecture(lead.node_class)
             sources: list[ReservationSource] = self._p.reservations.sources(
                 lead.node_class, _scope(lead.requirements, subnets)
             )
@@ -308,7 +310,7 @@ class Launcher:
             self._reject_all(stay, report, error, RequestStatus.FAILED)
             return
         try:
-            candidates = self._candidates(lead, subnets, sources, platform)
+            candidates = self._candidates(lead, subnets, sources, platform, architecture)
         except UnknownRequirementValues as unknown:
             # A name EC2 does not know (a typo): bad input, never retried; a request that named
             # no pool tries the next one (this pool's own requirements may be the ones naming it).
@@ -350,12 +352,18 @@ class Launcher:
             # fault of the request (no reservation is active now, as far as anyone has looked):
             # it fails, saying when reservations were last looked at; otherwise it is Rejected.
             message = _no_offering(lead, subnets)
-            status = RequestStatus.REJECTED
-            if set(_capacity_types(lead)) == {RESERVED}:
+            code, status = "NoOffering", RequestStatus.REJECTED
+            if architecture is not None and candidates.cannot_run_image:
+                # The pool allows types, but the NodeClass's image runs on none of them.
+                message = architecture.refusal(
+                    lead.node_class, pool_name, candidates.cannot_run_image
+                )
+                code, status = ARCHITECTURE_MISMATCH, RequestStatus.FAILED
+            elif set(_capacity_types(lead)) == {RESERVED}:
                 message = _no_reservation(lead, self._p.reservations.as_of(lead.node_class))
                 status = RequestStatus.FAILED
             stay = self._fall_back(progress, report, message)
-            self._reject_all(stay, report, ErrorDetail(code="NoOffering", message=message), status)
+            self._reject_all(stay, report, ErrorDetail(code=code, message=message), status)
             return
         inflexible = flexibility_shortfall(
             lead.requirements, [*candidates.on_demand, *candidates.spot], candidates.instance_types
@@ -1004,6 +1012,7 @@ class Launcher:
         subnets: Mapping[str, Sequence[str]],
         sources: list[ReservationSource],
         image_platform: str | None,
+        image_architecture: ImageArchitecture | None,
     ) -> Candidates:
         requirements = lead.requirements
         pinned = _pinned_instance_types(requirements)
@@ -1016,6 +1025,7 @@ class Launcher:
             sources,
             image_platform=image_platform or LINUX,
             named_reservations=selection_of(lead.node_class).named_ids(),
+            image_architecture=image_architecture,
         )
 
     def _never_fits(

@@ -12,6 +12,7 @@ from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass, NodePool
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.fleet import FleetResult, InstanceLanding, LaunchTemplate
+from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
@@ -186,6 +187,7 @@ class Templates(Protocol):
         self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
     ) -> LaunchTemplate: ...
     def image_platform(self, node_class: NodeClass) -> str | None: ...
+    def image_architecture(self, node_class: NodeClass) -> ImageArchitecture | None: ...
 
 
 class Catalog(Protocol):
