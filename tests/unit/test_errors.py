@@ -229,7 +229,8 @@ def test_bounded_keeps_the_first_errors_and_counts_the_rest() -> None:
 
 
 @pytest.mark.parametrize("code", ["InternalError", "InternalFailure", "ServiceUnavailable",
-                                  "Unavailable", "TransactionConflictException"])  # fmt: skip
+                                  "Unavailable", "TransactionConflictException",
+                                  "InternalServerErrorException"])  # fmt: skip
 def test_service_faults_and_conflicts_are_transient_not_fatal(code: str) -> None:
     assert classify(code) is ErrorKind.TRANSIENT
     assert classify(code).retryable

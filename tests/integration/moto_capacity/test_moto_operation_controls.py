@@ -181,3 +181,15 @@ def test_invalid_controls_are_refused_with_value_error(
 ) -> None:
     with pytest.raises(ValueError):
         control(**arguments)
+
+
+def test_a_server_fault_comes_back_with_its_5xx_status(aws_client: Any) -> None:
+    # Resource Groups answers InternalServerErrorException with HTTP 500
+    # (https://docs.aws.amazon.com/ARG/latest/APIReference/API_ListGroupResources.html, Errors):
+    # the error shape of the service model carries it, so botocore retries it as AWS's would.
+    groups = aws_client("resource-groups")
+    moto_capacity.inject_fault("resource-groups:ListGroupResources", "InternalServerErrorException")
+    with pytest.raises(ClientError) as error:
+        groups.list_group_resources(Group="any")
+    assert error.value.response["Error"]["Code"] == "InternalServerErrorException"
+    assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500

@@ -60,6 +60,7 @@ TRANSIENT_CODES: frozenset[str] = frozenset(
         "InternalError",
         "InternalFailure",
         "InternalServerError",
+        "InternalServerErrorException",  # Resource Groups' (and others') HTTP 500
         "ServiceUnavailable",
         "ServiceUnavailableException",
         "Unavailable",
