@@ -17,7 +17,7 @@ from moto import mock_aws
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters import fleet as fleet_adapter
-from capacity_launcher.domain.config import parse_document
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch_batch import LaunchBatch, Message

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.errors import FieldError, InvalidLaunchRequest
+from capacity_launcher.domain.errors import InvalidLaunchRequest
+from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.launch_request import (
     MAX_BODY_BYTES,
     NODE_CLASS_FIELDS,

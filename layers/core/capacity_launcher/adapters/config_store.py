@@ -19,7 +19,8 @@ from typing import Any, Literal
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.config import NodeClass, NodePool, parse_document, to_document
+from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.documents import parse_document, to_document
 from capacity_launcher.domain.errors import (
     CapacityLauncherError,
     ConditionFailed,

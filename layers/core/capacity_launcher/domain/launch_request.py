@@ -30,13 +30,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from capacity_launcher.domain.config import Name, validate_tags
-from capacity_launcher.domain.errors import (
-    FieldError,
-    InvalidLaunchRequest,
-    bounded,
-    field_errors,
-    field_path,
-)
+from capacity_launcher.domain.errors import InvalidLaunchRequest
+from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, Origin, origin_of
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirement, Requirements
 from capacity_launcher.domain.status import LAUNCH_REQUESTED

@@ -32,13 +32,8 @@ from capacity_launcher.domain.config import (
     _TopLevel,
     no_repeats,
 )
-from capacity_launcher.domain.errors import (
-    ConfigValidationError,
-    FieldError,
-    bounded,
-    field_errors,
-    field_path,
-)
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from capacity_launcher.domain.aws_errors import ErrorKind, classify, retryable_error
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
 from capacity_launcher.domain.capacity_wait import (
     awaited,
@@ -21,14 +22,11 @@ from capacity_launcher.domain.capacity_wait import (
     next_check_seconds,
 )
 from capacity_launcher.domain.errors import (
-    ErrorKind,
     InvalidLaunchRequest,
     LaunchFailed,
     NodePoolDeleted,
     QuotaExceeded,
     UnknownRequirementValues,
-    classify,
-    retryable_error,
 )
 from capacity_launcher.domain.fleet import (
     Blamed,
