@@ -3,15 +3,16 @@ before the sync terminates anything (domain/reclaim_decision.py, pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capacity_launcher.domain.config import to_document
-from capacity_launcher.domain.quantities import GPU
-from capacity_launcher.domain.quota_admission import Cohort, reclaim_refusal
-from capacity_launcher.domain.quotas import parse_quota
+from capacity_launcher.domain.quantities import GPU, Resources
+from capacity_launcher.domain.quota_admission import Cohort, UsageKey, reclaim_refusal
+from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
 from capacity_launcher.domain.reclaim_decision import (
     NOT_BORROWED,
     ReclaimOutcome,
@@ -28,8 +29,10 @@ NAMED = [
 BORROWING = usage(**{"team-b": 12})
 
 
-def decide(*quotas_now: object, used: object = BORROWING) -> tuple[list[str], list[Spared], str]:
-    decision = redecide("team-a", POOL, [GPU], NAMED, list(quotas_now), used)  # type: ignore[arg-type]
+def decide(
+    *quotas_now: CapacityQuota, used: Mapping[UsageKey, Resources] = BORROWING
+) -> tuple[list[str], list[Spared], str]:
+    decision = redecide("team-a", POOL, [GPU], NAMED, list(quotas_now), used)
     return decision.terminate, decision.spared, decision.outcome
 
 
