@@ -504,3 +504,23 @@ def test_a_reclaim_still_allowed_after_a_change_is_enforced(pool: Cloud) -> None
         [],
     )
     assert (used("team-b"), usage()) == (2, 2)
+
+
+def test_a_reclaim_is_closed_when_every_quota_was_deleted(pool: Cloud) -> None:
+    # Given an enforced reclaim of team-b's newest instance
+    reclaim, b_instances = enforced_reclaim_of_team_b(pool)
+    # When every quota is deleted during the grace period
+    store = wiring.config_store(get_settings())
+    store.delete("CapacityQuota", "team-a")
+    store.delete("CapacityQuota", "team-b")
+    moto_capacity.advance_clock(GRACE_SECONDS + 1)
+    # Then the sync (with no quota left) still finds the reclaim, terminates nothing, closes it
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == []
+    assert report.reclaims.closed == {reclaim["reclaimId"]: "withdrawn"}
+    assert sorted(i["InstanceId"] for i in pool.managed_instances()) == sorted(b_instances)
+    (closed,) = closed_events(pool)
+    assert closed["reason"] == "CapacityQuota team-a was deleted"
+    # and the next sync finds nothing open
+    report = sync().quotas
+    assert report is not None and report.reclaims.closed == {} and closed_events(pool) == []
