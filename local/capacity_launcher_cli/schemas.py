@@ -17,7 +17,9 @@ from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
 from capacity_launcher.domain.status import (
     EVENT_SOURCE,
     LAUNCH_REQUESTED,
+    RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
+    ReclaimClosed,
     ReclaimRequested,
     RequestRecord,
 )
@@ -87,6 +89,15 @@ def contracts() -> dict[str, dict[str, Any]]:
     return {
         "capacity-quota.json": _capacity_quota(),
         "launch-request.json": _launch_request(),
+        "reclaim-closed.json": _schema(
+            ReclaimClosed,
+            "serialization",
+            "ReclaimClosed",
+            f"The detail of a {RECLAIM_CLOSED!r} event (source {EVENT_SOURCE!r}): how the sync "
+            "closed an open reclaim, why, what it terminated and what it spared; an enforced "
+            "reclaim terminates only what the quotas of that moment still allow "
+            "(docs/quotas.md).",
+        ),
         "reclaim-requested.json": _schema(
             ReclaimRequested,
             "serialization",

@@ -277,8 +277,7 @@ class Cohort:
             borrower = owner.get(instance.requester)
             if instance.flavor != flavor or borrower is None or borrower == quota:
                 continue
-            rank = self.quotas[borrower].spec.priority
-            if policy is ReclaimPolicy.LOWER_PRIORITY and rank >= own.spec.priority:
+            if reclaim_refusal(own, self.quotas[borrower], policy) is not None:
                 continue
             candidates.append((borrower, instance))
         # Newest first within a priority: stable sorts, the later key first.
@@ -368,6 +367,23 @@ class Cohort:
                 for requester in quota.spec.requesters:
                     owners.setdefault(requester, name)
         return owners
+
+
+def reclaim_refusal(
+    lender: CapacityQuota, borrower: CapacityQuota, policy: ReclaimPolicy | None = None
+) -> str | None:
+    """Why ``policy`` (by default ``lender``'s reclaimWithinCohort) does not let ``lender``
+    reclaim from ``borrower``; None when it does."""
+    policy = policy or lender.spec.preemption.reclaim_within_cohort
+    if policy is ReclaimPolicy.NEVER:
+        return f"CapacityQuota {lender.name}'s reclaimWithinCohort is Never now"
+    mine, theirs = lender.spec.priority, borrower.spec.priority
+    if policy is ReclaimPolicy.LOWER_PRIORITY and theirs >= mine:
+        return (
+            f"CapacityQuota {borrower.name}'s priority {theirs} is not lower than "
+            f"{lender.name}'s {mine} (reclaimWithinCohort LowerPriority)"
+        )
+    return None
 
 
 def _most(quota: CapacityQuota, term: QuotaResource) -> Decimal | None:

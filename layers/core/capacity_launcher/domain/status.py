@@ -26,6 +26,7 @@ BLOCK_EXPIRING = "Capacity Block Expiring"
 RESERVATION_EXPIRED = "Capacity Reservation Expired"
 INSTANCE_TERMINATED = "Instance Terminated"
 RECLAIM_REQUESTED = "Capacity Reclaim Requested"
+RECLAIM_CLOSED = "Capacity Reclaim Closed"
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ ALL_DETAIL_TYPES: tuple[str, ...] = (
     RESERVATION_EXPIRED,
     INSTANCE_TERMINATED,
     RECLAIM_REQUESTED,
+    RECLAIM_CLOSED,
 )
 
 
@@ -252,7 +254,19 @@ class ReclaimedInstance(_Record):
         return format_timestamp(moment)
 
 
-class ReclaimRequested(_Record):
+class _Reclaim(_Record):
+    """Which reclaim: its id, its lender quota and cohort, its NodePool, the refused request."""
+
+    model_config = _BUILT_ON_FIRST_USE
+
+    reclaim_id: str
+    quota: str
+    cohort: str | None
+    node_pool: str
+    request_id: str
+
+
+class ReclaimRequested(_Reclaim):
     """The detail of a Capacity Reclaim Requested event (docs/quotas.md, Reclaim).
 
     The borrowers are asked to release ``instances`` by ``releaseBy`` (the lender's grace
@@ -262,11 +276,6 @@ class ReclaimRequested(_Record):
 
     model_config = _BUILT_ON_FIRST_USE
 
-    reclaim_id: str
-    quota: str
-    cohort: str | None
-    node_pool: str
-    request_id: str
     requester: str | None = None
     amount: list[ResourceAmount]
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"]
@@ -277,5 +286,35 @@ class ReclaimRequested(_Record):
     instances: list[ReclaimedInstance]
 
     @field_serializer("requested_at", "release_by")
+    def _timestamp(self, moment: datetime) -> str:
+        return format_timestamp(moment)
+
+
+class SparedInstance(_Record):
+    """An instance a reclaim names that it did not terminate, and why."""
+
+    model_config = _BUILT_ON_FIRST_USE
+
+    instance_id: str
+    reason: str
+
+
+class ReclaimClosed(_Reclaim):
+    """The detail of a Capacity Reclaim Closed event: how the sync closed an open reclaim
+    (docs/quotas.md, Reclaim). ``outcome``: ``released`` (its owners released what it names,
+    or no longer borrow it), ``expired`` (only asked, its grace period passed), ``stale`` (found
+    too long after ``releaseBy``), ``terminated`` (what the current policy still allows), or
+    ``withdrawn`` (the current policy allows none of it: nothing terminated). ``reason`` says
+    why; ``spared`` names each instance not terminated with its own reason."""
+
+    model_config = _BUILT_ON_FIRST_USE
+
+    outcome: Literal["released", "expired", "stale", "terminated", "withdrawn"]
+    reason: str
+    closed_at: datetime
+    terminated: list[str]
+    spared: list[SparedInstance]
+
+    @field_serializer("closed_at")
     def _timestamp(self, moment: datetime) -> str:
         return format_timestamp(moment)

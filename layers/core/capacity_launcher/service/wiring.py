@@ -258,11 +258,13 @@ def quota_sync(settings: Settings, clients: Clients = client) -> QuotaSync:
         limits=limits,
         statuses=QuotaStatuses(settings.state_table_name, clients("dynamodb")),
         enforcement=ReclaimEnforcement(
-            quotas=config.capacity_quotas,
+            # Read when a reclaim is enforced, strongly consistent: the policy of that moment.
+            quotas=lambda: config.capacity_quotas(fresh=True),
             limits=limits,
             reclaims=quota_reclaims(settings, clients),
             fleet=Fleet(clients("ec2")),
             release=build_instance_events(settings, clients).state_changed,
+            publish=publisher(settings, clients).publish,
             now=utcnow,
         ),
         now=utcnow,
