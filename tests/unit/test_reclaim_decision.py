@@ -9,7 +9,7 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.config import to_document
+from capacity_launcher.domain.documents import to_document
 from capacity_launcher.domain.quantities import GPU, Resources
 from capacity_launcher.domain.quota_admission import Cohort, UsageKey, reclaim_refusal
 from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
