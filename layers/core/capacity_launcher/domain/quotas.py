@@ -358,7 +358,7 @@ class QuotaSet:
     as the document's write, so a lease conditioned on the generation its decision used holds
     only if no quota changed since (docs/quotas.md, "An apply governs what follows it")."""
 
-    generation: int
+    generation: int | None  # None: not read from a store (nothing to condition on)
     quotas: tuple[CapacityQuota, ...] = ()
 
 
