@@ -5,8 +5,9 @@ quotas."""
 
 from __future__ import annotations
 
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.status import RECLAIM_REQUESTED, RequestStatus
 from tests.integration.test_quota_admission import POOL, pool, quota, used
+from tests.integration.test_quota_reclaim import borrow_all_of_team_a, lender_and_borrower
 from tests.support.cloud import Cloud, launch_request
 
 __all__ = ["pool"]  # the fixture
@@ -53,3 +54,22 @@ def test_a_quota_deleted_just_before_a_request_no_longer_governs_it(pool: Cloud)
     record = pool.record("no-quota")
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     assert record.launched == 2
+
+
+def test_a_reclaim_policy_changed_just_before_a_refusal_is_the_one_its_reclaim_uses(
+    pool: Cloud,
+) -> None:
+    # Given team-b borrowing all of team-a's idle quota, team-a reclaiming LowerPriority, as a
+    # warm launcher has seen them
+    pool.apply(*lender_and_borrower("LowerPriority"))
+    borrow_all_of_team_a(pool)
+    # When team-a's policy is set to Never, and team-a asks at once for its own quota
+    team_a, _ = lender_and_borrower("Never")
+    pool.apply(team_a)
+    pool.events()
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    # Then the reclaim it asks for follows Never: asked, not enforced
+    record = pool.record("a-1")
+    assert record is not None and record.status is RequestStatus.FAILED, record
+    reclaim = next(e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED)
+    assert (reclaim["reclaimWithinCohort"], reclaim["enforced"]) == ("Never", False)
