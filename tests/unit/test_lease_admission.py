@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.errors import ConfigValidationError, QuotaExceeded
 from capacity_launcher.domain.quantities import INSTANCES, Resources
 from capacity_launcher.domain.quota_admission import (
     LEASE_ITEMS,
@@ -87,6 +87,9 @@ def test_the_admission_reads_the_cohorts_item_of_every_pool_of_a_limited_group()
 
 def test_the_largest_group_fits_one_transaction() -> None:
     assert MAX_FLAVORS + LEASE_ITEMS <= TRANSACTION_ITEMS
+    # and apply refuses a larger group, naming the field
+    with pytest.raises(ConfigValidationError, match=r"spec\.resourceGroups\[0\]\.flavors: "):
+        quota("team-a", {f"p{i}": 1 for i in range(MAX_FLAVORS + 1)}, limit=4)
 
 
 def test_a_group_limit_across_pools_refuses_what_the_old_reading_admitted() -> None:
