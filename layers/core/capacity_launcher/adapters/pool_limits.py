@@ -263,7 +263,7 @@ class PoolLimitsStore:
         update = quota_usage.update(
             self._table, pk, ask.requester, amount, read_version=readings[pk][0], conditioned=True
         )
-        checks = [quota_usage.unchanged(self._table, pk, readings[pk][0]) for pk, _ in items[1:]]
+        checks = [quota_usage.unchanged(self._table, o, readings[o][0]) for o, _ in items[1:]]
         return wanted, (pk, ask.requester), [{"Update": update}, *checks]
 
     def _quota_usages(self, items: Sequence[tuple[str, str]]) -> dict[str, quota_usage.Reading]:
