@@ -28,6 +28,11 @@ from capacity_launcher.domain.quotas import (
 ZERO = Decimal(0)
 # Requester and NodePool: how usage is collected (instance items carry both).
 UsageKey = tuple[str, str]
+# DynamoDB's bound on the items of one transaction, and the lease's items beside its quota usage
+# items (the pool's usage, the lease, the pool's stored limits, the quota generation): a group of
+# MAX_FLAVORS pools keeps an admission within one transaction (a test holds it).
+TRANSACTION_ITEMS = 100
+LEASE_ITEMS = 4
 
 
 class AdmissionKind(StrEnum):
@@ -449,3 +454,45 @@ def governing(
             "it may use only NodePools no quota names",
         )
     return quota
+
+
+@dataclass(frozen=True)
+class LeaseAsk:
+    """A lease asked for: up to ``count`` instances of ``per_instance``, at least ``least``."""
+
+    pool: str
+    requester: str | None
+    per_instance: Resources
+    count: int
+    least: int
+
+
+def usage_items(quota: CapacityQuota, pool: str) -> list[UsageKey]:
+    """The quota usage items (key, NodePool) an admission of ``quota`` in ``pool`` depends on.
+
+    The cohort's item for ``pool`` comes first: it holds every member's use there (nominal,
+    borrowing, the cohort's pool). When the group naming ``pool`` has ``limits``, the cohort's
+    item for each other pool of the group follows, in the group's order: the limit bounds the
+    quota's use summed over all of them."""
+    items = [(quota.usage_item(pool), pool)]
+    for group in quota.spec.resource_groups:
+        names = [f.name for f in group.flavors]
+        if group.limits is not None and pool in names:
+            items += [(quota.usage_item(name), name) for name in names if name != pool]
+    return items
+
+
+def admit_lease(
+    quotas: Sequence[CapacityQuota], ask: LeaseAsk, usage: Mapping[UsageKey, Resources]
+) -> int:
+    """How many of ``ask``'s instances the quotas admit now, given the cohort's ``usage`` in
+    every pool ``usage_items`` names (by requester and pool; what is absent counts as 0).
+
+    ``ask.count`` when no quota names the pool. Raises QuotaExceeded when even ``ask.least``
+    (at least one) does not fit, or when quotas name the pool but none covers the requester.
+    Pure: the caller reads the items and conditions its write on what it read."""
+    quota = governing(quotas, ask.requester, ask.pool)
+    if quota is None:
+        return ask.count
+    cohort = Cohort.of(quota, quotas, usage)
+    return most_admitted(cohort, quota.name, ask.pool, ask.per_instance, ask.count, ask.least)
