@@ -11,8 +11,8 @@ leaves room for each carrier's other attributes.
 The rules, in order, used only when the whole detail does not fit:
 
 - ``instances`` are never shortened: a launched instance is always named by its record. A
-  request launches at most 500 (the contract's ``count``), about 180 KB at their longest, so they
-  always fit (a test holds this).
+  request launches at most 500 (the contract's ``count``): about 185 KB at their longest, so they
+  always fit, with room left for diagnostics (a test holds this).
 - every text in the diagnostic lists is cut to ``MAX_TEXT_CHARS``, saying how much was cut;
 - the diagnostic lists keep as many entries as fit, from the first, in the order of
   ``DIAGNOSTIC_LISTS`` (what went wrong first, then what a wait waits for, then the offerings);
@@ -31,9 +31,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 DETAIL_TRUNCATED = "DetailTruncated"
-# The detail's budget: under EventBridge's 256 KB entry with its Source, DetailType and
-# Resources, and half of DynamoDB's 400 KB item (the record's other attributes, Powertools').
-MAX_DETAIL_BYTES = 200 * 1024
+# The detail's budget: 16 KB under EventBridge's 256 KB entry (for its Source, DetailType and
+# Resources), 160 KB under DynamoDB's 400 KB item (the record's other attributes, Powertools').
+MAX_DETAIL_BYTES = 240 * 1024
 # Each text of a diagnostic entry (an EC2 message, a reason) once the detail must shrink.
 MAX_TEXT_CHARS = 2048
 # The lists that may be shortened, in the order they keep their room.
