@@ -17,6 +17,7 @@ from capacity_launcher.domain.detail_limits import (
     MAX_DETAIL_BYTES,
     MAX_TEXT_CHARS,
     fit_detail,
+    fit_entries,
     serialized_size,
 )
 from capacity_launcher.domain.launch_request import MAX_COUNT
@@ -206,3 +207,19 @@ def test_any_detail_is_held_to_the_budget_the_same_way() -> None:
     assert serialized_size(fitted) <= MAX_DETAIL_BYTES
     assert fitted["detailTruncated"]["errors"]["total"] == 50_000
     assert json.loads(json.dumps(fitted)) == fitted
+
+
+def test_an_intents_fleet_errors_are_held_to_their_budget_the_same_way() -> None:
+    # Given the errors of a fleet of 100 overrides, each with an EC2 message of 100 KB
+    errors = [{"code": "InsufficientInstanceCapacity", "message": "m" * 100_000}] * 100
+    # When they are held to an intent's budget
+    fitted = fit_entries(errors, 64 * 1024)
+    # Then they fit, the first ones kept with their texts cut, and the last entry counts the rest
+    assert serialized_size(fitted) <= 64 * 1024
+    *kept, note = fitted
+    assert 0 < len(kept) < 100
+    assert all(e["code"] == "InsufficientInstanceCapacity" for e in kept)
+    assert note["code"] == DETAIL_TRUNCATED
+    assert f"{100 - len(kept)} of 100 errors left out" in note["message"]
+    # And a list that fits is kept as it is
+    assert fit_entries(errors[:1], 1024 * 1024) == errors[:1]

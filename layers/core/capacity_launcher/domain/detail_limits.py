@@ -57,11 +57,20 @@ def fit_detail(detail: Mapping[str, Any], budget: int = MAX_DETAIL_BYTES) -> dic
     lists = {name: [_short(e) for e in _entries(base, name)] for name in DIAGNOSTIC_LISTS}
     totals = _totals(detail, lists)
     # The room left once the rest, the counts and the note are there (at their largest).
-    room = budget - serialized_size(_shaped(base, {n: [] for n in lists}, totals, worst=True))
+    worst = _shaped(base, {n: [] for n in lists}, totals, budget=budget, worst=True)
+    room = budget - serialized_size(worst)
     kept: dict[str, list[Any]] = {}
     for name, entries in lists.items():
         kept[name], room = _prefix(entries, room)
-    return _shaped(base, kept, totals)
+    return _shaped(base, kept, totals, budget=budget)
+
+
+def fit_entries(entries: Sequence[Any], budget: int) -> list[Any]:
+    """A list of diagnostics (``{code, message}`` entries, as a launch intent keeps EC2's fleet
+    errors) held to `budget` bytes by the same rules: texts cut, the first entries that fit,
+    then a DetailTruncated entry saying how many were left out."""
+    fitted = fit_detail({"errors": list(entries)}, budget)
+    return list(fitted["errors"])
 
 
 def shorten_text(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -127,6 +136,7 @@ def _shaped(
     lists: Mapping[str, list[Any]],
     totals: Mapping[str, int],
     *,
+    budget: int,
     worst: bool = False,
 ) -> dict[str, Any]:
     """The detail with these lists, the counts of those shortened and the DetailTruncated note;
@@ -138,17 +148,17 @@ def _shaped(
     }
     shaped = {**base, **{n: v for n, v in lists.items() if n in base or v}}
     shaped[TRUNCATED_FIELD] = counts
-    note = {"code": DETAIL_TRUNCATED, "message": _note(counts)}
+    note = {"code": DETAIL_TRUNCATED, "message": _note(counts, budget)}
     shaped["errors"] = [*shaped.get("errors", []), note]
     return shaped
 
 
-def _note(counts: Mapping[str, Mapping[str, int]]) -> str:
+def _note(counts: Mapping[str, Mapping[str, int]], budget: int) -> str:
     left = "".join(
         f"; {c['total'] - c['kept']} of {c['total']} {n} left out" for n, c in counts.items()
     )
     return (
-        f"shortened to stay within {MAX_DETAIL_BYTES} bytes (DynamoDB's 400 KB item, "
+        f"shortened to stay within {budget} bytes (DynamoDB's 400 KB item, "
         f"EventBridge's 256 KB event): texts over {MAX_TEXT_CHARS} characters cut{left}; "
         "every instance is kept"
     )
