@@ -10,6 +10,7 @@ from typing import Any
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.domain.detail_limits import DETAIL_TRUNCATED
+from capacity_launcher.domain.launch_request import TOO_DEEP
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_launch_into_reservations import ZONE
 from tests.support.cloud import Cloud, capacity_type, launch_request, node_class, node_pool
@@ -120,3 +121,22 @@ def test_thousands_of_dry_offerings_keep_the_record_the_event_and_the_instance(
     (replayed,) = [e for e in cloud.events() if e["detail"].get("requestId") == "broad-1"]
     assert replayed["detail"] == record.to_detail()
     assert len(cloud.managed_instances()) == 1
+
+
+def test_a_body_nested_thousands_deep_with_a_request_id_is_recorded_as_rejected(
+    cloud: Cloud,
+) -> None:
+    # Given a body nested 50,000 deep (issue 24, defect 5) that carries a valid requestId
+    nested = "[" * 50_000 + "]" * 50_000
+    body = '{"requestId": "deep-1", "nodePool": "general", "count": 2, "requirements": '
+    # When it is delivered
+    handed_back = cloud.send(body + nested + "}")
+    # Then it is deleted, with a Rejected record naming the field and the rule, and its event
+    assert handed_back == []
+    record = cloud.record("deep-1")
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert (record.node_pool, record.requested) == ("general", 2)
+    assert [e.message for e in record.errors] == [f"requirements: {TOO_DEEP}"]
+    (event,) = cloud.events()
+    assert event["detail-type"] == "Launch Rejected"
+    assert event["detail"] == record.to_detail()
