@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from capacity_launcher.domain.config import _NAME
-from capacity_launcher.domain.launch_request import REQUEST_ID_PATTERN, LaunchRequest
+from capacity_launcher.domain.launch_request import (
+    MAX_BODY_BYTES,
+    MAX_NESTING,
+    REQUEST_ID_PATTERN,
+    LaunchRequest,
+)
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
 from capacity_launcher.domain.status import (
@@ -37,7 +42,9 @@ def _launch_request() -> dict[str, Any]:
         LaunchRequest,
         "validation",
         "LaunchRequest",
-        f"The detail of a {LAUNCH_REQUESTED!r} event, or an SQS message body.",
+        f"The detail of a {LAUNCH_REQUESTED!r} event, or an SQS message body: at most "
+        f"{MAX_BODY_BYTES} bytes, nesting at most {MAX_NESTING} levels of arrays and objects "
+        "(the body counted; a field nested deeper is refused by name).",
     )
     # The model checks the id in code; the schema states the same rule for producers.
     schema["properties"]["requestId"]["pattern"] = REQUEST_ID_PATTERN.pattern

@@ -137,8 +137,10 @@ def test_detail_has_exactly_designs_keys_in_order() -> None:
         "finishedAt",
         "waitForCapacityUntil",
         "waitingFor",
+        "detailTruncated",
     ]
     assert detail["waitForCapacityUntil"] is None and detail["waitingFor"] == []
+    assert detail["detailTruncated"] is None
     assert detail["instances"] == [
         {
             "instanceId": "i-0123456789abcdef0",

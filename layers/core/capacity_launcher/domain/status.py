@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_serializer
 from pydantic.alias_generators import to_camel
 
+from capacity_launcher.domain.detail_limits import fit_detail
+
 EVENT_SOURCE = "capacity-launcher"
 LAUNCH_REQUESTED = "Launch Requested"
 RESERVATION_EXHAUSTED = "Capacity Reservation Exhausted"
@@ -159,6 +161,13 @@ class ErrorDetail(_Record):
         return cls(code=str(code), message=str(message))
 
 
+class TruncatedList(_Record):
+    """How much of one list a record left out to stay within its limits (detail_limits.py)."""
+
+    total: int = Field(ge=0)
+    kept: int = Field(ge=0)
+
+
 class RequestRecord(_Record):
     request_id: str
     node_pool: str | None = None
@@ -175,6 +184,15 @@ class RequestRecord(_Record):
     # Waiting only: the request's deadline and the scheduled reservations it waits for.
     wait_for_capacity_until: Timestamp | None = None
     waiting_for: list[AwaitedReservation] = Field(default=[])
+    # Null unless the record was shortened to stay within DynamoDB's and EventBridge's limits:
+    # then, per list shortened, how many entries it had and how many it kept (detail_limits.py).
+    detail_truncated: dict[str, TruncatedList] | None = Field(
+        default=None,
+        description="null, or the record was shortened to stay within DynamoDB's 400 KB item and "
+        "EventBridge's 256 KB event: per list shortened (unavailableOfferings, errors, "
+        "waitingFor; never instances), its entries in all and those kept; an errors entry "
+        "with code DetailTruncated says so",
+    )
 
     @property
     def detail_type(self) -> str:
@@ -190,8 +208,9 @@ class RequestRecord(_Record):
         return self.status in (RequestStatus.FAILED, RequestStatus.REJECTED)
 
     def to_detail(self) -> dict[str, Any]:
-        """The event detail and status JSON: README.md's keys, nulls kept, 'Z' timestamps."""
-        return self.to_dict()
+        """The event detail and status JSON: README.md's keys, nulls kept, 'Z' timestamps; within
+        the size every carrier allows (stored, kept by idempotency, published): detail_limits."""
+        return fit_detail(self.to_dict())
 
     @classmethod
     def from_detail(cls, detail: Mapping[str, Any]) -> Self:
