@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from moto.ec2.exceptions import EC2ClientError, InvalidAMIIdError
+from moto.ec2.exceptions import EC2ClientError
 
 from moto_capacity.core.operations import OPERATION_CONTROLS
 from moto_capacity.ec2.exceptions import InvalidParameterCombination, InvalidParameterValue
@@ -34,9 +34,9 @@ from .launches import (
     image_platform,
     launch_template_data,
     launch_zone,
-    missing_image,
     resolved_template_spec,
     subnet_from_template,
+    unknown_image,
 )
 from .offerings import CapacityType, price_of
 from .reservations import CAPACITY_BLOCK_MARKET, INTERRUPTIBLE_MARKET
@@ -112,9 +112,8 @@ def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list
                     priority=math.inf if priority is None else float(priority),
                     weight=float(override.get("WeightedCapacity") or 1.0),
                     image_error=(
-                        InvalidAMIIdError(merged["ImageId"])
-                        if missing_image(ec2_backend, merged["ImageId"])
-                        else architecture_mismatch(
+                        unknown_image(ec2_backend, merged["ImageId"])
+                        or architecture_mismatch(
                             ec2_backend, merged["ImageId"], merged["InstanceType"]
                         )
                     ),

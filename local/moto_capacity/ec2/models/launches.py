@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from moto.ec2.exceptions import EC2ClientError, InvalidAMIIdError, MalformedAMIIdError
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 from moto_capacity.ec2.exceptions import InvalidParameterCombination, InvalidParameterValue
@@ -106,10 +107,15 @@ def image_platform(ec2_backend: Any, image_id: str | None) -> str:
     return reservation_platform(images[0] if images else None)
 
 
-def missing_image(ec2_backend: Any, image_id: str) -> bool:
-    """True when this account and region know no image `image_id` (EC2 then refuses to launch
-    it with InvalidAMIID.NotFound; moto alone launches any id)."""
-    return not ec2_backend.describe_images(filters={"image-id": image_id})
+def unknown_image(ec2_backend: Any, image_id: str) -> EC2ClientError | None:
+    """Why EC2 refuses to launch `image_id`, if it does (errors-overview): a malformed id
+    (InvalidAMIID.Malformed), or one this account and region do not have (InvalidAMIID.NotFound).
+    moto alone launches any id."""
+    if not image_id.startswith("ami-"):
+        return MalformedAMIIdError([image_id])
+    if not ec2_backend.describe_images(filters={"image-id": image_id}):
+        return InvalidAMIIdError(image_id)
+    return None
 
 
 def architecture_mismatch(

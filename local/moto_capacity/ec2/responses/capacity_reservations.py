@@ -7,7 +7,6 @@ Behaviour lives in the models; these methods only read parameters and shape answ
 from typing import Any
 
 from moto.core.responses import ActionResult
-from moto.ec2.exceptions import InvalidAMIIdError
 from moto.ec2.responses.fleets import Fleets
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.utils import convert_tag_spec
@@ -25,9 +24,9 @@ from moto_capacity.ec2.models.launches import (
     image_platform,
     launch_template_data,
     launch_zone,
-    missing_image,
     set_lifecycle,
     subnet_from_template,
+    unknown_image,
 )
 from moto_capacity.resourcegroups import models as groups
 
@@ -107,9 +106,10 @@ def _launch_request(response: Any) -> tuple[InstanceAttributes, ReservationPrefe
         response._get_param("InstanceType") or template.get("InstanceType") or "m1.small"
     )
     image_id = response._get_param("ImageId") or template.get("ImageId")
-    if image_id and missing_image(response.ec2_backend, image_id):
-        # RunInstances, errors-overview: InvalidAMIID.NotFound, the AMI does not exist.
-        raise InvalidAMIIdError(image_id)
+    refused = image_id and unknown_image(response.ec2_backend, image_id)
+    if refused:
+        # RunInstances, errors-overview: InvalidAMIID.Malformed, or .NotFound (no such AMI).
+        raise refused
     mismatch = image_id and architecture_mismatch(response.ec2_backend, image_id, instance_type)
     if mismatch:
         # RunInstances, errors-overview: InvalidParameterValue, the architectures differ.
