@@ -67,9 +67,12 @@ def strict(original: Callable[..., Any]) -> Callable[..., Any]:
             for entry in body["TransactItems"]:
                 for action in entry.values():
                     check_write(action)
-            TRANSACTION_CONFLICTS.check(
-                transaction_items(self.dynamodb_backend, body["TransactItems"])
-            )
+            # An action naming other than one operation is moto's to refuse (ValidationException,
+            # as DynamoDB does) before anything could conflict.
+            if all(len(entry) == 1 for entry in body["TransactItems"]):
+                TRANSACTION_CONFLICTS.check(
+                    transaction_items(self.dynamodb_backend, body["TransactItems"])
+                )
         elif "RequestItems" in body:
             for requests in body["RequestItems"].values():
                 for request in requests:
