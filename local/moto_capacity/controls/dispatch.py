@@ -6,9 +6,7 @@ An injected fault is serialised in the protocol of the service called (query/XML
 raises `ClientError` with exactly that code.
 """
 
-import collections
 import functools
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +15,7 @@ from moto.core.responses import ActionResult
 from werkzeug.exceptions import HTTPException
 
 from moto_capacity.core.exceptions import InjectedError
+from moto_capacity.core.locks import SERVICE_LOCKS
 from moto_capacity.core.operations import OPERATION_CONTROLS, InjectedFault
 from moto_capacity.dynamodb.exceptions import cancelled
 
@@ -29,10 +28,6 @@ SERVER_FAULT_STATUS = {
     "Unavailable": 503,
     "RequestLimitExceeded": 503,
 }
-
-_SERVICE_LOCKS: collections.defaultdict[str, threading.RLock] = collections.defaultdict(
-    threading.RLock
-)
 
 
 def _error_response(response: Any, error: HTTPException) -> Any:
@@ -74,8 +69,9 @@ def controlled(original: Callable[..., Any]) -> Callable[..., Any]:
             return _fault_response(self, fault)
         try:
             # moto's backends are not thread-safe (a DynamoDB transaction rolls back items
-            # other threads may be writing): one request at a time per service, after the latency.
-            with _SERVICE_LOCKS[self.service_name]:
+            # other threads may be writing): one request at a time per service, after the latency
+            # (`core.locks`; an SQS long poll steps aside while it waits).
+            with SERVICE_LOCKS[self.service_name]:
                 answer = original(self)
         except Exception:
             OPERATION_CONTROLS.record(operation, failed=True)

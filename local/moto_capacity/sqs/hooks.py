@@ -1,13 +1,14 @@
-"""The SQS hooks: delays, visibility timeouts and retention on the emulator's clock, and the
-caller of SendMessage as the message's SenderId."""
+"""The SQS hooks: delays, visibility timeouts and retention on the emulator's clock, the caller
+of SendMessage as the message's SenderId, and long polls that let other requests run while they
+wait."""
 
 from moto.sqs import models as sqs_models
-from moto.sqs.models import SQSBackend
+from moto.sqs.models import Queue, SQSBackend
 from moto.sqs.responses import SQSResponse
 
 from moto_capacity.core.patching import hook
 
-from .models import on_the_clock, stamping_sender, without_expired
+from .models import on_the_clock, stamping_sender, waiting_aside, without_expired
 from .responses import sending_as_caller
 
 
@@ -18,3 +19,4 @@ def install() -> None:
     hook(SQSResponse, "send_message", sending_as_caller)
     hook(SQSResponse, "send_message_batch", sending_as_caller)
     hook(SQSBackend, "send_message", stamping_sender)
+    hook(Queue, "wait_for_messages", waiting_aside)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from moto_capacity.core.clock import CLOCK
+from moto_capacity.core.locks import SERVICE_LOCKS
 
 # The SenderId of the SendMessage being served (`responses` sets it), for the message it stores.
 CALLER = threading.local()
@@ -73,3 +74,16 @@ def stamping_sender(original: Callable[..., Any]) -> Callable[..., Any]:
         return message
 
     return send_message
+
+
+def waiting_aside(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps moto's Queue.wait_for_messages, where a long-poll ReceiveMessage waits: the SQS
+    requests it waits for (a SendMessage) run meanwhile, and it answers as soon as one arrives
+    (ReceiveMessage, `WaitTimeSeconds`)."""
+
+    @functools.wraps(original)
+    def wait_for_messages(self: Any, timeout: float) -> Any:
+        with SERVICE_LOCKS["sqs"].idle():
+            return original(self, timeout)
+
+    return wait_for_messages
