@@ -4,7 +4,7 @@ Everything the scheduler asks of the emulator goes through `Emulator`, so that m
 in-process hooks used today to the local cloud's control API (`POST /moto-capacity/faults`,
 `/capacity`, `/clock`) replaces this one module, not the scenarios.
 
-One clock for both: the emulator's (`moto_capacity.clock.CLOCK`) is `datetime.now` plus an
+One clock for both: the emulator's (`moto_capacity.core.clock.CLOCK`) is `datetime.now` plus an
 offset, and `SimulatedClock` moves `datetime.now` itself, so the emulator's offset stays 0 and
 `settle` (`advance_clock(0)`, the in-process `POST /moto-capacity/clock {"advanceSeconds": 0}`)
 only applies the reservation transitions now due, as AWS applies them on time rather than when
@@ -31,7 +31,7 @@ from moto.dynamodb.models.table import Table
 
 import moto_capacity
 from capacity_launcher.adapters.cache import TtlCache
-from moto_capacity.control import OPERATION_CONTROLS
+from moto_capacity.core.operations import OPERATION_CONTROLS
 
 REGION = "us-east-1"
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)

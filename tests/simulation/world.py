@@ -31,7 +31,7 @@ from capacity_launcher.domain.tags import MANAGED
 from capacity_launcher.settings import get_settings
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import Invocation, LocalFunction
-from moto_capacity.models import capacity_backend
+from moto_capacity.ec2.models.backend import capacity_backend
 from tests.simulation.emulator import (
     REGION,
     Capacity,
