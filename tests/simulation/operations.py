@@ -138,6 +138,15 @@ PROFILES = {
         submit_batch=(2, 8),
         wall_minutes=20.0,
     ),
+    # The determinism test's: short, and two containers at once on half the steps.
+    "replay": Profile(
+        "replay",
+        steps=30,
+        weights=BASE_WEIGHTS,
+        quiesce_every=15,
+        concurrent_poll=0.5,
+        submit_batch=(2, 6),
+    ),
     # Faults, crashes and outages off: what must hold on a calm day.
     "calm": Profile(
         "calm",

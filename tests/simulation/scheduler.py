@@ -304,6 +304,15 @@ class Simulation:
             self._poll_once()
         self._triggers()
         self._mark_exposed()
+        self._fingerprint()
+
+    def _fingerprint(self) -> None:
+        """The step's AWS calls (every one, in order, with its parameters), the instances and the
+        clock after it: two runs of a seed must print the same line at every step."""
+        self.outcome.trace.append(
+            f"step {self.invariants.step}   {self.world.digest.take()},"
+            f" {len(self.world.instances)} instances, clock {self._elapsed():.3f}"
+        )
 
     def _crash_for(self) -> tuple[int, str] | None:
         crash, self.pending_crash = self.pending_crash, None
@@ -348,6 +357,10 @@ class Simulation:
 
     def _poll_at_once(self) -> None:
         batches = [b for b in (self.world.receive_batch(), self.world.receive_batch()) if b]
+        if len(batches) == 1 and len(batches[0]) > 1:
+            # The mapping's pollers share what is visible: each container gets a part.
+            cut = self.rng.randrange(1, len(batches[0]))
+            batches = [batches[0][:cut], batches[0][cut:]]
         if len(batches) < 2:
             for batch in batches:
                 invoked = self.world.invoke_launcher(0, batch, self._crash_for())
@@ -423,6 +436,7 @@ class Simulation:
         }
         unnamed = {r: self.world.record(r) for r in running_for}
         self.invariants.after_quiescence(records, unnamed)
+        self._fingerprint()
 
     def _drain(self, *, events: bool = True) -> bool:
         """Faults off, no crash armed, the queue drained (the clock jumping to each redelivery)
