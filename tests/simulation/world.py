@@ -159,6 +159,9 @@ class World:
         self.image_id = ""
         self.security_group = ""
         self._types: dict[str, dict[str, int]] = {}
+        self._offered: list[str] = []
+        self._in_sync = False
+        self._sync_terminations: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -443,6 +446,13 @@ class World:
         """Every AWS call, anyone's: a scheduled worker waits for its turn, then it is counted."""
         self.interleaver.checkpoint()
         self.digest.add(operation, params)
+        if self._in_sync and operation == "ec2:TerminateInstances":
+            self._sync_terminations += list(params.get("InstanceIds") or [])
+
+    def take_sync_terminations(self) -> list[str]:
+        """The instances the sync asked EC2 to terminate since the last look."""
+        taken, self._sync_terminations = self._sync_terminations, []
+        return taken
 
     def run_sync(self, crash_at: tuple[int, str] | None = None) -> Invoked:
         assert self._sync is not None
@@ -457,7 +467,11 @@ class World:
             "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/schedule"],
             "detail": {},
         }
-        invocation, crashed, fired = self._invoke(self._sync, event, crash_at)
+        self._in_sync = True
+        try:
+            invocation, crashed, fired = self._invoke(self._sync, event, crash_at)
+        finally:
+            self._in_sync = False
         if crashed:
             self._sync = self._load("ReservationSyncFunction")
         return Invoked("sync", crashed=crashed, error=_error(invocation), faults_fired=fired)
@@ -654,6 +668,20 @@ class World:
             for item in answer["Items"]
         ]
 
+    def leased(self, pool: str) -> int:
+        """Instances leased in the pool and not settled yet."""
+        return sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)
+
+    def item_sizes(self) -> list[tuple[str, str, int]]:
+        """(table, key, size in bytes as DynamoDB counts it) of every item of the template's
+        tables, read from moto's backend (no call, no fault)."""
+        found: list[tuple[str, str, int]] = []
+        for table in dynamodb_backends[ACCOUNT][REGION].tables.values():
+            for item in list(table.all_items()):
+                key = f"{item.hash_key.value}/{getattr(item.range_key, 'value', '')}"
+                found.append((table.name, key, item.size()))
+        return found
+
     def committed(self, pool: str) -> int:
         """Live instances plus unsettled leases: what a pool holds or was promised."""
         leased = sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)
@@ -718,6 +746,19 @@ class World:
                 "instances": 1,
             }
         return self._types[instance_type]
+
+    def all_instance_types(self) -> list[str]:
+        """Every instance type offered in the simulation's zones, in a stable order."""
+        if not self._offered:
+            pages = self.ec2.get_paginator("describe_instance_type_offerings").paginate(
+                LocationType="availability-zone"
+            )
+            found = {o["InstanceType"] for page in pages for o in page["InstanceTypeOfferings"]}
+            self._offered = sorted(found)
+        return self._offered
+
+    def transaction_conflicts(self, rate: float) -> None:
+        moto_capacity.set_transaction_conflicts(rate, self.seed)
 
     def ec2_availability(self) -> dict[str, int]:
         found = self.ec2.describe_capacity_reservations()["CapacityReservations"]
