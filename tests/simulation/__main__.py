@@ -73,6 +73,7 @@ def outcome_as_json(outcome: Outcome, text: str) -> dict[str, object]:
         "quiescences": outcome.quiescences,
         "checks": dict(outcome.checks),
         "invocations": dict(outcome.invocations),
+        "operations": dict(outcome.operations),
         "violations": [v.line() for v in outcome.violations],
         "invariants": sorted({v.invariant for v in outcome.violations}),
         "summary": text,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.settings import get_settings
+from tests.simulation.emulator import Fault
 from tests.simulation.operations import (
     POOLS,
     QUOTA_POOLS,
@@ -39,7 +40,12 @@ PRIORITIES = (10, 50, 100, 150)
 GRACE_PERIODS = ("30s", "90s", "3m")
 NESTING = 5000
 HUGE_BODY_BYTES = 240 * 1024  # under SQS's 256 KiB, far over what a request needs
-ICE_CACHE_ENTRIES = (1500, 4000)
+ICE_CACHE_SHARE = (0.6, 1.0)  # of every offering of the broad pool
+ICE_MESSAGE = (
+    "We currently do not have sufficient capacity in the Availability Zone you requested. Our"
+    " system will be working on provisioning additional capacity."
+)
+BROAD_CLASS = "class-broad"
 INTERRUPTIBLE_TYPE = "m5.large"
 
 
@@ -96,6 +102,32 @@ def quota_policy_change(sim: Simulation, rng: random.Random) -> str:
     )
 
 
+def reclaim_during_grace(sim: Simulation, rng: random.Random) -> str:
+    """team-b borrows all it may in a pool, team-a asks for its nominal quota there (refused: a
+    reclaim, enforced under LowerPriority), and the policy changes before the grace period ends
+    (quota-a's reclaimWithinCohort to Never, or quota-b's priority above quota-a's)."""
+    pool = rng.choice(QUOTA_POOLS)
+    lender = copy.deepcopy(sim.catalog.quotas.get("quota-a") or quota_document("quota-a"))
+    lender["spec"]["priority"] = 100
+    lender["spec"]["preemption"] = {"reclaimWithinCohort": "LowerPriority", "gracePeriod": "30s"}
+    _apply_quota(sim, lender)
+    borrowers = [_body_for(sim, rng, "team-b", pool) for _ in range(2)]
+    borrowers[0]["count"], borrowers[1]["count"] = 2, 3
+    sim.send(borrowers, via_bus=False)
+    sim.poll_once()
+    sim.send([{**_body_for(sim, rng, "team-a", pool), "count": 3}], via_bus=False)
+    sim.poll_once()
+    change = rng.choice(("lender Never", "borrower first", "unchanged"))
+    if change == "lender Never":
+        lender["spec"]["preemption"]["reclaimWithinCohort"] = "Never"
+        _apply_quota(sim, lender)
+    elif change == "borrower first":
+        borrower = copy.deepcopy(sim.catalog.quotas.get("quota-b") or quota_document("quota-b"))
+        borrower["spec"]["priority"] = 150
+        _apply_quota(sim, borrower)
+    return f"in {pool}, {change}"
+
+
 def quota_apply_race(sim: Simulation, rng: random.Random) -> str:
     """A quota tightened (its group limit set), then at once a burst its requesters send."""
     name = rng.choice(sorted(GROUP_LIMITS))
@@ -145,50 +177,58 @@ def pool_apply_race(sim: Simulation, rng: random.Random) -> str:
 # -- the ICE cache and single flight ------------------------------------------------------------
 
 
-def broad_pool_document(sim: Simulation) -> dict[str, Any]:
-    """A pool of every instance type the NodeClass's zones offer, on-demand."""
-    return _document(
+def broad_documents(sim: Simulation) -> list[dict[str, Any]]:
+    """A NodeClass in both zones and a pool of every instance type there, on-demand and spot."""
+    node_class = _document(
+        "NodeClass",
+        BROAD_CLASS,
+        {
+            "imageId": sim.world.image_id,
+            "subnetIds": [sim.world.subnets[z] for z in ZONES],
+            "securityGroupIds": [sim.world.security_group],
+        },
+    )
+    pool = _document(
         "NodePool",
         BROAD_POOL,
         {
-            "nodeClassRef": "class-open",
+            "nodeClassRef": BROAD_CLASS,
             "weight": 1,
             "requirements": [
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+                {
+                    "key": "karpenter.sh/capacity-type",
+                    "operator": "In",
+                    "values": ["on-demand", "spot"],
+                }
             ],
             "limits": {"instances": "6"},
         },
     )
+    return [node_class, pool]
 
 
 def huge_ice_cache(sim: Simulation, rng: random.Random) -> str:
     """Thousands of dry offerings cached (as many workers' ICE answers would leave them) for the
     broad pool's types, then a request to it."""
-    if "class-open" not in sim.catalog.classes:
-        return "no class-open"
     if BROAD_POOL not in sim.catalog.pools:
-        sim.apply(broad_pool_document(sim))
+        for document in broad_documents(sim):
+            sim.apply(document)
     settings = get_settings()
     store = UnavailableOfferings(
         settings.unavailable_offerings_table_name,
-        settings.unavailable_offerings_ttl_seconds,
+        settings.ice_ttl_seconds,
         dynamodb=sim.world.dynamodb,
     )
-    types = sim.world.all_instance_types()
-    wanted = rng.randint(*ICE_CACHE_ENTRIES)
-    triples = [
-        (
-            f"{t}:{z}:{c}",
-            "InsufficientInstanceCapacity",
-            "We currently do not have sufficient capacity",
-        )
-        for t in types
+    offerings = [
+        f"{t}:{z}:{c}"
+        for t in sim.world.all_instance_types()
         for z in ZONES
         for c in ("on-demand", "spot")
-    ][:wanted]
-    store.mark(triples)
+    ]
+    dry = offerings[: round(len(offerings) * rng.uniform(*ICE_CACHE_SHARE))]
+    store.mark([(key, "InsufficientInstanceCapacity", ICE_MESSAGE) for key in dry])
     sim.send([{**request_body(sim, rng), "nodePool": BROAD_POOL, "count": 1}], via_bus=False)
-    return f"{len(triples)} cached"
+    return f"{len(dry)} of {len(offerings)} cached"
 
 
 def ice_burst(sim: Simulation, rng: random.Random) -> str:
@@ -199,6 +239,34 @@ def ice_burst(sim: Simulation, rng: random.Random) -> str:
     sim.send(bodies, via_bus=False)
     sim.poll_at_once()
     return f"{len(bodies)} to {pool}"
+
+
+# What the base catalog (operations.FAULT_CATALOG) leaves out: the remaining calls the service
+# makes, and DynamoDB's TransactionConflictException on single-item writes (an item a transaction
+# is writing refuses a PutItem, UpdateItem or DeleteItem meanwhile).
+EDGE_FAULTS: tuple[tuple[str, str], ...] = (
+    ("sqs:SendMessage", "AWS.SimpleQueueService.ServiceUnavailable"),
+    ("sqs:ChangeMessageVisibility", "AWS.SimpleQueueService.ServiceUnavailable"),
+    ("ec2:DescribeImages", "RequestLimitExceeded"),
+    ("dynamodb:GetItem", "InternalServerError"),
+    ("dynamodb:Query", "ProvisionedThroughputExceededException"),
+    ("dynamodb:PutItem", "TransactionConflictException"),
+    ("dynamodb:UpdateItem", "TransactionConflictException"),
+    ("dynamodb:DeleteItem", "TransactionConflictException"),
+    ("dynamodb:BatchGetItem", "InternalServerError"),
+    ("dynamodb:TransactWriteItems", "InternalServerError"),
+)
+
+
+def edge_fault(sim: Simulation, rng: random.Random) -> str:
+    """A transient fault on a call, or of a kind, the base catalog does not inject."""
+    operation, code = rng.choice(EDGE_FAULTS)
+    if rng.random() < 0.5:
+        fault = Fault(operation, code, times=rng.randint(1, 3))
+    else:
+        fault = Fault(operation, code, rate=rng.choice((0.2, 0.5)), seed=rng.randrange(2**31))
+    sim.add_fault(fault, duration=rng.uniform(5.0, 90.0), permanent=False)
+    return f"{operation} {code}"
 
 
 def conflict_storm(sim: Simulation, rng: random.Random) -> str:
@@ -277,11 +345,13 @@ ADVERSARY = {
     "quota_group_limits": quota_group_limits,
     "quota_policy_change": quota_policy_change,
     "quota_apply_race": quota_apply_race,
+    "reclaim_during_grace": reclaim_during_grace,
     "quota_delete_race": quota_delete_race,
     "pool_apply_race": pool_apply_race,
     "huge_ice_cache": huge_ice_cache,
     "ice_burst": ice_burst,
     "conflict_storm": conflict_storm,
+    "edge_fault": edge_fault,
     "nested_body": nested_body,
     "huge_body": huge_body,
     "interruptible_reservation": interruptible_reservation,
