@@ -14,6 +14,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.domain.offerings import offering_key
 from capacity_launcher.settings import get_settings
 from tests.simulation.emulator import Fault
 from tests.simulation.operations import (
@@ -111,6 +112,11 @@ def reclaim_during_grace(sim: Simulation, rng: random.Random) -> str:
     lender["spec"]["priority"] = 100
     lender["spec"]["preemption"] = {"reclaimWithinCohort": "LowerPriority", "gracePeriod": "30s"}
     _apply_quota(sim, lender)
+    borrower = copy.deepcopy(sim.catalog.quotas.get("quota-b") or quota_document("quota-b"))
+    if borrower["spec"]["priority"] != 50:  # below the lender's: the reclaim is enforced
+        borrower["spec"]["priority"] = 50
+        _apply_quota(sim, borrower)
+    sim.apply(_roomy_pool(sim, pool, rng))
     borrowers = [_body_for(sim, rng, "team-b", pool) for _ in range(2)]
     borrowers[0]["count"], borrowers[1]["count"] = 2, 3
     sim.send(borrowers, via_bus=False)
@@ -122,7 +128,6 @@ def reclaim_during_grace(sim: Simulation, rng: random.Random) -> str:
         lender["spec"]["preemption"]["reclaimWithinCohort"] = "Never"
         _apply_quota(sim, lender)
     elif change == "borrower first":
-        borrower = copy.deepcopy(sim.catalog.quotas.get("quota-b") or quota_document("quota-b"))
         borrower["spec"]["priority"] = 150
         _apply_quota(sim, borrower)
     return f"in {pool}, {change}"
@@ -151,10 +156,23 @@ def quota_delete_race(sim: Simulation, rng: random.Random) -> str:
     return f"{name} {deleted}, then {_apply_quota(sim, document)}"
 
 
+def _roomy_pool(sim: Simulation, name: str, rng: random.Random) -> dict[str, Any]:
+    """The pool with room for the whole cohort: 8 instances of m5.large (2 CPUs), on-demand."""
+    document = node_pool_document(sim, name, rng)
+    document["spec"]["requirements"] = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]
+    document["spec"]["limits"] = {"instances": "8"}
+    return document
+
+
 def _body_for(sim: Simulation, rng: random.Random, requester: str, pool: str) -> dict[str, Any]:
+    """A plain request of 1-3 instances: no gang, tags or requirements to refuse it for."""
     body = request_body(sim, rng)
     body.update(requester=requester, nodePool=pool, count=rng.randint(1, 3))
-    body.pop("minCount", None)
+    for optional in ("minCount", "tags", "requirements", "singleZone"):
+        body.pop(optional, None)
     return body
 
 
@@ -220,14 +238,16 @@ def huge_ice_cache(sim: Simulation, rng: random.Random) -> str:
         dynamodb=sim.world.dynamodb,
     )
     offerings = [
-        f"{t}:{z}:{c}"
+        offering_key(c, t, z)
         for t in sim.world.all_instance_types()
         for z in ZONES
         for c in ("on-demand", "spot")
     ]
     dry = offerings[: round(len(offerings) * rng.uniform(*ICE_CACHE_SHARE))]
     store.mark([(key, "InsufficientInstanceCapacity", ICE_MESSAGE) for key in dry])
-    sim.send([{**request_body(sim, rng), "nodePool": BROAD_POOL, "count": 1}], via_bus=False)
+    sim.catalog.sequence += 1
+    body = {"requestId": f"broad-{sim.seed}-{sim.catalog.sequence}", "count": 1}
+    sim.send([{**body, "nodePool": BROAD_POOL}], via_bus=False)
     return f"{len(dry)} of {len(offerings)} cached"
 
 

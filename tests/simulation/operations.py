@@ -188,7 +188,7 @@ PROFILES = {
     "replay": Profile(
         "replay",
         steps=30,
-        weights=BASE_WEIGHTS,
+        weights={**BASE_WEIGHTS, **adversary_weights(everything=True)},
         quiesce_every=15,
         concurrent_poll=0.5,
         submit_batch=(2, 6),
