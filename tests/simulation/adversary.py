@@ -144,15 +144,20 @@ def quota_apply_race(sim: Simulation, rng: random.Random) -> str:
 
 
 def quota_delete_race(sim: Simulation, rng: random.Random) -> str:
-    """A quota deleted, its requesters' burst served meanwhile, the quota applied again."""
+    """A quota deleted, its requester's burst served meanwhile (uncovered now: nothing may launch
+    for it in the quota pools), the quota applied again."""
     name = rng.choice(sorted(QUOTAS))
     document = sim.catalog.quotas.get(name) or quota_document(name)
     deleted = sim.delete("CapacityQuota", name)
+    sim.world.emulator.clock.advance(2.0)  # moto stamps launches to the second
+    start = sim.world.now - 1.0
     requester = QUOTAS[name][0][0]
-    sim.send(
-        [_body_for(sim, rng, requester, rng.choice(QUOTA_POOLS)) for _ in range(3)], via_bus=False
-    )
+    bodies = [_body_for(sim, rng, requester, rng.choice(QUOTA_POOLS)) for _ in range(3)]
+    sim.send(bodies, via_bus=False)
     sim.poll_once()
+    sim.world.emulator.clock.advance(2.0)
+    if deleted == "deleted":
+        sim.invariants.edges.uncovered(requester, start, sim.world.now - 1.0)
     return f"{name} {deleted}, then {_apply_quota(sim, document)}"
 
 

@@ -50,6 +50,8 @@ class EdgeInvariants:
         self._shrinking: set[str] = set()
         self._over: set[str] = set()
         self.reclaims: dict[str, Reclaim] = {}  # instance id → the reclaim naming it
+        # (requester, from, until): its quota was deleted then, so it was covered by none.
+        self._uncovered: list[tuple[str, float, float]] = []
 
     def _violate(self, invariant: str, detail: str) -> None:
         self.base._violate(invariant, detail)
@@ -63,6 +65,9 @@ class EdgeInvariants:
             committed = self._group_used(name) + sum(self.world.leased(p) for p in QUOTA_POOLS)
             self._allowance[name] = max(self._allowance.get(name, 0), committed)
             self._shrinking.discard(name)
+
+    def uncovered(self, requester: str, start: float, end: float) -> None:
+        self._uncovered.append((requester, start, end))
 
     def reclaim_requested(self, detail: dict[str, Any]) -> None:
         self.checks["seen: a reclaim requested"] += 1
@@ -88,6 +93,7 @@ class EdgeInvariants:
 
     def every_step(self) -> None:
         self._group_limits_hold()
+        self._uncovered_launch_nothing()
         self._reclaims_allowed(self.world.take_sync_terminations())
         if self.base.step % ITEM_CHECK_EVERY == 0:
             self._items_within_limit()
@@ -120,6 +126,23 @@ class EdgeInvariants:
                         f" {used}, group limit {limit}; {self._who(name)}",
                     )
         self._over = over
+
+    def _uncovered_launch_nothing(self) -> None:
+        """No instance launched in a quota pool for a requester while its quota was deleted."""
+        for observed in self.world.instances.values():
+            if observed.pool not in QUOTA_POOLS:
+                continue
+            for requester, start, end in self._uncovered:
+                if observed.requester != requester:
+                    continue
+                self.checks["a deleted quota's requester launches nothing in its pools"] += 1
+                if start <= observed.launched_at <= end:
+                    self._violate(
+                        "a deleted quota's requester launches nothing in its pools",
+                        f"{observed.instance_id} for {observed.request_id} ({requester}) launched"
+                        f" in {observed.pool} at {observed.launched_at:.0f}, while no quota"
+                        f" covered {requester} ({start:.0f}-{end:.0f})",
+                    )
 
     def _allowance_for(self, name: str, used: int, limit: int) -> int:
         allowance = self._allowance.get(name, 0)
