@@ -164,6 +164,19 @@ def adversary_weights(*, everything: bool = False) -> dict[str, float]:
     }
 
 
+def _focused(name: str, defect: str) -> Profile:
+    """20 steps of what exposes one defect, with a few requests and waits between: its finding
+    on main in a minute, and its replay command."""
+    weights = {n: 3.0 for n, (_, d) in ADVERSARY_WEIGHTS.items() if d == defect}
+    return Profile(
+        name,
+        steps=20,
+        weights={"submit": 2, "wait": 2, **weights},
+        quiesce_every=10,
+        split_batches=True,
+    )
+
+
 PROFILES = {
     "short": Profile(
         "short", steps=60, weights={**BASE_WEIGHTS, **adversary_weights()}, quiesce_every=30
@@ -176,6 +189,10 @@ PROFILES = {
         quiesce_every=30,
         split_batches=True,
     ),
+    **{
+        f"issue24-{defect}": _focused(f"issue24-{defect}", defect)
+        for defect in sorted(AWAITING_FIXES)
+    },
     "soak": Profile(
         "soak",
         steps=10**9,
