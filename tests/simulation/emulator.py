@@ -145,12 +145,17 @@ class CrashPlan:
 
 
 @contextmanager
-def crashing_calls(plan: CrashPlan) -> Iterator[None]:
-    """Every botocore call (any client, any container) passes through the crash plan."""
+def crashing_calls(
+    plan: CrashPlan, before: Callable[[str, Any], None] | None = None
+) -> Iterator[None]:
+    """Every botocore call (any client, any container) passes through the crash plan, after
+    `before` (the deterministic scheduler's turn, and the call's fingerprint)."""
     original: Callable[..., Any] = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009
 
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
         operation = f"{self.meta.service_model.service_name}:{operation_name}"
+        if before is not None:
+            before(operation, api_params)
         plan.check(operation, "before")
         answer = original(self, operation_name, api_params)
         plan.check(operation, "after")
