@@ -7,9 +7,13 @@ import pytest
 
 from tests.infrastructure.iam_audit import CallRecorder, Policies, audit
 from tests.infrastructure.policy_checks import transform
+from tests.support.process_caches import shared_botocore_loader, use_the_images_tests_use
 from tests.support.template import load_template
 
 _LAYERS = ("unit", "integration", "e2e")
+
+# Before any test module imports moto: the images the suites use, not moto's 1,301 per backend.
+use_the_images_tests_use()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -18,6 +22,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for layer in _LAYERS:
             if layer in parts:
                 item.add_marker(getattr(pytest.mark, layer))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_botocore_loader() -> Iterator[None]:
+    """Each test's cloud starts new sessions; they share one loader (support/process_caches)."""
+    with shared_botocore_loader():
+        yield
 
 
 # ---------------------------------------------------------------- IAM, proven on the real calls
