@@ -112,8 +112,8 @@ def test_the_template_is_parsed_once_yet_each_caller_gets_its_own_copy(tmp_path:
     # Then the caller's change is not in it
     assert second["Resources"]["A"]["Type"] == "X"
     # And once the file changes, the change is read
-    path.write_text("Resources:\n  B:\n    Type: Yes\n", encoding="utf-8")
-    assert load_template(path)["Resources"] == {"B": {"Type": "Yes"}}
+    path.write_text("Resources:\n  B:\n    Type: YZ\n", encoding="utf-8")
+    assert load_template(path)["Resources"] == {"B": {"Type": "YZ"}}
 
 
 def test_a_document_without_resources_is_refused(tmp_path: Path) -> None:
