@@ -32,8 +32,11 @@ template-check: setup
 	$(BIN)/pytest -q -p no:cacheprovider tests/infrastructure/test_policy_lint.py
 
 # pytest exits 5 when it collects nothing: that is a failure here, as any non-zero exit is.
+# One pytest-xdist worker per core (TEST_WORKERS=0: all in this process); loadgroup keeps the e2e
+# tests, which share one local cloud, on one worker. The IAM call audit adds up every worker's.
+TEST_WORKERS ?= auto
 test: lint template-check
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 unit: setup
 	$(BIN)/pytest -m unit

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,7 +53,15 @@ def default_template_path() -> Path:
 
 
 # ------------------------------------------------------------------------------------------ YAML
-class _CloudFormationLoader(yaml.SafeLoader):
+# libyaml's parser (in PyYAML's wheels) reads the template about 8x faster than pure Python; the
+# constructors, and so what the template becomes, are SafeLoader's either way.
+try:
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # pragma: no cover - a PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+
+
+class _CloudFormationLoader(_SafeLoader):
     """SafeLoader that reads short-form intrinsics (!Ref, !GetAtt, !Sub, ...) as their long form."""
 
 
@@ -76,16 +85,33 @@ def _construct_intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) 
 _CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
 
 
+# Path -> (the file's mtime, size and inode; the template, pickled). The tests and the local cloud
+# read the template several times per cloud: it is parsed once per process, for as long as the
+# file stays the same, and each caller gets its own copy (unpickled), free to change it.
+_PARSED: dict[Path, tuple[tuple[int, int, int], bytes]] = {}
+
+
 def load_template(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The template as plain data, intrinsics in long form ({"Ref": ...}, {"Fn::Sub": ...})."""
-    text = Path(path or default_template_path()).read_text(encoding="utf-8")
-    loader = _CloudFormationLoader(text)
+    file = Path(path or default_template_path()).resolve()
+    stat = file.stat()
+    version = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    cached = _PARSED.get(file)
+    if cached is None or cached[0] != version:
+        cached = (version, pickle.dumps(_parse(file)))
+        _PARSED[file] = cached
+    loaded: dict[str, Any] = pickle.loads(cached[1])  # noqa: S301 - our own bytes, just made
+    return loaded
+
+
+def _parse(file: Path) -> dict[str, Any]:
+    loader = _CloudFormationLoader(file.read_text(encoding="utf-8"))
     try:
         loaded = loader.get_single_data()
     finally:
         loader.dispose()
     if not isinstance(loaded, dict) or not isinstance(loaded.get("Resources"), dict):
-        raise ValueError(f"{path or default_template_path()} is not a CloudFormation template")
+        raise ValueError(f"{file} is not a CloudFormation template")
     return loaded
 
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 import moto_capacity
-from capacity_launcher.domain.status import EVENT_SOURCE
 from capacity_launcher_cli.deployment import LOCAL_FILE_ENV_VAR, Deployment, write_local
 from capacity_launcher_cli.main import main
 from local_cloud import function_output
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
+from local_cloud.status_events import capture_status_events
 
 REPO = Path(__file__).resolve().parents[2]
 # Failed messages come back after 2 s instead of the template's 720 s.
@@ -145,20 +145,9 @@ def e2e_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2eCloud]:
 
 
 def _capture_status_events(deployment: Deployment) -> StatusEvents:
-    sqs, bus = deployment.client("sqs"), deployment.client("events")
-    url = sqs.create_queue(QueueName="e2e-status-events")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    bus.put_rule(
-        Name="e2e-status-events",
-        EventBusName=deployment.event_bus,
-        EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
-    )
-    bus.put_targets(
-        Rule="e2e-status-events",
-        EventBusName=deployment.event_bus,
-        Targets=[{"Id": "capture", "Arn": arn}],
+    sqs = deployment.client("sqs")
+    url = capture_status_events(
+        sqs, deployment.client("events"), deployment.event_bus, "e2e-status-events"
     )
     return StatusEvents(sqs, url)
 

@@ -8,8 +8,10 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from moto import mock_aws
 
+from local_cloud import template as template_module
 from local_cloud.template import (
     DeployedNames,
     UnresolvedReferenceError,
@@ -83,6 +85,35 @@ def test_short_form_intrinsics_are_read_as_their_long_form(tmp_path: Path) -> No
     assert properties["If"] == {"Fn::If": ["Cond", 1, {"Ref": "AWS::NoValue"}]}
     assert properties["Cond"] == {"Condition": "Cond"}
     assert properties["Join"] == {"Fn::Join": ["", ["a", "b"]]}
+
+
+def test_libyaml_reads_the_template_as_pure_python_yaml_does() -> None:
+    # Given the template read by the loader load_template uses (libyaml's, when PyYAML has it)
+    fast = load_template()
+
+    # When it is read by PyYAML's pure-Python SafeLoader with the same intrinsic constructors
+    class Slow(yaml.SafeLoader):
+        pass
+
+    Slow.add_multi_constructor("!", template_module._construct_intrinsic)
+    slow = yaml.load((REPO / "template.yaml").read_text(encoding="utf-8"), Loader=Slow)
+    # Then both read the same template
+    assert fast == slow
+
+
+def test_the_template_is_parsed_once_yet_each_caller_gets_its_own_copy(tmp_path: Path) -> None:
+    # Given a template loaded once, and the copy it gave changed by its caller
+    path = tmp_path / "t.yaml"
+    path.write_text("Resources:\n  A:\n    Type: X\n", encoding="utf-8")
+    first = load_template(path)
+    first["Resources"]["A"]["Type"] = "changed"
+    # When it is loaded again
+    second = load_template(path)
+    # Then the caller's change is not in it
+    assert second["Resources"]["A"]["Type"] == "X"
+    # And once the file changes, the change is read
+    path.write_text("Resources:\n  B:\n    Type: YZ\n", encoding="utf-8")
+    assert load_template(path)["Resources"] == {"B": {"Type": "YZ"}}
 
 
 def test_a_document_without_resources_is_refused(tmp_path: Path) -> None:

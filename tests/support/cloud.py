@@ -19,18 +19,18 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.adapters.config_store import Kind
 from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
+from capacity_launcher.domain.status import RequestRecord
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch_batch import LaunchBatch, Message
 from capacity_launcher.settings import get_settings
+from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS
 from local_cloud.lambda_runtime import running
+from local_cloud.status_events import capture_status_events
 from tests.support.template import DeployedNames, create_resources
 
 REGION = "us-east-1"
 FAKE_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
+    **LOCAL_CREDENTIALS,
     "AWS_DEFAULT_REGION": REGION,
     "AWS_REGION": REGION,
     "POWERTOOLS_METRICS_NAMESPACE": "CapacityLauncher",
@@ -195,31 +195,15 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
         for name, value in environment.items():
             monkeypatch.setenv(name, value)
         get_settings.cache_clear()
-        events_queue_url = _capture_events(names.event_bus)
+        events_queue_url = capture_status_events(
+            aws.client("sqs"), aws.client("events"), names.event_bus, "captured-status-events"
+        )
         try:
             yield Cloud(names, environment, events_queue_url)
         finally:
             moto_capacity.reset()
             aws.client.cache_clear()
             get_settings.cache_clear()
-
-
-def _capture_events(bus: str) -> str:
-    sqs = aws.client("sqs")
-    events = aws.client("events")
-    url = sqs.create_queue(QueueName="captured-status-events")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    events.put_rule(
-        Name="capture-status-events",
-        EventBusName=bus,
-        EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
-    )
-    events.put_targets(
-        Rule="capture-status-events", EventBusName=bus, Targets=[{"Id": "capture", "Arn": arn}]
-    )
-    return str(url)
 
 
 def default_subnets(ec2: Any) -> dict[str, str]:
