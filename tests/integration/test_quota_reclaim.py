@@ -324,6 +324,27 @@ def test_a_quota_moved_to_another_cohort_takes_its_running_instances_along(pool:
     assert usage() == 1
 
 
+def test_a_quota_deleted_then_applied_again_drops_then_counts_its_running_instances(
+    pool: Cloud,
+) -> None:
+    # Given team-b running 1 instance under its quota, beside team-a's quota in the cohort
+    pool.apply(quota("team-a", "2"), quota("team-b", "2"))
+    pool.send(launch_request("b-0", nodePool=POOL, requester="team-b"))
+    assert used("team-b") == 1
+    # When its quota is deleted (an apply after it fails) and the sync runs
+    pool.delete("CapacityQuota", "team-b")
+    sync()
+    # Then no quota covers it: its instance holds none, and still counts for the pool
+    assert (used("team-b"), usage()) == (0, 1)
+    # When the quota is applied again and the sync runs
+    pool.apply(quota("team-b", "2"))
+    sync()
+    # Then the instance counts for it again, once
+    assert (used("team-b"), usage()) == (1, 1)
+    sync()
+    assert (used("team-b"), usage()) == (1, 1)
+
+
 def test_two_lenders_never_reclaim_the_same_instance(pool: Cloud) -> None:
     # Given team-b (nominal 1) borrowing 1 from team-a and 1 from team-c
     lender = {"priority": 100, "preemption": {"reclaimWithinCohort": "Any"}}
