@@ -67,6 +67,8 @@ class Request:
     crashed: int = 0
     # The valid bodies sent under this id (JSON text → body): placement is judged on one body.
     valid_bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Every distinct body sent under this id, valid or not (an invalid one binds the id too).
+    distinct_bodies: set[str] = field(default_factory=set)
     # The pools as the operator had them when the request ended (name → document).
     pools_at_end: dict[str, dict[str, Any]] = field(default_factory=dict)
     classes_at_end: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -105,9 +107,12 @@ class Ledger:
         valid: bool,
         body: dict[str, Any] | None = None,
         step: int = 0,
+        sent: str | None = None,
     ) -> None:
         request = self.requests.setdefault(request_id, Request(request_id, now, step))
         request.bodies += 1
+        if sent is not None:
+            request.distinct_bodies.add(sent)
         request.valid = request.valid or valid
         if count is not None:
             request.counts.add(count)
@@ -203,7 +208,7 @@ class Invariants:
             if _refuses_another_body(detail):
                 # The answer to a different body under a used requestId, not this request's.
                 self.checks["a requestId serves only its first body"] += 1
-                if len(request.valid_bodies) < 2:
+                if len(request.distinct_bodies | set(request.valid_bodies)) < 2:
                     self._violate(
                         "a requestId serves only its first body",
                         f"{request_id}: refused as RequestIdReused, yet one body was sent",

@@ -104,7 +104,9 @@ class Simulation:
 
     def send_keyed(self, request_id: str, text: str) -> None:
         """A body the simulation does not parse (nested too deep for it), under a valid id."""
-        self.ledger.submitted(request_id, self.world.now, None, False, None, self.invariants.step)
+        self.ledger.submitted(
+            request_id, self.world.now, None, False, None, self.invariants.step, sent=text
+        )
         self.outcome.trace.append(f"step {self.invariants.step}   sent {request_id}<hostile>")
         self.world.send([text])
 
@@ -132,6 +134,7 @@ class Simulation:
             valid,
             body if valid else None,
             self.invariants.step,
+            sent=json.dumps(body, sort_keys=True),
         )
 
     def apply(self, document: dict[str, Any]) -> str:

@@ -19,6 +19,9 @@ class _Records:
     def __init__(self) -> None:
         self.stored: list[RequestRecord] = []
 
+    def bind_body(self, request_id: str, body_hash: str) -> str:
+        return body_hash  # the first body: bound to it
+
     def put_record_if_absent(self, record: RequestRecord) -> bool:
         self.stored.append(record)
         return True

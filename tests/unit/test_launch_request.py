@@ -18,6 +18,7 @@ from capacity_launcher.domain.launch_request import (
     NOT_FOR_REQUESTERS,
     TOO_DEEP,
     LaunchRequest,
+    invalid_body_hash,
     parse_launch_request,
 )
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, CAPACITY_TYPES
@@ -644,3 +645,18 @@ def test_a_rejection_carries_the_node_pool_and_count_that_were_valid() -> None:
 
     assert (kept.node_pool, kept.count) == ("gpu", 2)
     assert (lost.node_pool, lost.count) == (None, None)
+
+
+def test_an_invalid_body_binds_its_request_id_by_a_hash_no_valid_body_has() -> None:
+    # Given an invalid body under a requestId, resent as it came, and a valid body under it
+    invalid = json.dumps({"requestId": "r-1", "count": 0})
+    valid = parse_launch_request(json.dumps({"requestId": "r-1", "count": 1}))
+    # Then each resend has one hash, another invalid body another, and no valid body the same
+    assert invalid_body_hash(invalid) == invalid_body_hash(invalid)
+    assert invalid_body_hash(invalid) != invalid_body_hash(json.dumps({"requestId": "r-1"}))
+    assert invalid_body_hash(invalid) != valid.body_hash()
+    # And a body nested too deep to dump still has one (it is never parsed again)
+    deep: dict[str, Any] = {"requestId": "r-1"}
+    for _ in range(5000):
+        deep = {"a": deep}
+    assert invalid_body_hash(deep).startswith("invalid:")

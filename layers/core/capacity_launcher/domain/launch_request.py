@@ -181,6 +181,16 @@ class LaunchRequest(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def invalid_body_hash(body: str | Mapping[str, Any]) -> str:
+    """What binds a requestId to an invalid body that names it: a hash of the body as it came
+    (never parsed again: it may be hostile), never equal to a valid request's `body_hash`."""
+    try:
+        text = body if isinstance(body, str) else json.dumps(body, sort_keys=True, default=str)
+    except (ValueError, RecursionError):  # nested too deep to dump: one such body per id
+        text = "unhashable"
+    return "invalid:" + hashlib.sha256(text.encode()).hexdigest()
+
+
 def waits_only_for_reserved(why: str) -> str:
     """The rule a wait breaks when the capacity it may use is never reserved (README)."""
     return f"waits only for reserved capacity ({CAPACITY_TYPE} must allow {RESERVED}); {why}"

@@ -36,7 +36,12 @@ from capacity_launcher.domain.errors import (
     Throttled,
     Transient,
 )
-from capacity_launcher.domain.launch_request import LaunchRequest, Message, parse_launch_request
+from capacity_launcher.domain.launch_request import (
+    LaunchRequest,
+    Message,
+    invalid_body_hash,
+    parse_launch_request,
+)
 from capacity_launcher.domain.status import ErrorDetail, Event, RequestRecord, RequestStatus
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launcher import Launcher, utcnow
@@ -181,6 +186,8 @@ class LaunchBatch:
             self._telemetry.dropped()
             return
         self._telemetry.rejected()
+        if owned and self._reused(message, invalid):
+            return
         if owned:
             record = self._rejected_record(
                 invalid.request_id,
@@ -200,6 +207,25 @@ class LaunchBatch:
                     raise Transient("PutItem", "RecordNotWritten")
                 record = stored
             self._publish(Event(record.detail_type, record.to_detail()))
+
+    def _reused(self, message: Message, invalid: InvalidLaunchRequest) -> bool:
+        """Bind the requestId to this invalid body, as a valid one is bound; True (its rejection
+        published, not stored) when it is bound to another body already."""
+        request_id = invalid.request_id or ""
+        body_hash = invalid_body_hash(message.body)
+        if self._records.bind_body(request_id, body_hash) == body_hash:
+            return False
+        refused = RequestIdReused(request_id)
+        record = self._rejected_record(
+            request_id,
+            invalid.node_pool,
+            None,
+            message.received_at,
+            [ErrorDetail(code=refused.code, message=refused.reason)],
+            requested=invalid.count or 0,
+        )
+        self._publish(Event(record.detail_type, record.to_detail()))
+        return True
 
     def _wait_carried(self, item: _Claimed) -> datetime | None:
         """When the request arrived, for a delivery that carries it; None for a duplicate of one
@@ -348,7 +374,7 @@ class LaunchBatch:
                     raise Transient("PutItem", "RecordNotWritten")
                 if stored.is_final and stored.status is not RequestStatus.REJECTED:
                     outcome = stored
-                else:  # a wait ends; a rejection (of an invalid body, say) is replaced
+                else:  # a wait ends; an earlier rejection of this body is replaced
                     self._records.put_record(record)
             if outcome is record:
                 self._telemetry.rejected()
