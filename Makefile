@@ -1,5 +1,6 @@
 # The project's vocabulary: setup, run, test, lint, build, bench. CI calls `make test` and `make build`.
-PYTHON ?= python3.11
+# Python 3.13, as this machine has it: on PATH (pyenv's shims read .python-version), else pyenv's.
+PYTHON ?= $(or $(shell command -v python3.13 2>/dev/null),$(shell pyenv prefix 3.13 2>/dev/null | sed 's|$$|/bin/python3.13|'))
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -11,7 +12,8 @@ export AWS_DEFAULT_REGION ?= us-east-1
 setup: $(STAMP)
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	@test -n "$(PYTHON)" || { echo "capacity-launcher needs python3.13 on PATH (or pyenv install 3.13)" >&2; exit 1; }
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .

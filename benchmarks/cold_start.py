@@ -348,6 +348,6 @@ def layer_size() -> LayerSize:
             return LayerSize(None, f"the layer recipe failed: {error.stderr[-200:]!r}")
         return LayerSize(
             _tree_bytes(Path(folder) / "python"),
-            "layers/core/Makefile (sam build's recipe) for manylinux2014_aarch64 / CPython 3.11, "
+            "layers/core/Makefile (sam build's recipe) for manylinux2014_aarch64 / CPython 3.13, "
             "bytecode included",
         )

@@ -30,7 +30,7 @@ def test_the_layer_recipe_ships_bytecode_python_uses_without_its_sources_mtime(
     ]
     subprocess.run(make, check=True, capture_output=True, timeout=300)
     layer = tmp_path / "python"
-    # Then every module of the package and its dependencies has its 3.11 bytecode beside it
+    # Then every module of the package and its dependencies has its 3.13 bytecode beside it
     sources = [p for p in layer.rglob("*.py") if "__pycache__" not in p.parts]
     assert any(p.parts[-2] == "capacity_launcher" for p in sources)
     missing = [p for p in sources if not Path(importlib.util.cache_from_source(str(p))).exists()]

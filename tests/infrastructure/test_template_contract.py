@@ -59,7 +59,7 @@ def test_globals_carry_runtime_architecture_tracing_layer_and_powertools(
     template: dict[str, Any],
 ) -> None:
     function = template["Globals"]["Function"]
-    assert function["Runtime"] == "python3.11"
+    assert function["Runtime"] == "python3.13"
     assert function["Architectures"] == ["arm64"]
     assert function["Tracing"] == "Active"
     assert function["Timeout"] == 120
@@ -75,10 +75,10 @@ def test_globals_carry_runtime_architecture_tracing_layer_and_powertools(
 def test_layer_is_built_for_python_311_on_arm64(resources: dict[str, Any]) -> None:
     layer = resources["CoreLayer"]
     assert layer["Type"] == "AWS::Serverless::LayerVersion"
-    # layers/core/Makefile: the arm64 wheels for CPython 3.11, then bytecode (test_layer_build)
+    # layers/core/Makefile: the arm64 wheels for CPython 3.13, then bytecode (test_layer_build)
     assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
     assert layer["Properties"]["ContentUri"] == "layers/core/"
-    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.11"]
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
 
 

@@ -310,7 +310,7 @@ def test_function_spec_merges_globals(name: str, code_uri: str, template: dict[s
     spec = function_spec(name, template)
     assert spec["CodeUri"] == code_uri
     assert spec["Handler"] == "app.handler"
-    assert spec["Runtime"] == "python3.11"
+    assert spec["Runtime"] == "python3.13"
     assert spec["Layers"] == [{"Ref": "CoreLayer"}]
     assert spec["Environment"]["STATE_TABLE_NAME"] == {"Ref": "StateTable"}
     assert isinstance(spec["Timeout"], int)

@@ -5,12 +5,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
-
-V = TypeVar("V")
 
 
-class TtlCache(Generic[V]):
+class TtlCache[V]:
     def __init__(self, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl = ttl_seconds
         self._clock = clock
