@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
-from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.integration.test_launch_into_reservations import ZONE, setup_pool, targeted_pool
 from tests.support.cloud import Cloud, launch_request
 
 
@@ -17,13 +17,7 @@ def test_a_launch_waits_out_unknown_fresh_ids_and_reports_the_reservation(
     cloud: Cloud, subnets, image
 ):
     # Given a targeted reservation, and fresh ids unknown for 5 s (the backoff waits ~8 s at most)
-    reservation = reserve(cloud, 2, InstanceMatchCriteria="targeted")
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 2)
     moto_capacity.set_consistency(instance_visibility_seconds=5)
     # When a request launches into it
     handed_back = cloud.send(launch_request("fresh-1", nodePool="general", count=2))
@@ -100,13 +94,7 @@ def test_instances_of_a_targeted_reserved_attempt_that_stay_unknown_are_in_that_
     cloud: Cloud, subnets, image
 ):
     # Given a NodeClass targeting one reservation, and fresh ids unknown for an hour
-    reservation = reserve(cloud, 2, InstanceMatchCriteria="targeted")
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 2)
     moto_capacity.set_consistency(instance_visibility_seconds=3600)
     # When a request launches into it
     cloud.send(launch_request("unseen-reserved", nodePool="general", count=2))

@@ -99,15 +99,19 @@ def setup_pool(
     )
 
 
+def targeted_pool(
+    cloud: Cloud, subnets: dict[str, str], image: str, count: int, **setup: Any
+) -> str:
+    """A targeted ODCR with room for `count`, and the pool `general` whose NodeClass targets it."""
+    reservation = reserve(cloud, count, InstanceMatchCriteria="targeted")
+    target = {"capacityReservationTarget": {"capacityReservationId": reservation}}
+    setup_pool(cloud, subnets, image, reservation_spec=target, **setup)
+    return reservation
+
+
 def test_targeted_reservation_receives_the_instances_and_they_report_it(cloud, subnets, image):
     # Given a NodeClass targeting one ODCR with room for 3
-    reservation = reserve(cloud, 3, InstanceMatchCriteria="targeted")
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
-    )
+    reservation = targeted_pool(cloud, subnets, image, 3)
     # When 2 instances are requested
     assert cloud.send(launch_request("r-targeted", nodePool="general", count=2)) == []
     # Then both land in the reservation, and EC2 says so
@@ -411,3 +415,27 @@ def test_published_event_matches_the_status_contract(cloud, subnets, image):
     kinds = Counter(i["capacityType"] for i in detail["instances"])
     assert kinds == {"reserved": 1, "on-demand": 1}
     assert detail["receivedAt"].endswith("Z") and detail["finishedAt"].endswith("Z")
+
+
+def test_a_replayed_reserved_launch_keeps_the_reservation_it_landed_in(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a reserved-only pool whose NodeClass targets one ODCR, and a worker that dies right
+    # after CreateFleet put 2 instances in it (its intent stays pending)
+    reservation = targeted_pool(cloud, subnets, image, 2, capacity_types=("reserved",))
+    request = launch_request("crash-reserved", nodePool="general", count=2)
+    killed_after_create_fleet(cloud, request, monkeypatch)
+    # When the reservation is cancelled before the retry: EC2 User Guide, "Cancel a Capacity
+    # Reservation" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-release.html):
+    # "instances running in the Capacity Reservation continue to run" as On-Demand instances,
+    # and EC2 no longer names the reservation on them
+    cloud.ec2.cancel_capacity_reservation(CapacityReservationId=reservation)
+    expire_idempotency_claims(cloud)
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then the record says how they were launched: in the reservation, not On-Demand in a
+    # reserved-only pool
+    record = cloud.record("crash-reserved")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert {(i.capacity_type, i.capacity_reservation_id) for i in record.instances} == {
+        ("reserved", reservation)
+    }

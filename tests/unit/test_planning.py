@@ -6,7 +6,7 @@ from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
 from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.intents import allocate, client_token
+from capacity_launcher.domain.intents import LaunchIntent, Share, allocate, client_token
 from capacity_launcher.domain.offerings import Offering, offering_key
 from capacity_launcher.domain.planning import Landed, LaunchPlan, find_candidates
 from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
@@ -409,3 +409,12 @@ def test_a_mac_image_runs_on_no_type_and_the_refusal_says_so():
     assert message.startswith("NodeClass macs: spec.imageId ami-0123456789abcdef0 is built for ")
     assert "x86_64_mac" in message and "m5.large (amd64)" in message
     assert "no instance type for that architecture" in message
+
+
+def test_a_reserved_intent_names_its_one_reservation():
+    def intent(capacity_type: str, *offerings: str) -> LaunchIntent:
+        return LaunchIntent("t", 1, capacity_type, (Share("r", 1),), {}, offerings)
+
+    assert intent("reserved", "reserved:cr-1", "reserved:cr-1").reservation_id == "cr-1"
+    assert intent("reserved", "reserved:cr-1", "reserved:cr-2").reservation_id is None
+    assert intent("on-demand", "on-demand:m5.large:us-east-1a").reservation_id is None

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from capacity_launcher.domain.offerings import RESERVED
 from capacity_launcher.domain.tags import NODE_POOL
 
 IntentState = Literal["pending", "done"]
@@ -58,6 +59,16 @@ class LaunchIntent:
     @property
     def request_ids(self) -> tuple[str, ...]:
         return tuple(s.request_id for s in self.shares)
+
+    @property
+    def reservation_id(self) -> str | None:
+        """The one reservation a reserved intent targets (`capacity-reservations-only`), when its
+        offerings name a single one: its instances were launched in it, even once EC2 stops
+        naming it on them (a reservation that ended leaves them running as On-Demand)."""
+        if self.capacity_type != RESERVED:
+            return None
+        named = {key.removeprefix(f"{RESERVED}:") for key in self.offerings}
+        return named.pop() if len(named) == 1 else None
 
     @property
     def node_pool(self) -> str | None:

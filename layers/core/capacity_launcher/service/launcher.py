@@ -434,6 +434,7 @@ class Launcher:
         own_fills = _OwnFills()
         attempt_number = max((i.attempt for i in intents), default=0)
         known = {i for intent in intents for i in intent.instance_ids}
+        replayed_in: dict[str, str | None] = {}  # a replayed intent's instance → its reservation
         for intent in intents:
             if intent.state == "pending" and not self._covered(intent, active, pool_name):
                 # Its lease was reclaimed and the pool has no room for it now: EC2 may never have
@@ -452,6 +453,7 @@ class Launcher:
             _mark_launching(progress, intent)
             result = self._run_intent(intent, report)
             self._absorb(intent, result, active, observed, report)
+            replayed_in.update(dict.fromkeys(result.instance_ids, intent.reservation_id))
         plan = LaunchPlan(
             usable,
             sum(p.wanted for p in active),
@@ -553,7 +555,8 @@ class Launcher:
                     item.errors.append(error)
         where = {x.instance_id: x for x in seen}
         missing = [i for p in progress for i in p.instance_ids if i not in where]
-        where.update({x.instance_id: x for x in self._p.fleet.describe(missing)})
+        described = self._p.fleet.describe(missing)
+        where.update({x.instance_id: _as_launched(x, replayed_in) for x in described})
         reservations = _reservations_by_id(sources)
         for item in progress:
             record = self._settle(
@@ -1109,6 +1112,13 @@ def _in_target(landing: InstanceLanding, reservation_id: str) -> InstanceLanding
     if landing.capacity_reservation_id is not None or landing.capacity_type == SPOT:
         return landing
     return replace(landing, capacity_type=RESERVED, capacity_reservation_id=reservation_id)
+
+
+def _as_launched(landing: InstanceLanding, targets: Mapping[str, str | None]) -> InstanceLanding:
+    """A replayed reserved intent's instance as it was launched: in the intent's reservation,
+    though that reservation may have ended since (EC2 then reports it On-Demand, unnamed)."""
+    target = targets.get(landing.instance_id)
+    return _in_target(landing, target) if target else landing
 
 
 def _all_unavailable(usable: Candidates) -> str:
