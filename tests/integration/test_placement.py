@@ -13,7 +13,7 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.service.launch_batch import Message
+from capacity_launcher.service.launch import Message
 from local_cloud.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
 from tests.support.cloud import (

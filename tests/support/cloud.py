@@ -20,7 +20,7 @@ from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.domain.config import parse_document
 from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
 from capacity_launcher.service import wiring
-from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.settings import get_settings
 from local_cloud.lambda_runtime import running
 from tests.support.template import DeployedNames, create_resources

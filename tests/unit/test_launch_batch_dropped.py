@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.service.launch import LaunchBatch, Message
 
 
 class _Counts:
@@ -41,7 +41,7 @@ def test_a_body_without_a_valid_request_id_is_dropped_and_counted(body: str) -> 
         None,  # type: ignore[arg-type]  # nothing reaches the launcher
         publish=lambda *events: published.extend(events),
         records=None,  # type: ignore[arg-type]  # nor the records
-        persistence=None,  # type: ignore[arg-type]  # nor idempotency
+        claims=None,  # type: ignore[arg-type]  # nor idempotency
         telemetry=counts,  # type: ignore[arg-type]
     )
 

@@ -12,14 +12,17 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.domain.claims import Claim, ClaimState
 from capacity_launcher.observability import logger
-from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.telemetry import LaunchTelemetry
 
 
-class _Persistence:
-    def save_inprogress(self, data: Any, remaining_time_in_millis: Any = None) -> None: ...
-    def delete_record(self, data: Any, exception: Exception) -> None: ...
+class _Claims:
+    def claim(self, payload: Any, remaining_ms: Any = None) -> Claim:
+        return Claim(ClaimState.CLAIMED)
+
+    def release(self, payload: Any) -> None: ...
 
 
 class _Records:
@@ -68,7 +71,7 @@ def test_each_group_logs_its_own_request_ids(log_lines: io.StringIO) -> None:
         _Launcher(),  # type: ignore[arg-type]
         publish=lambda *events: None,
         records=_Records(),  # type: ignore[arg-type]
-        persistence=_Persistence(),  # type: ignore[arg-type]
+        claims=_Claims(),  # type: ignore[arg-type]
         telemetry=LaunchTelemetry(),
     )
     now = datetime.now(UTC)

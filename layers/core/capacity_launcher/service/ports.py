@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity_launcher.domain.capacity_wait import HeldWait
+from capacity_launcher.domain.claims import Claim
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass, NodePool
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.fleet import FleetResult, InstanceLanding, LaunchTemplate
@@ -241,6 +242,17 @@ class ReservationStore(Protocol):
     def add(self, reservation_id: str, count: int, *, at_most: int) -> bool: ...
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None: ...
     def release_slot(self, reservation_id: str) -> bool: ...
+
+
+# -- claims on requestIds (idempotency) ------------------------------------------------------------
+
+
+class RequestClaims(Protocol):
+    """Each delivery's claim on its requestId (adapters/request_claims.py)."""
+
+    def claim(self, payload: Mapping[str, Any], remaining_ms: int | None = None) -> Claim: ...
+    def complete(self, payload: Mapping[str, Any], outcome: Mapping[str, Any]) -> None: ...
+    def release(self, payload: Mapping[str, Any]) -> None: ...
 
 
 # -- the launch queue -----------------------------------------------------------------------------

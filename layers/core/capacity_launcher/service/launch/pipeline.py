@@ -1,0 +1,232 @@
+"""The launch pipeline: from a group of validated requests to instances and a record each.
+
+`Launcher.serve` takes a group of compatible requests (usually one; several when an SQS batch
+coalesces them), so one CreateFleet can serve them all. Each request is first looked up (a
+finished one is replayed, a predecessor's intents are finished first); then each visit of a pool
+runs the phases in order:
+
+    resolve -> wait -> screen -> lease -> replay -> launch (plan, claim, send, absorb) -> settle
+
+A phase that passes a request on (a request that named no pool, which this pool cannot serve)
+adds it to the visits of the next compatible pool by weight: pool fallback is this loop over
+visits, never a phase calling back into the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.requester_origins import Origin
+from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.observability import logger
+from capacity_launcher.service.launch import words
+from capacity_launcher.service.launch.attempts import launch
+from capacity_launcher.service.launch.lease import active, lease_all
+from capacity_launcher.service.launch.progress import (
+    POOL_PASSED_OVER,
+    Context,
+    LaunchReport,
+    Progress,
+    Run,
+    Visit,
+)
+from capacity_launcher.service.launch.replay import afresh, replay
+from capacity_launcher.service.launch.resolve import (
+    PoolView,
+    Refusal,
+    nothing_left,
+    resolve,
+    screen,
+)
+from capacity_launcher.service.launch.settle import reject_all, settle_all
+from capacity_launcher.service.launch.wait import wait_or_go
+from capacity_launcher.service.ports import Configuration, LaunchPorts
+from capacity_launcher.service.resolution import (
+    Prepared,
+    resolve_in,
+    resolve_next,
+)
+from capacity_launcher.service.resolution import (
+    resolve as resolve_request,
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Launcher:
+    def __init__(
+        self,
+        ports: LaunchPorts,
+        *,
+        max_attempts: int = 4,
+        clock: Callable[[], datetime] = utcnow,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self._ctx = Context(ports, clock, max_attempts, sleep)
+
+    def prepare(
+        self,
+        request: LaunchRequest,
+        received_at: datetime | None = None,
+        origin: Origin | None = None,
+    ) -> Prepared:
+        """Check the requester against the origin, resolve pool, class and requirements;
+        RequestRejected when it can never be served."""
+        ctx = self._ctx
+        return resolve_request(ctx.ports.config, request, received_at or ctx.clock(), origin)
+
+    def serve(self, group: Sequence[Prepared], first: Sequence[str] = ()) -> LaunchReport:
+        """Launch for a group of compatible requests; returns one record per request. `first`:
+        requests known to be on their first delivery (nothing of theirs is stored to look up)."""
+        report = LaunchReport(records={})
+        visits = deque(self._look_up(group, set(first), report))
+        while visits:
+            passed_on = self._visit_or_give_back(visits.popleft(), report)
+            visits.extend(Visit(items) for items in _by_pool(passed_on))
+        return report
+
+    def _look_up(
+        self, group: Sequence[Prepared], first: set[str], report: LaunchReport
+    ) -> list[Visit]:
+        """What each request left behind: a finished one is replayed; a predecessor's intents
+        are finished first, alone, in the pool they were made for (a lower-weight one, if it
+        fell back), never in another; a request waiting for scheduled capacity looks again."""
+        ctx = self._ctx
+        visits: list[Visit] = []
+        fresh: list[Progress] = []
+        for prepared in group:
+            request_id = prepared.request.request_id
+            if request_id in first:
+                fresh.append(Progress(prepared, first=True))
+                continue
+            record, intents = ctx.ports.records.load(request_id)
+            if record is not None and words.from_invalid_body(record):
+                # An invalid body that borrowed this requestId never decides a valid one's fate.
+                record = None
+            if record is not None and not record.is_final:
+                fresh.append(Progress(prepared, waited=record))  # a wait never leaves intents
+            elif record is not None:
+                report.records[request_id] = record
+                report.replayed.add(request_id)
+            elif intents:
+                visits += self._replays(prepared, intents, report)
+            else:
+                fresh.append(Progress(prepared))
+        return [*visits, Visit(fresh)] if fresh else visits
+
+    def _replays(
+        self, prepared: Prepared, intents: list[LaunchIntent], report: LaunchReport
+    ) -> list[Visit]:
+        pool = intents[-1].node_pool
+        placed: Prepared | None = prepared
+        if pool and pool != prepared.pool.metadata.name:
+            placed = resolve_in(self._ctx.ports.config, prepared, pool)
+        if placed is not None:
+            return [Visit([Progress(placed)], intents)]
+        rest = afresh(self._ctx, prepared, report, intents, pool or "")
+        return [Visit(rest)] if rest else []
+
+    def _visit_or_give_back(self, visit: Visit, report: LaunchReport) -> list[Progress]:
+        """`_visit`; on any exception, give back the leases of requests no intent names."""
+        try:
+            return self._visit(visit, report)
+        except BaseException:
+            for item in visit.progress:
+                if item.granted and not item.settled and not item.launching:
+                    self._cancel_lease(item)
+            raise
+
+    def _cancel_lease(self, item: Progress) -> None:
+        try:
+            self._ctx.ports.limits.cancel(item.pool_name, item.request_id)
+        except Exception:  # the lease then expires and the sync reclaims it
+            logger.exception("lease not given back", extra={"requestId": item.request_id})
+
+    def _visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
+        """One pool's phases for a visit's requests; returns those passed on to the next pool."""
+        ctx = self._ctx
+        view = resolve(ctx, visit.progress[0].prepared, visit.progress, report)
+        if isinstance(view, Refusal):
+            return self._refuse(visit.progress, report, view)
+        progress = wait_or_go(ctx, visit.progress, report, view)
+        passed: list[Progress] = []
+        why = nothing_left(view) if progress else None
+        if why is not None:
+            progress, passed = pass_on(ctx.ports.config, progress, why)
+        if not progress:
+            return passed
+        view = replace(view, lead=progress[0].prepared)  # the same pool; its own minCount
+        refusal = screen(ctx, view)
+        if refusal is not None:
+            return [*passed, *self._refuse(progress, report, refusal)]
+        visit.progress = progress
+        return [*passed, *self._launch(visit, view, report)]
+
+    def _launch(self, visit: Visit, view: PoolView, report: LaunchReport) -> list[Progress]:
+        """Lease, replay, launch and settle; returns the requests the limits passed on."""
+        ctx = self._ctx
+        replayed = {request_id for intent in visit.intents for request_id in intent.request_ids}
+        progress = visit.progress
+        full = lease_all(ctx, progress, view, replayed)
+        passed: list[Progress] = []
+        if full:
+            stay, passed = pass_on(ctx.ports.config, full)
+            progress = [p for p in progress if p not in full or p in stay]
+        run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
+        missing = words.missing_reservations(view.lead, view.sources)
+        for item in run.active:
+            item.errors += [e for e in missing if e not in item.errors]
+        replay(ctx, run, visit.intents, view.pool_name, report)
+        refusals = launch(ctx, run, view, report)
+        reservations = words.reservations_by_id(view.sources)
+        settle_all(ctx, run, report, view.skipped, view.candidates, reservations, refusals)
+        return passed
+
+    def _refuse(
+        self, progress: Sequence[Progress], report: LaunchReport, refusal: Refusal
+    ) -> list[Progress]:
+        """The pool's refusal: those another pool may serve go on, the rest end with it."""
+        stay, passed = list(progress), list[Progress]()
+        if refusal.pass_on:
+            stay, passed = pass_on(self._ctx.ports.config, progress, refusal.error.message)
+        reject_all(self._ctx, stay, report, refusal.error, refusal.status)
+        return passed
+
+
+def pass_on(
+    config: Configuration, items: Sequence[Progress], why: str | None = None
+) -> tuple[list[Progress], list[Progress]]:
+    """Requests that named no pool go on to the next compatible one by weight, as Karpenter
+    does: returns those that stay (a request that named this pool, coalesced with them, or the
+    last compatible pool's), whose answer is this pool's, and those that go on. Nothing was
+    leased or launched for them in this pool. `why`: this pool's answer to all; without it,
+    each one's last error (its limits or its quota)."""
+    stay: list[Progress] = []
+    following: list[Progress] = []
+    for item in items:
+        nxt, skipped = resolve_next(config, item.prepared)
+        if nxt is None:
+            stay.append(item)
+            continue
+        note = ErrorDetail(
+            code=POOL_PASSED_OVER,
+            message=f"nodePool {item.pool_name}: {why or item.errors[-1].message}",
+        )
+        notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
+        errors = [*item.passed_over(), note, *notes]
+        following.append(Progress(nxt, errors=errors, reclaim=item.reclaim, first=item.first))
+    return stay, following
+
+
+def _by_pool(items: Sequence[Progress]) -> list[list[Progress]]:
+    groups: dict[str, list[Progress]] = {}
+    for item in items:
+        groups.setdefault(item.pool_name, []).append(item)
+    return list(groups.values())
