@@ -28,8 +28,8 @@ class _Claims:
 class _Records:
     """Every requestId is bound to the body it arrives with (no other body under it)."""
 
-    def bind_body(self, request_id: str, body_hash: str) -> str:
-        return body_hash
+    def bind_first_body(self, request_id: str, body_hash: str) -> tuple[str, bool]:
+        return body_hash, True
 
 
 class _Prepared:
@@ -47,7 +47,7 @@ class _Launcher:
     def prepare(self, request: Any, received_at: datetime, origin: Any = None) -> _Prepared:
         return _Prepared(request)
 
-    def serve(self, group: list[_Prepared]) -> Any:
+    def serve(self, group: list[_Prepared], first: Any = ()) -> Any:
         self.both_serving.wait()
         raise RuntimeError(f"failed for {group[0].request.request_id}")
 

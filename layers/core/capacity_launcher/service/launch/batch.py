@@ -107,10 +107,10 @@ class LaunchBatch:
                 self._refuse(message, request, request.request_id not in owned, outcome)
                 continue
             admission = intake.admit(message, request, remaining_ms() if remaining_ms else None)
-            if admission is Admission.CLAIMED:
-                claimed.append(
-                    Claimed(message, request, request.model_dump(mode="json", by_alias=True))
-                )
+            if admission in (Admission.CLAIMED, Admission.FIRST):
+                payload = request.model_dump(mode="json", by_alias=True)
+                first = admission is Admission.FIRST
+                claimed.append(Claimed(message, request, payload, first=first))
             elif admission in (Admission.BUSY, Admission.IN_PROGRESS):
                 outcome.back(message)
                 if admission is Admission.IN_PROGRESS:
@@ -171,7 +171,10 @@ class LaunchBatch:
 
     def _serve_group_logged(self, group: list[Claimed]) -> list[str]:
         try:
-            report = self._launcher.serve([g.prepared for g in group if g.prepared])
+            report = self._launcher.serve(
+                [g.prepared for g in group if g.prepared],
+                first=[g.request.request_id for g in group if g.first],
+            )
         except Transient as transient:
             logger.warning(
                 "transient fault outlasted the retries: handing the requests back",

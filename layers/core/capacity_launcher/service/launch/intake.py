@@ -35,6 +35,11 @@ class Admission(Enum):
     """What a delivery's intake decided, once its claim and its body's binding are known."""
 
     CLAIMED = "claimed"  # this delivery serves the request
+    # This delivery serves the request, and is its first: it bound the body, no receive before
+    # it, no wait for scheduled capacity. No delivery before it got as far as binding, and the
+    # body is bound before anything else is stored, so it has no record, intent or lease to
+    # look up (a redelivery, or a copy of the message sent again, finds the body bound).
+    FIRST = "first"
     REPLAYED = "replayed"  # it finished before: its recorded outcome was re-published
     REUSED = "reused"  # its requestId names another body: refused and published
     IN_PROGRESS = "in_progress"  # another delivery serves it now: back, the queue's visibility
@@ -51,6 +56,8 @@ class Claimed:
     prepared: Prepared | None = None
     # It was Waiting already: the Launch Waiting event was published when the wait began.
     was_waiting: bool = False
+    # Admitted as its first delivery (Admission.FIRST).
+    first: bool = False
 
 
 @dataclass
@@ -80,25 +87,27 @@ class Intake:
         bound = self._bound(item, claim.state)
         if bound is None:
             return Admission.BUSY
-        if bound != request.body_hash():
+        body_hash, first = bound
+        if body_hash != request.body_hash():
             return self._reused(item, claim.state)
         if claim.state is ClaimState.COMPLETED:
             self._replay(payload, dict(claim.outcome))
             return Admission.REPLAYED
         if claim.state is ClaimState.IN_PROGRESS:
             return Admission.IN_PROGRESS
-        return Admission.CLAIMED
+        return Admission.FIRST if first and _first_delivery(message, request) else Admission.CLAIMED
 
-    def _bound(self, item: Claimed, state: ClaimState) -> str | None:
-        """The hash of the body the requestId is bound to (this one's when first); None when
-        that could not be read or written (the claim, if this delivery's, is released)."""
+    def _bound(self, item: Claimed, state: ClaimState) -> tuple[str, bool] | None:
+        """The hash of the body the requestId is bound to (this one's when first), and whether
+        this delivery bound it; None when that could not be read or written (the claim, if this
+        delivery's, is released)."""
         request = item.request
         try:
             body_hash = request.body_hash()
             if state is ClaimState.CLAIMED:
-                return self.records.bind_body(request.request_id, body_hash)
+                return self.records.bind_first_body(request.request_id, body_hash)
             # Not ours to bind: a duplicate only compares with what its first delivery bound.
-            return self.records.bound_body(request.request_id) or body_hash
+            return self.records.bound_body(request.request_id) or body_hash, False
         except Exception:
             logger.exception(
                 "could not check the body against its requestId",
@@ -302,6 +311,12 @@ class Intake:
                     "could not release the idempotency claim",
                     extra={"requestId": item.request.request_id},
                 )
+
+
+def _first_delivery(message: Message, request: LaunchRequest) -> bool:
+    """A message SQS delivers for the first time, carrying no wait for scheduled capacity (a
+    held copy of a waiting request is delivered anew, under the same requestId)."""
+    return message.receive_count <= 1 and request.wait_for_capacity_until is None
 
 
 def owned_ids(parsed: Sequence[tuple[Message, LaunchRequest | InvalidLaunchRequest]]) -> set[str]:

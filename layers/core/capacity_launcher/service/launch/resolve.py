@@ -2,7 +2,8 @@
 
 `resolve` reads the NodeClass's subnets, image and reservations and finds the candidates; `screen`
 then refuses what can never be served there (nothing matches, limits it can never fit, the
-flexibility minValues asks).
+flexibility minValues asks); `nothing_left` says why a request that named no pool goes on to the
+next one now: every offering is dry.
 """
 
 from __future__ import annotations

@@ -195,16 +195,24 @@ def _tag_and_locate(
 ) -> list[InstanceLanding]:
     """Tag each coalesced request's instances while asking EC2 where they landed."""
     fleet = ctx.ports.fleet
-    attempt = sent.attempt
     with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
         tagging = [pool.submit(fleet.tag, ids, tags) for ids, tags in retags]
-        # A pending intent replayed now took its slots now (its claim, if any, was given back).
-        fresh = attempt is not None or sent.intent.state != "done"
-        landings = fleet.describe(sent.result.instance_ids) if fresh else []
-        if attempt is not None and attempt.target and attempt.target.reservation_id:
-            landings = [words.in_target(x, attempt.target.reservation_id) for x in landings]
+        landings = _locate(ctx, sent)
         for done in tagging:
             report.untagged += done.result()
+    return landings
+
+
+def _locate(ctx: Context, sent: Sent) -> list[InstanceLanding]:
+    """Where a fleet's instances landed (DescribeInstances). A done intent replayed is left out:
+    its predecessor noted its slots (a pending intent replayed now took its slots now; its
+    claim, if any, was given back)."""
+    attempt = sent.attempt
+    if attempt is None and sent.intent.state == "done":
+        return []
+    landings = ctx.ports.fleet.describe(sent.result.instance_ids)
+    if attempt is not None and attempt.target and attempt.target.reservation_id:
+        landings = [words.in_target(x, attempt.target.reservation_id) for x in landings]
     return landings
 
 
