@@ -39,6 +39,7 @@ from capacity_launcher.service.launch.replay import afresh, replay
 from capacity_launcher.service.launch.resolve import (
     PoolView,
     Refusal,
+    cannot_hold,
     nothing_left,
     resolve,
     screen,
@@ -160,6 +161,9 @@ class Launcher:
         why = nothing_left(view) if progress else None
         if why is not None:
             progress, passed = pass_on(ctx.ports.config, progress, why)
+        if not visit.intents:
+            progress, too_small = self._held_elsewhere(view, progress)
+            passed += too_small
         if not progress:
             return passed
         view = replace(view, lead=progress[0].prepared)  # the same pool; its own minCount
@@ -168,6 +172,21 @@ class Launcher:
             return [*passed, *self._refuse(progress, report, refusal)]
         visit.progress = progress
         return [*passed, *self._launch(visit, view, report)]
+
+    def _held_elsewhere(
+        self, view: PoolView, progress: Sequence[Progress]
+    ) -> tuple[list[Progress], list[Progress]]:
+        """Requests the pool cannot hold now, as its snapshots show, go on to the next pool
+        before anything is leased or launched here (a gang launched short of its minCount would
+        only be rolled back); returns those that stay and those that go on."""
+        stay: list[Progress] = []
+        passed: list[Progress] = []
+        for item in progress:
+            why = cannot_hold(view, item)
+            kept, following = pass_on(self._ctx.ports.config, [item], why) if why else ([item], [])
+            stay += kept
+            passed += following
+        return stay, passed
 
     def _launch(self, visit: Visit, view: PoolView, report: LaunchReport) -> list[Progress]:
         """Lease, replay, launch and settle; returns the requests the limits passed on."""

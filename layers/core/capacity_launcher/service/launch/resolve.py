@@ -2,8 +2,9 @@
 
 `resolve` reads the NodeClass's subnets, image and reservations and finds the candidates; `screen`
 then refuses what can never be served there (nothing matches, limits it can never fit, the
-flexibility minValues asks); `nothing_left` says why a request that named no pool goes on to the
-next one now: every offering is dry.
+flexibility minValues asks); `nothing_left` and `cannot_hold` say why a request that named no
+pool goes on to the next one now: every offering is dry, or the reservations the snapshots show
+have too little room for its minCount.
 """
 
 from __future__ import annotations
@@ -101,6 +102,25 @@ def nothing_left(view: PoolView) -> str | None:
     if view.candidates and not view.usable:
         return words.all_unavailable(view.usable)
     return None
+
+
+def cannot_hold(view: PoolView, item: Progress) -> str | None:
+    """Why the pool cannot hold the request now, as the snapshots show it: a pool that launches
+    into reservations only, whose reservations have room for fewer than its minCount (a gang
+    would launch some, miss minCount and be rolled back). Said only when another pool may serve
+    it; a request that waits for scheduled capacity, or replays here, is never passed over."""
+    usable = view.usable
+    if not item.prepared.alternatives or item.request.wait_for_capacity_until is not None:
+        return None
+    if not usable.reserved or usable.on_demand or usable.spot:
+        return None
+    available = usable.reserved_available()
+    if available >= item.request.min_count:
+        return None
+    return (
+        f"its reservations have room for {available} instance(s) now, as the reservation "
+        f"snapshots show, fewer than minCount={item.request.min_count}"
+    )
 
 
 def screen(ctx: Context, view: PoolView) -> Refusal | None:
