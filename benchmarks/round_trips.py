@@ -244,9 +244,10 @@ def main() -> int:
     mine = _measure_in(root)
     sections.append(_render("this tree", mine))
     if args.against:
-        sections.append("\n## totals\n\n| scenario | baseline | this tree |\n|---|---:|---:|")
         pairs = zip(baseline, mine, strict=True)
-        sections += [f"| {b.scenario} | {b.total} | {m.total} |" for b, m in pairs]
+        rows = [f"| {b.scenario} | {b.total} | {m.total} |" for b, m in pairs]
+        header = "## totals\n\n| scenario | baseline | this tree |\n|---|---:|---:|"
+        sections.append("\n".join([header, *rows]))
     print("\n\n".join(sections))
     return 0
 
