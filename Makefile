@@ -17,12 +17,14 @@ $(STAMP): requirements-dev.txt layers/core/requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-# lint-imports holds the layering (.importlinter): domain, adapters, service, composition root, handlers.
+# lint-imports holds the layering (.importlinter): domain, adapters, service, composition root, handlers;
+# import_cycles fails on any import circle (lazy and type-checking imports included).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python -m tests.infrastructure.import_cycles capacity_launcher local_cloud capacity_launcher_cli
 
 # cfn-lint, then the IAM policy linter (parliament) on the transformed template's policies.
 template-check: setup

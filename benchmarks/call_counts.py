@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from capacity_launcher.domain.errors import ErrorKind, classify
+from capacity_launcher.domain.aws_errors import ErrorKind, classify
 
 
 @dataclass

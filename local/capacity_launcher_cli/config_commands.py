@@ -12,14 +12,11 @@ from typing import Any
 import yaml
 
 from capacity_launcher.adapters.config_store import InvalidDocument
-from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool, parse_document
-from capacity_launcher.domain.config import to_document as config_document
-from capacity_launcher.domain.errors import (
-    CapacityLauncherError,
-    ConfigValidationError,
-    FieldError,
-    NotFound,
-)
+from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
+from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.documents import to_document as config_document
+from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
+from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.pool_status import pool_status
 from capacity_launcher.domain.quotas import CapacityQuota, conflicts
 from capacity_launcher.service import wiring

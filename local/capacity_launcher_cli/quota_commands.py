@@ -16,7 +16,7 @@ from typing import Any
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.quota_statuses import QuotaStatuses
-from capacity_launcher.domain.config import to_document
+from capacity_launcher.domain.documents import to_document
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.quota_admission import UsageKey
 from capacity_launcher.domain.quota_status import quota_status

@@ -11,13 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from capacity_launcher.domain.config import _NAME
-from capacity_launcher.domain.launch_request import REQUEST_ID_PATTERN, LaunchRequest
+from capacity_launcher.domain.launch_request import (
+    MAX_BODY_BYTES,
+    MAX_NESTING,
+    REQUEST_ID_PATTERN,
+    LaunchRequest,
+)
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
 from capacity_launcher.domain.status import (
     EVENT_SOURCE,
     LAUNCH_REQUESTED,
+    RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
+    ReclaimClosed,
     ReclaimRequested,
     RequestRecord,
 )
@@ -35,7 +42,9 @@ def _launch_request() -> dict[str, Any]:
         LaunchRequest,
         "validation",
         "LaunchRequest",
-        f"The detail of a {LAUNCH_REQUESTED!r} event, or an SQS message body.",
+        f"The detail of a {LAUNCH_REQUESTED!r} event, or an SQS message body: at most "
+        f"{MAX_BODY_BYTES} bytes, nesting at most {MAX_NESTING} levels of arrays and objects "
+        "(the body counted; a field nested deeper is refused by name).",
     )
     # The model checks the id in code; the schema states the same rule for producers.
     schema["properties"]["requestId"]["pattern"] = REQUEST_ID_PATTERN.pattern
@@ -87,6 +96,15 @@ def contracts() -> dict[str, dict[str, Any]]:
     return {
         "capacity-quota.json": _capacity_quota(),
         "launch-request.json": _launch_request(),
+        "reclaim-closed.json": _schema(
+            ReclaimClosed,
+            "serialization",
+            "ReclaimClosed",
+            f"The detail of a {RECLAIM_CLOSED!r} event (source {EVENT_SOURCE!r}): how the sync "
+            "closed an open reclaim, why, what it terminated and what it spared; an enforced "
+            "reclaim terminates only what the quotas of that moment still allow "
+            "(docs/quotas.md).",
+        ),
         "reclaim-requested.json": _schema(
             ReclaimRequested,
             "serialization",

@@ -26,7 +26,7 @@ from rich.spinner import Spinner
 import moto_capacity
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.config import parse_document
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.status import (
     ALL_DETAIL_TYPES,
     BLOCK_EXPIRING,

@@ -12,7 +12,7 @@ import pytest
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.config import parse_document
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.errors import ConfigConflict
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.settings import Settings, get_settings

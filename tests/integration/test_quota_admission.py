@@ -4,6 +4,7 @@ released with the pool's, once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -119,13 +120,30 @@ def test_termination_releases_quota_usage_once(pool: Cloud) -> None:
     assert used("team-a") == 1
 
 
+def racing(monkeypatch: pytest.MonkeyPatch, lease: Callable[[], int]) -> list[int]:
+    """Run `lease` right after the next admission has read its quota usage items, before it
+    writes; returns (once it ran) what `lease` leased."""
+    real = PoolLimitsStore._quota_usages
+    raced: list[int] = []
+
+    def read_then_race(self: PoolLimitsStore, items: Any) -> Any:
+        reading = real(self, items)
+        if not raced:
+            raced.append(0)  # the racing lease reads unpatched: it is not raced itself
+            raced[0] = lease()
+        return reading
+
+    monkeypatch.setattr(PoolLimitsStore, "_quota_usages", read_then_race)
+    return raced
+
+
 def test_two_concurrent_admissions_that_together_overrun_admit_one(
     pool: Cloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a cohort with 3 instances of nominal quota, team-a borrowing up to 2 of team-b's
     pool.apply(quota("team-a", "1", borrowing="2"), quota("team-b", "2"))
     settings = get_settings()
-    quotas = ConfigStore(settings.state_table_name).capacity_quotas
+    quotas = ConfigStore(settings.state_table_name)
 
     def store() -> PoolLimitsStore:
         return PoolLimitsStore(settings.state_table_name, 900, quotas=quotas)
@@ -133,17 +151,9 @@ def test_two_concurrent_admissions_that_together_overrun_admit_one(
     limits = store().stored_limits(POOL)  # the pool's own limits (10) leave room for both
     # When team-b's admission of 2 reads the cohort's usage, and team-a's admission of 3
     # (which fits that same reading) is written before team-b's transaction
-    real = PoolLimitsStore._quota_usage
-    raced: list[int] = []
-
-    def read_then_race(self: PoolLimitsStore, pk: str, flavor: str) -> Any:
-        reading = real(self, pk, flavor)
-        if not raced:
-            raced.append(0)  # the racing admission reads unpatched: it is not raced itself
-            raced[0] = store().reserve("general", "lease-a", ONE, 3, 3, limits, "team-a")
-        return reading
-
-    monkeypatch.setattr(PoolLimitsStore, "_quota_usage", read_then_race)
+    raced = racing(
+        monkeypatch, lambda: store().reserve("general", "lease-a", ONE, 3, 3, limits, "team-a")
+    )
     # Then team-b's transaction fails on the version, it decides again, and is refused
     with pytest.raises(QuotaExceeded) as refused:
         store().reserve("general", "lease-b", ONE, 2, 2, limits, "team-b")
@@ -162,7 +172,7 @@ def test_a_cancelled_lease_gives_its_quota_back_once(pool: Cloud) -> None:
     store = PoolLimitsStore(
         settings.state_table_name,
         900,
-        quotas=ConfigStore(settings.state_table_name).capacity_quotas,
+        quotas=ConfigStore(settings.state_table_name),
     )
     assert store.reserve("general", "lease-1", ONE, 2, 1, None, "team-a") == 2
     assert used("team-a") == 2
@@ -308,3 +318,57 @@ def test_a_replay_after_its_pool_changed_types_counts_what_its_instances_are(
     assert [e.code for e in refused.errors] == ["QuotaExceeded"]
     assert refused.errors[0].message.startswith("CapacityQuota team-a: NodePool general, cpu: ")
     assert len(pool.managed_instances()) == 2
+
+
+def group_budget(limit: str, *pools: str) -> dict[str, Any]:
+    """team-a's quota of 4 instances in each of `pools`, at most `limit` across them."""
+    document = capacity_quota("team-a", pools[0], {"instances": "4"})
+    group = document["spec"]["resourceGroups"][0]
+    group["limits"] = {"instances": limit}
+    for other in pools[1:]:
+        group["flavors"].append(
+            {"name": other, "resources": [{"name": "instances", "nominalQuota": "4"}]}
+        )
+    return document
+
+
+def test_a_group_limit_across_pools_is_enforced_with_the_other_pools_usage(pool: Cloud) -> None:
+    # Given team-a may run 4 instances in general and spare together (issue 24, defect 1)
+    spare_below(pool)
+    pool.apply(group_budget("4", POOL, SPARE))
+    # When it runs 4 in general, then asks for 4 in spare
+    pool.send(launch_request("group-1", nodePool=POOL, count=4, requester="team-a"))
+    pool.send(launch_request("group-2", nodePool=SPARE, count=4, requester="team-a"))
+    # Then the second is refused: the limit counts general's 4
+    first, second = pool.record("group-1"), pool.record("group-2")
+    assert first is not None and first.status is RequestStatus.FULFILLED, first
+    assert second is not None and second.status is RequestStatus.FAILED, second
+    assert [e.code for e in second.errors] == ["QuotaExceeded"]
+    assert "over the limit of 4 across NodePools general, spare" in second.errors[0].message
+    assert len(pool.managed_instances()) == 4
+
+
+def test_a_concurrent_lease_in_another_pool_of_the_group_conflicts_and_is_decided_again(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given team-a's budget of 4 across general and spare, nothing running
+    spare_below(pool)
+    pool.apply(group_budget("4", POOL, SPARE))
+    settings = get_settings()
+
+    def store() -> PoolLimitsStore:
+        return PoolLimitsStore(
+            settings.state_table_name, 900, quotas=ConfigStore(settings.state_table_name)
+        )
+
+    # When a lease of 3 in spare reads the group's usage, and a lease of 3 in general (which
+    # fits that same reading) is written before spare's transaction
+    raced = racing(
+        monkeypatch, lambda: store().reserve(POOL, "lease-general", ONE, 3, 3, None, "team-a")
+    )
+    # Then spare's transaction fails on general's version, it decides again, and is refused
+    with pytest.raises(QuotaExceeded, match="across NodePools general, spare"):
+        store().reserve(SPARE, "lease-spare", ONE, 3, 3, None, "team-a")
+    assert raced == [3]
+    # but a smaller lease that fits what is left is admitted
+    assert store().reserve(SPARE, "lease-spare-2", ONE, 3, 1, None, "team-a") == 1

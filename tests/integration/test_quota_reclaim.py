@@ -18,6 +18,7 @@ from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.domain.status import (
     INSTANCE_TERMINATED,
+    RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
     RequestStatus,
 )
@@ -392,3 +393,134 @@ def test_a_reclaim_whose_event_could_not_be_published_is_published_by_the_retry(
     # and the sync enforces that one reclaim (opened by the first delivery, not a second)
     report = sync().quotas
     assert report is not None and report.reclaims.pending == [reclaim["reclaimId"]]
+
+
+# -- issue 24, defect 4: an enforced reclaim is decided again, with the quotas and usage of the
+# moment it would terminate, not those of the moment it was requested.
+
+
+def enforced_reclaim_of_team_b(cloud: Cloud) -> tuple[dict[str, Any], list[str]]:
+    """team-a (priority 100, LowerPriority) has an enforced reclaim open on team-b's newest
+    instance; the grace period has not passed yet."""
+    cloud.apply(*lender_and_borrower("LowerPriority"))
+    b_instances = borrow_all_of_team_a(cloud)
+    cloud.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    reclaim = next(e["detail"] for e in cloud.events() if e["detail-type"] == RECLAIM_REQUESTED)
+    assert reclaim["enforced"] is True
+    assert [i["instanceId"] for i in reclaim["instances"]] == [b_instances[-1]]
+    return reclaim, b_instances
+
+
+def closed_events(cloud: Cloud) -> list[dict[str, Any]]:
+    return [e["detail"] for e in cloud.events() if e["detail-type"] == RECLAIM_CLOSED]
+
+
+def assert_withdrawn(
+    cloud: Cloud, report: Any, reclaim: dict[str, Any], b_instances: list[str], reason: str
+) -> None:
+    """Nothing terminated, the reclaim closed as withdrawn, and its Capacity Reclaim Closed
+    event says why, naming the instance it spared."""
+    assert report is not None and report.reclaims.terminated == []
+    assert report.reclaims.closed == {reclaim["reclaimId"]: "withdrawn"}
+    assert sorted(i["InstanceId"] for i in cloud.managed_instances()) == sorted(b_instances)
+    assert (used("team-b"), usage()) == (3, 3)
+    assert QuotaReclaims(get_settings().state_table_name).get("team-a", POOL) is None
+    (closed,) = closed_events(cloud)
+    jsonschema.validate(closed, json.loads((SCHEMAS / "reclaim-closed.json").read_text()))
+    assert (closed["reclaimId"], closed["quota"], closed["nodePool"]) == (
+        reclaim["reclaimId"],
+        "team-a",
+        POOL,
+    )
+    assert (closed["outcome"], closed["terminated"]) == ("withdrawn", [])
+    assert reason in closed["reason"], closed["reason"]
+    assert [s["instanceId"] for s in closed["spared"]] == [b_instances[-1]]
+
+
+def test_a_reclaim_whose_lender_turns_to_never_during_its_grace_terminates_nothing(
+    pool: Cloud,
+) -> None:
+    # Given an enforced reclaim of team-b's newest instance, and a sync container already warm
+    reclaim, b_instances = enforced_reclaim_of_team_b(pool)
+    warm = wiring.build_reservation_sync(get_settings())
+    report = warm.run().quotas
+    assert report is not None and report.reclaims.pending == [reclaim["reclaimId"]]
+    # When team-a's policy becomes Never during the grace period
+    team_a, _ = lender_and_borrower("Never")
+    pool.apply(team_a)
+    moto_capacity.advance_clock(GRACE_SECONDS + 1)
+    # Then the same sync terminates nothing, and says the reclaim is withdrawn, and why
+    assert_withdrawn(
+        pool, warm.run().quotas, reclaim, b_instances, "reclaimWithinCohort is Never now"
+    )
+
+
+def test_a_reclaim_whose_borrower_now_outranks_the_lender_terminates_nothing(
+    pool: Cloud,
+) -> None:
+    # Given an enforced LowerPriority reclaim of team-b's newest instance
+    reclaim, b_instances = enforced_reclaim_of_team_b(pool)
+    # When team-b's priority is raised above team-a's (100) during the grace period
+    _, team_b = lender_and_borrower("LowerPriority")
+    team_b["spec"]["priority"] = 200
+    pool.apply(team_b)
+    moto_capacity.advance_clock(GRACE_SECONDS + 1)
+    # Then the sync terminates nothing, and says why
+    assert_withdrawn(
+        pool,
+        sync().quotas,
+        reclaim,
+        b_instances,
+        "CapacityQuota team-b's priority 200 is not lower than team-a's 100",
+    )
+
+
+def test_a_reclaim_whose_lender_was_deleted_terminates_nothing(pool: Cloud) -> None:
+    # Given an enforced reclaim of team-b's newest instance
+    reclaim, b_instances = enforced_reclaim_of_team_b(pool)
+    # When team-a's quota is deleted during the grace period
+    wiring.config_store(get_settings()).delete("CapacityQuota", "team-a")
+    moto_capacity.advance_clock(GRACE_SECONDS + 1)
+    # Then the sync terminates nothing, and closes the reclaim saying why
+    assert_withdrawn(pool, sync().quotas, reclaim, b_instances, "CapacityQuota team-a was deleted")
+
+
+def test_a_reclaim_still_allowed_after_a_change_is_enforced(pool: Cloud) -> None:
+    # Given an enforced LowerPriority reclaim of team-b's newest instance
+    reclaim, b_instances = enforced_reclaim_of_team_b(pool)
+    # When team-a's policy becomes Any and team-b's priority is raised above team-a's
+    team_a, team_b = lender_and_borrower("Any")
+    team_b["spec"]["priority"] = 200
+    pool.apply(team_a, team_b)
+    moto_capacity.advance_clock(GRACE_SECONDS + 1)
+    # Then the current policy still allows it: the named instance is terminated
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == [b_instances[-1]]
+    assert report.reclaims.closed == {reclaim["reclaimId"]: "terminated"}
+    (closed,) = closed_events(pool)
+    assert (closed["outcome"], closed["terminated"], closed["spared"]) == (
+        "terminated",
+        [b_instances[-1]],
+        [],
+    )
+    assert (used("team-b"), usage()) == (2, 2)
+
+
+def test_a_reclaim_is_closed_when_every_quota_was_deleted(pool: Cloud) -> None:
+    # Given an enforced reclaim of team-b's newest instance
+    reclaim, b_instances = enforced_reclaim_of_team_b(pool)
+    # When every quota is deleted during the grace period
+    store = wiring.config_store(get_settings())
+    store.delete("CapacityQuota", "team-a")
+    store.delete("CapacityQuota", "team-b")
+    moto_capacity.advance_clock(GRACE_SECONDS + 1)
+    # Then the sync (with no quota left) still finds the reclaim, terminates nothing, closes it
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == []
+    assert report.reclaims.closed == {reclaim["reclaimId"]: "withdrawn"}
+    assert sorted(i["InstanceId"] for i in pool.managed_instances()) == sorted(b_instances)
+    (closed,) = closed_events(pool)
+    assert closed["reason"] == "CapacityQuota team-a was deleted"
+    # and the next sync finds nothing open
+    report = sync().quotas
+    assert report is not None and report.reclaims.closed == {} and closed_events(pool) == []

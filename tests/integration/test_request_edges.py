@@ -98,7 +98,7 @@ def test_a_request_tag_cannot_override_a_node_class_tag(
 def _tag_class(cloud: Cloud, tags: dict[str, str]) -> None:
     from capacity_launcher.adapters import aws
     from capacity_launcher.adapters.config_store import ConfigStore
-    from capacity_launcher.domain.config import parse_document, to_document
+    from capacity_launcher.domain.documents import parse_document, to_document
 
     store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
     document = to_document(store.node_class("standard"))

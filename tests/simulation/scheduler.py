@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.config import parse_document
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.settings import get_settings
 from tests.simulation.emulator import START, Fault
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of

@@ -17,7 +17,8 @@ from moto import mock_aws
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters import fleet as fleet_adapter
-from capacity_launcher.domain.config import parse_document
+from capacity_launcher.adapters.config_store import Kind
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.status import EVENT_SOURCE, RequestRecord
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch import LaunchBatch, Message
@@ -70,6 +71,9 @@ class Cloud:
         store = wiring.config_store(get_settings())
         for document in documents:
             store.apply(parse_document(document))
+
+    def delete(self, kind: Kind, name: str) -> None:
+        wiring.config_store(get_settings()).delete(kind, name)
 
     def send(self, *bodies: Any, batch: LaunchBatch | None = None) -> list[str]:
         """Deliver one SQS batch to the launcher; returns the message ids handed back."""

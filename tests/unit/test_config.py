@@ -17,10 +17,10 @@ from capacity_launcher.domain.config import (
     ConfigDocument,
     NodeClass,
     NodePool,
-    parse_document,
-    to_document,
 )
-from capacity_launcher.domain.errors import ConfigValidationError, FieldError
+from capacity_launcher.domain.documents import parse_document, to_document
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_FAMILY
 
 RESERVATION = "cr-0123456789abcdef0"

@@ -3,28 +3,27 @@
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from capacity_launcher.domain.errors import (
+from capacity_launcher.domain.aws_errors import (
     INSUFFICIENT_CAPACITY_CODES,
     SPOT_UNAVAILABLE_CODES,
     THROTTLING_CODES,
+    ErrorKind,
+    classify,
+    is_insufficient_capacity,
+    is_throttling,
+)
+from capacity_launcher.domain.errors import (
     CapacityLauncherError,
     ConfigConflict,
     ConfigValidationError,
-    ErrorKind,
-    FieldError,
     InvalidLaunchRequest,
     LaunchFailed,
     NotFound,
     RequestRejected,
     RequirementsConflict,
     Throttled,
-    bounded,
-    classify,
-    field_errors,
-    field_path,
-    is_insufficient_capacity,
-    is_throttling,
 )
+from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 
 DESIGN_ICE_CODES = {
     "InsufficientInstanceCapacity",
@@ -253,8 +252,9 @@ def test_a_cancelled_transaction_is_classified_by_its_reasons(
 
 
 def test_node_class_refusals_name_the_field() -> None:
-    from capacity_launcher.domain.config import parse_document
-    from capacity_launcher.domain.errors import NodeClassRefused, Transient, refused_by_aws
+    from capacity_launcher.domain.aws_errors import refused_by_aws
+    from capacity_launcher.domain.documents import parse_document
+    from capacity_launcher.domain.errors import NodeClassRefused, Transient
 
     klass = parse_document(
         {

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
 from capacity_launcher.domain.claims import Claim, ClaimState
-from capacity_launcher.observability import logger
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.telemetry import LaunchTelemetry
 
@@ -50,19 +45,6 @@ class _Launcher:
     def serve(self, group: list[_Prepared], first: Any = ()) -> Any:
         self.both_serving.wait()
         raise RuntimeError(f"failed for {group[0].request.request_id}")
-
-
-@pytest.fixture
-def log_lines() -> Iterator[io.StringIO]:
-    """The service logger's JSON lines, formatted by its own formatter in the logging thread."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logger.registered_formatter)
-    logger._logger.addHandler(handler)
-    try:
-        yield stream
-    finally:
-        logger._logger.removeHandler(handler)
 
 
 def test_each_group_logs_its_own_request_ids(log_lines: io.StringIO) -> None:

@@ -8,11 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.errors import FieldError, InvalidLaunchRequest
+from capacity_launcher.domain.errors import InvalidLaunchRequest
+from capacity_launcher.domain.field_errors import FieldError
+from capacity_launcher.domain.json_depth import shallow
 from capacity_launcher.domain.launch_request import (
     MAX_BODY_BYTES,
+    MAX_NESTING,
     NODE_CLASS_FIELDS,
     NOT_FOR_REQUESTERS,
+    TOO_DEEP,
     LaunchRequest,
     parse_launch_request,
 )
@@ -376,6 +380,93 @@ def test_thousands_of_unknown_fields_make_a_bounded_error() -> None:
 
 def test_deeply_nested_json_is_refused_not_crashed() -> None:
     assert the_error("[" * 100_000 + "]" * 100_000) == ("body", "must be a JSON object")
+
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def _nested_value(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("carrier", ["text", "bytes", "event", "parsed", "parsed-event"])
+@pytest.mark.parametrize("requestid_first", [True, False], ids=["key-first", "key-last"])
+def test_a_body_nested_thousands_deep_is_refused_naming_the_field_and_keeps_its_key(
+    carrier: str, requestid_first: bool
+) -> None:
+    # Issue 24, defect 5: such a body has a key, so it is refused with it (a Rejected record),
+    # naming the field that nests too deep and the rule, never dropped as "not an object"
+    fields = {"requestId": "deep-1", "nodePool": "general", "count": 3}
+    deep = '"tags": ' + _nested(20_000)
+    pairs = [json.dumps(fields)[1:-1], deep]
+    text = "{" + ", ".join(pairs if requestid_first else pairs[::-1]) + "}"
+    raw: Any = {
+        "text": text,
+        "bytes": text.encode(),
+        "event": json.dumps(event({}))[:-3] + text + "}",
+        "parsed": {**fields, "tags": _nested_value(20_000)},
+        "parsed-event": event({**fields, "tags": _nested_value(20_000)}),
+    }[carrier]
+
+    refused = rejection(raw)
+
+    assert refused.request_id == "deep-1"
+    assert [(e.field, e.rule) for e in refused.errors] == [("tags", TOO_DEEP)]
+    assert (refused.node_pool, refused.count) == ("general", 3)
+
+
+def test_nesting_is_counted_from_the_body_and_the_limit_itself_is_allowed() -> None:
+    # The body is one level; a field whose value nests MAX_NESTING - 1 levels is within the rule
+    # (and broken otherwise, as a tag must be text), one more level is not
+    within = rejection(request(tags={"k": _nested_value(MAX_NESTING - 2)}))
+    assert all(e.rule != TOO_DEEP for e in within.errors)
+    assert within.request_id == "req-1"
+    over = rejection(json.dumps(request(tags={"k": _nested_value(MAX_NESTING - 1)})))
+    assert [(e.field, e.rule) for e in over.errors] == [("tags", TOO_DEEP)]
+
+
+def test_brackets_quotes_and_escapes_inside_strings_do_not_nest() -> None:
+    tags = {"a": "[" * 5000, "b": '\\"{{{' * 1000, "c": "\\" * 50 + "]]]"}
+    parsed = parse_launch_request(json.dumps(request(tags={"a": "x"}) | {"tags": {"a": "x"}}))
+    assert parsed.tags == {"a": "x"}
+    refused = rejection(json.dumps(request(tags=tags)))
+    assert all(e.rule != TOO_DEEP for e in refused.errors)  # too long values, not too deep
+
+
+# JSON whose strings are full of brackets, quotes and escapes: only structure may count as depth.
+_TRICKY = st.text(alphabet='[]{}"\\ ab', max_size=12)
+tricky_json = st.recursive(
+    _TRICKY | st.integers(),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(_TRICKY, children, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(tricky_json, st.integers(1, 6))
+def test_shallow_json_is_the_same_document_with_what_is_too_deep_replaced(
+    value: Any, limit: int
+) -> None:
+    raw = json.dumps(value).encode()
+    pruned, replaced = shallow(raw, limit)
+
+    def depth(v: Any) -> int:
+        if isinstance(v, list):
+            return 1 + max(map(depth, v), default=0)
+        if isinstance(v, dict):
+            return 1 + max(map(depth, v.values()), default=0)
+        return 0
+
+    assert replaced == (depth(value) > limit)
+    if not replaced:
+        assert pruned == raw
+    assert depth(json.loads(pruned)) <= limit
 
 
 def test_huge_integers_are_refused_not_crashed() -> None:

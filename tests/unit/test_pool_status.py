@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.config import NodePool, parse_document
+from capacity_launcher.domain.config import NodePool
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.pool_status import pool_status
 from capacity_launcher.domain.quantities import Resources
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from capacity_launcher.domain.errors import FieldError, field_errors
+from capacity_launcher.domain.field_errors import FieldError, field_errors
 from capacity_launcher.domain.quantities import (
     COUNT_RULE,
     CPU_RULE,

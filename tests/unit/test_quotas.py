@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.config import parse_document, to_document
-from capacity_launcher.domain.errors import ConfigValidationError, FieldError
+from capacity_launcher.domain.documents import parse_document, to_document
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.quotas import (
     CapacityQuota,
     ReclaimPolicy,

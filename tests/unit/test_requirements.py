@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from capacity_launcher.domain.errors import RequirementsConflict, field_errors
+from capacity_launcher.domain.errors import RequirementsConflict
+from capacity_launcher.domain.field_errors import field_errors
 from capacity_launcher.domain.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from capacity_launcher.domain.config import (
-    CapacityReservationSelectorTerm,
-    NodeClass,
-    parse_document,
-)
+from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.reservations import (
     Coverage,
     ReservationSnapshot,

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.config import NodeClass, parse_document
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.fleet import FleetError, blame
 from capacity_launcher.domain.offerings import ON_DEMAND, SPOT, Offering
 from capacity_launcher.domain.reservations import (

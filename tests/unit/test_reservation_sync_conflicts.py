@@ -6,11 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.domain.config import (
-    CapacityReservationSpec,
-    CapacityReservationTarget,
-    parse_document,
-)
+from capacity_launcher.domain.config import CapacityReservationSpec, CapacityReservationTarget
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.errors import Throttled
 from capacity_launcher.domain.reservations import (
     Coverage,

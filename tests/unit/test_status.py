@@ -16,6 +16,7 @@ from capacity_launcher.domain.status import (
     EVENT_SOURCE,
     INSTANCE_TERMINATED,
     LAUNCH_REQUESTED,
+    RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
     RESERVATION_ACTIVATED,
     RESERVATION_EXHAUSTED,
@@ -88,7 +89,8 @@ def test_event_names_are_designs() -> None:
     assert BLOCK_EXPIRING == "Capacity Block Expiring"
     assert RESERVATION_EXPIRED == "Capacity Reservation Expired"
     assert RECLAIM_REQUESTED == "Capacity Reclaim Requested"
-    assert len(set(ALL_DETAIL_TYPES)) == 14
+    assert RECLAIM_CLOSED == "Capacity Reclaim Closed"
+    assert len(set(ALL_DETAIL_TYPES)) == 15
 
 
 def test_statuses_spell_like_the_contract() -> None:
@@ -135,8 +137,10 @@ def test_detail_has_exactly_designs_keys_in_order() -> None:
         "finishedAt",
         "waitForCapacityUntil",
         "waitingFor",
+        "detailTruncated",
     ]
     assert detail["waitForCapacityUntil"] is None and detail["waitingFor"] == []
+    assert detail["detailTruncated"] is None
     assert detail["instances"] == [
         {
             "instanceId": "i-0123456789abcdef0",

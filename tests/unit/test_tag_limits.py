@@ -6,12 +6,8 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.config import (
-    MAX_NODE_CLASS_TAGS,
-    SERVICE_INSTANCE_TAGS,
-    NodeClass,
-    parse_document,
-)
+from capacity_launcher.domain.config import MAX_NODE_CLASS_TAGS, SERVICE_INSTANCE_TAGS, NodeClass
+from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.errors import ConfigValidationError, RequestRejected
 from capacity_launcher.domain.launch_request import parse_launch_request
 from capacity_launcher.domain.tags import check_instance_tag_count, instance_tags

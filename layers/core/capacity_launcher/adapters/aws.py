@@ -13,8 +13,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from capacity_launcher.domain.aws_errors import ErrorKind, aws_error, classify
 from capacity_launcher.domain.backoff import in_process_delay
-from capacity_launcher.domain.errors import CapacityLauncherError, ErrorKind, aws_error, classify
+from capacity_launcher.domain.errors import CapacityLauncherError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity_launcher.domain.config import NodeClass
@@ -96,7 +97,7 @@ def aws_call(
     field: str | None = None,
     fatal: Callable[[str, str], CapacityLauncherError] | None = None,
 ) -> Iterator[None]:
-    """Run AWS calls, raising what `domain.errors.aws_error` makes of a ClientError.
+    """Run AWS calls, raising what `domain.aws_errors.aws_error` makes of a ClientError.
 
     Throttled/Transient when retrying can help, ConditionFailed when a write's condition did not
     hold (catch it to read the answer), NodeClassRefused/LaunchFailed for a call made for

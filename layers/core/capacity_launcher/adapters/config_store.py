@@ -6,7 +6,10 @@ A stored document that no longer parses affects only itself: it is skipped with 
 `invalid()` reports it. A NodeClass item carries a `version` that every apply of a NodePool
 naming it bumps, so a delete conditioned on the version it checked cannot race such an apply.
 Every apply of a CapacityQuota bumps one quota-set version, conditioned on the version its
-cross-quota check read, so two applies that conflict only together cannot both succeed.
+cross-quota check read, so two applies that conflict only together cannot both succeed; every
+delete of one bumps it too. That version is the quotas' generation (`quota_set`): a lease
+conditions its transaction on the generation its decision used, so an apply or delete that
+returned governs every lease written after it, whatever copy a warm container holds.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any, Literal
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.config import NodeClass, NodePool, parse_document, to_document
+from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.documents import parse_document, to_document
 from capacity_launcher.domain.errors import (
     CapacityLauncherError,
     ConditionFailed,
@@ -28,7 +32,7 @@ from capacity_launcher.domain.errors import (
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.quantities import limits_token
-from capacity_launcher.domain.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.observability import logger
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
@@ -62,13 +66,13 @@ class ConfigStore:
         self._db = dynamodb or client("dynamodb")
         self._cache: TtlCache[_Listing] = TtlCache(cache_seconds)
         self._documents: TtlCache[NodeClass | NodePool | CapacityQuota] = TtlCache(cache_seconds)
+        self._quota_sets: TtlCache[QuotaSet] = TtlCache(cache_seconds)
 
     def apply(self, document: NodeClass | NodePool | CapacityQuota) -> None:
         """Create or replace a document; a NodePool must name an existing NodeClass."""
         if isinstance(document, CapacityQuota):
             self._apply_quota(document)
-            self._cache.invalidate()
-            self._documents.invalidate()
+            self._invalidate()
             return
         kind: Kind = document.kind
         now = datetime.now(UTC).isoformat()
@@ -115,8 +119,12 @@ class ConfigStore:
                     ExpressionAttributeNames={"#document": "document"},
                     ExpressionAttributeValues=to_item({":document": body, ":now": now, ":one": 1}),
                 )
+        self._invalidate()
+
+    def _invalidate(self) -> None:
         self._cache.invalidate()
         self._documents.invalidate()
+        self._quota_sets.invalidate()
 
     def node_class(self, name: str) -> NodeClass:
         document = self._get("NodeClass", name)
@@ -146,6 +154,23 @@ class ConfigStore:
         listing = self._listing("CapacityQuota", fresh)
         return [d for d in listing.documents.values() if isinstance(d, CapacityQuota)]
 
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet:
+        """The valid quotas with the generation they were read at; `fresh` reads both now (and
+        refreshes the container's copy of the quotas that `capacity_quotas` answers from)."""
+        if fresh:
+            self._quota_sets.invalidate()
+        return self._quota_sets.get_or_load("QuotaSet", self._read_quota_set)
+
+    def quota_generation(self) -> int:
+        """The quotas' generation as stored now (strongly consistent)."""
+        return int((self._read_one(*_QUOTA_SET_KEY) or {}).get("version", 0))
+
+    def _read_quota_set(self) -> QuotaSet:
+        # The generation first: a quota written after it bumps it, so a lease conditioned on it
+        # fails rather than trust a listing newer than its generation says.
+        generation = self.quota_generation()
+        return QuotaSet(generation, tuple(self.capacity_quotas(fresh=True)))
+
     def invalid(self) -> list[InvalidDocument]:
         """Stored documents that no longer parse, read now (for operators)."""
         found = [*self._read_all("NodeClass").invalid.values()]
@@ -156,10 +181,31 @@ class ConfigStore:
     def delete(self, kind: Kind, name: str) -> None:
         if kind == "NodeClass":
             self._delete_class(name)
+        elif kind == "CapacityQuota":
+            self._delete_quota(name)
         else:
             self._delete_item(kind, name, None)
-        self._cache.invalidate()
-        self._documents.invalidate()
+        self._invalidate()
+
+    def _delete_quota(self, name: str) -> None:
+        """Delete the quota and bump the quotas' generation in one transaction (NotFound if it
+        is not stored): a lease decided with it stored cannot be written after this returns."""
+        bump = {
+            "TableName": self._table,
+            "Key": key(*_QUOTA_SET_KEY),
+            "UpdateExpression": "ADD version :one",
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+        }
+        delete = {
+            "TableName": self._table,
+            "Key": key("CapacityQuota", name),
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+        try:
+            with aws_call("TransactWriteItems"):
+                self._db.transact_write_items(TransactItems=[{"Update": bump}, {"Delete": delete}])
+        except ConditionFailed as failed:
+            raise NotFound("CapacityQuota", name) from failed
 
     def _apply_quota(self, quota: CapacityQuota) -> None:
         """Put the quota if, with the stored others, no requester has two quotas in one flavor."""
@@ -312,6 +358,20 @@ class ConfigStore:
                 return False
             raise NotFound(kind, name) from failed
         return True
+
+
+def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
+    """A ConditionCheck that the quotas' generation is still `generation`: no quota was applied
+    or deleted since the quotas a decision used were read."""
+    check: dict[str, Any] = {
+        "TableName": table,
+        "Key": key(*_QUOTA_SET_KEY),
+        "ConditionExpression": "version = :seen",
+        "ExpressionAttributeValues": {":seen": {"N": str(generation)}},
+    }
+    if generation == 0:
+        check["ConditionExpression"] = "attribute_not_exists(version) OR version = :seen"
+    return {"ConditionCheck": check}
 
 
 def _node_class_ref(pool_item: dict[str, Any]) -> str | None:

@@ -11,9 +11,10 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import aws_call, cancellation_reasons, error_code
-from capacity_launcher.domain import errors
+from capacity_launcher.domain import aws_errors, errors
+from capacity_launcher.domain.aws_errors import classify, retryable_error
 from capacity_launcher.domain.backoff import in_process_delay
-from capacity_launcher.domain.errors import Throttled, classify, retryable_error
+from capacity_launcher.domain.errors import Throttled
 
 _BATCH_GET_LIMIT = 100
 BATCH_WRITE_LIMIT = 25
@@ -95,7 +96,7 @@ def batch_write(
 
 def is_condition_failure(error: ClientError) -> bool:
     """For adapters not yet on `aws_call` (which raises ConditionFailed instead)."""
-    return errors.is_condition_failure(error_code(error), cancellation_reasons(error))
+    return aws_errors.is_condition_failure(error_code(error), cancellation_reasons(error))
 
 
 def raise_for(operation: str, error: ClientError) -> None:

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, error_code, error_message
-from capacity_launcher.domain.errors import LaunchFailed, classify, retryable_error
+from capacity_launcher.domain.aws_errors import classify, retryable_error
+from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
 from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
 from capacity_launcher.observability import logger

@@ -7,7 +7,8 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
-from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues, requirement_key
+from capacity_launcher.domain.aws_errors import requirement_key
+from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 
 # Instance-type facts change with AWS launches, not minutes; offerings per zone change rarely.

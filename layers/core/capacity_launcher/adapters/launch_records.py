@@ -11,6 +11,7 @@ from typing import Any
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_if_absent, to_item
 from capacity_launcher.domain.capacity_wait import HeldWait
+from capacity_launcher.domain.detail_limits import fit_entries
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.intents import LaunchIntent, Share
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
@@ -19,6 +20,9 @@ RECORD = "Record"
 # The hash of the first body a requestId arrived with (domain LaunchRequest.body_hash).
 BODY = "Body"
 INTENT_PREFIX = "Intent#"
+# An intent keeps EC2's fleet errors for diagnosis (a replay never reads them): at most this
+# much of them, by the records' size policy, beside its input (at most 100 overrides) and ids.
+INTENT_ERRORS_BYTES = 64 * 1024
 # How long history (records, intents, terminated instances' items) is kept: RECORD_RETENTION_DAYS.
 DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
 # Only a Waiting record carries `waiting` (the sparse WaitingRequests index's key, with its
@@ -336,7 +340,7 @@ class LaunchRecords:
                     {
                         ":done": "done",
                         ":ids": list(instance_ids),
-                        ":errors": json.dumps(list(errors)),
+                        ":errors": json.dumps(fit_entries(list(errors), INTENT_ERRORS_BYTES)),
                     }
                 ),
             )

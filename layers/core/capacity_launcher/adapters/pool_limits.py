@@ -20,11 +20,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.config_store import quota_generation_check
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
 from capacity_launcher.domain.errors import (
@@ -44,8 +46,13 @@ from capacity_launcher.domain.quantities import (
     Resources,
     limits_token,
 )
-from capacity_launcher.domain.quota_admission import Cohort, governing, most_admitted
-from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.domain.quota_admission import (
+    LeaseAsk,
+    admit_lease,
+    governing,
+    usage_items,
+)
+from capacity_launcher.domain.quotas import QuotaSet
 
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"
@@ -62,6 +69,10 @@ OPEN_LEASE = "open"
 INSTANCE_SK = "Instance"
 _ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
 _RESERVE_TRIES = 3
+# The lease transaction's items: the pool's usage, the lease, the pool's stored limits, the
+# quotas' generation, then the quota usage items the admission read.
+_LIMITS_ITEM = 2
+_GENERATION_ITEM = 3
 # Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
 # quota's usage, the lease's delete (or its absence checked) and the settled marker's put).
 _MEMBERS_PER_TRANSACTION = 96
@@ -72,6 +83,51 @@ _MAX_TAKEN = 1000
 _QUOTA_TRIES = 4
 # (quota usage item, requester): where a lease or member is also counted for its quota.
 QuotaHold = tuple[str, str] | None
+
+
+@dataclass
+class _Reserving:
+    """One `reserve`: what it asks, and what it has learnt so far."""
+
+    ask: LeaseAsk
+    limits: PoolLimits | None
+    quotas: QuotaSet
+    wanted: int
+    stored: bool = False  # `limits` are the stored ones, not the container's copy
+    fresh: bool = False  # `quotas` were read now, not the container's copy
+    again: bool = False  # decide again at once
+    tries: int = 0
+    lost: int = 0
+
+    def fits(self) -> bool:
+        amount = self.ask.per_instance * self.wanted
+        return self.limits is None or not amount.fits_within(self.limits)
+
+    def count_lost(self) -> None:
+        """Another writer changed what the decision read: decide again, a bounded number of
+        times (then the message goes back to the queue)."""
+        self.lost += 1
+        if self.lost >= _QUOTA_TRIES:
+            raise Transient("QuotaAdmission", "QuotaUsageContended")
+        self.tries, self.again = self.tries - 1, True
+
+
+class QuotaSource(Protocol):
+    """Where the lease reads the quotas it decides with (the configuration store)."""
+
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet: ...
+
+    def quota_generation(self) -> int: ...
+
+
+class _NoQuotas:
+    """No quota store: no quota governs, and no generation is checked."""
+
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet:
+        return QuotaSet(None)
+
+    def quota_generation(self) -> int:
+        return 0
 
 
 class LeaseNotSettled(RuntimeError):
@@ -92,13 +148,13 @@ class PoolLimitsStore:
         lease_seconds: int,
         dynamodb: Any | None = None,
         clock: Callable[[], float] = time.time,
-        quotas: Callable[[], Sequence[CapacityQuota]] = list,
+        quotas: QuotaSource | None = None,
     ) -> None:
         self._table = table_name
         self._lease_seconds = lease_seconds
         self._db = dynamodb or client("dynamodb")
         self._clock = clock
-        self._quotas = quotas
+        self._quotas = quotas or _NoQuotas()
         # Leases this container took, as it wrote them: its settle starts from them instead of
         # reading them back (its transaction's conditions still catch one reclaimed meanwhile).
         self._taken: dict[tuple[str, str], Lease] = {}
@@ -121,71 +177,118 @@ class PoolLimitsStore:
         it just read it), so none is read first (the lease is put only if absent all the same).
 
         Idempotent per lease id: a retry finds its lease and gets the same answer. When a
-        CapacityQuota names the pool, the requester's quota admits the lease in the same
-        transaction (QuotaExceeded when it does not; Transient when other admissions in its
-        cohort kept winning the race). NodePoolDeleted when the pool is no longer stored: the
-        lease is checked against the stored pool, and a deleted one has no room at all.
+        CapacityQuota names the pool, the quota usage items its decision depends on are read,
+        the domain decides (`admit_lease`), and the lease is written in one transaction that
+        conditions on each item's version and on the quotas' generation (QuotaExceeded when it
+        does not fit; Transient when other admissions kept winning the race). NodePoolDeleted
+        when the pool is no longer stored: the lease is checked against the stored pool, and a
+        deleted one has no room at all.
         """
         existing = None if unleased else self.lease(pool, lease_id)
         if existing is not None:
             return existing.count
-        quotas = list(self._quotas())
-        quota = governing(quotas, requester, pool)
-        hold: QuotaHold = None
-        if quota is not None and requester is not None:
-            hold = (quota_usage.quota_usage_pk(quota.cohort_key, pool), requester)
-        wanted, stored, tries, lost = count, False, 0, 0
-        while tries < _RESERVE_TRIES + 2:
-            tries += 1
-            amount = per_instance * wanted
-            if limits is None or not amount.fits_within(limits):
-                admission: dict[str, Any] | None = None
-                if quota is not None and hold is not None:
-                    version, usage = self._quota_usage(hold[0], pool)
-                    cohort = Cohort.of(quota, quotas, usage)
-                    wanted = most_admitted(
-                        cohort, quota.name, pool, per_instance, wanted, min_count
-                    )
-                    amount = per_instance * wanted
-                    update = quota_usage.update(
-                        self._table, *hold, amount, read_version=version, conditioned=True
-                    )
-                    admission = {"Update": update}
-                items = self._reserve_items(pool, lease_id, wanted, amount, limits, hold)
-                items.append(self._limits_check(pool, limits))
-                if admission is not None:
-                    items.append(admission)
-                try:
-                    self._transact(items)
-                    self._took(items)
-                    return wanted
-                except ConditionFailed as failed:
-                    existing = self.lease(pool, lease_id)
-                    if existing is not None:
-                        return existing.count
-                    if admission is not None and failed.failed_at(len(items) - 1):
-                        # Another admission in the cohort wrote first: read again, decide again.
-                        lost += 1
-                        if lost >= _QUOTA_TRIES:
-                            raise Transient("QuotaAdmission", "QuotaUsageContended") from failed
-                        tries -= 1
-                        continue
-                    if failed.failed_at(len(items) - (2 if admission is not None else 1)):
-                        # The pool was applied (or deleted) since this copy was read.
-                        limits, stored, wanted = self._limits_in_force(pool), True, count
-                        continue
-            elif not stored:
+        ask = LeaseAsk(pool, requester, per_instance, count, min_count)
+        state = _Reserving(ask, limits, self._quotas.quota_set(), wanted=count)
+        while state.tries < _RESERVE_TRIES + 2:
+            state.tries += 1
+            if state.fits():
+                granted = self._try_lease(lease_id, state)
+                if granted is not None:
+                    return granted
+                if state.again:
+                    state.again = False
+                    continue
+            elif not state.stored:
                 # Never refuse on a copy that may be stale: decide on the stored limits.
-                limits, stored = self._limits_in_force(pool), True
+                state.limits, state.stored = self._limits_in_force(pool), True
                 continue
-            if limits is None:
-                wanted = count
-                continue
-            headroom = limits.headroom(self.usage(pool), per_instance)
-            wanted = count if headroom is None else min(count, headroom)
-            if wanted < min_count or wanted == 0:
+            if not self._shrink(state):
                 return 0
         return 0
+
+    def _try_lease(self, lease_id: str, state: _Reserving) -> int | None:
+        """Decide and write the lease once: the count leased, or None (`state.again`: decide
+        again now; otherwise the pool's usage did not fit, shrink to its headroom)."""
+        try:
+            wanted, hold, admission = self._admit(state)
+        except QuotaExceeded:
+            if state.fresh or self._quotas.quota_generation() == state.quotas.generation:
+                raise
+            # Refused by a copy older than the stored quotas: decide again on the stored ones.
+            self._refresh_quotas(state)
+            state.tries, state.again = state.tries - 1, True
+            return None
+        amount = state.ask.per_instance * wanted
+        pool = state.ask.pool
+        items = self._reserve_items(pool, lease_id, wanted, amount, state.limits, hold)
+        items.append(self._limits_check(pool, state.limits))
+        if state.quotas.generation is not None:
+            items.append(quota_generation_check(self._table, state.quotas.generation))
+        first_quota_item = len(items)
+        items += admission
+        try:
+            self._transact(items)
+            self._took(items)
+            return wanted
+        except ConditionFailed as failed:
+            existing = self.lease(pool, lease_id)
+            if existing is not None:
+                return existing.count
+            self._after_conflict(state, failed, first_quota_item, len(items))
+            return None
+
+    def _after_conflict(
+        self, state: _Reserving, failed: ConditionFailed, first_quota_item: int, size: int
+    ) -> None:
+        """What a cancelled lease transaction asks for next, by the item that failed."""
+        if any(failed.failed_at(i) for i in range(first_quota_item, size)):
+            # Another admission or release in the quota's group wrote first: read again.
+            state.count_lost()
+        elif state.quotas.generation is not None and failed.failed_at(_GENERATION_ITEM):
+            # A quota was applied or deleted since this copy was read: decide on the stored one.
+            state.count_lost()
+            self._refresh_quotas(state)
+        elif failed.failed_at(_LIMITS_ITEM):
+            # The pool was applied (or deleted) since this copy was read.
+            state.limits, state.stored = self._limits_in_force(state.ask.pool), True
+            state.wanted, state.again = state.ask.count, True
+
+    def _refresh_quotas(self, state: _Reserving) -> None:
+        state.quotas, state.fresh = self._quotas.quota_set(fresh=True), True
+
+    def _admit(self, state: _Reserving) -> tuple[int, QuotaHold, list[dict[str, Any]]]:
+        """How many the quotas admit, where the lease holds quota, and the transaction items
+        that write the admission: the pool's quota usage item updated, and every other item the
+        decision read checked, each conditioned on the version read."""
+        ask = replace(state.ask, count=state.wanted)
+        quotas = state.quotas.quotas
+        quota = governing(quotas, ask.requester, ask.pool)
+        if quota is None or ask.requester is None:
+            return ask.count, None, []
+        items = usage_items(quota, ask.pool)
+        readings = self._quota_usages(items)
+        usage = {k: v for _, found in readings.values() for k, v in found.items()}
+        wanted = admit_lease(quotas, ask, usage)
+        pk = items[0][0]
+        amount = ask.per_instance * wanted
+        update = quota_usage.update(
+            self._table, pk, ask.requester, amount, read_version=readings[pk][0], conditioned=True
+        )
+        checks = [quota_usage.unchanged(self._table, o, readings[o][0]) for o, _ in items[1:]]
+        return wanted, (pk, ask.requester), [{"Update": update}, *checks]
+
+    def _quota_usages(self, items: Sequence[tuple[str, str]]) -> dict[str, quota_usage.Reading]:
+        """Each quota usage item an admission depends on, read strongly consistent at once."""
+        return quota_usage.read_many(self._db, self._table, items)
+
+    def _shrink(self, state: _Reserving) -> bool:
+        """Ask for what the pool's stored usage leaves room for; False when that is too few."""
+        if state.limits is None:
+            state.wanted = state.ask.count
+            return True
+        headroom = state.limits.headroom(self.usage(state.ask.pool), state.ask.per_instance)
+        state.wanted = state.ask.count if headroom is None else min(state.ask.count, headroom)
+        return state.wanted >= state.ask.least and state.wanted > 0
 
     def stored_limits(self, pool: str) -> PoolLimits | None:
         """The limits of the pool as last applied (strongly consistent); None also when the
@@ -402,7 +505,7 @@ class PoolLimitsStore:
         if requester is None:
             return None
         try:
-            quota = governing(self._quotas(), requester, pool)
+            quota = governing(self._quotas.quota_set().quotas, requester, pool)
         except QuotaExceeded:
             return None  # quotas name the pool, none covers it: it counts for the pool only
         if quota is None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.domain.detail_limits import fit_detail
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.status import EVENT_SOURCE, Event
 
@@ -14,9 +15,6 @@ from capacity_launcher.domain.status import EVENT_SOURCE, Event
 # PutEvents event entry size": Source, DetailType, Detail and each Resources entry, in UTF-8).
 _PUT_EVENTS_LIMIT = 10
 MAX_REQUEST_BYTES = 256 * 1024
-# A status detail too large alone loses unavailable offerings (diagnostic; the stored record keeps
-# them) and says so in `errors`, so the event keeps the contract's shape and every instance.
-DETAIL_TRUNCATED = "DetailTruncated"
 
 
 class PublishFailed(CapacityLauncherError):
@@ -72,34 +70,6 @@ def _batches(entries: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any
 
 
 def _fitted(event: Event) -> Mapping[str, Any]:
-    """The detail, or, when it cannot fit one PutEvents call, the detail without the unavailable
-    offerings that do not fit (the stored record keeps them all), saying so in `errors`."""
-    detail = event.detail
-    overhead = len(EVENT_SOURCE) + len(event.detail_type.encode())
-    overhead += sum(len(r.encode()) for r in event.resources)
-
-    def size(candidate: Mapping[str, Any]) -> int:
-        return overhead + len(json.dumps(candidate, sort_keys=True, default=str).encode())
-
-    offerings = detail.get("unavailableOfferings")
-    if size(detail) <= MAX_REQUEST_BYTES or not isinstance(offerings, list):
-        return detail
-
-    def trimmed(kept: int) -> Mapping[str, Any]:
-        note = {
-            "code": DETAIL_TRUNCATED,
-            "message": f"{len(offerings) - kept} of {len(offerings)} unavailable offerings left "
-            "out of this event to fit EventBridge's 256 KB; the request record has them all",
-        }
-        errors = [*detail.get("errors", []), note]
-        return {**detail, "unavailableOfferings": offerings[:kept], "errors": errors}
-
-    # The most offerings that fit. With none it fits: 500 instances take about 100 KB.
-    low, high = 0, len(offerings) - 1
-    while low < high:
-        middle = (low + high + 1) // 2
-        if size(trimmed(middle)) <= MAX_REQUEST_BYTES:
-            low = middle
-        else:
-            high = middle - 1
-    return trimmed(low)
+    """The detail within the one size policy of records (domain/detail_limits.py): a status
+    record is within it already; any other detail is held to it the same way."""
+    return fit_detail(event.detail)

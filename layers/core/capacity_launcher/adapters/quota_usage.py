@@ -9,10 +9,10 @@ lease or member that explains them, so a release happens once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.domain.quantities import CPU, GPU, INSTANCES, MEMORY, Resources
 from capacity_launcher.domain.quotas import usage_item_key
 
@@ -27,12 +27,23 @@ def quota_usage_pk(cohort: str, flavor: str) -> str:
     return usage_item_key(cohort, flavor)
 
 
-def read(
-    db: Any, table: str, pk: str, flavor: str
-) -> tuple[int | None, dict[tuple[str, str], Resources]]:
+# What one item says: its version (None: never written) and use by (requester, flavor).
+Reading = tuple[int | None, dict[tuple[str, str], Resources]]
+
+
+def read(db: Any, table: str, pk: str, flavor: str) -> Reading:
     """The item's version (None: never written) and use by (requester, flavor)."""
     item = db.get_item(TableName=table, Key=key(pk, SK), ConsistentRead=True).get("Item")
-    values = from_item(item) if item else {}
+    return _parsed(from_item(item) if item else {}, flavor)
+
+
+def read_many(db: Any, table: str, items: Sequence[tuple[str, str]]) -> dict[str, Reading]:
+    """``read`` of each (key, flavor) of ``items``, strongly consistent, in one BatchGetItem."""
+    found = {str(i["pk"]): i for i in batch_get(db, table, [key(pk, SK) for pk, _ in items])}
+    return {pk: _parsed(found.get(pk, {}), flavor) for pk, flavor in items}
+
+
+def _parsed(values: Mapping[str, Any], flavor: str) -> Reading:
     amounts: dict[str, dict[str, Any]] = {}
     for name, value in values.items():
         if not name.startswith("u:"):
@@ -69,12 +80,32 @@ def update(
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
-    if conditioned and read_version is None:
-        item["ConditionExpression"] = "attribute_not_exists(#version)"
-    elif conditioned:
-        item["ConditionExpression"] = "#version = :read"
-        values[":read"] = {"N": str(read_version)}
+    if conditioned:
+        _while_version(item, read_version)
     return item
+
+
+def _while_version(request: dict[str, Any], read_version: int | None) -> dict[str, Any]:
+    """Condition ``request`` (it names ``#version``) on the item's version being still
+    ``read_version`` (None: the item had none)."""
+    if read_version is None:
+        request["ConditionExpression"] = "attribute_not_exists(#version)"
+        return request
+    request["ConditionExpression"] = "#version = :read"
+    values = request.setdefault("ExpressionAttributeValues", {})
+    values[":read"] = {"N": str(read_version)}
+    return request
+
+
+def unchanged(table: str, pk: str, read_version: int | None) -> dict[str, Any]:
+    """A ConditionCheck that the item's version is still ``read_version`` (None: it had none):
+    a decision that read the item holds only if no admission or release changed it since."""
+    check = {
+        "TableName": table,
+        "Key": key(pk, SK),
+        "ExpressionAttributeNames": {"#version": "version"},
+    }
+    return {"ConditionCheck": _while_version(check, read_version)}
 
 
 def replacement(
@@ -87,14 +118,9 @@ def replacement(
         for dimension, value in amount.amounts().items():
             if value:
                 values[f"u:{_ATTRIBUTES[dimension]}:{requester}"] = value
-    put: dict[str, Any] = {
+    put = {
         "TableName": table,
         "Item": to_item(values),
         "ExpressionAttributeNames": {"#version": "version"},
     }
-    if read_version is None:
-        put["ConditionExpression"] = "attribute_not_exists(#version)"
-    else:
-        put["ConditionExpression"] = "#version = :read"
-        put["ExpressionAttributeValues"] = {":read": {"N": str(read_version)}}
-    return put
+    return _while_version(put, read_version)

@@ -6,7 +6,7 @@ are errors, and every error names the field (by its document path) and the rule 
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -14,13 +14,11 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictInt,
-    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from capacity_launcher.domain.errors import ConfigValidationError, FieldError, field_errors
 from capacity_launcher.domain.quantities import PoolLimits
 from capacity_launcher.domain.requirements import (
     CAPACITY_TYPE,
@@ -31,9 +29,6 @@ from capacity_launcher.domain.requirements import (
     Requirement,
     Requirements,
 )
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; quotas imports this module
-    from capacity_launcher.domain.quotas import CapacityQuota
 
 NODE_CLASS = "NodeClass"
 NODE_POOL = "NodePool"
@@ -391,36 +386,3 @@ class NodePool(_TopLevel):
 
 
 ConfigDocument = Annotated[NodeClass | NodePool, Field(discriminator="kind")]
-_MODELS: dict[str, type[NodeClass] | type[NodePool]] = {NODE_CLASS: NodeClass, NODE_POOL: NodePool}
-
-
-def parse_document(data: Mapping[str, Any]) -> "NodeClass | NodePool | CapacityQuota":
-    """Validate one configuration document; every broken rule is reported, by document path."""
-    if not isinstance(data, Mapping):
-        raise ConfigValidationError([FieldError("body", "must be a mapping (one document)")])
-    kind = data.get("kind")
-    if kind is None:
-        raise ConfigValidationError([FieldError("kind", f"is required: {KINDS}")])
-    if kind == CAPACITY_QUOTA:
-        # Imported here: quotas builds on this module's document base classes.
-        from capacity_launcher.domain.quotas import parse_quota
-
-        try:
-            return parse_quota(data)
-        except RecursionError:
-            raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
-    model = _MODELS.get(kind) if isinstance(kind, str) else None
-    if model is None:
-        raise ConfigValidationError([FieldError("kind", f"must be {KINDS}")])
-    try:
-        return model.model_validate(dict(data))
-    except ValidationError as error:
-        raise ConfigValidationError(field_errors(error)) from None
-    except RecursionError:
-        raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
-
-
-def to_document(model: "NodeClass | NodePool | CapacityQuota") -> dict[str, Any]:
-    """The stored / printed form: document names, JSON types, unset fields left out."""
-    document: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return document

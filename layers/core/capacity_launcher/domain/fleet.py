@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from capacity_launcher.domain.errors import ErrorKind, classify, node_class_field
+from capacity_launcher.domain.aws_errors import ErrorKind, classify, node_class_field
 from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType, Offering
 from capacity_launcher.domain.planning import LaunchAttempt
 from capacity_launcher.domain.reservations import FLEET_CAPACITY_TYPES, ReservationUse

@@ -30,13 +30,9 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from capacity_launcher.domain.config import Name, validate_tags
-from capacity_launcher.domain.errors import (
-    FieldError,
-    InvalidLaunchRequest,
-    bounded,
-    field_errors,
-    field_path,
-)
+from capacity_launcher.domain.errors import InvalidLaunchRequest
+from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
+from capacity_launcher.domain.json_depth import deep_fields, may_nest_deeper, shallow
 from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, Origin, origin_of
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirement, Requirements
 from capacity_launcher.domain.status import LAUNCH_REQUESTED
@@ -46,6 +42,9 @@ MAX_COUNT = 500
 MAX_REQUEST_REQUIREMENTS = 30
 MAX_REQUEST_TAGS = 20
 MAX_BODY_BYTES = 256 * 1024  # SQS's and EventBridge's largest message
+# Arrays and objects inside one another, the body counted (a request needs 4, 5 in an event).
+MAX_NESTING = 32
+TOO_DEEP = f"must nest at most {MAX_NESTING} levels of arrays and objects"
 # A waiting request is held in the launch queue, and SQS keeps a message 14 days at most.
 MAX_CAPACITY_WAIT = timedelta(days=14)
 
@@ -214,6 +213,9 @@ def _load(raw: str | bytes) -> Any:
             raise _invalid(NOT_AN_OBJECT) from None
     if len(raw) > MAX_BODY_BYTES:
         raise _too_big()
+    if may_nest_deeper(raw, MAX_NESTING):
+        # What nests too deep is left out (and named by _refuse_deep), so the rest still loads.
+        raw, _ = shallow(raw, MAX_NESTING)
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
@@ -274,6 +276,7 @@ def parse_launch_request(raw: str | bytes | Mapping[str, Any]) -> LaunchRequest:
         if not isinstance(body, Mapping):
             raise _invalid(NOT_AN_OBJECT)
         body = _unwrap_event(body)
+        _refuse_deep(body)
         if not isinstance(raw, str | bytes | bytearray) and _oversized(body):
             raise _too_big()
         request_id = _best_effort_request_id(body)
@@ -293,6 +296,19 @@ def parse_launch_request(raw: str | bytes | Mapping[str, Any]) -> LaunchRequest:
         raise
     except (ValueError, TypeError, RecursionError):  # the last line against hostile input
         raise _invalid(NOT_AN_OBJECT) from None
+
+
+def _refuse_deep(body: Mapping[Any, Any]) -> None:
+    """A body nesting deeper than MAX_NESTING is refused naming each field that does (keyed by
+    its requestId when it has a valid one, like any invalid body)."""
+    deep = deep_fields(body, MAX_NESTING)
+    if deep:
+        errors = [
+            FieldError(field_path((k if isinstance(k, str) else repr(k),)), TOO_DEEP) for k in deep
+        ]
+        raise InvalidLaunchRequest(
+            _best_effort_request_id(body), bounded(errors), **_valid_fields(body)
+        )
 
 
 def _valid_fields(body: Mapping[Any, Any]) -> dict[str, Any]:

@@ -28,6 +28,11 @@ from capacity_launcher.domain.quotas import (
 ZERO = Decimal(0)
 # Requester and NodePool: how usage is collected (instance items carry both).
 UsageKey = tuple[str, str]
+# DynamoDB's bound on the items of one transaction, and the lease's items beside its quota usage
+# items (the pool's usage, the lease, the pool's stored limits, the quota generation): a group of
+# MAX_FLAVORS pools keeps an admission within one transaction (a test holds it).
+TRANSACTION_ITEMS = 100
+LEASE_ITEMS = 4
 
 
 class AdmissionKind(StrEnum):
@@ -277,8 +282,7 @@ class Cohort:
             borrower = owner.get(instance.requester)
             if instance.flavor != flavor or borrower is None or borrower == quota:
                 continue
-            rank = self.quotas[borrower].spec.priority
-            if policy is ReclaimPolicy.LOWER_PRIORITY and rank >= own.spec.priority:
+            if reclaim_refusal(own, self.quotas[borrower], policy) is not None:
                 continue
             candidates.append((borrower, instance))
         # Newest first within a priority: stable sorts, the later key first.
@@ -370,6 +374,23 @@ class Cohort:
         return owners
 
 
+def reclaim_refusal(
+    lender: CapacityQuota, borrower: CapacityQuota, policy: ReclaimPolicy | None = None
+) -> str | None:
+    """Why ``policy`` (by default ``lender``'s reclaimWithinCohort) does not let ``lender``
+    reclaim from ``borrower``; None when it does."""
+    policy = policy or lender.spec.preemption.reclaim_within_cohort
+    if policy is ReclaimPolicy.NEVER:
+        return f"CapacityQuota {lender.name}'s reclaimWithinCohort is Never now"
+    mine, theirs = lender.spec.priority, borrower.spec.priority
+    if policy is ReclaimPolicy.LOWER_PRIORITY and theirs >= mine:
+        return (
+            f"CapacityQuota {borrower.name}'s priority {theirs} is not lower than "
+            f"{lender.name}'s {mine} (reclaimWithinCohort LowerPriority)"
+        )
+    return None
+
+
 def _most(quota: CapacityQuota, term: QuotaResource) -> Decimal | None:
     """The most a member may use of one resource: nominal, plus borrowingLimit if it borrows."""
     if not (quota.spec.allow_borrowing and quota.spec.cohort):
@@ -433,3 +454,45 @@ def governing(
             "it may use only NodePools no quota names",
         )
     return quota
+
+
+@dataclass(frozen=True)
+class LeaseAsk:
+    """A lease asked for: up to ``count`` instances of ``per_instance``, at least ``least``."""
+
+    pool: str
+    requester: str | None
+    per_instance: Resources
+    count: int
+    least: int
+
+
+def usage_items(quota: CapacityQuota, pool: str) -> list[UsageKey]:
+    """The quota usage items (key, NodePool) an admission of ``quota`` in ``pool`` depends on.
+
+    The cohort's item for ``pool`` comes first: it holds every member's use there (nominal,
+    borrowing, the cohort's pool). When the group naming ``pool`` has ``limits``, the cohort's
+    item for each other pool of the group follows, in the group's order: the limit bounds the
+    quota's use summed over all of them."""
+    items = [(quota.usage_item(pool), pool)]
+    for group in quota.spec.resource_groups:
+        names = [f.name for f in group.flavors]
+        if group.limits is not None and pool in names:
+            items += [(quota.usage_item(name), name) for name in names if name != pool]
+    return items
+
+
+def admit_lease(
+    quotas: Sequence[CapacityQuota], ask: LeaseAsk, usage: Mapping[UsageKey, Resources]
+) -> int:
+    """How many of ``ask``'s instances the quotas admit now, given the cohort's ``usage`` in
+    every pool ``usage_items`` names (by requester and pool; what is absent counts as 0).
+
+    ``ask.count`` when no quota names the pool. Raises QuotaExceeded when even ``ask.least``
+    (at least one) does not fit, or when quotas name the pool but none covers the requester.
+    Pure: the caller reads the items and conditions its write on what it read."""
+    quota = governing(quotas, ask.requester, ask.pool)
+    if quota is None:
+        return ask.count
+    cohort = Cohort.of(quota, quotas, usage)
+    return most_admitted(cohort, quota.name, ask.pool, ask.per_instance, ask.count, ask.least)

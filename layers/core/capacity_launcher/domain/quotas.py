@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -32,13 +33,8 @@ from capacity_launcher.domain.config import (
     _TopLevel,
     no_repeats,
 )
-from capacity_launcher.domain.errors import (
-    ConfigValidationError,
-    FieldError,
-    bounded,
-    field_errors,
-    field_path,
-)
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -347,6 +343,18 @@ class CapacityQuota(_TopLevel):
     def usage_item(self, flavor: str) -> str:
         """The key of the item that keeps this quota's cohort's use of ``flavor``."""
         return usage_item_key(self.cohort_key, flavor)
+
+
+@dataclass(frozen=True)
+class QuotaSet:
+    """The stored quotas as of one configuration generation.
+
+    Every apply and every delete of a CapacityQuota bumps the generation in the same transaction
+    as the document's write, so a lease conditioned on the generation its decision used holds
+    only if no quota changed since (docs/quotas.md, "An apply governs what follows it")."""
+
+    generation: int | None  # None: not read from a store (nothing to condition on)
+    quotas: tuple[CapacityQuota, ...] = ()
 
 
 def usage_item_key(cohort_key: str, flavor: str) -> str:

@@ -18,16 +18,13 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from capacity_launcher.domain.config import BUILT_ON_FIRST_USE, _Document, no_repeats
 from capacity_launcher.domain.errors import RequesterNotAllowed
 from capacity_launcher.domain.status import EVENT_SOURCE
-
-if TYPE_CHECKING:
-    from capacity_launcher.domain.quotas import CapacityQuota
 
 # A requester's name, in a launch request and in a CapacityQuota's requesters.
 MAX_REQUESTER_LENGTH = 128
@@ -154,6 +151,21 @@ def origin_of(sender_id: str | None, body: str | bytes | Mapping[str, Any]) -> O
     )
 
 
+class _BindingSpec(Protocol):
+    @property
+    def requester_origins(self) -> Mapping[str, RequesterOrigins]: ...
+
+
+class BindsRequesters(Protocol):
+    """What binds requesters to origins (a CapacityQuota), as far as the bindings need it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> _BindingSpec: ...
+
+
 class RequesterBindings:
     """Every requester's allowed origins, gathered from the CapacityQuotas that bind them."""
 
@@ -161,7 +173,7 @@ class RequesterBindings:
         self._by_requester = dict(by_requester)
 
     @classmethod
-    def of(cls, quotas: Iterable[CapacityQuota]) -> RequesterBindings:
+    def of(cls, quotas: Iterable[BindsRequesters]) -> RequesterBindings:
         """Apply keeps a requester's binding the same in every quota that gives one
         (quotas.conflicts); should stored quotas still differ, the first by name wins."""
         found: dict[str, RequesterOrigins] = {}

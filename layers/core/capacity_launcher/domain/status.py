@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_serializer
 from pydantic.alias_generators import to_camel
 
+from capacity_launcher.domain.detail_limits import fit_detail
+
 EVENT_SOURCE = "capacity-launcher"
 LAUNCH_REQUESTED = "Launch Requested"
 RESERVATION_EXHAUSTED = "Capacity Reservation Exhausted"
@@ -26,6 +28,7 @@ BLOCK_EXPIRING = "Capacity Block Expiring"
 RESERVATION_EXPIRED = "Capacity Reservation Expired"
 INSTANCE_TERMINATED = "Instance Terminated"
 RECLAIM_REQUESTED = "Capacity Reclaim Requested"
+RECLAIM_CLOSED = "Capacity Reclaim Closed"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ ALL_DETAIL_TYPES: tuple[str, ...] = (
     RESERVATION_EXPIRED,
     INSTANCE_TERMINATED,
     RECLAIM_REQUESTED,
+    RECLAIM_CLOSED,
 )
 
 
@@ -157,6 +161,13 @@ class ErrorDetail(_Record):
         return cls(code=str(code), message=str(message))
 
 
+class TruncatedList(_Record):
+    """How much of one list a record left out to stay within its limits (detail_limits.py)."""
+
+    total: int = Field(ge=0)
+    kept: int = Field(ge=0)
+
+
 class RequestRecord(_Record):
     request_id: str
     node_pool: str | None = None
@@ -173,6 +184,15 @@ class RequestRecord(_Record):
     # Waiting only: the request's deadline and the scheduled reservations it waits for.
     wait_for_capacity_until: Timestamp | None = None
     waiting_for: list[AwaitedReservation] = Field(default=[])
+    # Null unless the record was shortened to stay within DynamoDB's and EventBridge's limits:
+    # then, per list shortened, how many entries it had and how many it kept (detail_limits.py).
+    detail_truncated: dict[str, TruncatedList] | None = Field(
+        default=None,
+        description="null, or the record was shortened to stay within DynamoDB's 400 KB item and "
+        "EventBridge's 256 KB event: per list shortened (unavailableOfferings, errors, "
+        "waitingFor; never instances), its entries in all and those kept; an errors entry "
+        "with code DetailTruncated says so",
+    )
 
     @property
     def detail_type(self) -> str:
@@ -188,8 +208,9 @@ class RequestRecord(_Record):
         return self.status in (RequestStatus.FAILED, RequestStatus.REJECTED)
 
     def to_detail(self) -> dict[str, Any]:
-        """The event detail and status JSON: README.md's keys, nulls kept, 'Z' timestamps."""
-        return self.to_dict()
+        """The event detail and status JSON: README.md's keys, nulls kept, 'Z' timestamps; within
+        the size every carrier allows (stored, kept by idempotency, published): detail_limits."""
+        return fit_detail(self.to_dict())
 
     @classmethod
     def from_detail(cls, detail: Mapping[str, Any]) -> Self:
@@ -252,7 +273,19 @@ class ReclaimedInstance(_Record):
         return format_timestamp(moment)
 
 
-class ReclaimRequested(_Record):
+class _Reclaim(_Record):
+    """Which reclaim: its id, its lender quota and cohort, its NodePool, the refused request."""
+
+    model_config = _BUILT_ON_FIRST_USE
+
+    reclaim_id: str
+    quota: str
+    cohort: str | None
+    node_pool: str
+    request_id: str
+
+
+class ReclaimRequested(_Reclaim):
     """The detail of a Capacity Reclaim Requested event (docs/quotas.md, Reclaim).
 
     The borrowers are asked to release ``instances`` by ``releaseBy`` (the lender's grace
@@ -262,11 +295,6 @@ class ReclaimRequested(_Record):
 
     model_config = _BUILT_ON_FIRST_USE
 
-    reclaim_id: str
-    quota: str
-    cohort: str | None
-    node_pool: str
-    request_id: str
     requester: str | None = None
     amount: list[ResourceAmount]
     reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"]
@@ -277,5 +305,35 @@ class ReclaimRequested(_Record):
     instances: list[ReclaimedInstance]
 
     @field_serializer("requested_at", "release_by")
+    def _timestamp(self, moment: datetime) -> str:
+        return format_timestamp(moment)
+
+
+class SparedInstance(_Record):
+    """An instance a reclaim names that it did not terminate, and why."""
+
+    model_config = _BUILT_ON_FIRST_USE
+
+    instance_id: str
+    reason: str
+
+
+class ReclaimClosed(_Reclaim):
+    """The detail of a Capacity Reclaim Closed event: how the sync closed an open reclaim
+    (docs/quotas.md, Reclaim). ``outcome``: ``released`` (its owners released what it names,
+    or no longer borrow it), ``expired`` (only asked, its grace period passed), ``stale`` (found
+    too long after ``releaseBy``), ``terminated`` (what the current policy still allows), or
+    ``withdrawn`` (the current policy allows none of it: nothing terminated). ``reason`` says
+    why; ``spared`` names each instance not terminated with its own reason."""
+
+    model_config = _BUILT_ON_FIRST_USE
+
+    outcome: Literal["released", "expired", "stale", "terminated", "withdrawn"]
+    reason: str
+    closed_at: datetime
+    terminated: list[str]
+    spared: list[SparedInstance]
+
+    @field_serializer("closed_at")
     def _timestamp(self, moment: datetime) -> str:
         return format_timestamp(moment)

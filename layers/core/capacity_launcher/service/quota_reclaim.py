@@ -8,7 +8,11 @@ still fails, its message naming the reclaim; the lender asks again once the quot
 
 The sync runs `ReclaimEnforcement.run` every minute: a reclaim whose instances are all released
 is closed; one whose grace period has passed is closed too, after terminating what still runs
-when the lender's ``reclaimWithinCohort`` allows it (``enforced``). A terminated instance is
+when it is ``enforced`` and the quotas of now still allow it: the decision is taken again
+(``reclaim_decision.redecide``) on the quotas read then and the cohort's usage read then, so a
+policy changed to Never, a borrower now of no lower priority, a lender deleted or an owner that
+no longer borrows spares the instances. Every close is announced (Capacity Reclaim Closed: its
+outcome, the reason, what was terminated and what was spared, and why). A terminated instance is
 released through the same gated path as its termination event (`InstanceEvents.state_changed`):
 the instance item's conditional release and the member's conditional delete each happen once,
 so the pool's and the quota's usage are released exactly once, whichever comes first.
@@ -28,12 +32,21 @@ from capacity_launcher.domain.pool_usage import Member
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.quota_admission import Cohort, QuotaInstance
 from capacity_launcher.domain.quotas import CapacityQuota, format_amount
+from capacity_launcher.domain.reclaim_decision import (
+    ReclaimDecision,
+    ReclaimOutcome,
+    Spared,
+    redecide,
+)
 from capacity_launcher.domain.status import (
+    RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
     Event,
+    ReclaimClosed,
     ReclaimedInstance,
     ReclaimRequested,
     ResourceAmount,
+    SparedInstance,
     format_timestamp,
 )
 from capacity_launcher.observability import logger
@@ -43,6 +56,13 @@ from capacity_launcher.service.ports import FleetLauncher, InstanceItems, Limits
 RECLAIMED_STATE = "shutting-down"
 # An enforced reclaim found this long after its releaseBy is closed without terminating.
 STALE_AFTER = timedelta(minutes=15)
+# Why a reclaim the sync does not enforce is closed (Capacity Reclaim Closed's reason).
+RELEASED = "its owners released every instance it names"
+NOT_ENFORCED = "only asked (not enforced): its grace period passed, nothing terminated"
+FOUND_LATE = (
+    f"found more than {int(STALE_AFTER.total_seconds()) // 60} minutes after releaseBy: "
+    "nothing terminated; the lender asks again"
+)
 
 Quotas = Callable[[], Sequence[CapacityQuota]]
 
@@ -178,14 +198,16 @@ class ReclaimRequests:
 @dataclass
 class ReclaimReport:
     # reclaim id -> what became of it: released (by its owners), expired (asked, not
-    # enforced), terminated (by us, after the grace period)
+    # enforced), stale, terminated (by us, after the grace period), withdrawn (the policy of
+    # now allows none of it)
     closed: dict[str, str] = field(default_factory=dict)
     terminated: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
 
 
 class ReclaimEnforcement:
-    """The sync's side: close reclaims that are done, terminate what an enforced one names."""
+    """The sync's side: close reclaims that are done, terminate what an enforced one names and
+    the quotas of now still allow (``quotas`` reads them fresh, strongly consistent)."""
 
     def __init__(
         self,
@@ -194,6 +216,7 @@ class ReclaimEnforcement:
         reclaims: ReclaimStore,
         fleet: FleetLauncher,
         release: Callable[[str, str], Any],
+        publish: Callable[..., None],
         now: Callable[[], datetime],
     ) -> None:
         self._quotas = quotas
@@ -201,54 +224,75 @@ class ReclaimEnforcement:
         self._reclaims = reclaims
         self._fleet = fleet
         self._release = release
+        self._publish = publish
         self._now = now
 
     def run(self, quotas: Sequence[CapacityQuota]) -> ReclaimReport:
         report = ReclaimReport()
-        lenders = {q.name: q for q in quotas}
+        # Every open reclaim: also those of lenders deleted or no longer naming the pool.
         keys = [(q.name, f.name) for q in quotas for f in q.flavors()]
-        if not keys:
-            return report
         now = self._now()
         counted: dict[str, dict[str, Member]] = {}
-        for reclaim in self._reclaims.many(keys):
+        for reclaim in self._reclaims.every_open(keys):
             pool = reclaim.node_pool
             if pool not in counted:
                 counted[pool] = {m.instance_id: m for m in self._limits.members(pool)}
-            left = [i for i in reclaim.instances if i.instance_id in counted[pool]]
-            if not left:
-                self._close(reclaim, "released", report)
-            elif now < reclaim.release_by:
-                report.pending.append(reclaim.reclaim_id)
-            elif not reclaim.enforced:
-                self._close(reclaim, "expired", report)
-            elif now > reclaim.release_by + STALE_AFTER:
-                # Not enforced in time (the sync was failing): the lender's need is old news.
-                self._close(reclaim, "stale", report)
-            else:
-                due = self._still_borrowed(lenders[reclaim.quota], reclaim, left, counted[pool])
-                if due and not self._terminate(reclaim, due):
-                    report.pending.append(reclaim.reclaim_id)
-                    continue
-                for instance_id in due:
-                    counted[pool].pop(instance_id, None)
-                report.terminated += due
-                self._close(reclaim, "terminated" if due else "released", report)
+            self._settle(reclaim, now, counted[pool], report)
         return report
 
-    def _still_borrowed(
+    def _settle(
         self,
-        lender: CapacityQuota,
+        reclaim: ReclaimRequested,
+        now: datetime,
+        members: dict[str, Member],
+        report: ReclaimReport,
+    ) -> None:
+        left = [i for i in reclaim.instances if i.instance_id in members]
+        if not left:
+            self._close(reclaim, _unenforced(ReclaimOutcome.RELEASED, RELEASED, left), report)
+        elif now < reclaim.release_by:
+            report.pending.append(reclaim.reclaim_id)
+        elif not reclaim.enforced:
+            self._close(reclaim, _unenforced(ReclaimOutcome.EXPIRED, NOT_ENFORCED, left), report)
+        elif now > reclaim.release_by + STALE_AFTER:
+            # Not enforced in time (the sync was failing): the lender's need is old news.
+            self._close(reclaim, _unenforced(ReclaimOutcome.STALE, FOUND_LATE, left), report)
+        else:
+            self._enforce(reclaim, left, members, report)
+
+    def _enforce(
+        self,
+        reclaim: ReclaimRequested,
+        left: Sequence[ReclaimedInstance],
+        members: dict[str, Member],
+        report: ReclaimReport,
+    ) -> None:
+        """Terminate what the quotas and usage of now still allow; close it saying what."""
+        decision = self._decide(reclaim, left, members)
+        due = decision.terminate
+        if due and not self._terminate(reclaim, due):
+            report.pending.append(reclaim.reclaim_id)
+            return
+        for instance_id in due:
+            members.pop(instance_id, None)
+        report.terminated += due
+        self._close(reclaim, decision, report)
+
+    def _decide(
+        self,
         reclaim: ReclaimRequested,
         left: Sequence[ReclaimedInstance],
         members: Mapping[str, Member],
-    ) -> list[str]:
-        """The named instances their owners still borrow now: an owner that released others
-        since keeps what is within its nominal quota (read from the quota usage item now)."""
+    ) -> ReclaimDecision:
+        """Decided again (`redecide`) on the quotas read now and the lender's cohort's quota
+        usage read now: an owner that released other instances meanwhile keeps what is within
+        its nominal quota, and a policy changed during the grace period governs."""
         pool = reclaim.node_pool
         quotas = list(self._quotas())
-        usage = self._limits.quota_usage(lender.usage_item(pool), pool)
-        cohort = Cohort.of(lender, quotas, usage)
+        lender = next((q for q in quotas if q.name == reclaim.quota), None)
+        usage = {}
+        if lender is not None and lender.flavor(pool) is not None:
+            usage = self._limits.quota_usage(lender.usage_item(pool), pool)
         named = [
             QuotaInstance(
                 i.instance_id,
@@ -260,7 +304,7 @@ class ReclaimEnforcement:
             for i in left
         ]
         resources = [a.name for a in reclaim.amount]
-        return [i.instance_id for i in cohort.releasable(pool, resources, named)]
+        return redecide(reclaim.quota, pool, resources, named, quotas, usage)
 
     def _terminate(self, reclaim: ReclaimRequested, instance_ids: list[str]) -> bool:
         """Terminate (managed instances only: the role's condition) and release each once."""
@@ -283,9 +327,55 @@ class ReclaimEnforcement:
         )
         return True
 
-    def _close(self, reclaim: ReclaimRequested, outcome: str, report: ReclaimReport) -> None:
+    def _close(self, reclaim: ReclaimRequested, decision: Closing, report: ReclaimReport) -> None:
+        """Say how it ends (Capacity Reclaim Closed), then close it. Published first: a failed
+        put leaves it open, so the next sync decides and says so again (at least once)."""
+        closed = ReclaimClosed(
+            reclaim_id=reclaim.reclaim_id,
+            quota=reclaim.quota,
+            cohort=reclaim.cohort,
+            node_pool=reclaim.node_pool,
+            request_id=reclaim.request_id,
+            outcome=decision.outcome.value,
+            reason=decision.reason,
+            closed_at=self._now(),
+            terminated=decision.terminate,
+            spared=[
+                SparedInstance(instance_id=s.instance_id, reason=s.reason) for s in decision.spared
+            ],
+        )
+        self._publish(Event(RECLAIM_CLOSED, closed.to_dict()))
         if self._reclaims.close(reclaim):
-            report.closed[reclaim.reclaim_id] = outcome
+            report.closed[reclaim.reclaim_id] = decision.outcome.value
+            logger.info(
+                "reclaim closed",
+                extra={
+                    "reclaimId": reclaim.reclaim_id,
+                    "outcome": closed.outcome,
+                    "reason": closed.reason,
+                    "terminated": closed.terminated,
+                    "spared": [s.instance_id for s in decision.spared],
+                },
+            )
+
+
+@dataclass(frozen=True)
+class _Unenforced:
+    """How a reclaim the sync does not enforce ends: nothing terminated."""
+
+    outcome: ReclaimOutcome
+    reason: str
+    spared: list[Spared]
+    terminate: list[str] = field(default_factory=list)
+
+
+Closing = ReclaimDecision | _Unenforced
+
+
+def _unenforced(
+    outcome: ReclaimOutcome, reason: str, left: Sequence[ReclaimedInstance]
+) -> _Unenforced:
+    return _Unenforced(outcome, reason, [Spared(i.instance_id, reason) for i in left])
 
 
 def _launched_at(member: Member, record: InstanceRecord | None) -> datetime:

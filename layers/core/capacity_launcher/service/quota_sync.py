@@ -1,6 +1,7 @@
 """The quotas' share of the sync, every minute, after reconciliation has fixed pool membership:
 
-1. reclaims: close those done, terminate what enforced ones name once their grace period passed;
+1. reclaims: close those done; once an enforced one's grace period passed, terminate what it
+   names that the quotas and usage of now still allow (decided again), and say how each ended;
 2. recount each cohort-and-flavor quota usage item from the pool's unsettled leases and members
    (the way pool usage is recomputed), so instances adopted or started again count right;
 3. compute every quota's status from those items and store it for `capacity-launcher get quotas`.
@@ -52,9 +53,10 @@ class QuotaSync:
         quotas = list(self._quotas())
         stale = set(self._statuses.read()) - {q.name for q in quotas}
         self._statuses.forget(stale)
+        # Also with no quota left: a deleted lender's open reclaim is closed, never enforced.
+        report.reclaims = self._enforcement.run(quotas)
         if not quotas:
             return report
-        report.reclaims = self._enforcement.run(quotas)
         usage: dict[UsageKey, Resources] = {}
         items: dict[str, set[str]] = {}
         for quota in quotas:

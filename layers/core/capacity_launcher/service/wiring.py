@@ -77,14 +77,16 @@ def instance_records(settings: Settings, clients: Clients = client) -> InstanceR
     )
 
 
-def pool_limits(settings: Settings, clients: Clients = client) -> PoolLimitsStore:
-    """Pool usage and leases; a lease in a pool a CapacityQuota names is admitted by its quota."""
-    quotas = config_store(settings, clients, cached=True)
+def pool_limits(
+    settings: Settings, clients: Clients = client, config: ConfigStore | None = None
+) -> PoolLimitsStore:
+    """Pool usage and leases; a lease in a pool a CapacityQuota names is admitted by its quota
+    (read through `config`, the container's cached store unless given)."""
     return PoolLimitsStore(
         settings.state_table_name,
         settings.limit_lease_seconds,
         clients("dynamodb"),
-        quotas=quotas.capacity_quotas,
+        quotas=config or config_store(settings, clients, cached=True),
     )
 
 
@@ -93,11 +95,14 @@ def quota_reclaims(settings: Settings, clients: Clients = client) -> QuotaReclai
     return QuotaReclaims(settings.state_table_name, clients("dynamodb"))
 
 
-def reclaim_requests(settings: Settings, clients: Clients = client) -> ReclaimRequests:
+def reclaim_requests(
+    settings: Settings, clients: Clients = client, config: ConfigStore | None = None
+) -> ReclaimRequests:
     """The launcher's side of reclaim: ask for lent quota back, publish the request."""
+    config = config or config_store(settings, clients, cached=True)
     return ReclaimRequests(
-        quotas=config_store(settings, clients, cached=True).capacity_quotas,
-        limits=pool_limits(settings, clients),
+        quotas=config.capacity_quotas,
+        limits=pool_limits(settings, clients, config),
         items=instance_records(settings, clients),
         reclaims=quota_reclaims(settings, clients),
         publish=publisher(settings, clients).publish,
@@ -155,18 +160,21 @@ def launch_ports(settings: Settings, clients: Clients = client) -> LaunchPorts:
     from capacity_launcher.adapters.subnets import Subnets
 
     ec2 = clients("ec2")
+    # One copy of the configuration: when a lease finds the quotas changed and reads them again,
+    # resolution and reclaim see what it decided with.
+    config = config_store(settings, clients, cached=True)
     return LaunchPorts(
-        config=config_store(settings, clients, cached=True),
+        config=config,
         records=launch_records(settings, clients),
         instances=instance_records(settings, clients),
         unavailable=unavailable_offerings(settings, clients, local_copy=True),
-        limits=pool_limits(settings, clients),
+        limits=pool_limits(settings, clients, config),
         fleet=Fleet(ec2),
         templates=LaunchTemplates(ec2),
         catalog=InstanceTypeCatalog(ec2),
         subnets=Subnets(ec2),
         reservations=reservations(settings, clients),
-        reclaims=reclaim_requests(settings, clients),
+        reclaims=reclaim_requests(settings, clients, config),
     )
 
 
@@ -258,11 +266,13 @@ def quota_sync(settings: Settings, clients: Clients = client) -> QuotaSync:
         limits=limits,
         statuses=QuotaStatuses(settings.state_table_name, clients("dynamodb")),
         enforcement=ReclaimEnforcement(
-            quotas=config.capacity_quotas,
+            # Read when a reclaim is enforced, strongly consistent: the policy of that moment.
+            quotas=lambda: config.capacity_quotas(fresh=True),
             limits=limits,
             reclaims=quota_reclaims(settings, clients),
             fleet=Fleet(clients("ec2")),
             release=build_instance_events(settings, clients).state_changed,
+            publish=publisher(settings, clients).publish,
             now=utcnow,
         ),
         now=utcnow,

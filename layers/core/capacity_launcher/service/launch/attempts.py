@@ -13,8 +13,9 @@ import time
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from capacity_launcher.domain.aws_errors import ErrorKind, classify, retryable_error
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
-from capacity_launcher.domain.errors import ErrorKind, LaunchFailed, classify, retryable_error
+from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import FleetResult
 from capacity_launcher.domain.offerings import RESERVED, Offering, Turn, offering_key
 from capacity_launcher.domain.planning import Landed, LaunchAttempt, LaunchPlan

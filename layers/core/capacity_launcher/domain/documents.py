@@ -1,0 +1,56 @@
+"""Configuration documents by kind: one document in, its validated model out, and back.
+
+The one place that knows every kind (NodeClass and NodePool in `config.py`, CapacityQuota in
+`quotas.py`), so that neither of those modules needs the other's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from capacity_launcher.domain.config import (
+    CAPACITY_QUOTA,
+    KINDS,
+    NODE_CLASS,
+    NODE_POOL,
+    NodeClass,
+    NodePool,
+)
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.field_errors import FieldError, field_errors
+from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
+
+Document = NodeClass | NodePool | CapacityQuota
+_MODELS: dict[str, type[NodeClass] | type[NodePool]] = {NODE_CLASS: NodeClass, NODE_POOL: NodePool}
+
+
+def parse_document(data: Mapping[str, Any]) -> Document:
+    """Validate one configuration document; every broken rule is reported, by document path."""
+    if not isinstance(data, Mapping):
+        raise ConfigValidationError([FieldError("body", "must be a mapping (one document)")])
+    kind = data.get("kind")
+    if kind is None:
+        raise ConfigValidationError([FieldError("kind", f"is required: {KINDS}")])
+    if kind == CAPACITY_QUOTA:
+        try:
+            return parse_quota(data)
+        except RecursionError:
+            raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
+    model = _MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise ConfigValidationError([FieldError("kind", f"must be {KINDS}")])
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as error:
+        raise ConfigValidationError(field_errors(error)) from None
+    except RecursionError:
+        raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
+
+
+def to_document(model: Document) -> dict[str, Any]:
+    """The stored / printed form: document names, JSON types, unset fields left out."""
+    document: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return document
