@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/layers/core:$(CURDIR)/local:$(CURDIR)
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup run test lint template-check unit build bench soak lock clean
+.PHONY: setup run test lint template-check unit build bench soak moto-dropin lock clean
 
 setup: $(STAMP)
 
@@ -24,7 +24,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m tests.infrastructure.import_cycles capacity_launcher local_cloud capacity_launcher_cli
+	$(BIN)/python -m tests.infrastructure.import_cycles
 
 # cfn-lint, then the IAM policy linter (parliament) on the transformed template's policies.
 template-check: setup
@@ -55,6 +55,11 @@ soak: setup
 	$(BIN)/python -W ignore::UserWarning -m tests.simulation --profile soak --seed $(SOAK_SEED) \
 		--minutes $(SOAK_MINUTES) --report docs/SOAK.md
 
+# moto's own tests for the services moto_capacity extends, run with it installed, less those
+# local/moto_capacity/README.md lists with their AWS page (about 15 minutes: not in `make test`).
+moto-dropin: setup
+	$(BIN)/python -m tests.moto_dropin
+
 lock:
 	$(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/pip install --quiet -r requirements-dev.in
@@ -62,4 +67,4 @@ lock:
 	rm -rf .venv-lock
 
 clean:
-	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .moto-dropin

@@ -42,7 +42,7 @@ from local_cloud.template import (
     load_template,
     parameter_defaults,
 )
-from moto_capacity.clock import CLOCK
+from moto_capacity.core.clock import CLOCK
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_PORT = 4566

@@ -51,7 +51,7 @@ from capacity_launcher_cli.request_commands import (
 )
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.documents import capacity_quota
-from moto_capacity.clock import CLOCK
+from moto_capacity.core.clock import CLOCK
 
 DEMO_ZONE, OTHER_ZONE = "us-east-1a", "us-east-1b"
 TRAINING_TAG = {"reservation": "training"}

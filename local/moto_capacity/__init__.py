@@ -4,7 +4,7 @@ interruptible reservations, finite pools, faults and latency.
 Call `install()` once; afterwards `mock_aws()` and moto servers serve it all.
 """
 
-from .control import (
+from .controls.models import (
     advance_clock,
     inject_fault,
     interrupt,

@@ -13,7 +13,7 @@ from capacity_launcher.domain.status import (
     RequestStatus,
 )
 from capacity_launcher.service import wiring
-from moto_capacity.clock import CLOCK
+from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request

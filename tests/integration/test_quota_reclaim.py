@@ -25,7 +25,7 @@ from capacity_launcher.domain.status import (
 from capacity_launcher.service import wiring
 from capacity_launcher.settings import get_settings
 from capacity_launcher_cli.quota_commands import get_quotas
-from moto_capacity.clock import CLOCK
+from moto_capacity.core.clock import CLOCK
 from tests.integration.test_accounting import deliver, usage
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_quota_admission import passed_over, quota, spare_below, used

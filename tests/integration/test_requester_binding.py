@@ -18,7 +18,7 @@ from capacity_launcher.service import wiring
 from capacity_launcher.service.launch import Message
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import running
-from moto_capacity.clock import CLOCK
+from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_gpu_reservations import (
     advance_to,
     buy_block,

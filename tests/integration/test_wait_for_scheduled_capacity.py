@@ -20,7 +20,7 @@ from capacity_launcher.domain.status import (
     RequestStatus,
 )
 from capacity_launcher.service import wiring
-from moto_capacity.clock import CLOCK
+from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_gpu_reservations import (
     BLOCK_TYPE,
     advance_to,

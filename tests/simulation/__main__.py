@@ -1,17 +1,33 @@
-"""`python -m tests.simulation --seed S --minutes M --report docs/SOAK.md`"""
+"""`python -m tests.simulation --seed S --minutes M --report docs/SOAK.md`
+
+String hashing must be fixed for a seed to replay exactly (set and dict order): without
+`PYTHONHASHSEED`, the runner executes itself again with it set (determinism.HASH_SEED)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import sys
 
+from tests.simulation.determinism import HASH_SEED
 from tests.simulation.operations import PROFILES
-from tests.simulation.report import markdown, summary
-from tests.simulation.scheduler import Simulation
+from tests.simulation.report import summary
+from tests.simulation.scheduler import Outcome
 
 
-def main(argv: list[str] | None = None) -> int:
+def _hash_seed_fixed(argv: list[str] | None) -> None:
+    """Re-execute with PYTHONHASHSEED set, unless it already is (to anything but `random`)."""
+    if os.environ.get("PYTHONHASHSEED", "random") != "random":
+        return
+    environment = {**os.environ, "PYTHONHASHSEED": HASH_SEED}
+    arguments = sys.argv[1:] if argv is None else argv
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "tests.simulation", *arguments], environment)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tests.simulation")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="soak")
@@ -19,7 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="a fixed number of steps instead")
     parser.add_argument("--report", help="write a Markdown report here")
     parser.add_argument("--trace", action="store_true", help="print every step's operation")
-    args = parser.parse_args(argv)
+    parser.add_argument("--trace-out", help="write the whole trace (every step's fingerprint)")
+    parser.add_argument("--outcome-json", help="write the counts, checks and violations as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    _hash_seed_fixed(argv)
+    from tests.simulation.report import markdown
+    from tests.simulation.scheduler import Simulation
+
+    args = _parser().parse_args(argv)
     profile = PROFILES[args.profile]
     if args.minutes is not None:
         profile = dataclasses.replace(profile, wall_minutes=args.minutes, steps=10**9)
@@ -32,7 +58,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         with open(args.report, "w", encoding="utf-8") as report:
             report.write(markdown(outcome, profile))
+    if args.trace_out:
+        with open(args.trace_out, "w", encoding="utf-8") as trace:
+            trace.write("\n".join(outcome.trace) + "\n")
+    if args.outcome_json:
+        with open(args.outcome_json, "w", encoding="utf-8") as written:
+            json.dump(outcome_as_json(outcome, summary(outcome, profile)), written)
     return 1 if outcome.violations else 0
+
+
+def outcome_as_json(outcome: Outcome, text: str) -> dict[str, object]:
+    return {
+        "requests": outcome.requests,
+        "quiescences": outcome.quiescences,
+        "checks": dict(outcome.checks),
+        "invocations": dict(outcome.invocations),
+        "operations": dict(outcome.operations),
+        "violations": [v.line() for v in outcome.violations],
+        "invariants": sorted({v.invariant for v in outcome.violations}),
+        "summary": text,
+    }
 
 
 if __name__ == "__main__":

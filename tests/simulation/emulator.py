@@ -4,7 +4,7 @@ Everything the scheduler asks of the emulator goes through `Emulator`, so that m
 in-process hooks used today to the local cloud's control API (`POST /moto-capacity/faults`,
 `/capacity`, `/clock`) replaces this one module, not the scenarios.
 
-One clock for both: the emulator's (`moto_capacity.clock.CLOCK`) is `datetime.now` plus an
+One clock for both: the emulator's (`moto_capacity.core.clock.CLOCK`) is `datetime.now` plus an
 offset, and `SimulatedClock` moves `datetime.now` itself, so the emulator's offset stays 0 and
 `settle` (`advance_clock(0)`, the in-process `POST /moto-capacity/clock {"advanceSeconds": 0}`)
 only applies the reservation transitions now due, as AWS applies them on time rather than when
@@ -31,7 +31,7 @@ from moto.dynamodb.models.table import Table
 
 import moto_capacity
 from capacity_launcher.adapters.cache import TtlCache
-from moto_capacity.control import OPERATION_CONTROLS
+from moto_capacity.core.operations import OPERATION_CONTROLS
 
 REGION = "us-east-1"
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
@@ -145,12 +145,17 @@ class CrashPlan:
 
 
 @contextmanager
-def crashing_calls(plan: CrashPlan) -> Iterator[None]:
-    """Every botocore call (any client, any container) passes through the crash plan."""
+def crashing_calls(
+    plan: CrashPlan, before: Callable[[str, Any], None] | None = None
+) -> Iterator[None]:
+    """Every botocore call (any client, any container) passes through the crash plan, after
+    `before` (the deterministic scheduler's turn, and the call's fingerprint)."""
     original: Callable[..., Any] = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009
 
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
         operation = f"{self.meta.service_model.service_name}:{operation_name}"
+        if before is not None:
+            before(operation, api_params)
         plan.check(operation, "before")
         answer = original(self, operation_name, api_params)
         plan.check(operation, "after")

@@ -16,12 +16,14 @@ service. Live instances the simulation restarted are left out of the count judge
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.domain.backoff import HAND_BACK_CAP_SECONDS
 from tests.simulation.capacity_invariants import CapacityInvariants
+from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
 from tests.simulation.world import LIVE, World
 
@@ -146,6 +148,7 @@ class Invariants:
         self._seen: set[tuple[str, str]] = set()
         self.step = 0
         self.capacity = CapacityInvariants(self)
+        self.edges = EdgeInvariants(self)
 
     def _violate(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._seen:
@@ -167,6 +170,9 @@ class Invariants:
             (self.step, f"applied (committed {committed})", new_limit)
         )
 
+    def quota_applied(self, name: str, document: dict[str, Any]) -> None:
+        self.edges.quota_applied(name, document)
+
     def deleted(self, pool: str) -> None:
         """A deleted pool keeps its last limit: its instances outlive it, and no launch may
         join them beyond that limit (a container's copy of it may serve a request for 10 s)."""
@@ -179,10 +185,14 @@ class Invariants:
         self._limits_hold()
         self._nothing_after_end()
         self.capacity.every_step()
+        self.edges.every_step()
 
     def _note_status_events(self, events: list[dict[str, Any]]) -> None:
         for event in events:
             detail = event.get("detail", {})
+            self.edges.event_published(event, len(json.dumps(event).encode()))
+            if event.get("detail-type") == RECLAIM_REQUESTED:
+                self.edges.reclaim_requested(detail)
             if "status" not in detail or "requestId" not in detail:
                 continue  # reservation and instance events
             request_id = detail["requestId"]
@@ -329,6 +339,7 @@ class Invariants:
         self._every_request_ends_once(records, self.dead)
         self._nothing_unnamed_runs(running_for)
         self.capacity.after_quiescence(records)
+        self.edges.after_quiescence()
 
     def _usage_matches_ec2(self) -> None:
         live = self.world.live_by_pool()
@@ -460,6 +471,9 @@ class Invariants:
 def request_id_of(body: str) -> str:
     try:
         parsed = json.loads(body)
+    except RecursionError:  # a hostile body nested too deep: its id is at its start
+        named = re.match(r'\{"requestId": "([^"]+)"', body)
+        return named.group(1) if named else "<unparseable>"
     except ValueError:
         return "<unparseable>"
     if isinstance(parsed, dict) and isinstance(parsed.get("detail"), dict):

@@ -95,6 +95,9 @@ class Profile:
     weights: dict[str, float]
     quiesce_every: int = 200
     concurrent_poll: float = 0.05  # chance a step's poll is two containers at once
+    # Two containers at once share one receive's messages (as the mapping's pollers do), so the
+    # bodies of one producer's batch race each other; otherwise only two full receives do.
+    split_batches: bool = False
     tick: tuple[float, float] = (0.5, 4.0)  # simulated seconds between steps
     event_delay: tuple[float, float] = (0.0, 240.0)  # EC2 events arrive this late
     duplicate_events: float = 0.2
@@ -128,15 +131,83 @@ BASE_WEIGHTS: dict[str, float] = {
     "advance_clock": 4,
 }
 
+# Issue 24's cases (adversary.py): each with its weight and the defect it exposed. A case whose
+# defect is named here is drawn only by `adversarial` and its focused profile, not by the short
+# profile or the soak: the place to park a case whose fix has not landed. Every fix has landed.
+AWAITING_FIXES: frozenset[str] = frozenset()
+ADVERSARY_WEIGHTS: dict[str, tuple[float, str | None]] = {
+    "quota_group_limits": (2, "group-limits"),
+    "quota_policy_change": (3, "reclaim-redecision"),
+    "quota_apply_race": (2, "group-limits"),  # judged by the group limit it sets
+    "reclaim_during_grace": (2, "reclaim-redecision"),
+    "quota_delete_race": (1, "quota-freshness"),
+    "pool_apply_race": (2, None),
+    "huge_ice_cache": (0.5, "record-size"),
+    "ice_burst": (2, None),
+    "conflict_storm": (1, None),
+    "edge_fault": (2, None),
+    "nested_body": (1, "nested-bodies"),
+    "huge_body": (1, None),
+    "interruptible_reservation": (1, None),
+    "interrupt": (1, None),
+}
+
+
+def adversary_weights(*, everything: bool = False) -> dict[str, float]:
+    """Issue 24's cases a profile draws: all, or those no pending fix holds back."""
+    return {
+        name: weight
+        for name, (weight, defect) in ADVERSARY_WEIGHTS.items()
+        if everything or defect not in AWAITING_FIXES
+    }
+
+
+def _focused(name: str, defect: str) -> Profile:
+    """20 steps of what exposes one defect, with a few requests and waits between: its finding
+    on main in a minute, and its replay command."""
+    weights = {n: 3.0 for n, (_, d) in ADVERSARY_WEIGHTS.items() if d == defect}
+    return Profile(
+        name,
+        steps=20,
+        weights={"submit": 2, "wait": 2, **weights},
+        quiesce_every=10,
+        split_batches=True,
+    )
+
+
 PROFILES = {
-    "short": Profile("short", steps=60, weights=BASE_WEIGHTS, quiesce_every=30),
+    "short": Profile(
+        "short", steps=60, weights={**BASE_WEIGHTS, **adversary_weights()}, quiesce_every=30
+    ),
+    # Every case issue 24 asks for, whether or not its fix has merged: finds the defects on main.
+    "adversarial": Profile(
+        "adversarial",
+        steps=60,
+        weights={**BASE_WEIGHTS, **adversary_weights(everything=True)},
+        quiesce_every=30,
+        split_batches=True,
+    ),
+    **{
+        f"issue24-{defect}": _focused(f"issue24-{defect}", defect)
+        for defect in sorted(AWAITING_FIXES)
+    },
     "soak": Profile(
         "soak",
         steps=10**9,
-        weights={**BASE_WEIGHTS, "submit": 45},
+        weights={**BASE_WEIGHTS, **adversary_weights(), "submit": 45},
         quiesce_every=400,
         submit_batch=(2, 8),
         wall_minutes=20.0,
+    ),
+    # The determinism test's: short, and two containers at once on half the steps.
+    "replay": Profile(
+        "replay",
+        steps=20,
+        weights={**BASE_WEIGHTS, **adversary_weights(everything=True)},
+        quiesce_every=10,
+        concurrent_poll=0.5,
+        submit_batch=(2, 6),
+        split_batches=True,
     ),
     # Faults, crashes and outages off: what must hold on a calm day.
     "calm": Profile(
@@ -165,6 +236,7 @@ class Catalog:
     sequence: int = 0
     quotas: dict[str, dict[str, Any]] = field(default_factory=dict)
     changed_at: list[float] = field(default_factory=list)  # NodePool/NodeClass changes
+    interruptible_sources: list[str] = field(default_factory=list)  # ODCRs lending some
 
 
 def quota_document(name: str) -> dict[str, Any]:

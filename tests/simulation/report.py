@@ -3,15 +3,24 @@ first), and the Markdown report `make soak` writes to docs/SOAK.md."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable
 
+from tests.simulation.determinism import HASH_SEED
 from tests.simulation.invariants import LATENCY_BOUND_SECONDS
 from tests.simulation.operations import Profile
 from tests.simulation.scheduler import Outcome
 
 
 def replay_command(outcome: Outcome, profile: Profile) -> str:
+    """The command that replays the run; a hash seed other than the runner's own is named."""
+    hash_seed = os.environ.get("PYTHONHASHSEED", HASH_SEED)
+    prefix = "" if hash_seed == HASH_SEED else f"PYTHONHASHSEED={hash_seed} "
+    return prefix + _command(outcome, profile)
+
+
+def _command(outcome: Outcome, profile: Profile) -> str:
     if profile.wall_minutes is not None:
         return (
             f"python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"

@@ -21,10 +21,11 @@ from typing import Any
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.settings import get_settings
+from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
-from tests.simulation.world import Invoked, World
+from tests.simulation.world import TRANSACTION_CONFLICT_RATE, Invoked, World
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 SYNC_EVERY_SECONDS = 60.0
@@ -71,6 +72,7 @@ class Simulation:
         self._next_sync = 0.0
         self._store: ConfigStore | None = None
         self._checked: set[str] = set()
+        self._storm: tuple[float, Disturbance] | None = None  # transaction conflicts raised
 
     # -- what operations call -------------------------------------------------------------------
 
@@ -100,6 +102,12 @@ class Simulation:
             t for t, b in zip(texts, bodies, strict=True) if isinstance(b, dict)
         ]
 
+    def send_keyed(self, request_id: str, text: str) -> None:
+        """A body the simulation does not parse (nested too deep for it), under a valid id."""
+        self.ledger.submitted(request_id, self.world.now, None, False, None, self.invariants.step)
+        self.outcome.trace.append(f"step {self.invariants.step}   sent {request_id}<hostile>")
+        self.world.send([text])
+
     def send_raw(self, texts: list[str]) -> None:
         for text in texts:
             self._note_submitted(json.loads(text))
@@ -115,6 +123,8 @@ class Simulation:
         valid = isinstance(count, int) and 1 <= count <= 500 and "imageId" not in body
         valid = valid and not any(k.startswith("capacity-launcher:") for k in body.get("tags", {}))
         valid = valid and body.get("minCount", 1) <= (count or 0)
+        valid = valid and "padding" not in body
+        valid = valid and all(len(str(v)) <= 256 for v in (body.get("tags") or {}).values())
         self.ledger.submitted(
             request_id,
             self.world.now,
@@ -130,10 +140,11 @@ class Simulation:
             self.store.apply(parse_document(document))
         except Exception as error:
             return type(error).__name__
+        self.catalog.changed_at.append(self.world.now)
         if kind == "CapacityQuota":
             self.catalog.quotas[name] = document
+            self.invariants.quota_applied(name, document)
             return "applied"
-        self.catalog.changed_at.append(self.world.now)
         if kind == "NodeClass":
             self.catalog.classes[name] = document
         else:
@@ -154,7 +165,9 @@ class Simulation:
         except Exception as error:
             return type(error).__name__
         self.catalog.changed_at.append(self.world.now)
-        if kind == "NodeClass":
+        if kind == "CapacityQuota":
+            self.catalog.quotas.pop(name, None)
+        elif kind == "NodeClass":
             self.catalog.classes.pop(name, None)
         else:
             self.catalog.pools.pop(name, None)
@@ -173,6 +186,22 @@ class Simulation:
         self.faults[fault.operation] = (fault, self.world.now + duration, disturbance)
         self._arm_faults()
 
+    def conflicts(self, rate: float, *, duration: float) -> None:
+        """Transactions touching an item another touched cancelled at `rate` for a while."""
+        if self._storm is not None:
+            self._storm[1].cleared = self.world.now
+        disturbance = Disturbance(f"transaction conflicts at {rate}", self.world.now)
+        self.ledger.disturbances.append(disturbance)
+        self._storm = (self.world.now + duration, disturbance)
+        self.world.transaction_conflicts(rate)
+
+    def _calm_conflicts(self, everything: bool) -> None:
+        if self._storm is None or not (everything or self._storm[0] <= self.world.now):
+            return
+        self._storm[1].cleared = self.world.now
+        self._storm = None
+        self.world.transaction_conflicts(TRANSACTION_CONFLICT_RATE)
+
     def _arm_faults(self) -> None:
         self.world.active_faults = [f for f, _, _ in self.faults.values()]
 
@@ -181,6 +210,7 @@ class Simulation:
             if everything or until <= self.world.now:
                 disturbance.cleared = self.world.now
                 del self.faults[operation]
+        self._calm_conflicts(everything)
         self._arm_faults()
 
     def outage(self, fault: Fault) -> None:
@@ -289,7 +319,7 @@ class Simulation:
         weights = [self.profile.weights[n] for n in names]
         name = self.rng.choices(names, weights)[0]
         try:
-            result = OPERATIONS[name](self, self.rng)
+            result = {**OPERATIONS, **ADVERSARY}[name](self, self.rng)
         except Exception as error:  # an operator's call the emulator refused: part of the run
             result = f"error {type(error).__name__}"
         self.outcome.operations[f"{name}: {result}"] += 1
@@ -304,6 +334,15 @@ class Simulation:
             self._poll_once()
         self._triggers()
         self._mark_exposed()
+        self._fingerprint()
+
+    def _fingerprint(self) -> None:
+        """The step's AWS calls (every one, in order, with its parameters), the instances and the
+        clock after it: two runs of a seed must print the same line at every step."""
+        self.outcome.trace.append(
+            f"step {self.invariants.step}   {self.world.digest.take()},"
+            f" {len(self.world.instances)} instances, clock {self._elapsed():.3f}"
+        )
 
     def _crash_for(self) -> tuple[int, str] | None:
         crash, self.pending_crash = self.pending_crash, None
@@ -336,6 +375,14 @@ class Simulation:
                 )
             )
 
+    def poll_once(self) -> None:
+        """One batch served now, in the middle of an operation (a race with what follows)."""
+        self._poll_once()
+
+    def poll_at_once(self) -> None:
+        """Two containers serving what is visible, at once, sharing one receive if need be."""
+        self._poll_at_once(split=True)
+
     def _poll_once(self) -> bool:
         messages = self.world.receive_batch()
         if not messages:
@@ -346,8 +393,13 @@ class Simulation:
         self._note(invoked)
         return True
 
-    def _poll_at_once(self) -> None:
+    def _poll_at_once(self, *, split: bool = False) -> None:
         batches = [b for b in (self.world.receive_batch(), self.world.receive_batch()) if b]
+        split = split or self.profile.split_batches
+        if split and len(batches) == 1 and len(batches[0]) > 1:
+            # The mapping's pollers share what is visible: each container gets a part.
+            cut = self.rng.randrange(1, len(batches[0]))
+            batches = [batches[0][:cut], batches[0][cut:]]
         if len(batches) < 2:
             for batch in batches:
                 invoked = self.world.invoke_launcher(0, batch, self._crash_for())
@@ -423,6 +475,7 @@ class Simulation:
         }
         unnamed = {r: self.world.record(r) for r in running_for}
         self.invariants.after_quiescence(records, unnamed)
+        self._fingerprint()
 
     def _drain(self, *, events: bool = True) -> bool:
         """Faults off, no crash armed, the queue drained (the clock jumping to each redelivery)

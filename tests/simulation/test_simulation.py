@@ -1,27 +1,45 @@
-"""The short profile of the whole-system simulation: a few seeds, every operation kind mixed in.
+"""The short profile of the whole-system simulation: a few seeds, every operation kind mixed in;
+and one seed run twice, whose traces must be the same, step for step.
 
-A failure prints the seed, the replay command and the violations found (tests/simulation/)."""
+A failure prints the seed, the replay command and the violations found (tests/simulation/).
+Each run is a subprocess (`python -m tests.simulation`), which fixes PYTHONHASHSEED itself."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.simulation.operations import PROFILES
-from tests.simulation.report import summary
-from tests.simulation.scheduler import Simulation
+from tests.simulation.runner import first_difference, run
 
 SEEDS = (11, 12, 13)
+REPLAY_SEED = 21
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_invariant_holds_under_the_short_profile(seed: int) -> None:
-    profile = PROFILES["short"]
     # Given a fresh cloud, and producers, operators, EC2 and faults drawn from this seed
-    outcome = Simulation(seed, profile).run()
+    done = run(seed, "short")
+    outcome, text = done.outcome, done.outcome["summary"]
     # Then the run did work: requests ended, invariants were checked at steps and quiescences
-    assert outcome.requests > 0 and outcome.quiescences >= 2, summary(outcome, profile)
-    assert outcome.checks["live <= limit (every step)"] > 0, summary(outcome, profile)
-    assert outcome.checks["quota usage <= nominal + borrowingLimit"] > 0, summary(outcome, profile)
-    assert outcome.checks["quota usage == EC2 (quiescent)"] > 0, summary(outcome, profile)
+    assert outcome["requests"] > 0 and outcome["quiescences"] >= 2, text
+    checks = outcome["checks"]
+    assert checks.get("live <= limit (every step)", 0) > 0, text
+    assert checks.get("quota usage <= nominal + borrowingLimit", 0) > 0, text
+    assert checks.get("quota usage == EC2 (quiescent)", 0) > 0, text
     # and nothing it checked was violated
-    assert outcome.violations == [], summary(outcome, profile)
+    assert outcome["violations"] == [], text
+
+
+def test_a_seed_replays_exactly() -> None:
+    # Given one seed of a profile where two containers often serve batches at once
+    first = run(REPLAY_SEED, "replay")
+    # When it runs again
+    second = run(REPLAY_SEED, "replay")
+    # Then every step made the same AWS calls, in the same order, with the same parameters,
+    # and left the same instances and clock
+    assert len(first.trace) > 20
+    assert first.outcome["invocations"].get("launcher concurrent pairs", 0) > 0, first.output
+    difference = first_difference(first.trace, second.trace)
+    assert difference is None, (
+        f"seed {REPLAY_SEED} did not replay: its traces part at {difference}\n"
+        f"replay: {first.replay}"
+    )

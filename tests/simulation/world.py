@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,8 @@ from capacity_launcher.domain.tags import MANAGED
 from capacity_launcher.settings import get_settings
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import Invocation, LocalFunction
-from moto_capacity.models import capacity_backend
+from moto_capacity.ec2.models.backend import capacity_backend
+from tests.simulation.determinism import CallDigest, Interleaver, seeded_sources
 from tests.simulation.emulator import (
     REGION,
     Capacity,
@@ -126,6 +126,10 @@ class World:
     def __init__(self, seed: int, *, containers: int = 2) -> None:
         self.seed = seed
         self.emulator = Emulator(SimulatedClock(), InProcessFaults(), Capacity(), CrashPlan())
+        # One thread decides every interleaving; every AWS call is folded into the step's digest.
+        self.interleaver = Interleaver(seed)
+        self.digest = CallDigest()
+        self._seeded: Any = None
         self._containers_wanted = containers
         self._environ: dict[str, str] = {}
         self._mock: Any = None
@@ -155,6 +159,9 @@ class World:
         self.image_id = ""
         self.security_group = ""
         self._types: dict[str, dict[str, int]] = {}
+        self._offered: list[str] = []
+        self._in_sync = False
+        self._sync_terminations: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -168,6 +175,8 @@ class World:
         mock_random.seed(self.seed)
         moto_capacity.reset()
         self.emulator.clock.__enter__()
+        self._seeded = seeded_sources(self.seed, self.emulator.clock.now)
+        self._seeded.__enter__()
         # As strict as AWS documents: fresh instance ids unknown and new reservations pending
         # for a moment, transactions on one item conflicting now and then. The fleet adapter
         # waits on the simulated clock, as a launcher on AWS waits on the real one.
@@ -178,7 +187,7 @@ class World:
         # So does a launcher waiting on another's claim of an offering (single flight).
         self._claim_pause = unavailable_offerings.pause
         unavailable_offerings.pause = self.emulator.clock.advance
-        self._crash_guard = crashing_calls(self.emulator.crashes)
+        self._crash_guard = crashing_calls(self.emulator.crashes, self._before_call)
         self._crash_guard.__enter__()
         self._no_sleeps = retries_without_sleeping()
         self._no_sleeps.__enter__()
@@ -206,6 +215,8 @@ class World:
             self._backups.__exit__(None, None, None)
         fleet_adapter.pause = self._pause
         unavailable_offerings.pause = self._claim_pause
+        if self._seeded is not None:
+            self._seeded.__exit__(None, None, None)
         self.emulator.clock.__exit__()
         moto_capacity.reset()
         if self._mock is not None:
@@ -407,30 +418,41 @@ class World:
     def invoke_launchers_at_once(
         self, batches: list[list[dict[str, Any]]], crash_at: tuple[int, str] | None
     ) -> list[Invoked]:
-        """Two containers serving two batches truly at once (threads): the races that matter."""
-        results: list[Invoked | None] = [None] * len(batches)
+        """Two containers serving two batches at once: the races that matter, interleaved call by
+        call in the order the seed decides (`Interleaver`)."""
         self.emulator.faults.arm(self.active_faults)
         self.emulator.crashes.arm(crash_at)
-
-        def serve(n: int) -> None:
-            results[n] = self.invoke_launcher(n % len(self.launchers), batches[n], arm=False)
-
+        jobs = [
+            lambda n=n: self.invoke_launcher(n % len(self.launchers), batches[n], arm=False)
+            for n in range(len(batches))
+        ]
         try:
-            threads = [threading.Thread(target=serve, args=(n,)) for n in range(len(batches))]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            answers = self.interleaver.run(jobs)
         finally:
             self.emulator.crashes.disarm()
             fired = self.emulator.faults.disarm()
-        done = [r for r in results if r is not None]
+        for _, error in answers:
+            if error is not None:
+                raise error
+        done = [result for result, _ in answers if result is not None]
         for n, result in enumerate(done):
             if result.crashed:
                 self.launchers[n % len(self.launchers)] = self._load("LauncherFunction")
         if done:
             done[0].faults_fired = fired
         return done
+
+    def _before_call(self, operation: str, params: Any) -> None:
+        """Every AWS call, anyone's: a scheduled worker waits for its turn, then it is counted."""
+        self.interleaver.checkpoint()
+        self.digest.add(operation, params)
+        if self._in_sync and operation == "ec2:TerminateInstances":
+            self._sync_terminations += list(params.get("InstanceIds") or [])
+
+    def take_sync_terminations(self) -> list[str]:
+        """The instances the sync asked EC2 to terminate since the last look."""
+        taken, self._sync_terminations = self._sync_terminations, []
+        return taken
 
     def run_sync(self, crash_at: tuple[int, str] | None = None) -> Invoked:
         assert self._sync is not None
@@ -445,7 +467,11 @@ class World:
             "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/schedule"],
             "detail": {},
         }
-        invocation, crashed, fired = self._invoke(self._sync, event, crash_at)
+        self._in_sync = True
+        try:
+            invocation, crashed, fired = self._invoke(self._sync, event, crash_at)
+        finally:
+            self._in_sync = False
         if crashed:
             self._sync = self._load("ReservationSyncFunction")
         return Invoked("sync", crashed=crashed, error=_error(invocation), faults_fired=fired)
@@ -642,6 +668,20 @@ class World:
             for item in answer["Items"]
         ]
 
+    def leased(self, pool: str) -> int:
+        """Instances leased in the pool and not settled yet."""
+        return sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)
+
+    def item_sizes(self) -> list[tuple[str, str, int]]:
+        """(table, key, size in bytes as DynamoDB counts it) of every item of the template's
+        tables, read from moto's backend (no call, no fault)."""
+        found: list[tuple[str, str, int]] = []
+        for table in dynamodb_backends[ACCOUNT][REGION].tables.values():
+            for item in list(table.all_items()):
+                key = f"{item.hash_key.value}/{getattr(item.range_key, 'value', '')}"
+                found.append((table.name, key, item.size()))
+        return found
+
     def committed(self, pool: str) -> int:
         """Live instances plus unsettled leases: what a pool holds or was promised."""
         leased = sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)
@@ -706,6 +746,19 @@ class World:
                 "instances": 1,
             }
         return self._types[instance_type]
+
+    def all_instance_types(self) -> list[str]:
+        """Every instance type offered in the simulation's zones, in a stable order."""
+        if not self._offered:
+            pages = self.ec2.get_paginator("describe_instance_type_offerings").paginate(
+                LocationType="availability-zone"
+            )
+            found = {o["InstanceType"] for page in pages for o in page["InstanceTypeOfferings"]}
+            self._offered = sorted(found)
+        return self._offered
+
+    def transaction_conflicts(self, rate: float) -> None:
+        moto_capacity.set_transaction_conflicts(rate, self.seed)
 
     def ec2_availability(self) -> dict[str, int]:
         found = self.ec2.describe_capacity_reservations()["CapacityReservations"]

@@ -15,8 +15,8 @@ from moto.ec2.models import ec2_backends
 from moto.server import ThreadedMotoServer
 
 import moto_capacity
-from moto_capacity.clock import CLOCK
-from moto_capacity.platforms import register_image
+from moto_capacity.core.clock import CLOCK
+from moto_capacity.ec2.models.platforms import register_image
 
 REGION = "us-east-1"
 # No retries: a test must see the first error EC2 answers, not a retried success.

@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import moto_capacity
-from moto_capacity.clock import CLOCK
+from moto_capacity.core.clock import CLOCK
 
 BLOCK_TYPE = "p5.48xlarge"
 CAPACITY_BLOCK_MARKET = {"MarketType": "capacity-block"}

@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import moto_capacity
-from moto_capacity.clock import CLOCK
+from moto_capacity.core.clock import CLOCK
 
 DAY = 24 * 3600
 COMMITMENT = 14 * DAY

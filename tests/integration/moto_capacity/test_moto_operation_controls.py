@@ -1,6 +1,8 @@
 """Faults, latency and call counters for any moto operation named `service:Operation`."""
 
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -193,3 +195,28 @@ def test_a_server_fault_comes_back_with_its_5xx_status(aws_client: Any) -> None:
         groups.list_group_resources(Group="any")
     assert error.value.response["Error"]["Code"] == "InternalServerErrorException"
     assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+
+
+def test_a_long_poll_receives_a_message_sent_while_it_waits(
+    aws_client: Callable[[str], Any],
+) -> None:
+    # ReceiveMessage, WaitTimeSeconds (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/
+    # APIReference/API_ReceiveMessage.html): a long poll returns as soon as a message is
+    # available. One request at a time per service must not keep the SendMessage out while a
+    # ReceiveMessage only waits (moto's own test_messages_polling).
+    sqs = aws_client("sqs")
+    queue_url = sqs.create_queue(QueueName="long-poll")["QueueUrl"]
+    received: list[dict[str, Any]] = []
+    poll = threading.Thread(
+        target=lambda: received.append(sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=5))
+    )
+    poll.start()
+    time.sleep(0.5)
+
+    started = time.monotonic()
+    sqs.send_message(QueueUrl=queue_url, MessageBody="hello")
+    send_seconds = time.monotonic() - started
+    poll.join()
+
+    assert [message["Body"] for message in received[0]["Messages"]] == ["hello"]
+    assert send_seconds < 2

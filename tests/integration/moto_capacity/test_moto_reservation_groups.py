@@ -6,7 +6,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from moto_capacity.groups import (
+from moto_capacity.resourcegroups.models import (
     ALLOWED_RESOURCE_TYPES,
     CAPACITY_RESERVATION_TYPE,
     GENERIC_CONFIGURATION,

@@ -393,6 +393,22 @@ def test_an_image_that_does_not_exist_is_refused_with_invalid_ami_id_not_found(
     assert ec2.describe_instances()["Reservations"] == []
 
 
+def test_a_malformed_image_id_is_refused_with_invalid_ami_id_malformed(
+    launch: Any, ec2: Any
+) -> None:
+    # errors-overview (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    # errors-overview.html): InvalidAMIID.Malformed, the AMI ID is malformed ("ami-..."), which
+    # EC2 answers before looking the image up (moto's own test_error_on_invalid_ami_format).
+    with pytest.raises(ClientError) as refused:
+        launch(ImageId="invalid-ami-format")
+
+    assert refused.value.response["Error"]["Code"] == "InvalidAMIID.Malformed"
+    assert refused.value.response["Error"]["Message"] == (
+        'Invalid id: "invalid-ami-format" (expecting "ami-...")'
+    )
+    assert ec2.describe_instances()["Reservations"] == []
+
+
 def test_a_type_that_cannot_run_the_image_architecture_is_refused_with_invalid_parameter(
     launch: Any, ec2: Any, arm64_ami: str
 ) -> None:

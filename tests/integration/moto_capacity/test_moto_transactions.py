@@ -134,6 +134,29 @@ def test_two_actions_on_one_item_are_refused_before_any_write(dynamodb: Any) -> 
     assert _items(dynamodb) == before
 
 
+def test_an_action_naming_two_operations_is_refused_as_a_validation_error(dynamodb: Any) -> None:
+    # "TransactWriteItems": each TransactWriteItem holds one of ConditionCheck, Put, Update or
+    # Delete (moto's own test_transact_write_items_multiple_operations_fail). The extension's
+    # conflict check read each action as one operation and answered a 500 instead.
+    before = _items(dynamodb)
+
+    with pytest.raises(ClientError) as caught:
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {
+                    "Put": {"TableName": TABLE, "Item": {**_key("a"), "used": {"N": "7"}}},
+                    "Delete": {"TableName": TABLE, "Key": _key("a")},
+                }
+            ]
+        )
+
+    assert caught.value.response["Error"] == {
+        "Code": "ValidationException",
+        "Message": "TransactItems can only contain one of Check, Put, Update or Delete",
+    }
+    assert _items(dynamodb) == before
+
+
 def test_more_than_100_actions_are_refused(dynamodb: Any) -> None:
     with pytest.raises(ClientError) as caught:
         dynamodb.transact_write_items(TransactItems=[_add(f"n{n:03d}") for n in range(101)])

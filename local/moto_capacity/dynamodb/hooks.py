@@ -1,0 +1,19 @@
+"""The DynamoDB hooks: writes validated as DynamoDB does (and transactions meeting conflicts),
+transactions and queries at the cost of what they touch."""
+
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
+from moto.dynamodb.responses import DynamoHandler
+
+from moto_capacity.core.patching import hook
+
+from .models import partitions, transactions
+from .responses import strict
+
+
+def install() -> None:
+    for write in ("put_item", "update_item", "delete_item", "batch_write_item"):
+        hook(DynamoHandler, write, strict)
+    hook(DynamoHandler, "transact_write_items", strict)
+    hook(DynamoDBBackend, "transact_write_items", transactions.touching_only_its_items)
+    hook(Table, "query", partitions.reading_only_its_partition)

@@ -1,0 +1,1 @@
+"""DynamoDB behaviour: transactions and queries at the cost of what they touch."""

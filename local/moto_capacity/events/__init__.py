@@ -1,0 +1,1 @@
+"""EventBridge: a rule target without an input transformer gets the whole event."""

@@ -1,0 +1,1 @@
+"""SQS: the emulator's clock for delays, visibility and retention; the caller as `SenderId`."""

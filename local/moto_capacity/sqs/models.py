@@ -1,0 +1,89 @@
+"""SQS on the emulator's clock, and messages that carry their sender.
+
+Delays (DelaySeconds), visibility timeouts and retention follow the emulator's clock, as every
+other time in the extension: a test or demo that advances the clock sees a delayed message
+arrive, as it would after waiting that long on AWS.
+
+Retention: a message older than its queue's MessageRetentionPeriod is gone, from every read.
+
+AWS (DeleteMessage, https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/
+API_DeleteMessage.html, and SetQueueAttributes `MessageRetentionPeriod`): SQS deletes by itself
+a message left in a queue longer than the queue's retention period. moto keeps such a message:
+it still counts in ApproximateNumberOfMessages, and a short-poll ReceiveMessage that meets it
+first stops there and answers nothing (long polling steps past it one round at a time). Once
+the clock moves past a queue's retention, every read sees the queue as AWS has it: without
+those messages.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from moto_capacity.core.clock import CLOCK
+from moto_capacity.core.locks import SERVICE_LOCKS
+
+# The SenderId of the SendMessage being served (`responses` sets it), for the message it stores.
+CALLER = threading.local()
+
+
+def on_the_clock(original: Callable[..., float]) -> Callable[..., float]:
+    """moto's `unix_time`/`unix_time_millis` as SQS reads them, on the emulator's clock."""
+
+    @functools.wraps(original)
+    def now(dt: Any = None) -> float:
+        return original(dt if dt is not None else CLOCK.now().replace(tzinfo=None))
+
+    return now
+
+
+def drop_expired(queue: Any) -> None:
+    """Delete the messages `queue` has kept longer than its retention period."""
+    now_ms = CLOCK.now().timestamp() * 1000
+    keep_ms = int(queue.message_retention_period) * 1000
+    with queue._messages_lock:
+        expired = [m for m in queue._messages if m.sent_timestamp + keep_ms <= now_ms]
+        for message in expired:
+            queue._messages.remove(message)
+            queue.pending_messages.discard(message)
+
+
+def without_expired(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps SQSBackend.get_queue, through which every queue read and receive passes."""
+
+    @functools.wraps(original)
+    def get_queue(self: Any, queue_name: str) -> Any:
+        queue = original(self, queue_name)
+        drop_expired(queue)
+        return queue
+
+    return get_queue
+
+
+def stamping_sender(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps SQSBackend.send_message: the message carries the caller's SenderId, if any."""
+
+    @functools.wraps(original)
+    def send_message(self: Any, *args: Any, **kwargs: Any) -> Any:
+        message = original(self, *args, **kwargs)
+        sender = getattr(CALLER, "sender_id", None)
+        if sender:
+            message.sender_id = sender
+        return message
+
+    return send_message
+
+
+def waiting_aside(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps moto's Queue.wait_for_messages, where a long-poll ReceiveMessage waits: the SQS
+    requests it waits for (a SendMessage) run meanwhile, and it answers as soon as one arrives
+    (ReceiveMessage, `WaitTimeSeconds`)."""
+
+    @functools.wraps(original)
+    def wait_for_messages(self: Any, timeout: float) -> Any:
+        with SERVICE_LOCKS["sqs"].idle():
+            return original(self, timeout)
+
+    return wait_for_messages

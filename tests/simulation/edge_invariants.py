@@ -1,0 +1,219 @@
+"""The invariants of issue 24, where the newest features meet the core:
+
+- **group usage <= group limits**: what a quota's requesters run summed over the flavors (pools)
+  of a resource group stays within the group's `limits`, at every step. A limit set below what
+  the group already holds is not an overrun: from the apply on, the ceiling is the larger of the
+  limit and what was committed then (live instances plus every open lease in the group's pools,
+  granted under the old document); at the next quiescence it becomes what runs, and only
+  shrinks from there (as for pool limits, invariants.py).
+- **a reclaim terminates only what the policy in force allows**: every instance the sync
+  terminates (only reclaims terminate there) was named by an enforced `Capacity Reclaim
+  Requested`, and the lender's `reclaimWithinCohort` and priorities as applied at that moment
+  still allow taking it from its owner (`Any`; `LowerPriority` and a lower owner priority).
+- **every stored item within DynamoDB's 400 KB**, every status event within EventBridge's
+  256 KB: items are measured as DynamoDB does (names plus values), read from moto's tables every
+  few steps and at each quiescence, without an API call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tests.simulation.operations import QUOTA_POOLS, QUOTAS
+
+if TYPE_CHECKING:
+    from tests.simulation.invariants import Invariants
+
+ITEM_LIMIT_BYTES = 400 * 1024
+EVENT_LIMIT_BYTES = 256 * 1024
+ITEM_CHECK_EVERY = 10  # steps
+RECLAIM_REQUESTED = "Capacity Reclaim Requested"
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    reclaim_id: str
+    lender: str
+    owner: str  # the quota of the instance's requester
+    enforced: bool
+    pool: str
+
+
+class EdgeInvariants:
+    def __init__(self, invariants: Invariants) -> None:
+        self.base = invariants
+        self.world = invariants.world
+        self.checks = invariants.checks
+        self.group_limits: dict[str, dict[str, int]] = {}
+        self._allowance: dict[str, int] = {}  # quota → instances committed at its last apply
+        self._shrinking: set[str] = set()
+        self._over: set[str] = set()
+        self.reclaims: dict[str, Reclaim] = {}  # instance id → the reclaim naming it
+        # (requester, from, until): its quota was deleted then, so it was covered by none.
+        self._uncovered: list[tuple[str, float, float]] = []
+
+    def _violate(self, invariant: str, detail: str) -> None:
+        self.base._violate(invariant, detail)
+
+    # -- notes ----------------------------------------------------------------------------------
+
+    def quota_applied(self, name: str, document: dict[str, Any]) -> None:
+        limits = document["spec"]["resourceGroups"][0].get("limits") or {}
+        self.group_limits[name] = {resource: int(value) for resource, value in limits.items()}
+        if limits:
+            committed = self._group_used(name) + sum(self.world.leased(p) for p in QUOTA_POOLS)
+            self._allowance[name] = max(self._allowance.get(name, 0), committed)
+            self._shrinking.discard(name)
+
+    def uncovered(self, requester: str, start: float, end: float) -> None:
+        self._uncovered.append((requester, start, end))
+
+    def reclaim_requested(self, detail: dict[str, Any]) -> None:
+        self.checks["seen: a reclaim requested"] += 1
+        for instance in detail.get("instances") or []:
+            self.reclaims[instance["instanceId"]] = Reclaim(
+                detail["reclaimId"],
+                detail["quota"],
+                instance["quota"],
+                bool(detail.get("enforced")),
+                detail["nodePool"],
+            )
+
+    def event_published(self, event: dict[str, Any], size: int) -> None:
+        self.checks["every status event within 256 KB"] += 1
+        if size > EVENT_LIMIT_BYTES:
+            self._violate(
+                "every status event within 256 KB",
+                f"{event.get('detail-type')} for {event.get('detail', {}).get('requestId')}:"
+                f" {size} bytes",
+            )
+
+    # -- every step -----------------------------------------------------------------------------
+
+    def every_step(self) -> None:
+        self._group_limits_hold()
+        self._uncovered_launch_nothing()
+        self._reclaims_allowed(self.world.take_sync_terminations())
+        if self.base.step % ITEM_CHECK_EVERY == 0:
+            self._items_within_limit()
+
+    def _group_used(self, name: str, resource: str = "instances") -> int:
+        requesters = set(QUOTAS[name][0])
+        used = 0
+        for observed in self.world.instances.values():
+            counted = observed.state in ("pending", "running")
+            counted = counted and observed.instance_id not in self.world.restarted
+            if counted and observed.pool in QUOTA_POOLS and observed.requester in requesters:
+                used += self.world.instance_resources(observed.instance_type)[resource]
+        return used
+
+    def _group_limits_hold(self) -> None:
+        over: set[str] = set()
+        for name, limits in self.group_limits.items():
+            for resource, limit in limits.items():
+                used = self._group_used(name, resource)
+                ceiling = max(limit, self._allowance_for(name, used, limit))
+                self.checks["group usage <= group limits"] += 1
+                if used <= ceiling:
+                    continue
+                key = f"{name}/{resource}"
+                over.add(key)
+                if key not in self._over:  # one violation per overrun
+                    self._violate(
+                        "group usage <= group limits",
+                        f"CapacityQuota {name}: {resource} summed over {list(QUOTA_POOLS)} is"
+                        f" {used}, group limit {limit}; {self._who(name)}",
+                    )
+        self._over = over
+
+    def _uncovered_launch_nothing(self) -> None:
+        """No instance launched in a quota pool for a requester while its quota was deleted."""
+        for observed in self.world.instances.values():
+            if observed.pool not in QUOTA_POOLS:
+                continue
+            for requester, start, end in self._uncovered:
+                if observed.requester != requester:
+                    continue
+                self.checks["a deleted quota's requester launches nothing in its pools"] += 1
+                if start <= observed.launched_at <= end:
+                    self._violate(
+                        "a deleted quota's requester launches nothing in its pools",
+                        f"{observed.instance_id} for {observed.request_id} ({requester}) launched"
+                        f" in {observed.pool} at {observed.launched_at:.0f}, while no quota"
+                        f" covered {requester} ({start:.0f}-{end:.0f})",
+                    )
+
+    def _allowance_for(self, name: str, used: int, limit: int) -> int:
+        allowance = self._allowance.get(name, 0)
+        if name in self._shrinking:
+            allowance = min(allowance, used)
+            self._allowance[name] = allowance
+            if allowance <= limit:
+                self._allowance.pop(name, None)
+        return allowance
+
+    def _who(self, name: str) -> str:
+        requesters = set(QUOTAS[name][0])
+        live = sorted(
+            f"{o.instance_id}<{o.request_id} {o.pool}>"
+            for o in self.world.instances.values()
+            if o.state in ("pending", "running") and o.requester in requesters
+        )
+        return "live: " + ", ".join(live)
+
+    def _reclaims_allowed(self, terminated: list[str]) -> None:
+        quotas = self.base.catalog.quotas
+        for instance_id in terminated:
+            reclaim = self.reclaims.get(instance_id)
+            self.checks["a reclaim terminates only what the policy in force allows"] += 1
+            if reclaim is None:
+                self._violate(
+                    "a reclaim terminates only what the policy in force allows",
+                    f"the sync terminated {instance_id}, which no reclaim named",
+                )
+                continue
+            self.checks["seen: an instance terminated by a reclaim"] += 1
+            why = _refused(reclaim, quotas.get(reclaim.lender), quotas.get(reclaim.owner))
+            if why:
+                self._violate(
+                    "a reclaim terminates only what the policy in force allows",
+                    f"reclaim {reclaim.reclaim_id} by {reclaim.lender} in {reclaim.pool}"
+                    f" terminated {instance_id} of {reclaim.owner}, yet {why}",
+                )
+
+    # -- stored items ---------------------------------------------------------------------------
+
+    def after_quiescence(self) -> None:
+        self._items_within_limit()
+        # Leases granted under an old group limit have settled or expired: the allowance is what
+        # runs now, and only shrinks from here.
+        for name in list(self._allowance):
+            self._allowance[name] = self._group_used(name)
+            self._shrinking.add(name)
+
+    def _items_within_limit(self) -> None:
+        for table, key, size in self.world.item_sizes():
+            self.checks["every stored item within 400 KB"] += 1
+            if size > ITEM_LIMIT_BYTES:
+                self._violate(
+                    "every stored item within 400 KB", f"{table} item {key}: {size} bytes"
+                )
+
+
+def _refused(reclaim: Reclaim, lender: dict[str, Any] | None, owner: dict[str, Any] | None) -> str:
+    """Why the policy in force does not allow the termination ('' when it does)."""
+    if not reclaim.enforced:
+        return "the reclaim was only asked, not enforced"
+    if lender is None:
+        return f"{reclaim.lender} is deleted"
+    policy = (lender["spec"].get("preemption") or {}).get("reclaimWithinCohort", "Never")
+    if policy == "Any":
+        return ""
+    if policy == "Never":
+        return f"{reclaim.lender}'s reclaimWithinCohort is Never now"
+    mine = int(lender["spec"].get("priority", 0))
+    theirs = int((owner or {}).get("spec", {}).get("priority", 0))
+    if theirs >= mine:
+        return f"{reclaim.owner}'s priority {theirs} is not below {reclaim.lender}'s {mine} now"
+    return ""
