@@ -85,54 +85,66 @@ class Launcher:
 
     def serve(self, group: Sequence[Prepared], first: Sequence[str] = ()) -> LaunchReport:
         """Launch for a group of compatible requests; returns one record per request. `first`:
-        requests known to be on their first delivery (nothing of theirs is stored to look up)."""
+        requests known to be on their first delivery (nothing of theirs is stored to look up).
+
+        Each request is looked up in turn, and a predecessor's intents are finished (the
+        request's replay visit, and wherever it passes on) before the next request is looked
+        up: a coalesced intent the first partner's replay completes is done, not pending, for
+        the next partner, which then takes its share instead of sending it again."""
         report = LaunchReport(records={})
-        visits = deque(self._look_up(group, set(first), report))
+        fresh: list[Progress] = []
+        for prepared in group:
+            replays = self._look_up(prepared, prepared.request.request_id in first, report)
+            if isinstance(replays, Visit):
+                self._run(replays, report)
+            else:
+                fresh += replays
+        if fresh:
+            self._run(Visit(fresh), report)
+        return report
+
+    def _run(self, visit: Visit, report: LaunchReport) -> None:
+        """A visit, then the visits of the pools it passes requests on to, until none is left."""
+        visits = deque([visit])
         while visits:
             passed_on = self._visit_or_give_back(visits.popleft(), report)
             visits.extend(Visit(items) for items in _by_pool(passed_on))
-        return report
 
     def _look_up(
-        self, group: Sequence[Prepared], first: set[str], report: LaunchReport
-    ) -> list[Visit]:
-        """What each request left behind: a finished one is replayed; a predecessor's intents
-        are finished first, alone, in the pool they were made for (a lower-weight one, if it
-        fell back), never in another; a request waiting for scheduled capacity looks again."""
-        ctx = self._ctx
-        visits: list[Visit] = []
-        fresh: list[Progress] = []
-        for prepared in group:
-            request_id = prepared.request.request_id
-            if request_id in first:
-                fresh.append(Progress(prepared, first=True))
-                continue
-            record, intents = ctx.ports.records.load(request_id)
-            if record is not None and words.from_invalid_body(record):
-                # An invalid body that borrowed this requestId never decides a valid one's fate.
-                record = None
-            if record is not None and not record.is_final:
-                fresh.append(Progress(prepared, waited=record))  # a wait never leaves intents
-            elif record is not None:
-                report.records[request_id] = record
-                report.replayed.add(request_id)
-            elif intents:
-                visits += self._replays(prepared, intents, report)
-            else:
-                fresh.append(Progress(prepared))
-        return [*visits, Visit(fresh)] if fresh else visits
+        self, prepared: Prepared, first: bool, report: LaunchReport
+    ) -> Visit | list[Progress]:
+        """What a request left behind: a finished one is replayed (nothing to serve); a
+        predecessor's intents make a replay visit, alone, of the pool they were made for (a
+        lower-weight one, if it fell back), never another; otherwise it is served with the
+        group's fresh requests (a request waiting for scheduled capacity looks again)."""
+        if first:
+            return [Progress(prepared, first=True)]
+        request_id = prepared.request.request_id
+        record, intents = self._ctx.ports.records.load(request_id)
+        if record is not None and words.from_invalid_body(record):
+            # An invalid body that borrowed this requestId never decides a valid one's fate.
+            record = None
+        if record is not None and not record.is_final:
+            return [Progress(prepared, waited=record)]  # a wait never leaves intents
+        if record is not None:
+            report.records[request_id] = record
+            report.replayed.add(request_id)
+            return []
+        if intents:
+            return self._replays(prepared, intents, report)
+        return [Progress(prepared)]
 
     def _replays(
         self, prepared: Prepared, intents: list[LaunchIntent], report: LaunchReport
-    ) -> list[Visit]:
+    ) -> Visit | list[Progress]:
+        """The replay visit; or, the intents' pool gone, the request served afresh."""
         pool = intents[-1].node_pool
         placed: Prepared | None = prepared
         if pool and pool != prepared.pool.metadata.name:
             placed = resolve_in(self._ctx.ports.config, prepared, pool)
         if placed is not None:
-            return [Visit([Progress(placed)], intents)]
-        rest = afresh(self._ctx, prepared, report, intents, pool or "")
-        return [Visit(rest)] if rest else []
+            return Visit([Progress(placed)], intents)
+        return afresh(self._ctx, prepared, report, intents, pool or "")
 
     def _visit_or_give_back(self, visit: Visit, report: LaunchReport) -> list[Progress]:
         """`_visit`; on any exception, give back the leases of requests no intent names."""
