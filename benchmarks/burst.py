@@ -28,7 +28,7 @@ from capacity_launcher.adapters.aws import error_code
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.offerings import Turn
 from capacity_launcher.service import wiring
-from capacity_launcher.service.launch_batch import LaunchBatch
+from capacity_launcher.service.launch import LaunchBatch
 from capacity_launcher.settings import get_settings
 from tests.support.cloud import an_image
 

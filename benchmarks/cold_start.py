@@ -256,8 +256,7 @@ STEPS = {
         "capacity_launcher.domain.status"
     ),
     "the rest of the service (launch path)": (
-        "import capacity_launcher.service.wiring, capacity_launcher.service.launch_batch, "
-        "capacity_launcher.service.launcher"
+        "import capacity_launcher.service.wiring, capacity_launcher.service.launch"
     ),
 }
 # What pydantic costs before any model of ours.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from capacity_launcher.domain.offerings import Turn
 from capacity_launcher.service import wiring
-from capacity_launcher.service.launch_batch import LaunchBatch
+from capacity_launcher.service.launch import LaunchBatch
 from capacity_launcher.settings import get_settings
 
 

@@ -24,16 +24,16 @@ from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.subnets import Subnets
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.service import launch_batch
-from capacity_launcher.service.launch_batch import LaunchBatch
-from capacity_launcher.service.launcher import Launcher
+from capacity_launcher.service.launch import LaunchBatch, Launcher
+from capacity_launcher.service.launch import intake as launch_intake
+from capacity_launcher.service.launch import resolve as launch_resolve
 
 REQUESTS = 50
 PHASES: dict[str, list[tuple[Any, str]]] = {
-    "parse": [(launch_batch, "parse_launch_request")],
+    "parse": [(launch_intake, "parse_launch_request")],
     "plan": [
         (Launcher, "prepare"),
-        (Launcher, "_candidates"),
+        (launch_resolve, "_candidates"),
         (Subnets, "by_zone"),
         (LaunchTemplates, "ensure"),
     ],

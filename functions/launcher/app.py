@@ -11,7 +11,7 @@ with lambda_init():
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from capacity_launcher.observability import logger, metrics
-    from capacity_launcher.service.launch_batch import Message
+    from capacity_launcher.service.launch import Message
     from capacity_launcher.service.wiring import idempotency_config, launch_batch
     from capacity_launcher.settings import get_settings
 

@@ -19,8 +19,8 @@ from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.service import launcher as launcher_module
-from capacity_launcher.service.launch_batch import Message
+from capacity_launcher.service.launch import Message
+from capacity_launcher.service.launch import attempts as launcher_module
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import (
     Cloud,
@@ -336,7 +336,7 @@ def test_a_duplicate_of_a_request_in_progress_keeps_the_queues_visibility(
     # Given a request another worker is serving right now (its idempotency claim is in progress)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     body = launch_request("busy-1", nodePool="general")
-    cloud.batch._persistence.save_inprogress({"requestId": "busy-1"})  # the idempotency key
+    cloud.batch._claims.claim({"requestId": "busy-1"})  # the idempotency key
     sqs = aws.client("sqs")
     changes: list[dict[str, Any]] = []
     sqs.meta.events.register(

@@ -394,6 +394,7 @@ def test_published_event_matches_the_status_contract(cloud, subnets, image):
         "finishedAt",
         "waitForCapacityUntil",
         "waitingFor",
+        "detailTruncated",
     }
     assert detail["waitForCapacityUntil"] is None and detail["waitingFor"] == []
     assert detail["requester"] == "team-a" and detail["requested"] == 2 and detail["launched"] == 2

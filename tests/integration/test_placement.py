@@ -13,9 +13,9 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.service.launch_batch import Message
+from capacity_launcher.service.launch import Message
 from local_cloud.lambda_runtime import outside_functions
-from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.integration.test_launch_into_reservations import ZONE, available, reserve, setup_pool
 from tests.support.cloud import (
     Cloud,
     capacity_type,
@@ -221,14 +221,25 @@ def test_a_pool_whose_offerings_are_all_dry_passes_the_request_on(cloud, subnets
     assert "every offering is unavailable now (InsufficientInstanceCapacity)" in why
 
 
-def reserved_only_over_general(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
-    """`reserved-only` (weight 10, no reservation exists) over `general` (weight 1, on-demand)."""
+def reserved_only_over_general(
+    cloud: Cloud, subnets: dict[str, str], image: str, reservation: str | None = None
+) -> None:
+    """`reserved-only` (weight 10, no reservation exists, or it targets `reservation`) over
+    `general` (weight 1, on-demand)."""
     sg = cloud.ec2.describe_security_groups()["SecurityGroups"][0]["GroupId"]
+    target = {"capacityReservationTarget": {"capacityReservationId": reservation}}
     cloud.apply(
         node_class("shared", [subnets[ZONE]], image, securityGroupIds=[sg]),
+        node_class(
+            "targeted",
+            [subnets[ZONE]],
+            image,
+            securityGroupIds=[sg],
+            **({"capacityReservationSpec": target} if reservation else {}),
+        ),
         node_pool(
             "reserved-only",
-            "shared",
+            "targeted" if reservation else "shared",
             weight=10,
             requirements=[capacity_type("reserved"), instance_type("m5.large")],
         ),
@@ -325,3 +336,42 @@ def test_a_redelivery_after_falling_back_finishes_in_the_pool_it_fell_back_to(
         Filters=[{"Name": "tag:capacity-launcher:request-id", "Values": ["crashed"]}]
     )
     assert sum(len(r["Instances"]) for r in tagged["Reservations"]) == 1
+
+
+def test_a_reserved_only_pool_too_small_for_the_gang_passes_it_on_before_launching(
+    cloud, subnets, image
+):
+    # Given the heaviest pool launches only into a reservation with one slot free, and a
+    # lower-weight on-demand pool (the reservation is targeted: on-demand launches leave it be)
+    reservation = reserve(cloud, 1, InstanceMatchCriteria="targeted")
+    reserved_only_over_general(cloud, subnets, image, reservation)
+    fleets: list[dict[str, Any]] = []
+    aws.client("ec2").meta.events.register(
+        "provide-client-params.ec2.CreateFleet", lambda params, **_: fleets.append(params)
+    )
+    # When a gang of three that names no pool arrives
+    cloud.send(launch_request("gang-of-three", count=3, minCount=3))
+    # Then the reserved-only pool passes it on without launching (nothing rolled back), and
+    # the lower-weight pool serves it whole
+    record = cloud.record("gang-of-three")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "general" and record.launched == 3
+    (why,) = passed_over(record)
+    assert why.startswith("nodePool reserved-only: its reservations have room for 1"), why
+    assert "minCount=3" in why
+    assert len(fleets) == 1 and "MinCountNotMet" not in json.dumps(record.to_detail())
+    assert available(cloud, reservation) == 1
+
+
+def test_a_reserved_only_pool_too_small_for_the_gang_still_serves_one_that_named_it(
+    cloud, subnets, image
+):
+    # Given the reserved-only pool whose reservation has one slot free
+    reserved_only_over_general(cloud, subnets, image, reserve(cloud, 1))
+    # When a gang of three names it
+    cloud.send(launch_request("named-gang", nodePool="reserved-only", count=3, minCount=3))
+    # Then it is tried there as before (no other pool may serve it): one lands, is rolled back
+    record = cloud.record("named-gang")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    assert record.node_pool == "reserved-only" and passed_over(record) == []
+    assert any(e.code == "MinCountNotMet" for e in record.errors), record.to_detail()

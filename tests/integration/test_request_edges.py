@@ -55,9 +55,11 @@ def test_an_invalid_body_sharing_a_valid_requests_id_in_one_batch_does_not_rejec
     assert [e["detail-type"] for e in cloud.events()] == ["Launch Fulfilled"]
 
 
-def test_an_invalid_body_recorded_earlier_does_not_decide_a_valid_requests_fate(
+def test_an_invalid_body_that_came_first_keeps_its_request_id(
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:
+    # The requestId is bound to the first body it arrives with (README, Contracts), an invalid
+    # keyed body included: whichever container sees which body first, the id has one outcome.
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     cloud.send(json.dumps({"requestId": "shared-2", "count": "many"}))
     assert cloud.record("shared-2").status is RequestStatus.REJECTED  # type: ignore[union-attr]
@@ -65,7 +67,11 @@ def test_an_invalid_body_recorded_earlier_does_not_decide_a_valid_requests_fate(
     cloud.send(launch_request("shared-2", nodePool="general"))
 
     record = cloud.record("shared-2")
-    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert record is not None and record.status is RequestStatus.REJECTED, record
+    assert [e.code for e in record.errors] == ["InvalidLaunchRequest"]
+    assert cloud.managed_instances() == []
+    refused = [e for e in cloud.events() if e["detail"]["requestId"] == "shared-2"][-1]
+    assert refused["detail"]["errors"][0]["code"] == "RequestIdReused"
 
 
 def test_a_request_tag_cannot_override_a_node_class_tag(

@@ -15,7 +15,7 @@ import pytest
 import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service import wiring
-from capacity_launcher.service.launch_batch import Message
+from capacity_launcher.service.launch import Message
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import running
 from moto_capacity.core.clock import CLOCK

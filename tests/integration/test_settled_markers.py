@@ -157,7 +157,8 @@ def test_a_lease_reclaimed_while_settling_is_settled_once_as_reclaimed(cloud, mo
         return found
 
     monkeypatch.setattr(PoolLimitsStore, "lease", read_then_reclaimed)
-    limits.settle(POOL, "race-1", instances(2))
+    # (settled by another container: the one that took a lease settles it without reading it)
+    store(clock).settle(POOL, "race-1", instances(2))
     # Then the reclaim gave the lease back once, and usage is exactly the 2 members
     assert reclaimed == [True]
     assert limits.usage(POOL) == ONE * 2
@@ -187,11 +188,43 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
         return found
 
     monkeypatch.setattr(PoolLimitsStore, "lease", read_then_leased)
-    limits.settle(POOL, "again-1", instances(1))
+    store(clock).settle(POOL, "again-1", instances(1))
     # Then the settle met the new lease and settled it too: nothing of it stays in usage
     assert taken == [2]
     assert limits.usage(POOL) == ONE
     assert limits.leases() == [] and limits.is_settled(POOL, "again-1")
+
+
+def test_the_container_that_took_a_lease_settles_it_without_reading_it(cloud):
+    # Given a lease this container took, and a count of the reads of the lease items
+    limits = store()
+    assert limits.reserve(POOL, "mine-1", ONE, 2, 1, None, unleased=True) == 2
+    reads: list[str] = []
+    aws.client("dynamodb").meta.events.register(
+        "provide-client-params.dynamodb.BatchGetItem", lambda params, **_: reads.append("read")
+    )
+    # When it settles it
+    limits.settle(POOL, "mine-1", instances(2))
+    # Then it read nothing back, and the lease is settled into its two members
+    assert reads == []
+    assert limits.usage(POOL) == ONE * 2
+    assert limits.is_settled(POOL, "mine-1") and item("Lease#mine-1") is None
+
+
+def test_a_lease_reclaimed_after_its_container_took_it_is_settled_once_as_reclaimed(cloud):
+    # Given a lease this container took, reclaimed by the sync once it expired
+    clock = Clock()
+    limits = store(clock)
+    assert limits.reserve(POOL, "stale-1", ONE, 2, 1, None) == 2
+    clock.now += 901
+    sync = store(clock)
+    lease = sync.lease(POOL, "stale-1")
+    assert lease is not None and sync.reclaim(lease)
+    # When the container settles it from what it took
+    limits.settle(POOL, "stale-1", instances(1))
+    # Then the settle found it gone and counted the instance afresh, once
+    assert limits.usage(POOL) == ONE
+    assert limits.leases() == [] and limits.is_settled(POOL, "stale-1")
 
 
 def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
@@ -211,7 +244,7 @@ def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
         return found
 
     monkeypatch.setattr(PoolLimitsStore, "lease", read_then_settled_by_other)
-    limits.settle(POOL, "twice-1", launched)
+    store().settle(POOL, "twice-1", launched)
     # Then the instances are counted once and one marker proves the settlement
     assert limits.usage(POOL) == ONE * 2
     assert len(limits.members(POOL)) == 2

@@ -145,23 +145,23 @@ def _answers(answers: list[tuple[Any, Exception | None]]) -> Iterator[Any]:
 def seeded_sources(seed: int, now: Callable[[], float]) -> Iterator[None]:
     """The service's thread pools, `random`, `uuid.uuid4` and the Lambda context's remaining time,
     all decided by the seed and the simulated clock; everything restored after."""
-    from capacity_launcher.service import launch_batch, launcher
+    from capacity_launcher.service.launch import batch, send
     from local_cloud import lambda_runtime
 
     state = random.getstate()
     random.seed(f"service-{seed}")
     ids = random.Random(f"uuid-{seed}")
     SeededExecutor.rng = random.Random(f"executor-{seed}")
-    saved = (uuid.uuid4, launch_batch.ThreadPoolExecutor, launcher.ThreadPoolExecutor)
+    saved = (uuid.uuid4, batch.ThreadPoolExecutor, send.ThreadPoolExecutor)
     context = lambda_runtime.LocalContext
     uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)
-    launch_batch.ThreadPoolExecutor = SeededExecutor  # type: ignore[assignment,misc]
-    launcher.ThreadPoolExecutor = SeededExecutor  # type: ignore[assignment,misc]
+    batch.ThreadPoolExecutor = SeededExecutor  # type: ignore[assignment,misc]
+    send.ThreadPoolExecutor = SeededExecutor  # type: ignore[assignment,misc]
     lambda_runtime.LocalContext = _simulated_context(context, now)  # type: ignore[misc]
     try:
         yield
     finally:
-        uuid.uuid4, launch_batch.ThreadPoolExecutor, launcher.ThreadPoolExecutor = saved  # type: ignore[misc]
+        uuid.uuid4, batch.ThreadPoolExecutor, send.ThreadPoolExecutor = saved  # type: ignore[misc]
         lambda_runtime.LocalContext = context  # type: ignore[misc]
         random.setstate(state)
 

@@ -21,7 +21,7 @@ from capacity_launcher.adapters.config_store import Kind
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.status import RequestRecord
 from capacity_launcher.service import wiring
-from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.settings import get_settings
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS
 from local_cloud.lambda_runtime import running

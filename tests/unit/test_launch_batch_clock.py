@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from capacity_launcher.domain.status import RequestRecord
-from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.service.launch import LaunchBatch, Message
 
 RECEIVED = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -47,7 +47,7 @@ def test_a_rejection_is_stamped_by_the_launchers_clock(clock: datetime, finished
         None,  # type: ignore[arg-type]  # an invalid body never reaches the launcher
         publish=lambda *events: published.extend(events),
         records=records,  # type: ignore[arg-type]
-        persistence=None,  # type: ignore[arg-type]  # nor idempotency
+        claims=None,  # type: ignore[arg-type]  # nor idempotency
         telemetry=_Counts(),  # type: ignore[arg-type]
         clock=lambda: clock,
     )

@@ -17,7 +17,7 @@ import pytest
 from capacity_launcher.domain.detail_limits import MAX_DETAIL_BYTES, serialized_size
 from capacity_launcher.domain.launch_request import TOO_DEEP
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
-from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.service.launch import LaunchBatch, Message
 
 
 class _Counts:
@@ -49,7 +49,7 @@ def test_a_body_without_a_valid_request_id_is_dropped_and_counted(body: str) -> 
         None,  # type: ignore[arg-type]  # nothing reaches the launcher
         publish=lambda *events: published.extend(events),
         records=None,  # type: ignore[arg-type]  # nor the records
-        persistence=None,  # type: ignore[arg-type]  # nor idempotency
+        claims=None,  # type: ignore[arg-type]  # nor idempotency
         telemetry=counts,  # type: ignore[arg-type]
     )
 
@@ -93,7 +93,7 @@ def test_a_body_nested_thousands_deep_with_a_request_id_gets_a_rejected_record(
         None,  # type: ignore[arg-type]  # nothing reaches the launcher
         publish=lambda *events: published.extend(events),
         records=records,  # type: ignore[arg-type]
-        persistence=None,  # type: ignore[arg-type]  # nor idempotency
+        claims=None,  # type: ignore[arg-type]  # nor idempotency
         telemetry=counts,  # type: ignore[arg-type]
     )
 

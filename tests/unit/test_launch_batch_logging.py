@@ -8,20 +8,23 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.service.launch_batch import LaunchBatch, Message
+from capacity_launcher.domain.claims import Claim, ClaimState
+from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.telemetry import LaunchTelemetry
 
 
-class _Persistence:
-    def save_inprogress(self, data: Any, remaining_time_in_millis: Any = None) -> None: ...
-    def delete_record(self, data: Any, exception: Exception) -> None: ...
+class _Claims:
+    def claim(self, payload: Any, remaining_ms: Any = None) -> Claim:
+        return Claim(ClaimState.CLAIMED)
+
+    def release(self, payload: Any) -> None: ...
 
 
 class _Records:
     """Every requestId is bound to the body it arrives with (no other body under it)."""
 
-    def bind_body(self, request_id: str, body_hash: str) -> str:
-        return body_hash
+    def bind_first_body(self, request_id: str, body_hash: str) -> tuple[str, bool]:
+        return body_hash, True
 
 
 class _Prepared:
@@ -39,7 +42,7 @@ class _Launcher:
     def prepare(self, request: Any, received_at: datetime, origin: Any = None) -> _Prepared:
         return _Prepared(request)
 
-    def serve(self, group: list[_Prepared]) -> Any:
+    def serve(self, group: list[_Prepared], first: Any = ()) -> Any:
         self.both_serving.wait()
         raise RuntimeError(f"failed for {group[0].request.request_id}")
 
@@ -50,7 +53,7 @@ def test_each_group_logs_its_own_request_ids(log_lines: io.StringIO) -> None:
         _Launcher(),  # type: ignore[arg-type]
         publish=lambda *events: None,
         records=_Records(),  # type: ignore[arg-type]
-        persistence=_Persistence(),  # type: ignore[arg-type]
+        claims=_Claims(),  # type: ignore[arg-type]
         telemetry=LaunchTelemetry(),
     )
     now = datetime.now(UTC)

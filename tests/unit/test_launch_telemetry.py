@@ -9,7 +9,7 @@ import pytest
 
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import metrics
-from capacity_launcher.service.launcher import LaunchReport
+from capacity_launcher.service.launch import LaunchReport
 from capacity_launcher.service.telemetry import LAUNCH_FULFILLED, LAUNCH_WAITING, LaunchTelemetry
 
 pytestmark = pytest.mark.unit

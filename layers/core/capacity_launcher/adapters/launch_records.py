@@ -229,6 +229,11 @@ class LaunchRecords:
 
     def bind_body(self, request_id: str, body_hash: str) -> str:
         """Bind the requestId to its first body: the hash it is bound to (this one if first)."""
+        return self.bind_first_body(request_id, body_hash)[0]
+
+    def bind_first_body(self, request_id: str, body_hash: str) -> tuple[str, bool]:
+        """`bind_body`, and whether this call bound it: True only when no delivery bound the
+        requestId before (within the retention), so nothing of the request is stored yet."""
         item = {
             "pk": request_pk(request_id),
             "sk": BODY,
@@ -236,8 +241,8 @@ class LaunchRecords:
             "ttl": self._expiry(),
         }
         if put_if_absent(self._db, self._table, item):
-            return body_hash
-        return self.bound_body(request_id) or body_hash
+            return body_hash, True
+        return self.bound_body(request_id) or body_hash, False
 
     def bound_body(self, request_id: str) -> str | None:
         """The hash of the body the requestId is bound to, if it is bound."""

@@ -77,6 +77,8 @@ _GENERATION_ITEM = 3
 # quota's usage, the lease's delete (or its absence checked) and the settled marker's put).
 _MEMBERS_PER_TRANSACTION = 96
 _SETTLE_TRIES = 3
+# Leases taken and not settled yet that a container remembers, at most.
+_MAX_TAKEN = 1000
 # Admissions that lost the race for their cohort's quota usage, before the message goes back.
 _QUOTA_TRIES = 4
 # (quota usage item, requester): where a lease or member is also counted for its quota.
@@ -153,6 +155,9 @@ class PoolLimitsStore:
         self._db = dynamodb or client("dynamodb")
         self._clock = clock
         self._quotas = quotas or _NoQuotas()
+        # Leases this container took, as it wrote them: its settle starts from them instead of
+        # reading them back (its transaction's conditions still catch one reclaimed meanwhile).
+        self._taken: dict[tuple[str, str], Lease] = {}
 
     def reserve(
         self,
@@ -163,8 +168,13 @@ class PoolLimitsStore:
         min_count: int,
         limits: PoolLimits | None,
         requester: str | None = None,
+        *,
+        unleased: bool = False,
     ) -> int:
         """Lease room for up to `count` instances, at least `min_count`; 0 if that does not fit now.
+
+        `unleased`: the caller knows there is no lease under `lease_id` (none was ever taken, or
+        it just read it), so none is read first (the lease is put only if absent all the same).
 
         Idempotent per lease id: a retry finds its lease and gets the same answer. When a
         CapacityQuota names the pool, the quota usage items its decision depends on are read,
@@ -174,7 +184,7 @@ class PoolLimitsStore:
         when the pool is no longer stored: the lease is checked against the stored pool, and a
         deleted one has no room at all.
         """
-        existing = self.lease(pool, lease_id)
+        existing = None if unleased else self.lease(pool, lease_id)
         if existing is not None:
             return existing.count
         ask = LeaseAsk(pool, requester, per_instance, count, min_count)
@@ -218,6 +228,7 @@ class PoolLimitsStore:
         items += admission
         try:
             self._transact(items)
+            self._took(items)
             return wanted
         except ConditionFailed as failed:
             existing = self.lease(pool, lease_id)
@@ -336,8 +347,10 @@ class PoolLimitsStore:
         try that crashed between chunks) are left as they are.
         """
         pending = dict(members)
+        taken = self._taken.pop((pool, lease_id), None)
         for _ in range(_SETTLE_TRIES):
-            lease = self.lease(pool, lease_id)
+            lease = taken or self.lease(pool, lease_id)
+            taken = None  # a try that failed reads it again
             if lease is not None and lease.settled:
                 return
             ids = sorted(pending)
@@ -613,6 +626,7 @@ class PoolLimitsStore:
 
     def cancel(self, pool: str, lease_id: str) -> bool:
         """Give back a lease nothing was launched for (its worker stopped on an exception)."""
+        self._taken.pop((pool, lease_id), None)
         lease = self.lease(pool, lease_id)
         return lease is not None and not lease.settled and self._drop(lease, expired_only=False)
 
@@ -808,6 +822,13 @@ class PoolLimitsStore:
             }
         }
         return [gone, put]
+
+    def _took(self, items: Sequence[dict[str, Any]]) -> None:
+        """Remember the lease a reserve transaction (`_reserve_items` first) just put."""
+        if len(self._taken) >= _MAX_TAKEN:
+            self._taken.clear()  # leases whose settle never came (their requests went back)
+        lease = _lease(from_item(items[1]["Put"]["Item"]))
+        self._taken[(lease.pool, lease.lease_id)] = lease
 
     def _transact(self, items: list[dict[str, Any]]) -> None:
         with aws_call("TransactWriteItems"):

@@ -12,7 +12,7 @@ from capacity_launcher.observability import MetricUnit, metrics
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from capacity_launcher.service.launcher import LaunchReport
+    from capacity_launcher.service.launch.progress import LaunchReport
 
 INSTANCES_LAUNCHED = "InstancesLaunched"
 LAUNCH_FULFILLED = "LaunchFulfilled"

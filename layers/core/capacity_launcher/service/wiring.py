@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
     from capacity_launcher.service.instance_events import InstanceEvents
-    from capacity_launcher.service.launch_batch import LaunchBatch
+    from capacity_launcher.service.launch import LaunchBatch
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
     from capacity_launcher.service.reservation_sync import ReservationSync
@@ -189,8 +189,8 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     from capacity_launcher.adapters.launch_queue import LaunchQueue
-    from capacity_launcher.service.launch_batch import LaunchBatch
-    from capacity_launcher.service.launcher import Launcher
+    from capacity_launcher.adapters.request_claims import RequestClaims
+    from capacity_launcher.service.launch import LaunchBatch, Launcher
     from capacity_launcher.service.telemetry import LaunchTelemetry
 
     settings = get_settings()
@@ -203,7 +203,7 @@ def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = No
         Launcher(ports, max_attempts=settings.max_launch_attempts, clock=utcnow),
         publisher(settings).publish,
         ports.records,
-        persistence,
+        RequestClaims(persistence),
         LaunchTelemetry(),
         queue=LaunchQueue(),
         clock=utcnow,

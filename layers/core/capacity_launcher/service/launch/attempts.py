@@ -1,0 +1,219 @@
+"""Plan attempts, claim reservation slots, send, absorb: the launch loop of one visit.
+
+A `LaunchPlan` hands out attempts in launch order (reserved first, docs/placement.md) and
+learns from each. Before a CreateFleet aimed at one reservation its slots are claimed in the
+shared snapshot; before one over on-demand or spot offerings each offering is claimed in the ICE
+table (single flight). Throttling and transient faults are retried in-process, keeping what
+launched, a few times; then the request goes back to the queue.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from capacity_launcher.domain.aws_errors import ErrorKind, classify, retryable_error
+from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
+from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.fleet import FleetResult
+from capacity_launcher.domain.offerings import RESERVED, Offering, Turn, offering_key
+from capacity_launcher.domain.planning import Landed, LaunchAttempt, LaunchPlan
+from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.service.launch import words
+from capacity_launcher.service.launch.progress import (
+    RESERVATION_FULL,
+    Context,
+    LaunchReport,
+    Run,
+    SlotClaim,
+)
+from capacity_launcher.service.launch.resolve import PoolView
+from capacity_launcher.service.launch.send import (
+    Absorbed,
+    Sent,
+    absorb,
+    claim_slots,
+    compose,
+    give_back,
+    mark_launching,
+    send,
+    take_turn,
+)
+from capacity_launcher.service.launch.settle import roll_back_zone
+
+
+def pause(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+class Step(Enum):
+    """What the loop does after one attempt."""
+
+    NEXT = "next"  # ask the plan for the next attempt
+    STOP = "stop"  # no attempt can succeed now
+
+
+@dataclass
+class _Loop:
+    """What the loop counts across attempts."""
+
+    plan: LaunchPlan
+    tried_reserved: bool = False
+    transient_retries: int = 0
+
+    def note_capacity_type(self, attempt: LaunchAttempt, report: LaunchReport) -> None:
+        """An on-demand or spot attempt after a reserved one is a fallback to on-demand."""
+        if attempt.capacity_type == RESERVED:
+            self.tried_reserved = True
+        elif self.tried_reserved:
+            report.fallbacks_to_on_demand += 1
+
+
+def launch(ctx: Context, run: Run, view: PoolView, report: LaunchReport) -> list[str]:
+    """Attempts until the run's requests have what they were granted, or nothing is left to
+    try; returns the plan's minValues refusals."""
+    lead = view.lead
+    loop = _Loop(
+        LaunchPlan(
+            view.usable,
+            run.wanted,
+            single_zone=lead.request.single_zone,
+            max_attempts=ctx.max_attempts,
+            requirements=lead.requirements,
+            min_count=sum(min(p.request.min_count, p.wanted) for p in run.active),
+        )
+    )
+    while run.active and run.wanted > 0:
+        attempt = loop.plan.next_attempt()
+        if attempt is None and loop.plan.zone_short and not run.replaying:
+            # The zone cannot complete the gang: take back what landed there, try the next.
+            run.seen = roll_back_zone(ctx, run.active, run.seen)
+            loop.plan.abandon_zone()
+            continue
+        if attempt is None or _attempt(ctx, run, view, loop, attempt, report) is Step.STOP:
+            break
+    return list(loop.plan.refusals)
+
+
+def _attempt(
+    ctx: Context,
+    run: Run,
+    view: PoolView,
+    loop: _Loop,
+    attempt: LaunchAttempt,
+    report: LaunchReport,
+) -> Step:
+    loop.note_capacity_type(attempt, report)
+    claim = claim_slots(ctx, attempt)
+    if claim is not None and claim.granted == 0:
+        # Other workers hold its last slots: known without asking EC2.
+        run.observed += [words.unavailable(o, RESERVATION_FULL) for o in attempt.offerings]
+        loop.plan.record(attempt, [], [])
+        return Step.NEXT
+    if claim is not None:
+        attempt = replace(attempt, count=min(attempt.count, claim.granted))
+    turn, cached = take_turn(ctx, attempt)
+    run.observed += [words.unavailable(o, cached[o]) for o in cached]
+    asked = _allowed(attempt, turn)
+    if asked is None:
+        loop.plan.record(attempt, [], cached)  # another worker's attempt found them dry
+        return Step.NEXT
+    attempt = asked
+    run.attempts += 1
+    sent = _send(ctx, run, view, attempt, claim, turn, report)
+    if sent is None:
+        return Step.STOP
+    result, absorbed = sent
+    return _learn(ctx, run, loop, (attempt, result, absorbed), [*absorbed.dry, *cached], report)
+
+
+def _allowed(attempt: LaunchAttempt, turn: Turn | None) -> LaunchAttempt | None:
+    """The attempt over the offerings its turn allows it to ask about; None for none."""
+    if turn is None:
+        return attempt
+    if not turn.allowed:
+        return None
+    return replace(attempt, offerings=tuple(o for o in attempt.offerings if o.key in turn.allowed))
+
+
+def _send(
+    ctx: Context,
+    run: Run,
+    view: PoolView,
+    attempt: LaunchAttempt,
+    claim: SlotClaim | None,
+    turn: Turn | None,
+    report: LaunchReport,
+) -> tuple[FleetResult, Absorbed] | None:
+    """Intent, CreateFleet, absorb; the claim and the turn end whichever way it goes. None when
+    the NodeClass names something AWS refuses for good (no attempt can succeed)."""
+    absorbed = Absorbed()
+    try:
+        try:
+            intent = compose(ctx, attempt, run.attempts, run.active, view)
+        except LaunchFailed as refused:
+            error = ErrorDetail(code=refused.code, message=refused.message)
+            for item in run.active:
+                item.errors.append(error)
+            return None  # the claim is given back below
+        mark_launching(run.progress, intent)
+        ctx.ports.records.write_intent(intent)
+        result = send(ctx, intent, report)
+        absorbed = absorb(
+            ctx, Sent(intent, result, attempt, claim), run.active, report, run.own_fills
+        )
+        run.observed += absorbed.unavailable
+    finally:
+        if claim is not None:
+            give_back(ctx, claim, used=0)  # no-op once absorb gave back the unused
+        if turn is not None:
+            _end_turn(ctx, turn, attempt, absorbed)
+    return result, absorbed
+
+
+def _end_turn(ctx: Context, turn: Turn, attempt: LaunchAttempt, absorbed: Absorbed) -> None:
+    ctx.ports.unavailable.end_turn(
+        turn,
+        launched={
+            offering_key(attempt.capacity_type, x.instance_type, x.zone) for x in absorbed.landings
+        },
+        dry={o.key for o in absorbed.dry},
+    )
+
+
+def _learn(
+    ctx: Context,
+    run: Run,
+    loop: _Loop,
+    answered: tuple[LaunchAttempt, FleetResult, Absorbed],
+    dry: list[Offering],
+    report: LaunchReport,
+) -> Step:
+    """What the plan learns from one CreateFleet (`dry`: what EC2 and the cache said was dry);
+    throttling and faults are asked again."""
+    attempt, result, absorbed = answered
+    run.seen += absorbed.landings
+    run.own_fills.landings += absorbed.landings
+    landed = [Landed(x.instance_type, x.zone) for x in absorbed.landings]
+    retryable = [e for e in result.errors if classify(e.code).retryable]
+    if retryable and run.wanted > 0:
+        # Throttled or faulty overrides (what launched is kept): ask for the rest again.
+        if loop.transient_retries >= IN_PROCESS_RETRIES:
+            code = retryable[0].code
+            raise retryable_error("CreateFleet", code, classify(code))
+        loop.transient_retries += 1
+        (ctx.sleep or pause)(in_process_delay(loop.transient_retries))
+        loop.plan.again(attempt, landed, dry)
+        return Step.NEXT
+    loop.plan.record(attempt, landed, dry)
+    for offering in absorbed.dry:
+        report.wrote(offering.capacity_type)
+    return Step.NEXT if not _fatal(result) else Step.STOP
+
+
+def _fatal(result: FleetResult) -> bool:
+    """Nothing launched, and an error no other attempt can help with."""
+    return not result.instance_ids and any(
+        classify(e.code) is ErrorKind.FATAL for e in result.errors
+    )

@@ -1,0 +1,240 @@
+"""One SQS batch of launch requests: intake, coalesce, launch concurrently, report.
+
+Idempotency is a claim per requestId (adapters/request_claims.py): a duplicate that finished
+re-publishes its recorded outcome; one still in progress goes back to the queue. Requests that
+can share a CreateFleet are served together; groups run concurrently.
+
+A request that waits for scheduled capacity (`waitForCapacityUntil`) is held in the launch queue
+(a delayed copy of its message) with a Waiting record naming that copy; its claim is released so
+the copy can claim it again. Only the copy the record names carries the wait: any other delivery
+of the same requestId meanwhile is dropped, so a wait never starts twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from capacity_launcher.domain.errors import (
+    InvalidLaunchRequest,
+    RequestRejected,
+    Throttled,
+    Transient,
+)
+from capacity_launcher.domain.launch_request import Message
+from capacity_launcher.domain.status import Event, RequestRecord
+from capacity_launcher.observability import logger
+from capacity_launcher.service.launch.intake import Admission, Claimed, Intake, owned_ids
+from capacity_launcher.service.launch.pipeline import Launcher, utcnow
+from capacity_launcher.service.launch.progress import LaunchReport
+from capacity_launcher.service.ports import HandBack, Records, RequestClaims
+from capacity_launcher.service.resolution import Prepared
+from capacity_launcher.service.telemetry import LaunchTelemetry
+
+# Message is the domain's; handlers take it from here (they never import the domain).
+__all__ = ["LaunchBatch", "Message"]
+
+
+@dataclass
+class _Outcome:
+    """A batch's messages to hand back: `in_progress` ones keep the queue's own visibility."""
+
+    failures: list[str] = field(default_factory=list)
+    in_progress: list[str] = field(default_factory=list)
+
+    def back(self, message: Message) -> None:
+        self.failures.append(message.message_id)
+
+
+class LaunchBatch:
+    def __init__(
+        self,
+        launcher: Launcher,
+        publish: Callable[..., None],
+        records: Records,
+        claims: RequestClaims,
+        telemetry: LaunchTelemetry,
+        *,
+        max_workers: int = 10,
+        queue: HandBack | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._launcher = launcher
+        self._publish = publish
+        self._records = records
+        self._claims = claims
+        self._telemetry = telemetry
+        self._max_workers = max_workers
+        self._queue = queue
+        # The launcher's clock: a rejection is stamped as the launcher stamps what it serves.
+        self._intake = Intake(publish, records, claims, telemetry, queue, clock)
+
+    def process(
+        self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None = None
+    ) -> list[str]:
+        """Serve a batch; returns the ids of messages to hand back to the queue."""
+        outcome = _Outcome()
+        claimed = self._admit(messages, remaining_ms, outcome)
+        groups = self._prepare(claimed, outcome)
+        if groups:
+            workers = min(self._max_workers, len(groups))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="launch") as pool:
+                for failed in pool.map(self._serve_group, groups):
+                    outcome.failures += failed
+        # A duplicate of a request still in progress keeps the queue's own (longer) visibility:
+        # coming back in seconds would only spend its receives before the original finishes.
+        soon = set(outcome.failures) - set(outcome.in_progress)
+        if self._queue is not None and soon:
+            self._queue.hand_back([m for m in messages if m.message_id in soon])
+        return outcome.failures
+
+    def _admit(
+        self,
+        messages: Sequence[Message],
+        remaining_ms: Callable[[], int] | None,
+        outcome: _Outcome,
+    ) -> list[Claimed]:
+        """Parse and claim every message; returns those this delivery serves."""
+        intake = self._intake
+        parsed = [(message, intake.parse(message)) for message in messages]
+        owned = owned_ids(parsed)
+        claimed: list[Claimed] = []
+        for message, request in parsed:
+            if isinstance(request, InvalidLaunchRequest):
+                self._refuse(message, request, request.request_id not in owned, outcome)
+                continue
+            admission = intake.admit(message, request, remaining_ms() if remaining_ms else None)
+            if admission in (Admission.CLAIMED, Admission.FIRST):
+                payload = request.model_dump(mode="json", by_alias=True)
+                first = admission is Admission.FIRST
+                claimed.append(Claimed(message, request, payload, first=first))
+            elif admission in (Admission.BUSY, Admission.IN_PROGRESS):
+                outcome.back(message)
+                if admission is Admission.IN_PROGRESS:
+                    outcome.in_progress.append(message.message_id)
+        return claimed
+
+    def _refuse(
+        self, message: Message, invalid: InvalidLaunchRequest, owned: bool, outcome: _Outcome
+    ) -> None:
+        # A valid body with the same requestId in this batch owns that id's outcome.
+        try:
+            self._intake.refuse(message, invalid, owned=owned)
+        except Exception:
+            # Its record or event could not be written: only this message goes back.
+            logger.exception("could not record the rejection; the retry does it")
+            outcome.back(message)
+
+    def _prepare(self, claimed: Sequence[Claimed], outcome: _Outcome) -> list[list[Claimed]]:
+        """Resolve each claimed request; returns them grouped by what can share a CreateFleet."""
+        groups: dict[tuple[Any, ...], list[Claimed]] = {}
+        for item in claimed:
+            prepared = self._prepared(item, outcome)
+            if prepared is not None:
+                groups.setdefault(prepared.coalescing_key, []).append(item)
+        return list(groups.values())
+
+    def _prepared(self, item: Claimed, outcome: _Outcome) -> Prepared | None:
+        intake = self._intake
+        try:
+            received_at = intake.carried_since(item)
+            if received_at is None:
+                intake.release([item])  # another delivery carries this request's wait
+                return None
+            # A held copy is sent by the launcher itself: its requester was checked against
+            # where the request came from when the wait began, and is the Waiting record's.
+            origin = None if item.was_waiting else item.message.origin
+            item.prepared = self._launcher.prepare(item.request, received_at, origin)
+        except RequestRejected as rejected:
+            if not intake.reject(item, rejected):
+                outcome.back(item.message)
+            return None
+        except Exception:
+            logger.exception(
+                "could not resolve request", extra={"requestId": item.request.request_id}
+            )
+            intake.release([item])
+            outcome.back(item.message)
+            return None
+        return item.prepared
+
+    def _serve_group(self, group: list[Claimed]) -> list[str]:
+        # Per thread: groups are served side by side, each logging its own request ids.
+        logger.thread_safe_append_keys(request_ids=[g.request.request_id for g in group])
+        try:
+            return self._serve_group_logged(group)
+        finally:
+            logger.thread_safe_remove_keys(["request_ids"])
+
+    def _serve_group_logged(self, group: list[Claimed]) -> list[str]:
+        try:
+            report = self._launcher.serve(
+                [g.prepared for g in group if g.prepared],
+                first=[g.request.request_id for g in group if g.first],
+            )
+        except Transient as transient:
+            logger.warning(
+                "transient fault outlasted the retries: handing the requests back",
+                extra={
+                    "operation": transient.operation,
+                    "code": transient.code,
+                    "throttled": isinstance(transient, Throttled),
+                },
+            )
+            self._telemetry.throttled()
+            return self._hand_back(group)
+        except Exception:
+            logger.exception("launch failed unexpectedly; handing the requests back to the queue")
+            return self._hand_back(group)
+        self._telemetry.served(report, {g.request.request_id for g in group if g.was_waiting})
+        return self._report(group, report)
+
+    def _hand_back(self, group: Sequence[Claimed]) -> list[str]:
+        self._intake.release(group)
+        return [g.message.message_id for g in group]
+
+    def _report(self, group: Sequence[Claimed], report: LaunchReport) -> list[str]:
+        """Hold the requests that wait, publish the others' outcomes; what goes back."""
+        held = [g for g in group if g.request.request_id in report.waiting]
+        done = [g for g in group if g not in held]
+        failed = [
+            g.message.message_id
+            for g in held
+            if not self._hold(g, report.records[g.request.request_id], report.waiting)
+        ]
+        try:
+            self._intake.finish([(g, report.records[g.request.request_id]) for g in done])
+        except Exception:
+            logger.exception("could not publish the outcome; the retry re-publishes it")
+            return [*failed, *self._hand_back(done)]
+        return failed
+
+    def _hold(self, item: Claimed, record: RequestRecord, waiting: dict[str, int]) -> bool:
+        """Hold a waiting request in the queue and record whose message carries it; False (the
+        delivery is handed back) if either fails. The claim is released either way."""
+        assert self._queue is not None  # only a holdable message is let wait (carried_since)
+        try:
+            held_by = self._queue.hold(item.message, waiting[record.request_id])
+            self._records.put_record(record, held_by=held_by)
+            if not item.was_waiting:
+                self._publish(Event(record.detail_type, record.to_detail()))
+        except Exception:
+            logger.exception(
+                "could not hold the waiting request; handed back",
+                extra={"requestId": record.request_id},
+            )
+            return False
+        finally:
+            self._intake.release([item])
+        logger.info(
+            "waiting for scheduled capacity",
+            extra={
+                "requestId": record.request_id,
+                "until": record.to_detail()["waitForCapacityUntil"],
+                "reservations": [r.capacity_reservation_id for r in record.waiting_for],
+            },
+        )
+        return True

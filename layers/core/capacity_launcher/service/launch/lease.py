@@ -1,0 +1,108 @@
+"""Lease: room in the pool's limits (and its requester's quota) for each request, before EC2 is
+asked. A lease is sized by the largest candidate and settled to what actually launched; a
+request whose lease an earlier delivery settled launches nothing more.
+
+A request that replays intents here launched here already: if its lease was lost meanwhile
+(expired and reclaimed, its instances counted by the sync), it launches no more but still takes
+what those intents launched, and never goes on to another pool to launch anew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from enum import Enum
+
+from capacity_launcher.domain.errors import NodePoolDeleted, QuotaExceeded
+from capacity_launcher.domain.pool_usage import Lease
+from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.service.launch.progress import Context, Progress
+from capacity_launcher.service.launch.resolve import PoolView
+
+
+class Leased(Enum):
+    """One request's lease, as the lease phase found or took it."""
+
+    SETTLED = "settled"  # an earlier delivery settled it: only the record is left to write
+    GRANTED = "granted"  # room for at least its minCount
+    REFUSED = "refused"  # its quota refuses it, or the pool is gone: nothing is leased
+    FULL = "full"  # the limits leave room for fewer than its minCount now
+
+
+def lease_all(
+    ctx: Context, progress: Sequence[Progress], view: PoolView, replayed: Collection[str]
+) -> list[Progress]:
+    """Lease for each request; returns those at the pool's limits that another pool may serve
+    (nothing is leased for them here)."""
+    outcomes = [(item, _lease(ctx, item, view, replayed)) for item in progress]
+    return [
+        item
+        for item, outcome in outcomes
+        if outcome is not Leased.SETTLED
+        and item.granted == 0
+        and item.prepared.alternatives
+        and item.request_id not in replayed
+    ]
+
+
+def active(progress: Sequence[Progress], replayed: Collection[str]) -> list[Progress]:
+    """The requests that launch here, or take what their replayed intents launched here."""
+    return [p for p in progress if p.granted > 0 or p.settled or p.request_id in replayed]
+
+
+def _reserve(ctx: Context, item: Progress, view: PoolView) -> int:
+    """A new lease (the one read before it found none)."""
+    return ctx.ports.limits.reserve(
+        view.pool_name,
+        item.request_id,
+        view.per_instance,
+        item.request.count,
+        item.request.min_count,
+        view.lead.pool.spec.limits,
+        requester=item.request.requester,
+        unleased=True,
+    )
+
+
+def _lease(ctx: Context, item: Progress, view: PoolView, replayed: Collection[str]) -> Leased:
+    pool = view.pool_name
+    # One read of its lease, none on its first delivery (no lease was ever taken for it).
+    found = None if item.first else ctx.ports.limits.lease(pool, item.request_id)
+    if found is not None and found.settled:
+        item.settled = True  # it absorbs its done intents and never launches more
+        return Leased.SETTLED
+    refused = _take(ctx, item, view, found)
+    if refused is not None:
+        item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
+        return Leased.REFUSED
+    if item.granted > 0:
+        return Leased.GRANTED
+    if item.request_id not in replayed:
+        item.errors.append(_full(pool, item))
+    return Leased.FULL
+
+
+def _take(
+    ctx: Context, item: Progress, view: PoolView, found: Lease | None
+) -> QuotaExceeded | NodePoolDeleted | None:
+    """Its open lease, or a new one; the refusal when none can be taken here."""
+    try:
+        item.granted = found.count if found is not None else _reserve(ctx, item, view)
+    except QuotaExceeded as refused:
+        # Like a flavor in Kueue, a pool its quota refuses passes it on as one at its
+        # limits does; a reclaim waits for the request's end (`settle.finish`).
+        if refused.reclaim and item.reclaim is None:
+            item.reclaim = refused
+        return refused
+    except NodePoolDeleted as gone:
+        # A copy of the pool outlived its deletion: nothing is leased, a request that
+        # named no pool tries the next one.
+        return gone
+    return None
+
+
+def _full(pool: str, item: Progress) -> ErrorDetail:
+    return ErrorDetail(
+        code="LimitExceeded",
+        message=f"node pool {pool} limits leave room for fewer than "
+        f"minCount={item.request.min_count} instances now",
+    )

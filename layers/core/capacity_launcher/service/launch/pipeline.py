@@ -1,0 +1,263 @@
+"""The launch pipeline: from a group of validated requests to instances and a record each.
+
+`Launcher.serve` takes a group of compatible requests (usually one; several when an SQS batch
+coalesces them), so one CreateFleet can serve them all. Each request is first looked up (a
+finished one is replayed, a predecessor's intents are finished first); then each visit of a pool
+runs the phases in order:
+
+    resolve -> wait -> screen -> lease -> replay -> launch (plan, claim, send, absorb) -> settle
+
+A phase that passes a request on (a request that named no pool, which this pool cannot serve)
+adds it to the visits of the next compatible pool by weight: pool fallback is this loop over
+visits, never a phase calling back into the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.requester_origins import Origin
+from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.observability import logger
+from capacity_launcher.service.launch import words
+from capacity_launcher.service.launch.attempts import launch
+from capacity_launcher.service.launch.lease import active, lease_all
+from capacity_launcher.service.launch.progress import (
+    POOL_PASSED_OVER,
+    Context,
+    LaunchReport,
+    Progress,
+    Run,
+    Visit,
+)
+from capacity_launcher.service.launch.replay import afresh, replay
+from capacity_launcher.service.launch.resolve import (
+    PoolView,
+    Refusal,
+    cannot_hold,
+    nothing_left,
+    resolve,
+    screen,
+)
+from capacity_launcher.service.launch.settle import reject_all, settle_all
+from capacity_launcher.service.launch.wait import wait_or_go
+from capacity_launcher.service.ports import Configuration, LaunchPorts
+from capacity_launcher.service.resolution import (
+    Prepared,
+    resolve_in,
+    resolve_next,
+)
+from capacity_launcher.service.resolution import (
+    resolve as resolve_request,
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Launcher:
+    def __init__(
+        self,
+        ports: LaunchPorts,
+        *,
+        max_attempts: int = 4,
+        clock: Callable[[], datetime] = utcnow,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self._ctx = Context(ports, clock, max_attempts, sleep)
+
+    def prepare(
+        self,
+        request: LaunchRequest,
+        received_at: datetime | None = None,
+        origin: Origin | None = None,
+    ) -> Prepared:
+        """Check the requester against the origin, resolve pool, class and requirements;
+        RequestRejected when it can never be served."""
+        ctx = self._ctx
+        return resolve_request(ctx.ports.config, request, received_at or ctx.clock(), origin)
+
+    def serve(self, group: Sequence[Prepared], first: Sequence[str] = ()) -> LaunchReport:
+        """Launch for a group of compatible requests; returns one record per request. `first`:
+        requests known to be on their first delivery (nothing of theirs is stored to look up).
+
+        Each request is looked up in turn, and a predecessor's intents are finished (the
+        request's replay visit, and wherever it passes on) before the next request is looked
+        up: a coalesced intent the first partner's replay completes is done, not pending, for
+        the next partner, which then takes its share instead of sending it again."""
+        report = LaunchReport(records={})
+        fresh: list[Progress] = []
+        for prepared in group:
+            replays = self._look_up(prepared, prepared.request.request_id in first, report)
+            if isinstance(replays, Visit):
+                self._run(replays, report)
+            else:
+                fresh += replays
+        if fresh:
+            self._run(Visit(fresh), report)
+        return report
+
+    def _run(self, visit: Visit, report: LaunchReport) -> None:
+        """A visit, then the visits of the pools it passes requests on to, until none is left."""
+        visits = deque([visit])
+        while visits:
+            passed_on = self._visit_or_give_back(visits.popleft(), report)
+            visits.extend(Visit(items) for items in _by_pool(passed_on))
+
+    def _look_up(
+        self, prepared: Prepared, first: bool, report: LaunchReport
+    ) -> Visit | list[Progress]:
+        """What a request left behind: a finished one is replayed (nothing to serve); a
+        predecessor's intents make a replay visit, alone, of the pool they were made for (a
+        lower-weight one, if it fell back), never another; otherwise it is served with the
+        group's fresh requests (a request waiting for scheduled capacity looks again)."""
+        if first:
+            return [Progress(prepared, first=True)]
+        request_id = prepared.request.request_id
+        record, intents = self._ctx.ports.records.load(request_id)
+        if record is not None and words.from_invalid_body(record):
+            # An invalid body that borrowed this requestId never decides a valid one's fate.
+            record = None
+        if record is not None and not record.is_final:
+            return [Progress(prepared, waited=record)]  # a wait never leaves intents
+        if record is not None:
+            report.records[request_id] = record
+            report.replayed.add(request_id)
+            return []
+        if intents:
+            return self._replays(prepared, intents, report)
+        return [Progress(prepared)]
+
+    def _replays(
+        self, prepared: Prepared, intents: list[LaunchIntent], report: LaunchReport
+    ) -> Visit | list[Progress]:
+        """The replay visit; or, the intents' pool gone, the request served afresh."""
+        pool = intents[-1].node_pool
+        placed: Prepared | None = prepared
+        if pool and pool != prepared.pool.metadata.name:
+            placed = resolve_in(self._ctx.ports.config, prepared, pool)
+        if placed is not None:
+            return Visit([Progress(placed)], intents)
+        return afresh(self._ctx, prepared, report, intents, pool or "")
+
+    def _visit_or_give_back(self, visit: Visit, report: LaunchReport) -> list[Progress]:
+        """`_visit`; on any exception, give back the leases of requests no intent names."""
+        try:
+            return self._visit(visit, report)
+        except BaseException:
+            for item in visit.progress:
+                if item.granted and not item.settled and not item.launching:
+                    self._cancel_lease(item)
+            raise
+
+    def _cancel_lease(self, item: Progress) -> None:
+        try:
+            self._ctx.ports.limits.cancel(item.pool_name, item.request_id)
+        except Exception:  # the lease then expires and the sync reclaims it
+            logger.exception("lease not given back", extra={"requestId": item.request_id})
+
+    def _visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
+        """One pool's phases for a visit's requests; returns those passed on to the next pool."""
+        ctx = self._ctx
+        view = resolve(ctx, visit.progress[0].prepared, visit.progress, report)
+        if isinstance(view, Refusal):
+            return self._refuse(visit.progress, report, view)
+        progress = wait_or_go(ctx, visit.progress, report, view)
+        passed: list[Progress] = []
+        why = nothing_left(view) if progress else None
+        if why is not None:
+            progress, passed = pass_on(ctx.ports.config, progress, why)
+        if not visit.intents:
+            progress, too_small = self._held_elsewhere(view, progress)
+            passed += too_small
+        if not progress:
+            return passed
+        view = replace(view, lead=progress[0].prepared)  # the same pool; its own minCount
+        refusal = screen(ctx, view)
+        if refusal is not None:
+            return [*passed, *self._refuse(progress, report, refusal)]
+        visit.progress = progress
+        return [*passed, *self._launch(visit, view, report)]
+
+    def _held_elsewhere(
+        self, view: PoolView, progress: Sequence[Progress]
+    ) -> tuple[list[Progress], list[Progress]]:
+        """Requests the pool cannot hold now, as its snapshots show, go on to the next pool
+        before anything is leased or launched here (a gang launched short of its minCount would
+        only be rolled back); returns those that stay and those that go on."""
+        stay: list[Progress] = []
+        passed: list[Progress] = []
+        for item in progress:
+            why = cannot_hold(view, item)
+            kept, following = pass_on(self._ctx.ports.config, [item], why) if why else ([item], [])
+            stay += kept
+            passed += following
+        return stay, passed
+
+    def _launch(self, visit: Visit, view: PoolView, report: LaunchReport) -> list[Progress]:
+        """Lease, replay, launch and settle; returns the requests the limits passed on."""
+        ctx = self._ctx
+        replayed = {request_id for intent in visit.intents for request_id in intent.request_ids}
+        progress = visit.progress
+        full = lease_all(ctx, progress, view, replayed)
+        passed: list[Progress] = []
+        if full:
+            stay, passed = pass_on(ctx.ports.config, full)
+            progress = [p for p in progress if p not in full or p in stay]
+        run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
+        missing = words.missing_reservations(view.lead, view.sources)
+        for item in run.active:
+            item.errors += [e for e in missing if e not in item.errors]
+        replay(ctx, run, visit.intents, view.pool_name, report)
+        refusals = launch(ctx, run, view, report)
+        reservations = words.reservations_by_id(view.sources)
+        settle_all(ctx, run, report, view.skipped, view.candidates, reservations, refusals)
+        return passed
+
+    def _refuse(
+        self, progress: Sequence[Progress], report: LaunchReport, refusal: Refusal
+    ) -> list[Progress]:
+        """The pool's refusal: those another pool may serve go on, the rest end with it."""
+        stay, passed = list(progress), list[Progress]()
+        if refusal.pass_on:
+            stay, passed = pass_on(self._ctx.ports.config, progress, refusal.error.message)
+        reject_all(self._ctx, stay, report, refusal.error, refusal.status)
+        return passed
+
+
+def pass_on(
+    config: Configuration, items: Sequence[Progress], why: str | None = None
+) -> tuple[list[Progress], list[Progress]]:
+    """Requests that named no pool go on to the next compatible one by weight, as Karpenter
+    does: returns those that stay (a request that named this pool, coalesced with them, or the
+    last compatible pool's), whose answer is this pool's, and those that go on. Nothing was
+    leased or launched for them in this pool. `why`: this pool's answer to all; without it,
+    each one's last error (its limits or its quota)."""
+    stay: list[Progress] = []
+    following: list[Progress] = []
+    for item in items:
+        nxt, skipped = resolve_next(config, item.prepared)
+        if nxt is None:
+            stay.append(item)
+            continue
+        note = ErrorDetail(
+            code=POOL_PASSED_OVER,
+            message=f"nodePool {item.pool_name}: {why or item.errors[-1].message}",
+        )
+        notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
+        errors = [*item.passed_over(), note, *notes]
+        following.append(Progress(nxt, errors=errors, reclaim=item.reclaim, first=item.first))
+    return stay, following
+
+
+def _by_pool(items: Sequence[Progress]) -> list[list[Progress]]:
+    groups: dict[str, list[Progress]] = {}
+    for item in items:
+        groups.setdefault(item.pool_name, []).append(item)
+    return list(groups.values())

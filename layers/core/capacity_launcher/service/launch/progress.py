@@ -1,0 +1,157 @@
+"""The state the launch phases pass along: what each request has got so far, one visit of a pool,
+what a group's serve reports, and the record's words for what happened on the way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.fleet import InstanceLanding
+from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.status import ErrorDetail, RequestRecord, UnavailableOffering
+from capacity_launcher.service.ports import LaunchPorts
+from capacity_launcher.service.resolution import Prepared
+
+# Why a reservation was left out before asking EC2: EC2's own code for a full reservation.
+RESERVATION_FULL = "ReservationCapacityExceeded"
+# The record's word for offerings too few to give the flexibility minValues asks.
+MIN_VALUES = "MinValuesNotMet"
+# The record's word for a pool a request that named none was not served by, and why.
+POOL_PASSED_OVER = "NodePoolPassedOver"
+# The record's word for a single-zone landing given up for another zone.
+ZONE_ROLLED_BACK = "ZoneRolledBack"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every phase works with: the ports, the clock and the launcher's settings."""
+
+    ports: LaunchPorts
+    clock: Callable[[], datetime]
+    max_attempts: int
+    # How in-process retries wait (None: the attempts module's `pause`).
+    sleep: Callable[[float], None] | None = None
+
+
+@dataclass
+class Progress:
+    """What one request has got so far, across replays and attempts."""
+
+    prepared: Prepared
+    granted: int = 0
+    instance_ids: list[str] = field(default_factory=list)
+    errors: list[ErrorDetail] = field(default_factory=list)
+    # Its lease was settled by an earlier delivery: launching is over, only the record is left.
+    settled: bool = False
+    # An intent names it: EC2 may have instances for it, so its lease must outlive an exception.
+    launching: bool = False
+    # Its Waiting record, when an earlier delivery put it to wait for scheduled capacity.
+    waited: RequestRecord | None = None
+    # The first quota refusal a reclaim could answer: asked for only if the request ends with
+    # no instance (another pool may still serve it).
+    reclaim: QuotaExceeded | None = None
+    # Its first delivery, and the first to bind its body: nothing of it (record, intent, lease)
+    # can be stored yet, so nothing is read back (see `LaunchBatch`).
+    first: bool = False
+
+    @property
+    def request(self) -> LaunchRequest:
+        return self.prepared.request
+
+    @property
+    def request_id(self) -> str:
+        return self.prepared.request.request_id
+
+    @property
+    def pool_name(self) -> str:
+        return self.prepared.pool.metadata.name
+
+    @property
+    def wanted(self) -> int:
+        return max(self.granted - len(self.instance_ids), 0)
+
+    def note(self, error: ErrorDetail) -> None:
+        """An error on its record, once."""
+        if error not in self.errors:
+            self.errors.append(error)
+
+    def passed_over(self) -> list[ErrorDetail]:
+        """The pools it was passed over by on its way here (kept on every record it ends with)."""
+        return [e for e in self.errors if e.code == POOL_PASSED_OVER]
+
+
+@dataclass
+class Visit:
+    """Requests served together in one pool: a coalesced group, or what another pool passed on;
+    with the intents a predecessor made there, replayed before anything new is sent."""
+
+    progress: list[Progress]
+    intents: list[LaunchIntent] = field(default_factory=list)
+
+
+@dataclass
+class SlotClaim:
+    """Slots of one reservation taken in the shared snapshot for one attempt."""
+
+    reservation_id: str
+    granted: int
+    returned: bool = False
+
+
+@dataclass
+class OwnFills:
+    """Dry marks of reservations that this serve's own instances filled, held back until the
+    requests are settled: a reservation a rolled-back gang filled has free slots again, so its
+    exhaustion was no evidence of dryness (README "How it works": the ICE cache holds dry ones)."""
+
+    # Reservation id -> its ICE-cache mark (key, code, message).
+    marks: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # Every instance this serve saw land, rolled back or not.
+    landings: list[InstanceLanding] = field(default_factory=list)
+
+
+@dataclass
+class LaunchReport:
+    """What happened to a group; the handler publishes the records and emits the metrics."""
+
+    records: dict[str, RequestRecord]
+    replayed: set[str] = field(default_factory=set)
+    fleet_calls: int = 0
+    fallbacks_to_on_demand: int = 0
+    cache_hits: dict[str, int] = field(default_factory=dict)
+    cache_writes: dict[str, int] = field(default_factory=dict)
+    # Requests that wait for scheduled capacity (their records are Waiting, not stored here):
+    # request id -> seconds until the next look.
+    waiting: dict[str, int] = field(default_factory=dict)
+    # Instances of shared fleets EC2 did not know in time for their request's tags: the sync's
+    # reconciliation tags them from their instance records.
+    untagged: list[str] = field(default_factory=list)
+
+    def hit(self, capacity_type: str) -> None:
+        self.cache_hits[capacity_type] = self.cache_hits.get(capacity_type, 0) + 1
+
+    def wrote(self, capacity_type: str, count: int = 1) -> None:
+        self.cache_writes[capacity_type] = max(self.cache_writes.get(capacity_type, 0) + count, 0)
+
+
+@dataclass
+class Run:
+    """One visit's launching, from the lease on: what its replays and attempts learn, and what
+    the settle reads."""
+
+    progress: list[Progress]
+    active: list[Progress]
+    replaying: bool
+    observed: list[UnavailableOffering] = field(default_factory=list)
+    seen: list[InstanceLanding] = field(default_factory=list)
+    own_fills: OwnFills = field(default_factory=OwnFills)
+    attempts: int = 0
+    # A replayed intent's instances → the reservation it targeted (words.as_launched).
+    replayed_in: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def wanted(self) -> int:
+        return sum(p.wanted for p in self.active)

@@ -1,0 +1,208 @@
+"""Resolve: what one pool can offer a group, before anything is leased.
+
+`resolve` reads the NodeClass's subnets, image and reservations and finds the candidates; `screen`
+then refuses what can never be served there (nothing matches, limits it can never fit, the
+flexibility minValues asks); `nothing_left` and `cannot_hold` say why a request that named no
+pool goes on to the next one now: every offering is dry, or the reservations the snapshots show
+have too little room for its minCount.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
+from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitecture
+from capacity_launcher.domain.offerings import RESERVED
+from capacity_launcher.domain.planning import Candidates, find_candidates, flexibility_shortfall
+from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.reservations import ReservationSource, selection_of
+from capacity_launcher.domain.status import ErrorDetail, RequestStatus, UnavailableOffering
+from capacity_launcher.service.launch import words
+from capacity_launcher.service.launch.progress import (
+    MIN_VALUES,
+    Context,
+    LaunchReport,
+    Progress,
+)
+from capacity_launcher.service.resolution import Prepared
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What one pool offers a group, read once per visit."""
+
+    lead: Prepared
+    subnets: Mapping[str, Sequence[str]]
+    sources: list[ReservationSource]
+    architecture: ImageArchitecture | None
+    candidates: Candidates
+    # The candidates less what the ICE cache holds, and a record line for each one it held.
+    usable: Candidates
+    skipped: list[UnavailableOffering]
+
+    @property
+    def pool_name(self) -> str:
+        return self.lead.pool.metadata.name
+
+    @property
+    def per_instance(self) -> Resources:
+        """What a lease sizes each instance by: the largest candidate."""
+        return self.candidates.largest() if self.candidates else Resources.ZERO
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A pool's answer that ends a request there. `pass_on`: one that named no pool tries the
+    next pool first (the error's message says why this one passed it over)."""
+
+    error: ErrorDetail
+    status: RequestStatus = RequestStatus.REJECTED
+    pass_on: bool = True
+
+
+def resolve(
+    ctx: Context, lead: Prepared, progress: Sequence[Progress], report: LaunchReport
+) -> PoolView | Refusal:
+    p = ctx.ports
+    try:
+        subnets = p.subnets.by_zone(lead.node_class)
+        platform = p.templates.image_platform(lead.node_class)
+        architecture = p.templates.image_architecture(lead.node_class)
+        sources: list[ReservationSource] = p.reservations.sources(
+            lead.node_class, words.scope(lead.requirements, subnets)
+        )
+    except LaunchFailed as refused:
+        # The NodeClass names subnets, an image or reservations (a group) AWS refuses for
+        # good: fail now, nothing is leased yet; a request that named no pool tries the next.
+        error = ErrorDetail(code=refused.code, message=refused.message)
+        return Refusal(error, RequestStatus.FAILED)
+    try:
+        candidates = _candidates(ctx, lead, subnets, sources, platform, architecture)
+    except UnknownRequirementValues as unknown:
+        # A name EC2 does not know (a typo): bad input, never retried; a request that named
+        # no pool tries the next one (this pool's own requirements may be the ones naming it).
+        return Refusal(ErrorDetail(code=unknown.code, message=words.unknown_values(lead, unknown)))
+    for mismatch in candidates.platform_mismatches:
+        # The NodeClass names a reservation its image can never use: say so on the record.
+        error = ErrorDetail(code=PLATFORM_MISMATCH, message=mismatch.message(lead.node_class))
+        for item in progress:
+            item.errors.append(error)
+    usable = candidates.drop({k: e.reason for k, e in p.unavailable.current().items()})
+    for skipped in usable.skipped:
+        report.hit(skipped.offering.capacity_type)
+    held = [words.unavailable(s.offering, s.reason) for s in usable.skipped]
+    return PoolView(lead, subnets, sources, architecture, candidates, usable, held)
+
+
+def nothing_left(view: PoolView) -> str | None:
+    """Why no offering can be asked now: every one the pool has is in the ICE cache."""
+    if view.candidates and not view.usable:
+        return words.all_unavailable(view.usable)
+    return None
+
+
+def cannot_hold(view: PoolView, item: Progress) -> str | None:
+    """Why the pool cannot hold the request now, as the snapshots show it: a pool that launches
+    into reservations only, whose reservations have room for fewer than its minCount (a gang
+    would launch some, miss minCount and be rolled back). Said only when another pool may serve
+    it; a request that waits for scheduled capacity, or replays here, is never passed over."""
+    usable = view.usable
+    if not item.prepared.alternatives or item.request.wait_for_capacity_until is not None:
+        return None
+    if not usable.reserved or usable.on_demand or usable.spot:
+        return None
+    available = usable.reserved_available()
+    if available >= item.request.min_count:
+        return None
+    return (
+        f"its reservations have room for {available} instance(s) now, as the reservation "
+        f"snapshots show, fewer than minCount={item.request.min_count}"
+    )
+
+
+def screen(ctx: Context, view: PoolView) -> Refusal | None:
+    """What the pool can never serve: limits the smallest candidate never fits, nothing that
+    matches, or less flexibility than minValues asks."""
+    lead = view.lead
+    never = _never_fits(ctx, lead, view.candidates)
+    if never is not None:
+        return Refusal(ErrorDetail(code="LimitExceeded", message=never))
+    candidates = view.candidates
+    if not candidates and not candidates.skipped:
+        return _no_offering(ctx, view, lead)
+    inflexible = flexibility_shortfall(
+        lead.requirements, [*candidates.on_demand, *candidates.spot], candidates.instance_types
+    )
+    if inflexible and not candidates.reserved:
+        # Even with nothing dry, on-demand and spot could never offer the flexibility asked.
+        message = "; ".join(inflexible)
+        return Refusal(ErrorDetail(code=MIN_VALUES, message=message), pass_on=False)
+    return None
+
+
+def _no_offering(ctx: Context, view: PoolView, lead: Prepared) -> Refusal:
+    """Nothing matches at all (as opposed to: matches, but is full or dry right now). In a
+    reserved-only pool that is no fault of the request (no reservation is active now, as far as
+    anyone has looked): it fails, saying when reservations were last looked at; otherwise it is
+    Rejected."""
+    message = words.no_offering(lead, view.subnets)
+    code, status = "NoOffering", RequestStatus.REJECTED
+    architecture = view.architecture
+    if architecture is not None and view.candidates.cannot_run_image:
+        # The pool allows types, but the NodeClass's image runs on none of them.
+        message = architecture.refusal(
+            lead.node_class, view.pool_name, view.candidates.cannot_run_image
+        )
+        code, status = ARCHITECTURE_MISMATCH, RequestStatus.FAILED
+    elif set(words.capacity_types(lead)) == {RESERVED}:
+        message = words.no_reservation(lead, ctx.ports.reservations.as_of(lead.node_class))
+        status = RequestStatus.FAILED
+    return Refusal(ErrorDetail(code=code, message=message), status)
+
+
+def _candidates(
+    ctx: Context,
+    lead: Prepared,
+    subnets: Mapping[str, Sequence[str]],
+    sources: list[ReservationSource],
+    image_platform: str | None,
+    image_architecture: ImageArchitecture | None,
+) -> Candidates:
+    requirements = lead.requirements
+    pinned = words.pinned_instance_types(requirements)
+    types = ctx.ports.catalog.offered(subnets.keys(), pinned)
+    return find_candidates(
+        requirements,
+        types,
+        subnets.keys(),
+        words.capacity_types(lead),  # type: ignore[arg-type]
+        sources,
+        image_platform=image_platform or LINUX,
+        named_reservations=selection_of(lead.node_class).named_ids(),
+        image_architecture=image_architecture,
+    )
+
+
+def _never_fits(ctx: Context, lead: Prepared, candidates: Candidates) -> str | None:
+    limits = lead.pool.spec.limits
+    if limits is None or not candidates:
+        return None
+    smallest = min(
+        (candidates.instance_types[o.instance_type].resources() for o in candidates.all()),
+        key=lambda r: (r.gpu, r.cpu, r.memory_mib),
+    )
+    need = smallest * lead.request.min_count
+    exceeded = need.fits_within(limits)
+    if exceeded:
+        # This container's copy of the pool may be stale: "never" is decided on the stored one.
+        stored = ctx.ports.limits.stored_limits(lead.pool.metadata.name)
+        exceeded = need.fits_within(stored) if stored is not None else []
+    if exceeded:
+        return (
+            f"minCount={lead.request.min_count} of the smallest candidate exceeds node pool "
+            f"{lead.pool.metadata.name} limits on {', '.join(exceeded)}: it can never fit"
+        )
+    return None

@@ -1,0 +1,265 @@
+"""Send and absorb: one CreateFleet, made now or replayed, and what it did.
+
+`compose` turns an attempt into a launch intent (the exact input and its ClientToken), which is
+stored before `send` makes the call; `absorb` hands each request its share of the instances,
+tags shared fleets' instances per request, learns where they landed, and tells the ICE cache
+and the reservation snapshots what EC2 said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.fleet import (
+    Blamed,
+    FleetError,
+    FleetResult,
+    InstanceLanding,
+    blame,
+    fleet_request,
+)
+from capacity_launcher.domain.intents import LaunchIntent, allocate, client_token
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.offerings import RESERVED, SPOT, Offering, Turn
+from capacity_launcher.domain.planning import LaunchAttempt
+from capacity_launcher.domain.status import UnavailableOffering
+from capacity_launcher.domain.tags import instance_tags, own_request_tags
+from capacity_launcher.service.launch import words
+from capacity_launcher.service.launch.progress import (
+    Context,
+    LaunchReport,
+    OwnFills,
+    Progress,
+    SlotClaim,
+)
+from capacity_launcher.service.launch.resolve import PoolView
+
+# CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
+_MAX_PARALLEL_TAGGING = 10
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One CreateFleet and its answer; `attempt` and `claim` for one made now (a replay has
+    neither: only its intent is known)."""
+
+    intent: LaunchIntent
+    result: FleetResult
+    attempt: LaunchAttempt | None = None
+    claim: SlotClaim | None = None
+
+
+@dataclass
+class Absorbed:
+    """What a CreateFleet told: where its instances landed, what was dry, what the record says."""
+
+    landings: list[InstanceLanding] = field(default_factory=list)
+    dry: list[Offering] = field(default_factory=list)
+    unavailable: list[UnavailableOffering] = field(default_factory=list)
+
+
+def compose(
+    ctx: Context, attempt: LaunchAttempt, number: int, active: Sequence[Progress], view: PoolView
+) -> LaunchIntent:
+    """The attempt as a launch intent; LaunchFailed when its launch template cannot be made."""
+    lead = view.lead
+    shares = allocate(attempt.count, [(p.request_id, p.wanted) for p in active])
+    token = client_token([s.request_id for s in shares], number)
+    template = ctx.ports.templates.ensure(
+        lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT
+    )
+    # One share: the fleet's tags name its request, which need not be the group's first
+    # (an earlier attempt may have filled that one already).
+    single = _owner(active, shares[0].request_id) if len(shares) == 1 else None
+    return LaunchIntent(
+        token=token,
+        attempt=number,
+        capacity_type=attempt.capacity_type,
+        shares=shares,
+        fleet_input=fleet_request(
+            attempt,
+            count=sum(s.count for s in shares),
+            client_token=token,
+            launch_template=template,
+            subnets=view.subnets,
+            tags=instance_tags(lead.node_class, view.pool_name, single),
+        ),
+        offerings=tuple(o.key for o in attempt.offerings),
+    )
+
+
+def claim_slots(ctx: Context, attempt: LaunchAttempt) -> SlotClaim | None:
+    """Claim a targeted reservation's slots in the shared snapshot before asking EC2."""
+    target = attempt.target
+    if target is None or target.reservation_id is None:
+        return None
+    granted = ctx.ports.reservations.claim(target.reservation_id, attempt.count)
+    return None if granted is None else SlotClaim(target.reservation_id, granted)
+
+
+def take_turn(ctx: Context, attempt: LaunchAttempt) -> tuple[Turn | None, dict[Offering, str]]:
+    """Single flight on the shared cache (on-demand and spot; a reservation's slots are
+    claimed in its snapshot): the turn, and the offerings found dry meanwhile (→ reason)."""
+    if attempt.capacity_type == RESERVED:
+        return None, {}
+    turn = ctx.ports.unavailable.take_turn([o.key for o in attempt.offerings])
+    cached = {o: turn.unavailable[o.key] for o in attempt.offerings if o.key in turn.unavailable}
+    return turn, cached
+
+
+def give_back(ctx: Context, claim: SlotClaim, used: int) -> None:
+    """Give back a claim's slots that no instance took, once, whichever way the attempt ends."""
+    if claim.returned:
+        return
+    claim.returned = True
+    if claim.granted > used:
+        ctx.ports.reservations.give_back(claim.reservation_id, claim.granted - used)
+
+
+def send(ctx: Context, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
+    """The intent's CreateFleet (none for one done already), its answer stored on the intent."""
+    if intent.state == "done":
+        return FleetResult(intent.instance_ids, ())
+    report.fleet_calls += 1
+    try:
+        result = ctx.ports.fleet.create(intent.fleet_input)
+    except LaunchFailed as error:
+        # Raised (not returned) errors apply to the whole fleet call.
+        result = FleetResult((), (FleetError(error.code, error.reason, None, None, None),))
+    ctx.ports.records.complete_intent(
+        intent.token,
+        result.instance_ids,
+        [{"code": e.code, "message": e.message} for e in result.errors],
+    )
+    return result
+
+
+def absorb(
+    ctx: Context,
+    sent: Sent,
+    active: Sequence[Progress],
+    report: LaunchReport,
+    own_fills: OwnFills | None = None,
+) -> Absorbed:
+    """What one fleet call (made now or replayed) did: to the requests, the ICE cache and the
+    reservations. `own_fills` holds back the dry marks of reservations its instances filled."""
+    intent, result, attempt = sent.intent, sent.result, sent.attempt
+    if sent.claim is not None:
+        # A claimed attempt targets one reservation only: every instance it got is in it.
+        give_back(ctx, sent.claim, used=len(result.instance_ids))
+    retags = _hand_out(intent, result, active)
+    landings = _tag_and_locate(ctx, sent, retags, report)
+    blamed = blame(result.errors, attempt.offerings if attempt is not None else ())
+    for item in active:
+        if item.request_id in intent.request_ids:
+            item.errors += [f for f in blamed.fatal if f not in item.errors]
+    _remember_dry(ctx, blamed, result, landings, own_fills)
+    _note_reservation_use(ctx, landings, sent.claim)
+    hits = [words.unavailable(o, code) for o, code in blamed.hits]
+    return Absorbed(landings, blamed.dry, hits)
+
+
+def mark_launching(progress: Sequence[Progress], intent: LaunchIntent) -> None:
+    for item in progress:
+        if item.request_id in intent.request_ids:
+            item.launching = True
+
+
+def _hand_out(
+    intent: LaunchIntent, result: FleetResult, active: Sequence[Progress]
+) -> list[tuple[list[str], Mapping[str, str]]]:
+    """Each request gets its share of the fleet's instances; the tags each share still needs."""
+    by_request = intent.split(result.instance_ids)
+    retags: list[tuple[list[str], Mapping[str, str]]] = []
+    for item in active:
+        mine = by_request.get(item.request_id, [])
+        item.instance_ids += mine
+        if len(intent.shares) > 1 and mine:
+            # One fleet served several requests: each request's instances get its own tags.
+            retags.append((mine, own_request_tags(item.prepared.node_class, item.request)))
+    return retags
+
+
+def _owner(active: Sequence[Progress], request_id: str) -> LaunchRequest:
+    return next(p.request for p in active if p.request_id == request_id)
+
+
+def _tag_and_locate(
+    ctx: Context,
+    sent: Sent,
+    retags: Sequence[tuple[list[str], Mapping[str, str]]],
+    report: LaunchReport,
+) -> list[InstanceLanding]:
+    """Tag each coalesced request's instances while asking EC2 where they landed."""
+    fleet = ctx.ports.fleet
+    with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
+        tagging = [pool.submit(fleet.tag, ids, tags) for ids, tags in retags]
+        landings = _locate(ctx, sent)
+        for done in tagging:
+            report.untagged += done.result()
+    return landings
+
+
+def _locate(ctx: Context, sent: Sent) -> list[InstanceLanding]:
+    """Where a fleet's instances landed (DescribeInstances). A done intent replayed is left out:
+    its predecessor noted its slots (a pending intent replayed now took its slots now; its
+    claim, if any, was given back)."""
+    attempt = sent.attempt
+    if attempt is None and sent.intent.state == "done":
+        return []
+    landings = ctx.ports.fleet.describe(sent.result.instance_ids)
+    if attempt is not None and attempt.target and attempt.target.reservation_id:
+        landings = [words.in_target(x, attempt.target.reservation_id) for x in landings]
+    return landings
+
+
+def _remember_dry(
+    ctx: Context,
+    blamed: Blamed,
+    result: FleetResult,
+    landings: Sequence[InstanceLanding],
+    own_fills: OwnFills | None,
+) -> None:
+    """Dry offerings go to the shared ICE cache; dry reservations are marked exhausted. A
+    reservation this attempt's own instances landed in waits in `own_fills` for the end."""
+    if own_fills is not None:
+        blamed = _hold_own_fills(blamed, result, landings, own_fills)
+    if blamed.dry or blamed.spot_unavailable:
+        ctx.ports.unavailable.mark(blamed.unavailable_marks(result.errors))
+        ctx.ports.reservations.mark_exhausted(
+            [o.reservation_id for o in blamed.dry if o.reservation_id]
+        )
+
+
+def _hold_own_fills(
+    blamed: Blamed, result: FleetResult, landings: Sequence[InstanceLanding], own_fills: OwnFills
+) -> Blamed:
+    """What is left to mark now, once the reservations these instances filled are held back."""
+    filled = {x.capacity_reservation_id for x in landings if x.capacity_reservation_id}
+    held = [o for o in blamed.dry if o.reservation_id in filled]
+    if not held:
+        return blamed
+    marks = replace(blamed, dry=held, spot_unavailable=None).unavailable_marks(result.errors)
+    own_fills.marks.update(
+        (o.reservation_id, mark) for o, mark in zip(held, marks, strict=True) if o.reservation_id
+    )
+    return replace(blamed, dry=[o for o in blamed.dry if o not in held])
+
+
+def _note_reservation_use(
+    ctx: Context, landings: Sequence[InstanceLanding], claim: SlotClaim | None
+) -> None:
+    """Slots taken by instances EC2 put in reservations, for every worker to see."""
+    launched_into: dict[str, int] = {}
+    for landing in landings:
+        if landing.capacity_reservation_id:
+            launched_into[landing.capacity_reservation_id] = (
+                launched_into.get(landing.capacity_reservation_id, 0) + 1
+            )
+    if claim is not None:
+        launched_into.pop(claim.reservation_id, 0)  # claimed slots are taken already
+    if launched_into:
+        ctx.ports.reservations.note_launched(launched_into)

@@ -1,0 +1,245 @@
+"""Settle: the end of each request in a pool. A gang that missed its minCount is terminated, the
+lease is settled to what launched, the instance records and the request record are written.
+Also the other ends: a request refused in a pool, and a single-zone landing rolled back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.fleet import InstanceLanding
+from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.offerings import RESERVED
+from capacity_launcher.domain.planning import Candidates
+from capacity_launcher.domain.reservations import ReservationSnapshot
+from capacity_launcher.domain.status import (
+    ErrorDetail,
+    RequestRecord,
+    RequestStatus,
+    UnavailableOffering,
+    status_for,
+)
+from capacity_launcher.service.launch import words
+from capacity_launcher.service.launch.progress import (
+    MIN_VALUES,
+    ZONE_ROLLED_BACK,
+    Context,
+    LaunchReport,
+    Progress,
+    Run,
+)
+
+
+def settle_all(
+    ctx: Context,
+    run: Run,
+    report: LaunchReport,
+    view_skipped: Sequence[UnavailableOffering],
+    candidates: Candidates,
+    reservations: Mapping[str, ReservationSnapshot],
+    refusals: Sequence[str],
+) -> None:
+    """Settle every request of the visit, then mark what its own instances filled."""
+    for refusal in refusals:
+        error = ErrorDetail(code=MIN_VALUES, message=refusal)
+        for item in run.active:
+            if item.wanted:
+                item.note(error)
+    where = {x.instance_id: x for x in run.seen}
+    missing = [i for p in run.progress for i in p.instance_ids if i not in where]
+    described = ctx.ports.fleet.describe(missing)
+    where.update({x.instance_id: words.as_launched(x, run.replayed_in) for x in described})
+    unavailable = [*view_skipped, *run.observed]
+    for item in run.progress:
+        record = _settle(ctx, item, where, unavailable, candidates, reservations)
+        report.records[item.request_id] = record
+    _remember_own_fills(ctx, run, report)
+
+
+def _settle(
+    ctx: Context,
+    item: Progress,
+    landings: Mapping[str, InstanceLanding],
+    unavailable: Sequence[UnavailableOffering],
+    candidates: Candidates,
+    reservations: Mapping[str, ReservationSnapshot],
+) -> RequestRecord:
+    request = item.request
+    mine = [landings[i] for i in item.instance_ids if i in landings]
+    if len(mine) < request.min_count:
+        _missed_min_count(ctx, item, mine)
+        mine = []
+    types = _landed_types(ctx, candidates, mine)
+    amounts = {x.instance_id: words.counted(types.get(x.instance_type)) for x in mine}
+    if item.granted:
+        ctx.ports.limits.settle(item.pool_name, request.request_id, amounts)
+    now = ctx.clock()
+    records = [
+        words.instance_record(x, item.prepared, types.get(x.instance_type), now) for x in mine
+    ]
+    if item.settled:
+        # An earlier delivery wrote these; events since (a stop, a termination) must stay.
+        ctx.ports.instances.adopt(records)
+    else:
+        ctx.ports.instances.put(records)
+    status = status_for(request.count, len(mine), request.min_count)
+    return finish(ctx, item, mine, unavailable, status, item.errors, reservations)
+
+
+def _missed_min_count(ctx: Context, item: Progress, mine: Sequence[InstanceLanding]) -> None:
+    """Terminate what a request got short of its minCount, and say why it ends with nothing."""
+    if not mine:
+        if not item.errors:
+            item.errors.append(
+                ErrorDetail(
+                    code="InsufficientCapacity", message="no offering could serve the request"
+                )
+            )
+        return
+    ctx.ports.fleet.terminate([x.instance_id for x in mine])
+    if not item.settled:  # the delivery that settled gave the slots back already
+        give_back_slots(ctx, mine)
+    item.errors.append(
+        ErrorDetail(
+            code="MinCountNotMet",
+            message=f"launched {len(mine)} of minCount={item.request.min_count}; "
+            f"terminated {', '.join(x.instance_id for x in mine)}",
+        )
+    )
+
+
+def _landed_types(
+    ctx: Context, candidates: Candidates, landed: Sequence[InstanceLanding]
+) -> Mapping[str, InstanceTypeInfo]:
+    """The facts of every type that landed. A replay serves the instances its predecessor
+    launched with the candidates of the pool as applied now: a pool applied again meanwhile
+    with other instance types (or another NodeClass's zones) does not name theirs, and an
+    instance counted without them would hold its pool's and its quota's usage for none of
+    its CPUs, memory or GPUs."""
+    known = candidates.instance_types
+    missing = [x for x in landed if x.instance_type not in known]
+    if not missing:
+        return known
+    zones = sorted({x.zone for x in missing})
+    names = sorted({x.instance_type for x in missing})
+    return {**known, **{f.name: f for f in ctx.ports.catalog.offered(zones, names)}}
+
+
+def roll_back_zone(
+    ctx: Context, active: Sequence[Progress], seen: list[InstanceLanding]
+) -> list[InstanceLanding]:
+    """Terminate what a single-zone group got in a zone that cannot hold its minCount."""
+    ids = [i for item in active for i in item.instance_ids]
+    landed = [x for x in seen if x.instance_id in ids]
+    zone = landed[0].zone if landed else "its zone"
+    ctx.ports.fleet.terminate(ids)
+    give_back_slots(ctx, landed)
+    for item in active:
+        if item.instance_ids:
+            item.errors.append(
+                ErrorDetail(
+                    code=ZONE_ROLLED_BACK,
+                    message=f"singleZone: {zone} held {len(ids)} of minCount="
+                    f"{item.request.min_count}; terminated {', '.join(item.instance_ids)} "
+                    "and tried another zone",
+                )
+            )
+            item.instance_ids = []
+    return [x for x in seen if x.instance_id not in ids]
+
+
+def give_back_slots(ctx: Context, terminated: Sequence[InstanceLanding]) -> None:
+    """Reservation slots of instances a failed gang terminated are free again at once."""
+    freed: dict[str, int] = {}
+    for landing in terminated:
+        if landing.capacity_reservation_id:
+            reservation = landing.capacity_reservation_id
+            freed[reservation] = freed.get(reservation, 0) + 1
+    for reservation_id, count in sorted(freed.items()):
+        ctx.ports.reservations.give_back(reservation_id, count)
+
+
+def reject_all(
+    ctx: Context,
+    progress: Sequence[Progress],
+    report: LaunchReport,
+    error: ErrorDetail,
+    status: RequestStatus = RequestStatus.REJECTED,
+) -> None:
+    """A pool's answer to requests that have no other pool to go to."""
+    for item in progress:
+        report.records[item.request_id] = finish(
+            ctx, item, [], [], status, [*item.passed_over(), error]
+        )
+
+
+def finish(
+    ctx: Context,
+    item: Progress,
+    landings: Sequence[InstanceLanding],
+    unavailable: Sequence[UnavailableOffering],
+    status: RequestStatus,
+    errors: Sequence[ErrorDetail],
+    reservations: Mapping[str, ReservationSnapshot] | None = None,
+) -> RequestRecord:
+    """The request's record, stored."""
+    request = item.request
+    if item.reclaim is not None and not landings:
+        errors = _request_reclaim(ctx, item, item.reclaim, errors)
+    record = RequestRecord(
+        request_id=request.request_id,
+        node_pool=item.pool_name,
+        requester=request.requester,
+        status=status,
+        requested=request.count,
+        launched=len(landings),
+        instances=[words.launched(x, reservations or {}) for x in landings],
+        unavailable_offerings=list(unavailable),
+        errors=list(errors),
+        received_at=item.prepared.received_at,
+        finished_at=ctx.clock(),
+    )
+    ctx.ports.records.put_record(record)
+    return record
+
+
+def _request_reclaim(
+    ctx: Context, item: Progress, refused: QuotaExceeded, errors: Sequence[ErrorDetail]
+) -> list[ErrorDetail]:
+    """The request ends with nothing, refused where its own nominal quota is lent out: ask
+    for it back, and name the reclaim in that pool's error (docs/quotas.md, Reclaim)."""
+    if ctx.ports.reclaims is None:
+        return list(errors)
+    note = ctx.ports.reclaims.request(refused, item.request_id, item.request.requester)
+    refusal = str(refused)
+    return [
+        ErrorDetail(code=e.code, message=e.message + note) if e.message.endswith(refusal) else e
+        for e in errors
+    ]
+
+
+def _remember_own_fills(ctx: Context, run: Run, report: LaunchReport) -> None:
+    """Mark the reservations this serve's instances filled, except those where an instance
+    was rolled back (terminated because a gang missed minCount): their slots are free."""
+    own_fills = run.own_fills
+    if not own_fills.marks:
+        return
+    freed = _rolled_back_reservations(run, report)
+    dry = [r for r in own_fills.marks if r not in freed]
+    if len(dry) < len(own_fills.marks):  # counted as cache writes when EC2 answered
+        report.wrote(RESERVED, len(dry) - len(own_fills.marks))
+    if dry:
+        ctx.ports.unavailable.mark([own_fills.marks[r] for r in dry])
+        ctx.ports.reservations.mark_exhausted(dry)
+
+
+def _rolled_back_reservations(run: Run, report: LaunchReport) -> set[str]:
+    """Reservations an instance of this serve landed in and was terminated from."""
+    kept = {
+        x.instance_id for item in run.progress for x in report.records[item.request_id].instances
+    }
+    return {
+        x.capacity_reservation_id
+        for x in run.own_fills.landings
+        if x.capacity_reservation_id and x.instance_id not in kept
+    }

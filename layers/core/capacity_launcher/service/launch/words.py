@@ -1,0 +1,183 @@
+"""What the launch phases write down: a record's instances and unavailable offerings, instance
+records, and the messages a request's record says why with. Pure: no port is called here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from capacity_launcher.domain.errors import InvalidLaunchRequest, UnknownRequirementValues
+from capacity_launcher.domain.fleet import InstanceLanding
+from capacity_launcher.domain.instance_records import InstanceRecord
+from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.offerings import RESERVED, SPOT, Offering
+from capacity_launcher.domain.planning import Candidates
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
+from capacity_launcher.domain.reservations import (
+    ReservationScope,
+    ReservationSnapshot,
+    ReservationSource,
+    selection_of,
+)
+from capacity_launcher.domain.status import (
+    ErrorDetail,
+    LaunchedInstance,
+    RequestRecord,
+    RequestStatus,
+    UnavailableOffering,
+)
+from capacity_launcher.domain.tags import own_tags
+from capacity_launcher.service.resolution import Prepared
+
+
+def reservations_by_id(sources: Sequence[ReservationSource]) -> dict[str, ReservationSnapshot]:
+    return {r.reservation_id: r for source in sources for r in source.reservations}
+
+
+def launched(
+    landing: InstanceLanding, reservations: Mapping[str, ReservationSnapshot]
+) -> LaunchedInstance:
+    """An instance as the record shows it, with the type and dates of the reservation it landed
+    in when that reservation is one the NodeClass selects (an open ODCR EC2 matched on its own
+    is named by id only)."""
+    reservation = reservations.get(landing.capacity_reservation_id or "")
+    return LaunchedInstance(
+        instance_id=landing.instance_id,
+        instance_type=landing.instance_type,
+        zone=landing.zone,
+        capacity_type=landing.capacity_type,
+        capacity_reservation_id=landing.capacity_reservation_id,
+        capacity_reservation_type=reservation.reservation_type if reservation else None,
+        capacity_reservation_start_date=reservation.start_date if reservation else None,
+        capacity_reservation_end_date=reservation.end_date if reservation else None,
+    )
+
+
+def counted(info: InstanceTypeInfo | None) -> Resources:
+    """What one launched instance counts against its pool (an unknown type still counts as one)."""
+    return info.resources() if info is not None else Resources(instances=1)
+
+
+def in_target(landing: InstanceLanding, reservation_id: str) -> InstanceLanding:
+    """A reserved attempt is `capacity-reservations-only` with one target: an instance EC2 has
+    not described yet (only the CreateFleet answer is known) can only be in that reservation."""
+    if landing.capacity_reservation_id is not None or landing.capacity_type == SPOT:
+        return landing
+    return replace(landing, capacity_type=RESERVED, capacity_reservation_id=reservation_id)
+
+
+def as_launched(landing: InstanceLanding, targets: Mapping[str, str | None]) -> InstanceLanding:
+    """A replayed reserved intent's instance as it was launched: in the intent's reservation,
+    though that reservation may have ended since (EC2 then reports it On-Demand, unnamed)."""
+    target = targets.get(landing.instance_id)
+    return in_target(landing, target) if target else landing
+
+
+def all_unavailable(usable: Candidates) -> str:
+    reasons = sorted({s.reason for s in usable.skipped})
+    return f"every offering is unavailable now ({', '.join(reasons)})"
+
+
+def scope(requirements: Requirements, subnets: Mapping[str, Sequence[str]]) -> ReservationScope:
+    """The reservations a request could launch into: its subnets' zones, its pinned types."""
+    pinned = pinned_instance_types(requirements)
+    return ReservationScope(frozenset(subnets), frozenset(pinned) if pinned is not None else None)
+
+
+def pinned_instance_types(requirements: Requirements) -> list[str] | None:
+    values = [
+        r for r in requirements.to_list() if r.key == INSTANCE_TYPE and str(r.operator) == "In"
+    ]
+    if not values:
+        return None
+    return sorted({v for r in values for v in r.values})
+
+
+def from_invalid_body(record: RequestRecord) -> bool:
+    return record.status is RequestStatus.REJECTED and all(
+        e.code == InvalidLaunchRequest.code for e in record.errors
+    )
+
+
+def missing_reservations(lead: Prepared, sources: Sequence[ReservationSource]) -> list[ErrorDetail]:
+    """Reservation ids the NodeClass names that EC2 does not have active: said in the record."""
+    return [
+        ErrorDetail(
+            code="CapacityReservationNotFound",
+            message=f"{field}: NodeClass {lead.node_class.metadata.name}: capacity reservation "
+            f"{reservation_id} does not exist or is not active; it was not used",
+        )
+        for field, reservation_id in selection_of(lead.node_class).missing(sources)
+    ]
+
+
+def unknown_values(lead: Prepared, unknown: UnknownRequirementValues) -> str:
+    """Which document names the unknown values (the request's requirements, else its pool's)."""
+    mine = {v for r in lead.request.requirements if r.key == unknown.key for v in r.values} & set(
+        unknown.values
+    )
+    where = "requirements" if mine else f"NodePool {lead.pool.metadata.name} spec.requirements"
+    names = ", ".join(unknown.values)
+    return (
+        f"{where}: {unknown.key}: {names}: does not exist in EC2 ({unknown.code}); "
+        "values must name existing instance types"
+    )
+
+
+def unavailable(offering: Offering, reason: str) -> UnavailableOffering:
+    return UnavailableOffering(
+        instance_type=offering.instance_type,
+        zone=offering.zone,
+        capacity_type=offering.capacity_type,
+        capacity_reservation_id=offering.reservation_id,
+        reason=reason,
+    )
+
+
+def no_offering(lead: Prepared, subnets: Mapping[str, Sequence[str]]) -> str:
+    return (
+        f"requirements: no instance type, zone and capacity type of node pool "
+        f"{lead.pool.metadata.name} matches in the node class's zones {sorted(subnets)}"
+    )
+
+
+def capacity_types(lead: Prepared) -> list[str]:
+    """The capacity types the pool allows, narrowed by the request."""
+    return lead.requirements.allowed_values(CAPACITY_TYPE, lead.pool.spec.allowed_capacity_types())
+
+
+def no_reservation(lead: Prepared, as_of: float | None) -> str:
+    when = (
+        datetime.fromtimestamp(as_of, UTC).isoformat(timespec="seconds")
+        if as_of is not None
+        else "never"
+    )
+    return (
+        f"no reservation node class {lead.node_class.metadata.name} selects is active in the "
+        f"request's zones and instance types, as of the last look at reservations ({when}); "
+        f"node pool {lead.pool.metadata.name} allows reserved capacity only"
+    )
+
+
+def instance_record(
+    landing: InstanceLanding, prepared: Prepared, info: InstanceTypeInfo | None, now: datetime
+) -> InstanceRecord:
+    resources = info.resources() if info else Resources.ZERO
+    return InstanceRecord(
+        instance_id=landing.instance_id,
+        request_id=prepared.request.request_id,
+        node_pool=prepared.pool.metadata.name,
+        node_class=prepared.node_class.metadata.name,
+        requester=prepared.request.requester,
+        instance_type=landing.instance_type,
+        zone=landing.zone,
+        capacity_type=landing.capacity_type,
+        capacity_reservation_id=landing.capacity_reservation_id,
+        cpu=resources.cpu,
+        memory_mib=resources.memory_mib,
+        gpu=resources.gpu,
+        launched_at=now.isoformat(),
+        request_tags=own_tags(prepared.node_class, prepared.request),
+    )
