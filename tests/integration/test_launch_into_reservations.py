@@ -428,8 +428,8 @@ def test_a_replayed_reserved_launch_keeps_the_reservation_it_landed_in(
     killed_after_create_fleet(cloud, request, monkeypatch)
     # When the reservation is cancelled before the retry: EC2 User Guide, "Cancel a Capacity
     # Reservation" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-release.html):
-    # "instances running in the Capacity Reservation continue to run" as On-Demand instances,
-    # and EC2 no longer names the reservation on them
+    # "the instances continue to run normally outside of the capacity reservation at standard
+    # On-Demand Instance rates"; the emulator then no longer names the reservation on them
     cloud.ec2.cancel_capacity_reservation(CapacityReservationId=reservation)
     expire_idempotency_claims(cloud)
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
