@@ -17,7 +17,7 @@ from datetime import datetime
 
 from aws_lambda_powertools.metrics import single_metric
 
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import (
@@ -193,23 +193,29 @@ class ReservationSync:
     ]:
         """Coverage per target/term, group ARNs per reservation, every reservation needed, and
         every reservation EC2 described."""
-        ids: set[str] = set()
-        group_arns: set[str] = set()
-        terms = {}
-        for node_class in node_classes:
-            selection = selection_of(node_class)
-            target = selection.target
-            if target is not None and target.reservation_id is not None:
-                ids.add(target.reservation_id)
-            elif target is not None and target.group_arn is not None:
-                group_arns.add(target.group_arn)
-            for term in selection.terms:
-                terms[selector_key(term)] = term
+        ids, group_arns, terms = _selected_by(node_classes)
         if not (ids or group_arns or terms):
             return [], {}, {}, {}
         everything = {r.reservation_id: r for r in self._ec2.describe()}
         at = now.timestamp()
         coverage = [Coverage(target_key(i), at, (i,) if i in everything else ()) for i in ids]
+        group_coverage, groups_of = self._group_coverage(group_arns, everything, at)
+        coverage += group_coverage
+        coverage += _term_coverage(terms, everything, at)
+        coverage = _with_placements(coverage, everything)
+        wanted = {m for c in coverage for m in c.members}
+        return (
+            coverage,
+            {k: tuple(sorted(v)) for k, v in groups_of.items()},
+            {k: everything[k] for k in wanted},
+            everything,
+        )
+
+    def _group_coverage(
+        self, group_arns: set[str], everything: Mapping[str, ReservationSnapshot], at: float
+    ) -> tuple[list[Coverage], dict[str, list[str]]]:
+        """Coverage of each readable reservation group, and the groups of each member."""
+        coverage: list[Coverage] = []
         groups_of: dict[str, list[str]] = {}
         for arn in sorted(group_arns):
             try:
@@ -230,18 +236,47 @@ class ReservationSync:
             coverage.append(Coverage(target_key(arn), at, members))
             for member in members:
                 groups_of.setdefault(member, []).append(arn)
-        for term_key, term in sorted(terms.items()):
-            matched = tuple(sorted(k for k, r in everything.items() if term_matches(term, r)))
-            coverage.append(Coverage(term_key, at, matched))
-        placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
-        coverage = [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
-        wanted = {m for c in coverage for m in c.members}
-        return (
-            coverage,
-            {k: tuple(sorted(v)) for k, v in groups_of.items()},
-            {k: everything[k] for k in wanted},
-            everything,
-        )
+        return coverage, groups_of
+
+
+def _selected_by(
+    node_classes: Sequence[NodeClass],
+) -> tuple[set[str], set[str], dict[str, CapacityReservationSelectorTerm]]:
+    """The reservation ids and group ARNs the NodeClasses target, and their selector terms."""
+    ids: set[str] = set()
+    group_arns: set[str] = set()
+    terms: dict[str, CapacityReservationSelectorTerm] = {}
+    for node_class in node_classes:
+        selection = selection_of(node_class)
+        target = selection.target
+        if target is not None and target.reservation_id is not None:
+            ids.add(target.reservation_id)
+        elif target is not None and target.group_arn is not None:
+            group_arns.add(target.group_arn)
+        for term in selection.terms:
+            terms[selector_key(term)] = term
+    return ids, group_arns, terms
+
+
+def _term_coverage(
+    terms: Mapping[str, CapacityReservationSelectorTerm],
+    everything: Mapping[str, ReservationSnapshot],
+    at: float,
+) -> list[Coverage]:
+    """Coverage of each selector term: the reservations it matches."""
+    coverage = []
+    for term_key, term in sorted(terms.items()):
+        matched = tuple(sorted(k for k, r in everything.items() if term_matches(term, r)))
+        coverage.append(Coverage(term_key, at, matched))
+    return coverage
+
+
+def _with_placements(
+    coverage: Sequence[Coverage], everything: Mapping[str, ReservationSnapshot]
+) -> list[Coverage]:
+    """Each coverage with the (instance type, zone) of its members."""
+    placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
+    return [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
 
 
 def _emit(snapshot: ReservationSnapshot) -> None:
