@@ -96,55 +96,23 @@ class ReservationSync:
     def run(self) -> SyncReport:
         report = SyncReport()
         if self._reconciliation is not None:
-            report.reconciliation = self._reconciliation.run()
-            metrics.add_metric(
-                name=RECONCILIATION_DRIFT,
-                unit=MetricUnit.Count,
-                value=report.reconciliation.total_drift,
-            )
-            for name, instances in (
-                (INSTANCES_RETAGGED, report.reconciliation.retagged),
-                (INSTANCES_RETAG_FAILED, report.reconciliation.retag_failed),
-            ):
-                if instances:
-                    metrics.add_metric(name=name, unit=MetricUnit.Count, value=len(instances))
+            report.reconciliation = _reconcile(self._reconciliation)
         usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
         held = report.reconciliation.held_by_reservation if report.reconciliation else {}
         now = self._now()
         coverage, groups_of, seen, everything = self._resolve(self._config.node_classes(), now)
         stored, old_coverage = self._snapshots.read()
-        for reservation_id, prev in stored.items():
-            ended = everything.get(reservation_id)
-            if (
-                reservation_id not in seen
-                and ended is not None
-                and ended.state == EXPIRED_STATE
-                and prev.snapshot.state != EXPIRED_STATE
-            ):
-                # A selector term reaches only live reservations: one it reached that expired
-                # is kept once more, so its end is announced, and forgotten at the next sync.
-                seen[reservation_id] = ended
+        _keep_newly_expired(seen, stored, everything)
         for reservation_id in sorted(seen):
             observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
-            saved = self._save(
+            self._sync_one(
+                report,
                 stored.get(reservation_id),
                 observed,
                 usage.get(reservation_id, {}),
                 now,
                 held.get(reservation_id, ()),
             )
-            if saved is None:
-                # Launchers keep writing it; the next sync (a minute away) looks again.
-                report.conflicts.append(reservation_id)
-                continue
-            new, events = saved
-            report.synced.append(reservation_id)
-            if any(e.detail_type == RESERVATION_REPLENISHED for e in events):
-                self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
-            if events:
-                self._publish(*events)
-                report.events += events
-            _emit(new.snapshot)
         report.forgotten = sorted(
             [k for k in stored if k not in seen]
             + [k for k in old_coverage if k not in {c.key for c in coverage}]
@@ -166,6 +134,31 @@ class ReservationSync:
             },
         )
         return report
+
+    def _sync_one(
+        self,
+        report: SyncReport,
+        prev: StoredReservation | None,
+        observed: ReservationSnapshot,
+        usage: Mapping[str, int],
+        now: datetime,
+        held: Sequence[HeldInstance],
+    ) -> None:
+        """Save one reservation's snapshot, publish its crossings and emit its metrics."""
+        reservation_id = observed.reservation_id
+        saved = self._save(prev, observed, usage, now, held)
+        if saved is None:
+            # Launchers keep writing it; the next sync (a minute away) looks again.
+            report.conflicts.append(reservation_id)
+            return
+        new, events = saved
+        report.synced.append(reservation_id)
+        if any(e.detail_type == RESERVATION_REPLENISHED for e in events):
+            self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
+        if events:
+            self._publish(*events)
+            report.events += events
+        _emit(new.snapshot)
 
     def _save(
         self,
@@ -277,6 +270,41 @@ def _with_placements(
     """Each coverage with the (instance type, zone) of its members."""
     placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
     return [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
+
+
+def _reconcile(reconciliation: Reconciliation) -> ReconciliationReport:
+    """Reconcile membership first, and emit its drift and retag metrics."""
+    report = reconciliation.run()
+    metrics.add_metric(
+        name=RECONCILIATION_DRIFT,
+        unit=MetricUnit.Count,
+        value=report.total_drift,
+    )
+    for name, instances in (
+        (INSTANCES_RETAGGED, report.retagged),
+        (INSTANCES_RETAG_FAILED, report.retag_failed),
+    ):
+        if instances:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=len(instances))
+    return report
+
+
+def _keep_newly_expired(
+    seen: dict[str, ReservationSnapshot],
+    stored: Mapping[str, StoredReservation],
+    everything: Mapping[str, ReservationSnapshot],
+) -> None:
+    """A selector term reaches only live reservations: one it reached that expired is kept once
+    more, so its end is announced, and forgotten at the next sync."""
+    for reservation_id, prev in stored.items():
+        ended = everything.get(reservation_id)
+        if (
+            reservation_id not in seen
+            and ended is not None
+            and ended.state == EXPIRED_STATE
+            and prev.snapshot.state != EXPIRED_STATE
+        ):
+            seen[reservation_id] = ended
 
 
 def _emit(snapshot: ReservationSnapshot) -> None:
