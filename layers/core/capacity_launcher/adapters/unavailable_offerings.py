@@ -164,41 +164,55 @@ class UnavailableOfferings:
         free: set[str] = set()
         unavailable: dict[str, str] = {}
         for _ in range(_MAX_CLAIM_ROUNDS):
-            now = self._clock()
-            mine: set[str] = set()
-            elsewhere: dict[str, int] = {}
-            with self._lock:
-                known = {k: e.reason for k, e in self._copy.items() if e.expires_at > now}
-                claims = {k: t for k, t in self._claims.items() if t > now}
-                launched = {k for k, t in self._launched_until.items() if t > now}
-            for key in keys:
-                if key in unavailable or key in free:
-                    continue
-                if key in known:
-                    unavailable[key] = known[key]
-                elif key in launched:
-                    free.add(key)
-                elif key in claims:
-                    elsewhere[key] = claims[key]
-                else:
-                    found = self._claim(key, token, now)
-                    if found is None:
-                        mine.add(key)
-                    elif "claimedBy" in found:
-                        elsewhere[key] = int(found.get("expiresAt", 0))
-                    else:
-                        unavailable[key] = str(found.get("reason", ""))
+            mine, elsewhere = self._claim_round(keys, token, free, unavailable)
             if mine or free or not elsewhere:
                 return Turn(token, frozenset(mine), frozenset(free), unavailable)
-            for key, reason in self._await(elsewhere).items():
-                if reason is None:
-                    free.add(key)  # the claimer's attempt ended without finding it dry
-                elif reason not in (BEING_TRIED, _EXPIRED):
-                    unavailable[key] = reason
-                # an expired claim (its claimer died) is claimed again in the next round
+            self._settle_awaited(elsewhere, free, unavailable)
             if free:
                 return Turn(token, frozenset(), frozenset(free), unavailable)
         raise Transient("PutItem", BEING_TRIED)
+
+    def _claim_round(
+        self, keys: Sequence[str], token: str, free: set[str], unavailable: dict[str, str]
+    ) -> tuple[set[str], dict[str, int]]:
+        """One round over the keys not yet decided: (claimed by this turn, claimed elsewhere ->
+        until when). Adds to `free` the ones launched here lately and to `unavailable` the dry."""
+        now = self._clock()
+        mine: set[str] = set()
+        elsewhere: dict[str, int] = {}
+        with self._lock:
+            known = {k: e.reason for k, e in self._copy.items() if e.expires_at > now}
+            claims = {k: t for k, t in self._claims.items() if t > now}
+            launched = {k for k, t in self._launched_until.items() if t > now}
+        for key in keys:
+            if key in unavailable or key in free:
+                continue
+            if key in known:
+                unavailable[key] = known[key]
+            elif key in launched:
+                free.add(key)
+            elif key in claims:
+                elsewhere[key] = claims[key]
+            else:
+                found = self._claim(key, token, now)
+                if found is None:
+                    mine.add(key)
+                elif "claimedBy" in found:
+                    elsewhere[key] = int(found.get("expiresAt", 0))
+                else:
+                    unavailable[key] = str(found.get("reason", ""))
+        return mine, elsewhere
+
+    def _settle_awaited(
+        self, elsewhere: dict[str, int], free: set[str], unavailable: dict[str, str]
+    ) -> None:
+        """Wait for the claims held elsewhere to end and record how each ended."""
+        for key, reason in self._await(elsewhere).items():
+            if reason is None:
+                free.add(key)  # the claimer's attempt ended without finding it dry
+            elif reason not in (BEING_TRIED, _EXPIRED):
+                unavailable[key] = reason
+            # an expired claim (its claimer died) is claimed again in the next round
 
     def end_turn(self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()) -> None:
         """Clear this turn's claims that no ICE entry replaced; remember where it launched."""

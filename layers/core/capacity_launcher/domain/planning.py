@@ -164,42 +164,24 @@ def find_candidates(
         instance_types = [i for i in instance_types if image_architecture.runs_on(i)]
     by_name = {info.name: info for info in instance_types}
     skipped: list[Skipped] = []
-    reserved: list[tuple[ReservationSource, list[Offering]]] = []
     scheduled: dict[str, ReservationSnapshot] = {}
+    reserved: list[tuple[ReservationSource, list[Offering]]] = []
     if RESERVED in capacity_types:
-        for source in (split for s in reservation_sources for split in by_market(s)):
-            offerings = []
-            ranked = sorted(source.reservations, key=lambda r: (-r.available, r.reservation_id))
-            for reservation in ranked:
-                info = by_name.get(reservation.instance_type)
-                if reservation.platform != image_platform:
-                    if reservation.reservation_id in named_reservations:
-                        skipped.append(Skipped(reservation.offering(), PLATFORM_MISMATCH))
-                    continue
-                if not _reservation_fits(reservation, info, requirements, zones):
-                    continue
-                if reservation.upcoming:
-                    scheduled.setdefault(reservation.reservation_id, reservation)
-                if not reservation.usable:
-                    reason = "Exhausted" if reservation.exhausted else _unusable_reason(reservation)
-                    skipped.append(Skipped(reservation.offering(), reason))
-                    continue
-                offerings.append(reservation.offering())
-            if offerings:
-                reserved.append((source, offerings))
-        # Karpenter's rule: the most available first. It spreads load and keeps whole
-        # reservations for gangs; equal ones keep the NodeClass's order.
-        reserved.sort(key=lambda entry: -_available(entry[0], entry[1]))
+        reserved = _reserved_by_availability(
+            reservation_sources,
+            by_name,
+            requirements,
+            zones,
+            image_platform,
+            named_reservations,
+            skipped,
+            scheduled,
+        )
 
     def pools(capacity_type: CapacityType) -> list[Offering]:
         if capacity_type not in capacity_types:
             return []
-        return [
-            Offering(capacity_type, info.name, zone)
-            for info in instance_types
-            for zone in sorted(info.zones & frozenset(zones))
-            if info.matches(requirements, zone, capacity_type)
-        ]
+        return _pool(capacity_type, instance_types, zones, requirements)
 
     return Candidates(
         reserved=reserved,
@@ -215,6 +197,62 @@ def find_candidates(
         scheduled=[scheduled[k] for k in sorted(scheduled)],
         cannot_run_image=[i for i in cannot_run if i.matches(requirements)],
     )
+
+
+def _pool(
+    capacity_type: CapacityType,
+    instance_types: Sequence[InstanceTypeInfo],
+    zones: Collection[str],
+    requirements: Requirements,
+) -> list[Offering]:
+    """Every (instance type, zone) offering of `capacity_type` the requirements admit."""
+    return [
+        Offering(capacity_type, info.name, zone)
+        for info in instance_types
+        for zone in sorted(info.zones & frozenset(zones))
+        if info.matches(requirements, zone, capacity_type)
+    ]
+
+
+def _reserved_by_availability(
+    reservation_sources: Sequence[ReservationSource],
+    by_name: Mapping[str, InstanceTypeInfo],
+    requirements: Requirements,
+    zones: Collection[str],
+    image_platform: str,
+    named_reservations: Collection[str],
+    skipped: list[Skipped],
+    scheduled: dict[str, ReservationSnapshot],
+) -> list[tuple[ReservationSource, list[Offering]]]:
+    """Each source (split by market) with its usable offerings, the most available first.
+
+    Records the named reservations of another platform and the unusable ones in `skipped`, and
+    the upcoming ones that fit in `scheduled`."""
+    reserved: list[tuple[ReservationSource, list[Offering]]] = []
+    for source in (split for s in reservation_sources for split in by_market(s)):
+        offerings = []
+        ranked = sorted(source.reservations, key=lambda r: (-r.available, r.reservation_id))
+        for reservation in ranked:
+            info = by_name.get(reservation.instance_type)
+            if reservation.platform != image_platform:
+                if reservation.reservation_id in named_reservations:
+                    skipped.append(Skipped(reservation.offering(), PLATFORM_MISMATCH))
+                continue
+            if not _reservation_fits(reservation, info, requirements, zones):
+                continue
+            if reservation.upcoming:
+                scheduled.setdefault(reservation.reservation_id, reservation)
+            if not reservation.usable:
+                reason = "Exhausted" if reservation.exhausted else _unusable_reason(reservation)
+                skipped.append(Skipped(reservation.offering(), reason))
+                continue
+            offerings.append(reservation.offering())
+        if offerings:
+            reserved.append((source, offerings))
+    # Karpenter's rule: the most available first. It spreads load and keeps whole
+    # reservations for gangs; equal ones keep the NodeClass's order.
+    reserved.sort(key=lambda entry: -_available(entry[0], entry[1]))
+    return reserved
 
 
 def flexibility_shortfall(

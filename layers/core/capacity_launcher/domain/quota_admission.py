@@ -275,8 +275,21 @@ class Cohort:
         policy = policy or own.spec.preemption.reclaim_within_cohort
         if policy is ReclaimPolicy.NEVER:
             return None
-        owner = self._owners(flavor)
         ledgers = {resource: self.ledger(flavor, resource) for resource in short}
+        candidates = self._reclaim_candidates(quota, flavor, instances, policy)
+        return _release_until_met(candidates, short, ledgers)
+
+    def _reclaim_candidates(
+        self,
+        quota: str,
+        flavor: str,
+        instances: Iterable[QuotaInstance],
+        policy: ReclaimPolicy,
+    ) -> list[tuple[str, QuotaInstance]]:
+        """(borrower, instance) that ``policy`` lets ``quota`` reclaim, in the order to take them:
+        lowest-priority borrower first, then newest instance."""
+        own = self.quotas[quota]
+        owner = self._owners(flavor)
         candidates = []
         for instance in instances:
             borrower = owner.get(instance.requester)
@@ -288,30 +301,7 @@ class Cohort:
         # Newest first within a priority: stable sorts, the later key first.
         candidates.sort(key=lambda c: (c[1].launched_at, c[1].instance_id), reverse=True)
         candidates.sort(key=lambda c: self.quotas[c[0]].spec.priority)
-        remaining = {r: amount for r, amount in short.items() if amount > 0}
-        released: dict[tuple[str, str], Decimal] = {}
-        chosen: list[QuotaInstance] = []
-        for borrower, instance in candidates:
-            if not remaining:
-                break
-            # A resource the borrower's quota does not cover draws nothing from the pool.
-            gives = {
-                r: instance.resources.amount(r) if borrower in ledgers[r].terms else ZERO
-                for r in short
-            }
-            if not any(gives[r] > 0 for r in remaining):
-                continue
-            if any(
-                released.get((borrower, r), ZERO) + gives[r] > ledgers[r].borrowed(borrower)
-                for r in short
-                if gives[r] > 0
-            ):
-                continue  # releasing it would cut into the borrower's own nominal quota
-            chosen.append(instance)
-            for r in short:
-                released[(borrower, r)] = released.get((borrower, r), ZERO) + gives[r]
-            remaining = {r: a - gives[r] for r, a in remaining.items() if a - gives[r] > 0}
-        return None if remaining else chosen
+        return candidates
 
     def releasable(
         self, flavor: str, resources: Iterable[str], instances: Iterable[QuotaInstance]
@@ -496,3 +486,35 @@ def admit_lease(
         return ask.count
     cohort = Cohort.of(quota, quotas, usage)
     return most_admitted(cohort, quota.name, ask.pool, ask.per_instance, ask.count, ask.least)
+
+
+def _release_until_met(
+    candidates: Sequence[tuple[str, QuotaInstance]],
+    short: Mapping[str, Decimal],
+    ledgers: Mapping[str, Ledger],
+) -> list[QuotaInstance] | None:
+    """The first of ``candidates`` whose release frees ``short``, each borrower giving back only
+    what it borrows; None when they cannot free enough."""
+    remaining = {r: amount for r, amount in short.items() if amount > 0}
+    released: dict[tuple[str, str], Decimal] = {}
+    chosen: list[QuotaInstance] = []
+    for borrower, instance in candidates:
+        if not remaining:
+            break
+        # A resource the borrower's quota does not cover draws nothing from the pool.
+        gives = {
+            r: instance.resources.amount(r) if borrower in ledgers[r].terms else ZERO for r in short
+        }
+        if not any(gives[r] > 0 for r in remaining):
+            continue
+        if any(
+            released.get((borrower, r), ZERO) + gives[r] > ledgers[r].borrowed(borrower)
+            for r in short
+            if gives[r] > 0
+        ):
+            continue  # releasing it would cut into the borrower's own nominal quota
+        chosen.append(instance)
+        for r in short:
+            released[(borrower, r)] = released.get((borrower, r), ZERO) + gives[r]
+        remaining = {r: a - gives[r] for r, a in remaining.items() if a - gives[r] > 0}
+    return None if remaining else chosen

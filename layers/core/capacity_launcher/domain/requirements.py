@@ -156,38 +156,13 @@ class Requirement(BaseModel):
     def _values_fit_key_and_operator(
         cls, values: tuple[str, ...], info: ValidationInfo
     ) -> tuple[str, ...]:
-        if len(values) > MAX_VALUES:
-            raise ValueError(f"at most {MAX_VALUES} values")
-        for value in values:
-            if not value or len(value) > MAX_VALUE_LENGTH or _CONTROL.search(value):
-                raise ValueError(
-                    f"each value must be 1 to {MAX_VALUE_LENGTH} characters "
-                    "without control characters"
-                )
+        _check_value_shapes(values)
         key: str | None = info.data.get("key")
         operator: Operator | None = info.data.get("operator")
-        if operator in _NEEDS_VALUES and not values:
-            raise ValueError(f"operator {operator} requires at least one value")
-        if operator in _NO_VALUES and values:
-            raise ValueError(f"operator {operator} takes no values")
-        if operator in _BOUNDS:
-            if len(values) != 1:
-                raise ValueError(f"operator {operator} requires exactly one integer value")
-            if key is not None and key not in INTEGER_KEYS:
-                raise ValueError(
-                    f"operator {operator} applies only to integer keys: "
-                    f"{', '.join(sorted(INTEGER_KEYS))}"
-                )
+        _check_value_count_for_operator(key, operator, values)
         if key in INTEGER_KEYS or operator in _BOUNDS:
-            if not all(_INTEGER.match(value) for value in values):
-                raise ValueError(
-                    f"values of {key or 'this key'} must be integers of at most 18 digits"
-                )
-            values = tuple(str(int(value)) for value in values)
-        if key is not None and key in ALLOWED_VALUES:
-            allowed = ALLOWED_VALUES[key]
-            if any(value not in allowed for value in values):
-                raise ValueError(f"values of {key} must be among {', '.join(allowed)}")
+            values = _canonical_integers(key, values)
+        _check_allowed_values(key, values)
         return tuple(dict.fromkeys(values))
 
     @field_validator("min_values")
@@ -210,6 +185,46 @@ class Requirement(BaseModel):
             dumped.pop("minValues", None)
             dumped.pop("min_values", None)
         return dumped
+
+
+def _check_value_shapes(values: tuple[str, ...]) -> None:
+    if len(values) > MAX_VALUES:
+        raise ValueError(f"at most {MAX_VALUES} values")
+    for value in values:
+        if not value or len(value) > MAX_VALUE_LENGTH or _CONTROL.search(value):
+            raise ValueError(
+                f"each value must be 1 to {MAX_VALUE_LENGTH} characters without control characters"
+            )
+
+
+def _check_value_count_for_operator(
+    key: str | None, operator: Operator | None, values: tuple[str, ...]
+) -> None:
+    if operator in _NEEDS_VALUES and not values:
+        raise ValueError(f"operator {operator} requires at least one value")
+    if operator in _NO_VALUES and values:
+        raise ValueError(f"operator {operator} takes no values")
+    if operator in _BOUNDS:
+        if len(values) != 1:
+            raise ValueError(f"operator {operator} requires exactly one integer value")
+        if key is not None and key not in INTEGER_KEYS:
+            raise ValueError(
+                f"operator {operator} applies only to integer keys: "
+                f"{', '.join(sorted(INTEGER_KEYS))}"
+            )
+
+
+def _canonical_integers(key: str | None, values: tuple[str, ...]) -> tuple[str, ...]:
+    if not all(_INTEGER.match(value) for value in values):
+        raise ValueError(f"values of {key or 'this key'} must be integers of at most 18 digits")
+    return tuple(str(int(value)) for value in values)
+
+
+def _check_allowed_values(key: str | None, values: tuple[str, ...]) -> None:
+    if key is not None and key in ALLOWED_VALUES:
+        allowed = ALLOWED_VALUES[key]
+        if any(value not in allowed for value in values):
+            raise ValueError(f"values of {key} must be among {', '.join(allowed)}")
 
 
 def _sort_key(value: str) -> tuple[int, int, str]:

@@ -422,8 +422,32 @@ def next_state(
 
     `held` are our instances in it, named when a block's end will terminate them."""
     announced = set(prev.announced) if prev else set()
-    exhausted = prev.snapshot.exhausted if prev else False
     events: list[str] = []
+    exhausted = _availability_crossings(prev, seen, announced, events)
+    _utilization_crossing(seen, thresholds, announced, events)
+    _ending_crossings(seen, thresholds, now, announced, events)
+    # An expiry seen on the first sync is history, not news.
+    if seen.state == EXPIRED_STATE and prev is not None and ENDED not in announced:
+        events.append(RESERVATION_EXPIRED)
+        announced.add(ENDED)
+    stored = StoredReservation(
+        snapshot=replace(seen, exhausted=exhausted),
+        usage_by_requester={k: n for k, n in usage_by_requester.items() if k},
+        announced=frozenset(announced),
+        synced_at=now,
+        version=prev.version + 1 if prev else 0,
+    )
+    return stored, [Event(t, _detail(stored, t, thresholds, held, now)) for t in events]
+
+
+def _availability_crossings(
+    prev: StoredReservation | None,
+    seen: ReservationSnapshot,
+    announced: set[str],
+    events: list[str],
+) -> bool:
+    """Activation, replenishment and exhaustion; whether the snapshot stays exhausted."""
+    exhausted = prev.snapshot.exhausted if prev else False
     # A scheduled reservation or block that started: announced as such, never as "replenished".
     activated = prev is not None and prev.snapshot.state != ACTIVE and seen.state == ACTIVE
     if activated:
@@ -439,12 +463,27 @@ def next_state(
     elif seen.state == ACTIVE and seen.total > 0 and EXHAUSTED not in announced:
         events.append(RESERVATION_EXHAUSTED)
         announced.add(EXHAUSTED)
+    return exhausted
+
+
+def _utilization_crossing(
+    seen: ReservationSnapshot, thresholds: Thresholds, announced: set[str], events: list[str]
+) -> None:
     if seen.state == ACTIVE and seen.total and seen.utilization >= thresholds.utilization_high:
         if UTILIZATION_HIGH not in announced:
             events.append(RESERVATION_UTILIZATION_HIGH)
             announced.add(UTILIZATION_HIGH)
     else:
         announced.discard(UTILIZATION_HIGH)
+
+
+def _ending_crossings(
+    seen: ReservationSnapshot,
+    thresholds: Thresholds,
+    now: datetime,
+    announced: set[str],
+    events: list[str],
+) -> None:
     block = seen.reservation_type == CAPACITY_BLOCK
     ending = seen.end_date is not None and seen.end_date - now <= thresholds.expiring_horizon
     # A block always ends at its end date: it gets its own, shorter warning below.
@@ -462,18 +501,6 @@ def next_state(
     if seen.state == ACTIVE and block_ending and BLOCK_ENDING not in announced:
         events.append(BLOCK_EXPIRING)
         announced.add(BLOCK_ENDING)
-    # An expiry seen on the first sync is history, not news.
-    if seen.state == EXPIRED_STATE and prev is not None and ENDED not in announced:
-        events.append(RESERVATION_EXPIRED)
-        announced.add(ENDED)
-    stored = StoredReservation(
-        snapshot=replace(seen, exhausted=exhausted),
-        usage_by_requester={k: n for k, n in usage_by_requester.items() if k},
-        announced=frozenset(announced),
-        synced_at=now,
-        version=prev.version + 1 if prev else 0,
-    )
-    return stored, [Event(t, _detail(stored, t, thresholds, held, now)) for t in events]
 
 
 def _detail(

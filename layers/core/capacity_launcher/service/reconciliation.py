@@ -99,6 +99,33 @@ class Reconciliation:
         now_epoch = int(now.timestamp())
         pools = {p.metadata.name for p in self._pools.node_pools()}
         # Leases first: an instance of a live lease is counted by that lease until it settles.
+        in_flight = self._settle_leases(report, pools, now_epoch)
+        described = self._instances.find_managed()
+        states = {i["InstanceId"]: i.get("State", {}).get("Name") for i in described}
+        live = [i for i in described if states[i["InstanceId"]] in LIVE_STATES]
+        items = self._items.many([i["InstanceId"] for i in live])
+        sizes, adopted_items = self._adopt_orphans(report, live, items, in_flight, now)
+        self._retag(live, items, report)
+        pools |= {p for i in live if (p := _pool_and_request(i, items.get(i["InstanceId"]))[0])}
+        recounts = {pool: self._recompute(pool) for pool in pools}
+        members = {
+            pool: {m.instance_id: m for m in self._members(pool, recounts[pool])} for pool in pools
+        }
+        repaired: dict[str, int] = defaultdict(int)
+        for instance in live:
+            instance_id = instance["InstanceId"]
+            item = items.get(instance_id) or adopted_items.get(instance_id)
+            self._note_reservation_use(report, instance, item)
+            self._repair_live(instance, item, members, in_flight, sizes, now, repaired)
+        self._uncount_gone(members, states, now_epoch, repaired)
+        for pool in sorted(pools):
+            report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
+        return report
+
+    def _settle_leases(
+        self, report: ReconciliationReport, pools: set[str], now_epoch: int
+    ) -> set[tuple[str, str]]:
+        """Reclaim the expired leases; the (pool, lease id) of the live ones. Adds their pools."""
         in_flight: set[tuple[str, str]] = set()
         for lease in self._limits.leases():
             pools.add(lease.pool)
@@ -106,10 +133,18 @@ class Reconciliation:
                 report.reclaimed.append(f"{lease.pool}/{lease.lease_id}")
             elif lease.expires_at >= now_epoch:
                 in_flight.add((lease.pool, lease.lease_id))
-        described = self._instances.find_managed()
-        states = {i["InstanceId"]: i.get("State", {}).get("Name") for i in described}
-        live = [i for i in described if states[i["InstanceId"]] in LIVE_STATES]
-        items = self._items.many([i["InstanceId"] for i in live])
+        return in_flight
+
+    def _adopt_orphans(
+        self,
+        report: ReconciliationReport,
+        live: Sequence[Mapping[str, Any]],
+        items: Mapping[str, InstanceRecord],
+        in_flight: set[tuple[str, str]],
+        now: datetime,
+    ) -> tuple[dict[str, InstanceTypeInfo], dict[str, InstanceRecord]]:
+        """Record the live instances no item records and no live lease covers (those tagged
+        with a request); the sizes of the orphans' types, and the records adopted."""
         orphans = [
             i
             for i in live
@@ -122,44 +157,64 @@ class Reconciliation:
             if _tags(o).get(REQUEST_ID)
         }
         report.adopted = self._items.adopt(list(adopted_items.values()))
-        self._retag(live, items, report)
-        pools |= {p for i in live if (p := _pool_and_request(i, items.get(i["InstanceId"]))[0])}
-        recounts = {pool: self._recompute(pool) for pool in pools}
-        members = {
-            pool: {m.instance_id: m for m in self._members(pool, recounts[pool])} for pool in pools
-        }
-        repaired: dict[str, int] = defaultdict(int)
-        for instance in live:
-            instance_id = instance["InstanceId"]
-            item = items.get(instance_id) or adopted_items.get(instance_id)
-            self._note_reservation_use(report, instance, item)
-            pool, request = _pool_and_request(instance, item)
-            member = members.get(pool or "", {}).get(instance_id)
-            requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
-            if member is not None and requester:
-                # Counted for its pool only (adopted, or its lease was reclaimed before it
-                # settled), or its quota changed: the quota governing it now counts it.
-                _unless_contended(partial(self._limits.hold, member, requester))
-            if not pool or member is not None:
-                continue
-            if item is not None and item.released_at:
-                if not _long_ago(item.released_at, now, REARM_AFTER_SECONDS):
-                    continue  # its stop is recent: EC2's list may lag behind the event
-                # Released on a stop, running again, and its start event was lost: count it again.
-                self._items.rearm(instance_id)
-            if request and (pool, request) in in_flight:
-                continue  # launched under a lease that is not settled yet: the lease counts it
-            if not request and not _long_ago(instance.get("LaunchTime"), now, self._lease_window):
-                continue  # maybe a coalesced launch's, not yet tagged with its request
-            if item is not None:
-                amount = item.resources
-            else:
-                info = sizes.get(instance["InstanceType"])
-                amount = info.resources() if info else Resources(instances=1)
-            count = partial(
-                self._limits.count, unless_released=item is not None, requester=requester
-            )
-            repaired[pool] += _unless_contended(partial(count, pool, instance_id, amount))
+        return sizes, adopted_items
+
+    def _repair_live(
+        self,
+        instance: Mapping[str, Any],
+        item: InstanceRecord | None,
+        members: Mapping[str, Mapping[str, Member]],
+        in_flight: set[tuple[str, str]],
+        sizes: Mapping[str, InstanceTypeInfo],
+        now: datetime,
+        repaired: dict[str, int],
+    ) -> None:
+        """Hold a counted live instance for its requester; count one its pool misses."""
+        instance_id = instance["InstanceId"]
+        pool, request = _pool_and_request(instance, item)
+        member = members.get(pool or "", {}).get(instance_id)
+        requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
+        if member is not None and requester:
+            # Counted for its pool only (adopted, or its lease was reclaimed before it
+            # settled), or its quota changed: the quota governing it now counts it.
+            _unless_contended(partial(self._limits.hold, member, requester))
+        if not pool or member is not None:
+            return
+        if not self._due_a_count(instance, item, pool, request, in_flight, now):
+            return
+        amount = _amount(instance, item, sizes)
+        count = partial(self._limits.count, unless_released=item is not None, requester=requester)
+        repaired[pool] += _unless_contended(partial(count, pool, instance_id, amount))
+
+    def _due_a_count(
+        self,
+        instance: Mapping[str, Any],
+        item: InstanceRecord | None,
+        pool: str,
+        request: str | None,
+        in_flight: set[tuple[str, str]],
+        now: datetime,
+    ) -> bool:
+        """Whether a live instance its pool does not count should be counted now; re-arms the
+        record of one released on a stop long enough ago."""
+        if item is not None and item.released_at:
+            if not _long_ago(item.released_at, now, REARM_AFTER_SECONDS):
+                return False  # its stop is recent: EC2's list may lag behind the event
+            # Released on a stop, running again, and its start event was lost: count it again.
+            self._items.rearm(instance["InstanceId"])
+        if request and (pool, request) in in_flight:
+            return False  # launched under a lease that is not settled yet: the lease counts it
+        # Without a request: maybe a coalesced launch's, not yet tagged with its request.
+        return bool(request) or _long_ago(instance.get("LaunchTime"), now, self._lease_window)
+
+    def _uncount_gone(
+        self,
+        members: Mapping[str, Mapping[str, Member]],
+        states: Mapping[str, str | None],
+        now_epoch: int,
+        repaired: dict[str, int],
+    ) -> None:
+        """Uncount the members whose instance is no longer live."""
         for pool, counted in members.items():
             for instance_id, member in counted.items():
                 state = states.get(instance_id)
@@ -169,9 +224,6 @@ class Reconciliation:
                 gone = state in TERMINAL_STATES
                 if gone or now_epoch - member.counted_at > REARM_AFTER_SECONDS:
                     repaired[pool] += _unless_contended(partial(self._limits.uncount, member))
-        for pool in sorted(pools):
-            report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
-        return report
 
     def _retag(
         self,
@@ -254,6 +306,18 @@ def _corrected(recount: Recount | None) -> int:
     if recount is None or not recount.repaired:
         return 0
     return abs(recount.stored.instances - recount.recomputed.instances)
+
+
+def _amount(
+    instance: Mapping[str, Any],
+    item: InstanceRecord | None,
+    sizes: Mapping[str, InstanceTypeInfo],
+) -> Resources:
+    """What a live instance counts for: its record's resources, else its type's."""
+    if item is not None:
+        return item.resources
+    info = sizes.get(instance["InstanceType"])
+    return info.resources() if info else Resources(instances=1)
 
 
 def _unless_contended(transition: Callable[[], bool]) -> bool:

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from aws_lambda_powertools.metrics import single_metric
 
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import (
@@ -96,55 +96,23 @@ class ReservationSync:
     def run(self) -> SyncReport:
         report = SyncReport()
         if self._reconciliation is not None:
-            report.reconciliation = self._reconciliation.run()
-            metrics.add_metric(
-                name=RECONCILIATION_DRIFT,
-                unit=MetricUnit.Count,
-                value=report.reconciliation.total_drift,
-            )
-            for name, instances in (
-                (INSTANCES_RETAGGED, report.reconciliation.retagged),
-                (INSTANCES_RETAG_FAILED, report.reconciliation.retag_failed),
-            ):
-                if instances:
-                    metrics.add_metric(name=name, unit=MetricUnit.Count, value=len(instances))
+            report.reconciliation = _reconcile(self._reconciliation)
         usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
         held = report.reconciliation.held_by_reservation if report.reconciliation else {}
         now = self._now()
         coverage, groups_of, seen, everything = self._resolve(self._config.node_classes(), now)
         stored, old_coverage = self._snapshots.read()
-        for reservation_id, prev in stored.items():
-            ended = everything.get(reservation_id)
-            if (
-                reservation_id not in seen
-                and ended is not None
-                and ended.state == EXPIRED_STATE
-                and prev.snapshot.state != EXPIRED_STATE
-            ):
-                # A selector term reaches only live reservations: one it reached that expired
-                # is kept once more, so its end is announced, and forgotten at the next sync.
-                seen[reservation_id] = ended
+        _keep_newly_expired(seen, stored, everything)
         for reservation_id in sorted(seen):
             observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
-            saved = self._save(
+            self._sync_one(
+                report,
                 stored.get(reservation_id),
                 observed,
                 usage.get(reservation_id, {}),
                 now,
                 held.get(reservation_id, ()),
             )
-            if saved is None:
-                # Launchers keep writing it; the next sync (a minute away) looks again.
-                report.conflicts.append(reservation_id)
-                continue
-            new, events = saved
-            report.synced.append(reservation_id)
-            if any(e.detail_type == RESERVATION_REPLENISHED for e in events):
-                self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
-            if events:
-                self._publish(*events)
-                report.events += events
-            _emit(new.snapshot)
         report.forgotten = sorted(
             [k for k in stored if k not in seen]
             + [k for k in old_coverage if k not in {c.key for c in coverage}]
@@ -166,6 +134,31 @@ class ReservationSync:
             },
         )
         return report
+
+    def _sync_one(
+        self,
+        report: SyncReport,
+        prev: StoredReservation | None,
+        observed: ReservationSnapshot,
+        usage: Mapping[str, int],
+        now: datetime,
+        held: Sequence[HeldInstance],
+    ) -> None:
+        """Save one reservation's snapshot, publish its crossings and emit its metrics."""
+        reservation_id = observed.reservation_id
+        saved = self._save(prev, observed, usage, now, held)
+        if saved is None:
+            # Launchers keep writing it; the next sync (a minute away) looks again.
+            report.conflicts.append(reservation_id)
+            return
+        new, events = saved
+        report.synced.append(reservation_id)
+        if any(e.detail_type == RESERVATION_REPLENISHED for e in events):
+            self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
+        if events:
+            self._publish(*events)
+            report.events += events
+        _emit(new.snapshot)
 
     def _save(
         self,
@@ -193,23 +186,29 @@ class ReservationSync:
     ]:
         """Coverage per target/term, group ARNs per reservation, every reservation needed, and
         every reservation EC2 described."""
-        ids: set[str] = set()
-        group_arns: set[str] = set()
-        terms = {}
-        for node_class in node_classes:
-            selection = selection_of(node_class)
-            target = selection.target
-            if target is not None and target.reservation_id is not None:
-                ids.add(target.reservation_id)
-            elif target is not None and target.group_arn is not None:
-                group_arns.add(target.group_arn)
-            for term in selection.terms:
-                terms[selector_key(term)] = term
+        ids, group_arns, terms = _selected_by(node_classes)
         if not (ids or group_arns or terms):
             return [], {}, {}, {}
         everything = {r.reservation_id: r for r in self._ec2.describe()}
         at = now.timestamp()
         coverage = [Coverage(target_key(i), at, (i,) if i in everything else ()) for i in ids]
+        group_coverage, groups_of = self._group_coverage(group_arns, everything, at)
+        coverage += group_coverage
+        coverage += _term_coverage(terms, everything, at)
+        coverage = _with_placements(coverage, everything)
+        wanted = {m for c in coverage for m in c.members}
+        return (
+            coverage,
+            {k: tuple(sorted(v)) for k, v in groups_of.items()},
+            {k: everything[k] for k in wanted},
+            everything,
+        )
+
+    def _group_coverage(
+        self, group_arns: set[str], everything: Mapping[str, ReservationSnapshot], at: float
+    ) -> tuple[list[Coverage], dict[str, list[str]]]:
+        """Coverage of each readable reservation group, and the groups of each member."""
+        coverage: list[Coverage] = []
         groups_of: dict[str, list[str]] = {}
         for arn in sorted(group_arns):
             try:
@@ -230,18 +229,82 @@ class ReservationSync:
             coverage.append(Coverage(target_key(arn), at, members))
             for member in members:
                 groups_of.setdefault(member, []).append(arn)
-        for term_key, term in sorted(terms.items()):
-            matched = tuple(sorted(k for k, r in everything.items() if term_matches(term, r)))
-            coverage.append(Coverage(term_key, at, matched))
-        placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
-        coverage = [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
-        wanted = {m for c in coverage for m in c.members}
-        return (
-            coverage,
-            {k: tuple(sorted(v)) for k, v in groups_of.items()},
-            {k: everything[k] for k in wanted},
-            everything,
-        )
+        return coverage, groups_of
+
+
+def _selected_by(
+    node_classes: Sequence[NodeClass],
+) -> tuple[set[str], set[str], dict[str, CapacityReservationSelectorTerm]]:
+    """The reservation ids and group ARNs the NodeClasses target, and their selector terms."""
+    ids: set[str] = set()
+    group_arns: set[str] = set()
+    terms: dict[str, CapacityReservationSelectorTerm] = {}
+    for node_class in node_classes:
+        selection = selection_of(node_class)
+        target = selection.target
+        if target is not None and target.reservation_id is not None:
+            ids.add(target.reservation_id)
+        elif target is not None and target.group_arn is not None:
+            group_arns.add(target.group_arn)
+        for term in selection.terms:
+            terms[selector_key(term)] = term
+    return ids, group_arns, terms
+
+
+def _term_coverage(
+    terms: Mapping[str, CapacityReservationSelectorTerm],
+    everything: Mapping[str, ReservationSnapshot],
+    at: float,
+) -> list[Coverage]:
+    """Coverage of each selector term: the reservations it matches."""
+    coverage = []
+    for term_key, term in sorted(terms.items()):
+        matched = tuple(sorted(k for k, r in everything.items() if term_matches(term, r)))
+        coverage.append(Coverage(term_key, at, matched))
+    return coverage
+
+
+def _with_placements(
+    coverage: Sequence[Coverage], everything: Mapping[str, ReservationSnapshot]
+) -> list[Coverage]:
+    """Each coverage with the (instance type, zone) of its members."""
+    placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
+    return [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
+
+
+def _reconcile(reconciliation: Reconciliation) -> ReconciliationReport:
+    """Reconcile membership first, and emit its drift and retag metrics."""
+    report = reconciliation.run()
+    metrics.add_metric(
+        name=RECONCILIATION_DRIFT,
+        unit=MetricUnit.Count,
+        value=report.total_drift,
+    )
+    for name, instances in (
+        (INSTANCES_RETAGGED, report.retagged),
+        (INSTANCES_RETAG_FAILED, report.retag_failed),
+    ):
+        if instances:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=len(instances))
+    return report
+
+
+def _keep_newly_expired(
+    seen: dict[str, ReservationSnapshot],
+    stored: Mapping[str, StoredReservation],
+    everything: Mapping[str, ReservationSnapshot],
+) -> None:
+    """A selector term reaches only live reservations: one it reached that expired is kept once
+    more, so its end is announced, and forgotten at the next sync."""
+    for reservation_id, prev in stored.items():
+        ended = everything.get(reservation_id)
+        if (
+            reservation_id not in seen
+            and ended is not None
+            and ended.state == EXPIRED_STATE
+            and prev.snapshot.state != EXPIRED_STATE
+        ):
+            seen[reservation_id] = ended
 
 
 def _emit(snapshot: ReservationSnapshot) -> None:
