@@ -43,9 +43,11 @@ test: lint template-check
 unit: setup
 	$(BIN)/pytest -m unit
 
+# sam builds in scratch folders, where pyenv's shims cannot see .python-version: the venv's
+# python3.13 goes first on PATH, for the functions' pip build and the layer's Makefile alike.
 build: setup
 	$(BIN)/sam validate --lint
-	$(BIN)/sam build
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/sam build
 
 run: setup
 	$(BIN)/capacity-launcher demo
