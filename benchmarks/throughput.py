@@ -14,7 +14,7 @@ from typing import Any
 import moto_capacity
 from benchmarks.scene import POOL, apply_pool, bench_cloud, request
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters.pool_limits import USAGE, limits_pk
+from capacity_launcher.adapters.pool_items import USAGE, limits_pk
 
 REQUESTS = 16
 WORKER_COUNTS = (1, 4, 8)

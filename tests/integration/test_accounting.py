@@ -18,6 +18,7 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
+from capacity_launcher.adapters.pool_items import PoolItems
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
@@ -352,16 +353,16 @@ def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypa
         ExpressionAttributeValues={":n": {"N": "3"}},
     )
     # When another writer counts an instance while the recompute reads members and leases
-    real = PoolLimitsStore._live
+    real = PoolItems.live
     writes = iter([True])
 
-    def concurrent(self: PoolLimitsStore, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    def concurrent(self: PoolItems, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         read = real(self, *args, **kwargs)
         if next(writes, False):
             assert store.count("general", "i-00000000000000002", one)
         return read
 
-    monkeypatch.setattr(PoolLimitsStore, "_live", concurrent)
+    monkeypatch.setattr(PoolItems, "live", concurrent)
     recount = store.recompute("general")
     # Then the recompute read again, and usage is both members: the concurrent count is kept
     assert recount is not None and recount.repaired

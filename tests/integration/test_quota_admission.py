@@ -12,6 +12,7 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.lease_admission import LeaseAdmission
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
@@ -123,17 +124,17 @@ def test_termination_releases_quota_usage_once(pool: Cloud) -> None:
 def racing(monkeypatch: pytest.MonkeyPatch, lease: Callable[[], int]) -> list[int]:
     """Run `lease` right after the next admission has read its quota usage items, before it
     writes; returns (once it ran) what `lease` leased."""
-    real = PoolLimitsStore._quota_usages
+    real = LeaseAdmission._quota_usages
     raced: list[int] = []
 
-    def read_then_race(self: PoolLimitsStore, items: Any) -> Any:
+    def read_then_race(self: LeaseAdmission, items: Any) -> Any:
         reading = real(self, items)
         if not raced:
             raced.append(0)  # the racing lease reads unpatched: it is not raced itself
             raced[0] = lease()
         return reading
 
-    monkeypatch.setattr(PoolLimitsStore, "_quota_usages", read_then_race)
+    monkeypatch.setattr(LeaseAdmission, "_quota_usages", read_then_race)
     return raced
 
 

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws, quota_usage
-from capacity_launcher.adapters.pool_limits import SETTLED_MARKER_SECONDS, PoolLimitsStore
+from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
@@ -146,17 +148,17 @@ def test_a_lease_reclaimed_while_settling_is_settled_once_as_reclaimed(cloud, mo
     limits = store(clock)
     assert limits.reserve(POOL, "race-1", ONE, 2, 1, None) == 2
     clock.now += 901
-    real = PoolLimitsStore.lease
+    real = PoolLeaseStore.lease
     reclaimed: list[bool] = []
 
-    def read_then_reclaimed(self: PoolLimitsStore, pool: str, lease_id: str) -> Lease | None:
+    def read_then_reclaimed(self: PoolLeaseStore, pool: str, lease_id: str) -> Lease | None:
         found = real(self, pool, lease_id)
         if found is not None and not found.settled and not reclaimed:
             # When the sync reclaims it between the settle's read and its transaction
             reclaimed.append(self.reclaim(found))
         return found
 
-    monkeypatch.setattr(PoolLimitsStore, "lease", read_then_reclaimed)
+    monkeypatch.setattr(PoolLeaseStore, "lease", read_then_reclaimed)
     # (settled by another container: the one that took a lease settles it without reading it)
     store(clock).settle(POOL, "race-1", instances(2))
     # Then the reclaim gave the lease back once, and usage is exactly the 2 members
@@ -176,10 +178,10 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
     clock.now += 901
     lease = limits.lease(POOL, "again-1")
     assert lease is not None and limits.reclaim(lease)
-    real = PoolLimitsStore.lease
+    real = PoolLeaseStore.lease
     taken: list[int] = []
 
-    def read_then_leased(self: PoolLimitsStore, pool: str, lease_id: str) -> Lease | None:
+    def read_then_leased(self: PoolLeaseStore, pool: str, lease_id: str) -> Lease | None:
         found = real(self, pool, lease_id)
         if found is None and not taken:
             # When a redelivery leases the same id between the settle's read and its transaction
@@ -187,7 +189,7 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
             taken[0] = self.reserve(POOL, "again-1", ONE, 2, 1, None)
         return found
 
-    monkeypatch.setattr(PoolLimitsStore, "lease", read_then_leased)
+    monkeypatch.setattr(PoolLeaseStore, "lease", read_then_leased)
     store(clock).settle(POOL, "again-1", instances(1))
     # Then the settle met the new lease and settled it too: nothing of it stays in usage
     assert taken == [2]
@@ -232,10 +234,10 @@ def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
     limits = store()
     assert limits.reserve(POOL, "twice-1", ONE, 2, 1, None) == 2
     launched = instances(2)
-    real = PoolLimitsStore.lease
+    real = PoolLeaseStore.lease
     other: list[bool] = []
 
-    def read_then_settled_by_other(self: PoolLimitsStore, pool: str, lease_id: str) -> Lease | None:
+    def read_then_settled_by_other(self: PoolLeaseStore, pool: str, lease_id: str) -> Lease | None:
         found = real(self, pool, lease_id)
         if not other:
             other.append(True)
@@ -243,7 +245,7 @@ def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
             self.settle(pool, lease_id, launched)
         return found
 
-    monkeypatch.setattr(PoolLimitsStore, "lease", read_then_settled_by_other)
+    monkeypatch.setattr(PoolLeaseStore, "lease", read_then_settled_by_other)
     store().settle(POOL, "twice-1", launched)
     # Then the instances are counted once and one marker proves the settlement
     assert limits.usage(POOL) == ONE * 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from capacity_launcher.domain.quantities import Resources
@@ -56,3 +56,40 @@ class QuotaRecount:
     stored: Mapping[tuple[str, str], Resources]
     recounted: Mapping[tuple[str, str], Resources]
     repaired: bool
+
+
+def total(amounts: Iterable[Resources]) -> Resources:
+    """The sum of `amounts`."""
+    summed = Resources.ZERO
+    for amount in amounts:
+        summed = summed + amount
+    return summed
+
+
+def usage_of(counted: Iterable[Lease | Member]) -> Resources:
+    """A pool's usage as its items explain it: the sum of its unsettled leases and members."""
+    return total(item.amount for item in counted)
+
+
+def quota_use(
+    counted: Iterable[Lease | Member], usage_item: str, pool: str
+) -> dict[tuple[str, str], Resources]:
+    """Use by (requester, pool) of the leases and members of `pool` that hold quota usage item
+    `usage_item` (what that item should say of the pool)."""
+    held: dict[tuple[str, str], Resources] = {}
+    for item in counted:
+        if item.quota_usage == usage_item and item.requester:
+            where = (item.requester, pool)
+            held[where] = held.get(where, Resources.ZERO) + item.amount
+    return held
+
+
+def same_use(
+    stored: Mapping[tuple[str, str], Resources], counted: Mapping[tuple[str, str], Resources]
+) -> bool:
+    """Whether two readings of quota use agree (a requester at zero is one with no use)."""
+    return _nonzero(stored) == _nonzero(counted)
+
+
+def _nonzero(usage: Mapping[tuple[str, str], Resources]) -> dict[tuple[str, str], Resources]:
+    return {k: v for k, v in usage.items() if not v.is_zero()}

@@ -1,0 +1,233 @@
+"""Taking a limit lease: read what the decision depends on, ask the domain, write once.
+
+The lease transaction's items are, in order: the pool's usage (an ADD conditioned on each
+limited dimension's headroom), the lease's put (only if absent), the pool's stored limits
+checked, the quotas' generation checked, then the quota usage items the admission read (the
+pool's cohort-and-flavor item updated, every other one checked), each conditioned on the version
+read. When a condition fails, the item that failed says what to read again before deciding again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from capacity_launcher.adapters import quota_usage
+from capacity_launcher.adapters.config_store import quota_generation_check
+from capacity_launcher.adapters.dynamodb import from_item, to_item
+from capacity_launcher.adapters.pool_items import (
+    ATTRIBUTES,
+    LEASE_PREFIX,
+    OPEN_LEASE,
+    NoQuotas,
+    PoolItems,
+    QuotaHold,
+    QuotaSource,
+    attributes_of,
+    hold_attributes,
+    lease_of,
+    limits_pk,
+)
+from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded, Transient
+from capacity_launcher.domain.pool_usage import Lease
+from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits
+from capacity_launcher.domain.quota_admission import LeaseAsk, admit_lease, governing, usage_items
+from capacity_launcher.domain.quotas import QuotaSet
+
+_RESERVE_TRIES = 3
+# Where the lease transaction's items are (see the module's docstring).
+_LEASE_ITEM = 1
+_LIMITS_ITEM = 2
+_GENERATION_ITEM = 3
+# Admissions that lost the race for their cohort's quota usage, before the message goes back.
+_QUOTA_TRIES = 4
+# Reads a lease by pool and lease id (the store's: open, settled, or None).
+LeaseReader = Callable[[str, str], Lease | None]
+
+
+@dataclass
+class _Reserving:
+    """One `reserve`: what it asks, and what it has learnt so far."""
+
+    ask: LeaseAsk
+    lease_id: str
+    limits: PoolLimits | None
+    quotas: QuotaSet
+    wanted: int
+    stored: bool = False  # `limits` are the stored ones, not the container's copy
+    fresh: bool = False  # `quotas` were read now, not the container's copy
+    again: bool = False  # decide again at once
+    tries: int = 0
+    lost: int = 0
+    taken: Lease | None = None  # the lease this reserve put
+
+    def fits(self) -> bool:
+        amount = self.ask.per_instance * self.wanted
+        return self.limits is None or not amount.fits_within(self.limits)
+
+    def count_lost(self) -> None:
+        """Another writer changed what the decision read: decide again, a bounded number of
+        times (then the message goes back to the queue)."""
+        self.lost += 1
+        if self.lost >= _QUOTA_TRIES:
+            raise Transient("QuotaAdmission", "QuotaUsageContended")
+        self.tries, self.again = self.tries - 1, True
+
+
+class LeaseAdmission:
+    """The decision and the transaction behind `PoolLeaseStore.reserve`."""
+
+    def __init__(
+        self,
+        items: PoolItems,
+        lease_seconds: int,
+        clock: Callable[[], float],
+        quotas: QuotaSource | None = None,
+    ) -> None:
+        self._items = items
+        self._lease_seconds = lease_seconds
+        self._clock = clock
+        self._quotas = quotas or NoQuotas()
+
+    def reserve(
+        self, ask: LeaseAsk, lease_id: str, limits: PoolLimits | None, lease: LeaseReader
+    ) -> tuple[int, Lease | None]:
+        """How many `ask` is granted (0: it does not fit now), and the lease put for them (None:
+        none was put now; `lease` found one a retry had put)."""
+        state = _Reserving(ask, lease_id, limits, self._quotas.quota_set(), wanted=ask.count)
+        while state.tries < _RESERVE_TRIES + 2:
+            state.tries += 1
+            if state.fits():
+                granted = self._try_lease(state, lease)
+                if granted is not None:
+                    return granted, state.taken
+                if state.again:
+                    state.again = False
+                    continue
+            elif not state.stored:
+                # Never refuse on a copy that may be stale: decide on the stored limits.
+                state.limits, state.stored = self._items.limits_in_force(ask.pool), True
+                continue
+            if not self._shrink(state):
+                return 0, None
+        return 0, None
+
+    def _try_lease(self, state: _Reserving, lease: LeaseReader) -> int | None:
+        """Decide and write the lease once: the count leased, or None (`state.again`: decide
+        again now; otherwise the pool's usage did not fit, shrink to its headroom)."""
+        try:
+            wanted, hold, admission = self._admit(state)
+        except QuotaExceeded:
+            if state.fresh or self._quotas.quota_generation() == state.quotas.generation:
+                raise
+            # Refused by a copy older than the stored quotas: decide again on the stored ones.
+            self._refresh_quotas(state)
+            state.tries, state.again = state.tries - 1, True
+            return None
+        pool = state.ask.pool
+        items = self._reserve_items(state, wanted, hold)
+        items.append(self._items.limits_check(pool, state.limits))
+        if state.quotas.generation is not None:
+            items.append(quota_generation_check(self._items.table, state.quotas.generation))
+        first_quota_item = len(items)
+        items += admission
+        try:
+            self._items.transact(items)
+        except ConditionFailed as failed:
+            existing = lease(pool, state.lease_id)
+            if existing is not None:
+                return existing.count
+            self._after_conflict(state, failed, first_quota_item, len(items))
+            return None
+        state.taken = lease_of(from_item(items[_LEASE_ITEM]["Put"]["Item"]))
+        return wanted
+
+    def _after_conflict(
+        self, state: _Reserving, failed: ConditionFailed, first_quota_item: int, size: int
+    ) -> None:
+        """What a cancelled lease transaction asks for next, by the item that failed."""
+        if any(failed.failed_at(i) for i in range(first_quota_item, size)):
+            # Another admission or release in the quota's group wrote first: read again.
+            state.count_lost()
+        elif state.quotas.generation is not None and failed.failed_at(_GENERATION_ITEM):
+            # A quota was applied or deleted since this copy was read: decide on the stored one.
+            state.count_lost()
+            self._refresh_quotas(state)
+        elif failed.failed_at(_LIMITS_ITEM):
+            # The pool was applied (or deleted) since this copy was read.
+            state.limits, state.stored = self._items.limits_in_force(state.ask.pool), True
+            state.wanted, state.again = state.ask.count, True
+
+    def _refresh_quotas(self, state: _Reserving) -> None:
+        state.quotas, state.fresh = self._quotas.quota_set(fresh=True), True
+
+    def _admit(self, state: _Reserving) -> tuple[int, QuotaHold, list[dict[str, Any]]]:
+        """How many the quotas admit, where the lease holds quota, and the transaction items
+        that write the admission: the pool's quota usage item updated, and every other item the
+        decision read checked, each conditioned on the version read."""
+        ask = replace(state.ask, count=state.wanted)
+        quotas = state.quotas.quotas
+        quota = governing(quotas, ask.requester, ask.pool)
+        if quota is None or ask.requester is None:
+            return ask.count, None, []
+        items = usage_items(quota, ask.pool)
+        readings = self._quota_usages(items)
+        usage = {k: v for _, found in readings.values() for k, v in found.items()}
+        wanted = admit_lease(quotas, ask, usage)
+        pk = items[0][0]
+        amount = ask.per_instance * wanted
+        table = self._items.table
+        update = quota_usage.update(
+            table, pk, ask.requester, amount, read_version=readings[pk][0], conditioned=True
+        )
+        checks = [quota_usage.unchanged(table, o, readings[o][0]) for o, _ in items[1:]]
+        return wanted, (pk, ask.requester), [{"Update": update}, *checks]
+
+    def _quota_usages(self, items: list[tuple[str, str]]) -> dict[str, quota_usage.Reading]:
+        """Each quota usage item an admission depends on, read strongly consistent at once."""
+        return quota_usage.read_many(self._items.db, self._items.table, items)
+
+    def _shrink(self, state: _Reserving) -> bool:
+        """Ask for what the pool's stored usage leaves room for; False when that is too few."""
+        if state.limits is None:
+            state.wanted = state.ask.count
+            return True
+        usage = self._items.usage_item(state.ask.pool)[0]
+        headroom = state.limits.headroom(usage, state.ask.per_instance)
+        state.wanted = state.ask.count if headroom is None else min(state.ask.count, headroom)
+        return state.wanted >= state.ask.least and state.wanted > 0
+
+    def _reserve_items(
+        self, state: _Reserving, count: int, hold: QuotaHold
+    ) -> list[dict[str, Any]]:
+        """The pool's usage, added to under its limits' headroom, and the lease put if absent."""
+        pool, amount = state.ask.pool, state.ask.per_instance * count
+        update = self._items.add_update(pool, amount)
+        conditions = []
+        for dimension in DIMENSIONS:
+            bound = state.limits.limit_for(dimension) if state.limits else None
+            if bound is None:
+                continue
+            name = ATTRIBUTES[dimension]
+            conditions.append(f"(attribute_not_exists(#{name}) OR #{name} <= :max_{name})")
+            update["ExpressionAttributeValues"][f":max_{name}"] = {
+                "N": str(bound - amount.amount(dimension))
+            }
+        if conditions:
+            update["ConditionExpression"] = " AND ".join(conditions)
+        lease = {
+            "pk": limits_pk(pool),
+            "sk": LEASE_PREFIX + state.lease_id,
+            "count": count,
+            "expiresAt": int(self._clock()) + self._lease_seconds,
+            "openLease": OPEN_LEASE,
+            **attributes_of(amount),
+            **hold_attributes(hold),
+        }
+        put = {
+            "TableName": self._items.table,
+            "Item": to_item(lease),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        return [{"Update": update}, {"Put": put}]

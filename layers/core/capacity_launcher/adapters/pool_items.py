@@ -1,0 +1,339 @@
+"""A pool's items in the state table: its usage, its stored limits, and the layout of its partition.
+
+A pool's partition `Limits#<pool>` sorts as `Lease#` < `Member#` < `Settled#` < `Usage`: open
+leases and members (live work) form one key range, which is all a recount reads; the proof that
+a lease settled (`Settled#<id>`, kept a week) lies outside it, so the history of past requests
+never costs the sync a read.
+
+Usage is only ever changed in the same transaction as the item that explains the change (a lease
+put, settled or reclaimed: `pool_leases`; a member put or deleted under a condition:
+`pool_members`), so usage always equals the unsettled leases plus the members of the pool, and
+no instance is counted or released twice, whichever writer gets there first. Every change bumps
+the usage item's `version`, which is what a recompute (`PoolUsageStore.recompute`) conditions on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Protocol
+
+from capacity_launcher.adapters import quota_usage
+from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.domain.errors import ConditionFailed, NodePoolDeleted
+from capacity_launcher.domain.pool_usage import Lease, Member, Recount, usage_of
+from capacity_launcher.domain.quantities import (
+    CPU,
+    GPU,
+    INSTANCES,
+    MEMORY,
+    PoolLimits,
+    Resources,
+    limits_token,
+)
+from capacity_launcher.domain.quotas import QuotaSet
+
+USAGE = "Usage"
+LEASE_PREFIX = "Lease#"
+MEMBER_PREFIX = "Member#"
+# A settled lease's proof of settlement: its own prefix, outside the live range below.
+SETTLED_PREFIX = "Settled#"
+# The live range's upper bound: '$' follows '#', so every `Member#...` key sorts below it.
+_LIVE_UNTIL = "Member$"
+# How long the proof of settlement is kept (longer than any redelivery).
+SETTLED_MARKER_SECONDS = 7 * 24 * 3600
+# An unsettled lease carries this (the sparse OpenLeases index's key): the sync reads only those.
+OPEN_LEASES_INDEX = "OpenLeases"
+OPEN_LEASE = "open"
+ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
+# Tries of a conditional write that writers keep moving the usage under, before giving up.
+CONTENDED_TRIES = 3
+# (quota usage item, requester): where a lease or member is also counted for its quota.
+QuotaHold = tuple[str, str] | None
+
+
+class QuotaSource(Protocol):
+    """Where leases and members read the quotas they decide with (the configuration store)."""
+
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet: ...
+
+    def quota_generation(self) -> int: ...
+
+
+class NoQuotas:
+    """No quota store: no quota governs, and no generation is checked."""
+
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet:
+        return QuotaSet(None)
+
+    def quota_generation(self) -> int:
+        return 0
+
+
+def limits_pk(pool: str) -> str:
+    return f"Limits#{pool}"
+
+
+class PoolItems:
+    """Reads and writes of one table's pool partitions, shared by the stores built on them."""
+
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+        self.table = table_name
+        self.db = dynamodb or client("dynamodb")
+
+    def transact(self, items: list[dict[str, Any]]) -> None:
+        with aws_call("TransactWriteItems"):
+            self.db.transact_write_items(TransactItems=items)
+
+    def usage_item(self, pool: str) -> tuple[Resources, int | None]:
+        """The pool's usage and its version (None: never written), strongly consistent."""
+        with aws_call("GetItem"):
+            item = self.db.get_item(
+                TableName=self.table, Key=key(limits_pk(pool), USAGE), ConsistentRead=True
+            ).get("Item")
+        if not item:
+            return Resources.ZERO, None
+        values = from_item(item)
+        version = values.get("version")
+        return resources_of(values), None if version is None else int(version)
+
+    def live(self, pool: str) -> list[dict[str, Any]]:
+        """The pool's open leases and members: one key range, never its settled history."""
+        between = {":from": {"S": LEASE_PREFIX}, ":until": {"S": _LIVE_UNTIL}}
+        return self._partition(pool, "sk BETWEEN :from AND :until", between)
+
+    def members(self, pool: str) -> list[Member]:
+        """Every instance counted in the pool's usage (one Query of the pool's partition)."""
+        prefix = {":prefix": {"S": MEMBER_PREFIX}}
+        return [member_of(i) for i in self._partition(pool, "begins_with(sk, :prefix)", prefix)]
+
+    def _partition(
+        self, pool: str, sk_condition: str, values: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        condition = "pk = :pk AND " + sk_condition
+        values = {":pk": {"S": limits_pk(pool)}, **values}
+        with aws_call("Query"):
+            pages = self.db.get_paginator("query").paginate(
+                TableName=self.table,
+                KeyConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ConsistentRead=True,
+            )
+            return [from_item(i) for page in pages for i in page["Items"]]
+
+    def stored(self, pool: str) -> tuple[bool, PoolLimits | None]:
+        """Whether the pool is stored, and its limits as last applied (strongly consistent)."""
+        with aws_call("GetItem"):
+            item = self.db.get_item(
+                TableName=self.table,
+                Key=key("NodePool", pool),
+                ConsistentRead=True,
+                ProjectionExpression="pk, #limits",
+                ExpressionAttributeNames={"#limits": "limits"},
+            ).get("Item")
+        token = (item or {}).get("limits", {}).get("S")
+        dumped = json.loads(token) if token else None
+        return item is not None, None if dumped is None else PoolLimits.model_validate(dumped)
+
+    def limits_in_force(self, pool: str) -> PoolLimits | None:
+        """The stored limits; NodePoolDeleted when the pool is no longer stored."""
+        found, limits = self.stored(pool)
+        if not found:
+            raise NodePoolDeleted(pool)
+        return limits
+
+    def limits_check(self, pool: str, limits: PoolLimits | None) -> dict[str, Any]:
+        """The lease holds only if the pool is still stored, with the limits it was sized by (a
+        pool stored before limits were kept beside it is not checked): a copy of the pool that
+        outlived its deletion must not take it for a pool without limits."""
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": key("NodePool", pool),
+                "ConditionExpression": (
+                    "attribute_exists(pk) AND (attribute_not_exists(#limits) OR #limits = :limits)"
+                ),
+                "ExpressionAttributeNames": {"#limits": "limits"},
+                "ExpressionAttributeValues": {":limits": {"S": limits_token(limits)}},
+            }
+        }
+
+    def add_update(self, pool: str, amount: Resources) -> dict[str, Any]:
+        """ADD to usage; every change bumps `version` (what `recompute` is conditional on)."""
+        names = {f"#{a}": a for a in ATTRIBUTES.values()}
+        names["#version"] = "version"
+        values = {f":{ATTRIBUTES[d]}": {"N": str(v)} for d, v in amount.amounts().items()}
+        values[":one"] = {"N": "1"}
+        adds = [f"#{a} :{a}" for a in ATTRIBUTES.values()]
+        return {
+            "TableName": self.table,
+            "Key": key(limits_pk(pool), USAGE),
+            "UpdateExpression": "ADD " + ", ".join([*adds, "#version :one"]),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def usage_updates(self, pool: str, amount: Resources, hold: QuotaHold) -> list[dict[str, Any]]:
+        """The pool's usage change, and the same change to its quota usage when it holds one."""
+        updates = [{"Update": self.add_update(pool, amount)}]
+        if hold is not None:
+            updates.append({"Update": quota_usage.update(self.table, *hold, amount)})
+        return updates
+
+    def member_puts(
+        self,
+        pool: str,
+        instance_ids: Sequence[str],
+        amounts: Mapping[str, Resources],
+        hold: QuotaHold,
+        now: int,
+    ) -> list[dict[str, Any]]:
+        """One member put per instance, each only if that instance is not counted yet."""
+        return [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": to_item(
+                        {
+                            "pk": limits_pk(pool),
+                            "sk": MEMBER_PREFIX + instance_id,
+                            "countedAt": now,
+                            **attributes_of(amounts[instance_id]),
+                            **hold_attributes(hold),
+                        }
+                    ),
+                    "ConditionExpression": "attribute_not_exists(sk)",
+                }
+            }
+            for instance_id in instance_ids
+        ]
+
+
+class PoolUsageStore:
+    """A pool's usage as stored, its limits as last applied, and the recompute that repairs it."""
+
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+        self._items = PoolItems(table_name, dynamodb)
+
+    def usage(self, pool: str) -> Resources:
+        return self._items.usage_item(pool)[0]
+
+    def stored_limits(self, pool: str) -> PoolLimits | None:
+        """The limits of the pool as last applied (strongly consistent); None also when the
+        pool is no longer stored (a lease then says NodePoolDeleted)."""
+        return self._items.stored(pool)[1]
+
+    def recompute(self, pool: str) -> Recount | None:
+        """Set usage to its unsettled leases plus its members, if no writer moved it meanwhile.
+
+        Every usage change bumps `version`; the read of leases and members is bracketed by two
+        reads of it and the write is conditional on it, so a concurrent transaction makes this
+        try again (None after a few tries: the next sync repairs) instead of being overwritten.
+        The members it read come back with it: as of that read, they are the pool's.
+        """
+        for _ in range(CONTENDED_TRIES):
+            stored, version = self._items.usage_item(pool)
+            counted = counted_in(self._items.live(pool))
+            recomputed = usage_of(counted)
+            if self._items.usage_item(pool)[1] != version:
+                continue
+            members = tuple(c for c in counted if isinstance(c, Member))
+            if recomputed == stored:
+                return Recount(stored, recomputed, repaired=False, members=members)
+            if self._replace(pool, recomputed, version):
+                return Recount(stored, recomputed, repaired=True, members=members)
+        return None
+
+    def _replace(self, pool: str, usage: Resources, version: int | None) -> bool:
+        """Write `usage` as the pool's, if its version is still `version`; False if it moved."""
+        values = {
+            "pk": limits_pk(pool),
+            "sk": USAGE,
+            "version": (version or 0) + 1,
+            **attributes_of(usage),
+        }
+        condition: dict[str, Any] = {"ExpressionAttributeNames": {"#version": "version"}}
+        if version is None:
+            condition["ConditionExpression"] = "attribute_not_exists(#version)"
+        else:
+            condition["ConditionExpression"] = "#version = :version"
+            condition["ExpressionAttributeValues"] = {":version": {"N": str(version)}}
+        try:
+            with aws_call("PutItem"):
+                self._items.db.put_item(
+                    TableName=self._items.table, Item=to_item(values), **condition
+                )
+        except ConditionFailed:
+            return False
+        return True
+
+
+def attributes_of(amount: Resources) -> dict[str, Decimal]:
+    return {ATTRIBUTES[d]: v for d, v in amount.amounts().items()}
+
+
+def resources_of(item: Mapping[str, Any]) -> Resources:
+    return Resources.from_amounts({d: item.get(a, 0) for d, a in ATTRIBUTES.items()})
+
+
+def hold_attributes(hold: QuotaHold) -> dict[str, str]:
+    return {} if hold is None else {"quotaUsage": hold[0], "requester": hold[1]}
+
+
+def hold_of(counted: Lease | Member | None) -> QuotaHold:
+    """Where a lease or member holds quota usage (None: nowhere)."""
+    if counted is None or counted.quota_usage is None or counted.requester is None:
+        return None
+    return counted.quota_usage, counted.requester
+
+
+def counted_in(items: Iterable[Mapping[str, Any]]) -> list[Lease | Member]:
+    """What usage is made of, of the items of a pool's live range: members and unsettled leases
+    (an old-format settled marker is a `Lease#` item marked `settled`, in the live range until
+    its TTL; see `PoolLeaseStore.lease`)."""
+    counted: list[Lease | Member] = []
+    for item in items:
+        sk = str(item["sk"])
+        if sk.startswith(MEMBER_PREFIX):
+            counted.append(member_of(item))
+        elif sk.startswith(LEASE_PREFIX) and not item.get("settled"):
+            counted.append(lease_of(item))
+    return counted
+
+
+def member_of(item: Mapping[str, Any]) -> Member:
+    return Member(
+        pool=str(item["pk"]).removeprefix("Limits#"),
+        instance_id=str(item["sk"]).removeprefix(MEMBER_PREFIX),
+        amount=resources_of(item),
+        counted_at=int(item.get("countedAt", 0)),
+        quota_usage=item.get("quotaUsage"),
+        requester=item.get("requester"),
+    )
+
+
+def settled_of(item: Mapping[str, Any]) -> Lease:
+    """A `Settled#` marker, as the settled lease it proves."""
+    return Lease(
+        pool=str(item["pk"]).removeprefix("Limits#"),
+        lease_id=str(item["sk"]).removeprefix(SETTLED_PREFIX),
+        count=int(item.get("count", 0)),
+        amount=Resources.ZERO,
+        expires_at=0,
+        settled=True,
+    )
+
+
+def lease_of(item: Mapping[str, Any]) -> Lease:
+    return Lease(
+        pool=str(item["pk"]).removeprefix("Limits#"),
+        lease_id=str(item["sk"]).removeprefix(LEASE_PREFIX),
+        count=int(item.get("count", 0)),
+        amount=resources_of(item),
+        expires_at=int(item.get("expiresAt", 0)),
+        settled=bool(item.get("settled", False)),
+        quota_usage=item.get("quotaUsage"),
+        requester=item.get("requester"),
+    )

@@ -1,0 +1,282 @@
+"""Limit leases: room a worker takes in its pool's usage before launching, kept exact with
+DynamoDB transactions.
+
+A worker leases `count x largest candidate` before launching (a conditional update that fails
+rather than overrun), and settles the lease into one member per instance that launched
+(`Limits#<pool>`/`Member#<id>`, as `pool_members` counts them) and a proof of settlement
+(`Settled#<id>`, kept a week). A lease that outlives its worker expires; the reservation sync
+reclaims it. A lease nothing was launched for is cancelled. Each of these changes the pool's
+usage (and the quota usage the lease holds) in the transaction that puts or deletes the lease,
+so it happens once whoever gets there first (the item layout: `pool_items`).
+
+Taking a lease reads what its decision depends on (the pool's stored limits, the quotas'
+generation, the quota usage items), asks the domain (`quota_admission.admit_lease`, the limits'
+headroom), and writes one transaction conditioned on exactly what it read (`lease_admission`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from capacity_launcher.adapters.aws import aws_call
+from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
+from capacity_launcher.adapters.lease_admission import LeaseAdmission
+from capacity_launcher.adapters.pool_items import (
+    LEASE_PREFIX,
+    OPEN_LEASE,
+    OPEN_LEASES_INDEX,
+    SETTLED_MARKER_SECONDS,
+    SETTLED_PREFIX,
+    PoolItems,
+    QuotaSource,
+    hold_of,
+    lease_of,
+    limits_pk,
+    settled_of,
+)
+from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.pool_usage import Lease, total
+from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.domain.quota_admission import LeaseAsk
+
+# Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
+# quota's usage, the lease's delete (or its absence checked) and the settled marker's put).
+_MEMBERS_PER_TRANSACTION = 96
+_SETTLE_TRIES = 3
+# Leases taken and not settled yet that a container remembers, at most.
+_MAX_TAKEN = 1000
+
+
+class LeaseNotSettled(RuntimeError):
+    """Settling kept meeting concurrent writers; the message goes back and the retry settles."""
+
+    def __init__(self, pool: str, lease_id: str) -> None:
+        super().__init__(f"lease {lease_id} of node pool {pool} could not be settled")
+
+
+class PoolLeaseStore:
+    def __init__(
+        self,
+        table_name: str,
+        lease_seconds: int,
+        dynamodb: Any | None = None,
+        clock: Callable[[], float] = time.time,
+        quotas: QuotaSource | None = None,
+    ) -> None:
+        self._items = PoolItems(table_name, dynamodb)
+        self._lease_seconds = lease_seconds
+        self._clock = clock
+        self._admission = LeaseAdmission(self._items, lease_seconds, clock, quotas)
+        # Leases this container took, as it wrote them: its settle starts from them instead of
+        # reading them back (its transaction's conditions still catch one reclaimed meanwhile).
+        self._taken: dict[tuple[str, str], Lease] = {}
+
+    @property
+    def lease_seconds(self) -> int:
+        return self._lease_seconds
+
+    def reserve(
+        self,
+        pool: str,
+        lease_id: str,
+        per_instance: Resources,
+        count: int,
+        min_count: int,
+        limits: PoolLimits | None,
+        requester: str | None = None,
+        *,
+        unleased: bool = False,
+    ) -> int:
+        """Lease room for up to `count` instances, at least `min_count`; 0 if that does not fit now.
+
+        `unleased`: the caller knows there is no lease under `lease_id` (none was ever taken, or
+        it just read it), so none is read first (the lease is put only if absent all the same).
+
+        Idempotent per lease id: a retry finds its lease and gets the same answer. When a
+        CapacityQuota names the pool, the quota usage items its decision depends on are read,
+        the domain decides (`admit_lease`), and the lease is written in one transaction that
+        conditions on each item's version and on the quotas' generation (QuotaExceeded when it
+        does not fit; Transient when other admissions kept winning the race). NodePoolDeleted
+        when the pool is no longer stored: the lease is checked against the stored pool, and a
+        deleted one has no room at all.
+        """
+        existing = None if unleased else self.lease(pool, lease_id)
+        if existing is not None:
+            return existing.count
+        ask = LeaseAsk(pool, requester, per_instance, count, min_count)
+        granted, lease = self._admission.reserve(ask, lease_id, limits, self.lease)
+        if lease is not None:
+            self._took(lease)
+        return granted
+
+    def stored_limits(self, pool: str) -> PoolLimits | None:
+        """The limits of the pool as last applied (strongly consistent); None also when the
+        pool is no longer stored (a lease then says NodePoolDeleted)."""
+        return self._items.stored(pool)[1]
+
+    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
+        """Turn the lease into one member per instance launched (id -> amount), exactly once.
+
+        The last transaction deletes the open lease (only if it is still open: a reclaim that
+        got there first makes this one try again, as a reclaimed lease) and puts its settled
+        marker (only if none exists: a second settle fails), which stays until the table's TTL
+        removes it, so a redelivered request can never lease, or count, the same instances
+        twice. Members that exist already (counted by reconciliation after the lease was
+        reclaimed, or by an earlier try that crashed between chunks) are left as they are.
+        """
+        pending = dict(members)
+        taken = self._taken.pop((pool, lease_id), None)
+        for _ in range(_SETTLE_TRIES):
+            lease = taken or self.lease(pool, lease_id)
+            taken = None  # a try that failed reads it again
+            if lease is not None and lease.settled:
+                return
+            try:
+                self._settle_once(pool, lease_id, lease, pending, len(members))
+                return
+            except ConditionFailed:
+                counted = {m.instance_id for m in self._items.members(pool)}
+                pending = {i: r for i, r in pending.items() if i not in counted}
+        raise LeaseNotSettled(pool, lease_id)
+
+    def _settle_once(
+        self,
+        pool: str,
+        lease_id: str,
+        lease: Lease | None,
+        pending: dict[str, Resources],
+        launched: int,
+    ) -> None:
+        """Put the members in chunks (`pending` loses each chunk written), the last with the
+        lease's settlement. A reclaimed lease gave its quota back: its instances count for the
+        pool only."""
+        ids = sorted(pending)
+        size = _MEMBERS_PER_TRANSACTION
+        chunks = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
+        hold = hold_of(lease)
+        for chunk in chunks[:-1]:
+            amount = total(pending[i] for i in chunk)
+            puts = self._items.member_puts(pool, chunk, pending, hold, int(self._clock()))
+            self._items.transact([*puts, *self._items.usage_updates(pool, amount, hold)])
+            for instance_id in chunk:
+                pending.pop(instance_id)
+        amount = total(pending[i] for i in chunks[-1])
+        if lease is not None:
+            amount = amount - lease.amount
+        self._items.transact(
+            [
+                *self._items.member_puts(pool, chunks[-1], pending, hold, int(self._clock())),
+                *self._items.usage_updates(pool, amount, hold),
+                *self._settlement(pool, lease_id, lease, launched),
+            ]
+        )
+
+    def lease(self, pool: str, lease_id: str) -> Lease | None:
+        """The lease, open or settled (None: never leased, or reclaimed), in one read.
+
+        Settled is either proof: a `Settled#` marker, or a `Lease#` item marked `settled`, the
+        format settles wrote before the marker moved out of the live range. Such items stay in
+        deployed tables until their TTL (SETTLED_MARKER_SECONDS), so both are honoured here,
+        and `reclaim`, `cancel` and `settle` never take an old-format marker for an open lease.
+        """
+        keys = [key(limits_pk(pool), p + lease_id) for p in (LEASE_PREFIX, SETTLED_PREFIX)]
+        found = {str(i["sk"]): i for i in batch_get(self._items.db, self._items.table, keys)}
+        marker = found.get(SETTLED_PREFIX + lease_id)
+        if marker is not None:
+            return settled_of(marker)
+        item = found.get(LEASE_PREFIX + lease_id)
+        return lease_of(item) if item else None
+
+    def leases(self) -> list[Lease]:
+        """Every unsettled lease (the sync reclaims the expired ones)."""
+        with aws_call("Query"):
+            pages = self._items.db.get_paginator("query").paginate(
+                TableName=self._items.table,
+                IndexName=OPEN_LEASES_INDEX,
+                KeyConditionExpression="openLease = :open",
+                FilterExpression="attribute_not_exists(settled)",
+                ExpressionAttributeValues={":open": {"S": OPEN_LEASE}},
+            )
+            return [lease_of(from_item(i)) for page in pages for i in page["Items"]]
+
+    def reclaim(self, lease: Lease) -> bool:
+        """Give an expired lease's amount back; False if it was settled or reclaimed meanwhile."""
+        return self._drop(lease, expired_only=True)
+
+    def cancel(self, pool: str, lease_id: str) -> bool:
+        """Give back a lease nothing was launched for (its worker stopped on an exception)."""
+        self._taken.pop((pool, lease_id), None)
+        lease = self.lease(pool, lease_id)
+        return lease is not None and not lease.settled and self._drop(lease, expired_only=False)
+
+    def is_settled(self, pool: str, lease_id: str) -> bool:
+        lease = self.lease(pool, lease_id)
+        return lease is not None and lease.settled
+
+    def _drop(self, lease: Lease, *, expired_only: bool) -> bool:
+        # A settled lease has no `Lease#` item, or (old format) one marked `settled`.
+        condition = "attribute_exists(pk) AND attribute_not_exists(settled)"
+        delete: dict[str, Any] = {
+            "TableName": self._items.table,
+            "Key": key(limits_pk(lease.pool), LEASE_PREFIX + lease.lease_id),
+            "ConditionExpression": condition,
+        }
+        if expired_only:
+            delete["ConditionExpression"] = condition + " AND expiresAt < :now"
+            delete["ExpressionAttributeValues"] = {":now": {"N": str(int(self._clock()))}}
+        amount = Resources.ZERO - lease.amount
+        try:
+            self._items.transact(
+                [*self._items.usage_updates(lease.pool, amount, hold_of(lease)), {"Delete": delete}]
+            )
+        except ConditionFailed:
+            return False
+        return True
+
+    def _settlement(
+        self, pool: str, lease_id: str, lease: Lease | None, count: int
+    ) -> list[dict[str, Any]]:
+        """The open lease leaves the live range and its proof of settlement is put beside it."""
+        lease_key = key(limits_pk(pool), LEASE_PREFIX + lease_id)
+        if lease is None:
+            # Reclaimed while we launched: its amount already left usage; record ours afresh,
+            # unless a redelivery leased again meanwhile (then the retry settles that lease).
+            gone: dict[str, Any] = {
+                "ConditionCheck": {
+                    "TableName": self._items.table,
+                    "Key": lease_key,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+        else:
+            # Still open: not reclaimed, nor settled in the old format (see `lease`).
+            gone = {
+                "Delete": {
+                    "TableName": self._items.table,
+                    "Key": lease_key,
+                    "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(settled)",
+                }
+            }
+        marker = {
+            "pk": limits_pk(pool),
+            "sk": SETTLED_PREFIX + lease_id,
+            "count": lease.count if lease is not None else count,
+            "settledAt": int(self._clock()),
+            "ttl": int(self._clock()) + SETTLED_MARKER_SECONDS,
+        }
+        put = {
+            "Put": {
+                "TableName": self._items.table,
+                "Item": to_item(marker),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        return [gone, put]
+
+    def _took(self, lease: Lease) -> None:
+        """Remember the lease a reserve transaction just put."""
+        if len(self._taken) >= _MAX_TAKEN:
+            self._taken.clear()  # leases whose settle never came (their requests went back)
+        self._taken[(lease.pool, lease.lease_id)] = lease
