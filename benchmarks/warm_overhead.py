@@ -20,7 +20,7 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.subnets import Subnets
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
@@ -38,7 +38,7 @@ PHASES: dict[str, list[tuple[Any, str]]] = {
         (LaunchTemplates, "ensure"),
     ],
     "cache": [(UnavailableOfferings, "current"), (UnavailableOfferings, "mark")],
-    "limits": [(PoolLimitsStore, "reserve"), (PoolLimitsStore, "settle")],
+    "limits": [(PoolLeaseStore, "reserve"), (PoolLeaseStore, "settle")],
     "launch": [(Fleet, "create"), (Fleet, "describe"), (Fleet, "tag"), (Fleet, "terminate")],
     "record": [
         (LaunchRecords, "load"),

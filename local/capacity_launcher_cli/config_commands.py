@@ -188,9 +188,9 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
             _warn_invalid(invalid)
         return 0
     pools = store.node_pools()
-    limits = wiring.pool_limits(deployment.settings(), deployment.client)
+    usage = wiring.pool_usage(deployment.settings(), deployment.client)
     applied = {c.name for c in store.node_classes()}
-    statuses = {p.name: pool_status(p, applied, limits.usage(p.name)) for p in pools}
+    statuses = {p.name: pool_status(p, applied, usage.usage(p.name)) for p in pools}
     if args.output == "json":
         views.print_json(
             [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json]

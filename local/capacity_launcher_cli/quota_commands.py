@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.adapters.quota_statuses import QuotaStatuses
+from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.domain.documents import to_document
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.quota_admission import UsageKey
@@ -27,12 +27,12 @@ from capacity_launcher_cli.deployment import Deployment
 
 
 def quota_usage(
-    limits: PoolLimitsStore, quotas: Iterable[CapacityQuota]
+    items: QuotaUsageStore, quotas: Iterable[CapacityQuota]
 ) -> dict[UsageKey, Resources]:
     """What each requester uses in each pool, from the quota usage items (one GetItem each)."""
     usage: dict[UsageKey, Resources] = {}
     for pk, pool in sorted({(q.usage_item(f.name), f.name) for q in quotas for f in q.flavors()}):
-        for where, amount in limits.quota_usage(pk, pool).items():
+        for where, amount in items.quota_usage(pk, pool).items():
             usage[where] = usage.get(where, Resources.ZERO) + amount
     return usage
 
@@ -46,8 +46,7 @@ def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
     unseen = [q for q in quotas if q.name not in stored]
     if unseen:
         pools = {p.name for p in store.node_pools()}
-        limits = PoolLimitsStore(deployment.state_table, deployment.limit_lease_seconds, dynamodb)
-        usage = quota_usage(limits, quotas)
+        usage = quota_usage(QuotaUsageStore(deployment.state_table, dynamodb), quotas)
         now = format_timestamp(datetime.now(UTC))
         for quota in unseen:
             stored[quota.name] = {**quota_status(quota, quotas, usage, pools), "observedAt": now}

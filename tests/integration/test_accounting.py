@@ -18,8 +18,9 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
-from capacity_launcher.adapters.pool_items import PoolItems
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolItems, PoolUsageStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
@@ -51,7 +52,15 @@ def snapshot_launchers(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
 
 
 def usage(pool: str = "general") -> int:
-    return PoolLimitsStore(get_settings().state_table_name, 900).usage(pool).instances
+    return PoolUsageStore(get_settings().state_table_name).usage(pool).instances
+
+
+def members() -> PoolMemberStore:
+    return PoolMemberStore(get_settings().state_table_name)
+
+
+def usage_store() -> PoolUsageStore:
+    return PoolUsageStore(get_settings().state_table_name)
 
 
 def deliver(instance_id: str, state: str) -> str:
@@ -257,7 +266,7 @@ def test_a_lease_is_given_back_when_the_launch_fails_before_any_intent(
     assert len(cloud.send(launch_request("no-intent-1", nodePool="general", count=2))) == 1
     # Then its lease is given back at once, not after it expires
     assert usage() == 0
-    assert PoolLimitsStore(get_settings().state_table_name, 900).leases() == []
+    assert PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
 
 
 def test_a_gang_that_misses_min_count_gives_back_its_slots_and_limits(
@@ -322,20 +331,20 @@ def test_a_sync_during_a_launch_does_not_count_its_instances_twice(cloud, subnet
 def test_settling_more_instances_than_one_transaction_holds_counts_each_once(cloud, subnets, image):
     # Given a lease of 120 instances, 5 of which the sync already counted (their lease had expired)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    store = PoolLimitsStore(get_settings().state_table_name, 900)
+    store = PoolLeaseStore(get_settings().state_table_name, 900)
     one = Resources(cpu=2, memory_mib=8192, instances=1)
     assert store.reserve("general", "big-1", one, 120, 1, None) == 120
     launched = {f"i-{n:017x}": one for n in range(120)}
     for instance_id in list(launched)[:5]:
-        assert store.count("general", instance_id, one)
+        assert members().count("general", instance_id, one)
     # When the launcher settles (in chunks), and a retry settles again
     store.settle("general", "big-1", launched)
     store.settle("general", "big-1", launched)
     # Then each instance is a member once, usage is exactly theirs, and the lease is settled
-    assert sorted(m.instance_id for m in store.members("general")) == sorted(launched)
-    assert store.usage("general") == one * 120
+    assert sorted(m.instance_id for m in members().members("general")) == sorted(launched)
+    assert usage_store().usage("general") == one * 120
     assert store.is_settled("general", "big-1")
-    recount = store.recompute("general")
+    recount = usage_store().recompute("general")
     assert recount is not None
     assert (recount.stored, recount.recomputed, recount.repaired) == (one * 120, one * 120, False)
     assert sorted(m.instance_id for m in recount.members) == sorted(launched)
@@ -343,9 +352,8 @@ def test_settling_more_instances_than_one_transaction_holds_counts_each_once(clo
 
 def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypatch):
     # Given usage that no member explains (3 leaked), and one counted instance
-    store = PoolLimitsStore(get_settings().state_table_name, 900)
     one = Resources(instances=1)
-    assert store.count("general", "i-00000000000000001", one)
+    assert members().count("general", "i-00000000000000001", one)
     aws.client("dynamodb").update_item(
         TableName=get_settings().state_table_name,
         Key={"pk": {"S": "Limits#general"}, "sk": {"S": "Usage"}},
@@ -359,14 +367,14 @@ def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypa
     def concurrent(self: PoolItems, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         read = real(self, *args, **kwargs)
         if next(writes, False):
-            assert store.count("general", "i-00000000000000002", one)
+            assert members().count("general", "i-00000000000000002", one)
         return read
 
     monkeypatch.setattr(PoolItems, "live", concurrent)
-    recount = store.recompute("general")
+    recount = usage_store().recompute("general")
     # Then the recompute read again, and usage is both members: the concurrent count is kept
     assert recount is not None and recount.repaired
-    assert store.usage("general").instances == 2
+    assert usage_store().usage("general").instances == 2
 
 
 def test_a_late_pending_event_of_a_terminated_instance_counts_nothing(cloud, subnets, image):

@@ -11,7 +11,9 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from local_cloud.lambda_runtime import outside_functions
@@ -198,13 +200,13 @@ def test_fifty_concurrent_requests_never_overrun_a_limit(cloud, subnets, image):
     assert len(cloud.managed_instances()) == 10
     statuses = Counter(cloud.record(f"conc-{n}").status for n in range(50))  # type: ignore[union-attr]
     assert statuses == {RequestStatus.FULFILLED: 10, RequestStatus.FAILED: 40}
-    usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
+    usage = PoolUsageStore(cloud.names.state_table, aws.client("dynamodb")).usage("general")
     assert usage.instances == 10 and usage.cpu == 20
 
 
 def test_a_crashed_workers_lease_expires_and_frees_the_limit(cloud, subnets, image):
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "2"})
-    store = PoolLimitsStore(
+    store = PoolLeaseStore(
         cloud.names.state_table, 1, aws.client("dynamodb"), clock=lambda: time.time() - 10
     )
     # Given a worker that leased the whole pool and died (its lease already expired)
@@ -213,7 +215,7 @@ def test_a_crashed_workers_lease_expires_and_frees_the_limit(cloud, subnets, ima
     blocked = cloud.record("after-crash-1")
     assert blocked is not None and blocked.status is RequestStatus.FAILED
     # When the expired lease is reclaimed
-    live = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb"))
+    live = PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"))
     (lease,) = [le for le in live.leases() if le.lease_id == "dead-worker"]
     assert live.reclaim(lease)
     # Then the pool has room again
@@ -231,7 +233,7 @@ def test_min_count_not_met_terminates_what_launched_and_fails(cloud, subnets, im
     assert record.launched == 0 and record.instances == []
     assert any(e.code == "MinCountNotMet" for e in record.errors)
     assert cloud.managed_instances() == []
-    usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
+    usage = PoolUsageStore(cloud.names.state_table, aws.client("dynamodb")).usage("general")
     assert usage.instances == 0
 
 
@@ -333,7 +335,7 @@ def test_a_retry_after_settling_counts_the_instances_once(cloud, subnets, image,
     # When the request is delivered again
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
     # Then the pool counts its 3 instances once
-    usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
+    usage = PoolUsageStore(cloud.names.state_table, aws.client("dynamodb")).usage("general")
     assert usage.instances == 3
     record = cloud.record("settled-1")
     assert record is not None and record.launched == 3
@@ -394,12 +396,13 @@ def test_a_replay_whose_lease_was_reclaimed_takes_its_instances_and_launches_no_
             cloud.send(request)
     (launched,) = cloud.managed_instances()
     # And its lease expired and was reclaimed, its instance counted instead (the sync's work)
-    later = PoolLimitsStore(
+    later = PoolLeaseStore(
         cloud.names.state_table, 900, aws.client("dynamodb"), clock=lambda: time.time() + 1000
     )
     (lease,) = [le for le in later.leases() if le.lease_id == "lost-lease-1"]
     assert later.reclaim(lease)
-    assert later.count("general", launched["InstanceId"], Resources(instances=1, cpu=2))
+    members = PoolMemberStore(cloud.names.state_table, aws.client("dynamodb"))
+    assert members.count("general", launched["InstanceId"], Resources(instances=1, cpu=2))
     expire_idempotency_claims(cloud)
     # When the request is delivered again (the first pool is full now)
     assert cloud.send(request, batch=cloud.fresh_batch()) == []

@@ -15,7 +15,8 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_queue import LaunchQueue
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
@@ -42,7 +43,7 @@ def no_in_process_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def _lease_count(cloud: Cloud, pool: str) -> int:
-    store = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb"))
+    store = PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"))
     return len([lease for lease in store.leases() if lease.pool == pool])
 
 
@@ -93,7 +94,7 @@ def test_a_permanent_node_class_error_fails_the_request_at_once_naming_the_field
     assert [e["detail-type"] for e in cloud.events()] == ["Launch Failed"]
     # ...and its lease is released (the limit is free for the next request)
     assert _lease_count(cloud, "general") == 0
-    usage = PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb")).usage("general")
+    usage = PoolUsageStore(cloud.names.state_table, aws.client("dynamodb")).usage("general")
     assert usage == Resources.ZERO
 
 

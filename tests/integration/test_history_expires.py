@@ -9,7 +9,7 @@ from typing import Any
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.instance_records import InstanceRecords
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -70,7 +70,7 @@ def test_the_sync_reads_open_leases_and_not_the_history_of_past_requests(cloud, 
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     for n in range(5):
         cloud.send(launch_request(f"past-{n}", nodePool="general"))
-    store = PoolLimitsStore(get_settings().state_table_name, 900)
+    store = PoolLeaseStore(get_settings().state_table_name, 900)
     store.reserve(
         "general", "in-flight", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
     )

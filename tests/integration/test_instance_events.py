@@ -10,7 +10,7 @@ import pytest
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.instance_records import InstanceRecords
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.domain.status import INSTANCE_TERMINATED
 from capacity_launcher.settings import get_settings
 from tests.integration.test_reservation_sync import (
@@ -54,7 +54,7 @@ def deliver(name: str, instance_id: str, **detail: Any) -> dict[str, Any]:
 
 def usage(pool: str = "general") -> int:
     settings = get_settings()
-    return PoolLimitsStore(settings.state_table_name, 900).usage(pool).instances
+    return PoolUsageStore(settings.state_table_name).usage(pool).instances
 
 
 def test_a_terminated_instance_releases_its_limits_and_reservation_slot_once(

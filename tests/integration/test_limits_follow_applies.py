@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 import moto_capacity
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service import wiring
 from capacity_launcher.settings import get_settings
@@ -105,7 +106,7 @@ def throttled_with_its_lease_reclaimed(cloud, subnets, image) -> dict[str, Any]:
     request = launch_request("throttled", nodePool="general")
     assert len(cloud.send(request)) == 1
     moto_capacity.reset()
-    later = PoolLimitsStore(get_settings().state_table_name, 900, clock=lambda: time.time() + 3600)
+    later = PoolLeaseStore(get_settings().state_table_name, 900, clock=lambda: time.time() + 3600)
     [lease] = later.leases()
     assert later.reclaim(lease)
     return request
@@ -141,7 +142,7 @@ def test_a_throttled_launch_replayed_after_its_lease_was_reclaimed_leases_again_
     record = cloud.record("throttled")
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     assert len(cloud.managed_instances()) == 1
-    assert PoolLimitsStore(get_settings().state_table_name, 900).usage("general").instances == 1
+    assert PoolUsageStore(get_settings().state_table_name).usage("general").instances == 1
 
 
 def redelivered_after_its_pool_was_deleted(
@@ -168,7 +169,7 @@ def test_intents_of_a_deleted_pool_are_not_replayed_in_another_pool(cloud, subne
     redelivered_after_its_pool_was_deleted(cloud, subnets, image, {"instances": "1"})
     # Then `spare` stays within its limit, and what runs is tagged with the pool it is counted in
     # (it ran 2 in `spare`, limit 1, tagged `general`, counted in both pools' usage)
-    spare = PoolLimitsStore(get_settings().state_table_name, 900).usage("spare")
+    spare = PoolUsageStore(get_settings().state_table_name).usage("spare")
     assert spare.instances <= 1
     record = cloud.record("any-pool")
     assert record is not None
@@ -194,4 +195,4 @@ def test_intents_of_a_deleted_pool_are_not_replayed_where_the_request_resolves_n
     assert record.node_pool == "spare"
     tags = [{t["Key"]: t["Value"] for t in i.get("Tags", [])} for i in cloud.managed_instances()]
     assert [t.get("capacity-launcher:node-pool") for t in tags] == ["spare", "spare"]
-    assert PoolLimitsStore(get_settings().state_table_name, 900).usage("spare").instances == 2
+    assert PoolUsageStore(get_settings().state_table_name).usage("spare").instances == 2

@@ -13,7 +13,8 @@ import moto_capacity
 from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.lease_admission import LeaseAdmission
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
@@ -88,7 +89,7 @@ def test_a_request_beyond_its_quota_fails_naming_quota_pool_and_resource(pool: C
     assert [e["detail-type"] for e in pool.events()] == ["Launch Failed"]
     assert pool.managed_instances() == []
     assert (used("team-a"), usage()) == (0, 0)
-    assert PoolLimitsStore(get_settings().state_table_name, 900).leases() == []
+    assert PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
 
 
 def test_a_requester_no_quota_covers_is_refused_in_a_pool_quotas_name(pool: Cloud) -> None:
@@ -146,8 +147,8 @@ def test_two_concurrent_admissions_that_together_overrun_admit_one(
     settings = get_settings()
     quotas = ConfigStore(settings.state_table_name)
 
-    def store() -> PoolLimitsStore:
-        return PoolLimitsStore(settings.state_table_name, 900, quotas=quotas)
+    def store() -> PoolLeaseStore:
+        return PoolLeaseStore(settings.state_table_name, 900, quotas=quotas)
 
     limits = store().stored_limits(POOL)  # the pool's own limits (10) leave room for both
     # When team-b's admission of 2 reads the cohort's usage, and team-a's admission of 3
@@ -170,7 +171,7 @@ def test_two_concurrent_admissions_that_together_overrun_admit_one(
 def test_a_cancelled_lease_gives_its_quota_back_once(pool: Cloud) -> None:
     pool.apply(quota("team-a", "2"))
     settings = get_settings()
-    store = PoolLimitsStore(
+    store = PoolLeaseStore(
         settings.state_table_name,
         900,
         quotas=ConfigStore(settings.state_table_name),
@@ -310,7 +311,7 @@ def test_a_replay_after_its_pool_changed_types_counts_what_its_instances_are(
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     assert {i.instance_type for i in record.instances} == {"m5.large"}
     assert held("team-a") == ONE * 2
-    assert PoolLimitsStore(get_settings().state_table_name, 900).usage(POOL) == ONE * 2
+    assert PoolUsageStore(get_settings().state_table_name).usage(POOL) == ONE * 2
     # and team-a's next 2 c5.xlarge (4 vCPUs each) would overrun its 8 vCPUs: refused
     late = launch_request("retyped-2", nodePool=POOL, count=2, minCount=2, requester="team-a")
     pool.send(late, batch=pool.fresh_batch())
@@ -357,8 +358,8 @@ def test_a_concurrent_lease_in_another_pool_of_the_group_conflicts_and_is_decide
     pool.apply(group_budget("4", POOL, SPARE))
     settings = get_settings()
 
-    def store() -> PoolLimitsStore:
-        return PoolLimitsStore(
+    def store() -> PoolLeaseStore:
+        return PoolLeaseStore(
             settings.state_table_name, 900, quotas=ConfigStore(settings.state_table_name)
         )
 

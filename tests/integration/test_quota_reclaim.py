@@ -14,7 +14,7 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws, quota_usage
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.domain.status import (
     INSTANCE_TERMINATED,
@@ -293,7 +293,7 @@ def test_an_instance_adopted_by_reconciliation_counts_for_its_quota(pool: Cloud)
     record = pool.record("b-0")
     assert record is not None and record.launched == 1
     instance_id = record.instances[0].instance_id
-    store = PoolLimitsStore(get_settings().state_table_name, 900)
+    store = PoolMemberStore(get_settings().state_table_name)
     member = store.member(POOL, instance_id)
     assert member is not None and store.uncount(member)
     assert store.count(POOL, instance_id, member.amount)  # no requester: the pool's only

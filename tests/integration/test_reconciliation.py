@@ -9,7 +9,8 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.instance_records import InstanceRecords
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.tags import REQUEST_ID
 from capacity_launcher.settings import get_settings
@@ -29,11 +30,15 @@ def snapshot_launchers(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     return use_snapshots(cloud, monkeypatch)
 
 
-def limits(clock: float | None = None) -> PoolLimitsStore:
+def limits(clock: float | None = None) -> PoolLeaseStore:
     settings = get_settings()
-    return PoolLimitsStore(
+    return PoolLeaseStore(
         settings.state_table_name, settings.limit_lease_seconds, clock=lambda: clock or time.time()
     )
+
+
+def usage_store() -> PoolUsageStore:
+    return PoolUsageStore(get_settings().state_table_name)
 
 
 def leak(pool: str, instances: int) -> None:
@@ -58,12 +63,12 @@ def test_reconciliation_repairs_leaked_usage_and_reports_the_drift(
     assert record.launched == 2
     cloud.ec2.terminate_instances(InstanceIds=[record.instances[0].instance_id])
     leak("general", 3)  # 2 launched + 3 leaked = 5
-    assert limits().usage("general").instances == 5
+    assert usage_store().usage("general").instances == 5
     # When the sync reconciles
     report = sync().reconciliation
     # Then usage is what really runs, and the drift is reported in instances
     assert report is not None
-    assert limits().usage("general").instances == 1
+    assert usage_store().usage("general").instances == 1
     assert report.drift == {"general": 4}
     # and the next sync finds nothing to repair
     again = sync().reconciliation
@@ -86,7 +91,7 @@ def test_reconciliation_reclaims_an_expired_lease_and_keeps_live_ones(
     assert report is not None
     assert report.reclaimed == ["general/dead"]
     assert [lease.lease_id for lease in limits().leases()] == ["alive"]
-    assert limits().usage("general").instances == 2
+    assert usage_store().usage("general").instances == 2
     assert report.drift == {"general": 0}
 
 
@@ -117,7 +122,7 @@ def test_reconciliation_adopts_an_orphan_a_crashed_worker_launched(
     assert item["capacityReservationId"] == reservation
     assert item["cpu"] == 2
     assert item["memoryMiB"] == 8192
-    assert limits().usage("general").instances == 1
+    assert usage_store().usage("general").instances == 1
     # and the reservation's snapshot shows whose instance uses it
     assert snapshot(reservation).usage_by_requester == {"team-a": 1}
     assert sync().reconciliation.adopted == []  # type: ignore[union-attr]

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws, quota_usage
-from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS
+from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS, PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
@@ -39,8 +40,20 @@ class Clock:
         return self.now
 
 
-def store(clock: Clock | None = None) -> PoolLimitsStore:
-    return PoolLimitsStore(get_settings().state_table_name, 900, clock=clock or time.time)
+def store(clock: Clock | None = None) -> PoolLeaseStore:
+    return PoolLeaseStore(get_settings().state_table_name, 900, clock=clock or time.time)
+
+
+def member_store() -> PoolMemberStore:
+    return PoolMemberStore(get_settings().state_table_name)
+
+
+def usage_store() -> PoolUsageStore:
+    return PoolUsageStore(get_settings().state_table_name)
+
+
+def quota_store() -> QuotaUsageStore:
+    return QuotaUsageStore(get_settings().state_table_name)
 
 
 def item(sk: str) -> dict[str, Any] | None:
@@ -111,9 +124,9 @@ def test_a_settle_replaces_the_open_lease_with_a_marker_outside_the_live_range(c
     assert limits.leases() == []
     # And a recount reads the members, never the marker
     read = query_sort_keys()
-    recount = limits.recompute(POOL)
+    recount = usage_store().recompute(POOL)
     assert recount is not None and not recount.repaired
-    assert recount.recomputed == ONE * 2 and limits.usage(POOL) == ONE * 2
+    assert recount.recomputed == ONE * 2 and usage_store().usage(POOL) == ONE * 2
     assert sorted(read) == sorted(f"Member#{i}" for i in launched)
 
 
@@ -123,7 +136,7 @@ def test_an_old_format_settled_lease_still_counts_as_settled(cloud):
     clock = Clock()
     limits = store(clock)
     old_format_marker("old-1", 3)
-    assert limits.count(POOL, "i-00000000000000001", ONE)
+    assert member_store().count(POOL, "i-00000000000000001", ONE)
     # When the launcher and the sync meet it
     lease = limits.lease(POOL, "old-1")
     # Then it is settled: nothing leases, cancels, reclaims or settles it again
@@ -135,11 +148,11 @@ def test_an_old_format_settled_lease_still_counts_as_settled(cloud):
     assert not limits.reclaim(Lease(POOL, "old-1", 3, ONE * 3, expires_at=0))
     limits.settle(POOL, "old-1", instances(3, first=10))
     assert item("Settled#old-1") is None
-    assert [m.instance_id for m in limits.members(POOL)] == ["i-00000000000000001"]
+    assert [m.instance_id for m in member_store().members(POOL)] == ["i-00000000000000001"]
     # And usage is the member's alone, which the recount (reading the old marker) agrees with
-    recount = limits.recompute(POOL)
+    recount = usage_store().recompute(POOL)
     assert recount is not None and not recount.repaired and recount.recomputed == ONE
-    assert limits.usage(POOL) == ONE
+    assert usage_store().usage(POOL) == ONE
 
 
 def test_a_lease_reclaimed_while_settling_is_settled_once_as_reclaimed(cloud, monkeypatch):
@@ -163,8 +176,8 @@ def test_a_lease_reclaimed_while_settling_is_settled_once_as_reclaimed(cloud, mo
     store(clock).settle(POOL, "race-1", instances(2))
     # Then the reclaim gave the lease back once, and usage is exactly the 2 members
     assert reclaimed == [True]
-    assert limits.usage(POOL) == ONE * 2
-    assert len(limits.members(POOL)) == 2
+    assert usage_store().usage(POOL) == ONE * 2
+    assert len(member_store().members(POOL)) == 2
     assert limits.is_settled(POOL, "race-1") and item("Lease#race-1") is None
 
 
@@ -193,7 +206,7 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
     store(clock).settle(POOL, "again-1", instances(1))
     # Then the settle met the new lease and settled it too: nothing of it stays in usage
     assert taken == [2]
-    assert limits.usage(POOL) == ONE
+    assert usage_store().usage(POOL) == ONE
     assert limits.leases() == [] and limits.is_settled(POOL, "again-1")
 
 
@@ -209,7 +222,7 @@ def test_the_container_that_took_a_lease_settles_it_without_reading_it(cloud):
     limits.settle(POOL, "mine-1", instances(2))
     # Then it read nothing back, and the lease is settled into its two members
     assert reads == []
-    assert limits.usage(POOL) == ONE * 2
+    assert usage_store().usage(POOL) == ONE * 2
     assert limits.is_settled(POOL, "mine-1") and item("Lease#mine-1") is None
 
 
@@ -225,7 +238,7 @@ def test_a_lease_reclaimed_after_its_container_took_it_is_settled_once_as_reclai
     # When the container settles it from what it took
     limits.settle(POOL, "stale-1", instances(1))
     # Then the settle found it gone and counted the instance afresh, once
-    assert limits.usage(POOL) == ONE
+    assert usage_store().usage(POOL) == ONE
     assert limits.leases() == [] and limits.is_settled(POOL, "stale-1")
 
 
@@ -248,8 +261,8 @@ def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
     monkeypatch.setattr(PoolLeaseStore, "lease", read_then_settled_by_other)
     store().settle(POOL, "twice-1", launched)
     # Then the instances are counted once and one marker proves the settlement
-    assert limits.usage(POOL) == ONE * 2
-    assert len(limits.members(POOL)) == 2
+    assert usage_store().usage(POOL) == ONE * 2
+    assert len(member_store().members(POOL)) == 2
     assert item("Settled#twice-1") is not None and item("Lease#twice-1") is None
 
 
@@ -282,7 +295,7 @@ def test_one_read_of_a_pools_leases_and_members_recounts_each_of_its_quota_items
     )
     read = query_sort_keys()
     # When the sync recounts them
-    recounts = limits.recount_quotas(POOL, [team_a, team_b])
+    recounts = quota_store().recount_quotas(POOL, [team_a, team_b])
     # Then one Query of the live range served both, and each holds its member alone
     assert sorted(read) == [
         "Lease#old-2",
@@ -292,5 +305,5 @@ def test_one_read_of_a_pools_leases_and_members_recounts_each_of_its_quota_items
     found = {pk: r for pk, r in recounts.items() if r is not None}
     assert sorted(found) == [team_a, team_b]
     assert all(r.repaired for r in found.values())
-    assert limits.quota_usage(team_a, POOL) == {("team-a", POOL): Resources(instances=1)}
-    assert limits.quota_usage(team_b, POOL) == {("team-b", POOL): Resources(instances=1)}
+    assert quota_store().quota_usage(team_a, POOL) == {("team-a", POOL): Resources(instances=1)}
+    assert quota_store().quota_usage(team_b, POOL) == {("team-b", POOL): Resources(instances=1)}

@@ -24,7 +24,7 @@ import moto_capacity
 from capacity_launcher.adapters import aws, unavailable_offerings
 from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.status import EVENT_SOURCE
 from capacity_launcher.domain.tags import MANAGED
 from capacity_launcher.settings import get_settings
@@ -628,9 +628,9 @@ class World:
     # -- stored state, read as an operator would (own client, raw items: a malformed item is
     # reported, never fatal to the check) ---------------------------------------------------------
 
-    def _pool_limits(self) -> PoolLimitsStore:
+    def _pool_leases(self) -> PoolLeaseStore:
         settings = get_settings()
-        return PoolLimitsStore(
+        return PoolLeaseStore(
             settings.state_table_name, settings.limit_lease_seconds, self.dynamodb
         )
 
@@ -670,7 +670,7 @@ class World:
 
     def leased(self, pool: str) -> int:
         """Instances leased in the pool and not settled yet."""
-        return sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)
+        return sum(lease.count for lease in self._pool_leases().leases() if lease.pool == pool)
 
     def item_sizes(self) -> list[tuple[str, str, int]]:
         """(table, key, size in bytes as DynamoDB counts it) of every item of the template's
@@ -684,7 +684,7 @@ class World:
 
     def committed(self, pool: str) -> int:
         """Live instances plus unsettled leases: what a pool holds or was promised."""
-        leased = sum(lease.count for lease in self._pool_limits().leases() if lease.pool == pool)
+        leased = sum(lease.count for lease in self._pool_leases().leases() if lease.pool == pool)
         return self.live_by_pool().get(pool, 0) + leased
 
     def snapshot_availability(self) -> dict[str, int]:

@@ -12,7 +12,9 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 from capacity_launcher.settings import get_settings
@@ -55,8 +57,12 @@ def assert_each_launched_once(cloud: Cloud, request_ids: Iterable[str]) -> int:
     return launched
 
 
-def pool_limits(cloud: Cloud) -> PoolLimitsStore:
-    return PoolLimitsStore(cloud.names.state_table, 900, aws.client("dynamodb"))
+def pool_usage(cloud: Cloud) -> PoolUsageStore:
+    return PoolUsageStore(cloud.names.state_table, aws.client("dynamodb"))
+
+
+def pool_leases(cloud: Cloud) -> PoolLeaseStore:
+    return PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"))
 
 
 def reconcile_after_leases_expire() -> ReconciliationReport:
@@ -64,13 +70,13 @@ def reconcile_after_leases_expire() -> ReconciliationReport:
     settings = get_settings()
     later = settings.limit_lease_seconds + 1
     dynamodb, ec2 = aws.client("dynamodb"), aws.client("ec2")
+    table = settings.state_table_name
     return Reconciliation(
-        limits=PoolLimitsStore(
-            settings.state_table_name,
-            settings.limit_lease_seconds,
-            dynamodb,
-            clock=lambda: time.time() + later,
+        leases=PoolLeaseStore(
+            table, settings.limit_lease_seconds, dynamodb, clock=lambda: time.time() + later
         ),
+        members=PoolMemberStore(table, dynamodb, clock=lambda: time.time() + later),
+        usage=PoolUsageStore(table, dynamodb),
         instances=Fleet(ec2),
         items=InstanceRecords(settings.state_table_name, dynamodb),
         facts=InstanceTypeCatalog(ec2),

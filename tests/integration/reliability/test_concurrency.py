@@ -16,7 +16,7 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.settings import get_settings
-from tests.integration.reliability.outcomes import assert_each_launched_once, pool_limits
+from tests.integration.reliability.outcomes import assert_each_launched_once, pool_usage
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import FAKE_ENV, REGION, Cloud, an_image, default_subnets, launch_request
 from tests.support.template import create_resources
@@ -81,4 +81,4 @@ def test_fifty_workers_never_overrun_a_limit_and_every_request_ends(
     assert launched == LIMIT
     statuses = Counter(cloud.record(r).status for r in request_ids)  # type: ignore[union-attr]
     assert statuses[RequestStatus.FAILED] >= WORKERS - LIMIT
-    assert pool_limits(cloud).usage("general").instances == LIMIT
+    assert pool_usage(cloud).usage("general").instances == LIMIT

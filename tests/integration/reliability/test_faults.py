@@ -12,7 +12,8 @@ from capacity_launcher.service import wiring
 from capacity_launcher.settings import get_settings
 from tests.integration.reliability.outcomes import (
     assert_each_launched_once,
-    pool_limits,
+    pool_leases,
+    pool_usage,
     reconcile_after_leases_expire,
 )
 from tests.integration.reliability.redrive import MAX_RECEIVE_COUNT, Redrive
@@ -84,9 +85,10 @@ def test_under_faults_nothing_is_lost_or_launched_twice_and_limits_reconcile(
     assert set(request_ids) <= published
     # and after reconciliation the pool's usage is exactly what runs, with no lease left open
     wiring.build_reservation_sync(get_settings()).run()
-    limits = pool_limits(cloud)
-    assert limits.usage("general").instances == launched
-    assert [le for le in limits.leases() if le.pool == "general" and not le.settled] == []
+    assert pool_usage(cloud).usage("general").instances == launched
+    assert [
+        le for le in pool_leases(cloud).leases() if le.pool == "general" and not le.settled
+    ] == []
 
 
 def test_a_fault_that_never_clears_ends_in_the_dlq_with_nothing_launched_or_leaked(
@@ -111,4 +113,4 @@ def test_a_fault_that_never_clears_ends_in_the_dlq_with_nothing_launched_or_leak
     # and their leases, held until they expire, are reclaimed by the sync: no usage leaks
     report = reconcile_after_leases_expire()
     assert sorted(report.reclaimed) == sorted(f"general/{r}" for r in request_ids)
-    assert pool_limits(cloud).usage("general").instances == 0
+    assert pool_usage(cloud).usage("general").instances == 0

@@ -25,7 +25,8 @@ from capacity_launcher.observability import MetricUnit, logger, metrics
 from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,
-    Limits,
+    PoolMembers,
+    PoolUsage,
     ReservationStore,
     UnavailableCache,
 )
@@ -62,7 +63,8 @@ class InstanceEvents:
     def __init__(
         self,
         items: InstanceItems,
-        limits: Limits,
+        members: PoolMembers,
+        usage: PoolUsage,
         reservations: ReservationStore,
         unavailable: UnavailableCache,
         publish: Callable[..., None],
@@ -70,7 +72,8 @@ class InstanceEvents:
         pools: Configuration | None = None,
     ) -> None:
         self._items = items
-        self._limits = limits
+        self._members = members
+        self._usage = usage
         self._pools = pools
         self._reservations = reservations
         self._unavailable = unavailable
@@ -99,7 +102,7 @@ class InstanceEvents:
         pool = (released or item).node_pool
         if pool:
             # After the gate, and on duplicates too: a retry finishes what a crash left undone.
-            self._limits.uncount_instance(pool, instance_id)
+            self._members.uncount_instance(pool, instance_id)
         if released is None:
             return Outcome("duplicate", instance_id, item.capacity_reservation_id)
         reservation_id = released.capacity_reservation_id
@@ -123,10 +126,10 @@ class InstanceEvents:
             return Outcome("ignored", instance_id)  # a late `pending` of an instance now gone
         if item.released_at:
             self._items.rearm(instance_id)
-        elif self._limits.member(pool, instance_id) is not None:
+        elif self._members.member(pool, instance_id) is not None:
             # Every launch's own events: one read, no transaction on the pool's hot usage item.
             return Outcome("duplicate", instance_id, reservation_id)
-        counted = self._limits.count(
+        counted = self._members.count(
             pool, instance_id, item.resources, unless_released=True, requester=item.requester
         )
         if not counted:
@@ -151,7 +154,7 @@ class InstanceEvents:
             limits = self._pools.node_pool(pool).spec.limits
         except CapacityLauncherError:  # deleted or unreadable: nothing to compare with
             return []
-        return self._limits.usage(pool).fits_within(limits) if limits is not None else []
+        return self._usage.usage(pool).fits_within(limits) if limits is not None else []
 
     def interruption_warning(
         self, instance_id: str, termination_time: str | None = None
@@ -183,7 +186,7 @@ class InstanceEvents:
         released = self._items.release(instance_id, INTERRUPTED, at)
         pool = (released or item).node_pool
         if pool:
-            self._limits.uncount_instance(pool, instance_id)
+            self._members.uncount_instance(pool, instance_id)
         if released is None:
             return Outcome("duplicate", instance_id, str(reservation_id))
         if released.request_id:

@@ -1,5 +1,9 @@
 """Every port of the use cases: what they need from the outside world, as protocols adapters/
-implements. One protocol per concept; a use case that needs fewer methods still names it."""
+implements. One protocol per concept; a use case that needs fewer methods still names it. A
+pool's limits are several concepts, one protocol each, and each use case takes those it uses:
+the launcher `PoolLeases`; reconciliation `ExpiringLeases`, `PoolMembers` and `PoolUsage`;
+instance events `PoolMembers` and `PoolUsage`; quota reclaim `PoolMembers` and `QuotaUsage`;
+the quota sync `QuotaUsage`."""
 
 from __future__ import annotations
 
@@ -105,12 +109,13 @@ class UnavailableCache(Protocol):
     ) -> None: ...
 
 
-# -- pool limits and usage ------------------------------------------------------------------------
+# -- pool limits: leases, members, usage, quota usage ----------------------------------------------
 
 
-class Limits(Protocol):
-    @property
-    def lease_seconds(self) -> int: ...
+class PoolLeases(Protocol):
+    """The launcher's room in a pool's limits (and its requester's quota): leased before EC2 is
+    asked, settled into members after, or cancelled (adapters/pool_leases.py)."""
+
     def reserve(
         self,
         pool: str,
@@ -123,13 +128,25 @@ class Limits(Protocol):
         *,
         unleased: bool = False,
     ) -> int: ...
-    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None: ...
-    def is_settled(self, pool: str, lease_id: str) -> bool: ...
     def lease(self, pool: str, lease_id: str) -> Lease | None: ...
+    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None: ...
     def cancel(self, pool: str, lease_id: str) -> bool: ...
     def stored_limits(self, pool: str) -> PoolLimits | None: ...
+
+
+class ExpiringLeases(Protocol):
+    """Reconciliation's view of leases: the open ones, and the expired ones given back."""
+
+    @property
+    def lease_seconds(self) -> int: ...
     def leases(self) -> list[Lease]: ...
     def reclaim(self, lease: Lease) -> bool: ...
+
+
+class PoolMembers(Protocol):
+    """Instances counted in their pool's usage, one member each (adapters/pool_members.py):
+    instance events, reconciliation and quota reclaim count and release them."""
+
     def members(self, pool: str) -> list[Member]: ...
     def member(self, pool: str, instance_id: str) -> Member | None: ...
     def count(
@@ -144,9 +161,20 @@ class Limits(Protocol):
     def hold(self, member: Member, requester: str) -> bool: ...
     def uncount(self, member: Member) -> bool: ...
     def uncount_instance(self, pool: str, instance_id: str) -> bool: ...
+
+
+class PoolUsage(Protocol):
+    """A pool's usage as stored, and its recompute from leases and members
+    (adapters/pool_items.py)."""
+
     def usage(self, pool: str) -> Resources: ...
     def recompute(self, pool: str) -> Recount | None: ...
-    # Quota usage: one item per cohort and flavor (its key: CapacityQuota.usage_item).
+
+
+class QuotaUsage(Protocol):
+    """Quota usage, one item per cohort and flavor (its key: CapacityQuota.usage_item), as the
+    quota sync and reclaim read and recount it (adapters/quota_usage_store.py)."""
+
     def quota_usage(self, pk: str, pool: str) -> dict[tuple[str, str], Resources]: ...
     def recount_quotas(self, pool: str, pks: Sequence[str]) -> dict[str, QuotaRecount | None]: ...
 
@@ -277,7 +305,7 @@ class LaunchPorts:
     records: Records
     instances: InstanceItems
     unavailable: UnavailableCache
-    limits: Limits
+    leases: PoolLeases
     fleet: FleetLauncher
     templates: Templates
     catalog: Catalog

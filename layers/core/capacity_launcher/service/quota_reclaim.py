@@ -50,7 +50,13 @@ from capacity_launcher.domain.status import (
     format_timestamp,
 )
 from capacity_launcher.observability import logger
-from capacity_launcher.service.ports import FleetLauncher, InstanceItems, Limits, ReclaimStore
+from capacity_launcher.service.ports import (
+    FleetLauncher,
+    InstanceItems,
+    PoolMembers,
+    QuotaUsage,
+    ReclaimStore,
+)
 
 # What the instance's own termination event would say; the real event is then a duplicate.
 RECLAIMED_STATE = "shutting-down"
@@ -79,14 +85,16 @@ class ReclaimRequests:
     def __init__(
         self,
         quotas: Quotas,
-        limits: Limits,
+        members: PoolMembers,
+        quota_usage: QuotaUsage,
         items: InstanceItems,
         reclaims: ReclaimStore,
         publish: Callable[..., None],
         now: Callable[[], datetime],
     ) -> None:
         self._quotas = quotas
-        self._limits = limits
+        self._members = members
+        self._quota_usage = quota_usage
         self._items = items
         self._reclaims = reclaims
         self._publish = publish
@@ -138,10 +146,10 @@ class ReclaimRequests:
     ) -> ReclaimRequested | None:
         quotas = list(self._quotas())
         usage_item = lender.usage_item(pool)
-        usage = self._limits.quota_usage(usage_item, pool)
+        usage = self._quota_usage.quota_usage(usage_item, pool)
         members = {
             m.instance_id: m
-            for m in self._limits.members(pool)
+            for m in self._members.members(pool)
             if m.quota_usage == usage_item and m.requester
         }
         # Instances other lenders' open reclaims name are as good as released: never named
@@ -212,7 +220,8 @@ class ReclaimEnforcement:
     def __init__(
         self,
         quotas: Quotas,
-        limits: Limits,
+        members: PoolMembers,
+        quota_usage: QuotaUsage,
         reclaims: ReclaimStore,
         fleet: FleetLauncher,
         release: Callable[[str, str], Any],
@@ -220,7 +229,8 @@ class ReclaimEnforcement:
         now: Callable[[], datetime],
     ) -> None:
         self._quotas = quotas
-        self._limits = limits
+        self._members = members
+        self._quota_usage = quota_usage
         self._reclaims = reclaims
         self._fleet = fleet
         self._release = release
@@ -236,7 +246,7 @@ class ReclaimEnforcement:
         for reclaim in self._reclaims.every_open(keys):
             pool = reclaim.node_pool
             if pool not in counted:
-                counted[pool] = {m.instance_id: m for m in self._limits.members(pool)}
+                counted[pool] = {m.instance_id: m for m in self._members.members(pool)}
             self._settle(reclaim, now, counted[pool], report)
         return report
 
@@ -292,7 +302,7 @@ class ReclaimEnforcement:
         lender = next((q for q in quotas if q.name == reclaim.quota), None)
         usage = {}
         if lender is not None and lender.flavor(pool) is not None:
-            usage = self._limits.quota_usage(lender.usage_item(pool), pool)
+            usage = self._quota_usage.quota_usage(lender.usage_item(pool), pool)
         named = [
             QuotaInstance(
                 i.instance_id,
@@ -320,7 +330,7 @@ class ReclaimEnforcement:
             # The termination event's own path: the instance item's release is the gate.
             self._release(instance_id, RECLAIMED_STATE)
             # An instance no item records is not ours to the events path: its member still goes.
-            self._limits.uncount_instance(reclaim.node_pool, instance_id)
+            self._members.uncount_instance(reclaim.node_pool, instance_id)
         logger.info(
             "reclaimed instances terminated",
             extra={"reclaimId": reclaim.reclaim_id, "instances": instance_ids},

@@ -19,7 +19,7 @@ from capacity_launcher.domain.quota_status import quota_status
 from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.status import format_timestamp
 from capacity_launcher.observability import logger
-from capacity_launcher.service.ports import Limits, QuotaStatusStore
+from capacity_launcher.service.ports import QuotaStatusStore, QuotaUsage
 from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimReport
 
 
@@ -36,14 +36,14 @@ class QuotaSync:
         self,
         quotas: Callable[[], Sequence[CapacityQuota]],
         pools: Callable[[], Sequence[str]],
-        limits: Limits,
+        quota_usage: QuotaUsage,
         statuses: QuotaStatusStore,
         enforcement: ReclaimEnforcement,
         now: Callable[[], datetime],
     ) -> None:
         self._quotas = quotas
         self._pools = pools
-        self._limits = limits
+        self._quota_usage = quota_usage
         self._statuses = statuses
         self._enforcement = enforcement
         self._now = now
@@ -66,10 +66,12 @@ class QuotaSync:
         recounts = {
             (pk, pool): recount
             for pool, pks in sorted(items.items())
-            for pk, recount in self._limits.recount_quotas(pool, sorted(pks)).items()
+            for pk, recount in self._quota_usage.recount_quotas(pool, sorted(pks)).items()
         }
         for (pk, pool), recount in sorted(recounts.items()):
-            found = self._limits.quota_usage(pk, pool) if recount is None else recount.recounted
+            found = (
+                self._quota_usage.quota_usage(pk, pool) if recount is None else recount.recounted
+            )
             if recount is not None and recount.repaired:
                 report.recounted.append(pk)
                 logger.warning(

@@ -44,9 +44,11 @@ from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import (
     Catalog,
     Configuration,
+    ExpiringLeases,
     FleetLauncher,
     InstanceItems,
-    Limits,
+    PoolMembers,
+    PoolUsage,
 )
 
 # Instances that hold usage; stopping and stopped ones released it when their event arrived.
@@ -79,14 +81,18 @@ class ReconciliationReport:
 class Reconciliation:
     def __init__(
         self,
-        limits: Limits,
+        leases: ExpiringLeases,
+        members: PoolMembers,
+        usage: PoolUsage,
         instances: FleetLauncher,
         items: InstanceItems,
         facts: Catalog,
         pools: Configuration,
         now: Callable[[], datetime],
     ) -> None:
-        self._limits = limits
+        self._leases = leases
+        self._pool_members = members
+        self._usage = usage
         self._instances = instances
         self._items = items
         self._facts = facts
@@ -127,9 +133,9 @@ class Reconciliation:
     ) -> set[tuple[str, str]]:
         """Reclaim the expired leases; the (pool, lease id) of the live ones. Adds their pools."""
         in_flight: set[tuple[str, str]] = set()
-        for lease in self._limits.leases():
+        for lease in self._leases.leases():
             pools.add(lease.pool)
-            if lease.expires_at < now_epoch and self._limits.reclaim(lease):
+            if lease.expires_at < now_epoch and self._leases.reclaim(lease):
                 report.reclaimed.append(f"{lease.pool}/{lease.lease_id}")
             elif lease.expires_at >= now_epoch:
                 in_flight.add((lease.pool, lease.lease_id))
@@ -177,13 +183,15 @@ class Reconciliation:
         if member is not None and requester:
             # Counted for its pool only (adopted, or its lease was reclaimed before it
             # settled), or its quota changed: the quota governing it now counts it.
-            _unless_contended(partial(self._limits.hold, member, requester))
+            _unless_contended(partial(self._pool_members.hold, member, requester))
         if not pool or member is not None:
             return
         if not self._due_a_count(instance, item, pool, request, in_flight, now):
             return
         amount = _amount(instance, item, sizes)
-        count = partial(self._limits.count, unless_released=item is not None, requester=requester)
+        count = partial(
+            self._pool_members.count, unless_released=item is not None, requester=requester
+        )
         repaired[pool] += _unless_contended(partial(count, pool, instance_id, amount))
 
     def _due_a_count(
@@ -223,7 +231,7 @@ class Reconciliation:
                 # Gone for good, or stopped (or not listed) for longer than EC2's list can lag.
                 gone = state in TERMINAL_STATES
                 if gone or now_epoch - member.counted_at > REARM_AFTER_SECONDS:
-                    repaired[pool] += _unless_contended(partial(self._limits.uncount, member))
+                    repaired[pool] += _unless_contended(partial(self._pool_members.uncount, member))
 
     def _retag(
         self,
@@ -254,12 +262,12 @@ class Reconciliation:
 
     def _members(self, pool: str, recount: Recount | None) -> Sequence[Member]:
         """The members the recompute read; read again only if writers kept it from finishing."""
-        return recount.members if recount is not None else self._limits.members(pool)
+        return recount.members if recount is not None else self._pool_members.members(pool)
 
     def _recompute(self, pool: str) -> Recount | None:
         """Repairs usage not explained by members and leases (a lost write, an older version's
         delta); None when writers kept it from finishing (the next run repairs)."""
-        recount = self._limits.recompute(pool)
+        recount = self._usage.recompute(pool)
         if recount is None or not recount.repaired:
             return recount
         logger.warning(
@@ -274,7 +282,7 @@ class Reconciliation:
 
     @property
     def _lease_window(self) -> float:
-        return float(self._limits.lease_seconds)
+        return float(self._leases.lease_seconds)
 
     def _note_reservation_use(
         self,

@@ -20,9 +20,12 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
+from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.reservations import Thresholds
@@ -77,17 +80,39 @@ def instance_records(settings: Settings, clients: Clients = client) -> InstanceR
     )
 
 
-def pool_limits(
+def pool_leases(
     settings: Settings, clients: Clients = client, config: ConfigStore | None = None
-) -> PoolLimitsStore:
-    """Pool usage and leases; a lease in a pool a CapacityQuota names is admitted by its quota
-    (read through `config`, the container's cached store unless given)."""
-    return PoolLimitsStore(
+) -> PoolLeaseStore:
+    """Limit leases; a lease in a pool a CapacityQuota names is admitted by its quota (read
+    through `config`, the container's cached store unless given)."""
+    return PoolLeaseStore(
         settings.state_table_name,
         settings.limit_lease_seconds,
         clients("dynamodb"),
         quotas=config or config_store(settings, clients, cached=True),
     )
+
+
+def pool_members(
+    settings: Settings, clients: Clients = client, config: ConfigStore | None = None
+) -> PoolMemberStore:
+    """Instances counted in their pool's usage; each also counts in the quota usage that governs
+    its requester (read through `config`, the container's cached store unless given)."""
+    return PoolMemberStore(
+        settings.state_table_name,
+        clients("dynamodb"),
+        quotas=config or config_store(settings, clients, cached=True),
+    )
+
+
+def pool_usage(settings: Settings, clients: Clients = client) -> PoolUsageStore:
+    """Each pool's usage as stored, and its recompute from its leases and members."""
+    return PoolUsageStore(settings.state_table_name, clients("dynamodb"))
+
+
+def quota_usage(settings: Settings, clients: Clients = client) -> QuotaUsageStore:
+    """Quota usage per cohort and flavor, as the sync and reclaims read and recount it."""
+    return QuotaUsageStore(settings.state_table_name, clients("dynamodb"))
 
 
 def quota_reclaims(settings: Settings, clients: Clients = client) -> QuotaReclaims:
@@ -102,7 +127,8 @@ def reclaim_requests(
     config = config or config_store(settings, clients, cached=True)
     return ReclaimRequests(
         quotas=config.capacity_quotas,
-        limits=pool_limits(settings, clients, config),
+        members=pool_members(settings, clients, config),
+        quota_usage=quota_usage(settings, clients),
         items=instance_records(settings, clients),
         reclaims=quota_reclaims(settings, clients),
         publish=publisher(settings, clients).publish,
@@ -168,7 +194,7 @@ def launch_ports(settings: Settings, clients: Clients = client) -> LaunchPorts:
         records=launch_records(settings, clients),
         instances=instance_records(settings, clients),
         unavailable=unavailable_offerings(settings, clients, local_copy=True),
-        limits=pool_limits(settings, clients, config),
+        leases=pool_leases(settings, clients, config),
         fleet=Fleet(ec2),
         templates=LaunchTemplates(ec2),
         catalog=InstanceTypeCatalog(ec2),
@@ -218,8 +244,12 @@ def reconciliation(settings: Settings, clients: Clients = client) -> Reconciliat
     from capacity_launcher.service.reconciliation import Reconciliation
 
     ec2 = clients("ec2")
+    # One cached copy of the quotas: where a counted instance holds quota usage.
+    quotas = config_store(settings, clients, cached=True)
     return Reconciliation(
-        limits=pool_limits(settings, clients),
+        leases=pool_leases(settings, clients, quotas),
+        members=pool_members(settings, clients, quotas),
+        usage=pool_usage(settings, clients),
         instances=Fleet(ec2),
         items=instance_records(settings, clients),
         facts=InstanceTypeCatalog(ec2),
@@ -259,16 +289,17 @@ def quota_sync(settings: Settings, clients: Clients = client) -> QuotaSync:
     from capacity_launcher.service.quota_sync import QuotaSync
 
     config = config_store(settings, clients)
-    limits = pool_limits(settings, clients)
+    usage = quota_usage(settings, clients)
     return QuotaSync(
         quotas=config.capacity_quotas,
         pools=lambda: [p.metadata.name for p in config.node_pools()],
-        limits=limits,
+        quota_usage=usage,
         statuses=QuotaStatuses(settings.state_table_name, clients("dynamodb")),
         enforcement=ReclaimEnforcement(
             # Read when a reclaim is enforced, strongly consistent: the policy of that moment.
             quotas=lambda: config.capacity_quotas(fresh=True),
-            limits=limits,
+            members=pool_members(settings, clients),
+            quota_usage=usage,
             reclaims=quota_reclaims(settings, clients),
             fleet=Fleet(clients("ec2")),
             release=build_instance_events(settings, clients).state_changed,
@@ -284,7 +315,8 @@ def build_instance_events(settings: Settings, clients: Clients = client) -> Inst
 
     return InstanceEvents(
         items=instance_records(settings, clients),
-        limits=pool_limits(settings, clients),
+        members=pool_members(settings, clients),
+        usage=pool_usage(settings, clients),
         reservations=reservation_snapshots(settings, clients),
         unavailable=unavailable_offerings(settings, clients),
         publish=publisher(settings, clients).publish,

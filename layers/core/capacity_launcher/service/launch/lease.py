@@ -51,7 +51,7 @@ def active(progress: Sequence[Progress], replayed: Collection[str]) -> list[Prog
 
 def _reserve(ctx: Context, item: Progress, view: PoolView) -> int:
     """A new lease (the one read before it found none)."""
-    return ctx.ports.limits.reserve(
+    return ctx.ports.leases.reserve(
         view.pool_name,
         item.request_id,
         view.per_instance,
@@ -66,7 +66,7 @@ def _reserve(ctx: Context, item: Progress, view: PoolView) -> int:
 def _lease(ctx: Context, item: Progress, view: PoolView, replayed: Collection[str]) -> Leased:
     pool = view.pool_name
     # One read of its lease, none on its first delivery (no lease was ever taken for it).
-    found = None if item.first else ctx.ports.limits.lease(pool, item.request_id)
+    found = None if item.first else ctx.ports.leases.lease(pool, item.request_id)
     if found is not None and found.settled:
         item.settled = True  # it absorbs its done intents and never launches more
         return Leased.SETTLED

@@ -158,7 +158,7 @@ class Launcher:
 
     def _cancel_lease(self, item: Progress) -> None:
         try:
-            self._ctx.ports.limits.cancel(item.pool_name, item.request_id)
+            self._ctx.ports.leases.cancel(item.pool_name, item.request_id)
         except Exception:  # the lease then expires and the sync reclaims it
             logger.exception("lease not given back", extra={"requestId": item.request_id})
 

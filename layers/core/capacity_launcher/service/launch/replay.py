@@ -64,7 +64,7 @@ def _covered(ctx: Context, intent: LaunchIntent, active: Sequence[Progress], poo
     for share in intent.shares:
         item = items.get(share.request_id)
         if item is None:
-            lease = ctx.ports.limits.lease(pool, share.request_id)
+            lease = ctx.ports.leases.lease(pool, share.request_id)
             if lease is None or lease.settled or lease.count < share.count:
                 return False
         elif item.settled or len(item.instance_ids) + share.count > item.granted:

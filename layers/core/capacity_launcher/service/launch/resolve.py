@@ -198,7 +198,7 @@ def _never_fits(ctx: Context, lead: Prepared, candidates: Candidates) -> str | N
     exceeded = need.fits_within(limits)
     if exceeded:
         # This container's copy of the pool may be stale: "never" is decided on the stored one.
-        stored = ctx.ports.limits.stored_limits(lead.pool.metadata.name)
+        stored = ctx.ports.leases.stored_limits(lead.pool.metadata.name)
         exceeded = need.fits_within(stored) if stored is not None else []
     if exceeded:
         return (

@@ -72,7 +72,7 @@ def _settle(
     types = _landed_types(ctx, candidates, mine)
     amounts = {x.instance_id: words.counted(types.get(x.instance_type)) for x in mine}
     if item.granted:
-        ctx.ports.limits.settle(item.pool_name, request.request_id, amounts)
+        ctx.ports.leases.settle(item.pool_name, request.request_id, amounts)
     now = ctx.clock()
     records = [
         words.instance_record(x, item.prepared, types.get(x.instance_type), now) for x in mine
