@@ -21,6 +21,7 @@ from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.pool_items import PoolItems, PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.domain.fleet import ManagedInstance
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
@@ -156,7 +157,7 @@ def test_the_sync_and_a_termination_event_release_an_instance_once(
     # When its termination event is processed while the sync is between its reads and its repair
     real = Fleet.find_managed
 
-    def event_meanwhile(self: Fleet, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    def event_meanwhile(self: Fleet, *args: Any, **kwargs: Any) -> list[ManagedInstance]:
         found = real(self, *args, **kwargs)
         assert deliver(gone, "terminated") == "released"
         return found

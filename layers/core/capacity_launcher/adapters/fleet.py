@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -20,7 +21,12 @@ from botocore.exceptions import ClientError
 from capacity_launcher.adapters.aws import client, error_code, error_message
 from capacity_launcher.domain.aws_errors import classify, retryable_error
 from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
+from capacity_launcher.domain.fleet import (
+    FleetError,
+    FleetResult,
+    InstanceLanding,
+    ManagedInstance,
+)
 from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
 from capacity_launcher.observability import logger
 
@@ -154,14 +160,16 @@ class Fleet:
             pause(_jittered(delay))
         raise AssertionError("unreachable: the last try returns or raises")
 
-    def find_managed(self, tag_filters: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    def find_managed(self, tag_filters: Mapping[str, str] | None = None) -> list[ManagedInstance]:
         """Instances tagged `capacity-launcher:managed=true`, terminated ones too (EC2 lists them
         for about an hour: reconciliation then knows they are gone, not described late)."""
         filters = [{"Name": "tag:capacity-launcher:managed", "Values": ["true"]}]
         filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in (tag_filters or {}).items()]
         try:
             pages = self._ec2.get_paginator("describe_instances").paginate(Filters=filters)
-            return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+            return [
+                _managed(i) for page in pages for r in page["Reservations"] for i in r["Instances"]
+            ]
         except ClientError as error:
             raise _domain_error("DescribeInstances", error) from error
 
@@ -195,20 +203,37 @@ def _fleet_facts(group: Mapping[str, Any]) -> list[InstanceLanding]:
     ]
 
 
-def _landing(raw: Mapping[str, Any]) -> InstanceLanding:
-    reservation_id = raw.get("CapacityReservationId")
-    capacity_type: CapacityType = "on-demand"
+def _capacity_type(raw: Mapping[str, Any]) -> CapacityType:
+    """How a described instance runs: spot, in a reservation, or on demand."""
     if raw.get("InstanceLifecycle") == "spot":
-        capacity_type = SPOT
-    elif reservation_id:
-        capacity_type = RESERVED
+        return SPOT
+    if raw.get("CapacityReservationId"):
+        return RESERVED
+    return ON_DEMAND
+
+
+def _landing(raw: Mapping[str, Any]) -> InstanceLanding:
     return InstanceLanding(
         instance_id=raw["InstanceId"],
         instance_type=raw["InstanceType"],
         zone=raw.get("Placement", {}).get("AvailabilityZone", ""),
-        capacity_type=capacity_type,
-        capacity_reservation_id=reservation_id,
+        capacity_type=_capacity_type(raw),
+        capacity_reservation_id=raw.get("CapacityReservationId"),
         state=raw.get("State", {}).get("Name", "pending"),
+    )
+
+
+def _managed(raw: Mapping[str, Any]) -> ManagedInstance:
+    launched_at = raw.get("LaunchTime")
+    return ManagedInstance(
+        instance_id=raw["InstanceId"],
+        instance_type=raw["InstanceType"],
+        state=raw.get("State", {}).get("Name"),
+        zone=raw.get("Placement", {}).get("AvailabilityZone"),
+        capacity_type=_capacity_type(raw),
+        capacity_reservation_id=raw.get("CapacityReservationId"),
+        launched_at=launched_at if isinstance(launched_at, datetime) else None,
+        tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.aws_errors import ErrorKind, classify, node_class_field
@@ -126,6 +127,21 @@ class InstanceLanding:
     capacity_type: CapacityType
     capacity_reservation_id: str | None
     state: str
+
+
+@dataclass(frozen=True)
+class ManagedInstance:
+    """An instance of ours (tagged managed) as EC2 lists it, terminated ones too: what
+    reconciliation repairs usage and records from, and what a replay looks for."""
+
+    instance_id: str
+    instance_type: str
+    state: str | None  # None: EC2 said none
+    zone: str | None
+    capacity_type: CapacityType
+    capacity_reservation_id: str | None
+    launched_at: datetime | None
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass

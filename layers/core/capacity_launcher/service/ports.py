@@ -16,7 +16,12 @@ from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.claims import Claim
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass, NodePool
 from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.fleet import FleetResult, InstanceLanding, LaunchTemplate
+from capacity_launcher.domain.fleet import (
+    FleetResult,
+    InstanceLanding,
+    LaunchTemplate,
+    ManagedInstance,
+)
 from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
@@ -213,7 +218,7 @@ class FleetLauncher(Protocol):
     def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> list[str]: ...
     def find_managed(
         self, tag_filters: Mapping[str, str] | None = None
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[ManagedInstance]: ...
 
 
 class Templates(Protocol):

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from capacity_launcher.domain.errors import LaunchFailed, Transient
+from capacity_launcher.domain.fleet import ManagedInstance
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.pool_usage import Member, Recount
@@ -107,20 +107,19 @@ class Reconciliation:
         # Leases first: an instance of a live lease is counted by that lease until it settles.
         in_flight = self._settle_leases(report, pools, now_epoch)
         described = self._instances.find_managed()
-        states = {i["InstanceId"]: i.get("State", {}).get("Name") for i in described}
-        live = [i for i in described if states[i["InstanceId"]] in LIVE_STATES]
-        items = self._items.many([i["InstanceId"] for i in live])
+        states = {i.instance_id: i.state for i in described}
+        live = [i for i in described if i.state in LIVE_STATES]
+        items = self._items.many([i.instance_id for i in live])
         sizes, adopted_items = self._adopt_orphans(report, live, items, in_flight, now)
         self._retag(live, items, report)
-        pools |= {p for i in live if (p := _pool_and_request(i, items.get(i["InstanceId"]))[0])}
+        pools |= {p for i in live if (p := _pool_and_request(i, items.get(i.instance_id))[0])}
         recounts = {pool: self._recompute(pool) for pool in pools}
         members = {
             pool: {m.instance_id: m for m in self._members(pool, recounts[pool])} for pool in pools
         }
         repaired: dict[str, int] = defaultdict(int)
         for instance in live:
-            instance_id = instance["InstanceId"]
-            item = items.get(instance_id) or adopted_items.get(instance_id)
+            item = items.get(instance.instance_id) or adopted_items.get(instance.instance_id)
             self._note_reservation_use(report, instance, item)
             self._repair_live(instance, item, members, in_flight, sizes, now, repaired)
         self._uncount_gone(members, states, now_epoch, repaired)
@@ -144,7 +143,7 @@ class Reconciliation:
     def _adopt_orphans(
         self,
         report: ReconciliationReport,
-        live: Sequence[Mapping[str, Any]],
+        live: Sequence[ManagedInstance],
         items: Mapping[str, InstanceRecord],
         in_flight: set[tuple[str, str]],
         now: datetime,
@@ -154,20 +153,20 @@ class Reconciliation:
         orphans = [
             i
             for i in live
-            if i["InstanceId"] not in items and _pool_and_request(i, None) not in in_flight
+            if i.instance_id not in items and _pool_and_request(i, None) not in in_flight
         ]
         sizes = self._sizes(orphans)
         adopted_items = {
-            o["InstanceId"]: _adopted_record(o, sizes.get(o["InstanceType"]), now)
+            o.instance_id: _adopted_record(o, sizes.get(o.instance_type), now)
             for o in orphans
-            if _tags(o).get(REQUEST_ID)
+            if o.tags.get(REQUEST_ID)
         }
         report.adopted = self._items.adopt(list(adopted_items.values()))
         return sizes, adopted_items
 
     def _repair_live(
         self,
-        instance: Mapping[str, Any],
+        instance: ManagedInstance,
         item: InstanceRecord | None,
         members: Mapping[str, Mapping[str, Member]],
         in_flight: set[tuple[str, str]],
@@ -176,10 +175,10 @@ class Reconciliation:
         repaired: dict[str, int],
     ) -> None:
         """Hold a counted live instance for its requester; count one its pool misses."""
-        instance_id = instance["InstanceId"]
+        instance_id = instance.instance_id
         pool, request = _pool_and_request(instance, item)
         member = members.get(pool or "", {}).get(instance_id)
-        requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
+        requester = (item.requester if item else None) or instance.tags.get(REQUESTER)
         if member is not None and requester:
             # Counted for its pool only (adopted, or its lease was reclaimed before it
             # settled), or its quota changed: the quota governing it now counts it.
@@ -196,7 +195,7 @@ class Reconciliation:
 
     def _due_a_count(
         self,
-        instance: Mapping[str, Any],
+        instance: ManagedInstance,
         item: InstanceRecord | None,
         pool: str,
         request: str | None,
@@ -209,11 +208,11 @@ class Reconciliation:
             if not _long_ago(item.released_at, now, REARM_AFTER_SECONDS):
                 return False  # its stop is recent: EC2's list may lag behind the event
             # Released on a stop, running again, and its start event was lost: count it again.
-            self._items.rearm(instance["InstanceId"])
+            self._items.rearm(instance.instance_id)
         if request and (pool, request) in in_flight:
             return False  # launched under a lease that is not settled yet: the lease counts it
         # Without a request: maybe a coalesced launch's, not yet tagged with its request.
-        return bool(request) or _long_ago(instance.get("LaunchTime"), now, self._lease_window)
+        return bool(request) or _long_ago(instance.launched_at, now, self._lease_window)
 
     def _uncount_gone(
         self,
@@ -235,18 +234,18 @@ class Reconciliation:
 
     def _retag(
         self,
-        live: Sequence[Mapping[str, Any]],
+        live: Sequence[ManagedInstance],
         items: Mapping[str, InstanceRecord],
         report: ReconciliationReport,
     ) -> None:
         """Tag each recorded instance with what its record says it carries, once per tag set."""
         by_fix: dict[tuple[tuple[str, str], ...], list[str]] = defaultdict(list)
         for instance in live:
-            item = items.get(instance["InstanceId"])
+            item = items.get(instance.instance_id)
             if item is not None:
-                wanted = tags_to_fix(recorded_tags(item), _tags(instance))
+                wanted = tags_to_fix(recorded_tags(item), instance.tags)
                 if wanted:
-                    by_fix[tuple(sorted(wanted.items()))].append(instance["InstanceId"])
+                    by_fix[tuple(sorted(wanted.items()))].append(instance.instance_id)
         for fix, instance_ids in by_fix.items():
             try:
                 untagged = self._instances.tag(instance_ids, dict(fix))
@@ -287,25 +286,25 @@ class Reconciliation:
     def _note_reservation_use(
         self,
         report: ReconciliationReport,
-        instance: Mapping[str, Any],
+        instance: ManagedInstance,
         item: InstanceRecord | None,
     ) -> None:
-        reservation = instance.get("CapacityReservationId")
+        reservation = instance.capacity_reservation_id
         if reservation:
-            requester = (item.requester if item else None) or _tags(instance).get(REQUESTER)
+            requester = (item.requester if item else None) or instance.tags.get(REQUESTER)
             by_requester = report.usage_by_reservation.setdefault(reservation, {})
             if requester:  # no requester, no key: usage is never keyed on an absent value
                 by_requester[requester] = by_requester.get(requester, 0) + 1
-            request = (item.request_id if item else None) or _tags(instance).get(REQUEST_ID)
-            held = HeldInstance(str(instance["InstanceId"]), request)
+            request = (item.request_id if item else None) or instance.tags.get(REQUEST_ID)
+            held = HeldInstance(instance.instance_id, request)
             report.held_by_reservation.setdefault(reservation, []).append(held)
 
-    def _sizes(self, orphans: Sequence[Mapping[str, Any]]) -> dict[str, InstanceTypeInfo]:
+    def _sizes(self, orphans: Sequence[ManagedInstance]) -> dict[str, InstanceTypeInfo]:
         """Instance-type facts for instances no item records (to count and adopt them)."""
         if not orphans:
             return {}
-        zones = sorted({o.get("Placement", {}).get("AvailabilityZone", "") for o in orphans})
-        names = sorted({o["InstanceType"] for o in orphans})
+        zones = sorted({o.zone or "" for o in orphans})
+        names = sorted({o.instance_type for o in orphans})
         return {f.name: f for f in self._facts.offered(zones, names)}
 
 
@@ -317,14 +316,14 @@ def _corrected(recount: Recount | None) -> int:
 
 
 def _amount(
-    instance: Mapping[str, Any],
+    instance: ManagedInstance,
     item: InstanceRecord | None,
     sizes: Mapping[str, InstanceTypeInfo],
 ) -> Resources:
     """What a live instance counts for: its record's resources, else its type's."""
     if item is not None:
         return item.resources
-    info = sizes.get(instance["InstanceType"])
+    info = sizes.get(instance.instance_type)
     return info.resources() if info else Resources(instances=1)
 
 
@@ -337,9 +336,9 @@ def _unless_contended(transition: Callable[[], bool]) -> bool:
 
 
 def _pool_and_request(
-    instance: Mapping[str, Any], item: InstanceRecord | None
+    instance: ManagedInstance, item: InstanceRecord | None
 ) -> tuple[str | None, str | None]:
-    tags = _tags(instance)
+    tags = instance.tags
     pool = (item.node_pool if item else None) or tags.get(NODE_POOL)
     request = (item.request_id if item else None) or tags.get(REQUEST_ID)
     return pool or None, request or None
@@ -356,36 +355,26 @@ def _long_ago(moment: str | datetime | None, now: datetime, seconds: float) -> b
     return (now - moment).total_seconds() > seconds
 
 
-def _tags(instance: Mapping[str, Any]) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
-
-
 def _adopted_record(
-    instance: Mapping[str, Any], info: InstanceTypeInfo | None, now: datetime
+    instance: ManagedInstance, info: InstanceTypeInfo | None, now: datetime
 ) -> InstanceRecord:
-    tags = _tags(instance)
+    tags = instance.tags
     resources = info.resources() if info else Resources(instances=1)
-    reservation = instance.get("CapacityReservationId")
-    capacity_type = "on-demand"
-    if instance.get("InstanceLifecycle") == "spot":
-        capacity_type = "spot"
-    elif reservation:
-        capacity_type = "reserved"
-    launched_at = instance.get("LaunchTime")
+    launched_at = instance.launched_at
     return InstanceRecord(
-        instance_id=instance["InstanceId"],
+        instance_id=instance.instance_id,
         request_id=tags.get(REQUEST_ID),
         node_pool=tags.get(NODE_POOL),
         node_class=tags.get(NODE_CLASS),
         requester=tags.get(REQUESTER),
-        instance_type=instance["InstanceType"],
-        zone=instance.get("Placement", {}).get("AvailabilityZone"),
-        capacity_type=capacity_type,
-        capacity_reservation_id=reservation,
+        instance_type=instance.instance_type,
+        zone=instance.zone,
+        capacity_type=instance.capacity_type,
+        capacity_reservation_id=instance.capacity_reservation_id,
         cpu=resources.cpu,
         memory_mib=resources.memory_mib,
         gpu=resources.gpu,
-        state=instance.get("State", {}).get("Name", "running"),
-        launched_at=launched_at.isoformat() if isinstance(launched_at, datetime) else None,
+        state=instance.state or "running",
+        launched_at=launched_at.isoformat() if launched_at is not None else None,
         adopted_at=now.isoformat(),
     )

@@ -82,10 +82,9 @@ def end_unsent(ctx: Context, intent: LaunchIntent, why: str, known: set[str]) ->
     if len(intent.shares) == 1 and intent.node_pool:
         tags = {REQUEST_ID: intent.shares[0].request_id, NODE_POOL: intent.node_pool}
         found = [
-            i["InstanceId"]
+            i.instance_id
             for i in ctx.ports.fleet.find_managed(tags)
-            if i["InstanceId"] not in known
-            and i.get("State", {}).get("Name") not in ("shutting-down", "terminated")
+            if i.instance_id not in known and i.state not in ("shutting-down", "terminated")
         ][: intent.shares[0].count]
         known.update(found)
     error = {"code": "NotSentAgain", "message": why}
