@@ -12,7 +12,7 @@ from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_capacity_and_limits import tagged_ids
 from tests.integration.test_launch_into_reservations import expire_idempotency_claims, setup_pool
-from tests.integration.test_reconciliation import limits
+from tests.integration.test_reconciliation import usage_store
 from tests.support.cloud import Cloud, launch_request
 
 
@@ -66,7 +66,7 @@ def test_another_body_never_finishes_a_crashed_first_delivery(cloud, subnets, im
     assert record is not None and record.status is RequestStatus.FULFILLED
     assert record.requested == 3
     assert {i.instance_id for i in record.instances} == launched
-    assert limits().usage("general").instances == 3
+    assert usage_store().usage("general").instances == 3
 
 
 def test_another_body_after_the_first_finished_is_rejected_and_the_record_kept(
