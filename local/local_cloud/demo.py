@@ -398,7 +398,7 @@ def _ask(
     """Send one request on the bus, as a producer would, and wait for its status record."""
     send(request, deployment, "bus")
     with _spinner(out, f"   {request['requestId']}: waiting for its status..."):
-        return wait_for(records, str(request["requestId"]), WAIT_SECONDS)
+        return wait_for(deployment, str(request["requestId"]), WAIT_SECONDS)
 
 
 def _play_quotas(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
