@@ -65,10 +65,11 @@ def test_the_files_and_the_templates_section_are_what_the_models_generate() -> N
     generated = registry_schemas(contracts())
     template = (REPO / "template.yaml").read_text(encoding="utf-8")
 
+    stale = "run: capacity-launcher schemas --write"
     assert sorted(p.name for p in REGISTRY_FILES.glob("*.json")) == sorted(generated)
     for name, schema in generated.items():
-        assert (REGISTRY_FILES / name).read_text() == render(schema), "capacity-launcher schemas --write"
-    assert template_section(contracts()) in template, "capacity-launcher schemas --write"
+        assert (REGISTRY_FILES / name).read_text() == render(schema), stale
+    assert template_section(contracts()) in template, stale
 
 
 def test_every_published_detail_type_has_a_schema() -> None:
