@@ -46,9 +46,7 @@ def test_the_stack_has_a_registry_and_each_schema_is_in_it(resources: dict[str, 
 
     assert set(schemas) == {s.logical_id for s in SCHEMAS}
     for properties in schemas.values():
-        assert properties["RegistryName"] == {
-            "Fn::GetAtt": ["EventSchemaRegistry", "RegistryName"]
-        }
+        assert properties["RegistryName"] == {"Fn::GetAtt": ["EventSchemaRegistry", "RegistryName"]}
         assert properties["Type"] == REGISTRY_TYPE
 
 
