@@ -113,14 +113,15 @@ def invoke(args: argparse.Namespace, deployment: Deployment) -> int:
         return EXIT_USAGE
     saved = {name: os.environ.get(name) for name in environment}
     try:
-        function = LocalFunction(
-            logical_id,
-            environment,
-            template_path=args.template,
-            region=deployment.region,
-        )
-        # On the local cloud's clock, as `local up` runs its functions.
+        # On the local cloud's clock, as `local up` runs its functions (a handler may build its
+        # service when it is loaded).
         with emulator_time(deployment):
+            function = LocalFunction(
+                logical_id,
+                environment,
+                template_path=args.template,
+                region=deployment.region,
+            )
             invocation = function.invoke(event)
     finally:
         function_output.release()
