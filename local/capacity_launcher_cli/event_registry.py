@@ -17,19 +17,13 @@ from typing import Any
 
 from capacity_launcher.domain.status import (
     ALL_DETAIL_TYPES,
-    BLOCK_EXPIRING,
     DETAIL_TYPES,
     EVENT_SOURCE,
     INSTANCE_TERMINATED,
     LAUNCH_REQUESTED,
     RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
-    RESERVATION_ACTIVATED,
-    RESERVATION_EXHAUSTED,
-    RESERVATION_EXPIRED,
-    RESERVATION_EXPIRING,
-    RESERVATION_REPLENISHED,
-    RESERVATION_UTILIZATION_HIGH,
+    RESERVATION_DETAIL_TYPES,
 )
 
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
@@ -56,16 +50,6 @@ class RegistrySchema:
         return f"{self.name.replace('@', '.')}.json"
 
 
-RESERVATION_EVENTS = (
-    RESERVATION_EXHAUSTED,
-    RESERVATION_REPLENISHED,
-    RESERVATION_UTILIZATION_HIGH,
-    RESERVATION_EXPIRING,
-    RESERVATION_ACTIVATED,
-    BLOCK_EXPIRING,
-    RESERVATION_EXPIRED,
-)
-
 SCHEMAS: tuple[RegistrySchema, ...] = (
     RegistrySchema(
         "LaunchRequestedSchema",
@@ -86,7 +70,7 @@ SCHEMAS: tuple[RegistrySchema, ...] = (
     RegistrySchema(
         "CapacityReservationEventSchema",
         "capacity-launcher@CapacityReservationEvent",
-        RESERVATION_EVENTS,
+        RESERVATION_DETAIL_TYPES,
         "reservation-event.json",
         "A reservation crossing a threshold, changing state or ending, as the sync saw it.",
     ),
