@@ -17,6 +17,7 @@ from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import preview
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.emulator_clock import emulator_time
 from capacity_launcher_client.client import LaunchClient, Via, WaitTimedOut, as_request
 
 # Producers are not the service: status events carry source "capacity-launcher", requests this.
@@ -144,8 +145,6 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
     settings = deployment.settings()
     ports = wiring.launch_ports(settings, deployment.client)
     # On a local cloud, the moment is the emulator's, as its functions see it.
-    from local_cloud.emulator_clock import emulator_time
-
     with emulator_time(deployment):
         context = Context(ports, clock=wiring.utcnow, max_attempts=settings.max_launch_attempts)
         answer = preview(context, request)

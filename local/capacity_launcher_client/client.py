@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.errors import RequestIdReused
@@ -59,6 +59,13 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
+class RecordReader(Protocol):
+    """What the client reads of the state table (adapters/launch_records.py)."""
+
+    def get_record(self, request_id: str) -> RequestRecord | None: ...
+    def bound_body(self, request_id: str) -> str | None: ...
+
+
 def as_request(request: LaunchRequest | Mapping[str, Any]) -> LaunchRequest:
     """The request, validated by the service's own rules (InvalidLaunchRequest names each
     field and rule it breaks)."""
@@ -76,13 +83,16 @@ class LaunchClient:
         poll_seconds: float = POLL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        records: RecordReader | None = None,
     ) -> None:
         self.deployment = deployment
         self.source = source
         self._poll = poll_seconds
         self._clock = clock
         self._sleep = sleep
-        self._records = LaunchRecords(deployment.state_table, deployment.client("dynamodb"))
+        self._records: RecordReader = records or LaunchRecords(
+            deployment.state_table, deployment.client("dynamodb")
+        )
 
     @classmethod
     def connect(

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
+from capacity_launcher_cli.emulator_clock import emulator_time
 from local_cloud import function_output
 from local_cloud.cloud import LOCAL_FUNCTION_ENVIRONMENT
-from local_cloud.emulator_clock import emulator_time
 from local_cloud.lambda_runtime import LocalFunction
 from local_cloud.template import DeployedNames, function_spec, load_template
 
