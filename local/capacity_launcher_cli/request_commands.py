@@ -143,9 +143,9 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
     """What the request would get now, and when, without sending it: exit 0 when a pool would
     try to launch it, 1 when it would be rejected or every pool would refuse it."""
     settings = deployment.settings()
-    ports = wiring.launch_ports(settings, deployment.client)
     # On a local cloud, the moment is the emulator's, as its functions see it.
-    with emulator_time(deployment):
+    with deployment.environment(), emulator_time(deployment):
+        ports = wiring.launch_ports(settings, deployment.client)
         context = Context(ports, clock=wiring.utcnow, max_attempts=settings.max_launch_attempts)
         answer = preview(context, request)
     views.print_json(answer.to_dict())

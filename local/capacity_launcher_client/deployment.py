@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,24 @@ class Deployment:
 
     def client(self, service: str) -> Any:
         return self.session().client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
+
+    @contextmanager
+    def environment(self) -> Iterator[None]:
+        """While inside, clients the service makes on its own (Powertools' SSM parameters, say)
+        reach this deployment too: its region, and a local cloud's endpoint and credentials."""
+        values = {"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region}
+        if self.is_local:
+            values |= {**LOCAL_CREDENTIALS, "AWS_ENDPOINT_URL": str(self.endpoint_url)}
+        saved = {name: os.environ.get(name) for name in values}
+        os.environ.update(values)
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     def settings(self) -> Settings:
         """The service's settings for this deployment: what the composition root builds from."""

@@ -64,7 +64,17 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
         assert applied.returncode == 0, applied.stderr
         assert "nodepool/general applied" in applied.stdout
 
-        # Then the examples' reserved-only pool launches into the group it targets
+        # Then a dry run of the examples' reserved-only pool names the group it would try
+        dry = _cli(local_file, "submit", "--node-pool", "batch", "--count", "1", "--dry-run")
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        (pool,) = json.loads(dry.stdout)["pools"]
+        (attempt,) = pool["attempts"]
+        assert attempt["capacityType"] == "reserved"
+        assert attempt["target"].endswith(":group/batch-reservations")
+        assert attempt["available"] == 4
+        assert pool["headroom"]["limits"] == 16  # limits: cpu 32, instances 16; c5.large 2 cpu
+
+        # And the pool launches into that group
         batch = _cli(local_file, "submit", "--node-pool", "batch", "--count", "1", "--wait")
         assert batch.returncode == 0, batch.stdout + batch.stderr
         (instance,) = json.loads(batch.stdout)["instances"]
