@@ -9,6 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
+
+from capacity_launcher.domain.aws_errors import is_access_denied
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
@@ -108,8 +111,19 @@ def checked(request: dict[str, Any], deployment: Deployment) -> LaunchRequest:
     (the pool exists, the requirements only narrow it, its tags fit): InvalidLaunchRequest or
     RequestRejected, naming the field and the rule, before anything is sent."""
     parsed = as_request(request)
-    settings = deployment.settings()
-    resolution.resolve(wiring.config_store(settings, deployment.client), parsed, wiring.utcnow())
+    store = wiring.config_store(deployment.settings(), deployment.client)
+    try:
+        resolution.resolve(store, parsed, wiring.utcnow())
+    except ClientError as error:
+        # A producer with only the producers' policy may not read NodePools: the model has
+        # judged the request; its pool is left to the launcher.
+        if not is_access_denied(error.response.get("Error", {}).get("Code", "")):
+            raise
+        print(
+            "warning: the pool was not checked (no read access to the configuration); "
+            "the launcher will judge it",
+            file=sys.stderr,
+        )
     return parsed
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from tests.e2e.conftest import E2E_POOL, REPO, E2eCloud, request_id, run_cli
@@ -76,6 +77,22 @@ def test_a_request_the_service_would_reject_is_not_sent(e2e_cloud: E2eCloud) -> 
         assert f"error: not sent: {named}" in submitted.err, (case, submitted.err)
         assert run_cli("status", rid).code == 1, case
         assert e2e_cloud.events.for_request(rid, timeout=0.5) == [], case
+
+
+def test_a_producer_that_may_not_read_the_pools_still_submits(
+    e2e_cloud: E2eCloud, faults: Any
+) -> None:
+    # Given IAM refuses the CLI's read of the pool (a role with only the producers' policy)
+    faults.inject_fault("dynamodb:GetItem", "AccessDeniedException", "not authorized", times=1)
+    rid = request_id("no-read")
+
+    # When a valid request is submitted
+    submitted = run_cli("submit", "--request-id", rid, "--node-pool", E2E_POOL, "--count", "1")
+
+    # Then it says the pool was not checked, sends it, and the launcher serves it
+    assert submitted.code == 0, submitted.err
+    assert "warning: the pool was not checked" in submitted.err
+    assert run_cli("status", rid, "--wait", "--timeout", "60").json()["status"] == "Fulfilled"
 
 
 def test_status_exits_non_zero_for_a_rejected_request_as_submit_wait_does(
