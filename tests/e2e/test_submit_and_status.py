@@ -216,3 +216,28 @@ def test_get_tables_show_the_requests_and_their_instances(e2e_cloud: E2eCloud) -
     assert instance["state"] == "running"
     assert instance["nodePool"] == E2E_POOL
     assert "status" not in instance
+
+
+def test_dry_run_says_what_the_requesters_quota_admits(e2e_cloud: E2eCloud) -> None:
+    # Given the examples' quotas: team-ml's nominal quota in training is 8 instances
+    assert run_cli("apply", "-f", str(REPO / "examples" / "quotas")).code == 0
+    try:
+        # When team-ml, and a requester no quota of the pool covers, ask what they would get
+        ml = run_cli("submit", "--node-pool", "training", "--count", "2", "--requester",
+                     "team-ml", "--dry-run")  # fmt: skip
+        nobody = run_cli("submit", "--node-pool", "training", "--count", "2", "--requester",
+                         "nobody", "--dry-run")  # fmt: skip
+    finally:
+        for name in ("team-ml", "team-research", "team-batch"):
+            run_cli("delete", "capacityquota", name)
+
+    # Then team-ml's quota admits both; the other is refused by name, and would launch nothing
+    assert ml.code == 0, ml.err
+    assert nobody.code == 1
+    (pool,) = ml.json()["pools"]
+    assert (pool["headroom"]["quota"], pool["headroom"]["quotaAdmits"]) == ("team-ml", 2)
+    (other,) = nobody.json()["pools"]
+    assert other["headroom"]["quotaAdmits"] == 0
+    assert (
+        "requester 'nobody' is covered by none of the quotas" in other["headroom"]["quotaRefusal"]
+    )

@@ -89,6 +89,14 @@ class PoolPreview:
     refusal: ErrorDetail | None = None
     refusal_status: str | None = None
 
+    @property
+    def would_try(self) -> bool:
+        """It would ask EC2: nothing refuses the request here, and its limits and quota leave
+        room for at least one instance."""
+        room = self.headroom
+        full = room is not None and (room.limits == 0 or room.quota_admits == 0)
+        return self.refusal is None and bool(self.steps) and not full
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "nodePool": self.pool,
@@ -114,7 +122,7 @@ class Preview:
 
     @property
     def would_launch(self) -> bool:
-        return self.rejected is None and any(p.refusal is None and p.steps for p in self.pools)
+        return self.rejected is None and any(p.would_try for p in self.pools)
 
     def to_dict(self) -> dict[str, Any]:
         return {
