@@ -27,7 +27,10 @@ GET_RESOURCES = (
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack-name", help="a deployed stack: names come from its outputs")
-    parser.add_argument("--region", help="AWS region (default: the profile's, or us-east-1)")
+    parser.add_argument(
+        "--region",
+        help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION, the profile's, else us-east-1)",
+    )
     parser.add_argument(
         "--local-file", help="the local cloud's names (default .capacity-launcher/local.json)"
     )
@@ -51,6 +54,12 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument("--tag", action="append", metavar="KEY=VALUE", help="repeatable")
     submit.add_argument("--via", choices=("bus", "queue"), default="bus")
     submit.add_argument("--wait", action="store_true", help="print the status when finished")
+    submit.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="send nothing: the pool it resolves to, the offerings and reservations it would "
+        "try in order, the limits' and quota's headroom and the ICE entries in its way",
+    )
     submit.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
 
@@ -106,6 +115,9 @@ def parser() -> argparse.ArgumentParser:
     schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
     schemas.add_argument("--write", action="store_true", help="write them to --directory")
     schemas.add_argument("--directory", default="schemas")
+    schemas.add_argument(
+        "--template", default="template.yaml", help="whose event schema registry to rewrite"
+    )
     return root
 
 
@@ -157,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "schemas":
         from capacity_launcher_cli.schemas import schemas_command
 
-        return schemas_command(args.write, args.directory)
+        return schemas_command(args.write, args.directory, args.template)
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
         return _command(args)(args, deployment)

@@ -12,6 +12,7 @@ from pathlib import Path
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment, local_file, write_local
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
+from local_cloud.example_capacity import GROUP_NAME, create_reservations
 
 
 def quiet_server_logs() -> None:
@@ -32,6 +33,7 @@ def describe(deployment: Deployment, written_to: Path, wired: list[str]) -> None
     ):
         out.print(f"  {label:28} {value}")
     out.print(f"  functions wired              {', '.join(wired)}")
+    out.print(f"  examples' reservations       training's ODCR, the {GROUP_NAME} group")
     out.print(f"names written to {written_to}; in another shell:")
     out.print(f"  export AWS_ENDPOINT_URL={deployment.endpoint_url}")
     out.print("  capacity-launcher apply -f examples/")
@@ -56,6 +58,8 @@ def up(args: argparse.Namespace) -> int:
     deployment = cloud.start()
     target = local_file(args.local_file)
     try:
+        # What examples/ targets, so its pools launch as written (not only in the demo).
+        create_reservations(deployment)
         write_local(deployment, target)
         describe(deployment, target, sorted(cloud.functions))
         while not stopped.wait(1):

@@ -22,6 +22,7 @@ from capacity_launcher_cli.main import main
 from local_cloud import function_output
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.status_events import capture_status_events
+from tests.support.event_registry import check_registered
 
 REPO = Path(__file__).resolve().parents[2]
 # Failed messages come back after 2 s instead of the template's 720 s.
@@ -84,6 +85,7 @@ class StatusEvents:
             )
             for message in response.get("Messages", []):
                 event = json.loads(message["Body"])
+                check_registered(event)  # as the stack's schema registry publishes it
                 detail_id = event.get("detail", {}).get("requestId", "")
                 self.seen.setdefault(detail_id, []).append(event)
                 self.sqs.delete_message(

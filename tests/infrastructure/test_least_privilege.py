@@ -171,6 +171,15 @@ def _add_statement(role: str, statement: dict[str, Any]) -> Callable[[Template],
     return mutate
 
 
+def _producer_statement(sid: str, key: str, value: Any) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        document = template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]
+        (found,) = (s for s in document["Statement"] if s.get("Sid") == sid)
+        found[key] = value
+
+    return mutate
+
+
 def _add_managed_policy(template: Template) -> None:
     role = template["Resources"]["LauncherFunctionRole"]["Properties"]
     role["ManagedPolicyArns"] = [
@@ -329,6 +338,25 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
         "put events with any source",
         _drop_statement_key(EVENTS, "PublishStatus", "Condition"),
         policy_checks.put_events_violations,
+    ),
+    (
+        "producers may put status events",
+        _producer_statement("PutLaunchRequests", "Condition", {}),
+        policy_checks.put_events_violations,
+    ),
+    (
+        "producers may put launch requests on the default bus",
+        _producer_statement(
+            "PutLaunchRequests",
+            "Resource",
+            _sub("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"),
+        ),
+        policy_checks.put_events_violations,
+    ),
+    (
+        "producers may read every table",
+        _producer_statement("ReadRequestRecords", "Resource", "*"),
+        policy_checks.dynamodb_violations,
     ),
     (
         "no bus policy",

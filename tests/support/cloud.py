@@ -26,6 +26,7 @@ from capacity_launcher.settings import get_settings
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS
 from local_cloud.lambda_runtime import running
 from local_cloud.status_events import capture_status_events
+from tests.support.event_registry import check_registered
 from tests.support.template import DeployedNames, create_resources
 
 REGION = "us-east-1"
@@ -148,7 +149,9 @@ class Cloud:
             if not messages:
                 return found
             for message in messages:
-                found.append(json.loads(message["Body"]))
+                event = json.loads(message["Body"])
+                check_registered(event)  # every event as the schema registry publishes it
+                found.append(event)
                 self.sqs.delete_message(
                     QueueUrl=self.events_queue_url, ReceiptHandle=message["ReceiptHandle"]
                 )

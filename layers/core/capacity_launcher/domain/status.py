@@ -62,9 +62,8 @@ DETAIL_TYPES: dict[RequestStatus, str] = {
     RequestStatus.REJECTED: "Launch Rejected",
     RequestStatus.WAITING: "Launch Waiting",
 }
-# Every detail-type we publish, for rules and consumers that subscribe to all of them.
-ALL_DETAIL_TYPES: tuple[str, ...] = (
-    *DETAIL_TYPES.values(),
+# What the reservation sync says of a reservation (one detail: schemas/reservation-event.json).
+RESERVATION_DETAIL_TYPES: tuple[str, ...] = (
     RESERVATION_EXHAUSTED,
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
@@ -72,6 +71,11 @@ ALL_DETAIL_TYPES: tuple[str, ...] = (
     RESERVATION_ACTIVATED,
     BLOCK_EXPIRING,
     RESERVATION_EXPIRED,
+)
+# Every detail-type we publish, for rules and consumers that subscribe to all of them.
+ALL_DETAIL_TYPES: tuple[str, ...] = (
+    *DETAIL_TYPES.values(),
+    *RESERVATION_DETAIL_TYPES,
     INSTANCE_TERMINATED,
     RECLAIM_REQUESTED,
     RECLAIM_CLOSED,
