@@ -17,7 +17,7 @@ from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher.service import resolution, wiring
 from capacity_launcher.service.launch.progress import Context
-from capacity_launcher.service.preview import preview
+from capacity_launcher.service.preview import Usage, preview
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import emulator_time
@@ -161,7 +161,11 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
     with deployment.environment(), emulator_time(deployment):
         ports = wiring.launch_ports(settings, deployment.client)
         context = Context(ports, clock=wiring.utcnow, max_attempts=settings.max_launch_attempts)
-        answer = preview(context, request)
+        usage = Usage(
+            wiring.pool_usage(settings, deployment.client),
+            wiring.quota_usage(settings, deployment.client),
+        )
+        answer = preview(context, request, usage)
     views.print_json(answer.to_dict())
     return 0 if answer.would_launch else EXIT_FAILED
 

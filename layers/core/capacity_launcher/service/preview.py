@@ -31,7 +31,16 @@ from capacity_launcher.domain.status import ErrorDetail, UnavailableOffering, fo
 from capacity_launcher.service.launch.progress import Context, LaunchReport
 from capacity_launcher.service.launch.resolve import PoolView, Refusal, screen
 from capacity_launcher.service.launch.resolve import resolve as resolve_pool
+from capacity_launcher.service.ports import PoolUsage, QuotaUsage
 from capacity_launcher.service.resolution import Prepared, resolve, resolve_next
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the preview reads beside the launcher's ports: usage as stored, never leased."""
+
+    pools: PoolUsage
+    quotas: QuotaUsage
 
 
 @dataclass(frozen=True)
@@ -133,14 +142,15 @@ class Preview:
         }
 
 
-def preview(ctx: Context, request: LaunchRequest) -> Preview:
-    """The pools the request would go to, in order, and what each would try."""
+def preview(ctx: Context, request: LaunchRequest, usage: Usage) -> Preview:
+    """The pools the request would go to, in order, and what each would try; `usage` reads the
+    pools' and quotas' usage as stored (the launcher's own port only leases)."""
     now = ctx.clock()
     try:
         prepared = resolve(ctx.ports.config, request, now)
     except RequestRejected as rejected:
         return Preview(request, now, ErrorDetail(code=rejected.code, message=rejected.reason))
-    return Preview(request, now, pools=tuple(_visit(ctx, p) for p in _chain(ctx, prepared)))
+    return Preview(request, now, pools=tuple(_visit(ctx, usage, p) for p in _chain(ctx, prepared)))
 
 
 def _chain(ctx: Context, first: Prepared) -> Iterator[Prepared]:
@@ -151,7 +161,7 @@ def _chain(ctx: Context, first: Prepared) -> Iterator[Prepared]:
         prepared, _ = resolve_next(ctx.ports.config, prepared)
 
 
-def _visit(ctx: Context, prepared: Prepared) -> PoolPreview:
+def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
     pool, node_class = prepared.pool.metadata.name, prepared.node_class.metadata.name
     found = resolve_pool(ctx, prepared, [], LaunchReport(records={}))
     refusal = found if isinstance(found, Refusal) else screen(ctx, found)
@@ -174,7 +184,7 @@ def _visit(ctx: Context, prepared: Prepared) -> PoolPreview:
             }
             for r in found.candidates.scheduled
         ),
-        headroom=_headroom(ctx, found),
+        headroom=_headroom(ctx, usage, found),
     )
 
 
@@ -192,22 +202,22 @@ def _ids(offerings: list[Offering]) -> set[str | None]:
     return {o.reservation_id for o in offerings}
 
 
-def _headroom(ctx: Context, view: PoolView) -> Headroom:
+def _headroom(ctx: Context, usage: Usage, view: PoolView) -> Headroom:
     request, pool = view.lead.request, view.lead.pool
     each = view.per_instance
     limits = pool.spec.limits
-    room = limits.headroom(ctx.ports.limits.usage(pool.metadata.name), each) if limits else None
+    room = limits.headroom(usage.pools.usage(pool.metadata.name), each) if limits else None
     quotas = ctx.ports.config.capacity_quotas()
     try:
         quota = governing(quotas, request.requester, pool.metadata.name)
         if quota is None:
             return Headroom(each, room)
-        usage: Mapping[tuple[str, str], Resources] = {
+        used: Mapping[tuple[str, str], Resources] = {
             k: v
             for pk, name in usage_items(quota, pool.metadata.name)
-            for k, v in ctx.ports.limits.quota_usage(pk, name).items()
+            for k, v in usage.quotas.quota_usage(pk, name).items()
         }
         ask = LeaseAsk(pool.metadata.name, request.requester, each, request.count, 1)
-        return Headroom(each, room, quota.name, admit_lease(quotas, ask, usage))
+        return Headroom(each, room, quota.name, admit_lease(quotas, ask, used))
     except QuotaExceeded as refused:
         return Headroom(each, room, refused.quota, 0, str(refused))
