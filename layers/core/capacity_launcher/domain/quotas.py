@@ -49,6 +49,7 @@ from capacity_launcher.domain.quantities import (
 from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, RequesterOrigins
 
 MAX_REQUESTERS = 100
+MAX_PREFIXES = 10
 MAX_RESOURCE_GROUPS = 4
 MAX_FLAVORS = 64
 MIN_PRIORITY, MAX_PRIORITY = -1_000_000, 1_000_000
@@ -244,7 +245,10 @@ class Preemption(_Document):
 class CapacityQuotaSpec(_Document):
     model_config = BUILT_ON_FIRST_USE
 
-    requesters: list[Requester] = Field(min_length=1, max_length=MAX_REQUESTERS)
+    requesters: list[Requester] = Field(default=[], max_length=MAX_REQUESTERS)
+    # Optional: also every requester that starts with one of these (a reservation's associations,
+    # docs/ome.md); at least one requester or prefix.
+    requester_prefixes: list[Requester] = Field(default=[], max_length=MAX_PREFIXES)
     cohort: Name | None = None
     priority: StrictInt = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
     allow_borrowing: StrictBool = False
@@ -255,7 +259,7 @@ class CapacityQuotaSpec(_Document):
         default_factory=dict, max_length=MAX_REQUESTERS
     )
 
-    @field_validator("requesters")
+    @field_validator("requesters", "requester_prefixes")
     @classmethod
     def _distinct_requesters(cls, requesters: list[str]) -> list[str]:
         return no_repeats(requesters)
@@ -296,6 +300,8 @@ class CapacityQuotaSpec(_Document):
                         )
                     if resource.lending_limit is not None and self.cohort is None:
                         problems.append(FieldError(f"{where}.lendingLimit", "needs spec.cohort"))
+        if not self.requesters and not self.requester_prefixes:
+            problems.append(FieldError("requesters", "must list at least one requester"))
         if self.allow_borrowing and self.cohort is None:
             problems.append(
                 FieldError("allowBorrowing", "needs spec.cohort: quotas borrow within a cohort")
@@ -333,7 +339,11 @@ class CapacityQuota(_TopLevel):
         return [flavor for group in self.spec.resource_groups for flavor in group.flavors]
 
     def covers(self, requester: str | None) -> bool:
-        return requester is not None and requester in self.spec.requesters
+        if requester is None:
+            return False
+        return requester in self.spec.requesters or any(
+            requester.startswith(prefix) for prefix in self.spec.requester_prefixes
+        )
 
     @property
     def cohort_key(self) -> str:
@@ -383,7 +393,48 @@ def conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
                             "one quota per flavor",
                         )
                     )
-    return found + _binding_conflicts(quotas)
+    return found + _prefix_conflicts(quotas) + _binding_conflicts(quotas)
+
+
+def _prefix_conflicts(quotas: list[CapacityQuota]) -> list[FieldError]:
+    """A requester prefix may not cover another quota's requester, nor overlap its prefix, in a
+    flavor both name (a prefix clash blames the later quota by name, as requesters do)."""
+    found: list[FieldError] = []
+    for quota in sorted(quotas, key=lambda q: q.name):
+        for index, prefix in enumerate(quota.spec.requester_prefixes):
+            for other in sorted(quotas, key=lambda q: q.name):
+                clash = _overlap(prefix, quota, other)
+                if clash is not None:
+                    found.append(
+                        FieldError(
+                            f"CapacityQuota {quota.name}: spec.requesterPrefixes[{index}]",
+                            f"prefix {prefix!r} overlaps {clash!r}, already covered in flavor "
+                            f"{clash_flavor(quota, other)} by CapacityQuota {other.name}; a "
+                            "requester has at most one quota per flavor",
+                        )
+                    )
+    return found
+
+
+def clash_flavor(quota: CapacityQuota, other: CapacityQuota) -> str:
+    return min({f.name for f in quota.flavors()} & {f.name for f in other.flavors()})
+
+
+def _overlap(prefix: str, quota: CapacityQuota, other: CapacityQuota) -> str | None:
+    """What of ``other`` the ``prefix`` of ``quota`` clashes with in a shared flavor, if any."""
+    if other.name == quota.name or not {f.name for f in quota.flavors()} & {
+        f.name for f in other.flavors()
+    }:
+        return None
+    covered = next((r for r in other.spec.requesters if r.startswith(prefix)), None)
+    if covered is not None:
+        return covered
+    if other.name > quota.name:
+        return None
+    return next(
+        (p for p in other.spec.requester_prefixes if p.startswith(prefix) or prefix.startswith(p)),
+        None,
+    )
 
 
 def _binding_conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
