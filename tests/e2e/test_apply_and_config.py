@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from tests.e2e.conftest import E2eCloud, run_cli
 
 BROKEN = """\
@@ -130,3 +132,39 @@ def test_quotas_apply_list_with_status_and_delete(e2e_cloud: E2eCloud, tmp_path:
         for name in ("team-ml", "team-research", "team-batch"):
             run_cli("delete", "capacityquota", name)
     assert run_cli("get", "quotas", "-o", "json").json() == []
+
+
+def test_get_one_document_as_yaml_in_a_served_version(e2e_cloud: E2eCloud, tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: versioned}\n"
+        "spec:\n  nodeClassRef: general\n  limits: {instances: '2'}\n"
+    )
+    assert run_cli("apply", "-f", str(path)).code == 0
+
+    shown = run_cli("get", "nodepool", "versioned", "-o", "yaml")
+    assert shown.code == 0
+    document = yaml.safe_load(shown.out)
+    assert document["apiVersion"] == "capacity-launcher/v1"
+    assert document["spec"]["limits"] == {"instances": "2"}
+    listed = yaml.safe_load(run_cli("get", "nodepools", "-o", "yaml").out)
+    assert "versioned" in {item["metadata"]["name"] for item in listed["items"]}
+
+    refused = run_cli("get", "nodepool", "versioned", "--output-version", "example.com/v9")
+    assert refused.code == 1
+    assert "not a served version of NodePool: capacity-launcher/v1" in refused.err
+    assert run_cli("get", "nodepool", "no-such-pool", "-o", "yaml").code == 1
+
+
+def test_convert_prints_documents_in_the_version_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: converted}\n"
+        "spec: {nodeClassRef: general}\n"
+    )
+    converted = run_cli("convert", "-f", str(path), "--output-version", "capacity-launcher/v1")
+    assert converted.code == 0
+    assert yaml.safe_load(converted.out)["spec"]["nodeClassRef"] == "general"
+    refused = run_cli("convert", "-f", str(path), "--output-version", "example.com/v9")
+    assert refused.code == 1
+    assert f"{path}: document 1 (NodePool converted): outputVersion" in refused.err

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.documents import parse_document, to_document
 from capacity_launcher.domain.errors import (
@@ -52,6 +53,14 @@ class InvalidDocument:
     reason: str
 
 
+@dataclass(frozen=True)
+class StoredDocument:
+    """A stored hub document and what its apply kept that the hub has no place for."""
+
+    document: NodeClass | NodePool | CapacityQuota
+    kept: Kept | None
+
+
 @dataclass
 class _Listing:
     documents: dict[str, Any] = field(default_factory=dict)
@@ -68,10 +77,14 @@ class ConfigStore:
         self._documents: TtlCache[NodeClass | NodePool | CapacityQuota] = TtlCache(cache_seconds)
         self._quota_sets: TtlCache[QuotaSet] = TtlCache(cache_seconds)
 
-    def apply(self, document: NodeClass | NodePool | CapacityQuota) -> None:
-        """Create or replace a document; a NodePool must name an existing NodeClass."""
+    def apply(
+        self, document: NodeClass | NodePool | CapacityQuota, kept: Kept | None = None
+    ) -> None:
+        """Create or replace a document; a NodePool must name an existing NodeClass. ``kept``
+        (the fields its apply kept, docs/api-versions.md) replaces what the item kept before."""
+        kept_body = json.dumps(kept.to_json(), sort_keys=True) if kept else None
         if isinstance(document, CapacityQuota):
-            self._apply_quota(document)
+            self._apply_quota(document, kept_body)
             self._invalidate()
             return
         kind: Kind = document.kind
@@ -87,6 +100,8 @@ class ConfigStore:
                 "limits": limits_token(document.spec.limits),
                 "updatedAt": now,
             }
+            if kept_body is not None:
+                item["kept"] = kept_body
             try:
                 with aws_call("TransactWriteItems"):
                     self._db.transact_write_items(
@@ -111,13 +126,20 @@ class ConfigStore:
                 ) from failed
         else:
             # An update, not a put: the version must survive a re-apply of the class.
+            values: dict[str, Any] = {":document": body, ":now": now, ":one": 1}
+            update = "SET #document = :document, updatedAt = :now"
+            if kept_body is None:
+                update += " REMOVE kept"
+            else:
+                update += ", kept = :kept"
+                values[":kept"] = kept_body
             with aws_call("UpdateItem"):
                 self._db.update_item(
                     TableName=self._table,
                     Key=key(kind, document.metadata.name),
-                    UpdateExpression="SET #document = :document, updatedAt = :now ADD version :one",
+                    UpdateExpression=f"{update} ADD version :one",
                     ExpressionAttributeNames={"#document": "document"},
-                    ExpressionAttributeValues=to_item({":document": body, ":now": now, ":one": 1}),
+                    ExpressionAttributeValues=to_item(values),
                 )
         self._invalidate()
 
@@ -207,7 +229,7 @@ class ConfigStore:
         except ConditionFailed as failed:
             raise NotFound("CapacityQuota", name) from failed
 
-    def _apply_quota(self, quota: CapacityQuota) -> None:
+    def _apply_quota(self, quota: CapacityQuota, kept_body: str | None) -> None:
         """Put the quota if, with the stored others, no requester has two quotas in one flavor."""
         for _ in range(_APPLY_QUOTA_TRIES):
             version = int((self._read_one(*_QUOTA_SET_KEY) or {}).get("version", 0))
@@ -232,6 +254,8 @@ class ConfigStore:
                 "document": json.dumps(to_document(quota), sort_keys=True),
                 "updatedAt": datetime.now(UTC).isoformat(),
             }
+            if kept_body is not None:
+                item["kept"] = kept_body
             try:
                 with aws_call("TransactWriteItems"):
                     self._db.transact_write_items(
@@ -249,6 +273,23 @@ class ConfigStore:
         )
 
     # -- reading -----------------------------------------------------------------------------
+
+    def stored(self, kind: Kind, name: str) -> StoredDocument:
+        """One document as stored now, with its kept fields (NotFound if it is not stored)."""
+        item = self._read_one(kind, name)
+        if item is None:
+            raise NotFound(kind, name)
+        return StoredDocument(self._parse(kind, item), _kept(item))
+
+    def stored_all(self, kind: Kind) -> list[StoredDocument]:
+        """Every valid document of a kind as stored now, by name, with its kept fields."""
+        found = []
+        for item in sorted(self._query(kind), key=lambda i: str(i["sk"])):
+            try:
+                found.append(StoredDocument(self._parse(kind, item), _kept(item)))
+            except StoredDocumentInvalid:
+                continue  # listed by invalid()
+        return found
 
     def _get(self, kind: Kind, name: str) -> NodeClass | NodePool | CapacityQuota:
         # One item, not the whole listing: a request naming its pool reads what it uses (a miss
@@ -372,6 +413,21 @@ def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
     if generation == 0:
         check["ConditionExpression"] = "attribute_not_exists(version) OR version = :seen"
     return {"ConditionCheck": check}
+
+
+def _kept(item: dict[str, Any]) -> Kept | None:
+    """An item's kept fields; unreadable ones are logged and left out (the document still is)."""
+    body = item.get("kept")
+    if body is None:
+        return None
+    try:
+        return Kept.from_json(json.loads(str(body)))
+    except (CapacityLauncherError, KeyError, TypeError, ValueError) as error:
+        logger.warning(
+            "stored kept fields do not parse: left out",
+            extra={"documentName": str(item.get("sk", "")), "reason": str(error)},
+        )
+        return None
 
 
 def _node_class_ref(pool_item: dict[str, Any]) -> str | None:
