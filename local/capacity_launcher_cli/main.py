@@ -21,6 +21,10 @@ GET_RESOURCES = (
     "nodeclass",
     "capacityquotas",
     "capacityquota",
+    "capacityreservations",
+    "capacityreservation",
+    "clustercapacityreservations",
+    "clustercapacityreservation",
     "quotas",
     "requests",
     "instances",
@@ -125,12 +129,15 @@ def _command(args: argparse.Namespace) -> Command:
     from capacity_launcher_cli import (
         capacity_commands,
         config_commands,
+        ome_commands,
         quota_commands,
         request_commands,
         version_commands,
     )
 
     if args.command == "get":
+        if args.resource in ome_commands.RESOURCES:
+            return ome_commands.get_reservations
         if _documents_asked(args):
             return version_commands.get_documents
         return {
