@@ -17,6 +17,7 @@ from capacity_launcher.domain.launch_request import (
     REQUEST_ID_PATTERN,
     LaunchRequest,
 )
+from capacity_launcher.domain.ome_reservations import CapacityReservation
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
 from capacity_launcher.domain.status import (
@@ -91,11 +92,32 @@ def _capacity_quota() -> dict[str, Any]:
     return schema
 
 
+def _ome_capacity_reservation() -> dict[str, Any]:
+    schema = _schema(
+        CapacityReservation,
+        "validation",
+        "CapacityReservation",
+        "OME's ome.io/v1beta1 CapacityReservation or ClusterCapacityReservation, served as a "
+        "version of CapacityQuota (docs/ome.md). Cross-field rules are enforced by "
+        "`capacity-launcher apply`.",
+    )
+    defs = schema["$defs"]
+    defs["Quantity"] = _QUANTITY
+    resource = defs["ReservationResource"]["properties"]
+    for field in ("nominalQuota", "borrowingLimit"):
+        resource[field] = {"$ref": "#/$defs/Quantity"}
+    name = {"type": "string", "pattern": _NAME.pattern}
+    defs["ReservationFlavor"]["properties"]["name"] = name
+    defs["ReservationMetadata"]["properties"]["name"] = name
+    return schema
+
+
 def contracts() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every contract schemas/ carries."""
     return {
         "capacity-quota.json": _capacity_quota(),
         "launch-request.json": _launch_request(),
+        "ome-capacity-reservation.json": _ome_capacity_reservation(),
         "reclaim-closed.json": _schema(
             ReclaimClosed,
             "serialization",

@@ -1,4 +1,4 @@
-"""OME's CapacityReservation examples applied as written, and launches held to them (docs/ome.md)."""
+"""OME's CapacityReservation examples applied as written; launches held to them (docs/ome.md)."""
 
 from __future__ import annotations
 

@@ -60,3 +60,19 @@ def test_capacity_quota_schema_accepts_the_examples_and_states_units_and_names()
         jsonschema.validate(good, quantity)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate("8 TB", quantity)
+
+
+def test_ome_capacity_reservation_schema_accepts_the_seed_examples() -> None:
+    schema = json.loads((REPO / "schemas" / "ome-capacity-reservation.json").read_text())
+    examples = [
+        document
+        for path in sorted((REPO / "examples" / "ome").glob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text())
+    ]
+
+    assert len(examples) == 7
+    for example in examples:
+        jsonschema.validate(example, schema)
+    bad = {**examples[0], "spec": {**examples[0]["spec"], "allowBorrowing": "yes"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)

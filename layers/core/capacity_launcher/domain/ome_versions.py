@@ -10,6 +10,7 @@ document as written; read from a CapacityQuota applied otherwise, it is built fr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from capacity_launcher.domain.api_versions import Conversion, Kept, ServedVersion, put, take
@@ -77,16 +78,10 @@ def _served(kind: str) -> ServedVersion:
             ]
         return _document(from_hub(hub, parse_reservation(written)))
 
-    return ServedVersion(
-        api_version=OME_API_VERSION,
-        kind=kind,
-        hub_kind=CAPACITY_QUOTA,
-        parse=parse_reservation,
-        to_hub=to_version_hub,
-        from_hub=from_version_hub,
-        document=_document,
-        model=CapacityReservation,
+    version = ServedVersion(
+        OME_API_VERSION, kind, CAPACITY_QUOTA, parse_reservation, to_version_hub, from_version_hub
     )
+    return replace(version, document=_document, model=CapacityReservation)
 
 
 def ome_versions() -> tuple[ServedVersion, ...]:
