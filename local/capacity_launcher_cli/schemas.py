@@ -92,17 +92,16 @@ def _capacity_quota() -> dict[str, Any]:
     return schema
 
 
+_OME_DESCRIPTION = (
+    "OME's ome.io/v1beta1 CapacityReservation or ClusterCapacityReservation, served as a version "
+    "of CapacityQuota (docs/ome.md). Cross-field rules are enforced by `capacity-launcher apply`."
+)
+
+
 def _ome_capacity_reservation() -> dict[str, Any]:
-    schema = _schema(
-        CapacityReservation,
-        "validation",
-        "CapacityReservation",
-        "OME's ome.io/v1beta1 CapacityReservation or ClusterCapacityReservation, served as a "
-        "version of CapacityQuota (docs/ome.md). Cross-field rules are enforced by "
-        "`capacity-launcher apply`.",
-    )
+    schema = _schema(CapacityReservation, "validation", "CapacityReservation", _OME_DESCRIPTION)
     defs = schema["$defs"]
-    defs["Quantity"] = _QUANTITY
+    defs |= {"Quantity": _QUANTITY}
     resource = defs["ReservationResource"]["properties"]
     for field in ("nominalQuota", "borrowingLimit"):
         resource[field] = {"$ref": "#/$defs/Quantity"}
