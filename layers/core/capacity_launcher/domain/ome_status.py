@@ -48,7 +48,7 @@ def _associations_healthy(quota_status: Mapping[str, Any]) -> Condition:
         f"{flavor['name']}/{resource['name']} {resource['total']}"
         for flavor in quota_status.get("borrowed", [])
         for resource in flavor.get("resources", [])
-        if resource.get("total") not in ("0", "0m", "0Mi", "0Gi", "0Ki", 0)
+        if resource.get("total") != "0"
     ]
     if borrowed:
         return Condition(
