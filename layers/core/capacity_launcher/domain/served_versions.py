@@ -19,6 +19,7 @@ from capacity_launcher.domain.config import (
 )
 from capacity_launcher.domain.documents import Document, parse_document, to_document
 from capacity_launcher.domain.ome_versions import ome_versions
+from capacity_launcher.domain.provisioners import provisioner_version
 from capacity_launcher.domain.quotas import CapacityQuota
 
 HUB_API_VERSION = "capacity-launcher/v1"
@@ -54,3 +55,4 @@ REGISTRY.serve(
     hub=True,
 )
 REGISTRY.serve(*ome_versions())
+REGISTRY.serve(provisioner_version())
