@@ -1,5 +1,6 @@
-"""The network examples/ expects in the local cloud: subnets tagged `tier: private` and a
-security group with a fixed id, so the example NodeClasses apply and launch as written."""
+"""The network examples/ expects in the local cloud: subnets tagged `tier: private` (and named
+`private-<zone>`) and a security group with a fixed id, so the example NodeClasses apply and
+launch as written."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ def prepare_network(ec2: Any) -> dict[str, list[str]]:
     ec2.create_tags(
         Resources=subnet_ids, Tags=[{"Key": k, "Value": v} for k, v in SUBNET_TAG.items()]
     )
+    # A Name per zone, for documents that pick subnets by name (a v1alpha4 Provisioner's).
+    for subnet in subnets["Subnets"]:
+        name = f"private-{subnet['AvailabilityZone']}"
+        ec2.create_tags(Resources=[subnet["SubnetId"]], Tags=[{"Key": "Name", "Value": name}])
     try:
         ec2.describe_security_groups(GroupIds=[NODE_SECURITY_GROUP_ID])
     except ClientError:

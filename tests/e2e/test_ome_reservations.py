@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from tests.e2e.conftest import E2eCloud, request_id, run_cli
+from tests.e2e.conftest import E2eCloud, apply_text, run_cli, submit_through_queue
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "ome"
@@ -41,21 +42,14 @@ spec:
 """
 
 
-def _submit(tmp_path: Path, **fields: object) -> dict[str, object]:
-    body = {"requestId": request_id("ome"), "nodePool": "h100-flavor", **fields}
-    path = tmp_path / f"{body['requestId']}.json"
-    path.write_text(json.dumps(body))
-    submitted = run_cli("submit", "-f", str(path), "--via", "queue", "--wait")
-    record: dict[str, object] = submitted.json()
-    return record
+def _submit(tmp_path: Path, **fields: object) -> dict[str, Any]:
+    return submit_through_queue(tmp_path, {"nodePool": "h100-flavor", **fields})
 
 
 def test_the_seed_examples_apply_as_written_and_launches_stay_within_them(
     e2e_cloud: E2eCloud, tmp_path: Path
 ) -> None:
-    pool = tmp_path / "h100.yaml"
-    pool.write_text(H100_POOL)
-    assert run_cli("apply", "-f", str(pool)).code == 0
+    assert apply_text(tmp_path, "h100.yaml", H100_POOL).code == 0
     applied = run_cli("apply", "-f", str(EXAMPLES))
     try:
         assert applied.code == 0, applied.err

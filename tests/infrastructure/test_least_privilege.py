@@ -75,6 +75,7 @@ LAUNCHER_NEEDS = {
 }
 SYNC_NEEDS = {
     "ec2:DescribeCapacityReservations",
+    "ec2:DescribeInstanceStatus",  # limits.unready: which members are ready
     "ec2:DescribeInstances",
     "ec2:CreateTags",
     "resource-groups:ListGroupResources",

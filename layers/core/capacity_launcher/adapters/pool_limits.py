@@ -120,6 +120,12 @@ class QuotaSource(Protocol):
     def quota_generation(self) -> int: ...
 
 
+class UnreadyGate(Protocol):
+    """Refuses a lease over `limits.unready`, or conditions its usage update on what it read."""
+
+    def gate(self, pool: str, limits: PoolLimits | None, usage_update: dict[str, Any]) -> None: ...
+
+
 class _NoQuotas:
     """No quota store: no quota governs, and no generation is checked."""
 
@@ -149,7 +155,9 @@ class PoolLimitsStore:
         dynamodb: Any | None = None,
         clock: Callable[[], float] = time.time,
         quotas: QuotaSource | None = None,
+        unready_gate: UnreadyGate | None = None,
     ) -> None:
+        self._unready_gate = unready_gate
         self._table = table_name
         self._lease_seconds = lease_seconds
         self._db = dynamodb or client("dynamodb")
@@ -221,6 +229,8 @@ class PoolLimitsStore:
         amount = state.ask.per_instance * wanted
         pool = state.ask.pool
         items = self._reserve_items(pool, lease_id, wanted, amount, state.limits, hold)
+        if self._unready_gate is not None:  # limits.unready (adapters/pool_readiness.py)
+            self._unready_gate.gate(pool, state.limits, items[0]["Update"])
         items.append(self._limits_check(pool, state.limits))
         if state.quotas.generation is not None:
             items.append(quota_generation_check(self._table, state.quotas.generation))

@@ -9,7 +9,6 @@ class. What the hubs have no place for is kept, and what is not acted on is repo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from capacity_launcher.domain.config import (
 )
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError, field_errors
+from capacity_launcher.domain.quantities import Unready
 from capacity_launcher.domain.requirements import ARCH, INSTANCE_TYPE, OS, ZONE
 
 PROVISIONER_API_VERSION = "karpenter.sh/v1alpha4"
@@ -73,32 +73,11 @@ class AwsProvider(_Document):
     tags: dict[str, str] | None = None
 
 
-UNREADY_RULE = "must be a whole number of instances (20) or a percentage of the pool's ('20%')"
-_PERCENT = re.compile(r"^(\d{1,3})%$")
-
-
-def parse_unready(value: int | str) -> tuple[int, bool]:
-    """(amount, is a percentage) of `limits.unready`; ValueError with the rule otherwise."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1_000_000:
-        return value, False
-    match = _PERCENT.match(value) if isinstance(value, str) else None
-    if match is None or int(match.group(1)) > 100:
-        raise ValueError(UNREADY_RULE)
-    return int(match.group(1)), True
-
-
 class ProvisionerLimits(_Document):
     model_config = BUILT_ON_FIRST_USE
 
     resources: dict[str, StrictInt | str] | None = None
-    unready: StrictInt | str | None = None
-
-    @field_validator("unready")
-    @classmethod
-    def _flat_or_percentage(cls, unready: int | str | None) -> int | str | None:
-        if unready is not None:
-            parse_unready(unready)
-        return unready
+    unready: Unready | None = None
 
     @field_validator("resources")
     @classmethod
@@ -190,9 +169,22 @@ def to_hubs(provisioner: Provisioner) -> tuple[NodePool, NodeClass]:
         "metadata": {"name": provisioner.name},
         "spec": {"nodeClassRef": provisioner.name, "requirements": requirements},
     }
-    if spec.limits is not None and spec.limits.resources:
-        pool["spec"]["limits"] = dict(spec.limits.resources)
-    errors: list[FieldError] = []
+    limits = spec.limits or ProvisionerLimits()
+    if limits.resources or limits.unready is not None:
+        pool["spec"]["limits"] = {**(limits.resources or {})}
+        if limits.unready is not None:
+            pool["spec"]["limits"]["unready"] = limits.unready
+    provider = spec.provider or AwsProvider()
+    errors = [
+        FieldError(f"spec.provider.{field}", rule)
+        for field, value, rule in (
+            ("subnets", provider.subnets, "is required: subnet ids, or subnets' Name tags"),
+            ("securityGroups", provider.security_groups, "is required: security group ids"),
+        )
+        if not value
+    ]
+    if errors:
+        raise ConfigValidationError(errors)
     hubs: list[Any] = []
     for model, data, rename in (
         (NodePool, pool, _pool_path),
@@ -215,9 +207,14 @@ def _node_class(provisioner: Provisioner) -> dict[str, Any]:
     provider = provisioner.spec.provider or AwsProvider()
     architectures = provisioner.spec.architectures or ["amd64"]
     image = DEFAULT_IMAGES["arm64" if architectures == ["arm64"] else "amd64"]
+    # A subnet id selects that subnet; any other value selects subnets by their Name tag.
+    subnets = [
+        {"id": s} if s.startswith("subnet-") else {"tags": {"Name": s}}
+        for s in provider.subnets or []
+    ]
     spec: dict[str, Any] = {
         "imageSsmParameter": image,
-        "subnetIds": provider.subnets,
+        "subnetSelectorTerms": subnets or None,
         "securityGroupIds": provider.security_groups,
     }
     if provider.instance_profile is not None:
@@ -233,14 +230,14 @@ def _node_class(provisioner: Provisioner) -> dict[str, Any]:
 
 
 def _pool_path(path: str) -> str:
-    """A NodePool hub's path as the Provisioner's: requirements come after the constraints."""
-    if path.startswith("spec.limits"):
+    """A NodePool hub's path as the Provisioner's."""
+    if path.startswith("spec.limits") and not path.startswith("spec.limits.unready"):
         return path.replace("spec.limits", "spec.limits.resources", 1)
     return path
 
 
 _CLASS_PATHS = {
-    "spec.subnetIds": "spec.provider.subnets",
+    "spec.subnetSelectorTerms": "spec.provider.subnets",
     "spec.securityGroupIds": "spec.provider.securityGroups",
     "spec.instanceProfile": "spec.provider.instanceProfile",
     "spec.tags": "spec.provider.tags",
@@ -285,12 +282,15 @@ def from_hubs(pool: NodePool, kept: Mapping[str, Any]) -> dict[str, Any]:
         ]
     if "spec.limits" not in kept and pool.spec.limits is not None:
         limits = pool.spec.limits.model_dump(mode="json", by_alias=True, exclude_none=True)
+        unready = limits.pop("unready", None)
         problems += [
             FieldError(f"spec.limits.{k}", "a Provisioner limits only cpu, memory, nvidia.com/gpu")
             for k in limits
             if k not in ("cpu", "memory", "nvidia.com/gpu")
         ]
-        spec["limits"] = {"resources": limits}
+        spec["limits"] = {"resources": limits} if limits else {}
+        if unready is not None:
+            spec["limits"]["unready"] = unready
     if problems:
         raise ConfigValidationError(problems)
     result: dict[str, Any] = {

@@ -21,6 +21,7 @@ from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_readiness import PoolReadiness
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
@@ -87,6 +88,7 @@ def pool_limits(
         settings.limit_lease_seconds,
         clients("dynamodb"),
         quotas=config or config_store(settings, clients, cached=True),
+        unready_gate=PoolReadiness(settings.state_table_name, clients("dynamodb")),
     )
 
 
@@ -248,6 +250,7 @@ def build_reservation_sync(settings: Settings, clients: Clients = client) -> Res
         waits=WaitBackstop(
             launch_records(settings, clients), publisher(settings, clients).publish, utcnow
         ),
+        readiness=PoolReadiness(settings.state_table_name, clients("dynamodb"), clients("ec2")),
     )
 
 
