@@ -18,6 +18,7 @@ from capacity_launcher.domain.config import (
     NodePool,
 )
 from capacity_launcher.domain.documents import Document, parse_document, to_document
+from capacity_launcher.domain.karpenter import ec2nodeclass, nodepool
 from capacity_launcher.domain.quotas import CapacityQuota
 
 HUB_API_VERSION = "capacity-launcher/v1"
@@ -52,3 +53,4 @@ REGISTRY.serve(
     _hub(CAPACITY_QUOTA, CapacityQuota),
     hub=True,
 )
+REGISTRY.serve(*nodepool.versions(), *ec2nodeclass.versions())
