@@ -33,8 +33,8 @@ from local_cloud.event_sources import (
     schedule_seconds,
 )
 from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
-from local_cloud.lambda_runtime import Invocation, LocalFunction
 from local_cloud.karpenter import alias_parameters
+from local_cloud.lambda_runtime import Invocation, LocalFunction
 from local_cloud.network import prepare_network
 from local_cloud.template import (
     DEFAULT_ACCOUNT_ID,
