@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher.domain.config import _NAME
+from capacity_launcher.domain.config_base import _NAME
 from capacity_launcher.domain.launch_request import (
     MAX_BODY_BYTES,
     MAX_NESTING,

@@ -6,11 +6,12 @@ import base64
 import hashlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.image_parameters import ImageParameters
+from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import LaunchTemplate
@@ -43,6 +44,7 @@ def template_data(
     *,
     spot: bool = False,
     market: str | None = None,
+    security_group_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Launch template data; a spot template also tags the spot request EC2 makes for each
     instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can)."""
@@ -50,9 +52,14 @@ def template_data(
     tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class).items())]
     data: dict[str, Any] = {
         "ImageId": image_id,
-        "SecurityGroupIds": sorted(spec.security_group_ids),
-        # IMDSv2 only: instances of a shared reservation must not leak credentials via SSRF.
-        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+        "SecurityGroupIds": sorted(security_group_ids or spec.security_group_ids or ()),
+        # IMDSv2 unless the NodeClass says otherwise: instances of a shared reservation must not
+        # leak credentials via SSRF.
+        "MetadataOptions": (
+            spec.metadata_options.launch_template_options()
+            if spec.metadata_options
+            else {"HttpTokens": "required", "HttpEndpoint": "enabled"}
+        ),
         "CapacityReservationSpecification": dict(reservation_spec),
         "TagSpecifications": [
             {"ResourceType": "volume", "Tags": tags},
@@ -69,6 +76,10 @@ def template_data(
         data["IamInstanceProfile"] = {"Name": spec.instance_profile}
     if spec.user_data:
         data["UserData"] = base64.b64encode(spec.user_data.encode()).decode()
+    if spec.block_device_mappings:
+        data["BlockDeviceMappings"] = [
+            m.launch_template_mapping() for m in spec.block_device_mappings
+        ]
     return data
 
 
@@ -83,6 +94,7 @@ class LaunchTemplates:
     def __init__(self, ec2: Any | None = None, ssm: Any | None = None) -> None:
         self._ec2 = ec2 or client("ec2")
         self._image_parameters = ImageParameters(ssm)
+        self._security_groups = SecurityGroups(self._ec2)
         self._known: set[str] = set()
         self._images: dict[str, Mapping[str, Any] | None] = {}
         self._lock = threading.Lock()
@@ -94,7 +106,12 @@ class LaunchTemplates:
         use = reservation_use(node_class, target, spot=spot)
         spec = reservation_specification(use)
         data = template_data(
-            node_class, self._image_id(node_class), spec, spot=spot, market=use.market
+            node_class,
+            self._image_id(node_class),
+            spec,
+            spot=spot,
+            market=use.market,
+            security_group_ids=self._security_groups.ids(node_class),
         )
         template = LaunchTemplate(template_name(node_class.metadata.name, data), use)
         name = template.name

@@ -300,11 +300,28 @@ def take(document: Mapping[str, Any], paths: Iterable[str]) -> dict[str, Any]:
 
 
 def put(document: dict[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
-    """``document`` with each dotted path in ``fields`` set (its parents made as needed)."""
+    """``document`` with each dotted path in ``fields`` set (its parents made as needed); a None
+    value removes the field (kept as None: the document as written did not have it)."""
     for path, value in fields.items():
         *parents, last = path.split(".")
         node = document
         for part in parents:
             node = node.setdefault(part, {})
-        node[last] = value
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
     return document
+
+
+def differing(
+    written: Mapping[str, Any], rebuilt: Mapping[str, Any], paths: Iterable[str]
+) -> dict[str, Any]:
+    """The fields at ``paths`` where a document rebuilt from the hub differs from the one written:
+    their written values (None where it had none), kept so that the conversion loses nothing."""
+    found: dict[str, Any] = {}
+    for path in paths:
+        mine, theirs = take(written, [path]).get(path), take(rebuilt, [path]).get(path)
+        if mine != theirs:
+            found[path] = mine
+    return found

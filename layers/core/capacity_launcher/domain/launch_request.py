@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from capacity_launcher.domain.associations import association_of, association_requester
-from capacity_launcher.domain.config import Name, validate_tags
+from capacity_launcher.domain.config_base import Name, validate_tags
 from capacity_launcher.domain.errors import InvalidLaunchRequest
 from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.json_depth import deep_fields, may_nest_deeper, shallow

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from capacity_launcher.domain.associations import association_prefix
-from capacity_launcher.domain.config import BUILT_ON_FIRST_USE, Name, _Document, no_repeats
+from capacity_launcher.domain.config_base import BUILT_ON_FIRST_USE, Name, _Document, no_repeats
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError, field_errors
 from capacity_launcher.domain.quotas import (

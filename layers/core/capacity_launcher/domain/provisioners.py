@@ -16,13 +16,11 @@ from typing import Any, Literal
 from pydantic import Field, StrictInt, ValidationError, field_validator
 
 from capacity_launcher.domain.api_versions import Conversion, Kept, ServedVersion, put, take
-from capacity_launcher.domain.config import (
+from capacity_launcher.domain.config import NODE_POOL, NodeClass, NodePool
+from capacity_launcher.domain.config_base import (
     BUILT_ON_FIRST_USE,
     MAX_POOL_REQUIREMENTS,
-    NODE_POOL,
     Name,
-    NodeClass,
-    NodePool,
     _Document,
 )
 from capacity_launcher.domain.errors import ConfigValidationError

@@ -26,13 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from capacity_launcher.domain.config import (
-    BUILT_ON_FIRST_USE,
-    Name,
-    _Document,
-    _TopLevel,
-    no_repeats,
-)
+from capacity_launcher.domain.config import _TopLevel
+from capacity_launcher.domain.config_base import BUILT_ON_FIRST_USE, Name, _Document, no_repeats
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.quantities import (

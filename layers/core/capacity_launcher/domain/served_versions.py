@@ -18,6 +18,7 @@ from capacity_launcher.domain.config import (
     NodePool,
 )
 from capacity_launcher.domain.documents import Document, parse_document, to_document
+from capacity_launcher.domain.karpenter import ec2nodeclass, nodepool
 from capacity_launcher.domain.ome_versions import ome_versions
 from capacity_launcher.domain.provisioners import provisioner_version
 from capacity_launcher.domain.quotas import CapacityQuota
@@ -54,5 +55,6 @@ REGISTRY.serve(
     _hub(CAPACITY_QUOTA, CapacityQuota),
     hub=True,
 )
+REGISTRY.serve(*nodepool.versions(), *ec2nodeclass.versions())
 REGISTRY.serve(*ome_versions())
 REGISTRY.serve(provisioner_version())
