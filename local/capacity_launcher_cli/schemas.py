@@ -18,6 +18,7 @@ from capacity_launcher.domain.launch_request import (
     LaunchRequest,
 )
 from capacity_launcher.domain.ome_reservations import CapacityReservation
+from capacity_launcher.domain.provisioners import Provisioner
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
 from capacity_launcher.domain.status import (
@@ -111,12 +112,27 @@ def _ome_capacity_reservation() -> dict[str, Any]:
     return schema
 
 
+_PROVISIONER_DESCRIPTION = (
+    "Karpenter's karpenter.sh/v1alpha4 Provisioner, served as a version of NodePool with its "
+    "NodeClass (docs/provisioner.md). Requirements, limits and the provider's ids are checked by "
+    "`capacity-launcher apply`."
+)
+
+
+def _provisioner() -> dict[str, Any]:
+    schema = _schema(Provisioner, "validation", "Provisioner", _PROVISIONER_DESCRIPTION)
+    limits = schema["$defs"]["ProvisionerLimits"]["properties"]
+    limits["unready"] |= {"description": "a count of instances, or a percentage such as '20%'"}
+    return schema
+
+
 def contracts() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every contract schemas/ carries."""
     return {
         "capacity-quota.json": _capacity_quota(),
         "launch-request.json": _launch_request(),
         "ome-capacity-reservation.json": _ome_capacity_reservation(),
+        "provisioner-v1alpha4.json": _provisioner(),
         "reclaim-closed.json": _schema(
             ReclaimClosed,
             "serialization",

@@ -76,3 +76,13 @@ def test_ome_capacity_reservation_schema_accepts_the_seed_examples() -> None:
     bad = {**examples[0], "spec": {**examples[0]["spec"], "allowBorrowing": "yes"}}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+def test_provisioner_schema_accepts_the_seed_example() -> None:
+    schema = json.loads((REPO / "schemas" / "provisioner-v1alpha4.json").read_text())
+    example = yaml.safe_load((REPO / "examples" / "provisioner" / "provisioner.yaml").read_text())
+
+    jsonschema.validate(example, schema)
+    bad = {**example, "spec": {**example["spec"], "zones": "us-east-1a"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
