@@ -54,6 +54,7 @@ LAUNCHER_NEEDS = {
     "ec2:DescribeSubnets",
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeLaunchTemplateVersions",  # a NodeClass's launchTemplateName
     "ec2:DescribeInstances",
     "ec2:DescribeImages",
     "ssm:GetParameter",

@@ -66,17 +66,16 @@ def test_the_provider_version_is_inferred_when_omitted() -> None:
     assert REGISTRY.read(explicit).conversion.hubs == inferred
 
 
-def test_fields_without_meaning_here_are_kept_and_reported() -> None:
+def test_fields_without_meaning_here_are_kept_and_reported_and_the_template_is_the_classs() -> None:
     document = provisioner(taints=[{"key": "gpu", "effect": "NoSchedule"}], ttlSecondsAfterEmpty=30)
     document["spec"]["provider"]["launchTemplateName"] = "base-template"
 
-    kept = REGISTRY.read(document).conversion.kept
+    conversion = REGISTRY.read(document).conversion
 
-    assert set(kept.not_acted_on) == {
-        "spec.taints",
-        "spec.ttlSecondsAfterEmpty",
-        "spec.provider.launchTemplateName",
-    }
+    assert set(conversion.kept.not_acted_on) == {"spec.taints", "spec.ttlSecondsAfterEmpty"}
+    node_class = conversion.hubs[1]
+    assert isinstance(node_class, NodeClass)
+    assert node_class.spec.launch_template_name == "base-template"
 
 
 SUBNET = ["subnet-0123456789abcdef0"]

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.config import NodeClass
@@ -22,6 +23,10 @@ from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
+# launchTemplateName: the base's fields that the pool, the class or the attempt decide instead.
+_NOT_FROM_BASE = frozenset({"NetworkInterfaces", "SecurityGroups", "InstanceMarketOptions"})
+_BASE_FIELD = "spec.launchTemplateName"
+_BASE_SECONDS = 60.0
 
 
 def reservation_specification(use: ReservationUse) -> dict[str, Any]:
@@ -83,6 +88,14 @@ def template_data(
     return data
 
 
+def on_base(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """A NodeClass's template data over a named template's (`launchTemplateName`): every field
+    the class sets wins; the base's network interfaces, security group names and market options
+    are left out, as the pool's subnets, the class's groups and the capacity type decide those."""
+    kept = {k: v for k, v in base.items() if k not in _NOT_FROM_BASE}
+    return {**kept, **data}
+
+
 def template_name(node_class_name: str, data: Mapping[str, Any]) -> str:
     digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
     return f"capacity-launcher-{node_class_name}-{digest}"
@@ -98,6 +111,7 @@ class LaunchTemplates:
         self._known: set[str] = set()
         self._images: dict[str, Mapping[str, Any] | None] = {}
         self._lock = threading.Lock()
+        self._bases: TtlCache[Mapping[str, Any]] = TtlCache(_BASE_SECONDS)
 
     def ensure(
         self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
@@ -113,6 +127,8 @@ class LaunchTemplates:
             market=use.market,
             security_group_ids=self._security_groups.ids(node_class),
         )
+        if node_class.spec.launch_template_name:
+            data = on_base(self._base(node_class), data)
         template = LaunchTemplate(template_name(node_class.metadata.name, data), use)
         name = template.name
         with self._lock:
@@ -135,6 +151,22 @@ class LaunchTemplates:
         with self._lock:
             self._known.add(name)
         return template
+
+    def _base(self, node_class: NodeClass) -> Mapping[str, Any]:
+        """The named template's default version's data (a warm container keeps it a minute)."""
+        name = node_class.spec.launch_template_name
+
+        def load() -> Mapping[str, Any]:
+            with aws_call(
+                "DescribeLaunchTemplateVersions", node_class=node_class, field=_BASE_FIELD
+            ):
+                versions = self._ec2.describe_launch_template_versions(
+                    LaunchTemplateName=name, Versions=["$Default"]
+                )["LaunchTemplateVersions"]
+            found: Mapping[str, Any] = versions[0]["LaunchTemplateData"] if versions else {}
+            return found
+
+        return self._bases.get_or_load(name, load)
 
     def image_platform(self, node_class: NodeClass) -> str | None:
         """The reservation platform of the NodeClass's image (DescribeImages PlatformDetails and

@@ -4,6 +4,7 @@ Field names are the documents' camelCase (README.md, NodeClass and NodePool); un
 are errors, and every error names the field (by its document path) and the rule it breaks.
 """
 
+import re
 from typing import Annotated, Literal, Self
 
 from pydantic import (
@@ -152,6 +153,16 @@ class SubnetSelectorTerm(_Document):
         return self
 
 
+_LAUNCH_TEMPLATE_NAME = re.compile(r"^[a-zA-Z0-9().\-/_]{3,128}$")
+LaunchTemplateName = Annotated[
+    str,
+    _matching(
+        _LAUNCH_TEMPLATE_NAME,
+        "must be a launch template name: 3 to 128 letters, digits or ().-/_",
+    ),
+]
+
+
 class NodeClassSpec(_Document):
     """How to launch: image, network, instance profile, user data, tags and reservations."""
 
@@ -178,6 +189,9 @@ class NodeClassSpec(_Document):
         default=None, min_length=1, max_length=MAX_BLOCK_DEVICE_MAPPINGS
     )
     metadata_options: MetadataOptions | None = None
+    # Optional: an existing launch template whose default version's data is the base of the
+    # templates generated for this class; what the class sets overrides it (docs/provisioner.md).
+    launch_template_name: LaunchTemplateName | None = None
 
     @field_validator("block_device_mappings")
     @classmethod

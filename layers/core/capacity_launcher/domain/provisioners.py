@@ -124,7 +124,6 @@ NOT_ACTED_ON = {
     "spec.taints": "kept: node taints need a cluster",
     "spec.ttlSecondsAfterEmpty": "kept: nothing here consolidates empty nodes",
     "spec.ttlSecondsUntilExpired": "kept: nothing here expires nodes",
-    "spec.provider.launchTemplateName": "kept: the named template is not read yet",
 }
 
 
@@ -217,6 +216,8 @@ def _node_class(provisioner: Provisioner) -> dict[str, Any]:
     }
     if provider.instance_profile is not None:
         spec["instanceProfile"] = provider.instance_profile
+    if provider.launch_template_name is not None:
+        spec["launchTemplateName"] = provider.launch_template_name
     if provider.tags is not None:
         spec["tags"] = provider.tags
     return {
@@ -238,6 +239,7 @@ _CLASS_PATHS = {
     "spec.subnetSelectorTerms": "spec.provider.subnets",
     "spec.securityGroupIds": "spec.provider.securityGroups",
     "spec.instanceProfile": "spec.provider.instanceProfile",
+    "spec.launchTemplateName": "spec.provider.launchTemplateName",
     "spec.tags": "spec.provider.tags",
 }
 
