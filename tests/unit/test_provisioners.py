@@ -224,3 +224,12 @@ def test_hub_pool_to_version_and_back_is_the_pool(document: dict[str, Any]) -> N
     assert again.spec.limits == pool.spec.limits
     assert again.spec.requirements_set() == pool.spec.requirements_set()
     assert again.spec.node_class_ref == pool.spec.node_class_ref
+
+
+def test_a_pool_with_an_unready_limit_is_not_read_as_karpenters_v1_nodepool() -> None:
+    pool = REGISTRY.read(yaml.safe_load(EXAMPLE.read_text())).conversion.hub
+
+    with pytest.raises(ConfigValidationError) as raised:
+        REGISTRY.convert(pool, None, "karpenter.sh/v1", "NodePool")
+
+    assert [e.field for e in raised.value.errors] == ["spec.limits.unready"]

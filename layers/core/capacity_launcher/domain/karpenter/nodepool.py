@@ -267,6 +267,9 @@ def from_hub(api_version: str) -> Any:
             spec["weight"] = hub.spec.weight
         if hub.spec.limits is not None:
             hub_limits = hub.spec.limits.to_document()
+            if "unready" in hub_limits:  # limits.unready (docs/provisioner.md): no v1 spelling
+                rule = "Karpenter's NodePool has no unready limit: read it as a Provisioner"
+                raise ConfigValidationError([FieldError("spec.limits.unready", rule)])
             names = {hub_name: name for name, hub_name in LIMIT_NAMES.items()}
             spec["limits"] = {names[k]: v for k, v in hub_limits.items()}
         document = {
