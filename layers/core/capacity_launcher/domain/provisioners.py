@@ -153,6 +153,33 @@ def not_acted_on(provisioner: Provisioner) -> tuple[str, ...]:
 
 def to_hubs(provisioner: Provisioner) -> tuple[NodePool, NodeClass]:
     """The NodePool and NodeClass a Provisioner stands for, both under its name."""
+    provider = provisioner.spec.provider or AwsProvider()
+    errors = [
+        FieldError(f"spec.provider.{field}", rule)
+        for field, value, rule in (
+            ("subnets", provider.subnets, "is required: subnet ids, or subnets' Name tags"),
+            ("securityGroups", provider.security_groups, "is required: security group ids"),
+        )
+        if not value
+    ]
+    if errors:
+        raise ConfigValidationError(errors)
+    hubs: list[Any] = []
+    for model, data, rename in (
+        (NodePool, _node_pool(provisioner), _pool_path),
+        (NodeClass, _node_class(provisioner), _class_path),
+    ):
+        try:
+            hubs.append(model.model_validate(data))
+        except ValidationError as error:
+            errors += [FieldError(rename(e.field), e.rule) for e in field_errors(error)]
+    if errors:
+        raise ConfigValidationError(errors)
+    return hubs[0], hubs[1]
+
+
+def _node_pool(provisioner: Provisioner) -> dict[str, Any]:
+    """The pool: each constraint a requirement `key In values`, then `requirements`; limits."""
     spec = provisioner.spec
     requirements = [
         {"key": key, "operator": "In", "values": getattr(spec, _snake(field))}
@@ -171,29 +198,7 @@ def to_hubs(provisioner: Provisioner) -> tuple[NodePool, NodeClass]:
         pool["spec"]["limits"] = {**(limits.resources or {})}
         if limits.unready is not None:
             pool["spec"]["limits"]["unready"] = limits.unready
-    provider = spec.provider or AwsProvider()
-    errors = [
-        FieldError(f"spec.provider.{field}", rule)
-        for field, value, rule in (
-            ("subnets", provider.subnets, "is required: subnet ids, or subnets' Name tags"),
-            ("securityGroups", provider.security_groups, "is required: security group ids"),
-        )
-        if not value
-    ]
-    if errors:
-        raise ConfigValidationError(errors)
-    hubs: list[Any] = []
-    for model, data, rename in (
-        (NodePool, pool, _pool_path),
-        (NodeClass, _node_class(provisioner), _class_path),
-    ):
-        try:
-            hubs.append(model.model_validate(data))
-        except ValidationError as error:
-            errors += [FieldError(rename(e.field), e.rule) for e in field_errors(error)]
-    if errors:
-        raise ConfigValidationError(errors)
-    return hubs[0], hubs[1]
+    return pool
 
 
 def _snake(field: str) -> str:

@@ -41,6 +41,7 @@ from capacity_launcher.domain.quantities import (
     parse_cpu,
     parse_memory_mib,
 )
+from capacity_launcher.domain.quota_prefixes import prefix_conflicts
 from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, RequesterOrigins
 
 MAX_REQUESTERS = 100
@@ -260,6 +261,12 @@ class CapacityQuotaSpec(_Document):
         return no_repeats(requesters)
 
     @model_validator(mode="after")
+    def _covers_someone(self) -> CapacityQuotaSpec:
+        if not self.requesters and not self.requester_prefixes:
+            raise Problems([FieldError("requesters", "must list at least one requester")])
+        return self
+
+    @model_validator(mode="after")
     def _consistent(self) -> CapacityQuotaSpec:
         problems = []
         seen_resources: dict[str, int] = {}
@@ -295,8 +302,6 @@ class CapacityQuotaSpec(_Document):
                         )
                     if resource.lending_limit is not None and self.cohort is None:
                         problems.append(FieldError(f"{where}.lendingLimit", "needs spec.cohort"))
-        if not self.requesters and not self.requester_prefixes:
-            problems.append(FieldError("requesters", "must list at least one requester"))
         if self.allow_borrowing and self.cohort is None:
             problems.append(
                 FieldError("allowBorrowing", "needs spec.cohort: quotas borrow within a cohort")
@@ -388,48 +393,7 @@ def conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
                             "one quota per flavor",
                         )
                     )
-    return found + _prefix_conflicts(quotas) + _binding_conflicts(quotas)
-
-
-def _prefix_conflicts(quotas: list[CapacityQuota]) -> list[FieldError]:
-    """A requester prefix may not cover another quota's requester, nor overlap its prefix, in a
-    flavor both name (a prefix clash blames the later quota by name, as requesters do)."""
-    found: list[FieldError] = []
-    for quota in sorted(quotas, key=lambda q: q.name):
-        for index, prefix in enumerate(quota.spec.requester_prefixes):
-            for other in sorted(quotas, key=lambda q: q.name):
-                clash = _overlap(prefix, quota, other)
-                if clash is not None:
-                    found.append(
-                        FieldError(
-                            f"CapacityQuota {quota.name}: spec.requesterPrefixes[{index}]",
-                            f"prefix {prefix!r} overlaps {clash!r}, already covered in flavor "
-                            f"{clash_flavor(quota, other)} by CapacityQuota {other.name}; a "
-                            "requester has at most one quota per flavor",
-                        )
-                    )
-    return found
-
-
-def clash_flavor(quota: CapacityQuota, other: CapacityQuota) -> str:
-    return min({f.name for f in quota.flavors()} & {f.name for f in other.flavors()})
-
-
-def _overlap(prefix: str, quota: CapacityQuota, other: CapacityQuota) -> str | None:
-    """What of ``other`` the ``prefix`` of ``quota`` clashes with in a shared flavor, if any."""
-    if other.name == quota.name or not {f.name for f in quota.flavors()} & {
-        f.name for f in other.flavors()
-    }:
-        return None
-    covered = next((r for r in other.spec.requesters if r.startswith(prefix)), None)
-    if covered is not None:
-        return covered
-    if other.name > quota.name:
-        return None
-    return next(
-        (p for p in other.spec.requester_prefixes if p.startswith(prefix) or prefix.startswith(p)),
-        None,
-    )
+    return found + prefix_conflicts(quotas) + _binding_conflicts(quotas)
 
 
 def _binding_conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
