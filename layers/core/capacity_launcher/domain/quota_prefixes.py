@@ -4,12 +4,21 @@ may not cover another quota's requester, nor overlap its prefix, in a NodePool b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from capacity_launcher.domain.field_errors import FieldError
 
-if TYPE_CHECKING:  # pragma: no cover - typing only: quotas.py imports this module
-    from capacity_launcher.domain.quotas import CapacityQuota
+
+class CapacityQuota(Protocol):
+    """What these rules read of a quota (domain/quotas.py's, which imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> Any: ...
+
+    def flavors(self) -> Sequence[Any]: ...
 
 
 def prefix_conflicts(quotas: Sequence[CapacityQuota]) -> list[FieldError]:
@@ -25,15 +34,16 @@ def prefix_conflicts(quotas: Sequence[CapacityQuota]) -> list[FieldError]:
                         FieldError(
                             f"CapacityQuota {quota.name}: spec.requesterPrefixes[{index}]",
                             f"prefix {prefix!r} overlaps {clash!r}, already covered in flavor "
-                            f"{clash_flavor(quota, other)} by CapacityQuota {other.name}; a "
+                            f"{_clash_flavor(quota, other)} by CapacityQuota {other.name}; a "
                             "requester has at most one quota per flavor",
                         )
                     )
     return found
 
 
-def clash_flavor(quota: CapacityQuota, other: CapacityQuota) -> str:
-    return min({f.name for f in quota.flavors()} & {f.name for f in other.flavors()})
+def _clash_flavor(quota: CapacityQuota, other: CapacityQuota) -> str:
+    shared: set[str] = {f.name for f in quota.flavors()} & {f.name for f in other.flavors()}
+    return min(shared)
 
 
 def _overlap(prefix: str, quota: CapacityQuota, other: CapacityQuota) -> str | None:
@@ -42,12 +52,14 @@ def _overlap(prefix: str, quota: CapacityQuota, other: CapacityQuota) -> str | N
         f.name for f in other.flavors()
     }:
         return None
-    covered = next((r for r in other.spec.requesters if r.startswith(prefix)), None)
+    requesters: list[str] = other.spec.requesters
+    prefixes: list[str] = other.spec.requester_prefixes
+    covered = next((r for r in requesters if r.startswith(prefix)), None)
     if covered is not None:
         return covered
     if other.name > quota.name:
         return None
     return next(
-        (p for p in other.spec.requester_prefixes if p.startswith(prefix) or prefix.startswith(p)),
+        (p for p in prefixes if p.startswith(prefix) or prefix.startswith(p)),
         None,
     )
