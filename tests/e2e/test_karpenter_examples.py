@@ -106,7 +106,16 @@ def test_a_general_purpose_pool_launches_with_the_resolved_network_and_image(
 
     # When a request for its pool is fulfilled
     sent = run_cli(
-        "submit", "--request-id", rid, "--node-pool", "default", "--count", "1", "--wait"
+        "submit",
+        "--request-id",
+        rid,
+        "--node-pool",
+        "default",
+        "--count",
+        "1",
+        "--wait",
+        "--timeout",
+        "300",
     )
     assert sent.code == 0, sent.err
     (instance,) = sent.json()["instances"]
@@ -135,6 +144,45 @@ def test_a_general_purpose_pool_launches_with_the_resolved_network_and_image(
         ("/dev/xvdc", 2000),
     ]
 
+    # And the EC2NodeClass shows what its selectors resolved to, as Karpenter shows it
+    shown = yaml.safe_load(run_cli("get", "ec2nodeclass", "multiple-ebs", "-o", "yaml").out)
+    assert shown["apiVersion"] == "karpenter.k8s.aws/v1"
+    assert shown["spec"]["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+    status = shown["status"]
+    assert instance["zone"] in {s["zone"] for s in status["subnets"]}
+    assert status["securityGroups"] == [
+        {"id": "sg-0a1b2c3d4e5f67890", "name": "capacity-launcher-nodes"}
+    ]
+    assert [a["id"] for a in status["amis"]] == [launched["ImageId"]]
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "SubnetsReady": "True",
+        "SecurityGroupsReady": "True",
+        "AMIsReady": "True",
+        "Ready": "True",
+    }
+    assert {"metadata.annotations", "spec.role"} <= set(status["notActedOn"])
+
+    # And the instance has a read-only NodeClaim
+    claims = run_cli("get", "nodeclaims")
+    assert instance["instanceId"] in claims.out
+    claim = yaml.safe_load(run_cli("get", "nodeclaim", instance["instanceId"], "-o", "yaml").out)
+    assert claim["kind"] == "NodeClaim"
+    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "default"
+    assert claim["status"]["providerID"] == f"aws:///{instance['zone']}/{instance['instanceId']}"
+    assert claim["status"]["capacity"]["cpu"] == str(
+        _vcpus(e2e_cloud, {instance["instanceType"]})[instance["instanceType"]]
+    )
+    assert {c["type"]: c["status"] for c in claim["status"]["conditions"]} == {
+        "Launched": "True",
+        "Ready": "True",
+    }
+    assert {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": [instance["instanceType"]],
+    } in claim["spec"]["requirements"]
+    assert run_cli("get", "nodeclaim", "i-00000000000000000").code == 1
+
 
 def test_seed_000s_v1beta1_documents_apply_with_a_deprecation_warning(
     e2e_cloud: E2eCloud, applied: list[Path]
@@ -151,7 +199,16 @@ def test_seed_000s_v1beta1_documents_apply_with_a_deprecation_warning(
     assert shown["spec"]["capacityReservationSpec"] == {"capacityReservationPreference": "open"}
     rid = request_id("seed")
     sent = run_cli(
-        "submit", "--request-id", rid, "--node-pool", "example-odcr", "--count", "1", "--wait"
+        "submit",
+        "--request-id",
+        rid,
+        "--node-pool",
+        "example-odcr",
+        "--count",
+        "1",
+        "--wait",
+        "--timeout",
+        "300",
     )
     assert sent.code == 0, sent.err
     (instance,) = sent.json()["instances"]
