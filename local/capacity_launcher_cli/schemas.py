@@ -114,7 +114,7 @@ def _served_version(version: ServedVersion) -> dict[str, Any]:
     if "PoolLimits" in defs:
         # The model parses quantities in code; the schema states the same rules.
         defs["Quantity"] = _QUANTITY
-        defs["PoolLimits"]["properties"] = dict.fromkeys(DIMENSIONS, {"$ref": "#/$defs/Quantity"})
+        defs["PoolLimits"]["properties"] = {d: {"$ref": "#/$defs/Quantity"} for d in DIMENSIONS}
     return schema
 
 
