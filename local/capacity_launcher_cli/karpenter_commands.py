@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.adapters.config_store import StoredDocument
+from capacity_launcher.adapters.config_items import StoredDocument
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.adapters.subnets import Subnets

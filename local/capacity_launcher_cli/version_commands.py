@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_store import ConfigStore, StoredDocument
+from capacity_launcher.adapters.config_items import StoredDocument
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import CAPACITY_QUOTA, NODE_CLASS, NODE_POOL
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound

@@ -121,34 +121,50 @@ def nodeclaim_name(record: InstanceRecord) -> str:
     return record.instance_id
 
 
+def _labels(record: InstanceRecord) -> dict[str, str]:
+    found = {
+        INSTANCE_TYPE: record.instance_type,
+        CAPACITY_TYPE: record.capacity_type,
+        ZONE: record.zone,
+        NODEPOOL_LABEL: record.node_pool,
+        NODECLASS_LABEL: record.node_class,
+    }
+    return {key: value for key, value in found.items() if value}
+
+
+def _conditions(record: InstanceRecord) -> list[dict[str, str]]:
+    launched_at = record.launched_at or ""
+    running = record.state == RUNNING
+    ready = {
+        "type": "Ready",
+        "status": "True" if running else "False",
+        "reason": "Running" if running else record.state.capitalize(),
+        "message": "the instance is running (capacity-launcher has no node to register)"
+        if running
+        else f"the instance is {record.state}",
+        "lastTransitionTime": record.released_at or launched_at,
+    }
+    launched = {"type": "Launched", "status": "True", "reason": "Launched", "message": ""}
+    return [{**launched, "lastTransitionTime": launched_at}, ready]
+
+
 def nodeclaim(record: InstanceRecord, pool: NodePool | None) -> dict[str, Any]:
     """A read-only NodeClaim for a launched instance: the pool's requirements narrowed to what was
     launched, its providerID and capacity, and Launched / Ready (running) conditions."""
-    labels = {INSTANCE_TYPE: record.instance_type, CAPACITY_TYPE: record.capacity_type}
-    if record.zone:
-        labels[ZONE] = record.zone
-    if record.node_pool:
-        labels[NODEPOOL_LABEL] = record.node_pool
-    if record.node_class:
-        labels[NODECLASS_LABEL] = record.node_class
+    labels = _labels(record)
+    narrowed = {k: v for k, v in labels.items() if k in (INSTANCE_TYPE, CAPACITY_TYPE, ZONE)}
     requirements = [
         r.model_dump(mode="json", by_alias=True)
         for r in (pool.spec.requirements if pool is not None else ())
-        if r.key not in labels
+        if r.key not in narrowed
     ]
-    requirements += [
-        {"key": k, "operator": "In", "values": [v]}
-        for k, v in labels.items()
-        if "/" in k and k not in (NODEPOOL_LABEL, NODECLASS_LABEL)
-    ]
+    requirements += [{"key": k, "operator": "In", "values": [v]} for k, v in narrowed.items()]
     metadata: dict[str, Any] = {"name": nodeclaim_name(record), "labels": labels}
     if record.request_id:
         metadata["annotations"] = {REQUEST_ANNOTATION: record.request_id}
     if record.launched_at:
         metadata["creationTimestamp"] = record.launched_at
-    running = record.state == RUNNING
-    launched_at = record.launched_at or ""
-    zone = record.zone or ""
+    node_class = record.node_class or ""
     return {
         "apiVersion": NODECLAIM_API_VERSION,
         "kind": "NodeClaim",
@@ -158,29 +174,12 @@ def nodeclaim(record: InstanceRecord, pool: NodePool | None) -> dict[str, Any]:
             "nodeClassRef": {
                 "group": "karpenter.k8s.aws",
                 "kind": "EC2NodeClass",
-                "name": record.node_class or "",
+                "name": node_class,
             },
         },
         "status": {
-            "providerID": f"aws:///{zone}/{record.instance_id}",
+            "providerID": f"aws:///{record.zone or ''}/{record.instance_id}",
             "capacity": _capacity(record),
-            "conditions": [
-                {
-                    "type": "Launched",
-                    "status": "True",
-                    "reason": "Launched",
-                    "message": "",
-                    "lastTransitionTime": launched_at,
-                },
-                {
-                    "type": "Ready",
-                    "status": "True" if running else "False",
-                    "reason": "Running" if running else record.state.capitalize(),
-                    "message": "the instance is running (capacity-launcher has no node to register)"
-                    if running
-                    else f"the instance is {record.state}",
-                    "lastTransitionTime": record.released_at or launched_at,
-                },
-            ],
+            "conditions": _conditions(record),
         },
     }

@@ -1,0 +1,119 @@
+"""EC2NodeClass status and NodeClaims as Karpenter users see them; security groups found by
+selector terms; Karpenter's launch options in the launch template."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from capacity_launcher.adapters.launch_templates import template_data
+from capacity_launcher.adapters.security_groups import SecurityGroups
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.errors import NodeClassRefused
+from capacity_launcher.domain.image_architectures import ImageArchitecture
+from capacity_launcher.domain.instance_records import InstanceRecord
+from capacity_launcher.domain.karpenter.status import (
+    Resolved,
+    ResolvedNodeClass,
+    ec2nodeclass_status,
+    nodeclaim,
+)
+
+AT = "2026-11-26T04:00:00+00:00"
+
+
+def node_class(**spec: Any) -> NodeClass:
+    document = {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodeClass",
+        "metadata": {"name": "nodes"},
+        "spec": {"imageId": "ami-0123456789abcdef0", "subnetIds": ["subnet-0123456789abcdef0"]}
+        | spec,
+    }
+    parsed = parse_document(document)
+    assert isinstance(parsed, NodeClass)
+    return parsed
+
+
+def test_a_stopped_instance_is_a_launched_nodeclaim_that_is_not_ready() -> None:
+    record = InstanceRecord(
+        instance_id="i-0123456789abcdef0",
+        instance_type="m5.large",
+        capacity_type="on-demand",
+        request_id="r-1",
+        node_pool="general",
+        node_class="nodes",
+        zone="us-east-1a",
+        cpu=Decimal(2),
+        memory_mib=8192,
+        state="stopped",
+        launched_at=AT,
+    )
+    claim = nodeclaim(record, None)
+    assert claim["status"]["capacity"] == {"cpu": "2", "memory": "8Gi"}
+    assert claim["status"]["providerID"] == "aws:///us-east-1a/i-0123456789abcdef0"
+    ready = {c["type"]: c for c in claim["status"]["conditions"]}
+    assert ready["Launched"]["status"] == "True"
+    assert (ready["Ready"]["status"], ready["Ready"]["reason"]) == ("False", "Stopped")
+    assert claim["metadata"]["annotations"] == {"capacity-launcher/request-id": "r-1"}
+
+
+def test_a_selector_that_resolves_to_nothing_makes_the_class_not_ready() -> None:
+    resolved = ResolvedNodeClass(
+        subnets=Resolved([("subnet-0123456789abcdef0", "us-east-1a")]),
+        security_groups=Resolved(error="spec.securityGroupSelectorTerms: selects nothing"),
+        images=Resolved([(ImageArchitecture("ami-0123456789abcdef0", "arm64"), "al2023")]),
+        reservations_asked=True,
+    )
+    status = ec2nodeclass_status(resolved, AT)
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["SubnetsReady"]["status"] == "True"
+    assert conditions["SecurityGroupsReady"]["message"].endswith("selects nothing")
+    assert conditions["CapacityReservationsReady"]["status"] == "False"
+    assert conditions["Ready"]["status"] == "False"
+    assert status["amis"][0]["requirements"] == [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+    ]
+
+
+@mock_aws
+def test_security_groups_are_found_by_name_tags_or_id_and_refused_when_none() -> None:
+    """DescribeSecurityGroups filters group-name, group-id and tag:KEY:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSecurityGroups.html"""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    named = ec2.create_security_group(GroupName="nodes", Description="nodes")["GroupId"]
+    tagged = ec2.create_security_group(GroupName="other", Description="other")["GroupId"]
+    ec2.create_tags(Resources=[tagged], Tags=[{"Key": "karpenter.sh/discovery", "Value": "c"}])
+    groups = SecurityGroups(ec2)
+    terms = [{"name": "nodes"}, {"tags": {"karpenter.sh/discovery": "c"}}]
+    found = groups.ids(node_class(securityGroupSelectorTerms=terms))
+    assert found == tuple(sorted([named, tagged]))
+    assert groups.ids(node_class(securityGroupSelectorTerms=[{"id": named}])) == (named,)
+    with pytest.raises(NodeClassRefused, match=r"spec\.securityGroupSelectorTerms"):
+        groups.ids(node_class(securityGroupSelectorTerms=[{"name": "missing"}]))
+
+
+def test_launch_templates_carry_block_devices_and_metadata_options() -> None:
+    nodes = node_class(
+        securityGroupSelectorTerms=[{"name": "nodes"}],
+        blockDeviceMappings=[
+            {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "2Ti", "encrypted": True}}
+        ],
+        metadataOptions={"httpTokens": "optional", "httpEndpoint": "enabled"},
+    )
+    data = template_data(
+        nodes, "ami-0123456789abcdef0", {}, security_group_ids=["sg-0a1b2c3d4e5f67890"]
+    )
+    assert data["SecurityGroupIds"] == ["sg-0a1b2c3d4e5f67890"]
+    assert data["BlockDeviceMappings"] == [
+        {"DeviceName": "/dev/xvdb", "Ebs": {"Encrypted": True, "VolumeSize": 2048}}
+    ]
+    assert data["MetadataOptions"] == {"HttpTokens": "optional", "HttpEndpoint": "enabled"}
+    plain = template_data(node_class(securityGroupIds=["sg-0a1b2c3d4e5f67890"]), "ami-1", {})
+    assert plain["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled"}
+    assert "BlockDeviceMappings" not in plain
