@@ -14,12 +14,8 @@ import yaml
 from tests.e2e.conftest import REPO, E2eCloud, request_id, run_cli
 
 EXAMPLES = REPO / "examples" / "karpenter"
-# Refused, by path: Karpenter refuses the first itself (nodeClassRef.group must not contain
-# '/'); the second asks for karpenter.k8s.aws/instance-local-nvme, which the launcher cannot see.
-REFUSED = {
-    "windows-custom-userdata.yaml": "spec.template.spec.nodeClassRef.group",
-    "instance-store-ephemeral-storage.yaml": "spec.template.spec.requirements[5].key",
-}
+# Refused, by path, as Karpenter refuses it itself (nodeClassRef.group must not contain '/').
+REFUSED = {"windows-custom-userdata.yaml": "spec.template.spec.nodeClassRef.group"}
 KINDS = {"NodePool": "nodepool", "EC2NodeClass": "nodeclass"}
 
 
@@ -213,3 +209,24 @@ def test_seed_000s_v1beta1_documents_apply_with_a_deprecation_warning(
     assert sent.code == 0, sent.err
     (instance,) = sent.json()["instances"]
     assert instance["instanceType"] in ("m5.large", "m5.xlarge")
+
+
+def test_the_instance_store_pool_launches_only_types_with_enough_local_nvme(
+    e2e_cloud: E2eCloud, applied: list[Path]
+) -> None:
+    # Given Karpenter's instance-store example: instance-local-nvme Gt 300
+    assert apply(applied, EXAMPLES / "v1" / "instance-store-ephemeral-storage.yaml").code == 0
+    rid = request_id("nvme")
+
+    # When a request for its pool is fulfilled
+    sent = run_cli("submit", "--request-id", rid, "--node-pool", "default", "--count", "1",
+                   "--wait", "--timeout", "300")  # fmt: skip
+    assert sent.code == 0, sent.err
+    (instance,) = sent.json()["instances"]
+
+    # Then its type has more than 300 GB of NVMe instance store, as the pool requires
+    described = e2e_cloud.client("ec2").describe_instance_types(
+        InstanceTypes=[instance["instanceType"]]
+    )["InstanceTypes"][0]
+    assert described["InstanceStorageInfo"]["TotalSizeInGB"] > 300
+    assert described["InstanceStorageInfo"]["NvmeSupport"] != "unsupported"

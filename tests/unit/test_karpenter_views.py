@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from capacity_launcher.adapters.instance_types import instance_type_info
 from capacity_launcher.adapters.launch_templates import template_data
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.config import NodeClass
@@ -22,6 +23,12 @@ from capacity_launcher.domain.karpenter.status import (
     ResolvedNodeClass,
     ec2nodeclass_status,
     nodeclaim,
+)
+from capacity_launcher.domain.requirements import (
+    INSTANCE_LOCAL_NVME,
+    Operator,
+    Requirement,
+    Requirements,
 )
 
 AT = "2026-11-26T04:00:00+00:00"
@@ -117,3 +124,21 @@ def test_launch_templates_carry_block_devices_and_metadata_options() -> None:
     plain = template_data(node_class(securityGroupIds=["sg-0a1b2c3d4e5f67890"]), "ami-1", {})
     assert plain["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled"}
     assert "BlockDeviceMappings" not in plain
+
+
+@mock_aws
+def test_local_nvme_is_labelled_as_karpenter_labels_it() -> None:
+    """InstanceStorageInfo TotalSizeInGB, when NvmeSupport is not `unsupported`:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceStorageInfo.html"""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    described = ec2.describe_instance_types(InstanceTypes=["c5.large", "c5d.large", "m5d.4xlarge"])
+    infos = {t["InstanceType"]: instance_type_info(t) for t in described["InstanceTypes"]}
+    assert {name: info.local_nvme_gb for name, info in infos.items()} == {
+        "c5.large": None,
+        "c5d.large": 50,
+        "m5d.4xlarge": 600,
+    }
+    wants = Requirements.of(
+        [Requirement(key=INSTANCE_LOCAL_NVME, operator=Operator.GT, values=("300",))]
+    )
+    assert [name for name, info in sorted(infos.items()) if info.matches(wants)] == ["m5d.4xlarge"]
