@@ -273,7 +273,11 @@ def test_the_kubernetes_version_of_an_alias_is_an_annotation() -> None:
             "spec.amiSelectorTerms[0]",
             "cannot be combined",
         ),
-        ([{"name": "my-ami-*", "owner": "self"}], "spec.amiSelectorTerms", "not supported yet"),
+        (
+            [{"ssmParameter": "/aws/service/x"}, {"id": "ami-0123456789abcdef0"}],
+            "spec.amiSelectorTerms",
+            "an ssmParameter must be the only term",
+        ),
     ],
 )
 def test_ami_selector_terms_follow_karpenters_rules(
@@ -423,3 +427,13 @@ def test_a_hub_node_class_reads_as_an_ec2nodeclass() -> None:
     assert as_v1["spec"]["amiSelectorTerms"] == [{"ssmParameter": hub.spec.image_ssm_parameter}]
     assert as_v1["spec"]["securityGroupSelectorTerms"] == [{"id": "sg-0a1b2c3d4e5f67890"}]
     assert REGISTRY.read(copy.deepcopy(as_v1)).conversion.hub == hub
+
+
+def test_images_by_name_owner_tags_or_several_ids_are_the_hubs_image_selector_terms() -> None:
+    terms = [{"name": "my-ami-*", "owner": "self"}, {"tags": {"team": "ml"}}, {"id": "ami-0123"}]
+    applied = REGISTRY.read(ec2nodeclass(amiSelectorTerms=terms))
+    hub = applied.conversion.hub
+    assert hub.spec.image_id is None and hub.spec.image_ssm_parameter is None
+    selected = hub.spec.image_selector_terms
+    assert [t.model_dump(by_alias=True, exclude_none=True) for t in selected] == terms
+    assert_round_trip(applied, ec2nodeclass(amiSelectorTerms=terms))

@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from capacity_launcher.adapters.image_selection import ImageSelection, describe_request
 from capacity_launcher.adapters.instance_types import instance_type_info
 from capacity_launcher.adapters.launch_templates import template_data
 from capacity_launcher.adapters.security_groups import SecurityGroups
@@ -39,8 +40,15 @@ def node_class(**spec: Any) -> NodeClass:
         "apiVersion": "capacity-launcher/v1",
         "kind": "NodeClass",
         "metadata": {"name": "nodes"},
-        "spec": {"imageId": "ami-0123456789abcdef0", "subnetIds": ["subnet-0123456789abcdef0"]}
-        | spec,
+        "spec": {
+            k: v
+            for k, v in (
+                {"imageId": "ami-0123456789abcdef0", "subnetIds": ["subnet-0123456789abcdef0"]}
+                | ({} if "securityGroupSelectorTerms" in spec else {"securityGroupIds": ["sg-1"]})
+                | spec
+            ).items()
+            if v is not None
+        },
     }
     parsed = parse_document(document)
     assert isinstance(parsed, NodeClass)
@@ -142,3 +150,23 @@ def test_local_nvme_is_labelled_as_karpenter_labels_it() -> None:
         [Requirement(key=INSTANCE_LOCAL_NVME, operator=Operator.GT, values=("300",))]
     )
     assert [name for name, info in sorted(infos.items()) if info.matches(wants)] == ["m5d.4xlarge"]
+
+
+@mock_aws
+def test_images_are_selected_by_tags_and_name_the_newest_wins_and_none_is_refused() -> None:
+    """DescribeImages Owners (self, amazon) and name / tag:KEY filters:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeImages.html"""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    base = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    instance = ec2.run_instances(ImageId=base, MinCount=1, MaxCount=1)["Instances"][0]
+    mine = ec2.create_image(InstanceId=instance["InstanceId"], Name="team-ml-2026")["ImageId"]
+    ec2.create_tags(Resources=[mine], Tags=[{"Key": "team", "Value": "ml"}])
+    selection = ImageSelection(ec2)
+    by_tags = node_class(imageId=None, imageSelectorTerms=[{"tags": {"team": "ml"}}])
+    assert selection.image_id(by_tags) == mine
+    by_name = node_class(imageId=None, imageSelectorTerms=[{"name": "team-ml-*"}])
+    assert selection.image_id(by_name) == mine
+    assert describe_request(by_name.spec.image_selector_terms[0])["Owners"] == ["self", "amazon"]
+    none = node_class(imageId=None, imageSelectorTerms=[{"name": "nothing-*", "owner": "self"}])
+    with pytest.raises(NodeClassRefused, match=r"spec\.imageSelectorTerms"):
+        selection.image_id(none)
