@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_store import InvalidDocument
+from capacity_launcher.adapters.config_items import InvalidDocument
 from capacity_launcher.domain.api_versions import Applied, Kept
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
 from capacity_launcher.domain.documents import to_document as config_document

@@ -19,6 +19,10 @@ GET_RESOURCES = (
     "nodepool",
     "nodeclasses",
     "nodeclass",
+    "ec2nodeclasses",
+    "ec2nodeclass",
+    "nodeclaims",
+    "nodeclaim",
     "capacityquotas",
     "capacityquota",
     "capacityreservations",
@@ -138,6 +142,10 @@ def _command(args: argparse.Namespace) -> Command:
     if args.command == "get":
         if args.resource in ome_commands.RESOURCES:
             return ome_commands.get_reservations
+        if args.resource in ("nodeclaims", "nodeclaim"):
+            from capacity_launcher_cli.karpenter_commands import get_nodeclaims
+
+            return get_nodeclaims
         if _documents_asked(args):
             return version_commands.get_documents
         return {

@@ -7,7 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from capacity_launcher.adapters.config_store import ConfigStore, StoredDocument
+from capacity_launcher.adapters.config_items import StoredDocument
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.config import CAPACITY_QUOTA
 from capacity_launcher.domain.errors import ConfigValidationError, NotFound
 from capacity_launcher.domain.ome_reservations import (
@@ -19,7 +20,8 @@ from capacity_launcher.domain.ome_status import reservation_status
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.quota_commands import quota_statuses
-from capacity_launcher_cli.version_commands import dump, not_acted_on
+from capacity_launcher_cli.version_commands import not_acted_on
+from capacity_launcher_cli.views import dump
 
 RESOURCES = {
     "capacityreservations": CAPACITY_RESERVATION,

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from capacity_launcher.domain.api_versions import ServedVersion
 from capacity_launcher.domain.config_base import _NAME
 from capacity_launcher.domain.launch_request import (
     MAX_BODY_BYTES,
@@ -17,10 +18,9 @@ from capacity_launcher.domain.launch_request import (
     REQUEST_ID_PATTERN,
     LaunchRequest,
 )
-from capacity_launcher.domain.ome_reservations import CapacityReservation
-from capacity_launcher.domain.provisioners import Provisioner
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
+from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.domain.status import (
     EVENT_SOURCE,
     LAUNCH_REQUESTED,
@@ -93,46 +93,47 @@ def _capacity_quota() -> dict[str, Any]:
     return schema
 
 
-_OME_DESCRIPTION = (
-    "OME's ome.io/v1beta1 CapacityReservation or ClusterCapacityReservation, served as a version "
-    "of CapacityQuota (docs/ome.md). Cross-field rules are enforced by `capacity-launcher apply`."
-)
+def version_file(api_version: str, kind: str) -> str:
+    """`karpenter.sh/v1` `NodePool` -> `karpenter.sh-v1-nodepool.json`."""
+    return f"{api_version.replace('/', '-')}-{kind.lower()}.json"
 
 
-def _ome_capacity_reservation() -> dict[str, Any]:
-    schema = _schema(CapacityReservation, "validation", "CapacityReservation", _OME_DESCRIPTION)
-    defs = schema["$defs"]
-    defs |= {"Quantity": _QUANTITY}
-    resource = defs["ReservationResource"]["properties"]
-    for field in ("nominalQuota", "borrowingLimit"):
-        resource[field] = {"$ref": "#/$defs/Quantity"}
-    name = {"type": "string", "pattern": _NAME.pattern}
-    defs["ReservationFlavor"]["properties"]["name"] = name
-    defs["ReservationMetadata"]["properties"]["name"] = name
+def _served_version(version: ServedVersion) -> dict[str, Any]:
+    schema = _schema(
+        version.model,
+        "validation",
+        f"{version.api_version} {version.kind}",
+        f"A {version.kind} document in {version.api_version} (docs/api-versions.md): "
+        + (f"deprecated, use {version.deprecated_by}; " if version.deprecated_by else "")
+        + f"converted on apply to the capacity-launcher/v1 {version.hub_kind}. Cross-field "
+        "rules are enforced by `capacity-launcher apply`.",
+    )
+    schema["properties"]["apiVersion"] = {"const": version.api_version}
+    schema["properties"]["kind"] = {"const": version.kind}
+    defs = schema.get("$defs", {})
+    if "PoolLimits" in defs:
+        # The model parses quantities in code; the schema states the same rules.
+        defs["Quantity"] = _QUANTITY
+        defs["PoolLimits"]["properties"] = {d: {"$ref": "#/$defs/Quantity"} for d in DIMENSIONS}
     return schema
 
 
-_PROVISIONER_DESCRIPTION = (
-    "Karpenter's karpenter.sh/v1alpha4 Provisioner, served as a version of NodePool with its "
-    "NodeClass (docs/provisioner.md). Requirements, limits and the provider's ids are checked by "
-    "`capacity-launcher apply`."
-)
-
-
-def _provisioner() -> dict[str, Any]:
-    schema = _schema(Provisioner, "validation", "Provisioner", _PROVISIONER_DESCRIPTION)
-    limits = schema["$defs"]["ProvisionerLimits"]["properties"]
-    limits["unready"] |= {"description": "a count of instances, or a percentage such as '20%'"}
-    return schema
+def served_versions() -> dict[str, dict[str, Any]]:
+    """A schema for every served version of every kind (the hub CapacityQuota is
+    capacity-quota.json)."""
+    return {
+        version_file(v.api_version, v.kind): _served_version(v)
+        for v in REGISTRY.versions()
+        if v.model is not None and v.model is not CapacityQuota
+    }
 
 
 def contracts() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every contract schemas/ carries."""
     return {
+        **served_versions(),
         "capacity-quota.json": _capacity_quota(),
         "launch-request.json": _launch_request(),
-        "ome-capacity-reservation.json": _ome_capacity_reservation(),
-        "provisioner-v1alpha4.json": _provisioner(),
         "reclaim-closed.json": _schema(
             ReclaimClosed,
             "serialization",

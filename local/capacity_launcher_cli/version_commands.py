@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_store import ConfigStore, StoredDocument
+from capacity_launcher.adapters.config_items import StoredDocument
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import CAPACITY_QUOTA, NODE_CLASS, NODE_POOL
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
@@ -21,37 +22,39 @@ from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.config_commands import ApplyError, read_documents
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of, nodepool_status_of
 
 StatusOf = Callable[[StoredDocument], dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class Resource:
-    """A name `get` accepts: the hub kind it reads and the version it prints by default."""
+    """A name `get` accepts: the hub kind it reads, the version it prints by default, and the
+    status shown beside each document."""
 
     hub_kind: str
     api_version: str
+    status: Callable[[Deployment], StatusOf] | None = None
 
 
 _HUB = "capacity-launcher/v1"
 RESOURCES: dict[str, Resource] = {
-    "nodepools": Resource(NODE_POOL, _HUB),
-    "nodeclasses": Resource(NODE_CLASS, _HUB),
+    "nodepools": Resource(NODE_POOL, _HUB, nodepool_status_of),
+    "nodeclasses": Resource(NODE_CLASS, _HUB, ec2nodeclass_status_of),
+    "ec2nodeclasses": Resource(NODE_CLASS, "karpenter.k8s.aws/v1", ec2nodeclass_status_of),
     "capacityquotas": Resource(CAPACITY_QUOTA, _HUB),
 }
 # Singular forms, as kubectl accepts them.
-ALIASES = {"nodepool": "nodepools", "nodeclass": "nodeclasses", "capacityquota": "capacityquotas"}
+ALIASES = {
+    "nodepool": "nodepools",
+    "nodeclass": "nodeclasses",
+    "ec2nodeclass": "ec2nodeclasses",
+    "capacityquota": "capacityquotas",
+}
 
 
 def resource(name: str) -> Resource | None:
     return RESOURCES.get(ALIASES.get(name, name))
-
-
-def dump(data: Any, output: str) -> None:
-    if output == "json":
-        views.print_json(data)
-    else:
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
 
 
 def not_acted_on(kept: Kept | None) -> dict[str, Any]:
@@ -71,12 +74,11 @@ def as_version(
     return {**document, "status": found} if found else document
 
 
-def get_documents(
-    args: argparse.Namespace, deployment: Deployment, status_of: StatusOf | None = None
-) -> int:
+def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
     """Documents of one kind (or one by name) in the version asked for (or the resource's)."""
     found = resource(args.resource)
     assert found is not None
+    status_of = found.status(deployment) if found.status else None
     api_version = args.output_version or found.api_version
     output = "yaml" if args.output == "table" else args.output
     store: ConfigStore = wiring.config_store(deployment.settings(), deployment.client)
@@ -92,11 +94,7 @@ def get_documents(
         print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
         return 1
     items = [as_version(s, api_version, status_of(s) if status_of else None) for s in stored]
-    if args.name:
-        dump(items[0], output)
-    else:
-        listed = {"apiVersion": "v1", "kind": "List", "items": items}
-        dump(items if output == "json" else listed, output)
+    views.dump(items[0] if args.name else views.listed(items, output), output)
     return 0
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.e2e.conftest import E2eCloud, run_cli
+from tests.e2e.conftest import REPO, E2eCloud, run_cli
 
 BROKEN = """\
 apiVersion: capacity-launcher/v1
@@ -168,3 +168,29 @@ def test_convert_prints_documents_in_the_version_asked_for(tmp_path: Path) -> No
     refused = run_cli("convert", "-f", str(path), "--output-version", "example.com/v9")
     assert refused.code == 1
     assert f"{path}: document 1 (NodePool converted): outputVersion" in refused.err
+
+
+def test_convert_a_karpenter_document_to_the_hub_and_back_loses_nothing(tmp_path: Path) -> None:
+    source = REPO / "examples" / "karpenter" / "v1" / "multiple-ebs.yaml"
+    (node_class,) = [
+        d for d in yaml.safe_load_all(source.read_text()) if d and d["kind"] == "EC2NodeClass"
+    ]
+    written = tmp_path / "ec2nodeclass.yaml"
+    written.write_text(yaml.safe_dump(node_class))
+
+    to_hub = run_cli("convert", "-f", str(written), "--output-version", "capacity-launcher/v1")
+    assert to_hub.code == 0, to_hub.err
+    hub = yaml.safe_load(to_hub.out)
+    assert hub["kind"] == "NodeClass"
+    assert (
+        hub["spec"]["securityGroupSelectorTerms"]
+        == node_class["spec"]["securityGroupSelectorTerms"]
+    )
+    assert "capacity-launcher/kept-fields" in hub["metadata"]["annotations"]
+    (tmp_path / "hub.yaml").write_text(to_hub.out)
+
+    back = run_cli(
+        "convert", "-f", str(tmp_path / "hub.yaml"), "--output-version", "karpenter.k8s.aws/v1"
+    )
+    assert back.code == 0, back.err
+    assert yaml.safe_load(back.out) == node_class

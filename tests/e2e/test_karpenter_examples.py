@@ -14,12 +14,8 @@ import yaml
 from tests.e2e.conftest import REPO, E2eCloud, request_id, run_cli
 
 EXAMPLES = REPO / "examples" / "karpenter"
-# Refused, by path: Karpenter refuses the first itself (nodeClassRef.group must not contain
-# '/'); the second asks for karpenter.k8s.aws/instance-local-nvme, which the launcher cannot see.
-REFUSED = {
-    "windows-custom-userdata.yaml": "spec.template.spec.nodeClassRef.group",
-    "instance-store-ephemeral-storage.yaml": "spec.template.spec.requirements[5].key",
-}
+# Refused, by path, as Karpenter refuses it itself (nodeClassRef.group must not contain '/').
+REFUSED = {"windows-custom-userdata.yaml": "spec.template.spec.nodeClassRef.group"}
 KINDS = {"NodePool": "nodepool", "EC2NodeClass": "nodeclass"}
 
 
@@ -106,7 +102,16 @@ def test_a_general_purpose_pool_launches_with_the_resolved_network_and_image(
 
     # When a request for its pool is fulfilled
     sent = run_cli(
-        "submit", "--request-id", rid, "--node-pool", "default", "--count", "1", "--wait"
+        "submit",
+        "--request-id",
+        rid,
+        "--node-pool",
+        "default",
+        "--count",
+        "1",
+        "--wait",
+        "--timeout",
+        "300",
     )
     assert sent.code == 0, sent.err
     (instance,) = sent.json()["instances"]
@@ -135,6 +140,45 @@ def test_a_general_purpose_pool_launches_with_the_resolved_network_and_image(
         ("/dev/xvdc", 2000),
     ]
 
+    # And the EC2NodeClass shows what its selectors resolved to, as Karpenter shows it
+    shown = yaml.safe_load(run_cli("get", "ec2nodeclass", "multiple-ebs", "-o", "yaml").out)
+    assert shown["apiVersion"] == "karpenter.k8s.aws/v1"
+    assert shown["spec"]["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+    status = shown["status"]
+    assert instance["zone"] in {s["zone"] for s in status["subnets"]}
+    assert status["securityGroups"] == [
+        {"id": "sg-0a1b2c3d4e5f67890", "name": "capacity-launcher-nodes"}
+    ]
+    assert [a["id"] for a in status["amis"]] == [launched["ImageId"]]
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "SubnetsReady": "True",
+        "SecurityGroupsReady": "True",
+        "AMIsReady": "True",
+        "Ready": "True",
+    }
+    assert {"metadata.annotations", "spec.role"} <= set(status["notActedOn"])
+
+    # And the instance has a read-only NodeClaim
+    claims = run_cli("get", "nodeclaims")
+    assert instance["instanceId"] in claims.out
+    claim = yaml.safe_load(run_cli("get", "nodeclaim", instance["instanceId"], "-o", "yaml").out)
+    assert claim["kind"] == "NodeClaim"
+    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "default"
+    assert claim["status"]["providerID"] == f"aws:///{instance['zone']}/{instance['instanceId']}"
+    assert claim["status"]["capacity"]["cpu"] == str(
+        _vcpus(e2e_cloud, {instance["instanceType"]})[instance["instanceType"]]
+    )
+    assert {c["type"]: c["status"] for c in claim["status"]["conditions"]} == {
+        "Launched": "True",
+        "Ready": "True",
+    }
+    assert {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": [instance["instanceType"]],
+    } in claim["spec"]["requirements"]
+    assert run_cli("get", "nodeclaim", "i-00000000000000000").code == 1
+
 
 def test_seed_000s_v1beta1_documents_apply_with_a_deprecation_warning(
     e2e_cloud: E2eCloud, applied: list[Path]
@@ -151,8 +195,38 @@ def test_seed_000s_v1beta1_documents_apply_with_a_deprecation_warning(
     assert shown["spec"]["capacityReservationSpec"] == {"capacityReservationPreference": "open"}
     rid = request_id("seed")
     sent = run_cli(
-        "submit", "--request-id", rid, "--node-pool", "example-odcr", "--count", "1", "--wait"
+        "submit",
+        "--request-id",
+        rid,
+        "--node-pool",
+        "example-odcr",
+        "--count",
+        "1",
+        "--wait",
+        "--timeout",
+        "300",
     )
     assert sent.code == 0, sent.err
     (instance,) = sent.json()["instances"]
     assert instance["instanceType"] in ("m5.large", "m5.xlarge")
+
+
+def test_the_instance_store_pool_launches_only_types_with_enough_local_nvme(
+    e2e_cloud: E2eCloud, applied: list[Path]
+) -> None:
+    # Given Karpenter's instance-store example: instance-local-nvme Gt 300
+    assert apply(applied, EXAMPLES / "v1" / "instance-store-ephemeral-storage.yaml").code == 0
+    rid = request_id("nvme")
+
+    # When a request for its pool is fulfilled
+    sent = run_cli("submit", "--request-id", rid, "--node-pool", "default", "--count", "1",
+                   "--wait", "--timeout", "300")  # fmt: skip
+    assert sent.code == 0, sent.err
+    (instance,) = sent.json()["instances"]
+
+    # Then its type has more than 300 GB of NVMe instance store, as the pool requires
+    described = e2e_cloud.client("ec2").describe_instance_types(
+        InstanceTypes=[instance["instanceType"]]
+    )["InstanceTypes"][0]
+    assert described["InstanceStorageInfo"]["TotalSizeInGB"] > 300
+    assert described["InstanceStorageInfo"]["NvmeSupport"] != "unsupported"

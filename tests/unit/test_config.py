@@ -439,11 +439,15 @@ def test_reservation_selector_terms_need_at_least_one_term() -> None:
 @pytest.mark.parametrize(
     ("spec", "field", "rule"),
     [
-        ({"imageId": None}, "spec", "exactly one of imageId or imageSsmParameter must be set"),
+        (
+            {"imageId": None},
+            "spec",
+            "exactly one of imageId, imageSsmParameter or imageSelectorTerms must be set",
+        ),
         (
             {"imageSsmParameter": "/aws/service/x"},
             "spec",
-            "exactly one of imageId or imageSsmParameter must be set",
+            "exactly one of imageId, imageSsmParameter or imageSelectorTerms must be set",
         ),
         (
             {"imageId": "image-1"},

@@ -20,8 +20,7 @@ from capacity_launcher.domain.served_versions import REGISTRY
 EXAMPLES = Path(__file__).parents[2] / "examples" / "karpenter"
 # Karpenter refuses this one itself: its nodeClassRef.group must match ^[^/]*$.
 REFUSED_BY_KARPENTER = "windows-custom-userdata.yaml"
-# Its pool asks for karpenter.k8s.aws/instance-local-nvme, which capacity-launcher cannot see.
-NOT_EVALUATED = "instance-store-ephemeral-storage.yaml"
+
 TERMS = {"tags": {"karpenter.sh/discovery": "capacity-launcher"}}
 
 
@@ -92,12 +91,12 @@ def assert_round_trip(applied: Applied, data: dict[str, Any]) -> None:
 def test_karpenters_examples_apply_as_written_and_round_trip() -> None:
     read = 0
     for name, data in example_documents():
-        if name in (REFUSED_BY_KARPENTER, NOT_EVALUATED) and data["kind"] == "NodePool":
+        if name == REFUSED_BY_KARPENTER and data["kind"] == "NodePool":
             continue
         applied = REGISTRY.read(data)
         assert_round_trip(applied, data)
         read += 1
-    assert read >= 44
+    assert read >= 45
 
 
 def test_the_example_karpenter_refuses_is_refused_naming_the_field() -> None:
@@ -274,7 +273,11 @@ def test_the_kubernetes_version_of_an_alias_is_an_annotation() -> None:
             "spec.amiSelectorTerms[0]",
             "cannot be combined",
         ),
-        ([{"name": "my-ami-*", "owner": "self"}], "spec.amiSelectorTerms", "not supported yet"),
+        (
+            [{"ssmParameter": "/aws/service/x"}, {"id": "ami-0123456789abcdef0"}],
+            "spec.amiSelectorTerms",
+            "an ssmParameter must be the only term",
+        ),
     ],
 )
 def test_ami_selector_terms_follow_karpenters_rules(
@@ -424,3 +427,13 @@ def test_a_hub_node_class_reads_as_an_ec2nodeclass() -> None:
     assert as_v1["spec"]["amiSelectorTerms"] == [{"ssmParameter": hub.spec.image_ssm_parameter}]
     assert as_v1["spec"]["securityGroupSelectorTerms"] == [{"id": "sg-0a1b2c3d4e5f67890"}]
     assert REGISTRY.read(copy.deepcopy(as_v1)).conversion.hub == hub
+
+
+def test_images_by_name_owner_tags_or_several_ids_are_the_hubs_image_selector_terms() -> None:
+    terms = [{"name": "my-ami-*", "owner": "self"}, {"tags": {"team": "ml"}}, {"id": "ami-0123"}]
+    applied = REGISTRY.read(ec2nodeclass(amiSelectorTerms=terms))
+    hub = applied.conversion.hub
+    assert hub.spec.image_id is None and hub.spec.image_ssm_parameter is None
+    selected = hub.spec.image_selector_terms
+    assert [t.model_dump(by_alias=True, exclude_none=True) for t in selected] == terms
+    assert_round_trip(applied, ec2nodeclass(amiSelectorTerms=terms))

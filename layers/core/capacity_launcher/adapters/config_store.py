@@ -21,6 +21,13 @@ from typing import Any, Literal
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
+from capacity_launcher.adapters.config_items import (
+    QUOTA_SET_KEY,
+    InvalidDocument,
+    StoredDocument,
+    kept_of,
+    node_class_ref,
+)
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import NodeClass, NodePool
@@ -37,28 +44,10 @@ from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.observability import logger
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
-# The version every quota apply checks and bumps (outside the quotas' partition: never listed).
-_QUOTA_SET_KEY = ("CapacityQuotas", "Version")
+_QUOTA_SET_KEY = QUOTA_SET_KEY
 _APPLY_QUOTA_TRIES = 3
 # A delete that keeps meeting concurrent applies gives up and says so (the user retries).
 _DELETE_TRIES = 3
-
-
-@dataclass(frozen=True)
-class InvalidDocument:
-    """A stored document that does not parse any more (a model rule changed, a hand edit)."""
-
-    kind: str
-    name: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class StoredDocument:
-    """A stored hub document and what its apply kept that the hub has no place for."""
-
-    document: NodeClass | NodePool | CapacityQuota
-    kept: Kept | None
 
 
 @dataclass
@@ -279,14 +268,14 @@ class ConfigStore:
         item = self._read_one(kind, name)
         if item is None:
             raise NotFound(kind, name)
-        return StoredDocument(self._parse(kind, item), _kept(item))
+        return StoredDocument(self._parse(kind, item), kept_of(item))
 
     def stored_all(self, kind: Kind) -> list[StoredDocument]:
         """Every valid document of a kind as stored now, by name, with its kept fields."""
         found = []
         for item in sorted(self._query(kind), key=lambda i: str(i["sk"])):
             try:
-                found.append(StoredDocument(self._parse(kind, item), _kept(item)))
+                found.append(StoredDocument(self._parse(kind, item), kept_of(item)))
             except StoredDocumentInvalid:
                 continue  # listed by invalid()
         return found
@@ -350,7 +339,7 @@ class ConfigStore:
             version = int(item.get("version", 0))
             # Read after the version: an apply naming the class in between changes the version.
             users = sorted(
-                str(pool["sk"]) for pool in self._pool_items() if _node_class_ref(pool) == name
+                str(pool["sk"]) for pool in self._pool_items() if node_class_ref(pool) == name
             )
             if users:
                 raise ConfigConflict(
@@ -399,42 +388,3 @@ class ConfigStore:
                 return False
             raise NotFound(kind, name) from failed
         return True
-
-
-def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
-    """A ConditionCheck that the quotas' generation is still `generation`: no quota was applied
-    or deleted since the quotas a decision used were read."""
-    check: dict[str, Any] = {
-        "TableName": table,
-        "Key": key(*_QUOTA_SET_KEY),
-        "ConditionExpression": "version = :seen",
-        "ExpressionAttributeValues": {":seen": {"N": str(generation)}},
-    }
-    if generation == 0:
-        check["ConditionExpression"] = "attribute_not_exists(version) OR version = :seen"
-    return {"ConditionCheck": check}
-
-
-def _kept(item: dict[str, Any]) -> Kept | None:
-    """An item's kept fields; unreadable ones are logged and left out (the document still is)."""
-    body = item.get("kept")
-    if body is None:
-        return None
-    try:
-        return Kept.from_json(json.loads(str(body)))
-    except (CapacityLauncherError, KeyError, TypeError, ValueError) as error:
-        logger.warning(
-            "stored kept fields do not parse: left out",
-            extra={"documentName": str(item.get("sk", "")), "reason": str(error)},
-        )
-        return None
-
-
-def _node_class_ref(pool_item: dict[str, Any]) -> str | None:
-    """The class a stored pool names, read from the raw document so a pool that no longer
-    parses still protects its class."""
-    try:
-        ref = json.loads(pool_item["document"]).get("spec", {}).get("nodeClassRef")
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return ref if isinstance(ref, str) else None

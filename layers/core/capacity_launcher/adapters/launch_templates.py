@@ -12,6 +12,7 @@ from typing import Any
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.image_parameters import ImageParameters
+from capacity_launcher.adapters.image_selection import ImageSelection
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed
@@ -108,6 +109,7 @@ class LaunchTemplates:
         self._ec2 = ec2 or client("ec2")
         self._image_parameters = ImageParameters(ssm)
         self._security_groups = SecurityGroups(self._ec2)
+        self._image_selection = ImageSelection(self._ec2)
         self._known: set[str] = set()
         self._images: dict[str, Mapping[str, Any] | None] = {}
         self._lock = threading.Lock()
@@ -207,4 +209,6 @@ class LaunchTemplates:
         spec = node_class.spec
         if spec.image_id:
             return spec.image_id
+        if spec.image_selector_terms:
+            return self._image_selection.image_id(node_class)
         return self._image_parameters.image_id(node_class)

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import aws_call, client
-from capacity_launcher.adapters.config_store import quota_generation_check
+from capacity_launcher.adapters.config_items import quota_generation_check
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
 from capacity_launcher.domain.errors import (

@@ -46,6 +46,7 @@ from capacity_launcher.domain.config_base import (  # noqa: F401 - re-exported
 from capacity_launcher.domain.launch_options import (
     MAX_BLOCK_DEVICE_MAPPINGS,
     BlockDeviceMapping,
+    ImageSelectorTerm,
     MetadataOptions,
     SecurityGroupSelectorTerm,
     check_block_device_mappings,
@@ -168,6 +169,9 @@ class NodeClassSpec(_Document):
 
     image_id: ImageId | None = None
     image_ssm_parameter: SsmParameter | None = None
+    image_selector_terms: list[ImageSelectorTerm] | None = Field(
+        default=None, min_length=1, max_length=MAX_SELECTOR_TERMS
+    )
     subnet_ids: list[SubnetId] | None = Field(default=None, min_length=1, max_length=100)
     subnet_selector_terms: list[SubnetSelectorTerm] | None = Field(
         default=None, min_length=1, max_length=MAX_SELECTOR_TERMS
@@ -227,8 +231,11 @@ class NodeClassSpec(_Document):
 
     @model_validator(mode="after")
     def _alternatives(self) -> Self:
-        if (self.image_id is None) == (self.image_ssm_parameter is None):
-            raise ValueError("exactly one of imageId or imageSsmParameter must be set")
+        images = (self.image_id, self.image_ssm_parameter, self.image_selector_terms)
+        if sum(image is not None for image in images) != 1:
+            raise ValueError(
+                "exactly one of imageId, imageSsmParameter or imageSelectorTerms must be set"
+            )
         if (self.subnet_ids is None) == (self.subnet_selector_terms is None):
             raise ValueError("exactly one of subnetIds or subnetSelectorTerms must be set")
         if (self.security_group_ids is None) == (self.security_group_selector_terms is None):

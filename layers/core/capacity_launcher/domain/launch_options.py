@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, Field, StrictBool, StrictInt, model_validator
 
-from capacity_launcher.domain.config_base import Document, SecurityGroupId, selector_tags
+from capacity_launcher.domain.config_base import Document, ImageId, SecurityGroupId, selector_tags
 
 MAX_SELECTOR_TAGS = 20
 MAX_BLOCK_DEVICE_MAPPINGS = 50
@@ -48,6 +48,27 @@ class SecurityGroupSelectorTerm(Document):
             raise ValueError("set one of id, name or tags")
         if len(given) > 1 and ("id" in given or "name" in given):
             raise ValueError(f"{' and '.join(given)} cannot be combined: id and name stand alone")
+        return self
+
+
+class ImageSelectorTerm(Document):
+    """Images by id alone, or by any of name (wildcards), owner (an account id, `self`,
+    `amazon`) and tags; the launcher takes the newest image the terms find (as Karpenter does)."""
+
+    id: ImageId | None = None
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    owner: str | None = Field(default=None, min_length=1, max_length=64)
+    tags: SelectorTags | None = None
+
+    @model_validator(mode="after")
+    def _id_alone(self) -> Self:
+        others = [
+            f for f, v in (("name", self.name), ("owner", self.owner), ("tags", self.tags)) if v
+        ]
+        if self.id is not None and others:
+            raise ValueError(f"id cannot be combined with {', '.join(others)}")
+        if self.id is None and not others:
+            raise ValueError("set id, or at least one of name, owner or tags")
         return self
 
 

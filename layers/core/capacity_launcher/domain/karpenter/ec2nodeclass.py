@@ -194,8 +194,9 @@ def _kubernetes_version(node_class: EC2NodeClass) -> str:
         raise ConfigValidationError([FieldError(path, str(error))]) from None
 
 
-def _image(node_class: EC2NodeClass) -> tuple[dict[str, str], list[str]]:
-    """The hub's image field, and the terms not acted on (ids after the first)."""
+def _image(node_class: EC2NodeClass) -> dict[str, Any]:
+    """The hub's image field: an alias or one ssmParameter is `imageSsmParameter`, one id
+    `imageId`; ids, names, owners and tags are `imageSelectorTerms` (the newest image wins)."""
     spec = node_class.spec
     terms = spec.ami_selector_terms
     if not terms:
@@ -205,26 +206,25 @@ def _image(node_class: EC2NodeClass) -> tuple[dict[str, str], list[str]]:
             raise ConfigValidationError([FieldError(AMI_TERMS, rule)])
         return {
             "imageSsmParameter": alias_parameter(f"{alias}@latest", _kubernetes_version(node_class))
-        }, []
+        }
     first = terms[0]
     if first.alias is not None:
-        return {
-            "imageSsmParameter": alias_parameter(first.alias, _kubernetes_version(node_class))
-        }, []
+        return {"imageSsmParameter": alias_parameter(first.alias, _kubernetes_version(node_class))}
     if first.ssm_parameter is not None and len(terms) == 1:
-        return {"imageSsmParameter": first.ssm_parameter}, []
-    if all(t.id is not None for t in terms):
-        return {"imageId": str(first.id)}, [f"{AMI_TERMS}[{i}]" for i in range(1, len(terms))]
-    rule = (
-        "capacity-launcher selects an image by alias, by id or by one ssmParameter; "
-        "selecting by name, owner or tags is not supported yet"
-    )
-    raise ConfigValidationError([FieldError(AMI_TERMS, rule)])
+        return {"imageSsmParameter": first.ssm_parameter}
+    if len(terms) == 1 and first.id is not None:
+        return {"imageId": first.id}
+    if any(t.ssm_parameter is not None for t in terms):
+        rule = "an ssmParameter must be the only term in capacity-launcher"
+        raise ConfigValidationError([FieldError(AMI_TERMS, rule)])
+    return {"imageSelectorTerms": [t.model_dump(by_alias=True, exclude_none=True) for t in terms]}
 
 
 def _rename(path: str) -> str:
     if path.startswith(("spec.imageId", "spec.imageSsmParameter")):
         return AMI_TERMS
+    if path.startswith("spec.imageSelectorTerms"):
+        return AMI_TERMS + path.removeprefix("spec.imageSelectorTerms")
     return path
 
 
@@ -232,7 +232,7 @@ def to_hub(node_class: EC2NodeClass) -> Conversion:
     errors = _version_rules(node_class)
     if errors:
         raise ConfigValidationError(errors)
-    image, extra_images = _image(node_class)
+    image = _image(node_class)
     written = dumped(node_class)
     hub_spec = {k: v for k, v in take(written, _CONVERTED).items() if k != AMI_TERMS}
     spec: dict[str, Any] = {path.removeprefix("spec."): value for path, value in hub_spec.items()}
@@ -249,9 +249,7 @@ def to_hub(node_class: EC2NodeClass) -> Conversion:
     not_acted_on = take(written, _NOT_ACTED_ON)
     rebuilt = from_hub(node_class.api_version)(hub, {})
     changed = differing(written, rebuilt, _CONVERTED)
-    kept = Kept(
-        node_class.api_version, KIND, {**not_acted_on, **changed}, (*not_acted_on, *extra_images)
-    )
+    kept = Kept(node_class.api_version, KIND, {**not_acted_on, **changed}, tuple(not_acted_on))
     return Conversion((hub,), kept)
 
 
@@ -263,9 +261,12 @@ def _hub_terms(hub: NodeClass) -> dict[str, Any]:
         or [{"id": i} for i in spec.subnet_ids or ()],
         "securityGroupSelectorTerms": hub_written.get("securityGroupSelectorTerms")
         or [{"id": i} for i in spec.security_group_ids or ()],
-        "amiSelectorTerms": [{"id": spec.image_id}]
-        if spec.image_id
-        else [{"ssmParameter": spec.image_ssm_parameter}],
+        "amiSelectorTerms": hub_written.get("imageSelectorTerms")
+        or (
+            [{"id": spec.image_id}]
+            if spec.image_id
+            else [{"ssmParameter": spec.image_ssm_parameter}]
+        ),
     }
     for name in ("instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions"):
         if hub_written.get(name):
