@@ -217,7 +217,9 @@ class PoolLimits(BaseModel):
     instances: int | None = None
     # Not a dimension: how many of the pool's instances may be unready before it launches no
     # more (a count, or "20%" of its instances); docs/provisioner.md, "limits.unready".
-    unready: Unready | None = None
+    # Left out of every dump when unset, so the limits token of a pool without it is spelled as
+    # before it existed (stored pools' tokens still match the leases' checks).
+    unready: Unready | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("cpu", mode="before")
     @classmethod
