@@ -154,6 +154,12 @@ def test_get_one_document_as_yaml_in_a_served_version(e2e_cloud: E2eCloud, tmp_p
     assert refused.code == 1
     assert "not a served version of NodePool: capacity-launcher/v1" in refused.err
     assert run_cli("get", "nodepool", "no-such-pool", "-o", "yaml").code == 1
+    as_karpenter = run_cli("get", "nodepool", "versioned", "--output-version", "karpenter.sh/v1")
+    pool = yaml.safe_load(as_karpenter.out)
+    assert pool["spec"]["limits"] == {"nodes": "2"}
+    assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "general"
+    # The shared cloud's later tests delete the example classes: leave no pool naming them.
+    assert run_cli("delete", "nodepool", "versioned").code == 0
 
 
 def test_convert_prints_documents_in_the_version_asked_for(tmp_path: Path) -> None:

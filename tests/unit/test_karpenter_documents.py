@@ -4,13 +4,14 @@ capacity-launcher/v1 hubs and back, and what is kept but not acted on (docs/karp
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from capacity_launcher.domain.api_versions import Applied
+from capacity_launcher.domain.api_versions import HUB_FIELDS_ANNOTATION, Applied
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
@@ -437,3 +438,20 @@ def test_images_by_name_owner_tags_or_several_ids_are_the_hubs_image_selector_te
     selected = hub.spec.image_selector_terms
     assert [t.model_dump(by_alias=True, exclude_none=True) for t in selected] == terms
     assert_round_trip(applied, ec2nodeclass(amiSelectorTerms=terms))
+
+
+def test_hub_fields_a_version_has_no_place_for_ride_in_an_annotation() -> None:
+    """A hub NodeClass's capacityReservationSpec has no place in karpenter.k8s.aws/v1: read in v1
+    it travels in the hub-fields annotation, and applying that document restores it."""
+    hub_document = ec2nodeclass("karpenter.k8s.aws/v1beta1")
+    target = {"capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
+    hub_document["spec"]["capacityReservationSpec"] = target
+    hub = REGISTRY.read(hub_document).conversion.hub
+    as_v1 = REGISTRY.convert(hub, None, "karpenter.k8s.aws/v1", "EC2NodeClass")
+    assert "capacityReservationSpec" not in as_v1["spec"]
+    carried = as_v1["metadata"]["annotations"][HUB_FIELDS_ANNOTATION]
+    assert json.loads(carried) == {"spec.capacityReservationSpec": target}
+    assert REGISTRY.read(as_v1).conversion.hub == hub
+    as_v1["metadata"]["annotations"][HUB_FIELDS_ANNOTATION] = "[1]"
+    (error,) = errors_of(as_v1)
+    assert error.field == f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"

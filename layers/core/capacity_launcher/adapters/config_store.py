@@ -23,10 +23,15 @@ from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.config_items import (
     QUOTA_SET_KEY,
-    InvalidDocument,
-    StoredDocument,
     kept_of,
     node_class_ref,
+)
+
+# Re-exported: where they were defined before config_items.py (other modules import them here).
+from capacity_launcher.adapters.config_items import InvalidDocument as InvalidDocument
+from capacity_launcher.adapters.config_items import StoredDocument as StoredDocument
+from capacity_launcher.adapters.config_items import (
+    quota_generation_check as quota_generation_check,
 )
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.api_versions import Kept

@@ -29,6 +29,9 @@ from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
 
 KEPT_ANNOTATION = "capacity-launcher/kept-fields"
+# Hub fields a version has no place for, when an object is read in that version (JSON: path ->
+# value); applying the document puts them back on the hub.
+HUB_FIELDS_ANNOTATION = "capacity-launcher/hub-fields"
 # Kept fields are stored beside the hub document in the state table (400 KB items).
 MAX_KEPT_BYTES = 64 * 1024
 
@@ -218,10 +221,13 @@ class VersionRegistry:
             raise ConfigValidationError([FieldError("apiVersion", f"is required: {served}")])
         version = self.version(api_version, kind)
         body, carried = _without_kept_annotation(data)
+        body, hub_fields = _without_hub_fields(body)
         try:
             conversion = version.to_hub(version.parse(body))
         except RecursionError:
             raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
+        if hub_fields:
+            conversion = self._with_hub_fields(conversion, hub_fields)
         if carried is not None:
             conversion = Conversion(conversion.hubs, _merged(carried, conversion.kept))
         warning = version.deprecation()
@@ -236,9 +242,37 @@ class VersionRegistry:
             raise ConfigValidationError([FieldError("apiVersion", rule)])
         own = kept is not None and kept.is_for(api_version, kind)
         document = version.from_hub(hub, kept.fields if own and kept else {})
+        lost = self._lost(version, hub, document)
+        if lost:
+            annotations = document.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[HUB_FIELDS_ANNOTATION] = json.dumps(lost, sort_keys=True)
         if kept is not None and kept.fields and not own:
             _annotate(document, kept)
         return document
+
+    def _lost(self, version: ServedVersion, hub: Any, document: dict[str, Any]) -> dict[str, Any]:
+        """The hub's spec fields that ``document`` (of ``version``) does not give back."""
+        hub_version = self.hub_version(hub.kind)
+        if version is hub_version:
+            return {}
+        try:
+            back = version.to_hub(version.parse(document)).hub
+        except ConfigValidationError:
+            return {}
+        mine, theirs = hub_version.document(hub), hub_version.document(back)
+        paths = {f"spec.{k}" for k in (*mine.get("spec", {}), *theirs.get("spec", {}))}
+        return differing(mine, theirs, sorted(paths))
+
+    def _with_hub_fields(self, conversion: Conversion, fields: Mapping[str, Any]) -> Conversion:
+        """The primary hub with the fields a document carried back in HUB_FIELDS_ANNOTATION."""
+        hub_version = self.hub_version(conversion.hub.kind)
+        restored = put(hub_version.document(conversion.hub), fields)
+        try:
+            hub = hub_version.parse(restored)
+        except ConfigValidationError as error:
+            path = f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"
+            raise ConfigValidationError([FieldError(path, str(error))]) from None
+        return Conversion((hub, *conversion.hubs[1:]), conversion.kept)
 
 
 def _listed(versions: Iterable[ServedVersion]) -> str:
@@ -264,6 +298,27 @@ def _without_kept_annotation(data: Mapping[str, Any]) -> tuple[dict[str, Any], K
     if not rest:
         del body["metadata"]["annotations"]
     return body, carried
+
+
+def _without_hub_fields(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    metadata = body.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(annotations, Mapping) or HUB_FIELDS_ANNOTATION not in annotations:
+        return body, {}
+    try:
+        fields = json.loads(annotations[HUB_FIELDS_ANNOTATION])
+        if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):
+            raise ValueError
+    except (TypeError, ValueError):
+        path = f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"
+        rule = "must be the JSON capacity-launcher wrote: {path: value}"
+        raise ConfigValidationError([FieldError(path, rule)]) from None
+    rest = {k: v for k, v in annotations.items() if k != HUB_FIELDS_ANNOTATION}
+    assert isinstance(metadata, Mapping)
+    new_metadata = {**metadata, "annotations": rest}
+    if not rest:
+        del new_metadata["annotations"]
+    return {**body, "metadata": new_metadata}, fields
 
 
 def _merged(carried: Kept, own: Kept) -> Kept:
