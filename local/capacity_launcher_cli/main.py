@@ -16,7 +16,19 @@ from capacity_launcher_cli.deployment import Deployment, DeploymentNotFound, res
 Command = Callable[[argparse.Namespace, Deployment], int]
 GET_RESOURCES = (
     "nodepools",
+    "nodepool",
     "nodeclasses",
+    "nodeclass",
+    "ec2nodeclasses",
+    "ec2nodeclass",
+    "nodeclaims",
+    "nodeclaim",
+    "capacityquotas",
+    "capacityquota",
+    "capacityreservations",
+    "capacityreservation",
+    "clustercapacityreservations",
+    "clustercapacityreservation",
     "quotas",
     "requests",
     "instances",
@@ -34,10 +46,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--local-file", help="the local cloud's names (default .capacity-launcher/local.json)"
     )
-
-
-def _output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
 
 
 def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,7 +95,19 @@ def parser() -> argparse.ArgumentParser:
     get = commands.add_parser("get", help="list resources")
     _common(get)
     get.add_argument("resource", choices=GET_RESOURCES)
-    _output(get)
+    get.add_argument("name", nargs="?", help="one document by name (printed as YAML by default)")
+    get.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    get.add_argument(
+        "--output-version",
+        help="print documents in this served apiVersion of their kind (docs/api-versions.md)",
+    )
+
+    convert = commands.add_parser(
+        "convert", help="print documents in another served apiVersion (kubectl convert)"
+    )
+    convert.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
+    convert.add_argument("--output-version", required=True, help="e.g. capacity-launcher/v1")
+    convert.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
 
     delete = commands.add_parser("delete", help="delete a NodePool, NodeClass or CapacityQuota")
     _common(delete)
@@ -125,11 +145,21 @@ def _command(args: argparse.Namespace) -> Command:
     from capacity_launcher_cli import (
         capacity_commands,
         config_commands,
+        ome_commands,
         quota_commands,
         request_commands,
+        version_commands,
     )
 
     if args.command == "get":
+        if args.resource in ome_commands.RESOURCES:
+            return ome_commands.get_reservations
+        if args.resource in ("nodeclaims", "nodeclaim"):
+            from capacity_launcher_cli.karpenter_commands import get_nodeclaims
+
+            return get_nodeclaims
+        if _documents_asked(args):
+            return version_commands.get_documents
         return {
             "nodepools": config_commands.get_config,
             "nodeclasses": config_commands.get_config,
@@ -149,6 +179,16 @@ def _command(args: argparse.Namespace) -> Command:
     return commands[args.command]
 
 
+def _documents_asked(args: argparse.Namespace) -> bool:
+    """`get` of configuration documents by name, as YAML, or in a version: the stored objects."""
+    from capacity_launcher_cli.version_commands import resource
+
+    if resource(args.resource) is None:
+        return False
+    listing = args.resource in ("nodepools", "nodeclasses") and args.output in ("table", "json")
+    return not listing or args.name is not None or args.output_version is not None
+
+
 def _invoke(args: argparse.Namespace, deployment: Deployment) -> int:
     # The local cloud's runtime, loaded only by the commands that run functions here.
     from local_cloud.invoke_command import invoke
@@ -166,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from local_cloud.demo import run_demo
 
         return run_demo(args.examples)
+    if args.command == "convert":
+        from capacity_launcher_cli.version_commands import convert
+
+        return convert(args)
     if args.command == "schemas":
         from capacity_launcher_cli.schemas import schemas_command
 

@@ -37,11 +37,10 @@ def quota_usage(
     return usage
 
 
-def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
-    dynamodb = deployment.client("dynamodb")
-    store = ConfigStore(deployment.state_table, dynamodb)
+def quota_statuses(deployment: Deployment, store: ConfigStore) -> dict[str, dict[str, Any]]:
+    """Each stored quota's status: as the sync last stored it, or computed now if it has not."""
     quotas = store.capacity_quotas()
-    invalid = [d for d in store.invalid() if d.kind == "CapacityQuota"]
+    dynamodb = deployment.client("dynamodb")
     stored = QuotaStatuses(deployment.state_table, dynamodb).read()
     unseen = [q for q in quotas if q.name not in stored]
     if unseen:
@@ -50,6 +49,14 @@ def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
         now = format_timestamp(datetime.now(UTC))
         for quota in unseen:
             stored[quota.name] = {**quota_status(quota, quotas, usage, pools), "observedAt": now}
+    return stored
+
+
+def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    quotas = store.capacity_quotas()
+    invalid = [d for d in store.invalid() if d.kind == "CapacityQuota"]
+    stored = quota_statuses(deployment, store)
     shown: list[dict[str, Any]] = [
         {**to_document(q), "status": stored[q.name]} for q in sorted(quotas, key=lambda q: q.name)
     ]

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher.domain.config import _NAME
+from capacity_launcher.domain.api_versions import ServedVersion
+from capacity_launcher.domain.config_base import _NAME
 from capacity_launcher.domain.event_details import (
     InstanceTerminatedDetail,
     ReservationEventDetail,
@@ -23,6 +24,7 @@ from capacity_launcher.domain.launch_request import (
 )
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
+from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.domain.status import (
     BLOCK_EXPIRING,
     EVENT_SOURCE,
@@ -98,9 +100,45 @@ def _capacity_quota() -> dict[str, Any]:
     return schema
 
 
+def version_file(api_version: str, kind: str) -> str:
+    """`karpenter.sh/v1` `NodePool` -> `karpenter.sh-v1-nodepool.json`."""
+    return f"{api_version.replace('/', '-')}-{kind.lower()}.json"
+
+
+def _served_version(version: ServedVersion) -> dict[str, Any]:
+    schema = _schema(
+        version.model,
+        "validation",
+        f"{version.api_version} {version.kind}",
+        f"A {version.kind} document in {version.api_version} (docs/api-versions.md): "
+        + (f"deprecated, use {version.deprecated_by}; " if version.deprecated_by else "")
+        + f"converted on apply to the capacity-launcher/v1 {version.hub_kind}. Cross-field "
+        "rules are enforced by `capacity-launcher apply`.",
+    )
+    schema["properties"]["apiVersion"] = {"const": version.api_version}
+    schema["properties"]["kind"] = {"const": version.kind}
+    defs = schema.get("$defs", {})
+    if "PoolLimits" in defs:
+        # The model parses quantities in code; the schema states the same rules.
+        defs["Quantity"] = _QUANTITY
+        defs["PoolLimits"]["properties"] = {d: {"$ref": "#/$defs/Quantity"} for d in DIMENSIONS}
+    return schema
+
+
+def served_versions() -> dict[str, dict[str, Any]]:
+    """A schema for every served version of every kind (the hub CapacityQuota is
+    capacity-quota.json)."""
+    return {
+        version_file(v.api_version, v.kind): _served_version(v)
+        for v in REGISTRY.versions()
+        if v.model is not None and v.model is not CapacityQuota
+    }
+
+
 def contracts() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every contract schemas/ carries."""
     return {
+        **served_versions(),
         "capacity-quota.json": _capacity_quota(),
         "instance-terminated.json": _schema(
             InstanceTerminatedDetail,

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -38,6 +39,35 @@ def console(stderr: bool = False) -> Console:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def dump(data: Any, output: str) -> None:
+    """`-o json` or `-o yaml` of documents, as kubectl prints them."""
+    if output == "json":
+        print_json(data)
+    else:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def listed(items: list[dict[str, Any]], output: str) -> Any:
+    """Several documents: a JSON array, or in YAML a `kind: List` as kubectl prints one."""
+    return items if output == "json" else {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def nodeclaims(claims: Sequence[Mapping[str, Any]]) -> Table:
+    table = _table("NodeClaims", "NAME", "TYPE", "CAPACITY", "ZONE", "NODEPOOL", "READY")
+    for claim in claims:
+        labels = claim["metadata"]["labels"]
+        ready = next(c for c in claim["status"]["conditions"] if c["type"] == "Ready")
+        table.add_row(
+            escape(claim["metadata"]["name"]),
+            escape(labels.get("node.kubernetes.io/instance-type", "")),
+            escape(labels.get("karpenter.sh/capacity-type", "")),
+            _or_dash(labels.get("topology.kubernetes.io/zone")),
+            _or_dash(labels.get("karpenter.sh/nodepool")),
+            ready["status"],
+        )
+    return table
 
 
 def _table(title: str, *columns: str) -> Table:

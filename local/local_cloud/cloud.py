@@ -33,9 +33,11 @@ from local_cloud.event_sources import (
     schedule_seconds,
 )
 from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
+from local_cloud.karpenter import alias_parameters
 from local_cloud.lambda_runtime import Invocation, LocalFunction
 from local_cloud.network import prepare_network
 from local_cloud.template import (
+    DEFAULT_ACCOUNT_ID,
     DeployedNames,
     create_resources,
     default_template_path,
@@ -114,7 +116,9 @@ class LocalCloud:
             template_path=self.options.template_path,
         )
         self._override_visibility(session.client("sqs", endpoint_url=endpoint))
-        prepare_network(session.client("ec2", endpoint_url=endpoint))
+        ec2 = session.client("ec2", endpoint_url=endpoint)
+        prepare_network(ec2)
+        alias_parameters(ec2, DEFAULT_ACCOUNT_ID, self.options.region)
         environments = self._wire(session, endpoint)
         self.deployment = Deployment(
             region=self.options.region,

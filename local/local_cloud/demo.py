@@ -41,7 +41,7 @@ from capacity_launcher.domain.status import (
 )
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
-from capacity_launcher_cli.config_commands import read_documents, validate
+from capacity_launcher_cli.config_commands import read_documents, validate, validate_steps
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.request_commands import (
     PRODUCER_SOURCE,
@@ -194,6 +194,17 @@ SCENES = (
         "Rejected, never retried",
     ),
 )
+
+
+def _apply_ome(out: Console, store: ConfigStore, folder: Path) -> None:
+    """OME's reservations as written (docs/ome.md). Their flavors name pools the story does not
+    apply, so they admit nothing here; `get capacityreservations` shows them."""
+    if not folder.is_dir():
+        return
+    steps = validate_steps(read_documents([str(folder)]))
+    for step in steps:
+        store.apply(step.document, step.kept)
+    out.print(f"applied {len(steps)} OME CapacityReservations as written, from {folder}")
 
 
 def _final_tables(out: Console, deployment: Deployment) -> None:
@@ -531,6 +542,7 @@ def run_demo(examples: str = "examples") -> int:
             for document in validate(read_documents([examples])):
                 store.apply(document)
                 out.print(f"applied {document.kind.lower()}/{document.name}")
+            _apply_ome(out, store, Path(examples) / "ome")
             create_reservations(deployment)
             moto_capacity.set_capacity(deployment.region, *DRY_OFFERING, 0)
             out.print(

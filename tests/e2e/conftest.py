@@ -118,6 +118,23 @@ def request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def apply_text(tmp_path: Path, name: str, text: str) -> CliResult:
+    """`apply -f` of documents written to a file of that name."""
+    path = tmp_path / name
+    path.write_text(text)
+    return run_cli("apply", "-f", str(path))
+
+
+def submit_through_queue(tmp_path: Path, body: dict[str, Any]) -> dict[str, Any]:
+    """Send one launch request (given a fresh requestId) to the queue from a file, wait for its
+    record and return it."""
+    body = {"requestId": request_id(str(body.get("nodePool", "request"))), **body}
+    path = tmp_path / f"{body['requestId']}.json"
+    path.write_text(json.dumps(body))
+    record: dict[str, Any] = run_cli("submit", "-f", str(path), "--via", "queue", "--wait").json()
+    return record
+
+
 # Package scope: torn down before other folders' tests, which share moto's global backends.
 @pytest.fixture(scope="package")
 def e2e_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2eCloud]:

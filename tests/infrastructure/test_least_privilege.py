@@ -54,6 +54,7 @@ LAUNCHER_NEEDS = {
     "ec2:DescribeSubnets",
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeLaunchTemplateVersions",  # a NodeClass's launchTemplateName
     "ec2:DescribeInstances",
     "ec2:DescribeImages",
     "ssm:GetParameter",
@@ -75,6 +76,7 @@ LAUNCHER_NEEDS = {
 }
 SYNC_NEEDS = {
     "ec2:DescribeCapacityReservations",
+    "ec2:DescribeInstanceStatus",  # limits.unready: which members are ready
     "ec2:DescribeInstances",
     "ec2:CreateTags",
     "resource-groups:ListGroupResources",

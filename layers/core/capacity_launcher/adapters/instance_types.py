@@ -108,7 +108,16 @@ def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
         gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
         gpu_name=gpus[0].get("Name") if gpus else None,
         gpu_manufacturer=gpus[0].get("Manufacturer") if gpus else None,
+        local_nvme_gb=_local_nvme_gb(raw.get("InstanceStorageInfo")),
     )
+
+
+def _local_nvme_gb(storage: Mapping[str, Any] | None) -> int | None:
+    """The instance store's total GB when it is NVMe (as Karpenter labels instance-local-nvme)."""
+    if not storage or storage.get("NvmeSupport") == "unsupported":
+        return None
+    total = storage.get("TotalSizeInGB")
+    return None if total is None else int(total)
 
 
 def _with_zones(info: InstanceTypeInfo, zones: frozenset[str]) -> InstanceTypeInfo:

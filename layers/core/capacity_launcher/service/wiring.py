@@ -23,6 +23,7 @@ from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_readiness import PoolReadiness
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
@@ -90,6 +91,7 @@ def pool_leases(
         settings.limit_lease_seconds,
         clients("dynamodb"),
         quotas=config or config_store(settings, clients, cached=True),
+        unready_gate=PoolReadiness(settings.state_table_name, clients("dynamodb")),
     )
 
 
@@ -278,6 +280,7 @@ def build_reservation_sync(settings: Settings, clients: Clients = client) -> Res
         waits=WaitBackstop(
             launch_records(settings, clients), publisher(settings, clients).publish, utcnow
         ),
+        readiness=PoolReadiness(settings.state_table_name, clients("dynamodb"), clients("ec2")),
     )
 
 
