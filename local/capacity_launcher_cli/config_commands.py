@@ -152,7 +152,7 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 1
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     for source, document in parsed:
         try:
             store.apply(document)
@@ -171,7 +171,7 @@ def _without_name(document: NodeClass | NodePool | CapacityQuota, error: Excepti
 
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     kind = "NodeClass" if args.resource == "nodeclasses" else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
     invalid = [d for d in store.invalid() if d.kind == kind]
@@ -188,7 +188,7 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
             _warn_invalid(invalid)
         return 0
     pools = store.node_pools()
-    limits = wiring.pool_limits(deployment.settings(), deployment.client)
+    limits = wiring.Adapters(deployment.settings(), deployment.client).pool_limits()
     applied = {c.name for c in store.node_classes()}
     statuses = {p.name: pool_status(p, applied, limits.usage(p.name)) for p in pools}
     if args.output == "json":
@@ -212,7 +212,7 @@ def _warn_invalid(invalid: list[InvalidDocument]) -> None:
 
 def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     kind = KINDS[args.kind]
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
         store.delete(kind, args.name)  # type: ignore[arg-type]
     except NotFound:

@@ -148,7 +148,7 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
     if not args.wait:
         print(request["requestId"])
         return 0
-    records = wiring.launch_records(deployment.settings(), deployment.client)
+    records = wiring.Adapters(deployment.settings(), deployment.client).launch_records()
     record = wait_for(records, str(request["requestId"]), args.timeout, _body_hash(request))
     if record is None:
         print(f"error: no status for {request['requestId']} after {args.timeout}s", file=sys.stderr)
@@ -161,7 +161,7 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def status(args: argparse.Namespace, deployment: Deployment) -> int:
-    records = wiring.launch_records(deployment.settings(), deployment.client)
+    records = wiring.Adapters(deployment.settings(), deployment.client).launch_records()
     record = (
         wait_for(records, args.request_id, args.timeout)
         if args.wait
@@ -179,7 +179,9 @@ def status(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
-    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
+    records = (
+        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
+    )
     if args.output == "json":
         views.print_json([r.to_detail() for r in records])
     else:
@@ -190,14 +192,16 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
 def instance_states(records: list[RequestRecord], deployment: Deployment) -> dict[str, str]:
     """The state of each instance the records name, by id, for those with an instance item."""
     ids = [i.instance_id for record in records for i in record.instances]
-    kept = wiring.instance_records(deployment.settings(), deployment.client).many(ids)
+    kept = wiring.Adapters(deployment.settings(), deployment.client).instance_records().many(ids)
     return {instance_id: item.state for instance_id, item in kept.items()}
 
 
 def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
     """Every instance the requests launched, with its state now (from its instance item, which
     instance events keep: running, stopped, terminated…; `-` when the service has none)."""
-    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
+    records = (
+        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
+    )
     states = instance_states(records, deployment)
     if args.output == "json":
         views.print_json(views.instance_details(records, states))

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,7 +21,7 @@ from moto.moto_api._internal.models import moto_api_backend
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
 import moto_capacity
-from capacity_launcher.service import wiring
+from capacity_launcher.startup import Host
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
 from local_cloud import function_output
 from local_cloud.event_sources import (
@@ -50,6 +49,9 @@ DEFAULT_PORT = 4566
 LOCAL_INSTANCE_ROLE = "arn:aws:iam::123456789012:role/capacity-launcher-node"
 # moto has no X-Ray; the handlers must not try to send traces.
 LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
+# The functions read the emulator's time, as they would read AWS's: advancing its clock
+# (POST /moto-capacity/clock) moves the launcher's deadlines and the sync's horizons too.
+FUNCTION_HOST = Host(clock=CLOCK.now)
 
 
 @dataclass
@@ -79,7 +81,6 @@ class LocalCloud:
         self._server: ThreadedMotoServer | None = None
         self._ec2: Any = None
         self._saved_environment: dict[str, str] | None = None
-        self._saved_clock: Callable[[], datetime] | None = None
         self.names: DeployedNames | None = None
         self.deployment: Deployment | None = None
 
@@ -89,10 +90,6 @@ class LocalCloud:
         # The functions' environment is process-wide while the cloud runs; stop() puts it back.
         self._saved_environment = dict(os.environ)
         moto_capacity.install()
-        # The functions read the emulator's time, as they would read AWS's: advancing its clock
-        # (POST /moto-capacity/clock) moves the launcher's deadlines and the sync's horizons too.
-        self._saved_clock = wiring.utcnow
-        wiring.utcnow = CLOCK.now
         self._server = ThreadedMotoServer(self.options.host, self.options.port, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
@@ -151,9 +148,6 @@ class LocalCloud:
             moto_api_backend.reset()
             moto_capacity.reset()
         function_output.release()
-        if self._saved_clock is not None:
-            wiring.utcnow = self._saved_clock
-            self._saved_clock = None
         if self._saved_environment is not None:
             os.environ.clear()
             os.environ.update(self._saved_environment)
@@ -216,6 +210,7 @@ class LocalCloud:
                 template_path=self.options.template_path,
                 region=self.options.region,
                 account_id=self.names.account_id,
+                host=FUNCTION_HOST,
             )
             self.functions[logical_id] = function
             for event_name, event in properties.get("Events", {}).items():

@@ -21,13 +21,13 @@ from moto.moto_api._internal import mock_random
 from moto.sqs.models import sqs_backends
 
 import moto_capacity
-from capacity_launcher.adapters import aws, unavailable_offerings
-from capacity_launcher.adapters import fleet as fleet_adapter
+from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_limits import PoolLimitsStore
 from capacity_launcher.domain.status import EVENT_SOURCE
 from capacity_launcher.domain.tags import MANAGED
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import Host
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import Invocation, LocalFunction
 from moto_capacity.ec2.models.backend import capacity_backend
@@ -144,7 +144,6 @@ class World:
         self._environments: dict[str, dict[str, str]] = {}
         self._no_sleeps: Any = None
         self._backups: Any = None
-        self._claim_pause: Any = None
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
         self._event_sequence = 0
@@ -178,15 +177,9 @@ class World:
         self._seeded = seeded_sources(self.seed, self.emulator.clock.now)
         self._seeded.__enter__()
         # As strict as AWS documents: fresh instance ids unknown and new reservations pending
-        # for a moment, transactions on one item conflicting now and then. The fleet adapter
-        # waits on the simulated clock, as a launcher on AWS waits on the real one.
+        # for a moment, transactions on one item conflicting now and then.
         moto_capacity.set_consistency(CONSISTENCY_SECONDS, CONSISTENCY_SECONDS)
         moto_capacity.set_transaction_conflicts(TRANSACTION_CONFLICT_RATE, self.seed)
-        self._pause = fleet_adapter.pause
-        fleet_adapter.pause = self.emulator.clock.advance
-        # So does a launcher waiting on another's claim of an offering (single flight).
-        self._claim_pause = unavailable_offerings.pause
-        unavailable_offerings.pause = self.emulator.clock.advance
         self._crash_guard = crashing_calls(self.emulator.crashes, self._before_call)
         self._crash_guard.__enter__()
         self._no_sleeps = retries_without_sleeping()
@@ -213,8 +206,6 @@ class World:
             self._crash_guard.__exit__(None, None, None)
             self._no_sleeps.__exit__(None, None, None)
             self._backups.__exit__(None, None, None)
-        fleet_adapter.pause = self._pause
-        unavailable_offerings.pause = self._claim_pause
         if self._seeded is not None:
             self._seeded.__exit__(None, None, None)
         self.emulator.clock.__exit__()
@@ -230,8 +221,19 @@ class World:
             self._environments[function] = {**FAKE_ENV, **self.names.environment(function)}
         self.cold_starts += 1
         return LocalFunction(
-            function, self._environments[function], region=REGION, account_id=ACCOUNT
+            function,
+            self._environments[function],
+            region=REGION,
+            account_id=ACCOUNT,
+            host=self.host,
         )
+
+    @property
+    def host(self) -> Host:
+        """The functions tell the simulated time (the system's clock, which stands still until
+        the scheduler moves it) and wait by moving it: the fleet adapter on fresh ids, a launcher
+        on another's claim of an offering (single flight), as they would wait on AWS."""
+        return Host(pause=self.emulator.clock.advance)
 
     def _read_queue_settings(self) -> None:
         assert self.names is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,16 +16,17 @@ from moto import mock_aws
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.adapters.config_store import Kind
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.status import RequestRecord
-from capacity_launcher.service import wiring
 from capacity_launcher.service.launch import LaunchBatch, Message
+from capacity_launcher.service.wiring import Adapters
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import Host
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS
 from local_cloud.lambda_runtime import running
 from local_cloud.status_events import capture_status_events
+from moto_capacity.core.clock import CLOCK
 from tests.support.template import DeployedNames, create_resources
 
 REGION = "us-east-1"
@@ -57,9 +58,21 @@ class Cloud:
     def sqs(self) -> Any:
         return aws.client("sqs")
 
-    def fresh_batch(self) -> LaunchBatch:
+    @property
+    def host(self) -> Host:
+        """What the service runs on here: the emulator's clock, as it would read AWS's, and
+        waits (on fresh ids, on claims) that move that clock instead of sleeping."""
+        return Host(clock=CLOCK.now, pause=moto_capacity.advance_clock)
+
+    def adapters(self, pause: Callable[[float], None] | None = None) -> Adapters:
+        """A container's composition on the emulator's clock; `pause` replaces its waits."""
+        host = self.host
+        return Adapters(get_settings(), aws.client, clock=host.clock, pause=pause or host.pause)
+
+    def fresh_batch(self, pause: Callable[[float], None] | None = None) -> LaunchBatch:
         """A new launcher, as a new container would build it (own caches, same tables)."""
-        return wiring.build_launch_batch(wiring.idempotency_config(get_settings()))
+        adapters = self.adapters(pause)
+        return adapters.launch_batch(adapters.idempotency_config())
 
     @property
     def batch(self) -> LaunchBatch:
@@ -68,16 +81,16 @@ class Cloud:
         return self._batch
 
     def apply(self, *documents: Mapping[str, Any]) -> None:
-        store = wiring.config_store(get_settings())
+        store = self.adapters().config_store()
         for document in documents:
             store.apply(parse_document(document))
 
     def delete(self, kind: Kind, name: str) -> None:
-        wiring.config_store(get_settings()).delete(kind, name)
+        self.adapters().config_store().delete(kind, name)
 
     def send(self, *bodies: Any, batch: LaunchBatch | None = None) -> list[str]:
         """Deliver one SQS batch to the launcher; returns the message ids handed back."""
-        now = datetime.now(UTC)
+        now = CLOCK.now()
         messages = [
             Message(
                 f"m-{i}-{uuid.uuid4().hex[:8]}",
@@ -135,7 +148,7 @@ class Cloud:
         )
 
     def record(self, request_id: str) -> RequestRecord | None:
-        return wiring.launch_records(get_settings()).get_record(request_id)
+        return self.adapters().launch_records().get_record(request_id)
 
     def events(self) -> list[dict[str, Any]]:
         """Every event published on our bus since the last call (drained from a capture queue)."""
@@ -178,6 +191,15 @@ class Cloud:
         return [i for p in pages for r in p["Reservations"] for i in r["Instances"]]
 
 
+_CURRENT: list[Cloud] = []
+
+
+def current() -> Cloud:
+    """The cloud the running test built (for helpers that take none)."""
+    assert _CURRENT, "inside local_cloud() only"
+    return _CURRENT[-1]
+
+
 @contextmanager
 def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
     for name, value in FAKE_ENV.items():
@@ -186,8 +208,6 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
     with mock_aws():
         moto_capacity.reset()
         moto_capacity.set_consistency(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS)
-        # The service's backoff on fresh ids moves the emulator's clock instead of sleeping.
-        monkeypatch.setattr(fleet_adapter, "pause", moto_capacity.advance_clock)
         aws.client.cache_clear()
         get_settings.cache_clear()
         names = create_resources(boto3.Session(region_name=REGION), parameters=parameters)
@@ -198,9 +218,12 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
         events_queue_url = capture_status_events(
             aws.client("sqs"), aws.client("events"), names.event_bus, "captured-status-events"
         )
+        cloud = Cloud(names, environment, events_queue_url)
+        _CURRENT.append(cloud)
         try:
-            yield Cloud(names, environment, events_queue_url)
+            yield cloud
         finally:
+            _CURRENT.remove(cloud)
             moto_capacity.reset()
             aws.client.cache_clear()
             get_settings.cache_clear()
