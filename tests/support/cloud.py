@@ -1,5 +1,7 @@
-"""An in-process cloud for integration tests: moto (+ moto_capacity), the template's resources,
-the launcher wired to them, and the status events captured from the bus."""
+"""The integration tests' cloud: the local cloud in process (local_cloud.cloud: moto with
+moto_capacity, the template's resources, the service composed on the emulator's clock), with
+the tests' conveniences on top: EC2's consistency delays on, the status events captured from the
+bus, and the launcher driven by hand (one SQS batch, one event source mapping poll)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
-from moto import mock_aws
-
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import Kind
@@ -21,19 +20,15 @@ from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.status import RequestRecord
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.wiring import Adapters
-from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import Host
-from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS
+from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.lambda_runtime import running
 from local_cloud.status_events import capture_status_events
 from moto_capacity.core.clock import CLOCK
-from tests.support.template import DeployedNames, create_resources
+from tests.support.template import DeployedNames
 
 REGION = "us-east-1"
-FAKE_ENV = {
-    **LOCAL_CREDENTIALS,
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_REGION": REGION,
+TEST_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "CapacityLauncher",
     "POWERTOOLS_TRACE_DISABLED": "true",
 }
@@ -43,8 +38,14 @@ INSTANCE_VISIBILITY_SECONDS = 3
 RESERVATION_PENDING_SECONDS = 3
 
 
+# The service runs on the emulator's clock, as it would read AWS's, and its waits (on fresh ids,
+# on claims) move that clock instead of sleeping.
+HOST = Host(clock=CLOCK.now, pause=moto_capacity.advance_clock)
+
+
 @dataclass
 class Cloud:
+    local: LocalCloud
     names: DeployedNames
     environment: dict[str, str]
     events_queue_url: str
@@ -60,14 +61,11 @@ class Cloud:
 
     @property
     def host(self) -> Host:
-        """What the service runs on here: the emulator's clock, as it would read AWS's, and
-        waits (on fresh ids, on claims) that move that clock instead of sleeping."""
-        return Host(clock=CLOCK.now, pause=moto_capacity.advance_clock)
+        return self.local.options.function_host
 
     def adapters(self, pause: Callable[[float], None] | None = None) -> Adapters:
         """A container's composition on the emulator's clock; `pause` replaces its waits."""
-        host = self.host
-        return Adapters(get_settings(), aws.client, clock=host.clock, pause=pause or host.pause)
+        return self.local.adapters(pause)
 
     def fresh_batch(self, pause: Callable[[float], None] | None = None) -> LaunchBatch:
         """A new launcher, as a new container would build it (own caches, same tables)."""
@@ -202,31 +200,30 @@ def current() -> Cloud:
 
 @contextmanager
 def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
-    for name, value in FAKE_ENV.items():
-        monkeypatch.setenv(name, value)
-    moto_capacity.install()
-    with mock_aws():
-        moto_capacity.reset()
-        moto_capacity.set_consistency(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS)
-        aws.client.cache_clear()
-        get_settings.cache_clear()
-        names = create_resources(boto3.Session(region_name=REGION), parameters=parameters)
-        environment = names.environment("LauncherFunction")
-        for name, value in environment.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
+    """The local cloud in process, its functions left to the test to drive (`monkeypatch`: kept
+    for the callers' signature; the cloud puts the environment back itself)."""
+    options = LocalCloudOptions(
+        region=REGION,
+        parameters=parameters,
+        in_process=True,
+        wire_functions=False,
+        example_network=False,
+        function_host=HOST,
+        consistency_seconds=(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS),
+        environment=TEST_ENV,
+    )
+    with LocalCloud(options) as local:
+        assert local.names is not None
         events_queue_url = capture_status_events(
-            aws.client("sqs"), aws.client("events"), names.event_bus, "captured-status-events"
+            aws.client("sqs"), aws.client("events"), local.names.event_bus, "captured-status-events"
         )
-        cloud = Cloud(names, environment, events_queue_url)
+        environment = local.names.environment("LauncherFunction")
+        cloud = Cloud(local, local.names, environment, events_queue_url)
         _CURRENT.append(cloud)
         try:
             yield cloud
         finally:
             _CURRENT.remove(cloud)
-            moto_capacity.reset()
-            aws.client.cache_clear()
-            get_settings.cache_clear()
 
 
 def default_subnets(ec2: Any) -> dict[str, str]:
