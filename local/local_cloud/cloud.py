@@ -75,9 +75,11 @@ class LocalCloudOptions:
     # Synthesize EC2 state-change events for functions with an aws.ec2 rule (moto emits none).
     instance_events: bool = True
     function_logs: TextIO | None = None  # None: the functions' output is dropped
-    # Moto in this process (its mock, no server, no endpoint) and this process on the launcher's
-    # environment: for tests that call the service and drive the triggers themselves.
+    # Moto in this process: its mock, no server, no endpoint.
     in_process: bool = False
+    # This process on the launcher's environment, composing the service itself (`adapters()`):
+    # for tests that call the service and drive the triggers themselves.
+    as_launcher: bool = False
     # Load the functions and wire their triggers (started with the cloud); off, `function()`
     # still loads one on demand.
     wire_functions: bool = True
@@ -119,16 +121,7 @@ class LocalCloud:
         os.environ.update(options.environment)
         moto_capacity.install()
         endpoint = self._start_moto()
-        environment = {
-            **LOCAL_CREDENTIALS,
-            "AWS_DEFAULT_REGION": options.region,
-            "AWS_REGION": options.region,
-        }
-        if endpoint is not None:
-            environment["AWS_ENDPOINT_URL"] = endpoint
-        else:
-            os.environ.pop("AWS_ENDPOINT_URL", None)
-        self._set_environment(environment)
+        self._set_client_environment(endpoint)
         if options.consistency_seconds is not None:
             moto_capacity.set_consistency(*options.consistency_seconds)
         if options.prepare is not None:
@@ -142,15 +135,27 @@ class LocalCloud:
             parameters=parameters,
             template_path=options.template_path,
         )
-        if options.in_process:  # this process is the launcher's container
+        if options.as_launcher:  # this process is the launcher's container
             self._set_environment(self.names.environment("LauncherFunction"))
             self._forget_process_caches()
         self._override_visibility(session.client("sqs", endpoint_url=endpoint))
         if options.example_network:
             prepare_network(session.client("ec2", endpoint_url=endpoint))
-        environments = self._wire(session, endpoint)
-        self.deployment = Deployment(
-            region=options.region,
+        self.deployment = self._deployment(endpoint, self._wire(session, endpoint))
+        for queue_source in self.queue_sources:
+            queue_source.start()
+        for schedule in self.schedules:
+            schedule.start()
+        if self.instance_state_events is not None:
+            self.instance_state_events.start()
+        return self.deployment
+
+    def _deployment(
+        self, endpoint: str | None, environments: dict[str, dict[str, str]]
+    ) -> Deployment:
+        assert self.names is not None
+        return Deployment(
+            region=self.options.region,
             event_bus=self.names.event_bus,
             launch_queue_url=self.names.launch_queue_url,
             dead_letter_queue_url=self.names.dlq_url,
@@ -162,13 +167,20 @@ class LocalCloud:
             endpoint_url=endpoint,
             environments=environments,
         )
-        for queue_source in self.queue_sources:
-            queue_source.start()
-        for schedule in self.schedules:
-            schedule.start()
-        if self.instance_state_events is not None:
-            self.instance_state_events.start()
-        return self.deployment
+
+    def _set_client_environment(self, endpoint: str | None) -> None:
+        """Clients made in this process reach this cloud: its server, or moto's mock."""
+        self._set_environment(
+            {
+                **LOCAL_CREDENTIALS,
+                "AWS_DEFAULT_REGION": self.options.region,
+                "AWS_REGION": self.options.region,
+            }
+        )
+        if endpoint is not None:
+            self._set_environment({"AWS_ENDPOINT_URL": endpoint})
+        else:
+            os.environ.pop("AWS_ENDPOINT_URL", None)
 
     def _start_moto(self) -> str | None:
         """A moto server's endpoint, or None: moto's mock in this process."""
@@ -183,8 +195,8 @@ class LocalCloud:
         return f"http://{host}:{port}"
 
     def _forget_process_caches(self) -> None:
-        """In process, the service's clients and Settings are this cloud's from now on."""
-        if self.options.in_process:
+        """The service's clients and Settings in this process are this cloud's from now on."""
+        if self.options.in_process or self.options.as_launcher:
             aws.client.cache_clear()
             get_settings.cache_clear()
 
@@ -238,8 +250,8 @@ class LocalCloud:
 
     def adapters(self, pause: Callable[[float], None] | None = None) -> Adapters:
         """What a container of the launcher composes, in this process, on the cloud's host
-        (`pause` replaces its waits): in process only, where the process is that container."""
-        assert self.options.in_process, "in_process clouds only"
+        (`pause` replaces its waits): only where this process is that container (`as_launcher`)."""
+        assert self.options.as_launcher, "as_launcher clouds only"
         host = self.options.function_host
         return Adapters(get_settings(), aws.client, clock=host.clock, pause=pause or host.pause)
 

@@ -167,6 +167,7 @@ class World:
             LocalCloudOptions(
                 region=REGION,
                 in_process=True,
+                as_launcher=True,
                 wire_functions=False,
                 example_network=False,
                 function_host=self.host,

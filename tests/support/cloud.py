@@ -206,6 +206,7 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
         region=REGION,
         parameters=parameters,
         in_process=True,
+        as_launcher=True,
         wire_functions=False,
         example_network=False,
         function_host=HOST,
