@@ -198,25 +198,33 @@ def current() -> Cloud:
     return _CURRENT[-1]
 
 
+def harness_options(**options: Any) -> LocalCloudOptions:
+    """The local cloud as the tests drive it: this process is the launcher's container (the test
+    calls the service), no function loaded nor trigger run, the network as moto makes it."""
+    defaults: dict[str, Any] = {
+        "region": REGION,
+        "as_launcher": True,
+        "wire_functions": False,
+        "example_network": False,
+        "environment": TEST_ENV,
+    }
+    return LocalCloudOptions(**{**defaults, **options})
+
+
 @contextmanager
-def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
-    """The local cloud in process, its functions left to the test to drive (`monkeypatch`: kept
-    for the callers' signature; the cloud puts the environment back itself)."""
-    options = LocalCloudOptions(
-        region=REGION,
-        parameters=parameters,
-        in_process=True,
-        as_launcher=True,
-        wire_functions=False,
-        example_network=False,
-        function_host=HOST,
-        consistency_seconds=(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS),
-        environment=TEST_ENV,
-    )
+def cloud_of(options: LocalCloudOptions, *, capture_events: bool = True) -> Iterator[Cloud]:
+    """The local cloud started with `options`, with the tests' conveniences on top."""
     with LocalCloud(options) as local:
         assert local.names is not None
-        events_queue_url = capture_status_events(
-            aws.client("sqs"), aws.client("events"), local.names.event_bus, "captured-status-events"
+        events_queue_url = (
+            capture_status_events(
+                aws.client("sqs"),
+                aws.client("events"),
+                local.names.event_bus,
+                "captured-status-events",
+            )
+            if capture_events
+            else ""
         )
         environment = local.names.environment("LauncherFunction")
         cloud = Cloud(local, local.names, environment, events_queue_url)
@@ -225,6 +233,20 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
             yield cloud
         finally:
             _CURRENT.remove(cloud)
+
+
+@contextmanager
+def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
+    """The local cloud in process, on the emulator's clock, with EC2's consistency delays
+    (`monkeypatch`: kept for the callers' signature; the cloud puts the environment back)."""
+    options = harness_options(
+        parameters=parameters,
+        in_process=True,
+        function_host=HOST,
+        consistency_seconds=(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS),
+    )
+    with cloud_of(options) as cloud:
+        yield cloud
 
 
 def default_subnets(ec2: Any) -> dict[str, str]:

@@ -12,15 +12,15 @@ from moto.moto_api._internal.models import moto_api_backend
 
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.startup import Host
-from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from tests.integration.reliability.outcomes import assert_each_launched_once, pool_limits
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import (
-    REGION,
     TEST_ENV,
     Cloud,
     an_image,
+    cloud_of,
     default_subnets,
+    harness_options,
     launch_request,
 )
 
@@ -31,24 +31,18 @@ LIMIT = 12  # m5.large instances the pool may hold; the workers ask for far more
 @pytest.fixture
 def server_cloud() -> Iterator[Cloud]:
     """The local cloud on a threaded moto server; every client goes over HTTP to it."""
-    options = LocalCloudOptions(
+    options = harness_options(
         port=0,
-        region=REGION,
         schedules=False,
         instance_events=False,
-        wire_functions=False,
-        example_network=False,
-        as_launcher=True,
         function_host=Host(),  # the system's clock and sleep, as in Lambda
         # The server shares moto's process-wide backends: start from fresh ones, with AMIs
         # (another suite may have built them with MOTO_EC2_LOAD_DEFAULT_AMIS=false).
         environment={**TEST_ENV, "MOTO_EC2_LOAD_DEFAULT_AMIS": "true"},
         prepare=moto_api_backend.reset,
     )
-    with LocalCloud(options) as local:
-        assert local.names is not None
-        environment = local.names.environment("LauncherFunction")
-        yield Cloud(local, local.names, environment, events_queue_url="")
+    with cloud_of(options, capture_events=False) as cloud:
+        yield cloud
 
 
 def test_fifty_workers_never_overrun_a_limit_and_every_request_ends(
