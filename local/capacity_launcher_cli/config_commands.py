@@ -170,7 +170,7 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         return 1
     for warning in dict.fromkeys(w for s in steps for w in s.applied.warnings):
         print(f"warning: {warning}", file=sys.stderr)
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     for step in steps:
         document = step.document
         try:
@@ -198,7 +198,7 @@ def _without_name(document: NodeClass | NodePool | CapacityQuota, error: Excepti
 
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     kind = "NodeClass" if args.resource == "nodeclasses" else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
     invalid = [d for d in store.invalid() if d.kind == kind]
@@ -215,7 +215,7 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
             _warn_invalid(invalid)
         return 0
     pools = store.node_pools()
-    usage = wiring.pool_usage(deployment.settings(), deployment.client)
+    usage = wiring.Adapters(deployment.settings(), deployment.client).pool_usage()
     applied = {c.name for c in store.node_classes()}
     statuses = {p.name: pool_status(p, applied, usage.usage(p.name)) for p in pools}
     if args.output == "json":
@@ -239,7 +239,7 @@ def _warn_invalid(invalid: list[InvalidDocument]) -> None:
 
 def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     kind = KINDS[args.kind]
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
         store.delete(kind, args.name)  # type: ignore[arg-type]
     except NotFound:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from capacity_launcher.service import wiring
+from capacity_launcher.startup import Host, system_clock
 from capacity_launcher_client.deployment import Deployment
 
 STATE_PATH = "/moto-capacity/state"
@@ -36,20 +35,14 @@ def clock_of(endpoint_url: str) -> Callable[[], datetime]:
     return lambda: datetime.now(UTC) + offset
 
 
-def _already_emulated() -> bool:
-    """A local cloud in this very process already gave the service its clock."""
-    return getattr(wiring.utcnow, "__module__", None) != wiring.__name__
+def service_clock(deployment: Deployment) -> Callable[[], datetime]:
+    """The clock the deployment's functions tell the time by: the running local cloud's (read
+    from its server once), or the wall clock for a stack."""
+    if not deployment.is_local or deployment.endpoint_url is None:
+        return system_clock
+    return clock_of(deployment.endpoint_url)
 
 
-@contextmanager
-def emulator_time(deployment: Deployment) -> Iterator[None]:
-    """While inside, the service reads the local cloud's time (a stack's: the wall clock)."""
-    if not deployment.is_local or deployment.endpoint_url is None or _already_emulated():
-        yield
-        return
-    saved = wiring.utcnow
-    wiring.utcnow = clock_of(deployment.endpoint_url)
-    try:
-        yield
-    finally:
-        wiring.utcnow = saved
+def service_host(deployment: Deployment) -> Host:
+    """A host for a function run in this process on the deployment's clock (`invoke`)."""
+    return Host(clock=service_clock(deployment))

@@ -96,8 +96,8 @@ def ec2nodeclass_status_of(deployment: Deployment) -> Callable[[StoredDocument],
 
 
 def nodepool_status_of(deployment: Deployment) -> Callable[[StoredDocument], dict[str, Any]]:
-    store = wiring.config_store(deployment.settings(), deployment.client)
-    usage = wiring.pool_usage(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    usage = wiring.Adapters(deployment.settings(), deployment.client).pool_usage()
     applied = {c.name for c in store.node_classes()}
 
     def status_of(stored: StoredDocument) -> dict[str, Any]:
@@ -110,10 +110,12 @@ def nodepool_status_of(deployment: Deployment) -> Callable[[StoredDocument], dic
 
 def get_nodeclaims(args: argparse.Namespace, deployment: Deployment) -> int:
     """One NodeClaim per instance the service launched (its instance item), read-only."""
-    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
+    records = (
+        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
+    )
     ids = [i.instance_id for record in records for i in record.instances]
-    items = wiring.instance_records(deployment.settings(), deployment.client).many(ids)
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    items = wiring.Adapters(deployment.settings(), deployment.client).instance_records().many(ids)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     pools = {p.name: p for p in store.node_pools()}
     claims = {
         nodeclaim_name(item): nodeclaim(item, pools.get(item.node_pool or ""))

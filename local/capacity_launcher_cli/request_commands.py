@@ -20,7 +20,7 @@ from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
-from capacity_launcher_cli.emulator_clock import emulator_time
+from capacity_launcher_cli.emulator_clock import service_clock
 from capacity_launcher_client.client import LaunchClient, Via, WaitTimedOut, as_request
 
 # Producers are not the service: status events carry source "capacity-launcher", requests this.
@@ -111,9 +111,9 @@ def checked(request: dict[str, Any], deployment: Deployment) -> LaunchRequest:
     (the pool exists, the requirements only narrow it, its tags fit): InvalidLaunchRequest or
     RequestRejected, naming the field and the rule, before anything is sent."""
     parsed = as_request(request)
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
-        resolution.resolve(store, parsed, wiring.utcnow())
+        resolution.resolve(store, parsed, service_clock(deployment)())
     except ClientError as error:
         # A producer with only the producers' policy may not read NodePools: the model has
         # judged the request; its pool is left to the launcher.
@@ -158,14 +158,12 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
     try to launch it, 1 when it would be rejected or every pool would refuse it."""
     settings = deployment.settings()
     # On a local cloud, the moment is the emulator's, as its functions see it.
-    with deployment.environment(), emulator_time(deployment):
-        ports = wiring.launch_ports(settings, deployment.client)
-        context = Context(ports, clock=wiring.utcnow, max_attempts=settings.max_launch_attempts)
-        usage = Usage(
-            wiring.pool_usage(settings, deployment.client),
-            wiring.quota_usage(settings, deployment.client),
+    with deployment.environment():
+        adapters = wiring.Adapters(settings, deployment.client, clock=service_clock(deployment))
+        context = Context(
+            adapters.launch_ports(), clock=adapters.clock, max_attempts=settings.max_launch_attempts
         )
-        answer = preview(context, request, usage)
+        answer = preview(context, request, Usage(adapters.pool_usage(), adapters.quota_usage()))
     views.print_json(answer.to_dict())
     return 0 if answer.would_launch else EXIT_FAILED
 
@@ -190,7 +188,9 @@ def status(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
-    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
+    records = (
+        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
+    )
     if args.output == "json":
         views.print_json([r.to_detail() for r in records])
     else:
@@ -201,14 +201,16 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
 def instance_states(records: list[RequestRecord], deployment: Deployment) -> dict[str, str]:
     """The state of each instance the records name, by id, for those with an instance item."""
     ids = [i.instance_id for record in records for i in record.instances]
-    kept = wiring.instance_records(deployment.settings(), deployment.client).many(ids)
+    kept = wiring.Adapters(deployment.settings(), deployment.client).instance_records().many(ids)
     return {instance_id: item.state for instance_id, item in kept.items()}
 
 
 def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
     """Every instance the requests launched, with its state now (from its instance item, which
     instance events keep: running, stopped, terminated…; `-` when the service has none)."""
-    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
+    records = (
+        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
+    )
     states = instance_states(records, deployment)
     if args.output == "json":
         views.print_json(views.instance_details(records, states))

@@ -81,7 +81,7 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
     status_of = found.status(deployment) if found.status else None
     api_version = args.output_version or found.api_version
     output = "yaml" if args.output == "table" else args.output
-    store: ConfigStore = wiring.config_store(deployment.settings(), deployment.client)
+    store: ConfigStore = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
         REGISTRY.version_for(found.hub_kind, api_version)
         if args.name:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
-from capacity_launcher_cli.emulator_clock import emulator_time
+from capacity_launcher_cli.emulator_clock import service_host
 from local_cloud import function_output
 from local_cloud.cloud import LOCAL_FUNCTION_ENVIRONMENT
 from local_cloud.lambda_runtime import LocalFunction
@@ -115,14 +115,14 @@ def invoke(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
         # On the local cloud's clock, as `local up` runs its functions (a handler may build its
         # service when it is loaded).
-        with emulator_time(deployment):
-            function = LocalFunction(
-                logical_id,
-                environment,
-                template_path=args.template,
-                region=deployment.region,
-            )
-            invocation = function.invoke(event)
+        function = LocalFunction(
+            logical_id,
+            environment,
+            template_path=args.template,
+            region=deployment.region,
+            host=service_host(deployment),
+        )
+        invocation = function.invoke(event)
     finally:
         function_output.release()
         for name, value in saved.items():

@@ -12,7 +12,6 @@ from capacity_launcher.domain.status import (
     RESERVATION_EXPIRED,
     RequestStatus,
 )
-from capacity_launcher.service import wiring
 from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
 from tests.integration.test_reservation_sync import sync
@@ -131,8 +130,6 @@ def test_an_interruptible_reservation_is_launched_into_only_when_the_pool_accept
 def test_the_sync_announces_a_block_activated_expiring_with_its_instances_then_expired(
     cloud, subnets, image, monkeypatch
 ):
-    # The sync reads the emulator's clock, as it would read AWS's.
-    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
     block = buy_block(cloud)
     reservation_id = block["CapacityReservationId"]
     reserved_only_pool(cloud, subnets, image, reservation_id)

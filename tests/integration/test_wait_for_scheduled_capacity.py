@@ -19,7 +19,6 @@ from capacity_launcher.domain.status import (
     RESERVATION_EXPIRED,
     RequestStatus,
 )
-from capacity_launcher.service import wiring
 from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_gpu_reservations import (
     BLOCK_TYPE,
@@ -40,12 +39,6 @@ from tests.support.cloud import (
 )
 
 FUTURE_TYPE = "m5.xlarge"
-
-
-@pytest.fixture(autouse=True)
-def on_the_emulators_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The service reads the emulator's time, as it would read AWS's."""
-    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
 
 
 def stamp(moment: datetime) -> str:

@@ -41,19 +41,16 @@ _MAX_REMEMBERED = 10_000
 _T = TypeVar("_T")
 
 
-def pause(seconds: float) -> None:
-    """How the adapter waits (tests replace it to move an emulated clock instead)."""
-    time.sleep(seconds)
-
-
 def _jittered(delay: float) -> float:
     # Equal jitter: workers that launched together do not retry in lockstep.
     return delay / 2 + random.uniform(0, delay / 2)
 
 
 class Fleet:
-    def __init__(self, ec2: Any | None = None) -> None:
+    def __init__(self, ec2: Any | None = None, pause: Callable[[float], None] = time.sleep) -> None:
+        """`pause`: how the adapter waits between reads (a simulated clock's advance in tests)."""
         self._ec2 = ec2 or client("ec2")
+        self._pause = pause
         self._lock = threading.Lock()
         # What CreateFleet said about each instance, until DescribeInstances confirms it.
         self._launched: dict[str, InstanceLanding] = {}
@@ -84,7 +81,7 @@ class Fleet:
             missing = [i for i in instance_ids if i not in found]
             if not missing:
                 break
-            pause(_jittered(delay))
+            self._pause(_jittered(delay))
             found.update(self._describe_visible(missing))
         with self._lock:
             for instance_id in instance_ids:
@@ -157,7 +154,7 @@ class Fleet:
             except ClientError as error:
                 if error_code(error) != INSTANCE_NOT_FOUND or delay is None:
                     raise _domain_error(operation, error) from error
-            pause(_jittered(delay))
+            self._pause(_jittered(delay))
         raise AssertionError("unreachable: the last try returns or raises")
 
     def find_managed(self, tag_filters: Mapping[str, str] | None = None) -> list[ManagedInstance]:
