@@ -188,13 +188,7 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
         moto_capacity.set_consistency(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS)
         # The service's backoff on fresh ids moves the emulator's clock instead of sleeping.
         monkeypatch.setattr(fleet_adapter, "pause", moto_capacity.advance_clock)
-        aws.client.cache_clear()
-        get_settings.cache_clear()
-        names = create_resources(boto3.Session(region_name=REGION), parameters=parameters)
-        environment = names.environment("LauncherFunction")
-        for name, value in environment.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
+        names, environment = deploy(monkeypatch, parameters=parameters)
         events_queue_url = capture_status_events(
             aws.client("sqs"), aws.client("events"), names.event_bus, "captured-status-events"
         )
@@ -204,6 +198,19 @@ def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
             moto_capacity.reset()
             aws.client.cache_clear()
             get_settings.cache_clear()
+
+
+def deploy(monkeypatch: Any, **options: Any) -> tuple[DeployedNames, dict[str, str]]:
+    """The template's resources (`options` go to `create_resources`), and the launcher's
+    environment set for this process, its clients and settings made afresh."""
+    aws.client.cache_clear()
+    get_settings.cache_clear()
+    names = create_resources(boto3.Session(region_name=REGION), **options)
+    environment = names.environment("LauncherFunction")
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    return names, environment
 
 
 def default_subnets(ec2: Any) -> dict[str, str]:
