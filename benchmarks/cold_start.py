@@ -356,24 +356,61 @@ OURS_ONLY_STEPS = (
     "the domain's pydantic models",
     "the rest of the service (launch path)",
 )
+# Each step's CPU; and, once their modules are imported, the CPU of making the service's own
+# classes: a dataclass compiles its methods, a pydantic model builds its validator.
 STEP_PROBE = """
 import gc, json, resource, sys
 gc.disable()
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+OURS = "capacity_launcher"
+made = {"dataclasses": [0, 0.0], "pydantic models": [0, 0.0]}
+def tallied(kind, make, module_of):
+    def run(*args, **kwargs):
+        if not module_of(args).startswith(OURS):
+            return make(*args, **kwargs)
+        before = cpu()
+        try:
+            return make(*args, **kwargs)
+        finally:
+            made[kind][0] += 1
+            made[kind][1] += cpu() - before
+    return run
+def hook():
+    dataclasses = sys.modules.get("dataclasses")
+    if dataclasses and not hasattr(dataclasses, "_tallied"):
+        dataclasses._tallied = True
+        dataclasses._process_class = tallied(
+            "dataclasses", dataclasses._process_class, lambda a: a[0].__module__)
+    models = sys.modules.get("pydantic._internal._model_construction")
+    if models and not hasattr(models, "_tallied"):
+        models._tallied = True
+        meta = models.ModelMetaclass
+        meta.__new__ = tallied(
+            "pydantic models", meta.__new__, lambda a: a[3].get("__module__", ""))
 spent = {}
 for step, code in json.loads(sys.argv[1]).items():
     before = cpu()
     exec(code, {})
     spent[step] = cpu() - before
-print(json.dumps(spent))
+    hook()
+print(json.dumps({"steps": spent, "made": made}))
 """
 STEP_RUNS = 5
 
 
-def import_steps() -> dict[str, float]:
-    """Median CPU seconds of each import step in a fresh interpreter over the built layer."""
+@dataclass(frozen=True)
+class ImportSteps:
+    """Median CPU seconds of each import step, and of making the service's own classes."""
+
+    steps: dict[str, float]
+    # kind ("dataclasses", "pydantic models") -> (how many, median CPU seconds making them)
+    classes: dict[str, tuple[int, float]]
+
+
+def import_steps() -> ImportSteps:
+    """The import steps in fresh interpreters over the built layer."""
     with tempfile.TemporaryDirectory() as folder:
         build_layer(Path(folder) / "layer", HOST_PLATFORM)
         build_runtime(Path(folder) / "runtime")
@@ -384,6 +421,7 @@ def import_steps() -> dict[str, float]:
             "PYTHONPATH": _paths(Path(folder)),
         }
         runs: dict[str, list[float]] = {step: [] for step in STEPS}
+        made: dict[str, list[tuple[int, float]]] = {}
         for _ in range(STEP_RUNS):
             done = subprocess.run(
                 [*INTERPRETER, "-c", STEP_PROBE, json.dumps(STEPS)],
@@ -392,9 +430,18 @@ def import_steps() -> dict[str, float]:
                 capture_output=True,
                 text=True,
             )
-            for step, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items():
+            found = json.loads(done.stdout.strip().splitlines()[-1])
+            for step, seconds in found["steps"].items():
                 runs[step].append(float(seconds))
-    return {step: statistics.median(values) for step, values in runs.items()}
+            for kind, (count, seconds) in found["made"].items():
+                made.setdefault(kind, []).append((int(count), float(seconds)))
+    return ImportSteps(
+        {step: statistics.median(values) for step, values in runs.items()},
+        {
+            kind: (max(n for n, _ in values), statistics.median(s for _, s in values))
+            for kind, values in made.items()
+        },
+    )
 
 
 def _paths(folder: Path) -> str:

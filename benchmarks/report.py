@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from benchmarks import batching, burst, cold_start, ice_storm, scaling, scene, throughput
 from benchmarks.batching import BatchingResult
 from benchmarks.burst import BurstResult, HealthyCost
-from benchmarks.cold_start import LAYER_LIMIT_BYTES, ColdStart, LayerSize
+from benchmarks.cold_start import LAYER_LIMIT_BYTES, ColdStart, ImportSteps, LayerSize
 from benchmarks.ice_storm import StormResult
 from benchmarks.scaling import Point, SyncPoint
 from benchmarks.throughput import Throughput
@@ -28,7 +28,7 @@ class Results:
     storm: list[StormResult]
     batching: list[BatchingResult]
     cold_starts: tuple[list[ColdStart], list[ColdStart]]
-    import_steps: dict[str, float]
+    import_steps: ImportSteps
     layer: LayerSize
     warm: WarmOverhead
     burst: list[BurstResult]
@@ -329,16 +329,27 @@ def _cold_start(baselines: list[ColdStart], ours: list[ColdStart], layer: LayerS
     return lines
 
 
-def _import_steps(steps: dict[str, float]) -> list[str]:
+def _import_steps(found: ImportSteps) -> list[str]:
     lines = [
         f"Where the launcher's import CPU goes, step by step in one fresh interpreter over the "
         f"built layer (median of {cold_start.STEP_RUNS}; each step counts only what earlier "
-        "steps had not imported):",
+        "steps had not imported; the collector paused, as the handlers' init has it):",
         "",
         "| step | CPU ms |",
         "|---|---|",
     ]
-    lines += [f"| {step} | {seconds * 1000:.0f} |" for step, seconds in steps.items()]
+    lines += [f"| {step} | {seconds * 1000:.0f} |" for step, seconds in found.steps.items()]
+    made = "; ".join(
+        f"{count} {kind}, {seconds * 1000:.0f} ms"
+        for kind, (count, seconds) in found.classes.items()
+    )
+    lines += [
+        "",
+        f"Of the service's own steps, making its classes (same runs): {made}. A dataclass "
+        "compiles its generated methods (`__init__`, `__repr__`, `__eq__`, `__hash__`, and for "
+        "a frozen one `__setattr__` and `__delattr__`) when its module is imported; a pydantic "
+        "model collects its fields and, unless deferred, builds its validator.",
+    ]
     return [*lines, ""]
 
 
@@ -580,15 +591,19 @@ def _throughput(results: list[Throughput]) -> list[str]:
     return [*lines, ""]
 
 
-def _cold_start_missed(worst: ColdStart, floor: ColdStart, steps: dict[str, float]) -> str:
+def _cold_start_missed(worst: ColdStart, floor: ColdStart, found: ImportSteps) -> str:
     """Where the CPU above the floor goes: init (the import steps say which imports) and the
     first invocation (warm work, and the one-off rest)."""
     ms = 1000
     init = (worst.ready_cpu_seconds - floor.ready_cpu_seconds) * ms
     first = (worst.invocation_cpu_seconds - floor.invocation_cpu_seconds) * ms
     one_off = (worst.invocation_cpu_seconds - worst.warm_cpu_seconds) * ms
+    steps = found.steps
     ours_only = ", ".join(
         f"{step} {steps[step] * ms:.0f}" for step in cold_start.OURS_ONLY_STEPS if step in steps
+    )
+    made = ", ".join(
+        f"{count} {kind} {seconds * ms:.0f} ms" for kind, (count, seconds) in found.classes.items()
     )
     return (
         f"- **Cold start, {COLD_START_GOAL}x the floor**: {worst.handler} spends "
@@ -596,7 +611,8 @@ def _cold_start_missed(worst: ColdStart, floor: ColdStart, steps: dict[str, floa
         f"floor until its first invocation returns "
         f"({_ratio(worst.first_cpu_seconds, floor.first_cpu_seconds)}); the goal allows "
         f"{(COLD_START_GOAL - 1) * floor.first_cpu_seconds * ms:.0f} ms. Init is {init:.0f} ms "
-        f"of it: what the floor does not import (import steps above, CPU ms: {ours_only}). The "
+        f"of it: what the floor does not import (import steps above, CPU ms: {ours_only}; "
+        f"making the service's classes alone: {made}). The "
         f"first invocation is {first:.0f} ms more than the floor's: a warm one costs "
         f"{worst.warm_cpu_seconds * ms:.0f} ms (the floor's makes 3 calls, a launch about 25, "
         f"each a few ms of botocore), and {one_off:.0f} ms is one-off (each operation's first "
