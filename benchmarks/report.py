@@ -42,6 +42,18 @@ class Results:
     took: dict[str, float]
 
 
+def _busy(load: tuple[tuple[float, float, float], tuple[float, float, float]]) -> list[str]:
+    """A line saying so when other work kept the machine's cores busy during the run."""
+    cores = os.cpu_count() or 1
+    if max(load[0][0], load[1][0]) <= cores:
+        return []
+    return [
+        f"- the machine was shared with other work during this run (load above its {cores} "
+        "cores): wall times are inflated, CPU times less so; ratios against a baseline of the "
+        "same run hold best"
+    ]
+
+
 def verdict(met: bool) -> str:
     return "**met**" if met else "**missed**"
 
@@ -64,6 +76,7 @@ def render(results: Results, seconds: float) -> str:
         f"{verdict(seconds <= BENCH_BUDGET_SECONDS).strip('*')}",
         f"- load average (1/5/15 min, the machine is shared): {_load(results.load[0])} at the "
         f"start, {_load(results.load[1])} at the end",
+        *_busy(results.load),
         "- AWS: moto + `local/moto_capacity`, in-process (see each section for emulated latency)",
         "",
         "## Goals",
