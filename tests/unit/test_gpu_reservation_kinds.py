@@ -114,6 +114,9 @@ def test_the_launch_template_carries_the_market_of_its_target():
     created: list[dict[str, object]] = []
 
     class Ec2:
+        def describe_launch_templates(self, **kwargs: object) -> dict[str, object]:
+            return {"LaunchTemplates": []}
+
         def create_launch_template(self, **kwargs: object) -> None:
             created.append(kwargs)
 
