@@ -110,6 +110,23 @@ def test_blocks_and_interruptible_reservations_launch_in_their_own_fleet_capacit
     assert _fleet({})["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"  # type: ignore[index]
 
 
+def test_each_reserved_market_carries_the_options_botocores_create_fleet_model_gives_it():
+    """botocore's CreateFleet: ReservedCapacityOptions goes with reserved-capacity (ReservationTypes
+    interruptible-capacity-reservation), a Capacity Block fleet takes no options, and
+    OnDemandOptions only an on-demand fleet (Karpenter's CreateFleetInputBuilder does the same)."""
+    block = _fleet(BLOCK_KW)
+    assert "OnDemandOptions" not in block and "ReservedCapacityOptions" not in block
+    interruptible = _fleet({"interruptible": True})
+    assert "OnDemandOptions" not in interruptible
+    assert interruptible["ReservedCapacityOptions"] == {
+        "ReservationTypes": ["interruptible-capacity-reservation"],
+        "AllocationStrategy": "prioritized",
+    }
+    ordinary = _fleet({})
+    assert ordinary["OnDemandOptions"] == {"AllocationStrategy": "prioritized"}
+    assert "ReservedCapacityOptions" not in ordinary
+
+
 def test_the_launch_template_carries_the_market_of_its_target():
     created: list[dict[str, object]] = []
 
