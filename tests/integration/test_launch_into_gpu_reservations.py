@@ -14,7 +14,7 @@ from capacity_launcher.domain.status import (
 )
 from capacity_launcher.service import wiring
 from moto_capacity.core.clock import CLOCK
-from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
 
@@ -88,6 +88,35 @@ def test_a_purchased_block_is_launched_into_once_active_and_not_before(cloud, su
     }
     assert lifecycles == {"capacity-block"}
     assert state_of(cloud, reservation_id)["AvailableInstanceCount"] == 0
+
+
+def test_blocks_reached_through_a_group_are_launched_into_one_fleet_per_block(
+    cloud, subnets, image
+):
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html: a block
+    is launched into by its own reservation id (EC2 refuses the capacity-block market through a
+    group); an EC2 Fleet takes one block. A NodeClass whose target is a group of two blocks is
+    served by one CreateFleet per block, each naming its block."""
+    first, second = buy_block(cloud, count=1), buy_block(cloud, count=1)
+    group = group_of(cloud, first["CapacityReservationId"], second["CapacityReservationId"])
+    target = {"capacityReservationTarget": {"capacityReservationResourceGroupArn": group}}
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec=target,
+        capacity_types=("reserved",),
+        types=(BLOCK_TYPE,),
+    )
+    advance_to(max(first["StartDate"], second["StartDate"]), 1)
+
+    cloud.send(launch_request("r-blocks", nodePool="general", count=2))
+
+    record = cloud.record("r-blocks")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert sorted(i.capacity_reservation_id or "" for i in record.instances) == sorted(
+        [first["CapacityReservationId"], second["CapacityReservationId"]]
+    )
 
 
 def lend(cloud: Cloud, count: int) -> str:

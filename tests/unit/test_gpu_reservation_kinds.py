@@ -71,10 +71,30 @@ def test_a_group_of_mixed_kinds_becomes_one_attempt_per_market():
     first = plan.next_attempt()
     assert first is not None and first.target is not None
     assert (first.target.market, first.count) == ("capacity-block", 2)
+    # A block is launched into by its own id, never through the group (capacity-blocks-launch).
+    assert (first.target.reservation_id, first.target.group_arn) == ("cr-b", None)
     plan.record(first, [], [])
     second = plan.next_attempt()
     assert second is not None and second.target is not None
     assert (second.target.market, second.target.group_arn) == (None, group.group_arn)
+
+
+def test_a_group_of_blocks_becomes_one_attempt_per_block_by_its_own_id():
+    """EC2 Fleet launches into one Capacity Block, named by its reservation id
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html)."""
+    group = ReservedTarget(group_arn="arn:aws:resource-groups:us-east-1:1:group/blocks")
+    members = (reservation("cr-b1", 1, **BLOCK_KW), reservation("cr-b2", 2, **BLOCK_KW))
+    candidates = find_candidates(
+        EVERYTHING, [M5], ZONES, ["reserved"], [ReservationSource(group, members)]
+    )
+    plan = LaunchPlan(candidates, 3)
+    targets = []
+    while (attempt := plan.next_attempt()) is not None:
+        assert attempt.target is not None
+        targets.append((attempt.target.reservation_id, attempt.target.group_arn, attempt.count))
+        assert [o.reservation_id for o in attempt.offerings] == [attempt.target.reservation_id]
+        plan.record(attempt, [], [])
+    assert targets == [("cr-b2", None, 2), ("cr-b1", None, 1)]
 
 
 def _fleet(market_snapshot_kw: dict[str, object]) -> dict[str, object]:

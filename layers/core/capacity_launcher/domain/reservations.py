@@ -152,16 +152,28 @@ class ReservationSource:
 
 
 def by_market(source: ReservationSource) -> list[ReservationSource]:
-    """One source per market its reservations need: one CreateFleet launches in one market."""
+    """One source per market its reservations need: one CreateFleet launches in one market.
+
+    Capacity Blocks go one source each, targeted by their own reservation id: EC2 launches into
+    a block only by its id, never through a group ("Launch instances using Capacity Blocks"),
+    and an EC2 Fleet into one block at a time (Karpenter keeps exactly one per launch)."""
     markets: dict[str | None, list[ReservationSnapshot]] = {}
     for reservation in source.reservations:
         markets.setdefault(reservation.market, []).append(reservation)
     if not markets:
         return [source]
-    return [
-        ReservationSource(replace(source.target, market=market), tuple(members))
-        for market, members in markets.items()
-    ]
+    split: list[ReservationSource] = []
+    for market, members in markets.items():
+        if market == BLOCK_MARKET and (len(members) > 1 or source.target.group_arn):
+            split += [
+                ReservationSource(
+                    ReservedTarget(reservation_id=block.reservation_id, market=market), (block,)
+                )
+                for block in members
+            ]
+        else:
+            split.append(ReservationSource(replace(source.target, market=market), tuple(members)))
+    return split
 
 
 @dataclass(frozen=True)
