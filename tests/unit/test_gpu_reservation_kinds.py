@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from capacity_launcher.adapters.capacity_reservations import snapshot_from_ec2
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
@@ -12,6 +12,8 @@ from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
 from capacity_launcher.domain.planning import LaunchPlan, find_candidates
 from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
 from capacity_launcher.domain.reservations import (
+    BLOCK_BOOT_MARGIN,
+    BLOCK_TERMINATION_LEAD,
     ReservationSource,
     ReservedTarget,
     StoredReservation,
@@ -59,6 +61,29 @@ def test_a_scheduled_block_is_not_launched_into():
     candidates = find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], by_id(scheduled))
     assert candidates.all() == []
     assert [s.reason for s in candidates.skipped] == ["ReservationNotActive:scheduled"]
+
+
+def test_a_block_is_not_launched_into_from_30_minutes_plus_the_boot_margin_before_its_end():
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks.html: EC2 begins
+    terminating a block's instances 30 minutes before its end; a launch also needs
+    BLOCK_BOOT_MARGIN of life, so from end - 45 min the block is skipped (BlockEnding) and its
+    room is not counted for a request that may wait."""
+    end = datetime(2026, 11, 26, 11, 30, tzinfo=UTC)
+    block = by_id(reservation("cr-ending", 2, end_date=end, **BLOCK_KW))
+    lead = BLOCK_TERMINATION_LEAD + BLOCK_BOOT_MARGIN
+    assert lead == timedelta(minutes=45)
+
+    before = find_candidates(
+        EVERYTHING, [M5], ZONES, ["reserved"], block, now=end - lead - timedelta(seconds=1)
+    )
+    at = find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], block, now=end - lead)
+
+    assert [o.reservation_id for o in before.all()] == ["cr-ending"]
+    assert at.all() == [] and at.reserved_available() == 0
+    assert [s.reason for s in at.skipped] == ["BlockEnding"]
+    # An ordinary reservation with an end date is not a block: EC2 keeps its instances.
+    odcr = by_id(reservation("cr-odcr", 2, end_date=end))
+    assert find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], odcr, now=end).all() != []
 
 
 def test_a_group_of_mixed_kinds_becomes_one_attempt_per_market():

@@ -37,6 +37,12 @@ EXPIRED_STATE = "expired"
 UPCOMING_STATES = frozenset({"pending", "payment-pending", "assessing", "scheduled", "delayed"})
 # EC2 terminates a Capacity Block's instances this long before its end date.
 BLOCK_TERMINATION_LEAD = timedelta(minutes=30)
+# How long an instance launched into a block must have before EC2 terminates it for the launch
+# to be worth it: a GPU instance boots, joins and gets work in minutes, not seconds. A block
+# is not launched into from BLOCK_TERMINATION_LEAD + BLOCK_BOOT_MARGIN before its end
+# (docs/placement.md, Capacity Blocks).
+BLOCK_BOOT_MARGIN = timedelta(minutes=15)
+BLOCK_ENDING_REASON = "BlockEnding"
 # EC2's ReservationType values (Karpenter's `capacity-reservation-type` label takes the same ones).
 DEFAULT_TYPE = "default"
 CAPACITY_BLOCK = "capacity-block"
@@ -94,6 +100,14 @@ class ReservationSnapshot:
     @property
     def usable(self) -> bool:
         return self.state == ACTIVE and self.available > 0 and not self.exhausted
+
+    def ending(self, now: datetime) -> bool:
+        """A Capacity Block too close to its end to launch into: EC2 starts terminating its
+        instances BLOCK_TERMINATION_LEAD before the end, and a launch needs BLOCK_BOOT_MARGIN
+        of life before that."""
+        if self.reservation_type != CAPACITY_BLOCK or self.end_date is None:
+            return False
+        return now >= self.end_date - BLOCK_TERMINATION_LEAD - BLOCK_BOOT_MARGIN
 
     @property
     def upcoming(self) -> bool:
