@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capacity_launcher.domain.aws_errors import ErrorKind, classify, node_class_field
+from capacity_launcher.domain.detail_limits import MAX_LEFT_OUT_NAMED
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType, Offering
 from capacity_launcher.domain.planning import LaunchAttempt
@@ -17,7 +18,7 @@ from capacity_launcher.domain.reservations import (
     INTERRUPTIBLE_MARKET,
     ReservationUse,
 )
-from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.domain.status import CandidatesLeftOut, ErrorDetail
 from capacity_launcher.domain.tags import as_ec2_tags
 
 # The overrides one CreateFleet is sent at most: the offer is ordered first, then cut
@@ -47,6 +48,19 @@ class FleetOffer:
     overrides: tuple[dict[str, Any], ...]
     offered: tuple[Offering, ...]
     left_out: tuple[Offering, ...]
+
+    def left_out_record(self) -> CandidatesLeftOut | None:
+        """What the request's record says of the cut; None when nothing was left out."""
+        if not self.left_out:
+            return None
+        offered_types = {o.instance_type for o in self.offered}
+        unoffered = sorted({o.instance_type for o in self.left_out} - offered_types)
+        return CandidatesLeftOut(
+            offered=len(self.offered),
+            left_out=len(self.left_out),
+            override_limit=MAX_OVERRIDES_PER_FLEET,
+            instance_types=unoffered[:MAX_LEFT_OUT_NAMED],
+        )
 
 
 def preference_order(
@@ -131,12 +145,12 @@ def fleet_request(
     launch_template: LaunchTemplate,
     subnets: Mapping[str, Sequence[str]],
     tags: Mapping[str, str],
-    instance_types: Mapping[str, InstanceTypeInfo] | None = None,
-    reserved_fit: Collection[tuple[str, str]] = (),
+    offer: FleetOffer | None = None,
 ) -> dict[str, Any]:
-    """CreateFleet (instant) input over the attempt's `fleet_offer`, in the market its launch
-    template needs (botocore's CreateFleet model; Karpenter's CreateFleetInputBuilder)."""
-    offer = fleet_offer(attempt, subnets, instance_types, reserved_fit)
+    """CreateFleet (instant) input over `offer` (by default the attempt's `fleet_offer` in its
+    own order), in the market its launch template needs (botocore's CreateFleet model;
+    Karpenter's CreateFleetInputBuilder)."""
+    offer = offer or fleet_offer(attempt, subnets)
     request: dict[str, Any] = {
         "ClientToken": client_token,
         "Type": "instant",
