@@ -61,6 +61,23 @@ def block_needs_its_id(group_arn: str) -> InvalidParameterValue:
     )
 
 
+def refused_target(market: str, preference: ReservationPreference) -> EC2ClientError | None:
+    """What EC2 refuses before placing anything: an unknown market type, a reserved market
+    without a target, a Capacity Block through a group."""
+    if market not in MARKETS:
+        return InvalidParameterValue(
+            f"Value ({market}) for parameter InstanceMarketOptions.MarketType is invalid."
+        )
+    if market in RESERVED_MARKETS and not (preference.reservation_id or preference.group_arn):
+        return InvalidParameterValue(
+            f"The market type {market} needs a CapacityReservationTarget naming a "
+            "Capacity Reservation of that kind, or a group of them."
+        )
+    if market == CAPACITY_BLOCK_MARKET and preference.group_arn:
+        return block_needs_its_id(preference.group_arn)
+    return None
+
+
 @dataclass
 class Placement:
     """Slots found for a launch, and why it got fewer than asked for (None when it got all)."""
@@ -111,25 +128,14 @@ class CapacityLedger:
         started answers insufficient capacity there)."""
         self.backend.expire_due_reservations()
         placement = Placement()
-        if market not in MARKETS:
-            placement.failure = InvalidParameterValue(
-                f"Value ({market}) for parameter InstanceMarketOptions.MarketType is invalid."
-            )
+        placement.failure = refused_target(market, preference)
+        if placement.failure is not None:
             return placement
         if market == SPOT_MARKET:
             if reservations_only:
                 return placement
             return self._from_pool(placement, attributes, count, market)
         reserved_market = market in RESERVED_MARKETS
-        if reserved_market and not (preference.reservation_id or preference.group_arn):
-            placement.failure = InvalidParameterValue(
-                f"The market type {market} needs a CapacityReservationTarget naming a "
-                "Capacity Reservation of that kind, or a group of them."
-            )
-            return placement
-        if market == CAPACITY_BLOCK_MARKET and preference.group_arn:
-            placement.failure = block_needs_its_id(preference.group_arn)
-            return placement
         if preference.reservation_id:
             return self._from_target(
                 placement, attributes, preference.reservation_id, count, market, fleet=fleet

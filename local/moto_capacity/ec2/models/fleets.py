@@ -179,11 +179,7 @@ def capacity_targets(
                 f"OnDemandTargetCapacity and SpotTargetCapacity cannot be used with "
                 f"DefaultTargetCapacityType {default}."
             )
-        if total <= 0:
-            return FleetTargets([])
-        if default == BLOCK_TARGET_TYPE:
-            return FleetTargets([(CAPACITY_BLOCK_MARKET, total)])
-        return FleetTargets(_reserved_capacity_markets(reserved_options or {}, total), True)
+        return _reserved_targets(default, total, reserved_options or {})
     rest = max(0, total - on_demand - spot)
     if default == "spot":
         spot += rest
@@ -191,6 +187,14 @@ def capacity_targets(
         on_demand += rest
     targets: list[tuple[str, int]] = [("on-demand", on_demand), ("spot", spot)]
     return FleetTargets([(kind, target) for kind, target in targets if target > 0])
+
+
+def _reserved_targets(default: str, total: int, options: Mapping[str, Any]) -> FleetTargets:
+    if total <= 0:
+        return FleetTargets([])
+    if default == BLOCK_TARGET_TYPE:
+        return FleetTargets([(CAPACITY_BLOCK_MARKET, total)])
+    return FleetTargets(_reserved_capacity_markets(options, total), chained=True)
 
 
 def _reserved_capacity_markets(options: Mapping[str, Any], total: int) -> list[tuple[str, int]]:
