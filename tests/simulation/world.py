@@ -780,8 +780,9 @@ def _reservation_view(reservation: Any, now: float) -> ReservationView:
             moments.append(_epoch(due))
     if end is not None:
         moments.append(end)
-        if block:  # EC2 warns 40 minutes before a block ends, and terminates 30 before
-            moments += [end - 40 * 60, end - 30 * 60]
+        if block:  # EC2 warns 40 minutes before a block ends, and terminates 30 before;
+            # 50 minutes before, the service may still launch into it (issue 27: not from 45).
+            moments += [end - 50 * 60, end - 40 * 60, end - 30 * 60]
     return ReservationView(
         reservation.id,
         "capacity-block" if block else "future-dated" if dated else "default",

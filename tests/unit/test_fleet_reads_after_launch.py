@@ -114,25 +114,21 @@ def test_other_tag_errors_are_not_retried(waits: list[float]) -> None:
     assert waits == []
 
 
-def test_describe_falls_back_to_the_create_fleet_answer(waits: list[float]) -> None:
-    # Given CreateFleet launched one instance that DescribeInstances never lists
+def _launched_never_described(lifecycle: str, instance_type: str, zone: str) -> Any:
+    """CreateFleet launched one instance (answered with `lifecycle`) that DescribeInstances never
+    lists; the landing the adapter reports for it."""
     ec2, stubber = _ec2()
+    overrides = {"InstanceType": instance_type, "SubnetId": "subnet-1", "AvailabilityZone": zone}
     stubber.add_response(
         "create_fleet",
         {
             "FleetId": "fleet-1",
             "Instances": [
                 {
-                    "LaunchTemplateAndOverrides": {
-                        "Overrides": {
-                            "InstanceType": "m5.large",
-                            "SubnetId": "subnet-1",
-                            "AvailabilityZone": "us-east-1b",
-                        }
-                    },
-                    "Lifecycle": "spot",
+                    "LaunchTemplateAndOverrides": {"Overrides": overrides},
+                    "Lifecycle": lifecycle,
                     "InstanceIds": IDS,
-                    "InstanceType": "m5.large",
+                    "InstanceType": instance_type,
                 }
             ],
             "Errors": [],
@@ -146,8 +142,13 @@ def test_describe_falls_back_to_the_create_fleet_answer(waits: list[float]) -> N
             {"LaunchTemplateConfigs": [], "TargetCapacitySpecification": {"TotalTargetCapacity": 1}}
         )
         (landing,) = fleet.describe(result.instance_ids)
-    # Then the instance is reported from what CreateFleet said
     assert result.instance_ids == tuple(IDS)
+    return landing
+
+
+def test_describe_falls_back_to_the_create_fleet_answer(waits: list[float]) -> None:
+    landing = _launched_never_described("spot", "m5.large", "us-east-1b")
+    # Then the instance is reported from what CreateFleet said
     assert (landing.instance_type, landing.zone, landing.capacity_type) == (
         "m5.large",
         "us-east-1b",
@@ -155,3 +156,21 @@ def test_describe_falls_back_to_the_create_fleet_answer(waits: list[float]) -> N
     )
     assert landing.capacity_reservation_id is None
     assert len(waits) == len(VISIBILITY_BACKOFF_SECONDS)
+
+
+@pytest.mark.parametrize(
+    ("lifecycle", "capacity_type"),
+    [
+        ("capacity-block", "reserved"),
+        ("interruptible-capacity-reservation", "reserved"),
+        ("on-demand", "on-demand"),
+    ],
+)
+def test_the_create_fleet_lifecycle_of_reserved_markets_reads_as_reserved(
+    waits: list[float], lifecycle: str, capacity_type: str
+) -> None:
+    """botocore's CreateFleetInstance.Lifecycle (InstanceLifecycle: spot, on-demand,
+    interruptible-capacity-reservation, capacity-block): an instance of a block or an
+    interruptible reservation, reported from the CreateFleet answer, is reserved capacity."""
+    landing = _launched_never_described(lifecycle, "p5.48xlarge", "us-east-1a")
+    assert landing.capacity_type == capacity_type

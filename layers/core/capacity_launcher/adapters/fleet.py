@@ -31,6 +31,8 @@ from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, Capaci
 from capacity_launcher.observability import logger
 
 INSTANCE_NOT_FOUND = "InvalidInstanceID.NotFound"
+# CreateFleet's Lifecycle (botocore's InstanceLifecycle) of instances in reserved capacity.
+RESERVED_LIFECYCLES = frozenset({"capacity-block", "interruptible-capacity-reservation"})
 # Waits before each new try on ids EC2 does not know yet: ~8 s in all, then give up.
 VISIBILITY_BACKOFF_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 # DescribeInstances takes at most 200 values per filter; CreateTags 1000 resource ids.
@@ -186,7 +188,12 @@ def _fleet_facts(group: Mapping[str, Any]) -> list[InstanceLanding]:
     """What one CreateFleet `Instances` entry says: type, zone (from the override), lifecycle.
     It cannot say which reservation, if any, an instance landed in."""
     overrides = group.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
-    capacity_type: CapacityType = SPOT if group.get("Lifecycle") == "spot" else ON_DEMAND
+    lifecycle = group.get("Lifecycle")
+    capacity_type: CapacityType = ON_DEMAND
+    if lifecycle == "spot":
+        capacity_type = SPOT
+    elif lifecycle in RESERVED_LIFECYCLES:
+        capacity_type = RESERVED
     return [
         InstanceLanding(
             instance_id=instance_id,

@@ -185,6 +185,7 @@ def _candidates(
         image_platform=image_platform or LINUX,
         named_reservations=selection_of(lead.node_class).named_ids(),
         image_architecture=image_architecture,
+        now=ctx.clock(),
     )
 
 
