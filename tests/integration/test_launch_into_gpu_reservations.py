@@ -128,7 +128,6 @@ def test_a_block_in_its_last_45_minutes_is_not_launched_into(cloud, subnets, ima
     terminating a block's instances 30 minutes before its end time. A launch there (or in the
     boot margin before it) would report Fulfilled for instances EC2 is about to terminate; the
     request is not served from the block, and the record says why (BlockEnding)."""
-    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)  # the launcher on the emulator's clock
     block = buy_block(cloud)
     reservation_id = block["CapacityReservationId"]
     reserved_only_pool(cloud, subnets, image, reservation_id)
