@@ -52,6 +52,7 @@ LAUNCHER_NEEDS = {
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeLaunchTemplates",
     "ec2:DescribeLaunchTemplateVersions",  # a NodeClass's launchTemplateName

@@ -5,7 +5,7 @@ Only translation: which reservations a NodeClass uses is decided in domain/reser
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,12 +25,21 @@ _NOT_FOUND = "InvalidCapacityReservationId.NotFound"
 class CapacityReservations:
     """DescribeCapacityReservations and ListGroupResources, as snapshots and reservation ids."""
 
-    def __init__(self, ec2: Any | None = None, resource_groups: Any | None = None) -> None:
-        self._ec2 = ec2 or client("ec2")
+    def __init__(
+        self,
+        ec2: Any | None = None,
+        resource_groups: Any | None = None,
+        *,
+        clients: Callable[[str], Any] = client,
+    ) -> None:
+        """`clients` makes the resource-groups client on first use (most containers never list
+        a group), from the same factory as the caller's other clients."""
+        self._ec2 = ec2 or clients("ec2")
         self._resource_groups = resource_groups
+        self._clients = clients
 
     def group_members(self, group_arn: str) -> list[str]:
-        groups = self._resource_groups or client("resource-groups")
+        groups = self._resource_groups or self._clients("resource-groups")
         ids: list[str] = []
         with aws_call("ListGroupResources", fatal=LaunchFailed):
             pages = groups.get_paginator("list_group_resources").paginate(Group=group_arn)

@@ -173,7 +173,7 @@ class Adapters:
         them."""
         return ReservationProvider(
             self.reservation_snapshots(),
-            CapacityReservations(self.clients("ec2")),
+            CapacityReservations(clients=self.clients),
             # The same clock the sync stamps snapshots with, so "stale" means the same to both.
             clock=lambda: self.clock().timestamp(),
         )
@@ -271,7 +271,7 @@ class Adapters:
         settings = self.settings
         return ReservationSync(
             config=self.config_store(),
-            ec2=CapacityReservations(self.clients("ec2")),
+            ec2=CapacityReservations(clients=self.clients),
             snapshots=self.reservation_snapshots(),
             unavailable=self.unavailable_offerings(),
             publish=self.publisher().publish,
