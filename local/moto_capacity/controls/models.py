@@ -27,6 +27,7 @@ from moto_capacity.ec2.models.interruptible import reclaim
 from moto_capacity.ec2.models.offerings import CAPACITY_TYPES, Offering
 from moto_capacity.ec2.models.platforms import forget_registered_images, registered_images
 from moto_capacity.ec2.models.platforms import register_image as register_platform_image
+from moto_capacity.ec2.models.retention import RETENTION, forget_departed
 
 FAULT_SCOPES = ("call", "override")
 OVERRIDE_SCOPED = "ec2:CreateFleet"
@@ -136,6 +137,20 @@ def advance_clock(seconds: float) -> None:
     with CAPACITY_LOCK:
         for backend in all_capacity_backends():
             backend.expire_due_reservations()
+    forget_departed()
+
+
+def set_launch_template_quota(quota: int) -> None:
+    """How many launch templates a Region holds before CreateLaunchTemplate answers
+    ResourceLimitExceeded (EC2's default quota is 5,000)."""
+    RETENTION.set_launch_template_quota(quota)
+
+
+def set_termination_scope(tag_key: str | None, tag_value: str | None = None) -> None:
+    """Answer TerminateInstances as a policy allowing it only on instances tagged
+    `tag_key`=`tag_value` would: UnauthorizedOperation when one id lacks the tag, or is gone.
+    `None` turns it off."""
+    RETENTION.set_termination_scope(tag_key, tag_value)
 
 
 def set_lifecycle(
@@ -188,6 +203,7 @@ def reset() -> None:
     BLOCK_SETTINGS.reset()
     EC2_EVENTS.reset()
     TRANSACTION_CONFLICTS.reset()
+    RETENTION.reset()
     forget_registered_images()
 
 
@@ -210,4 +226,5 @@ def state() -> dict[str, object]:
         "paymentPendingSeconds": BLOCK_SETTINGS.payment_pending_seconds,
     }
     answer["ec2Events"] = EC2_EVENTS.snapshot()
+    answer["retention"] = RETENTION.snapshot()
     return answer
