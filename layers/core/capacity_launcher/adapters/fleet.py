@@ -18,7 +18,12 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, error_code, error_message
-from capacity_launcher.domain.aws_errors import classify, retryable_error
+from capacity_launcher.domain.aws_errors import (
+    INSTANCE_GONE_STATES,
+    classify,
+    may_be_gone_instances,
+    retryable_error,
+)
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import FleetError, FleetResult, InstanceLanding
 from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
@@ -27,9 +32,11 @@ from capacity_launcher.observability import logger
 INSTANCE_NOT_FOUND = "InvalidInstanceID.NotFound"
 # Waits before each new try on ids EC2 does not know yet: ~8 s in all, then give up.
 VISIBILITY_BACKOFF_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
-# DescribeInstances takes at most 200 values per filter; CreateTags 1000 resource ids.
+# DescribeInstances takes at most 200 values per filter; CreateTags and TerminateInstances
+# 1000 resource ids per call.
 _MAX_FILTER_VALUES = 200
 _MAX_TAGGED_PER_CALL = 1000
+MAX_TERMINATED_PER_CALL = 1000
 # Facts kept for instances never described (a long-lived container must not grow without end).
 _MAX_REMEMBERED = 10_000
 _T = TypeVar("_T")
@@ -108,14 +115,49 @@ class Fleet:
             raise _domain_error("DescribeInstances", error) from error
         return found
 
-    def terminate(self, instance_ids: Sequence[str]) -> None:
-        """Terminates, waiting out EC2's delay on fresh ids; raises if they stay unknown."""
-        if not instance_ids:
-            return
-        self._on_known_instances(
-            "TerminateInstances",
-            lambda: self._ec2.terminate_instances(InstanceIds=list(instance_ids)),
-        )
+    def terminate(self, instance_ids: Sequence[str]) -> list[str]:
+        """Terminates, at most 1000 ids a call, waiting out EC2's delay on fresh ids; returns the
+        ids found gone already (terminated, or forgotten by EC2), which need nothing more.
+
+        One id EC2 no longer has fails a whole call (InvalidInstanceID.NotFound, or, under the
+        tag-scoped policy, UnauthorizedOperation): the ids are then looked up and only those
+        still there are terminated. Raises if the call fails with every id still there."""
+        gone: list[str] = []
+        for start in range(0, len(instance_ids), MAX_TERMINATED_PER_CALL):
+            chunk = list(instance_ids[start : start + MAX_TERMINATED_PER_CALL])
+            gone += self._terminate_chunk(chunk)
+        return gone
+
+    def _terminate_chunk(self, instance_ids: list[str]) -> list[str]:
+        try:
+            self._on_known_instances(
+                "TerminateInstances",
+                lambda: self._ec2.terminate_instances(InstanceIds=instance_ids),
+            )
+            return []
+        except LaunchFailed as refused:
+            if not may_be_gone_instances(refused.code):
+                raise
+            live = self._still_there(instance_ids)
+            if len(live) == len(instance_ids):
+                raise  # nothing is gone: the refusal stands
+            gone = [i for i in instance_ids if i not in live]
+            logger.info(
+                "instances already gone; terminating the others",
+                extra={"gone": gone, "instances": live, "code": refused.code},
+            )
+        if live:
+            self._on_known_instances(
+                "TerminateInstances", lambda: self._ec2.terminate_instances(InstanceIds=live)
+            )
+        return gone
+
+    def _still_there(self, instance_ids: Sequence[str]) -> list[str]:
+        """The ids DescribeInstances lists in a state a termination still acts on, in order."""
+        found = self._describe_visible(instance_ids)
+        return [
+            i for i in instance_ids if i in found and found[i].state not in INSTANCE_GONE_STATES
+        ]
 
     def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> list[str]:
         """Tags, waiting out EC2's delay on fresh ids; the ids left untagged (EC2 refuses a whole

@@ -90,6 +90,37 @@ SPOT_UNAVAILABLE_CODES: frozenset[str] = frozenset(
 )
 
 
+# TerminateInstances refusals that may mean "one of these instances is gone": EC2 forgets a
+# terminated instance about an hour after termination (InvalidInstanceID.NotFound), and under a
+# policy scoped by aws:ResourceTag IAM finds no tag on it and refuses the whole call
+# (UnauthorizedOperation; Karpenter's aws/karpenter-provider-aws#2253). Either fails every id of
+# the call, so the caller looks the ids up and terminates only those still there.
+INSTANCE_GONE_CODES: frozenset[str] = frozenset(
+    {"InvalidInstanceID.NotFound", "UnauthorizedOperation"}
+)
+# DescribeInstances states of an instance that a termination has nothing left to do for.
+INSTANCE_GONE_STATES: frozenset[str] = frozenset({"shutting-down", "terminated"})
+
+# A launch template the launcher remembered was deleted since (the sync's template lifecycle):
+# the next try creates it again under the same name, so the call is worth retrying.
+LAUNCH_TEMPLATE_GONE_CODES: frozenset[str] = frozenset(
+    {
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateId.VersionNotFound",
+    }
+)
+
+
+def may_be_gone_instances(code: str) -> bool:
+    """A TerminateInstances refusal that one vanished id among live ones would cause."""
+    return code in INSTANCE_GONE_CODES
+
+
+def is_launch_template_gone(code: str) -> bool:
+    return code in LAUNCH_TEMPLATE_GONE_CODES
+
+
 class ErrorKind(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
     SPOT_UNAVAILABLE = "SpotUnavailable"
@@ -114,7 +145,7 @@ def classify(code: str, cancellation_reasons: Iterable[str] = ()) -> ErrorKind:
         return ErrorKind.SPOT_UNAVAILABLE
     if code in THROTTLING_CODES:
         return ErrorKind.THROTTLING
-    if code in TRANSIENT_CODES:
+    if code in TRANSIENT_CODES or code in LAUNCH_TEMPLATE_GONE_CODES:
         return ErrorKind.TRANSIENT
     if code == TRANSACTION_CANCELED:
         reasons = set(cancellation_reasons)
