@@ -43,6 +43,7 @@ from capacity_launcher.service.ports import (
 )
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
 from capacity_launcher.service.wait_backstop import WaitBackstop
 
 RESERVATION_TOTAL = "ReservationTotal"
@@ -66,6 +67,7 @@ class SyncReport:
     quotas: QuotaSyncReport | None = None
     # Waiting requests whose held copy was lost, ended Failed (CapacityNotActiveByDeadline).
     ended_waits: list[str] = field(default_factory=list)
+    templates: SweepReport | None = None
 
 
 class ReservationSync:
@@ -81,6 +83,7 @@ class ReservationSync:
         reconciliation: Reconciliation | None = None,
         quotas: QuotaSync | None = None,
         waits: WaitBackstop | None = None,
+        templates: TemplateSweep | None = None,
     ) -> None:
         self._config = config
         self._ec2 = ec2
@@ -92,6 +95,7 @@ class ReservationSync:
         self._reconciliation = reconciliation
         self._quotas = quotas
         self._waits = waits
+        self._templates = templates
 
     def run(self) -> SyncReport:
         report = SyncReport()
@@ -100,7 +104,8 @@ class ReservationSync:
         usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
         held = report.reconciliation.held_by_reservation if report.reconciliation else {}
         now = self._now()
-        coverage, groups_of, seen, everything = self._resolve(self._config.node_classes(), now)
+        node_classes = self._config.node_classes()
+        coverage, groups_of, seen, everything = self._resolve(node_classes, now)
         stored, old_coverage = self._snapshots.read()
         _keep_newly_expired(seen, stored, everything)
         for reservation_id in sorted(seen):
@@ -124,6 +129,9 @@ class ReservationSync:
             report.quotas = self._quotas.run()
         if self._waits is not None:
             report.ended_waits = self._waits.run(everything)
+        if self._templates is not None:
+            targets = set(everything) | {g for groups in groups_of.values() for g in groups}
+            report.templates = self._templates.run([n.metadata.name for n in node_classes], targets)
         logger.info(
             "reservations synced",
             extra={

@@ -229,7 +229,9 @@ def reconciliation(settings: Settings, clients: Clients = client) -> Reconciliat
 
 
 def build_reservation_sync(settings: Settings, clients: Clients = client) -> ReservationSync:
+    from capacity_launcher.adapters.launch_templates import TemplateInventory
     from capacity_launcher.service.reservation_sync import ReservationSync
+    from capacity_launcher.service.template_sweep import TemplateSweep
 
     return ReservationSync(
         config=config_store(settings, clients),
@@ -248,6 +250,7 @@ def build_reservation_sync(settings: Settings, clients: Clients = client) -> Res
         waits=WaitBackstop(
             launch_records(settings, clients), publisher(settings, clients).publish, utcnow
         ),
+        templates=TemplateSweep(TemplateInventory(clients("ec2")), utcnow),
     )
 
 

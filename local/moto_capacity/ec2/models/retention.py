@@ -145,7 +145,8 @@ def check_termination_scope(ec2_backend: Any, instance_ids: list[str]) -> None:
 
 
 def within_launch_template_quota(original: Callable[..., Any]) -> Callable[..., Any]:
-    """Wraps moto's EC2Backend.create_launch_template: refused once the Region holds the quota."""
+    """Wraps moto's EC2Backend.create_launch_template: refused once the Region holds the quota;
+    CreateTime read from the emulator's clock."""
 
     @functools.wraps(original)
     def create_launch_template(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -155,7 +156,12 @@ def within_launch_template_quota(original: Callable[..., Any]) -> Callable[..., 
                 "You have reached the maximum number of launch templates "
                 f"({RETENTION.launch_template_quota}) in this Region."
             )
-        return original(self, name, *args, **kwargs)
+        template = original(self, name, *args, **kwargs)
+        # Stamped by the emulator's clock, like everything time-based here (moto: wall time).
+        template.create_time = CLOCK.now().replace(tzinfo=None)
+        for version in template.versions:
+            version.create_time = template.create_time
+        return template
 
     return create_launch_template
 
