@@ -182,10 +182,13 @@ def test_instance_events_listen_to_the_ec2_events_that_free_or_retake_capacity(
     patterns = [event["Properties"]["Pattern"] for event in events["Events"].values()]
     assert all(event["Type"] == "EventBridgeRule" for event in events["Events"].values())
     assert all(pattern["source"] == ["aws.ec2"] for pattern in patterns)
-    by_type = {pattern["detail-type"][0]: pattern for pattern in patterns}
+    by_type = {kind: pattern for pattern in patterns for kind in pattern["detail-type"]}
     assert set(by_type) == {
         "EC2 Instance State-change Notification",
+        # Both spellings of EC2 User Guide, "Monitor interruptible Capacity Reservations with
+        # EventBridge and CloudTrail".
         "EC2 Capacity Reservation Instance Interruption Warning",
+        "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
     }
     assert set(by_type["EC2 Instance State-change Notification"]["detail"]["state"]) == {
         "pending",
