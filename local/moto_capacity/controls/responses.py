@@ -59,10 +59,14 @@ def _advance_clock(body: dict[str, Any]) -> None:
 
 
 def _set_lifecycle(body: dict[str, Any]) -> None:
-    known = {"assessmentSeconds", "paymentPendingSeconds"}
+    known = {"assessmentSeconds", "paymentPendingSeconds", "endDateLagSeconds"}
     if not known & body.keys() or body.keys() - known:
         raise ValueError(f"the body takes {sorted(known)} (at least one), got {sorted(body)}")
-    control.set_lifecycle(body.get("assessmentSeconds"), body.get("paymentPendingSeconds"))
+    control.set_lifecycle(
+        body.get("assessmentSeconds"),
+        body.get("paymentPendingSeconds"),
+        body.get("endDateLagSeconds"),
+    )
 
 
 def _set_reservation_state(body: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """The Capacity Reservation resource: attributes, state, counts and filters."""
 
-from datetime import datetime
+import hashlib
+from datetime import datetime, timedelta
 from typing import Any
 
 from moto.ec2.models.core import TaggedEC2Resource
@@ -23,6 +24,30 @@ UNSUPPORTED = "unsupported"
 PAYMENT_PENDING = "payment-pending"
 PAYMENT_FAILED = "payment-failed"
 ENDED = (EXPIRED, CANCELLED, UNSUPPORTED, PAYMENT_FAILED)
+
+
+class EndDateSettings:
+    """EC2 API Reference, CreateCapacityReservation, `EndDate`
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateCapacityReservation.html):
+    a reservation with a limited end date is cancelled within an hour from the specified time
+    (it ends `expired`). The emulator ends each one a fixed lag after its end date: `lag_seconds`
+    when set, else a lag in [0, 3600) s drawn from its id (stable across runs). A Capacity Block
+    ends at its end date exactly ("Capacity Blocks for ML")."""
+
+    def __init__(self) -> None:
+        self.lag_seconds: float | None = None
+
+    def lag(self, reservation_id: str) -> timedelta:
+        if self.lag_seconds is not None:
+            return timedelta(seconds=self.lag_seconds)
+        drawn = int.from_bytes(hashlib.sha256(reservation_id.encode()).digest()[:4], "big")
+        return timedelta(seconds=drawn % 3600)
+
+    def reset(self) -> None:
+        self.lag_seconds = None
+
+
+END_DATE_SETTINGS = EndDateSettings()
 
 DEFAULT_TYPE = "default"
 CAPACITY_BLOCK = "capacity-block"
@@ -140,7 +165,10 @@ class CapacityReservation(TaggedEC2Resource):
     def is_due_to_expire(self, now: datetime | None = None) -> bool:
         if self._state != ACTIVE or self.end_date_type != "limited" or self.end_date is None:
             return False
-        return aware(self.end_date) <= aware(now or CLOCK.now())
+        ends = aware(self.end_date)
+        if self.reservation_type != CAPACITY_BLOCK:
+            ends += END_DATE_SETTINGS.lag(self.id)
+        return ends <= aware(now or CLOCK.now())
 
     def end(self, state: str) -> None:
         self._state = state
