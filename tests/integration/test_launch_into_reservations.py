@@ -440,3 +440,36 @@ def test_a_replayed_reserved_launch_keeps_the_reservation_it_landed_in(
     assert {(i.capacity_type, i.capacity_reservation_id) for i in record.instances} == {
         ("reserved", reservation)
     }
+
+
+def test_a_vanished_group_member_does_not_empty_the_group_on_the_stale_snapshot_path(
+    cloud, subnets, image
+):
+    """Issue 27: with no fresh snapshot, the launcher describes the group's members itself; a
+    member EC2 no longer knows fails that call whole (InvalidCapacityReservationId.NotFound,
+    EC2 API Reference, "Error codes for the Amazon EC2 API"), and must cost only that member."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    from moto_capacity.ec2.models.backend import capacity_backend
+
+    # Given a group of two reservations of 1 each, one of which EC2 has since forgotten (the
+    # group still lists it), and no sync yet (the launcher reads EC2 itself)
+    vanished, live = reserve(cloud, 1), reserve(cloud, 1)
+    arn = group_of(cloud, vanished, live)
+    del capacity_backend(ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]).reservations[vanished]
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={
+            "capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}
+        },
+        capacity_types=("reserved",),
+    )
+    # When 1 instance is requested
+    cloud.send(launch_request("r-vanished", nodePool="general", count=1))
+    # Then it lands in the member still there
+    record = cloud.record("r-vanished")
+    assert record is not None and record.launched == 1, record
+    assert [i.capacity_reservation_id for i in record.instances] == [live]
