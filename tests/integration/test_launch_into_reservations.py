@@ -99,6 +99,12 @@ def setup_pool(
     )
 
 
+def group_pool(cloud: Cloud, subnets: dict[str, str], image: str, arn: str, **setup: Any) -> None:
+    """The pool `general` whose NodeClass targets the reservation group `arn`."""
+    target = {"capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}}
+    setup_pool(cloud, subnets, image, reservation_spec=target, **setup)
+
+
 def targeted_pool(
     cloud: Cloud, subnets: dict[str, str], image: str, count: int, **setup: Any
 ) -> str:
@@ -130,15 +136,7 @@ def test_targeted_reservation_receives_the_instances_and_they_report_it(cloud, s
 def test_reservation_group_fills_its_members(cloud, subnets, image):
     # Given a group of two reservations of 1 each
     first, second = reserve(cloud, 1), reserve(cloud, 1)
-    arn = group_of(cloud, first, second)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={
-            "capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}
-        },
-    )
+    group_pool(cloud, subnets, image, group_of(cloud, first, second))
     # When 2 instances are requested
     cloud.send(launch_request("r-group", nodePool="general", count=2))
     # Then one lands in each member
@@ -458,15 +456,7 @@ def test_a_vanished_group_member_does_not_empty_the_group_on_the_stale_snapshot_
     vanished, live = reserve(cloud, 1), reserve(cloud, 1)
     arn = group_of(cloud, vanished, live)
     del capacity_backend(ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]).reservations[vanished]
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={
-            "capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}
-        },
-        capacity_types=("reserved",),
-    )
+    group_pool(cloud, subnets, image, arn, capacity_types=("reserved",))
     # When 1 instance is requested
     cloud.send(launch_request("r-vanished", nodePool="general", count=1))
     # Then it lands in the member still there
