@@ -10,6 +10,7 @@ from moto.ec2.utils import random_resource_id
 from moto_capacity.core.clock import CLOCK, aware
 
 from .consistency import CONSISTENCY
+from .events import EC2_EVENTS, FUTURE_DATED_STATE_EVENTS
 from .launches import InstanceAttributes
 
 ACTIVE = "active"
@@ -147,8 +148,24 @@ class CapacityReservation(TaggedEC2Resource):
     def is_ended(self) -> bool:
         return self._state in ENDED
 
-    def move_to(self, state: str) -> None:
+    def move_to(self, state: str, at: datetime | None = None) -> None:
+        """Enter `state`; a future-dated reservation says so on the default bus ("Monitor state
+        changes for future-dated Capacity Reservations"), stamped `at` (when it was due)."""
         self._state = state
+        self._announce(state, at)
+
+    def _announce(self, state: str, at: datetime | None) -> None:
+        detail_type = FUTURE_DATED_STATE_EVENTS.get(state)
+        if not self.is_future_dated or detail_type is None:
+            return
+        EC2_EVENTS.emit(
+            self.ec2_backend.account_id,
+            self.ec2_backend.region_name,
+            detail_type,
+            at or CLOCK.now(),
+            [self.capacity_reservation_arn],
+            {"capacity-reservation-id": self.id, "state": state},
+        )
 
     @property
     def available_instance_count(self) -> int:
@@ -172,6 +189,7 @@ class CapacityReservation(TaggedEC2Resource):
 
     def end(self, state: str) -> None:
         self._state = state
+        self._announce(state, None)
 
     def mismatch(self, attributes: InstanceAttributes) -> str | None:
         """Why an instance with these attributes cannot run here, or None when it can."""
