@@ -143,6 +143,27 @@ class ReservationSync:
         )
         return report
 
+    def refresh(self, reservation_id: str) -> SyncReport:
+        """One reservation's snapshot, from what EC2 says of it now, when EC2 announces that a
+        future-dated reservation changed state (`EC2 Capacity Reservation <State>`): launchers
+        see it `active` (or `delayed`, `expired`) at once instead of at the next sync, and its
+        crossings are published as the sync would. A reservation no snapshot holds (no
+        NodeClass uses it) or EC2 no longer lists is left to the next sync."""
+        report = SyncReport()
+        prev = self._snapshots.get(reservation_id)
+        observed = self._ec2.describe(ids=[reservation_id]) if prev is not None else []
+        if prev is None or not observed:
+            report.forgotten = [reservation_id]
+            return report
+        now = self._now()
+        observed_one = replace(observed[0], groups=prev.snapshot.groups)
+        self._sync_one(report, prev, observed_one, prev.usage_by_requester, now, ())
+        logger.info(
+            "reservation refreshed on its state event",
+            extra={"reservationId": reservation_id, "state": observed_one.state},
+        )
+        return report
+
     def _sync_one(
         self,
         report: SyncReport,
