@@ -35,6 +35,7 @@ from capacity_launcher.domain.errors import (
     QuotaExceeded,
     Transient,
 )
+from capacity_launcher.domain.index_shards import read_values, shard_value
 from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Recount
 from capacity_launcher.domain.quantities import (
     CPU,
@@ -609,16 +610,21 @@ class PoolLimitsStore:
         return _lease(item) if item else None
 
     def leases(self) -> list[Lease]:
-        """Every unsettled lease (the sync reclaims the expired ones)."""
-        with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
-                TableName=self._table,
-                IndexName=OPEN_LEASES_INDEX,
-                KeyConditionExpression="openLease = :open",
-                FilterExpression="attribute_not_exists(settled)",
-                ExpressionAttributeValues={":open": {"S": OPEN_LEASE}},
-            )
-            return [_lease(from_item(i)) for page in pages for i in page["Items"]]
+        """Every unsettled lease (the sync reclaims the expired ones): one Query of the sparse
+        OpenLeases index per shard value, and one of the bare value older leases carry."""
+        found: list[Lease] = []
+        paginator = self._db.get_paginator("query")
+        for value in read_values(OPEN_LEASE):
+            with aws_call("Query"):
+                pages = paginator.paginate(
+                    TableName=self._table,
+                    IndexName=OPEN_LEASES_INDEX,
+                    KeyConditionExpression="openLease = :open",
+                    FilterExpression="attribute_not_exists(settled)",
+                    ExpressionAttributeValues={":open": {"S": value}},
+                )
+                found += [_lease(from_item(i)) for page in pages for i in page["Items"]]
+        return found
 
     def reclaim(self, lease: Lease) -> bool:
         """Give an expired lease's amount back; False if it was settled or reclaimed meanwhile."""
@@ -696,7 +702,7 @@ class PoolLimitsStore:
             "sk": LEASE_PREFIX + lease_id,
             "count": count,
             "expiresAt": int(self._clock()) + self._lease_seconds,
-            "openLease": OPEN_LEASE,
+            "openLease": shard_value(OPEN_LEASE, limits_pk(pool) + LEASE_PREFIX + lease_id),
             **_attributes(amount),
             **_hold_attributes(hold),
         }
