@@ -110,3 +110,19 @@ def test_terminate_sends_at_most_1000_ids_a_call(cloud: Cloud, image: str) -> No
     terminated = [{"Name": "instance-state-name", "Values": ["terminated"]}]
     listed = cloud.ec2.describe_instances(Filters=terminated)
     assert len({i["InstanceId"] for r in listed["Reservations"] for i in r["Instances"]}) == 1001
+
+
+def test_fresh_ids_ec2_does_not_list_yet_are_not_taken_for_gone(cloud: Cloud, image: str) -> None:
+    # Given ids CreateFleet just returned, that EC2 will not know for a while yet
+    moto_capacity.set_consistency(instance_visibility_seconds=3600)
+    answer = cloud.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large")
+    (fresh,) = [i["InstanceId"] for i in answer["Instances"]]
+
+    # When a gang rollback terminates them, then the refusal stands (the request is retried)
+    with pytest.raises(LaunchFailed) as refused:
+        Fleet(cloud.ec2).terminate([fresh], fresh=True)
+    assert refused.value.code == "InvalidInstanceID.NotFound"
+    # and once EC2 knows it, it is terminated
+    moto_capacity.advance_clock(3600)
+    assert Fleet(cloud.ec2).terminate([fresh], fresh=True) == []
+    assert _state(cloud, fresh) == "terminated"

@@ -115,20 +115,22 @@ class Fleet:
             raise _domain_error("DescribeInstances", error) from error
         return found
 
-    def terminate(self, instance_ids: Sequence[str]) -> list[str]:
+    def terminate(self, instance_ids: Sequence[str], *, fresh: bool = False) -> list[str]:
         """Terminates, at most 1000 ids a call, waiting out EC2's delay on fresh ids; returns the
         ids found gone already (terminated, or forgotten by EC2), which need nothing more.
 
         One id EC2 no longer has fails a whole call (InvalidInstanceID.NotFound, or, under the
-        tag-scoped policy, UnauthorizedOperation): the ids are then looked up and only those
-        still there are terminated. Raises if the call fails with every id still there."""
+        tag-scoped policy, UnauthorizedOperation): the ids are then described and only those
+        still there are terminated. `fresh` ids (CreateFleet just returned them) that EC2 does
+        not list are not taken for gone: EC2 may not know them yet. Raises when the refusal
+        stands (every id still there, or a fresh one unlisted)."""
         gone: list[str] = []
         for start in range(0, len(instance_ids), MAX_TERMINATED_PER_CALL):
             chunk = list(instance_ids[start : start + MAX_TERMINATED_PER_CALL])
-            gone += self._terminate_chunk(chunk)
+            gone += self._terminate_chunk(chunk, fresh)
         return gone
 
-    def _terminate_chunk(self, instance_ids: list[str]) -> list[str]:
+    def _terminate_chunk(self, instance_ids: list[str], fresh: bool) -> list[str]:
         try:
             self._on_known_instances(
                 "TerminateInstances",
@@ -138,9 +140,13 @@ class Fleet:
         except LaunchFailed as refused:
             if not may_be_gone_instances(refused.code):
                 raise
-            live = self._still_there(instance_ids)
-            if len(live) == len(instance_ids):
-                raise  # nothing is gone: the refusal stands
+            states = self._states(instance_ids)
+            live = [
+                i for i in instance_ids if i in states and states[i] not in INSTANCE_GONE_STATES
+            ]
+            unlisted = [i for i in instance_ids if i not in states]
+            if len(live) == len(instance_ids) or (fresh and unlisted):
+                raise  # nothing is surely gone: the refusal stands
             gone = [i for i in instance_ids if i not in live]
             logger.info(
                 "instances already gone; terminating the others",
@@ -152,12 +158,9 @@ class Fleet:
             )
         return gone
 
-    def _still_there(self, instance_ids: Sequence[str]) -> list[str]:
-        """The ids DescribeInstances lists in a state a termination still acts on, in order."""
-        found = self._describe_visible(instance_ids)
-        return [
-            i for i in instance_ids if i in found and found[i].state not in INSTANCE_GONE_STATES
-        ]
+    def _states(self, instance_ids: Sequence[str]) -> dict[str, str]:
+        """The state DescribeInstances lists for each id it lists (gone ones are not listed)."""
+        return {i: x.state for i, x in self._describe_visible(instance_ids).items()}
 
     def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> list[str]:
         """Tags, waiting out EC2's delay on fresh ids; the ids left untagged (EC2 refuses a whole
