@@ -12,7 +12,7 @@ import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service import wiring
 from moto_capacity.core.clock import CLOCK
-from tests.integration.test_launch_into_reservations import setup_pool
+from tests.integration.test_launch_into_reservations import setup_pool, targeted_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
 
@@ -129,3 +129,28 @@ def test_the_templates_of_a_deleted_node_class_are_deleted_by_the_next_sync(
     assert _templates(pool) and all(
         "-standard-" in t["LaunchTemplateName"] for t in _templates(pool)
     )
+
+
+def test_the_templates_of_an_ended_reservation_are_deleted_those_of_a_live_one_kept(
+    pool: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool targeting a reservation, that launched into it
+    reservation = targeted_pool(pool, subnets, image, 2)
+    assert _launch(pool, "into-it") is RequestStatus.FULFILLED
+    targeted = [
+        t["LaunchTemplateName"]
+        for t in _templates(pool)
+        if {"Key": "capacity-launcher:reservation-target", "Value": reservation} in t["Tags"]
+    ]
+    assert targeted
+    moto_capacity.advance_clock(HOUR)
+    # When the sync runs while it is active, its templates are kept
+    report = sync().templates
+    assert report is not None and report.deleted == {}
+
+    # When the reservation is cancelled, then the next sync deletes its templates only
+    pool.ec2.cancel_capacity_reservation(CapacityReservationId=reservation)
+    report = sync().templates
+    assert report is not None
+    assert report.deleted == dict.fromkeys(targeted, "ReservationGone")
+    assert not {t["LaunchTemplateName"] for t in _templates(pool)} & set(targeted)

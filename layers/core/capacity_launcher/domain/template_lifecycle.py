@@ -8,7 +8,7 @@ nothing will launch from again:
 - its NodeClass was deleted;
 - its NodeClass's content or image changed: a newer basis (the template's data without its
   reservation part, tagged on the template) has been in use for `grace`;
-- the reservation or group it targets is gone from EC2;
+- the reservation it targets has ended, or the group it targets is named by no NodeClass;
 - it carries no basis tag (made before templates had a lifecycle): the launcher creates the
   ones it still needs again, tagged. A quota filled before this existed drains this way.
 

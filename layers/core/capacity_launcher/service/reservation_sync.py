@@ -22,6 +22,7 @@ from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import (
     EXPIRED_STATE,
+    SELECTABLE_STATES,
     Coverage,
     HeldInstance,
     ReservationSnapshot,
@@ -130,7 +131,10 @@ class ReservationSync:
         if self._waits is not None:
             report.ended_waits = self._waits.run(everything)
         if self._templates is not None:
-            targets = set(everything) | {g for groups in groups_of.values() for g in groups}
+            # Every reservation EC2 lists that may still serve (active or upcoming, not ended),
+            # and every group a NodeClass names (readable or not).
+            serving = {k for k, r in everything.items() if r.state in SELECTABLE_STATES}
+            targets = serving | _selected_by(node_classes)[1]
             report.templates = self._templates.run([n.metadata.name for n in node_classes], targets)
         logger.info(
             "reservations synced",
