@@ -60,8 +60,10 @@ def test_terminate_gives_up_after_the_bound_with_the_ec2_error(waits: list[float
     ec2, stubber = _ec2()
     for _ in range(len(VISIBILITY_BACKOFF_SECONDS) + 1):
         _not_found(stubber, "terminate_instances")
+    # then the ids are looked up: EC2 lists none of them yet, and fresh ones are not gone
+    stubber.add_response("describe_instances", {"Reservations": []})
     with stubber, pytest.raises(LaunchFailed) as failed:
-        Fleet(ec2).terminate(IDS)
+        Fleet(ec2).terminate(IDS, fresh=True)  # just launched: not taken for gone
     assert failed.value.code == "InvalidInstanceID.NotFound"
     assert len(waits) == len(VISIBILITY_BACKOFF_SECONDS)
 
