@@ -33,7 +33,8 @@ from capacity_launcher.domain.template_lifecycle import ManagedTemplate, target_
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
 # A name this container created or saw is trusted this long, then ensured again: the sync may
-# have deleted it since (service/template_sweep.py waits far longer before it does).
+# have deleted it since (service/template_sweep.py waits far longer before it does). Wall-clock
+# seconds (time.time, which the simulation moves with its clock), not monotonic ones.
 KNOWN_FOR_SECONDS = 300.0
 # DescribeLaunchTemplates answers at most 200 a page.
 _PAGE_SIZE = 200
@@ -147,7 +148,7 @@ class LaunchTemplates:
         template = LaunchTemplate(template_name(node_class.metadata.name, data), use)
         name = template.name
         with self._lock:
-            if time.monotonic() - self._known.get(name, -KNOWN_FOR_SECONDS) < KNOWN_FOR_SECONDS:
+            if time.time() - self._known.get(name, -KNOWN_FOR_SECONDS) < KNOWN_FOR_SECONDS:
                 return template
         tags = template_tags(node_class.metadata.name, data, use)
         try:
@@ -161,7 +162,7 @@ class LaunchTemplates:
             if refused.code != _ALREADY_EXISTS:  # content-addressed: another worker made it
                 raise
         with self._lock:
-            self._known[name] = time.monotonic()
+            self._known[name] = time.time()
         return template
 
     def image_platform(self, node_class: NodeClass) -> str | None:
