@@ -13,6 +13,7 @@ from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_i
 from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.detail_limits import fit_entries
 from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.index_shards import read_values, shard_value
 from capacity_launcher.domain.intents import LaunchIntent, Share
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 
@@ -126,18 +127,22 @@ class LaunchRecords:
 
     def overdue_waits(self, deadline_before: datetime) -> list[HeldWait]:
         """Waits whose deadline is before the given time, and backstop outcomes not yet published:
-        one Query of the sparse WaitingRequests index (only live waits carry its key)."""
-        with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
-                TableName=self._table,
-                IndexName=WAITING_INDEX,
-                KeyConditionExpression="waiting = :waiting AND waitingUntil < :before",
-                ExpressionAttributeValues={
-                    ":waiting": {"S": WAITING},
-                    ":before": {"N": str(int(deadline_before.timestamp()))},
-                },
-            )
-            items = [from_item(i) for page in pages for i in page["Items"]]
+        one Query of the sparse WaitingRequests index per shard value (only live waits carry its
+        key; domain/index_shards.py)."""
+        items: list[dict[str, Any]] = []
+        paginator = self._db.get_paginator("query")
+        for value in read_values(WAITING):  # each shard, and the bare value of older waits
+            with aws_call("Query"):
+                pages = paginator.paginate(
+                    TableName=self._table,
+                    IndexName=WAITING_INDEX,
+                    KeyConditionExpression="waiting = :waiting AND waitingUntil < :before",
+                    ExpressionAttributeValues={
+                        ":waiting": {"S": value},
+                        ":before": {"N": str(int(deadline_before.timestamp()))},
+                    },
+                )
+                items += [from_item(i) for page in pages for i in page["Items"]]
         return [
             HeldWait(
                 record=RequestRecord.from_detail(json.loads(item["detail"])),
@@ -213,7 +218,7 @@ class LaunchRecords:
         if held_by is not None:
             item["heldBy"] = held_by
         if record.status is RequestStatus.WAITING and record.wait_for_capacity_until is not None:
-            item["waiting"] = WAITING
+            item["waiting"] = shard_value(WAITING, record.request_id)
             item["waitingUntil"] = int(record.wait_for_capacity_until.timestamp())
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
         try:

@@ -266,7 +266,9 @@ class Adapters:
         )
 
     def reservation_sync(self) -> ReservationSync:
+        from capacity_launcher.adapters.launch_templates import TemplateInventory
         from capacity_launcher.service.reservation_sync import ReservationSync
+        from capacity_launcher.service.template_sweep import TemplateSweep
 
         settings = self.settings
         return ReservationSync(
@@ -285,6 +287,7 @@ class Adapters:
             quotas=self.quota_sync(),
             waits=WaitBackstop(self.launch_records(), self.publisher().publish, self.clock),
             readiness=self.pool_readiness(),
+            templates=TemplateSweep(TemplateInventory(self.clients("ec2")), self.clock),
         )
 
     def quota_sync(self) -> QuotaSync:
