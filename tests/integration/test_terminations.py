@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 import moto_capacity
-from capacity_launcher.adapters import fleet as fleet_module
 from capacity_launcher.adapters.fleet import MAX_TERMINATED_PER_CALL, Fleet
 from capacity_launcher.domain.errors import LaunchFailed
 from tests.support.cloud import INSTANCE_VISIBILITY_SECONDS, Cloud
@@ -36,9 +35,8 @@ def _state(cloud: Cloud, instance_id: str) -> str:
     return str(found[0]["Instances"][0]["State"]["Name"])
 
 
-@pytest.fixture(autouse=True)
-def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fleet_module, "pause", lambda _: None)
+def _no_wait(_: float) -> None:
+    """The adapter's pause, passed in: nothing is slept."""
 
 
 @pytest.mark.parametrize("scope", [True, False], ids=["tag-scoped", "unscoped"])
@@ -53,7 +51,7 @@ def test_terminate_skips_an_instance_already_gone_and_terminates_the_others(
     moto_capacity.advance_clock(3601)
 
     # When both are terminated
-    skipped = Fleet(cloud.ec2).terminate([gone, live])
+    skipped = Fleet(cloud.ec2, _no_wait).terminate([gone, live])
 
     # Then the live one is terminated, and the gone one reported as such
     assert skipped == [gone]
@@ -68,7 +66,7 @@ def test_terminate_skips_an_instance_already_terminated_and_still_listed(
     (terminated,) = _launch(cloud, image, 1, {MANAGED: "true"})
     cloud.ec2.terminate_instances(InstanceIds=[terminated])
     # When terminating it again, then nothing is refused: EC2 terminates it again (no-op)
-    assert Fleet(cloud.ec2).terminate([terminated]) == []
+    assert Fleet(cloud.ec2, _no_wait).terminate([terminated]) == []
 
 
 def test_terminate_refusal_stands_when_every_instance_is_still_there(
@@ -80,7 +78,7 @@ def test_terminate_refusal_stands_when_every_instance_is_still_there(
 
     # When terminating it, then the refusal is raised, and it still runs
     with pytest.raises(LaunchFailed) as refused:
-        Fleet(cloud.ec2).terminate([foreign])
+        Fleet(cloud.ec2, _no_wait).terminate([foreign])
     assert refused.value.code == "UnauthorizedOperation"
     assert _state(cloud, foreign) == "running"
 
@@ -103,7 +101,7 @@ def test_terminate_sends_at_most_1000_ids_a_call(cloud: Cloud, image: str) -> No
     ids = _launch(cloud, image, 1001, {MANAGED: "true"})
 
     # When all are terminated
-    assert Fleet(Counting(cloud.ec2)).terminate(ids) == []
+    assert Fleet(Counting(cloud.ec2), _no_wait).terminate(ids) == []
 
     # Then in two calls of at most 1000 ids, and every one is terminated
     assert calls == [MAX_TERMINATED_PER_CALL, 1]
@@ -120,9 +118,9 @@ def test_fresh_ids_ec2_does_not_list_yet_are_not_taken_for_gone(cloud: Cloud, im
 
     # When a gang rollback terminates them, then the refusal stands (the request is retried)
     with pytest.raises(LaunchFailed) as refused:
-        Fleet(cloud.ec2).terminate([fresh], fresh=True)
+        Fleet(cloud.ec2, _no_wait).terminate([fresh], fresh=True)
     assert refused.value.code == "InvalidInstanceID.NotFound"
     # and once EC2 knows it, it is terminated
     moto_capacity.advance_clock(3600)
-    assert Fleet(cloud.ec2).terminate([fresh], fresh=True) == []
+    assert Fleet(cloud.ec2, _no_wait).terminate([fresh], fresh=True) == []
     assert _state(cloud, fresh) == "terminated"
