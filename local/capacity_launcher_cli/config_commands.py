@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_store import InvalidDocument
+from capacity_launcher.adapters.config_store import ConfigStore, InvalidDocument
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.documents import to_document as config_document
@@ -187,10 +187,7 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
             views.console().print(views.node_classes(classes))
             _warn_invalid(invalid)
         return 0
-    pools = store.node_pools()
-    usage = wiring.pool_usage(deployment.settings(), deployment.client)
-    applied = {c.name for c in store.node_classes()}
-    statuses = {p.name: pool_status(p, applied, usage.usage(p.name)) for p in pools}
+    pools, statuses = pool_statuses(store, deployment)
     if args.output == "json":
         views.print_json(
             [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json]
@@ -199,6 +196,16 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
         views.console().print(views.node_pools(pools, statuses))
         _warn_invalid(invalid)
     return 0
+
+
+def pool_statuses(
+    store: ConfigStore, deployment: Deployment
+) -> tuple[list[NodePool], dict[str, dict[str, Any]]]:
+    """The stored NodePools, and each one's status (usage against limits, conditions) by name."""
+    pools = store.node_pools()
+    usage = wiring.pool_usage(deployment.settings(), deployment.client)
+    applied = {c.name for c in store.node_classes()}
+    return pools, {p.name: pool_status(p, applied, usage.usage(p.name)) for p in pools}
 
 
 def _warn_invalid(invalid: list[InvalidDocument]) -> None:

@@ -87,6 +87,13 @@ def parser() -> argparse.ArgumentParser:
 
     _submit_parser(commands)
 
+    top = commands.add_parser(
+        "top", help="a live view: queue, requests, pools, quotas, reservations, dry offerings"
+    )
+    _common(top)
+    top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    top.add_argument("--once", action="store_true", help="print one screen and exit")
+
     status = commands.add_parser("status", help="a request's status record (JSON)")
     _common(status)
     status.add_argument("request_id")
@@ -133,8 +140,15 @@ def _command(args: argparse.Namespace) -> Command:
         "submit": request_commands.submit,
         "status": request_commands.status,
         "invoke": _invoke,
+        "top": _top,
     }
     return commands[args.command]
+
+
+def _top(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.top import top
+
+    return top(args, deployment)
 
 
 def _invoke(args: argparse.Namespace, deployment: Deployment) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.config_store import ConfigStore, InvalidDocument
 from capacity_launcher.adapters.quota_statuses import QuotaStatuses
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.domain.documents import to_document
@@ -37,7 +37,9 @@ def quota_usage(
     return usage
 
 
-def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
+def quota_documents(deployment: Deployment) -> tuple[list[dict[str, Any]], list[InvalidDocument]]:
+    """Each CapacityQuota as a document with its status (stored by the sync, else computed now),
+    by name; and the stored quotas that no longer parse."""
     dynamodb = deployment.client("dynamodb")
     store = ConfigStore(deployment.state_table, dynamodb)
     quotas = store.capacity_quotas()
@@ -53,6 +55,11 @@ def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
     shown: list[dict[str, Any]] = [
         {**to_document(q), "status": stored[q.name]} for q in sorted(quotas, key=lambda q: q.name)
     ]
+    return shown, invalid
+
+
+def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
+    shown, invalid = quota_documents(deployment)
     if args.output == "json":
         views.print_json(
             [

@@ -226,7 +226,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
             r.reservation_id,
             r.instance_type,
             r.zone,
-            _kind(r),
+            reservation_kind(r),
             r.state,
             _or_dash(_minute(r.start_date)),
             _or_dash(_minute(r.end_date)),
@@ -239,7 +239,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
     return table
 
 
-def _kind(r: ReservationSnapshot) -> str:
+def reservation_kind(r: ReservationSnapshot) -> str:
     return f"{r.reservation_type} (interruptible)" if r.interruptible else r.reservation_type
 
 
