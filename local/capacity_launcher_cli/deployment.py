@@ -11,11 +11,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
+if TYPE_CHECKING:  # boto3 and the service's settings load when a command talks to AWS
+    import boto3
 
-from capacity_launcher.settings import Settings
+    from capacity_launcher.settings import Settings
 
 DEFAULT_LOCAL_FILE = Path(".capacity-launcher") / "local.json"
 LOCAL_FILE_ENV_VAR = "CAPACITY_LAUNCHER_LOCAL_FILE"
@@ -61,6 +62,8 @@ class Deployment:
         return self.endpoint_url is not None
 
     def session(self) -> boto3.Session:
+        import boto3
+
         if self.is_local:
             return boto3.Session(
                 region_name=self.region,
@@ -75,6 +78,8 @@ class Deployment:
 
     def settings(self) -> Settings:
         """The service's settings for this deployment: what the composition root builds from."""
+        from capacity_launcher.settings import Settings
+
         return Settings(
             state_table_name=self.state_table,
             unavailable_offerings_table_name=self.unavailable_offerings_table,
@@ -115,6 +120,8 @@ def from_stack(
     stack_name: str, region: str | None = None, cloudformation: Any | None = None
 ) -> Deployment:
     """Names from the stack's outputs, the ICE lifetime from its parameters."""
+    import boto3
+
     cloudformation = cloudformation or boto3.Session(region_name=region).client("cloudformation")
     stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}

@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from botocore.exceptions import BotoCoreError, ClientError
+# Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
+# (over a second); each command imports what it uses when it runs.
+if TYPE_CHECKING:
+    from capacity_launcher_cli.deployment import Deployment
 
-from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher_cli.deployment import Deployment, DeploymentNotFound, resolve
-
-Command = Callable[[argparse.Namespace, Deployment], int]
+Command = Callable[[argparse.Namespace, "Deployment"], int]
 GET_RESOURCES = (
     "nodepools",
     "nodeclasses",
@@ -34,36 +35,41 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="table (default) or json"
+    )
 
 
 def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit = commands.add_parser("submit", help="send a launch request to the bus or the queue")
     _common(submit)
     submit.add_argument("-f", "--filename", help="a launch request JSON file (flags override it)")
-    submit.add_argument("--request-id")
-    submit.add_argument("--node-pool")
-    submit.add_argument("--count", type=int)
-    submit.add_argument("--min-count", type=int)
-    submit.add_argument("--single-zone", action="store_true")
-    submit.add_argument("--requester")
+    submit.add_argument("--request-id", help="the request's id (default: cli-<milliseconds>)")
+    submit.add_argument("--node-pool", help="the NodePool (default: the first compatible one)")
+    submit.add_argument("--count", type=int, help="instances wanted")
+    submit.add_argument("--min-count", type=int, help="fewer than this launches none (a gang)")
+    submit.add_argument("--single-zone", action="store_true", help="all instances in one zone")
+    submit.add_argument("--requester", help="who asks (the team a CapacityQuota names)")
     submit.add_argument("--requirement", action="append", metavar="KEY=OP:V1,V2", help="repeatable")
     submit.add_argument("--tag", action="append", metavar="KEY=VALUE", help="repeatable")
-    submit.add_argument("--via", choices=("bus", "queue"), default="bus")
+    submit.add_argument(
+        "--via", choices=("bus", "queue"), default="bus", help="the event bus (default) or queue"
+    )
     submit.add_argument("--wait", action="store_true", help="print the status when finished")
     submit.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="capacity-launcher", description=__doc__)
+    root.add_argument("--version", action=_Version, help="print the version and exit")
     commands = root.add_subparsers(dest="command", required=True)
 
     local = commands.add_parser("local", help="the local cloud")
     local_commands = local.add_subparsers(dest="local_command", required=True)
     up = local_commands.add_parser("up", help="start the local cloud in the foreground")
-    up.add_argument("--host", default="127.0.0.1")
-    up.add_argument("--port", type=int, default=4566)
-    up.add_argument("--region", default="us-east-1")
+    up.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    up.add_argument("--port", type=int, default=4566, help="port to listen on (default 4566)")
+    up.add_argument("--region", default="us-east-1", help="the local cloud's region")
     up.add_argument("--template", help="template.yaml to build from (default: the project's)")
     up.add_argument("--local-file", help="where to write the names")
     up.add_argument("--visibility-timeout", type=int, help="override the launch queue's")
@@ -77,13 +83,13 @@ def parser() -> argparse.ArgumentParser:
 
     get = commands.add_parser("get", help="list resources")
     _common(get)
-    get.add_argument("resource", choices=GET_RESOURCES)
+    get.add_argument("resource", choices=GET_RESOURCES, help="what to list")
     _output(get)
 
     delete = commands.add_parser("delete", help="delete a NodePool, NodeClass or CapacityQuota")
     _common(delete)
-    delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"))
-    delete.add_argument("name")
+    delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"), help="kind")
+    delete.add_argument("name", help="the document's metadata.name")
 
     _submit_parser(commands)
 
@@ -96,9 +102,9 @@ def parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="a request's status record (JSON)")
     _common(status)
-    status.add_argument("request_id")
+    status.add_argument("request_id", help="the request's requestId")
     status.add_argument("--wait", action="store_true", help="wait until the request finishes")
-    status.add_argument("--timeout", type=float, default=120.0)
+    status.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
     invoke = commands.add_parser("invoke", help="run a function once, without Docker")
     _common(invoke)
@@ -112,8 +118,31 @@ def parser() -> argparse.ArgumentParser:
 
     schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
     schemas.add_argument("--write", action="store_true", help="write them to --directory")
-    schemas.add_argument("--directory", default="schemas")
+    schemas.add_argument("--directory", default="schemas", help="where --write writes")
+
+    completion = commands.add_parser(
+        "completion",
+        help='shell completion: eval "$(capacity-launcher completion bash)" (or zsh)',
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
     return root
+
+
+class _Version(argparse.Action):
+    """--version: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=str(kwargs.get("help")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("capacity-launcher")
+        except PackageNotFoundError:  # run from a checkout without `pip install -e .`
+            found = "unknown (not installed)"
+        print(f"capacity-launcher {found}")
+        parser.exit()
 
 
 def _command(args: argparse.Namespace) -> Command:
@@ -168,10 +197,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from local_cloud.demo import run_demo
 
         return run_demo(args.examples)
+    if args.command == "completion":
+        from capacity_launcher_cli.completion import script
+
+        print(script(parser(), args.shell))
+        return 0
     if args.command == "schemas":
         from capacity_launcher_cli.schemas import schemas_command
 
         return schemas_command(args.write, args.directory)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from capacity_launcher.domain.errors import CapacityLauncherError
+    from capacity_launcher_cli.deployment import DeploymentNotFound, resolve
+
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
         return _command(args)(args, deployment)
