@@ -25,6 +25,7 @@ import moto_capacity
 from capacity_launcher.service import wiring
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
 from local_cloud import function_output
+from local_cloud.address import PortInUse
 from local_cloud.event_sources import (
     Listener,
     QueueEventSource,
@@ -50,6 +51,28 @@ DEFAULT_PORT = 4566
 LOCAL_INSTANCE_ROLE = "arn:aws:iam::123456789012:role/capacity-launcher-node"
 # moto has no X-Ray; the handlers must not try to send traces.
 LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
+
+
+class _Server(ThreadedMotoServer):
+    """moto's threaded server, except that an address it cannot bind fails start() at once:
+    moto's own start() waits forever for a server its thread never made."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(host, port, verbose=False)
+        self._failure: BaseException | None = None
+
+    def _server_entry(self) -> None:
+        try:
+            super()._server_entry()
+        except (OSError, SystemExit) as failure:  # werkzeug exits when the port is taken
+            self._failure = failure
+            self._server_ready_event.set()
+
+    def start(self) -> None:
+        super().start()
+        if self._failure is not None:
+            reason = getattr(self._failure, "strerror", None) or "address already in use"
+            raise PortInUse(self._ip_address, self._port, reason)
 
 
 @dataclass
@@ -93,8 +116,13 @@ class LocalCloud:
         # (POST /moto-capacity/clock) moves the launcher's deadlines and the sync's horizons too.
         self._saved_clock = wiring.utcnow
         wiring.utcnow = CLOCK.now
-        self._server = ThreadedMotoServer(self.options.host, self.options.port, verbose=False)
-        self._server.start()
+        self._server = _Server(self.options.host, self.options.port)
+        try:
+            self._server.start()
+        except PortInUse:
+            self._server = None  # nothing was served: moto's state is not ours to reset
+            self.stop()
+            raise
         host, port = self._server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
         self._set_environment(
