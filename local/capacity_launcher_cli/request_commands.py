@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from capacity_launcher.domain.status import (
     ErrorDetail,
     RequestRecord,
     RequestStatus,
+    format_timestamp,
 )
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
@@ -106,11 +108,13 @@ def wait_for(
     request_id: str,
     timeout_seconds: float,
     body_hash: str | None = None,
+    progress: Callable[[str], None] = lambda _state: None,
 ) -> RequestRecord | None:
     """Poll the record until the request is finished, for at most `timeout_seconds`; then the
     record as it is (None, or Waiting for scheduled capacity). When the requestId is bound to
     another body than `body_hash`, the launcher refuses this one (RequestIdReused): its refusal,
-    as its Launch Rejected event says, not the other request's record."""
+    as its Launch Rejected event says, not the other request's record. `progress` is told the
+    request's state at each poll (views.WaitProgress shows its changes)."""
     deadline = time.monotonic() + timeout_seconds
     while True:
         bound = records.bound_body(request_id) if body_hash else None
@@ -119,9 +123,23 @@ def wait_for(
             error = ErrorDetail(code=refused.code, message=refused.reason)
             return RequestRecord.rejected(request_id, [error], received_at=datetime.now(UTC))
         record = records.get_record(request_id)
+        progress(waiting_state(record))
         if (record is not None and record.is_final) or time.monotonic() >= deadline:
             return record
         time.sleep(POLL_SECONDS)
+
+
+def waiting_state(record: RequestRecord | None) -> str:
+    """What a person waiting on a request is told it is doing now."""
+    if record is None:
+        return "no record yet: queued, or being served"
+    if record.status is RequestStatus.WAITING:
+        awaited = ", ".join(r.capacity_reservation_id for r in record.waiting_for)
+        until = record.wait_for_capacity_until
+        return f"Waiting for {awaited or 'scheduled capacity'}" + (
+            f" until {format_timestamp(until)}" if until else ""
+        )
+    return f"{record.status} ({record.launched}/{record.requested} launched)"
 
 
 def _body_hash(request: dict[str, Any]) -> str | None:
@@ -149,7 +167,10 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
         print(request["requestId"])
         return 0
     records = wiring.launch_records(deployment.settings(), deployment.client)
-    record = wait_for(records, str(request["requestId"]), args.timeout, _body_hash(request))
+    with views.WaitProgress(str(request["requestId"])) as progress:
+        record = wait_for(
+            records, str(request["requestId"]), args.timeout, _body_hash(request), progress
+        )
     if record is None:
         print(f"error: no status for {request['requestId']} after {args.timeout}s", file=sys.stderr)
         return EXIT_TIMED_OUT
@@ -162,11 +183,11 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
 
 def status(args: argparse.Namespace, deployment: Deployment) -> int:
     records = wiring.launch_records(deployment.settings(), deployment.client)
-    record = (
-        wait_for(records, args.request_id, args.timeout)
-        if args.wait
-        else records.get_record(args.request_id)
-    )
+    if args.wait:
+        with views.WaitProgress(args.request_id) as progress:
+            record = wait_for(records, args.request_id, args.timeout, progress=progress)
+    else:
+        record = records.get_record(args.request_id)
     if record is None:
         print(
             f"error: no record for {args.request_id}: not received yet, still in progress, "

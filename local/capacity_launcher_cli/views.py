@@ -36,6 +36,38 @@ def console(stderr: bool = False) -> Console:
     return Console(file=stream, width=width, highlight=False)
 
 
+class WaitProgress:
+    """Progress while waiting on a request, on stderr: a spinner saying its state on a terminal,
+    else one line per state change (so logs and pipes show each step, not a redraw)."""
+
+    def __init__(self, request_id: str) -> None:
+        self._request_id = request_id
+        self._console = console(stderr=True)
+        self._started = time.monotonic()
+        self._state: str | None = None
+        self._status: Any = None
+
+    def __enter__(self) -> WaitProgress:
+        if self._console.is_terminal:
+            self._status = self._console.status(f"{escape(self._request_id)}: waiting")
+            self._status.start()
+        return self
+
+    def __call__(self, state: str) -> None:
+        if state == self._state:
+            return
+        self._state = state
+        line = f"{self._request_id}: {state} ({time.monotonic() - self._started:.0f}s)"
+        if self._status is not None:
+            self._status.update(escape(line))
+        else:
+            sys.stderr.write(line + "\n")
+
+    def __exit__(self, *_: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 

@@ -61,6 +61,7 @@ def up(args: argparse.Namespace) -> int:
     written = False
     # SIGTERM (a supervisor, `kill`, `timeout`) stops as Ctrl-C does, even mid-start.
     signal.signal(signal.SIGTERM, _interrupt)
+    print(f"starting the local cloud on {args.host}:{args.port}…", file=sys.stderr)
     try:
         deployment = cloud.start()
         write_local(deployment, target)
