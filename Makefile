@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/layers/core:$(CURDIR)/local:$(CURDIR)
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup run test lint template-check unit build bench soak moto-dropin lock clean
+.PHONY: setup run test lint template-check unit build deploy bench soak moto-dropin lock clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,12 @@ unit: setup
 build: setup
 	$(BIN)/sam validate --lint
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/sam build
+
+# sam from the venv, with its python3.13 first on PATH: no activated venv needed.
+# DEPLOY_FLAGS (default --guided) go to `sam deploy`.
+DEPLOY_FLAGS ?= --guided
+deploy: build
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/sam deploy $(DEPLOY_FLAGS)
 
 run: setup
 	$(BIN)/capacity-launcher demo

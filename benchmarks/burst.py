@@ -80,16 +80,22 @@ class _NoSingleFlight(UnavailableOfferings):
 
 def _shared_without_single_flight() -> LaunchBatch:
     settings = get_settings()
-    ports = wiring.launch_ports(settings)
+    adapters = wiring.Adapters(settings)
+    ports = adapters.launch_ports()
     cache = _NoSingleFlight(
         settings.unavailable_offerings_table_name,
         settings.ice_ttl_seconds,
         local_copy_seconds=settings.ice_local_copy_seconds,
         dynamodb=aws.client("dynamodb"),
     )
-    return wiring.build_launch_batch(
-        wiring.idempotency_config(settings), dataclasses.replace(ports, unavailable=cache)
+    return adapters.launch_batch(
+        adapters.idempotency_config(), dataclasses.replace(ports, unavailable=cache)
     )
+
+
+def _fresh_launch_batch() -> LaunchBatch:
+    adapters = wiring.Adapters(get_settings())
+    return adapters.launch_batch(adapters.idempotency_config())
 
 
 def _watch_ice_table(table: str) -> Counter[str]:
@@ -134,7 +140,7 @@ def _dry_everything(latency: float) -> None:
 
 def _launcher_burst(contender: str, latency: float) -> BurstResult:
     make: dict[str, Callable[[], LaunchBatch]] = {
-        LAUNCHER: lambda: wiring.build_launch_batch(wiring.idempotency_config(get_settings())),
+        LAUNCHER: _fresh_launch_batch,
         SHARED: _shared_without_single_flight,
         PER_PROCESS: lambda: per_process_launch_batch(TTL_SECONDS),
     }
@@ -237,7 +243,7 @@ class HealthyCost:
 def _healthy(contender: str) -> HealthyCost:
     """HEALTHY_REQUESTS over HEALTHY_WORKERS warm containers, every offering healthy."""
     make: dict[str, Callable[[], LaunchBatch]] = {
-        LAUNCHER: lambda: wiring.build_launch_batch(wiring.idempotency_config(get_settings())),
+        LAUNCHER: _fresh_launch_batch,
         SHARED: _shared_without_single_flight,
     }
     with bench_cloud(ICE_TTL_SECONDS=str(TTL_SECONDS)) as cloud:

@@ -1,16 +1,27 @@
-"""Cold start: importing and initialising each handler in a fresh interpreter over the built layer
-(layers/core/Makefile, sam build's recipe, built for this machine: the layer's dependencies and
-bytecode on PYTHONPATH, as Lambda mounts /opt/python), beside baseline handlers; and the layer's
-size.
+"""Cold start: each handler's init and its first invocation, in a fresh interpreter over the
+built layer (layers/core/Makefile, sam build's recipe, built for this machine: the layer's
+dependencies and bytecode on PYTHONPATH, as Lambda mounts /opt/python), beside a floor handler in
+the same run; and the layer's size.
 
 What the Lambda runtime gives a function besides the layer is boto3 and what boto3 needs, nothing
 else: the interpreter runs without its site-packages (`-S`), and boto3's closure is copied from
 this environment into a folder of its own. (This environment also holds awscrt and pyOpenSSL,
-which botocore imports when it finds them: about 110 ms that Lambda never spends, which made
-every baseline slower and every ratio kinder.) A cold start ends when the handler is ready: the
-child reports its CPU time and the clock then, and leaves without tearing down (Lambda never
-tears a process down inside a cold start; teardown of boto3's service models alone costs more
-than 100 ms)."""
+which botocore imports when it finds them: about 110 ms that Lambda never spends.)
+
+A cold start is the init and the first invocation: a botocore client's first call loads its
+operation model and resolves its endpoint rules, the first request builds what init left for
+later, and Lambda bills both. So each child initialises the handler, then invokes it once with a
+real event (a new launch request, the minute's schedule, an instance of ours terminated) against
+the AWS of `cold_start_stage` (a moto server in the parent, over HTTP: the emulator's CPU is the
+parent's, not the child's). It reports its CPU time and the clock when ready and again after the
+invocation, then invokes the handler once more with another event of the same kind (what a warm
+container spends: the first invocation's one-off work is the difference), and leaves without
+tearing down (Lambda never tears a process down inside a cold
+start; teardown of boto3's service models alone costs more than 100 ms).
+
+The floor is what any handler on this stack pays: it imports the same packages (boto3,
+Powertools, pydantic), builds the same three clients, pauses the collector during init as ours do
+(`capacity_launcher.startup`), and on its first invocation makes one call with each client."""
 
 from __future__ import annotations
 
@@ -28,15 +39,19 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+
+from benchmarks.cold_start_stage import Stage, served_cloud
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 11
-# What each handler builds on its first invocation (the launcher builds it at import).
 HANDLERS = {
-    "launcher": ("functions/launcher/app.py", ""),
-    "reservation_sync": ("functions/reservation_sync/app.py", "module.reservation_sync()"),
-    "instance_events": ("functions/instance_events/app.py", "module.instance_events()"),
+    "launcher": "functions/launcher/app.py",
+    "reservation_sync": "functions/reservation_sync/app.py",
+    "instance_events": "functions/instance_events/app.py",
 }
+MINIMAL = "minimal"
+FLOOR = "floor"
 MINIMAL_HANDLER = """
 from aws_lambda_powertools import Logger, Metrics
 
@@ -49,44 +64,91 @@ metrics = Metrics()
 def handler(event, context):
     return {}
 """
-# The same, plus the boto3 clients a handler needs: how much of a cold start is boto3's.
-BOTO3_HANDLER = (
-    MINIMAL_HANDLER
-    + """
-import boto3
-
-ec2 = boto3.client("ec2")
-dynamodb = boto3.client("dynamodb")
-events = boto3.client("events")
-"""
-)
-# The same, initialising as ours do (capacity_launcher.startup): the collector paused during
-# init, what init made frozen after. Not a goal's baseline: it shows what that alone is worth.
-BOTO3_PAUSED_HANDLER = (
-    """
+# The card's packages imported, the same clients built, the collector paused during init as
+# capacity_launcher.startup pauses it (what init made frozen after, as inside Lambda), the same
+# Powertools decorators as the launcher's; the first invocation makes one call with each client.
+FLOOR_HANDLER = """
 import gc
 
 gc.disable()
-"""
-    + BOTO3_HANDLER
-    + """
+
+import os
+
+import boto3
+import pydantic
+from aws_lambda_powertools import Logger, Metrics
+
+logger = Logger()
+metrics = Metrics()
+ec2 = boto3.client("ec2")
+dynamodb = boto3.client("dynamodb")
+events = boto3.client("events")
+BaseModel = pydantic.BaseModel  # pydantic's import (its package import alone defers it)
+
 gc.freeze()
 gc.enable()
+
+
+@logger.inject_lambda_context(log_event=False)
+@metrics.log_metrics(capture_cold_start_metric=True)
+def handler(event, context):
+    dynamodb.get_item(
+        TableName=os.environ["STATE_TABLE_NAME"],
+        Key={"pk": {"S": "floor"}, "sk": {"S": "floor"}},
+    )
+    ec2.describe_availability_zones()
+    events.put_events(
+        Entries=[
+            {
+                "EventBusName": os.environ["EVENT_BUS_NAME"],
+                "Source": "floor",
+                "DetailType": "Floor",
+                "Detail": "{}",
+            }
+        ]
+    )
+    return {}
 """
-)
 PROBE = """
 import importlib.util, json, os, resource, sys, time
+
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Context:
+    function_name = "cold-start"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:cold-start"
+    aws_request_id = "00000000-0000-4000-8000-000000000000"
+    log_group_name = "/aws/lambda/cold-start"
+    log_stream_name = "cold-start"
+    identity = None
+    client_context = None
+
+    def get_remaining_time_in_millis(self):
+        return 60_000
+
+
 started = time.perf_counter()
 spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-{initialise}
 imports = time.perf_counter() - started
-usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({{"imports": imports, "ready": time.monotonic(),
-                  "cpu": usage.ru_utime + usage.ru_stime}}), flush=True)
+ready, ready_cpu = time.monotonic(), cpu()
+result = module.handler(json.loads(sys.argv[2]), Context())
+done, done_cpu = time.monotonic(), cpu()
+again = module.handler(json.loads(sys.argv[3]), Context())  # warm: what is not one-off
+warm_cpu = cpu() - done_cpu
+print(json.dumps({"imports": imports, "ready": ready, "ready_cpu": ready_cpu, "done": done,
+                  "done_cpu": done_cpu, "warm_cpu": warm_cpu, "result": result,
+                  "again": again}, default=str), flush=True)
 os._exit(0)
 """
+# For the import steps, which call no AWS.
 ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -98,6 +160,9 @@ ENVIRONMENT = {
     "EVENT_BUS_NAME": "launch-bus",
     "POWERTOOLS_SERVICE_NAME": "capacity-launcher",
     "POWERTOOLS_METRICS_NAMESPACE": "CapacityLauncher",
+}
+# Every child, whatever its function's variables.
+RUNTIME_ENVIRONMENT = {
     "POWERTOOLS_TRACE_DISABLED": "true",
     "PYDANTIC_DISABLE_PLUGINS": "__all__",  # as template.yaml's Globals set it
     # /opt is read-only on Lambda: what the layer does not ship compiled is compiled every time.
@@ -108,7 +173,6 @@ ENVIRONMENT = {
 # Without site-packages: only the layer and the runtime's boto3 are importable.
 INTERPRETER = (sys.executable, "-S")
 RUNTIME_DISTRIBUTION = "boto3"
-BOTO3_PAUSED = "minimal+boto3, collector paused"
 RECIPE = ROOT / "layers" / "core" / "Makefile"
 HOST_PLATFORM = "manylinux2014_x86_64"
 LAYER_LIMIT_BYTES = 30 * 1024 * 1024
@@ -116,75 +180,100 @@ LAYER_LIMIT_BYTES = 30 * 1024 * 1024
 
 @dataclass(frozen=True)
 class ColdStart:
+    """Medians over `runs` fresh processes of one handler."""
+
     handler: str
-    median_seconds: float
     runs: int
-    # The whole process until the handler is ready, as the parent's clock sees it: interpreter
-    # start-up, imports, initialisation.
-    process_seconds: float = 0.0
-    # The process's CPU time (user + system) until ready: what a shared machine's load disturbs
-    # least.
-    cpu_seconds: float = 0.0
+    # The handler module's import and initialisation, timed inside the process.
+    imports_seconds: float
+    # The whole process until the handler is ready, by the parent's clock, and its CPU time.
+    ready_seconds: float
+    ready_cpu_seconds: float
+    # The same until its first invocation has returned: what the goal is judged on (CPU).
+    first_seconds: float
+    first_cpu_seconds: float
+    # The first invocation's own CPU (the median of each process's share).
+    invocation_cpu_seconds: float
+    # A second invocation's CPU in the same process (another event of the same kind): what the
+    # first one costs that is not one-off.
+    warm_cpu_seconds: float
 
 
 @dataclass(frozen=True)
 class _Handler:
     name: str
     path: Path
-    initialise: str
 
 
-@dataclass
-class _Runs:
-    imports: list[float]
-    process: list[float]
-    cpu: list[float]
+@dataclass(frozen=True)
+class _Sample:
+    imports: float
+    ready: float
+    ready_cpu: float
+    first: float
+    first_cpu: float
+    warm_cpu: float
+
+    @property
+    def invocation_cpu(self) -> float:
+        return self.first_cpu - self.ready_cpu
 
 
-def _once(handler: _Handler, environment: dict[str, str]) -> tuple[float, float, float]:
-    """(imports and initialisation, the process until ready, its CPU until ready) of one fresh
-    interpreter. `time.monotonic` is one clock for parent and child (CLOCK_MONOTONIC)."""
-    probe = PROBE.format(initialise=handler.initialise)
+def _once(handler: _Handler, stage: Stage, paths: str) -> _Sample:
+    """One fresh interpreter: init, then the first invocation. `time.monotonic` is one clock
+    for parent and child (CLOCK_MONOTONIC)."""
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        **stage.environment(handler.name),
+        **RUNTIME_ENVIRONMENT,
+        "PYTHONPATH": paths,
+    }
+    events = [json.dumps(stage.event(handler.name)) for _ in range(2)]
     started = time.monotonic()
     done = subprocess.run(
-        [*INTERPRETER, "-c", probe, str(handler.path)],
+        [*INTERPRETER, "-c", PROBE, str(handler.path), *events],
         env=environment,
         check=True,
         capture_output=True,
         text=True,
     )
-    ready = json.loads(done.stdout.strip().splitlines()[-1])
-    return float(ready["imports"]), float(ready["ready"]) - started, float(ready["cpu"])
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    stage.check(handler.name, found["result"])
+    stage.check(handler.name, found["again"])
+    return _Sample(
+        imports=float(found["imports"]),
+        ready=float(found["ready"]) - started,
+        ready_cpu=float(found["ready_cpu"]),
+        first=float(found["done"]) - started,
+        first_cpu=float(found["done_cpu"]),
+        warm_cpu=float(found["warm_cpu"]),
+    )
 
 
-def _environment(layer: Path, runtime: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        **ENVIRONMENT,
-        "PYTHONPATH": f"{layer}{os.pathsep}{runtime}",
-    }
+def _median(samples: list[_Sample], name: str) -> float:
+    return statistics.median(float(getattr(s, name)) for s in samples)
 
 
-def _measure(handlers: list[_Handler], layer: Path, runtime: Path) -> list[ColdStart]:
+def _measure(handlers: list[_Handler], stage: Stage, paths: str) -> list[ColdStart]:
     """Round-robin: every round starts each handler once, so a shared machine's load, which
-    changes by the minute, weighs on the baselines and ours alike."""
-    environment = _environment(layer, runtime)
+    changes by the minute, weighs on the floor and ours alike."""
     for handler in handlers:  # first run: the files are in the page cache, as on a warm host
-        _once(handler, environment)
-    runs = {h.name: _Runs([], [], []) for h in handlers}
+        _once(handler, stage, paths)
+    samples: dict[str, list[_Sample]] = {h.name: [] for h in handlers}
     for _ in range(RUNS):
         for handler in handlers:
-            imports, process, cpu = _once(handler, environment)
-            runs[handler.name].imports.append(imports)
-            runs[handler.name].process.append(process)
-            runs[handler.name].cpu.append(cpu)
+            samples[handler.name].append(_once(handler, stage, paths))
     return [
         ColdStart(
             h.name,
-            statistics.median(runs[h.name].imports),
             RUNS,
-            statistics.median(runs[h.name].process),
-            statistics.median(runs[h.name].cpu),
+            imports_seconds=_median(samples[h.name], "imports"),
+            ready_seconds=_median(samples[h.name], "ready"),
+            ready_cpu_seconds=_median(samples[h.name], "ready_cpu"),
+            first_seconds=_median(samples[h.name], "first"),
+            first_cpu_seconds=_median(samples[h.name], "first_cpu"),
+            invocation_cpu_seconds=_median(samples[h.name], "invocation_cpu"),
+            warm_cpu_seconds=_median(samples[h.name], "warm_cpu"),
         )
         for h in handlers
     ]
@@ -259,31 +348,80 @@ STEPS = {
         "import capacity_launcher.service.wiring, capacity_launcher.service.launch"
     ),
 }
-# What pydantic costs before any model of ours.
-PYDANTIC_STEPS = ("pydantic's import", "pydantic's first model")
+# What the floor does not import.
+OURS_ONLY_STEPS = (
+    "Powertools idempotency",
+    "pydantic's first model",
+    "settings",
+    "the domain's pydantic models",
+    "the rest of the service (launch path)",
+)
+# Each step's CPU; and, once their modules are imported, the CPU of making the service's own
+# classes: a dataclass compiles its methods, a pydantic model builds its validator.
 STEP_PROBE = """
 import gc, json, resource, sys
 gc.disable()
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+OURS = "capacity_launcher"
+made = {"dataclasses": [0, 0.0], "pydantic models": [0, 0.0]}
+def tallied(kind, make, module_of):
+    def run(*args, **kwargs):
+        if not module_of(args).startswith(OURS):
+            return make(*args, **kwargs)
+        before = cpu()
+        try:
+            return make(*args, **kwargs)
+        finally:
+            made[kind][0] += 1
+            made[kind][1] += cpu() - before
+    return run
+def hook():
+    dataclasses = sys.modules.get("dataclasses")
+    if dataclasses and not hasattr(dataclasses, "_tallied"):
+        dataclasses._tallied = True
+        dataclasses._process_class = tallied(
+            "dataclasses", dataclasses._process_class, lambda a: a[0].__module__)
+    models = sys.modules.get("pydantic._internal._model_construction")
+    if models and not hasattr(models, "_tallied"):
+        models._tallied = True
+        meta = models.ModelMetaclass
+        meta.__new__ = tallied(
+            "pydantic models", meta.__new__, lambda a: a[3].get("__module__", ""))
 spent = {}
 for step, code in json.loads(sys.argv[1]).items():
     before = cpu()
     exec(code, {})
     spent[step] = cpu() - before
-print(json.dumps(spent))
+    hook()
+print(json.dumps({"steps": spent, "made": made}))
 """
 STEP_RUNS = 5
 
 
-def import_steps() -> dict[str, float]:
-    """Median CPU seconds of each import step in a fresh interpreter over the built layer."""
+@dataclass(frozen=True)
+class ImportSteps:
+    """Median CPU seconds of each import step, and of making the service's own classes."""
+
+    steps: dict[str, float]
+    # kind ("dataclasses", "pydantic models") -> (how many, median CPU seconds making them)
+    classes: dict[str, tuple[int, float]]
+
+
+def import_steps() -> ImportSteps:
+    """The import steps in fresh interpreters over the built layer."""
     with tempfile.TemporaryDirectory() as folder:
         build_layer(Path(folder) / "layer", HOST_PLATFORM)
         build_runtime(Path(folder) / "runtime")
-        environment = _environment(Path(folder) / "layer" / "python", Path(folder) / "runtime")
+        environment = {
+            "PATH": os.environ.get("PATH", ""),
+            **ENVIRONMENT,
+            **RUNTIME_ENVIRONMENT,
+            "PYTHONPATH": _paths(Path(folder)),
+        }
         runs: dict[str, list[float]] = {step: [] for step in STEPS}
+        made: dict[str, list[tuple[int, float]]] = {}
         for _ in range(STEP_RUNS):
             done = subprocess.run(
                 [*INTERPRETER, "-c", STEP_PROBE, json.dumps(STEPS)],
@@ -292,34 +430,46 @@ def import_steps() -> dict[str, float]:
                 capture_output=True,
                 text=True,
             )
-            for step, seconds in json.loads(done.stdout.strip().splitlines()[-1]).items():
+            found = json.loads(done.stdout.strip().splitlines()[-1])
+            for step, seconds in found["steps"].items():
                 runs[step].append(float(seconds))
-    return {step: statistics.median(values) for step, values in runs.items()}
+            for kind, (count, seconds) in found["made"].items():
+                made.setdefault(kind, []).append((int(count), float(seconds)))
+    return ImportSteps(
+        {step: statistics.median(values) for step, values in runs.items()},
+        {
+            kind: (max(n for n, _ in values), statistics.median(s for _, s in values))
+            for kind, values in made.items()
+        },
+    )
+
+
+def _paths(folder: Path) -> str:
+    """The built layer's `python/` and the runtime's boto3, as Lambda's PYTHONPATH has them."""
+    return f"{folder / 'layer' / 'python'}{os.pathsep}{folder / 'runtime'}"
 
 
 def handlers() -> tuple[list[ColdStart], list[ColdStart]]:
-    """The baselines' cold starts (minimal first), and each of ours, all over the built layer."""
+    """The baselines' cold starts (minimal, then the floor) and each of ours, all over the built
+    layer, against one served cloud."""
     with tempfile.TemporaryDirectory() as folder:
         build_layer(Path(folder) / "layer", HOST_PLATFORM)
         build_runtime(Path(folder) / "runtime")
         baselines = []
-        for name, source in (
-            ("minimal", MINIMAL_HANDLER),
-            ("minimal+boto3", BOTO3_HANDLER),
-            (BOTO3_PAUSED, BOTO3_PAUSED_HANDLER),
-        ):
+        for name, source in ((MINIMAL, MINIMAL_HANDLER), (FLOOR, FLOOR_HANDLER)):
             app = Path(folder) / name / "app.py"
             app.parent.mkdir()
             app.write_text(textwrap.dedent(source))
-            baselines.append(_Handler(name, app, ""))
+            baselines.append(_Handler(name, app))
         ours = [
-            _Handler(Path(path).parent.name, ROOT / path, initialise)
-            for path, initialise in HANDLERS.values()
-            if (ROOT / path).exists()
+            _Handler(name, ROOT / path) for name, path in HANDLERS.items() if (ROOT / path).exists()
         ]
-        measured = _measure(
-            [*baselines, *ours], Path(folder) / "layer" / "python", Path(folder) / "runtime"
-        )
+        # Two invocations per process, one process per round and one to warm the page cache.
+        with served_cloud(spare_instances=2 * (RUNS + 1)) as stage:
+            measured = _measure([*baselines, *ours], stage, _paths(Path(folder)))
+            unfulfilled = stage.unfulfilled()
+        if unfulfilled:
+            raise RuntimeError(f"launch requests not fulfilled: {unfulfilled}")
     return measured[: len(baselines)], measured[len(baselines) :]
 
 

@@ -88,7 +88,7 @@ def _stage(cloud: Cloud) -> tuple[list[str], dict[str, str]]:
     ]
     subnets = apply_pool(cloud, capacity_types=("reserved", "on-demand"), selector_tags=TAG)
     # As in production, the minute's reservation sync has run: workers share its snapshots.
-    wiring.build_reservation_sync(get_settings()).run()
+    wiring.Adapters(get_settings()).reservation_sync().run()
     moto_capacity.reset()  # count from here on
     for itype, zone in DRY:
         moto_capacity.set_capacity(REGION, itype, zone, "on-demand", 0)

@@ -55,8 +55,8 @@ class InMemoryUnavailable:
 
 def per_process_launch_batch(ttl_seconds: int) -> LaunchBatch:
     """The composition root's launch batch, with the ICE cache swapped for a private one."""
-    settings = get_settings()
+    adapters = wiring.Adapters(get_settings())
     ports = dataclasses.replace(
-        wiring.launch_ports(settings), unavailable=InMemoryUnavailable(ttl_seconds)
+        adapters.launch_ports(), unavailable=InMemoryUnavailable(ttl_seconds)
     )
-    return wiring.build_launch_batch(wiring.idempotency_config(settings), ports)
+    return adapters.launch_batch(adapters.idempotency_config(), ports)

@@ -162,7 +162,7 @@ def _one_request(scenario: str, capacity_types: tuple[str, ...], reserve: bool) 
             ),
         )
         if reserve:
-            wiring.build_reservation_sync(get_settings()).run()
+            wiring.Adapters(get_settings()).reservation_sync().run()
         batch = cloud.batch
         cloud.send(request("warm-up"), batch=batch)  # the container is warm from here on
         with counting(count):

@@ -227,7 +227,7 @@ def _stage(cloud: Cloud) -> None:
     )
     apply_pool(cloud, capacity_types=("reserved", "on-demand"), selector_tags=TAG)
     cloud.wait_out_consistency()
-    wiring.build_reservation_sync(get_settings()).run()
+    wiring.Adapters(get_settings()).reservation_sync().run()
 
 
 def _per_request(cloud: Cloud, slug: str) -> tuple[int, int]:
@@ -315,7 +315,7 @@ def _history_curve() -> tuple[list[Point], list[SyncPoint]]:
             cold, warm = _per_request(cloud, "past-requests")
             points.append(Point("past requests", size, cold, warm))
             with counting() as read:
-                wiring.build_reservation_sync(get_settings()).run()
+                wiring.Adapters(get_settings()).reservation_sync().run()
             state = cloud.names.state_table
             kinds = {k: n for (t, k), n in read.by_kind.items() if t == state}
             live = len(cloud.managed_instances())

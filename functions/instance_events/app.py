@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from capacity_launcher.startup import lambda_init
 
-with lambda_init():
+with lambda_init() as host:
     from typing import Any
 
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from capacity_launcher.observability import logger, metrics
-    from capacity_launcher.service.wiring import instance_events
+    from capacity_launcher.service.wiring import Adapters
+    from capacity_launcher.settings import get_settings
 
-    instance_events()  # the use case, built at init like the launcher's
+    # The use case, built once per container at init (like the launcher's), on its host's clock.
+    EVENTS = Adapters(get_settings(), clock=host.clock, pause=host.pause).instance_events()
 
 
 # The EventBridge envelope is read as the dict it is: Powertools' data_classes package imports
@@ -20,7 +22,7 @@ with lambda_init():
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    outcome = instance_events().handle(event["detail-type"], event["detail"])
+    outcome = EVENTS.handle(event["detail-type"], event["detail"])
     return {
         "action": outcome.action,
         "instanceId": outcome.instance_id,

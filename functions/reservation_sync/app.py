@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from capacity_launcher.startup import lambda_init
 
-with lambda_init():
+with lambda_init() as host:
     from typing import Any
 
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from capacity_launcher.observability import logger, metrics
-    from capacity_launcher.service.wiring import reservation_sync
+    from capacity_launcher.service.wiring import Adapters
+    from capacity_launcher.settings import get_settings
 
-    reservation_sync()  # the use case, built at init like the launcher's
+    # The use case, built once per container at init (like the launcher's), on its host's clock.
+    SYNC = Adapters(get_settings(), clock=host.clock, pause=host.pause).reservation_sync()
 
 
 # The EventBridge envelope is read as the dict it is: Powertools' data_classes package imports
@@ -20,7 +22,7 @@ with lambda_init():
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = reservation_sync().run()
+    report = SYNC.run()
     reconciliation = report.reconciliation
     return {
         "scheduledAt": event["time"],

@@ -30,7 +30,7 @@ def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
         for s in ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).list()
     }
     groups: dict[str, list[str]] = {rid: list(snapshot.groups) for rid, snapshot in stored.items()}
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     for node_class in store.node_classes():
         target = selection_of(node_class).target
         arn = target.group_arn if target else None
@@ -55,7 +55,7 @@ def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
 
 
 def ice_cache(deployment: Deployment) -> UnavailableOfferings:
-    return wiring.unavailable_offerings(deployment.settings(), deployment.client)
+    return wiring.Adapters(deployment.settings(), deployment.client).unavailable_offerings()
 
 
 def _members(reservations: CapacityReservations, group_arn: str) -> list[str]:

@@ -11,14 +11,16 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_store import ConfigStore, InvalidDocument
+from capacity_launcher.adapters.config_items import InvalidDocument
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.domain.api_versions import Applied, Kept
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
-from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.documents import to_document as config_document
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
 from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.pool_status import pool_status
 from capacity_launcher.domain.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
@@ -116,29 +118,44 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
     return documents
 
 
-def validate(documents: list[SourceDocument]) -> list[NodeClass | NodePool | CapacityQuota]:
-    """Every document parsed, or an ApplyError naming file, document and field of each error."""
-    return [parsed for _, parsed in validate_sources(documents)]
+Hub = NodeClass | NodePool | CapacityQuota
 
 
-def validate_sources(
-    documents: list[SourceDocument],
-) -> list[tuple[SourceDocument, NodeClass | NodePool | CapacityQuota]]:
-    """`validate`, each parsed document with the file document it came from."""
-    parsed: list[tuple[SourceDocument, NodeClass | NodePool | CapacityQuota]] = []
+@dataclass(frozen=True)
+class Step:
+    """One hub document to store, from one file document, with what its apply kept."""
+
+    source: SourceDocument
+    applied: Applied
+    document: Hub
+    kept: Kept | None
+
+
+def validate(documents: list[SourceDocument]) -> list[Hub]:
+    """Every document converted to its hub, or an ApplyError naming file, document and field."""
+    return [step.document for step in validate_steps(documents)]
+
+
+def validate_steps(documents: list[SourceDocument]) -> list[Step]:
+    """Each document of any served version converted to the hub documents to store, in order."""
+    steps: list[Step] = []
     problems: list[str] = []
     for document in documents:
         try:
-            parsed.append((document, parse_document(document.data)))
+            applied = REGISTRY.read(document.data)
         except ConfigValidationError as error:
             problems += [_problem(document, e) for e in error.errors]
+            continue
+        kept = applied.conversion.kept or None
+        for index, hub in enumerate(applied.conversion.hubs):
+            steps.append(Step(document, applied, hub, kept if index == 0 else None))
     # Quotas applied together are checked together too (the store checks them against the rest).
-    quotas = (d for _, d in parsed if isinstance(d, CapacityQuota))
+    quotas = (s.document for s in steps if isinstance(s.document, CapacityQuota))
     problems += [str(e) for e in conflicts(quotas)]
     if problems:
         raise ApplyError(problems)
     # NodeClasses first, so a file may list a pool before the class it names.
-    return sorted(parsed, key=lambda pair: pair[1].kind != NODE_CLASS)
+    return sorted(steps, key=lambda step: step.document.kind != NODE_CLASS)
 
 
 def _problem(document: SourceDocument, error: FieldError) -> str:
@@ -147,21 +164,32 @@ def _problem(document: SourceDocument, error: FieldError) -> str:
 
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
-        parsed = validate_sources(read_documents(args.filename))
+        steps = validate_steps(read_documents(args.filename))
     except ApplyError as error:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 1
-    store = wiring.config_store(deployment.settings(), deployment.client)
-    for source, document in parsed:
+    for warning in dict.fromkeys(w for s in steps for w in s.applied.warnings):
+        print(f"warning: {warning}", file=sys.stderr)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    for step in steps:
+        document = step.document
         try:
-            store.apply(document)
+            store.apply(document, step.kept)
         except CapacityLauncherError as error:
             # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
-            print(f"error: {source.where}: {_without_name(document, error)}", file=sys.stderr)
+            print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
             return 1
-        print(f"{document.kind.lower()}/{document.name} applied")
+        print(f"{document.kind.lower()}/{document.name} applied{_as_written(step)}")
+        for path in step.kept.not_acted_on if step.kept else ():
+            print(f"  {path}: kept, not acted on")
     return 0
+
+
+def _as_written(step: Step) -> str:
+    """`` (as karpenter.sh/v1 NodePool)`` when the document was not written as its hub."""
+    version = step.applied.version
+    return "" if version is REGISTRY.hub_version(version.hub_kind) else f" (as {version.label})"
 
 
 def _without_name(document: NodeClass | NodePool | CapacityQuota, error: Exception) -> str:
@@ -171,7 +199,7 @@ def _without_name(document: NodeClass | NodePool | CapacityQuota, error: Excepti
 
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     kind = "NodeClass" if args.resource == "nodeclasses" else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
     invalid = [d for d in store.invalid() if d.kind == kind]
@@ -203,7 +231,7 @@ def pool_statuses(
 ) -> tuple[list[NodePool], dict[str, dict[str, Any]]]:
     """The stored NodePools, and each one's status (usage against limits, conditions) by name."""
     pools = store.node_pools()
-    usage = wiring.pool_usage(deployment.settings(), deployment.client)
+    usage = wiring.Adapters(deployment.settings(), deployment.client).pool_usage()
     applied = {c.name for c in store.node_classes()}
     return pools, {p.name: pool_status(p, applied, usage.usage(p.name)) for p in pools}
 
@@ -219,7 +247,7 @@ def _warn_invalid(invalid: list[InvalidDocument]) -> None:
 
 def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     kind = KINDS[args.kind]
-    store = wiring.config_store(deployment.settings(), deployment.client)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
         store.delete(kind, args.name)  # type: ignore[arg-type]
     except NotFound:

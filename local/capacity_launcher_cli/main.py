@@ -17,7 +17,19 @@ if TYPE_CHECKING:
 Command = Callable[[argparse.Namespace, "Deployment"], int]
 GET_RESOURCES = (
     "nodepools",
+    "nodepool",
     "nodeclasses",
+    "nodeclass",
+    "ec2nodeclasses",
+    "ec2nodeclass",
+    "nodeclaims",
+    "nodeclaim",
+    "capacityquotas",
+    "capacityquota",
+    "capacityreservations",
+    "capacityreservation",
+    "clustercapacityreservations",
+    "clustercapacityreservation",
     "quotas",
     "requests",
     "instances",
@@ -28,15 +40,12 @@ GET_RESOURCES = (
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack-name", help="a deployed stack: names come from its outputs")
-    parser.add_argument("--region", help="AWS region (default: the profile's, or us-east-1)")
+    parser.add_argument(
+        "--region",
+        help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION, the profile's, else us-east-1)",
+    )
     parser.add_argument(
         "--local-file", help="the local cloud's names (default .capacity-launcher/local.json)"
-    )
-
-
-def _output(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="table (default) or json"
     )
 
 
@@ -56,6 +65,12 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--via", choices=("bus", "queue"), default="bus", help="the event bus (default) or queue"
     )
     submit.add_argument("--wait", action="store_true", help="print the status when finished")
+    submit.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="send nothing: the pool it resolves to, the offerings and reservations it would "
+        "try in order, the limits' and quota's headroom and the ICE entries in its way",
+    )
     submit.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
 
@@ -84,7 +99,23 @@ def parser() -> argparse.ArgumentParser:
     get = commands.add_parser("get", help="list resources")
     _common(get)
     get.add_argument("resource", choices=GET_RESOURCES, help="what to list")
-    _output(get)
+    get.add_argument("name", nargs="?", help="one document by name (printed as YAML by default)")
+    get.add_argument(
+        "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
+    )
+    get.add_argument(
+        "--output-version",
+        help="print documents in this served apiVersion of their kind (docs/api-versions.md)",
+    )
+
+    convert = commands.add_parser(
+        "convert", help="print documents in another served apiVersion (kubectl convert)"
+    )
+    convert.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
+    convert.add_argument("--output-version", required=True, help="e.g. capacity-launcher/v1")
+    convert.add_argument(
+        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
+    )
 
     delete = commands.add_parser("delete", help="delete a NodePool, NodeClass or CapacityQuota")
     _common(delete)
@@ -119,6 +150,9 @@ def parser() -> argparse.ArgumentParser:
     schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
     schemas.add_argument("--write", action="store_true", help="write them to --directory")
     schemas.add_argument("--directory", default="schemas", help="where --write writes")
+    schemas.add_argument(
+        "--template", default="template.yaml", help="whose event schema registry to rewrite"
+    )
 
     completion = commands.add_parser(
         "completion",
@@ -149,11 +183,21 @@ def _command(args: argparse.Namespace) -> Command:
     from capacity_launcher_cli import (
         capacity_commands,
         config_commands,
+        ome_commands,
         quota_commands,
         request_commands,
+        version_commands,
     )
 
     if args.command == "get":
+        if args.resource in ome_commands.RESOURCES:
+            return ome_commands.get_reservations
+        if args.resource in ("nodeclaims", "nodeclaim"):
+            from capacity_launcher_cli.karpenter_commands import get_nodeclaims
+
+            return get_nodeclaims
+        if _documents_asked(args):
+            return version_commands.get_documents
         return {
             "nodepools": config_commands.get_config,
             "nodeclasses": config_commands.get_config,
@@ -180,6 +224,16 @@ def _top(args: argparse.Namespace, deployment: Deployment) -> int:
     return top(args, deployment)
 
 
+def _documents_asked(args: argparse.Namespace) -> bool:
+    """`get` of configuration documents by name, as YAML, or in a version: the stored objects."""
+    from capacity_launcher_cli.version_commands import resource
+
+    if resource(args.resource) is None:
+        return False
+    listing = args.resource in ("nodepools", "nodeclasses") and args.output in ("table", "json")
+    return not listing or args.name is not None or args.output_version is not None
+
+
 def _invoke(args: argparse.Namespace, deployment: Deployment) -> int:
     # The local cloud's runtime, loaded only by the commands that run functions here.
     from local_cloud.invoke_command import invoke
@@ -202,10 +256,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(script(parser(), args.shell))
         return 0
+    if args.command == "convert":
+        from capacity_launcher_cli.version_commands import convert
+
+        return convert(args)
     if args.command == "schemas":
         from capacity_launcher_cli.schemas import schemas_command
 
-        return schemas_command(args.write, args.directory)
+        return schemas_command(args.write, args.directory, args.template)
     from botocore.exceptions import BotoCoreError, ClientError
 
     from capacity_launcher.domain.errors import CapacityLauncherError

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.adapters.config_store import ConfigStore, InvalidDocument
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.quota_statuses import QuotaStatuses
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.domain.documents import to_document
@@ -37,13 +37,10 @@ def quota_usage(
     return usage
 
 
-def quota_documents(deployment: Deployment) -> tuple[list[dict[str, Any]], list[InvalidDocument]]:
-    """Each CapacityQuota as a document with its status (stored by the sync, else computed now),
-    by name; and the stored quotas that no longer parse."""
-    dynamodb = deployment.client("dynamodb")
-    store = ConfigStore(deployment.state_table, dynamodb)
+def quota_statuses(deployment: Deployment, store: ConfigStore) -> dict[str, dict[str, Any]]:
+    """Each stored quota's status: as the sync last stored it, or computed now if it has not."""
     quotas = store.capacity_quotas()
-    invalid = [d for d in store.invalid() if d.kind == "CapacityQuota"]
+    dynamodb = deployment.client("dynamodb")
     stored = QuotaStatuses(deployment.state_table, dynamodb).read()
     unseen = [q for q in quotas if q.name not in stored]
     if unseen:
@@ -52,14 +49,17 @@ def quota_documents(deployment: Deployment) -> tuple[list[dict[str, Any]], list[
         now = format_timestamp(datetime.now(UTC))
         for quota in unseen:
             stored[quota.name] = {**quota_status(quota, quotas, usage, pools), "observedAt": now}
-    shown: list[dict[str, Any]] = [
-        {**to_document(q), "status": stored[q.name]} for q in sorted(quotas, key=lambda q: q.name)
-    ]
-    return shown, invalid
+    return stored
 
 
 def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
-    shown, invalid = quota_documents(deployment)
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    quotas = store.capacity_quotas()
+    invalid = [d for d in store.invalid() if d.kind == "CapacityQuota"]
+    stored = quota_statuses(deployment, store)
+    shown: list[dict[str, Any]] = [
+        {**to_document(q), "status": stored[q.name]} for q in sorted(quotas, key=lambda q: q.name)
+    ]
     if args.output == "json":
         views.print_json(
             [

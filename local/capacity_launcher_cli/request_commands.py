@@ -6,24 +6,28 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestIdReused
-from capacity_launcher.domain.launch_request import parse_launch_request
-from capacity_launcher.domain.status import (
-    LAUNCH_REQUESTED,
-    ErrorDetail,
-    RequestRecord,
-    RequestStatus,
-    format_timestamp,
-)
-from capacity_launcher.service import wiring
+from botocore.exceptions import ClientError
+
+from capacity_launcher.domain.aws_errors import is_access_denied
+from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.service import resolution, wiring
+from capacity_launcher.service.launch.progress import Context
+from capacity_launcher.service.preview import Usage, preview
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.emulator_clock import service_clock
+from capacity_launcher_client.client import (
+    LaunchClient,
+    ProgressCallback,
+    Via,
+    WaitTimedOut,
+    as_request,
+)
 
 # Producers are not the service: status events carry source "capacity-launcher", requests this.
 PRODUCER_SOURCE = "capacity-launcher.cli"
@@ -81,113 +85,108 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return request
 
 
-def send(request: dict[str, Any], deployment: Deployment, via: str) -> None:
-    body = json.dumps(request)
-    if via == "queue":
-        deployment.client("sqs").send_message(
-            QueueUrl=deployment.launch_queue_url, MessageBody=body
-        )
-        return
-    response = deployment.client("events").put_events(
-        Entries=[
-            {
-                "Source": PRODUCER_SOURCE,
-                "DetailType": LAUNCH_REQUESTED,
-                "Detail": body,
-                "EventBusName": deployment.event_bus,
-            }
-        ]
-    )
-    if response.get("FailedEntryCount"):
-        entry = response["Entries"][0]
-        raise RuntimeError(f"PutEvents refused the request: {entry.get('ErrorCode')} {entry}")
+def client(deployment: Deployment) -> LaunchClient:
+    """The producer's client, as the CLI's own source."""
+    return LaunchClient(deployment, source=PRODUCER_SOURCE, poll_seconds=POLL_SECONDS)
+
+
+def send(request: dict[str, Any], deployment: Deployment, via: Via) -> LaunchRequest:
+    """Validate the request by the service's model and send it; the request as sent."""
+    return client(deployment).submit(request, via=via)
 
 
 def wait_for(
-    records: LaunchRecords,
-    request_id: str,
+    deployment: Deployment,
+    request: str | LaunchRequest,
     timeout_seconds: float,
-    body_hash: str | None = None,
-    progress: Callable[[str], None] = lambda _state: None,
+    progress: ProgressCallback | None = None,
 ) -> RequestRecord | None:
-    """Poll the record until the request is finished, for at most `timeout_seconds`; then the
-    record as it is (None, or Waiting for scheduled capacity). When the requestId is bound to
-    another body than `body_hash`, the launcher refuses this one (RequestIdReused): its refusal,
-    as its Launch Rejected event says, not the other request's record. `progress` is told the
-    request's state at each poll (views.WaitProgress shows its changes)."""
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        bound = records.bound_body(request_id) if body_hash else None
-        if bound is not None and bound != body_hash:
-            refused = RequestIdReused(request_id)
-            error = ErrorDetail(code=refused.code, message=refused.reason)
-            return RequestRecord.rejected(request_id, [error], received_at=datetime.now(UTC))
-        record = records.get_record(request_id)
-        progress(waiting_state(record))
-        if (record is not None and record.is_final) or time.monotonic() >= deadline:
-            return record
-        time.sleep(POLL_SECONDS)
-
-
-def waiting_state(record: RequestRecord | None) -> str:
-    """What a person waiting on a request is told it is doing now."""
-    if record is None:
-        return "no record yet: queued, or being served"
-    if record.status is RequestStatus.WAITING:
-        awaited = ", ".join(r.capacity_reservation_id for r in record.waiting_for)
-        until = record.wait_for_capacity_until
-        return f"Waiting for {awaited or 'scheduled capacity'}" + (
-            f" until {format_timestamp(until)}" if until else ""
-        )
-    return f"{record.status} ({record.launched}/{record.requested} launched)"
-
-
-def _body_hash(request: dict[str, Any]) -> str | None:
-    """The hash the launcher binds the requestId to (None for a body it will refuse anyway)."""
+    """The request's final record; on timeout the record as it is (None, or Waiting).
+    `progress` is told each look (views.WaitProgress shows the state's changes)."""
     try:
-        return parse_launch_request(request).body_hash()
-    except InvalidLaunchRequest:
-        return None
+        return client(deployment).wait(request, timeout=timeout_seconds, on_progress=progress)
+    except WaitTimedOut as timed_out:
+        return timed_out.record
 
 
 def exit_code(record: RequestRecord) -> int:
     ok = (RequestStatus.FULFILLED, RequestStatus.PARTIALLY_FULFILLED)
-    return 0 if record.status in ok else EXIT_FAILED
+    if record.status in ok:
+        return 0
+    return EXIT_TIMED_OUT if record.status is RequestStatus.WAITING else EXIT_FAILED
+
+
+def checked(request: dict[str, Any], deployment: Deployment) -> LaunchRequest:
+    """The request as the service would read it, its pool resolved as the launcher resolves it
+    (the pool exists, the requirements only narrow it, its tags fit): InvalidLaunchRequest or
+    RequestRejected, naming the field and the rule, before anything is sent."""
+    parsed = as_request(request)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    try:
+        resolution.resolve(store, parsed, service_clock(deployment)())
+    except ClientError as error:
+        # A producer with only the producers' policy may not read NodePools: the model has
+        # judged the request; its pool is left to the launcher.
+        if not is_access_denied(error.response.get("Error", {}).get("Code", "")):
+            raise
+        print(
+            "warning: the pool was not checked (no read access to the configuration); "
+            "the launcher will judge it",
+            file=sys.stderr,
+        )
+    return parsed
 
 
 def submit(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
-        request = request_from_args(args)
+        request = checked(request_from_args(args), deployment)
     except (UsageError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED
-    send(request, deployment, args.via)
-    print(f"submitted {request['requestId']} via {args.via}", file=sys.stderr)
+    except (InvalidLaunchRequest, RequestRejected) as refused:
+        print(f"error: not sent: {refused}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.dry_run:
+        return dry_run(request, deployment)
+    sent = send(request.to_dict(), deployment, args.via)
+    print(f"submitted {sent.request_id} via {args.via}", file=sys.stderr)
     if not args.wait:
-        print(request["requestId"])
+        print(sent.request_id)
         return 0
-    records = wiring.launch_records(deployment.settings(), deployment.client)
-    with views.WaitProgress(str(request["requestId"])) as progress:
-        record = wait_for(
-            records, str(request["requestId"]), args.timeout, _body_hash(request), progress
-        )
+    with views.WaitProgress(sent.request_id) as progress:
+        record = wait_for(deployment, sent, args.timeout, progress)
     if record is None:
-        print(f"error: no status for {request['requestId']} after {args.timeout}s", file=sys.stderr)
+        print(f"error: no status for {sent.request_id} after {args.timeout}s", file=sys.stderr)
         return EXIT_TIMED_OUT
     views.print_json(record.to_detail())
     if not record.is_final:
-        print(f"{request['requestId']} is still waiting after {args.timeout}s", file=sys.stderr)
-        return EXIT_TIMED_OUT
+        print(f"{sent.request_id} is still waiting after {args.timeout}s", file=sys.stderr)
     return exit_code(record)
 
 
+def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
+    """What the request would get now, and when, without sending it: exit 0 when a pool would
+    try to launch it, 1 when it would be rejected or every pool would refuse it."""
+    settings = deployment.settings()
+    # On a local cloud, the moment is the emulator's, as its functions see it.
+    with deployment.environment():
+        adapters = wiring.Adapters(settings, deployment.client, clock=service_clock(deployment))
+        context = Context(
+            adapters.launch_ports(), clock=adapters.clock, max_attempts=settings.max_launch_attempts
+        )
+        answer = preview(context, request, Usage(adapters.pool_usage(), adapters.quota_usage()))
+    views.print_json(answer.to_dict())
+    return 0 if answer.would_launch else EXIT_FAILED
+
+
 def status(args: argparse.Namespace, deployment: Deployment) -> int:
-    records = wiring.launch_records(deployment.settings(), deployment.client)
+    """The record as JSON; exits as `submit --wait` does (1 for Failed or Rejected, 2 while
+    Waiting or on timeout), and 1 when there is no record."""
     if args.wait:
         with views.WaitProgress(args.request_id) as progress:
-            record = wait_for(records, args.request_id, args.timeout, progress=progress)
+            record = wait_for(deployment, args.request_id, args.timeout, progress)
     else:
-        record = records.get_record(args.request_id)
+        record = client(deployment).get(args.request_id)
     if record is None:
         print(
             f"error: no record for {args.request_id}: not received yet, still in progress, "
@@ -196,11 +195,13 @@ def status(args: argparse.Namespace, deployment: Deployment) -> int:
         )
         return EXIT_TIMED_OUT if args.wait else EXIT_FAILED
     views.print_json(record.to_detail())
-    return 0
+    return exit_code(record)
 
 
 def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
-    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
+    records = (
+        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
+    )
     if args.output == "json":
         views.print_json([r.to_detail() for r in records])
     else:
@@ -211,14 +212,16 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
 def instance_states(records: list[RequestRecord], deployment: Deployment) -> dict[str, str]:
     """The state of each instance the records name, by id, for those with an instance item."""
     ids = [i.instance_id for record in records for i in record.instances]
-    kept = wiring.instance_records(deployment.settings(), deployment.client).many(ids)
+    kept = wiring.Adapters(deployment.settings(), deployment.client).instance_records().many(ids)
     return {instance_id: item.state for instance_id, item in kept.items()}
 
 
 def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
     """Every instance the requests launched, with its state now (from its instance item, which
     instance events keep: running, stopped, terminated…; `-` when the service has none)."""
-    records = wiring.launch_records(deployment.settings(), deployment.client).list_records()
+    records = (
+        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
+    )
     states = instance_states(records, deployment)
     if args.output == "json":
         views.print_json(views.instance_details(records, states))

@@ -10,7 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher.domain.config import _NAME
+from capacity_launcher.domain.api_versions import ServedVersion
+from capacity_launcher.domain.config_base import _NAME
+from capacity_launcher.domain.event_details import (
+    InstanceTerminatedDetail,
+    ReservationEventDetail,
+)
 from capacity_launcher.domain.launch_request import (
     MAX_BODY_BYTES,
     MAX_NESTING,
@@ -19,8 +24,11 @@ from capacity_launcher.domain.launch_request import (
 )
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
+from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.domain.status import (
+    BLOCK_EXPIRING,
     EVENT_SOURCE,
+    INSTANCE_TERMINATED,
     LAUNCH_REQUESTED,
     RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
@@ -28,6 +36,7 @@ from capacity_launcher.domain.status import (
     ReclaimRequested,
     RequestRecord,
 )
+from capacity_launcher_cli.event_registry import registry_schemas, write_template
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -91,10 +100,54 @@ def _capacity_quota() -> dict[str, Any]:
     return schema
 
 
+def version_file(api_version: str, kind: str) -> str:
+    """`karpenter.sh/v1` `NodePool` -> `karpenter.sh-v1-nodepool.json`."""
+    return f"{api_version.replace('/', '-')}-{kind.lower()}.json"
+
+
+def _served_version(version: ServedVersion) -> dict[str, Any]:
+    schema = _schema(
+        version.model,
+        "validation",
+        f"{version.api_version} {version.kind}",
+        f"A {version.kind} document in {version.api_version} (docs/api-versions.md): "
+        + (f"deprecated, use {version.deprecated_by}; " if version.deprecated_by else "")
+        + f"converted on apply to the capacity-launcher/v1 {version.hub_kind}. Cross-field "
+        "rules are enforced by `capacity-launcher apply`.",
+    )
+    schema["properties"]["apiVersion"] = {"const": version.api_version}
+    schema["properties"]["kind"] = {"const": version.kind}
+    defs = schema.get("$defs", {})
+    if "PoolLimits" in defs:
+        # The model parses quantities in code; the schema states the same rules.
+        defs["Quantity"] = _QUANTITY
+        defs["PoolLimits"]["properties"] = {d: {"$ref": "#/$defs/Quantity"} for d in DIMENSIONS}
+    return schema
+
+
+def served_versions() -> dict[str, dict[str, Any]]:
+    """A schema for every served version of every kind (the hub CapacityQuota is
+    capacity-quota.json)."""
+    return {
+        version_file(v.api_version, v.kind): _served_version(v)
+        for v in REGISTRY.versions()
+        if v.model is not None and v.model is not CapacityQuota
+    }
+
+
 def contracts() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every contract schemas/ carries."""
     return {
+        **served_versions(),
         "capacity-quota.json": _capacity_quota(),
+        "instance-terminated.json": _schema(
+            InstanceTerminatedDetail,
+            "serialization",
+            "InstanceTerminated",
+            f"The detail of an {INSTANCE_TERMINATED!r} event (source {EVENT_SOURCE!r}): one of "
+            "the service's instances stopped, terminated or was interrupted, and what it held "
+            "was released.",
+        ),
         "launch-request.json": _launch_request(),
         "reclaim-closed.json": _schema(
             ReclaimClosed,
@@ -113,6 +166,14 @@ def contracts() -> dict[str, dict[str, Any]]:
             "quota asks the borrowers in its cohort to release these instances by releaseBy; "
             "when enforced, the sync terminates those still running then (docs/quotas.md).",
         ),
+        "reservation-event.json": _schema(
+            ReservationEventDetail,
+            "serialization",
+            "ReservationEvent",
+            f"The detail of the Capacity Reservation Exhausted, Replenished, Utilization High, "
+            f"Expiring, Activated and Expired events and of {BLOCK_EXPIRING!r} (source "
+            f"{EVENT_SOURCE!r}): the reservation as the sync saw it.",
+        ),
         "request-record.json": _schema(
             RequestRecord,
             "serialization",
@@ -128,20 +189,32 @@ def render(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
-def write(directory: str | Path) -> list[Path]:
+REGISTRY_FOLDER = "eventbridge"
+
+
+def write(directory: str | Path, template: str | Path | None = None) -> list[Path]:
+    """The contracts to `directory`, the registry's schemas to its eventbridge/ folder, and
+    the registry into `template`'s generated section."""
     target = Path(directory)
-    target.mkdir(parents=True, exist_ok=True)
+    (target / REGISTRY_FOLDER).mkdir(parents=True, exist_ok=True)
     written = []
-    for name, schema in contracts().items():
+    models = contracts()
+    files = {
+        **models,
+        **{f"{REGISTRY_FOLDER}/{n}": s for n, s in registry_schemas(models).items()},
+    }
+    for name, schema in files.items():
         path = target / name
         path.write_text(render(schema), encoding="utf-8")
         written.append(path)
+    if template is not None and write_template(template, models):
+        written.append(Path(template))
     return written
 
 
-def schemas_command(write_files: bool, directory: str) -> int:
+def schemas_command(write_files: bool, directory: str, template: str | None = None) -> int:
     if write_files:
-        for path in write(directory):
+        for path in write(directory, template):
             print(f"wrote {path}")
         return 0
     print(json.dumps(contracts(), indent=2, sort_keys=True))

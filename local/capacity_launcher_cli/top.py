@@ -31,6 +31,7 @@ from rich.text import Text
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodePool
+from capacity_launcher.domain.documents import to_document
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.reservations import ReservationSnapshot
 from capacity_launcher.domain.status import RequestRecord
@@ -39,7 +40,7 @@ from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
 from capacity_launcher_cli.config_commands import pool_statuses
 from capacity_launcher_cli.deployment import Deployment
-from capacity_launcher_cli.quota_commands import quota_documents
+from capacity_launcher_cli.quota_commands import quota_statuses
 
 RECENT_REQUESTS = 8
 # Rows per section: the screen stays one screen; the rest is counted, never silently dropped.
@@ -129,17 +130,20 @@ def _oldest_age_query(cloudwatch: Any, name: str, now: datetime) -> Any:
 
 
 def gather(deployment: Deployment) -> TopView:
-    settings = deployment.settings()
-    store = wiring.config_store(settings, deployment.client)
+    adapters = wiring.Adapters(deployment.settings(), deployment.client)
+    store = adapters.config_store()
     pools, statuses = pool_statuses(store, deployment)
-    quotas, _invalid = quota_documents(deployment)
-    records = wiring.launch_records(settings, deployment.client).list_records(RECENT_REQUESTS)
+    stored = quota_statuses(deployment, store)
+    quotas = [
+        {**to_document(q), "status": stored[q.name]}
+        for q in sorted(store.capacity_quotas(), key=lambda q: q.name)
+    ]
     return TopView(
         observed_at=datetime.now(UTC),
         where=deployment.stack_name or f"local cloud {deployment.endpoint_url}",
         queue=_queue_depth(deployment),
-        leases=wiring.pool_leases(settings, deployment.client, config=store).leases(),
-        records=records,
+        leases=adapters.pool_leases(config=store).leases(),
+        records=adapters.launch_records().list_records(RECENT_REQUESTS),
         pools=pools,
         pool_statuses=statuses,
         quotas=quotas,

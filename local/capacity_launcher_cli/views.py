@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -17,7 +18,8 @@ from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
 from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.status import RequestRecord, RequestStatus, format_timestamp
+from capacity_launcher_client.client import Progress
 
 # Redirected output is read by tools and tests: wide enough that ids are never cut.
 _REDIRECTED_WIDTH = 200
@@ -36,6 +38,19 @@ def console(stderr: bool = False) -> Console:
     return Console(file=stream, width=width, highlight=False)
 
 
+def waiting_state(record: RequestRecord | None) -> str:
+    """What a person waiting on a request is told it is doing now."""
+    if record is None:
+        return "no record yet: queued, or being served"
+    if record.status is RequestStatus.WAITING:
+        awaited = ", ".join(r.capacity_reservation_id for r in record.waiting_for)
+        until = record.wait_for_capacity_until
+        return f"Waiting for {awaited or 'scheduled capacity'}" + (
+            f" until {format_timestamp(until)}" if until else ""
+        )
+    return f"{record.status} ({record.launched}/{record.requested} launched)"
+
+
 class WaitProgress:
     """Progress while waiting on a request, on stderr: a spinner saying its state on a terminal,
     else one line per state change (so logs and pipes show each step, not a redraw)."""
@@ -43,7 +58,6 @@ class WaitProgress:
     def __init__(self, request_id: str) -> None:
         self._request_id = request_id
         self._console = console(stderr=True)
-        self._started = time.monotonic()
         self._state: str | None = None
         self._status: Any = None
 
@@ -53,11 +67,12 @@ class WaitProgress:
             self._status.start()
         return self
 
-    def __call__(self, state: str) -> None:
+    def __call__(self, seen: Progress) -> None:
+        state = waiting_state(seen.record)
         if state == self._state:
             return
         self._state = state
-        line = f"{self._request_id}: {state} ({time.monotonic() - self._started:.0f}s)"
+        line = f"{self._request_id}: {state} ({seen.elapsed_seconds:.0f}s)"
         if self._status is not None:
             self._status.update(escape(line))
         else:
@@ -70,6 +85,35 @@ class WaitProgress:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def dump(data: Any, output: str) -> None:
+    """`-o json` or `-o yaml` of documents, as kubectl prints them."""
+    if output == "json":
+        print_json(data)
+    else:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def listed(items: list[dict[str, Any]], output: str) -> Any:
+    """Several documents: a JSON array, or in YAML a `kind: List` as kubectl prints one."""
+    return items if output == "json" else {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def nodeclaims(claims: Sequence[Mapping[str, Any]]) -> Table:
+    table = _table("NodeClaims", "NAME", "TYPE", "CAPACITY", "ZONE", "NODEPOOL", "READY")
+    for claim in claims:
+        labels = claim["metadata"]["labels"]
+        ready = next(c for c in claim["status"]["conditions"] if c["type"] == "Ready")
+        table.add_row(
+            escape(claim["metadata"]["name"]),
+            escape(labels.get("node.kubernetes.io/instance-type", "")),
+            escape(labels.get("karpenter.sh/capacity-type", "")),
+            _or_dash(labels.get("topology.kubernetes.io/zone")),
+            _or_dash(labels.get("karpenter.sh/nodepool")),
+            ready["status"],
+        )
+    return table
 
 
 def _table(title: str, *columns: str) -> Table:

@@ -1,10 +1,14 @@
-"""The local cloud: a moto server with the capacity extension, the template's resources, and its
-functions wired to their triggers, all in this process.
+"""The local cloud: moto with the capacity extension, the template's resources, and its functions
+wired to their triggers, all in this process. It is the one builder of that cloud: the CLI's
+`local up` serves it over HTTP; the integration tests (tests/support/cloud.py) and the
+whole-system simulation (tests/simulation/world.py) run it in process (`in_process`: moto's
+in-memory mock, no server) and drive the functions themselves.
 
 Resources come from template.yaml itself (local_cloud.template); triggers are read from
 each function's `Events`: SQS (the event source mapping), Schedule (a timer) and EventBridgeRule
 (moto delivers matching events to a private queue, and each one invokes the function). A
-function whose code folder has no handler yet is left unwired.
+function whose code folder has no handler yet is left unwired. Every function runs on the
+cloud's `function_host`: the emulator's clock, unless the caller passes its own.
 """
 
 from __future__ import annotations
@@ -13,16 +17,19 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import boto3
+from moto import mock_aws
 from moto.moto_api._internal.models import moto_api_backend
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
 import moto_capacity
-from capacity_launcher.service import wiring
+from capacity_launcher.adapters import aws
+from capacity_launcher.service.wiring import Adapters
+from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import Host
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
 from local_cloud import function_output
 from local_cloud.address import PortInUse
@@ -34,9 +41,11 @@ from local_cloud.event_sources import (
     schedule_seconds,
 )
 from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
+from local_cloud.karpenter import alias_parameters
 from local_cloud.lambda_runtime import Invocation, LocalFunction
 from local_cloud.network import prepare_network
 from local_cloud.template import (
+    DEFAULT_ACCOUNT_ID,
     DeployedNames,
     create_resources,
     default_template_path,
@@ -51,6 +60,9 @@ DEFAULT_PORT = 4566
 LOCAL_INSTANCE_ROLE = "arn:aws:iam::123456789012:role/capacity-launcher-node"
 # moto has no X-Ray; the handlers must not try to send traces.
 LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
+# The functions read the emulator's time, as they would read AWS's: advancing its clock
+# (POST /moto-capacity/clock) moves the launcher's deadlines and the sync's horizons too.
+FUNCTION_HOST = Host(clock=CLOCK.now)
 
 
 class _Server(ThreadedMotoServer):
@@ -88,6 +100,24 @@ class LocalCloudOptions:
     # Synthesize EC2 state-change events for functions with an aws.ec2 rule (moto emits none).
     instance_events: bool = True
     function_logs: TextIO | None = None  # None: the functions' output is dropped
+    # Moto in this process: its mock, no server, no endpoint.
+    in_process: bool = False
+    # This process on the launcher's environment, composing the service itself (`adapters()`):
+    # for tests that call the service and drive the triggers themselves.
+    as_launcher: bool = False
+    # Load the functions and wire their triggers (started with the cloud); off, `function()`
+    # still loads one on demand.
+    wire_functions: bool = True
+    # Tag the default subnets and add the nodes' security group the examples name.
+    example_network: bool = True
+    # What the functions tell the time by and wait with.
+    function_host: Host = FUNCTION_HOST
+    # EC2's eventual consistency (fresh instance ids, pending reservations), in emulator seconds.
+    consistency_seconds: tuple[float, float] | None = None
+    # Set in the process (and every function's environment) before the resources are made.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    # Run once moto is up, before the resources are made (the simulation seeds it here).
+    prepare: Callable[[], None] | None = None
 
 
 class LocalCloud:
@@ -100,9 +130,10 @@ class LocalCloud:
         self.schedules: list[ScheduleEventSource] = []
         self.instance_state_events: InstanceStateEvents | None = None
         self._server: ThreadedMotoServer | None = None
+        self._mock: Any = None
+        self._function_environments: dict[str, dict[str, str]] = {}
         self._ec2: Any = None
         self._saved_environment: dict[str, str] | None = None
-        self._saved_clock: Callable[[], datetime] | None = None
         self.names: DeployedNames | None = None
         self.deployment: Deployment | None = None
 
@@ -111,40 +142,46 @@ class LocalCloud:
     def start(self) -> Deployment:
         # The functions' environment is process-wide while the cloud runs; stop() puts it back.
         self._saved_environment = dict(os.environ)
+        options = self.options
+        os.environ.update(options.environment)
         moto_capacity.install()
-        # The functions read the emulator's time, as they would read AWS's: advancing its clock
-        # (POST /moto-capacity/clock) moves the launcher's deadlines and the sync's horizons too.
-        self._saved_clock = wiring.utcnow
-        wiring.utcnow = CLOCK.now
-        self._server = _Server(self.options.host, self.options.port)
-        try:
-            self._server.start()
-        except PortInUse:
-            self._server = None  # nothing was served: moto's state is not ours to reset
-            self.stop()
-            raise
-        host, port = self._server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        self._set_environment(
-            {
-                **LOCAL_CREDENTIALS,
-                "AWS_ENDPOINT_URL": endpoint,
-                "AWS_DEFAULT_REGION": self.options.region,
-                "AWS_REGION": self.options.region,
-            }
-        )
-        session = boto3.Session(region_name=self.options.region)
-        parameters = {"InstanceRoleArn": LOCAL_INSTANCE_ROLE, **self.options.parameters}
+        endpoint = self._start_moto()
+        self._set_client_environment(endpoint)
+        if options.consistency_seconds is not None:
+            moto_capacity.set_consistency(*options.consistency_seconds)
+        if options.prepare is not None:
+            options.prepare()
+        self._forget_process_caches()
+        session = boto3.Session(region_name=options.region)
+        parameters = {"InstanceRoleArn": LOCAL_INSTANCE_ROLE, **options.parameters}
         self.names = create_resources(
             session,
             endpoint_url=endpoint,
             parameters=parameters,
-            template_path=self.options.template_path,
+            template_path=options.template_path,
         )
+        if options.as_launcher:  # this process is the launcher's container
+            self._set_environment(self.names.environment("LauncherFunction"))
+            self._forget_process_caches()
         self._override_visibility(session.client("sqs", endpoint_url=endpoint))
-        prepare_network(session.client("ec2", endpoint_url=endpoint))
-        environments = self._wire(session, endpoint)
-        self.deployment = Deployment(
+        if options.example_network:
+            ec2 = session.client("ec2", endpoint_url=endpoint)
+            prepare_network(ec2)
+            alias_parameters(ec2, DEFAULT_ACCOUNT_ID, options.region)
+        self.deployment = self._deployment(endpoint, self._wire(session, endpoint))
+        for queue_source in self.queue_sources:
+            queue_source.start()
+        for schedule in self.schedules:
+            schedule.start()
+        if self.instance_state_events is not None:
+            self.instance_state_events.start()
+        return self.deployment
+
+    def _deployment(
+        self, endpoint: str | None, environments: dict[str, dict[str, str]]
+    ) -> Deployment:
+        assert self.names is not None
+        return Deployment(
             region=self.options.region,
             event_bus=self.names.event_bus,
             launch_queue_url=self.names.launch_queue_url,
@@ -157,13 +194,43 @@ class LocalCloud:
             endpoint_url=endpoint,
             environments=environments,
         )
-        for queue_source in self.queue_sources:
-            queue_source.start()
-        for schedule in self.schedules:
-            schedule.start()
-        if self.instance_state_events is not None:
-            self.instance_state_events.start()
-        return self.deployment
+
+    def _set_client_environment(self, endpoint: str | None) -> None:
+        """Clients made in this process reach this cloud: its server, or moto's mock."""
+        self._set_environment(
+            {
+                **LOCAL_CREDENTIALS,
+                "AWS_DEFAULT_REGION": self.options.region,
+                "AWS_REGION": self.options.region,
+            }
+        )
+        if endpoint is not None:
+            self._set_environment({"AWS_ENDPOINT_URL": endpoint})
+        else:
+            os.environ.pop("AWS_ENDPOINT_URL", None)
+
+    def _start_moto(self) -> str | None:
+        """A moto server's endpoint, or None: moto's mock in this process."""
+        if self.options.in_process:
+            self._mock = mock_aws()
+            self._mock.start()
+            moto_capacity.reset()
+            return None
+        server = _Server(self.options.host, self.options.port)
+        try:
+            server.start()
+        except PortInUse:
+            self.stop()  # nothing was served: moto's state is not ours to reset
+            raise
+        self._server = server
+        host, port = server.get_host_and_port()
+        return f"http://{host}:{port}"
+
+    def _forget_process_caches(self) -> None:
+        """The service's clients and Settings in this process are this cloud's from now on."""
+        if self.options.in_process or self.options.as_launcher:
+            aws.client.cache_clear()
+            get_settings.cache_clear()
 
     def stop(self) -> None:
         if self.instance_state_events is not None:
@@ -172,16 +239,18 @@ class LocalCloud:
             queue_source.stop()
         for schedule in self.schedules:
             schedule.stop()
-        if self._server is not None:
-            self._server.stop()
+        if self._server is not None or self._mock is not None:
+            if self._server is not None:
+                self._server.stop()
             self._server = None
             # moto keeps its state per process: leave nothing for the next cloud or test.
             moto_api_backend.reset()
             moto_capacity.reset()
+            if self._mock is not None:
+                self._mock.stop()
+            self._mock = None
+        self._forget_process_caches()
         function_output.release()
-        if self._saved_clock is not None:
-            wiring.utcnow = self._saved_clock
-            self._saved_clock = None
         if self._saved_environment is not None:
             os.environ.clear()
             os.environ.update(self._saved_environment)
@@ -199,6 +268,25 @@ class LocalCloud:
         assert self.deployment is not None, "start() first"
         return str(self.deployment.endpoint_url)
 
+    def function(self, logical_id: str) -> LocalFunction:
+        """A new container of a template function: a cold start, on the cloud's host."""
+        assert self.names is not None, "start() first"
+        return LocalFunction(
+            logical_id,
+            self._function_environments[logical_id],
+            template_path=self.options.template_path,
+            region=self.options.region,
+            account_id=self.names.account_id,
+            host=self.options.function_host,
+        )
+
+    def adapters(self, pause: Callable[[float], None] | None = None) -> Adapters:
+        """What a container of the launcher composes, in this process, on the cloud's host
+        (`pause` replaces its waits): only where this process is that container (`as_launcher`)."""
+        assert self.options.as_launcher, "as_launcher clouds only"
+        host = self.options.function_host
+        return Adapters(get_settings(), aws.client, clock=host.clock, pause=pause or host.pause)
+
     # -- wiring --
 
     def _set_environment(self, values: Mapping[str, str]) -> None:
@@ -212,7 +300,7 @@ class LocalCloud:
                 Attributes={"VisibilityTimeout": str(seconds)},
             )
 
-    def _wire(self, session: boto3.Session, endpoint: str) -> dict[str, dict[str, str]]:
+    def _wire(self, session: boto3.Session, endpoint: str | None) -> dict[str, dict[str, str]]:
         assert self.names is not None
         template = load_template(self.options.template_path)
         root = Path(self.options.template_path or default_template_path()).resolve().parent
@@ -225,26 +313,23 @@ class LocalCloud:
             if resource.get("Type") != "AWS::Serverless::Function":
                 continue
             environment = {
+                **self.options.environment,
                 **self.names.environment(logical_id),
                 **LOCAL_FUNCTION_ENVIRONMENT,
                 **{
                     k: os.environ[k]
                     for k in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION")
+                    if k in os.environ
                 },
             }
             environments[logical_id] = environment
+            self._function_environments[logical_id] = environment
             properties = resource.get("Properties", {})
             handler_module = str(properties.get("Handler", "app.handler")).rpartition(".")[0]
             code = root / str(properties.get("CodeUri", "")) / f"{handler_module}.py"
-            if not code.is_file():
+            if not code.is_file() or not self.options.wire_functions:
                 continue
-            function = LocalFunction(
-                logical_id,
-                environment,
-                template_path=self.options.template_path,
-                region=self.options.region,
-                account_id=self.names.account_id,
-            )
+            function = self.function(logical_id)
             self.functions[logical_id] = function
             for event_name, event in properties.get("Events", {}).items():
                 self._trigger(function, event_name, event, parameters, sqs, events)

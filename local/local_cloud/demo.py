@@ -41,7 +41,7 @@ from capacity_launcher.domain.status import (
 )
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
-from capacity_launcher_cli.config_commands import read_documents, validate
+from capacity_launcher_cli.config_commands import read_documents, validate, validate_steps
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.request_commands import (
     PRODUCER_SOURCE,
@@ -51,11 +51,9 @@ from capacity_launcher_cli.request_commands import (
 )
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.documents import capacity_quota
+from local_cloud.example_capacity import DEMO_ZONE, GROUP_NAME, OTHER_ZONE, create_reservations
 from moto_capacity.core.clock import CLOCK
 
-DEMO_ZONE, OTHER_ZONE = "us-east-1a", "us-east-1b"
-TRAINING_TAG = {"reservation": "training"}
-GROUP_NAME = "batch-reservations"
 DRY_OFFERING = ("m5.large", DEMO_ZONE, "on-demand")
 LOG_FILE = Path(".capacity-launcher") / "demo-functions.log"
 WAIT_SECONDS = 60.0
@@ -198,42 +196,15 @@ SCENES = (
 )
 
 
-def create_reservations(deployment: Deployment) -> None:
-    """One targeted reservation for training, and a group of two for batch."""
-    ec2 = deployment.client("ec2")
-    groups = deployment.client("resource-groups")
-
-    def reserve(instance_type: str, zone: str, count: int, tags: dict[str, str]) -> str:
-        reservation = ec2.create_capacity_reservation(
-            InstanceType=instance_type,
-            InstancePlatform="Linux/UNIX",
-            AvailabilityZone=zone,
-            InstanceCount=count,
-            InstanceMatchCriteria="targeted",
-            TagSpecifications=[
-                {
-                    "ResourceType": "capacity-reservation",
-                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
-                }
-            ],
-        )
-        return str(reservation["CapacityReservation"]["CapacityReservationArn"])
-
-    reserve("m5.xlarge", DEMO_ZONE, 2, TRAINING_TAG)
-    members = [reserve("c5.large", zone, 2, {"team": "batch"}) for zone in (DEMO_ZONE, OTHER_ZONE)]
-    group = groups.create_group(
-        Name=GROUP_NAME,
-        Configuration=[
-            {"Type": "AWS::EC2::CapacityReservationPool"},
-            {
-                "Type": "AWS::ResourceGroups::Generic",
-                "Parameters": [
-                    {"Name": "allowed-resource-types", "Values": ["AWS::EC2::CapacityReservation"]}
-                ],
-            },
-        ],
-    )
-    groups.group_resources(Group=group["Group"]["GroupArn"], ResourceArns=members)
+def _apply_ome(out: Console, store: ConfigStore, folder: Path) -> None:
+    """OME's reservations as written (docs/ome.md). Their flavors name pools the story does not
+    apply, so they admit nothing here; `get capacityreservations` shows them."""
+    if not folder.is_dir():
+        return
+    steps = validate_steps(read_documents([str(folder)]))
+    for step in steps:
+        store.apply(step.document, step.kept)
+    out.print(f"applied {len(steps)} OME CapacityReservations as written, from {folder}")
 
 
 def _final_tables(out: Console, deployment: Deployment) -> None:
@@ -398,7 +369,7 @@ def _ask(
     """Send one request on the bus, as a producer would, and wait for its status record."""
     send(request, deployment, "bus")
     with _spinner(out, f"   {request['requestId']}: waiting for its status..."):
-        return wait_for(records, str(request["requestId"]), WAIT_SECONDS)
+        return wait_for(deployment, str(request["requestId"]), WAIT_SECONDS)
 
 
 def _play_quotas(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
@@ -571,6 +542,7 @@ def run_demo(examples: str = "examples") -> int:
             for document in validate(read_documents([examples])):
                 store.apply(document)
                 out.print(f"applied {document.kind.lower()}/{document.name}")
+            _apply_ome(out, store, Path(examples) / "ome")
             create_reservations(deployment)
             moto_capacity.set_capacity(deployment.region, *DRY_OFFERING, 0)
             out.print(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
+from capacity_launcher_cli.emulator_clock import service_host
 from local_cloud import function_output
 from local_cloud.cloud import LOCAL_FUNCTION_ENVIRONMENT
 from local_cloud.lambda_runtime import LocalFunction
@@ -69,21 +70,57 @@ def read_event(path: str) -> Any:
     return json.loads(text)
 
 
+# A usage error, as argparse exits for one.
+EXIT_USAGE = 2
+
+
+class InvokeUsageError(ValueError):
+    """The function, the event file or the env.json cannot be used as given."""
+
+
+def _inputs(args: argparse.Namespace, deployment: Deployment) -> tuple[str, dict[str, str], Any]:
+    """The function's logical id, its environment and its event; InvokeUsageError names what
+    cannot be read."""
+    try:
+        template = load_template(args.template)
+    except OSError as error:
+        raise InvokeUsageError(f"--template: {error.strerror}: {error.filename}") from None
+    try:
+        logical_id = function_spec(args.function, template)["LogicalId"]
+    except KeyError as error:
+        raise InvokeUsageError(str(error.args[0])) from None
+    try:
+        overrides = env_vars_overrides(args.env_vars, logical_id)
+    except OSError as error:
+        raise InvokeUsageError(f"--env-vars: {error.strerror}: {error.filename}") from None
+    except ValueError as error:
+        raise InvokeUsageError(f"--env-vars {args.env_vars}: not JSON: {error}") from None
+    try:
+        event = read_event(args.event) if args.event else {}
+    except OSError as error:
+        raise InvokeUsageError(f"-e/--event: {error.strerror}: {error.filename}") from None
+    except ValueError as error:
+        raise InvokeUsageError(f"-e/--event {args.event}: not JSON: {error}") from None
+    environment = {**function_environment(deployment, logical_id, args.template), **overrides}
+    return logical_id, environment, event
+
+
 def invoke(args: argparse.Namespace, deployment: Deployment) -> int:
-    template = load_template(args.template)
-    logical_id = function_spec(args.function, template)["LogicalId"]
-    environment = {
-        **function_environment(deployment, logical_id, args.template),
-        **env_vars_overrides(args.env_vars, logical_id),
-    }
-    event = read_event(args.event) if args.event else {}
+    try:
+        logical_id, environment, event = _inputs(args, deployment)
+    except InvokeUsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     saved = {name: os.environ.get(name) for name in environment}
     try:
+        # On the local cloud's clock, as `local up` runs its functions (a handler may build its
+        # service when it is loaded).
         function = LocalFunction(
             logical_id,
             environment,
             template_path=args.template,
             region=deployment.region,
+            host=service_host(deployment),
         )
         invocation = function.invoke(event)
     finally:

@@ -2,7 +2,9 @@
 
 The handler, code folder, layers, timeout and memory come from template.yaml; the environment is
 the function's, resolved against a deployment. Loading a function is a cold start: the layer's
-caches are emptied and the handler module executed afresh, so it reads the environment it is given.
+caches are emptied and the handler module executed afresh, so it reads the environment it is given
+and builds its container on the host it is given (the clock it tells the time by and how it waits;
+the system's unless the caller runs it on an emulator's).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from capacity_launcher.startup import Host, hosted_on
 from local_cloud import function_output
 from local_cloud.template import function_spec, load_template
 
@@ -130,6 +133,7 @@ class LocalFunction:
         template_path: str | os.PathLike[str] | None = None,
         region: str = "us-east-1",
         account_id: str = "123456789012",
+        host: Host | None = None,
     ) -> None:
         template = load_template(template_path)
         self.spec = function_spec(name, template)
@@ -140,6 +144,7 @@ class LocalFunction:
         self._root = Path(template_path or _template_file()).resolve().parent
         self._layer_paths = [self._root / p for p in _layer_content_uris(template, self.spec)]
         self._lock = threading.Lock()  # one invocation at a time, as one container does
+        self.host = host or Host()
         self._handler = self._load()
 
     @property
@@ -161,7 +166,8 @@ class LocalFunction:
                 if str(path) not in sys.path:
                     sys.path.insert(0, str(path))
             _empty_layer_caches()
-            module = _execute_fresh(f"_local_function_{self.logical_id}", source)
+            with hosted_on(self.host):
+                module = _execute_fresh(f"_local_function_{self.logical_id}", source)
             function_output.adopt_new_handlers()
         return getattr(module, attribute)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment, local_file, write_local
 from local_cloud.address import PortInUse, port_taken
+from local_cloud.example_capacity import GROUP_NAME
 
 
 def quiet_server_logs() -> None:
@@ -31,6 +32,7 @@ def describe(deployment: Deployment, written_to: Path, wired: list[str]) -> None
     ):
         out.print(f"  {label:28} {value}")
     out.print(f"  functions wired              {', '.join(wired)}")
+    out.print(f"  examples' reservations       training's ODCR, the {GROUP_NAME} group")
     out.print(f"names written to {written_to}; in another shell:")
     out.print(f"  export AWS_ENDPOINT_URL={deployment.endpoint_url}")
     out.print("  capacity-launcher apply -f examples/")
@@ -45,6 +47,7 @@ def up(args: argparse.Namespace) -> int:
         print(f"error: {taken}", file=sys.stderr)
         return 1
     from local_cloud.cloud import LocalCloud, LocalCloudOptions
+    from local_cloud.example_capacity import create_reservations
 
     quiet_server_logs()
     options = LocalCloudOptions(
@@ -64,6 +67,8 @@ def up(args: argparse.Namespace) -> int:
     print(f"starting the local cloud on {args.host}:{args.port}…", file=sys.stderr)
     try:
         deployment = cloud.start()
+        # What examples/ targets, so its pools launch as written (not only in the demo).
+        create_reservations(deployment)
         write_local(deployment, target)
         written = True
         describe(deployment, target, sorted(cloud.functions))

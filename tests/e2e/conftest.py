@@ -22,6 +22,7 @@ from capacity_launcher_cli.main import main
 from local_cloud import function_output
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.status_events import capture_status_events
+from tests.support.event_registry import check_registered
 
 REPO = Path(__file__).resolve().parents[2]
 # Failed messages come back after 2 s instead of the template's 720 s.
@@ -84,6 +85,7 @@ class StatusEvents:
             )
             for message in response.get("Messages", []):
                 event = json.loads(message["Body"])
+                check_registered(event)  # as the stack's schema registry publishes it
                 detail_id = event.get("detail", {}).get("requestId", "")
                 self.seen.setdefault(detail_id, []).append(event)
                 self.sqs.delete_message(
@@ -114,6 +116,23 @@ def run_cli(*argv: str) -> CliResult:
 
 def request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def apply_text(tmp_path: Path, name: str, text: str) -> CliResult:
+    """`apply -f` of documents written to a file of that name."""
+    path = tmp_path / name
+    path.write_text(text)
+    return run_cli("apply", "-f", str(path))
+
+
+def submit_through_queue(tmp_path: Path, body: dict[str, Any]) -> dict[str, Any]:
+    """Send one launch request (given a fresh requestId) to the queue from a file, wait for its
+    record and return it."""
+    body = {"requestId": request_id(str(body.get("nodePool", "request"))), **body}
+    path = tmp_path / f"{body['requestId']}.json"
+    path.write_text(json.dumps(body))
+    record: dict[str, Any] = run_cli("submit", "-f", str(path), "--via", "queue", "--wait").json()
+    return record
 
 
 # Package scope: torn down before other folders' tests, which share moto's global backends.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import E2eCloud, run_cli
+import yaml
+
+from tests.e2e.conftest import REPO, E2eCloud, run_cli
 
 BROKEN = """\
 apiVersion: capacity-launcher/v1
@@ -130,3 +132,71 @@ def test_quotas_apply_list_with_status_and_delete(e2e_cloud: E2eCloud, tmp_path:
         for name in ("team-ml", "team-research", "team-batch"):
             run_cli("delete", "capacityquota", name)
     assert run_cli("get", "quotas", "-o", "json").json() == []
+
+
+def test_get_one_document_as_yaml_in_a_served_version(e2e_cloud: E2eCloud, tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: versioned}\n"
+        "spec:\n  nodeClassRef: general\n  limits: {instances: '2'}\n"
+    )
+    assert run_cli("apply", "-f", str(path)).code == 0
+
+    shown = run_cli("get", "nodepool", "versioned", "-o", "yaml")
+    assert shown.code == 0
+    document = yaml.safe_load(shown.out)
+    assert document["apiVersion"] == "capacity-launcher/v1"
+    assert document["spec"]["limits"] == {"instances": "2"}
+    listed = yaml.safe_load(run_cli("get", "nodepools", "-o", "yaml").out)
+    assert "versioned" in {item["metadata"]["name"] for item in listed["items"]}
+
+    refused = run_cli("get", "nodepool", "versioned", "--output-version", "example.com/v9")
+    assert refused.code == 1
+    assert "not a served version of NodePool: capacity-launcher/v1" in refused.err
+    assert run_cli("get", "nodepool", "no-such-pool", "-o", "yaml").code == 1
+    as_karpenter = run_cli("get", "nodepool", "versioned", "--output-version", "karpenter.sh/v1")
+    pool = yaml.safe_load(as_karpenter.out)
+    assert pool["spec"]["limits"] == {"nodes": "2"}
+    assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "general"
+    # The shared cloud's later tests delete the example classes: leave no pool naming them.
+    assert run_cli("delete", "nodepool", "versioned").code == 0
+
+
+def test_convert_prints_documents_in_the_version_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(
+        "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: converted}\n"
+        "spec: {nodeClassRef: general}\n"
+    )
+    converted = run_cli("convert", "-f", str(path), "--output-version", "capacity-launcher/v1")
+    assert converted.code == 0
+    assert yaml.safe_load(converted.out)["spec"]["nodeClassRef"] == "general"
+    refused = run_cli("convert", "-f", str(path), "--output-version", "example.com/v9")
+    assert refused.code == 1
+    assert f"{path}: document 1 (NodePool converted): outputVersion" in refused.err
+
+
+def test_convert_a_karpenter_document_to_the_hub_and_back_loses_nothing(tmp_path: Path) -> None:
+    source = REPO / "examples" / "karpenter" / "v1" / "multiple-ebs.yaml"
+    (node_class,) = [
+        d for d in yaml.safe_load_all(source.read_text()) if d and d["kind"] == "EC2NodeClass"
+    ]
+    written = tmp_path / "ec2nodeclass.yaml"
+    written.write_text(yaml.safe_dump(node_class))
+
+    to_hub = run_cli("convert", "-f", str(written), "--output-version", "capacity-launcher/v1")
+    assert to_hub.code == 0, to_hub.err
+    hub = yaml.safe_load(to_hub.out)
+    assert hub["kind"] == "NodeClass"
+    assert (
+        hub["spec"]["securityGroupSelectorTerms"]
+        == node_class["spec"]["securityGroupSelectorTerms"]
+    )
+    assert "capacity-launcher/kept-fields" in hub["metadata"]["annotations"]
+    (tmp_path / "hub.yaml").write_text(to_hub.out)
+
+    back = run_cli(
+        "convert", "-f", str(tmp_path / "hub.yaml"), "--output-version", "karpenter.k8s.aws/v1"
+    )
+    assert back.code == 0, back.err
+    assert yaml.safe_load(back.out) == node_class

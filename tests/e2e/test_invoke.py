@@ -55,3 +55,33 @@ def test_invoke_by_folder_name_reports_a_handler_error_as_lambda_does(
     assert error["errorType"] == "AttributeError"
     assert error["stackTrace"]
     assert "REPORT RequestId:" in result.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["NoSuchFunction"], "no function 'NoSuchFunction' in the template; known: "),
+        (["LauncherFunction", "-e", "no/such/event.json"], "-e/--event: No such file"),
+        (["LauncherFunction", "--env-vars", "no/such/env.json"], "--env-vars: No such file"),
+        (["LauncherFunction", "--template", "no/such/template.yaml"], "--template: No such file"),
+    ],
+)
+def test_invoke_says_what_it_cannot_use_and_exits_2(
+    e2e_cloud: E2eCloud, argv: list[str], named: str
+) -> None:
+    result = run_cli("invoke", *argv)
+
+    assert result.code == 2
+    assert result.err.startswith(f"error: {named}"), result.err
+    assert "Traceback" not in result.err
+    assert result.out == ""
+
+
+def test_invoke_with_an_event_that_is_not_json_says_so(e2e_cloud: E2eCloud, tmp_path: Path) -> None:
+    event_file = tmp_path / "broken.json"
+    event_file.write_text("{not json")
+
+    result = run_cli("invoke", "LauncherFunction", "-e", str(event_file))
+
+    assert result.code == 2
+    assert result.err.startswith(f"error: -e/--event {event_file}: not JSON: "), result.err

@@ -7,6 +7,8 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.e2e.conftest import REPO
@@ -17,6 +19,24 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _cli(local_file: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*entry_point(), *argv, "--local-file", str(local_file)],
+        cwd=REPO, capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+
+
+def _advance_clock(endpoint: str, seconds: int) -> None:
+    request = urllib.request.Request(
+        f"{endpoint}/moto-capacity/clock",
+        data=json.dumps({"advanceSeconds": seconds}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10):
+        pass
 
 
 def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) -> None:
@@ -43,6 +63,33 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
         )  # fmt: skip
         assert applied.returncode == 0, applied.stderr
         assert "nodepool/general applied" in applied.stdout
+
+        # Then a dry run of the examples' reserved-only pool names the group it would try
+        dry = _cli(local_file, "submit", "--node-pool", "batch", "--count", "1", "--dry-run")
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        (pool,) = json.loads(dry.stdout)["pools"]
+        (attempt,) = pool["attempts"]
+        assert attempt["capacityType"] == "reserved"
+        assert attempt["target"].endswith(":group/batch-reservations")
+        assert attempt["available"] == 4
+        assert pool["headroom"]["limits"] == 16  # limits: cpu 32, instances 16; c5.large 2 cpu
+
+        # And the pool launches into that group
+        batch = _cli(local_file, "submit", "--node-pool", "batch", "--count", "1", "--wait")
+        assert batch.returncode == 0, batch.stdout + batch.stderr
+        (instance,) = json.loads(batch.stdout)["instances"]
+        assert instance["capacityType"] == "reserved"
+
+        # And a function invoked from another process runs on the cloud's clock, as the
+        # cloud's own functions do: a day ahead once the clock is moved a day
+        _advance_clock(names["endpoint_url"], 86400)
+        invoked = _cli(
+            local_file, "invoke", "LauncherFunction", "-e", "events/launch_requested.json"
+        )
+        assert invoked.returncode == 0, invoked.stderr
+        record = json.loads(_cli(local_file, "status", "sample-eventbridge-1").stdout)
+        finished = datetime.fromisoformat(record["finishedAt"])
+        assert finished - datetime.now(UTC) > timedelta(hours=23)
     finally:
         # Then SIGTERM (as Ctrl-C) stops it and removes the names it wrote
         up.send_signal(signal.SIGTERM)

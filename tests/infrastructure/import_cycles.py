@@ -15,7 +15,13 @@ from collections.abc import Iterable, Mapping
 
 import grimp
 
-PACKAGES = ("capacity_launcher", "moto_capacity", "local_cloud", "capacity_launcher_cli")
+PACKAGES = (
+    "capacity_launcher",
+    "moto_capacity",
+    "local_cloud",
+    "capacity_launcher_cli",
+    "capacity_launcher_client",
+)
 
 
 def import_graph(packages: Iterable[str]) -> dict[str, set[str]]:

@@ -21,6 +21,9 @@ MANAGED_TAG = "capacity-launcher:managed"
 EVENT_SOURCE = "capacity-launcher"
 INSTANCE_ROLE_PARAMETER = "InstanceRoleArn"
 BUS = "LaunchBus"
+# The managed policy producers' roles get (template.yaml): launch requests only.
+PRODUCER_POLICY = "ProducerPolicy"
+LAUNCH_REQUESTED = "Launch Requested"
 TABLES_BY_FUNCTION = {
     "LauncherFunction": {"StateTable", "UnavailableOfferingsTable", "IdempotencyTable"},
     "ReservationSyncFunction": {"StateTable", "UnavailableOfferingsTable"},
@@ -255,8 +258,27 @@ def pass_role_violations(cfn: dict[str, Any]) -> list[str]:
 
 
 def put_events_violations(cfn: dict[str, Any]) -> list[str]:
-    """events:PutEvents only on our bus with events:source = capacity-launcher; no other action."""
-    return _only_grant(cfn, "events:PutEvents", f"GetAtt:{BUS}.Arn", "events:source", EVENT_SOURCE)
+    """events:PutEvents only on our bus: the functions' with events:source = capacity-launcher,
+    the producers' policy with events:detail-type = Launch Requested (never a status event);
+    no other events action."""
+    functions = {**cfn, "Resources": _without(cfn["Resources"], PRODUCER_POLICY)}
+    violations = _only_grant(
+        functions, "events:PutEvents", f"GetAtt:{BUS}.Arn", "events:source", EVENT_SOURCE
+    )
+    if PRODUCER_POLICY in cfn["Resources"]:
+        producers = {**cfn, "Resources": {PRODUCER_POLICY: cfn["Resources"][PRODUCER_POLICY]}}
+        violations += _only_grant(
+            producers,
+            "events:PutEvents",
+            f"GetAtt:{BUS}.Arn",
+            "events:detail-type",
+            LAUNCH_REQUESTED,
+        )
+    return violations
+
+
+def _without(resources: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return {k: v for k, v in resources.items() if k != logical_id}
 
 
 def bus_source_claimable_by_others(cfn: dict[str, Any]) -> list[str]:

@@ -54,6 +54,7 @@ LAUNCHER_NEEDS = {
     "ec2:DescribeSubnets",
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeLaunchTemplateVersions",  # a NodeClass's launchTemplateName
     "ec2:DescribeInstances",
     "ec2:DescribeImages",
     "ssm:GetParameter",
@@ -75,6 +76,7 @@ LAUNCHER_NEEDS = {
 }
 SYNC_NEEDS = {
     "ec2:DescribeCapacityReservations",
+    "ec2:DescribeInstanceStatus",  # limits.unready: which members are ready
     "ec2:DescribeInstances",
     "ec2:CreateTags",
     "resource-groups:ListGroupResources",
@@ -167,6 +169,15 @@ def _add_statement(role: str, statement: dict[str, Any]) -> Callable[[Template],
     def mutate(template: Template) -> None:
         policy = template["Resources"][role]["Properties"]["Policies"][0]
         policy["PolicyDocument"]["Statement"].append(statement)
+
+    return mutate
+
+
+def _producer_statement(sid: str, key: str, value: Any) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        document = template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]
+        (found,) = (s for s in document["Statement"] if s.get("Sid") == sid)
+        found[key] = value
 
     return mutate
 
@@ -329,6 +340,25 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
         "put events with any source",
         _drop_statement_key(EVENTS, "PublishStatus", "Condition"),
         policy_checks.put_events_violations,
+    ),
+    (
+        "producers may put status events",
+        _producer_statement("PutLaunchRequests", "Condition", {}),
+        policy_checks.put_events_violations,
+    ),
+    (
+        "producers may put launch requests on the default bus",
+        _producer_statement(
+            "PutLaunchRequests",
+            "Resource",
+            _sub("arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"),
+        ),
+        policy_checks.put_events_violations,
+    ),
+    (
+        "producers may read every table",
+        _producer_statement("ReadRequestRecords", "Resource", "*"),
+        policy_checks.dynamodb_violations,
     ),
     (
         "no bus policy",

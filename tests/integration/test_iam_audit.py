@@ -40,7 +40,9 @@ def _function(cloud: Cloud, logical_id: str, monkeypatch: pytest.MonkeyPatch) ->
     environment = cloud.names.environment(logical_id)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)  # the runtime sets them process-wide; put them back after
-    return LocalFunction(logical_id, environment, account_id=cloud.names.account_id)
+    return LocalFunction(
+        logical_id, environment, account_id=cloud.names.account_id, host=cloud.host
+    )
 
 
 def _event(name: str, **detail: Any) -> dict[str, Any]:

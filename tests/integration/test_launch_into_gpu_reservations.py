@@ -12,9 +12,8 @@ from capacity_launcher.domain.status import (
     RESERVATION_EXPIRED,
     RequestStatus,
 )
-from capacity_launcher.service import wiring
 from moto_capacity.core.clock import CLOCK
-from tests.integration.test_launch_into_reservations import ZONE, reserve, setup_pool
+from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
 
@@ -55,6 +54,20 @@ def reserved_only_pool(
     )
 
 
+def group_pool(cloud: Cloud, subnets: dict[str, str], image: str, *blocks: dict[str, Any]) -> None:
+    """A pool of reserved capacity only, whose NodeClass targets a group holding `blocks`."""
+    group = group_of(cloud, *(b["CapacityReservationId"] for b in blocks))
+    target = {"capacityReservationTarget": {"capacityReservationResourceGroupArn": group}}
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec=target,
+        capacity_types=("reserved",),
+        types=(BLOCK_TYPE,),
+    )
+
+
 def advance_to(moment: datetime, plus_seconds: float = 0.0) -> None:
     seconds = (moment - CLOCK.now()).total_seconds() + plus_seconds
     if seconds > 0:
@@ -88,6 +101,45 @@ def test_a_purchased_block_is_launched_into_once_active_and_not_before(cloud, su
     }
     assert lifecycles == {"capacity-block"}
     assert state_of(cloud, reservation_id)["AvailableInstanceCount"] == 0
+
+
+def test_blocks_reached_through_a_group_are_launched_into_one_fleet_per_block(
+    cloud, subnets, image
+):
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html: a block
+    is launched into by its own reservation id (EC2 refuses the capacity-block market through a
+    group); an EC2 Fleet takes one block. A NodeClass whose target is a group of two blocks is
+    served by one CreateFleet per block, each naming its block."""
+    first, second = buy_block(cloud, count=1), buy_block(cloud, count=1)
+    group_pool(cloud, subnets, image, first, second)
+    advance_to(max(first["StartDate"], second["StartDate"]), 1)
+
+    cloud.send(launch_request("r-blocks", nodePool="general", count=2))
+
+    record = cloud.record("r-blocks")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert sorted(i.capacity_reservation_id or "" for i in record.instances) == sorted(
+        [first["CapacityReservationId"], second["CapacityReservationId"]]
+    )
+
+
+def test_a_block_in_its_last_45_minutes_is_not_launched_into(cloud, subnets, image, monkeypatch):
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks.html: EC2 begins
+    terminating a block's instances 30 minutes before its end time. A launch there (or in the
+    boot margin before it) would report Fulfilled for instances EC2 is about to terminate; the
+    request is not served from the block, and the record says why (BlockEnding)."""
+    block = buy_block(cloud)
+    reservation_id = block["CapacityReservationId"]
+    reserved_only_pool(cloud, subnets, image, reservation_id)
+    advance_to(block["EndDate"], -40 * 60)
+
+    cloud.send(launch_request("r-late", nodePool="general", count=1))
+
+    record = cloud.record("r-late")
+    assert record is not None and record.launched == 0, record.to_detail()
+    assert record.status is not RequestStatus.FULFILLED
+    assert [u.reason for u in record.unavailable_offerings] == ["BlockEnding"]
+    assert state_of(cloud, reservation_id)["AvailableInstanceCount"] == 2
 
 
 def lend(cloud: Cloud, count: int) -> str:
@@ -131,8 +183,6 @@ def test_an_interruptible_reservation_is_launched_into_only_when_the_pool_accept
 def test_the_sync_announces_a_block_activated_expiring_with_its_instances_then_expired(
     cloud, subnets, image, monkeypatch
 ):
-    # The sync reads the emulator's clock, as it would read AWS's.
-    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
     block = buy_block(cloud)
     reservation_id = block["CapacityReservationId"]
     reserved_only_pool(cloud, subnets, image, reservation_id)

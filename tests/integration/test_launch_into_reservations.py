@@ -395,8 +395,10 @@ def test_published_event_matches_the_status_contract(cloud, subnets, image):
         "waitForCapacityUntil",
         "waitingFor",
         "detailTruncated",
+        "candidatesLeftOut",
     }
     assert detail["waitForCapacityUntil"] is None and detail["waitingFor"] == []
+    assert detail["candidatesLeftOut"] is None
     assert detail["requester"] == "team-a" and detail["requested"] == 2 and detail["launched"] == 2
     for instance in detail["instances"]:
         assert set(instance) == {

@@ -375,3 +375,27 @@ def test_a_reserved_only_pool_too_small_for_the_gang_still_serves_one_that_named
     assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
     assert record.node_pool == "reserved-only" and passed_over(record) == []
     assert any(e.code == "MinCountNotMet" for e in record.errors), record.to_detail()
+
+
+def test_a_pool_with_more_offerings_than_a_fleet_takes_offers_every_family_and_says_so(
+    cloud, subnets, image, fleet_inputs
+):
+    """docs/placement.md, How an instance type is chosen: a pool allowing every instance type
+    has far more offerings than one CreateFleet's overrides; the cut comes after ordering by
+    price with each family in turn, so the fleet offers many families (not the first few by
+    name), and the record says what was left out."""
+    flexible_pool(cloud, subnets, image, operator="Exists")
+
+    cloud.send(launch_request("broad-1", nodePool="flexible"))
+
+    record = cloud.record("broad-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    overrides = fleet_inputs[0]["LaunchTemplateConfigs"][0]["Overrides"]
+    assert len(overrides) == 100
+    families = {o["InstanceType"].split(".")[0] for o in overrides}
+    by_name = sorted({o["InstanceType"] for o in overrides})
+    assert len(families) >= 40, sorted(families)
+    left_out = record.candidates_left_out
+    assert left_out is not None and left_out.offered == 100 and left_out.left_out > 0
+    assert left_out.instance_types and not set(left_out.instance_types) & set(by_name)
+    assert record.to_detail()["candidatesLeftOut"]["overrideLimit"] == 100

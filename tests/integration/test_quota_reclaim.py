@@ -22,10 +22,8 @@ from capacity_launcher.domain.status import (
     RECLAIM_REQUESTED,
     RequestStatus,
 )
-from capacity_launcher.service import wiring
 from capacity_launcher.settings import get_settings
 from capacity_launcher_cli.quota_commands import get_quotas
-from moto_capacity.core.clock import CLOCK
 from tests.integration.test_accounting import deliver, usage
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_quota_admission import passed_over, quota, spare_below, used
@@ -42,8 +40,6 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 def pool(
     cloud: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
 ) -> Cloud:
-    # The launcher and the sync read the emulator's clock, as they would read AWS's.
-    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
     moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 100)
     return cloud
@@ -463,7 +459,7 @@ def test_a_reclaim_whose_lender_turns_to_never_during_its_grace_terminates_nothi
 ) -> None:
     # Given an enforced reclaim of team-b's newest instance, and a sync container already warm
     reclaim, b_instances = enforced_reclaim_of_team_b(pool)
-    warm = wiring.build_reservation_sync(get_settings())
+    warm = pool.adapters().reservation_sync()
     report = warm.run().quotas
     assert report is not None and report.reclaims.pending == [reclaim["reclaimId"]]
     # When team-a's policy becomes Never during the grace period
@@ -500,7 +496,7 @@ def test_a_reclaim_whose_lender_was_deleted_terminates_nothing(pool: Cloud) -> N
     # Given an enforced reclaim of team-b's newest instance
     reclaim, b_instances = enforced_reclaim_of_team_b(pool)
     # When team-a's quota is deleted during the grace period
-    wiring.config_store(get_settings()).delete("CapacityQuota", "team-a")
+    pool.adapters().config_store().delete("CapacityQuota", "team-a")
     moto_capacity.advance_clock(GRACE_SECONDS + 1)
     # Then the sync terminates nothing, and closes the reclaim saying why
     assert_withdrawn(pool, sync().quotas, reclaim, b_instances, "CapacityQuota team-a was deleted")
@@ -531,7 +527,7 @@ def test_a_reclaim_is_closed_when_every_quota_was_deleted(pool: Cloud) -> None:
     # Given an enforced reclaim of team-b's newest instance
     reclaim, b_instances = enforced_reclaim_of_team_b(pool)
     # When every quota is deleted during the grace period
-    store = wiring.config_store(get_settings())
+    store = pool.adapters().config_store()
     store.delete("CapacityQuota", "team-a")
     store.delete("CapacityQuota", "team-b")
     moto_capacity.advance_clock(GRACE_SECONDS + 1)

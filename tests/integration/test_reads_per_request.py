@@ -56,7 +56,7 @@ def test_a_request_reads_only_the_snapshots_of_reservations_it_could_launch_into
     setup_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "a"}}])
     setup_pool(cloud, subnets, image, selector_terms=[{"tags": {"team": "b"}}], pool="b", klass="b")
     cloud.wait_out_consistency()
-    wiring.build_reservation_sync(get_settings()).run()
+    wiring.Adapters(get_settings()).reservation_sync().run()
     read: list[str] = []
     partitions: list[str] = []
 

@@ -14,11 +14,9 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.service import wiring
 from capacity_launcher.service.launch import Message
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import running
-from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_gpu_reservations import (
     advance_to,
     buy_block,
@@ -243,7 +241,6 @@ def test_a_waiting_request_of_a_bound_sender_comes_back_as_its_requester(
     cloud: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given team-a's scheduler bound to team-a, and a block that starts later
-    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
     block = buy_block(cloud)
     reserved_only_pool(cloud, subnets, image, block["CapacityReservationId"])
     team_a, team_a_role = _producer("team-a-scheduler")

@@ -15,6 +15,7 @@ import pytest
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.reservations import STALE_AFTER_SECONDS, StoredReservation
@@ -26,12 +27,12 @@ from capacity_launcher.domain.status import (
     Event,
     RequestStatus,
 )
-from capacity_launcher.service import wiring
 from capacity_launcher.service.reservation_sync import SyncReport
 from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import hosted_on
 from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool
-from tests.support.cloud import Cloud, an_image, launch_request
+from tests.support.cloud import Cloud, an_image, current, launch_request
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,16 +42,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def sync() -> SyncReport:
     """One run of the reservation sync, as a fresh container would build it."""
-    return wiring.build_reservation_sync(get_settings()).run()
+    return current().adapters().reservation_sync().run()
 
 
 def snapshots() -> ReservationSnapshots:
-    return wiring.reservation_snapshots(get_settings())
+    return current().adapters().reservation_snapshots()
 
 
 def reservations() -> ReservationProvider:
     """The launchers' reservations: the snapshots first, EC2 when they are stale."""
-    return wiring.reservations(get_settings())
+    return current().adapters().reservations()
 
 
 def snapshot(reservation_id: str) -> StoredReservation:
@@ -70,16 +71,16 @@ def ice_keys() -> set[str]:
 
 
 def handler(name: str) -> Callable[[dict[str, Any], Any], Any]:
-    """A function's handler, loaded from functions/<name>/app.py as a new container would."""
-    wiring.reservation_sync.cache_clear()
-    wiring.instance_events.cache_clear()
+    """A function's handler, loaded from functions/<name>/app.py as a new container would (on
+    the cloud's host)."""
     spec = importlib.util.spec_from_file_location(
         f"{name}_app", ROOT / "functions" / name / "app.py"
     )
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with hosted_on(current().host):
+        spec.loader.exec_module(module)
     return module.handler  # type: ignore[no-any-return]
 
 
@@ -102,8 +103,6 @@ class LambdaContext:
 
 def use_snapshots(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     """Launchers whose `reservations` port is the shared snapshots (the wiring issue 5 asks for)."""
-    wiring.reservation_sync.cache_clear()
-    wiring.instance_events.cache_clear()
     return cloud
 
 
@@ -209,7 +208,7 @@ def test_sync_writes_snapshots_of_targets_group_members_and_selected_reservation
     assert stored[selected].snapshot.tags == {"team": "ml"}
     assert stored[targeted].synced_at is not None
     # and the launcher's port resolves every NodeClass from them without asking EC2
-    config = wiring.ConfigStore(get_settings().state_table_name)
+    config = ConfigStore(get_settings().state_table_name)
     calls: Counter[str] = Counter()
     aws.client("ec2").meta.events.register(
         "before-call.ec2", lambda model, **_: calls.update([model.name])
@@ -355,7 +354,7 @@ def test_a_node_class_the_sync_has_not_seen_is_resolved_from_ec2_keeping_exhaust
         selector_terms=[{"id": reservation}],
     )
     ec2_calls.clear()
-    config = wiring.ConfigStore(get_settings().state_table_name)
+    config = ConfigStore(get_settings().state_table_name)
     (source,) = reservations().sources(config.node_class("second"))
     # Then EC2 is asked, and the flag still holds
     assert ec2_calls["DescribeCapacityReservations"] == 1
@@ -374,7 +373,7 @@ def test_snapshots_of_a_sync_that_stopped_are_not_trusted(snapshot_launchers, su
         ReservationSnapshots(settings.state_table_name), CapacityReservations(), clock=lambda: later
     )
     # When a launcher resolves the NodeClass, it reads EC2's live count instead
-    node_class = wiring.ConfigStore(settings.state_table_name).node_class("standard")
+    node_class = ConfigStore(settings.state_table_name).node_class("standard")
     (source,) = stale.sources(node_class)
     assert [r.available for r in source.reservations] == [2]
 

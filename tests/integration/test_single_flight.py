@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 import moto_capacity
-from capacity_launcher.adapters import unavailable_offerings
 from capacity_launcher.adapters.unavailable_offerings import BEING_TRIED, UnavailableOfferings
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_capacity_and_limits import ice_items as cloud_items
@@ -38,7 +35,7 @@ def on_demand_pool(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
 
 
 def test_a_second_worker_that_meets_a_claim_leaves_the_offering_to_the_claimers_answer(
-    cloud, subnets, image, ec2_calls: Counter[str], monkeypatch: pytest.MonkeyPatch
+    cloud, subnets, image, ec2_calls: Counter[str]
 ):
     # Given the only offering dry, and worker A asking EC2 about it right now (its claim held)
     moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 0)
@@ -52,9 +49,9 @@ def test_a_second_worker_that_meets_a_claim_leaves_the_offering_to_the_claimers_
         worker_a.mark([(KEY, "InsufficientInstanceCapacity", "no capacity")])
         worker_a.end_turn(turn, dry=[KEY])
 
-    monkeypatch.setattr(unavailable_offerings, "pause", a_answers)
-    # When worker B (another container) serves a request for that offering
-    cloud.send(launch_request("sf-1", nodePool="general"), batch=cloud.fresh_batch())
+    # When worker B (another container, waiting on claims with `a_answers`) serves a request
+    # for that offering
+    cloud.send(launch_request("sf-1", nodePool="general"), batch=cloud.fresh_batch(a_answers))
     # Then B never called CreateFleet: A's answer, cached, told it the offering is dry
     assert ec2_calls["CreateFleet"] == 0
     record = cloud.record("sf-1")
@@ -65,17 +62,20 @@ def test_a_second_worker_that_meets_a_claim_leaves_the_offering_to_the_claimers_
 
 
 def test_a_claim_cleared_by_a_launch_lets_the_waiting_worker_launch(
-    cloud, subnets, image, ec2_calls: Counter[str], monkeypatch: pytest.MonkeyPatch
+    cloud, subnets, image, ec2_calls: Counter[str]
 ):
     # Given worker A's claim on a healthy offering, which A clears when its launch succeeds
     on_demand_pool(cloud, subnets, image)
     worker_a = cache(cloud)
     turn = worker_a.take_turn([KEY])
-    monkeypatch.setattr(
-        unavailable_offerings, "pause", lambda _s: worker_a.end_turn(turn, launched=[KEY])
-    )
-    # When worker B serves a request for it
-    cloud.send(launch_request("sf-2", nodePool="general"), batch=cloud.fresh_batch())
+
+    # When worker B, waiting on the claim while A clears it, serves a request for it
+    def a_launches(seconds: float) -> None:
+        worker_a.end_turn(turn, launched=[KEY])
+        moto_capacity.advance_clock(seconds)
+
+    batch = cloud.fresh_batch(a_launches)
+    cloud.send(launch_request("sf-2", nodePool="general"), batch=batch)
     # Then B launched once A's claim was gone, and left no claim behind
     assert ec2_calls["CreateFleet"] == 1
     record = cloud.record("sf-2")

@@ -19,12 +19,12 @@ from capacity_launcher.domain.status import (
     RESERVATION_EXPIRED,
     RequestStatus,
 )
-from capacity_launcher.service import wiring
 from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_gpu_reservations import (
     BLOCK_TYPE,
     advance_to,
     buy_block,
+    group_pool,
     reserved_only_pool,
     state_of,
 )
@@ -40,12 +40,6 @@ from tests.support.cloud import (
 )
 
 FUTURE_TYPE = "m5.xlarge"
-
-
-@pytest.fixture(autouse=True)
-def on_the_emulators_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The service reads the emulator's time, as it would read AWS's."""
-    monkeypatch.setattr(wiring, "utcnow", CLOCK.now)
 
 
 def stamp(moment: datetime) -> str:
@@ -466,3 +460,37 @@ def test_a_block_bought_after_the_last_sync_beside_a_full_one_is_waited_for(clou
     assert [w.capacity_reservation_id for w in record.waiting_for] == [
         second["CapacityReservationId"]
     ]
+
+
+def test_a_request_that_may_wait_is_not_served_by_a_dying_block(cloud, subnets, image):
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks.html: EC2 begins
+    terminating a block's instances 30 minutes before its end. A request willing to wait is not
+    launched into a block within that window (plus the boot margin): it waits for the next block,
+    which starts as the first ends."""
+    first = buy_block(cloud)
+    later = cloud.ec2.describe_capacity_block_offerings(
+        InstanceType=BLOCK_TYPE,
+        InstanceCount=2,
+        CapacityDurationHours=24,
+        StartDateRange=first["EndDate"],
+    )["CapacityBlockOfferings"]
+    second = cloud.ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=next(
+            o["CapacityBlockOfferingId"] for o in later if o["AvailabilityZone"] == ZONE
+        ),
+        InstancePlatform="Linux/UNIX",
+    )["CapacityReservation"]
+    group_pool(cloud, subnets, image, first, second)
+    advance_to(first["EndDate"], -40 * 60)
+    deadline = second["StartDate"] + timedelta(hours=2)
+
+    cloud.send(
+        launch_request("r-next", nodePool="general", count=2, waitForCapacityUntil=stamp(deadline))
+    )
+
+    record = cloud.record("r-next")
+    assert record is not None and record.status is RequestStatus.WAITING, record.to_detail()
+    assert [w.capacity_reservation_id for w in record.waiting_for] == [
+        second["CapacityReservationId"]
+    ]
+    assert state_of(cloud, first["CapacityReservationId"])["AvailableInstanceCount"] == 2

@@ -18,6 +18,7 @@ from capacity_launcher.domain.offerings import offering_key
 from capacity_launcher.settings import get_settings
 from tests.simulation.emulator import Fault
 from tests.simulation.operations import (
+    GPU_POOL,
     POOLS,
     QUOTA_POOLS,
     QUOTAS,
@@ -366,6 +367,34 @@ def interrupt(sim: Simulation, rng: random.Random) -> str:
     return "interrupted"
 
 
+# -- Capacity Blocks ------------------------------------------------------------------------------
+
+
+def block_end_request(sim: Simulation, rng: random.Random) -> str:
+    """Issue 27: the clock jumps to within an hour of a block's end (before EC2's 30-minute
+    terminations) and a request for the GPU pool arrives. From 45 minutes before the end the
+    service must not launch into the block (judged: "nothing launches into an ending block");
+    before that it may."""
+    now = sim.world.now
+    ending = sorted(
+        (view.end, view.reservation_id)
+        for view in sim.world.reservations().values()
+        if view.kind == "capacity-block" and view.end is not None and view.end - 31 * 60 > now
+    )
+    if not ending:
+        return "no block ending ahead"
+    end, reservation_id = ending[0]
+    jumped = sim.jump_to(max(now + 1.0, end - rng.uniform(31 * 60, 60 * 60)))
+    if not jumped.startswith("jumped"):
+        return jumped
+    body = request_body(sim, rng)
+    body.update(nodePool=GPU_POOL, count=1)
+    for optional in ("minCount", "requirements", "singleZone", "waitForCapacityUntil"):
+        body.pop(optional, None)
+    sim.send([body], via_bus=False)
+    return f"{(end - sim.world.now) / 60:.0f} min before {reservation_id} ends"
+
+
 ADVERSARY = {
     "quota_group_limits": quota_group_limits,
     "quota_policy_change": quota_policy_change,
@@ -381,4 +410,5 @@ ADVERSARY = {
     "huge_body": huge_body,
     "interruptible_reservation": interruptible_reservation,
     "interrupt": interrupt,
+    "block_end_request": block_end_request,
 }

@@ -21,6 +21,7 @@ import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from capacity_launcher.domain.reservations import BLOCK_BOOT_MARGIN, BLOCK_TERMINATION_LEAD
 from tests.simulation.operations import COHORT, QUOTA_POOLS, QUOTAS
 from tests.simulation.world import LIVE, Observed
 
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
 
 # A block's instances are terminated this long before its end ("Capacity Blocks for ML").
 BLOCK_TERMINATION_SECONDS = 30 * 60
+# The service launches into no block from this long before its end: EC2's 30 minutes plus the
+# boot margin an instance needs to be of use (docs/placement.md, Capacity Blocks).
+BLOCK_LAST_LAUNCH_SECONDS = (BLOCK_TERMINATION_LEAD + BLOCK_BOOT_MARGIN).total_seconds()
+# Between the launcher's decision and EC2's launch time: one CreateFleet, its retries included.
+DECISION_TO_LAUNCH_SLACK = 60.0
 # moto stamps launch times to the second.
 LAUNCH_TIME_SLACK = 1.0
 POOL_PASSED_OVER = "NodePoolPassedOver"
@@ -126,6 +132,7 @@ class CapacityInvariants:
                     f"{observed.instance_id} in block {view.reservation_id} was launched in"
                     f" market {observed.lifecycle or 'on-demand'}, not capacity-block",
                 )
+            self._not_into_an_ending_block(observed, view)
             self.checks["nothing launches into a non-active reservation"] += 1
             launched = observed.launched_at
             early = launched + LAUNCH_TIME_SLACK < view.active_from
@@ -137,6 +144,21 @@ class CapacityInvariants:
                     f" {launched:.0f} into {view.kind} {view.reservation_id}, active from"
                     f" {view.active_from:.0f} to {view.end}, now {view.state}",
                 )
+
+    def _not_into_an_ending_block(self, observed: Observed, view: Any) -> None:
+        """Issue 27: an instance in a block was launched before the block's last 45 minutes
+        (EC2 terminates it from 30 minutes before the end; the service keeps a boot margin)."""
+        if view.kind != "capacity-block" or view.end is None:
+            return
+        self.checks["nothing launches into an ending block"] += 1
+        last_launch = view.end - BLOCK_LAST_LAUNCH_SECONDS + DECISION_TO_LAUNCH_SLACK
+        if observed.launched_at >= last_launch:
+            self._violate(
+                "nothing launches into an ending block",
+                f"{observed.instance_id} for {observed.request_id} launched at"
+                f" {observed.launched_at:.0f} into block {view.reservation_id} ending"
+                f" {view.end:.0f}: within its last {BLOCK_LAST_LAUNCH_SECONDS / 60:.0f} minutes",
+            )
 
     def _ended_blocks_run_nothing(self, reservations: dict[str, Any]) -> None:
         now = self.world.now

@@ -150,6 +150,7 @@ ADVERSARY_WEIGHTS: dict[str, tuple[float, str | None]] = {
     "huge_body": (1, None),
     "interruptible_reservation": (1, None),
     "interrupt": (1, None),
+    "block_end_request": (1, None),  # issue 27: a request in a block's last hour
 }
 
 

@@ -230,9 +230,10 @@ class Simulation:
 
     def jump(self) -> str:
         """Skip hours or days to the next moment a reservation changes (a block or future-dated
-        reservation starts, a block's instances are terminated 30 minutes before its end, a
-        reservation ends). First every fault is cleared and the queue drained, as the skipped
-        hours would have done; requests still open count the jump as a disturbance."""
+        reservation starts, a block's last launch window, its warning, its instances terminated
+        30 minutes before its end, a reservation ends). First every fault is cleared and the
+        queue drained, as the skipped hours would have done; requests still open count the jump
+        as a disturbance."""
         now = self.world.now
         due = [
             m
@@ -242,10 +243,14 @@ class Simulation:
         ]
         if not due:
             return "nothing due"
+        return self.jump_to(min(due) + 1.0)
+
+    def jump_to(self, target: float) -> str:
+        """`jump` to the moment `target` (epoch seconds): the queue drained first, the jump a
+        disturbance for requests still open."""
         if not self._drain(events=False):
             return "queue not drained"
         start = self.world.now
-        target = min(due) + 1.0
         if target <= start:
             return "passed while draining"
         self.world.emulator.clock.advance(target - start)

@@ -6,7 +6,6 @@ default bus's EC2 state-change events. The simulated clock drives every timeout.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,22 +13,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
-from moto import mock_aws
 from moto.dynamodb.models import dynamodb_backends
 from moto.ec2.models import ec2_backends
 from moto.moto_api._internal import mock_random
 from moto.sqs.models import sqs_backends
 
 import moto_capacity
-from capacity_launcher.adapters import aws, unavailable_offerings
-from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.status import EVENT_SOURCE
 from capacity_launcher.domain.tags import MANAGED
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import Host
+from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import Invocation, LocalFunction
+from local_cloud.status_events import capture_status_events
 from moto_capacity.ec2.models.backend import capacity_backend
 from tests.simulation.determinism import CallDigest, Interleaver, seeded_sources
 from tests.simulation.emulator import (
@@ -45,7 +43,7 @@ from tests.simulation.emulator import (
     retries_without_sleeping,
     transaction_backups_once_per_table,
 )
-from tests.support.template import DeployedNames, create_resources
+from tests.support.template import DeployedNames
 
 ACCOUNT = "123456789012"
 REQUEST_ID_TAG = "capacity-launcher:request-id"
@@ -131,8 +129,7 @@ class World:
         self.digest = CallDigest()
         self._seeded: Any = None
         self._containers_wanted = containers
-        self._environ: dict[str, str] = {}
-        self._mock: Any = None
+        self.cloud: LocalCloud | None = None
         self.names: DeployedNames | None = None
         self.launchers: list[LocalFunction] = []
         self.cold_starts = 0
@@ -141,10 +138,8 @@ class World:
         self._crash_guard: Any = None
         self._session = boto3.session.Session()
         self._clients: dict[str, Any] = {}
-        self._environments: dict[str, dict[str, str]] = {}
         self._no_sleeps: Any = None
         self._backups: Any = None
-        self._claim_pause: Any = None
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
         self._event_sequence = 0
@@ -166,72 +161,72 @@ class World:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def __enter__(self) -> World:
-        self._environ = dict(os.environ)
-        os.environ.update(FAKE_ENV)
-        os.environ.pop("AWS_ENDPOINT_URL", None)
-        moto_capacity.install()
-        self._mock = mock_aws()
-        self._mock.start()
-        mock_random.seed(self.seed)
-        moto_capacity.reset()
-        self.emulator.clock.__enter__()
-        self._seeded = seeded_sources(self.seed, self.emulator.clock.now)
-        self._seeded.__enter__()
-        # As strict as AWS documents: fresh instance ids unknown and new reservations pending
-        # for a moment, transactions on one item conflicting now and then. The fleet adapter
-        # waits on the simulated clock, as a launcher on AWS waits on the real one.
-        moto_capacity.set_consistency(CONSISTENCY_SECONDS, CONSISTENCY_SECONDS)
-        moto_capacity.set_transaction_conflicts(TRANSACTION_CONFLICT_RATE, self.seed)
-        self._pause = fleet_adapter.pause
-        fleet_adapter.pause = self.emulator.clock.advance
-        # So does a launcher waiting on another's claim of an offering (single flight).
-        self._claim_pause = unavailable_offerings.pause
-        unavailable_offerings.pause = self.emulator.clock.advance
-        self._crash_guard = crashing_calls(self.emulator.crashes, self._before_call)
-        self._crash_guard.__enter__()
-        self._no_sleeps = retries_without_sleeping()
-        self._no_sleeps.__enter__()
-        self._backups = transaction_backups_once_per_table()
-        self._backups.__enter__()
-        aws.client.cache_clear()
-        get_settings.cache_clear()
-        self.names = create_resources(boto3.Session(region_name=REGION))
-        os.environ.update(self.names.environment("LauncherFunction"))
-        get_settings.cache_clear()
+        # The local cloud in process (local_cloud.cloud), its functions loaded here: several
+        # launcher containers, each crashed and cold-started again as the scheduler decides.
+        self.cloud = LocalCloud(
+            LocalCloudOptions(
+                region=REGION,
+                in_process=True,
+                as_launcher=True,
+                wire_functions=False,
+                example_network=False,
+                function_host=self.host,
+                environment=FAKE_ENV,
+                prepare=self._prepare,
+            )
+        )
+        self.cloud.start()
+        self.names = self.cloud.names
         self._read_queue_settings()
-        self.status_queue_url = self._capture_status_events()
+        self.status_queue_url = capture_status_events(
+            self.sqs, self.client("events"), self.names.event_bus, "simulation-status-events"
+        )
         self._network()
         self._sync = self._load("ReservationSyncFunction")
         self._instance_events = self._load("InstanceEventsFunction")
         self.launchers = [self._load("LauncherFunction") for _ in range(self._containers_wanted)]
         return self
 
+    def _prepare(self) -> None:
+        """Once moto is up, before the resources: every source of chance seeded, time simulated,
+        and the emulator as strict as AWS documents: fresh instance ids unknown and new
+        reservations pending for a moment, transactions on one item conflicting now and then."""
+        mock_random.seed(self.seed)
+        self.emulator.clock.__enter__()
+        self._seeded = seeded_sources(self.seed, self.emulator.clock.now)
+        self._seeded.__enter__()
+        moto_capacity.set_consistency(CONSISTENCY_SECONDS, CONSISTENCY_SECONDS)
+        moto_capacity.set_transaction_conflicts(TRANSACTION_CONFLICT_RATE, self.seed)
+        self._crash_guard = crashing_calls(self.emulator.crashes, self._before_call)
+        self._crash_guard.__enter__()
+        self._no_sleeps = retries_without_sleeping()
+        self._no_sleeps.__enter__()
+        self._backups = transaction_backups_once_per_table()
+        self._backups.__enter__()
+
     def __exit__(self, *_: object) -> None:
-        aws.client.cache_clear()
-        get_settings.cache_clear()
         if self._crash_guard is not None:
             self._crash_guard.__exit__(None, None, None)
             self._no_sleeps.__exit__(None, None, None)
             self._backups.__exit__(None, None, None)
-        fleet_adapter.pause = self._pause
-        unavailable_offerings.pause = self._claim_pause
         if self._seeded is not None:
             self._seeded.__exit__(None, None, None)
-        self.emulator.clock.__exit__()
-        moto_capacity.reset()
-        if self._mock is not None:
-            self._mock.stop()
-        os.environ.clear()
-        os.environ.update(self._environ)
+            self.emulator.clock.__exit__()
+        if self.cloud is not None:
+            self.cloud.stop()
 
     def _load(self, function: str) -> LocalFunction:
-        assert self.names is not None
-        if function not in self._environments:
-            self._environments[function] = {**FAKE_ENV, **self.names.environment(function)}
+        """A new container of `function` (a cold start), on the simulated clock."""
+        assert self.cloud is not None
         self.cold_starts += 1
-        return LocalFunction(
-            function, self._environments[function], region=REGION, account_id=ACCOUNT
-        )
+        return self.cloud.function(function)
+
+    @property
+    def host(self) -> Host:
+        """The functions tell the simulated time (the system's clock, which stands still until
+        the scheduler moves it) and wait by moving it: the fleet adapter on fresh ids, a launcher
+        on another's claim of an offering (single flight), as they would wait on AWS."""
+        return Host(pause=self.emulator.clock.advance)
 
     def _read_queue_settings(self) -> None:
         assert self.names is not None
@@ -240,25 +235,6 @@ class World:
         )["Attributes"]
         self.visibility_timeout = int(attributes["VisibilityTimeout"])
         self.max_receive_count = int(json.loads(attributes["RedrivePolicy"])["maxReceiveCount"])
-
-    def _capture_status_events(self) -> str:
-        assert self.names is not None
-        url = self.sqs.create_queue(QueueName="simulation-status-events")["QueueUrl"]
-        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        events = self.client("events")
-        events.put_rule(
-            Name="simulation-status-events",
-            EventBusName=self.names.event_bus,
-            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
-        )
-        events.put_targets(
-            Rule="simulation-status-events",
-            EventBusName=self.names.event_bus,
-            Targets=[{"Id": "capture", "Arn": arn}],
-        )
-        return str(url)
 
     def _network(self) -> None:
         subnets = self.ec2.describe_subnets(
@@ -804,8 +780,9 @@ def _reservation_view(reservation: Any, now: float) -> ReservationView:
             moments.append(_epoch(due))
     if end is not None:
         moments.append(end)
-        if block:  # EC2 warns 40 minutes before a block ends, and terminates 30 before
-            moments += [end - 40 * 60, end - 30 * 60]
+        if block:  # EC2 warns 40 minutes before a block ends, and terminates 30 before;
+            # 50 minutes before, the service may still launch into it (issue 27: not from 45).
+            moments += [end - 50 * 60, end - 40 * 60, end - 30 * 60]
     return ReservationView(
         reservation.id,
         "capacity-block" if block else "future-dated" if dated else "default",

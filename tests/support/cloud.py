@@ -1,38 +1,35 @@
-"""An in-process cloud for integration tests: moto (+ moto_capacity), the template's resources,
-the launcher wired to them, and the status events captured from the bus."""
+"""The integration tests' cloud: the local cloud in process (local_cloud.cloud: moto with
+moto_capacity, the template's resources, the service composed on the emulator's clock), with
+the tests' conveniences on top: EC2's consistency delays on, the status events captured from the
+bus, and the launcher driven by hand (one SQS batch, one event source mapping poll)."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
-from moto import mock_aws
-
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters import fleet as fleet_adapter
 from capacity_launcher.adapters.config_store import Kind
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.status import RequestRecord
-from capacity_launcher.service import wiring
 from capacity_launcher.service.launch import LaunchBatch, Message
-from capacity_launcher.settings import get_settings
-from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS
+from capacity_launcher.service.wiring import Adapters
+from capacity_launcher.startup import Host
+from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.lambda_runtime import running
 from local_cloud.status_events import capture_status_events
-from tests.support.template import DeployedNames, create_resources
+from moto_capacity.core.clock import CLOCK
+from tests.support.event_registry import check_registered
+from tests.support.template import DeployedNames
 
 REGION = "us-east-1"
-FAKE_ENV = {
-    **LOCAL_CREDENTIALS,
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_REGION": REGION,
+TEST_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "CapacityLauncher",
     "POWERTOOLS_TRACE_DISABLED": "true",
 }
@@ -42,8 +39,14 @@ INSTANCE_VISIBILITY_SECONDS = 3
 RESERVATION_PENDING_SECONDS = 3
 
 
+# The service runs on the emulator's clock, as it would read AWS's, and its waits (on fresh ids,
+# on claims) move that clock instead of sleeping.
+HOST = Host(clock=CLOCK.now, pause=moto_capacity.advance_clock)
+
+
 @dataclass
 class Cloud:
+    local: LocalCloud
     names: DeployedNames
     environment: dict[str, str]
     events_queue_url: str
@@ -57,9 +60,18 @@ class Cloud:
     def sqs(self) -> Any:
         return aws.client("sqs")
 
-    def fresh_batch(self) -> LaunchBatch:
+    @property
+    def host(self) -> Host:
+        return self.local.options.function_host
+
+    def adapters(self, pause: Callable[[float], None] | None = None) -> Adapters:
+        """A container's composition on the emulator's clock; `pause` replaces its waits."""
+        return self.local.adapters(pause)
+
+    def fresh_batch(self, pause: Callable[[float], None] | None = None) -> LaunchBatch:
         """A new launcher, as a new container would build it (own caches, same tables)."""
-        return wiring.build_launch_batch(wiring.idempotency_config(get_settings()))
+        adapters = self.adapters(pause)
+        return adapters.launch_batch(adapters.idempotency_config())
 
     @property
     def batch(self) -> LaunchBatch:
@@ -68,16 +80,16 @@ class Cloud:
         return self._batch
 
     def apply(self, *documents: Mapping[str, Any]) -> None:
-        store = wiring.config_store(get_settings())
+        store = self.adapters().config_store()
         for document in documents:
             store.apply(parse_document(document))
 
     def delete(self, kind: Kind, name: str) -> None:
-        wiring.config_store(get_settings()).delete(kind, name)
+        self.adapters().config_store().delete(kind, name)
 
     def send(self, *bodies: Any, batch: LaunchBatch | None = None) -> list[str]:
         """Deliver one SQS batch to the launcher; returns the message ids handed back."""
-        now = datetime.now(UTC)
+        now = CLOCK.now()
         messages = [
             Message(
                 f"m-{i}-{uuid.uuid4().hex[:8]}",
@@ -135,7 +147,7 @@ class Cloud:
         )
 
     def record(self, request_id: str) -> RequestRecord | None:
-        return wiring.launch_records(get_settings()).get_record(request_id)
+        return self.adapters().launch_records().get_record(request_id)
 
     def events(self) -> list[dict[str, Any]]:
         """Every event published on our bus since the last call (drained from a capture queue)."""
@@ -148,7 +160,9 @@ class Cloud:
             if not messages:
                 return found
             for message in messages:
-                found.append(json.loads(message["Body"]))
+                event = json.loads(message["Body"])
+                check_registered(event)  # every event as the schema registry publishes it
+                found.append(event)
                 self.sqs.delete_message(
                     QueueUrl=self.events_queue_url, ReceiptHandle=message["ReceiptHandle"]
                 )
@@ -178,32 +192,64 @@ class Cloud:
         return [i for p in pages for r in p["Reservations"] for i in r["Instances"]]
 
 
+_CURRENT: list[Cloud] = []
+
+
+def current() -> Cloud:
+    """The cloud the running test built (for helpers that take none)."""
+    assert _CURRENT, "inside local_cloud() only"
+    return _CURRENT[-1]
+
+
+def harness_options(**options: Any) -> LocalCloudOptions:
+    """The local cloud as the tests drive it: this process is the launcher's container (the test
+    calls the service), no function loaded nor trigger run, the network as moto makes it."""
+    defaults: dict[str, Any] = {
+        "region": REGION,
+        "as_launcher": True,
+        "wire_functions": False,
+        "example_network": False,
+        "environment": TEST_ENV,
+    }
+    return LocalCloudOptions(**{**defaults, **options})
+
+
+@contextmanager
+def cloud_of(options: LocalCloudOptions, *, capture_events: bool = True) -> Iterator[Cloud]:
+    """The local cloud started with `options`, with the tests' conveniences on top."""
+    with LocalCloud(options) as local:
+        assert local.names is not None
+        events_queue_url = (
+            capture_status_events(
+                aws.client("sqs"),
+                aws.client("events"),
+                local.names.event_bus,
+                "captured-status-events",
+            )
+            if capture_events
+            else ""
+        )
+        environment = local.names.environment("LauncherFunction")
+        cloud = Cloud(local, local.names, environment, events_queue_url)
+        _CURRENT.append(cloud)
+        try:
+            yield cloud
+        finally:
+            _CURRENT.remove(cloud)
+
+
 @contextmanager
 def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
-    for name, value in FAKE_ENV.items():
-        monkeypatch.setenv(name, value)
-    moto_capacity.install()
-    with mock_aws():
-        moto_capacity.reset()
-        moto_capacity.set_consistency(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS)
-        # The service's backoff on fresh ids moves the emulator's clock instead of sleeping.
-        monkeypatch.setattr(fleet_adapter, "pause", moto_capacity.advance_clock)
-        aws.client.cache_clear()
-        get_settings.cache_clear()
-        names = create_resources(boto3.Session(region_name=REGION), parameters=parameters)
-        environment = names.environment("LauncherFunction")
-        for name, value in environment.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-        events_queue_url = capture_status_events(
-            aws.client("sqs"), aws.client("events"), names.event_bus, "captured-status-events"
-        )
-        try:
-            yield Cloud(names, environment, events_queue_url)
-        finally:
-            moto_capacity.reset()
-            aws.client.cache_clear()
-            get_settings.cache_clear()
+    """The local cloud in process, on the emulator's clock, with EC2's consistency delays
+    (`monkeypatch`: kept for the callers' signature; the cloud puts the environment back)."""
+    options = harness_options(
+        parameters=parameters,
+        in_process=True,
+        function_host=HOST,
+        consistency_seconds=(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS),
+    )
+    with cloud_of(options) as cloud:
+        yield cloud
 
 
 def default_subnets(ec2: Any) -> dict[str, str]:

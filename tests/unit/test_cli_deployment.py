@@ -6,6 +6,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from botocore.exceptions import NoRegionError
 from botocore.stub import Stubber
 
 from capacity_launcher_cli.deployment import (
@@ -27,9 +28,11 @@ NAMES = {
 }
 
 
-def _cloudformation(outputs: dict[str, str]) -> tuple[object, Stubber]:
+def _cloudformation(
+    outputs: dict[str, str], region: str | None = "eu-west-1"
+) -> tuple[object, Stubber]:
     client = boto3.client(
-        "cloudformation", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x"
+        "cloudformation", region_name=region, aws_access_key_id="x", aws_secret_access_key="x"
     )
     stubber = Stubber(client)
     stubber.add_response(
@@ -63,6 +66,33 @@ def test_names_come_from_the_stack_outputs() -> None:
     assert deployment.ice_ttl_seconds == 300
     assert deployment.endpoint_url is None
     assert set(STACK_OUTPUTS) == set(NAMES)
+
+
+@pytest.mark.parametrize(("region", "expected"), [(None, "us-east-1"), ("eu-west-1", "eu-west-1")])
+def test_without_a_region_anywhere_the_stack_is_looked_up_in_us_east_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, region: str | None, expected: str
+) -> None:
+    # Given no region in the environment or a profile (as --region's help says)
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    asked: list[str | None] = []
+    stubbed = {r: _cloudformation(NAMES, r)[0] for r in ("us-east-1", "eu-west-1")}
+
+    def client(self: boto3.Session, service: str, region_name: str | None = None) -> object:
+        asked.append(region_name or self.region_name)
+        if asked[-1] is None:
+            raise NoRegionError()
+        return stubbed[str(asked[-1])]
+
+    monkeypatch.setattr(boto3.Session, "client", client)
+
+    # When a stack is named, with or without --region
+    deployment = from_stack("prod", region)
+
+    # Then it is looked up in that region, else us-east-1
+    assert asked == [expected]
+    assert deployment.region == expected
 
 
 def test_a_stack_without_the_outputs_is_named_in_the_error() -> None:

@@ -60,3 +60,55 @@ def test_capacity_quota_schema_accepts_the_examples_and_states_units_and_names()
         jsonschema.validate(good, quantity)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate("8 TB", quantity)
+
+
+def test_every_served_version_has_a_schema_its_examples_validate_against() -> None:
+    from capacity_launcher.domain.served_versions import REGISTRY
+    from capacity_launcher_cli.schemas import version_file
+
+    files = {version_file(v.api_version, v.kind) for v in REGISTRY.versions()}
+    files.discard(version_file("capacity-launcher/v1", "CapacityQuota"))  # capacity-quota.json
+    assert files <= set(contracts())
+    paths = [
+        REPO / "examples" / "node-classes.yaml",
+        REPO / "examples" / "node-pools.yaml",
+        *sorted((REPO / "examples" / "karpenter").rglob("*.yaml")),
+        *sorted((REPO / "examples" / "ome").glob("*.yaml")),
+        *sorted((REPO / "examples" / "provisioner").glob("*.yaml")),
+    ]
+    checked = set()
+    for path in paths:
+        for document in (d for d in yaml.safe_load_all(path.read_text()) if d):
+            name = version_file(document["apiVersion"], document["kind"])
+            schema = json.loads((REPO / "schemas" / name).read_text())
+            if path.name == "windows-custom-userdata.yaml" and document["kind"] == "NodePool":
+                # Karpenter refuses it (nodeClassRef.group must not contain '/'): so does this.
+                with pytest.raises(jsonschema.ValidationError, match="does not match"):
+                    jsonschema.validate(document, schema)
+                continue
+            jsonschema.validate(document, schema)
+            checked.add(name)
+    assert checked == files
+    v1 = json.loads((REPO / "schemas" / "karpenter.sh-v1-nodepool.json").read_text())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"apiVersion": "karpenter.sh/v1beta1", "kind": "NodePool"}, v1)
+
+
+def test_ome_capacity_reservation_schema_refuses_what_apply_refuses() -> None:
+    schema = json.loads((REPO / "schemas" / "ome.io-v1beta1-capacityreservation.json").read_text())
+    example = yaml.safe_load((REPO / "examples" / "ome" / "7-team-a-reservation.yaml").read_text())
+
+    jsonschema.validate(example, schema)
+    bad = {**example, "spec": {**example["spec"], "allowBorrowing": "yes"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_provisioner_schema_accepts_the_seed_example() -> None:
+    schema = json.loads((REPO / "schemas" / "karpenter.sh-v1alpha4-provisioner.json").read_text())
+    example = yaml.safe_load((REPO / "examples" / "provisioner" / "provisioner.yaml").read_text())
+
+    jsonschema.validate(example, schema)
+    bad = {**example, "spec": {**example["spec"], "zones": "us-east-1a"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)

@@ -87,7 +87,10 @@ def test_completion_knows_every_command_flag_and_choice() -> None:
 @pytest.mark.parametrize(
     ("words", "expected"),
     [
-        (["capacity-launcher", "get", "no"], "nodepools nodeclasses"),
+        (
+            ["capacity-launcher", "get", "no"],
+            "nodepools nodepool nodeclasses nodeclass nodeclaims nodeclaim",
+        ),
         (["capacity-launcher", "s"], "submit status schemas"),
         (["capacity-launcher", "local", "up", "--p"], "--port"),
         (["capacity-launcher", "delete", "node"], "nodepool nodeclass"),

@@ -439,11 +439,15 @@ def test_reservation_selector_terms_need_at_least_one_term() -> None:
 @pytest.mark.parametrize(
     ("spec", "field", "rule"),
     [
-        ({"imageId": None}, "spec", "exactly one of imageId or imageSsmParameter must be set"),
+        (
+            {"imageId": None},
+            "spec",
+            "exactly one of imageId, imageSsmParameter or imageSelectorTerms must be set",
+        ),
         (
             {"imageSsmParameter": "/aws/service/x"},
             "spec",
-            "exactly one of imageId or imageSsmParameter must be set",
+            "exactly one of imageId, imageSsmParameter or imageSelectorTerms must be set",
         ),
         (
             {"imageId": "image-1"},
@@ -518,7 +522,12 @@ def test_security_groups_are_required() -> None:
     document = node_class()
     del document["spec"]["securityGroupIds"]
 
-    assert the_error(document) == ("spec.securityGroupIds", "is required")
+    rule = "exactly one of securityGroupIds or securityGroupSelectorTerms must be set"
+    assert the_error(document) == ("spec", rule)
+    both = node_class(securityGroupSelectorTerms=[{"tags": {"a": "b"}}])
+    assert the_error(both) == ("spec", rule)
+    by_name = node_class(securityGroupIds=None, securityGroupSelectorTerms=[{"name": "nodes"}])
+    assert parse_document(by_name).spec.security_group_selector_terms is not None
     field, rule = the_error(node_class(securityGroupIds=[]))
     assert field == "spec.securityGroupIds"
     assert "at least 1 item" in rule

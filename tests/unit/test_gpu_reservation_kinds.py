@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from capacity_launcher.adapters.capacity_reservations import snapshot_from_ec2
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
@@ -12,6 +12,8 @@ from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
 from capacity_launcher.domain.planning import LaunchPlan, find_candidates
 from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
 from capacity_launcher.domain.reservations import (
+    BLOCK_BOOT_MARGIN,
+    BLOCK_TERMINATION_LEAD,
     ReservationSource,
     ReservedTarget,
     StoredReservation,
@@ -61,6 +63,29 @@ def test_a_scheduled_block_is_not_launched_into():
     assert [s.reason for s in candidates.skipped] == ["ReservationNotActive:scheduled"]
 
 
+def test_a_block_is_not_launched_into_from_30_minutes_plus_the_boot_margin_before_its_end():
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks.html: EC2 begins
+    terminating a block's instances 30 minutes before its end; a launch also needs
+    BLOCK_BOOT_MARGIN of life, so from end - 45 min the block is skipped (BlockEnding) and its
+    room is not counted for a request that may wait."""
+    end = datetime(2026, 11, 26, 11, 30, tzinfo=UTC)
+    block = by_id(reservation("cr-ending", 2, end_date=end, **BLOCK_KW))
+    lead = BLOCK_TERMINATION_LEAD + BLOCK_BOOT_MARGIN
+    assert lead == timedelta(minutes=45)
+
+    before = find_candidates(
+        EVERYTHING, [M5], ZONES, ["reserved"], block, now=end - lead - timedelta(seconds=1)
+    )
+    at = find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], block, now=end - lead)
+
+    assert [o.reservation_id for o in before.all()] == ["cr-ending"]
+    assert at.all() == [] and at.reserved_available() == 0
+    assert [s.reason for s in at.skipped] == ["BlockEnding"]
+    # An ordinary reservation with an end date is not a block: EC2 keeps its instances.
+    odcr = by_id(reservation("cr-odcr", 2, end_date=end))
+    assert find_candidates(EVERYTHING, [M5], ZONES, ["reserved"], odcr, now=end).all() != []
+
+
 def test_a_group_of_mixed_kinds_becomes_one_attempt_per_market():
     group = ReservedTarget(group_arn="arn:aws:resource-groups:us-east-1:1:group/g")
     members = (reservation("cr-a", 1), reservation("cr-b", 2, **BLOCK_KW))
@@ -71,10 +96,30 @@ def test_a_group_of_mixed_kinds_becomes_one_attempt_per_market():
     first = plan.next_attempt()
     assert first is not None and first.target is not None
     assert (first.target.market, first.count) == ("capacity-block", 2)
+    # A block is launched into by its own id, never through the group (capacity-blocks-launch).
+    assert (first.target.reservation_id, first.target.group_arn) == ("cr-b", None)
     plan.record(first, [], [])
     second = plan.next_attempt()
     assert second is not None and second.target is not None
     assert (second.target.market, second.target.group_arn) == (None, group.group_arn)
+
+
+def test_a_group_of_blocks_becomes_one_attempt_per_block_by_its_own_id():
+    """EC2 Fleet launches into one Capacity Block, named by its reservation id
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html)."""
+    group = ReservedTarget(group_arn="arn:aws:resource-groups:us-east-1:1:group/blocks")
+    members = (reservation("cr-b1", 1, **BLOCK_KW), reservation("cr-b2", 2, **BLOCK_KW))
+    candidates = find_candidates(
+        EVERYTHING, [M5], ZONES, ["reserved"], [ReservationSource(group, members)]
+    )
+    plan = LaunchPlan(candidates, 3)
+    targets = []
+    while (attempt := plan.next_attempt()) is not None:
+        assert attempt.target is not None
+        targets.append((attempt.target.reservation_id, attempt.target.group_arn, attempt.count))
+        assert [o.reservation_id for o in attempt.offerings] == [attempt.target.reservation_id]
+        plan.record(attempt, [], [])
+    assert targets == [("cr-b2", None, 2), ("cr-b1", None, 1)]
 
 
 def _fleet(market_snapshot_kw: dict[str, object]) -> dict[str, object]:
@@ -110,10 +155,30 @@ def test_blocks_and_interruptible_reservations_launch_in_their_own_fleet_capacit
     assert _fleet({})["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"  # type: ignore[index]
 
 
+def test_each_reserved_market_carries_the_options_botocores_create_fleet_model_gives_it():
+    """botocore's CreateFleet: ReservedCapacityOptions goes with reserved-capacity (ReservationTypes
+    interruptible-capacity-reservation), a Capacity Block fleet takes no options, and
+    OnDemandOptions only an on-demand fleet (Karpenter's CreateFleetInputBuilder does the same)."""
+    block = _fleet(BLOCK_KW)
+    assert "OnDemandOptions" not in block and "ReservedCapacityOptions" not in block
+    interruptible = _fleet({"interruptible": True})
+    assert "OnDemandOptions" not in interruptible
+    assert interruptible["ReservedCapacityOptions"] == {
+        "ReservationTypes": ["interruptible-capacity-reservation"],
+        "AllocationStrategy": "prioritized",
+    }
+    ordinary = _fleet({})
+    assert ordinary["OnDemandOptions"] == {"AllocationStrategy": "prioritized"}
+    assert "ReservedCapacityOptions" not in ordinary
+
+
 def test_the_launch_template_carries_the_market_of_its_target():
     created: list[dict[str, object]] = []
 
     class Ec2:
+        def describe_launch_templates(self, **kwargs: object) -> dict[str, object]:
+            return {"LaunchTemplates": []}
+
         def create_launch_template(self, **kwargs: object) -> None:
             created.append(kwargs)
 

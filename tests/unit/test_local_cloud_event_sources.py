@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from moto import mock_aws
 
 import moto_capacity
+from capacity_launcher.startup import Host
 from local_cloud.event_sources import (
     QueueEventSource,
     QueueMapping,
@@ -193,3 +195,44 @@ def test_a_raising_handler_gives_lambdas_error_object(echo: LocalFunction) -> No
     assert invocation.error["errorType"] == "ValueError"
     assert invocation.error["errorMessage"] == "asked to fail"
     assert json.dumps(invocation.error)
+
+
+HOSTED_HANDLER = """\
+from capacity_launcher.startup import lambda_init
+
+with lambda_init() as host:
+    BUILT_AT = host.clock()
+
+
+def handler(event, context):
+    host.pause(5)
+    return {"builtAt": BUILT_AT.isoformat(), "now": host.clock().isoformat()}
+"""
+
+
+def test_a_function_builds_its_container_on_the_host_it_is_loaded_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GREETING", "unset")
+    (tmp_path / "template.yaml").write_text(TEMPLATE)
+    (tmp_path / "echo").mkdir()
+    (tmp_path / "echo" / "app.py").write_text(HOSTED_HANDLER)
+    moments = [datetime(2031, 5, 1, tzinfo=UTC)]
+
+    def advance(seconds: float) -> None:
+        moments.append(moments[-1] + timedelta(seconds=seconds))
+
+    emulated = Host(clock=lambda: moments[-1], pause=advance)
+    template = str(tmp_path / "template.yaml")
+    function = LocalFunction(
+        "EchoFunction", {"GREETING": "hi"}, template_path=template, host=emulated
+    )
+
+    invocation = function.invoke({})
+
+    assert invocation.error is None, invocation.error
+    # init read the host's clock, and the handler's wait moved it instead of sleeping
+    assert invocation.result == {
+        "builtAt": "2031-05-01T00:00:00+00:00",
+        "now": "2031-05-01T00:00:05+00:00",
+    }

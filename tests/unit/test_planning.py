@@ -187,10 +187,11 @@ def test_fleet_request_has_one_override_per_type_and_subnet_with_its_zone():
         tags={"capacity-launcher:managed": "true"},
     )
     overrides = request["LaunchTemplateConfigs"][0]["Overrides"]
+    # Every offering's first subnet before any offering's second (a cut drops subnets first).
     assert [(o["SubnetId"], o["AvailabilityZone"]) for o in overrides] == [
         ("subnet-a1", "us-east-1a"),
-        ("subnet-a2", "us-east-1a"),
         ("subnet-b", "us-east-1b"),
+        ("subnet-a2", "us-east-1a"),
     ]
     assert request["Type"] == "instant" and request["ClientToken"] == "cl-x"
     assert request["TargetCapacitySpecification"]["OnDemandTargetCapacity"] == 3

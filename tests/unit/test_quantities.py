@@ -18,6 +18,7 @@ from capacity_launcher.domain.quantities import (
     Resources,
     format_cpu,
     format_memory,
+    limits_token,
     parse_count,
     parse_cpu,
     parse_memory_mib,
@@ -232,3 +233,11 @@ def test_headroom_counts_what_still_fits() -> None:
     assert limits.headroom(P5 * 4, P5) == 0
     assert limits.headroom(P5 * 5, P5) == 0
     assert PoolLimits().headroom(used, P5) is None
+
+
+def test_a_pool_without_unready_keeps_the_limits_token_stored_before_unready_existed() -> None:
+    # Pools stored earlier carry this token; each lease checks the token it computes against it.
+    before = '{"cpu": "8", "instances": null, "memory": null, "nvidia.com/gpu": null}'
+
+    assert limits_token(PoolLimits.model_validate({"cpu": 8})) == before
+    assert "unready" in limits_token(PoolLimits.model_validate({"cpu": 8, "unready": "20%"}))

@@ -168,7 +168,11 @@ def test_the_stored_form_spells_amounts_with_units_and_parses_back_the_same() ->
             "spec.preemption.gracePeriod",
             "must be a duration such as '30s', '10m' or '1h30m', at most 24h",
         ),
-        (lambda d: d["spec"].update(requesters=[]), "spec.requesters", "at least 1 item"),
+        (
+            lambda d: d["spec"].update(requesters=[]),
+            "spec.requesters",
+            "must list at least one requester",
+        ),
         (
             lambda d: d["spec"].update(requesters=["team-a", "team-a"]),
             "spec.requesters",

@@ -23,6 +23,7 @@ from capacity_launcher.domain.requirements import (
     INSTANCE_GPU_COUNT,
     INSTANCE_GPU_MANUFACTURER,
     INSTANCE_GPU_NAME,
+    INSTANCE_LOCAL_NVME,
     INSTANCE_MEMORY,
     INSTANCE_SIZE,
     INSTANCE_TYPE,
@@ -72,10 +73,12 @@ def test_well_known_keys_are_designs_fourteen_instance_category_and_reservation_
         INSTANCE_GPU_COUNT,
         INSTANCE_GPU_NAME,
         INSTANCE_GPU_MANUFACTURER,
+        INSTANCE_LOCAL_NVME,
         CAPACITY_RESERVATION_ID,
         CAPACITY_RESERVATION_TYPE,
         CAPACITY_RESERVATION_INTERRUPTIBLE,
     } == WELL_KNOWN_KEYS
+    assert INSTANCE_LOCAL_NVME == "karpenter.k8s.aws/instance-local-nvme"
     assert CAPACITY_RESERVATION_TYPE == "karpenter.k8s.aws/capacity-reservation-type"
     assert CAPACITY_RESERVATION_INTERRUPTIBLE == (
         "karpenter.k8s.aws/capacity-reservation-interruptible"
@@ -83,7 +86,8 @@ def test_well_known_keys_are_designs_fourteen_instance_category_and_reservation_
     assert INSTANCE_CATEGORY == "karpenter.k8s.aws/instance-category"
     assert INSTANCE_FAMILY == "karpenter.k8s.aws/instance-family"
     assert INSTANCE_GPU_MANUFACTURER == "karpenter.k8s.aws/instance-gpu-manufacturer"
-    assert {INSTANCE_GENERATION, INSTANCE_CPU, INSTANCE_MEMORY, INSTANCE_GPU_COUNT} == INTEGER_KEYS
+    integers = {INSTANCE_GENERATION, INSTANCE_CPU, INSTANCE_MEMORY, INSTANCE_GPU_COUNT}
+    assert integers | {INSTANCE_LOCAL_NVME} == INTEGER_KEYS
     assert CAPACITY_TYPES == ("reserved", "on-demand", "spot")
 
 

@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from capacity_launcher.startup import LAMBDA_RUNTIME, lambda_init
+from capacity_launcher.startup import LAMBDA_RUNTIME, Host, hosted_on, lambda_init, system_clock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,3 +80,18 @@ def test_inside_lambda_what_init_made_is_frozen(inside_lambda, frozen):
     seen = json.loads(done.stdout)
     assert seen["enabled"]
     assert (seen["after"] > seen["before"] + 1000) is frozen
+
+
+def test_a_handler_init_builds_on_the_systems_clock_unless_a_local_runtime_hosts_it():
+    def emulated() -> datetime:
+        return datetime(2030, 1, 1, tzinfo=UTC)
+
+    waits: list[float] = []
+    with lambda_init() as host:
+        assert host.clock is system_clock and host.pause is time.sleep
+    with hosted_on(Host(clock=emulated, pause=waits.append)), lambda_init() as host:
+        assert host.clock() == datetime(2030, 1, 1, tzinfo=UTC)
+        host.pause(3)
+    assert waits == [3]
+    with lambda_init() as host:  # the hosting ended with its context
+        assert host.clock is system_clock

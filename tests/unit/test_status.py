@@ -138,9 +138,10 @@ def test_detail_has_exactly_designs_keys_in_order() -> None:
         "waitForCapacityUntil",
         "waitingFor",
         "detailTruncated",
+        "candidatesLeftOut",  # additive (issue 27): null unless a fleet's offer was cut
     ]
     assert detail["waitForCapacityUntil"] is None and detail["waitingFor"] == []
-    assert detail["detailTruncated"] is None
+    assert detail["detailTruncated"] is None and detail["candidatesLeftOut"] is None
     assert detail["instances"] == [
         {
             "instanceId": "i-0123456789abcdef0",

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
-from capacity_launcher_cli import request_commands
-from capacity_launcher_cli.request_commands import wait_for
 from capacity_launcher_cli.views import WaitProgress
+from capacity_launcher_client.client import Progress
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
@@ -23,23 +22,7 @@ def _record(status: RequestStatus, **fields: Any) -> RequestRecord:
     )  # fmt: skip
 
 
-class _Records:
-    """The record as successive polls find it."""
-
-    def __init__(self, *seen: RequestRecord | None) -> None:
-        self._seen = list(seen)
-
-    def bound_body(self, request_id: str) -> str | None:
-        return None
-
-    def get_record(self, request_id: str) -> RequestRecord | None:
-        return self._seen.pop(0) if len(self._seen) > 1 else self._seen[0]
-
-
-def test_each_state_change_is_one_line_on_stderr(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(request_commands, "POLL_SECONDS", 0)
+def test_each_state_change_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     waiting = _record(
         RequestStatus.WAITING,
         wait_for_capacity_until=NOW + timedelta(hours=2),
@@ -48,15 +31,13 @@ def test_each_state_change_is_one_line_on_stderr(
                       "startDate": "2026-11-26T13:00:00Z"}],
     )  # fmt: skip
     done = _record(RequestStatus.FULFILLED).model_copy(update={"launched": 2})
-    records = _Records(None, None, waiting, waiting, done)
-    # When a request is waited on through four polls and three states
+    # When a wait looks five times and sees three states
     with WaitProgress("r-1") as progress:
-        record = wait_for(records, "r-1", 60, progress=progress)  # type: ignore[arg-type]
-    # Then each state is told once, in order, and the final record is returned
-    assert record == done
-    lines = [line.rsplit(" (", 1)[0] for line in capsys.readouterr().err.splitlines()]
-    assert lines == [
-        "r-1: no record yet: queued, or being served",
-        "r-1: Waiting for cr-0block until 2026-11-26T14:00:00.000Z",
-        "r-1: Fulfilled (2/2 launched)",
+        for seconds, record in enumerate([None, None, waiting, waiting, done]):
+            progress(Progress("r-1", record, seconds * 1.0))
+    # Then each state is told once, in order, with the time waited so far
+    assert capsys.readouterr().err.splitlines() == [
+        "r-1: no record yet: queued, or being served (0s)",
+        "r-1: Waiting for cr-0block until 2026-11-26T14:00:00.000Z (2s)",
+        "r-1: Fulfilled (2/2 launched) (4s)",
     ]

@@ -8,26 +8,62 @@ that module lives as long as its process, what init made is then frozen (`gc.fre
 collection walks it again, and the few hundred cycles init dropped stay allocated. Anywhere else
 (the local cloud, the tests, which load handlers many times in one process) nothing is frozen and
 the collector simply resumes.
+
+The handler module builds its container's adapters in that init, on the `Host` it is given: the
+system's clock and `time.sleep` in Lambda; a local runtime that hosts the function (the local
+cloud, the simulation) hands its own clock and waits in with `hosted_on`.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 # Set by the Lambda runtime (and `sam local invoke`'s emulator, which runs it) in every container.
 LAMBDA_RUNTIME = "AWS_LAMBDA_RUNTIME_API"
 
 
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Host:
+    """What a container tells the time by (`clock`) and waits with (`pause`)."""
+
+    clock: Callable[[], datetime] = system_clock
+    pause: Callable[[float], None] = time.sleep
+
+
+# Lambda's: the system's clock and sleep.
+SYSTEM = Host()
+_HOST: ContextVar[Host | None] = ContextVar("capacity_launcher_host", default=None)
+
+
 @contextmanager
-def lambda_init() -> Iterator[None]:
-    """Run a handler module's imports and client building with the collector paused."""
+def hosted_on(host: Host) -> Iterator[None]:
+    """Handler modules initialised in this context (this thread) build on `host`."""
+    token = _HOST.set(host)
+    try:
+        yield
+    finally:
+        _HOST.reset(token)
+
+
+@contextmanager
+def lambda_init() -> Iterator[Host]:
+    """Run a handler module's imports and client building with the collector paused; yields the
+    host the container builds its adapters on."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        yield
+        yield _HOST.get() or SYSTEM
         if os.environ.get(LAMBDA_RUNTIME):
             gc.freeze()
     finally:

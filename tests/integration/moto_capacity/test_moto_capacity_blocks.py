@@ -429,15 +429,18 @@ def test_only_instant_fleets_launch_into_blocks(
     assert error.value.response["Error"]["Code"] == "InvalidParameterValue"
 
 
-def test_a_group_target_with_the_block_market_uses_only_the_blocks_in_the_group(
+def test_a_block_is_launched_into_by_its_own_id_never_through_a_group(
     ec2: Any,
     active_block: dict[str, Any],
     reservation: Callable[..., dict[str, Any]],
     capacity_group: Callable[..., str],
     linux_ami: str,
 ) -> None:
-    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-lifecycle.html: a group may
-    hold Capacity Blocks beside ODCRs; each serves only launches of its own market type."""
+    """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html: "To use
+    your Capacity Block, you must specify the Capacity Block reservation ID when launching
+    instances": the capacity-block market with a group target is refused (InvalidParameterValue),
+    even when the group holds the block. https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-lifecycle.html:
+    the group's On-Demand Capacity Reservations still serve On-Demand launches targeting it."""
     odcr = reservation(
         InstanceType=BLOCK_TYPE,
         AvailabilityZone=active_block["AvailabilityZone"],
@@ -447,18 +450,6 @@ def test_a_group_target_with_the_block_market_uses_only_the_blocks_in_the_group(
     spec = {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": group}}
     placement = {"AvailabilityZone": active_block["AvailabilityZone"]}
 
-    blocks = ec2.run_instances(
-        ImageId=linux_ami,
-        InstanceType=BLOCK_TYPE,
-        MinCount=2,
-        MaxCount=2,
-        Placement=placement,
-        CapacityReservationSpecification=spec,
-        InstanceMarketOptions=CAPACITY_BLOCK_MARKET,
-    )
-    assert {i["CapacityReservationId"] for i in blocks["Instances"]} == {
-        active_block["CapacityReservationId"]
-    }
     with pytest.raises(ClientError) as error:
         ec2.run_instances(
             ImageId=linux_ami,
@@ -469,7 +460,8 @@ def test_a_group_target_with_the_block_market_uses_only_the_blocks_in_the_group(
             CapacityReservationSpecification=spec,
             InstanceMarketOptions=CAPACITY_BLOCK_MARKET,
         )
-    assert error.value.response["Error"]["Code"] == "ReservationCapacityExceeded"
+    assert error.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert "own Capacity Reservation id" in error.value.response["Error"]["Message"]
 
     on_demand = ec2.run_instances(
         ImageId=linux_ami,

@@ -132,8 +132,10 @@ def test_create_fleet_fills_it_with_reserved_capacity_and_no_fallback(
     ec2: Any, lent: dict[str, Any], launch_template: Callable[..., str]
 ) -> None:
     """https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-fleet-launch-instances-interruptible-cr-walkthrough.html:
-    instant fleets, DefaultTargetCapacityType reserved-capacity, as many as fit, no On-Demand
-    or Spot for the rest."""
+    instant fleets, DefaultTargetCapacityType reserved-capacity with ReservedCapacityOptions
+    ReservationTypes interruptible-capacity-reservation, as many as fit, no On-Demand or Spot
+    for the rest; both answers say Lifecycle interruptible-capacity-reservation (botocore's
+    InstanceLifecycle)."""
     template = launch_template(
         InstanceType="m5.large",
         Placement={"AvailabilityZone": "us-east-1a"},
@@ -149,10 +151,13 @@ def test_create_fleet_fills_it_with_reserved_capacity_and_no_fallback(
             "TotalTargetCapacity": 5,
             "DefaultTargetCapacityType": "reserved-capacity",
         },
+        ReservedCapacityOptions={"ReservationTypes": ["interruptible-capacity-reservation"]},
     )
 
     assert len(fleet["Instances"][0]["InstanceIds"]) == 3
+    assert fleet["Instances"][0]["Lifecycle"] == "interruptible-capacity-reservation"
     assert [e["ErrorCode"] for e in fleet["Errors"]] == ["ReservationCapacityExceeded"]
+    assert fleet["Errors"][0]["Lifecycle"] == "interruptible-capacity-reservation"
 
 
 def test_reclaiming_warns_each_instance_two_minutes_before_terminating_it(

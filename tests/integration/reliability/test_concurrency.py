@@ -3,54 +3,46 @@ every request ends in a terminal status."""
 
 from __future__ import annotations
 
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
+from moto.moto_api._internal.models import moto_api_backend
 
-import moto_capacity
-from capacity_launcher.adapters import aws
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import Host
 from tests.integration.reliability.outcomes import assert_each_launched_once, pool_usage
 from tests.integration.test_launch_into_reservations import setup_pool
-from tests.support.cloud import FAKE_ENV, REGION, Cloud, an_image, default_subnets, launch_request
-from tests.support.template import create_resources
+from tests.support.cloud import (
+    TEST_ENV,
+    Cloud,
+    an_image,
+    cloud_of,
+    default_subnets,
+    harness_options,
+    launch_request,
+)
 
 WORKERS = 50
 LIMIT = 12  # m5.large instances the pool may hold; the workers ask for far more
 
 
 @pytest.fixture
-def server_cloud(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
-    """The template's resources on a threaded moto server; every client goes over HTTP to it."""
-    moto_capacity.install()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+def server_cloud() -> Iterator[Cloud]:
+    """The local cloud on a threaded moto server; every client goes over HTTP to it."""
+    options = harness_options(
+        port=0,
+        schedules=False,
+        instance_events=False,
+        function_host=Host(),  # the system's clock and sleep, as in Lambda
         # The server shares moto's process-wide backends: start from fresh ones, with AMIs
         # (another suite may have built them with MOTO_EC2_LOAD_DEFAULT_AMIS=false).
-        monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "true")
-        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
-        for name, value in {**FAKE_ENV, "AWS_ENDPOINT_URL": endpoint}.items():
-            monkeypatch.setenv(name, value)
-        names = create_resources(boto3.Session(region_name=REGION), endpoint_url=endpoint)
-        environment = names.environment("LauncherFunction")
-        for name, value in environment.items():
-            monkeypatch.setenv(name, value)
-        aws.client.cache_clear()
-        get_settings.cache_clear()
-        yield Cloud(names, environment, events_queue_url="")
-    finally:
-        aws.client.cache_clear()
-        get_settings.cache_clear()
-        server.stop()
+        environment={**TEST_ENV, "MOTO_EC2_LOAD_DEFAULT_AMIS": "true"},
+        prepare=moto_api_backend.reset,
+    )
+    with cloud_of(options, capture_events=False) as cloud:
+        yield cloud
 
 
 def test_fifty_workers_never_overrun_a_limit_and_every_request_ends(

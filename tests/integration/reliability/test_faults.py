@@ -84,7 +84,7 @@ def test_under_faults_nothing_is_lost_or_launched_twice_and_limits_reconcile(
     published = {e["detail"]["requestId"] for e in fired}
     assert set(request_ids) <= published
     # and after reconciliation the pool's usage is exactly what runs, with no lease left open
-    wiring.build_reservation_sync(get_settings()).run()
+    wiring.Adapters(get_settings()).reservation_sync().run()
     assert pool_usage(cloud).usage("general").instances == launched
     assert [
         le for le in pool_leases(cloud).leases() if le.pool == "general" and not le.settled

@@ -21,7 +21,20 @@ from typing import Any, Literal
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
+from capacity_launcher.adapters.config_items import (
+    QUOTA_SET_KEY,
+    kept_of,
+    node_class_ref,
+)
+
+# Re-exported: where they were defined before config_items.py (other modules import them here).
+from capacity_launcher.adapters.config_items import InvalidDocument as InvalidDocument
+from capacity_launcher.adapters.config_items import StoredDocument as StoredDocument
+from capacity_launcher.adapters.config_items import (
+    quota_generation_check as quota_generation_check,
+)
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.documents import parse_document, to_document
 from capacity_launcher.domain.errors import (
@@ -36,20 +49,10 @@ from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.observability import logger
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
-# The version every quota apply checks and bumps (outside the quotas' partition: never listed).
-_QUOTA_SET_KEY = ("CapacityQuotas", "Version")
+_QUOTA_SET_KEY = QUOTA_SET_KEY
 _APPLY_QUOTA_TRIES = 3
 # A delete that keeps meeting concurrent applies gives up and says so (the user retries).
 _DELETE_TRIES = 3
-
-
-@dataclass(frozen=True)
-class InvalidDocument:
-    """A stored document that does not parse any more (a model rule changed, a hand edit)."""
-
-    kind: str
-    name: str
-    reason: str
 
 
 @dataclass
@@ -68,10 +71,14 @@ class ConfigStore:
         self._documents: TtlCache[NodeClass | NodePool | CapacityQuota] = TtlCache(cache_seconds)
         self._quota_sets: TtlCache[QuotaSet] = TtlCache(cache_seconds)
 
-    def apply(self, document: NodeClass | NodePool | CapacityQuota) -> None:
-        """Create or replace a document; a NodePool must name an existing NodeClass."""
+    def apply(
+        self, document: NodeClass | NodePool | CapacityQuota, kept: Kept | None = None
+    ) -> None:
+        """Create or replace a document; a NodePool must name an existing NodeClass. ``kept``
+        (the fields its apply kept, docs/api-versions.md) replaces what the item kept before."""
+        kept_body = json.dumps(kept.to_json(), sort_keys=True) if kept else None
         if isinstance(document, CapacityQuota):
-            self._apply_quota(document)
+            self._apply_quota(document, kept_body)
             self._invalidate()
             return
         kind: Kind = document.kind
@@ -87,6 +94,8 @@ class ConfigStore:
                 "limits": limits_token(document.spec.limits),
                 "updatedAt": now,
             }
+            if kept_body is not None:
+                item["kept"] = kept_body
             try:
                 with aws_call("TransactWriteItems"):
                     self._db.transact_write_items(
@@ -111,13 +120,20 @@ class ConfigStore:
                 ) from failed
         else:
             # An update, not a put: the version must survive a re-apply of the class.
+            values: dict[str, Any] = {":document": body, ":now": now, ":one": 1}
+            update = "SET #document = :document, updatedAt = :now"
+            if kept_body is None:
+                update += " REMOVE kept"
+            else:
+                update += ", kept = :kept"
+                values[":kept"] = kept_body
             with aws_call("UpdateItem"):
                 self._db.update_item(
                     TableName=self._table,
                     Key=key(kind, document.metadata.name),
-                    UpdateExpression="SET #document = :document, updatedAt = :now ADD version :one",
+                    UpdateExpression=f"{update} ADD version :one",
                     ExpressionAttributeNames={"#document": "document"},
-                    ExpressionAttributeValues=to_item({":document": body, ":now": now, ":one": 1}),
+                    ExpressionAttributeValues=to_item(values),
                 )
         self._invalidate()
 
@@ -207,7 +223,7 @@ class ConfigStore:
         except ConditionFailed as failed:
             raise NotFound("CapacityQuota", name) from failed
 
-    def _apply_quota(self, quota: CapacityQuota) -> None:
+    def _apply_quota(self, quota: CapacityQuota, kept_body: str | None) -> None:
         """Put the quota if, with the stored others, no requester has two quotas in one flavor."""
         for _ in range(_APPLY_QUOTA_TRIES):
             version = int((self._read_one(*_QUOTA_SET_KEY) or {}).get("version", 0))
@@ -232,6 +248,8 @@ class ConfigStore:
                 "document": json.dumps(to_document(quota), sort_keys=True),
                 "updatedAt": datetime.now(UTC).isoformat(),
             }
+            if kept_body is not None:
+                item["kept"] = kept_body
             try:
                 with aws_call("TransactWriteItems"):
                     self._db.transact_write_items(
@@ -249,6 +267,23 @@ class ConfigStore:
         )
 
     # -- reading -----------------------------------------------------------------------------
+
+    def stored(self, kind: Kind, name: str) -> StoredDocument:
+        """One document as stored now, with its kept fields (NotFound if it is not stored)."""
+        item = self._read_one(kind, name)
+        if item is None:
+            raise NotFound(kind, name)
+        return StoredDocument(self._parse(kind, item), kept_of(item))
+
+    def stored_all(self, kind: Kind) -> list[StoredDocument]:
+        """Every valid document of a kind as stored now, by name, with its kept fields."""
+        found = []
+        for item in sorted(self._query(kind), key=lambda i: str(i["sk"])):
+            try:
+                found.append(StoredDocument(self._parse(kind, item), kept_of(item)))
+            except StoredDocumentInvalid:
+                continue  # listed by invalid()
+        return found
 
     def _get(self, kind: Kind, name: str) -> NodeClass | NodePool | CapacityQuota:
         # One item, not the whole listing: a request naming its pool reads what it uses (a miss
@@ -309,7 +344,7 @@ class ConfigStore:
             version = int(item.get("version", 0))
             # Read after the version: an apply naming the class in between changes the version.
             users = sorted(
-                str(pool["sk"]) for pool in self._pool_items() if _node_class_ref(pool) == name
+                str(pool["sk"]) for pool in self._pool_items() if node_class_ref(pool) == name
             )
             if users:
                 raise ConfigConflict(
@@ -358,27 +393,3 @@ class ConfigStore:
                 return False
             raise NotFound(kind, name) from failed
         return True
-
-
-def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
-    """A ConditionCheck that the quotas' generation is still `generation`: no quota was applied
-    or deleted since the quotas a decision used were read."""
-    check: dict[str, Any] = {
-        "TableName": table,
-        "Key": key(*_QUOTA_SET_KEY),
-        "ConditionExpression": "version = :seen",
-        "ExpressionAttributeValues": {":seen": {"N": str(generation)}},
-    }
-    if generation == 0:
-        check["ConditionExpression"] = "attribute_not_exists(version) OR version = :seen"
-    return {"ConditionCheck": check}
-
-
-def _node_class_ref(pool_item: dict[str, Any]) -> str | None:
-    """The class a stored pool names, read from the raw document so a pool that no longer
-    parses still protects its class."""
-    try:
-        ref = json.loads(pool_item["document"]).get("spec", {}).get("nodeClassRef")
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return ref if isinstance(ref, str) else None

@@ -31,6 +31,8 @@ from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, Capaci
 from capacity_launcher.observability import logger
 
 INSTANCE_NOT_FOUND = "InvalidInstanceID.NotFound"
+# CreateFleet's Lifecycle (botocore's InstanceLifecycle) of instances in reserved capacity.
+RESERVED_LIFECYCLES = frozenset({"capacity-block", "interruptible-capacity-reservation"})
 # Waits before each new try on ids EC2 does not know yet: ~8 s in all, then give up.
 VISIBILITY_BACKOFF_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 # DescribeInstances takes at most 200 values per filter; CreateTags 1000 resource ids.
@@ -41,19 +43,16 @@ _MAX_REMEMBERED = 10_000
 _T = TypeVar("_T")
 
 
-def pause(seconds: float) -> None:
-    """How the adapter waits (tests replace it to move an emulated clock instead)."""
-    time.sleep(seconds)
-
-
 def _jittered(delay: float) -> float:
     # Equal jitter: workers that launched together do not retry in lockstep.
     return delay / 2 + random.uniform(0, delay / 2)
 
 
 class Fleet:
-    def __init__(self, ec2: Any | None = None) -> None:
+    def __init__(self, ec2: Any | None = None, pause: Callable[[float], None] = time.sleep) -> None:
+        """`pause`: how the adapter waits between reads (a simulated clock's advance in tests)."""
         self._ec2 = ec2 or client("ec2")
+        self._pause = pause
         self._lock = threading.Lock()
         # What CreateFleet said about each instance, until DescribeInstances confirms it.
         self._launched: dict[str, InstanceLanding] = {}
@@ -84,7 +83,7 @@ class Fleet:
             missing = [i for i in instance_ids if i not in found]
             if not missing:
                 break
-            pause(_jittered(delay))
+            self._pause(_jittered(delay))
             found.update(self._describe_visible(missing))
         with self._lock:
             for instance_id in instance_ids:
@@ -157,7 +156,7 @@ class Fleet:
             except ClientError as error:
                 if error_code(error) != INSTANCE_NOT_FOUND or delay is None:
                     raise _domain_error(operation, error) from error
-            pause(_jittered(delay))
+            self._pause(_jittered(delay))
         raise AssertionError("unreachable: the last try returns or raises")
 
     def find_managed(self, tag_filters: Mapping[str, str] | None = None) -> list[ManagedInstance]:
@@ -189,7 +188,12 @@ def _fleet_facts(group: Mapping[str, Any]) -> list[InstanceLanding]:
     """What one CreateFleet `Instances` entry says: type, zone (from the override), lifecycle.
     It cannot say which reservation, if any, an instance landed in."""
     overrides = group.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
-    capacity_type: CapacityType = SPOT if group.get("Lifecycle") == "spot" else ON_DEMAND
+    lifecycle = group.get("Lifecycle")
+    capacity_type: CapacityType = ON_DEMAND
+    if lifecycle == "spot":
+        capacity_type = SPOT
+    elif lifecycle in RESERVED_LIFECYCLES:
+        capacity_type = RESERVED
     return [
         InstanceLanding(
             instance_id=instance_id,

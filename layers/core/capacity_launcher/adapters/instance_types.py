@@ -16,6 +16,9 @@ INSTANCE_TYPES_TTL_SECONDS = 3600.0
 OFFERINGS_TTL_SECONDS = 600.0
 
 _ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
+# Pinned types up to this many are asked for by name (an EC2 filter's values); more, or none
+# pinned, and the zones' whole listing is read (about a thousand offerings a zone).
+MAX_PINNED_FILTER_VALUES = 200
 
 
 class InstanceTypeCatalog:
@@ -30,11 +33,16 @@ class InstanceTypeCatalog:
         """Instance types offered in any of `zones`, each with the subset of zones offering it.
 
         `names` narrows the lookup when the requirements pin instance types (ODCR users usually do),
-        so a cold container asks EC2 for a handful of types instead of every type in the region.
+        so a cold container asks EC2 for a handful of types instead of every type in the region:
+        their facts, and where they are offered (parsing every offering of two zones is a cold
+        launcher's largest single piece of CPU).
         """
         zone_key = tuple(sorted(zones))
         name_key = tuple(sorted(names)) if names is not None else None
-        zones_by_type = self._offered.get_or_load(zone_key, lambda: self._load_offerings(zone_key))
+        pinned = name_key if name_key and len(name_key) <= MAX_PINNED_FILTER_VALUES else None
+        zones_by_type = self._offered.get_or_load(
+            (zone_key, pinned), lambda: self._load_offerings(zone_key, pinned)
+        )
         wanted = [n for n in (name_key or zones_by_type) if n in zones_by_type]
         facts = self._types.get_or_load(
             name_key, lambda: self._load_types(name_key, zones_by_type.keys())
@@ -46,12 +54,17 @@ class InstanceTypeCatalog:
                 result.append(_with_zones(info, zones_by_type[name]))
         return result
 
-    def _load_offerings(self, zones: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    def _load_offerings(
+        self, zones: tuple[str, ...], names: tuple[str, ...] | None
+    ) -> dict[str, frozenset[str]]:
+        """Where each type is offered among `zones` (only `names` when given)."""
         found: dict[str, set[str]] = {}
+        filters = [{"Name": "location", "Values": list(zones)}]
+        if names:
+            filters.append({"Name": "instance-type", "Values": list(names)})
         with aws_call("DescribeInstanceTypeOfferings", fatal=LaunchFailed):
             pages = self._ec2.get_paginator("describe_instance_type_offerings").paginate(
-                LocationType="availability-zone",
-                Filters=[{"Name": "location", "Values": list(zones)}],
+                LocationType="availability-zone", Filters=filters
             )
             for page in pages:
                 for offering in page["InstanceTypeOfferings"]:
@@ -108,7 +121,16 @@ def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
         gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
         gpu_name=gpus[0].get("Name") if gpus else None,
         gpu_manufacturer=gpus[0].get("Manufacturer") if gpus else None,
+        local_nvme_gb=_local_nvme_gb(raw.get("InstanceStorageInfo")),
     )
+
+
+def _local_nvme_gb(storage: Mapping[str, Any] | None) -> int | None:
+    """The instance store's total GB when it is NVMe (as Karpenter labels instance-local-nvme)."""
+    if not storage or storage.get("NvmeSupport") == "unsupported":
+        return None
+    total = storage.get("TotalSizeInGB")
+    return None if total is None else int(total)
 
 
 def _with_zones(info: InstanceTypeInfo, zones: frozenset[str]) -> InstanceTypeInfo:

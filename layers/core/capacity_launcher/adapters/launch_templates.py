@@ -6,11 +6,14 @@ import base64
 import hashlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.image_parameters import ImageParameters
+from capacity_launcher.adapters.image_selection import ImageSelection
+from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import LaunchTemplate
@@ -21,6 +24,10 @@ from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
+# launchTemplateName: the base's fields that the pool, the class or the attempt decide instead.
+_NOT_FROM_BASE = frozenset({"NetworkInterfaces", "SecurityGroups", "InstanceMarketOptions"})
+_BASE_FIELD = "spec.launchTemplateName"
+_BASE_SECONDS = 60.0
 
 
 def reservation_specification(use: ReservationUse) -> dict[str, Any]:
@@ -43,6 +50,7 @@ def template_data(
     *,
     spot: bool = False,
     market: str | None = None,
+    security_group_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Launch template data; a spot template also tags the spot request EC2 makes for each
     instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can)."""
@@ -50,9 +58,14 @@ def template_data(
     tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class).items())]
     data: dict[str, Any] = {
         "ImageId": image_id,
-        "SecurityGroupIds": sorted(spec.security_group_ids),
-        # IMDSv2 only: instances of a shared reservation must not leak credentials via SSRF.
-        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+        "SecurityGroupIds": sorted(security_group_ids or spec.security_group_ids or ()),
+        # IMDSv2 unless the NodeClass says otherwise: instances of a shared reservation must not
+        # leak credentials via SSRF.
+        "MetadataOptions": (
+            spec.metadata_options.launch_template_options()
+            if spec.metadata_options
+            else {"HttpTokens": "required", "HttpEndpoint": "enabled"}
+        ),
         "CapacityReservationSpecification": dict(reservation_spec),
         "TagSpecifications": [
             {"ResourceType": "volume", "Tags": tags},
@@ -69,7 +82,19 @@ def template_data(
         data["IamInstanceProfile"] = {"Name": spec.instance_profile}
     if spec.user_data:
         data["UserData"] = base64.b64encode(spec.user_data.encode()).decode()
+    if spec.block_device_mappings:
+        data["BlockDeviceMappings"] = [
+            m.launch_template_mapping() for m in spec.block_device_mappings
+        ]
     return data
+
+
+def on_base(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """A NodeClass's template data over a named template's (`launchTemplateName`): every field
+    the class sets wins; the base's network interfaces, security group names and market options
+    are left out, as the pool's subnets, the class's groups and the capacity type decide those."""
+    kept = {k: v for k, v in base.items() if k not in _NOT_FROM_BASE}
+    return {**kept, **data}
 
 
 def template_name(node_class_name: str, data: Mapping[str, Any]) -> str:
@@ -83,9 +108,12 @@ class LaunchTemplates:
     def __init__(self, ec2: Any | None = None, ssm: Any | None = None) -> None:
         self._ec2 = ec2 or client("ec2")
         self._image_parameters = ImageParameters(ssm)
+        self._security_groups = SecurityGroups(self._ec2)
+        self._image_selection = ImageSelection(self._ec2)
         self._known: set[str] = set()
         self._images: dict[str, Mapping[str, Any] | None] = {}
         self._lock = threading.Lock()
+        self._bases: TtlCache[Mapping[str, Any]] = TtlCache(_BASE_SECONDS)
 
     def ensure(
         self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
@@ -94,13 +122,38 @@ class LaunchTemplates:
         use = reservation_use(node_class, target, spot=spot)
         spec = reservation_specification(use)
         data = template_data(
-            node_class, self._image_id(node_class), spec, spot=spot, market=use.market
+            node_class,
+            self._image_id(node_class),
+            spec,
+            spot=spot,
+            market=use.market,
+            security_group_ids=self._security_groups.ids(node_class),
         )
+        if node_class.spec.launch_template_name:
+            data = on_base(self._base(node_class), data)
         template = LaunchTemplate(template_name(node_class.metadata.name, data), use)
         name = template.name
         with self._lock:
             if name in self._known:
                 return template
+        if not self._exists(name):
+            self._create(name, data, node_class)
+        with self._lock:
+            self._known.add(name)
+        return template
+
+    def _exists(self, name: str) -> bool:
+        """Whether EC2 has the template. Asked by a filter, which answers an empty list where
+        creating an existing template answers an error: a new container's first launch finds
+        its template made by an earlier one, and an error reply costs botocore a scan of every
+        EC2 shape for modeled errors (about 10 ms of a cold start's CPU)."""
+        with aws_call("DescribeLaunchTemplates", fatal=LaunchFailed):
+            found = self._ec2.describe_launch_templates(
+                Filters=[{"Name": "launch-template-name", "Values": [name]}]
+            )
+        return bool(found.get("LaunchTemplates"))
+
+    def _create(self, name: str, data: Mapping[str, Any], node_class: NodeClass) -> None:
         tags = [
             {"Key": MANAGED, "Value": "true"},
             {"Key": NODE_CLASS, "Value": node_class.metadata.name},
@@ -115,9 +168,22 @@ class LaunchTemplates:
         except LaunchFailed as refused:
             if refused.code != _ALREADY_EXISTS:  # content-addressed: another worker made it
                 raise
-        with self._lock:
-            self._known.add(name)
-        return template
+
+    def _base(self, node_class: NodeClass) -> Mapping[str, Any]:
+        """The named template's default version's data (a warm container keeps it a minute)."""
+        name = node_class.spec.launch_template_name
+
+        def load() -> Mapping[str, Any]:
+            with aws_call(
+                "DescribeLaunchTemplateVersions", node_class=node_class, field=_BASE_FIELD
+            ):
+                versions = self._ec2.describe_launch_template_versions(
+                    LaunchTemplateName=name, Versions=["$Default"]
+                )["LaunchTemplateVersions"]
+            found: Mapping[str, Any] = versions[0]["LaunchTemplateData"] if versions else {}
+            return found
+
+        return self._bases.get_or_load(name, load)
 
     def image_platform(self, node_class: NodeClass) -> str | None:
         """The reservation platform of the NodeClass's image (DescribeImages PlatformDetails and
@@ -158,4 +224,6 @@ class LaunchTemplates:
         spec = node_class.spec
         if spec.image_id:
             return spec.image_id
+        if spec.image_selector_terms:
+            return self._image_selection.image_id(node_class)
         return self._image_parameters.image_id(node_class)

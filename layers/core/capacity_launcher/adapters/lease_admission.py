@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
-from capacity_launcher.adapters.config_store import quota_generation_check
+from capacity_launcher.adapters.config_items import quota_generation_check
 from capacity_launcher.adapters.dynamodb import from_item, to_item
 from capacity_launcher.adapters.pool_items import (
     ATTRIBUTES,
@@ -44,6 +44,13 @@ _GENERATION_ITEM = 3
 _QUOTA_TRIES = 4
 # Reads a lease by pool and lease id (the store's: open, settled, or None).
 LeaseReader = Callable[[str, str], Lease | None]
+
+
+class UnreadyGate(Protocol):
+    """Refuses a lease over `limits.unready`, or conditions its usage update on what it read
+    (adapters/pool_readiness.py)."""
+
+    def gate(self, pool: str, limits: PoolLimits | None, usage_update: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -84,8 +91,10 @@ class LeaseAdmission:
         lease_seconds: int,
         clock: Callable[[], float],
         quotas: QuotaSource | None = None,
+        unready_gate: UnreadyGate | None = None,
     ) -> None:
         self._items = items
+        self._unready_gate = unready_gate
         self._lease_seconds = lease_seconds
         self._clock = clock
         self._quotas = quotas or NoQuotas()
@@ -127,6 +136,8 @@ class LeaseAdmission:
             return None
         pool = state.ask.pool
         items = self._reserve_items(state, wanted, hold)
+        if self._unready_gate is not None:  # limits.unready
+            self._unready_gate.gate(pool, state.limits, items[0]["Update"])
         items.append(self._items.limits_check(pool, state.limits))
         if state.quotas.generation is not None:
             items.append(quota_generation_check(self._items.table, state.quotas.generation))

@@ -22,7 +22,7 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
-from capacity_launcher.adapters.lease_admission import LeaseAdmission
+from capacity_launcher.adapters.lease_admission import LeaseAdmission, UnreadyGate
 from capacity_launcher.adapters.pool_items import (
     LEASE_PREFIX,
     OPEN_LEASE,
@@ -64,11 +64,12 @@ class PoolLeaseStore:
         dynamodb: Any | None = None,
         clock: Callable[[], float] = time.time,
         quotas: QuotaSource | None = None,
+        unready_gate: UnreadyGate | None = None,
     ) -> None:
         self._items = PoolItems(table_name, dynamodb)
         self._lease_seconds = lease_seconds
         self._clock = clock
-        self._admission = LeaseAdmission(self._items, lease_seconds, clock, quotas)
+        self._admission = LeaseAdmission(self._items, lease_seconds, clock, quotas, unready_gate)
         # Leases this container took, as it wrote them: its settle starts from them instead of
         # reading them back (its transaction's conditions still catch one reclaimed meanwhile).
         self._taken: dict[tuple[str, str], Lease] = {}

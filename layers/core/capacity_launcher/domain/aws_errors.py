@@ -165,6 +165,14 @@ def is_insufficient_capacity(code: str) -> bool:
     return code in INSUFFICIENT_CAPACITY_CODES
 
 
+# The caller's credentials may not make the call (IAM said no): not a fault to retry.
+ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
+
+
+def is_access_denied(code: str) -> bool:
+    return code in ACCESS_DENIED_CODES
+
+
 def is_throttling(code: str) -> bool:
     return code in THROTTLING_CODES
 

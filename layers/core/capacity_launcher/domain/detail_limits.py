@@ -19,6 +19,10 @@ The rules, in order, used only when the whole detail does not fit:
 - what was left out is counted in ``detailTruncated`` (per list: ``total`` and ``kept``), and
   one ``errors`` entry with code ``DetailTruncated`` says so in words.
 
+``candidatesLeftOut`` (the offerings a CreateFleet could not send) is bounded when it is made:
+two counts and at most ``MAX_LEFT_OUT_NAMED`` instance type names, under 2 KB, so it is never
+shortened.
+
 A detail that already fits is left as it is, so a stored record read back and written again (or
 re-published) is unchanged. Nothing left out is kept elsewhere: the lists shortened are
 diagnostics whose answers expire within minutes (the ICE cache's lifetime).
@@ -38,6 +42,8 @@ MAX_DETAIL_BYTES = 240 * 1024
 MAX_TEXT_CHARS = 2048
 # The lists that may be shortened, in the order they keep their room.
 DIAGNOSTIC_LISTS: tuple[str, ...] = ("errors", "waitingFor", "unavailableOfferings")
+# The instance types a record's candidatesLeftOut names at most (the rest are only counted).
+MAX_LEFT_OUT_NAMED = 20
 # The field that counts what was left out (additive to the record's contract).
 TRUNCATED_FIELD = "detailTruncated"
 # Each entry of a list costs its JSON and the ", " that separates it from the next.

@@ -146,6 +146,21 @@ class NodePoolDeleted(CapacityLauncherError):
         )
 
 
+class UnreadyLimitReached(CapacityLauncherError):
+    """A pool with `limits.unready` has more unready instances than it allows: it launches
+    nothing more until enough of them are running and pass their status checks."""
+
+    code = "LimitExceeded"
+
+    def __init__(self, pool: str, unready: int, allowed: int, limit: int | str) -> None:
+        self.pool = pool
+        super().__init__(
+            f"node pool {pool}: limits.unready {limit}: {unready} of its instances are not yet "
+            f"running and passing status checks, more than the {allowed} it allows; it launches "
+            "nothing more until they are"
+        )
+
+
 class LaunchFailed(CapacityLauncherError):
     """EC2 refused the launch for a reason waiting will not fix (auth, bad parameter, no image)."""
 

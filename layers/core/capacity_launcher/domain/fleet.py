@@ -3,22 +3,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.aws_errors import ErrorKind, classify, node_class_field
+from capacity_launcher.domain.detail_limits import MAX_LEFT_OUT_NAMED
+from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType, Offering
 from capacity_launcher.domain.planning import LaunchAttempt
-from capacity_launcher.domain.reservations import FLEET_CAPACITY_TYPES, ReservationUse
-from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.domain.reservations import (
+    FLEET_CAPACITY_TYPES,
+    INTERRUPTIBLE_MARKET,
+    ReservationUse,
+)
+from capacity_launcher.domain.status import CandidatesLeftOut, ErrorDetail
 from capacity_launcher.domain.tags import as_ec2_tags
 
-# EC2 accepts many overrides per fleet; past a few dozen, the first ones win anyway.
+# The overrides one CreateFleet is sent at most: the offer is ordered first, then cut
+# (docs/placement.md, How an instance type is chosen); what is cut is named on the record.
 MAX_OVERRIDES_PER_FLEET = 100
 # What a fleet error that blames no override says of an offering it left dry.
 DEFAULT_DRY_CODE = "InsufficientInstanceCapacity"
+# ReservedCapacityOptions.ReservationTypes of an interruptible reservation (botocore's
+# FleetReservationType), and the allocation strategy that follows our override priorities.
+INTERRUPTIBLE_RESERVATION_TYPE = "interruptible-capacity-reservation"
+PRIORITIZED = "prioritized"
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,103 @@ class LaunchTemplate:
     reservations: ReservationUse
 
 
+@dataclass(frozen=True)
+class FleetOffer:
+    """What one CreateFleet offers EC2: its overrides in preference order, and the offerings
+    of the attempt that did not fit under MAX_OVERRIDES_PER_FLEET."""
+
+    overrides: tuple[dict[str, Any], ...]
+    offered: tuple[Offering, ...]
+    left_out: tuple[Offering, ...]
+
+    def left_out_record(self) -> CandidatesLeftOut | None:
+        """What the request's record says of the cut; None when nothing was left out."""
+        if not self.left_out:
+            return None
+        offered_types = {o.instance_type for o in self.offered}
+        unoffered = sorted({o.instance_type for o in self.left_out} - offered_types)
+        return CandidatesLeftOut(
+            offered=len(self.offered),
+            left_out=len(self.left_out),
+            override_limit=MAX_OVERRIDES_PER_FLEET,
+            instance_types=unoffered[:MAX_LEFT_OUT_NAMED],
+        )
+
+
+def preference_order(
+    offerings: Sequence[Offering],
+    instance_types: Mapping[str, InstanceTypeInfo],
+    reserved_fit: Collection[tuple[str, str]] = (),
+) -> list[Offering]:
+    """The attempt's offerings in the order the request prefers them: those an open reservation
+    it knows of fits (type and zone) first, then by price, each instance family taking its turn
+    (the cheapest of every family, then the next of every family...) so that a cut keeps every
+    family. With no price list in the service, price is estimated by size (GPUs, then vCPUs,
+    then memory): within a family the smaller size is the cheaper. A reserved attempt keeps
+    its own order (the most available first: docs/placement.md)."""
+    if any(o.capacity_type == RESERVED for o in offerings):
+        return list(offerings)
+
+    def price(offering: Offering) -> tuple[float, float, float]:
+        info = instance_types.get(offering.instance_type)
+        if info is None:
+            return (math.inf, math.inf, math.inf)
+        return (info.gpu_count, info.vcpu, info.memory_mib)
+
+    fit = set(reserved_fit)
+    ranked = sorted(
+        offerings,
+        key=lambda o: ((o.instance_type, o.zone) not in fit, price(o), o.instance_type, o.zone),
+    )
+    turns: dict[tuple[bool, str], int] = {}
+    keyed = []
+    for position, offering in enumerate(ranked):
+        family = (
+            (offering.instance_type, offering.zone) not in fit,
+            offering.instance_type.split(".", 1)[0],
+        )
+        turn = turns.get(family, 0)
+        turns[family] = turn + 1
+        keyed.append(((family[0], turn, position), offering))
+    return [offering for _, offering in sorted(keyed, key=lambda pair: pair[0])]
+
+
+def fleet_offer(
+    attempt: LaunchAttempt,
+    subnets: Mapping[str, Sequence[str]],
+    instance_types: Mapping[str, InstanceTypeInfo] | None = None,
+    reserved_fit: Collection[tuple[str, str]] = (),
+) -> FleetOffer:
+    """One override per offering x subnet of its zone, zone set on each (so every per-override
+    error maps back to its offering), cut at MAX_OVERRIDES_PER_FLEET after ordering: every
+    offering's first subnet before any offering's second, so the cut drops subnets before it
+    drops offerings. Priority is the offering's rank."""
+    ranked = [
+        o
+        for o in preference_order(attempt.offerings, instance_types or {}, reserved_fit)
+        if subnets.get(o.zone)
+    ]
+    rounds = max((len(subnets[o.zone]) for o in ranked), default=0)
+    overrides: list[dict[str, Any]] = []
+    offered: dict[Offering, None] = {}
+    for round_ in range(rounds):
+        for rank, offering in enumerate(ranked):
+            zone_subnets = subnets[offering.zone]
+            if round_ >= len(zone_subnets) or len(overrides) >= MAX_OVERRIDES_PER_FLEET:
+                continue
+            offered[offering] = None
+            overrides.append(
+                {
+                    "InstanceType": offering.instance_type,
+                    "SubnetId": zone_subnets[round_],
+                    "AvailabilityZone": offering.zone,
+                    "Priority": float(rank),
+                }
+            )
+    left_out = tuple(o for o in ranked if o not in offered)
+    return FleetOffer(tuple(overrides), tuple(offered), left_out)
+
+
 def fleet_request(
     attempt: LaunchAttempt,
     *,
@@ -37,32 +146,12 @@ def fleet_request(
     launch_template: LaunchTemplate,
     subnets: Mapping[str, Sequence[str]],
     tags: Mapping[str, str],
+    offer: FleetOffer | None = None,
 ) -> dict[str, Any]:
-    """CreateFleet (instant) input: one override per instance type x subnet, zone set on each,
-    so every per-override error maps back to its offering."""
-    overrides = [
-        {
-            "InstanceType": offering.instance_type,
-            "SubnetId": subnet,
-            "AvailabilityZone": offering.zone,
-            "Priority": float(priority),
-        }
-        for priority, offering in enumerate(attempt.offerings)
-        for subnet in subnets.get(offering.zone, ())
-    ][:MAX_OVERRIDES_PER_FLEET]
-    capacity = "spot" if attempt.capacity_type == SPOT else "on-demand"
-    market = launch_template.reservations.market
-    target: dict[str, Any] = {
-        "TotalTargetCapacity": count,
-        "DefaultTargetCapacityType": capacity,
-        ("SpotTargetCapacity" if capacity == "spot" else "OnDemandTargetCapacity"): count,
-    }
-    if market is not None:
-        # Blocks and interruptible reservations take the whole target in their own capacity type.
-        target = {
-            "TotalTargetCapacity": count,
-            "DefaultTargetCapacityType": FLEET_CAPACITY_TYPES[market],
-        }
+    """CreateFleet (instant) input over `offer` (by default the attempt's `fleet_offer` in its
+    own order), in the market its launch template needs (botocore's CreateFleet model;
+    Karpenter's CreateFleetInputBuilder)."""
+    offer = offer or fleet_offer(attempt, subnets)
     request: dict[str, Any] = {
         "ClientToken": client_token,
         "Type": "instant",
@@ -72,28 +161,71 @@ def fleet_request(
                     "LaunchTemplateName": launch_template.name,
                     "Version": "$Latest",
                 },
-                "Overrides": overrides,
+                "Overrides": list(offer.overrides),
             }
         ],
-        "TargetCapacitySpecification": target,
+        "TargetCapacitySpecification": {"TotalTargetCapacity": count},
         "TagSpecifications": [
             {"ResourceType": "instance", "Tags": as_ec2_tags(tags)},
             {"ResourceType": "fleet", "Tags": as_ec2_tags(tags)},
         ],
     }
-    if capacity == "spot":
-        request["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-    elif attempt.capacity_type == RESERVED:
-        # Reserved capacity is paid for already: follow our order, not EC2's price list.
-        request["OnDemandOptions"] = {"AllocationStrategy": "prioritized"}
-    else:
-        options: dict[str, Any] = {"AllocationStrategy": "lowest-price"}
-        if launch_template.reservations.preference == "open":
-            options["CapacityReservationOptions"] = {
-                "UsageStrategy": "use-capacity-reservations-first"
-            }
-        request["OnDemandOptions"] = options
+    request.update(_market_options(attempt, launch_template.reservations, count))
     return request
+
+
+def _market_options(attempt: LaunchAttempt, use: ReservationUse, count: int) -> dict[str, Any]:
+    """The target capacity type and the options of each market:
+
+    - Capacity Block: `capacity-block`, and no options at all (neither OnDemandOptions nor
+      ReservedCapacityOptions: the block is the one target of the fleet);
+    - interruptible reservation: `reserved-capacity` with ReservedCapacityOptions naming the
+      `interruptible-capacity-reservation` type, in our priority order;
+    - ordinary reservation: on-demand, `prioritized` (paid for already: our order, not price);
+    - spot: `price-capacity-optimized`; on-demand: `lowest-price`, reservations first when the
+      NodeClass's preference is `open`."""
+    target = TargetCapacity(count)
+    if use.market is not None:
+        # Blocks and interruptible reservations take the whole target in their own capacity type.
+        options: dict[str, Any] = {
+            "TargetCapacitySpecification": target.of(FLEET_CAPACITY_TYPES[use.market])
+        }
+        if use.market == INTERRUPTIBLE_MARKET:
+            options["ReservedCapacityOptions"] = {
+                "ReservationTypes": [INTERRUPTIBLE_RESERVATION_TYPE],
+                "AllocationStrategy": PRIORITIZED,
+            }
+        return options
+    if attempt.capacity_type == SPOT:
+        return {
+            "TargetCapacitySpecification": target.of("spot", "SpotTargetCapacity"),
+            "SpotOptions": {"AllocationStrategy": "price-capacity-optimized"},
+        }
+    on_demand: dict[str, Any] = {"AllocationStrategy": "lowest-price"}
+    if attempt.capacity_type == RESERVED:
+        on_demand = {"AllocationStrategy": PRIORITIZED}
+    elif use.preference == "open":
+        on_demand["CapacityReservationOptions"] = {
+            "UsageStrategy": "use-capacity-reservations-first"
+        }
+    return {
+        "TargetCapacitySpecification": target.of("on-demand", "OnDemandTargetCapacity"),
+        "OnDemandOptions": on_demand,
+    }
+
+
+@dataclass(frozen=True)
+class TargetCapacity:
+    count: int
+
+    def of(self, default_type: str, market_field: str | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "TotalTargetCapacity": self.count,
+            "DefaultTargetCapacityType": default_type,
+        }
+        if market_field is not None:
+            spec[market_field] = self.count
+        return spec
 
 
 @dataclass(frozen=True)

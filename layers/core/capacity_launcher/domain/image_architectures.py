@@ -43,6 +43,8 @@ class ImageArchitecture:
             f"spec.imageId {self.image_id}"
             if spec.image_id
             else f"image {self.image_id} of spec.imageSsmParameter {spec.image_ssm_parameter}"
+            if spec.image_ssm_parameter
+            else f"image {self.image_id} of spec.imageSelectorTerms"
         )
         types = ", ".join(f"{i.name} ({'/'.join(i.architectures)})" for i in excluded)
         hint = (

@@ -24,6 +24,7 @@ from capacity_launcher.domain.requirements import (
     INSTANCE_GPU_COUNT,
     INSTANCE_GPU_MANUFACTURER,
     INSTANCE_GPU_NAME,
+    INSTANCE_LOCAL_NVME,
     INSTANCE_MEMORY,
     INSTANCE_SIZE,
     INSTANCE_TYPE,
@@ -63,6 +64,8 @@ class InstanceTypeInfo:
     gpu_name: str | None = None
     gpu_manufacturer: str | None = None
     zones: frozenset[str] = field(default_factory=frozenset)
+    # GB of NVMe instance store (DescribeInstanceTypes InstanceStorageInfo); None without one.
+    local_nvme_gb: int | None = None
 
     def __post_init__(self) -> None:
         # Accept EC2's spelling too, and keep the first-listed architecture first.
@@ -128,6 +131,7 @@ class InstanceTypeInfo:
             INSTANCE_GPU_COUNT: str(self.gpu_count) if self.gpu_count else None,
             INSTANCE_GPU_NAME: _kebab(self.gpu_name) if self.gpu_count else None,
             INSTANCE_GPU_MANUFACTURER: _kebab(self.gpu_manufacturer) if self.gpu_count else None,
+            INSTANCE_LOCAL_NVME: None if self.local_nvme_gb is None else str(self.local_nvme_gb),
             ZONE: zone,
             CAPACITY_TYPE: capacity_type,
             CAPACITY_RESERVATION_ID: capacity_reservation_id,

@@ -29,7 +29,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from capacity_launcher.domain.config import Name, validate_tags
+from capacity_launcher.domain.associations import association_of, association_requester
+from capacity_launcher.domain.config_base import Name, validate_tags
 from capacity_launcher.domain.errors import InvalidLaunchRequest
 from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.json_depth import deep_fields, may_nest_deeper, shallow
@@ -58,6 +59,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "requester",
     "tags",
     "waitForCapacityUntil",
+    "capacityReservation",
 )
 # What a requester might try to set to escalate; named so the refusal can say whose it is.
 NODE_CLASS_FIELDS: frozenset[str] = frozenset(
@@ -125,6 +127,9 @@ class LaunchRequest(BaseModel):
     tags: dict[str, str] = Field(default={})
     # Wait for scheduled reserved capacity (a future-dated ODCR or a Capacity Block) until then.
     wait_for_capacity_until: Deadline | None = None
+    # Associates the request with an OME CapacityReservation by name; its `requester` names the
+    # association (docs/ome.md). Optional; without it nothing changes.
+    capacity_reservation: Name | None = None
 
     @field_validator("min_count")
     @classmethod
@@ -145,6 +150,30 @@ class LaunchRequest(BaseModel):
     @classmethod
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
         return validate_tags(tags, MAX_REQUEST_TAGS)
+
+    @field_validator("capacity_reservation")
+    @classmethod
+    def _association_fits(cls, reservation: str | None, info: ValidationInfo) -> str | None:
+        if reservation is not None:
+            counted = association_requester(reservation, info.data.get("requester"))
+            if len(counted) > MAX_REQUESTER_LENGTH:
+                raise ValueError(
+                    f"with requester it is counted as {counted[:48]!r}..., which must be at most "
+                    f"{MAX_REQUESTER_LENGTH} characters"
+                )
+        return reservation
+
+    def associated(self) -> Self:
+        """The request counted as its reservation's association (docs/ome.md); unchanged when it
+        names no reservation, or already counts as one of its associations."""
+        reservation = self.capacity_reservation
+        if reservation is None or (
+            self.requester is not None and association_of(reservation, self.requester) is not None
+        ):
+            return self
+        return self.model_copy(
+            update={"requester": association_requester(reservation, self.requester)}
+        )
 
     def requirements_set(self) -> Requirements:
         return Requirements.of(self.requirements)

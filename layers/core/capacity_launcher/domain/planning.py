@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
@@ -34,6 +35,7 @@ from capacity_launcher.domain.requirements import (
     Requirements,
 )
 from capacity_launcher.domain.reservations import (
+    BLOCK_ENDING_REASON,
     ReservationSnapshot,
     ReservationSource,
     ReservedTarget,
@@ -151,13 +153,15 @@ def find_candidates(
     image_platform: str = LINUX,
     named_reservations: Collection[str] = (),
     image_architecture: ImageArchitecture | None = None,
+    now: datetime | None = None,
 ) -> Candidates:
     """Every (capacity type, instance type, zone) the requirements admit in the given zones.
 
     Reservations of another platform than the image's are left out; those the NodeClass names
     by id are also skipped with PLATFORM_MISMATCH and reported in `platform_mismatches`. Types
     that cannot run the image's architecture are left out as a `kubernetes.io/arch` requirement
-    would leave them; those the requirements admit are listed in `cannot_run_image`."""
+    would leave them; those the requirements admit are listed in `cannot_run_image`. A Capacity
+    Block too close to its end at `now` is skipped (BLOCK_ENDING_REASON), and never waited for."""
     cannot_run: list[InstanceTypeInfo] = []
     if image_architecture is not None:
         cannot_run = [i for i in instance_types if not image_architecture.runs_on(i)]
@@ -176,6 +180,7 @@ def find_candidates(
             named_reservations,
             skipped,
             scheduled,
+            now,
         )
 
     def pools(capacity_type: CapacityType) -> list[Offering]:
@@ -223,6 +228,7 @@ def _reserved_by_availability(
     named_reservations: Collection[str],
     skipped: list[Skipped],
     scheduled: dict[str, ReservationSnapshot],
+    now: datetime | None = None,
 ) -> list[tuple[ReservationSource, list[Offering]]]:
     """Each source (split by market) with its usable offerings, the most available first.
 
@@ -239,6 +245,10 @@ def _reserved_by_availability(
                     skipped.append(Skipped(reservation.offering(), PLATFORM_MISMATCH))
                 continue
             if not _reservation_fits(reservation, info, requirements, zones):
+                continue
+            if now is not None and reservation.ending(now):
+                # EC2 would terminate what we launch before it is of use (and so for a wait).
+                skipped.append(Skipped(reservation.offering(), BLOCK_ENDING_REASON))
                 continue
             if reservation.upcoming:
                 scheduled.setdefault(reservation.reservation_id, reservation)

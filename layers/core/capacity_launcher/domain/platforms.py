@@ -83,6 +83,8 @@ class PlatformMismatch:
             f"spec.imageId {spec.image_id}"
             if spec.image_id
             else f"the image of spec.imageSsmParameter {spec.image_ssm_parameter}"
+            if spec.image_ssm_parameter
+            else "the image spec.imageSelectorTerms select"
         )
         return (
             f"NodeClass {node_class.metadata.name}: {image} runs {self.image_platform}, but "

@@ -10,9 +10,17 @@ import json
 import re
 from dataclasses import dataclass, fields
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    field_serializer,
+    field_validator,
+)
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -188,6 +196,15 @@ class Resources:
 Resources.ZERO = Resources()
 
 
+def _unready(value: int | str) -> int | str:
+    parse_unready(value)
+    return value
+
+
+# `limits.unready` as written: a count of instances, or a percentage of the pool's ("20%").
+Unready = Annotated[StrictInt | str, AfterValidator(_unready)]
+
+
 class PoolLimits(BaseModel):
     """A NodePool's ``limits``: each dimension optional (absent: unlimited), given as strings
     or numbers in the document and stored parsed (cores, MiB, counts)."""
@@ -198,6 +215,11 @@ class PoolLimits(BaseModel):
     memory: int | None = Field(default=None, description="MiB")
     gpu: int | None = Field(default=None, alias="nvidia.com/gpu")
     instances: int | None = None
+    # Not a dimension: how many of the pool's instances may be unready before it launches no
+    # more (a count, or "20%" of its instances); docs/provisioner.md, "limits.unready".
+    # Left out of every dump when unset, so the limits token of a pool without it is spelled as
+    # before it existed (stored pools' tokens still match the leases' checks).
+    unready: Unready | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @field_validator("cpu", mode="before")
     @classmethod
@@ -239,6 +261,14 @@ class PoolLimits(BaseModel):
     def is_unlimited(self) -> bool:
         return all(self.limit_for(dimension) is None for dimension in DIMENSIONS)
 
+    def unready_allowed(self, instances: int) -> int | None:
+        """How many unready instances the pool may have and still launch, given how many it
+        has (launching or counted); None when `unready` is not set."""
+        if self.unready is None:
+            return None
+        amount, percentage = parse_unready(self.unready)
+        return instances * amount // 100 if percentage else amount
+
     def as_resources(self) -> Resources:
         """The limits as Resources, for arithmetic; an unlimited dimension reads as zero here,
         so check ``limit_for`` (None) before relying on a dimension."""
@@ -263,6 +293,20 @@ class PoolLimits(BaseModel):
     def to_document(self) -> dict[str, str]:
         dumped: dict[str, str] = self.model_dump(by_alias=True, exclude_none=True)
         return dumped
+
+
+UNREADY_RULE = "must be a whole number of instances (20) or a percentage of the pool's ('20%')"
+_PERCENT = re.compile(r"^(\d{1,3})%$")
+
+
+def parse_unready(value: object) -> tuple[int, bool]:
+    """(amount, is a percentage) of `limits.unready`; ValueError with the rule otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1_000_000:
+        return value, False
+    match = _PERCENT.match(value) if isinstance(value, str) else None
+    if match is None or int(match.group(1)) > 100:
+        raise ValueError(UNREADY_RULE)
+    return int(match.group(1)), True
 
 
 def limits_token(limits: PoolLimits | None) -> str:

@@ -131,8 +131,10 @@ class Cohort:
     def used(self, quota: str, flavor: str) -> Resources:
         """What a quota's requesters use in a flavor."""
         total = Resources.ZERO
-        for requester in self.quotas[quota].spec.requesters:
-            total = total + self._usage.get((requester, flavor), Resources.ZERO)
+        member = self.quotas[quota]
+        for (requester, used_in), amount in self._usage.items():
+            if used_in == flavor and member.covers(requester):
+                total = total + amount
         return total
 
     def ledger(self, flavor: str, resource: str) -> Ledger:
@@ -289,10 +291,9 @@ class Cohort:
         """(borrower, instance) that ``policy`` lets ``quota`` reclaim, in the order to take them:
         lowest-priority borrower first, then newest instance."""
         own = self.quotas[quota]
-        owner = self._owners(flavor)
         candidates = []
         for instance in instances:
-            borrower = owner.get(instance.requester)
+            borrower = self.owner(instance.requester, flavor)
             if instance.flavor != flavor or borrower is None or borrower == quota:
                 continue
             if reclaim_refusal(own, self.quotas[borrower], policy) is not None:
@@ -309,12 +310,11 @@ class Cohort:
         """Those of ``instances`` (taken in order) that their owners still borrow: releasing them
         all keeps every owner at or above its nominal quota in each of ``resources``. What a
         reclaim chose may no longer be borrowed when it is enforced (the owner released others)."""
-        owner = self._owners(flavor)
         ledgers = {resource: self.ledger(flavor, resource) for resource in resources}
         released: dict[tuple[str, str], Decimal] = {}
         kept = []
         for instance in instances:
-            borrower = owner.get(instance.requester)
+            borrower = self.owner(instance.requester, flavor)
             if instance.flavor != flavor or borrower is None:
                 continue
             gives = {
@@ -351,17 +351,11 @@ class Cohort:
         return None if asked is None else ReclaimPlan(asked, enforced=False)
 
     def owner(self, requester: str, flavor: str) -> str | None:
-        """The member quota covering ``requester`` in ``flavor``."""
-        return self._owners(flavor).get(requester)
-
-    def _owners(self, flavor: str) -> dict[str, str]:
-        """requester -> the member quota covering it in ``flavor`` (one per flavor: conflicts)."""
-        owners: dict[str, str] = {}
+        """The member quota covering ``requester`` in ``flavor`` (one per flavor: conflicts)."""
         for name, quota in sorted(self.quotas.items()):
-            if quota.flavor(flavor) is not None:
-                for requester in quota.spec.requesters:
-                    owners.setdefault(requester, name)
-        return owners
+            if quota.flavor(flavor) is not None and quota.covers(requester):
+                return name
+        return None
 
 
 def reclaim_refusal(

@@ -110,7 +110,9 @@ def _association_usages(
 ) -> list[dict[str, Any]]:
     """Use per requester, in the resources each flavor covers (memory with units)."""
     found = []
-    for requester in quota.spec.requesters:
+    seen = [*quota.spec.requesters]
+    seen += sorted({r for r, _ in usage if r not in seen and quota.covers(r)})
+    for requester in seen:
         flavors = []
         for flavor in quota.flavors():
             used = usage.get((requester, flavor.name))
@@ -150,12 +152,11 @@ def _ready(
     ]
     if clashes:
         return Condition(READY, False, "RequesterConflict", "; ".join(e.rule for e in clashes))
-    requesters = len(quota.spec.requesters)
+    covered = f"{len(quota.spec.requesters)} requester(s)"
+    if quota.spec.requester_prefixes:
+        covered += f" and those starting {', '.join(quota.spec.requester_prefixes)}"
     return Condition(
-        READY,
-        True,
-        "QuotaActive",
-        f"covers {requesters} requester(s) in {len(quota.flavors())} NodePool(s)",
+        READY, True, "QuotaActive", f"covers {covered} in {len(quota.flavors())} NodePool(s)"
     )
 
 

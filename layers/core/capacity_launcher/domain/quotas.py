@@ -26,13 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from capacity_launcher.domain.config import (
-    BUILT_ON_FIRST_USE,
-    Name,
-    _Document,
-    _TopLevel,
-    no_repeats,
-)
+from capacity_launcher.domain.config import _TopLevel
+from capacity_launcher.domain.config_base import BUILT_ON_FIRST_USE, Name, _Document, no_repeats
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.quantities import (
@@ -46,9 +41,11 @@ from capacity_launcher.domain.quantities import (
     parse_cpu,
     parse_memory_mib,
 )
+from capacity_launcher.domain.quota_prefixes import prefix_conflicts
 from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, RequesterOrigins
 
 MAX_REQUESTERS = 100
+MAX_PREFIXES = 10
 MAX_RESOURCE_GROUPS = 4
 MAX_FLAVORS = 64
 MIN_PRIORITY, MAX_PRIORITY = -1_000_000, 1_000_000
@@ -244,7 +241,10 @@ class Preemption(_Document):
 class CapacityQuotaSpec(_Document):
     model_config = BUILT_ON_FIRST_USE
 
-    requesters: list[Requester] = Field(min_length=1, max_length=MAX_REQUESTERS)
+    requesters: list[Requester] = Field(default=[], max_length=MAX_REQUESTERS)
+    # Optional: also every requester that starts with one of these (a reservation's associations,
+    # docs/ome.md); at least one requester or prefix.
+    requester_prefixes: list[Requester] = Field(default=[], max_length=MAX_PREFIXES)
     cohort: Name | None = None
     priority: StrictInt = Field(default=0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
     allow_borrowing: StrictBool = False
@@ -255,10 +255,16 @@ class CapacityQuotaSpec(_Document):
         default_factory=dict, max_length=MAX_REQUESTERS
     )
 
-    @field_validator("requesters")
+    @field_validator("requesters", "requester_prefixes")
     @classmethod
     def _distinct_requesters(cls, requesters: list[str]) -> list[str]:
         return no_repeats(requesters)
+
+    @model_validator(mode="after")
+    def _covers_someone(self) -> CapacityQuotaSpec:
+        if not self.requesters and not self.requester_prefixes:
+            raise Problems([FieldError("requesters", "must list at least one requester")])
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> CapacityQuotaSpec:
@@ -333,7 +339,11 @@ class CapacityQuota(_TopLevel):
         return [flavor for group in self.spec.resource_groups for flavor in group.flavors]
 
     def covers(self, requester: str | None) -> bool:
-        return requester is not None and requester in self.spec.requesters
+        if requester is None:
+            return False
+        return requester in self.spec.requesters or any(
+            requester.startswith(prefix) for prefix in self.spec.requester_prefixes
+        )
 
     @property
     def cohort_key(self) -> str:
@@ -383,7 +393,7 @@ def conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
                             "one quota per flavor",
                         )
                     )
-    return found + _binding_conflicts(quotas)
+    return found + prefix_conflicts(quotas) + _binding_conflicts(quotas)
 
 
 def _binding_conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:

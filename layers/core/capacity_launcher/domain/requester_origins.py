@@ -22,7 +22,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from capacity_launcher.domain.config import BUILT_ON_FIRST_USE, _Document, no_repeats
+from capacity_launcher.domain.config_base import BUILT_ON_FIRST_USE, _Document, no_repeats
 from capacity_launcher.domain.errors import RequesterNotAllowed
 from capacity_launcher.domain.status import EVENT_SOURCE
 

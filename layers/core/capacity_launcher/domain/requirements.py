@@ -39,6 +39,8 @@ INSTANCE_MEMORY = "karpenter.k8s.aws/instance-memory"
 INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 INSTANCE_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 INSTANCE_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
+# The instance store's total size in GB, on types whose instance store is NVMe (Karpenter's).
+INSTANCE_LOCAL_NVME = "karpenter.k8s.aws/instance-local-nvme"
 CAPACITY_RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
 # Karpenter's labels of reserved capacity: an ODCR (`default`) or a Capacity Block, and whether
 # its owner may reclaim it (an interruptible reservation). Absent on on-demand and spot.
@@ -61,13 +63,14 @@ WELL_KNOWN_KEYS: frozenset[str] = frozenset(
         INSTANCE_GPU_COUNT,
         INSTANCE_GPU_NAME,
         INSTANCE_GPU_MANUFACTURER,
+        INSTANCE_LOCAL_NVME,
         CAPACITY_RESERVATION_ID,
         CAPACITY_RESERVATION_TYPE,
         CAPACITY_RESERVATION_INTERRUPTIBLE,
     }
 )
 INTEGER_KEYS: frozenset[str] = frozenset(
-    {INSTANCE_GENERATION, INSTANCE_CPU, INSTANCE_MEMORY, INSTANCE_GPU_COUNT}
+    {INSTANCE_GENERATION, INSTANCE_CPU, INSTANCE_MEMORY, INSTANCE_GPU_COUNT, INSTANCE_LOCAL_NVME}
 )
 
 ARCHITECTURES: tuple[str, ...] = ("amd64", "arm64")

@@ -37,6 +37,12 @@ EXPIRED_STATE = "expired"
 UPCOMING_STATES = frozenset({"pending", "payment-pending", "assessing", "scheduled", "delayed"})
 # EC2 terminates a Capacity Block's instances this long before its end date.
 BLOCK_TERMINATION_LEAD = timedelta(minutes=30)
+# How long an instance launched into a block must have before EC2 terminates it for the launch
+# to be worth it: a GPU instance boots, joins and gets work in minutes, not seconds. A block
+# is not launched into from BLOCK_TERMINATION_LEAD + BLOCK_BOOT_MARGIN before its end
+# (docs/placement.md, Capacity Blocks).
+BLOCK_BOOT_MARGIN = timedelta(minutes=15)
+BLOCK_ENDING_REASON = "BlockEnding"
 # EC2's ReservationType values (Karpenter's `capacity-reservation-type` label takes the same ones).
 DEFAULT_TYPE = "default"
 CAPACITY_BLOCK = "capacity-block"
@@ -95,6 +101,14 @@ class ReservationSnapshot:
     def usable(self) -> bool:
         return self.state == ACTIVE and self.available > 0 and not self.exhausted
 
+    def ending(self, now: datetime) -> bool:
+        """A Capacity Block too close to its end to launch into: EC2 starts terminating its
+        instances BLOCK_TERMINATION_LEAD before the end, and a launch needs BLOCK_BOOT_MARGIN
+        of life before that."""
+        if self.reservation_type != CAPACITY_BLOCK or self.end_date is None:
+            return False
+        return now >= self.end_date - BLOCK_TERMINATION_LEAD - BLOCK_BOOT_MARGIN
+
     @property
     def upcoming(self) -> bool:
         """Not active yet, and still expected to be (scheduled, future-dated, being paid for)."""
@@ -152,16 +166,28 @@ class ReservationSource:
 
 
 def by_market(source: ReservationSource) -> list[ReservationSource]:
-    """One source per market its reservations need: one CreateFleet launches in one market."""
+    """One source per market its reservations need: one CreateFleet launches in one market.
+
+    Capacity Blocks go one source each, targeted by their own reservation id: EC2 launches into
+    a block only by its id, never through a group ("Launch instances using Capacity Blocks"),
+    and an EC2 Fleet into one block at a time (Karpenter keeps exactly one per launch)."""
     markets: dict[str | None, list[ReservationSnapshot]] = {}
     for reservation in source.reservations:
         markets.setdefault(reservation.market, []).append(reservation)
     if not markets:
         return [source]
-    return [
-        ReservationSource(replace(source.target, market=market), tuple(members))
-        for market, members in markets.items()
-    ]
+    split: list[ReservationSource] = []
+    for market, members in markets.items():
+        if market == BLOCK_MARKET and (len(members) > 1 or source.target.group_arn):
+            split += [
+                ReservationSource(
+                    ReservedTarget(reservation_id=block.reservation_id, market=market), (block,)
+                )
+                for block in members
+            ]
+        else:
+            split.append(ReservationSource(replace(source.target, market=market), tuple(members)))
+    return split
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_serializer
 from pydantic.alias_generators import to_camel
 
-from capacity_launcher.domain.detail_limits import fit_detail
+from capacity_launcher.domain.detail_limits import MAX_LEFT_OUT_NAMED, fit_detail
 
 EVENT_SOURCE = "capacity-launcher"
 LAUNCH_REQUESTED = "Launch Requested"
@@ -62,9 +62,8 @@ DETAIL_TYPES: dict[RequestStatus, str] = {
     RequestStatus.REJECTED: "Launch Rejected",
     RequestStatus.WAITING: "Launch Waiting",
 }
-# Every detail-type we publish, for rules and consumers that subscribe to all of them.
-ALL_DETAIL_TYPES: tuple[str, ...] = (
-    *DETAIL_TYPES.values(),
+# What the reservation sync says of a reservation (one detail: schemas/reservation-event.json).
+RESERVATION_DETAIL_TYPES: tuple[str, ...] = (
     RESERVATION_EXHAUSTED,
     RESERVATION_REPLENISHED,
     RESERVATION_UTILIZATION_HIGH,
@@ -72,6 +71,11 @@ ALL_DETAIL_TYPES: tuple[str, ...] = (
     RESERVATION_ACTIVATED,
     BLOCK_EXPIRING,
     RESERVATION_EXPIRED,
+)
+# Every detail-type we publish, for rules and consumers that subscribe to all of them.
+ALL_DETAIL_TYPES: tuple[str, ...] = (
+    *DETAIL_TYPES.values(),
+    *RESERVATION_DETAIL_TYPES,
     INSTANCE_TERMINATED,
     RECLAIM_REQUESTED,
     RECLAIM_CLOSED,
@@ -168,6 +172,21 @@ class TruncatedList(_Record):
     kept: int = Field(ge=0)
 
 
+class CandidatesLeftOut(_Record):
+    """Offerings a CreateFleet could not offer (its override limit), after ordering them by
+    preference (docs/placement.md, How an instance type is chosen). Bounded: at most
+    MAX_LEFT_OUT_NAMED instance types are named (detail_limits.py)."""
+
+    offered: int = Field(ge=0, description="offerings the CreateFleet offered")
+    left_out: int = Field(ge=1, description="offerings left out, the least preferred")
+    override_limit: int = Field(ge=1, description="the overrides one CreateFleet is sent at most")
+    instance_types: list[str] = Field(
+        default=[],
+        description="the instance types none of whose offerings was offered, by name "
+        f"(at most {MAX_LEFT_OUT_NAMED})",
+    )
+
+
 class RequestRecord(_Record):
     request_id: str
     node_pool: str | None = None
@@ -192,6 +211,12 @@ class RequestRecord(_Record):
         "EventBridge's 256 KB event: per list shortened (unavailableOfferings, errors, "
         "waitingFor; never instances), its entries in all and those kept; an errors entry "
         "with code DetailTruncated says so",
+    )
+    # Null unless a CreateFleet of the request had more offerings than it may send (additive).
+    candidates_left_out: CandidatesLeftOut | None = Field(
+        default=None,
+        description="null, or a CreateFleet of this request had more candidate offerings than "
+        "it may send: the least preferred were left out (docs/placement.md)",
     )
 
     @property

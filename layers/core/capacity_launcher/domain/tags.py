@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from capacity_launcher.domain.config import (
-    MAX_TAGS_PER_RESOURCE,
-    SERVICE_INSTANCE_TAGS,
-    NodeClass,
-)
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.config_base import MAX_TAGS_PER_RESOURCE, SERVICE_INSTANCE_TAGS
 from capacity_launcher.domain.errors import RequestRejected
 
 if TYPE_CHECKING:  # only the launcher builds tags from a request: the others' cold starts skip it

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Protocol
 
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, Transient
@@ -64,6 +65,14 @@ class SyncReport:
     quotas: QuotaSyncReport | None = None
     # Waiting requests whose held copy was lost, ended Failed (CapacityNotActiveByDeadline).
     ended_waits: list[str] = field(default_factory=list)
+    # Instances seen running with their status checks ok, in pools with limits.unready.
+    ready: list[str] = field(default_factory=list)
+
+
+class Readiness(Protocol):
+    """Marks the members of a pool that are running with their status checks ok."""
+
+    def mark_ready(self, pool: str) -> list[str]: ...
 
 
 class ReservationSync:
@@ -79,7 +88,9 @@ class ReservationSync:
         reconciliation: Reconciliation | None = None,
         quotas: QuotaSync | None = None,
         waits: WaitBackstop | None = None,
+        readiness: Readiness | None = None,
     ) -> None:
+        self._readiness = readiness
         self._config = config
         self._ec2 = ec2
         self._snapshots = snapshots
@@ -90,6 +101,13 @@ class ReservationSync:
         self._reconciliation = reconciliation
         self._quotas = quotas
         self._waits = waits
+
+    def _mark_ready(self) -> list[str]:
+        """limits.unready: the members now ready in each pool that limits its unready ones."""
+        assert self._readiness is not None
+        pools = self._config.node_pools()
+        limited = [p.name for p in pools if p.spec.limits and p.spec.limits.unready is not None]
+        return [i for pool in limited for i in self._readiness.mark_ready(pool)]
 
     def run(self) -> SyncReport:
         report = SyncReport()
@@ -117,6 +135,8 @@ class ReservationSync:
         )
         self._snapshots.forget(report.forgotten)
         self._snapshots.save_coverage(coverage)
+        if self._readiness is not None:
+            report.ready = self._mark_ready()
         if self._quotas is not None:
             # After reconciliation: quota usage is recounted from the membership it repaired.
             report.quotas = self._quotas.run()

@@ -59,6 +59,7 @@ def resolve(
     """`origin`: where the request came from; its `requester` is checked against it first."""
     if origin is not None:
         request = claimed_by(config, request, origin)
+    request = request.associated()
     problem = request.capacity_wait_problem(received_at)
     if problem is not None:
         raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)

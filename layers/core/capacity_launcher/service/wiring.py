@@ -1,16 +1,18 @@
-"""The one composition root: every adapter and use case is built here, one way, from Settings.
+"""The one composition root: every adapter and use case is built here, one way, from `Adapters`.
 
-Handlers take the container's use cases (`launch_batch`, `reservation_sync`, `instance_events`,
-each built once); the CLI, benchmarks and tests call the factories with their own Settings and
-client factory (`clients(service) -> boto3 client`; by default the container's shared clients).
+A handler builds one `Adapters` per Lambda container, at init, from its Settings and the host it
+runs on (`capacity_launcher.startup.Host`: the clock the container tells the time by, and how it
+waits), and keeps the use case it takes from it for the container's life. The CLI, benchmarks,
+the local cloud and tests build their own, with their own Settings, client factory
+(`clients(service) -> boto3 client`; by default the container's shared clients), clock and pause.
 This is the only service module that imports adapters (import-linter holds it: `make lint`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from functools import cache
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import client
@@ -23,6 +25,7 @@ from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_readiness import PoolReadiness
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
@@ -33,7 +36,8 @@ from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimRequests
 from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.service.wait_backstop import WaitBackstop
-from capacity_launcher.settings import Settings, get_settings, retention_seconds
+from capacity_launcher.settings import Settings, retention_seconds
+from capacity_launcher.startup import system_clock
 
 if TYPE_CHECKING:  # each use case's modules are imported when it is built: a function's cold
     # start imports its own use case's, not the others'
@@ -47,291 +51,280 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
 
 # A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
 Clients = Callable[[str], Any]
+Clock = Callable[[], datetime]
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+class Adapters:
+    """Every adapter and use case of one container, on one clock.
 
+    `clock`: the time every use case reads (AWS's in Lambda, the emulator's locally); `pause`: how
+    adapters wait out EC2's consistency and other workers' claims (a simulated clock's advance in
+    the simulation). Each call builds afresh: a use case owns the adapters it is given.
+    """
 
-# -- adapters ----------------------------------------------------------------------------------
+    def __init__(
+        self,
+        settings: Settings,
+        clients: Clients = client,
+        *,
+        clock: Clock = system_clock,
+        pause: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.clients = clients
+        self.clock = clock
+        self.pause = pause
 
+    # -- adapters ------------------------------------------------------------------------------
 
-def config_store(
-    settings: Settings, clients: Clients = client, *, cached: bool = False
-) -> ConfigStore:
-    """NodeClasses and NodePools; `cached`: the launcher trusts its copy for a few seconds."""
-    seconds = settings.config_cache_seconds if cached else 0.0
-    return ConfigStore(settings.state_table_name, clients("dynamodb"), cache_seconds=seconds)
+    def config_store(self, *, cached: bool = False) -> ConfigStore:
+        """NodeClasses and NodePools; `cached`: the launcher trusts its copy for a few seconds."""
+        seconds = self.settings.config_cache_seconds if cached else 0.0
+        return ConfigStore(
+            self.settings.state_table_name, self.clients("dynamodb"), cache_seconds=seconds
+        )
 
+    def launch_records(self) -> LaunchRecords:
+        return LaunchRecords(
+            self.settings.state_table_name,
+            self.clients("dynamodb"),
+            retention_seconds=retention_seconds(self.settings),
+        )
 
-def launch_records(settings: Settings, clients: Clients = client) -> LaunchRecords:
-    return LaunchRecords(
-        settings.state_table_name,
-        clients("dynamodb"),
-        retention_seconds=retention_seconds(settings),
-    )
+    def instance_records(self) -> InstanceRecords:
+        return InstanceRecords(
+            self.settings.state_table_name,
+            self.clients("dynamodb"),
+            retention_seconds=retention_seconds(self.settings),
+        )
 
+    def pool_leases(self, config: ConfigStore | None = None) -> PoolLeaseStore:
+        """Limit leases; a lease in a pool a CapacityQuota names is admitted by its quota (read
+        through `config`, the container's cached store unless given); `limits.unready` gates
+        each lease (adapters/pool_readiness.py)."""
+        return PoolLeaseStore(
+            self.settings.state_table_name,
+            self.settings.limit_lease_seconds,
+            self.clients("dynamodb"),
+            quotas=config or self.config_store(cached=True),
+            unready_gate=self.pool_readiness(),
+        )
 
-def instance_records(settings: Settings, clients: Clients = client) -> InstanceRecords:
-    return InstanceRecords(
-        settings.state_table_name,
-        clients("dynamodb"),
-        retention_seconds=retention_seconds(settings),
-    )
+    def pool_members(self, config: ConfigStore | None = None) -> PoolMemberStore:
+        """Instances counted in their pool's usage; each also counts in the quota usage that
+        governs its requester (read through `config`, the container's cached store unless
+        given)."""
+        return PoolMemberStore(
+            self.settings.state_table_name,
+            self.clients("dynamodb"),
+            quotas=config or self.config_store(cached=True),
+        )
 
+    def pool_usage(self) -> PoolUsageStore:
+        """Each pool's usage as stored, and its recompute from its leases and members."""
+        return PoolUsageStore(self.settings.state_table_name, self.clients("dynamodb"))
 
-def pool_leases(
-    settings: Settings, clients: Clients = client, config: ConfigStore | None = None
-) -> PoolLeaseStore:
-    """Limit leases; a lease in a pool a CapacityQuota names is admitted by its quota (read
-    through `config`, the container's cached store unless given)."""
-    return PoolLeaseStore(
-        settings.state_table_name,
-        settings.limit_lease_seconds,
-        clients("dynamodb"),
-        quotas=config or config_store(settings, clients, cached=True),
-    )
+    def pool_readiness(self) -> PoolReadiness:
+        """Which of a pool's instances are ready (limits.unready): the lease's gate, the sync's
+        marks."""
+        return PoolReadiness(
+            self.settings.state_table_name, self.clients("dynamodb"), self.clients("ec2")
+        )
 
+    def quota_usage(self) -> QuotaUsageStore:
+        """Quota usage per cohort and flavor, as the sync and reclaims read and recount it."""
+        return QuotaUsageStore(self.settings.state_table_name, self.clients("dynamodb"))
 
-def pool_members(
-    settings: Settings, clients: Clients = client, config: ConfigStore | None = None
-) -> PoolMemberStore:
-    """Instances counted in their pool's usage; each also counts in the quota usage that governs
-    its requester (read through `config`, the container's cached store unless given)."""
-    return PoolMemberStore(
-        settings.state_table_name,
-        clients("dynamodb"),
-        quotas=config or config_store(settings, clients, cached=True),
-    )
+    def quota_reclaims(self) -> QuotaReclaims:
+        """Open reclaims, one per lender quota and NodePool."""
+        return QuotaReclaims(self.settings.state_table_name, self.clients("dynamodb"))
 
+    def reclaim_requests(self, config: ConfigStore | None = None) -> ReclaimRequests:
+        """The launcher's side of reclaim: ask for lent quota back, publish the request."""
+        config = config or self.config_store(cached=True)
+        return ReclaimRequests(
+            quotas=config.capacity_quotas,
+            members=self.pool_members(config),
+            quota_usage=self.quota_usage(),
+            items=self.instance_records(),
+            reclaims=self.quota_reclaims(),
+            publish=self.publisher().publish,
+            now=self.clock,
+        )
 
-def pool_usage(settings: Settings, clients: Clients = client) -> PoolUsageStore:
-    """Each pool's usage as stored, and its recompute from its leases and members."""
-    return PoolUsageStore(settings.state_table_name, clients("dynamodb"))
+    def unavailable_offerings(self, *, local_copy: bool = False) -> UnavailableOfferings:
+        """The shared ICE cache; `local_copy`: the launcher trusts its copy for a few seconds."""
+        settings = self.settings
+        return UnavailableOfferings(
+            settings.unavailable_offerings_table_name,
+            settings.ice_ttl_seconds,
+            local_copy_seconds=settings.ice_local_copy_seconds if local_copy else 0.0,
+            dynamodb=self.clients("dynamodb"),
+            claim_seconds=settings.ice_claim_seconds,
+            sleep=self.pause,
+        )
 
+    def reservation_snapshots(self) -> ReservationSnapshots:
+        """The shared reservation snapshots (the sync writes them, instance events free slots)."""
+        return ReservationSnapshots(self.settings.state_table_name, self.clients("dynamodb"))
 
-def quota_usage(settings: Settings, clients: Clients = client) -> QuotaUsageStore:
-    """Quota usage per cohort and flavor, as the sync and reclaims read and recount it."""
-    return QuotaUsageStore(settings.state_table_name, clients("dynamodb"))
+    def reservations(self) -> ReservationProvider:
+        """The launcher's `reservations` port: the shared snapshots, EC2 when the sync lacks
+        them."""
+        return ReservationProvider(
+            self.reservation_snapshots(),
+            CapacityReservations(self.clients("ec2")),
+            # The same clock the sync stamps snapshots with, so "stale" means the same to both.
+            clock=lambda: self.clock().timestamp(),
+        )
 
+    def publisher(self) -> Publisher:
+        return Publisher(self.settings.event_bus_name, self.clients("events"))
 
-def quota_reclaims(settings: Settings, clients: Clients = client) -> QuotaReclaims:
-    """Open reclaims, one per lender quota and NodePool."""
-    return QuotaReclaims(settings.state_table_name, clients("dynamodb"))
+    def fleet(self) -> Fleet:
+        return Fleet(self.clients("ec2"), self.pause)
 
+    # -- the launcher --------------------------------------------------------------------------
 
-def reclaim_requests(
-    settings: Settings, clients: Clients = client, config: ConfigStore | None = None
-) -> ReclaimRequests:
-    """The launcher's side of reclaim: ask for lent quota back, publish the request."""
-    config = config or config_store(settings, clients, cached=True)
-    return ReclaimRequests(
-        quotas=config.capacity_quotas,
-        members=pool_members(settings, clients, config),
-        quota_usage=quota_usage(settings, clients),
-        items=instance_records(settings, clients),
-        reclaims=quota_reclaims(settings, clients),
-        publish=publisher(settings, clients).publish,
-        now=utcnow,
-    )
+    def idempotency_config(self) -> IdempotencyConfig:
+        from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
+        return IdempotencyConfig(
+            event_key_jmespath="requestId",
+            expires_after_seconds=self.settings.idempotency_ttl_seconds,
+        )
 
-def unavailable_offerings(
-    settings: Settings, clients: Clients = client, *, local_copy: bool = False
-) -> UnavailableOfferings:
-    """The shared ICE cache; `local_copy`: the launcher trusts its copy for a few seconds."""
-    return UnavailableOfferings(
-        settings.unavailable_offerings_table_name,
-        settings.ice_ttl_seconds,
-        local_copy_seconds=settings.ice_local_copy_seconds if local_copy else 0.0,
-        dynamodb=clients("dynamodb"),
-        claim_seconds=settings.ice_claim_seconds,
-    )
+    def launch_ports(self) -> LaunchPorts:
+        # Only the launcher builds these: the sync's and instance events' cold starts skip them.
+        from capacity_launcher.adapters.launch_templates import LaunchTemplates
+        from capacity_launcher.adapters.subnets import Subnets
 
+        ec2 = self.clients("ec2")
+        # One copy of the configuration: when a lease finds the quotas changed and reads them
+        # again, resolution and reclaim see what it decided with.
+        config = self.config_store(cached=True)
+        return LaunchPorts(
+            config=config,
+            records=self.launch_records(),
+            instances=self.instance_records(),
+            unavailable=self.unavailable_offerings(local_copy=True),
+            leases=self.pool_leases(config),
+            fleet=Fleet(ec2, self.pause),
+            templates=LaunchTemplates(ec2),
+            catalog=InstanceTypeCatalog(ec2),
+            subnets=Subnets(ec2),
+            reservations=self.reservations(),
+            reclaims=self.reclaim_requests(config),
+        )
 
-def reservation_snapshots(settings: Settings, clients: Clients = client) -> ReservationSnapshots:
-    """The shared reservation snapshots (the sync writes them, instance events free slots)."""
-    return ReservationSnapshots(settings.state_table_name, clients("dynamodb"))
+    def launch_batch(
+        self, config: IdempotencyConfig, ports: LaunchPorts | None = None
+    ) -> LaunchBatch:
+        """A launch batch processor; `ports` replaces the adapters (benchmarks swap the ICE
+        cache)."""
+        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
+        from capacity_launcher.adapters.launch_queue import LaunchQueue
+        from capacity_launcher.adapters.request_claims import RequestClaims
+        from capacity_launcher.service.launch import LaunchBatch, Launcher
+        from capacity_launcher.service.telemetry import LaunchTelemetry
 
-def reservations(settings: Settings, clients: Clients = client) -> ReservationProvider:
-    """The launcher's `reservations` port: the shared snapshots, EC2 when the sync lacks them."""
-    return ReservationProvider(
-        reservation_snapshots(settings, clients),
-        CapacityReservations(clients("ec2")),
-        # The same clock the sync stamps snapshots with, so "stale" means the same to both.
-        clock=lambda: utcnow().timestamp(),
-    )
+        settings = self.settings
+        ports = ports or self.launch_ports()
+        persistence = DynamoDBPersistenceLayer(
+            table_name=settings.idempotency_table_name, boto3_client=self.clients("dynamodb")
+        )
+        persistence.configure(config, function_name="launch")
+        return LaunchBatch(
+            Launcher(ports, max_attempts=settings.max_launch_attempts, clock=self.clock),
+            self.publisher().publish,
+            ports.records,
+            RequestClaims(persistence),
+            LaunchTelemetry(),
+            queue=LaunchQueue(),
+            clock=self.clock,
+        )
 
+    # -- the lifecycle: reservation sync (with reconciliation) and instance events --------------
 
-def publisher(settings: Settings, clients: Clients = client) -> Publisher:
-    return Publisher(settings.event_bus_name, clients("events"))
+    def reconciliation(self) -> Reconciliation:
+        # The lifecycle's modules are imported when it is built: the launcher's cold start skips
+        # them.
+        from capacity_launcher.service.reconciliation import Reconciliation
 
+        # One cached copy of the quotas: where a counted instance holds quota usage.
+        quotas = self.config_store(cached=True)
+        return Reconciliation(
+            leases=self.pool_leases(quotas),
+            members=self.pool_members(quotas),
+            usage=self.pool_usage(),
+            instances=self.fleet(),
+            items=self.instance_records(),
+            facts=InstanceTypeCatalog(self.clients("ec2")),
+            pools=self.config_store(),
+            now=self.clock,
+        )
 
-# -- the launcher ------------------------------------------------------------------------------
+    def reservation_sync(self) -> ReservationSync:
+        from capacity_launcher.service.reservation_sync import ReservationSync
 
+        settings = self.settings
+        return ReservationSync(
+            config=self.config_store(),
+            ec2=CapacityReservations(self.clients("ec2")),
+            snapshots=self.reservation_snapshots(),
+            unavailable=self.unavailable_offerings(),
+            publish=self.publisher().publish,
+            thresholds=Thresholds(
+                utilization_high=settings.utilization_high_threshold,
+                expiring_horizon=timedelta(hours=settings.expiring_horizon_hours),
+                block_expiring_horizon=timedelta(minutes=settings.block_expiring_minutes),
+            ),
+            now=self.clock,
+            reconciliation=self.reconciliation(),
+            quotas=self.quota_sync(),
+            waits=WaitBackstop(self.launch_records(), self.publisher().publish, self.clock),
+            readiness=self.pool_readiness(),
+        )
 
-def idempotency_config(settings: Settings) -> IdempotencyConfig:
-    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+    def quota_sync(self) -> QuotaSync:
+        """The sync's quota share: reclaims due, quota usage recount, the status `get quotas`
+        reads. A reclaimed instance is released through the instance events' own gated path."""
+        from capacity_launcher.adapters.quota_statuses import QuotaStatuses
+        from capacity_launcher.service.quota_reclaim import ReclaimEnforcement
+        from capacity_launcher.service.quota_sync import QuotaSync
 
-    return IdempotencyConfig(
-        event_key_jmespath="requestId",
-        expires_after_seconds=settings.idempotency_ttl_seconds,
-    )
-
-
-def launch_ports(settings: Settings, clients: Clients = client) -> LaunchPorts:
-    # Only the launcher builds these: the sync's and instance events' cold starts skip them.
-    from capacity_launcher.adapters.launch_templates import LaunchTemplates
-    from capacity_launcher.adapters.subnets import Subnets
-
-    ec2 = clients("ec2")
-    # One copy of the configuration: when a lease finds the quotas changed and reads them again,
-    # resolution and reclaim see what it decided with.
-    config = config_store(settings, clients, cached=True)
-    return LaunchPorts(
-        config=config,
-        records=launch_records(settings, clients),
-        instances=instance_records(settings, clients),
-        unavailable=unavailable_offerings(settings, clients, local_copy=True),
-        leases=pool_leases(settings, clients, config),
-        fleet=Fleet(ec2),
-        templates=LaunchTemplates(ec2),
-        catalog=InstanceTypeCatalog(ec2),
-        subnets=Subnets(ec2),
-        reservations=reservations(settings, clients),
-        reclaims=reclaim_requests(settings, clients, config),
-    )
-
-
-@cache
-def launch_batch(config: IdempotencyConfig) -> LaunchBatch:
-    """The container's one launch batch processor."""
-    return build_launch_batch(config)
-
-
-def build_launch_batch(config: IdempotencyConfig, ports: LaunchPorts | None = None) -> LaunchBatch:
-    """A launch batch processor; `ports` replaces the adapters (benchmarks swap the ICE cache)."""
-    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-    from capacity_launcher.adapters.launch_queue import LaunchQueue
-    from capacity_launcher.adapters.request_claims import RequestClaims
-    from capacity_launcher.service.launch import LaunchBatch, Launcher
-    from capacity_launcher.service.telemetry import LaunchTelemetry
-
-    settings = get_settings()
-    ports = ports or launch_ports(settings)
-    persistence = DynamoDBPersistenceLayer(
-        table_name=settings.idempotency_table_name, boto3_client=client("dynamodb")
-    )
-    persistence.configure(config, function_name="launch")
-    return LaunchBatch(
-        Launcher(ports, max_attempts=settings.max_launch_attempts, clock=utcnow),
-        publisher(settings).publish,
-        ports.records,
-        RequestClaims(persistence),
-        LaunchTelemetry(),
-        queue=LaunchQueue(),
-        clock=utcnow,
-    )
-
-
-# -- the lifecycle: reservation sync (with reconciliation) and instance events ------------------
-
-
-def reconciliation(settings: Settings, clients: Clients = client) -> Reconciliation:
-    # The lifecycle's modules are imported when it is built: the launcher's cold start skips them.
-    from capacity_launcher.service.reconciliation import Reconciliation
-
-    ec2 = clients("ec2")
-    # One cached copy of the quotas: where a counted instance holds quota usage.
-    quotas = config_store(settings, clients, cached=True)
-    return Reconciliation(
-        leases=pool_leases(settings, clients, quotas),
-        members=pool_members(settings, clients, quotas),
-        usage=pool_usage(settings, clients),
-        instances=Fleet(ec2),
-        items=instance_records(settings, clients),
-        facts=InstanceTypeCatalog(ec2),
-        pools=config_store(settings, clients),
-        now=utcnow,
-    )
-
-
-def build_reservation_sync(settings: Settings, clients: Clients = client) -> ReservationSync:
-    from capacity_launcher.service.reservation_sync import ReservationSync
-
-    return ReservationSync(
-        config=config_store(settings, clients),
-        ec2=CapacityReservations(clients("ec2")),
-        snapshots=reservation_snapshots(settings, clients),
-        unavailable=unavailable_offerings(settings, clients),
-        publish=publisher(settings, clients).publish,
-        thresholds=Thresholds(
-            utilization_high=settings.utilization_high_threshold,
-            expiring_horizon=timedelta(hours=settings.expiring_horizon_hours),
-            block_expiring_horizon=timedelta(minutes=settings.block_expiring_minutes),
-        ),
-        now=utcnow,
-        reconciliation=reconciliation(settings, clients),
-        quotas=quota_sync(settings, clients),
-        waits=WaitBackstop(
-            launch_records(settings, clients), publisher(settings, clients).publish, utcnow
-        ),
-    )
-
-
-def quota_sync(settings: Settings, clients: Clients = client) -> QuotaSync:
-    """The sync's quota share: reclaims due, quota usage recount, the status `get quotas` reads.
-    A reclaimed instance is released through the instance events' own gated path."""
-    from capacity_launcher.adapters.quota_statuses import QuotaStatuses
-    from capacity_launcher.service.quota_reclaim import ReclaimEnforcement
-    from capacity_launcher.service.quota_sync import QuotaSync
-
-    config = config_store(settings, clients)
-    usage = quota_usage(settings, clients)
-    return QuotaSync(
-        quotas=config.capacity_quotas,
-        pools=lambda: [p.metadata.name for p in config.node_pools()],
-        quota_usage=usage,
-        statuses=QuotaStatuses(settings.state_table_name, clients("dynamodb")),
-        enforcement=ReclaimEnforcement(
-            # Read when a reclaim is enforced, strongly consistent: the policy of that moment.
-            quotas=lambda: config.capacity_quotas(fresh=True),
-            members=pool_members(settings, clients),
+        config = self.config_store()
+        usage = self.quota_usage()
+        return QuotaSync(
+            quotas=config.capacity_quotas,
+            pools=lambda: [p.metadata.name for p in config.node_pools()],
             quota_usage=usage,
-            reclaims=quota_reclaims(settings, clients),
-            fleet=Fleet(clients("ec2")),
-            release=build_instance_events(settings, clients).state_changed,
-            publish=publisher(settings, clients).publish,
-            now=utcnow,
-        ),
-        now=utcnow,
-    )
+            statuses=QuotaStatuses(self.settings.state_table_name, self.clients("dynamodb")),
+            enforcement=ReclaimEnforcement(
+                # Read when a reclaim is enforced, strongly consistent: the policy of that moment.
+                quotas=lambda: config.capacity_quotas(fresh=True),
+                members=self.pool_members(),
+                quota_usage=usage,
+                reclaims=self.quota_reclaims(),
+                fleet=self.fleet(),
+                release=self.instance_events().state_changed,
+                publish=self.publisher().publish,
+                now=self.clock,
+            ),
+            now=self.clock,
+        )
 
+    def instance_events(self) -> InstanceEvents:
+        from capacity_launcher.service.instance_events import InstanceEvents
 
-def build_instance_events(settings: Settings, clients: Clients = client) -> InstanceEvents:
-    from capacity_launcher.service.instance_events import InstanceEvents
-
-    return InstanceEvents(
-        items=instance_records(settings, clients),
-        members=pool_members(settings, clients),
-        usage=pool_usage(settings, clients),
-        reservations=reservation_snapshots(settings, clients),
-        unavailable=unavailable_offerings(settings, clients),
-        publish=publisher(settings, clients).publish,
-        now=utcnow,
-        pools=config_store(settings, clients),
-    )
-
-
-@cache
-def reservation_sync() -> ReservationSync:
-    """The container's reservation sync."""
-    return build_reservation_sync(get_settings())
-
-
-@cache
-def instance_events() -> InstanceEvents:
-    """The container's instance-events use case."""
-    return build_instance_events(get_settings())
+        return InstanceEvents(
+            items=self.instance_records(),
+            members=self.pool_members(),
+            usage=self.pool_usage(),
+            reservations=self.reservation_snapshots(),
+            unavailable=self.unavailable_offerings(),
+            publish=self.publisher().publish,
+            now=self.clock,
+            pools=self.config_store(),
+        )

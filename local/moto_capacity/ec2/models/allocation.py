@@ -7,6 +7,12 @@ available capacity. `open` uses any matching `open` reservation and falls back t
 matching member and falls back to On-Demand; `capacity-reservations-only` fails instead of
 falling back. "Work with Capacity Reservation groups": `targeted` reservations serve only
 launches that target them (by id or through their group).
+
+Capacity Blocks ("Launch instances using Capacity Blocks",
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html): a launch must
+name the block's own reservation id, so a group target with the capacity-block market is refused.
+An EC2 Fleet aimed at a block that has not started gets insufficient capacity
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-fleet-launch-instances-capacity-blocks-walkthrough.html).
 """
 
 from collections import Counter
@@ -45,6 +51,31 @@ def wrong_market(reservation: CapacityReservation, market: str) -> InvalidParame
         f"The market type {market} is not valid for Capacity Reservation {reservation.id}, "
         f"which needs InstanceMarketOptions.MarketType {reservation.market}."
     )
+
+
+def block_needs_its_id(group_arn: str) -> InvalidParameterValue:
+    """A Capacity Block is launched into by its own reservation id, never through a group."""
+    return InvalidParameterValue(
+        f"The capacity-block market type needs the Capacity Block's own Capacity Reservation "
+        f"id; a Capacity Reservation group ({group_arn}) cannot be targeted."
+    )
+
+
+def refused_target(market: str, preference: ReservationPreference) -> EC2ClientError | None:
+    """What EC2 refuses before placing anything: an unknown market type, a reserved market
+    without a target, a Capacity Block through a group."""
+    if market not in MARKETS:
+        return InvalidParameterValue(
+            f"Value ({market}) for parameter InstanceMarketOptions.MarketType is invalid."
+        )
+    if market in RESERVED_MARKETS and not (preference.reservation_id or preference.group_arn):
+        return InvalidParameterValue(
+            f"The market type {market} needs a CapacityReservationTarget naming a "
+            "Capacity Reservation of that kind, or a group of them."
+        )
+    if market == CAPACITY_BLOCK_MARKET and preference.group_arn:
+        return block_needs_its_id(preference.group_arn)
+    return None
 
 
 @dataclass
@@ -89,31 +120,25 @@ class CapacityLedger:
         count: int,
         market: str = ON_DEMAND_MARKET,
         reservations_only: bool = False,
+        fleet: bool = False,
     ) -> Placement:
         """Find up to `count` slots for instances of this market type (`on-demand`, `spot`,
         `capacity-block`, `interruptible-capacity-reservation`); `reservations_only` never
-        touches a pool (a first pass)."""
+        touches a pool (a first pass); `fleet` for an EC2 Fleet's launch (a block that has not
+        started answers insufficient capacity there)."""
         self.backend.expire_due_reservations()
         placement = Placement()
-        if market not in MARKETS:
-            placement.failure = InvalidParameterValue(
-                f"Value ({market}) for parameter InstanceMarketOptions.MarketType is invalid."
-            )
+        placement.failure = refused_target(market, preference)
+        if placement.failure is not None:
             return placement
         if market == SPOT_MARKET:
             if reservations_only:
                 return placement
             return self._from_pool(placement, attributes, count, market)
         reserved_market = market in RESERVED_MARKETS
-        if reserved_market and not (preference.reservation_id or preference.group_arn):
-            placement.failure = InvalidParameterValue(
-                f"The market type {market} needs a CapacityReservationTarget naming a "
-                "Capacity Reservation of that kind, or a group of them."
-            )
-            return placement
         if preference.reservation_id:
             return self._from_target(
-                placement, attributes, preference.reservation_id, count, market
+                placement, attributes, preference.reservation_id, count, market, fleet=fleet
             )
         if preference.avoids_reservations:
             reservations: list[CapacityReservation] = []
@@ -149,6 +174,8 @@ class CapacityLedger:
         reservation_id: str,
         count: int,
         market: str,
+        *,
+        fleet: bool = False,
     ) -> Placement:
         reservation = self.backend.reservations.get(reservation_id)
         if reservation is None:
@@ -156,6 +183,11 @@ class CapacityLedger:
             return placement
         if reservation.market != market:
             placement.failure = wrong_market(reservation, market)
+            return placement
+        if not reservation.is_active and fleet and market == CAPACITY_BLOCK_MARKET:
+            placement.failure = InsufficientInstanceCapacity(
+                attributes.instance_type, attributes.availability_zone
+            )
             return placement
         if not reservation.is_active:
             placement.failure = InvalidParameterValue(

@@ -23,9 +23,14 @@ from typing import Any
 from moto.ec2.exceptions import EC2ClientError
 
 from moto_capacity.core.operations import OPERATION_CONTROLS
-from moto_capacity.ec2.exceptions import InvalidParameterCombination, InvalidParameterValue
+from moto_capacity.ec2.exceptions import (
+    InvalidParameterCombination,
+    InvalidParameterValue,
+    MissingParameter,
+    ReservationCapacityExceeded,
+)
 
-from .allocation import CapacityLedger
+from .allocation import CapacityLedger, Placement
 from .backend import Slot
 from .launches import (
     InstanceAttributes,
@@ -42,6 +47,7 @@ from .offerings import CapacityType, price_of
 from .reservations import CAPACITY_BLOCK_MARKET, INTERRUPTIBLE_MARKET
 
 PRIORITIZED = ("prioritized", "capacity-optimized-prioritized")
+ON_DEMAND = "on-demand"
 RESERVATIONS_FIRST = "use-capacity-reservations-first"
 
 
@@ -124,38 +130,109 @@ def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list
     return candidates
 
 
-# DefaultTargetCapacityType values served only by reservations, and the market each launches.
-RESERVED_TARGET_TYPES = {
+# DefaultTargetCapacityType capacity-block: the whole target in one Capacity Block.
+BLOCK_TARGET_TYPE = "capacity-block"
+RESERVED_CAPACITY = "reserved-capacity"
+RESERVED_TARGET_TYPES = (BLOCK_TARGET_TYPE, RESERVED_CAPACITY)
+# ReservedCapacityOptions.ReservationTypes (botocore's FleetReservationType), and the market each
+# launches. On-Demand Capacity Reservations launch in the on-demand market, reservations only.
+ODCR_RESERVATION_TYPE = "on-demand-capacity-reservation"
+RESERVATION_TYPE_MARKETS = {
+    ODCR_RESERVATION_TYPE: ODCR_RESERVATION_TYPE,
     "capacity-block": CAPACITY_BLOCK_MARKET,
-    "reserved-capacity": INTERRUPTIBLE_MARKET,
+    "interruptible-capacity-reservation": INTERRUPTIBLE_MARKET,
 }
 
 
-def capacity_targets(spec: Mapping[str, Any]) -> list[tuple[str, int]]:
+@dataclass(frozen=True)
+class FleetTargets:
+    """Each market's target in order; `chained`: each market takes only what the earlier ones
+    left (ReservationTypes in their order, then the fallback market)."""
+
+    markets: list[tuple[str, int]]
+    chained: bool = False
+
+
+def capacity_targets(
+    spec: Mapping[str, Any], reserved_options: Mapping[str, Any] | None = None
+) -> FleetTargets:
     """The target of each market; what neither names goes to the default type.
 
     "Launch instances into Capacity Blocks" / "interruptible Capacity Reservations" with EC2
     Fleet: `capacity-block` and `reserved-capacity` take the whole TotalTargetCapacity and
-    cannot be mixed with OnDemandTargetCapacity or SpotTargetCapacity.
+    cannot be mixed with OnDemandTargetCapacity or SpotTargetCapacity. ReservedCapacityOptions
+    (API_ReservedCapacityOptionsRequest) go only with `reserved-capacity`, which launches into
+    its ReservationTypes in their order, then its fallback market (`on-demand`) if it has one.
     """
     total = int(spec.get("TotalTargetCapacity") or 0)
     on_demand = int(spec.get("OnDemandTargetCapacity") or 0)
     spot = int(spec.get("SpotTargetCapacity") or 0)
     default = spec.get("DefaultTargetCapacityType") or "on-demand"
+    if reserved_options and default != RESERVED_CAPACITY:
+        raise InvalidParameterCombination(
+            "ReservedCapacityOptions can be used only with DefaultTargetCapacityType "
+            "reserved-capacity."
+        )
     if default in RESERVED_TARGET_TYPES:
         if on_demand or spot:
             raise InvalidParameterCombination(
                 f"OnDemandTargetCapacity and SpotTargetCapacity cannot be used with "
                 f"DefaultTargetCapacityType {default}."
             )
-        return [(RESERVED_TARGET_TYPES[default], total)] if total > 0 else []
+        return _reserved_targets(default, total, reserved_options or {})
     rest = max(0, total - on_demand - spot)
     if default == "spot":
         spot += rest
     else:
         on_demand += rest
     targets: list[tuple[str, int]] = [("on-demand", on_demand), ("spot", spot)]
-    return [(kind, target) for kind, target in targets if target > 0]
+    return FleetTargets([(kind, target) for kind, target in targets if target > 0])
+
+
+def _reserved_targets(default: str, total: int, options: Mapping[str, Any]) -> FleetTargets:
+    if total <= 0:
+        return FleetTargets([])
+    if default == BLOCK_TARGET_TYPE:
+        return FleetTargets([(CAPACITY_BLOCK_MARKET, total)])
+    return FleetTargets(_reserved_capacity_markets(options, total), chained=True)
+
+
+def _reserved_capacity_markets(options: Mapping[str, Any], total: int) -> list[tuple[str, int]]:
+    types = list(options.get("ReservationTypes") or [])
+    if not types:
+        raise MissingParameter(
+            "DefaultTargetCapacityType reserved-capacity needs "
+            "ReservedCapacityOptions.ReservationTypes."
+        )
+    unknown = [t for t in types if t not in RESERVATION_TYPE_MARKETS]
+    if unknown:
+        raise InvalidParameterValue(
+            f"Value ({unknown[0]}) for parameter ReservedCapacityOptions.ReservationTypes is "
+            f"invalid; valid values: {', '.join(RESERVATION_TYPE_MARKETS)}."
+        )
+    target = options.get("CapacityReservationTarget") or {}
+    if target.get("CapacityReservationIds") and target.get("CapacityReservationResourceGroupArns"):
+        raise InvalidParameterCombination(
+            "ReservedCapacityOptions.CapacityReservationTarget takes Capacity Reservation ids or "
+            "resource group ARNs, not both."
+        )
+    markets = [(RESERVATION_TYPE_MARKETS[t], total) for t in dict.fromkeys(types)]
+    fallback = (options.get("ReservedCapacityFallbackOptions") or {}).get("MarketTypes") or []
+    if "on-demand" in fallback:
+        markets.append(("on-demand", total))
+    return markets
+
+
+def check_one_block(candidates: list[FleetCandidate], targets: FleetTargets) -> None:
+    """An EC2 Fleet launches into one Capacity Block: its templates may name only one."""
+    if not any(market == CAPACITY_BLOCK_MARKET for market, _ in targets.markets):
+        return
+    blocks = {c.preference.reservation_id for c in candidates if c.preference.reservation_id}
+    if len(blocks) > 1:
+        raise InvalidParameterValue(
+            f"An EC2 Fleet can launch into one Capacity Block only; its launch templates "
+            f"name {len(blocks)} Capacity Reservations ({', '.join(sorted(blocks))})."
+        )
 
 
 def ordered_by_strategy(
@@ -194,18 +271,50 @@ def _fulfil(
                 # "EC2 Fleet" partial success: this override fails in Errors, the rest go on.
                 outcome.errors.setdefault(candidate.index, fault)
                 continue
-            placement = ledger.place(
-                candidate.attributes,
-                candidate.preference,
+            placement = _place(
+                ledger,
+                candidate,
                 math.ceil(remaining / candidate.weight),
                 capacity_type,
-                reservations_only=reservations_only,
+                reservations_only,
             )
             outcome.slots.setdefault(candidate.index, []).extend(placement.slots)
             outcome.fulfilled += len(placement.slots) * candidate.weight
             if placement.failure is not None and not reservations_only:
                 outcome.errors.setdefault(candidate.index, placement.failure)
     return outcome
+
+
+def _place(
+    ledger: CapacityLedger,
+    candidate: FleetCandidate,
+    count: int,
+    capacity_type: str,
+    reservations_only: bool,
+) -> Placement:
+    """One override's launch in its market; the ReservationTypes entry
+    `on-demand-capacity-reservation` launches on-demand into reservations only."""
+    if capacity_type != ODCR_RESERVATION_TYPE:
+        return ledger.place(
+            candidate.attributes,
+            candidate.preference,
+            count,
+            capacity_type,
+            reservations_only=reservations_only,
+            fleet=True,
+        )
+    placement = ledger.place(
+        candidate.attributes, candidate.preference, count, ON_DEMAND, reservations_only=True
+    )
+    if len(placement.slots) < count and placement.failure is None:
+        target = candidate.preference.reservation_id or candidate.preference.group_arn
+        placement.failure = ReservationCapacityExceeded(target or "open Capacity Reservations")
+    return placement
+
+
+def launch_market(capacity_type: str) -> str:
+    """The market an instance of this fleet market runs in (DescribeInstances' lifecycle)."""
+    return ON_DEMAND if capacity_type == ODCR_RESERVATION_TYPE else capacity_type
 
 
 def override_fault() -> EC2ClientError | None:

@@ -7,6 +7,7 @@ with IdempotentParameterMismatch.
 
 import copy
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,10 +17,18 @@ from moto_capacity.ec2.exceptions import IdempotentParameterMismatch
 
 from .allocation import CapacityLedger
 from .backend import CAPACITY_LOCK, FleetRecord, InstanceCapacity, Slot, capacity_backend
-from .fleets import FleetCandidate, FleetOutcome, capacity_targets, fleet_candidates
+from .fleets import (
+    ODCR_RESERVATION_TYPE,
+    FleetCandidate,
+    FleetOutcome,
+    capacity_targets,
+    check_one_block,
+    fleet_candidates,
+    launch_market,
+)
 from .fleets import plan_capacity_type as plan
 from .launches import WINDOWS, set_lifecycle
-from .reservations import CAPACITY_BLOCK_MARKET, INTERRUPTIBLE_MARKET
+from .reservations import CAPACITY_BLOCK_MARKET
 
 _NOT_PART_OF_THE_INPUT = ("ClientToken", "DryRun")
 
@@ -49,23 +58,23 @@ def create_instant_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[st
 
 def _launch_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[str, Any]:
     candidates = fleet_candidates(ec2_backend, params.get("LaunchTemplateConfigs") or [])
-    target_spec = params.get("TargetCapacitySpecification") or {}
-    on_demand_options = params.get("OnDemandOptions") or {}
-    options = {
-        "on-demand": on_demand_options,
-        "spot": params.get("SpotOptions") or {},
-        CAPACITY_BLOCK_MARKET: on_demand_options,
-        INTERRUPTIBLE_MARKET: on_demand_options,
-    }
+    reserved_options = params.get("ReservedCapacityOptions") or {}
+    targets = capacity_targets(params.get("TargetCapacitySpecification") or {}, reserved_options)
+    check_one_block(candidates, targets)
     backend = capacity_backend(ec2_backend)
     outcomes: list[FleetOutcome] = []
     with CAPACITY_LOCK:
         ledger = CapacityLedger(backend)
-        for capacity_type, target in capacity_targets(target_spec):
+        fulfilled = 0.0
+        for capacity_type, target in targets.markets:
+            wanted = math.ceil(target - fulfilled) if targets.chained else target
+            if wanted <= 0:
+                break
             ledger, outcome = plan(
-                ledger, candidates, target, capacity_type, options[capacity_type]
+                ledger, candidates, wanted, capacity_type, _options(params, capacity_type)
             )
             outcomes.append(outcome)
+            fulfilled += outcome.fulfilled
         ledger.commit()
     fleet = _register_fleet(ec2_backend, params)
     try:
@@ -82,7 +91,7 @@ def _launch_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[str, Any]
     errors = [
         {
             "LaunchTemplateAndOverrides": candidates[index].launch_template_and_overrides,
-            "Lifecycle": fleet_lifecycle(outcome.capacity_type),
+            "Lifecycle": fleet_lifecycle(outcome.capacity_type, error=True),
             "ErrorCode": error.code,
             "ErrorMessage": error.message,
         }
@@ -92,9 +101,27 @@ def _launch_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[str, Any]
     return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}
 
 
-def fleet_lifecycle(market: str) -> str:
-    """CreateFleet answers `Lifecycle` as `spot` or `on-demand` only (its model's enum)."""
-    return "spot" if market == "spot" else "on-demand"
+def _options(params: Mapping[str, Any], capacity_type: str) -> Mapping[str, Any]:
+    """The options that order one market's overrides: SpotOptions for spot, OnDemandOptions for
+    on-demand, ReservedCapacityOptions for the reserved-capacity types (its one strategy,
+    `prioritized`; a Capacity Block fleet has no options and keeps the request's order)."""
+    if capacity_type == "spot":
+        return params.get("SpotOptions") or {}
+    if capacity_type == "on-demand":
+        return params.get("OnDemandOptions") or {}
+    if capacity_type == CAPACITY_BLOCK_MARKET:
+        return {"AllocationStrategy": "prioritized"}
+    return params.get("ReservedCapacityOptions") or {"AllocationStrategy": "prioritized"}
+
+
+def fleet_lifecycle(market: str, *, error: bool = False) -> str:
+    """CreateFleet's `Lifecycle` (botocore's InstanceLifecycle: spot, on-demand,
+    interruptible-capacity-reservation, capacity-block). An error of the
+    on-demand-capacity-reservation type says that type (CreateFleetError); its instances are
+    on-demand."""
+    if market == ODCR_RESERVATION_TYPE:
+        return ODCR_RESERVATION_TYPE if error else "on-demand"
+    return market
 
 
 def _register_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> Any:
@@ -140,7 +167,7 @@ def _launch_candidate(
         region_name=ec2_backend.region_name,
         launch_template=candidate.template_spec,
         fleet_id=fleet.id,
-        instance_market_options=outcome.capacity_type,
+        instance_market_options=launch_market(outcome.capacity_type),
         tags={
             "instance": {**request_tags.get("instance", {}), "aws:ec2:fleet-id": fleet.id},
             "volume": {**template_tags.get("volume", {}), **request_tags.get("volume", {})},
@@ -151,11 +178,10 @@ def _launch_candidate(
         fleet.launch_specs[candidate.index] if candidate.index < len(fleet.launch_specs) else None
     )
     for instance, slot in zip(reservation.instances, slots, strict=True):
-        capacity = InstanceCapacity(
-            slot, candidate.attributes, candidate.preference, outcome.capacity_type
-        )
+        market = launch_market(outcome.capacity_type)
+        capacity = InstanceCapacity(slot, candidate.attributes, candidate.preference, market)
         backend.attach(instance, slot, capacity)
-        set_lifecycle(instance, outcome.capacity_type)
+        set_lifecycle(instance, market)
         fleet.on_demand_instances.append(
             {"id": reservation.id, "instance": instance, "launch_spec": launch_spec}
         )

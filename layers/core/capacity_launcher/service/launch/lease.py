@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from enum import Enum
 
-from capacity_launcher.domain.errors import NodePoolDeleted, QuotaExceeded
+from capacity_launcher.domain.errors import NodePoolDeleted, QuotaExceeded, UnreadyLimitReached
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.status import ErrorDetail
 from capacity_launcher.service.launch.progress import Context, Progress
@@ -83,7 +83,7 @@ def _lease(ctx: Context, item: Progress, view: PoolView, replayed: Collection[st
 
 def _take(
     ctx: Context, item: Progress, view: PoolView, found: Lease | None
-) -> QuotaExceeded | NodePoolDeleted | None:
+) -> QuotaExceeded | NodePoolDeleted | UnreadyLimitReached | None:
     """Its open lease, or a new one; the refusal when none can be taken here."""
     try:
         item.granted = found.count if found is not None else _reserve(ctx, item, view)
@@ -93,6 +93,9 @@ def _take(
         if refused.reclaim and item.reclaim is None:
             item.reclaim = refused
         return refused
+    except UnreadyLimitReached as unready:
+        # limits.unready: the pool launches nothing more for now; another pool may.
+        return unready
     except NodePoolDeleted as gone:
         # A copy of the pool outlived its deletion: nothing is leased, a request that
         # named no pool tries the next one.

@@ -11,7 +11,12 @@ from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.fleet import InstanceLanding
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord, UnavailableOffering
+from capacity_launcher.domain.status import (
+    CandidatesLeftOut,
+    ErrorDetail,
+    RequestRecord,
+    UnavailableOffering,
+)
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared
 
@@ -56,6 +61,8 @@ class Progress:
     # Its first delivery, and the first to bind its body: nothing of it (record, intent, lease)
     # can be stored yet, so nothing is read back (see `LaunchBatch`).
     first: bool = False
+    # The first CreateFleet of it that left offerings out (the override limit), for its record.
+    left_out: CandidatesLeftOut | None = None
 
     @property
     def request(self) -> LaunchRequest:

@@ -10,11 +10,11 @@ have too little room for its minCount.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
 from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitecture
-from capacity_launcher.domain.offerings import RESERVED
+from capacity_launcher.domain.offerings import RESERVED, Offering
 from capacity_launcher.domain.planning import Candidates, find_candidates, flexibility_shortfall
 from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
 from capacity_launcher.domain.quantities import Resources
@@ -80,7 +80,9 @@ def resolve(
         error = ErrorDetail(code=refused.code, message=refused.message)
         return Refusal(error, RequestStatus.FAILED)
     try:
-        candidates = _candidates(ctx, lead, subnets, sources, platform, architecture)
+        candidates = _within_limits(
+            lead, _candidates(ctx, lead, subnets, sources, platform, architecture)
+        )
     except UnknownRequirementValues as unknown:
         # A name EC2 does not know (a typo): bad input, never retried; a request that named
         # no pool tries the next one (this pool's own requirements may be the ones naming it).
@@ -183,7 +185,31 @@ def _candidates(
         image_platform=image_platform or LINUX,
         named_reservations=selection_of(lead.node_class).named_ids(),
         image_architecture=image_architecture,
+        now=ctx.clock(),
     )
+
+
+def _within_limits(lead: Prepared, candidates: Candidates) -> Candidates:
+    """Without the types one instance of which exceeds the pool's limits, as Karpenter leaves
+    them out: they can never launch in the pool, and a lease sized by them would leave no room
+    for the smaller ones (`limits.cpu: 100` with 192-core types allowed). All of them when none
+    fits: `screen` then says the pool can never hold the request."""
+    limits = lead.pool.spec.limits
+    if limits is None:
+        return candidates
+
+    def fitting(offerings: Sequence[Offering]) -> list[Offering]:
+        types = candidates.instance_types
+        return [o for o in offerings if not types[o.instance_type].resources().fits_within(limits)]
+
+    reserved = [(source, fitting(offerings)) for source, offerings in candidates.reserved]
+    kept = replace(
+        candidates,
+        reserved=[(source, offerings) for source, offerings in reserved if offerings],
+        on_demand=fitting(candidates.on_demand),
+        spot=fitting(candidates.spot),
+    )
+    return kept if kept else candidates
 
 
 def _never_fits(ctx: Context, lead: Prepared, candidates: Candidates) -> str | None:

@@ -19,11 +19,12 @@ from capacity_launcher.domain.fleet import (
     FleetResult,
     InstanceLanding,
     blame,
+    fleet_offer,
     fleet_request,
 )
 from capacity_launcher.domain.intents import LaunchIntent, allocate, client_token
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.offerings import RESERVED, SPOT, Offering, Turn
+from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, Offering, Turn
 from capacity_launcher.domain.planning import LaunchAttempt
 from capacity_launcher.domain.status import UnavailableOffering
 from capacity_launcher.domain.tags import instance_tags, own_request_tags
@@ -74,6 +75,13 @@ def compose(
     # One share: the fleet's tags name its request, which need not be the group's first
     # (an earlier attempt may have filled that one already).
     single = _owner(active, shares[0].request_id) if len(shares) == 1 else None
+    offer = fleet_offer(
+        attempt, view.subnets, view.candidates.instance_types, _reserved_fit(attempt, view)
+    )
+    left_out = offer.left_out_record()
+    for item in active:
+        if left_out is not None and item.left_out is None:
+            item.left_out = left_out  # the first cut the request met goes on its record
     return LaunchIntent(
         token=token,
         attempt=number,
@@ -86,8 +94,19 @@ def compose(
             launch_template=template,
             subnets=view.subnets,
             tags=instance_tags(lead.node_class, view.pool_name, single),
+            offer=offer,
         ),
         offerings=tuple(o.key for o in attempt.offerings),
+    )
+
+
+def _reserved_fit(attempt: LaunchAttempt, view: PoolView) -> frozenset[tuple[str, str]]:
+    """(instance type, zone) of the reservations the pool may use: an on-demand attempt offers
+    those first (an open reservation EC2 may match serves them at no extra cost)."""
+    if attempt.capacity_type != ON_DEMAND:
+        return frozenset()
+    return frozenset(
+        (o.instance_type, o.zone) for _, offerings in view.candidates.reserved for o in offerings
     )
 
 

@@ -198,6 +198,7 @@ def finish(
         errors=list(errors),
         received_at=item.prepared.received_at,
         finished_at=ctx.clock(),
+        candidates_left_out=item.left_out,
     )
     ctx.ports.records.put_record(record)
     return record

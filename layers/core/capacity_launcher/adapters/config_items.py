@@ -1,0 +1,74 @@
+"""The config store's items, one level below it: what a stored document is (valid or not, with its
+kept fields), and the pieces of items other adapters condition on (the quotas' generation)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from capacity_launcher.adapters.dynamodb import key
+from capacity_launcher.domain.api_versions import Kept
+from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.observability import logger
+
+# The version every quota apply checks and bumps (outside the quotas' partition: never listed).
+QUOTA_SET_KEY = ("CapacityQuotas", "Version")
+
+
+@dataclass(frozen=True)
+class InvalidDocument:
+    """A stored document that does not parse any more (a model rule changed, a hand edit)."""
+
+    kind: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A stored hub document and what its apply kept that the hub has no place for."""
+
+    document: NodeClass | NodePool | CapacityQuota
+    kept: Kept | None
+
+
+def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
+    """A ConditionCheck that the quotas' generation is still `generation`: no quota was applied
+    or deleted since the quotas a decision used were read."""
+    check: dict[str, Any] = {
+        "TableName": table,
+        "Key": key(*QUOTA_SET_KEY),
+        "ConditionExpression": "version = :seen",
+        "ExpressionAttributeValues": {":seen": {"N": str(generation)}},
+    }
+    if generation == 0:
+        check["ConditionExpression"] = "attribute_not_exists(version) OR version = :seen"
+    return {"ConditionCheck": check}
+
+
+def kept_of(item: dict[str, Any]) -> Kept | None:
+    """An item's kept fields; unreadable ones are logged and left out (the document still is)."""
+    body = item.get("kept")
+    if body is None:
+        return None
+    try:
+        return Kept.from_json(json.loads(str(body)))
+    except (CapacityLauncherError, KeyError, TypeError, ValueError) as error:
+        logger.warning(
+            "stored kept fields do not parse: left out",
+            extra={"documentName": str(item.get("sk", "")), "reason": str(error)},
+        )
+        return None
+
+
+def node_class_ref(pool_item: dict[str, Any]) -> str | None:
+    """The class a stored pool names, read from the raw document so a pool that no longer
+    parses still protects its class."""
+    try:
+        ref = json.loads(pool_item["document"]).get("spec", {}).get("nodeClassRef")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return ref if isinstance(ref, str) else None

@@ -1,0 +1,164 @@
+"""limits.unready: which of a pool's instances are ready, and the lease's gate on the rest.
+
+An instance is **unready** from its lease until the sync has seen it `running` with both EC2
+status checks `ok` (DescribeInstanceStatus); a lease not yet settled counts as its `count`
+unready instances. The sync marks each ready member with a `Ready#<instance>` item in the pool's
+partition, in a transaction that bumps the pool usage item's `version`. Every lease, settle and
+release bumps that version too, so a lease that counted the unready instances conditions its
+usage update on the version it read: whatever changed the count since makes it decide again
+(docs/provisioner.md, "limits.unready").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capacity_launcher.adapters.aws import aws_call
+from capacity_launcher.adapters.dynamodb import from_item, key
+from capacity_launcher.adapters.pool_items import (
+    LEASE_PREFIX,
+    MEMBER_PREFIX,
+    USAGE,
+    limits_pk,
+)
+from capacity_launcher.domain.errors import ConditionFailed, UnreadyLimitReached
+from capacity_launcher.domain.quantities import PoolLimits
+
+READY_PREFIX = "Ready#"
+_LIVE_UNTIL = "Member$"
+# DescribeInstanceStatus takes at most 100 instance ids per call.
+_IDS_PER_CALL = 100
+
+
+class PoolReadiness:
+    """The pool partition's Ready# items, read and written beside its leases and members."""
+
+    def __init__(self, table_name: str, dynamodb: Any, ec2: Any = None) -> None:
+        self._table = table_name
+        self._db = dynamodb
+        self._ec2 = ec2
+
+    def gate(self, pool: str, limits: PoolLimits | None, usage_update: dict[str, Any]) -> None:
+        """Refuse a new lease while the pool has more unready instances than `limits.unready`
+        allows; otherwise condition the lease's usage update on the usage version read."""
+        if limits is None or limits.unready is None:
+            return
+        version = self._version(pool)
+        unready, total = self.count(pool)
+        allowed = limits.unready_allowed(total)
+        assert allowed is not None
+        if unready > allowed:
+            raise UnreadyLimitReached(pool, unready, allowed, limits.unready)
+        held = (
+            "#version = :readVersion" if version is not None else "attribute_not_exists(#version)"
+        )
+        existing = usage_update.get("ConditionExpression")
+        usage_update["ConditionExpression"] = f"{existing} AND {held}" if existing else held
+        usage_update["ExpressionAttributeNames"]["#version"] = "version"
+        if version is not None:
+            usage_update["ExpressionAttributeValues"][":readVersion"] = {"N": str(version)}
+
+    def count(self, pool: str) -> tuple[int, int]:
+        """(unready, all): the pool's instances launching or counted, and those not yet ready."""
+        live = self._range(pool, LEASE_PREFIX, _LIVE_UNTIL)
+        leased = sum(int(i.get("count", 0)) for i in live if i["sk"].startswith(LEASE_PREFIX))
+        members = {i["sk"][len(MEMBER_PREFIX) :] for i in live if i["sk"].startswith(MEMBER_PREFIX)}
+        ready = self._ready(pool)
+        return leased + len(members - ready), leased + len(members)
+
+    def mark_ready(self, pool: str) -> list[str]:
+        """Mark the pool's members EC2 reports running with both status checks ok; forget the
+        marks of members gone. Returns the instances marked now."""
+        live = self._range(pool, MEMBER_PREFIX, _LIVE_UNTIL)
+        members = {i["sk"][len(MEMBER_PREFIX) :] for i in live}
+        ready = self._ready(pool)
+        for gone in sorted(ready - members):
+            with aws_call("DeleteItem"):
+                self._db.delete_item(
+                    TableName=self._table, Key=key(limits_pk(pool), READY_PREFIX + gone)
+                )
+        marked = []
+        for instance_id in sorted(self._passing(sorted(members - ready))):
+            if self._mark(pool, instance_id):
+                marked.append(instance_id)
+        return marked
+
+    def _mark(self, pool: str, instance_id: str) -> bool:
+        items = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {
+                        **key(limits_pk(pool), READY_PREFIX + instance_id),
+                        "instanceId": {"S": instance_id},
+                    },
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "ConditionCheck": {
+                    "TableName": self._table,
+                    "Key": key(limits_pk(pool), MEMBER_PREFIX + instance_id),
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(limits_pk(pool), USAGE),
+                    "UpdateExpression": "ADD #version :one",
+                    "ExpressionAttributeNames": {"#version": "version"},
+                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                }
+            },
+        ]
+        try:
+            with aws_call("TransactWriteItems"):
+                self._db.transact_write_items(TransactItems=items)
+        except ConditionFailed:
+            return False  # marked by another sync, or released meanwhile
+        return True
+
+    def _passing(self, instance_ids: list[str]) -> set[str]:
+        """Those of the instances running with both status checks ok."""
+        found: set[str] = set()
+        for start in range(0, len(instance_ids), _IDS_PER_CALL):
+            ids = instance_ids[start : start + _IDS_PER_CALL]
+            with aws_call("DescribeInstanceStatus"):
+                pages = self._ec2.get_paginator("describe_instance_status").paginate(
+                    InstanceIds=ids, IncludeAllInstances=True
+                )
+                statuses = [s for page in pages for s in page.get("InstanceStatuses", [])]
+            found |= {s["InstanceId"] for s in statuses if _passes(s)}
+        return found
+
+    def _version(self, pool: str) -> int | None:
+        """The pool usage item's version (None before its first lease)."""
+        usage = self._range(pool, USAGE, USAGE)
+        version = usage[0].get("version") if usage else None
+        return None if version is None else int(version)
+
+    def _ready(self, pool: str) -> set[str]:
+        return {i["sk"][len(READY_PREFIX) :] for i in self._range(pool, READY_PREFIX, "Ready$")}
+
+    def _range(self, pool: str, start: str, until: str) -> list[dict[str, Any]]:
+        with aws_call("Query"):
+            pages = self._db.get_paginator("query").paginate(
+                TableName=self._table,
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :until",
+                ExpressionAttributeValues={
+                    ":pk": {"S": limits_pk(pool)},
+                    ":from": {"S": start},
+                    ":until": {"S": until},
+                },
+                ConsistentRead=True,
+            )
+            return [from_item(i) for page in pages for i in page["Items"]]
+
+
+def _passes(status: dict[str, Any]) -> bool:
+    return bool(
+        status.get("InstanceState", {}).get("Name") == "running"
+        and status.get("InstanceStatus", {}).get("Status") == "ok"
+        and status.get("SystemStatus", {}).get("Status") == "ok"
+    )

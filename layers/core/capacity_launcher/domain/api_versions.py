@@ -1,0 +1,382 @@
+"""Served API versions of the configuration kinds, converted through each kind's hub version.
+
+As in Kubernetes, a kind may be written in several served versions (``apiVersion`` + ``kind``),
+and one of them, the hub (storage) version, is what is stored and what the service reads. The
+hubs are today's ``capacity-launcher/v1`` kinds. Every served version registers how to
+
+- ``parse`` a document of that version (every broken rule named by document path),
+- convert it ``to_hub``: one or more hub documents (the primary first, under the document's name)
+  and the ``Kept`` fields the hub has no place for,
+- convert a hub document (with what was kept) back ``from_hub``, as a document of the version.
+
+Nothing a document says is dropped: the fields the hub cannot hold are kept, by their path in the
+document as applied, and given back when the object is read in the version it was applied in.
+Read in another version, they travel in the annotation ``KEPT_ANNOTATION`` (JSON), which a later
+apply of that document turns back into kept fields: Kubernetes' way of making conversions lossless.
+
+A deprecated version is still served and its use warns, naming its replacement; a version no
+longer served is refused, naming the versions that are (docs/api-versions.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.field_errors import FieldError
+
+KEPT_ANNOTATION = "capacity-launcher/kept-fields"
+# Hub fields a version has no place for, when an object is read in that version (JSON: path ->
+# value); applying the document puts them back on the hub.
+HUB_FIELDS_ANNOTATION = "capacity-launcher/hub-fields"
+# Kept fields are stored beside the hub document in the state table (400 KB items).
+MAX_KEPT_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What an applied document said that the hub has no place for.
+
+    ``fields`` maps a dotted document path (in the version ``api_version`` / ``kind``) to its
+    JSON value; ``not_acted_on`` lists the paths capacity-launcher accepts and keeps but does not
+    act on (cluster-only fields such as taints), whether the hub holds them or not.
+    """
+
+    api_version: str
+    kind: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    not_acted_on: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        size = len(json.dumps(self.to_json(), sort_keys=True).encode())
+        if size > MAX_KEPT_BYTES:
+            raise ConfigValidationError(
+                [
+                    FieldError(
+                        next(iter(self.fields), "body"),
+                        f"the fields kept but not acted on must be at most {MAX_KEPT_BYTES} "
+                        f"bytes together (JSON), not {size}",
+                    )
+                ]
+            )
+
+    def __bool__(self) -> bool:
+        return bool(self.fields or self.not_acted_on)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "fields": dict(self.fields),
+            "notActedOn": list(self.not_acted_on),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Kept:
+        return cls(
+            api_version=str(data["apiVersion"]),
+            kind=str(data["kind"]),
+            fields=dict(data.get("fields") or {}),
+            not_acted_on=tuple(str(path) for path in data.get("notActedOn") or ()),
+        )
+
+    def is_for(self, api_version: str, kind: str) -> bool:
+        return (self.api_version, self.kind) == (api_version, kind)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """A document converted to its hub: the hub documents (the primary first) and what was kept."""
+
+    hubs: tuple[Any, ...]
+    kept: Kept
+
+    @property
+    def hub(self) -> Any:
+        return self.hubs[0]
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+@dataclass(frozen=True)
+class ServedVersion:
+    """One served (apiVersion, kind): how to parse it and convert it to and from its hub.
+
+    ``parse`` raises ConfigValidationError naming each field by document path; ``from_hub``
+    returns the document (a JSON mapping) given the hub document and the kept fields of this
+    version (empty when the object was applied in another one); ``document`` dumps a parsed
+    model as its document. ``deprecated_by`` names the replacement (``"apiVersion Kind"``).
+    """
+
+    api_version: str
+    kind: str
+    hub_kind: str
+    parse: Callable[[Mapping[str, Any]], Any]
+    to_hub: Callable[[Any], Conversion]
+    from_hub: Callable[[Any, Mapping[str, Any]], dict[str, Any]]
+    deprecated_by: str | None = None
+    document: Callable[[Any], dict[str, Any]] = _dump
+    # The model whose JSON Schema describes this version (schemas/), when there is one.
+    model: type | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.api_version} {self.kind}"
+
+    def deprecation(self) -> str | None:
+        if self.deprecated_by is None:
+            return None
+        return f"{self.label} is deprecated; use {self.deprecated_by}"
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One document read for apply: its served version, its conversion and any warnings."""
+
+    version: ServedVersion
+    conversion: Conversion
+    warnings: tuple[str, ...] = ()
+
+
+class VersionRegistry:
+    """The served (apiVersion, kind) pairs, the ones no longer served, and each kind's hub."""
+
+    def __init__(self) -> None:
+        self._served: dict[tuple[str, str], ServedVersion] = {}
+        self._retired: dict[tuple[str, str], str] = {}
+        self._hubs: dict[str, tuple[str, str]] = {}
+
+    def serve(self, *versions: ServedVersion, hub: bool = False) -> None:
+        """Register served versions; ``hub`` marks them as their kinds' storage versions."""
+        for version in versions:
+            key = (version.api_version, version.kind)
+            if key in self._served or key in self._retired:
+                raise ValueError(f"{version.label} is registered twice")
+            self._served[key] = version
+            if hub:
+                if version.kind != version.hub_kind:
+                    raise ValueError(f"{version.label}: a hub version converts to itself")
+                self._hubs[version.kind] = key
+
+    def retire(self, api_version: str, kind: str, replacement: str) -> None:
+        """A version no longer served: refused, naming ``replacement`` and the served ones."""
+        if (api_version, kind) in self._served:
+            raise ValueError(f"{api_version} {kind} is served; stop serving it first")
+        self._retired[(api_version, kind)] = replacement
+
+    def versions(self) -> list[ServedVersion]:
+        return list(self._served.values())
+
+    def hub_version(self, hub_kind: str) -> ServedVersion:
+        return self._served[self._hubs[hub_kind]]
+
+    def version(self, api_version: str, kind: str) -> ServedVersion:
+        """The served version, or a ConfigValidationError naming the versions that are served."""
+        found = self._served.get((api_version, kind))
+        if found is not None:
+            return found
+        served = self.served_for(kind)
+        if (api_version, kind) in self._retired:
+            rule = (
+                f"{api_version} {kind} is no longer served; use "
+                f"{self._retired[(api_version, kind)]} (served: {_listed(served)})"
+            )
+            raise ConfigValidationError([FieldError("apiVersion", rule)])
+        if served:
+            rule = f"{api_version!r} is not a served version of {kind}: {_listed(served)}"
+            raise ConfigValidationError([FieldError("apiVersion", rule)])
+        raise ConfigValidationError([FieldError("kind", f"must be one of {self._kinds()}")])
+
+    def version_for(self, hub_kind: str, api_version: str) -> ServedVersion:
+        """The served version of a hub kind in ``api_version`` (``--output-version``)."""
+        for version in self._served.values():
+            if version.hub_kind == hub_kind and version.api_version == api_version:
+                return version
+        served = ", ".join(v.api_version for v in self.served_for(hub_kind))
+        rule = f"{api_version!r} is not a served version of {hub_kind}: {served}"
+        raise ConfigValidationError([FieldError("outputVersion", rule)])
+
+    def served_for(self, kind: str) -> list[ServedVersion]:
+        """Served versions of a kind, by the kind as written (``NodePool``) or as a hub."""
+        return [v for v in self._served.values() if kind in (v.kind, v.hub_kind)]
+
+    def _kinds(self) -> str:
+        return ", ".join(sorted({kind for _, kind in self._served}))
+
+    def read(self, data: Mapping[str, Any]) -> Applied:
+        """Parse a document of any served version and convert it to its hub."""
+        if not isinstance(data, Mapping):
+            raise ConfigValidationError([FieldError("body", "must be a mapping (one document)")])
+        api_version, kind = data.get("apiVersion"), data.get("kind")
+        if not isinstance(kind, str):
+            raise ConfigValidationError([FieldError("kind", f"is required: {self._kinds()}")])
+        if not isinstance(api_version, str):
+            served = _listed(self.served_for(kind)) or self._kinds()
+            raise ConfigValidationError([FieldError("apiVersion", f"is required: {served}")])
+        version = self.version(api_version, kind)
+        body, carried = _without_kept_annotation(data)
+        body, hub_fields = _without_hub_fields(body)
+        try:
+            conversion = version.to_hub(version.parse(body))
+        except RecursionError:
+            raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
+        if hub_fields:
+            conversion = self._with_hub_fields(conversion, hub_fields)
+        if carried is not None:
+            conversion = Conversion(conversion.hubs, _merged(carried, conversion.kept))
+        warning = version.deprecation()
+        return Applied(version, conversion, (warning,) if warning else ())
+
+    def convert(self, hub: Any, kept: Kept | None, api_version: str, kind: str) -> dict[str, Any]:
+        """A stored hub document (and its kept fields) as a document of a served version."""
+        version = self.version(api_version, kind)
+        if version.hub_kind != hub.kind:
+            served = _listed(self.served_for(hub.kind))
+            rule = f"{version.label} is not a version of {hub.kind}: {served}"
+            raise ConfigValidationError([FieldError("apiVersion", rule)])
+        own = kept is not None and kept.is_for(api_version, kind)
+        document = version.from_hub(hub, kept.fields if own and kept else {})
+        lost = self._lost(version, hub, document)
+        if lost:
+            annotations = document.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[HUB_FIELDS_ANNOTATION] = json.dumps(lost, sort_keys=True)
+        if kept is not None and kept.fields and not own:
+            _annotate(document, kept)
+        return document
+
+    def _lost(self, version: ServedVersion, hub: Any, document: dict[str, Any]) -> dict[str, Any]:
+        """The hub's spec fields that ``document`` (of ``version``) does not give back."""
+        hub_version = self.hub_version(hub.kind)
+        if version is hub_version:
+            return {}
+        try:
+            back = version.to_hub(version.parse(document)).hub
+        except ConfigValidationError:
+            return {}
+        mine, theirs = hub_version.document(hub), hub_version.document(back)
+        paths = {f"spec.{k}" for k in (*mine.get("spec", {}), *theirs.get("spec", {}))}
+        return differing(mine, theirs, sorted(paths))
+
+    def _with_hub_fields(self, conversion: Conversion, fields: Mapping[str, Any]) -> Conversion:
+        """The primary hub with the fields a document carried back in HUB_FIELDS_ANNOTATION."""
+        hub_version = self.hub_version(conversion.hub.kind)
+        restored = put(hub_version.document(conversion.hub), fields)
+        try:
+            hub = hub_version.parse(restored)
+        except ConfigValidationError as error:
+            path = f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"
+            raise ConfigValidationError([FieldError(path, str(error))]) from None
+        return Conversion((hub, *conversion.hubs[1:]), conversion.kept)
+
+
+def _listed(versions: Iterable[ServedVersion]) -> str:
+    return ", ".join(v.label for v in versions)
+
+
+def _without_kept_annotation(data: Mapping[str, Any]) -> tuple[dict[str, Any], Kept | None]:
+    """The document without KEPT_ANNOTATION, and the kept fields it carried (if any)."""
+    body = dict(data)
+    metadata = body.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(annotations, Mapping) or KEPT_ANNOTATION not in annotations:
+        return body, None
+    path = f"metadata.annotations.{KEPT_ANNOTATION}"
+    try:
+        carried = Kept.from_json(json.loads(annotations[KEPT_ANNOTATION]))
+    except (TypeError, ValueError, KeyError, AttributeError):
+        rule = "must be the JSON capacity-launcher wrote: {apiVersion, kind, fields, notActedOn}"
+        raise ConfigValidationError([FieldError(path, rule)]) from None
+    rest = {k: v for k, v in annotations.items() if k != KEPT_ANNOTATION}
+    assert isinstance(metadata, Mapping)
+    body["metadata"] = {**metadata, "annotations": rest}
+    if not rest:
+        del body["metadata"]["annotations"]
+    return body, carried
+
+
+def _without_hub_fields(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    metadata = body.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(annotations, Mapping) or HUB_FIELDS_ANNOTATION not in annotations:
+        return body, {}
+    try:
+        fields = json.loads(annotations[HUB_FIELDS_ANNOTATION])
+        if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):
+            raise ValueError
+    except (TypeError, ValueError):
+        path = f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"
+        rule = "must be the JSON capacity-launcher wrote: {path: value}"
+        raise ConfigValidationError([FieldError(path, rule)]) from None
+    rest = {k: v for k, v in annotations.items() if k != HUB_FIELDS_ANNOTATION}
+    assert isinstance(metadata, Mapping)
+    new_metadata = {**metadata, "annotations": rest}
+    if not rest:
+        del new_metadata["annotations"]
+    return {**body, "metadata": new_metadata}, fields
+
+
+def _merged(carried: Kept, own: Kept) -> Kept:
+    """Kept fields carried in the annotation, with the document's own (which it may not have)."""
+    if not own:
+        return carried
+    if not carried or carried.is_for(own.api_version, own.kind):
+        fields = {**carried.fields, **own.fields}
+        acted = tuple(dict.fromkeys([*carried.not_acted_on, *own.not_acted_on]))
+        return Kept(own.api_version, own.kind, fields, acted)
+    # Fields of two versions cannot share one path space: the document's own win.
+    return own
+
+
+def _annotate(document: dict[str, Any], kept: Kept) -> None:
+    metadata = document.setdefault("metadata", {})
+    annotations = metadata.setdefault("annotations", {})
+    annotations[KEPT_ANNOTATION] = json.dumps(kept.to_json(), sort_keys=True)
+
+
+# -- kept fields by path ------------------------------------------------------------------------
+
+
+def take(document: Mapping[str, Any], paths: Iterable[str]) -> dict[str, Any]:
+    """The values at ``paths`` (dotted) that the document sets."""
+    found: dict[str, Any] = {}
+    for path in paths:
+        node: Any = document
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is not None:
+            found[path] = node
+    return found
+
+
+def put(document: dict[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with each dotted path in ``fields`` set (its parents made as needed); a None
+    value removes the field (kept as None: the document as written did not have it)."""
+    for path, value in fields.items():
+        *parents, last = path.split(".")
+        node = document
+        for part in parents:
+            node = node.setdefault(part, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return document
+
+
+def differing(
+    written: Mapping[str, Any], rebuilt: Mapping[str, Any], paths: Iterable[str]
+) -> dict[str, Any]:
+    """The fields at ``paths`` where a document rebuilt from the hub differs from the one written:
+    their written values (None where it had none), kept so that the conversion loses nothing."""
+    found: dict[str, Any] = {}
+    for path in paths:
+        mine, theirs = take(written, [path]).get(path), take(rebuilt, [path]).get(path)
+        if mine != theirs:
+            found[path] = mine
+    return found

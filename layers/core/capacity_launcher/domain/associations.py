@@ -1,0 +1,24 @@
+"""How a launch request associated with an OME reservation is counted (docs/ome.md).
+
+A request naming ``capacityReservation: R`` with ``requester: A`` is counted as requester
+``capacityreservation/R/A`` (``default`` without a requester). R's CapacityQuota covers every
+requester with R's prefix, so each association's use is kept apart and shown by its name.
+"""
+
+ASSOCIATION_PREFIX = "capacityreservation/"
+DEFAULT_ASSOCIATION = "default"
+
+
+def association_prefix(reservation: str) -> str:
+    return f"{ASSOCIATION_PREFIX}{reservation}/"
+
+
+def association_requester(reservation: str, association: str | None) -> str:
+    """The requester a launch request associated with ``reservation`` is counted as."""
+    return association_prefix(reservation) + (association or DEFAULT_ASSOCIATION)
+
+
+def association_of(reservation: str, requester: str) -> str | None:
+    """The association name in a requester counted for ``reservation``, else None."""
+    prefix = association_prefix(reservation)
+    return requester[len(prefix) :] if requester.startswith(prefix) else None

@@ -1,0 +1,70 @@
+"""amiSelectorTerms aliases (``family@version``) to the public SSM parameters that name the image.
+
+The same parameters Karpenter's AMI families read (pkg/providers/amifamily): the EKS optimized
+images for a Kubernetes version, in their standard x86_64 variant. capacity-launcher has no
+cluster to ask for its Kubernetes version: it is the EC2NodeClass annotation
+``capacity-launcher/kubernetes-version``, else DEFAULT_KUBERNETES_VERSION (docs/karpenter.md).
+"""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_KUBERNETES_VERSION = "1.33"
+KUBERNETES_VERSION_ANNOTATION = "capacity-launcher/kubernetes-version"
+ARCHITECTURE = "x86_64"
+LATEST = "latest"
+FAMILIES = ("al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025")
+# v1beta1's amiFamily with no amiSelectorTerms: that family's latest image.
+FAMILY_ALIASES = {
+    family: family.lower()
+    for family in ("AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022")
+}
+_ALIAS = re.compile(r"^([a-zA-Z0-9]+)@(.+)$")
+_KUBERNETES_VERSION = re.compile(r"^1\.[0-9]{1,3}$")
+_VERSION = re.compile(r"^v?[0-9A-Za-z._-]{1,24}$")
+
+
+def check_alias(alias: str) -> str:
+    """Karpenter's alias rules; ValueError with the rule."""
+    match = _ALIAS.match(alias)
+    if not match or len(alias) > 30:
+        raise ValueError("must be 'family@version' (at most 30 characters), e.g. al2023@latest")
+    family, version = match.groups()
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}")
+    if family.startswith("windows") and version != LATEST:
+        raise ValueError("windows families may only use version 'latest'")
+    if not _VERSION.match(version):
+        raise ValueError("version must be 'latest' or a release such as v20240625")
+    return alias
+
+
+def check_kubernetes_version(version: str) -> str:
+    if not _KUBERNETES_VERSION.match(version):
+        raise ValueError("must be a Kubernetes minor version such as 1.33")
+    return version
+
+
+def alias_parameter(alias: str, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> str:
+    """The SSM parameter whose value is the image an alias names (x86_64, standard variant)."""
+    family, version = check_alias(alias).split("@", 1)
+    k8s, arch = kubernetes_version, ARCHITECTURE
+    latest = version == LATEST
+    if family == "al2023":
+        name = (
+            "recommended" if latest else f"amazon-eks-node-al2023-{arch}-standard-{k8s}-{version}"
+        )
+        base = f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023"
+        return f"{base}/{arch}/standard/{name}/image_id"
+    if family == "al2":
+        name = "recommended" if latest else f"amazon-eks-node-{k8s}-{version}"
+        return f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2/{name}/image_id"
+    if family == "bottlerocket":
+        release = LATEST if latest else version.lstrip("v")
+        return f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/{release}/image_id"
+    windows = family.removeprefix("windows")
+    return (
+        f"/aws/service/ami-windows-latest/Windows_Server-{windows}-English-Core-"
+        f"EKS_Optimized-{k8s}/image_id"
+    )

@@ -1,0 +1,223 @@
+"""What a request would get, and when, without launching it (`capacity-launcher submit
+--dry-run`).
+
+The launcher's own steps, read-only, through its ports: resolution (which pool and NodeClass,
+the narrowed requirements), the pool's candidates in launch order (reservations by availability,
+then spot, then on-demand) less what the ICE cache holds, the reservations it could wait for,
+and the headroom its pool's limits and its quota leave. Nothing is leased, claimed, launched,
+published or written; the answer is the state of this moment (the launcher decides again when
+the request arrives).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from capacity_launcher.domain.errors import QuotaExceeded, RequestRejected
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.offerings import Offering
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quota_admission import (
+    LeaseAsk,
+    admit_lease,
+    governing,
+    usage_items,
+)
+from capacity_launcher.domain.quotas import format_amount
+from capacity_launcher.domain.status import ErrorDetail, UnavailableOffering, format_timestamp
+from capacity_launcher.service.launch.progress import Context, LaunchReport
+from capacity_launcher.service.launch.resolve import PoolView, Refusal, screen
+from capacity_launcher.service.launch.resolve import resolve as resolve_pool
+from capacity_launcher.service.ports import PoolUsage, QuotaUsage
+from capacity_launcher.service.resolution import Prepared, resolve, resolve_next
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the preview reads beside the launcher's ports: usage as stored, never leased."""
+
+    pools: PoolUsage
+    quotas: QuotaUsage
+
+
+@dataclass(frozen=True)
+class Step:
+    """One launch attempt the pool would make, in order: a reservation target (its id or
+    group, with the room the snapshots show), or a spot or on-demand CreateFleet."""
+
+    capacity_type: str
+    offerings: tuple[Offering, ...]
+    target: str | None = None
+    available: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "capacityType": self.capacity_type,
+            "target": self.target,
+            "available": self.available,
+            "offerings": [f"{o.instance_type} {o.zone}" for o in self.offerings],
+        }
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """How many more instances (of the largest candidate, as a lease sizes them) the pool's
+    limits and the requester's quota admit now; None: unlimited."""
+
+    per_instance: Resources
+    limits: int | None
+    quota: str | None = None
+    quota_admits: int | None = None
+    quota_refusal: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "perInstance": {
+                d: format_amount(d, a) for d, a in self.per_instance.amounts().items() if a
+            },
+            "limits": self.limits,
+            "quota": self.quota,
+            "quotaAdmits": self.quota_admits,
+            "quotaRefusal": self.quota_refusal,
+        }
+
+
+@dataclass(frozen=True)
+class PoolPreview:
+    """One pool's answer: the steps it would try, or why it would refuse the request."""
+
+    pool: str
+    node_class: str
+    steps: tuple[Step, ...] = ()
+    in_the_way: tuple[UnavailableOffering, ...] = ()
+    scheduled: tuple[dict[str, Any], ...] = ()
+    headroom: Headroom | None = None
+    refusal: ErrorDetail | None = None
+    refusal_status: str | None = None
+
+    @property
+    def would_try(self) -> bool:
+        """It would ask EC2: nothing refuses the request here, and its limits and quota leave
+        room for at least one instance."""
+        room = self.headroom
+        full = room is not None and (room.limits == 0 or room.quota_admits == 0)
+        return self.refusal is None and bool(self.steps) and not full
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodePool": self.pool,
+            "nodeClass": self.node_class,
+            "refusal": None
+            if self.refusal is None
+            else {**self.refusal.to_dict(), "status": self.refusal_status},
+            "attempts": [s.to_dict() for s in self.steps],
+            "unavailableOfferings": [u.to_dict() for u in self.in_the_way],
+            "scheduledReservations": list(self.scheduled),
+            "headroom": None if self.headroom is None else self.headroom.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The request as the launcher would see it now: rejected, or each pool it would try."""
+
+    request: LaunchRequest
+    at: datetime
+    rejected: ErrorDetail | None = None
+    pools: tuple[PoolPreview, ...] = field(default_factory=tuple)
+
+    @property
+    def would_launch(self) -> bool:
+        return self.rejected is None and any(p.would_try for p in self.pools)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requestId": self.request.request_id,
+            "at": format_timestamp(self.at),
+            "rejected": None if self.rejected is None else self.rejected.to_dict(),
+            "pools": [p.to_dict() for p in self.pools],
+        }
+
+
+def preview(ctx: Context, request: LaunchRequest, usage: Usage) -> Preview:
+    """The pools the request would go to, in order, and what each would try; `usage` reads the
+    pools' and quotas' usage as stored (the launcher's own port only leases)."""
+    now = ctx.clock()
+    try:
+        prepared = resolve(ctx.ports.config, request, now)
+    except RequestRejected as rejected:
+        return Preview(request, now, ErrorDetail(code=rejected.code, message=rejected.reason))
+    return Preview(request, now, pools=tuple(_visit(ctx, usage, p) for p in _chain(ctx, prepared)))
+
+
+def _chain(ctx: Context, first: Prepared) -> Iterator[Prepared]:
+    """The named pool; or every compatible one, by weight, as the launcher passes it on."""
+    prepared: Prepared | None = first
+    while prepared is not None:
+        yield prepared
+        prepared, _ = resolve_next(ctx.ports.config, prepared)
+
+
+def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
+    pool, node_class = prepared.pool.metadata.name, prepared.node_class.metadata.name
+    found = resolve_pool(ctx, prepared, [], LaunchReport(records={}))
+    refusal = found if isinstance(found, Refusal) else screen(ctx, found)
+    if isinstance(found, Refusal) or refusal is not None:
+        assert refusal is not None
+        return PoolPreview(
+            pool, node_class, refusal=refusal.error, refusal_status=str(refusal.status)
+        )
+    return PoolPreview(
+        pool,
+        node_class,
+        steps=tuple(_steps(found)),
+        in_the_way=tuple(found.skipped),
+        scheduled=tuple(
+            {
+                "capacityReservationId": r.reservation_id,
+                "state": r.state,
+                "capacityReservationType": r.reservation_type,
+                "startDate": format_timestamp(r.start_date) if r.start_date else None,
+            }
+            for r in found.candidates.scheduled
+        ),
+        headroom=_headroom(ctx, usage, found),
+    )
+
+
+def _steps(view: PoolView) -> Iterator[Step]:
+    usable = view.usable
+    for source, offerings in usable.reserved:
+        room = sum(r.available for r in source.reservations if r.reservation_id in _ids(offerings))
+        yield Step("reserved", tuple(offerings), source.target.name, room)
+    for capacity_type, offerings in usable.pooled_by_type():
+        if offerings:
+            yield Step(capacity_type, tuple(offerings))
+
+
+def _ids(offerings: list[Offering]) -> set[str | None]:
+    return {o.reservation_id for o in offerings}
+
+
+def _headroom(ctx: Context, usage: Usage, view: PoolView) -> Headroom:
+    request, pool = view.lead.request, view.lead.pool
+    each = view.per_instance
+    limits = pool.spec.limits
+    room = limits.headroom(usage.pools.usage(pool.metadata.name), each) if limits else None
+    quotas = ctx.ports.config.capacity_quotas()
+    try:
+        quota = governing(quotas, request.requester, pool.metadata.name)
+        if quota is None:
+            return Headroom(each, room)
+        used: Mapping[tuple[str, str], Resources] = {
+            k: v
+            for pk, name in usage_items(quota, pool.metadata.name)
+            for k, v in usage.quotas.quota_usage(pk, name).items()
+        }
+        ask = LeaseAsk(pool.metadata.name, request.requester, each, request.count, 1)
+        return Headroom(each, room, quota.name, admit_lease(quotas, ask, used))
+    except QuotaExceeded as refused:
+        return Headroom(each, room, refused.quota, 0, str(refused))

@@ -1,0 +1,135 @@
+"""What Karpenter users look at: `get ec2nodeclass NAME -o yaml` with the status Karpenter shows
+(what the selectors resolve to now), and `get nodeclaims` / `get nodeclaim NAME -o yaml`, one
+read-only NodeClaim per launched instance (docs/karpenter.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from capacity_launcher.adapters.config_items import StoredDocument
+from capacity_launcher.adapters.launch_templates import LaunchTemplates
+from capacity_launcher.adapters.security_groups import SecurityGroups
+from capacity_launcher.adapters.subnets import Subnets
+from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.domain.karpenter.status import (
+    Resolved,
+    ResolvedNodeClass,
+    ec2nodeclass_status,
+    nodeclaim,
+    nodeclaim_name,
+)
+from capacity_launcher.domain.pool_status import pool_status
+from capacity_launcher.domain.reservations import selection_of, term_matches
+from capacity_launcher.service import wiring
+from capacity_launcher_cli import views
+from capacity_launcher_cli.capacity_commands import reservation_snapshots
+from capacity_launcher_cli.deployment import Deployment
+
+
+def _resolved[Found](resolve: Callable[[], list[Found]]) -> Resolved[Found]:
+    try:
+        return Resolved(resolve())
+    except CapacityLauncherError as error:
+        return Resolved(error=str(error))
+
+
+def _security_groups(ec2: Any, node_class: NodeClass) -> list[tuple[str, str]]:
+    ids = list(SecurityGroups(ec2).ids(node_class))
+    groups = ec2.describe_security_groups(GroupIds=ids)["SecurityGroups"]
+    names = {g["GroupId"]: g.get("GroupName", "") for g in groups}
+    return [(i, names.get(i, "")) for i in ids]
+
+
+def _images(ec2: Any, deployment: Deployment, node_class: NodeClass) -> list[Any]:
+    templates = LaunchTemplates(ec2, deployment.client("ssm"))
+    image = templates.image_architecture(node_class)
+    if image is None:
+        return []
+    described = ec2.describe_images(ImageIds=[image.image_id])["Images"]
+    return [(image, described[0].get("Name", "") if described else "")]
+
+
+def _reservations(deployment: Deployment, node_class: NodeClass) -> list[Any]:
+    selection = selection_of(node_class)
+    found = []
+    for snapshot in reservation_snapshots(deployment):
+        target = selection.target
+        if target is not None and target.reservation_id:
+            chosen = snapshot.reservation_id == target.reservation_id
+        elif target is not None:
+            chosen = target.name in snapshot.groups
+        else:
+            chosen = any(term_matches(term, snapshot) for term in selection.terms)
+        if chosen:
+            found.append(snapshot)
+    return found
+
+
+def ec2nodeclass_status_of(deployment: Deployment) -> Callable[[StoredDocument], dict[str, Any]]:
+    ec2 = deployment.client("ec2")
+
+    def status_of(stored: StoredDocument) -> dict[str, Any]:
+        node_class = stored.document
+        assert isinstance(node_class, NodeClass)
+        resolved = ResolvedNodeClass(
+            subnets=_resolved(
+                lambda: [
+                    (subnet, zone)
+                    for zone, ids in Subnets(ec2).by_zone(node_class).items()
+                    for subnet in ids
+                ]
+            ),
+            security_groups=_resolved(lambda: _security_groups(ec2, node_class)),
+            images=_resolved(lambda: _images(ec2, deployment, node_class)),
+            reservations=_resolved(lambda: _reservations(deployment, node_class)),
+            reservations_asked=bool(selection_of(node_class)),
+            instance_profile=node_class.spec.instance_profile,
+        )
+        return ec2nodeclass_status(resolved, datetime.now(UTC).isoformat())
+
+    return status_of
+
+
+def nodepool_status_of(deployment: Deployment) -> Callable[[StoredDocument], dict[str, Any]]:
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    usage = wiring.Adapters(deployment.settings(), deployment.client).pool_usage()
+    applied = {c.name for c in store.node_classes()}
+
+    def status_of(stored: StoredDocument) -> dict[str, Any]:
+        pool = stored.document
+        assert isinstance(pool, NodePool)
+        return pool_status(pool, applied, usage.usage(pool.name))
+
+    return status_of
+
+
+def get_nodeclaims(args: argparse.Namespace, deployment: Deployment) -> int:
+    """One NodeClaim per instance the service launched (its instance item), read-only."""
+    records = (
+        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
+    )
+    ids = [i.instance_id for record in records for i in record.instances]
+    items = wiring.Adapters(deployment.settings(), deployment.client).instance_records().many(ids)
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    pools = {p.name: p for p in store.node_pools()}
+    claims = {
+        nodeclaim_name(item): nodeclaim(item, pools.get(item.node_pool or ""))
+        for item in sorted(items.values(), key=lambda i: i.launched_at or "")
+    }
+    if args.name:
+        if args.name not in claims:
+            print(f"error: nodeclaim {args.name} not found", file=sys.stderr)
+            return 1
+        views.dump(claims[args.name], "json" if args.output == "json" else "yaml")
+        return 0
+    if args.output in ("json", "yaml"):
+        listed = list(claims.values())
+        views.dump(views.listed(listed, args.output), args.output)
+        return 0
+    views.console().print(views.nodeclaims(list(claims.values())))
+    return 0

@@ -1,0 +1,74 @@
+"""`get capacityreservation[s] [NAME]` and `get clustercapacityreservation[s] [NAME]`: OME's
+reservations as applied, with their status in OME's shape (docs/ome.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from capacity_launcher.adapters.config_items import StoredDocument
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.domain.config import CAPACITY_QUOTA
+from capacity_launcher.domain.errors import ConfigValidationError, NotFound
+from capacity_launcher.domain.ome_reservations import (
+    CAPACITY_RESERVATION,
+    CLUSTER_CAPACITY_RESERVATION,
+    OME_API_VERSION,
+)
+from capacity_launcher.domain.ome_status import reservation_status
+from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.quota_commands import quota_statuses
+from capacity_launcher_cli.version_commands import not_acted_on
+from capacity_launcher_cli.views import dump
+
+RESOURCES = {
+    "capacityreservations": CAPACITY_RESERVATION,
+    "capacityreservation": CAPACITY_RESERVATION,
+    "clustercapacityreservations": CLUSTER_CAPACITY_RESERVATION,
+    "clustercapacityreservation": CLUSTER_CAPACITY_RESERVATION,
+}
+
+
+def _applied_as(stored: StoredDocument, kind: str) -> bool:
+    return stored.kept is not None and stored.kept.is_for(OME_API_VERSION, kind)
+
+
+def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
+    """Reservations of one kind (or one by name), as written, with OME's status."""
+    kind = RESOURCES[args.resource]
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    try:
+        if args.name:
+            found = [store.stored("CapacityQuota", args.name)]
+            if not _applied_as(found[0], kind):
+                raise NotFound(kind, args.name)
+        else:
+            found = [s for s in store.stored_all("CapacityQuota") if _applied_as(s, kind)]
+        version = (
+            REGISTRY.version_for(CAPACITY_QUOTA, args.output_version)
+            if args.output_version
+            else REGISTRY.version(OME_API_VERSION, kind)
+        )
+    except (NotFound, ConfigValidationError) as error:
+        reason = "not found" if isinstance(error, NotFound) else str(error)
+        print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
+        return 1
+    statuses = quota_statuses(deployment, store)
+    items = []
+    for stored in found:
+        document = REGISTRY.convert(stored.document, stored.kept, version.api_version, version.kind)
+        status: dict[str, Any] = reservation_status(
+            stored.document.name, statuses[stored.document.name]
+        )
+        items.append({**document, "status": {**status, **not_acted_on(stored.kept)}})
+    output = "yaml" if args.output == "table" else args.output
+    if args.name:
+        dump(items[0], output)
+    else:
+        dump(
+            items if output == "json" else {"apiVersion": "v1", "kind": "List", "items": items},
+            output,
+        )
+    return 0

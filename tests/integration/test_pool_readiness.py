@@ -1,0 +1,84 @@
+"""limits.unready against DynamoDB and EC2 (moto): the lease's gate, decided again when what it
+counted changed before its transaction, and the sync's marks (docs/provisioner.md)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from capacity_launcher.adapters.aws import client
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_readiness import PoolReadiness
+from capacity_launcher.domain.errors import UnreadyLimitReached
+from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.settings import get_settings
+from tests.integration.test_launch_into_reservations import setup_pool
+
+EACH = Resources(cpu=Decimal(2), memory_mib=8192, instances=1)
+
+
+def _stores(gate: Any) -> tuple[PoolLeaseStore, PoolLeaseStore]:
+    settings = get_settings()
+    table, seconds = settings.state_table_name, settings.limit_lease_seconds
+    gated = PoolLeaseStore(table, seconds, client("dynamodb"), unready_gate=gate)
+    return gated, PoolLeaseStore(table, seconds, client("dynamodb"))
+
+
+def test_a_lease_that_counted_before_another_lease_landed_is_decided_again(
+    cloud: Any, subnets: dict[str, str], image: str
+) -> None:
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"unready": 0})
+    limits = PoolLimits.model_validate({"unready": 0})
+    settings = get_settings()
+
+    class Racing(PoolReadiness):
+        """Another worker's lease lands between this gate's count and its transaction."""
+
+        raced = False
+
+        def gate(self, pool: str, limits: PoolLimits | None, usage_update: dict[str, Any]) -> None:
+            super().gate(pool, limits, usage_update)
+            if not self.raced:
+                self.raced = True
+                other.reserve(pool, "other", EACH, 1, 1, limits, unleased=True)
+
+    gated, other = _stores(Racing(settings.state_table_name, client("dynamodb")))
+
+    # Both counted 0 unready; only one lease may be taken while 0 are allowed
+    with pytest.raises(UnreadyLimitReached, match=r"limits\.unready 0: 1 of its instances"):
+        gated.reserve("general", "mine", EACH, 1, 1, limits, unleased=True)
+
+    assert other.lease("general", "other") is not None
+    assert other.lease("general", "mine") is None
+
+
+def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_ones(
+    cloud: Any, subnets: dict[str, str], image: str
+) -> None:
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"unready": "50%"})
+    settings = get_settings()
+    readiness = PoolReadiness(settings.state_table_name, client("dynamodb"), client("ec2"))
+    gated, _ = _stores(readiness)
+    limits = PoolLimits.model_validate({"unready": "50%"})
+    running = cloud.ec2.run_instances(ImageId=image, MinCount=2, MaxCount=2)["Instances"]
+    ids = sorted(i["InstanceId"] for i in running)
+    assert gated.reserve("general", "first", EACH, 2, 2, limits, unleased=True) == 2
+    gated.settle("general", "first", dict.fromkeys(ids, EACH))
+    assert readiness.count("general") == (2, 2)
+
+    # 2 unready of 2: more than 50% allows
+    with pytest.raises(UnreadyLimitReached):
+        gated.reserve("general", "second", EACH, 1, 1, limits, unleased=True)
+    assert readiness.mark_ready("general") == ids
+    assert readiness.count("general") == (0, 2)
+    assert gated.reserve("general", "second", EACH, 1, 1, limits, unleased=True) == 1
+
+    # A released member's mark is forgotten; marking again marks nothing new
+    members = PoolMemberStore(settings.state_table_name, client("dynamodb"))
+    member = members.member("general", ids[0])
+    assert member is not None and members.uncount(member)
+    assert readiness.mark_ready("general") == []
+    assert readiness.count("general") == (1, 2)  # the open lease, beside the ready member

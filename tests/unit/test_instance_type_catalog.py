@@ -1,0 +1,117 @@
+"""The instance-type catalog asks EC2 only for what a request can use: the types its requirements
+pin, where they are offered. DescribeInstanceTypeOfferings takes `location` and `instance-type`
+filters (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceTypeOfferings.html)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from capacity_launcher.adapters.instance_types import (
+    MAX_PINNED_FILTER_VALUES,
+    InstanceTypeCatalog,
+)
+
+OFFERINGS = [
+    (name, zone)
+    for name in ("m5.large", "c5.large", "m5.xlarge", "p5.48xlarge")
+    for zone in ("us-east-1a", "us-east-1b")
+    if not (name == "p5.48xlarge" and zone == "us-east-1b")
+]
+
+
+class _Paginator:
+    def __init__(self, ec2: _Ec2, operation: str) -> None:
+        self._ec2 = ec2
+        self._operation = operation
+
+    def paginate(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self._ec2.requests.append((self._operation, kwargs))
+        if self._operation == "describe_instance_types":
+            names = kwargs.get("InstanceTypes") or sorted({n for n, _ in OFFERINGS})
+            yield {"InstanceTypes": [_facts(n) for n in names]}
+            return
+        filters = {f["Name"]: f["Values"] for f in kwargs["Filters"]}
+        yield {
+            "InstanceTypeOfferings": [
+                {"InstanceType": name, "Location": zone, "LocationType": "availability-zone"}
+                for name, zone in OFFERINGS
+                if zone in filters["location"] and name in filters.get("instance-type", [name])
+            ]
+        }
+
+
+def _facts(name: str) -> dict[str, Any]:
+    return {
+        "InstanceType": name,
+        "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]},
+        "VCpuInfo": {"DefaultVCpus": 2},
+        "MemoryInfo": {"SizeInMiB": 8192},
+    }
+
+
+class _Ec2:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+
+    def get_paginator(self, operation: str) -> _Paginator:
+        return _Paginator(self, operation)
+
+    def offering_filters(self) -> list[dict[str, list[str]]]:
+        return [
+            {f["Name"]: f["Values"] for f in kwargs["Filters"]}
+            for operation, kwargs in self.requests
+            if operation == "describe_instance_type_offerings"
+        ]
+
+
+def test_pinned_types_are_asked_for_by_name_with_their_zones() -> None:
+    ec2 = _Ec2()
+
+    found = InstanceTypeCatalog(ec2).offered(["us-east-1b", "us-east-1a"], ["p5.48xlarge"])
+
+    assert [(f.name, sorted(f.zones)) for f in found] == [("p5.48xlarge", ["us-east-1a"])]
+    assert ec2.offering_filters() == [
+        {"location": ["us-east-1a", "us-east-1b"], "instance-type": ["p5.48xlarge"]}
+    ]
+
+
+def test_pinned_types_find_what_the_whole_listing_finds() -> None:
+    names = ["c5.large", "m5.large", "r5.large"]  # r5.large is offered nowhere here
+
+    pinned = InstanceTypeCatalog(_Ec2()).offered(["us-east-1a"], names)
+    listed = [f for f in InstanceTypeCatalog(_Ec2()).offered(["us-east-1a"]) if f.name in names]
+
+    assert pinned == listed
+    assert [f.name for f in pinned] == ["c5.large", "m5.large"]
+
+
+def test_without_pinned_types_the_zones_whole_listing_is_read_once() -> None:
+    ec2 = _Ec2()
+    catalog = InstanceTypeCatalog(ec2)
+
+    catalog.offered(["us-east-1a"])
+    catalog.offered(["us-east-1a"])
+
+    assert ec2.offering_filters() == [{"location": ["us-east-1a"]}]
+
+
+def test_a_warm_catalog_asks_again_only_for_other_pins() -> None:
+    ec2 = _Ec2()
+    catalog = InstanceTypeCatalog(ec2)
+
+    catalog.offered(["us-east-1a"], ["m5.large"])
+    catalog.offered(["us-east-1a"], ["m5.large"])
+    catalog.offered(["us-east-1a"], ["c5.large"])
+
+    assert [f["instance-type"] for f in ec2.offering_filters()] == [["m5.large"], ["c5.large"]]
+
+
+def test_more_pinned_types_than_a_filter_takes_read_the_whole_listing() -> None:
+    ec2 = _Ec2()
+    names = [f"x{n}.large" for n in range(MAX_PINNED_FILTER_VALUES)] + ["m5.large"]
+
+    found = InstanceTypeCatalog(ec2).offered(["us-east-1a"], names)
+
+    assert [f.name for f in found] == ["m5.large"]
+    assert ec2.offering_filters() == [{"location": ["us-east-1a"]}]
