@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from local_cloud.dashboard_picture import Series, dashboard_body, draw, panels, sample_values
+from benchmarks.dashboard_picture import Series, dashboard_body, draw, panels, sample_values
 from local_cloud.template import load_template
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""A picture of the CloudWatch dashboard, for docs/: `python -m local_cloud.dashboard_picture`.
+"""A picture of the CloudWatch dashboard, for docs/: `python -m benchmarks.dashboard_picture`.
 
 The widgets come from template.yaml's own DashboardBody (resolved with the parameters' defaults
 and a stack named capacity-launcher), so the picture cannot drift from what is deployed: each
