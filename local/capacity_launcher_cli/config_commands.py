@@ -212,7 +212,7 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
         if args.output == "json":
             views.print_json([*(config_document(c) for c in classes), *invalid_json])
         else:
-            views.console().print(views.node_classes(classes))
+            views.show(views.node_classes(classes))
             _warn_invalid(invalid)
         return 0
     pools, statuses = pool_statuses(store, deployment)
@@ -221,7 +221,7 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
             [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json]
         )
     else:
-        views.console().print(views.node_pools(pools, statuses))
+        views.show(views.node_pools(pools, statuses))
         _warn_invalid(invalid)
     return 0
 
@@ -251,6 +251,8 @@ def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
         store.delete(kind, args.name)  # type: ignore[arg-type]
     except NotFound:
+        if args.ignore_not_found:
+            return 0
         print(f"error: {args.kind} {args.name} not found", file=sys.stderr)
         return 1
     except CapacityLauncherError as error:

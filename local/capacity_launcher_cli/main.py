@@ -121,6 +121,11 @@ def parser() -> argparse.ArgumentParser:
     _common(delete)
     delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"), help="kind")
     delete.add_argument("name", help="the document's metadata.name")
+    delete.add_argument(
+        "--ignore-not-found",
+        action="store_true",
+        help="a document that does not exist is not an error (exit 0, nothing printed)",
+    )
 
     _submit_parser(commands)
 

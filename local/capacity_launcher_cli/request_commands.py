@@ -205,7 +205,7 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
     if args.output == "json":
         views.print_json([r.to_detail() for r in records])
     else:
-        views.console().print(views.requests(records))
+        views.show(views.requests(records))
     return 0
 
 
@@ -226,5 +226,5 @@ def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
     if args.output == "json":
         views.print_json(views.instance_details(records, states))
     else:
-        views.console().print(views.instances(records, states))
+        views.show(views.instances(records, states))
     return 0

@@ -83,6 +83,18 @@ class WaitProgress:
             self._status.stop()
 
 
+NO_RESOURCES = "No resources found"
+
+
+def show(table: Table) -> None:
+    """A listing on stdout; an empty one prints nothing there and says so on stderr, as kubectl
+    does (so `| wc -l` counts rows, and a person is not shown a bare header)."""
+    if table.row_count == 0:
+        sys.stderr.write(NO_RESOURCES + "\n")
+        return
+    console().print(table)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
