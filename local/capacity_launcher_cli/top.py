@@ -1,10 +1,11 @@
 """`capacity-launcher top`: one screen an operator keeps open, refreshed in place.
 
-What it shows, each from where the service keeps it: the launch queue (SQS attributes; the oldest
-message's age from CloudWatch, which SQS reports only there), requests in flight (open pool
-leases) and the newest records by state, each NodePool's usage against its limits, each
-CapacityQuota's usage against its nominal quota, reservations and Capacity Blocks with the time
-they have left, and the offerings the ICE cache holds dry. Sized for a 100-column terminal.
+What it shows, each from where the service keeps it: the launch queue (SQS attributes; the
+oldest message's age from CloudWatch, which SQS reports only there), requests in flight (open
+pool leases, and Waiting records from the sparse WaitingRequests index: no scan of history),
+each NodePool's usage against its limits, each CapacityQuota's usage against its nominal quota,
+reservations and Capacity Blocks with the time they have left, and the offerings the ICE cache
+holds dry. Sized for a 100-column terminal.
 
 `gather` reads (one pass, a handful of calls); `screen` lays it out (pure: tests render it).
 """
@@ -42,7 +43,8 @@ from capacity_launcher_cli.config_commands import pool_statuses
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.quota_commands import quota_statuses
 
-RECENT_REQUESTS = 8
+# Longer than any wait for scheduled capacity (waitForCapacityUntil: at most 14 days).
+WAITS_WITHIN = timedelta(days=15)
 # Rows per section: the screen stays one screen; the rest is counted, never silently dropped.
 SECTION_ROWS = 8
 _QUEUE_ATTRIBUTES = [
@@ -69,7 +71,7 @@ class TopView:
     where: str
     queue: QueueDepth
     leases: Sequence[Lease] = ()
-    records: Sequence[RequestRecord] = ()
+    records: Sequence[RequestRecord] = ()  # Waiting requests
     pools: Sequence[NodePool] = ()
     pool_statuses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     quotas: Sequence[Mapping[str, Any]] = ()
@@ -143,7 +145,11 @@ def gather(deployment: Deployment) -> TopView:
         where=deployment.stack_name or f"local cloud {deployment.endpoint_url}",
         queue=_queue_depth(deployment),
         leases=adapters.pool_leases(config=store).leases(),
-        records=adapters.launch_records().list_records(RECENT_REQUESTS),
+        # Every live wait (a wait lasts at most 14 days): one Query of the sparse index.
+        records=[
+            w.record
+            for w in adapters.launch_records().overdue_waits(datetime.now(UTC) + WAITS_WITHIN)
+        ],
         pools=pools,
         pool_statuses=statuses,
         quotas=quotas,
@@ -202,28 +208,27 @@ def queue_line(queue: QueueDepth) -> Text:
 
 
 def requests_section(view: TopView) -> Table:
-    """Requests in flight (open leases) first, then the newest records; counts by state in the
-    title."""
-    states = Counter(str(r.status) for r in view.records)
-    counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+    """Requests in flight: those launching (an open pool lease) and those waiting for scheduled
+    capacity (the sparse WaitingRequests index), never a scan of history."""
     open_leases = [lease for lease in view.leases if not lease.settled]
     table = _section(
-        f"Requests: {len(open_leases)} in flight; newest {len(view.records)}: {counts or 'none'}",
-        "REQUEST", "POOL", "REQUESTER", "STATE", "INSTANCES", "AGE",
+        f"Requests in flight: {len(open_leases)} launching, {len(view.records)} waiting",
+        "REQUEST", "POOL", "REQUESTER", "STATE", "INSTANCES", "TIME LEFT",
     )  # fmt: skip
     now = view.observed_at.timestamp()
     for lease in open_leases[:SECTION_ROWS]:
         table.add_row(
             lease.lease_id, lease.pool, lease.requester or "-", "[cyan]Launching[/]",
-            f"≤{lease.count}", f"lease ends in {duration(lease.expires_at - now)}",
+            f"≤{lease.count}", f"lease {duration(lease.expires_at - now)}",
         )  # fmt: skip
     for record in view.records[: max(SECTION_ROWS - len(open_leases), 0)]:
         style = views.STATUS_STYLES.get(str(record.status), "")
+        until = record.wait_for_capacity_until
         table.add_row(
             record.request_id, record.node_pool or "-", record.requester or "-",
             f"[{style}]{record.status}[/]" if style else str(record.status),
             f"{record.launched}/{record.requested}",
-            duration(now - record.received_at.timestamp()),
+            f"wait {duration(until.timestamp() - now)}" if until else "-",
         )  # fmt: skip
     _more(table, SECTION_ROWS, len(open_leases) + len(view.records))
     return table

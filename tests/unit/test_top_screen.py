@@ -15,7 +15,7 @@ from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord
+from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher_cli.top import SECTION_ROWS, QueueDepth, TopView, duration, screen
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -52,10 +52,16 @@ def _view(**changes: object) -> TopView:
             ),
         ],
         "records": [
-            RequestRecord.rejected(
-                "bad-request-1",
-                [ErrorDetail(code="InvalidRequest", message="count")],
-                received_at=NOW - timedelta(seconds=90),
+            RequestRecord(
+                request_id="gpu-run-7",
+                node_pool="training",
+                requester="ml-team",
+                status=RequestStatus.WAITING,
+                requested=2,
+                launched=0,
+                received_at=NOW - timedelta(minutes=5),
+                finished_at=NOW,
+                wait_for_capacity_until=NOW + timedelta(hours=2),
             )
         ],
         "pools": [_pool()],
@@ -128,10 +134,10 @@ def test_every_section_shows_what_an_operator_acts_on() -> None:
     # The queue: depth, oldest message, dead letters
     assert "7 waiting, 2 being served, 1 delayed; oldest 12m" in text
     assert "Dead letters 3" in text
-    # Requests: the one in flight (its lease) and the newest record, counted by state
-    assert "Requests: 1 in flight; newest 1: 1 Rejected" in text
-    assert "train-run-42" in text and "Launching" in text and "lease ends in 10m" in text
-    assert "bad-request-1" in text and "90s" in text
+    # Requests in flight: the one launching (its lease) and the one waiting, with time left
+    assert "Requests in flight: 1 launching, 1 waiting" in text
+    assert "train-run-42" in text and "Launching" in text and "lease 10m" in text
+    assert "gpu-run-7" in text and "Waiting" in text and "wait 2h00m" in text
     # The pool against its limits, and why it admits nothing more
     assert "cpu 60/64, instances 15/16" in text
     assert "False (LimitReached)" in text
