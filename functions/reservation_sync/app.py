@@ -1,4 +1,5 @@
-"""ReservationSync: every minute, reservation snapshots, their events and reconciliation."""
+"""ReservationSync: every minute, reservation snapshots, their events and reconciliation; and, on
+EC2's `EC2 Capacity Reservation <State>` event of a future-dated reservation, that one snapshot."""
 
 from __future__ import annotations
 
@@ -22,6 +23,15 @@ with lambda_init() as host:
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if event.get("source") == "aws.ec2":
+        reservation_id = str(event["detail"]["capacity-reservation-id"])
+        refreshed = SYNC.refresh(reservation_id)
+        return {
+            "detailType": event["detail-type"],
+            "reservationId": reservation_id,
+            "synced": refreshed.synced,
+            "events": [e.detail_type for e in refreshed.events],
+        }
     report = SYNC.run()
     reconciliation = report.reconciliation
     return {

@@ -13,8 +13,10 @@ from .controls.models import (
     set_capacity,
     set_consistency,
     set_latency,
+    set_launch_template_quota,
     set_lifecycle,
     set_reservation_state,
+    set_termination_scope,
     set_transaction_conflicts,
     state,
 )
@@ -30,8 +32,10 @@ __all__ = [
     "set_capacity",
     "set_consistency",
     "set_latency",
+    "set_launch_template_quota",
     "set_lifecycle",
     "set_reservation_state",
+    "set_termination_scope",
     "set_transaction_conflicts",
     "state",
 ]

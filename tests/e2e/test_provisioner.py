@@ -36,14 +36,14 @@ def test_the_seed_provisioner_applies_as_written_and_launches_within_it(
 ) -> None:
     applied = run_cli("apply", "-f", str(EXAMPLE))
     assert applied.code == 0, applied.err
-    assert "nodepool/default applied (as karpenter.sh/v1alpha4 Provisioner)" in applied.out
-    assert "nodeclass/default applied" in applied.out
+    assert "nodepool/seed-003 applied (as karpenter.sh/v1alpha4 Provisioner)" in applied.out
+    assert "nodeclass/seed-003 applied" in applied.out
 
     shown = yaml.safe_load(
-        run_cli("get", "nodepool", "default", "--output-version", "karpenter.sh/v1alpha4").out
+        run_cli("get", "nodepool", "seed-003", "--output-version", "karpenter.sh/v1alpha4").out
     )
     assert {k: v for k, v in shown.items() if k != "status"} == yaml.safe_load(EXAMPLE.read_text())
-    hub = yaml.safe_load(run_cli("get", "nodepool", "default", "-o", "yaml").out)
+    hub = yaml.safe_load(run_cli("get", "nodepool", "seed-003", "-o", "yaml").out)
     assert hub["spec"]["limits"] == {"cpu": "1000", "memory": "1000Gi", "unready": "20%"}
     assert {
         "key": "node.kubernetes.io/instance-type",
@@ -51,7 +51,7 @@ def test_the_seed_provisioner_applies_as_written_and_launches_within_it(
         "values": ["m5.large"],
     } in (hub["spec"]["requirements"])
 
-    record = _submit(tmp_path, "default", 2)
+    record = _submit(tmp_path, "seed-003", 2)
     assert record["status"] == "Fulfilled", json.dumps(record["errors"])
     assert {i["instanceType"] for i in record["instances"]} == {"m5.large"}
 

@@ -14,6 +14,7 @@ What is modelled, and its limits:
 - Actions: `service:Operation`; TransactWriteItems as the per-item actions; CreateFleet as
   `ec2:CreateFleet` and `ec2:RunInstances` on every resource a launch touches, plus
   `ec2:CreateTags` (with `ec2:CreateAction`) on each resource it tags while creating.
+- DeleteLaunchTemplate: on the template, with the tags it was created with.
 - Resources: ARNs built from parameters with the call's region and the deployment's account;
   created resources as `type/*`; a launch's image, subnets, security groups, launch template and
   targeted reservation by id. Not modelled: the snapshots behind an image, key pairs, placement
@@ -249,6 +250,11 @@ def authorizations(call: Call, recorder: CallRecorder) -> list[Authorization]:
                 context = _with_tags(context, "RequestTag", request)
             found.append(Authorization(action, ec2(f"{kind}/{resource_id}"), context))
         return found
+    if call.service == "ec2" and call.operation == "DeleteLaunchTemplate":
+        # By name or id; its tags are those it was created with (learned from CreateLaunchTemplate).
+        name = str(p.get("LaunchTemplateName") or p.get("LaunchTemplateId") or "")
+        context = _with_tags(base, "ResourceTag", recorder.resource_tags.get(name, {}))
+        return [Authorization(action, ec2(f"launch-template/{name}"), context)]
     if call.service == "dynamodb":
         return _dynamodb(call, base)
     if call.service == "events" and call.operation == "PutEvents":

@@ -52,6 +52,7 @@ LAUNCHER_NEEDS = {
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeLaunchTemplates",
     "ec2:DescribeLaunchTemplateVersions",  # a NodeClass's launchTemplateName
@@ -78,6 +79,8 @@ SYNC_NEEDS = {
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeInstanceStatus",  # limits.unready: which members are ready
     "ec2:DescribeInstances",
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DeleteLaunchTemplate",
     "ec2:CreateTags",
     "resource-groups:ListGroupResources",
     "resource-groups:GetGroup",
@@ -112,8 +115,15 @@ def test_each_function_is_granted_what_it_needs(cfn: Template, role: str, needs:
 def test_only_the_launcher_mutates_ec2_or_passes_roles(cfn: Template) -> None:
     # The sync's mutations: an enforced quota reclaim terminates borrowed instances, and
     # reconciliation tags instances from their records (managed ones only:
-    # untagged_ec2_mutations holds that condition like the launcher's).
-    mutations = {"ReservationSyncFunctionRole": {"ec2:CreateTags", "ec2:TerminateInstances"}}
+    # untagged_ec2_mutations holds that condition like the launcher's), and the template
+    # lifecycle deletes the launch templates the launcher created (managed ones only, too).
+    mutations = {
+        "ReservationSyncFunctionRole": {
+            "ec2:CreateTags",
+            "ec2:TerminateInstances",
+            "ec2:DeleteLaunchTemplate",
+        }
+    }
     for role in ("ReservationSyncFunctionRole", "InstanceEventsFunctionRole"):
         granted = _allowed(cfn, role)
         found = {a for a in granted if a.startswith("ec2:") and "Describe" not in a}
@@ -294,6 +304,11 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
     (
         "retagging any instance",
         _drop_statement_key(LAUNCHER, "RetagManagedInstances", "Condition"),
+        policy_checks.untagged_ec2_mutations,
+    ),
+    (
+        "the sync deleting any launch template",
+        _drop_statement_key(SYNC, "DeleteOnlyManagedLaunchTemplates", "Condition"),
         policy_checks.untagged_ec2_mutations,
     ),
     (

@@ -171,9 +171,26 @@ def test_reservation_sync_runs_every_minute_and_finishes_within_it(
 ) -> None:
     sync = _properties(resources, "ReservationSyncFunction")
     assert sync["CodeUri"] == "functions/reservation_sync/"
-    (event,) = sync["Events"].values()
+    event = sync["Events"]["EveryMinute"]
     assert (event["Type"], event["Properties"]["Schedule"]) == ("Schedule", "rate(1 minute)")
     assert sync["Timeout"] < 60
+
+
+def test_reservation_sync_refreshes_a_future_dated_reservation_on_its_state_events(
+    resources: dict[str, Any],
+) -> None:
+    """EC2 User Guide, "Monitor state changes for future-dated Capacity Reservations"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitor-fcr-state.html): the documented
+    detail-types, and only those (the interruption warning goes to the instance events)."""
+    sync = _properties(resources, "ReservationSyncFunction")
+    assert set(sync["Events"]) == {"EveryMinute", "ReservationStateChange"}
+    rule = sync["Events"]["ReservationStateChange"]
+    assert rule["Type"] == "EventBridgeRule"
+    pattern = rule["Properties"]["Pattern"]
+    assert pattern["source"] == ["aws.ec2"]
+    states = ("Scheduled", "Active", "Delayed", "Unsupported", "Failed", "Expired")
+    assert pattern["detail-type"] == [f"EC2 Capacity Reservation {s}" for s in states]
+    assert "DeadLetterConfig" in rule["Properties"]
 
 
 def test_instance_events_listen_to_the_ec2_events_that_free_or_retake_capacity(
@@ -184,10 +201,13 @@ def test_instance_events_listen_to_the_ec2_events_that_free_or_retake_capacity(
     patterns = [event["Properties"]["Pattern"] for event in events["Events"].values()]
     assert all(event["Type"] == "EventBridgeRule" for event in events["Events"].values())
     assert all(pattern["source"] == ["aws.ec2"] for pattern in patterns)
-    by_type = {pattern["detail-type"][0]: pattern for pattern in patterns}
+    by_type = {kind: pattern for pattern in patterns for kind in pattern["detail-type"]}
     assert set(by_type) == {
         "EC2 Instance State-change Notification",
+        # Both spellings of EC2 User Guide, "Monitor interruptible Capacity Reservations with
+        # EventBridge and CloudTrail".
         "EC2 Capacity Reservation Instance Interruption Warning",
+        "EC2 Interruptible Capacity Reservation Instance Interruption Warning",
     }
     assert set(by_type["EC2 Instance State-change Notification"]["detail"]["state"]) == {
         "pending",

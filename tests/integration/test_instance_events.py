@@ -151,3 +151,25 @@ def test_an_interruption_warning_releases_the_pool_usage_once_and_names_the_requ
     assert event["detail"]["state"] == "interrupted"
     assert event["detail"]["capacityReservationId"] == reservation
     assert event["detail"]["terminationTime"] == "2026-01-15T12:02:00Z"
+
+
+def test_the_interruptible_spelling_of_the_warning_is_handled_the_same(
+    snapshot_launchers, subnets, image
+):
+    """EC2 User Guide, "Monitor interruptible Capacity Reservations with EventBridge and
+    CloudTrail" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitor-interruptible-cr.html):
+    its pages name the warning "EC2 Capacity Reservation Instance Interruption Warning" and
+    "EC2 Interruptible Capacity Reservation Instance Interruption Warning"."""
+    # Given an instance of ours in a reservation, counted in its pool
+    cloud = snapshot_launchers
+    instance_id, reservation = launched_into_reservation(cloud, subnets, image)
+    assert usage() == 1
+    # When the warning arrives under its other name
+    event = sample_event(INTERRUPTION)
+    event["detail-type"] = "EC2 Interruptible Capacity Reservation Instance Interruption Warning"
+    event["detail"]["instance-id"] = instance_id
+    result = handler("instance_events")(event, LambdaContext())
+    # Then it is handled as the warning: the reservation marked, the pool usage released
+    assert (result["action"], result["capacityReservationId"]) == ("marked", reservation)
+    assert usage() == 0
+    assert snapshot(reservation).snapshot.exhausted

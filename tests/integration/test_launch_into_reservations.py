@@ -99,6 +99,12 @@ def setup_pool(
     )
 
 
+def group_pool(cloud: Cloud, subnets: dict[str, str], image: str, arn: str, **setup: Any) -> None:
+    """The pool `general` whose NodeClass targets the reservation group `arn`."""
+    target = {"capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}}
+    setup_pool(cloud, subnets, image, reservation_spec=target, **setup)
+
+
 def targeted_pool(
     cloud: Cloud, subnets: dict[str, str], image: str, count: int, **setup: Any
 ) -> str:
@@ -130,15 +136,7 @@ def test_targeted_reservation_receives_the_instances_and_they_report_it(cloud, s
 def test_reservation_group_fills_its_members(cloud, subnets, image):
     # Given a group of two reservations of 1 each
     first, second = reserve(cloud, 1), reserve(cloud, 1)
-    arn = group_of(cloud, first, second)
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        reservation_spec={
-            "capacityReservationTarget": {"capacityReservationResourceGroupArn": arn}
-        },
-    )
+    group_pool(cloud, subnets, image, group_of(cloud, first, second))
     # When 2 instances are requested
     cloud.send(launch_request("r-group", nodePool="general", count=2))
     # Then one lands in each member
@@ -442,3 +440,28 @@ def test_a_replayed_reserved_launch_keeps_the_reservation_it_landed_in(
     assert {(i.capacity_type, i.capacity_reservation_id) for i in record.instances} == {
         ("reserved", reservation)
     }
+
+
+def test_a_vanished_group_member_does_not_empty_the_group_on_the_stale_snapshot_path(
+    cloud, subnets, image
+):
+    """Issue 27: with no fresh snapshot, the launcher describes the group's members itself; a
+    member EC2 no longer knows fails that call whole (InvalidCapacityReservationId.NotFound,
+    EC2 API Reference, "Error codes for the Amazon EC2 API"), and must cost only that member."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    from moto_capacity.ec2.models.backend import capacity_backend
+
+    # Given a group of two reservations of 1 each, one of which EC2 has since forgotten (the
+    # group still lists it), and no sync yet (the launcher reads EC2 itself)
+    vanished, live = reserve(cloud, 1), reserve(cloud, 1)
+    arn = group_of(cloud, vanished, live)
+    del capacity_backend(ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]).reservations[vanished]
+    group_pool(cloud, subnets, image, arn, capacity_types=("reserved",))
+    # When 1 instance is requested
+    cloud.send(launch_request("r-vanished", nodePool="general", count=1))
+    # Then it lands in the member still there
+    record = cloud.record("r-vanished")
+    assert record is not None and record.launched == 1, record
+    assert [i.capacity_reservation_id for i in record.instances] == [live]

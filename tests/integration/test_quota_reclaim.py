@@ -22,6 +22,7 @@ from capacity_launcher.domain.status import (
     RECLAIM_REQUESTED,
     RequestStatus,
 )
+from capacity_launcher.service.reconciliation import Reconciliation
 from capacity_launcher.settings import get_settings
 from capacity_launcher_cli.quota_commands import get_quotas
 from tests.integration.test_accounting import deliver, usage
@@ -541,3 +542,36 @@ def test_a_reclaim_is_closed_when_every_quota_was_deleted(pool: Cloud) -> None:
     # and the next sync finds nothing open
     report = sync().quotas
     assert report is not None and report.reclaims.closed == {} and closed_events(pool) == []
+
+
+# -- issue 27, item 2: an instance already gone fails a whole TerminateInstances call; under the
+# tag-scoped policy EC2 answers UnauthorizedOperation, which is not retried.
+
+
+def test_an_enforced_reclaim_of_an_instance_already_gone_closes_instead_of_staying_pending(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the role's tag-scoped policy, and reconciliation not uncounting gone instances (its
+    # uncount lost a race, say), so quota usage still counts one
+    monkeypatch.setattr(Reconciliation, "_uncount_gone", lambda *_, **__: None)
+    moto_capacity.set_termination_scope("capacity-launcher:managed", "true")
+    pool.apply(*lender_and_borrower("LowerPriority"))
+    b_instances = borrow_all_of_team_a(pool)
+    newest = b_instances[-1]
+    # and team-b's newest instance terminated, its events lost, and forgotten by EC2 an hour on
+    pool.ec2.terminate_instances(InstanceIds=[newest])
+    moto_capacity.advance_clock(3601)
+    # and an enforced reclaim naming it, its grace period over
+    pool.send(launch_request("a-1", nodePool=POOL, requester="team-a"))
+    reclaim = next(e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED)
+    assert [i["instanceId"] for i in reclaim["instances"]] == [newest]
+    moto_capacity.advance_clock(GRACE_SECONDS)
+
+    # When the sync enforces the reclaim
+    report = sync().quotas
+
+    # Then it closes (nothing was left to terminate) instead of staying pending for ever
+    assert report is not None
+    assert report.reclaims.pending == []
+    assert report.reclaims.closed == {reclaim["reclaimId"]: "terminated"}
+    assert sorted(i["InstanceId"] for i in pool.managed_instances()) == sorted(b_instances[:2])

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters.launch_records import RECENT_INDEX, RECENT_SHARDS, LaunchRecords
+from capacity_launcher.adapters.launch_records import RECENT_INDEX, LaunchRecords
+from capacity_launcher.domain.index_shards import INDEX_SHARDS
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher.settings import get_settings
 from tests.support.cloud import Cloud
@@ -39,4 +40,4 @@ def test_the_newest_page_of_records_comes_from_the_index_without_a_scan(cloud: C
     # Then they are the 10 received last, newest first
     assert [r.request_id for r in newest] == [f"r-{n:03d}" for n in range(39, 29, -1)]
     # And they were read by one Query per shard of the index, with no Scan
-    assert calls == [("Query", RECENT_INDEX)] * RECENT_SHARDS
+    assert calls == [("Query", RECENT_INDEX)] * INDEX_SHARDS

@@ -10,7 +10,9 @@ from capacity_launcher.domain.aws_errors import (
     ErrorKind,
     classify,
     is_insufficient_capacity,
+    is_launch_template_gone,
     is_throttling,
+    may_be_gone_instances,
 )
 from capacity_launcher.domain.errors import (
     CapacityLauncherError,
@@ -277,3 +279,20 @@ def test_node_class_refusals_name_the_field() -> None:
     )
     assert isinstance(denied, NodeClassRefused) and denied.field == "spec.subnetIds"
     assert isinstance(refused_by_aws("DescribeSubnets", "InternalError", "", klass), Transient)
+
+
+def test_a_launch_template_deleted_under_the_launcher_is_worth_a_retry() -> None:
+    # The sync's template lifecycle may delete a template a warm launcher remembers; the retry
+    # creates it again under the same name.
+    for code in ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"):
+        assert is_launch_template_gone(code)
+        assert classify(code) is ErrorKind.TRANSIENT
+
+
+def test_termination_refusals_that_one_gone_instance_causes() -> None:
+    # InvalidInstanceID.NotFound (EC2 forgot it) and UnauthorizedOperation (the tag-scoped
+    # policy finds no tag on it): the ids are looked up; other refusals stand.
+    assert may_be_gone_instances("InvalidInstanceID.NotFound")
+    assert may_be_gone_instances("UnauthorizedOperation")
+    assert not may_be_gone_instances("OperationNotPermitted")
+    assert classify("UnauthorizedOperation") is ErrorKind.FATAL

@@ -58,8 +58,10 @@ def test_terminate_gives_up_after_the_bound_with_the_ec2_error(waits: list[float
     ec2, stubber = _ec2()
     for _ in range(len(VISIBILITY_BACKOFF_SECONDS) + 1):
         _not_found(stubber, "terminate_instances")
+    # then the ids are looked up: EC2 lists none of them yet, and fresh ones are not gone
+    stubber.add_response("describe_instances", {"Reservations": []})
     with stubber, pytest.raises(LaunchFailed) as failed:
-        Fleet(ec2, waits.append).terminate(IDS)
+        Fleet(ec2, waits.append).terminate(IDS, fresh=True)  # just launched: not taken for gone
     assert failed.value.code == "InvalidInstanceID.NotFound"
     assert len(waits) == len(VISIBILITY_BACKOFF_SECONDS)
 
@@ -114,7 +116,9 @@ def test_other_tag_errors_are_not_retried(waits: list[float]) -> None:
     assert waits == []
 
 
-def _launched_never_described(lifecycle: str, instance_type: str, zone: str) -> Any:
+def _launched_never_described(
+    lifecycle: str, instance_type: str, zone: str, waits: list[float]
+) -> Any:
     """CreateFleet launched one instance (answered with `lifecycle`) that DescribeInstances never
     lists; the landing the adapter reports for it."""
     ec2, stubber = _ec2()
@@ -147,7 +151,7 @@ def _launched_never_described(lifecycle: str, instance_type: str, zone: str) -> 
 
 
 def test_describe_falls_back_to_the_create_fleet_answer(waits: list[float]) -> None:
-    landing = _launched_never_described("spot", "m5.large", "us-east-1b")
+    landing = _launched_never_described("spot", "m5.large", "us-east-1b", waits)
     # Then the instance is reported from what CreateFleet said
     assert (landing.instance_type, landing.zone, landing.capacity_type) == (
         "m5.large",
@@ -172,5 +176,5 @@ def test_the_create_fleet_lifecycle_of_reserved_markets_reads_as_reserved(
     """botocore's CreateFleetInstance.Lifecycle (InstanceLifecycle: spot, on-demand,
     interruptible-capacity-reservation, capacity-block): an instance of a block or an
     interruptible reservation, reported from the CreateFleet answer, is reserved capacity."""
-    landing = _launched_never_described(lifecycle, "p5.48xlarge", "us-east-1a")
+    landing = _launched_never_described(lifecycle, "p5.48xlarge", "us-east-1a", waits)
     assert landing.capacity_type == capacity_type

@@ -455,3 +455,19 @@ def test_hub_fields_a_version_has_no_place_for_ride_in_an_annotation() -> None:
     as_v1["metadata"]["annotations"][HUB_FIELDS_ANNOTATION] = "[1]"
     (error,) = errors_of(as_v1)
     assert error.field == f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"
+
+
+def test_a_retired_karpenter_kind_is_refused_naming_its_replacements_versions() -> None:
+    template = {
+        "apiVersion": "karpenter.k8s.aws/v1alpha1",
+        "kind": "AWSNodeTemplate",
+        "metadata": {"name": "default"},
+        "spec": {"subnetSelector": {"karpenter.sh/discovery": "c"}},
+    }
+    (error,) = errors_of(template)
+    assert error.field == "apiVersion"
+    assert error.rule == (
+        "karpenter.k8s.aws/v1alpha1 AWSNodeTemplate is no longer served; use "
+        "karpenter.k8s.aws/v1 EC2NodeClass (served: karpenter.k8s.aws/v1 EC2NodeClass, "
+        "karpenter.k8s.aws/v1beta1 EC2NodeClass)"
+    )

@@ -37,7 +37,7 @@ def test_the_seed_example_becomes_a_pool_and_a_class_and_comes_back_as_written()
 
     pool, node_class = applied.conversion.hubs
     assert isinstance(pool, NodePool) and isinstance(node_class, NodeClass)
-    assert pool.spec.node_class_ref == node_class.name == "default"
+    assert pool.spec.node_class_ref == node_class.name == "seed-003"
     assert {(r.key, r.values) for r in pool.spec.requirements} == {
         ("node.kubernetes.io/instance-type", ("m5.large",)),
         ("kubernetes.io/arch", ("amd64",)),

@@ -27,6 +27,8 @@ from moto_capacity.ec2.models.interruptible import reclaim
 from moto_capacity.ec2.models.offerings import CAPACITY_TYPES, Offering
 from moto_capacity.ec2.models.platforms import forget_registered_images, registered_images
 from moto_capacity.ec2.models.platforms import register_image as register_platform_image
+from moto_capacity.ec2.models.reservations import END_DATE_SETTINGS
+from moto_capacity.ec2.models.retention import RETENTION, forget_departed
 
 FAULT_SCOPES = ("call", "override")
 OVERRIDE_SCOPED = "ec2:CreateFleet"
@@ -136,16 +138,34 @@ def advance_clock(seconds: float) -> None:
     with CAPACITY_LOCK:
         for backend in all_capacity_backends():
             backend.expire_due_reservations()
+    forget_departed()
+
+
+def set_launch_template_quota(quota: int) -> None:
+    """How many launch templates a Region holds before CreateLaunchTemplate answers
+    ResourceLimitExceeded (EC2's default quota is 5,000)."""
+    RETENTION.set_launch_template_quota(quota)
+
+
+def set_termination_scope(tag_key: str | None, tag_value: str | None = None) -> None:
+    """Answer TerminateInstances as a policy allowing it only on instances tagged
+    `tag_key`=`tag_value` would: UnauthorizedOperation when one id lacks the tag, or is gone.
+    `None` turns it off."""
+    RETENTION.set_termination_scope(tag_key, tag_value)
 
 
 def set_lifecycle(
-    assessment_seconds: float | None = None, payment_pending_seconds: float | None = None
+    assessment_seconds: float | None = None,
+    payment_pending_seconds: float | None = None,
+    end_date_lag_seconds: float | None = None,
 ) -> None:
     """How long future-dated requests stay `assessing`, and purchased Capacity Blocks
-    `payment-pending`, on the emulator's clock (defaults 3600 and 30)."""
+    `payment-pending`, on the emulator's clock (defaults 3600 and 30), and how long after its
+    end date a reservation ends (by default within the hour, drawn from its id)."""
     for name, value in (
         ("assessmentSeconds", assessment_seconds),
         ("paymentPendingSeconds", payment_pending_seconds),
+        ("endDateLagSeconds", end_date_lag_seconds),
     ):
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int | float) or value < 0
@@ -155,6 +175,10 @@ def set_lifecycle(
         FUTURE_DATED_SETTINGS.assessment_seconds = float(assessment_seconds)
     if payment_pending_seconds is not None:
         BLOCK_SETTINGS.payment_pending_seconds = float(payment_pending_seconds)
+    if end_date_lag_seconds is not None:
+        if end_date_lag_seconds >= 3600:
+            raise ValueError("endDateLagSeconds must be < 3600: EC2 ends it within the hour")
+        END_DATE_SETTINGS.lag_seconds = float(end_date_lag_seconds)
 
 
 def _backend_holding(reservation_id: str) -> CapacityReservationBackend:
@@ -186,8 +210,10 @@ def reset() -> None:
     CLOCK.reset()
     FUTURE_DATED_SETTINGS.reset()
     BLOCK_SETTINGS.reset()
+    END_DATE_SETTINGS.reset()
     EC2_EVENTS.reset()
     TRANSACTION_CONFLICTS.reset()
+    RETENTION.reset()
     forget_registered_images()
 
 
@@ -208,6 +234,8 @@ def state() -> dict[str, object]:
     answer["lifecycle"] = {
         "assessmentSeconds": FUTURE_DATED_SETTINGS.assessment_seconds,
         "paymentPendingSeconds": BLOCK_SETTINGS.payment_pending_seconds,
+        "endDateLagSeconds": END_DATE_SETTINGS.lag_seconds,
     }
     answer["ec2Events"] = EC2_EVENTS.snapshot()
+    answer["retention"] = RETENTION.snapshot()
     return answer

@@ -59,10 +59,14 @@ def _advance_clock(body: dict[str, Any]) -> None:
 
 
 def _set_lifecycle(body: dict[str, Any]) -> None:
-    known = {"assessmentSeconds", "paymentPendingSeconds"}
+    known = {"assessmentSeconds", "paymentPendingSeconds", "endDateLagSeconds"}
     if not known & body.keys() or body.keys() - known:
         raise ValueError(f"the body takes {sorted(known)} (at least one), got {sorted(body)}")
-    control.set_lifecycle(body.get("assessmentSeconds"), body.get("paymentPendingSeconds"))
+    control.set_lifecycle(
+        body.get("assessmentSeconds"),
+        body.get("paymentPendingSeconds"),
+        body.get("endDateLagSeconds"),
+    )
 
 
 def _set_reservation_state(body: dict[str, Any]) -> None:
@@ -71,6 +75,14 @@ def _set_reservation_state(body: dict[str, Any]) -> None:
 
 def _interrupt(body: dict[str, Any]) -> None:
     control.interrupt(body["capacityReservationId"], body["instanceCount"])
+
+
+def _set_launch_template_quota(body: dict[str, Any]) -> None:
+    control.set_launch_template_quota(body["launchTemplateQuota"])
+
+
+def _set_termination_scope(body: dict[str, Any]) -> None:
+    control.set_termination_scope(body.get("tagKey"), body.get("tagValue"))
 
 
 def _reset(_: dict[str, Any]) -> None:
@@ -92,6 +104,8 @@ ROUTES: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("POST", f"{PREFIX}/lifecycle"): _set_lifecycle,
     ("POST", f"{PREFIX}/reservation-state"): _set_reservation_state,
     ("POST", f"{PREFIX}/interruptions"): _interrupt,
+    ("POST", f"{PREFIX}/launch-template-quota"): _set_launch_template_quota,
+    ("POST", f"{PREFIX}/termination-scope"): _set_termination_scope,
     ("POST", f"{PREFIX}/reset"): _reset,
     ("GET", f"{PREFIX}/state"): _nothing,
 }

@@ -1,6 +1,7 @@
 """The EC2 hooks: the capacity actions and answers on moto's `EC2Response`, billing fields on its
 `Ami`, instances that give their slot back when stopped or terminated and take one again when
-started, `cr-` ids for tags, and Capacity Reservations as resource-group members."""
+started, `cr-` ids for tags, Capacity Reservations as resource-group members, the launch-template
+quota, and terminated instances that leave DescribeInstances after an hour."""
 
 import functools
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from .models.backend import capacity_backend, existing_capacity_backend
 from .models.consistency import noting_launches
 from .models.group_members import CAPACITY_RESERVATION_MEMBERS
 from .models.platforms import ImageBillingFields
+from .models.retention import noting_termination, within_launch_template_quota
 from .responses.capacity_reservations import CapacityReservationResponse
 from .responses.gpu_reservations import GpuReservationResponse
 from .responses.instances import EventuallyConsistentInstanceResponse
@@ -35,6 +37,11 @@ def _releasing_slot(original: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return release_after
+
+
+def _terminating(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A terminated instance gives its slot back, and leaves DescribeInstances an hour later."""
+    return noting_termination(_releasing_slot(original))
 
 
 def _placing_again(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -67,7 +74,8 @@ def install() -> None:
     copy_members(ImageBillingFields, Ami)
     hook(EC2Backend, "run_instances", noting_launches)
     hook(Instance, "stop", _releasing_slot)
-    hook(Instance, "terminate", _releasing_slot)
+    hook(Instance, "terminate", _terminating)
     hook(Instance, "start", _placing_again)
     hook(EC2Backend, "do_resources_exist", _checking_reservations_exist)
+    hook(EC2Backend, "create_launch_template", within_launch_template_quota)
     register_member_kind(CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_MEMBERS)

@@ -168,12 +168,13 @@ def test_pending_reservations_are_filtered_by_state(
 def test_advancing_the_clock_expires_a_reservation_at_its_end_date(
     ec2: Any, reservation: Callable[..., dict[str, Any]]
 ) -> None:
-    """EC2 User Guide, "Capacity Reservation states": `expired` once the end date passes."""
+    """EC2 User Guide, "Capacity Reservation states": `expired` once the end date passes
+    (CreateCapacityReservation, EndDate: within an hour from it)."""
     end = datetime.now(UTC) + timedelta(hours=1)
     rid = reservation(EndDateType="limited", EndDate=end)["CapacityReservationId"]
 
     before = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])
-    moto_capacity.advance_clock(3601)
+    moto_capacity.advance_clock(2 * 3600 + 1)
     after = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])
 
     assert before["CapacityReservations"][0]["State"] == "active"

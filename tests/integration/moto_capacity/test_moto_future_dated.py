@@ -255,3 +255,66 @@ def _post(base: str, path: str, body: dict[str, Any]) -> Any:
     )
     with urllib.request.urlopen(request) as answer:
         return json.loads(answer.read())
+
+
+def test_each_state_a_future_dated_request_enters_is_put_on_the_default_bus(
+    ec2: Any,
+    aws_client: Callable[[str], Any],
+    future_reservation: Callable[..., dict[str, Any]],
+    advance_to: Callable[..., None],
+) -> None:
+    """EC2 User Guide, "Monitor state changes for future-dated Capacity Reservations"
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitor-fcr-state.html): EC2 sends
+    `EC2 Capacity Reservation <State>` to EventBridge when the state changes, with the
+    reservation's id and new state; a rule with the prefix pattern receives them."""
+    # Given a rule on the default bus sending every state event to a queue
+    sqs, events = aws_client("sqs"), aws_client("events")
+    # (14 days' retention: the emulator's SQS reads its clock, which moves 10 days here)
+    queue = sqs.create_queue(
+        QueueName="fcr-states", Attributes={"MessageRetentionPeriod": "1209600"}
+    )["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(
+        Name="fcr-states",
+        EventPattern=json.dumps(
+            {"source": ["aws.ec2"], "detail-type": [{"prefix": "EC2 Capacity Reservation"}]}
+        ),
+    )
+    events.put_targets(Rule="fcr-states", Targets=[{"Id": "q", "Arn": arn}])
+    # and a request delayed, then delivered, and a second one scheduled then active
+    delayed = future_reservation()["CapacityReservationId"]
+    moto_capacity.set_reservation_state(delayed, "delayed")
+    moto_capacity.set_reservation_state(delayed, "active")
+    on_time = future_reservation()
+    moto_capacity.advance_clock(3601)
+    advance_to(on_time["StartDate"], 1)
+    _state(ec2, on_time["CapacityReservationId"])
+
+    # Then each state entered is one event, on the bus and in the state's log
+    received = []
+    while answer := sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages"):
+        received += [json.loads(m["Body"]) for m in answer]
+        sqs.delete_message_batch(
+            QueueUrl=queue,
+            Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(answer)
+            ],
+        )
+    seen = [
+        (e["detail"]["capacity-reservation-id"], e["detail-type"], e["detail"]["state"])
+        for e in received
+    ]
+    on_time_id = on_time["CapacityReservationId"]
+    assert sorted(seen) == sorted(
+        [
+            (delayed, "EC2 Capacity Reservation Delayed", "delayed"),
+            (delayed, "EC2 Capacity Reservation Active", "active"),
+            (on_time_id, "EC2 Capacity Reservation Scheduled", "scheduled"),
+            (on_time_id, "EC2 Capacity Reservation Active", "active"),
+        ]
+    )
+    assert all(e["source"] == "aws.ec2" and len(e["resources"]) == 1 for e in received)
+    logged = [e["detail-type"] for e in moto_capacity.state()["ec2Events"]]
+    assert sorted(logged) == sorted(t for _, t, _ in seen)

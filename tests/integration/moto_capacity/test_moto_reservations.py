@@ -6,6 +6,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+import moto_capacity
+
 
 def test_create_capacity_reservation_is_active_with_all_capacity_available(
     reservation: Any,
@@ -118,7 +120,10 @@ def test_modify_changes_the_instance_count_and_keeps_available_exact(
 def test_reservation_past_its_end_date_is_expired_and_not_used(
     ec2: Any, reservation: Any, linux_ami: str
 ) -> None:
-    # Given a reservation whose end date is about to pass
+    """EC2 API Reference, CreateCapacityReservation, EndDate
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateCapacityReservation.html):
+    cancelled within an hour from the specified time."""
+    # Given a reservation whose end date has just passed
     rid = reservation()["CapacityReservationId"]
     ec2.modify_capacity_reservation(
         CapacityReservationId=rid,
@@ -126,7 +131,8 @@ def test_reservation_past_its_end_date_is_expired_and_not_used(
         EndDate=datetime.now(UTC) - timedelta(seconds=1),
     )
 
-    # When
+    # When the hour after it is over
+    moto_capacity.advance_clock(3600)
     state = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])
     launched = ec2.run_instances(
         ImageId=linux_ami,
@@ -139,6 +145,46 @@ def test_reservation_past_its_end_date_is_expired_and_not_used(
     # Then
     assert state["CapacityReservations"][0]["State"] == "expired"
     assert "CapacityReservationId" not in launched["Instances"][0]
+
+
+def test_a_reservation_ends_within_the_hour_after_its_end_date_not_at_it(
+    ec2: Any, reservation: Any
+) -> None:
+    """EC2 API Reference, CreateCapacityReservation, EndDate
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateCapacityReservation.html):
+    "the Capacity Reservation is cancelled within an hour from the specified time"."""
+
+    def state(rid: str) -> str:
+        found = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])
+        return str(found["CapacityReservations"][0]["State"])
+
+    # Given EC2 taking 10 minutes after the end date, and a reservation ending in a minute
+    moto_capacity.set_lifecycle(end_date_lag_seconds=600)
+    rid = reservation()["CapacityReservationId"]
+    end = datetime.now(UTC) + timedelta(seconds=60)
+    ec2.modify_capacity_reservation(CapacityReservationId=rid, EndDateType="limited", EndDate=end)
+
+    # When the end date passes, then it is still active for those 10 minutes, then expired
+    moto_capacity.advance_clock(60 + 590)
+    assert state(rid) == "active"
+    moto_capacity.advance_clock(20)
+    assert state(rid) == "expired"
+
+    # And by default each reservation ends at its own moment within the hour, never later
+    moto_capacity.set_lifecycle(end_date_lag_seconds=0)
+    assert moto_capacity.state()["lifecycle"]["endDateLagSeconds"] == 0
+    moto_capacity.reset()
+    assert moto_capacity.state()["lifecycle"]["endDateLagSeconds"] is None
+    ids = [reservation()["CapacityReservationId"] for _ in range(3)]
+    end = datetime.now(UTC) + timedelta(seconds=60)
+    for rid in ids:
+        ec2.modify_capacity_reservation(
+            CapacityReservationId=rid, EndDateType="limited", EndDate=end
+        )
+    moto_capacity.advance_clock(60 + 3600)
+    assert [state(rid) for rid in ids] == ["expired"] * 3
+    with pytest.raises(ValueError, match="within the hour"):
+        moto_capacity.set_lifecycle(end_date_lag_seconds=3600)
 
 
 def test_cancelled_reservation_is_cancelled_and_cannot_be_modified(

@@ -5,7 +5,7 @@ Only translation: which reservations a NodeClass uses is decided in domain/reser
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,12 +25,21 @@ _NOT_FOUND = "InvalidCapacityReservationId.NotFound"
 class CapacityReservations:
     """DescribeCapacityReservations and ListGroupResources, as snapshots and reservation ids."""
 
-    def __init__(self, ec2: Any | None = None, resource_groups: Any | None = None) -> None:
-        self._ec2 = ec2 or client("ec2")
+    def __init__(
+        self,
+        ec2: Any | None = None,
+        resource_groups: Any | None = None,
+        *,
+        clients: Callable[[str], Any] = client,
+    ) -> None:
+        """`clients` makes the resource-groups client on first use (most containers never list
+        a group), from the same factory as the caller's other clients."""
+        self._ec2 = ec2 or clients("ec2")
         self._resource_groups = resource_groups
+        self._clients = clients
 
     def group_members(self, group_arn: str) -> list[str]:
-        groups = self._resource_groups or client("resource-groups")
+        groups = self._resource_groups or self._clients("resource-groups")
         ids: list[str] = []
         with aws_call("ListGroupResources", fatal=LaunchFailed):
             pages = groups.get_paginator("list_group_resources").paginate(Group=group_arn)
@@ -53,20 +62,31 @@ class CapacityReservations:
         ids: Iterable[str] | None = None,
         filters: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[ReservationSnapshot]:
+        """The reservations named (all when `ids` is None) that match `filters`. EC2 refuses a
+        whole call for one id it does not know (any more): the ids are then described one by
+        one, so a vanished group member costs only itself, not the whole group."""
+        wanted = None if ids is None else list(ids)
+        try:
+            raw = self._described(wanted, filters)
+        except LaunchFailed as error:
+            if error.code != _NOT_FOUND:
+                raise
+            if not wanted or len(wanted) == 1:
+                return []
+            return [r for one in wanted for r in self.describe([one], filters)]
+        return [snapshot_from_ec2(r) for r in raw]
+
+    def _described(
+        self, ids: list[str] | None, filters: Sequence[Mapping[str, Any]] | None
+    ) -> list[Mapping[str, Any]]:
         kwargs: dict[str, Any] = {}
         if ids is not None:
-            kwargs["CapacityReservationIds"] = list(ids)
+            kwargs["CapacityReservationIds"] = ids
         if filters:
             kwargs["Filters"] = list(filters)
-        try:
-            with aws_call("DescribeCapacityReservations", fatal=LaunchFailed):
-                pages = self._ec2.get_paginator("describe_capacity_reservations").paginate(**kwargs)
-                raw = [r for page in pages for r in page["CapacityReservations"]]
-        except LaunchFailed as error:
-            if error.code == _NOT_FOUND:  # an id that does not exist (any more): none found
-                return []
-            raise
-        return [snapshot_from_ec2(r) for r in raw]
+        with aws_call("DescribeCapacityReservations", fatal=LaunchFailed):
+            pages = self._ec2.get_paginator("describe_capacity_reservations").paginate(**kwargs)
+            return [r for page in pages for r in page["CapacityReservations"]]
 
 
 def _filters(term: CapacityReservationSelectorTerm) -> list[dict[str, Any]]:

@@ -19,7 +19,12 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, error_code, error_message
-from capacity_launcher.domain.aws_errors import classify, retryable_error
+from capacity_launcher.domain.aws_errors import (
+    INSTANCE_GONE_STATES,
+    classify,
+    may_be_gone_instances,
+    retryable_error,
+)
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import (
     FleetError,
@@ -35,9 +40,11 @@ INSTANCE_NOT_FOUND = "InvalidInstanceID.NotFound"
 RESERVED_LIFECYCLES = frozenset({"capacity-block", "interruptible-capacity-reservation"})
 # Waits before each new try on ids EC2 does not know yet: ~8 s in all, then give up.
 VISIBILITY_BACKOFF_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)
-# DescribeInstances takes at most 200 values per filter; CreateTags 1000 resource ids.
+# DescribeInstances takes at most 200 values per filter; CreateTags and TerminateInstances
+# 1000 resource ids per call.
 _MAX_FILTER_VALUES = 200
 _MAX_TAGGED_PER_CALL = 1000
+MAX_TERMINATED_PER_CALL = 1000
 # Facts kept for instances never described (a long-lived container must not grow without end).
 _MAX_REMEMBERED = 10_000
 _T = TypeVar("_T")
@@ -113,14 +120,52 @@ class Fleet:
             raise _domain_error("DescribeInstances", error) from error
         return found
 
-    def terminate(self, instance_ids: Sequence[str]) -> None:
-        """Terminates, waiting out EC2's delay on fresh ids; raises if they stay unknown."""
-        if not instance_ids:
-            return
-        self._on_known_instances(
-            "TerminateInstances",
-            lambda: self._ec2.terminate_instances(InstanceIds=list(instance_ids)),
-        )
+    def terminate(self, instance_ids: Sequence[str], *, fresh: bool = False) -> list[str]:
+        """Terminates, at most 1000 ids a call, waiting out EC2's delay on fresh ids; returns the
+        ids found gone already (terminated, or forgotten by EC2), which need nothing more.
+
+        One id EC2 no longer has fails a whole call (InvalidInstanceID.NotFound, or, under the
+        tag-scoped policy, UnauthorizedOperation): the ids are then described and only those
+        still there are terminated. `fresh` ids (CreateFleet just returned them) that EC2 does
+        not list are not taken for gone: EC2 may not know them yet. Raises when the refusal
+        stands (every id still there, or a fresh one unlisted)."""
+        gone: list[str] = []
+        for start in range(0, len(instance_ids), MAX_TERMINATED_PER_CALL):
+            chunk = list(instance_ids[start : start + MAX_TERMINATED_PER_CALL])
+            gone += self._terminate_chunk(chunk, fresh)
+        return gone
+
+    def _terminate_chunk(self, instance_ids: list[str], fresh: bool) -> list[str]:
+        try:
+            self._on_known_instances(
+                "TerminateInstances",
+                lambda: self._ec2.terminate_instances(InstanceIds=instance_ids),
+            )
+            return []
+        except LaunchFailed as refused:
+            if not may_be_gone_instances(refused.code):
+                raise
+            states = self._states(instance_ids)
+            live = [
+                i for i in instance_ids if i in states and states[i] not in INSTANCE_GONE_STATES
+            ]
+            unlisted = [i for i in instance_ids if i not in states]
+            if len(live) == len(instance_ids) or (fresh and unlisted):
+                raise  # nothing is surely gone: the refusal stands
+            gone = [i for i in instance_ids if i not in live]
+            logger.info(
+                "instances already gone; terminating the others",
+                extra={"gone": gone, "instances": live, "code": refused.code},
+            )
+        if live:
+            self._on_known_instances(
+                "TerminateInstances", lambda: self._ec2.terminate_instances(InstanceIds=live)
+            )
+        return gone
+
+    def _states(self, instance_ids: Sequence[str]) -> dict[str, str]:
+        """The state DescribeInstances lists for each id it lists (gone ones are not listed)."""
+        return {i: x.state for i, x in self._describe_visible(instance_ids).items()}
 
     def tag(self, instance_ids: Sequence[str], tags: Mapping[str, str]) -> list[str]:
         """Tags, waiting out EC2's delay on fresh ids; the ids left untagged (EC2 refuses a whole

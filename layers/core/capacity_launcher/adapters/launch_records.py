@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -14,6 +13,7 @@ from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_i
 from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.detail_limits import fit_entries
 from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.index_shards import read_values, shard_value
 from capacity_launcher.domain.intents import LaunchIntent, Share
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 
@@ -31,20 +31,15 @@ DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
 WAITING_INDEX = "WaitingRequests"
 WAITING = "waiting"
 _WAITING_STATUS = {":waiting": {"S": str(RequestStatus.WAITING)}}
-# Every record carries `recentShard` (one of RECENT_SHARDS, by its requestId) and `receivedAt`:
-# the RecentRequests index's keys, so operators list the newest records with one Query per
-# shard, newest first, never a Scan of history. Shards spread a burst of records' writes.
+# Every record carries `recentShard` (`recent#<n>`, by its requestId: domain/index_shards.py)
+# and `receivedAt`: the RecentRequests index's keys, so operators list the newest records with
+# one Query per shard, newest first, never a Scan of history.
 RECENT_INDEX = "RecentRequests"
-RECENT_SHARDS = 8
+RECENT = "recent"
 
 
 def request_pk(request_id: str) -> str:
     return f"Request#{request_id}"
-
-
-def recent_shard(request_id: str) -> str:
-    """The record's RecentRequests partition: stable for its requestId, spread over the shards."""
-    return str(zlib.crc32(request_id.encode()) % RECENT_SHARDS)
 
 
 def instance_pk(instance_id: str) -> str:
@@ -137,18 +132,22 @@ class LaunchRecords:
 
     def overdue_waits(self, deadline_before: datetime) -> list[HeldWait]:
         """Waits whose deadline is before the given time, and backstop outcomes not yet published:
-        one Query of the sparse WaitingRequests index (only live waits carry its key)."""
-        with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
-                TableName=self._table,
-                IndexName=WAITING_INDEX,
-                KeyConditionExpression="waiting = :waiting AND waitingUntil < :before",
-                ExpressionAttributeValues={
-                    ":waiting": {"S": WAITING},
-                    ":before": {"N": str(int(deadline_before.timestamp()))},
-                },
-            )
-            items = [from_item(i) for page in pages for i in page["Items"]]
+        one Query of the sparse WaitingRequests index per shard value (only live waits carry its
+        key; domain/index_shards.py)."""
+        items: list[dict[str, Any]] = []
+        paginator = self._db.get_paginator("query")
+        for value in read_values(WAITING):  # each shard, and the bare value of older waits
+            with aws_call("Query"):
+                pages = paginator.paginate(
+                    TableName=self._table,
+                    IndexName=WAITING_INDEX,
+                    KeyConditionExpression="waiting = :waiting AND waitingUntil < :before",
+                    ExpressionAttributeValues={
+                        ":waiting": {"S": value},
+                        ":before": {"N": str(int(deadline_before.timestamp()))},
+                    },
+                )
+                items += [from_item(i) for page in pages for i in page["Items"]]
         return [
             HeldWait(
                 record=RequestRecord.from_detail(json.loads(item["detail"])),
@@ -218,7 +217,7 @@ class LaunchRecords:
             "nodePool": record.node_pool,
             "requester": record.requester,
             "finishedAt": detail["finishedAt"],
-            "recentShard": recent_shard(record.request_id),
+            "recentShard": shard_value(RECENT, record.request_id),
             "receivedAt": detail["receivedAt"],
             "detail": json.dumps(detail, sort_keys=True),
             "ttl": self._expiry(),
@@ -226,7 +225,7 @@ class LaunchRecords:
         if held_by is not None:
             item["heldBy"] = held_by
         if record.status is RequestStatus.WAITING and record.wait_for_capacity_until is not None:
-            item["waiting"] = WAITING
+            item["waiting"] = shard_value(WAITING, record.request_id)
             item["waitingUntil"] = int(record.wait_for_capacity_until.timestamp())
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
         try:
@@ -282,13 +281,13 @@ class LaunchRecords:
         `limit`, not with history; the launch path never lists. Records written before the
         index existed carry no key there and are not listed (`status` still reads them)."""
         records = []
-        for shard in range(RECENT_SHARDS):
+        for shard in read_values(RECENT)[1:]:  # no record was written unsharded
             with aws_call("Query"):
                 page = self._db.query(
                     TableName=self._table,
                     IndexName=RECENT_INDEX,
                     KeyConditionExpression="recentShard = :shard",
-                    ExpressionAttributeValues={":shard": {"S": str(shard)}},
+                    ExpressionAttributeValues={":shard": {"S": shard}},
                     ScanIndexForward=False,
                     Limit=limit,
                 )

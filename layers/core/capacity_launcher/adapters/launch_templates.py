@@ -6,21 +6,32 @@ import base64
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import aws_call, client, error_code
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.adapters.image_selection import ImageSelection
 from capacity_launcher.adapters.security_groups import SecurityGroups
+from capacity_launcher.domain.aws_errors import is_launch_template_gone
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import LaunchTemplate
 from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.platforms import reservation_platform
 from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
-from capacity_launcher.domain.tags import MANAGED, NODE_CLASS, managed_tags
+from capacity_launcher.domain.tags import (
+    MANAGED,
+    NODE_CLASS,
+    RESERVATION_TARGET,
+    TEMPLATE_BASIS,
+    managed_tags,
+)
+from capacity_launcher.domain.template_lifecycle import ManagedTemplate, target_tag
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
@@ -28,6 +39,12 @@ _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
 _NOT_FROM_BASE = frozenset({"NetworkInterfaces", "SecurityGroups", "InstanceMarketOptions"})
 _BASE_FIELD = "spec.launchTemplateName"
 _BASE_SECONDS = 60.0
+# A name this container created or saw is trusted this long, then ensured again: the sync may
+# have deleted it since (service/template_sweep.py waits far longer before it does). Wall-clock
+# seconds (time.time, which the simulation moves with its clock), not monotonic ones.
+KNOWN_FOR_SECONDS = 300.0
+# DescribeLaunchTemplates answers at most 200 a page.
+_PAGE_SIZE = 200
 
 
 def reservation_specification(use: ReservationUse) -> dict[str, Any]:
@@ -97,9 +114,41 @@ def on_base(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
     return {**kept, **data}
 
 
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def template_name(node_class_name: str, data: Mapping[str, Any]) -> str:
-    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-    return f"capacity-launcher-{node_class_name}-{digest}"
+    return f"capacity-launcher-{node_class_name}-{_digest(data)}"
+
+
+def template_basis(data: Mapping[str, Any]) -> str:
+    """The template's content apart from its reservation and market parts: equal for every
+    template one NodeClass content and image give, different once either changes."""
+    rest = {
+        k: v
+        for k, v in data.items()
+        if k not in ("CapacityReservationSpecification", "InstanceMarketOptions")
+    }
+    rest["TagSpecifications"] = [
+        s
+        for s in rest.get("TagSpecifications", [])
+        if s["ResourceType"] != "spot-instances-request"
+    ]
+    return _digest(rest)
+
+
+def template_tags(
+    node_class_name: str, data: Mapping[str, Any], use: ReservationUse
+) -> list[dict[str, str]]:
+    tags = {
+        MANAGED: "true",
+        NODE_CLASS: node_class_name,
+        TEMPLATE_BASIS: template_basis(data),
+    }
+    if use.target is not None:
+        tags[RESERVATION_TARGET] = target_tag(use.target.name)
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
 
 
 class LaunchTemplates:
@@ -110,7 +159,7 @@ class LaunchTemplates:
         self._image_parameters = ImageParameters(ssm)
         self._security_groups = SecurityGroups(self._ec2)
         self._image_selection = ImageSelection(self._ec2)
-        self._known: set[str] = set()
+        self._known: dict[str, float] = {}  # name -> when it was last created or seen
         self._images: dict[str, Mapping[str, Any] | None] = {}
         self._lock = threading.Lock()
         self._bases: TtlCache[Mapping[str, Any]] = TtlCache(_BASE_SECONDS)
@@ -134,12 +183,12 @@ class LaunchTemplates:
         template = LaunchTemplate(template_name(node_class.metadata.name, data), use)
         name = template.name
         with self._lock:
-            if name in self._known:
+            if time.time() - self._known.get(name, -KNOWN_FOR_SECONDS) < KNOWN_FOR_SECONDS:
                 return template
         if not self._exists(name):
-            self._create(name, data, node_class)
+            self._create(name, data, node_class, use)
         with self._lock:
-            self._known.add(name)
+            self._known[name] = time.time()
         return template
 
     def _exists(self, name: str) -> bool:
@@ -153,11 +202,10 @@ class LaunchTemplates:
             )
         return bool(found.get("LaunchTemplates"))
 
-    def _create(self, name: str, data: Mapping[str, Any], node_class: NodeClass) -> None:
-        tags = [
-            {"Key": MANAGED, "Value": "true"},
-            {"Key": NODE_CLASS, "Value": node_class.metadata.name},
-        ]
+    def _create(
+        self, name: str, data: Mapping[str, Any], node_class: NodeClass, use: ReservationUse
+    ) -> None:
+        tags = template_tags(node_class.metadata.name, data, use)
         try:
             with aws_call("CreateLaunchTemplate", node_class=node_class):
                 self._ec2.create_launch_template(
@@ -227,3 +275,57 @@ class LaunchTemplates:
         if spec.image_selector_terms:
             return self._image_selection.image_id(node_class)
         return self._image_parameters.image_id(node_class)
+
+
+class TemplateInventory:
+    """The service's launch templates as the sync's lifecycle sees them: listed a bounded number
+    of pages a run (continuing where the last run stopped), deleted one by one."""
+
+    def __init__(self, ec2: Any | None = None, pages_per_run: int = 5) -> None:
+        self._ec2 = ec2 or client("ec2")
+        self._pages_per_run = pages_per_run
+        self._next_token: str | None = None
+
+    def managed(self) -> list[ManagedTemplate]:
+        """Up to `pages_per_run` pages of templates tagged managed; the next call goes on from
+        there, and starts over after the last page."""
+        found: list[ManagedTemplate] = []
+        for _ in range(self._pages_per_run):
+            page = self._page(self._next_token)
+            found += [_managed(raw) for raw in page.get("LaunchTemplates", [])]
+            self._next_token = page.get("NextToken") or None
+            if self._next_token is None:
+                break
+        return found
+
+    def delete(self, name: str) -> bool:
+        """Deletes a template; False when it was gone already."""
+        with aws_call("DeleteLaunchTemplate", fatal=LaunchFailed):
+            try:
+                self._ec2.delete_launch_template(LaunchTemplateName=name)
+            except ClientError as error:
+                if is_launch_template_gone(error_code(error)):
+                    return False
+                raise
+        return True
+
+    def _page(self, token: str | None) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "Filters": [{"Name": f"tag:{MANAGED}", "Values": ["true"]}],
+            "MaxResults": _PAGE_SIZE,
+        }
+        if token:
+            request["NextToken"] = token
+        with aws_call("DescribeLaunchTemplates"):
+            return dict(self._ec2.describe_launch_templates(**request))
+
+
+def _managed(raw: Mapping[str, Any]) -> ManagedTemplate:
+    tags = {t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])}
+    return ManagedTemplate(
+        name=str(raw["LaunchTemplateName"]),
+        created_at=raw["CreateTime"],
+        node_class=tags.get(NODE_CLASS),
+        basis=tags.get(TEMPLATE_BASIS),
+        target=tags.get(RESERVATION_TARGET),
+    )

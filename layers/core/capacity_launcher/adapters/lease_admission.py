@@ -30,6 +30,7 @@ from capacity_launcher.adapters.pool_items import (
     limits_pk,
 )
 from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded, Transient
+from capacity_launcher.domain.index_shards import shard_value
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits
 from capacity_launcher.domain.quota_admission import LeaseAsk, admit_lease, governing, usage_items
@@ -232,7 +233,7 @@ class LeaseAdmission:
             "sk": LEASE_PREFIX + state.lease_id,
             "count": count,
             "expiresAt": int(self._clock()) + self._lease_seconds,
-            "openLease": OPEN_LEASE,
+            "openLease": shard_value(OPEN_LEASE, limits_pk(pool) + LEASE_PREFIX + state.lease_id),
             **attributes_of(amount),
             **hold_attributes(hold),
         }

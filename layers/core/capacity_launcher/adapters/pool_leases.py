@@ -37,6 +37,7 @@ from capacity_launcher.adapters.pool_items import (
     settled_of,
 )
 from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.index_shards import read_values
 from capacity_launcher.domain.pool_usage import Lease, total
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.quota_admission import LeaseAsk
@@ -191,16 +192,21 @@ class PoolLeaseStore:
         return lease_of(item) if item else None
 
     def leases(self) -> list[Lease]:
-        """Every unsettled lease (the sync reclaims the expired ones)."""
-        with aws_call("Query"):
-            pages = self._items.db.get_paginator("query").paginate(
-                TableName=self._items.table,
-                IndexName=OPEN_LEASES_INDEX,
-                KeyConditionExpression="openLease = :open",
-                FilterExpression="attribute_not_exists(settled)",
-                ExpressionAttributeValues={":open": {"S": OPEN_LEASE}},
-            )
-            return [lease_of(from_item(i)) for page in pages for i in page["Items"]]
+        """Every unsettled lease (the sync reclaims the expired ones): one Query of the sparse
+        OpenLeases index per shard value, and one of the bare value older leases carry."""
+        found: list[Lease] = []
+        paginator = self._items.db.get_paginator("query")
+        for value in read_values(OPEN_LEASE):
+            with aws_call("Query"):
+                pages = paginator.paginate(
+                    TableName=self._items.table,
+                    IndexName=OPEN_LEASES_INDEX,
+                    KeyConditionExpression="openLease = :open",
+                    FilterExpression="attribute_not_exists(settled)",
+                    ExpressionAttributeValues={":open": {"S": value}},
+                )
+                found += [lease_of(from_item(i)) for page in pages for i in page["Items"]]
+        return found
 
     def reclaim(self, lease: Lease) -> bool:
         """Give an expired lease's amount back; False if it was settled or reclaimed meanwhile."""

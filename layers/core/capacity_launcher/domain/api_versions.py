@@ -183,9 +183,12 @@ class VersionRegistry:
             return found
         served = self.served_for(kind)
         if (api_version, kind) in self._retired:
+            replacement = self._retired[(api_version, kind)]
+            # A kind that was replaced by another: name the served versions of that one.
+            served = served or self.served_for(replacement.rsplit(" ", 1)[-1])
             rule = (
-                f"{api_version} {kind} is no longer served; use "
-                f"{self._retired[(api_version, kind)]} (served: {_listed(served)})"
+                f"{api_version} {kind} is no longer served; use {replacement} "
+                f"(served: {_listed(served)})"
             )
             raise ConfigValidationError([FieldError("apiVersion", rule)])
         if served:

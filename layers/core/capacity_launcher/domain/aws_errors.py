@@ -90,6 +90,37 @@ SPOT_UNAVAILABLE_CODES: frozenset[str] = frozenset(
 )
 
 
+# TerminateInstances refusals that may mean "one of these instances is gone": EC2 forgets a
+# terminated instance about an hour after termination (InvalidInstanceID.NotFound), and under a
+# policy scoped by aws:ResourceTag IAM finds no tag on it and refuses the whole call
+# (UnauthorizedOperation; Karpenter's aws/karpenter-provider-aws#2253). Either fails every id of
+# the call, so the caller looks the ids up and terminates only those still there.
+INSTANCE_GONE_CODES: frozenset[str] = frozenset(
+    {"InvalidInstanceID.NotFound", "UnauthorizedOperation"}
+)
+# DescribeInstances states of an instance that a termination has nothing left to do for.
+INSTANCE_GONE_STATES: frozenset[str] = frozenset({"shutting-down", "terminated"})
+
+# A launch template the launcher remembered was deleted since (the sync's template lifecycle):
+# the next try creates it again under the same name, so the call is worth retrying.
+LAUNCH_TEMPLATE_GONE_CODES: frozenset[str] = frozenset(
+    {
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateId.VersionNotFound",
+    }
+)
+
+
+def may_be_gone_instances(code: str) -> bool:
+    """A TerminateInstances refusal that one vanished id among live ones would cause."""
+    return code in INSTANCE_GONE_CODES
+
+
+def is_launch_template_gone(code: str) -> bool:
+    return code in LAUNCH_TEMPLATE_GONE_CODES
+
+
 class ErrorKind(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
     SPOT_UNAVAILABLE = "SpotUnavailable"
@@ -114,7 +145,7 @@ def classify(code: str, cancellation_reasons: Iterable[str] = ()) -> ErrorKind:
         return ErrorKind.SPOT_UNAVAILABLE
     if code in THROTTLING_CODES:
         return ErrorKind.THROTTLING
-    if code in TRANSIENT_CODES:
+    if code in TRANSIENT_CODES or code in LAUNCH_TEMPLATE_GONE_CODES:
         return ErrorKind.TRANSIENT
     if code == TRANSACTION_CANCELED:
         reasons = set(cancellation_reasons)
@@ -148,7 +179,8 @@ NODE_CLASS_FIELDS: Mapping[str, str] = {
 
 def node_class_field(code: str, default: str | None = None) -> str | None:
     """The NodeClass field an error code blames, if the code is one that names a field."""
-    return NODE_CLASS_FIELDS.get(code, default if classify(code) is ErrorKind.FATAL else None)
+    fatal = classify(code) is ErrorKind.FATAL or is_launch_template_gone(code)
+    return NODE_CLASS_FIELDS.get(code, default if fatal else None)
 
 
 # What a request's (or NodePool's) requirements name that EC2 does not know, by the code saying
@@ -182,8 +214,8 @@ def refused_by_aws(
 ) -> CapacityLauncherError:
     """What a call made for a NodeClass raises: Throttled/Transient when retrying can help, else
     NodeClassRefused naming the field (`field` when the code names none), else LaunchFailed."""
-    kind = classify(code)
-    if kind.retryable:
+    kind = _retryable(code, (), field)
+    if kind is not None:
         return retryable_error(operation, code, kind)
     blamed = node_class_field(code, field)
     if blamed is None:
@@ -212,14 +244,24 @@ def aws_error(
     can help; ConditionFailed for a write whose condition did not hold; for a call made for a
     NodeClass, NodeClassRefused naming the field (or LaunchFailed); else `fatal(code, message)`.
     None when none applies: the caller lets the original error propagate."""
-    kind = classify(code, cancellation_reasons)
-    if kind.retryable:
+    kind = _retryable(code, cancellation_reasons, field)
+    if kind is not None:
         return retryable_error(operation, code, kind)
     if is_condition_failure(code, cancellation_reasons):
         return ConditionFailed(operation, cancellation_reasons)
     if node_class is not None:
         return refused_by_aws(operation, code, message, node_class, field)
     return None if fatal is None else fatal(code, message)
+
+
+def _retryable(code: str, reasons: Sequence[str], field: str | None) -> ErrorKind | None:
+    """The retryable kind of an error, or None. A missing launch template is retried when it is
+    one of ours the sync deleted (created again next try), never when a NodeClass field names it
+    (`spec.launchTemplateName`): that one is the document's to fix."""
+    if field is not None and is_launch_template_gone(code):
+        return None
+    kind = classify(code, reasons)
+    return kind if kind.retryable else None
 
 
 def retryable_error(operation: str, code: str, kind: ErrorKind) -> Transient:

@@ -58,3 +58,7 @@ REGISTRY.serve(
 REGISTRY.serve(*nodepool.versions(), *ec2nodeclass.versions())
 REGISTRY.serve(*ome_versions())
 REGISTRY.serve(provisioner_version())
+# Karpenter's AWSNodeTemplate (v1alpha1) became the EC2NodeClass; Karpenter serves it no more.
+REGISTRY.retire(
+    "karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate", "karpenter.k8s.aws/v1 EC2NodeClass"
+)

@@ -19,6 +19,11 @@ REQUEST_ID = "capacity-launcher:request-id"
 NODE_POOL = "capacity-launcher:node-pool"
 NODE_CLASS = "capacity-launcher:node-class"
 REQUESTER = "capacity-launcher:requester"
+# On launch templates: what the template holds apart from its reservation part (a hash), and the
+# reservation id or group ARN it targets; the sync's template lifecycle reads both.
+TEMPLATE_BASIS = "capacity-launcher:template-basis"
+RESERVATION_TARGET = "capacity-launcher:reservation-target"
+MAX_TAG_VALUE = 256
 
 MAX_TAGS = MAX_TAGS_PER_RESOURCE
 

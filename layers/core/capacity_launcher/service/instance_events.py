@@ -32,7 +32,14 @@ from capacity_launcher.service.ports import (
 )
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
+# EC2 User Guide, "Monitor interruptible Capacity Reservations with EventBridge and CloudTrail":
+# its pages spell the warning both ways (one of them names the reservation "Interruptible"), so
+# both are matched (template.yaml's rule lists both too).
 INTERRUPTION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
+INTERRUPTIBLE_INTERRUPTION_WARNING = (
+    "EC2 Interruptible Capacity Reservation Instance Interruption Warning"
+)
+INTERRUPTION_WARNINGS = frozenset({INTERRUPTION_WARNING, INTERRUPTIBLE_INTERRUPTION_WARNING})
 # States in which an instance no longer uses its pool's limits nor its reservation slot.
 RELEASING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 # States in which it uses them again (after a stop; a new instance is counted by its launcher).
@@ -84,7 +91,7 @@ class InstanceEvents:
         instance_id = str(detail.get("instance-id", ""))
         if detail_type == STATE_CHANGE:
             return self.state_changed(instance_id, str(detail.get("state", "")))
-        if detail_type == INTERRUPTION_WARNING:
+        if detail_type in INTERRUPTION_WARNINGS:
             return self.interruption_warning(instance_id, detail.get("instance-termination-time"))
         logger.warning("unexpected event", extra={"detailType": detail_type})
         return Outcome("ignored", instance_id)

@@ -21,6 +21,7 @@ from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import (
     EXPIRED_STATE,
+    SELECTABLE_STATES,
     Coverage,
     HeldInstance,
     ReservationSnapshot,
@@ -42,6 +43,7 @@ from capacity_launcher.service.ports import (
 )
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
 from capacity_launcher.service.wait_backstop import WaitBackstop
 
 RESERVATION_TOTAL = "ReservationTotal"
@@ -67,6 +69,7 @@ class SyncReport:
     ended_waits: list[str] = field(default_factory=list)
     # Instances seen running with their status checks ok, in pools with limits.unready.
     ready: list[str] = field(default_factory=list)
+    templates: SweepReport | None = None
 
 
 class Readiness(Protocol):
@@ -89,6 +92,7 @@ class ReservationSync:
         quotas: QuotaSync | None = None,
         waits: WaitBackstop | None = None,
         readiness: Readiness | None = None,
+        templates: TemplateSweep | None = None,
     ) -> None:
         self._readiness = readiness
         self._config = config
@@ -101,6 +105,7 @@ class ReservationSync:
         self._reconciliation = reconciliation
         self._quotas = quotas
         self._waits = waits
+        self._templates = templates
 
     def _mark_ready(self) -> list[str]:
         """limits.unready: the members now ready in each pool that limits its unready ones."""
@@ -116,7 +121,8 @@ class ReservationSync:
         usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
         held = report.reconciliation.held_by_reservation if report.reconciliation else {}
         now = self._now()
-        coverage, groups_of, seen, everything = self._resolve(self._config.node_classes(), now)
+        node_classes = self._config.node_classes()
+        coverage, groups_of, seen, everything = self._resolve(node_classes, now)
         stored, old_coverage = self._snapshots.read()
         _keep_newly_expired(seen, stored, everything)
         for reservation_id in sorted(seen):
@@ -142,6 +148,12 @@ class ReservationSync:
             report.quotas = self._quotas.run()
         if self._waits is not None:
             report.ended_waits = self._waits.run(everything)
+        if self._templates is not None:
+            # Every reservation EC2 lists that may still serve (active or upcoming, not ended),
+            # and every group a NodeClass names (readable or not).
+            serving = {k for k, r in everything.items() if r.state in SELECTABLE_STATES}
+            targets = serving | _selected_by(node_classes)[1]
+            report.templates = self._templates.run([n.metadata.name for n in node_classes], targets)
         logger.info(
             "reservations synced",
             extra={
@@ -150,6 +162,27 @@ class ReservationSync:
                 "events": [e.detail_type for e in report.events],
                 "endedWaits": report.ended_waits,
             },
+        )
+        return report
+
+    def refresh(self, reservation_id: str) -> SyncReport:
+        """One reservation's snapshot, from what EC2 says of it now, when EC2 announces that a
+        future-dated reservation changed state (`EC2 Capacity Reservation <State>`): launchers
+        see it `active` (or `delayed`, `expired`) at once instead of at the next sync, and its
+        crossings are published as the sync would. A reservation no snapshot holds (no
+        NodeClass uses it) or EC2 no longer lists is left to the next sync."""
+        report = SyncReport()
+        prev = self._snapshots.get(reservation_id)
+        observed = self._ec2.describe(ids=[reservation_id]) if prev is not None else []
+        if prev is None or not observed:
+            report.forgotten = [reservation_id]
+            return report
+        now = self._now()
+        observed_one = replace(observed[0], groups=prev.snapshot.groups)
+        self._sync_one(report, prev, observed_one, prev.usage_by_requester, now, ())
+        logger.info(
+            "reservation refreshed on its state event",
+            extra={"reservationId": reservation_id, "state": observed_one.state},
         )
         return report
 

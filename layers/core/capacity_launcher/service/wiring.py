@@ -173,7 +173,7 @@ class Adapters:
         them."""
         return ReservationProvider(
             self.reservation_snapshots(),
-            CapacityReservations(self.clients("ec2")),
+            CapacityReservations(clients=self.clients),
             # The same clock the sync stamps snapshots with, so "stale" means the same to both.
             clock=lambda: self.clock().timestamp(),
         )
@@ -266,12 +266,14 @@ class Adapters:
         )
 
     def reservation_sync(self) -> ReservationSync:
+        from capacity_launcher.adapters.launch_templates import TemplateInventory
         from capacity_launcher.service.reservation_sync import ReservationSync
+        from capacity_launcher.service.template_sweep import TemplateSweep
 
         settings = self.settings
         return ReservationSync(
             config=self.config_store(),
-            ec2=CapacityReservations(self.clients("ec2")),
+            ec2=CapacityReservations(clients=self.clients),
             snapshots=self.reservation_snapshots(),
             unavailable=self.unavailable_offerings(),
             publish=self.publisher().publish,
@@ -285,6 +287,7 @@ class Adapters:
             quotas=self.quota_sync(),
             waits=WaitBackstop(self.launch_records(), self.publisher().publish, self.clock),
             readiness=self.pool_readiness(),
+            templates=TemplateSweep(TemplateInventory(self.clients("ec2")), self.clock),
         )
 
     def quota_sync(self) -> QuotaSync:

@@ -19,6 +19,17 @@ BLOCK_EXPIRATION_WARNING = "Capacity Block Reservation Expiration Warning"
 # EC2 User Guide, "Monitor interruptible Capacity Reservations with EventBridge and CloudTrail".
 INTERRUPTION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
 RECLAMATION_COMPLETED = "EC2 Interruptible Capacity Reservation Allocation Reclamation Completed"
+# EC2 User Guide, "Monitor state changes for future-dated Capacity Reservations"
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitor-fcr-state.html): the state a
+# future-dated reservation enters names its event; the detail carries its id and state. (The
+# documented `Failed` has no state in this emulator.)
+FUTURE_DATED_STATE_EVENTS = {
+    "scheduled": "EC2 Capacity Reservation Scheduled",
+    "active": "EC2 Capacity Reservation Active",
+    "delayed": "EC2 Capacity Reservation Delayed",
+    "unsupported": "EC2 Capacity Reservation Unsupported",
+    "expired": "EC2 Capacity Reservation Expired",
+}
 
 
 def iso(moment: datetime) -> str:

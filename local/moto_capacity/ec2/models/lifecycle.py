@@ -88,9 +88,9 @@ def _advance(backend: ReservationHolder, reservation: CapacityReservation, now: 
         reservation.move_to(SCHEDULED)
     assessed = reservation.assessed_at
     if reservation.state == ASSESSING and assessed is not None and assessed <= now:
-        reservation.move_to(SCHEDULED)
+        reservation.move_to(SCHEDULED, assessed)
     if reservation.state == SCHEDULED and aware(reservation.start_date) <= now:
-        reservation.move_to(ACTIVE)
+        reservation.move_to(ACTIVE, aware(reservation.start_date))
         delivered(reservation, aware(reservation.start_date))
         if reservation.reservation_type == CAPACITY_BLOCK:
             _block_event(backend, reservation, BLOCK_DELIVERED, aware(reservation.start_date))

@@ -1,6 +1,7 @@
 """The Capacity Reservation resource: attributes, state, counts and filters."""
 
-from datetime import datetime
+import hashlib
+from datetime import datetime, timedelta
 from typing import Any
 
 from moto.ec2.models.core import TaggedEC2Resource
@@ -9,6 +10,7 @@ from moto.ec2.utils import random_resource_id
 from moto_capacity.core.clock import CLOCK, aware
 
 from .consistency import CONSISTENCY
+from .events import EC2_EVENTS, FUTURE_DATED_STATE_EVENTS
 from .launches import InstanceAttributes
 
 ACTIVE = "active"
@@ -23,6 +25,30 @@ UNSUPPORTED = "unsupported"
 PAYMENT_PENDING = "payment-pending"
 PAYMENT_FAILED = "payment-failed"
 ENDED = (EXPIRED, CANCELLED, UNSUPPORTED, PAYMENT_FAILED)
+
+
+class EndDateSettings:
+    """EC2 API Reference, CreateCapacityReservation, `EndDate`
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateCapacityReservation.html):
+    a reservation with a limited end date is cancelled within an hour from the specified time
+    (it ends `expired`). The emulator ends each one a fixed lag after its end date: `lag_seconds`
+    when set, else a lag in [0, 3600) s drawn from its id (stable across runs). A Capacity Block
+    ends at its end date exactly ("Capacity Blocks for ML")."""
+
+    def __init__(self) -> None:
+        self.lag_seconds: float | None = None
+
+    def lag(self, reservation_id: str) -> timedelta:
+        if self.lag_seconds is not None:
+            return timedelta(seconds=self.lag_seconds)
+        drawn = int.from_bytes(hashlib.sha256(reservation_id.encode()).digest()[:4], "big")
+        return timedelta(seconds=drawn % 3600)
+
+    def reset(self) -> None:
+        self.lag_seconds = None
+
+
+END_DATE_SETTINGS = EndDateSettings()
 
 DEFAULT_TYPE = "default"
 CAPACITY_BLOCK = "capacity-block"
@@ -122,8 +148,24 @@ class CapacityReservation(TaggedEC2Resource):
     def is_ended(self) -> bool:
         return self._state in ENDED
 
-    def move_to(self, state: str) -> None:
+    def move_to(self, state: str, at: datetime | None = None) -> None:
+        """Enter `state`; a future-dated reservation says so on the default bus ("Monitor state
+        changes for future-dated Capacity Reservations"), stamped `at` (when it was due)."""
         self._state = state
+        self._announce(state, at)
+
+    def _announce(self, state: str, at: datetime | None) -> None:
+        detail_type = FUTURE_DATED_STATE_EVENTS.get(state)
+        if not self.is_future_dated or detail_type is None:
+            return
+        EC2_EVENTS.emit(
+            self.ec2_backend.account_id,
+            self.ec2_backend.region_name,
+            detail_type,
+            at or CLOCK.now(),
+            [self.capacity_reservation_arn],
+            {"capacity-reservation-id": self.id, "state": state},
+        )
 
     @property
     def available_instance_count(self) -> int:
@@ -140,10 +182,14 @@ class CapacityReservation(TaggedEC2Resource):
     def is_due_to_expire(self, now: datetime | None = None) -> bool:
         if self._state != ACTIVE or self.end_date_type != "limited" or self.end_date is None:
             return False
-        return aware(self.end_date) <= aware(now or CLOCK.now())
+        ends = aware(self.end_date)
+        if self.reservation_type != CAPACITY_BLOCK:
+            ends += END_DATE_SETTINGS.lag(self.id)
+        return ends <= aware(now or CLOCK.now())
 
     def end(self, state: str) -> None:
         self._state = state
+        self._announce(state, None)
 
     def mismatch(self, attributes: InstanceAttributes) -> str | None:
         """Why an instance with these attributes cannot run here, or None when it can."""

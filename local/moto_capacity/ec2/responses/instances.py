@@ -5,6 +5,8 @@ and TerminateInstances on ids that RunInstances or CreateFleet just returned can
 `InvalidInstanceID.NotFound`; a filtered DescribeInstances simply does not list them yet.
 EC2 API Reference, "Error codes for the Amazon EC2 API": CreateTags on an instance id that does
 not exist answers `InvalidInstanceID.NotFound` too (moto would tag it).
+Terminated instances leave all three about an hour after termination, and a tag-scoped
+TerminateInstances is refused as IAM refuses it (`models.retention`).
 `ec2.hooks` copies these methods onto moto's `EC2Response`; `models.consistency` notes the
 fresh ids.
 """
@@ -19,6 +21,7 @@ from moto.ec2.responses.tags import TagResponse
 
 from moto_capacity.ec2.models.backend import capacity_backend
 from moto_capacity.ec2.models.consistency import CONSISTENCY
+from moto_capacity.ec2.models.retention import check_termination_scope, forget_departed
 
 
 def _refuse_hidden(instance_ids: list[str]) -> None:
@@ -45,6 +48,7 @@ class EventuallyConsistentInstanceResponse(InstanceResponse, TagResponse):
     """DescribeInstances, CreateTags and TerminateInstances that do not know fresh ids yet."""
 
     def describe_instances(self) -> ActionResult:
+        forget_departed()
         _refuse_hidden(self._get_param("InstanceIds", []))
         # Reservations that became active since the last look take in running instances first.
         capacity_backend(self.ec2_backend).expire_due_reservations()
@@ -54,10 +58,14 @@ class EventuallyConsistentInstanceResponse(InstanceResponse, TagResponse):
         return answer
 
     def terminate_instances(self) -> ActionResult:
-        _refuse_hidden(self._get_param("InstanceIds", []))
+        forget_departed()
+        instance_ids = self._get_param("InstanceIds", [])
+        _refuse_hidden(instance_ids)
+        check_termination_scope(self.ec2_backend, instance_ids)
         return InstanceResponse.terminate_instances(self)
 
     def create_tags(self) -> ActionResult:
+        forget_departed()
         instance_ids = [r for r in self._get_param("Resources", []) if r.startswith("i-")]
         _refuse_hidden(instance_ids)
         if instance_ids:

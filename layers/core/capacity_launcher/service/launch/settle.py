@@ -96,7 +96,7 @@ def _missed_min_count(ctx: Context, item: Progress, mine: Sequence[InstanceLandi
                 )
             )
         return
-    ctx.ports.fleet.terminate([x.instance_id for x in mine])
+    ctx.ports.fleet.terminate([x.instance_id for x in mine], fresh=True)
     if not item.settled:  # the delivery that settled gave the slots back already
         give_back_slots(ctx, mine)
     item.errors.append(
@@ -132,7 +132,7 @@ def roll_back_zone(
     ids = [i for item in active for i in item.instance_ids]
     landed = [x for x in seen if x.instance_id in ids]
     zone = landed[0].zone if landed else "its zone"
-    ctx.ports.fleet.terminate(ids)
+    ctx.ports.fleet.terminate(ids, fresh=True)
     give_back_slots(ctx, landed)
     for item in active:
         if item.instance_ids:
