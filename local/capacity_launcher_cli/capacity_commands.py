@@ -79,7 +79,7 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
             ]
         )
     else:
-        views.console().print(views.reservations(snapshots))
+        views.show(views.reservations(snapshots))
         for snapshot in invalid:
             print(
                 f"warning: the stored snapshot of {snapshot.reservation_id} is invalid "
@@ -94,5 +94,5 @@ def get_unavailable_offerings(args: argparse.Namespace, deployment: Deployment) 
     if args.output == "json":
         views.print_json([views.unavailable_json(e) for e in entries])
     else:
-        views.console().print(views.unavailable_offerings(entries))
+        views.show(views.unavailable_offerings(entries))
     return 0

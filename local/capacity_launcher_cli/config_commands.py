@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from capacity_launcher.adapters.config_items import InvalidDocument
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.api_versions import Applied, Kept
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
 from capacity_launcher.domain.documents import to_document as config_document
@@ -211,21 +212,28 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
         if args.output == "json":
             views.print_json([*(config_document(c) for c in classes), *invalid_json])
         else:
-            views.console().print(views.node_classes(classes))
+            views.show(views.node_classes(classes))
             _warn_invalid(invalid)
         return 0
-    pools = store.node_pools()
-    usage = wiring.Adapters(deployment.settings(), deployment.client).pool_usage()
-    applied = {c.name for c in store.node_classes()}
-    statuses = {p.name: pool_status(p, applied, usage.usage(p.name)) for p in pools}
+    pools, statuses = pool_statuses(store, deployment)
     if args.output == "json":
         views.print_json(
             [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json]
         )
     else:
-        views.console().print(views.node_pools(pools, statuses))
+        views.show(views.node_pools(pools, statuses))
         _warn_invalid(invalid)
     return 0
+
+
+def pool_statuses(
+    store: ConfigStore, deployment: Deployment
+) -> tuple[list[NodePool], dict[str, dict[str, Any]]]:
+    """The stored NodePools, and each one's status (usage against limits, conditions) by name."""
+    pools = store.node_pools()
+    usage = wiring.Adapters(deployment.settings(), deployment.client).pool_usage()
+    applied = {c.name for c in store.node_classes()}
+    return pools, {p.name: pool_status(p, applied, usage.usage(p.name)) for p in pools}
 
 
 def _warn_invalid(invalid: list[InvalidDocument]) -> None:
@@ -243,6 +251,8 @@ def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
         store.delete(kind, args.name)  # type: ignore[arg-type]
     except NotFound:
+        if args.ignore_not_found:
+            return 0
         print(f"error: {args.kind} {args.name} not found", file=sys.stderr)
         return 1
     except CapacityLauncherError as error:

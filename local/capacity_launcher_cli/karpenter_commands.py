@@ -131,5 +131,5 @@ def get_nodeclaims(args: argparse.Namespace, deployment: Deployment) -> int:
         listed = list(claims.values())
         views.dump(views.listed(listed, args.output), args.output)
         return 0
-    views.console().print(views.nodeclaims(list(claims.values())))
+    views.show(views.nodeclaims(list(claims.values())))
     return 0

@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from botocore.exceptions import BotoCoreError, ClientError
+# Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
+# (over a second); each command imports what it uses when it runs.
+if TYPE_CHECKING:
+    from capacity_launcher_cli.deployment import Deployment
 
-from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher_cli.deployment import Deployment, DeploymentNotFound, resolve
-
-Command = Callable[[argparse.Namespace, Deployment], int]
+Command = Callable[[argparse.Namespace, "Deployment"], int]
 GET_RESOURCES = (
     "nodepools",
     "nodepool",
@@ -52,15 +53,17 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit = commands.add_parser("submit", help="send a launch request to the bus or the queue")
     _common(submit)
     submit.add_argument("-f", "--filename", help="a launch request JSON file (flags override it)")
-    submit.add_argument("--request-id")
-    submit.add_argument("--node-pool")
-    submit.add_argument("--count", type=int)
-    submit.add_argument("--min-count", type=int)
-    submit.add_argument("--single-zone", action="store_true")
-    submit.add_argument("--requester")
+    submit.add_argument("--request-id", help="the request's id (default: cli-<milliseconds>)")
+    submit.add_argument("--node-pool", help="the NodePool (default: the first compatible one)")
+    submit.add_argument("--count", type=int, help="instances wanted")
+    submit.add_argument("--min-count", type=int, help="fewer than this launches none (a gang)")
+    submit.add_argument("--single-zone", action="store_true", help="all instances in one zone")
+    submit.add_argument("--requester", help="who asks (the team a CapacityQuota names)")
     submit.add_argument("--requirement", action="append", metavar="KEY=OP:V1,V2", help="repeatable")
     submit.add_argument("--tag", action="append", metavar="KEY=VALUE", help="repeatable")
-    submit.add_argument("--via", choices=("bus", "queue"), default="bus")
+    submit.add_argument(
+        "--via", choices=("bus", "queue"), default="bus", help="the event bus (default) or queue"
+    )
     submit.add_argument("--wait", action="store_true", help="print the status when finished")
     submit.add_argument(
         "--dry-run",
@@ -73,14 +76,15 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="capacity-launcher", description=__doc__)
+    root.add_argument("--version", action=_Version, help="print the version and exit")
     commands = root.add_subparsers(dest="command", required=True)
 
     local = commands.add_parser("local", help="the local cloud")
     local_commands = local.add_subparsers(dest="local_command", required=True)
     up = local_commands.add_parser("up", help="start the local cloud in the foreground")
-    up.add_argument("--host", default="127.0.0.1")
-    up.add_argument("--port", type=int, default=4566)
-    up.add_argument("--region", default="us-east-1")
+    up.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    up.add_argument("--port", type=int, default=4566, help="port to listen on (default 4566)")
+    up.add_argument("--region", default="us-east-1", help="the local cloud's region")
     up.add_argument("--template", help="template.yaml to build from (default: the project's)")
     up.add_argument("--local-file", help="where to write the names")
     up.add_argument("--visibility-timeout", type=int, help="override the launch queue's")
@@ -94,9 +98,11 @@ def parser() -> argparse.ArgumentParser:
 
     get = commands.add_parser("get", help="list resources")
     _common(get)
-    get.add_argument("resource", choices=GET_RESOURCES)
+    get.add_argument("resource", choices=GET_RESOURCES, help="what to list")
     get.add_argument("name", nargs="?", help="one document by name (printed as YAML by default)")
-    get.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    get.add_argument(
+        "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
+    )
     get.add_argument(
         "--output-version",
         help="print documents in this served apiVersion of their kind (docs/api-versions.md)",
@@ -107,20 +113,34 @@ def parser() -> argparse.ArgumentParser:
     )
     convert.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
     convert.add_argument("--output-version", required=True, help="e.g. capacity-launcher/v1")
-    convert.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    convert.add_argument(
+        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
+    )
 
     delete = commands.add_parser("delete", help="delete a NodePool, NodeClass or CapacityQuota")
     _common(delete)
-    delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"))
-    delete.add_argument("name")
+    delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"), help="kind")
+    delete.add_argument("name", help="the document's metadata.name")
+    delete.add_argument(
+        "--ignore-not-found",
+        action="store_true",
+        help="a document that does not exist is not an error (exit 0, nothing printed)",
+    )
 
     _submit_parser(commands)
 
+    top = commands.add_parser(
+        "top", help="a live view: queue, requests, pools, quotas, reservations, dry offerings"
+    )
+    _common(top)
+    top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    top.add_argument("--once", action="store_true", help="print one screen and exit")
+
     status = commands.add_parser("status", help="a request's status record (JSON)")
     _common(status)
-    status.add_argument("request_id")
+    status.add_argument("request_id", help="the request's requestId")
     status.add_argument("--wait", action="store_true", help="wait until the request finishes")
-    status.add_argument("--timeout", type=float, default=120.0)
+    status.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
     invoke = commands.add_parser("invoke", help="run a function once, without Docker")
     _common(invoke)
@@ -134,11 +154,34 @@ def parser() -> argparse.ArgumentParser:
 
     schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
     schemas.add_argument("--write", action="store_true", help="write them to --directory")
-    schemas.add_argument("--directory", default="schemas")
+    schemas.add_argument("--directory", default="schemas", help="where --write writes")
     schemas.add_argument(
         "--template", default="template.yaml", help="whose event schema registry to rewrite"
     )
+
+    completion = commands.add_parser(
+        "completion",
+        help='shell completion: eval "$(capacity-launcher completion bash)" (or zsh)',
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
     return root
+
+
+class _Version(argparse.Action):
+    """--version: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=str(kwargs.get("help")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("capacity-launcher")
+        except PackageNotFoundError:  # run from a checkout without `pip install -e .`
+            found = "unknown (not installed)"
+        print(f"capacity-launcher {found}")
+        parser.exit()
 
 
 def _command(args: argparse.Namespace) -> Command:
@@ -175,8 +218,15 @@ def _command(args: argparse.Namespace) -> Command:
         "submit": request_commands.submit,
         "status": request_commands.status,
         "invoke": _invoke,
+        "top": _top,
     }
     return commands[args.command]
+
+
+def _top(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.top import top
+
+    return top(args, deployment)
 
 
 def _documents_asked(args: argparse.Namespace) -> bool:
@@ -206,6 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from local_cloud.demo import run_demo
 
         return run_demo(args.examples)
+    if args.command == "completion":
+        from capacity_launcher_cli.completion import script
+
+        print(script(parser(), args.shell))
+        return 0
     if args.command == "convert":
         from capacity_launcher_cli.version_commands import convert
 
@@ -214,6 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from capacity_launcher_cli.schemas import schemas_command
 
         return schemas_command(args.write, args.directory, args.template)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from capacity_launcher.domain.errors import CapacityLauncherError
+    from capacity_launcher_cli.deployment import DeploymentNotFound, resolve
+
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
         return _command(args)(args, deployment)

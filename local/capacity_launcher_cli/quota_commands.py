@@ -71,7 +71,7 @@ def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
             ]
         )
         return 0
-    views.console().print(views.quotas(shown))
+    views.show(views.quotas(shown))
     for document in invalid:
         print(
             f"warning: {document.kind} {document.name} is stored but invalid "

@@ -21,7 +21,13 @@ from capacity_launcher.service.preview import Usage, preview
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock
-from capacity_launcher_client.client import LaunchClient, Via, WaitTimedOut, as_request
+from capacity_launcher_client.client import (
+    LaunchClient,
+    ProgressCallback,
+    Via,
+    WaitTimedOut,
+    as_request,
+)
 
 # Producers are not the service: status events carry source "capacity-launcher", requests this.
 PRODUCER_SOURCE = "capacity-launcher.cli"
@@ -90,11 +96,15 @@ def send(request: dict[str, Any], deployment: Deployment, via: Via) -> LaunchReq
 
 
 def wait_for(
-    deployment: Deployment, request: str | LaunchRequest, timeout_seconds: float
+    deployment: Deployment,
+    request: str | LaunchRequest,
+    timeout_seconds: float,
+    progress: ProgressCallback | None = None,
 ) -> RequestRecord | None:
-    """The request's final record; on timeout the record as it is (None, or Waiting)."""
+    """The request's final record; on timeout the record as it is (None, or Waiting).
+    `progress` is told each look (views.WaitProgress shows the state's changes)."""
     try:
-        return client(deployment).wait(request, timeout=timeout_seconds)
+        return client(deployment).wait(request, timeout=timeout_seconds, on_progress=progress)
     except WaitTimedOut as timed_out:
         return timed_out.record
 
@@ -143,7 +153,8 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
     if not args.wait:
         print(sent.request_id)
         return 0
-    record = wait_for(deployment, sent, args.timeout)
+    with views.WaitProgress(sent.request_id) as progress:
+        record = wait_for(deployment, sent, args.timeout, progress)
     if record is None:
         print(f"error: no status for {sent.request_id} after {args.timeout}s", file=sys.stderr)
         return EXIT_TIMED_OUT
@@ -171,11 +182,11 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
 def status(args: argparse.Namespace, deployment: Deployment) -> int:
     """The record as JSON; exits as `submit --wait` does (1 for Failed or Rejected, 2 while
     Waiting or on timeout), and 1 when there is no record."""
-    record = (
-        wait_for(deployment, args.request_id, args.timeout)
-        if args.wait
-        else client(deployment).get(args.request_id)
-    )
+    if args.wait:
+        with views.WaitProgress(args.request_id) as progress:
+            record = wait_for(deployment, args.request_id, args.timeout, progress)
+    else:
+        record = client(deployment).get(args.request_id)
     if record is None:
         print(
             f"error: no record for {args.request_id}: not received yet, still in progress, "
@@ -194,7 +205,7 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
     if args.output == "json":
         views.print_json([r.to_detail() for r in records])
     else:
-        views.console().print(views.requests(records))
+        views.show(views.requests(records))
     return 0
 
 
@@ -215,5 +226,5 @@ def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
     if args.output == "json":
         views.print_json(views.instance_details(records, states))
     else:
-        views.console().print(views.instances(records, states))
+        views.show(views.instances(records, states))
     return 0

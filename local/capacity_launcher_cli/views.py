@@ -18,7 +18,8 @@ from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
 from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.status import RequestRecord, RequestStatus, format_timestamp
+from capacity_launcher_client.client import Progress
 
 # Redirected output is read by tools and tests: wide enough that ids are never cut.
 _REDIRECTED_WIDTH = 200
@@ -35,6 +36,63 @@ def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else _REDIRECTED_WIDTH
     return Console(file=stream, width=width, highlight=False)
+
+
+def waiting_state(record: RequestRecord | None) -> str:
+    """What a person waiting on a request is told it is doing now."""
+    if record is None:
+        return "no record yet: queued, or being served"
+    if record.status is RequestStatus.WAITING:
+        awaited = ", ".join(r.capacity_reservation_id for r in record.waiting_for)
+        until = record.wait_for_capacity_until
+        return f"Waiting for {awaited or 'scheduled capacity'}" + (
+            f" until {format_timestamp(until)}" if until else ""
+        )
+    return f"{record.status} ({record.launched}/{record.requested} launched)"
+
+
+class WaitProgress:
+    """Progress while waiting on a request, on stderr: a spinner saying its state on a terminal,
+    else one line per state change (so logs and pipes show each step, not a redraw)."""
+
+    def __init__(self, request_id: str) -> None:
+        self._request_id = request_id
+        self._console = console(stderr=True)
+        self._state: str | None = None
+        self._status: Any = None
+
+    def __enter__(self) -> WaitProgress:
+        if self._console.is_terminal:
+            self._status = self._console.status(f"{escape(self._request_id)}: waiting")
+            self._status.start()
+        return self
+
+    def __call__(self, seen: Progress) -> None:
+        state = waiting_state(seen.record)
+        if state == self._state:
+            return
+        self._state = state
+        line = f"{self._request_id}: {state} ({seen.elapsed_seconds:.0f}s)"
+        if self._status is not None:
+            self._status.update(escape(line))
+        else:
+            sys.stderr.write(line + "\n")
+
+    def __exit__(self, *_: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
+NO_RESOURCES = "No resources found"
+
+
+def show(table: Table) -> None:
+    """A listing on stdout; an empty one prints nothing there and says so on stderr, as kubectl
+    does (so `| wc -l` counts rows, and a person is not shown a bare header)."""
+    if table.row_count == 0:
+        sys.stderr.write(NO_RESOURCES + "\n")
+        return
+    console().print(table)
 
 
 def print_json(data: Any) -> None:
@@ -256,7 +314,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
             r.reservation_id,
             r.instance_type,
             r.zone,
-            _kind(r),
+            reservation_kind(r),
             r.state,
             _or_dash(_minute(r.start_date)),
             _or_dash(_minute(r.end_date)),
@@ -269,7 +327,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
     return table
 
 
-def _kind(r: ReservationSnapshot) -> str:
+def reservation_kind(r: ReservationSnapshot) -> str:
     return f"{r.reservation_type} (interruptible)" if r.interruptible else r.reservation_type
 
 

@@ -32,6 +32,7 @@ from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import Host
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
 from local_cloud import function_output
+from local_cloud.address import PortInUse
 from local_cloud.event_sources import (
     Listener,
     QueueEventSource,
@@ -62,6 +63,28 @@ LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
 # The functions read the emulator's time, as they would read AWS's: advancing its clock
 # (POST /moto-capacity/clock) moves the launcher's deadlines and the sync's horizons too.
 FUNCTION_HOST = Host(clock=CLOCK.now)
+
+
+class _Server(ThreadedMotoServer):
+    """moto's threaded server, except that an address it cannot bind fails start() at once:
+    moto's own start() waits forever for a server its thread never made."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(host, port, verbose=False)
+        self._failure: BaseException | None = None
+
+    def _server_entry(self) -> None:
+        try:
+            super()._server_entry()
+        except (OSError, SystemExit) as failure:  # werkzeug exits when the port is taken
+            self._failure = failure
+            self._server_ready_event.set()
+
+    def start(self) -> None:
+        super().start()
+        if self._failure is not None:
+            reason = getattr(self._failure, "strerror", None) or "address already in use"
+            raise PortInUse(self._ip_address, self._port, reason)
 
 
 @dataclass
@@ -193,9 +216,14 @@ class LocalCloud:
             self._mock.start()
             moto_capacity.reset()
             return None
-        self._server = ThreadedMotoServer(self.options.host, self.options.port, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
+        server = _Server(self.options.host, self.options.port)
+        try:
+            server.start()
+        except PortInUse:
+            self.stop()  # nothing was served: moto's state is not ours to reset
+            raise
+        self._server = server
+        host, port = server.get_host_and_port()
         return f"http://{host}:{port}"
 
     def _forget_process_caches(self) -> None:

@@ -6,13 +6,12 @@ import argparse
 import logging
 import signal
 import sys
-import threading
 from pathlib import Path
 
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment, local_file, write_local
-from local_cloud.cloud import LocalCloud, LocalCloudOptions
-from local_cloud.example_capacity import GROUP_NAME, create_reservations
+from local_cloud.address import PortInUse, port_taken
+from local_cloud.example_capacity import GROUP_NAME
 
 
 def quiet_server_logs() -> None:
@@ -41,6 +40,15 @@ def describe(deployment: Deployment, written_to: Path, wired: list[str]) -> None
 
 
 def up(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C or SIGTERM (also while starting); a taken port fails at once, before
+    moto loads (seconds), and again if another program takes it meanwhile."""
+    taken = port_taken(args.host, args.port)
+    if taken is not None:
+        print(f"error: {taken}", file=sys.stderr)
+        return 1
+    from local_cloud.cloud import LocalCloud, LocalCloudOptions
+    from local_cloud.example_capacity import create_reservations
+
     quiet_server_logs()
     options = LocalCloudOptions(
         host=args.host,
@@ -52,22 +60,33 @@ def up(args: argparse.Namespace) -> int:
         function_logs=sys.stderr,
     )
     cloud = LocalCloud(options)
-    stopped = threading.Event()
-    # SIGTERM (a supervisor, `kill`) stops as cleanly as Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    deployment = cloud.start()
     target = local_file(args.local_file)
+    written = False
+    # SIGTERM (a supervisor, `kill`, `timeout`) stops as Ctrl-C does, even mid-start.
+    signal.signal(signal.SIGTERM, _interrupt)
+    print(f"starting the local cloud on {args.host}:{args.port}…", file=sys.stderr)
     try:
+        deployment = cloud.start()
         # What examples/ targets, so its pools launch as written (not only in the demo).
         create_reservations(deployment)
         write_local(deployment, target)
+        written = True
         describe(deployment, target, sorted(cloud.functions))
-        while not stopped.wait(1):
-            pass
+        while True:
+            signal.pause()
+    except PortInUse as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     finally:
-        print("stopping the local cloud", file=sys.stderr)
-        target.unlink(missing_ok=True)
+        if cloud.deployment is not None:
+            print("stopping the local cloud", file=sys.stderr)
+        if written:  # another cloud's names (on the port we could not take) are left alone
+            target.unlink(missing_ok=True)
         cloud.stop()
     return 0
+
+
+def _interrupt(_signal: int, _frame: object) -> None:
+    raise KeyboardInterrupt

@@ -78,6 +78,9 @@ def test_apply_get_and_delete_round_trip(e2e_cloud: E2eCloud, tmp_path: Path) ->
     missing = run_cli("delete", "nodepool", "scratch")
     assert missing.code == 1
     assert "not found" in missing.err
+    # --ignore-not-found: a missing document is no error, and nothing is printed
+    ignored = run_cli("delete", "nodepool", "scratch", "--ignore-not-found")
+    assert (ignored.code, ignored.out, ignored.err) == (0, "", "")
 
 
 def test_a_class_in_use_cannot_be_deleted(e2e_cloud: E2eCloud) -> None:

@@ -49,6 +49,8 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "BlockExpiringMinutes": 60,
         "LauncherMaxConcurrency": 10,
         "AlarmTopicArn": None,
+        "OldestMessageAlarmSeconds": 900,
+        "RunbookUrl": "docs/operations.md",
         # Every principal IAM allows may send straight to the launch queue, as before bindings.
         "LaunchQueueDirectSenders": "arn:*:iam::*:*",
     }
@@ -263,13 +265,44 @@ def test_every_client_name_is_an_exported_output(template: dict[str, Any]) -> No
 ALARM_METRICS = {
     "LaunchDeadLetterQueueNotEmptyAlarm": "ApproximateNumberOfMessagesVisible",
     "InstanceEventsDeadLetterQueueNotEmptyAlarm": "ApproximateNumberOfMessagesVisible",
+    "ReservationSyncDeadLetterQueueNotEmptyAlarm": "ApproximateNumberOfMessagesVisible",
     "LaunchFailuresAlarm": "LaunchFailed",
     "ReservationUtilizationHighAlarm": "ReservationUtilization",
     "ReconciliationDriftAlarm": "ReconciliationDrift",
     "LauncherErrorsAlarm": "Errors",
     "ReservationSyncErrorsAlarm": "Errors",
     "InstanceEventsErrorsAlarm": "Errors",
+    "LaunchDroppedAlarm": "LaunchDropped",
+    "LaunchQueueOldestMessageAlarm": "ApproximateAgeOfOldestMessage",
 }
+
+
+def _runbook_anchors() -> set[str]:
+    """GitHub's anchors of docs/operations.md's headings: lower case, spaces to hyphens, other
+    punctuation dropped."""
+    text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_alarm_is_in_the_contract_and_links_its_runbook(resources: dict[str, Any]) -> None:
+    alarms = {name for name, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert alarms == set(ALARM_METRICS)
+    anchors = _runbook_anchors()
+    for alarm in sorted(alarms):
+        description = _properties(resources, alarm)["AlarmDescription"]["Fn::Sub"]
+        assert f"Runbook: ${{RunbookUrl}}#{alarm.lower()}" in description, alarm
+        assert alarm.lower() in anchors, f"docs/operations.md has no section for {alarm}"
+        assert len(description) <= 1024  # CloudWatch's limit on AlarmDescription
+        assert _properties(resources, alarm)["AlarmActions"] == {
+            "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
+        }
+
+
+def test_an_empty_alarm_topic_is_said_loudly(template: dict[str, Any]) -> None:
+    assert "NOBODY IS TOLD" in template["Parameters"]["AlarmTopicArn"]["Description"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "**With `AlarmTopicArn` empty (the default), no alarm notifies anyone.**" in readme
 
 
 @pytest.mark.parametrize(("alarm", "metric"), ALARM_METRICS.items())
@@ -292,7 +325,11 @@ def test_launch_failures_alarm_uses_the_powertools_service_dimension(
 def test_dashboard_body_is_json_with_the_promised_widgets(resources: dict[str, Any]) -> None:
     pattern, variables = _properties(resources, "Dashboard")["DashboardBody"]["Fn::Sub"]
     scope = _Scope(
-        refs={"AWS::Region": "us-east-1", "UtilizationHighThreshold": 0.9},
+        refs={
+            "AWS::Region": "us-east-1",
+            "UtilizationHighThreshold": 0.9,
+            "OldestMessageAlarmSeconds": 900,
+        },
         attributes={},
     )
     body = json.loads(resolve({"Fn::Sub": [pattern, dict.fromkeys(variables, "q")]}, scope))
@@ -309,6 +346,26 @@ def test_dashboard_body_is_json_with_the_promised_widgets(resources: dict[str, A
     capacity_types = [row[-1] for row in launches["properties"]["metrics"]]
     assert capacity_types == ["reserved", "on-demand", "spot"]
     assert {"LaunchQueueName", "LaunchDeadLetterQueueName"} <= set(variables)
+    # What on-call needs: outcomes and latency by pool and by team, the oldest queued message,
+    # dropped and dead-lettered requests, utilization, quota usage against nominal
+    titles = {w["properties"]["title"]: json.dumps(w) for w in body["widgets"]}
+    for title, metric, grouped_by in (
+        ("Request outcomes by pool", "RequestOutcome", "GROUP BY nodePool, status"),
+        ("Request outcomes by team (requester)", "RequestOutcome", "GROUP BY requester, status"),
+        ("Request latency by pool", "RequestLatency", "GROUP BY nodePool"),
+        ("Request latency by team", "RequestLatency", "GROUP BY requester"),
+        ("Reservation utilization", "ReservationUtilization", "GROUP BY reservationId"),
+        ("Quota usage against nominal", "QuotaUsageOfNominal", "GROUP BY quota, resource"),
+    ):
+        (widget,) = (w for t, w in titles.items() if t.startswith(title))
+        assert metric in widget and grouped_by in widget, title
+    assert "ApproximateAgeOfOldestMessage" in titles["Launch queue: oldest message (seconds)"]
+    dropped = titles["Dropped and dead-lettered"]
+    assert "LaunchDropped" in dropped
+    for queue in ("LaunchDeadLetterQueueName", "InstanceEventsDeadLetterQueueName",
+                  "ReservationSyncDeadLetterQueueName"):  # fmt: skip
+        assert queue in variables
+    assert dropped.count("ApproximateNumberOfMessagesVisible") == 3
 
 
 def test_samconfig_deploys_with_iam_capability_and_a_changeset_review() -> None:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import metrics
 from capacity_launcher.service.launch import LaunchReport
-from capacity_launcher.service.telemetry import LAUNCH_FULFILLED, LAUNCH_WAITING, LaunchTelemetry
+from capacity_launcher.service.telemetry import (
+    LAUNCH_FULFILLED,
+    LAUNCH_WAITING,
+    REQUEST_LATENCY,
+    REQUEST_OUTCOME,
+    LaunchTelemetry,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -64,3 +71,49 @@ def test_a_waiting_request_that_launches_on_its_recheck_is_counted(counted) -> N
     totals = counted()
     assert totals[LAUNCH_FULFILLED] == 1
     assert LAUNCH_WAITING not in totals
+
+
+def _emitted(output: str, name: str) -> list[dict[str, object]]:
+    """The EMF documents single metrics printed for `name`: dimensions and value, by document."""
+    found = []
+    for line in output.splitlines():
+        if not line.startswith("{"):
+            continue
+        document = json.loads(line)
+        definitions = document["_aws"]["CloudWatchMetrics"][0]
+        if [m["Name"] for m in definitions["Metrics"]] == [name]:
+            found.append(document)
+    return found
+
+
+def test_each_outcome_is_counted_by_pool_and_requester_with_its_latency(
+    counted, capsys, monkeypatch
+) -> None:
+    # (as the template sets it for every function)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "capacity-launcher")
+    # Given a fulfilled request of the ml team in pool training, 42 s from receipt to record, and a
+    # Waiting one without a requester
+    done = record("r-done", RequestStatus.FULFILLED).model_copy(
+        update={
+            "node_pool": "training",
+            "requester": "ml-team",
+            "finished_at": NOW + timedelta(seconds=42),
+        }
+    )
+    waiting = record("r-wait", RequestStatus.WAITING).model_copy(update={"node_pool": "batch"})
+    # When the group is counted
+    LaunchTelemetry().served(LaunchReport(records={"r-done": done, "r-wait": waiting}))
+    output = capsys.readouterr().out
+    # Then each outcome carries its pool, requester and status as dimensions
+    outcomes = _emitted(output, REQUEST_OUTCOME)
+    assert sorted(
+        (o["nodePool"], o["requester"], o["status"], o[REQUEST_OUTCOME]) for o in outcomes
+    ) == [("batch", "none", "Waiting", [1.0]), ("training", "ml-team", "Fulfilled", [1.0])]
+    dimensions = outcomes[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
+    assert set(dimensions) == {"service", "nodePool", "requester", "status"}
+    # And only the finished request has a latency, in seconds
+    (latency,) = _emitted(output, REQUEST_LATENCY)
+    assert (latency["nodePool"], latency["requester"], latency[REQUEST_LATENCY]) == (
+        "training", "ml-team", [42.0],
+    )  # fmt: skip
+    assert latency["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"] == "Seconds"

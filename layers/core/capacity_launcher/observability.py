@@ -6,9 +6,10 @@ template) still records each invocation in X-Ray.
 """
 
 import warnings
+from collections.abc import Mapping
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 SERVICE = "capacity-launcher"
 
@@ -20,4 +21,19 @@ metrics = Metrics(namespace="CapacityLauncher", service=SERVICE)
 EMPTY_METRICS_WARNING = "No application metrics to publish"
 warnings.filterwarnings("ignore", message=EMPTY_METRICS_WARNING, category=UserWarning)
 
-__all__ = ["SERVICE", "MetricUnit", "logger", "metrics"]
+
+def emit_single(name: str, unit: MetricUnit, value: float, dimensions: Mapping[str, str]) -> None:
+    """One metric with dimensions of its own (beside `service`), flushed at once: for series split
+    by pool, reservation, quota... which the shared `metrics` (one dimension set) cannot carry."""
+    with single_metric(
+        name=name,
+        unit=unit,
+        value=value,
+        namespace=metrics.namespace,
+        default_dimensions=metrics.default_dimensions,
+    ) as metric:
+        for key, dimension in dimensions.items():
+            metric.add_dimension(name=key, value=dimension)
+
+
+__all__ = ["SERVICE", "MetricUnit", "emit_single", "logger", "metrics"]

@@ -31,6 +31,11 @@ DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
 WAITING_INDEX = "WaitingRequests"
 WAITING = "waiting"
 _WAITING_STATUS = {":waiting": {"S": str(RequestStatus.WAITING)}}
+# Every record carries `recentShard` (`recent#<n>`, by its requestId: domain/index_shards.py)
+# and `receivedAt`: the RecentRequests index's keys, so operators list the newest records with
+# one Query per shard, newest first, never a Scan of history.
+RECENT_INDEX = "RecentRequests"
+RECENT = "recent"
 
 
 def request_pk(request_id: str) -> str:
@@ -212,6 +217,8 @@ class LaunchRecords:
             "nodePool": record.node_pool,
             "requester": record.requester,
             "finishedAt": detail["finishedAt"],
+            "recentShard": shard_value(RECENT, record.request_id),
+            "receivedAt": detail["receivedAt"],
             "detail": json.dumps(detail, sort_keys=True),
             "ttl": self._expiry(),
         }
@@ -269,19 +276,24 @@ class LaunchRecords:
         return from_item(item) if item else None
 
     def list_records(self, limit: int = 100) -> list[RequestRecord]:
-        """For operators (the CLI): a Scan, newest first; the launch path never lists."""
+        """For operators (the CLI): the newest `limit` records, newest first. One Query per
+        shard of the RecentRequests index (its newest `limit`), merged: the cost grows with
+        `limit`, not with history; the launch path never lists. Records written before the
+        index existed carry no key there and are not listed (`status` still reads them)."""
         records = []
-        with aws_call("Scan"):
-            pages = self._db.get_paginator("scan").paginate(
-                TableName=self._table,
-                FilterExpression="sk = :record",
-                ExpressionAttributeValues={":record": {"S": RECORD}},
-            )
-            for page in pages:
-                records += [
-                    RequestRecord.from_detail(json.loads(from_item(i)["detail"]))
-                    for i in page["Items"]
-                ]
+        for shard in read_values(RECENT)[1:]:  # no record was written unsharded
+            with aws_call("Query"):
+                page = self._db.query(
+                    TableName=self._table,
+                    IndexName=RECENT_INDEX,
+                    KeyConditionExpression="recentShard = :shard",
+                    ExpressionAttributeValues={":shard": {"S": shard}},
+                    ScanIndexForward=False,
+                    Limit=limit,
+                )
+            records += [
+                RequestRecord.from_detail(json.loads(from_item(i)["detail"])) for i in page["Items"]
+            ]
         return sorted(records, key=lambda r: r.received_at, reverse=True)[:limit]
 
     # -- intents --

@@ -20,6 +20,7 @@ from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.status import format_timestamp
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import QuotaStatusStore, QuotaUsage
+from capacity_launcher.service.quota_metrics import emit_quota_usage
 from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimReport
 
 
@@ -89,5 +90,6 @@ class QuotaSync:
         pools = set(self._pools())
         statuses = {q.name: quota_status(q, quotas, usage, pools) for q in quotas}
         self._statuses.save(statuses, format_timestamp(self._now()))
+        emit_quota_usage(statuses)
         report.statuses = sorted(statuses)
         return report

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
-from aws_lambda_powertools.metrics import single_metric
-
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.offerings import RESERVED, offering_key
@@ -36,7 +34,7 @@ from capacity_launcher.domain.reservations import (
     term_matches,
 )
 from capacity_launcher.domain.status import RESERVATION_REPLENISHED, Event
-from capacity_launcher.observability import MetricUnit, logger, metrics
+from capacity_launcher.observability import MetricUnit, emit_single, logger, metrics
 from capacity_launcher.service.ports import (
     Configuration,
     Ec2Reservations,
@@ -367,11 +365,4 @@ def _emit(snapshot: ReservationSnapshot) -> None:
         (RESERVATION_AVAILABLE, MetricUnit.Count, float(snapshot.available)),
         (RESERVATION_UTILIZATION, MetricUnit.NoUnit, snapshot.utilization),
     ):
-        with single_metric(
-            name=name,
-            unit=unit,
-            value=value,
-            namespace=metrics.namespace,
-            default_dimensions=metrics.default_dimensions,
-        ) as metric:
-            metric.add_dimension(name="reservationId", value=snapshot.reservation_id)
+        emit_single(name, unit, value, {"reservationId": snapshot.reservation_id})

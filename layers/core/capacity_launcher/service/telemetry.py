@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import single_metric
-
-from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.observability import MetricUnit, metrics
+from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.observability import MetricUnit, emit_single, metrics
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -30,6 +28,12 @@ FALLBACK_TO_ON_DEMAND = "FallbackToOnDemand"
 LIMIT_REJECTED = "LimitRejected"
 # Shared fleets' instances left without their request's tags (reconciliation tags them later).
 INSTANCES_LEFT_UNTAGGED = "InstancesLeftUntagged"
+# Per served request, by pool and requester (the team): its outcome (dimension `status`), and for
+# a finished one, seconds from its receipt to its record. The dashboard and on-call read these.
+REQUEST_OUTCOME = "RequestOutcome"
+REQUEST_LATENCY = "RequestLatency"
+# A dimension value for a request without a pool or requester (a dimension cannot be empty).
+NO_VALUE = "none"
 
 _BY_STATUS = {
     RequestStatus.FULFILLED: LAUNCH_FULFILLED,
@@ -71,6 +75,7 @@ class LaunchTelemetry:
             if record.status is RequestStatus.WAITING and request_id in waiting_already:
                 continue
             metrics.add_metric(name=_BY_STATUS[record.status], unit=MetricUnit.Count, value=1)
+            _by_pool_and_requester(record)
             if any(e.code == "LimitExceeded" for e in record.errors):
                 metrics.add_metric(name=LIMIT_REJECTED, unit=MetricUnit.Count, value=1)
             for instance in record.instances:
@@ -82,11 +87,17 @@ class LaunchTelemetry:
 
 def _by_capacity_type(name: str, counts: dict[str, int]) -> None:
     for capacity_type, value in counts.items():
-        with single_metric(
-            name=name,
-            unit=MetricUnit.Count,
-            value=value,
-            namespace=metrics.namespace,
-            default_dimensions=metrics.default_dimensions,
-        ) as metric:
-            metric.add_dimension(name="capacityType", value=capacity_type)
+        emit_single(name, MetricUnit.Count, value, {"capacityType": capacity_type})
+
+
+def _by_pool_and_requester(record: RequestRecord) -> None:
+    """The request's outcome and (once it has ended) its latency, by pool and requester."""
+    dimensions = {
+        "nodePool": record.node_pool or NO_VALUE,
+        "requester": record.requester or NO_VALUE,
+    }
+    outcome = {**dimensions, "status": str(record.status)}
+    emit_single(REQUEST_OUTCOME, MetricUnit.Count, 1, outcome)
+    if record.is_final:
+        seconds = (record.finished_at - record.received_at).total_seconds()
+        emit_single(REQUEST_LATENCY, MetricUnit.Seconds, max(seconds, 0.0), dimensions)

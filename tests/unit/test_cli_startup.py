@@ -1,0 +1,106 @@
+"""The CLI starts fast and explains itself: `--help`, `--version` and `completion` load neither
+boto3 nor the service (benchmarks/cli_startup.py times them), every flag says what it does, and
+the completion script completes what the parser has."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+
+from capacity_launcher_cli.completion import completions, script
+from capacity_launcher_cli.main import parser
+
+HEAVY = ("boto3", "botocore", "pydantic", "capacity_launcher", "rich")
+
+
+def _loaded_after(*argv: str) -> tuple[list[str], str]:
+    """Heavy packages `capacity-launcher ARGV` imported in a fresh interpreter; its output."""
+    probe = (
+        "import io, json, sys, contextlib\n"
+        "from capacity_launcher_cli.main import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    try:\n"
+        f"        main({list(argv)!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))\n"
+        "print(json.dumps([heavy, out.getvalue()]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    heavy, output = json.loads(done.stdout.splitlines()[-1])
+    return heavy, output
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("--help",), ("get", "--help"), ("submit", "--help"), ("--version",), ("completion", "bash")],
+)
+def test_help_version_and_completion_load_neither_boto3_nor_the_service(argv) -> None:
+    heavy, output = _loaded_after(*argv)
+    assert heavy == []
+    assert output  # and they did print
+
+
+def test_version_is_the_installed_distributions() -> None:
+    _heavy, output = _loaded_after("--version")
+    assert output.strip() == f"capacity-launcher {version('capacity-launcher')}"
+
+
+def _every_action(
+    root: argparse.ArgumentParser, path: str = ""
+) -> list[tuple[str, argparse.Action]]:
+    found = []
+    for action in root._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _every_action(sub, f"{path} {name}".strip())
+        elif not isinstance(action, argparse._HelpAction):
+            found.append((path, action))
+    return found
+
+
+def test_every_flag_and_argument_has_help() -> None:
+    missing = [
+        f"{path or 'capacity-launcher'} {action.option_strings or action.dest}"
+        for path, action in _every_action(parser())
+        if not action.help or action.help == argparse.SUPPRESS
+    ]
+    assert missing == []
+
+
+def test_completion_knows_every_command_flag_and_choice() -> None:
+    table = completions(parser())
+    assert {"get", "top", "completion", "--version"} <= set(table[""])
+    assert {"nodepools", "requests", "--output", "--stack-name"} <= set(table["get"])
+    assert {"--port", "--no-schedules"} <= set(table["local up"])
+    assert script(parser(), "zsh").startswith("autoload -U +X bashcompinit && bashcompinit\n")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (
+            ["capacity-launcher", "get", "no"],
+            "nodepools nodepool nodeclasses nodeclass nodeclaims nodeclaim",
+        ),
+        (["capacity-launcher", "s"], "submit status schemas"),
+        (["capacity-launcher", "local", "up", "--p"], "--port"),
+        (["capacity-launcher", "delete", "node"], "nodepool nodeclass"),
+    ],
+)
+def test_bash_completes_as_a_person_types(words: list[str], expected: str) -> None:
+    program = (
+        f"{script(parser(), 'bash')}\n"
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+        f'{"_capacity_launcher"}; echo "${{COMPREPLY[*]}}"\n'
+    )
+    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == expected
