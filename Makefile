@@ -16,7 +16,9 @@ $(STAMP): requirements-dev.txt layers/core/requirements.txt pyproject.toml
 	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
-	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	# setuptools warns on every editable install that a same-named folder may shadow the package:
+	# ours is the package itself (layers/core, local/), so the notice is noise here.
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 # lint-imports holds the layering (.importlinter): domain, adapters, service, composition root, handlers;
