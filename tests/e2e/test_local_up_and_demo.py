@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -22,10 +23,16 @@ def _free_port() -> int:
 
 
 def _cli(local_file: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    # A user's shell, not this test process's: AWS_ENDPOINT_URL wins over the local file (the
+    # documented override), and a cloud other tests started here sets it in this process.
     return subprocess.run(
         [*entry_point(), *argv, "--local-file", str(local_file)],
-        cwd=REPO, capture_output=True, text=True, timeout=90, check=False,
+        cwd=REPO, capture_output=True, text=True, timeout=90, check=False, env=_shell(),
     )  # fmt: skip
+
+
+def _shell() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
 
 
 def _advance_clock(endpoint: str, seconds: int) -> None:
@@ -46,7 +53,7 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
     up = subprocess.Popen(
         [*entry_point(), "local", "up", "--port", str(port), "--local-file", str(local_file),
          "--no-schedules"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_shell(),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -59,7 +66,7 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
         # When another process applies the examples through it
         applied = subprocess.run(
             [*entry_point(), "apply", "-f", "examples", "--local-file", str(local_file)],
-            cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=False, env=_shell(),
         )  # fmt: skip
         assert applied.returncode == 0, applied.stderr
         assert "nodepool/general applied" in applied.stdout

@@ -9,7 +9,7 @@ from typing import Any
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.pool_limits import PoolLimitsStore
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.index_shards import INDEX_SHARDS, read_values
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
@@ -44,7 +44,7 @@ def test_open_leases_spread_over_the_shards_and_old_ones_stay_readable(
 ) -> None:
     # Given 40 open leases written now, in a pool
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    store = PoolLimitsStore(get_settings().state_table_name, 900)
+    store = PoolLeaseStore(get_settings().state_table_name, 900)
     for n in range(40):
         store.reserve(
             "general", f"l-{n}", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
