@@ -108,7 +108,7 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
 def test_demo_tells_the_whole_story_and_leaves_nothing_running(tmp_path: Path) -> None:
     done = subprocess.run(
         [*entry_point(), "demo", "--examples", str(REPO / "examples")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=170, check=False,
+        cwd=tmp_path, capture_output=True, text=True, timeout=170, check=False, env=_shell(),
     )  # fmt: skip
 
     assert done.returncode == 0, done.stdout + done.stderr
