@@ -75,14 +75,14 @@ def written_as(hub: dict[str, Any], rng: random.Random) -> Written:
     refused: list[tuple[str, str]] = []
     while candidates:
         version = candidates.pop(rng.randrange(len(candidates)))
-        why = _cannot_say(model, version.api_version, version.kind)
+        why = _in_version(model, version.api_version, version.kind)
         if isinstance(why, dict):
             return Written(version.label, why, tuple(refused))
         refused.append((version.label, why))
     raise AssertionError(f"no served version expresses {model.kind} {model.name}: {refused}")
 
 
-def _cannot_say(model: Any, api_version: str, kind: str) -> dict[str, Any] | str:
+def _in_version(model: Any, api_version: str, kind: str) -> dict[str, Any] | str:
     """The document of the version, or why the version cannot express the hub."""
     try:
         document = REGISTRY.convert(model, None, api_version, kind)
@@ -116,11 +116,8 @@ def stored_as_meant(meant: dict[str, Any], stored: str | None) -> str | None:
     wanted = to_document(parse_document(meant))
     if read == wanted:
         return None
-    paths = sorted(
-        key
-        for key in {*read.get("spec", {}), *wanted.get("spec", {})}
-        if read.get("spec", {}).get(key) != wanted.get("spec", {}).get(key)
-    )
+    mine, theirs = read.get("spec", {}), wanted.get("spec", {})
+    paths = [f"spec.{k}" for k in sorted({*mine, *theirs}) if mine.get(k) != theirs.get(k)]
     if read.get("metadata") != wanted.get("metadata"):
         paths.insert(0, "metadata")
-    return "differs at " + ", ".join(f"spec.{p}" if p != "metadata" else p for p in paths)
+    return "differs at " + ", ".join(paths)
