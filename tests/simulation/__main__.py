@@ -74,6 +74,8 @@ def outcome_as_json(outcome: Outcome, text: str) -> dict[str, object]:
         "checks": dict(outcome.checks),
         "invocations": dict(outcome.invocations),
         "operations": dict(outcome.operations),
+        "versions": dict(outcome.versions.written),
+        "versions_refused": dict(outcome.versions.refused),
         "violations": [v.line() for v in outcome.violations],
         "invariants": sorted({v.invariant for v in outcome.violations}),
         "summary": text,

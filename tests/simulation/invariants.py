@@ -25,6 +25,7 @@ from capacity_launcher.domain.backoff import HAND_BACK_CAP_SECONDS
 from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
+from tests.simulation.versions import stored_as_meant
 from tests.simulation.world import LIVE, World
 
 if TYPE_CHECKING:
@@ -174,6 +175,15 @@ class Invariants:
         self.ledger.limit_history.setdefault(pool, []).append(
             (self.step, f"applied (committed {committed})", new_limit)
         )
+
+    def stored_as_meant(self, meant: dict[str, Any], written: str, stored: str | None) -> None:
+        """Issue 26: a document applied in any served version stores the hub the simulation
+        meant, so the service acts on what was meant (conversion loses nothing it acts on)."""
+        self.checks["stored hub == hub meant"] += 1
+        why = stored_as_meant(meant, stored)
+        if why is not None:
+            name = f"{meant['kind']} {meant['metadata']['name']}"
+            self._violate("stored hub == hub meant", f"{name} written as {written}: {why}")
 
     def quota_applied(self, name: str, document: dict[str, Any]) -> None:
         self.edges.quota_applied(name, document)

@@ -52,6 +52,7 @@ def summary(outcome: Outcome, profile: Profile, limit: int = 25) -> str:
         f" {len(outcome.violations)} violations",
         f"replay: PYTHONPATH=layers/core:local:. {replay_command(outcome, profile)}",
     ]
+    lines.append(versions_line(outcome))
     for invariant, count in _grouped(outcome).most_common():
         lines.append(f"  {invariant}: {count}")
     lines += [f"  - {v.line()}" for v in outcome.violations[:limit]]
@@ -62,6 +63,14 @@ def summary(outcome: Outcome, profile: Profile, limit: int = 25) -> str:
         before = [t for t in outcome.trace if _trace_step(t) <= first]
         lines += ["steps before the first violation:", *[f"    {t}" for t in before[-12:]]]
     return "\n".join(lines)
+
+
+def versions_line(outcome: Outcome) -> str:
+    """The versions documents were written in, and how often a drawn one could not say the hub."""
+    counts = outcome.versions
+    written = ", ".join(f"{label} {n}" for label, n in sorted(counts.written.items()))
+    refused = sum(counts.refused.values())
+    return f"documents applied as: {written or 'none'}; versions refused and redrawn: {refused}"
 
 
 def _trace_step(line: str) -> int:
@@ -120,5 +129,16 @@ def markdown(outcome: Outcome, profile: Profile) -> str:
     lines += _table("Invocations", outcome.invocations, "function")
     lines += _table("Faults fired (service:Operation)", outcome.faults_fired, "operation")
     lines += _table("Crashes", outcome.crashes, "where")
+    lines += _table(
+        "Documents applied, by the version written in", outcome.versions.written, "version"
+    )
+    lines += _table(
+        "Versions drawn that could not express the hub (another drawn)",
+        outcome.versions.refused,
+        "version: why",
+    )
+    lines += _table(
+        "Documents carrying hub fields in their annotation", outcome.versions.hub_fields, "version"
+    )
     lines += _table("Final status per request id", outcome.statuses, "status")
     return "\n".join(lines)

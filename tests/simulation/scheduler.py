@@ -25,6 +25,12 @@ from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
+from tests.simulation.versions import (
+    VersionCounts,
+    apply_as_written,
+    version_stream,
+    written_as,
+)
 from tests.simulation.world import TRANSACTION_CONFLICT_RATE, Invoked, World
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -55,6 +61,7 @@ class Outcome:
     violations: list[Any] = field(default_factory=list)
     dead_letters: int = 0
     trace: list[str] = field(default_factory=list)
+    versions: VersionCounts = field(default_factory=VersionCounts)
 
 
 class Simulation:
@@ -62,6 +69,7 @@ class Simulation:
         self.seed = seed
         self.profile = profile
         self.rng = random.Random(seed)
+        self._versions = version_stream(seed)  # which served version each document is written in
         self.world = World(seed)
         self.ledger = Ledger()
         self.catalog = Catalog()
@@ -138,11 +146,17 @@ class Simulation:
         )
 
     def apply(self, document: dict[str, Any]) -> str:
+        """Apply the hub ``document`` written in a served version of its kind (versions.py)."""
         kind, name = document["kind"], document["metadata"]["name"]
+        written = written_as(document, self._versions)
+        self.outcome.versions.note(written)
         try:
-            self.store.apply(parse_document(document))
+            apply_as_written(self.store, written.document)
         except Exception as error:
             return type(error).__name__
+        self.invariants.stored_as_meant(
+            document, written.label, self.world.stored_document(kind, name)
+        )
         self.catalog.changed_at.append(self.world.now)
         if kind == "CapacityQuota":
             self.catalog.quotas[name] = document

@@ -658,6 +658,20 @@ class World:
                 found.append((table.name, key, item.size()))
         return found
 
+    def stored_document(self, kind: str, name: str) -> str | None:
+        """The `document` attribute of a stored configuration item, read from moto's backend
+        (no call, no fault): the hub as the service will read it."""
+        assert self.names is not None
+        table = dynamodb_backends[ACCOUNT][REGION].tables[self.names.state_table]
+        for hash_key, items in list(table.items.items()):
+            if getattr(hash_key, "value", None) != kind:
+                continue
+            for range_key, item in list(items.items()):
+                if range_key.value == name:
+                    found = item.attrs.get("document")
+                    return None if found is None else str(found.value)
+        return None
+
     def committed(self, pool: str) -> int:
         """Live instances plus unsettled leases: what a pool holds or was promised."""
         leased = sum(lease.count for lease in self._pool_leases().leases() if lease.pool == pool)
