@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.errors import ConfigConflict, NotFound
+from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError, NotFound
 from capacity_launcher.domain.priority_classes import parse_priority_class, priority_table
 from capacity_launcher.domain.served_versions import REGISTRY
 from tests.support.cloud import Cloud
@@ -97,7 +97,7 @@ def test_a_reservation_whose_class_went_missing_is_refused_by_the_store(cloud: C
     classes.delete("serving")
     applied = REGISTRY.read(_reservation("inference", "serving"), table)
 
-    with pytest.raises(ConfigConflict, match=r"spec.priorityClassName: .*'serving' is not applied"):
+    with pytest.raises(ConfigValidationError, match=r"spec.priorityClassName: .*'serving' is not"):
         store.apply(applied.conversion.hub, applied.conversion.kept)
 
     with pytest.raises(NotFound):

@@ -45,7 +45,7 @@ from capacity_launcher.domain.errors import (
     NotFound,
     StoredDocumentInvalid,
 )
-from capacity_launcher.domain.priority_classes import named_class
+from capacity_launcher.domain.priority_classes import missing_class, named_class
 from capacity_launcher.domain.quantities import limits_token
 from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.observability import logger
@@ -262,19 +262,16 @@ class ConfigStore:
                 {"Put": {"TableName": self._table, "Item": to_item(item)}},
             ]
             if named is not None:
-                exists = {"Key": key("PriorityClass", named), "TableName": self._table}
-                exists["ConditionExpression"] = "attribute_exists(pk)"
-                writes.append({"ConditionCheck": exists})
+                exists = "attribute_exists(pk)"  # the class it names: not deleted meanwhile
+                check = {"Key": key("PriorityClass", named), "ConditionExpression": exists}
+                writes.append({"ConditionCheck": {**check, "TableName": self._table}})
             try:
                 with aws_call("TransactWriteItems"):
                     self._db.transact_write_items(TransactItems=writes)
                 return
             except ConditionFailed:
                 if named is not None and self._read_one("PriorityClass", named) is None:
-                    raise ConfigConflict(
-                        f"CapacityQuota {quota.name}: spec.priorityClassName: must name an "
-                        f"applied PriorityClass: {named!r} is not applied (apply it first)"
-                    ) from None
+                    raise missing_class(named) from None
                 continue  # another quota was applied meanwhile: check the conflicts again
         raise ConfigConflict(
             f"CapacityQuota {quota.name}: other quotas kept changing while it was applied; "
