@@ -17,6 +17,7 @@ from capacity_launcher.domain.priority_classes import (
     parse_priority_class,
     priority_table,
 )
+from capacity_launcher.domain.quota_admission import reclaim_refusal
 from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.served_versions import REGISTRY
 
@@ -172,3 +173,32 @@ def test_at_most_one_class_is_the_global_default() -> None:
     check_global_default(stored, parse_priority_class(_class("batch", 10, globalDefault=False)))
     with pytest.raises(ConfigConflict, match=r"globalDefault: .*PriorityClass everyday is"):
         check_global_default(stored, parse_priority_class(_class("b", 10, globalDefault=True)))
+
+
+def test_reclaim_between_reservations_follows_their_classes_values() -> None:
+    """The resolved number is the hub priority reclaim compares (quota_admission.py)."""
+    table = priority_table(
+        [
+            parse_priority_class(_class("serving", 1_000_000_000)),
+            parse_priority_class(_class("research", -10)),
+        ]
+    )
+
+    def member(name: str, priority_class: str) -> CapacityQuota:
+        document = _reservation(priority_class)
+        document["metadata"]["name"] = name
+        document["spec"] |= {
+            "cohort": "gpus",
+            "allowBorrowing": True,
+            "preemptionRule": {"reclaimWithinCohort": "LowerPriority"},
+        }
+        hub = REGISTRY.read(document, table).conversion.hub
+        assert isinstance(hub, CapacityQuota)
+        return hub
+
+    serving, research = member("serving", "serving"), member("research", "research")
+
+    assert reclaim_refusal(serving, research) is None
+    refused = reclaim_refusal(research, serving)
+    assert refused is not None
+    assert "priority 1000000000 is not lower than research's -10" in refused
