@@ -19,13 +19,26 @@ from capacity_launcher.domain.documents import to_document as config_document
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
 from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.pool_status import pool_status
+from capacity_launcher.domain.priority_classes import (
+    PRIORITY_CLASS,
+    PriorityClass,
+    PriorityTable,
+    parse_priority_class,
+    priority_table,
+)
 from capacity_launcher.domain.quotas import CapacityQuota, conflicts
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.priority_commands import priority_class_store
 
-KINDS = {"nodepool": "NodePool", "nodeclass": "NodeClass", "capacityquota": "CapacityQuota"}
+KINDS = {
+    "nodepool": "NodePool",
+    "nodeclass": "NodeClass",
+    "capacityquota": "CapacityQuota",
+    "priorityclass": PRIORITY_CLASS,
+}
 _YAML_SUFFIXES = (".yaml", ".yml")
 
 
@@ -118,7 +131,7 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
     return documents
 
 
-Hub = NodeClass | NodePool | CapacityQuota
+Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 
 
 @dataclass(frozen=True)
@@ -136,13 +149,37 @@ def validate(documents: list[SourceDocument]) -> list[Hub]:
     return [step.document for step in validate_steps(documents)]
 
 
-def validate_steps(documents: list[SourceDocument]) -> list[Step]:
-    """Each document of any served version converted to the hub documents to store, in order."""
+def priority_references(
+    documents: list[SourceDocument], stored: list[PriorityClass]
+) -> PriorityTable:
+    """The PriorityClasses a reservation may name: the stored ones and those applied with it."""
+    classes = {c.name: c for c in stored}
+    for document in documents:
+        if isinstance(document.data, dict) and document.data.get("kind") == PRIORITY_CLASS:
+            try:
+                found = parse_priority_class(document.data)
+            except ConfigValidationError:
+                continue  # reported when the document itself is read
+            classes[found.name] = found
+    return priority_table(classes.values())
+
+
+def _order(step: Step) -> int:
+    """PriorityClasses, then NodeClasses, then the rest: a file may list a pool before the class
+    it names, or a reservation before its PriorityClass."""
+    return {PRIORITY_CLASS: 0, NODE_CLASS: 1}.get(step.document.kind, 2)
+
+
+def validate_steps(
+    documents: list[SourceDocument], references: PriorityTable | None = None
+) -> list[Step]:
+    """Each document of any served version converted to the hub documents to store, in order
+    (``references``: the PriorityClasses reservations resolve in; none: offline, unresolved)."""
     steps: list[Step] = []
     problems: list[str] = []
     for document in documents:
         try:
-            applied = REGISTRY.read(document.data)
+            applied = REGISTRY.read(document.data, references)
         except ConfigValidationError as error:
             problems += [_problem(document, e) for e in error.errors]
             continue
@@ -154,8 +191,7 @@ def validate_steps(documents: list[SourceDocument]) -> list[Step]:
     problems += [str(e) for e in conflicts(quotas)]
     if problems:
         raise ApplyError(problems)
-    # NodeClasses first, so a file may list a pool before the class it names.
-    return sorted(steps, key=lambda step: step.document.kind != NODE_CLASS)
+    return sorted(steps, key=_order)
 
 
 def _problem(document: SourceDocument, error: FieldError) -> str:
@@ -163,8 +199,12 @@ def _problem(document: SourceDocument, error: FieldError) -> str:
 
 
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
+    classes = priority_class_store(deployment)
     try:
-        steps = validate_steps(read_documents(args.filename))
+        documents = read_documents(args.filename)
+        steps = validate_steps(
+            documents, priority_references(documents, classes.priority_classes())
+        )
     except ApplyError as error:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -175,7 +215,10 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     for step in steps:
         document = step.document
         try:
-            store.apply(document, step.kept)
+            if isinstance(document, PriorityClass):
+                classes.apply(document)
+            else:
+                store.apply(document, step.kept)
         except CapacityLauncherError as error:
             # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
             print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
@@ -192,7 +235,7 @@ def _as_written(step: Step) -> str:
     return "" if version is REGISTRY.hub_version(version.hub_kind) else f" (as {version.label})"
 
 
-def _without_name(document: NodeClass | NodePool | CapacityQuota, error: Exception) -> str:
+def _without_name(document: Hub, error: Exception) -> str:
     """The store's message without its own `Kind name: ` lead, which `where` already says."""
     message = str(error)
     return message.removeprefix(f"{document.kind} {document.name}: ")
@@ -249,7 +292,10 @@ def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     kind = KINDS[args.kind]
     store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
-        store.delete(kind, args.name)  # type: ignore[arg-type]
+        if kind == PRIORITY_CLASS:
+            priority_class_store(deployment).delete(args.name)
+        else:
+            store.delete(kind, args.name)  # type: ignore[arg-type]
     except NotFound:
         if args.ignore_not_found:
             return 0

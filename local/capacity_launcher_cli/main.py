@@ -30,6 +30,8 @@ GET_RESOURCES = (
     "capacityreservation",
     "clustercapacityreservations",
     "clustercapacityreservation",
+    "priorityclasses",
+    "priorityclass",
     "quotas",
     "requests",
     "instances",
@@ -117,9 +119,13 @@ def parser() -> argparse.ArgumentParser:
         "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
     )
 
-    delete = commands.add_parser("delete", help="delete a NodePool, NodeClass or CapacityQuota")
+    delete = commands.add_parser(
+        "delete", help="delete a NodePool, NodeClass, CapacityQuota or PriorityClass"
+    )
     _common(delete)
-    delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"), help="kind")
+    delete.add_argument(
+        "kind", choices=("nodepool", "nodeclass", "capacityquota", "priorityclass"), help="kind"
+    )
     delete.add_argument("name", help="the document's metadata.name")
     delete.add_argument(
         "--ignore-not-found",
@@ -189,6 +195,7 @@ def _command(args: argparse.Namespace) -> Command:
         capacity_commands,
         config_commands,
         ome_commands,
+        priority_commands,
         quota_commands,
         request_commands,
         version_commands,
@@ -197,6 +204,8 @@ def _command(args: argparse.Namespace) -> Command:
     if args.command == "get":
         if args.resource in ome_commands.RESOURCES:
             return ome_commands.get_reservations
+        if args.resource in priority_commands.RESOURCES:
+            return priority_commands.get_priority_classes
         if args.resource in ("nodeclaims", "nodeclaim"):
             from capacity_launcher_cli.karpenter_commands import get_nodeclaims
 

@@ -19,6 +19,7 @@ from capacity_launcher.domain.ome_reservations import (
 from capacity_launcher.domain.ome_status import reservation_status
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.priority_commands import priority_class_store
 from capacity_launcher_cli.quota_commands import quota_statuses
 from capacity_launcher_cli.version_commands import not_acted_on
 from capacity_launcher_cli.views import dump
@@ -56,9 +57,12 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
         return 1
     statuses = quota_statuses(deployment, store)
+    table = priority_class_store(deployment).table()
     items = []
     for stored in found:
-        document = REGISTRY.convert(stored.document, stored.kept, version.api_version, version.kind)
+        document = REGISTRY.convert(
+            stored.document, stored.kept, version.api_version, version.kind, table
+        )
         status: dict[str, Any] = reservation_status(
             stored.document.name, statuses[stored.document.name]
         )

@@ -112,7 +112,8 @@ def _served_version(version: ServedVersion) -> dict[str, Any]:
         f"{version.api_version} {version.kind}",
         f"A {version.kind} document in {version.api_version} (docs/api-versions.md): "
         + (f"deprecated, use {version.deprecated_by}; " if version.deprecated_by else "")
-        + f"converted on apply to the capacity-launcher/v1 {version.hub_kind}. Cross-field "
+        + f"converted on apply to the {REGISTRY.hub_version(version.hub_kind).api_version} "
+        + f"{version.hub_kind}. Cross-field "
         "rules are enforced by `capacity-launcher apply`.",
     )
     schema["properties"]["apiVersion"] = {"const": version.api_version}

@@ -17,12 +17,14 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import CAPACITY_QUOTA, NODE_CLASS, NODE_POOL
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
+from capacity_launcher.domain.priority_classes import PriorityTable
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.config_commands import ApplyError, read_documents
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of, nodepool_status_of
+from capacity_launcher_cli.priority_commands import priority_class_store
 
 StatusOf = Callable[[StoredDocument], dict[str, Any]]
 
@@ -65,11 +67,17 @@ def not_acted_on(kept: Kept | None) -> dict[str, Any]:
 
 
 def as_version(
-    stored: StoredDocument, api_version: str, status: dict[str, Any] | None = None
+    stored: StoredDocument,
+    api_version: str,
+    status: dict[str, Any] | None = None,
+    references: PriorityTable | None = None,
 ) -> dict[str, Any]:
-    """A stored document in the served version ``api_version`` of its kind, with its status."""
+    """A stored document in the served version ``api_version`` of its kind, with its status
+    (``references``: the PriorityClasses an OME reservation's priority resolves in)."""
     version = REGISTRY.version_for(stored.document.kind, api_version)
-    document = REGISTRY.convert(stored.document, stored.kept, version.api_version, version.kind)
+    document = REGISTRY.convert(
+        stored.document, stored.kept, version.api_version, version.kind, references
+    )
     found = {**(status or {}), **not_acted_on(stored.kept)}
     return {**document, "status": found} if found else document
 
@@ -93,7 +101,8 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
         reason = "not found" if missing else str(getattr(error, "errors", [error])[0])
         print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
         return 1
-    items = [as_version(s, api_version, status_of(s) if status_of else None) for s in stored]
+    table = priority_class_store(deployment).table() if found.hub_kind == CAPACITY_QUOTA else None
+    items = [as_version(s, api_version, status_of(s) if status_of else None, table) for s in stored]
     views.dump(items[0] if args.name else views.listed(items, output), output)
     return 0
 

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.priority_classes import PriorityClass
 from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
 from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
 from capacity_launcher.domain.status import RequestRecord, RequestStatus, format_timestamp
@@ -183,6 +184,14 @@ def _condition(condition: Mapping[str, str] | None) -> str:
     if condition["status"] == "True":
         return "True"
     return f"False ({condition['reason']})"
+
+
+def priority_classes(classes: Sequence[PriorityClass]) -> Table:
+    """NAME VALUE GLOBAL-DEFAULT, as `kubectl get priorityclasses` lists them."""
+    table = _table("PriorityClasses", "NAME", "VALUE", "GLOBAL-DEFAULT")
+    for found in sorted(classes, key=lambda c: c.name):
+        table.add_row(found.name, str(found.value), str(bool(found.global_default)).lower())
+    return table
 
 
 def node_classes(classes: Sequence[NodeClass]) -> Table:

@@ -27,6 +27,7 @@ import moto_capacity
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.priority_classes import PriorityClass
 from capacity_launcher.domain.status import (
     ALL_DETAIL_TYPES,
     BLOCK_EXPIRING,
@@ -41,7 +42,12 @@ from capacity_launcher.domain.status import (
 )
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
-from capacity_launcher_cli.config_commands import read_documents, validate, validate_steps
+from capacity_launcher_cli.config_commands import (
+    priority_references,
+    read_documents,
+    validate,
+    validate_steps,
+)
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.request_commands import (
     PRODUCER_SOURCE,
@@ -197,14 +203,20 @@ SCENES = (
 
 
 def _apply_ome(out: Console, store: ConfigStore, folder: Path) -> None:
-    """OME's reservations as written (docs/ome.md). Their flavors name pools the story does not
-    apply, so they admit nothing here; `get capacityreservations` shows them."""
+    """OME's reservations as written, after the PriorityClasses they name (docs/ome.md). Their
+    flavors name pools the story does not apply, so they admit nothing here; `get
+    capacityreservations` shows them."""
     if not folder.is_dir():
         return
-    steps = validate_steps(read_documents([str(folder)]))
+    classes = store.priority_classes()
+    documents = read_documents([str(folder)])
+    steps = validate_steps(documents, priority_references(documents, classes.priority_classes()))
     for step in steps:
-        store.apply(step.document, step.kept)
-    out.print(f"applied {len(steps)} OME CapacityReservations as written, from {folder}")
+        if isinstance(step.document, PriorityClass):
+            classes.apply(step.document)
+        else:
+            store.apply(step.document, step.kept)
+    out.print(f"applied {len(steps)} OME documents as written, from {folder}")
 
 
 def _final_tables(out: Console, deployment: Deployment) -> None:
@@ -540,6 +552,7 @@ def run_demo(examples: str = "examples") -> int:
             out.print(f"local cloud at {deployment.endpoint_url}; function logs in {LOG_FILE}")
             store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
             for document in validate(read_documents([examples])):
+                assert not isinstance(document, PriorityClass)  # examples/ome has those
                 store.apply(document)
                 out.print(f"applied {document.kind.lower()}/{document.name}")
             _apply_ome(out, store, Path(examples) / "ome")

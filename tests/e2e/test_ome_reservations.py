@@ -21,6 +21,14 @@ RESERVATIONS = {
     "cluster-wide-gpu-reservation",
     "team-a-reservation",
 }
+# examples/ome/0-priority-classes.yaml: the classes the seed reservations name, and their values.
+PRIORITY_CLASSES = {
+    "production-workloads": 1000,
+    "high-priority": 900,
+    "training-high-priority": 800,
+    "team-a-workloads": 500,
+    "research-workloads": 100,
+}
 # The pool production-gpu-reservation's flavor names: p4d.24xlarge has 8 GPUs, 96 vCPUs, 1152 GiB.
 H100_POOL = """\
 apiVersion: capacity-launcher/v1
@@ -67,6 +75,17 @@ def test_the_seed_examples_apply_as_written_and_launches_stay_within_them(
             ]
             assert {k: v for k, v in document.items() if k != "status"} == written[0]
         assert "  spec.compartmentID: kept, not acted on" in applied.out
+        for name in PRIORITY_CLASSES:
+            assert f"priorityclass/{name} applied" in applied.out
+        # Each reservation's priority in the hub is its class's value (the cluster-wide one: 0)
+        priorities = {
+            d["metadata"]["name"]: d["spec"]["priority"]
+            for d in yaml.safe_load(run_cli("get", "capacityquotas", "-o", "yaml").out)["items"]
+        }
+        assert priorities["inference-serving-reservation"] == 1000
+        assert priorities["production-gpu-reservation"] == 900
+        assert priorities["research-flexible-reservation"] == 100
+        assert priorities["cluster-wide-gpu-reservation"] == 0
 
         # 4 x 8 GPUs fill production-gpu-reservation's 32 in h100-flavor, for its association
         first = _submit(
@@ -109,3 +128,81 @@ def test_the_seed_examples_apply_as_written_and_launches_stay_within_them(
     finally:
         for name in RESERVATIONS:
             run_cli("delete", "capacityquota", name)
+        for name in PRIORITY_CLASSES:
+            run_cli("delete", "priorityclass", name)
+
+
+def test_a_seed_reservation_takes_the_value_of_the_priority_class_it_names(
+    e2e_cloud: E2eCloud, tmp_path: Path
+) -> None:
+    team_a = EXAMPLES / "7-team-a-reservation.yaml"
+    missing = run_cli("apply", "-f", str(team_a))
+    assert missing.code == 1
+    assert "spec.priorityClassName: must name an applied PriorityClass" in missing.err
+    assert "'team-a-workloads' is not applied" in missing.err
+    assert run_cli("get", "capacityquota", "team-a-reservation").code == 1
+
+    classes = """\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: team-a-workloads}
+value: 1000000000
+description: team A's inference
+preemptionPolicy: Never
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: everyday}
+value: 7
+globalDefault: true
+"""
+    applied = apply_text(tmp_path, "classes.yaml", classes)
+    try:
+        assert applied.code == 0, applied.err
+        assert "priorityclass/team-a-workloads applied" in applied.out
+        assert "  preemptionPolicy: kept, not acted on" in applied.out
+        listed = run_cli("get", "priorityclasses")
+        assert "team-a-workloads" in listed.out and "1000000000" in listed.out, listed.out
+        shown = yaml.safe_load(run_cli("get", "priorityclass", "everyday", "-o", "yaml").out)
+        assert shown == list(yaml.safe_load_all(classes))[1]
+
+        reservation = run_cli("apply", "-f", str(team_a))
+        assert reservation.code == 0, reservation.err
+        assert "spec.priorityClassName: kept, not acted on" not in reservation.out
+        # Read as written: the document, with no priority riding in an annotation
+        written = yaml.safe_load(team_a.read_text())
+        got = yaml.safe_load(
+            run_cli("get", "capacityreservation", "team-a-reservation", "-o", "yaml").out
+        )
+        assert {k: v for k, v in got.items() if k != "status"} == written
+        assert "spec.priorityClassName" not in got["status"].get("notActedOn", [])
+        # The hub's priority is the class's value: what reclaim and borrowing compare
+        hub = yaml.safe_load(
+            run_cli("get", "capacityquota", "team-a-reservation", "-o", "yaml").out
+        )
+        assert hub["spec"]["priority"] == 1_000_000_000
+
+        # A reservation naming no class gets the global default's value
+        unnamed = {**written, "metadata": {"name": "unnamed"}}
+        unnamed["spec"] = {k: v for k, v in written["spec"].items() if k != "priorityClassName"}
+        assert apply_text(tmp_path, "unnamed.yaml", yaml.safe_dump(unnamed)).code == 0
+        hub = yaml.safe_load(run_cli("get", "capacityquota", "unnamed", "-o", "yaml").out)
+        assert hub["spec"]["priority"] == 7
+
+        changed = apply_text(tmp_path, "changed.yaml", classes.replace("1000000000", "5"))
+        assert changed.code == 1
+        assert "(PriorityClass team-a-workloads): value: may not change" in changed.err
+        second = classes.replace("name: team-a-workloads}", "name: other}").replace(
+            "preemptionPolicy: Never", "globalDefault: true"
+        )
+        refused = apply_text(tmp_path, "second.yaml", second)
+        assert refused.code == 1 and "globalDefault: at most one" in refused.err, refused.err
+        in_use = run_cli("delete", "priorityclass", "team-a-workloads")
+        assert in_use.code == 1
+        assert "named by reservation(s) team-a-reservation" in in_use.err
+    finally:
+        for name in ("team-a-reservation", "unnamed"):
+            run_cli("delete", "capacityquota", name)
+        for name in ("team-a-workloads", "everyday", "other"):
+            run_cli("delete", "priorityclass", name)
+    assert run_cli("get", "priorityclass", "team-a-workloads").code == 1

@@ -34,6 +34,7 @@ from capacity_launcher.adapters.config_items import (
     quota_generation_check as quota_generation_check,
 )
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.adapters.priority_class_store import PriorityClassStore
 from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.documents import parse_document, to_document
@@ -44,6 +45,7 @@ from capacity_launcher.domain.errors import (
     NotFound,
     StoredDocumentInvalid,
 )
+from capacity_launcher.domain.priority_classes import missing_class, named_class
 from capacity_launcher.domain.quantities import limits_token
 from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.observability import logger
@@ -78,7 +80,7 @@ class ConfigStore:
         (the fields its apply kept, docs/api-versions.md) replaces what the item kept before."""
         kept_body = json.dumps(kept.to_json(), sort_keys=True) if kept else None
         if isinstance(document, CapacityQuota):
-            self._apply_quota(document, kept_body)
+            self._apply_quota(document, kept_body, named_class(kept))
             self._invalidate()
             return
         kind: Kind = document.kind
@@ -136,6 +138,10 @@ class ConfigStore:
                     ExpressionAttributeValues=to_item(values),
                 )
         self._invalidate()
+
+    def priority_classes(self) -> PriorityClassStore:
+        """The PriorityClasses stored in the same table (adapters/priority_class_store.py)."""
+        return PriorityClassStore(self._table, self._db)
 
     def _invalidate(self) -> None:
         self._cache.invalidate()
@@ -223,8 +229,9 @@ class ConfigStore:
         except ConditionFailed as failed:
             raise NotFound("CapacityQuota", name) from failed
 
-    def _apply_quota(self, quota: CapacityQuota, kept_body: str | None) -> None:
-        """Put the quota if, with the stored others, no requester has two quotas in one flavor."""
+    def _apply_quota(self, quota: CapacityQuota, kept_body: str | None, named: str | None) -> None:
+        """Put the quota if, with the stored others, no requester has two quotas in one flavor,
+        and the PriorityClass it was applied naming (``named``) is stored."""
         for _ in range(_APPLY_QUOTA_TRIES):
             version = int((self._read_one(*_QUOTA_SET_KEY) or {}).get("version", 0))
             others = list(self._read_all("CapacityQuota").documents.values())
@@ -250,16 +257,21 @@ class ConfigStore:
             }
             if kept_body is not None:
                 item["kept"] = kept_body
+            writes: list[dict[str, Any]] = [
+                {"Update": guard},
+                {"Put": {"TableName": self._table, "Item": to_item(item)}},
+            ]
+            if named is not None:
+                exists = "attribute_exists(pk)"  # the class it names: not deleted meanwhile
+                check = {"Key": key("PriorityClass", named), "ConditionExpression": exists}
+                writes.append({"ConditionCheck": {**check, "TableName": self._table}})
             try:
                 with aws_call("TransactWriteItems"):
-                    self._db.transact_write_items(
-                        TransactItems=[
-                            {"Update": guard},
-                            {"Put": {"TableName": self._table, "Item": to_item(item)}},
-                        ]
-                    )
+                    self._db.transact_write_items(TransactItems=writes)
                 return
             except ConditionFailed:
+                if named is not None and self._read_one("PriorityClass", named) is None:
+                    raise missing_class(named) from None
                 continue  # another quota was applied meanwhile: check the conflicts again
         raise ConfigConflict(
             f"CapacityQuota {quota.name}: other quotas kept changing while it was applied; "

@@ -124,6 +124,14 @@ class ServedVersion:
     document: Callable[[Any], dict[str, Any]] = _dump
     # The model whose JSON Schema describes this version (schemas/), when there is one.
     model: type | None = None
+    # ``to_hub`` given what the document refers to (``read``'s and ``convert``'s ``references``:
+    # an OME reservation's PriorityClass values), for versions whose hub depends on it.
+    to_hub_with: Callable[[Any, Any], Conversion] | None = None
+
+    def converted(self, document: Any, references: Any = None) -> Conversion:
+        if self.to_hub_with is not None and references is not None:
+            return self.to_hub_with(document, references)
+        return self.to_hub(document)
 
     @property
     def label(self) -> str:
@@ -212,8 +220,9 @@ class VersionRegistry:
     def _kinds(self) -> str:
         return ", ".join(sorted({kind for _, kind in self._served}))
 
-    def read(self, data: Mapping[str, Any]) -> Applied:
-        """Parse a document of any served version and convert it to its hub."""
+    def read(self, data: Mapping[str, Any], references: Any = None) -> Applied:
+        """Parse a document of any served version and convert it to its hub (``references``:
+        what the conversion resolves names in, ServedVersion.to_hub_with)."""
         if not isinstance(data, Mapping):
             raise ConfigValidationError([FieldError("body", "must be a mapping (one document)")])
         api_version, kind = data.get("apiVersion"), data.get("kind")
@@ -226,7 +235,7 @@ class VersionRegistry:
         body, carried = _without_kept_annotation(data)
         body, hub_fields = _without_hub_fields(body)
         try:
-            conversion = version.to_hub(version.parse(body))
+            conversion = version.converted(version.parse(body), references)
         except RecursionError:
             raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
         if hub_fields:
@@ -236,7 +245,9 @@ class VersionRegistry:
         warning = version.deprecation()
         return Applied(version, conversion, (warning,) if warning else ())
 
-    def convert(self, hub: Any, kept: Kept | None, api_version: str, kind: str) -> dict[str, Any]:
+    def convert(
+        self, hub: Any, kept: Kept | None, api_version: str, kind: str, references: Any = None
+    ) -> dict[str, Any]:
         """A stored hub document (and its kept fields) as a document of a served version."""
         version = self.version(api_version, kind)
         if version.hub_kind != hub.kind:
@@ -245,7 +256,7 @@ class VersionRegistry:
             raise ConfigValidationError([FieldError("apiVersion", rule)])
         own = kept is not None and kept.is_for(api_version, kind)
         document = version.from_hub(hub, kept.fields if own and kept else {})
-        lost = self._lost(version, hub, document)
+        lost = self._lost(version, hub, document, references)
         if lost:
             annotations = document.setdefault("metadata", {}).setdefault("annotations", {})
             annotations[HUB_FIELDS_ANNOTATION] = json.dumps(lost, sort_keys=True)
@@ -253,13 +264,15 @@ class VersionRegistry:
             _annotate(document, kept)
         return document
 
-    def _lost(self, version: ServedVersion, hub: Any, document: dict[str, Any]) -> dict[str, Any]:
+    def _lost(
+        self, version: ServedVersion, hub: Any, document: dict[str, Any], references: Any
+    ) -> dict[str, Any]:
         """The hub's spec fields that ``document`` (of ``version``) does not give back."""
         hub_version = self.hub_version(hub.kind)
         if version is hub_version:
             return {}
         try:
-            back = version.to_hub(version.parse(document)).hub
+            back = version.converted(version.parse(document), references).hub
         except ConfigValidationError:
             return {}
         mine, theirs = hub_version.document(hub), hub_version.document(back)

@@ -134,12 +134,14 @@ def parse_reservation(data: Mapping[str, Any]) -> CapacityReservation:
 
 
 def priority_of(
-    reservation: CapacityReservation, priority_classes: Mapping[str, int]
+    reservation: CapacityReservation, priority_classes: Mapping[str, int], default: int = 0
 ) -> tuple[int, FieldError | None]:
-    """priorityClassName's value (a PriorityClass's `value`); 0 and a report when unknown."""
+    """priorityClassName's value (a PriorityClass's `value`); naming none, ``default`` (the
+    global default class's value); 0 and a report when unknown (apply refuses that first:
+    ome_versions)."""
     name = reservation.spec.priority_class_name
     if name is None:
-        return 0, None
+        return default, None
     if name in priority_classes:
         return priority_classes[name], None
     return 0, FieldError(
@@ -149,11 +151,13 @@ def priority_of(
 
 
 def to_hub(
-    reservation: CapacityReservation, priority_classes: Mapping[str, int] | None = None
+    reservation: CapacityReservation,
+    priority_classes: Mapping[str, int] | None = None,
+    default_priority: int = 0,
 ) -> Converted:
     """The CapacityQuota this reservation enforces; hub errors are reported at this document's
     paths (``spec.preemption`` is ``spec.preemptionRule``)."""
-    priority, unknown_priority = priority_of(reservation, priority_classes or {})
+    priority, unknown_priority = priority_of(reservation, priority_classes or {}, default_priority)
     spec = reservation.spec
     groups = []
     for group in spec.resource_groups:
@@ -264,8 +268,10 @@ def from_hub(
     over what ``kept`` (the document as applied) says of everything the hub does not hold.
 
     Raises ConfigValidationError naming each hub field OME cannot spell (lendingLimit, group
-    limits, listed requesters, requesterOrigins, gracePeriod, a priority no PriorityClass has)."""
-    _spellable(quota, kept, priority_classes or {})
+    limits, listed requesters, requesterOrigins, gracePeriod; given ``priority_classes``, a
+    priority other than the named class's value). Without them the registry carries a priority
+    the document does not give back in its hub-fields annotation (docs/api-versions.md)."""
+    _spellable(quota, kept, priority_classes)
     spec = quota.spec
     kept_groups = kept.spec.resource_groups
     groups = [
@@ -341,7 +347,7 @@ def _same(resource: str, written: Any, hub: str) -> bool:
 
 
 def _spellable(
-    quota: CapacityQuota, kept: CapacityReservation, priority_classes: Mapping[str, int]
+    quota: CapacityQuota, kept: CapacityReservation, priority_classes: Mapping[str, int] | None
 ) -> None:
     spec = quota.spec
     problems = []
@@ -365,7 +371,7 @@ def _spellable(
                             "OME has no lending limit",
                         )
                     )
-    if priority_of(kept, priority_classes)[0] != spec.priority:
+    if priority_classes is not None and priority_of(kept, priority_classes)[0] != spec.priority:
         problems.append(
             FieldError("spec.priority", "must be the value of the reservation's PriorityClass")
         )

@@ -23,6 +23,7 @@ from capacity_launcher.domain.ome_reservations import (
     parse_reservation,
     to_hub,
 )
+from capacity_launcher.domain.priority_classes import PriorityTable, missing_class
 from capacity_launcher.domain.quotas import CapacityQuota
 
 KEPT_PATHS = (
@@ -42,8 +43,16 @@ def _document(reservation: CapacityReservation) -> dict[str, Any]:
 
 
 def _served(kind: str) -> ServedVersion:
-    def to_version_hub(reservation: CapacityReservation) -> Conversion:
-        converted = to_hub(reservation)
+    def to_version_hub(
+        reservation: CapacityReservation, table: PriorityTable | None = None
+    ) -> Conversion:
+        if table is None:
+            converted = to_hub(reservation)
+        else:
+            named = reservation.spec.priority_class_name
+            if named is not None and named not in table.values:
+                raise missing_class(named)
+            converted = to_hub(reservation, table.values, table.default_value)
         fields = take(_document(reservation), KEPT_PATHS)
         unacted = tuple(dict.fromkeys(e.field for e in converted.not_acted_on))
         return Conversion((converted.quota,), Kept(OME_API_VERSION, kind, fields, unacted))
@@ -81,7 +90,9 @@ def _served(kind: str) -> ServedVersion:
     version = ServedVersion(
         OME_API_VERSION, kind, CAPACITY_QUOTA, parse_reservation, to_version_hub, from_version_hub
     )
-    return replace(version, document=_document, model=CapacityReservation)
+    return replace(
+        version, document=_document, model=CapacityReservation, to_hub_with=to_version_hub
+    )
 
 
 def ome_versions() -> tuple[ServedVersion, ...]:

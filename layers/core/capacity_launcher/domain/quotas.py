@@ -48,7 +48,8 @@ MAX_REQUESTERS = 100
 MAX_PREFIXES = 10
 MAX_RESOURCE_GROUPS = 4
 MAX_FLAVORS = 64
-MIN_PRIORITY, MAX_PRIORITY = -1_000_000, 1_000_000
+# Kubernetes PriorityClass values: int32 up to a billion (an OME reservation's priority is one).
+MIN_PRIORITY, MAX_PRIORITY = -(2**31), 1_000_000_000
 MAX_GRACE_SECONDS = 24 * 3600
 DEFAULT_GRACE_PERIOD = "10m"
 RESOURCE_RULE = f"must be one of {', '.join(DIMENSIONS)}"

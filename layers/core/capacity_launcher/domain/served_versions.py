@@ -20,6 +20,7 @@ from capacity_launcher.domain.config import (
 from capacity_launcher.domain.documents import Document, parse_document, to_document
 from capacity_launcher.domain.karpenter import ec2nodeclass, nodepool
 from capacity_launcher.domain.ome_versions import ome_versions
+from capacity_launcher.domain.priority_classes import priority_class_version
 from capacity_launcher.domain.provisioners import provisioner_version
 from capacity_launcher.domain.quotas import CapacityQuota
 
@@ -57,6 +58,7 @@ REGISTRY.serve(
 )
 REGISTRY.serve(*nodepool.versions(), *ec2nodeclass.versions())
 REGISTRY.serve(*ome_versions())
+REGISTRY.serve(priority_class_version(), hub=True)
 REGISTRY.serve(provisioner_version())
 # Karpenter's AWSNodeTemplate (v1alpha1) became the EC2NodeClass; Karpenter serves it no more.
 REGISTRY.retire(

@@ -1,0 +1,44 @@
+"""`get priorityclass[es] [NAME]`: the applied scheduling.k8s.io/v1 PriorityClasses (the numbers
+OME reservations' priorityClassName stand for, docs/ome.md), as kubectl lists them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from capacity_launcher.adapters.priority_class_store import PriorityClassStore
+from capacity_launcher.domain.errors import NotFound
+from capacity_launcher.domain.priority_classes import PriorityClass
+from capacity_launcher_cli import views
+from capacity_launcher_cli.deployment import Deployment
+
+RESOURCES = ("priorityclasses", "priorityclass")
+
+
+def priority_class_store(deployment: Deployment) -> PriorityClassStore:
+    return PriorityClassStore(deployment.state_table, deployment.client("dynamodb"))
+
+
+def _document(priority_class: PriorityClass) -> dict[str, object]:
+    dumped: dict[str, object] = priority_class.model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    return dumped
+
+
+def get_priority_classes(args: argparse.Namespace, deployment: Deployment) -> int:
+    store = priority_class_store(deployment)
+    if args.name:
+        try:
+            classes = [store.priority_class(args.name)]
+        except NotFound:
+            print(f"error: {args.resource} {args.name}: not found", file=sys.stderr)
+            return 1
+    else:
+        classes = store.priority_classes()
+    if args.output == "table":
+        views.show(views.priority_classes(classes))
+        return 0
+    items = [_document(c) for c in classes]
+    views.dump(items[0] if args.name else views.listed(items, args.output), args.output)
+    return 0
