@@ -304,7 +304,14 @@ def from_hubs(pool: NodePool, kept: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": {"name": pool.name},
         "spec": spec,
     }
-    return document(parse_provisioner(put(result, kept)))
+    written = put(result, kept)
+    if "provider" not in written["spec"]:
+        # Only a Provisioner's apply keeps a provider: read back without one, the document could
+        # not be applied again as the object it is (docs/api-versions.md), so it is refused.
+        raise ConfigValidationError(
+            [FieldError("spec.provider", "is known only for a pool applied as a Provisioner")]
+        )
+    return document(parse_provisioner(written))
 
 
 def provisioner_version() -> ServedVersion:
