@@ -200,14 +200,15 @@ def _without_name(document: NodeClass | NodePool | CapacityQuota, error: Excepti
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
     store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
-    kind = "NodeClass" if args.resource == "nodeclasses" else "NodePool"
+    classes_asked = args.resource in ("nodeclasses", "ec2nodeclasses")
+    kind = "NodeClass" if classes_asked else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
     invalid = [d for d in store.invalid() if d.kind == kind]
     invalid_json = [
         {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
         for d in invalid
     ]
-    if args.resource == "nodeclasses":
+    if classes_asked:
         classes = store.node_classes()
         if args.output == "json":
             views.print_json([*(config_document(c) for c in classes), *invalid_json])

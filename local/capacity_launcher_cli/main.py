@@ -9,33 +9,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from capacity_launcher_cli import resource_types
+
 # Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
 # (over a second); each command imports what it uses when it runs.
 if TYPE_CHECKING:
     from capacity_launcher_cli.deployment import Deployment
 
 Command = Callable[[argparse.Namespace, "Deployment"], int]
-GET_RESOURCES = (
-    "nodepools",
-    "nodepool",
-    "nodeclasses",
-    "nodeclass",
-    "ec2nodeclasses",
-    "ec2nodeclass",
-    "nodeclaims",
-    "nodeclaim",
-    "capacityquotas",
-    "capacityquota",
-    "capacityreservations",
-    "capacityreservation",
-    "clustercapacityreservations",
-    "clustercapacityreservation",
-    "quotas",
-    "requests",
-    "instances",
-    "reservations",
-    "unavailable-offerings",
-)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +79,9 @@ def parser() -> argparse.ArgumentParser:
 
     get = commands.add_parser("get", help="list resources")
     _common(get)
-    get.add_argument("resource", choices=GET_RESOURCES, help="what to list")
+    resource_types.add_argument(
+        get, "resource", "what to list: a plural, singular or short name, in any case"
+    )
     get.add_argument("name", nargs="?", help="one document by name (printed as YAML by default)")
     get.add_argument(
         "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
@@ -119,7 +102,9 @@ def parser() -> argparse.ArgumentParser:
 
     delete = commands.add_parser("delete", help="delete a NodePool, NodeClass or CapacityQuota")
     _common(delete)
-    delete.add_argument("kind", choices=("nodepool", "nodeclass", "capacityquota"), help="kind")
+    resource_types.add_argument(
+        delete, "kind", "nodepool (np), nodeclass (nc, ec2nodeclass) or capacityquota (cq)"
+    )
     delete.add_argument("name", help="the document's metadata.name")
     delete.add_argument(
         "--ignore-not-found",
@@ -195,6 +180,7 @@ def _command(args: argparse.Namespace) -> Command:
     )
 
     if args.command == "get":
+        # args.resource is a plural of resource_types.TYPES, whatever name was typed.
         if args.resource in ome_commands.RESOURCES:
             return ome_commands.get_reservations
         if args.resource in ("nodeclaims", "nodeclaim"):
@@ -206,7 +192,8 @@ def _command(args: argparse.Namespace) -> Command:
         return {
             "nodepools": config_commands.get_config,
             "nodeclasses": config_commands.get_config,
-            "quotas": quota_commands.get_quotas,
+            "ec2nodeclasses": config_commands.get_config,
+            "capacityquotas": quota_commands.get_quotas,
             "requests": request_commands.get_requests,
             "instances": request_commands.get_instances,
             "reservations": capacity_commands.get_reservations,
@@ -229,13 +216,23 @@ def _top(args: argparse.Namespace, deployment: Deployment) -> int:
     return top(args, deployment)
 
 
+# Types whose listing (no NAME, no --output-version) is a table, and in these outputs; the rest
+# of their outputs print the stored documents.
+_LISTED_AS = {
+    "nodepools": ("table", "json"),
+    "nodeclasses": ("table", "json"),
+    "ec2nodeclasses": ("table",),
+    "capacityquotas": ("table", "json"),
+}
+
+
 def _documents_asked(args: argparse.Namespace) -> bool:
     """`get` of configuration documents by name, as YAML, or in a version: the stored objects."""
     from capacity_launcher_cli.version_commands import resource
 
     if resource(args.resource) is None:
         return False
-    listing = args.resource in ("nodepools", "nodeclasses") and args.output in ("table", "json")
+    listing = args.output in _LISTED_AS.get(args.resource, ())
     return not listing or args.name is not None or args.output_version is not None
 
 
