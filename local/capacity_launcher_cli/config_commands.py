@@ -24,6 +24,7 @@ from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.output_formats import TABLES
 
 KINDS = {"nodepool": "NodePool", "nodeclass": "NodeClass", "capacityquota": "CapacityQuota"}
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -210,16 +211,17 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
     ]
     if classes_asked:
         classes = store.node_classes()
-        if args.output == "json":
-            views.print_json([*(config_document(c) for c in classes), *invalid_json])
+        if args.output not in TABLES:
+            views.emit([*(config_document(c) for c in classes), *invalid_json], args)
         else:
             views.show(views.node_classes(classes))
             _warn_invalid(invalid)
         return 0
     pools, statuses = pool_statuses(store, deployment)
-    if args.output == "json":
-        views.print_json(
-            [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json]
+    if args.output not in TABLES:
+        views.emit(
+            [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json],
+            args,
         )
     else:
         views.show(views.node_pools(pools, statuses))

@@ -29,6 +29,7 @@ from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import reservation_snapshots
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.output_formats import TABLES
 
 
 def _resolved[Found](resolve: Callable[[], list[Found]]) -> Resolved[Found]:
@@ -125,11 +126,10 @@ def get_nodeclaims(args: argparse.Namespace, deployment: Deployment) -> int:
         if args.name not in claims:
             print(f"error: nodeclaim {args.name} not found", file=sys.stderr)
             return 1
-        views.dump(claims[args.name], "json" if args.output == "json" else "yaml")
+        views.emit(claims[args.name], args)
         return 0
-    if args.output in ("json", "yaml"):
-        listed = list(claims.values())
-        views.dump(views.listed(listed, args.output), args.output)
+    if args.output not in TABLES:
+        views.emit(list(claims.values()), args)
         return 0
     views.show(views.nodeclaims(list(claims.values())))
     return 0

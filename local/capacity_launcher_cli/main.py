@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from capacity_launcher_cli import resource_types
+from capacity_launcher_cli import output_formats, resource_types
 
 # Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
 # (over a second); each command imports what it uses when it runs.
@@ -84,7 +84,12 @@ def parser() -> argparse.ArgumentParser:
     )
     get.add_argument("name", nargs="?", help="one document by name (printed as YAML by default)")
     get.add_argument(
-        "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
+        "-o",
+        "--output",
+        type=output_formats.output_format,
+        default="table",
+        metavar="FORMAT",
+        help="table (default), wide, json, yaml, name or jsonpath=TEMPLATE (docs/cli.md)",
     )
     get.add_argument(
         "--output-version",
@@ -218,11 +223,12 @@ def _top(args: argparse.Namespace, deployment: Deployment) -> int:
 
 # Types whose listing (no NAME, no --output-version) is a table, and in these outputs; the rest
 # of their outputs print the stored documents.
+_LISTINGS = (*output_formats.TABLES, "json", "name", "jsonpath")
 _LISTED_AS = {
-    "nodepools": ("table", "json"),
-    "nodeclasses": ("table", "json"),
-    "ec2nodeclasses": ("table",),
-    "capacityquotas": ("table", "json"),
+    "nodepools": _LISTINGS,
+    "nodeclasses": _LISTINGS,
+    "ec2nodeclasses": output_formats.TABLES,
+    "capacityquotas": _LISTINGS,
 }
 
 
@@ -232,7 +238,8 @@ def _documents_asked(args: argparse.Namespace) -> bool:
 
     if resource(args.resource) is None:
         return False
-    listing = args.output in _LISTED_AS.get(args.resource, ())
+    output = args.output.split("=", 1)[0]  # jsonpath=TEMPLATE: jsonpath
+    listing = output in _LISTED_AS.get(args.resource, ())
     return not listing or args.name is not None or args.output_version is not None
 
 

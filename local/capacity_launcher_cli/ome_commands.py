@@ -21,7 +21,7 @@ from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.quota_commands import quota_statuses
 from capacity_launcher_cli.version_commands import not_acted_on
-from capacity_launcher_cli.views import dump
+from capacity_launcher_cli.views import emit
 
 RESOURCES = {
     "capacityreservations": CAPACITY_RESERVATION,
@@ -63,12 +63,5 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
             stored.document.name, statuses[stored.document.name]
         )
         items.append({**document, "status": {**status, **not_acted_on(stored.kept)}})
-    output = "yaml" if args.output == "table" else args.output
-    if args.name:
-        dump(items[0], output)
-    else:
-        dump(
-            items if output == "json" else {"apiVersion": "v1", "kind": "List", "items": items},
-            output,
-        )
+    emit(items[0] if args.name else items, args)
     return 0

@@ -24,6 +24,7 @@ from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.status import format_timestamp
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.output_formats import TABLES
 
 
 def quota_usage(
@@ -60,15 +61,16 @@ def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
     shown: list[dict[str, Any]] = [
         {**to_document(q), "status": stored[q.name]} for q in sorted(quotas, key=lambda q: q.name)
     ]
-    if args.output == "json":
-        views.print_json(
+    if args.output not in TABLES:
+        views.emit(
             [
                 *shown,
                 *(
                     {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
                     for d in invalid
                 ),
-            ]
+            ],
+            args,
         )
         return 0
     views.show(views.quotas(shown))

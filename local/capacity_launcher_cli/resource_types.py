@@ -18,6 +18,8 @@ class ResourceType:
     short: tuple[str, ...] = ()
     # The kind `delete` removes (its singular is what `delete` prints); None: not deletable.
     deletes: str | None = None
+    # The field that names an item of its `-o json` listing when it is not a document.
+    name_field: str | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -34,10 +36,10 @@ TYPES = (
     ResourceType("capacityquotas", "capacityquota", ("cq", "quotas", "quota"), "capacityquota"),
     ResourceType("capacityreservations", "capacityreservation"),
     ResourceType("clustercapacityreservations", "clustercapacityreservation"),
-    ResourceType("requests", "request", ("req",)),
-    ResourceType("instances", "instance"),
-    ResourceType("reservations", "reservation"),
-    ResourceType("unavailable-offerings", "unavailable-offering"),
+    ResourceType("requests", "request", ("req",), name_field="requestId"),
+    ResourceType("instances", "instance", name_field="instanceId"),
+    ResourceType("reservations", "reservation", name_field="capacityReservationId"),
+    ResourceType("unavailable-offerings", "unavailable-offering", name_field="offering"),
 )
 _BY_NAME = {name: t for t in TYPES for name in t.names}
 GET_NAMES = tuple(name for t in TYPES for name in t.names)

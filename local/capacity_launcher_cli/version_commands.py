@@ -80,7 +80,6 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
     assert found is not None
     status_of = found.status(deployment) if found.status else None
     api_version = args.output_version or found.api_version
-    output = "yaml" if args.output == "table" else args.output
     store: ConfigStore = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
         REGISTRY.version_for(found.hub_kind, api_version)
@@ -94,7 +93,7 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
         return 1
     items = [as_version(s, api_version, status_of(s) if status_of else None) for s in stored]
-    views.dump(items[0] if args.name else views.listed(items, output), output)
+    views.emit(items[0] if args.name else items, args)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -19,6 +20,8 @@ from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
 from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
 from capacity_launcher.domain.status import RequestRecord, RequestStatus, format_timestamp
+from capacity_launcher_cli import resource_types
+from capacity_launcher_cli.output_formats import JSONPATH, TABLES, jsonpath_text, name_of
 from capacity_launcher_client.client import Progress
 
 # Redirected output is read by tools and tests: wide enough that ids are never cut.
@@ -105,6 +108,24 @@ def dump(data: Any, output: str) -> None:
         print_json(data)
     else:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def emit(found: list[dict[str, Any]] | dict[str, Any], args: argparse.Namespace) -> None:
+    """`get -o json|yaml|name|jsonpath=T` of a listing (a list) or of one document (a dict);
+    a document asked by name without `-o` prints as YAML."""
+    output = "yaml" if args.output in TABLES else args.output
+    if output == "name":
+        items = [found] if isinstance(found, dict) else found
+        singular = resource_types.lookup(args.resource).singular
+        sys.stdout.writelines(f"{singular}/{name_of(item, args.resource)}\n" for item in items)
+        if not items:
+            sys.stderr.write(NO_RESOURCES + "\n")
+    elif output.startswith(JSONPATH):
+        sys.stdout.write(jsonpath_text(output, found))
+    elif output == "json":
+        print_json(found)
+    else:
+        dump(found if isinstance(found, dict) else listed(found, "yaml"), "yaml")
 
 
 def listed(items: list[dict[str, Any]], output: str) -> Any:
