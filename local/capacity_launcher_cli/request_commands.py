@@ -206,7 +206,7 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
     if args.output not in TABLES:
         views.emit([r.to_detail() for r in records], args)
     else:
-        views.show(views.requests(records))
+        views.show(views.requests(records, wide=args.output == "wide"))
     return 0
 
 

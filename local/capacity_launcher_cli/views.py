@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodeClass, NodePool
@@ -91,11 +92,31 @@ NO_RESOURCES = "No resources found"
 
 def show(table: Table) -> None:
     """A listing on stdout; an empty one prints nothing there and says so on stderr, as kubectl
-    does (so `| wc -l` counts rows, and a person is not shown a bare header)."""
+    does (so `| wc -l` counts rows, and a person is not shown a bare header). A terminal gets the
+    table; a pipe or file gets plain columns."""
     if table.row_count == 0:
         sys.stderr.write(NO_RESOURCES + "\n")
         return
-    console().print(table)
+    out = console()
+    if out.is_terminal:
+        out.print(table)
+    else:
+        sys.stdout.write(plain(table))
+
+
+def plain(table: Table) -> str:
+    """A table as kubectl prints one to a pipe: a header line, then a line per row, each column
+    as wide as its widest cell plus three spaces; no title, box, colour, wrapping or cut."""
+    columns = [
+        [str(column.header), *(Text.from_markup(str(cell)).plain for cell in column.cells)]
+        for column in table.columns
+    ]
+    widths = [max(len(cell) for cell in column) for column in columns]
+    lines = [
+        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in zip(*columns, strict=True)
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def print_json(data: Any) -> None:
@@ -232,8 +253,12 @@ def _reservations_of(node_class: NodeClass) -> str:
     return f"preference {node_class.spec.reservation_preference}"
 
 
-def requests(records: Iterable[RequestRecord]) -> Table:
-    table = _table("Requests", "REQUEST", "POOL", "STATUS", "LAUNCHED", "CAPACITY", "ERRORS")
+def requests(records: Iterable[RequestRecord], wide: bool = False) -> Table:
+    """One row per request; `wide` adds who asked and when it was received and finished, and
+    does not cut its errors."""
+    columns = ["REQUEST", "POOL", "STATUS", "LAUNCHED", "CAPACITY", "ERRORS"]
+    table = _table("Requests", *columns, *(_REQUESTS_WIDE if wide else ()))
+    cut = None if wide else 200
     for record in records:
         kinds: dict[str, int] = {}
         for instance in record.instances:
@@ -250,9 +275,21 @@ def requests(records: Iterable[RequestRecord]) -> Table:
             _or_dash(
                 " ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or _waiting_for(record)
             ),
-            _or_dash("; ".join(f"{e.code}: {e.message}"[:200] for e in record.errors)),
+            _or_dash("; ".join(f"{e.code}: {e.message}"[:cut] for e in record.errors)),
+            *(
+                (
+                    _or_dash(record.requester),
+                    _minute(record.received_at),
+                    _minute(record.finished_at),
+                )
+                if wide
+                else ()
+            ),
         )
     return table
+
+
+_REQUESTS_WIDE = ("REQUESTER", "RECEIVED", "FINISHED")
 
 
 def _waiting_for(record: RequestRecord) -> str:

@@ -31,6 +31,10 @@ def test_short_singular_and_cased_names_act_on_the_same_type(habits_pool: str) -
     table = run_cli("get", "np")
     assert table.code == 0
     assert habits_pool in table.out
+    # not a terminal: plain columns under a header, no title or box
+    assert table.out.splitlines()[0].split()[:3] == ["NAME", "NODECLASS", "WEIGHT"]
+    assert "│" not in table.out and "NodePools" not in table.out
+    assert run_cli("get", "np", "-o", "wide").out == table.out  # no wider columns for pools
     # singular and plural are one type: the same table, not the stored documents
     assert run_cli("get", "NodePool").out == table.out
     listed = {p["metadata"]["name"] for p in run_cli("get", "NP", "-o", "json").json()}
