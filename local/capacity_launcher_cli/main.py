@@ -117,6 +117,13 @@ def parser() -> argparse.ArgumentParser:
         help="a document that does not exist is not an error (exit 0, nothing printed)",
     )
 
+    describe = commands.add_parser("describe", help="one resource as a page for people")
+    _common(describe)
+    resource_types.add_argument(
+        describe, "resource", "nodepool, nodeclass, ec2nodeclass, capacityquota or request"
+    )
+    describe.add_argument("name", help="its name (a request: its requestId)")
+
     _submit_parser(commands)
 
     top = commands.add_parser(
@@ -211,8 +218,15 @@ def _command(args: argparse.Namespace) -> Command:
         "status": request_commands.status,
         "invoke": _invoke,
         "top": _top,
+        "describe": _describe,
     }
     return commands[args.command]
+
+
+def _describe(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.describe_commands import describe
+
+    return describe(args, deployment)
 
 
 def _top(args: argparse.Namespace, deployment: Deployment) -> int:

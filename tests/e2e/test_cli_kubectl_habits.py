@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import E2eCloud, run_cli
+from tests.e2e.conftest import REPO, E2eCloud, request_id, run_cli
 
 POOL = (
     "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: habits}\n"
@@ -64,3 +64,41 @@ def test_name_and_jsonpath_outputs_of_listings_and_documents(habits_pool: str) -
     assert (one.code, one.out) == (0, "general")
     # a listing that is not of documents is named by its id
     assert run_cli("get", "requests", "-o", "name").code == 0
+
+
+def test_describe_a_pool_a_request_and_a_quota(e2e_cloud: E2eCloud, habits_pool: str) -> None:
+    pool = run_cli("describe", "np", habits_pool)
+    assert pool.code == 0, pool.err
+    lines = pool.out.splitlines()
+    assert lines[0].split() == ["Name:", habits_pool]
+    assert "Usage:" in lines and "Conditions:" in lines
+    assert lines[lines.index("Usage:") + 2].split() == ["instances", "2", "0"]
+
+    wanted = request_id("describe")
+    submitted = run_cli(
+        "submit", "--request-id", wanted, "--node-pool", habits_pool, "--count", "1", "--wait"
+    )
+    assert submitted.code == 0, submitted.err
+    page = run_cli("describe", "REQ", wanted).out.splitlines()
+    assert page[:2] == [f"Name:         {wanted}", "Status:       Fulfilled"]
+    launched = page[page.index("Instances:") + 2].split()
+    assert launched[0].startswith("i-") and launched[-1] == wanted
+    assert page[page.index("Launch Attempts:") + 2].split()[0] == "1"
+    # the pool now lists that instance and counts it against its limit
+    pool_page = run_cli("describe", "nodepool", habits_pool).out.splitlines()
+    assert pool_page[pool_page.index("Usage:") + 2].split() == ["instances", "2", "1"]
+    assert launched[0] in "\n".join(pool_page)
+
+    quotas = str(REPO / "examples" / "quotas")
+    assert run_cli("apply", "-f", quotas).code == 0
+    try:
+        quota = run_cli("describe", "cq", "team-ml")
+        assert quota.code == 0, quota.err
+        assert "NOMINAL" in quota.out and "Conditions:" in quota.out
+    finally:
+        for name in ("team-batch", "team-research", "team-ml"):
+            run_cli("delete", "cq", name, "--ignore-not-found")
+
+    missing = run_cli("describe", "np", "no-such-pool")
+    assert (missing.code, missing.err.strip()) == (1, "error: nodepools no-such-pool not found")
+    assert run_cli("describe", "instances", "x").code == 2
