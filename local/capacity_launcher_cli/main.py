@@ -92,6 +92,15 @@ def parser() -> argparse.ArgumentParser:
         help="table (default), wide, json, yaml, name or jsonpath=TEMPLATE (docs/cli.md)",
     )
     get.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the listing, print each row that changes, until Ctrl-C (table, wide, name)",
+    )
+    get.add_argument(
+        "--watch-interval", type=float, default=2.0, help="seconds between --watch's polls"
+    )
+    get.add_argument(
         "--output-version",
         help="print documents in this served apiVersion of their kind (docs/api-versions.md)",
     )
@@ -223,6 +232,16 @@ def _command(args: argparse.Namespace) -> Command:
     return commands[args.command]
 
 
+def _watch(command: Command, args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.output_formats import TABLES
+    from capacity_launcher_cli.watch import watch
+
+    if args.output not in (*TABLES, "name") or args.name:
+        print("error: --watch lists rows: -o table, wide or name, and no NAME", file=sys.stderr)
+        return 2
+    return watch(command, args, deployment)
+
+
 def _describe(args: argparse.Namespace, deployment: Deployment) -> int:
     from capacity_launcher_cli.describe_commands import describe
 
@@ -294,7 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
-        return _command(args)(args, deployment)
+        command = _command(args)
+        if args.command == "get" and args.watch:
+            return _watch(command, args, deployment)
+        return command(args, deployment)
     except DeploymentNotFound as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

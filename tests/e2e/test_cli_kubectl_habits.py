@@ -102,3 +102,32 @@ def test_describe_a_pool_a_request_and_a_quota(e2e_cloud: E2eCloud, habits_pool:
     missing = run_cli("describe", "np", "no-such-pool")
     assert (missing.code, missing.err.strip()) == (1, "error: nodepools no-such-pool not found")
     assert run_cli("describe", "instances", "x").code == 2
+
+
+def test_watch_prints_the_listing_then_the_pool_applied_meanwhile(
+    e2e_cloud: E2eCloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from capacity_launcher_cli import watch
+
+    path = tmp_path / "pool.yaml"
+    path.write_text(POOL)
+    polls: list[float] = []
+
+    def pause(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 1:
+            assert run_cli("apply", "-f", str(path)).code == 0
+        else:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch, "pause", pause)
+    try:
+        watched = run_cli("get", "np", "-w", "--watch-interval", "0.1")
+    finally:
+        run_cli("delete", "np", "habits", "--ignore-not-found")
+    assert (watched.code, polls) == (0, [0.1, 0.1])
+    lines = watched.out.splitlines()
+    assert lines[0].split()[0] == "NAME"
+    assert lines[-1].split()[0] == "habits"  # the row that changed, after the first listing
+    assert sum(line.split()[0] == "habits" for line in lines) == 1
+    assert run_cli("get", "np", "-w", "-o", "json").code == 2
