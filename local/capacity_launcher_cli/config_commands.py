@@ -24,6 +24,7 @@ from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
 
 KINDS = {"nodepool": "NodePool", "nodeclass": "NodeClass", "capacityquota": "CapacityQuota"}
@@ -209,8 +210,9 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
         {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
         for d in invalid
     ]
+    names = selected_names(store, kind, requirements_of(args))
     if classes_asked:
-        classes = store.node_classes()
+        classes = [c for c in store.node_classes() if names is None or c.name in names]
         if args.output not in TABLES:
             views.emit([*(config_document(c) for c in classes), *invalid_json], args)
         else:
@@ -218,6 +220,7 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
             _warn_invalid(invalid)
         return 0
     pools, statuses = pool_statuses(store, deployment)
+    pools = [p for p in pools if names is None or p.name in names]
     if args.output not in TABLES:
         views.emit(
             [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json],

@@ -29,6 +29,7 @@ from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import reservation_snapshots
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.label_selectors import matches, requirements_of
 from capacity_launcher_cli.output_formats import TABLES
 
 
@@ -122,6 +123,8 @@ def get_nodeclaims(args: argparse.Namespace, deployment: Deployment) -> int:
         nodeclaim_name(item): nodeclaim(item, pools.get(item.node_pool or ""))
         for item in sorted(items.values(), key=lambda i: i.launched_at or "")
     }
+    selector = requirements_of(args)
+    claims = {n: c for n, c in claims.items() if matches(c["metadata"]["labels"], selector)}
     if args.name:
         if args.name not in claims:
             print(f"error: nodeclaim {args.name} not found", file=sys.stderr)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from capacity_launcher_cli import output_formats, resource_types
+from capacity_launcher_cli import label_selectors, output_formats, resource_types
 
 # Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
 # (over a second); each command imports what it uses when it runs.
@@ -90,6 +90,14 @@ def parser() -> argparse.ArgumentParser:
         default="table",
         metavar="FORMAT",
         help="table (default), wide, json, yaml, name or jsonpath=TEMPLATE (docs/cli.md)",
+    )
+    get.add_argument(
+        "-l",
+        "--selector",
+        type=label_selectors.selector,
+        default=(),
+        metavar="SELECTOR",
+        help="only documents whose metadata.labels match: key=value,key!=value,key,!key",
     )
     get.add_argument(
         "-w",
@@ -232,6 +240,17 @@ def _command(args: argparse.Namespace) -> Command:
     return commands[args.command]
 
 
+def _refused(args: argparse.Namespace) -> str | None:
+    """A `get` whose flags cannot go together, as kubectl refuses them."""
+    if args.command != "get" or not args.selector:
+        return None
+    if args.resource not in label_selectors.LABELLED:
+        return f"{args.resource} carry no labels: -l selects {', '.join(label_selectors.LABELLED)}"
+    if args.name:
+        return "a NAME cannot be given with -l (a selector)"
+    return None
+
+
 def _watch(command: Command, args: argparse.Namespace, deployment: Deployment) -> int:
     from capacity_launcher_cli.output_formats import TABLES
     from capacity_launcher_cli.watch import watch
@@ -313,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
+        refused = _refused(args)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
         command = _command(args)
         if args.command == "get" and args.watch:
             return _watch(command, args, deployment)

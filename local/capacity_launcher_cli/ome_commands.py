@@ -19,6 +19,7 @@ from capacity_launcher.domain.ome_reservations import (
 from capacity_launcher.domain.ome_status import reservation_status
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels
 from capacity_launcher_cli.quota_commands import quota_statuses
 from capacity_launcher_cli.version_commands import not_acted_on
 from capacity_launcher_cli.views import emit
@@ -45,7 +46,12 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
             if not _applied_as(found[0], kind):
                 raise NotFound(kind, args.name)
         else:
-            found = [s for s in store.stored_all("CapacityQuota") if _applied_as(s, kind)]
+            selector = requirements_of(args)
+            found = [
+                s
+                for s in store.stored_all("CapacityQuota")
+                if _applied_as(s, kind) and matches(stored_labels(s), selector)
+            ]
         version = (
             REGISTRY.version_for(CAPACITY_QUOTA, args.output_version)
             if args.output_version

@@ -24,6 +24,7 @@ from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.status import format_timestamp
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
 
 
@@ -55,7 +56,8 @@ def quota_statuses(deployment: Deployment, store: ConfigStore) -> dict[str, dict
 
 def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
     store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
-    quotas = store.capacity_quotas()
+    names = selected_names(store, "CapacityQuota", requirements_of(args))
+    quotas = [q for q in store.capacity_quotas() if names is None or q.name in names]
     invalid = [d for d in store.invalid() if d.kind == "CapacityQuota"]
     stored = quota_statuses(deployment, store)
     shown: list[dict[str, Any]] = [

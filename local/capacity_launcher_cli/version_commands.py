@@ -23,6 +23,7 @@ from capacity_launcher_cli import views
 from capacity_launcher_cli.config_commands import ApplyError, read_documents
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of, nodepool_status_of
+from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels
 
 StatusOf = Callable[[StoredDocument], dict[str, Any]]
 
@@ -92,6 +93,8 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
         reason = "not found" if missing else str(getattr(error, "errors", [error])[0])
         print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
         return 1
+    selector = requirements_of(args)
+    stored = [s for s in stored if matches(stored_labels(s), selector)]
     items = [as_version(s, api_version, status_of(s) if status_of else None) for s in stored]
     views.emit(items[0] if args.name else items, args)
     return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import REPO, E2eCloud, request_id, run_cli
+from tests.e2e.conftest import REPO, E2eCloud, apply_text, request_id, run_cli
 
 POOL = (
     "apiVersion: capacity-launcher/v1\nkind: NodePool\nmetadata: {name: habits}\n"
@@ -20,9 +20,7 @@ POOL = (
 @pytest.fixture
 def habits_pool(e2e_cloud: E2eCloud, tmp_path: Path) -> Iterator[str]:
     """A NodePool `habits` applied for the test, gone after it."""
-    path = tmp_path / "pool.yaml"
-    path.write_text(POOL)
-    assert run_cli("apply", "-f", str(path)).code == 0
+    assert apply_text(tmp_path, "pool.yaml", POOL).code == 0
     yield "habits"
     run_cli("delete", "nodepool", "habits", "--ignore-not-found")
 
@@ -131,3 +129,42 @@ def test_watch_prints_the_listing_then_the_pool_applied_meanwhile(
     assert lines[-1].split()[0] == "habits"  # the row that changed, after the first listing
     assert sum(line.split()[0] == "habits" for line in lines) == 1
     assert run_cli("get", "np", "-w", "-o", "json").code == 2
+
+
+LABELLED_POOL = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: labelled
+  labels: {team: ml, tier: gpu}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: general}
+"""
+
+
+def test_label_selectors_pick_documents_by_their_kept_labels(
+    habits_pool: str, tmp_path: Path
+) -> None:
+    applied = apply_text(tmp_path, "labelled.yaml", LABELLED_POOL)
+    assert applied.code == 0, applied.err
+    try:
+        for selector, names in (
+            ("team=ml", ["nodepool/labelled"]),
+            ("team=ml,tier=cpu", []),
+            ("!team", ["nodepool/habits"]),
+        ):
+            listed = run_cli("get", "np", "-l", selector, "-o", "name").out.splitlines()
+            assert [n for n in listed if n in ("nodepool/labelled", "nodepool/habits")] == names
+        table = run_cli("get", "nodepools", "-l", "tier=gpu")
+        assert "labelled" in table.out and habits_pool not in table.out
+        documents = yaml.safe_load(run_cli("get", "np", "-l", "team", "-o", "yaml").out)
+        assert [d["metadata"]["name"] for d in documents["items"]] == ["labelled"]
+    finally:
+        run_cli("delete", "np", "labelled", "--ignore-not-found")
+    refused = run_cli("get", "requests", "-l", "team=ml")
+    assert (refused.code, "carry no labels" in refused.err) == (2, True)
+    assert run_cli("get", "np", "labelled", "-l", "team=ml").code == 2
