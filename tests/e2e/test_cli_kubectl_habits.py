@@ -97,6 +97,10 @@ def test_describe_a_pool_a_request_and_a_quota(e2e_cloud: E2eCloud, habits_pool:
         for name in ("team-batch", "team-research", "team-ml"):
             run_cli("delete", "cq", name, "--ignore-not-found")
 
+    node_class = run_cli("describe", "ec2nc", "general")
+    assert node_class.code == 0, node_class.err
+    assert "Resolved:" in node_class.out and "Conditions:" in node_class.out
+
     missing = run_cli("describe", "np", "no-such-pool")
     assert (missing.code, missing.err.strip()) == (1, "error: nodepools no-such-pool not found")
     assert run_cli("describe", "instances", "x").code == 2
