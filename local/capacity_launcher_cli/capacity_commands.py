@@ -15,6 +15,7 @@ from capacity_launcher.domain.reservations import ReservationSnapshot, selection
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.output_formats import TABLES
 
 
 def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
@@ -68,15 +69,16 @@ def _members(reservations: CapacityReservations, group_arn: str) -> list[str]:
 def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
     snapshots = reservation_snapshots(deployment)
     invalid = ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).invalid()
-    if args.output == "json":
-        views.print_json(
+    if args.output not in TABLES:
+        views.emit(
             [
                 *(views.reservation_json(r) for r in snapshots),
                 *(
                     {"capacityReservationId": i.reservation_id, "invalidSnapshot": i.reason}
                     for i in invalid
                 ),
-            ]
+            ],
+            args,
         )
     else:
         views.show(views.reservations(snapshots))
@@ -91,8 +93,8 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
 
 def get_unavailable_offerings(args: argparse.Namespace, deployment: Deployment) -> int:
     entries = list(ice_cache(deployment).current().values())
-    if args.output == "json":
-        views.print_json([views.unavailable_json(e) for e in entries])
+    if args.output not in TABLES:
+        views.emit([views.unavailable_json(e) for e in entries], args)
     else:
         views.show(views.unavailable_offerings(entries))
     return 0

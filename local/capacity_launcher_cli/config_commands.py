@@ -31,6 +31,8 @@ from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.label_selectors import requirements_of, selected_names
+from capacity_launcher_cli.output_formats import TABLES
 from capacity_launcher_cli.priority_commands import priority_class_store
 
 KINDS = {
@@ -243,25 +245,29 @@ def _without_name(document: Hub, error: Exception) -> str:
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
     store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
-    kind = "NodeClass" if args.resource == "nodeclasses" else "NodePool"
+    classes_asked = args.resource in ("nodeclasses", "ec2nodeclasses")
+    kind = "NodeClass" if classes_asked else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
     invalid = [d for d in store.invalid() if d.kind == kind]
     invalid_json = [
         {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
         for d in invalid
     ]
-    if args.resource == "nodeclasses":
-        classes = store.node_classes()
-        if args.output == "json":
-            views.print_json([*(config_document(c) for c in classes), *invalid_json])
+    names = selected_names(store, kind, requirements_of(args))
+    if classes_asked:
+        classes = [c for c in store.node_classes() if names is None or c.name in names]
+        if args.output not in TABLES:
+            views.emit([*(config_document(c) for c in classes), *invalid_json], args)
         else:
             views.show(views.node_classes(classes))
             _warn_invalid(invalid)
         return 0
     pools, statuses = pool_statuses(store, deployment)
-    if args.output == "json":
-        views.print_json(
-            [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json]
+    pools = [p for p in pools if names is None or p.name in names]
+    if args.output not in TABLES:
+        views.emit(
+            [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json],
+            args,
         )
     else:
         views.show(views.node_pools(pools, statuses))

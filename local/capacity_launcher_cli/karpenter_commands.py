@@ -29,6 +29,8 @@ from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import reservation_snapshots
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.label_selectors import matches, requirements_of
+from capacity_launcher_cli.output_formats import TABLES
 
 
 def _resolved[Found](resolve: Callable[[], list[Found]]) -> Resolved[Found]:
@@ -121,15 +123,16 @@ def get_nodeclaims(args: argparse.Namespace, deployment: Deployment) -> int:
         nodeclaim_name(item): nodeclaim(item, pools.get(item.node_pool or ""))
         for item in sorted(items.values(), key=lambda i: i.launched_at or "")
     }
+    selector = requirements_of(args)
+    claims = {n: c for n, c in claims.items() if matches(c["metadata"]["labels"], selector)}
     if args.name:
         if args.name not in claims:
             print(f"error: nodeclaim {args.name} not found", file=sys.stderr)
             return 1
-        views.dump(claims[args.name], "json" if args.output == "json" else "yaml")
+        views.emit(claims[args.name], args)
         return 0
-    if args.output in ("json", "yaml"):
-        listed = list(claims.values())
-        views.dump(views.listed(listed, args.output), args.output)
+    if args.output not in TABLES:
+        views.emit(list(claims.values()), args)
         return 0
     views.show(views.nodeclaims(list(claims.values())))
     return 0

@@ -9,35 +9,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from capacity_launcher_cli import label_selectors, output_formats, resource_types
+
 # Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
 # (over a second); each command imports what it uses when it runs.
 if TYPE_CHECKING:
     from capacity_launcher_cli.deployment import Deployment
 
 Command = Callable[[argparse.Namespace, "Deployment"], int]
-GET_RESOURCES = (
-    "nodepools",
-    "nodepool",
-    "nodeclasses",
-    "nodeclass",
-    "ec2nodeclasses",
-    "ec2nodeclass",
-    "nodeclaims",
-    "nodeclaim",
-    "capacityquotas",
-    "capacityquota",
-    "capacityreservations",
-    "capacityreservation",
-    "clustercapacityreservations",
-    "clustercapacityreservation",
-    "priorityclasses",
-    "priorityclass",
-    "quotas",
-    "requests",
-    "instances",
-    "reservations",
-    "unavailable-offerings",
-)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -100,10 +79,34 @@ def parser() -> argparse.ArgumentParser:
 
     get = commands.add_parser("get", help="list resources")
     _common(get)
-    get.add_argument("resource", choices=GET_RESOURCES, help="what to list")
+    resource_types.add_argument(
+        get, "resource", "what to list: a plural, singular or short name, in any case"
+    )
     get.add_argument("name", nargs="?", help="one document by name (printed as YAML by default)")
     get.add_argument(
-        "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
+        "-o",
+        "--output",
+        type=output_formats.output_format,
+        default="table",
+        metavar="FORMAT",
+        help="table (default), wide, json, yaml, name or jsonpath=TEMPLATE (docs/cli.md)",
+    )
+    get.add_argument(
+        "-l",
+        "--selector",
+        type=label_selectors.selector,
+        default=(),
+        metavar="SELECTOR",
+        help="only documents whose metadata.labels match: key=value,key!=value,key,!key",
+    )
+    get.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the listing, print each row that changes, until Ctrl-C (table, wide, name)",
+    )
+    get.add_argument(
+        "--watch-interval", type=float, default=2.0, help="seconds between --watch's polls"
     )
     get.add_argument(
         "--output-version",
@@ -123,8 +126,10 @@ def parser() -> argparse.ArgumentParser:
         "delete", help="delete a NodePool, NodeClass, CapacityQuota or PriorityClass"
     )
     _common(delete)
-    delete.add_argument(
-        "kind", choices=("nodepool", "nodeclass", "capacityquota", "priorityclass"), help="kind"
+    resource_types.add_argument(
+        delete,
+        "kind",
+        "nodepool (np), nodeclass (nc, ec2nodeclass), capacityquota (cq) or priorityclass (pc)",
     )
     delete.add_argument("name", help="the document's metadata.name")
     delete.add_argument(
@@ -132,6 +137,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a document that does not exist is not an error (exit 0, nothing printed)",
     )
+
+    describe = commands.add_parser("describe", help="one resource as a page for people")
+    _common(describe)
+    resource_types.add_argument(
+        describe, "resource", "nodepool, nodeclass, ec2nodeclass, capacityquota or request"
+    )
+    describe.add_argument("name", help="its name (a request: its requestId)")
 
     _submit_parser(commands)
 
@@ -202,6 +214,7 @@ def _command(args: argparse.Namespace) -> Command:
     )
 
     if args.command == "get":
+        # args.resource is a plural of resource_types.TYPES, whatever name was typed.
         if args.resource in ome_commands.RESOURCES:
             return ome_commands.get_reservations
         if args.resource in priority_commands.RESOURCES:
@@ -215,7 +228,8 @@ def _command(args: argparse.Namespace) -> Command:
         return {
             "nodepools": config_commands.get_config,
             "nodeclasses": config_commands.get_config,
-            "quotas": quota_commands.get_quotas,
+            "ec2nodeclasses": config_commands.get_config,
+            "capacityquotas": quota_commands.get_quotas,
             "requests": request_commands.get_requests,
             "instances": request_commands.get_instances,
             "reservations": capacity_commands.get_reservations,
@@ -228,8 +242,36 @@ def _command(args: argparse.Namespace) -> Command:
         "status": request_commands.status,
         "invoke": _invoke,
         "top": _top,
+        "describe": _describe,
     }
     return commands[args.command]
+
+
+def _refused(args: argparse.Namespace) -> str | None:
+    """A `get` whose flags cannot go together, as kubectl refuses them."""
+    if args.command != "get" or not args.selector:
+        return None
+    if args.resource not in label_selectors.LABELLED:
+        return f"{args.resource} carry no labels: -l selects {', '.join(label_selectors.LABELLED)}"
+    if args.name:
+        return "a NAME cannot be given with -l (a selector)"
+    return None
+
+
+def _watch(command: Command, args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.output_formats import TABLES
+    from capacity_launcher_cli.watch import watch
+
+    if args.output not in (*TABLES, "name") or args.name:
+        print("error: --watch lists rows: -o table, wide or name, and no NAME", file=sys.stderr)
+        return 2
+    return watch(command, args, deployment)
+
+
+def _describe(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.describe_commands import describe
+
+    return describe(args, deployment)
 
 
 def _top(args: argparse.Namespace, deployment: Deployment) -> int:
@@ -238,13 +280,25 @@ def _top(args: argparse.Namespace, deployment: Deployment) -> int:
     return top(args, deployment)
 
 
+# Types whose listing (no NAME, no --output-version) is a table, and in these outputs; the rest
+# of their outputs print the stored documents.
+_LISTINGS = (*output_formats.TABLES, "json", "name", "jsonpath")
+_LISTED_AS = {
+    "nodepools": _LISTINGS,
+    "nodeclasses": _LISTINGS,
+    "ec2nodeclasses": output_formats.TABLES,
+    "capacityquotas": _LISTINGS,
+}
+
+
 def _documents_asked(args: argparse.Namespace) -> bool:
     """`get` of configuration documents by name, as YAML, or in a version: the stored objects."""
     from capacity_launcher_cli.version_commands import resource
 
     if resource(args.resource) is None:
         return False
-    listing = args.resource in ("nodepools", "nodeclasses") and args.output in ("table", "json")
+    output = args.output.split("=", 1)[0]  # jsonpath=TEMPLATE: jsonpath
+    listing = output in _LISTED_AS.get(args.resource, ())
     return not listing or args.name is not None or args.output_version is not None
 
 
@@ -285,7 +339,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
-        return _command(args)(args, deployment)
+        refused = _refused(args)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
+        command = _command(args)
+        if args.command == "get" and args.watch:
+            return _watch(command, args, deployment)
+        return command(args, deployment)
     except DeploymentNotFound as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -19,10 +19,11 @@ from capacity_launcher.domain.ome_reservations import (
 from capacity_launcher.domain.ome_status import reservation_status
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels
 from capacity_launcher_cli.priority_commands import priority_class_store
 from capacity_launcher_cli.quota_commands import quota_statuses
 from capacity_launcher_cli.version_commands import not_acted_on
-from capacity_launcher_cli.views import dump
+from capacity_launcher_cli.views import emit
 
 RESOURCES = {
     "capacityreservations": CAPACITY_RESERVATION,
@@ -46,7 +47,12 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
             if not _applied_as(found[0], kind):
                 raise NotFound(kind, args.name)
         else:
-            found = [s for s in store.stored_all("CapacityQuota") if _applied_as(s, kind)]
+            selector = requirements_of(args)
+            found = [
+                s
+                for s in store.stored_all("CapacityQuota")
+                if _applied_as(s, kind) and matches(stored_labels(s), selector)
+            ]
         version = (
             REGISTRY.version_for(CAPACITY_QUOTA, args.output_version)
             if args.output_version
@@ -67,12 +73,5 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
             stored.document.name, statuses[stored.document.name]
         )
         items.append({**document, "status": {**status, **not_acted_on(stored.kept)}})
-    output = "yaml" if args.output == "table" else args.output
-    if args.name:
-        dump(items[0], output)
-    else:
-        dump(
-            items if output == "json" else {"apiVersion": "v1", "kind": "List", "items": items},
-            output,
-        )
+    emit(items[0] if args.name else items, args)
     return 0

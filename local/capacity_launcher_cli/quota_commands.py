@@ -24,6 +24,8 @@ from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.status import format_timestamp
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.label_selectors import requirements_of, selected_names
+from capacity_launcher_cli.output_formats import TABLES
 
 
 def quota_usage(
@@ -54,21 +56,23 @@ def quota_statuses(deployment: Deployment, store: ConfigStore) -> dict[str, dict
 
 def get_quotas(args: argparse.Namespace, deployment: Deployment) -> int:
     store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
-    quotas = store.capacity_quotas()
+    names = selected_names(store, "CapacityQuota", requirements_of(args))
+    quotas = [q for q in store.capacity_quotas() if names is None or q.name in names]
     invalid = [d for d in store.invalid() if d.kind == "CapacityQuota"]
     stored = quota_statuses(deployment, store)
     shown: list[dict[str, Any]] = [
         {**to_document(q), "status": stored[q.name]} for q in sorted(quotas, key=lambda q: q.name)
     ]
-    if args.output == "json":
-        views.print_json(
+    if args.output not in TABLES:
+        views.emit(
             [
                 *shown,
                 *(
                     {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
                     for d in invalid
                 ),
-            ]
+            ],
+            args,
         )
         return 0
     views.show(views.quotas(shown))

@@ -21,6 +21,7 @@ from capacity_launcher.service.preview import Usage, preview
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock
+from capacity_launcher_cli.output_formats import TABLES
 from capacity_launcher_client.client import (
     LaunchClient,
     ProgressCallback,
@@ -202,10 +203,10 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
     records = (
         wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
     )
-    if args.output == "json":
-        views.print_json([r.to_detail() for r in records])
+    if args.output not in TABLES:
+        views.emit([r.to_detail() for r in records], args)
     else:
-        views.show(views.requests(records))
+        views.show(views.requests(records, wide=args.output == "wide"))
     return 0
 
 
@@ -223,8 +224,8 @@ def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
         wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
     )
     states = instance_states(records, deployment)
-    if args.output == "json":
-        views.print_json(views.instance_details(records, states))
+    if args.output not in TABLES:
+        views.emit(views.instance_details(records, states), args)
     else:
         views.show(views.instances(records, states))
     return 0

@@ -24,6 +24,7 @@ from capacity_launcher_cli import views
 from capacity_launcher_cli.config_commands import ApplyError, read_documents
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of, nodepool_status_of
+from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels
 from capacity_launcher_cli.priority_commands import priority_class_store
 
 StatusOf = Callable[[StoredDocument], dict[str, Any]]
@@ -88,7 +89,6 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
     assert found is not None
     status_of = found.status(deployment) if found.status else None
     api_version = args.output_version or found.api_version
-    output = "yaml" if args.output == "table" else args.output
     store: ConfigStore = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
         REGISTRY.version_for(found.hub_kind, api_version)
@@ -101,9 +101,11 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
         reason = "not found" if missing else str(getattr(error, "errors", [error])[0])
         print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
         return 1
+    selector = requirements_of(args)
+    stored = [s for s in stored if matches(stored_labels(s), selector)]
     table = priority_class_store(deployment).table() if found.hub_kind == CAPACITY_QUOTA else None
     items = [as_version(s, api_version, status_of(s) if status_of else None, table) for s in stored]
-    views.dump(items[0] if args.name else views.listed(items, output), output)
+    views.emit(items[0] if args.name else items, args)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -13,6 +14,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodeClass, NodePool
@@ -20,6 +22,8 @@ from capacity_launcher.domain.priority_classes import PriorityClass
 from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
 from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
 from capacity_launcher.domain.status import RequestRecord, RequestStatus, format_timestamp
+from capacity_launcher_cli import resource_types
+from capacity_launcher_cli.output_formats import JSONPATH, TABLES, jsonpath_text, name_of
 from capacity_launcher_client.client import Progress
 
 # Redirected output is read by tools and tests: wide enough that ids are never cut.
@@ -89,11 +93,31 @@ NO_RESOURCES = "No resources found"
 
 def show(table: Table) -> None:
     """A listing on stdout; an empty one prints nothing there and says so on stderr, as kubectl
-    does (so `| wc -l` counts rows, and a person is not shown a bare header)."""
+    does (so `| wc -l` counts rows, and a person is not shown a bare header). A terminal gets the
+    table; a pipe or file gets plain columns."""
     if table.row_count == 0:
         sys.stderr.write(NO_RESOURCES + "\n")
         return
-    console().print(table)
+    out = console()
+    if out.is_terminal:
+        out.print(table)
+    else:
+        sys.stdout.write(plain(table))
+
+
+def plain(table: Table) -> str:
+    """A table as kubectl prints one to a pipe: a header line, then a line per row, each column
+    as wide as its widest cell plus three spaces; no title, box, colour, wrapping or cut."""
+    columns = [
+        [str(column.header), *(Text.from_markup(str(cell)).plain for cell in column.cells)]
+        for column in table.columns
+    ]
+    widths = [max(len(cell) for cell in column) for column in columns]
+    lines = [
+        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in zip(*columns, strict=True)
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def print_json(data: Any) -> None:
@@ -106,6 +130,24 @@ def dump(data: Any, output: str) -> None:
         print_json(data)
     else:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def emit(found: list[dict[str, Any]] | dict[str, Any], args: argparse.Namespace) -> None:
+    """`get -o json|yaml|name|jsonpath=T` of a listing (a list) or of one document (a dict);
+    a document asked by name without `-o` prints as YAML."""
+    output = "yaml" if args.output in TABLES else args.output
+    if output == "name":
+        items = [found] if isinstance(found, dict) else found
+        singular = resource_types.lookup(args.resource).singular
+        sys.stdout.writelines(f"{singular}/{name_of(item, args.resource)}\n" for item in items)
+        if not items:
+            sys.stderr.write(NO_RESOURCES + "\n")
+    elif output.startswith(JSONPATH):
+        sys.stdout.write(jsonpath_text(output, found))
+    elif output == "json":
+        print_json(found)
+    else:
+        dump(found if isinstance(found, dict) else listed(found, "yaml"), "yaml")
 
 
 def listed(items: list[dict[str, Any]], output: str) -> Any:
@@ -220,8 +262,12 @@ def _reservations_of(node_class: NodeClass) -> str:
     return f"preference {node_class.spec.reservation_preference}"
 
 
-def requests(records: Iterable[RequestRecord]) -> Table:
-    table = _table("Requests", "REQUEST", "POOL", "STATUS", "LAUNCHED", "CAPACITY", "ERRORS")
+def requests(records: Iterable[RequestRecord], wide: bool = False) -> Table:
+    """One row per request; `wide` adds who asked and when it was received and finished, and
+    does not cut its errors."""
+    columns = ["REQUEST", "POOL", "STATUS", "LAUNCHED", "CAPACITY", "ERRORS"]
+    table = _table("Requests", *columns, *(_REQUESTS_WIDE if wide else ()))
+    cut = None if wide else 200
     for record in records:
         kinds: dict[str, int] = {}
         for instance in record.instances:
@@ -238,9 +284,21 @@ def requests(records: Iterable[RequestRecord]) -> Table:
             _or_dash(
                 " ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or _waiting_for(record)
             ),
-            _or_dash("; ".join(f"{e.code}: {e.message}"[:200] for e in record.errors)),
+            _or_dash("; ".join(f"{e.code}: {e.message}"[:cut] for e in record.errors)),
+            *(
+                (
+                    _or_dash(record.requester),
+                    _minute(record.received_at),
+                    _minute(record.finished_at),
+                )
+                if wide
+                else ()
+            ),
         )
     return table
+
+
+_REQUESTS_WIDE = ("REQUESTER", "RECEIVED", "FINISHED")
 
 
 def _waiting_for(record: RequestRecord) -> str:

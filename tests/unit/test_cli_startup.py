@@ -93,7 +93,7 @@ def test_completion_knows_every_command_flag_and_choice() -> None:
         ),
         (["capacity-launcher", "s"], "submit status schemas"),
         (["capacity-launcher", "local", "up", "--p"], "--port"),
-        (["capacity-launcher", "delete", "node"], "nodepool nodeclass"),
+        (["capacity-launcher", "delete", "node"], "nodepool nodepools nodeclass nodeclasses"),
     ],
 )
 def test_bash_completes_as_a_person_types(words: list[str], expected: str) -> None:

@@ -1,0 +1,170 @@
+"""`describe TYPE NAME`: one NodePool, NodeClass, CapacityQuota or request as a page for people
+(describe.py lays it out), from the same status builders `get` uses."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from capacity_launcher.domain.documents import to_document
+from capacity_launcher.domain.errors import NotFound
+from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.service import wiring
+from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.describe import Rows, against, conditions, page
+from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of
+from capacity_launcher_cli.quota_commands import quota_statuses
+
+Fields = list[tuple[str, Any]]
+DESCRIBED = ("nodepools", "nodeclasses", "ec2nodeclasses", "capacityquotas", "requests")
+
+
+def _head(document: dict[str, Any]) -> Fields:
+    metadata = document.get("metadata", {})
+    return [
+        ("Name", metadata.get("name")),
+        ("Kind", document.get("kind")),
+        ("API Version", document.get("apiVersion")),
+        ("Labels", metadata.get("labels")),
+        ("Spec", document.get("spec")),
+    ]
+
+
+def _instances(records: list[RequestRecord], states: dict[str, str]) -> Rows:
+    return Rows(
+        ("INSTANCE", "STATE", "TYPE", "ZONE", "CAPACITY", "RESERVATION", "REQUEST"),
+        [
+            (
+                i.instance_id,
+                states.get(i.instance_id),
+                i.instance_type,
+                i.zone,
+                i.capacity_type,
+                i.capacity_reservation_id,
+                r.request_id,
+            )
+            for r in records
+            for i in r.instances
+        ],
+    )
+
+
+def _node_pool(name: str, deployment: Deployment) -> Fields:
+    from capacity_launcher_cli.config_commands import pool_statuses
+    from capacity_launcher_cli.request_commands import instance_states
+
+    adapters = wiring.Adapters(deployment.settings(), deployment.client)
+    store = adapters.config_store()
+    pool = store.node_pool(name)
+    _, statuses = pool_statuses(store, deployment)
+    status = statuses[name]
+    records = [r for r in adapters.launch_records().list_records() if r.node_pool == name]
+    limits = pool.spec.limits.to_document() if pool.spec.limits else {}
+    return [
+        *_head(to_document(pool)),
+        ("Usage", against(limits, status.get("used", {}))),
+        ("Conditions", conditions(status["conditions"])),
+        (
+            "Instances (of the newest 100 requests)",
+            _instances(records, instance_states(records, deployment)),
+        ),
+    ]
+
+
+def _node_class(name: str, deployment: Deployment) -> Fields:
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    stored = store.stored("NodeClass", name)
+    status = ec2nodeclass_status_of(deployment)(stored)
+    resolved = {k: v for k, v in status.items() if k != "conditions"}
+    return [
+        *_head(to_document(stored.document)),
+        ("Resolved", resolved),
+        ("Conditions", conditions(status.get("conditions", []))),
+    ]
+
+
+def _quota_usage(status: dict[str, Any]) -> Rows:
+    """Per NodePool and resource: nominal, used, borrowed, lent and allocatable."""
+    parts = ("capacity", "usage", "borrowed", "lent", "allocatable")
+    totals = [
+        {(f["name"], r["name"]): r["total"] for f in status.get(part, []) for r in f["resources"]}
+        for part in parts
+    ]
+    return Rows(
+        ("NODEPOOL", "RESOURCE", "NOMINAL", "USED", "BORROWED", "LENT", "ALLOCATABLE"),
+        [(pool, name, *(t.get((pool, name)) for t in totals)) for pool, name in totals[0]],
+    )
+
+
+def _capacity_quota(name: str, deployment: Deployment) -> Fields:
+    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    quota = store.capacity_quota(name)
+    document = to_document(quota)
+    status = quota_statuses(deployment, store)[name]
+    return [
+        *_head(document),
+        ("Observed At", status.get("observedAt")),
+        ("Usage", _quota_usage(status)),
+        ("Conditions", conditions(status.get("conditions", []))),
+    ]
+
+
+def _request(name: str, deployment: Deployment) -> Fields:
+    from capacity_launcher_cli.request_commands import instance_states
+
+    records = wiring.Adapters(deployment.settings(), deployment.client).launch_records()
+    record, intents = records.load(name)
+    if record is None:
+        raise NotFound("request", name)
+    return [
+        ("Name", record.request_id),
+        ("Status", str(record.status)),
+        ("Node Pool", record.node_pool),
+        ("Requester", record.requester),
+        ("Launched", f"{record.launched}/{record.requested}"),
+        ("Received", record.received_at.isoformat()),
+        ("Finished", record.finished_at.isoformat()),
+        ("Waiting For", [w.capacity_reservation_id for w in record.waiting_for]),
+        ("Instances", _instances([record], instance_states([record], deployment))),
+        ("Errors", Rows(("CODE", "MESSAGE"), [(e.code, e.message) for e in record.errors])),
+        (
+            "Launch Attempts",
+            Rows(
+                ("ATTEMPT", "CAPACITY", "STATE", "INSTANCES", "ERRORS"),
+                [
+                    (
+                        i.attempt,
+                        i.capacity_type,
+                        i.state,
+                        " ".join(i.instance_ids),
+                        "; ".join(e.get("code", "") for e in i.errors),
+                    )
+                    for i in intents
+                ],
+            ),
+        ),
+    ]
+
+
+_PAGES: dict[str, Callable[[str, Deployment], Fields]] = {
+    "nodepools": _node_pool,
+    "nodeclasses": _node_class,
+    "ec2nodeclasses": _node_class,
+    "capacityquotas": _capacity_quota,
+    "requests": _request,
+}
+
+
+def describe(args: argparse.Namespace, deployment: Deployment) -> int:
+    pages = _PAGES.get(args.resource)
+    if pages is None:
+        print(f"error: describe takes {', '.join(DESCRIBED)}, not {args.resource}", file=sys.stderr)
+        return 2
+    try:
+        sys.stdout.write(page(pages(args.name, deployment)))
+    except NotFound:
+        print(f"error: {args.resource} {args.name} not found", file=sys.stderr)
+        return 1
+    return 0
