@@ -25,8 +25,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.field_errors import FieldError
+from capacity_launcher.domain.field_errors import FieldError, field_errors
 
 KEPT_ANNOTATION = "capacity-launcher/kept-fields"
 # Hub fields a version has no place for, when an object is read in that version (JSON: path ->
@@ -99,9 +101,18 @@ class Conversion:
         return self.hubs[0]
 
 
-def _dump(model: Any) -> dict[str, Any]:
+def as_document(model: BaseModel) -> dict[str, Any]:
+    """A version's model as its document: wire names, JSON types, unset fields left out."""
     dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped
+
+
+def validated[Model: BaseModel](model: type[Model], data: Mapping[str, Any]) -> Model:
+    """A document validated by its version's model; every error by document path."""
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as error:
+        raise ConfigValidationError(field_errors(error)) from None
 
 
 @dataclass(frozen=True)
@@ -121,7 +132,7 @@ class ServedVersion:
     to_hub: Callable[[Any], Conversion]
     from_hub: Callable[[Any, Mapping[str, Any]], dict[str, Any]]
     deprecated_by: str | None = None
-    document: Callable[[Any], dict[str, Any]] = _dump
+    document: Callable[[Any], dict[str, Any]] = as_document
     # The model whose JSON Schema describes this version (schemas/), when there is one.
     model: type | None = None
     # ``to_hub`` given what the document refers to (``read``'s and ``convert``'s ``references``:

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, ValidationError, field_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator
 
+from capacity_launcher.domain.api_versions import validated
 from capacity_launcher.domain.associations import association_prefix
 from capacity_launcher.domain.config_base import BUILT_ON_FIRST_USE, Name, _Document, no_repeats
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.field_errors import FieldError, field_errors
+from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.quotas import (
     MAX_FLAVORS,
     MAX_PRIORITY,
@@ -127,10 +128,7 @@ class Converted:
 
 
 def parse_reservation(data: Mapping[str, Any]) -> CapacityReservation:
-    try:
-        return CapacityReservation.model_validate(dict(data))
-    except ValidationError as error:
-        raise ConfigValidationError(field_errors(error)) from None
+    return validated(CapacityReservation, data)
 
 
 def priority_of(

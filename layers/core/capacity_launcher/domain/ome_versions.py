@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from capacity_launcher.domain.api_versions import Conversion, Kept, ServedVersion, put, take
+from capacity_launcher.domain.api_versions import (
+    Conversion,
+    Kept,
+    ServedVersion,
+    as_document,
+    put,
+    take,
+)
 from capacity_launcher.domain.config import CAPACITY_QUOTA
 from capacity_launcher.domain.ome_reservations import (
     OME_API_VERSION,
@@ -38,8 +45,7 @@ KEPT_PATHS = (
 
 
 def _document(reservation: CapacityReservation) -> dict[str, Any]:
-    dumped: dict[str, Any] = reservation.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return dumped
+    return as_document(reservation)
 
 
 def _served(kind: str) -> ServedVersion:

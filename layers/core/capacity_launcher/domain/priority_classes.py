@@ -14,12 +14,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, ValidationError, field_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator
 
-from capacity_launcher.domain.api_versions import Conversion, Kept, ServedVersion
+from capacity_launcher.domain.api_versions import (
+    Conversion,
+    Kept,
+    ServedVersion,
+    as_document,
+    validated,
+)
 from capacity_launcher.domain.config_base import BUILT_ON_FIRST_USE, Name, _Document
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
-from capacity_launcher.domain.field_errors import FieldError, field_errors
+from capacity_launcher.domain.field_errors import FieldError
 
 PRIORITY_CLASS_API_VERSION = "scheduling.k8s.io/v1"
 PRIORITY_CLASS = "PriorityClass"
@@ -64,10 +70,7 @@ class PriorityClass(_Document):
 
 
 def parse_priority_class(data: Mapping[str, Any]) -> PriorityClass:
-    try:
-        return PriorityClass.model_validate(dict(data))
-    except ValidationError as error:
-        raise ConfigValidationError(field_errors(error)) from None
+    return validated(PriorityClass, data)
 
 
 def priority_class_kept(priority_class: PriorityClass) -> Kept:
@@ -156,7 +159,4 @@ def priority_class_version() -> ServedVersion:
 
 
 def _dump(priority_class: PriorityClass) -> dict[str, Any]:
-    dumped: dict[str, Any] = priority_class.model_dump(
-        mode="json", by_alias=True, exclude_none=True
-    )
-    return dumped
+    return as_document(priority_class)

@@ -15,7 +15,15 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, ValidationError, field_validator
 
-from capacity_launcher.domain.api_versions import Conversion, Kept, ServedVersion, put, take
+from capacity_launcher.domain.api_versions import (
+    Conversion,
+    Kept,
+    ServedVersion,
+    as_document,
+    put,
+    take,
+    validated,
+)
 from capacity_launcher.domain.config import NODE_POOL, NodeClass, NodePool
 from capacity_launcher.domain.config_base import (
     BUILT_ON_FIRST_USE,
@@ -128,15 +136,11 @@ NOT_ACTED_ON = {
 
 
 def parse_provisioner(data: Mapping[str, Any]) -> Provisioner:
-    try:
-        return Provisioner.model_validate(dict(data))
-    except ValidationError as error:
-        raise ConfigValidationError(field_errors(error)) from None
+    return validated(Provisioner, data)
 
 
 def document(provisioner: Provisioner) -> dict[str, Any]:
-    dumped: dict[str, Any] = provisioner.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return dumped
+    return as_document(provisioner)
 
 
 def not_acted_on(provisioner: Provisioner) -> tuple[str, ...]:

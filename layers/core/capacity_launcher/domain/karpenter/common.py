@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from capacity_launcher.domain.api_versions import Conversion, ServedVersion
+from capacity_launcher.domain.api_versions import (
+    Conversion,
+    ServedVersion,
+    as_document,
+    validated,
+)
 from capacity_launcher.domain.config_base import Document, Name
 from capacity_launcher.domain.documents import Document as HubDocument
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.field_errors import FieldError, field_errors
+from capacity_launcher.domain.field_errors import FieldError
 
 MAX_LABELS = 256
 HUB_API_VERSION = "capacity-launcher/v1"
@@ -26,17 +31,8 @@ class ObjectMeta(Document):
     annotations: dict[str, str] | None = Field(default=None, max_length=MAX_LABELS)
 
 
-def validated[Model: BaseModel](model: type[Model], data: Mapping[str, Any]) -> Model:
-    """The document validated by its version's model; errors by document path."""
-    try:
-        return model.model_validate(dict(data))
-    except ValidationError as error:
-        raise ConfigValidationError(field_errors(error)) from None
-
-
-def dumped(model: BaseModel) -> dict[str, Any]:
-    document: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return document
+# A version's model as its document (one home: api_versions).
+dumped = as_document
 
 
 def hub_document(
