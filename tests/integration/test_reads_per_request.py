@@ -8,6 +8,7 @@ from typing import Any
 from capacity_launcher.adapters import aws
 from capacity_launcher.service import wiring
 from capacity_launcher.settings import get_settings
+from local_cloud.documents import capacity_quota
 from tests.integration.test_launch_into_reservations import reserve, setup_pool
 from tests.support.cloud import launch_request, node_pool
 
@@ -111,4 +112,26 @@ def test_a_fresh_request_reads_no_item_of_its_own_partition(cloud, subnets, imag
     # Then none of its own partition's items was read back: not the body's hash it just wrote
     assert found == []
     record = cloud.record("fresh-1")
+    assert record is not None and record.launched == 1
+
+
+def test_a_fresh_container_reads_the_quotas_once_for_a_request(cloud, subnets, image):
+    # Given a pool, a quota for the request's requester, and the reads of the quotas counted
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
+    cloud.apply(capacity_quota("team-a", "general", {"instances": "5"}))
+    reads: list[str] = []
+
+    def note(params: dict[str, Any], model: Any, **_: Any) -> None:
+        keys = [params.get("Key", {}).get("pk", {}).get("S")]
+        keys += [v.get("S") for v in params.get("ExpressionAttributeValues", {}).values()]
+        reads.extend(f"{model.name} {k}" for k in keys if k in ("CapacityQuota", "CapacityQuotas"))
+
+    aws.client("dynamodb").meta.events.register("provide-client-params.dynamodb.*", note)
+    # When a fresh container serves a request that its quota governs
+    request = launch_request("quota-reads-1", nodePool="general", requester="team-a")
+    cloud.send(request, batch=cloud.fresh_batch())
+    # Then it read the quotas' generation and their partition once each: the requester's
+    # binding and the lease's admission share one read
+    assert sorted(reads) == ["GetItem CapacityQuotas", "Query CapacityQuota"]
+    record = cloud.record("quota-reads-1")
     assert record is not None and record.launched == 1

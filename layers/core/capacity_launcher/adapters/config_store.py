@@ -173,12 +173,13 @@ class ConfigStore:
         return document
 
     def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]:
-        listing = self._listing("CapacityQuota", fresh)
-        return [d for d in listing.documents.values() if isinstance(d, CapacityQuota)]
+        """The valid quotas: those of `quota_set`, so a request that resolves its requester's
+        quota and then leases under it reads the quotas once, not twice."""
+        return list(self.quota_set(fresh=fresh).quotas)
 
     def quota_set(self, *, fresh: bool = False) -> QuotaSet:
         """The valid quotas with the generation they were read at; `fresh` reads both now (and
-        refreshes the container's copy of the quotas that `capacity_quotas` answers from)."""
+        refreshes the container's copy that `capacity_quotas` answers from too)."""
         if fresh:
             self._quota_sets.invalidate()
         return self._quota_sets.get_or_load("QuotaSet", self._read_quota_set)
@@ -191,7 +192,9 @@ class ConfigStore:
         # The generation first: a quota written after it bumps it, so a lease conditioned on it
         # fails rather than trust a listing newer than its generation says.
         generation = self.quota_generation()
-        return QuotaSet(generation, tuple(self.capacity_quotas(fresh=True)))
+        listing = self._read_all("CapacityQuota")
+        quotas = (d for d in listing.documents.values() if isinstance(d, CapacityQuota))
+        return QuotaSet(generation, tuple(quotas))
 
     def invalid(self) -> list[InvalidDocument]:
         """Stored documents that no longer parse, read now (for operators)."""
