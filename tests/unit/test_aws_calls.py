@@ -1,5 +1,6 @@
 """One way to call AWS from an adapter: `aws_call` turns a ClientError into the domain's error,
-and `batch_write` retries unprocessed items a bounded number of times."""
+`all_pages` asks a listing for each page in turn, and `batch_write` retries unprocessed items a
+bounded number of times."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters import dynamodb
-from capacity_launcher.adapters.aws import aws_call
+from capacity_launcher.adapters.aws import all_pages, aws_call
 from capacity_launcher.adapters.dynamodb import BATCH_WRITE_ATTEMPTS, batch_write
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
@@ -157,7 +158,7 @@ def test_instance_records_written_in_a_batch_are_retried_a_bounded_number_of_tim
 
 
 class _ThrottledEc2:
-    def get_paginator(self, name: str) -> Any:
+    def describe_instance_type_offerings(self, **_: Any) -> Any:
         raise _error("RequestLimitExceeded")
 
 
@@ -165,3 +166,37 @@ def test_a_throttled_instance_type_read_hands_back_instead_of_failing_the_reques
     with pytest.raises(Throttled) as raised:
         InstanceTypeCatalog(ec2=_ThrottledEc2()).offered(["us-east-1a"])
     assert raised.value.operation == "DescribeInstanceTypeOfferings"
+
+
+class _Listing:
+    """A listing call answering canned pages, keeping what it was asked."""
+
+    def __init__(self, *answers: dict[str, Any]) -> None:
+        self.answers = list(answers)
+        self.asked: list[dict[str, Any]] = []
+
+    def __call__(self, **params: Any) -> dict[str, Any]:
+        self.asked.append(params)
+        return self.answers.pop(0)
+
+
+def test_all_pages_follows_dynamodb_s_last_evaluated_key() -> None:
+    key = {"pk": {"S": "a"}}
+    listing = _Listing({"Items": [1], "LastEvaluatedKey": key}, {"Items": [2]})
+    found = [i for page in all_pages(listing, TableName="t") for i in page["Items"]]
+    assert found == [1, 2]
+    assert listing.asked == [{"TableName": "t"}, {"TableName": "t", "ExclusiveStartKey": key}]
+
+
+def test_all_pages_follows_next_token_and_stops_at_an_empty_one() -> None:
+    listing = _Listing({"Subnets": [1], "NextToken": "n1"}, {"Subnets": [2], "NextToken": ""})
+    found = [s for page in all_pages(listing, Filters=[]) for s in page["Subnets"]]
+    assert found == [1, 2]
+    assert listing.asked[1] == {"Filters": [], "NextToken": "n1"}
+
+
+def test_all_pages_refuses_a_page_that_repeats_the_token_it_was_asked_with() -> None:
+    listing = _Listing({"NextToken": "same"}, {"NextToken": "same"}, {"NextToken": "same"})
+    with pytest.raises(RuntimeError, match="NextToken"):
+        list(all_pages(listing))
+    assert len(listing.asked) == 2

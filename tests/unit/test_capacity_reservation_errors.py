@@ -15,17 +15,16 @@ GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu"
 
 
 class _Failing:
-    """An EC2 or resource-groups client whose every paginated call fails with `code`."""
+    """An EC2 or resource-groups client whose every listing fails with `code`."""
 
     def __init__(self, code: str) -> None:
         self.code = code
 
-    def get_paginator(self, name: str) -> Any:
-        return self
-
-    def paginate(self, **_: Any) -> Any:
+    def _fail(self, **_: Any) -> Any:
         error = {"Error": {"Code": self.code, "Message": f"{self.code} happened"}}
         raise ClientError(error, "Operation")  # type: ignore[arg-type]
+
+    describe_capacity_reservations = list_group_resources = _fail
 
 
 def test_a_throttled_describe_is_throttled_not_a_failed_launch():

@@ -4,7 +4,6 @@ filters (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInst
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from capacity_launcher.adapters.instance_types import (
@@ -20,25 +19,18 @@ OFFERINGS = [
 ]
 
 
-class _Paginator:
-    def __init__(self, ec2: _Ec2, operation: str) -> None:
-        self._ec2 = ec2
-        self._operation = operation
-
-    def paginate(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        self._ec2.requests.append((self._operation, kwargs))
-        if self._operation == "describe_instance_types":
-            names = kwargs.get("InstanceTypes") or sorted({n for n, _ in OFFERINGS})
-            yield {"InstanceTypes": [_facts(n) for n in names]}
-            return
-        filters = {f["Name"]: f["Values"] for f in kwargs["Filters"]}
-        yield {
-            "InstanceTypeOfferings": [
-                {"InstanceType": name, "Location": zone, "LocationType": "availability-zone"}
-                for name, zone in OFFERINGS
-                if zone in filters["location"] and name in filters.get("instance-type", [name])
-            ]
-        }
+def _answer(operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    if operation == "describe_instance_types":
+        names = kwargs.get("InstanceTypes") or sorted({n for n, _ in OFFERINGS})
+        return {"InstanceTypes": [_facts(n) for n in names]}
+    filters = {f["Name"]: f["Values"] for f in kwargs["Filters"]}
+    return {
+        "InstanceTypeOfferings": [
+            {"InstanceType": name, "Location": zone, "LocationType": "availability-zone"}
+            for name, zone in OFFERINGS
+            if zone in filters["location"] and name in filters.get("instance-type", [name])
+        ]
+    }
 
 
 def _facts(name: str) -> dict[str, Any]:
@@ -54,8 +46,13 @@ class _Ec2:
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
-    def get_paginator(self, operation: str) -> _Paginator:
-        return _Paginator(self, operation)
+    def describe_instance_types(self, **kwargs: Any) -> dict[str, Any]:
+        self.requests.append(("describe_instance_types", kwargs))
+        return _answer("describe_instance_types", kwargs)
+
+    def describe_instance_type_offerings(self, **kwargs: Any) -> dict[str, Any]:
+        self.requests.append(("describe_instance_type_offerings", kwargs))
+        return _answer("describe_instance_type_offerings", kwargs)
 
     def offering_filters(self) -> list[dict[str, list[str]]]:
         return [

@@ -77,6 +77,32 @@ def _retry_conflicts(response: Any = None, attempts: int = 1, **_: Any) -> float
     return None
 
 
+# How each service's listings say "there is more": the token a page ends with and the request
+# parameter that asks for the page after it.
+_NEXT_PAGE = (("LastEvaluatedKey", "ExclusiveStartKey"), ("NextToken", "NextToken"))
+
+
+def all_pages(call: Callable[..., dict[str, Any]], **params: Any) -> Iterator[dict[str, Any]]:
+    """Every page of a listing call, asked one after another: DynamoDB's Query and Scan (by
+    `LastEvaluatedKey`), EC2's and Resource Groups' listings (by `NextToken`).
+
+    botocore's paginators do the same, but a process's first `get_paginator` lists every service
+    botocore ships to find their paginator files: about 7 ms of CPU, more than two calls cost, in
+    every cold start (docs/BENCHMARKS.md, "Cold start"). A page that repeats the token it was
+    asked with would loop forever: that is an error, as it is for botocore's paginators."""
+    asked: Any = None
+    while True:
+        page = call(**params)
+        yield page
+        following = next(((p, page[t]) for t, p in _NEXT_PAGE if page.get(t)), None)
+        if following is None:
+            return
+        parameter, token = following
+        if token == asked:
+            raise RuntimeError(f"the listing answered the token it was asked with: {parameter}")
+        params, asked = {**params, parameter: token}, token
+
+
 def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", "Unknown"))
 

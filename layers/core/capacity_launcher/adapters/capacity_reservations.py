@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.reservations import (
@@ -42,7 +42,7 @@ class CapacityReservations:
         groups = self._resource_groups or self._clients("resource-groups")
         ids: list[str] = []
         with aws_call("ListGroupResources", fatal=LaunchFailed):
-            pages = groups.get_paginator("list_group_resources").paginate(Group=group_arn)
+            pages = all_pages(groups.list_group_resources, Group=group_arn)
             for page in pages:
                 for item in page.get("Resources", page.get("ResourceIdentifiers", [])):
                     identifier = item.get("Identifier", item)
@@ -85,7 +85,7 @@ class CapacityReservations:
         if filters:
             kwargs["Filters"] = list(filters)
         with aws_call("DescribeCapacityReservations", fatal=LaunchFailed):
-            pages = self._ec2.get_paginator("describe_capacity_reservations").paginate(**kwargs)
+            pages = all_pages(self._ec2.describe_capacity_reservations, **kwargs)
             return [r for page in pages for r in page["CapacityReservations"]]
 
 

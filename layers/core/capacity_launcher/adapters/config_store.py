@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.config_items import (
     QUOTA_SET_KEY,
@@ -377,7 +377,8 @@ class ConfigStore:
     def _query(self, kind: Kind) -> list[dict[str, Any]]:
         """Every item of a kind's partition, read consistently."""
         with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
+            pages = all_pages(
+                self._db.query,
                 TableName=self._table,
                 KeyConditionExpression="pk = :kind",
                 ExpressionAttributeValues={":kind": {"S": kind}},

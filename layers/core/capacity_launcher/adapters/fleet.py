@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from capacity_launcher.adapters.aws import client, error_code, error_message
+from capacity_launcher.adapters.aws import all_pages, client, error_code, error_message
 from capacity_launcher.domain.aws_errors import (
     INSTANCE_GONE_STATES,
     classify,
@@ -107,11 +107,12 @@ class Fleet:
     def _describe_visible(self, instance_ids: Sequence[str]) -> dict[str, InstanceLanding]:
         # A filter, unlike InstanceIds, lists what EC2 knows instead of failing on a fresh id.
         found: dict[str, InstanceLanding] = {}
-        paginator = self._ec2.get_paginator("describe_instances")
         try:
             for start in range(0, len(instance_ids), _MAX_FILTER_VALUES):
                 chunk = list(instance_ids[start : start + _MAX_FILTER_VALUES])
-                pages = paginator.paginate(Filters=[{"Name": "instance-id", "Values": chunk}])
+                pages = all_pages(
+                    self._ec2.describe_instances, Filters=[{"Name": "instance-id", "Values": chunk}]
+                )
                 for page in pages:
                     for reservation in page["Reservations"]:
                         for raw in reservation["Instances"]:
@@ -210,7 +211,7 @@ class Fleet:
         filters = [{"Name": "tag:capacity-launcher:managed", "Values": ["true"]}]
         filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in (tag_filters or {}).items()]
         try:
-            pages = self._ec2.get_paginator("describe_instances").paginate(Filters=filters)
+            pages = all_pages(self._ec2.describe_instances, Filters=filters)
             return [
                 _managed(i) for page in pages for r in page["Reservations"] for i in r["Instances"]
             ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.aws_errors import requirement_key
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
@@ -63,8 +63,10 @@ class InstanceTypeCatalog:
         if names:
             filters.append({"Name": "instance-type", "Values": list(names)})
         with aws_call("DescribeInstanceTypeOfferings", fatal=LaunchFailed):
-            pages = self._ec2.get_paginator("describe_instance_type_offerings").paginate(
-                LocationType="availability-zone", Filters=filters
+            pages = all_pages(
+                self._ec2.describe_instance_type_offerings,
+                LocationType="availability-zone",
+                Filters=filters,
             )
             for page in pages:
                 for offering in page["InstanceTypeOfferings"]:
@@ -91,7 +93,7 @@ class InstanceTypeCatalog:
     def _describe(self, names: Iterable[str] | None) -> list[dict[str, Any]]:
         kwargs: dict[str, Any] = {"InstanceTypes": list(names)} if names else {}
         with aws_call("DescribeInstanceTypes", fatal=LaunchFailed):
-            pages = self._ec2.get_paginator("describe_instance_types").paginate(**kwargs)
+            pages = all_pages(self._ec2.describe_instance_types, **kwargs)
             return [t for page in pages for t in page["InstanceTypes"]]
 
     def _unknown(self, name: str) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_if_absent, to_item
 from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.detail_limits import fit_entries
@@ -71,7 +71,8 @@ class LaunchRecords:
         partition's `Intent#`.. range, which holds the pointers and `Record` and sorts the `Body`
         hash before it (the launch path reads the hash only for a duplicate)."""
         with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
+            pages = all_pages(
+                self._db.query,
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk AND sk >= :pointers",
                 ExpressionAttributeValues={
@@ -135,10 +136,10 @@ class LaunchRecords:
         one Query of the sparse WaitingRequests index per shard value (only live waits carry its
         key; domain/index_shards.py)."""
         items: list[dict[str, Any]] = []
-        paginator = self._db.get_paginator("query")
         for value in read_values(WAITING):  # each shard, and the bare value of older waits
             with aws_call("Query"):
-                pages = paginator.paginate(
+                pages = all_pages(
+                    self._db.query,
                     TableName=self._table,
                     IndexName=WAITING_INDEX,
                     KeyConditionExpression="waiting = :waiting AND waitingUntil < :before",

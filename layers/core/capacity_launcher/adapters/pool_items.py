@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.errors import ConditionFailed, NodePoolDeleted
 from capacity_launcher.domain.pool_usage import Lease, Member, Recount, usage_of
@@ -115,7 +115,8 @@ class PoolItems:
         condition = "pk = :pk AND " + sk_condition
         values = {":pk": {"S": limits_pk(pool)}, **values}
         with aws_call("Query"):
-            pages = self.db.get_paginator("query").paginate(
+            pages = all_pages(
+                self.db.query,
                 TableName=self.table,
                 KeyConditionExpression=condition,
                 ExpressionAttributeValues=values,

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call
+from capacity_launcher.adapters.aws import all_pages, aws_call
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.adapters.lease_admission import LeaseAdmission, UnreadyGate
 from capacity_launcher.adapters.pool_items import (
@@ -195,10 +195,10 @@ class PoolLeaseStore:
         """Every unsettled lease (the sync reclaims the expired ones): one Query of the sparse
         OpenLeases index per shard value, and one of the bare value older leases carry."""
         found: list[Lease] = []
-        paginator = self._items.db.get_paginator("query")
         for value in read_values(OPEN_LEASE):
             with aws_call("Query"):
-                pages = paginator.paginate(
+                pages = all_pages(
+                    self._items.db.query,
                     TableName=self._items.table,
                     IndexName=OPEN_LEASES_INDEX,
                     KeyConditionExpression="openLease = :open",

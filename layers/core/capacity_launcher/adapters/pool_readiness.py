@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call
+from capacity_launcher.adapters.aws import all_pages, aws_call
 from capacity_launcher.adapters.dynamodb import from_item, key
 from capacity_launcher.adapters.pool_items import (
     LEASE_PREFIX,
@@ -125,8 +125,8 @@ class PoolReadiness:
         for start in range(0, len(instance_ids), _IDS_PER_CALL):
             ids = instance_ids[start : start + _IDS_PER_CALL]
             with aws_call("DescribeInstanceStatus"):
-                pages = self._ec2.get_paginator("describe_instance_status").paginate(
-                    InstanceIds=ids, IncludeAllInstances=True
+                pages = all_pages(
+                    self._ec2.describe_instance_status, InstanceIds=ids, IncludeAllInstances=True
                 )
                 statuses = [s for page in pages for s in page.get("InstanceStatuses", [])]
             found |= {s["InstanceId"] for s in statuses if _passes(s)}
@@ -143,7 +143,8 @@ class PoolReadiness:
 
     def _range(self, pool: str, start: str, until: str) -> list[dict[str, Any]]:
         with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
+            pages = all_pages(
+                self._db.query,
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :until",
                 ExpressionAttributeValues={

@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.config_items import (
     QUOTA_SET_KEY,
     kept_of,
@@ -159,7 +159,8 @@ class PriorityClassStore:
 
     def _query(self, pk: str) -> list[dict[str, Any]]:
         with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
+            pages = all_pages(
+                self._db.query,
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues={":pk": {"S": pk}},

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_write, from_item, key, to_item
 
 PK = "CapacityQuotaStatus"
@@ -47,7 +47,8 @@ class QuotaStatuses:
     def read(self) -> dict[str, dict[str, Any]]:
         """name -> the stored status, with the time it was observed (``observedAt``)."""
         with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
+            pages = all_pages(
+                self._db.query,
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues={":pk": {"S": PK}},

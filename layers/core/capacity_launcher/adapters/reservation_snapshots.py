@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.reservations import (
@@ -94,7 +94,8 @@ class ReservationSnapshots:
         """Every snapshot and coverage item: one (paginated) strongly consistent Query. The sync
         and operators read this; a launcher reads only `coverage` and `snapshots` it needs."""
         with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
+            pages = all_pages(
+                self._db.query,
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues={":pk": {"S": PARTITION}},
@@ -135,7 +136,8 @@ class ReservationSnapshots:
     def invalid(self) -> list[InvalidSnapshot]:
         """Stored snapshots that do not parse (the next sync of their reservation replaces them)."""
         with aws_call("Query"):
-            pages = self._db.get_paginator("query").paginate(
+            pages = all_pages(
+                self._db.query,
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
                 ExpressionAttributeValues={

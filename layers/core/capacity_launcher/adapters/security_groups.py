@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import NodeClassRefused
@@ -45,7 +45,7 @@ class SecurityGroups:
         found: set[str] = set()
         with aws_call("DescribeSecurityGroups", node_class=node_class, field=_FIELD):
             for term in filters:
-                pages = self._ec2.get_paginator("describe_security_groups").paginate(Filters=term)
+                pages = all_pages(self._ec2.describe_security_groups, Filters=term)
                 found |= {g["GroupId"] for page in pages for g in page["SecurityGroups"]}
         return tuple(sorted(found))
 

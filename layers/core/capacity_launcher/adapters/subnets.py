@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.config import NodeClass
 
@@ -50,7 +50,7 @@ class Subnets:
         zones: dict[str, set[str]] = {}
         with aws_call("DescribeSubnets", node_class=node_class, field=field):
             for request in requests:
-                pages = self._ec2.get_paginator("describe_subnets").paginate(**request)
+                pages = all_pages(self._ec2.describe_subnets, **request)
                 for page in pages:
                     for subnet in page["Subnets"]:
                         zones.setdefault(subnet["AvailabilityZone"], set()).add(subnet["SubnetId"])

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import (
     batch_get,
     batch_write,
@@ -137,7 +137,8 @@ class UnavailableOfferings:
         entries: dict[str, UnavailableEntry] = {}
         claims: dict[str, int] = {}
         with aws_call("Scan"):
-            pages = self._db.get_paginator("scan").paginate(
+            pages = all_pages(
+                self._db.scan,
                 TableName=self._table,
                 FilterExpression="expiresAt > :now",
                 ExpressionAttributeValues={":now": {"N": str(int(now))}},
