@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.dynamodb import key
-from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.observability import logger
+
+if TYPE_CHECKING:  # the served versions are imported by the apply and read paths that use them:
+    # a launcher's cold start, which reads the hub alone, does not make their classes
+    from capacity_launcher.domain.api_versions import Kept
 
 # The version every quota apply checks and bumps (outside the quotas' partition: never listed).
 QUOTA_SET_KEY = ("CapacityQuotas", "Version")
@@ -54,6 +57,8 @@ def kept_of(item: dict[str, Any]) -> Kept | None:
     body = item.get("kept")
     if body is None:
         return None
+    from capacity_launcher.domain.api_versions import Kept
+
     try:
         return Kept.from_json(json.loads(str(body)))
     except (CapacityLauncherError, KeyError, TypeError, ValueError) as error:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
@@ -34,8 +34,6 @@ from capacity_launcher.adapters.config_items import (
     quota_generation_check as quota_generation_check,
 )
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.adapters.priority_class_store import PriorityClassStore
-from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.documents import parse_document, to_document
 from capacity_launcher.domain.errors import (
@@ -45,10 +43,14 @@ from capacity_launcher.domain.errors import (
     NotFound,
     StoredDocumentInvalid,
 )
-from capacity_launcher.domain.priority_classes import missing_class, named_class
 from capacity_launcher.domain.quantities import limits_token
 from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.observability import logger
+
+if TYPE_CHECKING:  # PriorityClasses and the served versions are the apply path's: imported
+    # there, so a launcher's cold start does not make their classes
+    from capacity_launcher.adapters.priority_class_store import PriorityClassStore
+    from capacity_launcher.domain.api_versions import Kept
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
 _QUOTA_SET_KEY = QUOTA_SET_KEY
@@ -80,6 +82,8 @@ class ConfigStore:
         (the fields its apply kept, docs/api-versions.md) replaces what the item kept before."""
         kept_body = json.dumps(kept.to_json(), sort_keys=True) if kept else None
         if isinstance(document, CapacityQuota):
+            from capacity_launcher.domain.priority_classes import named_class
+
             self._apply_quota(document, kept_body, named_class(kept))
             self._invalidate()
             return
@@ -141,6 +145,8 @@ class ConfigStore:
 
     def priority_classes(self) -> PriorityClassStore:
         """The PriorityClasses stored in the same table (adapters/priority_class_store.py)."""
+        from capacity_launcher.adapters.priority_class_store import PriorityClassStore
+
         return PriorityClassStore(self._table, self._db)
 
     def _invalidate(self) -> None:
@@ -274,6 +280,8 @@ class ConfigStore:
                 return
             except ConditionFailed:
                 if named is not None and self._read_one("PriorityClass", named) is None:
+                    from capacity_launcher.domain.priority_classes import missing_class
+
                     raise missing_class(named) from None
                 continue  # another quota was applied meanwhile: check the conflicts again
         raise ConfigConflict(

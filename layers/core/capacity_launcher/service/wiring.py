@@ -35,7 +35,6 @@ from capacity_launcher.domain.reservations import Thresholds
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimRequests
 from capacity_launcher.service.reservations import ReservationProvider
-from capacity_launcher.service.wait_backstop import WaitBackstop
 from capacity_launcher.settings import Settings, retention_seconds
 from capacity_launcher.startup import system_clock
 
@@ -269,6 +268,7 @@ class Adapters:
         from capacity_launcher.adapters.launch_templates import TemplateInventory
         from capacity_launcher.service.reservation_sync import ReservationSync
         from capacity_launcher.service.template_sweep import TemplateSweep
+        from capacity_launcher.service.wait_backstop import WaitBackstop
 
         settings = self.settings
         return ReservationSync(
