@@ -71,7 +71,8 @@ soak: setup
 		--minutes $(SOAK_MINUTES) --report docs/SOAK.md
 
 # moto's own tests for the services moto_capacity extends, run with it installed, less those
-# local/moto_capacity/README.md lists with their AWS page (about 15 minutes: not in `make test`).
+# local/moto_capacity/README.md lists with their AWS page (about 4 minutes; the first run also
+# downloads moto's sdist). Not part of `make test`.
 moto-dropin: setup
 	$(BIN)/python -m tests.moto_dropin
 
