@@ -112,6 +112,22 @@ def handler(event, context):
 PROBE = """
 import importlib.util, json, os, resource, sys, time
 
+calls = []
+
+
+def count_calls():
+    # Count the AWS calls made from now on, if the handler imported botocore.
+    clients = sys.modules.get("botocore.client")
+    if clients is None:
+        return
+    make_api_call = clients.BaseClient._make_api_call
+
+    def counted(client, operation, params):
+        calls.append(operation)
+        return make_api_call(client, operation, params)
+
+    clients.BaseClient._make_api_call = counted
+
 
 def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -139,13 +155,16 @@ module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 imports = time.perf_counter() - started
 ready, ready_cpu = time.monotonic(), cpu()
+count_calls()
 result = module.handler(json.loads(sys.argv[2]), Context())
-done, done_cpu = time.monotonic(), cpu()
+done, done_cpu, first_calls = time.monotonic(), cpu(), list(calls)
 again = module.handler(json.loads(sys.argv[3]), Context())  # warm: what is not one-off
-warm_cpu = cpu() - done_cpu
+warm_cpu, warm_calls = cpu() - done_cpu, len(calls) - len(first_calls)
 print(json.dumps({"imports": imports, "ready": ready, "ready_cpu": ready_cpu, "done": done,
                   "done_cpu": done_cpu, "warm_cpu": warm_cpu, "result": result,
-                  "again": again}, default=str), flush=True)
+                  "again": again, "first_calls": len(first_calls),
+                  "first_operations": len(set(first_calls)), "warm_calls": warm_calls},
+                 default=str), flush=True)
 os._exit(0)
 """
 # For the import steps, which call no AWS.
@@ -197,6 +216,11 @@ class ColdStart:
     # A second invocation's CPU in the same process (another event of the same kind): what the
     # first one costs that is not one-off.
     warm_cpu_seconds: float
+    # AWS calls (botocore API calls, its retries inside one not counted) of the first invocation,
+    # the distinct operations among them, and the calls of the warm one.
+    first_calls: int = 0
+    first_operations: int = 0
+    warm_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -213,6 +237,9 @@ class _Sample:
     first: float
     first_cpu: float
     warm_cpu: float
+    first_calls: int
+    first_operations: int
+    warm_calls: int
 
     @property
     def invocation_cpu(self) -> float:
@@ -247,6 +274,9 @@ def _once(handler: _Handler, stage: Stage, paths: str) -> _Sample:
         first=float(found["done"]) - started,
         first_cpu=float(found["done_cpu"]),
         warm_cpu=float(found["warm_cpu"]),
+        first_calls=int(found["first_calls"]),
+        first_operations=int(found["first_operations"]),
+        warm_calls=int(found["warm_calls"]),
     )
 
 
@@ -274,6 +304,9 @@ def _measure(handlers: list[_Handler], stage: Stage, paths: str) -> list[ColdSta
             first_cpu_seconds=_median(samples[h.name], "first_cpu"),
             invocation_cpu_seconds=_median(samples[h.name], "invocation_cpu"),
             warm_cpu_seconds=_median(samples[h.name], "warm_cpu"),
+            first_calls=round(_median(samples[h.name], "first_calls")),
+            first_operations=round(_median(samples[h.name], "first_operations")),
+            warm_calls=round(_median(samples[h.name], "warm_calls")),
         )
         for h in handlers
     ]

@@ -303,7 +303,8 @@ def _cold_start(baselines: list[ColdStart], ours: list[ColdStart], layer: LayerS
         "child then invokes the handler once more with another event of the same kind: *warm "
         "invocation* is what a warm container spends, so the first invocation's one-off work "
         "is *first invocation* less *warm invocation*. It leaves without tearing down, as no "
-        "Lambda cold start ever does.",
+        "Lambda cold start ever does. Once init is done, the child counts the AWS calls each "
+        "invocation makes (botocore's API calls; retries inside one are not counted).",
         "",
         "The *floor* is what any handler on this stack pays: it imports boto3, Powertools "
         "(Logger, Metrics) and pydantic, builds the same three clients (ec2, dynamodb, events), "
@@ -323,8 +324,9 @@ def _cold_start(baselines: list[ColdStart], ours: list[ColdStart], layer: LayerS
         "",
         "| handler | init CPU, ms | first invocation CPU, ms | init + first invocation CPU, "
         "ms | ratio to floor | init alone, ratio to floor | warm invocation CPU, ms "
-        "| wall until the first invocation returns, ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| wall until the first invocation returns, ms | AWS calls, first invocation "
+        "(operations) | AWS calls, warm |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in [*baselines, *ours]:
         lines.append(
@@ -332,7 +334,8 @@ def _cold_start(baselines: list[ColdStart], ours: list[ColdStart], layer: LayerS
             f"| {c.invocation_cpu_seconds * 1000:.0f} | {c.first_cpu_seconds * 1000:.0f} "
             f"| {_ratio(c.first_cpu_seconds, floor.first_cpu_seconds)} "
             f"| {_ratio(c.ready_cpu_seconds, floor.ready_cpu_seconds)} "
-            f"| {c.warm_cpu_seconds * 1000:.0f} | {c.first_seconds * 1000:.0f} |"
+            f"| {c.warm_cpu_seconds * 1000:.0f} | {c.first_seconds * 1000:.0f} "
+            f"| {c.first_calls} ({c.first_operations}) | {c.warm_calls} |"
         )
     lines += [
         "",
@@ -628,8 +631,10 @@ def _cold_start_missed(worst: ColdStart, floor: ColdStart, found: ImportSteps) -
         f"of it: what the floor does not import (import steps above, CPU ms: {ours_only}; "
         f"making the service's classes alone: {made}). The "
         f"first invocation is {first:.0f} ms more than the floor's: a warm one costs "
-        f"{worst.warm_cpu_seconds * ms:.0f} ms (the floor's makes 3 calls, a launch about 25, "
-        f"each a few ms of botocore), and {one_off:.0f} ms is one-off (each operation's first "
+        f"{worst.warm_cpu_seconds * ms:.0f} ms (the floor's first invocation makes "
+        f"{floor.first_calls} calls, {worst.handler}'s {worst.first_calls} of "
+        f"{worst.first_operations} operations, then {worst.warm_calls} warm; each costs botocore "
+        f"1-2 ms of CPU), and {one_off:.0f} ms is one-off (each operation's first "
         "call builds its operation model, serializer and parser; caches start empty: the "
         "configuration, subnets, image, instance types and offerings are read once per "
         "container)."
