@@ -173,7 +173,10 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
     with deployment.environment():
         adapters = wiring.Adapters(settings, deployment.client, clock=service_clock(deployment))
         context = Context(
-            adapters.launch_ports(), clock=adapters.clock, max_attempts=settings.max_launch_attempts
+            adapters.launch_ports(),
+            clock=adapters.clock,
+            max_attempts=settings.max_launch_attempts,
+            sleep=adapters.pause,
         )
         answer = preview(context, request, Usage(adapters.pool_usage(), adapters.quota_usage()))
     views.print_json(answer.to_dict())

@@ -3,9 +3,10 @@ retried in-process (inside CreateFleet's Errors[] too), and a handed-back messag
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,8 +21,7 @@ from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.service.launch import Message
-from capacity_launcher.service.launch import attempts as launcher_module
+from capacity_launcher.service.launch import LaunchBatch, Message
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import (
     Cloud,
@@ -34,12 +34,35 @@ from tests.support.cloud import (
 )
 
 
-@pytest.fixture(autouse=True)
-def no_in_process_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The launcher still backs off between retries; the waits are recorded, not slept."""
-    waits: list[float] = []
-    monkeypatch.setattr(launcher_module, "pause", waits.append, raising=False)
-    return waits
+class Timeline(list[str]):
+    """What a launcher (`batch`) did, in order: each CreateFleet call, and each wait through its
+    container's pause (which moves the emulator's clock, as the harness's does)."""
+
+    batch: LaunchBatch
+
+    def pause(self, seconds: float) -> None:
+        self.append("wait")
+        moto_capacity.advance_clock(seconds)
+
+    def waits_between_calls(self) -> list[int]:
+        """The waits between one CreateFleet call and the next, for each pair."""
+        calls = [i for i, entry in enumerate(self) if entry == "CreateFleet"]
+        return [self[a:b].count("wait") for a, b in itertools.pairwise(calls)]
+
+
+@pytest.fixture
+def timeline(cloud: Cloud) -> Iterator[Timeline]:
+    """The launcher's CreateFleet calls and waits, its batch built on a pause that records."""
+    found = Timeline()
+
+    def called(**_: Any) -> None:
+        found.append("CreateFleet")
+
+    events = aws.client("ec2").meta.events
+    events.register("provide-client-params.ec2.CreateFleet", called)
+    found.batch = cloud.fresh_batch(found.pause)
+    yield found
+    events.unregister("provide-client-params.ec2.CreateFleet", called)
 
 
 def _lease_count(cloud: Cloud, pool: str) -> int:
@@ -161,7 +184,7 @@ def _on_create_fleet(rewrite: Callable[[int, dict[str, Any]], None]) -> list[int
 
 @pytest.mark.parametrize("code", ["InternalError", "ServiceUnavailable", "Unavailable"])
 def test_a_transient_code_inside_create_fleet_errors_is_retried_in_process(
-    cloud: Cloud, subnets: dict[str, str], image: str, code: str, no_in_process_sleep: list[float]
+    cloud: Cloud, subnets: dict[str, str], image: str, code: str, timeline: Timeline
 ) -> None:
     # Given EC2 launches nothing and reports a transient fault for the override (first call only)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
@@ -175,10 +198,12 @@ def test_a_transient_code_inside_create_fleet_errors_is_retried_in_process(
 
     calls = _on_create_fleet(transient_first)
     # When 2 instances are requested
-    handed_back = cloud.send(launch_request("transient-1", nodePool="general", count=2))
-    # Then they are asked for again after a short wait (not failed for good), and both run
+    request = launch_request("transient-1", nodePool="general", count=2)
+    handed_back = cloud.send(request, batch=timeline.batch)
+    # Then they are asked for again after one short wait (not failed for good), and both run
     assert handed_back == []
-    assert len(calls) == 2 and len(no_in_process_sleep) == 1
+    assert len(calls) == 2
+    assert timeline.waits_between_calls() == [1]
     record = cloud.record("transient-1")
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     assert record.launched == 2
@@ -214,7 +239,7 @@ def test_throttling_beside_launched_instances_keeps_them_and_retries_the_rest(
 
 
 def test_a_fault_that_outlasts_the_retries_hands_back_with_nothing_lost(
-    cloud: Cloud, subnets: dict[str, str], image: str, no_in_process_sleep: list[float]
+    cloud: Cloud, subnets: dict[str, str], image: str, timeline: Timeline
 ) -> None:
     # Given every CreateFleet answer reports InternalError and launches nothing
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
@@ -226,11 +251,11 @@ def test_a_fault_that_outlasts_the_retries_hands_back_with_nothing_lost(
 
     calls = _on_create_fleet(always_internal)
     # When a request arrives
-    handed_back = cloud.send(launch_request("internal-1", nodePool="general"))
+    handed_back = cloud.send(launch_request("internal-1", nodePool="general"), batch=timeline.batch)
     # Then it is retried a bounded number of times, then handed back (not failed for good)
     assert len(handed_back) == 1
     assert len(calls) == IN_PROCESS_RETRIES + 1
-    assert len(no_in_process_sleep) == IN_PROCESS_RETRIES
+    assert timeline.waits_between_calls() == [1] * IN_PROCESS_RETRIES
     assert cloud.record("internal-1") is None
     # And once EC2 recovers, the redelivery launches it
     moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 10)

@@ -235,7 +235,12 @@ class Adapters:
         )
         persistence.configure(config, function_name="launch")
         return LaunchBatch(
-            Launcher(ports, max_attempts=settings.max_launch_attempts, clock=self.clock),
+            Launcher(
+                ports,
+                max_attempts=settings.max_launch_attempts,
+                clock=self.clock,
+                sleep=self.pause,
+            ),
             self.publisher().publish,
             ports.records,
             RequestClaims(persistence),

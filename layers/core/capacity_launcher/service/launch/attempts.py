@@ -9,7 +9,6 @@ launched, a few times; then the request goes back to the queue.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -41,10 +40,6 @@ from capacity_launcher.service.launch.send import (
     take_turn,
 )
 from capacity_launcher.service.launch.settle import roll_back_zone
-
-
-def pause(seconds: float) -> None:
-    time.sleep(seconds)
 
 
 class Step(Enum):
@@ -203,7 +198,7 @@ def _learn(
             code = retryable[0].code
             raise retryable_error("CreateFleet", code, classify(code))
         loop.transient_retries += 1
-        (ctx.sleep or pause)(in_process_delay(loop.transient_retries))
+        ctx.sleep(in_process_delay(loop.transient_retries))
         loop.plan.again(attempt, landed, dry)
         return Step.NEXT
     loop.plan.record(attempt, landed, dry)

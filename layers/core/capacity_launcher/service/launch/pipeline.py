@@ -14,6 +14,7 @@ visits, never a phase calling back into the pipeline.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -68,7 +69,7 @@ class Launcher:
         *,
         max_attempts: int = 4,
         clock: Callable[[], datetime] = utcnow,
-        sleep: Callable[[float], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._ctx = Context(ports, clock, max_attempts, sleep)
 

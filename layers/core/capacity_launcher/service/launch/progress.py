@@ -37,8 +37,9 @@ class Context:
     ports: LaunchPorts
     clock: Callable[[], datetime]
     max_attempts: int
-    # How in-process retries wait (None: the attempts module's `pause`).
-    sleep: Callable[[float], None] | None = None
+    # How in-process retries back off: the container's pause (service/wiring.py), so a local
+    # cloud's or the simulation's waits move their clock instead of sleeping.
+    sleep: Callable[[float], None]
 
 
 @dataclass
