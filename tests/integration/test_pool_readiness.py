@@ -13,6 +13,7 @@ from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.pool_readiness import PoolReadiness
 from capacity_launcher.domain.errors import UnreadyLimitReached
+from capacity_launcher.domain.pool_usage import Readiness
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -67,13 +68,13 @@ def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_o
     ids = sorted(i["InstanceId"] for i in running)
     assert gated.reserve("general", "first", EACH, 2, 2, limits, unleased=True) == 2
     gated.settle("general", "first", dict.fromkeys(ids, EACH))
-    assert readiness.count("general") == (2, 2)
+    assert readiness.count("general") == Readiness(unready=2, instances=2)
 
     # 2 unready of 2: more than 50% allows
     with pytest.raises(UnreadyLimitReached):
         gated.reserve("general", "second", EACH, 1, 1, limits, unleased=True)
     assert readiness.mark_ready("general") == ids
-    assert readiness.count("general") == (0, 2)
+    assert readiness.count("general") == Readiness(unready=0, instances=2)
     assert gated.reserve("general", "second", EACH, 1, 1, limits, unleased=True) == 1
 
     # A released member's mark is forgotten; marking again marks nothing new
@@ -81,4 +82,4 @@ def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_o
     member = members.member("general", ids[0])
     assert member is not None and members.uncount(member)
     assert readiness.mark_ready("general") == []
-    assert readiness.count("general") == (1, 2)  # the open lease, beside the ready member
+    assert readiness.count("general") == Readiness(unready=1, instances=2)  # the lease, a ready one

@@ -21,7 +21,8 @@ from capacity_launcher.adapters.pool_items import (
     USAGE,
     limits_pk,
 )
-from capacity_launcher.domain.errors import ConditionFailed, UnreadyLimitReached
+from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.pool_usage import Readiness, unready_refusal
 from capacity_launcher.domain.quantities import PoolLimits
 
 READY_PREFIX = "Ready#"
@@ -44,11 +45,9 @@ class PoolReadiness:
         if limits is None or limits.unready is None:
             return
         version = self._version(pool)
-        unready, total = self.count(pool)
-        allowed = limits.unready_allowed(total)
-        assert allowed is not None
-        if unready > allowed:
-            raise UnreadyLimitReached(pool, unready, allowed, limits.unready)
+        refused = unready_refusal(pool, limits, self.count(pool))
+        if refused is not None:
+            raise refused
         held = (
             "#version = :readVersion" if version is not None else "attribute_not_exists(#version)"
         )
@@ -58,13 +57,12 @@ class PoolReadiness:
         if version is not None:
             usage_update["ExpressionAttributeValues"][":readVersion"] = {"N": str(version)}
 
-    def count(self, pool: str) -> tuple[int, int]:
-        """(unready, all): the pool's instances launching or counted, and those not yet ready."""
+    def count(self, pool: str) -> Readiness:
+        """The pool's instances launching or counted, and those of them not yet ready."""
         live = self._range(pool, LEASE_PREFIX, _LIVE_UNTIL)
         leased = sum(int(i.get("count", 0)) for i in live if i["sk"].startswith(LEASE_PREFIX))
-        members = {i["sk"][len(MEMBER_PREFIX) :] for i in live if i["sk"].startswith(MEMBER_PREFIX)}
-        ready = self._ready(pool)
-        return leased + len(members - ready), leased + len(members)
+        members = [i["sk"][len(MEMBER_PREFIX) :] for i in live if i["sk"].startswith(MEMBER_PREFIX)]
+        return Readiness.of(leased, members, self._ready(pool))
 
     def mark_ready(self, pool: str) -> list[str]:
         """Mark the pool's members EC2 reports running with both status checks ok; forget the

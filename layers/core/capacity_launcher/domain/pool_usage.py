@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.errors import UnreadyLimitReached
+from capacity_launcher.domain.quantities import PoolLimits, Resources
 
 
 @dataclass(frozen=True)
@@ -93,3 +94,31 @@ def same_use(
 
 def _nonzero(usage: Mapping[tuple[str, str], Resources]) -> dict[tuple[str, str], Resources]:
     return {k: v for k, v in usage.items() if not v.is_zero()}
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """A pool's instances for `limits.unready`: those launching or counted, and those of them not
+    yet ready. A lease not yet settled counts as its `count` unready instances (its launch may be
+    under way); a member is unready until the sync has marked it ready."""
+
+    unready: int
+    instances: int
+
+    @classmethod
+    def of(cls, leased: int, members: Iterable[str], ready: Iterable[str]) -> Readiness:
+        counted = set(members)
+        return cls(leased + len(counted - set(ready)), leased + len(counted))
+
+
+def unready_refusal(
+    pool: str, limits: PoolLimits | None, found: Readiness
+) -> UnreadyLimitReached | None:
+    """Why `limits.unready` refuses a new lease in the pool now (more unready instances than it
+    allows, docs/provisioner.md), or None when it does not (or the pool sets no such limit)."""
+    if limits is None or limits.unready is None:
+        return None
+    allowed = limits.unready_allowed(found.instances)
+    if allowed is None or found.unready <= allowed:
+        return None
+    return UnreadyLimitReached(pool, found.unready, allowed, limits.unready)
