@@ -115,6 +115,26 @@ class Candidates:
             )
         return largest
 
+    def sizes(self) -> dict[str, Resources]:
+        """What one instance of each candidate type uses (a lease fits them into the room left)."""
+        return {
+            o.instance_type: self.instance_types[o.instance_type].resources() for o in self.all()
+        }
+
+    def only(self, types: Collection[str]) -> Candidates:
+        """Without the offerings of any type but `types` (those a lease covers)."""
+
+        def kept(offerings: Iterable[Offering]) -> list[Offering]:
+            return [o for o in offerings if o.instance_type in types]
+
+        reserved = [(source, kept(offerings)) for source, offerings in self.reserved]
+        return replace(
+            self,
+            reserved=[(source, offerings) for source, offerings in reserved if offerings],
+            on_demand=kept(self.on_demand),
+            spot=kept(self.spot),
+        )
+
     def drop(self, unavailable: Mapping[str, str]) -> Candidates:
         """Without the offerings whose key is in `unavailable` (key → reason), remembering why.
         A key that is a capacity type alone (`spot`) stands for every offering of that type."""
