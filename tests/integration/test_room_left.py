@@ -15,7 +15,7 @@ import yaml
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import ROOM_LEFT, RequestStatus
+from capacity_launcher.domain.status import RequestStatus
 from local_cloud.karpenter import alias_parameters
 from local_cloud.network import prepare_network
 from local_cloud.template import DEFAULT_ACCOUNT_ID
@@ -96,7 +96,7 @@ def test_a_burst_sent_at_once_is_fulfilled_within_the_100_cpu_limit(
     # And each record names the types left out for the room left
     record = cloud.record("burst-1")
     assert record is not None and record.candidates_left_out is not None
-    assert record.candidates_left_out.reason == ROOM_LEFT
+    assert record.candidates_left_out.reason == "RoomLeft"
     assert "c5.24xlarge" not in offered
     assert record.candidates_left_out.left_out > 0
 
