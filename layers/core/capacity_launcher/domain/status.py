@@ -233,7 +233,8 @@ class RequestRecord(_Record):
     candidates_left_out: CandidatesLeftOut | None = Field(
         default=None,
         description="null, or a CreateFleet of this request had more candidate offerings than "
-        "it may send: the least preferred were left out (docs/placement.md)",
+        "it may send: the least preferred were left out; or (reason RoomLeft) the room its "
+        "NodePool's limits or its quota left held only some types (docs/placement.md)",
     )
 
     @property
