@@ -14,6 +14,7 @@ import yaml
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.domain.status import RequestStatus
 from local_cloud.karpenter import alias_parameters
@@ -124,3 +125,25 @@ def test_a_burst_from_concurrent_workers_stays_within_the_100_cpu_limit(
     assert instances and usage.cpu == sum(sizes[i.instance_type] for i in instances)
     # And the first lease taken, alone in an empty pool, launched all it asked for
     assert any(r is not None and r.status is RequestStatus.FULFILLED for r in records)
+
+
+def test_a_narrowed_lease_keeps_the_types_it_covers_for_a_redelivery(
+    cloud: Cloud, example_pool: None
+) -> None:
+    # Given a lease of eight narrowed to the types that fit 100 cpu
+    store = cloud.adapters().pool_leases()
+    two, eight, big = (Resources(cpu=Decimal(n), instances=1) for n in (2, 8, 96))
+    sizes = {"c5.large": two, "c5.2xlarge": eight, "c5.24xlarge": big}
+    taken = store.take(POOL, "narrowed-1", big, 8, 1, PoolLimits(cpu=100), sizes=sizes)
+    assert taken is not None and taken.instance_types == {"c5.large", "c5.2xlarge"}
+    assert taken.amount.cpu == 64
+    # When a redelivery reads it back, it covers the same types (it launches no other)
+    found = store.lease(POOL, "narrowed-1")
+    assert found is not None and found.instance_types == {"c5.large", "c5.2xlarge"}
+    # And a lease the room left (36 cpu) holds whole covers every candidate it was asked over
+    small = {"c5.large": two, "c5.2xlarge": eight}
+    whole = store.take(POOL, "whole-1", eight, 4, 1, PoolLimits(cpu=100), sizes=small)
+    assert whole is not None and whole.instance_types is None and whole.count == 4
+    # While one that needs the 96-vCPU type too is narrowed again, to what the room holds
+    again = store.take(POOL, "again-1", big, 1, 1, PoolLimits(cpu=100), sizes=sizes)
+    assert again is not None and again.instance_types == {"c5.large"}

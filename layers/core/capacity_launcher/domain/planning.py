@@ -29,6 +29,7 @@ from capacity_launcher.domain.platforms import (
     PlatformMismatch,
     platform_mismatches,
 )
+from capacity_launcher.domain.pool_usage import largest
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import (
     CAPACITY_RESERVATION_INTERRUPTIBLE,
@@ -103,17 +104,7 @@ class Candidates:
 
     def largest(self) -> Resources:
         """The most any one candidate instance can use, per dimension (limits are sized by it)."""
-        infos = [self.instance_types[o.instance_type] for o in self.all()]
-        largest = Resources.ZERO
-        for info in infos:
-            r = info.resources()
-            largest = Resources(
-                cpu=max(largest.cpu, r.cpu),
-                memory_mib=max(largest.memory_mib, r.memory_mib),
-                gpu=max(largest.gpu, r.gpu),
-                instances=1,
-            )
-        return largest
+        return largest(self.sizes().values())
 
     def sizes(self) -> dict[str, Resources]:
         """What one instance of each candidate type uses (a lease fits them into the room left)."""
