@@ -1,16 +1,26 @@
 """Taking a limit lease: read what the decision depends on, ask the domain, write once.
 
+The decision (`quota_admission.fit_quota_lease`) fits the lease into the room the pool's limits
+leave beside its usage, and the room its requester's quota leaves: `count x the largest
+candidate` when that fits, otherwise narrowed to the candidate types that fit (`fit_lease`),
+sized by the largest of those. The first try assumes the pool's usage leaves room for the whole
+lease and reads nothing of it; when it does not (the limits alone cannot hold it, or the usage
+condition failed), the pool's usage item is read and the decision is made from what it says.
+
 The lease transaction's items are, in order: the pool's usage (an ADD conditioned on each
-limited dimension's headroom), the lease's put (only if absent), the pool's stored limits
-checked, the quotas' generation checked, then the quota usage items the admission read (the
-pool's cohort-and-flavor item updated, every other one checked), each conditioned on the version
-read. When a condition fails, the item that failed says what to read again before deciding again.
+limited dimension's headroom: the lease never takes the usage over the limits, whatever was
+read), the lease's put (only if absent, with the types it covers when narrowed), the pool's
+stored limits checked, the quotas' generation checked, then the quota usage items the admission
+read (the pool's cohort-and-flavor item updated, every other one checked), each conditioned on
+the version read. When a condition fails, the item that failed says what to read again before
+deciding again: the pool's usage item (another lease or settle moved it), the stored limits,
+the quotas.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
@@ -27,13 +37,19 @@ from capacity_launcher.adapters.pool_items import (
     attributes_of,
     hold_attributes,
     lease_of,
+    lease_types_attributes,
     limits_pk,
 )
 from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded, Transient
 from capacity_launcher.domain.index_shards import shard_value
-from capacity_launcher.domain.pool_usage import Lease
-from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits
-from capacity_launcher.domain.quota_admission import LeaseAsk, admit_lease, governing, usage_items
+from capacity_launcher.domain.pool_usage import Lease, LeaseFit, Room, room_left
+from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits, Resources
+from capacity_launcher.domain.quota_admission import (
+    LeaseAsk,
+    fit_quota_lease,
+    governing,
+    usage_items,
+)
 from capacity_launcher.domain.quotas import QuotaSet
 
 _RESERVE_TRIES = 3
@@ -62,17 +78,25 @@ class _Reserving:
     lease_id: str
     limits: PoolLimits | None
     quotas: QuotaSet
-    wanted: int
     stored: bool = False  # `limits` are the stored ones, not the container's copy
     fresh: bool = False  # `quotas` were read now, not the container's copy
     again: bool = False  # decide again at once
+    full: bool = False  # the last decision found room for fewer than `least`
     tries: int = 0
     lost: int = 0
-    taken: Lease | None = None  # the lease this reserve put
+    # The pool's usage as last read; None: not read (the decision assumes room for the whole).
+    used: Resources | None = None
+    taken: Lease | None = None  # the lease this reserve put, or a retry's that it found
+    put: bool = False  # `taken` was put by this reserve
 
-    def fits(self) -> bool:
-        amount = self.ask.per_instance * self.wanted
+    def whole_fits(self) -> bool:
+        """Whether the limits themselves hold `count x per_instance` (the whole lease), and as
+        many again as the requests launched with it ask for."""
+        amount = self.ask.per_instance * (self.ask.count + self.ask.beside)
         return self.limits is None or not amount.fits_within(self.limits)
+
+    def room(self) -> Room:
+        return room_left(self.limits, self.used or Resources.ZERO)
 
     def count_lost(self) -> None:
         """Another writer changed what the decision read: decide again, a bounded number of
@@ -102,41 +126,54 @@ class LeaseAdmission:
 
     def reserve(
         self, ask: LeaseAsk, lease_id: str, limits: PoolLimits | None, lease: LeaseReader
-    ) -> tuple[int, Lease | None]:
-        """How many `ask` is granted (0: it does not fit now), and the lease put for them (None:
-        none was put now; `lease` found one a retry had put)."""
-        state = _Reserving(ask, lease_id, limits, self._quotas.quota_set(), wanted=ask.count)
+    ) -> tuple[Lease | None, bool]:
+        """The lease `ask` is granted (None: not even `ask.least` fits now), and whether it was
+        put now (False: `lease` found the one a retry had put)."""
+        state = _Reserving(ask, lease_id, limits, self._quotas.quota_set())
         while state.tries < _RESERVE_TRIES + 2:
             state.tries += 1
-            if state.fits():
-                granted = self._try_lease(state, lease)
-                if granted is not None:
-                    return granted, state.taken
-                if state.again:
-                    state.again = False
+            if state.used is None and not state.whole_fits():
+                if not state.stored:
+                    # Never narrow nor refuse on a copy that may be stale: read the stored one.
+                    state.limits, state.stored = self._items.limits_in_force(ask.pool), True
                     continue
-            elif not state.stored:
-                # Never refuse on a copy that may be stale: decide on the stored limits.
+                state.used = self._usage(ask.pool)
+            if self._try_lease(state, lease):
+                return state.taken, state.put
+            if state.again:
+                state.again = False
+                continue
+            if state.full and state.stored:
+                return None, False  # decided on the stored limits and usage read: full
+            if state.full:
                 state.limits, state.stored = self._items.limits_in_force(ask.pool), True
                 continue
-            if not self._shrink(state):
-                return 0, None
-        return 0, None
+            # The usage condition failed (another lease or settle moved it): read the usage
+            # and decide again from what it says.
+            state.used = self._usage(ask.pool)
+        return None, False
 
-    def _try_lease(self, state: _Reserving, lease: LeaseReader) -> int | None:
-        """Decide and write the lease once: the count leased, or None (`state.again`: decide
-        again now; otherwise the pool's usage did not fit, shrink to its headroom)."""
+    def _usage(self, pool: str) -> Resources:
+        return self._items.usage_item(pool)[0]
+
+    def _try_lease(self, state: _Reserving, lease: LeaseReader) -> bool:
+        """Decide and write the lease once: True when it was leased (`state.taken`); False when
+        not (`state.full`: not even `least` fits the room decided on; `state.again`: decide
+        again now; otherwise the pool's usage did not hold it: read it and decide again)."""
         try:
-            wanted, hold, admission = self._admit(state)
+            fit, hold, admission = self._admit(state)
         except QuotaExceeded:
             if state.fresh or self._quotas.quota_generation() == state.quotas.generation:
                 raise
             # Refused by a copy older than the stored quotas: decide again on the stored ones.
             self._refresh_quotas(state)
             state.tries, state.again = state.tries - 1, True
-            return None
+            return False
+        state.full = fit is None
+        if fit is None:
+            return False
         pool = state.ask.pool
-        items = self._reserve_items(state, wanted, hold)
+        items = self._reserve_items(state, fit, hold)
         if self._unready_gate is not None:  # limits.unready
             self._unready_gate.gate(pool, state.limits, items[0]["Update"])
         items.append(self._items.limits_check(pool, state.limits))
@@ -149,11 +186,13 @@ class LeaseAdmission:
         except ConditionFailed as failed:
             existing = lease(pool, state.lease_id)
             if existing is not None:
-                return existing.count
+                state.taken = existing
+                return True
             self._after_conflict(state, failed, first_quota_item, len(items))
-            return None
+            return False
         state.taken = lease_of(from_item(items[_LEASE_ITEM]["Put"]["Item"]))
-        return wanted
+        state.put = True
+        return True
 
     def _after_conflict(
         self, state: _Reserving, failed: ConditionFailed, first_quota_item: int, size: int
@@ -169,52 +208,45 @@ class LeaseAdmission:
         elif failed.failed_at(_LIMITS_ITEM):
             # The pool was applied (or deleted) since this copy was read.
             state.limits, state.stored = self._items.limits_in_force(state.ask.pool), True
-            state.wanted, state.again = state.ask.count, True
+            state.used, state.again = None, True
 
     def _refresh_quotas(self, state: _Reserving) -> None:
         state.quotas, state.fresh = self._quotas.quota_set(fresh=True), True
 
-    def _admit(self, state: _Reserving) -> tuple[int, QuotaHold, list[dict[str, Any]]]:
-        """How many the quotas admit, where the lease holds quota, and the transaction items
-        that write the admission: the pool's quota usage item updated, and every other item the
-        decision read checked, each conditioned on the version read."""
-        ask = replace(state.ask, count=state.wanted)
+    def _admit(self, state: _Reserving) -> tuple[LeaseFit | None, QuotaHold, list[dict[str, Any]]]:
+        """The lease the room left and the quotas admit (None: not even `least` fits the pool's
+        room), where it holds quota, and the transaction items that write the admission: the
+        pool's quota usage item updated, and every other item the decision read checked, each
+        conditioned on the version read."""
+        ask, room = state.ask, state.room()
         quotas = state.quotas.quotas
         quota = governing(quotas, ask.requester, ask.pool)
         if quota is None or ask.requester is None:
-            return ask.count, None, []
+            return fit_quota_lease((), ask, {}, room), None, []
         items = usage_items(quota, ask.pool)
         readings = self._quota_usages(items)
         usage = {k: v for _, found in readings.values() for k, v in found.items()}
-        wanted = admit_lease(quotas, ask, usage)
+        fit = fit_quota_lease(quotas, ask, usage, room)
+        if fit is None:
+            return None, None, []
         pk = items[0][0]
-        amount = ask.per_instance * wanted
+        amount = fit.per_instance * fit.count
         table = self._items.table
         update = quota_usage.update(
             table, pk, ask.requester, amount, read_version=readings[pk][0], conditioned=True
         )
         checks = [quota_usage.unchanged(table, o, readings[o][0]) for o, _ in items[1:]]
-        return wanted, (pk, ask.requester), [{"Update": update}, *checks]
+        return fit, (pk, ask.requester), [{"Update": update}, *checks]
 
     def _quota_usages(self, items: list[tuple[str, str]]) -> dict[str, quota_usage.Reading]:
         """Each quota usage item an admission depends on, read strongly consistent at once."""
         return quota_usage.read_many(self._items.db, self._items.table, items)
 
-    def _shrink(self, state: _Reserving) -> bool:
-        """Ask for what the pool's stored usage leaves room for; False when that is too few."""
-        if state.limits is None:
-            state.wanted = state.ask.count
-            return True
-        usage = self._items.usage_item(state.ask.pool)[0]
-        headroom = state.limits.headroom(usage, state.ask.per_instance)
-        state.wanted = state.ask.count if headroom is None else min(state.ask.count, headroom)
-        return state.wanted >= state.ask.least and state.wanted > 0
-
     def _reserve_items(
-        self, state: _Reserving, count: int, hold: QuotaHold
+        self, state: _Reserving, fit: LeaseFit, hold: QuotaHold
     ) -> list[dict[str, Any]]:
         """The pool's usage, added to under its limits' headroom, and the lease put if absent."""
-        pool, amount = state.ask.pool, state.ask.per_instance * count
+        pool, count, amount = state.ask.pool, fit.count, fit.per_instance * fit.count
         update = self._items.add_update(pool, amount)
         conditions = []
         for dimension in DIMENSIONS:
@@ -236,6 +268,7 @@ class LeaseAdmission:
             "openLease": shard_value(OPEN_LEASE, limits_pk(pool) + LEASE_PREFIX + state.lease_id),
             **attributes_of(amount),
             **hold_attributes(hold),
+            **lease_types_attributes(fit.instance_types),
         }
         put = {
             "TableName": self._items.table,

@@ -47,6 +47,8 @@ SETTLED_MARKER_SECONDS = 7 * 24 * 3600
 # An unsettled lease carries this (the sparse OpenLeases index's key): the sync reads only those.
 OPEN_LEASES_INDEX = "OpenLeases"
 OPEN_LEASE = "open"
+# The instance types a lease narrowed to the room left covers (absent: every candidate).
+LEASE_TYPES = "instanceTypes"
 ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
 # Tries of a conditional write that writers keep moving the usage under, before giving up.
 CONTENDED_TRIES = 3
@@ -337,4 +339,14 @@ def lease_of(item: Mapping[str, Any]) -> Lease:
         settled=bool(item.get("settled", False)),
         quota_usage=item.get("quotaUsage"),
         requester=item.get("requester"),
+        instance_types=_instance_types(item.get(LEASE_TYPES)),
     )
+
+
+def lease_types_attributes(types: frozenset[str] | None) -> dict[str, list[str]]:
+    """The instance types a narrowed lease covers, as its item holds them (none: every one)."""
+    return {} if types is None else {LEASE_TYPES: sorted(types)}
+
+
+def _instance_types(stored: Any) -> frozenset[str] | None:
+    return None if stored is None else frozenset(str(t) for t in stored)

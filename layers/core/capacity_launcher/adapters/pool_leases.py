@@ -2,16 +2,20 @@
 DynamoDB transactions.
 
 A worker leases `count x largest candidate` before launching (a conditional update that fails
-rather than overrun), and settles the lease into one member per instance that launched
-(`Limits#<pool>`/`Member#<id>`, as `pool_members` counts them) and a proof of settlement
+rather than overrun); when the room its pool's limits (or its quota) leave cannot hold that,
+the lease covers only the candidate types that fit, sized by the largest of them, and the
+worker launches only those (`Lease.instance_types`, `pool_usage.fit_lease`). It settles the
+lease into one member per instance that launched (`Limits#<pool>`/`Member#<id>`, as
+`pool_members` counts them) and a proof of settlement
 (`Settled#<id>`, kept a week). A lease that outlives its worker expires; the reservation sync
 reclaims it. A lease nothing was launched for is cancelled. Each of these changes the pool's
 usage (and the quota usage the lease holds) in the transaction that puts or deletes the lease,
 so it happens once whoever gets there first (the item layout: `pool_items`).
 
 Taking a lease reads what its decision depends on (the pool's stored limits, the quotas'
-generation, the quota usage items), asks the domain (`quota_admission.admit_lease`, the limits'
-headroom), and writes one transaction conditioned on exactly what it read (`lease_admission`).
+generation, the quota usage items, the pool's usage when the whole lease may not fit), asks the
+domain (`quota_admission.fit_quota_lease`: the room left and the types that fit it), and
+writes one transaction conditioned on exactly what it read (`lease_admission`).
 """
 
 from __future__ import annotations
@@ -90,15 +94,51 @@ class PoolLeaseStore:
         requester: str | None = None,
         *,
         unleased: bool = False,
+        sizes: Mapping[str, Resources] | None = None,
     ) -> int:
-        """Lease room for up to `count` instances, at least `min_count`; 0 if that does not fit now.
+        """How many instances `take` leases room for (0: not even `min_count` fits now)."""
+        taken = self.take(
+            pool,
+            lease_id,
+            per_instance,
+            count,
+            min_count,
+            limits,
+            requester,
+            unleased=unleased,
+            sizes=sizes,
+        )
+        return 0 if taken is None else taken.count
+
+    def take(
+        self,
+        pool: str,
+        lease_id: str,
+        per_instance: Resources,
+        count: int,
+        min_count: int,
+        limits: PoolLimits | None,
+        requester: str | None = None,
+        *,
+        unleased: bool = False,
+        sizes: Mapping[str, Resources] | None = None,
+        partial: bool = False,
+        beside: int = 0,
+    ) -> Lease | None:
+        """Lease room for up to `count` instances, at least `min_count`; None if that does not
+        fit now. Each instance is sized `per_instance` (the largest candidate), unless `sizes`
+        (candidate type -> one instance's use) is given and the room left cannot hold `count`
+        of the largest: then the lease covers only the types that fit, sized by the largest of
+        them (`Lease.instance_types`; `pool_usage.fit_lease`). `partial`: `sizes` are some of
+        the candidates only, and the lease names them even when all fit. `beside`: instances
+        the requests launched with it still ask for (the types are chosen to fit them too).
 
         `unleased`: the caller knows there is no lease under `lease_id` (none was ever taken, or
         it just read it), so none is read first (the lease is put only if absent all the same).
 
         Idempotent per lease id: a retry finds its lease and gets the same answer. When a
         CapacityQuota names the pool, the quota usage items its decision depends on are read,
-        the domain decides (`admit_lease`), and the lease is written in one transaction that
+        the domain decides (`fit_quota_lease`), and the lease is written in one transaction that
         conditions on each item's version and on the quotas' generation (QuotaExceeded when it
         does not fit; Transient when other admissions kept winning the race). NodePoolDeleted
         when the pool is no longer stored: the lease is checked against the stored pool, and a
@@ -106,12 +146,14 @@ class PoolLeaseStore:
         """
         existing = None if unleased else self.lease(pool, lease_id)
         if existing is not None:
-            return existing.count
-        ask = LeaseAsk(pool, requester, per_instance, count, min_count)
-        granted, lease = self._admission.reserve(ask, lease_id, limits, self.lease)
-        if lease is not None:
+            return existing
+        ask = LeaseAsk(
+            pool, requester, per_instance, count, min_count, dict(sizes or {}), partial, beside
+        )
+        lease, put = self._admission.reserve(ask, lease_id, limits, self.lease)
+        if lease is not None and put:
             self._took(lease)
-        return granted
+        return lease
 
     def stored_limits(self, pool: str) -> PoolLimits | None:
         """The limits of the pool as last applied (strongly consistent); None also when the

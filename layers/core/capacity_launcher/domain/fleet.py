@@ -13,13 +13,13 @@ from capacity_launcher.domain.aws_errors import ErrorKind, classify, node_class_
 from capacity_launcher.domain.detail_limits import MAX_LEFT_OUT_NAMED
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.offerings import RESERVED, SPOT, CapacityType, Offering
-from capacity_launcher.domain.planning import LaunchAttempt
+from capacity_launcher.domain.planning import Candidates, LaunchAttempt
 from capacity_launcher.domain.reservations import (
     FLEET_CAPACITY_TYPES,
     INTERRUPTIBLE_MARKET,
     ReservationUse,
 )
-from capacity_launcher.domain.status import CandidatesLeftOut, ErrorDetail
+from capacity_launcher.domain.status import ROOM_LEFT, CandidatesLeftOut, ErrorDetail
 from capacity_launcher.domain.tags import as_ec2_tags
 
 # The overrides one CreateFleet is sent at most: the offer is ordered first, then cut
@@ -62,6 +62,23 @@ class FleetOffer:
             override_limit=MAX_OVERRIDES_PER_FLEET,
             instance_types=unoffered[:MAX_LEFT_OUT_NAMED],
         )
+
+
+def room_left_record(candidates: Candidates, covered: Collection[str]) -> CandidatesLeftOut | None:
+    """What a request's record says of the candidate types its lease left out (only `covered`
+    fit the room left); None when none was left out."""
+    offerings = candidates.all()
+    offered = [o for o in offerings if o.instance_type in covered]
+    left_out = [o for o in offerings if o.instance_type not in covered]
+    if not left_out:
+        return None
+    return CandidatesLeftOut(
+        offered=len(offered),
+        left_out=len(left_out),
+        override_limit=MAX_OVERRIDES_PER_FLEET,
+        instance_types=sorted({o.instance_type for o in left_out})[:MAX_LEFT_OUT_NAMED],
+        reason=ROOM_LEFT,
+    )
 
 
 def preference_order(

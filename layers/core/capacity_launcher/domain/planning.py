@@ -29,6 +29,7 @@ from capacity_launcher.domain.platforms import (
     PlatformMismatch,
     platform_mismatches,
 )
+from capacity_launcher.domain.pool_usage import largest
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.requirements import (
     CAPACITY_RESERVATION_INTERRUPTIBLE,
@@ -103,17 +104,27 @@ class Candidates:
 
     def largest(self) -> Resources:
         """The most any one candidate instance can use, per dimension (limits are sized by it)."""
-        infos = [self.instance_types[o.instance_type] for o in self.all()]
-        largest = Resources.ZERO
-        for info in infos:
-            r = info.resources()
-            largest = Resources(
-                cpu=max(largest.cpu, r.cpu),
-                memory_mib=max(largest.memory_mib, r.memory_mib),
-                gpu=max(largest.gpu, r.gpu),
-                instances=1,
-            )
-        return largest
+        return largest(self.sizes().values())
+
+    def sizes(self) -> dict[str, Resources]:
+        """What one instance of each candidate type uses (a lease fits them into the room left)."""
+        return {
+            o.instance_type: self.instance_types[o.instance_type].resources() for o in self.all()
+        }
+
+    def only(self, types: Collection[str]) -> Candidates:
+        """Without the offerings of any type but `types` (those a lease covers)."""
+
+        def kept(offerings: Iterable[Offering]) -> list[Offering]:
+            return [o for o in offerings if o.instance_type in types]
+
+        reserved = [(source, kept(offerings)) for source, offerings in self.reserved]
+        return replace(
+            self,
+            reserved=[(source, offerings) for source, offerings in reserved if offerings],
+            on_demand=kept(self.on_demand),
+            spot=kept(self.spot),
+        )
 
     def drop(self, unavailable: Mapping[str, str]) -> Candidates:
         """Without the offerings whose key is in `unavailable` (key → reason), remembering why.

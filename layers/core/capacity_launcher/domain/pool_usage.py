@@ -1,12 +1,19 @@
-"""What a pool's usage is made of: leases of workers launching, and members (counted instances)."""
+"""What a pool's usage is made of: leases of workers launching, and members (counted instances);
+and how a lease is fitted into the room its pool's limits (and its quota) leave."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 from capacity_launcher.domain.errors import UnreadyLimitReached
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+
+# Whether a lease of this amount fits the room left (the pool's limits beside its usage, and the
+# requester's quota): a bound per dimension, so more of any dimension never fits where less
+# does not.
+Room = Callable[[Resources], bool]
 
 
 @dataclass(frozen=True)
@@ -22,6 +29,9 @@ class Lease:
     # The cohort-and-flavor quota usage it also holds (None: no quota governs it), and for whom.
     quota_usage: str | None = None
     requester: str | None = None
+    # The instance types it covers, when it was narrowed to those that fit the room left
+    # (`fit_lease`); None: every candidate of the request.
+    instance_types: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,113 @@ def same_use(
 
 def _nonzero(usage: Mapping[tuple[str, str], Resources]) -> dict[tuple[str, str], Resources]:
     return {k: v for k, v in usage.items() if not v.is_zero()}
+
+
+@dataclass(frozen=True)
+class LeaseFit:
+    """A lease fitted into the room left: `count` instances of `per_instance` (the largest of
+    the types it covers, per dimension). `instance_types` None: every candidate is covered;
+    otherwise only those, and `left_out` names the candidates that did not fit."""
+
+    count: int
+    per_instance: Resources
+    instance_types: frozenset[str] | None = None
+    left_out: tuple[str, ...] = ()
+
+
+def largest(sizes: Iterable[Resources]) -> Resources:
+    """The most any one of `sizes` uses, per dimension, as one instance."""
+    most = Resources.ZERO
+    for size in sizes:
+        most = Resources(
+            cpu=max(most.cpu, size.cpu),
+            memory_mib=max(most.memory_mib, size.memory_mib),
+            gpu=max(most.gpu, size.gpu),
+            instances=1,
+        )
+    return most
+
+
+def room_left(limits: PoolLimits | None, used: Resources) -> Room:
+    """The room a pool's `limits` leave beside what it `used` (leases and members)."""
+
+    def fits(amount: Resources) -> bool:
+        return limits is None or not (used + amount).fits_within(limits)
+
+    return fits
+
+
+def fit_lease(
+    sizes: Mapping[str, Resources], count: int, least: int, room: Room, beside: int = 0
+) -> LeaseFit | None:
+    """The lease for up to `count` instances, at least `least` (and one), of the instance types
+    `sizes` names (type -> what one instance uses) that `room` holds; None when not even `least`
+    of the smallest fits.
+
+    Sized by the largest type while `count` of it fits. Otherwise the most instances of any one
+    type that fit, up to `count`, and then every type of which that many fit: no type that fits
+    is left out, and the smaller types are not held back by a larger one that cannot fit (as
+    Karpenter leaves out the instance types a NodePool's remaining limits cannot hold).
+
+    `beside`: the instances the requests launched with it (one plan, the same types) still ask
+    for. When they would not fit beside it at the largest type, the types are those of which
+    all of them (`count + beside`) fit, if any, so that one request's lease does not take the
+    room the others could launch in; otherwise it is fitted alone."""
+    if not sizes:
+        return None
+    everything = largest(sizes.values())
+    if room(everything * (count + beside)):
+        return LeaseFit(count, everything)
+    together = _fitting(sizes, count + beside, room) if beside > 0 else {}
+    if together:
+        return _covering(sizes, together, count, room)
+    most = _most_of_any(list(sizes.values()), count, max(least, 1), room)
+    if most is None:
+        return None
+    return _covering(sizes, _fitting(sizes, most, room), most, room)
+
+
+def _fitting(sizes: Mapping[str, Resources], count: int, room: Room) -> dict[str, Resources]:
+    """The types of which `count` instances fit `room`."""
+    return {name: size for name, size in sizes.items() if room(size * count)}
+
+
+def _covering(
+    sizes: Mapping[str, Resources], kept: Mapping[str, Resources], count: int, room: Room
+) -> LeaseFit:
+    """The lease of `count` instances covering the types `kept` (each fits `count` times)."""
+    per_instance = largest(kept.values())
+    if not room(per_instance * count):
+        # A room that is no bound per dimension: keep the smallest type that fits alone.
+        name = min(kept, key=lambda n: (smallest_first(kept[n]), n))
+        kept, per_instance = {name: kept[name]}, kept[name]
+    left_out = tuple(sorted(set(sizes) - set(kept)))
+    return LeaseFit(count, per_instance, frozenset(kept) if left_out else None, left_out)
+
+
+def _most_of_any(sizes: list[Resources], count: int, least: int, room: Room) -> int | None:
+    """The most instances, between `least` and `count`, of which some one type fits `room`
+    (fitting is monotone in the count, so a binary search finds it); None when `least` does
+    not fit."""
+
+    def some_fit(n: int) -> bool:
+        return any(room(size * n) for size in sizes)
+
+    if least > count or not some_fit(least):
+        return None
+    low, high = least, count
+    while low < high:
+        middle = (low + high + 1) // 2
+        if some_fit(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def smallest_first(size: Resources) -> tuple[int, Decimal, int]:
+    """A sort key, smallest first: GPUs, then cores, then memory (as price estimates rank)."""
+    return (size.gpu, size.cpu, size.memory_mib)
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,12 @@ nominal quotas (sum(used) <= sum(G) + pool). Pure arithmetic, no I/O: docs/quota
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from enum import StrEnum
 
 from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.pool_usage import LeaseFit, Room, fit_lease, smallest_first
 from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 from capacity_launcher.domain.quotas import (
     CapacityQuota,
@@ -442,13 +443,27 @@ def governing(
 
 @dataclass(frozen=True)
 class LeaseAsk:
-    """A lease asked for: up to ``count`` instances of ``per_instance``, at least ``least``."""
+    """A lease asked for: up to ``count`` instances of ``per_instance``, at least ``least``.
+
+    ``sizes``: what one instance of each candidate type uses (type -> amount); when given, a
+    lease the room left cannot hold at ``per_instance`` is narrowed to the types that fit
+    (``fit_lease``). Empty: every instance is sized ``per_instance``."""
 
     pool: str
     requester: str | None
     per_instance: Resources
     count: int
     least: int
+    sizes: Mapping[str, Resources] = field(default_factory=dict)
+    # `sizes` are some of the candidates only (those the leases before it cover): the lease
+    # names the types it covers even when all of them fit.
+    partial: bool = False
+    # Instances the requests launched with it still ask for (`fit_lease`'s `beside`).
+    beside: int = 0
+
+    def candidate_sizes(self) -> Mapping[str, Resources]:
+        """``sizes``, or one anonymous size of ``per_instance`` when none is given."""
+        return self.sizes or {"": self.per_instance}
 
 
 def usage_items(quota: CapacityQuota, pool: str) -> list[UsageKey]:
@@ -480,6 +495,57 @@ def admit_lease(
         return ask.count
     cohort = Cohort.of(quota, quotas, usage)
     return most_admitted(cohort, quota.name, ask.pool, ask.per_instance, ask.count, ask.least)
+
+
+def fit_quota_lease(
+    quotas: Sequence[CapacityQuota],
+    ask: LeaseAsk,
+    usage: Mapping[UsageKey, Resources],
+    room: Room,
+) -> LeaseFit | None:
+    """The lease ``ask`` gets in both ``room`` (the pool's limits beside its usage) and the room
+    the quotas leave its requester, given the cohort's ``usage`` (as ``admit_lease`` reads it):
+    narrowed, when needed, to the candidate types that fit both (``fit_lease``).
+
+    None when the pool's room holds fewer than ``ask.least`` of any type. Raises QuotaExceeded
+    when the pool's room would hold them but the quota does not (its refusal of ``ask.least``
+    of the smallest type the pool holds), or when quotas name the pool but none covers the
+    requester. Pure: the caller reads the items and conditions its write on what it read."""
+    fit = _fit_in_quota(quotas, ask, usage, room)
+    if fit is None or fit.instance_types is not None or not ask.partial:
+        return fit
+    return replace(fit, instance_types=frozenset(ask.sizes))
+
+
+def _fit_in_quota(
+    quotas: Sequence[CapacityQuota],
+    ask: LeaseAsk,
+    usage: Mapping[UsageKey, Resources],
+    room: Room,
+) -> LeaseFit | None:
+    sizes = ask.candidate_sizes()
+    quota = governing(quotas, ask.requester, ask.pool)
+    if quota is None or ask.requester is None:
+        return fit_lease(sizes, ask.count, ask.least, room, ask.beside)
+    cohort = Cohort.of(quota, quotas, usage)
+
+    def both(amount: Resources) -> bool:
+        """The pool's room and the quota's both hold `amount`."""
+        if not room(amount):
+            return False
+        try:
+            cohort.admit(quota.name, ask.pool, amount)
+        except QuotaExceeded:
+            return False
+        return True
+
+    fit = fit_lease(sizes, ask.count, ask.least, both, ask.beside)
+    if fit is not None or fit_lease(sizes, ask.count, ask.least, room) is None:
+        return fit
+    least = max(ask.least, 1)
+    smallest = min((s for s in sizes.values() if room(s * least)), key=smallest_first)
+    cohort.admit(quota.name, ask.pool, smallest * least)  # refused: raises the quota's reason
+    return None  # pragma: no cover - the quota refused every type the room holds
 
 
 def _release_until_met(

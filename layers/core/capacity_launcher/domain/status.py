@@ -172,10 +172,19 @@ class TruncatedList(_Record):
     kept: int = Field(ge=0)
 
 
+# Why candidates were left out: a CreateFleet's override limit (the least preferred were cut),
+# or the room the NodePool's limits (or the requester's quota) left (the types that did not fit).
+LeftOutReason = Literal["OverrideLimit", "RoomLeft"]
+OVERRIDE_LIMIT: LeftOutReason = "OverrideLimit"
+ROOM_LEFT: LeftOutReason = "RoomLeft"
+
+
 class CandidatesLeftOut(_Record):
     """Offerings a CreateFleet could not offer (its override limit), after ordering them by
-    preference (docs/placement.md, How an instance type is chosen). Bounded: at most
-    MAX_LEFT_OUT_NAMED instance types are named (detail_limits.py)."""
+    preference; or (reason RoomLeft) the candidate types the request's lease left out because
+    the room its NodePool's limits or its quota left could not hold them (docs/placement.md,
+    How an instance type is chosen). Bounded: at most MAX_LEFT_OUT_NAMED instance types are
+    named (detail_limits.py)."""
 
     offered: int = Field(ge=0, description="offerings the CreateFleet offered")
     left_out: int = Field(ge=1, description="offerings left out, the least preferred")
@@ -184,6 +193,14 @@ class CandidatesLeftOut(_Record):
         default=[],
         description="the instance types none of whose offerings was offered, by name "
         f"(at most {MAX_LEFT_OUT_NAMED})",
+    )
+    reason: LeftOutReason = Field(
+        default=OVERRIDE_LIMIT,
+        description="OverrideLimit: the CreateFleet had more offerings than it may send, the "
+        "least preferred were left out; RoomLeft: the room the NodePool's limits (or the "
+        "requester's quota) left could not hold the request's instances of these types, so "
+        "its lease covered, and it launched, only the types that fit (offered: the offerings "
+        "of those)",
     )
 
 
@@ -216,7 +233,8 @@ class RequestRecord(_Record):
     candidates_left_out: CandidatesLeftOut | None = Field(
         default=None,
         description="null, or a CreateFleet of this request had more candidate offerings than "
-        "it may send: the least preferred were left out (docs/placement.md)",
+        "it may send: the least preferred were left out; or (reason RoomLeft) the room its "
+        "NodePool's limits or its quota left held only some types (docs/placement.md)",
     )
 
     @property

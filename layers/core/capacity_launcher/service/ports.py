@@ -121,7 +121,7 @@ class PoolLeases(Protocol):
     """The launcher's room in a pool's limits (and its requester's quota): leased before EC2 is
     asked, settled into members after, or cancelled (adapters/pool_leases.py)."""
 
-    def reserve(
+    def take(
         self,
         pool: str,
         lease_id: str,
@@ -132,7 +132,10 @@ class PoolLeases(Protocol):
         requester: str | None = None,
         *,
         unleased: bool = False,
-    ) -> int: ...
+        sizes: Mapping[str, Resources] | None = None,
+        partial: bool = False,
+        beside: int = 0,
+    ) -> Lease | None: ...
     def lease(self, pool: str, lease_id: str) -> Lease | None: ...
     def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None: ...
     def cancel(self, pool: str, lease_id: str) -> bool: ...

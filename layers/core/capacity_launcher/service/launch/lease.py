@@ -2,6 +2,13 @@
 asked. A lease is sized by the largest candidate and settled to what actually launched; a
 request whose lease an earlier delivery settled launches nothing more.
 
+When the room left cannot hold `count x the largest candidate`, the lease covers only the
+candidate types that fit (sized by the largest of them: `pool_usage.fit_lease`), and the
+request launches only those; its record names the types left out (candidatesLeftOut, reason
+RoomLeft). Requests served together launch from one plan: each is leased over the types the
+ones before it were covered for, and the visit launches from the types every lease covers
+(`covered`), so no CreateFleet offers a type a lease did not cover.
+
 A request that replays intents here launched here already: if its lease was lost meanwhile
 (expired and reclaimed, its instances counted by the sync), it launches no more but still takes
 what those intents launched, and never goes on to another pool to launch anew.
@@ -10,10 +17,12 @@ what those intents launched, and never goes on to another pool to launch anew.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from capacity_launcher.domain.errors import NodePoolDeleted, QuotaExceeded, UnreadyLimitReached
-from capacity_launcher.domain.pool_usage import Lease
+from capacity_launcher.domain.fleet import room_left_record
+from capacity_launcher.domain.pool_usage import Lease, largest
 from capacity_launcher.domain.status import ErrorDetail
 from capacity_launcher.service.launch.progress import Context, Progress
 from capacity_launcher.service.launch.resolve import PoolView
@@ -32,8 +41,17 @@ def lease_all(
     ctx: Context, progress: Sequence[Progress], view: PoolView, replayed: Collection[str]
 ) -> list[Progress]:
     """Lease for each request; returns those at the pool's limits that another pool may serve
-    (nothing is leased for them here)."""
-    outcomes = [(item, _lease(ctx, item, view, replayed)) for item in progress]
+    (nothing is leased for them here). Each is leased over the types the leases before it
+    cover, choosing types that leave room for the requests after it when some do (its
+    `lease_types` then say which it covers)."""
+    outcomes = []
+    types: frozenset[str] | None = None
+    for at, item in enumerate(progress):
+        beside = sum(later.request.count for later in progress[at + 1 :])
+        outcome = _lease(ctx, item, view, replayed, _Over(types, beside))
+        if outcome is Leased.GRANTED and item.lease_types is not None:
+            types = item.lease_types if types is None else types & item.lease_types
+        outcomes.append((item, outcome))
     return [
         item
         for item, outcome in outcomes
@@ -44,33 +62,72 @@ def lease_all(
     ]
 
 
+def covered(view: PoolView, progress: Sequence[Progress]) -> PoolView:
+    """The view a visit launches from: only the types every request's lease covers (each
+    request notes on its record which types the room left kept out)."""
+    types: frozenset[str] | None = None
+    for item in progress:
+        if item.lease_types is not None:
+            types = item.lease_types if types is None else types & item.lease_types
+    if types is None:
+        return view
+    for item in progress:
+        if item.left_out is None:
+            item.left_out = room_left_record(view.candidates, types)
+    return replace(view, usable=view.usable.only(types))
+
+
 def active(progress: Sequence[Progress], replayed: Collection[str]) -> list[Progress]:
     """The requests that launch here, or take what their replayed intents launched here."""
     return [p for p in progress if p.granted > 0 or p.settled or p.request_id in replayed]
 
 
-def _reserve(ctx: Context, item: Progress, view: PoolView) -> int:
-    """A new lease (the one read before it found none)."""
-    return ctx.ports.leases.reserve(
+@dataclass(frozen=True)
+class _Over:
+    """What a request of a visit is leased over: the types the leases before it cover (None:
+    every candidate), and the instances the requests after it ask for."""
+
+    types: frozenset[str] | None
+    beside: int
+
+
+def _reserve(ctx: Context, item: Progress, view: PoolView, over: _Over) -> Lease | None:
+    """A new lease (the one read before it found none), over `over.types` of the candidates."""
+    sizes = view.candidates.sizes()
+    per_instance = view.per_instance
+    types = over.types
+    if types is not None:
+        sizes = {name: size for name, size in sizes.items() if name in types}
+        per_instance = largest(sizes.values())
+    return ctx.ports.leases.take(
         view.pool_name,
         item.request_id,
-        view.per_instance,
+        per_instance,
         item.request.count,
         item.request.min_count,
         view.lead.pool.spec.limits,
         requester=item.request.requester,
         unleased=True,
+        sizes=sizes,
+        partial=types is not None,
+        beside=over.beside,
     )
 
 
-def _lease(ctx: Context, item: Progress, view: PoolView, replayed: Collection[str]) -> Leased:
+def _lease(
+    ctx: Context,
+    item: Progress,
+    view: PoolView,
+    replayed: Collection[str],
+    over: _Over,
+) -> Leased:
     pool = view.pool_name
     # One read of its lease, none on its first delivery (no lease was ever taken for it).
     found = None if item.first else ctx.ports.leases.lease(pool, item.request_id)
     if found is not None and found.settled:
         item.settled = True  # it absorbs its done intents and never launches more
         return Leased.SETTLED
-    refused = _take(ctx, item, view, found)
+    refused = _take(ctx, item, view, found, over)
     if refused is not None:
         item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
         return Leased.REFUSED
@@ -82,11 +139,13 @@ def _lease(ctx: Context, item: Progress, view: PoolView, replayed: Collection[st
 
 
 def _take(
-    ctx: Context, item: Progress, view: PoolView, found: Lease | None
+    ctx: Context, item: Progress, view: PoolView, found: Lease | None, over: _Over
 ) -> QuotaExceeded | NodePoolDeleted | UnreadyLimitReached | None:
     """Its open lease, or a new one; the refusal when none can be taken here."""
     try:
-        item.granted = found.count if found is not None else _reserve(ctx, item, view)
+        lease = found if found is not None else _reserve(ctx, item, view, over)
+        if lease is not None:
+            item.granted, item.lease_types = lease.count, lease.instance_types
     except QuotaExceeded as refused:
         # Like a flavor in Kueue, a pool its quota refuses passes it on as one at its
         # limits does; a reclaim waits for the request's end (`settle.finish`).

@@ -27,7 +27,7 @@ from capacity_launcher.domain.status import ErrorDetail
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.attempts import launch
-from capacity_launcher.service.launch.lease import active, lease_all
+from capacity_launcher.service.launch.lease import active, covered, lease_all
 from capacity_launcher.service.launch.progress import (
     POOL_PASSED_OVER,
     Context,
@@ -212,6 +212,7 @@ class Launcher:
             stay, passed = pass_on(ctx.ports.config, full)
             progress = [p for p in progress if p not in full or p in stay]
         run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
+        view = covered(view, run.active)  # no CreateFleet offers a type a lease did not cover
         missing = words.missing_reservations(view.lead, view.sources)
         for item in run.active:
             item.errors += [e for e in missing if e not in item.errors]

@@ -62,8 +62,11 @@ class Progress:
     # Its first delivery, and the first to bind its body: nothing of it (record, intent, lease)
     # can be stored yet, so nothing is read back (see `LaunchBatch`).
     first: bool = False
-    # The first CreateFleet of it that left offerings out (the override limit), for its record.
+    # The first cut of its candidates, for its record: the types its lease left out (the room
+    # left could not hold them), or the first CreateFleet's override limit.
     left_out: CandidatesLeftOut | None = None
+    # The instance types its lease covers (None: every candidate): it launches no other.
+    lease_types: frozenset[str] | None = None
 
     @property
     def request(self) -> LaunchRequest:
