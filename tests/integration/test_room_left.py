@@ -14,9 +14,12 @@ import yaml
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.service.launch.progress import Context
+from capacity_launcher.service.preview import Usage, preview
 from local_cloud.karpenter import alias_parameters
 from local_cloud.network import prepare_network
 from local_cloud.template import DEFAULT_ACCOUNT_ID
@@ -147,3 +150,22 @@ def test_a_narrowed_lease_keeps_the_types_it_covers_for_a_redelivery(
     # While one that needs the 96-vCPU type too is narrowed again, to what the room holds
     again = store.take(POOL, "again-1", big, 1, 1, PoolLimits(cpu=100), sizes=sizes)
     assert again is not None and again.instance_types == {"c5.large"}
+
+
+def test_a_dry_run_sizes_the_headroom_as_the_lease_would(cloud: Cloud, example_pool: None) -> None:
+    # Given the example's pool, empty: 100 vCPUs, and candidates up to 96 vCPUs each
+    adapters = cloud.adapters()
+    context = Context(
+        adapters.launch_ports(), clock=adapters.clock, max_attempts=4, sleep=adapters.pause
+    )
+    usage = Usage(adapters.pool_usage(), adapters.quota_usage())
+    # When a request for 8 is previewed
+    answer = preview(context, LaunchRequest(requestId="preview-1", nodePool=POOL, count=8), usage)
+    # Then its headroom counts instances of the types a lease of 8 would cover, not of the
+    # largest candidate (one 96-vCPU instance would leave room for 1), and names the others
+    (pool,) = answer.pools
+    room = pool.headroom
+    assert room is not None and room.left_out
+    assert room.per_instance.cpu * 8 <= LIMIT
+    assert room.limits is not None and room.limits >= 8
+    assert all(sizes > LIMIT / 8 for sizes in vcpus(cloud, set(room.left_out)).values())

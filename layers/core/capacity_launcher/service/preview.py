@@ -19,6 +19,7 @@ from typing import Any
 from capacity_launcher.domain.errors import QuotaExceeded, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.offerings import Offering
+from capacity_launcher.domain.pool_usage import fit_lease, room_left
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.quota_admission import (
     LeaseAsk,
@@ -64,14 +65,17 @@ class Step:
 
 @dataclass(frozen=True)
 class Headroom:
-    """How many more instances (of the largest candidate, as a lease sizes them) the pool's
-    limits and the requester's quota admit now; None: unlimited."""
+    """How many more instances the pool's limits and the requester's quota admit now (None:
+    unlimited), each sized as a lease would size it: the largest candidate, or, when the room
+    left cannot hold the request at that size, the largest of the types that fit
+    (`pool_usage.fit_lease`; `left_out` names the others)."""
 
     per_instance: Resources
     limits: int | None
     quota: str | None = None
     quota_admits: int | None = None
     quota_refusal: str | None = None
+    left_out: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +86,7 @@ class Headroom:
             "quota": self.quota,
             "quotaAdmits": self.quota_admits,
             "quotaRefusal": self.quota_refusal,
+            "typesLeftOut": list(self.left_out),
         }
 
 
@@ -204,20 +209,34 @@ def _ids(offerings: list[Offering]) -> set[str | None]:
 
 def _headroom(ctx: Context, usage: Usage, view: PoolView) -> Headroom:
     request, pool = view.lead.request, view.lead.pool
-    each = view.per_instance
-    limits = pool.spec.limits
-    room = limits.headroom(usage.pools.usage(pool.metadata.name), each) if limits else None
+    each, left_out, room = _limits_headroom(usage, view)
     quotas = ctx.ports.config.capacity_quotas()
     try:
         quota = governing(quotas, request.requester, pool.metadata.name)
         if quota is None:
-            return Headroom(each, room)
+            return Headroom(each, room, left_out=left_out)
         used: Mapping[tuple[str, str], Resources] = {
             k: v
             for pk, name in usage_items(quota, pool.metadata.name)
             for k, v in usage.quotas.quota_usage(pk, name).items()
         }
         ask = LeaseAsk(pool.metadata.name, request.requester, each, request.count, 1)
-        return Headroom(each, room, quota.name, admit_lease(quotas, ask, used))
+        admits = admit_lease(quotas, ask, used)
+        return Headroom(each, room, quota.name, admits, left_out=left_out)
     except QuotaExceeded as refused:
-        return Headroom(each, room, refused.quota, 0, str(refused))
+        return Headroom(each, room, refused.quota, 0, str(refused), left_out)
+
+
+def _limits_headroom(usage: Usage, view: PoolView) -> tuple[Resources, tuple[str, ...], int | None]:
+    """What one instance is sized by, the candidate types left out for it, and how many more the
+    pool's limits admit: as a lease fits the request into the room left now."""
+    each, limits = view.per_instance, view.lead.pool.spec.limits
+    if limits is None:
+        return each, (), None
+    used = usage.pools.usage(view.lead.pool.metadata.name)
+    room = room_left(limits, used)
+    fit = fit_lease(view.candidates.sizes(), view.lead.request.count, 1, room)
+    if fit is not None and fit.instance_types is not None:
+        each = fit.per_instance
+    left_out = fit.left_out if fit is not None else ()
+    return each, left_out, limits.headroom(used, each)
