@@ -16,6 +16,7 @@ import pytest
 from capacity_launcher.adapters import aws
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.tags import TEMPLATE_BASIS
 from capacity_launcher_cli.config_commands import read_documents, validate_steps
 from tests.support.cloud import (
     HOST,
@@ -195,6 +196,13 @@ def test_a_pool_allowing_both_architectures_launches_each_type_with_its_image(
         ]
         architecture = {_architecture(cloud, t) for t in types}
         assert version["LaunchTemplateData"]["ImageId"] == images[architecture.pop()]
+    # And both templates carry the class's one lifecycle basis: the sweep supersedes neither
+    listed = cloud.ec2.describe_launch_templates(LaunchTemplateNames=sorted(by_template))
+    bases = {
+        t["LaunchTemplateName"]: {x["Key"]: x["Value"] for x in t["Tags"]}[TEMPLATE_BASIS]
+        for t in listed["LaunchTemplates"]
+    }
+    assert len(bases) == 2 and len(set(bases.values())) == 1
     # And every instance runs the image of its type's architecture
     launched = _launched(cloud, "any")
     assert len(launched) == 4
