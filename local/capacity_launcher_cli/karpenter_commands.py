@@ -49,11 +49,12 @@ def _security_groups(ec2: Any, node_class: NodeClass) -> list[tuple[str, str]]:
 
 def _images(ec2: Any, deployment: Deployment, node_class: NodeClass) -> list[Any]:
     templates = LaunchTemplates(ec2, deployment.client("ssm"))
-    image = templates.image_architecture(node_class)
-    if image is None:
+    images = templates.image_architectures(node_class)
+    if images is None:
         return []
-    described = ec2.describe_images(ImageIds=[image.image_id])["Images"]
-    return [(image, described[0].get("Name", "") if described else "")]
+    ids = [image.image_id for image in images.images]
+    names = {i["ImageId"]: i.get("Name", "") for i in ec2.describe_images(ImageIds=ids)["Images"]}
+    return [(image, names.get(image.image_id, "")) for image in images.images]
 
 
 def _reservations(deployment: Deployment, node_class: NodeClass) -> list[Any]:

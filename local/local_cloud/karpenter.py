@@ -4,10 +4,11 @@
   (the examples' `${CLUSTER_NAME}`), as Karpenter's getting-started tags them.
 - The public SSM parameters the AMI aliases name (EKS optimized AMIs for
   DEFAULT_KUBERNETES_VERSION; https://docs.aws.amazon.com/eks/latest/userguide/retrieve-ami-id.html
-  and https://docs.aws.amazon.com/eks/latest/userguide/retrieve-ami-id-bottlerocket.html), each
-  naming one of moto's x86_64 images. AWS lets no one write `/aws/service/*` parameters (moto
-  refuses PutParameter there too), so they are put in moto's in-process store directly, as moto
-  loads its own `/aws/service/ami-amazon-linux-latest` ones.
+  and https://docs.aws.amazon.com/eks/latest/userguide/retrieve-ami-id-bottlerocket.html), one
+  per architecture as AWS publishes them (x86_64, and arm64 for all but Windows), each naming
+  one of moto's Amazon images of that architecture. AWS lets no one write `/aws/service/*`
+  parameters (moto refuses PutParameter there too), so they are put in moto's in-process store
+  directly, as moto loads its own `/aws/service/ami-amazon-linux-latest` ones.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.domain.karpenter.images import DEFAULT_KUBERNETES_VERSION, alias_parameter
+from capacity_launcher.domain.karpenter.images import DEFAULT_KUBERNETES_VERSION
+from capacity_launcher.domain.karpenter.images import alias_parameters as alias_parameters_of
 
 CLUSTER_NAME = "capacity-launcher"
 DISCOVERY_TAG = {"karpenter.sh/discovery": CLUSTER_NAME}
@@ -36,32 +38,39 @@ def tag_for_discovery(ec2: Any, resources: list[str]) -> None:
     )
 
 
+def _amazon_image(ec2: Any, architecture: str) -> str:
+    images = ec2.describe_images(
+        Owners=["amazon"], Filters=[{"Name": "architecture", "Values": [architecture]}]
+    )["Images"]
+    return str(sorted(i["ImageId"] for i in images)[0])
+
+
 def alias_parameters(ec2: Any, account_id: str, region: str) -> dict[str, str]:
     """Put the aliases' parameters in moto's store; parameter name -> image id."""
     from moto.ssm.models import Parameter, ssm_backends
 
-    images = ec2.describe_images(
-        Owners=["amazon"], Filters=[{"Name": "architecture", "Values": ["x86_64"]}]
-    )["Images"]
-    image_id = sorted(i["ImageId"] for i in images)[0]
     store = ssm_backends[account_id][region]._parameters
+    images: dict[str, str] = {}
     written = {}
     for alias in ALIASES:
-        name = alias_parameter(alias, DEFAULT_KUBERNETES_VERSION)
-        if not store.get(name):
-            store[name].append(  # moto builds its own the same way
-                Parameter(  # type: ignore[abstract]
-                    account_id=account_id,
-                    name=name,
-                    value=image_id,
-                    parameter_type="String",
-                    description=None,
-                    allowed_pattern=None,
-                    keyid=None,
-                    last_modified_date=datetime.now(UTC),
-                    version=1,
-                    data_type="aws:ec2:image",
+        for architecture, name in alias_parameters_of(alias, DEFAULT_KUBERNETES_VERSION).items():
+            if architecture not in images:
+                images[architecture] = _amazon_image(ec2, architecture)
+            image_id = images[architecture]
+            if not store.get(name):
+                store[name].append(  # moto builds its own the same way
+                    Parameter(  # type: ignore[abstract]
+                        account_id=account_id,
+                        name=name,
+                        value=image_id,
+                        parameter_type="String",
+                        description=None,
+                        allowed_pattern=None,
+                        keyid=None,
+                        last_modified_date=datetime.now(UTC),
+                        version=1,
+                        data_type="aws:ec2:image",
+                    )
                 )
-            )
-        written[name] = image_id
+            written[name] = image_id
     return written

@@ -149,7 +149,12 @@ def test_a_general_purpose_pool_launches_with_the_resolved_network_and_image(
     assert status["securityGroups"] == [
         {"id": "sg-0a1b2c3d4e5f67890", "name": "capacity-launcher-nodes"}
     ]
-    assert [a["id"] for a in status["amis"]] == [launched["ImageId"]]
+    # Both of the alias's images, the x86_64 one the instance runs and the arm64 one
+    arm64 = alias.replace("/x86_64/", "/arm64/")
+    assert [(a["id"], a["requirements"][0]["values"]) for a in status["amis"]] == [
+        (launched["ImageId"], ["amd64"]),
+        (ssm.get_parameter(Name=arm64)["Parameter"]["Value"], ["arm64"]),
+    ]
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
         "SubnetsReady": "True",
         "SecurityGroupsReady": "True",

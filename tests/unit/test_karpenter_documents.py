@@ -450,7 +450,14 @@ def test_hub_fields_a_version_has_no_place_for_ride_in_an_annotation() -> None:
     as_v1 = REGISTRY.convert(hub, None, "karpenter.k8s.aws/v1", "EC2NodeClass")
     assert "capacityReservationSpec" not in as_v1["spec"]
     carried = as_v1["metadata"]["annotations"][HUB_FIELDS_ANNOTATION]
-    assert json.loads(carried) == {"spec.capacityReservationSpec": target}
+    # So does the arm64 image's parameter of amiFamily's alias: a v1 ssmParameter term names one.
+    arm64 = (
+        "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/recommended/image_id"
+    )
+    assert json.loads(carried) == {
+        "spec.capacityReservationSpec": target,
+        "spec.arm64ImageSsmParameter": arm64,
+    }
     assert REGISTRY.read(as_v1).conversion.hub == hub
     as_v1["metadata"]["annotations"][HUB_FIELDS_ANNOTATION] = "[1]"
     (error,) = errors_of(as_v1)

@@ -1,5 +1,6 @@
-"""The image id a NodeClass's `imageSsmParameter` names, read with Powertools parameters and
-kept by a warm container for IMAGE_PARAMETER_TTL_SECONDS (it was read on every launch attempt).
+"""The image id a NodeClass's `imageSsmParameter` (or `arm64ImageSsmParameter`) names, read with
+Powertools parameters and kept by a warm container for IMAGE_PARAMETER_TTL_SECONDS (it was read
+on every launch attempt).
 
 The launcher's role may read only AWS's public parameters (`/aws/service/*`, template.yaml);
 any other name is refused by IAM and fails the request naming `spec.imageSsmParameter`.
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # staleness cost nothing, and a burst of launches reads SSM once.
 IMAGE_PARAMETER_TTL_SECONDS = 300
 _FIELD = "spec.imageSsmParameter"
+ARM64_FIELD = "spec.arm64ImageSsmParameter"
 
 
 class ImageParameters:
@@ -35,6 +37,15 @@ class ImageParameters:
         """The parameter's value; Throttled/Transient, or NodeClassRefused naming the field."""
         name = node_class.spec.image_ssm_parameter
         assert name is not None
+        return self._read(name, node_class, _FIELD)
+
+    def arm64_image_id(self, node_class: NodeClass) -> str | None:
+        """`arm64ImageSsmParameter`'s value (None when the class has none), read and cached
+        the same way."""
+        name = node_class.spec.arm64_image_ssm_parameter
+        return None if name is None else self._read(name, node_class, ARM64_FIELD)
+
+    def _read(self, name: str, node_class: NodeClass, field: str) -> str:
         provider = self._parameters()
         from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
@@ -45,7 +56,7 @@ class ImageParameters:
             cause = error.__context__
             if not isinstance(cause, ClientError):
                 raise
-            refused = domain_error("GetParameter", cause, node_class=node_class, field=_FIELD)
+            refused = domain_error("GetParameter", cause, node_class=node_class, field=field)
             raise (refused or cause) from cause
         return str(value)
 

@@ -1,4 +1,5 @@
-"""Launch templates: one per (NodeClass, reservation target), named by a hash of their content."""
+"""Launch templates: one per (NodeClass, image, reservation target), named by a hash of their
+content. A NodeClass with one image per architecture (an alias) has one template per image."""
 
 from __future__ import annotations
 
@@ -19,9 +20,13 @@ from capacity_launcher.adapters.image_selection import ImageSelection
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.aws_errors import is_launch_template_gone
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.domain.fleet import LaunchTemplate
-from capacity_launcher.domain.image_architectures import ImageArchitecture
+from capacity_launcher.domain.image_architectures import (
+    ImageArchitecture,
+    ImageArchitectures,
+    known,
+)
 from capacity_launcher.domain.platforms import reservation_platform
 from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
 from capacity_launcher.domain.tags import (
@@ -34,6 +39,9 @@ from capacity_launcher.domain.tags import (
 from capacity_launcher.domain.template_lifecycle import ManagedTemplate, target_tag
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
+# GetParameter's answer for a name SSM does not have (an alias's arm64 image in a Region or
+# release without one: the class then has its x86_64 image only, as in Karpenter).
+_PARAMETER_NOT_FOUND = "ParameterNotFound"
 _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
 # launchTemplateName: the base's fields that the pool, the class or the attempt decide instead.
 _NOT_FROM_BASE = frozenset({"NetworkInterfaces", "SecurityGroups", "InstanceMarketOptions"})
@@ -122,14 +130,18 @@ def template_name(node_class_name: str, data: Mapping[str, Any]) -> str:
     return f"capacity-launcher-{node_class_name}-{_digest(data)}"
 
 
-def template_basis(data: Mapping[str, Any]) -> str:
+def template_basis(data: Mapping[str, Any], images: Sequence[str] = ()) -> str:
     """The template's content apart from its reservation and market parts: equal for every
-    template one NodeClass content and image give, different once either changes."""
+    template one NodeClass content and image give, different once either changes. A class with
+    an image per architecture (`images`, more than one) has one basis for all its templates,
+    the image of each replaced by all of them: changing any image supersedes every template."""
     rest = {
         k: v
         for k, v in data.items()
         if k not in ("CapacityReservationSpecification", "InstanceMarketOptions")
     }
+    if len(images) > 1:
+        rest["ImageId"] = list(images)
     rest["TagSpecifications"] = [
         s
         for s in rest.get("TagSpecifications", [])
@@ -139,12 +151,12 @@ def template_basis(data: Mapping[str, Any]) -> str:
 
 
 def template_tags(
-    node_class_name: str, data: Mapping[str, Any], use: ReservationUse
+    node_class_name: str, data: Mapping[str, Any], use: ReservationUse, images: Sequence[str] = ()
 ) -> list[dict[str, str]]:
     tags = {
         MANAGED: "true",
         NODE_CLASS: node_class_name,
-        TEMPLATE_BASIS: template_basis(data),
+        TEMPLATE_BASIS: template_basis(data, images),
     }
     if use.target is not None:
         tags[RESERVATION_TARGET] = target_tag(use.target.name)
@@ -165,14 +177,21 @@ class LaunchTemplates:
         self._bases: TtlCache[Mapping[str, Any]] = TtlCache(_BASE_SECONDS)
 
     def ensure(
-        self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
+        self,
+        node_class: NodeClass,
+        target: ReservedTarget | None,
+        *,
+        spot: bool = False,
+        image_id: str | None = None,
     ) -> LaunchTemplate:
-        """The template for one attempt (reserved ones address `target`), created if new."""
+        """The template for one attempt (reserved ones address `target`), created if new, for
+        `image_id` (one of the class's images; by default its main one)."""
         use = reservation_use(node_class, target, spot=spot)
         spec = reservation_specification(use)
+        images = self._image_ids(node_class)
         data = template_data(
             node_class,
-            self._image_id(node_class),
+            image_id or images[0],
             spec,
             spot=spot,
             market=use.market,
@@ -186,7 +205,7 @@ class LaunchTemplates:
             if time.time() - self._known.get(name, -KNOWN_FOR_SECONDS) < KNOWN_FOR_SECONDS:
                 return template
         if not self._exists(name):
-            self._create(name, data, node_class, use)
+            self._create(name, data, node_class, use, images)
         with self._lock:
             self._known[name] = time.time()
         return template
@@ -203,9 +222,14 @@ class LaunchTemplates:
         return bool(found.get("LaunchTemplates"))
 
     def _create(
-        self, name: str, data: Mapping[str, Any], node_class: NodeClass, use: ReservationUse
+        self,
+        name: str,
+        data: Mapping[str, Any],
+        node_class: NodeClass,
+        use: ReservationUse,
+        images: Sequence[str],
     ) -> None:
-        tags = template_tags(node_class.metadata.name, data, use)
+        tags = template_tags(node_class.metadata.name, data, use, images)
         try:
             with aws_call("CreateLaunchTemplate", node_class=node_class):
                 self._ec2.create_launch_template(
@@ -242,19 +266,37 @@ class LaunchTemplates:
         return reservation_platform(image.get("PlatformDetails"), image.get("UsageOperation"))
 
     def image_architecture(self, node_class: NodeClass) -> ImageArchitecture | None:
-        """The architecture of the NodeClass's image (DescribeImages Architecture); None when EC2
-        does not know the image or does not say."""
-        image_id, image = self._image(node_class)
+        """The architecture of the NodeClass's main image (DescribeImages Architecture); None
+        when EC2 does not know the image or does not say."""
+        image_id = self._image_id(node_class)
+        return self._architecture(image_id, self._described(image_id, node_class))
+
+    def image_architectures(self, node_class: NodeClass) -> ImageArchitectures | None:
+        """Every image of the NodeClass (its main one first) with its architecture; None when
+        EC2 does not know the main one (an image it does not know is left out)."""
+        return known(
+            [
+                self._architecture(i, self._described(i, node_class))
+                for i in self._image_ids(node_class)
+            ]
+        )
+
+    @staticmethod
+    def _architecture(image_id: str, image: Mapping[str, Any] | None) -> ImageArchitecture | None:
         architecture = image.get("Architecture") if image is not None else None
         return ImageArchitecture(image_id, architecture) if architecture else None
 
     def _image(self, node_class: NodeClass) -> tuple[str, Mapping[str, Any] | None]:
-        """The image id and what DescribeImages says of it (None when EC2 does not know it),
-        read once per image id: an AMI's platform and architecture never change."""
+        """The main image id and what DescribeImages says of it."""
         image_id = self._image_id(node_class)
+        return image_id, self._described(image_id, node_class)
+
+    def _described(self, image_id: str, node_class: NodeClass) -> Mapping[str, Any] | None:
+        """What DescribeImages says of an image (None when EC2 does not know it), read once per
+        image id: an AMI's platform and architecture never change."""
         with self._lock:
             if image_id in self._images:
-                return image_id, self._images[image_id]
+                return self._images[image_id]
         try:
             with aws_call("DescribeImages", node_class=node_class, field="spec.imageId"):
                 images = self._ec2.describe_images(ImageIds=[image_id])["Images"]
@@ -266,7 +308,18 @@ class LaunchTemplates:
         image = {k: images[0].get(k) for k in _IMAGE_FIELDS} if images else None
         with self._lock:
             self._images[image_id] = image
-        return image_id, image
+        return image
+
+    def _image_ids(self, node_class: NodeClass) -> tuple[str, ...]:
+        """The class's images: its main one, then `arm64ImageSsmParameter`'s when SSM has it."""
+        main = self._image_id(node_class)
+        try:
+            arm64 = self._image_parameters.arm64_image_id(node_class)
+        except NodeClassRefused as refused:
+            if refused.code != _PARAMETER_NOT_FOUND:
+                raise
+            arm64 = None
+        return (main,) if arm64 is None or arm64 == main else (main, arm64)
 
     def _image_id(self, node_class: NodeClass) -> str:
         spec = node_class.spec

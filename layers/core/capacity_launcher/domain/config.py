@@ -169,6 +169,9 @@ class NodeClassSpec(_Document):
 
     image_id: ImageId | None = None
     image_ssm_parameter: SsmParameter | None = None
+    # Optional, with imageSsmParameter: the parameter naming the image arm64 instance types
+    # launch (an amiSelectorTerms alias sets both); each type launches the image it can run.
+    arm64_image_ssm_parameter: SsmParameter | None = None
     image_selector_terms: list[ImageSelectorTerm] | None = Field(
         default=None, min_length=1, max_length=MAX_SELECTOR_TERMS
     )
@@ -236,6 +239,8 @@ class NodeClassSpec(_Document):
             raise ValueError(
                 "exactly one of imageId, imageSsmParameter or imageSelectorTerms must be set"
             )
+        if self.arm64_image_ssm_parameter is not None and self.image_ssm_parameter is None:
+            raise ValueError("arm64ImageSsmParameter can only be set with imageSsmParameter")
         if (self.subnet_ids is None) == (self.subnet_selector_terms is None):
             raise ValueError("exactly one of subnetIds or subnetSelectorTerms must be set")
         if (self.security_group_ids is None) == (self.security_group_selector_terms is None):

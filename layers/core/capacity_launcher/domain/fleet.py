@@ -155,6 +155,33 @@ def fleet_offer(
     return FleetOffer(tuple(overrides), tuple(offered), left_out)
 
 
+def template_configs(
+    overrides: Sequence[Mapping[str, Any]],
+    launch_template: LaunchTemplate,
+    by_type: Mapping[str, LaunchTemplate] | None = None,
+) -> list[dict[str, Any]]:
+    """CreateFleet's LaunchTemplateConfigs: one per launch template, each with the overrides of
+    the instance types that launch from it (`by_type`; `launch_template` for the others), in the
+    order their first override comes. Priorities stay the offer's, which EC2 compares across
+    configs; MAX_OVERRIDES_PER_FLEET counts the overrides of all of them."""
+    grouped: dict[str, tuple[LaunchTemplate, list[dict[str, Any]]]] = {}
+    for override in overrides:
+        template = (by_type or {}).get(override["InstanceType"], launch_template)
+        grouped.setdefault(template.name, (template, []))[1].append(dict(override))
+    if not grouped:  # no override at all: the template alone, as before
+        grouped[launch_template.name] = (launch_template, [])
+    return [
+        {
+            "LaunchTemplateSpecification": {
+                "LaunchTemplateName": template.name,
+                "Version": "$Latest",
+            },
+            "Overrides": group,
+        }
+        for template, group in grouped.values()
+    ]
+
+
 def fleet_request(
     attempt: LaunchAttempt,
     *,
@@ -164,23 +191,19 @@ def fleet_request(
     subnets: Mapping[str, Sequence[str]],
     tags: Mapping[str, str],
     offer: FleetOffer | None = None,
+    templates_by_type: Mapping[str, LaunchTemplate] | None = None,
 ) -> dict[str, Any]:
     """CreateFleet (instant) input over `offer` (by default the attempt's `fleet_offer` in its
     own order), in the market its launch template needs (botocore's CreateFleet model;
-    Karpenter's CreateFleetInputBuilder)."""
+    Karpenter's CreateFleetInputBuilder). `templates_by_type`: the template of each instance
+    type whose image is not `launch_template`'s (a NodeClass with an image per architecture)."""
     offer = offer or fleet_offer(attempt, subnets)
     request: dict[str, Any] = {
         "ClientToken": client_token,
         "Type": "instant",
-        "LaunchTemplateConfigs": [
-            {
-                "LaunchTemplateSpecification": {
-                    "LaunchTemplateName": launch_template.name,
-                    "Version": "$Latest",
-                },
-                "Overrides": list(offer.overrides),
-            }
-        ],
+        "LaunchTemplateConfigs": template_configs(
+            offer.overrides, launch_template, templates_by_type
+        ),
         "TargetCapacitySpecification": {"TotalTargetCapacity": count},
         "TagSpecifications": [
             {"ResourceType": "instance", "Tags": as_ec2_tags(tags)},

@@ -2,11 +2,14 @@
 ProcessorInfo.SupportedArchitectures include the AMI's Architecture (DescribeImages); CreateFleet
 refuses every other override with InvalidParameterValue. Karpenter derives `kubernetes.io/arch`
 from the AMI the same way.
+
+A NodeClass may have one image per architecture (an alias: `imageSsmParameter` and
+`arm64ImageSsmParameter`); each instance type launches the first of them it can run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from capacity_launcher.domain.config import NodeClass
@@ -57,3 +60,56 @@ class ImageArchitecture:
             f"(DescribeImages Architecture), and none of the instance types node pool {pool} "
             f"allows can run it ({types}); {hint}"
         )
+
+
+@dataclass(frozen=True)
+class ImageArchitectures:
+    """The images a NodeClass launches, its main one (imageId, imageSsmParameter or
+    imageSelectorTerms) first, each with the architecture DescribeImages reports."""
+
+    images: tuple[ImageArchitecture, ...]
+
+    def image_for(self, info: InstanceTypeInfo) -> ImageArchitecture | None:
+        """The image an instance type launches: the first it can run; None when none."""
+        return next((image for image in self.images if image.runs_on(info)), None)
+
+    def runs_on(self, info: InstanceTypeInfo) -> bool:
+        return self.image_for(info) is not None
+
+    def images_by_type(
+        self, instance_types: Iterable[str], infos: Mapping[str, InstanceTypeInfo]
+    ) -> dict[str, str]:
+        """Instance type -> the image id it launches, for the types some image runs on."""
+        found: dict[str, str] = {}
+        for name in instance_types:
+            info = infos.get(name)
+            image = self.image_for(info) if info is not None else None
+            if image is not None:
+                found[name] = image.image_id
+        return found
+
+    def refusal(
+        self, node_class: NodeClass, pool: str, excluded: Iterable[InstanceTypeInfo]
+    ) -> str:
+        """Why no instance type of `pool` can launch any of the NodeClass's images."""
+        if len(self.images) == 1:
+            return self.images[0].refusal(node_class, pool, excluded)
+        spec = node_class.spec
+        images = " and ".join(f"{i.image_id} ({i.architecture})" for i in self.images)
+        labels = sorted({i.label for i in self.images if i.label})
+        types = ", ".join(f"{i.name} ({'/'.join(i.architectures)})" for i in excluded)
+        return (
+            f"NodeClass {node_class.metadata.name}: the images {images} of "
+            f"spec.imageSsmParameter {spec.image_ssm_parameter} and spec.arm64ImageSsmParameter "
+            f"{spec.arm64_image_ssm_parameter} (DescribeImages Architecture) run on none of the "
+            f"instance types node pool {pool} allows ({types}); allow types whose "
+            f"kubernetes.io/arch is {' or '.join(labels)}"
+        )
+
+
+def known(images: Sequence[ImageArchitecture | None]) -> ImageArchitectures | None:
+    """The images whose architecture EC2 reports; None when the main (first) one is unknown
+    (nothing is left out then: CreateFleet says why it cannot launch)."""
+    if not images or images[0] is None:
+        return None
+    return ImageArchitectures(tuple(i for i in images if i is not None))

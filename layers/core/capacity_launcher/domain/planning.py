@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from capacity_launcher.domain.image_architectures import ImageArchitecture
+from capacity_launcher.domain.image_architectures import ImageArchitecture, ImageArchitectures
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.offerings import (
     ON_DEMAND,
@@ -163,14 +163,14 @@ def find_candidates(
     *,
     image_platform: str = LINUX,
     named_reservations: Collection[str] = (),
-    image_architecture: ImageArchitecture | None = None,
+    image_architecture: ImageArchitecture | ImageArchitectures | None = None,
     now: datetime | None = None,
 ) -> Candidates:
     """Every (capacity type, instance type, zone) the requirements admit in the given zones.
 
     Reservations of another platform than the image's are left out; those the NodeClass names
     by id are also skipped with PLATFORM_MISMATCH and reported in `platform_mismatches`. Types
-    that cannot run the image's architecture are left out as a `kubernetes.io/arch` requirement
+    that can run none of the NodeClass's images are left out as a `kubernetes.io/arch` requirement
     would leave them; those the requirements admit are listed in `cannot_run_image`. A Capacity
     Block too close to its end at `now` is skipped (BLOCK_ENDING_REASON), and never waited for."""
     cannot_run: list[InstanceTypeInfo] = []

@@ -22,7 +22,7 @@ from capacity_launcher.domain.fleet import (
     LaunchTemplate,
     ManagedInstance,
 )
-from capacity_launcher.domain.image_architectures import ImageArchitecture
+from capacity_launcher.domain.image_architectures import ImageArchitectures
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
@@ -226,11 +226,17 @@ class FleetLauncher(Protocol):
 
 
 class Templates(Protocol):
+    # `image_id`: one of the class's images (an image per architecture); by default its main one.
     def ensure(
-        self, node_class: NodeClass, target: ReservedTarget | None, *, spot: bool = False
+        self,
+        node_class: NodeClass,
+        target: ReservedTarget | None,
+        *,
+        spot: bool = False,
+        image_id: str | None = None,
     ) -> LaunchTemplate: ...
     def image_platform(self, node_class: NodeClass) -> str | None: ...
-    def image_architecture(self, node_class: NodeClass) -> ImageArchitecture | None: ...
+    def image_architectures(self, node_class: NodeClass) -> ImageArchitectures | None: ...
 
 
 class Catalog(Protocol):

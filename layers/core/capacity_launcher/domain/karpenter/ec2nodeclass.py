@@ -1,7 +1,8 @@
 """karpenter.k8s.aws EC2NodeClass, v1 and v1beta1, as written, to and from the hub NodeClass.
 
-The hub holds the subnet, security group and reservation selectors, the image (an alias or
-``ssmParameter`` becomes ``imageSsmParameter``, an ``id`` ``imageId``), the instance profile,
+The hub holds the subnet, security group and reservation selectors, the image (an alias becomes
+``imageSsmParameter`` and ``arm64ImageSsmParameter``, an ``ssmParameter`` ``imageSsmParameter``,
+an ``id`` ``imageId``), the instance profile,
 user data, tags, block device mappings and metadata options. The rest (``role``, ``amiFamily``,
 ``kubelet``, ``instanceStorePolicy``, network interfaces...) is kept and not acted on.
 v1beta1 also takes seed 000's ``capacityReservationSpec`` (preference XOR target).
@@ -38,10 +39,12 @@ from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.karpenter.common import ObjectMeta, dumped, hub_document, served
 from capacity_launcher.domain.karpenter.images import (
+    ARCHITECTURE,
+    ARM64,
     DEFAULT_KUBERNETES_VERSION,
     FAMILY_ALIASES,
     KUBERNETES_VERSION_ANNOTATION,
-    alias_parameter,
+    alias_parameters,
     check_alias,
     check_kubernetes_version,
 )
@@ -204,12 +207,10 @@ def _image(node_class: EC2NodeClass) -> dict[str, Any]:
         if alias is None:
             rule = f"amiFamily {spec.ami_family} needs amiSelectorTerms in capacity-launcher"
             raise ConfigValidationError([FieldError(AMI_TERMS, rule)])
-        return {
-            "imageSsmParameter": alias_parameter(f"{alias}@latest", _kubernetes_version(node_class))
-        }
+        return _alias_image(f"{alias}@latest", node_class)
     first = terms[0]
     if first.alias is not None:
-        return {"imageSsmParameter": alias_parameter(first.alias, _kubernetes_version(node_class))}
+        return _alias_image(first.alias, node_class)
     if first.ssm_parameter is not None and len(terms) == 1:
         return {"imageSsmParameter": first.ssm_parameter}
     if len(terms) == 1 and first.id is not None:
@@ -220,8 +221,18 @@ def _image(node_class: EC2NodeClass) -> dict[str, Any]:
     return {"imageSelectorTerms": [t.model_dump(by_alias=True, exclude_none=True) for t in terms]}
 
 
+def _alias_image(alias: str, node_class: EC2NodeClass) -> dict[str, Any]:
+    """An alias's parameters: the x86_64 image's `imageSsmParameter`, the arm64 image's
+    `arm64ImageSsmParameter` (Karpenter resolves an alias to one image per architecture)."""
+    parameters = alias_parameters(alias, _kubernetes_version(node_class))
+    image = {"imageSsmParameter": parameters[ARCHITECTURE]}
+    if ARM64 in parameters:
+        image["arm64ImageSsmParameter"] = parameters[ARM64]
+    return image
+
+
 def _rename(path: str) -> str:
-    if path.startswith(("spec.imageId", "spec.imageSsmParameter")):
+    if path.startswith(("spec.imageId", "spec.imageSsmParameter", "spec.arm64ImageSsmParameter")):
         return AMI_TERMS
     if path.startswith("spec.imageSelectorTerms"):
         return AMI_TERMS + path.removeprefix("spec.imageSelectorTerms")

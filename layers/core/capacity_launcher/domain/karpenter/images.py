@@ -1,7 +1,8 @@
 """amiSelectorTerms aliases (``family@version``) to the public SSM parameters that name the image.
 
 The same parameters Karpenter's AMI families read (pkg/providers/amifamily): the EKS optimized
-images for a Kubernetes version, in their standard x86_64 variant. capacity-launcher has no
+images for a Kubernetes version, in their standard variant, one per architecture (x86_64, and
+arm64 for every family but Windows's). capacity-launcher has no
 cluster to ask for its Kubernetes version: it is the EC2NodeClass annotation
 ``capacity-launcher/kubernetes-version``, else DEFAULT_KUBERNETES_VERSION (docs/karpenter.md).
 """
@@ -13,6 +14,7 @@ import re
 DEFAULT_KUBERNETES_VERSION = "1.33"
 KUBERNETES_VERSION_ANNOTATION = "capacity-launcher/kubernetes-version"
 ARCHITECTURE = "x86_64"
+ARM64 = "arm64"
 LATEST = "latest"
 FAMILIES = ("al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025")
 # v1beta1's amiFamily with no amiSelectorTerms: that family's latest image.
@@ -47,24 +49,47 @@ def check_kubernetes_version(version: str) -> str:
 
 
 def alias_parameter(alias: str, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> str:
-    """The SSM parameter whose value is the image an alias names (x86_64, standard variant)."""
+    """The SSM parameter whose value is the x86_64 image an alias names (standard variant)."""
+    return alias_parameters(alias, kubernetes_version)[ARCHITECTURE]
+
+
+def alias_parameters(
+    alias: str, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+) -> dict[str, str]:
+    """Architecture (as DescribeImages spells it) -> the SSM parameter of the image the alias
+    names for it: x86_64 for every family, arm64 for all but the Windows ones."""
     family, version = check_alias(alias).split("@", 1)
-    k8s, arch = kubernetes_version, ARCHITECTURE
+    k8s = kubernetes_version
     latest = version == LATEST
     if family == "al2023":
-        name = (
-            "recommended" if latest else f"amazon-eks-node-al2023-{arch}-standard-{k8s}-{version}"
-        )
-        base = f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023"
-        return f"{base}/{arch}/standard/{name}/image_id"
+        return {arch: _al2023(k8s, arch, version, latest) for arch in (ARCHITECTURE, ARM64)}
     if family == "al2":
-        name = "recommended" if latest else f"amazon-eks-node-{k8s}-{version}"
-        return f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2/{name}/image_id"
+        return {arch: _al2(k8s, arch, version, latest) for arch in (ARCHITECTURE, ARM64)}
     if family == "bottlerocket":
         release = LATEST if latest else version.lstrip("v")
-        return f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/{release}/image_id"
+        return {
+            arch: f"/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/{release}/image_id"
+            for arch in (ARCHITECTURE, ARM64)
+        }
     windows = family.removeprefix("windows")
-    return (
-        f"/aws/service/ami-windows-latest/Windows_Server-{windows}-English-Core-"
+    return {
+        ARCHITECTURE: f"/aws/service/ami-windows-latest/Windows_Server-{windows}-English-Core-"
         f"EKS_Optimized-{k8s}/image_id"
+    }
+
+
+def _al2023(k8s: str, arch: str, version: str, latest: bool) -> str:
+    name = "recommended" if latest else f"amazon-eks-node-al2023-{arch}-standard-{k8s}-{version}"
+    return f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/{name}/image_id"
+
+
+def _al2(k8s: str, arch: str, version: str, latest: bool) -> str:
+    # AL2's arm64 images have their own path and release names (amazon-linux-2-arm64,
+    # amazon-eks-arm64-node-...); the x86_64 ones have no architecture in either.
+    path, node = (
+        ("amazon-linux-2", "node")
+        if arch == ARCHITECTURE
+        else ("amazon-linux-2-arm64", "arm64-node")
     )
+    name = "recommended" if latest else f"amazon-eks-{node}-{k8s}-{version}"
+    return f"/aws/service/eks/optimized-ami/{k8s}/{path}/{name}/image_id"

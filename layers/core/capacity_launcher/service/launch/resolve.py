@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
-from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitecture
+from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitectures
 from capacity_launcher.domain.offerings import RESERVED, Offering
 from capacity_launcher.domain.planning import Candidates, find_candidates, flexibility_shortfall
 from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
@@ -37,7 +37,8 @@ class PoolView:
     lead: Prepared
     subnets: Mapping[str, Sequence[str]]
     sources: list[ReservationSource]
-    architecture: ImageArchitecture | None
+    # The NodeClass's images by architecture (None: EC2 does not know its main image).
+    architecture: ImageArchitectures | None
     candidates: Candidates
     # The candidates less what the ICE cache holds, and a record line for each one it held.
     usable: Candidates
@@ -70,7 +71,7 @@ def resolve(
     try:
         subnets = p.subnets.by_zone(lead.node_class)
         platform = p.templates.image_platform(lead.node_class)
-        architecture = p.templates.image_architecture(lead.node_class)
+        architecture = p.templates.image_architectures(lead.node_class)
         sources: list[ReservationSource] = p.reservations.sources(
             lead.node_class, words.scope(lead.requirements, subnets)
         )
@@ -171,7 +172,7 @@ def _candidates(
     subnets: Mapping[str, Sequence[str]],
     sources: list[ReservationSource],
     image_platform: str | None,
-    image_architecture: ImageArchitecture | None,
+    image_architecture: ImageArchitectures | None,
 ) -> Candidates:
     requirements = lead.requirements
     pinned = words.pinned_instance_types(requirements)

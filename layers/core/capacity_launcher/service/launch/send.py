@@ -16,8 +16,10 @@ from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.fleet import (
     Blamed,
     FleetError,
+    FleetOffer,
     FleetResult,
     InstanceLanding,
+    LaunchTemplate,
     blame,
     fleet_offer,
     fleet_request,
@@ -69,15 +71,13 @@ def compose(
     lead = view.lead
     shares = allocate(attempt.count, [(p.request_id, p.wanted) for p in active])
     token = client_token([s.request_id for s in shares], number)
-    template = ctx.ports.templates.ensure(
-        lead.node_class, attempt.target, spot=attempt.capacity_type == SPOT
-    )
     # One share: the fleet's tags name its request, which need not be the group's first
     # (an earlier attempt may have filled that one already).
     single = _owner(active, shares[0].request_id) if len(shares) == 1 else None
     offer = fleet_offer(
         attempt, view.subnets, view.candidates.instance_types, _reserved_fit(attempt, view)
     )
+    template, by_type = _templates(ctx, attempt, view, offer)
     left_out = offer.left_out_record()
     for item in active:
         if left_out is not None and item.left_out is None:
@@ -95,9 +95,37 @@ def compose(
             subnets=view.subnets,
             tags=instance_tags(lead.node_class, view.pool_name, single),
             offer=offer,
+            templates_by_type=by_type,
         ),
         offerings=tuple(o.key for o in attempt.offerings),
     )
+
+
+def _templates(
+    ctx: Context, attempt: LaunchAttempt, view: PoolView, offer: FleetOffer
+) -> tuple[LaunchTemplate, dict[str, LaunchTemplate]]:
+    """The launch template of the fleet, and of each offered type when the NodeClass has an
+    image per architecture (an alias): one template per image the offered types launch, the
+    first offered type's the fleet's. A pool of one architecture uses that one's image only."""
+
+    def ensure(image_id: str | None = None) -> LaunchTemplate:
+        return ctx.ports.templates.ensure(
+            view.lead.node_class,
+            attempt.target,
+            spot=attempt.capacity_type == SPOT,
+            image_id=image_id,
+        )
+
+    images = view.architecture
+    if images is None or len(images.images) < 2:
+        return ensure(), {}
+    wanted = images.images_by_type(
+        dict.fromkeys(o.instance_type for o in offer.offered), view.candidates.instance_types
+    )
+    if not wanted:
+        return ensure(), {}
+    made = {image_id: ensure(image_id) for image_id in dict.fromkeys(wanted.values())}
+    return next(iter(made.values())), {t: made[i] for t, i in wanted.items()}
 
 
 def _reserved_fit(attempt: LaunchAttempt, view: PoolView) -> frozenset[tuple[str, str]]:
