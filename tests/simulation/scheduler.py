@@ -25,6 +25,7 @@ from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
+from tests.simulation.priority_operations import bootstrap_priority_classes
 from tests.simulation.versions import (
     VersionCounts,
     apply_as_written,
@@ -172,6 +173,7 @@ class Simulation:
             self.invariants.lowered(name, _limit(document), committed)
             self.outcome.trace.append(
                 f"step {self.invariants.step}   {name}: limit {_limit(document)},"
+                f" unready {(document['spec'].get('limits') or {}).get('unready')},"
                 f" class {document['spec']['nodeClassRef']}, committed {committed}"
             )
         return "applied"
@@ -318,8 +320,9 @@ class Simulation:
 
         for name in ("class-open", "class-selector", "class-none"):
             self.apply(node_class_document(self, name, self.rng))
-        for name in POOLS:
-            self.apply(node_pool_document(self, name, self.rng))
+        for name in POOLS:  # the first with limits.unready: every run has one from the start
+            self.apply(node_pool_document(self, name, self.rng, unready=name == POOLS[0]))
+        bootstrap_priority_classes(self, self.rng)
         for document in gpu_documents(self, self.rng):
             self.apply(document)
         for name in QUOTAS:
