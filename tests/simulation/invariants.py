@@ -158,8 +158,7 @@ class Invariants:
         self.capacity = CapacityInvariants(self)
         self.edges = EdgeInvariants(self)
         self.unready = UnreadyInvariants(self)
-        self.priority = PriorityInvariants(self)
-        world.call_watchers.append(self.unready)
+        self.priority = PriorityInvariants(self)  # the scheduler has `unready` watch the calls
 
     def _violate(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._seen:

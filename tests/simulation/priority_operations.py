@@ -109,8 +109,10 @@ def _apply(sim: Simulation, action: str, document: dict[str, Any]) -> str:
 def apply_priority_class(sim: Simulation, rng: random.Random) -> str:
     name = rng.choice(CLASSES)
     stored = stored_classes(sim.invariants.priority.snapshot()).get(name)
-    keep = stored is not None and rng.random() < 0.6
-    value = int(stored["value"]) if keep and stored is not None else rng.choice(VALUES)
+    old = None if stored is None else int(stored["value"])
+    keep = old is not None and rng.random() < 0.5
+    # Kept: its other fields change (allowed); drawn: a value other than the stored one.
+    value = old if keep and old is not None else rng.choice([v for v in VALUES if v != old])
     document = class_document(name, value, rng.random() < 0.2, f"note {rng.randrange(100)}")
     outcome = _apply(sim, f"apply PriorityClass {name} value {value}", document)
     return f"{'same' if keep else 'drawn'} value: {outcome}"

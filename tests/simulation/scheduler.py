@@ -75,6 +75,7 @@ class Simulation:
         self.ledger = Ledger()
         self.catalog = Catalog()
         self.invariants = Invariants(self.world, self.ledger, seed, self.catalog)
+        self.world.call_watchers.append(self.invariants.unready)  # the lease writes, as made
         self.pending_crash: tuple[int, str] | None = None
         self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
         self.outcome = Outcome(seed, profile.name)
