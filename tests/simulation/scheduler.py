@@ -36,6 +36,7 @@ from tests.simulation.world import TRANSACTION_CONFLICT_RATE, Invoked, World
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 SYNC_EVERY_SECONDS = 60.0
+UNREADY_POOLS = ("pool-0", "pool-2")  # applied with limits.unready at the start
 
 
 @dataclass
@@ -321,8 +322,8 @@ class Simulation:
 
         for name in ("class-open", "class-selector", "class-none"):
             self.apply(node_class_document(self, name, self.rng))
-        for name in POOLS:  # the first with limits.unready: every run has one from the start
-            self.apply(node_pool_document(self, name, self.rng, unready=name == POOLS[0]))
+        for name in POOLS:  # two with limits.unready: every run has them from the start
+            self.apply(node_pool_document(self, name, self.rng, unready=name in UNREADY_POOLS))
         bootstrap_priority_classes(self, self.rng)
         for document in gpu_documents(self, self.rng):
             self.apply(document)
