@@ -216,6 +216,21 @@ PROFILES = {
         submit_batch=(2, 6),
         split_batches=True,
     ),
+    # limits.unready and PriorityClasses (unready_invariants.py, priority_invariants.py): pools
+    # replaced, requests, instances ended and the clock moved, among the classes' operations.
+    "features": Profile(
+        "features",
+        steps=40,
+        weights={
+            "submit": 10,
+            "wait": 3,
+            "apply_node_pool": 2,
+            "terminate_instance": 2,
+            "advance_clock": 1,
+            **PRIORITY_WEIGHTS,
+        },
+        quiesce_every=20,
+    ),
     # Faults, crashes and outages off: what must hold on a calm day.
     "calm": Profile(
         "calm",

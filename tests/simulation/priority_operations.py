@@ -110,7 +110,7 @@ def apply_priority_class(sim: Simulation, rng: random.Random) -> str:
     name = rng.choice(CLASSES)
     stored = stored_classes(sim.invariants.priority.snapshot()).get(name)
     old = None if stored is None else int(stored["value"])
-    keep = old is not None and rng.random() < 0.5
+    keep = old is not None and rng.random() < 0.4
     # Kept: its other fields change (allowed); drawn: a value other than the stored one.
     value = old if keep and old is not None else rng.choice([v for v in VALUES if v != old])
     document = class_document(name, value, rng.random() < 0.2, f"note {rng.randrange(100)}")
@@ -161,7 +161,7 @@ PRIORITY_OPERATIONS = {
     "delete_reservation": delete_reservation,
 }
 PRIORITY_WEIGHTS = {
-    "apply_priority_class": 3,
+    "apply_priority_class": 4,
     "delete_priority_class": 2,
     "apply_reservation": 3,
     "delete_reservation": 1,
