@@ -146,10 +146,13 @@ class CrashPlan:
 
 @contextmanager
 def crashing_calls(
-    plan: CrashPlan, before: Callable[[str, Any], None] | None = None
+    plan: CrashPlan,
+    before: Callable[[str, Any], None] | None = None,
+    after: Callable[[str, Any], None] | None = None,
 ) -> Iterator[None]:
     """Every botocore call (any client, any container) passes through the crash plan, after
-    `before` (the deterministic scheduler's turn, and the call's fingerprint)."""
+    `before` (the deterministic scheduler's turn, and the call's fingerprint); `after` sees each
+    call that succeeded (its effect done), before a crash planned after it."""
     original: Callable[..., Any] = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009
 
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
@@ -158,6 +161,8 @@ def crashing_calls(
             before(operation, api_params)
         plan.check(operation, "before")
         answer = original(self, operation_name, api_params)
+        if after is not None:
+            after(operation, api_params)
         plan.check(operation, "after")
         return answer
 

@@ -25,6 +25,8 @@ from capacity_launcher.domain.backoff import HAND_BACK_CAP_SECONDS
 from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
+from tests.simulation.priority_invariants import PriorityInvariants
+from tests.simulation.unready_invariants import UnreadyInvariants
 from tests.simulation.versions import stored_as_meant
 from tests.simulation.world import LIVE, World
 
@@ -155,6 +157,8 @@ class Invariants:
         self.step = 0
         self.capacity = CapacityInvariants(self)
         self.edges = EdgeInvariants(self)
+        self.unready = UnreadyInvariants(self)
+        self.priority = PriorityInvariants(self)  # the scheduler has `unready` watch the calls
 
     def _violate(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._seen:
@@ -201,6 +205,8 @@ class Invariants:
         self._nothing_after_end()
         self.capacity.every_step()
         self.edges.every_step()
+        self.unready.every_step()
+        self.priority.every_step()
 
     def _note_status_events(self, events: list[dict[str, Any]]) -> None:
         for event in events:

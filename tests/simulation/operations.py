@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tests.simulation.emulator import Fault
+from tests.simulation.priority_operations import PRIORITY_OPERATIONS, PRIORITY_WEIGHTS
 
 if TYPE_CHECKING:
     from tests.simulation.scheduler import Simulation
@@ -52,6 +53,10 @@ QUOTAS: dict[str, tuple[list[str], int, bool, dict[str, tuple[str, str | None, s
         {"instances": ("2", None, "1"), "cpu": ("6", None, None)},
     ),
 }
+
+# limits.unready on some pools (the hub field): a count, or a percentage of the pool's instances.
+UNREADY_SHARE = 0.5
+UNREADY_LIMITS: tuple[int | str, ...] = (0, 1, 2, "50%", "25%")
 
 # Every AWS operation the service calls, with the faults real AWS raises on it.
 THROTTLING = {"ec2": "RequestLimitExceeded", "dynamodb": "ThrottlingException"}
@@ -129,6 +134,7 @@ BASE_WEIGHTS: dict[str, float] = {
     "buy_capacity_block": 1,
     "create_future_reservation": 0.5,
     "advance_clock": 4,
+    **PRIORITY_WEIGHTS,
 }
 
 # Issue 24's cases (adversary.py): each with its weight and the defect it exposed. A case whose
@@ -209,6 +215,21 @@ PROFILES = {
         concurrent_poll=0.5,
         submit_batch=(2, 6),
         split_batches=True,
+    ),
+    # limits.unready and PriorityClasses (unready_invariants.py, priority_invariants.py): pools
+    # replaced, requests, instances ended and the clock moved, among the classes' operations.
+    "features": Profile(
+        "features",
+        steps=40,
+        weights={
+            "submit": 10,
+            "wait": 3,
+            "apply_node_pool": 2,
+            "terminate_instance": 2,
+            "advance_clock": 1,
+            **PRIORITY_WEIGHTS,
+        },
+        quiesce_every=20,
     ),
     # Faults, crashes and outages off: what must hold on a calm day.
     "calm": Profile(
@@ -301,7 +322,10 @@ def node_class_document(sim: Simulation, name: str, rng: random.Random) -> dict[
     return _document("NodeClass", name, spec)
 
 
-def node_pool_document(sim: Simulation, name: str, rng: random.Random) -> dict[str, Any]:
+def node_pool_document(
+    sim: Simulation, name: str, rng: random.Random, *, unready: bool = False
+) -> dict[str, Any]:
+    """A pool drawn from the seed; `unready`: with an instances limit and `limits.unready`."""
     types = rng.sample(TYPES, rng.randint(1, len(TYPES)))
     # Mostly pools that can launch on-demand; some reserved-only ones, dry until a reservation.
     capacity = rng.choices((list(CAPACITY_TYPES), ["on-demand"], ["reserved"]), (5, 3, 2))[0]
@@ -313,8 +337,10 @@ def node_pool_document(sim: Simulation, name: str, rng: random.Random) -> dict[s
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity},
         ],
     }
-    if rng.random() < 0.95:
+    if unready or rng.random() < 0.95:
         spec["limits"] = {"instances": str(rng.randint(1, 8))}
+        if unready or rng.random() < UNREADY_SHARE:  # docs/provisioner.md, "limits.unready"
+            spec["limits"]["unready"] = rng.choice(UNREADY_LIMITS)
     return _document("NodePool", name, spec)
 
 
@@ -649,6 +675,7 @@ OPERATIONS = {
     "buy_capacity_block": buy_capacity_block,
     "create_future_reservation": create_future_reservation,
     "advance_clock": advance_clock,
+    **PRIORITY_OPERATIONS,
 }
 
 

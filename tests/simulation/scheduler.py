@@ -25,6 +25,7 @@ from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
+from tests.simulation.priority_operations import bootstrap_priority_classes
 from tests.simulation.versions import (
     VersionCounts,
     apply_as_written,
@@ -35,6 +36,7 @@ from tests.simulation.world import TRANSACTION_CONFLICT_RATE, Invoked, World
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 SYNC_EVERY_SECONDS = 60.0
+UNREADY_POOLS = ("pool-0", "pool-2")  # applied with limits.unready at the start
 
 
 @dataclass
@@ -74,6 +76,7 @@ class Simulation:
         self.ledger = Ledger()
         self.catalog = Catalog()
         self.invariants = Invariants(self.world, self.ledger, seed, self.catalog)
+        self.world.call_watchers.append(self.invariants.unready)  # the lease writes, as made
         self.pending_crash: tuple[int, str] | None = None
         self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
         self.outcome = Outcome(seed, profile.name)
@@ -172,6 +175,7 @@ class Simulation:
             self.invariants.lowered(name, _limit(document), committed)
             self.outcome.trace.append(
                 f"step {self.invariants.step}   {name}: limit {_limit(document)},"
+                f" unready {(document['spec'].get('limits') or {}).get('unready')},"
                 f" class {document['spec']['nodeClassRef']}, committed {committed}"
             )
         return "applied"
@@ -318,8 +322,9 @@ class Simulation:
 
         for name in ("class-open", "class-selector", "class-none"):
             self.apply(node_class_document(self, name, self.rng))
-        for name in POOLS:
-            self.apply(node_pool_document(self, name, self.rng))
+        for name in POOLS:  # two with limits.unready: every run has them from the start
+            self.apply(node_pool_document(self, name, self.rng, unready=name in UNREADY_POOLS))
+        bootstrap_priority_classes(self, self.rng)
         for document in gpu_documents(self, self.rng):
             self.apply(document)
         for name in QUOTAS:

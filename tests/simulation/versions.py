@@ -22,10 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.priority_class_store import PriorityClassStore
 from capacity_launcher.domain.documents import parse_document, to_document
 from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.priority_classes import PriorityClass
 from capacity_launcher.domain.served_versions import HUB_API_VERSION, REGISTRY
-from capacity_launcher_cli.config_commands import ApplyError, SourceDocument, validate_steps
+from capacity_launcher_cli.config_commands import (
+    ApplyError,
+    SourceDocument,
+    priority_references,
+    validate_steps,
+)
 
 SOURCE = Path("simulation")
 
@@ -97,11 +104,23 @@ def _in_version(model: Any, api_version: str, kind: str) -> dict[str, Any] | str
     return document
 
 
-def apply_as_written(store: ConfigStore, document: dict[str, Any]) -> None:
+def apply_as_written(
+    store: ConfigStore, document: dict[str, Any], classes: PriorityClassStore | None = None
+) -> None:
     """What `capacity-launcher apply -f` does with one document: read it (any served version),
-    then store each hub with what its apply kept. Raises what the CLI would report."""
-    for step in validate_steps([SourceDocument(SOURCE, 1, document)]):
-        store.apply(step.document, step.kept)
+    then store each hub with what its apply kept. Raises what the CLI would report. With
+    `classes`, as the CLI does: reservations resolve `priorityClassName` in the stored
+    PriorityClasses, and a PriorityClass is stored there."""
+    sources = [SourceDocument(SOURCE, 1, document)]
+    references = None
+    if classes is not None:
+        references = priority_references(sources, classes.priority_classes())
+    for step in validate_steps(sources, references):
+        if isinstance(step.document, PriorityClass):
+            assert classes is not None, "a PriorityClass is applied with the classes' store"
+            classes.apply(step.document)
+        else:
+            store.apply(step.document, step.kept)
 
 
 def stored_as_meant(meant: dict[str, Any], stored: str | None) -> str | None:

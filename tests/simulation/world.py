@@ -6,6 +6,7 @@ default bus's EC2 state-change events. The simulated clock drives every timeout.
 from __future__ import annotations
 
 import json
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 
 import boto3
 from moto.dynamodb.models import dynamodb_backends
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.ec2.models import ec2_backends
 from moto.moto_api._internal import mock_random
 from moto.sqs.models import sqs_backends
@@ -53,6 +55,9 @@ LIVE = frozenset({"pending", "running"})
 # EC2's eventual consistency (fresh ids, pending reservations) and DynamoDB's transaction
 # conflicts, as the emulator can produce them (docs/local-cloud.md).
 CONSISTENCY_SECONDS = 3
+# A launched or started instance's status checks stay `initializing` this long (EC2 User Guide,
+# "Status checks for Amazon EC2 instances"; a few minutes): drawn once per run from the seed.
+STATUS_CHECK_SECONDS = (60, 300)
 TRANSACTION_CONFLICT_RATE = 0.05
 STATE_CHANGE = "EC2 Instance State-change Notification"
 FAKE_ENV = {
@@ -157,6 +162,9 @@ class World:
         self._offered: list[str] = []
         self._in_sync = False
         self._sync_terminations: list[str] = []
+        # Who watches the service's own calls as they happen (feature_invariants.py): each has
+        # `before(operation, params)` and `after(operation, params)`.
+        self.call_watchers: list[Any] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -196,8 +204,11 @@ class World:
         self._seeded = seeded_sources(self.seed, self.emulator.clock.now)
         self._seeded.__enter__()
         moto_capacity.set_consistency(CONSISTENCY_SECONDS, CONSISTENCY_SECONDS)
+        moto_capacity.set_status_checks(status_check_seconds(self.seed))
         moto_capacity.set_transaction_conflicts(TRANSACTION_CONFLICT_RATE, self.seed)
-        self._crash_guard = crashing_calls(self.emulator.crashes, self._before_call)
+        self._crash_guard = crashing_calls(
+            self.emulator.crashes, self._before_call, self._after_call
+        )
         self._crash_guard.__enter__()
         self._no_sleeps = retries_without_sleeping()
         self._no_sleeps.__enter__()
@@ -424,6 +435,13 @@ class World:
         self.digest.add(operation, params)
         if self._in_sync and operation == "ec2:TerminateInstances":
             self._sync_terminations += list(params.get("InstanceIds") or [])
+        for watcher in self.call_watchers:
+            watcher.before(operation, params)
+
+    def _after_call(self, operation: str, params: Any) -> None:
+        """A call that succeeded, its effect done (no other worker has run since `before`)."""
+        for watcher in self.call_watchers:
+            watcher.after(operation, params)
 
     def take_sync_terminations(self) -> list[str]:
         """The instances the sync asked EC2 to terminate since the last look."""
@@ -672,6 +690,30 @@ class World:
                     return None if found is None else str(found.value)
         return None
 
+    def partition(self, pk: str) -> dict[str, dict[str, Any]]:
+        """sk → the item's attributes (plain values: numbers as text) of one state-table
+        partition, read from moto's backend (no call, no fault, no turn taken)."""
+        assert self.names is not None
+        table = dynamodb_backends[ACCOUNT][REGION].tables[self.names.state_table]
+        items = table.items.get(DynamoType({"S": pk})) or {}
+        return {
+            str(sk.value): {name: value.value for name, value in item.attrs.items()}
+            for sk, item in list(items.items())
+        }
+
+    def status_checks_passed(self, instance_id: str) -> bool:
+        """EC2's truth: the instance runs and its status checks are no longer initializing."""
+        backend = ec2_backends[ACCOUNT][REGION]
+        try:
+            instance = backend.get_instance(instance_id)
+        except Exception:
+            return False
+        return bool(
+            instance.state_code == 16
+            and instance.instance_status.get("Status") == "ok"
+            and instance.system_status.get("Status") == "ok"
+        )
+
     def committed(self, pool: str) -> int:
         """Live instances plus unsettled leases: what a pool holds or was promised."""
         leased = sum(lease.count for lease in self._pool_leases().leases() if lease.pool == pool)
@@ -772,6 +814,11 @@ class World:
         except Exception as error:
             return {"status": "<malformed>", "instances": [], "error": repr(error)}
         return None if record is None else record.to_detail()
+
+
+def status_check_seconds(seed: int) -> int:
+    """The run's status-check window, from a stream of its own (the run's draws stay the seed's)."""
+    return random.Random(f"status-checks:{seed}").randint(*STATUS_CHECK_SECONDS)
 
 
 def _epoch(moment: Any) -> float:

@@ -29,6 +29,7 @@ from moto_capacity.ec2.models.platforms import forget_registered_images, registe
 from moto_capacity.ec2.models.platforms import register_image as register_platform_image
 from moto_capacity.ec2.models.reservations import END_DATE_SETTINGS
 from moto_capacity.ec2.models.retention import RETENTION, forget_departed
+from moto_capacity.ec2.models.status_checks import STATUS_CHECKS
 
 FAULT_SCOPES = ("call", "override")
 OVERRIDE_SCOPED = "ec2:CreateFleet"
@@ -106,6 +107,12 @@ def set_consistency(
 ) -> None:
     """Fresh instance ids stay unknown, new reservations `pending`, for these seconds (0: off)."""
     CONSISTENCY.configure(instance_visibility_seconds, reservation_pending_seconds)
+
+
+def set_status_checks(initializing_seconds: float) -> None:
+    """A launched or started instance's status checks report `initializing` for these seconds,
+    then `ok` (0: off, `ok` at once)."""
+    STATUS_CHECKS.configure(initializing_seconds)
 
 
 def set_transaction_conflicts(rate: float, seed: int | None = None) -> None:
@@ -201,12 +208,13 @@ def interrupt(reservation_id: str, instance_count: int) -> None:
 
 
 def reset() -> None:
-    """Forget pools, faults, latencies, counters, consistency windows and the clock's offset
-    (moto's own state is untouched)."""
+    """Forget pools, faults, latencies, counters, consistency and status-check windows and the
+    clock's offset (moto's own state is untouched)."""
     with CAPACITY_LOCK:
         OFFERING_POOLS.clear()
     OPERATION_CONTROLS.reset()
     CONSISTENCY.reset()
+    STATUS_CHECKS.reset()
     CLOCK.reset()
     FUTURE_DATED_SETTINGS.reset()
     BLOCK_SETTINGS.reset()
@@ -228,6 +236,7 @@ def state() -> dict[str, object]:
     answer.update(OPERATION_CONTROLS.snapshot())
     answer["reservations"] = reservations
     answer["consistency"] = CONSISTENCY.snapshot()
+    answer["statusChecks"] = STATUS_CHECKS.snapshot()
     answer["clock"] = CLOCK.snapshot()
     answer["transactionConflicts"] = TRANSACTION_CONFLICTS.snapshot()
     answer["images"] = registered_images()

@@ -48,6 +48,12 @@ def _set_consistency(body: dict[str, Any]) -> None:
     )
 
 
+def _set_status_checks(body: dict[str, Any]) -> None:
+    if set(body) != {"initializingSeconds"}:
+        raise ValueError(f"the body takes ['initializingSeconds'], got {sorted(body)}")
+    control.set_status_checks(body["initializingSeconds"])
+
+
 def _register_image(body: dict[str, Any]) -> None:
     control.register_image(
         body["region"], body["platformDetails"], body.get("name"), body.get("accountId")
@@ -99,6 +105,7 @@ ROUTES: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("POST", f"{PREFIX}/latency"): _set_latency,
     ("POST", f"{PREFIX}/consistency"): _set_consistency,
     ("POST", f"{PREFIX}/clock"): _advance_clock,
+    ("POST", f"{PREFIX}/status-checks"): _set_status_checks,
     ("POST", f"{PREFIX}/images"): _register_image,
     ("POST", f"{PREFIX}/transaction-conflicts"): _set_transaction_conflicts,
     ("POST", f"{PREFIX}/lifecycle"): _set_lifecycle,

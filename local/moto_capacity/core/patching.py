@@ -17,6 +17,17 @@ def hook(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     setattr(owner, name, replacement)
 
 
+def hook_property(owner: Any, name: str, make: Callable[[Any], Callable[[Any], Any]]) -> None:
+    """Replace the property owner.name by one whose getter is make(original property), unless
+    this extension already did."""
+    original = owner.__dict__[name]
+    if getattr(original.fget, _MARK, False):
+        return
+    getter = make(original)
+    setattr(getter, _MARK, True)
+    setattr(owner, name, property(getter))
+
+
 def copy_members(source: type, target: type) -> None:
     """Put the members `source` defines onto `target` (moto's response or model class)."""
     for name, member in vars(source).items():

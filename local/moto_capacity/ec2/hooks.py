@@ -1,7 +1,8 @@
 """The EC2 hooks: the capacity actions and answers on moto's `EC2Response`, billing fields on its
 `Ami`, instances that give their slot back when stopped or terminated and take one again when
 started, `cr-` ids for tags, Capacity Reservations as resource-group members, the launch-template
-quota, and terminated instances that leave DescribeInstances after an hour."""
+quota, terminated instances that leave DescribeInstances after an hour, and status checks
+`initializing` for a while after a launch or a start."""
 
 import functools
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX
 
-from moto_capacity.core.patching import copy_members, hook
+from moto_capacity.core.patching import copy_members, hook, hook_property
 from moto_capacity.resourcegroups.models import CAPACITY_RESERVATION_TYPE, register_member_kind
 
 from .models.allocation import place_restarted_instance
@@ -22,6 +23,7 @@ from .models.consistency import noting_launches
 from .models.group_members import CAPACITY_RESERVATION_MEMBERS
 from .models.platforms import ImageBillingFields
 from .models.retention import noting_termination, within_launch_template_quota
+from .models.status_checks import checking_after_launch, checking_after_start, initializing_status
 from .responses.capacity_reservations import CapacityReservationResponse
 from .responses.gpu_reservations import GpuReservationResponse
 from .responses.instances import EventuallyConsistentInstanceResponse
@@ -72,10 +74,12 @@ def install() -> None:
     copy_members(GpuReservationResponse, EC2Response)
     copy_members(EventuallyConsistentInstanceResponse, EC2Response)
     copy_members(ImageBillingFields, Ami)
-    hook(EC2Backend, "run_instances", noting_launches)
+    hook(EC2Backend, "run_instances", lambda o: checking_after_launch(noting_launches(o)))
     hook(Instance, "stop", _releasing_slot)
     hook(Instance, "terminate", _terminating)
-    hook(Instance, "start", _placing_again)
+    hook(Instance, "start", lambda o: checking_after_start(_placing_again(o)))
+    hook_property(Instance, "instance_status", initializing_status)
+    hook_property(Instance, "system_status", initializing_status)
     hook(EC2Backend, "do_resources_exist", _checking_reservations_exist)
     hook(EC2Backend, "create_launch_template", within_launch_template_quota)
     register_member_kind(CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_MEMBERS)

@@ -1,0 +1,136 @@
+"""The limits.unready and PriorityClass invariants on their own, over a stand-in for the world:
+each catches what it names and lets pass what the documentation allows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from tests.simulation.invariants import Invariants, Ledger
+from tests.simulation.operations import Catalog
+from tests.simulation.priority_invariants import NAMES_EXISTING, UNCHANGED, why_refused
+from tests.simulation.unready_invariants import GRANT, LAUNCHED, READY, count_partition
+from tests.simulation.world import Observed, World
+
+TRANSACT = "dynamodb:TransactWriteItems"
+
+
+@dataclass
+class StandIn:
+    """The state table's partitions, EC2's status checks and instances, as the checks read them."""
+
+    partitions: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    passing: set[str] = field(default_factory=set)
+    instances: dict[str, Observed] = field(default_factory=dict)
+    now: float = 0.0
+
+    def partition(self, pk: str) -> dict[str, dict[str, Any]]:
+        return self.partitions.get(pk, {})
+
+    def status_checks_passed(self, instance_id: str) -> bool:
+        return instance_id in self.passing
+
+
+def _invariants(unready: int | str = 1) -> tuple[Invariants, StandIn]:
+    world = StandIn()
+    pool = {"spec": {"limits": {"instances": "8", "unready": unready}}}
+    world.partitions["NodePool"] = {"pool-0": {"document": json.dumps(pool)}}
+    world.partitions["Limits#pool-0"] = {}
+    return Invariants(cast(World, world), Ledger(), seed=5, catalog=Catalog()), world
+
+
+def _lease(invariants: Invariants, request_id: str, count: int) -> None:
+    """The lease transaction as the service writes it, seen before and after it commits."""
+    put = {"pk": {"S": "Limits#pool-0"}, "sk": {"S": f"Lease#{request_id}"}, "count": {"N": "2"}}
+    put["count"] = {"N": str(count)}
+    params = {"TransactItems": [{"Update": {}}, {"Put": {"Item": put}}]}
+    invariants.unready.before(TRANSACT, params)
+    invariants.unready.after(TRANSACT, params)
+
+
+def _found(invariants: Invariants, name: str) -> list[str]:
+    return [v.detail for v in invariants.violations if v.invariant == name]
+
+
+def test_unready_counts_open_leases_and_unmarked_members_and_a_percentage_rounds_down() -> None:
+    items = {"Lease#r1": {"count": "2"}, "Member#i-1": {}, "Member#i-2": {}, "Ready#i-2": {}}
+    counted = count_partition(items, "50%")
+    assert (counted.unready, counted.instances, counted.allowed) == (3, 4, 2)
+    assert count_partition({"Member#i-1": {}}, "50%").allowed == 0
+    assert count_partition(items, 3).allowed == 3
+
+
+def test_a_lease_granted_within_the_limit_passes_even_if_it_takes_the_pool_over_it() -> None:
+    invariants, world = _invariants(unready=1)
+    world.partitions["Limits#pool-0"] = {"Member#i-1": {}}  # 1 unready: within 1
+    _lease(invariants, "r1", 4)
+    assert _found(invariants, GRANT) == []
+    assert invariants.checks[GRANT] == 1
+
+
+def test_a_lease_granted_over_the_limit_is_a_finding() -> None:
+    invariants, world = _invariants(unready=1)
+    world.partitions["Limits#pool-0"] = {"Lease#r0": {"count": "1"}, "Member#i-1": {}}
+    _lease(invariants, "r1", 1)
+    assert _found(invariants, GRANT) == [
+        "pool pool-0: lease r1 x1 granted with 2 of 2 instances unready, limits.unready 1 allows 1"
+    ]
+
+
+def test_a_ready_mark_on_an_instance_still_initializing_is_a_finding() -> None:
+    invariants, world = _invariants()
+    world.passing = {"i-1"}
+    for instance in ("i-1", "i-2"):
+        put = {"pk": {"S": "Limits#pool-0"}, "sk": {"S": f"Ready#{instance}"}}
+        params = {"TransactItems": [{"Put": {"Item": put}}]}
+        invariants.unready.before(TRANSACT, params)
+        invariants.unready.after(TRANSACT, params)
+    assert [d.split(":")[1].split()[0] for d in _found(invariants, READY)] == ["i-2"]
+
+
+def test_an_instance_beyond_its_requests_leases_in_the_pool_is_a_finding() -> None:
+    invariants, world = _invariants()
+    _lease(invariants, "r1", 1)
+    for n in range(2):
+        world.instances[f"i-{n}"] = Observed(
+            f"i-{n}", "r1", "pool-0", "running", "m5.large", "us-east-1a", None
+        )
+    invariants.unready.every_step()
+    assert len(_found(invariants, LAUNCHED)) == 1
+
+
+def _class(name: str, value: int, default: bool = False) -> dict[str, Any]:
+    document = {"kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+    return {**document, "globalDefault": default}
+
+
+def test_the_rules_say_what_must_be_refused() -> None:
+    stored = {"high": {"document": json.dumps(_class("high", 100, default=True))}}
+    snapshot = {"PriorityClass": stored, "CapacityQuota": {}}
+    assert why_refused(snapshot, document=_class("high", 200)) == "value 100 -> 200"
+    assert why_refused(snapshot, document=_class("high", 100)) is None
+    assert why_refused(snapshot, document=_class("low", 1, default=True)) is not None
+    reservation = {"kind": "CapacityReservation", "spec": {"priorityClassName": "gone"}}
+    assert why_refused(snapshot, document=reservation) == "names gone, not stored"
+
+
+def test_a_refused_change_that_changed_the_table_is_a_finding() -> None:
+    invariants, world = _invariants()
+    before = invariants.priority.snapshot()
+    world.partitions["PriorityClass"] = {"high": {"document": "{}"}}
+    invariants.priority.judged("apply PriorityClass high", before, None, "ConfigConflict")
+    assert _found(invariants, UNCHANGED) == [
+        "apply PriorityClass high refused (ConfigConflict), yet changed ['PriorityClass']"
+    ]
+
+
+def test_a_stored_reservation_naming_a_class_not_stored_is_a_finding() -> None:
+    invariants, world = _invariants()
+    kept = json.dumps({"fields": {"spec.priorityClassName": "high"}})
+    world.partitions["CapacityQuota"] = {"resv-a": {"kept": kept}, "quota-a": {}}
+    invariants.priority.every_step()
+    assert _found(invariants, NAMES_EXISTING) == ["reservation resv-a names high"]
+    world.partitions["PriorityClass"] = {"high": {"document": json.dumps(_class("high", 1))}}
+    invariants.priority.every_step()
+    assert len(_found(invariants, NAMES_EXISTING)) == 1
