@@ -399,3 +399,41 @@ def test_a_pool_with_more_offerings_than_a_fleet_takes_offers_every_family_and_s
     assert left_out is not None and left_out.offered == 100 and left_out.left_out > 0
     assert left_out.instance_types and not set(left_out.instance_types) & set(by_name)
     assert record.to_detail()["candidatesLeftOut"]["overrideLimit"] == 100
+
+
+def test_a_broad_pool_claims_and_journals_only_the_offerings_its_fleet_offers(
+    cloud, subnets, image, fleet_inputs
+):
+    """A pool allowing every type has thousands of offerings; the single flight claims, and the
+    intent records, only those CreateFleet is asked about (at most 100): one claim per candidate
+    made a request into Karpenter's general-purpose example take 49 s on the local cloud."""
+    flexible_pool(cloud, subnets, image, operator="Exists")
+    claims: list[str] = []
+    intents: list[int] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == cloud.names.unavailable_offerings_table:
+            claims.append(params["Item"]["offering"]["S"])
+
+    def note_intent(params: dict[str, Any], **_: Any) -> None:
+        for item in params.get("TransactItems", []):
+            put = item.get("Put", {}).get("Item", {})
+            if put.get("sk", {}).get("S") == "Intent":
+                intents.append(len(put["offerings"]["L"]))
+
+    events = aws.client("dynamodb").meta.events
+    events.register("provide-client-params.dynamodb.PutItem", note)
+    events.register("provide-client-params.dynamodb.TransactWriteItems", note_intent)
+
+    cloud.send(launch_request("broad-claims-1", nodePool="flexible"))
+
+    record = cloud.record("broad-claims-1")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    offered = {
+        f"on-demand:{o['InstanceType']}:{o['AvailabilityZone']}"
+        for o in fleet_inputs[0]["LaunchTemplateConfigs"][0]["Overrides"]
+    }
+    assert claims and set(claims) <= offered and len(claims) <= 100
+    assert intents and max(intents) <= 100
+    left_out = record.candidates_left_out
+    assert left_out is not None and left_out.left_out > 0

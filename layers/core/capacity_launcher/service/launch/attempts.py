@@ -36,6 +36,7 @@ from capacity_launcher.service.launch.send import (
     compose,
     give_back,
     mark_launching,
+    offered_only,
     send,
     take_turn,
 )
@@ -100,6 +101,7 @@ def _attempt(
     report: LaunchReport,
 ) -> Step:
     loop.note_capacity_type(attempt, report)
+    attempt = offered_only(attempt, view, run.active)
     claim = claim_slots(ctx, attempt)
     if claim is not None and claim.granted == 0:
         # Other workers hold its last slots: known without asking EC2.

@@ -138,6 +138,26 @@ def _reserved_fit(attempt: LaunchAttempt, view: PoolView) -> frozenset[tuple[str
     )
 
 
+def offered_only(
+    attempt: LaunchAttempt, view: PoolView, active: Sequence[Progress]
+) -> LaunchAttempt:
+    """The attempt over the offerings its CreateFleet can offer (ordered, then cut at
+    MAX_OVERRIDES_PER_FLEET overrides: `fleet_offer`), before anything is claimed for it: a
+    broad pool's thousands of candidate offerings are neither claimed one by one in the ICE
+    table nor written into the intent, only the ones EC2 is asked about. The records of the
+    requests say what the cut left out."""
+    offer = fleet_offer(
+        attempt, view.subnets, view.candidates.instance_types, _reserved_fit(attempt, view)
+    )
+    left_out = offer.left_out_record()
+    if left_out is None:
+        return attempt
+    for item in active:
+        if item.left_out is None:
+            item.left_out = left_out  # the first cut the request met goes on its record
+    return replace(attempt, offerings=offer.offered)
+
+
 def claim_slots(ctx: Context, attempt: LaunchAttempt) -> SlotClaim | None:
     """Claim a targeted reservation's slots in the shared snapshot before asking EC2."""
     target = attempt.target
