@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -280,9 +280,29 @@ def pool_statuses(
 ) -> tuple[list[NodePool], dict[str, dict[str, Any]]]:
     """The stored NodePools, and each one's status (usage against limits, conditions) by name."""
     pools = store.node_pools()
-    usage = wiring.Adapters(deployment.settings(), deployment.client).pool_usage()
+    status_of = pool_status_reader(store, deployment)
+    return pools, {p.name: status_of(p) for p in pools}
+
+
+def pool_status_reader(
+    store: ConfigStore, deployment: Deployment
+) -> Callable[[NodePool], dict[str, Any]]:
+    """A pool's status from its stored usage and, with `limits.unready`, its unready instances
+    counted as the lease's gate counts them (adapters/pool_readiness.py)."""
+    adapters = wiring.Adapters(deployment.settings(), deployment.client)
+    usage, readiness = adapters.pool_usage(), adapters.pool_readiness()
     applied = {c.name for c in store.node_classes()}
-    return pools, {p.name: pool_status(p, applied, usage.usage(p.name)) for p in pools}
+
+    def status_of(pool: NodePool) -> dict[str, Any]:
+        limits = pool.spec.limits
+        counted = (
+            readiness.count(pool.name)
+            if limits is not None and limits.unready is not None
+            else None
+        )
+        return pool_status(pool, applied, usage.usage(pool.name), counted)
+
+    return status_of
 
 
 def _warn_invalid(invalid: list[InvalidDocument]) -> None:

@@ -23,11 +23,11 @@ from capacity_launcher.domain.karpenter.status import (
     nodeclaim,
     nodeclaim_name,
 )
-from capacity_launcher.domain.pool_status import pool_status
 from capacity_launcher.domain.reservations import selection_of, term_matches
 from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import reservation_snapshots
+from capacity_launcher_cli.config_commands import pool_status_reader
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import matches, requirements_of
 from capacity_launcher_cli.output_formats import TABLES
@@ -100,13 +100,12 @@ def ec2nodeclass_status_of(deployment: Deployment) -> Callable[[StoredDocument],
 
 def nodepool_status_of(deployment: Deployment) -> Callable[[StoredDocument], dict[str, Any]]:
     store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
-    usage = wiring.Adapters(deployment.settings(), deployment.client).pool_usage()
-    applied = {c.name for c in store.node_classes()}
+    pool_status = pool_status_reader(store, deployment)
 
     def status_of(stored: StoredDocument) -> dict[str, Any]:
         pool = stored.document
         assert isinstance(pool, NodePool)
-        return pool_status(pool, applied, usage.usage(pool.name))
+        return pool_status(pool)
 
     return status_of
 

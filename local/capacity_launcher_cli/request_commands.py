@@ -178,7 +178,8 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
             max_attempts=settings.max_launch_attempts,
             sleep=adapters.pause,
         )
-        answer = preview(context, request, Usage(adapters.pool_usage(), adapters.quota_usage()))
+        usage = Usage(adapters.pool_usage(), adapters.quota_usage(), adapters.pool_readiness())
+        answer = preview(context, request, usage)
     views.print_json(answer.to_dict())
     return 0 if answer.would_launch else EXIT_FAILED
 

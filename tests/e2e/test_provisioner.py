@@ -67,11 +67,41 @@ def test_limits_unready_holds_launches_until_the_sync_sees_them_ready(
     held = _submit(tmp_path, "strict", 1)
     assert held["status"] == "Failed", held
     assert "limits.unready 0: 1 of its instances" in json.dumps(held["errors"])
+    # The pool's status and a dry run say so too, as the lease's gate counts
+    assert _sufficient("strict")[:2] == ("False", "UnreadyLimitReached")
+    assert "limits.unready 0: 1 of its instances" in _sufficient("strict")[2]
+    assert _used("strict")["unready"] == "1"
+    described = run_cli("describe", "nodepool", "strict").out.splitlines()
+    assert ["unready", "0", "1"] in [line.split() for line in described]
+    dry = run_cli("submit", "--node-pool", "strict", "--count", "1", "--dry-run")
+    assert dry.code == 1, dry.out
+    (pool,) = dry.json()["pools"]
+    assert "limits.unready 0: 1 of its instances" in pool["headroom"]["unreadyRefusal"]
 
     # The sync sees it running with both status checks ok (moto reports them ok at once)
     synced = run_cli(
         "invoke", "ReservationSyncFunction", "-e", str(REPO / "events" / "schedule.json")
     )
     assert synced.code == 0, synced.err
+    assert _sufficient("strict")[:2] == ("True", "CapacityAvailable")
+    assert "unready" not in _used("strict")
+    ready = run_cli("submit", "--node-pool", "strict", "--count", "1", "--dry-run")
+    assert ready.code == 0, ready.out
+    assert ready.json()["pools"][0]["headroom"]["unreadyRefusal"] is None
     again = _submit(tmp_path, "strict", 1)
     assert again["status"] == "Fulfilled", again
+
+
+def _status(pool: str) -> dict[str, Any]:
+    shown: dict[str, Any] = run_cli("get", "nodepool", pool, "-o", "json").json()["status"]
+    return shown
+
+
+def _used(pool: str) -> dict[str, str]:
+    used: dict[str, str] = _status(pool)["used"]
+    return used
+
+
+def _sufficient(pool: str) -> tuple[str, str, str]:
+    (found,) = [c for c in _status(pool)["conditions"] if c["type"] == "ResourcesSufficient"]
+    return found["status"], found["reason"], found["message"]

@@ -3,6 +3,7 @@ counted changed before its transaction, and the sync's marks (docs/provisioner.m
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -13,8 +14,11 @@ from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.pool_readiness import PoolReadiness
 from capacity_launcher.domain.errors import UnreadyLimitReached
+from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.pool_usage import Readiness
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.service.launch.progress import Context
+from capacity_launcher.service.preview import Usage, preview
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
 
@@ -83,3 +87,33 @@ def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_o
     assert member is not None and members.uncount(member)
     assert readiness.mark_ready("general") == []
     assert readiness.count("general") == Readiness(unready=1, instances=2)  # the lease, a ready one
+
+
+def test_a_dry_run_reports_the_unready_refusal_and_does_not_claim_the_pool_would_try(
+    cloud: Any, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool that allows 20% of its instances unready, with room in its cpu limit
+    written = {"cpu": "1000", "unready": "20%"}
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits=written)
+    adapters = cloud.adapters()
+    context = Context(
+        adapters.launch_ports(), clock=adapters.clock, max_attempts=4, sleep=adapters.pause
+    )
+    usage = Usage(adapters.pool_usage(), adapters.quota_usage(), adapters.pool_readiness())
+    ask = LaunchRequest(requestId="preview-unready", nodePool="general", count=2)
+    assert preview(context, ask, usage).would_launch
+
+    # When two instances are leased and not yet ready (a live lease counts whole)
+    gated, _ = _stores(adapters.pool_readiness())
+    limits = PoolLimits.model_validate(written)
+    assert gated.reserve("general", "first", EACH, 2, 2, limits, unleased=True) == 2
+
+    # Then the preview names the refusal the lease's gate would give, and would not launch
+    answer = preview(context, ask, usage)
+    (pool,) = answer.pools
+    assert pool.headroom is not None and pool.headroom.limits == 498
+    refusal = pool.headroom.to_dict()["unreadyRefusal"]
+    assert "limits.unready 20%: 2 of its instances" in refusal
+    assert not pool.would_try and not answer.would_launch
+    with pytest.raises(UnreadyLimitReached, match=re.escape(refusal)):
+        gated.reserve("general", "second", EACH, 2, 2, limits, unleased=True)

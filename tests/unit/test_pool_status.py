@@ -11,6 +11,7 @@ import pytest
 from capacity_launcher.domain.config import NodePool
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.pool_status import pool_status
+from capacity_launcher.domain.pool_usage import Readiness
 from capacity_launcher.domain.quantities import Resources
 
 M5_XLARGE = Resources(cpu=Decimal(4), memory_mib=16384, gpu=0, instances=1)
@@ -63,3 +64,28 @@ def test_a_pool_whose_node_class_is_missing_is_not_ready() -> None:
 def test_a_pool_without_limits_is_sufficient_as_unlimited(limits: dict[str, str] | None) -> None:
     status = pool_status(pool(limits), {"general"}, M5_XLARGE * 100)
     assert conditions(status)["ResourcesSufficient"][:2] == ("True", "Unlimited")
+
+
+def test_a_pool_over_limits_unready_says_new_launches_are_held_and_counts_them() -> None:
+    # seed-003's limits: room in cpu and memory, and at most 20% of its instances unready
+    seed = pool({"cpu": "1000", "memory": "1000Gi", "unready": "20%"})
+    # Two instances launched (a live lease counts whole), neither ready yet
+    status = pool_status(seed, {"general"}, M5_XLARGE * 2, Readiness(unready=2, instances=2))
+
+    assert status["used"]["unready"] == "2"
+    state, reason, message = conditions(status)["ResourcesSufficient"]
+    assert (state, reason) == ("False", "UnreadyLimitReached")
+    assert message.startswith("new launches are held by limits.unready: ")
+    assert "limits.unready 20%: 2 of its instances" in message
+    assert "more than the 0 it allows" in message
+
+
+def test_a_pool_within_limits_unready_has_room_and_ready_instances_are_not_counted() -> None:
+    seed = pool({"cpu": "1000", "unready": 1})
+
+    status = pool_status(seed, {"general"}, M5_XLARGE * 5, Readiness(unready=1, instances=5))
+    ready = pool_status(seed, {"general"}, M5_XLARGE * 5, Readiness(unready=0, instances=5))
+
+    assert status["used"]["unready"] == "1"
+    assert conditions(status)["ResourcesSufficient"][:2] == ("True", "CapacityAvailable")
+    assert "unready" not in ready["used"]

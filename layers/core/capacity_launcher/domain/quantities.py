@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, fields
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, localcontext
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -50,13 +50,27 @@ _CPU_PATTERN = re.compile(rf"^({_NUMBER})(m?)$")
 _MEMORY_PATTERN = re.compile(rf"^({_NUMBER})(Ki|Mi|Gi|Ti|Pi|Ei|K|k|M|G|T|P|E)?$")
 _COUNT_PATTERN = re.compile(r"^[0-9]{1,18}$")
 _MILLI = Decimal("0.001")
+# Enough digits that parsing never rounds: 30 digits each side of the point times 1024**6.
+_EXACT_DIGITS = 100
 
-CPU_RULE = "must be a non-negative number of cores or millicores, e.g. '2', '1.5' or '500m'"
+# The largest quantities accepted. Far beyond any fleet, and small enough that sums of them stay
+# exact in DynamoDB's 38 digits: a trillion cores (15 digits with the millicores), 1Ei of memory
+# (13 digits of MiB), and counts of at most 18 digits.
+MAX_CPU_CORES = Decimal(10**12)
+MAX_MEMORY_BYTES = 1024**6
+MAX_COUNT_DIGITS = 18
+
+CPU_RULE = (
+    "must be a non-negative number of cores or millicores, at most 1000000000000 cores, "
+    "e.g. '2', '1.5' or '500m'"
+)
 MEMORY_RULE = (
     "must be a non-negative number of bytes with an optional suffix "
-    "Ki, Mi, Gi, Ti, Pi, Ei, K, M, G, T, P or E, e.g. '16Ti'"
+    "Ki, Mi, Gi, Ti, Pi, Ei, K, M, G, T, P or E, at most 1Ei, e.g. '16Ti'"
 )
-COUNT_RULE = "must be a non-negative whole number"
+COUNT_RULE = f"must be a non-negative whole number of at most {MAX_COUNT_DIGITS} digits"
+CPU_BOUND_RULE = "must be at most 1000000000000 cores (1e12)"
+MEMORY_BOUND_RULE = "must be at most 1Ei (1152921504606846976 bytes)"
 
 
 def _text(value: object, rule: str) -> str:
@@ -72,11 +86,16 @@ def parse_cpu(value: str | int | float | Decimal) -> Decimal:
     match = _CPU_PATTERN.match(_text(value, CPU_RULE))
     if not match:
         raise ValueError(CPU_RULE)
-    number = Decimal(match.group(1))
-    cores = number * _MILLI if match.group(2) else number
-    if cores != cores.quantize(_MILLI):
-        raise ValueError("must be a whole number of millicores (at most 3 decimal places of cores)")
-    return _plain(cores)
+    with localcontext(prec=_EXACT_DIGITS):
+        number = Decimal(match.group(1))
+        cores = number * _MILLI if match.group(2) else number
+        if cores > MAX_CPU_CORES:
+            raise ValueError(CPU_BOUND_RULE)
+        if cores != cores.quantize(_MILLI):
+            raise ValueError(
+                "must be a whole number of millicores (at most 3 decimal places of cores)"
+            )
+        return _plain(cores)
 
 
 def parse_memory_mib(value: str | int) -> int:
@@ -84,11 +103,11 @@ def parse_memory_mib(value: str | int) -> int:
     match = _MEMORY_PATTERN.match(_text(value, MEMORY_RULE))
     if not match:
         raise ValueError(MEMORY_RULE)
-    try:
+    with localcontext(prec=_EXACT_DIGITS):
         total = Decimal(match.group(1)) * _MEMORY_UNITS[match.group(2) or ""]
-    except InvalidOperation as error:  # pragma: no cover - the pattern admits only numbers
-        raise ValueError(MEMORY_RULE) from error
-    return int(total // MIB)
+        if total > MAX_MEMORY_BYTES:
+            raise ValueError(MEMORY_BOUND_RULE)
+        return int(total // MIB)
 
 
 def parse_count(value: str | int) -> int:

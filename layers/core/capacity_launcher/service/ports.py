@@ -27,7 +27,7 @@ from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Recount
+from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Readiness, Recount
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.reservations import (
@@ -177,6 +177,13 @@ class PoolUsage(Protocol):
 
     def usage(self, pool: str) -> Resources: ...
     def recompute(self, pool: str) -> Recount | None: ...
+
+
+class PoolReadinessCount(Protocol):
+    """A pool's instances for `limits.unready`, counted as the lease's gate counts them
+    (adapters/pool_readiness.py)."""
+
+    def count(self, pool: str) -> Readiness: ...
 
 
 class QuotaUsage(Protocol):

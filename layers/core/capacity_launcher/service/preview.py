@@ -12,14 +12,14 @@ the request arrives).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.errors import QuotaExceeded, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.offerings import Offering
-from capacity_launcher.domain.pool_usage import fit_lease, room_left
+from capacity_launcher.domain.pool_usage import fit_lease, room_left, unready_refusal
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.quota_admission import (
     LeaseAsk,
@@ -32,16 +32,18 @@ from capacity_launcher.domain.status import ErrorDetail, UnavailableOffering, fo
 from capacity_launcher.service.launch.progress import Context, LaunchReport
 from capacity_launcher.service.launch.resolve import PoolView, Refusal, screen
 from capacity_launcher.service.launch.resolve import resolve as resolve_pool
-from capacity_launcher.service.ports import PoolUsage, QuotaUsage
+from capacity_launcher.service.ports import PoolReadinessCount, PoolUsage, QuotaUsage
 from capacity_launcher.service.resolution import Prepared, resolve, resolve_next
 
 
 @dataclass(frozen=True)
 class Usage:
-    """What the preview reads beside the launcher's ports: usage as stored, never leased."""
+    """What the preview reads beside the launcher's ports: usage as stored, never leased, and
+    the unready instances of pools with `limits.unready` (None: not counted)."""
 
     pools: PoolUsage
     quotas: QuotaUsage
+    readiness: PoolReadinessCount | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,8 @@ class Headroom:
     """How many more instances the pool's limits and the requester's quota admit now (None:
     unlimited), each sized as a lease would size it: the largest candidate, or, when the room
     left cannot hold the request at that size, the largest of the types that fit
-    (`pool_usage.fit_lease`; `left_out` names the others)."""
+    (`pool_usage.fit_lease`; `left_out` names the others). `unready_refusal`: why
+    `limits.unready` would refuse a lease now, whatever room the limits leave."""
 
     per_instance: Resources
     limits: int | None
@@ -76,6 +79,7 @@ class Headroom:
     quota_admits: int | None = None
     quota_refusal: str | None = None
     left_out: tuple[str, ...] = ()
+    unready_refusal: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +91,7 @@ class Headroom:
             "quotaAdmits": self.quota_admits,
             "quotaRefusal": self.quota_refusal,
             "typesLeftOut": list(self.left_out),
+            "unreadyRefusal": self.unready_refusal,
         }
 
 
@@ -105,10 +110,12 @@ class PoolPreview:
 
     @property
     def would_try(self) -> bool:
-        """It would ask EC2: nothing refuses the request here, and its limits and quota leave
-        room for at least one instance."""
+        """It would ask EC2: nothing refuses the request here, its limits and quota leave room
+        for at least one instance, and `limits.unready` does not hold launches back."""
         room = self.headroom
-        full = room is not None and (room.limits == 0 or room.quota_admits == 0)
+        full = room is not None and (
+            room.limits == 0 or room.quota_admits == 0 or room.unready_refusal is not None
+        )
         return self.refusal is None and bool(self.steps) and not full
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,7 +196,7 @@ def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
             }
             for r in found.candidates.scheduled
         ),
-        headroom=_headroom(ctx, usage, found),
+        headroom=_with_unready(usage, found, _headroom(ctx, usage, found)),
     )
 
 
@@ -225,6 +232,16 @@ def _headroom(ctx: Context, usage: Usage, view: PoolView) -> Headroom:
         return Headroom(each, room, quota.name, admits, left_out=left_out)
     except QuotaExceeded as refused:
         return Headroom(each, room, refused.quota, 0, str(refused), left_out)
+
+
+def _with_unready(usage: Usage, view: PoolView, room: Headroom) -> Headroom:
+    """The headroom with why `limits.unready` would refuse a lease now, as the lease's gate
+    decides it (`pool_usage.unready_refusal`)."""
+    pool, limits = view.lead.pool.metadata.name, view.lead.pool.spec.limits
+    if usage.readiness is None or limits is None or limits.unready is None:
+        return room
+    refused = unready_refusal(pool, limits, usage.readiness.count(pool))
+    return room if refused is None else replace(room, unready_refusal=str(refused))
 
 
 def _limits_headroom(usage: Usage, view: PoolView) -> tuple[Resources, tuple[str, ...], int | None]:

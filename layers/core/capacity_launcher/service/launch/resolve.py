@@ -14,6 +14,11 @@ from dataclasses import dataclass, replace
 
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
 from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitectures
+from capacity_launcher.domain.offering_exclusions import (
+    excluding_keys,
+    exclusion_words,
+    places,
+)
 from capacity_launcher.domain.offerings import RESERVED, Offering
 from capacity_launcher.domain.planning import Candidates, find_candidates, flexibility_shortfall
 from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
@@ -126,6 +131,10 @@ def cannot_hold(view: PoolView, item: Progress) -> str | None:
     )
 
 
+NO_OFFERING = "NoOffering"
+FAILED = RequestStatus.FAILED
+
+
 def screen(ctx: Context, view: PoolView) -> Refusal | None:
     """What the pool can never serve: limits the smallest candidate never fits, nothing that
     matches, or less flexibility than minValues asks."""
@@ -151,19 +160,29 @@ def _no_offering(ctx: Context, view: PoolView, lead: Prepared) -> Refusal:
     reserved-only pool that is no fault of the request (no reservation is active now, as far as
     anyone has looked): it fails, saying when reservations were last looked at; otherwise it is
     Rejected."""
-    message = words.no_offering(lead, view.subnets)
-    code, status = "NoOffering", RequestStatus.REJECTED
     architecture = view.architecture
     if architecture is not None and view.candidates.cannot_run_image:
         # The pool allows types, but the NodeClass's image runs on none of them.
         message = architecture.refusal(
             lead.node_class, view.pool_name, view.candidates.cannot_run_image
         )
-        code, status = ARCHITECTURE_MISMATCH, RequestStatus.FAILED
-    elif set(words.capacity_types(lead)) == {RESERVED}:
+        return Refusal(ErrorDetail(code=ARCHITECTURE_MISMATCH, message=message), FAILED)
+    if set(words.capacity_types(lead)) == {RESERVED}:
         message = words.no_reservation(lead, ctx.ports.reservations.as_of(lead.node_class))
-        status = RequestStatus.FAILED
-    return Refusal(ErrorDetail(code=code, message=message), status)
+        return Refusal(ErrorDetail(code=NO_OFFERING, message=message), FAILED)
+    message = _excluded(lead, view, words.no_offering(lead, view.subnets))
+    return Refusal(ErrorDetail(code=NO_OFFERING, message=message), RequestStatus.REJECTED)
+
+
+def _excluded(lead: Prepared, view: PoolView, message: str) -> str:
+    """The message, naming the requirement keys that leave the pool no offering and their
+    rules, when some do (domain/offering_exclusions.py)."""
+    types = list(view.candidates.instance_types.values())
+    offered = places(types, view.subnets.keys(), lead.pool.spec.allowed_capacity_types())
+    exclusion = excluding_keys(lead.requirements, offered)
+    if exclusion is None:
+        return message
+    return f"{message}: {exclusion_words(lead.requirements, exclusion, offered)}"
 
 
 def _candidates(
