@@ -59,14 +59,34 @@ def parse_tag(text: str) -> tuple[str, str]:
     return key, value
 
 
+def request_file(filename: str) -> dict[str, Any]:
+    """`submit -f FILE`: one launch request, a JSON object; a UsageError naming the file and the
+    rule otherwise."""
+    try:
+        text = Path(filename).read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"{filename}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"{filename}: not UTF-8 text (a launch request is a JSON object)"
+        ) from None
+    try:
+        loaded = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(
+            f"{filename}: not valid JSON (a launch request is a JSON object): {error.msg} at "
+            f"line {error.lineno} column {error.colno}"
+        ) from None
+    if not isinstance(loaded, dict):
+        raise UsageError(f"{filename}: a launch request is a JSON object")
+    return loaded
+
+
 def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The launch request JSON; not validated here: the service judges it (and may reject it)."""
     request: dict[str, Any] = {}
     if args.filename:
-        loaded = json.loads(Path(args.filename).read_text(encoding="utf-8"))
-        if not isinstance(loaded, dict):
-            raise UsageError(f"{args.filename}: a launch request is a JSON object")
-        request.update(loaded)
+        request.update(request_file(args.filename))
     flags = {
         "requestId": args.request_id,
         "nodePool": args.node_pool,
