@@ -8,12 +8,12 @@ import sys
 
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
-from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry, UnavailableOfferings
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.offerings import RESERVED, offering_key
 from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
 from capacity_launcher.service import wiring
-from capacity_launcher_cli import views
+from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.output_formats import TABLES
 
@@ -67,34 +67,46 @@ def _members(reservations: CapacityReservations, group_arn: str) -> list[str]:
 
 
 def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
-    snapshots = reservation_snapshots(deployment)
-    invalid = ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).invalid()
-    if args.output not in TABLES:
-        views.emit(
-            [
-                *(views.reservation_json(r) for r in snapshots),
-                *(
-                    {"capacityReservationId": i.reservation_id, "invalidSnapshot": i.reason}
-                    for i in invalid
-                ),
-            ],
-            args,
-        )
-    else:
-        views.show(views.reservations(snapshots))
+    """EC2's capacity reservations as the service sees them (or the ones named by id)."""
+    snapshots = named.chosen(args, reservation_snapshots(deployment), lambda r: r.reservation_id)
+    invalid = named.chosen(
+        args,
+        ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).invalid(),
+        lambda i: i.reservation_id,
+    )
+    present = [*(r.reservation_id for r in snapshots), *(i.reservation_id for i in invalid)]
+    code = named.answer(
+        args,
+        named.missing_from(args, present),
+        lambda: [
+            *(views.reservation_json(r) for r in snapshots),
+            *(
+                {"capacityReservationId": i.reservation_id, "invalidSnapshot": i.reason}
+                for i in invalid
+            ),
+        ],
+        lambda: views.reservations(snapshots),
+    )
+    if args.output in TABLES:
         for snapshot in invalid:
             print(
                 f"warning: the stored snapshot of {snapshot.reservation_id} is invalid "
                 f"(the next sync replaces it): {snapshot.reason}",
                 file=sys.stderr,
             )
-    return 0
+    return code
 
 
 def get_unavailable_offerings(args: argparse.Namespace, deployment: Deployment) -> int:
-    entries = list(ice_cache(deployment).current().values())
-    if args.output not in TABLES:
-        views.emit([views.unavailable_json(e) for e in entries], args)
-    else:
-        views.show(views.unavailable_offerings(entries))
-    return 0
+    """The ICE cache's unexpired entries (or the ones named by offering key)."""
+    entries = named.chosen(args, list(ice_cache(deployment).current().values()), _offering)
+    return named.answer(
+        args,
+        named.missing_from(args, (e.offering for e in entries)),
+        lambda: [views.unavailable_json(e) for e in entries],
+        lambda: views.unavailable_offerings(entries),
+    )
+
+
+def _offering(entry: UnavailableEntry) -> str:
+    return entry.offering

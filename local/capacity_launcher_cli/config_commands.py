@@ -42,6 +42,8 @@ KINDS = {
     "priorityclass": PRIORITY_CLASS,
 }
 _YAML_SUFFIXES = (".yaml", ".yml")
+# `-f -`: standard input, named so in errors.
+STDIN = Path("<stdin>")
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,9 @@ class _StrictLoader(yaml.SafeLoader):
 
 def _files(paths: list[str]) -> Iterator[Path]:
     for raw in paths:
+        if raw == "-":
+            yield STDIN
+            continue
         path = Path(raw)
         if path.is_dir():
             yield from sorted(p for p in path.iterdir() if p.suffix in _YAML_SUFFIXES)
@@ -106,12 +111,19 @@ def _files(paths: list[str]) -> Iterator[Path]:
             yield path
 
 
+def _text(path: Path) -> str:
+    """The file's text; `-f -` reads standard input, as kubectl does."""
+    if path == STDIN:
+        return sys.stdin.read()
+    return path.read_text(encoding="utf-8")
+
+
 def read_documents(paths: list[str]) -> list[SourceDocument]:
     documents: list[SourceDocument] = []
     problems: list[str] = []
     for path in _files(paths):
         try:
-            loaded = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_StrictLoader))
+            loaded = list(yaml.load_all(_text(path), Loader=_StrictLoader))
         except OSError as error:
             problems.append(f"{path}: cannot read: {error.strerror or error}")
             continue

@@ -5,7 +5,6 @@ read-only NodeClaim per launched instance (docs/karpenter.md)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +24,7 @@ from capacity_launcher.domain.karpenter.status import (
 )
 from capacity_launcher.domain.reservations import selection_of, term_matches
 from capacity_launcher.service import wiring
-from capacity_launcher_cli import views
+from capacity_launcher_cli import named, views
 from capacity_launcher_cli.capacity_commands import reservation_snapshots
 from capacity_launcher_cli.config_commands import pool_status_reader
 from capacity_launcher_cli.deployment import Deployment
@@ -127,8 +126,7 @@ def get_nodeclaims(args: argparse.Namespace, deployment: Deployment) -> int:
     claims = {n: c for n, c in claims.items() if matches(c["metadata"]["labels"], selector)}
     if args.name:
         if args.name not in claims:
-            print(f"error: nodeclaim {args.name} not found", file=sys.stderr)
-            return 1
+            return named.report_missing(args, [args.name])
         views.emit(claims[args.name], args)
         return 0
     if args.output not in TABLES:

@@ -82,7 +82,19 @@ def parser() -> argparse.ArgumentParser:
     resource_types.add_argument(
         get, "resource", "what to list: a plural, singular or short name, in any case"
     )
-    get.add_argument("name", nargs="?", help="one document by name (printed as YAML by default)")
+    get.add_argument(
+        "names",
+        nargs="*",
+        action=_Names,
+        metavar="NAME",
+        help="only these (a request by its requestId, an instance or reservation by its id); "
+        "one document by name prints as YAML by default",
+    )
+    get.add_argument(
+        "--ignore-not-found",
+        action="store_true",
+        help="a NAME that does not exist is not an error (exit 0, nothing printed for it)",
+    )
     get.add_argument(
         "-o",
         "--output",
@@ -185,6 +197,17 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+class _Names(argparse.Action):
+    """`get`'s NAMEs, and `name`: the one NAME of the types that take one (None without)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *rest: object
+    ) -> None:
+        names = list(rest[0]) if isinstance(rest[0], list) else []
+        namespace.names = names
+        namespace.name = names[0] if names else None
+
+
 class _Version(argparse.Action):
     """--version: the installed distribution's version, looked up only when asked."""
 
@@ -247,13 +270,21 @@ def _command(args: argparse.Namespace) -> Command:
     return commands[args.command]
 
 
+# Types whose `get` takes several NAMEs; the others take one.
+_MANY_NAMES = ("requests", "instances", "reservations", "unavailable-offerings")
+
+
 def _refused(args: argparse.Namespace) -> str | None:
     """A `get` whose flags cannot go together, as kubectl refuses them."""
-    if args.command != "get" or not args.selector:
+    if args.command != "get":
+        return None
+    if len(args.names) > 1 and args.resource not in _MANY_NAMES:
+        return f"get {args.resource} takes one NAME (several: {', '.join(_MANY_NAMES)})"
+    if not args.selector:
         return None
     if args.resource not in label_selectors.LABELLED:
         return f"{args.resource} carry no labels: -l selects {', '.join(label_selectors.LABELLED)}"
-    if args.name:
+    if args.names:
         return "a NAME cannot be given with -l (a selector)"
     return None
 
@@ -262,7 +293,7 @@ def _watch(command: Command, args: argparse.Namespace, deployment: Deployment) -
     from capacity_launcher_cli.output_formats import TABLES
     from capacity_launcher_cli.watch import watch
 
-    if args.output not in (*TABLES, "name") or args.name:
+    if args.output not in (*TABLES, "name") or args.names:
         print("error: --watch lists rows: -o table, wide or name, and no NAME", file=sys.stderr)
         return 2
     return watch(command, args, deployment)

@@ -18,6 +18,7 @@ from capacity_launcher.domain.ome_reservations import (
 )
 from capacity_launcher.domain.ome_status import reservation_status
 from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher_cli import named
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels
 from capacity_launcher_cli.priority_commands import priority_class_store
@@ -58,9 +59,10 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
             if args.output_version
             else REGISTRY.version(OME_API_VERSION, kind)
         )
-    except (NotFound, ConfigValidationError) as error:
-        reason = "not found" if isinstance(error, NotFound) else str(error)
-        print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
+    except NotFound:
+        return named.report_missing(args, [args.name])
+    except ConfigValidationError as error:
+        print(f"error: {args.resource}: {error}", file=sys.stderr)
         return 1
     statuses = quota_statuses(deployment, store)
     table = priority_class_store(deployment).table()

@@ -4,12 +4,11 @@ OME reservations' priorityClassName stand for, docs/ome.md), as kubectl lists th
 from __future__ import annotations
 
 import argparse
-import sys
 
 from capacity_launcher.adapters.priority_class_store import PriorityClassStore
 from capacity_launcher.domain.errors import NotFound
 from capacity_launcher.domain.priority_classes import PriorityClass
-from capacity_launcher_cli import views
+from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 
 RESOURCES = ("priorityclasses", "priorityclass")
@@ -32,8 +31,7 @@ def get_priority_classes(args: argparse.Namespace, deployment: Deployment) -> in
         try:
             classes = [store.priority_class(args.name)]
         except NotFound:
-            print(f"error: {args.resource} {args.name}: not found", file=sys.stderr)
-            return 1
+            return named.report_missing(args, [args.name])
     else:
         classes = store.priority_classes()
     if args.output == "table":

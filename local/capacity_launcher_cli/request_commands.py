@@ -18,10 +18,9 @@ from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher.service import resolution, wiring
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview
-from capacity_launcher_cli import views
+from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock
-from capacity_launcher_cli.output_formats import TABLES
 from capacity_launcher_client.client import (
     LaunchClient,
     ProgressCallback,
@@ -60,14 +59,34 @@ def parse_tag(text: str) -> tuple[str, str]:
     return key, value
 
 
+def request_file(filename: str) -> dict[str, Any]:
+    """`submit -f FILE`: one launch request, a JSON object; a UsageError naming the file and the
+    rule otherwise."""
+    try:
+        text = Path(filename).read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"{filename}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"{filename}: not UTF-8 text (a launch request is a JSON object)"
+        ) from None
+    try:
+        loaded = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(
+            f"{filename}: not valid JSON (a launch request is a JSON object): {error.msg} at "
+            f"line {error.lineno} column {error.colno}"
+        ) from None
+    if not isinstance(loaded, dict):
+        raise UsageError(f"{filename}: a launch request is a JSON object")
+    return loaded
+
+
 def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The launch request JSON; not validated here: the service judges it (and may reject it)."""
     request: dict[str, Any] = {}
     if args.filename:
-        loaded = json.loads(Path(args.filename).read_text(encoding="utf-8"))
-        if not isinstance(loaded, dict):
-            raise UsageError(f"{args.filename}: a launch request is a JSON object")
-        request.update(loaded)
+        request.update(request_file(args.filename))
     flags = {
         "requestId": args.request_id,
         "nodePool": args.node_pool,
@@ -204,14 +223,19 @@ def status(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
-    records = (
-        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
-    )
-    if args.output not in TABLES:
-        views.emit([r.to_detail() for r in records], args)
+    """Every request's record (the latest 100), or the ones named by requestId."""
+    store = wiring.Adapters(deployment.settings(), deployment.client).launch_records()
+    if args.names:
+        asked = {name: store.get_record(name) for name in dict.fromkeys(args.names)}
+        records = [r for r in asked.values() if r is not None]
     else:
-        views.show(views.requests(records, wide=args.output == "wide"))
-    return 0
+        records = store.list_records()
+    return named.answer(
+        args,
+        named.missing_from(args, (r.request_id for r in records)),
+        lambda: [r.to_detail() for r in records],
+        lambda: views.requests(records, wide=args.output == "wide"),
+    )
 
 
 def instance_states(records: list[RequestRecord], deployment: Deployment) -> dict[str, str]:
@@ -222,14 +246,23 @@ def instance_states(records: list[RequestRecord], deployment: Deployment) -> dic
 
 
 def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
-    """Every instance the requests launched, with its state now (from its instance item, which
-    instance events keep: running, stopped, terminated…; `-` when the service has none)."""
+    """Every instance the requests launched (or the ones named by id), with its state now (from
+    its instance item, which instance events keep: running, stopped, terminated…; `-` when the
+    service has none)."""
     records = (
         wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
     )
+    if args.names:
+        asked = set(args.names)
+        records = [
+            r.model_copy(update={"instances": [i for i in r.instances if i.instance_id in asked]})
+            for r in records
+        ]
     states = instance_states(records, deployment)
-    if args.output not in TABLES:
-        views.emit(views.instance_details(records, states), args)
-    else:
-        views.show(views.instances(records, states))
-    return 0
+    present = (i.instance_id for r in records for i in r.instances)
+    return named.answer(
+        args,
+        named.missing_from(args, present),
+        lambda: views.instance_details(records, states),
+        lambda: views.instances(records, states),
+    )

@@ -20,7 +20,7 @@ from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidat
 from capacity_launcher.domain.priority_classes import PriorityTable
 from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.service import wiring
-from capacity_launcher_cli import views
+from capacity_launcher_cli import named, views
 from capacity_launcher_cli.config_commands import ApplyError, read_documents
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of, nodepool_status_of
@@ -96,10 +96,10 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
             stored = [store.stored(found.hub_kind, args.name)]  # type: ignore[arg-type]
         else:
             stored = store.stored_all(found.hub_kind)  # type: ignore[arg-type]
-    except (NotFound, ConfigValidationError) as error:
-        missing = isinstance(error, NotFound)
-        reason = "not found" if missing else str(getattr(error, "errors", [error])[0])
-        print(f"error: {args.resource} {args.name or ''}: {reason}", file=sys.stderr)
+    except NotFound:
+        return named.report_missing(args, [args.name])
+    except ConfigValidationError as error:
+        print(f"error: {args.resource}: {error.errors[0]}", file=sys.stderr)
         return 1
     selector = requirements_of(args)
     stored = [s for s in stored if matches(stored_labels(s), selector)]

@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import logging
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -106,12 +107,27 @@ class E2eCloud:
         return self.deployment.client(service)
 
 
-def run_cli(*argv: str) -> CliResult:
-    """`capacity-launcher ARGV` in this process; the functions' own output stays out of it."""
+def run_cli(*argv: str, stdin: str = "") -> CliResult:
+    """`capacity-launcher ARGV` in this process, `stdin` on its standard input; the functions'
+    own output stays out of it."""
     out, err = io.StringIO(), io.StringIO()
-    with function_output.host_output(out), contextlib.redirect_stderr(err):
+    with (
+        function_output.host_output(out),
+        contextlib.redirect_stderr(err),
+        _standard_input(stdin),
+    ):
         code = main(list(argv))
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _standard_input(text: str) -> Iterator[None]:
+    saved = sys.stdin
+    sys.stdin = io.StringIO(text)
+    try:
+        yield
+    finally:
+        sys.stdin = saved
 
 
 def request_id(prefix: str) -> str:

@@ -95,3 +95,33 @@ def test_a_file_with_no_documents_is_an_error(tmp_path: Path) -> None:
 
     with pytest.raises(ApplyError, match=r"empty\.yaml: no documents to apply"):
         read_documents([str(path)])
+
+
+def test_dash_reads_standard_input_and_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(CLASS + "---\nkind: NodePool\n"))
+
+    documents = read_documents(["-"])
+
+    assert [str(d.path) for d in documents] == ["<stdin>", "<stdin>"]
+    with pytest.raises(ApplyError) as refused:
+        validate(documents)
+    assert refused.value.problems[0].startswith("<stdin>: document 2 (NodePool): apiVersion:")
+
+
+def test_status_and_server_metadata_are_ignored_other_fields_refused(tmp_path: Path) -> None:
+    path = tmp_path / "printed.yaml"
+    path.write_text(
+        CLASS.replace("metadata: {name: base}", "metadata: {name: base, uid: u, generation: 2}")
+        + "status: {conditions: []}\n"
+    )
+    (hub,) = validate(read_documents([str(path)]))
+    assert hub.name == "base"
+
+    path.write_text(CLASS + "state: {conditions: []}\n")
+    with pytest.raises(ApplyError) as refused:
+        validate(read_documents([str(path)]))
+    assert refused.value.problems == [
+        f"{path}: document 1 (NodeClass base): state: is not an allowed field"
+    ]

@@ -129,3 +129,31 @@ def test_get_requests_shows_what_a_waiting_request_waits_for_and_instances_their
         done.request_id,
         None,
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("nodePool: general\n", "not valid JSON (a launch request is a JSON object): "),
+        ("", "not valid JSON (a launch request is a JSON object): Expecting value at line 1"),
+        ("[1, 2]", "a launch request is a JSON object"),
+    ],
+)
+def test_a_request_file_that_is_not_a_json_object_is_named_with_the_rule(
+    tmp_path: Path, text: str, rule: str
+) -> None:
+    path = tmp_path / "request.yaml"
+    path.write_text(text)
+    args = parser().parse_args(["submit", "-f", str(path)])
+
+    with pytest.raises(UsageError) as refused:
+        request_from_args(args)
+
+    assert str(refused.value).startswith(f"{path}: {rule}")
+
+
+def test_a_request_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    args = parser().parse_args(["submit", "-f", str(tmp_path / "missing.json")])
+
+    with pytest.raises(UsageError, match=r"missing\.json: cannot read: No such file"):
+        request_from_args(args)

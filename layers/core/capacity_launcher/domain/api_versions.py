@@ -36,6 +36,9 @@ KEPT_ANNOTATION = "capacity-launcher/kept-fields"
 HUB_FIELDS_ANNOTATION = "capacity-launcher/hub-fields"
 # Kept fields are stored beside the hub document in the state table (400 KB items).
 MAX_KEPT_BYTES = 64 * 1024
+# What the server sets and `get` may print, and `apply` ignores as Kubernetes does for a kind with
+# a status subresource: the object's status, and metadata only the server writes.
+SERVER_METADATA = ("creationTimestamp", "generation", "resourceVersion", "uid", "managedFields")
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,7 @@ class VersionRegistry:
             served = _listed(self.served_for(kind)) or self._kinds()
             raise ConfigValidationError([FieldError("apiVersion", f"is required: {served}")])
         version = self.version(api_version, kind)
-        body, carried = _without_kept_annotation(data)
+        body, carried = _without_kept_annotation(without_server_fields(data))
         body, hub_fields = _without_hub_fields(body)
         try:
             conversion = version.converted(version.parse(body), references)
@@ -304,6 +307,16 @@ class VersionRegistry:
 
 def _listed(versions: Iterable[ServedVersion]) -> str:
     return ", ".join(v.label for v in versions)
+
+
+def without_server_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The document as its author wrote it: without ``status`` and SERVER_METADATA, which `get`
+    prints and an apply of its output must not be refused for (nor act on)."""
+    body = {k: v for k, v in data.items() if k != "status"}
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping):
+        body["metadata"] = {k: v for k, v in metadata.items() if k not in SERVER_METADATA}
+    return body
 
 
 def _without_kept_annotation(data: Mapping[str, Any]) -> tuple[dict[str, Any], Kept | None]:
