@@ -102,7 +102,20 @@ def _without_status(text: str) -> dict[str, Any]:
     return {k: v for k, v in document.items() if k != "status"}
 
 
-@pytest.mark.parametrize(("resource", "name", "extra"), PRINTED)
+# Ids without the random suffix: every xdist worker must collect the same test names.
+PRINTED_IDS = [
+    "nodepool",
+    "nodeclass",
+    "ec2nodeclass",
+    "nodepool-as-karpenter-v1",
+    "provisioner-as-v1alpha4",
+    "capacityreservation",
+    "clustercapacityreservation",
+    "capacityquota",
+]
+
+
+@pytest.mark.parametrize(("resource", "name", "extra"), PRINTED, ids=PRINTED_IDS)
 def test_get_yaml_applied_back_from_stdin_is_unchanged(
     applied: None, resource: str, name: str, extra: tuple[str, ...]
 ) -> None:
