@@ -77,11 +77,8 @@ def compose(
     offer = fleet_offer(
         attempt, view.subnets, view.candidates.instance_types, _reserved_fit(attempt, view)
     )
+    # The attempt was cut to what its fleet offers (`offered_only`), which recorded the cut.
     template, by_type = _templates(ctx, attempt, view, offer)
-    left_out = offer.left_out_record()
-    for item in active:
-        if left_out is not None and item.left_out is None:
-            item.left_out = left_out  # the first cut the request met goes on its record
     return LaunchIntent(
         token=token,
         attempt=number,
