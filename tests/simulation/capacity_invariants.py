@@ -366,9 +366,11 @@ class CapacityInvariants:
                 )
 
     def _settled_catalog(self, request: Request) -> bool:
-        """No pool or class changed while a launcher might have served it from a stale copy."""
-        cache = self.world.config_cache_seconds + 1.0
-        start = request.submitted_at - cache
+        """No pool or class changed while the request was served. A change before it was
+        submitted governs it at once, whatever copy a launcher holds: a lease conditions on the
+        revisions of the pool and class the request was resolved with (there is no slack for
+        the launchers' configuration cache)."""
+        start = request.submitted_at
         end = request.ended_at if request.ended_at is not None else self.world.now
         return not any(start <= moment <= end for moment in self.base.catalog.changed_at)
 

@@ -280,10 +280,6 @@ class World:
         return self.client("dynamodb")
 
     @property
-    def config_cache_seconds(self) -> float:
-        return float(get_settings().config_cache_seconds)
-
-    @property
     def now(self) -> float:
         return self.emulator.clock.now()
 

@@ -5,6 +5,10 @@ a name it lacks is read through (strongly consistent) before anyone is told it d
 A stored document that no longer parses affects only itself: it is skipped with a warning, and
 `invalid()` reports it. A NodeClass item carries a `version` that every apply of a NodePool
 naming it bumps, so a delete conditioned on the version it checked cannot race such an apply.
+Every NodePool and NodeClass item also carries its `revision` (`documents.revision_of`, of the
+copy a reader parses from the stored body): a lease conditions on the revisions the request was
+resolved with, so an apply that returned governs every lease written after it, and `forget`
+drops this container's copies when a lease finds them older.
 Every apply of a CapacityQuota bumps one quota-set version, conditioned on the version its
 cross-quota check read, so two applies that conflict only together cannot both succeed; every
 delete of one bumps it too. That version is the quotas' generation (`quota_set`): a lease
@@ -35,7 +39,12 @@ from capacity_launcher.adapters.config_items import (
 )
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.documents import parse_document, to_document
+from capacity_launcher.domain.documents import (
+    parse_document,
+    revision_of,
+    stored_body,
+    to_document,
+)
 from capacity_launcher.domain.errors import (
     CapacityLauncherError,
     ConditionFailed,
@@ -89,7 +98,9 @@ class ConfigStore:
             return
         kind: Kind = document.kind
         now = datetime.now(UTC).isoformat()
-        body = json.dumps(to_document(document), sort_keys=True)
+        body = stored_body(document)
+        # Of the copy a reader parses from the body, so every reader computes the same one.
+        revision = revision_of(self._parse(kind, {"sk": document.metadata.name, "document": body}))
         if isinstance(document, NodePool):
             ref = document.spec.node_class_ref
             item = {
@@ -98,6 +109,8 @@ class ConfigStore:
                 "document": body,
                 # Every lease checks it: a launcher with a stale copy cannot overrun.
                 "limits": limits_token(document.spec.limits),
+                # And the whole of it: a lease decided on another revision does not hold.
+                "revision": revision,
                 "updatedAt": now,
             }
             if kept_body is not None:
@@ -126,8 +139,13 @@ class ConfigStore:
                 ) from failed
         else:
             # An update, not a put: the version must survive a re-apply of the class.
-            values: dict[str, Any] = {":document": body, ":now": now, ":one": 1}
-            update = "SET #document = :document, updatedAt = :now"
+            values: dict[str, Any] = {
+                ":document": body,
+                ":revision": revision,
+                ":now": now,
+                ":one": 1,
+            }
+            update = "SET #document = :document, revision = :revision, updatedAt = :now"
             if kept_body is None:
                 update += " REMOVE kept"
             else:
@@ -148,6 +166,10 @@ class ConfigStore:
         from capacity_launcher.adapters.priority_class_store import PriorityClassStore
 
         return PriorityClassStore(self._table, self._db)
+
+    def forget(self) -> None:
+        """Drop this container's copies: the next read of any document goes to the table."""
+        self._invalidate()
 
     def _invalidate(self) -> None:
         self._cache.invalidate()

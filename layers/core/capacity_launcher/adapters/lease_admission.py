@@ -10,11 +10,13 @@ condition failed), the pool's usage item is read and the decision is made from w
 The lease transaction's items are, in order: the pool's usage (an ADD conditioned on each
 limited dimension's headroom: the lease never takes the usage over the limits, whatever was
 read), the lease's put (only if absent, with the types it covers when narrowed), the pool's
-stored limits checked, the quotas' generation checked, then the quota usage items the admission
-read (the pool's cohort-and-flavor item updated, every other one checked), each conditioned on
-the version read. When a condition fails, the item that failed says what to read again before
-deciding again: the pool's usage item (another lease or settle moved it), the stored limits,
-the quotas.
+stored limits and revision checked, its NodeClass's revision checked, the quotas' generation
+checked, then the quota usage items the admission read (the pool's cohort-and-flavor item
+updated, every other one checked), each conditioned on the version read. When a condition
+fails, the item that failed says what to read again before deciding again: the pool's usage
+item (another lease or settle moved it), the stored limits, the quotas. A pool or class
+applied since the request was resolved is not decided again here: NodePoolChanged sends the
+request back to be resolved on the stored documents (its candidates come from them).
 """
 
 from __future__ import annotations
@@ -40,7 +42,13 @@ from capacity_launcher.adapters.pool_items import (
     lease_types_attributes,
     limits_pk,
 )
-from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded, Transient
+from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.errors import (
+    ConditionFailed,
+    NodePoolChanged,
+    QuotaExceeded,
+    Transient,
+)
 from capacity_launcher.domain.index_shards import shard_value
 from capacity_launcher.domain.pool_usage import Lease, LeaseFit, Room, room_left
 from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits, Resources
@@ -56,7 +64,7 @@ _RESERVE_TRIES = 3
 # Where the lease transaction's items are (see the module's docstring).
 _LEASE_ITEM = 1
 _LIMITS_ITEM = 2
-_GENERATION_ITEM = 3
+_NODE_CLASS_ITEM = 3  # when the revisions the request was resolved with are given
 # Admissions that lost the race for their cohort's quota usage, before the message goes back.
 _QUOTA_TRIES = 4
 # Reads a lease by pool and lease id (the store's: open, settled, or None).
@@ -78,6 +86,7 @@ class _Reserving:
     lease_id: str
     limits: PoolLimits | None
     quotas: QuotaSet
+    seen: Revisions | None  # the pool and class the request was resolved with
     stored: bool = False  # `limits` are the stored ones, not the container's copy
     fresh: bool = False  # `quotas` were read now, not the container's copy
     again: bool = False  # decide again at once
@@ -125,17 +134,24 @@ class LeaseAdmission:
         self._quotas = quotas or NoQuotas()
 
     def reserve(
-        self, ask: LeaseAsk, lease_id: str, limits: PoolLimits | None, lease: LeaseReader
+        self,
+        ask: LeaseAsk,
+        lease_id: str,
+        limits: PoolLimits | None,
+        lease: LeaseReader,
+        seen: Revisions | None = None,
     ) -> tuple[Lease | None, bool]:
         """The lease `ask` is granted (None: not even `ask.least` fits now), and whether it was
-        put now (False: `lease` found the one a retry had put)."""
-        state = _Reserving(ask, lease_id, limits, self._quotas.quota_set())
+        put now (False: `lease` found the one a retry had put). `seen`: the revisions of the
+        pool and class the request was resolved with (NodePoolChanged when either is stored
+        at another one now)."""
+        state = _Reserving(ask, lease_id, limits, self._quotas.quota_set(), seen)
         while state.tries < _RESERVE_TRIES + 2:
             state.tries += 1
             if state.used is None and not state.whole_fits():
                 if not state.stored:
                     # Never narrow nor refuse on a copy that may be stale: read the stored one.
-                    state.limits, state.stored = self._items.limits_in_force(ask.pool), True
+                    state.limits, state.stored = self._in_force(state), True
                     continue
                 state.used = self._usage(ask.pool)
             if self._try_lease(state, lease):
@@ -146,12 +162,15 @@ class LeaseAdmission:
             if state.full and state.stored:
                 return None, False  # decided on the stored limits and usage read: full
             if state.full:
-                state.limits, state.stored = self._items.limits_in_force(ask.pool), True
+                state.limits, state.stored = self._in_force(state), True
                 continue
             # The usage condition failed (another lease or settle moved it): read the usage
             # and decide again from what it says.
             state.used = self._usage(ask.pool)
         return None, False
+
+    def _in_force(self, state: _Reserving) -> PoolLimits | None:
+        return self._items.limits_in_force(state.ask.pool, state.seen)
 
     def _usage(self, pool: str) -> Resources:
         return self._items.usage_item(pool)[0]
@@ -176,7 +195,10 @@ class LeaseAdmission:
         items = self._reserve_items(state, fit, hold)
         if self._unready_gate is not None:  # limits.unready
             self._unready_gate.gate(pool, state.limits, items[0]["Update"])
-        items.append(self._items.limits_check(pool, state.limits))
+        items.append(self._items.limits_check(pool, state.limits, state.seen))
+        if state.seen is not None:
+            items.append(self._items.node_class_check(state.seen))
+        generation_item = len(items)
         if state.quotas.generation is not None:
             items.append(quota_generation_check(self._items.table, state.quotas.generation))
         first_quota_item = len(items)
@@ -188,26 +210,35 @@ class LeaseAdmission:
             if existing is not None:
                 state.taken = existing
                 return True
-            self._after_conflict(state, failed, first_quota_item, len(items))
+            self._after_conflict(state, failed, generation_item, first_quota_item, len(items))
             return False
         state.taken = lease_of(from_item(items[_LEASE_ITEM]["Put"]["Item"]))
         state.put = True
         return True
 
     def _after_conflict(
-        self, state: _Reserving, failed: ConditionFailed, first_quota_item: int, size: int
+        self,
+        state: _Reserving,
+        failed: ConditionFailed,
+        generation_item: int,
+        first_quota_item: int,
+        size: int,
     ) -> None:
         """What a cancelled lease transaction asks for next, by the item that failed."""
+        if state.seen is not None and failed.failed_at(_NODE_CLASS_ITEM):
+            name = state.seen.node_class_name
+            raise NodePoolChanged(state.ask.pool, "NodeClass", name)
         if any(failed.failed_at(i) for i in range(first_quota_item, size)):
             # Another admission or release in the quota's group wrote first: read again.
             state.count_lost()
-        elif state.quotas.generation is not None and failed.failed_at(_GENERATION_ITEM):
+        elif state.quotas.generation is not None and failed.failed_at(generation_item):
             # A quota was applied or deleted since this copy was read: decide on the stored one.
             state.count_lost()
             self._refresh_quotas(state)
         elif failed.failed_at(_LIMITS_ITEM):
-            # The pool was applied (or deleted) since this copy was read.
-            state.limits, state.stored = self._items.limits_in_force(state.ask.pool), True
+            # The pool was applied (or deleted) since this copy was read: NodePoolChanged or
+            # NodePoolDeleted, unless only its limits are checked (no revision was given).
+            state.limits, state.stored = self._in_force(state), True
             state.used, state.again = None, True
 
     def _refresh_quotas(self, state: _Reserving) -> None:

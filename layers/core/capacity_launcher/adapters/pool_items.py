@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.errors import ConditionFailed, NodePoolDeleted
+from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.errors import ConditionFailed, NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.pool_usage import Lease, Member, Recount, usage_of
 from capacity_launcher.domain.quantities import (
     CPU,
@@ -128,38 +129,71 @@ class PoolItems:
 
     def stored(self, pool: str) -> tuple[bool, PoolLimits | None]:
         """Whether the pool is stored, and its limits as last applied (strongly consistent)."""
+        found, limits, _ = self._stored(pool)
+        return found, limits
+
+    def _stored(self, pool: str) -> tuple[bool, PoolLimits | None, str | None]:
         with aws_call("GetItem"):
             item = self.db.get_item(
                 TableName=self.table,
                 Key=key("NodePool", pool),
                 ConsistentRead=True,
-                ProjectionExpression="pk, #limits",
-                ExpressionAttributeNames={"#limits": "limits"},
+                ProjectionExpression="pk, #limits, #revision",
+                ExpressionAttributeNames={"#limits": "limits", "#revision": "revision"},
             ).get("Item")
         token = (item or {}).get("limits", {}).get("S")
+        revision = (item or {}).get("revision", {}).get("S")
         dumped = json.loads(token) if token else None
-        return item is not None, None if dumped is None else PoolLimits.model_validate(dumped)
+        limits = None if dumped is None else PoolLimits.model_validate(dumped)
+        return item is not None, limits, revision
 
-    def limits_in_force(self, pool: str) -> PoolLimits | None:
-        """The stored limits; NodePoolDeleted when the pool is no longer stored."""
-        found, limits = self.stored(pool)
+    def limits_in_force(self, pool: str, seen: Revisions | None = None) -> PoolLimits | None:
+        """The stored limits; NodePoolDeleted when the pool is no longer stored, NodePoolChanged
+        when it is stored at another revision than `seen` (the copy the request was resolved
+        with: its requirements, not only its limits, may be other now)."""
+        found, limits, revision = self._stored(pool)
         if not found:
             raise NodePoolDeleted(pool)
+        if seen is not None and revision is not None and revision != seen.pool:
+            raise NodePoolChanged(pool)
         return limits
 
-    def limits_check(self, pool: str, limits: PoolLimits | None) -> dict[str, Any]:
+    def limits_check(
+        self, pool: str, limits: PoolLimits | None, seen: Revisions | None = None
+    ) -> dict[str, Any]:
         """The lease holds only if the pool is still stored, with the limits it was sized by (a
         pool stored before limits were kept beside it is not checked): a copy of the pool that
-        outlived its deletion must not take it for a pool without limits."""
+        outlived its deletion must not take it for a pool without limits. With `seen`, only if
+        it is still stored at the revision the request was resolved with (a pool stored before
+        revisions were kept is not checked)."""
+        condition = "attribute_exists(pk) AND (attribute_not_exists(#limits) OR #limits = :limits)"
+        names = {"#limits": "limits"}
+        values = {":limits": {"S": limits_token(limits)}}
+        if seen is not None:
+            condition += " AND (attribute_not_exists(#revision) OR #revision = :revision)"
+            names["#revision"] = "revision"
+            values[":revision"] = {"S": seen.pool}
         return {
             "ConditionCheck": {
                 "TableName": self.table,
                 "Key": key("NodePool", pool),
-                "ConditionExpression": (
-                    "attribute_exists(pk) AND (attribute_not_exists(#limits) OR #limits = :limits)"
-                ),
-                "ExpressionAttributeNames": {"#limits": "limits"},
-                "ExpressionAttributeValues": {":limits": {"S": limits_token(limits)}},
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def node_class_check(self, seen: Revisions) -> dict[str, Any]:
+        """The lease holds only if the pool's NodeClass is stored at the revision the request
+        was resolved with (its subnets, images, templates), or was stored before revisions were
+        kept, or not at all (a class a pool names cannot be deleted)."""
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": key("NodeClass", seen.node_class_name),
+                "ConditionExpression": "attribute_not_exists(#revision) OR #revision = :revision",
+                "ExpressionAttributeNames": {"#revision": "revision"},
+                "ExpressionAttributeValues": {":revision": {"S": seen.node_class}},
             }
         }
 

@@ -40,6 +40,7 @@ from capacity_launcher.adapters.pool_items import (
     limits_pk,
     settled_of,
 )
+from capacity_launcher.domain.documents import Revisions
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.index_shards import read_values
 from capacity_launcher.domain.pool_usage import Lease, total
@@ -124,6 +125,7 @@ class PoolLeaseStore:
         sizes: Mapping[str, Resources] | None = None,
         partial: bool = False,
         beside: int = 0,
+        seen: Revisions | None = None,
     ) -> Lease | None:
         """Lease room for up to `count` instances, at least `min_count`; None if that does not
         fit now. Each instance is sized `per_instance` (the largest candidate), unless `sizes`
@@ -142,7 +144,9 @@ class PoolLeaseStore:
         conditions on each item's version and on the quotas' generation (QuotaExceeded when it
         does not fit; Transient when other admissions kept winning the race). NodePoolDeleted
         when the pool is no longer stored: the lease is checked against the stored pool, and a
-        deleted one has no room at all.
+        deleted one has no room at all. `seen`: the revisions of the pool and its NodeClass the
+        request was resolved with; NodePoolChanged when either is stored at another one (the
+        request is resolved again before anything is leased).
         """
         existing = None if unleased else self.lease(pool, lease_id)
         if existing is not None:
@@ -150,7 +154,7 @@ class PoolLeaseStore:
         ask = LeaseAsk(
             pool, requester, per_instance, count, min_count, dict(sizes or {}), partial, beside
         )
-        lease, put = self._admission.reserve(ask, lease_id, limits, self.lease)
+        lease, put = self._admission.reserve(ask, lease_id, limits, self.lease, seen)
         if lease is not None and put:
             self._took(lease)
         return lease

@@ -6,7 +6,10 @@ The one place that knows every kind (NodeClass and NodePool in `config.py`, Capa
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -54,3 +57,28 @@ def to_document(model: Document) -> dict[str, Any]:
     """The stored / printed form: document names, JSON types, unset fields left out."""
     document: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return document
+
+
+def stored_body(model: Document) -> str:
+    """The document as the state table stores it (one spelling per document)."""
+    return json.dumps(to_document(model), sort_keys=True)
+
+
+def revision_of(model: Document) -> str:
+    """A digest of the document as stored: equal for equal documents, whatever copy it is
+    computed from, so a lease can condition on the revision of the copy its decision used."""
+    return hashlib.sha256(stored_body(model).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Revisions:
+    """The pool and the NodeClass a request was resolved with, as revisions: a lease holds only
+    while both are still stored as they were (a container's copy may be seconds old)."""
+
+    pool: str
+    node_class_name: str
+    node_class: str
+
+    @classmethod
+    def of(cls, pool: NodePool, node_class: NodeClass) -> Revisions:
+        return cls(revision_of(pool), node_class.metadata.name, revision_of(node_class))

@@ -146,6 +146,20 @@ class NodePoolDeleted(CapacityLauncherError):
         )
 
 
+class NodePoolChanged(CapacityLauncherError):
+    """A lease asked with a copy of the pool, or of its NodeClass, older than the one stored:
+    the request is resolved again on the stored documents before anything is leased."""
+
+    code = "NodePoolChanged"
+
+    def __init__(self, pool: str, kind: str = "NodePool", name: str | None = None) -> None:
+        self.pool = pool
+        super().__init__(
+            f"{kind} {name or pool} was applied after this worker read it: the request is "
+            "resolved again"
+        )
+
+
 class UnreadyLimitReached(CapacityLauncherError):
     """A pool with `limits.unready` has more unready instances than it allows: it launches
     nothing more until enough of them are running and pass their status checks."""

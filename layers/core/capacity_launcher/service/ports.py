@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.claims import Claim
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass, NodePool
+from capacity_launcher.domain.documents import Revisions
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.fleet import (
     FleetResult,
@@ -52,6 +53,8 @@ class Configuration(Protocol):
     def node_class(self, name: str) -> NodeClass: ...
     def node_classes(self, *, fresh: bool = False) -> list[NodeClass]: ...
     def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]: ...
+    # Drop the container's copies (a lease found one older than the stored document).
+    def forget(self) -> None: ...
 
 
 # -- records of requests, intents and instances ---------------------------------------------------
@@ -135,6 +138,7 @@ class PoolLeases(Protocol):
         sizes: Mapping[str, Resources] | None = None,
         partial: bool = False,
         beside: int = 0,
+        seen: Revisions | None = None,
     ) -> Lease | None: ...
     def lease(self, pool: str, lease_id: str) -> Lease | None: ...
     def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None: ...

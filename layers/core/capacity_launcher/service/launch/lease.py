@@ -9,6 +9,10 @@ RoomLeft). Requests served together launch from one plan: each is leased over th
 ones before it were covered for, and the visit launches from the types every lease covers
 (`covered`), so no CreateFleet offers a type a lease did not cover.
 
+A lease is conditioned on the revisions of the pool and NodeClass the request was resolved
+with: when either was applied since (this container's copy is older), nothing is leased and
+the request is resolved again on the stored documents (`Leased.CHANGED`).
+
 A request that replays intents here launched here already: if its lease was lost meanwhile
 (expired and reclaimed, its instances counted by the sync), it launches no more but still takes
 what those intents launched, and never goes on to another pool to launch anew.
@@ -20,7 +24,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from capacity_launcher.domain.errors import NodePoolDeleted, QuotaExceeded, UnreadyLimitReached
+from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.errors import (
+    NodePoolChanged,
+    NodePoolDeleted,
+    QuotaExceeded,
+    UnreadyLimitReached,
+)
 from capacity_launcher.domain.fleet import room_left_record
 from capacity_launcher.domain.pool_usage import Lease, largest
 from capacity_launcher.domain.status import ErrorDetail
@@ -35,6 +45,7 @@ class Leased(Enum):
     GRANTED = "granted"  # room for at least its minCount
     REFUSED = "refused"  # its quota refuses it, or the pool is gone: nothing is leased
     FULL = "full"  # the limits leave room for fewer than its minCount now
+    CHANGED = "changed"  # its pool or class was applied since it was resolved: nothing leased
 
 
 def lease_all(
@@ -55,7 +66,7 @@ def lease_all(
     return [
         item
         for item, outcome in outcomes
-        if outcome is not Leased.SETTLED
+        if outcome not in (Leased.SETTLED, Leased.CHANGED)
         and item.granted == 0
         and item.prepared.alternatives
         and item.request_id not in replayed
@@ -111,6 +122,7 @@ def _reserve(ctx: Context, item: Progress, view: PoolView, over: _Over) -> Lease
         sizes=sizes,
         partial=types is not None,
         beside=over.beside,
+        seen=Revisions.of(view.lead.pool, view.lead.node_class),
     )
 
 
@@ -127,7 +139,11 @@ def _lease(
     if found is not None and found.settled:
         item.settled = True  # it absorbs its done intents and never launches more
         return Leased.SETTLED
-    refused = _take(ctx, item, view, found, over)
+    try:
+        refused = _take(ctx, item, view, found, over)
+    except NodePoolChanged:
+        item.changed = True
+        return Leased.CHANGED
     if refused is not None:
         item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
         return Leased.REFUSED

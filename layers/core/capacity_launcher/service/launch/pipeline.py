@@ -9,17 +9,20 @@ runs the phases in order:
 
 A phase that passes a request on (a request that named no pool, which this pool cannot serve)
 adds it to the visits of the next compatible pool by weight: pool fallback is this loop over
-visits, never a phase calling back into the pipeline.
+visits, never a phase calling back into the pipeline. A request whose lease found its pool or
+class applied since this container read them is resolved again on the stored documents and
+added to the visits the same way (once per delivery; a second change hands the message back).
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from capacity_launcher.domain.errors import RequestRejected, Transient
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.requester_origins import Origin
@@ -207,9 +210,11 @@ class Launcher:
         replayed = {request_id for intent in visit.intents for request_id in intent.request_ids}
         progress = visit.progress
         full = lease_all(ctx, progress, view, replayed)
-        passed: list[Progress] = []
+        passed = self._resolve_again([p for p in progress if p.changed], replayed, report)
+        progress = [p for p in progress if not p.changed]
         if full:
-            stay, passed = pass_on(ctx.ports.config, full)
+            stay, following = pass_on(ctx.ports.config, full)
+            passed += following
             progress = [p for p in progress if p not in full or p in stay]
         run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
         view = covered(view, run.active)  # no CreateFleet offers a type a lease did not cover
@@ -221,6 +226,30 @@ class Launcher:
         reservations = words.reservations_by_id(view.sources)
         settle_all(ctx, run, report, view.skipped, view.candidates, reservations, refusals)
         return passed
+
+    def _resolve_again(
+        self, changed: Sequence[Progress], replayed: Collection[str], report: LaunchReport
+    ) -> list[Progress]:
+        """Requests whose pool or class was applied since this container read them, resolved
+        on the stored documents (wherever they resolve now; rejected if they no longer can).
+        A request that replays intents, or that changed twice, goes back to the queue instead:
+        its next delivery reads the stored documents and replays from its intents."""
+        if not changed:
+            return []
+        config = self._ctx.ports.config
+        config.forget()
+        again: list[Progress] = []
+        for item in changed:
+            if item.resolved_again or item.request_id in replayed:
+                raise Transient("NodePool", "ChangedWhileLeasing")
+            try:
+                prepared = resolve_request(config, item.request, item.prepared.received_at)
+            except RequestRejected as rejected:
+                error = ErrorDetail(code=rejected.code, message=rejected.reason)
+                reject_all(self._ctx, [item], report, error)
+                continue
+            again.append(replace(item, prepared=prepared, changed=False, resolved_again=True))
+        return again
 
     def _refuse(
         self, progress: Sequence[Progress], report: LaunchReport, refusal: Refusal

@@ -67,6 +67,10 @@ class Progress:
     left_out: CandidatesLeftOut | None = None
     # The instance types its lease covers (None: every candidate): it launches no other.
     lease_types: frozenset[str] | None = None
+    # Its lease found its pool or class applied since they were read: it is resolved again.
+    changed: bool = False
+    # It was resolved again in this delivery already (a second change sends it back).
+    resolved_again: bool = False
 
     @property
     def request(self) -> LaunchRequest:

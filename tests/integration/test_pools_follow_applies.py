@@ -1,0 +1,105 @@
+"""A NodePool or NodeClass applied just before a request governs it, on a warm launcher whose copy
+of the configuration is younger than its cache lifetime (CI found Karpenter's instance-store
+example, re-applied as `default`, served under the previous `default`'s requirements). The lease
+conditions on the revisions of the pool and class the request was resolved with; a request
+resolved on an older copy is resolved again on the stored documents."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.domain.documents import Revisions, parse_document
+from capacity_launcher.domain.errors import NodePoolChanged
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.settings import get_settings
+from tests.integration.test_launch_into_reservations import setup_pool
+from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
+
+
+def warm(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
+    """`general` allows m5.large only, and the launcher has just served it (its copy of the pool
+    and class is loaded: its cache lives 10 s, and every step below happens within it)."""
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("m5.large",))
+    cloud.send(launch_request("warm", nodePool="general"))
+    record = cloud.record("warm")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+
+
+def test_requirements_applied_just_before_a_request_govern_it(cloud, subnets, image):
+    # Given a warm launcher whose copy of `general` allows m5.large only
+    warm(cloud, subnets, image)
+    # When `general` is applied again allowing c5.large only, and a request for it comes at once
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("c5.large",))
+    cloud.send(launch_request("after-apply", nodePool="general"))
+    # Then it launches a c5.large, as the stored pool says (it launched an m5.large)
+    record = cloud.record("after-apply")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.instance_type for i in record.instances] == ["c5.large"], record.to_detail()
+
+
+def test_a_node_class_applied_just_before_a_request_governs_it(cloud, subnets, image):
+    # Given a warm launcher whose copy of `standard` launches into subnets of one zone
+    warm(cloud, subnets, image)
+    # When `standard` is applied again with another zone's subnet only, and a request comes
+    zone = sorted(subnets)[-1]
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), zones=(zone,))
+    cloud.send(launch_request("after-class", nodePool="general"))
+    # Then it launches in the stored class's zone
+    record = cloud.record("after-class")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.zone for i in record.instances] == [zone], record.to_detail()
+
+
+def test_a_request_the_applied_pool_no_longer_allows_is_rejected_on_it(cloud, subnets, image):
+    # Given a warm launcher whose copy of `general` allows m5.large
+    warm(cloud, subnets, image)
+    # When `general` is applied again without m5.large, and a request for an m5.large comes
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("c5.large",))
+    cloud.send(launch_request("gone", nodePool="general", requirements=[instance_type("m5.large")]))
+    # Then it is rejected on the stored pool's requirements, and nothing more is launched
+    record = cloud.record("gone")
+    assert record is not None and record.status is RequestStatus.REJECTED, record.to_detail()
+    assert [e.code for e in record.errors] == ["RequirementsConflict"], record.to_detail()
+    assert len(cloud.managed_instances()) == 1
+
+
+def test_a_request_naming_no_pool_goes_where_the_stored_pools_send_it(cloud, subnets, image):
+    # Given `general` (m5.large) and `spare` (m5.large or c5.large) in a warm launcher's copy
+    warm(cloud, subnets, image)
+    spare = [capacity_type("on-demand"), instance_type("c5.large", "m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    # When `general` is applied again allowing only r5.large, and a request for an m5.large
+    # naming no pool comes at once (the copy sends it to `general`, first by name)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("r5.large",))
+    cloud.send(launch_request("any-pool", requirements=[instance_type("m5.large")]))
+    # Then it is served by `spare`: the stored `general` cannot take it
+    record = cloud.record("any-pool")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "spare", record.to_detail()
+    assert [i.instance_type for i in record.instances] == ["m5.large"], record.to_detail()
+
+
+def test_a_lease_decided_on_another_revision_is_not_taken(cloud, subnets, image):
+    # Given `general` as applied, and the revisions of an older copy of it
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("c5.large",))
+    store = cloud.adapters().config_store()
+    stored_pool, stored_class = store.node_pool("general"), store.node_class("standard")
+    m5_only = [instance_type("m5.large")]
+    older = parse_document(node_pool("general", "standard", requirements=m5_only))
+    leases = PoolLeaseStore(get_settings().state_table_name, 900)
+    one = Resources(Decimal(2), 4096, 0, 1)
+
+    def take(lease_id: str, seen: Revisions) -> object:
+        return leases.take("general", lease_id, one, 1, 1, None, unleased=True, seen=seen)
+
+    # When a lease is asked with the older copy's revision, then with the stored one's
+    with pytest.raises(NodePoolChanged, match="NodePool general was applied after"):
+        take("older", Revisions.of(older, stored_class))  # type: ignore[arg-type]
+    taken = take("current", Revisions.of(stored_pool, stored_class))
+    # Then only the second is leased
+    assert taken is not None
+    assert [lease.lease_id for lease in leases.leases()] == ["current"]
