@@ -147,6 +147,24 @@ def respell(kind: str, name: str, field: str) -> None:
     )
 
 
+def test_a_pool_passed_over_twice_in_a_delivery_is_noted_once(cloud, subnets, image):
+    # Given `general` (m5.large, full at 1 instance) before `spare` (m5.large or c5.large), in a
+    # warm launcher's copy of both
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    spare = [capacity_type("on-demand"), instance_type("c5.large", "m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("fills", requirements=[instance_type("m5.large")]))
+    # When `spare` is applied again (r5.large or m5.large), and a request naming no pool comes:
+    # `general` passes it on, `spare`'s lease finds the copy older, and it is resolved again
+    spare = [capacity_type("on-demand"), instance_type("r5.large", "m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("twice", requirements=[instance_type("m5.large")]))
+    # Then `spare` serves it, and its record says once that `general` passed it over
+    record = cloud.record("twice")
+    assert record is not None and record.node_pool == "spare", record.to_detail()
+    assert [e.code for e in record.errors] == ["NodePoolPassedOver"], record.to_detail()
+
+
 def test_a_pool_applied_again_as_it_was_keeps_the_launchers_copy(
     cloud, subnets, image, monkeypatch
 ):
