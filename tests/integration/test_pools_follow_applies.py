@@ -6,10 +6,14 @@ resolved on an older copy is resolved again on the stored documents."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from decimal import Decimal
 
 import pytest
 
+from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.documents import Revisions, parse_document
 from capacity_launcher.domain.errors import NodePoolChanged
@@ -103,3 +107,75 @@ def test_a_lease_decided_on_another_revision_is_not_taken(cloud, subnets, image)
     # Then only the second is leased
     assert taken is not None
     assert [lease.lease_id for lease in leases.leases()] == ["current"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "field"),
+    [("NodePool", "general", "weight"), ("NodeClass", "standard", "tags")],
+)
+def test_a_document_stored_in_another_spelling_is_served(cloud, subnets, image, kind, name, field):
+    # Given `general` and `standard` as stored by a version of the service (a CLI or a launcher
+    # one release apart) whose model leaves a defaulted field out: the stored revision is the
+    # digest of that spelling, not of the one this version dumps
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("m5.large",))
+    respell(kind, name, field)
+    # When a request for the pool comes
+    handed_back = cloud.send(launch_request("other-spelling", nodePool="general"))
+    # Then it is served: the stored document is the one it was resolved with (it was handed
+    # back at every delivery, the lease taking the spelling for an apply)
+    assert handed_back == []
+    record = cloud.record("other-spelling")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+
+
+def respell(kind: str, name: str, field: str) -> None:
+    """The stored document without its `spec.<field>`, and the revision of that spelling."""
+    db, table = aws.client("dynamodb"), get_settings().state_table_name
+    item_key = {"pk": {"S": kind}, "sk": {"S": name}}
+    document = json.loads(db.get_item(TableName=table, Key=item_key)["Item"]["document"]["S"])
+    del document["spec"][field]
+    body = json.dumps(document, sort_keys=True)
+    db.update_item(
+        TableName=table,
+        Key=item_key,
+        UpdateExpression="SET #document = :document, revision = :revision",
+        ExpressionAttributeNames={"#document": "document"},
+        ExpressionAttributeValues={
+            ":document": {"S": body},
+            ":revision": {"S": hashlib.sha256(body.encode()).hexdigest()[:32]},
+        },
+    )
+
+
+def test_a_pool_passed_over_twice_in_a_delivery_is_noted_once(cloud, subnets, image):
+    # Given `general` (m5.large, full at 1 instance) before `spare` (m5.large or c5.large), in a
+    # warm launcher's copy of both
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    spare = [capacity_type("on-demand"), instance_type("c5.large", "m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("fills", requirements=[instance_type("m5.large")]))
+    # When `spare` is applied again (r5.large or m5.large), and a request naming no pool comes:
+    # `general` passes it on, `spare`'s lease finds the copy older, and it is resolved again
+    spare = [capacity_type("on-demand"), instance_type("r5.large", "m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("twice", requirements=[instance_type("m5.large")]))
+    # Then `spare` serves it, and its record says once that `general` passed it over
+    record = cloud.record("twice")
+    assert record is not None and record.node_pool == "spare", record.to_detail()
+    assert [e.code for e in record.errors] == ["NodePoolPassedOver"], record.to_detail()
+
+
+def test_a_pool_applied_again_as_it_was_keeps_the_launchers_copy(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a warm launcher, and `general` and `standard` applied again exactly as they were
+    warm(cloud, subnets, image)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("m5.large",))
+    forgotten: list[bool] = []
+    monkeypatch.setattr(ConfigStore, "forget", lambda self: forgotten.append(True))
+    # When a request for the pool comes
+    cloud.send(launch_request("same-again", nodePool="general"))
+    # Then it is served from the copy: the same document has the same revision
+    record = cloud.record("same-again")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert forgotten == []

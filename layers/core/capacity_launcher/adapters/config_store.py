@@ -8,7 +8,9 @@ naming it bumps, so a delete conditioned on the version it checked cannot race s
 Every NodePool and NodeClass item also carries its `revision` (`documents.revision_of`, of the
 copy a reader parses from the stored body): a lease conditions on the revisions the request was
 resolved with, so an apply that returned governs every lease written after it, and `forget`
-drops this container's copies when a lease finds them older.
+drops this container's copies when a lease finds them older. A writer of another version may
+spell a document otherwise, and so store another revision for it: the lease then reads the
+stored document before it calls it changed (`PoolItems.as_stored`).
 Every apply of a CapacityQuota bumps one quota-set version, conditioned on the version its
 cross-quota check read, so two applies that conflict only together cannot both succeed; every
 delete of one bumps it too. That version is the quotas' generation (`quota_set`): a lease

@@ -16,7 +16,10 @@ updated, every other one checked), each conditioned on the version read. When a 
 fails, the item that failed says what to read again before deciding again: the pool's usage
 item (another lease or settle moved it), the stored limits, the quotas. A pool or class
 applied since the request was resolved is not decided again here: NodePoolChanged sends the
-request back to be resolved on the stored documents (its candidates come from them).
+request back to be resolved on the stored documents (its candidates come from them). Another
+revision alone does not say the document changed (a writer of another version spells it
+otherwise): the stored documents are read first, and when they are the ones the request was
+resolved with, the lease conditions on the revisions they are stored with.
 """
 
 from __future__ import annotations
@@ -170,7 +173,19 @@ class LeaseAdmission:
         return None, False
 
     def _in_force(self, state: _Reserving) -> PoolLimits | None:
-        return self._items.limits_in_force(state.ask.pool, state.seen)
+        try:
+            return self._items.limits_in_force(state.ask.pool, state.seen)
+        except NodePoolChanged as changed:
+            state.seen = self._as_stored(state, changed)
+            return self._items.limits_in_force(state.ask.pool, state.seen)
+
+    def _as_stored(self, state: _Reserving, changed: NodePoolChanged) -> Revisions:
+        """The revisions the stored pool and class carry, when they are the documents the
+        request was resolved with in another version's spelling; `changed` when they are not."""
+        stored = None if state.seen is None else self._items.as_stored(state.ask.pool, state.seen)
+        if stored is None:
+            raise changed
+        return stored
 
     def _usage(self, pool: str) -> Resources:
         return self._items.usage_item(pool)[0]
@@ -226,8 +241,9 @@ class LeaseAdmission:
     ) -> None:
         """What a cancelled lease transaction asks for next, by the item that failed."""
         if state.seen is not None and failed.failed_at(_NODE_CLASS_ITEM):
-            name = state.seen.node_class_name
-            raise NodePoolChanged(state.ask.pool, "NodeClass", name)
+            changed = NodePoolChanged(state.ask.pool, "NodeClass", state.seen.node_class_name)
+            state.seen, state.again = self._as_stored(state, changed), True
+            return
         if any(failed.failed_at(i) for i in range(first_quota_item, size)):
             # Another admission or release in the quota's group wrote first: read again.
             state.count_lost()

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.documents import Revisions, is_revision
 from capacity_launcher.domain.errors import ConditionFailed, NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.pool_usage import Lease, Member, Recount, usage_of
 from capacity_launcher.domain.quantities import (
@@ -196,6 +197,32 @@ class PoolItems:
                 "ExpressionAttributeValues": {":revision": {"S": seen.node_class}},
             }
         }
+
+    def as_stored(self, pool: str, seen: Revisions) -> Revisions | None:
+        """`seen` as the stored items spell it, when the stored pool and class are the documents
+        the request was resolved with, stored by a version of the service that spells them
+        otherwise (strongly consistent); None when either is another document now."""
+        pool_revision = self._stored_revision("NodePool", pool, seen.pool)
+        class_revision = self._stored_revision("NodeClass", seen.node_class_name, seen.node_class)
+        if pool_revision is None or class_revision is None:
+            return None
+        return replace(seen, pool=pool_revision, node_class=class_revision)
+
+    def _stored_revision(self, kind: str, name: str, seen: str) -> str | None:
+        """The item's revision if its document is the one of revision `seen` (`seen` itself
+        when the item has none or is gone: the lease's checks pass on those, or fail alone)."""
+        with aws_call("GetItem"):
+            item = self.db.get_item(
+                TableName=self.table,
+                Key=key(kind, name),
+                ConsistentRead=True,
+                ProjectionExpression="#document, #revision",
+                ExpressionAttributeNames={"#document": "document", "#revision": "revision"},
+            ).get("Item")
+        revision = (item or {}).get("revision", {}).get("S")
+        if item is None or revision is None or revision == seen:
+            return seen
+        return revision if is_revision(item.get("document", {}).get("S", ""), seen) else None
 
     def add_update(self, pool: str, amount: Resources) -> dict[str, Any]:
         """ADD to usage; every change bumps `version` (what `recompute` is conditional on)."""

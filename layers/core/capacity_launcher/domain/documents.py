@@ -70,6 +70,18 @@ def revision_of(model: Document) -> str:
     return hashlib.sha256(stored_body(model).encode()).hexdigest()[:32]
 
 
+def is_revision(body: str, revision: str) -> bool:
+    """Whether a stored body is, as this version reads it, the document of `revision`. A
+    version of the service that spells a document otherwise (a field it leaves out or adds)
+    stores another revision for the same document: the stored revision does not say alone
+    whether the document changed."""
+    try:
+        document = parse_document(json.loads(body))
+    except (ConfigValidationError, TypeError, ValueError):
+        return False
+    return revision_of(document) == revision
+
+
 @dataclass(frozen=True)
 class Revisions:
     """The pool and the NodeClass a request was resolved with, as revisions: a lease holds only

@@ -282,7 +282,8 @@ def pass_on(
             message=f"nodePool {item.pool_name}: {why or item.errors[-1].message}",
         )
         notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
-        errors = [*item.passed_over(), note, *notes]
+        # Once each: a request resolved again in this delivery comes past the same pools again.
+        errors = list(dict.fromkeys([*item.passed_over(), note, *notes]))
         following.append(Progress(nxt, errors=errors, reclaim=item.reclaim, first=item.first))
     return stay, following
 
