@@ -179,3 +179,37 @@ def test_a_pool_applied_again_as_it_was_keeps_the_launchers_copy(
     record = cloud.record("same-again")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert forgotten == []
+
+
+def test_a_pool_applied_just_before_a_request_naming_no_pool_is_one_it_chooses_from(
+    cloud, subnets, image
+):
+    # Given a warm launcher that chose `general` (m5.large) for a request naming no pool (its
+    # copy of the pool listing is loaded)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("m5.large",))
+    cloud.send(launch_request("listed"))
+    # When a heavier pool allowing m5.large is applied, and a request naming no pool comes at once
+    heavy = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(node_pool("heavy", "standard", weight=50, requirements=heavy))
+    cloud.send(launch_request("after-new-pool"))
+    # Then it lands in the new pool, first by weight (it landed in `general`, from the listing)
+    record = cloud.record("after-new-pool")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "heavy", record.to_detail()
+    assert record.errors == [], record.to_detail()
+
+
+def test_a_pool_deleted_just_before_a_request_naming_no_pool_is_not_chosen(cloud, subnets, image):
+    # Given `heavy` (weight 50) chosen by a warm launcher for a request naming no pool
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("m5.large",))
+    heavy = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(node_pool("heavy", "standard", weight=50, requirements=heavy))
+    cloud.send(launch_request("listed"))
+    assert cloud.record("listed").node_pool == "heavy"  # type: ignore[union-attr]
+    # When `heavy` is deleted, and a request naming no pool comes at once
+    cloud.delete("NodePool", "heavy")
+    cloud.send(launch_request("after-deletion"))
+    # Then it lands in `general`, and its record does not speak of a pool it never saw stored
+    record = cloud.record("after-deletion")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "general", record.to_detail()

@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.config import MAX_NODE_CLASS_TAGS, SERVICE_INSTANCE_TAGS, NodeClass
+from capacity_launcher.domain.config import (
+    MAX_NODE_CLASS_TAGS,
+    SERVICE_INSTANCE_TAGS,
+    NodeClass,
+    PoolSet,
+)
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.errors import ConfigValidationError, RequestRejected
 from capacity_launcher.domain.launch_request import parse_launch_request
@@ -93,8 +98,8 @@ class _OneClass:
     def node_pool(self, name: str) -> Any:
         return self._pool
 
-    def node_pools(self) -> list[Any]:
-        return [self._pool]
+    def pool_set(self, *, fresh: bool = False) -> PoolSet:
+        return PoolSet(None, (self._pool,))
 
     def node_class(self, name: str) -> NodeClass:
         return self._class

@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # the served versions are imported by the apply and read path
 
 # The version every quota apply checks and bumps (outside the quotas' partition: never listed).
 QUOTA_SET_KEY = ("CapacityQuotas", "Version")
+# The NodePools' generation: every apply and delete of a NodePool bumps it.
+POOL_SET_KEY = ("NodePools", "Version")
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,34 @@ class StoredDocument:
 def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
     """A ConditionCheck that the quotas' generation is still `generation`: no quota was applied
     or deleted since the quotas a decision used were read."""
+    return generation_check(table, QUOTA_SET_KEY, generation)
+
+
+def pool_generation_check(table: str, generation: int) -> dict[str, Any]:
+    """A ConditionCheck that the NodePools' generation is still `generation`: no pool was
+    applied or deleted since the listing a request's choice of pool used was read."""
+    return generation_check(table, POOL_SET_KEY, generation)
+
+
+def generation_bump(table: str, generation_key: tuple[str, str]) -> dict[str, Any]:
+    """The Update that bumps a generation, in the transaction of the write that changes it."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": key(*generation_key),
+            "UpdateExpression": "ADD version :one",
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+        }
+    }
+
+
+def generation_check(
+    table: str, generation_key: tuple[str, str], generation: int
+) -> dict[str, Any]:
+    """A ConditionCheck that a generation is still `generation` (0: never bumped)."""
     check: dict[str, Any] = {
         "TableName": table,
-        "Key": key(*QUOTA_SET_KEY),
+        "Key": key(*generation_key),
         "ConditionExpression": "version = :seen",
         "ExpressionAttributeValues": {":seen": {"N": str(generation)}},
     }

@@ -10,7 +10,9 @@ copy a reader parses from the stored body): a lease conditions on the revisions 
 resolved with, so an apply that returned governs every lease written after it, and `forget`
 drops this container's copies when a lease finds them older. A writer of another version may
 spell a document otherwise, and so store another revision for it: the lease then reads the
-stored document before it calls it changed (`PoolItems.as_stored`).
+stored document before it calls it changed (`PoolItems.as_stored`). Every apply and delete of a
+NodePool bumps the NodePools' generation (`pool_set`) the same way as the quotas': a request
+that named no pool leases conditioned on the generation of the listing it chose its pool from.
 Every apply of a CapacityQuota bumps one quota-set version, conditioned on the version its
 cross-quota check read, so two applies that conflict only together cannot both succeed; every
 delete of one bumps it too. That version is the quotas' generation (`quota_set`): a lease
@@ -28,7 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.config_items import (
+    POOL_SET_KEY,
     QUOTA_SET_KEY,
+    generation_bump,
     kept_of,
     node_class_ref,
 )
@@ -40,7 +44,7 @@ from capacity_launcher.adapters.config_items import (
     quota_generation_check as quota_generation_check,
 )
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.config import NodeClass, NodePool, PoolSet
 from capacity_launcher.domain.documents import (
     parse_document,
     revision_of,
@@ -85,6 +89,7 @@ class ConfigStore:
         self._cache: TtlCache[_Listing] = TtlCache(cache_seconds)
         self._documents: TtlCache[NodeClass | NodePool | CapacityQuota] = TtlCache(cache_seconds)
         self._quota_sets: TtlCache[QuotaSet] = TtlCache(cache_seconds)
+        self._pool_sets: TtlCache[PoolSet] = TtlCache(cache_seconds)
 
     def apply(
         self, document: NodeClass | NodePool | CapacityQuota, kept: Kept | None = None
@@ -132,6 +137,7 @@ class ConfigStore:
                                 }
                             },
                             {"Put": {"TableName": self._table, "Item": to_item(item)}},
+                            generation_bump(self._table, POOL_SET_KEY),
                         ]
                     )
             except ConditionFailed as failed:
@@ -177,6 +183,7 @@ class ConfigStore:
         self._cache.invalidate()
         self._documents.invalidate()
         self._quota_sets.invalidate()
+        self._pool_sets.invalidate()
 
     def node_class(self, name: str) -> NodeClass:
         document = self._get("NodeClass", name)
@@ -192,6 +199,20 @@ class ConfigStore:
         """Every valid NodePool; `fresh` reads the table instead of the container's copy."""
         listing = self._listing("NodePool", fresh)
         return [d for d in listing.documents.values() if isinstance(d, NodePool)]
+
+    def pool_set(self, *, fresh: bool = False) -> PoolSet:
+        """The valid NodePools with the generation they were read at (what a request naming no
+        pool chooses from); `fresh` reads both now."""
+        if fresh:
+            self._pool_sets.invalidate()
+        return self._pool_sets.get_or_load("PoolSet", self._read_pool_set)
+
+    def _read_pool_set(self) -> PoolSet:
+        # The generation first: a pool applied after it bumps it (see `_read_quota_set`).
+        generation = int((self._read_one(*POOL_SET_KEY) or {}).get("version", 0))
+        listing = self._read_all("NodePool")
+        pools = (d for d in listing.documents.values() if isinstance(d, NodePool))
+        return PoolSet(generation, tuple(pools))
 
     def node_classes(self, *, fresh: bool = False) -> list[NodeClass]:
         listing = self._listing("NodeClass", fresh)
@@ -239,8 +260,23 @@ class ConfigStore:
         elif kind == "CapacityQuota":
             self._delete_quota(name)
         else:
-            self._delete_item(kind, name, None)
+            self._delete_pool(name)
         self._invalidate()
+
+    def _delete_pool(self, name: str) -> None:
+        """Delete the pool and bump the NodePools' generation in one transaction (NotFound if it
+        is not stored)."""
+        delete = {
+            "TableName": self._table,
+            "Key": key("NodePool", name),
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+        bump = generation_bump(self._table, POOL_SET_KEY)
+        try:
+            with aws_call("TransactWriteItems"):
+                self._db.transact_write_items(TransactItems=[{"Delete": delete}, bump])
+        except ConditionFailed as failed:
+            raise NotFound("NodePool", name) from failed
 
     def _delete_quota(self, name: str) -> None:
         """Delete the quota and bump the quotas' generation in one transaction (NotFound if it
@@ -418,26 +454,23 @@ class ConfigStore:
             )
             return [from_item(i) for page in pages for i in page["Items"]]
 
-    def _delete_item(self, kind: Kind, name: str, version: int | None) -> bool:
-        """Delete if present (NotFound if not); with `version`, only if it is still that one
-        (False when it changed)."""
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": key(kind, name),
-            "ConditionExpression": "attribute_exists(pk)",
-        }
-        if version is not None:
-            request["ConditionExpression"] = (
-                "attribute_exists(pk) AND (version = :version OR attribute_not_exists(version))"
-                if version == 0
-                else "attribute_exists(pk) AND version = :version"
-            )
-            request["ExpressionAttributeValues"] = {":version": {"N": str(version)}}
+    def _delete_item(self, kind: Kind, name: str, version: int) -> bool:
+        """Delete if present and still at `version` (False when it changed; NotFound if gone)."""
+        condition = (
+            "attribute_exists(pk) AND (version = :version OR attribute_not_exists(version))"
+            if version == 0
+            else "attribute_exists(pk) AND version = :version"
+        )
         try:
             with aws_call("DeleteItem"):
-                self._db.delete_item(**request)
+                self._db.delete_item(
+                    TableName=self._table,
+                    Key=key(kind, name),
+                    ConditionExpression=condition,
+                    ExpressionAttributeValues={":version": {"N": str(version)}},
+                )
         except ConditionFailed as failed:
-            if version is not None and self._read_one(kind, name) is not None:
+            if self._read_one(kind, name) is not None:
                 return False
             raise NotFound(kind, name) from failed
         return True

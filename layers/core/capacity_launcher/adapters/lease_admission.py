@@ -10,7 +10,8 @@ condition failed), the pool's usage item is read and the decision is made from w
 The lease transaction's items are, in order: the pool's usage (an ADD conditioned on each
 limited dimension's headroom: the lease never takes the usage over the limits, whatever was
 read), the lease's put (only if absent, with the types it covers when narrowed), the pool's
-stored limits and revision checked, its NodeClass's revision checked, the quotas' generation
+stored limits and revision checked, its NodeClass's revision checked, the NodePools'
+generation checked (a request that named no pool: its choice of pool), the quotas' generation
 checked, then the quota usage items the admission read (the pool's cohort-and-flavor item
 updated, every other one checked), each conditioned on the version read. When a condition
 fails, the item that failed says what to read again before deciding again: the pool's usage
@@ -29,7 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
-from capacity_launcher.adapters.config_items import quota_generation_check
+from capacity_launcher.adapters.config_items import (
+    pool_generation_check,
+    quota_generation_check,
+)
 from capacity_launcher.adapters.dynamodb import from_item, to_item
 from capacity_launcher.adapters.pool_items import (
     ATTRIBUTES,
@@ -68,6 +72,7 @@ _RESERVE_TRIES = 3
 _LEASE_ITEM = 1
 _LIMITS_ITEM = 2
 _NODE_CLASS_ITEM = 3  # when the revisions the request was resolved with are given
+_POOLS_ITEM = 4  # when, besides, the request named no pool
 # Admissions that lost the race for their cohort's quota usage, before the message goes back.
 _QUOTA_TRIES = 4
 # Reads a lease by pool and lease id (the store's: open, settled, or None).
@@ -117,6 +122,12 @@ class _Reserving:
         if self.lost >= _QUOTA_TRIES:
             raise Transient("QuotaAdmission", "QuotaUsageContended")
         self.tries, self.again = self.tries - 1, True
+
+
+def _pools_changed(state: _Reserving, failed: ConditionFailed) -> bool:
+    """A NodePool was applied or deleted since the listing the request chose its pool from."""
+    seen = state.seen
+    return seen is not None and seen.pools_generation is not None and failed.failed_at(_POOLS_ITEM)
 
 
 class LeaseAdmission:
@@ -213,6 +224,9 @@ class LeaseAdmission:
         items.append(self._items.limits_check(pool, state.limits, state.seen))
         if state.seen is not None:
             items.append(self._items.node_class_check(state.seen))
+            if state.seen.pools_generation is not None:
+                table, generation = self._items.table, state.seen.pools_generation
+                items.append(pool_generation_check(table, generation))
         generation_item = len(items)
         if state.quotas.generation is not None:
             items.append(quota_generation_check(self._items.table, state.quotas.generation))
@@ -241,9 +255,12 @@ class LeaseAdmission:
     ) -> None:
         """What a cancelled lease transaction asks for next, by the item that failed."""
         if state.seen is not None and failed.failed_at(_NODE_CLASS_ITEM):
-            changed = NodePoolChanged(state.ask.pool, "NodeClass", state.seen.node_class_name)
+            name = state.seen.node_class_name
+            changed = NodePoolChanged(state.ask.pool, f"NodeClass {name} was applied")
             state.seen, state.again = self._as_stored(state, changed), True
             return
+        if _pools_changed(state, failed):
+            raise NodePoolChanged(state.ask.pool, "a NodePool was applied or deleted")
         if any(failed.failed_at(i) for i in range(first_quota_item, size)):
             # Another admission or release in the quota's group wrote first: read again.
             state.count_lost()

@@ -5,6 +5,7 @@ are errors, and every error names the field (by its document path) and the rule 
 """
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Literal, Self
 
 from pydantic import (
@@ -330,6 +331,16 @@ def _with_default_capacity_types(requirements: Requirements) -> Requirements:
 class NodePool(_TopLevel):
     kind: Literal["NodePool"]
     spec: NodePoolSpec
+
+
+@dataclass(frozen=True)
+class PoolSet:
+    """The stored NodePools as of one generation. Every apply and delete of a NodePool bumps the
+    generation in the same transaction as its write, so a lease conditioned on the generation a
+    request's choice of pool was made from holds only if no pool changed since."""
+
+    generation: int | None  # None: not read from a store (nothing to condition on)
+    pools: tuple[NodePool, ...] = ()
 
 
 ConfigDocument = Annotated[NodeClass | NodePool, Field(discriminator="kind")]

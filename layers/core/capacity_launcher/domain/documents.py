@@ -84,13 +84,18 @@ def is_revision(body: str, revision: str) -> bool:
 
 @dataclass(frozen=True)
 class Revisions:
-    """The pool and the NodeClass a request was resolved with, as revisions: a lease holds only
-    while both are still stored as they were (a container's copy may be seconds old)."""
+    """The pool and the NodeClass a request was resolved with, as revisions, and the NodePools'
+    generation its pool was chosen from (a request that named no pool): a lease holds only while
+    all are still stored as they were (a container's copy may be seconds old)."""
 
     pool: str
     node_class_name: str
     node_class: str
+    pools_generation: int | None = None  # None: the request named its pool
 
     @classmethod
-    def of(cls, pool: NodePool, node_class: NodeClass) -> Revisions:
-        return cls(revision_of(pool), node_class.metadata.name, revision_of(node_class))
+    def of(
+        cls, pool: NodePool, node_class: NodeClass, pools_generation: int | None = None
+    ) -> Revisions:
+        name = node_class.metadata.name
+        return cls(revision_of(pool), name, revision_of(node_class), pools_generation)

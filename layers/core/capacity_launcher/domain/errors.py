@@ -152,12 +152,10 @@ class NodePoolChanged(CapacityLauncherError):
 
     code = "NodePoolChanged"
 
-    def __init__(self, pool: str, kind: str = "NodePool", name: str | None = None) -> None:
+    def __init__(self, pool: str, changed: str | None = None) -> None:
         self.pool = pool
-        super().__init__(
-            f"{kind} {name or pool} was applied after this worker read it: the request is "
-            "resolved again"
-        )
+        changed = changed or f"NodePool {pool} was applied"
+        super().__init__(f"{changed} after this worker read it: the request is resolved again")
 
 
 class UnreadyLimitReached(CapacityLauncherError):

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity_launcher.domain.capacity_wait import HeldWait
 from capacity_launcher.domain.claims import Claim
-from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass, NodePool
+from capacity_launcher.domain.config import (
+    CapacityReservationSelectorTerm,
+    NodeClass,
+    NodePool,
+    PoolSet,
+)
 from capacity_launcher.domain.documents import Revisions
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.fleet import (
@@ -50,6 +55,8 @@ if TYPE_CHECKING:  # the launcher's alone: the sync's and instance events' cold 
 class Configuration(Protocol):
     def node_pool(self, name: str) -> NodePool: ...
     def node_pools(self, *, fresh: bool = False) -> list[NodePool]: ...
+    # The pools with the generation they were read at (a request naming no pool chooses here).
+    def pool_set(self, *, fresh: bool = False) -> PoolSet: ...
     def node_class(self, name: str) -> NodeClass: ...
     def node_classes(self, *, fresh: bool = False) -> list[NodeClass]: ...
     def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]: ...

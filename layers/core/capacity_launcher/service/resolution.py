@@ -6,6 +6,7 @@ narrow the pool's. Anything else is Rejected here, before a lease or an EC2 call
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,6 +36,8 @@ class Prepared:
     requirements: Requirements
     # Lower-weight pools compatible with a request that named none, in the order they are tried.
     alternatives: tuple[NodePool, ...] = ()
+    # The NodePools' generation those pools were chosen from (None: the request named its pool).
+    pools_generation: int | None = None
 
     @property
     def coalescing_key(self) -> tuple[Any, ...]:
@@ -63,8 +66,8 @@ def resolve(
     problem = request.capacity_wait_problem(received_at)
     if problem is not None:
         raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
-    pool, *alternatives = _pools_for(config, request)
-    return _prepare(config, request, received_at, pool, tuple(alternatives))
+    (pool, *alternatives), generation = _pools_for(config, request)
+    return _prepare(config, request, received_at, pool, tuple(alternatives), generation)
 
 
 def claimed_by(config: Configuration, request: LaunchRequest, origin: Origin) -> LaunchRequest:
@@ -87,7 +90,14 @@ def resolve_next(config: Configuration, prepared: Prepared) -> tuple[Prepared | 
         alternatives = tuple(rest)
         try:
             return (
-                _prepare(config, prepared.request, prepared.received_at, pool, alternatives),
+                _prepare(
+                    config,
+                    prepared.request,
+                    prepared.received_at,
+                    pool,
+                    alternatives,
+                    prepared.pools_generation,
+                ),
                 skipped,
             )
         except RequestRejected as rejected:
@@ -108,6 +118,7 @@ def resolve_in(config: Configuration, prepared: Prepared, pool_name: str) -> Pre
         prepared.received_at,
         prepared.alternatives[at],
         prepared.alternatives[at + 1 :],
+        prepared.pools_generation,
     )
 
 
@@ -117,6 +128,7 @@ def _prepare(
     received_at: datetime,
     pool: NodePool,
     alternatives: tuple[NodePool, ...],
+    pools_generation: int | None,
 ) -> Prepared:
     try:
         node_class = config.node_class(pool.spec.node_class_ref)
@@ -151,14 +163,17 @@ def _prepare(
         CAPACITY_TYPE, RESERVED
     ):
         raise _wait_refused(f"NodePool {pool.metadata.name}'s requirements exclude it")
-    return Prepared(request, received_at, pool, node_class, requirements, alternatives)
+    return Prepared(
+        request, received_at, pool, node_class, requirements, alternatives, pools_generation
+    )
 
 
-def _pools_for(config: Configuration, request: LaunchRequest) -> list[NodePool]:
-    """The pool a request names; or every compatible pool, highest weight first."""
+def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[NodePool], int | None]:
+    """The pool a request names; or every compatible pool, highest weight first, with the
+    generation of the listing they were chosen from (the lease conditions on it)."""
     if request.node_pool:
         try:
-            return [config.node_pool(request.node_pool)]
+            return [config.node_pool(request.node_pool)], None
         except NotFound as error:
             raise RequestRejected(
                 f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
@@ -171,9 +186,11 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> list[NodePool]:
             ) from error
     wanted = Requirements.of(request.requirements)
     # A container's copy may pick a pool; only a fresh read may say that none fits.
-    compatible = _compatible(config.node_pools(), wanted) or _compatible(
-        config.node_pools(fresh=True), wanted
-    )
+    listing = config.pool_set()
+    compatible = _compatible(listing.pools, wanted)
+    if not compatible:
+        listing = config.pool_set(fresh=True)
+        compatible = _compatible(listing.pools, wanted)
     if not compatible:
         raise RequestRejected(
             "nodePool: no NodePool is compatible with the request's requirements",
@@ -185,7 +202,8 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> list[NodePool]:
         if not compatible:
             raise _wait_refused("no NodePool compatible with the request allows it")
     # Equal weights: the alphabetically first pool comes first, deterministically.
-    return sorted(compatible, key=lambda p: (-p.spec.weight, p.metadata.name))
+    ordered = sorted(compatible, key=lambda p: (-p.spec.weight, p.metadata.name))
+    return ordered, listing.generation
 
 
 def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:
@@ -199,7 +217,7 @@ def _wait_refused(why: str) -> RequestRejected:
     )
 
 
-def _compatible(pools: list[NodePool], wanted: Requirements) -> list[NodePool]:
+def _compatible(pools: Iterable[NodePool], wanted: Requirements) -> list[NodePool]:
     compatible = []
     for pool in pools:
         try:

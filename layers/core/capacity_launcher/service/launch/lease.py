@@ -122,7 +122,7 @@ def _reserve(ctx: Context, item: Progress, view: PoolView, over: _Over) -> Lease
         sizes=sizes,
         partial=types is not None,
         beside=over.beside,
-        seen=Revisions.of(view.lead.pool, view.lead.node_class),
+        seen=Revisions.of(view.lead.pool, view.lead.node_class, view.lead.pools_generation),
     )
 
 
