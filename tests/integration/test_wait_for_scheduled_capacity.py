@@ -33,6 +33,7 @@ from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import (
     Cloud,
     capacity_type,
+    default_security_group,
     instance_type,
     launch_request,
     node_class,
@@ -494,3 +495,47 @@ def test_a_request_that_may_wait_is_not_served_by_a_dying_block(cloud, subnets, 
         second["CapacityReservationId"]
     ]
     assert state_of(cloud, first["CapacityReservationId"])["AvailableInstanceCount"] == 2
+
+
+def test_a_wait_passed_over_by_a_heavier_pool_still_ends_at_its_deadline(cloud, subnets, image):
+    # Given a heavier pool whose NodeClass AWS refuses (it passes every request naming no pool
+    # on), and a lighter pool of reserved and on-demand capacity targeting a future-dated
+    # reservation that starts in 6 days
+    start = CLOCK.now().replace(microsecond=0) + timedelta(days=6)
+    reservation_id = future_dated(cloud, start)
+    target = {"capacityReservationTarget": {"capacityReservationId": reservation_id}}
+    setup_pool(cloud, subnets, image, reservation_spec=target, types=(FUTURE_TYPE,))
+    missing = "arn:aws:resource-groups:us-east-1:123456789012:group/missing"
+    broken = node_class(
+        "broken",
+        [subnets[ZONE]],
+        image,
+        securityGroupIds=[default_security_group(cloud.ec2)],
+        capacityReservationSpec={
+            "capacityReservationTarget": {"capacityReservationResourceGroupArn": missing}
+        },
+    )
+    heavy = [capacity_type("reserved", "on-demand"), instance_type(FUTURE_TYPE)]
+    cloud.apply(broken, node_pool("heavy", "broken", weight=10, requirements=heavy))
+    # And a request naming no pool that waits, in the lighter pool, until a day after the start
+    deadline = start + timedelta(days=1)
+    cloud.send(launch_request("r-passed", waitForCapacityUntil=stamp(deadline)))
+    record = cloud.record("r-passed")
+    assert record is not None and record.status is RequestStatus.WAITING, record
+    assert record.node_pool == "general"
+    # When EC2 delays the reservation past the deadline, and the held copy looks at the deadline
+    moto_capacity.set_reservation_state(reservation_id, "delayed")
+    while CLOCK.now() < deadline - timedelta(days=3):
+        moto_capacity.advance_clock(3 * 24 * 3600)
+        assert cloud.deliver_queued() == ["r-passed"]
+    advance_to(deadline, 1)
+    assert cloud.deliver_queued() == ["r-passed"]
+    # Then it ends Failed as any wait does (the heavier pool passing it over again changes
+    # nothing): no on-demand instance launched after the deadline in place of the reservation
+    failed = cloud.record("r-passed")
+    assert failed is not None and failed.status is RequestStatus.FAILED, failed.to_detail()
+    assert [e.code for e in failed.errors][-1] == CAPACITY_NOT_ACTIVE_BY_DEADLINE, failed.errors
+    assert reservation_id in failed.errors[-1].message
+    assert failed.launched == 0 and cloud.managed_instances() == []
+    assert detail_types(cloud, "r-passed") == ["Launch Failed"]
+    assert cloud.queued() == 0

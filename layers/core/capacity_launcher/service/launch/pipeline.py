@@ -284,8 +284,16 @@ def pass_on(
         notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
         # Once each: a request resolved again in this delivery comes past the same pools again.
         errors = list(dict.fromkeys([*item.passed_over(), note, *notes]))
-        following.append(Progress(nxt, errors=errors, reclaim=item.reclaim, first=item.first))
+        following.append(_next_pool(item, nxt, errors))
     return stay, following
+
+
+def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Progress:
+    """The request as the next pool takes it: an earlier delivery's wait goes with it (past its
+    deadline every pool ends it Failed, not only the first: README, Waiting for scheduled
+    capacity), and so do its quota refusal and whether this delivery bound its body; what was
+    this pool's (a lease, the record's cut of the candidates) does not."""
+    return Progress(nxt, errors=errors, waited=item.waited, reclaim=item.reclaim, first=item.first)
 
 
 def _by_pool(items: Sequence[Progress]) -> list[list[Progress]]:
