@@ -291,9 +291,17 @@ def pass_on(
 def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Progress:
     """The request as the next pool takes it: an earlier delivery's wait goes with it (past its
     deadline every pool ends it Failed, not only the first: README, Waiting for scheduled
-    capacity), and so do its quota refusal and whether this delivery bound its body; what was
+    capacity), and so do its quota refusal, whether this delivery bound its body and whether it
+    was resolved again in this delivery already (once per delivery, whichever pool); what was
     this pool's (a lease, the record's cut of the candidates) does not."""
-    return Progress(nxt, errors=errors, waited=item.waited, reclaim=item.reclaim, first=item.first)
+    return Progress(
+        nxt,
+        errors=errors,
+        waited=item.waited,
+        reclaim=item.reclaim,
+        first=item.first,
+        resolved_again=item.resolved_again,
+    )
 
 
 def _by_pool(items: Sequence[Progress]) -> list[list[Progress]]:
