@@ -14,13 +14,15 @@ import pytest
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.launch_records import LaunchRecords
+from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.documents import Revisions, parse_document
 from capacity_launcher.domain.errors import NodePoolChanged
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.settings import get_settings
-from tests.integration.test_launch_into_reservations import setup_pool
+from tests.integration.test_launch_into_reservations import expire_idempotency_claims, setup_pool
 from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
 
 
@@ -213,3 +215,40 @@ def test_a_pool_deleted_just_before_a_request_naming_no_pool_is_not_chosen(cloud
     record = cloud.record("after-deletion")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert record.node_pool == "general", record.to_detail()
+
+
+class Crash(BaseException):
+    """The worker dies (its time ran out, it was killed): nothing after this runs."""
+
+
+def crash(*_: object, **__: object) -> bool:
+    raise Crash
+
+
+def test_a_lease_a_dead_worker_left_makes_no_room_for_types_larger_than_it_holds(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a pool limited to 20 cpu allowing m5.large (2 cpu), and a worker that leased for
+    # one m5.large and died before it wrote its launch intent (its lease is left open)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"cpu": "20"})
+    with monkeypatch.context() as dying:
+        dying.setattr(LaunchRecords, "write_intent", crash)
+        dying.setattr(PoolLeaseStore, "cancel", lambda *_, **__: False)
+        with pytest.raises(Crash):
+            cloud.send(launch_request("dead", nodePool="general"), batch=cloud.fresh_batch())
+    # When the pool is applied again allowing m5.4xlarge only (16 cpu), a request takes 16 of
+    # the 18 cpu left, and the dead worker's request is delivered again
+    types = ("m5.4xlarge",)
+    setup_pool(
+        cloud, subnets, image, capacity_types=("on-demand",), types=types, limits={"cpu": "20"}
+    )
+    cloud.send(launch_request("fills", nodePool="general"))
+    expire_idempotency_claims(cloud)
+    cloud.send(launch_request("dead", nodePool="general"), batch=cloud.fresh_batch())
+    # Then it launches nothing past the limit (it launched an m5.4xlarge under its 2-cpu lease,
+    # and the pool ran 32 cpu of 20): its lease is given back and a new one finds no room
+    usage = PoolUsageStore(get_settings().state_table_name).usage("general")
+    assert usage.cpu == 16, usage
+    record = cloud.record("dead")
+    assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
+    assert [e.code for e in record.errors] == ["LimitExceeded"], record.to_detail()

@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.pool_usage import LeaseFit, fit_lease, largest, room_left
+from capacity_launcher.domain.pool_usage import (
+    Lease,
+    LeaseFit,
+    fit_lease,
+    held_by,
+    largest,
+    room_left,
+)
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.quota_admission import LeaseAsk, fit_quota_lease
 from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
@@ -158,3 +165,20 @@ def test_a_partial_ask_names_the_types_it_was_asked_over_even_when_all_fit() -> 
     ask = LeaseAsk(POOL, None, size(2, 4), 2, 1, some, partial=True)
     fit = fit_quota_lease([], ask, {}, room_left(CPU_100, Resources.ZERO))
     assert fit == LeaseFit(2, size(2, 4), frozenset({"c5.large"}))
+
+
+def test_a_lease_taken_up_again_covers_only_the_types_it_holds_room_for() -> None:
+    # Given a lease an earlier delivery took for 2 instances of c5.2xlarge (8 cpu, 16 GiB each)
+    lease = Lease(POOL, "earlier", 2, EXAMPLE["c5.2xlarge"] * 2, expires_at=0)
+    # When the candidates are the example's (a pool applied since allows a 96-cpu type too)
+    held = held_by(lease, EXAMPLE)
+    # Then it covers the types 2 instances of which fit what it holds, not the larger one
+    assert held == {"c5.large", "c5.2xlarge"}
+    # and a lease narrowed to some types covers none beyond them
+    narrowed = Lease(
+        POOL, "narrowed", 2, EXAMPLE["c5.2xlarge"] * 2, 0, instance_types=frozenset({"c5.large"})
+    )
+    assert held_by(narrowed, EXAMPLE) == {"c5.large"}
+    # and one sized for 2 cpu holds none of a pool that now allows only larger types
+    small = Lease(POOL, "small", 1, size(2, 4), expires_at=0)
+    assert held_by(small, {"c5.24xlarge": EXAMPLE["c5.24xlarge"]}) == frozenset()

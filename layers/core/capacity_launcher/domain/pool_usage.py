@@ -131,6 +131,20 @@ def largest(sizes: Iterable[Resources]) -> Resources:
     return most
 
 
+def held_by(lease: Lease, sizes: Mapping[str, Resources]) -> frozenset[str]:
+    """The instance types (of `sizes`: type -> what one instance uses) that `lease.count`
+    instances of fit in what the lease holds, and that it covers. A lease an earlier delivery
+    took was sized by the candidates of its time: a pool applied since may allow larger ones,
+    which it never made room for."""
+    covered = lease.instance_types
+    return frozenset(
+        name
+        for name, size in sizes.items()
+        if (covered is None or name in covered)
+        and all(left >= 0 for left in (lease.amount - size * lease.count).amounts().values())
+    )
+
+
 def room_left(limits: PoolLimits | None, used: Resources) -> Room:
     """The room a pool's `limits` leave beside what it `used` (leases and members)."""
 

@@ -13,6 +13,11 @@ A lease is conditioned on the revisions of the pool and NodeClass the request wa
 with: when either was applied since (this container's copy is older), nothing is leased and
 the request is resolved again on the stored documents (`Leased.CHANGED`).
 
+A lease an earlier delivery took (and died before it wrote an intent) is taken up as it is,
+covering only the candidate types it holds room for (`pool_usage.held_by`): a pool applied
+since may allow larger ones. When it holds room for none, nothing was launched under it: it is
+given back and a new lease taken, conditioned like any other.
+
 A request that replays intents here launched here already: if its lease was lost meanwhile
 (expired and reclaimed, its instances counted by the sync), it launches no more but still takes
 what those intents launched, and never goes on to another pool to launch anew.
@@ -32,7 +37,7 @@ from capacity_launcher.domain.errors import (
     UnreadyLimitReached,
 )
 from capacity_launcher.domain.fleet import room_left_record
-from capacity_launcher.domain.pool_usage import Lease, largest
+from capacity_launcher.domain.pool_usage import Lease, held_by, largest
 from capacity_launcher.domain.status import ErrorDetail
 from capacity_launcher.service.launch.progress import Context, Progress
 from capacity_launcher.service.launch.resolve import PoolView
@@ -140,7 +145,7 @@ def _lease(
         item.settled = True  # it absorbs its done intents and never launches more
         return Leased.SETTLED
     try:
-        refused = _take(ctx, item, view, found, over)
+        refused = _take(ctx, item, view, _taken_up(ctx, item, view, found, replayed), over)
     except NodePoolChanged:
         item.changed = True
         return Leased.CHANGED
@@ -152,6 +157,24 @@ def _lease(
     if item.request_id not in replayed:
         item.errors.append(_full(pool, item))
     return Leased.FULL
+
+
+def _taken_up(
+    ctx: Context, item: Progress, view: PoolView, found: Lease | None, replayed: Collection[str]
+) -> Lease | None:
+    """The open lease an earlier delivery took, covering the candidate types it holds room for;
+    None (a new one is taken) when there is none, or it holds room for no candidate and no
+    intent names the request (nothing was launched under it, so it is given back)."""
+    if found is None:
+        return None
+    sizes = view.candidates.sizes()
+    held = held_by(found, sizes)
+    if held == frozenset(sizes):
+        return found
+    if not held and item.request_id not in replayed:
+        ctx.ports.leases.cancel(view.pool_name, item.request_id)
+        return None
+    return replace(found, instance_types=held)
 
 
 def _take(
