@@ -22,6 +22,7 @@ from capacity_launcher.domain.errors import NodePoolChanged
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.settings import get_settings
+from local_cloud.documents import capacity_quota
 from tests.integration.test_launch_into_reservations import expire_idempotency_claims, setup_pool
 from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
 
@@ -252,3 +253,40 @@ def test_a_lease_a_dead_worker_left_makes_no_room_for_types_larger_than_it_holds
     record = cloud.record("dead")
     assert record is not None and record.status is RequestStatus.FAILED, record.to_detail()
     assert [e.code for e in record.errors] == ["LimitExceeded"], record.to_detail()
+
+
+def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_the_listed_are_full(
+    cloud, subnets, image
+):
+    # Given a warm launcher whose listing holds only `general`, full at 1 instance
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    cloud.send(launch_request("fills"))
+    assert cloud.record("fills").node_pool == "general"  # type: ignore[union-attr]
+    # When `spare` (m5.large) is applied, and a request naming no pool comes at once, for more
+    # instances than `general`'s limits hold (its refusal is decided on the usage read, with no
+    # lease written)
+    spare = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("after-spare", count=2, minCount=1))
+    # Then `spare` serves it (it ended Failed in `general`, LimitExceeded, on the listing)
+    record = cloud.record("after-spare")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "spare", record.to_detail()
+
+
+def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_its_quota_refuses(
+    cloud, subnets, image
+):
+    # Given a warm launcher whose listing holds only `general`, where team-a's quota of 1 is used
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
+    cloud.apply(capacity_quota("team-a", "general", {"instances": "1"}))
+    cloud.send(launch_request("fills", requester="team-a"))
+    assert cloud.record("fills").node_pool == "general"  # type: ignore[union-attr]
+    # When `spare` (m5.large, no quota) is applied, and team-a asks at once naming no pool
+    spare = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("after-spare", requester="team-a"))
+    # Then `spare` serves it (it ended Failed in `general`, QuotaExceeded, on the listing)
+    record = cloud.record("after-spare")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "spare", record.to_detail()

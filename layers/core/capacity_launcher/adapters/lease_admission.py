@@ -20,7 +20,10 @@ applied since the request was resolved is not decided again here: NodePoolChange
 request back to be resolved on the stored documents (its candidates come from them). Another
 revision alone does not say the document changed (a writer of another version spells it
 otherwise): the stored documents are read first, and when they are the ones the request was
-resolved with, the lease conditions on the revisions they are stored with.
+resolved with, the lease conditions on the revisions they are stored with. A refusal (the
+limits or the quota leave no room) writes no lease to fail on the NodePools' generation: for a
+request that named no pool it is confirmed on the stored generation first (NodePoolChanged when a
+pool was applied or deleted since its listing: one applied just before may serve it).
 """
 
 from __future__ import annotations
@@ -174,6 +177,7 @@ class LeaseAdmission:
                 state.again = False
                 continue
             if state.full and state.stored:
+                self._confirm_pools(state)
                 return None, False  # decided on the stored limits and usage read: full
             if state.full:
                 state.limits, state.stored = self._in_force(state), True
@@ -182,6 +186,16 @@ class LeaseAdmission:
             # and decide again from what it says.
             state.used = self._usage(ask.pool)
         return None, False
+
+    def _confirm_pools(self, state: _Reserving) -> None:
+        """A refusal of a request that named no pool holds only for the pools it chose from:
+        NodePoolChanged when a NodePool was applied or deleted since that listing (no lease is
+        written to fail on its generation, and a pool applied just before may serve it)."""
+        seen = state.seen
+        if seen is None or seen.pools_generation is None:
+            return
+        if self._items.pools_generation() != seen.pools_generation:
+            raise NodePoolChanged(state.ask.pool, "a NodePool was applied or deleted")
 
     def _in_force(self, state: _Reserving) -> PoolLimits | None:
         try:
@@ -209,6 +223,7 @@ class LeaseAdmission:
             fit, hold, admission = self._admit(state)
         except QuotaExceeded:
             if state.fresh or self._quotas.quota_generation() == state.quotas.generation:
+                self._confirm_pools(state)
                 raise
             # Refused by a copy older than the stored quotas: decide again on the stored ones.
             self._refresh_quotas(state)

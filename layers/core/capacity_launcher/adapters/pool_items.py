@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
+from capacity_launcher.adapters.config_items import POOL_SET_KEY
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.documents import Revisions, is_revision
 from capacity_launcher.domain.errors import ConditionFailed, NodePoolChanged, NodePoolDeleted
@@ -158,6 +159,17 @@ class PoolItems:
         if seen is not None and revision is not None and revision != seen.pool:
             raise NodePoolChanged(pool)
         return limits
+
+    def pools_generation(self) -> int:
+        """The NodePools' generation as stored now (strongly consistent; 0: never bumped)."""
+        with aws_call("GetItem"):
+            item = self.db.get_item(
+                TableName=self.table,
+                Key=key(*POOL_SET_KEY),
+                ConsistentRead=True,
+                ProjectionExpression="version",
+            ).get("Item")
+        return int(from_item(item).get("version", 0)) if item else 0
 
     def limits_check(
         self, pool: str, limits: PoolLimits | None, seen: Revisions | None = None
