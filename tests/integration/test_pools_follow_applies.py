@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -290,3 +291,32 @@ def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_its_
     record = cloud.record("after-spare")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert record.node_pool == "spare", record.to_detail()
+
+
+def test_a_request_resolved_again_into_the_pool_that_passed_it_over_is_not_noted_passed_over(
+    cloud, subnets, image, monkeypatch
+):
+    # Given `general` (m5.large, full at 1 instance) before `spare` (m5.large or c5.large), in a
+    # warm launcher's listing
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    spare = [capacity_type("on-demand"), instance_type("c5.large", "m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("fills", requirements=[instance_type("m5.large")]))
+    # When a request naming no pool comes, `general` passes it on, and `general` is applied
+    # again with room for 5 just before `spare` leases for it (it is resolved again)
+    take = PoolLeaseStore.take
+
+    def take_after_apply(self: PoolLeaseStore, pool: str, *args: object, **kwargs: object) -> Any:
+        if pool == "spare":
+            monkeypatch.setattr(PoolLeaseStore, "take", take)
+            limits = {"instances": "5"}
+            setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits=limits)
+        return take(self, pool, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PoolLeaseStore, "take", take_after_apply)
+    cloud.send(launch_request("grown", requirements=[instance_type("m5.large")]))
+    # Then `general` serves it, and its record does not say `general` passed it over
+    record = cloud.record("grown")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "general", record.to_detail()
+    assert record.errors == [], record.to_detail()

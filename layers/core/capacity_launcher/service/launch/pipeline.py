@@ -248,7 +248,10 @@ class Launcher:
                 error = ErrorDetail(code=rejected.code, message=rejected.reason)
                 reject_all(self._ctx, [item], report, error)
                 continue
-            again.append(replace(item, prepared=prepared, changed=False, resolved_again=True))
+            errors = _notes_kept(item.errors, prepared)
+            again.append(
+                replace(item, prepared=prepared, changed=False, resolved_again=True, errors=errors)
+            )
         return again
 
     def _refuse(
@@ -302,6 +305,19 @@ def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Prog
         first=item.first,
         resolved_again=item.resolved_again,
     )
+
+
+def _notes_kept(errors: Sequence[ErrorDetail], prepared: Prepared) -> list[ErrorDetail]:
+    """The errors a request resolved again keeps: not the notes of pools it may now come to
+    (one that passes it over again notes it again; one that serves it now did not pass it
+    over on its way there)."""
+    ahead = {pool.metadata.name for pool in (prepared.pool, *prepared.alternatives)}
+    return [e for e in errors if e.code != POOL_PASSED_OVER or _noted_pool(e) not in ahead]
+
+
+def _noted_pool(note: ErrorDetail) -> str:
+    """The pool a passed-over note names (`nodePool NAME: why`)."""
+    return note.message.split(":", 1)[0].removeprefix("nodePool ")
 
 
 def _by_pool(items: Sequence[Progress]) -> list[list[Progress]]:
