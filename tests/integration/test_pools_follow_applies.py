@@ -320,3 +320,21 @@ def test_a_request_resolved_again_into_the_pool_that_passed_it_over_is_not_noted
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert record.node_pool == "general", record.to_detail()
     assert record.errors == [], record.to_detail()
+
+
+def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_the_listed_wait(
+    cloud, subnets, image
+):
+    # Given a warm launcher whose listing holds only `general`, which launches nothing while one
+    # of its instances is not yet ready (limits.unready 0), and one that is not
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"unready": 0})
+    cloud.send(launch_request("unready"))
+    assert cloud.record("unready").node_pool == "general"  # type: ignore[union-attr]
+    # When `spare` (m5.large) is applied, and a request naming no pool comes at once
+    spare = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("after-spare"))
+    # Then `spare` serves it (it ended Failed in `general`, on the listing)
+    record = cloud.record("after-spare")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "spare", record.to_detail()

@@ -21,9 +21,10 @@ request back to be resolved on the stored documents (its candidates come from th
 revision alone does not say the document changed (a writer of another version spells it
 otherwise): the stored documents are read first, and when they are the ones the request was
 resolved with, the lease conditions on the revisions they are stored with. A refusal (the
-limits or the quota leave no room) writes no lease to fail on the NodePools' generation: for a
-request that named no pool it is confirmed on the stored generation first (NodePoolChanged when a
-pool was applied or deleted since its listing: one applied just before may serve it).
+limits, `limits.unready` or the quota leave no room) writes no lease to fail on the NodePools'
+generation: for a request that named no pool it is confirmed on the stored generation first
+(NodePoolChanged when a pool was applied or deleted since its listing: one applied just before
+may serve it).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from capacity_launcher.domain.errors import (
     NodePoolChanged,
     QuotaExceeded,
     Transient,
+    UnreadyLimitReached,
 )
 from capacity_launcher.domain.index_shards import shard_value
 from capacity_launcher.domain.pool_usage import Lease, LeaseFit, Room, room_left
@@ -235,7 +237,11 @@ class LeaseAdmission:
         pool = state.ask.pool
         items = self._reserve_items(state, fit, hold)
         if self._unready_gate is not None:  # limits.unready
-            self._unready_gate.gate(pool, state.limits, items[0]["Update"])
+            try:
+                self._unready_gate.gate(pool, state.limits, items[0]["Update"])
+            except UnreadyLimitReached:
+                self._confirm_pools(state)
+                raise
         items.append(self._items.limits_check(pool, state.limits, state.seen))
         if state.seen is not None:
             items.append(self._items.node_class_check(state.seen))
