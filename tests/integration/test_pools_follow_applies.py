@@ -256,6 +256,16 @@ def test_a_lease_a_dead_worker_left_makes_no_room_for_types_larger_than_it_holds
     assert [e.code for e in record.errors] == ["LimitExceeded"], record.to_detail()
 
 
+def served_by_spare(cloud: Cloud, **fields: Any) -> None:
+    """`spare` (m5.large) is applied, a request naming no pool comes at once: `spare` serves it."""
+    spare = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("after-spare", **fields))
+    record = cloud.record("after-spare")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert record.node_pool == "spare", record.to_detail()
+
+
 def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_the_listed_are_full(
     cloud, subnets, image
 ):
@@ -266,13 +276,8 @@ def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_the_
     # When `spare` (m5.large) is applied, and a request naming no pool comes at once, for more
     # instances than `general`'s limits hold (its refusal is decided on the usage read, with no
     # lease written)
-    spare = [capacity_type("on-demand"), instance_type("m5.large")]
-    cloud.apply(node_pool("spare", "standard", requirements=spare))
-    cloud.send(launch_request("after-spare", count=2, minCount=1))
     # Then `spare` serves it (it ended Failed in `general`, LimitExceeded, on the listing)
-    record = cloud.record("after-spare")
-    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
-    assert record.node_pool == "spare", record.to_detail()
+    served_by_spare(cloud, count=2, minCount=1)
 
 
 def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_its_quota_refuses(
@@ -284,13 +289,8 @@ def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_its_
     cloud.send(launch_request("fills", requester="team-a"))
     assert cloud.record("fills").node_pool == "general"  # type: ignore[union-attr]
     # When `spare` (m5.large, no quota) is applied, and team-a asks at once naming no pool
-    spare = [capacity_type("on-demand"), instance_type("m5.large")]
-    cloud.apply(node_pool("spare", "standard", requirements=spare))
-    cloud.send(launch_request("after-spare", requester="team-a"))
     # Then `spare` serves it (it ended Failed in `general`, QuotaExceeded, on the listing)
-    record = cloud.record("after-spare")
-    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
-    assert record.node_pool == "spare", record.to_detail()
+    served_by_spare(cloud, requester="team-a")
 
 
 def test_a_request_resolved_again_into_the_pool_that_passed_it_over_is_not_noted_passed_over(
@@ -331,10 +331,18 @@ def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_the_
     cloud.send(launch_request("unready"))
     assert cloud.record("unready").node_pool == "general"  # type: ignore[union-attr]
     # When `spare` (m5.large) is applied, and a request naming no pool comes at once
-    spare = [capacity_type("on-demand"), instance_type("m5.large")]
-    cloud.apply(node_pool("spare", "standard", requirements=spare))
-    cloud.send(launch_request("after-spare"))
     # Then `spare` serves it (it ended Failed in `general`, on the listing)
-    record = cloud.record("after-spare")
-    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
-    assert record.node_pool == "spare", record.to_detail()
+    served_by_spare(cloud)
+
+
+def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_the_listed_never_can(
+    cloud, subnets, image
+):
+    # Given a warm launcher whose listing holds only `general`, whose limits (1 cpu) never fit an
+    # m5.large (2 cpu): a request naming no pool is rejected there before anything is leased
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"cpu": "1"})
+    cloud.send(launch_request("never"))
+    assert cloud.record("never").status is RequestStatus.REJECTED  # type: ignore[union-attr]
+    # When `spare` (m5.large) is applied, and a request naming no pool comes at once
+    # Then `spare` serves it (it was Rejected in `general`, LimitExceeded, on the listing)
+    served_by_spare(cloud)

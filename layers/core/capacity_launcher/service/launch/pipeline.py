@@ -169,9 +169,10 @@ class Launcher:
     def _visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
         """One pool's phases for a visit's requests; returns those passed on to the next pool."""
         ctx = self._ctx
+        replayed = {request_id for intent in visit.intents for request_id in intent.request_ids}
         view = resolve(ctx, visit.progress[0].prepared, visit.progress, report)
         if isinstance(view, Refusal):
-            return self._refuse(visit.progress, report, view)
+            return self._refuse(visit.progress, report, view, replayed)
         progress = wait_or_go(ctx, visit.progress, report, view)
         passed: list[Progress] = []
         why = nothing_left(view) if progress else None
@@ -185,7 +186,7 @@ class Launcher:
         view = replace(view, lead=progress[0].prepared)  # the same pool; its own minCount
         refusal = screen(ctx, view)
         if refusal is not None:
-            return [*passed, *self._refuse(progress, report, refusal)]
+            return [*passed, *self._refuse(progress, report, refusal, replayed)]
         visit.progress = progress
         return [*passed, *self._launch(visit, view, report)]
 
@@ -255,14 +256,39 @@ class Launcher:
         return again
 
     def _refuse(
-        self, progress: Sequence[Progress], report: LaunchReport, refusal: Refusal
+        self,
+        progress: Sequence[Progress],
+        report: LaunchReport,
+        refusal: Refusal,
+        replayed: Collection[str] = (),
     ) -> list[Progress]:
-        """The pool's refusal: those another pool may serve go on, the rest end with it."""
+        """The pool's refusal: those another pool may serve go on, the rest end with it (but
+        those that chose it from a listing a pool was applied to or deleted from since are
+        resolved again: no lease was written to find that)."""
         stay, passed = list(progress), list[Progress]()
         if refusal.pass_on:
             stay, passed = pass_on(self._ctx.ports.config, progress, refusal.error.message)
+        listed = self._listed_before(stay, replayed)
+        passed += self._resolve_again(listed, replayed, report)
+        again = {item.request_id for item in listed}
+        stay = [item for item in stay if item.request_id not in again]
         reject_all(self._ctx, stay, report, refusal.error, refusal.status)
         return passed
+
+    def _listed_before(
+        self, items: Sequence[Progress], replayed: Collection[str]
+    ) -> list[Progress]:
+        """Those that named no pool and chose this one from a listing older than the pools
+        stored now (one read, only when there are such requests)."""
+        chose = [
+            item
+            for item in items
+            if item.prepared.pools_generation is not None and item.request_id not in replayed
+        ]
+        if not chose:
+            return []
+        stored = self._ctx.ports.config.pool_set(fresh=True).generation
+        return [item for item in chose if item.prepared.pools_generation != stored]
 
 
 def pass_on(
