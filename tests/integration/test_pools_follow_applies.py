@@ -169,16 +169,20 @@ def test_a_pool_passed_over_twice_in_a_delivery_is_noted_once(cloud, subnets, im
     assert [e.code for e in record.errors] == ["NodePoolPassedOver"], record.to_detail()
 
 
+@pytest.mark.parametrize("named", [True, False])
 def test_a_pool_applied_again_as_it_was_keeps_the_launchers_copy(
-    cloud, subnets, image, monkeypatch
+    cloud, subnets, image, monkeypatch, named
 ):
     # Given a warm launcher, and `general` and `standard` applied again exactly as they were
     warm(cloud, subnets, image)
+    cloud.send(launch_request("listed"))  # its listing of the pools is loaded too
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("m5.large",))
     forgotten: list[bool] = []
     monkeypatch.setattr(ConfigStore, "forget", lambda self: forgotten.append(True))
-    # When a request for the pool comes
-    cloud.send(launch_request("same-again", nodePool="general"))
+    # When a request for the pool comes, or one naming no pool (the same pools are stored: the
+    # NodePools' generation stands)
+    pool = {"nodePool": "general"} if named else {}
+    cloud.send(launch_request("same-again", **pool))
     # Then it is served from the copy: the same document has the same revision
     record = cloud.record("same-again")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the served versions are imported by the apply and read path
 
 # The version every quota apply checks and bumps (outside the quotas' partition: never listed).
 QUOTA_SET_KEY = ("CapacityQuotas", "Version")
-# The NodePools' generation: every apply and delete of a NodePool bumps it.
+# The NodePools' generation: every apply (of another document) and delete of a NodePool bumps it.
 POOL_SET_KEY = ("NodePools", "Version")
 
 

@@ -11,8 +11,10 @@ resolved with, so an apply that returned governs every lease written after it, a
 drops this container's copies when a lease finds them older. A writer of another version may
 spell a document otherwise, and so store another revision for it: the lease then reads the
 stored document before it calls it changed (`PoolItems.as_stored`). Every apply and delete of a
-NodePool bumps the NodePools' generation (`pool_set`) the same way as the quotas': a request
-that named no pool leases conditioned on the generation of the listing it chose its pool from.
+NodePool bumps the NodePools' generation (`pool_set`) the same way as the quotas' (not an apply
+of the document stored already: a GitOps loop re-applying its pools leaves every choice as it
+was): a request that named no pool leases conditioned on the generation of the listing it chose
+its pool from.
 Every apply of a CapacityQuota bumps one quota-set version, conditioned on the version its
 cross-quota check read, so two applies that conflict only together cannot both succeed; every
 delete of one bumps it too. That version is the quotas' generation (`quota_set`): a lease
@@ -122,29 +124,7 @@ class ConfigStore:
             }
             if kept_body is not None:
                 item["kept"] = kept_body
-            try:
-                with aws_call("TransactWriteItems"):
-                    self._db.transact_write_items(
-                        TransactItems=[
-                            {
-                                # Bumping the class's version makes a concurrent delete of it fail.
-                                "Update": {
-                                    "TableName": self._table,
-                                    "Key": key("NodeClass", ref),
-                                    "UpdateExpression": "ADD version :one",
-                                    "ConditionExpression": "attribute_exists(pk)",
-                                    "ExpressionAttributeValues": {":one": {"N": "1"}},
-                                }
-                            },
-                            {"Put": {"TableName": self._table, "Item": to_item(item)}},
-                            generation_bump(self._table, POOL_SET_KEY),
-                        ]
-                    )
-            except ConditionFailed as failed:
-                raise ConfigConflict(
-                    f"NodePool {document.metadata.name}: spec.nodeClassRef: "
-                    f"NodeClass {ref!r} does not exist; apply it first"
-                ) from failed
+            self._put_pool(document.metadata.name, ref, item)
         else:
             # An update, not a put: the version must survive a re-apply of the class.
             values: dict[str, Any] = {
@@ -168,6 +148,42 @@ class ConfigStore:
                     ExpressionAttributeValues=to_item(values),
                 )
         self._invalidate()
+
+    def _put_pool(self, name: str, ref: str, item: dict[str, Any]) -> None:
+        """Put the pool, bumping its class's version (a concurrent delete of the class fails)
+        and, unless it is stored at this revision already, the NodePools' generation: the same
+        document applied again leaves every request's choice of pool as it was."""
+        class_bump = {
+            "Update": {
+                "TableName": self._table,
+                "Key": key("NodeClass", ref),
+                "UpdateExpression": "ADD version :one",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        }
+        put: dict[str, Any] = {"TableName": self._table, "Item": to_item(item)}
+        same = {
+            **put,
+            "ConditionExpression": "revision = :revision",
+            "ExpressionAttributeValues": {":revision": {"S": item["revision"]}},
+        }
+        bump = generation_bump(self._table, POOL_SET_KEY)
+        try:
+            try:
+                with aws_call("TransactWriteItems"):
+                    self._db.transact_write_items(TransactItems=[class_bump, {"Put": same}])
+                return
+            except ConditionFailed as failed:
+                if failed.failed_at(0):
+                    raise
+            with aws_call("TransactWriteItems"):
+                self._db.transact_write_items(TransactItems=[class_bump, {"Put": put}, bump])
+        except ConditionFailed as failed:
+            raise ConfigConflict(
+                f"NodePool {name}: spec.nodeClassRef: "
+                f"NodeClass {ref!r} does not exist; apply it first"
+            ) from failed
 
     def priority_classes(self) -> PriorityClassStore:
         """The PriorityClasses stored in the same table (adapters/priority_class_store.py)."""

@@ -336,8 +336,9 @@ class NodePool(_TopLevel):
 @dataclass(frozen=True)
 class PoolSet:
     """The stored NodePools as of one generation. Every apply and delete of a NodePool bumps the
-    generation in the same transaction as its write, so a lease conditioned on the generation a
-    request's choice of pool was made from holds only if no pool changed since."""
+    generation in the same transaction as its write (not an apply of the same document again),
+    so a lease conditioned on the generation a request's choice of pool was made from holds only
+    if no pool changed since."""
 
     generation: int | None  # None: not read from a store (nothing to condition on)
     pools: tuple[NodePool, ...] = ()
