@@ -711,9 +711,22 @@ class World:
         )
 
     def committed(self, pool: str) -> int:
-        """Live instances plus unsettled leases: what a pool holds or was promised."""
+        """Live instances plus unsettled leases: what a pool holds or was promised. The instances
+        as EC2 holds them now, not as last observed: a launch served in the middle of an
+        operation (`poll_once`) is not observed before the step ends."""
         leased = sum(lease.count for lease in self._pool_leases().leases() if lease.pool == pool)
-        return self.live_by_pool().get(pool, 0) + leased
+        return self._live_now(pool) + leased
+
+    def _live_now(self, pool: str) -> int:
+        backend = ec2_backends[ACCOUNT][REGION]
+        live = 0
+        for reservation in list(backend.reservations.values()):
+            for instance in list(reservation.instances):
+                tags = {t["key"]: t["value"] for t in instance.get_tags()}
+                managed = tags.get(MANAGED) == "true" or instance.id in self.instances
+                if managed and tags.get(POOL_TAG) == pool and instance._state.name in LIVE:
+                    live += 1
+        return live
 
     def snapshot_availability(self) -> dict[str, int]:
         assert self.names is not None
