@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import moto_capacity
@@ -20,9 +20,14 @@ from tests.support.cloud import Cloud, launch_request
 BLOCK_TYPE = "p4d.24xlarge"
 
 
-def buy_block(cloud: Cloud, count: int = 2) -> dict[str, Any]:
+def buy_block(
+    cloud: Cloud, count: int = 2, starting_after: timedelta | None = None
+) -> dict[str, Any]:
+    """A 1-day block in ZONE, the first one sold (blocks start at 11:30 UTC: the next start may
+    be minutes away); `starting_after`: one that starts at least that long from now."""
+    earliest = {} if starting_after is None else {"StartDateRange": CLOCK.now() + starting_after}
     offering = cloud.ec2.describe_capacity_block_offerings(
-        InstanceType=BLOCK_TYPE, InstanceCount=count, CapacityDurationHours=24
+        InstanceType=BLOCK_TYPE, InstanceCount=count, CapacityDurationHours=24, **earliest
     )["CapacityBlockOfferings"]
     in_zone = next(o for o in offering if o["AvailabilityZone"] == ZONE)
     bought = cloud.ec2.purchase_capacity_block(
