@@ -21,13 +21,16 @@ BLOCK_TYPE = "p4d.24xlarge"
 
 
 def buy_block(
-    cloud: Cloud, count: int = 2, starting_after: timedelta | None = None
+    cloud: Cloud, count: int = 2, starting_after: timedelta = timedelta(hours=1)
 ) -> dict[str, Any]:
-    """A 1-day block in ZONE, the first one sold (blocks start at 11:30 UTC: the next start may
-    be minutes away); `starting_after`: one that starts at least that long from now."""
-    earliest = {} if starting_after is None else {"StartDateRange": CLOCK.now() + starting_after}
+    """A 1-day block in ZONE, the first one sold that starts at least `starting_after` from now:
+    blocks start at 11:30 UTC, and a test run just before it must not find its block starting
+    within the minutes the test moves the clock by (or its deadlines already past)."""
     offering = cloud.ec2.describe_capacity_block_offerings(
-        InstanceType=BLOCK_TYPE, InstanceCount=count, CapacityDurationHours=24, **earliest
+        InstanceType=BLOCK_TYPE,
+        InstanceCount=count,
+        CapacityDurationHours=24,
+        StartDateRange=CLOCK.now() + starting_after,
     )["CapacityBlockOfferings"]
     in_zone = next(o for o in offering if o["AvailabilityZone"] == ZONE)
     bought = cloud.ec2.purchase_capacity_block(
