@@ -236,18 +236,8 @@ class LeaseAdmission:
             return False
         pool = state.ask.pool
         items = self._reserve_items(state, fit, hold)
-        if self._unready_gate is not None:  # limits.unready
-            try:
-                self._unready_gate.gate(pool, state.limits, items[0]["Update"])
-            except UnreadyLimitReached:
-                self._confirm_pools(state)
-                raise
-        items.append(self._items.limits_check(pool, state.limits, state.seen))
-        if state.seen is not None:
-            items.append(self._items.node_class_check(state.seen))
-            if state.seen.pools_generation is not None:
-                table, generation = self._items.table, state.seen.pools_generation
-                items.append(pool_generation_check(table, generation))
+        self._gate_unready(state, items[0]["Update"])
+        items += self._configuration_checks(state)
         generation_item = len(items)
         if state.quotas.generation is not None:
             items.append(quota_generation_check(self._items.table, state.quotas.generation))
@@ -265,6 +255,29 @@ class LeaseAdmission:
         state.taken = lease_of(from_item(items[_LEASE_ITEM]["Put"]["Item"]))
         state.put = True
         return True
+
+    def _gate_unready(self, state: _Reserving, usage_update: dict[str, Any]) -> None:
+        """`limits.unready`: a refusal (of a request that named no pool, confirmed on the
+        NodePools' generation), or the usage update conditioned on what the gate read."""
+        if self._unready_gate is None:
+            return
+        try:
+            self._unready_gate.gate(state.ask.pool, state.limits, usage_update)
+        except UnreadyLimitReached:
+            self._confirm_pools(state)
+            raise
+
+    def _configuration_checks(self, state: _Reserving) -> list[dict[str, Any]]:
+        """What the request was resolved and the lease decided with, checked in its transaction
+        (at `_LIMITS_ITEM` on): the pool's stored limits and revision, its NodeClass's revision,
+        and the NodePools' generation its pool was chosen from."""
+        seen = state.seen
+        checks = [self._items.limits_check(state.ask.pool, state.limits, seen)]
+        if seen is not None:
+            checks.append(self._items.node_class_check(seen))
+            if seen.pools_generation is not None:
+                checks.append(pool_generation_check(self._items.table, seen.pools_generation))
+        return checks
 
     def _after_conflict(
         self,
