@@ -113,10 +113,11 @@ PROBE = """
 import importlib.util, json, os, resource, sys, time
 
 calls = []
+inside = [0.0]  # CPU seconds spent inside AWS calls (botocore's, and the SDK's hooks)
 
 
 def count_calls():
-    # Count the AWS calls made from now on, if the handler imported botocore.
+    # Count the AWS calls made from now on, and their CPU, if the handler imported botocore.
     clients = sys.modules.get("botocore.client")
     if clients is None:
         return
@@ -124,7 +125,11 @@ def count_calls():
 
     def counted(client, operation, params):
         calls.append(operation)
-        return make_api_call(client, operation, params)
+        started = cpu()
+        try:
+            return make_api_call(client, operation, params)
+        finally:
+            inside[0] += cpu() - started
 
     clients.BaseClient._make_api_call = counted
 
@@ -157,13 +162,14 @@ imports = time.perf_counter() - started
 ready, ready_cpu = time.monotonic(), cpu()
 count_calls()
 result = module.handler(json.loads(sys.argv[2]), Context())
-done, done_cpu, first_calls = time.monotonic(), cpu(), list(calls)
+done, done_cpu, first_calls, first_inside = time.monotonic(), cpu(), list(calls), inside[0]
 again = module.handler(json.loads(sys.argv[3]), Context())  # warm: what is not one-off
 warm_cpu, warm_calls = cpu() - done_cpu, len(calls) - len(first_calls)
 print(json.dumps({"imports": imports, "ready": ready, "ready_cpu": ready_cpu, "done": done,
                   "done_cpu": done_cpu, "warm_cpu": warm_cpu, "result": result,
                   "again": again, "first_calls": len(first_calls),
-                  "first_operations": len(set(first_calls)), "warm_calls": warm_calls},
+                  "first_operations": len(set(first_calls)), "warm_calls": warm_calls,
+                  "first_calls_cpu": first_inside},
                  default=str), flush=True)
 os._exit(0)
 """
@@ -221,6 +227,9 @@ class ColdStart:
     first_calls: int = 0
     first_operations: int = 0
     warm_calls: int = 0
+    # Of the first invocation's CPU, what its AWS calls spent inside botocore (serializing,
+    # signing, sending, parsing; an operation's first call also loads its model).
+    first_calls_cpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -240,6 +249,7 @@ class _Sample:
     first_calls: int
     first_operations: int
     warm_calls: int
+    first_calls_cpu: float
 
     @property
     def invocation_cpu(self) -> float:
@@ -277,6 +287,7 @@ def _once(handler: _Handler, stage: Stage, paths: str) -> _Sample:
         first_calls=int(found["first_calls"]),
         first_operations=int(found["first_operations"]),
         warm_calls=int(found["warm_calls"]),
+        first_calls_cpu=float(found["first_calls_cpu"]),
     )
 
 
@@ -307,6 +318,7 @@ def _measure(handlers: list[_Handler], stage: Stage, paths: str) -> list[ColdSta
             first_calls=round(_median(samples[h.name], "first_calls")),
             first_operations=round(_median(samples[h.name], "first_operations")),
             warm_calls=round(_median(samples[h.name], "warm_calls")),
+            first_calls_cpu_seconds=_median(samples[h.name], "first_calls_cpu"),
         )
         for h in handlers
     ]
