@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
@@ -419,3 +420,38 @@ def test_a_lease_a_dead_worker_left_is_taken_up_under_another_spelling(
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     usage = PoolUsageStore(get_settings().state_table_name).usage("general")
     assert usage.cpu == 4 and PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
+
+
+def test_a_replay_whose_lease_holds_room_for_none_of_the_types_allowed_now_says_why(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a request for 2 m5.large (minCount 1) whose worker launched the 1 EC2 had and died
+    # before it settled its lease (its intent is done, its lease for 2 m5.large is left open)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"cpu": "40"})
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 1)
+    with monkeypatch.context() as dying:
+        dying.setattr(PoolLeaseStore, "settle", crash)
+        dying.setattr(PoolLeaseStore, "cancel", lambda *_, **__: False)
+        with pytest.raises(Crash):
+            cloud.send(launch_request("short", nodePool="general", count=2, minCount=1))
+    # When the pool is applied again allowing m5.4xlarge only (16 cpu: the lease holds 4), and
+    # the request is delivered again
+    types = ("m5.4xlarge",)
+    setup_pool(
+        cloud, subnets, image, capacity_types=("on-demand",), types=types, limits={"cpu": "40"}
+    )
+    expire_idempotency_claims(cloud)
+    again = launch_request("short", nodePool="general", count=2, minCount=1)
+    cloud.send(again, batch=cloud.fresh_batch())
+    # Then it keeps what its intent launched and launches nothing more under a lease sized for
+    # types the pool no longer allows; its record says why it got less than it asked (it said
+    # nothing: `errors: []`, and a `candidatesLeftOut` blaming the room the limits left, which
+    # holds two m5.4xlarge)
+    record = cloud.record("short")
+    assert record is not None and record.status is RequestStatus.PARTIALLY_FULFILLED, record
+    assert [i.instance_type for i in record.instances] == ["m5.large"], record.to_detail()
+    assert [e.code for e in record.errors] == ["LeaseHoldsNoCandidate"], record.to_detail()
+    message = record.errors[0].message
+    assert "earlier delivery" in message and "(m5.4xlarge)" in message, message
+    assert "keeps the 1 instance(s)" in message, message
+    assert record.candidates_left_out is None, record.to_detail()

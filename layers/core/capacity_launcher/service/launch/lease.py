@@ -19,7 +19,9 @@ since may allow larger ones. It is taken up only while the pool and class are st
 revisions the request was resolved with, checked as a new lease checks them (`Leased.CHANGED`
 otherwise: it was sized on the documents of its time, and this container's copy may be older
 than the stored ones). When it holds room for none, nothing was launched under it: it is given
-back and a new lease taken, conditioned like any other.
+back and a new lease taken, conditioned like any other; unless intents name the request (they
+launched under it): it replays them under that lease and launches no more, and a record left
+short says why (`LeaseHoldsNoCandidate`, not the room left).
 
 A request that replays intents here launched here already: if its lease was lost meanwhile
 (expired and reclaimed, its instances counted by the sync), it launches no more but still takes
@@ -91,7 +93,9 @@ def covered(view: PoolView, progress: Sequence[Progress]) -> PoolView:
     if types is None:
         return view
     for item in progress:
-        if item.left_out is None:
+        # A lease that covers none was sized for the types of its time, not by the room left:
+        # its record says so in its errors (`words.lease_holds_no_candidate`).
+        if item.left_out is None and not item.covers_none:
             item.left_out = room_left_record(view.candidates, types)
     return replace(view, usable=view.usable.only(types))
 
