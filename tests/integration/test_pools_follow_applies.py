@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
@@ -24,7 +25,11 @@ from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota
-from tests.integration.test_launch_into_reservations import expire_idempotency_claims, setup_pool
+from tests.integration.test_launch_into_reservations import (
+    ZONE,
+    expire_idempotency_claims,
+    setup_pool,
+)
 from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
 
 
@@ -350,3 +355,103 @@ def test_a_pool_applied_just_before_a_request_naming_no_pool_serves_it_when_the_
     # When `spare` (m5.large) is applied, and a request naming no pool comes at once
     # Then `spare` serves it (it was Rejected in `general`, LimitExceeded, on the listing)
     served_by_spare(cloud)
+
+
+def dies_after_its_lease(cloud: Cloud, monkeypatch: pytest.MonkeyPatch, request_id: str) -> None:
+    """A worker of a container of its own leases for `request_id` and dies before it writes its
+    launch intent: its lease is left open, and nothing was launched under it."""
+    with monkeypatch.context() as dying:
+        dying.setattr(LaunchRecords, "write_intent", crash)
+        dying.setattr(PoolLeaseStore, "cancel", lambda *_, **__: False)
+        with pytest.raises(Crash):
+            cloud.send(launch_request(request_id, nodePool="general"), batch=cloud.fresh_batch())
+
+
+@pytest.mark.parametrize("applied", ["NodePool", "NodeClass"])
+def test_an_apply_just_before_a_redelivery_governs_the_lease_it_takes_up(
+    cloud, subnets, image, monkeypatch, applied
+):
+    # Given a warm launcher whose copy of `general` allows m5.large in one zone's subnet, and a
+    # worker that leased for one m5.large and died before it wrote its launch intent
+    limits = {"cpu": "20"}
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits=limits)
+    cloud.send(launch_request("warm", nodePool="general"))
+    dies_after_its_lease(cloud, monkeypatch, "dead")
+    # When `general` is applied again allowing c5.large only (2 cpu: the open lease holds room
+    # for one), or `standard` with another zone's subnet only, and the request is delivered
+    # again, at once, to the warm launcher
+    zone = sorted(subnets)[-1]
+    change = {"types": ("c5.large",)} if applied == "NodePool" else {"zones": (zone,)}
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits=limits, **change)
+    expire_idempotency_claims(cloud)
+    cloud.send(launch_request("dead", nodePool="general"))
+    # Then it launches as the stored documents say, under the lease it took up (it launched an
+    # m5.large in the first zone, under requirements nobody applies any more)
+    record = cloud.record("dead")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    landed = [(i.instance_type, i.zone) for i in record.instances]
+    wanted = ("c5.large", ZONE) if applied == "NodePool" else ("m5.large", zone)
+    assert landed == [wanted], record.to_detail()
+    usage = PoolUsageStore(get_settings().state_table_name).usage("general")
+    assert usage.cpu == 4 and PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "field"),
+    [("NodePool", "general", "weight"), ("NodeClass", "standard", "tags")],
+)
+def test_a_lease_a_dead_worker_left_is_taken_up_under_another_spelling(
+    cloud, subnets, image, monkeypatch, kind, name, field
+):
+    # Given a worker that leased for one m5.large and died before it wrote its launch intent,
+    # and `general` and `standard` then stored by a version of the service that spells one of
+    # them otherwise (the same document, another revision)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"cpu": "20"})
+    cloud.send(launch_request("warm", nodePool="general"))
+    dies_after_its_lease(cloud, monkeypatch, "dead")
+    respell(kind, name, field)
+    # When the request is delivered again to the warm launcher
+    expire_idempotency_claims(cloud)
+    handed_back = cloud.send(launch_request("dead", nodePool="general"))
+    # Then it is served under the lease it took up: the stored documents are the ones it was
+    # resolved with
+    assert handed_back == []
+    record = cloud.record("dead")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    usage = PoolUsageStore(get_settings().state_table_name).usage("general")
+    assert usage.cpu == 4 and PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
+
+
+def test_a_replay_whose_lease_holds_room_for_none_of_the_types_allowed_now_says_why(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a request for 2 m5.large (minCount 1) whose worker launched the 1 EC2 had and died
+    # before it settled its lease (its intent is done, its lease for 2 m5.large is left open)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"cpu": "40"})
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 1)
+    with monkeypatch.context() as dying:
+        dying.setattr(PoolLeaseStore, "settle", crash)
+        dying.setattr(PoolLeaseStore, "cancel", lambda *_, **__: False)
+        with pytest.raises(Crash):
+            cloud.send(launch_request("short", nodePool="general", count=2, minCount=1))
+    # When the pool is applied again allowing m5.4xlarge only (16 cpu: the lease holds 4), and
+    # the request is delivered again
+    types = ("m5.4xlarge",)
+    setup_pool(
+        cloud, subnets, image, capacity_types=("on-demand",), types=types, limits={"cpu": "40"}
+    )
+    expire_idempotency_claims(cloud)
+    again = launch_request("short", nodePool="general", count=2, minCount=1)
+    cloud.send(again, batch=cloud.fresh_batch())
+    # Then it keeps what its intent launched and launches nothing more under a lease sized for
+    # types the pool no longer allows; its record says why it got less than it asked (it said
+    # nothing: `errors: []`, and a `candidatesLeftOut` blaming the room the limits left, which
+    # holds two m5.4xlarge)
+    record = cloud.record("short")
+    assert record is not None and record.status is RequestStatus.PARTIALLY_FULFILLED, record
+    assert [i.instance_type for i in record.instances] == ["m5.large"], record.to_detail()
+    assert [e.code for e in record.errors] == ["LeaseHoldsNoCandidate"], record.to_detail()
+    message = record.errors[0].message
+    assert "earlier delivery" in message and "(m5.4xlarge)" in message, message
+    assert "keeps the 1 instance(s)" in message, message
+    assert record.candidates_left_out is None, record.to_detail()

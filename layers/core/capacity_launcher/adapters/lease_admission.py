@@ -25,6 +25,11 @@ limits, `limits.unready` or the quota leave no room) writes no lease to fail on 
 generation: for a request that named no pool it is confirmed on the stored generation first
 (NodePoolChanged when a pool was applied or deleted since its listing: one applied just before
 may serve it).
+
+A lease an earlier delivery took and left open (its worker died before it wrote an intent) is
+taken up by the redelivery (`take_up`) only under the same configuration checks, in one
+transaction of checks beside one that the lease is still open: it was sized on the pool of
+its time, and the request is resolved again when its pool or class was applied since.
 """
 
 from __future__ import annotations
@@ -78,6 +83,10 @@ _LEASE_ITEM = 1
 _LIMITS_ITEM = 2
 _NODE_CLASS_ITEM = 3  # when the revisions the request was resolved with are given
 _POOLS_ITEM = 4  # when, besides, the request named no pool
+# Where a take-up's items are: the lease (still open), then the configuration checks a new
+# lease makes (from `_LIMITS_ITEM` on there), in the same order.
+_OPEN_ITEM = 0
+_TAKE_UP_CHECKS = 1
 # Admissions that lost the race for their cohort's quota usage, before the message goes back.
 _QUOTA_TRIES = 4
 # Reads a lease by pool and lease id (the store's: open, settled, or None).
@@ -189,6 +198,44 @@ class LeaseAdmission:
             state.used = self._usage(ask.pool)
         return None, False
 
+    def take_up(self, lease: Lease, limits: PoolLimits | None, seen: Revisions) -> Lease | None:
+        """An open lease an earlier delivery took (and died before it wrote an intent), taken up
+        by this one only under what a new lease is conditioned on: one transaction of checks,
+        that it is still open, and the configuration checks of a new lease (the pool's stored
+        limits and revision, its NodeClass's revision, the NodePools' generation) on `seen`,
+        the revisions the request was resolved with now. The lease was sized on the pool of its
+        time; it must not launch under requirements nobody applies any more. NodePoolChanged
+        or NodePoolDeleted as for a new lease; None when it is no longer open (reclaimed
+        meanwhile: a new lease is taken, conditioned like any other)."""
+        pool = lease.pool
+        confirmed: Revisions | None = seen
+        for _ in range(_RESERVE_TRIES):
+            checks = self._configuration_checks(pool, limits, confirmed)
+            try:
+                self._items.transact([self._items.open_lease_check(pool, lease.lease_id), *checks])
+            except ConditionFailed as failed:
+                if failed.failed_at(_OPEN_ITEM):
+                    return None
+                limits, confirmed = self._checked_again(pool, confirmed, failed)
+                continue
+            return lease
+        raise NodePoolChanged(pool)  # applied again and again while it was taken up
+
+    def _checked_again(
+        self, pool: str, seen: Revisions | None, failed: ConditionFailed
+    ) -> tuple[PoolLimits | None, Revisions | None]:
+        """What to check a take-up against again, after its configuration checks failed: the
+        stored limits, and `seen` as the stored items spell it; NodePoolChanged when the pool or
+        its class is another document now, or a pool was applied or deleted since the listing
+        the request chose from; NodePoolDeleted when the pool is no longer stored."""
+        at = _TAKE_UP_CHECKS + _NODE_CLASS_ITEM - _LIMITS_ITEM
+        if seen is not None and failed.failed_at(at):
+            changed = NodePoolChanged(pool, f"NodeClass {seen.node_class_name} was applied")
+            seen = self._spelled_as_stored(pool, seen, changed)
+        elif seen is not None and seen.pools_generation is not None and failed.failed_at(at + 1):
+            raise NodePoolChanged(pool, "a NodePool was applied or deleted")
+        return self._limits_in_force(pool, seen)
+
     def _confirm_pools(self, state: _Reserving) -> None:
         """A refusal of a request that named no pool holds only for the pools it chose from:
         NodePoolChanged when a NodePool was applied or deleted since that listing (no lease is
@@ -200,16 +247,25 @@ class LeaseAdmission:
             raise NodePoolChanged(state.ask.pool, "a NodePool was applied or deleted")
 
     def _in_force(self, state: _Reserving) -> PoolLimits | None:
-        try:
-            return self._items.limits_in_force(state.ask.pool, state.seen)
-        except NodePoolChanged as changed:
-            state.seen = self._as_stored(state, changed)
-            return self._items.limits_in_force(state.ask.pool, state.seen)
+        limits, state.seen = self._limits_in_force(state.ask.pool, state.seen)
+        return limits
 
-    def _as_stored(self, state: _Reserving, changed: NodePoolChanged) -> Revisions:
+    def _limits_in_force(
+        self, pool: str, seen: Revisions | None
+    ) -> tuple[PoolLimits | None, Revisions | None]:
+        """The pool's stored limits, and `seen` as the stored items spell it."""
+        try:
+            return self._items.limits_in_force(pool, seen), seen
+        except NodePoolChanged as changed:
+            seen = self._spelled_as_stored(pool, seen, changed)
+            return self._items.limits_in_force(pool, seen), seen
+
+    def _spelled_as_stored(
+        self, pool: str, seen: Revisions | None, changed: NodePoolChanged
+    ) -> Revisions:
         """The revisions the stored pool and class carry, when they are the documents the
         request was resolved with in another version's spelling; `changed` when they are not."""
-        stored = None if state.seen is None else self._items.as_stored(state.ask.pool, state.seen)
+        stored = None if seen is None else self._items.as_stored(pool, seen)
         if stored is None:
             raise changed
         return stored
@@ -237,7 +293,7 @@ class LeaseAdmission:
         pool = state.ask.pool
         items = self._reserve_items(state, fit, hold)
         self._gate_unready(state, items[0]["Update"])
-        items += self._configuration_checks(state)
+        items += self._configuration_checks(pool, state.limits, state.seen)
         generation_item = len(items)
         if state.quotas.generation is not None:
             items.append(quota_generation_check(self._items.table, state.quotas.generation))
@@ -267,12 +323,13 @@ class LeaseAdmission:
             self._confirm_pools(state)
             raise
 
-    def _configuration_checks(self, state: _Reserving) -> list[dict[str, Any]]:
+    def _configuration_checks(
+        self, pool: str, limits: PoolLimits | None, seen: Revisions | None
+    ) -> list[dict[str, Any]]:
         """What the request was resolved and the lease decided with, checked in its transaction
         (at `_LIMITS_ITEM` on): the pool's stored limits and revision, its NodeClass's revision,
         and the NodePools' generation its pool was chosen from."""
-        seen = state.seen
-        checks = [self._items.limits_check(state.ask.pool, state.limits, seen)]
+        checks = [self._items.limits_check(pool, limits, seen)]
         if seen is not None:
             checks.append(self._items.node_class_check(seen))
             if seen.pools_generation is not None:
@@ -291,7 +348,8 @@ class LeaseAdmission:
         if state.seen is not None and failed.failed_at(_NODE_CLASS_ITEM):
             name = state.seen.node_class_name
             changed = NodePoolChanged(state.ask.pool, f"NodeClass {name} was applied")
-            state.seen, state.again = self._as_stored(state, changed), True
+            state.seen = self._spelled_as_stored(state.ask.pool, state.seen, changed)
+            state.again = True
             return
         if _pools_changed(state, failed):
             raise NodePoolChanged(state.ask.pool, "a NodePool was applied or deleted")

@@ -210,6 +210,17 @@ class PoolItems:
             }
         }
 
+    def open_lease_check(self, pool: str, lease_id: str) -> dict[str, Any]:
+        """A ConditionCheck that the lease is still open: neither settled (in either format, see
+        `PoolLeaseStore.lease`) nor reclaimed."""
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": key(limits_pk(pool), LEASE_PREFIX + lease_id),
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(settled)",
+            }
+        }
+
     def as_stored(self, pool: str, seen: Revisions) -> Revisions | None:
         """`seen` as the stored items spell it, when the stored pool and class are the documents
         the request was resolved with, stored by a version of the service that spells them

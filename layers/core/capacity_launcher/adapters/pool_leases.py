@@ -159,6 +159,14 @@ class PoolLeaseStore:
             self._took(lease)
         return lease
 
+    def take_up(self, lease: Lease, limits: PoolLimits | None, seen: Revisions) -> Lease | None:
+        """An open lease an earlier delivery took, taken up by this one: `lease` if it is still
+        open and the pool (with `limits`) and its NodeClass are still stored at `seen`, the
+        revisions the request was resolved with now; None when it is open no longer (take a
+        new one). NodePoolChanged or NodePoolDeleted as `take` raises them: one transaction of
+        checks, the configuration checks of a new lease (`lease_admission`)."""
+        return self._admission.take_up(lease, limits, seen)
+
     def stored_limits(self, pool: str) -> PoolLimits | None:
         """The limits of the pool as last applied (strongly consistent); None also when the
         pool is no longer stored (a lease then says NodePoolDeleted)."""

@@ -15,8 +15,13 @@ the request is resolved again on the stored documents (`Leased.CHANGED`).
 
 A lease an earlier delivery took (and died before it wrote an intent) is taken up as it is,
 covering only the candidate types it holds room for (`pool_usage.held_by`): a pool applied
-since may allow larger ones. When it holds room for none, nothing was launched under it: it is
-given back and a new lease taken, conditioned like any other.
+since may allow larger ones. It is taken up only while the pool and class are stored at the
+revisions the request was resolved with, checked as a new lease checks them (`Leased.CHANGED`
+otherwise: it was sized on the documents of its time, and this container's copy may be older
+than the stored ones). When it holds room for none, nothing was launched under it: it is given
+back and a new lease taken, conditioned like any other; unless intents name the request (they
+launched under it): it replays them under that lease and launches no more, and a record left
+short says why (`LeaseHoldsNoCandidate`, not the room left).
 
 A request that replays intents here launched here already: if its lease was lost meanwhile
 (expired and reclaimed, its instances counted by the sync), it launches no more but still takes
@@ -88,7 +93,9 @@ def covered(view: PoolView, progress: Sequence[Progress]) -> PoolView:
     if types is None:
         return view
     for item in progress:
-        if item.left_out is None:
+        # A lease that covers none was sized for the types of its time, not by the room left:
+        # its record says so in its errors (`words.lease_holds_no_candidate`).
+        if item.left_out is None and not item.covers_none:
             item.left_out = room_left_record(view.candidates, types)
     return replace(view, usable=view.usable.only(types))
 
@@ -127,8 +134,14 @@ def _reserve(ctx: Context, item: Progress, view: PoolView, over: _Over) -> Lease
         sizes=sizes,
         partial=types is not None,
         beside=over.beside,
-        seen=Revisions.of(view.lead.pool, view.lead.node_class, view.lead.pools_generation),
+        seen=_seen(view),
     )
+
+
+def _seen(view: PoolView) -> Revisions:
+    """The revisions of the pool and class the visit's requests were resolved with (and of the
+    listing their pool was chosen from): what a lease, new or taken up, is conditioned on."""
+    return Revisions.of(view.lead.pool, view.lead.node_class, view.lead.pools_generation)
 
 
 def _lease(
@@ -182,7 +195,9 @@ def _take(
 ) -> QuotaExceeded | NodePoolDeleted | UnreadyLimitReached | None:
     """Its open lease, or a new one; the refusal when none can be taken here."""
     try:
-        lease = found if found is not None else _reserve(ctx, item, view, over)
+        lease = _held(ctx, view, found)
+        if lease is None:
+            lease = _reserve(ctx, item, view, over)
         if lease is not None:
             item.granted, item.lease_types = lease.count, lease.instance_types
     except QuotaExceeded as refused:
@@ -199,6 +214,15 @@ def _take(
         # named no pool tries the next one.
         return gone
     return None
+
+
+def _held(ctx: Context, view: PoolView, found: Lease | None) -> Lease | None:
+    """The open lease an earlier delivery took, taken up under the revisions the request was
+    resolved with (NodePoolChanged when its pool or class was applied since); None when there
+    is none, or it is open no longer."""
+    if found is None:
+        return None
+    return ctx.ports.leases.take_up(found, view.lead.pool.spec.limits, _seen(view))
 
 
 def _full(pool: str, item: Progress) -> ErrorDetail:

@@ -28,6 +28,9 @@ MIN_VALUES = "MinValuesNotMet"
 POOL_PASSED_OVER = "NodePoolPassedOver"
 # The record's word for a single-zone landing given up for another zone.
 ZONE_ROLLED_BACK = "ZoneRolledBack"
+# The record's word for a replay that launched less than its lease held room for, the lease an
+# earlier delivery took holding room for none of the types its pool allows now.
+LEASE_HOLDS_NO_CANDIDATE = "LeaseHoldsNoCandidate"
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,12 @@ class Progress:
     @property
     def wanted(self) -> int:
         return max(self.granted - len(self.instance_ids), 0)
+
+    @property
+    def covers_none(self) -> bool:
+        """Its lease covers none of its candidate types: one an earlier delivery took, sized for
+        the types of its time, taken up to replay that delivery's intents (`lease._taken_up`)."""
+        return self.lease_types is not None and not self.lease_types
 
     def note(self, error: ErrorDetail) -> None:
         """An error on its record, once."""

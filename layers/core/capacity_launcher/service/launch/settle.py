@@ -45,6 +45,10 @@ def settle_all(
         for item in run.active:
             if item.wanted:
                 item.note(error)
+    for item in run.active:
+        if item.wanted and item.covers_none:
+            launched = len(item.instance_ids)
+            item.note(words.lease_holds_no_candidate(item.pool_name, launched, candidates))
     where = {x.instance_id: x for x in run.seen}
     missing = [i for p in run.progress for i in p.instance_ids if i not in where]
     described = ctx.ports.fleet.describe(missing)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from capacity_launcher.domain.detail_limits import MAX_LEFT_OUT_NAMED
 from capacity_launcher.domain.errors import InvalidLaunchRequest, UnknownRequirementValues
 from capacity_launcher.domain.fleet import InstanceLanding
 from capacity_launcher.domain.instance_records import InstanceRecord
@@ -29,6 +30,7 @@ from capacity_launcher.domain.status import (
     UnavailableOffering,
 )
 from capacity_launcher.domain.tags import own_tags
+from capacity_launcher.service.launch.progress import LEASE_HOLDS_NO_CANDIDATE
 from capacity_launcher.service.resolution import Prepared
 
 
@@ -123,6 +125,22 @@ def unknown_values(lead: Prepared, unknown: UnknownRequirementValues) -> str:
     return (
         f"{where}: {unknown.key}: {names}: does not exist in EC2 ({unknown.code}); "
         "values must name existing instance types"
+    )
+
+
+def lease_holds_no_candidate(pool: str, launched: int, candidates: Candidates) -> ErrorDetail:
+    """Why a replay launched less than its lease held room for: that lease, taken by an earlier
+    delivery, holds room for none of the types the pool allows now (its NodePool or NodeClass
+    was applied since), and a request replaying intents takes no other lease."""
+    types = sorted(candidates.sizes())
+    named = ", ".join(types[:MAX_LEFT_OUT_NAMED])
+    more = f" and {len(types) - MAX_LEFT_OUT_NAMED} more" if len(types) > MAX_LEFT_OUT_NAMED else ""
+    return ErrorDetail(
+        code=LEASE_HOLDS_NO_CANDIDATE,
+        message=f"node pool {pool}: the lease an earlier delivery of this request took was sized "
+        "for the instance types the pool allowed then and holds room for none of those it "
+        f"allows now ({named}{more}): its NodePool or NodeClass was applied since; the request "
+        f"keeps the {launched} instance(s) that delivery launched and launches no more",
     )
 
 
