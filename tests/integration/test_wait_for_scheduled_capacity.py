@@ -17,7 +17,9 @@ from capacity_launcher.domain.status import (
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     RESERVATION_ACTIVATED,
     RESERVATION_EXPIRED,
+    RequestRecord,
     RequestStatus,
+    format_timestamp,
 )
 from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_gpu_reservations import (
@@ -49,6 +51,18 @@ def stamp(moment: datetime) -> str:
 
 def detail_types(cloud: Cloud, request_id: str) -> list[str]:
     return [e["detail-type"] for e in cloud.events() if e["detail"].get("requestId") == request_id]
+
+
+def deadlines(cloud: Cloud, record: RequestRecord) -> list[tuple[str, str | None]]:
+    """The request's deadline as its record shows it, then as each of its status events
+    published since shows it (README, Waiting for scheduled capacity: every record of the
+    request carries it)."""
+    shown = [
+        (e["detail-type"], e["detail"]["waitForCapacityUntil"])
+        for e in cloud.events()
+        if e["detail"].get("requestId") == record.request_id
+    ]
+    return [("record", record.to_detail()["waitForCapacityUntil"]), *shown]
 
 
 def test_a_request_waits_for_a_scheduled_block_and_launches_when_it_starts(cloud, subnets, image):
@@ -103,6 +117,9 @@ def test_a_request_waits_for_a_scheduled_block_and_launches_when_it_starts(cloud
     assert [e["detail-type"] for e in fulfilled] == ["Launch Fulfilled"]
     assert fulfilled[0]["detail"]["instances"][0]["capacityReservationType"] == "capacity-block"
     assert cloud.queued() == 0
+    # And the final record and its event still carry the deadline it was served under
+    assert done.to_detail()["waitForCapacityUntil"] == format_timestamp(deadline)
+    assert fulfilled[0]["detail"]["waitForCapacityUntil"] == format_timestamp(deadline)
 
 
 def test_a_second_delivery_of_a_waiting_request_does_not_start_a_second_wait(cloud, subnets, image):
@@ -168,7 +185,8 @@ def test_a_reservation_delayed_past_the_deadline_fails_the_request_with_a_clear_
     assert reservation_id in error.message and "delayed" in error.message
     assert stamp(start)[:19] in error.message
     assert failed.launched == 0 and cloud.queued() == 0
-    assert detail_types(cloud, "r-late") == ["Launch Failed"]
+    until = format_timestamp(deadline)
+    assert deadlines(cloud, failed) == [("record", until), ("Launch Failed", until)]
 
 
 def test_nothing_scheduled_before_the_deadline_means_no_wait(cloud, subnets, image):
@@ -192,6 +210,9 @@ def test_nothing_scheduled_before_the_deadline_means_no_wait(cloud, subnets, ima
     assert [i.capacity_type for i in record.instances] == ["on-demand"]
     assert record.instances[0].capacity_reservation_type is None
     assert cloud.queued() == 0
+    # And its record carries the deadline it set, as every record of the request does
+    until = format_timestamp(too_soon)
+    assert deadlines(cloud, record) == [("record", until), ("Launch Fulfilled", until)]
 
 
 @pytest.mark.parametrize(
@@ -207,6 +228,8 @@ def test_a_deadline_breaking_the_arrival_rules_is_rejected(cloud, subnets, image
     [error] = record.errors
     assert error.code == "InvalidWaitForCapacityUntil"
     assert error.message.startswith("waitForCapacityUntil: ") and rule in error.message
+    until = format_timestamp(deadline)
+    assert deadlines(cloud, record) == [("record", until), ("Launch Rejected", until)]
 
 
 def test_selector_term_blocks_are_announced_activated_and_expired(cloud, subnets, image):
@@ -319,8 +342,10 @@ def test_a_wait_whose_held_copy_is_lost_is_ended_by_the_sync_after_the_margin(
     assert error.message.startswith(f"waitForCapacityUntil: {stamp(deadline)[:19]}")
     assert reservation_id in error.message and "held message was lost" in error.message
     assert failed.launched == 0 and failed.waiting_for == []
-    # And its event is published once: later syncs read no such wait again
-    assert detail_types(cloud, "r-lost") == ["Launch Failed"]
+    # And its event is published once (later syncs read no such wait again); both carry its
+    # deadline
+    until = format_timestamp(deadline)
+    assert deadlines(cloud, failed) == [("record", until), ("Launch Failed", until)]
     assert sync().ended_waits == []
     assert detail_types(cloud, "r-lost") == []
     assert cloud.managed_instances() == []

@@ -13,6 +13,7 @@ from capacity_launcher.domain.capacity_wait import (
     awaited,
     awaited_records,
     backstop_due,
+    ended_by_backstop,
     missed_deadline,
     next_check_seconds,
 )
@@ -90,3 +91,25 @@ def test_a_wait_a_delivery_is_serving_is_left_to_it_one_margin_more() -> None:
     assert not backstop_due(HeldWait(record, "m-1", served=1), NOW)
     later = NOW + timedelta(seconds=BACKSTOP_MARGIN_SECONDS)
     assert backstop_due(HeldWait(record, "m-1", served=1), later)
+
+
+def test_a_wait_the_backstop_ends_keeps_the_requests_deadline_on_its_record() -> None:
+    # Given a Waiting record whose held copy was lost
+    deadline = NOW - timedelta(seconds=BACKSTOP_MARGIN_SECONDS + 1)
+    waiting = RequestRecord(
+        request_id="r-1",
+        status=RequestStatus.WAITING,
+        requested=1,
+        launched=0,
+        received_at=deadline - timedelta(days=1),
+        finished_at=deadline - timedelta(minutes=15),
+        wait_for_capacity_until=deadline,
+        waiting_for=awaited_records([BLOCK]),
+    )
+    # When the backstop ends it
+    failed = ended_by_backstop(waiting, NOW, {})
+    # Then it is Failed, waits for nothing, and still says until when it could wait (README,
+    # Waiting for scheduled capacity: every record of the request carries waitForCapacityUntil)
+    assert failed.status is RequestStatus.FAILED and failed.waiting_for == []
+    assert failed.wait_for_capacity_until == deadline
+    assert failed.to_detail()["waitForCapacityUntil"] == waiting.to_detail()["waitForCapacityUntil"]

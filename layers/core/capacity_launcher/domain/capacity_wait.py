@@ -118,7 +118,8 @@ def ended_by_backstop(
     waiting: RequestRecord, now: datetime, now_seen: Mapping[str, ReservationSnapshot]
 ) -> RequestRecord:
     """The Failed record of a Waiting request whose held copy was lost: what the held copy would
-    have written at the deadline (CapacityNotActiveByDeadline, the same message)."""
+    have written at the deadline (CapacityNotActiveByDeadline, the same message, the request's
+    deadline kept, as on every record of the request)."""
     assert waiting.wait_for_capacity_until is not None  # only a Waiting record has a deadline
     message = missed_deadline(
         waiting.wait_for_capacity_until, waiting.waiting_for, now_seen, looked=False
@@ -129,7 +130,6 @@ def ended_by_backstop(
             "status": RequestStatus.FAILED,
             "errors": [*waiting.errors, error],
             "finished_at": now,
-            "wait_for_capacity_until": None,
             "waiting_for": [],
         }
     )

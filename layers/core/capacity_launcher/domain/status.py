@@ -217,8 +217,10 @@ class RequestRecord(_Record):
     received_at: Timestamp
     # When the record was written: its end, or (Waiting) the last look at the reservations.
     finished_at: Timestamp
-    # Waiting only: the request's deadline and the scheduled reservations it waits for.
+    # The request's deadline (waitForCapacityUntil), on every record of a request that set it:
+    # Waiting, and the final one it ends with, whether it waited or not.
     wait_for_capacity_until: Timestamp | None = None
+    # Waiting only: the scheduled reservations it waits for (empty again once it ends).
     waiting_for: list[AwaitedReservation] = Field(default=[])
     # Null unless the record was shortened to stay within DynamoDB's and EventBridge's limits:
     # then, per list shortened, how many entries it had and how many it kept (detail_limits.py).
@@ -270,6 +272,7 @@ class RequestRecord(_Record):
         node_pool: str | None = None,
         requester: str | None = None,
         requested: int = 0,
+        wait_for_capacity_until: datetime | None = None,
     ) -> Self:
         """The record of a request that will never be served."""
         return cls(
@@ -282,6 +285,7 @@ class RequestRecord(_Record):
             errors=list(errors),
             received_at=received_at,
             finished_at=finished_at or received_at,
+            wait_for_capacity_until=wait_for_capacity_until,
         )
 
 

@@ -147,6 +147,7 @@ class Intake:
             item.message.received_at,
             [ErrorDetail(code=refused.code, message=refused.reason)],
             requested=request.count,
+            wait_for_capacity_until=request.wait_for_capacity_until,
         )
         # Published, never stored: the requestId's record is the first request's.
         self.publish(Event(record.detail_type, record.to_detail()))
@@ -276,6 +277,7 @@ class Intake:
             item.message.received_at,
             [ErrorDetail(code=rejected.code, message=rejected.reason)],
             requested=item.request.count,
+            wait_for_capacity_until=item.request.wait_for_capacity_until,
         )
         try:
             outcome = record
@@ -317,6 +319,7 @@ class Intake:
         received_at: datetime,
         errors: list[ErrorDetail],
         requested: int = 0,
+        wait_for_capacity_until: datetime | None = None,
     ) -> RequestRecord:
         return RequestRecord.rejected(
             request_id,
@@ -326,6 +329,7 @@ class Intake:
             node_pool=node_pool,
             requester=requester,
             requested=requested,
+            wait_for_capacity_until=wait_for_capacity_until,
         )
 
     def release(self, items: Iterable[Claimed]) -> None:

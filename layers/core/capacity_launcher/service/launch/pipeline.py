@@ -50,7 +50,7 @@ from capacity_launcher.service.launch.resolve import (
 )
 from capacity_launcher.service.launch.settle import reject_all, settle_all
 from capacity_launcher.service.launch.wait import wait_or_go
-from capacity_launcher.service.ports import Configuration, LaunchPorts
+from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import (
     Prepared,
     resolve_in,
@@ -157,14 +157,8 @@ class Launcher:
         except BaseException:
             for item in visit.progress:
                 if item.granted and not item.settled and not item.launching:
-                    self._cancel_lease(item)
+                    give_back_lease(self._ctx, item)
             raise
-
-    def _cancel_lease(self, item: Progress) -> None:
-        try:
-            self._ctx.ports.leases.cancel(item.pool_name, item.request_id)
-        except Exception:  # the lease then expires and the sync reclaims it
-            logger.exception("lease not given back", extra={"requestId": item.request_id})
 
     def _visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
         """One pool's phases for a visit's requests; returns those passed on to the next pool."""
@@ -175,9 +169,11 @@ class Launcher:
             return self._refuse(visit.progress, report, view, replayed)
         progress = wait_or_go(ctx, visit.progress, report, view)
         passed: list[Progress] = []
-        why = nothing_left(view) if progress else None
+        # The ICE cache says nothing of a replay: its intents are finished in their pool, under
+        # their lease (one may have launched), never left for the next pool's fresh launch.
+        why = nothing_left(view) if progress and not visit.intents else None
         if why is not None:
-            progress, passed = pass_on(ctx.ports.config, progress, why)
+            progress, passed = pass_on(ctx, progress, why)
         if not visit.intents:
             progress, too_small = self._held_elsewhere(view, progress)
             passed += too_small
@@ -200,7 +196,7 @@ class Launcher:
         passed: list[Progress] = []
         for item in progress:
             why = cannot_hold(view, item)
-            kept, following = pass_on(self._ctx.ports.config, [item], why) if why else ([item], [])
+            kept, following = pass_on(self._ctx, [item], why) if why else ([item], [])
             stay += kept
             passed += following
         return stay, passed
@@ -214,7 +210,7 @@ class Launcher:
         passed = self._resolve_again([p for p in progress if p.changed], replayed, report)
         progress = [p for p in progress if not p.changed]
         if full:
-            stay, following = pass_on(ctx.ports.config, full)
+            stay, following = pass_on(ctx, full, lease_read=True)
             passed += following
             progress = [p for p in progress if p not in full or p in stay]
         run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
@@ -267,7 +263,8 @@ class Launcher:
         resolved again: no lease was written to find that)."""
         stay, passed = list(progress), list[Progress]()
         if refusal.pass_on:
-            stay, passed = pass_on(self._ctx.ports.config, progress, refusal.error.message)
+            why = refusal.error.message
+            stay, passed = pass_on(self._ctx, progress, why, replayed=replayed)
         listed = self._listed_before(stay, replayed)
         passed += self._resolve_again(listed, replayed, report)
         again = {item.request_id for item in listed}
@@ -292,17 +289,25 @@ class Launcher:
 
 
 def pass_on(
-    config: Configuration, items: Sequence[Progress], why: str | None = None
+    ctx: Context,
+    items: Sequence[Progress],
+    why: str | None = None,
+    *,
+    replayed: Collection[str] = (),
+    lease_read: bool = False,
 ) -> tuple[list[Progress], list[Progress]]:
     """Requests that named no pool go on to the next compatible one by weight, as Karpenter
     does: returns those that stay (a request that named this pool, coalesced with them, or the
     last compatible pool's), whose answer is this pool's, and those that go on. Nothing was
-    leased or launched for them in this pool. `why`: this pool's answer to all; without it,
-    each one's last error (its limits or its quota)."""
+    launched for them in this pool, and nothing they go on from holds its limits: a lease an
+    earlier delivery took here is given back as they go (`give_back_earlier`), unless the lease
+    phase read it already (`lease_read`: none is held then) or an intent names the request
+    (`replayed`). `why`: this pool's answer to all; without it, each one's last error (its
+    limits or its quota)."""
     stay: list[Progress] = []
     following: list[Progress] = []
     for item in items:
-        nxt, skipped = resolve_next(config, item.prepared)
+        nxt, skipped = resolve_next(ctx.ports.config, item.prepared)
         if nxt is None:
             stay.append(item)
             continue
@@ -313,8 +318,29 @@ def pass_on(
         notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
         # Once each: a request resolved again in this delivery comes past the same pools again.
         errors = list(dict.fromkeys([*item.passed_over(), note, *notes]))
+        if not lease_read and item.request_id not in replayed:
+            give_back_earlier(ctx, item)
         following.append(_next_pool(item, nxt, errors))
     return stay, following
+
+
+def give_back_earlier(ctx: Context, item: Progress) -> None:
+    """Give back the lease an earlier delivery of the request took in the pool it leaves before
+    its lease phase there: that delivery was killed before any intent named the request, so
+    nothing was launched under it, and kept, it would hold the pool's limits (and its quota)
+    for nobody until it expired (LIMIT_LEASE_SECONDS). A first delivery has nothing stored:
+    nothing is read."""
+    if not item.first:
+        give_back_lease(ctx, item)
+
+
+def give_back_lease(ctx: Context, item: Progress) -> None:
+    """Give back the request's lease in its pool; a failure is logged (the lease then expires
+    and the sync reclaims it)."""
+    try:
+        ctx.ports.leases.cancel(item.pool_name, item.request_id)
+    except Exception:
+        logger.exception("lease not given back", extra={"requestId": item.request_id})
 
 
 def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Progress:

@@ -202,6 +202,7 @@ def finish(
         errors=list(errors),
         received_at=item.prepared.received_at,
         finished_at=ctx.clock(),
+        wait_for_capacity_until=request.wait_for_capacity_until,
         candidates_left_out=item.left_out,
     )
     ctx.ports.records.put_record(record)
