@@ -1,6 +1,7 @@
 """A reservation created after the last sync (red team, 2026-11-23): the launcher looks at EC2
 itself when the sync saw nothing a request could use, a bounded number of times, and a
-reserved-only request that still finds none fails, never Rejected (DESIGN "Status")."""
+reserved-only request that still finds none fails, never Rejected (DESIGN "Status"). Room made
+since the sync in a reservation it saw full (red team 3, 2026-11-26) is used the same way."""
 
 from __future__ import annotations
 
@@ -124,3 +125,41 @@ def test_room_in_an_interruptible_reservation_does_not_hide_a_new_one(
     # Then it lands in the new reservation (red team 2: the loan's room stopped the launcher's look)
     assert record is not None, "no record"
     assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()
+
+
+def reserved_and_on_demand_by_tag(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
+    """A pool of m5.large and c5.large, reserved first then on-demand, whose NodeClass selects
+    the team=ml reservations."""
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        selector_terms=[{"tags": {"team": "ml"}}],
+        types=("m5.large", "c5.large"),
+    )
+
+
+def test_a_reservation_grown_since_the_last_sync_is_used_once_the_launcher_has_seen_it(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's one reservation, filled by a request after the last sync
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    grown = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    cloud.send(launch_request("r-fill", nodePool="general", count=1))
+    filled = cloud.record("r-fill")
+    assert filled is not None
+    assert [i.capacity_reservation_id for i in filled.instances] == [grown], filled.to_detail()
+    # When the team grows it by two (ModifyCapacityReservation), and a request for two follows
+    # before the next sync
+    cloud.ec2.modify_capacity_reservation(CapacityReservationId=grown, InstanceCount=3)
+    cloud.send(launch_request("r-grown", nodePool="general", count=2))
+    # Then the launcher, finding the synced reservation full, looks at EC2 and "uses that look"
+    # (docs/operations.md): it launches into the room, where it used to claim against the
+    # stale snapshot, record the reservation as full and go on-demand
+    record = cloud.record("r-grown")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [grown, grown], (
+        record.to_detail()
+    )
+    assert record.unavailable_offerings == [], record.to_detail()

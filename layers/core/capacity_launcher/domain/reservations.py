@@ -404,6 +404,13 @@ def covered(
     return all(k in coverage and coverage[k].synced_at >= fresh_after for k in keys)
 
 
+def more_room_seen(held: ReservationSnapshot, seen: ReservationSnapshot) -> bool:
+    """EC2, looked at after the snapshot `held` was read, shows room it does not hold: the
+    reservation grew (ModifyCapacityReservation), or an instance the service did not launch left
+    it, since the sync. A flagged one keeps its flag: only a sync lifts it."""
+    return seen.state == ACTIVE and not held.exhausted and seen.available > held.available
+
+
 def with_flags(
     source: ReservationSource, known: Mapping[str, ReservationSnapshot]
 ) -> ReservationSource:

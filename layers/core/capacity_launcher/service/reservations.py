@@ -19,8 +19,10 @@ from capacity_launcher.domain.reservations import (
     ReservationSelection,
     ReservationSnapshot,
     ReservationSource,
+    StoredReservation,
     covered,
     in_group,
+    more_room_seen,
     selection_of,
     target_key,
     with_flags,
@@ -34,6 +36,16 @@ CLAIM_TRIES = 3
 # NodeClass selection per this many seconds: a burst of such requests in one container makes one
 # look, not one each.
 RECHECK_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class _Room:
+    """EC2's counts of a reservation, seen by this launcher's own look after it read the
+    snapshot at `version`: written into the snapshot by the next claim of its slots."""
+
+    available: int
+    total: int
+    version: int
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,7 @@ class ReservationProvider:
         self._clock = clock
         self._looks: dict[tuple[str, ...], _Look] = {}
         self._as_of: dict[tuple[str, ...], float] = {}
+        self._room_seen: dict[str, _Room] = {}
 
     def sources(
         self, node_class: NodeClass, scope: ReservationScope = ANYWHERE
@@ -97,11 +110,14 @@ class ReservationProvider:
             if _any_usable(synced, scope):
                 return synced
             # The sync saw nothing with room this request could use: one created since (a second
-            # reservation beside a full one, a block bought for a waiting request) is not seen yet.
+            # reservation beside a full one, a block bought for a waiting request), or room in
+            # one it saw full, is not seen yet.
             looked = self._recheck(selection, synced_at)
             if looked is None:
                 return synced
-            live = looked
+            live, made_now = looked
+            if made_now:
+                self._note_room(stored, live)
         else:
             # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
             live = self._live(selection)
@@ -125,19 +141,35 @@ class ReservationProvider:
 
     def _recheck(
         self, selection: ReservationSelection, synced_at: float
-    ) -> list[ReservationSource] | None:
+    ) -> tuple[list[ReservationSource], bool] | None:
         """EC2's view of `selection` when it is newer than the sync's, looking again only once
-        per `RECHECK_SECONDS`; None when the sync has looked since (its snapshots are better)."""
+        per `RECHECK_SECONDS`, and whether it was looked at now; None when the sync has looked
+        since (its snapshots are better)."""
         key = tuple(selection.coverage_keys())
         now = self._clock()
         look = self._looks.get(key)
-        if look is None or now - look.at >= RECHECK_SECONDS:
+        made_now = look is None or now - look.at >= RECHECK_SECONDS
+        if look is None or made_now:
             look = _Look(now, self._live(selection))
             self._looks[key] = look
         if look.at < synced_at:
             return None
         self._as_of[key] = look.at
-        return look.sources
+        return look.sources, made_now
+
+    def _note_room(
+        self, stored: Mapping[str, StoredReservation], seen: Sequence[ReservationSource]
+    ) -> None:
+        """Room EC2 shows now that the snapshots read just before the look do not hold (a
+        reservation grown, or a slot freed by an instance not ours, since the sync): the next
+        claim of its slots writes it into the snapshot first (a dry run, which claims nothing,
+        writes nothing)."""
+        for reservation in (r for source in seen for r in source.reservations):
+            held = stored.get(reservation.reservation_id)
+            if held is not None and more_room_seen(held.snapshot, reservation):
+                self._room_seen[reservation.reservation_id] = _Room(
+                    reservation.available, reservation.total, held.version
+                )
 
     def _live(self, selection: ReservationSelection) -> list[ReservationSource]:
         """The selection resolved against what EC2 describes now."""
@@ -160,7 +192,16 @@ class ReservationProvider:
 
     def claim(self, reservation_id: str, count: int) -> int | None:
         """Take up to `count` slots before asking EC2, so concurrent workers never race for the
-        last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly)."""
+        last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly).
+
+        Room this launcher's own look saw beyond the snapshot goes into it first, unless a
+        launcher or the sync wrote it since the read before the look (its version): every
+        worker's claims then see it."""
+        room = self._room_seen.pop(reservation_id, None)
+        if room is not None:
+            self._snapshots.catch_up(
+                reservation_id, room.available, room.total, expected_version=room.version
+            )
         for _ in range(CLAIM_TRIES):
             stored = self._snapshots.get(reservation_id)
             if stored is None:
