@@ -163,3 +163,23 @@ def test_a_reservation_grown_since_the_last_sync_is_used_once_the_launcher_has_s
         record.to_detail()
     )
     assert record.unavailable_offerings == [], record.to_detail()
+
+
+def test_room_a_request_cannot_use_does_not_hide_a_reservation_created_since_the_sync(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's c5.large reservation with room, as the last sync saw it
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    reserve(cloud, 2, itype="c5.large", InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    # When the team creates an m5.large reservation, and a request for the m5 family follows
+    # before the next sync
+    fresh = reserve(cloud, 2, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    family = {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}
+    cloud.send(launch_request("r-m5", nodePool="general", count=1, requirements=[family]))
+    # Then it lands in the new reservation: the synced one has room, but none this request
+    # could use (docs/operations.md: then the launcher looks at EC2), so it is not sent
+    # on-demand
+    record = cloud.record("r-m5")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()

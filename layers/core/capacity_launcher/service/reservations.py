@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
@@ -29,6 +30,8 @@ from capacity_launcher.domain.reservations import (
 )
 from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 
+# Whether a request could launch into any of the reservations found (the launcher's candidates).
+CouldUse = Callable[[Sequence[ReservationSource]], bool]
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
 # When the last sync found no active reservation with room that a request could use (none, or all
@@ -73,20 +76,27 @@ class ReservationProvider:
         self._room_seen: dict[str, _Room] = {}
 
     def sources(
-        self, node_class: NodeClass, scope: ReservationScope = ANYWHERE
+        self,
+        node_class: NodeClass,
+        scope: ReservationScope = ANYWHERE,
+        could_use: CouldUse | None = None,
     ) -> list[ReservationSource]:
         """The NodeClass's reservation targets, each with the reservations it reaches that
         `scope` admits (and every one it names by id, so a missing one is still reported).
 
         Reads the NodeClass's coverage items, then only the snapshots of the members in scope:
-        what other NodeClasses select, or reservations elsewhere, is never read. Raises
+        what other NodeClasses select, or reservations elsewhere, is never read. When the sync's
+        view has nothing the request `could_use` (by default: no active reservation with room
+        in `scope`), EC2 is looked at for what was created or freed since. Raises
         NodeClassRefused naming the selection's field when AWS refuses for good to say what it
         reaches (a group that does not exist, say)."""
         selection = selection_of(node_class)
         if not selection:
             return []
+        if could_use is None:
+            could_use = partial(_any_usable, scope=scope)
         try:
-            return self._sources(selection, scope)
+            return self._sources(selection, scope, could_use)
         except NodeClassRefused:
             raise
         except LaunchFailed as refused:
@@ -94,7 +104,7 @@ class ReservationProvider:
             raise NodeClassRefused(refused.code, refused.message, name, field) from refused
 
     def _sources(
-        self, selection: ReservationSelection, scope: ReservationScope
+        self, selection: ReservationSelection, scope: ReservationScope, could_use: CouldUse
     ) -> list[ReservationSource]:
         needed = selection.coverage_keys()
         coverage = self._snapshots.coverage(needed)
@@ -107,7 +117,7 @@ class ReservationProvider:
             synced = selection.resolve(known, members)
             synced_at = min(c.synced_at for c in coverage.values())
             self._as_of[key] = synced_at
-            if _any_usable(synced, scope):
+            if could_use(synced):
                 return synced
             # The sync saw nothing with room this request could use: one created since (a second
             # reservation beside a full one, a block bought for a waiting request), or room in
@@ -230,8 +240,9 @@ class ReservationProvider:
 
 
 def _any_usable(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:
-    """Room any request in `scope` may use: interruptible capacity is opt-in, so a loan's room
-    does not spare the look (a request that opts in only costs one more look per 30 s)."""
+    """Room any request in `scope` may use (when the caller does not say what its request could
+    use): interruptible capacity is opt-in, so a loan's room does not spare the look (a request
+    that opts in only costs one more look per 30 s)."""
     return any(
         r.usable and not r.interruptible and scope.admits((r.instance_type, r.zone))
         for s in sources
