@@ -132,6 +132,7 @@ class ReservationProvider:
             # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
             live = self._live(selection)
             self._as_of[key] = self._clock()
+            self._note_room(stored, live)
         unread = {
             r.reservation_id
             for s in live
@@ -171,9 +172,9 @@ class ReservationProvider:
         self, stored: Mapping[str, StoredReservation], seen: Sequence[ReservationSource]
     ) -> None:
         """Room EC2 shows now that the snapshots read just before the look do not hold (a
-        reservation grown, or a slot freed by an instance not ours, since the sync): the next
-        claim of its slots writes it into the snapshot first (a dry run, which claims nothing,
-        writes nothing)."""
+        reservation grown, or a slot freed by an instance not ours, since the sync; with the
+        sync stopped, any drift): the next claim of its slots writes it into the snapshot first
+        (a dry run, which claims nothing, writes nothing)."""
         for reservation in (r for source in seen for r in source.reservations):
             held = stored.get(reservation.reservation_id)
             if held is not None and more_room_seen(held.snapshot, reservation):
