@@ -83,12 +83,19 @@ class ReservationSnapshots:
         self, reservation_id: str, available: int, total: int, *, expected_version: int
     ) -> bool:
         """EC2's room, seen by a launcher's own look after it read the snapshot at
-        `expected_version`: written unless a launcher wrote since (then False)."""
+        `expected_version` (lifting a flag no sync would lift any more): written unless a
+        launcher wrote since (then False)."""
         return self._update(
             reservation_id,
-            "SET available = :available, #total = :total ADD version :one",
+            "SET available = :available, #total = :total, exhausted = :false ADD version :one",
             "version = :version",
-            {":available": available, ":total": total, ":one": 1, ":version": expected_version},
+            {
+                ":available": available,
+                ":total": total,
+                ":false": False,
+                ":one": 1,
+                ":version": expected_version,
+            },
             names={"#total": "total"},
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 
 from capacity_launcher.domain.config import NodeClass
@@ -22,6 +23,7 @@ from capacity_launcher.domain.reservations import (
     ReservationSource,
     StoredReservation,
     covered,
+    flag_holds,
     in_group,
     more_room_seen,
     selection_of,
@@ -140,10 +142,13 @@ class ReservationProvider:
             if r.reservation_id in named or scope.admits((r.instance_type, r.zone))
         } - (set(known) | invalid)
         if unread:
-            known |= {
-                k: s.snapshot for k, s in self._snapshots.snapshots(sorted(unread))[0].items()
-            }
-        return [with_flags(s, known) for s in live]
+            stored = {**stored, **self._snapshots.snapshots(sorted(unread))[0]}
+        now = self._now()
+        flagged = {k for k, held in stored.items() if flag_holds(held, now)}
+        return [with_flags(s, flagged) for s in live]
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), UTC)
 
     def as_of(self, node_class: NodeClass) -> float | None:
         """When what `sources` last returned for this NodeClass was read from EC2 (epoch seconds:
@@ -175,9 +180,10 @@ class ReservationProvider:
         reservation grown, or a slot freed by an instance not ours, since the sync; with the
         sync stopped, any drift): the next claim of its slots writes it into the snapshot first
         (a dry run, which claims nothing, writes nothing)."""
+        now = self._now()
         for reservation in (r for source in seen for r in source.reservations):
             held = stored.get(reservation.reservation_id)
-            if held is not None and more_room_seen(held.snapshot, reservation):
+            if held is not None and more_room_seen(held, reservation, now):
                 self._room_seen[reservation.reservation_id] = _Room(
                     reservation.available, reservation.total, held.version
                 )
