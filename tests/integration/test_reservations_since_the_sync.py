@@ -9,8 +9,9 @@ from collections import Counter
 from typing import Any
 
 from capacity_launcher.domain.status import RequestStatus
+from tests.integration.test_instance_events import STATE_CHANGE, deliver
 from tests.integration.test_launch_into_reservations import reserve, setup_pool
-from tests.integration.test_reservation_sync import sync
+from tests.integration.test_reservation_sync import run_into, sync
 from tests.support.cloud import Cloud, launch_request
 
 ML = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
@@ -183,3 +184,55 @@ def test_room_a_request_cannot_use_does_not_hide_a_reservation_created_since_the
     record = cloud.record("r-m5")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()
+
+
+def test_a_request_gets_every_free_slot_even_when_the_sync_saw_fewer(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's reservation of 3, two of whose slots instances the service did not launch
+    # held when the sync looked; they have ended since (no instance event: they are not ours)
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    reservation = reserve(cloud, 3, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    others = run_into(cloud, reservation, 2)
+    sync()
+    cloud.ec2.terminate_instances(InstanceIds=others)
+    # When a request for three follows before the next sync
+    cloud.send(launch_request("r-three", nodePool="general", count=3))
+    # Then all three land in the reservation, which had room for all of them: the snapshot's room
+    # for one, fewer than the request asks, is a reason to look at EC2 (never fewer reserved
+    # than free, then on-demand for the rest)
+    record = cloud.record("r-three")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [reservation] * 3, (
+        record.to_detail()
+    )
+
+
+def test_slots_freed_since_the_launchers_last_look_are_used_though_the_look_saw_none(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's reservation of 3, filled by the service after the last sync, and a request
+    # that found it full and so looked at EC2 (which saw it full too)
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    reservation = reserve(cloud, 3, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    cloud.send(launch_request("r-fill", nodePool="general", count=3))
+    filled = cloud.record("r-fill")
+    assert filled is not None
+    assert [i.capacity_reservation_id for i in filled.instances] == [reservation] * 3
+    cloud.send(launch_request("r-full", nodePool="general", count=1))
+    # When two of its instances end (their events give their slots back), and a request for
+    # three follows within the look's interval
+    for instance in filled.instances[:2]:
+        cloud.ec2.terminate_instances(InstanceIds=[instance.instance_id])
+        deliver(STATE_CHANGE, instance.instance_id, state="shutting-down")
+    cloud.send(launch_request("r-three", nodePool="general", count=3))
+    # Then the two freed slots are used, then on-demand: the older look's "full" does not hide
+    # what the snapshot holds now
+    record = cloud.record("r-three")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert sorted((i.capacity_type, i.capacity_reservation_id or "") for i in record.instances) == [
+        ("on-demand", ""),
+        ("reserved", reservation),
+        ("reserved", reservation),
+    ], record.to_detail()

@@ -427,6 +427,21 @@ def more_room_seen(held: StoredReservation, seen: ReservationSnapshot, now: date
     return seen.available > held.snapshot.available
 
 
+def with_room_held(
+    source: ReservationSource, held: Mapping[str, ReservationSnapshot]
+) -> ReservationSource:
+    """A launcher's look at EC2, each reservation with at least the room its snapshot holds
+    now: slots given back since the look, or before EC2 counts them (an instance released, a
+    claim returned), are room; the claim before each CreateFleet decides on the snapshot."""
+    reservations = tuple(
+        replace(r, available=held[r.reservation_id].available)
+        if r.reservation_id in held and held[r.reservation_id].available > r.available
+        else r
+        for r in source.reservations
+    )
+    return ReservationSource(source.target, reservations)
+
+
 def with_flags(source: ReservationSource, flagged: Collection[str]) -> ReservationSource:
     """EC2's live view, still skipping what a worker found exhausted since the last sync (the
     ids in `flagged`: flags that hold)."""

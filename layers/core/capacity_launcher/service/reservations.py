@@ -29,11 +29,12 @@ from capacity_launcher.domain.reservations import (
     selection_of,
     target_key,
     with_flags,
+    with_room_held,
 )
 from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 
-# Whether a request could launch into any of the reservations found (the launcher's candidates).
-CouldUse = Callable[[Sequence[ReservationSource]], bool]
+# Whether the reservations found have room for all a request asks (the launcher's candidates).
+EnoughRoom = Callable[[Sequence[ReservationSource]], bool]
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
 # When the last sync found no active reservation with room that a request could use (none, or all
@@ -81,24 +82,24 @@ class ReservationProvider:
         self,
         node_class: NodeClass,
         scope: ReservationScope = ANYWHERE,
-        could_use: CouldUse | None = None,
+        enough_room: EnoughRoom | None = None,
     ) -> list[ReservationSource]:
         """The NodeClass's reservation targets, each with the reservations it reaches that
         `scope` admits (and every one it names by id, so a missing one is still reported).
 
         Reads the NodeClass's coverage items, then only the snapshots of the members in scope:
         what other NodeClasses select, or reservations elsewhere, is never read. When the sync's
-        view has nothing the request `could_use` (by default: no active reservation with room
+        view has not `enough_room` for the request (by default: no active reservation with room
         in `scope`), EC2 is looked at for what was created or freed since. Raises
         NodeClassRefused naming the selection's field when AWS refuses for good to say what it
         reaches (a group that does not exist, say)."""
         selection = selection_of(node_class)
         if not selection:
             return []
-        if could_use is None:
-            could_use = partial(_any_usable, scope=scope)
+        if enough_room is None:
+            enough_room = partial(_any_usable, scope=scope)
         try:
-            return self._sources(selection, scope, could_use)
+            return self._sources(selection, scope, enough_room)
         except NodeClassRefused:
             raise
         except LaunchFailed as refused:
@@ -106,7 +107,7 @@ class ReservationProvider:
             raise NodeClassRefused(refused.code, refused.message, name, field) from refused
 
     def _sources(
-        self, selection: ReservationSelection, scope: ReservationScope, could_use: CouldUse
+        self, selection: ReservationSelection, scope: ReservationScope, enough_room: EnoughRoom
     ) -> list[ReservationSource]:
         needed = selection.coverage_keys()
         coverage = self._snapshots.coverage(needed)
@@ -119,17 +120,19 @@ class ReservationProvider:
             synced = selection.resolve(known, members)
             synced_at = min(c.synced_at for c in coverage.values())
             self._as_of[key] = synced_at
-            if could_use(synced):
+            if enough_room(synced):
                 return synced
-            # The sync saw nothing with room this request could use: one created since (a second
-            # reservation beside a full one, a block bought for a waiting request), or room in
-            # one it saw full, is not seen yet.
+            # The sync saw too little room for this request: a reservation created since (a
+            # second one beside a full one, a block bought for a waiting request), or room made
+            # since in one it saw, is not seen yet.
             looked = self._recheck(selection, synced_at)
             if looked is None:
                 return synced
             live, made_now = looked
             if made_now:
                 self._note_room(stored, live)
+            # The snapshots, which the claims decide on, may hold more since (slots given back).
+            live = [with_room_held(source, known) for source in live]
         else:
             # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
             live = self._live(selection)

@@ -79,9 +79,12 @@ def resolve(
         platform = p.templates.image_platform(lead.node_class)
         architecture = p.templates.image_architectures(lead.node_class)
         unavailable = {k: e.reason for k, e in p.unavailable.current().items()}
-        could_use = partial(_could_use, ctx, lead, subnets, (platform, architecture), unavailable)
+        asked = sum(item.request.count for item in progress) or lead.request.count
+        enough = partial(
+            _enough_room, ctx, lead, subnets, (platform, architecture), unavailable, asked
+        )
         sources: list[ReservationSource] = p.reservations.sources(
-            lead.node_class, words.scope(lead.requirements, subnets), could_use
+            lead.node_class, words.scope(lead.requirements, subnets), enough
         )
     except LaunchFailed as refused:
         # The NodeClass names subnets, an image or reservations (a group) AWS refuses for
@@ -188,19 +191,21 @@ def _excluded(lead: Prepared, view: PoolView, message: str) -> str:
     return f"{message}: {exclusion_words(lead.requirements, exclusion, offered)}"
 
 
-def _could_use(
+def _enough_room(
     ctx: Context,
     lead: Prepared,
     subnets: Mapping[str, Sequence[str]],
     image: tuple[str | None, ImageArchitectures | None],
     unavailable: Mapping[str, str],
+    asked: int,
     found: Sequence[ReservationSource],
 ) -> bool:
-    """Whether the request could launch into one of the reservations `found` (the sync's view)
-    now, as its own candidates say (its requirements, the image's platform and architecture, a
-    block's end, the pool's limits), less what the ICE cache holds. When it could use none, the
-    reservations port looks at EC2 for one created, or room made, since the sync. A request that
-    may not use reserved capacity has nothing to look for."""
+    """Whether the reservations `found` (the sync's view) have room for the `asked` instances,
+    in those the request could launch into now, as its own candidates say (its requirements, the
+    image's platform and architecture, a block's end, the pool's limits), less what the ICE
+    cache holds. When they have not, the reservations port looks at EC2 for a reservation
+    created, or room made, since the sync. A request that may not use reserved capacity has
+    nothing to look for."""
     if RESERVED not in words.capacity_types(lead):
         return True
     platform, architecture = image
@@ -208,7 +213,7 @@ def _could_use(
         reserved = _candidates(ctx, lead, subnets, found, platform, architecture, [RESERVED])
     except UnknownRequirementValues:
         return True  # the request is refused below, whatever EC2 has
-    return bool(_within_limits(lead, reserved).drop(unavailable).reserved)
+    return _within_limits(lead, reserved).drop(unavailable).reserved_available() >= asked
 
 
 def _candidates(
