@@ -236,3 +236,29 @@ def test_slots_freed_since_the_launchers_last_look_are_used_though_the_look_saw_
         ("reserved", reservation),
         ("reserved", reservation),
     ], record.to_detail()
+
+
+def test_a_reservation_cancelled_since_the_last_sync_sends_the_request_on_not_to_failure(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's two reservations with room, as the last sync saw them, the larger of
+    # which (tried first) the team cancels before the next sync
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    cancelled = reserve(cloud, 3, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    kept = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    cloud.ec2.cancel_capacity_reservation(CapacityReservationId=cancelled)
+    # When a request for two follows
+    cloud.send(launch_request("r-cancelled", nodePool="general", count=2))
+    # Then EC2's refusal of the cancelled one (not active: no capacity fault) does not end the
+    # request Failed: it goes on to the other reservation, then on-demand for the rest
+    record = cloud.record("r-cancelled")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert sorted((i.capacity_type, i.capacity_reservation_id or "") for i in record.instances) == [
+        ("on-demand", ""),
+        ("reserved", kept),
+    ], record.to_detail()
+    # and its record keeps EC2's word on the cancelled one
+    assert [(e.code, cancelled in e.message) for e in record.errors] == [
+        ("InvalidParameterValue", True)
+    ], record.errors
