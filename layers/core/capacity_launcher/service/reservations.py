@@ -37,10 +37,10 @@ from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 EnoughRoom = Callable[[Sequence[ReservationSource]], bool]
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
-# When the last sync found no active reservation with room that a request could use (none, or all
-# full), a launcher asks EC2 itself (a reservation created since the sync), at most once per
-# NodeClass selection per this many seconds: a burst of such requests in one container makes one
-# look, not one each.
+# When the last sync found too little room for a request in the reservations it could use (none,
+# all full, or fewer slots than it asks), a launcher asks EC2 itself (a reservation created, or
+# room made, since the sync), at most once per NodeClass selection per this many seconds: a burst
+# of such requests in one container makes one look, not one each.
 RECHECK_SECONDS = 30.0
 
 
