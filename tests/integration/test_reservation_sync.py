@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
 from capacity_launcher.adapters.config_store import ConfigStore
@@ -376,6 +377,53 @@ def test_snapshots_of_a_sync_that_stopped_are_not_trusted(snapshot_launchers, su
     node_class = ConfigStore(settings.state_table_name).node_class("standard")
     (source,) = stale.sources(node_class)
     assert [r.available for r in source.reservations] == [2]
+
+
+def test_room_ec2_shows_is_launched_into_while_the_sync_has_stopped(
+    snapshot_launchers, subnets, image
+):
+    # Given a targeted reservation of 1 that a request filled after the last sync, and a sync
+    # that has stopped since (its snapshots are stale: launchers read EC2 directly)
+    cloud = snapshot_launchers
+    reservation = targeted_pool(cloud, subnets, image, 1, InstanceMatchCriteria="targeted")
+    sync()
+    cloud.send(launch_request("stale-1", nodePool="general"))
+    moto_capacity.advance_clock(STALE_AFTER_SECONDS + 60)
+    # When the reservation is grown by two, and a request for two follows
+    cloud.ec2.modify_capacity_reservation(CapacityReservationId=reservation, InstanceCount=3)
+    cloud.send(launch_request("stale-2", nodePool="general", count=2))
+    # Then both land in it: the claim does not refuse the room EC2 shows because the snapshot,
+    # which no sync corrects any more, still says full (red team 3: on-demand for as long as
+    # the sync was down)
+    record = cloud.record("stale-2")
+    assert record is not None
+    assert [i.capacity_reservation_id for i in record.instances] == [reservation] * 2, (
+        record.to_detail()
+    )
+
+
+def test_an_exhausted_flag_no_sync_will_lift_holds_no_longer_than_the_ice_cache_entry(
+    snapshot_launchers, subnets, image
+):
+    # Given a targeted reservation of 2, synced, that a worker then found exhausted, and a sync
+    # that has stopped since; the flag's ICE cache entry (written with it) has expired, and EC2
+    # shows both slots free
+    cloud = snapshot_launchers
+    reservation = targeted_pool(cloud, subnets, image, 2, InstanceMatchCriteria="targeted")
+    sync()
+    snapshots().mark_exhausted([reservation])
+    assert f"reserved:{reservation}" not in ice_keys()
+    moto_capacity.advance_clock(STALE_AFTER_SECONDS + 60)
+    # When a request arrives (its launcher reads EC2 directly)
+    cloud.send(launch_request("flagged-1", nodePool="general"))
+    # Then it lands in the reservation: the flag no longer holds, as no sync would ever lift it
+    # (red team 3: on-demand for as long as the sync was down)
+    record = cloud.record("flagged-1")
+    assert record is not None
+    assert [i.capacity_reservation_id for i in record.instances] == [reservation], (
+        record.to_detail()
+    )
+    assert not snapshot(reservation).snapshot.exhausted
 
 
 def test_a_node_class_naming_a_missing_group_does_not_stop_the_sync_for_the_others(

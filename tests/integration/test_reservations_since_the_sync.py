@@ -1,6 +1,7 @@
 """A reservation created after the last sync (red team, 2026-11-23): the launcher looks at EC2
 itself when the sync saw nothing a request could use, a bounded number of times, and a
-reserved-only request that still finds none fails, never Rejected (DESIGN "Status")."""
+reserved-only request that still finds none fails, never Rejected (DESIGN "Status"). Room made
+since the sync in a reservation it saw full (red team 3, 2026-11-26) is used the same way."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections import Counter
 from typing import Any
 
 from capacity_launcher.domain.status import RequestStatus
+from tests.integration.test_instance_events import STATE_CHANGE, deliver
 from tests.integration.test_launch_into_reservations import reserve, setup_pool
-from tests.integration.test_reservation_sync import sync
+from tests.integration.test_reservation_sync import run_into, sync
 from tests.support.cloud import Cloud, launch_request
 
 ML = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
@@ -124,3 +126,139 @@ def test_room_in_an_interruptible_reservation_does_not_hide_a_new_one(
     # Then it lands in the new reservation (red team 2: the loan's room stopped the launcher's look)
     assert record is not None, "no record"
     assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()
+
+
+def reserved_and_on_demand_by_tag(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
+    """A pool of m5.large and c5.large, reserved first then on-demand, whose NodeClass selects
+    the team=ml reservations."""
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        selector_terms=[{"tags": {"team": "ml"}}],
+        types=("m5.large", "c5.large"),
+    )
+
+
+def test_a_reservation_grown_since_the_last_sync_is_used_once_the_launcher_has_seen_it(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's one reservation, filled by a request after the last sync
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    grown = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    cloud.send(launch_request("r-fill", nodePool="general", count=1))
+    filled = cloud.record("r-fill")
+    assert filled is not None
+    assert [i.capacity_reservation_id for i in filled.instances] == [grown], filled.to_detail()
+    # When the team grows it by two (ModifyCapacityReservation), and a request for two follows
+    # before the next sync
+    cloud.ec2.modify_capacity_reservation(CapacityReservationId=grown, InstanceCount=3)
+    cloud.send(launch_request("r-grown", nodePool="general", count=2))
+    # Then the launcher, finding the synced reservation full, looks at EC2 and "uses that look"
+    # (docs/operations.md): it launches into the room, where it used to claim against the
+    # stale snapshot, record the reservation as full and go on-demand
+    record = cloud.record("r-grown")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [grown, grown], (
+        record.to_detail()
+    )
+    assert record.unavailable_offerings == [], record.to_detail()
+
+
+def test_room_a_request_cannot_use_does_not_hide_a_reservation_created_since_the_sync(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's c5.large reservation with room, as the last sync saw it
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    reserve(cloud, 2, itype="c5.large", InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    # When the team creates an m5.large reservation, and a request for the m5 family follows
+    # before the next sync
+    fresh = reserve(cloud, 2, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    family = {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}
+    cloud.send(launch_request("r-m5", nodePool="general", count=1, requirements=[family]))
+    # Then it lands in the new reservation: the synced one has room, but none this request
+    # could use (docs/operations.md: then the launcher looks at EC2), so it is not sent
+    # on-demand
+    record = cloud.record("r-m5")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [fresh], record.to_detail()
+
+
+def test_a_request_gets_every_free_slot_even_when_the_sync_saw_fewer(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's reservation of 3, two of whose slots instances the service did not launch
+    # held when the sync looked; they have ended since (no instance event: they are not ours)
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    reservation = reserve(cloud, 3, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    others = run_into(cloud, reservation, 2)
+    sync()
+    cloud.ec2.terminate_instances(InstanceIds=others)
+    # When a request for three follows before the next sync
+    cloud.send(launch_request("r-three", nodePool="general", count=3))
+    # Then all three land in the reservation, which had room for all of them: the snapshot's room
+    # for one, fewer than the request asks, is a reason to look at EC2 (never fewer reserved
+    # than free, then on-demand for the rest)
+    record = cloud.record("r-three")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert [i.capacity_reservation_id for i in record.instances] == [reservation] * 3, (
+        record.to_detail()
+    )
+
+
+def test_slots_freed_since_the_launchers_last_look_are_used_though_the_look_saw_none(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's reservation of 3, filled by the service after the last sync, and a request
+    # that found it full and so looked at EC2 (which saw it full too)
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    reservation = reserve(cloud, 3, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    cloud.send(launch_request("r-fill", nodePool="general", count=3))
+    filled = cloud.record("r-fill")
+    assert filled is not None
+    assert [i.capacity_reservation_id for i in filled.instances] == [reservation] * 3
+    cloud.send(launch_request("r-full", nodePool="general", count=1))
+    # When two of its instances end (their events give their slots back), and a request for
+    # three follows within the look's interval
+    for instance in filled.instances[:2]:
+        cloud.ec2.terminate_instances(InstanceIds=[instance.instance_id])
+        deliver(STATE_CHANGE, instance.instance_id, state="shutting-down")
+    cloud.send(launch_request("r-three", nodePool="general", count=3))
+    # Then the two freed slots are used, then on-demand: the older look's "full" does not hide
+    # what the snapshot holds now
+    record = cloud.record("r-three")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert sorted((i.capacity_type, i.capacity_reservation_id or "") for i in record.instances) == [
+        ("on-demand", ""),
+        ("reserved", reservation),
+        ("reserved", reservation),
+    ], record.to_detail()
+
+
+def test_a_reservation_cancelled_since_the_last_sync_sends_the_request_on_not_to_failure(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the team's two reservations with room, as the last sync saw them, the larger of
+    # which (tried first) the team cancels before the next sync
+    reserved_and_on_demand_by_tag(cloud, subnets, image)
+    cancelled = reserve(cloud, 3, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    kept = reserve(cloud, 1, InstanceMatchCriteria="targeted", TagSpecifications=ML)
+    sync()
+    cloud.ec2.cancel_capacity_reservation(CapacityReservationId=cancelled)
+    # When a request for two follows
+    cloud.send(launch_request("r-cancelled", nodePool="general", count=2))
+    # Then EC2's refusal of the cancelled one (not active: no capacity fault) does not end the
+    # request Failed: it goes on to the other reservation, then on-demand for the rest
+    record = cloud.record("r-cancelled")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+    assert sorted((i.capacity_type, i.capacity_reservation_id or "") for i in record.instances) == [
+        ("on-demand", ""),
+        ("reserved", kept),
+    ], record.to_detail()
+    # and its record keeps EC2's word on the cancelled one
+    assert [(e.code, cancelled in e.message) for e in record.errors] == [
+        ("InvalidParameterValue", True)
+    ], record.errors

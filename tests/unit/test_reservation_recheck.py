@@ -3,6 +3,7 @@ bounded per selection, and given up for the sync's snapshots once the sync has l
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
@@ -32,12 +33,33 @@ class Store:
     def __init__(self) -> None:
         self.coverage_items: dict[str, Coverage] = {}
         self.stored: dict[str, StoredReservation] = {}
+        self.caught_up: list[tuple[str, int, int, int]] = []
 
     def coverage(self, keys: Any) -> dict[str, Coverage]:
         return {k: self.coverage_items[k] for k in keys if k in self.coverage_items}
 
     def snapshots(self, ids: Any) -> tuple[dict[str, StoredReservation], set[str]]:
         return {i: self.stored[i] for i in ids if i in self.stored}, set()
+
+    def get(self, reservation_id: str) -> StoredReservation | None:
+        return self.stored.get(reservation_id)
+
+    def take(self, reservation_id: str, count: int) -> bool:
+        held = self.stored[reservation_id]
+        left = replace(held.snapshot, available=held.snapshot.available - count)
+        self.stored[reservation_id] = replace(held, snapshot=left, version=held.version + 1)
+        return True
+
+    def catch_up(
+        self, reservation_id: str, available: int, total: int, *, expected_version: int
+    ) -> bool:
+        self.caught_up.append((reservation_id, available, total, expected_version))
+        held = self.stored[reservation_id]
+        if held.version != expected_version:
+            return False
+        seen = replace(held.snapshot, available=available, total=total)
+        self.stored[reservation_id] = replace(held, snapshot=seen, version=held.version + 1)
+        return True
 
 
 class Ec2:
@@ -112,3 +134,41 @@ def test_an_active_reservation_in_the_snapshots_never_makes_a_look() -> None:
     )
     store.stored["cr-1"] = StoredReservation(ml("cr-1"))
     assert reached(provider, nc) == ["cr-1"] and ec2.looks == 0
+
+
+def full_as_synced(store: Store, *, exhausted: bool = False) -> None:
+    """cr-1, which the sync saw with no room (version 7 since: launchers wrote to it)."""
+    store.coverage_items[KEY] = Coverage(
+        KEY, 1000.0, ("cr-1",), {"cr-1": ("m5.large", "us-east-1a")}
+    )
+    full = replace(ml("cr-1"), total=1, available=0, exhausted=exhausted)
+    store.stored["cr-1"] = StoredReservation(full, version=7)
+
+
+def test_room_a_look_finds_in_a_full_reservation_is_written_by_the_claim_that_uses_it() -> None:
+    # Given cr-1 full in its snapshot, and grown in EC2 since the sync (3 instances, 2 free)
+    store, ec2, clock, provider, nc = setup()
+    full_as_synced(store)
+    ec2.reservations = [replace(ml("cr-1"), total=3, available=2)]
+    # When requests find no room in the snapshots, within one recheck interval, and then one
+    # claims its slots
+    for _ in range(3):
+        assert [r.available for s in provider.sources(nc) for r in s.reservations] == [2]
+        clock.now += 1
+    assert store.caught_up == []  # nothing written by a look alone (a dry run)
+    # Then the claim first wrote the one look's counts against the version read before it
+    assert provider.claim("cr-1", 2) == 2
+    assert ec2.looks == 1
+    assert store.caught_up == [("cr-1", 2, 3, 7)]
+    assert store.stored["cr-1"].snapshot.available == 0
+    # and a later claim writes nothing more
+    assert provider.claim("cr-1", 1) == 0 and len(store.caught_up) == 1
+
+
+def test_a_look_never_writes_room_over_an_exhausted_flag() -> None:
+    store, ec2, _, provider, nc = setup()
+    full_as_synced(store, exhausted=True)
+    ec2.reservations = [replace(ml("cr-1"), total=3, available=2)]
+    assert [r.exhausted for s in provider.sources(nc) for r in s.reservations] == [True]
+    assert provider.claim("cr-1", 1) == 0
+    assert ec2.looks == 1 and store.caught_up == []

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,7 +21,10 @@ from capacity_launcher.domain.reservations import (
     ReservationScope,
     ReservationSnapshot,
     ReservedTarget,
+    StoredReservation,
     covered,
+    flag_holds,
+    more_room_seen,
     reservation_use,
     selection_of,
     selector_key,
@@ -159,6 +163,38 @@ def test_a_claim_takes_at_most_what_is_available_and_nothing_of_an_exhausted_one
 ):
     snapshot = reservation(CR_A, available=available, exhausted=exhausted)
     assert snapshot.claimable(count) == claimable
+
+
+SYNCED = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("exhausted", "seconds_since_sync", "holds"),
+    [(False, 0, False), (True, 0, True), (True, STALE_AFTER_SECONDS, True), (True, 301, False)],
+)
+def test_a_flag_holds_while_a_sync_may_still_lift_it(exhausted, seconds_since_sync, holds):
+    stored = StoredReservation(reservation(CR_A, exhausted=exhausted), synced_at=SYNCED)
+    assert flag_holds(stored, SYNCED + timedelta(seconds=seconds_since_sync)) is holds
+
+
+@pytest.mark.parametrize(
+    ("held", "seen", "seconds_since_sync", "more"),
+    [
+        # grown, or freed by an instance not ours, since the sync
+        ({"available": 0}, {"available": 2}, 10, True),
+        ({"available": 2}, {"available": 2}, 10, False),
+        ({"available": 3}, {"available": 1}, 10, False),  # claims EC2 has not counted yet
+        ({"available": 0}, {"available": 2, "state": "expired"}, 10, False),
+        # a flag holds while a sync may lift it; after that, any room EC2 shows is room
+        ({"available": 1, "exhausted": True}, {"available": 2}, 10, False),
+        ({"available": 1, "exhausted": True}, {"available": 1}, 400, True),
+        ({"available": 1, "exhausted": True}, {"available": 0}, 400, False),
+    ],
+)
+def test_more_room_seen_by_a_look_after_the_snapshot_was_read(held, seen, seconds_since_sync, more):
+    stored = StoredReservation(reservation(CR_A, **held), synced_at=SYNCED)
+    now = SYNCED + timedelta(seconds=seconds_since_sync)
+    assert more_room_seen(stored, reservation(CR_A, **seen), now) is more
 
 
 def test_how_an_attempt_uses_reservations():

@@ -9,7 +9,8 @@ so a launcher reads its NodeClass's coverage items, knows whether the sync has a
 NodeClass names, and then reads only the snapshots its request could launch into (two
 BatchGetItem, independent of every other NodeClass's reservations). Launchers
 decrement `available` when they launch into a reservation and flag it `exhausted` on an
-insufficient-capacity error; the next sync overwrites both with what EC2 says.
+insufficient-capacity error, and raise it to what their own look at EC2 shows when that is more
+(`catch_up`); the next sync overwrites both with what EC2 says.
 """
 
 from __future__ import annotations
@@ -77,6 +78,26 @@ class ReservationSnapshots:
                 None,
                 {":true": True, ":one": 1},
             )
+
+    def catch_up(
+        self, reservation_id: str, available: int, total: int, *, expected_version: int
+    ) -> bool:
+        """EC2's room, seen by a launcher's own look after it read the snapshot at
+        `expected_version` (lifting a flag no sync would lift any more): written unless a
+        launcher wrote since (then False)."""
+        return self._update(
+            reservation_id,
+            "SET available = :available, #total = :total, exhausted = :false ADD version :one",
+            "version = :version",
+            {
+                ":available": available,
+                ":total": total,
+                ":false": False,
+                ":one": 1,
+                ":version": expected_version,
+            },
+            names={"#total": "total"},
+        )
 
     def release_slot(self, reservation_id: str) -> bool:
         """An instance left the reservation: its slot is available again (never above total)."""

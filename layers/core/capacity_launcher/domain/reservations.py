@@ -404,17 +404,52 @@ def covered(
     return all(k in coverage and coverage[k].synced_at >= fresh_after for k in keys)
 
 
-def with_flags(
-    source: ReservationSource, known: Mapping[str, ReservationSnapshot]
+def flag_holds(stored: StoredReservation, now: datetime) -> bool:
+    """A worker's `exhausted` flag is honoured while a sync may still lift it: on a snapshot the
+    sync wrote within STALE_AFTER_SECONDS. On an older one (the sync has stopped) nothing would
+    lift it: the ICE cache's entry, written with every flag, keeps the reservation out for its
+    lifetime, as it does any dry offering, and EC2's room is launched into after it."""
+    if not stored.snapshot.exhausted:
+        return False
+    synced_at = stored.synced_at
+    return synced_at is None or (now - synced_at).total_seconds() <= STALE_AFTER_SECONDS
+
+
+def more_room_seen(held: StoredReservation, seen: ReservationSnapshot, now: datetime) -> bool:
+    """EC2, looked at after the snapshot `held` was read, shows room it does not hold: the
+    reservation grew (ModifyCapacityReservation), or an instance the service did not launch left
+    it, since the sync. A flag that holds stays (only a sync lifts it); one that no longer holds
+    (`flag_holds`) hides any room EC2 shows."""
+    if seen.state != ACTIVE:
+        return False
+    if held.snapshot.exhausted:
+        return seen.available > 0 and not flag_holds(held, now)
+    return seen.available > held.snapshot.available
+
+
+def with_room_held(
+    source: ReservationSource, held: Mapping[str, ReservationSnapshot]
 ) -> ReservationSource:
-    """EC2's live view, still skipping what a worker found exhausted since the last sync."""
-    flagged = tuple(
-        replace(r, exhausted=True)
-        if r.reservation_id in known and known[r.reservation_id].exhausted
+    """A launcher's look at EC2, each reservation with at least the room its snapshot holds
+    now: slots given back since the look, or before EC2 counts them (an instance released, a
+    claim returned), are room; the claim before each CreateFleet decides on the snapshot."""
+    reservations = tuple(
+        replace(r, available=held[r.reservation_id].available)
+        if r.reservation_id in held and held[r.reservation_id].available > r.available
         else r
         for r in source.reservations
     )
-    return ReservationSource(source.target, flagged)
+    return ReservationSource(source.target, reservations)
+
+
+def with_flags(source: ReservationSource, flagged: Collection[str]) -> ReservationSource:
+    """EC2's live view, still skipping what a worker found exhausted since the last sync (the
+    ids in `flagged`: flags that hold)."""
+    reservations = tuple(
+        replace(r, exhausted=True) if r.reservation_id in flagged else r
+        for r in source.reservations
+    )
+    return ReservationSource(source.target, reservations)
 
 
 # -- the crossings a sync announces ---------------------------------------------------------------

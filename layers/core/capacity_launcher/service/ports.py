@@ -7,7 +7,7 @@ the quota sync `QuotaUsage`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -275,7 +275,10 @@ class Reservations(Protocol):
     """The launcher's reservations (service/reservations.py)."""
 
     def sources(
-        self, node_class: NodeClass, scope: ReservationScope = ...
+        self,
+        node_class: NodeClass,
+        scope: ReservationScope = ...,
+        enough_room: Callable[[Sequence[ReservationSource]], bool] | None = None,
     ) -> list[ReservationSource]: ...
     def as_of(self, node_class: NodeClass) -> float | None: ...
     def claim(self, reservation_id: str, count: int) -> int | None: ...
@@ -309,6 +312,9 @@ class ReservationStore(Protocol):
     def add(self, reservation_id: str, count: int, *, at_most: int) -> bool: ...
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None: ...
     def release_slot(self, reservation_id: str) -> bool: ...
+    def catch_up(
+        self, reservation_id: str, available: int, total: int, *, expected_version: int
+    ) -> bool: ...
 
 
 # -- claims on requestIds (idempotency) ------------------------------------------------------------

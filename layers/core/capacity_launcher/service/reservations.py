@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
 
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
@@ -19,21 +21,37 @@ from capacity_launcher.domain.reservations import (
     ReservationSelection,
     ReservationSnapshot,
     ReservationSource,
+    StoredReservation,
     covered,
+    flag_holds,
     in_group,
+    more_room_seen,
     selection_of,
     target_key,
     with_flags,
+    with_room_held,
 )
 from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 
+# Whether the reservations found have room for all a request asks (the launcher's candidates).
+EnoughRoom = Callable[[Sequence[ReservationSource]], bool]
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
-# When the last sync found no active reservation with room that a request could use (none, or all
-# full), a launcher asks EC2 itself (a reservation created since the sync), at most once per
-# NodeClass selection per this many seconds: a burst of such requests in one container makes one
-# look, not one each.
+# When the last sync found too little room for a request in the reservations it could use (none,
+# all full, or fewer slots than it asks), a launcher asks EC2 itself (a reservation created, or
+# room made, since the sync), at most once per NodeClass selection per this many seconds: a burst
+# of such requests in one container makes one look, not one each.
 RECHECK_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class _Room:
+    """EC2's counts of a reservation, seen by this launcher's own look after it read the
+    snapshot at `version`: written into the snapshot by the next claim of its slots."""
+
+    available: int
+    total: int
+    version: int
 
 
 @dataclass(frozen=True)
@@ -58,22 +76,30 @@ class ReservationProvider:
         self._clock = clock
         self._looks: dict[tuple[str, ...], _Look] = {}
         self._as_of: dict[tuple[str, ...], float] = {}
+        self._room_seen: dict[str, _Room] = {}
 
     def sources(
-        self, node_class: NodeClass, scope: ReservationScope = ANYWHERE
+        self,
+        node_class: NodeClass,
+        scope: ReservationScope = ANYWHERE,
+        enough_room: EnoughRoom | None = None,
     ) -> list[ReservationSource]:
         """The NodeClass's reservation targets, each with the reservations it reaches that
         `scope` admits (and every one it names by id, so a missing one is still reported).
 
         Reads the NodeClass's coverage items, then only the snapshots of the members in scope:
-        what other NodeClasses select, or reservations elsewhere, is never read. Raises
+        what other NodeClasses select, or reservations elsewhere, is never read. When the sync's
+        view has not `enough_room` for the request (by default: no active reservation with room
+        in `scope`), EC2 is looked at for what was created or freed since. Raises
         NodeClassRefused naming the selection's field when AWS refuses for good to say what it
         reaches (a group that does not exist, say)."""
         selection = selection_of(node_class)
         if not selection:
             return []
+        if enough_room is None:
+            enough_room = partial(_any_usable, scope=scope)
         try:
-            return self._sources(selection, scope)
+            return self._sources(selection, scope, enough_room)
         except NodeClassRefused:
             raise
         except LaunchFailed as refused:
@@ -81,7 +107,7 @@ class ReservationProvider:
             raise NodeClassRefused(refused.code, refused.message, name, field) from refused
 
     def _sources(
-        self, selection: ReservationSelection, scope: ReservationScope
+        self, selection: ReservationSelection, scope: ReservationScope, enough_room: EnoughRoom
     ) -> list[ReservationSource]:
         needed = selection.coverage_keys()
         coverage = self._snapshots.coverage(needed)
@@ -94,18 +120,24 @@ class ReservationProvider:
             synced = selection.resolve(known, members)
             synced_at = min(c.synced_at for c in coverage.values())
             self._as_of[key] = synced_at
-            if _any_usable(synced, scope):
+            if enough_room(synced):
                 return synced
-            # The sync saw nothing with room this request could use: one created since (a second
-            # reservation beside a full one, a block bought for a waiting request) is not seen yet.
+            # The sync saw too little room for this request: a reservation created since (a
+            # second one beside a full one, a block bought for a waiting request), or room made
+            # since in one it saw, is not seen yet.
             looked = self._recheck(selection, synced_at)
             if looked is None:
                 return synced
-            live = looked
+            live, made_now = looked
+            if made_now:
+                self._note_room(stored, live)
+            # The snapshots, which the claims decide on, may hold more since (slots given back).
+            live = [with_room_held(source, known) for source in live]
         else:
             # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
             live = self._live(selection)
             self._as_of[key] = self._clock()
+            self._note_room(stored, live)
         unread = {
             r.reservation_id
             for s in live
@@ -113,10 +145,13 @@ class ReservationProvider:
             if r.reservation_id in named or scope.admits((r.instance_type, r.zone))
         } - (set(known) | invalid)
         if unread:
-            known |= {
-                k: s.snapshot for k, s in self._snapshots.snapshots(sorted(unread))[0].items()
-            }
-        return [with_flags(s, known) for s in live]
+            stored = {**stored, **self._snapshots.snapshots(sorted(unread))[0]}
+        now = self._now()
+        flagged = {k for k, held in stored.items() if flag_holds(held, now)}
+        return [with_flags(s, flagged) for s in live]
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), UTC)
 
     def as_of(self, node_class: NodeClass) -> float | None:
         """When what `sources` last returned for this NodeClass was read from EC2 (epoch seconds:
@@ -125,19 +160,36 @@ class ReservationProvider:
 
     def _recheck(
         self, selection: ReservationSelection, synced_at: float
-    ) -> list[ReservationSource] | None:
+    ) -> tuple[list[ReservationSource], bool] | None:
         """EC2's view of `selection` when it is newer than the sync's, looking again only once
-        per `RECHECK_SECONDS`; None when the sync has looked since (its snapshots are better)."""
+        per `RECHECK_SECONDS`, and whether it was looked at now; None when the sync has looked
+        since (its snapshots are better)."""
         key = tuple(selection.coverage_keys())
         now = self._clock()
         look = self._looks.get(key)
-        if look is None or now - look.at >= RECHECK_SECONDS:
+        made_now = look is None or now - look.at >= RECHECK_SECONDS
+        if look is None or made_now:
             look = _Look(now, self._live(selection))
             self._looks[key] = look
         if look.at < synced_at:
             return None
         self._as_of[key] = look.at
-        return look.sources
+        return look.sources, made_now
+
+    def _note_room(
+        self, stored: Mapping[str, StoredReservation], seen: Sequence[ReservationSource]
+    ) -> None:
+        """Room EC2 shows now that the snapshots read just before the look do not hold (a
+        reservation grown, or a slot freed by an instance not ours, since the sync; with the
+        sync stopped, any drift): the next claim of its slots writes it into the snapshot first
+        (a dry run, which claims nothing, writes nothing)."""
+        now = self._now()
+        for reservation in (r for source in seen for r in source.reservations):
+            held = stored.get(reservation.reservation_id)
+            if held is not None and more_room_seen(held, reservation, now):
+                self._room_seen[reservation.reservation_id] = _Room(
+                    reservation.available, reservation.total, held.version
+                )
 
     def _live(self, selection: ReservationSelection) -> list[ReservationSource]:
         """The selection resolved against what EC2 describes now."""
@@ -160,7 +212,16 @@ class ReservationProvider:
 
     def claim(self, reservation_id: str, count: int) -> int | None:
         """Take up to `count` slots before asking EC2, so concurrent workers never race for the
-        last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly)."""
+        last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly).
+
+        Room this launcher's own look saw beyond the snapshot goes into it first, unless a
+        launcher or the sync wrote it since the read before the look (its version): every
+        worker's claims then see it."""
+        room = self._room_seen.pop(reservation_id, None)
+        if room is not None:
+            self._snapshots.catch_up(
+                reservation_id, room.available, room.total, expected_version=room.version
+            )
         for _ in range(CLAIM_TRIES):
             stored = self._snapshots.get(reservation_id)
             if stored is None:
@@ -189,8 +250,9 @@ class ReservationProvider:
 
 
 def _any_usable(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:
-    """Room any request in `scope` may use: interruptible capacity is opt-in, so a loan's room
-    does not spare the look (a request that opts in only costs one more look per 30 s)."""
+    """Room any request in `scope` may use (when the caller does not say what its request could
+    use): interruptible capacity is opt-in, so a loan's room does not spare the look (a request
+    that opts in only costs one more look per 30 s)."""
     return any(
         r.usable and not r.interruptible and scope.admits((r.instance_type, r.zone))
         for s in sources

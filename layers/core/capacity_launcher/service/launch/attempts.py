@@ -206,11 +206,16 @@ def _learn(
     loop.plan.record(attempt, landed, dry)
     for offering in absorbed.dry:
         report.wrote(offering.capacity_type)
-    return Step.NEXT if not _fatal(result) else Step.STOP
+    return Step.NEXT if not _fatal(attempt, result) else Step.STOP
 
 
-def _fatal(result: FleetResult) -> bool:
-    """Nothing launched, and an error no other attempt can help with."""
-    return not result.instance_ids and any(
-        classify(e.code) is ErrorKind.FATAL for e in result.errors
+def _fatal(attempt: LaunchAttempt, result: FleetResult) -> bool:
+    """Nothing launched, and an error no other attempt can help with. A reserved attempt's
+    refusal may be its reservation's alone (cancelled, expired or gone since the snapshots
+    were read, or not matching): the plan goes on to the next target, or on-demand, which
+    meet a fault of the NodeClass's (an image EC2 does not have) too and end the request then."""
+    return (
+        attempt.capacity_type != RESERVED
+        and not result.instance_ids
+        and any(classify(e.code) is ErrorKind.FATAL for e in result.errors)
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
 from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitectures
@@ -77,8 +78,13 @@ def resolve(
         subnets = p.subnets.by_zone(lead.node_class)
         platform = p.templates.image_platform(lead.node_class)
         architecture = p.templates.image_architectures(lead.node_class)
+        unavailable = {k: e.reason for k, e in p.unavailable.current().items()}
+        asked = sum(item.request.count for item in progress) or lead.request.count
+        enough = partial(
+            _enough_room, ctx, lead, subnets, (platform, architecture), unavailable, asked
+        )
         sources: list[ReservationSource] = p.reservations.sources(
-            lead.node_class, words.scope(lead.requirements, subnets)
+            lead.node_class, words.scope(lead.requirements, subnets), enough
         )
     except LaunchFailed as refused:
         # The NodeClass names subnets, an image or reservations (a group) AWS refuses for
@@ -98,7 +104,7 @@ def resolve(
         error = ErrorDetail(code=PLATFORM_MISMATCH, message=mismatch.message(lead.node_class))
         for item in progress:
             item.errors.append(error)
-    usable = candidates.drop({k: e.reason for k, e in p.unavailable.current().items()})
+    usable = candidates.drop(unavailable)
     for skipped in usable.skipped:
         report.hit(skipped.offering.capacity_type)
     held = [words.unavailable(s.offering, s.reason) for s in usable.skipped]
@@ -185,14 +191,41 @@ def _excluded(lead: Prepared, view: PoolView, message: str) -> str:
     return f"{message}: {exclusion_words(lead.requirements, exclusion, offered)}"
 
 
+def _enough_room(
+    ctx: Context,
+    lead: Prepared,
+    subnets: Mapping[str, Sequence[str]],
+    image: tuple[str | None, ImageArchitectures | None],
+    unavailable: Mapping[str, str],
+    asked: int,
+    found: Sequence[ReservationSource],
+) -> bool:
+    """Whether the reservations `found` (the sync's view) have room for the `asked` instances,
+    in those the request could launch into now, as its own candidates say (its requirements, the
+    image's platform and architecture, a block's end, the pool's limits), less what the ICE
+    cache holds. When they have not, the reservations port looks at EC2 for a reservation
+    created, or room made, since the sync. A request that may not use reserved capacity has
+    nothing to look for."""
+    if RESERVED not in words.capacity_types(lead):
+        return True
+    platform, architecture = image
+    try:
+        reserved = _candidates(ctx, lead, subnets, found, platform, architecture, [RESERVED])
+    except UnknownRequirementValues:
+        return True  # the request is refused below, whatever EC2 has
+    return _within_limits(lead, reserved).drop(unavailable).reserved_available() >= asked
+
+
 def _candidates(
     ctx: Context,
     lead: Prepared,
     subnets: Mapping[str, Sequence[str]],
-    sources: list[ReservationSource],
+    sources: Sequence[ReservationSource],
     image_platform: str | None,
     image_architecture: ImageArchitectures | None,
+    capacity_types: Sequence[str] | None = None,
 ) -> Candidates:
+    """The pool's candidates for the request (of `capacity_types` only, when given)."""
     requirements = lead.requirements
     pinned = words.pinned_instance_types(requirements)
     types = ctx.ports.catalog.offered(subnets.keys(), pinned)
@@ -200,7 +233,7 @@ def _candidates(
         requirements,
         types,
         subnets.keys(),
-        words.capacity_types(lead),  # type: ignore[arg-type]
+        capacity_types or words.capacity_types(lead),  # type: ignore[arg-type]
         sources,
         image_platform=image_platform or LINUX,
         named_reservations=selection_of(lead.node_class).named_ids(),
