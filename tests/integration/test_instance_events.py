@@ -19,6 +19,7 @@ from tests.integration.test_reservation_sync import (
     ice_keys,
     published,
     reservations,
+    run_into,
     sample_event,
     snapshot,
     sync,
@@ -92,6 +93,45 @@ def test_a_terminated_instance_releases_its_limits_and_reservation_slot_once(
     assert event["detail"]["nodePool"] == "general"
     assert event["detail"]["capacityReservationId"] == reservation
     assert event["detail"]["state"] == "stopping"
+
+
+@pytest.mark.parametrize("state", ["terminated", "stopped"])
+def test_a_slot_our_instance_gives_back_is_launched_into_before_the_next_sync(
+    snapshot_launchers, subnets, image, state
+):
+    # Given a targeted reservation of 2 (EC2 puts no untargeted launch in it), synced, whose
+    # other slot someone else took since: our request for 2 got 1 in it and EC2's
+    # ReservationCapacityExceeded for the other, so the launcher marked it exhausted (its
+    # snapshot's flag and a `reserved:cr-` ICE entry)
+    cloud = snapshot_launchers
+    reservation = targeted_pool(
+        cloud, subnets, image, 2, limits={"instances": "4"}, InstanceMatchCriteria="targeted"
+    )
+    sync()
+    run_into(cloud, reservation, 1)
+    cloud.send(launch_request("fill-1", nodePool="general", count=2))
+    filled = cloud.record("fill-1")
+    assert filled is not None
+    landed = [i for i in filled.instances if i.capacity_reservation_id == reservation]
+    assert len(landed) == 1, filled.to_detail()
+    assert snapshot(reservation).snapshot.exhausted
+    assert f"reserved:{reservation}" in ice_keys()
+    # When the user stops or terminates that instance, and its state change arrives
+    instance_id = landed[0].instance_id
+    if state == "stopped":
+        cloud.ec2.stop_instances(InstanceIds=[instance_id])
+    else:
+        cloud.ec2.terminate_instances(InstanceIds=[instance_id])
+    assert deliver(STATE_CHANGE, instance_id, state=state)["action"] == "released"
+    # Then the next request, before any sync, lands in the slot it gave back: the release is
+    # evidence of room that outweighs the mark, and an on-demand launch there would leave the
+    # reservation idle for the whole life of that instance
+    assert not snapshot(reservation).snapshot.exhausted
+    assert f"reserved:{reservation}" not in ice_keys()
+    cloud.send(launch_request("after-1", nodePool="general"), batch=cloud.fresh_batch())
+    after = cloud.record("after-1")
+    assert after is not None
+    assert [i.capacity_reservation_id for i in after.instances] == [reservation], after.to_detail()
 
 
 def test_events_for_instances_we_did_not_launch_are_ignored_after_one_get_item(cloud):

@@ -100,14 +100,24 @@ class ReservationSnapshots:
         )
 
     def release_slot(self, reservation_id: str) -> bool:
-        """An instance left the reservation: its slot is available again (never above total)."""
-        return self._update(
+        """An instance of ours left the reservation: its slot is available again (never above
+        total), and a flag that said it had no room is lifted, since EC2 just freed one in it.
+        False when the snapshot held every slot free already (its flag is lifted all the same)."""
+        released = self._update(
             reservation_id,
-            "ADD available :one, version :one",
+            "SET exhausted = :false ADD available :one, version :one",
             "available < #total",
-            {":one": 1},
+            {":one": 1, ":false": False},
             names={"#total": "total"},
         )
+        if not released:
+            self._update(
+                reservation_id,
+                "SET exhausted = :false ADD version :one",
+                "exhausted = :true",
+                {":one": 1, ":false": False, ":true": True},
+            )
+        return released
 
     # -- the sync's side ----------------------------------------------------------------------
 

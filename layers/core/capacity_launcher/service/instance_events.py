@@ -114,7 +114,7 @@ class InstanceEvents:
             return Outcome("duplicate", instance_id, item.capacity_reservation_id)
         reservation_id = released.capacity_reservation_id
         if reservation_id:
-            self._reservations.release_slot(reservation_id)
+            self._give_back_slot(str(reservation_id))
         if released.request_id:
             self._items.note_on_request(released.request_id, instance_id, state)
         self._publish(Event(INSTANCE_TERMINATED, _detail(released, state, at)))
@@ -124,6 +124,16 @@ class InstanceEvents:
             extra={"instanceId": instance_id, "state": state, "nodePool": pool},
         )
         return Outcome("released", instance_id, reservation_id)
+
+    def _give_back_slot(self, reservation_id: str) -> None:
+        """Its slot is free again, in the snapshot and for the ICE cache: a mark that said the
+        reservation had no room (a worker's insufficient-capacity error, or an interruption
+        seen on another instance) is lifted, because EC2 has just freed a slot in it. Left until
+        the next sync, the next request would go on-demand and stay there for its instance's
+        whole life while the slot sat idle; a mark lifted wrongly costs one CreateFleet that EC2
+        refuses, which marks it again."""
+        self._reservations.release_slot(reservation_id)
+        self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
 
     def _started(self, instance_id: str, item: InstanceRecord) -> Outcome:
         """Count a started instance again; its launch counted it the first time (a no-op here)."""
