@@ -155,7 +155,7 @@ def _lease(
     # One read of its lease, none on its first delivery (no lease was ever taken for it).
     found = None if item.first else ctx.ports.leases.lease(pool, item.request_id)
     if found is not None and found.settled:
-        item.settled = True  # it absorbs its done intents and never launches more
+        item.settled = item.lease_read = True  # it absorbs its done intents, launches no more
         return Leased.SETTLED
     try:
         refused = _take(ctx, item, view, _taken_up(ctx, item, view, found, replayed), over)
@@ -196,6 +196,9 @@ def _take(
     """Its open lease, or a new one; the refusal when none can be taken here."""
     try:
         lease = _held(ctx, view, found)
+        # An earlier delivery's open lease is taken up now, or there is none (a pool changed or
+        # deleted since leaves it open: the visit gives it back as the request leaves).
+        item.lease_read = True
         if lease is None:
             lease = _reserve(ctx, item, view, over)
         if lease is not None:

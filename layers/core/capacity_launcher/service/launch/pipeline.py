@@ -151,14 +151,19 @@ class Launcher:
         return afresh(self._ctx, prepared, report, intents, pool or "")
 
     def _visit_or_give_back(self, visit: Visit, report: LaunchReport) -> list[Progress]:
-        """`_visit`; on any exception, give back the leases of requests no intent names."""
+        """`_visit`; then the leases earlier deliveries left in the pool for requests that leave
+        it without taking them up are given back (`give_back_earlier`); on any exception, the
+        leases of requests no intent names."""
+        arrived = list(visit.progress)
         try:
-            return self._visit(visit, report)
+            passed = self._visit(visit, report)
         except BaseException:
             for item in visit.progress:
                 if item.granted and not item.settled and not item.launching:
                     give_back_lease(self._ctx, item)
             raise
+        give_back_earlier(self._ctx, arrived, visit.intents)
+        return passed
 
     def _visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
         """One pool's phases for a visit's requests; returns those passed on to the next pool."""
@@ -210,7 +215,7 @@ class Launcher:
         passed = self._resolve_again([p for p in progress if p.changed], replayed, report)
         progress = [p for p in progress if not p.changed]
         if full:
-            stay, following = pass_on(ctx, full, lease_read=True)
+            stay, following = pass_on(ctx, full)
             passed += following
             progress = [p for p in progress if p not in full or p in stay]
         run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
@@ -247,7 +252,14 @@ class Launcher:
                 continue
             errors = _notes_kept(item.errors, prepared)
             again.append(
-                replace(item, prepared=prepared, changed=False, resolved_again=True, errors=errors)
+                replace(
+                    item,
+                    prepared=prepared,
+                    changed=False,
+                    resolved_again=True,
+                    errors=errors,
+                    lease_read=False,  # its lease phase is to come, wherever it resolves now
+                )
             )
         return again
 
@@ -264,7 +276,7 @@ class Launcher:
         stay, passed = list(progress), list[Progress]()
         if refusal.pass_on:
             why = refusal.error.message
-            stay, passed = pass_on(self._ctx, progress, why, replayed=replayed)
+            stay, passed = pass_on(self._ctx, progress, why)
         listed = self._listed_before(stay, replayed)
         passed += self._resolve_again(listed, replayed, report)
         again = {item.request_id for item in listed}
@@ -289,21 +301,14 @@ class Launcher:
 
 
 def pass_on(
-    ctx: Context,
-    items: Sequence[Progress],
-    why: str | None = None,
-    *,
-    replayed: Collection[str] = (),
-    lease_read: bool = False,
+    ctx: Context, items: Sequence[Progress], why: str | None = None
 ) -> tuple[list[Progress], list[Progress]]:
     """Requests that named no pool go on to the next compatible one by weight, as Karpenter
     does: returns those that stay (a request that named this pool, coalesced with them, or the
     last compatible pool's), whose answer is this pool's, and those that go on. Nothing was
-    launched for them in this pool, and nothing they go on from holds its limits: a lease an
-    earlier delivery took here is given back as they go (`give_back_earlier`), unless the lease
-    phase read it already (`lease_read`: none is held then) or an intent names the request
-    (`replayed`). `why`: this pool's answer to all; without it, each one's last error (its
-    limits or its quota)."""
+    launched for them in this pool, and nothing they go on from holds its limits (a lease an
+    earlier delivery took here is given back as the visit ends: `give_back_earlier`). `why`:
+    this pool's answer to all; without it, each one's last error (its limits or its quota)."""
     stay: list[Progress] = []
     following: list[Progress] = []
     for item in items:
@@ -318,20 +323,26 @@ def pass_on(
         notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
         # Once each: a request resolved again in this delivery comes past the same pools again.
         errors = list(dict.fromkeys([*item.passed_over(), note, *notes]))
-        if not lease_read and item.request_id not in replayed:
-            give_back_earlier(ctx, item)
         following.append(_next_pool(item, nxt, errors))
     return stay, following
 
 
-def give_back_earlier(ctx: Context, item: Progress) -> None:
-    """Give back the lease an earlier delivery of the request took in the pool it leaves before
-    its lease phase there: that delivery was killed before any intent named the request, so
-    nothing was launched under it, and kept, it would hold the pool's limits (and its quota)
-    for nobody until it expired (LIMIT_LEASE_SECONDS). A first delivery has nothing stored:
-    nothing is read."""
-    if not item.first:
-        give_back_lease(ctx, item)
+def give_back_earlier(
+    ctx: Context, arrived: Sequence[Progress], intents: Sequence[LaunchIntent]
+) -> None:
+    """Give back the leases earlier deliveries took in a visit's pool for the requests that
+    leave it without their lease phase here taking them up: ended before it (refused, rejected
+    when resolved again, failed at their wait's deadline), waiting, passed on, resolved again
+    into another pool, or finding their pool applied or deleted since they were resolved. Such
+    a delivery was killed before any intent named the request, so nothing was launched under
+    it; kept, it would hold the pool's limits (and its quota) for nobody until it expired
+    (LIMIT_LEASE_SECONDS). One place for every way out of a visit, so a new one cannot forget.
+    A first delivery has nothing stored, so nothing is read for it; a request intents name
+    finishes them under its lease (the replay settles it)."""
+    named = {request_id for intent in intents for request_id in intent.request_ids}
+    for item in arrived:
+        if not item.first and not item.lease_read and item.request_id not in named:
+            give_back_lease(ctx, item)
 
 
 def give_back_lease(ctx: Context, item: Progress) -> None:

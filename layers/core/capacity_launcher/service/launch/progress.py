@@ -74,6 +74,10 @@ class Progress:
     changed: bool = False
     # It was resolved again in this delivery already (a second change sends it back).
     resolved_again: bool = False
+    # Its lease phase in this pool read its lease and left none an earlier delivery took open
+    # and untaken here (it took it up, gave it back, or found none open): nothing is left for
+    # the visit to give back (`pipeline.give_back_earlier`).
+    lease_read: bool = False
 
     @property
     def request(self) -> LaunchRequest:
