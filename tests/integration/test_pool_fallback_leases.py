@@ -5,7 +5,9 @@ the shared ICE cache (`NodePoolPassedOver`). On a redelivery it may hold a lease
 already: an earlier delivery took it and was killed, before any intent named the request (the
 lease covers nothing launched: it is given back as the request goes on, or `general` would refuse
 others `LimitExceeded` for capacity nobody uses until the lease expires, 15 minutes), or after
-(an intent names the request: it is finished in `general`, under that lease, never passed on)."""
+(an intent names the request: it is finished in `general`, under that lease, never passed on).
+A request that ends before its lease phase (refused, resolved again and rejected) gives such a
+lease back too, as does one resolved again into another pool."""
 
 from __future__ import annotations
 
@@ -26,7 +28,15 @@ from tests.integration.test_launch_into_reservations import (
     expire_idempotency_claims,
     setup_pool,
 )
-from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
+from tests.support.cloud import (
+    Cloud,
+    capacity_type,
+    default_security_group,
+    instance_type,
+    launch_request,
+    node_class,
+    node_pool,
+)
 
 GENERAL_DRY = f"on-demand:m5.large:{ZONE}"
 M5_LARGE = Resources(Decimal(2), 8192, 0, 1)
@@ -40,10 +50,13 @@ def two_pools(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
     cloud.apply(node_pool("spare", "standard", requirements=spare))
 
 
-def killed_at(cloud: Cloud, monkeypatch: pytest.MonkeyPatch, step: str) -> dict[str, object]:
-    """The first delivery of a request naming no pool, killed in `general` after its lease was
-    taken, at `step` (nothing runs after a kill: not even the lease's give-back)."""
-    request = launch_request("moved-on")
+def killed_at(
+    cloud: Cloud, monkeypatch: pytest.MonkeyPatch, step: str, **fields: object
+) -> dict[str, object]:
+    """The first delivery of a request (naming no pool, unless `fields` name one), killed in
+    `general` after its lease was taken, at `step` (nothing runs after a kill: not even the
+    lease's give-back)."""
+    request = launch_request("moved-on", **fields)
 
     def killed(*_: object, **__: object) -> None:
         raise SystemExit("worker killed")
@@ -139,3 +152,71 @@ def first_delivery_with_intent(
     moto_capacity.reset()
     assert [lease.pool for lease in leases()] == ["general"]
     return request
+
+
+def refused_by_general(cloud: Cloud, subnets: dict[str, str], image: str, how: str) -> str:
+    """`general` refuses requests before anything is leased from now on: applied again with limits
+    no m5.large ever fits (the screen), or its NodeClass applied again naming a subnet EC2 does
+    not know (the NodeClass refused). Returns what the refusal's message says."""
+    if how == "limits":
+        setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"cpu": "1"})
+        return "it can never fit"
+    group = default_security_group(cloud.ec2)
+    cloud.apply(node_class("standard", ["subnet-0badc0de"], image, securityGroupIds=[group]))
+    return "spec.subnetIds"
+
+
+@pytest.mark.parametrize("how", ["limits", "node class"])
+def test_a_lease_no_intent_names_is_given_back_when_its_pool_refuses_the_request(
+    cloud, subnets, image, monkeypatch, how
+):
+    # Given a request naming `general` whose first delivery leased its one instance and was
+    # killed before writing its intent, and `general` refusing it since
+    two_pools(cloud, subnets, image)
+    request = killed_at(cloud, monkeypatch, "write_intent", nodePool="general")
+    said = refused_by_general(cloud, subnets, image, how)
+    # When it is delivered again: `general` refuses it, and it has no other pool
+    redeliver(cloud, request)
+    record = cloud.record("moved-on")
+    assert record is not None and record.launched == 0, record.to_detail()
+    assert said in record.errors[-1].message, record.to_detail()
+    # Then `general` holds nothing for it (it held the lease until it expired, 15 minutes)
+    assert leases() == []
+    assert general_usage() == 0
+
+
+def warm_beside_spare(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
+    """`general` (m5.large) before `spare` (c5.large or m5.large), in a warm launcher's copy."""
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    spare = [capacity_type("on-demand"), instance_type("c5.large", "m5.large")]
+    cloud.apply(node_pool("spare", "standard", requirements=spare))
+    cloud.send(launch_request("warm", nodePool="general"))
+
+
+@pytest.mark.parametrize(
+    ("fields", "status", "pool"),
+    [
+        ({}, RequestStatus.FULFILLED, "spare"),  # resolved again into `spare`
+        ({"nodePool": "general"}, RequestStatus.REJECTED, "general"),  # no pool allows it now
+    ],
+)
+def test_a_lease_no_intent_names_is_given_back_when_the_request_is_resolved_again(
+    cloud, subnets, image, monkeypatch, fields, status, pool
+):
+    # Given a warm launcher, and a request for an m5.large whose first delivery leased in
+    # `general` and was killed before writing its intent
+    warm_beside_spare(cloud, subnets, image)
+    m5 = [instance_type("m5.large")]
+    request = killed_at(cloud, monkeypatch, "write_intent", requirements=m5, **fields)
+    # When `general` is applied again allowing c5.large only, and the request is delivered again
+    # at once to the warm launcher (its copy of `general` is older: the lease it finds is not
+    # taken up, and the request is resolved again on the stored pools)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("c5.large",))
+    expire_idempotency_claims(cloud)
+    assert cloud.send(request) == []
+    record = cloud.record("moved-on")
+    assert record is not None and record.status is status, record.to_detail()
+    assert record.node_pool == pool, record.to_detail()
+    # Then `general` holds nothing for it: no lease, and only the warm request's instance
+    assert leases() == []
+    assert general_usage() == 1

@@ -455,3 +455,34 @@ def test_a_replay_whose_lease_holds_room_for_none_of_the_types_allowed_now_says_
     assert "earlier delivery" in message and "(m5.4xlarge)" in message, message
     assert "keeps the 1 instance(s)" in message, message
     assert record.candidates_left_out is None, record.to_detail()
+
+
+def test_a_lease_taken_up_beside_new_ones_covers_only_the_types_they_cover(
+    cloud, subnets, image, monkeypatch
+):
+    # Given `general` allowing c5.xlarge (4 cpu, 8 GiB) and r5.large (2 cpu, 16 GiB) within
+    # 12 GiB, and a worker that leased for one c5.xlarge (no r5.large fit) and died before it
+    # wrote its launch intent (its lease is left open, covering c5.xlarge only)
+    types = ("c5.xlarge", "r5.large")
+    setup_pool(
+        cloud, subnets, image, capacity_types=("on-demand",), types=types, limits={"memory": "12Gi"}
+    )
+    dies_after_its_lease(cloud, monkeypatch, "dead")
+    # When `general` is applied again with room for 6 cpu (the open lease holds 4 of them), and
+    # a new request comes in one batch with the dead worker's, first: its lease covers r5.large
+    # only (2 cpu left beside the open lease)
+    setup_pool(
+        cloud, subnets, image, capacity_types=("on-demand",), types=types, limits={"cpu": "6"}
+    )
+    expire_idempotency_claims(cloud)
+    new, dead = (launch_request(r, nodePool="general") for r in ("new", "dead"))
+    assert cloud.send(new, dead, batch=cloud.fresh_batch()) == []
+    # Then both launch an r5.large: the open lease, covering no type the new one's covers, is
+    # given back and a lease taken anew over r5.large (the group launched nothing: no type was
+    # left that every lease covered)
+    for request_id in ("new", "dead"):
+        record = cloud.record(request_id)
+        assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
+        assert [i.instance_type for i in record.instances] == ["r5.large"], record.to_detail()
+    usage = PoolUsageStore(get_settings().state_table_name).usage("general")
+    assert usage.cpu == 4 and PoolLeaseStore(get_settings().state_table_name, 900).leases() == []

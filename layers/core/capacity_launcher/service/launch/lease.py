@@ -14,14 +14,15 @@ with: when either was applied since (this container's copy is older), nothing is
 the request is resolved again on the stored documents (`Leased.CHANGED`).
 
 A lease an earlier delivery took (and died before it wrote an intent) is taken up as it is,
-covering only the candidate types it holds room for (`pool_usage.held_by`): a pool applied
-since may allow larger ones. It is taken up only while the pool and class are stored at the
-revisions the request was resolved with, checked as a new lease checks them (`Leased.CHANGED`
-otherwise: it was sized on the documents of its time, and this container's copy may be older
-than the stored ones). When it holds room for none, nothing was launched under it: it is given
-back and a new lease taken, conditioned like any other; unless intents name the request (they
-launched under it): it replays them under that lease and launches no more, and a record left
-short says why (`LeaseHoldsNoCandidate`, not the room left).
+covering only the candidate types it holds room for (`pool_usage.held_by`): a pool applied since
+may allow larger ones. Like a new lease, it covers only types the leases of the requests before
+it in the visit cover (a group launches only what every lease covers). It is taken up only while
+the pool and class are stored at the revisions the request was resolved with, checked as a new
+lease checks them (`Leased.CHANGED` otherwise: it was sized on the documents of its time, and
+this container's copy may be older than the stored ones). When it holds room for none, nothing
+was launched under it: it is given back and a new lease taken, conditioned like any other;
+unless intents name the request (they launched under it): it replays them under that lease and
+launches no more, and a record left short says why (`LeaseHoldsNoCandidate`, not the room left).
 
 A request that replays intents here launched here already: if its lease was lost meanwhile
 (expired and reclaimed, its instances counted by the sync), it launches no more but still takes
@@ -155,10 +156,11 @@ def _lease(
     # One read of its lease, none on its first delivery (no lease was ever taken for it).
     found = None if item.first else ctx.ports.leases.lease(pool, item.request_id)
     if found is not None and found.settled:
-        item.settled = True  # it absorbs its done intents and never launches more
+        item.settled = item.lease_read = True  # it absorbs its done intents, launches no more
         return Leased.SETTLED
     try:
-        refused = _take(ctx, item, view, _taken_up(ctx, item, view, found, replayed), over)
+        taken_up = _taken_up(ctx, item, view, found, replayed, over.types)
+        refused = _take(ctx, item, view, taken_up, over)
     except NodePoolChanged:
         item.changed = True
         return Leased.CHANGED
@@ -173,16 +175,25 @@ def _lease(
 
 
 def _taken_up(
-    ctx: Context, item: Progress, view: PoolView, found: Lease | None, replayed: Collection[str]
+    ctx: Context,
+    item: Progress,
+    view: PoolView,
+    found: Lease | None,
+    replayed: Collection[str],
+    types: frozenset[str] | None,
 ) -> Lease | None:
-    """The open lease an earlier delivery took, covering the candidate types it holds room for;
-    None (a new one is taken) when there is none, or it holds room for no candidate and no
-    intent names the request (nothing was launched under it, so it is given back)."""
+    """The open lease an earlier delivery took, covering the candidate types it holds room for
+    of `types`, those the leases of the requests before it in the visit cover (None: every
+    candidate), as a new lease would be (a group launches only the types every lease covers:
+    one covering none of theirs left the group nothing to launch); None (a new one is taken,
+    over `types`) when there is none, or it holds room for none of them and no intent names the
+    request (nothing was launched under it, so it is given back)."""
     if found is None:
         return None
-    sizes = view.candidates.sizes()
+    every = view.candidates.sizes()
+    sizes = every if types is None else {name: every[name] for name in every if name in types}
     held = held_by(found, sizes)
-    if held == frozenset(sizes):
+    if held == frozenset(every):
         return found
     if not held and item.request_id not in replayed:
         ctx.ports.leases.cancel(view.pool_name, item.request_id)
@@ -196,6 +207,9 @@ def _take(
     """Its open lease, or a new one; the refusal when none can be taken here."""
     try:
         lease = _held(ctx, view, found)
+        # An earlier delivery's open lease is taken up now, or there is none (a pool changed or
+        # deleted since leaves it open: the visit gives it back as the request leaves).
+        item.lease_read = True
         if lease is None:
             lease = _reserve(ctx, item, view, over)
         if lease is not None:

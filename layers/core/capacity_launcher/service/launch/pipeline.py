@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from capacity_launcher.domain.errors import RequestRejected, Transient
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.planning import Candidates
 from capacity_launcher.domain.requester_origins import Origin
 from capacity_launcher.domain.status import ErrorDetail
 from capacity_launcher.observability import logger
@@ -39,7 +40,7 @@ from capacity_launcher.service.launch.progress import (
     Run,
     Visit,
 )
-from capacity_launcher.service.launch.replay import afresh, replay
+from capacity_launcher.service.launch.replay import afresh, finish_refused, replay
 from capacity_launcher.service.launch.resolve import (
     PoolView,
     Refusal,
@@ -128,63 +129,78 @@ class Launcher:
         if record is not None and words.from_invalid_body(record):
             # An invalid body that borrowed this requestId never decides a valid one's fate.
             record = None
-        if record is not None and not record.is_final:
-            return [Progress(prepared, waited=record)]  # a wait never leaves intents
-        if record is not None:
+        if record is not None and record.is_final:
             report.records[request_id] = record
             report.replayed.add(request_id)
             return []
+        # A Waiting record, or none. A wait's delivery may have launched and died before its
+        # record: its intents are finished first, whatever the wait says.
         if intents:
-            return self._replays(prepared, intents, report)
-        return [Progress(prepared)]
+            return self._replays(Progress(prepared, waited=record), intents, report)
+        return [Progress(prepared, waited=record)]
 
     def _replays(
-        self, prepared: Prepared, intents: list[LaunchIntent], report: LaunchReport
+        self, item: Progress, intents: list[LaunchIntent], report: LaunchReport
     ) -> Visit | list[Progress]:
         """The replay visit; or, the intents' pool gone, the request served afresh."""
+        prepared = item.prepared
         pool = intents[-1].node_pool
         placed: Prepared | None = prepared
         if pool and pool != prepared.pool.metadata.name:
             placed = resolve_in(self._ctx.ports.config, prepared, pool)
         if placed is not None:
-            return Visit([Progress(placed)], intents)
-        return afresh(self._ctx, prepared, report, intents, pool or "")
+            return Visit([replace(item, prepared=placed)], intents)
+        return afresh(self._ctx, item, report, intents, pool or "")
 
     def _visit_or_give_back(self, visit: Visit, report: LaunchReport) -> list[Progress]:
-        """`_visit`; on any exception, give back the leases of requests no intent names."""
+        """`_visit`; then the leases earlier deliveries left in the pool for requests that leave
+        it without taking them up are given back (`give_back_earlier`); on any exception, the
+        leases of requests no intent names."""
+        arrived = list(visit.progress)
         try:
-            return self._visit(visit, report)
+            passed = self._visit(visit, report)
         except BaseException:
             for item in visit.progress:
                 if item.granted and not item.settled and not item.launching:
                     give_back_lease(self._ctx, item)
             raise
+        give_back_earlier(self._ctx, arrived, visit.intents)
+        return passed
 
     def _visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
         """One pool's phases for a visit's requests; returns those passed on to the next pool."""
-        ctx = self._ctx
-        replayed = {request_id for intent in visit.intents for request_id in intent.request_ids}
-        view = resolve(ctx, visit.progress[0].prepared, visit.progress, report)
+        view = resolve(self._ctx, visit.progress[0].prepared, visit.progress, report)
         if isinstance(view, Refusal):
-            return self._refuse(visit.progress, report, view, replayed)
-        progress = wait_or_go(ctx, visit.progress, report, view)
-        passed: list[Progress] = []
-        # The ICE cache says nothing of a replay: its intents are finished in their pool, under
-        # their lease (one may have launched), never left for the next pool's fresh launch.
-        why = nothing_left(view) if progress and not visit.intents else None
-        if why is not None:
-            progress, passed = pass_on(ctx, progress, why)
-        if not visit.intents:
-            progress, too_small = self._held_elsewhere(view, progress)
-            passed += too_small
+            return self._refuse(visit, report, view)
+        progress, passed = self._before_lease(visit, view, report)
         if not progress:
             return passed
-        view = replace(view, lead=progress[0].prepared)  # the same pool; its own minCount
-        refusal = screen(ctx, view)
-        if refusal is not None:
-            return [*passed, *self._refuse(progress, report, refusal, replayed)]
         visit.progress = progress
+        view = replace(view, lead=progress[0].prepared)  # the same pool; its own minCount
+        refusal = screen(self._ctx, view)
+        if refusal is not None:
+            return [*passed, *self._refuse(visit, report, refusal, view.candidates)]
         return [*passed, *self._launch(visit, view, report)]
+
+    def _before_lease(
+        self, visit: Visit, view: PoolView, report: LaunchReport
+    ) -> tuple[list[Progress], list[Progress]]:
+        """Those that go on to the screen and the lease here, and those passed on before: a
+        request waits for scheduled capacity, or goes on to the next pool when the ICE cache or
+        the reservations' snapshots leave it nothing here. A replay visit goes on whatever they
+        say: its intents are finished in their pool, under their lease, before anything else is
+        decided (one may have launched: the cache says nothing of that, and a wait would leave
+        it for a delivery that launches afresh)."""
+        if visit.intents:
+            return list(visit.progress), []
+        ctx = self._ctx
+        progress = wait_or_go(ctx, visit.progress, report, view)
+        passed: list[Progress] = []
+        why = nothing_left(view) if progress else None
+        if why is not None:
+            progress, passed = pass_on(ctx, progress, why)
+        progress, too_small = self._held_elsewhere(view, progress)
+        return progress, [*passed, *too_small]
 
     def _held_elsewhere(
         self, view: PoolView, progress: Sequence[Progress]
@@ -210,10 +226,11 @@ class Launcher:
         passed = self._resolve_again([p for p in progress if p.changed], replayed, report)
         progress = [p for p in progress if not p.changed]
         if full:
-            stay, following = pass_on(ctx, full, lease_read=True)
+            stay, following = pass_on(ctx, full)
             passed += following
             progress = [p for p in progress if p not in full or p in stay]
         run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
+        run.attempts = max((item.attempts for item in progress), default=0)
         view = covered(view, run.active)  # no CreateFleet offers a type a lease did not cover
         missing = words.missing_reservations(view.lead, view.sources)
         for item in run.active:
@@ -247,41 +264,61 @@ class Launcher:
                 continue
             errors = _notes_kept(item.errors, prepared)
             again.append(
-                replace(item, prepared=prepared, changed=False, resolved_again=True, errors=errors)
+                replace(
+                    item,
+                    prepared=prepared,
+                    changed=False,
+                    resolved_again=True,
+                    errors=errors,
+                    lease_read=False,  # its lease phase is to come, wherever it resolves now
+                )
             )
         return again
 
     def _refuse(
         self,
-        progress: Sequence[Progress],
+        visit: Visit,
         report: LaunchReport,
         refusal: Refusal,
-        replayed: Collection[str] = (),
+        candidates: Candidates | None = None,
     ) -> list[Progress]:
-        """The pool's refusal: those another pool may serve go on, the rest end with it (but
+        """The pool's refusal: a replay first keeps what its intents launched here
+        (`_finish_replay`); those another pool may serve go on, the rest end with it (but
         those that chose it from a listing a pool was applied to or deleted from since are
         resolved again: no lease was written to find that)."""
+        progress = visit.progress
+        if visit.intents:
+            progress = self._finish_replay(visit, report, refusal, candidates)
         stay, passed = list(progress), list[Progress]()
         if refusal.pass_on:
             why = refusal.error.message
-            stay, passed = pass_on(self._ctx, progress, why, replayed=replayed)
-        listed = self._listed_before(stay, replayed)
-        passed += self._resolve_again(listed, replayed, report)
+            stay, passed = pass_on(self._ctx, progress, why)
+        listed = self._listed_before(stay)
+        passed += self._resolve_again(listed, (), report)
         again = {item.request_id for item in listed}
         stay = [item for item in stay if item.request_id not in again]
         reject_all(self._ctx, stay, report, refusal.error, refusal.status)
         return passed
 
-    def _listed_before(
-        self, items: Sequence[Progress], replayed: Collection[str]
+    def _finish_replay(
+        self,
+        visit: Visit,
+        report: LaunchReport,
+        refusal: Refusal,
+        candidates: Candidates | None,
     ) -> list[Progress]:
+        """A replay its pool refuses before its lease phase: its intents are finished here
+        first (`replay.finish_refused`); returns the requests they launched nothing for, their
+        leases given back (nothing runs under them), for the refusal to answer."""
+        rest = finish_refused(self._ctx, visit, refusal.error, candidates, report)
+        for item in rest:
+            give_back_lease(self._ctx, item)
+        return rest
+
+    def _listed_before(self, items: Sequence[Progress]) -> list[Progress]:
         """Those that named no pool and chose this one from a listing older than the pools
         stored now (one read, only when there are such requests)."""
-        chose = [
-            item
-            for item in items
-            if item.prepared.pools_generation is not None and item.request_id not in replayed
-        ]
+        chose = [item for item in items if item.prepared.pools_generation is not None]
         if not chose:
             return []
         stored = self._ctx.ports.config.pool_set(fresh=True).generation
@@ -289,21 +326,14 @@ class Launcher:
 
 
 def pass_on(
-    ctx: Context,
-    items: Sequence[Progress],
-    why: str | None = None,
-    *,
-    replayed: Collection[str] = (),
-    lease_read: bool = False,
+    ctx: Context, items: Sequence[Progress], why: str | None = None
 ) -> tuple[list[Progress], list[Progress]]:
     """Requests that named no pool go on to the next compatible one by weight, as Karpenter
     does: returns those that stay (a request that named this pool, coalesced with them, or the
     last compatible pool's), whose answer is this pool's, and those that go on. Nothing was
-    launched for them in this pool, and nothing they go on from holds its limits: a lease an
-    earlier delivery took here is given back as they go (`give_back_earlier`), unless the lease
-    phase read it already (`lease_read`: none is held then) or an intent names the request
-    (`replayed`). `why`: this pool's answer to all; without it, each one's last error (its
-    limits or its quota)."""
+    launched for them in this pool, and nothing they go on from holds its limits (a lease an
+    earlier delivery took here is given back as the visit ends: `give_back_earlier`). `why`:
+    this pool's answer to all; without it, each one's last error (its limits or its quota)."""
     stay: list[Progress] = []
     following: list[Progress] = []
     for item in items:
@@ -318,20 +348,26 @@ def pass_on(
         notes = [ErrorDetail(code=POOL_PASSED_OVER, message=m) for m in skipped]
         # Once each: a request resolved again in this delivery comes past the same pools again.
         errors = list(dict.fromkeys([*item.passed_over(), note, *notes]))
-        if not lease_read and item.request_id not in replayed:
-            give_back_earlier(ctx, item)
         following.append(_next_pool(item, nxt, errors))
     return stay, following
 
 
-def give_back_earlier(ctx: Context, item: Progress) -> None:
-    """Give back the lease an earlier delivery of the request took in the pool it leaves before
-    its lease phase there: that delivery was killed before any intent named the request, so
-    nothing was launched under it, and kept, it would hold the pool's limits (and its quota)
-    for nobody until it expired (LIMIT_LEASE_SECONDS). A first delivery has nothing stored:
-    nothing is read."""
-    if not item.first:
-        give_back_lease(ctx, item)
+def give_back_earlier(
+    ctx: Context, arrived: Sequence[Progress], intents: Sequence[LaunchIntent]
+) -> None:
+    """Give back the leases earlier deliveries took in a visit's pool for the requests that
+    leave it without their lease phase here taking them up: ended before it (refused, rejected
+    when resolved again, failed at their wait's deadline), waiting, passed on, resolved again
+    into another pool, or finding their pool applied or deleted since they were resolved. Such
+    a delivery was killed before any intent named the request, so nothing was launched under
+    it; kept, it would hold the pool's limits (and its quota) for nobody until it expired
+    (LIMIT_LEASE_SECONDS). One place for every way out of a visit, so a new one cannot forget.
+    A first delivery has nothing stored, so nothing is read for it; a request intents name
+    finishes them under its lease (the replay settles it)."""
+    named = {request_id for intent in intents for request_id in intent.request_ids}
+    for item in arrived:
+        if not item.first and not item.lease_read and item.request_id not in named:
+            give_back_lease(ctx, item)
 
 
 def give_back_lease(ctx: Context, item: Progress) -> None:
@@ -346,9 +382,10 @@ def give_back_lease(ctx: Context, item: Progress) -> None:
 def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Progress:
     """The request as the next pool takes it: an earlier delivery's wait goes with it (past its
     deadline every pool ends it Failed, not only the first: README, Waiting for scheduled
-    capacity), and so do its quota refusal, whether this delivery bound its body and whether it
-    was resolved again in this delivery already (once per delivery, whichever pool); what was
-    this pool's (a lease, the record's cut of the candidates) does not."""
+    capacity), and so do its quota refusal, whether this delivery bound its body, whether it
+    was resolved again in this delivery already (once per delivery, whichever pool) and the
+    attempt numbers its intents used; what was this pool's (a lease, the record's cut of the
+    candidates) does not."""
     return Progress(
         nxt,
         errors=errors,
@@ -356,6 +393,7 @@ def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Prog
         reclaim=item.reclaim,
         first=item.first,
         resolved_again=item.resolved_again,
+        attempts=item.attempts,
     )
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from capacity_launcher.domain.fleet import InstanceLanding
 from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.planning import Candidates
 from capacity_launcher.domain.status import ErrorDetail, RequestStatus
 from capacity_launcher.domain.tags import NODE_POOL, REQUEST_ID
 from capacity_launcher.service.launch.progress import (
@@ -17,17 +19,18 @@ from capacity_launcher.service.launch.progress import (
     LaunchReport,
     Progress,
     Run,
+    Visit,
 )
 from capacity_launcher.service.launch.send import Sent, absorb, mark_launching, send
-from capacity_launcher.service.launch.settle import finish
-from capacity_launcher.service.resolution import Prepared
+from capacity_launcher.service.launch.settle import finish, settle_all
+from capacity_launcher.service.launch.words import counted
 
 
 def replay(
     ctx: Context, run: Run, intents: Sequence[LaunchIntent], pool: str, report: LaunchReport
 ) -> None:
     """Finish each intent in attempt order; the run's attempts then go on from the last."""
-    run.attempts = max((i.attempt for i in intents), default=0)
+    run.attempts = max([run.attempts, *(i.attempt for i in intents)])
     known = {i for intent in intents for i in intent.instance_ids}
     for intent in intents:
         if intent.state == "pending" and not _covered(ctx, intent, run.active, pool):
@@ -92,30 +95,113 @@ def end_unsent(ctx: Context, intent: LaunchIntent, why: str, known: set[str]) ->
     return replace(intent, state="done", instance_ids=tuple(found), errors=(error,))
 
 
+def finish_refused(
+    ctx: Context,
+    visit: Visit,
+    refusal: ErrorDetail,
+    candidates: Candidates | None,
+    report: LaunchReport,
+) -> list[Progress]:
+    """A replay visit its pool refuses before its lease phase (its NodeClass refused, the
+    screen): what its predecessor's intents launched there is the request's own, and is finished
+    there before the refusal decides anything (it was passed on or ended with its instances
+    running under no record, its lease held until it expired, and a launch elsewhere reused its
+    ClientTokens). The pool launches nothing more for it: a pending intent is ended unsent, with
+    what EC2 has for it. A request they launched for ends here with those instances: its lease
+    settled to them, its record listing them beside the refusal. Returns the requests they
+    launched nothing for, which the refusal answers as any other request (numbering any launch
+    on from their intents); a coalesced intent ended unsent may have instances not found yet
+    (left to reconciliation), so its requests end here too."""
+    pool = visit.progress[0].pool_name
+    why = f"nodePool {pool}: {refusal.message}: not sent again"
+    known = {i for intent in visit.intents for i in intent.instance_ids}
+    unsure = {
+        request_id
+        for intent in visit.intents
+        if intent.state == "pending" and len(intent.shares) > 1
+        for request_id in intent.request_ids
+    }
+    ended = [end_unsent(ctx, intent, why, known) for intent in visit.intents]
+    run = Run(list(visit.progress), list(visit.progress), replaying=True)
+    replay(ctx, run, ended, pool, report)  # every intent is done: each request takes its share
+    run.progress = [p for p in run.progress if p.instance_ids or p.request_id in unsure]
+    run.active = run.progress
+    for item in run.progress:
+        _settled_here(ctx, item, refusal)
+    settle_all(ctx, run, report, [], candidates or Candidates([], [], [], {}), {}, [])
+    kept = {item.request_id for item in run.progress}
+    rest = [item for item in visit.progress if item.request_id not in kept]
+    for item in rest:
+        item.attempts = run.attempts
+    return rest
+
+
+def _settled_here(ctx: Context, item: Progress, refusal: ErrorDetail) -> None:
+    """The request keeps what its intents launched and ends in their pool: its lease, open,
+    is settled to them (read once; one an earlier delivery settled stays as it is, and one
+    reclaimed since leaves its instances to the sync, which counts them)."""
+    found = ctx.ports.leases.lease(item.pool_name, item.request_id)
+    item.settled = found is not None and found.settled
+    item.granted = found.count if found is not None and not found.settled else 0
+    item.note(refusal)
+
+
 def afresh(
     ctx: Context,
-    prepared: Prepared,
+    item: Progress,
     report: LaunchReport,
     intents: Sequence[LaunchIntent],
     pool: str,
 ) -> list[Progress]:
-    """A request whose intents' pool is gone (or no longer one it may use): they are not
-    sent again; it is served afresh, where it resolves now, for what they did not launch."""
+    """A request whose intents' pool is gone (or no longer one it may use): they are not sent
+    again, but finished there first: what they launched stays counted there (the lease settled
+    to it, or given back when they launched nothing: it held that pool's limits and quota until
+    it expired) and is named on the record. The request is then served afresh, where it
+    resolves now, for what they did not launch, its attempts numbered on from theirs (a reused
+    ClientToken with another pool's input is one EC2 refuses); a request they launched all of
+    ends with those instances, in their pool."""
     why = f"nodePool {pool} is no longer one this request may use: not sent again"
     known = {i for intent in intents for i in intent.instance_ids}
     ended = [end_unsent(ctx, intent, why, known) for intent in intents]
-    request = prepared.request
-    launched = sum(len(i.split(i.instance_ids).get(request.request_id, [])) for i in ended)
-    there = f"; the {launched} it launched there are counted there" if launched else ""
+    request = item.request
+    mine = [x for i in ended for x in i.split(i.instance_ids).get(request.request_id, [])]
+    landings = _settle_there(ctx, pool, request.request_id, mine)
+    there = f"; the {len(mine)} it launched there ({', '.join(mine)}) are counted there"
     note = ErrorDetail(
         code=POOL_PASSED_OVER,
         message=f"nodePool {pool}: no longer one this request may use since an earlier "
-        f"delivery tried it: nothing more is launched in it{there}",
+        f"delivery tried it: nothing more is launched in it{there if mine else ''}",
     )
-    left = request.count - launched
-    item = Progress(prepared, errors=[note])
+    left = request.count - len(mine)
     if left < 1:
-        report.records[request.request_id] = finish(ctx, item, [], [], RequestStatus.FAILED, [note])
+        done = replace(item, errors=[note])
+        record = finish(ctx, done, landings, [], RequestStatus.FULFILLED, [note], pool=pool)
+        report.records[request.request_id] = record
         return []
     rest = request.model_copy(update={"count": left, "min_count": min(request.min_count, left)})
-    return [Progress(replace(prepared, request=rest), errors=[note])]
+    attempts = max(intent.attempt for intent in intents)
+    return [
+        replace(
+            item, prepared=replace(item.prepared, request=rest), errors=[note], attempts=attempts
+        )
+    ]
+
+
+def _settle_there(
+    ctx: Context, pool: str, request_id: str, instance_ids: Sequence[str]
+) -> list[InstanceLanding]:
+    """The request's lease in its intents' pool, settled to the instances they launched there
+    (members of that pool, as the sync would count them once the lease expired), or given back
+    when they launched none; returns where they landed."""
+    if not instance_ids:
+        ctx.ports.leases.cancel(pool, request_id)
+        return []
+    landings = ctx.ports.fleet.describe(instance_ids)
+    found = ctx.ports.leases.lease(pool, request_id)
+    if found is not None and not found.settled:
+        zones = sorted({x.zone for x in landings})
+        names = sorted({x.instance_type for x in landings})
+        types = {info.name: info for info in ctx.ports.catalog.offered(zones, names)}
+        amounts = {x.instance_id: counted(types.get(x.instance_type)) for x in landings}
+        ctx.ports.leases.settle(pool, request_id, amounts)
+    return landings

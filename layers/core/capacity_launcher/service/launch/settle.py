@@ -185,14 +185,17 @@ def finish(
     status: RequestStatus,
     errors: Sequence[ErrorDetail],
     reservations: Mapping[str, ReservationSnapshot] | None = None,
+    *,
+    pool: str | None = None,
 ) -> RequestRecord:
-    """The request's record, stored."""
+    """The request's record, stored; `pool`: where its instances run, when that is not the
+    pool it resolves to now (one it may no longer use: `replay.afresh`)."""
     request = item.request
     if item.reclaim is not None and not landings:
         errors = _request_reclaim(ctx, item, item.reclaim, errors)
     record = RequestRecord(
         request_id=request.request_id,
-        node_pool=item.pool_name,
+        node_pool=pool or item.pool_name,
         requester=request.requester,
         status=status,
         requested=request.count,
