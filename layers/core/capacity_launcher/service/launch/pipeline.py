@@ -142,12 +142,19 @@ class Launcher:
     def _replays(
         self, item: Progress, intents: list[LaunchIntent], report: LaunchReport
     ) -> Visit | list[Progress]:
-        """The replay visit; or, the intents' pool gone, the request served afresh."""
+        """The replay visit; or, the intents' pool gone or refusing the request now (its
+        NodeClass missing, a tag conflict: the request still resolves to its own pool, so it
+        is no fault of the request), the request served afresh. That refusal escaped every
+        delivery as an unexpected error, and the message ended in the dead-letter queue with
+        no record, what the intents launched running under none."""
         prepared = item.prepared
         pool = intents[-1].node_pool
         placed: Prepared | None = prepared
         if pool and pool != prepared.pool.metadata.name:
-            placed = resolve_in(self._ctx.ports.config, prepared, pool)
+            try:
+                placed = resolve_in(self._ctx.ports.config, prepared, pool)
+            except RequestRejected as refused:
+                return afresh(self._ctx, item, report, intents, pool, refused.reason)
         if placed is not None:
             return Visit([replace(item, prepared=placed)], intents)
         return afresh(self._ctx, item, report, intents, pool or "")

@@ -152,6 +152,7 @@ def afresh(
     report: LaunchReport,
     intents: Sequence[LaunchIntent],
     pool: str,
+    refused: str | None = None,
 ) -> list[Progress]:
     """A request whose intents' pool is gone (or no longer one it may use): they are not sent
     again, but finished there first: what they launched stays counted there (the lease settled
@@ -159,8 +160,10 @@ def afresh(
     it expired) and is named on the record. The request is then served afresh, where it
     resolves now, for what they did not launch, its attempts numbered on from theirs (a reused
     ClientToken with another pool's input is one EC2 refuses); a request they launched all of
-    ends with those instances, in their pool."""
-    why = f"nodePool {pool} is no longer one this request may use: not sent again"
+    ends with those instances, in their pool. `refused`: why the pool refuses the request now,
+    when resolving it there said (the field and the rule), for the record to say."""
+    because = f" ({refused})" if refused else ""
+    why = f"nodePool {pool} is no longer one this request may use{because}: not sent again"
     known = {i for intent in intents for i in intent.instance_ids}
     ended = [end_unsent(ctx, intent, why, known) for intent in intents]
     request = item.request
@@ -170,7 +173,7 @@ def afresh(
     note = ErrorDetail(
         code=POOL_PASSED_OVER,
         message=f"nodePool {pool}: no longer one this request may use since an earlier "
-        f"delivery tried it: nothing more is launched in it{there if mine else ''}",
+        f"delivery tried it{because}: nothing more is launched in it{there if mine else ''}",
     )
     left = request.count - len(mine)
     if left < 1:
