@@ -149,8 +149,7 @@ class LaunchBatch:
             origin = None if item.was_waiting else item.message.origin
             item.prepared = self._launcher.prepare(item.request, received_at, origin)
         except RequestRejected as rejected:
-            if not intake.reject(item, rejected):
-                outcome.back(item.message)
+            self._reject(item, rejected, outcome)
             return None
         except Exception:
             logger.exception(
@@ -160,6 +159,33 @@ class LaunchBatch:
             outcome.back(item.message)
             return None
         return item.prepared
+
+    def _reject(self, item: Claimed, rejected: RequestRejected, outcome: _Outcome) -> None:
+        """A request that can never be served. A delivery that may not be its first finishes
+        a predecessor's intents first (`Launcher.finish_rejected`): what they launched ends on
+        its record, not running under none while a plain rejection is recorded. A first
+        delivery has nothing stored: nothing is read for it."""
+        intake = self._intake
+        try:
+            kept = None
+            if not item.first:
+                kept = self._launcher.finish_rejected(
+                    item.request, item.message.received_at, rejected
+                )
+            if kept is not None:
+                self._telemetry.served(LaunchReport(records={kept.request_id: kept}))
+                intake.finish([(item, kept)])
+                return
+        except Exception:
+            logger.exception(
+                "could not finish the intents of a rejected request; the retry does it",
+                extra={"requestId": item.request.request_id},
+            )
+            intake.release([item])
+            outcome.back(item.message)
+            return
+        if not intake.reject(item, rejected):
+            outcome.back(item.message)
 
     def _serve_group(self, group: list[Claimed]) -> list[str]:
         # Per thread: groups are served side by side, each logging its own request ids.

@@ -27,7 +27,7 @@ from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.planning import Candidates
 from capacity_launcher.domain.requester_origins import Origin
-from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.domain.status import ErrorDetail, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.attempts import launch
@@ -40,7 +40,12 @@ from capacity_launcher.service.launch.progress import (
     Run,
     Visit,
 )
-from capacity_launcher.service.launch.replay import afresh, finish_refused, replay
+from capacity_launcher.service.launch.replay import (
+    afresh,
+    finish_refused,
+    finish_rejected,
+    replay,
+)
 from capacity_launcher.service.launch.resolve import (
     PoolView,
     Refusal,
@@ -87,6 +92,24 @@ class Launcher:
         RequestRejected when it can never be served."""
         ctx = self._ctx
         return resolve_request(ctx.ports.config, request, received_at or ctx.clock(), origin)
+
+    def finish_rejected(
+        self, request: LaunchRequest, received_at: datetime, rejected: RequestRejected
+    ) -> RequestRecord | None:
+        """A request its intake rejects on a delivery that may not be its first (its pool
+        deleted or applied again since, say): a predecessor's intents are finished first, in
+        their pool (`replay.finish_rejected`), before the rejection answers. Returns the record
+        when they launched for it; None when there is nothing of theirs to keep (no intent, or
+        a final record: whoever wrote it finished them), for the intake to reject it."""
+        record, intents = self._ctx.ports.records.load(request.request_id)
+        if record is not None and words.from_invalid_body(record):
+            record = None  # an invalid body that borrowed the requestId decides nothing
+        if not intents or (record is not None and record.is_final):
+            return None
+        # A Waiting record's arrival is the request's (its held copy arrived later).
+        since = record.received_at if record is not None else received_at
+        error = ErrorDetail(code=rejected.code, message=rejected.reason)
+        return finish_rejected(self._ctx, request, since, intents, error)
 
     def serve(self, group: Sequence[Prepared], first: Sequence[str] = ()) -> LaunchReport:
         """Launch for a group of compatible requests; returns one record per request. `first`:
@@ -142,12 +165,19 @@ class Launcher:
     def _replays(
         self, item: Progress, intents: list[LaunchIntent], report: LaunchReport
     ) -> Visit | list[Progress]:
-        """The replay visit; or, the intents' pool gone, the request served afresh."""
+        """The replay visit; or, the intents' pool gone or refusing the request now (its
+        NodeClass missing, a tag conflict: the request still resolves to its own pool, so it
+        is no fault of the request), the request served afresh. That refusal escaped every
+        delivery as an unexpected error, and the message ended in the dead-letter queue with
+        no record, what the intents launched running under none."""
         prepared = item.prepared
         pool = intents[-1].node_pool
         placed: Prepared | None = prepared
         if pool and pool != prepared.pool.metadata.name:
-            placed = resolve_in(self._ctx.ports.config, prepared, pool)
+            try:
+                placed = resolve_in(self._ctx.ports.config, prepared, pool)
+            except RequestRejected as refused:
+                return afresh(self._ctx, item, report, intents, pool, refused.reason)
         if placed is not None:
             return Visit([replace(item, prepared=placed)], intents)
         return afresh(self._ctx, item, report, intents, pool or "")

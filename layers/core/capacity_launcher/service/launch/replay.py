@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from capacity_launcher.domain.fleet import InstanceLanding
 from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.planning import Candidates
-from capacity_launcher.domain.status import ErrorDetail, RequestStatus
+from capacity_launcher.domain.status import ErrorDetail, RequestRecord, RequestStatus, status_for
 from capacity_launcher.domain.tags import NODE_POOL, REQUEST_ID
 from capacity_launcher.service.launch.progress import (
     POOL_PASSED_OVER,
@@ -22,8 +24,8 @@ from capacity_launcher.service.launch.progress import (
     Visit,
 )
 from capacity_launcher.service.launch.send import Sent, absorb, mark_launching, send
-from capacity_launcher.service.launch.settle import finish, settle_all
-from capacity_launcher.service.launch.words import counted
+from capacity_launcher.service.launch.settle import finish, settle_all, terminate_short
+from capacity_launcher.service.launch.words import counted, launched
 
 
 def replay(
@@ -152,6 +154,7 @@ def afresh(
     report: LaunchReport,
     intents: Sequence[LaunchIntent],
     pool: str,
+    refused: str | None = None,
 ) -> list[Progress]:
     """A request whose intents' pool is gone (or no longer one it may use): they are not sent
     again, but finished there first: what they launched stays counted there (the lease settled
@@ -159,8 +162,10 @@ def afresh(
     it expired) and is named on the record. The request is then served afresh, where it
     resolves now, for what they did not launch, its attempts numbered on from theirs (a reused
     ClientToken with another pool's input is one EC2 refuses); a request they launched all of
-    ends with those instances, in their pool."""
-    why = f"nodePool {pool} is no longer one this request may use: not sent again"
+    ends with those instances, in their pool. `refused`: why the pool refuses the request now,
+    when resolving it there said (the field and the rule), for the record to say."""
+    because = f" ({refused})" if refused else ""
+    why = f"nodePool {pool} is no longer one this request may use{because}: not sent again"
     known = {i for intent in intents for i in intent.instance_ids}
     ended = [end_unsent(ctx, intent, why, known) for intent in intents]
     request = item.request
@@ -170,7 +175,7 @@ def afresh(
     note = ErrorDetail(
         code=POOL_PASSED_OVER,
         message=f"nodePool {pool}: no longer one this request may use since an earlier "
-        f"delivery tried it: nothing more is launched in it{there if mine else ''}",
+        f"delivery tried it{because}: nothing more is launched in it{there if mine else ''}",
     )
     left = request.count - len(mine)
     if left < 1:
@@ -185,6 +190,60 @@ def afresh(
             item, prepared=replace(item.prepared, request=rest), errors=[note], attempts=attempts
         )
     ]
+
+
+def finish_rejected(
+    ctx: Context,
+    request: LaunchRequest,
+    received_at: datetime,
+    intents: Sequence[LaunchIntent],
+    rejection: ErrorDetail,
+) -> RequestRecord | None:
+    """A redelivery its intake rejects after a predecessor wrote intents (the NodePool it names
+    deleted since, or applied again so that the request conflicts with it; no pool compatible
+    any more): they are finished in their pool first, as `afresh` finishes them, none sent
+    again. What they launched is the request's: named on its record beside the rejection (it
+    was Rejected, launched 0, with those instances running under no record), its lease there
+    settled to them (it held the pool's limits until it expired); a gang short of its minCount
+    is terminated, as any gang is. Returns that record; None when they launched nothing for
+    it (its lease given back), for the rejection to answer as any other request's."""
+    pool = intents[-1].node_pool or ""
+    why = f"nodePool {pool}: the request is rejected now ({rejection.message}): not sent again"
+    known = {i for intent in intents for i in intent.instance_ids}
+    ended = [end_unsent(ctx, intent, why, known) for intent in intents]
+    mine = [x for i in ended for x in i.split(i.instance_ids).get(request.request_id, [])]
+    if not mine:
+        _settle_there(ctx, pool, request.request_id, [])
+        return None
+    errors = [rejection]
+    if len(mine) < request.min_count:
+        errors.append(_gang_short(ctx, mine, request.min_count))
+        mine = []
+    landings = _settle_there(ctx, pool, request.request_id, mine)
+    record = RequestRecord(
+        request_id=request.request_id,
+        node_pool=pool,
+        requester=request.requester,
+        status=status_for(request.count, len(landings), request.min_count),
+        requested=request.count,
+        launched=len(landings),
+        instances=[launched(x, {}) for x in landings],
+        errors=errors,
+        received_at=received_at,
+        finished_at=max(ctx.clock(), received_at),
+        wait_for_capacity_until=request.wait_for_capacity_until,
+    )
+    ctx.ports.records.put_record(record)
+    return record
+
+
+def _gang_short(ctx: Context, instance_ids: Sequence[str], min_count: int) -> ErrorDetail:
+    """Terminate what the intents launched for a gang that can get no more (`terminate_short`);
+    the reservation slots of those still running are given back (one EC2 shows going was
+    terminated by a try that died before the record, and gave its slot back then)."""
+    landed = ctx.ports.fleet.describe(instance_ids)
+    alive = [x for x in landed if x.state not in ("shutting-down", "terminated")]
+    return terminate_short(ctx, landed, min_count, alive)
 
 
 def _settle_there(

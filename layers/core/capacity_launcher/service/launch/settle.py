@@ -100,15 +100,25 @@ def _missed_min_count(ctx: Context, item: Progress, mine: Sequence[InstanceLandi
                 )
             )
         return
-    ctx.ports.fleet.terminate([x.instance_id for x in mine], fresh=True)
-    if not item.settled:  # the delivery that settled gave the slots back already
-        give_back_slots(ctx, mine)
-    item.errors.append(
-        ErrorDetail(
-            code="MinCountNotMet",
-            message=f"launched {len(mine)} of minCount={item.request.min_count}; "
-            f"terminated {', '.join(x.instance_id for x in mine)}",
-        )
+    holding = [] if item.settled else mine  # the delivery that settled gave the slots back
+    item.errors.append(terminate_short(ctx, mine, item.request.min_count, holding))
+
+
+def terminate_short(
+    ctx: Context,
+    landed: Sequence[InstanceLanding],
+    min_count: int,
+    holding: Sequence[InstanceLanding],
+) -> ErrorDetail:
+    """Terminate a gang that got fewer instances than its minCount (README: they are terminated
+    and the request Failed), and free the reservation slots of those `holding` theirs still;
+    returns the record's words for it."""
+    ctx.ports.fleet.terminate([x.instance_id for x in landed], fresh=True)
+    give_back_slots(ctx, holding)
+    return ErrorDetail(
+        code="MinCountNotMet",
+        message=f"launched {len(landed)} of minCount={min_count}; "
+        f"terminated {', '.join(x.instance_id for x in landed)}",
     )
 
 
