@@ -258,6 +258,7 @@ class Catalog:
     sequence: int = 0
     quotas: dict[str, dict[str, Any]] = field(default_factory=dict)
     changed_at: list[float] = field(default_factory=list)  # NodePool/NodeClass changes
+    last_changed: dict[str, float] = field(default_factory=dict)  # "Kind/name" → when
     interruptible_sources: list[str] = field(default_factory=list)  # ODCRs lending some
 
 

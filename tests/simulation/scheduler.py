@@ -77,6 +77,7 @@ class Simulation:
         self.catalog = Catalog()
         self.invariants = Invariants(self.world, self.ledger, seed, self.catalog)
         self.world.call_watchers.append(self.invariants.unready)  # the lease writes, as made
+        self.world.call_watchers.append(self.invariants.reserved)  # EC2's room and launches
         self.pending_crash: tuple[int, str] | None = None
         self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
         self.outcome = Outcome(seed, profile.name)
@@ -161,6 +162,7 @@ class Simulation:
             document, written.label, self.world.stored_document(kind, name)
         )
         self.catalog.changed_at.append(self.world.now)
+        self.catalog.last_changed[f"{kind}/{name}"] = self.world.now
         if kind == "CapacityQuota":
             self.catalog.quotas[name] = document
             self.invariants.quota_applied(name, document)
@@ -186,6 +188,7 @@ class Simulation:
         except Exception as error:
             return type(error).__name__
         self.catalog.changed_at.append(self.world.now)
+        self.catalog.last_changed[f"{kind}/{name}"] = self.world.now
         if kind == "CapacityQuota":
             self.catalog.quotas.pop(name, None)
         elif kind == "NodeClass":
