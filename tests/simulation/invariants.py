@@ -26,6 +26,7 @@ from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
 from tests.simulation.priority_invariants import PriorityInvariants
+from tests.simulation.reserved_first import ReservedFirst
 from tests.simulation.unready_invariants import UnreadyInvariants
 from tests.simulation.versions import stored_as_meant
 from tests.simulation.world import LIVE, World
@@ -158,7 +159,9 @@ class Invariants:
         self.capacity = CapacityInvariants(self)
         self.edges = EdgeInvariants(self)
         self.unready = UnreadyInvariants(self)
-        self.priority = PriorityInvariants(self)  # the scheduler has `unready` watch the calls
+        self.priority = PriorityInvariants(self)
+        # The scheduler has `unready` and `reserved` watch the calls.
+        self.reserved = ReservedFirst(self)
 
     def _violate(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._seen:
@@ -207,6 +210,7 @@ class Invariants:
         self.edges.every_step()
         self.unready.every_step()
         self.priority.every_step()
+        self.reserved.every_step()
 
     def _note_status_events(self, events: list[dict[str, Any]]) -> None:
         for event in events:

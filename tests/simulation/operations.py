@@ -110,6 +110,18 @@ class Profile:
     wall_minutes: float | None = None  # soak: keep going until this much wall time passed
 
 
+# Room in the selected reservations changing under the service (reservation_operations.py): a
+# reservation grown or shrunk, someone else's instances run in one or ended, the sync stopped
+# for minutes, and requests for more than a selected reservation's room (judged by "a launch
+# uses a free selected reservation first", reserved_first.py).
+ROOM_WEIGHTS: dict[str, float] = {
+    "modify_reservation": 1.5,
+    "foreign_instances": 2,
+    "pause_sync": 0.5,
+    "reservation_burst": 2,
+    "stale_room": 0.3,
+}
+
 BASE_WEIGHTS: dict[str, float] = {
     "submit": 30,
     "duplicate": 4,
@@ -134,6 +146,7 @@ BASE_WEIGHTS: dict[str, float] = {
     "buy_capacity_block": 1,
     "create_future_reservation": 0.5,
     "advance_clock": 4,
+    **ROOM_WEIGHTS,
     **PRIORITY_WEIGHTS,
 }
 
@@ -206,6 +219,29 @@ PROFILES = {
         submit_batch=(2, 8),
         wall_minutes=20.0,
     ),
+    # Room in selected reservations changing under requests for more than it (reserved_first.py):
+    # the sync stopped for minutes, reservations grown and shrunk, someone else's instances run
+    # and ended, the service's own ended, with waits between.
+    "reserved-first": Profile(
+        "reserved-first",
+        steps=60,
+        weights={
+            **ROOM_WEIGHTS,
+            "reservation_burst": 5,
+            "stale_room": 2,
+            "foreign_instances": 3,
+            "modify_reservation": 2,
+            "pause_sync": 1,
+            "submit": 2,
+            "wait": 6,
+            "terminate_instance": 2,
+            "stop_instance": 1,
+            "start_instance": 1,
+            "create_reservation": 1,
+            "cancel_reservation": 0.5,
+        },
+        quiesce_every=30,
+    ),
     # The determinism test's: short, and two containers at once on half the steps.
     "replay": Profile(
         "replay",
@@ -258,7 +294,9 @@ class Catalog:
     sequence: int = 0
     quotas: dict[str, dict[str, Any]] = field(default_factory=dict)
     changed_at: list[float] = field(default_factory=list)  # NodePool/NodeClass changes
+    last_changed: dict[str, float] = field(default_factory=dict)  # "Kind/name" → when
     interruptible_sources: list[str] = field(default_factory=list)  # ODCRs lending some
+    foreign: list[str] = field(default_factory=list)  # someone else's instances, not terminated
 
 
 def quota_document(name: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from tests.simulation.emulator import START, Fault
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
 from tests.simulation.priority_operations import bootstrap_priority_classes
+from tests.simulation.reservation_operations import ROOM_OPERATIONS
 from tests.simulation.versions import (
     VersionCounts,
     apply_as_written,
@@ -77,6 +78,7 @@ class Simulation:
         self.catalog = Catalog()
         self.invariants = Invariants(self.world, self.ledger, seed, self.catalog)
         self.world.call_watchers.append(self.invariants.unready)  # the lease writes, as made
+        self.world.call_watchers.append(self.invariants.reserved)  # EC2's room and launches
         self.pending_crash: tuple[int, str] | None = None
         self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
         self.outcome = Outcome(seed, profile.name)
@@ -84,6 +86,8 @@ class Simulation:
         self._store: ConfigStore | None = None
         self._checked: set[str] = set()
         self._storm: tuple[float, Disturbance] | None = None  # transaction conflicts raised
+        self._sync_paused_until = 0.0  # the minute's sync does not run before this
+        self._sync_pause: Disturbance | None = None
 
     # -- what operations call -------------------------------------------------------------------
 
@@ -161,6 +165,7 @@ class Simulation:
             document, written.label, self.world.stored_document(kind, name)
         )
         self.catalog.changed_at.append(self.world.now)
+        self.catalog.last_changed[f"{kind}/{name}"] = self.world.now
         if kind == "CapacityQuota":
             self.catalog.quotas[name] = document
             self.invariants.quota_applied(name, document)
@@ -186,6 +191,7 @@ class Simulation:
         except Exception as error:
             return type(error).__name__
         self.catalog.changed_at.append(self.world.now)
+        self.catalog.last_changed[f"{kind}/{name}"] = self.world.now
         if kind == "CapacityQuota":
             self.catalog.quotas.pop(name, None)
         elif kind == "NodeClass":
@@ -245,6 +251,34 @@ class Simulation:
             self._triggers()
             self._sleep_until_due(ends)
         self._expire_faults()
+
+    def pause_sync(self, seconds: float) -> str:
+        """The minute's sync does not run for `seconds` (a quiescence runs it, and ends this): a
+        disturbance for requests open meanwhile (the sync also marks instances ready)."""
+        self._sync_paused_until = max(self._sync_paused_until, self.world.now + seconds)
+        if self._sync_pause is not None:
+            self._sync_pause.cleared = self.world.now
+        self._sync_pause = Disturbance("sync paused", self.world.now, self._sync_paused_until)
+        self.ledger.disturbances.append(self._sync_pause)
+        return f"until t={self._sync_paused_until - self._start_time():.0f}s"
+
+    def pass_time(self, seconds: float) -> None:
+        """`seconds` pass with the system at work: faults and conflict storms clearing when due,
+        the mapping serving what is visible, the minute's sync (unless paused), EC2's events,
+        the checks."""
+        ends = self.world.now + seconds
+        while self.world.now < ends:
+            self._expire_faults()
+            self._poll_everything()
+            self._triggers()
+            clears = [until for _, until, _ in self.faults.values()]
+            clears += [self._storm[0]] if self._storm is not None else []
+            self._sleep_until_due(min([ends, *clears]))
+
+    def _resume_sync(self) -> None:
+        if self._sync_pause is not None and self._sync_paused_until > self.world.now:
+            self._sync_pause.cleared = self.world.now
+        self._sync_paused_until, self._sync_pause = 0.0, None
 
     def jump(self) -> str:
         """Skip hours or days to the next moment a reservation changes (a block or future-dated
@@ -346,7 +380,7 @@ class Simulation:
         weights = [self.profile.weights[n] for n in names]
         name = self.rng.choices(names, weights)[0]
         try:
-            result = {**OPERATIONS, **ADVERSARY}[name](self, self.rng)
+            result = {**OPERATIONS, **ROOM_OPERATIONS, **ADVERSARY}[name](self, self.rng)
         except Exception as error:  # an operator's call the emulator refused: part of the run
             result = f"error {type(error).__name__}"
         self.outcome.operations[f"{name}: {result}"] += 1
@@ -449,7 +483,10 @@ class Simulation:
         self.world.emulator.settle()
         if self.world.now >= self._next_sync:
             self._next_sync = self.world.now + SYNC_EVERY_SECONDS
-            self._note(self.world.run_sync(self._crash_for()))
+            if self.world.now >= self._sync_paused_until:
+                self._note(self.world.run_sync(self._crash_for()))
+            else:
+                self.outcome.invocations["sync paused (runs skipped)"] += 1
         for invoked in self.world.deliver_due_events(self._crash_for):
             self._note(invoked)
         for instance_id, state in self.world.observe_instances():
@@ -489,6 +526,7 @@ class Simulation:
                 " window with every fault off",
             )
         self.world.emulator.clock.advance(get_settings().limit_lease_seconds + 1)
+        self._resume_sync()
         self._note(self.world.run_sync())
         self._next_sync = self.world.now + SYNC_EVERY_SECONDS
         self._triggers()

@@ -115,6 +115,44 @@ class ReservationView:
     open: bool = False  # instance match criteria `open`: matching on-demand launches use it
 
 
+@dataclass(frozen=True)
+class Placement:
+    """What a Capacity Reservation and an instance must share for the one to run in the other
+    (the emulator's `mismatch`: EC2's instance type, platform, zone and tenancy)."""
+
+    instance_type: str
+    zone: str
+    platform: str
+    tenancy: str
+
+
+@dataclass(frozen=True)
+class ReservationFacts:
+    """What does not change about one Capacity Reservation: what it holds, how a NodeClass
+    selects it (tags, owner, match criteria), its kind and its end."""
+
+    reservation_id: str
+    placement: Placement
+    tags: tuple[tuple[str, str], ...]
+    owner_id: str
+    match_criteria: str  # `open` or `targeted`
+    kind: str  # "capacity-block", "future-dated" or "default"
+    interruptible: bool
+    end: float | None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One instance as EC2 launched it: when (the simulated clock just after the call), where,
+    in which market (`on-demand`, `spot`, `capacity-block`, ...) and in which reservation."""
+
+    instance_id: str
+    at: float
+    placement: Placement
+    market: str
+    reservation_id: str | None
+
+
 @dataclass(order=True)
 class PendingEvent:
     deliver_at: float
@@ -758,6 +796,39 @@ class World:
         backend = capacity_backend(ec2_backends[ACCOUNT][REGION])
         return {r.id: _reservation_view(r, self.now) for r in list(backend.reservations.values())}
 
+    def reservation_room(self) -> dict[str, int]:
+        """Reservation id → the instances EC2 would launch into it now: its available count
+        while `active` (other users' instances counted), 0 in any other state. Read from the
+        emulator (no call, no fault)."""
+        backend = capacity_backend(ec2_backends[ACCOUNT][REGION])
+        return {
+            r.id: r.available_instance_count if r.state == "active" else 0
+            for r in list(backend.reservations.values())
+        }
+
+    def reservation_facts(self, reservation_id: str) -> ReservationFacts:
+        backend = capacity_backend(ec2_backends[ACCOUNT][REGION])
+        return _reservation_facts(backend.reservations[reservation_id])
+
+    def launches_after(self, seen: int) -> list[Launch]:
+        """The instances EC2 launched beyond the first `seen` it ever launched (the emulator
+        keeps every instance it launched, in order), stamped with the clock now."""
+        backend = capacity_backend(ec2_backends[ACCOUNT][REGION])
+        found = []
+        for instance_id, capacity in list(backend.instances.items())[seen:]:
+            attributes, slot = capacity.attributes, capacity.slot
+            placement = Placement(
+                attributes.instance_type,
+                attributes.availability_zone,
+                attributes.platform,
+                attributes.tenancy,
+            )
+            reservation_id = None if slot is None else slot.reservation_id
+            found.append(
+                Launch(instance_id, self.now, placement, capacity.capacity_type, reservation_id)
+            )
+        return found
+
     def stored_quota_usage(self) -> dict[tuple[str, str], float]:
         """(QuotaUsage partition, "<attribute>:<requester>") → the amount admission recorded."""
         assert self.names is not None
@@ -863,6 +934,25 @@ def _reservation_view(reservation: Any, now: float) -> ReservationView:
         frozenset(reservation.instance_ids),
         tuple(sorted(m for m in moments if m > now)),
         reservation.instance_match_criteria == "open",
+    )
+
+
+def _reservation_facts(reservation: Any) -> ReservationFacts:
+    block = reservation.reservation_type == "capacity-block"
+    return ReservationFacts(
+        reservation.id,
+        Placement(
+            reservation.instance_type,
+            reservation.availability_zone,
+            reservation.instance_platform,
+            reservation.tenancy,
+        ),
+        tuple(sorted((t["key"], t["value"]) for t in reservation.get_tags())),
+        reservation.owner_id,
+        reservation.instance_match_criteria,
+        "capacity-block" if block else "future-dated" if reservation.is_future_dated else "default",
+        bool(reservation.interruptible),
+        None if reservation.end_date is None else _epoch(reservation.end_date),
     )
 
 
