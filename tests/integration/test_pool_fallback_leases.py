@@ -16,7 +16,6 @@ from decimal import Decimal
 import pytest
 
 import moto_capacity
-from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.pool_usage import Lease
@@ -37,6 +36,7 @@ from tests.support.cloud import (
     node_class,
     node_pool,
 )
+from tests.support.crashes import worker_dies_at
 
 GENERAL_DRY = f"on-demand:m5.large:{ZONE}"
 M5_LARGE = Resources(Decimal(2), 8192, 0, 1)
@@ -57,15 +57,8 @@ def killed_at(
     `general` after its lease was taken, at `step` (nothing runs after a kill: not even the
     lease's give-back)."""
     request = launch_request("moved-on", **fields)
-
-    def killed(*_: object, **__: object) -> None:
-        raise SystemExit("worker killed")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(LaunchRecords, step, killed)
-        patch.setattr(PoolLeaseStore, "cancel", killed)
-        with pytest.raises(SystemExit):
-            cloud.send(request)
+    with worker_dies_at(monkeypatch, step):
+        cloud.send(request)
     assert [lease.pool for lease in leases()] == ["general"]
     return request
 

@@ -23,8 +23,6 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_pool_fallback_leases import (
@@ -41,6 +39,7 @@ from tests.support.cloud import (
     launch_request,
     node_class,
 )
+from tests.support.crashes import worker_dies_at
 
 LAUNCHED = "complete_intent"  # killed there, after its CreateFleet: EC2 launched its instance
 THROTTLED = "throttled"  # its CreateFleet throttled past the retries: handed back, nothing ran
@@ -59,14 +58,8 @@ def first_delivery(
         moto_capacity.reset()
         return request
 
-    def killed(*_: object, **__: object) -> None:
-        raise SystemExit("worker killed")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(LaunchRecords, step, killed)
-        patch.setattr(PoolLeaseStore, "cancel", killed)
-        with pytest.raises(SystemExit):
-            cloud.send(request)
+    with worker_dies_at(monkeypatch, step):
+        cloud.send(request)
     return request
 
 

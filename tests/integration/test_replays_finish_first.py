@@ -18,8 +18,6 @@ from datetime import timedelta
 import pytest
 
 import moto_capacity
-from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.status import RequestStatus
 from tests.integration.test_launch_into_gpu_reservations import (
     advance_to,
@@ -41,6 +39,7 @@ from tests.integration.test_pool_fallback_leases import (
 )
 from tests.integration.test_wait_for_scheduled_capacity import stamp
 from tests.support.cloud import Cloud, default_security_group, launch_request, node_class
+from tests.support.crashes import worker_dies_at
 
 # The launch queue's visibility timeout (template.yaml): a killed delivery's message comes back.
 VISIBILITY_SECONDS = 720
@@ -128,15 +127,8 @@ def test_a_waiting_request_whose_worker_died_after_launching_replays_its_intent(
     # When the block starts and the held copy's worker has EC2 launch its instance and dies
     # before recording it (its Waiting record stays, beside its intent and its open lease)
     advance_to(block["StartDate"], 1)
-
-    def killed(*_: object, **__: object) -> None:
-        raise SystemExit("worker killed")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(LaunchRecords, "complete_intent", killed)
-        patch.setattr(PoolLeaseStore, "cancel", killed)
-        with pytest.raises(SystemExit):
-            cloud.deliver_queued()
+    with worker_dies_at(monkeypatch, "complete_intent"):
+        cloud.deliver_queued()
     assert len(cloud.managed_instances()) == 1
     # And the held copy comes back once its visibility runs out, after `standard` was applied
     # again with a tag (a launch composed now differs from the one EC2 has under its token)
