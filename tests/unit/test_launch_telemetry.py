@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import metrics
 from capacity_launcher.service.launch import LaunchReport
@@ -22,6 +23,27 @@ from capacity_launcher.service.telemetry import (
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 11, 24, 11, 30, tzinfo=UTC)
+
+
+def quota(name: str, requesters: list[str], prefixes: tuple[str, ...] = ()) -> CapacityQuota:
+    resources = [{"name": "cpu", "nominalQuota": "8"}]
+    return parse_quota(
+        {
+            "apiVersion": "capacity-launcher/v1",
+            "kind": "CapacityQuota",
+            "metadata": {"name": name},
+            "spec": {
+                "requesters": requesters,
+                "requesterPrefixes": list(prefixes),
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [{"name": "training", "resources": resources}],
+                    }
+                ],
+            },
+        }
+    )
 
 
 def record(request_id: str, status: RequestStatus) -> RequestRecord:
@@ -101,8 +123,11 @@ def test_each_outcome_is_counted_by_pool_and_requester_with_its_latency(
         }
     )
     waiting = record("r-wait", RequestStatus.WAITING).model_copy(update={"node_pool": "batch"})
-    # When the group is counted
-    LaunchTelemetry().served(LaunchReport(records={"r-done": done, "r-wait": waiting}))
+    # When the group is counted, with a quota declaring the ml team
+    quotas = (quota("ml", ["ml-team"]),)
+    LaunchTelemetry(lambda: quotas).served(
+        LaunchReport(records={"r-done": done, "r-wait": waiting})
+    )
     output = capsys.readouterr().out
     # Then each outcome carries its pool, requester and status as dimensions
     outcomes = _emitted(output, REQUEST_OUTCOME)
@@ -117,3 +142,22 @@ def test_each_outcome_is_counted_by_pool_and_requester_with_its_latency(
         "training", "ml-team", [42.0],
     )  # fmt: skip
     assert latency["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"] == "Seconds"
+
+
+def test_the_requester_dimension_takes_only_values_the_quotas_declare(counted, capsys) -> None:
+    # Given quotas declaring team-ml by name and the CI teams by the prefix ci-
+    quotas = (quota("ml", ["team-ml"]), quota("ci", ["ci-main"], prefixes=("ci-",)))
+    # And requests from team-ml, a CI team, a team no quota knows and one in non-ASCII free text
+    requesters = {"r-ml": "team-ml", "r-ci": "ci-nightly-42", "r-x": "someone", "r-u": "équipe"}
+    records = {
+        request_id: record(request_id, RequestStatus.FULFILLED).model_copy(
+            update={"node_pool": "training", "requester": requester}
+        )
+        for request_id, requester in requesters.items()
+    }
+    # When the group is counted
+    LaunchTelemetry(lambda: quotas).served(LaunchReport(records=records))
+    # Then the dimension names a declared requester, a declared prefix, or `other`: never the
+    # free text itself (each new value would be a new billed metric; CloudWatch takes ASCII only)
+    outcomes = _emitted(capsys.readouterr().out, REQUEST_OUTCOME)
+    assert sorted(o["requester"] for o in outcomes) == ["ci-*", "other", "other", "team-ml"]

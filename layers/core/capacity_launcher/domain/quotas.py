@@ -368,6 +368,28 @@ class QuotaSet:
     quotas: tuple[CapacityQuota, ...] = ()
 
 
+# The metrics' requester dimension: a bounded set of ASCII values (CloudWatch bills every new
+# value as a new metric and takes ASCII only), whatever free text producers send.
+OTHER_REQUESTER = "other"
+NO_REQUESTER = "none"
+
+
+def requester_dimension(quotas: Iterable[CapacityQuota], requester: str | None) -> str:
+    """The requester as a metric dimension: itself when a quota declares it, the prefix and `*`
+    when a quota's prefix covers it, else `other` (`none` when the request names nobody)."""
+    if not requester:
+        return NO_REQUESTER
+    prefixes: list[str] = []
+    for quota in quotas:
+        if requester in quota.spec.requesters:
+            return requester if requester.isascii() else OTHER_REQUESTER
+        prefixes.extend(p for p in quota.spec.requester_prefixes if requester.startswith(p))
+    longest = max(prefixes, key=len, default=None)
+    if longest is not None and longest.isascii():
+        return f"{longest}*"
+    return OTHER_REQUESTER
+
+
 def usage_item_key(cohort_key: str, flavor: str) -> str:
     """The key of the item that keeps a cohort's use of one flavor (docs/quotas.md)."""
     return f"QuotaUsage#{cohort_key}#{flavor}"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from capacity_launcher.domain.quotas import NO_REQUESTER, requester_dimension
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import MetricUnit, emit_single, metrics
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection, Sequence
 
+    from capacity_launcher.domain.quotas import CapacityQuota
     from capacity_launcher.service.launch.progress import LaunchReport
 
 INSTANCES_LAUNCHED = "InstancesLaunched"
@@ -30,10 +32,11 @@ LIMIT_REJECTED = "LimitRejected"
 INSTANCES_LEFT_UNTAGGED = "InstancesLeftUntagged"
 # Per served request, by pool and requester (the team): its outcome (dimension `status`), and for
 # a finished one, seconds from its receipt to its record. The dashboard and on-call read these.
+# The requester is bounded to what the quotas declare (domain.quotas.requester_dimension).
 REQUEST_OUTCOME = "RequestOutcome"
 REQUEST_LATENCY = "RequestLatency"
 # A dimension value for a request without a pool or requester (a dimension cannot be empty).
-NO_VALUE = "none"
+NO_VALUE = NO_REQUESTER
 
 _BY_STATUS = {
     RequestStatus.FULFILLED: LAUNCH_FULFILLED,
@@ -45,6 +48,10 @@ _BY_STATUS = {
 
 
 class LaunchTelemetry:
+    def __init__(self, quotas: Callable[[], Sequence[CapacityQuota]] = tuple) -> None:
+        # The quotas whose requesters name the requester dimension (none known: all `other`).
+        self._quotas = quotas
+
     def rejected(self) -> None:
         metrics.add_metric(name=LAUNCH_REJECTED, unit=MetricUnit.Count, value=1)
 
@@ -69,13 +76,14 @@ class LaunchTelemetry:
                 name=INSTANCES_LEFT_UNTAGGED, unit=MetricUnit.Count, value=len(report.untagged)
             )
         launched: dict[str, int] = {}
+        quotas = self._quotas() if report.records else ()
         for request_id, record in report.records.items():
             if request_id in report.replayed:
                 continue
             if record.status is RequestStatus.WAITING and request_id in waiting_already:
                 continue
             metrics.add_metric(name=_BY_STATUS[record.status], unit=MetricUnit.Count, value=1)
-            _by_pool_and_requester(record)
+            _by_pool_and_requester(record, requester_dimension(quotas, record.requester))
             if any(e.code == "LimitExceeded" for e in record.errors):
                 metrics.add_metric(name=LIMIT_REJECTED, unit=MetricUnit.Count, value=1)
             for instance in record.instances:
@@ -90,12 +98,9 @@ def _by_capacity_type(name: str, counts: dict[str, int]) -> None:
         emit_single(name, MetricUnit.Count, value, {"capacityType": capacity_type})
 
 
-def _by_pool_and_requester(record: RequestRecord) -> None:
+def _by_pool_and_requester(record: RequestRecord, requester: str) -> None:
     """The request's outcome and (once it has ended) its latency, by pool and requester."""
-    dimensions = {
-        "nodePool": record.node_pool or NO_VALUE,
-        "requester": record.requester or NO_VALUE,
-    }
+    dimensions = {"nodePool": record.node_pool or NO_VALUE, "requester": requester}
     outcome = {**dimensions, "status": str(record.status)}
     emit_single(REQUEST_OUTCOME, MetricUnit.Count, 1, outcome)
     if record.is_final:

@@ -244,7 +244,7 @@ class Adapters:
             self.publisher().publish,
             ports.records,
             RequestClaims(persistence),
-            LaunchTelemetry(),
+            LaunchTelemetry(ports.config.capacity_quotas),
             queue=LaunchQueue(),
             clock=self.clock,
         )
