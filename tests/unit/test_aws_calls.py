@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters import dynamodb
 from capacity_launcher.adapters.aws import all_pages, aws_call
-from capacity_launcher.adapters.dynamodb import BATCH_WRITE_ATTEMPTS, batch_write
+from capacity_launcher.adapters.dynamodb import BATCH_ATTEMPTS, batch_get, batch_write
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
 from capacity_launcher.domain.config import NodeClass
@@ -135,8 +135,8 @@ def test_batch_write_gives_up_after_its_attempts_with_a_clear_error() -> None:
     table, pauses = _Table(stubborn=1000), []
     with pytest.raises(Throttled) as raised:
         batch_write(table, "t", _requests(3), pause=pauses.append)
-    assert len(table.calls) == BATCH_WRITE_ATTEMPTS
-    assert len(pauses) == BATCH_WRITE_ATTEMPTS - 1
+    assert len(table.calls) == BATCH_ATTEMPTS
+    assert len(pauses) == BATCH_ATTEMPTS - 1
     assert raised.value.operation == "BatchWriteItem"
     assert raised.value.code == "UnprocessedItems"
 
@@ -154,7 +154,50 @@ def test_instance_records_written_in_a_batch_are_retried_a_bounded_number_of_tim
                 InstanceRecord("i-2", "m5.large", "on-demand"),
             ]
         )
-    assert len(table.calls) == BATCH_WRITE_ATTEMPTS
+    assert len(table.calls) == BATCH_ATTEMPTS
+
+
+class _Reads:
+    """BatchGetItem that leaves the last key of each call unprocessed `stubborn` times."""
+
+    def __init__(self, stubborn: int) -> None:
+        self.stubborn = stubborn
+        self.calls: list[int] = []
+
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+        (table, request), *_ = RequestItems.items()
+        keys = request["Keys"]
+        self.calls.append(len(keys))
+        assert len(self.calls) <= 50, "unprocessed keys asked again without bound"
+        if self.stubborn > 0:
+            self.stubborn -= 1
+            unprocessed = {table: {**request, "Keys": keys[-1:]}}
+            return {"Responses": {table: keys[:-1]}, "UnprocessedKeys": unprocessed}
+        return {"Responses": {table: keys}, "UnprocessedKeys": {}}
+
+
+def _keys(count: int) -> list[dict[str, Any]]:
+    return [{"pk": {"S": str(n)}} for n in range(count)]
+
+
+def test_batch_get_asks_again_for_unprocessed_keys_after_a_pause() -> None:
+    # Given a table that leaves one key unprocessed twice (DynamoDB asking us to slow down)
+    table, pauses = _Reads(stubborn=2), []
+    # When 3 keys are read
+    found = batch_get(table, "t", _keys(3), pause=pauses.append)
+    # Then every key is read, the left ones asked again only after a jittered pause each
+    assert sorted(i["pk"] for i in found) == ["0", "1", "2"]
+    assert table.calls == [3, 1, 1]
+    assert len(pauses) == 2 and all(p > 0 for p in pauses)
+
+
+def test_batch_get_gives_up_after_its_attempts_with_a_clear_error() -> None:
+    table, pauses = _Reads(stubborn=1000), []
+    with pytest.raises(Throttled) as raised:
+        batch_get(table, "t", _keys(3), pause=pauses.append)
+    assert len(table.calls) == BATCH_ATTEMPTS
+    assert len(pauses) == BATCH_ATTEMPTS - 1
+    assert (raised.value.operation, raised.value.code) == ("BatchGetItem", "UnprocessedKeys")
 
 
 class _ThrottledEc2:

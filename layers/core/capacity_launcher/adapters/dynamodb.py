@@ -18,9 +18,9 @@ from capacity_launcher.domain.errors import Throttled
 
 _BATCH_GET_LIMIT = 100
 BATCH_WRITE_LIMIT = 25
-# BatchWriteItem calls per chunk of 25 while DynamoDB leaves items unprocessed (it is asking us to
-# slow down): after these, the work goes back to the queue instead of spinning here.
-BATCH_WRITE_ATTEMPTS = 5
+# BatchGetItem / BatchWriteItem calls per chunk while DynamoDB leaves keys or items unprocessed (it
+# is asking us to slow down): after these, the work goes back to the queue instead of spinning here.
+BATCH_ATTEMPTS = 5
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -49,18 +49,30 @@ def put_if_absent(db: Any, table: str, item: Mapping[str, Any]) -> bool:
     return True
 
 
-def batch_get(db: Any, table: str, keys: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every item of `keys` that exists, read consistently, 100 keys a call."""
+def batch_get(
+    db: Any,
+    table: str,
+    keys: Sequence[Mapping[str, Any]],
+    *,
+    attempts: int = BATCH_ATTEMPTS,
+    pause: Callable[[float], None] = time.sleep,
+) -> list[dict[str, Any]]:
+    """Every item of `keys` that exists, read consistently, 100 keys a call.
+
+    Unprocessed keys are asked again after a jittered backoff, as `batch_write` does."""
     found: list[dict[str, Any]] = []
     for start in range(0, len(keys), _BATCH_GET_LIMIT):
-        request: dict[str, Any] = {
+        chunk = {
             table: {"Keys": list(keys[start : start + _BATCH_GET_LIMIT]), "ConsistentRead": True}
         }
-        while request:
+
+        def call(request: dict[str, Any]) -> dict[str, Any]:
             with aws_call("BatchGetItem"):
                 response = db.batch_get_item(RequestItems=request)
-            found += [from_item(i) for i in response["Responses"].get(table, [])]
-            request = response.get("UnprocessedKeys") or {}
+            found.extend(from_item(i) for i in response["Responses"].get(table, []))
+            return response.get("UnprocessedKeys") or {}
+
+        _until_processed("BatchGetItem", "UnprocessedKeys", chunk, call, attempts, pause)
     return found
 
 
@@ -69,7 +81,7 @@ def batch_write(
     table: str,
     requests: Sequence[Mapping[str, Any]],
     *,
-    attempts: int = BATCH_WRITE_ATTEMPTS,
+    attempts: int = BATCH_ATTEMPTS,
     pause: Callable[[float], None] = time.sleep,
 ) -> int:
     """BatchWriteItem `requests` (PutRequest/DeleteRequest) 25 at a time; the calls made.
@@ -79,19 +91,36 @@ def batch_write(
     """
     calls = 0
     for start in range(0, len(requests), BATCH_WRITE_LIMIT):
-        pending: dict[str, Any] = {table: list(requests[start : start + BATCH_WRITE_LIMIT])}
-        for attempt in range(1, attempts + 1):
-            calls += 1
+
+        def call(request: dict[str, Any]) -> dict[str, Any]:
             with aws_call("BatchWriteItem"):
-                response = db.batch_write_item(RequestItems=pending)
-            pending = response.get("UnprocessedItems") or {}
-            if not pending:
-                break
-            if attempt < attempts:
-                pause(in_process_delay(attempt))
-        else:
-            raise Throttled("BatchWriteItem", "UnprocessedItems")
+                response = db.batch_write_item(RequestItems=request)
+            return response.get("UnprocessedItems") or {}
+
+        chunk = {table: list(requests[start : start + BATCH_WRITE_LIMIT])}
+        calls += _until_processed(
+            "BatchWriteItem", "UnprocessedItems", chunk, call, attempts, pause
+        )
     return calls
+
+
+def _until_processed(
+    operation: str,
+    unprocessed: str,
+    request: dict[str, Any],
+    call: Callable[[dict[str, Any]], dict[str, Any]],
+    attempts: int,
+    pause: Callable[[float], None],
+) -> int:
+    """Call with what DynamoDB left unprocessed (it is asking us to slow down) after a jittered
+    backoff, at most `attempts` calls; then Throttled. The calls made."""
+    for attempt in range(1, attempts + 1):
+        request = call(request)
+        if not request:
+            return attempt
+        if attempt < attempts:
+            pause(in_process_delay(attempt))
+    raise Throttled(operation, unprocessed)
 
 
 def is_condition_failure(error: ClientError) -> bool:
