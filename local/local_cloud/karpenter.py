@@ -5,10 +5,13 @@
 - The public SSM parameters the AMI aliases name (EKS optimized AMIs for
   DEFAULT_KUBERNETES_VERSION; https://docs.aws.amazon.com/eks/latest/userguide/retrieve-ami-id.html
   and https://docs.aws.amazon.com/eks/latest/userguide/retrieve-ami-id-bottlerocket.html), one
-  per architecture as AWS publishes them (x86_64, and arm64 for all but Windows), each naming
-  one of moto's Amazon images of that architecture. AWS lets no one write `/aws/service/*`
-  parameters (moto refuses PutParameter there too), so they are put in moto's in-process store
-  directly, as moto loads its own `/aws/service/ami-amazon-linux-latest` ones.
+  per architecture and variant as AWS publishes them (x86_64, and arm64 for all but Windows; the
+  standard images, the NVIDIA ones of AL2023 (x86_64 and arm64), AL2 (its GPU image) and
+  Bottlerocket (`aws-k8s-<version>-nvidia`), and AL2023's x86_64 Neuron image), each naming one
+  of moto's Amazon images of that architecture, a different one per variant. AWS lets no one
+  write `/aws/service/*` parameters (moto refuses PutParameter there too), so they are put in
+  moto's in-process store directly, as moto loads its own
+  `/aws/service/ami-amazon-linux-latest` ones.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.domain.karpenter.images import DEFAULT_KUBERNETES_VERSION
+from capacity_launcher.domain.karpenter.images import (
+    DEFAULT_KUBERNETES_VERSION,
+    STANDARD,
+    VARIANTS,
+    accelerated_parameters,
+)
 from capacity_launcher.domain.karpenter.images import alias_parameters as alias_parameters_of
 
 CLUSTER_NAME = "capacity-launcher"
@@ -38,11 +46,22 @@ def tag_for_discovery(ec2: Any, resources: list[str]) -> None:
     )
 
 
-def _amazon_image(ec2: Any, architecture: str) -> str:
+def _amazon_image(ec2: Any, architecture: str, variant: str = STANDARD) -> str:
+    """One of moto's Amazon images of the architecture, a different one per variant."""
     images = ec2.describe_images(
         Owners=["amazon"], Filters=[{"Name": "architecture", "Values": [architecture]}]
     )["Images"]
-    return str(sorted(i["ImageId"] for i in images)[0])
+    return str(sorted(i["ImageId"] for i in images)[VARIANTS.index(variant)])
+
+
+def served(alias: str) -> list[tuple[str, str, str]]:
+    """(architecture, variant, parameter) of every image parameter AWS publishes for an alias."""
+    standard = alias_parameters_of(alias, DEFAULT_KUBERNETES_VERSION)
+    found = [(arch, STANDARD, name) for arch, name in standard.items()]
+    for architecture, variant, name in accelerated_parameters(alias, DEFAULT_KUBERNETES_VERSION):
+        if name not in standard.values():  # Bottlerocket's standard x86_64 image serves Neuron
+            found.append((architecture, variant, name))
+    return found
 
 
 def alias_parameters(ec2: Any, account_id: str, region: str) -> dict[str, str]:
@@ -50,13 +69,14 @@ def alias_parameters(ec2: Any, account_id: str, region: str) -> dict[str, str]:
     from moto.ssm.models import Parameter, ssm_backends
 
     store = ssm_backends[account_id][region]._parameters
-    images: dict[str, str] = {}
+    images: dict[tuple[str, str], str] = {}
     written = {}
     for alias in ALIASES:
-        for architecture, name in alias_parameters_of(alias, DEFAULT_KUBERNETES_VERSION).items():
-            if architecture not in images:
-                images[architecture] = _amazon_image(ec2, architecture)
-            image_id = images[architecture]
+        for architecture, variant, name in served(alias):
+            key = (architecture, variant)
+            if key not in images:
+                images[key] = _amazon_image(ec2, architecture, variant)
+            image_id = images[key]
             if not store.get(name):
                 store[name].append(  # moto builds its own the same way
                     Parameter(  # type: ignore[abstract]

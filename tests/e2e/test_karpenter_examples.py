@@ -149,11 +149,19 @@ def test_a_general_purpose_pool_launches_with_the_resolved_network_and_image(
     assert status["securityGroups"] == [
         {"id": "sg-0a1b2c3d4e5f67890", "name": "capacity-launcher-nodes"}
     ]
-    # Both of the alias's images, the x86_64 one the instance runs and the arm64 one
-    arm64 = alias.replace("/x86_64/", "/arm64/")
+
+    # Every image of the alias: the standard x86_64 one the instance runs, the standard arm64
+    # one, and the NVIDIA (both architectures) and Neuron (x86_64) variants
+    def image(arch: str, variant: str) -> str:
+        name = alias.replace("/x86_64/standard/", f"/{arch}/{variant}/")
+        return str(ssm.get_parameter(Name=name)["Parameter"]["Value"])
+
     assert [(a["id"], a["requirements"][0]["values"]) for a in status["amis"]] == [
         (launched["ImageId"], ["amd64"]),
-        (ssm.get_parameter(Name=arm64)["Parameter"]["Value"], ["arm64"]),
+        (image("arm64", "standard"), ["arm64"]),
+        (image("x86_64", "nvidia"), ["amd64"]),
+        (image("arm64", "nvidia"), ["arm64"]),
+        (image("x86_64", "neuron"), ["amd64"]),
     ]
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
         "SubnetsReady": "True",

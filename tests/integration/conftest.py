@@ -52,3 +52,11 @@ def fleet_inputs(cloud: Cloud) -> list[dict[str, Any]]:
         "provide-client-params.ec2.CreateFleet", lambda params, **kw: record(params)
     )
     return seen
+
+
+@pytest.fixture
+def karpenter_cloud() -> Iterator[Cloud]:
+    """The local cloud with what Karpenter's examples expect (discovery-tagged network, the
+    aliases' public parameters)."""
+    with local_cloud(None, example_network=True) as cloud:
+        yield cloud

@@ -8,6 +8,7 @@ InvalidParameterValue. Karpenter derives `kubernetes.io/arch` from the AMI the s
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import moto_capacity
 from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH
@@ -80,3 +81,45 @@ def test_a_request_naming_no_pool_passes_over_a_pool_whose_image_its_types_canno
     assert record.node_pool == "fallback"
     [passed] = [e for e in record.errors if e.code == "NodePoolPassedOver"]
     assert passed.message.startswith("nodePool arm: NodeClass arm: spec.imageId"), passed
+
+
+def test_a_mac_type_is_left_out_as_unable_to_run_an_x86_64_image(
+    cloud: Cloud, subnets: dict[str, str], image: str, fleet_inputs: list[dict[str, Any]]
+) -> None:
+    """Issue 34 item 5: DescribeInstanceTypes lists mac2.metal's architecture as arm64_mac
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ProcessorInfo.html), on which
+    EC2 runs only Mac images; a Mac type was taken for amd64 (its architecture left out) and
+    CreateFleet was asked to launch it with an x86_64 image."""
+    # Given a pool allowing only the Mac type, and an x86_64 image
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=("mac2.metal",))
+    # When a request arrives
+    assert cloud.send(launch_request("mac", nodePool="general")) == []
+    # Then it fails naming the type's own architecture, and no CreateFleet was sent
+    record = cloud.record("mac")
+    assert record is not None and record.status is RequestStatus.FAILED, record
+    (error,) = record.errors
+    assert error.code == ARCHITECTURE_MISMATCH
+    assert "mac2.metal (arm64_mac)" in error.message
+    assert fleet_inputs == []
+
+
+def test_a_broad_pool_launches_beside_its_mac_types_without_offering_them(
+    cloud: Cloud, subnets: dict[str, str], image: str, fleet_inputs: list[dict[str, Any]]
+) -> None:
+    # Given a pool allowing a Mac type and an x86 type, and an x86_64 image
+    types = ("mac2.metal", "m5.large")
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=types)
+    # When a request arrives
+    assert cloud.send(launch_request("beside-mac", nodePool="general")) == []
+    # Then it runs on m5.large, no error on its record, and the fleet never offered the Mac type
+    record = cloud.record("beside-mac")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert [i.instance_type for i in record.instances] == ["m5.large"]
+    assert record.errors == []
+    offered = {
+        o["InstanceType"]
+        for sent in fleet_inputs
+        for c in sent["LaunchTemplateConfigs"]
+        for o in c["Overrides"]
+    }
+    assert offered == {"m5.large"}

@@ -7,7 +7,6 @@ with the image of its architecture, from one CreateFleet with a LaunchTemplateCo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +18,7 @@ from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.domain.tags import TEMPLATE_BASIS
 from capacity_launcher_cli.config_commands import read_documents, validate_steps
 from tests.support.cloud import (
-    HOST,
-    INSTANCE_VISIBILITY_SECONDS,
-    RESERVATION_PENDING_SECONDS,
     Cloud,
-    cloud_of,
-    harness_options,
     launch_request,
 )
 
@@ -59,20 +53,6 @@ BOTH_ARCHITECTURES = {
         }
     },
 }
-
-
-@pytest.fixture
-def karpenter_cloud() -> Iterator[Cloud]:
-    """The local cloud with what Karpenter's examples expect (discovery-tagged network, the
-    aliases' public parameters)."""
-    options = harness_options(
-        example_network=True,
-        in_process=True,
-        function_host=HOST,
-        consistency_seconds=(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS),
-    )
-    with cloud_of(options) as cloud:
-        yield cloud
 
 
 @pytest.fixture

@@ -239,11 +239,15 @@ def cloud_of(options: LocalCloudOptions, *, capture_events: bool = True) -> Iter
 
 
 @contextmanager
-def local_cloud(monkeypatch: Any, **parameters: Any) -> Iterator[Cloud]:
+def local_cloud(
+    monkeypatch: Any, *, example_network: bool = False, **parameters: Any
+) -> Iterator[Cloud]:
     """The local cloud in process, on the emulator's clock, with EC2's consistency delays
-    (`monkeypatch`: kept for the callers' signature; the cloud puts the environment back)."""
+    (`monkeypatch`: kept for the callers' signature; the cloud puts the environment back);
+    `example_network`: with what Karpenter's examples expect (local_cloud/karpenter.py)."""
     options = harness_options(
         parameters=parameters,
+        example_network=example_network,
         in_process=True,
         function_host=HOST,
         consistency_seconds=(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS),

@@ -40,9 +40,12 @@ P5 = InstanceTypeInfo(
     zones=frozenset({"us-east-1a", "us-east-1b"}),
 )
 M7GD = InstanceTypeInfo(name="m7gd.large", architectures=("arm64",), vcpu=2, memory_mib=8192)
-MAC = InstanceTypeInfo(
-    name="mac2.metal", architectures=("arm64_mac", "x86_64", "arm64"), vcpu=12, memory_mib=16384
+# A type of two architectures, listed as EC2 spells them (one twice).
+DUAL = InstanceTypeInfo(
+    name="dual.metal", architectures=("arm64", "x86_64", "arm64"), vcpu=12, memory_mib=16384
 )
+# A Mac type: DescribeInstanceTypes lists arm64_mac alone, which no arm64 image runs on.
+MAC = InstanceTypeInfo(name="mac2.metal", architectures=("arm64_mac",), vcpu=12, memory_mib=16384)
 CR = "cr-0123456789abcdef0"
 
 
@@ -75,8 +78,11 @@ def test_name_parts(name: str, family: str, size: str | None, generation: int | 
 
 def test_ec2_architectures_are_spelled_as_labels() -> None:
     assert P5.architectures == ("amd64",)
-    assert MAC.architectures == ("arm64", "amd64")
-    assert MAC.architecture == "arm64"
+    assert DUAL.architectures == ("arm64", "amd64")
+    assert DUAL.architecture == "arm64"
+    # A Mac type keeps its own architecture: it is neither amd64 nor arm64
+    assert MAC.architectures == ("arm64_mac",)
+    assert not MAC.matches(reqs((ARCH, "In", ("arm64",))))
 
 
 def test_zones_are_a_frozenset() -> None:
@@ -184,10 +190,10 @@ def test_gpu_count_does_not_exist_picks_types_without_gpus() -> None:
 
 
 def test_every_architecture_of_a_type_is_tried() -> None:
-    assert MAC.matches(reqs((ARCH, "In", ("amd64",))))
-    assert MAC.matches(reqs((ARCH, "In", ("arm64",))))
+    assert DUAL.matches(reqs((ARCH, "In", ("amd64",))))
+    assert DUAL.matches(reqs((ARCH, "In", ("arm64",))))
     assert not P5.matches(reqs((ARCH, "In", ("arm64",))))
-    assert MAC.allowed_architectures(reqs((ARCH, "NotIn", ("arm64",)))) == ["amd64"]
+    assert DUAL.allowed_architectures(reqs((ARCH, "NotIn", ("arm64",)))) == ["amd64"]
 
 
 def test_unknown_zone_and_capacity_type_are_not_judged() -> None:

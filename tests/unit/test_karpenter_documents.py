@@ -454,9 +454,15 @@ def test_hub_fields_a_version_has_no_place_for_ride_in_an_annotation() -> None:
     arm64 = (
         "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/recommended/image_id"
     )
+    # And the accelerated images' parameters (al2023's NVIDIA and Neuron variants)
+    accelerated = [
+        {"ssmParameter": arm64.replace("arm64/standard", f"{arch}/{variant}"), "variant": variant}
+        for arch, variant in (("x86_64", "nvidia"), ("arm64", "nvidia"), ("x86_64", "neuron"))
+    ]
     assert json.loads(carried) == {
         "spec.capacityReservationSpec": target,
         "spec.arm64ImageSsmParameter": arm64,
+        "spec.acceleratedImageSsmParameters": accelerated,
     }
     assert REGISTRY.read(as_v1).conversion.hub == hub
     as_v1["metadata"]["annotations"][HUB_FIELDS_ANNOTATION] = "[1]"

@@ -301,10 +301,19 @@ def test_launch_templates_read_both_parameters_and_skip_a_missing_arm64_one() ->
     assert x86 is not None and arm is not None
     both = LaunchTemplates(ec2=_Ec2(), ssm=_Ssm({x86: X86_IMAGE, arm: ARM_IMAGE}))
     found = both.image_architectures(hub)
-    assert found == BOTH
+    # The alias names accelerated variants too (SSM has none here): these two serve the types
+    # with neither a GPU nor an AWS accelerator
+    assert found == known(
+        [
+            ImageArchitecture(X86_IMAGE, "x86_64", "standard"),
+            ImageArchitecture(ARM_IMAGE, "arm64", "standard"),
+        ]
+    )
     # An arm64 parameter SSM does not have (a Region without one): the x86_64 image alone
     only_x86 = LaunchTemplates(ec2=_Ec2(), ssm=_Ssm({x86: X86_IMAGE}))
-    assert only_x86.image_architectures(hub) == known([ImageArchitecture(X86_IMAGE, "x86_64")])
+    assert only_x86.image_architectures(hub) == known(
+        [ImageArchitecture(X86_IMAGE, "x86_64", "standard")]
+    )
 
 
 def test_a_refused_arm64_parameter_fails_naming_its_field() -> None:

@@ -16,6 +16,9 @@ from capacity_launcher.domain.requirements import (
     CAPACITY_RESERVATION_TYPE,
     CAPACITY_TYPE,
     CAPACITY_TYPES,
+    INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_NAME,
     INSTANCE_CATEGORY,
     INSTANCE_CPU,
     INSTANCE_FAMILY,
@@ -73,6 +76,9 @@ def test_well_known_keys_are_designs_fourteen_instance_category_and_reservation_
         INSTANCE_GPU_COUNT,
         INSTANCE_GPU_NAME,
         INSTANCE_GPU_MANUFACTURER,
+        INSTANCE_ACCELERATOR_COUNT,
+        INSTANCE_ACCELERATOR_NAME,
+        INSTANCE_ACCELERATOR_MANUFACTURER,
         INSTANCE_LOCAL_NVME,
         CAPACITY_RESERVATION_ID,
         CAPACITY_RESERVATION_TYPE,
@@ -87,7 +93,8 @@ def test_well_known_keys_are_designs_fourteen_instance_category_and_reservation_
     assert INSTANCE_FAMILY == "karpenter.k8s.aws/instance-family"
     assert INSTANCE_GPU_MANUFACTURER == "karpenter.k8s.aws/instance-gpu-manufacturer"
     integers = {INSTANCE_GENERATION, INSTANCE_CPU, INSTANCE_MEMORY, INSTANCE_GPU_COUNT}
-    assert integers | {INSTANCE_LOCAL_NVME} == INTEGER_KEYS
+    assert integers | {INSTANCE_LOCAL_NVME, INSTANCE_ACCELERATOR_COUNT} == INTEGER_KEYS
+    assert INSTANCE_ACCELERATOR_COUNT == "karpenter.k8s.aws/instance-accelerator-count"
     assert CAPACITY_TYPES == ("reserved", "on-demand", "spot")
 
 

@@ -1,4 +1,5 @@
-"""The image id a NodeClass's `imageSsmParameter` (or `arm64ImageSsmParameter`) names, read with
+"""The image id a NodeClass's `imageSsmParameter` (or `arm64ImageSsmParameter`, or one of its
+`acceleratedImageSsmParameters`) names, read with
 Powertools parameters and kept by a warm container for IMAGE_PARAMETER_TTL_SECONDS (it was read
 on every launch attempt).
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 IMAGE_PARAMETER_TTL_SECONDS = 300
 _FIELD = "spec.imageSsmParameter"
 ARM64_FIELD = "spec.arm64ImageSsmParameter"
+ACCELERATED_FIELD = "spec.acceleratedImageSsmParameters"
 
 
 class ImageParameters:
@@ -44,6 +46,13 @@ class ImageParameters:
         the same way."""
         name = node_class.spec.arm64_image_ssm_parameter
         return None if name is None else self._read(name, node_class, ARM64_FIELD)
+
+    def accelerated_image_id(self, node_class: NodeClass, index: int) -> str:
+        """The value of the class's `index`th accelerated image parameter, read and cached the
+        same way; the refusal names `spec.acceleratedImageSsmParameters[index]`."""
+        accelerated = node_class.spec.accelerated_image_ssm_parameters or []
+        name = accelerated[index].ssm_parameter
+        return self._read(name, node_class, f"{ACCELERATED_FIELD}[{index}]")
 
     def _read(self, name: str, node_class: NodeClass, field: str) -> str:
         provider = self._parameters()

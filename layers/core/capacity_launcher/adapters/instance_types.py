@@ -9,13 +9,12 @@ from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.aws_errors import requirement_key
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.instance_types import EC2_ARCHITECTURES, InstanceTypeInfo
 
 # Instance-type facts change with AWS launches, not minutes; offerings per zone change rarely.
 INSTANCE_TYPES_TTL_SECONDS = 3600.0
 OFFERINGS_TTL_SECONDS = 600.0
 
-_ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
 # Pinned types up to this many are asked for by name (an EC2 filter's values); more, or none
 # pinned, and the zones' whole listing is read (about a thousand offerings a zone).
 MAX_PINNED_FILTER_VALUES = 200
@@ -110,11 +109,13 @@ class InstanceTypeCatalog:
 def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
     """EC2's DescribeInstanceTypes item as the domain's facts."""
     gpus = raw.get("GpuInfo", {}).get("Gpus", [])
+    # i386 is left out (no 64-bit image runs as it); Mac types keep their own architecture.
     architectures = tuple(
-        _ARCHITECTURES[a]
+        EC2_ARCHITECTURES[a]
         for a in raw.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
-        if a in _ARCHITECTURES
+        if a in EC2_ARCHITECTURES
     )
+    accelerator = _accelerator(raw)
     return InstanceTypeInfo(
         name=raw["InstanceType"],
         architectures=architectures or ("amd64",),
@@ -124,7 +125,20 @@ def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
         gpu_name=gpus[0].get("Name") if gpus else None,
         gpu_manufacturer=gpus[0].get("Manufacturer") if gpus else None,
         local_nvme_gb=_local_nvme_gb(raw.get("InstanceStorageInfo")),
+        accelerator_count=int(accelerator.get("Count", 0)),
+        accelerator_name=accelerator.get("Name"),
+        accelerator_manufacturer=accelerator.get("Manufacturer"),
     )
+
+
+def _accelerator(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The type's AWS accelerator device as Karpenter reads it: NeuronInfo's one device (its
+    maker AWS), else InferenceAcceleratorInfo's one accelerator; empty when neither has one."""
+    neuron = (raw.get("NeuronInfo") or {}).get("NeuronDevices") or []
+    if len(neuron) == 1:
+        return {**neuron[0], "Manufacturer": "AWS"}
+    accelerators = (raw.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or []
+    return accelerators[0] if len(accelerators) == 1 else {}
 
 
 def _local_nvme_gb(storage: Mapping[str, Any] | None) -> int | None:

@@ -1,5 +1,6 @@
 """Launch templates: one per (NodeClass, image, reservation target), named by a hash of their
-content. A NodeClass with one image per architecture (an alias) has one template per image."""
+content. A NodeClass with an image per architecture and variant (an alias) has one template per
+image."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -23,6 +24,7 @@ from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.domain.fleet import LaunchTemplate
 from capacity_launcher.domain.image_architectures import (
+    STANDARD,
     ImageArchitecture,
     ImageArchitectures,
     known,
@@ -39,8 +41,8 @@ from capacity_launcher.domain.tags import (
 from capacity_launcher.domain.template_lifecycle import ManagedTemplate, target_tag
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
-# GetParameter's answer for a name SSM does not have (an alias's arm64 image in a Region or
-# release without one: the class then has its x86_64 image only, as in Karpenter).
+# GetParameter's answer for a name SSM does not have (an alias's arm64 or accelerated image in a
+# Region or release without one: the class goes without it, as in Karpenter).
 _PARAMETER_NOT_FOUND = "ParameterNotFound"
 _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
 # launchTemplateName: the base's fields that the pool, the class or the attempt decide instead.
@@ -276,15 +278,17 @@ class LaunchTemplates:
         EC2 does not know the main one (an image it does not know is left out)."""
         return known(
             [
-                self._architecture(i, self._described(i, node_class))
-                for i in self._image_ids(node_class)
+                self._architecture(i, self._described(i, node_class), variant)
+                for i, variant in self._variant_images(node_class)
             ]
         )
 
     @staticmethod
-    def _architecture(image_id: str, image: Mapping[str, Any] | None) -> ImageArchitecture | None:
+    def _architecture(
+        image_id: str, image: Mapping[str, Any] | None, variant: str | None = None
+    ) -> ImageArchitecture | None:
         architecture = image.get("Architecture") if image is not None else None
-        return ImageArchitecture(image_id, architecture) if architecture else None
+        return ImageArchitecture(image_id, architecture, variant) if architecture else None
 
     def _image(self, node_class: NodeClass) -> tuple[str, Mapping[str, Any] | None]:
         """The main image id and what DescribeImages says of it."""
@@ -311,15 +315,28 @@ class LaunchTemplates:
         return image
 
     def _image_ids(self, node_class: NodeClass) -> tuple[str, ...]:
-        """The class's images: its main one, then `arm64ImageSsmParameter`'s when SSM has it."""
+        """The class's images: its main one, then `arm64ImageSsmParameter`'s and the accelerated
+        ones SSM has, each once."""
+        return tuple(dict.fromkeys(i for i, _ in self._variant_images(node_class)))
+
+    def _variant_images(self, node_class: NodeClass) -> list[tuple[str, str | None]]:
+        """(image id, variant) of the class's images: its main one, `arm64ImageSsmParameter`'s
+        and each of `acceleratedImageSsmParameters`' that SSM has. With accelerated images the
+        others are the standard variant; without, they have none (any type of their
+        architecture runs them)."""
+        parameters = self._image_parameters
+        accelerated = node_class.spec.accelerated_image_ssm_parameters or []
+        standard = STANDARD if accelerated else None
         main = self._image_id(node_class)
-        try:
-            arm64 = self._image_parameters.arm64_image_id(node_class)
-        except NodeClassRefused as refused:
-            if refused.code != _PARAMETER_NOT_FOUND:
-                raise
-            arm64 = None
-        return (main,) if arm64 is None or arm64 == main else (main, arm64)
+        found = [(main, standard)]
+        arm64 = _unless_missing(parameters.arm64_image_id, node_class)
+        if arm64 is not None and arm64 != main:
+            found.append((arm64, standard))
+        for index, image in enumerate(accelerated):
+            image_id = _unless_missing(parameters.accelerated_image_id, node_class, index)
+            if image_id is not None:
+                found.append((image_id, image.variant))
+        return list(dict.fromkeys(found))
 
     def _image_id(self, node_class: NodeClass) -> str:
         spec = node_class.spec
@@ -328,6 +345,18 @@ class LaunchTemplates:
         if spec.image_selector_terms:
             return self._image_selection.image_id(node_class)
         return self._image_parameters.image_id(node_class)
+
+
+def _unless_missing[**P](
+    read: Callable[P, str | None], *args: P.args, **kw: P.kwargs
+) -> str | None:
+    """A parameter's image id; None when SSM has no such parameter."""
+    try:
+        return read(*args, **kw)
+    except NodeClassRefused as refused:
+        if refused.code != _PARAMETER_NOT_FOUND:
+            raise
+        return None
 
 
 class TemplateInventory:

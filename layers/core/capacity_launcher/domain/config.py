@@ -165,6 +165,19 @@ LaunchTemplateName = Annotated[
 ]
 
 
+# An accelerated image's instance types (Karpenter's amifamily variants): NVIDIA GPU types, AWS
+# Neuron (Inferentia, Trainium) types. The class's other images then serve the types with neither.
+ImageVariant = Literal["nvidia", "neuron"]
+MAX_ACCELERATED_IMAGES = 8
+
+
+class AcceleratedImage(_Document):
+    """An image accelerated instance types launch: the public parameter naming it, and which."""
+
+    ssm_parameter: SsmParameter
+    variant: ImageVariant
+
+
 class NodeClassSpec(_Document):
     """How to launch: image, network, instance profile, user data, tags and reservations."""
 
@@ -173,6 +186,11 @@ class NodeClassSpec(_Document):
     # Optional, with imageSsmParameter: the parameter naming the image arm64 instance types
     # launch (an amiSelectorTerms alias sets both); each type launches the image it can run.
     arm64_image_ssm_parameter: SsmParameter | None = None
+    # Optional, with imageSsmParameter: the images GPU and Neuron types launch instead (an
+    # amiSelectorTerms alias sets them as Karpenter resolves its variants; docs/karpenter.md).
+    accelerated_image_ssm_parameters: list[AcceleratedImage] | None = Field(
+        default=None, min_length=1, max_length=MAX_ACCELERATED_IMAGES
+    )
     image_selector_terms: list[ImageSelectorTerm] | None = Field(
         default=None, min_length=1, max_length=MAX_SELECTOR_TERMS
     )
@@ -242,6 +260,11 @@ class NodeClassSpec(_Document):
             )
         if self.arm64_image_ssm_parameter is not None and self.image_ssm_parameter is None:
             raise ValueError("arm64ImageSsmParameter can only be set with imageSsmParameter")
+        accelerated = self.accelerated_image_ssm_parameters
+        if accelerated is not None and self.image_ssm_parameter is None:
+            raise ValueError("acceleratedImageSsmParameters can only be set with imageSsmParameter")
+        if accelerated is not None and len(set(accelerated)) != len(accelerated):
+            raise ValueError("acceleratedImageSsmParameters must not repeat an entry")
         if (self.subnet_ids is None) == (self.subnet_selector_terms is None):
             raise ValueError("exactly one of subnetIds or subnetSelectorTerms must be set")
         if (self.security_group_ids is None) == (self.security_group_selector_terms is None):

@@ -4,22 +4,47 @@ refuses every other override with InvalidParameterValue. Karpenter derives `kube
 from the AMI the same way.
 
 A NodeClass may have one image per architecture (an alias: `imageSsmParameter` and
-`arm64ImageSsmParameter`); each instance type launches the first of them it can run.
+`arm64ImageSsmParameter`), and accelerated variants (`acceleratedImageSsmParameters`): then, as
+Karpenter resolves an alias, each image also carries its variant's requirements (the standard
+images serve types with neither a GPU nor an AWS accelerator, the NVIDIA ones GPU types, the
+Neuron ones Inferentia and Trainium types). Each instance type launches the first image it can run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.requirements import (
+    ARCH,
+    INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_GPU_COUNT,
+)
 
 # The error code a request record shows when no type its pool allows can run the image.
 ARCHITECTURE_MISMATCH = "ImageArchitectureMismatch"
 # DescribeImages Architecture -> the kubernetes.io/arch label of the types that run it. Mac
 # images (x86_64_mac, arm64_mac) run only on Mac hosts, which this launcher does not launch.
 _LABELS: dict[str, str] = {"x86_64": "amd64", "arm64": "arm64"}
+# The variants of an image (domain/karpenter/images.py) and the requirements Karpenter lists
+# for each in an EC2NodeClass's status.amis, with whether an instance type meets them.
+STANDARD = "standard"
+_VARIANT_REQUIREMENTS: dict[str, tuple[tuple[str, str], ...]] = {
+    STANDARD: ((INSTANCE_ACCELERATOR_COUNT, "DoesNotExist"), (INSTANCE_GPU_COUNT, "DoesNotExist")),
+    "nvidia": ((INSTANCE_GPU_COUNT, "Exists"),),
+    "neuron": ((INSTANCE_ACCELERATOR_COUNT, "Exists"),),
+}
+
+
+def _serves(variant: str | None, info: InstanceTypeInfo) -> bool:
+    if variant is None:
+        return True
+    if variant == STANDARD:
+        return not info.gpu_count and not info.accelerator_count
+    return bool(info.gpu_count if variant == "nvidia" else info.accelerator_count)
 
 
 @dataclass(frozen=True)
@@ -28,6 +53,9 @@ class ImageArchitecture:
 
     image_id: str
     architecture: str  # as DescribeImages spells it: x86_64, arm64, i386, x86_64_mac, arm64_mac
+    # standard, nvidia or neuron when the class names its images by variant (an alias); None:
+    # any type of its architecture runs it.
+    variant: str | None = None
 
     @property
     def label(self) -> str | None:
@@ -35,7 +63,26 @@ class ImageArchitecture:
         return _LABELS.get(self.architecture)
 
     def runs_on(self, info: InstanceTypeInfo) -> bool:
-        return self.label is not None and self.label in info.architectures
+        return (
+            self.label is not None
+            and self.label in info.architectures
+            and _serves(self.variant, info)
+        )
+
+    def requirements(self) -> list[dict[str, Any]]:
+        """What a type must be to launch it, as Karpenter lists it in status.amis."""
+        found: list[dict[str, Any]] = [
+            {"key": ARCH, "operator": "In", "values": [self.label or self.architecture]}
+        ]
+        for key, operator in _VARIANT_REQUIREMENTS.get(self.variant or "", ()):
+            found.append({"key": key, "operator": operator})
+        return found
+
+    @property
+    def described(self) -> str:
+        """`ami-... (x86_64)`, with the variant when it has one: `ami-... (x86_64, nvidia)`."""
+        kind = f"{self.architecture}, {self.variant}" if self.variant else self.architecture
+        return f"{self.image_id} ({kind})"
 
     def refusal(
         self, node_class: NodeClass, pool: str, excluded: Iterable[InstanceTypeInfo]
@@ -92,19 +139,29 @@ class ImageArchitectures:
         self, node_class: NodeClass, pool: str, excluded: Iterable[InstanceTypeInfo]
     ) -> str:
         """Why no instance type of `pool` can launch any of the NodeClass's images."""
-        if len(self.images) == 1:
+        if len(self.images) == 1 and self.images[0].variant is None:
             return self.images[0].refusal(node_class, pool, excluded)
         spec = node_class.spec
-        images = " and ".join(f"{i.image_id} ({i.architecture})" for i in self.images)
+        images = _and([i.described for i in self.images])
         labels = sorted({i.label for i in self.images if i.label})
         types = ", ".join(f"{i.name} ({'/'.join(i.architectures)})" for i in excluded)
+        fields = [f"spec.imageSsmParameter {spec.image_ssm_parameter}"]
+        if spec.arm64_image_ssm_parameter:
+            fields.append(f"spec.arm64ImageSsmParameter {spec.arm64_image_ssm_parameter}")
+        if spec.accelerated_image_ssm_parameters:
+            fields.append("spec.acceleratedImageSsmParameters")
+        variants = " and their variants' requirements" if self.images[0].variant else ""
         return (
-            f"NodeClass {node_class.metadata.name}: the images {images} of "
-            f"spec.imageSsmParameter {spec.image_ssm_parameter} and spec.arm64ImageSsmParameter "
-            f"{spec.arm64_image_ssm_parameter} (DescribeImages Architecture) run on none of the "
+            f"NodeClass {node_class.metadata.name}: the images {images} of {_and(fields)} "
+            f"(DescribeImages Architecture{variants}) run on none of the "
             f"instance types node pool {pool} allows ({types}); allow types whose "
             f"kubernetes.io/arch is {' or '.join(labels)}"
         )
+
+
+def _and(items: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def known(images: Sequence[ImageArchitecture | None]) -> ImageArchitectures | None:

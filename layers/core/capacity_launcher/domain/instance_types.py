@@ -17,6 +17,9 @@ from capacity_launcher.domain.requirements import (
     CAPACITY_RESERVATION_INTERRUPTIBLE,
     CAPACITY_RESERVATION_TYPE,
     CAPACITY_TYPE,
+    INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_NAME,
     INSTANCE_CATEGORY,
     INSTANCE_CPU,
     INSTANCE_FAMILY,
@@ -36,12 +39,14 @@ from capacity_launcher.domain.requirements import (
 
 LINUX = "linux"
 # EC2's ProcessorInfo.SupportedArchitectures spelled as the kubernetes.io/arch label spells them.
+# Mac types (x86_64_mac, arm64_mac) keep EC2's spelling, as Karpenter's labels do: an x86_64 or
+# arm64 image does not run on them (EC2 refuses it), so they are neither amd64 nor arm64.
 EC2_ARCHITECTURES: dict[str, str] = {
     "x86_64": "amd64",
     "amd64": "amd64",
     "arm64": "arm64",
-    "x86_64_mac": "amd64",
-    "arm64_mac": "arm64",
+    "x86_64_mac": "x86_64_mac",
+    "arm64_mac": "arm64_mac",
 }
 # "p5" -> 5, "m7gd" -> 7, "u-6tb1" -> 1 (the memory size is not the generation), "u7i-12tb" -> 7.
 _GENERATION = re.compile(r"^[a-z]+(?:-[0-9]+tb)?([0-9]+)")
@@ -66,6 +71,10 @@ class InstanceTypeInfo:
     zones: frozenset[str] = field(default_factory=frozenset)
     # GB of NVMe instance store (DescribeInstanceTypes InstanceStorageInfo); None without one.
     local_nvme_gb: int | None = None
+    # AWS accelerators (Inferentia, Trainium): NeuronInfo, else InferenceAcceleratorInfo.
+    accelerator_count: int = 0
+    accelerator_name: str | None = None
+    accelerator_manufacturer: str | None = None
 
     def __post_init__(self) -> None:
         # Accept EC2's spelling too, and keep the first-listed architecture first.
@@ -131,6 +140,15 @@ class InstanceTypeInfo:
             INSTANCE_GPU_COUNT: str(self.gpu_count) if self.gpu_count else None,
             INSTANCE_GPU_NAME: _kebab(self.gpu_name) if self.gpu_count else None,
             INSTANCE_GPU_MANUFACTURER: _kebab(self.gpu_manufacturer) if self.gpu_count else None,
+            INSTANCE_ACCELERATOR_COUNT: str(self.accelerator_count)
+            if self.accelerator_count
+            else None,
+            INSTANCE_ACCELERATOR_NAME: _kebab(self.accelerator_name)
+            if self.accelerator_count
+            else None,
+            INSTANCE_ACCELERATOR_MANUFACTURER: _kebab(self.accelerator_manufacturer)
+            if self.accelerator_count
+            else None,
             INSTANCE_LOCAL_NVME: None if self.local_nvme_gb is None else str(self.local_nvme_gb),
             ZONE: zone,
             CAPACITY_TYPE: capacity_type,

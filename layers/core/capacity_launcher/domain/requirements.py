@@ -39,6 +39,11 @@ INSTANCE_MEMORY = "karpenter.k8s.aws/instance-memory"
 INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 INSTANCE_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 INSTANCE_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
+# AWS's own accelerators (Inferentia, Trainium: DescribeInstanceTypes NeuronInfo, else
+# InferenceAcceleratorInfo), labelled as Karpenter labels them; absent on other types.
+INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
+INSTANCE_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
+INSTANCE_ACCELERATOR_MANUFACTURER = "karpenter.k8s.aws/instance-accelerator-manufacturer"
 # The instance store's total size in GB, on types whose instance store is NVMe (Karpenter's).
 INSTANCE_LOCAL_NVME = "karpenter.k8s.aws/instance-local-nvme"
 CAPACITY_RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
@@ -63,6 +68,9 @@ WELL_KNOWN_KEYS: frozenset[str] = frozenset(
         INSTANCE_GPU_COUNT,
         INSTANCE_GPU_NAME,
         INSTANCE_GPU_MANUFACTURER,
+        INSTANCE_ACCELERATOR_COUNT,
+        INSTANCE_ACCELERATOR_NAME,
+        INSTANCE_ACCELERATOR_MANUFACTURER,
         INSTANCE_LOCAL_NVME,
         CAPACITY_RESERVATION_ID,
         CAPACITY_RESERVATION_TYPE,
@@ -70,7 +78,14 @@ WELL_KNOWN_KEYS: frozenset[str] = frozenset(
     }
 )
 INTEGER_KEYS: frozenset[str] = frozenset(
-    {INSTANCE_GENERATION, INSTANCE_CPU, INSTANCE_MEMORY, INSTANCE_GPU_COUNT, INSTANCE_LOCAL_NVME}
+    {
+        INSTANCE_GENERATION,
+        INSTANCE_CPU,
+        INSTANCE_MEMORY,
+        INSTANCE_GPU_COUNT,
+        INSTANCE_ACCELERATOR_COUNT,
+        INSTANCE_LOCAL_NVME,
+    }
 )
 
 ARCHITECTURES: tuple[str, ...] = ("amd64", "arm64")

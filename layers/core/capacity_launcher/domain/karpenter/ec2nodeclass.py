@@ -1,10 +1,10 @@
 """karpenter.k8s.aws EC2NodeClass, v1 and v1beta1, as written, to and from the hub NodeClass.
 
 The hub holds the subnet, security group and reservation selectors, the image (an alias becomes
-``imageSsmParameter`` and ``arm64ImageSsmParameter``, an ``ssmParameter`` ``imageSsmParameter``,
-an ``id`` ``imageId``), the instance profile,
-user data, tags, block device mappings and metadata options. The rest (``role``, ``amiFamily``,
-``kubelet``, ``instanceStorePolicy``, network interfaces...) is kept and not acted on.
+``imageSsmParameter``, ``arm64ImageSsmParameter`` and ``acceleratedImageSsmParameters``, an
+``ssmParameter`` ``imageSsmParameter``, an ``id`` ``imageId``), the instance profile, user data,
+tags, block device mappings and metadata options. The rest (``role``, ``amiFamily``, ``kubelet``,
+``instanceStorePolicy``, network interfaces...) is kept and not acted on.
 v1beta1 also takes seed 000's ``capacityReservationSpec`` (preference XOR target).
 """
 
@@ -44,6 +44,7 @@ from capacity_launcher.domain.karpenter.images import (
     DEFAULT_KUBERNETES_VERSION,
     FAMILY_ALIASES,
     KUBERNETES_VERSION_ANNOTATION,
+    accelerated_parameters,
     alias_parameters,
     check_alias,
     check_kubernetes_version,
@@ -223,16 +224,30 @@ def _image(node_class: EC2NodeClass) -> dict[str, Any]:
 
 def _alias_image(alias: str, node_class: EC2NodeClass) -> dict[str, Any]:
     """An alias's parameters: the x86_64 image's `imageSsmParameter`, the arm64 image's
-    `arm64ImageSsmParameter` (Karpenter resolves an alias to one image per architecture)."""
-    parameters = alias_parameters(alias, _kubernetes_version(node_class))
-    image = {"imageSsmParameter": parameters[ARCHITECTURE]}
+    `arm64ImageSsmParameter`, the NVIDIA and Neuron images' `acceleratedImageSsmParameters`
+    (Karpenter resolves an alias to an image per architecture and variant)."""
+    kubernetes_version = _kubernetes_version(node_class)
+    parameters = alias_parameters(alias, kubernetes_version)
+    image: dict[str, Any] = {"imageSsmParameter": parameters[ARCHITECTURE]}
     if ARM64 in parameters:
         image["arm64ImageSsmParameter"] = parameters[ARM64]
+    accelerated = accelerated_parameters(alias, kubernetes_version)
+    if accelerated:
+        image["acceleratedImageSsmParameters"] = [
+            {"ssmParameter": name, "variant": variant} for _, variant, name in accelerated
+        ]
     return image
 
 
 def _rename(path: str) -> str:
-    if path.startswith(("spec.imageId", "spec.imageSsmParameter", "spec.arm64ImageSsmParameter")):
+    if path.startswith(
+        (
+            "spec.imageId",
+            "spec.imageSsmParameter",
+            "spec.arm64ImageSsmParameter",
+            "spec.acceleratedImageSsmParameters",
+        )
+    ):
         return AMI_TERMS
     if path.startswith("spec.imageSelectorTerms"):
         return AMI_TERMS + path.removeprefix("spec.imageSelectorTerms")

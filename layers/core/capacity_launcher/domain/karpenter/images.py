@@ -2,7 +2,9 @@
 
 The same parameters Karpenter's AMI families read (pkg/providers/amifamily): the EKS optimized
 images for a Kubernetes version, in their standard variant, one per architecture (x86_64, and
-arm64 for every family but Windows's). capacity-launcher has no
+arm64 for every family but Windows's), and their accelerated variants (`accelerated_parameters`):
+the NVIDIA image GPU types launch and the Neuron image Inferentia and Trainium types launch, where
+the family publishes them. capacity-launcher has no
 cluster to ask for its Kubernetes version: it is the EC2NodeClass annotation
 ``capacity-launcher/kubernetes-version``, else DEFAULT_KUBERNETES_VERSION (docs/karpenter.md).
 """
@@ -15,6 +17,13 @@ DEFAULT_KUBERNETES_VERSION = "1.33"
 KUBERNETES_VERSION_ANNOTATION = "capacity-launcher/kubernetes-version"
 ARCHITECTURE = "x86_64"
 ARM64 = "arm64"
+# The variants of an EKS optimized image (Karpenter's amifamily Variant), by the instance types
+# they are built for: no GPU and no AWS accelerator, NVIDIA GPUs, AWS Neuron devices.
+STANDARD = "standard"
+NVIDIA = "nvidia"
+NEURON = "neuron"
+VARIANTS = (STANDARD, NVIDIA, NEURON)
+ACCELERATED = (NVIDIA, NEURON)
 LATEST = "latest"
 FAMILIES = ("al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025")
 # v1beta1's amiFamily with no amiSelectorTerms: that family's latest image.
@@ -78,9 +87,46 @@ def alias_parameters(
     }
 
 
-def _al2023(k8s: str, arch: str, version: str, latest: bool) -> str:
-    name = "recommended" if latest else f"amazon-eks-node-al2023-{arch}-standard-{k8s}-{version}"
-    return f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/{name}/image_id"
+def accelerated_parameters(
+    alias: str, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+) -> list[tuple[str, str, str]]:
+    """(architecture, variant, SSM parameter) of the accelerated images an alias names, as
+    Karpenter reads them: AL2023 publishes an NVIDIA image for x86_64 and arm64 and a Neuron one
+    for x86_64; AL2 one GPU image (x86_64) for both; Bottlerocket an NVIDIA image per
+    architecture, and its standard x86_64 image serves Neuron types too. Windows has none. A
+    parameter AWS does not publish in a Region is left out when read (as an arm64 one is)."""
+    family, version = check_alias(alias).split("@", 1)
+    k8s = kubernetes_version
+    latest = version == LATEST
+    if family == "al2023":
+        return [
+            (ARCHITECTURE, NVIDIA, _al2023(k8s, ARCHITECTURE, version, latest, NVIDIA)),
+            (ARM64, NVIDIA, _al2023(k8s, ARM64, version, latest, NVIDIA)),
+            (ARCHITECTURE, NEURON, _al2023(k8s, ARCHITECTURE, version, latest, NEURON)),
+        ]
+    if family == "al2":
+        name = "recommended" if latest else f"amazon-eks-gpu-node-{k8s}-{version}"
+        gpu = f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2-gpu/{name}/image_id"
+        return [(ARCHITECTURE, NVIDIA, gpu), (ARCHITECTURE, NEURON, gpu)]
+    if family == "bottlerocket":
+        release = LATEST if latest else version.lstrip("v")
+        nvidia = [
+            (
+                arch,
+                NVIDIA,
+                f"/aws/service/bottlerocket/aws-k8s-{k8s}-nvidia/{arch}/{release}/image_id",
+            )
+            for arch in (ARCHITECTURE, ARM64)
+        ]
+        return [*nvidia, (ARCHITECTURE, NEURON, alias_parameters(alias, k8s)[ARCHITECTURE])]
+    return []
+
+
+def _al2023(k8s: str, arch: str, version: str, latest: bool, variant: str = STANDARD) -> str:
+    name = "recommended" if latest else f"amazon-eks-node-al2023-{arch}-{variant}-{k8s}-{version}"
+    return (
+        f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/{variant}/{name}/image_id"
+    )
 
 
 def _al2(k8s: str, arch: str, version: str, latest: bool) -> str:

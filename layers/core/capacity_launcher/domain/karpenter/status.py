@@ -11,7 +11,7 @@ from capacity_launcher.domain.config import NodePool
 from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_records import RUNNING, InstanceRecord
 from capacity_launcher.domain.quantities import format_cpu, format_memory
-from capacity_launcher.domain.requirements import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, ZONE
+from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, ZONE
 from capacity_launcher.domain.reservations import ReservationSnapshot
 
 NODECLAIM_API_VERSION = "karpenter.sh/v1"
@@ -94,9 +94,7 @@ def ec2nodeclass_status(resolved: ResolvedNodeClass, at: str) -> dict[str, Any]:
             {
                 "id": image.image_id,
                 **({"name": name} if name else {}),
-                "requirements": [
-                    {"key": ARCH, "operator": "In", "values": [image.label or image.architecture]}
-                ],
+                "requirements": image.requirements(),
             }
             for image, name in resolved.images.found
         ],
