@@ -6,6 +6,7 @@ each mutation below breaks a copy of the template in one way and names the check
 
 import copy
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,7 +84,6 @@ SYNC_NEEDS = {
     "ec2:DeleteLaunchTemplate",
     "ec2:CreateTags",
     "resource-groups:ListGroupResources",
-    "resource-groups:GetGroup",
     "tag:GetResources",
     "dynamodb:Query",
     "dynamodb:PutItem",
@@ -498,3 +498,73 @@ def test_regression_is_caught(
 
 def test_every_check_has_a_regression_that_it_catches() -> None:
     assert {check for _, _, check in MUTATIONS} == set(ALL_CHECKS)
+
+
+# ------------------------------------------------- nothing granted that no code can call
+LAYER = Path(__file__).resolve().parents[2] / "layers" / "core" / "capacity_launcher"
+# Actions a role grants that no line of the layer calls, each with who calls it.
+CALLED_FOR_THE_CODE = {
+    "sqs:ReceiveMessage": "the launch queue's event source mapping, with the launcher's role",
+    "sqs:DeleteMessage": "the event source mapping, for what the batch reports done",
+    "sqs:ChangeMessageVisibility": "the event source mapping, for hand-backs",
+    "sqs:GetQueueAttributes": "the event source mapping",
+    "logs:CreateLogStream": "the Lambda runtime, for the function's logs",
+    "logs:PutLogEvents": "the Lambda runtime, for the function's logs",
+    "xray:PutTraceSegments": "the Lambda runtime, with tracing active",
+    "xray:PutTelemetryRecords": "the Lambda runtime, with tracing active",
+    "ec2:RunInstances": "EC2 authorizes CreateFleet's instances (type instant) as RunInstances",
+    "ssm:GetParameter": "Powertools' SSMProvider, for images named by a parameter",
+    "iam:PassRole": "EC2 checks it on CreateFleet / RunInstances for a template's instance profile",
+    "tag:GetResources": "documented among ListGroupResources' minimum permissions",
+    # Powertools idempotency (the launcher's request claims) reads and writes its own table.
+    "dynamodb:GetItem": "Powertools idempotency and the stores",
+    "dynamodb:PutItem": "Powertools idempotency and the stores",
+    "dynamodb:UpdateItem": "Powertools idempotency and the stores",
+    "dynamodb:DeleteItem": "Powertools idempotency and the stores",
+}
+# TransactWriteItems is authorized item by item, as the single-item action of each.
+_TRANSACTION_ITEMS = {
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+}
+
+
+def _called_by_the_layer() -> set[str]:
+    """`service:Operation` for every botocore operation whose snake_case name the layer's source
+    holds (a client method, or a name handed to a paginator; names read from botocore's
+    models)."""
+    import re
+
+    import botocore.session
+    from botocore import xform_name
+
+    source = "\n".join(p.read_text() for p in LAYER.rglob("*.py"))
+    # Every identifier: client methods, and operation names handed to paginators and helpers.
+    words = set(re.findall(r"[a-z][a-z0-9_]+", source))
+    session = botocore.session.get_session()
+    prefixes = {"resource-groups": "resource-groups", "resourcegroupstaggingapi": "tag"}
+    called: set[str] = set()
+    for service in ("ec2", "dynamodb", "events", "sqs", "ssm", "iam", "resource-groups",
+                    "resourcegroupstaggingapi"):  # fmt: skip
+        model = session.get_service_model(service)
+        prefix = prefixes.get(service, service)
+        called |= {f"{prefix}:{op}" for op in model.operation_names if xform_name(op) in words}
+    if "dynamodb:TransactWriteItems" in called:
+        called |= {a for item, a in _TRANSACTION_ITEMS.items() if f'"{item}"' in source}
+    return called
+
+
+def test_every_granted_action_is_one_the_code_calls(cfn: Template) -> None:
+    # Given every action the functions' roles allow
+    granted = {
+        action
+        for statement in statements(cfn)
+        if statement.effect == "Allow" and not statement.not_action
+        and statement.owner.split("/")[0] in set(policy_checks.function_roles(cfn).values())
+        for action in statement.actions
+    }  # fmt: skip
+    # Then each is an operation the layer calls, or one AWS calls on its behalf: no grant is
+    # left over from code that is gone
+    assert granted - _called_by_the_layer() - set(CALLED_FOR_THE_CODE) == set()
