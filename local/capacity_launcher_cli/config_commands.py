@@ -13,7 +13,7 @@ import yaml
 
 from capacity_launcher.adapters.config_items import InvalidDocument
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.api_versions import Applied, Kept
+from capacity_launcher.domain.api_versions import HUB_FIELDS_PATH, Applied, Kept
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
 from capacity_launcher.domain.documents import to_document as config_document
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
@@ -156,6 +156,7 @@ class Step:
     applied: Applied
     document: Hub
     kept: Kept | None
+    primary: bool = True  # the document's first hub (a Provisioner's NodePool, not its class)
 
 
 def validate(documents: list[SourceDocument]) -> list[Hub]:
@@ -199,7 +200,8 @@ def validate_steps(
             continue
         kept = applied.conversion.kept or None
         for index, hub in enumerate(applied.conversion.hubs):
-            steps.append(Step(document, applied, hub, kept if index == 0 else None))
+            primary = index == 0
+            steps.append(Step(document, applied, hub, kept if primary else None, primary))
     # Quotas applied together are checked together too (the store checks them against the rest).
     quotas = (s.document for s in steps if isinstance(s.document, CapacityQuota))
     problems += [str(e) for e in conflicts(quotas)]
@@ -240,6 +242,8 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"{document.kind.lower()}/{document.name} applied{_as_written(step)}")
         for path in step.kept.not_acted_on if step.kept else ():
             print(f"  {path}: kept, not acted on")
+        for path in step.applied.hub_fields if step.primary else ():
+            print(f"  {path}: set by {HUB_FIELDS_PATH}, not in the document's own fields")
     return 0
 
 
