@@ -45,6 +45,9 @@ HUB_FIELDS_PATH = field_path(("metadata", "annotations", HUB_FIELDS_ANNOTATION))
 HUB_PATH_PREFIX = "spec."
 # Kept fields are stored beside the hub document in the state table (400 KB items).
 MAX_KEPT_BYTES = 64 * 1024
+# One document as JSON, counted before it is converted: a hub is stored in one state table item
+# (400 KB) with its kept fields, so a larger document could never be stored (docs/cli.md).
+MAX_DOCUMENT_BYTES = 256 * 1024
 # What the server sets and `get` may print, and `apply` ignores as Kubernetes does for a kind with
 # a status subresource: the object's status, and metadata only the server writes.
 SERVER_METADATA = ("creationTimestamp", "generation", "resourceVersion", "uid", "managedFields")
@@ -261,6 +264,7 @@ class VersionRegistry:
             served = _listed(self.served_for(kind)) or self._kinds()
             raise ConfigValidationError([FieldError("apiVersion", f"is required: {served}")])
         version = self.version(api_version, kind)
+        check_document_size(data)
         body, carried = _without_kept_annotation(without_server_fields(data))
         body, hub_fields = _without_hub_fields(body)
         try:
@@ -338,6 +342,36 @@ class VersionRegistry:
                 "in the version it was applied in"
             )
             raise ConfigValidationError([FieldError(HUB_FIELDS_PATH, rule)]) from None
+
+
+def document_size(data: Any, limit: int = MAX_DOCUMENT_BYTES) -> int:
+    """About ``data``'s size as JSON (its strings' UTF-8 bytes, quotes and separators), counted
+    no further than past ``limit``: a document whose parts are shared many times over (a YAML
+    alias bomb's) is measured as written out, without writing it out."""
+    size, pending = 0, [data]
+    while pending and size <= limit:
+        node = pending.pop()
+        if isinstance(node, str):
+            size += 2 + (len(node) if len(node) > limit else len(node.encode("utf-8", "replace")))
+        elif isinstance(node, Mapping):
+            size += 2 + len(node)
+            for key, value in node.items():
+                pending += (key, value)
+        elif isinstance(node, list | tuple):
+            size += 2 + len(node)
+            pending += node
+        elif isinstance(node, int):  # its digits (str() of a huge int raises)
+            size += 2 + node.bit_length() * 3 // 10
+        else:
+            size += len(repr(node)) if isinstance(node, float) else 5
+    return size
+
+
+def check_document_size(data: Any) -> None:
+    """Refuse a document larger than MAX_DOCUMENT_BYTES (as JSON), before converting it."""
+    if document_size(data) > MAX_DOCUMENT_BYTES:
+        rule = f"must be at most {MAX_DOCUMENT_BYTES} bytes as JSON (one stored object)"
+        raise ConfigValidationError([FieldError("body", rule)])
 
 
 def _listed(versions: Iterable[ServedVersion]) -> str:
