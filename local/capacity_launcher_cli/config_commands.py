@@ -13,7 +13,7 @@ import yaml
 
 from capacity_launcher.adapters.config_items import InvalidDocument
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.api_versions import Applied, Kept
+from capacity_launcher.domain.api_versions import HUB_FIELDS_PATH, Applied, Kept
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
 from capacity_launcher.domain.documents import to_document as config_document
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
@@ -34,6 +34,12 @@ from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
 from capacity_launcher_cli.priority_commands import priority_class_store
+from capacity_launcher_cli.yaml_documents import (
+    DuplicateKey,
+    TooLarge,
+    load_documents,
+    read_bounded,
+)
 
 KINDS = {
     "nodepool": "NodePool",
@@ -70,35 +76,6 @@ class ApplyError(Exception):
         super().__init__("\n".join(problems))
 
 
-class DuplicateKey(yaml.YAMLError):
-    """A mapping sets one key twice: YAML's last-wins would silently drop the first value."""
-
-    def __init__(self, key: object, line: int, first_line: int) -> None:
-        self.key = key
-        self.line = line
-        super().__init__(f"line {line}: duplicate key {key!r} (first set on line {first_line})")
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of keeping the last one."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first: dict[object, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            found = self.construct_object(key_node, deep=deep)
-            try:
-                seen = first.get(found)
-            except TypeError:  # an unhashable key: the constructor reports it
-                continue
-            line = key_node.start_mark.line + 1
-            if seen is not None:
-                raise DuplicateKey(found, line, seen)
-            first[found] = line
-        return super().construct_mapping(node, deep=deep)
-
-
 def _files(paths: list[str]) -> Iterator[Path]:
     for raw in paths:
         if raw == "-":
@@ -112,10 +89,11 @@ def _files(paths: list[str]) -> Iterator[Path]:
 
 
 def _text(path: Path) -> str:
-    """The file's text; `-f -` reads standard input, as kubectl does."""
+    """The file's text, bounded (MAX_FILE_BYTES); `-f -` reads standard input, as kubectl does."""
     if path == STDIN:
-        return sys.stdin.read()
-    return path.read_text(encoding="utf-8")
+        return read_bounded(sys.stdin)
+    with path.open(encoding="utf-8") as file:
+        return read_bounded(file)
 
 
 def read_documents(paths: list[str]) -> list[SourceDocument]:
@@ -123,15 +101,21 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
     problems: list[str] = []
     for path in _files(paths):
         try:
-            loaded = list(yaml.load_all(_text(path), Loader=_StrictLoader))
+            loaded = load_documents(_text(path))
         except OSError as error:
             problems.append(f"{path}: cannot read: {error.strerror or error}")
+            continue
+        except TooLarge as error:
+            problems.append(f"{path}: {error}")
             continue
         except DuplicateKey as error:
             problems.append(f"{path}: {error}")
             continue
-        except yaml.YAMLError as error:
+        except (yaml.YAMLError, UnicodeDecodeError) as error:
             problems.append(f"{path}: not valid YAML: {error}")
+            continue
+        except RecursionError:
+            problems.append(f"{path}: not valid YAML: nested too deeply")
             continue
         documents += [
             SourceDocument(path, i, data)
@@ -156,6 +140,7 @@ class Step:
     applied: Applied
     document: Hub
     kept: Kept | None
+    primary: bool = True  # the document's first hub (a Provisioner's NodePool, not its class)
 
 
 def validate(documents: list[SourceDocument]) -> list[Hub]:
@@ -199,13 +184,31 @@ def validate_steps(
             continue
         kept = applied.conversion.kept or None
         for index, hub in enumerate(applied.conversion.hubs):
-            steps.append(Step(document, applied, hub, kept if index == 0 else None))
+            primary = index == 0
+            steps.append(Step(document, applied, hub, kept if primary else None, primary))
+    problems += _applied_twice(steps)
     # Quotas applied together are checked together too (the store checks them against the rest).
     quotas = (s.document for s in steps if isinstance(s.document, CapacityQuota))
     problems += [str(e) for e in conflicts(quotas)]
     if problems:
         raise ApplyError(problems)
     return sorted(steps, key=_order)
+
+
+def _applied_twice(steps: list[Step]) -> list[str]:
+    """One object set by two documents of one apply: refused naming both (YAML's and kubectl's
+    last-wins would store the second and silently drop the first)."""
+    first: dict[tuple[str, str], Step] = {}
+    problems = []
+    for step in steps:
+        key = (step.document.kind, step.document.name)
+        earlier = first.setdefault(key, step)
+        if earlier is not step:
+            problems.append(
+                f"{step.source.where}: {key[0]} {key[1]} is also set by "
+                f"{earlier.source.where}: one apply sets each object once"
+            )
+    return problems
 
 
 def _problem(document: SourceDocument, error: FieldError) -> str:
@@ -240,6 +243,8 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         print(f"{document.kind.lower()}/{document.name} applied{_as_written(step)}")
         for path in step.kept.not_acted_on if step.kept else ():
             print(f"  {path}: kept, not acted on")
+        for path in step.applied.hub_fields if step.primary else ():
+            print(f"  {path}: set by {HUB_FIELDS_PATH}, not in the document's own fields")
     return 0
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from capacity_launcher.domain.api_versions import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH
 from tests.e2e.conftest import E2eCloud, apply_text, run_cli, submit_through_queue
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,6 +189,21 @@ globalDefault: true
         assert apply_text(tmp_path, "unnamed.yaml", yaml.safe_dump(unnamed)).code == 0
         hub = yaml.safe_load(run_cli("get", "capacityquota", "unnamed", "-o", "yaml").out)
         assert hub["spec"]["priority"] == 7
+
+        # The hub-fields annotation may carry the one field such a reservation has no place
+        # for, its priority, and apply says so; a reservation naming its class says its own
+        # priority, and the annotation may not override it (issue 34)
+        unnamed["metadata"]["annotations"] = {HUB_FIELDS_ANNOTATION: '{"spec.priority": 250}'}
+        carried = apply_text(tmp_path, "carried.yaml", yaml.safe_dump(unnamed))
+        assert carried.code == 0, carried.err
+        assert f"  spec.priority: set by {HUB_FIELDS_PATH}" in carried.out
+        hub = yaml.safe_load(run_cli("get", "capacityquota", "unnamed", "-o", "yaml").out)
+        assert hub["spec"]["priority"] == 250
+        smuggled = {**written, "metadata": {**written["metadata"], **unnamed["metadata"]}}
+        smuggled["metadata"]["name"] = "team-a-reservation"
+        refused = apply_text(tmp_path, "smuggled.yaml", yaml.safe_dump(smuggled))
+        assert refused.code == 1
+        assert f"{HUB_FIELDS_PATH}: may not set spec.priority" in refused.err, refused.err
 
         changed = apply_text(tmp_path, "changed.yaml", classes.replace("1000000000", "5"))
         assert changed.code == 1

@@ -467,7 +467,7 @@ def test_hub_fields_a_version_has_no_place_for_ride_in_an_annotation() -> None:
     assert REGISTRY.read(as_v1).conversion.hub == hub
     as_v1["metadata"]["annotations"][HUB_FIELDS_ANNOTATION] = "[1]"
     (error,) = errors_of(as_v1)
-    assert error.field == f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"
+    assert error.field == f"metadata.annotations[{HUB_FIELDS_ANNOTATION}]"
 
 
 def test_a_retired_karpenter_kind_is_refused_naming_its_replacements_versions() -> None:

@@ -14,6 +14,11 @@ document as applied, and given back when the object is read in the version it wa
 Read in another version, they travel in the annotation ``KEPT_ANNOTATION`` (JSON), which a later
 apply of that document turns back into kept fields: Kubernetes' way of making conversions lossless.
 
+The other way round, the hub fields a version has no place for (its ``hub_only`` paths) travel in
+``HUB_FIELDS_ANNOTATION``. That annotation may set nothing else: a path the version expresses, or
+any ``metadata``, would make the stored object other than the document a reviewer reads, so it is
+refused; and an object applied with it must read back in the version it was applied in.
+
 A deprecated version is still served and its use warns, naming its replacement; a version no
 longer served is refused, naming the versions that are (docs/api-versions.md).
 """
@@ -28,14 +33,21 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.field_errors import FieldError, field_errors
+from capacity_launcher.domain.field_errors import FieldError, field_errors, field_path
 
 KEPT_ANNOTATION = "capacity-launcher/kept-fields"
 # Hub fields a version has no place for, when an object is read in that version (JSON: path ->
 # value); applying the document puts them back on the hub.
 HUB_FIELDS_ANNOTATION = "capacity-launcher/hub-fields"
+HUB_FIELDS_PATH = field_path(("metadata", "annotations", HUB_FIELDS_ANNOTATION))
+# What HUB_FIELDS_ANNOTATION may set: one top-level field of the hub's spec (what the registry
+# compares when it reads an object in a version, VersionRegistry._lost).
+HUB_PATH_PREFIX = "spec."
 # Kept fields are stored beside the hub document in the state table (400 KB items).
 MAX_KEPT_BYTES = 64 * 1024
+# One document as JSON, counted before it is converted: a hub is stored in one state table item
+# (400 KB) with its kept fields, so a larger document could never be stored (docs/cli.md).
+MAX_DOCUMENT_BYTES = 256 * 1024
 # What the server sets and `get` may print, and `apply` ignores as Kubernetes does for a kind with
 # a status subresource: the object's status, and metadata only the server writes.
 SERVER_METADATA = ("creationTimestamp", "generation", "resourceVersion", "uid", "managedFields")
@@ -141,6 +153,10 @@ class ServedVersion:
     # ``to_hub`` given what the document refers to (``read``'s and ``convert``'s ``references``:
     # an OME reservation's PriorityClass values), for versions whose hub depends on it.
     to_hub_with: Callable[[Any, Any], Conversion] | None = None
+    # The hub paths (``spec.FIELD``) a parsed document of this version has no place for: the only
+    # ones HUB_FIELDS_ANNOTATION may set on it (tests/unit/test_hub_fields.py checks each
+    # version's against its conversion). A hub's: none, it expresses all of itself.
+    hub_only: Callable[[Any], frozenset[str]] = field(default=lambda document: frozenset())
 
     def converted(self, document: Any, references: Any = None) -> Conversion:
         if self.to_hub_with is not None and references is not None:
@@ -164,6 +180,8 @@ class Applied:
     version: ServedVersion
     conversion: Conversion
     warnings: tuple[str, ...] = ()
+    # The hub paths HUB_FIELDS_ANNOTATION set (apply says so: what was not in the document).
+    hub_fields: tuple[str, ...] = ()
 
 
 class VersionRegistry:
@@ -246,18 +264,25 @@ class VersionRegistry:
             served = _listed(self.served_for(kind)) or self._kinds()
             raise ConfigValidationError([FieldError("apiVersion", f"is required: {served}")])
         version = self.version(api_version, kind)
+        check_document_size(data)
         body, carried = _without_kept_annotation(without_server_fields(data))
         body, hub_fields = _without_hub_fields(body)
         try:
-            conversion = version.converted(version.parse(body), references)
+            parsed = version.parse(body)
+            conversion = version.converted(parsed, references)
         except RecursionError:
             raise ConfigValidationError([FieldError("body", "is nested too deeply")]) from None
         if hub_fields:
+            _check_hub_only(version, parsed, hub_fields)
             conversion = self._with_hub_fields(conversion, hub_fields)
         if carried is not None:
             conversion = Conversion(conversion.hubs, _merged(carried, conversion.kept))
+        if hub_fields:
+            self._check_reads_back(version, conversion, references)
         warning = version.deprecation()
-        return Applied(version, conversion, (warning,) if warning else ())
+        return Applied(
+            version, conversion, (warning,) if warning else (), tuple(sorted(hub_fields))
+        )
 
     def convert(
         self, hub: Any, kept: Kept | None, api_version: str, kind: str, references: Any = None
@@ -300,9 +325,53 @@ class VersionRegistry:
         try:
             hub = hub_version.parse(restored)
         except ConfigValidationError as error:
-            path = f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"
-            raise ConfigValidationError([FieldError(path, str(error))]) from None
+            raise ConfigValidationError([FieldError(HUB_FIELDS_PATH, str(error))]) from None
         return Conversion((hub, *conversion.hubs[1:]), conversion.kept)
+
+    def _check_reads_back(
+        self, version: ServedVersion, conversion: Conversion, references: Any
+    ) -> None:
+        """Refuse hub fields that would store an object its own version cannot read back."""
+        kept = conversion.kept or None
+        try:
+            self.convert(conversion.hub, kept, version.api_version, version.kind, references)
+        except ConfigValidationError as error:
+            rule = (
+                f"sets what {version.label} cannot read back "
+                f"({'; '.join(str(e) for e in error.errors)}): every stored object reads back "
+                "in the version it was applied in"
+            )
+            raise ConfigValidationError([FieldError(HUB_FIELDS_PATH, rule)]) from None
+
+
+def document_size(data: Any, limit: int = MAX_DOCUMENT_BYTES) -> int:
+    """About ``data``'s size as JSON (its strings' UTF-8 bytes, quotes and separators), counted
+    no further than past ``limit``: a document whose parts are shared many times over (a YAML
+    alias bomb's) is measured as written out, without writing it out."""
+    size, pending = 0, [data]
+    while pending and size <= limit:
+        node = pending.pop()
+        if isinstance(node, str):
+            size += 2 + (len(node) if len(node) > limit else len(node.encode("utf-8", "replace")))
+        elif isinstance(node, Mapping):
+            size += 2 + len(node)
+            for key, value in node.items():
+                pending += (key, value)
+        elif isinstance(node, list | tuple):
+            size += 2 + len(node)
+            pending += node
+        elif isinstance(node, int):  # its digits (str() of a huge int raises)
+            size += 2 + node.bit_length() * 3 // 10
+        else:
+            size += len(repr(node)) if isinstance(node, float) else 5
+    return size
+
+
+def check_document_size(data: Any) -> None:
+    """Refuse a document larger than MAX_DOCUMENT_BYTES (as JSON), before converting it."""
+    if document_size(data) > MAX_DOCUMENT_BYTES:
+        rule = f"must be at most {MAX_DOCUMENT_BYTES} bytes as JSON (one stored object)"
+        raise ConfigValidationError([FieldError("body", rule)])
 
 
 def _listed(versions: Iterable[ServedVersion]) -> str:
@@ -326,7 +395,7 @@ def _without_kept_annotation(data: Mapping[str, Any]) -> tuple[dict[str, Any], K
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     if not isinstance(annotations, Mapping) or KEPT_ANNOTATION not in annotations:
         return body, None
-    path = f"metadata.annotations.{KEPT_ANNOTATION}"
+    path = field_path(("metadata", "annotations", KEPT_ANNOTATION))
     try:
         carried = Kept.from_json(json.loads(annotations[KEPT_ANNOTATION]))
     except (TypeError, ValueError, KeyError, AttributeError):
@@ -340,6 +409,32 @@ def _without_kept_annotation(data: Mapping[str, Any]) -> tuple[dict[str, Any], K
     return body, carried
 
 
+def _check_hub_only(version: ServedVersion, parsed: Any, fields: Mapping[str, Any]) -> None:
+    """Refuse each path HUB_FIELDS_ANNOTATION sets that the document itself says (or could say):
+    the object stored must be the one its visible document describes."""
+    allowed = version.hub_only(parsed)
+    errors = []
+    for path in sorted(fields):
+        if path == "metadata" or path.startswith("metadata."):
+            rule = f"may not set {path}: metadata is always written in the document"
+        elif path in allowed:
+            continue
+        elif path.startswith(HUB_PATH_PREFIX) and "." not in path.removeprefix(HUB_PATH_PREFIX):
+            rule = (
+                f"may not set {path}: {version.label} expresses it, so it is written in the "
+                f"document; the annotation carries only hub fields the version has no place "
+                f"for ({', '.join(sorted(allowed)) or 'none'})"
+            )
+        else:
+            rule = (
+                f"may not set {path}: it carries hub fields by their spec path "
+                f"({', '.join(sorted(allowed)) or f'{version.label} has none'})"
+            )
+        errors.append(FieldError(HUB_FIELDS_PATH, rule))
+    if errors:
+        raise ConfigValidationError(errors)
+
+
 def _without_hub_fields(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     metadata = body.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
@@ -350,9 +445,8 @@ def _without_hub_fields(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
         if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):
             raise ValueError
     except (TypeError, ValueError):
-        path = f"metadata.annotations.{HUB_FIELDS_ANNOTATION}"
         rule = "must be the JSON capacity-launcher wrote: {path: value}"
-        raise ConfigValidationError([FieldError(path, rule)]) from None
+        raise ConfigValidationError([FieldError(HUB_FIELDS_PATH, rule)]) from None
     rest = {k: v for k, v in annotations.items() if k != HUB_FIELDS_ANNOTATION}
     assert isinstance(metadata, Mapping)
     new_metadata = {**metadata, "annotations": rest}

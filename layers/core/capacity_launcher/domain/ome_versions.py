@@ -97,8 +97,20 @@ def _served(kind: str) -> ServedVersion:
         OME_API_VERSION, kind, CAPACITY_QUOTA, parse_reservation, to_version_hub, from_version_hub
     )
     return replace(
-        version, document=_document, model=CapacityReservation, to_hub_with=to_version_hub
+        version,
+        document=_document,
+        model=CapacityReservation,
+        to_hub_with=to_version_hub,
+        hub_only=hub_only,
     )
+
+
+def hub_only(reservation: CapacityReservation) -> frozenset[str]:
+    """ServedVersion.hub_only: a reservation naming a priorityClassName says its priority (the
+    class's value); naming none, the priority was the global default's when it was applied,
+    which no field of the reservation holds. Every other hub field OME writes or cannot be read
+    in it (ome_reservations.from_hub)."""
+    return frozenset() if reservation.spec.priority_class_name else frozenset({"spec.priority"})
 
 
 def ome_versions() -> tuple[ServedVersion, ...]:

@@ -54,23 +54,27 @@ def served(
     model: type[BaseModel],
     to_hub: Callable[[Any], Conversion],
     from_hub: Callable[[str], Callable[[Any, Mapping[str, Any]], dict[str, Any]]],
+    hub_only: Callable[[str], Callable[[Any], frozenset[str]]] | None = None,
 ) -> list[ServedVersion]:
     """A kind's v1 and its deprecated v1beta1, parsed by one model (each version's own rules
-    are checked by ``to_hub``)."""
+    are checked by ``to_hub``); ``hub_only``: each version's ServedVersion.hub_only (none: the
+    version expresses every hub field)."""
     v1, v1beta1 = api_versions
 
     def parse(data: Mapping[str, Any]) -> Any:
         return validated(model, data)
 
     common: dict[str, Any] = {"parse": parse, "to_hub": to_hub, "document": dumped, "model": model}
+
+    def own(api_version: str) -> dict[str, Any]:
+        found: dict[str, Any] = {"from_hub": from_hub(api_version)}
+        if hub_only is not None:
+            found["hub_only"] = hub_only(api_version)
+        return found
+
     return [
-        ServedVersion(v1, kind, hub_kind, from_hub=from_hub(v1), **common),
+        ServedVersion(v1, kind, hub_kind, **own(v1), **common),
         ServedVersion(
-            v1beta1,
-            kind,
-            hub_kind,
-            from_hub=from_hub(v1beta1),
-            deprecated_by=f"{v1} {kind}",
-            **common,
+            v1beta1, kind, hub_kind, deprecated_by=f"{v1} {kind}", **own(v1beta1), **common
         ),
     ]

@@ -324,5 +324,35 @@ def from_hub(api_version: str) -> Any:
     return convert
 
 
+# The hub's fields neither version writes: a launch template by name, the arm64 image's parameter
+# (but for an alias's own, docs/karpenter.md), and the other version's reservation field.
+_HUB_ONLY = {
+    V1: frozenset(
+        {"spec.launchTemplateName", "spec.arm64ImageSsmParameter", "spec.capacityReservationSpec"}
+    ),
+    V1BETA1: frozenset(
+        {
+            "spec.launchTemplateName",
+            "spec.arm64ImageSsmParameter",
+            "spec.capacityReservationSelectorTerms",
+        }
+    ),
+}
+
+
+def hub_only(api_version: str) -> Any:
+    """ServedVersion.hub_only: the version's hub-only fields but the image ones the document's
+    own images set (an alias sets both architectures' parameters)."""
+
+    def paths(node_class: EC2NodeClass) -> frozenset[str]:
+        try:
+            image = _image(node_class)
+        except ConfigValidationError:
+            image = {}
+        return _HUB_ONLY[api_version] - {f"spec.{name}" for name in image}
+
+    return paths
+
+
 def versions() -> list[ServedVersion]:
-    return served((V1, V1BETA1), KIND, "NodeClass", EC2NodeClass, to_hub, from_hub)
+    return served((V1, V1BETA1), KIND, "NodeClass", EC2NodeClass, to_hub, from_hub, hub_only)
