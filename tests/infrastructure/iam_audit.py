@@ -29,6 +29,9 @@ What is modelled, and its limits:
 - iam:PassRole: a launch template with an instance profile passes the `InstanceRoleArn`
   parameter's role (instance profiles are not modelled).
 - Permissions boundaries, SCPs, session policies and service-side checks are out of scope.
+
+The session's recorder (tests/conftest.py, `check_limits`) also holds every call, attributed or
+not, against the maximums of botocore's service model (parameter_limits.py).
 """
 
 from __future__ import annotations
