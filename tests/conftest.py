@@ -50,7 +50,7 @@ def _one_botocore_loader() -> Iterator[None]:
 # Every AWS call a template function makes in these suites is evaluated against its role policy
 # in the transformed template at the end of the session (tests/infrastructure/iam_audit.py).
 _AUDITED_LAYERS = ("integration", "e2e", "simulation")
-_CALLS = CallRecorder()
+_CALLS = CallRecorder(check_limits=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -60,9 +60,17 @@ def _record_aws_calls() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _attribute_calls_to_the_test(request: pytest.FixtureRequest) -> None:
+def _attribute_calls_to_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Also fails a test any of whose calls (its own, its functions', its CLI's) goes over a
+    maximum of AWS's API (tests/infrastructure/parameter_limits.py): AWS would refuse it."""
     _CALLS.enabled = any(layer in Path(str(request.node.fspath)).parts for layer in _AUDITED_LAYERS)
     _CALLS.test = request.node.nodeid
+    before = len(_CALLS.over_limits)
+    yield
+    over = [found for test, found in _CALLS.over_limits[before:] if test == request.node.nodeid]
+    if over and request.node.get_closest_marker("beyond_aws_limits") is None:
+        listed = "\n  ".join(over[:20])
+        pytest.fail(f"calls AWS would refuse (over its API's maximums):\n  {listed}")
 
 
 # Under pytest-xdist each worker records and audits its own tests' calls (a test runs wholly in one

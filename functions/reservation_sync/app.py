@@ -10,7 +10,7 @@ with lambda_init() as host:
 
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from capacity_launcher.observability import logger, metrics
+    from capacity_launcher.observability import MetricUnit, logger, metrics
     from capacity_launcher.service.wiring import Adapters
     from capacity_launcher.settings import get_settings
 
@@ -33,8 +33,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             "events": [e.detail_type for e in refreshed.events],
         }
     report = SYNC.run()
+    if report.failed:
+        # Each failed part was logged and counted (SyncPartFailed) where it failed; the minute's
+        # other parts ran. Said once more here, so one line tells the run's outcome.
+        logger.error("reservation sync finished with failed parts", extra={"failed": report.failed})
+        metrics.add_metric(name="SyncRunsWithFailedParts", unit=MetricUnit.Count, value=1)
     reconciliation = report.reconciliation
     return {
+        "failedParts": report.failed,
         "scheduledAt": event["time"],
         "synced": len(report.synced),
         "conflicts": report.conflicts,

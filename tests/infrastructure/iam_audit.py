@@ -29,6 +29,9 @@ What is modelled, and its limits:
 - iam:PassRole: a launch template with an instance profile passes the `InstanceRoleArn`
   parameter's role (instance profiles are not modelled).
 - Permissions boundaries, SCPs, session policies and service-side checks are out of scope.
+
+The session's recorder (tests/conftest.py, `check_limits`) also holds every call, attributed or
+not, against the maximums of botocore's service model (parameter_limits.py).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from botocore.client import BaseClient
 
 from local_cloud.lambda_runtime import RUNNING_FUNCTION, RunningFunction
 from local_cloud.template import function_spec
+from tests.infrastructure import parameter_limits
 from tests.infrastructure.policy_checks import Statement, function_roles, render, statements
 
 IAM_PREFIX = {"resourcegroupstaggingapi": "tag"}
@@ -86,6 +90,10 @@ class CallRecorder:
     launch_templates: dict[str, dict[str, Any]] = field(default_factory=dict)
     test: str = ""
     enabled: bool = True
+    # Every call (attributed or not) held against AWS's maximums (parameter_limits.py), by the
+    # outermost recorder only: (test, what is over which limit).
+    check_limits: bool = False
+    over_limits: list[tuple[str, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @contextmanager
@@ -99,6 +107,11 @@ class CallRecorder:
         def make_api_call(client: Any, operation: str, params: dict[str, Any]) -> Any:
             running = RUNNING_FUNCTION.get()
             service = client.meta.service_model.service_name
+            if recorder.check_limits and _RECORDING[0] is recorder:
+                model = client.meta.service_model.operation_model(operation)
+                found = parameter_limits.check(model, params)
+                with recorder._lock:
+                    recorder.over_limits += [(recorder.test, f"{service} {f}") for f in found]
             if running is not None and recorder.enabled and _RECORDING[-1] is recorder:
                 call = Call(running, service, operation, params, client.meta.region_name, self.test)
                 with recorder._lock:

@@ -70,6 +70,8 @@ def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_o
     limits = PoolLimits.model_validate({"unready": "50%"})
     running = cloud.ec2.run_instances(ImageId=image, MinCount=2, MaxCount=2)["Instances"]
     ids = sorted(i["InstanceId"] for i in running)
+    # DescribeInstanceStatus, like DescribeInstances, knows fresh ids only after a while
+    cloud.wait_out_consistency()
     assert gated.reserve("general", "first", EACH, 2, 2, limits, unleased=True) == 2
     gated.settle("general", "first", dict.fromkeys(ids, EACH))
     assert readiness.count("general") == Readiness(unready=2, instances=2)

@@ -60,7 +60,14 @@ def usage_seen(cloud: Cloud) -> list[Decimal]:
 
 
 def vcpus(cloud: Cloud, types: set[str]) -> dict[str, int]:
-    found = cloud.ec2.describe_instance_types(InstanceTypes=sorted(types))["InstanceTypes"]
+    names = sorted(types)
+    found = [  # DescribeInstanceTypes takes at most 100 names a call
+        t
+        for start in range(0, len(names), 100)
+        for t in cloud.ec2.describe_instance_types(InstanceTypes=names[start : start + 100])[
+            "InstanceTypes"
+        ]
+    ]
     return {t["InstanceType"]: t["VCpuInfo"]["DefaultVCpus"] for t in found}
 
 

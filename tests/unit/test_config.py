@@ -18,10 +18,11 @@ from capacity_launcher.domain.config import (
     NodeClass,
     NodePool,
 )
+from capacity_launcher.domain.config_base import MAX_POOL_REQUIREMENTS_BYTES
 from capacity_launcher.domain.documents import parse_document, to_document
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
-from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_FAMILY
+from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_FAMILY, INSTANCE_TYPE
 
 RESERVATION = "cr-0123456789abcdef0"
 GROUP_ARN = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu"
@@ -739,3 +740,23 @@ def test_mutated_valid_documents_either_parse_or_explain(where: str, key: str, v
         assert outcome.errors
     else:
         assert parse_document(to_document(outcome)) == outcome
+
+
+def test_a_pool_takes_hundreds_of_instance_types() -> None:
+    # Karpenter accepts any number of values; an 800-type pool is a few KB as stored.
+    types = [f"m{i}.large" for i in range(800)]
+    pool = parse_document(
+        node_pool(requirements=[{"key": INSTANCE_TYPE, "operator": "In", "values": types}])
+    )
+    assert isinstance(pool, NodePool)
+    assert len(pool.spec.requirements[0].values) == 800
+
+
+def test_a_pools_requirements_fit_one_dynamodb_item() -> None:
+    values = [f"{i:063d}" for i in range(2100)]  # 2,100 values of 63 characters: 140 KB
+    field, rule = the_error(
+        node_pool(requirements=[{"key": INSTANCE_TYPE, "operator": "In", "values": values}])
+    )
+    assert field == "spec.requirements"
+    assert rule.startswith(f"must be at most {MAX_POOL_REQUIREMENTS_BYTES} bytes as JSON")
+    assert "400 KB" in rule

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
+
 from capacity_launcher.adapters.instance_types import (
     MAX_PINNED_FILTER_VALUES,
     InstanceTypeCatalog,
@@ -43,6 +45,9 @@ def _facts(name: str) -> dict[str, Any]:
 
 
 class _Ec2:
+    # The service model a real client carries (the catalog reads EC2's list maximums from it).
+    meta = boto3.client("ec2", region_name="us-east-1").meta
+
     def __init__(self) -> None:
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
@@ -112,3 +117,17 @@ def test_more_pinned_types_than_a_filter_takes_read_the_whole_listing() -> None:
 
     assert [f.name for f in found] == ["m5.large"]
     assert ec2.offering_filters() == [{"location": ["us-east-1a"]}]
+
+
+def test_more_types_than_a_call_takes_are_asked_for_in_several_calls() -> None:
+    # DescribeInstanceTypes takes at most 100 InstanceTypes a call (EC2 API Reference,
+    # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceTypes.html).
+    ec2 = _Ec2()
+    names = [f"x{n}.large" for n in range(249)] + ["m5.large"]
+
+    found = InstanceTypeCatalog(ec2).offered(["us-east-1a"], names)
+
+    assert [f.name for f in found] == ["m5.large"]
+    asked = [kw["InstanceTypes"] for op, kw in ec2.requests if op == "describe_instance_types"]
+    assert [len(chunk) for chunk in asked] == [100, 100, 50]
+    assert sorted(n for chunk in asked for n in chunk) == sorted(names)

@@ -178,6 +178,19 @@ def test_requirements_capacity_launcher_cannot_evaluate_are_refused_by_path() ->
     assert "cannot choose instance types by karpenter.k8s.aws/instance-hypervisor" in error.rule
 
 
+def test_a_requirement_takes_as_many_values_as_karpenter_accepts() -> None:
+    # Karpenter's NodePool CRD: at most 100 requirements, each value at most 63 characters, any
+    # number of values.
+    types = [f"c{i}.xlarge" for i in range(250)]
+    requirement = {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}
+    hub = REGISTRY.read(nodepool(requirements=[requirement])).conversion.hub
+    assert isinstance(hub, NodePool)
+    assert hub.spec.requirements[0].values == tuple(types)
+    (too_long,) = errors_of(nodepool(requirements=[{**requirement, "values": ["x" * 64]}]))
+    assert too_long.field == "spec.template.spec.requirements[0].values"
+    assert "1 to 63 characters" in too_long.rule
+
+
 def test_hub_rules_are_reported_at_the_karpenter_paths() -> None:
     document = nodepool(
         requirements=[

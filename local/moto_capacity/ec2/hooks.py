@@ -1,8 +1,8 @@
 """The EC2 hooks: the capacity actions and answers on moto's `EC2Response`, billing fields on its
 `Ami`, instances that give their slot back when stopped or terminated and take one again when
 started, `cr-` ids for tags, Capacity Reservations as resource-group members, the launch-template
-quota, terminated instances that leave DescribeInstances after an hour, and status checks
-`initializing` for a while after a launch or a start."""
+quota, terminated instances that leave DescribeInstances after an hour, status checks
+`initializing` for a while after a launch or a start, and listings with EC2's limits and paging."""
 
 import functools
 from collections.abc import Callable
@@ -27,6 +27,7 @@ from .models.status_checks import checking_after_launch, checking_after_start, i
 from .responses.capacity_reservations import CapacityReservationResponse
 from .responses.gpu_reservations import GpuReservationResponse
 from .responses.instances import EventuallyConsistentInstanceResponse
+from .responses.listings import StrictListingResponse
 
 
 def _releasing_slot(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -73,6 +74,7 @@ def install() -> None:
     copy_members(CapacityReservationResponse, EC2Response)
     copy_members(GpuReservationResponse, EC2Response)
     copy_members(EventuallyConsistentInstanceResponse, EC2Response)
+    copy_members(StrictListingResponse, EC2Response)
     copy_members(ImageBillingFields, Ami)
     hook(EC2Backend, "run_instances", lambda o: checking_after_launch(noting_launches(o)))
     hook(Instance, "stop", _releasing_slot)

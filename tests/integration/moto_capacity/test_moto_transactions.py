@@ -157,6 +157,7 @@ def test_an_action_naming_two_operations_is_refused_as_a_validation_error(dynamo
     assert _items(dynamodb) == before
 
 
+@pytest.mark.beyond_aws_limits
 def test_more_than_100_actions_are_refused(dynamodb: Any) -> None:
     with pytest.raises(ClientError) as caught:
         dynamodb.transact_write_items(TransactItems=[_add(f"n{n:03d}") for n in range(101)])

@@ -4,9 +4,10 @@ and `aws_call`: the one way an adapter turns a botocore ClientError into a domai
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache
+from itertools import batched
 from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
@@ -101,6 +102,19 @@ def all_pages(call: Callable[..., dict[str, Any]], **params: Any) -> Iterator[di
         if token == asked:
             raise RuntimeError(f"the listing answered the token it was asked with: {parameter}")
         params, asked = {**params, parameter: token}, token
+
+
+def most_per_call(api: Any, operation: str, parameter: str) -> int:
+    """How many items the list `parameter` of `operation` takes, from the service model botocore
+    ships (`max`): botocore checks a list's minimum before sending, never its maximum, so a longer
+    one reaches AWS and is refused whole (`DescribeInstanceTypes` takes 100 `InstanceTypes`)."""
+    shape = api.meta.service_model.operation_model(operation).input_shape
+    return int(shape.members[parameter].metadata["max"])
+
+
+def in_chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    """`items` in lists of at most `size`, in order."""
+    return (list(chunk) for chunk in batched(items, size, strict=False))
 
 
 def error_code(error: ClientError) -> str:

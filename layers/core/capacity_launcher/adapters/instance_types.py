@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from capacity_launcher.adapters.aws import all_pages, aws_call, client
+from capacity_launcher.adapters.aws import all_pages, aws_call, client, in_chunks, most_per_call
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.aws_errors import requirement_key
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
@@ -90,7 +90,18 @@ class InstanceTypeCatalog:
         return {t["InstanceType"]: instance_type_info(t) for t in raw}
 
     def _describe(self, names: Iterable[str] | None) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {"InstanceTypes": list(names)} if names else {}
+        """Facts of `names` (every type when None), asked in calls of as many names as EC2
+        takes (100): a pool may pin any number of types, as Karpenter's may."""
+        if not names:
+            return self._describe_page({})
+        most = most_per_call(self._ec2, "DescribeInstanceTypes", "InstanceTypes")
+        return [
+            t
+            for chunk in in_chunks(names, most)
+            for t in self._describe_page({"InstanceTypes": chunk})
+        ]
+
+    def _describe_page(self, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         with aws_call("DescribeInstanceTypes", fatal=LaunchFailed):
             pages = all_pages(self._ec2.describe_instance_types, **kwargs)
             return [t for page in pages for t in page["InstanceTypes"]]

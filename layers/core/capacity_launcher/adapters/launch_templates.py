@@ -14,12 +14,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from capacity_launcher.adapters.aws import aws_call, client, error_code
+from capacity_launcher.adapters.aws import aws_call, client, error_code, error_message
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.adapters.image_selection import ImageSelection
 from capacity_launcher.adapters.security_groups import SecurityGroups
-from capacity_launcher.domain.aws_errors import is_launch_template_gone
+from capacity_launcher.domain.aws_errors import is_launch_template_gone, is_refused_token
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.domain.fleet import LaunchTemplate
@@ -39,6 +39,7 @@ from capacity_launcher.domain.tags import (
     managed_tags,
 )
 from capacity_launcher.domain.template_lifecycle import ManagedTemplate, target_tag
+from capacity_launcher.observability import logger
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 # GetParameter's answer for a name SSM does not have (an alias's arm64 or accelerated image in a
@@ -363,22 +364,41 @@ class TemplateInventory:
     """The service's launch templates as the sync's lifecycle sees them: listed a bounded number
     of pages a run (continuing where the last run stopped), deleted one by one."""
 
-    def __init__(self, ec2: Any | None = None, pages_per_run: int = 5) -> None:
+    def __init__(
+        self, ec2: Any | None = None, pages_per_run: int = 5, page_size: int = _PAGE_SIZE
+    ) -> None:
         self._ec2 = ec2 or client("ec2")
         self._pages_per_run = pages_per_run
+        self._page_size = page_size
         self._next_token: str | None = None
 
     def managed(self) -> list[ManagedTemplate]:
         """Up to `pages_per_run` pages of templates tagged managed; the next call goes on from
-        there, and starts over after the last page."""
+        there, and starts over after the last page, or when EC2 refuses the token it kept (an
+        expired one: kept, it would fail every later run)."""
         found: list[ManagedTemplate] = []
         for _ in range(self._pages_per_run):
-            page = self._page(self._next_token)
+            with aws_call("DescribeLaunchTemplates", fatal=LaunchFailed):
+                page = self._page_or_first(self._next_token)
             found += [_managed(raw) for raw in page.get("LaunchTemplates", [])]
             self._next_token = page.get("NextToken") or None
             if self._next_token is None:
                 break
         return found
+
+    def _page_or_first(self, token: str | None) -> dict[str, Any]:
+        """The page after `token`; the first page when EC2 refuses the token."""
+        try:
+            return self._page(token)
+        except ClientError as error:
+            if token is None or not is_refused_token(error_code(error), error_message(error)):
+                raise
+            logger.warning(
+                "launch template listing's token refused; listing from the first page",
+                extra={"code": error_code(error), "reason": error_message(error)},
+            )
+            self._next_token = None
+            return self._page(None)
 
     def delete(self, name: str) -> bool:
         """Deletes a template; False when it was gone already."""
@@ -394,12 +414,11 @@ class TemplateInventory:
     def _page(self, token: str | None) -> dict[str, Any]:
         request: dict[str, Any] = {
             "Filters": [{"Name": f"tag:{MANAGED}", "Values": ["true"]}],
-            "MaxResults": _PAGE_SIZE,
+            "MaxResults": self._page_size,
         }
         if token:
             request["NextToken"] = token
-        with aws_call("DescribeLaunchTemplates"):
-            return dict(self._ec2.describe_launch_templates(**request))
+        return dict(self._ec2.describe_launch_templates(**request))
 
 
 def _managed(raw: Mapping[str, Any]) -> ManagedTemplate:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from capacity_launcher.adapters.aws import all_pages, aws_call
+from botocore.exceptions import ClientError
+
+from capacity_launcher.adapters.aws import all_pages, aws_call, error_code, error_message
 from capacity_launcher.adapters.dynamodb import from_item, key
 from capacity_launcher.adapters.pool_items import (
     LEASE_PREFIX,
@@ -21,7 +23,8 @@ from capacity_launcher.adapters.pool_items import (
     USAGE,
     limits_pk,
 )
-from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.aws_errors import unknown_instance_ids
+from capacity_launcher.domain.errors import ConditionFailed, LaunchFailed
 from capacity_launcher.domain.pool_usage import Readiness, unready_refusal
 from capacity_launcher.domain.quantities import PoolLimits
 
@@ -122,13 +125,33 @@ class PoolReadiness:
         found: set[str] = set()
         for start in range(0, len(instance_ids), _IDS_PER_CALL):
             ids = instance_ids[start : start + _IDS_PER_CALL]
-            with aws_call("DescribeInstanceStatus"):
-                pages = all_pages(
-                    self._ec2.describe_instance_status, InstanceIds=ids, IncludeAllInstances=True
-                )
-                statuses = [s for page in pages for s in page.get("InstanceStatuses", [])]
+            with aws_call("DescribeInstanceStatus", fatal=LaunchFailed):
+                statuses = self._statuses(ids)
             found |= {s["InstanceId"] for s in statuses if _passes(s)}
         return found
+
+    def _statuses(self, ids: list[str]) -> list[dict[str, Any]]:
+        """The statuses of `ids` EC2 knows. EC2 refuses the whole call for one id it does not
+        know yet (a launch seconds ago: "Eventual consistency in the Amazon EC2 API") or any
+        more; those are not ready, so they are left out and the others asked again, and the
+        next sync looks at them again. Ids the refusal does not name are asked one by one."""
+        asked = list(ids)
+        while asked:
+            try:
+                pages = all_pages(
+                    self._ec2.describe_instance_status, InstanceIds=asked, IncludeAllInstances=True
+                )
+                return [s for page in pages for s in page.get("InstanceStatuses", [])]
+            except ClientError as error:
+                unknown = unknown_instance_ids(error_code(error), error_message(error))
+                if unknown is None or len(asked) == 1:
+                    if unknown is not None:
+                        return []
+                    raise
+                if not set(unknown) & set(asked):
+                    return [s for one in asked for s in self._statuses([one])]
+                asked = [i for i in asked if i not in set(unknown)]
+        return []
 
     def _version(self, pool: str) -> int | None:
         """The pool usage item's version (None before its first lease)."""

@@ -7,9 +7,10 @@ raise, and the service decides what to do by kind.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.domain.errors import (
     CONDITION_FAILED,
@@ -110,6 +111,46 @@ LAUNCH_TEMPLATE_GONE_CODES: frozenset[str] = frozenset(
         "InvalidLaunchTemplateId.VersionNotFound",
     }
 )
+
+
+# An instance id EC2 does not know (yet: a fresh id is unknown to Describe calls for a while,
+# "Eventual consistency in the Amazon EC2 API"; or any more: gone an hour after termination).
+INSTANCE_NOT_FOUND = "InvalidInstanceID.NotFound"
+_INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
+
+# A listing's NextToken refused (expired, from another listing, garbled): the listing can only
+# start over. EC2 answers InvalidNextToken or InvalidPaginationToken, or InvalidParameterValue
+# naming the token.
+REFUSED_TOKEN_CODES: frozenset[str] = frozenset({"InvalidNextToken", "InvalidPaginationToken"})
+
+
+def is_refused_token(code: str, message: str) -> bool:
+    """A listing's page token refused: drop it and list from the first page."""
+    return code in REFUSED_TOKEN_CODES or (
+        code == "InvalidParameterValue" and "token" in message.lower()
+    )
+
+
+def unknown_instance_ids(code: str, message: str) -> list[str] | None:
+    """The instance ids EC2 said it does not know (its message lists them), [] when it said so
+    without naming them; None for any other refusal."""
+    if code != INSTANCE_NOT_FOUND:
+        return None
+    return _INSTANCE_ID.findall(message)
+
+
+def error_code_of(error: BaseException) -> str:
+    """The AWS error code behind any error a part of the service met: a domain error's `code`,
+    a botocore error's `Error.Code` (read as the mapping it carries), else the exception's name."""
+    code = getattr(error, "code", None)
+    if isinstance(code, str):
+        return code
+    response: Any = getattr(error, "response", None)
+    if isinstance(response, Mapping):
+        found = response.get("Error", {}).get("Code")
+        if found:
+            return str(found)
+    return type(error).__name__
 
 
 def may_be_gone_instances(code: str) -> bool:

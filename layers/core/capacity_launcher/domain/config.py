@@ -4,6 +4,7 @@ Field names are the documents' camelCase (README.md, NodeClass and NodePool); un
 are errors, and every error names the field (by its document path) and the rule it breaks.
 """
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Annotated, Literal, Self
@@ -20,6 +21,7 @@ from capacity_launcher.domain.config_base import (  # noqa: F401 - re-exported
     BUILT_ON_FIRST_USE,
     MAX_NODE_CLASS_TAGS,
     MAX_POOL_REQUIREMENTS,
+    MAX_POOL_REQUIREMENTS_BYTES,
     MAX_SELECTOR_TAGS,
     MAX_SELECTOR_TERMS,
     MAX_TAG_KEY_LENGTH,
@@ -325,6 +327,14 @@ class NodePoolSpec(_Document):
     @field_validator("requirements")
     @classmethod
     def _satisfiable(cls, requirements: list[Requirement]) -> list[Requirement]:
+        size = len(
+            json.dumps([r.model_dump(mode="json", by_alias=True) for r in requirements]).encode()
+        )
+        if size > MAX_POOL_REQUIREMENTS_BYTES:
+            raise ValueError(
+                f"must be at most {MAX_POOL_REQUIREMENTS_BYTES} bytes as JSON, not {size} "
+                "(the NodePool is stored in one DynamoDB item of 400 KB)"
+            )
         merged = _with_default_capacity_types(Requirements.of(requirements))
         empty = merged.empty_keys()
         if empty:

@@ -20,6 +20,10 @@ MAX_NODE_CLASS_TAGS = MAX_TAGS_PER_RESOURCE - SERVICE_INSTANCE_TAGS
 MAX_SELECTOR_TAGS = 50
 MAX_USER_DATA_BYTES = 16 * 1024
 MAX_POOL_REQUIREMENTS = 100
+# A NodePool's requirements as stored (compact JSON): Karpenter bounds their number and each
+# value's length, not how many values one holds (800 instance types is about 14 KB). The stored
+# document is one DynamoDB item (400 KB) beside the fields an apply keeps (64 KB at most).
+MAX_POOL_REQUIREMENTS_BYTES = 128 * 1024
 MAX_SELECTOR_TERMS = 100
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

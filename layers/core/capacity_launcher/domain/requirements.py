@@ -108,7 +108,9 @@ ALLOWED_VALUES: Mapping[str, tuple[str, ...]] = {
     CAPACITY_RESERVATION_INTERRUPTIBLE: BOOLEANS,
 }
 
-MAX_VALUES = 100
+# Karpenter bounds each value's length, not how many values a requirement holds; a NodePool's
+# requirements are bounded in bytes as stored (config_base.MAX_POOL_REQUIREMENTS_BYTES), a
+# request's by its body (launch_request.MAX_BODY_BYTES).
 MAX_VALUE_LENGTH = 63
 # Karpenter's bound on minValues (flexibility asked of one key).
 MAX_MIN_VALUES = 50
@@ -206,8 +208,6 @@ class Requirement(BaseModel):
 
 
 def _check_value_shapes(values: tuple[str, ...]) -> None:
-    if len(values) > MAX_VALUES:
-        raise ValueError(f"at most {MAX_VALUES} values")
     for value in values:
         if not value or len(value) > MAX_VALUE_LENGTH or _CONTROL.search(value):
             raise ValueError(

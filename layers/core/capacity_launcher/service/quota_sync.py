@@ -22,6 +22,7 @@ from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import QuotaStatusStore, QuotaUsage
 from capacity_launcher.service.quota_metrics import emit_quota_usage
 from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimReport
+from capacity_launcher.service.sync_parts import contained
 
 
 @dataclass
@@ -30,6 +31,8 @@ class QuotaSyncReport:
     # quota usage items rewritten because they did not match their leases and members
     recounted: list[str] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
+    # Its parts that failed (service/sync_parts.py): reclaims, usage (recount and statuses).
+    failed: list[str] = field(default_factory=list)
 
 
 class QuotaSync:
@@ -50,14 +53,26 @@ class QuotaSync:
         self._now = now
 
     def run(self) -> QuotaSyncReport:
+        """Reclaims, then usage and statuses, each contained: a reclaim EC2 refuses does not
+        leave every quota's status a minute older."""
         report = QuotaSyncReport()
         quotas = list(self._quotas())
+        # Also with no quota left: a deleted lender's open reclaim is closed, never enforced.
+        report.reclaims = contained(
+            report.failed,
+            "quota-reclaims",
+            lambda: self._enforcement.run(quotas),
+            ReclaimReport(),
+        )
+        contained(report.failed, "quota-usage", lambda: self._usage(report, quotas), None)
+        return report
+
+    def _usage(self, report: QuotaSyncReport, quotas: Sequence[CapacityQuota]) -> None:
+        """Recount each quota usage item, then store every quota's status."""
         stale = set(self._statuses.read()) - {q.name for q in quotas}
         self._statuses.forget(stale)
-        # Also with no quota left: a deleted lender's open reclaim is closed, never enforced.
-        report.reclaims = self._enforcement.run(quotas)
         if not quotas:
-            return report
+            return
         usage: dict[UsageKey, Resources] = {}
         items: dict[str, set[str]] = {}
         for quota in quotas:
@@ -92,4 +107,3 @@ class QuotaSync:
         self._statuses.save(statuses, format_timestamp(self._now()))
         emit_quota_usage(statuses)
         report.statuses = sorted(statuses)
-        return report

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Protocol
 
 from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
@@ -43,6 +44,7 @@ from capacity_launcher.service.ports import (
 )
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
 from capacity_launcher.service.wait_backstop import WaitBackstop
 
@@ -70,6 +72,9 @@ class SyncReport:
     # Instances seen running with their status checks ok, in pools with limits.unready.
     ready: list[str] = field(default_factory=list)
     templates: SweepReport | None = None
+    # The parts of this run that failed (service/sync_parts.py), in the order they ran; the
+    # others ran all the same.
+    failed: list[str] = field(default_factory=list)
 
 
 class Readiness(Protocol):
@@ -115,45 +120,34 @@ class ReservationSync:
         return [i for pool in limited for i in self._readiness.mark_ready(pool)]
 
     def run(self) -> SyncReport:
+        """The minute's parts, in order, each contained (service/sync_parts.py): one that fails
+        is logged and counted, and the others still run. Those that act on EC2's list of
+        reservations (the waits' backstop, the template sweep) are skipped when it was not read:
+        an empty list would read as every reservation gone."""
         report = SyncReport()
+        failed = report.failed
         if self._reconciliation is not None:
-            report.reconciliation = _reconcile(self._reconciliation)
-        usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
-        held = report.reconciliation.held_by_reservation if report.reconciliation else {}
-        now = self._now()
-        node_classes = self._config.node_classes()
-        coverage, groups_of, seen, everything = self._resolve(node_classes, now)
-        stored, old_coverage = self._snapshots.read()
-        _keep_newly_expired(seen, stored, everything)
-        for reservation_id in sorted(seen):
-            observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
-            self._sync_one(
-                report,
-                stored.get(reservation_id),
-                observed,
-                usage.get(reservation_id, {}),
-                now,
-                held.get(reservation_id, ()),
+            reconciliation = self._reconciliation
+            report.reconciliation = contained(
+                failed, "reconciliation", lambda: _reconcile(reconciliation), None
             )
-        report.forgotten = sorted(
-            [k for k in stored if k not in seen]
-            + [k for k in old_coverage if k not in {c.key for c in coverage}]
-        )
-        self._snapshots.forget(report.forgotten)
-        self._snapshots.save_coverage(coverage)
+        listed = contained(failed, "reservations", lambda: self._sync_reservations(report), None)
         if self._readiness is not None:
-            report.ready = self._mark_ready()
+            report.ready = contained(failed, "readiness", self._mark_ready, [])
         if self._quotas is not None:
             # After reconciliation: quota usage is recounted from the membership it repaired.
-            report.quotas = self._quotas.run()
-        if self._waits is not None:
-            report.ended_waits = self._waits.run(everything)
-        if self._templates is not None:
-            # Every reservation EC2 lists that may still serve (active or upcoming, not ended),
-            # and every group a NodeClass names (readable or not).
-            serving = {k for k, r in everything.items() if r.state in SELECTABLE_STATES}
-            targets = serving | _selected_by(node_classes)[1]
-            report.templates = self._templates.run([n.metadata.name for n in node_classes], targets)
+            report.quotas = contained(failed, "quotas", self._quotas.run, None)
+            if report.quotas is not None:
+                failed += report.quotas.failed
+        if listed is not None:
+            node_classes, everything = listed
+            if self._waits is not None:
+                waits = self._waits
+                report.ended_waits = contained(failed, "waits", lambda: waits.run(everything), [])
+            if self._templates is not None:
+                report.templates = contained(
+                    failed, "templates", lambda: self._sweep(node_classes, everything), None
+                )
         logger.info(
             "reservations synced",
             extra={
@@ -161,9 +155,52 @@ class ReservationSync:
                 "conflicts": report.conflicts,
                 "events": [e.detail_type for e in report.events],
                 "endedWaits": report.ended_waits,
+                "failedParts": report.failed,
             },
         )
         return report
+
+    def _sync_reservations(
+        self, report: SyncReport
+    ) -> tuple[list[NodeClass], dict[str, ReservationSnapshot]]:
+        """Every snapshot from what EC2 says now; the NodeClasses and EC2's whole list. One
+        reservation whose snapshot fails is that reservation's failure alone."""
+        usage = report.reconciliation.usage_by_reservation if report.reconciliation else {}
+        held = report.reconciliation.held_by_reservation if report.reconciliation else {}
+        now = self._now()
+        node_classes = list(self._config.node_classes())
+        coverage, groups_of, seen, everything = self._resolve(node_classes, now)
+        stored, old_coverage = self._snapshots.read()
+        _keep_newly_expired(seen, stored, everything)
+        for reservation_id in sorted(seen):
+            observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
+            one = partial(
+                self._sync_one,
+                report,
+                stored.get(reservation_id),
+                observed,
+                usage.get(reservation_id, {}),
+                now,
+                held.get(reservation_id, ()),
+            )
+            contained(report.failed, "reservation", one, None)
+        report.forgotten = sorted(
+            [k for k in stored if k not in seen]
+            + [k for k in old_coverage if k not in {c.key for c in coverage}]
+        )
+        self._snapshots.forget(report.forgotten)
+        self._snapshots.save_coverage(coverage)
+        return node_classes, everything
+
+    def _sweep(
+        self, node_classes: Sequence[NodeClass], everything: Mapping[str, ReservationSnapshot]
+    ) -> SweepReport:
+        """The template sweep, keeping every reservation EC2 lists that may still serve (active or
+        upcoming, not ended) and every group a NodeClass names (readable or not)."""
+        assert self._templates is not None
+        serving = {k for k, r in everything.items() if r.state in SELECTABLE_STATES}
+        targets = serving | _selected_by(node_classes)[1]
+        return self._templates.run([n.metadata.name for n in node_classes], targets)
 
     def refresh(self, reservation_id: str) -> SyncReport:
         """One reservation's snapshot, from what EC2 says of it now, when EC2 announces that a

@@ -1,5 +1,6 @@
 """What an instance launch asks of capacity: its matching attributes and reservation preference."""
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from moto_capacity.ec2.exceptions import InvalidParameterCombination, InvalidPar
 
 from .platforms import reservation_platform
 
+_IMAGE_ID = re.compile(r"ami-(?:[0-9a-f]{8}|[0-9a-f]{17})")
 PREFERENCES = ("open", "none", "capacity-reservations-only")
 LINUX = "Linux/UNIX"
 WINDOWS = "Windows"
@@ -107,11 +109,21 @@ def image_platform(ec2_backend: Any, image_id: str | None) -> str:
     return reservation_platform(images[0] if images else None)
 
 
+def malformed_image(image_id: str) -> bool:
+    """Whether EC2 reads `image_id` as malformed rather than unknown. EC2 API Reference, "Error
+    codes for the Amazon EC2 API"
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html):
+    `InvalidAMIID.Malformed` is an id not in the form ami-xxxxxxxxxxxxxxxxx. An AMI id is `ami-`
+    and 8 (older) or 17 hexadecimal digits, so `ami-foo` is malformed and only a well-formed id
+    can be `InvalidAMIID.NotFound`."""
+    return _IMAGE_ID.fullmatch(image_id) is None
+
+
 def unknown_image(ec2_backend: Any, image_id: str) -> EC2ClientError | None:
     """Why EC2 refuses to launch `image_id`, if it does (errors-overview): a malformed id
     (InvalidAMIID.Malformed), or one this account and region do not have (InvalidAMIID.NotFound).
     moto alone launches any id."""
-    if not image_id.startswith("ami-"):
+    if malformed_image(image_id):
         return MalformedAMIIdError([image_id])
     if not ec2_backend.describe_images(filters={"image-id": image_id}):
         return InvalidAMIIdError(image_id)

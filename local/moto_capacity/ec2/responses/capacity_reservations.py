@@ -11,7 +11,7 @@ from moto.ec2.responses.fleets import Fleets
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.utils import convert_tag_spec
 
-from moto_capacity.ec2.exceptions import InvalidNextToken, InvalidParameterValue
+from moto_capacity.ec2.exceptions import InvalidParameterValue
 from moto_capacity.ec2.models import future_dated
 from moto_capacity.ec2.models.allocation import CapacityLedger
 from moto_capacity.ec2.models.backend import CAPACITY_LOCK, InstanceCapacity, capacity_backend
@@ -28,6 +28,7 @@ from moto_capacity.ec2.models.launches import (
     subnet_from_template,
     unknown_image,
 )
+from moto_capacity.ec2.responses.paging import page
 from moto_capacity.resourcegroups import models as groups
 
 PLATFORMS = (
@@ -56,19 +57,6 @@ def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise InvalidParameterValue(f"Value ({value}) for parameter {name} is invalid.")
     return value
-
-
-def _page(
-    items: list[Any], max_results: int | None, next_token: str | None
-) -> tuple[list[Any], str | None]:
-    try:
-        start = int(next_token) if next_token else 0
-    except ValueError:
-        raise InvalidNextToken() from None
-    if start < 0 or start > len(items):
-        raise InvalidNextToken()
-    end = len(items) if not max_results else start + max_results
-    return items[start:end], (str(end) if end < len(items) else None)
 
 
 def _reservation_zone(response: Any) -> tuple[str, str]:
@@ -202,8 +190,10 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
         found = self.capacity_backend.describe_reservations(
             self._get_param("CapacityReservationIds", []), self._filters_from_querystring()
         )
-        page, next_token = _page(found, self._get_param("MaxResults"), self._get_param("NextToken"))
-        return ActionResult({"CapacityReservations": page, "NextToken": next_token})
+        listed, next_token = page(
+            found, self._get_param("MaxResults"), self._get_param("NextToken")
+        )
+        return ActionResult({"CapacityReservations": listed, "NextToken": next_token})
 
     def modify_capacity_reservation(self) -> ActionResult:
         self.error_on_dryrun()
@@ -233,8 +223,10 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
                 self.current_account, self.region, reservation.capacity_reservation_arn
             )
         ]
-        page, next_token = _page(found, self._get_param("MaxResults"), self._get_param("NextToken"))
-        return ActionResult({"CapacityReservationGroups": page, "NextToken": next_token})
+        listed, next_token = page(
+            found, self._get_param("MaxResults"), self._get_param("NextToken")
+        )
+        return ActionResult({"CapacityReservationGroups": listed, "NextToken": next_token})
 
     def run_instances(self) -> ActionResult:
         """RunInstances placed by the capacity model, then launched by moto for what was placed."""

@@ -12,7 +12,8 @@ from moto_capacity.ec2.exceptions import MissingParameter
 from moto_capacity.ec2.models import capacity_blocks, interruptible
 from moto_capacity.ec2.models.backend import capacity_backend
 
-from .capacity_reservations import PLATFORMS, _one_of, _page
+from .capacity_reservations import PLATFORMS, _one_of
+from .paging import page
 
 
 class GpuReservationResponse(EC2BaseResponse):
@@ -37,12 +38,12 @@ class GpuReservationResponse(EC2BaseResponse):
             self._get_param("StartDateRange"),
             self._get_param("EndDateRange"),
         )
-        page, next_token = _page(
+        listed, next_token = page(
             [offering.as_answer() for offering in found],
             self._int_param("MaxResults"),
             self._get_param("NextToken"),
         )
-        return ActionResult({"CapacityBlockOfferings": page, "NextToken": next_token})
+        return ActionResult({"CapacityBlockOfferings": listed, "NextToken": next_token})
 
     def purchase_capacity_block(self) -> ActionResult:
         self.error_on_dryrun()
@@ -63,12 +64,12 @@ class GpuReservationResponse(EC2BaseResponse):
             self._get_param("CapacityBlockIds", []),
             self._filters(),
         )
-        page, next_token = _page(
+        listed, next_token = page(
             [block.as_answer() for block in found],
             self._int_param("MaxResults"),
             self._get_param("NextToken"),
         )
-        return ActionResult({"CapacityBlocks": page, "NextToken": next_token})
+        return ActionResult({"CapacityBlocks": listed, "NextToken": next_token})
 
     def describe_capacity_block_status(self) -> ActionResult:
         self.error_on_dryrun()
@@ -80,10 +81,10 @@ class GpuReservationResponse(EC2BaseResponse):
         statuses = [block.status() for block in found]
         if wanted is not None:
             statuses = [s for s in statuses if s["InterconnectStatus"] in wanted]
-        page, next_token = _page(
+        listed, next_token = page(
             statuses, self._int_param("MaxResults"), self._get_param("NextToken")
         )
-        return ActionResult({"CapacityBlockStatuses": page, "NextToken": next_token})
+        return ActionResult({"CapacityBlockStatuses": listed, "NextToken": next_token})
 
     def create_interruptible_capacity_reservation_allocation(self) -> ActionResult:
         self.error_on_dryrun()

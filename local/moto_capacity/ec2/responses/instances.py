@@ -1,8 +1,10 @@
 """Fresh instances unknown to EC2 for a while (see `consistency`): the wire side.
 
-EC2 API Reference, "Eventual consistency in the Amazon EC2 API": DescribeInstances, CreateTags
-and TerminateInstances on ids that RunInstances or CreateFleet just returned can answer
-`InvalidInstanceID.NotFound`; a filtered DescribeInstances simply does not list them yet.
+EC2 API Reference, "Eventual consistency in the Amazon EC2 API"
+(https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): DescribeInstances,
+DescribeInstanceStatus, CreateTags and TerminateInstances on ids that RunInstances or CreateFleet
+just returned can answer `InvalidInstanceID.NotFound`; a listing without ids simply does not list
+them yet.
 EC2 API Reference, "Error codes for the Amazon EC2 API": CreateTags on an instance id that does
 not exist answers `InvalidInstanceID.NotFound` too (moto would tag it).
 Terminated instances leave all three about an hour after termination, and a tag-scoped
@@ -55,6 +57,18 @@ class EventuallyConsistentInstanceResponse(InstanceResponse, TagResponse):
         answer = InstanceResponse.describe_instances(self)
         result: dict[str, Any] = answer.result  # type: ignore[assignment]
         result["Reservations"] = _without_hidden(result["Reservations"])
+        return answer
+
+    def describe_instance_status(self) -> ActionResult:
+        """Fresh ids are as unknown here as in DescribeInstances (the eventual-consistency page
+        names every Describe call): named ones refused, unnamed ones not listed yet."""
+        forget_departed()
+        _refuse_hidden(self._get_param("InstanceIds", []))
+        answer = InstanceResponse.describe_instance_status(self)
+        result: dict[str, Any] = answer.result  # type: ignore[assignment]
+        statuses = result["InstanceStatuses"]
+        hidden = set(CONSISTENCY.hidden([s.id for s in statuses]))
+        result["InstanceStatuses"] = [s for s in statuses if s.id not in hidden]
         return answer
 
     def terminate_instances(self) -> ActionResult:

@@ -73,7 +73,9 @@ class KarpenterRequirement(Document):
 
     key: str = Field(pattern=_LABEL_KEY.pattern, max_length=316)
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
-    values: list[str] | None = Field(default=None, max_length=100)
+    # Karpenter's CRD bounds each value to 63 characters and the requirements to 100, not the
+    # number of values (the hub's Requirement checks each value, the NodePool their bytes).
+    values: list[str] | None = None
     min_values: StrictInt | None = Field(default=None, ge=1, le=50)
 
 

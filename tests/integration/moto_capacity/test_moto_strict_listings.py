@@ -1,0 +1,136 @@
+"""Listings and ids as strict as EC2's, where moto alone is lenient.
+
+Each behaviour follows an AWS documentation page, named in its test:
+- EC2 API Reference, DescribeInstanceTypes (`InstanceTypes`: at most 100 items)
+  (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceTypes.html)
+- EC2 API Reference, DescribeLaunchTemplates (`MaxResults` 1 to 200; `NextToken` for the rest)
+  (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeLaunchTemplates.html)
+- EC2 API Reference, DescribeInstanceStatus, and "Eventual consistency in the Amazon EC2 API"
+  (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceStatus.html,
+  https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html)
+- EC2 API Reference, "Error codes for the Amazon EC2 API" (`InvalidAMIID.Malformed`,
+  `InvalidAMIID.NotFound`) (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html)
+"""
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+import moto_capacity
+
+
+def _code(error: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(error.value.response["Error"]["Code"])
+
+
+def _type_names(ec2: Any, count: int) -> list[str]:
+    pages = ec2.get_paginator("describe_instance_types").paginate()
+    return sorted(t["InstanceType"] for p in pages for t in p["InstanceTypes"])[:count]
+
+
+def test_describe_instance_types_takes_at_most_100_names(ec2: Any) -> None:
+    """DescribeInstanceTypes: `InstanceTypes`, "Maximum number of 100 items"."""
+    names = _type_names(ec2, 101)
+    found = ec2.describe_instance_types(InstanceTypes=names[:100])["InstanceTypes"]
+    assert len(found) == 100
+
+
+@pytest.mark.beyond_aws_limits
+def test_describe_instance_types_refuses_more_than_100_names(ec2: Any) -> None:
+    """DescribeInstanceTypes: `InstanceTypes`, "Maximum number of 100 items"; more is refused."""
+    with pytest.raises(ClientError) as refused:
+        ec2.describe_instance_types(InstanceTypes=_type_names(ec2, 101))
+    assert _code(refused) == "InvalidParameterValue"
+    assert "InstanceTypes" in refused.value.response["Error"]["Message"]
+
+
+def _templates(ec2: Any, count: int) -> list[str]:
+    names = [f"lt-{i:03d}" for i in range(count)]
+    for name in names:
+        ec2.create_launch_template(
+            LaunchTemplateName=name, LaunchTemplateData={"InstanceType": "m5.large"}
+        )
+    return names
+
+
+def test_describe_launch_templates_pages_by_max_results_and_next_token(ec2: Any) -> None:
+    """DescribeLaunchTemplates: `MaxResults` per call, the rest after the `NextToken` answered."""
+    names = _templates(ec2, 5)
+    seen: list[str] = []
+    pages = 0
+    request: dict[str, Any] = {"MaxResults": 2}
+    while True:
+        page = ec2.describe_launch_templates(**request)
+        pages += 1
+        assert len(page["LaunchTemplates"]) <= 2
+        seen += [t["LaunchTemplateName"] for t in page["LaunchTemplates"]]
+        if not page.get("NextToken"):
+            break
+        request["NextToken"] = page["NextToken"]
+    assert pages == 3
+    assert sorted(seen) == names
+
+
+def test_describe_launch_templates_without_max_results_lists_every_template(ec2: Any) -> None:
+    """moto alone cut the listing at 15 templates without saying there were more."""
+    names = _templates(ec2, 20)
+    page = ec2.describe_launch_templates()
+    assert sorted(t["LaunchTemplateName"] for t in page["LaunchTemplates"]) == names
+    assert not page.get("NextToken")
+
+
+def test_describe_launch_templates_refuses_a_token_it_did_not_hand_out(ec2: Any) -> None:
+    _templates(ec2, 3)
+    with pytest.raises(ClientError) as refused:
+        ec2.describe_launch_templates(MaxResults=2, NextToken="not-a-token")
+    assert _code(refused) == "InvalidNextToken"
+
+
+@pytest.mark.beyond_aws_limits
+def test_describe_launch_templates_refuses_a_page_over_200(ec2: Any) -> None:
+    """DescribeLaunchTemplates: "This value can be between 1 and 200"."""
+    with pytest.raises(ClientError) as refused:
+        ec2.describe_launch_templates(MaxResults=201)
+    assert _code(refused) == "InvalidParameterValue"
+
+
+def test_fresh_instance_ids_are_unknown_to_describe_instance_status(
+    ec2: Any, linux_ami: str
+) -> None:
+    """Eventual consistency: a Describe call on a just-launched id can answer
+    `InvalidInstanceID.NotFound`, as DescribeInstances already did here; a listing without ids
+    does not list it yet."""
+    moto_capacity.set_consistency(instance_visibility_seconds=5)
+    launched = ec2.run_instances(ImageId=linux_ami, InstanceType="m5.large", MinCount=1, MaxCount=1)
+    instance_id = launched["Instances"][0]["InstanceId"]
+    with pytest.raises(ClientError) as refused:
+        ec2.describe_instance_status(InstanceIds=[instance_id], IncludeAllInstances=True)
+    assert _code(refused) == "InvalidInstanceID.NotFound"
+    assert instance_id in refused.value.response["Error"]["Message"]
+    listed = ec2.describe_instance_status(IncludeAllInstances=True)["InstanceStatuses"]
+    assert instance_id not in {s["InstanceId"] for s in listed}
+    moto_capacity.advance_clock(6)
+    (status,) = ec2.describe_instance_status(InstanceIds=[instance_id], IncludeAllInstances=True)[
+        "InstanceStatuses"
+    ]
+    assert status["InstanceId"] == instance_id
+
+
+@pytest.mark.parametrize("image_id", ["ami-foo", "ami-1234567", "ami-0123456789abcdef", "image-1"])
+def test_a_malformed_image_id_is_malformed_not_missing(ec2: Any, image_id: str) -> None:
+    """Error codes: `InvalidAMIID.Malformed` for an id not in the form ami- and 8 or 17 hex
+    digits; `InvalidAMIID.NotFound` only for a well-formed id that does not exist."""
+    with pytest.raises(ClientError) as refused:
+        ec2.describe_images(ImageIds=[image_id])
+    assert _code(refused) == "InvalidAMIID.Malformed"
+    with pytest.raises(ClientError) as launched:
+        ec2.run_instances(ImageId=image_id, InstanceType="m5.large", MinCount=1, MaxCount=1)
+    assert _code(launched) == "InvalidAMIID.Malformed"
+
+
+@pytest.mark.parametrize("image_id", ["ami-12345678", "ami-0123456789abcdef0"])
+def test_a_well_formed_unknown_image_id_is_not_found(ec2: Any, image_id: str) -> None:
+    with pytest.raises(ClientError) as refused:
+        ec2.describe_images(ImageIds=[image_id])
+    assert _code(refused) == "InvalidAMIID.NotFound"
