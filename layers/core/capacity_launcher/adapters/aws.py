@@ -4,12 +4,13 @@ and `aws_call`: the one way an adapter turns a botocore ClientError into a domai
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
+from botocore import __version__ as botocore_version
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -101,6 +102,37 @@ def all_pages(call: Callable[..., dict[str, Any]], **params: Any) -> Iterator[di
         if token == asked:
             raise RuntimeError(f"the listing answered the token it was asked with: {parameter}")
         params, asked = {**params, parameter: token}, token
+
+
+# What a request met in the SDK, before anything was sent: a member the running botocore's model of
+# the operation lacks (AWS's own code for an unknown parameter), or a value it refuses.
+SDK_UNKNOWN_PARAMETER = "UnknownParameter"
+SDK_INVALID_PARAMETER = "InvalidParameter"
+
+
+def members_unknown_to_sdk(made: Any, operation: str, params: Mapping[str, Any]) -> list[str]:
+    """The request members `made`'s (a boto3 client's) model of `operation` does not know.
+
+    botocore refuses such a request before sending it (ParamValidationError): a member that came
+    with a later botocore than the one running (CreateFleet's ReservedCapacityOptions first in
+    1.42.72) is never sent. The layer ships its own pinned botocore (layers/core/requirements.txt),
+    so in Lambda this is empty; elsewhere (an older SDK) it names what is missing. A client
+    without a model (a test's fake) knows everything."""
+    model = getattr(getattr(made, "meta", None), "service_model", None)
+    if model is None:
+        return []
+    shape = model.operation_model(operation).input_shape
+    known = shape.members if shape is not None else {}
+    return sorted(m for m in params if m not in known)
+
+
+def sdk_refusal(operation: str, detail: str) -> str:
+    """What to say when the running botocore refuses a request: which botocore, and the fix."""
+    return (
+        f"botocore {botocore_version} refused {operation} before sending it: {detail}; the "
+        "functions run on the layer's pinned botocore (layers/core/requirements.txt): deploy "
+        "the layer, or upgrade botocore where this runs"
+    )
 
 
 def error_code(error: ClientError) -> str:
