@@ -29,6 +29,26 @@ _CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionCancele
 
 
 _SESSION_LOCK = threading.Lock()  # one session's client creation is not thread-safe
+# The operations the layer calls, by service: what a snapshot primes (`prime_clients`). A test
+# holds it to the client methods the layer's source names.
+OPERATIONS: dict[str, tuple[str, ...]] = {
+    "dynamodb": (
+        "BatchGetItem", "BatchWriteItem", "DeleteItem", "GetItem", "PutItem", "Query", "Scan",
+        "TransactWriteItems", "UpdateItem",
+    ),
+    "ec2": (
+        "CreateFleet", "CreateLaunchTemplate", "CreateTags", "DeleteLaunchTemplate",
+        "DescribeCapacityReservations", "DescribeImages", "DescribeInstanceStatus",
+        "DescribeInstanceTypeOfferings", "DescribeInstanceTypes", "DescribeInstances",
+        "DescribeLaunchTemplateVersions", "DescribeLaunchTemplates", "DescribeSecurityGroups",
+        "DescribeSubnets", "TerminateInstances",
+    ),
+    "events": ("PutEvents",),
+    "resource-groups": ("ListGroupResources",),
+    "sqs": ("ChangeMessageVisibility", "GetQueueAttributes", "SendMessage"),
+    "ssm": ("GetParameter",),  # Powertools' SSMProvider, on our client
+}  # fmt: skip
+_MADE: dict[str, Any] = {}  # the container's clients, by service: what `prime_clients` primes
 
 
 @cache
@@ -58,11 +78,42 @@ def _made(session: boto3.session.Session, service: str) -> Any:
         max_pool_connections=50,
     )
     made = session.client(service, config=config)  # type: ignore[call-overload]
+    _MADE[service] = made
     if service == "dynamodb":
         # Before botocore's own retry handler, which leaves these alone. Any write can meet an
         # ongoing transaction on its item (TransactionConflictException), not only transactions.
         made.meta.events.register_first("needs-retry.dynamodb", _retry_conflicts)
     return made
+
+
+def prime_clients() -> int:
+    """Load, in each client the container made, the model of every operation the layer calls,
+    its input and output shapes throughout: what each operation's first call would otherwise
+    build. For a SnapStart snapshot, made once per published version; returns the shapes."""
+    primed = 0
+    for service, made in list(_MADE.items()):
+        model, seen = made.meta.service_model, set[str]()
+        for name in OPERATIONS.get(service, ()):
+            operation = model.operation_model(name)
+            for shape in (operation.input_shape, operation.output_shape):
+                _walk(shape, seen)
+        primed += len(seen)
+    return primed
+
+
+def _walk(shape: Any, seen: set[str]) -> None:
+    """Resolve `shape` and the shapes under it, each name once (botocore caches each on its
+    parent; a recursive shape makes a new child each time it is asked)."""
+    if shape is None or shape.name in seen:
+        return
+    seen.add(shape.name)
+    for child in (
+        *getattr(shape, "members", {}).values(),
+        getattr(shape, "member", None),
+        getattr(shape, "key", None),
+        getattr(shape, "value", None),
+    ):
+        _walk(child, seen)
 
 
 def _retry_conflicts(response: Any = None, attempts: int = 1, **_: Any) -> float | None:
