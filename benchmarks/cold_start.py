@@ -5,8 +5,11 @@ the same run; and the layer's size.
 
 What the Lambda runtime gives a function besides the layer is boto3 and what boto3 needs, nothing
 else: the interpreter runs without its site-packages (`-S`), and boto3's closure is copied from
-this environment into a folder of its own. (This environment also holds awscrt and pyOpenSSL,
-which botocore imports when it finds them: about 110 ms that Lambda never spends.)
+this environment into a folder of its own, after the layer on the path (the layer ships its own
+pinned boto3 and botocore, which are the ones imported, as on Lambda). Each of our handlers is
+also measured as a container restored from its SnapStart snapshot: its before-snapshot and
+after-restore hooks run after init, then it is invoked. (This environment also holds awscrt and
+pyOpenSSL, which botocore imports when it finds them: about 110 ms that Lambda never spends.)
 
 A cold start is the init and the first invocation: a botocore client's first call loads its
 operation model and resolves its endpoint rules, the first request builds what init left for
@@ -158,6 +161,11 @@ started = time.perf_counter()
 spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
+if sys.argv[4] == "snapstart":
+    # Published with SnapStart: init and priming ran before the snapshot; a restored container
+    # runs its after-restore hooks, then its first invocation.
+    module.BEFORE_SNAPSHOT()
+    module.AFTER_RESTORE()
 imports = time.perf_counter() - started
 ready, ready_cpu = time.monotonic(), cpu()
 count_calls()
@@ -230,12 +238,16 @@ class ColdStart:
     # Of the first invocation's CPU, what its AWS calls spent inside botocore (serializing,
     # signing, sending, parsing; an operation's first call also loads its model).
     first_calls_cpu_seconds: float = 0.0
+    # Measured as a container restored from a SnapStart snapshot: init and priming (the
+    # function's before-snapshot hook) done, its after-restore hook run, then invoked.
+    snapstart: bool = False
 
 
 @dataclass(frozen=True)
 class _Handler:
     name: str
     path: Path
+    snapstart: bool = False
 
 
 @dataclass(frozen=True)
@@ -268,7 +280,7 @@ def _once(handler: _Handler, stage: Stage, paths: str) -> _Sample:
     events = [json.dumps(stage.event(handler.name)) for _ in range(2)]
     started = time.monotonic()
     done = subprocess.run(
-        [*INTERPRETER, "-c", PROBE, str(handler.path), *events],
+        [*INTERPRETER, "-c", PROBE, str(handler.path), *events, _mode(handler)],
         env=environment,
         check=True,
         capture_output=True,
@@ -291,6 +303,10 @@ def _once(handler: _Handler, stage: Stage, paths: str) -> _Sample:
     )
 
 
+def _mode(handler: _Handler) -> str:
+    return "snapstart" if handler.snapstart else "cold"
+
+
 def _median(samples: list[_Sample], name: str) -> float:
     return statistics.median(float(getattr(s, name)) for s in samples)
 
@@ -300,25 +316,26 @@ def _measure(handlers: list[_Handler], stage: Stage, paths: str) -> list[ColdSta
     changes by the minute, weighs on the floor and ours alike."""
     for handler in handlers:  # first run: the files are in the page cache, as on a warm host
         _once(handler, stage, paths)
-    samples: dict[str, list[_Sample]] = {h.name: [] for h in handlers}
+    samples: dict[_Handler, list[_Sample]] = {h: [] for h in handlers}
     for _ in range(RUNS):
         for handler in handlers:
-            samples[handler.name].append(_once(handler, stage, paths))
+            samples[handler].append(_once(handler, stage, paths))
     return [
         ColdStart(
             h.name,
             RUNS,
-            imports_seconds=_median(samples[h.name], "imports"),
-            ready_seconds=_median(samples[h.name], "ready"),
-            ready_cpu_seconds=_median(samples[h.name], "ready_cpu"),
-            first_seconds=_median(samples[h.name], "first"),
-            first_cpu_seconds=_median(samples[h.name], "first_cpu"),
-            invocation_cpu_seconds=_median(samples[h.name], "invocation_cpu"),
-            warm_cpu_seconds=_median(samples[h.name], "warm_cpu"),
-            first_calls=round(_median(samples[h.name], "first_calls")),
-            first_operations=round(_median(samples[h.name], "first_operations")),
-            warm_calls=round(_median(samples[h.name], "warm_calls")),
-            first_calls_cpu_seconds=_median(samples[h.name], "first_calls_cpu"),
+            imports_seconds=_median(samples[h], "imports"),
+            ready_seconds=_median(samples[h], "ready"),
+            ready_cpu_seconds=_median(samples[h], "ready_cpu"),
+            first_seconds=_median(samples[h], "first"),
+            first_cpu_seconds=_median(samples[h], "first_cpu"),
+            invocation_cpu_seconds=_median(samples[h], "invocation_cpu"),
+            warm_cpu_seconds=_median(samples[h], "warm_cpu"),
+            first_calls=round(_median(samples[h], "first_calls")),
+            first_operations=round(_median(samples[h], "first_operations")),
+            warm_calls=round(_median(samples[h], "warm_calls")),
+            first_calls_cpu_seconds=_median(samples[h], "first_calls_cpu"),
+            snapstart=h.snapstart,
         )
         for h in handlers
     ]
@@ -509,8 +526,11 @@ def handlers() -> tuple[list[ColdStart], list[ColdStart]]:
         ours = [
             _Handler(name, ROOT / path) for name, path in HANDLERS.items() if (ROOT / path).exists()
         ]
-        # Two invocations per process, one process per round and one to warm the page cache.
-        with served_cloud(spare_instances=2 * (RUNS + 1)) as stage:
+        # Each of ours again, as a container restored from its SnapStart snapshot.
+        ours += [_Handler(h.name, h.path, snapstart=True) for h in ours]
+        # Two invocations per process, one process per round and one to warm the page cache,
+        # for the launcher cold and restored.
+        with served_cloud(spare_instances=4 * (RUNS + 1)) as stage:
             measured = _measure([*baselines, *ours], stage, _paths(Path(folder)))
             unfulfilled = stage.unfulfilled()
         if unfulfilled:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from capacity_launcher.startup import lambda_init
+from capacity_launcher.startup import lambda_init, snapshot_hooks
 
 with lambda_init() as host:
     from typing import Any
@@ -14,7 +14,10 @@ with lambda_init() as host:
     from capacity_launcher.settings import get_settings
 
     # The use case, built once per container at init (like the launcher's), on its host's clock.
-    EVENTS = Adapters(get_settings(), clock=host.clock, pause=host.pause).instance_events()
+    ADAPTERS = Adapters(get_settings(), clock=host.clock, pause=host.pause)
+    EVENTS = ADAPTERS.instance_events()
+    # SnapStart: prime the clients before the snapshot, reseed after each restore.
+    BEFORE_SNAPSHOT, AFTER_RESTORE = snapshot_hooks(ADAPTERS.prime)
 
 
 # The EventBridge envelope is read as the dict it is: Powertools' data_classes package imports

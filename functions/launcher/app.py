@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from capacity_launcher.startup import lambda_init
+from capacity_launcher.startup import lambda_init, snapshot_hooks
 
 with lambda_init() as host:
     from typing import Any
@@ -18,6 +18,8 @@ with lambda_init() as host:
     ADAPTERS = Adapters(get_settings(), clock=host.clock, pause=host.pause)
     IDEMPOTENCY = ADAPTERS.idempotency_config()
     BATCH = ADAPTERS.launch_batch(IDEMPOTENCY)
+    # SnapStart: prime the clients before the snapshot, reseed after each restore.
+    BEFORE_SNAPSHOT, AFTER_RESTORE = snapshot_hooks(ADAPTERS.prime)
 
 
 @logger.inject_lambda_context(log_event=False)

@@ -3,7 +3,7 @@ EC2's `EC2 Capacity Reservation <State>` event of a future-dated reservation, th
 
 from __future__ import annotations
 
-from capacity_launcher.startup import lambda_init
+from capacity_launcher.startup import lambda_init, snapshot_hooks
 
 with lambda_init() as host:
     from typing import Any
@@ -15,7 +15,10 @@ with lambda_init() as host:
     from capacity_launcher.settings import get_settings
 
     # The use case, built once per container at init (like the launcher's), on its host's clock.
-    SYNC = Adapters(get_settings(), clock=host.clock, pause=host.pause).reservation_sync()
+    ADAPTERS = Adapters(get_settings(), clock=host.clock, pause=host.pause)
+    SYNC = ADAPTERS.reservation_sync()
+    # SnapStart: prime the clients before the snapshot, reseed after each restore.
+    BEFORE_SNAPSHOT, AFTER_RESTORE = snapshot_hooks(ADAPTERS.prime)
 
 
 # The EventBridge envelope is read as the dict it is: Powertools' data_classes package imports

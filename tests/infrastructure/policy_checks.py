@@ -403,14 +403,21 @@ def event_paths_without_failure_destination(cfn: dict[str, Any]) -> list[str]:
             queue = arn.removeprefix("GetAtt:").removesuffix(".Arn")
             if queue in queues and not _queue_policy_allows_rule(cfn, queue, rule):
                 violations.append(f"{rule}/{target['Id']}: target {queue} does not let it write")
+    # An invoke configuration holds for one qualifier: an alias (AutoPublishAlias puts the event
+    # sources on it) or $LATEST.
     invoke_configs = {
-        render(properties.get("FunctionName")).removeprefix("Ref:")
+        (render(properties.get("FunctionName")).removeprefix("Ref:"), properties.get("Qualifier"))
         for properties in _resources_of_type(cfn, "AWS::Lambda::EventInvokeConfig").values()
         if properties.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
     }
+    aliases = {
+        alias: (render(properties.get("FunctionName")).removeprefix("Ref:"), properties.get("Name"))
+        for alias, properties in _resources_of_type(cfn, "AWS::Lambda::Alias").items()
+    }
     for permission, properties in _resources_of_type(cfn, "AWS::Lambda::Permission").items():
         function = render(properties.get("FunctionName")).removeprefix("Ref:")
-        if properties.get("Principal") in ASYNC_PRINCIPALS and function not in invoke_configs:
+        invoked = aliases.get(function, (function, "$LATEST"))
+        if properties.get("Principal") in ASYNC_PRINCIPALS and invoked not in invoke_configs:
             violations.append(f"{permission}: {function} is invoked asynchronously, no OnFailure")
     return violations
 

@@ -53,6 +53,8 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "RunbookUrl": "docs/operations.md",
         # Every principal IAM allows may send straight to the launch queue, as before bindings.
         "LaunchQueueDirectSenders": "arn:*:iam::*:*",
+        # Each published version initialises once; new environments resume from its snapshot.
+        "SnapStart": "Enabled",
     }
     assert parameters["LauncherMaxConcurrency"]["MinValue"] == 2
 
@@ -72,6 +74,29 @@ def test_globals_carry_runtime_architecture_tracing_layer_and_powertools(
     assert variables["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
     assert variables["ICE_TTL_SECONDS"] == {"Ref": "IceTtlSeconds"}
     assert variables["RECORD_RETENTION_DAYS"] == {"Ref": "RecordRetentionDays"}
+
+
+def test_snapstart_applies_to_each_functions_published_versions_unless_disabled(
+    template: dict[str, Any],
+) -> None:
+    # Issue 35. https://docs.aws.amazon.com/lambda/latest/dg/snapstart.html ("Supported features
+    # and limitations"): Python 3.12+ managed runtimes, published versions only; no provisioned
+    # concurrency, EFS, or ephemeral storage over 512 MB (arm64 is not excluded any more).
+    function = template["Globals"]["Function"]
+    assert function["AutoPublishAlias"] == "live"
+    assert function["SnapStart"] == {
+        "ApplyOn": {"Fn::If": ["SnapStartEnabled", "PublishedVersions", "None"]}
+    }
+    assert template["Conditions"]["SnapStartEnabled"] == {
+        "Fn::Equals": [{"Ref": "SnapStart"}, "Enabled"]
+    }
+    assert template["Parameters"]["SnapStart"]["AllowedValues"] == ["Enabled", "Disabled"]
+    for name in FUNCTIONS:
+        properties = _properties(template["Resources"], name)
+        for unsupported in ("ProvisionedConcurrencyConfig", "FileSystemConfigs"):
+            assert unsupported not in properties, (name, unsupported)
+        assert properties.get("EphemeralStorage", {}).get("Size", 512) <= 512
+        assert properties.get("Runtime", function["Runtime"]) >= "python3.12"
 
 
 def test_layer_is_built_for_python_311_on_arm64(resources: dict[str, Any]) -> None:

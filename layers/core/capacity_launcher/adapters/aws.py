@@ -4,13 +4,14 @@ and `aws_call`: the one way an adapter turns a botocore ClientError into a domai
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from itertools import batched
 from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
+from botocore import __version__ as botocore_version
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -29,6 +30,26 @@ _CONFLICT_CODES = frozenset({"TransactionConflictException", "TransactionCancele
 
 
 _SESSION_LOCK = threading.Lock()  # one session's client creation is not thread-safe
+# The operations the layer calls, by service: what a snapshot primes (`prime_clients`). A test
+# holds it to the client methods the layer's source names.
+OPERATIONS: dict[str, tuple[str, ...]] = {
+    "dynamodb": (
+        "BatchGetItem", "BatchWriteItem", "DeleteItem", "GetItem", "PutItem", "Query", "Scan",
+        "TransactWriteItems", "UpdateItem",
+    ),
+    "ec2": (
+        "CreateFleet", "CreateLaunchTemplate", "CreateTags", "DeleteLaunchTemplate",
+        "DescribeCapacityReservations", "DescribeImages", "DescribeInstanceStatus",
+        "DescribeInstanceTypeOfferings", "DescribeInstanceTypes", "DescribeInstances",
+        "DescribeLaunchTemplateVersions", "DescribeLaunchTemplates", "DescribeSecurityGroups",
+        "DescribeSubnets", "TerminateInstances",
+    ),
+    "events": ("PutEvents",),
+    "resource-groups": ("ListGroupResources",),
+    "sqs": ("ChangeMessageVisibility", "GetQueueAttributes", "SendMessage"),
+    "ssm": ("GetParameter",),  # Powertools' SSMProvider, on our client
+}  # fmt: skip
+_MADE: dict[str, Any] = {}  # the container's clients, by service: what `prime_clients` primes
 
 
 @cache
@@ -58,11 +79,42 @@ def _made(session: boto3.session.Session, service: str) -> Any:
         max_pool_connections=50,
     )
     made = session.client(service, config=config)  # type: ignore[call-overload]
+    _MADE[service] = made
     if service == "dynamodb":
         # Before botocore's own retry handler, which leaves these alone. Any write can meet an
         # ongoing transaction on its item (TransactionConflictException), not only transactions.
         made.meta.events.register_first("needs-retry.dynamodb", _retry_conflicts)
     return made
+
+
+def prime_clients() -> int:
+    """Load, in each client the container made, the model of every operation the layer calls,
+    its input and output shapes throughout: what each operation's first call would otherwise
+    build. For a SnapStart snapshot, made once per published version; returns the shapes."""
+    primed = 0
+    for service, made in list(_MADE.items()):
+        model, seen = made.meta.service_model, set[str]()
+        for name in OPERATIONS.get(service, ()):
+            operation = model.operation_model(name)
+            for shape in (operation.input_shape, operation.output_shape):
+                _walk(shape, seen)
+        primed += len(seen)
+    return primed
+
+
+def _walk(shape: Any, seen: set[str]) -> None:
+    """Resolve `shape` and the shapes under it, each name once (botocore caches each on its
+    parent; a recursive shape makes a new child each time it is asked)."""
+    if shape is None or shape.name in seen:
+        return
+    seen.add(shape.name)
+    for child in (
+        *getattr(shape, "members", {}).values(),
+        getattr(shape, "member", None),
+        getattr(shape, "key", None),
+        getattr(shape, "value", None),
+    ):
+        _walk(child, seen)
 
 
 def _retry_conflicts(response: Any = None, attempts: int = 1, **_: Any) -> float | None:
@@ -115,6 +167,37 @@ def most_per_call(api: Any, operation: str, parameter: str) -> int:
 def in_chunks(items: Iterable[str], size: int) -> Iterator[list[str]]:
     """`items` in lists of at most `size`, in order."""
     return (list(chunk) for chunk in batched(items, size, strict=False))
+
+
+# What a request met in the SDK, before anything was sent: a member the running botocore's model of
+# the operation lacks (AWS's own code for an unknown parameter), or a value it refuses.
+SDK_UNKNOWN_PARAMETER = "UnknownParameter"
+SDK_INVALID_PARAMETER = "InvalidParameter"
+
+
+def members_unknown_to_sdk(made: Any, operation: str, params: Mapping[str, Any]) -> list[str]:
+    """The request members `made`'s (a boto3 client's) model of `operation` does not know.
+
+    botocore refuses such a request before sending it (ParamValidationError): a member that came
+    with a later botocore than the one running (CreateFleet's ReservedCapacityOptions first in
+    1.42.72) is never sent. The layer ships its own pinned botocore (layers/core/requirements.txt),
+    so in Lambda this is empty; elsewhere (an older SDK) it names what is missing. A client
+    without a model (a test's fake) knows everything."""
+    model = getattr(getattr(made, "meta", None), "service_model", None)
+    if model is None:
+        return []
+    shape = model.operation_model(operation).input_shape
+    known = shape.members if shape is not None else {}
+    return sorted(m for m in params if m not in known)
+
+
+def sdk_refusal(operation: str, detail: str) -> str:
+    """What to say when the running botocore refuses a request: which botocore, and the fix."""
+    return (
+        f"botocore {botocore_version} refused {operation} before sending it: {detail}; the "
+        "functions run on the layer's pinned botocore (layers/core/requirements.txt): deploy "
+        "the layer, or upgrade botocore where this runs"
+    )
 
 
 def error_code(error: ClientError) -> str:

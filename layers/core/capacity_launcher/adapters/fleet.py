@@ -16,9 +16,18 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ParamValidationError
 
-from capacity_launcher.adapters.aws import all_pages, client, error_code, error_message
+from capacity_launcher.adapters.aws import (
+    SDK_INVALID_PARAMETER,
+    SDK_UNKNOWN_PARAMETER,
+    all_pages,
+    client,
+    error_code,
+    error_message,
+    members_unknown_to_sdk,
+    sdk_refusal,
+)
 from capacity_launcher.domain.aws_errors import (
     INSTANCE_GONE_STATES,
     classify,
@@ -65,11 +74,21 @@ class Fleet:
         self._launched: dict[str, InstanceLanding] = {}
 
     def create(self, request: Mapping[str, Any]) -> FleetResult:
-        """CreateFleet with the exact input given (replayable: same ClientToken, same answer)."""
+        """CreateFleet with the exact input given (replayable: same ClientToken, same answer).
+
+        A request the running botocore cannot send (a member or value its model lacks) is a
+        LaunchFailed that names the member and the botocore, never an uncaught error."""
+        unknown = members_unknown_to_sdk(self._ec2, "CreateFleet", request)
+        if unknown:
+            detail = f"its model has no {', '.join(unknown)}"
+            raise LaunchFailed(SDK_UNKNOWN_PARAMETER, sdk_refusal("CreateFleet", detail))
         try:
             response = self._ec2.create_fleet(**request)
         except ClientError as error:
             raise _domain_error("CreateFleet", error) from error
+        except ParamValidationError as error:
+            refusal = sdk_refusal("CreateFleet", str(error))
+            raise LaunchFailed(SDK_INVALID_PARAMETER, refusal) from error
         launched = [
             landing for group in response.get("Instances", []) for landing in _fleet_facts(group)
         ]

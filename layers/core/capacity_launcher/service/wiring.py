@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from capacity_launcher.adapters.aws import client
+from capacity_launcher.adapters.aws import client, prime_clients
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.fleet import Fleet
@@ -73,6 +73,12 @@ class Adapters:
         self.clients = clients
         self.clock = clock
         self.pause = pause
+
+    @staticmethod
+    def prime() -> int:
+        """What a container's first invocation would build in its clients (each operation model
+        the layer calls), built now: a SnapStart snapshot's priming (`startup.snapshot_hooks`)."""
+        return prime_clients()
 
     # -- adapters ------------------------------------------------------------------------------
 
