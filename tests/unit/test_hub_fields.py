@@ -55,6 +55,11 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "NodeClass": [
         {"imageSsmParameter": None, "imageId": "ami-0123456789abcdef0"},
         {"arm64ImageSsmParameter": "/aws/service/arm64/image_id"},
+        {
+            "acceleratedImageSsmParameters": [
+                {"ssmParameter": "/aws/service/nvidia/image_id", "variant": "nvidia"}
+            ]
+        },
         {"imageSsmParameter": None, "imageSelectorTerms": [{"name": "my-*", "owner": "self"}]},
         {"subnetSelectorTerms": None, "subnetIds": ["subnet-0123456789abcdef0"]},
         {"securityGroupIds": None, "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},

@@ -324,19 +324,14 @@ def from_hub(api_version: str) -> Any:
     return convert
 
 
-# The hub's fields neither version writes: a launch template by name, the arm64 image's parameter
-# (but for an alias's own, docs/karpenter.md), and the other version's reservation field.
+# The hub's fields neither version writes: a launch template by name, the arm64, NVIDIA and Neuron
+# images' parameters (but for an alias's own, docs/karpenter.md), and the other version's
+# reservation field.
+_IMAGES_HUB_ONLY = frozenset({"spec.arm64ImageSsmParameter", "spec.acceleratedImageSsmParameters"})
 _HUB_ONLY = {
-    V1: frozenset(
-        {"spec.launchTemplateName", "spec.arm64ImageSsmParameter", "spec.capacityReservationSpec"}
-    ),
-    V1BETA1: frozenset(
-        {
-            "spec.launchTemplateName",
-            "spec.arm64ImageSsmParameter",
-            "spec.capacityReservationSelectorTerms",
-        }
-    ),
+    V1: frozenset({"spec.launchTemplateName", "spec.capacityReservationSpec"}) | _IMAGES_HUB_ONLY,
+    V1BETA1: frozenset({"spec.launchTemplateName", "spec.capacityReservationSelectorTerms"})
+    | _IMAGES_HUB_ONLY,
 }
 
 
