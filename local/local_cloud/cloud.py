@@ -127,6 +127,9 @@ class LocalCloud:
         self.options = options or LocalCloudOptions()
         self.functions: dict[str, LocalFunction] = {}
         self.queue_sources: list[QueueEventSource] = []
+        # What the cloud changed from the template to keep the options consistent (`local up`
+        # prints them).
+        self.adjustments: list[str] = []
         self.schedules: list[ScheduleEventSource] = []
         self.instance_state_events: InstanceStateEvents | None = None
         self._server: ThreadedMotoServer | None = None
@@ -359,6 +362,7 @@ class LocalCloud:
                 report_batch_item_failures="ReportBatchItemFailures"
                 in properties.get("FunctionResponseTypes", []),
             )
+            self._within_visibility(function, url)
             self.queue_sources.append(QueueEventSource(function, mapping, sqs, listeners))
         elif event.get("Type") == "Schedule" and self.options.schedules:
             seconds = schedule_seconds(str(properties["Schedule"]))
@@ -376,6 +380,27 @@ class LocalCloud:
                 self.instance_state_events = self.instance_state_events or InstanceStateEvents(
                     self._ec2, events, self.options.region, function.account_id
                 )
+
+    def _within_visibility(self, function: LocalFunction, queue_url: str) -> None:
+        """A function the launch queue triggers runs within its visibility timeout, when that is
+        overridden shorter than the function's timeout. Lambda refuses such an event source
+        ("Queue visibility timeout ... is less than Function timeout", CreateEventSourceMapping:
+        https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html); here the
+        function's timeout follows the queue, so the idempotency claim a killed delivery leaves
+        (held for the invocation's remaining time) lapses by the time its message returns, and
+        the redelivery serves the request instead of spending its receives on the claim."""
+        seconds = self.options.visibility_timeout_seconds
+        if self.names is None or queue_url != self.names.launch_queue_url:
+            return
+        if seconds is None or seconds >= function.timeout_seconds:
+            return
+        self.adjustments.append(
+            f"{function.logical_id}'s timeout lowered from {function.timeout_seconds} s to the "
+            f"launch queue's visibility timeout, {seconds} s (AWS requires a function's timeout "
+            "within its queue's visibility timeout): a killed delivery's claim lapses before "
+            "its message returns"
+        )
+        function.timeout_seconds = seconds
 
     def _physical(self, logical_id: str) -> str:
         assert self.names is not None

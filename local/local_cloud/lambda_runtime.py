@@ -145,6 +145,8 @@ class LocalFunction:
         self._layer_paths = [self._root / p for p in _layer_content_uris(template, self.spec)]
         self._lock = threading.Lock()  # one invocation at a time, as one container does
         self.host = host or Host()
+        # The template's; the local cloud lowers it to a queue's shorter visibility timeout.
+        self.timeout_seconds = int(self.spec["Timeout"])
         self._handler = self._load()
 
     @property
@@ -175,7 +177,7 @@ class LocalFunction:
         context = LocalContext(
             function_name=self.function_name,
             memory_limit_in_mb=int(self.spec["MemorySize"]),
-            timeout_seconds=int(self.spec["Timeout"]),
+            timeout_seconds=self.timeout_seconds,
             region=self.region,
             account_id=self.account_id,
         )

@@ -19,7 +19,9 @@ def quiet_server_logs() -> None:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 
-def describe(deployment: Deployment, written_to: Path, wired: list[str]) -> None:
+def describe(
+    deployment: Deployment, written_to: Path, wired: list[str], adjustments: list[str]
+) -> None:
     out = views.console(stderr=True)
     out.print(f"[bold]local cloud[/] at {deployment.endpoint_url} ({deployment.region})")
     for label, value in (
@@ -33,6 +35,8 @@ def describe(deployment: Deployment, written_to: Path, wired: list[str]) -> None
         out.print(f"  {label:28} {value}")
     out.print(f"  functions wired              {', '.join(wired)}")
     out.print(f"  examples' reservations       training's ODCR, the {GROUP_NAME} group")
+    for adjustment in adjustments:
+        out.print(f"  note: {adjustment}")
     out.print(f"names written to {written_to}; in another shell:")
     out.print(f"  export AWS_ENDPOINT_URL={deployment.endpoint_url}")
     out.print("  capacity-launcher apply -f examples/")
@@ -71,7 +75,7 @@ def up(args: argparse.Namespace) -> int:
         create_reservations(deployment)
         write_local(deployment, target)
         written = True
-        describe(deployment, target, sorted(cloud.functions))
+        describe(deployment, target, sorted(cloud.functions), cloud.adjustments)
         while True:
             signal.pause()
     except PortInUse as error:

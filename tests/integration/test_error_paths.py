@@ -357,12 +357,12 @@ def test_the_local_event_source_mapping_honours_a_shortened_visibility(cloud: Cl
 
 
 def test_a_duplicate_of_a_request_in_progress_keeps_the_queues_visibility(
-    cloud: Cloud, subnets: dict[str, str], image: str
+    cloud: Cloud, subnets: dict[str, str], image: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given a request another worker is serving right now (its idempotency claim is in progress)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     body = launch_request("busy-1", nodePool="general")
-    cloud.batch._claims.claim({"requestId": "busy-1"})  # the idempotency key
+    cloud.batch._claims.claim({"requestId": "busy-1"}, 60_000)  # the idempotency key
     sqs = aws.client("sqs")
     changes: list[dict[str, Any]] = []
     sqs.meta.events.register(
@@ -385,3 +385,7 @@ def test_a_duplicate_of_a_request_in_progress_keeps_the_queues_visibility(
     # in seconds while the original may run for minutes)
     assert handed_back == [received["MessageId"]]
     assert changes == []
+    # and the hand-back is logged, with when the other delivery's claim lapses (issue 34)
+    [logged] = [r for r in caplog.records if "in progress in another delivery" in r.message]
+    assert (logged.requestId, logged.receiveCount) == ("busy-1", 1)  # type: ignore[attr-defined]
+    assert logged.claimHeldUntilMs > time.time() * 1000  # type: ignore[attr-defined]

@@ -130,8 +130,8 @@ def test_a_fresh_container_reads_the_quotas_once_for_a_request(cloud, subnets, i
     # When a fresh container serves a request that its quota governs
     request = launch_request("quota-reads-1", nodePool="general", requester="team-a")
     cloud.send(request, batch=cloud.fresh_batch())
-    # Then it read the quotas' generation and their partition once each: the requester's
-    # binding and the lease's admission share one read
-    assert sorted(reads) == ["GetItem CapacityQuotas", "Query CapacityQuota"]
+    # Then it read the quotas' generations (one Query: the quota set's and each pool's) and
+    # their partition once each: the requester's binding and the lease's admission share one read
+    assert sorted(reads) == ["Query CapacityQuota", "Query CapacityQuotas"]
     record = cloud.record("quota-reads-1")
     assert record is not None and record.launched == 1

@@ -19,6 +19,10 @@ if TYPE_CHECKING:  # the served versions are imported by the apply and read path
 
 # The version every quota apply checks and bumps (outside the quotas' partition: never listed).
 QUOTA_SET_KEY = ("CapacityQuotas", "Version")
+# Beside it, one generation per NodePool that a quota names or named: an apply or delete that
+# changes a quota bumps those of the pools its stored and its new document name, and a lease in
+# a pool conditions on that pool's alone (what decides it: the quotas naming its pool).
+QUOTA_POOL_PREFIX = "Pool#"
 # The NodePools' generation: every apply (of another document) and delete of a NodePool bumps it.
 POOL_SET_KEY = ("NodePools", "Version")
 
@@ -44,6 +48,17 @@ def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
     """A ConditionCheck that the quotas' generation is still `generation`: no quota was applied
     or deleted since the quotas a decision used were read."""
     return generation_check(table, QUOTA_SET_KEY, generation)
+
+
+def quota_pool_key(pool: str) -> tuple[str, str]:
+    """The key of a NodePool's quota generation (beside `QUOTA_SET_KEY`, in its partition)."""
+    return QUOTA_SET_KEY[0], QUOTA_POOL_PREFIX + pool
+
+
+def pool_quota_generation_check(table: str, pool: str, generation: int) -> dict[str, Any]:
+    """A ConditionCheck that `pool`'s quota generation is still `generation`: no quota naming
+    the pool (before or after) was applied or deleted since a decision in it read the quotas."""
+    return generation_check(table, quota_pool_key(pool), generation)
 
 
 def pool_generation_check(table: str, generation: int) -> dict[str, Any]:

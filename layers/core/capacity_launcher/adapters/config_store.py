@@ -15,11 +15,16 @@ NodePool bumps the NodePools' generation (`pool_set`) the same way as the quotas
 of the document stored already: a GitOps loop re-applying its pools leaves every choice as it
 was): a request that named no pool leases conditioned on the generation of the listing it chose
 its pool from.
-Every apply of a CapacityQuota bumps one quota-set version, conditioned on the version its
-cross-quota check read, so two applies that conflict only together cannot both succeed; every
-delete of one bumps it too. That version is the quotas' generation (`quota_set`): a lease
-conditions its transaction on the generation its decision used, so an apply or delete that
-returned governs every lease written after it, whatever copy a warm container holds.
+Every apply that changes a CapacityQuota bumps one quota-set version, conditioned on the
+version its cross-quota check read, so two applies that conflict only together cannot both
+succeed; every delete of one bumps it too. In the same transaction they bump the quota
+generation of each NodePool the stored and the new document name (`quota_pool_key`): what
+decides a lease in a pool is the quotas naming that pool, so a lease conditions its transaction
+on its pool's generation as its decision read it (`quota_set`), and an apply or delete that
+returned governs every lease written after it, whatever copy a warm container holds, while a
+lease in a pool the change does not name is left alone. An apply of the document (and kept
+fields) stored already bumps nothing, as for pools: a GitOps loop re-applying its quotas costs
+no lease a retry.
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.config_items import (
     POOL_SET_KEY,
+    QUOTA_POOL_PREFIX,
     QUOTA_SET_KEY,
     generation_bump,
     kept_of,
     node_class_ref,
+    quota_pool_key,
 )
 
 # Re-exported: where they were defined before config_items.py (other modules import them here).
@@ -61,6 +68,7 @@ from capacity_launcher.domain.errors import (
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.quantities import limits_token
+from capacity_launcher.domain.quota_admission import TRANSACTION_ITEMS
 from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.observability import logger
 
@@ -251,17 +259,23 @@ class ConfigStore:
             self._quota_sets.invalidate()
         return self._quota_sets.get_or_load("QuotaSet", self._read_quota_set)
 
-    def quota_generation(self) -> int:
-        """The quotas' generation as stored now (strongly consistent)."""
-        return int((self._read_one(*_QUOTA_SET_KEY) or {}).get("version", 0))
+    def quota_generation(self, pool: str) -> int:
+        """`pool`'s quota generation as stored now (strongly consistent)."""
+        return int((self._read_one(*quota_pool_key(pool)) or {}).get("version", 0))
 
     def _read_quota_set(self) -> QuotaSet:
-        # The generation first: a quota written after it bumps it, so a lease conditioned on it
-        # fails rather than trust a listing newer than its generation says.
-        generation = self.quota_generation()
+        # The generations first: a quota written after them bumps those of the pools it names,
+        # so a lease conditioned on its pool's fails rather than trust a listing newer than its
+        # generation says. One Query reads the quota-set version and every pool's.
+        found = {str(i["sk"]): int(i.get("version", 0)) for i in self._query(_QUOTA_SET_KEY[0])}
+        pools = {
+            sk.removeprefix(QUOTA_POOL_PREFIX): version
+            for sk, version in found.items()
+            if sk.startswith(QUOTA_POOL_PREFIX)
+        }
         listing = self._read_all("CapacityQuota")
         quotas = (d for d in listing.documents.values() if isinstance(d, CapacityQuota))
-        return QuotaSet(generation, tuple(quotas))
+        return QuotaSet(found.get(_QUOTA_SET_KEY[1], 0), tuple(quotas), pools)
 
     def invalid(self) -> list[InvalidDocument]:
         """Stored documents that no longer parse, read now (for operators)."""
@@ -295,31 +309,70 @@ class ConfigStore:
             raise NotFound("NodePool", name) from failed
 
     def _delete_quota(self, name: str) -> None:
-        """Delete the quota and bump the quotas' generation in one transaction (NotFound if it
-        is not stored): a lease decided with it stored cannot be written after this returns."""
-        bump = {
-            "TableName": self._table,
-            "Key": key(*_QUOTA_SET_KEY),
-            "UpdateExpression": "ADD version :one",
-            "ExpressionAttributeValues": {":one": {"N": "1"}},
-        }
-        delete = {
-            "TableName": self._table,
-            "Key": key("CapacityQuota", name),
-            "ConditionExpression": "attribute_exists(pk)",
-        }
-        try:
+        """Delete the quota and bump the quotas' generation and that of each pool it names in
+        one transaction (NotFound if it is not stored): a lease decided with it stored cannot
+        be written after this returns. The delete holds only for the document read (an apply
+        meanwhile may name other pools)."""
+        for _ in range(_DELETE_TRIES):
+            item = self._read_one("CapacityQuota", name)
+            if item is None:
+                raise NotFound("CapacityQuota", name)
+            delete = {
+                "TableName": self._table,
+                "Key": key("CapacityQuota", name),
+                "ConditionExpression": "#document = :document",
+                "ExpressionAttributeNames": {"#document": "document"},
+                "ExpressionAttributeValues": {":document": {"S": str(item["document"])}},
+            }
+            writes = [generation_bump(self._table, _QUOTA_SET_KEY), {"Delete": delete}]
+            try:
+                self._write_with_pool_bumps(writes, self._pools_named(item))
+                return
+            except ConditionFailed:
+                continue  # applied or deleted meanwhile: read it again
+        raise ConfigConflict(
+            f"CapacityQuota {name} kept changing while it was being deleted; try again"
+        )
+
+    def _pools_named(self, *items: dict[str, Any] | None) -> list[str]:
+        """The NodePools the quotas stored as `items` name (one that does not parse governs
+        nothing: none), sorted."""
+        pools: set[str] = set()
+        for item in items:
+            if item is None:
+                continue
+            try:
+                quota = self._parse("CapacityQuota", item)
+            except StoredDocumentInvalid:
+                continue
+            assert isinstance(quota, CapacityQuota)
+            pools.update(flavor.name for flavor in quota.flavors())
+        return sorted(pools)
+
+    def _write_with_pool_bumps(self, writes: list[dict[str, Any]], pools: list[str]) -> None:
+        """`writes` in one transaction with the quota generation bumps of `pools` that fit
+        beside them; the rest (a quota naming more pools than a transaction holds) right after,
+        before the apply or delete returns. A failure between leaves those pools' leases decided
+        on a copy as old as the launcher's cache (CONFIG_CACHE_SECONDS) at most."""
+        bumps = [generation_bump(self._table, quota_pool_key(pool)) for pool in pools]
+        room = TRANSACTION_ITEMS - len(writes)
+        with aws_call("TransactWriteItems"):
+            self._db.transact_write_items(TransactItems=[*writes, *bumps[:room]])
+        for start in range(room, len(bumps), TRANSACTION_ITEMS):
             with aws_call("TransactWriteItems"):
-                self._db.transact_write_items(TransactItems=[{"Update": bump}, {"Delete": delete}])
-        except ConditionFailed as failed:
-            raise NotFound("CapacityQuota", name) from failed
+                chunk = bumps[start : start + TRANSACTION_ITEMS]
+                self._db.transact_write_items(TransactItems=chunk)
 
     def _apply_quota(self, quota: CapacityQuota, kept_body: str | None, named: str | None) -> None:
         """Put the quota if, with the stored others, no requester has two quotas in one flavor,
-        and the PriorityClass it was applied naming (``named``) is stored."""
+        and the PriorityClass it was applied naming (``named``) is stored. The same document
+        and kept fields as stored are put again without bumping any generation."""
+        body = json.dumps(to_document(quota), sort_keys=True)
         for _ in range(_APPLY_QUOTA_TRIES):
             version = int((self._read_one(*_QUOTA_SET_KEY) or {}).get("version", 0))
-            others = list(self._read_all("CapacityQuota").documents.values())
+            items = self._query("CapacityQuota")
+            stored = next((i for i in items if str(i["sk"]) == quota.name), None)
+            others = list(self._listing_of("CapacityQuota", items).documents.values())
             found = conflicts([*(q for q in others if q.name != quota.name), quota])
             if found:
                 raise ConfigConflict("; ".join(str(error) for error in found))
@@ -337,22 +390,28 @@ class ConfigStore:
             item = {
                 "pk": "CapacityQuota",
                 "sk": quota.name,
-                "document": json.dumps(to_document(quota), sort_keys=True),
+                "document": body,
                 "updatedAt": datetime.now(UTC).isoformat(),
             }
             if kept_body is not None:
                 item["kept"] = kept_body
-            writes: list[dict[str, Any]] = [
-                {"Update": guard},
-                {"Put": {"TableName": self._table, "Item": to_item(item)}},
-            ]
+            put = {"TableName": self._table, "Item": to_item(item)}
+            unchanged = stored is not None and (stored["document"], stored.get("kept")) == (
+                body,
+                kept_body,
+            )
+            writes: list[dict[str, Any]] = (
+                [{"Put": _while_stored_as(put, body, kept_body)}]
+                if unchanged
+                else [{"Update": guard}, {"Put": put}]
+            )
             if named is not None:
                 exists = "attribute_exists(pk)"  # the class it names: not deleted meanwhile
                 check = {"Key": key("PriorityClass", named), "ConditionExpression": exists}
                 writes.append({"ConditionCheck": {**check, "TableName": self._table}})
+            pools = [] if unchanged else self._pools_named(stored, item)
             try:
-                with aws_call("TransactWriteItems"):
-                    self._db.transact_write_items(TransactItems=writes)
+                self._write_with_pool_bumps(writes, pools)
                 return
             except ConditionFailed:
                 if named is not None and self._read_one("PriorityClass", named) is None:
@@ -401,7 +460,9 @@ class ConfigStore:
         return self._cache.get_or_load(kind, lambda: self._read_all(kind))
 
     def _read_all(self, kind: Kind) -> _Listing:
-        items = self._query(kind)
+        return self._listing_of(kind, self._query(kind))
+
+    def _listing_of(self, kind: Kind, items: list[dict[str, Any]]) -> _Listing:
         listing = _Listing()
         for item in items:
             try:
@@ -458,7 +519,7 @@ class ConfigStore:
     def _pool_items(self) -> list[dict[str, Any]]:
         return self._query("NodePool")
 
-    def _query(self, kind: Kind) -> list[dict[str, Any]]:
+    def _query(self, kind: str) -> list[dict[str, Any]]:
         """Every item of a kind's partition, read consistently."""
         with aws_call("Query"):
             pages = all_pages(
@@ -490,3 +551,21 @@ class ConfigStore:
                 return False
             raise NotFound(kind, name) from failed
         return True
+
+
+def _while_stored_as(put: dict[str, Any], body: str, kept_body: str | None) -> dict[str, Any]:
+    """`put` only if the item is stored with `body` and `kept_body` still (an apply that
+    changes nothing: any write meanwhile sends it back to be checked and bumped)."""
+    values: dict[str, Any] = {":document": {"S": body}}
+    condition = "#document = :document AND "
+    if kept_body is None:
+        condition += "attribute_not_exists(kept)"
+    else:
+        condition += "kept = :kept"
+        values[":kept"] = {"S": kept_body}
+    return {
+        **put,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": {"#document": "document"},
+        "ExpressionAttributeValues": values,
+    }

@@ -11,9 +11,10 @@ The lease transaction's items are, in order: the pool's usage (an ADD conditione
 limited dimension's headroom: the lease never takes the usage over the limits, whatever was
 read), the lease's put (only if absent, with the types it covers when narrowed), the pool's
 stored limits and revision checked, its NodeClass's revision checked, the NodePools'
-generation checked (a request that named no pool: its choice of pool), the quotas' generation
-checked, then the quota usage items the admission read (the pool's cohort-and-flavor item
-updated, every other one checked), each conditioned on the version read. When a condition
+generation checked (a request that named no pool: its choice of pool), the pool's quota
+generation checked (only a change to a quota naming the pool bumps it), then the quota usage
+items the admission read (the pool's cohort-and-flavor item updated, every other one
+checked), each conditioned on the version read. When a condition
 fails, the item that failed says what to read again before deciding again: the pool's usage
 item (another lease or settle moved it), the stored limits, the quotas. A pool or class
 applied since the request was resolved is not decided again here: NodePoolChanged sends the
@@ -41,7 +42,7 @@ from typing import Any, Protocol
 from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.config_items import (
     pool_generation_check,
-    quota_generation_check,
+    pool_quota_generation_check,
 )
 from capacity_launcher.adapters.dynamodb import from_item, to_item
 from capacity_launcher.adapters.pool_items import (
@@ -280,7 +281,9 @@ class LeaseAdmission:
         try:
             fit, hold, admission = self._admit(state)
         except QuotaExceeded:
-            if state.fresh or self._quotas.quota_generation() == state.quotas.generation:
+            pool = state.ask.pool
+            stored = self._quotas.quota_generation(pool)
+            if state.fresh or stored == state.quotas.generation_in(pool):
                 self._confirm_pools(state)
                 raise
             # Refused by a copy older than the stored quotas: decide again on the stored ones.
@@ -295,8 +298,9 @@ class LeaseAdmission:
         self._gate_unready(state, items[0]["Update"])
         items += self._configuration_checks(pool, state.limits, state.seen)
         generation_item = len(items)
-        if state.quotas.generation is not None:
-            items.append(quota_generation_check(self._items.table, state.quotas.generation))
+        quota_generation = state.quotas.generation_in(pool)
+        if quota_generation is not None:
+            items.append(pool_quota_generation_check(self._items.table, pool, quota_generation))
         first_quota_item = len(items)
         items += admission
         try:
@@ -357,7 +361,8 @@ class LeaseAdmission:
             # Another admission or release in the quota's group wrote first: read again.
             state.count_lost()
         elif state.quotas.generation is not None and failed.failed_at(generation_item):
-            # A quota was applied or deleted since this copy was read: decide on the stored one.
+            # A quota naming the pool was applied or deleted since this copy was read: decide on
+            # the stored ones.
             state.count_lost()
             self._refresh_quotas(state)
         elif failed.failed_at(_LIMITS_ITEM):

@@ -64,7 +64,7 @@ class QuotaSource(Protocol):
 
     def quota_set(self, *, fresh: bool = False) -> QuotaSet: ...
 
-    def quota_generation(self) -> int: ...
+    def quota_generation(self, pool: str) -> int: ...
 
 
 class NoQuotas:
@@ -73,7 +73,7 @@ class NoQuotas:
     def quota_set(self, *, fresh: bool = False) -> QuotaSet:
         return QuotaSet(None)
 
-    def quota_generation(self) -> int:
+    def quota_generation(self, pool: str) -> int:
         return 0
 
 

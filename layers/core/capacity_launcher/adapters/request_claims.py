@@ -47,7 +47,8 @@ class RequestClaims:
             return Claim(ClaimState.UNDECIDED)
         if record is not None and record.status == _COMPLETED:
             return Claim(ClaimState.COMPLETED, record.response_json_as_dict() or {})
-        return Claim(ClaimState.IN_PROGRESS)
+        held = None if record is None else record.in_progress_expiry_timestamp
+        return Claim(ClaimState.IN_PROGRESS, held_until_ms=held)
 
     def complete(self, payload: Mapping[str, Any], outcome: Mapping[str, Any]) -> None:
         """The request finished: later deliveries find `outcome` (COMPLETED)."""

@@ -32,3 +32,6 @@ class Claim:
     state: ClaimState
     # COMPLETED only: the finished request's record, as its event's detail.
     outcome: Mapping[str, Any] = field(default_factory=dict)
+    # IN_PROGRESS only: when the other delivery's claim lapses (epoch ms; None: not known, or
+    # only when the idempotency record itself expires).
+    held_until_ms: int | None = None

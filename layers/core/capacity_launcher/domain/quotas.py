@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -360,12 +360,20 @@ class CapacityQuota(_TopLevel):
 class QuotaSet:
     """The stored quotas as of one configuration generation.
 
-    Every apply and every delete of a CapacityQuota bumps the generation in the same transaction
-    as the document's write, so a lease conditioned on the generation its decision used holds
-    only if no quota changed since (docs/quotas.md, "An apply governs what follows it")."""
+    Every apply that changes a CapacityQuota and every delete of one bumps the generation, and
+    that of each NodePool its stored and its new document name, in the same transaction as the
+    document's write. A decision in a pool depends only on the quotas naming the pool, so a
+    lease conditioned on its pool's generation (`generation_in`) holds only if none of those
+    changed since (docs/quotas.md, "An apply governs what follows it")."""
 
     generation: int | None  # None: not read from a store (nothing to condition on)
     quotas: tuple[CapacityQuota, ...] = ()
+    # Each NodePool's quota generation, read with `generation` (absent: 0, never bumped).
+    pool_generations: Mapping[str, int] = field(default_factory=dict)
+
+    def generation_in(self, pool: str) -> int | None:
+        """The quota generation of `pool` the quotas were read at (None: not from a store)."""
+        return None if self.generation is None else self.pool_generations.get(pool, 0)
 
 
 # The metrics' requester dimension: a bounded set of ASCII values (CloudWatch bills every new

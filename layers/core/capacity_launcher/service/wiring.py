@@ -56,9 +56,11 @@ Clock = Callable[[], datetime]
 class Adapters:
     """Every adapter and use case of one container, on one clock.
 
-    `clock`: the time every use case reads (AWS's in Lambda, the emulator's locally); `pause`: how
-    adapters wait out EC2's consistency and other workers' claims (a simulated clock's advance in
-    the simulation). Each call builds afresh: a use case owns the adapters it is given.
+    `clock`: the time every use case and every store reads (AWS's in Lambda, the emulator's
+    locally: a lease's expiry, a record's retention, an ICE entry's lifetime are stamped and
+    judged on the same clock, so advancing the emulator's expires them); `pause`: how adapters
+    wait out EC2's consistency and other workers' claims (a simulated clock's advance in the
+    simulation). Each call builds afresh: a use case owns the adapters it is given.
     """
 
     def __init__(
@@ -80,6 +82,10 @@ class Adapters:
         the layer calls), built now: a SnapStart snapshot's priming (`startup.snapshot_hooks`)."""
         return prime_clients()
 
+    def seconds(self) -> float:
+        """`clock` in epoch seconds: what the stores stamp and compare expiries with."""
+        return self.clock().timestamp()
+
     # -- adapters ------------------------------------------------------------------------------
 
     def config_store(self, *, cached: bool = False) -> ConfigStore:
@@ -94,6 +100,7 @@ class Adapters:
             self.settings.state_table_name,
             self.clients("dynamodb"),
             retention_seconds=retention_seconds(self.settings),
+            clock=self.seconds,
         )
 
     def instance_records(self) -> InstanceRecords:
@@ -101,6 +108,7 @@ class Adapters:
             self.settings.state_table_name,
             self.clients("dynamodb"),
             retention_seconds=retention_seconds(self.settings),
+            clock=self.seconds,
         )
 
     def pool_leases(self, config: ConfigStore | None = None) -> PoolLeaseStore:
@@ -111,6 +119,7 @@ class Adapters:
             self.settings.state_table_name,
             self.settings.limit_lease_seconds,
             self.clients("dynamodb"),
+            clock=self.seconds,
             quotas=config or self.config_store(cached=True),
             unready_gate=self.pool_readiness(),
         )
@@ -122,6 +131,7 @@ class Adapters:
         return PoolMemberStore(
             self.settings.state_table_name,
             self.clients("dynamodb"),
+            clock=self.seconds,
             quotas=config or self.config_store(cached=True),
         )
 
@@ -167,6 +177,7 @@ class Adapters:
             dynamodb=self.clients("dynamodb"),
             claim_seconds=settings.ice_claim_seconds,
             sleep=self.pause,
+            clock=self.seconds,
         )
 
     def reservation_snapshots(self) -> ReservationSnapshots:
@@ -180,7 +191,7 @@ class Adapters:
             self.reservation_snapshots(),
             CapacityReservations(clients=self.clients),
             # The same clock the sync stamps snapshots with, so "stale" means the same to both.
-            clock=lambda: self.clock().timestamp(),
+            clock=self.seconds,
         )
 
     def publisher(self) -> Publisher:

@@ -99,6 +99,17 @@ class Intake:
             self._replay(payload, dict(claim.outcome))
             return Admission.REPLAYED
         if claim.state is ClaimState.IN_PROGRESS:
+            # Back with the queue's own visibility: said, since a message that keeps finding a
+            # claim that outlives its receives is dead-lettered without a record.
+            logger.info(
+                "request in progress in another delivery: message handed back",
+                extra={
+                    "messageId": message.message_id,
+                    "requestId": request.request_id,
+                    "receiveCount": message.receive_count,
+                    "claimHeldUntilMs": claim.held_until_ms,
+                },
+            )
             return Admission.IN_PROGRESS
         return Admission.FIRST if first and _first_delivery(message, request) else Admission.CLAIMED
 
