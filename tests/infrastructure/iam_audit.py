@@ -420,13 +420,16 @@ def _condition_holds(
     if_exists = op.endswith("IfExists")
     op = op.removesuffix("IfExists")
     negated = "Not" in op
+    values = {k.lower(): v for k, v in context.items()}.get(key.lower())
+    if op == "Null":
+        # IAM: Null "true" holds when the key is absent from the request, "false" when present.
+        return [w.lower() for w in wanted] == [str(values is None).lower()]
     if op.replace("Not", "") in ("StringEquals", "ArnEquals"):
         patterns = [re.escape(w) for w in wanted]
     elif op.replace("Not", "") in ("StringLike", "ArnLike"):
         patterns = [_pattern(w).pattern[1:-1] for w in wanted]
     else:
         raise Unmodelled(operator)
-    values = {k.lower(): v for k, v in context.items()}.get(key.lower())
     if values is None:
         # IAM: an absent key fails a positive operator; negated, ForAllValues, IfExists pass.
         return if_exists or negated or qualifier == "ForAllValues"
@@ -442,11 +445,34 @@ def _applies(statement: Statement, auth: Authorization, resolve: Callable[[str],
     for operator, keys in statement.condition.items():
         for key, wanted in keys.items():
             listed = wanted if isinstance(wanted, list) else [wanted]
-            if not _condition_holds(
-                operator, key, [resolve(render(w)) for w in listed], auth.context
+            values = [_with_variables(resolve(render(w)), auth.context) for w in listed]
+            if None in values or not _condition_holds(
+                operator, key, [v for v in values if v is not None], auth.context
             ):
                 return False
     return True
+
+
+_POLICY_VARIABLE = re.compile(r"\$\{(aws:[^}]+)\}")
+
+
+def _with_variables(value: str, context: Mapping[str, tuple[str, ...]]) -> str | None:
+    """A condition value with its policy variables (${aws:PrincipalTag/team}) replaced by the
+    request's values; None when one has no single value: IAM then leaves the statement unapplied
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html)."""
+    by_key = {k.lower(): v for k, v in context.items()}
+    unresolved = False
+
+    def value_of(match: re.Match[str]) -> str:
+        nonlocal unresolved
+        found = by_key.get(match.group(1).lower(), ())
+        if len(found) != 1:
+            unresolved = True
+            return ""
+        return found[0]
+
+    replaced = _POLICY_VARIABLE.sub(value_of, value)
+    return None if unresolved else replaced
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,14 @@ MANAGED_TAG = "capacity-launcher:managed"
 EVENT_SOURCE = "capacity-launcher"
 INSTANCE_ROLE_PARAMETER = "InstanceRoleArn"
 BUS = "LaunchBus"
-# The managed policy producers' roles get (template.yaml): launch requests only.
+# The managed policies producers' roles get (template.yaml): launch requests only.
 PRODUCER_POLICY = "ProducerPolicy"
+TEAM_PRODUCER_POLICY = "TeamProducerPolicy"
+PRODUCER_POLICIES = (PRODUCER_POLICY, TEAM_PRODUCER_POLICY)
+# A team's producers put events with this source and their role's team tag, nothing else.
+TEAM_TAG = "capacity-launcher-team"
+TEAM_SOURCE = f"{EVENT_SOURCE}.team.${{aws:PrincipalTag/{TEAM_TAG}}}"
+TEAM_SOURCES = f"{EVENT_SOURCE}.team.*"
 LAUNCH_REQUESTED = "Launch Requested"
 TABLES_BY_FUNCTION = {
     "LauncherFunction": {"StateTable", "UnavailableOfferingsTable", "IdempotencyTable"},
@@ -259,26 +265,34 @@ def pass_role_violations(cfn: dict[str, Any]) -> list[str]:
 
 def put_events_violations(cfn: dict[str, Any]) -> list[str]:
     """events:PutEvents only on our bus: the functions' with events:source = capacity-launcher,
-    the producers' policy with events:detail-type = Launch Requested (never a status event);
-    no other events action."""
-    functions = {**cfn, "Resources": _without(cfn["Resources"], PRODUCER_POLICY)}
+    the producers' policies with events:detail-type = Launch Requested (never a status event);
+    the team producers' also with events:source pinned to their team's tag; no other events
+    action."""
+    resources = cfn["Resources"]
+    functions = {**cfn, "Resources": _without(resources, *PRODUCER_POLICIES)}
     violations = _only_grant(
         functions, "events:PutEvents", f"GetAtt:{BUS}.Arn", "events:source", EVENT_SOURCE
     )
-    if PRODUCER_POLICY in cfn["Resources"]:
-        producers = {**cfn, "Resources": {PRODUCER_POLICY: cfn["Resources"][PRODUCER_POLICY]}}
+    for name in PRODUCER_POLICIES:
+        if name in resources:
+            producers = {**cfn, "Resources": {name: resources[name]}}
+            violations += _only_grant(
+                producers,
+                "events:PutEvents",
+                f"GetAtt:{BUS}.Arn",
+                "events:detail-type",
+                LAUNCH_REQUESTED,
+            )
+    if TEAM_PRODUCER_POLICY in resources:
+        team = {**cfn, "Resources": {TEAM_PRODUCER_POLICY: resources[TEAM_PRODUCER_POLICY]}}
         violations += _only_grant(
-            producers,
-            "events:PutEvents",
-            f"GetAtt:{BUS}.Arn",
-            "events:detail-type",
-            LAUNCH_REQUESTED,
+            team, "events:PutEvents", f"GetAtt:{BUS}.Arn", "events:source", TEAM_SOURCE
         )
     return violations
 
 
-def _without(resources: dict[str, Any], logical_id: str) -> dict[str, Any]:
-    return {k: v for k, v in resources.items() if k != logical_id}
+def _without(resources: dict[str, Any], *logical_ids: str) -> dict[str, Any]:
+    return {k: v for k, v in resources.items() if k not in logical_ids}
 
 
 def bus_source_claimable_by_others(cfn: dict[str, Any]) -> list[str]:
@@ -298,6 +312,33 @@ def bus_source_claimable_by_others(cfn: dict[str, Any]) -> list[str]:
         ):
             return []
     return [f"{BUS}: no policy denies other principals events with source {EVENT_SOURCE}"]
+
+
+def team_sources_claimable_by_others(cfn: dict[str, Any]) -> list[str]:
+    """The bus denies PutEvents with a source in capacity-launcher.team.* to every principal
+    without the team tag, and to every principal whose tag names another team, whatever its own
+    policies allow: a team's source then says which team sent the event."""
+    untagged = tagged_otherwise = False
+    for s in statements(cfn):
+        if (
+            cfn["Resources"].get(s.owner, {}).get("Type") != "AWS::Events::EventBusPolicy"
+            or s.effect != "Deny"
+            or s.actions != ("events:PutEvents",)
+            or s.resources != (f"GetAtt:{BUS}.Arn",)
+            or s.condition.get("StringLike") != {"events:source": TEAM_SOURCES}
+        ):
+            continue
+        rest = {k: v for k, v in s.condition.items() if k != "StringLike"}
+        untagged |= rest == {"Null": {f"aws:PrincipalTag/{TEAM_TAG}": "true"}}
+        tagged_otherwise |= rest == {"StringNotEquals": {"events:source": TEAM_SOURCE}}
+    return [
+        f"{BUS}: no policy denies {TEAM_SOURCES} to principals {who}"
+        for who, denied in (
+            (f"without the {TEAM_TAG} tag", untagged),
+            ("tagged for another team", tagged_otherwise),
+        )
+        if not denied
+    ]
 
 
 # A table's index by ARN (…:table/${Table}/index/Name), as a Sub names it.
@@ -472,6 +513,7 @@ ALL_CHECKS = (
     pass_role_violations,
     put_events_violations,
     bus_source_claimable_by_others,
+    team_sources_claimable_by_others,
     dynamodb_violations,
     unencrypted_stores,
     functions_without_log_retention,

@@ -81,7 +81,7 @@ def test_a_function_may_not_publish_under_another_source(policies: Policies) -> 
 
 
 def test_anyone_else_claiming_the_services_source_is_denied_by_the_bus(policies: Policies) -> None:
-    (statement,) = policies._bus_policy
+    (statement,) = (s for s in policies._bus_policy if s.owner == "LaunchBusPolicy")
     stranger = Authorization(
         "events:PutEvents",
         BUS,
@@ -107,3 +107,51 @@ def test_anyone_else_claiming_the_services_source_is_denied_by_the_bus(policies:
     assert statement.effect == "Deny"
     assert _applies(statement, stranger, resolve)
     assert not _applies(statement, producer, resolve)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "context", "holds"),
+    [(["true"], {}, True), (["true"], {"k": ("v",)}, False), (["false"], {"k": ("v",)}, True)],
+)
+def test_null_says_whether_the_key_is_absent(
+    wanted: list[str], context: dict[str, tuple[str, ...]], holds: bool
+) -> None:
+    assert _condition_holds("Null", "K", wanted, context) is holds
+
+
+def _team_put(source: str, team: str | None) -> Authorization:
+    context = {
+        "events:source": (source,),
+        "aws:PrincipalArn": (f"arn:aws:iam::{ACCOUNT}:role/producer",),
+    }
+    if team is not None:
+        context["aws:PrincipalTag/capacity-launcher-team"] = (team,)
+    return Authorization("events:PutEvents", BUS, context)
+
+
+@pytest.mark.parametrize(
+    ("source", "team", "denied"),
+    [
+        ("capacity-launcher.team.team-a", None, True),  # no team tag: no team source
+        ("capacity-launcher.team.team-a", "team-b", True),  # another team's source
+        ("capacity-launcher.team.team-a", "team-a", False),  # its own
+        ("team-a.scheduler", None, False),  # outside the namespace: as before
+        ("team-a.scheduler", "team-b", False),
+    ],
+)
+def test_the_bus_gives_a_team_source_to_that_team_only(
+    policies: Policies, source: str, team: str | None, denied: bool
+) -> None:
+    """Whatever a principal's own policies allow (ProducerPolicy puts any source), the bus policy
+    refuses capacity-launcher.team.<t> unless its capacity-launcher-team tag is t."""
+    resolve = policies._resolver(
+        Call(
+            RunningFunction("LauncherFunction", ENVIRONMENT, ACCOUNT), "events", "", {}, REGION, ""
+        )
+    )
+    put = _team_put(source, team)
+    denying = [
+        s.owner for s in policies._bus_policy if s.effect == "Deny" and _applies(s, put, resolve)
+    ]
+
+    assert bool(denying) is denied, denying

@@ -183,13 +183,28 @@ def _add_statement(role: str, statement: dict[str, Any]) -> Callable[[Template],
     return mutate
 
 
-def _producer_statement(sid: str, key: str, value: Any) -> Callable[[Template], None]:
+def _producer_statement(
+    sid: str, key: str, value: Any, policy: str = "ProducerPolicy"
+) -> Callable[[Template], None]:
     def mutate(template: Template) -> None:
-        document = template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]
+        document = template["Resources"][policy]["Properties"]["PolicyDocument"]
         (found,) = (s for s in document["Statement"] if s.get("Sid") == sid)
         found[key] = value
 
     return mutate
+
+
+def _team_source_unpinned(template: Template) -> None:
+    document = template["Resources"]["TeamProducerPolicy"]["Properties"]["PolicyDocument"]
+    (found,) = (s for s in document["Statement"] if s.get("Sid") == "PutTheTeamsLaunchRequests")
+    del found["Condition"]["StringEquals"]["events:source"]
+
+
+def _team_source_pinned_to_any_team(template: Template) -> None:
+    condition = template["Resources"]["LaunchBusTeamSourcesAreTheirTeams"]["Properties"]
+    condition["Statement"]["Condition"]["StringNotEquals"]["events:source"] = (
+        "capacity-launcher.team.*"
+    )
 
 
 def _add_managed_policy(template: Template) -> None:
@@ -374,6 +389,26 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
         "producers may read every table",
         _producer_statement("ReadRequestRecords", "Resource", "*"),
         policy_checks.dynamodb_violations,
+    ),
+    (
+        "a team's producers may put any source",
+        _team_source_unpinned,
+        policy_checks.put_events_violations,
+    ),
+    (
+        "a team's producers may put status events",
+        _producer_statement("PutTheTeamsLaunchRequests", "Condition", {}, "TeamProducerPolicy"),
+        policy_checks.put_events_violations,
+    ),
+    (
+        "untagged principals may put team sources",
+        _drop(("Resources", "LaunchBusTeamSourcesNeedATeam")),
+        policy_checks.team_sources_claimable_by_others,
+    ),
+    (
+        "a team's principals may put another team's source",
+        _team_source_pinned_to_any_team,
+        policy_checks.team_sources_claimable_by_others,
     ),
     (
         "no bus policy",

@@ -261,3 +261,100 @@ def test_a_waiting_request_of_a_bound_sender_comes_back_as_its_requester(
     assert done is not None and done.status is RequestStatus.FULFILLED, done.to_detail()
     assert done.requester == "team-a"
     assert len(cloud.managed_instances()) == 2
+
+
+RESERVATION = "prod-res"
+
+
+def _reservation(**spec: Any) -> dict[str, Any]:
+    """An OME reservation's hub quota (docs/ome.md): it covers its associations by prefix."""
+    return quota(
+        RESERVATION,
+        "4",
+        requesters=[],
+        requesterPrefixes=[f"capacityreservation/{RESERVATION}/"],
+        **spec,
+    )
+
+
+def test_a_reservation_admits_only_the_associations_it_lists(pool: Cloud) -> None:
+    """docs/ome.md "Who may associate": without associationRequesters anyone may associate with
+    a reservation and be counted under its quota; with it, only those listed."""
+    pool.apply(_reservation(associationRequesters=["training-cluster"]))
+    asks = {
+        "listed": {"requester": "training-cluster"},
+        "unlisted": {"requester": "team-b"},
+        "no-requester": {},
+    }
+    for request_id, fields in asks.items():
+        _put_launch_requested(
+            pool,
+            "anyone",
+            launch_request(request_id, nodePool=POOL, capacityReservation=RESERVATION, **fields),
+        )
+    # spelled as the association it would be counted as, without naming the reservation
+    _put_launch_requested(
+        pool,
+        "anyone",
+        launch_request(
+            "spelled", nodePool=POOL, requester=f"capacityreservation/{RESERVATION}/team-b"
+        ),
+    )
+    _deliver(pool)
+
+    served = pool.record("listed")
+    assert served is not None and served.status is RequestStatus.FULFILLED, served
+    assert served.requester == f"capacityreservation/{RESERVATION}/training-cluster"
+    for request_id, association in (
+        ("unlisted", "team-b"),
+        ("no-requester", "default"),
+        ("spelled", "team-b"),
+    ):
+        refused = pool.record(request_id)
+        assert refused is not None and refused.status is RequestStatus.REJECTED, request_id
+        assert [e.code for e in refused.errors] == ["RequesterNotAllowed"]
+        assert refused.errors[0].message.startswith(
+            f"requester: {association!r} may not associate with capacityReservation "
+            f"{RESERVATION!r}: CapacityQuota {RESERVATION} spec.associationRequesters lists "
+            "only training-cluster"
+        ), refused.errors[0].message
+    assert len(pool.managed_instances()) == 1
+
+
+def test_a_reservation_binds_where_its_associations_come_from(pool: Cloud) -> None:
+    """A reservation's requesterOrigins binds its associations: another team's source claiming
+    one is Rejected, as named or spelled as the requester it is counted as."""
+    pool.apply(
+        _reservation(
+            associationRequesters=["training-cluster"],
+            requesterOrigins={"training-cluster": {"eventSources": [TEAM_A_SOURCE]}},
+        )
+    )
+    claim = {"nodePool": POOL, "requester": "training-cluster"}
+    _put_launch_requested(
+        pool, TEAM_A_SOURCE, launch_request("a", capacityReservation=RESERVATION, **claim)
+    )
+    _put_launch_requested(
+        pool, "team-b.scheduler", launch_request("b", capacityReservation=RESERVATION, **claim)
+    )
+    _put_launch_requested(
+        pool,
+        "team-b.scheduler",
+        launch_request(
+            "b-spelled",
+            nodePool=POOL,
+            requester=f"capacityreservation/{RESERVATION}/training-cluster",
+        ),
+    )
+    _deliver(pool)
+
+    assert _status(pool, "a") is RequestStatus.FULFILLED
+    for request_id in ("b", "b-spelled"):
+        refused = pool.record(request_id)
+        assert refused is not None and refused.status is RequestStatus.REJECTED, request_id
+        assert refused.errors[0].code == "RequesterNotAllowed"
+        assert refused.errors[0].message.startswith(
+            f"requester: 'training-cluster' may be claimed only by bus events from "
+            f"{TEAM_A_SOURCE} in any account"
+        ), refused.errors[0].message
+    assert len(pool.managed_instances()) == 1

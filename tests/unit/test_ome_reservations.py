@@ -313,6 +313,7 @@ def test_hub_fields_ome_cannot_spell_are_refused_by_path() -> None:
     hub["spec"]["cohort"] = "c"
     hub["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] = "2"
     hub["spec"]["preemption"]["gracePeriod"] = "1m"
+    hub["spec"]["associationRequesters"] = ["training-cluster"]
 
     with pytest.raises(ConfigValidationError) as raised:
         from_hub(parse_quota(hub), kept)
@@ -320,4 +321,5 @@ def test_hub_fields_ome_cannot_spell_are_refused_by_path() -> None:
     assert {e.field for e in raised.value.errors} == {
         "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit",
         "spec.preemption.gracePeriod",
+        "spec.associationRequesters",
     }

@@ -14,6 +14,7 @@ from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.quotas import (
     CapacityQuota,
     ReclaimPolicy,
+    association_refusal,
     conflicts,
     parse_duration_seconds,
     quota_for,
@@ -299,3 +300,74 @@ def test_an_unknown_resource_name_is_reported_once_not_again_on_its_amount() -> 
     errors = errors_of(document)
 
     assert [e.field for e in errors] == [f"{RESOURCES}[1].name"]
+
+
+def _reservation_quota(**spec: Any) -> dict[str, Any]:
+    """A reservation's hub quota: it covers its associations by prefix (docs/ome.md)."""
+    return issue_sketch(requesters=[], requesterPrefixes=["capacityreservation/r/"], **spec)
+
+
+def test_a_reservation_may_list_who_associates_and_bind_where_they_come_from() -> None:
+    document = _reservation_quota(
+        associationRequesters=["training-cluster", "default"],
+        requesterOrigins={"training-cluster": {"eventSources": ["capacity-launcher.team.a"]}},
+    )
+
+    parsed = parse_document(document)
+
+    assert isinstance(parsed, CapacityQuota)
+    assert parsed.spec.association_requesters == ["training-cluster", "default"]
+    assert parsed.spec.reservations() == ["r"]
+    assert to_document(parsed)["spec"]["associationRequesters"] == ["training-cluster", "default"]
+
+
+@pytest.mark.parametrize(
+    ("document", "field", "rule"),
+    [
+        (
+            issue_sketch(associationRequesters=["training-cluster"]),
+            "spec.associationRequesters",
+            "needs a reservation's prefix in spec.requesterPrefixes (capacityreservation/NAME/)",
+        ),
+        (
+            issue_sketch(requesterPrefixes=["capacityreservation/"], associationRequesters=["x"]),
+            "spec.associationRequesters",
+            "needs a reservation's prefix",
+        ),
+        (
+            _reservation_quota(associationRequesters=["x", "x"]),
+            "spec.associationRequesters",
+            "must not repeat x",
+        ),
+        (
+            _reservation_quota(requesterOrigins={"x": {"accounts": ["123456789012"]}}),
+            "spec.requesterOrigins.x",
+            "is not in spec.requesters or spec.associationRequesters",
+        ),
+    ],
+)
+def test_association_lists_break_rules_by_field(document: Any, field: str, rule: str) -> None:
+    errors = errors_of(document)
+
+    assert [e.field for e in errors] == [field], errors
+    assert rule in errors[0].rule
+
+
+def test_only_listed_requesters_associate_with_a_reservation_that_lists_them() -> None:
+    listing = parse_document(_reservation_quota(associationRequesters=["training-cluster"]))
+    open_ = parse_document(_reservation_quota() | {"metadata": {"name": "open"}})
+    team = parse_document(issue_sketch())
+    assert isinstance(listing, CapacityQuota) and isinstance(open_, CapacityQuota)
+    assert isinstance(team, CapacityQuota)
+
+    assert association_refusal([listing], "capacityreservation/r/training-cluster") is None
+    assert association_refusal([listing], "capacityreservation/r/default") == (
+        "requester: 'default' may not associate with capacityReservation 'r': CapacityQuota "
+        "team-a spec.associationRequesters lists only training-cluster (a request without a "
+        "requester associates as 'default')"
+    )
+    # another reservation's associations, a plain requester, and a quota listing none: as before
+    assert association_refusal([listing], "capacityreservation/s/team-b") is None
+    assert association_refusal([listing, team], "team-b") is None
+    assert association_refusal([open_], "capacityreservation/r/team-b") is None
+    assert association_refusal([open_, listing], "capacityreservation/r/team-b") is not None

@@ -2,7 +2,8 @@
 
 A request naming ``capacityReservation: R`` with ``requester: A`` is counted as requester
 ``capacityreservation/R/A`` (``default`` without a requester). R's CapacityQuota covers every
-requester with R's prefix, so each association's use is kept apart and shown by its name.
+requester with R's prefix, so each association's use is kept apart and shown by its name. A
+quota holding R's prefix may list the associations it admits (``spec.associationRequesters``).
 """
 
 ASSOCIATION_PREFIX = "capacityreservation/"
@@ -22,3 +23,19 @@ def association_of(reservation: str, requester: str) -> str | None:
     """The association name in a requester counted for ``reservation``, else None."""
     prefix = association_prefix(reservation)
     return requester[len(prefix) :] if requester.startswith(prefix) else None
+
+
+def counted_association(requester: str | None) -> tuple[str, str] | None:
+    """(reservation, association) of a requester counted as a reservation's association
+    (``capacityreservation/R/A``), else None. A reservation's name is a DNS label: no slash."""
+    if requester is None or not requester.startswith(ASSOCIATION_PREFIX):
+        return None
+    reservation, slash, association = requester[len(ASSOCIATION_PREFIX) :].partition("/")
+    return (reservation, association) if reservation and slash and association else None
+
+
+def prefix_reservation(prefix: str) -> str | None:
+    """The reservation whose associations ``prefix`` covers (``capacityreservation/R/``), else
+    None."""
+    name = prefix.removeprefix(ASSOCIATION_PREFIX).removesuffix("/")
+    return name if name and prefix == association_prefix(name) and "/" not in name else None

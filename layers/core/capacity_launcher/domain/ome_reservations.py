@@ -266,9 +266,10 @@ def from_hub(
     over what ``kept`` (the document as applied) says of everything the hub does not hold.
 
     Raises ConfigValidationError naming each hub field OME cannot spell (lendingLimit, group
-    limits, listed requesters, requesterOrigins, gracePeriod; given ``priority_classes``, a
-    priority other than the named class's value). Without them the registry carries a priority
-    the document does not give back in its hub-fields annotation (docs/api-versions.md)."""
+    limits, listed requesters, requesterOrigins, associationRequesters, gracePeriod; given
+    ``priority_classes``, a priority other than the named class's value). Without them the
+    registry carries a priority the document does not give back in its hub-fields annotation
+    (docs/api-versions.md)."""
     _spellable(quota, kept, priority_classes)
     spec = quota.spec
     kept_groups = kept.spec.resource_groups
@@ -353,6 +354,10 @@ def _spellable(
         problems.append(FieldError("spec.requesters", "a reservation covers its associations only"))
     if spec.requester_origins:
         problems.append(FieldError("spec.requesterOrigins", "OME has no requester bindings"))
+    if spec.association_requesters:
+        problems.append(
+            FieldError("spec.associationRequesters", "OME has no list of who may associate")
+        )
     if spec.preemption.grace_period != Preemption().grace_period:
         problems.append(FieldError("spec.preemption.gracePeriod", "OME has no grace period"))
     for g, group in enumerate(spec.resource_groups):

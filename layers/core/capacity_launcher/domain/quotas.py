@@ -26,6 +26,12 @@ from pydantic import (
     model_validator,
 )
 
+from capacity_launcher.domain.associations import (
+    ASSOCIATION_PREFIX,
+    DEFAULT_ASSOCIATION,
+    counted_association,
+    prefix_reservation,
+)
 from capacity_launcher.domain.config import _TopLevel
 from capacity_launcher.domain.config_base import BUILT_ON_FIRST_USE, Name, _Document, no_repeats
 from capacity_launcher.domain.errors import ConfigValidationError
@@ -255,8 +261,11 @@ class CapacityQuotaSpec(_Document):
     requester_origins: dict[Requester, RequesterOrigins] = Field(
         default_factory=dict, max_length=MAX_REQUESTERS
     )
+    # A reservation's quota (a prefix capacityreservation/NAME/): the requesters that may
+    # associate with it (docs/ome.md); none listed, any requester may, as before the field.
+    association_requesters: list[Requester] = Field(default=[], max_length=MAX_REQUESTERS)
 
-    @field_validator("requesters", "requester_prefixes")
+    @field_validator("requesters", "requester_prefixes", "association_requesters")
     @classmethod
     def _distinct_requesters(cls, requesters: list[str]) -> list[str]:
         return no_repeats(requesters)
@@ -310,16 +319,29 @@ class CapacityQuotaSpec(_Document):
         if self.preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER and not self.cohort:
             problems.append(FieldError("preemption.reclaimWithinCohort", "needs spec.cohort"))
         for requester in self.requester_origins:
-            if requester not in self.requesters:
+            if requester not in self.requesters and requester not in self.association_requesters:
                 problems.append(
                     FieldError(
                         field_path(("requesterOrigins", requester)),
-                        "is not in spec.requesters; a quota binds only its own requesters",
+                        "is not in spec.requesters or spec.associationRequesters; a quota binds "
+                        "only its own requesters",
                     )
                 )
+        if self.association_requesters and not self.reservations():
+            problems.append(
+                FieldError(
+                    "associationRequesters",
+                    f"needs a reservation's prefix in spec.requesterPrefixes "
+                    f"({ASSOCIATION_PREFIX}NAME/): it lists who may associate with a reservation",
+                )
+            )
         if problems:
             raise Problems(problems)
         return self
+
+    def reservations(self) -> list[str]:
+        """The reservations whose associations this quota covers (its prefixes of that form)."""
+        return [r for r in map(prefix_reservation, self.requester_prefixes) if r is not None]
 
 
 class CapacityQuota(_TopLevel):
@@ -457,6 +479,26 @@ def quota_for(
     naming = [q for q in quotas if q.flavor(node_pool) is not None]
     mine = [q for q in naming if q.covers(requester)]
     return (min(mine, key=lambda q: q.name) if mine else None), naming
+
+
+def association_refusal(quotas: Iterable[CapacityQuota], requester: str | None) -> str | None:
+    """Why a request counted as ``requester`` may not associate with its reservation (docs/ome.md
+    "Who may associate"), or None: every quota holding the reservation's prefix that lists
+    ``associationRequesters`` must list the association. Not an association: None."""
+    counted = counted_association(requester)
+    if counted is None:
+        return None
+    reservation, association = counted
+    for quota in sorted(quotas, key=lambda q: q.name):
+        listed = quota.spec.association_requesters
+        if listed and reservation in quota.spec.reservations() and association not in listed:
+            return (
+                f"requester: {association!r} may not associate with capacityReservation "
+                f"{reservation!r}: CapacityQuota {quota.name} spec.associationRequesters lists "
+                f"only {', '.join(listed)} (a request without a requester associates as "
+                f"{DEFAULT_ASSOCIATION!r})"
+            )
+    return None
 
 
 def quotas_by_name(quotas: Iterable[CapacityQuota]) -> Mapping[str, CapacityQuota]:

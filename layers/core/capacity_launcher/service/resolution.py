@@ -11,14 +11,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from capacity_launcher.domain.associations import counted_association
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.errors import (
     NotFound,
+    RequesterNotAllowed,
     RequestRejected,
     RequirementsConflict,
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.launch_request import LaunchRequest, waits_only_for_reserved
+from capacity_launcher.domain.quotas import association_refusal
 from capacity_launcher.domain.requester_origins import Origin, RequesterBindings
 from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirements, narrow
 from capacity_launcher.domain.tags import check_instance_tag_count, conflicting_tags
@@ -63,6 +66,10 @@ def resolve(
     if origin is not None:
         request = claimed_by(config, request, origin)
     request = request.associated()
+    if counted_association(request.requester) is not None:  # quotas read only for those
+        refusal = association_refusal(config.capacity_quotas(), request.requester)
+        if refusal is not None:
+            raise RequesterNotAllowed(refusal)
     problem = request.capacity_wait_problem(received_at)
     if problem is not None:
         raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
@@ -74,6 +81,11 @@ def claimed_by(config: Configuration, request: LaunchRequest, origin: Origin) ->
     """The request as the requester its origin may claim (docs/quotas.md "Who is the
     requester?"); RequesterNotAllowed when it claims one bound to other origins."""
     bindings = RequesterBindings.of(config.capacity_quotas())
+    counted = counted_association(request.requester)
+    if counted is not None:
+        # Already spelled as a reservation's association: its association name is the claim.
+        bindings.requester_for(counted[1], origin)
+        return request
     requester = bindings.requester_for(request.requester, origin)
     if requester == request.requester:
         return request
