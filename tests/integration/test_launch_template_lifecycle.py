@@ -10,6 +10,7 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool, targeted_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
@@ -69,7 +70,7 @@ def test_a_new_image_supersedes_the_old_templates_and_the_sync_frees_their_quota
 
 
 def test_a_quota_filled_before_templates_had_a_lifecycle_drains_and_launches_work_again(
-    pool: Cloud, subnets: dict[str, str], image: str
+    pool: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the Region's quota full of the service's templates from before (no basis tag)
     setup_pool(pool, subnets, image, capacity_types=("on-demand",))
@@ -90,8 +91,16 @@ def test_a_quota_filled_before_templates_had_a_lifecycle_drains_and_launches_wor
     moto_capacity.set_launch_template_quota(3)
     assert _launch(pool, "quota-full") is RequestStatus.FAILED
 
-    # When the sync runs an hour later, then it deletes them
+    # When the sync runs an hour later, it leaves them: they carry no stack, and may be
+    # another deployment's (docs/operations.md: Two deployments in one account)
     moto_capacity.advance_clock(HOUR)
+    report = sync().templates
+    assert report is not None and report.deleted == {}
+
+    # When the operator says this stack is the only one (ClaimUntaggedResources), then the
+    # sync deletes them
+    monkeypatch.setenv("CLAIM_UNTAGGED_RESOURCES", "true")
+    get_settings.cache_clear()
     report = sync().templates
     assert report is not None
     assert sorted(report.deleted) == [f"capacity-launcher-standard-old{n}" for n in range(3)]

@@ -32,6 +32,7 @@ from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.reservations import Thresholds
+from capacity_launcher.domain.tags import Ownership
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimRequests
 from capacity_launcher.service.reservations import ReservationProvider
@@ -73,6 +74,10 @@ class Adapters:
         self.clients = clients
         self.clock = clock
         self.pause = pause
+
+    def ownership(self) -> Ownership:
+        """Which of the service's resources in the account are this deployment's."""
+        return Ownership(self.settings.stack_name, self.settings.claim_untagged_resources)
 
     # -- adapters ------------------------------------------------------------------------------
 
@@ -209,7 +214,7 @@ class Adapters:
             unavailable=self.unavailable_offerings(local_copy=True),
             leases=self.pool_leases(config),
             fleet=Fleet(ec2, self.pause),
-            templates=LaunchTemplates(ec2),
+            templates=LaunchTemplates(ec2, stack=self.settings.stack_name),
             catalog=InstanceTypeCatalog(ec2),
             subnets=Subnets(ec2),
             reservations=self.reservations(),
@@ -240,6 +245,7 @@ class Adapters:
                 max_attempts=settings.max_launch_attempts,
                 clock=self.clock,
                 sleep=self.pause,
+                stack=settings.stack_name,
             ),
             self.publisher().publish,
             ports.records,
@@ -267,6 +273,7 @@ class Adapters:
             facts=InstanceTypeCatalog(self.clients("ec2")),
             pools=self.config_store(),
             now=self.clock,
+            ownership=self.ownership(),
         )
 
     def reservation_sync(self) -> ReservationSync:
@@ -292,7 +299,9 @@ class Adapters:
             quotas=self.quota_sync(),
             waits=WaitBackstop(self.launch_records(), self.publisher().publish, self.clock),
             readiness=self.pool_readiness(),
-            templates=TemplateSweep(TemplateInventory(self.clients("ec2")), self.clock),
+            templates=TemplateSweep(
+                TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
+            ),
         )
 
     def quota_sync(self) -> QuotaSync:
