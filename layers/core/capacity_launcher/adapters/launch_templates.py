@@ -60,7 +60,7 @@ KNOWN_FOR_SECONDS = 300.0
 # A template found again is marked used (TEMPLATE_USED_AT) when its mark is older than this: a
 # template in use carries a mark younger than this plus KNOWN_FOR_SECONDS, far inside the
 # sweep's hour, so a NodeClass reverted to it keeps it (domain/template_lifecycle.py).
-MARK_USED_AFTER_SECONDS = 900.0
+MARK_USED_AFTER_SECONDS = 60.0
 # DescribeLaunchTemplates answers at most 200 a page.
 _PAGE_SIZE = 200
 
@@ -187,10 +187,16 @@ class LaunchTemplates:
     deployment's name, tagged on each template and on what it launches."""
 
     def __init__(
-        self, ec2: Any | None = None, ssm: Any | None = None, stack: str | None = None
+        self,
+        ec2: Any | None = None,
+        ssm: Any | None = None,
+        stack: str | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        """`clock`: the host's (the time a template is marked used, compared with EC2's)."""
         self._ec2 = ec2 or client("ec2")
         self._stack = stack
+        self._clock = clock
         self._image_parameters = ImageParameters(ssm)
         self._security_groups = SecurityGroups(self._ec2)
         self._image_selection = ImageSelection(self._ec2)
@@ -260,10 +266,10 @@ class LaunchTemplates:
     def _mark_used(self, template: Mapping[str, Any]) -> None:
         """Tag a template found again with when, unless a launcher did so lately: the sweep
         keeps the templates launches use. A refusal is logged: the next find marks it."""
-        now = time.time()
-        if now - _last_used(template).timestamp() < MARK_USED_AFTER_SECONDS:
+        now = self._clock()
+        if (now - _last_used(template)).total_seconds() < MARK_USED_AFTER_SECONDS:
             return
-        stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
+        stamp = now.astimezone(UTC).isoformat(timespec="seconds")
         try:
             with aws_call("CreateTags", fatal=LaunchFailed):
                 self._ec2.create_tags(

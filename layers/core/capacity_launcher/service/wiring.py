@@ -214,7 +214,7 @@ class Adapters:
             unavailable=self.unavailable_offerings(local_copy=True),
             leases=self.pool_leases(config),
             fleet=Fleet(ec2, self.pause),
-            templates=LaunchTemplates(ec2, stack=self.settings.stack_name),
+            templates=LaunchTemplates(ec2, stack=self.settings.stack_name, clock=self.clock),
             catalog=InstanceTypeCatalog(ec2),
             subnets=Subnets(ec2),
             reservations=self.reservations(),
