@@ -53,6 +53,8 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "RunbookUrl": "docs/operations.md",
         # Every principal IAM allows may send straight to the launch queue, as before bindings.
         "LaunchQueueDirectSenders": "arn:*:iam::*:*",
+        # A stack owns the service's untagged (pre-stack) resources only when the operator says.
+        "ClaimUntaggedResources": "false",
     }
     assert parameters["LauncherMaxConcurrency"]["MinValue"] == 2
 
