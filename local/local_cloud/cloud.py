@@ -28,7 +28,7 @@ from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.service.wiring import Adapters
-from capacity_launcher.settings import get_settings
+from capacity_launcher.settings import Settings, get_settings
 from capacity_launcher.startup import Host
 from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
 from local_cloud import function_output
@@ -46,6 +46,7 @@ from local_cloud.lambda_runtime import Invocation, LocalFunction
 from local_cloud.network import prepare_network
 from local_cloud.template import (
     DEFAULT_ACCOUNT_ID,
+    DEFAULT_STACK_NAME,
     DeployedNames,
     create_resources,
     default_template_path,
@@ -118,6 +119,8 @@ class LocalCloudOptions:
     environment: Mapping[str, str] = field(default_factory=dict)
     # Run once moto is up, before the resources are made (the simulation seeds it here).
     prepare: Callable[[], None] | None = None
+    # The deployment's stack name (AWS::StackName: its resources' names, STACK_NAME).
+    stack_name: str = DEFAULT_STACK_NAME
 
 
 class LocalCloud:
@@ -160,6 +163,7 @@ class LocalCloud:
         self.names = create_resources(
             session,
             endpoint_url=endpoint,
+            stack_name=options.stack_name,
             parameters=parameters,
             template_path=options.template_path,
         )
@@ -282,6 +286,32 @@ class LocalCloud:
             account_id=self.names.account_id,
             host=self.options.function_host,
         )
+
+    def add_deployment(self, stack_name: str) -> DeployedNames:
+        """Another stack of the template on this cloud, as a second deployment (dev beside prod)
+        in the same account and Region: its own tables, queues and bus, the same EC2. Its
+        functions are not wired: `deployment_adapters` composes its service in this process."""
+        assert self.names is not None, "start() first"
+        if stack_name == self.names.stack_name:
+            raise ValueError(f"stack {stack_name} is deployed here already")
+        session = boto3.Session(region_name=self.options.region)
+        return create_resources(
+            session,
+            endpoint_url=self.deployment.endpoint_url if self.deployment else None,
+            stack_name=stack_name,
+            parameters={"InstanceRoleArn": LOCAL_INSTANCE_ROLE, **self.options.parameters},
+            template_path=self.options.template_path,
+        )
+
+    def deployment_adapters(
+        self, names: DeployedNames, pause: Callable[[float], None] | None = None
+    ) -> Adapters:
+        """What a container of another deployment's launcher composes (`add_deployment`), on
+        the cloud's host: its settings are its own environment's, whatever this process's."""
+        host = self.options.function_host
+        environment = {k.lower(): v for k, v in names.environment("LauncherFunction").items()}
+        settings = Settings.model_validate(environment)
+        return Adapters(settings, aws.client, clock=host.clock, pause=pause or host.pause)
 
     def adapters(self, pause: Callable[[float], None] | None = None) -> Adapters:
         """What a container of the launcher composes, in this process, on the cloud's host

@@ -55,6 +55,8 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "LaunchQueueDirectSenders": "arn:*:iam::*:*",
         # Each published version initialises once; new environments resume from its snapshot.
         "SnapStart": "Enabled",
+        # A stack owns the service's untagged (pre-stack) resources only when the operator says.
+        "ClaimUntaggedResources": "false",
     }
     assert parameters["LauncherMaxConcurrency"]["MinValue"] == 2
 

@@ -10,6 +10,7 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool, targeted_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
@@ -69,7 +70,7 @@ def test_a_new_image_supersedes_the_old_templates_and_the_sync_frees_their_quota
 
 
 def test_a_quota_filled_before_templates_had_a_lifecycle_drains_and_launches_work_again(
-    pool: Cloud, subnets: dict[str, str], image: str
+    pool: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the Region's quota full of the service's templates from before (no basis tag)
     setup_pool(pool, subnets, image, capacity_types=("on-demand",))
@@ -90,8 +91,16 @@ def test_a_quota_filled_before_templates_had_a_lifecycle_drains_and_launches_wor
     moto_capacity.set_launch_template_quota(3)
     assert _launch(pool, "quota-full") is RequestStatus.FAILED
 
-    # When the sync runs an hour later, then it deletes them
+    # When the sync runs an hour later, it leaves them: they carry no stack, and may be
+    # another deployment's (docs/operations.md: Two deployments in one account)
     moto_capacity.advance_clock(HOUR)
+    report = sync().templates
+    assert report is not None and report.deleted == {}
+
+    # When the operator says this stack is the only one (ClaimUntaggedResources), then the
+    # sync deletes them
+    monkeypatch.setenv("CLAIM_UNTAGGED_RESOURCES", "true")
+    get_settings.cache_clear()
     report = sync().templates
     assert report is not None
     assert sorted(report.deleted) == [f"capacity-launcher-standard-old{n}" for n in range(3)]
@@ -151,3 +160,59 @@ def test_the_templates_of_an_ended_reservation_are_deleted_those_of_a_live_one_k
     assert report is not None
     assert report.deleted == dict.fromkeys(targeted, "ReservationGone")
     assert not {t["LaunchTemplateName"] for t in _templates(pool)} & set(targeted)
+
+
+def _names(cloud: Cloud) -> set[str]:
+    return {t["LaunchTemplateName"] for t in _templates(cloud)}
+
+
+def test_a_node_class_reverted_within_the_hour_reuses_its_template_and_the_sweep_keeps_it(
+    pool: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool that launched with image 1, then with image 2 a minute later
+    setup_pool(pool, subnets, image, capacity_types=("on-demand",))
+    assert _launch(pool, "with-image-1") is RequestStatus.FULFILLED
+    first = _names(pool)
+    moto_capacity.advance_clock(60)
+    image_2 = moto_capacity.register_image("us-east-1", "Linux/UNIX")
+    setup_pool(pool, subnets, image_2, capacity_types=("on-demand",))
+    assert _launch(pool, "with-image-2") is RequestStatus.FULFILLED
+    second = _names(pool) - first
+    assert second
+
+    # When the NodeClass is reverted to image 1 ten minutes later, and launches go on
+    moto_capacity.advance_clock(600)
+    setup_pool(pool, subnets, image, capacity_types=("on-demand",))
+    assert _launch(pool, "reverted") is RequestStatus.FULFILLED
+
+    # Then the revert reused image 1's template (content-addressed: no new one)
+    assert _names(pool) == first | second
+
+    # and an hour later the sweep deletes image 2's, no longer used, and keeps the one in use
+    moto_capacity.advance_clock(HOUR)
+    report = sync().templates
+    assert report is not None
+    assert report.deleted == dict.fromkeys(second, "Superseded")
+    assert _names(pool) == first
+    assert _launch(pool, "after-the-sweep") is RequestStatus.FULFILLED
+
+
+def test_a_warm_launcher_meeting_its_template_gone_forgets_it_and_creates_it_again(
+    pool: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a warm launcher that launched from its template (and trusts its name for minutes)
+    setup_pool(pool, subnets, image, capacity_types=("on-demand",))
+    warm = pool.fresh_batch()
+    pool.send(launch_request("first", nodePool="general"), batch=warm)
+    assert pool.record("first").status is RequestStatus.FULFILLED  # type: ignore[union-attr]
+    (name,) = _names(pool)
+
+    # When the template is deleted behind its back (the sweep, an operator)
+    pool.ec2.delete_launch_template(LaunchTemplateName=name)
+
+    # Then its next launch meets InvalidLaunchTemplateName.NotFoundException, drops the name,
+    # creates the template again and launches: nothing is handed back
+    handed_back = pool.send(launch_request("second", nodePool="general"), batch=warm)
+    assert handed_back == []
+    assert pool.record("second").status is RequestStatus.FULFILLED  # type: ignore[union-attr]
+    assert _names(pool) == {name}

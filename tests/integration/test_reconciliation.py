@@ -107,6 +107,8 @@ def test_reconciliation_adopts_an_orphan_a_crashed_worker_launched(
         "capacity-launcher:node-pool": "general",
         "capacity-launcher:node-class": "standard",
         "capacity-launcher:requester": "team-a",
+        # launched by this deployment (a worker of its stack)
+        "capacity-launcher:stack": str(get_settings().stack_name),
     }
     (orphan,) = run_into(cloud, reservation, 1, tags)
     # When the sync reconciles

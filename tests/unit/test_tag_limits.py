@@ -41,7 +41,7 @@ def _request(tag_count: int) -> Any:
 def test_the_service_adds_exactly_the_tags_it_counts() -> None:
     node_class = parse_document(_node_class(3))
     assert isinstance(node_class, NodeClass)
-    tags = instance_tags(node_class, "pool", _request(2))
+    tags = instance_tags(node_class, "pool", _request(2), "prod")
     assert len(tags) == SERVICE_INSTANCE_TAGS + 3 + 2
 
 
@@ -57,7 +57,7 @@ def test_a_node_class_leaving_no_room_for_the_services_tags_is_refused_naming_fi
     ((error,),) = [raised.value.errors]
     assert error.field == "spec.tags"
     assert error.rule == (
-        "at most 45 tags: EC2 allows 50 per resource and capacity-launcher adds 5 of its own "
+        "at most 44 tags: EC2 allows 50 per resource and capacity-launcher adds 6 of its own "
         "to every instance"
     )
 
@@ -65,18 +65,18 @@ def test_a_node_class_leaving_no_room_for_the_services_tags_is_refused_naming_fi
 def test_request_tags_that_would_overflow_the_instances_are_rejected_before_launching() -> None:
     node_class = parse_document(_node_class(30))
     assert isinstance(node_class, NodeClass)
-    check_instance_tag_count(node_class, _request(15))  # 5 + 30 + 15 = 50: fits
+    check_instance_tag_count(node_class, _request(14))  # 6 + 30 + 14 = 50: fits
     with pytest.raises(RequestRejected) as raised:
-        check_instance_tag_count(node_class, _request(16))
+        check_instance_tag_count(node_class, _request(15))
     assert raised.value.code == "TooManyTags"
     assert str(raised.value) == (
-        "tags: instances would carry 51 tags (5 of capacity-launcher's, 30 of NodeClass tagged, "
-        "16 of the request); EC2 allows 50 per resource"
+        "tags: instances would carry 51 tags (6 of capacity-launcher's, 30 of NodeClass tagged, "
+        "15 of the request); EC2 allows 50 per resource"
     )
 
 
 def test_a_request_tag_overriding_a_node_class_tag_counts_once() -> None:
-    node_class = parse_document(_node_class(45))
+    node_class = parse_document(_node_class(44))
     assert isinstance(node_class, NodeClass)
     overriding = parse_launch_request({"requestId": "r-2", "count": 1, "tags": {"class-0": "mine"}})
     check_instance_tag_count(node_class, overriding)
@@ -109,5 +109,5 @@ def test_resolution_rejects_a_request_whose_tags_overflow_the_instances() -> Non
     node_class = parse_document(_node_class(40))
     assert isinstance(node_class, NodeClass)
     with pytest.raises(RequestRejected, match=r"^tags: instances would carry 51 tags"):
-        resolve(_OneClass(node_class), _request(6), datetime.now(UTC))
-    assert resolve(_OneClass(node_class), _request(5), datetime.now(UTC)).node_class is node_class
+        resolve(_OneClass(node_class), _request(5), datetime.now(UTC))
+    assert resolve(_OneClass(node_class), _request(4), datetime.now(UTC)).node_class is node_class

@@ -21,8 +21,10 @@ def _t(
     node_class: str | None = "a",
     basis: str | None = "b1",
     target: str | None = None,
+    used_hours_ago: float | None = None,
 ) -> ManagedTemplate:
-    return ManagedTemplate(name, NOW - timedelta(hours=age_hours), node_class, basis, target)
+    used = None if used_hours_ago is None else NOW - timedelta(hours=used_hours_ago)
+    return ManagedTemplate(name, NOW - timedelta(hours=age_hours), node_class, basis, target, used)
 
 
 def _why(
@@ -47,8 +49,28 @@ def test_a_newer_basis_supersedes_the_old_only_once_it_is_an_hour_old() -> None:
         "b1-x": Unusable.SUPERSEDED,
         "b1-y": Unusable.SUPERSEDED,
     }
-    # a late template of the old basis (a launcher still on it) does not make it current again
-    assert "b1-late" in _why([*old, _t("b2-x", 2, basis="b2"), _t("b1-late", 1.5)])
+    # a late template of the old basis (a launcher still on it for a while) does not make it
+    # current again: the new basis is in use (marked used since)
+    current = _t("b2-x", 2, basis="b2", used_hours_ago=0.1)
+    assert "b1-late" in _why([*old, current, _t("b1-late", 1.5)])
+
+
+def test_a_reverted_node_class_keeps_the_template_in_use_and_frees_the_one_it_replaced() -> None:
+    # Given content b1 (two days old), changed to b2 two hours ago, and reverted to b1 within
+    # the hour: launchers found b1's template again and marked it used minutes ago
+    b1 = _t("b1-x", 48, used_hours_ago=0.2)
+    b2 = _t("b2-x", 2, basis="b2", used_hours_ago=1.5)
+    # Then the template in use stays, and the one no launch has used for an hour goes
+    assert _why([b1, b2]) == {"b2-x": Unusable.SUPERSEDED}
+    # and within the hour of its last use, b2's stays too
+    assert _why([b1, _t("b2-x", 2, basis="b2", used_hours_ago=0.5)]) == {}
+
+
+def test_a_template_in_use_is_never_superseded_by_a_newer_one_unused() -> None:
+    # A launcher on stale configuration made b2 once; every launch since uses b1
+    assert _why([_t("b1-x", 48, used_hours_ago=0.1), _t("b2-x", 3, basis="b2")]) == {
+        "b2-x": Unusable.SUPERSEDED
+    }
 
 
 def test_templates_without_a_basis_tag_are_superseded_once_settled() -> None:

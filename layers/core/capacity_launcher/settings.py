@@ -34,6 +34,12 @@ class Settings(BaseModel):
     ice_claim_seconds: int = Field(default=20, ge=1, le=300)
     # A warm container trusts its copy of NodePools and NodeClasses for this long.
     config_cache_seconds: float = Field(default=10.0, ge=0, le=300)
+    # The deployment's identity (template.yaml: AWS::StackName), tagged on everything it makes:
+    # a stack adopts, sweeps and terminates only what carries its name (README: Tags).
+    stack_name: str | None = Field(default=None, min_length=1, max_length=128)
+    # Whether resources made before they carried a stack (no capacity-launcher:stack tag) are
+    # this stack's too (docs/operations.md: Two deployments in one account).
+    claim_untagged_resources: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -22,7 +22,11 @@ from .models.backend import capacity_backend, existing_capacity_backend
 from .models.consistency import noting_launches
 from .models.group_members import CAPACITY_RESERVATION_MEMBERS
 from .models.platforms import ImageBillingFields
-from .models.retention import noting_termination, within_launch_template_quota
+from .models.retention import (
+    noting_termination,
+    template_tags_kept,
+    within_launch_template_quota,
+)
 from .models.status_checks import checking_after_launch, checking_after_start, initializing_status
 from .responses.capacity_reservations import CapacityReservationResponse
 from .responses.gpu_reservations import GpuReservationResponse
@@ -84,4 +88,6 @@ def install() -> None:
     hook_property(Instance, "system_status", initializing_status)
     hook(EC2Backend, "do_resources_exist", _checking_reservations_exist)
     hook(EC2Backend, "create_launch_template", within_launch_template_quota)
+    hook(EC2Backend, "create_tags", template_tags_kept)
+    hook(EC2Backend, "delete_tags", template_tags_kept)
     register_member_kind(CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_MEMBERS)

@@ -52,6 +52,34 @@ def test_create_launch_template_beyond_the_quota_is_refused_until_one_is_deleted
     ec2.create_launch_template(LaunchTemplateName="lt-c", LaunchTemplateData={})
 
 
+def test_a_launch_templates_tags_changed_after_creation_show_when_described(ec2: Any) -> None:
+    """EC2 API Reference, LaunchTemplate
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplate.html): `Tags`
+    are the tags for the launch template; CreateTags and DeleteTags
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateTags.html) change a
+    launch template's tags as any resource's."""
+    # Given a launch template created with one tag
+    made = ec2.create_launch_template(
+        LaunchTemplateName="tagged",
+        LaunchTemplateData={},
+        TagSpecifications=[
+            {"ResourceType": "launch-template", "Tags": [{"Key": MANAGED, "Value": "true"}]}
+        ],
+    )["LaunchTemplate"]
+
+    # When a tag is added, and then the first removed
+    ec2.create_tags(Resources=[made["LaunchTemplateId"]], Tags=[{"Key": "used", "Value": "now"}])
+    (described,) = ec2.describe_launch_templates(LaunchTemplateNames=["tagged"])["LaunchTemplates"]
+    # Then DescribeLaunchTemplates shows both
+    assert described["Tags"] == [
+        {"Key": MANAGED, "Value": "true"},
+        {"Key": "used", "Value": "now"},
+    ]
+    ec2.delete_tags(Resources=[made["LaunchTemplateId"]], Tags=[{"Key": MANAGED}])
+    (described,) = ec2.describe_launch_templates(LaunchTemplateNames=["tagged"])["LaunchTemplates"]
+    assert described["Tags"] == [{"Key": "used", "Value": "now"}]
+
+
 def test_launch_template_quota_refuses_bad_values() -> None:
     with pytest.raises(ValueError, match="launchTemplateQuota"):
         moto_capacity.set_launch_template_quota(-1)

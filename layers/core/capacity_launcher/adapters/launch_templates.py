@@ -9,7 +9,8 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -21,7 +22,7 @@ from capacity_launcher.adapters.image_selection import ImageSelection
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.aws_errors import is_launch_template_gone, is_refused_token
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
+from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused, Transient
 from capacity_launcher.domain.fleet import LaunchTemplate
 from capacity_launcher.domain.image_architectures import (
     STANDARD,
@@ -36,6 +37,8 @@ from capacity_launcher.domain.tags import (
     NODE_CLASS,
     RESERVATION_TARGET,
     TEMPLATE_BASIS,
+    TEMPLATE_USED_AT,
+    Ownership,
     managed_tags,
 )
 from capacity_launcher.domain.template_lifecycle import ManagedTemplate, target_tag
@@ -54,6 +57,10 @@ _BASE_SECONDS = 60.0
 # have deleted it since (service/template_sweep.py waits far longer before it does). Wall-clock
 # seconds (time.time, which the simulation moves with its clock), not monotonic ones.
 KNOWN_FOR_SECONDS = 300.0
+# A template found again is marked used (TEMPLATE_USED_AT) when its mark is older than this: a
+# template in use carries a mark younger than this plus KNOWN_FOR_SECONDS, far inside the
+# sweep's hour, so a NodeClass reverted to it keeps it (domain/template_lifecycle.py).
+MARK_USED_AFTER_SECONDS = 60.0
 # DescribeLaunchTemplates answers at most 200 a page.
 _PAGE_SIZE = 200
 
@@ -79,11 +86,14 @@ def template_data(
     spot: bool = False,
     market: str | None = None,
     security_group_ids: Sequence[str] | None = None,
+    stack: str | None = None,
 ) -> dict[str, Any]:
     """Launch template data; a spot template also tags the spot request EC2 makes for each
-    instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can)."""
+    instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can).
+    `stack`: the deployment's name, on everything the template makes (and so in its name: two
+    deployments never share a template)."""
     spec = node_class.spec
-    tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class).items())]
+    tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class, stack).items())]
     data: dict[str, Any] = {
         "ImageId": image_id,
         "SecurityGroupIds": sorted(security_group_ids or spec.security_group_ids or ()),
@@ -154,12 +164,17 @@ def template_basis(data: Mapping[str, Any], images: Sequence[str] = ()) -> str:
 
 
 def template_tags(
-    node_class_name: str, data: Mapping[str, Any], use: ReservationUse, images: Sequence[str] = ()
+    node_class_name: str,
+    data: Mapping[str, Any],
+    use: ReservationUse,
+    images: Sequence[str] = (),
+    stack: str | None = None,
 ) -> list[dict[str, str]]:
     tags = {
         MANAGED: "true",
         NODE_CLASS: node_class_name,
         TEMPLATE_BASIS: template_basis(data, images),
+        **Ownership(stack).tags(),
     }
     if use.target is not None:
         tags[RESERVATION_TARGET] = target_tag(use.target.name)
@@ -167,10 +182,21 @@ def template_tags(
 
 
 class LaunchTemplates:
-    """Creates each content-addressed template once; a warm container remembers the names it saw."""
+    """Creates each content-addressed template once; a warm container remembers the names it saw
+    (for KNOWN_FOR_SECONDS, or until a launch finds one gone: `forget`). `stack`: the
+    deployment's name, tagged on each template and on what it launches."""
 
-    def __init__(self, ec2: Any | None = None, ssm: Any | None = None) -> None:
+    def __init__(
+        self,
+        ec2: Any | None = None,
+        ssm: Any | None = None,
+        stack: str | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """`clock`: the host's (the time a template is marked used, compared with EC2's)."""
         self._ec2 = ec2 or client("ec2")
+        self._stack = stack
+        self._clock = clock
         self._image_parameters = ImageParameters(ssm)
         self._security_groups = SecurityGroups(self._ec2)
         self._image_selection = ImageSelection(self._ec2)
@@ -199,6 +225,7 @@ class LaunchTemplates:
             spot=spot,
             market=use.market,
             security_group_ids=self._security_groups.ids(node_class),
+            stack=self._stack,
         )
         if node_class.spec.launch_template_name:
             data = on_base(self._base(node_class), data)
@@ -207,22 +234,53 @@ class LaunchTemplates:
         with self._lock:
             if time.time() - self._known.get(name, -KNOWN_FOR_SECONDS) < KNOWN_FOR_SECONDS:
                 return template
-        if not self._exists(name):
+        found = self._found(name)
+        if found is None:
             self._create(name, data, node_class, use, images)
+        else:
+            self._mark_used(found)
         with self._lock:
             self._known[name] = time.time()
         return template
 
-    def _exists(self, name: str) -> bool:
-        """Whether EC2 has the template. Asked by a filter, which answers an empty list where
-        creating an existing template answers an error: a new container's first launch finds
-        its template made by an earlier one, and an error reply costs botocore a scan of every
-        EC2 shape for modeled errors (about 10 ms of a cold start's CPU)."""
+    def forget(self, names: Iterable[str]) -> None:
+        """A launch found these templates gone (the sweep deleted them, or an operator): the
+        next `ensure` asks EC2 again, and creates them again under the same names."""
+        with self._lock:
+            for name in names:
+                self._known.pop(name, None)
+
+    def _found(self, name: str) -> Mapping[str, Any] | None:
+        """The template as EC2 lists it, None when it has none. Asked by a filter, which answers
+        an empty list where creating an existing template answers an error: a new container's
+        first launch finds its template made by an earlier one, and an error reply costs
+        botocore a scan of every EC2 shape for modeled errors (about 10 ms of a cold start's
+        CPU)."""
         with aws_call("DescribeLaunchTemplates", fatal=LaunchFailed):
             found = self._ec2.describe_launch_templates(
                 Filters=[{"Name": "launch-template-name", "Values": [name]}]
             )
-        return bool(found.get("LaunchTemplates"))
+        templates = found.get("LaunchTemplates") or []
+        return templates[0] if templates else None
+
+    def _mark_used(self, template: Mapping[str, Any]) -> None:
+        """Tag a template found again with when, unless a launcher did so lately: the sweep
+        keeps the templates launches use. A refusal is logged: the next find marks it."""
+        now = self._clock()
+        if (now - _last_used(template)).total_seconds() < MARK_USED_AFTER_SECONDS:
+            return
+        stamp = now.astimezone(UTC).isoformat(timespec="seconds")
+        try:
+            with aws_call("CreateTags", fatal=LaunchFailed):
+                self._ec2.create_tags(
+                    Resources=[template["LaunchTemplateId"]],
+                    Tags=[{"Key": TEMPLATE_USED_AT, "Value": stamp}],
+                )
+        except (LaunchFailed, Transient) as refused:
+            logger.warning(
+                "launch template not marked used; the next launch marks it",
+                extra={"template": template.get("LaunchTemplateName"), "error": refused},
+            )
 
     def _create(
         self,
@@ -232,7 +290,7 @@ class LaunchTemplates:
         use: ReservationUse,
         images: Sequence[str],
     ) -> None:
-        tags = template_tags(node_class.metadata.name, data, use, images)
+        tags = template_tags(node_class.metadata.name, data, use, images, self._stack)
         try:
             with aws_call("CreateLaunchTemplate", node_class=node_class):
                 self._ec2.create_launch_template(
@@ -361,15 +419,21 @@ def _unless_missing[**P](
 
 
 class TemplateInventory:
-    """The service's launch templates as the sync's lifecycle sees them: listed a bounded number
-    of pages a run (continuing where the last run stopped), deleted one by one."""
+    """This deployment's launch templates as the sync's lifecycle sees them: listed a bounded
+    number of pages a run (continuing where the last run stopped), deleted one by one. Another
+    deployment's (tagged with another stack) are never listed, so never deleted."""
 
     def __init__(
-        self, ec2: Any | None = None, pages_per_run: int = 5, page_size: int = _PAGE_SIZE
+        self,
+        ec2: Any | None = None,
+        pages_per_run: int = 5,
+        page_size: int = _PAGE_SIZE,
+        ownership: Ownership | None = None,
     ) -> None:
         self._ec2 = ec2 or client("ec2")
         self._pages_per_run = pages_per_run
         self._page_size = page_size
+        self._ownership = ownership or Ownership()
         self._next_token: str | None = None
 
     def managed(self) -> list[ManagedTemplate]:
@@ -380,7 +444,11 @@ class TemplateInventory:
         for _ in range(self._pages_per_run):
             with aws_call("DescribeLaunchTemplates", fatal=LaunchFailed):
                 page = self._page_or_first(self._next_token)
-            found += [_managed(raw) for raw in page.get("LaunchTemplates", [])]
+            found += [
+                _managed(raw)
+                for raw in page.get("LaunchTemplates", [])
+                if self._ownership.owns(_tags(raw))
+            ]
             self._next_token = page.get("NextToken") or None
             if self._next_token is None:
                 break
@@ -421,12 +489,34 @@ class TemplateInventory:
         return dict(self._ec2.describe_launch_templates(**request))
 
 
+def _tags(raw: Mapping[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])}
+
+
 def _managed(raw: Mapping[str, Any]) -> ManagedTemplate:
-    tags = {t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])}
+    tags = _tags(raw)
     return ManagedTemplate(
         name=str(raw["LaunchTemplateName"]),
         created_at=raw["CreateTime"],
         node_class=tags.get(NODE_CLASS),
         basis=tags.get(TEMPLATE_BASIS),
         target=tags.get(RESERVATION_TARGET),
+        used_at=_used_at(tags),
     )
+
+
+def _used_at(tags: Mapping[str, str]) -> datetime | None:
+    """A template's TEMPLATE_USED_AT mark; None without one (or one not a time)."""
+    try:
+        used = datetime.fromisoformat(tags[TEMPLATE_USED_AT])
+    except (KeyError, ValueError):
+        return None
+    return used if used.tzinfo else used.replace(tzinfo=UTC)
+
+
+def _last_used(raw: Mapping[str, Any]) -> datetime:
+    """When a launcher last made or found a template EC2 lists (its creation, or its mark)."""
+    created: datetime = raw["CreateTime"]
+    created = created if created.tzinfo else created.replace(tzinfo=UTC)
+    used = _used_at(_tags(raw))
+    return max(created, used) if used else created

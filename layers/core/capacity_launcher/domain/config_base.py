@@ -12,10 +12,10 @@ RESERVED_TAG_PREFIXES: tuple[str, ...] = ("aws:", "capacity-launcher:")
 MAX_TAG_KEY_LENGTH = 128
 MAX_TAG_VALUE_LENGTH = 256
 # EC2 allows 50 tags per resource, and capacity-launcher adds its own to every instance and fleet
-# (domain/tags.py: managed, node-class, node-pool, request-id, requester); volumes, network
-# interfaces and spot requests get the NodeClass tags and two of ours.
+# (domain/tags.py: managed, node-class, node-pool, request-id, requester, stack); volumes, network
+# interfaces and spot requests get the NodeClass tags and three of ours.
 MAX_TAGS_PER_RESOURCE = 50
-SERVICE_INSTANCE_TAGS = 5
+SERVICE_INSTANCE_TAGS = 6
 MAX_NODE_CLASS_TAGS = MAX_TAGS_PER_RESOURCE - SERVICE_INSTANCE_TAGS
 MAX_SELECTOR_TAGS = 50
 MAX_USER_DATA_BYTES = 16 * 1024

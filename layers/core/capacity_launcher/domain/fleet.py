@@ -182,6 +182,15 @@ def template_configs(
     ]
 
 
+def template_names(fleet_input: Mapping[str, Any]) -> list[str]:
+    """The launch templates a CreateFleet input names."""
+    return [
+        str(c["LaunchTemplateSpecification"]["LaunchTemplateName"])
+        for c in fleet_input.get("LaunchTemplateConfigs", [])
+        if "LaunchTemplateName" in c.get("LaunchTemplateSpecification", {})
+    ]
+
+
 def fleet_request(
     attempt: LaunchAttempt,
     *,

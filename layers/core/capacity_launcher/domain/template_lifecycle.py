@@ -6,8 +6,11 @@ rest of the account ("Restrictions for Amazon EC2 launch templates"), so the syn
 nothing will launch from again:
 
 - its NodeClass was deleted;
-- its NodeClass's content or image changed: a newer basis (the template's data without its
-  reservation part, tagged on the template) has been in use for `grace`;
+- its NodeClass's content or image changed: no launch has used its basis (the template's data
+  without its reservation part, tagged on the template) for `grace`, and another basis of the
+  class has been used since. A launcher marks a template used when it finds it (at most every
+  few minutes, `used_at`), so a NodeClass reverted to earlier content reuses that content's
+  template, which stays, and the one it replaced for a while goes;
 - the reservation it targets has ended, or the group it targets is named by no NodeClass;
 - it carries no basis tag (made before templates had a lifecycle): the launcher creates the
   ones it still needs again, tagged. A quota filled before this existed drains this way.
@@ -43,10 +46,16 @@ class ManagedTemplate:
     node_class: str | None  # its capacity-launcher:node-class tag
     basis: str | None = None  # TEMPLATE_BASIS; None on templates made before the lifecycle
     target: str | None = None  # RESERVATION_TARGET (`target_tag` of the id or ARN), if reserved
+    used_at: datetime | None = None  # TEMPLATE_USED_AT: when a launcher last found it
 
     @property
     def reserved(self) -> bool:
         return self.target is not None
+
+    @property
+    def last_used(self) -> datetime:
+        """When a launcher last made or found it."""
+        return max(self.created_at, self.used_at or self.created_at)
 
 
 def target_tag(name: str) -> str:
@@ -70,12 +79,11 @@ def unusable(
     found: list[tuple[ManagedTemplate, Unusable]] = [
         (t, Unusable.NODE_CLASS_DELETED) for t in settled if t.node_class not in classes
     ]
-    current = _current_bases(templates, now, grace)
+    uses = _bases_last_used(templates)
     found += [
         (t, Unusable.SUPERSEDED)
         for t in settled
-        if t.node_class in classes
-        and (t.basis is None or (t.node_class in current and t.basis != current[t.node_class]))
+        if t.node_class in classes and (t.basis is None or _superseded(t, uses, now, grace))
     ]
     named = {t.name for t, _ in found}
     found += [
@@ -86,21 +94,45 @@ def unusable(
     return found
 
 
-def _current_bases(
-    templates: Sequence[ManagedTemplate], now: datetime, grace: timedelta
-) -> dict[str, str]:
-    """NodeClass -> the basis every launcher has used for at least `grace`: the one that
-    appeared last (by its first template), once it is that old. A NodeClass whose newest basis
-    is younger keeps every template for now."""
-    first_seen: dict[str, dict[str, datetime]] = {}
+@dataclass(frozen=True)
+class _Use:
+    """A basis's templates: when the first was made, and when a launcher last made or found one."""
+
+    first_seen: datetime
+    last_used: datetime
+
+
+def _bases_last_used(templates: Sequence[ManagedTemplate]) -> dict[str, dict[str, _Use]]:
+    """NodeClass -> basis -> its use."""
+    uses: dict[str, dict[str, _Use]] = {}
     for t in templates:
         if t.node_class is None or t.basis is None:
             continue
-        bases = first_seen.setdefault(t.node_class, {})
-        bases[t.basis] = min(bases.get(t.basis, t.created_at), t.created_at)
-    current: dict[str, str] = {}
-    for node_class, bases in first_seen.items():
-        basis, since = max(bases.items(), key=lambda item: (item[1], item[0]))
-        if since <= now - grace:
-            current[node_class] = basis
-    return current
+        bases = uses.setdefault(t.node_class, {})
+        seen = bases.get(t.basis)
+        bases[t.basis] = (
+            _Use(t.created_at, t.last_used)
+            if seen is None
+            else _Use(min(seen.first_seen, t.created_at), max(seen.last_used, t.last_used))
+        )
+    return uses
+
+
+def _superseded(
+    template: ManagedTemplate,
+    uses: dict[str, dict[str, _Use]],
+    now: datetime,
+    grace: timedelta,
+) -> bool:
+    """No launcher has used its basis for `grace`, and another basis of its NodeClass, there
+    for `grace` too, has been used since: the class's content moved on for good (a basis used
+    again, a revert, is kept; the newer one goes once unused for `grace`)."""
+    bases = uses.get(template.node_class or "", {})
+    mine = bases.get(template.basis or "")
+    settled = now - grace
+    if mine is None or mine.last_used > settled:
+        return False
+    return any(
+        basis != template.basis and use.last_used > mine.last_used and use.first_seen <= settled
+        for basis, use in bases.items()
+    )

@@ -10,6 +10,11 @@ reclaimed; instances a crashed worker launched but never recorded are adopted fr
 instance whose tags disagree with its record (a shared fleet's instance EC2 did not know in time
 for its request's tags) is tagged from the record, so tags converge whatever a launch missed.
 
+Only this deployment's instances (tagged with its stack) are looked at: another stack's in the
+same account and Region are neither adopted nor counted. One made before instances carried a
+stack is this deployment's when its table records it (it is then tagged with the stack), or when
+the operator claims every untagged instance (CLAIM_UNTAGGED_RESOURCES).
+
 Each pool's usage is checked against its unsettled leases plus its members, and rewritten only
 if no writer changed it meanwhile (a version check): that repairs usage no instance explains.
 That one read of the pool's leases and members is also the membership the instances are checked
@@ -37,6 +42,8 @@ from capacity_launcher.domain.tags import (
     NODE_POOL,
     REQUEST_ID,
     REQUESTER,
+    STACK,
+    Ownership,
     recorded_tags,
     tags_to_fix,
 )
@@ -89,6 +96,7 @@ class Reconciliation:
         facts: Catalog,
         pools: Configuration,
         now: Callable[[], datetime],
+        ownership: Ownership | None = None,
     ) -> None:
         self._leases = leases
         self._pool_members = members
@@ -98,6 +106,7 @@ class Reconciliation:
         self._facts = facts
         self._pools = pools
         self._now = now
+        self._ownership = ownership or Ownership()
 
     def run(self) -> ReconciliationReport:
         report = ReconciliationReport()
@@ -106,10 +115,12 @@ class Reconciliation:
         pools = {p.metadata.name for p in self._pools.node_pools()}
         # Leases first: an instance of a live lease is counted by that lease until it settles.
         in_flight = self._settle_leases(report, pools, now_epoch)
-        described = self._instances.find_managed()
+        described = self._described()
         states = {i.instance_id: i.state for i in described}
         live = [i for i in described if i.state in LIVE_STATES]
         items = self._items.many([i.instance_id for i in live])
+        # One made before instances carried their stack is ours if our table records it.
+        live = [i for i in live if self._ownership.owns(i.tags) or i.instance_id in items]
         sizes, adopted_items = self._adopt_orphans(report, live, items, in_flight, now)
         self._retag(live, items, report)
         pools |= {p for i in live if (p := _pool_and_request(i, items.get(i.instance_id))[0])}
@@ -126,6 +137,15 @@ class Reconciliation:
         for pool in sorted(pools):
             report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
         return report
+
+    def _described(self) -> list[ManagedInstance]:
+        """The service's instances of this deployment, and those carrying no stack (made before
+        instances carried one): another deployment's are never counted, adopted or tagged."""
+        return [
+            i
+            for i in self._instances.find_managed()
+            if STACK not in i.tags or self._ownership.owns(i.tags)
+        ]
 
     def _settle_leases(
         self, report: ReconciliationReport, pools: set[str], now_epoch: int
@@ -243,7 +263,7 @@ class Reconciliation:
         for instance in live:
             item = items.get(instance.instance_id)
             if item is not None:
-                wanted = tags_to_fix(recorded_tags(item), instance.tags)
+                wanted = tags_to_fix(recorded_tags(item, self._ownership.stack), instance.tags)
                 if wanted:
                     by_fix[tuple(sorted(wanted.items()))].append(instance.instance_id)
         for fix, instance_ids in by_fix.items():

@@ -32,6 +32,7 @@ from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.reservations import Thresholds
+from capacity_launcher.domain.tags import Ownership
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimRequests
 from capacity_launcher.service.reservations import ReservationProvider
@@ -85,6 +86,10 @@ class Adapters:
     def seconds(self) -> float:
         """`clock` in epoch seconds: what the stores stamp and compare expiries with."""
         return self.clock().timestamp()
+
+    def ownership(self) -> Ownership:
+        """Which of the service's resources in the account are this deployment's."""
+        return Ownership(self.settings.stack_name, self.settings.claim_untagged_resources)
 
     # -- adapters ------------------------------------------------------------------------------
 
@@ -226,7 +231,7 @@ class Adapters:
             unavailable=self.unavailable_offerings(local_copy=True),
             leases=self.pool_leases(config),
             fleet=Fleet(ec2, self.pause),
-            templates=LaunchTemplates(ec2),
+            templates=LaunchTemplates(ec2, stack=self.settings.stack_name, clock=self.clock),
             catalog=InstanceTypeCatalog(ec2),
             subnets=Subnets(ec2),
             reservations=self.reservations(),
@@ -257,6 +262,7 @@ class Adapters:
                 max_attempts=settings.max_launch_attempts,
                 clock=self.clock,
                 sleep=self.pause,
+                stack=settings.stack_name,
             ),
             self.publisher().publish,
             ports.records,
@@ -284,6 +290,7 @@ class Adapters:
             facts=InstanceTypeCatalog(self.clients("ec2")),
             pools=self.config_store(),
             now=self.clock,
+            ownership=self.ownership(),
         )
 
     def reservation_sync(self) -> ReservationSync:
@@ -309,7 +316,9 @@ class Adapters:
             quotas=self.quota_sync(),
             waits=WaitBackstop(self.launch_records(), self.publisher().publish, self.clock),
             readiness=self.pool_readiness(),
-            templates=TemplateSweep(TemplateInventory(self.clients("ec2")), self.clock),
+            templates=TemplateSweep(
+                TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
+            ),
         )
 
     def quota_sync(self) -> QuotaSync:

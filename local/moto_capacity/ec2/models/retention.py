@@ -166,6 +166,26 @@ def within_launch_template_quota(original: Callable[..., Any]) -> Callable[..., 
     return create_launch_template
 
 
+def template_tags_kept(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps moto's EC2Backend.create_tags and delete_tags: a launch template's tags changed
+    afterwards show in DescribeLaunchTemplates, as on EC2 (its `Tags` are "the tags for the
+    launch template": https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplate.html);
+    moto answers the tags it was created with."""
+
+    @functools.wraps(original)
+    def changing_tags(self: Any, resource_ids: list[str], *args: Any, **kwargs: Any) -> Any:
+        answer = original(self, resource_ids, *args, **kwargs)
+        for resource_id in resource_ids:
+            template = self.launch_templates.get(resource_id)
+            if template is not None:
+                template.tags = [
+                    {"Key": t["key"], "Value": t["value"]} for t in template.get_tags()
+                ]
+        return answer
+
+    return changing_tags
+
+
 def noting_termination(original: Callable[..., Any]) -> Callable[..., Any]:
     """Wraps moto's Instance.terminate: remembers when, so the instance leaves an hour later."""
 

@@ -79,8 +79,9 @@ class Launcher:
         max_attempts: int = 4,
         clock: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], None] = time.sleep,
+        stack: str | None = None,
     ) -> None:
-        self._ctx = Context(ports, clock, max_attempts, sleep)
+        self._ctx = Context(ports, clock, max_attempts, sleep, stack)
 
     def prepare(
         self,

@@ -43,6 +43,8 @@ class Context:
     # How in-process retries back off: the container's pause (service/wiring.py), so a local
     # cloud's or the simulation's waits move their clock instead of sleeping.
     sleep: Callable[[float], None]
+    # The deployment's name (STACK_NAME), tagged on every instance it launches.
+    stack: str | None = None
 
 
 @dataclass

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.aws_errors import is_launch_template_gone
+from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.fleet import (
     Blamed,
     FleetError,
@@ -23,6 +24,7 @@ from capacity_launcher.domain.fleet import (
     blame,
     fleet_offer,
     fleet_request,
+    template_names,
 )
 from capacity_launcher.domain.intents import LaunchIntent, allocate, client_token
 from capacity_launcher.domain.launch_request import LaunchRequest
@@ -90,7 +92,7 @@ def compose(
             client_token=token,
             launch_template=template,
             subnets=view.subnets,
-            tags=instance_tags(lead.node_class, view.pool_name, single),
+            tags=instance_tags(lead.node_class, view.pool_name, single, ctx.stack),
             offer=offer,
             templates_by_type=by_type,
         ),
@@ -193,6 +195,17 @@ def send(ctx: Context, intent: LaunchIntent, report: LaunchReport) -> FleetResul
     except LaunchFailed as error:
         # Raised (not returned) errors apply to the whole fleet call.
         result = FleetResult((), (FleetError(error.code, error.reason, None, None, None),))
+    except Transient as error:
+        if not is_launch_template_gone(error.code):
+            raise
+        # EC2 refused the whole call, launching nothing: the answer is stored as any other.
+        message = f"a launch template of {', '.join(template_names(intent.fleet_input))} is gone"
+        result = FleetResult((), (FleetError(error.code, message, None, None, None),))
+    if any(is_launch_template_gone(e.code) for e in result.errors):
+        # A template the launcher trusted is gone (the sweep, an operator): it drops the names,
+        # and the next attempt (retried in process, as any retryable error) creates them again,
+        # as Karpenter drops its cached template on this error.
+        ctx.ports.templates.forget(template_names(intent.fleet_input))
     ctx.ports.records.complete_intent(
         intent.token,
         result.instance_ids,
