@@ -112,9 +112,15 @@ class Capacity:
         moto_capacity.set_capacity(REGION, instance_type, zone, capacity_type, count)
 
 
+# A crash plan's target that is no call number: before the first write of a launch intent (the
+# worker killed between its lease and its intent, `lease_operations.kill_after_lease`).
+AT_INTENT: tuple[int, str] = (0, "intent")
+
+
 class CrashPlan:
     """Kills the invocation at its n-th AWS call, before the call or after it (its effect done,
-    its answer lost). Calls count only while armed, so the simulation's own reads never crash."""
+    its answer lost), or (`AT_INTENT`) before it writes its first launch intent. Calls count only
+    while armed, so the simulation's own reads never crash."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -131,17 +137,31 @@ class CrashPlan:
         with self._lock:
             self._armed, self._at = False, None
 
-    def check(self, operation: str, moment: str) -> None:
+    def check(self, operation: str, moment: str, params: Any = None) -> None:
         with self._lock:
             if not self._armed or self._at is None:
                 return
             if moment == "before":
                 self._calls += 1
-            if (self._calls, moment) != self._at:
+            if self._at == AT_INTENT:
+                if moment != "before" or not _writes_intent(operation, params):
+                    return
+            elif (self._calls, moment) != self._at:
                 return
             self._at = None
             self.fired.append(f"{moment} {operation}")
         raise Crash(f"worker killed {moment} {operation}")
+
+
+def _writes_intent(operation: str, params: Any) -> bool:
+    """Whether the call writes a launch intent (`LaunchRecords.write_intent`'s transaction)."""
+    if operation != "dynamodb:TransactWriteItems":
+        return False
+    for item in (params or {}).get("TransactItems") or []:
+        pk = ((item.get("Put") or {}).get("Item") or {}).get("pk") or {}
+        if str(pk.get("S", "")).startswith("Intent#"):
+            return True
+    return False
 
 
 @contextmanager
@@ -159,7 +179,7 @@ def crashing_calls(
         operation = f"{self.meta.service_model.service_name}:{operation_name}"
         if before is not None:
             before(operation, api_params)
-        plan.check(operation, "before")
+        plan.check(operation, "before", api_params)
         answer = original(self, operation_name, api_params)
         if after is not None:
             after(operation, api_params)

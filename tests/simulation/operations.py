@@ -122,6 +122,15 @@ ROOM_WEIGHTS: dict[str, float] = {
     "stale_room": 0.3,
 }
 
+# An expired lease against the pool's limits (lease_operations.py, issue 34): a worker killed
+# between its lease and its intent, the clock past its lease with the sync stopped, and a
+# redelivery in that window under whose launch the late sync and another request come.
+LEASE_WEIGHTS: dict[str, float] = {
+    "kill_after_lease": 3,
+    "expire_unswept": 3,
+    "redeliver_in_window": 3,
+}
+
 BASE_WEIGHTS: dict[str, float] = {
     "submit": 30,
     "duplicate": 4,
@@ -241,6 +250,15 @@ PROFILES = {
             "cancel_reservation": 0.5,
         },
         quiesce_every=30,
+    ),
+    # An expired lease taken up, reclaimed under its launch, its room leased again
+    # (lease_operations.py): judged by "live <= limit (every step)".
+    "expired-lease": Profile(
+        "expired-lease",
+        steps=30,
+        weights={**LEASE_WEIGHTS, "submit": 2, "terminate_instance": 1},
+        quiesce_every=15,
+        concurrent_poll=0.0,
     ),
     # The determinism test's: short, and two containers at once on half the steps.
     "replay": Profile(

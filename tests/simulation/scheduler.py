@@ -24,6 +24,7 @@ from capacity_launcher.settings import get_settings
 from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
+from tests.simulation.lease_operations import LEASE_OPERATIONS
 from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
 from tests.simulation.priority_operations import bootstrap_priority_classes
 from tests.simulation.reservation_operations import ROOM_OPERATIONS
@@ -380,7 +381,8 @@ class Simulation:
         weights = [self.profile.weights[n] for n in names]
         name = self.rng.choices(names, weights)[0]
         try:
-            result = {**OPERATIONS, **ROOM_OPERATIONS, **ADVERSARY}[name](self, self.rng)
+            every = {**OPERATIONS, **ROOM_OPERATIONS, **LEASE_OPERATIONS, **ADVERSARY}
+            result = every[name](self, self.rng)
         except Exception as error:  # an operator's call the emulator refused: part of the run
             result = f"error {type(error).__name__}"
         self.outcome.operations[f"{name}: {result}"] += 1
@@ -435,6 +437,17 @@ class Simulation:
                     f"crash {invoked.function}", self.world.now, self.world.now + visible_again
                 )
             )
+
+    def poll_batch(self, messages: list[dict[str, Any]]) -> None:
+        """`messages`, received already, served now by one container (with the crash armed)."""
+        invoked = self.world.invoke_launcher(0, messages, self._crash_for())
+        self.note_invoked(invoked, messages)
+
+    def note_invoked(self, invoked: Invoked, messages: list[dict[str, Any]] | None = None) -> None:
+        """An invocation an operation made itself, counted as the loop counts its own."""
+        if messages:
+            self._note_deliveries(messages, invoked)
+        self._note(invoked)
 
     def poll_once(self) -> None:
         """One batch served now, in the middle of an operation (a race with what follows)."""

@@ -14,6 +14,7 @@ from tests.simulation.runner import first_difference, run
 SEEDS = (11, 12, 13)
 REPLAY_SEED = 21
 RESERVED_FIRST_SEED = 4
+EXPIRED_LEASE_SEED = 7
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -40,6 +41,21 @@ def test_reserved_capacity_comes_first_while_room_changes_under_the_service() ->
     # Then on-demand launches beside selected reservations were judged
     assert outcome["checks"].get(RESERVED_FIRST, 0) > 0, text
     assert outcome["checks"].get(f"seen: {BESIDE}", 0) > 0, text
+    # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+def test_an_expired_lease_never_takes_a_pool_over_its_limit() -> None:
+    # Given workers killed between their lease and their intent, the clock past their leases
+    # with the sync stopped, and redeliveries in that window under whose launch the late sync
+    # runs and another request asks the same pool for its room (seed 7 found issue 34's
+    # overrun before its fix: pool-3, 4 live, limit 2)
+    done = run(EXPIRED_LEASE_SEED, "expired-lease")
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then the window was opened, and the limits judged at every step
+    under = [op for op in outcome["operations"] if "under the launch" in op]
+    assert under, text
+    assert outcome["checks"].get("live <= limit (every step)", 0) > 0, text
     # and nothing it checked was violated
     assert outcome["violations"] == [], text
 

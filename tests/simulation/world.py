@@ -482,7 +482,7 @@ class World:
         taken, self._sync_terminations = self._sync_terminations, []
         return taken
 
-    def run_sync(self, crash_at: tuple[int, str] | None = None) -> Invoked:
+    def run_sync(self, crash_at: tuple[int, str] | None = None, arm: bool = True) -> Invoked:
         assert self._sync is not None
         event = {
             "version": "0",
@@ -497,7 +497,7 @@ class World:
         }
         self._in_sync = True
         try:
-            invocation, crashed, fired = self._invoke(self._sync, event, crash_at)
+            invocation, crashed, fired = self._invoke(self._sync, event, crash_at, arm)
         finally:
             self._in_sync = False
         if crashed:

@@ -29,14 +29,17 @@ may serve it).
 
 A lease an earlier delivery took and left open (its worker died before it wrote an intent) is
 taken up by the redelivery (`take_up`) only under the same configuration checks, in one
-transaction of checks beside one that the lease is still open: it was sized on the pool of
-its time, and the request is resolved again when its pool or class was applied since.
+transaction beside the lease's extension: it was sized on the pool of its time, and the request
+is resolved again when its pool or class was applied since. The extension is conditioned on the
+lease being open and unexpired, and gives it a whole lease period from now: an expired lease is
+one the sync may reclaim at any moment (its reclaim is conditioned on the expiry alone), under
+the launch that took it up, and another request may lease the room it frees (issue 34).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
@@ -46,7 +49,6 @@ from capacity_launcher.adapters.config_items import (
 )
 from capacity_launcher.adapters.dynamodb import from_item, to_item
 from capacity_launcher.adapters.pool_items import (
-    ATTRIBUTES,
     LEASE_PREFIX,
     OPEN_LEASE,
     NoQuotas,
@@ -58,6 +60,7 @@ from capacity_launcher.adapters.pool_items import (
     lease_of,
     lease_types_attributes,
     limits_pk,
+    within,
 )
 from capacity_launcher.domain.documents import Revisions
 from capacity_launcher.domain.errors import (
@@ -69,7 +72,7 @@ from capacity_launcher.domain.errors import (
 )
 from capacity_launcher.domain.index_shards import shard_value
 from capacity_launcher.domain.pool_usage import Lease, LeaseFit, Room, room_left
-from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits, Resources
+from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.quota_admission import (
     LeaseAsk,
     fit_quota_lease,
@@ -84,8 +87,8 @@ _LEASE_ITEM = 1
 _LIMITS_ITEM = 2
 _NODE_CLASS_ITEM = 3  # when the revisions the request was resolved with are given
 _POOLS_ITEM = 4  # when, besides, the request named no pool
-# Where a take-up's items are: the lease (still open), then the configuration checks a new
-# lease makes (from `_LIMITS_ITEM` on there), in the same order.
+# Where a take-up's items are: the lease's extension (open and unexpired), then the
+# configuration checks a new lease makes (from `_LIMITS_ITEM` on there), in the same order.
 _OPEN_ITEM = 0
 _TAKE_UP_CHECKS = 1
 # Admissions that lost the race for their cohort's quota usage, before the message goes back.
@@ -201,25 +204,30 @@ class LeaseAdmission:
 
     def take_up(self, lease: Lease, limits: PoolLimits | None, seen: Revisions) -> Lease | None:
         """An open lease an earlier delivery took (and died before it wrote an intent), taken up
-        by this one only under what a new lease is conditioned on: one transaction of checks,
-        that it is still open, and the configuration checks of a new lease (the pool's stored
-        limits and revision, its NodeClass's revision, the NodePools' generation) on `seen`,
-        the revisions the request was resolved with now. The lease was sized on the pool of its
-        time; it must not launch under requirements nobody applies any more. NodePoolChanged
-        or NodePoolDeleted as for a new lease; None when it is no longer open (reclaimed
-        meanwhile: a new lease is taken, conditioned like any other)."""
+        by this one only under what a new lease is conditioned on: one transaction, its
+        extension by a whole lease period (only while it is open and unexpired) and the
+        configuration checks of a new lease (the pool's stored limits and revision, its
+        NodeClass's revision, the NodePools' generation) on `seen`, the revisions the request
+        was resolved with now. The lease was sized on the pool of its time; it must not launch
+        under requirements nobody applies any more. NodePoolChanged or NodePoolDeleted as for a
+        new lease; None when it is no longer open, or expired (the sync may reclaim it under the
+        launch: the caller gives it back, and a new lease is taken, conditioned like any
+        other)."""
         pool = lease.pool
         confirmed: Revisions | None = seen
         for _ in range(_RESERVE_TRIES):
             checks = self._configuration_checks(pool, limits, confirmed)
+            now = int(self._clock())
+            until = now + self._lease_seconds
+            extension = self._items.lease_extension(pool, lease.lease_id, now, until)
             try:
-                self._items.transact([self._items.open_lease_check(pool, lease.lease_id), *checks])
+                self._items.transact([extension, *checks])
             except ConditionFailed as failed:
                 if failed.failed_at(_OPEN_ITEM):
                     return None
                 limits, confirmed = self._checked_again(pool, confirmed, failed)
                 continue
-            return lease
+            return replace(lease, expires_at=until)
         raise NodePoolChanged(pool)  # applied again and again while it was taken up
 
     def _checked_again(
@@ -409,18 +417,7 @@ class LeaseAdmission:
         """The pool's usage, added to under its limits' headroom, and the lease put if absent."""
         pool, count, amount = state.ask.pool, fit.count, fit.per_instance * fit.count
         update = self._items.add_update(pool, amount)
-        conditions = []
-        for dimension in DIMENSIONS:
-            bound = state.limits.limit_for(dimension) if state.limits else None
-            if bound is None:
-                continue
-            name = ATTRIBUTES[dimension]
-            conditions.append(f"(attribute_not_exists(#{name}) OR #{name} <= :max_{name})")
-            update["ExpressionAttributeValues"][f":max_{name}"] = {
-                "N": str(bound - amount.amount(dimension))
-            }
-        if conditions:
-            update["ConditionExpression"] = " AND ".join(conditions)
+        within(update, state.limits, amount)
         lease = {
             "pk": limits_pk(pool),
             "sk": LEASE_PREFIX + state.lease_id,

@@ -29,6 +29,7 @@ from capacity_launcher.domain.errors import ConditionFailed, NodePoolChanged, No
 from capacity_launcher.domain.pool_usage import Lease, Member, Recount, usage_of
 from capacity_launcher.domain.quantities import (
     CPU,
+    DIMENSIONS,
     GPU,
     INSTANCES,
     MEMORY,
@@ -210,14 +211,19 @@ class PoolItems:
             }
         }
 
-    def open_lease_check(self, pool: str, lease_id: str) -> dict[str, Any]:
-        """A ConditionCheck that the lease is still open: neither settled (in either format, see
-        `PoolLeaseStore.lease`) nor reclaimed."""
+    def lease_extension(self, pool: str, lease_id: str, now: int, until: int) -> dict[str, Any]:
+        """An Update that extends a lease to `until`, only while it is still open (neither
+        settled, in either format (see `PoolLeaseStore.lease`), nor reclaimed) and unexpired at
+        `now`: the sync's reclaim is conditioned on the lease having expired, so a lease
+        extended here is never reclaimed under the launch that took it up."""
         return {
-            "ConditionCheck": {
+            "Update": {
                 "TableName": self.table,
                 "Key": key(limits_pk(pool), LEASE_PREFIX + lease_id),
-                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(settled)",
+                "UpdateExpression": "SET expiresAt = :until",
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(settled)"
+                " AND expiresAt >= :now",
+                "ExpressionAttributeValues": {":until": {"N": str(until)}, ":now": {"N": str(now)}},
             }
         }
 
@@ -262,9 +268,19 @@ class PoolItems:
             "ExpressionAttributeValues": values,
         }
 
-    def usage_updates(self, pool: str, amount: Resources, hold: QuotaHold) -> list[dict[str, Any]]:
-        """The pool's usage change, and the same change to its quota usage when it holds one."""
-        updates = [{"Update": self.add_update(pool, amount)}]
+    def usage_updates(
+        self,
+        pool: str,
+        amount: Resources,
+        hold: QuotaHold,
+        limits: PoolLimits | None = None,
+    ) -> list[dict[str, Any]]:
+        """The pool's usage change (never over `limits`, when given: `within`), and the same
+        change to its quota usage when it holds one."""
+        update = self.add_update(pool, amount)
+        if limits is not None:
+            within(update, limits, amount)
+        updates = [{"Update": update}]
         if hold is not None:
             updates.append({"Update": quota_usage.update(self.table, *hold, amount)})
         return updates
@@ -434,3 +450,20 @@ def lease_types_attributes(types: frozenset[str] | None) -> dict[str, list[str]]
 
 def _instance_types(stored: Any) -> frozenset[str] | None:
     return None if stored is None else frozenset(str(t) for t in stored)
+
+
+def within(update: dict[str, Any], limits: PoolLimits | None, amount: Resources) -> None:
+    """Condition a usage ADD of `amount` (`PoolItems.add_update`) on each limited dimension's
+    headroom: whatever was read, it never takes the pool's usage over its limits."""
+    conditions = []
+    for dimension in DIMENSIONS:
+        bound = limits.limit_for(dimension) if limits else None
+        if bound is None:
+            continue
+        name = ATTRIBUTES[dimension]
+        conditions.append(f"(attribute_not_exists(#{name}) OR #{name} <= :max_{name})")
+        update["ExpressionAttributeValues"][f":max_{name}"] = {
+            "N": str(bound - amount.amount(dimension))
+        }
+    if conditions:
+        update["ConditionExpression"] = " AND ".join(conditions)

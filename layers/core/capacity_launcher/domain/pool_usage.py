@@ -145,6 +145,35 @@ def held_by(lease: Lease, sizes: Mapping[str, Resources]) -> frozenset[str]:
     )
 
 
+@dataclass(frozen=True)
+class UnleasedFit:
+    """Instances launched under a lease that was reclaimed before it settled: those the pool's
+    limits still hold room for (`kept`), and those they do not (`over`)."""
+
+    kept: tuple[str, ...]
+    over: tuple[str, ...]
+
+
+def fit_unleased(
+    limits: PoolLimits | None, used: Resources, launched: Mapping[str, Resources], least: int
+) -> UnleasedFit:
+    """Which of the instances `launched` (id -> what it uses) the pool's `limits` still hold
+    beside what it `used` now. Their lease expired under the launch and was reclaimed: the room
+    it held went back to the pool and another request may have leased it since, so they are
+    counted only as far as the room left goes (in the order of their ids, each while it fits);
+    none when fewer than `least` of them fit (a gang short of its minCount keeps nothing)."""
+    kept: list[str] = []
+    room = room_left(limits, used)
+    taken = Resources.ZERO
+    for instance_id in sorted(launched):
+        if room(taken + launched[instance_id]):
+            kept.append(instance_id)
+            taken = taken + launched[instance_id]
+    if len(kept) < least:
+        kept = []
+    return UnleasedFit(tuple(kept), tuple(i for i in sorted(launched) if i not in kept))
+
+
 def room_left(limits: PoolLimits | None, used: Resources) -> Room:
     """The room a pool's `limits` leave beside what it `used` (leases and members)."""
 

@@ -19,10 +19,14 @@ may allow larger ones. Like a new lease, it covers only types the leases of the 
 it in the visit cover (a group launches only what every lease covers). It is taken up only while
 the pool and class are stored at the revisions the request was resolved with, checked as a new
 lease checks them (`Leased.CHANGED` otherwise: it was sized on the documents of its time, and
-this container's copy may be older than the stored ones). When it holds room for none, nothing
-was launched under it: it is given back and a new lease taken, conditioned like any other;
-unless intents name the request (they launched under it): it replays them under that lease and
-launches no more, and a record left short says why (`LeaseHoldsNoCandidate`, not the room left).
+this container's copy may be older than the stored ones), and only while it is unexpired: the
+take-up extends it by a whole lease period, so the sync never reclaims it under the launch. An
+expired one is given back (as the sync would reclaim it) and a new lease taken under the limits:
+the room it held may be another request's by the time the sync comes (issue 34). When it holds
+room for none, nothing was launched under it: it is given back and a new lease taken,
+conditioned like any other; unless intents name the request (they launched under it): it replays
+them under that lease and launches no more, and a record left short says why
+(`LeaseHoldsNoCandidate`, not the room left).
 
 A request that replays intents here launched here already: if its lease was lost meanwhile
 (expired and reclaimed, its instances counted by the sync), it launches no more but still takes
@@ -232,11 +236,18 @@ def _take(
 
 def _held(ctx: Context, view: PoolView, found: Lease | None) -> Lease | None:
     """The open lease an earlier delivery took, taken up under the revisions the request was
-    resolved with (NodePoolChanged when its pool or class was applied since); None when there
-    is none, or it is open no longer."""
+    resolved with (NodePoolChanged when its pool or class was applied since) and extended by a
+    lease period; None when there is none, or it is open no longer, or it expired (then it is
+    given back: a new one is taken)."""
     if found is None:
         return None
-    return ctx.ports.leases.take_up(found, view.lead.pool.spec.limits, _seen(view))
+    taken_up = ctx.ports.leases.take_up(found, view.lead.pool.spec.limits, _seen(view))
+    if taken_up is None:
+        # Expired (or gone meanwhile): the sync may reclaim it under this launch and another
+        # request lease the room it frees. It is given back now, as the sync would, and the
+        # new lease is taken under the limits (issue 34).
+        ctx.ports.leases.reclaim(found)
+    return taken_up
 
 
 def _full(pool: str, item: Progress) -> ErrorDetail:

@@ -28,6 +28,9 @@ MIN_VALUES = "MinValuesNotMet"
 POOL_PASSED_OVER = "NodePoolPassedOver"
 # The record's word for a single-zone landing given up for another zone.
 ZONE_ROLLED_BACK = "ZoneRolledBack"
+# The record's word for instances terminated at settle: their lease expired under the launch
+# and was reclaimed, and the pool's limits no longer held them (issue 34).
+LEASE_RECLAIMED_OVER_LIMIT = "LeaseReclaimedOverLimit"
 # The record's word for a replay that launched less than its lease held room for, the lease an
 # earlier delivery took holding room for none of the types its pool allows now.
 LEASE_HOLDS_NO_CANDIDATE = "LeaseHoldsNoCandidate"

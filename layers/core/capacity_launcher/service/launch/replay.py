@@ -24,7 +24,12 @@ from capacity_launcher.service.launch.progress import (
     Visit,
 )
 from capacity_launcher.service.launch.send import Sent, absorb, mark_launching, send
-from capacity_launcher.service.launch.settle import finish, settle_all, terminate_short
+from capacity_launcher.service.launch.settle import (
+    finish,
+    settle_all,
+    terminate_over,
+    terminate_short,
+)
 from capacity_launcher.service.launch.words import counted, launched
 
 
@@ -262,5 +267,9 @@ def _settle_there(
         names = sorted({x.instance_type for x in landings})
         types = {info.name: info for info in ctx.ports.catalog.offered(zones, names)}
         amounts = {x.instance_id: counted(types.get(x.instance_type)) for x in landings}
-        ctx.ports.leases.settle(pool, request_id, amounts)
+        over = ctx.ports.leases.settle(pool, request_id, amounts)
+        if over:
+            # Reclaimed under this replay, and the limits no longer hold them (`settle`).
+            terminate_over(ctx, pool, landings, over)
+            return [x for x in landings if x.instance_id not in over]
     return landings

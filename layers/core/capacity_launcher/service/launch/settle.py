@@ -4,7 +4,7 @@ Also the other ends: a request refused in a pool, and a single-zone landing roll
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.fleet import InstanceLanding
@@ -21,6 +21,7 @@ from capacity_launcher.domain.status import (
 )
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
+    LEASE_RECLAIMED_OVER_LIMIT,
     MIN_VALUES,
     ZONE_ROLLED_BACK,
     Context,
@@ -76,7 +77,12 @@ def _settle(
     types = _landed_types(ctx, candidates, mine)
     amounts = {x.instance_id: words.counted(types.get(x.instance_type)) for x in mine}
     if item.granted:
-        ctx.ports.leases.settle(item.pool_name, request.request_id, amounts)
+        over = ctx.ports.leases.settle(
+            item.pool_name, request.request_id, amounts, request.min_count
+        )
+        if over:
+            item.errors.append(terminate_over(ctx, item.pool_name, mine, over, item.settled))
+            mine = [x for x in mine if x.instance_id not in over]
     now = ctx.clock()
     records = [
         words.instance_record(x, item.prepared, types.get(x.instance_type), now) for x in mine
@@ -113,13 +119,41 @@ def terminate_short(
     """Terminate a gang that got fewer instances than its minCount (README: they are terminated
     and the request Failed), and free the reservation slots of those `holding` theirs still;
     returns the record's words for it."""
-    ctx.ports.fleet.terminate([x.instance_id for x in landed], fresh=True)
-    give_back_slots(ctx, holding)
+    _terminate(ctx, landed, holding)
     return ErrorDetail(
         code="MinCountNotMet",
         message=f"launched {len(landed)} of minCount={min_count}; "
         f"terminated {', '.join(x.instance_id for x in landed)}",
     )
+
+
+def terminate_over(
+    ctx: Context,
+    pool: str,
+    landed: Sequence[InstanceLanding],
+    over: Collection[str],
+    settled: bool = False,
+) -> ErrorDetail:
+    """Terminate the instances a settle left uncounted: their lease expired under the launch and
+    was reclaimed, and the pool's limits no longer hold them (another request leased the room
+    meanwhile; `pool_usage.fit_unleased`). Frees their reservation slots, unless `settled` (an
+    earlier delivery gave them back); returns the record's words for it."""
+    terminated = [x for x in landed if x.instance_id in over]
+    _terminate(ctx, terminated, [] if settled else terminated)
+    return ErrorDetail(
+        code=LEASE_RECLAIMED_OVER_LIMIT,
+        message=f"the lease of node pool {pool} expired during the launch and was reclaimed; "
+        f"its limits no longer hold {len(terminated)} of the instances launched: terminated "
+        f"{', '.join(x.instance_id for x in terminated)}",
+    )
+
+
+def _terminate(
+    ctx: Context, landed: Sequence[InstanceLanding], holding: Sequence[InstanceLanding]
+) -> None:
+    """Terminate `landed`, and free the reservation slots of those `holding` theirs still."""
+    ctx.ports.fleet.terminate([x.instance_id for x in landed], fresh=True)
+    give_back_slots(ctx, holding)
 
 
 def _landed_types(
