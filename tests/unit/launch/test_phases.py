@@ -15,7 +15,9 @@ from capacity_launcher.service.launch.replay import end_unsent
 from capacity_launcher.service.ports import FleetLauncher, PoolLeases, Records, UnavailableCache
 from tests.fakes.world import FakeWorld, a_node_class, a_node_pool, a_reservation
 
-RESERVED_ONLY_FIRST: dict[str, Any] = {"capacityReservationSelectorTerms": [{"id": "cr-0000000000000000a"}]}
+RESERVED_ONLY_FIRST: dict[str, Any] = {
+    "capacityReservationSelectorTerms": [{"id": "cr-0000000000000000a"}]
+}
 
 
 def _world(
