@@ -6,7 +6,8 @@
   points moto at a catalogue of the images the suites do use: moto's own list (the Linux and
   Windows images tests name, `tests.support.cloud.an_image`'s first Linux one) and the region's
   latest images, which moto's SSM parameters name (`/aws/service/ami-amazon-linux-latest/...`).
-  It is built from moto's installed resources, so it follows moto's version.
+  It is built from moto's installed resources, so it follows moto's version (its own module,
+  tests/support/moto_images.py, which imports neither moto nor botocore).
 - botocore's data loader. Each test's cloud starts new sessions (`aws.client.cache_clear()`: a
   new container's clients), and each new session re-reads botocore's service models and
   endpoint rules from disk. `shared_botocore_loader()` gives every session one loader, so each
@@ -15,57 +16,15 @@
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import importlib.util
-import json
-import os
-import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 
 import botocore.loaders
 import botocore.session
 
-MOTO_AMIS_PATH = "MOTO_AMIS_PATH"
-# The tests' region: its latest images are the ones moto's SSM parameters name.
-IMAGES_REGION = "us-east-1"
+from tests.support.moto_images import MOTO_AMIS_PATH, use_the_images_tests_use
 
-
-def use_the_images_tests_use(region: str = IMAGES_REGION) -> str | None:
-    """Set MOTO_AMIS_PATH (for this process and the processes it starts) to a catalogue of moto's
-    own images and `region`'s latest ones; returns its path. Does nothing (None) when the variable
-    is already set, or when moto has already read its catalogue (too late to change it)."""
-    if MOTO_AMIS_PATH in os.environ or "moto.ec2.models.amis" in sys.modules:
-        return None
-    spec = importlib.util.find_spec("moto")  # locates moto without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    resources = Path(next(iter(spec.submodule_search_locations))) / "ec2" / "resources"
-    images = [
-        *_read(resources / "amis.json.gz"),
-        *_read(resources / "latest_amis" / f"{region}.json.gz"),
-    ]
-    text = json.dumps(images, sort_keys=True)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"capacity-launcher-test-amis-{digest}.json"
-    if not path.exists():
-        # Written whole then renamed: parallel test processes may race to write the same file.
-        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, path)
-    os.environ[MOTO_AMIS_PATH] = str(path)
-    return str(path)
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    loaded: list[dict[str, Any]] = json.loads(gzip.decompress(path.read_bytes()))
-    return loaded
+__all__ = ["MOTO_AMIS_PATH", "shared_botocore_loader", "use_the_images_tests_use"]
 
 
 class _SearchPaths(list[str]):

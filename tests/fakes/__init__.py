@@ -1,0 +1,1 @@
+"""In-memory fakes of the launcher's ports (service/ports.py): see README.md here."""

@@ -1,0 +1,273 @@
+"""In-memory stores behind the launcher's ports: request records and intents, instance records,
+the ICE cache and pool leases. Each keeps its items in dicts and decides as its adapter does
+where the decision is the domain's (a lease is fitted by `quota_admission.fit_quota_lease`),
+so a phase test reads the outcome back from them instead of from DynamoDB."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.errors import NodePoolDeleted
+from capacity_launcher.domain.instance_records import InstanceRecord
+from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.offerings import Turn
+from capacity_launcher.domain.pool_usage import Lease, room_left, total, usage_of
+from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.domain.quota_admission import LeaseAsk, fit_quota_lease
+from capacity_launcher.domain.status import RequestRecord, RequestStatus
+
+Clock = Callable[[], float]  # epoch seconds, as the adapters read the composition root's clock
+
+
+class FakeRecords:
+    """`Records`: request records, body bindings and launch intents, by request id and token."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, RequestRecord] = {}
+        self.held_by: dict[str, str | None] = {}
+        self.bodies: dict[str, str] = {}
+        self.intents: dict[str, LaunchIntent] = {}
+        self._pointers: dict[str, list[str]] = {}
+
+    def load(self, request_id: str) -> tuple[RequestRecord | None, list[LaunchIntent]]:
+        intents = [self.intents[t] for t in self._pointers.get(request_id, [])]
+        return self.records.get(request_id), sorted(intents, key=lambda i: i.attempt)
+
+    def put_record(self, record: RequestRecord, held_by: str | None = None) -> None:
+        self.records[record.request_id] = record
+        self.held_by[record.request_id] = held_by
+
+    def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None:
+        record = self.records.get(request_id)
+        if record is None or record.status is not RequestStatus.WAITING:
+            return None
+        return record, self.held_by.get(request_id)
+
+    def take_wait(self, request_id: str, held_by: str) -> bool:
+        found = self.waiting(request_id)
+        return found is not None and found[1] == held_by
+
+    def put_record_if_absent(self, record: RequestRecord) -> bool:
+        if record.request_id in self.records:
+            return False
+        self.put_record(record)
+        return True
+
+    def get_record(self, request_id: str) -> RequestRecord | None:
+        return self.records.get(request_id)
+
+    def bind_body(self, request_id: str, body_hash: str) -> str:
+        return self.bind_first_body(request_id, body_hash)[0]
+
+    def bind_first_body(self, request_id: str, body_hash: str) -> tuple[str, bool]:
+        if request_id in self.bodies:
+            return self.bodies[request_id], False
+        self.bodies[request_id] = body_hash
+        return body_hash, True
+
+    def bound_body(self, request_id: str) -> str | None:
+        return self.bodies.get(request_id)
+
+    def write_intent(self, intent: LaunchIntent) -> bool:
+        if intent.token in self.intents:
+            return False
+        # Stored as the adapter stores it: pending, whatever the caller's copy says.
+        self.intents[intent.token] = replace(intent, state="pending", instance_ids=(), errors=())
+        for request_id in intent.request_ids:
+            self._pointers.setdefault(request_id, []).append(intent.token)
+        return True
+
+    def complete_intent(
+        self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
+    ) -> None:
+        self.intents[token] = replace(
+            self.intents[token],
+            state="done",
+            instance_ids=tuple(instance_ids),
+            errors=tuple(dict(e) for e in errors),
+        )
+
+
+class FakeInstances:
+    """`InstanceItems`: one record per instance, released once."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, InstanceRecord] = {}
+        self.released: dict[str, tuple[str, str]] = {}
+        self.noted: dict[str, dict[str, str]] = {}
+
+    def put(self, records: Iterable[InstanceRecord]) -> None:
+        self.records.update({r.instance_id: r for r in records})
+
+    def get(self, instance_id: str) -> InstanceRecord | None:
+        return self.records.get(instance_id)
+
+    def many(self, instance_ids: Sequence[str]) -> dict[str, InstanceRecord]:
+        return {i: self.records[i] for i in instance_ids if i in self.records}
+
+    def release(self, instance_id: str, state: str, at: str) -> InstanceRecord | None:
+        if instance_id in self.released or instance_id not in self.records:
+            return None
+        self.released[instance_id] = (state, at)
+        return self.records[instance_id]
+
+    def rearm(self, instance_id: str) -> None:
+        self.released.pop(instance_id, None)
+
+    def adopt(self, records: Sequence[InstanceRecord]) -> list[str]:
+        new = [r for r in records if r.instance_id not in self.records]
+        self.put(new)
+        return [r.instance_id for r in new]
+
+    def note_on_request(self, request_id: str, instance_id: str, state: str) -> None:
+        self.noted.setdefault(request_id, {})[instance_id] = state
+
+
+@dataclass(frozen=True)
+class FakeEntry:
+    """One ICE-cache entry (`Entry`), until `expires_at` on the cache's clock."""
+
+    reason: str
+    message: str
+    expires_at: float
+
+
+class FakeUnavailable:
+    """`UnavailableCache`: offerings EC2 found dry, each for `ttl_seconds` of `clock`, and the
+    single flight's claims (a claim another worker holds is `claim_elsewhere`)."""
+
+    def __init__(self, clock: Clock, ttl_seconds: int = 180) -> None:
+        self._clock = clock
+        self._ttl = ttl_seconds
+        self.entries: dict[str, FakeEntry] = {}
+        self.claims: dict[str, str] = {}  # offering key -> the turn's token
+        self._tokens = itertools.count(1)
+
+    def current(self) -> dict[str, FakeEntry]:
+        now = self._clock()
+        return {k: e for k, e in self.entries.items() if e.expires_at > now}
+
+    def mark(self, offerings: Iterable[tuple[str, str, str]]) -> list[str]:
+        until = self._clock() + self._ttl
+        marked = []
+        for key, reason, message in offerings:
+            self.entries[key] = FakeEntry(reason, message, until)
+            self.claims.pop(key, None)
+            marked.append(key)
+        return marked
+
+    def clear(self, offering: str) -> None:
+        self.entries.pop(offering, None)
+
+    def claim_elsewhere(self, key: str) -> None:
+        self.claims[key] = "elsewhere"
+
+    def take_turn(self, keys: Sequence[str]) -> Turn:
+        token = f"turn-{next(self._tokens)}"
+        known = self.current()
+        unavailable = {k: known[k].reason for k in keys if k in known}
+        mine = frozenset(k for k in keys if k not in known and k not in self.claims)
+        for key in mine:
+            self.claims[key] = token
+        return Turn(token, mine, frozenset(), unavailable)
+
+    def end_turn(self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()) -> None:
+        for key in turn.mine - set(dry):
+            if self.claims.get(key) == turn.token:
+                del self.claims[key]
+
+
+class FakeLeases:
+    """`PoolLeases`: room in each pool's stored limits, taken before EC2 is asked and settled
+    into members after. The room is the pool's limits beside its open leases and members, and
+    the lease is fitted into it by the domain's `fit_quota_lease`, as the adapter fits it (no
+    CapacityQuota governs a fake pool). A pool missing from `limits` is deleted."""
+
+    def __init__(
+        self, limits: Mapping[str, PoolLimits | None], clock: Clock, lease_seconds: int = 900
+    ) -> None:
+        self.limits: dict[str, PoolLimits | None] = dict(limits)
+        self._clock = clock
+        self.lease_seconds = lease_seconds
+        self.leases: dict[tuple[str, str], Lease] = {}
+        self.members: dict[tuple[str, str], Resources] = {}
+
+    def usage(self, pool: str) -> Resources:
+        open_leases = [x for (p, _), x in self.leases.items() if p == pool and not x.settled]
+        counted = [amount for (p, _), amount in self.members.items() if p == pool]
+        return usage_of(open_leases) + total(counted)
+
+    def take(
+        self,
+        pool: str,
+        lease_id: str,
+        per_instance: Resources,
+        count: int,
+        min_count: int,
+        limits: PoolLimits | None,
+        requester: str | None = None,
+        *,
+        unleased: bool = False,
+        sizes: Mapping[str, Resources] | None = None,
+        partial: bool = False,
+        beside: int = 0,
+        seen: Revisions | None = None,
+    ) -> Lease | None:
+        existing = self.leases.get((pool, lease_id))
+        if existing is not None:
+            return existing
+        if pool not in self.limits:
+            raise NodePoolDeleted(pool)
+        ask = LeaseAsk(
+            pool, requester, per_instance, count, min_count, dict(sizes or {}), partial, beside
+        )
+        room = room_left(self.limits[pool], self.usage(pool))
+        fit = fit_quota_lease([], ask, {}, room)
+        if fit is None:
+            return None
+        lease = Lease(
+            pool=pool,
+            lease_id=lease_id,
+            count=fit.count,
+            amount=fit.per_instance * fit.count,
+            expires_at=int(self._clock()) + self.lease_seconds,
+            requester=requester,
+            instance_types=fit.instance_types,
+        )
+        self.leases[(pool, lease_id)] = lease
+        return lease
+
+    def take_up(self, lease: Lease, limits: PoolLimits | None, seen: Revisions) -> Lease | None:
+        found = self.leases.get((lease.pool, lease.lease_id))
+        return None if found is None or found.settled else lease
+
+    def lease(self, pool: str, lease_id: str) -> Lease | None:
+        return self.leases.get((pool, lease_id))
+
+    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
+        found = self.leases.get((pool, lease_id))
+        if found is not None and found.settled:
+            return
+        for instance_id, amount in members.items():
+            self.members.setdefault((pool, instance_id), amount)
+        self.leases[(pool, lease_id)] = replace(
+            found or Lease(pool, lease_id, 0, Resources.ZERO, 0), settled=True
+        )
+
+    def cancel(self, pool: str, lease_id: str) -> bool:
+        found = self.leases.get((pool, lease_id))
+        if found is None or found.settled:
+            return False
+        del self.leases[(pool, lease_id)]
+        return True
+
+    def stored_limits(self, pool: str) -> PoolLimits | None:
+        return self.limits.get(pool)
+
+
+def epoch(moment: datetime) -> float:
+    return moment.astimezone(UTC).timestamp()
