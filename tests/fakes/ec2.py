@@ -74,6 +74,11 @@ class FakeTemplates:
     def image_platform(self, node_class: NodeClass) -> str | None:
         return LINUX
 
+    def forget(self, names: Iterable[str]) -> None:
+        """A launch found these templates gone: the next `ensure` makes them again."""
+        for name in names:
+            self.by_name.pop(name, None)
+
     def image_architectures(self, node_class: NodeClass) -> ImageArchitectures | None:
         image = node_class.spec.image_id or "ami-fake"
         return ImageArchitectures((ImageArchitecture(image, self._architecture),))

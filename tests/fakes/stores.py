@@ -15,7 +15,7 @@ from capacity_launcher.domain.errors import NodePoolDeleted
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.pool_usage import Lease, room_left, total, usage_of
+from capacity_launcher.domain.pool_usage import Lease, fit_unleased, room_left, total, usage_of
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.quota_admission import LeaseAsk, fit_quota_lease
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
@@ -242,21 +242,43 @@ class FakeLeases:
         return lease
 
     def take_up(self, lease: Lease, limits: PoolLimits | None, seen: Revisions) -> Lease | None:
+        """A dead delivery's lease, taken up only while open and unexpired, and extended."""
         found = self.leases.get((lease.pool, lease.lease_id))
-        return None if found is None or found.settled else lease
+        if found is None or found.settled or found.expires_at <= self._clock():
+            return None
+        extended = replace(found, expires_at=int(self._clock()) + self.lease_seconds)
+        self.leases[(lease.pool, lease.lease_id)] = extended
+        return extended
 
     def lease(self, pool: str, lease_id: str) -> Lease | None:
         return self.leases.get((pool, lease_id))
 
-    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
+    def settle(
+        self, pool: str, lease_id: str, members: Mapping[str, Resources], least: int = 0
+    ) -> tuple[str, ...]:
+        """Members in place of the lease; a lease reclaimed meanwhile counts only what the
+        limits still hold (the domain's `fit_unleased`), and the rest is returned."""
         found = self.leases.get((pool, lease_id))
         if found is not None and found.settled:
-            return
+            return ()
+        over: tuple[str, ...] = ()
+        if found is None:
+            fit = fit_unleased(self.limits.get(pool), self.usage(pool), members, least)
+            members, over = {i: members[i] for i in fit.kept}, fit.over
         for instance_id, amount in members.items():
             self.members.setdefault((pool, instance_id), amount)
         self.leases[(pool, lease_id)] = replace(
             found or Lease(pool, lease_id, 0, Resources.ZERO, 0), settled=True
         )
+        return over
+
+    def reclaim(self, lease: Lease) -> bool:
+        """The sync's reclaim of an expired lease."""
+        found = self.leases.get((lease.pool, lease.lease_id))
+        if found is None or found.settled or found.expires_at > self._clock():
+            return False
+        del self.leases[(lease.pool, lease.lease_id)]
+        return True
 
     def cancel(self, pool: str, lease_id: str) -> bool:
         found = self.leases.get((pool, lease_id))
