@@ -78,3 +78,31 @@ def test_a_settle_that_finds_its_lease_reclaimed_never_runs_its_requester_over_i
     assert len(mine) <= 2, (mine, cloud.record("slow").to_detail())  # type: ignore[union-attr]
     slow = cloud.record("slow")
     assert slow is not None and slow.status is not RequestStatus.FULFILLED, slow.to_detail()
+
+
+def test_a_gang_whose_lease_was_reclaimed_keeps_all_or_nothing_within_the_limits(
+    cloud: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a pool with room for 4, and a gang of 3 (minCount 3) whose lease expires under its
+    # launch, is reclaimed by the sync, and 2 of the room it freed are leased by another request
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "4"})
+
+    def meanwhile() -> None:
+        past_the_lease()
+        the_sync(cloud)
+        cloud.send(launch_request("other", count=2, nodePool=POOL), batch=cloud.fresh_batch())
+
+    with after_its_lease(monkeypatch, meanwhile):
+        cloud.send(launch_request("gang", count=3, minCount=3, nodePool=POOL))
+    # Then the limits hold 2 of the gang's 3 at most: fewer than its minCount, so it keeps none
+    the_sync(cloud)
+    running_now = [
+        i["InstanceId"]
+        for i in cloud.managed_instances()
+        if i["State"]["Name"] in ("pending", "running")
+    ]
+    assert len(running_now) <= 4, running_now
+    gang = cloud.record("gang")
+    assert gang is not None and gang.launched == 0, gang.to_detail()
+    assert gang.status is RequestStatus.FAILED, gang.to_detail()
+    assert "LeaseReclaimedOverLimit" in [e.code for e in gang.errors], gang.to_detail()
