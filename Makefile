@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)/layers/core:$(CURDIR)/local:$(CURDIR)
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup run test lint template-check unit build deploy bench soak moto-dropin lock clean
+.PHONY: setup run test lint template-check unit build deploy stack-name-check bench soak moto-dropin lock clean
 
 setup: $(STAMP)
 
@@ -53,9 +53,15 @@ build: setup
 
 # sam from the venv, with its python3.13 first on PATH: no activated venv needed.
 # DEPLOY_FLAGS (default --guided) go to `sam deploy`.
+# The stack name is checked first (cfn_rules/stack_name.py): one too long for the names the
+# template builds on it would fail in the middle of the deploy. A name typed at --guided's
+# prompt is not seen here.
 DEPLOY_FLAGS ?= --guided
-deploy: build
+deploy: stack-name-check build
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/sam deploy $(DEPLOY_FLAGS)
+
+stack-name-check: setup
+	$(BIN)/python -m cfn_rules.stack_name --deploy-flags '$(DEPLOY_FLAGS)'
 
 run: setup
 	$(BIN)/capacity-launcher demo

@@ -361,9 +361,15 @@ def _launch(
         created.append("fleet")
     used = {f"launch-template/{name}": recorder.resource_tags.get(name, {})} if name else {}
     used[f"image/{data.get('ImageId', p.get('ImageId', '?'))}"] = {}
+    # A launch placed in a placement group is authorized on it too (its ARN names the group).
+    placements = [data.get("Placement", {}), p.get("Placement", {})]
     for config in p.get("LaunchTemplateConfigs", []):
         for override in config.get("Overrides", []):
             used[f"subnet/{override['SubnetId']}"] = {}
+            placements.append(override.get("Placement", {}))
+    for placement in placements:
+        if placement.get("GroupName"):
+            used[f"placement-group/{placement['GroupName']}"] = {}
     for group in [*data.get("SecurityGroupIds", []), *p.get("SecurityGroupIds", [])]:
         used[f"security-group/{group}"] = {}
     target = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {})

@@ -43,6 +43,8 @@ UNOWNED_LAUNCH_RESOURCE_TYPES = {
     "subnet",
     "security-group",
     "capacity-reservation",
+    # The cluster placement group a reservation was created in: the user's, never ours.
+    "placement-group",
 }
 UNOWNED_LAUNCH_ACTIONS = {"ec2:RunInstances", "ec2:CreateFleet"}
 TAGGING_CREATE_ACTIONS = {"RunInstances", "CreateFleet", "CreateLaunchTemplate"}

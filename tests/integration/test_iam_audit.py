@@ -211,3 +211,35 @@ def test_a_launch_template_created_by_a_worker_killed_right_after_is_judged_by_i
     assert killed and record is not None and record.status is RequestStatus.FULFILLED, record
     # Then the audit knows the template's tags: nothing is denied
     assert audit(recorder.calls, policies) == []
+
+
+def test_a_launch_into_a_placement_groups_reservation_is_authorized_on_the_group(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    recorder: CallRecorder,
+    policies: Policies,
+) -> None:
+    # Given a pool targeting a reservation in the cluster placement group `training`
+    arn = f"arn:aws:ec2:us-east-1:{cloud.names.account_id}:placement-group/training"
+    reservation = reserve(cloud, 1, InstanceMatchCriteria="targeted", PlacementGroupArn=arn)
+    setup_pool(
+        cloud,
+        subnets,
+        image,
+        reservation_spec={"capacityReservationTarget": {"capacityReservationId": reservation}},
+        capacity_types=("reserved",),
+    )
+    # When an instance is launched into it
+    cloud.send(launch_request("audit-cpg", nodePool="general"), batch=cloud.fresh_batch())
+    record = cloud.record("audit-cpg")
+    assert record is not None and record.launched == 1
+    # Then the launch is authorized on the placement group too, and the launcher's role allows it
+    on_group = {
+        a.action
+        for c in recorder.calls
+        for a in c.authorizations
+        if a.resource == arn and c.function.logical_id == "LauncherFunction"
+    }
+    assert on_group == {"ec2:CreateFleet", "ec2:RunInstances"}
+    assert audit(recorder.calls, policies) == []

@@ -356,6 +356,18 @@ def test_role_and_instance_profile_are_exclusive() -> None:
     assert any("role and instanceProfile cannot both be set" in e.rule for e in errors)
 
 
+@pytest.mark.parametrize("api_version", ["karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"])
+def test_a_placement_group_selector_is_refused_naming_the_field(api_version: str) -> None:
+    """Karpenter launches the class's instances into the selected placement group; kept and
+    ignored, a gang asking for a cluster group would run outside it without a word."""
+    spec: dict[str, Any] = {"placementGroupSelector": {"name": "training"}}
+    if api_version.endswith("v1beta1"):
+        spec["amiSelectorTerms"] = [{"id": "ami-0123456789abcdef0"}]
+    (error,) = errors_of(ec2nodeclass(api_version, **spec))
+    assert error.field == "spec.placementGroupSelector"
+    assert "outside the placement group" in error.rule
+
+
 def test_selector_terms_follow_karpenters_rules() -> None:
     errors = errors_of(
         ec2nodeclass(

@@ -121,4 +121,13 @@ def snapshot_from_ec2(raw: Mapping[str, Any]) -> ReservationSnapshot:
         reservation_type=raw.get("ReservationType") or DEFAULT_TYPE,
         interruptible=bool(raw.get("Interruptible", False)),
         start_date=start_date if isinstance(start_date, datetime) else None,
+        placement_group=placement_group_name(raw.get("PlacementGroupArn")),
     )
+
+
+def placement_group_name(arn: str | None) -> str | None:
+    """A placement group's name from its ARN (`arn:aws:ec2:<region>:<account>:placement-group/
+    <name>`): launches name the group by name (Placement.GroupName)."""
+    if not arn:
+        return None
+    return arn.rsplit("/", 1)[-1] or None

@@ -284,6 +284,7 @@ def _item(stored: StoredReservation) -> dict[str, Any]:
         "tags": dict(s.tags),
         "groups": list(s.groups),
         "exhausted": s.exhausted,
+        "placementGroup": s.placement_group,
         # DynamoDB refuses empty map keys: an absent requester is never a key.
         "usageByRequester": {k: n for k, n in stored.usage_by_requester.items() if k},
         "announced": sorted(stored.announced),
@@ -356,6 +357,7 @@ def _stored(item: Mapping[str, Any]) -> StoredReservation:
         interruptible=bool(item.get("interruptible", False)),
         start_date=datetime.fromisoformat(start_date) if start_date else None,
         exhausted=bool(item.get("exhausted", False)),
+        placement_group=str(item["placementGroup"]) if item.get("placementGroup") else None,
     )
     return StoredReservation(
         snapshot=snapshot,

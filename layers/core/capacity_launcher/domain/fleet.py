@@ -128,13 +128,16 @@ def fleet_offer(
     """One override per offering x subnet of its zone, zone set on each (so every per-override
     error maps back to its offering), cut at MAX_OVERRIDES_PER_FLEET after ordering: every
     offering's first subnet before any offering's second, so the cut drops subnets before it
-    drops offerings. Priority is the offering's rank."""
+    drops offerings. Priority is the offering's rank. A reserved attempt into a cluster
+    placement group's reservations places every override in that group (EC2 gives such a
+    reservation's capacity only to instances placed in its group)."""
     ranked = [
         o
         for o in preference_order(attempt.offerings, instance_types or {}, reserved_fit)
         if subnets.get(o.zone)
     ]
     rounds = max((len(subnets[o.zone]) for o in ranked), default=0)
+    placement = placement_of(attempt)
     overrides: list[dict[str, Any]] = []
     offered: dict[Offering, None] = {}
     for round_ in range(rounds):
@@ -149,10 +152,19 @@ def fleet_offer(
                     "SubnetId": zone_subnets[round_],
                     "AvailabilityZone": offering.zone,
                     "Priority": float(rank),
+                    **placement,
                 }
             )
     left_out = tuple(o for o in ranked if o not in offered)
     return FleetOffer(tuple(overrides), tuple(offered), left_out)
+
+
+def placement_of(attempt: LaunchAttempt) -> dict[str, Any]:
+    """The Placement each override of `attempt` carries: its target's cluster placement group
+    (CreateFleet's FleetLaunchTemplateOverridesRequest.Placement.GroupName), or nothing."""
+    if attempt.target is None or attempt.target.placement_group is None:
+        return {}
+    return {"Placement": {"GroupName": attempt.target.placement_group}}
 
 
 def template_configs(

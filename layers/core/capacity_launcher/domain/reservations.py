@@ -96,6 +96,9 @@ class ReservationSnapshot:
     start_date: datetime | None = None
     # Set when an insufficient-capacity error said it is full, until a sync sees capacity again.
     exhausted: bool = False
+    # The cluster placement group it was created in (the name: PlacementGroupArn's last path
+    # part); EC2 gives its capacity only to launches placed in that group.
+    placement_group: str | None = None
 
     @property
     def usable(self) -> bool:
@@ -147,6 +150,10 @@ class ReservedTarget:
     group_arn: str | None = None
     # The market of the reservations it launches into (a group's members of other kinds are not).
     market: str | None = None
+    # The cluster placement group of the reservations it launches into: every instance of the
+    # attempt is placed in it, or EC2 does not give it their capacity (docs/placement.md,
+    # Reservations in a cluster placement group).
+    placement_group: str | None = None
 
     def __post_init__(self) -> None:
         if (self.reservation_id is None) == (self.group_arn is None):
@@ -166,27 +173,40 @@ class ReservationSource:
 
 
 def by_market(source: ReservationSource) -> list[ReservationSource]:
-    """One source per market its reservations need: one CreateFleet launches in one market.
+    """One source per market its reservations need and per cluster placement group they are
+    in: one CreateFleet launches in one market, and places its instances in one group.
 
     Capacity Blocks go one source each, targeted by their own reservation id: EC2 launches into
     a block only by its id, never through a group ("Launch instances using Capacity Blocks"),
-    and an EC2 Fleet into one block at a time (Karpenter keeps exactly one per launch)."""
-    markets: dict[str | None, list[ReservationSnapshot]] = {}
+    and an EC2 Fleet into one block at a time (Karpenter keeps exactly one per launch).
+
+    A reservation created in a cluster placement group serves only launches placed in that
+    group ("Use Capacity Reservations with cluster placement groups"); a reservation group
+    named with a placement group uses its members in that placement group ("Using Capacity
+    Reservation in cluster placement groups with a Capacity Reservation group"). So the members
+    of a group are launched into per placement group, each split naming its group."""
+    splits: dict[tuple[str | None, str | None], list[ReservationSnapshot]] = {}
     for reservation in source.reservations:
-        markets.setdefault(reservation.market, []).append(reservation)
-    if not markets:
+        splits.setdefault((reservation.market, reservation.placement_group), []).append(reservation)
+    if not splits:
         return [source]
     split: list[ReservationSource] = []
-    for market, members in markets.items():
+    for (market, placement_group), members in splits.items():
         if market == BLOCK_MARKET and (len(members) > 1 or source.target.group_arn):
             split += [
                 ReservationSource(
-                    ReservedTarget(reservation_id=block.reservation_id, market=market), (block,)
+                    ReservedTarget(
+                        reservation_id=block.reservation_id,
+                        market=market,
+                        placement_group=placement_group,
+                    ),
+                    (block,),
                 )
                 for block in members
             ]
         else:
-            split.append(ReservationSource(replace(source.target, market=market), tuple(members)))
+            target = replace(source.target, market=market, placement_group=placement_group)
+            split.append(ReservationSource(target, tuple(members)))
     return split
 
 

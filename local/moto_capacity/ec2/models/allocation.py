@@ -8,6 +8,15 @@ matching member and falls back to On-Demand; `capacity-reservations-only` fails 
 falling back. "Work with Capacity Reservation groups": `targeted` reservations serve only
 launches that target them (by id or through their group).
 
+Cluster placement groups ("Use Capacity Reservations with cluster placement groups",
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html): a reservation created in one
+serves only instances launched in that placement group. "Using Capacity Reservation in cluster
+placement groups with a Capacity Reservation group"
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-cpg-odcr-crg.html): a group target
+with a placement group uses the group's members in that placement group; a group target alone
+uses the members outside any placement group first, then those in any placement group (the
+instance is then placed in the reservation's group).
+
 Capacity Blocks ("Launch instances using Capacity Blocks",
 https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html): a launch must
 name the block's own reservation id, so a group target with the capacity-block market is refused.
@@ -140,6 +149,7 @@ class CapacityLedger:
             return self._from_target(
                 placement, attributes, preference.reservation_id, count, market, fleet=fleet
             )
+        any_group = False
         if preference.avoids_reservations:
             reservations: list[CapacityReservation] = []
         elif preference.group_arn:
@@ -147,7 +157,8 @@ class CapacityLedger:
             if isinstance(found, EC2ClientError):
                 placement.failure = found
                 return placement
-            reservations = found
+            reservations = _by_placement_group(found, attributes.placement_group)
+            any_group = attributes.placement_group is None
         else:
             reservations = [
                 r for r in self.backend.reservations.values() if r.instance_match_criteria == "open"
@@ -155,7 +166,9 @@ class CapacityLedger:
         matching = [
             r
             for r in reservations
-            if r.market == market and r.is_active and r.mismatch(attributes) is None
+            if r.market == market
+            and r.is_active
+            and r.mismatch(attributes, any_group=any_group) is None
         ]
         self._take_reservations(placement, matching, count)
         missing = count - len(placement.slots)
@@ -249,6 +262,16 @@ class CapacityLedger:
                 attributes.instance_type, attributes.availability_zone
             )
         return placement
+
+
+def _by_placement_group(
+    members: list[CapacityReservation], placement_group: str | None
+) -> list[CapacityReservation]:
+    """A group's members a launch may use, in the order it uses them: those in its placement
+    group when it names one; else those outside any placement group first, then the others."""
+    if placement_group is not None:
+        return [r for r in members if r.placement_group == placement_group]
+    return sorted(members, key=lambda r: r.placement_group is not None)
 
 
 def place_restarted_instance(backend: CapacityReservationBackend, instance: object) -> None:

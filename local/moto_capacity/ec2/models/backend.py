@@ -300,8 +300,13 @@ class CapacityReservationBackend:
             instance.capacity_reservation_specification = (
                 capacity.preference.as_instance_specification()
             )
+            group = capacity.attributes.placement_group
             if slot.reservation_id:
-                self.reservations[slot.reservation_id].instance_ids.add(instance.id)
+                reservation = self.reservations[slot.reservation_id]
+                reservation.instance_ids.add(instance.id)
+                # An instance in a placement group's reservation runs in that placement group.
+                group = reservation.placement_group or group
+            instance.placement.group_name = group or ""
 
     def release_instance(self, instance: Any) -> None:
         """A stopped or terminated instance gives its slot back."""

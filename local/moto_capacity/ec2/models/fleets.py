@@ -104,6 +104,7 @@ def fleet_candidates(ec2_backend: Any, configs: list[Mapping[str, Any]]) -> list
                 platform=image_platform(ec2_backend, merged["ImageId"]),
                 availability_zone=launch_zone(ec2_backend, subnet_id, zone),
                 tenancy=placement.get("Tenancy") or "default",
+                placement_group=placement.get("GroupName") or None,
             )
             priority = override.get("Priority")
             candidates.append(

@@ -20,12 +20,14 @@ WINDOWS = "Windows"
 
 @dataclass(frozen=True)
 class InstanceAttributes:
-    """The attributes a Capacity Reservation must match: type, platform, zone and tenancy."""
+    """The attributes a Capacity Reservation must match: type, platform, zone and tenancy, and
+    the cluster placement group the launch names (Placement.GroupName), if any."""
 
     instance_type: str
     platform: str
     availability_zone: str
     tenancy: str = "default"
+    placement_group: str | None = None
 
 
 @dataclass(frozen=True)

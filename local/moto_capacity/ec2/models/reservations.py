@@ -76,6 +76,7 @@ class CapacityReservation(TaggedEC2Resource):
         end_date: datetime | None = None,
         ebs_optimized: bool = False,
         ephemeral_storage: bool = False,
+        placement_group_arn: str | None = None,
     ) -> None:
         self.ec2_backend = ec2_backend
         self.id = f"cr-{random_resource_id(17)}"
@@ -92,6 +93,9 @@ class CapacityReservation(TaggedEC2Resource):
         self.end_date = end_date
         self.ebs_optimized = ebs_optimized
         self.ephemeral_storage = ephemeral_storage
+        # The cluster placement group it reserves capacity in (DescribeCapacityReservations'
+        # PlacementGroupArn); it can never be moved in or out of one.
+        self.placement_group_arn = placement_group_arn
         self.reservation_type = DEFAULT_TYPE
         self.create_date = CLOCK.now()
         self.start_date = self.create_date
@@ -191,8 +195,31 @@ class CapacityReservation(TaggedEC2Resource):
         self._state = state
         self._announce(state, None)
 
-    def mismatch(self, attributes: InstanceAttributes) -> str | None:
-        """Why an instance with these attributes cannot run here, or None when it can."""
+    @property
+    def placement_group(self) -> str | None:
+        """The name of its cluster placement group (the ARN's last path part), if any."""
+        return self.placement_group_arn.rsplit("/", 1)[-1] if self.placement_group_arn else None
+
+    def mismatch(self, attributes: InstanceAttributes, *, any_group: bool = False) -> str | None:
+        """Why an instance with these attributes cannot run here, or None when it can.
+
+        "Use Capacity Reservations with cluster placement groups"
+        (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html) and "Launch instances
+        into an existing Capacity Reservation"
+        (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-launch.html):
+        a reservation created in a cluster placement group serves instances launched in that
+        placement group. `any_group`: a Capacity Reservation group targeted without a placement
+        group, which may use its members in any placement group (see `allocation`)."""
+        if (
+            self.placement_group is not None
+            and not any_group
+            and attributes.placement_group != self.placement_group
+        ):
+            return (
+                f"The instance placement group '{attributes.placement_group or ''}' does not "
+                f"match the placement group '{self.placement_group}' of Capacity Reservation "
+                f"{self.id}."
+            )
         expected = {
             "instance type": (self.instance_type, attributes.instance_type),
             "platform": (self.instance_platform, attributes.platform),
@@ -218,6 +245,7 @@ class CapacityReservation(TaggedEC2Resource):
             "instance-match-criteria": self.instance_match_criteria,
             "owner-id": self.owner_id,
             "end-date-type": self.end_date_type,
+            "placement-group-arn": self.placement_group_arn,
         }
         if filter_name in values:
             return values[filter_name]
@@ -246,6 +274,7 @@ class CapacityReservation(TaggedEC2Resource):
             "state": self.state,
             "reservationType": self.reservation_type,
             "interruptible": self.interruptible,
+            "placementGroupArn": self.placement_group_arn,
             "startDate": aware(self.start_date).isoformat(),
             "endDate": aware(self.end_date).isoformat() if self.end_date else None,
             "totalInstanceCount": self.total_instance_count,

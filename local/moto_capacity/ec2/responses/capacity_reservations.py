@@ -73,6 +73,19 @@ def _reservation_zone(response: Any) -> tuple[str, str]:
     return zone, zones[zone]
 
 
+def _placement_group_arn(response: Any) -> str | None:
+    """CreateCapacityReservation's PlacementGroupArn: the cluster placement group the capacity
+    is reserved in (API_CreateCapacityReservation). Placement groups themselves are not modelled
+    (moto has none): any well-formed ARN of this Region and account is taken as a cluster group."""
+    arn = response._get_param("PlacementGroupArn")
+    if arn is None:
+        return None
+    prefix = f"arn:aws:ec2:{response.region}:{response.current_account}:placement-group/"
+    if not arn.startswith(prefix) or not arn[len(prefix) :]:
+        raise InvalidParameterValue(f"Value ({arn}) for parameter PlacementGroupArn is invalid.")
+    return str(arn)
+
+
 def _launch_request(response: Any) -> tuple[InstanceAttributes, ReservationPreference, str]:
     """What a RunInstances asks for, with its launch template's data filled in; moto's own
     parameters get the template's subnet and zone. Refuses an image EC2 would refuse."""
@@ -109,6 +122,7 @@ def _launch_request(response: Any) -> tuple[InstanceAttributes, ReservationPrefe
             response.ec2_backend, subnet_id, placement.get("AvailabilityZone")
         ),
         tenancy=placement.get("Tenancy") or "default",
+        placement_group=placement.get("GroupName") or None,
     )
     preference = ReservationPreference.from_specification(
         response._get_param("CapacityReservationSpecification")
@@ -180,6 +194,7 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
             end_date=end_date,
             ebs_optimized=bool(self._get_param("EbsOptimized", False)),
             ephemeral_storage=bool(self._get_param("EphemeralStorage", False)),
+            placement_group_arn=_placement_group_arn(self),
         )
         tags = convert_tag_spec(self._get_param("TagSpecifications", []))
         reservation.add_tags(tags.get("capacity-reservation", {}))

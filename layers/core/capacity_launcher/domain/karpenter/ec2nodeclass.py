@@ -72,7 +72,6 @@ _NOT_ACTED_ON = (
     "spec.associatePublicIPAddress",
     "spec.context",
     "spec.networkInterfaces",
-    "spec.placementGroupSelector",
     "spec.ipPrefixCount",
     "spec.connectionTracking",
     "spec.cpuOptions",
@@ -166,8 +165,21 @@ class EC2NodeClass(Document):
     spec: EC2NodeClassSpec
 
 
+# Karpenter launches every instance of a class with placementGroupSelector into the placement
+# group it selects; capacity-launcher does not (only a reservation made in a cluster placement
+# group places its instances there). Kept and ignored, a gang asking for a cluster group would
+# silently run spread out: refused instead.
+PLACEMENT_GROUP_RULE = (
+    "is not supported by capacity-launcher: its instances would launch outside the placement "
+    "group. Remove it; capacity reserved in a cluster placement group is launched into that "
+    "group (select the reservation: docs/placement.md)"
+)
+
+
 def _version_rules(node_class: EC2NodeClass) -> list[FieldError]:
     spec, errors = node_class.spec, []
+    if spec.placement_group_selector is not None:
+        errors.append(FieldError("spec.placementGroupSelector", PLACEMENT_GROUP_RULE))
     if node_class.api_version == V1:
         if spec.ami_selector_terms is None:
             errors.append(FieldError(AMI_TERMS, "is required"))
