@@ -96,3 +96,25 @@ def test_kept_fields_that_give_back_the_document_still_travel() -> None:
 
     assert shown(as_hub, POOL_VERSION) == shown(pool, POOL_VERSION)
     assert shown(as_hub, POOL_VERSION)["spec"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+def test_kept_fields_cannot_say_a_field_acted_on_is_not() -> None:
+    """A hub pool of weight 100 (tried before every other) whose kept fields list spec.weight as
+    not acted on: apply would print `spec.weight: kept, not acted on`, and status.notActedOn too."""
+    pool = {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "gpu"},
+        "spec": {"nodeClassRef": "gpu", "weight": 100},
+    }
+    document = carrying(pool, POOL_VERSION)
+    kept = json.loads(document["metadata"]["annotations"][KEPT_ANNOTATION])
+    kept["notActedOn"] = ["spec.weight"]
+    document["metadata"]["annotations"][KEPT_ANNOTATION] = json.dumps(kept)
+
+    with pytest.raises(ConfigValidationError) as refused:
+        REGISTRY.read(document)
+
+    (error,) = refused.value.errors
+    assert error.field == KEPT_PATH
+    assert error.rule.startswith("lists spec.weight as not acted on, which is acted on")

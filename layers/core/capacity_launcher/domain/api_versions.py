@@ -334,34 +334,42 @@ class VersionRegistry:
         """Refuse carried kept fields that `get` would show as another object than the one
         stored: read in the kept fields' version and applied again, the object must be the same
         (fields the version expresses set to values the hub does not hold would show, and then
-        apply, another object than the one the document stores)."""
+        apply, another object than the one the document stores), and what they list as not acted
+        on must be what that version's document does not act on."""
         kept, hub = conversion.kept, conversion.hub
         version = self._served.get((kept.api_version, kept.kind))
-        if version is None or version.hub_kind != hub.kind or not kept.fields:
+        if version is None or version.hub_kind != hub.kind or not kept:
             return  # never printed as that version's own fields
         hub_version = self.hub_version(hub.kind)
         document: dict[str, Any] = {}
         try:
             document = self.convert(hub, kept, kept.api_version, kept.kind, references)
-            back = self.read(document, references).conversion.hub
-            if hub_version.document(hub) == hub_version.document(back):
-                return
-            refused = ""
+            back = self.read(document, references).conversion
         except ConfigValidationError as error:
-            refused = f" (applying what get would print is refused: {error})"
-        # The kept paths that show something else than the hub alone would.
-        try:
-            plain = version.from_hub(hub, {})
-        except ConfigValidationError:
-            plain = {}
-        shown = sorted(differing(document, plain, kept.fields))
-        named = ", ".join(shown or sorted(kept.fields))
-        wrong = f"would show {named} as the stored object does not hold them{refused}"
+            wrong = f"{self._shown(version, hub, kept, document)} (applying it is refused: {error})"
+        else:
+            if hub_version.document(hub) != hub_version.document(back.hub):
+                wrong = self._shown(version, hub, kept, document)
+            else:
+                acted_on = sorted(set(kept.not_acted_on) - set(back.kept.not_acted_on))
+                if not acted_on:
+                    return
+                wrong = f"lists {', '.join(acted_on)} as not acted on, which is acted on"
         rule = (
             f"{wrong}: read as {version.label}, kept fields give back only what the document "
             "applied said, so that get shows the object stored and its output applies it again"
         )
         raise ConfigValidationError([FieldError(KEPT_PATH, rule)])
+
+    @staticmethod
+    def _shown(version: ServedVersion, hub: Any, kept: Kept, document: Mapping[str, Any]) -> str:
+        """`would show PATHS ...`: the kept paths that show something else than the hub alone."""
+        try:
+            plain = version.from_hub(hub, {})
+        except ConfigValidationError:
+            plain = {}
+        shown = sorted(differing(document, plain, kept.fields)) or sorted(kept.fields)
+        return f"would show {', '.join(shown)} as the stored object does not hold them"
 
     def _check_reads_back(
         self, version: ServedVersion, conversion: Conversion, references: Any
