@@ -26,7 +26,7 @@ from tests.integration.test_launch_into_reservations import (
     setup_pool,
 )
 from tests.integration.test_reservation_sync import ice_keys, snapshot, sync
-from tests.support.cloud import Cloud, capacity_type, launch_request
+from tests.support.cloud import Cloud, capacity_type, emulator_seconds, launch_request
 
 OTHER_ZONE = "us-east-1b"
 
@@ -60,14 +60,15 @@ def test_on_demand_ice_is_cached_with_its_key_reason_and_expiry(
     # Given m5.large on-demand dry in us-east-1a, with us-east-1b open
     moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 0)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), zones=(ZONE, OTHER_ZONE))
-    before = int(time.time())
+    before = emulator_seconds()
     # When a request launches
     cloud.send(launch_request("ice-1", nodePool="general", count=1))
     # Then the dry offering is cached exactly as README.md's ICE cache contract says
     items = ice_items(cloud)
     item = items[f"on-demand:m5.large:{ZONE}"]
     assert item["reason"] == "InsufficientInstanceCapacity"
-    assert before + 180 <= int(item["expiresAt"]) <= int(time.time()) + 180
+    # (on the emulator's clock, which the service reads and its waits move)
+    assert before + 180 <= int(item["expiresAt"]) <= emulator_seconds() + 180
     assert item["cachedAt"].endswith("Z")
     record = cloud.record("ice-1")
     assert record is not None and record.status is RequestStatus.FULFILLED

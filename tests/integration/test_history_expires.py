@@ -14,7 +14,7 @@ from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.integration.test_reservation_sync import sync
-from tests.support.cloud import Cloud, launch_request
+from tests.support.cloud import Cloud, emulator_seconds, launch_request
 
 DAY = 24 * 3600
 
@@ -31,7 +31,7 @@ def test_records_and_intents_expire_after_the_configured_retention(cloud, subnet
     # Given the deployed retention (RecordRetentionDays → RECORD_RETENTION_DAYS)
     days = get_settings().record_retention_days
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    before = int(time.time())
+    before = emulator_seconds()
     # When a request is served
     cloud.send(launch_request("old-1", nodePool="general"))
     # Then its record, its body's hash, its intent and the intent's pointer carry the table's
@@ -41,7 +41,8 @@ def test_records_and_intents_expire_after_the_configured_retention(cloud, subnet
     kinds = {k[1] if k[1] in ("Record", "Body") else "Intent" for k in history}
     assert kinds == {"Record", "Body", "Intent"} and len(history) == 4
     for item in history.values():
-        assert before + days * DAY <= int(item["ttl"]) <= int(time.time()) + days * DAY
+        # (on the emulator's clock, which the service reads and its waits move)
+        assert before + days * DAY <= int(item["ttl"]) <= emulator_seconds() + days * DAY
 
 
 def test_a_terminated_instances_item_expires_and_a_live_ones_does_not(cloud, subnets, image):

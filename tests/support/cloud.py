@@ -44,6 +44,11 @@ RESERVATION_PENDING_SECONDS = 3
 HOST = Host(clock=CLOCK.now, pause=moto_capacity.advance_clock)
 
 
+def emulator_seconds() -> int:
+    """Now on the emulator's clock (epoch seconds): what the service stamps its expiries from."""
+    return int(CLOCK.now().timestamp())
+
+
 @dataclass
 class Cloud:
     local: LocalCloud

@@ -39,6 +39,7 @@ KEPT_ANNOTATION = "capacity-launcher/kept-fields"
 # Hub fields a version has no place for, when an object is read in that version (JSON: path ->
 # value); applying the document puts them back on the hub.
 HUB_FIELDS_ANNOTATION = "capacity-launcher/hub-fields"
+KEPT_PATH = field_path(("metadata", "annotations", KEPT_ANNOTATION))
 HUB_FIELDS_PATH = field_path(("metadata", "annotations", HUB_FIELDS_ANNOTATION))
 # What HUB_FIELDS_ANNOTATION may set: one top-level field of the hub's spec (what the registry
 # compares when it reads an object in a version, VersionRegistry._lost).
@@ -277,6 +278,7 @@ class VersionRegistry:
             conversion = self._with_hub_fields(conversion, hub_fields)
         if carried is not None:
             conversion = Conversion(conversion.hubs, _merged(carried, conversion.kept))
+            self._check_kept_gives_back(conversion, references)
         if hub_fields:
             self._check_reads_back(version, conversion, references)
         warning = version.deprecation()
@@ -327,6 +329,47 @@ class VersionRegistry:
         except ConfigValidationError as error:
             raise ConfigValidationError([FieldError(HUB_FIELDS_PATH, str(error))]) from None
         return Conversion((hub, *conversion.hubs[1:]), conversion.kept)
+
+    def _check_kept_gives_back(self, conversion: Conversion, references: Any) -> None:
+        """Refuse carried kept fields that `get` would show as another object than the one
+        stored: read in the kept fields' version and applied again, the object must be the same
+        (fields the version expresses set to values the hub does not hold would show, and then
+        apply, another object than the one the document stores), and what they list as not acted
+        on must be what that version's document does not act on."""
+        kept, hub = conversion.kept, conversion.hub
+        version = self._served.get((kept.api_version, kept.kind))
+        if version is None or version.hub_kind != hub.kind or not kept:
+            return  # never printed as that version's own fields
+        hub_version = self.hub_version(hub.kind)
+        document: dict[str, Any] = {}
+        try:
+            document = self.convert(hub, kept, kept.api_version, kept.kind, references)
+            back = self.read(document, references).conversion
+        except ConfigValidationError as error:
+            wrong = f"{self._shown(version, hub, kept, document)} (applying it is refused: {error})"
+        else:
+            if hub_version.document(hub) != hub_version.document(back.hub):
+                wrong = self._shown(version, hub, kept, document)
+            else:
+                acted_on = sorted(set(kept.not_acted_on) - set(back.kept.not_acted_on))
+                if not acted_on:
+                    return
+                wrong = f"lists {', '.join(acted_on)} as not acted on, which is acted on"
+        rule = (
+            f"{wrong}: read as {version.label}, kept fields give back only what the document "
+            "applied said, so that get shows the object stored and its output applies it again"
+        )
+        raise ConfigValidationError([FieldError(KEPT_PATH, rule)])
+
+    @staticmethod
+    def _shown(version: ServedVersion, hub: Any, kept: Kept, document: Mapping[str, Any]) -> str:
+        """`would show PATHS ...`: the kept paths that show something else than the hub alone."""
+        try:
+            plain = version.from_hub(hub, {})
+        except ConfigValidationError:
+            plain = {}
+        shown = sorted(differing(document, plain, kept.fields)) or sorted(kept.fields)
+        return f"would show {', '.join(shown)} as the stored object does not hold them"
 
     def _check_reads_back(
         self, version: ServedVersion, conversion: Conversion, references: Any
@@ -395,12 +438,11 @@ def _without_kept_annotation(data: Mapping[str, Any]) -> tuple[dict[str, Any], K
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     if not isinstance(annotations, Mapping) or KEPT_ANNOTATION not in annotations:
         return body, None
-    path = field_path(("metadata", "annotations", KEPT_ANNOTATION))
     try:
         carried = Kept.from_json(json.loads(annotations[KEPT_ANNOTATION]))
     except (TypeError, ValueError, KeyError, AttributeError):
         rule = "must be the JSON capacity-launcher wrote: {apiVersion, kind, fields, notActedOn}"
-        raise ConfigValidationError([FieldError(path, rule)]) from None
+        raise ConfigValidationError([FieldError(KEPT_PATH, rule)]) from None
     rest = {k: v for k, v in annotations.items() if k != KEPT_ANNOTATION}
     assert isinstance(metadata, Mapping)
     body["metadata"] = {**metadata, "annotations": rest}
