@@ -25,7 +25,9 @@ from capacity_launcher.domain.backoff import HAND_BACK_CAP_SECONDS
 from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
+from tests.simulation.hub_fields import HubFieldsInvariants
 from tests.simulation.priority_invariants import PriorityInvariants
+from tests.simulation.quota_generations import QuotaGenerations
 from tests.simulation.reserved_first import ReservedFirst
 from tests.simulation.unready_invariants import UnreadyInvariants
 from tests.simulation.versions import stored_as_meant
@@ -160,8 +162,10 @@ class Invariants:
         self.edges = EdgeInvariants(self)
         self.unready = UnreadyInvariants(self)
         self.priority = PriorityInvariants(self)
-        # The scheduler has `unready` and `reserved` watch the calls.
+        self.hub_fields = HubFieldsInvariants(self)
+        # The scheduler has `unready`, `reserved` and `quota_generations` watch the calls.
         self.reserved = ReservedFirst(self)
+        self.quota_generations = QuotaGenerations(self)
 
     def _violate(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._seen:

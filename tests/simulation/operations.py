@@ -131,6 +131,17 @@ LEASE_WEIGHTS: dict[str, float] = {
     "redeliver_in_window": 3,
 }
 
+# Issue 34's other draws: the hub-fields annotation, hostile and legitimate (hub_fields.py), and
+# CapacityQuotas re-applied unchanged by a GitOps loop or changed over a pool nobody launches in,
+# between launches and under them (quota_generations.py).
+HUB_FIELD_WEIGHTS: dict[str, float] = {"hostile_hub_fields": 1, "reapply_as_read": 1}
+QUOTA_GENERATION_WEIGHTS: dict[str, float] = {"gitops_reapply": 2, "change_other_quota": 1}
+# What the short and long runs draw of issue 34 (the expired lease at a low weight in `short`:
+# its clock moves and killed workers cost a short seed seconds).
+ISSUE34_WEIGHTS: dict[str, float] = {**HUB_FIELD_WEIGHTS, **QUOTA_GENERATION_WEIGHTS}
+SHORT_LEASE_WEIGHTS: dict[str, float] = dict.fromkeys(LEASE_WEIGHTS, 0.3)
+SOAK_LEASE_WEIGHTS: dict[str, float] = dict.fromkeys(LEASE_WEIGHTS, 1.0)
+
 BASE_WEIGHTS: dict[str, float] = {
     "submit": 30,
     "duplicate": 4,
@@ -206,13 +217,21 @@ def _focused(name: str, defect: str) -> Profile:
 
 PROFILES = {
     "short": Profile(
-        "short", steps=60, weights={**BASE_WEIGHTS, **adversary_weights()}, quiesce_every=30
+        "short",
+        steps=60,
+        weights={**BASE_WEIGHTS, **adversary_weights(), **ISSUE34_WEIGHTS, **SHORT_LEASE_WEIGHTS},
+        quiesce_every=30,
     ),
     # Every case issue 24 asks for, whether or not its fix has merged: finds the defects on main.
     "adversarial": Profile(
         "adversarial",
         steps=60,
-        weights={**BASE_WEIGHTS, **adversary_weights(everything=True)},
+        weights={
+            **BASE_WEIGHTS,
+            **adversary_weights(everything=True),
+            **ISSUE34_WEIGHTS,
+            **SHORT_LEASE_WEIGHTS,
+        },
         quiesce_every=30,
         split_batches=True,
     ),
@@ -223,7 +242,13 @@ PROFILES = {
     "soak": Profile(
         "soak",
         steps=10**9,
-        weights={**BASE_WEIGHTS, **adversary_weights(), "submit": 45},
+        weights={
+            **BASE_WEIGHTS,
+            **adversary_weights(),
+            **ISSUE34_WEIGHTS,
+            **SOAK_LEASE_WEIGHTS,
+            "submit": 45,
+        },
         quiesce_every=400,
         submit_batch=(2, 8),
         wall_minutes=20.0,
@@ -260,11 +285,41 @@ PROFILES = {
         quiesce_every=15,
         concurrent_poll=0.0,
     ),
+    # The hub-fields annotation: hostile applies and `get | apply` in every served version,
+    # among pool changes and requests (hub_fields.py).
+    "hub-fields": Profile(
+        "hub-fields",
+        steps=20,
+        weights={
+            **HUB_FIELD_WEIGHTS,
+            "hostile_hub_fields": 4,
+            "submit": 3,
+            "apply_node_pool": 1,
+            "apply_node_class": 1,
+            "wait": 1,
+        },
+        quiesce_every=10,
+        concurrent_poll=0.0,
+    ),
+    # A GitOps loop re-applying unchanged quotas and a quota over another pool changed, between
+    # launches and under them, among requests into the quota pools (quota_generations.py).
+    "quota-generations": Profile(
+        "quota-generations",
+        steps=20,
+        weights={**QUOTA_GENERATION_WEIGHTS, "submit": 3, "wait": 1, "terminate_instance": 1},
+        quiesce_every=10,
+        concurrent_poll=0.0,
+    ),
     # The determinism test's: short, and two containers at once on half the steps.
     "replay": Profile(
         "replay",
         steps=20,
-        weights={**BASE_WEIGHTS, **adversary_weights(everything=True)},
+        weights={
+            **BASE_WEIGHTS,
+            **adversary_weights(everything=True),
+            **ISSUE34_WEIGHTS,
+            **SHORT_LEASE_WEIGHTS,
+        },
         quiesce_every=10,
         concurrent_poll=0.5,
         submit_batch=(2, 6),

@@ -23,10 +23,12 @@ from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.settings import get_settings
 from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault
+from tests.simulation.hub_fields import HUB_FIELD_OPERATIONS
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.lease_operations import LEASE_OPERATIONS
 from tests.simulation.operations import OPERATIONS, Catalog, Profile, _limit
 from tests.simulation.priority_operations import bootstrap_priority_classes
+from tests.simulation.quota_generations import QUOTA_GENERATION_OPERATIONS
 from tests.simulation.reservation_operations import ROOM_OPERATIONS
 from tests.simulation.versions import (
     VersionCounts,
@@ -80,6 +82,7 @@ class Simulation:
         self.invariants = Invariants(self.world, self.ledger, seed, self.catalog)
         self.world.call_watchers.append(self.invariants.unready)  # the lease writes, as made
         self.world.call_watchers.append(self.invariants.reserved)  # EC2's room and launches
+        self.world.call_watchers.append(self.invariants.quota_generations)  # quotas and leases
         self.pending_crash: tuple[int, str] | None = None
         self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
         self.outcome = Outcome(seed, profile.name)
@@ -165,6 +168,7 @@ class Simulation:
         self.invariants.stored_as_meant(
             document, written.label, self.world.stored_document(kind, name)
         )
+        self.invariants.hub_fields.applied(kind, name, written.label, written.document)
         self.catalog.changed_at.append(self.world.now)
         self.catalog.last_changed[f"{kind}/{name}"] = self.world.now
         if kind == "CapacityQuota":
@@ -381,7 +385,14 @@ class Simulation:
         weights = [self.profile.weights[n] for n in names]
         name = self.rng.choices(names, weights)[0]
         try:
-            every = {**OPERATIONS, **ROOM_OPERATIONS, **LEASE_OPERATIONS, **ADVERSARY}
+            every = {
+                **OPERATIONS,
+                **ROOM_OPERATIONS,
+                **LEASE_OPERATIONS,
+                **HUB_FIELD_OPERATIONS,
+                **QUOTA_GENERATION_OPERATIONS,
+                **ADVERSARY,
+            }
             result = every[name](self, self.rng)
         except Exception as error:  # an operator's call the emulator refused: part of the run
             result = f"error {type(error).__name__}"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
+from tests.simulation.quota_generations import NOT_MINE, UNCHANGED
 from tests.simulation.reserved_first import BESIDE, RESERVED_FIRST
 from tests.simulation.runner import first_difference, run
 
@@ -15,6 +17,9 @@ SEEDS = (11, 12, 13)
 REPLAY_SEED = 21
 RESERVED_FIRST_SEED = 4
 EXPIRED_LEASE_SEED = 7
+# Issue 34, items 2 and 4: seeds (and the steps they need) that found the defect before its fix.
+HUB_FIELDS_SEED, HUB_FIELDS_STEPS = 1, 11
+QUOTA_GENERATIONS_SEED, QUOTA_GENERATIONS_STEPS = 1, 6
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -60,6 +65,35 @@ def test_an_expired_lease_never_takes_a_pool_over_its_limit() -> None:
     assert outcome["violations"] == [], text
 
 
+def test_a_hostile_hub_fields_annotation_sets_nothing() -> None:
+    # Given stored pools and quotas applied again as their visible documents, each with the
+    # hub-fields annotation setting a field its version expresses or metadata (seed 1 found
+    # quota-a's priority and pool-0's weight set by it before the fix 63ae50b)
+    done = run(HUB_FIELDS_SEED, "hub-fields", steps=HUB_FIELDS_STEPS)
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then each was judged: refused, and what is stored is what the document says
+    assert outcome["checks"].get(HOSTILE, 0) >= 3, text
+    assert outcome["checks"].get(VISIBLE, 0) >= 3, text
+    assert outcome["checks"].get(ENFORCED, 0) >= 1, text
+    # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+def test_quota_reapplies_cost_other_pools_no_lease_and_replay() -> None:
+    # Given quota-other (over a pool nobody launches in) changed before each lease transaction
+    # of requests into the team quotas' pools (seed 1 found leases in pool-1 refused four times
+    # and handed back before the fix 75d0202)
+    first = run(QUOTA_GENERATIONS_SEED, "quota-generations", steps=QUOTA_GENERATIONS_STEPS)
+    outcome, text = first.outcome, first.outcome["summary"]
+    # Then lease transactions were judged, and nothing it checked was violated
+    assert outcome["checks"].get(NOT_MINE, 0) > 0, text
+    assert any("under the launch: changed before" in op for op in outcome["operations"]), text
+    assert outcome["violations"] == [], text
+    # and the run, with its applies under launches, replays exactly
+    second = run(QUOTA_GENERATIONS_SEED, "quota-generations", steps=QUOTA_GENERATIONS_STEPS)
+    assert first_difference(first.trace, second.trace) is None, first.replay
+
+
 def test_a_seed_replays_exactly() -> None:
     # Given one seed of a profile where two containers often serve batches at once
     first = run(REPLAY_SEED, "replay")
@@ -69,6 +103,8 @@ def test_a_seed_replays_exactly() -> None:
     # and left the same instances and clock
     assert len(first.trace) > 20
     assert first.outcome["invocations"].get("launcher concurrent pairs", 0) > 0, first.output
+    # (its GitOps loop re-applies the stored quotas: issue 34, item 4)
+    assert first.outcome["checks"].get(UNCHANGED, 0) > 0, first.output
     difference = first_difference(first.trace, second.trace)
     assert difference is None, (
         f"seed {REPLAY_SEED} did not replay: its traces part at {difference}\n"

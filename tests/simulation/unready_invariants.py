@@ -86,7 +86,9 @@ class UnreadyInvariants:
         self.base = invariants
         self.world = invariants.world
         self.checks = invariants.checks
-        self._pending: dict[int, list[Seen]] = {}
+        # (thread, call): a watcher may make calls of its own inside another's (quota applies under
+        # a lease transaction, quota_generations.py), so a call's `after` pairs with its `before`.
+        self._pending: dict[tuple[int, int], list[Seen]] = {}
         self.granted: Counter[tuple[str, str]] = Counter()  # (pool, request) → instances leased
         self._judged: set[str] = set()
         self._running: Counter[tuple[str, str]] = Counter()
@@ -108,7 +110,7 @@ class UnreadyInvariants:
             elif sk.startswith("Ready#"):
                 instance = sk.removeprefix("Ready#")
                 seen.append(Seen(pool, instance, passing=self.world.status_checks_passed(instance)))
-        self._pending[threading.get_ident()] = seen
+        self._pending[threading.get_ident(), id(params)] = seen
 
     def _lease(self, pool: str, request_id: str, item: dict[str, Any]) -> Seen:
         stored = self.world.partition("NodePool").get(pool, {}).get("document")
@@ -119,7 +121,7 @@ class UnreadyInvariants:
     def after(self, operation: str, params: Any) -> None:
         if operation != TRANSACT:
             return
-        for seen in self._pending.pop(threading.get_ident(), []):
+        for seen in self._pending.pop((threading.get_ident(), id(params)), []):
             if seen.before is None:
                 self._mark_judged(seen)
             else:
