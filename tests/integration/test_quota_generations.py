@@ -5,6 +5,8 @@ lease decided on an older copy of its own pool's quotas still fails its transact
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -162,24 +164,32 @@ def test_a_quota_naming_more_pools_than_a_transaction_holds_bumps_every_one(pool
     assert {stored.generation_in(n) for n in names} == {2}
 
 
-def test_a_quota_whose_later_bumps_failed_is_bumped_by_its_next_apply(
-    pool: Cloud, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given a quota naming 120 pools (more than one transaction holds), whose apply fails after
-    # its first transaction (the document and the first pools' bumps written)
-    names, document = naming_120_pools()
+@contextmanager
+def cut_after_the_first_transaction(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The quota write in this block fails after its first transaction (the document and the
+    bumps beside it written, the later pools' bumps not): the block expects that failure."""
     real = ConfigStore._write_with_pool_bumps
 
-    def cut_after_the_first(self: ConfigStore, writes: Any, pools: list[str]) -> None:
+    def cut(self: ConfigStore, writes: Any, pools: list[str]) -> None:
         room = 100 - len(writes)
         real(self, writes, pools[:room])
         if len(pools) > room:
             raise Transient("TransactWriteItems", "InternalServerError")
 
     with monkeypatch.context() as patch:
-        patch.setattr(ConfigStore, "_write_with_pool_bumps", cut_after_the_first)
+        patch.setattr(ConfigStore, "_write_with_pool_bumps", cut)
         with pytest.raises(Transient):
-            pool.apply(document)
+            yield
+
+
+def test_a_quota_whose_later_bumps_failed_is_bumped_by_its_next_apply(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a quota naming 120 pools (more than one transaction holds), whose apply fails after
+    # its first transaction (the document and the first pools' bumps written)
+    names, document = naming_120_pools()
+    with cut_after_the_first_transaction(monkeypatch):
+        pool.apply(document)
     # When the operator applies it again, as the failed apply asked
     pool.apply(document)
     # Then every pool it names has had its generation bumped
@@ -194,18 +204,8 @@ def test_a_quota_whose_delete_lost_its_later_bumps_is_finished_by_its_next_delet
     # (the document deleted, the first pools' bumps written)
     names, document = naming_120_pools()
     pool.apply(document)
-    real = ConfigStore._write_with_pool_bumps
-
-    def cut_after_the_first(self: ConfigStore, writes: Any, pools: list[str]) -> None:
-        room = 100 - len(writes)
-        real(self, writes, pools[:room])
-        if len(pools) > room:
-            raise Transient("TransactWriteItems", "InternalServerError")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(ConfigStore, "_write_with_pool_bumps", cut_after_the_first)
-        with pytest.raises(Transient):
-            pool.delete("CapacityQuota", "team-a")
+    with cut_after_the_first_transaction(monkeypatch):
+        pool.delete("CapacityQuota", "team-a")
     # When the operator deletes it again, as the failed delete asked
     pool.delete("CapacityQuota", "team-a")
     # Then every pool it named has had its generation bumped once by the delete, and a third
