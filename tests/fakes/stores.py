@@ -11,11 +11,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import NodePoolDeleted
+from capacity_launcher.domain.errors import LeaseReclaimed, NodePoolDeleted
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.pool_usage import Lease, fit_unleased, room_left, total, usage_of
+from capacity_launcher.domain.pool_usage import Lease, room_left, total, usage_of
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.quota_admission import LeaseAsk, fit_quota_lease
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
@@ -253,24 +253,19 @@ class FakeLeases:
     def lease(self, pool: str, lease_id: str) -> Lease | None:
         return self.leases.get((pool, lease_id))
 
-    def settle(
-        self, pool: str, lease_id: str, members: Mapping[str, Resources], least: int = 0
-    ) -> tuple[str, ...]:
-        """Members in place of the lease; a lease reclaimed meanwhile counts only what the
-        limits still hold (the domain's `fit_unleased`), and the rest is returned."""
+    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
+        """Members in place of the lease; LeaseReclaimed when it was reclaimed meanwhile and
+        instances are left to count (the caller takes a lease for them again)."""
         found = self.leases.get((pool, lease_id))
         if found is not None and found.settled:
-            return ()
-        over: tuple[str, ...] = ()
-        if found is None:
-            fit = fit_unleased(self.limits.get(pool), self.usage(pool), members, least)
-            members, over = {i: members[i] for i in fit.kept}, fit.over
+            return
+        if found is None and members:
+            raise LeaseReclaimed(pool, lease_id)
         for instance_id, amount in members.items():
             self.members.setdefault((pool, instance_id), amount)
         self.leases[(pool, lease_id)] = replace(
             found or Lease(pool, lease_id, 0, Resources.ZERO, 0), settled=True
         )
-        return over
 
     def reclaim(self, lease: Lease) -> bool:
         """The sync's reclaim of an expired lease."""

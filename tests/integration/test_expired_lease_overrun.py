@@ -11,8 +11,9 @@ which reclaims expired leases, may come late. The attack, step by step:
 
 Before the fix 4 instances ran in a pool limited to 2. Closed at both ends: a take-up is
 conditioned on the lease being unexpired and extends it (an expired one is given back and a new
-lease is taken under the limits), and a settle that finds its lease reclaimed counts only the
-instances the limits still hold room for, terminating the rest (`LeaseReclaimedOverLimit`)."""
+lease is taken under the limits), and a settle that finds its lease reclaimed takes a lease for
+its instances again, as a new request's is taken, and keeps only what that lease holds,
+terminating the rest (`LeaseReclaimedOverLimit`)."""
 
 from __future__ import annotations
 

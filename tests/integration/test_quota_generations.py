@@ -5,6 +5,8 @@ lease decided on an older copy of its own pool's quotas still fails its transact
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.lease_admission import LeaseAdmission
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.errors import QuotaExceeded, Transient
+from capacity_launcher.domain.errors import NotFound, QuotaExceeded, Transient
 from capacity_launcher.domain.quotas import QuotaSet
 from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota
@@ -162,37 +164,53 @@ def test_a_quota_naming_more_pools_than_a_transaction_holds_bumps_every_one(pool
     assert {stored.generation_in(n) for n in names} == {2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ConfigStore._write_with_pool_bumps writes the quota with the bumps of the first "
-    "97 pools in one transaction and bumps the rest in later ones: when a later one fails, the "
-    "apply raises, but the document is stored, and the operator's re-apply of the same document "
-    "is 'unchanged' (_apply_quota compares the stored document only) and bumps nothing, so the "
-    "pools past the first transaction keep the generation their launchers' older copies were "
-    "read at: a lease there decided on the quota as it was before the apply still holds (until "
-    "the launcher's cache expires). Fix: mark the stored item while bumps are outstanding (set "
-    "in the first transaction, removed by the last) and treat a marked item as changed.",
-)
-def test_a_quota_whose_later_bumps_failed_is_bumped_by_its_next_apply(
-    pool: Cloud, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given a quota naming 120 pools (more than one transaction holds), whose apply fails after
-    # its first transaction (the document and the first pools' bumps written)
-    names, document = naming_120_pools()
+@contextmanager
+def cut_after_the_first_transaction(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The quota write in this block fails after its first transaction (the document and the
+    bumps beside it written, the later pools' bumps not): the block expects that failure."""
     real = ConfigStore._write_with_pool_bumps
 
-    def cut_after_the_first(self: ConfigStore, writes: Any, pools: list[str]) -> None:
+    def cut(self: ConfigStore, writes: Any, pools: list[str]) -> None:
         room = 100 - len(writes)
         real(self, writes, pools[:room])
         if len(pools) > room:
             raise Transient("TransactWriteItems", "InternalServerError")
 
     with monkeypatch.context() as patch:
-        patch.setattr(ConfigStore, "_write_with_pool_bumps", cut_after_the_first)
+        patch.setattr(ConfigStore, "_write_with_pool_bumps", cut)
         with pytest.raises(Transient):
-            pool.apply(document)
+            yield
+
+
+def test_a_quota_whose_later_bumps_failed_is_bumped_by_its_next_apply(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a quota naming 120 pools (more than one transaction holds), whose apply fails after
+    # its first transaction (the document and the first pools' bumps written)
+    names, document = naming_120_pools()
+    with cut_after_the_first_transaction(monkeypatch):
+        pool.apply(document)
     # When the operator applies it again, as the failed apply asked
     pool.apply(document)
     # Then every pool it names has had its generation bumped
     stored = ConfigStore(get_settings().state_table_name).quota_set(fresh=True)
     assert {stored.generation_in(n) for n in names} == {1}
+
+
+def test_a_quota_whose_delete_lost_its_later_bumps_is_finished_by_its_next_delete(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a quota naming 120 pools, applied, whose delete fails after its first transaction
+    # (the document deleted, the first pools' bumps written)
+    names, document = naming_120_pools()
+    pool.apply(document)
+    with cut_after_the_first_transaction(monkeypatch):
+        pool.delete("CapacityQuota", "team-a")
+    # When the operator deletes it again, as the failed delete asked
+    pool.delete("CapacityQuota", "team-a")
+    # Then every pool it named has had its generation bumped once by the delete, and a third
+    # delete finds nothing left to do
+    stored = ConfigStore(get_settings().state_table_name).quota_set(fresh=True)
+    assert {stored.generation_in(n) for n in names} == {2}
+    with pytest.raises(NotFound):
+        pool.delete("CapacityQuota", "team-a")

@@ -1,9 +1,11 @@
 """Red team on issue 34.1 (an expired lease never launched under): what a settle that finds its
 lease reclaimed counts, beyond the pool's limits.
 
-A reclaimed lease's settle keeps the instances the pool's limits still hold (`fit_unleased`),
-and counts them for the pool only: the reclaim gave the lease's quota usage back, and another
-request of the same requester may have been admitted into it since."""
+The reclaim gave the lease's room and quota usage back, and another request (of the same
+requester) may have been admitted into them since: a settle that finds its lease reclaimed
+takes a lease for its instances again, as a new request's is taken (the pool's limits and the
+requester's quota), keeps what that lease holds and terminates the rest (before the fix it
+fitted them to the pool's limits alone and counted them for the pool only)."""
 
 from __future__ import annotations
 
@@ -36,18 +38,6 @@ def the_sync(cloud: Cloud) -> None:
         cloud.adapters().reservation_sync().run()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a settle that finds its lease reclaimed fits its instances to the pool's limits "
-    "alone (PoolLeaseStore.settle -> fit_unleased) and counts them for the pool only "
-    "(hold_of(None) is None: no quota usage written): the reclaim gave the lease's quota usage "
-    "back, another request of the same requester was admitted into it, and both are Fulfilled: "
-    "team-a runs 4 instances under a quota of 2, and the sync then reports QuotaUsageOfNominal "
-    "2.0 without reclaiming (only borrowed instances are). The fix: the settle of a reclaimed "
-    "lease admits its instances through the quota as a new lease would (the requester's "
-    "quota, its cohort usage items conditioned on their versions, the pool's quota generation) "
-    "and counts them in the quota usage; the requester is not passed to settle today.",
-)
 def test_a_settle_that_finds_its_lease_reclaimed_never_runs_its_requester_over_its_quota(
     cloud: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,6 +17,7 @@ from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS, PoolUs
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
+from capacity_launcher.domain.errors import LeaseReclaimed
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
@@ -42,6 +43,15 @@ class Clock:
 
 def store(clock: Clock | None = None) -> PoolLeaseStore:
     return PoolLeaseStore(get_settings().state_table_name, 900, clock=clock or time.time)
+
+
+def leased_again(limits: PoolLeaseStore, lease_id: str, launched: dict[str, Resources]) -> None:
+    """A settle that finds its lease reclaimed counts nothing and says so; its caller takes a
+    lease for the instances again (as a new request's: `settle.settle_lease`) and settles it."""
+    with pytest.raises(LeaseReclaimed):
+        limits.settle(POOL, lease_id, launched)
+    assert limits.reserve(POOL, lease_id, ONE, len(launched), len(launched), None) == len(launched)
+    limits.settle(POOL, lease_id, launched)
 
 
 def member_store() -> PoolMemberStore:
@@ -173,7 +183,8 @@ def test_a_lease_reclaimed_while_settling_is_settled_once_as_reclaimed(cloud, mo
 
     monkeypatch.setattr(PoolLeaseStore, "lease", read_then_reclaimed)
     # (settled by another container: the one that took a lease settles it without reading it)
-    store(clock).settle(POOL, "race-1", instances(2))
+    # and its caller leases them again
+    leased_again(store(clock), "race-1", instances(2))
     # Then the reclaim gave the lease back once, and usage is exactly the 2 members
     assert reclaimed == [True]
     assert usage_store().usage(POOL) == ONE * 2
@@ -203,7 +214,13 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
         return found
 
     monkeypatch.setattr(PoolLeaseStore, "lease", read_then_leased)
-    store(clock).settle(POOL, "again-1", instances(1))
+    settling = store(clock)
+    with pytest.raises(LeaseReclaimed):
+        settling.settle(POOL, "again-1", instances(1))
+    # And its caller takes a lease for its instance again (finding the new one) and settles it
+    found = settling.take(POOL, "again-1", ONE, 1, 1, None)
+    assert found is not None and found.count == 2
+    settling.settle(POOL, "again-1", instances(1))
     # Then the settle met the new lease and settled it too: nothing of it stays in usage
     assert taken == [2]
     assert usage_store().usage(POOL) == ONE
@@ -235,8 +252,8 @@ def test_a_lease_reclaimed_after_its_container_took_it_is_settled_once_as_reclai
     sync = store(clock)
     lease = sync.lease(POOL, "stale-1")
     assert lease is not None and sync.reclaim(lease)
-    # When the container settles it from what it took
-    limits.settle(POOL, "stale-1", instances(1))
+    # When the container settles it from what it took, and leases its instance again
+    leased_again(limits, "stale-1", instances(1))
     # Then the settle found it gone and counted the instance afresh, once
     assert usage_store().usage(POOL) == ONE
     assert limits.leases() == [] and limits.is_settled(POOL, "stale-1")

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from capacity_launcher.adapters.dynamodb import key
+from capacity_launcher.adapters.dynamodb import key, to_item
 from capacity_launcher.domain.config import NodeClass, NodePool
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.quotas import CapacityQuota
@@ -25,6 +25,12 @@ QUOTA_SET_KEY = ("CapacityQuotas", "Version")
 QUOTA_POOL_PREFIX = "Pool#"
 # The NodePools' generation: every apply (of another document) and delete of a NodePool bumps it.
 POOL_SET_KEY = ("NodePools", "Version")
+# A quota apply or delete whose pool generation bumps do not all fit its first transaction (it
+# names more pools than one holds) puts, in that transaction, the pools it bumps after it
+# (`QuotaBumps`/<quota name>), and deletes that item once the last is bumped. An apply or a
+# delete of the quota that finds the item bumps them (the document stored as applied, or gone):
+# a failure between the transactions is finished by the operator's next apply or delete.
+OUTSTANDING_BUMPS_PK = "QuotaBumps"
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,13 @@ def pool_generation_check(table: str, generation: int) -> dict[str, Any]:
     """A ConditionCheck that the NodePools' generation is still `generation`: no pool was
     applied or deleted since the listing a request's choice of pool used was read."""
     return generation_check(table, POOL_SET_KEY, generation)
+
+
+def outstanding_bumps_put(table: str, quota: str, pools: list[str], token: str) -> dict[str, Any]:
+    """The Put of the pools a quota's apply or delete bumps after its first transaction (in
+    that transaction); `token` says whose they are (their last bump deletes them if so)."""
+    item = {"pk": OUTSTANDING_BUMPS_PK, "sk": quota, "pools": pools, "token": token}
+    return {"Put": {"TableName": table, "Item": to_item(item)}}
 
 
 def generation_bump(table: str, generation_key: tuple[str, str]) -> dict[str, Any]:

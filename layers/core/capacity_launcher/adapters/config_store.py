@@ -30,6 +30,7 @@ no lease a retry.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,12 +38,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.config_items import (
+    OUTSTANDING_BUMPS_PK,
     POOL_SET_KEY,
     QUOTA_POOL_PREFIX,
     QUOTA_SET_KEY,
     generation_bump,
     kept_of,
     node_class_ref,
+    outstanding_bumps_put,
     quota_pool_key,
 )
 
@@ -315,6 +318,12 @@ class ConfigStore:
         meanwhile may name other pools)."""
         for _ in range(_DELETE_TRIES):
             item = self._read_one("CapacityQuota", name)
+            outstanding, token = self._outstanding(name)
+            if item is None and outstanding:
+                # Deleted by a delete whose later bumps failed: finish them.
+                self._write_with_pool_bumps([], outstanding)
+                self._bumps_done(name, token)
+                return
             if item is None:
                 raise NotFound("CapacityQuota", name)
             delete = {
@@ -325,8 +334,11 @@ class ConfigStore:
                 "ExpressionAttributeValues": {":document": {"S": str(item["document"])}},
             }
             writes = [generation_bump(self._table, _QUOTA_SET_KEY), {"Delete": delete}]
+            pools = sorted({*self._pools_named(item), *outstanding})
+            writes, token = self._marked(writes, name, pools)
             try:
-                self._write_with_pool_bumps(writes, self._pools_named(item))
+                self._write_with_pool_bumps(writes, pools)
+                self._bumps_done(name, token)
                 return
             except ConditionFailed:
                 continue  # applied or deleted meanwhile: read it again
@@ -348,6 +360,42 @@ class ConfigStore:
             assert isinstance(quota, CapacityQuota)
             pools.update(flavor.name for flavor in quota.flavors())
         return sorted(pools)
+
+    def _outstanding(self, name: str) -> tuple[list[str], str | None]:
+        """The pools an apply or delete of quota `name` left to bump (its later transactions
+        failed), and whose they are (`_marked`)."""
+        item = self._read_one(OUTSTANDING_BUMPS_PK, name)
+        if item is None:
+            return [], None
+        return sorted(str(p) for p in item.get("pools", [])), str(item.get("token", ""))
+
+    def _marked(
+        self, writes: list[dict[str, Any]], name: str, pools: list[str]
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """`writes`, and when the bumps of `pools` do not all fit beside them, the put of the
+        pools bumped after their transaction (`OUTSTANDING_BUMPS_PK`), and its token."""
+        room = TRANSACTION_ITEMS - len(writes) - 1
+        if len(pools) <= room + 1:
+            return writes, None
+        token = uuid.uuid4().hex
+        return [*writes, outstanding_bumps_put(self._table, name, pools[room:], token)], token
+
+    def _bumps_done(self, name: str, token: str | None) -> None:
+        """Every bump of an apply or delete is written: the pools it marked outstanding are not
+        (unless another apply or delete marked its own since)."""
+        if token is None:
+            return
+        try:
+            with aws_call("DeleteItem"):
+                self._db.delete_item(
+                    TableName=self._table,
+                    Key=key(OUTSTANDING_BUMPS_PK, name),
+                    ConditionExpression="#token = :token",
+                    ExpressionAttributeNames={"#token": "token"},
+                    ExpressionAttributeValues={":token": {"S": token}},
+                )
+        except ConditionFailed:
+            pass  # another apply or delete's, which it removes when its own bumps are done
 
     def _write_with_pool_bumps(self, writes: list[dict[str, Any]], pools: list[str]) -> None:
         """`writes` in one transaction with the quota generation bumps of `pools` that fit
@@ -400,6 +448,8 @@ class ConfigStore:
                 body,
                 kept_body,
             )
+            # An earlier apply (or delete) of it whose later bumps failed: they are made now.
+            outstanding, token = self._outstanding(quota.name)
             writes: list[dict[str, Any]] = (
                 [{"Put": _while_stored_as(put, body, kept_body)}]
                 if unchanged
@@ -409,9 +459,12 @@ class ConfigStore:
                 exists = "attribute_exists(pk)"  # the class it names: not deleted meanwhile
                 check = {"Key": key("PriorityClass", named), "ConditionExpression": exists}
                 writes.append({"ConditionCheck": {**check, "TableName": self._table}})
-            pools = [] if unchanged else self._pools_named(stored, item)
+            named_now = [] if unchanged else self._pools_named(stored, item)
+            pools = sorted({*named_now, *outstanding})
+            writes, mine = self._marked(writes, quota.name, pools)
             try:
                 self._write_with_pool_bumps(writes, pools)
+                self._bumps_done(quota.name, mine or token)
                 return
             except ConditionFailed:
                 if named is not None and self._read_one("PriorityClass", named) is None:

@@ -268,19 +268,9 @@ class PoolItems:
             "ExpressionAttributeValues": values,
         }
 
-    def usage_updates(
-        self,
-        pool: str,
-        amount: Resources,
-        hold: QuotaHold,
-        limits: PoolLimits | None = None,
-    ) -> list[dict[str, Any]]:
-        """The pool's usage change (never over `limits`, when given: `within`), and the same
-        change to its quota usage when it holds one."""
-        update = self.add_update(pool, amount)
-        if limits is not None:
-            within(update, limits, amount)
-        updates = [{"Update": update}]
+    def usage_updates(self, pool: str, amount: Resources, hold: QuotaHold) -> list[dict[str, Any]]:
+        """The pool's usage change, and the same change to its quota usage when it holds one."""
+        updates = [{"Update": self.add_update(pool, amount)}]
         if hold is not None:
             updates.append({"Update": quota_usage.update(self.table, *hold, amount)})
         return updates

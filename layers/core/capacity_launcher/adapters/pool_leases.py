@@ -41,9 +41,9 @@ from capacity_launcher.adapters.pool_items import (
     settled_of,
 )
 from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.errors import ConditionFailed, LeaseReclaimed
 from capacity_launcher.domain.index_shards import read_values
-from capacity_launcher.domain.pool_usage import Lease, UnleasedFit, fit_unleased, total
+from capacity_launcher.domain.pool_usage import Lease, total
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.quota_admission import LeaseAsk
 
@@ -173,12 +173,8 @@ class PoolLeaseStore:
         pool is no longer stored (a lease then says NodePoolDeleted)."""
         return self._items.stored(pool)[1]
 
-    def settle(
-        self, pool: str, lease_id: str, members: Mapping[str, Resources], least: int = 0
-    ) -> tuple[str, ...]:
-        """Turn the lease into one member per instance launched (id -> amount), exactly once;
-        returns the instances left uncounted because the pool's limits no longer hold them (the
-        caller terminates those).
+    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
+        """Turn the lease into one member per instance launched (id -> amount), exactly once.
 
         The last transaction deletes the open lease (only if it is still open: a reclaim that
         got there first makes this one try again, as a reclaimed lease) and puts its settled
@@ -187,43 +183,29 @@ class PoolLeaseStore:
         twice. Members that exist already (counted by reconciliation after the lease was
         reclaimed, or by an earlier try that crashed between chunks) are left as they are.
 
-        A reclaimed lease (it expired under the launch, and the sync gave its room back, which
-        another request may have leased since) settles only the instances the pool's stored
-        limits hold beside its usage now (`pool_usage.fit_unleased`: none when fewer than
-        `least` of them fit), each count conditioned on the limits' headroom; the rest are
-        returned, uncounted (issue 34).
+        LeaseReclaimed when the lease is neither open nor settled and instances not yet counted
+        are left (it expired under the launch, and the sync gave its room and quota back, which
+        another request may have been admitted into since): they count only under a lease taken
+        for them again, as a new request's is, through the same admission (`take`), which the
+        caller then settles (issue 34). A reclaimed lease with nothing left to count settles to
+        its marker alone.
         """
         pending = dict(members)
-        over: tuple[str, ...] = ()
         taken = self._taken.pop((pool, lease_id), None)
         for _ in range(_SETTLE_TRIES):
             lease = taken or self.lease(pool, lease_id)
             taken = None  # a try that failed reads it again
             if lease is not None and lease.settled:
-                return over
+                return
+            if lease is None and pending:
+                raise LeaseReclaimed(pool, lease_id)
             try:
-                limits = None
-                if lease is None:
-                    limits, fit = self._fit_unleased(
-                        pool, pending, least - len(members) + len(pending)
-                    )
-                    over = fit.over
-                    pending = {i: pending[i] for i in fit.kept}
-                self._settle_once(pool, lease_id, lease, pending, len(members), limits)
-                return over
+                self._settle_once(pool, lease_id, lease, pending, len(members))
+                return
             except ConditionFailed:
                 counted = {m.instance_id for m in self._items.members(pool)}
                 pending = {i: r for i, r in members.items() if i not in counted}
         raise LeaseNotSettled(pool, lease_id)
-
-    def _fit_unleased(
-        self, pool: str, pending: Mapping[str, Resources], least: int
-    ) -> tuple[PoolLimits | None, UnleasedFit]:
-        """The pool's stored limits, and which of the instances of a reclaimed lease not yet
-        counted they hold beside the pool's usage now."""
-        limits = self.stored_limits(pool)
-        used = self._items.usage_item(pool)[0]
-        return limits, fit_unleased(limits, used, pending, least)
 
     def _settle_once(
         self,
@@ -232,11 +214,9 @@ class PoolLeaseStore:
         lease: Lease | None,
         pending: dict[str, Resources],
         launched: int,
-        limits: PoolLimits | None = None,
     ) -> None:
         """Put the members in chunks (`pending` loses each chunk written), the last with the
-        lease's settlement. A reclaimed lease gave its quota back: its instances count for the
-        pool only, each chunk's usage conditioned on `limits` when given."""
+        lease's settlement (of a reclaimed lease, with nothing left to count: its marker)."""
         ids = sorted(pending)
         size = _MEMBERS_PER_TRANSACTION
         chunks = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
@@ -244,7 +224,7 @@ class PoolLeaseStore:
         for chunk in chunks[:-1]:
             amount = total(pending[i] for i in chunk)
             puts = self._items.member_puts(pool, chunk, pending, hold, int(self._clock()))
-            usage = self._items.usage_updates(pool, amount, hold, limits)
+            usage = self._items.usage_updates(pool, amount, hold)
             self._items.transact([*puts, *usage])
             for instance_id in chunk:
                 pending.pop(instance_id)
@@ -254,7 +234,7 @@ class PoolLeaseStore:
         self._items.transact(
             [
                 *self._items.member_puts(pool, chunks[-1], pending, hold, int(self._clock())),
-                *self._items.usage_updates(pool, amount, hold, limits),
+                *self._items.usage_updates(pool, amount, hold),
                 *self._settlement(pool, lease_id, lease, launched),
             ]
         )

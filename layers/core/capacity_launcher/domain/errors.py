@@ -146,6 +146,20 @@ class NodePoolDeleted(CapacityLauncherError):
         )
 
 
+class LeaseReclaimed(CapacityLauncherError):
+    """A settle found its lease neither open nor settled: it expired under the launch and the
+    sync reclaimed it, giving back the room and the quota it held (which another request may
+    have been admitted into since). Its instances are counted only under a lease taken for them
+    again, as a new request's is (`settle.settle_lease`)."""
+
+    code = "LeaseReclaimed"
+
+    def __init__(self, pool: str, lease_id: str) -> None:
+        self.pool = pool
+        self.lease_id = lease_id
+        super().__init__(f"lease {lease_id} of node pool {pool} was reclaimed before it settled")
+
+
 class NodePoolChanged(CapacityLauncherError):
     """A lease asked with a copy of the pool, or of its NodeClass, older than the one stored:
     the request is resolved again on the stored documents before anything is leased."""

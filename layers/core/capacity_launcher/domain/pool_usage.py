@@ -147,28 +147,40 @@ def held_by(lease: Lease, sizes: Mapping[str, Resources]) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class UnleasedFit:
-    """Instances launched under a lease that was reclaimed before it settled: those the pool's
-    limits still hold room for (`kept`), and those they do not (`over`)."""
+    """Instances launched under a lease that was reclaimed before it settled: those the lease
+    taken for them again holds (`kept`), and those it does not (`over`)."""
 
     kept: tuple[str, ...]
     over: tuple[str, ...]
 
 
-def fit_unleased(
-    limits: PoolLimits | None, used: Resources, launched: Mapping[str, Resources], least: int
+def kept_under(
+    lease: Lease | None,
+    launched: Mapping[str, Resources],
+    types: Mapping[str, str],
+    least: int,
 ) -> UnleasedFit:
-    """Which of the instances `launched` (id -> what it uses) the pool's `limits` still hold
-    beside what it `used` now. Their lease expired under the launch and was reclaimed: the room
-    it held went back to the pool and another request may have leased it since, so they are
-    counted only as far as the room left goes (in the order of their ids, each while it fits);
-    none when fewer than `least` of them fit (a gang short of its minCount keeps nothing)."""
+    """Which of the instances `launched` (id -> what it uses; `types`: id -> its instance type)
+    the lease taken for them again holds. Their lease expired under the launch and was
+    reclaimed: the room and the quota it held went back, and another request may have been
+    admitted into them since, so they are leased again as a new request is (the pool's limits
+    and the requester's quota), for exactly these instances, and kept only as far as that lease
+    goes: those of the types it covers, in the order of their ids, each while the lease's count
+    and amount still hold it; none when no lease was granted, or fewer than `least` are held
+    (a gang short of its minCount keeps nothing)."""
     kept: list[str] = []
-    room = room_left(limits, used)
     taken = Resources.ZERO
-    for instance_id in sorted(launched):
-        if room(taken + launched[instance_id]):
-            kept.append(instance_id)
-            taken = taken + launched[instance_id]
+    if lease is not None:
+        covered = lease.instance_types
+        for instance_id in sorted(launched):
+            if len(kept) >= lease.count:
+                break
+            if covered is not None and types.get(instance_id) not in covered:
+                continue
+            after = taken + launched[instance_id]
+            if all(left >= 0 for left in (lease.amount - after).amounts().values()):
+                kept.append(instance_id)
+                taken = after
     if len(kept) < least:
         kept = []
     return UnleasedFit(tuple(kept), tuple(i for i in sorted(launched) if i not in kept))

@@ -27,10 +27,10 @@ from capacity_launcher.service.launch.send import Sent, absorb, mark_launching, 
 from capacity_launcher.service.launch.settle import (
     finish,
     settle_all,
-    terminate_over,
+    settle_lease,
     terminate_short,
 )
-from capacity_launcher.service.launch.words import counted, launched
+from capacity_launcher.service.launch.words import launched
 
 
 def replay(
@@ -175,24 +175,28 @@ def afresh(
     ended = [end_unsent(ctx, intent, why, known) for intent in intents]
     request = item.request
     mine = [x for i in ended for x in i.split(i.instance_ids).get(request.request_id, [])]
-    landings = _settle_there(ctx, pool, request.request_id, mine)
+    landings, over = _settle_there(ctx, pool, request, mine)
+    # What survived its settle (a lease reclaimed since may hold fewer: the rest terminated).
+    terminated = set(mine) - {x.instance_id for x in landings} if over else set()
+    mine = [i for i in mine if i not in terminated]
     there = f"; the {len(mine)} it launched there ({', '.join(mine)}) are counted there"
     note = ErrorDetail(
         code=POOL_PASSED_OVER,
         message=f"nodePool {pool}: no longer one this request may use since an earlier "
         f"delivery tried it{because}: nothing more is launched in it{there if mine else ''}",
     )
+    errors = [note, *over]
     left = request.count - len(mine)
     if left < 1:
-        done = replace(item, errors=[note])
-        record = finish(ctx, done, landings, [], RequestStatus.FULFILLED, [note], pool=pool)
+        done = replace(item, errors=errors)
+        record = finish(ctx, done, landings, [], RequestStatus.FULFILLED, errors, pool=pool)
         report.records[request.request_id] = record
         return []
     rest = request.model_copy(update={"count": left, "min_count": min(request.min_count, left)})
     attempts = max(intent.attempt for intent in intents)
     return [
         replace(
-            item, prepared=replace(item.prepared, request=rest), errors=[note], attempts=attempts
+            item, prepared=replace(item.prepared, request=rest), errors=errors, attempts=attempts
         )
     ]
 
@@ -218,13 +222,14 @@ def finish_rejected(
     ended = [end_unsent(ctx, intent, why, known) for intent in intents]
     mine = [x for i in ended for x in i.split(i.instance_ids).get(request.request_id, [])]
     if not mine:
-        _settle_there(ctx, pool, request.request_id, [])
+        _settle_there(ctx, pool, request, [])
         return None
     errors = [rejection]
     if len(mine) < request.min_count:
         errors.append(_gang_short(ctx, mine, request.min_count))
         mine = []
-    landings = _settle_there(ctx, pool, request.request_id, mine)
+    landings, over = _settle_there(ctx, pool, request, mine)
+    errors += over
     record = RequestRecord(
         request_id=request.request_id,
         node_pool=pool,
@@ -252,24 +257,23 @@ def _gang_short(ctx: Context, instance_ids: Sequence[str], min_count: int) -> Er
 
 
 def _settle_there(
-    ctx: Context, pool: str, request_id: str, instance_ids: Sequence[str]
-) -> list[InstanceLanding]:
+    ctx: Context, pool: str, request: LaunchRequest, instance_ids: Sequence[str]
+) -> tuple[list[InstanceLanding], list[ErrorDetail]]:
     """The request's lease in its intents' pool, settled to the instances they launched there
-    (members of that pool, as the sync would count them once the lease expired), or given back
-    when they launched none; returns where they landed."""
+    (members of that pool), or given back when they launched none; returns those it keeps,
+    where they landed, and the record's words for any it terminated: a lease reclaimed since
+    is taken again for them as a new request's is, at least as many as its minCount (or all of
+    them, when fewer), and what that lease does not hold is terminated (`settle_lease`)."""
     if not instance_ids:
-        ctx.ports.leases.cancel(pool, request_id)
-        return []
+        ctx.ports.leases.cancel(pool, request.request_id)
+        return [], []
     landings = ctx.ports.fleet.describe(instance_ids)
-    found = ctx.ports.leases.lease(pool, request_id)
-    if found is not None and not found.settled:
-        zones = sorted({x.zone for x in landings})
-        names = sorted({x.instance_type for x in landings})
-        types = {info.name: info for info in ctx.ports.catalog.offered(zones, names)}
-        amounts = {x.instance_id: counted(types.get(x.instance_type)) for x in landings}
-        over = ctx.ports.leases.settle(pool, request_id, amounts)
-        if over:
-            # Reclaimed under this replay, and the limits no longer hold them (`settle`).
-            terminate_over(ctx, pool, landings, over)
-            return [x for x in landings if x.instance_id not in over]
-    return landings
+    found = ctx.ports.leases.lease(pool, request.request_id)
+    if found is not None and found.settled:
+        return landings, []
+    zones = sorted({x.zone for x in landings})
+    names = sorted({x.instance_type for x in landings})
+    types = {info.name: info for info in ctx.ports.catalog.offered(zones, names)}
+    limits = ctx.ports.leases.stored_limits(pool)
+    least = min(request.min_count, len(landings))
+    return settle_lease(ctx, pool, request, landings, types, limits, least=least)

@@ -4,13 +4,22 @@ Also the other ends: a request refused in a pool, and a single-zone landing roll
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.errors import (
+    LeaseReclaimed,
+    NodePoolDeleted,
+    QuotaExceeded,
+    Transient,
+    UnreadyLimitReached,
+)
 from capacity_launcher.domain.fleet import InstanceLanding
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.offerings import RESERVED
 from capacity_launcher.domain.planning import Candidates
+from capacity_launcher.domain.pool_usage import UnleasedFit, kept_under, largest
+from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.reservations import ReservationSnapshot
 from capacity_launcher.domain.status import (
     ErrorDetail,
@@ -29,6 +38,10 @@ from capacity_launcher.service.launch.progress import (
     Progress,
     Run,
 )
+
+# Leases taken again for a reclaimed lease's instances, each reclaimed in turn before its
+# settle (it would have to outlive a whole lease period first), before the message goes back.
+_LEASED_AGAIN_TRIES = 3
 
 
 def settle_all(
@@ -75,14 +88,10 @@ def _settle(
         _missed_min_count(ctx, item, mine)
         mine = []
     types = _landed_types(ctx, candidates, mine)
-    amounts = {x.instance_id: words.counted(types.get(x.instance_type)) for x in mine}
     if item.granted:
-        over = ctx.ports.leases.settle(
-            item.pool_name, request.request_id, amounts, request.min_count
-        )
-        if over:
-            item.errors.append(terminate_over(ctx, item.pool_name, mine, over, item.settled))
-            mine = [x for x in mine if x.instance_id not in over]
+        limits = item.prepared.pool.spec.limits
+        mine, over = settle_lease(ctx, item.pool_name, request, mine, types, limits, item.settled)
+        item.errors += over
     now = ctx.clock()
     records = [
         words.instance_record(x, item.prepared, types.get(x.instance_type), now) for x in mine
@@ -127,23 +136,97 @@ def terminate_short(
     )
 
 
+def settle_lease(
+    ctx: Context,
+    pool: str,
+    request: LaunchRequest,
+    landed: Sequence[InstanceLanding],
+    types: Mapping[str, InstanceTypeInfo],
+    limits: PoolLimits | None,
+    settled: bool = False,
+    least: int | None = None,
+) -> tuple[list[InstanceLanding], list[ErrorDetail]]:
+    """The request's lease in `pool` settled to the instances `landed` (members in its place);
+    returns those it keeps, and the record's words for those it terminated.
+
+    A lease reclaimed under the launch (it expired, and the sync gave back the room and the
+    quota it held, which another request may have been admitted into since) is taken again for
+    exactly these instances, as a new request's lease is taken (`PoolLeases.take`: the pool's
+    limits and the requester's quota, each read and conditioned on as any admission is; their
+    own types' sizes; at least `least`, the request's minCount by default), and settled to
+    those it holds (`pool_usage.kept_under`); the rest are terminated (issue 34). `settled`:
+    an earlier delivery gave their reservation slots back."""
+    least = request.min_count if least is None else least
+    amounts = {x.instance_id: words.counted(types.get(x.instance_type)) for x in landed}
+    kept = list(landed)
+    errors: list[ErrorDetail] = []
+    for _ in range(_LEASED_AGAIN_TRIES):
+        try:
+            members = {x.instance_id: amounts[x.instance_id] for x in kept}
+            ctx.ports.leases.settle(pool, request.request_id, members)
+            return kept, errors
+        except LeaseReclaimed:
+            fit, refusal = _lease_again(ctx, pool, request, kept, amounts, limits, least)
+        over = [x for x in kept if x.instance_id in fit.over]
+        if over:
+            errors.append(terminate_over(ctx, pool, over, refusal, settled))
+            kept = [x for x in kept if x.instance_id not in fit.over]
+    raise Transient("SettleLease", "LeaseReclaimedAgain")
+
+
+def _lease_again(
+    ctx: Context,
+    pool: str,
+    request: LaunchRequest,
+    landed: Sequence[InstanceLanding],
+    amounts: Mapping[str, Resources],
+    limits: PoolLimits | None,
+    least: int,
+) -> tuple[UnleasedFit, str | None]:
+    """A lease taken again for the instances `landed` (their lease was reclaimed), and which of
+    them it holds; the refusal that granted none, when one did (the quota, the pool's
+    `limits.unready`, the pool deleted: it names what refused)."""
+    sizes = {x.instance_type: amounts[x.instance_id] for x in landed}
+    least = min(least, len(landed))
+    refusal: str | None = None
+    try:
+        lease = ctx.ports.leases.take(
+            pool,
+            request.request_id,
+            largest(sizes.values()),
+            len(landed),
+            max(least, 1),
+            limits,
+            request.requester,
+            sizes=sizes,
+            partial=True,
+        )
+    except (QuotaExceeded, UnreadyLimitReached, NodePoolDeleted) as refused:
+        lease, refusal = None, str(refused)
+    types = {x.instance_id: x.instance_type for x in landed}
+    mine = {x.instance_id: amounts[x.instance_id] for x in landed}
+    return kept_under(lease, mine, types, least), refusal
+
+
 def terminate_over(
     ctx: Context,
     pool: str,
-    landed: Sequence[InstanceLanding],
-    over: Collection[str],
+    terminated: Sequence[InstanceLanding],
+    refusal: str | None = None,
     settled: bool = False,
 ) -> ErrorDetail:
-    """Terminate the instances a settle left uncounted: their lease expired under the launch and
-    was reclaimed, and the pool's limits no longer hold them (another request leased the room
-    meanwhile; `pool_usage.fit_unleased`). Frees their reservation slots, unless `settled` (an
-    earlier delivery gave them back); returns the record's words for it."""
-    terminated = [x for x in landed if x.instance_id in over]
+    """Terminate the instances a reclaimed lease's settle left uncounted (`settle_lease`): the
+    lease taken for them again does not hold them (another request was admitted into the room
+    or the quota meanwhile; `refusal`: what refused it outright). Frees their reservation
+    slots, unless `settled` (an earlier delivery gave them back); returns the record's words
+    for it."""
     _terminate(ctx, terminated, [] if settled else terminated)
+    why = refusal or f"they no longer hold {len(terminated)} of them"
     return ErrorDetail(
         code=LEASE_RECLAIMED_OVER_LIMIT,
         message=f"the lease of node pool {pool} expired during the launch and was reclaimed; "
-        f"its limits no longer hold {len(terminated)} of the instances launched: terminated "
+        "the instances launched were leased again as a new request is (the pool's limits and "
+        f"the requester's quota): {why}: terminated "
         f"{', '.join(x.instance_id for x in terminated)}",
     )
 
