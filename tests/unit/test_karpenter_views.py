@@ -128,9 +128,25 @@ def test_launch_templates_carry_block_devices_and_metadata_options() -> None:
     assert data["BlockDeviceMappings"] == [
         {"DeviceName": "/dev/xvdb", "Ebs": {"Encrypted": True, "VolumeSize": 2048}}
     ]
-    assert data["MetadataOptions"] == {"HttpTokens": "optional", "HttpEndpoint": "enabled"}
+    # Instance tags stay out of the metadata service unless the class says otherwise
+    assert data["MetadataOptions"] == {
+        "HttpTokens": "optional",
+        "HttpEndpoint": "enabled",
+        "InstanceMetadataTags": "disabled",
+    }
     plain = template_data(node_class(securityGroupIds=["sg-0a1b2c3d4e5f67890"]), "ami-1", {})
-    assert plain["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled"}
+    assert plain["MetadataOptions"] == {
+        "HttpTokens": "required",
+        "HttpEndpoint": "enabled",
+        "InstanceMetadataTags": "disabled",
+    }
+    tagged = node_class(
+        securityGroupIds=["sg-0a1b2c3d4e5f67890"],
+        metadataOptions={"instanceMetadataTags": "enabled"},
+    )
+    assert (
+        template_data(tagged, "ami-1", {})["MetadataOptions"]["InstanceMetadataTags"] == "enabled"
+    )
     assert "BlockDeviceMappings" not in plain
 
 

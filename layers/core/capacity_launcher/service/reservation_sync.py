@@ -41,6 +41,7 @@ from capacity_launcher.service.ports import (
     ReservationStore,
     UnavailableCache,
 )
+from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepReport
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
@@ -70,6 +71,7 @@ class SyncReport:
     # Instances seen running with their status checks ok, in pools with limits.unready.
     ready: list[str] = field(default_factory=list)
     templates: SweepReport | None = None
+    profiles: ProfileSweepReport | None = None
 
 
 class Readiness(Protocol):
@@ -93,6 +95,7 @@ class ReservationSync:
         waits: WaitBackstop | None = None,
         readiness: Readiness | None = None,
         templates: TemplateSweep | None = None,
+        profiles: ProfileSweep | None = None,
     ) -> None:
         self._readiness = readiness
         self._config = config
@@ -106,6 +109,7 @@ class ReservationSync:
         self._quotas = quotas
         self._waits = waits
         self._templates = templates
+        self._profiles = profiles
 
     def _mark_ready(self) -> list[str]:
         """limits.unready: the members now ready in each pool that limits its unready ones."""
@@ -154,6 +158,8 @@ class ReservationSync:
             serving = {k for k, r in everything.items() if r.state in SELECTABLE_STATES}
             targets = serving | _selected_by(node_classes)[1]
             report.templates = self._templates.run([n.metadata.name for n in node_classes], targets)
+        if self._profiles is not None:
+            report.profiles = self._profiles.run(node_classes)
         logger.info(
             "reservations synced",
             extra={

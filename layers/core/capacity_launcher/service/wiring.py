@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     # start imports its own use case's, not the others'
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
+    from capacity_launcher.adapters.instance_profiles import InstanceProfiles
     from capacity_launcher.service.instance_events import InstanceEvents
     from capacity_launcher.service.launch import LaunchBatch
     from capacity_launcher.service.quota_sync import QuotaSync
@@ -193,6 +194,12 @@ class Adapters:
             expires_after_seconds=self.settings.idempotency_ttl_seconds,
         )
 
+    def instance_profiles(self) -> InstanceProfiles:
+        """The NodeClasses' roles' instance profiles, this deployment's (its state table)."""
+        from capacity_launcher.adapters.instance_profiles import InstanceProfiles
+
+        return InstanceProfiles(self.settings.state_table_name, self.clients("iam"))
+
     def launch_ports(self) -> LaunchPorts:
         # Only the launcher builds these: the sync's and instance events' cold starts skip them.
         from capacity_launcher.adapters.launch_templates import LaunchTemplates
@@ -209,7 +216,7 @@ class Adapters:
             unavailable=self.unavailable_offerings(local_copy=True),
             leases=self.pool_leases(config),
             fleet=Fleet(ec2, self.pause),
-            templates=LaunchTemplates(ec2),
+            templates=LaunchTemplates(ec2, profiles=self.instance_profiles()),
             catalog=InstanceTypeCatalog(ec2),
             subnets=Subnets(ec2),
             reservations=self.reservations(),
@@ -271,6 +278,7 @@ class Adapters:
 
     def reservation_sync(self) -> ReservationSync:
         from capacity_launcher.adapters.launch_templates import TemplateInventory
+        from capacity_launcher.service.profile_sweep import ProfileSweep
         from capacity_launcher.service.reservation_sync import ReservationSync
         from capacity_launcher.service.template_sweep import TemplateSweep
         from capacity_launcher.service.wait_backstop import WaitBackstop
@@ -293,6 +301,7 @@ class Adapters:
             waits=WaitBackstop(self.launch_records(), self.publisher().publish, self.clock),
             readiness=self.pool_readiness(),
             templates=TemplateSweep(TemplateInventory(self.clients("ec2")), self.clock),
+            profiles=ProfileSweep(self.instance_profiles()),
         )
 
     def quota_sync(self) -> QuotaSync:
