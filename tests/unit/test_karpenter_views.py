@@ -11,12 +11,13 @@ import pytest
 from moto import mock_aws
 
 from capacity_launcher.adapters.image_selection import ImageSelection, describe_request
+from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from capacity_launcher.adapters.instance_types import instance_type_info
 from capacity_launcher.adapters.launch_templates import template_data
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.errors import NodeClassRefused
+from capacity_launcher.domain.errors import InstanceProfileNotReady, NodeClassRefused
 from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.karpenter.status import (
@@ -94,6 +95,34 @@ def test_a_selector_that_resolves_to_nothing_makes_the_class_not_ready() -> None
     assert status["amis"][0]["requirements"] == [
         {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
     ]
+
+
+@mock_aws
+def test_a_role_that_does_not_exist_makes_instance_profile_ready_false_naming_spec_role() -> None:
+    iam = boto3.client("iam", region_name="us-east-1")
+    profiles = InstanceProfiles("state-table", iam, "us-east-1")
+    missing = node_class(securityGroupIds=["sg-0a1b2c3d4e5f67890"], role="KarpenterNodeRole-x")
+    with pytest.raises(InstanceProfileNotReady) as refused:
+        profiles.status(missing)
+    status = ec2nodeclass_status(
+        ResolvedNodeClass(role_profile=Resolved(error=str(refused.value))), AT
+    )
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["InstanceProfileReady"]["status"] == "False"
+    assert conditions["InstanceProfileReady"]["reason"] == "InstanceProfileNotReady"
+    message = conditions["InstanceProfileReady"]["message"]
+    assert message.startswith(
+        "spec.role: NodeClass nodes: role 'KarpenterNodeRole-x': RoleNotFound"
+    )
+    assert conditions["Ready"]["status"] == "False"
+    assert "instanceProfile" not in status
+    # Once the role exists it is ready, under the name the launcher will make the profile with
+    iam.create_role(RoleName="KarpenterNodeRole-x", AssumeRolePolicyDocument="{}")
+    name = profiles.status(missing)
+    assert name == profiles.name(missing) and name is not None
+    ready = ec2nodeclass_status(ResolvedNodeClass(role_profile=Resolved([name])), AT)
+    assert ready["instanceProfile"] == name
+    assert {c["type"]: c["status"] for c in ready["conditions"]}["InstanceProfileReady"] == "True"
 
 
 @mock_aws
