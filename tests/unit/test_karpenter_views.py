@@ -126,6 +126,21 @@ def test_a_role_that_does_not_exist_makes_instance_profile_ready_false_naming_sp
 
 
 @mock_aws
+def test_a_read_only_ensure_checks_the_role_and_makes_no_profile() -> None:
+    # A dry run (`submit --dry-run`) resolves the class as the launcher would, making nothing
+    iam = boto3.client("iam", region_name="us-east-1")
+    iam.create_role(RoleName="KarpenterNodeRole-x", AssumeRolePolicyDocument="{}")
+    roled = node_class(securityGroupIds=["sg-0a1b2c3d4e5f67890"], role="KarpenterNodeRole-x")
+    looked = InstanceProfiles("state-table", iam, "us-east-1", read_only=True)
+    assert looked.ensure(roled) == looked.name(roled)
+    assert iam.list_instance_profiles()["InstanceProfiles"] == []
+    made = InstanceProfiles("state-table", iam, "us-east-1")
+    assert made.ensure(roled) == looked.name(roled)
+    (profile,) = iam.list_instance_profiles()["InstanceProfiles"]
+    assert [r["RoleName"] for r in profile["Roles"]] == ["KarpenterNodeRole-x"]
+
+
+@mock_aws
 def test_security_groups_are_found_by_name_tags_or_id_and_refused_when_none() -> None:
     """DescribeSecurityGroups filters group-name, group-id and tag:KEY:
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSecurityGroups.html"""

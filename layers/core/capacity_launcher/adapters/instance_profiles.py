@@ -49,10 +49,19 @@ def _region() -> str:
 
 class InstanceProfiles:
     """`deployment`: what tells this deployment's profiles from another's in the account (the
-    state table's name); `region`: the Region the service launches in."""
+    state table's name); `region`: the Region the service launches in; `read_only`: `ensure`
+    only checks, as `status` does (a dry run makes nothing)."""
 
-    def __init__(self, deployment: str, iam: Any | None = None, region: str | None = None) -> None:
+    def __init__(
+        self,
+        deployment: str,
+        iam: Any | None = None,
+        region: str | None = None,
+        *,
+        read_only: bool = False,
+    ) -> None:
         self._iam = iam or client("iam")
+        self._read_only = read_only
         self._deployment = deployment
         self._region = region or _region()
         self._lock = threading.Lock()
@@ -85,6 +94,8 @@ class InstanceProfiles:
             refused = self._refused.get(name)
         if refused is not None and now - refused[0] < REFUSED_FOR_SECONDS:
             raise refused[1]
+        if self._read_only:
+            return self.status(node_class)
         try:
             self._ensure(name, node_class, role)
         except InstanceProfileNotReady as error:

@@ -194,13 +194,17 @@ class Adapters:
             expires_after_seconds=self.settings.idempotency_ttl_seconds,
         )
 
-    def instance_profiles(self) -> InstanceProfiles:
-        """The NodeClasses' roles' instance profiles, this deployment's (its state table)."""
+    def instance_profiles(self, *, read_only: bool = False) -> InstanceProfiles:
+        """The NodeClasses' roles' instance profiles, this deployment's (its state table);
+        `read_only`: checked, never made (a dry run)."""
         from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 
-        return InstanceProfiles(self.settings.state_table_name, self.clients("iam"))
+        return InstanceProfiles(
+            self.settings.state_table_name, self.clients("iam"), read_only=read_only
+        )
 
-    def launch_ports(self) -> LaunchPorts:
+    def launch_ports(self, *, read_only: bool = False) -> LaunchPorts:
+        """`read_only`: for a preview (`submit --dry-run`), whose steps make nothing in AWS."""
         # Only the launcher builds these: the sync's and instance events' cold starts skip them.
         from capacity_launcher.adapters.launch_templates import LaunchTemplates
         from capacity_launcher.adapters.subnets import Subnets
@@ -216,7 +220,7 @@ class Adapters:
             unavailable=self.unavailable_offerings(local_copy=True),
             leases=self.pool_leases(config),
             fleet=Fleet(ec2, self.pause),
-            templates=LaunchTemplates(ec2, profiles=self.instance_profiles()),
+            templates=LaunchTemplates(ec2, profiles=self.instance_profiles(read_only=read_only)),
             catalog=InstanceTypeCatalog(ec2),
             subnets=Subnets(ec2),
             reservations=self.reservations(),
