@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from capacity_launcher.adapters.config_items import StoredDocument
+from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.adapters.subnets import Subnets
@@ -74,6 +75,9 @@ def _reservations(deployment: Deployment, node_class: NodeClass) -> list[Any]:
 
 def ec2nodeclass_status_of(deployment: Deployment) -> Callable[[StoredDocument], dict[str, Any]]:
     ec2 = deployment.client("ec2")
+    profiles = InstanceProfiles(
+        deployment.settings().state_table_name, deployment.client("iam"), deployment.region
+    )
 
     def status_of(stored: StoredDocument) -> dict[str, Any]:
         node_class = stored.document
@@ -91,6 +95,11 @@ def ec2nodeclass_status_of(deployment: Deployment) -> Callable[[StoredDocument],
             reservations=_resolved(lambda: _reservations(deployment, node_class)),
             reservations_asked=bool(selection_of(node_class)),
             instance_profile=node_class.spec.instance_profile,
+            role_profile=(
+                _resolved(lambda: [profiles.status(node_class) or ""])
+                if node_class.spec.role is not None
+                else None
+            ),
         )
         return ec2nodeclass_status(resolved, datetime.now(UTC).isoformat())
 

@@ -192,7 +192,7 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
     with deployment.environment():
         adapters = wiring.Adapters(settings, deployment.client, clock=service_clock(deployment))
         context = Context(
-            adapters.launch_ports(),
+            adapters.launch_ports(read_only=True),
             clock=adapters.clock,
             max_attempts=settings.max_launch_attempts,
             sleep=adapters.pause,

@@ -41,7 +41,7 @@ from local_cloud.event_sources import (
     schedule_seconds,
 )
 from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
-from local_cloud.karpenter import alias_parameters
+from local_cloud.karpenter import alias_parameters, node_role
 from local_cloud.lambda_runtime import Invocation, LocalFunction
 from local_cloud.network import prepare_network
 from local_cloud.template import (
@@ -175,6 +175,7 @@ class LocalCloud:
             ec2 = session.client("ec2", endpoint_url=endpoint)
             prepare_network(ec2)
             alias_parameters(ec2, DEFAULT_ACCOUNT_ID, options.region)
+            node_role(session.client("iam", endpoint_url=endpoint))
         self.deployment = self._deployment(endpoint, self._wire(session, endpoint))
         for queue_source in self.queue_sources:
             queue_source.start()

@@ -1,5 +1,7 @@
 """What Karpenter's example documents (examples/karpenter/) expect in the local cloud.
 
+- The nodes' role the EC2NodeClasses name (`KarpenterNodeRole-${CLUSTER_NAME}`), as Karpenter's
+  getting-started creates it: the service makes each class an instance profile holding it.
 - Subnets and the nodes' security group tagged `karpenter.sh/discovery: capacity-launcher`
   (the examples' `${CLUSTER_NAME}`), as Karpenter's getting-started tags them.
 - The public SSM parameters the AMI aliases name (EKS optimized AMIs for
@@ -38,6 +40,22 @@ ALIASES = (
     "windows2022@latest",
     "windows2025@latest",
 )
+
+
+NODE_ROLE = f"KarpenterNodeRole-{CLUSTER_NAME}"
+_EC2_TRUST = (
+    '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+    '"Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}'
+)
+
+
+def node_role(iam: Any) -> str:
+    """The examples' node role (idempotent); its name."""
+    try:
+        iam.get_role(RoleName=NODE_ROLE)
+    except iam.exceptions.NoSuchEntityException:
+        iam.create_role(RoleName=NODE_ROLE, AssumeRolePolicyDocument=_EC2_TRUST)
+    return NODE_ROLE
 
 
 def tag_for_discovery(ec2: Any, resources: list[str]) -> None:

@@ -53,7 +53,8 @@ def test_each_karpenter_example_applies_as_written(applied: list[Path], path: Pa
     for kind, name in _names(path):
         assert f"{kind}/{name} applied (as karpenter." in result.out
     assert "  metadata.annotations: kept, not acted on" in result.out
-    assert "  spec.role: kept, not acted on" in result.out
+    # The role is acted on: the service makes the class an instance profile holding it
+    assert "spec.role: kept, not acted on" not in result.out
 
 
 def _vcpus(e2e_cloud: E2eCloud, types: set[str]) -> dict[str, int]:
@@ -167,9 +168,14 @@ def test_a_general_purpose_pool_launches_with_the_resolved_network_and_image(
         "SubnetsReady": "True",
         "SecurityGroupsReady": "True",
         "AMIsReady": "True",
+        "InstanceProfileReady": "True",
         "Ready": "True",
     }
-    assert {"metadata.annotations", "spec.role"} <= set(status["notActedOn"])
+    assert "metadata.annotations" in status["notActedOn"]
+    assert "spec.role" not in status["notActedOn"]
+    # And the instance launched with the profile the service made for the example's role
+    assert status["instanceProfile"].startswith("capacity-launcher_")
+    assert launched["IamInstanceProfile"]["Arn"].endswith("/" + status["instanceProfile"])
 
     # And the instance has a read-only NodeClaim
     claims = run_cli("get", "nodeclaims")

@@ -74,6 +74,10 @@ class FakeTemplates:
     def image_platform(self, node_class: NodeClass) -> str | None:
         return LINUX
 
+    def instance_profile(self, node_class: NodeClass) -> str | None:
+        """The class's own instanceProfile; a role's profile is the adapter's to make."""
+        return node_class.spec.instance_profile
+
     def forget(self, names: Iterable[str]) -> None:
         """A launch found these templates gone: the next `ensure` makes them again."""
         for name in names:

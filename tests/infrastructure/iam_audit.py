@@ -26,8 +26,13 @@ What is modelled, and its limits:
   Operators: String/Arn Equals, NotEquals, Like, NotLike, with ForAllValues:/ForAnyValue: and
   IfExists, as IAM evaluates them when a key is absent. Any other operator is a denial
   ("unmodelled"), so the audit cannot pass by not understanding a policy.
-- iam:PassRole: a launch template with an instance profile passes the `InstanceRoleArn`
-  parameter's role (instance profiles are not modelled).
+- iam:PassRole: a launch template with an instance profile passes the role the session saw
+  added to it (AddRoleToInstanceProfile: a NodeClass's `role`), else the `InstanceRoleArn`
+  parameter's role. AddRoleToInstanceProfile passes its role too.
+- IAM instance profiles: on `instance-profile{path}{name}`, the path the session saw the profile
+  created with (else `/`); CreateInstanceProfile with tags is also iam:TagInstanceProfile;
+  ListInstanceProfiles on `instance-profile{PathPrefix}*`; GetRole on `role/{name}`.
+- Parameters a policy names in a `!Sub` are their template defaults.
 - Permissions boundaries, SCPs, session policies and service-side checks are out of scope.
 
 The session's recorder (tests/conftest.py, `check_limits`) also holds every call, attributed or
@@ -88,6 +93,9 @@ class CallRecorder:
     calls: list[Call] = field(default_factory=list)
     resource_tags: dict[str, dict[str, str]] = field(default_factory=dict)
     launch_templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Instance profiles seen created (name -> path) and given a role (name -> role name).
+    profile_paths: dict[str, str] = field(default_factory=dict)
+    profile_roles: dict[str, str] = field(default_factory=dict)
     test: str = ""
     enabled: bool = True
     # Every call (attributed or not) held against AWS's maximums (parameter_limits.py), by the
@@ -151,6 +159,14 @@ class CallRecorder:
     def _learn(
         self, service: str, operation: str, params: Mapping[str, Any], response: Any
     ) -> None:
+        if service == "iam":
+            name = str(params.get("InstanceProfileName", ""))
+            with self._lock:
+                if operation == "CreateInstanceProfile":
+                    self.profile_paths[name] = str(params.get("Path") or "/")
+                elif operation == "AddRoleToInstanceProfile":
+                    self.profile_roles[name] = str(params["RoleName"])
+            return
         if service != "ec2":
             return
         with self._lock:
@@ -270,6 +286,8 @@ def authorizations(call: Call, recorder: CallRecorder) -> list[Authorization]:
         return [Authorization(action, ec2(f"launch-template/{name}"), context)]
     if call.service == "dynamodb":
         return _dynamodb(call, base)
+    if call.service == "iam":
+        return _iam(call, recorder, base)
     if call.service == "events" and call.operation == "PutEvents":
         return [
             Authorization(
@@ -393,12 +411,42 @@ def _launch(
             context = _with_tags(base, "RequestTag", requested[kind])
             context["ec2:CreateAction"] = (call.operation,)
             found.append(Authorization("ec2:CreateTags", ec2(f"{kind}/*"), context))
-    if data.get("IamInstanceProfile"):
+    profile = data.get("IamInstanceProfile") or {}
+    if profile:
+        role = recorder.profile_roles.get(str(profile.get("Name", "")))
+        passed = f"arn:aws:iam::{call.function.account_id}:role/{role}" if role else PASSED_ROLE
         found.append(
             Authorization(
-                "iam:PassRole", PASSED_ROLE, {**base, "iam:PassedToService": ("ec2.amazonaws.com",)}
+                "iam:PassRole", passed, {**base, "iam:PassedToService": ("ec2.amazonaws.com",)}
             )
         )
+    return found
+
+
+def _iam(
+    call: Call, recorder: CallRecorder, base: Mapping[str, tuple[str, ...]]
+) -> list[Authorization]:
+    """IAM's resources carry no Region; an instance profile's ARN holds its path."""
+    p, account = call.params, call.function.account_id
+    action = f"iam:{call.operation}"
+    if call.operation == "GetRole":
+        return [Authorization(action, f"arn:aws:iam::{account}:role/{p['RoleName']}", base)]
+    if call.operation == "ListInstanceProfiles":
+        prefix = str(p.get("PathPrefix") or "/")
+        return [Authorization(action, f"arn:aws:iam::{account}:instance-profile{prefix}*", base)]
+    name = str(p.get("InstanceProfileName", ""))
+    path = p.get("Path") or recorder.profile_paths.get(name, "/")
+    profile = f"arn:aws:iam::{account}:instance-profile{path}{name}"
+    found = [Authorization(action, profile, base)]
+    if call.operation == "CreateInstanceProfile" and p.get("Tags"):
+        tags = {t["Key"]: t.get("Value", "") for t in p["Tags"]}
+        found.append(
+            Authorization("iam:TagInstanceProfile", profile, _with_tags(base, "RequestTag", tags))
+        )
+    if call.operation == "AddRoleToInstanceProfile":
+        role = f"arn:aws:iam::{account}:role/{p['RoleName']}"
+        passed = {**base, "iam:PassedToService": ("ec2.amazonaws.com",)}
+        found.append(Authorization("iam:PassRole", role, passed))
     return found
 
 
@@ -504,6 +552,12 @@ class Policies:
 
     def __init__(self, cfn: Mapping[str, Any], sam: Mapping[str, Any]) -> None:
         self._sam = sam
+        # A parameter a policy names in a !Sub: its default (what the local cloud deploys with).
+        self._defaults = {
+            name: str(spec["Default"])
+            for name, spec in sam.get("Parameters", {}).items()
+            if isinstance(spec.get("Default"), str | int)
+        }
         self._roles = function_roles(dict(cfn))
         self._statements = statements(dict(cfn))
         self._bus_policy = [s for s in self._statements if s.owner in _bus_policies(cfn)]
@@ -512,6 +566,7 @@ class Policies:
         region, account = call.region, call.function.account_id
         refs = _refs_from_environment(self._sam, call.function)
         subs = {"AWS::Partition": "aws", "AWS::Region": region, "AWS::AccountId": account}
+        defaults = self._defaults
 
         def resolve(value: str) -> str:
             if value.startswith("Ref:"):
@@ -523,7 +578,12 @@ class Policies:
             # ${Logical} in a Sub is its Ref (a table's name), as CloudFormation resolves it.
             return re.sub(
                 r"\$\{([^}]+)\}",
-                lambda m: subs.get(m.group(1)) or refs.get(m.group(1)) or m.group(0),
+                lambda m: (
+                    subs.get(m.group(1))
+                    or refs.get(m.group(1))
+                    or defaults.get(m.group(1))
+                    or m.group(0)
+                ),
                 value,
             )
 

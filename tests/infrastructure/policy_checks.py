@@ -254,15 +254,44 @@ def _only_grant(
     return violations
 
 
+# The roles a NodeClass's `role` may name (the NodeRolePrefix parameter), and the service's own
+# instance profiles (the NodeClasses' roles' profiles live under this path only).
+NODE_ROLES = "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/${NodeRolePrefix}*"
+OWN_PROFILES = "arn:${AWS::Partition}:iam::${AWS::AccountId}:instance-profile/capacity-launcher/*"
+ANY_PROFILE = "arn:${AWS::Partition}:iam::${AWS::AccountId}:instance-profile/*"
+# IAM actions besides iam:PassRole, and the one resource each may be granted on.
+_PROFILE_ACTIONS = {
+    "iam:AddRoleToInstanceProfile": OWN_PROFILES,
+    "iam:CreateInstanceProfile": OWN_PROFILES,
+    "iam:DeleteInstanceProfile": OWN_PROFILES,
+    "iam:GetInstanceProfile": ANY_PROFILE,
+    "iam:RemoveRoleFromInstanceProfile": OWN_PROFILES,
+    "iam:TagInstanceProfile": OWN_PROFILES,
+    "iam:ListInstanceProfiles": ANY_PROFILE,
+    "iam:GetRole": NODE_ROLES,
+}
+
+
 def pass_role_violations(cfn: dict[str, Any]) -> list[str]:
-    """iam:PassRole only on the InstanceRoleArn parameter, only to EC2; no other IAM action."""
-    return _only_grant(
-        cfn,
-        "iam:PassRole",
-        f"Ref:{INSTANCE_ROLE_PARAMETER}",
-        "iam:PassedToService",
-        "ec2.amazonaws.com",
-    )
+    """iam:PassRole only on the InstanceRoleArn parameter or the roles under NodeRolePrefix,
+    only to EC2; the instance-profile actions only on the service's own path (listing on every
+    profile), GetRole only on the node roles; no other IAM action."""
+    violations: list[str] = []
+    allowed = {(f"Ref:{INSTANCE_ROLE_PARAMETER}",), (NODE_ROLES,)}
+    for s in statements(cfn):
+        if s.effect != "Allow":
+            continue
+        for action in (a for a in s.actions if a.startswith("iam:")):
+            if action == "iam:PassRole":
+                if s.resources not in allowed:
+                    violations.append(f"{s.owner}: {action} on {list(s.resources)}")
+                if s.condition_equals("iam:PassedToService") != {"ec2.amazonaws.com"}:
+                    violations.append(f"{s.owner}: {action} without iam:PassedToService")
+            elif action not in _PROFILE_ACTIONS:
+                violations.append(f"{s.owner}: {action} granted")
+            elif s.resources != (_PROFILE_ACTIONS[action],):
+                violations.append(f"{s.owner}: {action} on {list(s.resources)}")
+    return violations
 
 
 def put_events_violations(cfn: dict[str, Any]) -> list[str]:

@@ -59,8 +59,24 @@ class Accepted:
 
 
 LAUNCHER = "LauncherFunctionRole/launcher"
+SYNC = "ReservationSyncFunctionRole/reservation-sync"
 LAUNCH_ACTIONS = frozenset({"ec2:createfleet", "ec2:runinstances"})
 ACCEPTED = (
+    Accepted(
+        SYNC,
+        "PERMISSIONS_MANAGEMENT_ACTIONS",
+        frozenset({"iam:deleteinstanceprofile", "iam:removerolefrominstanceprofile"}),
+        "the sync deletes the instance profiles of deleted NodeClasses (their role removed "
+        "first), only under the service's own path (policy_checks.pass_role_violations).",
+    ),
+    Accepted(
+        SYNC,
+        "RESOURCE_MISMATCH",
+        frozenset({"iam:listinstanceprofiles", "iam:getinstanceprofile"}),
+        "parliament's database wants '*'; IAM authorizes ListInstanceProfiles on the "
+        "instance-profile resource type (the Service Authorization Reference), as Karpenter's "
+        "policy grants it: instance-profile/*.",
+    ),
     Accepted(
         LAUNCHER,
         "RESOURCE_MISMATCH",
@@ -79,9 +95,18 @@ ACCEPTED = (
     Accepted(
         LAUNCHER,
         "PERMISSIONS_MANAGEMENT_ACTIONS",
-        frozenset({"iam:passrole"}),
+        frozenset(
+            {
+                "iam:passrole",
+                "iam:addroletoinstanceprofile",
+                "iam:createinstanceprofile",
+                "iam:removerolefrominstanceprofile",
+            }
+        ),
         "launching with the NodeClass instance profile needs iam:PassRole: on the one "
-        "InstanceRoleArn, only to ec2.amazonaws.com (policy_checks.pass_role_violations).",
+        "InstanceRoleArn or the roles under NodeRolePrefix, only to ec2.amazonaws.com; a "
+        "NodeClass's role gets its instance profile made, only under the service's own path "
+        "(policy_checks.pass_role_violations).",
     ),
     Accepted(
         LAUNCHER,

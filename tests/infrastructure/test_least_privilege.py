@@ -352,6 +352,30 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
         policy_checks.pass_role_violations,
     ),
     (
+        "pass any role as a node role",
+        _set(LAUNCHER, "PassOnlyNodeRoles", "Resource", _sub("arn:aws:iam::1:role/*")),
+        policy_checks.pass_role_violations,
+    ),
+    (
+        "pass a node role to any service",
+        _drop_statement_key(LAUNCHER, "PassOnlyNodeRoles", "Condition"),
+        policy_checks.pass_role_violations,
+    ),
+    (
+        "create instance profiles anywhere",
+        _set(
+            LAUNCHER, "OwnInstanceProfiles", "Resource", _sub("arn:aws:iam::1:instance-profile/*")
+        ),
+        policy_checks.pass_role_violations,
+    ),
+    (
+        "the sync deleting any instance profile",
+        _set(
+            SYNC, "DeleteOwnInstanceProfiles", "Resource", _sub("arn:aws:iam::1:instance-profile/*")
+        ),
+        policy_checks.pass_role_violations,
+    ),
+    (
         "other IAM action",
         _add_statement(EVENTS, {"Effect": "Allow", "Action": "iam:CreateRole", "Resource": "x"}),
         policy_checks.pass_role_violations,

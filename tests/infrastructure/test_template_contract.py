@@ -40,6 +40,7 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
     assert defaults | {"AlarmTopicArn": None} == {
         "Stage": "dev",
         "InstanceRoleArn": None,
+        "NodeRolePrefix": "KarpenterNodeRole-",
         "IceTtlSeconds": 180,
         "RecordRetentionDays": 30,
         "LogLevel": "INFO",

@@ -243,3 +243,45 @@ def test_a_launch_into_a_placement_groups_reservation_is_authorized_on_the_group
     }
     assert on_group == {"ec2:CreateFleet", "ec2:RunInstances"}
     assert audit(recorder.calls, policies) == []
+
+
+def test_a_node_class_role_s_instance_profile_calls_are_allowed(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    recorder: CallRecorder,
+    policies: Policies,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a class naming a role under the default NodeRolePrefix
+    role = "KarpenterNodeRole-audit"
+    aws.client("iam").create_role(RoleName=role, AssumeRolePolicyDocument="{}")
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), pool="roled", klass="roled")
+    stored = cloud.adapters().config_store().node_class("roled")
+    document = stored.model_dump(mode="json", by_alias=True, exclude_none=True)
+    document["spec"]["role"] = role
+    cloud.apply(document)
+    # When the launcher makes its profile and launches with it, then the class is deleted and
+    # the sync, as its function, deletes the profile
+    cloud.send(launch_request("audit-role", nodePool="roled"), batch=cloud.fresh_batch())
+    record = cloud.record("audit-role")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    cloud.delete("NodePool", "roled")
+    cloud.delete("NodeClass", "roled")
+    sync = _function(cloud, "ReservationSyncFunction", monkeypatch)
+    assert not sync.invoke(_event("schedule.json")).failed
+    # Then each IAM call was made, by the function that needs it
+    seen = _seen(recorder)
+    for needed in [
+        ("LauncherFunction", "iam:GetRole"),
+        ("LauncherFunction", "iam:CreateInstanceProfile"),
+        ("LauncherFunction", "iam:TagInstanceProfile"),
+        ("LauncherFunction", "iam:AddRoleToInstanceProfile"),
+        ("LauncherFunction", "iam:PassRole"),
+        ("ReservationSyncFunction", "iam:ListInstanceProfiles"),
+        ("ReservationSyncFunction", "iam:RemoveRoleFromInstanceProfile"),
+        ("ReservationSyncFunction", "iam:DeleteInstanceProfile"),
+    ]:
+        assert needed in seen, needed
+    # And none of them would be denied on AWS
+    assert [str(d) for d in audit(recorder.calls, policies)] == []

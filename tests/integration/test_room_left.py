@@ -20,7 +20,7 @@ from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview
-from local_cloud.karpenter import alias_parameters
+from local_cloud.karpenter import alias_parameters, node_role
 from local_cloud.network import prepare_network
 from local_cloud.template import DEFAULT_ACCOUNT_ID
 from tests.support.cloud import REGION, Cloud, launch_request
@@ -37,6 +37,7 @@ def example_pool(cloud: Cloud) -> None:
     """The example applied as written, on the network and image aliases it names."""
     prepare_network(cloud.ec2)
     alias_parameters(cloud.ec2, DEFAULT_ACCOUNT_ID, REGION)
+    node_role(aws.client("iam"))
     documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
     classes = [d for d in documents if d["kind"] == "EC2NodeClass"]
     pools = [d for d in documents if d["kind"] == "NodePool"]

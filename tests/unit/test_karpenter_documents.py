@@ -345,6 +345,7 @@ def test_an_ec2nodeclass_becomes_the_hub_class() -> None:
         "HttpEndpoint": "enabled",
         "HttpProtocolIpv6": "disabled",
         "HttpPutResponseHopLimit": 2,
+        "InstanceMetadataTags": "disabled",
     }
     assert spec.capacity_reservation_selector_terms is not None
     assert set(applied.conversion.kept.not_acted_on) == {"spec.kubelet", "spec.instanceStorePolicy"}
@@ -366,6 +367,42 @@ def test_a_placement_group_selector_is_refused_naming_the_field(api_version: str
     (error,) = errors_of(ec2nodeclass(api_version, **spec))
     assert error.field == "spec.placementGroupSelector"
     assert "outside the placement group" in error.rule
+
+
+@pytest.mark.parametrize("api_version", ["karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"])
+def test_the_role_is_acted_on_the_hub_class_names_it(api_version: str) -> None:
+    # Karpenter makes the role an instance profile; so does the service (no longer kept aside)
+    document = ec2nodeclass(api_version)
+    applied = REGISTRY.read(document)
+    hub = applied.conversion.hub
+    assert isinstance(hub, NodeClass)
+    assert hub.spec.role == "KarpenterNodeRole-capacity-launcher"
+    assert hub.spec.instance_profile is None
+    assert "spec.role" not in applied.conversion.kept.not_acted_on
+    assert_round_trip(applied, document)
+
+
+def test_the_hub_class_takes_a_role_or_an_instance_profile_not_both() -> None:
+    document = {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodeClass",
+        "metadata": {"name": "nodes"},
+        "spec": {
+            "imageId": "ami-0123456789abcdef0",
+            "subnetIds": ["subnet-0123456789abcdef0"],
+            "securityGroupIds": ["sg-0123456789abcdef0"],
+            "role": "nodes/KarpenterNodeRole-a",
+            "instanceProfile": "profile",
+        },
+    }
+    with pytest.raises(ConfigValidationError) as refused:
+        REGISTRY.read(document)
+    assert "role and instanceProfile cannot both be set" in str(refused.value)
+    document["spec"]["role"] = "not a role!"
+    del document["spec"]["instanceProfile"]
+    with pytest.raises(ConfigValidationError) as refused:
+        REGISTRY.read(document)
+    assert any(e.field == "spec.role" for e in refused.value.errors), refused.value.errors
 
 
 def test_selector_terms_follow_karpenters_rules() -> None:

@@ -11,12 +11,13 @@ import pytest
 from moto import mock_aws
 
 from capacity_launcher.adapters.image_selection import ImageSelection, describe_request
+from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from capacity_launcher.adapters.instance_types import instance_type_info
 from capacity_launcher.adapters.launch_templates import template_data
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.errors import NodeClassRefused
+from capacity_launcher.domain.errors import InstanceProfileNotReady, NodeClassRefused
 from capacity_launcher.domain.image_architectures import ImageArchitecture
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.karpenter.status import (
@@ -97,6 +98,49 @@ def test_a_selector_that_resolves_to_nothing_makes_the_class_not_ready() -> None
 
 
 @mock_aws
+def test_a_role_that_does_not_exist_makes_instance_profile_ready_false_naming_spec_role() -> None:
+    iam = boto3.client("iam", region_name="us-east-1")
+    profiles = InstanceProfiles("state-table", iam, "us-east-1")
+    missing = node_class(securityGroupIds=["sg-0a1b2c3d4e5f67890"], role="KarpenterNodeRole-x")
+    with pytest.raises(InstanceProfileNotReady) as refused:
+        profiles.status(missing)
+    status = ec2nodeclass_status(
+        ResolvedNodeClass(role_profile=Resolved(error=str(refused.value))), AT
+    )
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["InstanceProfileReady"]["status"] == "False"
+    assert conditions["InstanceProfileReady"]["reason"] == "InstanceProfileNotReady"
+    message = conditions["InstanceProfileReady"]["message"]
+    assert message.startswith(
+        "spec.role: NodeClass nodes: role 'KarpenterNodeRole-x': RoleNotFound"
+    )
+    assert conditions["Ready"]["status"] == "False"
+    assert "instanceProfile" not in status
+    # Once the role exists it is ready, under the name the launcher will make the profile with
+    iam.create_role(RoleName="KarpenterNodeRole-x", AssumeRolePolicyDocument="{}")
+    name = profiles.status(missing)
+    assert name == profiles.name(missing) and name is not None
+    ready = ec2nodeclass_status(ResolvedNodeClass(role_profile=Resolved([name])), AT)
+    assert ready["instanceProfile"] == name
+    assert {c["type"]: c["status"] for c in ready["conditions"]}["InstanceProfileReady"] == "True"
+
+
+@mock_aws
+def test_a_read_only_ensure_checks_the_role_and_makes_no_profile() -> None:
+    # A dry run (`submit --dry-run`) resolves the class as the launcher would, making nothing
+    iam = boto3.client("iam", region_name="us-east-1")
+    iam.create_role(RoleName="KarpenterNodeRole-x", AssumeRolePolicyDocument="{}")
+    roled = node_class(securityGroupIds=["sg-0a1b2c3d4e5f67890"], role="KarpenterNodeRole-x")
+    looked = InstanceProfiles("state-table", iam, "us-east-1", read_only=True)
+    assert looked.ensure(roled) == looked.name(roled)
+    assert iam.list_instance_profiles()["InstanceProfiles"] == []
+    made = InstanceProfiles("state-table", iam, "us-east-1")
+    assert made.ensure(roled) == looked.name(roled)
+    (profile,) = iam.list_instance_profiles()["InstanceProfiles"]
+    assert [r["RoleName"] for r in profile["Roles"]] == ["KarpenterNodeRole-x"]
+
+
+@mock_aws
 def test_security_groups_are_found_by_name_tags_or_id_and_refused_when_none() -> None:
     """DescribeSecurityGroups filters group-name, group-id and tag:KEY:
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSecurityGroups.html"""
@@ -128,9 +172,25 @@ def test_launch_templates_carry_block_devices_and_metadata_options() -> None:
     assert data["BlockDeviceMappings"] == [
         {"DeviceName": "/dev/xvdb", "Ebs": {"Encrypted": True, "VolumeSize": 2048}}
     ]
-    assert data["MetadataOptions"] == {"HttpTokens": "optional", "HttpEndpoint": "enabled"}
+    # Instance tags stay out of the metadata service unless the class says otherwise
+    assert data["MetadataOptions"] == {
+        "HttpTokens": "optional",
+        "HttpEndpoint": "enabled",
+        "InstanceMetadataTags": "disabled",
+    }
     plain = template_data(node_class(securityGroupIds=["sg-0a1b2c3d4e5f67890"]), "ami-1", {})
-    assert plain["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled"}
+    assert plain["MetadataOptions"] == {
+        "HttpTokens": "required",
+        "HttpEndpoint": "enabled",
+        "InstanceMetadataTags": "disabled",
+    }
+    tagged = node_class(
+        securityGroupIds=["sg-0a1b2c3d4e5f67890"],
+        metadataOptions={"instanceMetadataTags": "enabled"},
+    )
+    assert (
+        template_data(tagged, "ami-1", {})["MetadataOptions"]["InstanceMetadataTags"] == "enabled"
+    )
     assert "BlockDeviceMappings" not in plain
 
 

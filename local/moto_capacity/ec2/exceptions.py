@@ -78,3 +78,15 @@ class InvalidNextToken(EC2ClientError):
 for _error in EC2ClientError.__subclasses__():
     if _error.__module__ == __name__:
         _error.__module__ = "capacity_errors"
+
+
+class InvalidIamInstanceProfile(EC2ClientError):
+    """A launch template's IamInstanceProfile names a profile IAM does not have."""
+
+    code = "InvalidParameterValue"
+
+    def __init__(self, profile: str) -> None:
+        super().__init__(
+            f"Value ({profile}) for parameter iamInstanceProfile.name is invalid. "
+            "Invalid IAM Instance Profile name"
+        )

@@ -19,10 +19,16 @@ from capacity_launcher.adapters.aws import aws_call, client, error_code, error_m
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.adapters.image_selection import ImageSelection
+from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.domain.aws_errors import is_launch_template_gone, is_refused_token
 from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused, Transient
+from capacity_launcher.domain.errors import (
+    InstanceProfileNotReady,
+    LaunchFailed,
+    NodeClassRefused,
+    Transient,
+)
 from capacity_launcher.domain.fleet import LaunchTemplate
 from capacity_launcher.domain.image_architectures import (
     STANDARD,
@@ -30,6 +36,7 @@ from capacity_launcher.domain.image_architectures import (
     ImageArchitectures,
     known,
 )
+from capacity_launcher.domain.launch_options import MetadataOptions
 from capacity_launcher.domain.platforms import reservation_platform
 from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
 from capacity_launcher.domain.tags import (
@@ -87,23 +94,21 @@ def template_data(
     market: str | None = None,
     security_group_ids: Sequence[str] | None = None,
     stack: str | None = None,
+    instance_profile: str | None = None,
 ) -> dict[str, Any]:
     """Launch template data; a spot template also tags the spot request EC2 makes for each
     instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can).
     `stack`: the deployment's name, on everything the template makes (and so in its name: two
-    deployments never share a template)."""
+    deployments never share a template). `instance_profile`: the profile made for the class's
+    role (else its instanceProfile)."""
     spec = node_class.spec
     tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class, stack).items())]
     data: dict[str, Any] = {
         "ImageId": image_id,
         "SecurityGroupIds": sorted(security_group_ids or spec.security_group_ids or ()),
         # IMDSv2 unless the NodeClass says otherwise: instances of a shared reservation must not
-        # leak credentials via SSRF.
-        "MetadataOptions": (
-            spec.metadata_options.launch_template_options()
-            if spec.metadata_options
-            else {"HttpTokens": "required", "HttpEndpoint": "enabled"}
-        ),
+        # leak credentials via SSRF; instance tags stay out of the metadata service.
+        "MetadataOptions": (spec.metadata_options or MetadataOptions()).launch_template_options(),
         "CapacityReservationSpecification": dict(reservation_spec),
         "TagSpecifications": [
             {"ResourceType": "volume", "Tags": tags},
@@ -116,8 +121,9 @@ def template_data(
     if spot:
         # The policy lets RunInstances/CreateFleet create spot requests only carrying our tag.
         data["TagSpecifications"].append({"ResourceType": "spot-instances-request", "Tags": tags})
-    if spec.instance_profile:
-        data["IamInstanceProfile"] = {"Name": spec.instance_profile}
+    profile = instance_profile or spec.instance_profile
+    if profile:
+        data["IamInstanceProfile"] = {"Name": profile}
     if spec.user_data:
         data["UserData"] = base64.b64encode(spec.user_data.encode()).decode()
     if spec.block_device_mappings:
@@ -192,11 +198,13 @@ class LaunchTemplates:
         ssm: Any | None = None,
         stack: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        profiles: InstanceProfiles | None = None,
     ) -> None:
         """`clock`: the host's (the time a template is marked used, compared with EC2's)."""
         self._ec2 = ec2 or client("ec2")
         self._stack = stack
         self._clock = clock
+        self._profiles = profiles
         self._image_parameters = ImageParameters(ssm)
         self._security_groups = SecurityGroups(self._ec2)
         self._image_selection = ImageSelection(self._ec2)
@@ -226,6 +234,7 @@ class LaunchTemplates:
             market=use.market,
             security_group_ids=self._security_groups.ids(node_class),
             stack=self._stack,
+            instance_profile=self.instance_profile(node_class),
         )
         if node_class.spec.launch_template_name:
             data = on_base(self._base(node_class), data)
@@ -242,6 +251,16 @@ class LaunchTemplates:
         with self._lock:
             self._known[name] = time.time()
         return template
+
+    def instance_profile(self, node_class: NodeClass) -> str | None:
+        """The profile the class's instances launch with, made for its role first (never a
+        launch without the identity the class names: InstanceProfileNotReady instead)."""
+        if node_class.spec.role is None:
+            return node_class.spec.instance_profile
+        if self._profiles is None:
+            name, role = node_class.metadata.name, node_class.spec.role
+            raise InstanceProfileNotReady(name, role, "NoProfiles", "this launcher makes none")
+        return self._profiles.ensure(node_class)
 
     def forget(self, names: Iterable[str]) -> None:
         """A launch found these templates gone (the sweep deleted them, or an operator): the

@@ -153,6 +153,23 @@ def error_code_of(error: BaseException) -> str:
     return type(error).__name__
 
 
+# IAM's answers about instance profiles and roles (adapters/instance_profiles.py).
+IAM_NOT_FOUND = "NoSuchEntity"
+IAM_ALREADY_EXISTS = "EntityAlreadyExists"
+# AddRoleToInstanceProfile on a profile that holds a role already (one role a profile).
+IAM_PROFILE_FULL = "LimitExceeded"
+
+
+def role_refusal(code: str) -> str | None:
+    """Why a NodeClass's role cannot be given to its instances, when the code says so for good:
+    the role does not exist, or this deployment may not read or pass it (its role grants)."""
+    if code == IAM_NOT_FOUND:
+        return "RoleNotFound"
+    if code in ACCESS_DENIED_CODES:
+        return "RoleNotAllowed"
+    return None
+
+
 def may_be_gone_instances(code: str) -> bool:
     """A TerminateInstances refusal that one vanished id among live ones would cause."""
     return code in INSTANCE_GONE_CODES

@@ -36,6 +36,7 @@ from capacity_launcher.domain.config_base import (  # noqa: F401 - re-exported
     InstanceProfileName,
     Name,
     ReservationId,
+    RoleName,
     SecurityGroupId,
     SsmParameter,
     SubnetId,
@@ -207,6 +208,9 @@ class NodeClassSpec(_Document):
         default=None, min_length=1, max_length=MAX_SELECTOR_TERMS
     )
     instance_profile: InstanceProfileName | None = None
+    # Karpenter's `role`: the service makes the class an instance profile holding this role
+    # (domain/instance_profiles.py); an alternative to instanceProfile.
+    role: RoleName | None = None
     user_data: str | None = None
     tags: dict[str, str] = Field(default={})
     capacity_reservation_spec: CapacityReservationSpec | None = None
@@ -260,6 +264,8 @@ class NodeClassSpec(_Document):
             raise ValueError(
                 "exactly one of imageId, imageSsmParameter or imageSelectorTerms must be set"
             )
+        if self.role is not None and self.instance_profile is not None:
+            raise ValueError("role and instanceProfile cannot both be set")
         if self.arm64_image_ssm_parameter is not None and self.image_ssm_parameter is None:
             raise ValueError("arm64ImageSsmParameter can only be set with imageSsmParameter")
         accelerated = self.accelerated_image_ssm_parameters

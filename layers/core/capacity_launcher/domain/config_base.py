@@ -37,6 +37,8 @@ _SSM_PARAMETER = re.compile(r"^[A-Za-z0-9_./-]{1,2048}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-z]{1,32}$")
 _SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-z]{1,32}$")
 _INSTANCE_PROFILE = re.compile(r"^[\w+=,.@-]{1,128}$")
+# A role's name (1 to 64 characters), optionally after its path or as its ARN.
+_ROLE = re.compile(r"^(arn:aws[a-z-]*:iam::[0-9]{12}:role/)?([\w+=,.@-]+/)*[\w+=,.@-]{1,64}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -95,6 +97,14 @@ InstanceProfileName = Annotated[
     str,
     _matching(
         _INSTANCE_PROFILE, "must be an instance profile name: 1 to 128 letters, digits or +=,.@_-"
+    ),
+]
+RoleName = Annotated[
+    str,
+    _matching(
+        _ROLE,
+        "must be an IAM role: its name (1 to 64 letters, digits or +=,.@_-), optionally after "
+        "its path, or its ARN",
     ),
 ]
 

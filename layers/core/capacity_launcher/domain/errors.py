@@ -209,6 +209,20 @@ class NodeClassRefused(LaunchFailed):
         super().__init__(code, f"{field}: NodeClass {node_class}: {message}")
 
 
+class InstanceProfileNotReady(CapacityLauncherError):
+    """A NodeClass's `spec.role` cannot be given to its instances: the role does not exist, or
+    the deployment may not pass it (`reason`). Its requests are Rejected: nothing launches
+    without the identity the class names."""
+
+    code = "InstanceProfileNotReady"
+
+    def __init__(self, node_class: str, role: str, reason: str, detail: str) -> None:
+        self.node_class = node_class
+        self.role = role
+        self.reason = reason
+        super().__init__(f"spec.role: NodeClass {node_class}: role {role!r}: {reason}: {detail}")
+
+
 class Transient(CapacityLauncherError):
     """A fault that retrying later clears, still there after in-process retries: hand back."""
 

@@ -167,13 +167,18 @@ class MetadataOptions(Document):
     )
     http_put_response_hop_limit: StrictInt | None = Field(default=None, ge=1, le=64)
     http_tokens: Literal["required", "optional"] | None = None
+    # Instance tags in the metadata service: disabled unless the document says so (as Karpenter
+    # sets it), never the account's default: tag keys with '/' (ours have them) fail launches
+    # where it is on.
+    instance_metadata_tags: Literal["enabled", "disabled"] | None = None
 
     def launch_template_options(self) -> dict[str, Any]:
-        """EC2's LaunchTemplateInstanceMetadataOptionsRequest; IMDSv2 (tokens required) and the
-        endpoint enabled unless the document says otherwise."""
+        """EC2's LaunchTemplateInstanceMetadataOptionsRequest; IMDSv2 (tokens required), the
+        endpoint enabled and instance tags not in metadata unless the document says otherwise."""
         options: dict[str, Any] = {
             "HttpTokens": self.http_tokens or "required",
             "HttpEndpoint": self.http_endpoint or "enabled",
+            "InstanceMetadataTags": self.instance_metadata_tags or "disabled",
         }
         if self.http_protocol_i_pv6 is not None:
             options["HttpProtocolIpv6"] = self.http_protocol_i_pv6

@@ -259,6 +259,9 @@ class Templates(Protocol):
     def image_architectures(self, node_class: NodeClass) -> ImageArchitectures | None: ...
     # A launch found these templates gone: the next `ensure` creates them again.
     def forget(self, names: Iterable[str]) -> None: ...
+    # The class's instance profile (made for its `role`); InstanceProfileNotReady when the role
+    # cannot be given to its instances.
+    def instance_profile(self, node_class: NodeClass) -> str | None: ...
 
 
 class Catalog(Protocol):

@@ -42,6 +42,7 @@ from capacity_launcher.service.ports import (
     ReservationStore,
     UnavailableCache,
 )
+from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepReport
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 from capacity_launcher.service.sync_parts import contained
@@ -75,6 +76,7 @@ class SyncReport:
     # The parts of this run that failed (service/sync_parts.py), in the order they ran; the
     # others ran all the same.
     failed: list[str] = field(default_factory=list)
+    profiles: ProfileSweepReport | None = None
 
 
 class Readiness(Protocol):
@@ -98,6 +100,7 @@ class ReservationSync:
         waits: WaitBackstop | None = None,
         readiness: Readiness | None = None,
         templates: TemplateSweep | None = None,
+        profiles: ProfileSweep | None = None,
     ) -> None:
         self._readiness = readiness
         self._config = config
@@ -111,6 +114,7 @@ class ReservationSync:
         self._quotas = quotas
         self._waits = waits
         self._templates = templates
+        self._profiles = profiles
 
     def _mark_ready(self) -> list[str]:
         """limits.unready: the members now ready in each pool that limits its unready ones."""
@@ -148,6 +152,11 @@ class ReservationSync:
                 report.templates = contained(
                     failed, "templates", lambda: self._sweep(node_classes, everything), None
                 )
+        if self._profiles is not None and listed is not None:
+            profiles, node_classes = self._profiles, listed[0]
+            report.profiles = contained(
+                failed, "profiles", lambda: profiles.run(node_classes), None
+            )
         logger.info(
             "reservations synced",
             extra={

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     # start imports its own use case's, not the others'
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
+    from capacity_launcher.adapters.instance_profiles import InstanceProfiles
     from capacity_launcher.service.instance_events import InstanceEvents
     from capacity_launcher.service.launch import LaunchBatch
     from capacity_launcher.service.quota_sync import QuotaSync
@@ -215,7 +216,17 @@ class Adapters:
             expires_after_seconds=self.settings.idempotency_ttl_seconds,
         )
 
-    def launch_ports(self) -> LaunchPorts:
+    def instance_profiles(self, *, read_only: bool = False) -> InstanceProfiles:
+        """The NodeClasses' roles' instance profiles, this deployment's (its state table);
+        `read_only`: checked, never made (a dry run)."""
+        from capacity_launcher.adapters.instance_profiles import InstanceProfiles
+
+        return InstanceProfiles(
+            self.settings.state_table_name, self.clients("iam"), read_only=read_only
+        )
+
+    def launch_ports(self, *, read_only: bool = False) -> LaunchPorts:
+        """`read_only`: for a preview (`submit --dry-run`), whose steps make nothing in AWS."""
         # Only the launcher builds these: the sync's and instance events' cold starts skip them.
         from capacity_launcher.adapters.launch_templates import LaunchTemplates
         from capacity_launcher.adapters.subnets import Subnets
@@ -231,7 +242,12 @@ class Adapters:
             unavailable=self.unavailable_offerings(local_copy=True),
             leases=self.pool_leases(config),
             fleet=Fleet(ec2, self.pause),
-            templates=LaunchTemplates(ec2, stack=self.settings.stack_name, clock=self.clock),
+            templates=LaunchTemplates(
+                ec2,
+                stack=self.settings.stack_name,
+                clock=self.clock,
+                profiles=self.instance_profiles(read_only=read_only),
+            ),
             catalog=InstanceTypeCatalog(ec2),
             subnets=Subnets(ec2),
             reservations=self.reservations(),
@@ -295,6 +311,7 @@ class Adapters:
 
     def reservation_sync(self) -> ReservationSync:
         from capacity_launcher.adapters.launch_templates import TemplateInventory
+        from capacity_launcher.service.profile_sweep import ProfileSweep
         from capacity_launcher.service.reservation_sync import ReservationSync
         from capacity_launcher.service.template_sweep import TemplateSweep
         from capacity_launcher.service.wait_backstop import WaitBackstop
@@ -319,6 +336,7 @@ class Adapters:
             templates=TemplateSweep(
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
             ),
+            profiles=ProfileSweep(self.instance_profiles()),
         )
 
     def quota_sync(self) -> QuotaSync:

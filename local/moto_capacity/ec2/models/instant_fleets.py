@@ -11,9 +11,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from moto.ec2.utils import convert_tag_spec
+from moto.ec2.utils import convert_tag_spec, filter_iam_instance_profiles
+from moto.iam.exceptions import NotFoundException
 
-from moto_capacity.ec2.exceptions import IdempotentParameterMismatch
+from moto_capacity.ec2.exceptions import IdempotentParameterMismatch, InvalidIamInstanceProfile
 
 from .allocation import CapacityLedger
 from .backend import CAPACITY_LOCK, FleetRecord, InstanceCapacity, Slot, capacity_backend
@@ -61,6 +62,8 @@ def _launch_fleet(ec2_backend: Any, params: Mapping[str, Any]) -> dict[str, Any]
     reserved_options = params.get("ReservedCapacityOptions") or {}
     targets = capacity_targets(params.get("TargetCapacitySpecification") or {}, reserved_options)
     check_one_block(candidates, targets)
+    for candidate in candidates:
+        _instance_profile(ec2_backend, candidate)  # refused before anything launches
     backend = capacity_backend(ec2_backend)
     outcomes: list[FleetOutcome] = []
     with CAPACITY_LOCK:
@@ -173,6 +176,12 @@ def _launch_candidate(
             "volume": {**template_tags.get("volume", {}), **request_tags.get("volume", {})},
         },
     )
+    profile = _instance_profile(ec2_backend, candidate)
+    if profile is not None:
+        for instance in reservation.instances:
+            ec2_backend.associate_iam_instance_profile(
+                instance_id=instance.id, iam_instance_profile_arn=profile.arn
+            )
     backend = capacity_backend(ec2_backend)
     launch_spec = (
         fleet.launch_specs[candidate.index] if candidate.index < len(fleet.launch_specs) else None
@@ -195,6 +204,26 @@ def _launch_candidate(
     if candidate.attributes.platform.startswith(WINDOWS):
         answer["Platform"] = "Windows"
     return answer
+
+
+def _instance_profile(ec2_backend: Any, candidate: FleetCandidate) -> Any:
+    """The IAM instance profile the candidate's launch template names (by Name or Arn), which
+    EC2 gives each instance it launches (DescribeInstances shows it as IamInstanceProfile);
+    InvalidParameterValue when IAM does not have it. None when the template names none.
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateIamInstanceProfileSpecificationRequest.html
+    """
+    named = candidate.data.get("IamInstanceProfile") or {}
+    if not named.get("Name") and not named.get("Arn"):
+        return None
+    try:
+        return filter_iam_instance_profiles(
+            ec2_backend.account_id,
+            partition=ec2_backend.partition,
+            iam_instance_profile_arn=named.get("Arn"),
+            iam_instance_profile_name=named.get("Name"),
+        )
+    except NotFoundException:
+        raise InvalidIamInstanceProfile(str(named.get("Name") or named.get("Arn"))) from None
 
 
 def _release_unattached(backend: Any, outcomes: list[FleetOutcome]) -> None:

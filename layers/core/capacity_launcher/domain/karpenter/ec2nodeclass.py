@@ -2,9 +2,10 @@
 
 The hub holds the subnet, security group and reservation selectors, the image (an alias becomes
 ``imageSsmParameter``, ``arm64ImageSsmParameter`` and ``acceleratedImageSsmParameters``, an
-``ssmParameter`` ``imageSsmParameter``, an ``id`` ``imageId``), the instance profile, user data,
-tags, block device mappings and metadata options. The rest (``role``, ``amiFamily``, ``kubelet``,
-``instanceStorePolicy``, network interfaces...) is kept and not acted on.
+``ssmParameter`` ``imageSsmParameter``, an ``id`` ``imageId``), the instance profile or the role
+(the service makes the role's instance profile), user data, tags, block device mappings and
+metadata options. The rest (``amiFamily``, ``kubelet``, ``instanceStorePolicy``, network
+interfaces...) is kept and not acted on.
 v1beta1 also takes seed 000's ``capacityReservationSpec`` (preference XOR target).
 """
 
@@ -64,7 +65,6 @@ MAX_TERMS = 30
 _NOT_ACTED_ON = (
     "metadata.labels",
     "metadata.annotations",
-    "spec.role",
     "spec.amiFamily",
     "spec.kubelet",
     "spec.instanceStorePolicy",
@@ -81,6 +81,7 @@ _CONVERTED = (
     "spec.securityGroupSelectorTerms",
     AMI_TERMS,
     "spec.instanceProfile",
+    "spec.role",
     "spec.userData",
     "spec.tags",
     "spec.blockDeviceMappings",
@@ -306,7 +307,14 @@ def _hub_terms(hub: NodeClass) -> dict[str, Any]:
             else [{"ssmParameter": spec.image_ssm_parameter}]
         ),
     }
-    for name in ("instanceProfile", "userData", "tags", "blockDeviceMappings", "metadataOptions"):
+    for name in (
+        "instanceProfile",
+        "role",
+        "userData",
+        "tags",
+        "blockDeviceMappings",
+        "metadataOptions",
+    ):
         if hub_written.get(name):
             found[name] = hub_written[name]
     return found

@@ -36,6 +36,9 @@ class ResolvedNodeClass:
     reservations: Resolved[ReservationSnapshot] = field(default_factory=Resolved)
     reservations_asked: bool = False
     instance_profile: str | None = None
+    # The class's `role`, checked (its profile's name, or why it cannot be given): None when it
+    # names no role (an `instanceProfile` is used as given, and shown as such).
+    role_profile: Resolved[str] | None = None
 
 
 def _condition(kind: str, resolved: Resolved[Any], what: str, at: str) -> dict[str, Any]:
@@ -75,6 +78,8 @@ def ec2nodeclass_status(resolved: ResolvedNodeClass, at: str) -> dict[str, Any]:
         conditions.append(
             _condition("CapacityReservationsReady", resolved.reservations, "reservations", at)
         )
+    if resolved.role_profile is not None:
+        conditions.append(_profile_condition(resolved.role_profile, at))
     ready = all(c["status"] == "True" for c in conditions)
     conditions.append(
         {
@@ -102,9 +107,26 @@ def ec2nodeclass_status(resolved: ResolvedNodeClass, at: str) -> dict[str, Any]:
     }
     if resolved.reservations.found:
         status["capacityReservations"] = [_reservation(r) for r in resolved.reservations.found]
-    if resolved.instance_profile:
-        status["instanceProfile"] = resolved.instance_profile
+    profile = resolved.instance_profile
+    if resolved.role_profile is not None and resolved.role_profile.found:
+        profile = resolved.role_profile.found[0]
+    if profile:
+        status["instanceProfile"] = profile
     return status
+
+
+def _profile_condition(resolved: Resolved[str], at: str) -> dict[str, Any]:
+    """InstanceProfileReady, as Karpenter shows it: the role can be given to the class's
+    instances (in the profile the service makes), or why not (the role does not exist, or the
+    deployment may not pass it)."""
+    ready = resolved.error is None and bool(resolved.found)
+    return {
+        "type": "InstanceProfileReady",
+        "status": "True" if ready else "False",
+        "reason": "InstanceProfileReady" if ready else "InstanceProfileNotReady",
+        "message": "" if ready else resolved.error or "no instance profile",
+        "lastTransitionTime": at,
+    }
 
 
 def _capacity(record: InstanceRecord) -> dict[str, str]:

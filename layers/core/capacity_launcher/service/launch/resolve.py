@@ -13,7 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
+from capacity_launcher.domain.errors import (
+    InstanceProfileNotReady,
+    LaunchFailed,
+    UnknownRequirementValues,
+)
 from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitectures
 from capacity_launcher.domain.offering_exclusions import (
     excluding_keys,
@@ -74,6 +78,12 @@ def resolve(
     ctx: Context, lead: Prepared, progress: Sequence[Progress], report: LaunchReport
 ) -> PoolView | Refusal:
     p = ctx.ports
+    try:
+        # The identity the class names first: a role that cannot be given is the document's
+        # to fix, so the request is Rejected naming spec.role, never launched without it.
+        p.templates.instance_profile(lead.node_class)
+    except InstanceProfileNotReady as refused:
+        return Refusal(ErrorDetail(code=refused.code, message=refused.message))
     try:
         subnets = p.subnets.by_zone(lead.node_class)
         platform = p.templates.image_platform(lead.node_class)

@@ -1,0 +1,151 @@
+"""A NodeClass's `role` (Karpenter's EC2NodeClass spec.role) becomes an instance profile the
+service makes, tags, reuses and deletes with the class; its instances launch with it. A role
+that does not exist Rejects the class's requests naming spec.role: nothing launches without the
+identity the class names. Instance tags stay out of the metadata service unless the class says
+otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.instance_profiles import PATH_ROOT
+from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.status import RequestStatus
+from tests.integration.test_launch_into_reservations import setup_pool
+from tests.support.cloud import (
+    Cloud,
+    capacity_type,
+    default_security_group,
+    instance_type,
+    launch_request,
+    node_pool,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "karpenter" / "v1" / "general-purpose.yaml"
+ROLE = "KarpenterNodeRole-capacity-launcher"
+
+
+def _iam(cloud: Cloud) -> Any:
+    from capacity_launcher.adapters import aws
+
+    return aws.client("iam")
+
+
+def _example_node_class(cloud: Cloud, image: str, subnets: dict[str, str]) -> Any:
+    """Karpenter's general-purpose EC2NodeClass as written (role included), on our network."""
+    (document,) = [
+        d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d and d["kind"] == "EC2NodeClass"
+    ]
+    assert document["spec"]["role"] == ROLE
+    document["spec"]["subnetSelectorTerms"] = [{"id": s} for s in sorted(subnets.values())]
+    document["spec"]["amiSelectorTerms"] = [{"id": image}]
+    document["spec"]["securityGroupSelectorTerms"] = [{"id": default_security_group(cloud.ec2)}]
+    return REGISTRY.read(document).conversion.hubs[0]
+
+
+def _instance_profiles(cloud: Cloud) -> list[dict[str, Any]]:
+    listed = _iam(cloud).list_instance_profiles(PathPrefix=PATH_ROOT)["InstanceProfiles"]
+    return [p for p in listed if p["Path"].startswith(PATH_ROOT)]
+
+
+def _launch(cloud: Cloud, request_id: str) -> Any:
+    assert cloud.send(launch_request(request_id, nodePool="general")) == []
+    return cloud.record(request_id)
+
+
+def test_the_karpenter_example_role_launches_instances_with_its_instance_profile(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the role the example names, and the example's EC2NodeClass with a pool over it
+    _iam(cloud).create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
+    node_class = _example_node_class(cloud, image, subnets)
+    cloud.apply(node_class.model_dump(mode="json", by_alias=True, exclude_none=True))
+    requirements = [capacity_type("on-demand"), instance_type("m5.large")]
+    cloud.apply(node_pool("general", "default", requirements=requirements))
+    # When two requests launch
+    first, second = _launch(cloud, "role-1"), _launch(cloud, "role-2")
+    # Then both are fulfilled, every instance with the one profile the service made for the class
+    assert first.status is RequestStatus.FULFILLED, first
+    assert second.status is RequestStatus.FULFILLED, second
+    (profile,) = _instance_profiles(cloud)
+    assert [r["RoleName"] for r in profile["Roles"]] == [ROLE]
+    assert profile["Path"].startswith(PATH_ROOT)
+    name = profile["InstanceProfileName"]
+    tags = _iam(cloud).get_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Tags"]
+    assert {"Key": "capacity-launcher:node-class", "Value": "default"} in tags
+    running = cloud.managed_instances()
+    assert len(running) == 2
+    assert {i["IamInstanceProfile"]["Arn"] for i in running} == {profile["Arn"]}
+    # And the launch template keeps instance tags out of the metadata service
+    template = _template_data(cloud)
+    assert template["IamInstanceProfile"]["Name"] == profile["InstanceProfileName"]
+    assert template["MetadataOptions"]["InstanceMetadataTags"] == "disabled"
+    # When the class is deleted (its pool first), the sync deletes its profile
+    cloud.delete("NodePool", "general")
+    cloud.delete("NodeClass", "default")
+    report = cloud.adapters().reservation_sync().run()
+    assert report.profiles is not None
+    assert report.profiles.deleted == [profile["InstanceProfileName"]]
+    assert _instance_profiles(cloud) == []
+    assert _iam(cloud).get_role(RoleName=ROLE)["Role"]["RoleName"] == ROLE  # never the role
+
+
+def _template_data(cloud: Cloud) -> dict[str, Any]:
+    ec2 = cloud.ec2
+    (template,) = ec2.describe_launch_templates(
+        Filters=[{"Name": "tag:capacity-launcher:managed", "Values": ["true"]}]
+    )["LaunchTemplates"]
+    versions = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])
+    return dict(versions["LaunchTemplateVersions"][0]["LaunchTemplateData"])
+
+
+def test_a_role_that_does_not_exist_rejects_requests_naming_spec_role(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a class naming a role IAM does not have
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    _with(cloud, "standard", role="KarpenterNodeRole-missing")
+    # When a request arrives
+    record = _launch(cloud, "no-role")
+    # Then it is Rejected naming spec.role and the role; nothing launched, no profile made
+    assert record.status is RequestStatus.REJECTED, record
+    (error,) = record.errors
+    assert error.code == "InstanceProfileNotReady"
+    assert error.message.startswith(
+        "spec.role: NodeClass standard: role 'KarpenterNodeRole-missing'"
+    )
+    assert "RoleNotFound" in error.message
+    assert cloud.managed_instances() == []
+    assert _instance_profiles(cloud) == []
+
+
+def test_an_instance_profile_is_used_as_given(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a profile the operator made, named by the class's instanceProfile
+    iam = _iam(cloud)
+    iam.create_role(RoleName="ops-node", AssumeRolePolicyDocument="{}")
+    made = iam.create_instance_profile(InstanceProfileName="ops-profile")["InstanceProfile"]
+    iam.add_role_to_instance_profile(InstanceProfileName="ops-profile", RoleName="ops-node")
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    _with(cloud, "standard", instanceProfile="ops-profile")
+    # When a request launches
+    record = _launch(cloud, "given-profile")
+    # Then its instance has that profile, and the service made none of its own
+    assert record.status is RequestStatus.FULFILLED, record
+    (instance,) = cloud.managed_instances()
+    assert instance["IamInstanceProfile"]["Arn"] == made["Arn"]
+    assert _instance_profiles(cloud) == []
+
+
+def _with(cloud: Cloud, name: str, **spec: Any) -> None:
+    """The stored NodeClass `name` applied again with `spec` added."""
+    stored = cloud.adapters().config_store().node_class(name)
+    document = stored.model_dump(mode="json", by_alias=True, exclude_none=True)
+    document["spec"].update(spec)
+    cloud.apply(parse_document(document).model_dump(mode="json", by_alias=True, exclude_none=True))
