@@ -573,6 +573,7 @@ CALLED_FOR_THE_CODE = {
     "xray:PutTelemetryRecords": "the Lambda runtime, with tracing active",
     "ec2:RunInstances": "EC2 authorizes CreateFleet's instances (type instant) as RunInstances",
     "ssm:GetParameter": "Powertools' SSMProvider, for images named by a parameter",
+    "iam:TagInstanceProfile": "IAM authorizes CreateInstanceProfile's Tags as TagInstanceProfile",
     "iam:PassRole": "EC2 checks it on CreateFleet / RunInstances for a template's instance profile",
     "tag:GetResources": "documented among ListGroupResources' minimum permissions",
     # Powertools idempotency (the launcher's request claims) reads and writes its own table.

@@ -64,6 +64,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
         {"subnetSelectorTerms": None, "subnetIds": ["subnet-0123456789abcdef0"]},
         {"securityGroupIds": None, "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},
         {"instanceProfile": "gpu-nodes"},
+        {"role": "KarpenterNodeRole-gpu"},
         {"userData": "#!/bin/sh\necho hello\n"},
         {"tags": {"team": "ml"}},
         {"capacityReservationSpec": {"capacityReservationPreference": "none"}},

@@ -21,7 +21,7 @@ from tests.unit.test_handler_imports import ENVIRONMENT
 # What the least-privilege audit reads as called that no client of ours calls: actions AWS checks
 # on our behalf, a transaction item's action, and the word "tag" read as Resource Groups' Tag.
 NOT_CALLED = {"dynamodb:ConditionCheckItem", "resource-groups:Tag"}
-ON_OUR_BEHALF = ("tag:", "iam:")
+ON_OUR_BEHALF = ("tag:", "iam:PassRole", "iam:TagInstanceProfile")
 # Called through our client by a library, not named in the layer's source.
 BY_A_LIBRARY = {"ssm:GetParameter"}  # Powertools' SSMProvider
 

@@ -45,6 +45,10 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
         "DescribeSubnets", "TerminateInstances",
     ),
     "events": ("PutEvents",),
+    "iam": (
+        "AddRoleToInstanceProfile", "CreateInstanceProfile", "DeleteInstanceProfile",
+        "GetInstanceProfile", "GetRole", "ListInstanceProfiles", "RemoveRoleFromInstanceProfile",
+    ),
     "resource-groups": ("ListGroupResources",),
     "sqs": ("ChangeMessageVisibility", "GetQueueAttributes", "SendMessage"),
     "ssm": ("GetParameter",),  # Powertools' SSMProvider, on our client
