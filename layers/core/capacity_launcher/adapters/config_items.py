@@ -1,16 +1,16 @@
-"""The config store's items, one level below it: what a stored document is (valid or not, with its
-kept fields), and the pieces of items other adapters condition on (the quotas' generation)."""
+"""The config store's items, one level below it: a stored document's kept fields, and the pieces
+of items other adapters condition on (the quotas' generation). What a stored document is (valid
+or not, with its kept fields) is the domain's (`domain/documents.py`), re-exported here."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.dynamodb import key
-from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.documents import InvalidDocument as InvalidDocument
+from capacity_launcher.domain.documents import StoredDocument as StoredDocument
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:  # the served versions are imported by the apply and read paths that use them:
@@ -25,23 +25,6 @@ QUOTA_SET_KEY = ("CapacityQuotas", "Version")
 QUOTA_POOL_PREFIX = "Pool#"
 # The NodePools' generation: every apply (of another document) and delete of a NodePool bumps it.
 POOL_SET_KEY = ("NodePools", "Version")
-
-
-@dataclass(frozen=True)
-class InvalidDocument:
-    """A stored document that does not parse any more (a model rule changed, a hand edit)."""
-
-    kind: str
-    name: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class StoredDocument:
-    """A stored hub document and what its apply kept that the hub has no place for."""
-
-    document: NodeClass | NodePool | CapacityQuota
-    kept: Kept | None
 
 
 def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
