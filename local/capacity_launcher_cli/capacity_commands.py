@@ -3,67 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
-from capacity_launcher.adapters.capacity_reservations import CapacityReservations
-from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
-from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry, UnavailableOfferings
-from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.offerings import RESERVED, offering_key
-from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
-from capacity_launcher.service import wiring
+from capacity_launcher.domain.offerings import UnavailableEntry
+from capacity_launcher.domain.reservations import ReservationSnapshot
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.output_formats import TABLES
+from capacity_launcher_cli.service import queries
 
 
 def reservation_snapshots(deployment: Deployment) -> list[ReservationSnapshot]:
-    """Reservations as EC2 reports them now (complete and live), with what the service has
-    learned of them: exhausted (snapshot or ICE cache), and groups (snapshots and the groups
-    our NodeClasses target)."""
-    reservations = CapacityReservations(
-        deployment.client("ec2"), deployment.client("resource-groups")
-    )
-    found = reservations.describe()
-    stored = {
-        s.snapshot.reservation_id: s.snapshot
-        for s in ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).list()
-    }
-    groups: dict[str, list[str]] = {rid: list(snapshot.groups) for rid, snapshot in stored.items()}
-    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
-    for node_class in store.node_classes():
-        target = selection_of(node_class).target
-        arn = target.group_arn if target else None
-        if arn:
-            for member in _members(reservations, arn):
-                groups.setdefault(member, []).append(arn)
-    cached = ice_cache(deployment).current()
-
-    def exhausted(reservation_id: str) -> bool:
-        snapshot = stored.get(reservation_id)
-        in_cache = offering_key(RESERVED, None, None, reservation_id) in cached
-        return in_cache or (snapshot is not None and snapshot.exhausted)
-
-    return [
-        dataclasses.replace(
-            r,
-            groups=tuple(sorted(set(groups.get(r.reservation_id, [])))),
-            exhausted=exhausted(r.reservation_id),
-        )
-        for r in found
-    ]
+    """Reservations as EC2 reports them now, with what the service has learned of them
+    (`Queries.reservation_snapshots`)."""
+    return queries(deployment).reservation_snapshots()
 
 
-def ice_cache(deployment: Deployment) -> UnavailableOfferings:
-    return wiring.Adapters(deployment.settings(), deployment.client).unavailable_offerings()
-
-
-def _members(reservations: CapacityReservations, group_arn: str) -> list[str]:
-    try:
-        return reservations.group_members(group_arn)
-    except CapacityLauncherError:  # a NodeClass may name a group that does not exist (yet)
-        return []
+def unavailable_offerings(deployment: Deployment) -> list[UnavailableEntry]:
+    """The ICE cache's unexpired entries."""
+    return queries(deployment).unavailable_offerings()
 
 
 def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
@@ -71,7 +29,7 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
     snapshots = named.chosen(args, reservation_snapshots(deployment), lambda r: r.reservation_id)
     invalid = named.chosen(
         args,
-        ReservationSnapshots(deployment.state_table, deployment.client("dynamodb")).invalid(),
+        queries(deployment).invalid_snapshots(),
         lambda i: i.reservation_id,
     )
     present = [*(r.reservation_id for r in snapshots), *(i.reservation_id for i in invalid)]
@@ -99,7 +57,7 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
 
 def get_unavailable_offerings(args: argparse.Namespace, deployment: Deployment) -> int:
     """The ICE cache's unexpired entries (or the ones named by offering key)."""
-    entries = named.chosen(args, list(ice_cache(deployment).current().values()), _offering)
+    entries = named.chosen(args, unavailable_offerings(deployment), _offering)
     return named.answer(
         args,
         named.missing_from(args, (e.offering for e in entries)),

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_items import InvalidDocument
-from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.api_versions import HUB_FIELDS_PATH, Applied, Kept
 from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
+from capacity_launcher.domain.documents import InvalidDocument
 from capacity_launcher.domain.documents import to_document as config_document
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
 from capacity_launcher.domain.field_errors import FieldError
-from capacity_launcher.domain.pool_status import pool_status
 from capacity_launcher.domain.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
@@ -26,14 +24,14 @@ from capacity_launcher.domain.priority_classes import (
     parse_priority_class,
     priority_table,
 )
-from capacity_launcher.domain.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.service import wiring
+from capacity_launcher.service.configuration import conflicts_among
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
-from capacity_launcher_cli.priority_commands import priority_class_store
+from capacity_launcher_cli.service import configuration, queries
 from capacity_launcher_cli.yaml_documents import (
     DuplicateKey,
     TooLarge,
@@ -187,9 +185,9 @@ def validate_steps(
             primary = index == 0
             steps.append(Step(document, applied, hub, kept if primary else None, primary))
     problems += _applied_twice(steps)
-    # Quotas applied together are checked together too (the store checks them against the rest).
-    quotas = (s.document for s in steps if isinstance(s.document, CapacityQuota))
-    problems += [str(e) for e in conflicts(quotas)]
+    # Documents applied together are checked together too (the stores check each against the
+    # rest).
+    problems += conflicts_among(s.document for s in steps)
     if problems:
         raise ApplyError(problems)
     return sorted(steps, key=_order)
@@ -216,11 +214,11 @@ def _problem(document: SourceDocument, error: FieldError) -> str:
 
 
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
-    classes = priority_class_store(deployment)
+    changes = configuration(deployment)
     try:
         documents = read_documents(args.filename)
         steps = validate_steps(
-            documents, priority_references(documents, classes.priority_classes())
+            documents, priority_references(documents, changes.stored_priority_classes())
         )
     except ApplyError as error:
         for problem in error.problems:
@@ -228,14 +226,10 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         return 1
     for warning in dict.fromkeys(w for s in steps for w in s.applied.warnings):
         print(f"warning: {warning}", file=sys.stderr)
-    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     for step in steps:
         document = step.document
         try:
-            if isinstance(document, PriorityClass):
-                classes.apply(document)
-            else:
-                store.apply(document, step.kept)
+            changes.apply(document, step.kept)
         except CapacityLauncherError as error:
             # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
             print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
@@ -261,11 +255,12 @@ def _without_name(document: Hub, error: Exception) -> str:
 
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
-    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    asked = queries(deployment)
+    store = asked.config
     classes_asked = args.resource in ("nodeclasses", "ec2nodeclasses")
     kind = "NodeClass" if classes_asked else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
-    invalid = [d for d in store.invalid() if d.kind == kind]
+    invalid = asked.invalid(kind)
     invalid_json = [
         {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
         for d in invalid
@@ -279,7 +274,7 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
             views.show(views.node_classes(classes))
             _warn_invalid(invalid)
         return 0
-    pools, statuses = pool_statuses(store, deployment)
+    pools, statuses = asked.pool_statuses()
     pools = [p for p in pools if names is None or p.name in names]
     if args.output not in TABLES:
         views.emit(
@@ -290,36 +285,6 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
         views.show(views.node_pools(pools, statuses))
         _warn_invalid(invalid)
     return 0
-
-
-def pool_statuses(
-    store: ConfigStore, deployment: Deployment
-) -> tuple[list[NodePool], dict[str, dict[str, Any]]]:
-    """The stored NodePools, and each one's status (usage against limits, conditions) by name."""
-    pools = store.node_pools()
-    status_of = pool_status_reader(store, deployment)
-    return pools, {p.name: status_of(p) for p in pools}
-
-
-def pool_status_reader(
-    store: ConfigStore, deployment: Deployment
-) -> Callable[[NodePool], dict[str, Any]]:
-    """A pool's status from its stored usage and, with `limits.unready`, its unready instances
-    counted as the lease's gate counts them (adapters/pool_readiness.py)."""
-    adapters = wiring.Adapters(deployment.settings(), deployment.client)
-    usage, readiness = adapters.pool_usage(), adapters.pool_readiness()
-    applied = {c.name for c in store.node_classes()}
-
-    def status_of(pool: NodePool) -> dict[str, Any]:
-        limits = pool.spec.limits
-        counted = (
-            readiness.count(pool.name)
-            if limits is not None and limits.unready is not None
-            else None
-        )
-        return pool_status(pool, applied, usage.usage(pool.name), counted)
-
-    return status_of
 
 
 def _warn_invalid(invalid: list[InvalidDocument]) -> None:
@@ -333,12 +298,8 @@ def _warn_invalid(invalid: list[InvalidDocument]) -> None:
 
 def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     kind = KINDS[args.kind]
-    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
-        if kind == PRIORITY_CLASS:
-            priority_class_store(deployment).delete(args.name)
-        else:
-            store.delete(kind, args.name)  # type: ignore[arg-type]
+        configuration(deployment).delete(kind, args.name)
     except NotFound:
         if args.ignore_not_found:
             return 0

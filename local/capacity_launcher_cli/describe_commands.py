@@ -11,11 +11,10 @@ from typing import Any
 from capacity_launcher.domain.documents import to_document
 from capacity_launcher.domain.errors import NotFound
 from capacity_launcher.domain.status import RequestRecord
-from capacity_launcher.service import wiring
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.describe import Rows, against, conditions, page
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of
-from capacity_launcher_cli.quota_commands import quota_statuses
+from capacity_launcher_cli.service import queries
 
 Fields = list[tuple[str, Any]]
 DESCRIBED = ("nodepools", "nodeclasses", "ec2nodeclasses", "capacityquotas", "requests")
@@ -52,15 +51,11 @@ def _instances(records: list[RequestRecord], states: dict[str, str]) -> Rows:
 
 
 def _node_pool(name: str, deployment: Deployment) -> Fields:
-    from capacity_launcher_cli.config_commands import pool_statuses
-    from capacity_launcher_cli.request_commands import instance_states
-
-    adapters = wiring.Adapters(deployment.settings(), deployment.client)
-    store = adapters.config_store()
-    pool = store.node_pool(name)
-    _, statuses = pool_statuses(store, deployment)
+    asked = queries(deployment)
+    pool = asked.config.node_pool(name)
+    _, statuses = asked.pool_statuses()
     status = statuses[name]
-    records = [r for r in adapters.launch_records().list_records() if r.node_pool == name]
+    records = [r for r in asked.records.list_records() if r.node_pool == name]
     limits = pool.spec.limits.to_document() if pool.spec.limits else {}
     return [
         *_head(to_document(pool)),
@@ -68,14 +63,13 @@ def _node_pool(name: str, deployment: Deployment) -> Fields:
         ("Conditions", conditions(status["conditions"])),
         (
             "Instances (of the newest 100 requests)",
-            _instances(records, instance_states(records, deployment)),
+            _instances(records, asked.instance_states(records)),
         ),
     ]
 
 
 def _node_class(name: str, deployment: Deployment) -> Fields:
-    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
-    stored = store.stored("NodeClass", name)
+    stored = queries(deployment).config.stored("NodeClass", name)
     status = ec2nodeclass_status_of(deployment)(stored)
     resolved = {k: v for k, v in status.items() if k != "conditions"}
     return [
@@ -99,10 +93,10 @@ def _quota_usage(status: dict[str, Any]) -> Rows:
 
 
 def _capacity_quota(name: str, deployment: Deployment) -> Fields:
-    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
-    quota = store.capacity_quota(name)
+    asked = queries(deployment)
+    quota = asked.config.capacity_quota(name)
     document = to_document(quota)
-    status = quota_statuses(deployment, store)[name]
+    status = asked.quota_status_of()[name]
     return [
         *_head(document),
         ("Observed At", status.get("observedAt")),
@@ -112,10 +106,8 @@ def _capacity_quota(name: str, deployment: Deployment) -> Fields:
 
 
 def _request(name: str, deployment: Deployment) -> Fields:
-    from capacity_launcher_cli.request_commands import instance_states
-
-    records = wiring.Adapters(deployment.settings(), deployment.client).launch_records()
-    record, intents = records.load(name)
+    asked = queries(deployment)
+    record, intents = asked.records.load(name)
     if record is None:
         raise NotFound("request", name)
     return [
@@ -127,7 +119,7 @@ def _request(name: str, deployment: Deployment) -> Fields:
         ("Received", record.received_at.isoformat()),
         ("Finished", record.finished_at.isoformat()),
         ("Waiting For", [w.capacity_reservation_id for w in record.waiting_for]),
-        ("Instances", _instances([record], instance_states([record], deployment))),
+        ("Instances", _instances([record], asked.instance_states([record]))),
         ("Errors", Rows(("CODE", "MESSAGE"), [(e.code, e.message) for e in record.errors])),
         (
             "Launch Attempts",

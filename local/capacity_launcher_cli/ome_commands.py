@@ -7,9 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from capacity_launcher.adapters.config_items import StoredDocument
-from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.config import CAPACITY_QUOTA
+from capacity_launcher.domain.documents import StoredDocument
 from capacity_launcher.domain.errors import ConfigValidationError, NotFound
 from capacity_launcher.domain.ome_reservations import (
     CAPACITY_RESERVATION,
@@ -21,8 +20,7 @@ from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli import named
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels
-from capacity_launcher_cli.priority_commands import priority_class_store
-from capacity_launcher_cli.quota_commands import quota_statuses
+from capacity_launcher_cli.service import queries
 from capacity_launcher_cli.version_commands import not_acted_on
 from capacity_launcher_cli.views import emit
 
@@ -41,7 +39,8 @@ def _applied_as(stored: StoredDocument, kind: str) -> bool:
 def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
     """Reservations of one kind (or one by name), as written, with OME's status."""
     kind = RESOURCES[args.resource]
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    asked = queries(deployment)
+    store = asked.config
     try:
         if args.name:
             found = [store.stored("CapacityQuota", args.name)]
@@ -64,8 +63,8 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
     except ConfigValidationError as error:
         print(f"error: {args.resource}: {error}", file=sys.stderr)
         return 1
-    statuses = quota_statuses(deployment, store)
-    table = priority_class_store(deployment).table()
+    statuses = asked.quota_status_of()
+    table = asked.priority_classes.table()
     items = []
     for stored in found:
         document = REGISTRY.convert(

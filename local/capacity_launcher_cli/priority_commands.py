@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from capacity_launcher.adapters.priority_class_store import PriorityClassStore
 from capacity_launcher.domain.errors import NotFound
 from capacity_launcher.domain.priority_classes import PriorityClass
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
+from capacity_launcher_cli.service import queries
 
 RESOURCES = ("priorityclasses", "priorityclass")
-
-
-def priority_class_store(deployment: Deployment) -> PriorityClassStore:
-    return PriorityClassStore(deployment.state_table, deployment.client("dynamodb"))
 
 
 def _document(priority_class: PriorityClass) -> dict[str, object]:
@@ -26,7 +22,7 @@ def _document(priority_class: PriorityClass) -> dict[str, object]:
 
 
 def get_priority_classes(args: argparse.Namespace, deployment: Deployment) -> int:
-    store = priority_class_store(deployment)
+    store = queries(deployment).priority_classes
     if args.name:
         try:
             classes = [store.priority_class(args.name)]

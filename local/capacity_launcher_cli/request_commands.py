@@ -15,12 +15,11 @@ from capacity_launcher.domain.aws_errors import is_access_denied
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
-from capacity_launcher.service import resolution, wiring
-from capacity_launcher.service.launch.progress import Context
-from capacity_launcher.service.preview import Usage, preview
+from capacity_launcher.service import resolution
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock
+from capacity_launcher_cli.service import adapters, queries
 from capacity_launcher_client.client import (
     LaunchClient,
     ProgressCallback,
@@ -141,9 +140,8 @@ def checked(request: dict[str, Any], deployment: Deployment) -> LaunchRequest:
     (the pool exists, the requirements only narrow it, its tags fit): InvalidLaunchRequest or
     RequestRejected, naming the field and the rule, before anything is sent."""
     parsed = as_request(request)
-    store = wiring.Adapters(deployment.settings(), deployment.client).config_store()
     try:
-        resolution.resolve(store, parsed, service_clock(deployment)())
+        resolution.resolve(queries(deployment).config, parsed, service_clock(deployment)())
     except ClientError as error:
         # A producer with only the producers' policy may not read NodePools: the model has
         # judged the request; its pool is left to the launcher.
@@ -187,18 +185,9 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
 def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
     """What the request would get now, and when, without sending it: exit 0 when a pool would
     try to launch it, 1 when it would be rejected or every pool would refuse it."""
-    settings = deployment.settings()
     # On a local cloud, the moment is the emulator's, as its functions see it.
     with deployment.environment():
-        adapters = wiring.Adapters(settings, deployment.client, clock=service_clock(deployment))
-        context = Context(
-            adapters.launch_ports(read_only=True),
-            clock=adapters.clock,
-            max_attempts=settings.max_launch_attempts,
-            sleep=adapters.pause,
-        )
-        usage = Usage(adapters.pool_usage(), adapters.quota_usage(), adapters.pool_readiness())
-        answer = preview(context, request, usage)
+        answer = adapters(deployment, service_clock(deployment)).dry_run()(request)
     views.print_json(answer.to_dict())
     return 0 if answer.would_launch else EXIT_FAILED
 
@@ -224,7 +213,7 @@ def status(args: argparse.Namespace, deployment: Deployment) -> int:
 
 def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
     """Every request's record (the latest 100), or the ones named by requestId."""
-    store = wiring.Adapters(deployment.settings(), deployment.client).launch_records()
+    store = queries(deployment).records
     if args.names:
         asked = {name: store.get_record(name) for name in dict.fromkeys(args.names)}
         records = [r for r in asked.values() if r is not None]
@@ -240,18 +229,14 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
 
 def instance_states(records: list[RequestRecord], deployment: Deployment) -> dict[str, str]:
     """The state of each instance the records name, by id, for those with an instance item."""
-    ids = [i.instance_id for record in records for i in record.instances]
-    kept = wiring.Adapters(deployment.settings(), deployment.client).instance_records().many(ids)
-    return {instance_id: item.state for instance_id, item in kept.items()}
+    return queries(deployment).instance_states(records)
 
 
 def get_instances(args: argparse.Namespace, deployment: Deployment) -> int:
     """Every instance the requests launched (or the ones named by id), with its state now (from
     its instance item, which instance events keep: running, stopped, terminated…; `-` when the
     service has none)."""
-    records = (
-        wiring.Adapters(deployment.settings(), deployment.client).launch_records().list_records()
-    )
+    records = queries(deployment).records.list_records()
     if args.names:
         asked = set(args.names)
         records = [

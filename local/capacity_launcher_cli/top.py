@@ -30,18 +30,15 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodePool
 from capacity_launcher.domain.documents import to_document
+from capacity_launcher.domain.offerings import UnavailableEntry
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.reservations import ReservationSnapshot
 from capacity_launcher.domain.status import RequestRecord
-from capacity_launcher.service import wiring
 from capacity_launcher_cli import views
-from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
-from capacity_launcher_cli.config_commands import pool_statuses
 from capacity_launcher_cli.deployment import Deployment
-from capacity_launcher_cli.quota_commands import quota_statuses
+from capacity_launcher_cli.service import queries
 
 # Longer than any wait for scheduled capacity (waitForCapacityUntil: at most 14 days).
 WAITS_WITHIN = timedelta(days=15)
@@ -132,29 +129,25 @@ def _oldest_age_query(cloudwatch: Any, name: str, now: datetime) -> Any:
 
 
 def gather(deployment: Deployment) -> TopView:
-    adapters = wiring.Adapters(deployment.settings(), deployment.client)
-    store = adapters.config_store()
-    pools, statuses = pool_statuses(store, deployment)
-    stored = quota_statuses(deployment, store)
+    asked = queries(deployment)
+    pools, statuses = asked.pool_statuses()
+    stored = asked.quota_status_of()
     quotas = [
         {**to_document(q), "status": stored[q.name]}
-        for q in sorted(store.capacity_quotas(), key=lambda q: q.name)
+        for q in sorted(asked.config.capacity_quotas(), key=lambda q: q.name)
     ]
     return TopView(
         observed_at=datetime.now(UTC),
         where=deployment.stack_name or f"local cloud {deployment.endpoint_url}",
         queue=_queue_depth(deployment),
-        leases=adapters.pool_leases(config=store).leases(),
+        leases=asked.open_leases(),
         # Every live wait (a wait lasts at most 14 days): one Query of the sparse index.
-        records=[
-            w.record
-            for w in adapters.launch_records().overdue_waits(datetime.now(UTC) + WAITS_WITHIN)
-        ],
+        records=asked.live_waits(WAITS_WITHIN),
         pools=pools,
         pool_statuses=statuses,
         quotas=quotas,
-        reservations=reservation_snapshots(deployment),
-        dry=list(ice_cache(deployment).current().values()),
+        reservations=asked.reservation_snapshots(),
+        dry=asked.unavailable_offerings(),
     )
 
 

@@ -12,20 +12,18 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.adapters.config_items import StoredDocument
-from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.api_versions import Kept
 from capacity_launcher.domain.config import CAPACITY_QUOTA, NODE_CLASS, NODE_POOL
+from capacity_launcher.domain.documents import StoredDocument
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
 from capacity_launcher.domain.priority_classes import PriorityTable
 from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.service import wiring
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.config_commands import ApplyError, read_documents
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of, nodepool_status_of
 from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels
-from capacity_launcher_cli.priority_commands import priority_class_store
+from capacity_launcher_cli.service import queries
 
 StatusOf = Callable[[StoredDocument], dict[str, Any]]
 
@@ -89,13 +87,14 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
     assert found is not None
     status_of = found.status(deployment) if found.status else None
     api_version = args.output_version or found.api_version
-    store: ConfigStore = wiring.Adapters(deployment.settings(), deployment.client).config_store()
+    asked = queries(deployment)
+    store = asked.config
     try:
         REGISTRY.version_for(found.hub_kind, api_version)
         if args.name:
-            stored = [store.stored(found.hub_kind, args.name)]  # type: ignore[arg-type]
+            stored = [store.stored(found.hub_kind, args.name)]
         else:
-            stored = store.stored_all(found.hub_kind)  # type: ignore[arg-type]
+            stored = store.stored_all(found.hub_kind)
     except NotFound:
         return named.report_missing(args, [args.name])
     except ConfigValidationError as error:
@@ -103,7 +102,7 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
         return 1
     selector = requirements_of(args)
     stored = [s for s in stored if matches(stored_labels(s), selector)]
-    table = priority_class_store(deployment).table() if found.hub_kind == CAPACITY_QUOTA else None
+    table = asked.priority_classes.table() if found.hub_kind == CAPACITY_QUOTA else None
     items = [as_version(s, api_version, status_of(s) if status_of else None, table) for s in stored]
     views.emit(items[0] if args.name else items, args)
     return 0

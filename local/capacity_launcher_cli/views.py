@@ -16,8 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.offerings import UnavailableEntry
 from capacity_launcher.domain.priority_classes import PriorityClass
 from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
 from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of

@@ -41,7 +41,7 @@ from capacity_launcher.domain.status import (
     format_timestamp,
 )
 from capacity_launcher_cli import views
-from capacity_launcher_cli.capacity_commands import ice_cache, reservation_snapshots
+from capacity_launcher_cli.capacity_commands import reservation_snapshots, unavailable_offerings
 from capacity_launcher_cli.config_commands import (
     priority_references,
     read_documents,
@@ -225,7 +225,7 @@ def _final_tables(out: Console, deployment: Deployment) -> None:
     out.print(views.requests(ordered))
     out.print(views.instances(ordered, instance_states(ordered, deployment)))
     out.print(views.reservations(reservation_snapshots(deployment)))
-    out.print(views.unavailable_offerings(ice_cache(deployment).current().values()))
+    out.print(views.unavailable_offerings(unavailable_offerings(deployment)))
 
 
 def _landing(instance: LaunchedInstance) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws
+from capacity_launcher.settings import Settings, get_settings
 from capacity_launcher_cli.quota_commands import get_quotas
 from local_cloud.documents import capacity_quota
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -23,6 +24,10 @@ class _Deployment:
 
     def client(self, service: str) -> Any:
         return aws.client(service)
+
+    def settings(self) -> Settings:
+        """The service's (the CLI builds its use cases from them, as it does a deployment's)."""
+        return get_settings()
 
 
 def _quota(name: str, instances: str, **spec: Any) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rich.console import Console
 
-from capacity_launcher.adapters.unavailable_offerings import UnavailableEntry
 from capacity_launcher.domain.config import NodePool
 from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.offerings import UnavailableEntry
 from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.reservations import ReservationSnapshot

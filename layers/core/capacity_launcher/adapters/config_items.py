@@ -1,16 +1,16 @@
-"""The config store's items, one level below it: what a stored document is (valid or not, with its
-kept fields), and the pieces of items other adapters condition on (the quotas' generation)."""
+"""The config store's items, one level below it: a stored document's kept fields, and the pieces
+of items other adapters condition on (the quotas' generation). What a stored document is (valid
+or not, with its kept fields) is the domain's (`domain/documents.py`), re-exported here."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.dynamodb import key, to_item
-from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.documents import InvalidDocument as InvalidDocument
+from capacity_launcher.domain.documents import StoredDocument as StoredDocument
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:  # the served versions are imported by the apply and read paths that use them:
@@ -31,23 +31,6 @@ POOL_SET_KEY = ("NodePools", "Version")
 # delete of the quota that finds the item bumps them (the document stored as applied, or gone):
 # a failure between the transactions is finished by the operator's next apply or delete.
 OUTSTANDING_BUMPS_PK = "QuotaBumps"
-
-
-@dataclass(frozen=True)
-class InvalidDocument:
-    """A stored document that does not parse any more (a model rule changed, a hand edit)."""
-
-    kind: str
-    name: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class StoredDocument:
-    """A stored hub document and what its apply kept that the hub has no place for."""
-
-    document: NodeClass | NodePool | CapacityQuota
-    kept: Kept | None
 
 
 def quota_generation_check(table: str, generation: int) -> dict[str, Any]:

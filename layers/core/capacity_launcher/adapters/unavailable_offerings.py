@@ -16,7 +16,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +28,9 @@ from capacity_launcher.adapters.dynamodb import (
 )
 from capacity_launcher.domain.errors import ConditionFailed, Transient
 from capacity_launcher.domain.offerings import Turn
+
+# Re-exported: where it was defined before the domain had it (other modules import it here).
+from capacity_launcher.domain.offerings import UnavailableEntry as UnavailableEntry
 from capacity_launcher.observability import logger
 
 # The reason a claim item carries: to any reader of the table it is a short-lived entry.
@@ -44,25 +46,6 @@ _EXPIRED = "ClaimExpired"
 def pause(seconds: float) -> None:
     """How the adapter waits on claims (the simulation replaces it to move its clock instead)."""
     time.sleep(seconds)
-
-
-@dataclass(frozen=True)
-class UnavailableEntry:
-    offering: str
-    reason: str
-    message: str
-    cached_at: str
-    expires_at: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The item as README's Contracts names its attributes (also what `get -o json` prints)."""
-        return {
-            "offering": self.offering,
-            "reason": self.reason,
-            "message": self.message,
-            "cachedAt": self.cached_at,
-            "expiresAt": self.expires_at,
-        }
 
 
 class UnavailableOfferings:

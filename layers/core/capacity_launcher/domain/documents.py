@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -25,6 +25,10 @@ from capacity_launcher.domain.config import (
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError, field_errors
 from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
+
+if TYPE_CHECKING:  # the served versions are the apply and read paths': a launcher's cold start,
+    # which reads the hub alone, does not make their classes
+    from capacity_launcher.domain.api_versions import Kept
 
 Document = NodeClass | NodePool | CapacityQuota
 _MODELS: dict[str, type[NodeClass] | type[NodePool]] = {NODE_CLASS: NodeClass, NODE_POOL: NodePool}
@@ -99,3 +103,20 @@ class Revisions:
     ) -> Revisions:
         name = node_class.metadata.name
         return cls(revision_of(pool), name, revision_of(node_class), pools_generation)
+
+
+@dataclass(frozen=True)
+class InvalidDocument:
+    """A stored document that does not parse any more (a model rule changed, a hand edit)."""
+
+    kind: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A stored hub document and what its apply kept that the hub has no place for."""
+
+    document: NodeClass | NodePool | CapacityQuota
+    kept: Kept | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 CapacityType = Literal["reserved", "on-demand", "spot"]
 RESERVED: CapacityType = "reserved"
@@ -55,3 +55,24 @@ class Turn:
     @property
     def allowed(self) -> frozenset[str]:
         return self.mine | self.free
+
+
+@dataclass(frozen=True)
+class UnavailableEntry:
+    """One entry of the shared ICE cache: an offering EC2 could not serve, until `expires_at`."""
+
+    offering: str
+    reason: str
+    message: str
+    cached_at: str
+    expires_at: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The item as README's Contracts names its attributes (also what `get -o json` prints)."""
+        return {
+            "offering": self.offering,
+            "reason": self.reason,
+            "message": self.message,
+            "cachedAt": self.cached_at,
+            "expiresAt": self.expires_at,
+        }

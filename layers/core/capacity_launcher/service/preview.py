@@ -154,6 +154,18 @@ class Preview:
         }
 
 
+@dataclass(frozen=True)
+class DryRun:
+    """`submit --dry-run` as the composition root builds it (`wiring.Adapters.dry_run`): the
+    launcher's context, read-only, and the usage the preview reads beside it."""
+
+    context: Context
+    usage: Usage
+
+    def __call__(self, request: LaunchRequest) -> Preview:
+        return preview(self.context, request, self.usage)
+
+
 def preview(ctx: Context, request: LaunchRequest, usage: Usage) -> Preview:
     """The pools the request would go to, in order, and what each would try; `usage` reads the
     pools' and quotas' usage as stored (the launcher's own port only leases)."""

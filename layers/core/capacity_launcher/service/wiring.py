@@ -44,8 +44,11 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
     from capacity_launcher.adapters.instance_profiles import InstanceProfiles
+    from capacity_launcher.service.configuration import Configuration
     from capacity_launcher.service.instance_events import InstanceEvents
     from capacity_launcher.service.launch import LaunchBatch
+    from capacity_launcher.service.preview import DryRun
+    from capacity_launcher.service.queries import Queries
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
     from capacity_launcher.service.reservation_sync import ReservationSync
@@ -380,3 +383,49 @@ class Adapters:
             now=self.clock,
             pools=self.config_store(),
         )
+
+    # -- the operators' tools: configuration, queries, the dry run ------------------------------
+
+    def configuration(self) -> Configuration:
+        """`apply` and `delete`: every document through its own store, uncached."""
+        from capacity_launcher.service.configuration import Configuration
+
+        config = self.config_store()
+        return Configuration(config, config.priority_classes())
+
+    def queries(self) -> Queries:
+        """What `get`, `describe` and `top` read, uncached: the state of this moment."""
+        from capacity_launcher.adapters.node_class_resolution import NodeClassResolution
+        from capacity_launcher.adapters.quota_statuses import QuotaStatuses
+        from capacity_launcher.service.queries import Queries
+
+        config = self.config_store()
+        return Queries(
+            config=config,
+            priority_classes=config.priority_classes(),
+            records=self.launch_records(),
+            instances=self.instance_records(),
+            pool_usage=self.pool_usage(),
+            readiness=self.pool_readiness(),
+            leases=lambda: self.pool_leases(config),
+            quota_usage=self.quota_usage(),
+            quota_statuses=QuotaStatuses(self.settings.state_table_name, self.clients("dynamodb")),
+            snapshots=self.reservation_snapshots(),
+            reservations_now=lambda: CapacityReservations(clients=self.clients),
+            unavailable=self.unavailable_offerings(),
+            resolvers=lambda: NodeClassResolution(self.clients("ec2"), self.clients("ssm")),
+            profiles=lambda: self.instance_profiles(read_only=True),
+        )
+
+    def dry_run(self) -> DryRun:
+        """`submit --dry-run`: the launcher's own steps through its ports, read-only."""
+        from capacity_launcher.service.launch.progress import Context
+        from capacity_launcher.service.preview import DryRun, Usage
+
+        context = Context(
+            self.launch_ports(read_only=True),
+            clock=self.clock,
+            max_attempts=self.settings.max_launch_attempts,
+            sleep=self.pause,
+        )
+        return DryRun(context, Usage(self.pool_usage(), self.quota_usage(), self.pool_readiness()))

@@ -1,0 +1,44 @@
+"""What a NodeClass's selectors resolve to now, and the names EC2 gives what they find (security
+groups, images): what operators read (`get ec2nodeclass`'s status), through the launcher's own
+resolvers, so the status says what a launch would use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from capacity_launcher.adapters.aws import aws_call
+from capacity_launcher.adapters.launch_templates import LaunchTemplates
+from capacity_launcher.adapters.security_groups import SecurityGroups
+from capacity_launcher.adapters.subnets import Subnets
+from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.image_architectures import ImageArchitectures
+
+
+class NodeClassResolution:
+    def __init__(self, ec2: Any, ssm: Any) -> None:
+        self._ec2 = ec2
+        self._subnets = Subnets(ec2)
+        self._groups = SecurityGroups(ec2)
+        self._templates = LaunchTemplates(ec2, ssm)
+
+    def subnets(self, node_class: NodeClass) -> dict[str, tuple[str, ...]]:
+        return self._subnets.by_zone(node_class)
+
+    def security_groups(self, node_class: NodeClass) -> tuple[str, ...]:
+        return self._groups.ids(node_class)
+
+    def images(self, node_class: NodeClass) -> ImageArchitectures | None:
+        return self._templates.image_architectures(node_class)
+
+    def security_group_names(self, ids: Sequence[str]) -> dict[str, str]:
+        """Each group's name by id (one DescribeSecurityGroups)."""
+        with aws_call("DescribeSecurityGroups"):
+            groups = self._ec2.describe_security_groups(GroupIds=list(ids))["SecurityGroups"]
+        return {g["GroupId"]: g.get("GroupName", "") for g in groups}
+
+    def image_names(self, ids: Sequence[str]) -> dict[str, str]:
+        """Each image's name by id (one DescribeImages)."""
+        with aws_call("DescribeImages"):
+            images = self._ec2.describe_images(ImageIds=list(ids))["Images"]
+        return {i["ImageId"]: i.get("Name", "") for i in images}

@@ -1,0 +1,337 @@
+"""What operators read (`get`, `describe`, `top`, the status views): the stored documents with
+their status, the capacity the service sees, requests and their instances. Read-only: nothing
+here writes, leases or launches. Built by the composition root (`wiring.Adapters.queries`); the
+CLI formats and prints what it answers.
+
+The ports below are the operators' alone (the launcher and the lifecycle never read these
+views), so they live beside their one use case rather than in ports.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from capacity_launcher.domain.capacity_wait import HeldWait
+from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.documents import InvalidDocument, StoredDocument
+from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.domain.image_architectures import ImageArchitectures
+from capacity_launcher.domain.instance_records import InstanceRecord
+from capacity_launcher.domain.karpenter.status import (
+    Resolved,
+    ResolvedNodeClass,
+    ec2nodeclass_status,
+    nodeclaim,
+    nodeclaim_name,
+)
+from capacity_launcher.domain.offerings import RESERVED, UnavailableEntry, offering_key
+from capacity_launcher.domain.pool_status import pool_status
+from capacity_launcher.domain.pool_usage import Lease
+from capacity_launcher.domain.priority_classes import PriorityClass, PriorityTable
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quota_admission import UsageKey
+from capacity_launcher.domain.quota_status import quota_status
+from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.domain.reservations import (
+    ReservationSnapshot,
+    StoredReservation,
+    selection_of,
+    term_matches,
+)
+from capacity_launcher.domain.status import RequestRecord, format_timestamp
+from capacity_launcher.service.ports import (
+    Configuration,
+    InstanceItems,
+    PoolReadinessCount,
+    PoolUsage,
+    QuotaStatusStore,
+    QuotaUsage,
+)
+
+# -- the operators' ports ---------------------------------------------------------------------
+
+
+class StoredConfiguration(Configuration, Protocol):
+    """The configuration documents as stored now, with what their applies kept and those that
+    no longer parse (adapters/config_store.py)."""
+
+    def capacity_quota(self, name: str) -> CapacityQuota: ...
+    def stored(self, kind: Any, name: str) -> StoredDocument: ...
+    def stored_all(self, kind: Any) -> list[StoredDocument]: ...
+    def invalid(self) -> list[InvalidDocument]: ...
+
+
+class PriorityClasses(Protocol):
+    def priority_classes(self) -> list[PriorityClass]: ...
+    def priority_class(self, name: str) -> PriorityClass: ...
+    def table(self) -> PriorityTable: ...
+
+
+class RequestRecords(Protocol):
+    def load(self, request_id: str) -> tuple[RequestRecord | None, list[Any]]: ...
+    def get_record(self, request_id: str) -> RequestRecord | None: ...
+    def list_records(self, limit: int = 100) -> list[RequestRecord]: ...
+    def overdue_waits(self, deadline_before: datetime) -> list[HeldWait]: ...
+
+
+class OpenLeases(Protocol):
+    def leases(self) -> list[Lease]: ...
+
+
+class Snapshots(Protocol):
+    def list(self) -> list[StoredReservation]: ...
+    def invalid(self) -> Sequence[Any]: ...
+
+
+class ReservationCatalog(Protocol):
+    def describe(self) -> list[ReservationSnapshot]: ...
+    def group_members(self, group_arn: str) -> list[str]: ...
+
+
+class UnavailableEntries(Protocol):
+    def current(self) -> Mapping[str, UnavailableEntry]: ...
+
+
+class NodeClassResolvers(Protocol):
+    """What a NodeClass's selectors resolve to now, and the names EC2 gives what they find."""
+
+    def subnets(self, node_class: NodeClass) -> dict[str, tuple[str, ...]]: ...
+    def security_groups(self, node_class: NodeClass) -> tuple[str, ...]: ...
+    def images(self, node_class: NodeClass) -> ImageArchitectures | None: ...
+    def security_group_names(self, ids: Sequence[str]) -> dict[str, str]: ...
+    def image_names(self, ids: Sequence[str]) -> dict[str, str]: ...
+
+
+class RoleProfiles(Protocol):
+    """A NodeClass's role's instance profile, read only: its name, or InstanceProfileNotReady."""
+
+    def status(self, node_class: NodeClass) -> str | None: ...
+
+
+# -- the use case --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Queries:
+    """The operators' read-only views, each from what the service stores and what AWS reports
+    now. `resolvers`: a NodeClass's selectors (built on first use: only `get ec2nodeclass` and
+    `describe nodeclass` resolve them)."""
+
+    config: StoredConfiguration
+    priority_classes: PriorityClasses
+    records: RequestRecords
+    instances: InstanceItems
+    pool_usage: PoolUsage
+    readiness: PoolReadinessCount
+    leases: Callable[[], OpenLeases]
+    quota_usage: QuotaUsage
+    quota_statuses: QuotaStatusStore
+    snapshots: Snapshots
+    reservations_now: Callable[[], ReservationCatalog]
+    unavailable: UnavailableEntries
+    resolvers: Callable[[], NodeClassResolvers]
+    profiles: Callable[[], RoleProfiles]
+
+    # -- configuration ----------------------------------------------------------------------
+
+    def invalid(self, kind: str) -> list[InvalidDocument]:
+        """The stored documents of `kind` that no longer parse, read now."""
+        return [d for d in self.config.invalid() if d.kind == kind]
+
+    def pool_status_reader(self) -> Callable[[NodePool], dict[str, Any]]:
+        """A pool's status from its stored usage and, with `limits.unready`, its unready
+        instances counted as the lease's gate counts them (adapters/pool_readiness.py)."""
+        applied = {c.name for c in self.config.node_classes()}
+
+        def status_of(pool: NodePool) -> dict[str, Any]:
+            limits = pool.spec.limits
+            counted = (
+                self.readiness.count(pool.name)
+                if limits is not None and limits.unready is not None
+                else None
+            )
+            return pool_status(pool, applied, self.pool_usage.usage(pool.name), counted)
+
+        return status_of
+
+    def pool_statuses(self) -> tuple[list[NodePool], dict[str, dict[str, Any]]]:
+        """The stored NodePools, and each one's status (usage against limits, conditions)."""
+        pools = self.config.node_pools()
+        status_of = self.pool_status_reader()
+        return pools, {p.name: status_of(p) for p in pools}
+
+    def quota_usage_of(self, quotas: Sequence[CapacityQuota]) -> dict[UsageKey, Resources]:
+        """What each requester uses in each pool, from the quota usage items (one GetItem
+        each)."""
+        usage: dict[UsageKey, Resources] = {}
+        items = sorted({(q.usage_item(f.name), f.name) for q in quotas for f in q.flavors()})
+        for pk, pool in items:
+            for where, amount in self.quota_usage.quota_usage(pk, pool).items():
+                usage[where] = usage.get(where, Resources.ZERO) + amount
+        return usage
+
+    def quota_status_of(self) -> dict[str, dict[str, Any]]:
+        """Each stored quota's status: as the sync last stored it, or computed now from the
+        same usage items if it has not seen the quota yet (applied within the last minute)."""
+        quotas = self.config.capacity_quotas()
+        stored = self.quota_statuses.read()
+        unseen = [q for q in quotas if q.name not in stored]
+        if unseen:
+            pools = {p.name for p in self.config.node_pools()}
+            usage = self.quota_usage_of(quotas)
+            now = format_timestamp(datetime.now(UTC))
+            for quota in unseen:
+                stored[quota.name] = {
+                    **quota_status(quota, quotas, usage, pools),
+                    "observedAt": now,
+                }
+        return stored
+
+    # -- capacity -----------------------------------------------------------------------------
+
+    def reservation_snapshots(self) -> list[ReservationSnapshot]:
+        """Reservations as EC2 reports them now (complete and live), with what the service has
+        learned of them: exhausted (snapshot or ICE cache), and groups (snapshots and the groups
+        our NodeClasses target)."""
+        reservations = self.reservations_now()
+        found = reservations.describe()
+        stored = {s.snapshot.reservation_id: s.snapshot for s in self.snapshots.list()}
+        groups = {rid: list(snapshot.groups) for rid, snapshot in stored.items()}
+        for node_class in self.config.node_classes():
+            target = selection_of(node_class).target
+            arn = target.group_arn if target else None
+            if arn:
+                for member in _members(reservations, arn):
+                    groups.setdefault(member, []).append(arn)
+        cached = self.unavailable.current()
+
+        def exhausted(reservation_id: str) -> bool:
+            snapshot = stored.get(reservation_id)
+            in_cache = offering_key(RESERVED, None, None, reservation_id) in cached
+            return in_cache or (snapshot is not None and snapshot.exhausted)
+
+        return [
+            dataclasses.replace(
+                r,
+                groups=tuple(sorted(set(groups.get(r.reservation_id, [])))),
+                exhausted=exhausted(r.reservation_id),
+            )
+            for r in found
+        ]
+
+    def invalid_snapshots(self) -> list[Any]:
+        """The stored reservation snapshots that no longer parse (the next sync replaces
+        them)."""
+        return list(self.snapshots.invalid())
+
+    def unavailable_offerings(self) -> list[UnavailableEntry]:
+        """The ICE cache's unexpired entries."""
+        return list(self.unavailable.current().values())
+
+    def open_leases(self) -> list[Lease]:
+        """Every unsettled lease."""
+        return self.leases().leases()
+
+    # -- requests and instances -----------------------------------------------------------------
+
+    def live_waits(self, within: Any) -> list[RequestRecord]:
+        """The records of every live wait (one Query of the sparse index): a wait lasts at
+        most `within`."""
+        return [w.record for w in self.records.overdue_waits(datetime.now(UTC) + within)]
+
+    def instance_states(self, records: Sequence[RequestRecord]) -> dict[str, str]:
+        """The state of each instance the records name, by id, for those with an instance
+        item."""
+        ids = [i.instance_id for record in records for i in record.instances]
+        return {i: item.state for i, item in self.instances.many(ids).items()}
+
+    def nodeclaims(self) -> dict[str, dict[str, Any]]:
+        """One NodeClaim per instance the service launched (its instance item), by name, oldest
+        first."""
+        records = self.records.list_records()
+        ids = [i.instance_id for record in records for i in record.instances]
+        items: Mapping[str, InstanceRecord] = self.instances.many(ids)
+        pools = {p.name: p for p in self.config.node_pools()}
+        return {
+            nodeclaim_name(item): nodeclaim(item, pools.get(item.node_pool or ""))
+            for item in sorted(items.values(), key=lambda i: i.launched_at or "")
+        }
+
+    # -- a NodeClass's status (what Karpenter shows) ---------------------------------------------
+
+    def node_class_status_reader(self) -> Callable[[StoredDocument], dict[str, Any]]:
+        """A stored NodeClass's status as Karpenter shows it: what its selectors resolve to
+        now, each with a condition."""
+        resolvers, profiles = self.resolvers(), self.profiles()
+
+        def status_of(stored: StoredDocument) -> dict[str, Any]:
+            node_class = stored.document
+            assert isinstance(node_class, NodeClass)
+            resolved = ResolvedNodeClass(
+                subnets=_resolved(
+                    lambda: [
+                        (subnet, zone)
+                        for zone, ids in resolvers.subnets(node_class).items()
+                        for subnet in ids
+                    ]
+                ),
+                security_groups=_resolved(lambda: _security_groups(resolvers, node_class)),
+                images=_resolved(lambda: _images(resolvers, node_class)),
+                reservations=_resolved(lambda: self._reservations_of(node_class)),
+                reservations_asked=bool(selection_of(node_class)),
+                instance_profile=node_class.spec.instance_profile,
+                role_profile=(
+                    _resolved(lambda: [profiles.status(node_class) or ""])
+                    if node_class.spec.role is not None
+                    else None
+                ),
+            )
+            return ec2nodeclass_status(resolved, datetime.now(UTC).isoformat())
+
+        return status_of
+
+    def _reservations_of(self, node_class: NodeClass) -> list[ReservationSnapshot]:
+        selection = selection_of(node_class)
+        found = []
+        for snapshot in self.reservation_snapshots():
+            target = selection.target
+            if target is not None and target.reservation_id:
+                chosen = snapshot.reservation_id == target.reservation_id
+            elif target is not None:
+                chosen = target.name in snapshot.groups
+            else:
+                chosen = any(term_matches(term, snapshot) for term in selection.terms)
+            if chosen:
+                found.append(snapshot)
+        return found
+
+
+def _members(reservations: ReservationCatalog, group_arn: str) -> list[str]:
+    try:
+        return reservations.group_members(group_arn)
+    except CapacityLauncherError:  # a NodeClass may name a group that does not exist (yet)
+        return []
+
+
+def _resolved[Found](resolve: Callable[[], list[Found]]) -> Resolved[Found]:
+    try:
+        return Resolved(resolve())
+    except CapacityLauncherError as error:
+        return Resolved(error=str(error))
+
+
+def _security_groups(resolvers: NodeClassResolvers, node_class: NodeClass) -> list[Any]:
+    ids = list(resolvers.security_groups(node_class))
+    names = resolvers.security_group_names(ids)
+    return [(i, names.get(i, "")) for i in ids]
+
+
+def _images(resolvers: NodeClassResolvers, node_class: NodeClass) -> list[Any]:
+    images = resolvers.images(node_class)
+    if images is None:
+        return []
+    names = resolvers.image_names([image.image_id for image in images.images])
+    return [(image, names.get(image.image_id, "")) for image in images.images]
