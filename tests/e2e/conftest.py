@@ -24,6 +24,7 @@ from local_cloud import function_output
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.status_events import capture_status_events
 from tests.support.event_registry import check_registered
+from tests.support.retries import retries_without_sleeping
 
 REPO = Path(__file__).resolve().parents[2]
 # Failed messages come back after 2 s instead of the template's 720 s.
@@ -189,6 +190,8 @@ def _capture_status_events(deployment: Deployment) -> StatusEvents:
 
 @pytest.fixture
 def faults() -> Iterator[Any]:
-    """moto_capacity's controls, cleared after the test."""
-    yield moto_capacity
+    """moto_capacity's controls, cleared after the test; while it runs, botocore retries each
+    faulted call as configured without sleeping its back-off (tests/support/retries.py)."""
+    with retries_without_sleeping():
+        yield moto_capacity
     moto_capacity.reset()

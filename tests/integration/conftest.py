@@ -1,4 +1,6 @@
-"""Fixtures for the launcher's integration tests: a fresh in-process cloud per test."""
+"""Fixtures for the launcher's integration tests: a fresh in-process cloud per test, and
+botocore's retries without their waits (a test that throttles a call sees every retry, not the
+seconds of back-off between them: tests/support/retries.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,14 @@ import pytest
 
 from capacity_launcher.adapters import aws
 from tests.support.cloud import Cloud, an_image, default_subnets, local_cloud
+from tests.support.retries import retries_without_sleeping
+
+
+@pytest.fixture(autouse=True)
+def _retries_without_sleeping() -> Iterator[None]:
+    """botocore retries every faulted call as configured; only its back-off is not slept."""
+    with retries_without_sleeping():
+        yield
 
 
 @pytest.fixture

@@ -242,8 +242,10 @@ def test_slots_claimed_before_an_exception_are_given_back(snapshot_launchers, su
     assert len(cloud.send(request)) == 1
     # Then the slots are free again in the shared snapshot, for any worker
     assert snapshot(reservation).snapshot.available == 2
-    # and the redelivery, once EC2 calms down, claims and fills them (its lease waited for it)
-    moto_capacity.reset()
+    # and the redelivery, once EC2 calms down, claims and fills them (its lease waited for it).
+    # Only the throttling ends: a whole reset would also rewind the emulator's clock, putting the
+    # reservation back to pending until real time caught up (botocore's back-off, once slept)
+    moto_capacity.inject_fault("ec2:CreateFleet", "RequestLimitExceeded", times=0)
     expire_idempotency_claims(cloud)
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
     record = cloud.record("claim-leak-1")

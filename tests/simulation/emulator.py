@@ -23,8 +23,6 @@ from typing import Any, Protocol
 
 import botocore.client
 import time_machine
-from botocore.retries.bucket import TokenBucket
-from botocore.retries.standard import ExponentialBackoff
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
@@ -191,20 +189,6 @@ def crashing_calls(
         yield
     finally:
         setattr(botocore.client.BaseClient, "_make_api_call", original)  # noqa: B010
-
-
-@contextmanager
-def retries_without_sleeping() -> Iterator[None]:
-    """botocore still retries as configured; its backoff and adaptive rate limiting wait on a
-    clock that stands still here (the token bucket would never refill), so they cost nothing."""
-    delay, acquire = ExponentialBackoff.delay_amount, TokenBucket.acquire
-    ExponentialBackoff.delay_amount = lambda self, context: 0.0  # type: ignore[method-assign]
-    TokenBucket.acquire = lambda self, amount=1, block=True: True  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        ExponentialBackoff.delay_amount = delay  # type: ignore[method-assign]
-        TokenBucket.acquire = acquire  # type: ignore[method-assign]
 
 
 class _BackupOncePerTable:

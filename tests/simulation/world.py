@@ -42,9 +42,9 @@ from tests.simulation.emulator import (
     InProcessFaults,
     SimulatedClock,
     crashing_calls,
-    retries_without_sleeping,
     transaction_backups_once_per_table,
 )
+from tests.support.retries import retries_without_sleeping
 from tests.support.template import DeployedNames
 
 ACCOUNT = "123456789012"

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import Kind
@@ -26,6 +28,7 @@ from local_cloud.lambda_runtime import running
 from local_cloud.status_events import capture_status_events
 from moto_capacity.core.clock import CLOCK
 from tests.support.event_registry import check_registered
+from tests.support.moto_images import first_linux_image
 from tests.support.template import DeployedNames
 
 REGION = "us-east-1"
@@ -268,7 +271,19 @@ def default_subnets(ec2: Any) -> dict[str, str]:
 
 
 def an_image(ec2: Any) -> str:
-    """A Linux AMI (reservations match on platform, and moto's first image is Windows)."""
+    """A Linux AMI (reservations match on platform, and moto's first image is Windows): the first
+    Linux one moto lists, asked for by id (its catalogue says which), not found among them all."""
+    image_id = first_linux_image()
+    if image_id is not None:
+        try:
+            (image,) = ec2.describe_images(ImageIds=[image_id])["Images"]
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "InvalidAMIID.NotFound":
+                raise
+        else:
+            if image.get("Platform") != "windows":
+                return image_id
+    # A catalogue moto did not load after all (moto imported before MOTO_AMIS_PATH was set).
     images = ec2.describe_images(Owners=["amazon"])["Images"]
     return str(next(i["ImageId"] for i in images if i.get("Platform") != "windows"))
 

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import tempfile
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,9 @@ def use_the_images_tests_use(region: str = IMAGES_REGION) -> str | None:
     is already set, or when moto has already read its catalogue (too late to change it)."""
     if MOTO_AMIS_PATH in os.environ or "moto.ec2.models.amis" in sys.modules:
         return None
-    spec = importlib.util.find_spec("moto")  # locates moto without importing it
-    if spec is None or not spec.submodule_search_locations:
+    resources = _moto_resources()
+    if not resources.exists():
         return None
-    resources = Path(next(iter(spec.submodule_search_locations))) / "ec2" / "resources"
     images = [
         *_read(resources / "amis.json.gz"),
         *_read(resources / "latest_amis" / f"{region}.json.gz"),
@@ -43,6 +43,36 @@ def use_the_images_tests_use(region: str = IMAGES_REGION) -> str | None:
         os.replace(partial, path)
     os.environ[MOTO_AMIS_PATH] = str(path)
     return str(path)
+
+
+def first_linux_image() -> str | None:
+    """The id of the first image that is not Windows in the catalogue moto loads (MOTO_AMIS_PATH,
+    else moto's own list): what listing the amazon-owned images and taking the first Linux one
+    answers, in moto's order (its catalogue's), without asking moto for them all. None when there
+    is none, or moto is not installed."""
+    path = os.environ.get(MOTO_AMIS_PATH)
+    return _first_linux_image(path or str(_moto_resources() / "amis.json.gz"))
+
+
+@cache
+def _first_linux_image(path: str) -> str | None:
+    catalogue = Path(path)
+    images = _read(catalogue) if catalogue.suffix == ".gz" else _read_json(catalogue)
+    return next((str(i["ami_id"]) for i in images if i.get("platform") != "windows"), None)
+
+
+def _moto_resources() -> Path:
+    spec = importlib.util.find_spec("moto")  # locates moto without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return Path("/nonexistent")
+    return Path(next(iter(spec.submodule_search_locations))) / "ec2" / "resources"
+
+
+def _read_json(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    loaded: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
