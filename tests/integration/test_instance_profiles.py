@@ -127,11 +127,14 @@ def test_a_role_that_does_not_exist_rejects_requests_naming_spec_role(
 def test_an_instance_profile_is_used_as_given(
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:
-    # Given a profile the operator made, named by the class's instanceProfile
+    # Given a profile the operator made, named by the class's instanceProfile, whose role the
+    # launcher may pass (under NodeRolePrefix: EC2 checks iam:PassRole on a profile's role)
     iam = _iam(cloud)
-    iam.create_role(RoleName="ops-node", AssumeRolePolicyDocument="{}")
+    iam.create_role(RoleName="KarpenterNodeRole-ops", AssumeRolePolicyDocument="{}")
     made = iam.create_instance_profile(InstanceProfileName="ops-profile")["InstanceProfile"]
-    iam.add_role_to_instance_profile(InstanceProfileName="ops-profile", RoleName="ops-node")
+    iam.add_role_to_instance_profile(
+        InstanceProfileName="ops-profile", RoleName="KarpenterNodeRole-ops"
+    )
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     _with(cloud, "standard", instanceProfile="ops-profile")
     # When a request launches
