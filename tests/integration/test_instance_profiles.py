@@ -85,9 +85,11 @@ def test_the_karpenter_example_role_launches_instances_with_its_instance_profile
     template = _template_data(cloud)
     assert template["IamInstanceProfile"]["Name"] == profile["InstanceProfileName"]
     assert template["MetadataOptions"]["InstanceMetadataTags"] == "disabled"
-    # When the class is deleted (its pool first), the sync deletes its profile
+    # When the class is deleted (its pool first) and its instances are gone, the sync deletes
+    # its profile
     cloud.delete("NodePool", "general")
     cloud.delete("NodeClass", "default")
+    cloud.ec2.terminate_instances(InstanceIds=[i["InstanceId"] for i in running])
     report = cloud.adapters().reservation_sync().run()
     assert report.profiles is not None
     assert report.profiles.deleted == [profile["InstanceProfileName"]]
@@ -149,3 +151,29 @@ def _with(cloud: Cloud, name: str, **spec: Any) -> None:
     document = stored.model_dump(mode="json", by_alias=True, exclude_none=True)
     document["spec"].update(spec)
     cloud.apply(parse_document(document).model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def test_a_deleted_class_s_profile_is_kept_while_its_instances_run(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a class naming a role, with an instance running under the profile made for it
+    _iam(cloud).create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    _with(cloud, "standard", role=ROLE)
+    assert _launch(cloud, "kept-1").status is RequestStatus.FULFILLED
+    (profile,) = _instance_profiles(cloud)
+    # When the class is deleted (a rename is a delete) while that instance runs, and the sync runs
+    cloud.delete("NodePool", "general")
+    cloud.delete("NodeClass", "standard")
+    report = cloud.adapters().reservation_sync().run()
+    # Then the profile stays, its role in it: the running instance keeps its credentials
+    assert report.profiles is not None and report.profiles.deleted == [], report.profiles
+    (kept,) = _instance_profiles(cloud)
+    assert [r["RoleName"] for r in kept["Roles"]] == [ROLE]
+    # And once the instance is gone, the next sync deletes it
+    ids = [i["InstanceId"] for i in cloud.managed_instances()]
+    cloud.ec2.terminate_instances(InstanceIds=ids)
+    report = cloud.adapters().reservation_sync().run()
+    assert report.profiles is not None
+    assert report.profiles.deleted == [profile["InstanceProfileName"]]
+    assert _instance_profiles(cloud) == []

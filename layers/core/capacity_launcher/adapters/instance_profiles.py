@@ -78,7 +78,11 @@ class InstanceProfiles:
         spec = node_class.spec
         if spec.role is None:
             return spec.instance_profile
-        return profile_name(self._deployment, self._region, node_class.metadata.name)
+        return self.name_of(node_class.metadata.name)
+
+    def name_of(self, node_class: str) -> str:
+        """The profile the service makes for the NodeClass named `node_class` (stored or not)."""
+        return profile_name(self._deployment, self._region, node_class)
 
     def ensure(self, node_class: NodeClass) -> str | None:
         """The profile's name, the profile made and holding the class's role first;

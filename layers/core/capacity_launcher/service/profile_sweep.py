@@ -3,23 +3,28 @@ deleted once no NodeClass names it (the class deleted, or no longer naming a rol
 deletes a NodeClass's profile with it.
 
 Each run lists this deployment's profiles in the Region (by their path, domain/instance_profiles.py)
-and deletes those no stored NodeClass with a role would launch with; a failure is logged and left
-to the next run. Profiles are made by the launcher, when a class's first request comes.
+and deletes those no stored NodeClass with a role would launch with and no instance of ours still
+runs under (a class deleted or renamed while its instances run keeps its profile until they are
+gone, as Karpenter waits for a NodeClass's NodeClaims); a failure is logged and left to the next
+run. Profiles are made by the launcher, when a class's first request comes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.domain.fleet import ManagedInstance
+from capacity_launcher.domain.tags import NODE_CLASS
 from capacity_launcher.observability import logger
 
 
 class ProfileStore(Protocol):
     def name(self, node_class: NodeClass) -> str | None: ...
+    def name_of(self, node_class: str) -> str: ...
     def managed(self) -> list[str]: ...
     def delete(self, name: str) -> bool: ...
 
@@ -30,9 +35,20 @@ class ProfileSweepReport:
     failed: list[str] = field(default_factory=list)
 
 
+class ManagedInstances(Protocol):
+    def find_managed(
+        self, tag_filters: Mapping[str, str] | None = None
+    ) -> list[ManagedInstance]: ...
+
+
+# An instance in these states runs no more: its profile is not needed.
+GONE = frozenset({"terminated"})
+
+
 class ProfileSweep:
-    def __init__(self, profiles: ProfileStore) -> None:
+    def __init__(self, profiles: ProfileStore, instances: ManagedInstances) -> None:
         self._profiles = profiles
+        self._instances = instances
 
     def run(self, node_classes: Iterable[NodeClass]) -> ProfileSweepReport:
         """Delete the service's profiles that none of `node_classes` (every stored one) names."""
@@ -40,9 +56,16 @@ class ProfileSweep:
         named = {self._profiles.name(c) for c in node_classes if c.spec.role is not None}
         try:
             listed = self._profiles.managed()
+            # The profiles of the classes our instances were launched from, while they run.
+            named |= {
+                self._profiles.name_of(i.tags[NODE_CLASS])
+                for i in self._instances.find_managed()
+                if i.state not in GONE and NODE_CLASS in i.tags
+            }
         except CapacityLauncherError as error:
             logger.warning(
-                "instance profiles not listed; the next sync tries again", extra={"error": error}
+                "instance profiles or instances not listed; the next sync tries again",
+                extra={"error": error},
             )
             return report
         for name in sorted(set(listed) - named):
