@@ -177,3 +177,24 @@ def test_a_deleted_class_s_profile_is_kept_while_its_instances_run(
     assert report.profiles is not None
     assert report.profiles.deleted == [profile["InstanceProfileName"]]
     assert _instance_profiles(cloud) == []
+
+
+def test_a_class_changed_to_a_missing_role_leaves_its_profile_holding_the_old_one(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a class naming a role, an instance running under the profile made for it
+    _iam(cloud).create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    _with(cloud, "standard", role=ROLE)
+    assert _launch(cloud, "swap-1").status is RequestStatus.FULFILLED
+    # When the class is changed to name a role IAM does not have, and a new container launches
+    _with(cloud, "standard", role="KarpenterNodeRole-typo")
+    assert cloud.send(launch_request("swap-2", nodePool="general"), batch=cloud.fresh_batch()) == []
+    # Then that request is Rejected naming spec.role
+    record = cloud.record("swap-2")
+    assert record.status is RequestStatus.REJECTED, record
+    assert record.errors[0].message.startswith("spec.role: NodeClass standard")
+    # And the profile still holds the old role: the running instance keeps its credentials, and
+    # a warm container trusting the profile launches with an identity, never an empty profile
+    (profile,) = _instance_profiles(cloud)
+    assert [r["RoleName"] for r in profile["Roles"]] == [ROLE]

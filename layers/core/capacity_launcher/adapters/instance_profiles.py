@@ -120,6 +120,10 @@ class InstanceProfiles:
         wanted = role_name(role)
         if held == [wanted]:
             return
+        if held:
+            # The role the class now names is checked before the one its instances run with is
+            # taken out: a role missing or not allowed leaves the profile as it was.
+            self._check_role(node_class, role)
         for other in held:  # a profile holds one role: the class now names another
             self._remove_role(name, other)
         self._add_role(name, node_class, role)
