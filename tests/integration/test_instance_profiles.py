@@ -157,10 +157,7 @@ def test_a_deleted_class_s_profile_is_kept_while_its_instances_run(
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:
     # Given a class naming a role, with an instance running under the profile made for it
-    _iam(cloud).create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
-    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    _with(cloud, "standard", role=ROLE)
-    assert _launch(cloud, "kept-1").status is RequestStatus.FULFILLED
+    _running_with_role(cloud, subnets, image)
     (profile,) = _instance_profiles(cloud)
     # When the class is deleted (a rename is a delete) while that instance runs, and the sync runs
     cloud.delete("NodePool", "general")
@@ -183,10 +180,7 @@ def test_a_class_changed_to_a_missing_role_leaves_its_profile_holding_the_old_on
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:
     # Given a class naming a role, an instance running under the profile made for it
-    _iam(cloud).create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
-    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    _with(cloud, "standard", role=ROLE)
-    assert _launch(cloud, "swap-1").status is RequestStatus.FULFILLED
+    _running_with_role(cloud, subnets, image)
     # When the class is changed to name a role IAM does not have, and a new container launches
     _with(cloud, "standard", role="KarpenterNodeRole-typo")
     assert cloud.send(launch_request("swap-2", nodePool="general"), batch=cloud.fresh_batch()) == []
@@ -198,3 +192,11 @@ def test_a_class_changed_to_a_missing_role_leaves_its_profile_holding_the_old_on
     # a warm container trusting the profile launches with an identity, never an empty profile
     (profile,) = _instance_profiles(cloud)
     assert [r["RoleName"] for r in profile["Roles"]] == [ROLE]
+
+
+def _running_with_role(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
+    """Class `standard` naming ROLE, pool `general` over it, one instance launched."""
+    _iam(cloud).create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    _with(cloud, "standard", role=ROLE)
+    assert _launch(cloud, "with-role").status is RequestStatus.FULFILLED
