@@ -200,3 +200,35 @@ def _running_with_role(cloud: Cloud, subnets: dict[str, str], image: str) -> Non
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     _with(cloud, "standard", role=ROLE)
     assert _launch(cloud, "with-role").status is RequestStatus.FULFILLED
+
+
+def test_a_role_arn_naming_another_account_or_path_is_rejected_not_swapped(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the role at path /nodes/ in this account
+    _iam(cloud).create_role(RoleName=ROLE, Path="/nodes/", AssumeRolePolicyDocument="{}")
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    account = cloud.names.account_id
+    # When a class names it by its ARN with its path, a request launches with it
+    _with(cloud, "standard", role=f"arn:aws:iam::{account}:role/nodes/{ROLE}")
+    assert _launch(cloud, "arn-ok").status is RequestStatus.FULFILLED
+    # When a class names a role of that name in another account, or at another path
+    for n, other in enumerate(
+        [f"arn:aws:iam::999999999999:role/nodes/{ROLE}", f"other/{ROLE}"], start=1
+    ):
+        cloud.apply(_renamed(cloud, "standard", f"other-{n}", role=other))
+        cloud.apply(node_pool(f"pool-{n}", f"other-{n}", requirements=[capacity_type("on-demand")]))
+        assert cloud.send(launch_request(f"arn-{n}", nodePool=f"pool-{n}")) == []
+        # Then it is Rejected naming spec.role: this account's role of that name is not another's
+        record = cloud.record(f"arn-{n}")
+        assert record.status is RequestStatus.REJECTED, (other, record)
+        assert record.errors[0].message.startswith(f"spec.role: NodeClass other-{n}"), record
+    assert len(cloud.managed_instances()) == 1
+
+
+def _renamed(cloud: Cloud, name: str, new: str, **spec: Any) -> dict[str, Any]:
+    stored = cloud.adapters().config_store().node_class(name)
+    document = stored.model_dump(mode="json", by_alias=True, exclude_none=True)
+    document["metadata"]["name"] = new
+    document["spec"].update(spec)
+    return dict(parse_document(document).model_dump(mode="json", by_alias=True, exclude_none=True))
