@@ -18,7 +18,7 @@ from typing import Protocol
 from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.fleet import ManagedInstance
-from capacity_launcher.domain.tags import NODE_CLASS
+from capacity_launcher.domain.tags import NODE_CLASS, STACK, Ownership
 from capacity_launcher.observability import logger
 
 
@@ -46,9 +46,12 @@ GONE = frozenset({"terminated"})
 
 
 class ProfileSweep:
-    def __init__(self, profiles: ProfileStore, instances: ManagedInstances) -> None:
+    def __init__(
+        self, profiles: ProfileStore, instances: ManagedInstances, ownership: Ownership
+    ) -> None:
         self._profiles = profiles
         self._instances = instances
+        self._ownership = ownership
 
     def run(self, node_classes: Iterable[NodeClass]) -> ProfileSweepReport:
         """Delete the service's profiles that none of `node_classes` (every stored one) names."""
@@ -60,7 +63,7 @@ class ProfileSweep:
             named |= {
                 self._profiles.name_of(i.tags[NODE_CLASS])
                 for i in self._instances.find_managed()
-                if i.state not in GONE and NODE_CLASS in i.tags
+                if i.state not in GONE and NODE_CLASS in i.tags and self._may_use_ours(i)
             }
         except CapacityLauncherError as error:
             logger.warning(
@@ -84,3 +87,8 @@ class ProfileSweep:
                 extra={"deleted": report.deleted, "failed": report.failed},
             )
         return report
+
+    def _may_use_ours(self, instance: ManagedInstance) -> bool:
+        """Whether the instance may run under one of this deployment's profiles: one of its own,
+        or one made before instances carried a stack (kept, to be safe)."""
+        return STACK not in instance.tags or self._ownership.owns(instance.tags)
