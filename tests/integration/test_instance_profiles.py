@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+import moto_capacity
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.instance_profiles import PATH_ROOT
 from capacity_launcher.domain.served_versions import REGISTRY
@@ -232,3 +234,29 @@ def _renamed(cloud: Cloud, name: str, new: str, **spec: Any) -> dict[str, Any]:
     document["metadata"]["name"] = new
     document["spec"].update(spec)
     return dict(parse_document(document).model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a warm launcher trusts a profile it made for KNOWN_FOR_SECONDS (5 minutes) without "
+    "looking at it: a role the operator took out of the profile and deleted meanwhile is not "
+    "seen, and the class's instances launch with an empty profile (no identity) until then",
+)
+def test_a_role_removed_from_its_profile_is_not_launched_without_by_a_warm_launcher(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a class naming a role, launched by this (now warm) launcher
+    _running_with_role(cloud, subnets, image)
+    (profile,) = _instance_profiles(cloud)
+    # When the operator takes the role out of the profile and deletes it (IAM deletes a role only
+    # once no profile holds it), and a request comes a minute later to the same launcher
+    iam = _iam(cloud)
+    iam.remove_role_from_instance_profile(
+        InstanceProfileName=profile["InstanceProfileName"], RoleName=ROLE
+    )
+    iam.delete_role(RoleName=ROLE)
+    moto_capacity.advance_clock(60)
+    record = _launch(cloud, "role-gone")
+    # Then it is Rejected naming spec.role, nothing launched with an empty profile
+    assert record.status is RequestStatus.REJECTED, record
+    assert len(cloud.managed_instances()) == 1
