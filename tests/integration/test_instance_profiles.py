@@ -260,3 +260,39 @@ def test_a_role_removed_from_its_profile_is_not_launched_without_by_a_warm_launc
     # Then it is Rejected naming spec.role, nothing launched with an empty profile
     assert record.status is RequestStatus.REJECTED, record
     assert len(cloud.managed_instances()) == 1
+
+
+class _LaunchingDuringTheSync:
+    """The sync's waits part, standing in for the seconds between the sync reading the
+    NodeClasses and sweeping the profiles: a class is applied and its first launch begins."""
+
+    def __init__(self, act: Any) -> None:
+        self._act = act
+
+    def run(self, now_seen: Any) -> list[str]:
+        self._act()
+        return []
+
+
+def test_a_class_applied_while_the_sync_runs_keeps_its_new_profile(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given the role, and a class not yet stored when the sync reads the classes
+    _iam(cloud).create_role(RoleName=ROLE, AssumeRolePolicyDocument="{}")
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    document = _renamed(cloud, "standard", "late", role=ROLE)
+    sync = cloud.adapters().reservation_sync()
+
+    def apply_and_begin_launching() -> None:
+        cloud.apply(document)
+        # the launcher makes the profile, its CreateFleet not yet answered
+        late = cloud.adapters().config_store().node_class("late")
+        cloud.adapters().instance_profiles().ensure(late)
+
+    sync._waits = _LaunchingDuringTheSync(apply_and_begin_launching)  # type: ignore[assignment]
+    # When the class is applied and begins launching between the sync's read and its sweep
+    report = sync.run()
+    # Then the profile the launcher just made is not deleted under the launch
+    assert report.profiles is not None and report.profiles.deleted == [], report.profiles
+    (profile,) = _instance_profiles(cloud)
+    assert [r["RoleName"] for r in profile["Roles"]] == [ROLE]

@@ -11,7 +11,7 @@ run. Profiles are made by the launcher, when a class's first request comes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -53,12 +53,15 @@ class ProfileSweep:
         self._instances = instances
         self._ownership = ownership
 
-    def run(self, node_classes: Iterable[NodeClass]) -> ProfileSweepReport:
-        """Delete the service's profiles that none of `node_classes` (every stored one) names."""
+    def run(self, node_classes: Callable[[], Iterable[NodeClass]]) -> ProfileSweepReport:
+        """Delete the service's profiles that no stored NodeClass (`node_classes` reads them)
+        names. The profiles are listed first, the classes and instances read after: a class
+        applied, and its profile made, while the sync runs is never missed (a launcher makes a
+        profile only for a stored class)."""
         report = ProfileSweepReport()
-        named = {self._profiles.name(c) for c in node_classes if c.spec.role is not None}
         try:
             listed = self._profiles.managed()
+            named = {self._profiles.name(c) for c in node_classes() if c.spec.role is not None}
             # The profiles of the classes our instances were launched from, while they run.
             named |= {
                 self._profiles.name_of(i.tags[NODE_CLASS])
@@ -67,7 +70,7 @@ class ProfileSweep:
             }
         except CapacityLauncherError as error:
             logger.warning(
-                "instance profiles or instances not listed; the next sync tries again",
+                "instance profiles, classes or instances not listed; the next sync tries again",
                 extra={"error": error},
             )
             return report
