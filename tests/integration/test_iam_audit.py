@@ -268,6 +268,8 @@ def test_a_node_class_role_s_instance_profile_calls_are_allowed(
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     cloud.delete("NodePool", "roled")
     cloud.delete("NodeClass", "roled")
+    running = [i["InstanceId"] for i in cloud.managed_instances()]
+    aws.client("ec2").terminate_instances(InstanceIds=running)  # its profile is kept until then
     sync = _function(cloud, "ReservationSyncFunction", monkeypatch)
     assert not sync.invoke(_event("schedule.json")).failed
     # Then each IAM call was made, by the function that needs it

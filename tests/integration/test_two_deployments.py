@@ -119,3 +119,48 @@ def test_two_deployments_leave_each_others_instances_templates_and_usage_alone(
     # and this deployment's pool has room for its second instance (1 of 2 used, not 3 of 2)
     cloud.send(launch_request("mine-2", nodePool="general"))
     assert cloud.record("mine-2").status is RequestStatus.FULFILLED  # type: ignore[union-attr]
+
+
+def test_two_deployments_keep_and_delete_only_their_own_instance_profiles(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given two stacks, each with a NodeClass `standard` naming one role and an instance under it
+    role = "KarpenterNodeRole-shared"
+    aws.client("iam").create_role(RoleName=role, AssumeRolePolicyDocument="{}")
+    names = cloud.local.add_deployment(OTHER)
+    other = _Other(cloud.local.deployment_adapters(names), names)
+    for deployment, adapters in ((cloud, cloud.adapters()), (other, other.adapters)):
+        setup_pool(deployment, subnets, image, capacity_types=("on-demand",))  # type: ignore[arg-type]
+        stored = adapters.config_store().node_class("standard")
+        document = stored.model_dump(mode="json", by_alias=True, exclude_none=True)
+        document["spec"]["role"] = role
+        deployment.apply(document)
+    cloud.send(launch_request("mine-1", nodePool="general"))
+    assert cloud.record("mine-1").status is RequestStatus.FULFILLED  # type: ignore[union-attr]
+    other_batch = other.adapters.launch_batch(other.adapters.idempotency_config())
+    other_launcher = Cloud(cloud.local, names, names.environment("LauncherFunction"), "")
+    other_launcher.send(launch_request("prod-1", nodePool="general"), batch=other_batch)
+    prod = other.adapters.launch_records().get_record("prod-1")
+    assert prod is not None and prod.status is RequestStatus.FULFILLED
+    listed = aws.client("iam").list_instance_profiles()["InstanceProfiles"]
+    profiles = {p["InstanceProfileName"] for p in listed}
+    assert len(profiles) == 2  # the same class name, a profile for each deployment
+    mine = cloud.adapters().instance_profiles().name_of("standard")
+    # When this deployment's class is deleted and its instance ended, and both syncs run
+    cloud.delete("NodePool", "general")
+    cloud.delete("NodeClass", "standard")
+    ended = sorted(_instances_by_stack(cloud)[cloud.names.stack_name])
+    cloud.ec2.terminate_instances(InstanceIds=ended)
+    my_sync = cloud.adapters().reservation_sync().run()
+    sync_env = names.environment("ReservationSyncFunction")
+    with running("ReservationSyncFunction", sync_env, names.account_id):
+        other_sync = other.adapters.reservation_sync().run()
+    # Then this deployment deleted its own profile (the other's instance of a class of the same
+    # name keeps nothing of ours), and the other deleted nothing
+    assert my_sync.profiles is not None and my_sync.profiles.deleted == [mine]
+    assert other_sync.profiles is not None and other_sync.profiles.deleted == []
+    left = {
+        p["InstanceProfileName"]
+        for p in aws.client("iam").list_instance_profiles()["InstanceProfiles"]
+    }
+    assert left == profiles - {mine}

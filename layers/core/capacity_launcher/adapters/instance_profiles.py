@@ -32,6 +32,7 @@ from capacity_launcher.domain.instance_profiles import (
     profile_name,
     profile_path,
     profile_tags,
+    role_mismatch,
     role_name,
 )
 
@@ -78,7 +79,11 @@ class InstanceProfiles:
         spec = node_class.spec
         if spec.role is None:
             return spec.instance_profile
-        return profile_name(self._deployment, self._region, node_class.metadata.name)
+        return self.name_of(node_class.metadata.name)
+
+    def name_of(self, node_class: str) -> str:
+        """The profile the service makes for the NodeClass named `node_class` (stored or not)."""
+        return profile_name(self._deployment, self._region, node_class)
 
     def ensure(self, node_class: NodeClass) -> str | None:
         """The profile's name, the profile made and holding the class's role first;
@@ -109,13 +114,20 @@ class InstanceProfiles:
 
     def _ensure(self, name: str, node_class: NodeClass, role: str) -> None:
         profile = self._get(name)
-        if profile is None:
+        if profile is None or role_name(role) != role:
+            # A role named with a path or as an ARN is checked to be that one every time: the
+            # profile holds it by name only.
             self._check_role(node_class, role)
+        if profile is None:
             profile = self._create(name, node_class)
         held = [str(r["RoleName"]) for r in profile.get("Roles", [])]
         wanted = role_name(role)
         if held == [wanted]:
             return
+        if held and role_name(role) == role:
+            # The role the class now names is checked before the one its instances run with is
+            # taken out: a role missing or not allowed leaves the profile as it was.
+            self._check_role(node_class, role)
         for other in held:  # a profile holds one role: the class now names another
             self._remove_role(name, other)
         self._add_role(name, node_class, role)
@@ -186,7 +198,10 @@ class InstanceProfiles:
 
     def _check_role(self, node_class: NodeClass, role: str) -> None:
         with aws_call("GetRole", fatal=_role_refused(node_class, role)):
-            self._iam.get_role(RoleName=role_name(role))
+            found = self._iam.get_role(RoleName=role_name(role))["Role"]
+        mismatch = role_mismatch(role, str(found.get("Arn", "")))
+        if mismatch is not None:
+            raise InstanceProfileNotReady(node_class.metadata.name, role, "RoleNotFound", mismatch)
 
     def _create(self, name: str, node_class: NodeClass) -> Mapping[str, Any]:
         tags = [{"Key": k, "Value": v} for k, v in profile_tags(node_class, self._region).items()]

@@ -42,5 +42,20 @@ def role_name(role: str) -> str:
     return role.rsplit("/", 1)[-1]
 
 
+def role_mismatch(role: str, arn: str) -> str | None:
+    """Why the role IAM has by the name of `role` is not the one `role` names, when it is given
+    as an ARN (another account's, or another path) or with a path: AddRoleToInstanceProfile
+    takes a name, and this account's role of that name must not stand in for another."""
+    if role.startswith("arn:"):
+        named = role
+    elif "/" in role:
+        named = arn.split(":role/", 1)[0] + ":role/" + role.lstrip("/")
+    else:
+        return None
+    if named == arn:
+        return None
+    return f"this account's role {role_name(role)!r} is {arn}, not the role named"
+
+
 def profile_tags(node_class: NodeClass, region: str) -> dict[str, str]:
     return {MANAGED: "true", NODE_CLASS: node_class.metadata.name, REGION_TAG: region}

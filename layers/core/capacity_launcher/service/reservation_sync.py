@@ -153,9 +153,10 @@ class ReservationSync:
                     failed, "templates", lambda: self._sweep(node_classes, everything), None
                 )
         if self._profiles is not None and listed is not None:
-            profiles, node_classes = self._profiles, listed[0]
+            # The classes read again, after the profiles are listed (service/profile_sweep.py).
+            profiles, config = self._profiles, self._config
             report.profiles = contained(
-                failed, "profiles", lambda: profiles.run(node_classes), None
+                failed, "profiles", lambda: profiles.run(config.node_classes), None
             )
         logger.info(
             "reservations synced",

@@ -339,7 +339,7 @@ class Adapters:
             templates=TemplateSweep(
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
             ),
-            profiles=ProfileSweep(self.instance_profiles()),
+            profiles=ProfileSweep(self.instance_profiles(), self.fleet(), self.ownership()),
         )
 
     def quota_sync(self) -> QuotaSync:
