@@ -62,12 +62,14 @@ class ProfileSweep:
         try:
             listed = self._profiles.managed()
             named = {self._profiles.name(c) for c in node_classes() if c.spec.role is not None}
-            # The profiles of the classes our instances were launched from, while they run.
-            named |= {
-                self._profiles.name_of(i.tags[NODE_CLASS])
-                for i in self._instances.find_managed()
-                if i.state not in GONE and NODE_CLASS in i.tags and self._may_use_ours(i)
-            }
+            # The profiles of the classes our instances were launched from, while they run: read
+            # only when a profile is left without a class (most runs read no instances here).
+            if set(listed) - named:
+                named |= {
+                    self._profiles.name_of(i.tags[NODE_CLASS])
+                    for i in self._instances.find_managed()
+                    if i.state not in GONE and NODE_CLASS in i.tags and self._may_use_ours(i)
+                }
         except CapacityLauncherError as error:
             logger.warning(
                 "instance profiles, classes or instances not listed; the next sync tries again",
