@@ -276,6 +276,29 @@ def test_replenishment_clears_the_cache_item_and_emits_the_event_once(
     assert published(cloud, RESERVATION_REPLENISHED) == []
 
 
+def test_a_sync_that_finds_a_snapshot_unchanged_does_not_write_it_again(
+    snapshot_launchers, subnets, image
+):
+    # Given a targeted reservation of 2, synced
+    cloud = snapshot_launchers
+    reservation = targeted_pool(cloud, subnets, image, 2)
+    sync()
+    written = snapshot(reservation)
+    # When the sync runs again a minute later, nothing having changed
+    moto_capacity.advance_clock(60)
+    again = sync()
+    # Then the snapshot is as written (issue 38: the sync's writes follow what changed), the
+    # reservation still counted as synced
+    assert snapshot(reservation) == written
+    assert reservation in again.synced
+    # and once EC2's count moves, the next run writes it
+    run_into(cloud, reservation, 1)
+    moto_capacity.advance_clock(60)
+    sync()
+    moved = snapshot(reservation)
+    assert (moved.snapshot.available, moved.version) == (1, written.version + 1)
+
+
 def test_exhausted_fires_once_when_available_reaches_zero(snapshot_launchers, subnets, image):
     cloud = snapshot_launchers
     reservation = targeted_pool(cloud, subnets, image, 2)

@@ -29,6 +29,7 @@ from capacity_launcher.domain.reservations import (
     selection_of,
     selector_key,
     target_key,
+    unchanged,
 )
 
 GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu"
@@ -175,6 +176,41 @@ SYNCED = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 def test_a_flag_holds_while_a_sync_may_still_lift_it(exhausted, seconds_since_sync, holds):
     stored = StoredReservation(reservation(CR_A, exhausted=exhausted), synced_at=SYNCED)
     assert flag_holds(stored, SYNCED + timedelta(seconds=seconds_since_sync)) is holds
+
+
+@pytest.mark.parametrize(("heartbeat_after", "holds"), [(None, False), (200, True), (50, False)])
+def test_a_flag_on_a_snapshot_the_sync_found_unchanged_holds_while_the_sync_keeps_looking(
+    heartbeat_after, holds
+):
+    # The snapshot was written 400 s ago; the sync has looked since (its coverage) and found
+    # nothing to write: the flag holds as long as it would on a snapshot written at that look.
+    stored = StoredReservation(reservation(CR_A, exhausted=True), synced_at=SYNCED)
+    now = SYNCED + timedelta(seconds=STALE_AFTER_SECONDS + 100)
+    heartbeat = None if heartbeat_after is None else SYNCED + timedelta(seconds=heartbeat_after)
+    assert flag_holds(stored, now, heartbeat) is holds
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [
+        ({}, True),
+        ({"available": 1}, False),
+        ({"state": "expired"}, False),
+        ({"tags": {"team": "ml"}}, False),
+    ],
+)
+def test_a_snapshot_is_unchanged_only_when_ec2_usage_and_announcements_are(change, same):
+    prev = StoredReservation(
+        reservation(CR_A, available=2), {"team-a": 1}, frozenset({"exhausted"}), SYNCED, 7
+    )
+    later = SYNCED + timedelta(minutes=1)
+    new = StoredReservation(
+        replace(prev.snapshot, **change), {"team-a": 1}, prev.announced, later, 8
+    )
+    assert unchanged(prev, new) is same
+    assert not unchanged(prev, replace(new, snapshot=prev.snapshot, usage_by_requester={}))
+    assert not unchanged(prev, replace(new, snapshot=prev.snapshot, announced=frozenset()))
+    assert not unchanged(None, new)
 
 
 @pytest.mark.parametrize(

@@ -424,18 +424,37 @@ def covered(
     return all(k in coverage and coverage[k].synced_at >= fresh_after for k in keys)
 
 
-def flag_holds(stored: StoredReservation, now: datetime) -> bool:
-    """A worker's `exhausted` flag is honoured while a sync may still lift it: on a snapshot the
-    sync wrote within STALE_AFTER_SECONDS. On an older one (the sync has stopped) nothing would
-    lift it: the ICE cache's entry, written with every flag, keeps the reservation out for its
-    lifetime, as it does any dry offering, and EC2's room is launched into after it."""
+def flag_holds(stored: StoredReservation, now: datetime, heartbeat: datetime | None = None) -> bool:
+    """A worker's `exhausted` flag is honoured while a sync may still lift it: the sync looked at
+    the snapshot within STALE_AFTER_SECONDS (it wrote it then, or `heartbeat`, the coverage it
+    wrote that run, says it looked and found nothing to change). Past that (the sync has
+    stopped) nothing would lift it: the ICE cache's entry, written with every flag, keeps the
+    reservation out for its lifetime, as it does any dry offering, and EC2's room is launched
+    into after it."""
     if not stored.snapshot.exhausted:
         return False
-    synced_at = stored.synced_at
-    return synced_at is None or (now - synced_at).total_seconds() <= STALE_AFTER_SECONDS
+    looked = [t for t in (stored.synced_at, heartbeat) if t is not None]
+    return not looked or (now - max(looked)).total_seconds() <= STALE_AFTER_SECONDS
 
 
-def more_room_seen(held: StoredReservation, seen: ReservationSnapshot, now: datetime) -> bool:
+def unchanged(prev: StoredReservation | None, new: StoredReservation) -> bool:
+    """The sync found nothing to write: what EC2 says, the usage by requester and the crossings
+    announced are as stored. Such a snapshot is not written again (its coverage, written every
+    run, says the sync looked: `flag_holds`), so the sync's writes follow what changed."""
+    return (
+        prev is not None
+        and prev.snapshot == new.snapshot
+        and dict(prev.usage_by_requester) == dict(new.usage_by_requester)
+        and prev.announced == new.announced
+    )
+
+
+def more_room_seen(
+    held: StoredReservation,
+    seen: ReservationSnapshot,
+    now: datetime,
+    heartbeat: datetime | None = None,
+) -> bool:
     """EC2, looked at after the snapshot `held` was read, shows room it does not hold: the
     reservation grew (ModifyCapacityReservation), or an instance the service did not launch left
     it, since the sync. A flag that holds stays (only a sync lifts it); one that no longer holds
@@ -443,7 +462,7 @@ def more_room_seen(held: StoredReservation, seen: ReservationSnapshot, now: date
     if seen.state != ACTIVE:
         return False
     if held.snapshot.exhausted:
-        return seen.available > 0 and not flag_holds(held, now)
+        return seen.available > 0 and not flag_holds(held, now, heartbeat)
     return seen.available > held.snapshot.available
 
 

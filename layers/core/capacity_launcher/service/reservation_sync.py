@@ -33,6 +33,7 @@ from capacity_launcher.domain.reservations import (
     selector_key,
     target_key,
     term_matches,
+    unchanged,
 )
 from capacity_launcher.domain.status import RESERVATION_REPLENISHED, Event
 from capacity_launcher.observability import MetricUnit, emit_single, logger, metrics
@@ -269,6 +270,8 @@ class ReservationSync:
         """Store what EC2 says unless a launcher wrote meanwhile; then re-read and try again."""
         for _ in range(SAVE_TRIES):
             new, events = next_state(prev, observed, usage, self._thresholds, now, held)
+            if prev is not None and not events and unchanged(prev, new):
+                return prev, []  # nothing to write: this run's coverage says it looked
             if self._snapshots.save(new, prev.version if prev else None):
                 return new, events
             prev = self._snapshots.get(observed.reservation_id)

@@ -8,7 +8,7 @@ domain/reservations.py, the DynamoDB and EC2 translations are the adapters behin
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -17,6 +17,7 @@ from capacity_launcher.domain.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.domain.reservations import (
     ANYWHERE,
+    Coverage,
     ReservationScope,
     ReservationSelection,
     ReservationSnapshot,
@@ -115,6 +116,7 @@ class ReservationProvider:
         members = {k: c.members_in(scope, named) for k, c in coverage.items()}
         stored, invalid = self._snapshots.snapshots([m for ms in members.values() for m in ms])
         known = {k: s.snapshot for k, s in stored.items()}
+        heartbeat = _heartbeat(needed, coverage)
         key = tuple(needed)
         if covered(needed, coverage, invalid, self._clock()):
             synced = selection.resolve(known, members)
@@ -130,14 +132,14 @@ class ReservationProvider:
                 return synced
             live, made_now = looked
             if made_now:
-                self._note_room(stored, live)
+                self._note_room(stored, live, heartbeat)
             # The snapshots, which the claims decide on, may hold more since (slots given back).
             live = [with_room_held(source, known) for source in live]
         else:
             # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
             live = self._live(selection)
             self._as_of[key] = self._clock()
-            self._note_room(stored, live)
+            self._note_room(stored, live, heartbeat)
         unread = {
             r.reservation_id
             for s in live
@@ -147,7 +149,7 @@ class ReservationProvider:
         if unread:
             stored = {**stored, **self._snapshots.snapshots(sorted(unread))[0]}
         now = self._now()
-        flagged = {k for k, held in stored.items() if flag_holds(held, now)}
+        flagged = {k for k, held in stored.items() if flag_holds(held, now, heartbeat)}
         return [with_flags(s, flagged) for s in live]
 
     def _now(self) -> datetime:
@@ -177,7 +179,10 @@ class ReservationProvider:
         return look.sources, made_now
 
     def _note_room(
-        self, stored: Mapping[str, StoredReservation], seen: Sequence[ReservationSource]
+        self,
+        stored: Mapping[str, StoredReservation],
+        seen: Sequence[ReservationSource],
+        heartbeat: datetime | None,
     ) -> None:
         """Room EC2 shows now that the snapshots read just before the look do not hold (a
         reservation grown, or a slot freed by an instance not ours, since the sync; with the
@@ -186,7 +191,7 @@ class ReservationProvider:
         now = self._now()
         for reservation in (r for source in seen for r in source.reservations):
             held = stored.get(reservation.reservation_id)
-            if held is not None and more_room_seen(held, reservation, now):
+            if held is not None and more_room_seen(held, reservation, now, heartbeat):
                 self._room_seen[reservation.reservation_id] = _Room(
                     reservation.available, reservation.total, held.version
                 )
@@ -262,3 +267,12 @@ def _any_usable(sources: Sequence[ReservationSource], scope: ReservationScope) -
 
 def _by_id(reservations: Sequence[ReservationSnapshot]) -> dict[str, ReservationSnapshot]:
     return {r.reservation_id: r for r in reservations}
+
+
+def _heartbeat(needed: Collection[str], coverage: Mapping[str, Coverage]) -> datetime | None:
+    """When the sync last looked at every snapshot `needed` reaches: its coverage of them, written
+    every run (a snapshot it found unchanged is not written again: `unchanged`). None when a key
+    is not covered."""
+    if not needed or any(k not in coverage for k in needed):
+        return None
+    return datetime.fromtimestamp(min(coverage[k].synced_at for k in needed), UTC)
