@@ -1,7 +1,6 @@
 """In-memory stores behind the launcher's ports: request records and intents, instance records,
-the ICE cache and pool leases. Each keeps its items in dicts and decides as its adapter does
-where the decision is the domain's (a lease is fitted by `quota_admission.fit_quota_lease`),
-so a phase test reads the outcome back from them instead of from DynamoDB."""
+the ICE cache (pool leases: tests/fakes/leases.py). Each keeps its items in dicts, so a phase
+test reads the outcome back from them instead of from DynamoDB."""
 
 from __future__ import annotations
 
@@ -10,14 +9,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import LeaseReclaimed, NodePoolDeleted
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.pool_usage import Lease, room_left, total, usage_of
-from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk, fit_quota_lease
 from capacity_launcher.domain.status import RequestRecord, RequestStatus
 
 Clock = Callable[[], float]  # epoch seconds, as the adapters read the composition root's clock
@@ -179,111 +173,6 @@ class FakeUnavailable:
         for key in turn.mine - set(dry):
             if self.claims.get(key) == turn.token:
                 del self.claims[key]
-
-
-class FakeLeases:
-    """`PoolLeases`: room in each pool's stored limits, taken before EC2 is asked and settled
-    into members after. The room is the pool's limits beside its open leases and members, and
-    the lease is fitted into it by the domain's `fit_quota_lease`, as the adapter fits it (no
-    CapacityQuota governs a fake pool). A pool missing from `limits` is deleted."""
-
-    def __init__(
-        self, limits: Mapping[str, PoolLimits | None], clock: Clock, lease_seconds: int = 900
-    ) -> None:
-        self.limits: dict[str, PoolLimits | None] = dict(limits)
-        self._clock = clock
-        self.lease_seconds = lease_seconds
-        self.leases: dict[tuple[str, str], Lease] = {}
-        self.members: dict[tuple[str, str], Resources] = {}
-
-    def usage(self, pool: str) -> Resources:
-        open_leases = [x for (p, _), x in self.leases.items() if p == pool and not x.settled]
-        counted = [amount for (p, _), amount in self.members.items() if p == pool]
-        return usage_of(open_leases) + total(counted)
-
-    def take(
-        self,
-        pool: str,
-        lease_id: str,
-        per_instance: Resources,
-        count: int,
-        min_count: int,
-        limits: PoolLimits | None,
-        requester: str | None = None,
-        *,
-        unleased: bool = False,
-        sizes: Mapping[str, Resources] | None = None,
-        partial: bool = False,
-        beside: int = 0,
-        seen: Revisions | None = None,
-    ) -> Lease | None:
-        existing = self.leases.get((pool, lease_id))
-        if existing is not None:
-            return existing
-        if pool not in self.limits:
-            raise NodePoolDeleted(pool)
-        ask = LeaseAsk(
-            pool, requester, per_instance, count, min_count, dict(sizes or {}), partial, beside
-        )
-        room = room_left(self.limits[pool], self.usage(pool))
-        fit = fit_quota_lease([], ask, {}, room)
-        if fit is None:
-            return None
-        lease = Lease(
-            pool=pool,
-            lease_id=lease_id,
-            count=fit.count,
-            amount=fit.per_instance * fit.count,
-            expires_at=int(self._clock()) + self.lease_seconds,
-            requester=requester,
-            instance_types=fit.instance_types,
-        )
-        self.leases[(pool, lease_id)] = lease
-        return lease
-
-    def take_up(self, lease: Lease, limits: PoolLimits | None, seen: Revisions) -> Lease | None:
-        """A dead delivery's lease, taken up only while open and unexpired, and extended."""
-        found = self.leases.get((lease.pool, lease.lease_id))
-        if found is None or found.settled or found.expires_at <= self._clock():
-            return None
-        extended = replace(found, expires_at=int(self._clock()) + self.lease_seconds)
-        self.leases[(lease.pool, lease.lease_id)] = extended
-        return extended
-
-    def lease(self, pool: str, lease_id: str) -> Lease | None:
-        return self.leases.get((pool, lease_id))
-
-    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
-        """Members in place of the lease; LeaseReclaimed when it was reclaimed meanwhile and
-        instances are left to count (the caller takes a lease for them again)."""
-        found = self.leases.get((pool, lease_id))
-        if found is not None and found.settled:
-            return
-        if found is None and members:
-            raise LeaseReclaimed(pool, lease_id)
-        for instance_id, amount in members.items():
-            self.members.setdefault((pool, instance_id), amount)
-        self.leases[(pool, lease_id)] = replace(
-            found or Lease(pool, lease_id, 0, Resources.ZERO, 0), settled=True
-        )
-
-    def reclaim(self, lease: Lease) -> bool:
-        """The sync's reclaim of an expired lease."""
-        found = self.leases.get((lease.pool, lease.lease_id))
-        if found is None or found.settled or found.expires_at > self._clock():
-            return False
-        del self.leases[(lease.pool, lease.lease_id)]
-        return True
-
-    def cancel(self, pool: str, lease_id: str) -> bool:
-        found = self.leases.get((pool, lease_id))
-        if found is None or found.settled:
-            return False
-        del self.leases[(pool, lease_id)]
-        return True
-
-    def stored_limits(self, pool: str) -> PoolLimits | None:
-        return self.limits.get(pool)
 
 
 def epoch(moment: datetime) -> float:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from capacity_launcher.domain.config import NodeClass, NodePool, PoolSet
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.documents import parse_document, revision_of
 from capacity_launcher.domain.errors import NotFound
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.launch_request import parse_launch_request
@@ -21,7 +21,8 @@ from capacity_launcher.domain.status import RequestRecord
 from capacity_launcher.service.launch import Launcher, LaunchReport
 from capacity_launcher.service.ports import LaunchPorts
 from tests.fakes.ec2 import FakeCatalog, FakeFleet, FakeReservations, FakeSubnets, FakeTemplates
-from tests.fakes.stores import FakeInstances, FakeLeases, FakeRecords, FakeUnavailable
+from tests.fakes.leases import FakeLeases
+from tests.fakes.stores import FakeInstances, FakeRecords, FakeUnavailable
 
 ZONES = {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
 START = datetime(2025, 1, 6, 12, 0, tzinfo=UTC)
@@ -136,8 +137,14 @@ class FakeWorld:
         self.records = FakeRecords()
         self.instances = FakeInstances()
         self.unavailable = FakeUnavailable(self.clock.seconds)
-        limits = {name: pool.spec.limits for name, pool in self.config.pools.items()}
-        self.leases = FakeLeases(limits, self.clock.seconds)
+        pools, classes = self.config.pools, self.config.classes
+        self.leases = FakeLeases(
+            {name: pool.spec.limits for name, pool in pools.items()},
+            self.clock.seconds,
+            revisions={name: revision_of(pool) for name, pool in pools.items()},
+            node_classes={name: revision_of(node_class) for name, node_class in classes.items()},
+            pools_generation=self.config.pool_set().generation or 0,
+        )
         self.templates = FakeTemplates()
         self.subnets = FakeSubnets(ZONES)
         self.fleet = FakeFleet(self.templates, self.subnets, self.reservations)

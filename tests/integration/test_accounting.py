@@ -42,6 +42,7 @@ from tests.integration.test_reservation_sync import (
     use_snapshots,
 )
 from tests.support.cloud import Cloud, launch_request
+from tests.support.leases import reserve_room
 from tests.support.template import load_template
 
 STATE_CHANGE = "ec2_instance_state_change.json"
@@ -336,7 +337,7 @@ def test_settling_more_instances_than_one_transaction_holds_counts_each_once(clo
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     store = PoolLeaseStore(get_settings().state_table_name, 900)
     one = Resources(cpu=2, memory_mib=8192, instances=1)
-    assert store.reserve("general", "big-1", one, 120, 1, None) == 120
+    assert reserve_room(store, "general", "big-1", one, 120, 1, None) == 120
     launched = {f"i-{n:017x}": one for n in range(120)}
     for instance_id in list(launched)[:5]:
         assert members().count("general", instance_id, one)

@@ -27,6 +27,7 @@ from tests.integration.test_launch_into_reservations import (
 )
 from tests.integration.test_reservation_sync import ice_keys, snapshot, sync
 from tests.support.cloud import Cloud, capacity_type, emulator_seconds, launch_request
+from tests.support.leases import reserve_room
 
 OTHER_ZONE = "us-east-1b"
 
@@ -214,7 +215,7 @@ def test_a_crashed_workers_lease_expires_and_frees_the_limit(cloud, subnets, ima
         cloud.names.state_table, 1, aws.client("dynamodb"), clock=lambda: time.time() - 10
     )
     # Given a worker that leased the whole pool and died (its lease already expired)
-    assert store.reserve("general", "dead-worker", Resources(instances=1), 2, 1, None) == 2
+    assert reserve_room(store, "general", "dead-worker", Resources(instances=1), 2, 1, None) == 2
     cloud.send(launch_request("after-crash-1", nodePool="general"))
     blocked = cloud.record("after-crash-1")
     assert blocked is not None and blocked.status is RequestStatus.FAILED

@@ -15,6 +15,7 @@ from tests.integration.test_accounting import usage
 from tests.integration.test_launch_into_reservations import killed_after_create_fleet, setup_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
+from tests.support.leases import reserve_room
 
 ONE = Resources(instances=1)
 DAY = 24 * 3600
@@ -26,7 +27,7 @@ def test_a_lease_expires_when_the_emulator_clock_passes_its_expiry(
     # Given a lease a worker took and left open
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
     leases = cloud.adapters().pool_leases()
-    assert leases.reserve("general", "left-open", ONE, 2, 1, None) == 2
+    assert reserve_room(leases, "general", "left-open", ONE, 2, 1, None) == 2
     # When the emulator's clock moves past its expiry
     moto_capacity.advance_clock(get_settings().limit_lease_seconds + 60)
     # Then reconciliation finds it expired, reclaims it, and the pool counts nothing

@@ -64,7 +64,7 @@ def after_its_lease(
     it is: what other workers do while this one launches."""
     fired: list[bool] = []
     with monkeypatch.context() as patch:
-        for step in ("take", "take_up"):
+        for step in ("write", "extend"):
             original = getattr(PoolLeaseStore, step)
 
             def leased(self: PoolLeaseStore, *args: Any, _step: Any = original, **kw: Any) -> Any:

@@ -15,6 +15,7 @@ from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, emulator_seconds, launch_request
+from tests.support.leases import reserve_room
 
 DAY = 24 * 3600
 
@@ -72,8 +73,8 @@ def test_the_sync_reads_open_leases_and_not_the_history_of_past_requests(cloud, 
     for n in range(5):
         cloud.send(launch_request(f"past-{n}", nodePool="general"))
     store = PoolLeaseStore(get_settings().state_table_name, 900)
-    store.reserve(
-        "general", "in-flight", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
+    reserve_room(
+        store, "general", "in-flight", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
     )
     settled = {k[1] for k in state_items(cloud) if k[1].startswith("Settled#")}
     read: list[tuple[str, str]] = []

@@ -16,6 +16,7 @@ from capacity_launcher.domain.status import RequestRecord, RequestStatus
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud
+from tests.support.leases import reserve_room
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
 
@@ -46,8 +47,8 @@ def test_open_leases_spread_over_the_shards_and_old_ones_stay_readable(
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     store = PoolLeaseStore(get_settings().state_table_name, 900)
     for n in range(40):
-        store.reserve(
-            "general", f"l-{n}", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
+        reserve_room(
+            store, "general", f"l-{n}", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
         )
     written = _items(cloud, "openLease")
     # Then they carry several shard values, none the single value of before

@@ -37,6 +37,7 @@ from tests.support.cloud import (
     node_pool,
 )
 from tests.support.crashes import worker_dies_at
+from tests.support.leases import reserve_room
 
 GENERAL_DRY = f"on-demand:m5.large:{ZONE}"
 M5_LARGE = Resources(Decimal(2), 8192, 0, 1)
@@ -103,7 +104,7 @@ def test_a_lease_no_intent_names_is_given_back_when_the_request_goes_on(
     assert general_usage() == 0
     # And its limit has room for the next request's instance (it was refused LimitExceeded)
     store = PoolLeaseStore(get_settings().state_table_name, 900)
-    assert store.reserve("general", "next", M5_LARGE, 1, 1, PoolLimits(instances=1)) == 1
+    assert reserve_room(store, "general", "next", M5_LARGE, 1, 1, PoolLimits(instances=1)) == 1
 
 
 @pytest.mark.parametrize(

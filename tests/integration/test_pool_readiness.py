@@ -21,6 +21,7 @@ from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
+from tests.support.leases import reserve_room
 
 EACH = Resources(cpu=Decimal(2), memory_mib=8192, instances=1)
 
@@ -44,17 +45,18 @@ def test_a_lease_that_counted_before_another_lease_landed_is_decided_again(
 
         raced = False
 
-        def gate(self, pool: str, limits: PoolLimits | None, usage_update: dict[str, Any]) -> None:
-            super().gate(pool, limits, usage_update)
+        def reading(self, pool: str) -> tuple[Readiness, int | None]:
+            counted = super().reading(pool)
             if not self.raced:
                 self.raced = True
-                other.reserve(pool, "other", EACH, 1, 1, limits, unleased=True)
+                reserve_room(other, pool, "other", EACH, 1, 1, limits, unleased=True)
+            return counted
 
     gated, other = _stores(Racing(settings.state_table_name, client("dynamodb")))
 
     # Both counted 0 unready; only one lease may be taken while 0 are allowed
     with pytest.raises(UnreadyLimitReached, match=r"limits\.unready 0: 1 of its instances"):
-        gated.reserve("general", "mine", EACH, 1, 1, limits, unleased=True)
+        reserve_room(gated, "general", "mine", EACH, 1, 1, limits, unleased=True)
 
     assert other.lease("general", "other") is not None
     assert other.lease("general", "mine") is None
@@ -72,16 +74,16 @@ def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_o
     ids = sorted(i["InstanceId"] for i in running)
     # DescribeInstanceStatus, like DescribeInstances, knows fresh ids only after a while
     cloud.wait_out_consistency()
-    assert gated.reserve("general", "first", EACH, 2, 2, limits, unleased=True) == 2
+    assert reserve_room(gated, "general", "first", EACH, 2, 2, limits, unleased=True) == 2
     gated.settle("general", "first", dict.fromkeys(ids, EACH))
     assert readiness.count("general") == Readiness(unready=2, instances=2)
 
     # 2 unready of 2: more than 50% allows
     with pytest.raises(UnreadyLimitReached):
-        gated.reserve("general", "second", EACH, 1, 1, limits, unleased=True)
+        reserve_room(gated, "general", "second", EACH, 1, 1, limits, unleased=True)
     assert readiness.mark_ready("general") == ids
     assert readiness.count("general") == Readiness(unready=0, instances=2)
-    assert gated.reserve("general", "second", EACH, 1, 1, limits, unleased=True) == 1
+    assert reserve_room(gated, "general", "second", EACH, 1, 1, limits, unleased=True) == 1
 
     # A released member's mark is forgotten; marking again marks nothing new
     members = PoolMemberStore(settings.state_table_name, client("dynamodb"))
@@ -108,7 +110,7 @@ def test_a_dry_run_reports_the_unready_refusal_and_does_not_claim_the_pool_would
     # When two instances are leased and not yet ready (a live lease counts whole)
     gated, _ = _stores(adapters.pool_readiness())
     limits = PoolLimits.model_validate(written)
-    assert gated.reserve("general", "first", EACH, 2, 2, limits, unleased=True) == 2
+    assert reserve_room(gated, "general", "first", EACH, 2, 2, limits, unleased=True) == 2
 
     # Then the preview names the refusal the lease's gate would give, and would not launch
     answer = preview(context, ask, usage)
@@ -118,4 +120,4 @@ def test_a_dry_run_reports_the_unready_refusal_and_does_not_claim_the_pool_would
     assert "limits.unready 20%: 2 of its instances" in refusal
     assert not pool.would_try and not answer.would_launch
     with pytest.raises(UnreadyLimitReached, match=re.escape(refusal)):
-        gated.reserve("general", "second", EACH, 2, 2, limits, unleased=True)
+        reserve_room(gated, "general", "second", EACH, 2, 2, limits, unleased=True)

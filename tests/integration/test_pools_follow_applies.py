@@ -22,6 +22,7 @@ from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.documents import Revisions, parse_document
 from capacity_launcher.domain.errors import NodePoolChanged
 from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quota_admission import LeaseAsk
 from capacity_launcher.domain.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota
@@ -31,6 +32,7 @@ from tests.integration.test_launch_into_reservations import (
     setup_pool,
 )
 from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
+from tests.support.leases import take
 
 
 def warm(cloud: Cloud, subnets: dict[str, str], image: str) -> None:
@@ -106,13 +108,13 @@ def test_a_lease_decided_on_another_revision_is_not_taken(cloud, subnets, image)
     leases = PoolLeaseStore(get_settings().state_table_name, 900)
     one = Resources(Decimal(2), 4096, 0, 1)
 
-    def take(lease_id: str, seen: Revisions) -> object:
-        return leases.take("general", lease_id, one, 1, 1, None, unleased=True, seen=seen)
+    def take_as(lease_id: str, seen: Revisions) -> object:
+        return take(leases, "general", lease_id, one, 1, 1, None, unleased=True, seen=seen)
 
     # When a lease is asked with the older copy's revision, then with the stored one's
     with pytest.raises(NodePoolChanged, match="NodePool general was applied after"):
-        take("older", Revisions.of(older, stored_class))  # type: ignore[arg-type]
-    taken = take("current", Revisions.of(stored_pool, stored_class))
+        take_as("older", Revisions.of(older, stored_class))  # type: ignore[arg-type]
+    taken = take_as("current", Revisions.of(stored_pool, stored_class))
     # Then only the second is leased
     assert taken is not None
     assert [lease.lease_id for lease in leases.leases()] == ["current"]
@@ -313,16 +315,16 @@ def test_a_request_resolved_again_into_the_pool_that_passed_it_over_is_not_noted
     cloud.send(launch_request("fills", requirements=[instance_type("m5.large")]))
     # When a request naming no pool comes, `general` passes it on, and `general` is applied
     # again with room for 5 just before `spare` leases for it (it is resolved again)
-    take = PoolLeaseStore.take
+    write = PoolLeaseStore.write
 
-    def take_after_apply(self: PoolLeaseStore, pool: str, *args: object, **kwargs: object) -> Any:
-        if pool == "spare":
-            monkeypatch.setattr(PoolLeaseStore, "take", take)
+    def write_after_apply(self: PoolLeaseStore, ask: LeaseAsk, *args: Any) -> Any:
+        if ask.pool == "spare":
+            monkeypatch.setattr(PoolLeaseStore, "write", write)
             limits = {"instances": "5"}
             setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits=limits)
-        return take(self, pool, *args, **kwargs)  # type: ignore[arg-type]
+        return write(self, ask, *args)
 
-    monkeypatch.setattr(PoolLeaseStore, "take", take_after_apply)
+    monkeypatch.setattr(PoolLeaseStore, "write", write_after_apply)
     cloud.send(launch_request("grown", requirements=[instance_type("m5.large")]))
     # Then `general` serves it, and its record does not say `general` passed it over
     record = cloud.record("grown")

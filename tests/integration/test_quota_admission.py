@@ -12,7 +12,6 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.adapters.lease_admission import LeaseAdmission
 from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.errors import QuotaExceeded
@@ -28,6 +27,7 @@ from tests.integration.test_launch_into_reservations import (
     setup_pool,
 )
 from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
+from tests.support.leases import reserve_room
 
 POOL = "general"
 SPARE = "spare"
@@ -125,17 +125,17 @@ def test_termination_releases_quota_usage_once(pool: Cloud) -> None:
 def racing(monkeypatch: pytest.MonkeyPatch, lease: Callable[[], int]) -> list[int]:
     """Run `lease` right after the next admission has read its quota usage items, before it
     writes; returns (once it ran) what `lease` leased."""
-    real = LeaseAdmission._quota_usages
+    real = PoolLeaseStore.quota_usage
     raced: list[int] = []
 
-    def read_then_race(self: LeaseAdmission, items: Any) -> Any:
+    def read_then_race(self: PoolLeaseStore, items: Any) -> Any:
         reading = real(self, items)
         if not raced:
             raced.append(0)  # the racing lease reads unpatched: it is not raced itself
             raced[0] = lease()
         return reading
 
-    monkeypatch.setattr(LeaseAdmission, "_quota_usages", read_then_race)
+    monkeypatch.setattr(PoolLeaseStore, "quota_usage", read_then_race)
     return raced
 
 
@@ -154,11 +154,12 @@ def test_two_concurrent_admissions_that_together_overrun_admit_one(
     # When team-b's admission of 2 reads the cohort's usage, and team-a's admission of 3
     # (which fits that same reading) is written before team-b's transaction
     raced = racing(
-        monkeypatch, lambda: store().reserve("general", "lease-a", ONE, 3, 3, limits, "team-a")
+        monkeypatch,
+        lambda: reserve_room(store(), "general", "lease-a", ONE, 3, 3, limits, "team-a"),
     )
     # Then team-b's transaction fails on the version, it decides again, and is refused
     with pytest.raises(QuotaExceeded) as refused:
-        store().reserve("general", "lease-b", ONE, 2, 2, limits, "team-b")
+        reserve_room(store(), "general", "lease-b", ONE, 2, 2, limits, "team-b")
     assert raced == [3]
     assert (refused.value.quota, refused.value.flavor) == ("team-b", POOL)
     assert refused.value.resource == "instances"
@@ -176,7 +177,7 @@ def test_a_cancelled_lease_gives_its_quota_back_once(pool: Cloud) -> None:
         900,
         quotas=ConfigStore(settings.state_table_name),
     )
-    assert store.reserve("general", "lease-1", ONE, 2, 1, None, "team-a") == 2
+    assert reserve_room(store, "general", "lease-1", ONE, 2, 1, None, "team-a") == 2
     assert used("team-a") == 2
     assert store.cancel("general", "lease-1")
     assert not store.cancel("general", "lease-1")
@@ -366,11 +367,11 @@ def test_a_concurrent_lease_in_another_pool_of_the_group_conflicts_and_is_decide
     # When a lease of 3 in spare reads the group's usage, and a lease of 3 in general (which
     # fits that same reading) is written before spare's transaction
     raced = racing(
-        monkeypatch, lambda: store().reserve(POOL, "lease-general", ONE, 3, 3, None, "team-a")
+        monkeypatch, lambda: reserve_room(store(), POOL, "lease-general", ONE, 3, 3, None, "team-a")
     )
     # Then spare's transaction fails on general's version, it decides again, and is refused
     with pytest.raises(QuotaExceeded, match="across NodePools general, spare"):
-        store().reserve(SPARE, "lease-spare", ONE, 3, 3, None, "team-a")
+        reserve_room(store(), SPARE, "lease-spare", ONE, 3, 3, None, "team-a")
     assert raced == [3]
     # but a smaller lease that fits what is left is admitted
-    assert store().reserve(SPARE, "lease-spare-2", ONE, 3, 1, None, "team-a") == 1
+    assert reserve_room(store(), SPARE, "lease-spare-2", ONE, 3, 1, None, "team-a") == 1

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.adapters.lease_admission import LeaseAdmission
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.errors import NotFound, QuotaExceeded, Transient
 from capacity_launcher.domain.quotas import QuotaSet
@@ -20,6 +19,7 @@ from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota
 from tests.integration.test_quota_admission import ONE, POOL, SPARE, pool, spare_below
 from tests.support.cloud import Cloud
+from tests.support.leases import reserve_room
 
 __all__ = ["pool"]  # the fixture
 
@@ -65,13 +65,15 @@ def warm_store() -> tuple[ConfigStore, PoolLeaseStore]:
 def refreshes(monkeypatch: pytest.MonkeyPatch) -> list[QuotaSet]:
     """The quota sets leases read again after their transaction failed on the generation."""
     found: list[QuotaSet] = []
-    real = LeaseAdmission._refresh_quotas
+    real = PoolLeaseStore.quota_set
 
-    def noted(self: LeaseAdmission, state: Any) -> None:
-        found.append(state.quotas)
-        real(self, state)
+    def noted(self: PoolLeaseStore, *, fresh: bool = False) -> QuotaSet:
+        read = real(self, fresh=fresh)
+        if fresh:
+            found.append(read)
+        return read
 
-    monkeypatch.setattr(LeaseAdmission, "_refresh_quotas", noted)
+    monkeypatch.setattr(PoolLeaseStore, "quota_set", noted)
     return found
 
 
@@ -115,7 +117,7 @@ def test_a_lease_in_a_pool_the_changed_quota_does_not_name_is_not_raced(
     _, leases = warm_store()
     # When team-b's quota is changed, and a lease is taken in spare, which no quota names
     pool.apply(team("team-b", POOL, "5"))
-    assert leases.reserve(SPARE, "lease-free", ONE, 1, 1, None, "team-z") == 1
+    assert reserve_room(leases, SPARE, "lease-free", ONE, 1, 1, None, "team-z") == 1
     # Then its transaction did not fail on the quotas (nothing read again)
     assert refreshes == []
     # Given team-a's quota in spare, seen by the launcher
@@ -123,7 +125,7 @@ def test_a_lease_in_a_pool_the_changed_quota_does_not_name_is_not_raced(
     _, leases = warm_store()
     # When team-b's quota changes again, and team-a leases in spare
     pool.apply(team("team-b", POOL, "6"))
-    assert leases.reserve(SPARE, "lease-a", ONE, 2, 2, None, "team-a") == 2
+    assert reserve_room(leases, SPARE, "lease-a", ONE, 2, 2, None, "team-a") == 2
     # Then neither did its transaction
     assert refreshes == []
 
@@ -146,7 +148,7 @@ def test_a_lease_decided_on_an_older_copy_of_its_pools_quotas_still_fails(
     pool.apply(team("team-a", changed_to, "1"))
     # Then the old copy's decision does not hold: read again, the new quota refuses it
     with pytest.raises(QuotaExceeded):
-        leases.reserve(changed_to, "lease-gang", ONE, 2, 2, None, "team-a")
+        reserve_room(leases, changed_to, "lease-gang", ONE, 2, 2, None, "team-a")
     assert len(refreshes) == 1
     assert leases.lease(changed_to, "lease-gang") is None
 

@@ -23,6 +23,7 @@ from tests.integration.test_reservation_sync import (
     use_snapshots,
 )
 from tests.support.cloud import Cloud, launch_request
+from tests.support.leases import reserve_room
 
 
 @pytest.fixture
@@ -83,8 +84,8 @@ def test_reconciliation_reclaims_an_expired_lease_and_keeps_live_ones(
     cloud = snapshot_launchers
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "10"})
     one = Resources(instances=1)
-    assert limits(clock=time.time() - 3600).reserve("general", "dead", one, 3, 1, None) == 3
-    assert limits().reserve("general", "alive", one, 2, 1, None) == 2
+    assert reserve_room(limits(clock=time.time() - 3600), "general", "dead", one, 3, 1, None) == 3
+    assert reserve_room(limits(), "general", "alive", one, 2, 1, None) == 2
     # When the sync reconciles
     report = sync().reconciliation
     # Then the dead lease is gone and only the live one still counts

@@ -24,6 +24,7 @@ from local_cloud.karpenter import alias_parameters, node_role
 from local_cloud.network import prepare_network
 from local_cloud.template import DEFAULT_ACCOUNT_ID
 from tests.support.cloud import REGION, Cloud, launch_request
+from tests.support.leases import take
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples/karpenter/v1/100-cpu-limit.yaml"
 POOL = "limitcpu100"
@@ -145,7 +146,7 @@ def test_a_narrowed_lease_keeps_the_types_it_covers_for_a_redelivery(
     store = cloud.adapters().pool_leases()
     two, eight, big = (Resources(cpu=Decimal(n), instances=1) for n in (2, 8, 96))
     sizes = {"c5.large": two, "c5.2xlarge": eight, "c5.24xlarge": big}
-    taken = store.take(POOL, "narrowed-1", big, 8, 1, PoolLimits(cpu=100), sizes=sizes)
+    taken = take(store, POOL, "narrowed-1", big, 8, 1, PoolLimits(cpu=100), sizes=sizes)
     assert taken is not None and taken.instance_types == {"c5.large", "c5.2xlarge"}
     assert taken.amount.cpu == 64
     # When a redelivery reads it back, it covers the same types (it launches no other)
@@ -153,10 +154,10 @@ def test_a_narrowed_lease_keeps_the_types_it_covers_for_a_redelivery(
     assert found is not None and found.instance_types == {"c5.large", "c5.2xlarge"}
     # And a lease the room left (36 cpu) holds whole covers every candidate it was asked over
     small = {"c5.large": two, "c5.2xlarge": eight}
-    whole = store.take(POOL, "whole-1", eight, 4, 1, PoolLimits(cpu=100), sizes=small)
+    whole = take(store, POOL, "whole-1", eight, 4, 1, PoolLimits(cpu=100), sizes=small)
     assert whole is not None and whole.instance_types is None and whole.count == 4
     # While one that needs the 96-vCPU type too is narrowed again, to what the room holds
-    again = store.take(POOL, "again-1", big, 1, 1, PoolLimits(cpu=100), sizes=sizes)
+    again = take(store, POOL, "again-1", big, 1, 1, PoolLimits(cpu=100), sizes=sizes)
     assert again is not None and again.instance_types == {"c5.large"}
 
 

@@ -22,6 +22,7 @@ from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
+from tests.support.leases import reserve_room, take
 
 ONE = Resources(cpu=2, memory_mib=8192, instances=1)
 POOL = "general"
@@ -50,7 +51,9 @@ def leased_again(limits: PoolLeaseStore, lease_id: str, launched: dict[str, Reso
     lease for the instances again (as a new request's: `settle.settle_lease`) and settles it."""
     with pytest.raises(LeaseReclaimed):
         limits.settle(POOL, lease_id, launched)
-    assert limits.reserve(POOL, lease_id, ONE, len(launched), len(launched), None) == len(launched)
+    assert reserve_room(limits, POOL, lease_id, ONE, len(launched), len(launched), None) == len(
+        launched
+    )
     limits.settle(POOL, lease_id, launched)
 
 
@@ -115,7 +118,7 @@ def query_sort_keys() -> list[str]:
 def test_a_settle_replaces_the_open_lease_with_a_marker_outside_the_live_range(cloud):
     # Given an open lease of 2 in a pool with a quota-free requester
     limits = store()
-    assert limits.reserve(POOL, "req-1", ONE, 2, 1, None) == 2
+    assert reserve_room(limits, POOL, "req-1", ONE, 2, 1, None) == 2
     assert item("Lease#req-1") is not None
     before = int(time.time())
     # When it settles into the 2 instances launched
@@ -129,7 +132,7 @@ def test_a_settle_replaces_the_open_lease_with_a_marker_outside_the_live_range(c
     assert int(marker["ttl"]["N"]) <= int(time.time()) + SETTLED_MARKER_SECONDS
     # And the lease reads as settled (a redelivery leases nothing more)
     assert limits.is_settled(POOL, "req-1")
-    assert limits.reserve(POOL, "req-1", ONE, 2, 1, None) == 2
+    assert reserve_room(limits, POOL, "req-1", ONE, 2, 1, None) == 2
     assert item("Lease#req-1") is None
     assert limits.leases() == []
     # And a recount reads the members, never the marker
@@ -152,7 +155,7 @@ def test_an_old_format_settled_lease_still_counts_as_settled(cloud):
     # Then it is settled: nothing leases, cancels, reclaims or settles it again
     assert lease is not None and lease.settled
     assert limits.is_settled(POOL, "old-1")
-    assert limits.reserve(POOL, "old-1", ONE, 3, 1, None) == 3
+    assert reserve_room(limits, POOL, "old-1", ONE, 3, 1, None) == 3
     assert not limits.cancel(POOL, "old-1")
     clock.now += 3600
     assert not limits.reclaim(Lease(POOL, "old-1", 3, ONE * 3, expires_at=0))
@@ -169,7 +172,7 @@ def test_a_lease_reclaimed_while_settling_is_settled_once_as_reclaimed(cloud, mo
     # Given an expired lease of 2, whose settle reads it open
     clock = Clock()
     limits = store(clock)
-    assert limits.reserve(POOL, "race-1", ONE, 2, 1, None) == 2
+    assert reserve_room(limits, POOL, "race-1", ONE, 2, 1, None) == 2
     clock.now += 901
     real = PoolLeaseStore.lease
     reclaimed: list[bool] = []
@@ -198,7 +201,7 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
     # Given a lease reclaimed while its worker launched 1 instance
     clock = Clock()
     limits = store(clock)
-    assert limits.reserve(POOL, "again-1", ONE, 2, 1, None) == 2
+    assert reserve_room(limits, POOL, "again-1", ONE, 2, 1, None) == 2
     clock.now += 901
     lease = limits.lease(POOL, "again-1")
     assert lease is not None and limits.reclaim(lease)
@@ -210,7 +213,7 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
         if found is None and not taken:
             # When a redelivery leases the same id between the settle's read and its transaction
             taken.append(0)
-            taken[0] = self.reserve(POOL, "again-1", ONE, 2, 1, None)
+            taken[0] = reserve_room(self, POOL, "again-1", ONE, 2, 1, None)
         return found
 
     monkeypatch.setattr(PoolLeaseStore, "lease", read_then_leased)
@@ -218,7 +221,7 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
     with pytest.raises(LeaseReclaimed):
         settling.settle(POOL, "again-1", instances(1))
     # And its caller takes a lease for its instance again (finding the new one) and settles it
-    found = settling.take(POOL, "again-1", ONE, 1, 1, None)
+    found = take(settling, POOL, "again-1", ONE, 1, 1, None)
     assert found is not None and found.count == 2
     settling.settle(POOL, "again-1", instances(1))
     # Then the settle met the new lease and settled it too: nothing of it stays in usage
@@ -230,7 +233,7 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
 def test_the_container_that_took_a_lease_settles_it_without_reading_it(cloud):
     # Given a lease this container took, and a count of the reads of the lease items
     limits = store()
-    assert limits.reserve(POOL, "mine-1", ONE, 2, 1, None, unleased=True) == 2
+    assert reserve_room(limits, POOL, "mine-1", ONE, 2, 1, None, unleased=True) == 2
     reads: list[str] = []
     aws.client("dynamodb").meta.events.register(
         "provide-client-params.dynamodb.BatchGetItem", lambda params, **_: reads.append("read")
@@ -247,7 +250,7 @@ def test_a_lease_reclaimed_after_its_container_took_it_is_settled_once_as_reclai
     # Given a lease this container took, reclaimed by the sync once it expired
     clock = Clock()
     limits = store(clock)
-    assert limits.reserve(POOL, "stale-1", ONE, 2, 1, None) == 2
+    assert reserve_room(limits, POOL, "stale-1", ONE, 2, 1, None) == 2
     clock.now += 901
     sync = store(clock)
     lease = sync.lease(POOL, "stale-1")
@@ -262,7 +265,7 @@ def test_a_lease_reclaimed_after_its_container_took_it_is_settled_once_as_reclai
 def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
     # Given an open lease of 2, settled by two deliveries at once
     limits = store()
-    assert limits.reserve(POOL, "twice-1", ONE, 2, 1, None) == 2
+    assert reserve_room(limits, POOL, "twice-1", ONE, 2, 1, None) == 2
     launched = instances(2)
     real = PoolLeaseStore.lease
     other: list[bool] = []
@@ -305,7 +308,7 @@ def test_one_read_of_a_pools_leases_and_members_recounts_each_of_its_quota_items
     put_member("i-00000000000000001", team_a, "team-a")
     put_member("i-00000000000000002", team_b, "team-b")
     old_format_marker("old-2", 1)
-    assert limits.reserve(POOL, "done-1", ONE, 1, 1, None) == 1
+    assert reserve_room(limits, POOL, "done-1", ONE, 1, 1, None) == 1
     limits.settle(POOL, "done-1", {})
     aws.client("dynamodb").update_item(
         **quota_usage.update(get_settings().state_table_name, team_a, "team-a", ONE * 7)

@@ -24,6 +24,7 @@ from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import reserve, setup_pool
 from tests.integration.test_reservation_sync import snapshot, sync
+from tests.support.leases import reserve_room
 
 EACH = Resources(cpu=Decimal(2), memory_mib=8192, instances=1)
 
@@ -97,7 +98,7 @@ def test_a_fresh_instance_status_does_not_know_leaves_the_others_marked_ready(
     fresh = cloud.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"]
     ids = [i["InstanceId"] for i in [*old, *fresh]]
     limits = PoolLimits.model_validate({"unready": "100%"})
-    assert leases.reserve("general", "r", EACH, 3, 3, limits, unleased=True) == 3
+    assert reserve_room(leases, "general", "r", EACH, 3, 3, limits, unleased=True) == 3
     leases.settle("general", "r", dict.fromkeys(ids, EACH))
     # When the sync marks the ready members
     marked = readiness.mark_ready("general")

@@ -26,6 +26,7 @@ from capacity_launcher.adapters.config_items import QUOTA_SET_KEY
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.service.admission import QUOTA_TRIES  # lost races: QuotaUsageContended
 from tests.simulation.versions import apply_as_written
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ GENERATIONS = QUOTA_SET_KEY[0]  # the partition of the quota-set version and the
 UNCHANGED = "an unchanged quota re-apply moves no generation"
 NOT_MINE = "a lease is refused by a quota generation only for its own pool's quotas"
 OTHER_QUOTA, OTHER_POOL, OTHER_COHORT = "quota-other", "pool-other", "sim-other"
-QUOTA_TRIES = 4  # lease_admission._QUOTA_TRIES: lost races before QuotaUsageContended
 
 
 def other_quota(priority: int, nominal: int) -> dict[str, Any]:

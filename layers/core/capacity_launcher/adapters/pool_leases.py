@@ -12,27 +12,31 @@ reclaims it. A lease nothing was launched for is cancelled. Each of these change
 usage (and the quota usage the lease holds) in the transaction that puts or deletes the lease,
 so it happens once whoever gets there first (the item layout: `pool_items`).
 
-Taking a lease reads what its decision depends on (the pool's stored limits, the quotas'
-generation, the quota usage items, the pool's usage when the whole lease may not fit), asks the
-domain (`quota_admission.fit_quota_lease`: the room left and the types that fit it), and
-writes one transaction conditioned on exactly what it read (`lease_admission`).
+Taking a lease is the service's loop (service/admission.py): it reads what its decision depends
+on through this store (the pool's stored limits, the quotas and their generation, the quota
+usage items, the pool's usage when the whole lease may not fit, its `limits.unready` count),
+asks the domain (`quota_admission.fit_quota_lease`), and has this store write one transaction
+conditioned on exactly what it read (`lease_admission`: named items, and a conflict naming the
+items that moved).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
+from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import all_pages, aws_call
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
-from capacity_launcher.adapters.lease_admission import LeaseAdmission, UnreadyGate
+from capacity_launcher.adapters.lease_admission import LeaseWrites
 from capacity_launcher.adapters.pool_items import (
     LEASE_PREFIX,
     OPEN_LEASE,
     OPEN_LEASES_INDEX,
     SETTLED_MARKER_SECONDS,
     SETTLED_PREFIX,
+    NoQuotas,
     PoolItems,
     QuotaSource,
     hold_of,
@@ -43,9 +47,16 @@ from capacity_launcher.adapters.pool_items import (
 from capacity_launcher.domain.documents import Revisions
 from capacity_launcher.domain.errors import ConditionFailed, LeaseReclaimed
 from capacity_launcher.domain.index_shards import read_values
-from capacity_launcher.domain.pool_usage import Lease, total
+from capacity_launcher.domain.lease_reads import (
+    ConfigReads,
+    LeaseReads,
+    QuotaReading,
+    UnreadyReading,
+)
+from capacity_launcher.domain.pool_usage import Lease, LeaseFit, total
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk
+from capacity_launcher.domain.quota_admission import LeaseAsk, UsageKey
+from capacity_launcher.domain.quotas import QuotaSet
 
 # Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
 # quota's usage, the lease's delete (or its absence checked) and the settled marker's put).
@@ -53,6 +64,13 @@ _MEMBERS_PER_TRANSACTION = 96
 _SETTLE_TRIES = 3
 # Leases taken and not settled yet that a container remembers, at most.
 _MAX_TAKEN = 1000
+
+
+class UnreadyGate(Protocol):
+    """A pool's count for `limits.unready`, and the usage version it was read at
+    (adapters/pool_readiness.py)."""
+
+    def reading(self, pool: str) -> UnreadyReading: ...
 
 
 class LeaseNotSettled(RuntimeError):
@@ -75,7 +93,9 @@ class PoolLeaseStore:
         self._items = PoolItems(table_name, dynamodb)
         self._lease_seconds = lease_seconds
         self._clock = clock
-        self._admission = LeaseAdmission(self._items, lease_seconds, clock, quotas, unready_gate)
+        self._quotas = quotas or NoQuotas()
+        self._unready = unready_gate
+        self._writes = LeaseWrites(self._items, lease_seconds, clock)
         # Leases this container took, as it wrote them: its settle starts from them instead of
         # reading them back (its transaction's conditions still catch one reclaimed meanwhile).
         self._taken: dict[tuple[str, str], Lease] = {}
@@ -84,89 +104,50 @@ class PoolLeaseStore:
     def lease_seconds(self) -> int:
         return self._lease_seconds
 
-    def reserve(
-        self,
-        pool: str,
-        lease_id: str,
-        per_instance: Resources,
-        count: int,
-        min_count: int,
-        limits: PoolLimits | None,
-        requester: str | None = None,
-        *,
-        unleased: bool = False,
-        sizes: Mapping[str, Resources] | None = None,
-    ) -> int:
-        """How many instances `take` leases room for (0: not even `min_count` fits now)."""
-        taken = self.take(
-            pool,
-            lease_id,
-            per_instance,
-            count,
-            min_count,
-            limits,
-            requester,
-            unleased=unleased,
-            sizes=sizes,
-        )
-        return 0 if taken is None else taken.count
+    # -- what the admission reads (service/admission.py) ---------------------------------------
 
-    def take(
-        self,
-        pool: str,
-        lease_id: str,
-        per_instance: Resources,
-        count: int,
-        min_count: int,
-        limits: PoolLimits | None,
-        requester: str | None = None,
-        *,
-        unleased: bool = False,
-        sizes: Mapping[str, Resources] | None = None,
-        partial: bool = False,
-        beside: int = 0,
-        seen: Revisions | None = None,
-    ) -> Lease | None:
-        """Lease room for up to `count` instances, at least `min_count`; None if that does not
-        fit now. Each instance is sized `per_instance` (the largest candidate), unless `sizes`
-        (candidate type -> one instance's use) is given and the room left cannot hold `count`
-        of the largest: then the lease covers only the types that fit, sized by the largest of
-        them (`Lease.instance_types`; `pool_usage.fit_lease`). `partial`: `sizes` are some of
-        the candidates only, and the lease names them even when all fit. `beside`: instances
-        the requests launched with it still ask for (the types are chosen to fit them too).
+    def limits_in_force(self, pool: str, seen: Revisions | None = None) -> PoolLimits | None:
+        """The stored limits; NodePoolDeleted when the pool is no longer stored, NodePoolChanged
+        when it is stored at another revision than `seen`."""
+        return self._items.limits_in_force(pool, seen)
 
-        `unleased`: the caller knows there is no lease under `lease_id` (none was ever taken, or
-        it just read it), so none is read first (the lease is put only if absent all the same).
+    def as_stored(self, pool: str, seen: Revisions) -> Revisions | None:
+        return self._items.as_stored(pool, seen)
 
-        Idempotent per lease id: a retry finds its lease and gets the same answer. When a
-        CapacityQuota names the pool, the quota usage items its decision depends on are read,
-        the domain decides (`fit_quota_lease`), and the lease is written in one transaction that
-        conditions on each item's version and on the quotas' generation (QuotaExceeded when it
-        does not fit; Transient when other admissions kept winning the race). NodePoolDeleted
-        when the pool is no longer stored: the lease is checked against the stored pool, and a
-        deleted one has no room at all. `seen`: the revisions of the pool and its NodeClass the
-        request was resolved with; NodePoolChanged when either is stored at another one (the
-        request is resolved again before anything is leased).
-        """
-        existing = None if unleased else self.lease(pool, lease_id)
-        if existing is not None:
-            return existing
-        ask = LeaseAsk(
-            pool, requester, per_instance, count, min_count, dict(sizes or {}), partial, beside
-        )
-        lease, put = self._admission.reserve(ask, lease_id, limits, self.lease, seen)
-        if lease is not None and put:
-            self._took(lease)
+    def usage(self, pool: str) -> Resources:
+        return self._items.usage_item(pool)[0]
+
+    def pools_generation(self) -> int:
+        return self._items.pools_generation()
+
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet:
+        return self._quotas.quota_set(fresh=fresh)
+
+    def quota_generation(self, pool: str) -> int:
+        return self._quotas.quota_generation(pool)
+
+    def quota_usage(self, items: Sequence[UsageKey]) -> dict[str, QuotaReading]:
+        """Each quota usage item an admission depends on, read strongly consistent at once."""
+        return dict(quota_usage.read_many(self._items.db, self._items.table, items))
+
+    def readiness(self, pool: str) -> UnreadyReading | None:
+        """The pool's count for `limits.unready` and the usage version it was read at (None:
+        this store has no gate)."""
+        return None if self._unready is None else self._unready.reading(pool)
+
+    # -- what it writes ------------------------------------------------------------------------
+
+    def write(self, ask: LeaseAsk, lease_id: str, fit: LeaseFit, reads: LeaseReads) -> Lease:
+        """Put the lease the admission decided, conditioned on what it read (LeaseConflict
+        naming the items that moved: `lease_admission`); remembered for its settle."""
+        lease = self._writes.write(ask, lease_id, fit, reads)
+        self._took(lease)
         return lease
 
-    def take_up(self, lease: Lease, limits: PoolLimits | None, seen: Revisions) -> Lease | None:
-        """An open lease an earlier delivery took, taken up by this one: `lease`, extended by a
-        lease period, if it is still open and unexpired and the pool (with `limits`) and its
-        NodeClass are still stored at `seen`, the revisions the request was resolved with now;
-        None when it is open no longer, or expired (give it back, and take a new one).
-        NodePoolChanged or NodePoolDeleted as `take` raises them: one transaction, the
-        configuration checks of a new lease beside the extension (`lease_admission`)."""
-        return self._admission.take_up(lease, limits, seen)
+    def extend(self, lease: Lease, reads: ConfigReads) -> Lease:
+        """An open lease an earlier delivery took, extended by a lease period while it is open
+        and unexpired, beside the configuration checks of a new lease (`lease_admission`)."""
+        return self._writes.extend(lease, reads)
 
     def stored_limits(self, pool: str) -> PoolLimits | None:
         """The limits of the pool as last applied (strongly consistent); None also when the
@@ -186,9 +167,9 @@ class PoolLeaseStore:
         LeaseReclaimed when the lease is neither open nor settled and instances not yet counted
         are left (it expired under the launch, and the sync gave its room and quota back, which
         another request may have been admitted into since): they count only under a lease taken
-        for them again, as a new request's is, through the same admission (`take`), which the
-        caller then settles (issue 34). A reclaimed lease with nothing left to count settles to
-        its marker alone.
+        for them again, as a new request's is, through the same admission
+        (service/admission.py), which the caller then settles (issue 34). A reclaimed lease
+        with nothing left to count settles to its marker alone.
         """
         pending = dict(members)
         taken = self._taken.pop((pool, lease_id), None)

@@ -2,11 +2,12 @@
 
 An instance is **unready** from its lease until the sync has seen it `running` with both EC2
 status checks `ok` (DescribeInstanceStatus); a lease not yet settled counts as its `count`
-unready instances. The sync marks each ready member with a `Ready#<instance>` item in the pool's
-partition, in a transaction that bumps the pool usage item's `version`. Every lease, settle and
-release bumps that version too, so a lease that counted the unready instances conditions its
-usage update on the version it read: whatever changed the count since makes it decide again
-(docs/provisioner.md, "limits.unready").
+unready instances (the refusal is the domain's `unready_refusal`, asked by
+service/admission.py). The sync marks each ready member with a `Ready#<instance>` item in the
+pool's partition, in a transaction that bumps the pool usage item's `version`. Every lease,
+settle and release bumps that version too, so a lease that counted the unready instances
+conditions its usage update on the version it read: whatever changed the count since makes it
+decide again (docs/provisioner.md, "limits.unready").
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from capacity_launcher.adapters.pool_items import (
 )
 from capacity_launcher.domain.aws_errors import unknown_instance_ids
 from capacity_launcher.domain.errors import ConditionFailed, LaunchFailed
-from capacity_launcher.domain.pool_usage import Readiness, unready_refusal
-from capacity_launcher.domain.quantities import PoolLimits
+from capacity_launcher.domain.pool_usage import Readiness
 
 READY_PREFIX = "Ready#"
 _LIVE_UNTIL = "Member$"
@@ -42,23 +42,13 @@ class PoolReadiness:
         self._db = dynamodb
         self._ec2 = ec2
 
-    def gate(self, pool: str, limits: PoolLimits | None, usage_update: dict[str, Any]) -> None:
-        """Refuse a new lease while the pool has more unready instances than `limits.unready`
-        allows; otherwise condition the lease's usage update on the usage version read."""
-        if limits is None or limits.unready is None:
-            return
+    def reading(self, pool: str) -> tuple[Readiness, int | None]:
+        """The pool's count for `limits.unready`, and the usage item's version read before it
+        (None before the first lease): a lease it admits conditions its usage update on that
+        version (adapters/lease_admission.py), so whatever changed the count since makes the
+        admission decide again."""
         version = self._version(pool)
-        refused = unready_refusal(pool, limits, self.count(pool))
-        if refused is not None:
-            raise refused
-        held = (
-            "#version = :readVersion" if version is not None else "attribute_not_exists(#version)"
-        )
-        existing = usage_update.get("ConditionExpression")
-        usage_update["ConditionExpression"] = f"{existing} AND {held}" if existing else held
-        usage_update["ExpressionAttributeNames"]["#version"] = "version"
-        if version is not None:
-            usage_update["ExpressionAttributeValues"][":readVersion"] = {"N": str(version)}
+        return self.count(pool), version
 
     def count(self, pool: str) -> Readiness:
         """The pool's instances launching or counted, and those of them not yet ready."""

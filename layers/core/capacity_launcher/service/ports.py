@@ -32,10 +32,24 @@ from capacity_launcher.domain.image_architectures import ImageArchitectures
 from capacity_launcher.domain.instance_records import InstanceRecord
 from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.lease_reads import (
+    ConfigReads,
+    LeaseReads,
+    QuotaReading,
+    UnreadyReading,
+)
 from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, Readiness, Recount
+from capacity_launcher.domain.pool_usage import (
+    Lease,
+    LeaseFit,
+    Member,
+    QuotaRecount,
+    Readiness,
+    Recount,
+)
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.domain.quota_admission import LeaseAsk, UsageKey
+from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet
 from capacity_launcher.domain.reservations import (
     Coverage,
     ReservationScope,
@@ -127,27 +141,31 @@ class UnavailableCache(Protocol):
 # -- pool limits: leases, members, usage, quota usage ----------------------------------------------
 
 
-class PoolLeases(Protocol):
-    """The launcher's room in a pool's limits (and its requester's quota): leased before EC2 is
-    asked, settled into members after, or cancelled (adapters/pool_leases.py)."""
+class LeaseSnapshot(Protocol):
+    """What the lease's admission (service/admission.py) reads before it decides, each read
+    strongly consistent: a write conditioned on it fails only when it moved since."""
 
-    def take(
-        self,
-        pool: str,
-        lease_id: str,
-        per_instance: Resources,
-        count: int,
-        min_count: int,
-        limits: PoolLimits | None,
-        requester: str | None = None,
-        *,
-        unleased: bool = False,
-        sizes: Mapping[str, Resources] | None = None,
-        partial: bool = False,
-        beside: int = 0,
-        seen: Revisions | None = None,
-    ) -> Lease | None: ...
-    def take_up(self, lease: Lease, limits: PoolLimits | None, seen: Revisions) -> Lease | None: ...
+    # The stored limits; NodePoolDeleted, or NodePoolChanged when stored at another revision.
+    def limits_in_force(self, pool: str, seen: Revisions | None = None) -> PoolLimits | None: ...
+    # `seen` as the stored items spell it (None: the pool or class is another document now).
+    def as_stored(self, pool: str, seen: Revisions) -> Revisions | None: ...
+    def usage(self, pool: str) -> Resources: ...
+    def pools_generation(self) -> int: ...
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet: ...
+    def quota_generation(self, pool: str) -> int: ...
+    # Each (quota usage item, NodePool) of `items`, by item key.
+    def quota_usage(self, items: Sequence[UsageKey]) -> dict[str, QuotaReading]: ...
+    # The pool's count for `limits.unready` (None: this store does not gate it).
+    def readiness(self, pool: str) -> UnreadyReading | None: ...
+
+
+class PoolLeases(LeaseSnapshot, Protocol):
+    """The launcher's room in a pool's limits (and its requester's quota): leased before EC2 is
+    asked, settled into members after, or cancelled (adapters/pool_leases.py). `write` and
+    `extend` raise LeaseConflict naming the items that moved since `reads`."""
+
+    def write(self, ask: LeaseAsk, lease_id: str, fit: LeaseFit, reads: LeaseReads) -> Lease: ...
+    def extend(self, lease: Lease, reads: ConfigReads) -> Lease: ...
     def lease(self, pool: str, lease_id: str) -> Lease | None: ...
     def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None: ...
     def cancel(self, pool: str, lease_id: str) -> bool: ...

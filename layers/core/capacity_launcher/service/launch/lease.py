@@ -48,7 +48,9 @@ from capacity_launcher.domain.errors import (
 )
 from capacity_launcher.domain.fleet import room_left_record
 from capacity_launcher.domain.pool_usage import Lease, held_by, largest
+from capacity_launcher.domain.quota_admission import LeaseAsk
 from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.service.admission import take_lease, take_up
 from capacity_launcher.service.launch.progress import Context, Progress
 from capacity_launcher.service.launch.resolve import PoolView
 
@@ -127,20 +129,18 @@ def _reserve(ctx: Context, item: Progress, view: PoolView, over: _Over) -> Lease
     if types is not None:
         sizes = {name: size for name, size in sizes.items() if name in types}
         per_instance = largest(sizes.values())
-    return ctx.ports.leases.take(
+    ask = LeaseAsk(
         view.pool_name,
-        item.request_id,
+        item.request.requester,
         per_instance,
         item.request.count,
         item.request.min_count,
-        view.lead.pool.spec.limits,
-        requester=item.request.requester,
-        unleased=True,
-        sizes=sizes,
+        sizes,
         partial=types is not None,
         beside=over.beside,
-        seen=_seen(view),
     )
+    limits = view.lead.pool.spec.limits
+    return take_lease(ctx.ports.leases, ask, item.request_id, limits, _seen(view), unleased=True)
 
 
 def _seen(view: PoolView) -> Revisions:
@@ -241,7 +241,7 @@ def _held(ctx: Context, view: PoolView, found: Lease | None) -> Lease | None:
     given back: a new one is taken)."""
     if found is None:
         return None
-    taken_up = ctx.ports.leases.take_up(found, view.lead.pool.spec.limits, _seen(view))
+    taken_up = take_up(ctx.ports.leases, found, view.lead.pool.spec.limits, _seen(view))
     if taken_up is None:
         # Expired (or gone meanwhile): the sync may reclaim it under this launch and another
         # request lease the room it frees. It is given back now, as the sync would, and the

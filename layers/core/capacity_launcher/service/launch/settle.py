@@ -20,6 +20,7 @@ from capacity_launcher.domain.offerings import RESERVED
 from capacity_launcher.domain.planning import Candidates
 from capacity_launcher.domain.pool_usage import UnleasedFit, kept_under, largest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.domain.quota_admission import LeaseAsk
 from capacity_launcher.domain.reservations import ReservationSnapshot
 from capacity_launcher.domain.status import (
     ErrorDetail,
@@ -28,6 +29,7 @@ from capacity_launcher.domain.status import (
     UnavailableOffering,
     status_for,
 )
+from capacity_launcher.service.admission import take_lease
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     LEASE_RECLAIMED_OVER_LIMIT,
@@ -190,17 +192,16 @@ def _lease_again(
     least = min(least, len(landed))
     refusal: str | None = None
     try:
-        lease = ctx.ports.leases.take(
+        ask = LeaseAsk(
             pool,
-            request.request_id,
+            request.requester,
             largest(sizes.values()),
             len(landed),
             max(least, 1),
-            limits,
-            request.requester,
-            sizes=sizes,
+            sizes,
             partial=True,
         )
+        lease = take_lease(ctx.ports.leases, ask, request.request_id, limits)
     except (QuotaExceeded, UnreadyLimitReached, NodePoolDeleted) as refused:
         lease, refusal = None, str(refused)
     types = {x.instance_id: x.instance_type for x in landed}
