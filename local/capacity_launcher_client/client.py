@@ -90,8 +90,9 @@ class LaunchClient:
         self._poll = poll_seconds
         self._clock = clock
         self._sleep = sleep
+        # Read only: the records' clock stamps retention on writes, which the client never makes.
         self._records: RecordReader = records or LaunchRecords(
-            deployment.state_table, deployment.client("dynamodb")
+            deployment.state_table, deployment.client("dynamodb"), clock=time.time
         )
 
     @classmethod

@@ -219,8 +219,15 @@ def _apply_ome(out: Console, store: ConfigStore, folder: Path) -> None:
     out.print(f"applied {len(steps)} OME documents as written, from {folder}")
 
 
+def _seconds() -> float:
+    """The emulator's clock in epoch seconds, as the local cloud's functions read it."""
+    return CLOCK.now().timestamp()
+
+
 def _final_tables(out: Console, deployment: Deployment) -> None:
-    records = LaunchRecords(deployment.state_table, deployment.client("dynamodb")).list_records()
+    records = LaunchRecords(
+        deployment.state_table, deployment.client("dynamodb"), clock=_seconds
+    ).list_records()
     ordered = sorted(records, key=lambda r: r.received_at)
     out.print(views.requests(ordered))
     out.print(views.instances(ordered, instance_states(ordered, deployment)))
@@ -387,7 +394,7 @@ def _ask(
 def _play_quotas(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
     """The quota chapter: team-research borrows team-ml's idle quota, team-ml takes it back."""
     deployment, records, subscription = story.deployment, story.records, story.subscription
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"), clock=CLOCK.now)
     for document in quota_documents(deployment.client("sts").get_caller_identity()["Account"]):
         store.apply(parse_document(document))
     _sync(cloud, subscription)  # the sync counts team-ml's running train-1 against its quota
@@ -461,7 +468,7 @@ def _poll_states(deployment: Deployment, instance_ids: list[str], state: str) ->
 def _play_block(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
     """The GPU chapter: a block bought, waited for, activated on the clock, filled, expiring."""
     deployment, records, subscription = story.deployment, story.records, story.subscription
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"), clock=CLOCK.now)
     for document in GPU_DOCUMENTS:
         store.apply(parse_document(document))
     block = _buy_block(deployment)
@@ -550,7 +557,9 @@ def run_demo(examples: str = "examples") -> int:
             deployment = cloud.start()
         try:
             out.print(f"local cloud at {deployment.endpoint_url}; function logs in {LOG_FILE}")
-            store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+            store = ConfigStore(
+                deployment.state_table, deployment.client("dynamodb"), clock=CLOCK.now
+            )
             for document in validate(read_documents([examples])):
                 assert not isinstance(document, PriorityClass)  # examples/ome has those
                 store.apply(document)
@@ -563,7 +572,9 @@ def run_demo(examples: str = "examples") -> int:
                 f"{GROUP_NAME}: 2 x c5.large in {DEMO_ZONE} + 2 in {OTHER_ZONE}; "
                 f"on-demand {' '.join(DRY_OFFERING[:2])} set dry"
             )
-            records = LaunchRecords(deployment.state_table, deployment.client("dynamodb"))
+            records = LaunchRecords(
+                deployment.state_table, deployment.client("dynamodb"), clock=_seconds
+            )
             mismatches = _play(out, deployment, records)
             story = _Story(deployment, records, _Subscription(deployment))
             mismatches += _play_quotas(out, cloud, story, len(SCENES) + 1)

@@ -21,6 +21,7 @@ from typing import Any
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.documents import parse_document
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault
 from tests.simulation.hub_fields import HUB_FIELD_OPERATIONS
@@ -98,7 +99,9 @@ class Simulation:
     @property
     def store(self) -> ConfigStore:
         if self._store is None:
-            self._store = ConfigStore(get_settings().state_table_name, self.world.dynamodb)
+            self._store = ConfigStore(
+                get_settings().state_table_name, self.world.dynamodb, clock=system_clock
+            )
         return self._store
 
     def send(self, bodies: list[Any], *, via_bus: bool) -> None:

@@ -16,6 +16,7 @@ from moto import mock_aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.documents import parse_document, to_document
 from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.startup import system_clock
 from tests.simulation.operations import _document, quota_document
 from tests.simulation.versions import (
     VersionCounts,
@@ -127,7 +128,7 @@ def store() -> Iterator[tuple[ConfigStore, Any]]:
             ],
             BillingMode="PAY_PER_REQUEST",
         )
-        yield ConfigStore(TABLE, db), db
+        yield ConfigStore(TABLE, db, clock=system_clock), db
 
 
 @pytest.mark.parametrize("seed", range(6))
