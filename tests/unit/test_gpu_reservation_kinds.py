@@ -11,12 +11,12 @@ from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.capacity.fleet import LaunchTemplate, fleet_request
 from capacity_launcher.domain.capacity.planning import LaunchPlan, find_candidates
 from capacity_launcher.domain.capacity.requirements import Operator, Requirement, Requirements
+from capacity_launcher.domain.capacity.reservation_state import StoredReservation
 from capacity_launcher.domain.capacity.reservations import (
     BLOCK_BOOT_MARGIN,
     BLOCK_TERMINATION_LEAD,
     ReservationSource,
     ReservedTarget,
-    StoredReservation,
     reservation_use,
 )
 from tests.unit.test_planning import EVERYTHING, M5, ZONES, by_id, reservation

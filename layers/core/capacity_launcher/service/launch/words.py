@@ -16,8 +16,8 @@ from capacity_launcher.domain.capacity.requirements import (
     INSTANCE_TYPE,
     Requirements,
 )
+from capacity_launcher.domain.capacity.reservation_state import ReservationScope
 from capacity_launcher.domain.capacity.reservations import (
-    ReservationScope,
     ReservationSnapshot,
     ReservationSource,
     selection_of,
