@@ -64,7 +64,8 @@ from capacity_launcher.domain.apis.documents import (
     stored_body,
     to_document,
 )
-from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaSet, conflicts
+from capacity_launcher.domain.apis.quota_sets import QuotaSet, conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import (
     CapacityLauncherError,
     ConditionFailed,

@@ -54,7 +54,7 @@ from capacity_launcher.domain.accounting.pool_usage import Lease, LeaseFit, tota
 from capacity_launcher.domain.accounting.quota_admission import UsageKey
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.documents import Revisions
-from capacity_launcher.domain.apis.quotas import QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import ConditionFailed, LeaseReclaimed
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.index_shards import read_values

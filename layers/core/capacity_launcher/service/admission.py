@@ -53,7 +53,7 @@ from capacity_launcher.domain.accounting.quota_leases import (
     usage_items,
 )
 from capacity_launcher.domain.apis.documents import Revisions
-from capacity_launcher.domain.apis.quotas import QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NodePoolChanged, QuotaExceeded, Transient
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.service.ports import LeaseSnapshot, PoolLeases

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.priority_classes import PRIORITY_CLASS, PriorityClass
-from capacity_launcher.domain.apis.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.apis.quota_sets import conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 
 if TYPE_CHECKING:
     from capacity_launcher.domain.apis.api_versions import Kept

@@ -35,7 +35,8 @@ from capacity_launcher.domain.apis.config import (
     PoolSet,
 )
 from capacity_launcher.domain.apis.documents import Revisions
-from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.capacity.fleet import (
     FleetResult,

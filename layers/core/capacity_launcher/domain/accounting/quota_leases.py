@@ -10,10 +10,8 @@ from dataclasses import dataclass, field, replace
 
 from capacity_launcher.domain.accounting.pool_usage import LeaseFit, Room, fit_lease, smallest_first
 from capacity_launcher.domain.accounting.quota_admission import Cohort, UsageKey
-from capacity_launcher.domain.apis.quotas import (
-    CapacityQuota,
-    quota_for,
-)
+from capacity_launcher.domain.apis.quota_sets import quota_for
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 

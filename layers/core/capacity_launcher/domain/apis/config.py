@@ -47,6 +47,7 @@ from capacity_launcher.domain.apis.config_base import (  # noqa: F401 - re-expor
     selector_tags,
     validate_tags,
 )
+from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.launch_options import (
     MAX_BLOCK_DEVICE_MAPPINGS,
     BlockDeviceMapping,
@@ -62,7 +63,6 @@ from capacity_launcher.domain.capacity.requirements import (
     RESERVED,
     Operator,
     Requirement,
-    Requirements,
 )
 from capacity_launcher.domain.quantities import PoolLimits
 
