@@ -79,7 +79,7 @@ from capacity_launcher.observability import logger
 if TYPE_CHECKING:  # PriorityClasses and the served versions are the apply path's: imported
     # there, so a launcher's cold start does not make their classes
     from capacity_launcher.adapters.priority_class_store import PriorityClassStore
-    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
 _QUOTA_SET_KEY = QUOTA_SET_KEY

@@ -20,7 +20,7 @@ from capacity_launcher.domain.apis.quota_sets import conflicts
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 
 if TYPE_CHECKING:
-    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
 Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 
