@@ -411,10 +411,7 @@ def _release_until_met(
     for borrower, instance in candidates:
         if not remaining:
             break
-        # A resource the borrower's quota does not cover draws nothing from the pool.
-        gives = {
-            r: instance.resources.amount(r) if borrower in ledgers[r].terms else ZERO for r in short
-        }
+        gives = _gives_back(borrower, instance, short, ledgers)
         if not any(gives[r] > 0 for r in remaining):
             continue
         if any(
@@ -428,3 +425,16 @@ def _release_until_met(
             released[(borrower, r)] = released.get((borrower, r), ZERO) + gives[r]
         remaining = {r: a - gives[r] for r, a in remaining.items() if a - gives[r] > 0}
     return None if remaining else chosen
+
+
+def _gives_back(
+    borrower: str,
+    instance: QuotaInstance,
+    short: Mapping[str, Decimal],
+    ledgers: Mapping[str, Ledger],
+) -> dict[str, Decimal]:
+    """What releasing ``instance`` gives back to the pool of each resource ``short`` names: a
+    resource the borrower's quota does not cover draws nothing from the pool."""
+    return {
+        r: instance.resources.amount(r) if borrower in ledgers[r].terms else ZERO for r in short
+    }

@@ -200,22 +200,7 @@ class ResourceGroup(_Document):
     @model_validator(mode="after")
     def _flavors_list_the_covered_resources(self) -> ResourceGroup:
         covered = set(self.covered_resources)
-        problems = []
-        for index, flavor in enumerate(self.flavors):
-            names = [r.name for r in flavor.resources]
-            where = f"flavors[{index}].resources"
-            extra = [n for n in names if n not in covered]
-            if extra:
-                problems.append(
-                    FieldError(where, f"{', '.join(extra)}: not in this group's coveredResources")
-                )
-            missing = ", ".join(n for n in self.covered_resources if n not in names)
-            if missing:
-                problems.append(
-                    FieldError(where, f"must list every covered resource; missing {missing}")
-                )
-            if len(set(names)) != len(names):
-                problems.append(FieldError(where, "must not repeat a resource"))
+        problems = [p for i, f in enumerate(self.flavors) for p in self._flavor_problems(i, f)]
         if self.limits is not None:
             uncovered = [
                 d for d in DIMENSIONS if self.limits.limit_for(d) is not None and d not in covered
@@ -227,6 +212,25 @@ class ResourceGroup(_Document):
         if problems:
             raise Problems(problems)
         return self
+
+    def _flavor_problems(self, index: int, flavor: Flavor) -> list[FieldError]:
+        """A flavor lists each covered resource once, and no other."""
+        names = [r.name for r in flavor.resources]
+        where = f"flavors[{index}].resources"
+        problems = []
+        extra = [n for n in names if n not in self.covered_resources]
+        if extra:
+            problems.append(
+                FieldError(where, f"{', '.join(extra)}: not in this group's coveredResources")
+            )
+        missing = ", ".join(n for n in self.covered_resources if n not in names)
+        if missing:
+            problems.append(
+                FieldError(where, f"must list every covered resource; missing {missing}")
+            )
+        if len(set(names)) != len(names):
+            problems.append(FieldError(where, "must not repeat a resource"))
+        return problems
 
 
 class Preemption(_Document):
@@ -279,6 +283,13 @@ class CapacityQuotaSpec(_Document):
 
     @model_validator(mode="after")
     def _consistent(self) -> CapacityQuotaSpec:
+        problems = [*self._group_problems(), *self._cohort_problems(), *self._binding_problems()]
+        if problems:
+            raise Problems(problems)
+        return self
+
+    def _group_problems(self) -> list[FieldError]:
+        """A resource in two groups, a flavor listed twice, limits that need a cohort."""
         problems = []
         seen_resources: dict[str, int] = {}
         seen_flavors: dict[str, int] = {}
@@ -305,20 +316,35 @@ class CapacityQuotaSpec(_Document):
                 seen_flavors.setdefault(flavor.name, g)
                 for r, resource in enumerate(flavor.resources):
                     where = f"resourceGroups[{g}].flavors[{f}].resources[{r}]"
-                    if resource.borrowing_limit is not None and self.cohort is None:
-                        problems.append(FieldError(f"{where}.borrowingLimit", "needs spec.cohort"))
-                    elif resource.borrowing_limit is not None and not self.allow_borrowing:
-                        problems.append(
-                            FieldError(f"{where}.borrowingLimit", "needs spec.allowBorrowing: true")
-                        )
-                    if resource.lending_limit is not None and self.cohort is None:
-                        problems.append(FieldError(f"{where}.lendingLimit", "needs spec.cohort"))
+                    problems += self._limit_problems(where, resource)
+        return problems
+
+    def _limit_problems(self, where: str, resource: QuotaResource) -> list[FieldError]:
+        """Borrowing and lending happen within a cohort; borrowing also needs allowBorrowing."""
+        problems = []
+        if resource.borrowing_limit is not None and self.cohort is None:
+            problems.append(FieldError(f"{where}.borrowingLimit", "needs spec.cohort"))
+        elif resource.borrowing_limit is not None and not self.allow_borrowing:
+            problems.append(
+                FieldError(f"{where}.borrowingLimit", "needs spec.allowBorrowing: true")
+            )
+        if resource.lending_limit is not None and self.cohort is None:
+            problems.append(FieldError(f"{where}.lendingLimit", "needs spec.cohort"))
+        return problems
+
+    def _cohort_problems(self) -> list[FieldError]:
+        problems = []
         if self.allow_borrowing and self.cohort is None:
             problems.append(
                 FieldError("allowBorrowing", "needs spec.cohort: quotas borrow within a cohort")
             )
         if self.preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER and not self.cohort:
             problems.append(FieldError("preemption.reclaimWithinCohort", "needs spec.cohort"))
+        return problems
+
+    def _binding_problems(self) -> list[FieldError]:
+        """Origins bind only the quota's own requesters; associations need a reservation prefix."""
+        problems = []
         for requester in self.requester_origins:
             if requester not in self.requesters and requester not in self.association_requesters:
                 problems.append(
@@ -336,9 +362,7 @@ class CapacityQuotaSpec(_Document):
                     f"({ASSOCIATION_PREFIX}NAME/): it lists who may associate with a reservation",
                 )
             )
-        if problems:
-            raise Problems(problems)
-        return self
+        return problems
 
     def reservations(self) -> list[str]:
         """The reservations whose associations this quota covers (its prefixes of that form)."""
