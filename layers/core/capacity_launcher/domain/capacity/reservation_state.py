@@ -13,7 +13,6 @@ from typing import Any
 from capacity_launcher.domain.capacity.reservations import (
     ACTIVE,
     BLOCK_TERMINATION_LEAD,
-    CAPACITY_BLOCK,
     EXPIRED_STATE,
     ReservationSnapshot,
     ReservationSource,
@@ -275,7 +274,7 @@ def _ending_crossings(
     announced: set[str],
     events: list[str],
 ) -> None:
-    block = seen.reservation_type == CAPACITY_BLOCK
+    block = seen.kind.ends_early
     ending = seen.end_date is not None and seen.end_date - now <= thresholds.expiring_horizon
     # A block always ends at its end date: it gets its own, shorter warning below.
     if seen.state == ACTIVE and ending and not block:

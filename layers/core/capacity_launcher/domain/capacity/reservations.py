@@ -40,8 +40,31 @@ CAPACITY_BLOCK = "capacity-block"
 # The launch market each kind needs: EC2 refuses a block or an interruptible reservation otherwise.
 BLOCK_MARKET = "capacity-block"
 INTERRUPTIBLE_MARKET = "interruptible-capacity-reservation"
+
+
+@dataclass(frozen=True)
+class ReservationKind:
+    """What a kind of reservation asks of a launch into it. EC2 says the kind in two fields
+    (ReservationType, Interruptible), which a snapshot keeps as read; `ReservationSnapshot.kind`
+    reads the kind from them once, and the rules read this table."""
+
+    name: str
+    # InstanceMarketOptions.MarketType a launch into it needs (None: on-demand).
+    market: str | None
+    # CreateFleet's DefaultTargetCapacityType for it.
+    fleet_capacity_type: str
+    # EC2 terminates its instances BLOCK_TERMINATION_LEAD before its end date.
+    ends_early: bool = False
+
+
+ORDINARY = ReservationKind("ordinary", None, "on-demand")
+BLOCK = ReservationKind("capacity-block", BLOCK_MARKET, "capacity-block", ends_early=True)
+INTERRUPTIBLE = ReservationKind("interruptible", INTERRUPTIBLE_MARKET, "reserved-capacity")
 # CreateFleet's DefaultTargetCapacityType for each market (on-demand for ordinary ODCRs).
-FLEET_CAPACITY_TYPES = {BLOCK_MARKET: "capacity-block", INTERRUPTIBLE_MARKET: "reserved-capacity"}
+FLEET_CAPACITY_TYPES = {
+    BLOCK_MARKET: BLOCK.fleet_capacity_type,
+    INTERRUPTIBLE_MARKET: INTERRUPTIBLE.fleet_capacity_type,
+}
 # A coverage key names one target or selector term the sync resolved (stored beside snapshots).
 COVERAGE_PREFIX = "Covered#"
 
@@ -91,7 +114,7 @@ class ReservationSnapshot:
         """A Capacity Block too close to its end to launch into: EC2 starts terminating its
         instances BLOCK_TERMINATION_LEAD before the end, and a launch needs BLOCK_BOOT_MARGIN
         of life before that."""
-        if self.reservation_type != CAPACITY_BLOCK or self.end_date is None:
+        if not self.kind.ends_early or self.end_date is None:
             return False
         return now >= self.end_date - BLOCK_TERMINATION_LEAD - BLOCK_BOOT_MARGIN
 
@@ -109,11 +132,16 @@ class ReservationSnapshot:
         return self.used / self.total if self.total else 0.0
 
     @property
+    def kind(self) -> ReservationKind:
+        """Its kind, from EC2's ReservationType and Interruptible (a block is not interruptible)."""
+        if self.reservation_type == CAPACITY_BLOCK:
+            return BLOCK
+        return INTERRUPTIBLE if self.interruptible else ORDINARY
+
+    @property
     def market(self) -> str | None:
         """The InstanceMarketOptions.MarketType a launch into it needs (None: on-demand)."""
-        if self.reservation_type == CAPACITY_BLOCK:
-            return BLOCK_MARKET
-        return INTERRUPTIBLE_MARKET if self.interruptible else None
+        return self.kind.market
 
     def offering(self) -> Offering:
         return Offering(RESERVED, self.instance_type, self.zone, self.reservation_id)
