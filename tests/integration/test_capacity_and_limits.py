@@ -64,7 +64,7 @@ def test_on_demand_ice_is_cached_with_its_key_reason_and_expiry(
     before = emulator_seconds()
     # When a request launches
     cloud.send(launch_request("ice-1", nodePool="general", count=1))
-    # Then the dry offering is cached exactly as README.md's ICE cache contract says
+    # Then the dry offering is cached exactly as docs/contracts.md's ICE cache contract says
     items = ice_items(cloud)
     item = items[f"on-demand:m5.large:{ZONE}"]
     assert item["reason"] == "InsufficientInstanceCapacity"
