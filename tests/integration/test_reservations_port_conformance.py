@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capacity_launcher.domain.reservations import ReservationSnapshot
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.service.ports import Reservations
 from tests.fakes.ec2 import FakeReservations
 from tests.fakes.world import a_node_class
