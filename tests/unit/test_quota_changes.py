@@ -1,4 +1,4 @@
-"""An apply or delete of a CapacityQuota decided apart from the store (domain/quota_changes.py)
+"""An apply or delete of a CapacityQuota decided apart from the store (domain/apis/quota_changes.py)
 and retried by the configuration use case (service/configuration.py), against an in-memory
 quota port: the cross-quota check, what is bumped, and the words of each refusal."""
 
@@ -9,14 +9,8 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.documents import parse_document, stored_body
-from capacity_launcher.domain.errors import (
-    ConditionFailed,
-    ConfigConflict,
-    ConfigValidationError,
-    NotFound,
-)
-from capacity_launcher.domain.quota_changes import (
+from capacity_launcher.domain.apis.documents import parse_document, stored_body
+from capacity_launcher.domain.apis.quota_changes import (
     OutstandingBumps,
     QuotaApplyRead,
     QuotaDelete,
@@ -26,7 +20,13 @@ from capacity_launcher.domain.quota_changes import (
     plan_apply,
     plan_delete,
 )
-from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.errors import (
+    ConditionFailed,
+    ConfigConflict,
+    ConfigValidationError,
+    NotFound,
+)
 from capacity_launcher.service.configuration import apply_quota, delete_quota
 
 
@@ -145,8 +145,8 @@ def test_an_apply_that_met_a_concurrent_one_checks_again_then_gives_up_saying_so
 
 
 def test_an_apply_naming_a_class_deleted_meanwhile_is_refused_naming_the_field() -> None:
-    from capacity_launcher.domain.api_versions import Kept
-    from capacity_launcher.domain.priority_classes import PRIORITY_CLASS_NAME_PATH
+    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.priority_classes import PRIORITY_CLASS_NAME_PATH
 
     kept = Kept(
         "capacity-launcher/v1alpha1", "CapacityReservation", {PRIORITY_CLASS_NAME_PATH: "serving"}

@@ -50,8 +50,10 @@ from capacity_launcher.adapters.config_items import (
 )
 from capacity_launcher.adapters.dynamodb import key, to_item
 from capacity_launcher.adapters.quota_store import QuotaStore
-from capacity_launcher.domain.config import NodeClass, NodePool, PoolSet
-from capacity_launcher.domain.documents import revision_of, stored_body
+from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
+from capacity_launcher.domain.apis.documents import revision_of, stored_body
+from capacity_launcher.domain.apis.quota_changes import kept_body as kept_of_apply
+from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaSet
 from capacity_launcher.domain.errors import (
     ConditionFailed,
     ConfigConflict,
@@ -59,13 +61,11 @@ from capacity_launcher.domain.errors import (
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.quantities import limits_token
-from capacity_launcher.domain.quota_changes import kept_body as kept_of_apply
-from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet
 
 if TYPE_CHECKING:  # PriorityClasses and the served versions are the apply path's: imported
     # there, so a launcher's cold start does not make their classes
     from capacity_launcher.adapters.priority_class_store import PriorityClassStore
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.api_versions import Kept
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
 _QUOTA_SET_KEY = QUOTA_SET_KEY

@@ -25,23 +25,27 @@ from capacity_launcher.adapters.template_data import (
     template_tags,
 )
 from capacity_launcher.adapters.template_inventory import last_used
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.fleet import LaunchTemplate
+from capacity_launcher.domain.capacity.image_architectures import (
+    STANDARD,
+    ImageArchitecture,
+    ImageArchitectures,
+    known,
+)
+from capacity_launcher.domain.capacity.platforms import reservation_platform
+from capacity_launcher.domain.capacity.reservations import (
+    ReservationUse,
+    ReservedTarget,
+    reservation_use,
+)
 from capacity_launcher.domain.errors import (
     InstanceProfileNotReady,
     LaunchFailed,
     NodeClassRefused,
     Transient,
 )
-from capacity_launcher.domain.fleet import LaunchTemplate
-from capacity_launcher.domain.image_architectures import (
-    STANDARD,
-    ImageArchitecture,
-    ImageArchitectures,
-    known,
-)
-from capacity_launcher.domain.platforms import reservation_platform
-from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
-from capacity_launcher.domain.tags import (
+from capacity_launcher.domain.records.tags import (
     TEMPLATE_USED_AT,
 )
 from capacity_launcher.observability import logger
@@ -59,7 +63,7 @@ _BASE_SECONDS = 60.0
 KNOWN_FOR_SECONDS = 300.0
 # A template found again is marked used (TEMPLATE_USED_AT) when its mark is older than this: a
 # template in use carries a mark younger than this plus KNOWN_FOR_SECONDS, far inside the
-# sweep's hour, so a NodeClass reverted to it keeps it (domain/template_lifecycle.py).
+# sweep's hour, so a NodeClass reverted to it keeps it (domain/capacity/template_lifecycle.py).
 MARK_USED_AFTER_SECONDS = 60.0
 
 

@@ -25,9 +25,10 @@ from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.config_items import POOL_SET_KEY
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.documents import Revisions, is_revision
+from capacity_launcher.domain.accounting.pool_usage import Lease, Member
+from capacity_launcher.domain.apis.documents import Revisions, is_revision
+from capacity_launcher.domain.apis.quotas import QuotaSet
 from capacity_launcher.domain.errors import NodePoolChanged, NodePoolDeleted
-from capacity_launcher.domain.pool_usage import Lease, Member
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -38,7 +39,6 @@ from capacity_launcher.domain.quantities import (
     Resources,
     limits_token,
 )
-from capacity_launcher.domain.quotas import QuotaSet
 
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"

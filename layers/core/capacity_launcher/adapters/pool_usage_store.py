@@ -16,8 +16,8 @@ from capacity_launcher.adapters.pool_items import (
     counted_in,
     limits_pk,
 )
+from capacity_launcher.domain.accounting.pool_usage import Member, Recount, usage_of
 from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.pool_usage import Member, Recount, usage_of
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 
 

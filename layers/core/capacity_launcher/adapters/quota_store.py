@@ -1,6 +1,6 @@
 """CapacityQuota items in the state table: what an apply or delete reads, and its write, in
 named items conditioned on what was read. What to write is decided in the domain
-(`domain/quota_changes.py`); the retries are the service's (service/configuration.py).
+(`domain/apis/quota_changes.py`); the retries are the service's (service/configuration.py).
 
 Every apply that changes a CapacityQuota bumps one quota-set version, conditioned on the
 version its cross-quota check read; every delete of one bumps it too. In the same transaction
@@ -32,9 +32,8 @@ from capacity_launcher.adapters.config_items import (
     seen_version_bump,
 )
 from capacity_launcher.adapters.dynamodb import key, to_item
-from capacity_launcher.domain.errors import ConditionFailed, StoredDocumentInvalid
-from capacity_launcher.domain.quota_admission import TRANSACTION_ITEMS
-from capacity_launcher.domain.quota_changes import (
+from capacity_launcher.domain.accounting.quota_admission import TRANSACTION_ITEMS
+from capacity_launcher.domain.apis.quota_changes import (
     OutstandingBumps,
     QuotaApplyRead,
     QuotaDelete,
@@ -43,7 +42,8 @@ from capacity_launcher.domain.quota_changes import (
     StoredQuota,
     pools_named,
 )
-from capacity_launcher.domain.quotas import CapacityQuota
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.errors import ConditionFailed, StoredDocumentInvalid
 
 
 class QuotaStore:

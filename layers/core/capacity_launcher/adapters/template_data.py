@@ -10,10 +10,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.launch_options import MetadataOptions
-from capacity_launcher.domain.reservations import ReservationUse
-from capacity_launcher.domain.tags import (
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.launch_options import MetadataOptions
+from capacity_launcher.domain.capacity.reservations import ReservationUse
+from capacity_launcher.domain.capacity.template_lifecycle import target_tag
+from capacity_launcher.domain.records.tags import (
     MANAGED,
     NODE_CLASS,
     RESERVATION_TARGET,
@@ -21,7 +22,6 @@ from capacity_launcher.domain.tags import (
     Ownership,
     managed_tags,
 )
-from capacity_launcher.domain.template_lifecycle import target_tag
 
 # launchTemplateName: the base's fields that the pool, the class or the attempt decide instead.
 _NOT_FROM_BASE = frozenset({"NetworkInterfaces", "SecurityGroups", "InstanceMarketOptions"})

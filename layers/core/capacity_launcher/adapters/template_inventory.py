@@ -11,10 +11,11 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import aws_call, client, error_code, error_message
 from capacity_launcher.domain.aws_errors import is_launch_template_gone, is_refused_token
+from capacity_launcher.domain.capacity.template_lifecycle import ManagedTemplate
 from capacity_launcher.domain.errors import (
     LaunchFailed,
 )
-from capacity_launcher.domain.tags import (
+from capacity_launcher.domain.records.tags import (
     MANAGED,
     NODE_CLASS,
     RESERVATION_TARGET,
@@ -22,7 +23,6 @@ from capacity_launcher.domain.tags import (
     TEMPLATE_USED_AT,
     Ownership,
 )
-from capacity_launcher.domain.template_lifecycle import ManagedTemplate
 from capacity_launcher.observability import logger
 
 # DescribeLaunchTemplates answers at most 200 a page.

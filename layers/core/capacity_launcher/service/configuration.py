@@ -6,9 +6,9 @@ and prints what this answers.
 The checks across documents: those applied together (`conflicts_among`, before anything is
 stored) and each against what is stored (a NodePool naming no stored NodeClass, a quota
 conflicting with the stored quotas, a reservation naming no stored PriorityClass, a NodeClass
-deleted while a NodePool names it). The stores read and write conditioned on what was read; the
-decisions across quotas are the domain's (`domain/quota_changes.py`); the loops that read, decide
-and write again when a concurrent change moved what was read are here.
+deleted while a NodePool names it). The stores read and write conditioned on what was read;
+the decisions across quotas are the domain's (`domain/apis/quota_changes.py`); the loops that
+read, decide and write again when a concurrent change moved what was read are here.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.errors import ConditionFailed, ConfigConflict
-from capacity_launcher.domain.priority_classes import (
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
     missing_class,
     named_class,
 )
-from capacity_launcher.domain.quota_changes import (
+from capacity_launcher.domain.apis.quota_changes import (
     QuotaApplyRead,
     QuotaDelete,
     QuotaDeleteRead,
@@ -34,10 +33,11 @@ from capacity_launcher.domain.quota_changes import (
     plan_apply,
     plan_delete,
 )
-from capacity_launcher.domain.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.errors import ConditionFailed, ConfigConflict
 
 if TYPE_CHECKING:
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.api_versions import Kept
 
 Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 
