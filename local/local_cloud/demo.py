@@ -17,14 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.spinner import Spinner
 
 import moto_capacity
-from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.apis.priority_classes import PriorityClass
@@ -55,10 +54,14 @@ from capacity_launcher_cli.request_commands import (
     send,
     wait_for,
 )
+from capacity_launcher_cli.service import configuration
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.documents import capacity_quota
 from local_cloud.example_capacity import DEMO_ZONE, GROUP_NAME, OTHER_ZONE, create_reservations
 from moto_capacity.core.clock import CLOCK
+
+if TYPE_CHECKING:
+    from capacity_launcher.service.configuration import Configuration
 
 DRY_OFFERING = ("m5.large", DEMO_ZONE, "on-demand")
 LOG_FILE = Path(".capacity-launcher") / "demo-functions.log"
@@ -202,20 +205,18 @@ SCENES = (
 )
 
 
-def _apply_ome(out: Console, store: ConfigStore, folder: Path) -> None:
+def _apply_ome(out: Console, store: Configuration, folder: Path) -> None:
     """OME's reservations as written, after the PriorityClasses they name (docs/ome.md). Their
     flavors name pools the story does not apply, so they admit nothing here; `get
     capacityreservations` shows them."""
     if not folder.is_dir():
         return
-    classes = store.priority_classes()
     documents = read_documents([str(folder)])
-    steps = validate_steps(documents, priority_references(documents, classes.priority_classes()))
+    steps = validate_steps(
+        documents, priority_references(documents, store.stored_priority_classes())
+    )
     for step in steps:
-        if isinstance(step.document, PriorityClass):
-            classes.apply(step.document)
-        else:
-            store.apply(step.document, step.kept)
+        store.apply(step.document, step.kept)
     out.print(f"applied {len(steps)} OME documents as written, from {folder}")
 
 
@@ -387,7 +388,7 @@ def _ask(
 def _play_quotas(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
     """The quota chapter: team-research borrows team-ml's idle quota, team-ml takes it back."""
     deployment = story.deployment
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    store = configuration(deployment)
     for document in quota_documents(deployment.client("sts").get_caller_identity()["Account"]):
         store.apply(parse_document(document))
     _sync(cloud, story.subscription)  # the sync counts team-ml's running train-1 against its quota
@@ -484,7 +485,7 @@ def _poll_states(deployment: Deployment, instance_ids: list[str], state: str) ->
 def _play_block(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
     """The GPU chapter: a block bought, waited for, activated on the clock, filled, expiring."""
     deployment = story.deployment
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+    store = configuration(deployment)
     for document in GPU_DOCUMENTS:
         store.apply(parse_document(document))
     block = _buy_block(deployment)
@@ -592,7 +593,7 @@ def run_demo(examples: str = "examples") -> int:
             deployment = cloud.start()
         try:
             out.print(f"local cloud at {deployment.endpoint_url}; function logs in {LOG_FILE}")
-            store = ConfigStore(deployment.state_table, deployment.client("dynamodb"))
+            store = configuration(deployment)
             for document in validate(read_documents([examples])):
                 assert not isinstance(document, PriorityClass)  # examples/ome has those
                 store.apply(document)

@@ -11,9 +11,9 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from local_cloud.lambda_runtime import outside_functions

@@ -258,7 +258,7 @@ def test_a_served_request_delivered_again_after_its_pool_is_gone_keeps_its_outco
     table = cloud.names.idempotency_table
     for item in db.scan(TableName=table)["Items"]:
         db.delete_item(TableName=table, Key={"id": item["id"]})
-    ConfigStore(cloud.names.state_table, db).delete("NodePool", "general")
+    ConfigStore(cloud.names.state_table, db).delete_pool("general")
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
     # Then it is not Rejected: its recorded outcome stands and is published again
     again = cloud.record("late-1")
