@@ -498,7 +498,7 @@ def _why_missed(results: Results) -> list[str]:
         lines.append(
             f"- **The sync's reads follow history**: up to {settled} settled leases' proofs "
             "read by one run. The recounts "
-            "(`PoolUsageStore.recompute`, `QuotaUsageStore.recount_quotas`) "
+            "(`service/usage_recount.py`: `recount_pool`, `recount_quotas`) "
             "should read only the `Lease#`..`Member#` key range of each pool's `Limits#` "
             "partition; the proofs (`Settled#`, kept `SETTLED_MARKER_SECONDS`, a week) sort "
             "outside it. A read of them means a query left that range."

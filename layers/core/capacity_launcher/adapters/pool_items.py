@@ -9,7 +9,7 @@ Usage is only ever changed in the same transaction as the item that explains the
 put, settled or reclaimed: `pool_leases`; a member put or deleted under a condition:
 `pool_members`), so usage always equals the unsettled leases plus the members of the pool, and
 no instance is counted or released twice, whichever writer gets there first. Every change bumps
-the usage item's `version`, which is what a recompute (`PoolUsageStore.recompute`,
+the usage item's `version`, which is what a recompute (`service/usage_recount.recount_pool`,
 adapters/pool_usage_store.py) conditions on.
 """
 
@@ -55,8 +55,6 @@ OPEN_LEASE = "open"
 # The instance types a lease narrowed to the room left covers (absent: every candidate).
 LEASE_TYPES = "instanceTypes"
 ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
-# Tries of a conditional write that writers keep moving the usage under, before giving up.
-CONTENDED_TRIES = 3
 # (quota usage item, requester): where a lease or member is also counted for its quota.
 QuotaHold = tuple[str, str] | None
 

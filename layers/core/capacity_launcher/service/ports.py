@@ -22,9 +22,7 @@ from capacity_launcher.domain.accounting.pool_usage import (
     Lease,
     LeaseFit,
     Member,
-    QuotaRecount,
     Readiness,
-    Recount,
 )
 from capacity_launcher.domain.accounting.quota_admission import UsageKey
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
@@ -207,11 +205,13 @@ class PoolMembers(Protocol):
 
 
 class PoolUsage(Protocol):
-    """A pool's usage as stored, and its recompute from leases and members
-    (adapters/pool_items.py)."""
+    """A pool's usage as stored, what it is made of, and its conditioned replacement: the reads
+    and the write of a recount (service/usage_recount.py; adapters/pool_usage_store.py)."""
 
     def usage(self, pool: str) -> Resources: ...
-    def recompute(self, pool: str) -> Recount | None: ...
+    def usage_version(self, pool: str) -> tuple[Resources, int | None]: ...
+    def counted(self, pool: str) -> list[Lease | Member]: ...
+    def replace_usage(self, pool: str, usage: Resources, version: int | None) -> bool: ...
 
 
 class PoolReadinessCount(Protocol):
@@ -226,7 +226,13 @@ class QuotaUsage(Protocol):
     quota sync and reclaim read and recount it (adapters/quota_usage_store.py)."""
 
     def quota_usage(self, pk: str, pool: str) -> dict[tuple[str, str], Resources]: ...
-    def recount_quotas(self, pool: str, pks: Sequence[str]) -> dict[str, QuotaRecount | None]: ...
+    def quota_reading(
+        self, pk: str, pool: str
+    ) -> tuple[int | None, dict[tuple[str, str], Resources]]: ...
+    def counted(self, pool: str) -> list[Lease | Member]: ...
+    def replace_quota_usage(
+        self, pk: str, usage: dict[tuple[str, str], Resources], version: int | None
+    ) -> bool: ...
 
 
 # -- quotas: open reclaims and the status the sync keeps -------------------------------------------

@@ -23,6 +23,7 @@ from capacity_launcher.service.ports import QuotaStatusStore, QuotaUsage
 from capacity_launcher.service.quota_metrics import emit_quota_usage
 from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimReport
 from capacity_launcher.service.sync_parts import contained
+from capacity_launcher.service.usage_recount import recount_quotas
 
 
 @dataclass
@@ -82,7 +83,7 @@ class QuotaSync:
         recounts = {
             (pk, pool): recount
             for pool, pks in sorted(items.items())
-            for pk, recount in self._quota_usage.recount_quotas(pool, sorted(pks)).items()
+            for pk, recount in recount_quotas(self._quota_usage, pool, sorted(pks)).items()
         }
         for (pk, pool), recount in sorted(recounts.items()):
             found = (

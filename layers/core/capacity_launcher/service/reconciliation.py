@@ -57,6 +57,7 @@ from capacity_launcher.service.ports import (
     PoolMembers,
     PoolUsage,
 )
+from capacity_launcher.service.usage_recount import recount_pool
 
 # Instances that hold usage; stopping and stopped ones released it when their event arrived.
 LIVE_STATES = frozenset({"pending", "running"})
@@ -292,7 +293,7 @@ class Reconciliation:
     def _recompute(self, pool: str) -> Recount | None:
         """Repairs usage not explained by members and leases (a lost write, an older version's
         delta); None when writers kept it from finishing (the next run repairs)."""
-        recount = self._usage.recompute(pool)
+        recount = recount_pool(self._usage, pool)
         if recount is None or not recount.repaired:
             return recount
         logger.warning(
