@@ -17,6 +17,7 @@ from benchmarks import (
     plots,
     report,
     scaling,
+    sync_calls,
     throughput,
     warm_overhead,
 )
@@ -50,6 +51,7 @@ def main() -> int:
         plots=timed("plots", lambda: plots.items_read(points, syncs, ROOT / "docs")),
         throughput=timed("throughput", throughput.run),
         healthy=timed("healthy pool", burst.healthy),
+        sync_calls=timed("sync calls", sync_calls.run),
         load=(load_at_start, os.getloadavg()),
         took=took,
     )

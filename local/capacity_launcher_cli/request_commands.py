@@ -12,7 +12,7 @@ from typing import Any
 
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock

@@ -15,7 +15,7 @@ answers raises botocore's EndpointConnectionError within seconds.
 
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
 from capacity_launcher.domain.field_errors import FieldError
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_client import clients
 from capacity_launcher_client.client import (
     CLIENT_SOURCE,

@@ -26,7 +26,7 @@ from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestIdReuse
 from capacity_launcher.domain.field_errors import FieldError, field_errors
 from capacity_launcher.domain.launch_request import LaunchRequest as ServiceLaunchRequest
 from capacity_launcher.domain.launch_request import parse_launch_request
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.status import (
     LAUNCH_REQUESTED,
     ErrorDetail,
     RequestRecord,

@@ -26,9 +26,9 @@ from rich.spinner import Spinner
 import moto_capacity
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.priority_classes import PriorityClass
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.priority_classes import PriorityClass
+from capacity_launcher.domain.records.status import (
     ALL_DETAIL_TYPES,
     BLOCK_EXPIRING,
     EVENT_SOURCE,

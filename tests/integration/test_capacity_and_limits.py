@@ -15,7 +15,7 @@ from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from local_cloud.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import (
     ZONE,

@@ -12,9 +12,9 @@ import pytest
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.errors import ConfigConflict
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.settings import Settings, get_settings
 from capacity_launcher_cli.config_commands import get_config
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool

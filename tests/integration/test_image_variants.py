@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_multiple_architectures import _apply, _launched
 from tests.support.cloud import Cloud, launch_request
 
@@ -103,7 +103,7 @@ def test_the_ec2nodeclass_status_lists_each_variant_with_its_requirements(
     karpenter_cloud: Cloud,
 ) -> None:
     from capacity_launcher.adapters.launch_templates import LaunchTemplates
-    from capacity_launcher.domain.karpenter.status import (
+    from capacity_launcher.domain.apis.karpenter.status import (
         Resolved,
         ResolvedNodeClass,
         ec2nodeclass_status,

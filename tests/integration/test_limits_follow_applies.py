@@ -10,7 +10,7 @@ from typing import Any
 import moto_capacity
 from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.wiring import Adapters
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import expire_idempotency_claims, setup_pool

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.domain.tags import TEMPLATE_BASIS
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.domain.records.tags import TEMPLATE_BASIS
 from capacity_launcher_cli.config_commands import read_documents, validate_steps
 from tests.support.cloud import (
     Cloud,

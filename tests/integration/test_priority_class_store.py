@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.domain.apis.priority_classes import parse_priority_class, priority_table
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError, NotFound
-from capacity_launcher.domain.priority_classes import parse_priority_class, priority_table
-from capacity_launcher.domain.served_versions import REGISTRY
 from tests.support.cloud import Cloud
 
 

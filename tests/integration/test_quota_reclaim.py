@@ -16,7 +16,7 @@ import moto_capacity
 from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.status import (
     INSTANCE_TERMINATED,
     RECLAIM_CLOSED,
     RECLAIM_REQUESTED,

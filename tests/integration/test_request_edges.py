@@ -10,7 +10,7 @@ from typing import Any
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import (
     Cloud,
@@ -104,7 +104,7 @@ def test_a_request_tag_cannot_override_a_node_class_tag(
 def _tag_class(cloud: Cloud, tags: dict[str, str]) -> None:
     from capacity_launcher.adapters import aws
     from capacity_launcher.adapters.config_store import ConfigStore
-    from capacity_launcher.domain.documents import parse_document, to_document
+    from capacity_launcher.domain.apis.documents import parse_document, to_document
 
     store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
     document = to_document(store.node_class("standard"))

@@ -14,10 +14,10 @@ import yaml
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview
 from local_cloud.karpenter import alias_parameters, node_role

@@ -7,7 +7,7 @@ from collections import Counter
 
 import moto_capacity
 from capacity_launcher.adapters.unavailable_offerings import BEING_TRIED, UnavailableOfferings
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_capacity_and_limits import ice_items as cloud_items
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import Cloud, launch_request

@@ -12,8 +12,8 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.capacity_wait import BACKSTOP_MARGIN_SECONDS, HeldWait
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.capacity.capacity_wait import BACKSTOP_MARGIN_SECONDS, HeldWait
+from capacity_launcher.domain.records.status import (
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     RESERVATION_ACTIVATED,
     RESERVATION_EXPIRED,

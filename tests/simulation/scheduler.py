@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.settings import get_settings
 from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault

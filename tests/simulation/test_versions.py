@@ -14,8 +14,8 @@ import pytest
 from moto import mock_aws
 
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.documents import parse_document, to_document
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from tests.simulation.operations import _document, quota_document
 from tests.simulation.versions import (
     VersionCounts,

@@ -23,10 +23,10 @@ from typing import Any
 
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.priority_class_store import PriorityClassStore
-from capacity_launcher.domain.documents import parse_document, to_document
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.priority_classes import PriorityClass
+from capacity_launcher.domain.apis.served_versions import HUB_API_VERSION, REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.priority_classes import PriorityClass
-from capacity_launcher.domain.served_versions import HUB_API_VERSION, REGISTRY
 from capacity_launcher_cli.config_commands import (
     ApplyError,
     SourceDocument,

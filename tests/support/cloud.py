@@ -18,8 +18,8 @@ from botocore.exceptions import ClientError
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import Kind
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.wiring import Adapters
 from capacity_launcher.startup import Host

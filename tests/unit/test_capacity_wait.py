@@ -1,11 +1,11 @@
-"""The rules of waiting for scheduled capacity (domain/capacity_wait.py)."""
+"""The rules of waiting for scheduled capacity (domain/capacity/capacity_wait.py)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from capacity_launcher.domain.capacity_wait import (
+from capacity_launcher.domain.capacity.capacity_wait import (
     BACKSTOP_MARGIN_SECONDS,
     MAX_CHECK_SECONDS,
     MIN_CHECK_SECONDS,
@@ -17,8 +17,8 @@ from capacity_launcher.domain.capacity_wait import (
     missed_deadline,
     next_check_seconds,
 )
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 BLOCK = ReservationSnapshot(

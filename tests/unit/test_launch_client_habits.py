@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from capacity_launcher.domain.errors import NotFound
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_client import (
     Deployment,
     InvalidLaunchRequest,

@@ -1,6 +1,6 @@
 """The config store's items, one level below it: a stored document's kept fields, and the pieces
 of items other adapters condition on (the quotas' generation). What a stored document is (valid
-or not, with its kept fields) is the domain's (`domain/documents.py`), re-exported here."""
+or not, with its kept fields) is the domain's (`domain/apis/documents.py`), re-exported here."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.dynamodb import key, to_item
-from capacity_launcher.domain.documents import InvalidDocument as InvalidDocument
-from capacity_launcher.domain.documents import StoredDocument as StoredDocument
+from capacity_launcher.domain.apis.documents import InvalidDocument as InvalidDocument
+from capacity_launcher.domain.apis.documents import StoredDocument as StoredDocument
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:  # the served versions are imported by the apply and read paths that use them:
     # a launcher's cold start, which reads the hub alone, does not make their classes
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.api_versions import Kept
 
 # The version every quota apply checks and bumps (outside the quotas' partition: never listed).
 QUOTA_SET_KEY = ("CapacityQuotas", "Version")
@@ -95,7 +95,7 @@ def kept_of(item: dict[str, Any]) -> Kept | None:
     body = item.get("kept")
     if body is None:
         return None
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.api_versions import Kept
 
     try:
         return Kept.from_json(json.loads(str(body)))

@@ -56,13 +56,15 @@ from capacity_launcher.adapters.config_items import (
     quota_generation_check as quota_generation_check,
 )
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.config import NodeClass, NodePool, PoolSet
-from capacity_launcher.domain.documents import (
+from capacity_launcher.domain.accounting.quota_admission import TRANSACTION_ITEMS
+from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
+from capacity_launcher.domain.apis.documents import (
     parse_document,
     revision_of,
     stored_body,
     to_document,
 )
+from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.domain.errors import (
     CapacityLauncherError,
     ConditionFailed,
@@ -71,14 +73,12 @@ from capacity_launcher.domain.errors import (
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.quantities import limits_token
-from capacity_launcher.domain.quota_admission import TRANSACTION_ITEMS
-from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
 from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:  # PriorityClasses and the served versions are the apply path's: imported
     # there, so a launcher's cold start does not make their classes
     from capacity_launcher.adapters.priority_class_store import PriorityClassStore
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.api_versions import Kept
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
 _QUOTA_SET_KEY = QUOTA_SET_KEY
@@ -111,7 +111,7 @@ class ConfigStore:
         (the fields its apply kept, docs/api-versions.md) replaces what the item kept before."""
         kept_body = json.dumps(kept.to_json(), sort_keys=True) if kept else None
         if isinstance(document, CapacityQuota):
-            from capacity_launcher.domain.priority_classes import named_class
+            from capacity_launcher.domain.apis.priority_classes import named_class
 
             self._apply_quota(document, kept_body, named_class(kept))
             self._invalidate()
@@ -468,7 +468,7 @@ class ConfigStore:
                 return
             except ConditionFailed:
                 if named is not None and self._read_one("PriorityClass", named) is None:
-                    from capacity_launcher.domain.priority_classes import missing_class
+                    from capacity_launcher.domain.apis.priority_classes import missing_class
 
                     raise missing_class(named) from None
                 continue  # another quota was applied meanwhile: check the conflicts again

@@ -21,25 +21,30 @@ from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.adapters.image_selection import ImageSelection
 from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from capacity_launcher.adapters.security_groups import SecurityGroups
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.aws_errors import is_launch_template_gone, is_refused_token
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.capacity.fleet import LaunchTemplate
+from capacity_launcher.domain.capacity.image_architectures import (
+    STANDARD,
+    ImageArchitecture,
+    ImageArchitectures,
+    known,
+)
+from capacity_launcher.domain.capacity.launch_options import MetadataOptions
+from capacity_launcher.domain.capacity.platforms import reservation_platform
+from capacity_launcher.domain.capacity.reservations import (
+    ReservationUse,
+    ReservedTarget,
+    reservation_use,
+)
+from capacity_launcher.domain.capacity.template_lifecycle import ManagedTemplate, target_tag
 from capacity_launcher.domain.errors import (
     InstanceProfileNotReady,
     LaunchFailed,
     NodeClassRefused,
     Transient,
 )
-from capacity_launcher.domain.fleet import LaunchTemplate
-from capacity_launcher.domain.image_architectures import (
-    STANDARD,
-    ImageArchitecture,
-    ImageArchitectures,
-    known,
-)
-from capacity_launcher.domain.launch_options import MetadataOptions
-from capacity_launcher.domain.platforms import reservation_platform
-from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
-from capacity_launcher.domain.tags import (
+from capacity_launcher.domain.records.tags import (
     MANAGED,
     NODE_CLASS,
     RESERVATION_TARGET,
@@ -48,7 +53,6 @@ from capacity_launcher.domain.tags import (
     Ownership,
     managed_tags,
 )
-from capacity_launcher.domain.template_lifecycle import ManagedTemplate, target_tag
 from capacity_launcher.observability import logger
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
@@ -66,7 +70,7 @@ _BASE_SECONDS = 60.0
 KNOWN_FOR_SECONDS = 300.0
 # A template found again is marked used (TEMPLATE_USED_AT) when its mark is older than this: a
 # template in use carries a mark younger than this plus KNOWN_FOR_SECONDS, far inside the
-# sweep's hour, so a NodeClass reverted to it keeps it (domain/template_lifecycle.py).
+# sweep's hour, so a NodeClass reverted to it keeps it (domain/capacity/template_lifecycle.py).
 MARK_USED_AFTER_SECONDS = 60.0
 # DescribeLaunchTemplates answers at most 200 a page.
 _PAGE_SIZE = 200

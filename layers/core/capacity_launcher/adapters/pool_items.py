@@ -24,9 +24,10 @@ from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.config_items import POOL_SET_KEY
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.documents import Revisions, is_revision
+from capacity_launcher.domain.accounting.pool_usage import Lease, Member, Recount, usage_of
+from capacity_launcher.domain.apis.documents import Revisions, is_revision
+from capacity_launcher.domain.apis.quotas import QuotaSet
 from capacity_launcher.domain.errors import ConditionFailed, NodePoolChanged, NodePoolDeleted
-from capacity_launcher.domain.pool_usage import Lease, Member, Recount, usage_of
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -37,7 +38,6 @@ from capacity_launcher.domain.quantities import (
     Resources,
     limits_token,
 )
-from capacity_launcher.domain.quotas import QuotaSet
 
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"

@@ -20,13 +20,7 @@ from capacity_launcher.adapters.config_items import (
     quota_generation_check,
 )
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.errors import (
-    CapacityLauncherError,
-    ConditionFailed,
-    ConfigConflict,
-    NotFound,
-)
-from capacity_launcher.domain.priority_classes import (
+from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
     PriorityTable,
@@ -35,6 +29,12 @@ from capacity_launcher.domain.priority_classes import (
     named_class,
     parse_priority_class,
     priority_table,
+)
+from capacity_launcher.domain.errors import (
+    CapacityLauncherError,
+    ConditionFailed,
+    ConfigConflict,
+    NotFound,
 )
 from capacity_launcher.observability import logger
 

@@ -14,12 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.priority_classes import PRIORITY_CLASS, PriorityClass
-from capacity_launcher.domain.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.priority_classes import PRIORITY_CLASS, PriorityClass
+from capacity_launcher.domain.apis.quotas import CapacityQuota, conflicts
 
 if TYPE_CHECKING:
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.api_versions import Kept
 
 Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 

@@ -26,19 +26,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.domain.errors import CapacityLauncherError, QuotaExceeded
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.pool_usage import Member
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import Cohort, QuotaInstance
-from capacity_launcher.domain.quotas import CapacityQuota, format_amount
-from capacity_launcher.domain.reclaim_decision import (
+from capacity_launcher.domain.accounting.pool_usage import Member
+from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
+from capacity_launcher.domain.accounting.reclaim_decision import (
     ReclaimDecision,
     ReclaimOutcome,
     Spared,
     redecide,
 )
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
+from capacity_launcher.domain.errors import CapacityLauncherError, QuotaExceeded
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.status import (
     RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
     Event,

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
+from capacity_launcher.domain.accounting.pool_usage import Member, Recount
+from capacity_launcher.domain.capacity.fleet import ManagedInstance
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.reservations import HeldInstance
 from capacity_launcher.domain.errors import LaunchFailed, Transient
-from capacity_launcher.domain.fleet import ManagedInstance
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.pool_usage import Member, Recount
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.reservations import HeldInstance
-from capacity_launcher.domain.tags import (
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.tags import (
     NODE_CLASS,
     NODE_POOL,
     REQUEST_ID,

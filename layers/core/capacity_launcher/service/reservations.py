@@ -1,7 +1,7 @@
 """The launchers' capacity reservations: the shared snapshots first, EC2 when they are stale.
 
 One provider per concept, as Karpenter's `capacityreservation` provider: the rules are
-domain/reservations.py, the DynamoDB and EC2 translations are the adapters behind the
+domain/capacity/reservations.py, the DynamoDB and EC2 translations are the adapters behind the
 `ReservationStore` and `Ec2Reservations` ports.
 """
 
@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.reservations import (
     ANYWHERE,
     Coverage,
     ReservationScope,
@@ -32,6 +31,7 @@ from capacity_launcher.domain.reservations import (
     with_flags,
     with_room_held,
 )
+from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 
 # Whether the reservations found have room for all a request asks (the launcher's candidates).

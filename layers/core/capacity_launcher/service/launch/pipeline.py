@@ -22,12 +22,12 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from capacity_launcher.domain.capacity.planning import Candidates
 from capacity_launcher.domain.errors import RequestRejected, Transient
-from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.planning import Candidates
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import ErrorDetail, RequestRecord
 from capacity_launcher.domain.requester_origins import Origin
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.attempts import launch

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from capacity_launcher.domain.capacity.fleet import InstanceLanding
 from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.fleet import InstanceLanding
-from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import (
     CandidatesLeftOut,
     ErrorDetail,
     RequestRecord,

@@ -9,12 +9,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from capacity_launcher.domain.fleet import InstanceLanding
-from capacity_launcher.domain.intents import LaunchIntent
+from capacity_launcher.domain.capacity.fleet import InstanceLanding
+from capacity_launcher.domain.capacity.planning import Candidates
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.planning import Candidates
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord, RequestStatus, status_for
-from capacity_launcher.domain.tags import NODE_POOL, REQUEST_ID
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import (
+    ErrorDetail,
+    RequestRecord,
+    RequestStatus,
+    status_for,
+)
+from capacity_launcher.domain.records.tags import NODE_POOL, REQUEST_ID
 from capacity_launcher.service.launch.progress import (
     POOL_PASSED_OVER,
     Context,

@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from capacity_launcher.domain.capacity_wait import (
+from capacity_launcher.domain.capacity.capacity_wait import (
     awaited,
     awaited_records,
     missed_deadline,
     next_check_seconds,
 )
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import (
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     ErrorDetail,
     RequestRecord,
