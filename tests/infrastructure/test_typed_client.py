@@ -4,6 +4,7 @@ producer's script that imports it from the installed wheel, not from this checko
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -42,10 +43,19 @@ def run(stack: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy of what setuptools reads: a build in the checkout would leave build/
+    # behind, and a stale build/lib would ship files the tree no longer has.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "layers" / "core" / "capacity_launcher",
+                    source / "layers" / "core" / "capacity_launcher", ignore=skip)  # fmt: skip
+    shutil.copytree(REPO / "local", source / "local", ignore=skip)
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out), str(REPO)],
+         "-w", str(out), str(source)],
         check=True, capture_output=True,
     )  # fmt: skip
     (built,) = out.glob("*.whl")
