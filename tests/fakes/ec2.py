@@ -170,10 +170,11 @@ class FakeReservations:
         return take
 
     def give_back(self, reservation_id: str, count: int) -> None:
+        """As the shared snapshot's conditional ADD: the whole count back, or none of it when
+        that would make more than the total available."""
         found = self.snapshots.get(reservation_id)
-        if found is not None and count > 0:
-            available = min(found.available + count, found.total)
-            self.snapshots[reservation_id] = replace(found, available=available)
+        if found is not None and 0 < count <= found.total - found.available:
+            self.snapshots[reservation_id] = replace(found, available=found.available + count)
 
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None:
         for reservation_id in reservation_ids:

@@ -18,9 +18,10 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
-from capacity_launcher.adapters.pool_items import PoolItems, PoolUsageStore
+from capacity_launcher.adapters.pool_items import PoolItems
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.capacity.fleet import ManagedInstance
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import RequestStatus

@@ -87,7 +87,7 @@ def test_an_al2023_alias_launches_each_type_with_the_variant_built_for_it(
     # Given Karpenter's example EC2NodeClass (al2023@latest) and a pool of one type
     _apply(cloud, EXAMPLE)
     applied = REGISTRY.read(_pool("one-type", instance_type))
-    cloud.adapters().config_store().apply(applied.conversion.hub, applied.conversion.kept or None)
+    cloud.adapters().configuration().apply(applied.conversion.hub, applied.conversion.kept or None)
     # When a request for it arrives
     assert cloud.send(launch_request("variant", nodePool="one-type")) == []
     # Then the instance runs the image of its type's architecture and variant

@@ -16,8 +16,8 @@ from decimal import Decimal
 import pytest
 
 import moto_capacity
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.status import RequestStatus

@@ -9,8 +9,8 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.instance_records import InstanceRecords
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.tags import REQUEST_ID
 from capacity_launcher.settings import get_settings

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws, quota_usage
-from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS, PoolUsageStore
+from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.errors import LeaseReclaimed

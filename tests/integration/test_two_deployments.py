@@ -36,9 +36,9 @@ class _Other:
         return aws.client("ec2")
 
     def apply(self, *documents: Mapping[str, Any]) -> None:
-        store = self.adapters.config_store()
+        configuration = self.adapters.configuration()
         for document in documents:
-            store.apply(parse_document(document))
+            configuration.apply(parse_document(document))
 
 
 def _tags(resource: Mapping[str, Any]) -> dict[str, str]:

@@ -55,7 +55,7 @@ def detail_types(cloud: Cloud, request_id: str) -> list[str]:
 
 def deadlines(cloud: Cloud, record: RequestRecord) -> list[tuple[str, str | None]]:
     """The request's deadline as its record shows it, then as each of its status events
-    published since shows it (README, Waiting for scheduled capacity: every record of the
+    published since shows it (docs/contracts.md, Waiting for scheduled capacity: every record of the
     request carries it)."""
     shown = [
         (e["detail-type"], e["detail"]["waitForCapacityUntil"])

@@ -88,12 +88,12 @@ class Cloud:
         return self._batch
 
     def apply(self, *documents: Mapping[str, Any]) -> None:
-        store = self.adapters().config_store()
+        configuration = self.adapters().configuration()
         for document in documents:
-            store.apply(parse_document(document))
+            configuration.apply(parse_document(document))
 
     def delete(self, kind: Kind, name: str) -> None:
-        self.adapters().config_store().delete(kind, name)
+        self.adapters().configuration().delete(kind, name)
 
     def send(self, *bodies: Any, batch: LaunchBatch | None = None) -> list[str]:
         """Deliver one SQS batch to the launcher; returns the message ids handed back."""

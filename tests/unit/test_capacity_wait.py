@@ -108,8 +108,9 @@ def test_a_wait_the_backstop_ends_keeps_the_requests_deadline_on_its_record() ->
     )
     # When the backstop ends it
     failed = ended_by_backstop(waiting, NOW, {})
-    # Then it is Failed, waits for nothing, and still says until when it could wait (README,
-    # Waiting for scheduled capacity: every record of the request carries waitForCapacityUntil)
+    # Then it is Failed, waits for nothing, and still says until when it could wait
+    # (docs/contracts.md, Waiting for scheduled capacity: every record of the request carries
+    # waitForCapacityUntil)
     assert failed.status is RequestStatus.FAILED and failed.waiting_for == []
     assert failed.wait_for_capacity_until == deadline
     assert failed.to_detail()["waitForCapacityUntil"] == waiting.to_detail()["waitForCapacityUntil"]

@@ -13,8 +13,8 @@ from moto import mock_aws
 from capacity_launcher.adapters.image_selection import ImageSelection, describe_request
 from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from capacity_launcher.adapters.instance_types import instance_type_info
-from capacity_launcher.adapters.launch_templates import template_data
 from capacity_launcher.adapters.security_groups import SecurityGroups
+from capacity_launcher.adapters.template_data import template_data
 from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.apis.karpenter.status import (

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from capacity_launcher.adapters.launch_templates import LaunchTemplates, template_basis
+from capacity_launcher.adapters.launch_templates import LaunchTemplates
+from capacity_launcher.adapters.template_data import template_basis
 from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.capacity.fleet import (

@@ -226,7 +226,7 @@ def invalid_body_hash(body: str | Mapping[str, Any]) -> str:
 
 
 def waits_only_for_reserved(why: str) -> str:
-    """The rule a wait breaks when the capacity it may use is never reserved (README)."""
+    """The rule a wait breaks when the capacity it may use is never reserved (docs/contracts.md)."""
     return f"waits only for reserved capacity ({CAPACITY_TYPE} must allow {RESERVED}); {why}"
 
 

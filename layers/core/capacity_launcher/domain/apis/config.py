@@ -1,6 +1,6 @@
 """NodeClass and NodePool: the configuration documents, validated by the same models everywhere.
 
-Field names are the documents' camelCase (README.md, NodeClass and NodePool); unknown fields
+Field names are the documents' camelCase (docs/contracts.md, NodeClass and NodePool); unknown fields
 are errors, and every error names the field (by its document path) and the rule it breaks.
 """
 

@@ -19,7 +19,8 @@ def offering_key(
     zone: str | None,
     reservation_id: str | None = None,
 ) -> str:
-    """The ICE-cache key (README.md, The ICE cache): `reserved:cr-…`, `on-demand:TYPE:ZONE`, …"""
+    """The ICE-cache key (docs/contracts.md, The ICE cache): `reserved:cr-…`,
+    `on-demand:TYPE:ZONE`, …"""
     if capacity_type == RESERVED:
         if not reservation_id:
             raise ValueError("a reserved offering is keyed by its capacity reservation id")
@@ -69,7 +70,7 @@ class UnavailableEntry:
     expires_at: int
 
     def to_dict(self) -> dict[str, Any]:
-        """The item as README's Contracts names its attributes (also what `get -o json` prints)."""
+        """The item as docs/contracts.md names its attributes (also what `get -o json` prints)."""
         return {
             "offering": self.offering,
             "reason": self.reason,

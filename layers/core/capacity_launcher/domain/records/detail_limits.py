@@ -1,12 +1,12 @@
 """How large a status record may grow: the one policy every carrier of a record relies on.
 
-A record (README, Status) is stored in the state table (DynamoDB: 400 KB an item), kept as the
-idempotency item's result (the same limit) and published as an event's detail (EventBridge: 256
-KB an entry). Some of its lists grow with what the request meets, not with what it asked for: a
-broad pool over a large ICE cache lists thousands of unavailable offerings, EC2's messages have
-no stated length, errors pile up over attempts and pools. So a detail is held to
-``MAX_DETAIL_BYTES`` of its serialized JSON (sorted keys, as every carrier writes it), which
-leaves room for each carrier's other attributes.
+A record (docs/contracts.md, Status) is stored in the state table (DynamoDB: 400 KB an item), kept
+as the idempotency item's result (the same limit) and published as an event's detail (EventBridge:
+256 KB an entry). Some of its lists grow with what the request meets, not with what it asked for: a
+broad pool over a large ICE cache lists thousands of unavailable offerings, EC2's messages have no
+stated length, errors pile up over attempts and pools. So a detail is held to ``MAX_DETAIL_BYTES``
+of its serialized JSON (sorted keys, as every carrier writes it), which leaves room for each
+carrier's other attributes.
 
 The rules, in order, used only when the whole detail does not fit:
 

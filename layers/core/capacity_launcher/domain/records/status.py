@@ -1,6 +1,6 @@
 """The request record (what happened to one launch request) and the event names we publish.
 
-The record is README.md's status JSON (Contracts, Status) exactly: it is both the
+The record is the status JSON of docs/contracts.md (Status) exactly: it is both the
 ``capacity-launcher status`` output and the ``detail`` of the Launch Fulfilled / Partially
 Fulfilled / Failed / Rejected events, and of Launch Waiting while a request waits for scheduled
 reserved capacity (`waitForCapacityUntil`; the only status that is not final).
@@ -253,8 +253,9 @@ class RequestRecord(_Record):
         return self.status in (RequestStatus.FAILED, RequestStatus.REJECTED)
 
     def to_detail(self) -> dict[str, Any]:
-        """The event detail and status JSON: README.md's keys, nulls kept, 'Z' timestamps; within
-        the size every carrier allows (stored, kept by idempotency, published): detail_limits."""
+        """The event detail and status JSON: docs/contracts.md's keys, nulls kept, 'Z'
+        timestamps; within the size every carrier allows (stored, kept by idempotency,
+        published): detail_limits."""
         return fit_detail(self.to_dict())
 
     @classmethod

@@ -1,4 +1,4 @@
-"""The tags put on everything launched (README.md, Tags on everything launched)."""
+"""The tags put on everything launched (docs/contracts.md, Tags on everything launched)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ NODE_POOL = "capacity-launcher:node-pool"
 NODE_CLASS = "capacity-launcher:node-class"
 REQUESTER = "capacity-launcher:requester"
 # The deployment (CloudFormation stack) that made a resource: two stacks in one account and
-# Region each adopt, sweep and terminate only their own (README: Tags on everything launched).
+# Region each adopt, sweep and terminate only their own (docs/contracts.md: Tags on everything
+# launched).
 STACK = "capacity-launcher:stack"
 # On launch templates: what the template holds apart from its reservation part (a hash), and the
 # reservation id or group ARN it targets; the sync's template lifecycle reads both.
@@ -95,7 +96,7 @@ def own_request_tags(node_class: NodeClass, request: LaunchRequest) -> dict[str,
 
 def recorded_tags(record: InstanceRecord, stack: str | None = None) -> dict[str, str]:
     """The tags an instance's record says it carries (ours, but the managed tag, and its
-    request's own); an instance tagged otherwise lost a CreateTags (README: tags). With
+    request's own); an instance tagged otherwise lost a CreateTags (docs/contracts.md: Tags). With
     `stack`, the deployment whose table records it: an instance made before instances carried
     their stack is claimed by the one deployment that recorded it."""
     ours = {NODE_POOL: record.node_pool, NODE_CLASS: record.node_class, STACK: stack}
