@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.capacity.fleet import InstanceLanding
-from capacity_launcher.domain.capacity.planning import Candidates
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.intents import LaunchIntent
 from capacity_launcher.domain.records.status import (
