@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -33,6 +33,9 @@ from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
 from capacity_launcher_cli.service import configuration, queries
+
+if TYPE_CHECKING:
+    from capacity_launcher.service.queries import Queries
 from capacity_launcher_cli.yaml_documents import (
     DuplicateKey,
     TooLarge,
@@ -95,6 +98,15 @@ def _text(path: Path) -> str:
         return read_bounded(file)
 
 
+def list_items(data: Any) -> list[Any]:
+    """A `kind: List` (what `get -o yaml|json` prints for several objects) stands for each of its
+    items, as kubectl applies one; any other document stands for itself."""
+    items = data.get("items") if isinstance(data, dict) and data.get("kind") == "List" else None
+    if isinstance(items, list):
+        return [item for item in items if item is not None]
+    return [data]
+
+
 def read_documents(paths: list[str]) -> list[SourceDocument]:
     documents: list[SourceDocument] = []
     problems: list[str] = []
@@ -117,9 +129,10 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
             problems.append(f"{path}: not valid YAML: nested too deeply")
             continue
         documents += [
-            SourceDocument(path, i, data)
+            SourceDocument(path, i, item)
             for i, data in enumerate(loaded, start=1)
             if data is not None
+            for item in list_items(data)
         ]
     if problems:
         raise ApplyError(problems)
@@ -214,8 +227,34 @@ def _problem(document: SourceDocument, error: FieldError) -> str:
     return f"{document.where}: {error.field}: {error.rule}"
 
 
+def _before(asked: Queries, document: Hub) -> tuple[object, Kept | None] | None:
+    """The object as stored before this apply, with what its apply kept (None: not stored)."""
+    try:
+        if document.kind == PRIORITY_CLASS:
+            return asked.priority_classes.priority_class(document.name), None
+        stored = asked.config.stored(document.kind, document.name)
+    except NotFound:
+        return None
+    except CapacityLauncherError:  # stored but no longer valid: this apply replaces it
+        return _INVALID, None
+    return stored.document, stored.kept
+
+
+_INVALID = object()
+
+
+def change_word(before: tuple[object, Kept | None] | None, step: Step) -> str:
+    """kubectl's word for what an apply did to one object: created, configured or unchanged."""
+    if before is None:
+        return "created"
+    if before == (step.document, step.kept):
+        return "unchanged"
+    return "configured"
+
+
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     changes = configuration(deployment)
+    asked = queries(deployment)
     try:
         documents = read_documents(args.filename)
         steps = validate_steps(
@@ -230,12 +269,13 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     for step in steps:
         document = step.document
         try:
+            word = change_word(_before(asked, document), step)
             changes.apply(document, step.kept)
         except CapacityLauncherError as error:
             # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
             print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
             return 1
-        print(f"{document.kind.lower()}/{document.name} applied{_as_written(step)}")
+        print(f"{document.kind.lower()}/{document.name} {word}{_as_written(step)}")
         for path in step.kept.not_acted_on if step.kept else ():
             print(f"  {path}: kept, not acted on")
         for path in step.applied.hub_fields if step.primary else ():

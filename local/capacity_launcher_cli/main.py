@@ -326,6 +326,27 @@ def _documents_asked(args: argparse.Namespace) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a reader that stops reading (`| head`) ends it quietly, as kubectl's
+    output to a closed pipe does, with no traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a pipe closed early fails here, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader is gone: point it at /dev/null, so the interpreter's final flush has
+    nowhere to fail (Python's documented idiom for SIGPIPE)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     plugin = plugins.by_name().get(args.command)
     if plugin is not None and plugin.run is not None:
@@ -343,11 +364,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from capacity_launcher_cli.schemas import schemas_command
 
         return schemas_command(args.write, args.directory, args.template)
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+    )
 
     from capacity_launcher.domain.errors import CapacityLauncherError
     from capacity_launcher_cli.deployment import DeploymentNotFound, resolve
 
+    deployment = None
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
         refused = _refused(args)
@@ -361,9 +388,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeploymentNotFound as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except (EndpointConnectionError, ConnectTimeoutError) as error:
+        print(f"error: {error}{_unreachable_hint(deployment)}", file=sys.stderr)
+        return 1
     except (ClientError, BotoCoreError, CapacityLauncherError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+
+
+def _unreachable_hint(deployment: Deployment | None) -> str:
+    if deployment is not None and deployment.is_local:
+        return ": is the local cloud running? (`capacity-launcher local up`)"
+    return ""
 
 
 if __name__ == "__main__":

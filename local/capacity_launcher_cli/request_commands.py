@@ -6,33 +6,32 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.domain.aws_errors import is_access_denied
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
-from capacity_launcher.service import resolution
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock
 from capacity_launcher_cli.service import adapters, queries
 from capacity_launcher_client.client import (
     LaunchClient,
+    PoolNotChecked,
     ProgressCallback,
     Via,
     WaitTimedOut,
-    as_request,
 )
 
 # Producers are not the service: status events carry source "capacity-launcher", requests this.
 PRODUCER_SOURCE = "capacity-launcher.cli"
 POLL_SECONDS = 0.5
+# Exit codes (docs/cli.md, "Exit codes"): 2 is argparse's usage error, never a wait's end.
 EXIT_FAILED = 1
-EXIT_TIMED_OUT = 2
+EXIT_USAGE = 2
+EXIT_TIMED_OUT = 3
 
 
 class UsageError(ValueError):
@@ -110,8 +109,8 @@ def client(deployment: Deployment) -> LaunchClient:
 
 
 def send(request: dict[str, Any], deployment: Deployment, via: Via) -> LaunchRequest:
-    """Validate the request by the service's model and send it; the request as sent."""
-    return client(deployment).submit(request, via=via)
+    """Send a request `checked` has judged; the request as sent."""
+    return client(deployment).submit(request, via=via, check=False)
 
 
 def wait_for(
@@ -138,20 +137,16 @@ def exit_code(record: RequestRecord) -> int:
 def checked(request: dict[str, Any], deployment: Deployment) -> LaunchRequest:
     """The request as the service would read it, its pool resolved as the launcher resolves it
     (the pool exists, the requirements only narrow it, its tags fit): InvalidLaunchRequest or
-    RequestRejected, naming the field and the rule, before anything is sent."""
-    parsed = as_request(request)
-    try:
-        resolution.resolve(queries(deployment).config, parsed, service_clock(deployment)())
-    except ClientError as error:
-        # A producer with only the producers' policy may not read NodePools: the model has
-        # judged the request; its pool is left to the launcher.
-        if not is_access_denied(error.response.get("Error", {}).get("Code", "")):
-            raise
-        print(
-            "warning: the pool was not checked (no read access to the configuration); "
-            "the launcher will judge it",
-            file=sys.stderr,
-        )
+    RequestRejected, naming the field and the rule, before anything is sent. The client's own
+    check (LaunchClient.check), on the service's clock (the emulator's, locally)."""
+    judge = LaunchClient(deployment, now=service_clock(deployment))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PoolNotChecked)
+        parsed = judge.check(request)
+    # A producer with only the producers' policy may not read NodePools: the model has judged
+    # the request; its pool is left to the launcher.
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
     return parsed
 
 

@@ -144,15 +144,14 @@ def emit(found: list[dict[str, Any]] | dict[str, Any], args: argparse.Namespace)
             sys.stderr.write(NO_RESOURCES + "\n")
     elif output.startswith(JSONPATH):
         sys.stdout.write(jsonpath_text(output, found))
-    elif output == "json":
-        print_json(found)
     else:
-        dump(found if isinstance(found, dict) else listed(found, "yaml"), "yaml")
+        dump(found if isinstance(found, dict) else listed(found, output), output)
 
 
-def listed(items: list[dict[str, Any]], output: str) -> Any:
-    """Several documents: a JSON array, or in YAML a `kind: List` as kubectl prints one."""
-    return items if output == "json" else {"apiVersion": "v1", "kind": "List", "items": items}
+def listed(items: list[dict[str, Any]], output: str = "json") -> dict[str, Any]:
+    """Several items, in JSON as in YAML: a `List` as kubectl prints one (`apply -f` reads it
+    back)."""
+    return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def nodeclaims(claims: Sequence[Mapping[str, Any]]) -> Table:

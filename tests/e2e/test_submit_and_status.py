@@ -162,7 +162,7 @@ def test_dry_run_of_a_pool_with_limits_says_how_many_more_fit(e2e_cloud: E2eClou
 
     assert answer.code == 0, answer.err
     (pool,) = answer.json()["pools"]
-    used = run_cli("get", "nodepools", "-o", "json").json()
+    used = run_cli("get", "nodepools", "-o", "json").json()["items"]
     general = next(p for p in used if p["metadata"]["name"] == "general")
     instances_used = int(general["status"]["used"].get("instances", "0"))
     # general: limits cpu 16, instances 8; each m5.large 2 cpu
@@ -211,7 +211,7 @@ def test_get_tables_show_the_requests_and_their_instances(e2e_cloud: E2eCloud) -
 
     assert rid in requests.out
     assert "Fulfilled" in requests.out
-    (instance,) = [i for i in instances.json() if i["requestId"] == rid]
+    (instance,) = [i for i in instances.json()["items"] if i["requestId"] == rid]
     assert instance["instanceId"].startswith("i-")
     assert instance["state"] == "running"
     assert instance["nodePool"] == E2E_POOL

@@ -122,8 +122,8 @@ def test_a_stored_pool_that_no_longer_parses_affects_only_itself(
     assert get_config(args, _Deployment(cloud.names.state_table)) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out  # the service's JSON log lines come first, then the listing
     lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("["))
-    listed = json.loads("\n".join(lines[start:]))
+    start = next(i for i, line in enumerate(lines) if line == "{")  # the List, indented
+    listed = json.loads("\n".join(lines[start:]))["items"]
     assert [p["metadata"]["name"] for p in listed] == ["general", "broken"]
     assert "weight" in listed[1]["status"]["invalid"]
 
