@@ -337,6 +337,7 @@ def finish(
         candidates_left_out=item.left_out,
     )
     ctx.ports.records.put_record(record)
+    item.mark_ended()
     return record
 
 

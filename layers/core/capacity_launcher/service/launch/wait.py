@@ -41,6 +41,7 @@ def wait_or_go(
         waited_for = awaited(view.candidates.scheduled, deadline)
         request_id = item.request_id
         if now < deadline and waited_for:
+            item.mark_waiting()
             report.records[request_id] = _waiting(item, deadline, waited_for, now)
             report.waiting[request_id] = next_check_seconds(now, deadline, waited_for)
         elif now >= deadline and item.waited is not None:
