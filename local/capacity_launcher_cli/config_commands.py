@@ -11,21 +11,21 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.domain.api_versions import HUB_FIELDS_PATH, Applied, Kept
-from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
-from capacity_launcher.domain.documents import InvalidDocument
-from capacity_launcher.domain.documents import to_document as config_document
-from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
-from capacity_launcher.domain.field_errors import FieldError
-from capacity_launcher.domain.priority_classes import (
+from capacity_launcher.domain.apis.api_versions import HUB_FIELDS_PATH, Applied, Kept
+from capacity_launcher.domain.apis.config import NODE_CLASS, NodeClass, NodePool
+from capacity_launcher.domain.apis.documents import InvalidDocument
+from capacity_launcher.domain.apis.documents import to_document as config_document
+from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
     PriorityTable,
     parse_priority_class,
     priority_table,
 )
-from capacity_launcher.domain.quotas import CapacityQuota
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
+from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.service.configuration import conflicts_among
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment

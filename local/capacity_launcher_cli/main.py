@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from capacity_launcher_cli import label_selectors, output_formats, resource_types
+from capacity_launcher_cli import label_selectors, output_formats, plugins, resource_types
 
 # Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
 # (over a second); each command imports what it uses when it runs.
@@ -59,17 +59,6 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="capacity-launcher", description=__doc__)
     root.add_argument("--version", action=_Version, help="print the version and exit")
     commands = root.add_subparsers(dest="command", required=True)
-
-    local = commands.add_parser("local", help="the local cloud")
-    local_commands = local.add_subparsers(dest="local_command", required=True)
-    up = local_commands.add_parser("up", help="start the local cloud in the foreground")
-    up.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    up.add_argument("--port", type=int, default=4566, help="port to listen on (default 4566)")
-    up.add_argument("--region", default="us-east-1", help="the local cloud's region")
-    up.add_argument("--template", help="template.yaml to build from (default: the project's)")
-    up.add_argument("--local-file", help="where to write the names")
-    up.add_argument("--visibility-timeout", type=int, help="override the launch queue's")
-    up.add_argument("--no-schedules", action="store_true", help="do not run scheduled functions")
 
     apply = commands.add_parser(
         "apply", help="create or replace NodeClasses, NodePools and CapacityQuotas"
@@ -172,16 +161,6 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--wait", action="store_true", help="wait until the request finishes")
     status.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
-    invoke = commands.add_parser("invoke", help="run a function once, without Docker")
-    _common(invoke)
-    invoke.add_argument("function", help="logical id (LauncherFunction) or folder (launcher)")
-    invoke.add_argument("-e", "--event", help="event JSON file, or - for stdin")
-    invoke.add_argument("--env-vars", help="SAM's env.json: overrides of the environment")
-    invoke.add_argument("--template", help="template.yaml (default: the project's)")
-
-    demo = commands.add_parser("demo", help="the whole story on a local cloud (make run)")
-    demo.add_argument("--examples", default="examples", help="folder of documents to apply")
-
     schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
     schemas.add_argument("--write", action="store_true", help="write them to --directory")
     schemas.add_argument("--directory", default="schemas", help="where --write writes")
@@ -194,7 +173,17 @@ def parser() -> argparse.ArgumentParser:
         help='shell completion: eval "$(capacity-launcher completion bash)" (or zsh)',
     )
     completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    _plugin_parsers(commands)
     return root
+
+
+def _plugin_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands installed packages register (the local cloud's `local`, `invoke`, `demo`)."""
+    for plugin in plugins.installed():
+        added = commands.add_parser(plugin.name, help=plugin.help)
+        if plugin.run_deployed is not None:
+            _common(added)
+        plugin.arguments(added)
 
 
 class _Names(argparse.Action):
@@ -263,11 +252,14 @@ def _command(args: argparse.Namespace) -> Command:
         "delete": config_commands.delete,
         "submit": request_commands.submit,
         "status": request_commands.status,
-        "invoke": _invoke,
         "top": _top,
         "describe": _describe,
     }
-    return commands[args.command]
+    if args.command in commands:
+        return commands[args.command]
+    run_deployed = plugins.by_name()[args.command].run_deployed
+    assert run_deployed is not None  # main runs the others without a deployment
+    return run_deployed
 
 
 # Types whose `get` takes several NAMEs; the others take one.
@@ -333,23 +325,11 @@ def _documents_asked(args: argparse.Namespace) -> bool:
     return not listing or args.name is not None or args.output_version is not None
 
 
-def _invoke(args: argparse.Namespace, deployment: Deployment) -> int:
-    # The local cloud's runtime, loaded only by the commands that run functions here.
-    from local_cloud.invoke_command import invoke
-
-    return invoke(args, deployment)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.command == "local":
-        from local_cloud.up_command import up
-
-        return up(args)
-    if args.command == "demo":
-        from local_cloud.demo import run_demo
-
-        return run_demo(args.examples)
+    plugin = plugins.by_name().get(args.command)
+    if plugin is not None and plugin.run is not None:
+        return plugin.run(args)
     if args.command == "completion":
         from capacity_launcher_cli.completion import script
 

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from capacity_launcher.domain.aws_errors import is_access_denied
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.service import resolution
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment

@@ -9,7 +9,7 @@ ended. The request model is the service's own (`LaunchRequest`), so what it refu
 
 from capacity_launcher.domain.errors import InvalidLaunchRequest
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_client.client import (
     CLIENT_SOURCE,
     LaunchClient,

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.domain.errors import RequestIdReused
 from capacity_launcher.domain.launch_request import LaunchRequest, parse_launch_request
-from capacity_launcher.domain.status import LAUNCH_REQUESTED, ErrorDetail, RequestRecord
+from capacity_launcher.domain.records.status import LAUNCH_REQUESTED, ErrorDetail, RequestRecord
 from capacity_launcher_client.deployment import Deployment, resolve
 
 # Producers are not the service: status events carry source "capacity-launcher".

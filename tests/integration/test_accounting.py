@@ -18,12 +18,13 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
-from capacity_launcher.adapters.pool_items import PoolItems, PoolUsageStore
+from capacity_launcher.adapters.pool_items import PoolItems
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
-from capacity_launcher.domain.fleet import ManagedInstance
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.capacity.fleet import ManagedInstance
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
 from capacity_launcher.settings import get_settings
 from local_cloud.lambda_runtime import running

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws, quota_usage
-from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS, PoolUsageStore
+from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
+from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.errors import LeaseReclaimed
-from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool

@@ -11,8 +11,8 @@ from typing import Any
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.wiring import Adapters
 from local_cloud.lambda_runtime import running
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -36,9 +36,9 @@ class _Other:
         return aws.client("ec2")
 
     def apply(self, *documents: Mapping[str, Any]) -> None:
-        store = self.adapters.config_store()
+        configuration = self.adapters.configuration()
         for document in documents:
-            store.apply(parse_document(document))
+            configuration.apply(parse_document(document))
 
 
 def _tags(resource: Mapping[str, Any]) -> dict[str, str]:

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.api_versions import (
+from capacity_launcher.domain.apis.api_versions import (
     KEPT_ANNOTATION,
     MAX_KEPT_BYTES,
     Conversion,
@@ -22,10 +22,10 @@ from capacity_launcher.domain.api_versions import (
     put,
     take,
 )
-from capacity_launcher.domain.config import NodePool
-from capacity_launcher.domain.documents import parse_document, to_document
+from capacity_launcher.domain.apis.config import NodePool
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.served_versions import REGISTRY
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 TAINTS = "spec.taints"

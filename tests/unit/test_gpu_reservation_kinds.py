@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 from capacity_launcher.adapters.capacity_reservations import snapshot_from_ec2
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.reservation_snapshots import _item, _stored
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
-from capacity_launcher.domain.planning import LaunchPlan, find_candidates
-from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.fleet import LaunchTemplate, fleet_request
+from capacity_launcher.domain.capacity.planning import LaunchPlan, find_candidates
+from capacity_launcher.domain.capacity.requirements import Operator, Requirement, Requirements
+from capacity_launcher.domain.capacity.reservations import (
     BLOCK_BOOT_MARGIN,
     BLOCK_TERMINATION_LEAD,
     ReservationSource,

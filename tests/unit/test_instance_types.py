@@ -4,9 +4,8 @@ from decimal import Decimal
 
 import pytest
 
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.requirements import (
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
     CAPACITY_RESERVATION_INTERRUPTIBLE,
@@ -28,6 +27,7 @@ from capacity_launcher.domain.requirements import (
     Requirement,
     Requirements,
 )
+from capacity_launcher.domain.quantities import Resources
 
 P5 = InstanceTypeInfo(
     name="p5.48xlarge",

@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.errors import ConfigValidationError, QuotaExceeded
-from capacity_launcher.domain.quantities import INSTANCES, Resources
-from capacity_launcher.domain.quota_admission import (
+from capacity_launcher.domain.accounting.quota_admission import (
     LEASE_ITEMS,
     TRANSACTION_ITEMS,
     Cohort,
@@ -23,7 +21,9 @@ from capacity_launcher.domain.quota_admission import (
     most_admitted,
     usage_items,
 )
-from capacity_launcher.domain.quotas import MAX_FLAVORS, CapacityQuota, parse_quota
+from capacity_launcher.domain.apis.quotas import MAX_FLAVORS, CapacityQuota, parse_quota
+from capacity_launcher.domain.errors import ConfigValidationError, QuotaExceeded
+from capacity_launcher.domain.quantities import INSTANCES, Resources
 
 POOLS = ("pa", "pb", "pc")
 ONE = Resources(cpu=2, memory_mib=8192, instances=1)

@@ -12,9 +12,9 @@ from typing import Any
 
 from capacity_launcher.adapters.capacity_reservations import snapshot_from_ec2
 from capacity_launcher.adapters.reservation_snapshots import _item, _stored
-from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
-from capacity_launcher.domain.planning import LaunchPlan, find_candidates
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.capacity.fleet import LaunchTemplate, fleet_request
+from capacity_launcher.domain.capacity.planning import LaunchPlan, find_candidates
+from capacity_launcher.domain.capacity.reservations import (
     ReservationSource,
     ReservationUse,
     ReservedTarget,

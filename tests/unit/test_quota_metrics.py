@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.domain.apis.quotas import parse_quota
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quotas import parse_quota
 from capacity_launcher.service.quota_metrics import QUOTA_USAGE_OF_NOMINAL, usage_of_nominal
 from capacity_launcher.service.quota_reclaim import ReclaimReport
 from capacity_launcher.service.quota_sync import QuotaSync

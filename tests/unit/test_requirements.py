@@ -7,9 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from capacity_launcher.domain.errors import RequirementsConflict
-from capacity_launcher.domain.field_errors import field_errors
-from capacity_launcher.domain.requirements import (
+from capacity_launcher.domain.capacity.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
     CAPACITY_RESERVATION_INTERRUPTIBLE,
@@ -40,6 +38,8 @@ from capacity_launcher.domain.requirements import (
     Requirements,
     narrow,
 )
+from capacity_launcher.domain.errors import RequirementsConflict
+from capacity_launcher.domain.field_errors import field_errors
 
 
 def req(key: str, operator: str, *values: str) -> Requirement:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.capacity.reservations import (
     Coverage,
     ReservationSnapshot,
     StoredReservation,

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from capacity_launcher.domain.offerings import ON_DEMAND
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.launch.replay import end_unsent
 from capacity_launcher.service.ports import FleetLauncher, PoolLeases, Records, UnavailableCache

@@ -9,7 +9,7 @@ from typing import Any
 
 from capacity_launcher.domain.errors import RequestRejected
 from capacity_launcher.domain.launch_request import parse_launch_request
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch.lifecycle import Phase
 from capacity_launcher.service.launch.progress import Context, LaunchReport, Visit
 from capacity_launcher.service.launch.recovery import recover, recover_rejected

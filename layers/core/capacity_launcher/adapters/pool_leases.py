@@ -44,19 +44,19 @@ from capacity_launcher.adapters.pool_items import (
     limits_pk,
     settled_of,
 )
-from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import ConditionFailed, LeaseReclaimed
-from capacity_launcher.domain.index_shards import read_values
-from capacity_launcher.domain.lease_reads import (
+from capacity_launcher.domain.accounting.lease_reads import (
     ConfigReads,
     LeaseReads,
     QuotaReading,
     UnreadyReading,
 )
-from capacity_launcher.domain.pool_usage import Lease, LeaseFit, total
+from capacity_launcher.domain.accounting.pool_usage import Lease, LeaseFit, total
+from capacity_launcher.domain.accounting.quota_admission import LeaseAsk, UsageKey
+from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.apis.quotas import QuotaSet
+from capacity_launcher.domain.errors import ConditionFailed, LeaseReclaimed
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk, UsageKey
-from capacity_launcher.domain.quotas import QuotaSet
+from capacity_launcher.domain.records.index_shards import read_values
 
 # Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
 # quota's usage, the lease's delete (or its absence checked) and the settled marker's put).

@@ -14,8 +14,14 @@ from typing import Any
 from capacity_launcher.adapters.aws import aws_call
 from capacity_launcher.adapters.pool_items import CONTENDED_TRIES, PoolItems, counted_in
 from capacity_launcher.adapters.quota_usage import Reading, read, replacement
+from capacity_launcher.domain.accounting.pool_usage import (
+    Lease,
+    Member,
+    QuotaRecount,
+    quota_use,
+    same_use,
+)
 from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, quota_use, same_use
 from capacity_launcher.domain.quantities import Resources
 
 

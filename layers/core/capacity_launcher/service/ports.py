@@ -12,34 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from capacity_launcher.domain.capacity_wait import HeldWait
-from capacity_launcher.domain.claims import Claim
-from capacity_launcher.domain.config import (
-    CapacityReservationSelectorTerm,
-    NodeClass,
-    NodePool,
-    PoolSet,
-)
-from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.fleet import (
-    FleetResult,
-    InstanceLanding,
-    LaunchTemplate,
-    ManagedInstance,
-)
-from capacity_launcher.domain.image_architectures import ImageArchitectures
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.intents import LaunchIntent
-from capacity_launcher.domain.lease_reads import (
+from capacity_launcher.domain.accounting.lease_reads import (
     ConfigReads,
     LeaseReads,
     QuotaReading,
     UnreadyReading,
 )
-from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.pool_usage import (
+from capacity_launcher.domain.accounting.pool_usage import (
     Lease,
     LeaseFit,
     Member,
@@ -47,10 +26,26 @@ from capacity_launcher.domain.pool_usage import (
     Readiness,
     Recount,
 )
-from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk, UsageKey
-from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.accounting.quota_admission import LeaseAsk, UsageKey
+from capacity_launcher.domain.apis.config import (
+    CapacityReservationSelectorTerm,
+    NodeClass,
+    NodePool,
+    PoolSet,
+)
+from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaSet
+from capacity_launcher.domain.capacity.capacity_wait import HeldWait
+from capacity_launcher.domain.capacity.fleet import (
+    FleetResult,
+    InstanceLanding,
+    LaunchTemplate,
+    ManagedInstance,
+)
+from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offerings import Turn
+from capacity_launcher.domain.capacity.reservations import (
     Coverage,
     ReservationScope,
     ReservationSnapshot,
@@ -58,7 +53,12 @@ from capacity_launcher.domain.reservations import (
     ReservedTarget,
     StoredReservation,
 )
-from capacity_launcher.domain.status import ReclaimRequested, RequestRecord
+from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.domain.records.claims import Claim
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import ReclaimRequested, RequestRecord
 
 if TYPE_CHECKING:  # the launcher's alone: the sync's and instance events' cold starts skip it
     from capacity_launcher.domain.launch_request import Message

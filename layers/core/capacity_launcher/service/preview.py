@@ -16,19 +16,23 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from capacity_launcher.domain.errors import QuotaExceeded, RequestRejected
-from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.offerings import Offering
-from capacity_launcher.domain.pool_usage import fit_lease, room_left, unready_refusal
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import (
+from capacity_launcher.domain.accounting.pool_usage import fit_lease, room_left, unready_refusal
+from capacity_launcher.domain.accounting.quota_admission import (
     LeaseAsk,
     admit_lease,
     governing,
     usage_items,
 )
-from capacity_launcher.domain.quotas import format_amount
-from capacity_launcher.domain.status import ErrorDetail, UnavailableOffering, format_timestamp
+from capacity_launcher.domain.apis.quotas import format_amount
+from capacity_launcher.domain.capacity.offerings import Offering
+from capacity_launcher.domain.errors import QuotaExceeded, RequestRejected
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.status import (
+    ErrorDetail,
+    UnavailableOffering,
+    format_timestamp,
+)
 from capacity_launcher.service.launch.progress import Context, LaunchReport
 from capacity_launcher.service.launch.resolve import PoolView, Refusal, read_pool, screen
 from capacity_launcher.service.ports import PoolReadinessCount, PoolUsage, QuotaUsage

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from capacity_launcher.domain.accounting.quota_admission import UsageKey
+from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import UsageKey
-from capacity_launcher.domain.quota_status import quota_status
-from capacity_launcher.domain.quotas import CapacityQuota
-from capacity_launcher.domain.status import format_timestamp
+from capacity_launcher.domain.records.status import format_timestamp
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import QuotaStatusStore, QuotaUsage
 from capacity_launcher.service.quota_metrics import emit_quota_usage

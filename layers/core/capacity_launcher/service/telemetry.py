@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from capacity_launcher.domain.quotas import NO_REQUESTER, requester_dimension
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.apis.quotas import NO_REQUESTER, requester_dimension
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import MetricUnit, emit_single, metrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Sequence
 
-    from capacity_launcher.domain.quotas import CapacityQuota
+    from capacity_launcher.domain.apis.quotas import CapacityQuota
     from capacity_launcher.service.launch.progress import LaunchReport
 
 INSTANCES_LAUNCHED = "InstancesLaunched"

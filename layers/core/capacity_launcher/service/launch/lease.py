@@ -39,17 +39,17 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.accounting.pool_usage import Lease, held_by, largest
+from capacity_launcher.domain.accounting.quota_admission import LeaseAsk
+from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.capacity.fleet import room_left_record
 from capacity_launcher.domain.errors import (
     NodePoolChanged,
     NodePoolDeleted,
     QuotaExceeded,
     UnreadyLimitReached,
 )
-from capacity_launcher.domain.fleet import room_left_record
-from capacity_launcher.domain.pool_usage import Lease, held_by, largest
-from capacity_launcher.domain.quota_admission import LeaseAsk
-from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.domain.records.status import ErrorDetail
 from capacity_launcher.service.admission import take_lease, take_up
 from capacity_launcher.service.launch.progress import Context, Progress
 from capacity_launcher.service.launch.resolve import PoolView

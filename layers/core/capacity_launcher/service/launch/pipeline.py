@@ -22,12 +22,12 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from capacity_launcher.domain.capacity.planning import Candidates
 from capacity_launcher.domain.errors import RequestRejected, Transient
-from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.planning import Candidates
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import ErrorDetail, RequestRecord
 from capacity_launcher.domain.requester_origins import Origin
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.attempts import launch
@@ -354,10 +354,10 @@ def give_back_lease(ctx: Context, item: Progress) -> None:
 
 
 def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Progress:
-    """The request as the next pool takes it: an earlier delivery's wait goes with it (past its
-    deadline every pool ends it Failed, not only the first: README, Waiting for scheduled
-    capacity), and so do its quota refusal, whether this delivery bound its body, whether it
-    was resolved again in this delivery already (once per delivery, whichever pool) and the
+    """The request as the next pool takes it: an earlier delivery's wait goes with it (past
+    its deadline every pool ends it Failed, not only the first: docs/contracts.md, Waiting for
+    scheduled capacity), and so do its quota refusal, its trail (whether this delivery bound its
+    body, whether it was resolved again already: once per delivery, whichever pool) and the
     attempt numbers its intents used; what was this pool's (a lease, the record's cut of the
     candidates) does not."""
     item.mark_passed_on()

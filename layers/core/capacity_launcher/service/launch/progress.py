@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from capacity_launcher.domain.capacity.fleet import InstanceLanding
 from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.fleet import InstanceLanding
-from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import (
     CandidatesLeftOut,
     ErrorDetail,
     RequestRecord,

@@ -23,11 +23,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from capacity_launcher.domain.capacity.fleet import InstanceLanding
 from capacity_launcher.domain.errors import RequestRejected
-from capacity_launcher.domain.fleet import InstanceLanding
-from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord, RequestStatus, status_for
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import (
+    ErrorDetail,
+    RequestRecord,
+    RequestStatus,
+    status_for,
+)
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.lifecycle import Phase
 from capacity_launcher.service.launch.progress import (

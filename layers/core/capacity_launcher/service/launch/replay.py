@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from capacity_launcher.domain.intents import LaunchIntent
-from capacity_launcher.domain.planning import Candidates
-from capacity_launcher.domain.status import ErrorDetail
-from capacity_launcher.domain.tags import NODE_POOL, REQUEST_ID
+from capacity_launcher.domain.capacity.planning import Candidates
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import ErrorDetail
+from capacity_launcher.domain.records.tags import NODE_POOL, REQUEST_ID
 from capacity_launcher.service.launch.progress import (
     Context,
     LaunchReport,

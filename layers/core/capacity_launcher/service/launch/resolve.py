@@ -13,23 +13,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from capacity_launcher.domain.capacity.image_architectures import (
+    ARCHITECTURE_MISMATCH,
+    ImageArchitectures,
+)
+from capacity_launcher.domain.capacity.offering_exclusions import (
+    excluding_keys,
+    exclusion_words,
+    places,
+)
+from capacity_launcher.domain.capacity.offerings import RESERVED, Offering
+from capacity_launcher.domain.capacity.planning import (
+    Candidates,
+    find_candidates,
+    flexibility_shortfall,
+)
+from capacity_launcher.domain.capacity.platforms import LINUX, PLATFORM_MISMATCH
+from capacity_launcher.domain.capacity.reservations import ReservationSource, selection_of
 from capacity_launcher.domain.errors import (
     InstanceProfileNotReady,
     LaunchFailed,
     UnknownRequirementValues,
 )
-from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitectures
-from capacity_launcher.domain.offering_exclusions import (
-    excluding_keys,
-    exclusion_words,
-    places,
-)
-from capacity_launcher.domain.offerings import RESERVED, Offering
-from capacity_launcher.domain.planning import Candidates, find_candidates, flexibility_shortfall
-from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.reservations import ReservationSource, selection_of
-from capacity_launcher.domain.status import ErrorDetail, RequestStatus, UnavailableOffering
+from capacity_launcher.domain.records.status import ErrorDetail, RequestStatus, UnavailableOffering
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     MIN_VALUES,
@@ -193,7 +200,7 @@ def _no_offering(ctx: Context, view: PoolView, lead: Prepared) -> Refusal:
 
 def _excluded(lead: Prepared, view: PoolView, message: str) -> str:
     """The message, naming the requirement keys that leave the pool no offering and their
-    rules, when some do (domain/offering_exclusions.py)."""
+    rules, when some do (domain/capacity/offering_exclusions.py)."""
     types = list(view.candidates.instance_types.values())
     offered = places(types, view.subnets.keys(), lead.pool.spec.allowed_capacity_types())
     exclusion = excluding_keys(lead.requirements, offered)
