@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.domain.apis.api_versions import HUB_FIELDS_PATH, Applied, Kept
+from capacity_launcher.domain.apis.api_versions import Applied
 from capacity_launcher.domain.apis.config import NODE_CLASS, NodeClass, NodePool
 from capacity_launcher.domain.apis.documents import InvalidDocument
 from capacity_launcher.domain.apis.documents import to_document as config_document
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_PATH, Kept
 from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.domain.apis.api_versions import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH
 from tests.e2e.conftest import E2eCloud, apply_text, run_cli, submit_through_queue
 
 REPO = Path(__file__).resolve().parents[2]

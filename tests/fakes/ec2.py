@@ -35,9 +35,8 @@ from capacity_launcher.domain.capacity.image_architectures import (
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
 from capacity_launcher.domain.capacity.platforms import LINUX
+from capacity_launcher.domain.capacity.reservation_state import ANYWHERE, ReservationScope
 from capacity_launcher.domain.capacity.reservations import (
-    ANYWHERE,
-    ReservationScope,
     ReservationSnapshot,
     ReservationSource,
     ReservedTarget,

@@ -28,9 +28,10 @@ from capacity_launcher.domain.accounting.pool_usage import (
     total,
     usage_of,
 )
-from capacity_launcher.domain.accounting.quota_admission import LeaseAsk, UsageKey
+from capacity_launcher.domain.accounting.quota_admission import UsageKey
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.documents import Revisions
-from capacity_launcher.domain.apis.quotas import QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import LeaseReclaimed, NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits, Resources
 from tests.fakes.stores import Clock

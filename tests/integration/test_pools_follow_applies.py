@@ -19,7 +19,7 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
-from capacity_launcher.domain.accounting.quota_admission import LeaseAsk
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.documents import Revisions, parse_document
 from capacity_launcher.domain.errors import NodePoolChanged
 from capacity_launcher.domain.quantities import Resources

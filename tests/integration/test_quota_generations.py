@@ -14,7 +14,7 @@ import pytest
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.quota_store import QuotaStore
-from capacity_launcher.domain.apis.quotas import QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NotFound, QuotaExceeded, Transient
 from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota

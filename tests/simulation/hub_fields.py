@@ -21,8 +21,8 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.config_items import kept_of
-from capacity_launcher.domain.apis.api_versions import HUB_FIELDS_ANNOTATION
 from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.quantities import PoolLimits, limits_token

@@ -14,16 +14,10 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.apis.api_versions import (
-    HUB_FIELDS_ANNOTATION,
-    HUB_FIELDS_PATH,
-    Conversion,
-    Kept,
-    ServedVersion,
-    VersionRegistry,
-)
+from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion, VersionRegistry
 from capacity_launcher.domain.apis.config import NodePool
 from capacity_launcher.domain.apis.documents import Document, parse_document, to_document
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH, Kept
 from capacity_launcher.domain.apis.priority_classes import (
     PriorityTable,
     parse_priority_class,

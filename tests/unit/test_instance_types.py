@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import pytest
 
+from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.requirements import (
     ARCH,
@@ -25,7 +26,6 @@ from capacity_launcher.domain.capacity.requirements import (
     ZONE,
     Operator,
     Requirement,
-    Requirements,
 )
 from capacity_launcher.domain.quantities import Resources
 

@@ -23,12 +23,12 @@ from capacity_launcher.domain.apis.karpenter.status import (
     ec2nodeclass_status,
     nodeclaim,
 )
+from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitecture
 from capacity_launcher.domain.capacity.requirements import (
     INSTANCE_LOCAL_NVME,
     Operator,
     Requirement,
-    Requirements,
 )
 from capacity_launcher.domain.errors import InstanceProfileNotReady, NodeClassRefused
 from capacity_launcher.domain.records.instance_records import InstanceRecord

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.apis.api_versions import KEPT_ANNOTATION
+from capacity_launcher.domain.apis.kept_fields import KEPT_ANNOTATION
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from tests.unit.test_hub_fields import karpenter_pool

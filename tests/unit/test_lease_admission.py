@@ -14,8 +14,10 @@ from capacity_launcher.domain.accounting.quota_admission import (
     LEASE_ITEMS,
     TRANSACTION_ITEMS,
     Cohort,
-    LeaseAsk,
     UsageKey,
+)
+from capacity_launcher.domain.accounting.quota_leases import (
+    LeaseAsk,
     admit_lease,
     governing,
     most_admitted,

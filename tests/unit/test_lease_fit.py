@@ -1,5 +1,5 @@
 """A lease the room left cannot hold at the largest candidate covers only the types that fit
-(`pool_usage.fit_lease`, `quota_admission.fit_quota_lease`): it never exceeds the room, never
+(`pool_usage.fit_lease`, `quota_leases.fit_quota_lease`): it never exceeds the room, never
 leaves out a type that fits, and keeps minCount's meaning."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from capacity_launcher.domain.accounting.pool_usage import (
     largest,
     room_left,
 )
-from capacity_launcher.domain.accounting.quota_admission import LeaseAsk, fit_quota_lease
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk, fit_quota_lease
 from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import PoolLimits, Resources

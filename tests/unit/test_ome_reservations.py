@@ -20,7 +20,8 @@ from capacity_launcher.domain.apis.ome.reservations import (
     to_hub,
 )
 from capacity_launcher.domain.apis.ome.status import reservation_status
-from capacity_launcher.domain.apis.quotas import conflicts, parse_quota, quota_for
+from capacity_launcher.domain.apis.quota_sets import conflicts, quota_for
+from capacity_launcher.domain.apis.quotas import parse_quota
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import Resources

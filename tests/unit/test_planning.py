@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.candidates import find_candidates
+from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.fleet import LaunchTemplate, fleet_request
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitecture
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.offerings import Offering, offering_key
-from capacity_launcher.domain.capacity.planning import Landed, LaunchPlan, find_candidates
-from capacity_launcher.domain.capacity.requirements import Operator, Requirement, Requirements
+from capacity_launcher.domain.capacity.planning import Landed, LaunchPlan
+from capacity_launcher.domain.capacity.requirements import Operator, Requirement
 from capacity_launcher.domain.capacity.reservations import (
     ReservationSnapshot,
     ReservationSource,

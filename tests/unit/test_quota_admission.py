@@ -15,9 +15,8 @@ from capacity_launcher.domain.accounting.quota_admission import (
     Cohort,
     QuotaInstance,
     UsageKey,
-    governing,
-    most_admitted,
 )
+from capacity_launcher.domain.accounting.quota_leases import governing, most_admitted
 from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import GPU, INSTANCES, Resources

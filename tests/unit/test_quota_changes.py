@@ -145,7 +145,7 @@ def test_an_apply_that_met_a_concurrent_one_checks_again_then_gives_up_saying_so
 
 
 def test_an_apply_naming_a_class_deleted_meanwhile_is_refused_naming_the_field() -> None:
-    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
     from capacity_launcher.domain.apis.priority_classes import PRIORITY_CLASS_NAME_PATH
 
     kept = Kept(

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.apis.quotas import CapacityQuota, conflicts, parse_quota
+from capacity_launcher.domain.apis.quota_sets import conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
 from capacity_launcher.domain.errors import (
     ConfigValidationError,
     RequesterNotAllowed,

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from capacity_launcher.domain.capacity.constraints import Constraint, Requirements, narrow
 from capacity_launcher.domain.capacity.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
@@ -32,11 +33,8 @@ from capacity_launcher.domain.capacity.requirements import (
     OS,
     WELL_KNOWN_KEYS,
     ZONE,
-    Constraint,
     Operator,
     Requirement,
-    Requirements,
-    narrow,
 )
 from capacity_launcher.domain.errors import RequirementsConflict
 from capacity_launcher.domain.field_errors import field_errors

@@ -8,12 +8,12 @@ from typing import Any
 
 from capacity_launcher.domain.apis.config import CapacityReservationSpec, CapacityReservationTarget
 from capacity_launcher.domain.apis.documents import parse_document
-from capacity_launcher.domain.capacity.reservations import (
+from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
-    ReservationSnapshot,
     StoredReservation,
     Thresholds,
 )
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.errors import Throttled
 from capacity_launcher.service.reservation_sync import ReservationSync
 

@@ -12,11 +12,8 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.apis.api_versions import (
-    HUB_FIELDS_ANNOTATION,
-    HUB_FIELDS_PATH,
-    MAX_DOCUMENT_BYTES,
-)
+from capacity_launcher.domain.apis.api_versions import MAX_DOCUMENT_BYTES
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher_cli.config_commands import ApplyError, read_documents, validate_steps

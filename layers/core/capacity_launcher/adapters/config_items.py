@@ -17,8 +17,8 @@ from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:  # the served versions are imported by the apply and read paths that use them:
     # a launcher's cold start, which reads the hub alone, does not make their classes
-    from capacity_launcher.domain.apis.api_versions import Kept
     from capacity_launcher.domain.apis.config import NodeClass, NodePool
+    from capacity_launcher.domain.apis.kept_fields import Kept
     from capacity_launcher.domain.apis.quotas import CapacityQuota
 
 # The version every quota apply checks and bumps (outside the quotas' partition: never listed).
@@ -113,7 +113,7 @@ def kept_of(item: dict[str, Any]) -> Kept | None:
     body = item.get("kept")
     if body is None:
         return None
-    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
     try:
         return Kept.from_json(json.loads(str(body)))

@@ -53,7 +53,8 @@ from capacity_launcher.adapters.quota_store import QuotaStore
 from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
 from capacity_launcher.domain.apis.documents import revision_of, stored_body
 from capacity_launcher.domain.apis.quota_changes import kept_body as kept_of_apply
-from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import (
     ConditionFailed,
     ConfigConflict,
@@ -65,7 +66,7 @@ from capacity_launcher.domain.quantities import limits_token
 if TYPE_CHECKING:  # PriorityClasses and the served versions are the apply path's: imported
     # there, so a launcher's cold start does not make their classes
     from capacity_launcher.adapters.priority_class_store import PriorityClassStore
-    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
 _QUOTA_SET_KEY = QUOTA_SET_KEY

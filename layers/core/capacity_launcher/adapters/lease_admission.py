@@ -49,7 +49,7 @@ from capacity_launcher.domain.accounting.lease_reads import (
     LeaseReads,
 )
 from capacity_launcher.domain.accounting.pool_usage import Lease, LeaseFit
-from capacity_launcher.domain.accounting.quota_admission import LeaseAsk
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.quantities import PoolLimits, Resources

@@ -27,7 +27,7 @@ from capacity_launcher.adapters.config_items import POOL_SET_KEY
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.accounting.pool_usage import Lease, Member
 from capacity_launcher.domain.apis.documents import Revisions, is_revision
-from capacity_launcher.domain.apis.quotas import QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.quantities import (
     CPU,

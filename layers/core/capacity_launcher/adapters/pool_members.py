@@ -27,7 +27,7 @@ from capacity_launcher.adapters.pool_items import (
     member_of,
 )
 from capacity_launcher.domain.accounting.pool_usage import Member
-from capacity_launcher.domain.accounting.quota_admission import governing
+from capacity_launcher.domain.accounting.quota_leases import governing
 from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 

@@ -21,13 +21,15 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
+from capacity_launcher.domain.capacity.reservation_state import (
+    Coverage,
+    InvalidSnapshot,
+    StoredReservation,
+)
 from capacity_launcher.domain.capacity.reservations import (
     COVERAGE_PREFIX,
     DEFAULT_TYPE,
-    Coverage,
-    InvalidSnapshot,
     ReservationSnapshot,
-    StoredReservation,
 )
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.observability import logger

@@ -31,12 +31,8 @@ from pydantic.alias_generators import to_camel
 
 from capacity_launcher.domain.apis.config_base import Name, validate_tags
 from capacity_launcher.domain.apis.ome.associations import association_of, association_requester
-from capacity_launcher.domain.capacity.requirements import (
-    CAPACITY_TYPE,
-    RESERVED,
-    Requirement,
-    Requirements,
-)
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED, Requirement
 from capacity_launcher.domain.errors import InvalidLaunchRequest
 from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.json_depth import deep_fields, may_nest_deeper, shallow

@@ -175,7 +175,7 @@ class RequesterBindings:
     @classmethod
     def of(cls, quotas: Iterable[BindsRequesters]) -> RequesterBindings:
         """Apply keeps a requester's binding the same in every quota that gives one
-        (quotas.conflicts); should stored quotas still differ, the first by name wins."""
+        (quota_sets.conflicts); should stored quotas still differ, the first by name wins."""
         found: dict[str, RequesterOrigins] = {}
         for quota in sorted(quotas, key=lambda q: q.name):
             for requester, origins in quota.spec.requester_origins.items():

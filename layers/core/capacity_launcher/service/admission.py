@@ -2,7 +2,7 @@
 port, decide with the domain, write the decision conditioned on what was read, and on a conflict
 read again only what moved, a bounded number of times.
 
-The decision (`quota_admission.fit_quota_lease`) fits the lease into the room the pool's limits
+The decision (`quota_leases.fit_quota_lease`) fits the lease into the room the pool's limits
 leave beside its usage, and the room its requester's quota leaves: `count x the largest
 candidate` when that fits, otherwise narrowed to the candidate types that fit (`fit_lease`),
 sized by the largest of those. The first try assumes the pool's usage leaves room for the whole
@@ -46,14 +46,14 @@ from capacity_launcher.domain.accounting.pool_usage import (
     room_left,
     unready_refusal,
 )
-from capacity_launcher.domain.accounting.quota_admission import (
+from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
     fit_quota_lease,
     governing,
     usage_items,
 )
 from capacity_launcher.domain.apis.documents import Revisions
-from capacity_launcher.domain.apis.quotas import QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NodePoolChanged, QuotaExceeded, Transient
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.service.ports import LeaseSnapshot, PoolLeases

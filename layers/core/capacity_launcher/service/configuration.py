@@ -33,11 +33,12 @@ from capacity_launcher.domain.apis.quota_changes import (
     plan_apply,
     plan_delete,
 )
-from capacity_launcher.domain.apis.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.apis.quota_sets import conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import ConditionFailed, ConfigConflict
 
 if TYPE_CHECKING:
-    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
 Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 

@@ -26,7 +26,8 @@ from capacity_launcher.domain.accounting.pool_usage import (
     Readiness,
     Recount,
 )
-from capacity_launcher.domain.accounting.quota_admission import LeaseAsk, UsageKey
+from capacity_launcher.domain.accounting.quota_admission import UsageKey
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.config import (
     CapacityReservationSelectorTerm,
     NodeClass,
@@ -34,7 +35,8 @@ from capacity_launcher.domain.apis.config import (
     PoolSet,
 )
 from capacity_launcher.domain.apis.documents import Revisions
-from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaSet
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.capacity.fleet import (
     FleetResult,
@@ -45,13 +47,15 @@ from capacity_launcher.domain.capacity.fleet import (
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.offerings import Turn
-from capacity_launcher.domain.capacity.reservations import (
+from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
     ReservationScope,
+    StoredReservation,
+)
+from capacity_launcher.domain.capacity.reservations import (
     ReservationSnapshot,
     ReservationSource,
     ReservedTarget,
-    StoredReservation,
 )
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import PoolLimits, Resources

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.accounting.pool_usage import fit_lease, room_left, unready_refusal
-from capacity_launcher.domain.accounting.quota_admission import (
+from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
     admit_lease,
     governing,

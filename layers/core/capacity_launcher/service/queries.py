@@ -32,9 +32,9 @@ from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
 from capacity_launcher.domain.capacity.offerings import RESERVED, UnavailableEntry, offering_key
+from capacity_launcher.domain.capacity.reservation_state import StoredReservation
 from capacity_launcher.domain.capacity.reservations import (
     ReservationSnapshot,
-    StoredReservation,
     selection_of,
     term_matches,
 )

@@ -33,7 +33,7 @@ from functools import partial
 from capacity_launcher.domain.accounting.pool_usage import Member, Recount
 from capacity_launcher.domain.capacity.fleet import ManagedInstance
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.capacity.reservations import HeldInstance
+from capacity_launcher.domain.capacity.reservation_state import HeldInstance
 from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord

@@ -14,22 +14,24 @@ from datetime import UTC, datetime
 from functools import partial
 
 from capacity_launcher.domain.apis.config import NodeClass
-from capacity_launcher.domain.capacity.reservations import (
+from capacity_launcher.domain.capacity.reservation_state import (
     ANYWHERE,
     Coverage,
     ReservationScope,
-    ReservationSelection,
-    ReservationSnapshot,
-    ReservationSource,
     StoredReservation,
     covered,
     flag_holds,
-    in_group,
     more_room_seen,
-    selection_of,
-    target_key,
     with_flags,
     with_room_held,
+)
+from capacity_launcher.domain.capacity.reservations import (
+    ReservationSelection,
+    ReservationSnapshot,
+    ReservationSource,
+    in_group,
+    selection_of,
+    target_key,
 )
 from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.service.ports import Ec2Reservations, ReservationStore

@@ -13,13 +13,9 @@ from typing import Any
 
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.ome.associations import counted_association
-from capacity_launcher.domain.apis.quotas import association_refusal
-from capacity_launcher.domain.capacity.requirements import (
-    CAPACITY_TYPE,
-    RESERVED,
-    Requirements,
-    narrow,
-)
+from capacity_launcher.domain.apis.quota_sets import association_refusal
+from capacity_launcher.domain.capacity.constraints import Requirements, narrow
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED
 from capacity_launcher.domain.errors import (
     NotFound,
     RequesterNotAllowed,

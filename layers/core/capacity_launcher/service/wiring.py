@@ -31,7 +31,7 @@ from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.domain.capacity.reservations import Thresholds
+from capacity_launcher.domain.capacity.reservation_state import Thresholds
 from capacity_launcher.domain.records.tags import Ownership
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimRequests

@@ -9,7 +9,8 @@ from decimal import Decimal
 from typing import Any
 
 from capacity_launcher.domain.accounting.quota_admission import Cohort, Ledger, UsageKey
-from capacity_launcher.domain.apis.quotas import CapacityQuota, conflicts, format_amount
+from capacity_launcher.domain.apis.quota_sets import conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.quantities import Resources
 
 READY = "Ready"

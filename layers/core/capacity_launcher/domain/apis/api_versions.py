@@ -20,7 +20,8 @@ any ``metadata``, would make the stored object other than the document a reviewe
 refused; and an object applied with it must read back in the version it was applied in.
 
 A deprecated version is still served and its use warns, naming its replacement; a version no
-longer served is refused, naming the versions that are (docs/api-versions.md).
+longer served is refused, naming the versions that are (docs/api-versions.md). The kept fields and
+both annotations, read and written by path: domain/apis/kept_fields.py.
 """
 
 from __future__ import annotations
@@ -32,77 +33,28 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from capacity_launcher.domain.apis.kept_fields import (
+    HUB_FIELDS_ANNOTATION,
+    HUB_FIELDS_PATH,
+    HUB_PATH_PREFIX,
+    KEPT_PATH,
+    Kept,
+    annotate,
+    differing,
+    merged_kept,
+    put,
+    without_hub_fields,
+    without_kept_annotation,
+)
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.field_errors import FieldError, field_errors, field_path
+from capacity_launcher.domain.field_errors import FieldError, field_errors
 
-KEPT_ANNOTATION = "capacity-launcher/kept-fields"
-# Hub fields a version has no place for, when an object is read in that version (JSON: path ->
-# value); applying the document puts them back on the hub.
-HUB_FIELDS_ANNOTATION = "capacity-launcher/hub-fields"
-KEPT_PATH = field_path(("metadata", "annotations", KEPT_ANNOTATION))
-HUB_FIELDS_PATH = field_path(("metadata", "annotations", HUB_FIELDS_ANNOTATION))
-# What HUB_FIELDS_ANNOTATION may set: one top-level field of the hub's spec (what the registry
-# compares when it reads an object in a version, VersionRegistry._lost).
-HUB_PATH_PREFIX = "spec."
-# Kept fields are stored beside the hub document in the state table (400 KB items).
-MAX_KEPT_BYTES = 64 * 1024
 # One document as JSON, counted before it is converted: a hub is stored in one state table item
 # (400 KB) with its kept fields, so a larger document could never be stored (docs/cli.md).
 MAX_DOCUMENT_BYTES = 256 * 1024
 # What the server sets and `get` may print, and `apply` ignores as Kubernetes does for a kind with
 # a status subresource: the object's status, and metadata only the server writes.
 SERVER_METADATA = ("creationTimestamp", "generation", "resourceVersion", "uid", "managedFields")
-
-
-@dataclass(frozen=True)
-class Kept:
-    """What an applied document said that the hub has no place for.
-
-    ``fields`` maps a dotted document path (in the version ``api_version`` / ``kind``) to its
-    JSON value; ``not_acted_on`` lists the paths capacity-launcher accepts and keeps but does not
-    act on (cluster-only fields such as taints), whether the hub holds them or not.
-    """
-
-    api_version: str
-    kind: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
-    not_acted_on: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        size = len(json.dumps(self.to_json(), sort_keys=True).encode())
-        if size > MAX_KEPT_BYTES:
-            raise ConfigValidationError(
-                [
-                    FieldError(
-                        next(iter(self.fields), "body"),
-                        f"the fields kept but not acted on must be at most {MAX_KEPT_BYTES} "
-                        f"bytes together (JSON), not {size}",
-                    )
-                ]
-            )
-
-    def __bool__(self) -> bool:
-        return bool(self.fields or self.not_acted_on)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "fields": dict(self.fields),
-            "notActedOn": list(self.not_acted_on),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Kept:
-        return cls(
-            api_version=str(data["apiVersion"]),
-            kind=str(data["kind"]),
-            fields=dict(data.get("fields") or {}),
-            not_acted_on=tuple(str(path) for path in data.get("notActedOn") or ()),
-        )
-
-    def is_for(self, api_version: str, kind: str) -> bool:
-        return (self.api_version, self.kind) == (api_version, kind)
 
 
 @dataclass(frozen=True)
@@ -266,8 +218,8 @@ class VersionRegistry:
             raise ConfigValidationError([FieldError("apiVersion", f"is required: {served}")])
         version = self.version(api_version, kind)
         check_document_size(data)
-        body, carried = _without_kept_annotation(without_server_fields(data))
-        body, hub_fields = _without_hub_fields(body)
+        body, carried = without_kept_annotation(without_server_fields(data))
+        body, hub_fields = without_hub_fields(body)
         try:
             parsed = version.parse(body)
             conversion = version.converted(parsed, references)
@@ -277,7 +229,7 @@ class VersionRegistry:
             _check_hub_only(version, parsed, hub_fields)
             conversion = self._with_hub_fields(conversion, hub_fields)
         if carried is not None:
-            conversion = Conversion(conversion.hubs, _merged(carried, conversion.kept))
+            conversion = Conversion(conversion.hubs, merged_kept(carried, conversion.kept))
             self._check_kept_gives_back(conversion, references)
         if hub_fields:
             self._check_reads_back(version, conversion, references)
@@ -302,7 +254,7 @@ class VersionRegistry:
             annotations = document.setdefault("metadata", {}).setdefault("annotations", {})
             annotations[HUB_FIELDS_ANNOTATION] = json.dumps(lost, sort_keys=True)
         if kept is not None and kept.fields and not own:
-            _annotate(document, kept)
+            annotate(document, kept)
         return document
 
     def _lost(
@@ -431,26 +383,6 @@ def without_server_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _without_kept_annotation(data: Mapping[str, Any]) -> tuple[dict[str, Any], Kept | None]:
-    """The document without KEPT_ANNOTATION, and the kept fields it carried (if any)."""
-    body = dict(data)
-    metadata = body.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    if not isinstance(annotations, Mapping) or KEPT_ANNOTATION not in annotations:
-        return body, None
-    try:
-        carried = Kept.from_json(json.loads(annotations[KEPT_ANNOTATION]))
-    except (TypeError, ValueError, KeyError, AttributeError):
-        rule = "must be the JSON capacity-launcher wrote: {apiVersion, kind, fields, notActedOn}"
-        raise ConfigValidationError([FieldError(KEPT_PATH, rule)]) from None
-    rest = {k: v for k, v in annotations.items() if k != KEPT_ANNOTATION}
-    assert isinstance(metadata, Mapping)
-    body["metadata"] = {**metadata, "annotations": rest}
-    if not rest:
-        del body["metadata"]["annotations"]
-    return body, carried
-
-
 def _check_hub_only(version: ServedVersion, parsed: Any, fields: Mapping[str, Any]) -> None:
     """Refuse each path HUB_FIELDS_ANNOTATION sets that the document itself says (or could say):
     the object stored must be the one its visible document describes."""
@@ -477,82 +409,4 @@ def _check_hub_only(version: ServedVersion, parsed: Any, fields: Mapping[str, An
         raise ConfigValidationError(errors)
 
 
-def _without_hub_fields(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    metadata = body.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    if not isinstance(annotations, Mapping) or HUB_FIELDS_ANNOTATION not in annotations:
-        return body, {}
-    try:
-        fields = json.loads(annotations[HUB_FIELDS_ANNOTATION])
-        if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):
-            raise ValueError
-    except (TypeError, ValueError):
-        rule = "must be the JSON capacity-launcher wrote: {path: value}"
-        raise ConfigValidationError([FieldError(HUB_FIELDS_PATH, rule)]) from None
-    rest = {k: v for k, v in annotations.items() if k != HUB_FIELDS_ANNOTATION}
-    assert isinstance(metadata, Mapping)
-    new_metadata = {**metadata, "annotations": rest}
-    if not rest:
-        del new_metadata["annotations"]
-    return {**body, "metadata": new_metadata}, fields
-
-
-def _merged(carried: Kept, own: Kept) -> Kept:
-    """Kept fields carried in the annotation, with the document's own (which it may not have)."""
-    if not own:
-        return carried
-    if not carried or carried.is_for(own.api_version, own.kind):
-        fields = {**carried.fields, **own.fields}
-        acted = tuple(dict.fromkeys([*carried.not_acted_on, *own.not_acted_on]))
-        return Kept(own.api_version, own.kind, fields, acted)
-    # Fields of two versions cannot share one path space: the document's own win.
-    return own
-
-
-def _annotate(document: dict[str, Any], kept: Kept) -> None:
-    metadata = document.setdefault("metadata", {})
-    annotations = metadata.setdefault("annotations", {})
-    annotations[KEPT_ANNOTATION] = json.dumps(kept.to_json(), sort_keys=True)
-
-
 # -- kept fields by path ------------------------------------------------------------------------
-
-
-def take(document: Mapping[str, Any], paths: Iterable[str]) -> dict[str, Any]:
-    """The values at ``paths`` (dotted) that the document sets."""
-    found: dict[str, Any] = {}
-    for path in paths:
-        node: Any = document
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if node is not None:
-            found[path] = node
-    return found
-
-
-def put(document: dict[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
-    """``document`` with each dotted path in ``fields`` set (its parents made as needed); a None
-    value removes the field (kept as None: the document as written did not have it)."""
-    for path, value in fields.items():
-        *parents, last = path.split(".")
-        node = document
-        for part in parents:
-            node = node.setdefault(part, {})
-        if value is None:
-            node.pop(last, None)
-        else:
-            node[last] = value
-    return document
-
-
-def differing(
-    written: Mapping[str, Any], rebuilt: Mapping[str, Any], paths: Iterable[str]
-) -> dict[str, Any]:
-    """The fields at ``paths`` where a document rebuilt from the hub differs from the one written:
-    their written values (None where it had none), kept so that the conversion loses nothing."""
-    found: dict[str, Any] = {}
-    for path in paths:
-        mine, theirs = take(written, [path]).get(path), take(rebuilt, [path]).get(path)
-        if mine != theirs:
-            found[path] = mine
-    return found

@@ -47,6 +47,7 @@ from capacity_launcher.domain.apis.config_base import (  # noqa: F401 - re-expor
     selector_tags,
     validate_tags,
 )
+from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.launch_options import (
     MAX_BLOCK_DEVICE_MAPPINGS,
     BlockDeviceMapping,
@@ -62,7 +63,6 @@ from capacity_launcher.domain.capacity.requirements import (
     RESERVED,
     Operator,
     Requirement,
-    Requirements,
 )
 from capacity_launcher.domain.quantities import PoolLimits
 
@@ -266,13 +266,7 @@ class NodeClassSpec(_Document):
             )
         if self.role is not None and self.instance_profile is not None:
             raise ValueError("role and instanceProfile cannot both be set")
-        if self.arm64_image_ssm_parameter is not None and self.image_ssm_parameter is None:
-            raise ValueError("arm64ImageSsmParameter can only be set with imageSsmParameter")
-        accelerated = self.accelerated_image_ssm_parameters
-        if accelerated is not None and self.image_ssm_parameter is None:
-            raise ValueError("acceleratedImageSsmParameters can only be set with imageSsmParameter")
-        if accelerated is not None and len(set(accelerated)) != len(accelerated):
-            raise ValueError("acceleratedImageSsmParameters must not repeat an entry")
+        self._image_parameters()
         if (self.subnet_ids is None) == (self.subnet_selector_terms is None):
             raise ValueError("exactly one of subnetIds or subnetSelectorTerms must be set")
         if (self.security_group_ids is None) == (self.security_group_selector_terms is None):
@@ -290,6 +284,16 @@ class NodeClassSpec(_Document):
                 "alternative to a target"
             )
         return self
+
+    def _image_parameters(self) -> None:
+        """The per-architecture image parameters go only beside imageSsmParameter, once each."""
+        if self.arm64_image_ssm_parameter is not None and self.image_ssm_parameter is None:
+            raise ValueError("arm64ImageSsmParameter can only be set with imageSsmParameter")
+        accelerated = self.accelerated_image_ssm_parameters
+        if accelerated is not None and self.image_ssm_parameter is None:
+            raise ValueError("acceleratedImageSsmParameters can only be set with imageSsmParameter")
+        if accelerated is not None and len(set(accelerated)) != len(accelerated):
+            raise ValueError("acceleratedImageSsmParameters must not repeat an entry")
 
     @property
     def reservation_preference(self) -> Literal["open", "none"]:

@@ -28,7 +28,7 @@ from capacity_launcher.domain.field_errors import FieldError, field_errors
 
 if TYPE_CHECKING:  # the served versions are the apply and read paths': a launcher's cold start,
     # which reads the hub alone, does not make their classes
-    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
 Document = NodeClass | NodePool | CapacityQuota
 _MODELS: dict[str, type[NodeClass] | type[NodePool]] = {NODE_CLASS: NodeClass, NODE_POOL: NodePool}

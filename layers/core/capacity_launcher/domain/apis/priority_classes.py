@@ -18,12 +18,12 @@ from pydantic import Field, StrictBool, StrictInt, field_validator
 
 from capacity_launcher.domain.apis.api_versions import (
     Conversion,
-    Kept,
     ServedVersion,
     as_document,
     validated,
 )
 from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
+from capacity_launcher.domain.apis.kept_fields import Kept
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
 

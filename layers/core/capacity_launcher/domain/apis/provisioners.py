@@ -17,11 +17,8 @@ from pydantic import Field, StrictInt, ValidationError, field_validator
 
 from capacity_launcher.domain.apis.api_versions import (
     Conversion,
-    Kept,
     ServedVersion,
     as_document,
-    put,
-    take,
     validated,
 )
 from capacity_launcher.domain.apis.config import NODE_POOL, NodeClass, NodePool
@@ -31,6 +28,7 @@ from capacity_launcher.domain.apis.config_base import (
     Name,
     _Document,
 )
+from capacity_launcher.domain.apis.kept_fields import Kept, put, take
 from capacity_launcher.domain.capacity.requirements import ARCH, INSTANCE_TYPE, OS, ZONE
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError, field_errors

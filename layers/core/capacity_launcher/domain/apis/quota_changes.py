@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.apis.documents import stored_body
-from capacity_launcher.domain.apis.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.apis.quota_sets import conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import ConfigConflict, NotFound
 
 if TYPE_CHECKING:
-    from capacity_launcher.domain.apis.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,7 @@ the resources it covers; every error names the field (by document path) and the 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -26,7 +25,6 @@ from pydantic import (
     model_validator,
 )
 
-from capacity_launcher.domain.accounting.quota_prefixes import prefix_conflicts
 from capacity_launcher.domain.apis.config import _TopLevel
 from capacity_launcher.domain.apis.config_base import (
     BUILT_ON_FIRST_USE,
@@ -36,8 +34,6 @@ from capacity_launcher.domain.apis.config_base import (
 )
 from capacity_launcher.domain.apis.ome.associations import (
     ASSOCIATION_PREFIX,
-    DEFAULT_ASSOCIATION,
-    counted_association,
     prefix_reservation,
 )
 from capacity_launcher.domain.errors import ConfigValidationError
@@ -204,22 +200,7 @@ class ResourceGroup(_Document):
     @model_validator(mode="after")
     def _flavors_list_the_covered_resources(self) -> ResourceGroup:
         covered = set(self.covered_resources)
-        problems = []
-        for index, flavor in enumerate(self.flavors):
-            names = [r.name for r in flavor.resources]
-            where = f"flavors[{index}].resources"
-            extra = [n for n in names if n not in covered]
-            if extra:
-                problems.append(
-                    FieldError(where, f"{', '.join(extra)}: not in this group's coveredResources")
-                )
-            missing = ", ".join(n for n in self.covered_resources if n not in names)
-            if missing:
-                problems.append(
-                    FieldError(where, f"must list every covered resource; missing {missing}")
-                )
-            if len(set(names)) != len(names):
-                problems.append(FieldError(where, "must not repeat a resource"))
+        problems = [p for i, f in enumerate(self.flavors) for p in self._flavor_problems(i, f)]
         if self.limits is not None:
             uncovered = [
                 d for d in DIMENSIONS if self.limits.limit_for(d) is not None and d not in covered
@@ -231,6 +212,25 @@ class ResourceGroup(_Document):
         if problems:
             raise Problems(problems)
         return self
+
+    def _flavor_problems(self, index: int, flavor: Flavor) -> list[FieldError]:
+        """A flavor lists each covered resource once, and no other."""
+        names = [r.name for r in flavor.resources]
+        where = f"flavors[{index}].resources"
+        problems = []
+        extra = [n for n in names if n not in self.covered_resources]
+        if extra:
+            problems.append(
+                FieldError(where, f"{', '.join(extra)}: not in this group's coveredResources")
+            )
+        missing = ", ".join(n for n in self.covered_resources if n not in names)
+        if missing:
+            problems.append(
+                FieldError(where, f"must list every covered resource; missing {missing}")
+            )
+        if len(set(names)) != len(names):
+            problems.append(FieldError(where, "must not repeat a resource"))
+        return problems
 
 
 class Preemption(_Document):
@@ -283,6 +283,13 @@ class CapacityQuotaSpec(_Document):
 
     @model_validator(mode="after")
     def _consistent(self) -> CapacityQuotaSpec:
+        problems = [*self._group_problems(), *self._cohort_problems(), *self._binding_problems()]
+        if problems:
+            raise Problems(problems)
+        return self
+
+    def _group_problems(self) -> list[FieldError]:
+        """A resource in two groups, a flavor listed twice, limits that need a cohort."""
         problems = []
         seen_resources: dict[str, int] = {}
         seen_flavors: dict[str, int] = {}
@@ -309,20 +316,35 @@ class CapacityQuotaSpec(_Document):
                 seen_flavors.setdefault(flavor.name, g)
                 for r, resource in enumerate(flavor.resources):
                     where = f"resourceGroups[{g}].flavors[{f}].resources[{r}]"
-                    if resource.borrowing_limit is not None and self.cohort is None:
-                        problems.append(FieldError(f"{where}.borrowingLimit", "needs spec.cohort"))
-                    elif resource.borrowing_limit is not None and not self.allow_borrowing:
-                        problems.append(
-                            FieldError(f"{where}.borrowingLimit", "needs spec.allowBorrowing: true")
-                        )
-                    if resource.lending_limit is not None and self.cohort is None:
-                        problems.append(FieldError(f"{where}.lendingLimit", "needs spec.cohort"))
+                    problems += self._limit_problems(where, resource)
+        return problems
+
+    def _limit_problems(self, where: str, resource: QuotaResource) -> list[FieldError]:
+        """Borrowing and lending happen within a cohort; borrowing also needs allowBorrowing."""
+        problems = []
+        if resource.borrowing_limit is not None and self.cohort is None:
+            problems.append(FieldError(f"{where}.borrowingLimit", "needs spec.cohort"))
+        elif resource.borrowing_limit is not None and not self.allow_borrowing:
+            problems.append(
+                FieldError(f"{where}.borrowingLimit", "needs spec.allowBorrowing: true")
+            )
+        if resource.lending_limit is not None and self.cohort is None:
+            problems.append(FieldError(f"{where}.lendingLimit", "needs spec.cohort"))
+        return problems
+
+    def _cohort_problems(self) -> list[FieldError]:
+        problems = []
         if self.allow_borrowing and self.cohort is None:
             problems.append(
                 FieldError("allowBorrowing", "needs spec.cohort: quotas borrow within a cohort")
             )
         if self.preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER and not self.cohort:
             problems.append(FieldError("preemption.reclaimWithinCohort", "needs spec.cohort"))
+        return problems
+
+    def _binding_problems(self) -> list[FieldError]:
+        """Origins bind only the quota's own requesters; associations need a reservation prefix."""
+        problems = []
         for requester in self.requester_origins:
             if requester not in self.requesters and requester not in self.association_requesters:
                 problems.append(
@@ -340,9 +362,7 @@ class CapacityQuotaSpec(_Document):
                     f"({ASSOCIATION_PREFIX}NAME/): it lists who may associate with a reservation",
                 )
             )
-        if problems:
-            raise Problems(problems)
-        return self
+        return problems
 
     def reservations(self) -> list[str]:
         """The reservations whose associations this quota covers (its prefixes of that form)."""
@@ -383,131 +403,9 @@ class CapacityQuota(_TopLevel):
         return usage_item_key(self.cohort_key, flavor)
 
 
-@dataclass(frozen=True)
-class QuotaSet:
-    """The stored quotas as of one configuration generation.
-
-    Every apply that changes a CapacityQuota and every delete of one bumps the generation, and
-    that of each NodePool its stored and its new document name, in the same transaction as the
-    document's write. A decision in a pool depends only on the quotas naming the pool, so a
-    lease conditioned on its pool's generation (`generation_in`) holds only if none of those
-    changed since (docs/quotas.md, "An apply governs what follows it")."""
-
-    generation: int | None  # None: not read from a store (nothing to condition on)
-    quotas: tuple[CapacityQuota, ...] = ()
-    # Each NodePool's quota generation, read with `generation` (absent: 0, never bumped).
-    pool_generations: Mapping[str, int] = field(default_factory=dict)
-
-    def generation_in(self, pool: str) -> int | None:
-        """The quota generation of `pool` the quotas were read at (None: not from a store)."""
-        return None if self.generation is None else self.pool_generations.get(pool, 0)
-
-
-# The metrics' requester dimension: a bounded set of ASCII values (CloudWatch bills every new
-# value as a new metric and takes ASCII only), whatever free text producers send.
-OTHER_REQUESTER = "other"
-NO_REQUESTER = "none"
-
-
-def requester_dimension(quotas: Iterable[CapacityQuota], requester: str | None) -> str:
-    """The requester as a metric dimension: itself when a quota declares it, the prefix and `*`
-    when a quota's prefix covers it, else `other` (`none` when the request names nobody)."""
-    if not requester:
-        return NO_REQUESTER
-    prefixes: list[str] = []
-    for quota in quotas:
-        if requester in quota.spec.requesters:
-            return requester if requester.isascii() else OTHER_REQUESTER
-        prefixes.extend(p for p in quota.spec.requester_prefixes if requester.startswith(p))
-    longest = max(prefixes, key=len, default=None)
-    if longest is not None and longest.isascii():
-        return f"{longest}*"
-    return OTHER_REQUESTER
-
-
 def usage_item_key(cohort_key: str, flavor: str) -> str:
     """The key of the item that keeps a cohort's use of one flavor (docs/quotas.md)."""
     return f"QuotaUsage#{cohort_key}#{flavor}"
-
-
-def conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
-    """Rules across quotas: a requester in two quotas of one flavor is ambiguous, so refused.
-
-    The later quota (by name) is blamed, so applying the same set twice reports the same thing.
-    """
-    quotas = list(quotas)
-    owner: dict[tuple[str, str], str] = {}
-    found: list[FieldError] = []
-    for quota in sorted(quotas, key=lambda q: q.name):
-        for flavor in quota.flavors():
-            for index, requester in enumerate(quota.spec.requesters):
-                first = owner.setdefault((requester, flavor.name), quota.name)
-                if first != quota.name:
-                    found.append(
-                        FieldError(
-                            f"CapacityQuota {quota.name}: spec.requesters[{index}]",
-                            f"requester {requester!r} is already covered in flavor "
-                            f"{flavor.name} by CapacityQuota {first}; a requester has at most "
-                            "one quota per flavor",
-                        )
-                    )
-    return found + prefix_conflicts(quotas) + _binding_conflicts(quotas)
-
-
-def _binding_conflicts(quotas: Iterable[CapacityQuota]) -> list[FieldError]:
-    """A requester has one binding: every quota that binds it must bind it the same way."""
-    first: dict[str, tuple[str, RequesterOrigins]] = {}
-    found: list[FieldError] = []
-    for quota in sorted(quotas, key=lambda q: q.name):
-        for requester, origins in quota.spec.requester_origins.items():
-            owner, bound = first.setdefault(requester, (quota.name, origins))
-            if owner != quota.name and bound != origins:
-                found.append(
-                    FieldError(
-                        f"CapacityQuota {quota.name}: "
-                        + field_path(("spec", "requesterOrigins", requester)),
-                        f"differs from CapacityQuota {owner}'s; a requester has one binding, "
-                        "the same in every quota that gives one",
-                    )
-                )
-    return found
-
-
-def quota_for(
-    quotas: Iterable[CapacityQuota], requester: str | None, node_pool: str
-) -> tuple[CapacityQuota | None, list[CapacityQuota]]:
-    """The quota that governs ``requester`` in ``node_pool``, and every quota naming the pool.
-
-    (None, []) : no quota names the pool: only the pool's limits apply.
-    (None, [..]): quotas name the pool but none covers the requester: the request is refused.
-    """
-    naming = [q for q in quotas if q.flavor(node_pool) is not None]
-    mine = [q for q in naming if q.covers(requester)]
-    return (min(mine, key=lambda q: q.name) if mine else None), naming
-
-
-def association_refusal(quotas: Iterable[CapacityQuota], requester: str | None) -> str | None:
-    """Why a request counted as ``requester`` may not associate with its reservation (docs/ome.md
-    "Who may associate"), or None: every quota holding the reservation's prefix that lists
-    ``associationRequesters`` must list the association. Not an association: None."""
-    counted = counted_association(requester)
-    if counted is None:
-        return None
-    reservation, association = counted
-    for quota in sorted(quotas, key=lambda q: q.name):
-        listed = quota.spec.association_requesters
-        if listed and reservation in quota.spec.reservations() and association not in listed:
-            return (
-                f"requester: {association!r} may not associate with capacityReservation "
-                f"{reservation!r}: CapacityQuota {quota.name} spec.associationRequesters lists "
-                f"only {', '.join(listed)} (a request without a requester associates as "
-                f"{DEFAULT_ASSOCIATION!r})"
-            )
-    return None
-
-
-def quotas_by_name(quotas: Iterable[CapacityQuota]) -> Mapping[str, CapacityQuota]:
-    return {quota.name: quota for quota in quotas}
 
 
 def parse_quota(data: Mapping[str, Any]) -> CapacityQuota:

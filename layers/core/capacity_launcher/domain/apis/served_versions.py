@@ -9,12 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from capacity_launcher.domain.apis.api_versions import (
-    Conversion,
-    Kept,
-    ServedVersion,
-    VersionRegistry,
-)
+from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion, VersionRegistry
 from capacity_launcher.domain.apis.config import (
     CAPACITY_QUOTA,
     NODE_CLASS,
@@ -24,6 +19,7 @@ from capacity_launcher.domain.apis.config import (
 )
 from capacity_launcher.domain.apis.documents import Document, parse_document, to_document
 from capacity_launcher.domain.apis.karpenter import ec2nodeclass, nodepool
+from capacity_launcher.domain.apis.kept_fields import Kept
 from capacity_launcher.domain.apis.ome.versions import ome_versions
 from capacity_launcher.domain.apis.priority_classes import priority_class_version
 from capacity_launcher.domain.apis.provisioners import provisioner_version

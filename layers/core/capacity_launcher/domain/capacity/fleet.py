@@ -10,9 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.aws_errors import ErrorKind, classify, node_class_field
+from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.offerings import RESERVED, SPOT, CapacityType, Offering
-from capacity_launcher.domain.capacity.planning import Candidates, LaunchAttempt
+from capacity_launcher.domain.capacity.planning import LaunchAttempt
 from capacity_launcher.domain.capacity.reservations import (
     FLEET_CAPACITY_TYPES,
     INTERRUPTIBLE_MARKET,

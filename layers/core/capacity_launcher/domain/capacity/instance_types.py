@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
@@ -33,7 +34,6 @@ from capacity_launcher.domain.capacity.requirements import (
     OS,
     RESERVED,
     ZONE,
-    Requirements,
 )
 from capacity_launcher.domain.quantities import Resources
 

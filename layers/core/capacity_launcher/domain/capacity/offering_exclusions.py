@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.capacity.requirements import ARCH, INSTANCE_TYPE, Requirements
+from capacity_launcher.domain.capacity.requirements import ARCH, INSTANCE_TYPE
 
 # At most this many of the values the offerings have are named in a message.
 MAX_NAMED_VALUES = 10

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from capacity_launcher.domain.accounting.pool_usage import Lease, held_by, largest
-from capacity_launcher.domain.accounting.quota_admission import LeaseAsk
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.capacity.fleet import room_left_record
 from capacity_launcher.domain.errors import (

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from capacity_launcher.domain.capacity.planning import Candidates
+from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.errors import RequestRejected, Transient
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.intents import LaunchIntent

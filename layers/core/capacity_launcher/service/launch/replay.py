@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from capacity_launcher.domain.capacity.planning import Candidates
+from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.records.intents import LaunchIntent
 from capacity_launcher.domain.records.status import ErrorDetail
 from capacity_launcher.domain.records.tags import NODE_POOL, REQUEST_ID

@@ -13,6 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from capacity_launcher.domain.capacity.candidates import (
+    Candidates,
+    find_candidates,
+    flexibility_shortfall,
+)
 from capacity_launcher.domain.capacity.image_architectures import (
     ARCHITECTURE_MISMATCH,
     ImageArchitectures,
@@ -23,11 +28,6 @@ from capacity_launcher.domain.capacity.offering_exclusions import (
     places,
 )
 from capacity_launcher.domain.capacity.offerings import RESERVED, Offering
-from capacity_launcher.domain.capacity.planning import (
-    Candidates,
-    find_candidates,
-    flexibility_shortfall,
-)
 from capacity_launcher.domain.capacity.platforms import LINUX, PLATFORM_MISMATCH
 from capacity_launcher.domain.capacity.reservations import ReservationSource, selection_of
 from capacity_launcher.domain.errors import (

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from capacity_launcher.domain.accounting.pool_usage import UnleasedFit, kept_under, largest
-from capacity_launcher.domain.accounting.quota_admission import LeaseAsk
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.capacity.fleet import InstanceLanding
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.offerings import RESERVED
-from capacity_launcher.domain.capacity.planning import Candidates
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.errors import (
     LeaseReclaimed,

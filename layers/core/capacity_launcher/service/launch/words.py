@@ -7,17 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from capacity_launcher.domain.capacity.candidates import Candidates
+from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.fleet import InstanceLanding
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.offerings import RESERVED, SPOT, Offering
-from capacity_launcher.domain.capacity.planning import Candidates
-from capacity_launcher.domain.capacity.requirements import (
-    CAPACITY_TYPE,
-    INSTANCE_TYPE,
-    Requirements,
-)
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, INSTANCE_TYPE
+from capacity_launcher.domain.capacity.reservation_state import ReservationScope
 from capacity_launcher.domain.capacity.reservations import (
-    ReservationScope,
     ReservationSnapshot,
     ReservationSource,
     selection_of,

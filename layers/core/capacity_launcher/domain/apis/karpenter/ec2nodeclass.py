@@ -16,14 +16,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, Field, StrictBool, model_validator
 
-from capacity_launcher.domain.apis.api_versions import (
-    Conversion,
-    Kept,
-    ServedVersion,
-    differing,
-    put,
-    take,
-)
+from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion
 from capacity_launcher.domain.apis.config import (
     CapacityReservationSelectorTerm,
     CapacityReservationSpec,
@@ -48,6 +41,7 @@ from capacity_launcher.domain.apis.karpenter.images import (
     check_alias,
     check_kubernetes_version,
 )
+from capacity_launcher.domain.apis.kept_fields import Kept, differing, put, take
 from capacity_launcher.domain.capacity.launch_options import (
     BlockDeviceMapping,
     MetadataOptions,

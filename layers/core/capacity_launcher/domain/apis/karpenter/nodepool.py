@@ -16,17 +16,11 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, field_validator
 
-from capacity_launcher.domain.apis.api_versions import (
-    Conversion,
-    Kept,
-    ServedVersion,
-    differing,
-    put,
-    take,
-)
+from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion
 from capacity_launcher.domain.apis.config import NodePool
 from capacity_launcher.domain.apis.config_base import Document, Name
 from capacity_launcher.domain.apis.karpenter.common import ObjectMeta, dumped, hub_document, served
+from capacity_launcher.domain.apis.kept_fields import Kept, differing, put, take
 from capacity_launcher.domain.capacity.requirements import WELL_KNOWN_KEYS
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError

@@ -69,6 +69,33 @@ def _reservation(snapshot: ReservationSnapshot) -> dict[str, Any]:
 
 def ec2nodeclass_status(resolved: ResolvedNodeClass, at: str) -> dict[str, Any]:
     """EC2NodeClass status as Karpenter shows it; a condition per selector, and Ready."""
+    status: dict[str, Any] = {
+        "subnets": [{"id": i, "zone": z} for i, z in resolved.subnets.found],
+        "securityGroups": [
+            {"id": i, **({"name": n} if n else {})} for i, n in resolved.security_groups.found
+        ],
+        "amis": [
+            {
+                "id": image.image_id,
+                **({"name": name} if name else {}),
+                "requirements": image.requirements(),
+            }
+            for image, name in resolved.images.found
+        ],
+        "conditions": _nodeclass_conditions(resolved, at),
+    }
+    if resolved.reservations.found:
+        status["capacityReservations"] = [_reservation(r) for r in resolved.reservations.found]
+    profile = resolved.instance_profile
+    if resolved.role_profile is not None and resolved.role_profile.found:
+        profile = resolved.role_profile.found[0]
+    if profile:
+        status["instanceProfile"] = profile
+    return status
+
+
+def _nodeclass_conditions(resolved: ResolvedNodeClass, at: str) -> list[dict[str, Any]]:
+    """A condition per selector (reservations and the role's profile when asked), then Ready."""
     conditions = [
         _condition("SubnetsReady", resolved.subnets, "subnets", at),
         _condition("SecurityGroupsReady", resolved.security_groups, "security groups", at),
@@ -90,29 +117,7 @@ def ec2nodeclass_status(resolved: ResolvedNodeClass, at: str) -> dict[str, Any]:
             "lastTransitionTime": at,
         }
     )
-    status: dict[str, Any] = {
-        "subnets": [{"id": i, "zone": z} for i, z in resolved.subnets.found],
-        "securityGroups": [
-            {"id": i, **({"name": n} if n else {})} for i, n in resolved.security_groups.found
-        ],
-        "amis": [
-            {
-                "id": image.image_id,
-                **({"name": name} if name else {}),
-                "requirements": image.requirements(),
-            }
-            for image, name in resolved.images.found
-        ],
-        "conditions": conditions,
-    }
-    if resolved.reservations.found:
-        status["capacityReservations"] = [_reservation(r) for r in resolved.reservations.found]
-    profile = resolved.instance_profile
-    if resolved.role_profile is not None and resolved.role_profile.found:
-        profile = resolved.role_profile.found[0]
-    if profile:
-        status["instanceProfile"] = profile
-    return status
+    return conditions
 
 
 def _profile_condition(resolved: Resolved[str], at: str) -> dict[str, Any]:

@@ -13,15 +13,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from capacity_launcher.domain.apis.api_versions import (
-    Conversion,
-    Kept,
-    ServedVersion,
-    as_document,
-    put,
-    take,
-)
+from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion, as_document
 from capacity_launcher.domain.apis.config import CAPACITY_QUOTA
+from capacity_launcher.domain.apis.kept_fields import Kept, put, take
 from capacity_launcher.domain.apis.ome.reservations import (
     OME_API_VERSION,
     RESERVATION_KINDS,
