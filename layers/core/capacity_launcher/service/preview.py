@@ -34,8 +34,7 @@ from capacity_launcher.domain.records.status import (
     format_timestamp,
 )
 from capacity_launcher.service.launch.progress import Context, LaunchReport
-from capacity_launcher.service.launch.resolve import PoolView, Refusal, screen
-from capacity_launcher.service.launch.resolve import resolve as resolve_pool
+from capacity_launcher.service.launch.resolve import PoolView, Refusal, read_pool, screen
 from capacity_launcher.service.ports import PoolReadinessCount, PoolUsage, QuotaUsage
 from capacity_launcher.service.resolution import Prepared, resolve, resolve_next
 
@@ -191,7 +190,7 @@ def _chain(ctx: Context, first: Prepared) -> Iterator[Prepared]:
 
 def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
     pool, node_class = prepared.pool.metadata.name, prepared.node_class.metadata.name
-    found = resolve_pool(ctx, prepared, [], LaunchReport(records={}))
+    found = read_pool(ctx, prepared, [], LaunchReport(records={}))
     refusal = found if isinstance(found, Refusal) else screen(ctx, found)
     if isinstance(found, Refusal) or refusal is not None:
         assert refusal is not None

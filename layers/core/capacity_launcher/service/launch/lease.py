@@ -160,13 +160,13 @@ def _lease(
     # One read of its lease, none on its first delivery (no lease was ever taken for it).
     found = None if item.first else ctx.ports.leases.lease(pool, item.request_id)
     if found is not None and found.settled:
-        item.settled = item.lease_read = True  # it absorbs its done intents, launches no more
+        item.mark_settled()  # it absorbs its done intents, launches no more
         return Leased.SETTLED
     try:
         taken_up = _taken_up(ctx, item, view, found, replayed, over.types)
         refused = _take(ctx, item, view, taken_up, over)
     except NodePoolChanged:
-        item.changed = True
+        item.mark_changed()
         return Leased.CHANGED
     if refused is not None:
         item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
@@ -213,11 +213,11 @@ def _take(
         lease = _held(ctx, view, found)
         # An earlier delivery's open lease is taken up now, or there is none (a pool changed or
         # deleted since leaves it open: the visit gives it back as the request leaves).
-        item.lease_read = True
         if lease is None:
+            item.mark_unleased()
             lease = _reserve(ctx, item, view, over)
         if lease is not None:
-            item.granted, item.lease_types = lease.count, lease.instance_types
+            item.mark_leased(lease.count, lease.instance_types)
     except QuotaExceeded as refused:
         # Like a flavor in Kueue, a pool its quota refuses passes it on as one at its
         # limits does; a reclaim waits for the request's end (`settle.finish`).

@@ -1,6 +1,6 @@
 """Resolve: what one pool can offer a group, before anything is leased.
 
-`resolve` reads the NodeClass's subnets, image and reservations and finds the candidates; `screen`
+`read_pool` reads the NodeClass's subnets, image and reservations and finds the candidates; `screen`
 then refuses what can never be served there (nothing matches, limits it can never fit, the
 flexibility minValues asks); `nothing_left` and `cannot_hold` say why a request that named no
 pool goes on to the next one now: every offering is dry, or the reservations the snapshots show
@@ -81,9 +81,10 @@ class Refusal:
     pass_on: bool = True
 
 
-def resolve(
+def read_pool(
     ctx: Context, lead: Prepared, progress: Sequence[Progress], report: LaunchReport
 ) -> PoolView | Refusal:
+    """What the pool offers the group (`PoolView`), or its refusal (a NodeClass AWS refuses)."""
     p = ctx.ports
     try:
         # The identity the class names first: a role that cannot be given is the document's

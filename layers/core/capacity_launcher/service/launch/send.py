@@ -242,7 +242,7 @@ def absorb(
 def mark_launching(progress: Sequence[Progress], intent: LaunchIntent) -> None:
     for item in progress:
         if item.request_id in intent.request_ids:
-            item.launching = True
+            item.mark_launching()
 
 
 def _hand_out(

@@ -127,9 +127,9 @@ def terminate_short(
     min_count: int,
     holding: Sequence[InstanceLanding],
 ) -> ErrorDetail:
-    """Terminate a gang that got fewer instances than its minCount (README: they are terminated
-    and the request Failed), and free the reservation slots of those `holding` theirs still;
-    returns the record's words for it."""
+    """Terminate a gang that got fewer instances than its minCount (docs/contracts.md, minCount:
+    they are terminated and the request Failed), and free the reservation slots of those
+    `holding` theirs still; returns the record's words for it."""
     _terminate(ctx, landed, holding)
     return ErrorDetail(
         code="MinCountNotMet",
@@ -337,6 +337,7 @@ def finish(
         candidates_left_out=item.left_out,
     )
     ctx.ports.records.put_record(record)
+    item.mark_ended()
     return record
 
 

@@ -1,7 +1,7 @@
 """Wait: requests that asked to wait for scheduled capacity (`waitForCapacityUntil`) and cannot be
 served from reservations now wait for them (a Waiting record, which the batch stores once their
-message is held in the queue), or fail once the deadline passed (README: Waiting for scheduled
-capacity). The others go on."""
+message is held in the queue), or fail once the deadline passed (docs/contracts.md: Waiting for
+scheduled capacity). The others go on."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ def wait_or_go(
         waited_for = awaited(view.candidates.scheduled, deadline)
         request_id = item.request_id
         if now < deadline and waited_for:
+            item.mark_waiting()
             report.records[request_id] = _waiting(item, deadline, waited_for, now)
             report.waiting[request_id] = next_check_seconds(now, deadline, waited_for)
         elif now >= deadline and item.waited is not None:
