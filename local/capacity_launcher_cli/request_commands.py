@@ -188,7 +188,7 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
 
 
 def status(args: argparse.Namespace, deployment: Deployment) -> int:
-    """The record as JSON; exits as `submit --wait` does (1 for Failed or Rejected, 2 while
+    """The record as JSON; exits as `submit --wait` does (1 for Failed or Rejected, 3 while
     Waiting or on timeout), and 1 when there is no record."""
     if args.wait:
         with views.WaitProgress(args.request_id) as progress:
