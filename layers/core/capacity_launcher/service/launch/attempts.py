@@ -24,10 +24,10 @@ from capacity_launcher.service.launch.progress import (
     RESERVATION_FULL,
     Context,
     LaunchReport,
+    PoolView,
     Run,
     SlotClaim,
 )
-from capacity_launcher.service.launch.resolve import PoolView
 from capacity_launcher.service.launch.send import (
     Absorbed,
     Sent,

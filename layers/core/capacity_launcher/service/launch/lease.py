@@ -51,8 +51,7 @@ from capacity_launcher.domain.errors import (
 )
 from capacity_launcher.domain.records.status import ErrorDetail
 from capacity_launcher.service.admission import take_lease, take_up
-from capacity_launcher.service.launch.progress import Context, Progress
-from capacity_launcher.service.launch.resolve import PoolView
+from capacity_launcher.service.launch.progress import Context, PoolView, Progress
 
 
 class Leased(Enum):

@@ -37,15 +37,15 @@ from capacity_launcher.service.launch.progress import (
     POOL_PASSED_OVER,
     Context,
     LaunchReport,
+    PoolView,
     Progress,
+    Refusal,
     Run,
     Visit,
 )
 from capacity_launcher.service.launch.recovery import recover, recover_rejected
 from capacity_launcher.service.launch.replay import finish_refused, replay
 from capacity_launcher.service.launch.resolve import (
-    PoolView,
-    Refusal,
     cannot_hold,
     nothing_left,
     read_pool,

@@ -3,19 +3,24 @@ what a group's serve reports, and the record's words for what happened on the wa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.capacity.fleet import InstanceLanding
+from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
+from capacity_launcher.domain.capacity.reservations import ReservationSource
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.intents import LaunchIntent
 from capacity_launcher.domain.records.status import (
     CandidatesLeftOut,
     ErrorDetail,
     RequestRecord,
+    RequestStatus,
     UnavailableOffering,
 )
 from capacity_launcher.service.launch.lifecycle import LEASE_READ, Phase, check
@@ -281,3 +286,37 @@ class Run:
     @property
     def wanted(self) -> int:
         return sum(p.wanted for p in self.active)
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What one pool offers a group, read once per visit."""
+
+    lead: Prepared
+    subnets: Mapping[str, Sequence[str]]
+    sources: list[ReservationSource]
+    # The NodeClass's images by architecture (None: EC2 does not know its main image).
+    architecture: ImageArchitectures | None
+    candidates: Candidates
+    # The candidates less what the ICE cache holds, and a record line for each one it held.
+    usable: Candidates
+    skipped: list[UnavailableOffering]
+
+    @property
+    def pool_name(self) -> str:
+        return self.lead.pool.metadata.name
+
+    @property
+    def per_instance(self) -> Resources:
+        """What a lease sizes each instance by: the largest candidate."""
+        return self.candidates.largest() if self.candidates else Resources.ZERO
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A pool's answer that ends a request there. `pass_on`: one that named no pool tries the
+    next pool first (the error's message says why this one passed it over)."""
+
+    error: ErrorDetail
+    status: RequestStatus = RequestStatus.REJECTED
+    pass_on: bool = True

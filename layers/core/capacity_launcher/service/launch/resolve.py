@@ -10,7 +10,7 @@ have too little room for its minCount.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
 from capacity_launcher.domain.capacity.candidates import (
@@ -35,50 +35,17 @@ from capacity_launcher.domain.errors import (
     LaunchFailed,
     UnknownRequirementValues,
 )
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.records.status import ErrorDetail, RequestStatus, UnavailableOffering
+from capacity_launcher.domain.records.status import ErrorDetail, RequestStatus
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     MIN_VALUES,
     Context,
     LaunchReport,
+    PoolView,
     Progress,
+    Refusal,
 )
 from capacity_launcher.service.resolution import Prepared
-
-
-@dataclass(frozen=True)
-class PoolView:
-    """What one pool offers a group, read once per visit."""
-
-    lead: Prepared
-    subnets: Mapping[str, Sequence[str]]
-    sources: list[ReservationSource]
-    # The NodeClass's images by architecture (None: EC2 does not know its main image).
-    architecture: ImageArchitectures | None
-    candidates: Candidates
-    # The candidates less what the ICE cache holds, and a record line for each one it held.
-    usable: Candidates
-    skipped: list[UnavailableOffering]
-
-    @property
-    def pool_name(self) -> str:
-        return self.lead.pool.metadata.name
-
-    @property
-    def per_instance(self) -> Resources:
-        """What a lease sizes each instance by: the largest candidate."""
-        return self.candidates.largest() if self.candidates else Resources.ZERO
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A pool's answer that ends a request there. `pass_on`: one that named no pool tries the
-    next pool first (the error's message says why this one passed it over)."""
-
-    error: ErrorDetail
-    status: RequestStatus = RequestStatus.REJECTED
-    pass_on: bool = True
 
 
 def read_pool(

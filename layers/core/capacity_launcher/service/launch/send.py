@@ -37,10 +37,10 @@ from capacity_launcher.service.launch.progress import (
     Context,
     LaunchReport,
     OwnFills,
+    PoolView,
     Progress,
     SlotClaim,
 )
-from capacity_launcher.service.launch.resolve import PoolView
 
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10

@@ -22,8 +22,7 @@ from capacity_launcher.domain.records.status import (
     RequestStatus,
 )
 from capacity_launcher.service.launch import words
-from capacity_launcher.service.launch.progress import Context, LaunchReport, Progress
-from capacity_launcher.service.launch.resolve import PoolView
+from capacity_launcher.service.launch.progress import Context, LaunchReport, PoolView, Progress
 from capacity_launcher.service.launch.settle import finish
 
 
