@@ -9,7 +9,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from capacity_launcher_cli import label_selectors, output_formats, plugins, resource_types
+from capacity_launcher_cli import (
+    field_selectors,
+    label_selectors,
+    output_formats,
+    plugins,
+    resource_types,
+)
 
 # Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
 # (over a second); each command imports what it uses when it runs.
@@ -99,6 +105,14 @@ def parser() -> argparse.ArgumentParser:
         default=(),
         metavar="SELECTOR",
         help="only documents whose metadata.labels match: key=value,key!=value,key,!key",
+    )
+    get.add_argument(
+        "--field-selector",
+        type=field_selectors.field_selector,
+        default=(),
+        metavar="SELECTOR",
+        help="requests only: field=value,field!=value on status, requester, nodePool, "
+        "requestId, errors.code",
     )
     get.add_argument(
         "-w",
@@ -272,6 +286,10 @@ def _refused(args: argparse.Namespace) -> str | None:
         return None
     if len(args.names) > 1 and args.resource not in _MANY_NAMES:
         return f"get {args.resource} takes one NAME (several: {', '.join(_MANY_NAMES)})"
+    if getattr(args, "field_selector", ()) and args.resource not in field_selectors.SELECTABLE:
+        return (
+            f"--field-selector selects {', '.join(field_selectors.SELECTABLE)}, not {args.resource}"
+        )
     if not args.selector:
         return None
     if args.resource not in label_selectors.LABELLED:

@@ -16,6 +16,7 @@ from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock
+from capacity_launcher_cli.field_selectors import selects
 from capacity_launcher_cli.service import adapters, queries
 from capacity_launcher_client.client import (
     LaunchClient,
@@ -214,6 +215,8 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
         records = [r for r in asked.values() if r is not None]
     else:
         records = store.list_records()
+    wanted = getattr(args, "field_selector", ())
+    records = [r for r in records if selects(r.to_detail(), wanted)]
     return named.answer(
         args,
         named.missing_from(args, (r.request_id for r in records)),
