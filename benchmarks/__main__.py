@@ -12,6 +12,7 @@ from typing import TypeVar
 from benchmarks import (
     batching,
     burst,
+    client_reuse,
     cold_start,
     ice_storm,
     plots,
@@ -52,6 +53,7 @@ def main() -> int:
         throughput=timed("throughput", throughput.run),
         healthy=timed("healthy pool", burst.healthy),
         sync_calls=timed("sync calls", sync_calls.run),
+        client_reuse=timed("client reuse", client_reuse.run),
         load=(load_at_start, os.getloadavg()),
         took=took,
     )

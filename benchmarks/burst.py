@@ -26,7 +26,7 @@ from benchmarks.scene import REGION, TYPES, ZONES, apply_pool, bench_cloud, requ
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.aws import error_code
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.domain.offerings import Turn
+from capacity_launcher.domain.capacity.offerings import Turn
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch import LaunchBatch
 from capacity_launcher.settings import get_settings

@@ -403,8 +403,8 @@ STEPS = {
     ),
     "settings": "import capacity_launcher.settings",
     "the domain's pydantic models": (
-        "import capacity_launcher.domain.config, capacity_launcher.domain.launch_request, "
-        "capacity_launcher.domain.status"
+        "import capacity_launcher.domain.apis.config, capacity_launcher.domain.launch_request, "
+        "capacity_launcher.domain.records.status"
     ),
     "the rest of the service (launch path)": (
         "import capacity_launcher.service.wiring, capacity_launcher.service.launch"

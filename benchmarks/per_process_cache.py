@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from capacity_launcher.domain.offerings import Turn
+from capacity_launcher.domain.capacity.offerings import Turn
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch import LaunchBatch
 from capacity_launcher.settings import get_settings

@@ -8,7 +8,16 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from benchmarks import batching, burst, cold_start, ice_storm, scaling, scene, throughput
+from benchmarks import (
+    batching,
+    burst,
+    client_reuse,
+    cold_start,
+    ice_storm,
+    scaling,
+    scene,
+    throughput,
+)
 from benchmarks.batching import BatchingResult
 from benchmarks.burst import BurstResult, HealthyCost
 from benchmarks.cold_start import LAYER_LIMIT_BYTES, ColdStart, ImportSteps, LayerSize
@@ -38,6 +47,7 @@ class Results:
     throughput: list[Throughput]
     healthy: list[HealthyCost]
     sync_calls: list[SyncCalls]
+    client_reuse: client_reuse.Result
     # `uptime`'s load averages (1, 5, 15 min) at the start and the end: the machine is shared.
     load: tuple[tuple[float, float, float], tuple[float, float, float]]
     # Seconds each section took (the whole run must stay within BENCH_BUDGET_SECONDS).
@@ -95,6 +105,7 @@ def render(results: Results, seconds: float) -> str:
     lines += _cold_start(*results.cold_starts, results.layer)
     lines += _import_steps(results.import_steps)
     lines += _warm(results.warm)
+    lines += client_reuse.section(results.client_reuse)
     lines += _why_missed(results)
     return "\n".join(lines) + "\n"
 
@@ -498,7 +509,7 @@ def _why_missed(results: Results) -> list[str]:
         lines.append(
             f"- **The sync's reads follow history**: up to {settled} settled leases' proofs "
             "read by one run. The recounts "
-            "(`PoolUsageStore.recompute`, `QuotaUsageStore.recount_quotas`) "
+            "(`service/usage_recount.py`: `recount_pool`, `recount_quotas`) "
             "should read only the `Lease#`..`Member#` key range of each pool's `Limits#` "
             "partition; the proofs (`Settled#`, kept `SETTLED_MARKER_SECONDS`, a week) sort "
             "outside it. A read of them means a query left that range."

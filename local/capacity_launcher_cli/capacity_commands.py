@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from capacity_launcher.domain.offerings import UnavailableEntry
-from capacity_launcher.domain.reservations import ReservationSnapshot
+from capacity_launcher.domain.capacity.offerings import UnavailableEntry
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.output_formats import TABLES

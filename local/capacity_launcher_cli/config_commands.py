@@ -7,31 +7,35 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from capacity_launcher.domain.api_versions import HUB_FIELDS_PATH, Applied, Kept
-from capacity_launcher.domain.config import NODE_CLASS, NodeClass, NodePool
-from capacity_launcher.domain.documents import InvalidDocument
-from capacity_launcher.domain.documents import to_document as config_document
-from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
-from capacity_launcher.domain.field_errors import FieldError
-from capacity_launcher.domain.priority_classes import (
+from capacity_launcher.domain.apis.api_versions import Applied
+from capacity_launcher.domain.apis.config import NODE_CLASS, NodeClass, NodePool
+from capacity_launcher.domain.apis.documents import InvalidDocument
+from capacity_launcher.domain.apis.documents import to_document as config_document
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_PATH, Kept
+from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
     PriorityTable,
     parse_priority_class,
     priority_table,
 )
-from capacity_launcher.domain.quotas import CapacityQuota
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
+from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.service.configuration import conflicts_among
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
 from capacity_launcher_cli.service import configuration, queries
+
+if TYPE_CHECKING:
+    from capacity_launcher.service.queries import Queries
 from capacity_launcher_cli.yaml_documents import (
     DuplicateKey,
     TooLarge,
@@ -94,6 +98,15 @@ def _text(path: Path) -> str:
         return read_bounded(file)
 
 
+def list_items(data: Any) -> list[Any]:
+    """A `kind: List` (what `get -o yaml|json` prints for several objects) stands for each of its
+    items, as kubectl applies one; any other document stands for itself."""
+    items = data.get("items") if isinstance(data, dict) and data.get("kind") == "List" else None
+    if isinstance(items, list):
+        return [item for item in items if item is not None]
+    return [data]
+
+
 def read_documents(paths: list[str]) -> list[SourceDocument]:
     documents: list[SourceDocument] = []
     problems: list[str] = []
@@ -116,9 +129,10 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
             problems.append(f"{path}: not valid YAML: nested too deeply")
             continue
         documents += [
-            SourceDocument(path, i, data)
+            SourceDocument(path, i, item)
             for i, data in enumerate(loaded, start=1)
             if data is not None
+            for item in list_items(data)
         ]
     if problems:
         raise ApplyError(problems)
@@ -213,8 +227,34 @@ def _problem(document: SourceDocument, error: FieldError) -> str:
     return f"{document.where}: {error.field}: {error.rule}"
 
 
+def _before(asked: Queries, document: Hub) -> tuple[object, Kept | None] | None:
+    """The object as stored before this apply, with what its apply kept (None: not stored)."""
+    try:
+        if document.kind == PRIORITY_CLASS:
+            return asked.priority_classes.priority_class(document.name), None
+        stored = asked.config.stored(document.kind, document.name)
+    except NotFound:
+        return None
+    except CapacityLauncherError:  # stored but no longer valid: this apply replaces it
+        return _INVALID, None
+    return stored.document, stored.kept
+
+
+_INVALID = object()
+
+
+def change_word(before: tuple[object, Kept | None] | None, step: Step) -> str:
+    """kubectl's word for what an apply did to one object: created, configured or unchanged."""
+    if before is None:
+        return "created"
+    if before == (step.document, step.kept):
+        return "unchanged"
+    return "configured"
+
+
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     changes = configuration(deployment)
+    asked = queries(deployment)
     try:
         documents = read_documents(args.filename)
         steps = validate_steps(
@@ -229,12 +269,13 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     for step in steps:
         document = step.document
         try:
+            word = change_word(_before(asked, document), step)
             changes.apply(document, step.kept)
         except CapacityLauncherError as error:
             # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
             print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
             return 1
-        print(f"{document.kind.lower()}/{document.name} applied{_as_written(step)}")
+        print(f"{document.kind.lower()}/{document.name} {word}{_as_written(step)}")
         for path in step.kept.not_acted_on if step.kept else ():
             print(f"  {path}: kept, not acted on")
         for path in step.applied.hub_fields if step.primary else ():

@@ -8,9 +8,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from capacity_launcher.domain.documents import to_document
+from capacity_launcher.domain.apis.documents import to_document
 from capacity_launcher.domain.errors import NotFound
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.describe import Rows, against, conditions, page
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of

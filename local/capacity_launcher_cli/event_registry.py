@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.status import (
     ALL_DETAIL_TYPES,
     DETAIL_TYPES,
     EVENT_SOURCE,

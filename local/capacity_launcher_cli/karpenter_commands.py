@@ -8,8 +8,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from capacity_launcher.domain.config import NodePool
-from capacity_launcher.domain.documents import StoredDocument
+from capacity_launcher.domain.apis.config import NodePool
+from capacity_launcher.domain.apis.documents import StoredDocument
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import matches, requirements_of

@@ -9,7 +9,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from capacity_launcher_cli import label_selectors, output_formats, resource_types
+from capacity_launcher_cli import (
+    field_selectors,
+    label_selectors,
+    output_formats,
+    plugins,
+    resource_types,
+)
 
 # Only argparse at start: `--help`, `--version` and completion never load boto3 or the service
 # (over a second); each command imports what it uses when it runs.
@@ -60,17 +66,6 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument("--version", action=_Version, help="print the version and exit")
     commands = root.add_subparsers(dest="command", required=True)
 
-    local = commands.add_parser("local", help="the local cloud")
-    local_commands = local.add_subparsers(dest="local_command", required=True)
-    up = local_commands.add_parser("up", help="start the local cloud in the foreground")
-    up.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    up.add_argument("--port", type=int, default=4566, help="port to listen on (default 4566)")
-    up.add_argument("--region", default="us-east-1", help="the local cloud's region")
-    up.add_argument("--template", help="template.yaml to build from (default: the project's)")
-    up.add_argument("--local-file", help="where to write the names")
-    up.add_argument("--visibility-timeout", type=int, help="override the launch queue's")
-    up.add_argument("--no-schedules", action="store_true", help="do not run scheduled functions")
-
     apply = commands.add_parser(
         "apply", help="create or replace NodeClasses, NodePools and CapacityQuotas"
     )
@@ -110,6 +105,14 @@ def parser() -> argparse.ArgumentParser:
         default=(),
         metavar="SELECTOR",
         help="only documents whose metadata.labels match: key=value,key!=value,key,!key",
+    )
+    get.add_argument(
+        "--field-selector",
+        type=field_selectors.field_selector,
+        default=(),
+        metavar="SELECTOR",
+        help="requests only: field=value,field!=value on status, requester, nodePool, "
+        "requestId, errors.code",
     )
     get.add_argument(
         "-w",
@@ -172,16 +175,6 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--wait", action="store_true", help="wait until the request finishes")
     status.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
-    invoke = commands.add_parser("invoke", help="run a function once, without Docker")
-    _common(invoke)
-    invoke.add_argument("function", help="logical id (LauncherFunction) or folder (launcher)")
-    invoke.add_argument("-e", "--event", help="event JSON file, or - for stdin")
-    invoke.add_argument("--env-vars", help="SAM's env.json: overrides of the environment")
-    invoke.add_argument("--template", help="template.yaml (default: the project's)")
-
-    demo = commands.add_parser("demo", help="the whole story on a local cloud (make run)")
-    demo.add_argument("--examples", default="examples", help="folder of documents to apply")
-
     schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
     schemas.add_argument("--write", action="store_true", help="write them to --directory")
     schemas.add_argument("--directory", default="schemas", help="where --write writes")
@@ -194,7 +187,17 @@ def parser() -> argparse.ArgumentParser:
         help='shell completion: eval "$(capacity-launcher completion bash)" (or zsh)',
     )
     completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    _plugin_parsers(commands)
     return root
+
+
+def _plugin_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands installed packages register (the local cloud's `local`, `invoke`, `demo`)."""
+    for plugin in plugins.installed():
+        added = commands.add_parser(plugin.name, help=plugin.help)
+        if plugin.run_deployed is not None:
+            _common(added)
+        plugin.arguments(added)
 
 
 class _Names(argparse.Action):
@@ -263,11 +266,14 @@ def _command(args: argparse.Namespace) -> Command:
         "delete": config_commands.delete,
         "submit": request_commands.submit,
         "status": request_commands.status,
-        "invoke": _invoke,
         "top": _top,
         "describe": _describe,
     }
-    return commands[args.command]
+    if args.command in commands:
+        return commands[args.command]
+    run_deployed = plugins.by_name()[args.command].run_deployed
+    assert run_deployed is not None  # main runs the others without a deployment
+    return run_deployed
 
 
 # Types whose `get` takes several NAMEs; the others take one.
@@ -280,6 +286,10 @@ def _refused(args: argparse.Namespace) -> str | None:
         return None
     if len(args.names) > 1 and args.resource not in _MANY_NAMES:
         return f"get {args.resource} takes one NAME (several: {', '.join(_MANY_NAMES)})"
+    if getattr(args, "field_selector", ()) and args.resource not in field_selectors.SELECTABLE:
+        return (
+            f"--field-selector selects {', '.join(field_selectors.SELECTABLE)}, not {args.resource}"
+        )
     if not args.selector:
         return None
     if args.resource not in label_selectors.LABELLED:
@@ -333,23 +343,32 @@ def _documents_asked(args: argparse.Namespace) -> bool:
     return not listing or args.name is not None or args.output_version is not None
 
 
-def _invoke(args: argparse.Namespace, deployment: Deployment) -> int:
-    # The local cloud's runtime, loaded only by the commands that run functions here.
-    from local_cloud.invoke_command import invoke
-
-    return invoke(args, deployment)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a reader that stops reading (`| head`) ends it quietly, as kubectl's
+    output to a closed pipe does, with no traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a pipe closed early fails here, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader is gone: point it at /dev/null, so the interpreter's final flush has
+    nowhere to fail (Python's documented idiom for SIGPIPE)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.command == "local":
-        from local_cloud.up_command import up
-
-        return up(args)
-    if args.command == "demo":
-        from local_cloud.demo import run_demo
-
-        return run_demo(args.examples)
+    plugin = plugins.by_name().get(args.command)
+    if plugin is not None and plugin.run is not None:
+        return plugin.run(args)
     if args.command == "completion":
         from capacity_launcher_cli.completion import script
 
@@ -363,11 +382,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from capacity_launcher_cli.schemas import schemas_command
 
         return schemas_command(args.write, args.directory, args.template)
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+    )
 
     from capacity_launcher.domain.errors import CapacityLauncherError
     from capacity_launcher_cli.deployment import DeploymentNotFound, resolve
 
+    deployment = None
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
         refused = _refused(args)
@@ -381,9 +406,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeploymentNotFound as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except (EndpointConnectionError, ConnectTimeoutError) as error:
+        print(f"error: {error}{_unreachable_hint(deployment)}", file=sys.stderr)
+        return 1
     except (ClientError, BotoCoreError, CapacityLauncherError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+
+
+def _unreachable_hint(deployment: Deployment | None) -> str:
+    if deployment is not None and deployment.is_local:
+        return ": is the local cloud running? (`capacity-launcher local up`)"
+    return ""
 
 
 if __name__ == "__main__":

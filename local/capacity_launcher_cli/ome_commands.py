@@ -7,16 +7,16 @@ import argparse
 import sys
 from typing import Any
 
-from capacity_launcher.domain.config import CAPACITY_QUOTA
-from capacity_launcher.domain.documents import StoredDocument
-from capacity_launcher.domain.errors import ConfigValidationError, NotFound
-from capacity_launcher.domain.ome_reservations import (
+from capacity_launcher.domain.apis.config import CAPACITY_QUOTA
+from capacity_launcher.domain.apis.documents import StoredDocument
+from capacity_launcher.domain.apis.ome.reservations import (
     CAPACITY_RESERVATION,
     CLUSTER_CAPACITY_RESERVATION,
     OME_API_VERSION,
 )
-from capacity_launcher.domain.ome_status import reservation_status
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.apis.ome.status import reservation_status
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.errors import ConfigValidationError, NotFound
 from capacity_launcher_cli import named
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from capacity_launcher.domain.apis.priority_classes import PriorityClass
 from capacity_launcher.domain.errors import NotFound
-from capacity_launcher.domain.priority_classes import PriorityClass
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.service import queries

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from capacity_launcher.domain.documents import to_document
+from capacity_launcher.domain.apis.documents import to_document
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import requirements_of, selected_names

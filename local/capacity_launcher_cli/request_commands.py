@@ -6,33 +6,33 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.domain.aws_errors import is_access_denied
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
-from capacity_launcher.service import resolution
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock
+from capacity_launcher_cli.field_selectors import selects
 from capacity_launcher_cli.service import adapters, queries
 from capacity_launcher_client.client import (
     LaunchClient,
+    PoolNotChecked,
     ProgressCallback,
     Via,
     WaitTimedOut,
-    as_request,
 )
 
 # Producers are not the service: status events carry source "capacity-launcher", requests this.
 PRODUCER_SOURCE = "capacity-launcher.cli"
 POLL_SECONDS = 0.5
+# Exit codes (docs/cli.md, "Exit codes"): 2 is argparse's usage error, never a wait's end.
 EXIT_FAILED = 1
-EXIT_TIMED_OUT = 2
+EXIT_USAGE = 2
+EXIT_TIMED_OUT = 3
 
 
 class UsageError(ValueError):
@@ -110,8 +110,8 @@ def client(deployment: Deployment) -> LaunchClient:
 
 
 def send(request: dict[str, Any], deployment: Deployment, via: Via) -> LaunchRequest:
-    """Validate the request by the service's model and send it; the request as sent."""
-    return client(deployment).submit(request, via=via)
+    """Send a request `checked` has judged; the request as sent."""
+    return client(deployment).submit(request, via=via, check=False)
 
 
 def wait_for(
@@ -138,20 +138,16 @@ def exit_code(record: RequestRecord) -> int:
 def checked(request: dict[str, Any], deployment: Deployment) -> LaunchRequest:
     """The request as the service would read it, its pool resolved as the launcher resolves it
     (the pool exists, the requirements only narrow it, its tags fit): InvalidLaunchRequest or
-    RequestRejected, naming the field and the rule, before anything is sent."""
-    parsed = as_request(request)
-    try:
-        resolution.resolve(queries(deployment).config, parsed, service_clock(deployment)())
-    except ClientError as error:
-        # A producer with only the producers' policy may not read NodePools: the model has
-        # judged the request; its pool is left to the launcher.
-        if not is_access_denied(error.response.get("Error", {}).get("Code", "")):
-            raise
-        print(
-            "warning: the pool was not checked (no read access to the configuration); "
-            "the launcher will judge it",
-            file=sys.stderr,
-        )
+    RequestRejected, naming the field and the rule, before anything is sent. The client's own
+    check (LaunchClient.check), on the service's clock (the emulator's, locally)."""
+    judge = LaunchClient(deployment, now=service_clock(deployment))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PoolNotChecked)
+        parsed = judge.check(request)
+    # A producer with only the producers' policy may not read NodePools: the model has judged
+    # the request; its pool is left to the launcher.
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
     return parsed
 
 
@@ -193,7 +189,7 @@ def dry_run(request: LaunchRequest, deployment: Deployment) -> int:
 
 
 def status(args: argparse.Namespace, deployment: Deployment) -> int:
-    """The record as JSON; exits as `submit --wait` does (1 for Failed or Rejected, 2 while
+    """The record as JSON; exits as `submit --wait` does (1 for Failed or Rejected, 3 while
     Waiting or on timeout), and 1 when there is no record."""
     if args.wait:
         with views.WaitProgress(args.request_id) as progress:
@@ -219,6 +215,8 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
         records = [r for r in asked.values() if r is not None]
     else:
         records = store.list_records()
+    wanted = getattr(args, "field_selector", ())
+    records = [r for r in records if selects(r.to_detail(), wanted)]
     return named.answer(
         args,
         named.missing_from(args, (r.request_id for r in records)),

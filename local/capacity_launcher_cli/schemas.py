@@ -10,12 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher.domain.api_versions import ServedVersion
-from capacity_launcher.domain.config_base import _NAME
-from capacity_launcher.domain.event_details import (
-    InstanceTerminatedDetail,
-    ReservationEventDetail,
-)
+from capacity_launcher.domain.apis.api_versions import ServedVersion
+from capacity_launcher.domain.apis.config_base import _NAME
+from capacity_launcher.domain.apis.quotas import DURATION_PATTERN, CapacityQuota
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.launch_request import (
     MAX_BODY_BYTES,
     MAX_NESTING,
@@ -23,9 +21,11 @@ from capacity_launcher.domain.launch_request import (
     LaunchRequest,
 )
 from capacity_launcher.domain.quantities import DIMENSIONS
-from capacity_launcher.domain.quotas import DURATION_PATTERN, CapacityQuota
-from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.event_details import (
+    InstanceTerminatedDetail,
+    ReservationEventDetail,
+)
+from capacity_launcher.domain.records.status import (
     BLOCK_EXPIRING,
     EVENT_SOURCE,
     INSTANCE_TERMINATED,

@@ -30,12 +30,12 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from capacity_launcher.domain.config import NodePool
-from capacity_launcher.domain.documents import to_document
-from capacity_launcher.domain.offerings import UnavailableEntry
-from capacity_launcher.domain.pool_usage import Lease
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.accounting.pool_usage import Lease
+from capacity_launcher.domain.apis.config import NodePool
+from capacity_launcher.domain.apis.documents import to_document
+from capacity_launcher.domain.capacity.offerings import UnavailableEntry
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.service import queries

@@ -12,12 +12,12 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.domain.api_versions import Kept
-from capacity_launcher.domain.config import CAPACITY_QUOTA, NODE_CLASS, NODE_POOL
-from capacity_launcher.domain.documents import StoredDocument
+from capacity_launcher.domain.apis.config import CAPACITY_QUOTA, NODE_CLASS, NODE_POOL
+from capacity_launcher.domain.apis.documents import StoredDocument
+from capacity_launcher.domain.apis.kept_fields import Kept
+from capacity_launcher.domain.apis.priority_classes import PriorityTable
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
-from capacity_launcher.domain.priority_classes import PriorityTable
-from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.config_commands import ApplyError, read_documents
 from capacity_launcher_cli.deployment import Deployment

@@ -16,12 +16,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.offerings import UnavailableEntry
-from capacity_launcher.domain.priority_classes import PriorityClass
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.priority_classes import PriorityClass
+from capacity_launcher.domain.capacity.offerings import UnavailableEntry
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot, selection_of
 from capacity_launcher.domain.quantities import Resources, format_cpu, format_memory
-from capacity_launcher.domain.reservations import ReservationSnapshot, selection_of
-from capacity_launcher.domain.status import RequestRecord, RequestStatus, format_timestamp
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus, format_timestamp
 from capacity_launcher_cli import resource_types
 from capacity_launcher_cli.output_formats import JSONPATH, TABLES, jsonpath_text, name_of
 from capacity_launcher_client.client import Progress
@@ -144,15 +144,14 @@ def emit(found: list[dict[str, Any]] | dict[str, Any], args: argparse.Namespace)
             sys.stderr.write(NO_RESOURCES + "\n")
     elif output.startswith(JSONPATH):
         sys.stdout.write(jsonpath_text(output, found))
-    elif output == "json":
-        print_json(found)
     else:
-        dump(found if isinstance(found, dict) else listed(found, "yaml"), "yaml")
+        dump(found if isinstance(found, dict) else listed(found, output), output)
 
 
-def listed(items: list[dict[str, Any]], output: str) -> Any:
-    """Several documents: a JSON array, or in YAML a `kind: List` as kubectl prints one."""
-    return items if output == "json" else {"apiVersion": "v1", "kind": "List", "items": items}
+def listed(items: list[dict[str, Any]], output: str = "json") -> dict[str, Any]:
+    """Several items, in JSON as in YAML: a `List` as kubectl prints one (`apply -f` reads it
+    back)."""
+    return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def nodeclaims(claims: Sequence[Mapping[str, Any]]) -> Table:
@@ -197,7 +196,8 @@ def _resources(amount: Resources) -> str:
 
 
 def node_pools(pools: Sequence[NodePool], statuses: Mapping[str, Mapping[str, Any]]) -> Table:
-    """Each pool with its limits and use in units, and its conditions (domain/pool_status.py)."""
+    """Each pool with its limits and use in units, and its conditions
+    (domain/accounting/pool_status.py)."""
     table = _table(
         "NodePools", "NAME", "NODECLASS", "WEIGHT", "CAPACITY TYPES", "LIMITS", "USED", "READY",
         "SUFFICIENT",

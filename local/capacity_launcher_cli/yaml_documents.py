@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import yaml
 
-from capacity_launcher.domain.api_versions import MAX_DOCUMENT_BYTES
+from capacity_launcher.domain.apis.api_versions import MAX_DOCUMENT_BYTES
 
 # A file (or standard input) of documents: many documents, each at most MAX_DOCUMENT_BYTES.
 MAX_FILE_BYTES = 4 * 1024 * 1024

@@ -17,17 +17,13 @@ from typing import Any
 import boto3
 
 from capacity_launcher.settings import Settings
+from capacity_launcher_client import clients
+from capacity_launcher_client.clients import LOCAL_CREDENTIALS as LOCAL_CREDENTIALS
 
 DEFAULT_LOCAL_FILE = Path(".capacity-launcher") / "local.json"
 # When neither --region, AWS_REGION / AWS_DEFAULT_REGION nor the profile names one.
 DEFAULT_REGION = "us-east-1"
 LOCAL_FILE_ENV_VAR = "CAPACITY_LAUNCHER_LOCAL_FILE"
-# Any credentials do for moto; set only when talking to a local endpoint.
-LOCAL_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-}
 # Stack output -> Deployment field.
 STACK_OUTPUTS = {
     "LaunchBusName": "event_bus",
@@ -63,18 +59,17 @@ class Deployment:
     def is_local(self) -> bool:
         return self.endpoint_url is not None
 
+    @property
+    def target(self) -> clients.Target:
+        return clients.Target(self.region, self.endpoint_url)
+
     def session(self) -> boto3.Session:
-        if self.is_local:
-            return boto3.Session(
-                region_name=self.region,
-                aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                aws_session_token=LOCAL_CREDENTIALS["AWS_SESSION_TOKEN"],
-            )
-        return boto3.Session(region_name=self.region)
+        """The process's session for this deployment's region and endpoint (clients.py)."""
+        return clients.session(self.target)
 
     def client(self, service: str) -> Any:
-        return self.session().client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
+        """The process's one client for `service` here, reused by every call (clients.py)."""
+        return clients.client(self.target, service)
 
     @contextmanager
     def environment(self) -> Iterator[None]:

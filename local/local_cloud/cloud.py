@@ -30,7 +30,7 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.service.wiring import Adapters
 from capacity_launcher.settings import Settings, get_settings
 from capacity_launcher.startup import Host
-from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
+from capacity_launcher_client.deployment import LOCAL_CREDENTIALS, Deployment
 from local_cloud import function_output
 from local_cloud.address import PortInUse
 from local_cloud.event_sources import (

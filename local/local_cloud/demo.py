@@ -17,18 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.spinner import Spinner
 
 import moto_capacity
-from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.priority_classes import PriorityClass
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.priority_classes import PriorityClass
+from capacity_launcher.domain.records.status import (
     ALL_DETAIL_TYPES,
     BLOCK_EXPIRING,
     EVENT_SOURCE,
@@ -55,10 +54,14 @@ from capacity_launcher_cli.request_commands import (
     send,
     wait_for,
 )
+from capacity_launcher_cli.service import configuration
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.documents import capacity_quota
 from local_cloud.example_capacity import DEMO_ZONE, GROUP_NAME, OTHER_ZONE, create_reservations
 from moto_capacity.core.clock import CLOCK
+
+if TYPE_CHECKING:
+    from capacity_launcher.service.configuration import Configuration
 
 DRY_OFFERING = ("m5.large", DEMO_ZONE, "on-demand")
 LOG_FILE = Path(".capacity-launcher") / "demo-functions.log"
@@ -202,20 +205,18 @@ SCENES = (
 )
 
 
-def _apply_ome(out: Console, store: ConfigStore, folder: Path) -> None:
+def _apply_ome(out: Console, store: Configuration, folder: Path) -> None:
     """OME's reservations as written, after the PriorityClasses they name (docs/ome.md). Their
     flavors name pools the story does not apply, so they admit nothing here; `get
     capacityreservations` shows them."""
     if not folder.is_dir():
         return
-    classes = store.priority_classes()
     documents = read_documents([str(folder)])
-    steps = validate_steps(documents, priority_references(documents, classes.priority_classes()))
+    steps = validate_steps(
+        documents, priority_references(documents, store.stored_priority_classes())
+    )
     for step in steps:
-        if isinstance(step.document, PriorityClass):
-            classes.apply(step.document)
-        else:
-            store.apply(step.document, step.kept)
+        store.apply(step.document, step.kept)
     out.print(f"applied {len(steps)} OME documents as written, from {folder}")
 
 
@@ -393,33 +394,55 @@ def _ask(
 
 def _play_quotas(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
     """The quota chapter: team-research borrows team-ml's idle quota, team-ml takes it back."""
-    deployment, records, subscription = story.deployment, story.records, story.subscription
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"), clock=CLOCK.now)
+    deployment = story.deployment
+    store = configuration(deployment)
     for document in quota_documents(deployment.client("sts").get_caller_identity()["Account"]):
         store.apply(parse_document(document))
-    _sync(cloud, subscription)  # the sync counts team-ml's running train-1 against its quota
+    _sync(cloud, story.subscription)  # the sync counts team-ml's running train-1 against its quota
     out.print(
         f"[bold]{first}. team quotas in pool {QUOTA_POOL}, cohort research: team-ml 6 instances "
         "(running 3), team-research 2 and may borrow 3 more[/]"
     )
+    need = {"requestId": "ml-2", "nodePool": QUOTA_POOL, "count": 3, "minCount": 3}
+    need["requester"] = "team-ml"
+    return (
+        _quota_borrowed(out, story)
+        + _quota_reclaimed(out, cloud, story, need)
+        + _quota_taken_back(out, story, {**need, "requestId": "ml-3"})
+    )
+
+
+def _status(record: RequestRecord | None) -> str:
+    return f"{record.status}" if record else "no status"
+
+
+def _launched(record: RequestRecord | None) -> int:
+    return record.launched if record else 0
+
+
+def _quota_borrowed(out: Console, story: _Story) -> int:
     borrow = {"requestId": "research-1", "nodePool": QUOTA_POOL, "count": 5}
-    record = _ask(out, deployment, records, {**borrow, "requester": "team-research"})
-    mismatches = _told(
+    record = _ask(out, story.deployment, story.records, {**borrow, "requester": "team-research"})
+    return _told(
         out,
-        f"team-research asks for 5: {record.status if record else 'no status'} "
-        f"{record.launched if record else 0}/5 (3 of them borrowed from team-ml)",
+        f"team-research asks for 5: {_status(record)} "
+        f"{_launched(record)}/5 (3 of them borrowed from team-ml)",
         record is not None and record.status is RequestStatus.FULFILLED,
         "Fulfilled 5/5",
     )
-    need = {"requestId": "ml-2", "nodePool": QUOTA_POOL, "count": 3, "minCount": 3}
-    need["requester"] = "team-ml"
-    record = _ask(out, deployment, records, need)
+
+
+def _quota_reclaimed(out: Console, cloud: LocalCloud, story: _Story, need: dict[str, Any]) -> int:
+    """team-ml's gang fails on its quota and asks for team-research's borrowed instances back;
+    past the grace period the sync terminates them."""
+    deployment, subscription = story.deployment, story.subscription
+    record = _ask(out, deployment, story.records, need)
     asked = [e for e in subscription.received() if e["detail-type"] == RECLAIM_REQUESTED]
     named = [i["instanceId"] for e in asked for i in e["detail"]["instances"]]
     codes = [e.code for e in record.errors] if record else []
-    mismatches += _told(
+    mismatches = _told(
         out,
-        f"team-ml asks for a gang of 3 of its own: {record.status if record else 'no status'} "
+        f"team-ml asks for a gang of 3 of its own: {_status(record)} "
         f"({', '.join(codes)}); "
         f"{RECLAIM_REQUESTED}: {len(named)} of team-research's instances, grace {QUOTA_GRACE}",
         record is not None
@@ -431,21 +454,22 @@ def _play_quotas(out: Console, cloud: LocalCloud, story: _Story, first: int) -> 
     moto_capacity.advance_clock(5 * 60 + 1)
     _sync(cloud, subscription)
     gone = _poll_states(deployment, named, "terminated")
-    mismatches += _told(
+    return mismatches + _told(
         out,
         f"clock moved past the grace period; the sync terminated {len(gone)} of them",
         sorted(gone) == sorted(named),
         "the 3 named instances terminated",
     )
-    record = _ask(out, deployment, records, {**need, "requestId": "ml-3"})
-    mismatches += _told(
+
+
+def _quota_taken_back(out: Console, story: _Story, need: dict[str, Any]) -> int:
+    record = _ask(out, story.deployment, story.records, need)
+    return _told(
         out,
-        f"team-ml asks again: {record.status if record else 'no status'} "
-        f"{record.launched if record else 0}/3",
+        f"team-ml asks again: {_status(record)} {_launched(record)}/3",
         record is not None and record.status is RequestStatus.FULFILLED,
         "Fulfilled 3/3",
     )
-    return mismatches
 
 
 def _poll_states(deployment: Deployment, instance_ids: list[str], state: str) -> list[str]:
@@ -467,17 +491,27 @@ def _poll_states(deployment: Deployment, instance_ids: list[str], state: str) ->
 
 def _play_block(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
     """The GPU chapter: a block bought, waited for, activated on the clock, filled, expiring."""
-    deployment, records, subscription = story.deployment, story.records, story.subscription
-    store = ConfigStore(deployment.state_table, deployment.client("dynamodb"), clock=CLOCK.now)
+    deployment = story.deployment
+    store = configuration(deployment)
     for document in GPU_DOCUMENTS:
         store.apply(parse_document(document))
     block = _buy_block(deployment)
     block_id, start, end = block["CapacityReservationId"], block["StartDate"], block["EndDate"]
-    _sync(cloud, subscription)  # the sync sees it scheduled
+    _sync(cloud, story.subscription)  # the sync sees it scheduled
     out.print(
         f"[bold]{first}. a Capacity Block bought: 2 x {GPU_TYPE} in {DEMO_ZONE}, "
         f"{_minute(start)} to {_minute(end)}; pool {GPU_POOL} selects it by tag[/]"
     )
+    return (
+        _block_waited_for(out, story, block_id, start)
+        + _block_activated(out, cloud, story, block_id, start)
+        + _block_expiring(out, cloud, story, end)
+        + _block_expired(out, cloud, story, end)
+    )
+
+
+def _block_waited_for(out: Console, story: _Story, block_id: str, start: datetime) -> int:
+    """gpu-1 may wait two hours past the block's start: it waits for the block."""
     until = start + timedelta(hours=2)
     request = {
         "requestId": "gpu-1",
@@ -487,45 +521,52 @@ def _play_block(out: Console, cloud: LocalCloud, story: _Story, first: int) -> i
         "requester": "team-ml",
         "waitForCapacityUntil": format_timestamp(until),
     }
-    send(request, deployment, "bus")
-    waiting = _poll(records, "gpu-1", lambda r: True)
+    send(request, story.deployment, "bus")
+    waiting = _poll(story.records, "gpu-1", lambda r: True)
     awaited = (
         [f"{r.capacity_reservation_id} ({r.state})" for r in waiting.waiting_for] if waiting else []
     )
-    mismatches = _told(
+    return _told(
         out,
         f"gpu-1, 2 nodes, may wait until {_minute(until)}: "
-        f"{waiting.status if waiting else 'no status'} for {', '.join(awaited) or '-'}",
+        f"{_status(waiting)} for {', '.join(awaited) or '-'}",
         waiting is not None
         and waiting.status is RequestStatus.WAITING
         and [r.capacity_reservation_id for r in waiting.waiting_for] == [block_id],
         f"Waiting for {block_id}",
     )
 
+
+def _block_activated(
+    out: Console, cloud: LocalCloud, story: _Story, block_id: str, start: datetime
+) -> int:
+    """At the block's start the sync announces it active and gpu-1 launches into it."""
     _advance_to(start, 1)
-    activated = [e["detail-type"] for e in _sync(cloud, subscription)]
-    mismatches += _told(
+    activated = [e["detail-type"] for e in _sync(cloud, story.subscription)]
+    mismatches = _told(
         out,
         f"clock moved to {_minute(start)}: {', '.join(activated) or 'no event'}",
         RESERVATION_ACTIVATED in activated,
         RESERVATION_ACTIVATED,
     )
-    record = _poll(records, "gpu-1", lambda r: r.is_final)
+    record = _poll(story.records, "gpu-1", lambda r: r.is_final)
     landed = ", ".join(_landing(i) for i in record.instances) if record else ""
-    mismatches += _told(
+    return mismatches + _told(
         out,
-        f"gpu-1 came back from the queue: {record.status if record else 'no status'}: {landed}",
+        f"gpu-1 came back from the queue: {_status(record)}: {landed}",
         record is not None
         and record.status is RequestStatus.FULFILLED
         and {i.capacity_reservation_id for i in record.instances} == {block_id},
         f"Fulfilled in {block_id}",
     )
 
+
+def _block_expiring(out: Console, cloud: LocalCloud, story: _Story, end: datetime) -> int:
     _advance_to(end, -50 * 60)
-    expiring = [e for e in _sync(cloud, subscription) if e["detail-type"] == BLOCK_EXPIRING]
+    expiring = [e for e in _sync(cloud, story.subscription) if e["detail-type"] == BLOCK_EXPIRING]
     detail = expiring[0]["detail"] if expiring else {}
     instances = [i["instanceId"] for i in detail.get("instances", [])]
-    mismatches += _told(
+    return _told(
         out,
         f"clock moved to 50 min before the end: {BLOCK_EXPIRING}: "
         f"{len(instances)} instance(s) of {', '.join(detail.get('requestIds', [])) or '-'} "
@@ -533,15 +574,17 @@ def _play_block(out: Console, cloud: LocalCloud, story: _Story, first: int) -> i
         detail.get("requestIds") == ["gpu-1"] and len(instances) == 2,
         f"{BLOCK_EXPIRING} naming gpu-1's 2 instances",
     )
+
+
+def _block_expired(out: Console, cloud: LocalCloud, story: _Story, end: datetime) -> int:
     _advance_to(end, 1)
-    ended = [e["detail-type"] for e in _sync(cloud, subscription)]
-    mismatches += _told(
+    ended = [e["detail-type"] for e in _sync(cloud, story.subscription)]
+    return _told(
         out,
         f"clock moved past the end: {', '.join(ended) or 'no event'}",
         RESERVATION_EXPIRED in ended,
         RESERVATION_EXPIRED,
     )
-    return mismatches
 
 
 def run_demo(examples: str = "examples") -> int:
@@ -557,9 +600,7 @@ def run_demo(examples: str = "examples") -> int:
             deployment = cloud.start()
         try:
             out.print(f"local cloud at {deployment.endpoint_url}; function logs in {LOG_FILE}")
-            store = ConfigStore(
-                deployment.state_table, deployment.client("dynamodb"), clock=CLOCK.now
-            )
+            store = configuration(deployment)
             for document in validate(read_documents([examples])):
                 assert not isinstance(document, PriorityClass)  # examples/ome has those
                 store.apply(document)

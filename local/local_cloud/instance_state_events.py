@@ -8,7 +8,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.domain.tags import MANAGED
+from capacity_launcher.domain.records.tags import MANAGED
 
 STATE_CHANGE = "EC2 Instance State-change Notification"
 EC2_SOURCE = "aws.ec2"

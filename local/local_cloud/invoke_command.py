@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher_cli.deployment import LOCAL_CREDENTIALS, Deployment
 from capacity_launcher_cli.emulator_clock import service_host
+from capacity_launcher_client.deployment import LOCAL_CREDENTIALS, Deployment
 from local_cloud import function_output
 from local_cloud.cloud import LOCAL_FUNCTION_ENVIRONMENT
 from local_cloud.lambda_runtime import LocalFunction

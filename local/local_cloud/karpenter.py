@@ -21,13 +21,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.domain.karpenter.images import (
+from capacity_launcher.domain.apis.karpenter.images import (
     DEFAULT_KUBERNETES_VERSION,
     STANDARD,
     VARIANTS,
     accelerated_parameters,
 )
-from capacity_launcher.domain.karpenter.images import alias_parameters as alias_parameters_of
+from capacity_launcher.domain.apis.karpenter.images import alias_parameters as alias_parameters_of
 
 CLUSTER_NAME = "capacity-launcher"
 DISCOVERY_TAG = {"karpenter.sh/discovery": CLUSTER_NAME}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from capacity_launcher.domain.status import EVENT_SOURCE
+from capacity_launcher.domain.records.status import EVENT_SOURCE
 
 
 def capture_status_events(sqs: Any, events: Any, bus: str, name: str) -> str:

@@ -41,7 +41,9 @@ def test_apply_names_file_document_and_field_and_applies_nothing(
     assert result.code == 1
     assert f"{path}: document 2 (NodeClass broken): spec.capacityReservationSpec" in result.err
     assert "cannot be set together with capacityReservationTarget" in result.err
-    names = {c["metadata"]["name"] for c in run_cli("get", "nodeclasses", "-o", "json").json()}
+    names = {
+        c["metadata"]["name"] for c in run_cli("get", "nodeclasses", "-o", "json").json()["items"]
+    }
     assert "fine" not in names
 
 
@@ -68,8 +70,10 @@ def test_apply_get_and_delete_round_trip(e2e_cloud: E2eCloud, tmp_path: Path) ->
         "spec:\n  nodeClassRef: general\n  limits: {instances: '3'}\n"
     )
 
-    assert run_cli("apply", "-f", str(path)).out.strip() == "nodepool/scratch applied"
-    pools = {p["metadata"]["name"]: p for p in run_cli("get", "nodepools", "-o", "json").json()}
+    assert run_cli("apply", "-f", str(path)).out.strip() == "nodepool/scratch created"
+    pools = {
+        p["metadata"]["name"]: p for p in run_cli("get", "nodepools", "-o", "json").json()["items"]
+    }
     assert pools["scratch"]["spec"]["limits"] == {"instances": "3"}
     assert "scratch" in run_cli("get", "nodepools").out
 
@@ -110,8 +114,10 @@ def test_quotas_apply_list_with_status_and_delete(e2e_cloud: E2eCloud, tmp_path:
     applied = run_cli("apply", "-f", examples)
     try:
         assert applied.code == 0, applied.err
-        assert "capacityquota/team-research applied" in applied.out
-        listed = {q["metadata"]["name"]: q for q in run_cli("get", "quotas", "-o", "json").json()}
+        assert "capacityquota/team-research created" in applied.out
+        listed = {
+            q["metadata"]["name"]: q for q in run_cli("get", "quotas", "-o", "json").json()["items"]
+        }
         assert set(listed) == {"team-ml", "team-research", "team-batch"}
         research = listed["team-research"]
         assert research["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1] == {
@@ -134,7 +140,7 @@ def test_quotas_apply_list_with_status_and_delete(e2e_cloud: E2eCloud, tmp_path:
     finally:
         for name in ("team-ml", "team-research", "team-batch"):
             run_cli("delete", "capacityquota", name)
-    assert run_cli("get", "quotas", "-o", "json").json() == []
+    assert run_cli("get", "quotas", "-o", "json").json()["items"] == []
 
 
 def test_get_one_document_as_yaml_in_a_served_version(e2e_cloud: E2eCloud, tmp_path: Path) -> None:

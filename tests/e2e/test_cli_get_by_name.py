@@ -57,7 +57,7 @@ def test_a_reservation_by_its_id_is_that_reservation(e2e_cloud: E2eCloud) -> Non
             InstanceCount=1,
             InstanceMatchCriteria="targeted",
         )
-    every = run_cli("get", "reservations", "-o", "json").json()
+    every = run_cli("get", "reservations", "-o", "json").json()["items"]
     assert len(every) > 1
     wanted = every[-1]["capacityReservationId"]
 

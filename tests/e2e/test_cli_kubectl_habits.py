@@ -35,7 +35,7 @@ def test_short_singular_and_cased_names_act_on_the_same_type(habits_pool: str) -
     assert run_cli("get", "np", "-o", "wide").out == table.out  # no wider columns for pools
     # singular and plural are one type: the same table, not the stored documents
     assert run_cli("get", "NodePool").out == table.out
-    listed = {p["metadata"]["name"] for p in run_cli("get", "NP", "-o", "json").json()}
+    listed = {p["metadata"]["name"] for p in run_cli("get", "NP", "-o", "json").json()["items"]}
     assert habits_pool in listed
     one = yaml.safe_load(run_cli("get", "nodepools", habits_pool).out)
     assert one["metadata"]["name"] == habits_pool

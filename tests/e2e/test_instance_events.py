@@ -3,7 +3,7 @@ AWS would send, and InstanceEventsFunction releases the instance and says so on 
 
 from __future__ import annotations
 
-from capacity_launcher.domain.status import INSTANCE_TERMINATED
+from capacity_launcher.domain.records.status import INSTANCE_TERMINATED
 from tests.e2e.conftest import E2E_POOL, E2eCloud, request_id, run_cli
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from capacity_launcher.domain.api_versions import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH
 from tests.e2e.conftest import E2eCloud, apply_text, run_cli, submit_through_queue
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def test_the_seed_examples_apply_as_written_and_launches_stay_within_them(
         assert applied.code == 0, applied.err
         for name in RESERVATIONS:
             kind = "clustercapacityreservation" if "cluster-wide" in name else "capacityreservation"
-            assert f"capacityquota/{name} applied (as ome.io/v1beta1" in applied.out, applied.out
+            assert f"capacityquota/{name} created (as ome.io/v1beta1" in applied.out, applied.out
             shown = run_cli("get", kind, name, "-o", "yaml")
             assert shown.code == 0, shown.err
             document = yaml.safe_load(shown.out)
@@ -77,7 +77,7 @@ def test_the_seed_examples_apply_as_written_and_launches_stay_within_them(
             assert {k: v for k, v in document.items() if k != "status"} == written[0]
         assert "  spec.compartmentID: kept, not acted on" in applied.out
         for name in PRIORITY_CLASSES:
-            assert f"priorityclass/{name} applied" in applied.out
+            assert f"priorityclass/{name} created" in applied.out
         # Each reservation's priority in the hub is its class's value (the cluster-wide one: 0)
         priorities = {
             d["metadata"]["name"]: d["spec"]["priority"]
@@ -160,7 +160,7 @@ globalDefault: true
     applied = apply_text(tmp_path, "classes.yaml", classes)
     try:
         assert applied.code == 0, applied.err
-        assert "priorityclass/team-a-workloads applied" in applied.out
+        assert "priorityclass/team-a-workloads created" in applied.out
         assert "  preemptionPolicy: kept, not acted on" in applied.out
         listed = run_cli("get", "priorityclasses")
         assert "team-a-workloads" in listed.out and "1000000000" in listed.out, listed.out

@@ -17,6 +17,7 @@ from capacity_launcher_client import (
     LaunchClient,
     LaunchRequest,
     Progress,
+    RequestRejected,
     RequestStatus,
     WaitTimedOut,
 )
@@ -28,6 +29,21 @@ _README_BLOCK = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 README_STACK = "capacity-launcher"
+
+
+def test_an_unknown_pool_is_refused_before_sending_as_the_cli_refuses_it(
+    e2e_cloud: E2eCloud,
+) -> None:
+    client = LaunchClient(e2e_cloud.deployment)
+    request = LaunchRequest(request_id=request_id("nopool"), node_pool="no-such-pool", count=1)
+
+    with pytest.raises(RequestRejected) as refused:
+        client.submit(request)
+
+    assert refused.value.code == "UnknownNodePool"
+    assert str(refused.value) == "nodePool: no NodePool named 'no-such-pool'"
+    assert client.get(request.request_id) is None
+    assert e2e_cloud.events.for_request(request.request_id, timeout=5) == []  # never sent
 
 
 def _stack_with_outputs(e2e_cloud: E2eCloud) -> None:
@@ -135,9 +151,15 @@ def test_wait_for_capacity_until_is_checked_and_carried(e2e_cloud: E2eCloud) -> 
 
     # A deadline it may wait until is carried in the request
     until = datetime.now(UTC) + timedelta(hours=1)
-    sent = client.submit(request, wait_for_capacity_until=until)
+    sent = client.submit(request, wait_for_capacity_until=until, check=False)
     assert sent.wait_for_capacity_until == until
     record = client.wait(sent, timeout=60)
     # e2e's pool is on-demand only: the launcher refuses a wait its pool cannot honour
     assert record.status is RequestStatus.REJECTED
     assert "waitForCapacityUntil" in record.errors[0].message
+
+    # and the client, checking the pool as the launcher does, refuses it before sending
+    again = LaunchRequest(request_id=request_id("wait"), node_pool=E2E_POOL, count=1)
+    with pytest.raises(RequestRejected, match="NodePool e2e's requirements exclude it"):
+        client.submit(again, wait_for_capacity_until=until)
+    assert client.get(again.request_id) is None

@@ -36,8 +36,8 @@ def test_the_seed_provisioner_applies_as_written_and_launches_within_it(
 ) -> None:
     applied = run_cli("apply", "-f", str(EXAMPLE))
     assert applied.code == 0, applied.err
-    assert "nodepool/seed-003 applied (as karpenter.sh/v1alpha4 Provisioner)" in applied.out
-    assert "nodeclass/seed-003 applied" in applied.out
+    assert "nodepool/seed-003 created (as karpenter.sh/v1alpha4 Provisioner)" in applied.out
+    assert "nodeclass/seed-003 created" in applied.out
 
     shown = yaml.safe_load(
         run_cli("get", "nodepool", "seed-003", "--output-version", "karpenter.sh/v1alpha4").out

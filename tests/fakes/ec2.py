@@ -3,7 +3,8 @@ launch templates it reads the reservation target from, the instance type catalog
 zone and the reservations' shared snapshots (as Karpenter's `pkg/fake` EC2 API stands in for
 EC2 in its provider tests).
 
-`FakeFleet.create` reads the CreateFleet input the launcher built (`domain/fleet.fleet_request`)
+`FakeFleet.create` reads the CreateFleet input the launcher built
+(`domain/capacity/fleet.fleet_request`)
 as EC2 would: overrides by priority, the whole target in the first offering that has room.
 An offering marked dry (`dry`) answers InsufficientInstanceCapacity; a reserved attempt's
 template targets one reservation, whose free slots (`room`) it fills, then answers
@@ -19,22 +20,23 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import NodeClassRefused
-from capacity_launcher.domain.fleet import (
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.fleet import (
     FleetError,
     FleetResult,
     InstanceLanding,
     LaunchTemplate,
     ManagedInstance,
 )
-from capacity_launcher.domain.image_architectures import ImageArchitecture, ImageArchitectures
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
-from capacity_launcher.domain.platforms import LINUX
-from capacity_launcher.domain.reservations import (
-    ANYWHERE,
-    ReservationScope,
+from capacity_launcher.domain.capacity.image_architectures import (
+    ImageArchitecture,
+    ImageArchitectures,
+)
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
+from capacity_launcher.domain.capacity.platforms import LINUX
+from capacity_launcher.domain.capacity.reservation_state import ANYWHERE, ReservationScope
+from capacity_launcher.domain.capacity.reservations import (
     ReservationSnapshot,
     ReservationSource,
     ReservedTarget,
@@ -43,6 +45,7 @@ from capacity_launcher.domain.reservations import (
     selector_key,
     target_key,
 )
+from capacity_launcher.domain.errors import NodeClassRefused
 
 INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
 RESERVATION_FULL = "ReservationCapacityExceeded"
@@ -166,10 +169,11 @@ class FakeReservations:
         return take
 
     def give_back(self, reservation_id: str, count: int) -> None:
+        """As the shared snapshot's conditional ADD: the whole count back, or none of it when
+        that would make more than the total available."""
         found = self.snapshots.get(reservation_id)
-        if found is not None and count > 0:
-            available = min(found.available + count, found.total)
-            self.snapshots[reservation_id] = replace(found, available=available)
+        if found is not None and 0 < count <= found.total - found.available:
+            self.snapshots[reservation_id] = replace(found, available=found.available + count)
 
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None:
         for reservation_id in reservation_ids:

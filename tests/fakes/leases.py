@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import LeaseReclaimed, NodePoolChanged, NodePoolDeleted
-from capacity_launcher.domain.lease_reads import (
+from capacity_launcher.domain.accounting.lease_reads import (
     ConfigReads,
     LeaseConflict,
     LeaseItem,
@@ -23,10 +21,19 @@ from capacity_launcher.domain.lease_reads import (
     QuotaReading,
     UnreadyReading,
 )
-from capacity_launcher.domain.pool_usage import Lease, LeaseFit, Readiness, total, usage_of
+from capacity_launcher.domain.accounting.pool_usage import (
+    Lease,
+    LeaseFit,
+    Readiness,
+    total,
+    usage_of,
+)
+from capacity_launcher.domain.accounting.quota_admission import UsageKey
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.errors import LeaseReclaimed, NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk, UsageKey
-from capacity_launcher.domain.quotas import QuotaSet
 from tests.fakes.stores import Clock
 
 

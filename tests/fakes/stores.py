@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.intents import LaunchIntent
-from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.capacity.offerings import Turn
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 Clock = Callable[[], float]  # epoch seconds, as the adapters read the composition root's clock
 

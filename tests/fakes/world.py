@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.domain.config import NodeClass, NodePool, PoolSet
-from capacity_launcher.domain.documents import parse_document, revision_of
+from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
+from capacity_launcher.domain.apis.documents import parse_document, revision_of
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.errors import NotFound
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.launch_request import parse_launch_request
-from capacity_launcher.domain.quotas import CapacityQuota
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher.service.launch import Launcher, LaunchReport
 from capacity_launcher.service.ports import LaunchPorts
 from tests.fakes.ec2 import FakeCatalog, FakeFleet, FakeReservations, FakeSubnets, FakeTemplates

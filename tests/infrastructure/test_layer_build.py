@@ -104,13 +104,17 @@ def test_the_layer_recipe_ships_bytecode_python_uses_without_its_sources_mtime(
     # and the handlers' package imports from it without writing anything
     environment = {**os.environ, "PYTHONPATH": str(layer), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", "import capacity_launcher.domain.config as c; print(c.__file__)"],
+        [
+            sys.executable,
+            "-c",
+            "import capacity_launcher.domain.apis.config as c; print(c.__file__)",
+        ],
         env=environment,
         check=True,
         capture_output=True,
         text=True,
     )
-    assert done.stdout.strip() == str(layer / "capacity_launcher" / "domain" / "config.py")
+    assert done.stdout.strip() == str(layer / "capacity_launcher" / "domain" / "apis" / "config.py")
 
 
 def _services_named() -> set[str]:

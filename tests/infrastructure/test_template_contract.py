@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters.launch_records import WAITING, WAITING_INDEX
-from capacity_launcher.domain.capacity_wait import (
+from capacity_launcher.domain.capacity.capacity_wait import (
     BACKSTOP_MARGIN_SECONDS,
     MAX_CHECK_SECONDS,
     QUEUE_RETRY_SECONDS,

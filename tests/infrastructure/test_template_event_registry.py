@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from capacity_launcher.domain.status import ALL_DETAIL_TYPES, EVENT_SOURCE, LAUNCH_REQUESTED
+from capacity_launcher.domain.records.status import ALL_DETAIL_TYPES, EVENT_SOURCE, LAUNCH_REQUESTED
 from capacity_launcher_cli.event_registry import (
     REGISTRY_TYPE,
     SCHEMAS,

@@ -19,13 +19,15 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
-from capacity_launcher.adapters.pool_items import PoolItems, PoolUsageStore
+from capacity_launcher.adapters.pool_items import PoolItems
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
-from capacity_launcher.domain.fleet import ManagedInstance
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.capacity.fleet import ManagedInstance
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
+from capacity_launcher.service.usage_recount import recount_pool
 from capacity_launcher.settings import get_settings
 from local_cloud.lambda_runtime import running
 from tests.integration.test_launch_into_reservations import (
@@ -351,7 +353,7 @@ def test_settling_more_instances_than_one_transaction_holds_counts_each_once(clo
     assert sorted(m.instance_id for m in members().members("general")) == sorted(launched)
     assert usage_store().usage("general") == one * 120
     assert store.is_settled("general", "big-1")
-    recount = usage_store().recompute("general")
+    recount = recount_pool(usage_store(), "general")
     assert recount is not None
     assert (recount.stored, recount.recomputed, recount.repaired) == (one * 120, one * 120, False)
     assert sorted(m.instance_id for m in recount.members) == sorted(launched)
@@ -378,7 +380,7 @@ def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypa
         return read
 
     monkeypatch.setattr(PoolItems, "live", concurrent)
-    recount = usage_store().recompute("general")
+    recount = recount_pool(usage_store(), "general")
     # Then the recompute read again, and usage is both members: the concurrent count is kept
     assert recount is not None and recount.repaired
     assert usage_store().usage("general").instances == 2

@@ -11,11 +11,11 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from local_cloud.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import (
     ZONE,
@@ -64,7 +64,7 @@ def test_on_demand_ice_is_cached_with_its_key_reason_and_expiry(
     before = emulator_seconds()
     # When a request launches
     cloud.send(launch_request("ice-1", nodePool="general", count=1))
-    # Then the dry offering is cached exactly as README.md's ICE cache contract says
+    # Then the dry offering is cached exactly as docs/contracts.md's ICE cache contract says
     items = ice_items(cloud)
     item = items[f"on-demand:m5.large:{ZONE}"]
     assert item["reason"] == "InsufficientInstanceCapacity"

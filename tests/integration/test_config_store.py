@@ -12,9 +12,10 @@ import pytest
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.errors import ConfigConflict
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.settings import Settings, get_settings
 from capacity_launcher.startup import system_clock
 from capacity_launcher_cli.config_commands import get_config
@@ -122,8 +123,8 @@ def test_a_stored_pool_that_no_longer_parses_affects_only_itself(
     assert get_config(args, _Deployment(cloud.names.state_table)) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out  # the service's JSON log lines come first, then the listing
     lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("["))
-    listed = json.loads("\n".join(lines[start:]))
+    start = next(i for i, line in enumerate(lines) if line == "{")  # the List, indented
+    listed = json.loads("\n".join(lines[start:]))["items"]
     assert [p["metadata"]["name"] for p in listed] == ["general", "broken"]
     assert "weight" in listed[1]["status"]["invalid"]
 
@@ -167,7 +168,7 @@ def test_deleting_a_class_cannot_race_an_apply_that_references_it(cloud: Cloud) 
     db.meta.events.register("before-call.dynamodb.DeleteItem", apply_first)
     # When the class is deleted while the pool naming it is applied
     with pytest.raises(ConfigConflict, match="late"):
-        store.delete("NodeClass", "shared")
+        _configuration(store).delete("NodeClass", "shared")
     # Then the class is still there for the pool that names it
     assert raced == ["pool"]
     assert store.node_class("shared").metadata.name == "shared"
@@ -204,16 +205,17 @@ def _quota(name: str, requesters: list[str], pool: str = "training") -> Any:
 
 def test_quotas_are_stored_read_back_and_deleted_like_the_other_kinds(cloud: Cloud) -> None:
     store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
+    configuration = _configuration(store)
     team_a = _quota("team-a", ["team-a"])
 
-    store.apply(team_a)
-    store.apply(_quota("team-b", ["team-b"]))
+    configuration.apply(team_a)
+    configuration.apply(_quota("team-b", ["team-b"]))
 
     assert store.capacity_quota("team-a") == team_a
     assert [q.name for q in store.capacity_quotas()] == ["team-a", "team-b"]
     # Re-applying the same quota is not a conflict with itself
-    store.apply(team_a)
-    store.delete("CapacityQuota", "team-b")
+    configuration.apply(team_a)
+    configuration.delete("CapacityQuota", "team-b")
     assert [q.name for q in store.capacity_quotas(fresh=True)] == ["team-a"]
     _store_raw(cloud, "CapacityQuota", "old", {"kind": "CapacityQuota"})
     assert [(d.kind, d.name) for d in store.invalid()] == [("CapacityQuota", "old")]
@@ -223,13 +225,14 @@ def test_a_requester_already_covered_in_a_pool_is_refused_naming_both_quotas(
     cloud: Cloud,
 ) -> None:
     store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
-    store.apply(_quota("team-a", ["team-a", "shared"]))
+    configuration = _configuration(store)
+    configuration.apply(_quota("team-a", ["team-a", "shared"]))
 
     with pytest.raises(ConfigConflict, match="'shared' is already covered in flavor training"):
-        store.apply(_quota("team-b", ["team-b", "shared"]))
+        configuration.apply(_quota("team-b", ["team-b", "shared"]))
 
     # In another pool the same requester may have another quota
-    store.apply(_quota("team-b", ["team-b", "shared"], pool="batch"))
+    configuration.apply(_quota("team-b", ["team-b", "shared"], pool="batch"))
     assert [q.name for q in store.capacity_quotas(fresh=True)] == ["team-a", "team-b"]
 
 
@@ -242,14 +245,19 @@ def test_two_applies_that_conflict_only_together_cannot_both_succeed(cloud: Clou
     def apply_first(**_: Any) -> None:
         if not raced:
             raced.append("team-b")
-            ConfigStore(cloud.names.state_table, db, clock=system_clock).apply(
-                _quota("team-b", ["shared"])
-            )
+            other = ConfigStore(cloud.names.state_table, db, clock=system_clock)
+            _configuration(other).apply(_quota("team-b", ["shared"]))
 
     db.meta.events.register("before-call.dynamodb.TransactWriteItems", apply_first)
     # When both cover the same requester in the same pool
     with pytest.raises(ConfigConflict, match="'shared'"):
-        store.apply(_quota("team-a", ["shared"]))
+        _configuration(store).apply(_quota("team-a", ["shared"]))
     # Then only the first is stored
     assert raced == ["team-b"]
     assert [q.name for q in store.capacity_quotas(fresh=True)] == ["team-b"]
+
+
+def _configuration(store: ConfigStore) -> Configuration:
+    """The configuration use cases over `store`: what an operator's apply and delete go
+    through (the checks across documents)."""
+    return Configuration(store, store.priority_classes())

@@ -12,7 +12,7 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.priority_classes import parse_priority_class
+from capacity_launcher.domain.apis.priority_classes import parse_priority_class
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota

@@ -16,11 +16,11 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_queue import LaunchQueue
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.startup import system_clock
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool

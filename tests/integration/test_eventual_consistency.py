@@ -8,7 +8,7 @@ just returned can be unknown to DescribeInstances, CreateTags and TerminateInsta
 from __future__ import annotations
 
 import moto_capacity
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool, targeted_pool
 from tests.support.cloud import Cloud, launch_request
 

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 import moto_capacity
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from local_cloud.lambda_runtime import running
 from tests.integration.test_launch_into_reservations import expire_idempotency_claims, setup_pool

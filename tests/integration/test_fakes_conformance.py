@@ -12,8 +12,8 @@ from typing import Any
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.domain.intents import LaunchIntent, Share
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.intents import LaunchIntent, Share
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.service.ports import Records, UnavailableCache
 from capacity_launcher.settings import get_settings
 from tests.fakes.stores import FakeRecords, FakeUnavailable

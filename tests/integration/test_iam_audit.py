@@ -13,7 +13,7 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws, launch_templates
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from local_cloud.lambda_runtime import LocalFunction
 from tests.infrastructure.iam_audit import CallRecorder, Denial, Policies, audit
 from tests.infrastructure.policy_checks import transform

@@ -11,8 +11,8 @@ from collections import Counter
 from typing import Any
 
 import moto_capacity
-from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.capacity.image_architectures import ARCHITECTURE_MISMATCH
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
 

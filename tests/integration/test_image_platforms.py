@@ -8,8 +8,8 @@ reservation's InstancePlatform).
 from __future__ import annotations
 
 import moto_capacity
-from capacity_launcher.domain.platforms import PLATFORM_MISMATCH
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.capacity.platforms import PLATFORM_MISMATCH
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import Cloud, launch_request
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.startup import system_clock
 from tests.integration.test_multiple_architectures import _apply, _launched
 from tests.support.cloud import Cloud, launch_request
@@ -88,7 +88,7 @@ def test_an_al2023_alias_launches_each_type_with_the_variant_built_for_it(
     # Given Karpenter's example EC2NodeClass (al2023@latest) and a pool of one type
     _apply(cloud, EXAMPLE)
     applied = REGISTRY.read(_pool("one-type", instance_type))
-    cloud.adapters().config_store().apply(applied.conversion.hub, applied.conversion.kept or None)
+    cloud.adapters().configuration().apply(applied.conversion.hub, applied.conversion.kept or None)
     # When a request for it arrives
     assert cloud.send(launch_request("variant", nodePool="one-type")) == []
     # Then the instance runs the image of its type's architecture and variant
@@ -104,7 +104,7 @@ def test_the_ec2nodeclass_status_lists_each_variant_with_its_requirements(
     karpenter_cloud: Cloud,
 ) -> None:
     from capacity_launcher.adapters.launch_templates import LaunchTemplates
-    from capacity_launcher.domain.karpenter.status import (
+    from capacity_launcher.domain.apis.karpenter.status import (
         Resolved,
         ResolvedNodeClass,
         ec2nodeclass_status,

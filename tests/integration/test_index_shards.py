@@ -1,6 +1,6 @@
 """Issue 27: the single-valued sparse indexes (`OpenLeases`, `WaitingRequests`) take their
 writes over `INDEX_SHARDS` key values, and their readers query every shard and the single value
-items written before sharding carry, so those stay readable (domain/index_shards.py)."""
+items written before sharding carry, so those stay readable (domain/records/index_shards.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.index_shards import INDEX_SHARDS, read_values
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.index_shards import INDEX_SHARDS, read_values
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud

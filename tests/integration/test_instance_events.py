@@ -11,8 +11,8 @@ import pytest
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.instance_records import InstanceRecords
-from capacity_launcher.adapters.pool_items import PoolUsageStore
-from capacity_launcher.domain.status import INSTANCE_TERMINATED
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.records.status import INSTANCE_TERMINATED
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from tests.integration.test_reservation_sync import (

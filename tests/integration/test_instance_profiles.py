@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 import moto_capacity
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.instance_profiles import PATH_ROOT
-from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.capacity.instance_profiles import PATH_ROOT
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import (
     Cloud,

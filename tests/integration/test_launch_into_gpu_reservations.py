@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import moto_capacity
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.status import (
     BLOCK_EXPIRING,
     RESERVATION_ACTIVATED,
     RESERVATION_EXPIRED,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.support.cloud import (
     Cloud,
     capacity_type,

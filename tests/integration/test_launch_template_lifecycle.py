@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import moto_capacity
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool, targeted_pool
 from tests.integration.test_reservation_sync import sync

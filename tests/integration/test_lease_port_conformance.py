@@ -17,12 +17,17 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_readiness import PoolReadiness
-from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.accounting.lease_reads import (
+    ConfigReads,
+    LeaseConflict,
+    LeaseItem,
+    LeaseReads,
+)
+from capacity_launcher.domain.accounting.pool_usage import Lease, LeaseFit
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk, governing, usage_items
+from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.lease_reads import ConfigReads, LeaseConflict, LeaseItem, LeaseReads
-from capacity_launcher.domain.pool_usage import Lease, LeaseFit
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk, governing, usage_items
 from capacity_launcher.service.admission import take_lease
 from capacity_launcher.service.ports import PoolLeases
 from capacity_launcher.settings import get_settings

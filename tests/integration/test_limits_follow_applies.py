@@ -8,9 +8,9 @@ import time
 from typing import Any
 
 import moto_capacity
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.wiring import Adapters
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import expire_idempotency_claims, setup_pool
@@ -66,7 +66,7 @@ def test_a_pool_deleted_since_a_container_read_it_gains_nothing_past_its_limit(
     cloud.send(launch_request("fills", nodePool="general"))
     # When the operator deletes the pool, and the same container serves 4 more within its copy's
     # lifetime (the simulation's soak, seed 5: 4 launched in a deleted pool limited to 1)
-    Adapters(get_settings()).config_store().delete("NodePool", "general")
+    Adapters(get_settings()).config_store().delete_pool("general")
     cloud.send(launch_request("after-deletion", nodePool="general", count=4))
     # Then nothing more is launched: a deleted pool is not a pool without limits
     record = cloud.record("after-deletion")
@@ -84,7 +84,7 @@ def test_a_request_for_any_pool_passes_over_one_deleted_since_a_container_read_i
     cloud.apply(node_pool("spare", "standard", requirements=requirements))
     cloud.send(launch_request("warm"))
     # When `general` is deleted and a request naming no pool comes to that container
-    Adapters(get_settings()).config_store().delete("NodePool", "general")
+    Adapters(get_settings()).config_store().delete_pool("general")
     cloud.send(launch_request("any-pool", count=2))
     # Then it launches in `spare`, saying why `general` was passed over
     record = cloud.record("any-pool")
@@ -158,7 +158,7 @@ def redelivered_after_its_pool_was_deleted(
     request = launch_request("any-pool", count=2)
     assert len(cloud.send(request)) == 1
     moto_capacity.reset()
-    Adapters(get_settings()).config_store().delete("NodePool", "general")
+    Adapters(get_settings()).config_store().delete_pool("general")
     expire_idempotency_claims(cloud)
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
 

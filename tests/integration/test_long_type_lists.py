@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import Cloud, launch_request
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import RequestStatus
-from capacity_launcher.domain.tags import TEMPLATE_BASIS
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.domain.records.tags import TEMPLATE_BASIS
 from capacity_launcher_cli.config_commands import read_documents, validate_steps
 from tests.support.cloud import (
     Cloud,
@@ -65,9 +65,9 @@ def fleet_inputs(karpenter_cloud: Cloud) -> list[dict[str, Any]]:
 
 
 def _apply(cloud: Cloud, path: Path) -> None:
-    store = cloud.adapters().config_store()
+    configuration = cloud.adapters().configuration()
     for step in validate_steps(read_documents([str(path)])):
-        store.apply(step.document, step.kept)
+        configuration.apply(step.document, step.kept)
 
 
 # The public parameters of the EKS optimized AL2023 images, one per architecture
@@ -150,7 +150,7 @@ def test_a_pool_allowing_both_architectures_launches_each_type_with_its_image(
     # Given the example's class and a pool allowing amd64 and arm64 types
     _apply(cloud, EXAMPLE)
     applied = REGISTRY.read(BOTH_ARCHITECTURES)
-    cloud.adapters().config_store().apply(applied.conversion.hub, applied.conversion.kept or None)
+    cloud.adapters().configuration().apply(applied.conversion.hub, applied.conversion.kept or None)
     images = _alias_images()
 
     # When a request for it arrives

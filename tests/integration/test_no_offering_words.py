@@ -1,9 +1,9 @@
 """A request whose requirements match no offering of its pool is Rejected (NoOffering) naming the
-requirement key that excluded everything and its rule (domain/offering_exclusions.py)."""
+requirement key that excluded everything and its rule (domain/capacity/offering_exclusions.py)."""
 
 from __future__ import annotations
 
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, launch_request
 

@@ -12,7 +12,7 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch import Message
 from local_cloud.lambda_runtime import outside_functions
 from tests.integration.test_launch_into_reservations import ZONE, available, reserve, setup_pool

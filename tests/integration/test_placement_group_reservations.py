@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import available, group_of, reserve, setup_pool
 from tests.integration.test_reservation_sync import snapshot, sync
 from tests.support.cloud import Cloud, launch_request

@@ -17,11 +17,11 @@ from decimal import Decimal
 import pytest
 
 import moto_capacity
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.pool_usage import Lease
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import (
     ZONE,

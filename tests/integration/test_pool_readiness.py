@@ -14,9 +14,9 @@ from capacity_launcher.adapters.aws import client
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.pool_readiness import PoolReadiness
+from capacity_launcher.domain.accounting.pool_usage import Readiness
 from capacity_launcher.domain.errors import UnreadyLimitReached
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.pool_usage import Readiness
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview

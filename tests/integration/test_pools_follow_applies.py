@@ -18,13 +18,13 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.documents import Revisions, parse_document
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.apis.documents import Revisions, parse_document
 from capacity_launcher.domain.errors import NodePoolChanged
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota
 from tests.integration.test_launch_into_reservations import (

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.domain.apis.priority_classes import parse_priority_class, priority_table
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError, NotFound
-from capacity_launcher.domain.priority_classes import parse_priority_class, priority_table
-from capacity_launcher.domain.served_versions import REGISTRY
 from tests.support.cloud import Cloud
 
 
@@ -75,13 +75,13 @@ def test_a_class_named_by_a_reservation_is_not_deleted(cloud: Cloud) -> None:
     classes = store.priority_classes()
     classes.apply(_class("serving", 700))
     applied = REGISTRY.read(_reservation("inference", "serving"), classes.table())
-    store.apply(applied.conversion.hub, applied.conversion.kept)
+    cloud.adapters().configuration().apply(applied.conversion.hub, applied.conversion.kept)
     assert store.capacity_quota("inference").spec.priority == 700
 
     with pytest.raises(ConfigConflict, match=r"named by reservation\(s\) inference"):
         classes.delete("serving")
 
-    store.delete("CapacityQuota", "inference")
+    cloud.delete("CapacityQuota", "inference")
     classes.delete("serving")
     with pytest.raises(NotFound):
         classes.priority_class("serving")
@@ -98,7 +98,7 @@ def test_a_reservation_whose_class_went_missing_is_refused_by_the_store(cloud: C
     applied = REGISTRY.read(_reservation("inference", "serving"), table)
 
     with pytest.raises(ConfigValidationError, match=r"spec.priorityClassName: .*'serving' is not"):
-        store.apply(applied.conversion.hub, applied.conversion.kept)
+        cloud.adapters().configuration().apply(applied.conversion.hub, applied.conversion.kept)
 
     with pytest.raises(NotFound):
         store.capacity_quota("inference")

@@ -13,11 +13,11 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota

@@ -5,7 +5,7 @@ quotas."""
 
 from __future__ import annotations
 
-from capacity_launcher.domain.status import RECLAIM_REQUESTED, RequestStatus
+from capacity_launcher.domain.records.status import RECLAIM_REQUESTED, RequestStatus
 from tests.integration.test_quota_admission import POOL, pool, quota, used
 from tests.integration.test_quota_reclaim import borrow_all_of_team_a, lender_and_borrower
 from tests.support.cloud import Cloud, launch_request

@@ -14,8 +14,9 @@ import pytest
 
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.quota_store import QuotaStore
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NotFound, QuotaExceeded, Transient
-from capacity_launcher.domain.quotas import QuotaSet
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota
@@ -172,16 +173,16 @@ def test_a_quota_naming_more_pools_than_a_transaction_holds_bumps_every_one(pool
 def cut_after_the_first_transaction(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The quota write in this block fails after its first transaction (the document and the
     bumps beside it written, the later pools' bumps not): the block expects that failure."""
-    real = ConfigStore._write_with_pool_bumps
+    real = QuotaStore._write_with_pool_bumps
 
-    def cut(self: ConfigStore, writes: Any, pools: list[str]) -> None:
+    def cut(self: QuotaStore, writes: Any, pools: list[str]) -> None:
         room = 100 - len(writes)
         real(self, writes, pools[:room])
         if len(pools) > room:
             raise Transient("TransactWriteItems", "InternalServerError")
 
     with monkeypatch.context() as patch:
-        patch.setattr(ConfigStore, "_write_with_pool_bumps", cut)
+        patch.setattr(QuotaStore, "_write_with_pool_bumps", cut)
         with pytest.raises(Transient):
             yield
 

@@ -17,7 +17,7 @@ import moto_capacity
 from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.status import (
     INSTANCE_TERMINATED,
     RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
@@ -498,7 +498,7 @@ def test_a_reclaim_whose_lender_was_deleted_terminates_nothing(pool: Cloud) -> N
     # Given an enforced reclaim of team-b's newest instance
     reclaim, b_instances = enforced_reclaim_of_team_b(pool)
     # When team-a's quota is deleted during the grace period
-    pool.adapters().config_store().delete("CapacityQuota", "team-a")
+    pool.delete("CapacityQuota", "team-a")
     moto_capacity.advance_clock(GRACE_SECONDS + 1)
     # Then the sync terminates nothing, and closes the reclaim saying why
     assert_withdrawn(pool, sync().quotas, reclaim, b_instances, "CapacityQuota team-a was deleted")
@@ -529,9 +529,8 @@ def test_a_reclaim_is_closed_when_every_quota_was_deleted(pool: Cloud) -> None:
     # Given an enforced reclaim of team-b's newest instance
     reclaim, b_instances = enforced_reclaim_of_team_b(pool)
     # When every quota is deleted during the grace period
-    store = pool.adapters().config_store()
-    store.delete("CapacityQuota", "team-a")
-    store.delete("CapacityQuota", "team-b")
+    pool.delete("CapacityQuota", "team-a")
+    pool.delete("CapacityQuota", "team-b")
     moto_capacity.advance_clock(GRACE_SECONDS + 1)
     # Then the sync (with no quota left) still finds the reclaim, terminates nothing, closes it
     report = sync().quotas

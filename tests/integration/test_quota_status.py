@@ -36,8 +36,8 @@ def _quota(name: str, instances: str, **spec: Any) -> dict[str, Any]:
 
 def _listing(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
     lines = capsys.readouterr().out.splitlines()  # the service's JSON log lines come first
-    start = next(i for i, line in enumerate(lines) if line.startswith("["))
-    listed: list[dict[str, Any]] = json.loads("\n".join(lines[start:]))
+    start = next(i for i, line in enumerate(lines) if line == "{")  # the List, indented
+    listed: list[dict[str, Any]] = json.loads("\n".join(lines[start:]))["items"]
     return listed
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import RECENT_INDEX, LaunchRecords
-from capacity_launcher.domain.index_shards import INDEX_SHARDS
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.index_shards import INDEX_SHARDS
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.settings import get_settings
 from tests.support.cloud import Cloud
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_expired_lease_overrun import past_the_lease
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.integration.test_pool_fallback_leases import general_dry

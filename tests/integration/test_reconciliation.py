@@ -9,10 +9,10 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.instance_records import InstanceRecords
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.tags import REQUEST_ID
+from capacity_launcher.domain.records.tags import REQUEST_ID
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.integration.test_reservation_sync import (

@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.detail_limits import DETAIL_TRUNCATED
 from capacity_launcher.domain.launch_request import TOO_DEEP
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.detail_limits import DETAIL_TRUNCATED
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import ZONE
 from tests.support.cloud import Cloud, capacity_type, launch_request, node_class, node_pool
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import moto_capacity
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from local_cloud.documents import capacity_quota
 from local_cloud.lambda_runtime import running
 from tests.integration.test_expired_lease_overrun import after_its_lease, past_the_lease

@@ -23,7 +23,7 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_pool_fallback_leases import (
     GENERAL_DRY,

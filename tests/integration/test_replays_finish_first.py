@@ -18,7 +18,7 @@ from datetime import timedelta
 import pytest
 
 import moto_capacity
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_gpu_reservations import (
     advance_to,
     buy_block,

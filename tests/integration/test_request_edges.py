@@ -10,7 +10,7 @@ from typing import Any
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.startup import system_clock
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import (
@@ -59,7 +59,7 @@ def test_an_invalid_body_sharing_a_valid_requests_id_in_one_batch_does_not_rejec
 def test_an_invalid_body_that_came_first_keeps_its_request_id(
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:
-    # The requestId is bound to the first body it arrives with (README, Contracts), an invalid
+    # The requestId is bound to the first body it arrives with (docs/contracts.md), an invalid
     # keyed body included: whichever container sees which body first, the id has one outcome.
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     cloud.send(json.dumps({"requestId": "shared-2", "count": "many"}))
@@ -105,7 +105,7 @@ def test_a_request_tag_cannot_override_a_node_class_tag(
 def _tag_class(cloud: Cloud, tags: dict[str, str]) -> None:
     from capacity_launcher.adapters import aws
     from capacity_launcher.adapters.config_store import ConfigStore
-    from capacity_launcher.domain.documents import parse_document, to_document
+    from capacity_launcher.domain.apis.documents import parse_document, to_document
 
     store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
     document = to_document(store.node_class("standard"))
@@ -259,7 +259,7 @@ def test_a_served_request_delivered_again_after_its_pool_is_gone_keeps_its_outco
     table = cloud.names.idempotency_table
     for item in db.scan(TableName=table)["Items"]:
         db.delete_item(TableName=table, Key={"id": item["id"]})
-    ConfigStore(cloud.names.state_table, db, clock=system_clock).delete("NodePool", "general")
+    ConfigStore(cloud.names.state_table, db, clock=system_clock).delete_pool("general")
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
     # Then it is not Rejected: its recorded outcome stands and is published again
     again = cloud.record("late-1")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, launch_request
 

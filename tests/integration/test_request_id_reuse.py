@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_capacity_and_limits import tagged_ids
 from tests.integration.test_launch_into_reservations import expire_idempotency_claims, setup_pool
 from tests.integration.test_reconciliation import usage_store

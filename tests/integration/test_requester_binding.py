@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 import moto_capacity
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch import Message
 from local_cloud.event_sources import QueueMapping, sqs_event
 from local_cloud.lambda_runtime import running

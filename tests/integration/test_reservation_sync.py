@@ -19,8 +19,11 @@ from capacity_launcher.adapters.capacity_reservations import CapacityReservation
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.domain.reservations import STALE_AFTER_SECONDS, StoredReservation
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.capacity.reservation_state import (
+    STALE_AFTER_SECONDS,
+    StoredReservation,
+)
+from capacity_launcher.domain.records.status import (
     RESERVATION_EXHAUSTED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,

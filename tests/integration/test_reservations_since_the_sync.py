@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_instance_events import STATE_CHANGE, deliver
 from tests.integration.test_launch_into_reservations import reserve, setup_pool
 from tests.integration.test_reservation_sync import run_into, sync

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.adapters.pool_items import PoolUsageStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.served_versions import REGISTRY
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview
 from local_cloud.karpenter import alias_parameters, node_role
@@ -42,10 +42,10 @@ def example_pool(cloud: Cloud) -> None:
     documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
     classes = [d for d in documents if d["kind"] == "EC2NodeClass"]
     pools = [d for d in documents if d["kind"] == "NodePool"]
-    store = cloud.adapters().config_store()
+    configuration = cloud.adapters().configuration()
     for document in [*classes, *pools]:
         applied = REGISTRY.read(document)
-        store.apply(applied.conversion.hub, applied.conversion.kept)
+        configuration.apply(applied.conversion.hub, applied.conversion.kept)
 
 
 @pytest.fixture

@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters import aws, quota_usage
-from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS, PoolUsageStore
+from capacity_launcher.adapters.pool_items import SETTLED_MARKER_SECONDS
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
+from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.errors import LeaseReclaimed
-from capacity_launcher.domain.pool_usage import Lease
 from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.service.usage_recount import recount_pool, recount_quotas
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.leases import reserve_room, take
@@ -137,7 +139,7 @@ def test_a_settle_replaces_the_open_lease_with_a_marker_outside_the_live_range(c
     assert limits.leases() == []
     # And a recount reads the members, never the marker
     read = query_sort_keys()
-    recount = usage_store().recompute(POOL)
+    recount = recount_pool(usage_store(), POOL)
     assert recount is not None and not recount.repaired
     assert recount.recomputed == ONE * 2 and usage_store().usage(POOL) == ONE * 2
     assert sorted(read) == sorted(f"Member#{i}" for i in launched)
@@ -163,7 +165,7 @@ def test_an_old_format_settled_lease_still_counts_as_settled(cloud):
     assert item("Settled#old-1") is None
     assert [m.instance_id for m in member_store().members(POOL)] == ["i-00000000000000001"]
     # And usage is the member's alone, which the recount (reading the old marker) agrees with
-    recount = usage_store().recompute(POOL)
+    recount = recount_pool(usage_store(), POOL)
     assert recount is not None and not recount.repaired and recount.recomputed == ONE
     assert usage_store().usage(POOL) == ONE
 
@@ -315,7 +317,7 @@ def test_one_read_of_a_pools_leases_and_members_recounts_each_of_its_quota_items
     )
     read = query_sort_keys()
     # When the sync recounts them
-    recounts = quota_store().recount_quotas(POOL, [team_a, team_b])
+    recounts = recount_quotas(quota_store(), POOL, [team_a, team_b])
     # Then one Query of the live range served both, and each holds its member alone
     assert sorted(read) == [
         "Lease#old-2",

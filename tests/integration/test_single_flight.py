@@ -8,7 +8,7 @@ from collections import Counter
 
 import moto_capacity
 from capacity_launcher.adapters.unavailable_offerings import BEING_TRIED, UnavailableOfferings
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_capacity_and_limits import ice_items as cloud_items
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import Cloud, launch_request
@@ -93,7 +93,7 @@ def test_a_claimer_that_finds_the_offering_dry_leaves_an_ice_entry_in_place_of_i
     on_demand_pool(cloud, subnets, image)
     # When a worker asks EC2 for it (claiming it first)
     cloud.send(launch_request("sf-3", nodePool="general"))
-    # Then its claim was replaced by the ICE entry, in the format README's Contracts section gives
+    # Then its claim was replaced by the ICE entry, in the format docs/contracts.md gives
     item = cloud_items(cloud)[KEY]
     assert item["reason"] == "InsufficientInstanceCapacity"
     assert "claimedBy" not in item

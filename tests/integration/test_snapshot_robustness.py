@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.test_reservation_sync import (
     snapshot,
     snapshots,

@@ -16,7 +16,7 @@ from typing import Any
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import Cloud, launch_request

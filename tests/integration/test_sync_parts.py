@@ -18,9 +18,9 @@ from botocore.exceptions import ClientError
 
 import moto_capacity
 from capacity_launcher.adapters.aws import client
-from capacity_launcher.adapters.launch_templates import TemplateInventory
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_readiness import PoolReadiness
+from capacity_launcher.adapters.template_inventory import TemplateInventory
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import reserve, setup_pool

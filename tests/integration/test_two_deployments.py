@@ -11,8 +11,9 @@ from typing import Any
 
 import moto_capacity
 from capacity_launcher.adapters import aws
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.service.usage_recount import recount_pool
 from capacity_launcher.service.wiring import Adapters
 from local_cloud.lambda_runtime import running
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -36,9 +37,9 @@ class _Other:
         return aws.client("ec2")
 
     def apply(self, *documents: Mapping[str, Any]) -> None:
-        store = self.adapters.config_store()
+        configuration = self.adapters.configuration()
         for document in documents:
-            store.apply(parse_document(document))
+            configuration.apply(parse_document(document))
 
 
 def _tags(resource: Mapping[str, Any]) -> dict[str, str]:
@@ -109,7 +110,7 @@ def test_two_deployments_leave_each_others_instances_templates_and_usage_alone(
         assert report.templates is not None and report.templates.deleted == {}
     assert _templates_by_stack(cloud) == templates
     assert _instances_by_stack(cloud) == instances
-    assert cloud.adapters().pool_usage().recompute("general") is not None
+    assert recount_pool(cloud.adapters().pool_usage(), "general") is not None
     usage = {
         mine: cloud.adapters().pool_members(cloud.adapters().config_store()).members("general"),
         OTHER: other.adapters.pool_members(other.adapters.config_store()).members("general"),

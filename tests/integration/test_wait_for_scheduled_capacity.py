@@ -12,8 +12,8 @@ import pytest
 
 import moto_capacity
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.capacity_wait import BACKSTOP_MARGIN_SECONDS, HeldWait
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.capacity.capacity_wait import BACKSTOP_MARGIN_SECONDS, HeldWait
+from capacity_launcher.domain.records.status import (
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     RESERVATION_ACTIVATED,
     RESERVATION_EXPIRED,
@@ -55,7 +55,7 @@ def detail_types(cloud: Cloud, request_id: str) -> list[str]:
 
 def deadlines(cloud: Cloud, record: RequestRecord) -> list[tuple[str, str | None]]:
     """The request's deadline as its record shows it, then as each of its status events
-    published since shows it (README, Waiting for scheduled capacity: every record of the
+    published since shows it (docs/contracts.md, Waiting for scheduled capacity: every record of the
     request carries it)."""
     shown = [
         (e["detail-type"], e["detail"]["waitForCapacityUntil"])

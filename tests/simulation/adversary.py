@@ -14,7 +14,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.domain.offerings import offering_key
+from capacity_launcher.domain.capacity.offerings import offering_key
 from capacity_launcher.settings import get_settings
 from tests.simulation.emulator import Fault
 from tests.simulation.operations import (

@@ -21,7 +21,7 @@ import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from capacity_launcher.domain.reservations import BLOCK_BOOT_MARGIN, BLOCK_TERMINATION_LEAD
+from capacity_launcher.domain.capacity.reservations import BLOCK_BOOT_MARGIN, BLOCK_TERMINATION_LEAD
 from tests.simulation.operations import COHORT, QUOTA_POOLS, QUOTAS
 from tests.simulation.world import LIVE, Observed
 

@@ -21,11 +21,11 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.config_items import kept_of
-from capacity_launcher.domain.api_versions import HUB_FIELDS_ANNOTATION
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.quantities import PoolLimits, limits_token
-from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli.config_commands import ApplyError, SourceDocument, validate_steps
 from tests.simulation.operations import POOLS, QUOTAS
 from tests.simulation.versions import SOURCE, apply_as_written, stored_as_meant, written_as

@@ -23,9 +23,9 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.config_items import QUOTA_SET_KEY
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.quotas import CapacityQuota
 from capacity_launcher.service.admission import QUOTA_TRIES  # lost races: QuotaUsageContended
 from tests.simulation.versions import apply_as_written
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from capacity_launcher.domain.reservations import STALE_AFTER_SECONDS
+from capacity_launcher.domain.capacity.reservation_state import STALE_AFTER_SECONDS
 from capacity_launcher.service.reservations import RECHECK_SECONDS
 from capacity_launcher.settings import Settings, get_settings
 from tests.simulation.capacity_invariants import (

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from tests.simulation.adversary import ADVERSARY
@@ -88,7 +89,7 @@ class Simulation:
         self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
         self.outcome = Outcome(seed, profile.name)
         self._next_sync = 0.0
-        self._store: ConfigStore | None = None
+        self._store: Configuration | None = None
         self._checked: set[str] = set()
         self._storm: tuple[float, Disturbance] | None = None  # transaction conflicts raised
         self._sync_paused_until = 0.0  # the minute's sync does not run before this
@@ -97,11 +98,13 @@ class Simulation:
     # -- what operations call -------------------------------------------------------------------
 
     @property
-    def store(self) -> ConfigStore:
+    def store(self) -> Configuration:
+        """What an operator's apply and delete go through (the configuration use cases)."""
         if self._store is None:
-            self._store = ConfigStore(
+            store = ConfigStore(
                 get_settings().state_table_name, self.world.dynamodb, clock=system_clock
             )
+            self._store = Configuration(store, store.priority_classes())
         return self._store
 
     def send(self, bodies: list[Any], *, via_bus: bool) -> None:

@@ -14,8 +14,9 @@ import pytest
 from moto import mock_aws
 
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.domain.documents import parse_document, to_document
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.startup import system_clock
 from tests.simulation.operations import _document, quota_document
 from tests.simulation.versions import (
@@ -113,7 +114,7 @@ def test_the_invariant_finds_a_stored_hub_that_is_not_the_one_meant() -> None:
 
 
 @pytest.fixture
-def store() -> Iterator[tuple[ConfigStore, Any]]:
+def store() -> Iterator[tuple[Configuration, Any]]:
     with mock_aws():
         db = boto3.client("dynamodb", region_name="us-east-1")
         db.create_table(
@@ -128,12 +129,13 @@ def store() -> Iterator[tuple[ConfigStore, Any]]:
             ],
             BillingMode="PAY_PER_REQUEST",
         )
-        yield ConfigStore(TABLE, db, clock=system_clock), db
+        config = ConfigStore(TABLE, db, clock=system_clock)
+        yield Configuration(config, config.priority_classes()), db
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_every_version_drawn_stores_the_hub_meant(
-    store: tuple[ConfigStore, Any], seed: int
+    store: tuple[Configuration, Any], seed: int
 ) -> None:
     config, db = store
     stream = version_stream(seed)

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.priority_class_store import PriorityClassStore
-from capacity_launcher.domain.documents import parse_document, to_document
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.priority_classes import PriorityClass
+from capacity_launcher.domain.apis.served_versions import HUB_API_VERSION, REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.priority_classes import PriorityClass
-from capacity_launcher.domain.served_versions import HUB_API_VERSION, REGISTRY
+from capacity_launcher.service.configuration import Configuration
 from capacity_launcher_cli.config_commands import (
     ApplyError,
     SourceDocument,
@@ -105,7 +105,7 @@ def _in_version(model: Any, api_version: str, kind: str) -> dict[str, Any] | str
 
 
 def apply_as_written(
-    store: ConfigStore, document: dict[str, Any], classes: PriorityClassStore | None = None
+    store: Configuration, document: dict[str, Any], classes: PriorityClassStore | None = None
 ) -> None:
     """What `capacity-launcher apply -f` does with one document: read it (any served version),
     then store each hub with what its apply kept. Raises what the CLI would report. With

@@ -23,7 +23,7 @@ from moto.sqs.models import sqs_backends
 import moto_capacity
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.domain.tags import MANAGED
+from capacity_launcher.domain.records.tags import MANAGED
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import Host
 from local_cloud.cloud import LocalCloud, LocalCloudOptions

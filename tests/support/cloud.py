@@ -18,8 +18,8 @@ from botocore.exceptions import ClientError
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import Kind
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.wiring import Adapters
 from capacity_launcher.startup import Host
@@ -88,12 +88,12 @@ class Cloud:
         return self._batch
 
     def apply(self, *documents: Mapping[str, Any]) -> None:
-        store = self.adapters().config_store()
+        configuration = self.adapters().configuration()
         for document in documents:
-            store.apply(parse_document(document))
+            configuration.apply(parse_document(document))
 
     def delete(self, kind: Kind, name: str) -> None:
-        self.adapters().config_store().delete(kind, name)
+        self.adapters().configuration().delete(kind, name)
 
     def send(self, *bodies: Any, batch: LaunchBatch | None = None) -> list[str]:
         """Deliver one SQS batch to the launcher; returns the message ids handed back."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.pool_usage import Lease
+from capacity_launcher.domain.accounting.pool_usage import Lease
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk
 from capacity_launcher.service.admission import take_lease
 from capacity_launcher.service.ports import PoolLeases
 

@@ -12,20 +12,18 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.api_versions import (
+from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion, VersionRegistry
+from capacity_launcher.domain.apis.config import NodePool
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.kept_fields import (
     KEPT_ANNOTATION,
     MAX_KEPT_BYTES,
-    Conversion,
     Kept,
-    ServedVersion,
-    VersionRegistry,
     put,
     take,
 )
-from capacity_launcher.domain.config import NodePool
-from capacity_launcher.domain.documents import parse_document, to_document
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.served_versions import REGISTRY
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 TAINTS = "spec.taints"

@@ -15,7 +15,7 @@ from capacity_launcher.adapters.aws import all_pages, aws_call
 from capacity_launcher.adapters.dynamodb import BATCH_ATTEMPTS, batch_get, batch_write
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.errors import (
     ConditionFailed,
     LaunchFailed,
@@ -23,7 +23,7 @@ from capacity_launcher.domain.errors import (
     Throttled,
     Transient,
 )
-from capacity_launcher.domain.instance_records import InstanceRecord
+from capacity_launcher.domain.records.instance_records import InstanceRecord
 
 
 def _error(code: str, reasons: list[str] | None = None) -> ClientError:

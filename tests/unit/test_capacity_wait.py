@@ -1,11 +1,11 @@
-"""The rules of waiting for scheduled capacity (domain/capacity_wait.py)."""
+"""The rules of waiting for scheduled capacity (domain/capacity/capacity_wait.py)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from capacity_launcher.domain.capacity_wait import (
+from capacity_launcher.domain.capacity.capacity_wait import (
     BACKSTOP_MARGIN_SECONDS,
     MAX_CHECK_SECONDS,
     MIN_CHECK_SECONDS,
@@ -17,8 +17,8 @@ from capacity_launcher.domain.capacity_wait import (
     missed_deadline,
     next_check_seconds,
 )
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 BLOCK = ReservationSnapshot(
@@ -108,8 +108,9 @@ def test_a_wait_the_backstop_ends_keeps_the_requests_deadline_on_its_record() ->
     )
     # When the backstop ends it
     failed = ended_by_backstop(waiting, NOW, {})
-    # Then it is Failed, waits for nothing, and still says until when it could wait (README,
-    # Waiting for scheduled capacity: every record of the request carries waitForCapacityUntil)
+    # Then it is Failed, waits for nothing, and still says until when it could wait
+    # (docs/contracts.md, Waiting for scheduled capacity: every record of the request carries
+    # waitForCapacityUntil)
     assert failed.status is RequestStatus.FAILED and failed.waiting_for == []
     assert failed.wait_for_capacity_until == deadline
     assert failed.to_detail()["waitForCapacityUntil"] == waiting.to_detail()["waitForCapacityUntil"]

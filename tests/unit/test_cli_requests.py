@@ -74,7 +74,7 @@ def test_get_requests_shows_what_a_waiting_request_waits_for_and_instances_their
 
     from rich.console import Console
 
-    from capacity_launcher.domain.status import (
+    from capacity_launcher.domain.records.status import (
         AwaitedReservation,
         LaunchedInstance,
         RequestRecord,

@@ -63,7 +63,7 @@ def test_capacity_quota_schema_accepts_the_examples_and_states_units_and_names()
 
 
 def test_every_served_version_has_a_schema_its_examples_validate_against() -> None:
-    from capacity_launcher.domain.served_versions import REGISTRY
+    from capacity_launcher.domain.apis.served_versions import REGISTRY
     from capacity_launcher_cli.schemas import version_file
 
     files = {version_file(v.api_version, v.kind) for v in REGISTRY.versions()}

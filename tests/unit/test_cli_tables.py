@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import ErrorDetail, RequestRecord, RequestStatus
 from capacity_launcher_cli import views
 
 LONG = "x" * 400

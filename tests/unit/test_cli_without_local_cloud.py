@@ -1,5 +1,7 @@
 """The operator CLI's AWS commands never load the local cloud or moto: an operator against a real
-account runs none of the emulation (`local up`, `demo` and `invoke` load it when they run)."""
+account runs none of the emulation (`local up`, `demo` and `invoke` load it when they run). The
+CLI's parser reads the local cloud's command registration (local_cloud.commands, argparse only),
+which is all of it that loads."""
 
 import json
 import os
@@ -16,15 +18,18 @@ AWS_COMMANDS = (
     ["submit", "--request-id", "r-1", "--count", "1"],
     ["status", "r-1"],
 )
-# For each command, the modules of the emulation loaded once it is parsed and its code looked up.
+# For each command, the modules of the emulation loaded once it is parsed and its code looked up
+# (the registration aside).
 SCRIPT = """
 import json, sys
 from capacity_launcher_cli import main
+REGISTRATION = ("local_cloud", "local_cloud.commands")
 loaded = {}
 for argv in json.loads(sys.argv[1]):
     main._command(main.parser().parse_args(argv))
     loaded[" ".join(argv)] = sorted(
         m for m in sys.modules if m.split(".")[0] in ("local_cloud", "moto", "moto_capacity")
+        and m not in REGISTRATION
     )
 print(json.dumps(loaded))
 """

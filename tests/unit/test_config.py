@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from capacity_launcher.domain.config import (
+from capacity_launcher.domain.apis.config import (
     CapacityReservationSelectorTerm,
     CapacityReservationSpec,
     CapacityReservationTarget,
@@ -18,11 +18,15 @@ from capacity_launcher.domain.config import (
     NodeClass,
     NodePool,
 )
-from capacity_launcher.domain.config_base import MAX_POOL_REQUIREMENTS_BYTES
-from capacity_launcher.domain.documents import parse_document, to_document
+from capacity_launcher.domain.apis.config_base import MAX_POOL_REQUIREMENTS_BYTES
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.capacity.requirements import (
+    CAPACITY_TYPE,
+    INSTANCE_FAMILY,
+    INSTANCE_TYPE,
+)
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
-from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_FAMILY, INSTANCE_TYPE
 
 RESERVATION = "cr-0123456789abcdef0"
 GROUP_ARN = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu"

@@ -1,5 +1,5 @@
-"""Issue 24, defect 3: the one size policy of a record's detail (domain/detail_limits.py), over
-hostile sizes: whatever the request meets, the detail fits DynamoDB's item and EventBridge's
+"""Issue 24, defect 3: the one size policy of a record's detail (domain/records/detail_limits.py),
+over hostile sizes: whatever the request meets, the detail fits DynamoDB's item and EventBridge's
 entry, every instance stays named, and what was left out is counted."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.detail_limits import (
+from capacity_launcher.domain.launch_request import MAX_COUNT
+from capacity_launcher.domain.records.detail_limits import (
     DETAIL_TRUNCATED,
     MAX_DETAIL_BYTES,
     MAX_TEXT_CHARS,
@@ -20,8 +21,7 @@ from capacity_launcher.domain.detail_limits import (
     fit_entries,
     serialized_size,
 )
-from capacity_launcher.domain.launch_request import MAX_COUNT
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.records.status import RequestRecord
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.documents import parse_document, revision_of, stored_body
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.documents import parse_document, revision_of, stored_body
 from capacity_launcher_cli.config_commands import ApplyError, read_documents, validate_steps
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

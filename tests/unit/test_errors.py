@@ -254,8 +254,8 @@ def test_a_cancelled_transaction_is_classified_by_its_reasons(
 
 
 def test_node_class_refusals_name_the_field() -> None:
+    from capacity_launcher.domain.apis.documents import parse_document
     from capacity_launcher.domain.aws_errors import refused_by_aws
-    from capacity_launcher.domain.documents import parse_document
     from capacity_launcher.domain.errors import NodeClassRefused, Transient
 
     klass = parse_document(

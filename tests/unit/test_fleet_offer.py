@@ -5,19 +5,19 @@ chosen)."""
 
 from __future__ import annotations
 
-from capacity_launcher.domain.detail_limits import MAX_LEFT_OUT_NAMED
-from capacity_launcher.domain.fleet import (
+from capacity_launcher.domain.capacity.fleet import (
     MAX_OVERRIDES_PER_FLEET,
     LaunchTemplate,
     fleet_offer,
     fleet_request,
     preference_order,
 )
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.offerings import ON_DEMAND, Offering
-from capacity_launcher.domain.planning import LaunchAttempt
-from capacity_launcher.domain.reservations import ReservationUse
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND, Offering
+from capacity_launcher.domain.capacity.planning import LaunchAttempt
+from capacity_launcher.domain.capacity.reservations import ReservationUse
+from capacity_launcher.domain.records.detail_limits import MAX_LEFT_OUT_NAMED
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 ZONES = ("us-east-1a", "us-east-1b")
 SIZES = (("large", 2), ("xlarge", 4), ("2xlarge", 8), ("24xlarge", 96))

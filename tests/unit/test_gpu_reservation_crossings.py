@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.capacity.reservation_state import (
     HeldInstance,
-    ReservationSnapshot,
     StoredReservation,
     Thresholds,
     next_state,
 )
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import (
     BLOCK_EXPIRING,
     RESERVATION_ACTIVATED,
     RESERVATION_EXHAUSTED,

@@ -7,16 +7,22 @@ from datetime import UTC, datetime, timedelta
 from capacity_launcher.adapters.capacity_reservations import snapshot_from_ec2
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.reservation_snapshots import _item, _stored
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
-from capacity_launcher.domain.planning import LaunchPlan, find_candidates
-from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.candidates import find_candidates
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.fleet import LaunchTemplate, fleet_request
+from capacity_launcher.domain.capacity.planning import LaunchPlan
+from capacity_launcher.domain.capacity.requirements import Operator, Requirement
+from capacity_launcher.domain.capacity.reservation_state import StoredReservation
+from capacity_launcher.domain.capacity.reservations import (
+    BLOCK,
     BLOCK_BOOT_MARGIN,
     BLOCK_TERMINATION_LEAD,
+    FLEET_CAPACITY_TYPES,
+    INTERRUPTIBLE,
+    ORDINARY,
     ReservationSource,
     ReservedTarget,
-    StoredReservation,
     reservation_use,
 )
 from capacity_launcher.startup import system_clock
@@ -265,3 +271,31 @@ def test_get_reservations_shows_the_kind_and_dates():
     text = console.export_text()
     assert "capacity-block" in text and "2026-11-24 11:30" in text
     assert "default (interruptible)" in text
+
+
+def test_each_kind_of_reservation_is_read_once_from_ec2s_two_fields_into_the_table() -> None:
+    """EC2 says a reservation's kind in ReservationType and Interruptible; the snapshot reads its
+    kind from them once, and the market, the fleet's capacity type and the early end come from
+    the kind's row (a block is a block whatever Interruptible says)."""
+    kinds = {
+        ("default", False): ORDINARY,
+        ("default", True): INTERRUPTIBLE,
+        ("capacity-block", False): BLOCK,
+        ("capacity-block", True): BLOCK,
+    }
+    for (reservation_type, interruptible), kind in kinds.items():
+        snapshot = reservation(
+            "cr-1", 2, reservation_type=reservation_type, interruptible=interruptible
+        )
+        assert snapshot.kind is kind
+        assert snapshot.market == kind.market
+    assert (ORDINARY.market, ORDINARY.ends_early) == (None, False)
+    assert (BLOCK.market, BLOCK.ends_early) == ("capacity-block", True)
+    assert (INTERRUPTIBLE.market, INTERRUPTIBLE.ends_early) == (
+        "interruptible-capacity-reservation",
+        False,
+    )
+    assert FLEET_CAPACITY_TYPES == {
+        "capacity-block": "capacity-block",
+        "interruptible-capacity-reservation": "reserved-capacity",
+    }

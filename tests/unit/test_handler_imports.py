@@ -32,13 +32,13 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("capacity_launche
 """
 # Read and written by `apply` (the CLI) and the sync, never by a launch.
 APPLY_PATH = (
-    "capacity_launcher.domain.api_versions",
-    "capacity_launcher.domain.served_versions",
-    "capacity_launcher.domain.priority_classes",
+    "capacity_launcher.domain.apis.api_versions",
+    "capacity_launcher.domain.apis.served_versions",
+    "capacity_launcher.domain.apis.priority_classes",
     "capacity_launcher.adapters.priority_class_store",
-    "capacity_launcher.domain.karpenter",
-    "capacity_launcher.domain.ome_reservations",
-    "capacity_launcher.domain.provisioners",
+    "capacity_launcher.domain.apis.karpenter",
+    "capacity_launcher.domain.apis.ome.reservations",
+    "capacity_launcher.domain.apis.provisioners",
 )
 LIFECYCLE = (
     "capacity_launcher.service.reservation_sync",

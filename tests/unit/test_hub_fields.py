@@ -14,23 +14,17 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.api_versions import (
-    HUB_FIELDS_ANNOTATION,
-    HUB_FIELDS_PATH,
-    Conversion,
-    Kept,
-    ServedVersion,
-    VersionRegistry,
-)
-from capacity_launcher.domain.config import NodePool
-from capacity_launcher.domain.documents import Document, parse_document, to_document
-from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.priority_classes import (
+from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion, VersionRegistry
+from capacity_launcher.domain.apis.config import NodePool
+from capacity_launcher.domain.apis.documents import Document, parse_document, to_document
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH, Kept
+from capacity_launcher.domain.apis.priority_classes import (
     PriorityTable,
     parse_priority_class,
     priority_table,
 )
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.errors import ConfigValidationError
 from tests.unit.test_priority_classes import _reservation as ome_reservation
 
 NO_CLASSES = PriorityTable()

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.errors import NodeClassRefused, Throttled
 from capacity_launcher.startup import system_clock
 

@@ -11,14 +11,17 @@ from typing import Any
 import pytest
 
 from capacity_launcher.adapters.instance_types import instance_type_info
-from capacity_launcher.domain.image_architectures import ImageArchitecture, ImageArchitectures
-from capacity_launcher.domain.karpenter.images import accelerated_parameters
-from capacity_launcher.domain.requirements import (
+from capacity_launcher.domain.apis.karpenter.images import accelerated_parameters
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.capacity.image_architectures import (
+    ImageArchitecture,
+    ImageArchitectures,
+)
+from capacity_launcher.domain.capacity.requirements import (
     INSTANCE_ACCELERATOR_COUNT,
     INSTANCE_ACCELERATOR_MANUFACTURER,
     INSTANCE_ACCELERATOR_NAME,
 )
-from capacity_launcher.domain.served_versions import REGISTRY
 
 K8S = "/aws/service/eks/optimized-ami/1.33"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from capacity_launcher.domain.instance_profiles import (
+from capacity_launcher.domain.capacity.instance_profiles import (
     profile_name,
     profile_path,
     role_mismatch,

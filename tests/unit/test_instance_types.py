@@ -4,9 +4,9 @@ from decimal import Decimal
 
 import pytest
 
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.requirements import (
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
     CAPACITY_RESERVATION_INTERRUPTIBLE,
@@ -26,8 +26,8 @@ from capacity_launcher.domain.requirements import (
     ZONE,
     Operator,
     Requirement,
-    Requirements,
 )
+from capacity_launcher.domain.quantities import Resources
 
 P5 = InstanceTypeInfo(
     name="p5.48xlarge",

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from capacity_launcher.domain.api_versions import HUB_FIELDS_ANNOTATION, Applied
-from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.api_versions import Applied
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.karpenter.images import KUBERNETES_VERSION_ANNOTATION
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
-from capacity_launcher.domain.karpenter.images import KUBERNETES_VERSION_ANNOTATION
-from capacity_launcher.domain.served_versions import REGISTRY
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "karpenter"
 # Karpenter refuses this one itself: its nodeClassRef.group must match ^[^/]*$.

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from tests.unit.test_karpenter_documents import assert_round_trip, ec2nodeclass, nodepool
 
 _SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

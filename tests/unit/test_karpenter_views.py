@@ -13,25 +13,25 @@ from moto import mock_aws
 from capacity_launcher.adapters.image_selection import ImageSelection, describe_request
 from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from capacity_launcher.adapters.instance_types import instance_type_info
-from capacity_launcher.adapters.launch_templates import template_data
 from capacity_launcher.adapters.security_groups import SecurityGroups
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.errors import InstanceProfileNotReady, NodeClassRefused
-from capacity_launcher.domain.image_architectures import ImageArchitecture
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.karpenter.status import (
+from capacity_launcher.adapters.template_data import template_data
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.karpenter.status import (
     Resolved,
     ResolvedNodeClass,
     ec2nodeclass_status,
     nodeclaim,
 )
-from capacity_launcher.domain.requirements import (
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.image_architectures import ImageArchitecture
+from capacity_launcher.domain.capacity.requirements import (
     INSTANCE_LOCAL_NVME,
     Operator,
     Requirement,
-    Requirements,
 )
+from capacity_launcher.domain.errors import InstanceProfileNotReady, NodeClassRefused
+from capacity_launcher.domain.records.instance_records import InstanceRecord
 
 AT = "2026-11-26T04:00:00+00:00"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.api_versions import KEPT_ANNOTATION
+from capacity_launcher.domain.apis.kept_fields import KEPT_ANNOTATION
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.served_versions import REGISTRY
 from tests.unit.test_hub_fields import karpenter_pool
 
 KEPT_PATH = f"metadata.annotations[{KEPT_ANNOTATION}]"

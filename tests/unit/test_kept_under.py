@@ -10,7 +10,7 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.pool_usage import Lease, UnleasedFit, kept_under, total
+from capacity_launcher.domain.accounting.pool_usage import Lease, UnleasedFit, kept_under, total
 from capacity_launcher.domain.quantities import Resources
 
 

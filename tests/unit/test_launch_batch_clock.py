@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.status import RequestRecord
+from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher.service.launch import LaunchBatch, Message
 
 RECEIVED = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.detail_limits import MAX_DETAIL_BYTES, serialized_size
 from capacity_launcher.domain.launch_request import TOO_DEEP
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.detail_limits import MAX_DETAIL_BYTES, serialized_size
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.startup import system_clock
 

@@ -8,7 +8,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from capacity_launcher.domain.claims import Claim, ClaimState
+from capacity_launcher.domain.records.claims import Claim, ClaimState
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.telemetry import LaunchTelemetry
 from capacity_launcher.startup import system_clock

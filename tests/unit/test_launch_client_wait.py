@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_client import Deployment, LaunchClient, LaunchRequest, WaitTimedOut
 from capacity_launcher_client.client import WAIT_BACKSTOP
 

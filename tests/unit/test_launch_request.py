@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, CAPACITY_TYPES
 from capacity_launcher.domain.errors import InvalidLaunchRequest
 from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.domain.json_depth import shallow
@@ -21,7 +22,6 @@ from capacity_launcher.domain.launch_request import (
     invalid_body_hash,
     parse_launch_request,
 )
-from capacity_launcher.domain.requirements import CAPACITY_TYPE, CAPACITY_TYPES
 
 DESIGN_REQUEST: dict[str, Any] = {
     "requestId": "train-run-42",

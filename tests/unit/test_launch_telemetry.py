@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import metrics
 from capacity_launcher.service.launch import LaunchReport
 from capacity_launcher.service.telemetry import (

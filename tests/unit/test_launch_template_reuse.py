@@ -19,9 +19,9 @@ from capacity_launcher.adapters.launch_templates import (
     MARK_USED_AFTER_SECONDS,
     LaunchTemplates,
 )
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.tags import TEMPLATE_USED_AT
+from capacity_launcher.domain.records.tags import TEMPLATE_USED_AT
 from capacity_launcher.startup import system_clock
 from tests.support.cloud import node_class
 

@@ -10,20 +10,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.errors import ConfigValidationError, QuotaExceeded
-from capacity_launcher.domain.quantities import INSTANCES, Resources
-from capacity_launcher.domain.quota_admission import (
+from capacity_launcher.domain.accounting.quota_admission import (
     LEASE_ITEMS,
     TRANSACTION_ITEMS,
     Cohort,
-    LeaseAsk,
     UsageKey,
+)
+from capacity_launcher.domain.accounting.quota_leases import (
+    LeaseAsk,
     admit_lease,
     governing,
     most_admitted,
     usage_items,
 )
-from capacity_launcher.domain.quotas import MAX_FLAVORS, CapacityQuota, parse_quota
+from capacity_launcher.domain.apis.quotas import MAX_FLAVORS, CapacityQuota, parse_quota
+from capacity_launcher.domain.errors import ConfigValidationError, QuotaExceeded
+from capacity_launcher.domain.quantities import INSTANCES, Resources
 
 POOLS = ("pa", "pb", "pc")
 ONE = Resources(cpu=2, memory_mib=8192, instances=1)

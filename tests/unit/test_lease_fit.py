@@ -1,5 +1,5 @@
 """A lease the room left cannot hold at the largest candidate covers only the types that fit
-(`pool_usage.fit_lease`, `quota_admission.fit_quota_lease`): it never exceeds the room, never
+(`pool_usage.fit_lease`, `quota_leases.fit_quota_lease`): it never exceeds the room, never
 leaves out a type that fits, and keeps minCount's meaning."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.pool_usage import (
+from capacity_launcher.domain.accounting.pool_usage import (
     Lease,
     LeaseFit,
     fit_lease,
@@ -19,9 +18,10 @@ from capacity_launcher.domain.pool_usage import (
     largest,
     room_left,
 )
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk, fit_quota_lease
+from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
+from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk, fit_quota_lease
-from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
 
 POOL = "limitcpu100"
 

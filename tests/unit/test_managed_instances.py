@@ -13,7 +13,7 @@ import boto3
 from botocore.stub import ANY, Stubber
 
 from capacity_launcher.adapters.fleet import Fleet
-from capacity_launcher.domain.fleet import ManagedInstance
+from capacity_launcher.domain.capacity.fleet import ManagedInstance
 
 LAUNCHED = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)
 

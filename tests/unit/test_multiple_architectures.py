@@ -11,26 +11,28 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from capacity_launcher.adapters.launch_templates import LaunchTemplates, template_basis
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import ConfigValidationError, NodeClassRefused
-from capacity_launcher.domain.fleet import (
+from capacity_launcher.adapters.launch_templates import LaunchTemplates
+from capacity_launcher.adapters.template_data import template_basis
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.capacity.candidates import find_candidates
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.fleet import (
     MAX_OVERRIDES_PER_FLEET,
     LaunchTemplate,
     fleet_offer,
     fleet_request,
 )
-from capacity_launcher.domain.image_architectures import (
+from capacity_launcher.domain.capacity.image_architectures import (
     ImageArchitecture,
     ImageArchitectures,
     known,
 )
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.offerings import ON_DEMAND, Offering
-from capacity_launcher.domain.planning import LaunchAttempt, find_candidates
-from capacity_launcher.domain.requirements import Requirements
-from capacity_launcher.domain.reservations import ReservationUse
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND, Offering
+from capacity_launcher.domain.capacity.planning import LaunchAttempt
+from capacity_launcher.domain.capacity.reservations import ReservationUse
+from capacity_launcher.domain.errors import ConfigValidationError, NodeClassRefused
 from capacity_launcher.startup import system_clock
 from tests.unit.test_karpenter_documents import ec2nodeclass
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.offering_exclusions import (
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offering_exclusions import (
     Exclusion,
     excluding_keys,
     exclusion_words,
     places,
 )
-from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
+from capacity_launcher.domain.capacity.requirements import Operator, Requirement
 
 ZONES = ("us-east-1a", "us-east-1b")
 M5 = InstanceTypeInfo("m5.large", ("amd64",), 2, 8192, zones=frozenset(ZONES))

@@ -11,19 +11,20 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.associations import association_requester
-from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.ome_reservations import (
+from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.apis.ome.associations import association_requester
+from capacity_launcher.domain.apis.ome.reservations import (
     RESERVATION_KINDS,
     from_hub,
     parse_reservation,
     to_hub,
 )
-from capacity_launcher.domain.ome_status import reservation_status
+from capacity_launcher.domain.apis.ome.status import reservation_status
+from capacity_launcher.domain.apis.quota_sets import conflicts, quota_for
+from capacity_launcher.domain.apis.quotas import parse_quota
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_status import quota_status
-from capacity_launcher.domain.quotas import conflicts, parse_quota, quota_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ome"
 

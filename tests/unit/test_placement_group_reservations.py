@@ -12,13 +12,14 @@ from typing import Any
 
 from capacity_launcher.adapters.capacity_reservations import snapshot_from_ec2
 from capacity_launcher.adapters.reservation_snapshots import _item, _stored
-from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
-from capacity_launcher.domain.planning import LaunchPlan, find_candidates
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.capacity.candidates import find_candidates
+from capacity_launcher.domain.capacity.fleet import LaunchTemplate, fleet_request
+from capacity_launcher.domain.capacity.planning import LaunchPlan
+from capacity_launcher.domain.capacity.reservation_state import StoredReservation
+from capacity_launcher.domain.capacity.reservations import (
     ReservationSource,
     ReservationUse,
     ReservedTarget,
-    StoredReservation,
 )
 from tests.unit.test_planning import EVERYTHING, M5, ZONES, by_id, reservation
 

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.fleet import LaunchTemplate, fleet_request
-from capacity_launcher.domain.image_architectures import ImageArchitecture
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.intents import LaunchIntent, Share, allocate, client_token
-from capacity_launcher.domain.offerings import Offering, offering_key
-from capacity_launcher.domain.planning import Landed, LaunchPlan, find_candidates
-from capacity_launcher.domain.requirements import Operator, Requirement, Requirements
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.candidates import find_candidates
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.fleet import LaunchTemplate, fleet_request
+from capacity_launcher.domain.capacity.image_architectures import ImageArchitecture
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offerings import Offering, offering_key
+from capacity_launcher.domain.capacity.planning import Landed, LaunchPlan
+from capacity_launcher.domain.capacity.requirements import Operator, Requirement
+from capacity_launcher.domain.capacity.reservations import (
     ReservationSnapshot,
     ReservationSource,
     ReservationUse,
     ReservedTarget,
 )
+from capacity_launcher.domain.records.intents import LaunchIntent, Share, allocate, client_token
 
 ZONES = ("us-east-1a", "us-east-1b")
 M5 = InstanceTypeInfo("m5.large", ("amd64",), 2, 8192, zones=frozenset(ZONES))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from capacity_launcher.domain.platforms import (
+from capacity_launcher.domain.capacity.platforms import (
     LINUX,
     platform_mismatches,
     reservation_platform,
 )
-from capacity_launcher.domain.reservations import ReservationSnapshot
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 
 
 @pytest.mark.parametrize(

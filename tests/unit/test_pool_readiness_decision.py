@@ -1,5 +1,5 @@
-"""limits.unready, decided in the domain (domain/pool_usage.py): a pool launches nothing more while
-it has more unready instances than it allows, flat or as a percentage of its instances
+"""limits.unready, decided in the domain (domain/accounting/pool_usage.py): a pool launches nothing
+more while it has more unready instances than it allows, flat or as a percentage of its instances
 (docs/provisioner.md)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from capacity_launcher.domain.accounting.pool_usage import Readiness, unready_refusal
 from capacity_launcher.domain.errors import UnreadyLimitReached
-from capacity_launcher.domain.pool_usage import Readiness, unready_refusal
 from capacity_launcher.domain.quantities import PoolLimits
 
 

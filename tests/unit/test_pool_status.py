@@ -1,5 +1,5 @@
 """Issue 17: NodePools show the conditions quotas show (Ready, ResourcesSufficient) and their use
-in units (memory in Gi, cores), from the pure rules of domain/pool_status.py."""
+in units (memory in Gi, cores), from the pure rules of domain/accounting/pool_status.py."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.config import NodePool
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.pool_status import pool_status
-from capacity_launcher.domain.pool_usage import Readiness
+from capacity_launcher.domain.accounting.pool_status import pool_status
+from capacity_launcher.domain.accounting.pool_usage import Readiness
+from capacity_launcher.domain.apis.config import NodePool
+from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.quantities import Resources
 
 M5_XLARGE = Resources(cpu=Decimal(4), memory_mib=16384, gpu=0, instances=1)

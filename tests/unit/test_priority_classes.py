@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.api_versions import HUB_FIELDS_ANNOTATION
-from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
-from capacity_launcher.domain.priority_classes import (
+from capacity_launcher.domain.accounting.quota_admission import reclaim_refusal
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION
+from capacity_launcher.domain.apis.priority_classes import (
     PriorityTable,
     check_change,
     check_global_default,
     parse_priority_class,
     priority_table,
 )
-from capacity_launcher.domain.quota_admission import reclaim_refusal
-from capacity_launcher.domain.quotas import CapacityQuota
-from capacity_launcher.domain.served_versions import REGISTRY
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.apis.served_versions import REGISTRY
+from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 
 
 def _class(name: str, value: Any, **fields: Any) -> dict[str, Any]:

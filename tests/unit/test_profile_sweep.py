@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.fleet import ManagedInstance
-from capacity_launcher.domain.tags import Ownership
+from capacity_launcher.domain.capacity.fleet import ManagedInstance
+from capacity_launcher.domain.records.tags import Ownership
 from capacity_launcher.service.profile_sweep import ProfileSweep
 
 pytestmark = pytest.mark.unit

@@ -10,11 +10,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.quantities import PoolLimits
-from capacity_launcher.domain.served_versions import REGISTRY
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "provisioner" / "provisioner.yaml"
 API, KIND = "karpenter.sh/v1alpha4", "Provisioner"

@@ -86,7 +86,8 @@ def test_a_record_too_large_alone_keeps_every_instance_and_says_what_it_left_out
     # When it is published
     Publisher("bus", bus).publish(Event("Launch Partially Fulfilled", record))
     # Then it arrives in one entry with every instance, as many offerings as fit, their counts
-    # and a note (the one policy of domain/detail_limits.py, which records are held to already)
+    # and a note (the one policy of domain/records/detail_limits.py, which records are held
+    # to already)
     ((detail,),) = [_published(bus)]
     assert detail["instances"] == record["instances"]
     kept = len(detail["unavailableOfferings"])

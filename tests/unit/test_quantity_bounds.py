@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError, field_errors
 from capacity_launcher.domain.launch_request import LaunchRequest
@@ -31,7 +32,6 @@ from capacity_launcher.domain.quantities import (
     parse_cpu,
     parse_memory_mib,
 )
-from capacity_launcher.domain.served_versions import REGISTRY
 
 HUGE = "9" * 29
 

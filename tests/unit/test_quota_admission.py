@@ -10,17 +10,16 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.quantities import GPU, INSTANCES, Resources
-from capacity_launcher.domain.quota_admission import (
+from capacity_launcher.domain.accounting.quota_admission import (
     AdmissionKind,
     Cohort,
     QuotaInstance,
     UsageKey,
-    governing,
-    most_admitted,
 )
-from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
+from capacity_launcher.domain.accounting.quota_leases import governing, most_admitted
+from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
+from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.quantities import GPU, INSTANCES, Resources
 
 POOL = "gpu-training"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.domain.apis.quotas import parse_quota
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quotas import parse_quota
 from capacity_launcher.service.quota_metrics import QUOTA_USAGE_OF_NOMINAL, usage_of_nominal
 from capacity_launcher.service.quota_reclaim import ReclaimReport
 from capacity_launcher.service.quota_sync import QuotaSync
@@ -41,8 +41,20 @@ def test_usage_is_a_ratio_of_nominal_in_the_resources_units() -> None:
 
 
 class _Usage:
-    def recount_quotas(self, pool: str, pks: Any) -> dict[str, None]:
-        return dict.fromkeys(pks)
+    """Quota usage no recount can read twice the same (contended): every recount is None."""
+
+    def __init__(self) -> None:
+        self._version = 0
+
+    def quota_reading(self, pk: str, pool: str) -> tuple[int, dict[Any, Any]]:
+        self._version += 1
+        return self._version, {}
+
+    def counted(self, pool: str) -> list[Any]:
+        return []
+
+    def replace_quota_usage(self, pk: str, usage: Any, version: Any) -> bool:
+        return False
 
     def quota_usage(self, pk: str, pool: str) -> dict[tuple[str, str], Resources]:
         return {("team-a", "general"): Resources(instances=3)}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
 from capacity_launcher.domain.quantities import GPU, MEMORY, Resources
-from capacity_launcher.domain.quota_status import quota_status
-from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
 
 POOL = "gpu-training"
 GIB = 1024

@@ -8,17 +8,15 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.documents import parse_document, to_document
-from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.field_errors import FieldError
-from capacity_launcher.domain.quotas import (
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.quota_sets import association_refusal, conflicts, quota_for
+from capacity_launcher.domain.apis.quotas import (
     CapacityQuota,
     ReclaimPolicy,
-    association_refusal,
-    conflicts,
     parse_duration_seconds,
-    quota_for,
 )
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.field_errors import FieldError
 
 RESOURCES = "spec.resourceGroups[0].flavors[0].resources"
 

@@ -1,5 +1,5 @@
 """Issue 24, defect 4: an enforced reclaim is decided again, on the quotas and usage of now,
-before the sync terminates anything (domain/reclaim_decision.py, pure)."""
+before the sync terminates anything (domain/accounting/reclaim_decision.py, pure)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.documents import to_document
-from capacity_launcher.domain.quantities import GPU, Resources
-from capacity_launcher.domain.quota_admission import Cohort, UsageKey, reclaim_refusal
-from capacity_launcher.domain.quotas import CapacityQuota, parse_quota
-from capacity_launcher.domain.reclaim_decision import (
+from capacity_launcher.domain.accounting.quota_admission import Cohort, UsageKey, reclaim_refusal
+from capacity_launcher.domain.accounting.reclaim_decision import (
     NOT_BORROWED,
     ReclaimOutcome,
     Spared,
     redecide,
 )
+from capacity_launcher.domain.apis.documents import to_document
+from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
+from capacity_launcher.domain.quantities import GPU, Resources
 from tests.unit.test_quota_admission import POOL, instance, quota, usage
 
 # team-b (nominal 4 GPUs, priority 10) runs 12: it borrows 8, on i-b-new and i-b-mid.

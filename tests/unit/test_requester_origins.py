@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.domain.apis.quota_sets import conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
 from capacity_launcher.domain.errors import (
     ConfigValidationError,
     RequesterNotAllowed,
     RequestRejected,
 )
 from capacity_launcher.domain.launch_request import Message
-from capacity_launcher.domain.quotas import CapacityQuota, conflicts, parse_quota
 from capacity_launcher.domain.requester_origins import (
     Origin,
     RequesterBindings,

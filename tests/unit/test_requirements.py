@@ -7,9 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from capacity_launcher.domain.errors import RequirementsConflict
-from capacity_launcher.domain.field_errors import field_errors
-from capacity_launcher.domain.requirements import (
+from capacity_launcher.domain.capacity.constraints import Constraint, Requirements, narrow
+from capacity_launcher.domain.capacity.requirements import (
     ARCH,
     CAPACITY_RESERVATION_ID,
     CAPACITY_RESERVATION_INTERRUPTIBLE,
@@ -34,12 +33,11 @@ from capacity_launcher.domain.requirements import (
     OS,
     WELL_KNOWN_KEYS,
     ZONE,
-    Constraint,
     Operator,
     Requirement,
-    Requirements,
-    narrow,
 )
+from capacity_launcher.domain.errors import RequirementsConflict
+from capacity_launcher.domain.field_errors import field_errors
 
 
 def req(key: str, operator: str, *values: str) -> Requirement:

@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from capacity_launcher.domain.config import CapacityReservationSelectorTerm
-from capacity_launcher.domain.reservations import (
-    ReservationSnapshot,
+from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm
+from capacity_launcher.domain.capacity.reservation_state import (
     StoredReservation,
     Thresholds,
     next_state,
-    term_matches,
 )
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot, term_matches
+from capacity_launcher.domain.records.status import (
     RESERVATION_EXHAUSTED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,

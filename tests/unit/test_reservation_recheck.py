@@ -6,14 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.reservations import (
-    Coverage,
-    ReservationSnapshot,
-    StoredReservation,
-    selector_key,
-)
+from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.capacity.reservation_state import Coverage, StoredReservation
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot, selector_key
 from capacity_launcher.service.reservations import RECHECK_SECONDS, ReservationProvider
 from tests.support.cloud import node_class
 

@@ -1,5 +1,6 @@
-"""The reservation rules in one place (domain/reservations.py) and what fleet errors blame
-(domain/fleet.py), without AWS: each rule as the launcher, the sync and the CLI now share it."""
+"""The reservation rules in one place (domain/capacity/reservations.py) and what fleet errors blame
+(domain/capacity/fleet.py), without AWS: each rule as the launcher, the sync and the CLI now
+share it."""
 
 from __future__ import annotations
 
@@ -9,27 +10,29 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.fleet import FleetError, blame
-from capacity_launcher.domain.offerings import ON_DEMAND, SPOT, Offering
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.capacity.fleet import FleetError, blame
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND, SPOT, Offering
+from capacity_launcher.domain.capacity.reservation_state import (
     ANYWHERE,
     STALE_AFTER_SECONDS,
-    TARGET_ID_FIELD,
     Coverage,
     ReservationScope,
-    ReservationSnapshot,
-    ReservedTarget,
     StoredReservation,
     covered,
     flag_holds,
     more_room_seen,
+    unchanged,
+)
+from capacity_launcher.domain.capacity.reservations import (
+    TARGET_ID_FIELD,
+    ReservationSnapshot,
+    ReservedTarget,
     reservation_use,
     selection_of,
     selector_key,
     target_key,
-    unchanged,
 )
 
 GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu"

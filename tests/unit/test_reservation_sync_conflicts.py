@@ -6,15 +6,15 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.domain.config import CapacityReservationSpec, CapacityReservationTarget
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.errors import Throttled
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import CapacityReservationSpec, CapacityReservationTarget
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
-    ReservationSnapshot,
     StoredReservation,
     Thresholds,
 )
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.errors import Throttled
 from capacity_launcher.service.reservation_sync import ReservationSync
 
 RESERVATION = ReservationSnapshot("cr-0123456789abcdef0", "m5.large", "us-east-1a", "active", 4, 4)
@@ -57,9 +57,10 @@ class Snapshots:
 
     def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]:
         stale = self.current
-        self.current = replace(
-            stale, snapshot=replace(RESERVATION, exhausted=True, available=0), version=2
-        )
+        if stale.version == 1:
+            self.current = replace(
+                stale, snapshot=replace(RESERVATION, exhausted=True, available=0), version=2
+            )
         return {RESERVATION.reservation_id: stale}, {}
 
     def get(self, reservation_id: str) -> StoredReservation | None:
@@ -85,7 +86,7 @@ class Cache:
         self.cleared.append(offering)
 
 
-def test_a_snapshot_changed_by_a_launcher_meanwhile_is_reread_not_overwritten():
+def test_a_snapshot_a_launcher_changed_meanwhile_is_not_overwritten_by_an_unchanged_one():
     snapshots, cache, published = Snapshots(), Cache(), []
     sync = ReservationSync(
         Config(),
@@ -97,7 +98,13 @@ def test_a_snapshot_changed_by_a_launcher_meanwhile_is_reread_not_overwritten():
         lambda: datetime(2026, 1, 15, tzinfo=UTC),
     )
     report = sync.run()
-    # The second try starts from the launcher's write: the flag it set is seen and cleared
+    # What EC2 says is what the sync read: it writes nothing, and so overwrites nothing
+    assert report.conflicts == []
+    assert snapshots.saved == []
+    assert published == []
+    # The next run reads the launcher's write: the flag it set is seen and cleared (the sync's
+    # writes follow what changed, issue 38: a flag set after a run's read waits one run more)
+    report = sync.run()
     assert report.conflicts == []
     assert [s.version for s in snapshots.saved] == [3]
     assert [e.detail_type for e in published] == ["Capacity Reservation Replenished"]
@@ -145,3 +152,28 @@ def test_a_throttled_group_listing_skips_that_group_and_syncs_the_rest():
     # When the sync runs, the reservation the other NodeClass names is still synced
     report = sync.run()
     assert report.synced == [RESERVATION.reservation_id]
+
+
+class Ec2Moved(Ec2):
+    def describe(self, ids: Any = None, filters: Any = None) -> list[ReservationSnapshot]:
+        return [replace(RESERVATION, available=3)]
+
+
+def test_a_changed_snapshot_a_launcher_wrote_meanwhile_is_reread_in_the_same_run():
+    # Given EC2's count moved since the last run, and a launcher writing between read and write
+    snapshots, cache, published = Snapshots(), Cache(), []
+    sync = ReservationSync(
+        Config(),
+        Ec2Moved(),
+        snapshots,
+        cache,
+        lambda *events: published.extend(events),
+        Thresholds(0.9, timedelta(hours=72)),
+        lambda: datetime(2026, 1, 15, tzinfo=UTC),
+    )
+    report = sync.run()
+    # The first write is refused (version 1 is gone); the second starts from the launcher's
+    # write: its flag is seen and cleared, nothing of it overwritten unseen
+    assert report.conflicts == []
+    assert [(s.version, s.snapshot.available) for s in snapshots.saved] == [(3, 3)]
+    assert [e.detail_type for e in published] == ["Capacity Reservation Replenished"]

@@ -14,8 +14,8 @@ from botocore.stub import Stubber
 
 from capacity_launcher.adapters.aws import SDK_INVALID_PARAMETER, SDK_UNKNOWN_PARAMETER
 from capacity_launcher.adapters.fleet import Fleet
+from capacity_launcher.domain.capacity.fleet import INTERRUPTIBLE_RESERVATION_TYPE, PRIORITIZED
 from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.fleet import INTERRUPTIBLE_RESERVATION_TYPE, PRIORITIZED
 
 # An interruptible reservation's fleet, as domain.fleet builds it (its market options).
 INTERRUPTIBLE_FLEET: dict[str, Any] = {

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from capacity_launcher.domain.errors import LaunchFailed, RequestRejected
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.status import (
     ALL_DETAIL_TYPES,
     BLOCK_EXPIRING,
     DETAIL_TYPES,

@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.config import (
+from capacity_launcher.domain.apis.config import (
     MAX_NODE_CLASS_TAGS,
     SERVICE_INSTANCE_TAGS,
     NodeClass,
     PoolSet,
 )
-from capacity_launcher.domain.documents import parse_document
+from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.errors import ConfigValidationError, RequestRejected
 from capacity_launcher.domain.launch_request import parse_launch_request
-from capacity_launcher.domain.tags import check_instance_tag_count, instance_tags
+from capacity_launcher.domain.records.tags import check_instance_tag_count, instance_tags
 from capacity_launcher.service.resolution import resolve
 
 

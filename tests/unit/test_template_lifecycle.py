@@ -1,10 +1,10 @@
-"""Which launch templates no NodeClass can use any more (domain/template_lifecycle.py)."""
+"""Which launch templates no NodeClass can use any more (domain/capacity/template_lifecycle.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from capacity_launcher.domain.template_lifecycle import (
+from capacity_launcher.domain.capacity.template_lifecycle import (
     ManagedTemplate,
     Unusable,
     target_tag,

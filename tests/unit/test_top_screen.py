@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rich.console import Console
 
-from capacity_launcher.domain.config import NodePool
-from capacity_launcher.domain.documents import parse_document
-from capacity_launcher.domain.offerings import UnavailableEntry
-from capacity_launcher.domain.pool_usage import Lease
+from capacity_launcher.domain.accounting.pool_usage import Lease
+from capacity_launcher.domain.apis.config import NodePool
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.capacity.offerings import UnavailableEntry
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_cli.top import SECTION_ROWS, QueueDepth, TopView, duration, screen
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)

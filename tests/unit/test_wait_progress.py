@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_cli.views import WaitProgress
 from capacity_launcher_client.client import Progress
 

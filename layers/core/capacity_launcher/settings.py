@@ -35,7 +35,7 @@ class Settings(BaseModel):
     # A warm container trusts its copy of NodePools and NodeClasses for this long.
     config_cache_seconds: float = Field(default=10.0, ge=0, le=300)
     # The deployment's identity (template.yaml: AWS::StackName), tagged on everything it makes:
-    # a stack adopts, sweeps and terminates only what carries its name (README: Tags).
+    # a stack adopts, sweeps and terminates only what carries its name (docs/contracts.md: Tags).
     stack_name: str | None = Field(default=None, min_length=1, max_length=128)
     # Whether resources made before they carried a stack (no capacity-launcher:stack tag) are
     # this stack's too (docs/operations.md: Two deployments in one account).

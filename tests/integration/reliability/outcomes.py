@@ -12,10 +12,10 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from moto.moto_api._internal.models import moto_api_backend
 
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.startup import Host
 from tests.integration.reliability.outcomes import assert_each_launched_once, pool_usage
 from tests.integration.test_launch_into_reservations import setup_pool

@@ -14,7 +14,7 @@ import pytest
 
 from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch import LaunchBatch, Message
 from tests.integration.reliability.outcomes import assert_each_launched_once
 from tests.integration.test_launch_into_reservations import setup_pool

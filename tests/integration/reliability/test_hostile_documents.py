@@ -12,13 +12,10 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.api_versions import (
-    HUB_FIELDS_ANNOTATION,
-    HUB_FIELDS_PATH,
-    MAX_DOCUMENT_BYTES,
-)
+from capacity_launcher.domain.apis.api_versions import MAX_DOCUMENT_BYTES
+from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION, HUB_FIELDS_PATH
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
-from capacity_launcher.domain.served_versions import REGISTRY
 from capacity_launcher_cli.config_commands import ApplyError, read_documents, validate_steps
 from capacity_launcher_cli.yaml_documents import MAX_FILE_BYTES
 from tests.unit.test_cli_apply_documents import CLASS as NODE_CLASS

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import moto_capacity
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus
 from tests.integration.reliability.hostile_bodies import POOL, Hostile, hostile_bodies
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, an_image, default_subnets, local_cloud

@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from capacity_launcher.domain.offerings import ON_DEMAND
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import RequestStatus
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.launch.replay import end_unsent
 from capacity_launcher.service.ports import FleetLauncher, PoolLeases, Records, UnavailableCache
 from tests.fakes.world import FakeWorld, a_node_class, a_node_pool, a_reservation
+from tests.unit.launch.redeliveries import killed_after_intent
 
 RESERVED_ONLY_FIRST: dict[str, Any] = {
     "capacityReservationSelectorTerms": [{"id": "cr-0000000000000000a"}]
@@ -153,15 +154,8 @@ def test_a_redelivery_replays_the_intent_its_predecessor_left_unsent() -> None:
     world = _world()
     world.serve({"requestId": "r-1", "count": 1})
     first = world.record("r-1")
-    # The predecessor died after writing its intent, before CreateFleet: one pending intent, its
-    # lease open, no record, nothing launched.
+    killed_after_intent(world, "r-1")
     (intent,) = world.records.intents.values()
-    world.records.intents[intent.token] = replace(intent, state="pending", instance_ids=())
-    del world.records.records["r-1"]
-    world.fleet = type(world.fleet)(world.templates, world.subnets)
-    lease = world.leases.leases[("default", "r-1")]
-    world.leases.leases[("default", "r-1")] = replace(lease, settled=False)
-    world.leases.members.clear()
 
     report = world.serve({"requestId": "r-1", "count": 1}, first=False)
 

@@ -20,7 +20,7 @@ from capacity_launcher.domain.backoff import in_process_delay
 from capacity_launcher.domain.errors import CapacityLauncherError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from capacity_launcher.domain.config import NodeClass
+    from capacity_launcher.domain.apis.config import NodeClass
 
 # EC2 throttles per account: adaptive mode adds client-side rate limiting on top of backoff.
 _ADAPTIVE = frozenset({"ec2"})

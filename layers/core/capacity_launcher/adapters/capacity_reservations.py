@@ -1,6 +1,6 @@
 """Capacity reservations and reservation groups as EC2 and resource-groups describe them.
 
-Only translation: which reservations a NodeClass uses is decided in domain/reservations.py.
+Only translation: which reservations a NodeClass uses is decided in domain/capacity/reservations.py.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
-from capacity_launcher.domain.config import CapacityReservationSelectorTerm
-from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm
+from capacity_launcher.domain.capacity.reservations import (
     DEFAULT_TYPE,
     SELECTABLE_STATES,
     ReservationSnapshot,
 )
+from capacity_launcher.domain.errors import LaunchFailed
 
 _RESERVATION_ARN_MARK = ":capacity-reservation/"
 _NOT_FOUND = "InvalidCapacityReservationId.NotFound"

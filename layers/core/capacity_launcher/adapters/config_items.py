@@ -1,21 +1,25 @@
 """The config store's items, one level below it: a stored document's kept fields, and the pieces
 of items other adapters condition on (the quotas' generation). What a stored document is (valid
-or not, with its kept fields) is the domain's (`domain/documents.py`), re-exported here."""
+or not, with its kept fields) is the domain's (`domain/apis/documents.py`), re-exported here."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
 
-from capacity_launcher.adapters.dynamodb import key, to_item
-from capacity_launcher.domain.documents import InvalidDocument as InvalidDocument
-from capacity_launcher.domain.documents import StoredDocument as StoredDocument
-from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.adapters.aws import all_pages, aws_call
+from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.domain.apis.documents import InvalidDocument as InvalidDocument
+from capacity_launcher.domain.apis.documents import StoredDocument as StoredDocument
+from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.errors import CapacityLauncherError, StoredDocumentInvalid
 from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:  # the served versions are imported by the apply and read paths that use them:
     # a launcher's cold start, which reads the hub alone, does not make their classes
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.config import NodeClass, NodePool
+    from capacity_launcher.domain.apis.kept_fields import Kept
+    from capacity_launcher.domain.apis.quotas import CapacityQuota
 
 # The version every quota apply checks and bumps (outside the quotas' partition: never listed).
 QUOTA_SET_KEY = ("CapacityQuotas", "Version")
@@ -75,6 +79,20 @@ def generation_bump(table: str, generation_key: tuple[str, str]) -> dict[str, An
     }
 
 
+def seen_version_bump(table: str, version_key: tuple[str, str], seen: int) -> dict[str, Any]:
+    """The Update that bumps a version, conditioned on its being `seen` still (0: never
+    bumped): a write checked against what was read cannot land after another changed it."""
+    return {
+        "TableName": table,
+        "Key": key(*version_key),
+        "UpdateExpression": "ADD version :one",
+        "ConditionExpression": (
+            "attribute_not_exists(version) OR version = :seen" if seen == 0 else "version = :seen"
+        ),
+        "ExpressionAttributeValues": {":one": {"N": "1"}, ":seen": {"N": str(seen)}},
+    }
+
+
 def generation_check(
     table: str, generation_key: tuple[str, str], generation: int
 ) -> dict[str, Any]:
@@ -95,7 +113,7 @@ def kept_of(item: dict[str, Any]) -> Kept | None:
     body = item.get("kept")
     if body is None:
         return None
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
     try:
         return Kept.from_json(json.loads(str(body)))
@@ -115,3 +133,41 @@ def node_class_ref(pool_item: dict[str, Any]) -> str | None:
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return ref if isinstance(ref, str) else None
+
+
+def read_item(db: Any, table: str, kind: str, name: str) -> dict[str, Any] | None:
+    """One item of the state table, read consistently (None: not stored)."""
+    with aws_call("GetItem"):
+        item = db.get_item(TableName=table, Key=key(kind, name), ConsistentRead=True).get("Item")
+    return from_item(item) if item else None
+
+
+def query_items(db: Any, table: str, kind: str) -> list[dict[str, Any]]:
+    """Every item of a kind's partition, read consistently."""
+    with aws_call("Query"):
+        pages = all_pages(
+            db.query,
+            TableName=table,
+            KeyConditionExpression="pk = :kind",
+            ExpressionAttributeValues={":kind": {"S": kind}},
+            ConsistentRead=True,
+        )
+        return [from_item(i) for page in pages for i in page["Items"]]
+
+
+def parse_item(kind: str, item: dict[str, Any]) -> NodeClass | NodePool | CapacityQuota:
+    """The document a stored item holds (StoredDocumentInvalid, logged, when it no longer
+    parses or is not the kind and name it is stored as)."""
+    name = str(item.get("sk", ""))
+    try:
+        document = parse_document(json.loads(item["document"]))
+        if document.kind != kind or document.metadata.name != name:
+            raise ValueError(f"stored as {kind} {name} but is {document.kind} {document.name}")
+    except (CapacityLauncherError, KeyError, TypeError, ValueError) as error:
+        reason = str(error) or type(error).__name__
+        logger.warning(
+            "stored document does not parse: skipped",
+            extra={"kind": kind, "documentName": name, "reason": reason},
+        )
+        raise StoredDocumentInvalid(kind, name, reason) from error
+    return document

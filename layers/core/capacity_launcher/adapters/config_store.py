@@ -1,4 +1,4 @@
-"""NodeClass, NodePool and CapacityQuota documents in the state table: apply, get, list, delete.
+"""NodeClass, NodePool and CapacityQuota documents in the state table: get, list, apply, delete.
 
 A warm container keeps the lists for `cache_seconds`; a cache may answer "found", never "missing":
 a name it lacks is read through (strongly consistent) before anyone is told it does not exist.
@@ -15,39 +15,32 @@ NodePool bumps the NodePools' generation (`pool_set`) the same way as the quotas
 of the document stored already: a GitOps loop re-applying its pools leaves every choice as it
 was): a request that named no pool leases conditioned on the generation of the listing it chose
 its pool from.
-Every apply that changes a CapacityQuota bumps one quota-set version, conditioned on the
-version its cross-quota check read, so two applies that conflict only together cannot both
-succeed; every delete of one bumps it too. In the same transaction they bump the quota
-generation of each NodePool the stored and the new document name (`quota_pool_key`): what
-decides a lease in a pool is the quotas naming that pool, so a lease conditions its transaction
-on its pool's generation as its decision read it (`quota_set`), and an apply or delete that
-returned governs every lease written after it, whatever copy a warm container holds, while a
-lease in a pool the change does not name is left alone. An apply of the document (and kept
-fields) stored already bumps nothing, as for pools: a GitOps loop re-applying its quotas costs
-no lease a retry.
+CapacityQuota items are read here (`quota_set`, with the quota generations that leases
+condition on) and written through `quotas()` (adapters/quota_store.py), by the configuration
+use case that checks them across quotas (service/configuration.py); so is a NodeClass's delete,
+which reads what uses it (`class_users`) and deletes it conditioned on the version it read.
 """
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from capacity_launcher.adapters.aws import all_pages, aws_call, client
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.config_items import (
-    OUTSTANDING_BUMPS_PK,
     POOL_SET_KEY,
     QUOTA_POOL_PREFIX,
     QUOTA_SET_KEY,
     generation_bump,
     kept_of,
     node_class_ref,
-    outstanding_bumps_put,
+    parse_item,
+    query_items,
     quota_pool_key,
+    read_item,
 )
 
 # Re-exported: where they were defined before config_items.py (other modules import them here).
@@ -56,36 +49,28 @@ from capacity_launcher.adapters.config_items import StoredDocument as StoredDocu
 from capacity_launcher.adapters.config_items import (
     quota_generation_check as quota_generation_check,
 )
-from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.config import NodeClass, NodePool, PoolSet
-from capacity_launcher.domain.documents import (
-    parse_document,
-    revision_of,
-    stored_body,
-    to_document,
-)
+from capacity_launcher.adapters.dynamodb import key, to_item
+from capacity_launcher.adapters.quota_store import QuotaStore
+from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
+from capacity_launcher.domain.apis.documents import revision_of, stored_body
+from capacity_launcher.domain.apis.quota_changes import kept_body as kept_of_apply
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import (
-    CapacityLauncherError,
     ConditionFailed,
     ConfigConflict,
     NotFound,
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.quantities import limits_token
-from capacity_launcher.domain.quota_admission import TRANSACTION_ITEMS
-from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet, conflicts
-from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:  # PriorityClasses and the served versions are the apply path's: imported
     # there, so a launcher's cold start does not make their classes
     from capacity_launcher.adapters.priority_class_store import PriorityClassStore
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
 Kind = Literal["NodeClass", "NodePool", "CapacityQuota"]
 _QUOTA_SET_KEY = QUOTA_SET_KEY
-_APPLY_QUOTA_TRIES = 3
-# A delete that keeps meeting concurrent applies gives up and says so (the user retries).
-_DELETE_TRIES = 3
 
 
 @dataclass
@@ -112,18 +97,12 @@ class ConfigStore:
         self._quota_sets: TtlCache[QuotaSet] = TtlCache(cache_seconds)
         self._pool_sets: TtlCache[PoolSet] = TtlCache(cache_seconds)
 
-    def apply(
-        self, document: NodeClass | NodePool | CapacityQuota, kept: Kept | None = None
-    ) -> None:
-        """Create or replace a document; a NodePool must name an existing NodeClass. ``kept``
-        (the fields its apply kept, docs/api-versions.md) replaces what the item kept before."""
-        kept_body = json.dumps(kept.to_json(), sort_keys=True) if kept else None
-        if isinstance(document, CapacityQuota):
-            from capacity_launcher.domain.priority_classes import named_class
-
-            self._apply_quota(document, kept_body, named_class(kept))
-            self._invalidate()
-            return
+    def apply(self, document: NodeClass | NodePool, kept: Kept | None = None) -> None:
+        """Create or replace a NodeClass or NodePool; a NodePool must name an existing
+        NodeClass. ``kept`` (the fields its apply kept, docs/api-versions.md) replaces what the
+        item kept before. A CapacityQuota's apply is the configuration use case's, through
+        `quotas()` (its cross-quota check)."""
+        kept_body = kept_of_apply(kept)
         kind: Kind = document.kind
         now = self._clock().isoformat()
         body = stored_body(document)
@@ -210,6 +189,11 @@ class ConfigStore:
 
         return PriorityClassStore(self._table, self._db, clock=self._clock)
 
+    def quotas(self) -> QuotaStore:
+        """The CapacityQuota items' reads and writes in the same table (adapters/quota_store.py);
+        after a write through it, `forget` this store's copies."""
+        return QuotaStore(self._table, self._db, clock=self._clock)
+
     def forget(self) -> None:
         """Drop this container's copies: the next read of any document goes to the table."""
         self._invalidate()
@@ -295,16 +279,7 @@ class ConfigStore:
         found += self._read_all("CapacityQuota").invalid.values()
         return found
 
-    def delete(self, kind: Kind, name: str) -> None:
-        if kind == "NodeClass":
-            self._delete_class(name)
-        elif kind == "CapacityQuota":
-            self._delete_quota(name)
-        else:
-            self._delete_pool(name)
-        self._invalidate()
-
-    def _delete_pool(self, name: str) -> None:
+    def delete_pool(self, name: str) -> None:
         """Delete the pool and bump the NodePools' generation in one transaction (NotFound if it
         is not stored)."""
         delete = {
@@ -318,172 +293,7 @@ class ConfigStore:
                 self._db.transact_write_items(TransactItems=[{"Delete": delete}, bump])
         except ConditionFailed as failed:
             raise NotFound("NodePool", name) from failed
-
-    def _delete_quota(self, name: str) -> None:
-        """Delete the quota and bump the quotas' generation and that of each pool it names in
-        one transaction (NotFound if it is not stored): a lease decided with it stored cannot
-        be written after this returns. The delete holds only for the document read (an apply
-        meanwhile may name other pools)."""
-        for _ in range(_DELETE_TRIES):
-            item = self._read_one("CapacityQuota", name)
-            outstanding, token = self._outstanding(name)
-            if item is None and outstanding:
-                # Deleted by a delete whose later bumps failed: finish them.
-                self._write_with_pool_bumps([], outstanding)
-                self._bumps_done(name, token)
-                return
-            if item is None:
-                raise NotFound("CapacityQuota", name)
-            delete = {
-                "TableName": self._table,
-                "Key": key("CapacityQuota", name),
-                "ConditionExpression": "#document = :document",
-                "ExpressionAttributeNames": {"#document": "document"},
-                "ExpressionAttributeValues": {":document": {"S": str(item["document"])}},
-            }
-            writes = [generation_bump(self._table, _QUOTA_SET_KEY), {"Delete": delete}]
-            pools = sorted({*self._pools_named(item), *outstanding})
-            writes, token = self._marked(writes, name, pools)
-            try:
-                self._write_with_pool_bumps(writes, pools)
-                self._bumps_done(name, token)
-                return
-            except ConditionFailed:
-                continue  # applied or deleted meanwhile: read it again
-        raise ConfigConflict(
-            f"CapacityQuota {name} kept changing while it was being deleted; try again"
-        )
-
-    def _pools_named(self, *items: dict[str, Any] | None) -> list[str]:
-        """The NodePools the quotas stored as `items` name (one that does not parse governs
-        nothing: none), sorted."""
-        pools: set[str] = set()
-        for item in items:
-            if item is None:
-                continue
-            try:
-                quota = self._parse("CapacityQuota", item)
-            except StoredDocumentInvalid:
-                continue
-            assert isinstance(quota, CapacityQuota)
-            pools.update(flavor.name for flavor in quota.flavors())
-        return sorted(pools)
-
-    def _outstanding(self, name: str) -> tuple[list[str], str | None]:
-        """The pools an apply or delete of quota `name` left to bump (its later transactions
-        failed), and whose they are (`_marked`)."""
-        item = self._read_one(OUTSTANDING_BUMPS_PK, name)
-        if item is None:
-            return [], None
-        return sorted(str(p) for p in item.get("pools", [])), str(item.get("token", ""))
-
-    def _marked(
-        self, writes: list[dict[str, Any]], name: str, pools: list[str]
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """`writes`, and when the bumps of `pools` do not all fit beside them, the put of the
-        pools bumped after their transaction (`OUTSTANDING_BUMPS_PK`), and its token."""
-        room = TRANSACTION_ITEMS - len(writes) - 1
-        if len(pools) <= room + 1:
-            return writes, None
-        token = uuid.uuid4().hex
-        return [*writes, outstanding_bumps_put(self._table, name, pools[room:], token)], token
-
-    def _bumps_done(self, name: str, token: str | None) -> None:
-        """Every bump of an apply or delete is written: the pools it marked outstanding are not
-        (unless another apply or delete marked its own since)."""
-        if token is None:
-            return
-        try:
-            with aws_call("DeleteItem"):
-                self._db.delete_item(
-                    TableName=self._table,
-                    Key=key(OUTSTANDING_BUMPS_PK, name),
-                    ConditionExpression="#token = :token",
-                    ExpressionAttributeNames={"#token": "token"},
-                    ExpressionAttributeValues={":token": {"S": token}},
-                )
-        except ConditionFailed:
-            pass  # another apply or delete's, which it removes when its own bumps are done
-
-    def _write_with_pool_bumps(self, writes: list[dict[str, Any]], pools: list[str]) -> None:
-        """`writes` in one transaction with the quota generation bumps of `pools` that fit
-        beside them; the rest (a quota naming more pools than a transaction holds) right after,
-        before the apply or delete returns. A failure between leaves those pools' leases decided
-        on a copy as old as the launcher's cache (CONFIG_CACHE_SECONDS) at most."""
-        bumps = [generation_bump(self._table, quota_pool_key(pool)) for pool in pools]
-        room = TRANSACTION_ITEMS - len(writes)
-        with aws_call("TransactWriteItems"):
-            self._db.transact_write_items(TransactItems=[*writes, *bumps[:room]])
-        for start in range(room, len(bumps), TRANSACTION_ITEMS):
-            with aws_call("TransactWriteItems"):
-                chunk = bumps[start : start + TRANSACTION_ITEMS]
-                self._db.transact_write_items(TransactItems=chunk)
-
-    def _apply_quota(self, quota: CapacityQuota, kept_body: str | None, named: str | None) -> None:
-        """Put the quota if, with the stored others, no requester has two quotas in one flavor,
-        and the PriorityClass it was applied naming (``named``) is stored. The same document
-        and kept fields as stored are put again without bumping any generation."""
-        body = json.dumps(to_document(quota), sort_keys=True)
-        for _ in range(_APPLY_QUOTA_TRIES):
-            version = int((self._read_one(*_QUOTA_SET_KEY) or {}).get("version", 0))
-            items = self._query("CapacityQuota")
-            stored = next((i for i in items if str(i["sk"]) == quota.name), None)
-            others = list(self._listing_of("CapacityQuota", items).documents.values())
-            found = conflicts([*(q for q in others if q.name != quota.name), quota])
-            if found:
-                raise ConfigConflict("; ".join(str(error) for error in found))
-            guard: dict[str, Any] = {
-                "TableName": self._table,
-                "Key": key(*_QUOTA_SET_KEY),
-                "UpdateExpression": "ADD version :one",
-                "ConditionExpression": (
-                    "attribute_not_exists(version) OR version = :seen"
-                    if version == 0
-                    else "version = :seen"
-                ),
-                "ExpressionAttributeValues": {":one": {"N": "1"}, ":seen": {"N": str(version)}},
-            }
-            item = {
-                "pk": "CapacityQuota",
-                "sk": quota.name,
-                "document": body,
-                "updatedAt": self._clock().isoformat(),
-            }
-            if kept_body is not None:
-                item["kept"] = kept_body
-            put = {"TableName": self._table, "Item": to_item(item)}
-            unchanged = stored is not None and (stored["document"], stored.get("kept")) == (
-                body,
-                kept_body,
-            )
-            # An earlier apply (or delete) of it whose later bumps failed: they are made now.
-            outstanding, token = self._outstanding(quota.name)
-            writes: list[dict[str, Any]] = (
-                [{"Put": _while_stored_as(put, body, kept_body)}]
-                if unchanged
-                else [{"Update": guard}, {"Put": put}]
-            )
-            if named is not None:
-                exists = "attribute_exists(pk)"  # the class it names: not deleted meanwhile
-                check = {"Key": key("PriorityClass", named), "ConditionExpression": exists}
-                writes.append({"ConditionCheck": {**check, "TableName": self._table}})
-            named_now = [] if unchanged else self._pools_named(stored, item)
-            pools = sorted({*named_now, *outstanding})
-            writes, mine = self._marked(writes, quota.name, pools)
-            try:
-                self._write_with_pool_bumps(writes, pools)
-                self._bumps_done(quota.name, mine or token)
-                return
-            except ConditionFailed:
-                if named is not None and self._read_one("PriorityClass", named) is None:
-                    from capacity_launcher.domain.priority_classes import missing_class
-
-                    raise missing_class(named) from None
-                continue  # another quota was applied meanwhile: check the conflicts again
-        raise ConfigConflict(
-            f"CapacityQuota {quota.name}: other quotas kept changing while it was applied; "
-            "try again"
-        )
+        self._invalidate()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -533,64 +343,39 @@ class ConfigStore:
         return listing
 
     def _read_one(self, kind: str, name: str) -> dict[str, Any] | None:
-        with aws_call("GetItem"):
-            item = self._db.get_item(
-                TableName=self._table, Key=key(kind, name), ConsistentRead=True
-            ).get("Item")
-        return from_item(item) if item else None
+        return read_item(self._db, self._table, kind, name)
 
     @staticmethod
     def _parse(kind: Kind, item: dict[str, Any]) -> NodeClass | NodePool | CapacityQuota:
-        name = str(item.get("sk", ""))
-        try:
-            document = parse_document(json.loads(item["document"]))
-            if document.kind != kind or document.metadata.name != name:
-                raise ValueError(f"stored as {kind} {name} but is {document.kind} {document.name}")
-        except (CapacityLauncherError, KeyError, TypeError, ValueError) as error:
-            reason = str(error) or type(error).__name__
-            logger.warning(
-                "stored document does not parse: skipped",
-                extra={"kind": kind, "documentName": name, "reason": reason},
-            )
-            raise StoredDocumentInvalid(kind, name, reason) from error
-        return document
+        return parse_item(kind, item)
 
     # -- deleting ----------------------------------------------------------------------------
 
-    def _delete_class(self, name: str) -> None:
-        for _ in range(_DELETE_TRIES):
-            item = self._read_one("NodeClass", name)
-            if item is None:
-                raise NotFound("NodeClass", name)
-            version = int(item.get("version", 0))
-            # Read after the version: an apply naming the class in between changes the version.
-            users = sorted(
-                str(pool["sk"]) for pool in self._pool_items() if node_class_ref(pool) == name
-            )
-            if users:
-                raise ConfigConflict(
-                    f"NodeClass {name} is used by NodePool(s) {', '.join(users)}; delete them first"
-                )
-            if self._delete_item("NodeClass", name, version):
-                return
-        raise ConfigConflict(
-            f"NodeClass {name} kept changing while it was being deleted; try again"
+    def class_users(self, name: str) -> tuple[int, list[str]]:
+        """NodeClass `name`'s version, then the NodePools naming it, read after the version (an
+        apply naming the class in between changes the version); NotFound if it is not stored."""
+        item = self._read_one("NodeClass", name)
+        if item is None:
+            raise NotFound("NodeClass", name)
+        version = int(item.get("version", 0))
+        users = sorted(
+            str(pool["sk"]) for pool in self._pool_items() if node_class_ref(pool) == name
         )
+        return version, users
+
+    def delete_class(self, name: str, version: int) -> bool:
+        """Delete NodeClass `name` if still at `version` (False when it changed; NotFound if
+        gone)."""
+        deleted = self._delete_item("NodeClass", name, version)
+        if deleted:
+            self._invalidate()
+        return deleted
 
     def _pool_items(self) -> list[dict[str, Any]]:
         return self._query("NodePool")
 
     def _query(self, kind: str) -> list[dict[str, Any]]:
-        """Every item of a kind's partition, read consistently."""
-        with aws_call("Query"):
-            pages = all_pages(
-                self._db.query,
-                TableName=self._table,
-                KeyConditionExpression="pk = :kind",
-                ExpressionAttributeValues={":kind": {"S": kind}},
-                ConsistentRead=True,
-            )
-            return [from_item(i) for page in pages for i in page["Items"]]
+        return query_items(self._db, self._table, kind)
 
     def _delete_item(self, kind: Kind, name: str, version: int) -> bool:
         """Delete if present and still at `version` (False when it changed; NotFound if gone)."""
@@ -612,21 +397,3 @@ class ConfigStore:
                 return False
             raise NotFound(kind, name) from failed
         return True
-
-
-def _while_stored_as(put: dict[str, Any], body: str, kept_body: str | None) -> dict[str, Any]:
-    """`put` only if the item is stored with `body` and `kept_body` still (an apply that
-    changes nothing: any write meanwhile sends it back to be checked and bumped)."""
-    values: dict[str, Any] = {":document": {"S": body}}
-    condition = "#document = :document AND "
-    if kept_body is None:
-        condition += "attribute_not_exists(kept)"
-    else:
-        condition += "kept = :kept"
-        values[":kept"] = {"S": kept_body}
-    return {
-        **put,
-        "ConditionExpression": condition,
-        "ExpressionAttributeNames": {"#document": "document"},
-        "ExpressionAttributeValues": values,
-    }

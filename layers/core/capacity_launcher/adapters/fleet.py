@@ -34,14 +34,14 @@ from capacity_launcher.domain.aws_errors import (
     may_be_gone_instances,
     retryable_error,
 )
-from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.fleet import (
+from capacity_launcher.domain.capacity.fleet import (
     FleetError,
     FleetResult,
     InstanceLanding,
     ManagedInstance,
 )
-from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND, RESERVED, SPOT, CapacityType
+from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.observability import logger
 
 INSTANCE_NOT_FOUND = "InvalidInstanceID.NotFound"

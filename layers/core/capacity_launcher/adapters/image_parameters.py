@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import client, domain_error
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from aws_lambda_powertools.utilities.parameters import SSMProvider

@@ -9,9 +9,9 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.launch_options import ImageSelectorTerm
 from capacity_launcher.domain.errors import NodeClassRefused
-from capacity_launcher.domain.launch_options import ImageSelectorTerm
 
 IMAGE_SELECTION_TTL_SECONDS = 300.0
 DEFAULT_OWNERS = ("self", "amazon")

@@ -1,6 +1,6 @@
 """Instance profiles for NodeClasses that name a `role` (Karpenter's EC2NodeClass `spec.role`).
 
-One profile per NodeClass, named and placed by domain/instance_profiles.py, tagged as the
+One profile per NodeClass, named and placed by domain/capacity/instance_profiles.py, tagged as the
 service's, holding the class's role: made when first needed (GetInstanceProfile, then GetRole,
 CreateInstanceProfile with its path and tags, AddRoleToInstanceProfile), its role replaced when
 the class names another, and deleted by the sync once no NodeClass names it (its role removed
@@ -19,15 +19,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from capacity_launcher.adapters.aws import aws_call, client, error_code
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.aws_errors import (
     IAM_ALREADY_EXISTS,
     IAM_NOT_FOUND,
     IAM_PROFILE_FULL,
     role_refusal,
 )
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import InstanceProfileNotReady, LaunchFailed
-from capacity_launcher.domain.instance_profiles import (
+from capacity_launcher.domain.capacity.instance_profiles import (
     NAME_PREFIX,
     profile_name,
     profile_path,
@@ -35,6 +34,7 @@ from capacity_launcher.domain.instance_profiles import (
     role_mismatch,
     role_name,
 )
+from capacity_launcher.domain.errors import InstanceProfileNotReady, LaunchFailed
 
 # A profile this container made or found holding its role is trusted this long, then looked at
 # again (the sync deletes a profile only once its NodeClass is gone).

@@ -1,4 +1,4 @@
-"""Instance records (domain/instance_records.py) as items `Instance#<id>` / `Instance`.
+"""Instance records (domain/records/instance_records.py) as items `Instance#<id>` / `Instance`.
 
 The one mapping between the typed record and its item (whose attributes the simulation, the
 tests and operators read), and its lifecycle: the launcher puts them, instance events release
@@ -21,7 +21,7 @@ from capacity_launcher.adapters.launch_records import (
     request_pk,
 )
 from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.instance_records import RUNNING, InstanceRecord
+from capacity_launcher.domain.records.instance_records import RUNNING, InstanceRecord
 
 INSTANCE = "Instance"
 # A terminated instance's item is history: it expires (the table's `ttl`) after the retention.

@@ -8,8 +8,8 @@ from typing import Any
 from capacity_launcher.adapters.aws import all_pages, aws_call, client, in_chunks, most_per_call
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.aws_errors import requirement_key
+from capacity_launcher.domain.capacity.instance_types import EC2_ARCHITECTURES, InstanceTypeInfo
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
-from capacity_launcher.domain.instance_types import EC2_ARCHITECTURES, InstanceTypeInfo
 
 # Instance-type facts change with AWS launches, not minutes; offerings per zone change rarely.
 INSTANCE_TYPES_TTL_SECONDS = 3600.0

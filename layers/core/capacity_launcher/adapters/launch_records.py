@@ -9,12 +9,12 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_if_absent, to_item
-from capacity_launcher.domain.capacity_wait import HeldWait
-from capacity_launcher.domain.detail_limits import fit_entries
+from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.index_shards import read_values, shard_value
-from capacity_launcher.domain.intents import LaunchIntent, Share
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.detail_limits import fit_entries
+from capacity_launcher.domain.records.index_shards import read_values, shard_value
+from capacity_launcher.domain.records.intents import LaunchIntent, Share
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 RECORD = "Record"
 # The hash of the first body a requestId arrived with (domain LaunchRequest.body_hash).
@@ -30,9 +30,9 @@ DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
 WAITING_INDEX = "WaitingRequests"
 WAITING = "waiting"
 _WAITING_STATUS = {":waiting": {"S": str(RequestStatus.WAITING)}}
-# Every record carries `recentShard` (`recent#<n>`, by its requestId: domain/index_shards.py)
-# and `receivedAt`: the RecentRequests index's keys, so operators list the newest records with
-# one Query per shard, newest first, never a Scan of history.
+# Every record carries `recentShard` (`recent#<n>`, by its requestId:
+# domain/records/index_shards.py) and `receivedAt`: the RecentRequests index's keys, so operators
+# list the newest records with one Query per shard, newest first, never a Scan of history.
 RECENT_INDEX = "RecentRequests"
 RECENT = "recent"
 
@@ -133,7 +133,7 @@ class LaunchRecords:
     def overdue_waits(self, deadline_before: datetime) -> list[HeldWait]:
         """Waits whose deadline is before the given time, and backstop outcomes not yet published:
         one Query of the sparse WaitingRequests index per shard value (only live waits carry its
-        key; domain/index_shards.py)."""
+        key; domain/records/index_shards.py)."""
         items: list[dict[str, Any]] = []
         for value in read_values(WAITING):  # each shard, and the bare value of older waits
             with aws_call("Query"):

@@ -1,53 +1,52 @@
 """Launch templates: one per (NodeClass, image, reservation target), named by a hash of their
 content. A NodeClass with an image per architecture and variant (an alias) has one template per
-image."""
+image. What a template holds is adapters/template_data.py's; listing and deleting this
+deployment's templates for the sync is adapters/template_inventory.py's."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from capacity_launcher.adapters.aws import aws_call, client, error_code, error_message
+from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.adapters.image_selection import ImageSelection
 from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from capacity_launcher.adapters.security_groups import SecurityGroups
-from capacity_launcher.domain.aws_errors import is_launch_template_gone, is_refused_token
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.adapters.template_data import (
+    on_base,
+    reservation_specification,
+    template_data,
+    template_name,
+    template_tags,
+)
+from capacity_launcher.adapters.template_inventory import last_used
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.fleet import LaunchTemplate
+from capacity_launcher.domain.capacity.image_architectures import (
+    STANDARD,
+    ImageArchitecture,
+    ImageArchitectures,
+    known,
+)
+from capacity_launcher.domain.capacity.platforms import reservation_platform
+from capacity_launcher.domain.capacity.reservations import (
+    ReservationUse,
+    ReservedTarget,
+    reservation_use,
+)
 from capacity_launcher.domain.errors import (
     InstanceProfileNotReady,
     LaunchFailed,
     NodeClassRefused,
     Transient,
 )
-from capacity_launcher.domain.fleet import LaunchTemplate
-from capacity_launcher.domain.image_architectures import (
-    STANDARD,
-    ImageArchitecture,
-    ImageArchitectures,
-    known,
-)
-from capacity_launcher.domain.launch_options import MetadataOptions
-from capacity_launcher.domain.platforms import reservation_platform
-from capacity_launcher.domain.reservations import ReservationUse, ReservedTarget, reservation_use
-from capacity_launcher.domain.tags import (
-    MANAGED,
-    NODE_CLASS,
-    RESERVATION_TARGET,
-    TEMPLATE_BASIS,
+from capacity_launcher.domain.records.tags import (
     TEMPLATE_USED_AT,
-    Ownership,
-    managed_tags,
 )
-from capacity_launcher.domain.template_lifecycle import ManagedTemplate, target_tag
 from capacity_launcher.observability import logger
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
@@ -55,8 +54,6 @@ _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 # Region or release without one: the class goes without it, as in Karpenter).
 _PARAMETER_NOT_FOUND = "ParameterNotFound"
 _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
-# launchTemplateName: the base's fields that the pool, the class or the attempt decide instead.
-_NOT_FROM_BASE = frozenset({"NetworkInterfaces", "SecurityGroups", "InstanceMarketOptions"})
 _BASE_FIELD = "spec.launchTemplateName"
 _BASE_SECONDS = 60.0
 # A name this container created or saw is trusted this long, then ensured again: the sync may
@@ -66,125 +63,8 @@ _BASE_SECONDS = 60.0
 KNOWN_FOR_SECONDS = 300.0
 # A template found again is marked used (TEMPLATE_USED_AT) when its mark is older than this: a
 # template in use carries a mark younger than this plus KNOWN_FOR_SECONDS, far inside the
-# sweep's hour, so a NodeClass reverted to it keeps it (domain/template_lifecycle.py).
+# sweep's hour, so a NodeClass reverted to it keeps it (domain/capacity/template_lifecycle.py).
 MARK_USED_AFTER_SECONDS = 60.0
-# DescribeLaunchTemplates answers at most 200 a page.
-_PAGE_SIZE = 200
-
-
-def reservation_specification(use: ReservationUse) -> dict[str, Any]:
-    """EC2's CapacityReservationSpecification for a use of reservations."""
-    spec: dict[str, Any] = {"CapacityReservationPreference": use.preference}
-    if use.target is not None:
-        key = (
-            "CapacityReservationId"
-            if use.target.reservation_id
-            else "CapacityReservationResourceGroupArn"
-        )
-        spec["CapacityReservationTarget"] = {key: use.target.name}
-    return spec
-
-
-def template_data(
-    node_class: NodeClass,
-    image_id: str,
-    reservation_spec: Mapping[str, Any],
-    *,
-    spot: bool = False,
-    market: str | None = None,
-    security_group_ids: Sequence[str] | None = None,
-    stack: str | None = None,
-    instance_profile: str | None = None,
-) -> dict[str, Any]:
-    """Launch template data; a spot template also tags the spot request EC2 makes for each
-    instance (CreateFleet `instant` cannot tag `spot-instances-request`; a launch template can).
-    `stack`: the deployment's name, on everything the template makes (and so in its name: two
-    deployments never share a template). `instance_profile`: the profile made for the class's
-    role (else its instanceProfile)."""
-    spec = node_class.spec
-    tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(node_class, stack).items())]
-    data: dict[str, Any] = {
-        "ImageId": image_id,
-        "SecurityGroupIds": sorted(security_group_ids or spec.security_group_ids or ()),
-        # IMDSv2 unless the NodeClass says otherwise: instances of a shared reservation must not
-        # leak credentials via SSRF; instance tags stay out of the metadata service.
-        "MetadataOptions": (spec.metadata_options or MetadataOptions()).launch_template_options(),
-        "CapacityReservationSpecification": dict(reservation_spec),
-        "TagSpecifications": [
-            {"ResourceType": "volume", "Tags": tags},
-            {"ResourceType": "network-interface", "Tags": tags},
-        ],
-    }
-    if market is not None:
-        # A Capacity Block or an interruptible reservation serves only launches in its market.
-        data["InstanceMarketOptions"] = {"MarketType": market}
-    if spot:
-        # The policy lets RunInstances/CreateFleet create spot requests only carrying our tag.
-        data["TagSpecifications"].append({"ResourceType": "spot-instances-request", "Tags": tags})
-    profile = instance_profile or spec.instance_profile
-    if profile:
-        data["IamInstanceProfile"] = {"Name": profile}
-    if spec.user_data:
-        data["UserData"] = base64.b64encode(spec.user_data.encode()).decode()
-    if spec.block_device_mappings:
-        data["BlockDeviceMappings"] = [
-            m.launch_template_mapping() for m in spec.block_device_mappings
-        ]
-    return data
-
-
-def on_base(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
-    """A NodeClass's template data over a named template's (`launchTemplateName`): every field
-    the class sets wins; the base's network interfaces, security group names and market options
-    are left out, as the pool's subnets, the class's groups and the capacity type decide those."""
-    kept = {k: v for k, v in base.items() if k not in _NOT_FROM_BASE}
-    return {**kept, **data}
-
-
-def _digest(data: object) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def template_name(node_class_name: str, data: Mapping[str, Any]) -> str:
-    return f"capacity-launcher-{node_class_name}-{_digest(data)}"
-
-
-def template_basis(data: Mapping[str, Any], images: Sequence[str] = ()) -> str:
-    """The template's content apart from its reservation and market parts: equal for every
-    template one NodeClass content and image give, different once either changes. A class with
-    an image per architecture (`images`, more than one) has one basis for all its templates,
-    the image of each replaced by all of them: changing any image supersedes every template."""
-    rest = {
-        k: v
-        for k, v in data.items()
-        if k not in ("CapacityReservationSpecification", "InstanceMarketOptions")
-    }
-    if len(images) > 1:
-        rest["ImageId"] = list(images)
-    rest["TagSpecifications"] = [
-        s
-        for s in rest.get("TagSpecifications", [])
-        if s["ResourceType"] != "spot-instances-request"
-    ]
-    return _digest(rest)
-
-
-def template_tags(
-    node_class_name: str,
-    data: Mapping[str, Any],
-    use: ReservationUse,
-    images: Sequence[str] = (),
-    stack: str | None = None,
-) -> list[dict[str, str]]:
-    tags = {
-        MANAGED: "true",
-        NODE_CLASS: node_class_name,
-        TEMPLATE_BASIS: template_basis(data, images),
-        **Ownership(stack).tags(),
-    }
-    if use.target is not None:
-        tags[RESERVATION_TARGET] = target_tag(use.target.name)
-    return [{"Key": k, "Value": v} for k, v in tags.items()]
 
 
 class LaunchTemplates:
@@ -289,7 +169,7 @@ class LaunchTemplates:
         """Tag a template found again with when, unless a launcher did so lately: the sweep
         keeps the templates launches use. A refusal is logged: the next find marks it."""
         now = self._clock()
-        if (now - _last_used(template)).total_seconds() < MARK_USED_AFTER_SECONDS:
+        if (now - last_used(template)).total_seconds() < MARK_USED_AFTER_SECONDS:
             return
         stamp = now.astimezone(UTC).isoformat(timespec="seconds")
         try:
@@ -438,107 +318,3 @@ def _unless_missing[**P](
         if refused.code != _PARAMETER_NOT_FOUND:
             raise
         return None
-
-
-class TemplateInventory:
-    """This deployment's launch templates as the sync's lifecycle sees them: listed a bounded
-    number of pages a run (continuing where the last run stopped), deleted one by one. Another
-    deployment's (tagged with another stack) are never listed, so never deleted."""
-
-    def __init__(
-        self,
-        ec2: Any | None = None,
-        pages_per_run: int = 5,
-        page_size: int = _PAGE_SIZE,
-        ownership: Ownership | None = None,
-    ) -> None:
-        self._ec2 = ec2 or client("ec2")
-        self._pages_per_run = pages_per_run
-        self._page_size = page_size
-        self._ownership = ownership or Ownership()
-        self._next_token: str | None = None
-
-    def managed(self) -> list[ManagedTemplate]:
-        """Up to `pages_per_run` pages of templates tagged managed; the next call goes on from
-        there, and starts over after the last page, or when EC2 refuses the token it kept (an
-        expired one: kept, it would fail every later run)."""
-        found: list[ManagedTemplate] = []
-        for _ in range(self._pages_per_run):
-            with aws_call("DescribeLaunchTemplates", fatal=LaunchFailed):
-                page = self._page_or_first(self._next_token)
-            found += [
-                _managed(raw)
-                for raw in page.get("LaunchTemplates", [])
-                if self._ownership.owns(_tags(raw))
-            ]
-            self._next_token = page.get("NextToken") or None
-            if self._next_token is None:
-                break
-        return found
-
-    def _page_or_first(self, token: str | None) -> dict[str, Any]:
-        """The page after `token`; the first page when EC2 refuses the token."""
-        try:
-            return self._page(token)
-        except ClientError as error:
-            if token is None or not is_refused_token(error_code(error), error_message(error)):
-                raise
-            logger.warning(
-                "launch template listing's token refused; listing from the first page",
-                extra={"code": error_code(error), "reason": error_message(error)},
-            )
-            self._next_token = None
-            return self._page(None)
-
-    def delete(self, name: str) -> bool:
-        """Deletes a template; False when it was gone already."""
-        with aws_call("DeleteLaunchTemplate", fatal=LaunchFailed):
-            try:
-                self._ec2.delete_launch_template(LaunchTemplateName=name)
-            except ClientError as error:
-                if is_launch_template_gone(error_code(error)):
-                    return False
-                raise
-        return True
-
-    def _page(self, token: str | None) -> dict[str, Any]:
-        request: dict[str, Any] = {
-            "Filters": [{"Name": f"tag:{MANAGED}", "Values": ["true"]}],
-            "MaxResults": self._page_size,
-        }
-        if token:
-            request["NextToken"] = token
-        return dict(self._ec2.describe_launch_templates(**request))
-
-
-def _tags(raw: Mapping[str, Any]) -> dict[str, str]:
-    return {t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])}
-
-
-def _managed(raw: Mapping[str, Any]) -> ManagedTemplate:
-    tags = _tags(raw)
-    return ManagedTemplate(
-        name=str(raw["LaunchTemplateName"]),
-        created_at=raw["CreateTime"],
-        node_class=tags.get(NODE_CLASS),
-        basis=tags.get(TEMPLATE_BASIS),
-        target=tags.get(RESERVATION_TARGET),
-        used_at=_used_at(tags),
-    )
-
-
-def _used_at(tags: Mapping[str, str]) -> datetime | None:
-    """A template's TEMPLATE_USED_AT mark; None without one (or one not a time)."""
-    try:
-        used = datetime.fromisoformat(tags[TEMPLATE_USED_AT])
-    except (KeyError, ValueError):
-        return None
-    return used if used.tzinfo else used.replace(tzinfo=UTC)
-
-
-def _last_used(raw: Mapping[str, Any]) -> datetime:
-    """When a launcher last made or found a template EC2 lists (its creation, or its mark)."""
-    created: datetime = raw["CreateTime"]
-    created = created if created.tzinfo else created.replace(tzinfo=UTC)
-    used = _used_at(_tags(raw))
-    return max(created, used) if used else created

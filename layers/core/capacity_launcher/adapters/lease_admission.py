@@ -2,7 +2,7 @@
 (service/admission.py), this module writes what it decided, conditioned on what it read.
 
 Each item of a lease's transaction is a small dataclass with the name a conflict reports it by
-(domain/lease_reads.py): the pool's usage (an ADD conditioned on each limited dimension's
+(domain/accounting/lease_reads.py): the pool's usage (an ADD conditioned on each limited dimension's
 headroom: the lease never takes the usage over the limits, whatever was read; and on the
 usage version `limits.unready` was counted at), the lease's put (only if absent, with the types
 it covers when narrowed), the pool's stored limits and revision, its NodeClass's revision, the
@@ -42,13 +42,18 @@ from capacity_launcher.adapters.pool_items import (
     limits_pk,
     within,
 )
-from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.accounting.lease_reads import (
+    ConfigReads,
+    LeaseConflict,
+    LeaseItem,
+    LeaseReads,
+)
+from capacity_launcher.domain.accounting.pool_usage import Lease, LeaseFit
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.index_shards import shard_value
-from capacity_launcher.domain.lease_reads import ConfigReads, LeaseConflict, LeaseItem, LeaseReads
-from capacity_launcher.domain.pool_usage import Lease, LeaseFit
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk
+from capacity_launcher.domain.records.index_shards import shard_value
 
 
 class NamedItem(Protocol):

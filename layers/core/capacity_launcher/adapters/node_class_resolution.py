@@ -12,8 +12,8 @@ from capacity_launcher.adapters.aws import aws_call
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.adapters.security_groups import SecurityGroups
 from capacity_launcher.adapters.subnets import Subnets
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.image_architectures import ImageArchitectures
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
 
 
 class NodeClassResolution:

@@ -9,7 +9,8 @@ Usage is only ever changed in the same transaction as the item that explains the
 put, settled or reclaimed: `pool_leases`; a member put or deleted under a condition:
 `pool_members`), so usage always equals the unsettled leases plus the members of the pool, and
 no instance is counted or released twice, whichever writer gets there first. Every change bumps
-the usage item's `version`, which is what a recompute (`PoolUsageStore.recompute`) conditions on.
+the usage item's `version`, which is what a recompute (`service/usage_recount.recount_pool`,
+adapters/pool_usage_store.py) conditions on.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.config_items import POOL_SET_KEY
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.documents import Revisions, is_revision
-from capacity_launcher.domain.errors import ConditionFailed, NodePoolChanged, NodePoolDeleted
-from capacity_launcher.domain.pool_usage import Lease, Member, Recount, usage_of
+from capacity_launcher.domain.accounting.pool_usage import Lease, Member
+from capacity_launcher.domain.apis.documents import Revisions, is_revision
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.errors import NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.quantities import (
     CPU,
     DIMENSIONS,
@@ -37,7 +39,6 @@ from capacity_launcher.domain.quantities import (
     Resources,
     limits_token,
 )
-from capacity_launcher.domain.quotas import QuotaSet
 
 USAGE = "Usage"
 LEASE_PREFIX = "Lease#"
@@ -54,8 +55,6 @@ OPEN_LEASE = "open"
 # The instance types a lease narrowed to the room left covers (absent: every candidate).
 LEASE_TYPES = "instanceTypes"
 ATTRIBUTES = {CPU: "cpu", MEMORY: "memoryMiB", GPU: "gpu", INSTANCES: "instances"}
-# Tries of a conditional write that writers keep moving the usage under, before giving up.
-CONTENDED_TRIES = 3
 # (quota usage item, requester): where a lease or member is also counted for its quota.
 QuotaHold = tuple[str, str] | None
 
@@ -302,65 +301,6 @@ class PoolItems:
             }
             for instance_id in instance_ids
         ]
-
-
-class PoolUsageStore:
-    """A pool's usage as stored, its limits as last applied, and the recompute that repairs it."""
-
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
-        self._items = PoolItems(table_name, dynamodb)
-
-    def usage(self, pool: str) -> Resources:
-        return self._items.usage_item(pool)[0]
-
-    def stored_limits(self, pool: str) -> PoolLimits | None:
-        """The limits of the pool as last applied (strongly consistent); None also when the
-        pool is no longer stored (a lease then says NodePoolDeleted)."""
-        return self._items.stored(pool)[1]
-
-    def recompute(self, pool: str) -> Recount | None:
-        """Set usage to its unsettled leases plus its members, if no writer moved it meanwhile.
-
-        Every usage change bumps `version`; the read of leases and members is bracketed by two
-        reads of it and the write is conditional on it, so a concurrent transaction makes this
-        try again (None after a few tries: the next sync repairs) instead of being overwritten.
-        The members it read come back with it: as of that read, they are the pool's.
-        """
-        for _ in range(CONTENDED_TRIES):
-            stored, version = self._items.usage_item(pool)
-            counted = counted_in(self._items.live(pool))
-            recomputed = usage_of(counted)
-            if self._items.usage_item(pool)[1] != version:
-                continue
-            members = tuple(c for c in counted if isinstance(c, Member))
-            if recomputed == stored:
-                return Recount(stored, recomputed, repaired=False, members=members)
-            if self._replace(pool, recomputed, version):
-                return Recount(stored, recomputed, repaired=True, members=members)
-        return None
-
-    def _replace(self, pool: str, usage: Resources, version: int | None) -> bool:
-        """Write `usage` as the pool's, if its version is still `version`; False if it moved."""
-        values = {
-            "pk": limits_pk(pool),
-            "sk": USAGE,
-            "version": (version or 0) + 1,
-            **attributes_of(usage),
-        }
-        condition: dict[str, Any] = {"ExpressionAttributeNames": {"#version": "version"}}
-        if version is None:
-            condition["ConditionExpression"] = "attribute_not_exists(#version)"
-        else:
-            condition["ConditionExpression"] = "#version = :version"
-            condition["ExpressionAttributeValues"] = {":version": {"N": str(version)}}
-        try:
-            with aws_call("PutItem"):
-                self._items.db.put_item(
-                    TableName=self._items.table, Item=to_item(values), **condition
-                )
-        except ConditionFailed:
-            return False
-        return True
 
 
 def attributes_of(amount: Resources) -> dict[str, Decimal]:

@@ -15,7 +15,7 @@ so it happens once whoever gets there first (the item layout: `pool_items`).
 Taking a lease is the service's loop (service/admission.py): it reads what its decision depends
 on through this store (the pool's stored limits, the quotas and their generation, the quota
 usage items, the pool's usage when the whole lease may not fit, its `limits.unready` count),
-asks the domain (`quota_admission.fit_quota_lease`), and has this store write one transaction
+asks the domain (`quota_leases.fit_quota_lease`), and has this store write one transaction
 conditioned on exactly what it read (`lease_admission`: named items, and a conflict naming the
 items that moved).
 """
@@ -43,19 +43,20 @@ from capacity_launcher.adapters.pool_items import (
     limits_pk,
     settled_of,
 )
-from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import ConditionFailed, LeaseReclaimed
-from capacity_launcher.domain.index_shards import read_values
-from capacity_launcher.domain.lease_reads import (
+from capacity_launcher.domain.accounting.lease_reads import (
     ConfigReads,
     LeaseReads,
     QuotaReading,
     UnreadyReading,
 )
-from capacity_launcher.domain.pool_usage import Lease, LeaseFit, total
+from capacity_launcher.domain.accounting.pool_usage import Lease, LeaseFit, total
+from capacity_launcher.domain.accounting.quota_admission import UsageKey
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.errors import ConditionFailed, LeaseReclaimed
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk, UsageKey
-from capacity_launcher.domain.quotas import QuotaSet
+from capacity_launcher.domain.records.index_shards import read_values
 
 # Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
 # quota's usage, the lease's delete (or its absence checked) and the settled marker's put).

@@ -25,10 +25,10 @@ from capacity_launcher.adapters.pool_items import (
     limits_pk,
     member_of,
 )
+from capacity_launcher.domain.accounting.pool_usage import Member
+from capacity_launcher.domain.accounting.quota_leases import governing
 from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded
-from capacity_launcher.domain.pool_usage import Member
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import governing
 
 INSTANCE_SK = "Instance"
 

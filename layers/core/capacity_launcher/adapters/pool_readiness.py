@@ -24,9 +24,9 @@ from capacity_launcher.adapters.pool_items import (
     USAGE,
     limits_pk,
 )
+from capacity_launcher.domain.accounting.pool_usage import Readiness
 from capacity_launcher.domain.aws_errors import unknown_instance_ids
 from capacity_launcher.domain.errors import ConditionFailed, LaunchFailed
-from capacity_launcher.domain.pool_usage import Readiness
 
 READY_PREFIX = "Ready#"
 _LIVE_UNTIL = "Member$"

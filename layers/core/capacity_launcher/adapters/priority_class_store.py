@@ -19,15 +19,10 @@ from capacity_launcher.adapters.config_items import (
     QUOTA_SET_KEY,
     kept_of,
     quota_generation_check,
+    seen_version_bump,
 )
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
-from capacity_launcher.domain.errors import (
-    CapacityLauncherError,
-    ConditionFailed,
-    ConfigConflict,
-    NotFound,
-)
-from capacity_launcher.domain.priority_classes import (
+from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
     PriorityTable,
@@ -36,6 +31,12 @@ from capacity_launcher.domain.priority_classes import (
     named_class,
     parse_priority_class,
     priority_table,
+)
+from capacity_launcher.domain.errors import (
+    CapacityLauncherError,
+    ConditionFailed,
+    ConfigConflict,
+    NotFound,
 )
 from capacity_launcher.observability import logger
 
@@ -143,17 +144,7 @@ class PriorityClassStore:
         raise ConfigConflict(f"PriorityClass {name} kept changing while it was deleted; try again")
 
     def _bump(self, seen: int) -> dict[str, Any]:
-        return {
-            "TableName": self._table,
-            "Key": key(*PRIORITY_CLASSES_KEY),
-            "UpdateExpression": "ADD version :one",
-            "ConditionExpression": (
-                "attribute_not_exists(version) OR version = :seen"
-                if seen == 0
-                else "version = :seen"
-            ),
-            "ExpressionAttributeValues": {":one": {"N": "1"}, ":seen": {"N": str(seen)}},
-        }
+        return seen_version_bump(self._table, PRIORITY_CLASSES_KEY, seen)
 
     def _read_one(self, pk: str, sk: str) -> dict[str, Any] | None:
         with aws_call("GetItem"):

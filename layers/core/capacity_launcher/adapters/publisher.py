@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
-from capacity_launcher.domain.detail_limits import fit_detail
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.status import EVENT_SOURCE, Event
+from capacity_launcher.domain.records.detail_limits import fit_detail
+from capacity_launcher.domain.records.status import EVENT_SOURCE, Event
 
 # PutEvents: at most 10 entries and 256 KB per call, sized as EventBridge documents ("Calculating
 # PutEvents event entry size": Source, DetailType, Detail and each Resources entry, in UTF-8).
@@ -70,6 +70,6 @@ def _batches(entries: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any
 
 
 def _fitted(event: Event) -> Mapping[str, Any]:
-    """The detail within the one size policy of records (domain/detail_limits.py): a status
+    """The detail within the one size policy of records (domain/records/detail_limits.py): a status
     record is within it already; any other detail is held to it the same way."""
     return fit_detail(event.detail)

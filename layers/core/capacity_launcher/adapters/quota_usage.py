@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
+from capacity_launcher.domain.apis.quotas import usage_item_key
 from capacity_launcher.domain.quantities import CPU, GPU, INSTANCES, MEMORY, Resources
-from capacity_launcher.domain.quotas import usage_item_key
 
 PREFIX = "QuotaUsage#"
 SK = "Usage"

@@ -1,21 +1,20 @@
-"""Quota usage as the quota sync and reclaim read it, and the recount that repairs it.
+"""Quota usage as the quota sync and reclaim read it, and the reads and write of its recount
+(service/usage_recount.py).
 
 The items themselves (one per cohort and flavor, a version bumped by every change) are
 `quota_usage`'s; admission and release write them inside the lease and member transactions
-(`pool_leases`, `pool_members`). A recount sets an item to what the pool's unsettled leases and
-members that hold it say, conditioned on the version it read, like the pool usage's recompute.
+(`pool_leases`, `pool_members`). A recount's write is conditioned on the version it read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call
-from capacity_launcher.adapters.pool_items import CONTENDED_TRIES, PoolItems, counted_in
+from capacity_launcher.adapters.pool_items import PoolItems, counted_in
 from capacity_launcher.adapters.quota_usage import Reading, read, replacement
+from capacity_launcher.domain.accounting.pool_usage import Lease, Member
 from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.pool_usage import Lease, Member, QuotaRecount, quota_use, same_use
 from capacity_launcher.domain.quantities import Resources
 
 
@@ -28,47 +27,24 @@ class QuotaUsageStore:
         consistent)."""
         return self._read(pk, pool)[1]
 
-    def recount_quotas(self, pool: str, pks: Sequence[str]) -> dict[str, QuotaRecount | None]:
-        """Set each quota usage item of `pks` to the unsettled leases plus the members of `pool`
-        that hold it, per requester, if no writer moved it meanwhile (its version, as the pool
-        usage's recompute); one read of the pool's live range serves every item (None:
-        contended)."""
-        found: dict[str, QuotaRecount | None] = dict.fromkeys(pks)
-        pending = list(pks)
-        for _ in range(CONTENDED_TRIES):
-            if not pending:
-                break
-            before = {pk: self._read(pk, pool) for pk in pending}
-            counted = counted_in(self._items.live(pool))
-            again = []
-            for pk in pending:
-                recount = self._recount(pk, pool, before[pk], counted)
-                if recount is None:
-                    again.append(pk)
-                found[pk] = recount
-            pending = again
-        return found
+    def quota_reading(self, pk: str, pool: str) -> Reading:
+        """One quota usage item's version (None: never written) and use by (requester, pool)."""
+        return self._read(pk, pool)
 
-    def _recount(
-        self,
-        pk: str,
-        pool: str,
-        before: Reading,
-        counted: Sequence[Lease | Member],
-    ) -> QuotaRecount | None:
-        """One item's recount from `counted` (read after `before`); None if a writer moved it."""
-        version, stored = before
-        if self._read(pk, pool)[0] != version:
-            return None
-        recounted = quota_use(counted, pk, pool)
-        if same_use(stored, recounted):
-            return QuotaRecount(pk, stored, recounted, repaired=False)
+    def counted(self, pool: str) -> list[Lease | Member]:
+        """What the pool's usage is made of: its unsettled leases and members."""
+        return counted_in(self._items.live(pool))
+
+    def replace_quota_usage(
+        self, pk: str, usage: dict[tuple[str, str], Resources], version: int | None
+    ) -> bool:
+        """Write `usage` as the item's, if its version is still `version`; False if it moved."""
         try:
             with aws_call("PutItem"):
-                self._items.db.put_item(**replacement(self._items.table, pk, recounted, version))
+                self._items.db.put_item(**replacement(self._items.table, pk, usage, version))
         except ConditionFailed:
-            return None
-        return QuotaRecount(pk, stored, recounted, repaired=True)
+            return False
+        return True
 
     def _read(self, pk: str, pool: str) -> Reading:
         with aws_call("GetItem"):

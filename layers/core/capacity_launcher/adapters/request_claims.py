@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 
-from capacity_launcher.domain.claims import Claim, ClaimState
+from capacity_launcher.domain.records.claims import Claim, ClaimState
 from capacity_launcher.observability import logger
 
 # The status of a Powertools idempotency record whose request finished.

@@ -1,7 +1,7 @@
 """Reservation snapshots shared by every worker: the state table's `Reservation` partition.
 
-Only translation to and from DynamoDB items: what they mean is domain/reservations.py, and the
-launchers read them through service/reservations.py.
+Only translation to and from DynamoDB items: what they mean is
+domain/capacity/reservations.py, and the launchers read them through service/reservations.py.
 
 The sync writes one item per reservation (sk `cr-…`) and one coverage item per reservation target
 or selector term it resolved (sk `Covered#…`: its members and each one's instance type and zone),
@@ -21,15 +21,17 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
-from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.reservations import (
-    COVERAGE_PREFIX,
-    DEFAULT_TYPE,
+from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
     InvalidSnapshot,
-    ReservationSnapshot,
     StoredReservation,
 )
+from capacity_launcher.domain.capacity.reservations import (
+    COVERAGE_PREFIX,
+    DEFAULT_TYPE,
+    ReservationSnapshot,
+)
+from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.observability import logger
 
 PARTITION = "Reservation"

@@ -6,7 +6,7 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
 
 SUBNETS_TTL_SECONDS = 300.0
 

@@ -26,11 +26,11 @@ from capacity_launcher.adapters.dynamodb import (
     from_item,
     to_item,
 )
-from capacity_launcher.domain.errors import ConditionFailed, Transient
-from capacity_launcher.domain.offerings import Turn
+from capacity_launcher.domain.capacity.offerings import Turn
 
 # Re-exported: where it was defined before the domain had it (other modules import it here).
-from capacity_launcher.domain.offerings import UnavailableEntry as UnavailableEntry
+from capacity_launcher.domain.capacity.offerings import UnavailableEntry as UnavailableEntry
+from capacity_launcher.domain.errors import ConditionFailed, Transient
 from capacity_launcher.observability import logger
 
 # The reason a claim item carries: to any reader of the table it is a short-lived entry.

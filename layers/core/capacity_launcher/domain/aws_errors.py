@@ -23,7 +23,7 @@ from capacity_launcher.domain.errors import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from capacity_launcher.domain.config import NodeClass
+    from capacity_launcher.domain.apis.config import NodeClass
 
 # Codes that mean "this offering has no capacity right now": cached as unavailable, then the
 # remaining offerings are tried. After Karpenter's pkg/errors; docs/operations.md lists them.

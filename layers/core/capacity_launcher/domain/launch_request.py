@@ -29,14 +29,15 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from capacity_launcher.domain.associations import association_of, association_requester
-from capacity_launcher.domain.config_base import Name, validate_tags
+from capacity_launcher.domain.apis.config_base import Name, validate_tags
+from capacity_launcher.domain.apis.ome.associations import association_of, association_requester
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED, Requirement
 from capacity_launcher.domain.errors import InvalidLaunchRequest
 from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.json_depth import deep_fields, may_nest_deeper, shallow
+from capacity_launcher.domain.records.status import LAUNCH_REQUESTED
 from capacity_launcher.domain.requester_origins import MAX_REQUESTER_LENGTH, Origin, origin_of
-from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirement, Requirements
-from capacity_launcher.domain.status import LAUNCH_REQUESTED
 
 REQUEST_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_COUNT = 500
@@ -221,7 +222,7 @@ def invalid_body_hash(body: str | Mapping[str, Any]) -> str:
 
 
 def waits_only_for_reserved(why: str) -> str:
-    """The rule a wait breaks when the capacity it may use is never reserved (README)."""
+    """The rule a wait breaks when the capacity it may use is never reserved (docs/contracts.md)."""
     return f"waits only for reserved capacity ({CAPACITY_TYPE} must allow {RESERVED}); {why}"
 
 

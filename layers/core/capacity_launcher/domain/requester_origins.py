@@ -22,9 +22,9 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from capacity_launcher.domain.config_base import BUILT_ON_FIRST_USE, _Document, no_repeats
+from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, _Document, no_repeats
 from capacity_launcher.domain.errors import RequesterNotAllowed
-from capacity_launcher.domain.status import EVENT_SOURCE
+from capacity_launcher.domain.records.status import EVENT_SOURCE
 
 # A requester's name, in a launch request and in a CapacityQuota's requesters.
 MAX_REQUESTER_LENGTH = 128
@@ -175,7 +175,7 @@ class RequesterBindings:
     @classmethod
     def of(cls, quotas: Iterable[BindsRequesters]) -> RequesterBindings:
         """Apply keeps a requester's binding the same in every quota that gives one
-        (quotas.conflicts); should stored quotas still differ, the first by name wins."""
+        (quota_sets.conflicts); should stored quotas still differ, the first by name wins."""
         found: dict[str, RequesterOrigins] = {}
         for quota in sorted(quotas, key=lambda q: q.name):
             for requester, origins in quota.spec.requester_origins.items():

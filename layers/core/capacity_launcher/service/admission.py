@@ -2,7 +2,7 @@
 port, decide with the domain, write the decision conditioned on what was read, and on a conflict
 read again only what moved, a bounded number of times.
 
-The decision (`quota_admission.fit_quota_lease`) fits the lease into the room the pool's limits
+The decision (`quota_leases.fit_quota_lease`) fits the lease into the room the pool's limits
 leave beside its usage, and the room its requester's quota leaves: `count x the largest
 candidate` when that fits, otherwise narrowed to the candidate types that fit (`fit_lease`),
 sized by the largest of those. The first try assumes the pool's usage leaves room for the whole
@@ -10,13 +10,13 @@ lease and reads nothing of it; when it does not (the limits alone cannot hold it
 item moved), the pool's usage is read and the decision made from what it says. Never is a lease
 narrowed or refused on the container's copy of the limits: the stored ones are read first.
 
-The write (`PoolLeases.write`) is one transaction of named items (domain/lease_reads.py); its
-conflict names the items that moved, and says what to read again before deciding again: the
+The write (`PoolLeases.write`) is one transaction of named items (domain/accounting/lease_reads.py);
+its conflict names the items that moved, and says what to read again before deciding again: the
 pool's usage (another lease or settle moved it), the stored limits (the pool was applied), the
 quotas (a quota naming the pool was applied: the stored quota set), the quota usage (another
-admission in the cohort wrote first: read on the next decision). A pool or class applied since
-the request was resolved is not decided again here: NodePoolChanged sends the request back to
-be resolved on the stored documents. Another revision alone does not say the document changed
+admission in the cohort wrote first: read on the next decision). A pool or class applied since the
+request was resolved is not decided again here: NodePoolChanged sends the request back to be
+resolved on the stored documents. Another revision alone does not say the document changed
 (a writer of another version spells it otherwise): the stored documents are read first, and when
 they are the ones the request was resolved with, the write conditions on the revisions they are
 stored with. A refusal (the limits, `limits.unready` or the quota leave no room) writes no lease
@@ -34,18 +34,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import NodePoolChanged, QuotaExceeded, Transient
-from capacity_launcher.domain.lease_reads import ConfigReads, LeaseConflict, LeaseItem, LeaseReads
-from capacity_launcher.domain.pool_usage import Lease, LeaseFit, room_left, unready_refusal
-from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import (
+from capacity_launcher.domain.accounting.lease_reads import (
+    ConfigReads,
+    LeaseConflict,
+    LeaseItem,
+    LeaseReads,
+)
+from capacity_launcher.domain.accounting.pool_usage import (
+    Lease,
+    LeaseFit,
+    room_left,
+    unready_refusal,
+)
+from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
     fit_quota_lease,
     governing,
     usage_items,
 )
-from capacity_launcher.domain.quotas import QuotaSet
+from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.errors import NodePoolChanged, QuotaExceeded, Transient
+from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.service.ports import LeaseSnapshot, PoolLeases
 
 # Decisions a lease makes before the message goes back (a re-read of the limits or the usage

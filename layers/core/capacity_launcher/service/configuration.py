@@ -4,31 +4,68 @@ PriorityClasses, each stored through its own store. Built by the composition roo
 and prints what this answers.
 
 The checks across documents: those applied together (`conflicts_among`, before anything is
-stored) and each against what is stored (the stores refuse a NodePool naming no stored NodeClass,
-a quota conflicting with the stored quotas, a reservation naming no stored PriorityClass).
+stored) and each against what is stored (a NodePool naming no stored NodeClass, a quota
+conflicting with the stored quotas, a reservation naming no stored PriorityClass, a NodeClass
+deleted while a NodePool names it). The stores read and write conditioned on what was read;
+the decisions across quotas are the domain's (`domain/apis/quota_changes.py`); the loops that
+read, decide and write again when a concurrent change moved what was read are here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.priority_classes import PRIORITY_CLASS, PriorityClass
-from capacity_launcher.domain.quotas import CapacityQuota, conflicts
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.priority_classes import (
+    PRIORITY_CLASS,
+    PriorityClass,
+    missing_class,
+    named_class,
+)
+from capacity_launcher.domain.apis.quota_changes import (
+    QuotaApplyRead,
+    QuotaDelete,
+    QuotaDeleteRead,
+    QuotaPut,
+    kept_body,
+    plan_apply,
+    plan_delete,
+)
+from capacity_launcher.domain.apis.quota_sets import conflicts
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.errors import ConditionFailed, ConfigConflict
 
 if TYPE_CHECKING:
-    from capacity_launcher.domain.api_versions import Kept
+    from capacity_launcher.domain.apis.kept_fields import Kept
 
 Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 
+# An apply or delete that keeps meeting concurrent changes gives up and says so (the user
+# retries).
+_APPLY_QUOTA_TRIES = 3
+_DELETE_TRIES = 3
+
+
+class QuotaWrites(Protocol):
+    """CapacityQuota items: what an apply or delete reads, and its conditioned write
+    (ConditionFailed when something read moved)."""
+
+    def apply_read(self, name: str) -> QuotaApplyRead: ...
+    def put(self, write: QuotaPut) -> None: ...
+    def delete_read(self, name: str) -> QuotaDeleteRead: ...
+    def delete(self, write: QuotaDelete) -> None: ...
+    def priority_class_stored(self, name: str) -> bool: ...
+
 
 class ConfigWrites(Protocol):
-    def apply(
-        self, document: NodeClass | NodePool | CapacityQuota, kept: Kept | None = None
-    ) -> None: ...
-    def delete(self, kind: Any, name: str) -> None: ...
+    def apply(self, document: NodeClass | NodePool, kept: Kept | None = None) -> None: ...
+    def delete_pool(self, name: str) -> None: ...
+    def class_users(self, name: str) -> tuple[int, list[str]]: ...
+    def delete_class(self, name: str, version: int) -> bool: ...
+    def quotas(self) -> QuotaWrites: ...
+    def forget(self) -> None: ...
 
 
 class PriorityClassWrites(Protocol):
@@ -59,6 +96,9 @@ class Configuration:
         it)."""
         if isinstance(document, PriorityClass):
             self.priority_classes.apply(document)
+        elif isinstance(document, CapacityQuota):
+            apply_quota(self.config.quotas(), document, kept)
+            self.config.forget()
         else:
             self.config.apply(document, kept)
 
@@ -66,5 +106,58 @@ class Configuration:
         """Delete one document (NotFound when none is stored)."""
         if kind == PRIORITY_CLASS:
             self.priority_classes.delete(name)
+        elif kind == "CapacityQuota":
+            delete_quota(self.config.quotas(), name)
+            self.config.forget()
+        elif kind == "NodeClass":
+            delete_class(self.config, name)
         else:
-            self.config.delete(kind, name)
+            self.config.delete_pool(name)
+
+
+def apply_quota(quotas: QuotaWrites, quota: CapacityQuota, kept: Kept | None = None) -> None:
+    """Store `quota` if, with the stored others, no requester has two quotas in one flavor, and
+    the PriorityClass it was applied naming (in ``kept``) is stored; checked again on what
+    moved when another apply lands between the check and the write."""
+    body, priority_class = kept_body(kept), named_class(kept)
+    for _ in range(_APPLY_QUOTA_TRIES):
+        write = plan_apply(quota, body, priority_class, quotas.apply_read(quota.name))
+        try:
+            quotas.put(write)
+            return
+        except ConditionFailed:
+            if priority_class is not None and not quotas.priority_class_stored(priority_class):
+                raise missing_class(priority_class) from None
+            # another quota was applied meanwhile: check the conflicts again
+    raise ConfigConflict(
+        f"CapacityQuota {quota.name}: other quotas kept changing while it was applied; try again"
+    )
+
+
+def delete_quota(quotas: QuotaWrites, name: str) -> None:
+    """Delete quota `name` (NotFound if it is not stored): a lease decided with it stored
+    cannot be written after this returns. The delete holds only for the document read (an
+    apply meanwhile may name other pools): read again when it moved."""
+    for _ in range(_DELETE_TRIES):
+        try:
+            quotas.delete(plan_delete(name, quotas.delete_read(name)))
+            return
+        except ConditionFailed:
+            continue  # applied or deleted meanwhile: read it again
+    raise ConfigConflict(
+        f"CapacityQuota {name} kept changing while it was being deleted; try again"
+    )
+
+
+def delete_class(config: ConfigWrites, name: str) -> None:
+    """Delete NodeClass `name` unless a NodePool names it (ConfigConflict naming them; NotFound
+    if it is not stored), conditioned on the version read before its users."""
+    for _ in range(_DELETE_TRIES):
+        version, users = config.class_users(name)
+        if users:
+            raise ConfigConflict(
+                f"NodeClass {name} is used by NodePool(s) {', '.join(users)}; delete them first"
+            )
+        if config.delete_class(name, version):
+            return
+    raise ConfigConflict(f"NodeClass {name} kept changing while it was being deleted; try again")

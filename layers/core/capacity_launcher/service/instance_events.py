@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.offerings import RESERVED, offering_key
-from capacity_launcher.domain.status import INSTANCE_TERMINATED, Event, format_timestamp
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.status import INSTANCE_TERMINATED, Event, format_timestamp
 from capacity_launcher.observability import MetricUnit, logger, metrics
 from capacity_launcher.service.ports import (
     Configuration,

@@ -12,53 +12,55 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from capacity_launcher.domain.capacity_wait import HeldWait
-from capacity_launcher.domain.claims import Claim
-from capacity_launcher.domain.config import (
-    CapacityReservationSelectorTerm,
-    NodeClass,
-    NodePool,
-    PoolSet,
-)
-from capacity_launcher.domain.documents import Revisions
-from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.fleet import (
-    FleetResult,
-    InstanceLanding,
-    LaunchTemplate,
-    ManagedInstance,
-)
-from capacity_launcher.domain.image_architectures import ImageArchitectures
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.intents import LaunchIntent
-from capacity_launcher.domain.lease_reads import (
+from capacity_launcher.domain.accounting.lease_reads import (
     ConfigReads,
     LeaseReads,
     QuotaReading,
     UnreadyReading,
 )
-from capacity_launcher.domain.offerings import Turn
-from capacity_launcher.domain.pool_usage import (
+from capacity_launcher.domain.accounting.pool_usage import (
     Lease,
     LeaseFit,
     Member,
-    QuotaRecount,
     Readiness,
-    Recount,
 )
-from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk, UsageKey
-from capacity_launcher.domain.quotas import CapacityQuota, QuotaSet
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.accounting.quota_admission import UsageKey
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.apis.config import (
+    CapacityReservationSelectorTerm,
+    NodeClass,
+    NodePool,
+    PoolSet,
+)
+from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.capacity.capacity_wait import HeldWait
+from capacity_launcher.domain.capacity.fleet import (
+    FleetResult,
+    InstanceLanding,
+    LaunchTemplate,
+    ManagedInstance,
+)
+from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offerings import Turn
+from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
     ReservationScope,
+    StoredReservation,
+)
+from capacity_launcher.domain.capacity.reservations import (
     ReservationSnapshot,
     ReservationSource,
     ReservedTarget,
-    StoredReservation,
 )
-from capacity_launcher.domain.status import ReclaimRequested, RequestRecord
+from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.domain.records.claims import Claim
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import ReclaimRequested, RequestRecord
 
 if TYPE_CHECKING:  # the launcher's alone: the sync's and instance events' cold starts skip it
     from capacity_launcher.domain.launch_request import Message
@@ -203,11 +205,13 @@ class PoolMembers(Protocol):
 
 
 class PoolUsage(Protocol):
-    """A pool's usage as stored, and its recompute from leases and members
-    (adapters/pool_items.py)."""
+    """A pool's usage as stored, what it is made of, and its conditioned replacement: the reads
+    and the write of a recount (service/usage_recount.py; adapters/pool_usage_store.py)."""
 
     def usage(self, pool: str) -> Resources: ...
-    def recompute(self, pool: str) -> Recount | None: ...
+    def usage_version(self, pool: str) -> tuple[Resources, int | None]: ...
+    def counted(self, pool: str) -> list[Lease | Member]: ...
+    def replace_usage(self, pool: str, usage: Resources, version: int | None) -> bool: ...
 
 
 class PoolReadinessCount(Protocol):
@@ -222,7 +226,13 @@ class QuotaUsage(Protocol):
     quota sync and reclaim read and recount it (adapters/quota_usage_store.py)."""
 
     def quota_usage(self, pk: str, pool: str) -> dict[tuple[str, str], Resources]: ...
-    def recount_quotas(self, pool: str, pks: Sequence[str]) -> dict[str, QuotaRecount | None]: ...
+    def quota_reading(
+        self, pk: str, pool: str
+    ) -> tuple[int | None, dict[tuple[str, str], Resources]]: ...
+    def counted(self, pool: str) -> list[Lease | Member]: ...
+    def replace_quota_usage(
+        self, pk: str, usage: dict[tuple[str, str], Resources], version: int | None
+    ) -> bool: ...
 
 
 # -- quotas: open reclaims and the status the sync keeps -------------------------------------------

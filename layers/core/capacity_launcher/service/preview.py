@@ -16,22 +16,25 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from capacity_launcher.domain.errors import QuotaExceeded, RequestRejected
-from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.offerings import Offering
-from capacity_launcher.domain.pool_usage import fit_lease, room_left, unready_refusal
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import (
+from capacity_launcher.domain.accounting.pool_usage import fit_lease, room_left, unready_refusal
+from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
     admit_lease,
     governing,
     usage_items,
 )
-from capacity_launcher.domain.quotas import format_amount
-from capacity_launcher.domain.status import ErrorDetail, UnavailableOffering, format_timestamp
-from capacity_launcher.service.launch.progress import Context, LaunchReport
-from capacity_launcher.service.launch.resolve import PoolView, Refusal, screen
-from capacity_launcher.service.launch.resolve import resolve as resolve_pool
+from capacity_launcher.domain.apis.quotas import format_amount
+from capacity_launcher.domain.capacity.offerings import Offering
+from capacity_launcher.domain.errors import QuotaExceeded, RequestRejected
+from capacity_launcher.domain.launch_request import LaunchRequest
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.status import (
+    ErrorDetail,
+    UnavailableOffering,
+    format_timestamp,
+)
+from capacity_launcher.service.launch.progress import Context, LaunchReport, PoolView, Refusal
+from capacity_launcher.service.launch.resolve import read_pool, screen
 from capacity_launcher.service.ports import PoolReadinessCount, PoolUsage, QuotaUsage
 from capacity_launcher.service.resolution import Prepared, resolve, resolve_next
 
@@ -187,7 +190,7 @@ def _chain(ctx: Context, first: Prepared) -> Iterator[Prepared]:
 
 def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
     pool, node_class = prepared.pool.metadata.name, prepared.node_class.metadata.name
-    found = resolve_pool(ctx, prepared, [], LaunchReport(records={}))
+    found = read_pool(ctx, prepared, [], LaunchReport(records={}))
     refusal = found if isinstance(found, Refusal) else screen(ctx, found)
     if isinstance(found, Refusal) or refusal is not None:
         assert refusal is not None

@@ -2,7 +2,8 @@
 deleted once no NodeClass names it (the class deleted, or no longer naming a role), as Karpenter
 deletes a NodeClass's profile with it.
 
-Each run lists this deployment's profiles in the Region (by their path, domain/instance_profiles.py)
+Each run lists this deployment's profiles in the Region (by their path,
+domain/capacity/instance_profiles.py)
 and deletes those no stored NodeClass with a role would launch with and no instance of ours still
 runs under (a class deleted or renamed while its instances run keeps its profile until they are
 gone, as Karpenter waits for a NodeClass's NodeClaims); a failure is logged and left to the next
@@ -15,10 +16,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from capacity_launcher.domain.config import NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.fleet import ManagedInstance
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.fleet import ManagedInstance
-from capacity_launcher.domain.tags import NODE_CLASS, STACK, Ownership
+from capacity_launcher.domain.records.tags import NODE_CLASS, STACK, Ownership
 from capacity_launcher.observability import logger
 
 

@@ -14,34 +14,34 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from capacity_launcher.domain.capacity_wait import HeldWait
-from capacity_launcher.domain.config import NodeClass, NodePool
-from capacity_launcher.domain.documents import InvalidDocument, StoredDocument
-from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.image_architectures import ImageArchitectures
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.karpenter.status import (
+from capacity_launcher.domain.accounting.pool_status import pool_status
+from capacity_launcher.domain.accounting.pool_usage import Lease
+from capacity_launcher.domain.accounting.quota_admission import UsageKey
+from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.documents import InvalidDocument, StoredDocument
+from capacity_launcher.domain.apis.karpenter.status import (
     Resolved,
     ResolvedNodeClass,
     ec2nodeclass_status,
     nodeclaim,
     nodeclaim_name,
 )
-from capacity_launcher.domain.offerings import RESERVED, UnavailableEntry, offering_key
-from capacity_launcher.domain.pool_status import pool_status
-from capacity_launcher.domain.pool_usage import Lease
-from capacity_launcher.domain.priority_classes import PriorityClass, PriorityTable
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import UsageKey
-from capacity_launcher.domain.quota_status import quota_status
-from capacity_launcher.domain.quotas import CapacityQuota
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.priority_classes import PriorityClass, PriorityTable
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.capacity.capacity_wait import HeldWait
+from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
+from capacity_launcher.domain.capacity.offerings import RESERVED, UnavailableEntry, offering_key
+from capacity_launcher.domain.capacity.reservation_state import StoredReservation
+from capacity_launcher.domain.capacity.reservations import (
     ReservationSnapshot,
-    StoredReservation,
     selection_of,
     term_matches,
 )
-from capacity_launcher.domain.status import RequestRecord, format_timestamp
+from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.status import RequestRecord, format_timestamp
 from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from capacity_launcher.domain.quotas import parse_amount
+from capacity_launcher.domain.apis.quotas import parse_amount
 from capacity_launcher.observability import MetricUnit, emit_single
 
 QUOTA_USAGE_OF_NOMINAL = "QuotaUsageOfNominal"

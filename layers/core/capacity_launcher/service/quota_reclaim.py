@@ -26,19 +26,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.domain.errors import CapacityLauncherError, QuotaExceeded
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.pool_usage import Member
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import Cohort, QuotaInstance
-from capacity_launcher.domain.quotas import CapacityQuota, format_amount
-from capacity_launcher.domain.reclaim_decision import (
+from capacity_launcher.domain.accounting.pool_usage import Member
+from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
+from capacity_launcher.domain.accounting.reclaim_decision import (
     ReclaimDecision,
     ReclaimOutcome,
     Spared,
     redecide,
 )
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
+from capacity_launcher.domain.errors import CapacityLauncherError, QuotaExceeded
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.status import (
     RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
     Event,
@@ -152,15 +152,7 @@ class ReclaimRequests:
             for m in self._members.members(pool)
             if m.quota_usage == usage_item and m.requester
         }
-        # Instances other lenders' open reclaims name are as good as released: never named
-        # twice, and what their owners keep must stay within their nominal quota without them.
-        others = [(q.name, pool) for q in quotas if q.cohort_key == lender.cohort_key]
-        for reclaim in self._reclaims.many(others):
-            for named in reclaim.instances:
-                member = members.pop(named.instance_id, None)
-                if member is not None:
-                    where = (str(member.requester), pool)
-                    usage[where] = usage.get(where, Resources.ZERO) - member.amount
+        self._set_aside_named_by_others(lender, pool, quotas, members, usage)
         cohort = Cohort.of(lender, quotas, usage)
         records = self._items.many(sorted(members))
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
@@ -201,6 +193,25 @@ class ReclaimRequests:
                 for i in plan.instances
             ],
         )
+
+    def _set_aside_named_by_others(
+        self,
+        lender: CapacityQuota,
+        pool: str,
+        quotas: list[CapacityQuota],
+        members: dict[str, Member],
+        usage: dict[tuple[str, str], Resources],
+    ) -> None:
+        """Instances other lenders' open reclaims name are as good as released: never named
+        twice, and what their owners keep must stay within their nominal quota without them
+        (taken out of `members` and `usage`)."""
+        others = [(q.name, pool) for q in quotas if q.cohort_key == lender.cohort_key]
+        for reclaim in self._reclaims.many(others):
+            for named in reclaim.instances:
+                member = members.pop(named.instance_id, None)
+                if member is not None:
+                    where = (str(member.requester), pool)
+                    usage[where] = usage.get(where, Resources.ZERO) - member.amount
 
 
 @dataclass

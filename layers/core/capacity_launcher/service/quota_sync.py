@@ -13,16 +13,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from capacity_launcher.domain.accounting.quota_admission import UsageKey
+from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.quota_admission import UsageKey
-from capacity_launcher.domain.quota_status import quota_status
-from capacity_launcher.domain.quotas import CapacityQuota
-from capacity_launcher.domain.status import format_timestamp
+from capacity_launcher.domain.records.status import format_timestamp
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import QuotaStatusStore, QuotaUsage
 from capacity_launcher.service.quota_metrics import emit_quota_usage
 from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimReport
 from capacity_launcher.service.sync_parts import contained
+from capacity_launcher.service.usage_recount import recount_quotas
 
 
 @dataclass
@@ -82,7 +83,7 @@ class QuotaSync:
         recounts = {
             (pk, pool): recount
             for pool, pks in sorted(items.items())
-            for pk, recount in self._quota_usage.recount_quotas(pool, sorted(pks)).items()
+            for pk, recount in recount_quotas(self._quota_usage, pool, sorted(pks)).items()
         }
         for (pk, pool), recount in sorted(recounts.items()):
             found = (

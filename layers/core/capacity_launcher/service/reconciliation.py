@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
+from capacity_launcher.domain.accounting.pool_usage import Member, Recount
+from capacity_launcher.domain.capacity.fleet import ManagedInstance
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.reservation_state import HeldInstance
 from capacity_launcher.domain.errors import LaunchFailed, Transient
-from capacity_launcher.domain.fleet import ManagedInstance
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.pool_usage import Member, Recount
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.reservations import HeldInstance
-from capacity_launcher.domain.tags import (
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.tags import (
     NODE_CLASS,
     NODE_POOL,
     REQUEST_ID,
@@ -57,6 +57,7 @@ from capacity_launcher.service.ports import (
     PoolMembers,
     PoolUsage,
 )
+from capacity_launcher.service.usage_recount import recount_pool
 
 # Instances that hold usage; stopping and stopped ones released it when their event arrived.
 LIVE_STATES = frozenset({"pending", "running"})
@@ -117,10 +118,7 @@ class Reconciliation:
         in_flight = self._settle_leases(report, pools, now_epoch)
         described = self._described()
         states = {i.instance_id: i.state for i in described}
-        live = [i for i in described if i.state in LIVE_STATES]
-        items = self._items.many([i.instance_id for i in live])
-        # One made before instances carried their stack is ours if our table records it.
-        live = [i for i in live if self._ownership.owns(i.tags) or i.instance_id in items]
+        live, items = self._ours_live(described)
         sizes, adopted_items = self._adopt_orphans(report, live, items, in_flight, now)
         self._retag(live, items, report)
         pools |= {p for i in live if (p := _pool_and_request(i, items.get(i.instance_id))[0])}
@@ -137,6 +135,15 @@ class Reconciliation:
         for pool in sorted(pools):
             report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
         return report
+
+    def _ours_live(
+        self, described: Sequence[ManagedInstance]
+    ) -> tuple[list[ManagedInstance], dict[str, InstanceRecord]]:
+        """The live instances described that are ours, and the records of the live ones: one
+        made before instances carried their stack is ours if our table records it."""
+        live = [i for i in described if i.state in LIVE_STATES]
+        items = self._items.many([i.instance_id for i in live])
+        return [i for i in live if self._ownership.owns(i.tags) or i.instance_id in items], items
 
     def _described(self) -> list[ManagedInstance]:
         """The service's instances of this deployment, and those carrying no stack (made before
@@ -286,7 +293,7 @@ class Reconciliation:
     def _recompute(self, pool: str) -> Recount | None:
         """Repairs usage not explained by members and leases (a lost write, an older version's
         delta); None when writers kept it from finishing (the next run repairs)."""
-        recount = self._usage.recompute(pool)
+        recount = recount_pool(self._usage, pool)
         if recount is None or not recount.repaired:
             return recount
         logger.warning(

@@ -17,25 +17,27 @@ from datetime import datetime
 from functools import partial
 from typing import Protocol
 
-from capacity_launcher.domain.config import CapacityReservationSelectorTerm, NodeClass
-from capacity_launcher.domain.errors import LaunchFailed, Transient
-from capacity_launcher.domain.offerings import RESERVED, offering_key
-from capacity_launcher.domain.reservations import (
-    EXPIRED_STATE,
-    SELECTABLE_STATES,
+from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
+from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
     HeldInstance,
-    ReservationSnapshot,
     StoredReservation,
     Thresholds,
     next_state,
+    unchanged,
+)
+from capacity_launcher.domain.capacity.reservations import (
+    EXPIRED_STATE,
+    SELECTABLE_STATES,
+    ReservationSnapshot,
     selection_of,
     selector_key,
     target_key,
     term_matches,
-    unchanged,
 )
-from capacity_launcher.domain.status import RESERVATION_REPLENISHED, Event
+from capacity_launcher.domain.errors import LaunchFailed, Transient
+from capacity_launcher.domain.records.status import RESERVATION_REPLENISHED, Event
 from capacity_launcher.observability import MetricUnit, emit_single, logger, metrics
 from capacity_launcher.service.ports import (
     Configuration,

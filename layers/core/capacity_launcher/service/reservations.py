@@ -1,7 +1,7 @@
 """The launchers' capacity reservations: the shared snapshots first, EC2 when they are stale.
 
 One provider per concept, as Karpenter's `capacityreservation` provider: the rules are
-domain/reservations.py, the DynamoDB and EC2 translations are the adapters behind the
+domain/capacity/reservations.py, the DynamoDB and EC2 translations are the adapters behind the
 `ReservationStore` and `Ec2Reservations` ports.
 """
 
@@ -12,25 +12,27 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 
-from capacity_launcher.domain.config import NodeClass
-from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
-from capacity_launcher.domain.reservations import (
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.capacity.reservation_state import (
     ANYWHERE,
     Coverage,
     ReservationScope,
-    ReservationSelection,
-    ReservationSnapshot,
-    ReservationSource,
     StoredReservation,
     covered,
     flag_holds,
-    in_group,
     more_room_seen,
-    selection_of,
-    target_key,
     with_flags,
     with_room_held,
 )
+from capacity_launcher.domain.capacity.reservations import (
+    ReservationSelection,
+    ReservationSnapshot,
+    ReservationSource,
+    in_group,
+    selection_of,
+    target_key,
+)
+from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 
 # Whether the reservations found have room for all a request asks (the launcher's candidates).
@@ -124,28 +126,56 @@ class ReservationProvider:
             self._as_of[key] = synced_at
             if enough_room(synced):
                 return synced
-            # The sync saw too little room for this request: a reservation created since (a
-            # second one beside a full one, a block bought for a waiting request), or room made
-            # since in one it saw, is not seen yet.
-            looked = self._recheck(selection, synced_at)
+            looked = self._looked_since(selection, synced_at, stored, known, heartbeat)
             if looked is None:
                 return synced
-            live, made_now = looked
-            if made_now:
-                self._note_room(stored, live, heartbeat)
-            # The snapshots, which the claims decide on, may hold more since (slots given back).
-            live = [with_room_held(source, known) for source in live]
+            live = looked
         else:
             # Not synced recently, or a snapshot it needs does not parse: ask EC2 itself.
             live = self._live(selection)
             self._as_of[key] = self._clock()
             self._note_room(stored, live, heartbeat)
+        read = set(known) | invalid
+        return self._flagged(live, stored, read, named, scope, heartbeat)
+
+    def _looked_since(
+        self,
+        selection: ReservationSelection,
+        synced_at: float,
+        stored: Mapping[str, StoredReservation],
+        known: Mapping[str, ReservationSnapshot],
+        heartbeat: datetime | None,
+    ) -> list[ReservationSource] | None:
+        """The sync saw too little room for this request: a reservation created since (a second
+        one beside a full one, a block bought for a waiting request), or room made since in one
+        it saw, is not seen yet. EC2's view when newer than the sync's (None: the sync's is)."""
+        looked = self._recheck(selection, synced_at)
+        if looked is None:
+            return None
+        live, made_now = looked
+        if made_now:
+            self._note_room(stored, live, heartbeat)
+        # The snapshots, which the claims decide on, may hold more since (slots given back).
+        return [with_room_held(source, known) for source in live]
+
+    def _flagged(
+        self,
+        live: list[ReservationSource],
+        stored: Mapping[str, StoredReservation],
+        read: set[str],
+        named: frozenset[str],
+        scope: ReservationScope,
+        heartbeat: datetime | None,
+    ) -> list[ReservationSource]:
+        """`live` with the flags their snapshots hold (the sync's marks); the snapshots of the
+        reservations it names or `scope` admits that were not `read` yet (found by EC2 after
+        the sync) are read first."""
         unread = {
             r.reservation_id
             for s in live
             for r in s.reservations
             if r.reservation_id in named or scope.admits((r.instance_type, r.zone))
-        } - (set(known) | invalid)
+        } - read
         if unread:
             stored = {**stored, **self._snapshots.snapshots(sorted(unread))[0]}
         now = self._now()

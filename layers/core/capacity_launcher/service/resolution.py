@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from capacity_launcher.domain.associations import counted_association
-from capacity_launcher.domain.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.ome.associations import counted_association
+from capacity_launcher.domain.apis.quota_sets import association_refusal
+from capacity_launcher.domain.capacity.constraints import Requirements, narrow
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED
 from capacity_launcher.domain.errors import (
     NotFound,
     RequesterNotAllowed,
@@ -21,10 +24,8 @@ from capacity_launcher.domain.errors import (
     StoredDocumentInvalid,
 )
 from capacity_launcher.domain.launch_request import LaunchRequest, waits_only_for_reserved
-from capacity_launcher.domain.quotas import association_refusal
+from capacity_launcher.domain.records.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.domain.requester_origins import Origin, RequesterBindings
-from capacity_launcher.domain.requirements import CAPACITY_TYPE, RESERVED, Requirements, narrow
-from capacity_launcher.domain.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.service.ports import Configuration
 
 

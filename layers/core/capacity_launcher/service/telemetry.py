@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from capacity_launcher.domain.quotas import NO_REQUESTER, requester_dimension
-from capacity_launcher.domain.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.apis.quota_sets import NO_REQUESTER, requester_dimension
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import MetricUnit, emit_single, metrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Sequence
 
-    from capacity_launcher.domain.quotas import CapacityQuota
+    from capacity_launcher.domain.apis.quotas import CapacityQuota
     from capacity_launcher.service.launch.progress import LaunchReport
 
 INSTANCES_LAUNCHED = "InstancesLaunched"
@@ -32,7 +32,7 @@ LIMIT_REJECTED = "LimitRejected"
 INSTANCES_LEFT_UNTAGGED = "InstancesLeftUntagged"
 # Per served request, by pool and requester (the team): its outcome (dimension `status`), and for
 # a finished one, seconds from its receipt to its record. The dashboard and on-call read these.
-# The requester is bounded to what the quotas declare (domain.quotas.requester_dimension).
+# The requester is bounded to what the quotas declare (domain.apis.quota_sets.requester_dimension).
 REQUEST_OUTCOME = "RequestOutcome"
 REQUEST_LATENCY = "RequestLatency"
 # A dimension value for a request without a pool or requester (a dimension cannot be empty).

@@ -1,5 +1,5 @@
 """The sync's launch-template lifecycle: delete the templates no NodeClass can use any more
-(domain/template_lifecycle.py), a bounded amount of work each run.
+(domain/capacity/template_lifecycle.py), a bounded amount of work each run.
 
 Each run lists a few pages of the service's templates (the inventory goes on from where the last
 run stopped) and deletes at most `budget` of them, so a backlog of thousands (a quota filled
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from capacity_launcher.domain.capacity.template_lifecycle import ManagedTemplate, unusable
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.template_lifecycle import ManagedTemplate, unusable
 from capacity_launcher.observability import logger
 
 # Long enough for every launcher to have read a changed NodeClass or image (their caches live

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from capacity_launcher.domain.capacity_wait import (
+from capacity_launcher.domain.capacity.capacity_wait import (
     BACKSTOP_MARGIN_SECONDS,
     backstop_due,
     ended_by_backstop,
 )
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import Event
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import Event
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import HeldWaits
 

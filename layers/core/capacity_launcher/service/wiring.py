@@ -22,17 +22,17 @@ from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
 from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.pool_items import PoolUsageStore
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.pool_readiness import PoolReadiness
+from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.adapters.publisher import Publisher
 from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.domain.reservations import Thresholds
-from capacity_launcher.domain.tags import Ownership
+from capacity_launcher.domain.capacity.reservation_state import Thresholds
+from capacity_launcher.domain.records.tags import Ownership
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimRequests
 from capacity_launcher.service.reservations import ReservationProvider
@@ -316,7 +316,7 @@ class Adapters:
         )
 
     def reservation_sync(self) -> ReservationSync:
-        from capacity_launcher.adapters.launch_templates import TemplateInventory
+        from capacity_launcher.adapters.template_inventory import TemplateInventory
         from capacity_launcher.service.profile_sweep import ProfileSweep
         from capacity_launcher.service.reservation_sync import ReservationSync
         from capacity_launcher.service.template_sweep import TemplateSweep

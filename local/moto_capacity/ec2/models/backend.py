@@ -125,48 +125,37 @@ class CapacityReservationBackend:
     ) -> None:
         with CAPACITY_LOCK:
             reservation = self.get_reservation(reservation_id)
-            if reservation.reservation_type == CAPACITY_BLOCK:
-                raise UnsupportedOperation("A Capacity Block cannot be modified.")
-            if not reservation.is_active:
-                raise IncorrectState(
-                    f"Capacity Reservation {reservation_id} is {reservation.state}; only active "
-                    "Capacity Reservations can be modified."
-                )
+            _refuse_unmodifiable(reservation)
             if instance_count is not None and instance_count < 1:
                 raise InvalidParameterValue("InstanceCount must be at least 1.")
-            commitment = self.commitment_in_force(reservation)
-            committed = commitment["CommittedInstanceCount"] if commitment else 0
-            if instance_count is not None and instance_count < committed:
-                raise InvalidParameterValue(
-                    f"InstanceCount cannot go below the committed instance count ({committed}) "
-                    "before the commitment duration ends."
-                )
-            if (
-                commitment
-                and end_date is not None
-                and (aware(end_date) < aware(commitment["CommitmentEndDate"]))
-            ):
-                raise InvalidParameterValue(
-                    "EndDate cannot be before the end of the commitment duration."
-                )
-            if instance_match_criteria and reservation.used:
-                raise IncorrectState(
-                    "Instance eligibility can be changed only while the reservation is idle."
-                )
-            if end_date_type == "unlimited" and end_date is not None:
-                raise InvalidParameterValue("EndDate cannot be set when EndDateType is unlimited.")
-            if end_date_type == "limited" and end_date is None:
-                raise InvalidParameterValue("EndDate is required when EndDateType is limited.")
-            if instance_count is not None:
-                reservation.total_instance_count = instance_count
-            if end_date_type:
-                reservation.end_date_type = end_date_type
-                reservation.end_date = end_date
-            elif end_date is not None:
-                reservation.end_date_type, reservation.end_date = "limited", end_date
-            if instance_match_criteria:
-                reservation.instance_match_criteria = instance_match_criteria
+            self._refuse_breaking_commitment(reservation, instance_count, end_date)
+            _refuse_modification(reservation, end_date_type, end_date, instance_match_criteria)
+            _modify(reservation, instance_count, end_date_type, end_date, instance_match_criteria)
             self.expire_due_reservations()
+
+    def _refuse_breaking_commitment(
+        self,
+        reservation: CapacityReservation,
+        instance_count: int | None,
+        end_date: datetime | None,
+    ) -> None:
+        """A commitment in force holds the count at or above its committed count, and the end
+        date at or after its end."""
+        commitment = self.commitment_in_force(reservation)
+        committed = commitment["CommittedInstanceCount"] if commitment else 0
+        if instance_count is not None and instance_count < committed:
+            raise InvalidParameterValue(
+                f"InstanceCount cannot go below the committed instance count ({committed}) "
+                "before the commitment duration ends."
+            )
+        if (
+            commitment
+            and end_date is not None
+            and (aware(end_date) < aware(commitment["CommitmentEndDate"]))
+        ):
+            raise InvalidParameterValue(
+                "EndDate cannot be before the end of the commitment duration."
+            )
 
     def cancel_reservation(self, reservation_id: str) -> None:
         """ "Cancel a Capacity Reservation": `active`, or `assessing` for a future-dated one, and
@@ -259,20 +248,10 @@ class CapacityReservationBackend:
                     continue
                 if reservation.mismatch(capacity.attributes) is not None:
                     continue
-                preference = capacity.preference
-                open_ok = (
-                    reservation.instance_match_criteria == "open"
-                    and preference.preference in (None, "open")
-                    and not (preference.reservation_id or preference.group_arn)
-                )
-                group = (
-                    groups.find_group(self.account_id, self.region, preference.group_arn)
-                    if preference.group_arn
-                    else None
-                )
-                group_ok = group is not None and reservation.id in groups.reservation_ids_in(group)
+                if not self._may_run_in(reservation, capacity.preference):
+                    continue
                 instance = self.ec2_backend.get_instance_by_id(instance_id)
-                if not (open_ok or group_ok) or instance is None or not instance.is_running():
+                if instance is None or not instance.is_running():
                     continue
                 if capacity.slot is not None:
                     self.release_slots([capacity.slot])
@@ -280,6 +259,22 @@ class CapacityReservationBackend:
                 reservation.used += 1
                 reservation.instance_ids.add(instance_id)
                 instance.capacity_reservation_id = reservation.id
+
+    def _may_run_in(
+        self, reservation: CapacityReservation, preference: ReservationPreference
+    ) -> bool:
+        """An open preference may run in an `open` reservation; a group target, in a
+        reservation of the group it names."""
+        if (
+            reservation.instance_match_criteria == "open"
+            and preference.preference in (None, "open")
+            and not (preference.reservation_id or preference.group_arn)
+        ):
+            return True
+        if not preference.group_arn:
+            return False
+        group = groups.find_group(self.account_id, self.region, preference.group_arn)
+        return group is not None and reservation.id in groups.reservation_ids_in(group)
 
     def end_reservation(self, reservation: CapacityReservation, state: str) -> None:
         # Instances keep running after their reservation ends, as On-Demand instances.
@@ -359,3 +354,50 @@ def all_capacity_backends() -> list[CapacityReservationBackend]:
             if backend is not None:
                 found.append(backend)
     return found
+
+
+def _refuse_unmodifiable(reservation: CapacityReservation) -> None:
+    """Only an active reservation, and never a Capacity Block, can be modified."""
+    if reservation.reservation_type == CAPACITY_BLOCK:
+        raise UnsupportedOperation("A Capacity Block cannot be modified.")
+    if not reservation.is_active:
+        raise IncorrectState(
+            f"Capacity Reservation {reservation.id} is {reservation.state}; only active "
+            "Capacity Reservations can be modified."
+        )
+
+
+def _refuse_modification(
+    reservation: CapacityReservation,
+    end_date_type: str | None,
+    end_date: datetime | None,
+    instance_match_criteria: str | None,
+) -> None:
+    """The eligibility changes only while idle; EndDate goes exactly with a limited end."""
+    if instance_match_criteria and reservation.used:
+        raise IncorrectState(
+            "Instance eligibility can be changed only while the reservation is idle."
+        )
+    if end_date_type == "unlimited" and end_date is not None:
+        raise InvalidParameterValue("EndDate cannot be set when EndDateType is unlimited.")
+    if end_date_type == "limited" and end_date is None:
+        raise InvalidParameterValue("EndDate is required when EndDateType is limited.")
+
+
+def _modify(
+    reservation: CapacityReservation,
+    instance_count: int | None,
+    end_date_type: str | None,
+    end_date: datetime | None,
+    instance_match_criteria: str | None,
+) -> None:
+    """What was given replaces what was there; an EndDate alone makes the end limited."""
+    if instance_count is not None:
+        reservation.total_instance_count = instance_count
+    if end_date_type:
+        reservation.end_date_type = end_date_type
+        reservation.end_date = end_date
+    elif end_date is not None:
+        reservation.end_date_type, reservation.end_date = "limited", end_date
+    if instance_match_criteria:
+        reservation.instance_match_criteria = instance_match_criteria

@@ -176,15 +176,10 @@ def _offering_id(region: str, *parts: object) -> str:
     return f"cb-{digest[:17]}"
 
 
-def find_offerings(
-    backend: CapacityReservationBackend,
-    instance_type: str | None,
-    instance_count: int | None,
-    duration_hours: int | None,
-    start_range: datetime | None,
-    end_range: datetime | None,
-) -> list[BlockOffering]:
-    """Up to 6 offerings, earliest first, in zones whose block capacity fits the count."""
+def _checked_search(
+    instance_type: str | None, instance_count: int | None, duration_hours: int | None
+) -> tuple[str, int, int]:
+    """The search's type, count and duration, each given and within a block's bounds."""
     if duration_hours is None:
         raise MissingParameter("The request must contain the parameter CapacityDurationHours.")
     if not instance_type or instance_count is None:
@@ -195,6 +190,21 @@ def find_offerings(
             f"InstanceCount {instance_count} is invalid: a Capacity Block holds 1 to "
             f"{MAX_INSTANCES_PER_BLOCK} instances."
         )
+    return instance_type, instance_count, duration_hours
+
+
+def find_offerings(
+    backend: CapacityReservationBackend,
+    instance_type: str | None,
+    instance_count: int | None,
+    duration_hours: int | None,
+    start_range: datetime | None,
+    end_range: datetime | None,
+) -> list[BlockOffering]:
+    """Up to 6 offerings, earliest first, in zones whose block capacity fits the count."""
+    instance_type, instance_count, duration_hours = _checked_search(
+        instance_type, instance_count, duration_hours
+    )
     if instance_type not in BLOCK_INSTANCE_TYPES:
         return []
     now = CLOCK.now()

@@ -91,30 +91,14 @@ def _launch_request(response: Any) -> tuple[InstanceAttributes, ReservationPrefe
     parameters get the template's subnet and zone. Refuses an image EC2 would refuse."""
     template = launch_template_data(response.ec2_backend, response._get_param("LaunchTemplate"))
     placement = {**(template.get("Placement") or {}), **(response._get_param("Placement") or {})}
-    interfaces = response._get_param("NetworkInterfaces") or []
-    subnet_id = response._get_param("SubnetId") or subnet_from_template(
-        {"NetworkInterfaces": interfaces}
-    )
-    if not subnet_id and not interfaces:
-        subnet_id = subnet_from_template(template)
-        if subnet_id:
-            response.params["SubnetId"] = subnet_id
-    if placement.get("AvailabilityZone") and not response._get_param("Placement.AvailabilityZone"):
-        response.params.setdefault("Placement", {})["AvailabilityZone"] = placement[
-            "AvailabilityZone"
-        ]
+    subnet_id = _subnet_from_templates(response, template)
+    _zone_from_template(response, placement)
     instance_type = (
         response._get_param("InstanceType") or template.get("InstanceType") or "m1.small"
     )
     image_id = response._get_param("ImageId") or template.get("ImageId")
-    refused = image_id and unknown_image(response.ec2_backend, image_id)
-    if refused:
-        # RunInstances, errors-overview: InvalidAMIID.Malformed, or .NotFound (no such AMI).
-        raise refused
-    mismatch = image_id and architecture_mismatch(response.ec2_backend, image_id, instance_type)
-    if mismatch:
-        # RunInstances, errors-overview: InvalidParameterValue, the architectures differ.
-        raise mismatch
+    if image_id:
+        _refuse_image(response.ec2_backend, image_id, instance_type)
     attributes = InstanceAttributes(
         instance_type=instance_type,
         platform=image_platform(response.ec2_backend, image_id),
@@ -134,6 +118,39 @@ def _launch_request(response: Any) -> tuple[InstanceAttributes, ReservationPrefe
         or "on-demand"
     )
     return attributes, preference, market
+
+
+def _subnet_from_templates(response: Any, template: dict[str, Any]) -> str | None:
+    """The request's subnet, else its network interfaces', else (with no interfaces) the launch
+    template's, which moto's own parameters then get."""
+    interfaces = response._get_param("NetworkInterfaces") or []
+    subnet_id = response._get_param("SubnetId") or subnet_from_template(
+        {"NetworkInterfaces": interfaces}
+    )
+    if not subnet_id and not interfaces:
+        subnet_id = subnet_from_template(template)
+        if subnet_id:
+            response.params["SubnetId"] = subnet_id
+    return subnet_id
+
+
+def _zone_from_template(response: Any, placement: dict[str, Any]) -> None:
+    """moto's own parameters get the launch template's zone when the request names none."""
+    if placement.get("AvailabilityZone") and not response._get_param("Placement.AvailabilityZone"):
+        response.params.setdefault("Placement", {})["AvailabilityZone"] = placement[
+            "AvailabilityZone"
+        ]
+
+
+def _refuse_image(ec2_backend: Any, image_id: str, instance_type: str) -> None:
+    refused = unknown_image(ec2_backend, image_id)
+    if refused:
+        # RunInstances, errors-overview: InvalidAMIID.Malformed, or .NotFound (no such AMI).
+        raise refused
+    mismatch = architecture_mismatch(ec2_backend, image_id, instance_type)
+    if mismatch:
+        # RunInstances, errors-overview: InvalidParameterValue, the architectures differ.
+        raise mismatch
 
 
 class CapacityReservationResponse(InstanceResponse, Fleets):

@@ -14,20 +14,20 @@ from enum import Enum
 
 from capacity_launcher.domain.aws_errors import ErrorKind, classify, retryable_error
 from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES, in_process_delay
+from capacity_launcher.domain.capacity.fleet import FleetResult
+from capacity_launcher.domain.capacity.offerings import RESERVED, Offering, Turn, offering_key
+from capacity_launcher.domain.capacity.planning import Landed, LaunchAttempt, LaunchPlan
 from capacity_launcher.domain.errors import LaunchFailed
-from capacity_launcher.domain.fleet import FleetResult
-from capacity_launcher.domain.offerings import RESERVED, Offering, Turn, offering_key
-from capacity_launcher.domain.planning import Landed, LaunchAttempt, LaunchPlan
-from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.domain.records.status import ErrorDetail
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     RESERVATION_FULL,
     Context,
     LaunchReport,
+    PoolView,
     Run,
     SlotClaim,
 )
-from capacity_launcher.service.launch.resolve import PoolView
 from capacity_launcher.service.launch.send import (
     Absorbed,
     Sent,

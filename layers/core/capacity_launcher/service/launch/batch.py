@@ -25,7 +25,7 @@ from capacity_launcher.domain.errors import (
     Transient,
 )
 from capacity_launcher.domain.launch_request import Message
-from capacity_launcher.domain.status import Event, RequestRecord
+from capacity_launcher.domain.records.status import Event, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launch.intake import Admission, Claimed, Intake, owned_ids
 from capacity_launcher.service.launch.pipeline import Launcher

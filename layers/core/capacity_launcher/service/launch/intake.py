@@ -16,7 +16,6 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from capacity_launcher.domain.claims import ClaimState
 from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
     RequestIdReused,
@@ -29,7 +28,8 @@ from capacity_launcher.domain.launch_request import (
     invalid_body_hash,
     parse_launch_request,
 )
-from capacity_launcher.domain.status import ErrorDetail, Event, RequestRecord, RequestStatus
+from capacity_launcher.domain.records.claims import ClaimState
+from capacity_launcher.domain.records.status import ErrorDetail, Event, RequestRecord, RequestStatus
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import HandBack, Records, RequestClaims
 from capacity_launcher.service.resolution import Prepared

@@ -39,20 +39,19 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from capacity_launcher.domain.documents import Revisions
+from capacity_launcher.domain.accounting.pool_usage import Lease, held_by, largest
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.capacity.fleet import room_left_record
 from capacity_launcher.domain.errors import (
     NodePoolChanged,
     NodePoolDeleted,
     QuotaExceeded,
     UnreadyLimitReached,
 )
-from capacity_launcher.domain.fleet import room_left_record
-from capacity_launcher.domain.pool_usage import Lease, held_by, largest
-from capacity_launcher.domain.quota_admission import LeaseAsk
-from capacity_launcher.domain.status import ErrorDetail
+from capacity_launcher.domain.records.status import ErrorDetail
 from capacity_launcher.service.admission import take_lease, take_up
-from capacity_launcher.service.launch.progress import Context, Progress
-from capacity_launcher.service.launch.resolve import PoolView
+from capacity_launcher.service.launch.progress import Context, PoolView, Progress
 
 
 class Leased(Enum):
@@ -160,13 +159,13 @@ def _lease(
     # One read of its lease, none on its first delivery (no lease was ever taken for it).
     found = None if item.first else ctx.ports.leases.lease(pool, item.request_id)
     if found is not None and found.settled:
-        item.settled = item.lease_read = True  # it absorbs its done intents, launches no more
+        item.mark_settled()  # it absorbs its done intents, launches no more
         return Leased.SETTLED
     try:
         taken_up = _taken_up(ctx, item, view, found, replayed, over.types)
         refused = _take(ctx, item, view, taken_up, over)
     except NodePoolChanged:
-        item.changed = True
+        item.mark_changed()
         return Leased.CHANGED
     if refused is not None:
         item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
@@ -213,11 +212,11 @@ def _take(
         lease = _held(ctx, view, found)
         # An earlier delivery's open lease is taken up now, or there is none (a pool changed or
         # deleted since leaves it open: the visit gives it back as the request leaves).
-        item.lease_read = True
         if lease is None:
+            item.mark_unleased()
             lease = _reserve(ctx, item, view, over)
         if lease is not None:
-            item.granted, item.lease_types = lease.count, lease.instance_types
+            item.mark_leased(lease.count, lease.instance_types)
     except QuotaExceeded as refused:
         # Like a flavor in Kueue, a pool its quota refuses passes it on as one at its
         # limits does; a reclaim waits for the request's end (`settle.finish`).

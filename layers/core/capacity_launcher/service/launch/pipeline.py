@@ -22,46 +22,39 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.errors import RequestRejected, Transient
-from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.planning import Candidates
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import ErrorDetail, RequestRecord
 from capacity_launcher.domain.requester_origins import Origin
-from capacity_launcher.domain.status import ErrorDetail, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.attempts import launch
 from capacity_launcher.service.launch.lease import active, covered, lease_all
+from capacity_launcher.service.launch.lifecycle import Phase
 from capacity_launcher.service.launch.progress import (
     POOL_PASSED_OVER,
     Context,
     LaunchReport,
+    PoolView,
     Progress,
+    Refusal,
     Run,
     Visit,
 )
-from capacity_launcher.service.launch.replay import (
-    afresh,
-    finish_refused,
-    finish_rejected,
-    replay,
-)
+from capacity_launcher.service.launch.recovery import recover, recover_rejected
+from capacity_launcher.service.launch.replay import finish_refused, replay
 from capacity_launcher.service.launch.resolve import (
-    PoolView,
-    Refusal,
     cannot_hold,
     nothing_left,
-    resolve,
+    read_pool,
     screen,
 )
 from capacity_launcher.service.launch.settle import reject_all, settle_all
 from capacity_launcher.service.launch.wait import wait_or_go
 from capacity_launcher.service.ports import LaunchPorts
-from capacity_launcher.service.resolution import (
-    Prepared,
-    resolve_in,
-    resolve_next,
-)
+from capacity_launcher.service.resolution import Prepared, resolve_next
 from capacity_launcher.service.resolution import (
     resolve as resolve_request,
 )
@@ -93,20 +86,9 @@ class Launcher:
     def finish_rejected(
         self, request: LaunchRequest, received_at: datetime, rejected: RequestRejected
     ) -> RequestRecord | None:
-        """A request its intake rejects on a delivery that may not be its first (its pool
-        deleted or applied again since, say): a predecessor's intents are finished first, in
-        their pool (`replay.finish_rejected`), before the rejection answers. Returns the record
-        when they launched for it; None when there is nothing of theirs to keep (no intent, or
-        a final record: whoever wrote it finished them), for the intake to reject it."""
-        record, intents = self._ctx.ports.records.load(request.request_id)
-        if record is not None and words.from_invalid_body(record):
-            record = None  # an invalid body that borrowed the requestId decides nothing
-        if not intents or (record is not None and record.is_final):
-            return None
-        # A Waiting record's arrival is the request's (its held copy arrived later).
-        since = record.received_at if record is not None else received_at
-        error = ErrorDetail(code=rejected.code, message=rejected.reason)
-        return finish_rejected(self._ctx, request, since, intents, error)
+        """A request its intake rejects on a delivery that may not be its first: what a
+        predecessor's intents launched is finished first (`recovery.recover_rejected`)."""
+        return recover_rejected(self._ctx, request, received_at, rejected)
 
     def serve(self, group: Sequence[Prepared], first: Sequence[str] = ()) -> LaunchReport:
         """Launch for a group of compatible requests; returns one record per request. `first`:
@@ -119,7 +101,7 @@ class Launcher:
         report = LaunchReport(records={})
         fresh: list[Progress] = []
         for prepared in group:
-            replays = self._look_up(prepared, prepared.request.request_id in first, report)
+            replays = recover(self._ctx, prepared, prepared.request.request_id in first, report)
             if isinstance(replays, Visit):
                 self._run(replays, report)
             else:
@@ -134,50 +116,6 @@ class Launcher:
         while visits:
             passed_on = self._visit_or_give_back(visits.popleft(), report)
             visits.extend(Visit(items) for items in _by_pool(passed_on))
-
-    def _look_up(
-        self, prepared: Prepared, first: bool, report: LaunchReport
-    ) -> Visit | list[Progress]:
-        """What a request left behind: a finished one is replayed (nothing to serve); a
-        predecessor's intents make a replay visit, alone, of the pool they were made for (a
-        lower-weight one, if it fell back), never another; otherwise it is served with the
-        group's fresh requests (a request waiting for scheduled capacity looks again)."""
-        if first:
-            return [Progress(prepared, first=True)]
-        request_id = prepared.request.request_id
-        record, intents = self._ctx.ports.records.load(request_id)
-        if record is not None and words.from_invalid_body(record):
-            # An invalid body that borrowed this requestId never decides a valid one's fate.
-            record = None
-        if record is not None and record.is_final:
-            report.records[request_id] = record
-            report.replayed.add(request_id)
-            return []
-        # A Waiting record, or none. A wait's delivery may have launched and died before its
-        # record: its intents are finished first, whatever the wait says.
-        if intents:
-            return self._replays(Progress(prepared, waited=record), intents, report)
-        return [Progress(prepared, waited=record)]
-
-    def _replays(
-        self, item: Progress, intents: list[LaunchIntent], report: LaunchReport
-    ) -> Visit | list[Progress]:
-        """The replay visit; or, the intents' pool gone or refusing the request now (its
-        NodeClass missing, a tag conflict: the request still resolves to its own pool, so it
-        is no fault of the request), the request served afresh. That refusal escaped every
-        delivery as an unexpected error, and the message ended in the dead-letter queue with
-        no record, what the intents launched running under none."""
-        prepared = item.prepared
-        pool = intents[-1].node_pool
-        placed: Prepared | None = prepared
-        if pool and pool != prepared.pool.metadata.name:
-            try:
-                placed = resolve_in(self._ctx.ports.config, prepared, pool)
-            except RequestRejected as refused:
-                return afresh(self._ctx, item, report, intents, pool, refused.reason)
-        if placed is not None:
-            return Visit([replace(item, prepared=placed)], intents)
-        return afresh(self._ctx, item, report, intents, pool or "")
 
     def _visit_or_give_back(self, visit: Visit, report: LaunchReport) -> list[Progress]:
         """`_visit`; then the leases earlier deliveries left in the pool for requests that leave
@@ -196,7 +134,7 @@ class Launcher:
 
     def _visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
         """One pool's phases for a visit's requests; returns those passed on to the next pool."""
-        view = resolve(self._ctx, visit.progress[0].prepared, visit.progress, report)
+        view = read_pool(self._ctx, visit.progress[0].prepared, visit.progress, report)
         if isinstance(view, Refusal):
             return self._refuse(visit, report, view)
         progress, passed = self._before_lease(visit, view, report)
@@ -245,19 +183,10 @@ class Launcher:
         return stay, passed
 
     def _launch(self, visit: Visit, view: PoolView, report: LaunchReport) -> list[Progress]:
-        """Lease, replay, launch and settle; returns the requests the limits passed on."""
+        """Lease, replay, launch and settle; returns the requests passed on (the limits'
+        answer here, or resolved again on the stored documents)."""
         ctx = self._ctx
-        replayed = {request_id for intent in visit.intents for request_id in intent.request_ids}
-        progress = visit.progress
-        full = lease_all(ctx, progress, view, replayed)
-        passed = self._resolve_again([p for p in progress if p.changed], replayed, report)
-        progress = [p for p in progress if not p.changed]
-        if full:
-            stay, following = pass_on(ctx, full)
-            passed += following
-            progress = [p for p in progress if p not in full or p in stay]
-        run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
-        run.attempts = max((item.attempts for item in progress), default=0)
+        run, passed = self._lease(visit, view, report)
         view = covered(view, run.active)  # no CreateFleet offers a type a lease did not cover
         missing = words.missing_reservations(view.lead, view.sources)
         for item in run.active:
@@ -267,6 +196,26 @@ class Launcher:
         reservations = words.reservations_by_id(view.sources)
         settle_all(ctx, run, report, view.skipped, view.candidates, reservations, refusals)
         return passed
+
+    def _lease(
+        self, visit: Visit, view: PoolView, report: LaunchReport
+    ) -> tuple[Run, list[Progress]]:
+        """The lease phase: the run of those that launch here (or take what their replayed
+        intents launched), and those passed on: at the limits, or changed (resolved again)."""
+        ctx = self._ctx
+        replayed = {request_id for intent in visit.intents for request_id in intent.request_ids}
+        progress = visit.progress
+        full = lease_all(ctx, progress, view, replayed)
+        changed = [p for p in progress if p.state is Phase.CHANGED]
+        progress = [p for p in progress if p.state is not Phase.CHANGED]
+        passed = self._resolve_again(changed, replayed, report)
+        if full:
+            stay, following = pass_on(ctx, full)
+            passed += following
+            progress = [p for p in progress if p not in full or p in stay]
+        run = Run(progress, active(progress, replayed), replaying=bool(visit.intents))
+        run.attempts = max((item.attempts for item in progress), default=0)
+        return run, passed
 
     def _resolve_again(
         self, changed: Sequence[Progress], replayed: Collection[str], report: LaunchReport
@@ -281,7 +230,7 @@ class Launcher:
         config.forget()
         again: list[Progress] = []
         for item in changed:
-            if item.resolved_again or item.request_id in replayed:
+            if item.changes > 1 or item.request_id in replayed:
                 raise Transient("NodePool", "ChangedWhileLeasing")
             try:
                 prepared = resolve_request(config, item.request, item.prepared.received_at)
@@ -291,14 +240,8 @@ class Launcher:
                 continue
             errors = _notes_kept(item.errors, prepared)
             again.append(
-                replace(
-                    item,
-                    prepared=prepared,
-                    changed=False,
-                    resolved_again=True,
-                    errors=errors,
-                    lease_read=False,  # its lease phase is to come, wherever it resolves now
-                )
+                # Its lease phase is to come, wherever it resolves now.
+                replace(item, prepared=prepared, errors=errors, before=item.trail[:-1], here=[])
             )
         return again
 
@@ -407,20 +350,15 @@ def give_back_lease(ctx: Context, item: Progress) -> None:
 
 
 def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Progress:
-    """The request as the next pool takes it: an earlier delivery's wait goes with it (past its
-    deadline every pool ends it Failed, not only the first: README, Waiting for scheduled
-    capacity), and so do its quota refusal, whether this delivery bound its body, whether it
-    was resolved again in this delivery already (once per delivery, whichever pool) and the
+    """The request as the next pool takes it: an earlier delivery's wait goes with it (past
+    its deadline every pool ends it Failed, not only the first: docs/contracts.md, Waiting for
+    scheduled capacity), and so do its quota refusal, its trail (whether this delivery bound its
+    body, whether it was resolved again already: once per delivery, whichever pool) and the
     attempt numbers its intents used; what was this pool's (a lease, the record's cut of the
     candidates) does not."""
-    return Progress(
-        nxt,
-        errors=errors,
-        waited=item.waited,
-        reclaim=item.reclaim,
-        first=item.first,
-        resolved_again=item.resolved_again,
-        attempts=item.attempts,
+    item.mark_passed_on()
+    return item.arriving(
+        nxt, errors, waited=item.waited, reclaim=item.reclaim, attempts=item.attempts
     )
 
 

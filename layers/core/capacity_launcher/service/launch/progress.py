@@ -3,20 +3,27 @@ what a group's serve reports, and the record's words for what happened on the wa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from capacity_launcher.domain.capacity.candidates import Candidates
+from capacity_launcher.domain.capacity.fleet import InstanceLanding
+from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
+from capacity_launcher.domain.capacity.reservations import ReservationSource
 from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.fleet import InstanceLanding
-from capacity_launcher.domain.intents import LaunchIntent
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.status import (
     CandidatesLeftOut,
     ErrorDetail,
     RequestRecord,
+    RequestStatus,
     UnavailableOffering,
 )
+from capacity_launcher.service.launch.lifecycle import LEASE_READ, Phase, check
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.resolution import Prepared
 
@@ -52,40 +59,128 @@ class Context:
 
 @dataclass
 class Progress:
-    """What one request has got so far, across replays and attempts."""
+    """What one request has got so far, across replays and attempts, and where it is in its
+    lifecycle (`state`, moved only by the `mark_*` transitions: lifecycle.py)."""
 
     prepared: Prepared
+    # The state recovery brought it to (`recovery.py`); phases move it on.
+    state: Phase = Phase.RECOVERED
     granted: int = 0
     instance_ids: list[str] = field(default_factory=list)
     errors: list[ErrorDetail] = field(default_factory=list)
-    # Its lease was settled by an earlier delivery: launching is over, only the record is left.
-    settled: bool = False
-    # An intent names it: EC2 may have instances for it, so its lease must outlive an exception.
-    launching: bool = False
     # Its Waiting record, when an earlier delivery put it to wait for scheduled capacity.
     waited: RequestRecord | None = None
     # The first quota refusal a reclaim could answer: asked for only if the request ends with
     # no instance (another pool may still serve it).
     reclaim: QuotaExceeded | None = None
-    # Its first delivery, and the first to bind its body: nothing of it (record, intent, lease)
-    # can be stored yet, so nothing is read back (see `LaunchBatch`).
-    first: bool = False
     # The first cut of its candidates, for its record: the types its lease left out (the room
     # left could not hold them), or the first CreateFleet's override limit.
     left_out: CandidatesLeftOut | None = None
     # The instance types its lease covers (None: every candidate): it launches no other.
     lease_types: frozenset[str] | None = None
-    # Its lease found its pool or class applied since they were read: it is resolved again.
-    changed: bool = False
-    # It was resolved again in this delivery already (a second change sends it back).
-    resolved_again: bool = False
     # The highest attempt number its earlier intents used: a launch of it, in any pool, numbers
     # on from there, so none of its ClientTokens is sent with other parameters (EC2 refuses it).
     attempts: int = 0
-    # Its lease phase in this pool read its lease and left none an earlier delivery took open
-    # and untaken here (it took it up, gave it back, or found none open): nothing is left for
-    # the visit to give back (`pipeline.give_back_earlier`).
-    lease_read: bool = False
+    # The states it was in, this delivery, before it came to the pool it is in now (another
+    # pool's visit, or the same pool's before it was resolved again).
+    before: tuple[Phase, ...] = ()
+    # The states it has been in since it came to this pool, `state` last.
+    here: list[Phase] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.here:
+            self.here.append(self.state)
+
+    # The transitions (lifecycle.ALLOWED says from where each may be taken).
+
+    def _move(self, target: Phase) -> None:
+        check(self.request_id, self.state, target)
+        self.state = target
+        self.here.append(target)
+
+    def mark_waiting(self) -> None:
+        """It waits for scheduled capacity: its delivery ends with a Waiting record."""
+        self._move(Phase.WAITING)
+
+    def mark_leased(self, count: int, types: frozenset[str] | None) -> None:
+        """It holds room for `count` instances of `types` here (None: every candidate)."""
+        self._move(Phase.LEASED)
+        self.granted, self.lease_types = count, types
+
+    def mark_unleased(self) -> None:
+        """Its lease here was read: none an earlier delivery took is left open untaken, and
+        none holds room for it yet (a new one is asked for next, or was refused)."""
+        self._move(Phase.UNLEASED)
+
+    def mark_settled(self) -> None:
+        """An earlier delivery settled its lease: it launches no more, only its record is left."""
+        self._move(Phase.SETTLED)
+
+    def mark_changed(self) -> None:
+        """Its pool or class was applied since it was resolved: nothing was leased here."""
+        self._move(Phase.CHANGED)
+
+    def mark_launching(self) -> None:
+        """An intent names it: its lease must outlive an exception. One an earlier delivery
+        settled stays Settled (there is no lease to keep)."""
+        if self.state is not Phase.SETTLED:
+            self._move(Phase.LAUNCHING)
+
+    def mark_passed_on(self) -> None:
+        """It leaves this pool for the next one (`onward` builds it there)."""
+        self._move(Phase.PASSED_ON)
+
+    def mark_ended(self) -> None:
+        """Its record is written."""
+        self._move(Phase.ENDED)
+
+    # What the trail says.
+
+    @property
+    def trail(self) -> tuple[Phase, ...]:
+        """Every state it was in this delivery, in order."""
+        return (*self.before, *self.here)
+
+    @property
+    def first(self) -> bool:
+        """Its first delivery, and the first to bind its body: nothing of it (record, intent,
+        lease) can be stored yet, so nothing is read back (see `LaunchBatch`)."""
+        return self.trail[0] is Phase.FRESH
+
+    @property
+    def settled(self) -> bool:
+        """Its lease was settled by an earlier delivery (found so in this pool)."""
+        return Phase.SETTLED in self.here
+
+    @property
+    def launching(self) -> bool:
+        """An intent named it in this pool: EC2 may have instances for it."""
+        return Phase.LAUNCHING in self.here
+
+    @property
+    def lease_read(self) -> bool:
+        """Its lease phase in this pool read its lease and left none an earlier delivery took
+        open and untaken (took it up, gave it back, or found none): nothing is left for the
+        visit's exit rule to give back (`pipeline.give_back_earlier`)."""
+        return not LEASE_READ.isdisjoint(self.here)
+
+    @property
+    def changes(self) -> int:
+        """How many times, this delivery, its pool or class was found applied since it was
+        resolved (a second change sends the message back)."""
+        return self.trail.count(Phase.CHANGED)
+
+    def arriving(self, prepared: Prepared, errors: list[ErrorDetail], **kept: Any) -> Progress:
+        """It as it comes to a pool anew (the next pool, or where it resolves again), in the
+        state it is in now, with its trail: what this pool gave it (its lease, the record's cut
+        of the candidates, what it launched) does not go with it; `kept`: what else does."""
+        return Progress(
+            prepared,
+            state=self.state,
+            errors=errors,
+            before=self.trail[:-1],
+            **kept,
+        )
 
     @property
     def request(self) -> LaunchRequest:
@@ -191,3 +286,37 @@ class Run:
     @property
     def wanted(self) -> int:
         return sum(p.wanted for p in self.active)
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What one pool offers a group, read once per visit."""
+
+    lead: Prepared
+    subnets: Mapping[str, Sequence[str]]
+    sources: list[ReservationSource]
+    # The NodeClass's images by architecture (None: EC2 does not know its main image).
+    architecture: ImageArchitectures | None
+    candidates: Candidates
+    # The candidates less what the ICE cache holds, and a record line for each one it held.
+    usable: Candidates
+    skipped: list[UnavailableOffering]
+
+    @property
+    def pool_name(self) -> str:
+        return self.lead.pool.metadata.name
+
+    @property
+    def per_instance(self) -> Resources:
+        """What a lease sizes each instance by: the largest candidate."""
+        return self.candidates.largest() if self.candidates else Resources.ZERO
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A pool's answer that ends a request there. `pass_on`: one that named no pool tries the
+    next pool first (the error's message says why this one passed it over)."""
+
+    error: ErrorDetail
+    status: RequestStatus = RequestStatus.REJECTED
+    pass_on: bool = True

@@ -1,6 +1,6 @@
 """Resolve: what one pool can offer a group, before anything is leased.
 
-`resolve` reads the NodeClass's subnets, image and reservations and finds the candidates; `screen`
+`read_pool` reads the NodeClass's subnets, image and reservations and finds the candidates; `screen`
 then refuses what can never be served there (nothing matches, limits it can never fit, the
 flexibility minValues asks); `nothing_left` and `cannot_hold` say why a request that named no
 pool goes on to the next one now: every offering is dry, or the reservations the snapshots show
@@ -10,73 +10,48 @@ have too little room for its minCount.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
+from capacity_launcher.domain.capacity.candidates import (
+    Candidates,
+    find_candidates,
+    flexibility_shortfall,
+)
+from capacity_launcher.domain.capacity.image_architectures import (
+    ARCHITECTURE_MISMATCH,
+    ImageArchitectures,
+)
+from capacity_launcher.domain.capacity.offering_exclusions import (
+    excluding_keys,
+    exclusion_words,
+    places,
+)
+from capacity_launcher.domain.capacity.offerings import RESERVED, Offering
+from capacity_launcher.domain.capacity.platforms import LINUX, PLATFORM_MISMATCH
+from capacity_launcher.domain.capacity.reservations import ReservationSource, selection_of
 from capacity_launcher.domain.errors import (
     InstanceProfileNotReady,
     LaunchFailed,
     UnknownRequirementValues,
 )
-from capacity_launcher.domain.image_architectures import ARCHITECTURE_MISMATCH, ImageArchitectures
-from capacity_launcher.domain.offering_exclusions import (
-    excluding_keys,
-    exclusion_words,
-    places,
-)
-from capacity_launcher.domain.offerings import RESERVED, Offering
-from capacity_launcher.domain.planning import Candidates, find_candidates, flexibility_shortfall
-from capacity_launcher.domain.platforms import LINUX, PLATFORM_MISMATCH
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.reservations import ReservationSource, selection_of
-from capacity_launcher.domain.status import ErrorDetail, RequestStatus, UnavailableOffering
+from capacity_launcher.domain.records.status import ErrorDetail, RequestStatus
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     MIN_VALUES,
     Context,
     LaunchReport,
+    PoolView,
     Progress,
+    Refusal,
 )
 from capacity_launcher.service.resolution import Prepared
 
 
-@dataclass(frozen=True)
-class PoolView:
-    """What one pool offers a group, read once per visit."""
-
-    lead: Prepared
-    subnets: Mapping[str, Sequence[str]]
-    sources: list[ReservationSource]
-    # The NodeClass's images by architecture (None: EC2 does not know its main image).
-    architecture: ImageArchitectures | None
-    candidates: Candidates
-    # The candidates less what the ICE cache holds, and a record line for each one it held.
-    usable: Candidates
-    skipped: list[UnavailableOffering]
-
-    @property
-    def pool_name(self) -> str:
-        return self.lead.pool.metadata.name
-
-    @property
-    def per_instance(self) -> Resources:
-        """What a lease sizes each instance by: the largest candidate."""
-        return self.candidates.largest() if self.candidates else Resources.ZERO
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A pool's answer that ends a request there. `pass_on`: one that named no pool tries the
-    next pool first (the error's message says why this one passed it over)."""
-
-    error: ErrorDetail
-    status: RequestStatus = RequestStatus.REJECTED
-    pass_on: bool = True
-
-
-def resolve(
+def read_pool(
     ctx: Context, lead: Prepared, progress: Sequence[Progress], report: LaunchReport
 ) -> PoolView | Refusal:
+    """What the pool offers the group (`PoolView`), or its refusal (a NodeClass AWS refuses)."""
     p = ctx.ports
     try:
         # The identity the class names first: a role that cannot be given is the document's
@@ -192,7 +167,7 @@ def _no_offering(ctx: Context, view: PoolView, lead: Prepared) -> Refusal:
 
 def _excluded(lead: Prepared, view: PoolView, message: str) -> str:
     """The message, naming the requirement keys that leave the pool no offering and their
-    rules, when some do (domain/offering_exclusions.py)."""
+    rules, when some do (domain/capacity/offering_exclusions.py)."""
     types = list(view.candidates.instance_types.values())
     offered = places(types, view.subnets.keys(), lead.pool.spec.allowed_capacity_types())
     exclusion = excluding_keys(lead.requirements, offered)

@@ -13,8 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from capacity_launcher.domain.aws_errors import is_launch_template_gone
-from capacity_launcher.domain.errors import LaunchFailed, Transient
-from capacity_launcher.domain.fleet import (
+from capacity_launcher.domain.capacity.fleet import (
     Blamed,
     FleetError,
     FleetOffer,
@@ -26,21 +25,22 @@ from capacity_launcher.domain.fleet import (
     fleet_request,
     template_names,
 )
-from capacity_launcher.domain.intents import LaunchIntent, allocate, client_token
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND, RESERVED, SPOT, Offering, Turn
+from capacity_launcher.domain.capacity.planning import LaunchAttempt
+from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.offerings import ON_DEMAND, RESERVED, SPOT, Offering, Turn
-from capacity_launcher.domain.planning import LaunchAttempt
-from capacity_launcher.domain.status import UnavailableOffering
-from capacity_launcher.domain.tags import instance_tags, own_request_tags
+from capacity_launcher.domain.records.intents import LaunchIntent, allocate, client_token
+from capacity_launcher.domain.records.status import UnavailableOffering
+from capacity_launcher.domain.records.tags import instance_tags, own_request_tags
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     Context,
     LaunchReport,
     OwnFills,
+    PoolView,
     Progress,
     SlotClaim,
 )
-from capacity_launcher.service.launch.resolve import PoolView
 
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
@@ -242,7 +242,7 @@ def absorb(
 def mark_launching(progress: Sequence[Progress], intent: LaunchIntent) -> None:
     for item in progress:
         if item.request_id in intent.request_ids:
-            item.launching = True
+            item.mark_launching()
 
 
 def _hand_out(

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from capacity_launcher.domain.accounting.pool_usage import UnleasedFit, kept_under, largest
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.capacity.candidates import Candidates
+from capacity_launcher.domain.capacity.fleet import InstanceLanding
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offerings import RESERVED
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.errors import (
     LeaseReclaimed,
     NodePoolDeleted,
@@ -13,16 +20,9 @@ from capacity_launcher.domain.errors import (
     Transient,
     UnreadyLimitReached,
 )
-from capacity_launcher.domain.fleet import InstanceLanding
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.offerings import RESERVED
-from capacity_launcher.domain.planning import Candidates
-from capacity_launcher.domain.pool_usage import UnleasedFit, kept_under, largest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.domain.quota_admission import LeaseAsk
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.records.status import (
     ErrorDetail,
     RequestRecord,
     RequestStatus,
@@ -127,9 +127,9 @@ def terminate_short(
     min_count: int,
     holding: Sequence[InstanceLanding],
 ) -> ErrorDetail:
-    """Terminate a gang that got fewer instances than its minCount (README: they are terminated
-    and the request Failed), and free the reservation slots of those `holding` theirs still;
-    returns the record's words for it."""
+    """Terminate a gang that got fewer instances than its minCount (docs/contracts.md, minCount:
+    they are terminated and the request Failed), and free the reservation slots of those
+    `holding` theirs still; returns the record's words for it."""
     _terminate(ctx, landed, holding)
     return ErrorDetail(
         code="MinCountNotMet",
@@ -337,6 +337,7 @@ def finish(
         candidates_left_out=item.left_out,
     )
     ctx.ports.records.put_record(record)
+    item.mark_ended()
     return record
 
 

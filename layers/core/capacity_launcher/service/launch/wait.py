@@ -1,29 +1,28 @@
 """Wait: requests that asked to wait for scheduled capacity (`waitForCapacityUntil`) and cannot be
 served from reservations now wait for them (a Waiting record, which the batch stores once their
-message is held in the queue), or fail once the deadline passed (README: Waiting for scheduled
-capacity). The others go on."""
+message is held in the queue), or fail once the deadline passed (docs/contracts.md: Waiting for
+scheduled capacity). The others go on."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
 
-from capacity_launcher.domain.capacity_wait import (
+from capacity_launcher.domain.capacity.capacity_wait import (
     awaited,
     awaited_records,
     missed_deadline,
     next_check_seconds,
 )
-from capacity_launcher.domain.reservations import ReservationSnapshot
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.records.status import (
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     ErrorDetail,
     RequestRecord,
     RequestStatus,
 )
 from capacity_launcher.service.launch import words
-from capacity_launcher.service.launch.progress import Context, LaunchReport, Progress
-from capacity_launcher.service.launch.resolve import PoolView
+from capacity_launcher.service.launch.progress import Context, LaunchReport, PoolView, Progress
 from capacity_launcher.service.launch.settle import finish
 
 
@@ -41,6 +40,7 @@ def wait_or_go(
         waited_for = awaited(view.candidates.scheduled, deadline)
         request_id = item.request_id
         if now < deadline and waited_for:
+            item.mark_waiting()
             report.records[request_id] = _waiting(item, deadline, waited_for, now)
             report.waiting[request_id] = next_check_seconds(now, deadline, waited_for)
         elif now >= deadline and item.waited is not None:

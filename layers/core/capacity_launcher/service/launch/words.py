@@ -7,29 +7,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from capacity_launcher.domain.detail_limits import MAX_LEFT_OUT_NAMED
-from capacity_launcher.domain.errors import InvalidLaunchRequest, UnknownRequirementValues
-from capacity_launcher.domain.fleet import InstanceLanding
-from capacity_launcher.domain.instance_records import InstanceRecord
-from capacity_launcher.domain.instance_types import InstanceTypeInfo
-from capacity_launcher.domain.offerings import RESERVED, SPOT, Offering
-from capacity_launcher.domain.planning import Candidates
-from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.requirements import CAPACITY_TYPE, INSTANCE_TYPE, Requirements
-from capacity_launcher.domain.reservations import (
-    ReservationScope,
+from capacity_launcher.domain.capacity.candidates import Candidates
+from capacity_launcher.domain.capacity.constraints import Requirements
+from capacity_launcher.domain.capacity.fleet import InstanceLanding
+from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
+from capacity_launcher.domain.capacity.offerings import RESERVED, SPOT, Offering
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, INSTANCE_TYPE
+from capacity_launcher.domain.capacity.reservation_state import ReservationScope
+from capacity_launcher.domain.capacity.reservations import (
     ReservationSnapshot,
     ReservationSource,
     selection_of,
 )
-from capacity_launcher.domain.status import (
+from capacity_launcher.domain.errors import InvalidLaunchRequest, UnknownRequirementValues
+from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.detail_limits import MAX_LEFT_OUT_NAMED
+from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.status import (
     ErrorDetail,
     LaunchedInstance,
     RequestRecord,
     RequestStatus,
     UnavailableOffering,
 )
-from capacity_launcher.domain.tags import own_tags
+from capacity_launcher.domain.records.tags import own_tags
 from capacity_launcher.service.launch.progress import LEASE_HOLDS_NO_CANDIDATE
 from capacity_launcher.service.resolution import Prepared
 

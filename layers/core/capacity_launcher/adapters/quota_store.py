@@ -1,0 +1,217 @@
+"""CapacityQuota items in the state table: what an apply or delete reads, and its write, in
+named items conditioned on what was read. What to write is decided in the domain
+(`domain/apis/quota_changes.py`); the retries are the service's (service/configuration.py).
+
+Every apply that changes a CapacityQuota bumps one quota-set version, conditioned on the
+version its cross-quota check read; every delete of one bumps it too. In the same transaction
+they bump the quota generation of each NodePool the stored and the new document name
+(`quota_pool_key`): what decides a lease in a pool is the quotas naming that pool, so a lease
+conditions its transaction on its pool's generation as its decision read it (`quota_set`), and
+an apply or delete that returned governs every lease written after it, whatever copy a warm
+container holds, while a lease in a pool the change does not name is left alone. A quota naming
+more pools than a transaction holds has the rest bumped right after, marked outstanding in the
+first transaction until they are (`OUTSTANDING_BUMPS_PK`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from capacity_launcher.adapters.aws import aws_call
+from capacity_launcher.adapters.config_items import (
+    OUTSTANDING_BUMPS_PK,
+    QUOTA_SET_KEY,
+    generation_bump,
+    outstanding_bumps_put,
+    parse_item,
+    query_items,
+    quota_pool_key,
+    read_item,
+    seen_version_bump,
+)
+from capacity_launcher.adapters.dynamodb import key, to_item
+from capacity_launcher.domain.accounting.quota_admission import TRANSACTION_ITEMS
+from capacity_launcher.domain.apis.quota_changes import (
+    OutstandingBumps,
+    QuotaApplyRead,
+    QuotaDelete,
+    QuotaDeleteRead,
+    QuotaPut,
+    StoredQuota,
+    pools_named,
+)
+from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.errors import ConditionFailed, StoredDocumentInvalid
+
+
+class QuotaStore:
+    """Reads and conditioned writes of CapacityQuota items (ConditionFailed: something read
+    moved)."""
+
+    def __init__(self, table_name: str, dynamodb: Any, *, clock: Callable[[], datetime]) -> None:
+        self._table = table_name
+        self._db = dynamodb
+        self._clock = clock
+
+    def apply_read(self, name: str) -> QuotaApplyRead:
+        """The quota set's version first (a quota applied after it bumps it), then the valid
+        stored quotas, quota `name` as stored and its outstanding bumps."""
+        version = int((self._read_one(*QUOTA_SET_KEY) or {}).get("version", 0))
+        items = query_items(self._db, self._table, "CapacityQuota")
+        stored = next((i for i in items if str(i["sk"]) == name), None)
+        return QuotaApplyRead(
+            version=version,
+            quotas=tuple(q for q in map(_quota_of, items) if q is not None),
+            stored=_stored_quota(stored),
+            outstanding=self._outstanding(name),
+        )
+
+    def delete_read(self, name: str) -> QuotaDeleteRead:
+        """Quota `name` as stored and its outstanding bumps."""
+        stored = _stored_quota(self._read_one("CapacityQuota", name))
+        return QuotaDeleteRead(stored, self._outstanding(name))
+
+    def priority_class_stored(self, name: str) -> bool:
+        """Whether PriorityClass `name` is stored now."""
+        return self._read_one("PriorityClass", name) is not None
+
+    def put(self, write: QuotaPut) -> None:
+        """The quota's item, with the version check and bumps `write` names, in one transaction
+        (the pools that do not fit beside them right after)."""
+        item = {
+            "pk": "CapacityQuota",
+            "sk": write.name,
+            "document": write.body,
+            "updatedAt": self._clock().isoformat(),
+        }
+        if write.kept is not None:
+            item["kept"] = write.kept
+        put = {"TableName": self._table, "Item": to_item(item)}
+        writes: list[dict[str, Any]] = [{"Put": _while_stored_as(put, write.body, write.kept)}]
+        if write.seen is not None:
+            guard = seen_version_bump(self._table, QUOTA_SET_KEY, write.seen)
+            writes = [{"Update": guard}, {"Put": put}]
+        if write.priority_class is not None:
+            exists = "attribute_exists(pk)"  # the class it names: not deleted meanwhile
+            check = {
+                "Key": key("PriorityClass", write.priority_class),
+                "ConditionExpression": exists,
+            }
+            writes.append({"ConditionCheck": {**check, "TableName": self._table}})
+        writes, mine = self._marked(writes, write.name, list(write.pools))
+        self._write_with_pool_bumps(writes, list(write.pools))
+        self._bumps_done(write.name, mine or write.outstanding)
+
+    def delete(self, write: QuotaDelete) -> None:
+        """Delete the quota while stored as read, bumping the quota set's version and the pools'
+        generations in one transaction; or, when it is deleted already, finish the bumps."""
+        writes: list[dict[str, Any]] = []
+        mine = write.outstanding
+        if write.body is not None:
+            delete = {
+                "TableName": self._table,
+                "Key": key("CapacityQuota", write.name),
+                "ConditionExpression": "#document = :document",
+                "ExpressionAttributeNames": {"#document": "document"},
+                "ExpressionAttributeValues": {":document": {"S": write.body}},
+            }
+            writes = [generation_bump(self._table, QUOTA_SET_KEY), {"Delete": delete}]
+            writes, mine = self._marked(writes, write.name, list(write.pools))
+        self._write_with_pool_bumps(writes, list(write.pools))
+        self._bumps_done(write.name, mine)
+
+    def _outstanding(self, name: str) -> OutstandingBumps:
+        """The pools an apply or delete of quota `name` left to bump (its later transactions
+        failed), and whose they are (`_marked`)."""
+        item = self._read_one(OUTSTANDING_BUMPS_PK, name)
+        if item is None:
+            return OutstandingBumps()
+        pools = tuple(sorted(str(p) for p in item.get("pools", [])))
+        return OutstandingBumps(pools, str(item.get("token", "")))
+
+    def _marked(
+        self, writes: list[dict[str, Any]], name: str, pools: list[str]
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """`writes`, and when the bumps of `pools` do not all fit beside them, the put of the
+        pools bumped after their transaction (`OUTSTANDING_BUMPS_PK`), and its token."""
+        room = TRANSACTION_ITEMS - len(writes) - 1
+        if len(pools) <= room + 1:
+            return writes, None
+        token = uuid.uuid4().hex
+        return [*writes, outstanding_bumps_put(self._table, name, pools[room:], token)], token
+
+    def _bumps_done(self, name: str, token: str | None) -> None:
+        """Every bump of an apply or delete is written: the pools it marked outstanding are not
+        (unless another apply or delete marked its own since)."""
+        if token is None:
+            return
+        try:
+            with aws_call("DeleteItem"):
+                self._db.delete_item(
+                    TableName=self._table,
+                    Key=key(OUTSTANDING_BUMPS_PK, name),
+                    ConditionExpression="#token = :token",
+                    ExpressionAttributeNames={"#token": "token"},
+                    ExpressionAttributeValues={":token": {"S": token}},
+                )
+        except ConditionFailed:
+            pass  # another apply or delete's, which it removes when its own bumps are done
+
+    def _write_with_pool_bumps(self, writes: list[dict[str, Any]], pools: list[str]) -> None:
+        """`writes` in one transaction with the quota generation bumps of `pools` that fit
+        beside them; the rest (a quota naming more pools than a transaction holds) right after,
+        before the apply or delete returns. A failure between leaves those pools' leases decided
+        on a copy as old as the launcher's cache (CONFIG_CACHE_SECONDS) at most."""
+        bumps = [generation_bump(self._table, quota_pool_key(pool)) for pool in pools]
+        room = TRANSACTION_ITEMS - len(writes)
+        with aws_call("TransactWriteItems"):
+            self._db.transact_write_items(TransactItems=[*writes, *bumps[:room]])
+        for start in range(room, len(bumps), TRANSACTION_ITEMS):
+            with aws_call("TransactWriteItems"):
+                chunk = bumps[start : start + TRANSACTION_ITEMS]
+                self._db.transact_write_items(TransactItems=chunk)
+
+    def _read_one(self, kind: str, name: str) -> dict[str, Any] | None:
+        return read_item(self._db, self._table, kind, name)
+
+
+def _quota_of(item: dict[str, Any]) -> CapacityQuota | None:
+    """The quota a stored item holds (None: it no longer parses, listed by `invalid()`)."""
+    try:
+        quota = parse_item("CapacityQuota", item)
+    except StoredDocumentInvalid:
+        return None
+    assert isinstance(quota, CapacityQuota)
+    return quota
+
+
+def _stored_quota(item: dict[str, Any] | None) -> StoredQuota | None:
+    """A quota's item as stored, with the pools it names (one that does not parse governs
+    nothing: none)."""
+    if item is None:
+        return None
+    quota = _quota_of(item)
+    pools = () if quota is None else pools_named(quota)
+    kept = item.get("kept")
+    return StoredQuota(str(item["document"]), None if kept is None else str(kept), pools)
+
+
+def _while_stored_as(put: dict[str, Any], body: str, kept_body: str | None) -> dict[str, Any]:
+    """`put` only if the item is stored with `body` and `kept_body` still (an apply that
+    changes nothing: any write meanwhile sends it back to be checked and bumped)."""
+    values: dict[str, Any] = {":document": {"S": body}}
+    condition = "#document = :document AND "
+    if kept_body is None:
+        condition += "attribute_not_exists(kept)"
+    else:
+        condition += "kept = :kept"
+        values[":kept"] = {"S": kept_body}
+    return {
+        **put,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": {"#document": "document"},
+        "ExpressionAttributeValues": values,
+    }

@@ -1,0 +1,125 @@
+"""An enforced reclaim decided again when its grace period has passed, before the sync terminates.
+
+A reclaim is chosen under the quotas of the moment it is requested. By the time it is enforced the
+lender's ``reclaimWithinCohort`` may be ``Never``, a borrower's priority may be no lower than the
+lender's, the lender's quota may be deleted or no longer name the NodePool, a borrower may have
+left the lender's cohort, or an owner may have released other instances and no longer borrow.
+`redecide` takes the quotas and quota usage of now and keeps only what the current policy still
+allows: the rest is spared, each with its reason. Pure: no I/O (docs/quotas.md, Reclaim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from capacity_launcher.domain.accounting.quota_admission import (
+    Cohort,
+    QuotaInstance,
+    UsageKey,
+    reclaim_refusal,
+)
+from capacity_launcher.domain.apis.quotas import CapacityQuota, ReclaimPolicy
+from capacity_launcher.domain.quantities import Resources
+
+NOT_BORROWED = "within its owner's nominal quota now: no longer borrowed"
+
+
+class ReclaimOutcome(StrEnum):
+    """How a reclaim is closed (the `outcome` of Capacity Reclaim Closed)."""
+
+    RELEASED = "released"  # its owners released what it names, or no longer borrow it
+    EXPIRED = "expired"  # only asked (not enforced): its grace period passed
+    STALE = "stale"  # enforced, but found too long after releaseBy
+    TERMINATED = "terminated"  # the sync terminated what the current policy still allows
+    WITHDRAWN = "withdrawn"  # the current policy allows none of it: nothing terminated
+
+
+@dataclass(frozen=True)
+class Spared:
+    instance_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReclaimDecision:
+    """What an enforced reclaim terminates now, and what it spares and why."""
+
+    terminate: list[str]
+    spared: list[Spared]
+    # Spared by the policy (not because their owners no longer borrow them).
+    refused: bool
+
+    @property
+    def outcome(self) -> ReclaimOutcome:
+        if self.terminate:
+            return ReclaimOutcome.TERMINATED
+        return ReclaimOutcome.WITHDRAWN if self.refused else ReclaimOutcome.RELEASED
+
+    @property
+    def reason(self) -> str:
+        """Every distinct reason something was spared, in order."""
+        return "; ".join(dict.fromkeys(s.reason for s in self.spared))
+
+
+def redecide(
+    lender_name: str,
+    pool: str,
+    resources: Iterable[str],
+    named: Sequence[QuotaInstance],
+    quotas: Sequence[CapacityQuota],
+    usage: Mapping[UsageKey, Resources],
+) -> ReclaimDecision:
+    """Which of ``named`` (the reclaim's instances still counted, in its order) the lender's
+    reclaim may terminate now, under ``quotas`` and the lender's cohort's ``usage`` in ``pool``.
+
+    An instance is terminated only if the lender's quota still names the pool with a policy
+    other than Never, its owner is another member of the lender's cohort that the policy lets
+    the lender reclaim from, and its owner still borrows it (`Cohort.releasable`)."""
+    lender = next((q for q in quotas if q.name == lender_name), None)
+    whole = _refusal(lender, lender_name, pool)
+    if lender is None or whole is not None:
+        spared = [Spared(i.instance_id, str(whole)) for i in named]
+        return ReclaimDecision([], spared, refused=True)
+    cohort = Cohort.of(lender, quotas, usage)
+    allowed: list[QuotaInstance] = []
+    spared = []
+    for instance in named:
+        why = _instance_refusal(cohort, lender, pool, instance)
+        if why is None:
+            allowed.append(instance)
+        else:
+            spared.append(Spared(instance.instance_id, why))
+    refused = bool(spared)  # before those no longer borrowed join them
+    kept = {i.instance_id for i in cohort.releasable(pool, resources, allowed)}
+    spared += [Spared(i.instance_id, NOT_BORROWED) for i in allowed if i.instance_id not in kept]
+    terminate = [i.instance_id for i in allowed if i.instance_id in kept]
+    return ReclaimDecision(terminate, spared, refused=refused)
+
+
+def _refusal(lender: CapacityQuota | None, name: str, pool: str) -> str | None:
+    """Why the lender's reclaim in ``pool`` terminates nothing at all now; None if it may."""
+    if lender is None:
+        return f"CapacityQuota {name} was deleted"
+    if lender.flavor(pool) is None:
+        return f"CapacityQuota {name} no longer names NodePool {pool}"
+    if lender.spec.preemption.reclaim_within_cohort is ReclaimPolicy.NEVER:
+        return reclaim_refusal(lender, lender)
+    return None
+
+
+def _instance_refusal(
+    cohort: Cohort, lender: CapacityQuota, pool: str, instance: QuotaInstance
+) -> str | None:
+    """Why the current policy does not let ``lender`` reclaim ``instance``; None if it does."""
+    owner = cohort.owner(instance.requester, pool)
+    if owner is None:
+        where = f"cohort {lender.spec.cohort}" if lender.spec.cohort else f"{lender.name} alone"
+        return (
+            f"requester {instance.requester} is covered by no quota of {where} in "
+            f"NodePool {pool} now"
+        )
+    if owner == lender.name:
+        return f"requester {instance.requester} is covered by {lender.name} itself now"
+    return reclaim_refusal(lender, cohort.quotas[owner])

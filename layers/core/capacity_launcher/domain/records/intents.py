@@ -1,0 +1,90 @@
+"""Launch intents: what is about to be asked of EC2, written down before asking.
+
+A retry after a crash replays an intent (same input, same ClientToken, so EC2 answers with the same
+instances) instead of composing a new one: neither crashes nor batch coalescing launch twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from capacity_launcher.domain.capacity.offerings import RESERVED
+from capacity_launcher.domain.records.tags import NODE_POOL
+
+IntentState = Literal["pending", "done"]
+
+
+def client_token(request_ids: Sequence[str], attempt: int) -> str:
+    """Deterministic per (requests served, attempt number); EC2 allows 64 ASCII characters."""
+    digest = hashlib.sha256(("\n".join(request_ids) + f"\n#{attempt}").encode()).hexdigest()
+    return f"cl-{digest[:40]}"
+
+
+@dataclass(frozen=True)
+class Share:
+    """How many of an intent's instances one request gets, in the order the shares are listed."""
+
+    request_id: str
+    count: int
+
+
+def allocate(count: int, wanted: Sequence[tuple[str, int]]) -> tuple[Share, ...]:
+    """Split an attempt's `count` over requests in order: earlier requests are filled first."""
+    shares = []
+    left = count
+    for request_id, want in wanted:
+        take = min(want, left)
+        if take > 0:
+            shares.append(Share(request_id, take))
+            left -= take
+    return tuple(shares)
+
+
+@dataclass(frozen=True)
+class LaunchIntent:
+    token: str
+    attempt: int
+    capacity_type: str
+    shares: tuple[Share, ...]
+    fleet_input: Mapping[str, Any]
+    # What each override means, so errors and landings map back to offerings on replay.
+    offerings: tuple[str, ...] = ()
+    state: IntentState = "pending"
+    instance_ids: tuple[str, ...] = ()
+    errors: tuple[Mapping[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def request_ids(self) -> tuple[str, ...]:
+        return tuple(s.request_id for s in self.shares)
+
+    @property
+    def reservation_id(self) -> str | None:
+        """The one reservation a reserved intent targets (`capacity-reservations-only`), when its
+        offerings name a single one: its instances were launched in it, even once EC2 stops
+        naming it on them (a reservation that ended leaves them running as On-Demand)."""
+        if self.capacity_type != RESERVED:
+            return None
+        named = {key.removeprefix(f"{RESERVED}:") for key in self.offerings}
+        return named.pop() if len(named) == 1 else None
+
+    @property
+    def node_pool(self) -> str | None:
+        """The pool the intent launches for, as its instance tags say."""
+        for spec in self.fleet_input.get("TagSpecifications", ()):
+            for tag in spec.get("Tags", ()):
+                if tag.get("Key") == NODE_POOL:
+                    return str(tag["Value"])
+        return None
+
+    def split(self, instance_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Instances per request: sorted ids, handed out in share order (same answer on replay)."""
+        ordered = sorted(instance_ids)
+        result: dict[str, list[str]] = {}
+        start = 0
+        for share in self.shares:
+            result[share.request_id] = ordered[start : start + share.count]
+            start += share.count
+        return result
