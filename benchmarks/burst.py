@@ -87,6 +87,7 @@ def _shared_without_single_flight() -> LaunchBatch:
         settings.ice_ttl_seconds,
         local_copy_seconds=settings.ice_local_copy_seconds,
         dynamodb=aws.client("dynamodb"),
+        clock=adapters.seconds,
     )
     return adapters.launch_batch(
         adapters.idempotency_config(), dataclasses.replace(ports, unavailable=cache)

@@ -164,11 +164,16 @@ class LaunchClient:
         self._clock = clock
         self._sleep = sleep
         self._now = now or (lambda: datetime.now(UTC))
+        # Read only: the records' clock stamps retention on writes, which the client never makes.
         self._records: RecordReader = records or LaunchRecords(
-            deployment.state_table, deployment.client("dynamodb")
+            deployment.state_table, deployment.client("dynamodb"), clock=time.time
         )
+        # Read only as well: the documents' clock stamps `updatedAt` on applies.
         self._config: Configuration = config or ConfigStore(
-            deployment.state_table, deployment.client("dynamodb"), CONFIG_CACHE_SECONDS
+            deployment.state_table,
+            deployment.client("dynamodb"),
+            CONFIG_CACHE_SECONDS,
+            clock=self._now,
         )
 
     @classmethod

@@ -220,8 +220,15 @@ def _apply_ome(out: Console, store: Configuration, folder: Path) -> None:
     out.print(f"applied {len(steps)} OME documents as written, from {folder}")
 
 
+def _seconds() -> float:
+    """The emulator's clock in epoch seconds, as the local cloud's functions read it."""
+    return CLOCK.now().timestamp()
+
+
 def _final_tables(out: Console, deployment: Deployment) -> None:
-    records = LaunchRecords(deployment.state_table, deployment.client("dynamodb")).list_records()
+    records = LaunchRecords(
+        deployment.state_table, deployment.client("dynamodb"), clock=_seconds
+    ).list_records()
     ordered = sorted(records, key=lambda r: r.received_at)
     out.print(views.requests(ordered))
     out.print(views.instances(ordered, instance_states(ordered, deployment)))
@@ -606,7 +613,9 @@ def run_demo(examples: str = "examples") -> int:
                 f"{GROUP_NAME}: 2 x c5.large in {DEMO_ZONE} + 2 in {OTHER_ZONE}; "
                 f"on-demand {' '.join(DRY_OFFERING[:2])} set dry"
             )
-            records = LaunchRecords(deployment.state_table, deployment.client("dynamodb"))
+            records = LaunchRecords(
+                deployment.state_table, deployment.client("dynamodb"), clock=_seconds
+            )
             mismatches = _play(out, deployment, records)
             story = _Story(deployment, records, _Subscription(deployment))
             mismatches += _play_quotas(out, cloud, story, len(SCENES) + 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
@@ -125,6 +126,7 @@ def test_dry_run_says_what_a_request_would_get_and_sends_nothing(e2e_cloud: E2eC
         settings.unavailable_offerings_table_name,
         settings.ice_ttl_seconds,
         dynamodb=e2e_cloud.client("dynamodb"),
+        clock=time.time,
     )
     dry = "on-demand:m5.large:us-east-1a"
     cache.mark([(dry, "InsufficientInstanceCapacity", "dry for the test")])

@@ -7,6 +7,7 @@ or a gang failure, and a sync running in the middle of a launch.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -60,7 +61,7 @@ def usage(pool: str = "general") -> int:
 
 
 def members() -> PoolMemberStore:
-    return PoolMemberStore(get_settings().state_table_name)
+    return PoolMemberStore(get_settings().state_table_name, clock=time.time)
 
 
 def usage_store() -> PoolUsageStore:
@@ -138,7 +139,9 @@ def test_a_redelivery_after_settle_keeps_what_events_recorded_since(
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
     # Then the instance's item still says it was released (a rewrite would make it look running
     # and let a late writer count it back), and the pool's usage stays what runs
-    item = InstanceRecords(get_settings().state_table_name).stored_item(instance_id)
+    item = InstanceRecords(get_settings().state_table_name, clock=time.time).stored_item(
+        instance_id
+    )
     assert item is not None
     assert item["state"] == "terminated"
     assert "releasedAt" in item
@@ -272,7 +275,7 @@ def test_a_lease_is_given_back_when_the_launch_fails_before_any_intent(
     assert len(cloud.send(launch_request("no-intent-1", nodePool="general", count=2))) == 1
     # Then its lease is given back at once, not after it expires
     assert usage() == 0
-    assert PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
+    assert PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time).leases() == []
 
 
 def test_a_gang_that_misses_min_count_gives_back_its_slots_and_limits(
@@ -337,7 +340,7 @@ def test_a_sync_during_a_launch_does_not_count_its_instances_twice(cloud, subnet
 def test_settling_more_instances_than_one_transaction_holds_counts_each_once(cloud, subnets, image):
     # Given a lease of 120 instances, 5 of which the sync already counted (their lease had expired)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    store = PoolLeaseStore(get_settings().state_table_name, 900)
+    store = PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time)
     one = Resources(cpu=2, memory_mib=8192, instances=1)
     assert reserve_room(store, "general", "big-1", one, 120, 1, None) == 120
     launched = {f"i-{n:017x}": one for n in range(120)}

@@ -220,7 +220,7 @@ def test_a_crashed_workers_lease_expires_and_frees_the_limit(cloud, subnets, ima
     blocked = cloud.record("after-crash-1")
     assert blocked is not None and blocked.status is RequestStatus.FAILED
     # When the expired lease is reclaimed
-    live = PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"))
+    live = PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"), clock=time.time)
     (lease,) = [le for le in live.leases() if le.lease_id == "dead-worker"]
     assert live.reclaim(lease)
     # Then the pool has room again
@@ -406,7 +406,7 @@ def test_a_replay_whose_lease_was_reclaimed_takes_its_instances_and_launches_no_
     )
     (lease,) = [le for le in later.leases() if le.lease_id == "lost-lease-1"]
     assert later.reclaim(lease)
-    members = PoolMemberStore(cloud.names.state_table, aws.client("dynamodb"))
+    members = PoolMemberStore(cloud.names.state_table, aws.client("dynamodb"), clock=time.time)
     assert members.count("general", launched["InstanceId"], Resources(instances=1, cpu=2))
     expire_idempotency_claims(cloud)
     # When the request is delivered again (the first pool is full now)

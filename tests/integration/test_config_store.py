@@ -17,6 +17,7 @@ from capacity_launcher.domain.errors import ConfigConflict
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.settings import Settings, get_settings
+from capacity_launcher.startup import system_clock
 from capacity_launcher_cli.config_commands import get_config
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import (
@@ -146,14 +147,14 @@ def test_a_stored_class_that_no_longer_parses_rejects_only_its_pools(
     assert good is not None and good.status is RequestStatus.FULFILLED
     assert bad is not None and bad.status is RequestStatus.REJECTED
     assert [e.code for e in bad.errors] == ["InvalidNodeClass"]
-    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
     assert [c.metadata.name for c in store.node_classes()] == ["standard"]
     assert [(d.kind, d.name) for d in store.invalid()] == [("NodeClass", "other")]
 
 
 def test_deleting_a_class_cannot_race_an_apply_that_references_it(cloud: Cloud) -> None:
     # Given a class no pool uses yet
-    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
     cloud.apply(node_class("shared", ["subnet-0123456789abcdef0"], "ami-0123456789abcdef0"))
     db = aws.client("dynamodb")
     raced: list[str] = []
@@ -203,7 +204,7 @@ def _quota(name: str, requesters: list[str], pool: str = "training") -> Any:
 
 
 def test_quotas_are_stored_read_back_and_deleted_like_the_other_kinds(cloud: Cloud) -> None:
-    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
     configuration = _configuration(store)
     team_a = _quota("team-a", ["team-a"])
 
@@ -223,7 +224,7 @@ def test_quotas_are_stored_read_back_and_deleted_like_the_other_kinds(cloud: Clo
 def test_a_requester_already_covered_in_a_pool_is_refused_naming_both_quotas(
     cloud: Cloud,
 ) -> None:
-    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
     configuration = _configuration(store)
     configuration.apply(_quota("team-a", ["team-a", "shared"]))
 
@@ -237,14 +238,14 @@ def test_a_requester_already_covered_in_a_pool_is_refused_naming_both_quotas(
 
 def test_two_applies_that_conflict_only_together_cannot_both_succeed(cloud: Cloud) -> None:
     # Given an apply whose check has passed when another operator's quota lands first
-    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
     db = aws.client("dynamodb")
     raced: list[str] = []
 
     def apply_first(**_: Any) -> None:
         if not raced:
             raced.append("team-b")
-            other = ConfigStore(cloud.names.state_table, db)
+            other = ConfigStore(cloud.names.state_table, db, clock=system_clock)
             _configuration(other).apply(_quota("team-b", ["shared"]))
 
     db.meta.events.register("before-call.dynamodb.TransactWriteItems", apply_first)

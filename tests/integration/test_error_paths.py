@@ -22,6 +22,7 @@ from capacity_launcher.domain.backoff import IN_PROCESS_RETRIES
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch import LaunchBatch, Message
+from capacity_launcher.startup import system_clock
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import (
     Cloud,
@@ -66,7 +67,7 @@ def timeline(cloud: Cloud) -> Iterator[Timeline]:
 
 
 def _lease_count(cloud: Cloud, pool: str) -> int:
-    store = PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"))
+    store = PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"), clock=time.time)
     return len([lease for lease in store.leases() if lease.pool == pool])
 
 
@@ -278,7 +279,7 @@ def test_transaction_conflicts_are_retried_by_the_client(cloud: Cloud) -> None:
     # Then the client retried through the conflicts, and the pool exists
     (fault,) = moto_capacity.state()["faults"]
     assert fault["fired"] == 2
-    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
     assert store.node_pool("p").metadata.name == "p"
 
 

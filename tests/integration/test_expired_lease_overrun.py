@@ -17,6 +17,7 @@ terminating the rest (`LeaseReclaimedOverLimit`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -100,7 +101,7 @@ def test_an_expired_lease_taken_up_never_lets_the_pool_run_over_its_limit(
     first = launch_request("first", count=2, nodePool="general")
     with worker_dies_at(monkeypatch, "write_intent"):
         cloud.send(first)
-    leases = PoolLeaseStore(get_settings().state_table_name, 900).leases()
+    leases = PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time).leases()
     assert [lease.count for lease in leases] == [2]
     past_the_lease()
     # When it is delivered again, and under its launch the late sync runs and another request

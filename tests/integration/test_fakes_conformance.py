@@ -4,6 +4,7 @@ here, not silently in tests/unit/launch."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -92,6 +93,6 @@ def _records_scenario(records: Records) -> list[Any]:
 
 def test_the_fake_records_answer_as_the_table_does(cloud: Cloud) -> None:
     adapter = _records_scenario(
-        LaunchRecords(get_settings().state_table_name, aws.client("dynamodb"))
+        LaunchRecords(get_settings().state_table_name, aws.client("dynamodb"), clock=time.time)
     )
     assert _records_scenario(FakeRecords()) == adapter

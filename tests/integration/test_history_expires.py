@@ -53,7 +53,9 @@ def test_a_terminated_instances_item_expires_and_a_live_ones_does_not(cloud, sub
     record = cloud.record("old-2")
     assert record is not None
     gone, live = (i.instance_id for i in record.instances)
-    items = InstanceRecords(get_settings().state_table_name, retention_seconds=3 * DAY)
+    items = InstanceRecords(
+        get_settings().state_table_name, retention_seconds=3 * DAY, clock=time.time
+    )
     # When one terminates and the other only stops
     at = datetime.now(UTC).isoformat()
     items.release(gone, "terminated", at)
@@ -72,7 +74,7 @@ def test_the_sync_reads_open_leases_and_not_the_history_of_past_requests(cloud, 
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     for n in range(5):
         cloud.send(launch_request(f"past-{n}", nodePool="general"))
-    store = PoolLeaseStore(get_settings().state_table_name, 900)
+    store = PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time)
     reserve_room(
         store, "general", "in-flight", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
     )

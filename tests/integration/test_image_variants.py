@@ -19,6 +19,7 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.startup import system_clock
 from tests.integration.test_multiple_architectures import _apply, _launched
 from tests.support.cloud import Cloud, launch_request
 
@@ -115,7 +116,9 @@ def test_the_ec2nodeclass_status_lists_each_variant_with_its_requirements(
         c for c in cloud.adapters().config_store().node_classes() if c.name == "default"
     ]
     assert isinstance(node_class, NodeClass)
-    images = LaunchTemplates(cloud.ec2, aws.client("ssm")).image_architectures(node_class)
+    images = LaunchTemplates(cloud.ec2, aws.client("ssm"), clock=system_clock).image_architectures(
+        node_class
+    )
     assert images is not None
     status = ec2nodeclass_status(
         ResolvedNodeClass(images=Resolved([(i, "") for i in images.images])), "now"

@@ -4,6 +4,7 @@ items written before sharding carry, so those stay readable (domain/records/inde
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,7 +46,7 @@ def test_open_leases_spread_over_the_shards_and_old_ones_stay_readable(
 ) -> None:
     # Given 40 open leases written now, in a pool
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    store = PoolLeaseStore(get_settings().state_table_name, 900)
+    store = PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time)
     for n in range(40):
         reserve_room(
             store, "general", f"l-{n}", Resources(cpu=2, memory_mib=8192, instances=1), 1, 1, None
@@ -62,7 +63,9 @@ def test_open_leases_spread_over_the_shards_and_old_ones_stay_readable(
 
 def test_waiting_requests_spread_over_the_shards_and_old_ones_stay_readable(cloud: Cloud) -> None:
     # Given 20 waiting requests past their deadline, written now
-    records = LaunchRecords(get_settings().state_table_name, aws.client("dynamodb"))
+    records = LaunchRecords(
+        get_settings().state_table_name, aws.client("dynamodb"), clock=time.time
+    )
     for n in range(20):
         records.put_record(
             RequestRecord(

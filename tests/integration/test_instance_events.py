@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -13,6 +14,7 @@ from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.records.status import INSTANCE_TERMINATED
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from tests.integration.test_reservation_sync import (
     LambdaContext,
     handler,
@@ -78,7 +80,9 @@ def test_a_terminated_instance_releases_its_limits_and_reservation_slot_once(
     assert usage() == 0
     assert snapshot(reservation).snapshot.available == 2
     # and the instance item, the request record and one Instance Terminated event say so
-    item = InstanceRecords(get_settings().state_table_name).stored_item(instance_id)
+    item = InstanceRecords(get_settings().state_table_name, clock=time.time).stored_item(
+        instance_id
+    )
     assert item is not None
     assert item["state"] == "terminated"
     assert item["releasedAt"]
@@ -161,7 +165,9 @@ def test_an_interruption_warning_marks_the_reservation_exhausted(
     assert result["capacityReservationId"] == reservation
     assert snapshot(reservation).snapshot.exhausted
     assert f"reserved:{reservation}" in ice_keys()
-    node_class = ConfigStore(get_settings().state_table_name).node_class("standard")
+    node_class = ConfigStore(get_settings().state_table_name, clock=system_clock).node_class(
+        "standard"
+    )
     (source,) = reservations().sources(node_class)
     assert [r.exhausted for r in source.reservations] == [True]
 

@@ -31,6 +31,7 @@ from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.service.admission import take_lease
 from capacity_launcher.service.ports import PoolLeases
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota
 from tests.fakes.leases import FakeLeases
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -171,7 +172,7 @@ def stored(cloud: Cloud, subnets: dict[str, str], image: str) -> _Stored:
     limits: dict[str, Any] = {"instances": "3", "unready": 0}
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits=limits)
     cloud.apply(capacity_quota("team-a", POOL, {"instances": "2"}))
-    config = ConfigStore(get_settings().state_table_name)
+    config = ConfigStore(get_settings().state_table_name, clock=system_clock)
     pool = config.node_pool(POOL)
     node_class = config.node_class(pool.spec.node_class_ref)
     return _Stored(pool.spec.limits, Revisions.of(pool, node_class, config.pool_set().generation))
@@ -179,7 +180,7 @@ def stored(cloud: Cloud, subnets: dict[str, str], image: str) -> _Stored:
 
 def test_the_fake_lease_port_answers_as_the_table_does(stored: _Stored) -> None:
     table, db = get_settings().state_table_name, aws.client("dynamodb")
-    config = ConfigStore(table)
+    config = ConfigStore(table, clock=system_clock)
     clocks = _Clock(), _Clock()
     adapter = PoolLeaseStore(
         table,

@@ -11,6 +11,7 @@ lease back too, as does one resolved again into another pool."""
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 
 import pytest
@@ -79,7 +80,7 @@ def redeliver(cloud: Cloud, request: dict[str, object]) -> None:
 
 
 def leases() -> list[Lease]:
-    return PoolLeaseStore(get_settings().state_table_name, 900).leases()
+    return PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time).leases()
 
 
 def general_usage() -> int:
@@ -103,7 +104,7 @@ def test_a_lease_no_intent_names_is_given_back_when_the_request_goes_on(
     assert leases() == []
     assert general_usage() == 0
     # And its limit has room for the next request's instance (it was refused LimitExceeded)
-    store = PoolLeaseStore(get_settings().state_table_name, 900)
+    store = PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time)
     assert reserve_room(store, "general", "next", M5_LARGE, 1, 1, PoolLimits(instances=1)) == 1
 
 

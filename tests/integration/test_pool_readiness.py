@@ -4,6 +4,7 @@ counted changed before its transaction, and the sync's marks (docs/provisioner.m
 from __future__ import annotations
 
 import re
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -29,8 +30,8 @@ EACH = Resources(cpu=Decimal(2), memory_mib=8192, instances=1)
 def _stores(gate: Any) -> tuple[PoolLeaseStore, PoolLeaseStore]:
     settings = get_settings()
     table, seconds = settings.state_table_name, settings.limit_lease_seconds
-    gated = PoolLeaseStore(table, seconds, client("dynamodb"), unready_gate=gate)
-    return gated, PoolLeaseStore(table, seconds, client("dynamodb"))
+    gated = PoolLeaseStore(table, seconds, client("dynamodb"), unready_gate=gate, clock=time.time)
+    return gated, PoolLeaseStore(table, seconds, client("dynamodb"), clock=time.time)
 
 
 def test_a_lease_that_counted_before_another_lease_landed_is_decided_again(
@@ -86,7 +87,7 @@ def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_o
     assert reserve_room(gated, "general", "second", EACH, 1, 1, limits, unleased=True) == 1
 
     # A released member's mark is forgotten; marking again marks nothing new
-    members = PoolMemberStore(settings.state_table_name, client("dynamodb"))
+    members = PoolMemberStore(settings.state_table_name, client("dynamodb"), clock=time.time)
     member = members.member("general", ids[0])
     assert member is not None and members.uncount(member)
     assert readiness.mark_ready("general") == []

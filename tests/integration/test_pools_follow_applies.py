@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -105,7 +106,7 @@ def test_a_lease_decided_on_another_revision_is_not_taken(cloud, subnets, image)
     stored_pool, stored_class = store.node_pool("general"), store.node_class("standard")
     m5_only = [instance_type("m5.large")]
     older = parse_document(node_pool("general", "standard", requirements=m5_only))
-    leases = PoolLeaseStore(get_settings().state_table_name, 900)
+    leases = PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time)
     one = Resources(Decimal(2), 4096, 0, 1)
 
     def take_as(lease_id: str, seen: Revisions) -> object:
@@ -395,7 +396,10 @@ def test_an_apply_just_before_a_redelivery_governs_the_lease_it_takes_up(
     wanted = ("c5.large", ZONE) if applied == "NodePool" else ("m5.large", zone)
     assert landed == [wanted], record.to_detail()
     usage = PoolUsageStore(get_settings().state_table_name).usage("general")
-    assert usage.cpu == 4 and PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
+    assert (
+        usage.cpu == 4
+        and PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time).leases() == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -421,7 +425,10 @@ def test_a_lease_a_dead_worker_left_is_taken_up_under_another_spelling(
     record = cloud.record("dead")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     usage = PoolUsageStore(get_settings().state_table_name).usage("general")
-    assert usage.cpu == 4 and PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
+    assert (
+        usage.cpu == 4
+        and PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time).leases() == []
+    )
 
 
 def test_a_replay_whose_lease_holds_room_for_none_of_the_types_allowed_now_says_why(
@@ -487,4 +494,7 @@ def test_a_lease_taken_up_beside_new_ones_covers_only_the_types_they_cover(
         assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
         assert [i.instance_type for i in record.instances] == ["r5.large"], record.to_detail()
     usage = PoolUsageStore(get_settings().state_table_name).usage("general")
-    assert usage.cpu == 4 and PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
+    assert (
+        usage.cpu == 4
+        and PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time).leases() == []
+    )

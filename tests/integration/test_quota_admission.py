@@ -4,6 +4,7 @@ released with the pool's, once."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota
 from tests.integration.test_accounting import deliver, usage
 from tests.integration.test_launch_into_reservations import (
@@ -89,7 +91,7 @@ def test_a_request_beyond_its_quota_fails_naming_quota_pool_and_resource(pool: C
     assert [e["detail-type"] for e in pool.events()] == ["Launch Failed"]
     assert pool.managed_instances() == []
     assert (used("team-a"), usage()) == (0, 0)
-    assert PoolLeaseStore(get_settings().state_table_name, 900).leases() == []
+    assert PoolLeaseStore(get_settings().state_table_name, 900, clock=time.time).leases() == []
 
 
 def test_a_requester_no_quota_covers_is_refused_in_a_pool_quotas_name(pool: Cloud) -> None:
@@ -145,10 +147,10 @@ def test_two_concurrent_admissions_that_together_overrun_admit_one(
     # Given a cohort with 3 instances of nominal quota, team-a borrowing up to 2 of team-b's
     pool.apply(quota("team-a", "1", borrowing="2"), quota("team-b", "2"))
     settings = get_settings()
-    quotas = ConfigStore(settings.state_table_name)
+    quotas = ConfigStore(settings.state_table_name, clock=system_clock)
 
     def store() -> PoolLeaseStore:
-        return PoolLeaseStore(settings.state_table_name, 900, quotas=quotas)
+        return PoolLeaseStore(settings.state_table_name, 900, quotas=quotas, clock=time.time)
 
     limits = store().stored_limits(POOL)  # the pool's own limits (10) leave room for both
     # When team-b's admission of 2 reads the cohort's usage, and team-a's admission of 3
@@ -175,7 +177,8 @@ def test_a_cancelled_lease_gives_its_quota_back_once(pool: Cloud) -> None:
     store = PoolLeaseStore(
         settings.state_table_name,
         900,
-        quotas=ConfigStore(settings.state_table_name),
+        quotas=ConfigStore(settings.state_table_name, clock=system_clock),
+        clock=time.time,
     )
     assert reserve_room(store, "general", "lease-1", ONE, 2, 1, None, "team-a") == 2
     assert used("team-a") == 2
@@ -361,7 +364,10 @@ def test_a_concurrent_lease_in_another_pool_of_the_group_conflicts_and_is_decide
 
     def store() -> PoolLeaseStore:
         return PoolLeaseStore(
-            settings.state_table_name, 900, quotas=ConfigStore(settings.state_table_name)
+            settings.state_table_name,
+            900,
+            quotas=ConfigStore(settings.state_table_name, clock=system_clock),
+            clock=time.time,
         )
 
     # When a lease of 3 in spare reads the group's usage, and a lease of 3 in general (which

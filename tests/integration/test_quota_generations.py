@@ -5,6 +5,7 @@ lease decided on an older copy of its own pool's quotas still fails its transact
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +18,7 @@ from capacity_launcher.adapters.quota_store import QuotaStore
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NotFound, QuotaExceeded, Transient
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota
 from tests.integration.test_quota_admission import ONE, POOL, SPARE, pool, spare_below
 from tests.support.cloud import Cloud
@@ -27,7 +29,7 @@ __all__ = ["pool"]  # the fixture
 
 def generations() -> tuple[int | None, int | None, int | None]:
     """The quota-set version and the quota generations of general and spare, as stored."""
-    stored = ConfigStore(get_settings().state_table_name).quota_set(fresh=True)
+    stored = ConfigStore(get_settings().state_table_name, clock=system_clock).quota_set(fresh=True)
     return stored.generation, stored.generation_in(POOL), stored.generation_in(SPARE)
 
 
@@ -57,9 +59,9 @@ def naming_120_pools() -> tuple[list[str], dict[str, Any]]:
 def warm_store() -> tuple[ConfigStore, PoolLeaseStore]:
     """A launcher's stores whose copy of the quotas is read now and kept 10 minutes."""
     table = get_settings().state_table_name
-    quotas = ConfigStore(table, cache_seconds=600)
+    quotas = ConfigStore(table, cache_seconds=600, clock=system_clock)
     quotas.quota_set()
-    return quotas, PoolLeaseStore(table, 900, quotas=quotas)
+    return quotas, PoolLeaseStore(table, 900, quotas=quotas, clock=time.time)
 
 
 @pytest.fixture
@@ -159,11 +161,11 @@ def test_a_quota_naming_more_pools_than_a_transaction_holds_bumps_every_one(pool
     names, document = naming_120_pools()
     pool.apply(document)
     # Then every pool it names has its generation bumped, the last as the first
-    stored = ConfigStore(get_settings().state_table_name).quota_set(fresh=True)
+    stored = ConfigStore(get_settings().state_table_name, clock=system_clock).quota_set(fresh=True)
     assert {stored.generation_in(n) for n in names} == {1}
     # and so does its delete
     pool.delete("CapacityQuota", "team-a")
-    stored = ConfigStore(get_settings().state_table_name).quota_set(fresh=True)
+    stored = ConfigStore(get_settings().state_table_name, clock=system_clock).quota_set(fresh=True)
     assert {stored.generation_in(n) for n in names} == {2}
 
 
@@ -196,7 +198,7 @@ def test_a_quota_whose_later_bumps_failed_is_bumped_by_its_next_apply(
     # When the operator applies it again, as the failed apply asked
     pool.apply(document)
     # Then every pool it names has had its generation bumped
-    stored = ConfigStore(get_settings().state_table_name).quota_set(fresh=True)
+    stored = ConfigStore(get_settings().state_table_name, clock=system_clock).quota_set(fresh=True)
     assert {stored.generation_in(n) for n in names} == {1}
 
 
@@ -213,7 +215,7 @@ def test_a_quota_whose_delete_lost_its_later_bumps_is_finished_by_its_next_delet
     pool.delete("CapacityQuota", "team-a")
     # Then every pool it named has had its generation bumped once by the delete, and a third
     # delete finds nothing left to do
-    stored = ConfigStore(get_settings().state_table_name).quota_set(fresh=True)
+    stored = ConfigStore(get_settings().state_table_name, clock=system_clock).quota_set(fresh=True)
     assert {stored.generation_in(n) for n in names} == {2}
     with pytest.raises(NotFound):
         pool.delete("CapacityQuota", "team-a")

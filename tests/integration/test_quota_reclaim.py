@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -290,7 +291,7 @@ def test_an_instance_adopted_by_reconciliation_counts_for_its_quota(pool: Cloud)
     record = pool.record("b-0")
     assert record is not None and record.launched == 1
     instance_id = record.instances[0].instance_id
-    store = PoolMemberStore(get_settings().state_table_name)
+    store = PoolMemberStore(get_settings().state_table_name, clock=time.time)
     member = store.member(POOL, instance_id)
     assert member is not None and store.uncount(member)
     assert store.count(POOL, instance_id, member.amount)  # no requester: the pool's only

@@ -3,6 +3,7 @@ Query per shard: bounded by the page asked for, never a Scan of history."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,7 +27,9 @@ def _record(n: int) -> RequestRecord:
 
 def test_the_newest_page_of_records_comes_from_the_index_without_a_scan(cloud: Cloud) -> None:
     # Given 40 records written in a shuffled order, received a minute apart
-    records = LaunchRecords(get_settings().state_table_name, aws.client("dynamodb"))
+    records = LaunchRecords(
+        get_settings().state_table_name, aws.client("dynamodb"), clock=time.time
+    )
     for n in sorted(range(40), key=lambda n: (n * 17) % 40):
         records.put_record(_record(n))
     calls: list[tuple[str, str]] = []

@@ -117,7 +117,7 @@ def test_reconciliation_adopts_an_orphan_a_crashed_worker_launched(
     # Then the orphan is adopted as its request's instance, with its size, and counted
     assert report is not None
     assert report.adopted == [orphan]
-    item = InstanceRecords(get_settings().state_table_name).stored_item(orphan)
+    item = InstanceRecords(get_settings().state_table_name, clock=time.time).stored_item(orphan)
     assert item is not None
     assert item["requestId"] == "crashed-1"
     assert item["nodePool"] == "general"

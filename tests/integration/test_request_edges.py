@@ -11,6 +11,7 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.startup import system_clock
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import (
     Cloud,
@@ -106,7 +107,7 @@ def _tag_class(cloud: Cloud, tags: dict[str, str]) -> None:
     from capacity_launcher.adapters.config_store import ConfigStore
     from capacity_launcher.domain.apis.documents import parse_document, to_document
 
-    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"))
+    store = ConfigStore(cloud.names.state_table, aws.client("dynamodb"), clock=system_clock)
     document = to_document(store.node_class("standard"))
     document["spec"]["tags"] = tags
     store.apply(parse_document(document))
@@ -258,7 +259,7 @@ def test_a_served_request_delivered_again_after_its_pool_is_gone_keeps_its_outco
     table = cloud.names.idempotency_table
     for item in db.scan(TableName=table)["Items"]:
         db.delete_item(TableName=table, Key={"id": item["id"]})
-    ConfigStore(cloud.names.state_table, db).delete_pool("general")
+    ConfigStore(cloud.names.state_table, db, clock=system_clock).delete_pool("general")
     assert cloud.send(request, batch=cloud.fresh_batch()) == []
     # Then it is not Rejected: its recorded outcome stands and is published again
     again = cloud.record("late-1")

@@ -34,7 +34,7 @@ from capacity_launcher.domain.records.status import (
 from capacity_launcher.service.reservation_sync import SyncReport
 from capacity_launcher.service.reservations import ReservationProvider
 from capacity_launcher.settings import get_settings
-from capacity_launcher.startup import hosted_on
+from capacity_launcher.startup import hosted_on, system_clock
 from tests.integration.test_launch_into_reservations import ZONE, group_of, reserve, setup_pool
 from tests.support.cloud import Cloud, an_image, current, launch_request
 
@@ -69,7 +69,7 @@ def published(cloud: Cloud, detail_type: str) -> list[dict[str, Any]]:
 def ice_keys() -> set[str]:
     settings = get_settings()
     cache = UnavailableOfferings(
-        settings.unavailable_offerings_table_name, settings.ice_ttl_seconds
+        settings.unavailable_offerings_table_name, settings.ice_ttl_seconds, clock=time.time
     )
     return set(cache.current())
 
@@ -212,7 +212,7 @@ def test_sync_writes_snapshots_of_targets_group_members_and_selected_reservation
     assert stored[selected].snapshot.tags == {"team": "ml"}
     assert stored[targeted].synced_at is not None
     # and the launcher's port resolves every NodeClass from them without asking EC2
-    config = ConfigStore(get_settings().state_table_name)
+    config = ConfigStore(get_settings().state_table_name, clock=system_clock)
     calls: Counter[str] = Counter()
     aws.client("ec2").meta.events.register(
         "before-call.ec2", lambda model, **_: calls.update([model.name])
@@ -262,7 +262,7 @@ def test_replenishment_clears_the_cache_item_and_emits_the_event_once(
     sync()
     snapshots().mark_exhausted([reservation])
     settings = get_settings()
-    UnavailableOfferings(settings.unavailable_offerings_table_name, 180).mark(
+    UnavailableOfferings(settings.unavailable_offerings_table_name, 180, clock=time.time).mark(
         [(f"reserved:{reservation}", "ReservationCapacityExceeded", "full")]
     )
     cloud.events()
@@ -381,7 +381,7 @@ def test_a_node_class_the_sync_has_not_seen_is_resolved_from_ec2_keeping_exhaust
         selector_terms=[{"id": reservation}],
     )
     ec2_calls.clear()
-    config = ConfigStore(get_settings().state_table_name)
+    config = ConfigStore(get_settings().state_table_name, clock=system_clock)
     (source,) = reservations().sources(config.node_class("second"))
     # Then EC2 is asked, and the flag still holds
     assert ec2_calls["DescribeCapacityReservations"] == 1
@@ -400,7 +400,7 @@ def test_snapshots_of_a_sync_that_stopped_are_not_trusted(snapshot_launchers, su
         ReservationSnapshots(settings.state_table_name), CapacityReservations(), clock=lambda: later
     )
     # When a launcher resolves the NodeClass, it reads EC2's live count instead
-    node_class = ConfigStore(settings.state_table_name).node_class("standard")
+    node_class = ConfigStore(settings.state_table_name, clock=system_clock).node_class("standard")
     (source,) = stale.sources(node_class)
     assert [r.available for r in source.reservations] == [2]
 

@@ -60,7 +60,7 @@ def leased_again(limits: PoolLeaseStore, lease_id: str, launched: dict[str, Reso
 
 
 def member_store() -> PoolMemberStore:
-    return PoolMemberStore(get_settings().state_table_name)
+    return PoolMemberStore(get_settings().state_table_name, clock=time.time)
 
 
 def usage_store() -> PoolUsageStore:

@@ -3,6 +3,7 @@ offering claims it; the others leave it to that worker's answer instead of askin
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import moto_capacity
@@ -27,6 +28,7 @@ class FakeClock:
 
 
 def cache(cloud: Cloud, **options: object) -> UnavailableOfferings:
+    options.setdefault("clock", time.time)
     return UnavailableOfferings(cloud.names.unavailable_offerings_table, 180, **options)  # type: ignore[arg-type]
 
 

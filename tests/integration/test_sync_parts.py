@@ -9,6 +9,7 @@ readiness decided."""
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -90,7 +91,7 @@ def test_a_fresh_instance_status_does_not_know_leaves_the_others_marked_ready(
     settings = get_settings()
     readiness = PoolReadiness(settings.state_table_name, client("dynamodb"), client("ec2"))
     leases = PoolLeaseStore(
-        settings.state_table_name, settings.limit_lease_seconds, client("dynamodb")
+        settings.state_table_name, settings.limit_lease_seconds, client("dynamodb"), clock=time.time
     )
     old = cloud.ec2.run_instances(ImageId=image, MinCount=2, MaxCount=2)["Instances"]
     cloud.wait_out_consistency()

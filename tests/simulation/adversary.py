@@ -242,6 +242,7 @@ def huge_ice_cache(sim: Simulation, rng: random.Random) -> str:
         settings.unavailable_offerings_table_name,
         settings.ice_ttl_seconds,
         dynamodb=sim.world.dynamodb,
+        clock=sim.world.emulator.clock.now,
     )
     offerings = [
         offering_key(c, t, z)

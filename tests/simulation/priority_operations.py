@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.priority_class_store import PriorityClassStore
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from tests.simulation.priority_invariants import Snapshot, stored_classes, users_of, why_refused
 from tests.simulation.versions import apply_as_written
 
@@ -73,7 +74,9 @@ def _gpus(count: int) -> dict[str, Any]:
 
 
 def classes_store(sim: Simulation) -> PriorityClassStore:
-    return PriorityClassStore(get_settings().state_table_name, sim.world.dynamodb)
+    return PriorityClassStore(
+        get_settings().state_table_name, sim.world.dynamodb, clock=system_clock
+    )
 
 
 def _attempt(

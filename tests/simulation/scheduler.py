@@ -22,6 +22,7 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from tests.simulation.adversary import ADVERSARY
 from tests.simulation.emulator import START, Fault
 from tests.simulation.hub_fields import HUB_FIELD_OPERATIONS
@@ -100,7 +101,9 @@ class Simulation:
     def store(self) -> Configuration:
         """What an operator's apply and delete go through (the configuration use cases)."""
         if self._store is None:
-            store = ConfigStore(get_settings().state_table_name, self.world.dynamodb)
+            store = ConfigStore(
+                get_settings().state_table_name, self.world.dynamodb, clock=system_clock
+            )
             self._store = Configuration(store, store.priority_classes())
         return self._store
 

@@ -17,6 +17,7 @@ from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.apis.documents import parse_document, to_document
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.service.configuration import Configuration
+from capacity_launcher.startup import system_clock
 from tests.simulation.operations import _document, quota_document
 from tests.simulation.versions import (
     VersionCounts,
@@ -128,7 +129,7 @@ def store() -> Iterator[tuple[Configuration, Any]]:
             ],
             BillingMode="PAY_PER_REQUEST",
         )
-        config = ConfigStore(TABLE, db)
+        config = ConfigStore(TABLE, db, clock=system_clock)
         yield Configuration(config, config.priority_classes()), db
 
 

@@ -659,7 +659,10 @@ class World:
     def _pool_leases(self) -> PoolLeaseStore:
         settings = get_settings()
         return PoolLeaseStore(
-            settings.state_table_name, settings.limit_lease_seconds, self.dynamodb
+            settings.state_table_name,
+            settings.limit_lease_seconds,
+            self.dynamodb,
+            clock=self.emulator.clock.now,
         )
 
     def stored_usage(self) -> dict[str, int]:
@@ -890,7 +893,9 @@ class World:
         if item is None:
             return None
         try:
-            record = LaunchRecords(self.names.state_table, self.dynamodb).get_record(request_id)
+            record = LaunchRecords(
+                self.names.state_table, self.dynamodb, clock=self.emulator.clock.now
+            ).get_record(request_id)
         except Exception as error:
             return {"status": "<malformed>", "instances": [], "error": repr(error)}
         return None if record is None else record.to_detail()

@@ -4,6 +4,7 @@ bounded number of times."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -146,7 +147,7 @@ def test_instance_records_written_in_a_batch_are_retried_a_bounded_number_of_tim
 ) -> None:
     monkeypatch.setattr(dynamodb, "in_process_delay", lambda attempt: 0.0)
     table = _Table(stubborn=1000)
-    records = InstanceRecords("t", dynamodb=table)
+    records = InstanceRecords("t", dynamodb=table, clock=time.time)
     with pytest.raises(Throttled):
         records.put(
             [

@@ -25,6 +25,7 @@ from capacity_launcher.domain.capacity.reservations import (
     ReservedTarget,
     reservation_use,
 )
+from capacity_launcher.startup import system_clock
 from tests.unit.test_planning import EVERYTHING, M5, ZONES, by_id, reservation
 
 BLOCK_KW = {"reservation_type": "capacity-block"}
@@ -189,7 +190,7 @@ def test_the_launch_template_carries_the_market_of_its_target():
             created.append(kwargs)
 
     node_class = _node_class()
-    templates = LaunchTemplates(ec2=Ec2(), ssm=object())
+    templates = LaunchTemplates(ec2=Ec2(), ssm=object(), clock=system_clock)
     target = ReservedTarget(reservation_id="cr-1", market="capacity-block")
     templates.ensure(node_class, target)
     templates.ensure(node_class, ReservedTarget(reservation_id="cr-1"))

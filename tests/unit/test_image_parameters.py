@@ -12,6 +12,7 @@ from capacity_launcher.adapters.image_parameters import ImageParameters
 from capacity_launcher.adapters.launch_templates import LaunchTemplates
 from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.errors import NodeClassRefused, Throttled
+from capacity_launcher.startup import system_clock
 
 PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
 
@@ -56,7 +57,7 @@ class _Ec2:
 
 def test_launch_attempts_of_a_warm_container_read_the_image_parameter_once() -> None:
     ssm = _Ssm()
-    templates = LaunchTemplates(ec2=_Ec2(), ssm=ssm)
+    templates = LaunchTemplates(ec2=_Ec2(), ssm=ssm, clock=system_clock)
     for _ in range(3):
         templates.image_platform(_node_class())
     assert ssm.reads == [PARAMETER]
@@ -103,7 +104,7 @@ def test_a_throttled_read_hands_back() -> None:
 
 def test_a_warm_container_describes_each_image_once_for_its_platform_and_architecture() -> None:
     ec2 = _Ec2()
-    templates = LaunchTemplates(ec2=ec2, ssm=_Ssm())
+    templates = LaunchTemplates(ec2=ec2, ssm=_Ssm(), clock=system_clock)
     for _ in range(2):
         assert templates.image_platform(_node_class()) == "Linux/UNIX"
         architecture = templates.image_architecture(_node_class())

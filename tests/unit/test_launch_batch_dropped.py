@@ -18,6 +18,7 @@ from capacity_launcher.domain.launch_request import TOO_DEEP
 from capacity_launcher.domain.records.detail_limits import MAX_DETAIL_BYTES, serialized_size
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.service.launch import LaunchBatch, Message
+from capacity_launcher.startup import system_clock
 
 
 class _Counts:
@@ -51,6 +52,7 @@ def test_a_body_without_a_valid_request_id_is_dropped_and_counted(body: str) -> 
         records=None,  # type: ignore[arg-type]  # nor the records
         claims=None,  # type: ignore[arg-type]  # nor idempotency
         telemetry=counts,  # type: ignore[arg-type]
+        clock=system_clock,
     )
 
     handed_back = batch.process([Message("m-1", body, datetime.now(UTC))])
@@ -95,6 +97,7 @@ def test_a_body_nested_thousands_deep_with_a_request_id_gets_a_rejected_record(
         records=records,  # type: ignore[arg-type]
         claims=None,  # type: ignore[arg-type]  # nor idempotency
         telemetry=counts,  # type: ignore[arg-type]
+        clock=system_clock,
     )
 
     # When it is delivered

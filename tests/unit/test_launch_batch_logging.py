@@ -11,6 +11,7 @@ from typing import Any
 from capacity_launcher.domain.records.claims import Claim, ClaimState
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.telemetry import LaunchTelemetry
+from capacity_launcher.startup import system_clock
 
 
 class _Claims:
@@ -55,6 +56,7 @@ def test_each_group_logs_its_own_request_ids(log_lines: io.StringIO) -> None:
         records=_Records(),  # type: ignore[arg-type]
         claims=_Claims(),  # type: ignore[arg-type]
         telemetry=LaunchTelemetry(),
+        clock=system_clock,
     )
     now = datetime.now(UTC)
     messages = [

@@ -14,10 +14,15 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from capacity_launcher.adapters.launch_templates import MARK_USED_AFTER_SECONDS, LaunchTemplates
+from capacity_launcher.adapters.launch_templates import (
+    KNOWN_FOR_SECONDS,
+    MARK_USED_AFTER_SECONDS,
+    LaunchTemplates,
+)
 from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.errors import LaunchFailed
 from capacity_launcher.domain.records.tags import TEMPLATE_USED_AT
+from capacity_launcher.startup import system_clock
 from tests.support.cloud import node_class
 
 ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
@@ -74,10 +79,10 @@ def _node_class() -> NodeClass:
 
 def test_a_new_container_finds_the_template_an_earlier_one_made_without_creating_it() -> None:
     ec2 = _Ec2()
-    made = LaunchTemplates(ec2=ec2, ssm=object()).ensure(_node_class(), None)
+    made = LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock).ensure(_node_class(), None)
     ec2.calls.clear()
 
-    found = LaunchTemplates(ec2=ec2, ssm=object()).ensure(_node_class(), None)
+    found = LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock).ensure(_node_class(), None)
 
     assert found.name == made.name
     assert ec2.calls == ["DescribeLaunchTemplates"]
@@ -85,7 +90,7 @@ def test_a_new_container_finds_the_template_an_earlier_one_made_without_creating
 
 def test_a_template_nobody_made_yet_is_created_once_and_then_remembered() -> None:
     ec2 = _Ec2()
-    templates = LaunchTemplates(ec2=ec2, ssm=object())
+    templates = LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock)
 
     templates.ensure(_node_class(), None)
     templates.ensure(_node_class(), None)
@@ -98,7 +103,9 @@ def test_a_worker_that_created_it_in_between_is_no_error() -> None:
     ec2 = _Ec2()
     ec2.raced = True
 
-    template = LaunchTemplates(ec2=ec2, ssm=object()).ensure(_node_class(), None)
+    template = LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock).ensure(
+        _node_class(), None
+    )
 
     assert template.name in ec2.names
     assert ec2.calls == ["DescribeLaunchTemplates", "CreateLaunchTemplate"]
@@ -108,7 +115,7 @@ def test_other_refusals_to_create_still_fail_the_launch() -> None:
     ec2 = _Ec2(refuse="InvalidParameterValue")
 
     with pytest.raises(LaunchFailed) as raised:
-        LaunchTemplates(ec2=ec2, ssm=object()).ensure(_node_class(), None)
+        LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock).ensure(_node_class(), None)
 
     assert raised.value.code == "InvalidParameterValue"
 
@@ -116,12 +123,12 @@ def test_other_refusals_to_create_still_fail_the_launch() -> None:
 def test_a_template_found_again_is_marked_used_unless_marked_lately() -> None:
     # Given a template made long ago (a NodeClass reverted to content it had)
     ec2 = _Ec2()
-    made = LaunchTemplates(ec2=ec2, ssm=object()).ensure(_node_class(), None)
+    made = LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock).ensure(_node_class(), None)
     ec2.created[made.name] = datetime.now(UTC) - timedelta(hours=2)
     ec2.calls.clear()
 
     # When a new container finds it, it marks it used (the sweep keeps it)
-    LaunchTemplates(ec2=ec2, ssm=object()).ensure(_node_class(), None)
+    LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock).ensure(_node_class(), None)
     assert ec2.calls == ["DescribeLaunchTemplates", "CreateTags"]
     used = datetime.fromisoformat(ec2.tags[made.name][TEMPLATE_USED_AT])
     assert abs(used.timestamp() - time.time()) < 60
@@ -129,14 +136,14 @@ def test_a_template_found_again_is_marked_used_unless_marked_lately() -> None:
     # and another finding it within MARK_USED_AFTER_SECONDS does not tag it again
     assert MARK_USED_AFTER_SECONDS >= 60
     ec2.calls.clear()
-    LaunchTemplates(ec2=ec2, ssm=object()).ensure(_node_class(), None)
+    LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock).ensure(_node_class(), None)
     assert ec2.calls == ["DescribeLaunchTemplates"]
 
 
 def test_a_forgotten_template_is_asked_for_and_created_again() -> None:
     # Given a warm container that made its template, which was then deleted behind its back
     ec2 = _Ec2()
-    templates = LaunchTemplates(ec2=ec2, ssm=object())
+    templates = LaunchTemplates(ec2=ec2, ssm=object(), clock=system_clock)
     made = templates.ensure(_node_class(), None)
     ec2.names.clear()
     ec2.created.clear()
@@ -149,3 +156,20 @@ def test_a_forgotten_template_is_asked_for_and_created_again() -> None:
     assert again.name == made.name
     assert ec2.calls == ["DescribeLaunchTemplates", "CreateLaunchTemplate"]
     assert made.name in ec2.names
+
+
+def test_a_warm_container_remembers_a_template_on_its_own_clock() -> None:
+    # Given a warm container on a clock that is not the wall clock (the local cloud's, moved
+    # forward), which made its template
+    ec2 = _Ec2()
+    moments = [datetime(2030, 1, 1, tzinfo=UTC)]
+    templates = LaunchTemplates(ec2=ec2, ssm=object(), clock=lambda: moments[-1])
+    templates.ensure(_node_class(), None)
+    ec2.calls.clear()
+
+    # When its clock passes KNOWN_FOR_SECONDS (the sweep judges templates on the same clock)
+    moments.append(moments[-1] + timedelta(seconds=KNOWN_FOR_SECONDS + 1))
+    templates.ensure(_node_class(), None)
+
+    # Then it asks EC2 again, as it would after that long on the wall clock
+    assert ec2.calls[:1] == ["DescribeLaunchTemplates"]

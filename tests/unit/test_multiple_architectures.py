@@ -33,6 +33,7 @@ from capacity_launcher.domain.capacity.offerings import ON_DEMAND, Offering
 from capacity_launcher.domain.capacity.planning import LaunchAttempt
 from capacity_launcher.domain.capacity.reservations import ReservationUse
 from capacity_launcher.domain.errors import ConfigValidationError, NodeClassRefused
+from capacity_launcher.startup import system_clock
 from tests.unit.test_karpenter_documents import ec2nodeclass
 
 X86_IMAGE = "ami-0aaaaaaaaaaaaaaa1"
@@ -301,7 +302,9 @@ def test_launch_templates_read_both_parameters_and_skip_a_missing_arm64_one() ->
     hub = _hub(amiSelectorTerms=[{"alias": "al2023@latest"}])
     x86, arm = hub.spec.image_ssm_parameter, hub.spec.arm64_image_ssm_parameter
     assert x86 is not None and arm is not None
-    both = LaunchTemplates(ec2=_Ec2(), ssm=_Ssm({x86: X86_IMAGE, arm: ARM_IMAGE}))
+    both = LaunchTemplates(
+        ec2=_Ec2(), ssm=_Ssm({x86: X86_IMAGE, arm: ARM_IMAGE}), clock=system_clock
+    )
     found = both.image_architectures(hub)
     # The alias names accelerated variants too (SSM has none here): these two serve the types
     # with neither a GPU nor an AWS accelerator
@@ -312,7 +315,7 @@ def test_launch_templates_read_both_parameters_and_skip_a_missing_arm64_one() ->
         ]
     )
     # An arm64 parameter SSM does not have (a Region without one): the x86_64 image alone
-    only_x86 = LaunchTemplates(ec2=_Ec2(), ssm=_Ssm({x86: X86_IMAGE}))
+    only_x86 = LaunchTemplates(ec2=_Ec2(), ssm=_Ssm({x86: X86_IMAGE}), clock=system_clock)
     assert only_x86.image_architectures(hub) == known(
         [ImageArchitecture(X86_IMAGE, "x86_64", "standard")]
     )
@@ -330,7 +333,7 @@ def test_a_refused_arm64_parameter_fails_naming_its_field() -> None:
                 raise ClientError(error, "GetParameter")  # type: ignore[arg-type]
             return super().get_parameter(Name, **kw)
 
-    templates = LaunchTemplates(ec2=_Ec2(), ssm=_Refusing({x86: X86_IMAGE}))
+    templates = LaunchTemplates(ec2=_Ec2(), ssm=_Refusing({x86: X86_IMAGE}), clock=system_clock)
     with pytest.raises(NodeClassRefused) as refused:
         templates.image_architectures(hub)
     assert refused.value.field == "spec.arm64ImageSsmParameter"

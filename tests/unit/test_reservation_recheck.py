@@ -81,7 +81,7 @@ class Clock:
 def setup(synced_at: float = 1000.0) -> tuple[Store, Ec2, Clock, ReservationProvider, NodeClass]:
     store, ec2, clock = Store(), Ec2(), Clock(synced_at + 5)
     store.coverage_items[KEY] = Coverage(KEY, synced_at)  # the sync matched nothing
-    provider = ReservationProvider(store, ec2, clock)  # type: ignore[arg-type]
+    provider = ReservationProvider(store, ec2, clock=clock)  # type: ignore[arg-type]
     document = node_class("ml", ["subnet-1"], "ami-1", capacityReservationSelectorTerms=[TERM])
     parsed = parse_document(document)
     assert isinstance(parsed, NodeClass)

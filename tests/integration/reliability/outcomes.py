@@ -18,6 +18,7 @@ from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from tests.support.cloud import Cloud
 
 TERMINAL = frozenset(
@@ -62,7 +63,7 @@ def pool_usage(cloud: Cloud) -> PoolUsageStore:
 
 
 def pool_leases(cloud: Cloud) -> PoolLeaseStore:
-    return PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"))
+    return PoolLeaseStore(cloud.names.state_table, 900, aws.client("dynamodb"), clock=time.time)
 
 
 def reconcile_after_leases_expire() -> ReconciliationReport:
@@ -78,8 +79,8 @@ def reconcile_after_leases_expire() -> ReconciliationReport:
         members=PoolMemberStore(table, dynamodb, clock=lambda: time.time() + later),
         usage=PoolUsageStore(table, dynamodb),
         instances=Fleet(ec2),
-        items=InstanceRecords(settings.state_table_name, dynamodb),
+        items=InstanceRecords(settings.state_table_name, dynamodb, clock=time.time),
         facts=InstanceTypeCatalog(ec2),
-        pools=ConfigStore(settings.state_table_name, dynamodb),
+        pools=ConfigStore(settings.state_table_name, dynamodb, clock=system_clock),
         now=lambda: datetime.now(UTC) + timedelta(seconds=later),
     ).run()

@@ -23,8 +23,9 @@ which reads what uses it (`class_users`) and deletes it conditioned on the versi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from capacity_launcher.adapters.aws import aws_call, client
@@ -80,9 +81,16 @@ class _Listing:
 
 class ConfigStore:
     def __init__(
-        self, table_name: str, dynamodb: Any | None = None, cache_seconds: float = 0.0
+        self,
+        table_name: str,
+        dynamodb: Any | None = None,
+        cache_seconds: float = 0.0,
+        *,
+        clock: Callable[[], datetime],
     ) -> None:
+        """`clock`: the composition root's, that each document's `updatedAt` is stamped with."""
         self._table = table_name
+        self._clock = clock
         self._db = dynamodb or client("dynamodb")
         self._cache: TtlCache[_Listing] = TtlCache(cache_seconds)
         self._documents: TtlCache[NodeClass | NodePool | CapacityQuota] = TtlCache(cache_seconds)
@@ -96,7 +104,7 @@ class ConfigStore:
         `quotas()` (its cross-quota check)."""
         kept_body = kept_of_apply(kept)
         kind: Kind = document.kind
-        now = datetime.now(UTC).isoformat()
+        now = self._clock().isoformat()
         body = stored_body(document)
         # Of the copy a reader parses from the body, so every reader computes the same one.
         revision = revision_of(self._parse(kind, {"sk": document.metadata.name, "document": body}))
@@ -179,12 +187,12 @@ class ConfigStore:
         """The PriorityClasses stored in the same table (adapters/priority_class_store.py)."""
         from capacity_launcher.adapters.priority_class_store import PriorityClassStore
 
-        return PriorityClassStore(self._table, self._db)
+        return PriorityClassStore(self._table, self._db, clock=self._clock)
 
     def quotas(self) -> QuotaStore:
         """The CapacityQuota items' reads and writes in the same table (adapters/quota_store.py);
         after a write through it, `forget` this store's copies."""
-        return QuotaStore(self._table, self._db)
+        return QuotaStore(self._table, self._db, clock=self._clock)
 
     def forget(self) -> None:
         """Drop this container's copies: the next read of any document goes to the table."""

@@ -7,7 +7,6 @@ them exactly once, the sync reads them in batches and adopts what a crashed work
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from decimal import Decimal
@@ -89,7 +88,7 @@ class InstanceRecords:
         dynamodb: Any | None = None,
         *,
         retention_seconds: int = DEFAULT_RETENTION_SECONDS,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
     ) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -53,7 +52,7 @@ class LaunchRecords:
         dynamodb: Any | None = None,
         *,
         retention_seconds: int = DEFAULT_RETENTION_SECONDS,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
     ) -> None:
         self._table = table_name
         self._db = dynamodb or client("dynamodb")

@@ -6,7 +6,6 @@ deployment's templates for the sync is adapters/template_inventory.py's."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -58,8 +57,9 @@ _IMAGE_FIELDS = ("PlatformDetails", "UsageOperation", "Architecture")
 _BASE_FIELD = "spec.launchTemplateName"
 _BASE_SECONDS = 60.0
 # A name this container created or saw is trusted this long, then ensured again: the sync may
-# have deleted it since (service/template_sweep.py waits far longer before it does). Wall-clock
-# seconds (time.time, which the simulation moves with its clock), not monotonic ones.
+# have deleted it since (service/template_sweep.py waits far longer before it does). Seconds on
+# the container's clock, the one the sweep judges templates by (the emulator's locally, which
+# the simulation moves), not monotonic ones.
 KNOWN_FOR_SECONDS = 300.0
 # A template found again is marked used (TEMPLATE_USED_AT) when its mark is older than this: a
 # template in use carries a mark younger than this plus KNOWN_FOR_SECONDS, far inside the
@@ -77,10 +77,12 @@ class LaunchTemplates:
         ec2: Any | None = None,
         ssm: Any | None = None,
         stack: str | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         profiles: InstanceProfiles | None = None,
+        *,
+        clock: Callable[[], datetime],
     ) -> None:
-        """`clock`: the host's (the time a template is marked used, compared with EC2's)."""
+        """`clock`: the composition root's (the time a template is marked used, compared with
+        EC2's and judged by the sweep on the same clock; and how long a name is remembered)."""
         self._ec2 = ec2 or client("ec2")
         self._stack = stack
         self._clock = clock
@@ -121,7 +123,8 @@ class LaunchTemplates:
         template = LaunchTemplate(template_name(node_class.metadata.name, data), use)
         name = template.name
         with self._lock:
-            if time.time() - self._known.get(name, -KNOWN_FOR_SECONDS) < KNOWN_FOR_SECONDS:
+            now = self._clock().timestamp()
+            if now - self._known.get(name, -KNOWN_FOR_SECONDS) < KNOWN_FOR_SECONDS:
                 return template
         found = self._found(name)
         if found is None:
@@ -129,7 +132,7 @@ class LaunchTemplates:
         else:
             self._mark_used(found)
         with self._lock:
-            self._known[name] = time.time()
+            self._known[name] = self._clock().timestamp()
         return template
 
     def instance_profile(self, node_class: NodeClass) -> str | None:

@@ -4,7 +4,8 @@ resolvers, so the status says what a launch would use."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call
@@ -16,11 +17,11 @@ from capacity_launcher.domain.capacity.image_architectures import ImageArchitect
 
 
 class NodeClassResolution:
-    def __init__(self, ec2: Any, ssm: Any) -> None:
+    def __init__(self, ec2: Any, ssm: Any, *, clock: Callable[[], datetime]) -> None:
         self._ec2 = ec2
         self._subnets = Subnets(ec2)
         self._groups = SecurityGroups(ec2)
-        self._templates = LaunchTemplates(ec2, ssm)
+        self._templates = LaunchTemplates(ec2, ssm, clock=clock)
 
     def subnets(self, node_class: NodeClass) -> dict[str, tuple[str, ...]]:
         return self._subnets.by_zone(node_class)

@@ -22,7 +22,6 @@ items that moved).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -87,7 +86,8 @@ class PoolLeaseStore:
         table_name: str,
         lease_seconds: int,
         dynamodb: Any | None = None,
-        clock: Callable[[], float] = time.time,
+        *,
+        clock: Callable[[], float],
         quotas: QuotaSource | None = None,
         unready_gate: UnreadyGate | None = None,
     ) -> None:

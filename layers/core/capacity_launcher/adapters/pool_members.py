@@ -8,7 +8,6 @@ settling, instance events, reconciliation) gets there first counts or releases a
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +38,8 @@ class PoolMemberStore:
         self,
         table_name: str,
         dynamodb: Any | None = None,
-        clock: Callable[[], float] = time.time,
+        *,
+        clock: Callable[[], float],
         quotas: QuotaSource | None = None,
     ) -> None:
         self._items = PoolItems(table_name, dynamodb)

@@ -10,7 +10,8 @@ bumps it, and checks in the same transaction that the class it names is stored).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
@@ -44,8 +45,12 @@ _TRIES = 3
 
 
 class PriorityClassStore:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+    def __init__(
+        self, table_name: str, dynamodb: Any | None = None, *, clock: Callable[[], datetime]
+    ) -> None:
+        """`clock`: the composition root's, that each class's `updatedAt` is stamped with."""
         self._table = table_name
+        self._clock = clock
         self._db = dynamodb or client("dynamodb")
 
     def apply(self, applied: PriorityClass) -> None:
@@ -63,7 +68,7 @@ class PriorityClassStore:
                     applied.model_dump(mode="json", by_alias=True, exclude_none=True),
                     sort_keys=True,
                 ),
-                "updatedAt": datetime.now(UTC).isoformat(),
+                "updatedAt": self._clock().isoformat(),
             }
             try:
                 with aws_call("TransactWriteItems"):

@@ -16,7 +16,8 @@ first transaction until they are (`OUTSTANDING_BUMPS_PK`).
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call
@@ -50,9 +51,10 @@ class QuotaStore:
     """Reads and conditioned writes of CapacityQuota items (ConditionFailed: something read
     moved)."""
 
-    def __init__(self, table_name: str, dynamodb: Any) -> None:
+    def __init__(self, table_name: str, dynamodb: Any, *, clock: Callable[[], datetime]) -> None:
         self._table = table_name
         self._db = dynamodb
+        self._clock = clock
 
     def apply_read(self, name: str) -> QuotaApplyRead:
         """The quota set's version first (a quota applied after it bumps it), then the valid
@@ -83,7 +85,7 @@ class QuotaStore:
             "pk": "CapacityQuota",
             "sk": write.name,
             "document": write.body,
-            "updatedAt": datetime.now(UTC).isoformat(),
+            "updatedAt": self._clock().isoformat(),
         }
         if write.kept is not None:
             item["kept"] = write.kept

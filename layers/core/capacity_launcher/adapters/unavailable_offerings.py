@@ -56,7 +56,7 @@ class UnavailableOfferings:
         *,
         local_copy_seconds: float = 0.0,
         dynamodb: Any | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
         claim_seconds: int = 20,
         sleep: Callable[[float], None] | None = None,
     ) -> None:

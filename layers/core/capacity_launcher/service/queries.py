@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from capacity_launcher.domain.accounting.pool_status import pool_status
@@ -134,6 +134,9 @@ class Queries:
     unavailable: UnavailableEntries
     resolvers: Callable[[], NodeClassResolvers]
     profiles: Callable[[], RoleProfiles]
+    # The clock the service stamps what it stores with (the emulator's locally): a view computed
+    # here is observed on it, and a deadline stored on it is compared with it.
+    now: Callable[[], datetime]
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -182,7 +185,7 @@ class Queries:
         if unseen:
             pools = {p.name for p in self.config.node_pools()}
             usage = self.quota_usage_of(quotas)
-            now = format_timestamp(datetime.now(UTC))
+            now = format_timestamp(self.now())
             for quota in unseen:
                 stored[quota.name] = {
                     **quota_status(quota, quotas, usage, pools),
@@ -240,7 +243,7 @@ class Queries:
     def live_waits(self, within: Any) -> list[RequestRecord]:
         """The records of every live wait (one Query of the sparse index): a wait lasts at
         most `within`."""
-        return [w.record for w in self.records.overdue_waits(datetime.now(UTC) + within)]
+        return [w.record for w in self.records.overdue_waits(self.now() + within)]
 
     def instance_states(self, records: Sequence[RequestRecord]) -> dict[str, str]:
         """The state of each instance the records name, by id, for those with an instance
@@ -289,7 +292,7 @@ class Queries:
                     else None
                 ),
             )
-            return ec2nodeclass_status(resolved, datetime.now(UTC).isoformat())
+            return ec2nodeclass_status(resolved, self.now().isoformat())
 
         return status_of
 

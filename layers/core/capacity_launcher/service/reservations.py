@@ -7,7 +7,6 @@ domain/capacity/reservations.py, the DynamoDB and EC2 translations are the adapt
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -72,7 +71,8 @@ class ReservationProvider:
         self,
         snapshots: ReservationStore,
         ec2: Ec2Reservations,
-        clock: Callable[[], float] = time.time,
+        *,
+        clock: Callable[[], float],
     ) -> None:
         self._snapshots = snapshots
         self._ec2 = ec2

@@ -101,7 +101,10 @@ class Adapters:
         """NodeClasses and NodePools; `cached`: the launcher trusts its copy for a few seconds."""
         seconds = self.settings.config_cache_seconds if cached else 0.0
         return ConfigStore(
-            self.settings.state_table_name, self.clients("dynamodb"), cache_seconds=seconds
+            self.settings.state_table_name,
+            self.clients("dynamodb"),
+            cache_seconds=seconds,
+            clock=self.clock,
         )
 
     def launch_records(self) -> LaunchRecords:
@@ -413,8 +416,11 @@ class Adapters:
             snapshots=self.reservation_snapshots(),
             reservations_now=lambda: CapacityReservations(clients=self.clients),
             unavailable=self.unavailable_offerings(),
-            resolvers=lambda: NodeClassResolution(self.clients("ec2"), self.clients("ssm")),
+            resolvers=lambda: NodeClassResolution(
+                self.clients("ec2"), self.clients("ssm"), clock=self.clock
+            ),
             profiles=lambda: self.instance_profiles(read_only=True),
+            now=self.clock,
         )
 
     def dry_run(self) -> DryRun:

@@ -6,7 +6,7 @@ through them.
 """
 
 from capacity_launcher.service.launch.batch import LaunchBatch, Message
-from capacity_launcher.service.launch.pipeline import Launcher, utcnow
+from capacity_launcher.service.launch.pipeline import Launcher
 from capacity_launcher.service.launch.progress import LaunchReport
 
-__all__ = ["LaunchBatch", "LaunchReport", "Launcher", "Message", "utcnow"]
+__all__ = ["LaunchBatch", "LaunchReport", "Launcher", "Message"]

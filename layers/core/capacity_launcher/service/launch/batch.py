@@ -28,7 +28,7 @@ from capacity_launcher.domain.launch_request import Message
 from capacity_launcher.domain.records.status import Event, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.launch.intake import Admission, Claimed, Intake, owned_ids
-from capacity_launcher.service.launch.pipeline import Launcher, utcnow
+from capacity_launcher.service.launch.pipeline import Launcher
 from capacity_launcher.service.launch.progress import LaunchReport
 from capacity_launcher.service.ports import HandBack, Records, RequestClaims
 from capacity_launcher.service.resolution import Prepared
@@ -60,7 +60,7 @@ class LaunchBatch:
         *,
         max_workers: int = 10,
         queue: HandBack | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime],
     ) -> None:
         self._launcher = launcher
         self._publish = publish

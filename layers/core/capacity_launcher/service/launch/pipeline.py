@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 
 from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.errors import RequestRejected, Transient
@@ -60,17 +60,13 @@ from capacity_launcher.service.resolution import (
 )
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class Launcher:
     def __init__(
         self,
         ports: LaunchPorts,
         *,
+        clock: Callable[[], datetime],
         max_attempts: int = 4,
-        clock: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], None] = time.sleep,
         stack: str | None = None,
     ) -> None:
