@@ -86,17 +86,22 @@ class Cache:
         self.cleared.append(offering)
 
 
-def test_a_snapshot_a_launcher_changed_meanwhile_is_not_overwritten_by_an_unchanged_one():
-    snapshots, cache, published = Snapshots(), Cache(), []
-    sync = ReservationSync(
+def _sync(ec2: Ec2, snapshots: Snapshots, cache: Cache, published: list[Any]) -> ReservationSync:
+    """The sync over the fakes above, on a fixed day, its events collected in `published`."""
+    return ReservationSync(
         Config(),
-        Ec2(),
+        ec2,
         snapshots,
         cache,
         lambda *events: published.extend(events),
         Thresholds(0.9, timedelta(hours=72)),
         lambda: datetime(2026, 1, 15, tzinfo=UTC),
     )
+
+
+def test_a_snapshot_a_launcher_changed_meanwhile_is_not_overwritten_by_an_unchanged_one():
+    snapshots, cache, published = Snapshots(), Cache(), []
+    sync = _sync(Ec2(), snapshots, cache, published)
     report = sync.run()
     # What EC2 says is what the sync read: it writes nothing, and so overwrites nothing
     assert report.conflicts == []
@@ -162,15 +167,7 @@ class Ec2Moved(Ec2):
 def test_a_changed_snapshot_a_launcher_wrote_meanwhile_is_reread_in_the_same_run():
     # Given EC2's count moved since the last run, and a launcher writing between read and write
     snapshots, cache, published = Snapshots(), Cache(), []
-    sync = ReservationSync(
-        Config(),
-        Ec2Moved(),
-        snapshots,
-        cache,
-        lambda *events: published.extend(events),
-        Thresholds(0.9, timedelta(hours=72)),
-        lambda: datetime(2026, 1, 15, tzinfo=UTC),
-    )
+    sync = _sync(Ec2Moved(), snapshots, cache, published)
     report = sync.run()
     # The first write is refused (version 1 is gone); the second starts from the launcher's
     # write: its flag is seen and cleared, nothing of it overwritten unseen
