@@ -29,6 +29,7 @@ from capacity_launcher.domain.records.status import (
     UnavailableOffering,
     status_for,
 )
+from capacity_launcher.service import lease_settlement
 from capacity_launcher.service.admission import take_lease
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
@@ -165,7 +166,7 @@ def settle_lease(
     for _ in range(_LEASED_AGAIN_TRIES):
         try:
             members = {x.instance_id: amounts[x.instance_id] for x in kept}
-            ctx.ports.leases.settle(pool, request.request_id, members)
+            lease_settlement.settle(ctx.ports.leases, pool, request.request_id, members)
             return kept, errors
         except LeaseReclaimed:
             fit, refusal = _lease_again(ctx, pool, request, kept, amounts, limits, least)
