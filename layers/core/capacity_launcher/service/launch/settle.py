@@ -322,19 +322,15 @@ def finish(
     request = item.request
     if item.reclaim is not None and not landings:
         errors = _request_reclaim(ctx, item, item.reclaim, errors)
-    record = RequestRecord(
-        request_id=request.request_id,
+    record = RequestRecord.of(
+        request,
+        status,
         node_pool=pool or item.pool_name,
-        requester=request.requester,
-        status=status,
-        requested=request.count,
-        launched=len(landings),
+        received_at=item.prepared.received_at,
+        finished_at=ctx.clock(),
         instances=[words.launched(x, reservations or {}) for x in landings],
         unavailable_offerings=list(unavailable),
         errors=list(errors),
-        received_at=item.prepared.received_at,
-        finished_at=ctx.clock(),
-        wait_for_capacity_until=request.wait_for_capacity_until,
         candidates_left_out=item.left_out,
     )
     ctx.ports.records.put_record(record)
