@@ -98,6 +98,13 @@ class LaunchQueue:
         )
         return str(sent["MessageId"])
 
+    def redrive(self, queue_arn: str, body: str) -> str:
+        """Send a waiting request's message again, visible now (a wake: room appeared in its
+        queue); the new message's id."""
+        with aws_call("SendMessage"):
+            sent = self._client.send_message(QueueUrl=queue_url(queue_arn), MessageBody=body)
+        return str(sent["MessageId"])
+
     @property
     def _client(self) -> Any:
         if self._sqs is None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from capacity_launcher.domain.accounting.admission_queue import QueueEntry
 from capacity_launcher.domain.accounting.lease_reads import (
     ConfigReads,
     LeaseReads,
@@ -101,6 +102,29 @@ class Records(Protocol):
     def complete_intent(
         self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
     ) -> None: ...
+
+
+class HeldRequests(Protocol):
+    """Waiting records as a wake reads them and hands their wait to the copy it sends."""
+
+    def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None: ...
+    def rehold(self, request_id: str, held_by: str | None, new: str) -> bool: ...
+
+
+class QueueItems(Protocol):
+    """The admission queues' items (adapters/admission_queue.py): one partition per NodePool."""
+
+    def put(self, entry: QueueEntry) -> QueueEntry | None: ...
+    def head(self, pool: str, after: str | None = None, limit: int = 1) -> list[QueueEntry]: ...
+    def woken(self, entry: QueueEntry, wake: int) -> None: ...
+    def passed_over(self, entry: QueueEntry) -> None: ...
+    def remove(self, pool: str, entry_key: str) -> None: ...
+
+
+class Redrive(Protocol):
+    """The launch queue, as a wake sends a waiting request's message again."""
+
+    def redrive(self, queue_arn: str, body: str) -> str: ...
 
 
 class HeldWaits(Protocol):

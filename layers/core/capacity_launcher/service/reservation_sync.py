@@ -39,6 +39,7 @@ from capacity_launcher.domain.capacity.reservations import (
 from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.records.status import RESERVATION_REPLENISHED, Event
 from capacity_launcher.observability import MetricUnit, emit_single, logger, metrics
+from capacity_launcher.service.admission_queue import AdmissionQueue
 from capacity_launcher.service.ports import (
     Configuration,
     Ec2Reservations,
@@ -80,6 +81,8 @@ class SyncReport:
     # others ran all the same.
     failed: list[str] = field(default_factory=list)
     profiles: ProfileSweepReport | None = None
+    # Waiting requests whose queue's head was woken this minute (issue 37).
+    woken: list[str] = field(default_factory=list)
 
 
 class Readiness(Protocol):
@@ -104,8 +107,10 @@ class ReservationSync:
         readiness: Readiness | None = None,
         templates: TemplateSweep | None = None,
         profiles: ProfileSweep | None = None,
+        admission: AdmissionQueue | None = None,
     ) -> None:
         self._readiness = readiness
+        self._admission = admission
         self._config = config
         self._ec2 = ec2
         self._snapshots = snapshots
@@ -161,6 +166,16 @@ class ReservationSync:
             report.profiles = contained(
                 failed, "profiles", lambda: profiles.run(config.node_classes), None
             )
+        if self._admission is not None:
+            # Last: room the minute made (leases reclaimed, ICE entries expired, reservations
+            # activated or grown, usage recounted) wakes the head of every pool's queue.
+            admission, config = self._admission, self._config
+            report.woken = contained(
+                failed,
+                "queues",
+                lambda: admission.wake_all(p.name for p in config.node_pools()),
+                [],
+            )
         logger.info(
             "reservations synced",
             extra={
@@ -168,6 +183,7 @@ class ReservationSync:
                 "conflicts": report.conflicts,
                 "events": [e.detail_type for e in report.events],
                 "endedWaits": report.ended_waits,
+                "woken": report.woken,
                 "failedParts": report.failed,
             },
         )

@@ -23,7 +23,7 @@ from capacity_launcher.domain.errors import (
     RequirementsConflict,
     StoredDocumentInvalid,
 )
-from capacity_launcher.domain.launch_request import LaunchRequest, waits_only_for_reserved
+from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.domain.requester_origins import Origin, RequesterBindings
 from capacity_launcher.service.ports import Configuration
@@ -42,6 +42,8 @@ class Prepared:
     alternatives: tuple[NodePool, ...] = ()
     # The NodePools' generation those pools were chosen from (None: the request named its pool).
     pools_generation: int | None = None
+    # Its place in its pool's admission queue, should it wait (issue 37): higher first.
+    priority: int = 0
 
     @property
     def coalescing_key(self) -> tuple[Any, ...]:
@@ -172,10 +174,6 @@ def _prepare(
     requirements = narrow(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
-    if request.wait_for_capacity_until is not None and not requirements.allows(
-        CAPACITY_TYPE, RESERVED
-    ):
-        raise _wait_refused(f"NodePool {pool.metadata.name}'s requirements exclude it")
     return Prepared(
         request, received_at, pool, node_class, requirements, alternatives, pools_generation
     )
@@ -210,10 +208,11 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[Node
             "NoCompatibleNodePool",
         )
     if request.wait_for_capacity_until is not None:
-        # A request that may wait goes only to pools it could wait in.
-        compatible = [p for p in compatible if _allows_reserved(p, wanted)]
-        if not compatible:
-            raise _wait_refused("no NodePool compatible with the request allows it")
+        # A request that may wait for scheduled reserved capacity goes first to the pools it
+        # could wait in for it; when none allows reserved capacity, it waits for room in any
+        # (issue 37: any request may wait).
+        reserved = [p for p in compatible if _allows_reserved(p, wanted)]
+        compatible = reserved or compatible
     # Equal weights: the alphabetically first pool comes first, deterministically.
     ordered = sorted(compatible, key=lambda p: (-p.spec.weight, p.metadata.name))
     return ordered, listing.generation
@@ -222,12 +221,6 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[Node
 def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:
     merged = narrow(pool.spec.requirements_set(), wanted, strict=True)
     return merged.allows(CAPACITY_TYPE, RESERVED)
-
-
-def _wait_refused(why: str) -> RequestRejected:
-    return RequestRejected(
-        f"waitForCapacityUntil: {waits_only_for_reserved(why)}", INVALID_CAPACITY_WAIT
-    )
 
 
 def _compatible(pools: Iterable[NodePool], wanted: Requirements) -> list[NodePool]:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
     from capacity_launcher.adapters.instance_profiles import InstanceProfiles
+    from capacity_launcher.service.admission_queue import AdmissionQueue
     from capacity_launcher.service.configuration import Configuration
     from capacity_launcher.service.instance_events import InstanceEvents
     from capacity_launcher.service.launch import LaunchBatch
@@ -114,6 +115,16 @@ class Adapters:
             retention_seconds=retention_seconds(self.settings),
             clock=self.seconds,
         )
+
+    def admission_queue(self) -> AdmissionQueue:
+        """The admission queues (issue 37): entries in the state table, woken by sending a
+        waiting request's message to the launch queue again."""
+        from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
+        from capacity_launcher.adapters.launch_queue import LaunchQueue
+        from capacity_launcher.service.admission_queue import AdmissionQueue
+
+        items = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
+        return AdmissionQueue(items, self.launch_records(), LaunchQueue(self.clients("sqs")))
 
     def instance_records(self) -> InstanceRecords:
         return InstanceRecords(
@@ -292,6 +303,7 @@ class Adapters:
             LaunchTelemetry(ports.config.capacity_quotas),
             queue=LaunchQueue(),
             clock=self.clock,
+            admission=self.admission_queue(),
         )
 
     # -- the lifecycle: reservation sync (with reconciliation) and instance events --------------
@@ -343,6 +355,7 @@ class Adapters:
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
             ),
             profiles=ProfileSweep(self.instance_profiles(), self.fleet(), self.ownership()),
+            admission=self.admission_queue(),
         )
 
     def quota_sync(self) -> QuotaSync:
@@ -385,6 +398,7 @@ class Adapters:
             publish=self.publisher().publish,
             now=self.clock,
             pools=self.config_store(),
+            wake=self.admission_queue().wake,
         )
 
     # -- the operators' tools: configuration, queries, the dry run ------------------------------

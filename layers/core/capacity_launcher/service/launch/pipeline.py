@@ -51,6 +51,7 @@ from capacity_launcher.service.launch.resolve import (
     read_pool,
     screen,
 )
+from capacity_launcher.service.launch.room import reservations_full, wait_for_capacity
 from capacity_launcher.service.launch.settle import reject_all, settle_all
 from capacity_launcher.service.launch.wait import wait_or_go
 from capacity_launcher.service.ports import LaunchPorts
@@ -164,7 +165,13 @@ class Launcher:
         why = nothing_left(view) if progress else None
         if why is not None:
             progress, passed = pass_on(ctx, progress, why)
+            progress = wait_for_capacity(ctx, progress, report, why, view.skipped)
         progress, too_small = self._held_elsewhere(view, progress)
+        progress = [
+            going
+            for item in progress
+            for going in wait_for_capacity(ctx, [item], report, reservations_full(view, item), [])
+        ]
         return progress, [*passed, *too_small]
 
     def _held_elsewhere(
@@ -358,7 +365,12 @@ def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Prog
     candidates) does not."""
     item.mark_passed_on()
     return item.arriving(
-        nxt, errors, waited=item.waited, reclaim=item.reclaim, attempts=item.attempts
+        nxt,
+        errors,
+        waited=item.waited,
+        reclaim=item.reclaim,
+        attempts=item.attempts,
+        awaits=list(item.awaits),
     )
 
 

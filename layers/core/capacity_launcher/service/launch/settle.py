@@ -41,6 +41,7 @@ from capacity_launcher.service.launch.progress import (
     Progress,
     Run,
 )
+from capacity_launcher.service.launch.room import wait_for_room
 
 # Leases taken again for a reclaimed lease's instances, each reclaimed in turn before its
 # settle (it would have to outlive a whole lease period first), before the message goes back.
@@ -72,6 +73,8 @@ def settle_all(
     where.update({x.instance_id: words.as_launched(x, run.replayed_in) for x in described})
     unavailable = [*view_skipped, *run.observed]
     for item in run.progress:
+        if not run.replaying and wait_for_room(ctx, item, report, unavailable):
+            continue  # refused for room that may appear, before its deadline: it waits
         record = _settle(ctx, item, where, unavailable, candidates, reservations)
         report.records[item.request_id] = record
     _remember_own_fills(ctx, run, report)
