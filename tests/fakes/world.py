@@ -73,6 +73,9 @@ class FakeConfig:
     def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]:
         return []
 
+    def priority_value(self, name: str) -> int | None:
+        return None
+
     def forget(self) -> None:
         return None
 

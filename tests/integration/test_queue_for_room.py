@@ -18,6 +18,7 @@ import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
 from capacity_launcher.domain.accounting.admission_queue import NOT_ADMITTED_BY_DEADLINE
+from capacity_launcher.domain.apis.priority_classes import parse_priority_class
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.settings import get_settings
 from local_cloud.documents import capacity_quota
@@ -202,3 +203,53 @@ def test_the_syncs_minute_wakes_a_queue_whose_room_came_without_an_event(pool: C
     # Then the queue's head was woken, and is admitted
     assert pool.deliver_queued() == ["waiter"]
     assert record_of(pool, "waiter").status is RequestStatus.FULFILLED
+
+
+def apply_class(cloud: Cloud, name: str, value: int) -> None:
+    """A PriorityClass applied (through its own store, as `apply` does)."""
+    document = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+    cloud.adapters().config_store().priority_classes().apply(parse_priority_class(document))
+
+
+def test_waiting_requests_are_admitted_by_priority_then_arrival(pool: Cloud) -> None:
+    apply_class(pool, "batch", 10)
+    apply_class(pool, "urgent", 1000)
+    pool.send(launch_request("fill", nodePool=POOL, count=2))
+    full = record_of(pool, "fill")
+    deadline = until(days=1)
+    # Given three waiting requests: two of the lower class, then one of the higher, arriving last
+    for request_id, klass in (("batch-1", "batch"), ("batch-2", "batch"), ("urgent", "urgent")):
+        moto_capacity.advance_clock(1)
+        pool.send(
+            launch_request(
+                request_id, nodePool=POOL, priorityClassName=klass, waitForCapacityUntil=deadline
+            )
+        )
+        assert record_of(pool, request_id).status is RequestStatus.WAITING
+    # Then the queue holds them by priority, then arrival
+    assert queue() == ["urgent", "batch-1", "batch-2"]
+    # When one instance ends, the higher priority is admitted, though it came last
+    end(pool, full)
+    assert pool.deliver_queued() == ["urgent"]
+    assert record_of(pool, "urgent").status is RequestStatus.FULFILLED
+    # And the woken head, admitted, wakes the next: refused (no room left), it keeps its place
+    assert pool.deliver_queued() == ["batch-1"]
+    assert record_of(pool, "batch-1").status is RequestStatus.WAITING
+    assert queue() == ["batch-1", "batch-2"]
+
+
+def test_a_request_naming_an_unknown_priority_class_is_rejected_naming_the_field(
+    pool: Cloud,
+) -> None:
+    pool.send(launch_request("who", nodePool=POOL, priorityClassName="nonesuch"))
+    record = record_of(pool, "who")
+    assert record.status is RequestStatus.REJECTED
+    [error] = record.errors
+    assert error.code == "UnknownPriorityClass"
+    assert error.message.startswith("priorityClassName: no PriorityClass named 'nonesuch'")
+    assert pool.managed_instances() == []

@@ -22,6 +22,7 @@ from capacity_launcher.domain.accounting.admission_queue import (
     limit_awaited,
     missed_deadline,
     pass_wake_on,
+    priority_of,
     queue_check_seconds,
     queue_pool,
     quota_awaited,
@@ -30,6 +31,7 @@ from capacity_launcher.domain.accounting.admission_queue import (
 from capacity_launcher.domain.accounting.quota_admission import Cohort
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.launch_request import parse_launch_request
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import (
     AwaitedReservation,
@@ -320,3 +322,21 @@ def test_the_wake_cost_is_flat_in_the_number_waiting(waiting: list[tuple[int, in
 
     assert woken == in_order(entries)[0].request_id  # the highest priority, earliest
     assert items.queries == 1 and len(sent.sent) == 1
+
+
+def test_the_priority_is_the_named_class_else_the_quotas_else_zero() -> None:
+    assert priority_of(1000, 5) == 1000
+    assert priority_of(-3, 5) == -3
+    assert priority_of(None, 5) == 5
+    assert priority_of(None, None) == 0
+
+
+def test_a_launch_request_may_name_a_priority_class() -> None:
+    body = {"requestId": "r-1", "count": 1, "priorityClassName": "urgent"}
+
+    parsed = parse_launch_request(body)
+
+    assert parsed.priority_class_name == "urgent"
+    assert (
+        "priorityClassName" not in parse_launch_request({"requestId": "r-1", "count": 1}).to_dict()
+    )

@@ -132,6 +132,10 @@ class LaunchRequest(BaseModel):
     # Associates the request with an OME CapacityReservation by name; its `requester` names the
     # association (docs/ome.md). Optional; without it nothing changes.
     capacity_reservation: Name | None = None
+    # Names a served PriorityClass (scheduling.k8s.io/v1): its value orders the request in its
+    # pool's admission queue should it wait (issue 37). Optional; absent: the quota's priority,
+    # else 0. A name no applied class has is Rejected (UnknownPriorityClass).
+    priority_class_name: Name | None = None
 
     @field_validator("min_count")
     @classmethod

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from capacity_launcher.domain.accounting.admission_queue import priority_of
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.ome.associations import counted_association
-from capacity_launcher.domain.apis.quota_sets import association_refusal
+from capacity_launcher.domain.apis.quota_sets import association_refusal, quota_for
 from capacity_launcher.domain.capacity.constraints import Requirements, narrow
 from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED
 from capacity_launcher.domain.errors import (
@@ -55,6 +56,8 @@ class Prepared:
         )
 
 
+# The code of a request naming a PriorityClass that is not applied.
+UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
 # The code of a request whose waitForCapacityUntil breaks the arrival rules.
 INVALID_CAPACITY_WAIT = "InvalidWaitForCapacityUntil"
 
@@ -175,8 +178,31 @@ def _prepare(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
     return Prepared(
-        request, received_at, pool, node_class, requirements, alternatives, pools_generation
+        request,
+        received_at,
+        pool,
+        node_class,
+        requirements,
+        alternatives,
+        pools_generation,
+        priority=_priority(config, request, pool.metadata.name),
     )
+
+
+def _priority(config: Configuration, request: LaunchRequest, pool: str) -> int:
+    """Its place in the pool's admission queue should it wait (issue 37): the value of the
+    PriorityClass it names (Rejected naming the field when none of that name is applied), else
+    its quota's priority in the pool, else 0. Read only for a request that may wait."""
+    name = request.priority_class_name
+    value = config.priority_value(name) if name is not None else None
+    if name is not None and value is None:
+        raise RequestRejected(
+            f"priorityClassName: no PriorityClass named {name!r} is applied", UNKNOWN_PRIORITY_CLASS
+        )
+    if request.wait_for_capacity_until is None:
+        return value or 0
+    quota, _ = quota_for(config.capacity_quotas(), request.requester, pool)
+    return priority_of(value, quota.spec.priority if quota is not None else None)
 
 
 def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[NodePool], int | None]:

@@ -117,6 +117,14 @@ def queue_check_seconds(now: datetime, deadline: datetime) -> int:
 # -- the queue's order --------------------------------------------------------------------------
 
 
+def priority_of(class_value: int | None, quota_priority: int | None) -> int:
+    """A request's place in its queue: the value of the PriorityClass it names, else its quota's
+    priority, else 0 (as a Pod's priority is its class's, else the global default's)."""
+    if class_value is not None:
+        return class_value
+    return quota_priority if quota_priority is not None else 0
+
+
 def queue_partition(pool: str) -> str:
     """The partition of a pool's queue: one per NodePool, so room appearing in a pool (an
     instance ended, a lease expired, a pool or quota applied) names the one queue to wake."""
