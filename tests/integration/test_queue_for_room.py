@@ -253,3 +253,18 @@ def test_a_request_naming_an_unknown_priority_class_is_rejected_naming_the_field
     assert error.code == "UnknownPriorityClass"
     assert error.message.startswith("priorityClassName: no PriorityClass named 'nonesuch'")
     assert pool.managed_instances() == []
+
+
+def test_a_pool_applied_with_more_room_wakes_its_queue(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "1"})
+    moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 100)
+    cloud.send(launch_request("fill", nodePool=POOL))
+    cloud.send(launch_request("waiter", nodePool=POOL, waitForCapacityUntil=until(days=1)))
+    assert record_of(cloud, "waiter").status is RequestStatus.WAITING
+    # When the pool is applied with room for one more
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "2"})
+    # Then its queue's head is woken at once, and admitted
+    assert cloud.deliver_queued() == ["waiter"]
+    assert record_of(cloud, "waiter").status is RequestStatus.FULFILLED

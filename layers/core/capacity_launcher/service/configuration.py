@@ -13,7 +13,7 @@ read, decide and write again when a concurrent change moved what was read are he
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,6 +36,7 @@ from capacity_launcher.domain.apis.quota_changes import (
 from capacity_launcher.domain.apis.quota_sets import conflicts
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import ConditionFailed, ConfigConflict
+from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:
     from capacity_launcher.domain.apis.kept_fields import Kept
@@ -85,6 +86,9 @@ def conflicts_among(documents: Iterable[Hub]) -> list[str]:
 class Configuration:
     config: ConfigWrites
     priority_classes: PriorityClassWrites
+    # Room a pool or quota applied may make wakes the head of each pool's admission queue (issue
+    # 37); a wake that fails (the caller may not send to the launch queue) is the sync's minute's.
+    wake: Callable[[Iterable[str]], object] | None = None
 
     def stored_priority_classes(self) -> list[PriorityClass]:
         """The PriorityClasses stored now (what an apply's reservations may name, beside those
@@ -99,8 +103,21 @@ class Configuration:
         elif isinstance(document, CapacityQuota):
             apply_quota(self.config.quotas(), document, kept)
             self.config.forget()
+            self._wake(f.name for g in document.spec.resource_groups for f in g.flavors)
         else:
             self.config.apply(document, kept)
+            if isinstance(document, NodePool):
+                self._wake([document.metadata.name])
+
+    def _wake(self, pools: Iterable[str]) -> None:
+        if self.wake is None:
+            return
+        try:
+            self.wake(sorted(set(pools)))
+        except Exception:
+            logger.warning(
+                "could not wake the admission queues; the sync's minute will", exc_info=True
+            )
 
     def delete(self, kind: str, name: str) -> None:
         """Delete one document (NotFound when none is stored)."""

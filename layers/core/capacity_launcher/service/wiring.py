@@ -408,7 +408,9 @@ class Adapters:
         from capacity_launcher.service.configuration import Configuration
 
         config = self.config_store()
-        return Configuration(config, config.priority_classes())
+        return Configuration(
+            config, config.priority_classes(), wake=self.admission_queue().wake_all
+        )
 
     def queries(self) -> Queries:
         """What `get`, `describe` and `top` read, uncached: the state of this moment."""
