@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.simulation.emulator import Fault
 from tests.simulation.priority_operations import PRIORITY_OPERATIONS, PRIORITY_WEIGHTS
+from tests.simulation.queue_operations import QUEUE_WEIGHTS
 
 if TYPE_CHECKING:
     from tests.simulation.scheduler import Simulation
@@ -247,11 +248,29 @@ PROFILES = {
             **adversary_weights(),
             **ISSUE34_WEIGHTS,
             **SOAK_LEASE_WEIGHTS,
+            **QUEUE_WEIGHTS,
             "submit": 45,
         },
         quiesce_every=400,
         submit_batch=(2, 8),
         wall_minutes=20.0,
+    ),
+    # Issue 37: requests that wait for room in their pools' admission queues, beside the others,
+    # with instances ending and pools applied (queue_invariants.py).
+    "queue": Profile(
+        "queue",
+        steps=60,
+        weights={
+            **QUEUE_WEIGHTS,
+            "submit": 6,
+            "terminate_instance": 4,
+            "stop_instance": 1,
+            "apply_node_pool": 1,
+            "wait": 4,
+            "advance_clock": 1,
+            **PRIORITY_WEIGHTS,
+        },
+        quiesce_every=30,
     ),
     # Room in selected reservations changing under requests for more than it (reserved_first.py):
     # the sync stopped for minutes, reservations grown and shrunk, someone else's instances run
