@@ -20,6 +20,7 @@ from benchmarks import (
     scaling,
     sync_calls,
     throughput,
+    wake_calls,
     warm_overhead,
 )
 
@@ -53,6 +54,7 @@ def main() -> int:
         throughput=timed("throughput", throughput.run),
         healthy=timed("healthy pool", burst.healthy),
         sync_calls=timed("sync calls", sync_calls.run),
+        wake_calls=timed("wake calls", wake_calls.run),
         client_reuse=timed("client reuse", client_reuse.run),
         load=(load_at_start, os.getloadavg()),
         took=took,
