@@ -120,7 +120,7 @@ class ConfigStore:
                 "revision": revision,
                 "updatedAt": now,
                 # Static (spec.replicas) or dynamic, for good: the put is conditioned on it.
-                "static": document.spec.is_static,
+                "staticPool": document.spec.is_static,
             }
             if kept_body is not None:
                 item["kept"] = kept_body
@@ -163,14 +163,14 @@ class ConfigStore:
             }
         }
         put: dict[str, Any] = {"TableName": self._table, "Item": to_item(item)}
-        # A pool stored before `static` was kept is a dynamic one.
-        mode = "attribute_not_exists(pk) OR static = :static"
-        if not item["static"]:
-            mode += " OR attribute_not_exists(static)"
+        # A pool stored before `staticPool` was kept is a dynamic one.
+        mode = "attribute_not_exists(pk) OR staticPool = :static"
+        if not item["staticPool"]:
+            mode += " OR attribute_not_exists(staticPool)"
         changing = {
             **put,
             "ConditionExpression": mode,
-            "ExpressionAttributeValues": {":static": {"BOOL": item["static"]}},
+            "ExpressionAttributeValues": {":static": {"BOOL": item["staticPool"]}},
         }
         same = {
             **put,
@@ -190,7 +190,9 @@ class ConfigStore:
                 self._db.transact_write_items(TransactItems=[class_bump, {"Put": changing}, bump])
         except ConditionFailed as failed:
             if failed.failed_at(1):
-                raise ConfigConflict(f"NodePool {name}: {mode_switch(item['static'])}") from failed
+                raise ConfigConflict(
+                    f"NodePool {name}: {mode_switch(item['staticPool'])}"
+                ) from failed
             raise ConfigConflict(
                 f"NodePool {name}: spec.nodeClassRef: "
                 f"NodeClass {ref!r} does not exist; apply it first"
