@@ -106,8 +106,10 @@ def test_a_static_pool_scales_down_newest_first_and_to_zero(
     static_sync()
     CLOCK.advance(120)
     apply_static(cloud, subnets, image, replicas=3)
-    static_sync()
-    newest = max(running(cloud), key=lambda i: i["LaunchTime"])["InstanceId"]
+    (third,) = static_sync().launched[POOL]
+    record = cloud.record(third)
+    assert record is not None
+    newest = record.instances[0].instance_id
     # When replicas goes down to 2, the newest instance goes
     apply_static(cloud, subnets, image, replicas=2)
     report = static_sync()
