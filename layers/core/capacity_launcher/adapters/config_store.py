@@ -51,7 +51,7 @@ from capacity_launcher.adapters.config_items import (
 )
 from capacity_launcher.adapters.dynamodb import key, to_item
 from capacity_launcher.adapters.quota_store import QuotaStore
-from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
+from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet, mode_switch
 from capacity_launcher.domain.apis.documents import revision_of, stored_body
 from capacity_launcher.domain.apis.quota_changes import kept_body as kept_of_apply
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
@@ -119,6 +119,8 @@ class ConfigStore:
                 # And the whole of it: a lease decided on another revision does not hold.
                 "revision": revision,
                 "updatedAt": now,
+                # Static (spec.replicas) or dynamic, for good: the put is conditioned on it.
+                "staticPool": document.spec.is_static,
             }
             if kept_body is not None:
                 item["kept"] = kept_body
@@ -161,6 +163,15 @@ class ConfigStore:
             }
         }
         put: dict[str, Any] = {"TableName": self._table, "Item": to_item(item)}
+        # A pool stored before `staticPool` was kept is a dynamic one.
+        mode = "attribute_not_exists(pk) OR staticPool = :static"
+        if not item["staticPool"]:
+            mode += " OR attribute_not_exists(staticPool)"
+        changing = {
+            **put,
+            "ConditionExpression": mode,
+            "ExpressionAttributeValues": {":static": {"BOOL": item["staticPool"]}},
+        }
         same = {
             **put,
             "ConditionExpression": "revision = :revision",
@@ -176,8 +187,12 @@ class ConfigStore:
                 if failed.failed_at(0):
                     raise
             with aws_call("TransactWriteItems"):
-                self._db.transact_write_items(TransactItems=[class_bump, {"Put": put}, bump])
+                self._db.transact_write_items(TransactItems=[class_bump, {"Put": changing}, bump])
         except ConditionFailed as failed:
+            if failed.failed_at(1):
+                raise ConfigConflict(
+                    f"NodePool {name}: {mode_switch(item['staticPool'])}"
+                ) from failed
             raise ConfigConflict(
                 f"NodePool {name}: spec.nodeClassRef: "
                 f"NodeClass {ref!r} does not exist; apply it first"

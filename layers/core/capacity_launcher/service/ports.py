@@ -55,6 +55,7 @@ from capacity_launcher.domain.capacity.reservations import (
     ReservationSource,
     ReservedTarget,
 )
+from capacity_launcher.domain.capacity.static_pools import StaticState
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.claims import Claim
@@ -404,3 +405,15 @@ class LaunchPorts:
     reservations: Reservations
     # Asked when a request's nominal quota is lent out (None: no reclaim is requested).
     reclaims: Reclaims | None = None
+
+
+# -- static NodePools -----------------------------------------------------------------------------
+
+
+class StaticPoolStates(Protocol):
+    """A static pool's launches in flight and dry zones (adapters/static_pool_items.py)."""
+
+    def read(self, pool: str) -> StaticState: ...
+    # Stored if still at `state.version`; False if another sync moved it.
+    def write(self, pool: str, state: StaticState) -> bool: ...
+    def forget(self, pool: str) -> None: ...

@@ -94,7 +94,8 @@ def pool_status(
 ) -> dict[str, Any]:
     """`used` per resource in units (cpu cores, memory in Mi/Gi), and the conditions. With
     `readiness` (a pool with `limits.unready`), `used.unready` is its unready instances as the
-    lease's gate counts them: live leases whole, members until the sync marks them ready."""
+    lease's gate counts them: live leases whole, members until the sync marks them ready. A
+    static pool's status also has `nodes` (Karpenter's): its instances, launching ones too."""
     shown = {
         dimension: format_amount(dimension, amount)
         for dimension, amount in used.amounts().items()
@@ -103,4 +104,8 @@ def pool_status(
     if readiness is not None and readiness.unready:
         shown["unready"] = str(readiness.unready)
     conditions = pool_conditions(pool, node_classes, used, readiness)
-    return {"used": shown, "conditions": [c.to_document() for c in conditions]}
+    status: dict[str, Any] = {"used": shown, "conditions": [c.to_document() for c in conditions]}
+    if pool.spec.replicas is not None:
+        # Karpenter's status.nodes of a static pool: its instances, launching ones included.
+        status["nodes"] = used.instances
+    return status
