@@ -1,0 +1,165 @@
+"""The web view (`capacity-launcher web`) in a real browser: Debian's Chromium, driven by Selenium
+through Debian's chromedriver, headless, against the e2e local cloud and the view served on a
+free loopback port.
+
+Where the browser or Selenium is missing the test is skipped, except when
+CAPACITY_LAUNCHER_REQUIRE_BROWSER is set (.ci/run sets it, after installing Chromium): then it
+fails, so CI cannot pass without running it. Every wait is explicit and bounded (WebDriverWait
+polling the page); nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capacity_launcher_cli.web_server import WebServer, start
+from tests.e2e.conftest import E2E_POOL, E2eCloud, apply_text, run_cli
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+REQUIRE_BROWSER = "CAPACITY_LAUNCHER_REQUIRE_BROWSER"
+# A closed network and a throwaway profile: nothing reaches out, nothing is kept.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+# The page polls this often; each wait below gives up after WAIT_SECONDS (a launch or a
+# termination reaches the view in a second or two).
+REFRESH_SECONDS = 0.25
+WAIT_SECONDS = 20.0
+# A requester is any printable text: the page must show it as text, never run it.
+HOSTILE_REQUESTER = '<img src=x onerror="window.injected=1">team-web'
+
+
+def _browser_missing() -> str | None:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.access(path, os.X_OK):
+            return f"{path} is not installed (apt-get install chromium chromium-driver)"
+    if importlib.util.find_spec("selenium") is None:
+        return "selenium is not installed (requirements-dev.txt)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    missing = _browser_missing()
+    if missing is not None:
+        if os.environ.get(REQUIRE_BROWSER):
+            pytest.fail(f"{missing}; {REQUIRE_BROWSER} is set, so the browser test must run")
+        pytest.skip(missing)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        options.add_argument(flag)
+    # The driver is named: Selenium Manager (which would download one) never runs.
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(WAIT_SECONDS)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def web_view(e2e_cloud: E2eCloud) -> Iterator[WebServer]:
+    server = start(e2e_cloud.deployment, "127.0.0.1", 0, REFRESH_SECONDS)
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _pool_document(name: str) -> str:
+    return f"""\
+apiVersion: capacity-launcher/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  nodeClassRef: {E2E_POOL}
+  limits: {{instances: 2}}
+  requirements:
+    - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+    - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+"""
+
+
+def _wait_for(browser: Any, what: str, seen: Callable[[], str], expected: str) -> None:
+    """Poll the page (not the service) until `seen()` is `expected`; fail naming what it was."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    shown: list[str] = []
+
+    def showing(_: Any) -> bool:
+        shown.append(seen())
+        return shown[-1] == expected
+
+    try:
+        WebDriverWait(browser, WAIT_SECONDS, poll_frequency=0.1).until(showing)
+    except TimeoutException:
+        last = shown[-1] if shown else "nothing"
+        pytest.fail(f"the page never showed {what} {expected!r} ({WAIT_SECONDS}s): {last!r}")
+
+
+def _text(browser: Any, selector: str) -> str:
+    """The text of the first element `selector` finds, or '' while there is none."""
+    found = browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : '';",
+        selector,
+    )
+    return str(found)
+
+
+def test_the_page_shows_pools_and_requests_and_follows_them_without_reloading(
+    e2e_cloud: E2eCloud, web_view: WebServer, browser: Any, tmp_path: Path
+) -> None:
+    # Given a pool of at most 2 instances, and the web view open on it
+    pool = f"web-{uuid.uuid4().hex[:6]}"
+    assert apply_text(tmp_path, "pool.yaml", _pool_document(pool)).code == 0
+    browser.get(web_view.url)
+    usage = f'#pools tr[data-key="{pool}"] [data-resource="instances"]'
+    _wait_for(browser, "the pool's usage", lambda: _text(browser, usage), "instances 0 / 2")
+    browser.execute_script("window.sameDocument = 'not reloaded';")
+
+    # When a request launches an instance into it
+    request = f"web-{uuid.uuid4().hex[:8]}"
+    submitted = run_cli(
+        "submit", "--request-id", request, "--node-pool", pool, "--count", "1",
+        "--requester", HOSTILE_REQUESTER, "--wait",
+    )  # fmt: skip
+    assert submitted.code == 0, submitted.err
+    row = f'#recent tr[data-key="{request}"]'
+
+    # Then the page shows the request Fulfilled and the pool's usage grown, in place
+    _wait_for(browser, "the status", lambda: _text(browser, f"{row} [data-field=status]"), "Fulfilled")
+    _wait_for(browser, "the pool's usage", lambda: _text(browser, usage), "instances 1 / 2")
+    # And the requester as the text it is, not as markup
+    assert _text(browser, f"{row} [data-field=requester]") == HOSTILE_REQUESTER
+    assert browser.execute_script("return document.querySelectorAll('img').length") == 0
+    assert browser.execute_script("return window.injected === undefined")
+
+    # When its instance is terminated
+    instance = submitted.json()["instances"][0]["instanceId"]
+    e2e_cloud.client("ec2").terminate_instances(InstanceIds=[instance])
+
+    # Then the pool's usage falls back, on the same page: it was never reloaded
+    _wait_for(browser, "the pool's usage", lambda: _text(browser, usage), "instances 0 / 2")
+    assert browser.execute_script("return window.sameDocument") == "not reloaded"
+    assert _text(browser, "#state").startswith("live")
