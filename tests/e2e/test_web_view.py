@@ -148,7 +148,9 @@ def test_the_page_shows_pools_and_requests_and_follows_them_without_reloading(
     row = f'#recent tr[data-key="{request}"]'
 
     # Then the page shows the request Fulfilled and the pool's usage grown, in place
-    _wait_for(browser, "the status", lambda: _text(browser, f"{row} [data-field=status]"), "Fulfilled")
+    _wait_for(
+        browser, "the status", lambda: _text(browser, f"{row} [data-field=status]"), "Fulfilled"
+    )
     _wait_for(browser, "the pool's usage", lambda: _text(browser, usage), "instances 1 / 2")
     # And the requester as the text it is, not as markup
     assert _text(browser, f"{row} [data-field=requester]") == HOSTILE_REQUESTER

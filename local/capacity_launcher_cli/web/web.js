@@ -1,5 +1,5 @@
 // capacity-launcher's web view: polls /api/view and fills the page's tables in place.
-// Every value is written with textContent (never innerHTML): names come from users.
+// Every value is written with textContent, never parsed as markup: names come from users.
 "use strict";
 
 const VIEW_URL = "/api/view";
