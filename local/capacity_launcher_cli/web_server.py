@@ -19,6 +19,7 @@ import argparse
 import ipaddress
 import json
 import signal
+import socket
 import sys
 import threading
 import time
@@ -132,6 +133,7 @@ class WebServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, host: str, port: int, read: ViewReader) -> None:
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), _Handler)
         self.read = read
         self.hosts = allowed_hosts(host, self.server_address[1])

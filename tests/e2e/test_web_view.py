@@ -11,7 +11,12 @@ polling the page); nothing sleeps.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import signal
+import socket
+import subprocess
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,8 +24,10 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher_cli.deployment import LOCAL_FILE_ENV_VAR
 from capacity_launcher_cli.web_server import WebServer, start
-from tests.e2e.conftest import E2E_POOL, E2eCloud, apply_text, run_cli
+from tests.e2e.conftest import E2E_POOL, REPO, E2eCloud, apply_text, run_cli
+from tests.e2e.test_docs_commands import entry_point
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -165,3 +172,32 @@ def test_the_page_shows_pools_and_requests_and_follows_them_without_reloading(
     _wait_for(browser, "the pool's usage", lambda: _text(browser, usage), "instances 0 / 2")
     assert browser.execute_script("return window.sameDocument") == "not reloaded"
     assert _text(browser, "#state").startswith("live")
+
+
+def test_the_web_command_serves_the_view_until_sigterm(e2e_cloud: E2eCloud) -> None:
+    # Given `capacity-launcher web` in its own process, on a free loopback port
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    local_file = os.environ[LOCAL_FILE_ENV_VAR]
+    web = subprocess.Popen(
+        [*entry_point(), "web", "--port", str(port), "--local-file", local_file],
+        cwd=REPO, stderr=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"},
+    )  # fmt: skip
+    try:
+        # When it says where it listens (its first line), the view answers there
+        assert web.stderr is not None
+        assert web.stderr.readline().strip() == (
+            f"web view at http://127.0.0.1:{port}/ (Ctrl-C stops it)"
+        )
+        url = f"http://127.0.0.1:{port}/api/view"
+        with urllib.request.urlopen(url, timeout=WAIT_SECONDS) as answer:
+            view = json.loads(answer.read())
+        assert E2E_POOL in {pool["name"] for pool in view["pools"]}
+        assert view["where"] == f"local cloud {e2e_cloud.deployment.endpoint_url}"
+    finally:
+        # Then SIGTERM stops it, as Ctrl-C does
+        web.send_signal(signal.SIGTERM)
+        code = web.wait(timeout=WAIT_SECONDS)
+    assert code == 0
