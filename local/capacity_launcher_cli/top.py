@@ -34,7 +34,7 @@ from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.apis.config import NodePool
 from capacity_launcher.domain.apis.documents import to_document
 from capacity_launcher.domain.capacity.offerings import UnavailableEntry
-from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.capacity.reservations import ACTIVE, ReservationSnapshot
 from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
@@ -314,7 +314,7 @@ def live_reservations(
     reservations: Sequence[ReservationSnapshot], now: datetime
 ) -> list[ReservationSnapshot]:
     """The active and upcoming reservations, the soonest to end first (open-ended ones last)."""
-    live = [r for r in reservations if r.state == "active" or r.upcoming]
+    live = [r for r in reservations if r.state == ACTIVE or r.upcoming]
     far = now + timedelta(days=36500)
     live.sort(key=lambda r: (r.end_date or far, r.reservation_id))
     return live

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.apis.config import NodePool
 from capacity_launcher.domain.capacity.offerings import UnavailableEntry
-from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.capacity.reservations import ACTIVE, ReservationSnapshot
 from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher_cli import views
@@ -209,7 +209,7 @@ def reservations_json(observed: Observed) -> list[dict[str, Any]]:
             "total": r.total,
             "used": r.used,
             "free": r.available,
-            "idle": r.available if r.state == "active" else None,
+            "idle": r.available if r.state == ACTIVE else None,
             "timeLeft": time_left(r, observed.observed_at),
         }
         for r in live_reservations(observed.reservations, observed.observed_at)
