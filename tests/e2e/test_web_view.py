@@ -16,9 +16,11 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ import pytest
 
 from capacity_launcher_cli.deployment import LOCAL_FILE_ENV_VAR
 from capacity_launcher_cli.web_server import WebServer, start
+from capacity_launcher_cli.web_view import Observed, view_json
 from tests.e2e.conftest import E2E_POOL, REPO, E2eCloud, apply_text, run_cli
 from tests.e2e.test_docs_commands import entry_point
 
@@ -172,6 +175,39 @@ def test_the_page_shows_pools_and_requests_and_follows_them_without_reloading(
     _wait_for(browser, "the pool's usage", lambda: _text(browser, usage), "instances 0 / 2")
     assert browser.execute_script("return window.sameDocument") == "not reloaded"
     assert _text(browser, "#state").startswith("live")
+
+
+def test_a_refresh_that_fails_says_so_keeps_what_was_shown_and_recovers(browser: Any) -> None:
+    # Given a view whose reads fail while `failing` holds an error
+    failing: list[Exception] = []
+
+    def read() -> dict[str, Any]:
+        if failing:
+            raise failing[0]
+        return view_json(Observed(observed_at=datetime.now(UTC), where="the first view"), 0.25)
+
+    server = WebServer("127.0.0.1", 0, read)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        browser.get(server.url)
+        _wait_for(browser, "where it looks", lambda: _text(browser, "#where"), "the first view")
+
+        # When a read fails, the page says so and why, and keeps what it showed
+        failing.append(RuntimeError("Could not connect to the endpoint URL"))
+        _wait_for(browser, "the state", lambda: _text(browser, "#state"), "stale")
+        assert "Could not connect to the endpoint URL" in _text(browser, "#error")
+        assert browser.execute_script("return !document.getElementById('error').hidden")
+        assert _text(browser, "#where") == "the first view"
+
+        # And once reads succeed again, it is live again, having kept polling
+        failing.clear()
+        _wait_for(browser, "the state", lambda: _text(browser, "#state"), "live, every 0.25s")
+        assert browser.execute_script("return document.getElementById('error').hidden")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=WAIT_SECONDS)
 
 
 def test_the_web_command_serves_the_view_until_sigterm(e2e_cloud: E2eCloud) -> None:
