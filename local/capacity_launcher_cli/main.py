@@ -169,6 +169,14 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     top.add_argument("--once", action="store_true", help="print one screen and exit")
 
+    web = commands.add_parser(
+        "web", help="a read-only web view: pools, reservations, requests, the ICE cache"
+    )
+    _common(web)
+    web.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback)")
+    web.add_argument("--port", type=int, default=8466, help="port to listen on (default 8466)")
+    web.add_argument("--interval", type=float, default=2.0, help="seconds between the page's polls")
+
     status = commands.add_parser("status", help="a request's status record (JSON)")
     _common(status)
     status.add_argument("request_id", help="the request's requestId")
@@ -267,6 +275,7 @@ def _command(args: argparse.Namespace) -> Command:
         "submit": request_commands.submit,
         "status": request_commands.status,
         "top": _top,
+        "web": _web,
         "describe": _describe,
     }
     if args.command in commands:
@@ -319,6 +328,12 @@ def _top(args: argparse.Namespace, deployment: Deployment) -> int:
     from capacity_launcher_cli.top import top
 
     return top(args, deployment)
+
+
+def _web(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.web_server import web
+
+    return web(args, deployment)
 
 
 # Types whose listing (no NAME, no --output-version) is a table, and in these outputs; the rest

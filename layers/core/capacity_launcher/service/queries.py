@@ -245,6 +245,11 @@ class Queries:
         most `within`."""
         return [w.record for w in self.records.overdue_waits(self.now() + within)]
 
+    def recent_requests(self, limit: int = 100) -> list[RequestRecord]:
+        """The newest `limit` request records, newest first (one Query per shard of the
+        RecentRequests index: the cost grows with `limit`, not with history)."""
+        return self.records.list_records(limit)
+
     def instance_states(self, records: Sequence[RequestRecord]) -> dict[str, str]:
         """The state of each instance the records name, by id, for those with an instance
         item."""
