@@ -94,15 +94,26 @@ NO_RESOURCES = "No resources found"
 def show(table: Table) -> None:
     """A listing on stdout; an empty one prints nothing there and says so on stderr, as kubectl
     does (so `| wc -l` counts rows, and a person is not shown a bare header). A terminal gets the
-    table; a pipe or file gets plain columns."""
+    boxed table when it fits its width with no cell wrapped; otherwise, and on a pipe or file,
+    plain columns, as kubectl prints them (the terminal wraps a long line whole, never a word
+    inside a cell)."""
     if table.row_count == 0:
         sys.stderr.write(NO_RESOURCES + "\n")
         return
     out = console()
-    if out.is_terminal:
+    if out.is_terminal and fits(out, table):
         out.print(table)
     else:
-        sys.stdout.write(plain(table))
+        out.file.write(plain(table))
+
+
+def fits(out: Console, table: Table) -> bool:
+    """Whether the table's widest rendering (every cell on one line) fits the console."""
+    unbounded = out.options.update_width(_UNBOUNDED)  # measured at a terminal's width, it fits
+    return out.measure(table, options=unbounded).maximum <= out.width
+
+
+_UNBOUNDED = 100_000
 
 
 def plain(table: Table) -> str:
