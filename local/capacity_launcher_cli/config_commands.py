@@ -28,7 +28,7 @@ from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
 from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.service.configuration import conflicts_among
-from capacity_launcher_cli import views
+from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
@@ -296,12 +296,14 @@ def _without_name(document: Hub, error: Exception) -> str:
 
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
+    """NodePools or NodeClasses as a table (one NAME: its row, as kubectl prints one), or as
+    documents (-o json|name|jsonpath of a listing)."""
     asked = queries(deployment)
     store = asked.config
     classes_asked = args.resource in ("nodeclasses", "ec2nodeclasses")
     kind = "NodeClass" if classes_asked else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
-    invalid = asked.invalid(kind)
+    invalid = named.chosen(args, asked.invalid(kind), lambda d: d.name)
     invalid_json = [
         {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
         for d in invalid
@@ -309,23 +311,25 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
     names = selected_names(store, kind, requirements_of(args))
     if classes_asked:
         classes = [c for c in store.node_classes() if names is None or c.name in names]
-        if args.output not in TABLES:
-            views.emit([*(config_document(c) for c in classes), *invalid_json], args)
-        else:
-            views.show(views.node_classes(classes))
-            _warn_invalid(invalid)
-        return 0
-    pools, statuses = asked.pool_statuses()
-    pools = [p for p in pools if names is None or p.name in names]
-    if args.output not in TABLES:
-        views.emit(
-            [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json],
-            args,
-        )
+        classes = named.chosen(args, classes, lambda c: c.name)
+        found = [c.name for c in classes]
+        items = [*(config_document(c) for c in classes), *invalid_json]
+        table = views.node_classes(classes)
     else:
-        views.show(views.node_pools(pools, statuses))
+        pools, statuses = asked.pool_statuses()
+        pools = [p for p in pools if names is None or p.name in names]
+        pools = named.chosen(args, pools, lambda p: p.name)
+        found = [p.name for p in pools]
+        items = [
+            *({**config_document(p), "status": statuses[p.name]} for p in pools),
+            *invalid_json,
+        ]
+        table = views.node_pools(pools, statuses)
+    missing = named.missing_from(args, [*found, *(d.name for d in invalid)])
+    code = named.answer(args, missing, lambda: items, lambda: table)
+    if args.output in TABLES:
         _warn_invalid(invalid)
-    return 0
+    return code
 
 
 def _warn_invalid(invalid: list[InvalidDocument]) -> None:

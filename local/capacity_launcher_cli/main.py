@@ -82,8 +82,8 @@ def parser() -> argparse.ArgumentParser:
         nargs="*",
         action=_Names,
         metavar="NAME",
-        help="only these (a request by its requestId, an instance or reservation by its id); "
-        "one document by name prints as YAML by default",
+        help="only these (a request by its requestId, an instance or reservation by its id): "
+        "their rows, or the object itself with -o yaml|json",
     )
     get.add_argument(
         "--ignore-not-found",
@@ -333,14 +333,18 @@ _LISTED_AS = {
 
 
 def _documents_asked(args: argparse.Namespace) -> bool:
-    """`get` of configuration documents by name, as YAML, or in a version: the stored objects."""
+    """`get` of configuration documents as YAML, by name in any output but a table (a NAME's
+    table is its row, as kubectl prints it), or in a version: the stored objects."""
     from capacity_launcher_cli.version_commands import resource
 
     if resource(args.resource) is None:
         return False
+    if args.output_version is not None:
+        return True
+    if args.name is not None:
+        return args.output not in output_formats.TABLES
     output = args.output.split("=", 1)[0]  # jsonpath=TEMPLATE: jsonpath
-    listing = output in _LISTED_AS.get(args.resource, ())
-    return not listing or args.name is not None or args.output_version is not None
+    return output not in _LISTED_AS.get(args.resource, ())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

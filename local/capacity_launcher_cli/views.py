@@ -145,7 +145,7 @@ def dump(data: Any, output: str) -> None:
 
 def emit(found: list[dict[str, Any]] | dict[str, Any], args: argparse.Namespace) -> None:
     """`get -o json|yaml|name|jsonpath=T` of a listing (a list) or of one document (a dict);
-    a document asked by name without `-o` prints as YAML."""
+    a kind with no table (OME's reservations) prints as YAML without `-o`."""
     output = "yaml" if args.output in TABLES else args.output
     if output == "name":
         items = [found] if isinstance(found, dict) else found
