@@ -36,6 +36,18 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _all_namespaces(parser: argparse.ArgumentParser) -> None:
+    """kubectl's -A, typed by habit: there are no namespaces here (every object, and every
+    team's requests, is listed already), so it is accepted and changes nothing."""
+    parser.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="accepted as kubectl's and changes nothing: there are no namespaces, every object "
+        "(and every team's requests) is listed already",
+    )
+
+
 def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit = commands.add_parser("submit", help="send a launch request to the bus or the queue")
     _common(submit)
@@ -74,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
 
     get = commands.add_parser("get", help="list resources")
     _common(get)
+    _all_namespaces(get)
     resource_types.add_argument(
         get, "resource", "what to list: a plural, singular or short name, in any case"
     )
@@ -141,6 +154,7 @@ def parser() -> argparse.ArgumentParser:
         "delete", help="delete a NodePool, NodeClass, CapacityQuota or PriorityClass"
     )
     _common(delete)
+    _all_namespaces(delete)
     resource_types.add_argument(
         delete,
         "kind",
@@ -155,6 +169,7 @@ def parser() -> argparse.ArgumentParser:
 
     describe = commands.add_parser("describe", help="one resource as a page for people")
     _common(describe)
+    _all_namespaces(describe)
     resource_types.add_argument(
         describe, "resource", "nodepool, nodeclass, ec2nodeclass, capacityquota or request"
     )
@@ -166,6 +181,7 @@ def parser() -> argparse.ArgumentParser:
         "top", help="a live view: queue, requests, pools, quotas, reservations, dry offerings"
     )
     _common(top)
+    _all_namespaces(top)
     top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     top.add_argument("--once", action="store_true", help="print one screen and exit")
 

@@ -199,3 +199,22 @@ def test_label_selectors_pick_documents_by_their_kept_labels(
     refused = run_cli("get", "requests", "-l", "team=ml")
     assert (refused.code, "carry no labels" in refused.err) == (2, True)
     assert run_cli("get", "np", "labelled", "-l", "team=ml").code == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("get", "np"),
+        ("get", "requests", "-o", "name"),
+        ("describe", "np", "e2e"),
+        ("delete", "np", "no-such-pool", "--ignore-not-found"),
+    ],
+)
+def test_all_namespaces_is_accepted_and_changes_nothing(
+    e2e_cloud: E2eCloud, argv: tuple[str, ...]
+) -> None:
+    # kubectl users type -A by habit; there are no namespaces here (docs/cli.md)
+    without = run_cli(*argv)
+    for flag in ("-A", "--all-namespaces"):
+        with_flag = run_cli(*argv, flag)
+        assert (with_flag.code, with_flag.out) == (0, without.out), with_flag.err
