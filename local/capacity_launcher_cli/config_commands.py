@@ -32,6 +32,7 @@ from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
+from capacity_launcher_cli.resource_types import lookup
 from capacity_launcher_cli.service import configuration, queries
 
 if TYPE_CHECKING:
@@ -348,8 +349,8 @@ def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     except NotFound:
         if args.ignore_not_found:
             return 0
-        print(f"error: {args.kind} {args.name} not found", file=sys.stderr)
-        return 1
+        print(named.not_found(lookup(args.kind).plural, args.name), file=sys.stderr)
+        return named.EXIT_NOT_FOUND
     except CapacityLauncherError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

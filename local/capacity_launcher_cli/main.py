@@ -151,7 +151,8 @@ def parser() -> argparse.ArgumentParser:
     )
 
     delete = commands.add_parser(
-        "delete", help="delete a NodePool, NodeClass, CapacityQuota or PriorityClass"
+        "delete",
+        help="delete a NodePool, NodeClass, CapacityQuota or PriorityClass (TYPE NAME, or -f)",
     )
     _common(delete)
     _all_namespaces(delete)
@@ -159,8 +160,15 @@ def parser() -> argparse.ArgumentParser:
         delete,
         "kind",
         "nodepool (np), nodeclass (nc, ec2nodeclass), capacityquota (cq) or priorityclass (pc)",
+        optional=True,
     )
-    delete.add_argument("name", help="the document's metadata.name")
+    delete.add_argument("name", nargs="?", help="the document's metadata.name")
+    delete.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        help="file or folder (- for standard input): delete every object its documents apply",
+    )
     delete.add_argument(
         "--ignore-not-found",
         action="store_true",
@@ -279,7 +287,7 @@ def _command(args: argparse.Namespace) -> Command:
         }[args.resource]
     commands: dict[str, Command] = {
         "apply": config_commands.apply,
-        "delete": config_commands.delete,
+        "delete": _delete,
         "submit": request_commands.submit,
         "status": request_commands.status,
         "top": _top,
@@ -297,7 +305,13 @@ _MANY_NAMES = ("requests", "instances", "reservations", "unavailable-offerings")
 
 
 def _refused(args: argparse.Namespace) -> str | None:
-    """A `get` whose flags cannot go together, as kubectl refuses them."""
+    """A `get` or `delete` whose flags cannot go together, as kubectl refuses them."""
+    if args.command == "delete":
+        if args.filename and args.kind:
+            return "delete takes TYPE NAME or -f FILE, not both"
+        if not args.filename and not (args.kind and args.name):
+            return "delete takes TYPE NAME, or -f FILE"
+        return None
     if args.command != "get":
         return None
     if len(args.names) > 1 and args.resource not in _MANY_NAMES:
@@ -323,6 +337,16 @@ def _watch(command: Command, args: argparse.Namespace, deployment: Deployment) -
         print("error: --watch lists rows: -o table, wide or name, and no NAME", file=sys.stderr)
         return 2
     return watch(command, args, deployment)
+
+
+def _delete(args: argparse.Namespace, deployment: Deployment) -> int:
+    if args.filename:
+        from capacity_launcher_cli.file_deletes import delete_files
+
+        return delete_files(args, deployment)
+    from capacity_launcher_cli.config_commands import delete
+
+    return delete(args, deployment)
 
 
 def _describe(args: argparse.Namespace, deployment: Deployment) -> int:
