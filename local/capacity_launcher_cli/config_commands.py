@@ -142,6 +142,16 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
     return documents
 
 
+def read_or_report(paths: list[str]) -> list[SourceDocument] | None:
+    """The files' documents; None when they cannot be read, each problem said on stderr."""
+    try:
+        return read_documents(paths)
+    except ApplyError as error:
+        for problem in error.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return None
+
+
 Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 
 

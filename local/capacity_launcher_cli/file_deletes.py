@@ -21,7 +21,7 @@ from capacity_launcher.domain.apis.priority_classes import PRIORITY_CLASS
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
 from capacity_launcher_cli import named
-from capacity_launcher_cli.config_commands import ApplyError, SourceDocument, read_documents
+from capacity_launcher_cli.config_commands import SourceDocument, read_or_report
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.resource_types import lookup
 from capacity_launcher_cli.service import configuration
@@ -59,11 +59,8 @@ def targets(source: SourceDocument) -> list[Target]:
 
 
 def delete_files(args: argparse.Namespace, deployment: Deployment) -> int:
-    try:
-        sources = read_documents(args.filename)
-    except ApplyError as error:
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
+    sources = read_or_report(args.filename)
+    if sources is None:
         return 1
     code = 0
     found: dict[tuple[str, str], Target] = {}
