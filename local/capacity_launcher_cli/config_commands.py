@@ -277,21 +277,32 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         return 1
     for warning in dict.fromkeys(w for s in steps for w in s.applied.warnings):
         print(f"warning: {warning}", file=sys.stderr)
-    for step in steps:
+    dry_run = getattr(args, "dry_run", "none")
+    for index, step in enumerate(steps):
         document = step.document
         try:
             word = change_word(_before(asked, document), step)
-            changes.apply(document, step.kept)
+            if dry_run == "server":  # the service's checks, nothing written
+                changes.check(document, step.kept, (s.document for s in steps[:index]))
+            elif dry_run == "none":
+                changes.apply(document, step.kept)
         except CapacityLauncherError as error:
             # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
             print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
             return 1
-        print(f"{document.kind.lower()}/{document.name} {word}{_as_written(step)}")
+        print(
+            f"{document.kind.lower()}/{document.name} {word}{_as_written(step)}"
+            f"{DRY_RUN_SUFFIX[dry_run]}"
+        )
         for path in step.kept.not_acted_on if step.kept else ():
             print(f"  {path}: kept, not acted on")
         for path in step.applied.hub_fields if step.primary else ():
             print(f"  {path}: set by {HUB_FIELDS_PATH}, not in the document's own fields")
     return 0
+
+
+# kubectl's words after each object of `apply --dry-run=client|server`.
+DRY_RUN_SUFFIX = {"none": "", "client": " (dry run)", "server": " (server dry run)"}
 
 
 def _as_written(step: Step) -> str:

@@ -83,6 +83,19 @@ def parser() -> argparse.ArgumentParser:
     )
     _common(apply)
     apply.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
+    apply.add_argument(
+        "--dry-run",
+        choices=("none", "client", "server"),
+        default="none",
+        help="write nothing: client checks the documents here; server also runs the service's "
+        "checks against what is stored (docs/cli.md)",
+    )
+
+    diff = commands.add_parser(
+        "diff", help="what apply -f would change: a unified diff of stored and applied objects"
+    )
+    _common(diff)
+    diff.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
 
     get = commands.add_parser("get", help="list resources")
     _common(get)
@@ -287,6 +300,7 @@ def _command(args: argparse.Namespace) -> Command:
         }[args.resource]
     commands: dict[str, Command] = {
         "apply": config_commands.apply,
+        "diff": _diff,
         "delete": _delete,
         "submit": request_commands.submit,
         "status": request_commands.status,
@@ -347,6 +361,12 @@ def _delete(args: argparse.Namespace, deployment: Deployment) -> int:
     from capacity_launcher_cli.config_commands import delete
 
     return delete(args, deployment)
+
+
+def _diff(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.file_diffs import diff
+
+    return diff(args, deployment)
 
 
 def _describe(args: argparse.Namespace, deployment: Deployment) -> int:
@@ -437,6 +457,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     from capacity_launcher_cli.deployment import DeploymentNotFound, resolve
 
     deployment = None
+    # diff's 1 says "differences", as kubectl's and diff's: its errors exit 2.
+    failed = 2 if args.command == "diff" else 1
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
         refused = _refused(args)
@@ -449,13 +471,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return command(args, deployment)
     except DeploymentNotFound as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return failed
     except (EndpointConnectionError, ConnectTimeoutError) as error:
         print(f"error: {error}{_unreachable_hint(deployment)}", file=sys.stderr)
-        return 1
+        return failed
     except (ClientError, BotoCoreError, CapacityLauncherError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return failed
 
 
 def _unreachable_hint(deployment: Deployment | None) -> str:

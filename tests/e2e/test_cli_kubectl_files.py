@@ -89,3 +89,89 @@ def test_delete_takes_a_name_or_a_file_not_both(e2e_cloud: E2eCloud, tmp_path: P
         1,
         'Error from server (NotFound): nodepools "no-such-pool" not found\n',
     )
+
+
+ORPHAN = f"""\
+apiVersion: capacity-launcher/v1
+kind: NodePool
+metadata: {{name: {NAME}-orphan}}
+spec: {{nodeClassRef: no-such-class}}
+"""
+
+
+def test_apply_dry_run_client_and_server_say_what_apply_would_and_write_nothing(
+    e2e_cloud: E2eCloud, tmp_path: Path
+) -> None:
+    path = tmp_path / "objects.yaml"
+    path.write_text(DOCUMENTS)
+    words = [
+        f"nodeclass/{NAME} created",
+        f"nodepool/{NAME}-a created",
+        f"nodepool/{NAME}-b created (as karpenter.sh/v1 NodePool)",
+    ]
+    try:
+        for mode, suffix in (("client", " (dry run)"), ("server", " (server dry run)")):
+            # When the file is applied with --dry-run
+            dry = run_cli("apply", "-f", str(path), f"--dry-run={mode}")
+            # Then it says what apply would do, as kubectl does, and writes nothing
+            assert (dry.code, dry.out.splitlines()) == (0, [w + suffix for w in words]), dry.err
+            assert run_cli("get", "nc", NAME).code == 1
+        assert run_cli("apply", "-f", str(path)).code == 0
+        again = run_cli("apply", "-f", str(path), "--dry-run=server")
+        assert [line.split()[1] for line in again.out.splitlines()] == ["unchanged"] * 3
+
+        # The server's checks are the service's: only they know the class is not stored
+        orphan = tmp_path / "orphan.yaml"
+        orphan.write_text(ORPHAN)
+        client = run_cli("apply", "-f", str(orphan), "--dry-run=client")
+        assert (client.code, client.out) == (0, f"nodepool/{NAME}-orphan created (dry run)\n")
+        server = run_cli("apply", "-f", str(orphan), "--dry-run=server")
+        applied = run_cli("apply", "-f", str(orphan))
+        assert (server.code, server.out) == (1, "")
+        assert "NodeClass 'no-such-class' does not exist" in server.err
+        assert (applied.code, applied.err) == (1, server.err)  # the same refusal
+    finally:
+        run_cli("delete", "-f", str(path), "--ignore-not-found")
+
+
+def test_diff_prints_what_apply_would_change_and_exits_as_kubectl_diff(
+    e2e_cloud: E2eCloud, tmp_path: Path
+) -> None:
+    path = tmp_path / "objects.yaml"
+    path.write_text(DOCUMENTS)
+    live = f"LIVE/capacity-launcher.v1.NodePool.{NAME}-a"
+    merged = f"MERGED/capacity-launcher.v1.NodePool.{NAME}-a"
+    try:
+        # Not stored: each object is all added, and exit 1 (differences)
+        new = run_cli("diff", "-f", str(path))
+        assert new.code == 1, new.err
+        assert f"diff -u -N {live} {merged}\n--- {live}\n+++ {merged}\n" in new.out
+        assert f"+  name: {NAME}-a\n" in new.out
+        assert f"MERGED/karpenter.sh.v1.NodePool.{NAME}-b" in new.out  # in its own version
+        assert run_cli("get", "nc", NAME).code == 1  # nothing written
+
+        # Applied: no difference, nothing printed, exit 0
+        assert run_cli("apply", "-f", str(path)).code == 0
+        assert run_cli("diff", "-f", str(path)) == run_cli("diff", "-f", "-", stdin=DOCUMENTS)
+        same = run_cli("diff", "-f", str(path))
+        assert (same.code, same.out, same.err) == (0, "", "")
+
+        # One field changed: only that object, only that line
+        path.write_text(DOCUMENTS.replace("instances: '2'", "instances: '5'"))
+        changed = run_cli("diff", "-f", str(path))
+        assert changed.code == 1
+        removed = [line for line in changed.out.splitlines() if line.startswith("-  ")]
+        added = [line for line in changed.out.splitlines() if line.startswith("+  ")]
+        assert len(removed) == len(added) == 1
+        assert "'2'" in removed[0] and "'5'" in added[0], changed.out
+        assert changed.out.count("diff -u -N") == 1
+
+        # A file the service refuses is an error (above 1), not a difference
+        orphan = tmp_path / "orphan.yaml"
+        orphan.write_text(ORPHAN)
+        refused = run_cli("diff", "-f", str(orphan))
+        assert (refused.code, refused.out) == (2, "")
+        assert "no-such-class" in refused.err
+    finally:
+        path.write_text(DOCUMENTS)
+        run_cli("delete", "-f", str(path), "--ignore-not-found")
