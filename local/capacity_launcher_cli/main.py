@@ -212,6 +212,18 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--wait", action="store_true", help="wait until the request finishes")
     status.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
+    explain = commands.add_parser(
+        "explain", help="a kind's fields: their types, descriptions and rules (kubectl explain)"
+    )
+    explain.add_argument(
+        "target",
+        metavar="TYPE[.FIELD.PATH]",
+        help="a TYPE by any of its names, then the path of a field (np.spec.limits)",
+    )
+    explain.add_argument(
+        "--api-version", help="another served version of the kind (docs/api-versions.md)"
+    )
+
     schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
     schemas.add_argument("--write", action="store_true", help="write them to --directory")
     schemas.add_argument("--directory", default="schemas", help="where --write writes")
@@ -442,6 +454,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         from capacity_launcher_cli.version_commands import convert
 
         return convert(args)
+    if args.command == "explain":
+        from capacity_launcher_cli.explain import explain
+
+        return explain(args)
     if args.command == "schemas":
         from capacity_launcher_cli.schemas import schemas_command
 
