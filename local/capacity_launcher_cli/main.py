@@ -233,9 +233,12 @@ def parser() -> argparse.ArgumentParser:
 
     completion = commands.add_parser(
         "completion",
-        help='shell completion: eval "$(capacity-launcher completion bash)" (or zsh)',
+        help='shell completion: eval "$(capacity-launcher completion bash)" (or zsh); '
+        "capacity-launcher completion fish | source",
     )
-    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    completion.add_argument(
+        "shell", choices=("bash", "zsh", "fish"), help="the shell to complete in"
+    )
     _plugin_parsers(commands)
     return root
 
