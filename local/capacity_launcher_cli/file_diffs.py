@@ -2,10 +2,10 @@
 
 Each object the files apply is checked as `apply --dry-run=server` checks it (the documents
 here, then the service's checks against what is stored, nothing written), then printed twice in
-the version it was written in: as stored now (LIVE, empty when it is not stored) and as the apply
-would store it (MERGED), without status; a unified diff of the two is printed for each object
-that would change. Exit 0 when none would, 1 when some would, 2 when the files or the service
-refuse them (kubectl's and diff's convention: above 1 is an error).
+the version it was written in, keys sorted: as stored now (LIVE, empty when it is not stored)
+and as the apply would store it (MERGED), without status; a unified diff of the two is printed
+for each object that would change. Exit 0 when none would, 1 when some would, 2 when the files
+or the service refuse them (kubectl's and diff's convention: above 1 is an error).
 """
 
 from __future__ import annotations
@@ -105,4 +105,6 @@ def _live(asked: Queries, step: Step, version: ServedVersion, references: Priori
 
 
 def _yaml(document: dict[str, Any]) -> str:
-    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    """Keys sorted, as kubectl's diff prints objects: a mapping written in another order (a
+    document's labels against the stored ones) is no difference."""
+    return yaml.safe_dump(document, sort_keys=True, allow_unicode=True)
