@@ -119,7 +119,7 @@ def test_a_stored_pool_that_no_longer_parses_affects_only_itself(
     assert [e.code for e in bad.errors] == ["InvalidNodePool"]
     assert "'broken'" in bad.errors[0].message and "weight" in bad.errors[0].message
     # And `get nodepools` lists the good pool and reports the broken one as invalid
-    args = argparse.Namespace(resource="nodepools", output="json")
+    args = argparse.Namespace(resource="nodepools", output="json", names=[])
     assert get_config(args, _Deployment(cloud.names.state_table)) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out  # the service's JSON log lines come first, then the listing
     lines = out.splitlines()

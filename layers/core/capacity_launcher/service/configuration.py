@@ -21,6 +21,8 @@ from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
+    check_change,
+    check_global_default,
     missing_class,
     named_class,
 )
@@ -35,7 +37,7 @@ from capacity_launcher.domain.apis.quota_changes import (
 )
 from capacity_launcher.domain.apis.quota_sets import conflicts
 from capacity_launcher.domain.apis.quotas import CapacityQuota
-from capacity_launcher.domain.errors import ConditionFailed, ConfigConflict
+from capacity_launcher.domain.errors import ConditionFailed, ConfigConflict, NotFound
 
 if TYPE_CHECKING:
     from capacity_launcher.domain.apis.kept_fields import Kept
@@ -102,6 +104,27 @@ class Configuration:
         else:
             self.config.apply(document, kept)
 
+    def check(
+        self, document: Hub, kept: Kept | None = None, applied_with: Iterable[Hub] = ()
+    ) -> None:
+        """What `apply` of this document would refuse, against what is stored, writing nothing
+        (`apply --dry-run=server`, `diff`): the same CapacityLauncherError. ``applied_with``: the
+        documents the same apply stores before it, which its references may name."""
+        earlier = list(applied_with)
+        if isinstance(document, PriorityClass):
+            stored = {c.name: c for c in self.priority_classes.priority_classes()}
+            check_change(stored.get(document.name), document)
+            others = {**stored, **{d.name: d for d in earlier if isinstance(d, PriorityClass)}}
+            check_global_default(others.values(), document)
+        elif isinstance(document, CapacityQuota):
+            quotas = self.config.quotas()
+            named = _quota_write(quotas, document, kept).priority_class
+            applied = named is None or _named(PriorityClass, named, earlier)
+            if not applied and not quotas.priority_class_stored(str(named)):
+                raise missing_class(str(named))
+        elif isinstance(document, NodePool):
+            _check_class_stored(self.config, document, earlier)
+
     def delete(self, kind: str, name: str) -> None:
         """Delete one document (NotFound when none is stored)."""
         if kind == PRIORITY_CLASS:
@@ -119,9 +142,9 @@ def apply_quota(quotas: QuotaWrites, quota: CapacityQuota, kept: Kept | None = N
     """Store `quota` if, with the stored others, no requester has two quotas in one flavor, and
     the PriorityClass it was applied naming (in ``kept``) is stored; checked again on what
     moved when another apply lands between the check and the write."""
-    body, priority_class = kept_body(kept), named_class(kept)
+    priority_class = named_class(kept)
     for _ in range(_APPLY_QUOTA_TRIES):
-        write = plan_apply(quota, body, priority_class, quotas.apply_read(quota.name))
+        write = _quota_write(quotas, quota, kept)
         try:
             quotas.put(write)
             return
@@ -132,6 +155,30 @@ def apply_quota(quotas: QuotaWrites, quota: CapacityQuota, kept: Kept | None = N
     raise ConfigConflict(
         f"CapacityQuota {quota.name}: other quotas kept changing while it was applied; try again"
     )
+
+
+def _named(kind: type, name: str, documents: list[Hub]) -> bool:
+    return any(isinstance(d, kind) and d.name == name for d in documents)
+
+
+def _check_class_stored(config: ConfigWrites, pool: NodePool, earlier: list[Hub]) -> None:
+    """The NodeClass a pool names is stored, or applied before it (the store's own refusal)."""
+    ref = pool.spec.node_class_ref
+    if _named(NodeClass, ref, earlier):
+        return
+    try:
+        config.class_users(ref)
+    except NotFound:
+        raise ConfigConflict(
+            f"NodePool {pool.name}: spec.nodeClassRef: NodeClass {ref!r} does not exist; "
+            "apply it first"
+        ) from None
+
+
+def _quota_write(quotas: QuotaWrites, quota: CapacityQuota, kept: Kept | None) -> QuotaPut:
+    """The write `quota`'s apply would make now, or ConfigConflict naming the stored quotas it
+    conflicts with."""
+    return plan_apply(quota, kept_body(kept), named_class(kept), quotas.apply_read(quota.name))
 
 
 def delete_quota(quotas: QuotaWrites, name: str) -> None:
