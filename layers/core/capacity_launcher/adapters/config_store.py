@@ -189,7 +189,8 @@ class ConfigStore:
             with aws_call("TransactWriteItems"):
                 self._db.transact_write_items(TransactItems=[class_bump, {"Put": changing}, bump])
         except ConditionFailed as failed:
-            if failed.failed_at(1):
+            # The class missing first (the first transaction's pool condition fails beside it)
+            if failed.failed_at(1) and not failed.failed_at(0):
                 raise ConfigConflict(
                     f"NodePool {name}: {mode_switch(item['staticPool'])}"
                 ) from failed
