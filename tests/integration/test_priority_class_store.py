@@ -49,11 +49,12 @@ def _reservation(name: str, priority_class: str) -> dict[str, Any]:
 
 def test_a_class_is_stored_and_its_value_cannot_change(cloud: Cloud) -> None:
     classes = cloud.adapters().config_store().priority_classes()
-    classes.apply(_class("serving", 700))
-    classes.apply(_class("serving", 700, description="described now"))
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("serving", 700))
+    configuration.apply(_class("serving", 700, description="described now"))
 
     with pytest.raises(ConfigConflict, match="value: may not change"):
-        classes.apply(_class("serving", 800))
+        configuration.apply(_class("serving", 800))
 
     assert classes.priority_class("serving").value == 700
     assert classes.priority_class("serving").description == "described now"
@@ -61,10 +62,11 @@ def test_a_class_is_stored_and_its_value_cannot_change(cloud: Cloud) -> None:
 
 def test_a_second_global_default_is_refused(cloud: Cloud) -> None:
     classes = cloud.adapters().config_store().priority_classes()
-    classes.apply(_class("everyday", 250, globalDefault=True))
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("everyday", 250, globalDefault=True))
 
     with pytest.raises(ConfigConflict, match="globalDefault"):
-        classes.apply(_class("other", 10, globalDefault=True))
+        configuration.apply(_class("other", 10, globalDefault=True))
 
     assert classes.table().default_value == 250
     assert [c.name for c in classes.priority_classes()] == ["everyday"]
@@ -73,16 +75,17 @@ def test_a_second_global_default_is_refused(cloud: Cloud) -> None:
 def test_a_class_named_by_a_reservation_is_not_deleted(cloud: Cloud) -> None:
     store = cloud.adapters().config_store()
     classes = store.priority_classes()
-    classes.apply(_class("serving", 700))
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("serving", 700))
     applied = REGISTRY.read(_reservation("inference", "serving"), classes.table())
-    cloud.adapters().configuration().apply(applied.conversion.hub, applied.conversion.kept)
+    configuration.apply(applied.conversion.hub, applied.conversion.kept)
     assert store.capacity_quota("inference").spec.priority == 700
 
     with pytest.raises(ConfigConflict, match=r"named by reservation\(s\) inference"):
-        classes.delete("serving")
+        configuration.delete("PriorityClass", "serving")
 
     cloud.delete("CapacityQuota", "inference")
-    classes.delete("serving")
+    configuration.delete("PriorityClass", "serving")
     with pytest.raises(NotFound):
         classes.priority_class("serving")
 
@@ -92,9 +95,10 @@ def test_a_reservation_whose_class_went_missing_is_refused_by_the_store(cloud: C
     the store's transaction checks the class, so nothing names a missing class."""
     store = cloud.adapters().config_store()
     classes = store.priority_classes()
-    classes.apply(_class("serving", 700))
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("serving", 700))
     table = priority_table(classes.priority_classes())
-    classes.delete("serving")
+    configuration.delete("PriorityClass", "serving")
     applied = REGISTRY.read(_reservation("inference", "serving"), table)
 
     with pytest.raises(ConfigValidationError, match=r"spec.priorityClassName: .*'serving' is not"):

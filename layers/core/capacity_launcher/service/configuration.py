@@ -18,6 +18,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.priority_class_changes import (
+    PriorityClassDelete,
+    PriorityClassDeleteRead,
+    PriorityClassesRead,
+    PriorityClassPut,
+)
+from capacity_launcher.domain.apis.priority_class_changes import (
+    plan_apply as plan_class_apply,
+)
+from capacity_launcher.domain.apis.priority_class_changes import (
+    plan_delete as plan_class_delete,
+)
 from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
@@ -44,7 +56,7 @@ Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 
 # An apply or delete that keeps meeting concurrent changes gives up and says so (the user
 # retries).
-_APPLY_QUOTA_TRIES = 3
+_APPLY_TRIES = 3
 _DELETE_TRIES = 3
 
 
@@ -69,9 +81,14 @@ class ConfigWrites(Protocol):
 
 
 class PriorityClassWrites(Protocol):
+    """PriorityClass items: what an apply or delete reads, and its write conditioned on it
+    (False when something read moved)."""
+
     def priority_classes(self) -> list[PriorityClass]: ...
-    def apply(self, applied: PriorityClass) -> None: ...
-    def delete(self, name: str) -> None: ...
+    def read(self) -> PriorityClassesRead: ...
+    def put(self, write: PriorityClassPut) -> bool: ...
+    def delete_read(self, name: str) -> PriorityClassDeleteRead: ...
+    def delete(self, write: PriorityClassDelete) -> bool: ...
 
 
 def conflicts_among(documents: Iterable[Hub]) -> list[str]:
@@ -95,7 +112,7 @@ class Configuration:
         """Store one hub document (CapacityLauncherError naming the rule when a store refuses
         it)."""
         if isinstance(document, PriorityClass):
-            self.priority_classes.apply(document)
+            apply_priority_class(self.priority_classes, document)
         elif isinstance(document, CapacityQuota):
             apply_quota(self.config.quotas(), document, kept)
             self.config.forget()
@@ -105,7 +122,7 @@ class Configuration:
     def delete(self, kind: str, name: str) -> None:
         """Delete one document (NotFound when none is stored)."""
         if kind == PRIORITY_CLASS:
-            self.priority_classes.delete(name)
+            delete_priority_class(self.priority_classes, name)
         elif kind == "CapacityQuota":
             delete_quota(self.config.quotas(), name)
             self.config.forget()
@@ -120,7 +137,7 @@ def apply_quota(quotas: QuotaWrites, quota: CapacityQuota, kept: Kept | None = N
     the PriorityClass it was applied naming (in ``kept``) is stored; checked again on what
     moved when another apply lands between the check and the write."""
     body, priority_class = kept_body(kept), named_class(kept)
-    for _ in range(_APPLY_QUOTA_TRIES):
+    for _ in range(_APPLY_TRIES):
         write = plan_apply(quota, body, priority_class, quotas.apply_read(quota.name))
         try:
             quotas.put(write)
@@ -161,3 +178,24 @@ def delete_class(config: ConfigWrites, name: str) -> None:
         if config.delete_class(name, version):
             return
     raise ConfigConflict(f"NodeClass {name} kept changing while it was being deleted; try again")
+
+
+def apply_priority_class(classes: PriorityClassWrites, applied: PriorityClass) -> None:
+    """Store `applied` unless it changes a stored class's value or makes a second global
+    default (ConfigConflict naming the field); checked again when another class's apply or
+    delete lands between the check and the write."""
+    for _ in range(_APPLY_TRIES):
+        if classes.put(plan_class_apply(applied, classes.read())):
+            return
+    raise ConfigConflict(
+        f"PriorityClass {applied.name}: other classes kept changing while it was applied; try again"
+    )
+
+
+def delete_priority_class(classes: PriorityClassWrites, name: str) -> None:
+    """Delete class `name` unless a stored reservation names it (ConfigConflict naming them;
+    NotFound if it is not stored), conditioned on what the check read."""
+    for _ in range(_DELETE_TRIES):
+        if classes.delete(plan_class_delete(name, classes.delete_read(name))):
+            return
+    raise ConfigConflict(f"PriorityClass {name} kept changing while it was deleted; try again")
