@@ -252,11 +252,36 @@ def change_word(before: tuple[object, Kept | None] | None, step: Step) -> str:
     return "configured"
 
 
+def unserved(document: SourceDocument) -> str | None:
+    """Why a document of a kind no version here serves is skipped (kubectl's "no matches for
+    kind"), or None: a served kind, or one that is not a document of a kind at all, is read
+    (and refused there when wrong)."""
+    data = document.data
+    if not isinstance(data, dict):
+        return None
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if not isinstance(kind, str) or not kind or not isinstance(api_version, str):
+        return None
+    try:
+        REGISTRY.version(api_version, kind)
+    except ConfigValidationError as error:
+        if error.errors[0].field == "kind":
+            return (
+                f"{document.where}: skipped: no kind {kind!r} is served here "
+                f"({error.errors[0].rule}); the other documents are applied"
+            )
+    return None
+
+
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     changes = configuration(deployment)
     asked = queries(deployment)
     try:
-        documents = read_documents(args.filename)
+        found = read_documents(args.filename)
+        skipped = [why for why in map(unserved, found) if why is not None]
+        documents = [d for d in found if unserved(d) is None]
+        for why in skipped:
+            print(f"error: {why}", file=sys.stderr)
         steps = validate_steps(
             documents, priority_references(documents, changes.stored_priority_classes())
         )
@@ -270,9 +295,9 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         document = step.document
         try:
             word = change_word(_before(asked, document), step)
-            changes.apply(document, step.kept)
+            waiting = changes.apply(document, step.kept)
         except CapacityLauncherError as error:
-            # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
+            # The store's refusals (a quota conflict, a class's value changed) say where, too.
             print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
             return 1
         print(f"{document.kind.lower()}/{document.name} {word}{_as_written(step)}")
@@ -280,7 +305,15 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
             print(f"  {path}: kept, not acted on")
         for path in step.applied.hub_fields if step.primary else ():
             print(f"  {path}: set by {HUB_FIELDS_PATH}, not in the document's own fields")
-    return 0
+        for missing in waiting:
+            # Applied all the same, as Kubernetes does; its status says so until it is not.
+            print(
+                f"warning: {document.kind.lower()}/{document.name}: {missing.field}: "
+                f"{missing.rule}",
+                file=sys.stderr,
+            )
+    # kubectl's exit for a file with a kind it does not know: the rest applied, and 1.
+    return 1 if skipped else 0
 
 
 def _as_written(step: Step) -> str:

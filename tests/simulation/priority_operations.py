@@ -101,6 +101,8 @@ def _attempt(
         run()
     except Exception as error:
         priority.judged(action, before, must, type(error).__name__)
+        if document is not None and document["kind"] == "CapacityReservation":
+            priority.reservation_refused(action, error)
         return type(error).__name__
     priority.judged(action, before, must, None)
     if document is not None and document["kind"] == "CapacityReservation":

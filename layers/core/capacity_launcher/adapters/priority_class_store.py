@@ -17,6 +17,7 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.config_items import (
+    PRIORITY_CLASSES_KEY,
     QUOTA_SET_KEY,
     kept_of,
     query_items,
@@ -41,8 +42,6 @@ from capacity_launcher.domain.apis.priority_classes import (
 )
 from capacity_launcher.domain.errors import CapacityLauncherError, ConditionFailed, NotFound
 from capacity_launcher.observability import logger
-
-PRIORITY_CLASSES_KEY = ("PriorityClasses", "Version")
 
 
 class PriorityClassStore:
