@@ -273,13 +273,17 @@ def unserved(document: SourceDocument) -> str | None:
     return None
 
 
+def served(found: list[SourceDocument]) -> tuple[list[SourceDocument], list[str]]:
+    """The documents of kinds served here, and why each other one is skipped."""
+    judged = [(document, unserved(document)) for document in found]
+    return [d for d, why in judged if why is None], [why for _, why in judged if why is not None]
+
+
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     changes = configuration(deployment)
     asked = queries(deployment)
     try:
-        found = read_documents(args.filename)
-        skipped = [why for why in map(unserved, found) if why is not None]
-        documents = [d for d in found if unserved(d) is None]
+        documents, skipped = served(read_documents(args.filename))
         for why in skipped:
             print(f"error: {why}", file=sys.stderr)
         steps = validate_steps(
