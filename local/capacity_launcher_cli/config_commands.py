@@ -263,11 +263,40 @@ def change_word(before: tuple[object, Kept | None] | None, step: Step) -> str:
     return "configured"
 
 
+def unserved(document: SourceDocument) -> str | None:
+    """Why a document of a kind no version here serves is skipped (kubectl's "no matches for
+    kind"), or None: a served kind, or one that is not a document of a kind at all, is read
+    (and refused there when wrong)."""
+    data = document.data
+    if not isinstance(data, dict):
+        return None
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if not isinstance(kind, str) or not kind or not isinstance(api_version, str):
+        return None
+    try:
+        REGISTRY.version(api_version, kind)
+    except ConfigValidationError as error:
+        if error.errors[0].field == "kind":
+            return (
+                f"{document.where}: skipped: no kind {kind!r} is served here "
+                f"({error.errors[0].rule}); the other documents are applied"
+            )
+    return None
+
+
+def served(found: list[SourceDocument]) -> tuple[list[SourceDocument], list[str]]:
+    """The documents of kinds served here, and why each other one is skipped."""
+    judged = [(document, unserved(document)) for document in found]
+    return [d for d, why in judged if why is None], [why for _, why in judged if why is not None]
+
+
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     changes = configuration(deployment)
     asked = queries(deployment)
     try:
-        documents = read_documents(args.filename)
+        documents, skipped = served(read_documents(args.filename))
+        for why in skipped:
+            print(f"error: {why}", file=sys.stderr)
         steps = validate_steps(
             documents, priority_references(documents, changes.stored_priority_classes())
         )
@@ -282,12 +311,14 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         document = step.document
         try:
             word = change_word(_before(asked, document), step)
+            waiting: list[FieldError] = []
             if dry_run == "server":  # the service's checks, nothing written
-                changes.check(document, step.kept, (s.document for s in steps[:index]))
+                earlier = (s.document for s in steps[:index])
+                waiting = changes.check(document, step.kept, earlier)
             elif dry_run == "none":
-                changes.apply(document, step.kept)
+                waiting = changes.apply(document, step.kept)
         except CapacityLauncherError as error:
-            # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
+            # The store's refusals (a quota conflict, a class's value changed) say where, too.
             print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
             return 1
         print(
@@ -298,7 +329,15 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
             print(f"  {path}: kept, not acted on")
         for path in step.applied.hub_fields if step.primary else ():
             print(f"  {path}: set by {HUB_FIELDS_PATH}, not in the document's own fields")
-    return 0
+        for missing in waiting:
+            # Applied all the same, as Kubernetes does; its status says so until it is not.
+            print(
+                f"warning: {document.kind.lower()}/{document.name}: {missing.field}: "
+                f"{missing.rule}",
+                file=sys.stderr,
+            )
+    # kubectl's exit for a file with a kind it does not know: the rest applied, and 1.
+    return 1 if skipped else 0
 
 
 # kubectl's words after each object of `apply --dry-run=client|server`.

@@ -165,7 +165,7 @@ def test_deleting_a_class_cannot_race_an_apply_that_references_it(cloud: Cloud) 
             raced.append("pool")
             store.apply(parse_document(node_pool("late", "shared")))
 
-    db.meta.events.register("before-call.dynamodb.DeleteItem", apply_first)
+    db.meta.events.register("before-call.dynamodb.TransactWriteItems", apply_first)
     # When the class is deleted while the pool naming it is applied
     with pytest.raises(ConfigConflict, match="late"):
         _configuration(store).delete("NodeClass", "shared")

@@ -1,5 +1,7 @@
 """The configuration use case's no-write mode (`Configuration.check`: `apply --dry-run=server`
-and `diff`): it refuses what `apply` refuses, with the same error, and writes nothing."""
+and `diff`): it refuses what `apply` refuses, with the same error, answers what apply would wait
+for (references not applied yet: docs/karpenter.md, "Applied in any order"), and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -58,7 +60,6 @@ def test_check_refuses_what_apply_refuses_with_the_same_error_and_writes_nothing
     configuration.apply(_priority_class("high", 1000, global_default=True))
     before = _items(cloud)
     refused = [
-        parse_document(node_pool("orphan", "no-such-class")),  # names no stored NodeClass
         _quota("team-b", ["team-b", "shared"]),  # covers a requester team-a covers
         _priority_class("high", 2000),  # changes a class's value
         _priority_class("other", 10, global_default=True),  # a second global default
@@ -78,10 +79,14 @@ def test_check_passes_what_apply_stores_and_writes_nothing(cloud: Cloud) -> None
     new_class = parse_document(node_class("fresh", ["subnet-0123456789abcdef0"], "ami-0123"))
     pool = parse_document(node_pool("fresh", "fresh"))
 
-    # a pool naming a class applied before it in the same apply is not refused
-    configuration.check(new_class)
-    configuration.check(pool, applied_with=[new_class])
+    # a pool naming a class applied before it in the same apply waits for nothing
+    assert configuration.check(new_class) == []
+    assert configuration.check(pool, applied_with=[new_class]) == []
     configuration.check(_quota("team-c", ["team-c"]))
     configuration.check(_priority_class("low", 1))
+    # a pool naming a class nowhere is applied all the same, waiting for it, as apply says
+    orphan = parse_document(node_pool("orphan", "no-such-class"))
+    (waiting,) = configuration.check(orphan)
+    assert waiting.field == "spec.nodeClassRef" and "no-such-class" in waiting.rule
 
     assert _items(cloud) == before

@@ -13,7 +13,7 @@ from typing import Any
 
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.ome.associations import counted_association
-from capacity_launcher.domain.apis.quota_sets import association_refusal
+from capacity_launcher.domain.apis.quota_sets import association_refusal, unresolved_refusal
 from capacity_launcher.domain.capacity.constraints import Requirements, narrow
 from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED
 from capacity_launcher.domain.capacity.static_pools import is_static_launch
@@ -72,11 +72,27 @@ def resolve(
         refusal = association_refusal(config.capacity_quotas(), request.requester)
         if refusal is not None:
             raise RequesterNotAllowed(refusal)
+        _check_reservation_ready(config, request.requester)
     problem = request.capacity_wait_problem(received_at)
     if problem is not None:
         raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
     (pool, *alternatives), generation = _pools_for(config, request)
     return _prepare(config, request, received_at, pool, tuple(alternatives), generation)
+
+
+# The code of a request associated with a reservation that waits for its PriorityClass.
+UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
+
+
+def _check_reservation_ready(config: Configuration, requester: str | None) -> None:
+    """Rejected, naming the class, while the request's reservation waits for the PriorityClass
+    it names (its priority is not known); a container's copy is read again before that is said
+    (it may predate the class's apply)."""
+    if unresolved_refusal(config.quota_set(), requester) is None:
+        return
+    refusal = unresolved_refusal(config.quota_set(fresh=True), requester)
+    if refusal is not None:
+        raise RequestRejected(refusal, UNKNOWN_PRIORITY_CLASS)
 
 
 def claimed_by(config: Configuration, request: LaunchRequest, origin: Origin) -> LaunchRequest:

@@ -439,4 +439,15 @@ class PoolSet:
     pools: tuple[NodePool, ...] = ()
 
 
+@dataclass(frozen=True)
+class NodeClassUsers:
+    """What a NodeClass's delete reads: the class's version, the NodePools' generation read
+    before the pools (any pool applied naming it, or deleted, after it bumps it), and the pools
+    naming the class."""
+
+    version: int
+    pools_generation: int
+    users: tuple[str, ...]
+
+
 ConfigDocument = Annotated[NodeClass | NodePool, Field(discriminator="kind")]
