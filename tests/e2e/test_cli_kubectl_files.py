@@ -101,6 +101,13 @@ spec: {{nodeClassRef: no-such-class}}
 """
 
 
+PRIORITY_CLASS = f"""apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {{name: {NAME}-class}}
+value: VALUE
+"""
+
+
 def test_apply_dry_run_client_and_server_say_what_apply_would_and_write_nothing(
     e2e_cloud: E2eCloud, tmp_path: Path
 ) -> None:
@@ -124,18 +131,28 @@ def test_apply_dry_run_client_and_server_say_what_apply_would_and_write_nothing(
         said = [line for line in again.out.splitlines() if not line.startswith(" ")]
         assert [line.split()[1] for line in said] == ["unchanged"] * 3
 
-        # The server's checks are the service's: only they know the class is not stored
+        # The server's checks are the service's: only they know the class is not stored, and
+        # say so as apply does (applied all the same, waiting for it: applied in any order)
         orphan = tmp_path / "orphan.yaml"
         orphan.write_text(ORPHAN)
         client = run_cli("apply", "-f", str(orphan), "--dry-run=client")
-        assert (client.code, client.out) == (0, f"nodepool/{NAME}-orphan created (dry run)\n")
+        assert (client.code, client.out, client.err) == (
+            0,
+            f"nodepool/{NAME}-orphan created (dry run)\n",
+            "",
+        )
         server = run_cli("apply", "-f", str(orphan), "--dry-run=server")
+        assert (server.code, server.out) == (
+            0,
+            f"nodepool/{NAME}-orphan created (server dry run)\n",
+        )
+        assert "spec.nodeClassRef" in server.err and "no-such-class" in server.err
+        assert run_cli("get", "np", f"{NAME}-orphan").code == 1  # nothing written
         applied = run_cli("apply", "-f", str(orphan))
-        assert (server.code, server.out) == (1, "")
-        assert "NodeClass 'no-such-class' does not exist" in server.err
-        assert (applied.code, applied.err) == (1, server.err)  # the same refusal
+        assert (applied.code, applied.err) == (0, server.err)  # the same warning
     finally:
         run_cli("delete", "-f", str(path), "--ignore-not-found")
+        run_cli("delete", "-f", str(tmp_path / "orphan.yaml"), "--ignore-not-found")
 
 
 def test_diff_prints_what_apply_would_change_and_exits_as_kubectl_diff(
@@ -170,12 +187,16 @@ def test_diff_prints_what_apply_would_change_and_exits_as_kubectl_diff(
         assert "'2'" in removed[0] and "'5'" in added[0], changed.out
         assert changed.out.count("diff -u -N") == 1
 
-        # A file the service refuses is an error (above 1), not a difference
-        orphan = tmp_path / "orphan.yaml"
-        orphan.write_text(ORPHAN)
-        refused = run_cli("diff", "-f", str(orphan))
+        # A file the service refuses is an error (above 1), not a difference: a stored
+        # PriorityClass's value changed
+        klass = tmp_path / "class.yaml"
+        klass.write_text(PRIORITY_CLASS.replace("VALUE", "100"))
+        assert run_cli("apply", "-f", str(klass)).code == 0
+        klass.write_text(PRIORITY_CLASS.replace("VALUE", "200"))
+        refused = run_cli("diff", "-f", str(klass))
         assert (refused.code, refused.out) == (2, "")
-        assert "no-such-class" in refused.err
+        assert "value" in refused.err
     finally:
         path.write_text(DOCUMENTS)
         run_cli("delete", "-f", str(path), "--ignore-not-found")
+        run_cli("delete", "-f", str(tmp_path / "class.yaml"), "--ignore-not-found")
