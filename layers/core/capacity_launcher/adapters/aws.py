@@ -39,10 +39,10 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     ),
     "ec2": (
         "CreateFleet", "CreateLaunchTemplate", "CreateTags", "DeleteLaunchTemplate",
-        "DescribeCapacityReservations", "DescribeImages", "DescribeInstanceStatus",
+        "DescribeCapacityBlockExtensionOfferings", "DescribeCapacityReservations", "DescribeImages", "DescribeInstanceStatus",
         "DescribeInstanceTypeOfferings", "DescribeInstanceTypes", "DescribeInstances",
         "DescribeLaunchTemplateVersions", "DescribeLaunchTemplates", "DescribeSecurityGroups",
-        "DescribeSubnets", "TerminateInstances",
+        "DescribeSubnets", "PurchaseCapacityBlockExtension", "TerminateInstances",
     ),
     "events": ("PutEvents",),
     "iam": (
