@@ -30,6 +30,7 @@ from capacity_launcher.domain.apis.karpenter.status import (
 from capacity_launcher.domain.apis.priority_classes import PriorityClass, PriorityTable
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
+from capacity_launcher.domain.capacity.idle_reservations import idle_hours_at
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
 from capacity_launcher.domain.capacity.offerings import RESERVED, UnavailableEntry, offering_key
 from capacity_launcher.domain.capacity.reservation_state import StoredReservation
@@ -224,6 +225,16 @@ class Queries:
             )
             for r in found
         ]
+
+    def reservation_idle_hours(self) -> dict[str, float]:
+        """Idle (paid and unused) instance-hours of each reservation the sync keeps a snapshot
+        of, since it first saw it, up to now (domain/capacity/idle_reservations.py)."""
+        now = self.now()
+        return {
+            s.snapshot.reservation_id: idle_hours_at(s.idle, now)
+            for s in self.snapshots.list()
+            if s.idle is not None
+        }
 
     def invalid_snapshots(self) -> list[Any]:
         """The stored reservation snapshots that no longer parse (the next sync replaces

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Protocol
 
 from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.capacity.idle_reservations import idle_hours_at
 from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
@@ -37,7 +38,11 @@ from capacity_launcher.domain.capacity.reservations import (
     term_matches,
 )
 from capacity_launcher.domain.errors import LaunchFailed, Transient
-from capacity_launcher.domain.records.status import RESERVATION_REPLENISHED, Event
+from capacity_launcher.domain.records.status import (
+    RESERVATION_REPLENISHED,
+    RESERVATION_UNDERUTILIZED,
+    Event,
+)
 from capacity_launcher.observability import MetricUnit, emit_single, logger, metrics
 from capacity_launcher.service.ports import (
     Configuration,
@@ -55,6 +60,10 @@ from capacity_launcher.service.wait_backstop import WaitBackstop
 RESERVATION_TOTAL = "ReservationTotal"
 RESERVATION_AVAILABLE = "ReservationAvailable"
 RESERVATION_UTILIZATION = "ReservationUtilization"
+# Paid and unused instance-hours since the sync first saw the reservation, and one datapoint per
+# Capacity Reservation Underutilized published (ReservationUnderutilizedAlarm reads it).
+RESERVATION_IDLE_HOURS = "ReservationIdleInstanceHours"
+RESERVATIONS_UNDERUTILIZED = "ReservationsUnderutilized"
 RECONCILIATION_DRIFT = "ReconciliationDrift"
 # Instances whose tags disagreed with their records, tagged again (and those EC2 refused).
 INSTANCES_RETAGGED = "InstancesRetagged"
@@ -259,7 +268,12 @@ class ReservationSync:
         if events:
             self._publish(*events)
             report.events += events
-        _emit(new.snapshot)
+        _emit(new, now)
+        underutilized = sum(e.detail_type == RESERVATION_UNDERUTILIZED for e in events)
+        if underutilized:
+            metrics.add_metric(
+                name=RESERVATIONS_UNDERUTILIZED, unit=MetricUnit.Count, value=underutilized
+            )
 
     def _save(
         self,
@@ -410,11 +424,13 @@ def _keep_newly_expired(
             seen[reservation_id] = ended
 
 
-def _emit(snapshot: ReservationSnapshot) -> None:
+def _emit(stored: StoredReservation, now: datetime) -> None:
     """Per-reservation EMF metrics (dimension reservationId), as alarms and dashboard read them."""
+    snapshot = stored.snapshot
     for name, unit, value in (
         (RESERVATION_TOTAL, MetricUnit.Count, float(snapshot.total)),
         (RESERVATION_AVAILABLE, MetricUnit.Count, float(snapshot.available)),
         (RESERVATION_UTILIZATION, MetricUnit.NoUnit, snapshot.utilization),
+        (RESERVATION_IDLE_HOURS, MetricUnit.NoUnit, round(idle_hours_at(stored.idle, now), 4)),
     ):
         emit_single(name, unit, value, {"reservationId": snapshot.reservation_id})

@@ -31,6 +31,7 @@ from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.domain.capacity.idle_reservations import IdlePolicy
 from capacity_launcher.domain.capacity.reservation_state import Thresholds
 from capacity_launcher.domain.records.tags import Ownership
 from capacity_launcher.service.ports import LaunchPorts
@@ -333,6 +334,10 @@ class Adapters:
                 utilization_high=settings.utilization_high_threshold,
                 expiring_horizon=timedelta(hours=settings.expiring_horizon_hours),
                 block_expiring_horizon=timedelta(minutes=settings.block_expiring_minutes),
+                idle=IdlePolicy(
+                    threshold=settings.idle_utilization_threshold,
+                    period=timedelta(hours=settings.idle_period_hours),
+                ),
             ),
             now=self.clock,
             reconciliation=self.reconciliation(),
