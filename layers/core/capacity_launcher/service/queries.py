@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
 from capacity_launcher.domain.accounting.pool_status import pool_status
 from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.accounting.quota_admission import UsageKey
 from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.accounting.team_usage import (
+    MAX_REPORT_DAYS,
+    PriceTable,
+    ReservationHours,
+    UsageBucket,
+    UsageReport,
+    merged_hours,
+    usage_report,
+)
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.documents import InvalidDocument, StoredDocument
 from capacity_launcher.domain.apis.karpenter.status import (
@@ -51,6 +60,11 @@ from capacity_launcher.service.ports import (
     QuotaStatusStore,
     QuotaUsage,
 )
+
+
+class UsageDays(Protocol):
+    def day(self, day: date) -> tuple[dict[UsageBucket, float], list[ReservationHours]]: ...
+
 
 # -- the operators' ports ---------------------------------------------------------------------
 
@@ -138,6 +152,8 @@ class Queries:
     # The clock the service stamps what it stores with (the emulator's locally): a view computed
     # here is observed on it, and a deadline stored on it is compared with it.
     now: Callable[[], datetime]
+    # Usage by team, as the sync rolled it up (adapters/usage_store.py); None: not wired.
+    usage: UsageDays | None = None
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -235,6 +251,29 @@ class Queries:
             for s in self.snapshots.list()
             if s.idle is not None
         }
+
+    def usage_between(
+        self, since: datetime, until: datetime, prices: PriceTable | None = None
+    ) -> UsageReport:
+        """Usage by team over the UTC days from `since` to `until` (one Query per day), with
+        the idle share attributed and costs where `prices` prices them
+        (domain/accounting/team_usage.py)."""
+        if self.usage is None:
+            raise CapacityLauncherError("usage by team is not wired in this deployment")
+        days = (until.date() - since.date()).days + 1
+        if until < since or days > MAX_REPORT_DAYS:
+            raise CapacityLauncherError(
+                f"--since and --until: --until must not be before --since, and they may span at "
+                f"most {MAX_REPORT_DAYS} days (got {days})"
+            )
+        usage: dict[UsageBucket, float] = {}
+        reservations: dict[str, ReservationHours] = {}
+        for offset in range(days):
+            day_usage, day_reservations = self.usage.day(since.date() + timedelta(days=offset))
+            usage.update(day_usage)
+            for r in day_reservations:
+                reservations[r.reservation_id] = merged_hours(reservations.get(r.reservation_id), r)
+        return usage_report(since, until, usage, list(reservations.values()), prices)
 
     def invalid_snapshots(self) -> list[Any]:
         """The stored reservation snapshots that no longer parse (the next sync replaces

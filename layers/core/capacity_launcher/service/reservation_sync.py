@@ -55,6 +55,7 @@ from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
+from capacity_launcher.service.usage_rollup import UsageRollup, UsageRollupReport
 from capacity_launcher.service.wait_backstop import WaitBackstop
 
 RESERVATION_TOTAL = "ReservationTotal"
@@ -89,6 +90,10 @@ class SyncReport:
     # others ran all the same.
     failed: list[str] = field(default_factory=list)
     profiles: ProfileSweepReport | None = None
+    # Each synced reservation as the previous look left it (this run's, for one seen the first
+    # time): its counts held until this look, as the usage roll-up counts them (usage_rollup.py).
+    counted: dict[str, StoredReservation] = field(default_factory=dict)
+    usage: UsageRollupReport | None = None
 
 
 class Readiness(Protocol):
@@ -113,8 +118,10 @@ class ReservationSync:
         readiness: Readiness | None = None,
         templates: TemplateSweep | None = None,
         profiles: ProfileSweep | None = None,
+        usage: UsageRollup | None = None,
     ) -> None:
         self._readiness = readiness
+        self._usage = usage
         self._config = config
         self._ec2 = ec2
         self._snapshots = snapshots
@@ -148,6 +155,15 @@ class ReservationSync:
                 failed, "reconciliation", lambda: _reconcile(reconciliation), None
             )
         listed = contained(failed, "reservations", lambda: self._sync_reservations(report), None)
+        if self._usage is not None and report.reconciliation is not None and listed is not None:
+            # After both: the instances reconciliation listed, the snapshots just written.
+            usage, reconciled = self._usage, report.reconciliation
+            report.usage = contained(
+                failed,
+                "usage",
+                lambda: usage.run(reconciled.described, reconciled.records, report.counted),
+                None,
+            )
         if self._readiness is not None:
             report.ready = contained(failed, "readiness", self._mark_ready, [])
         if self._quotas is not None:
@@ -263,6 +279,7 @@ class ReservationSync:
             return
         new, events = saved
         report.synced.append(reservation_id)
+        report.counted[reservation_id] = prev if prev is not None and prev.idle else new
         if any(e.detail_type == RESERVATION_REPLENISHED for e in events):
             self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
         if events:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
     from capacity_launcher.adapters.instance_profiles import InstanceProfiles
+    from capacity_launcher.adapters.usage_store import UsageStore
     from capacity_launcher.service.configuration import Configuration
     from capacity_launcher.service.instance_events import InstanceEvents
     from capacity_launcher.service.launch import LaunchBatch
@@ -321,6 +322,7 @@ class Adapters:
         from capacity_launcher.service.profile_sweep import ProfileSweep
         from capacity_launcher.service.reservation_sync import ReservationSync
         from capacity_launcher.service.template_sweep import TemplateSweep
+        from capacity_launcher.service.usage_rollup import UsageRollup
         from capacity_launcher.service.wait_backstop import WaitBackstop
 
         settings = self.settings
@@ -348,7 +350,14 @@ class Adapters:
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
             ),
             profiles=ProfileSweep(self.instance_profiles(), self.fleet(), self.ownership()),
+            usage=UsageRollup(self.usage_store(), self.instance_records(), self.clock),
         )
+
+    def usage_store(self) -> UsageStore:
+        """Usage by team: the day items the sync rolls up, `capacity-launcher usage` reads."""
+        from capacity_launcher.adapters.usage_store import UsageStore
+
+        return UsageStore(self.settings.state_table_name, self.clients("dynamodb"))
 
     def quota_sync(self) -> QuotaSync:
         """The sync's quota share: reclaims due, quota usage recount, the status `get quotas`
@@ -426,6 +435,7 @@ class Adapters:
             ),
             profiles=lambda: self.instance_profiles(read_only=True),
             now=self.clock,
+            usage=self.usage_store(),
         )
 
     def dry_run(self) -> DryRun:
