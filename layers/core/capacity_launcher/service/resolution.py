@@ -88,7 +88,9 @@ def _check_reservation_ready(config: Configuration, requester: str | None) -> No
     """Rejected, naming the class, while the request's reservation waits for the PriorityClass
     it names (its priority is not known); a container's copy is read again before that is said
     (it may predate the class's apply)."""
-    if unresolved_refusal(config.quota_set(), requester) is None:
+    associated = requester is not None and counted_association(requester) is not None
+    # A copy older than the reservation knows nothing of it: an associated request reads fresh.
+    if not associated and unresolved_refusal(config.quota_set(), requester) is None:
         return
     refusal = unresolved_refusal(config.quota_set(fresh=True), requester)
     if refusal is not None:
