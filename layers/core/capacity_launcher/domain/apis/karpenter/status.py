@@ -11,6 +11,7 @@ from capacity_launcher.domain.apis.config import NodePool
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitecture
 from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, INSTANCE_TYPE, ZONE
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.errors import SELECTS_NOTHING
 from capacity_launcher.domain.quantities import format_cpu, format_memory
 from capacity_launcher.domain.records.instance_records import RUNNING, InstanceRecord
 
@@ -43,7 +44,9 @@ class ResolvedNodeClass:
 
 def _condition(kind: str, resolved: Resolved[Any], what: str, at: str) -> dict[str, Any]:
     ready = resolved.error is None and bool(resolved.found)
-    message = resolved.error or ("" if ready else f"no {what} found")
+    # The words a request refused for it says too (NodeClassNotReady).
+    nothing = SELECTS_NOTHING.get(kind, f"no {what} found")
+    message = resolved.error or ("" if ready else nothing)
     return {
         "type": kind,
         "status": "True" if ready else "False",
