@@ -156,7 +156,10 @@ def parser() -> argparse.ArgumentParser:
     describe = commands.add_parser("describe", help="one resource as a page for people")
     _common(describe)
     resource_types.add_argument(
-        describe, "resource", "nodepool, nodeclass, ec2nodeclass, capacityquota or request"
+        describe,
+        "resource",
+        "nodepool, nodeclass, ec2nodeclass, capacityquota, capacityreservation, "
+        "clustercapacityreservation or request",
     )
     describe.add_argument("name", help="its name (a request: its requestId)")
 
