@@ -13,6 +13,8 @@ from decimal import Decimal
 from capacity_launcher.domain.quantities import Resources
 
 RUNNING = "running"
+# Recorded on an instance EC2 warned it will terminate (an interruptible reservation shrinks).
+INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
