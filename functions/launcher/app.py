@@ -27,7 +27,8 @@ with lambda_init() as host:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     IDEMPOTENCY.register_lambda_context(context)
     if "Records" in event:
-        messages = [Message.from_sqs_record(r) for r in event["Records"]]
+        now = ADAPTERS.clock()
+        messages = [Message.from_sqs_record(r, now) for r in event["Records"]]
     else:
         messages = [Message(str(event.get("id", "event")), event, ADAPTERS.clock())]
     failures = BATCH.process(messages, context.get_remaining_time_in_millis)

@@ -45,10 +45,12 @@ from capacity_launcher.domain.capacity.reservations import (
     selector_key,
     target_key,
 )
-from capacity_launcher.domain.errors import NodeClassRefused
+from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
+from capacity_launcher.domain.records.tags import MANAGED
 
 INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
 RESERVATION_FULL = "ReservationCapacityExceeded"
+IDEMPOTENT_MISMATCH = "IdempotentParameterMismatch"
 _GONE = ("shutting-down", "terminated")
 
 
@@ -219,13 +221,20 @@ class FakeFleet:
         self.instances: dict[str, FakeInstance] = {}
         self.calls: list[Mapping[str, Any]] = []
         self.answers: dict[str, FleetResult] = {}
+        self._asked: dict[str, dict[str, Any]] = {}
         self._ids = itertools.count(1)
 
     def create(self, request: Mapping[str, Any]) -> FleetResult:
         self.calls.append(request)
         token = str(request["ClientToken"])
+        asked = {k: v for k, v in request.items() if k != "ClientToken"}
         if token in self.answers:
-            return self.answers[token]  # EC2's idempotency: the same token, the same answer
+            # EC2's idempotency: the same token and input, the same answer; other input, refused
+            if self._asked[token] != asked:
+                message = f"The client token '{token}' was already used with different parameters."
+                raise LaunchFailed(IDEMPOTENT_MISMATCH, message)
+            return self.answers[token]
+        self._asked[token] = asked
         wanted = int(request["TargetCapacitySpecification"]["TotalTargetCapacity"])
         tags = {
             t["Key"]: t["Value"]
@@ -309,12 +318,15 @@ class FakeFleet:
         return [self.instances[i].landing for i in instance_ids if i in self.instances]
 
     def terminate(self, instance_ids: Sequence[str], *, fresh: bool = False) -> list[str]:
+        """The ids EC2 does not know (gone already); terminated ones are terminated again."""
         gone = []
         for instance_id in instance_ids:
             found = self.instances.get(instance_id)
-            if found is None or found.landing.state in _GONE:
-                gone.append(instance_id)
+            if found is None:
+                gone.append(instance_id)  # EC2 forgot it (or never knew it)
                 continue
+            if found.landing.state in _GONE:
+                continue  # EC2 still lists it: terminating it again succeeds, as EC2's does
             found.landing = replace(found.landing, state="terminated")
             reservation = found.landing.capacity_reservation_id
             if reservation is not None:
@@ -331,7 +343,8 @@ class FakeFleet:
         return untagged
 
     def find_managed(self, tag_filters: Mapping[str, str] | None = None) -> list[ManagedInstance]:
-        wanted = dict(tag_filters or {})
+        """The instances tagged as the launcher's (`MANAGED`), and with `tag_filters`."""
+        wanted = {MANAGED: "true", **(tag_filters or {})}
         return [
             ManagedInstance(
                 x.landing.instance_id,

@@ -32,7 +32,7 @@ from capacity_launcher.domain.accounting.quota_admission import UsageKey
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
-from capacity_launcher.domain.errors import LeaseReclaimed, NodePoolChanged, NodePoolDeleted
+from capacity_launcher.domain.errors import NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits, Resources
 from tests.fakes.stores import Clock
 
@@ -216,20 +216,32 @@ class FakeLeases:
     def lease(self, pool: str, lease_id: str) -> Lease | None:
         return self.leases.get((pool, lease_id))
 
-    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
-        """Members in place of the lease; LeaseReclaimed when it was reclaimed meanwhile and
-        instances are left to count (the caller takes a lease for them again)."""
-        found = self.leases.get((pool, lease_id))
-        if found is not None and found.settled:
-            return
-        if found is None and members:
-            raise LeaseReclaimed(pool, lease_id)
-        counted = {i: a for i, a in members.items() if (pool, i) not in self.members}
+    def taken(self, pool: str, lease_id: str) -> Lease | None:
+        return None  # the fake keeps no copy of its own: every settle reads the table
+
+    def counted(self, pool: str) -> set[str]:
+        return {i for (p, i) in self.members if p == pool}
+
+    def write_settlement(
+        self,
+        pool: str,
+        lease_id: str,
+        lease: Lease | None,
+        pending: Mapping[str, Resources],
+        launched: int,
+    ) -> bool:
+        """Members in place of the lease, if it is still as read (open, or still gone)."""
+        if self.leases.get((pool, lease_id)) != lease:
+            return False
+        counted = {i: a for i, a in pending.items() if (pool, i) not in self.members}
         for instance_id, amount in counted.items():
             self.members[(pool, instance_id)] = amount
-        settled = found or Lease(pool, lease_id, 0, Resources.ZERO, 0)
-        self._moved(settled, total(counted.values()) - settled.amount)
-        self.leases[(pool, lease_id)] = replace(settled, settled=True)
+        held = lease or Lease(pool, lease_id, 0, Resources.ZERO, 0)
+        self._moved(held, total(counted.values()) - held.amount)
+        # The settled marker, as the adapter reads it back (`pool_items.settled_of`)
+        count = lease.count if lease is not None else launched
+        self.leases[(pool, lease_id)] = Lease(pool, lease_id, count, Resources.ZERO, 0, True)
+        return True
 
     def reclaim(self, lease: Lease) -> bool:
         """The sync's reclaim of an expired lease."""

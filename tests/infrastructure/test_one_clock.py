@@ -1,13 +1,14 @@
-"""One clock: adapters and service modules tell the time only by the clock they are given.
+"""One clock: the domain, adapters and service modules tell the time only by the clock they are
+given.
 
 The composition root (service/wiring.py) hands every store and use case its container's clock:
 AWS's in Lambda, the emulator's on the local cloud (which `POST /moto-capacity/clock` moves), the
 simulated one in the simulation. A module that reads the wall clock itself stamps or judges on
 another time than the rest: a lease stamped on the wall clock and judged on the emulator's had
 reconciliation count its in-flight instance beside it (usage 2 for 1 instance, issue 34 item 6
-and issue 36). So no adapter or service module outside the composition root may call, or keep as
-a default, `time.time`, `time.time_ns`, `datetime.now`, `datetime.utcnow`, `datetime.today` or
-`date.today`, nor import `time` from `time`.
+and issue 36). So no domain, adapter or service module outside the composition root may call, or
+keep as a default, `time.time`, `time.time_ns`, `datetime.now`, `datetime.utcnow`,
+`datetime.today` or `date.today`, nor import `time` from `time`.
 
 `time.monotonic` stays allowed: it measures how long this process has held a copy (a warm
 container's caches), is never stamped into a store nor compared with another process's time.
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 CORE = Path(__file__).resolve().parents[2] / "layers" / "core" / "capacity_launcher"
-CHECKED = ("adapters", "service")
+CHECKED = ("adapters", "domain", "service")
 # The one module that may name the system's clock: it chooses each container's.
 COMPOSITION_ROOT = CORE / "service" / "wiring.py"
 WALL_CLOCKS = {

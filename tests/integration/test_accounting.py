@@ -27,6 +27,7 @@ from capacity_launcher.domain.capacity.fleet import ManagedInstance
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
+from capacity_launcher.service.lease_settlement import settle as settle_lease
 from capacity_launcher.service.usage_recount import recount_pool
 from capacity_launcher.settings import get_settings
 from local_cloud.lambda_runtime import running
@@ -347,8 +348,8 @@ def test_settling_more_instances_than_one_transaction_holds_counts_each_once(clo
     for instance_id in list(launched)[:5]:
         assert members().count("general", instance_id, one)
     # When the launcher settles (in chunks), and a retry settles again
-    store.settle("general", "big-1", launched)
-    store.settle("general", "big-1", launched)
+    settle_lease(store, "general", "big-1", launched)
+    settle_lease(store, "general", "big-1", launched)
     # Then each instance is a member once, usage is exactly theirs, and the lease is settled
     assert sorted(m.instance_id for m in members().members("general")) == sorted(launched)
     assert usage_store().usage("general") == one * 120

@@ -29,6 +29,7 @@ from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.service.admission import take_lease
+from capacity_launcher.service.lease_settlement import settle
 from capacity_launcher.service.ports import PoolLeases
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
@@ -164,6 +165,20 @@ def _scenario(leases: PoolLeases, stored: _Stored, clock: _Clock) -> list[Any]:
     seen += [leases.cancel(POOL, "retry"), leases.usage(POOL)]
     seen.append(_outcome(lambda: leases.extend(held, config)))
     seen.append([v for _, v in leases.quota_usage(items)[versions[0][0]][1].items()])
+    return seen + _settling(leases, take_lease(leases, ask(1, 1), "kept", copy, stored.seen))
+
+
+def _settling(leases: PoolLeases, lease: Lease | None) -> list[Any]:
+    """A lease settled through the service's loop, twice; a write on a lease as read before it
+    moved; a settle of a lease that is gone, with an instance left to count."""
+    assert lease is not None
+    members = {"i-kept": ONE}
+    settle(leases, POOL, "kept", members)
+    settle(leases, POOL, "kept", members)  # a redelivery's: already settled
+    seen: list[Any] = [_shown(leases.lease(POOL, "kept")), sorted(leases.counted(POOL))]
+    seen.append(leases.write_settlement(POOL, "kept", lease, {"i-late": ONE}, 1))
+    seen.append(_outcome(lambda: settle(leases, POOL, "gone", {"i-gone": ONE})))
+    seen.append(leases.usage(POOL))
     return seen
 
 
@@ -215,3 +230,6 @@ def test_the_fake_lease_port_answers_as_the_table_does(stored: _Stored) -> None:
     assert expected[16] == ("conflict", [LeaseItem.LIMITS])
     assert expected[17:19] == [(1, ONE, int(NOW) + 1800, expected[2][3], "team-a"), False]
     assert expected[21] == ("conflict", [LeaseItem.OPEN_LEASE])
+    # settled once, to its member; a write on the open lease as read refused; a gone lease
+    assert expected[23][0] == 1 and expected[24] == ["i-kept"] and expected[25] is False
+    assert expected[26][0] == "LeaseReclaimed" and expected[27] == ONE

@@ -19,6 +19,7 @@ from capacity_launcher.domain.errors import UnreadyLimitReached
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.service.launch.progress import Context
+from capacity_launcher.service.lease_settlement import settle as settle_lease
 from capacity_launcher.service.preview import Usage, preview
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -76,7 +77,7 @@ def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_o
     # DescribeInstanceStatus, like DescribeInstances, knows fresh ids only after a while
     cloud.wait_out_consistency()
     assert reserve_room(gated, "general", "first", EACH, 2, 2, limits, unleased=True) == 2
-    gated.settle("general", "first", dict.fromkeys(ids, EACH))
+    settle_lease(gated, "general", "first", dict.fromkeys(ids, EACH))
     assert readiness.count("general") == Readiness(unready=2, instances=2)
 
     # 2 unready of 2: more than 50% allows

@@ -45,9 +45,9 @@ def reclaimed_before_its_settle(
     the clock passes the lease, the sync's reclaim gives it back, and `meanwhile` runs (another
     request leases the room)."""
     fired: list[bool] = []
-    real, where = PoolLeaseStore.settle, pool
+    real, where = PoolLeaseStore.taken, pool
 
-    def settle(self: PoolLeaseStore, pool: str, lease_id: str, *args: Any, **kw: Any) -> Any:
+    def taken(self: PoolLeaseStore, pool: str, lease_id: str) -> Any:
         if not fired and lease_id == "moved-on" and pool == where:
             fired.append(True)
             past_the_lease()
@@ -55,10 +55,10 @@ def reclaimed_before_its_settle(
             lease = store.lease(where, "moved-on")
             assert lease is not None and store.reclaim(lease), lease
             meanwhile()
-        return real(self, pool, lease_id, *args, **kw)
+        return real(self, pool, lease_id)
 
     with monkeypatch.context() as patch:
-        patch.setattr(PoolLeaseStore, "settle", settle)
+        patch.setattr(PoolLeaseStore, "taken", taken)
         yield
     assert fired, f"the replay settled no lease in {pool}"
 

@@ -6,7 +6,7 @@ with the `source` and `account` EventBridge set, to the same queue."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -25,6 +25,9 @@ from tests.integration.test_launch_into_gpu_reservations import (
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_quota_admission import POOL, quota
 from tests.support.cloud import REGION, Cloud, launch_request
+
+# A record SQS would have stamped (SentTimestamp) is received when it was sent, not at NOW.
+NOW = datetime(2026, 11, 28, tzinfo=UTC)
 
 TEAM_A_SOURCE = "team-a.scheduler"
 
@@ -60,7 +63,7 @@ def _deliver(cloud: Cloud) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = sqs_event(messages, mapping, REGION)["Records"]
     with running("LauncherFunction", cloud.environment, cloud.names.account_id):
         handed_back = cloud.batch.process(
-            [Message.from_sqs_record(r) for r in records], lambda: 60_000
+            [Message.from_sqs_record(r, NOW) for r in records], lambda: 60_000
         )
     assert handed_back == []
     for message in messages:

@@ -21,6 +21,7 @@ from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.errors import LeaseReclaimed
 from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.service.lease_settlement import settle as settle_lease
 from capacity_launcher.service.usage_recount import recount_pool, recount_quotas
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -52,11 +53,11 @@ def leased_again(limits: PoolLeaseStore, lease_id: str, launched: dict[str, Reso
     """A settle that finds its lease reclaimed counts nothing and says so; its caller takes a
     lease for the instances again (as a new request's: `settle.settle_lease`) and settles it."""
     with pytest.raises(LeaseReclaimed):
-        limits.settle(POOL, lease_id, launched)
+        settle_lease(limits, POOL, lease_id, launched)
     assert reserve_room(limits, POOL, lease_id, ONE, len(launched), len(launched), None) == len(
         launched
     )
-    limits.settle(POOL, lease_id, launched)
+    settle_lease(limits, POOL, lease_id, launched)
 
 
 def member_store() -> PoolMemberStore:
@@ -125,7 +126,7 @@ def test_a_settle_replaces_the_open_lease_with_a_marker_outside_the_live_range(c
     before = int(time.time())
     # When it settles into the 2 instances launched
     launched = instances(2)
-    limits.settle(POOL, "req-1", launched)
+    settle_lease(limits, POOL, "req-1", launched)
     # Then the open lease is gone, and its proof of settlement expires after a week
     assert item("Lease#req-1") is None
     marker = item("Settled#req-1")
@@ -161,7 +162,7 @@ def test_an_old_format_settled_lease_still_counts_as_settled(cloud):
     assert not limits.cancel(POOL, "old-1")
     clock.now += 3600
     assert not limits.reclaim(Lease(POOL, "old-1", 3, ONE * 3, expires_at=0))
-    limits.settle(POOL, "old-1", instances(3, first=10))
+    settle_lease(limits, POOL, "old-1", instances(3, first=10))
     assert item("Settled#old-1") is None
     assert [m.instance_id for m in member_store().members(POOL)] == ["i-00000000000000001"]
     # And usage is the member's alone, which the recount (reading the old marker) agrees with
@@ -221,11 +222,11 @@ def test_a_lease_taken_again_while_a_reclaimed_one_settles_is_settled_not_leaked
     monkeypatch.setattr(PoolLeaseStore, "lease", read_then_leased)
     settling = store(clock)
     with pytest.raises(LeaseReclaimed):
-        settling.settle(POOL, "again-1", instances(1))
+        settle_lease(settling, POOL, "again-1", instances(1))
     # And its caller takes a lease for its instance again (finding the new one) and settles it
     found = take(settling, POOL, "again-1", ONE, 1, 1, None)
     assert found is not None and found.count == 2
-    settling.settle(POOL, "again-1", instances(1))
+    settle_lease(settling, POOL, "again-1", instances(1))
     # Then the settle met the new lease and settled it too: nothing of it stays in usage
     assert taken == [2]
     assert usage_store().usage(POOL) == ONE
@@ -241,7 +242,7 @@ def test_the_container_that_took_a_lease_settles_it_without_reading_it(cloud):
         "provide-client-params.dynamodb.BatchGetItem", lambda params, **_: reads.append("read")
     )
     # When it settles it
-    limits.settle(POOL, "mine-1", instances(2))
+    settle_lease(limits, POOL, "mine-1", instances(2))
     # Then it read nothing back, and the lease is settled into its two members
     assert reads == []
     assert usage_store().usage(POOL) == ONE * 2
@@ -277,11 +278,11 @@ def test_two_settles_of_one_lease_count_its_instances_once(cloud, monkeypatch):
         if not other:
             other.append(True)
             # When the other delivery settles between this one's read and its transaction
-            self.settle(pool, lease_id, launched)
+            settle_lease(self, pool, lease_id, launched)
         return found
 
     monkeypatch.setattr(PoolLeaseStore, "lease", read_then_settled_by_other)
-    store().settle(POOL, "twice-1", launched)
+    settle_lease(store(), POOL, "twice-1", launched)
     # Then the instances are counted once and one marker proves the settlement
     assert usage_store().usage(POOL) == ONE * 2
     assert len(member_store().members(POOL)) == 2
@@ -311,7 +312,7 @@ def test_one_read_of_a_pools_leases_and_members_recounts_each_of_its_quota_items
     put_member("i-00000000000000002", team_b, "team-b")
     old_format_marker("old-2", 1)
     assert reserve_room(limits, POOL, "done-1", ONE, 1, 1, None) == 1
-    limits.settle(POOL, "done-1", {})
+    settle_lease(limits, POOL, "done-1", {})
     aws.client("dynamodb").update_item(
         **quota_usage.update(get_settings().state_table_name, team_a, "team-a", ONE * 7)
     )

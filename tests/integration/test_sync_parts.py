@@ -22,6 +22,7 @@ from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.adapters.pool_readiness import PoolReadiness
 from capacity_launcher.adapters.template_inventory import TemplateInventory
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.service.lease_settlement import settle as settle_lease
 from capacity_launcher.settings import get_settings
 from tests.integration.test_launch_into_reservations import reserve, setup_pool
 from tests.integration.test_reservation_sync import snapshot, sync
@@ -100,7 +101,7 @@ def test_a_fresh_instance_status_does_not_know_leaves_the_others_marked_ready(
     ids = [i["InstanceId"] for i in [*old, *fresh]]
     limits = PoolLimits.model_validate({"unready": "100%"})
     assert reserve_room(leases, "general", "r", EACH, 3, 3, limits, unleased=True) == 3
-    leases.settle("general", "r", dict.fromkeys(ids, EACH))
+    settle_lease(leases, "general", "r", dict.fromkeys(ids, EACH))
     # When the sync marks the ready members
     marked = readiness.mark_ready("general")
     # Then the two known ones are ready, and the fresh one waits for the next sync

@@ -82,7 +82,10 @@ def _requirements(document_or_body: dict[str, Any]) -> dict[str, set[str]]:
 
 
 def compatible(pool: dict[str, Any], body: dict[str, Any]) -> bool:
-    """A request only narrows a pool: every value it names for a key the pool limits is allowed."""
+    """A request only narrows a pool: every value it names for a key the pool limits is allowed.
+    A static pool (spec.replicas) is compatible with no producer's request."""
+    if pool["spec"].get("replicas") is not None:
+        return False
     allowed = _requirements(pool)
     return all(
         values <= allowed[key] for key, values in _requirements(body).items() if key in allowed

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.simulation.emulator import Fault
 from tests.simulation.priority_operations import PRIORITY_OPERATIONS, PRIORITY_WEIGHTS
+from tests.simulation.static_operations import STATIC_OPERATIONS, STATIC_WEIGHTS
 
 if TYPE_CHECKING:
     from tests.simulation.scheduler import Simulation
@@ -168,6 +169,7 @@ BASE_WEIGHTS: dict[str, float] = {
     "advance_clock": 4,
     **ROOM_WEIGHTS,
     **PRIORITY_WEIGHTS,
+    **STATIC_WEIGHTS,
 }
 
 # Issue 24's cases (adversary.py): each with its weight and the defect it exposed. A case whose
@@ -252,6 +254,25 @@ PROFILES = {
         quiesce_every=400,
         submit_batch=(2, 8),
         wall_minutes=20.0,
+    ),
+    # Static NodePools (static_operations.py): applied with other replicas and limits, their
+    # instances stopped, started and terminated, requests naming them; judged at each
+    # quiescence (static_invariants.py).
+    "static": Profile(
+        "static",
+        steps=60,
+        weights={
+            "apply_static_pool": 3,
+            "submit": 5,
+            "stop_instance": 3,
+            "start_instance": 2,
+            "terminate_instance": 5,
+            "transient_fault": 1,
+            "crash": 1,
+            "wait": 2,
+            "advance_clock": 1,
+        },
+        quiesce_every=10,
     ),
     # Room in selected reservations changing under requests for more than it (reserved_first.py):
     # the sync stopped for minutes, reservations grown and shrunk, someone else's instances run
@@ -787,6 +808,7 @@ OPERATIONS = {
     "create_future_reservation": create_future_reservation,
     "advance_clock": advance_clock,
     **PRIORITY_OPERATIONS,
+    **STATIC_OPERATIONS,
 }
 
 

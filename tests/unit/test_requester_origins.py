@@ -4,6 +4,7 @@ AWS vouches for (SQS SenderId; the bus event's source and account), and its docu
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,6 +23,8 @@ from capacity_launcher.domain.requester_origins import (
     RequesterOrigins,
     origin_of,
 )
+
+NOW = datetime(2026, 11, 28, tzinfo=UTC)
 
 ACCOUNT_A, ACCOUNT_B = "111122223333", "444455556666"
 ROLE_A, ROLE_B = "AROAEXAMPLEROLEAAAAA", "AROAEXAMPLEROLEBBBBB"
@@ -200,11 +203,14 @@ def test_the_origin_of_a_queue_record_is_its_sender_id_and_the_bus_envelope() ->
         "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:launch",
     }
 
-    message = Message.from_sqs_record(record)
+    message = Message.from_sqs_record(record, NOW)
 
     assert message.origin == Origin("AIDAEVENTBRIDGEDELIVERY", "team-a.scheduler", ACCOUNT_A)
     assert (message.receive_count, message.queue_arn) == (2, record["eventSourceARN"])
-    plain = Message.from_sqs_record({**record, "body": json.dumps(event["detail"])})
+    plain = Message.from_sqs_record({**record, "body": json.dumps(event["detail"])}, NOW)
+    assert message.received_at == datetime.fromtimestamp(1545082649.183, UTC)
+    unstamped = Message.from_sqs_record({**record, "attributes": {}}, NOW)
+    assert unstamped.received_at == NOW  # the composition root's clock, not the wall's
     assert plain.origin == Origin("AIDAEVENTBRIDGEDELIVERY")
     assert not plain.origin.is_event
 

@@ -40,6 +40,8 @@ class Settings(BaseModel):
     # Whether resources made before they carried a stack (no capacity-launcher:stack tag) are
     # this stack's too (docs/operations.md: Two deployments in one account).
     claim_untagged_resources: bool = False
+    # The launch queue, for the sync: static NodePools' launches (docs/static-capacity.md).
+    launch_queue_url: str | None = None
 
     @model_validator(mode="before")
     @classmethod

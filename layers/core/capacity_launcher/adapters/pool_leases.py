@@ -54,14 +54,13 @@ from capacity_launcher.domain.accounting.quota_admission import UsageKey
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
-from capacity_launcher.domain.errors import ConditionFailed, LeaseReclaimed
+from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.index_shards import read_values
 
 # Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
 # quota's usage, the lease's delete (or its absence checked) and the settled marker's put).
 _MEMBERS_PER_TRANSACTION = 96
-_SETTLE_TRIES = 3
 # Leases taken and not settled yet that a container remembers, at most.
 _MAX_TAKEN = 1000
 
@@ -71,13 +70,6 @@ class UnreadyGate(Protocol):
     (adapters/pool_readiness.py)."""
 
     def reading(self, pool: str) -> UnreadyReading: ...
-
-
-class LeaseNotSettled(RuntimeError):
-    """Settling kept meeting concurrent writers; the message goes back and the retry settles."""
-
-    def __init__(self, pool: str, lease_id: str) -> None:
-        super().__init__(f"lease {lease_id} of node pool {pool} could not be settled")
 
 
 class PoolLeaseStore:
@@ -155,39 +147,38 @@ class PoolLeaseStore:
         pool is no longer stored (a lease then says NodePoolDeleted)."""
         return self._items.stored(pool)[1]
 
-    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None:
-        """Turn the lease into one member per instance launched (id -> amount), exactly once.
+    # -- settling (the loop and its decision: service/lease_settlement.py) --------------------
 
-        The last transaction deletes the open lease (only if it is still open: a reclaim that
-        got there first makes this one try again, as a reclaimed lease) and puts its settled
-        marker (only if none exists: a second settle fails), which stays until the table's TTL
-        removes it, so a redelivered request can never lease, or count, the same instances
-        twice. Members that exist already (counted by reconciliation after the lease was
-        reclaimed, or by an earlier try that crashed between chunks) are left as they are.
+    def taken(self, pool: str, lease_id: str) -> Lease | None:
+        """The lease as this container took it (once: a second ask reads the table)."""
+        return self._taken.pop((pool, lease_id), None)
 
-        LeaseReclaimed when the lease is neither open nor settled and instances not yet counted
-        are left (it expired under the launch, and the sync gave its room and quota back, which
-        another request may have been admitted into since): they count only under a lease taken
-        for them again, as a new request's is, through the same admission
-        (service/admission.py), which the caller then settles (issue 34). A reclaimed lease
-        with nothing left to count settles to its marker alone.
-        """
-        pending = dict(members)
-        taken = self._taken.pop((pool, lease_id), None)
-        for _ in range(_SETTLE_TRIES):
-            lease = taken or self.lease(pool, lease_id)
-            taken = None  # a try that failed reads it again
-            if lease is not None and lease.settled:
-                return
-            if lease is None and pending:
-                raise LeaseReclaimed(pool, lease_id)
-            try:
-                self._settle_once(pool, lease_id, lease, pending, len(members))
-                return
-            except ConditionFailed:
-                counted = {m.instance_id for m in self._items.members(pool)}
-                pending = {i: r for i, r in members.items() if i not in counted}
-        raise LeaseNotSettled(pool, lease_id)
+    def counted(self, pool: str) -> set[str]:
+        """The instance ids counted as the pool's members (strongly consistent)."""
+        return {m.instance_id for m in self._items.members(pool)}
+
+    def write_settlement(
+        self,
+        pool: str,
+        lease_id: str,
+        lease: Lease | None,
+        pending: Mapping[str, Resources],
+        launched: int,
+    ) -> bool:
+        """Put the members of `pending` and the lease's settlement, conditioned on `lease` as
+        read (None: reclaimed, and not leased again since); False when it moved.
+
+        The last transaction deletes the open lease (only if it is still open) and puts its
+        settled marker (only if none exists: a second settle fails), which stays until the
+        table's TTL removes it, so a redelivered request can never lease, or count, the same
+        instances twice. Members past a transaction's size go in chunks before it; members that
+        exist already (counted by reconciliation after a reclaim, or by a try that crashed
+        between chunks) are left as they are by the caller's next try."""
+        try:
+            self._settle_once(pool, lease_id, lease, dict(pending), launched)
+        except ConditionFailed:
+            return False
+        return True
 
     def _settle_once(
         self,

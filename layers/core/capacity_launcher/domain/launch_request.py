@@ -383,11 +383,12 @@ class Message:
     sender_id: str | None = None
 
     @classmethod
-    def from_sqs_record(cls, record: Mapping[str, Any]) -> Self:
-        """One record of the event Lambda's SQS event source mapping builds."""
+    def from_sqs_record(cls, record: Mapping[str, Any], now: datetime) -> Self:
+        """One record of the event Lambda's SQS event source mapping builds; received when SQS
+        says it was sent, else `now` (the composition root's clock)."""
         attributes = record.get("attributes") or {}
         sent = attributes.get("SentTimestamp")
-        received_at = datetime.fromtimestamp(int(sent) / 1000, UTC) if sent else datetime.now(UTC)
+        received_at = datetime.fromtimestamp(int(sent) / 1000, UTC) if sent else now
         return cls(
             record["messageId"],
             record.get("body", ""),

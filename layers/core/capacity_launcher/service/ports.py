@@ -55,6 +55,7 @@ from capacity_launcher.domain.capacity.reservations import (
     ReservationSource,
     ReservedTarget,
 )
+from capacity_launcher.domain.capacity.static_pools import StaticState
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.claims import Claim
@@ -76,6 +77,8 @@ class Configuration(Protocol):
     def node_class(self, name: str) -> NodeClass: ...
     def node_classes(self, *, fresh: bool = False) -> list[NodeClass]: ...
     def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]: ...
+    # The quotas with their generations, and those waiting for a PriorityClass.
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet: ...
     # Drop the container's copies (a lease found one older than the stored document).
     def forget(self) -> None: ...
 
@@ -161,15 +164,32 @@ class LeaseSnapshot(Protocol):
     def readiness(self, pool: str) -> UnreadyReading | None: ...
 
 
-class PoolLeases(LeaseSnapshot, Protocol):
+class SettlingLeases(Protocol):
+    """What a settle reads and writes (adapters/pool_leases.py, tests/fakes/leases.py)."""
+
+    # The lease as this container took it, once (None: not taken here, or asked before).
+    def taken(self, pool: str, lease_id: str) -> Lease | None: ...
+    def lease(self, pool: str, lease_id: str) -> Lease | None: ...
+    # The instance ids counted as the pool's members.
+    def counted(self, pool: str) -> set[str]: ...
+    # Members and settlement in one write conditioned on `lease` as read; False if it moved.
+    def write_settlement(
+        self,
+        pool: str,
+        lease_id: str,
+        lease: Lease | None,
+        pending: Mapping[str, Resources],
+        launched: int,
+    ) -> bool: ...
+
+
+class PoolLeases(LeaseSnapshot, SettlingLeases, Protocol):
     """The launcher's room in a pool's limits (and its requester's quota): leased before EC2 is
     asked, settled into members after, or cancelled (adapters/pool_leases.py). `write` and
     `extend` raise LeaseConflict naming the items that moved since `reads`."""
 
     def write(self, ask: LeaseAsk, lease_id: str, fit: LeaseFit, reads: LeaseReads) -> Lease: ...
     def extend(self, lease: Lease, reads: ConfigReads) -> Lease: ...
-    def lease(self, pool: str, lease_id: str) -> Lease | None: ...
-    def settle(self, pool: str, lease_id: str, members: Mapping[str, Resources]) -> None: ...
     def cancel(self, pool: str, lease_id: str) -> bool: ...
     def reclaim(self, lease: Lease) -> bool: ...
     def stored_limits(self, pool: str) -> PoolLimits | None: ...
@@ -389,3 +409,15 @@ class LaunchPorts:
     reservations: Reservations
     # Asked when a request's nominal quota is lent out (None: no reclaim is requested).
     reclaims: Reclaims | None = None
+
+
+# -- static NodePools -----------------------------------------------------------------------------
+
+
+class StaticPoolStates(Protocol):
+    """A static pool's launches in flight and dry zones (adapters/static_pool_items.py)."""
+
+    def read(self, pool: str) -> StaticState: ...
+    # Stored if still at `state.version`; False if another sync moved it.
+    def write(self, pool: str, state: StaticState) -> bool: ...
+    def forget(self, pool: str) -> None: ...

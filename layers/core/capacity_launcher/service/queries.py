@@ -17,7 +17,12 @@ from typing import Any, Protocol
 from capacity_launcher.domain.accounting.pool_status import pool_status
 from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.accounting.quota_admission import UsageKey
-from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.accounting.quota_status import (
+    quota_status,
+    reference_conditions,
+    with_conditions,
+)
+from capacity_launcher.domain.apis.config import CAPACITY_QUOTA as QUOTA
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.documents import InvalidDocument, StoredDocument
 from capacity_launcher.domain.apis.karpenter.status import (
@@ -27,7 +32,11 @@ from capacity_launcher.domain.apis.karpenter.status import (
     nodeclaim,
     nodeclaim_name,
 )
-from capacity_launcher.domain.apis.priority_classes import PriorityClass, PriorityTable
+from capacity_launcher.domain.apis.priority_classes import (
+    PriorityClass,
+    PriorityTable,
+    named_class,
+)
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
@@ -178,12 +187,15 @@ class Queries:
 
     def quota_status_of(self) -> dict[str, dict[str, Any]]:
         """Each stored quota's status: as the sync last stored it, or computed now from the
-        same usage items if it has not seen the quota yet (applied within the last minute)."""
-        quotas = self.config.capacity_quotas()
+        same usage items if it has not seen the quota yet (applied within the last minute).
+        What its references say (its NodePools, its PriorityClass) is read now, so a document
+        applied in any order reads ready as soon as what it names is applied."""
+        quota_set = self.config.quota_set(fresh=True)
+        quotas = list(quota_set.quotas)
         stored = self.quota_statuses.read()
+        pools = {p.name for p in self.config.node_pools()}
         unseen = [q for q in quotas if q.name not in stored]
         if unseen:
-            pools = {p.name for p in self.config.node_pools()}
             usage = self.quota_usage_of(quotas)
             now = format_timestamp(self.now())
             for quota in unseen:
@@ -191,6 +203,12 @@ class Queries:
                     **quota_status(quota, quotas, usage, pools),
                     "observedAt": now,
                 }
+        named = {s.document.name: named_class(s.kept) for s in self.config.stored_all(QUOTA)}
+        for quota in quotas:
+            conditions = reference_conditions(
+                quota, quotas, pools, named.get(quota.name), quota_set.unresolved.get(quota.name)
+            )
+            stored[quota.name] = with_conditions(stored[quota.name], conditions)
         return stored
 
     # -- capacity -----------------------------------------------------------------------------
@@ -244,6 +262,11 @@ class Queries:
         """The records of every live wait (one Query of the sparse index): a wait lasts at
         most `within`."""
         return [w.record for w in self.records.overdue_waits(self.now() + within)]
+
+    def recent_requests(self, limit: int = 100) -> list[RequestRecord]:
+        """The newest `limit` request records, newest first (one Query per shard of the
+        RecentRequests index: the cost grows with `limit`, not with history)."""
+        return self.records.list_records(limit)
 
     def instance_states(self, records: Sequence[RequestRecord]) -> dict[str, str]:
         """The state of each instance the records name, by id, for those with an instance

@@ -388,22 +388,14 @@ def _long_ago(moment: str | datetime | None, now: datetime, seconds: float) -> b
 def _adopted_record(
     instance: ManagedInstance, info: InstanceTypeInfo | None, now: datetime
 ) -> InstanceRecord:
-    tags = instance.tags
-    resources = info.resources() if info else Resources(instances=1)
-    launched_at = instance.launched_at
-    return InstanceRecord(
-        instance_id=instance.instance_id,
+    tags, launched_at = instance.tags, instance.launched_at
+    return InstanceRecord.placed(
+        instance,
+        info.resources() if info else Resources(instances=1),
         request_id=tags.get(REQUEST_ID),
         node_pool=tags.get(NODE_POOL),
         node_class=tags.get(NODE_CLASS),
         requester=tags.get(REQUESTER),
-        instance_type=instance.instance_type,
-        zone=instance.zone,
-        capacity_type=instance.capacity_type,
-        capacity_reservation_id=instance.capacity_reservation_id,
-        cpu=resources.cpu,
-        memory_mib=resources.memory_mib,
-        gpu=resources.gpu,
         state=instance.state or "running",
         launched_at=launched_at.isoformat() if launched_at is not None else None,
         adopted_at=now.isoformat(),

@@ -48,6 +48,7 @@ from capacity_launcher.service.ports import (
 from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepReport
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.static_pools import StaticPools, StaticReport
 from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
 from capacity_launcher.service.wait_backstop import WaitBackstop
@@ -80,6 +81,7 @@ class SyncReport:
     # others ran all the same.
     failed: list[str] = field(default_factory=list)
     profiles: ProfileSweepReport | None = None
+    static: StaticReport | None = None
 
 
 class Readiness(Protocol):
@@ -104,7 +106,9 @@ class ReservationSync:
         readiness: Readiness | None = None,
         templates: TemplateSweep | None = None,
         profiles: ProfileSweep | None = None,
+        static_pools: StaticPools | None = None,
     ) -> None:
+        self._static_pools = static_pools
         self._readiness = readiness
         self._config = config
         self._ec2 = ec2
@@ -141,6 +145,9 @@ class ReservationSync:
         listed = contained(failed, "reservations", lambda: self._sync_reservations(report), None)
         if self._readiness is not None:
             report.ready = contained(failed, "readiness", self._mark_ready, [])
+        if self._static_pools is not None:
+            # After reconciliation: a static pool counts the members it repaired.
+            report.static = contained(failed, "static", self._static_pools.run, None)
         if self._quotas is not None:
             # After reconciliation: quota usage is recounted from the membership it repaired.
             report.quotas = contained(failed, "quotas", self._quotas.run, None)

@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
     from capacity_launcher.service.reservation_sync import ReservationSync
+    from capacity_launcher.service.static_pools import StaticPools
 
 # A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
 Clients = Callable[[str], Any]
@@ -343,6 +344,31 @@ class Adapters:
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
             ),
             profiles=ProfileSweep(self.instance_profiles(), self.fleet(), self.ownership()),
+            static_pools=self.static_pools(),
+        )
+
+    def static_pools(self) -> StaticPools | None:
+        """Static NodePools' keeper, run by the sync (None: no launch queue to send to)."""
+        from capacity_launcher.adapters.launch_queue import LaunchQueue
+        from capacity_launcher.adapters.static_pool_items import StaticPoolItems
+        from capacity_launcher.adapters.subnets import Subnets
+        from capacity_launcher.service.static_pools import StaticPools
+
+        url = self.settings.launch_queue_url
+        if url is None:
+            return None
+        queue = LaunchQueue(self.clients("sqs"))
+        config = self.config_store()
+        return StaticPools(
+            config=config,
+            subnets=Subnets(self.clients("ec2")),
+            members=self.pool_members(config),
+            instances=self.instance_records(),
+            records=self.launch_records(),
+            states=StaticPoolItems(self.settings.state_table_name, self.clients("dynamodb")),
+            send=lambda body: queue.send(url, body),
+            terminate=self.fleet().terminate,
+            clock=self.clock,
         )
 
     def quota_sync(self) -> QuotaSync:

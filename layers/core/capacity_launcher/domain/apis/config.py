@@ -326,13 +326,51 @@ class NodeClass(_TopLevel):
     spec: NodeClassSpec
 
 
+# A static pool's replicas, at most: its launches in flight are tracked in one item.
+MAX_STATIC_REPLICAS = 1000
+
+
 class NodePoolSpec(_Document):
-    """What may be launched: requirements, limits and a weight for choosing among pools."""
+    """What may be launched: requirements, limits and a weight for choosing among pools; or, with
+    `replicas`, a static pool: that many instances kept running by the service
+    (docs/static-capacity.md), never chosen for a request."""
 
     node_class_ref: Name
     weight: StrictInt = Field(default=0, ge=0, le=100)
     requirements: list[Requirement] = Field(default=[], max_length=MAX_POOL_REQUIREMENTS)
     limits: PoolLimits | None = None
+    replicas: StrictInt | None = Field(default=None, ge=0, le=MAX_STATIC_REPLICAS)
+
+    @model_validator(mode="after")
+    def _static_rules(self) -> Self:
+        """Karpenter's rules for a static pool: limited by its instance count only, and no
+        weight (it is never chosen among pools)."""
+        if self.replicas is None:
+            return self
+        if self.weight:
+            raise ValueError("weight cannot be set with replicas (a static pool is never chosen)")
+        limits = self.limits
+        if limits is not None:
+            other = [
+                name
+                for name, value in (
+                    ("cpu", limits.cpu),
+                    ("memory", limits.memory),
+                    ("nvidia.com/gpu", limits.gpu),
+                    ("unready", limits.unready),
+                )
+                if value is not None
+            ]
+            if other:
+                raise ValueError(
+                    f"limits {', '.join(other)} cannot be set with replicas: a static pool is "
+                    "limited by its instance count only (limits.instances; Karpenter's nodes)"
+                )
+        return self
+
+    @property
+    def is_static(self) -> bool:
+        return self.replicas is not None
 
     @field_validator("requirements")
     @classmethod
@@ -376,6 +414,20 @@ class NodePool(_TopLevel):
     spec: NodePoolSpec
 
 
+def mode_switch(applied_static: bool) -> str:
+    """Why an apply that would switch a stored pool between static and dynamic is refused
+    (Karpenter's rule: replicas, once set, stay; a dynamic pool does not become static)."""
+    if applied_static:
+        return (
+            "spec.replicas: cannot be set on a NodePool stored without it (a pool cannot switch "
+            "between dynamic and static); delete it and apply it again"
+        )
+    return (
+        "spec.replicas: cannot be removed from a static NodePool (a pool cannot switch between "
+        "static and dynamic); set replicas: 0 to stop its instances, or delete it"
+    )
+
+
 @dataclass(frozen=True)
 class PoolSet:
     """The stored NodePools as of one generation. Every apply and delete of a NodePool bumps the
@@ -385,6 +437,17 @@ class PoolSet:
 
     generation: int | None  # None: not read from a store (nothing to condition on)
     pools: tuple[NodePool, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeClassUsers:
+    """What a NodeClass's delete reads: the class's version, the NodePools' generation read
+    before the pools (any pool applied naming it, or deleted, after it bumps it), and the pools
+    naming the class."""
+
+    version: int
+    pools_generation: int
+    users: tuple[str, ...]
 
 
 ConfigDocument = Annotated[NodeClass | NodePool, Field(discriminator="kind")]

@@ -9,12 +9,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any, Protocol, Self
 
 from capacity_launcher.domain.quantities import Resources
 
 RUNNING = "running"
 # Recorded on an instance EC2 warned it will terminate (an interruptible reservation shrinks).
 INTERRUPTED = "interrupted"
+
+
+class Placed(Protocol):
+    """Where an instance runs, as a fleet's answer (InstanceLanding) or EC2's description of a
+    managed instance (ManagedInstance) spell it."""
+
+    @property
+    def instance_id(self) -> str: ...
+    @property
+    def instance_type(self) -> str: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def capacity_type(self) -> str: ...
+    @property
+    def capacity_reservation_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,22 @@ class InstanceRecord:
     # The request's own tags (not the NodeClass's): what its instances carry besides ours, so the
     # sync's reconciliation can put them back on an instance a shared fleet left without them.
     request_tags: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def placed(cls, where: Placed, resources: Resources, **owner: Any) -> Self:
+        """The record of an instance placed `where`, counted for `resources`; `owner`: its
+        request, pool, class and requester, and its times."""
+        return cls(
+            instance_id=where.instance_id,
+            instance_type=where.instance_type,
+            zone=where.zone,
+            capacity_type=where.capacity_type,
+            capacity_reservation_id=where.capacity_reservation_id,
+            cpu=resources.cpu,
+            memory_mib=resources.memory_mib,
+            gpu=resources.gpu,
+            **owner,
+        )
 
     @property
     def resources(self) -> Resources:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Protocol, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_serializer
 from pydantic.alias_generators import to_camel
@@ -204,6 +204,19 @@ class CandidatesLeftOut(_Record):
     )
 
 
+class Requested(Protocol):
+    """What a record repeats of its launch request (domain/launch_request.LaunchRequest)."""
+
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def requester(self) -> str | None: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def wait_for_capacity_until(self) -> datetime | None: ...
+
+
 class RequestRecord(_Record):
     request_id: str
     node_pool: str | None = None
@@ -261,6 +274,34 @@ class RequestRecord(_Record):
     @classmethod
     def from_detail(cls, detail: Mapping[str, Any]) -> Self:
         return cls.model_validate(dict(detail))
+
+    @classmethod
+    def of(
+        cls,
+        request: Requested,
+        status: RequestStatus,
+        *,
+        node_pool: str | None,
+        received_at: datetime,
+        finished_at: datetime,
+        instances: Sequence[LaunchedInstance] = (),
+        **rest: Any,
+    ) -> Self:
+        """The record of `request` (its id, requester, count and deadline) at `status`;
+        `rest`: the record's other fields."""
+        return cls(
+            request_id=request.request_id,
+            node_pool=node_pool,
+            requester=request.requester,
+            status=status,
+            requested=request.count,
+            launched=len(instances),
+            instances=list(instances),
+            received_at=received_at,
+            finished_at=finished_at,
+            wait_for_capacity_until=request.wait_for_capacity_until,
+            **rest,
+        )
 
     @classmethod
     def rejected(

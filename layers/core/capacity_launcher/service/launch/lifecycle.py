@@ -5,11 +5,13 @@ phase then moves it by a named transition (`Progress.mark_leased`, `mark_launchi
 refuses a source state the table below does not allow (`LifecycleError`: a fault of the code,
 never of the request). docs/architecture.md walks a request, and a redelivery, through them.
 
-    FRESH ─┐                    ┌─ LEASED ──── LAUNCHING ─┬─ ENDED
-    RECOVERED ─┼─ (wait) ─ (lease) ─┼─ UNLEASED ─ (replayed) ─┘
-    WAITING ──┤                    ├─ SETTLED ─────────────── ENDED
-    REPLAYING ┘                    ├─ CHANGED  → resolved again (once), arrives anew
-                                   └─ PASSED_ON → arrives at the next pool
+    arrives              lease phase             after
+    ---------            -----------             -----
+    FRESH      ─┐        ┌─ LEASED ───────────── LAUNCHING ─── ENDED
+    RECOVERED  ─┤        ├─ UNLEASED ─ (replayed) ┘
+    WAITING    ─┼────────┼─ SETTLED ───────────────────────── ENDED
+    REPLAYING  ─┤        ├─ CHANGED    resolved again (once), arrives anew
+    PASSED_ON  ─┘        └─ PASSED_ON  arrives at the next pool
     put to wait: WAITING (the delivery ends; its record is Waiting)
 
 The exit rule of a pool visit reads the trail: a request that leaves a pool without its lease

@@ -192,18 +192,14 @@ def _finish_rejected(
         mine = []
     landings, over = _settle_there(ctx, pool, request, mine)
     errors += over
-    record = RequestRecord(
-        request_id=request.request_id,
+    record = RequestRecord.of(
+        request,
+        status_for(request.count, len(landings), request.min_count),
         node_pool=pool,
-        requester=request.requester,
-        status=status_for(request.count, len(landings), request.min_count),
-        requested=request.count,
-        launched=len(landings),
-        instances=[words.launched(x, {}) for x in landings],
-        errors=errors,
         received_at=received_at,
         finished_at=max(ctx.clock(), received_at),
-        wait_for_capacity_until=request.wait_for_capacity_until,
+        instances=[words.launched(x, {}) for x in landings],
+        errors=errors,
     )
     ctx.ports.records.put_record(record)
     return record

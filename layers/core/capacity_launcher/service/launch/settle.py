@@ -29,6 +29,7 @@ from capacity_launcher.domain.records.status import (
     UnavailableOffering,
     status_for,
 )
+from capacity_launcher.service import lease_settlement
 from capacity_launcher.service.admission import take_lease
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
@@ -167,7 +168,7 @@ def settle_lease(
     for _ in range(_LEASED_AGAIN_TRIES):
         try:
             members = {x.instance_id: amounts[x.instance_id] for x in kept}
-            ctx.ports.leases.settle(pool, request.request_id, members)
+            lease_settlement.settle(ctx.ports.leases, pool, request.request_id, members)
             return kept, errors
         except LeaseReclaimed:
             fit, refusal = _lease_again(ctx, pool, request, kept, amounts, limits, least)
@@ -323,19 +324,15 @@ def finish(
     request = item.request
     if item.reclaim is not None and not landings:
         errors = _request_reclaim(ctx, item, item.reclaim, errors)
-    record = RequestRecord(
-        request_id=request.request_id,
+    record = RequestRecord.of(
+        request,
+        status,
         node_pool=pool or item.pool_name,
-        requester=request.requester,
-        status=status,
-        requested=request.count,
-        launched=len(landings),
+        received_at=item.prepared.received_at,
+        finished_at=ctx.clock(),
         instances=[words.launched(x, reservations or {}) for x in landings],
         unavailable_offerings=list(unavailable),
         errors=list(errors),
-        received_at=item.prepared.received_at,
-        finished_at=ctx.clock(),
-        wait_for_capacity_until=request.wait_for_capacity_until,
         candidates_left_out=item.left_out,
     )
     ctx.ports.records.put_record(record)

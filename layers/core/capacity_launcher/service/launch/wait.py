@@ -41,7 +41,7 @@ def wait_or_go(
         request_id = item.request_id
         if now < deadline and waited_for:
             item.mark_waiting()
-            report.records[request_id] = _waiting(item, deadline, waited_for, now)
+            report.records[request_id] = _waiting(item, waited_for, now)
             report.waiting[request_id] = next_check_seconds(now, deadline, waited_for)
         elif now >= deadline and item.waited is not None:
             message = missed_deadline(
@@ -57,19 +57,15 @@ def wait_or_go(
 
 
 def _waiting(
-    item: Progress, deadline: datetime, waited_for: Sequence[ReservationSnapshot], now: datetime
+    item: Progress, waited_for: Sequence[ReservationSnapshot], now: datetime
 ) -> RequestRecord:
     """The Waiting record; the batch stores it once the message is held in the queue."""
-    return RequestRecord(
-        request_id=item.request_id,
+    return RequestRecord.of(
+        item.request,
+        RequestStatus.WAITING,
         node_pool=item.pool_name,
-        requester=item.request.requester,
-        status=RequestStatus.WAITING,
-        requested=item.request.count,
-        launched=0,
-        errors=list(item.errors),
         received_at=item.prepared.received_at,
         finished_at=now,
-        wait_for_capacity_until=deadline,
+        errors=list(item.errors),
         waiting_for=awaited_records(waited_for),
     )

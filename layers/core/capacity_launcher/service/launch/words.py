@@ -224,20 +224,13 @@ def no_reservation(lead: Prepared, as_of: float | None) -> str:
 def instance_record(
     landing: InstanceLanding, prepared: Prepared, info: InstanceTypeInfo | None, now: datetime
 ) -> InstanceRecord:
-    resources = info.resources() if info else Resources.ZERO
-    return InstanceRecord(
-        instance_id=landing.instance_id,
+    return InstanceRecord.placed(
+        landing,
+        info.resources() if info else Resources.ZERO,
         request_id=prepared.request.request_id,
         node_pool=prepared.pool.metadata.name,
         node_class=prepared.node_class.metadata.name,
         requester=prepared.request.requester,
-        instance_type=landing.instance_type,
-        zone=landing.zone,
-        capacity_type=landing.capacity_type,
-        capacity_reservation_id=landing.capacity_reservation_id,
-        cpu=resources.cpu,
-        memory_mib=resources.memory_mib,
-        gpu=resources.gpu,
         launched_at=now.isoformat(),
         request_tags=own_tags(prepared.node_class, prepared.request),
     )
