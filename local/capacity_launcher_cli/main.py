@@ -217,6 +217,23 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument("--port", type=int, default=8466, help="port to listen on (default 8466)")
     web.add_argument("--interval", type=float, default=2.0, help="seconds between the page's polls")
 
+    usage = commands.add_parser(
+        "usage", help="usage by team: instance-hours, reservation hours, idle shares, cost"
+    )
+    _common(usage)
+    usage.add_argument(
+        "--since", help="from this UTC date or ISO-8601 time (default: today, 00:00 UTC)"
+    )
+    usage.add_argument("--until", help="to this UTC date (the whole day) or time (default: now)")
+    usage.add_argument(
+        "-o", "--output", choices=("table", "json", "csv"), default="table", help="how to print"
+    )
+    usage.add_argument(
+        "--prices",
+        help="a price table (JSON or YAML: onDemand, spot, reserved, block, each mapping an "
+        "instance type to USD per hour) to estimate costs with; without it no cost is shown",
+    )
+
     status = commands.add_parser("status", help="a request's status record (JSON)")
     _common(status)
     status.add_argument("request_id", help="the request's requestId")
@@ -333,6 +350,7 @@ def _command(args: argparse.Namespace) -> Command:
         "top": _top,
         "web": _web,
         "describe": _describe,
+        "usage": _usage,
     }
     if args.command in commands:
         return commands[args.command]
@@ -400,6 +418,12 @@ def _describe(args: argparse.Namespace, deployment: Deployment) -> int:
     from capacity_launcher_cli.describe_commands import describe
 
     return describe(args, deployment)
+
+
+def _usage(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.usage_command import usage
+
+    return usage(args, deployment)
 
 
 def _top(args: argparse.Namespace, deployment: Deployment) -> int:

@@ -371,7 +371,12 @@ def instance_details(
     ]
 
 
-def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
+def reservations(
+    snapshots: Sequence[ReservationSnapshot], idle_hours: Mapping[str, float] | None = None
+) -> Table:
+    """`idle_hours`: paid and unused instance-hours the sync counted (none for a reservation
+    no NodeClass selects: the sync keeps no snapshot of it)."""
+    idle = idle_hours or {}
     table = _table(
         "Capacity reservations",
         "ID",
@@ -385,6 +390,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
         "USED",
         "AVAILABLE",
         "EXHAUSTED",
+        "IDLE HOURS",
         "GROUPS",
     )
     for r in sorted(snapshots, key=lambda s: s.reservation_id):
@@ -400,6 +406,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
             f"{r.used}/{r.total}",
             str(r.available),
             "yes" if r.exhausted else "-",
+            f"{idle[r.reservation_id]:.1f}" if r.reservation_id in idle else "-",
             _or_dash(" ".join(g.rsplit("/", 1)[-1] for g in r.groups)),
         )
     return table
@@ -413,7 +420,7 @@ def _minute(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M") if moment else ""
 
 
-def reservation_json(r: ReservationSnapshot) -> dict[str, Any]:
+def reservation_json(r: ReservationSnapshot, idle_hours: float | None = None) -> dict[str, Any]:
     return {
         "capacityReservationId": r.reservation_id,
         "instanceType": r.instance_type,
@@ -427,6 +434,8 @@ def reservation_json(r: ReservationSnapshot) -> dict[str, Any]:
         "totalInstanceCount": r.total,
         "availableInstanceCount": r.available,
         "exhausted": r.exhausted,
+        # Paid and unused instance-hours the sync counted; null when it keeps no snapshot.
+        "idleInstanceHours": round(idle_hours, 4) if idle_hours is not None else None,
         "groups": list(r.groups),
         "tags": dict(r.tags),
     }

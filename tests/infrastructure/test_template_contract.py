@@ -48,6 +48,9 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "UtilizationHighThreshold": 0.9,
         "ExpiringHorizonHours": 72,
         "BlockExpiringMinutes": 60,
+        # Capacity Reservation Underutilized: below half used at every look for 3 hours.
+        "IdleUtilizationThreshold": 0.5,
+        "IdlePeriodHours": 3,
         "LauncherMaxConcurrency": 10,
         "AlarmTopicArn": None,
         "OldestMessageAlarmSeconds": 900,
@@ -296,6 +299,7 @@ ALARM_METRICS = {
     "ReservationSyncDeadLetterQueueNotEmptyAlarm": "ApproximateNumberOfMessagesVisible",
     "LaunchFailuresAlarm": "LaunchFailed",
     "ReservationUtilizationHighAlarm": "ReservationUtilization",
+    "ReservationUnderutilizedAlarm": "ReservationsUnderutilized",
     "ReconciliationDriftAlarm": "ReconciliationDrift",
     "LauncherErrorsAlarm": "Errors",
     "ReservationSyncErrorsAlarm": "Errors",
@@ -351,16 +355,8 @@ def test_launch_failures_alarm_uses_the_powertools_service_dimension(
 
 
 def test_dashboard_body_is_json_with_the_promised_widgets(resources: dict[str, Any]) -> None:
-    pattern, variables = _properties(resources, "Dashboard")["DashboardBody"]["Fn::Sub"]
-    scope = _Scope(
-        refs={
-            "AWS::Region": "us-east-1",
-            "UtilizationHighThreshold": 0.9,
-            "OldestMessageAlarmSeconds": 900,
-        },
-        attributes={},
-    )
-    body = json.loads(resolve({"Fn::Sub": [pattern, dict.fromkeys(variables, "q")]}, scope))
+    variables = _properties(resources, "Dashboard")["DashboardBody"]["Fn::Sub"][1]
+    body = _dashboard(resources)
     text = json.dumps(body)
     for metric in (
         "InstancesLaunched",
@@ -384,6 +380,8 @@ def test_dashboard_body_is_json_with_the_promised_widgets(resources: dict[str, A
         ("Request latency by team", "RequestLatency", "GROUP BY requester"),
         ("Reservation utilization", "ReservationUtilization", "GROUP BY reservationId"),
         ("Quota usage against nominal", "QuotaUsageOfNominal", "GROUP BY quota, resource"),
+        ("Idle reservation instance-hours", "ReservationIdleInstanceHours", "BY reservationId"),
+        ("Reservations underutilized", "ReservationsUnderutilized", "SUM"),
     ):
         (widget,) = (w for t, w in titles.items() if t.startswith(title))
         assert metric in widget and grouped_by in widget, title
@@ -400,7 +398,8 @@ def _dashboard(resources: dict[str, Any]) -> dict[str, Any]:
     pattern, variables = _properties(resources, "Dashboard")["DashboardBody"]["Fn::Sub"]
     scope = _Scope(
         refs={"AWS::Region": "us-east-1", "UtilizationHighThreshold": 0.9,
-              "OldestMessageAlarmSeconds": 900},
+              "OldestMessageAlarmSeconds": 900, "IdleUtilizationThreshold": 0.5,
+              "IdlePeriodHours": 3},
         attributes={},
     )  # fmt: skip
     body: dict[str, Any] = json.loads(

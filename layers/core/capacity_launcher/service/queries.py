@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
 from capacity_launcher.domain.accounting.pool_status import pool_status
@@ -21,6 +21,15 @@ from capacity_launcher.domain.accounting.quota_status import (
     quota_status,
     reference_conditions,
     with_conditions,
+)
+from capacity_launcher.domain.accounting.team_usage import (
+    MAX_REPORT_DAYS,
+    PriceTable,
+    ReservationHours,
+    UsageBucket,
+    UsageReport,
+    merged_hours,
+    usage_report,
 )
 from capacity_launcher.domain.apis.config import CAPACITY_QUOTA as QUOTA
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
@@ -39,6 +48,7 @@ from capacity_launcher.domain.apis.priority_classes import (
 )
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
+from capacity_launcher.domain.capacity.idle_reservations import idle_hours_at
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
 from capacity_launcher.domain.capacity.offerings import RESERVED, UnavailableEntry, offering_key
 from capacity_launcher.domain.capacity.reservation_state import StoredReservation
@@ -59,6 +69,11 @@ from capacity_launcher.service.ports import (
     QuotaStatusStore,
     QuotaUsage,
 )
+
+
+class UsageDays(Protocol):
+    def day(self, day: date) -> tuple[dict[UsageBucket, float], list[ReservationHours]]: ...
+
 
 # -- the operators' ports ---------------------------------------------------------------------
 
@@ -146,6 +161,8 @@ class Queries:
     # The clock the service stamps what it stores with (the emulator's locally): a view computed
     # here is observed on it, and a deadline stored on it is compared with it.
     now: Callable[[], datetime]
+    # Usage by team, as the sync rolled it up (adapters/usage_store.py); None: not wired.
+    usage: UsageDays | None = None
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -242,6 +259,39 @@ class Queries:
             )
             for r in found
         ]
+
+    def reservation_idle_hours(self) -> dict[str, float]:
+        """Idle (paid and unused) instance-hours of each reservation the sync keeps a snapshot
+        of, since it first saw it, up to now (domain/capacity/idle_reservations.py)."""
+        now = self.now()
+        return {
+            s.snapshot.reservation_id: idle_hours_at(s.idle, now)
+            for s in self.snapshots.list()
+            if s.idle is not None
+        }
+
+    def usage_between(
+        self, since: datetime, until: datetime, prices: PriceTable | None = None
+    ) -> UsageReport:
+        """Usage by team over the UTC days from `since` to `until` (one Query per day), with
+        the idle share attributed and costs where `prices` prices them
+        (domain/accounting/team_usage.py)."""
+        if self.usage is None:
+            raise CapacityLauncherError("usage by team is not wired in this deployment")
+        days = (until.date() - since.date()).days + 1
+        if until < since or days > MAX_REPORT_DAYS:
+            raise CapacityLauncherError(
+                f"--since and --until: --until must not be before --since, and they may span at "
+                f"most {MAX_REPORT_DAYS} days (got {days})"
+            )
+        usage: dict[UsageBucket, float] = {}
+        reservations: dict[str, ReservationHours] = {}
+        for offset in range(days):
+            day_usage, day_reservations = self.usage.day(since.date() + timedelta(days=offset))
+            usage.update(day_usage)
+            for r in day_reservations:
+                reservations[r.reservation_id] = merged_hours(reservations.get(r.reservation_id), r)
+        return usage_report(since, until, usage, list(reservations.values()), prices)
 
     def invalid_snapshots(self) -> list[Any]:
         """The stored reservation snapshots that no longer parse (the next sync replaces

@@ -81,6 +81,10 @@ class ReconciliationReport:
     usage_by_reservation: dict[str, dict[str, int]] = field(default_factory=dict)
     # reservation id -> our live instances in it, with the request that launched each
     held_by_reservation: dict[str, list[HeldInstance]] = field(default_factory=dict)
+    # Our instances as EC2 listed them (all states), and the records of the live ones: the
+    # usage roll-up counts their hours (service/usage_rollup.py).
+    described: list[ManagedInstance] = field(default_factory=list)
+    records: dict[str, InstanceRecord] = field(default_factory=dict)
 
     @property
     def total_drift(self) -> int:
@@ -122,6 +126,11 @@ class Reconciliation:
         states = {i.instance_id: i.state for i in described}
         live, items = self._ours_live(described)
         sizes, adopted_items = self._adopt_orphans(report, live, items, in_flight, now)
+        ours_live = {i.instance_id for i in live}
+        report.described = [
+            i for i in described if i.instance_id in ours_live or i.state not in LIVE_STATES
+        ]
+        report.records = {**items, **adopted_items}
         self._retag(live, items, report)
         pools |= {p for i in live if (p := _pool_and_request(i, items.get(i.instance_id))[0])}
         recounts = {pool: self._recompute(pool) for pool in pools}
