@@ -192,7 +192,10 @@ def parser() -> argparse.ArgumentParser:
     _common(describe)
     _all_namespaces(describe)
     resource_types.add_argument(
-        describe, "resource", "nodepool, nodeclass, ec2nodeclass, capacityquota or request"
+        describe,
+        "resource",
+        "nodepool, nodeclass, ec2nodeclass, capacityquota, capacityreservation, "
+        "clustercapacityreservation or request",
     )
     describe.add_argument("name", help="its name (a request: its requestId)")
 

@@ -60,7 +60,14 @@ SUCCEEDED = ("Fulfilled", "PartiallyFulfilled")
 # limits, its quota (as Kueue tries the next flavor), no offering it could launch now (issue 15:
 # "at its limit or dry"), and a NodeClass it refers to that is missing or no longer valid
 # (resolve_next skips such a pool).
-FALLS_BACK = ("LimitExceeded", QUOTA_EXCEEDED, "NoOffering", "UnknownNodeClass", "InvalidNodeClass")
+FALLS_BACK = (
+    "LimitExceeded",
+    QUOTA_EXCEEDED,
+    "NoOffering",
+    "UnknownNodeClass",
+    "InvalidNodeClass",
+    "NodeClassNotReady",
+)
 
 
 def _requirements(document_or_body: dict[str, Any]) -> dict[str, set[str]]:

@@ -331,8 +331,18 @@ class Queries:
         ids = [i.instance_id for record in records for i in record.instances]
         items: Mapping[str, InstanceRecord] = self.instances.many(ids)
         pools = {p.name: p for p in self.config.node_pools()}
+        # The reservations reserved instances run in, as EC2 reports them now (asked only then).
+        reserved = any(i.capacity_reservation_id for i in items.values())
+        found = self.reservation_snapshots() if reserved else []
+        reservations = {r.reservation_id: r for r in found}
+        now = self.now()
         return {
-            nodeclaim_name(item): nodeclaim(item, pools.get(item.node_pool or ""))
+            nodeclaim_name(item): nodeclaim(
+                item,
+                pools.get(item.node_pool or ""),
+                reservations.get(item.capacity_reservation_id or ""),
+                now,
+            )
             for item in sorted(items.values(), key=lambda i: i.launched_at or "")
         }
 

@@ -48,6 +48,7 @@ from capacity_launcher.domain.records.tags import (
     tags_to_fix,
 )
 from capacity_launcher.observability import logger
+from capacity_launcher.service.pool_metrics import emit_pool_usage
 from capacity_launcher.service.ports import (
     Catalog,
     Configuration,
@@ -117,7 +118,8 @@ class Reconciliation:
         report = ReconciliationReport()
         now = self._now()
         now_epoch = int(now.timestamp())
-        pools = {p.metadata.name for p in self._pools.node_pools()}
+        documents = self._pools.node_pools()
+        pools = {p.metadata.name for p in documents}
         # Leases first: an instance of a live lease is counted by that lease until it settles.
         in_flight = self._settle_leases(report, pools, now_epoch)
         described = self._described()
@@ -143,6 +145,7 @@ class Reconciliation:
         self._uncount_gone(members, states, now_epoch, repaired)
         for pool in sorted(pools):
             report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
+        emit_pool_usage(documents, {p: r.recomputed for p, r in recounts.items() if r is not None})
         return report
 
     def _ours_live(

@@ -105,6 +105,8 @@ def _settle(
     else:
         ctx.ports.instances.put(records)
     status = status_for(request.count, len(mine), request.min_count)
+    if status is RequestStatus.PARTIALLY_FULFILLED and item.short is not None:
+        item.note(item.short)
     return finish(ctx, item, mine, unavailable, status, item.errors, reservations)
 
 
