@@ -69,6 +69,14 @@ TERMINAL_STATES = frozenset({"shutting-down", "terminated"})
 REARM_AFTER_SECONDS = 300
 
 
+@dataclass(frozen=True, slots=True)
+class _Inventory:
+    live: list[ManagedInstance]
+    items: dict[str, InstanceRecord]  # the records read, not those adopted by this run
+    sizes: dict[str, InstanceTypeInfo]
+    states: dict[str, str | None]
+
+
 @dataclass
 class ReconciliationReport:
     drift: dict[str, int] = field(default_factory=dict)
@@ -122,8 +130,31 @@ class Reconciliation:
         pools = {p.metadata.name for p in documents}
         # Leases first: an instance of a live lease is counted by that lease until it settles.
         in_flight = self._settle_leases(report, pools, now_epoch)
+        seen = self._inventory(report, in_flight, now)
+        pools |= {
+            p for i in seen.live if (p := _pool_and_request(i, seen.items.get(i.instance_id))[0])
+        }
+        recounts = {pool: self._recompute(pool) for pool in pools}
+        members = {
+            pool: {m.instance_id: m for m in self._members(pool, recounts[pool])} for pool in pools
+        }
+        repaired: dict[str, int] = defaultdict(int)
+        for instance in seen.live:
+            item = report.records.get(instance.instance_id)
+            self._note_reservation_use(report, instance, item)
+            self._repair_live(instance, item, members, in_flight, seen.sizes, now, repaired)
+        self._uncount_gone(members, seen.states, now_epoch, repaired)
+        for pool in sorted(pools):
+            report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
+        emit_pool_usage(documents, {p: r.recomputed for p, r in recounts.items() if r is not None})
+        return report
+
+    def _inventory(
+        self, report: ReconciliationReport, in_flight: set[tuple[str, str]], now: datetime
+    ) -> _Inventory:
+        """What EC2 holds of ours and what our table records of it: orphans adopted, tags
+        mended. The report keeps the instances described and every record, adopted or not."""
         described = self._described()
-        states = {i.instance_id: i.state for i in described}
         live, items = self._ours_live(described)
         sizes, adopted_items = self._adopt_orphans(report, live, items, in_flight, now)
         ours_live = {i.instance_id for i in live}
@@ -132,21 +163,12 @@ class Reconciliation:
         ]
         report.records = {**items, **adopted_items}
         self._retag(live, items, report)
-        pools |= {p for i in live if (p := _pool_and_request(i, items.get(i.instance_id))[0])}
-        recounts = {pool: self._recompute(pool) for pool in pools}
-        members = {
-            pool: {m.instance_id: m for m in self._members(pool, recounts[pool])} for pool in pools
-        }
-        repaired: dict[str, int] = defaultdict(int)
-        for instance in live:
-            item = items.get(instance.instance_id) or adopted_items.get(instance.instance_id)
-            self._note_reservation_use(report, instance, item)
-            self._repair_live(instance, item, members, in_flight, sizes, now, repaired)
-        self._uncount_gone(members, states, now_epoch, repaired)
-        for pool in sorted(pools):
-            report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
-        emit_pool_usage(documents, {p: r.recomputed for p, r in recounts.items() if r is not None})
-        return report
+        return _Inventory(
+            live=live,
+            items=items,
+            sizes=sizes,
+            states={i.instance_id: i.state for i in described},
+        )
 
     def _ours_live(
         self, described: Sequence[ManagedInstance]

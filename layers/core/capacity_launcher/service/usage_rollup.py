@@ -124,25 +124,52 @@ def _lifetime(
     released = _moment(record.released_at) if record else None
     if not live and released is None:
         return None
-    start = (_moment(record.launched_at) if record else None) or instance.launched_at
-    if start is None:
+    said = _said(instance, record)
+    if said.start is None:
         return None
     end = released if (released is not None and not live) else None
     if end is not None and end <= since:
         return None
-    reservation = (record.capacity_reservation_id if record else None) or (
-        instance.capacity_reservation_id
-    )
-    capacity_type = record.capacity_type if record else instance.capacity_type
     return Lifetime(
         instance_id=instance.instance_id,
-        requester=(record.requester if record else None) or instance.tags.get(REQUESTER),
-        node_pool=(record.node_pool if record else None) or instance.tags.get(NODE_POOL),
-        capacity_kind=capacity_kind(capacity_type, kinds.get(reservation or "")),
-        instance_type=record.instance_type if record else instance.instance_type,
-        reservation_id=reservation if capacity_type == "reserved" else None,
-        start=start,
+        requester=said.requester,
+        node_pool=said.node_pool,
+        capacity_kind=capacity_kind(said.capacity_type, kinds.get(said.reservation or "")),
+        instance_type=said.instance_type,
+        reservation_id=said.reservation if said.capacity_type == "reserved" else None,
+        start=said.start,
         end=end,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Said:
+    start: datetime | None
+    requester: str | None
+    node_pool: str | None
+    reservation: str | None
+    capacity_type: str
+    instance_type: str
+
+
+def _said(instance: ManagedInstance, record: InstanceRecord | None) -> _Said:
+    """What the record says of `instance`, else what EC2 and its tags say."""
+    if record is None:
+        return _Said(
+            start=instance.launched_at,
+            requester=instance.tags.get(REQUESTER),
+            node_pool=instance.tags.get(NODE_POOL),
+            reservation=instance.capacity_reservation_id,
+            capacity_type=instance.capacity_type,
+            instance_type=instance.instance_type,
+        )
+    return _Said(
+        start=_moment(record.launched_at) or instance.launched_at,
+        requester=record.requester or instance.tags.get(REQUESTER),
+        node_pool=record.node_pool or instance.tags.get(NODE_POOL),
+        reservation=record.capacity_reservation_id or instance.capacity_reservation_id,
+        capacity_type=record.capacity_type,
+        instance_type=record.instance_type,
     )
 
 
