@@ -71,8 +71,8 @@ class BurstResult:
 class _NoSingleFlight(UnavailableOfferings):
     """The shared cache as it was before single flight: every worker asks EC2 itself."""
 
-    def take_turn(self, keys: Sequence[str]) -> Turn:
-        return Turn("", free=frozenset(keys))
+    def take_turn(self, keys: Sequence[str], token: str | None = None) -> Turn:
+        return Turn(token or "", free=frozenset(keys))
 
     def end_turn(self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()) -> None:
         return None
