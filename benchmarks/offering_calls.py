@@ -225,7 +225,7 @@ def section(result: Result) -> list[str]:
         f"Baseline, in the same run: revision `{result.baseline.label.split()[0]}` (extracted "
         "with `git archive`), which claimed each offering with a PutItem and released it with a "
         "DeleteItem, one after another. A healthy offering is now asked about without a claim "
-        "(docs/BENCHMARKS.md, *Single flight*), so the curve is flat.",
+        "(docs/operations.md, *The ICE cache and single flight*), so the curve is flat.",
         "",
         *render(result).splitlines(),
         "",
