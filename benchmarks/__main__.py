@@ -15,6 +15,7 @@ from benchmarks import (
     client_reuse,
     cold_start,
     ice_storm,
+    offering_calls,
     plots,
     report,
     scaling,
@@ -54,6 +55,7 @@ def main() -> int:
         healthy=timed("healthy pool", burst.healthy),
         sync_calls=timed("sync calls", sync_calls.run),
         client_reuse=timed("client reuse", client_reuse.run),
+        offering_calls=timed("offering calls", offering_calls.run),
         load=(load_at_start, os.getloadavg()),
         took=took,
     )

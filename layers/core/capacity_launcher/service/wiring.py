@@ -191,7 +191,6 @@ class Adapters:
             local_copy_seconds=settings.ice_local_copy_seconds if local_copy else 0.0,
             dynamodb=self.clients("dynamodb"),
             claim_seconds=settings.ice_claim_seconds,
-            sleep=self.pause,
             clock=self.seconds,
         )
 

@@ -32,6 +32,7 @@ from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.intents import LaunchIntent, allocate, client_token
 from capacity_launcher.domain.records.status import UnavailableOffering
 from capacity_launcher.domain.records.tags import instance_tags, own_request_tags
+from capacity_launcher.service import single_flight
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     Context,
@@ -172,10 +173,16 @@ def claim_slots(ctx: Context, attempt: LaunchAttempt) -> SlotClaim | None:
 
 def take_turn(ctx: Context, attempt: LaunchAttempt) -> tuple[Turn | None, dict[Offering, str]]:
     """Single flight on the shared cache (on-demand and spot; a reservation's slots are
-    claimed in its snapshot): the turn, and the offerings found dry meanwhile (→ reason)."""
+    claimed in its snapshot): the turn, and the offerings found dry meanwhile (→ reason). Only
+    offerings with evidence are claimed (service/single_flight.py)."""
     if attempt.capacity_type == RESERVED:
         return None, {}
-    turn = ctx.ports.unavailable.take_turn([o.key for o in attempt.offerings])
+    turn = single_flight.take_turn(
+        ctx.ports.unavailable,
+        [o.key for o in attempt.offerings],
+        clock=lambda: ctx.clock().timestamp(),
+        pause=ctx.sleep,
+    )
     cached = {o: turn.unavailable[o.key] for o in attempt.offerings if o.key in turn.unavailable}
     return turn, cached
 
