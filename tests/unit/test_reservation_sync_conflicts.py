@@ -6,8 +6,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.domain.apis.config import CapacityReservationSpec, CapacityReservationTarget
 from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.node_class_terms import (
+    CapacityReservationSpec,
+    CapacityReservationTarget,
+)
 from capacity_launcher.domain.capacity.idle_reservations import IdleState
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,

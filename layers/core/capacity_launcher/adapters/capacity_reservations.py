@@ -11,7 +11,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
-from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.capacity.block_extensions import (
     BlockExtension,
     BlockExtensionOffering,

@@ -26,13 +26,9 @@ from capacity_launcher.domain.accounting.pool_usage import (
 )
 from capacity_launcher.domain.accounting.quota_admission import UsageKey
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
-from capacity_launcher.domain.apis.config import (
-    CapacityReservationSelectorTerm,
-    NodeClass,
-    NodePool,
-    PoolSet,
-)
+from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
 from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait

@@ -17,7 +17,8 @@ from datetime import datetime
 from functools import partial
 from typing import Protocol
 
-from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.capacity.idle_reservations import idle_hours_at
 from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
 from capacity_launcher.domain.capacity.reservation_state import (
