@@ -12,6 +12,7 @@ from typing import Any
 
 from capacity_launcher.adapters import aws
 from tests.integration.test_launch_into_reservations import setup_pool
+from tests.integration.test_request_edges import items_put
 from tests.support.cloud import launch_request
 
 REQUESTS = 10
@@ -20,15 +21,8 @@ REQUESTS = 10
 def _written(params: dict[str, Any]) -> list[str]:
     """What a PutItem or BatchWriteItem call puts: `record` (a request's record), `instance`
     (an instance's record) or `other`, item by item."""
-    items = [params["Item"]] if "Item" in params else []
-    items += [
-        write["PutRequest"]["Item"]
-        for writes in params.get("RequestItems", {}).values()
-        for write in writes
-        if "PutRequest" in write
-    ]
     kinds = []
-    for item in items:
+    for item in items_put(params):
         pk, sk = item.get("pk", {}).get("S", ""), item.get("sk", {}).get("S", "")
         if pk.startswith("Request#") and sk == "Record":
             kinds.append("record")
