@@ -36,6 +36,10 @@ class FakeRecords:
         self.records[record.request_id] = record
         self.held_by[record.request_id] = held_by
 
+    def put_records(self, records: Sequence[RequestRecord]) -> None:
+        for record in records:
+            self.put_record(record)
+
     def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None:
         record = self.records.get(request_id)
         if record is None or record.status is not RequestStatus.WAITING:
