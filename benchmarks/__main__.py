@@ -15,6 +15,7 @@ from benchmarks import (
     client_reuse,
     cold_start,
     ice_storm,
+    offering_calls,
     plots,
     report,
     scaling,
@@ -56,6 +57,7 @@ def main() -> int:
         sync_calls=timed("sync calls", sync_calls.run),
         wake_calls=timed("wake calls", wake_calls.run),
         client_reuse=timed("client reuse", client_reuse.run),
+        offering_calls=timed("offering calls", offering_calls.run),
         load=(load_at_start, os.getloadavg()),
         took=took,
     )

@@ -35,6 +35,9 @@ SAMPLE_GROUPS: Mapping[str, Sequence[str]] = {
     "quota": ("team-ml", "team-batch"),
     "resource": ("cpu", "instances"),
 }
+# The value each dashboard variable is drawn as having been chosen (a property variable
+# replaces its dimension's value in every metric row: the picture shows the rows as written).
+SAMPLE_CHOICES: Mapping[str, str] = {"nodePool": "general", "requester": "team-ml"}
 _GROUP_BY = re.compile(r"GROUP BY (.+)$")
 
 
@@ -80,6 +83,8 @@ def dashboard_body(template: Mapping[str, Any] | None = None) -> dict[str, Any]:
 def _row_series(row: Sequence[Any], previous: Sequence[Any]) -> list[Series]:
     """The series one `metrics` line draws: an expression's groups, or one metric."""
     options = row[-1] if row and isinstance(row[-1], dict) else {}
+    if options.get("visible") is False:
+        return []  # an input of an expression, not drawn
     if "expression" in options:
         expression = options["expression"]
         metric = re.search(r"\((\w+)\)", expression)
@@ -96,7 +101,10 @@ def _row_series(row: Sequence[Any], previous: Sequence[Any]) -> list[Series]:
     if fields and fields[0] == "...":
         fields = [*previous[: len(previous) - len(fields) + 1], *fields[1:]]
     label = options.get("label") or str(fields[-1])
-    return [Series(label, str(fields[1]))]
+    # Percentiles of one metric differ by their statistic: each is its own series.
+    return [
+        Series(label, f"{fields[1]}:{options['stat']}" if "stat" in options else str(fields[1]))
+    ]
 
 
 def panels(body: Mapping[str, Any]) -> list[Panel]:
@@ -136,6 +144,11 @@ _SHAPES: Mapping[str, tuple[float, float]] = {
     "QuotaUsageOfNominal": (0.8, 0.4),
     "ApproximateAgeOfOldestMessage": (120.0, 240.0),
     "RequestLatency": (20.0, 30.0),
+    "RequestLatency:p50": (8.0, 6.0),
+    "RequestLatency:p90": (25.0, 15.0),
+    "RequestLatency:p99": (60.0, 30.0),
+    "RequestLatency:Maximum": (90.0, 40.0),
+    "PoolUsageOfLimit": (0.6, 0.4),
     "LaunchDropped": (0.3, 1.0),
 }
 
@@ -181,9 +194,13 @@ def draw(body: Mapping[str, Any], path: Path) -> Path:
         axis.tick_params(labelsize=7)
         axis.set_xticks([])
         axis.legend(fontsize=6, loc="upper left", ncol=2)
+    chosen = ", ".join(
+        f"{v.get('label', v['property'])}: {SAMPLE_CHOICES.get(v['property'], '?')}"
+        for v in body.get("variables", [])
+    )
     figure.suptitle(
         "capacity-launcher dashboard: SAMPLE DATA, not measurements "
-        "(widgets from template.yaml's DashboardBody)",
+        f"(widgets from template.yaml's DashboardBody; variables chosen: {chosen})",
         fontsize=11,
     )
     figure.subplots_adjust(left=0.04, right=0.98, top=0.95, bottom=0.02)

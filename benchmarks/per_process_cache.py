@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from capacity_launcher.domain.capacity.offerings import Turn
+from capacity_launcher.domain.capacity.single_flight import Evidence, Standing
 from capacity_launcher.service import wiring
 from capacity_launcher.service.launch import LaunchBatch
 from capacity_launcher.settings import get_settings
@@ -45,9 +46,17 @@ class InMemoryUnavailable:
         with self._lock:
             self._entries.pop(offering, None)
 
-    def take_turn(self, keys: Sequence[str]) -> Turn:
-        """No single flight: every worker asks EC2 about whatever its own memory does not hold."""
-        return Turn("", free=frozenset(keys))
+    # No single flight: every worker asks EC2 about whatever its own memory does not hold.
+    claim_seconds = 0
+
+    def evidence(self) -> Evidence:
+        return Evidence(time.time())
+
+    def take_turn(self, keys: Sequence[str], token: str | None = None) -> Turn:
+        return Turn(token or "", free=frozenset(keys))
+
+    def standing(self, keys: Sequence[str]) -> dict[str, Standing | None]:
+        return dict.fromkeys(keys)
 
     def end_turn(self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()) -> None:
         return None

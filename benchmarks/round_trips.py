@@ -116,9 +116,9 @@ def counting(count: Count) -> Iterator[None]:
 
 
 def _one_request(scenario: str, capacity_types: tuple[str, ...], reserve: bool) -> Count:
-    """One pool over one instance type in one zone (a single offering: single flight claims
-    one), EC2 consistent at once (the emulator's visibility delay would add DescribeInstances
-    retries that real EC2 seldom needs)."""
+    """One pool over one instance type in one zone (a single offering; `offering_calls.py`
+    draws the calls against their number), EC2 consistent at once (the emulator's visibility
+    delay would add DescribeInstances retries that real EC2 seldom needs)."""
     import moto_capacity
     from benchmarks.scene import POOL, ZONES, bench_cloud, request
     from capacity_launcher.service import wiring

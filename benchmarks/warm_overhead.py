@@ -46,6 +46,7 @@ PHASES: dict[str, list[tuple[Any, str]]] = {
         (LaunchRecords, "complete_intent"),
         (InstanceRecords, "put"),
         (LaunchRecords, "put_record"),
+        (LaunchRecords, "put_records"),
         (DynamoDBPersistenceLayer, "save_inprogress"),
         (DynamoDBPersistenceLayer, "save_success"),
     ],

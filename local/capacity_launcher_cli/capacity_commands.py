@@ -27,6 +27,7 @@ def unavailable_offerings(deployment: Deployment) -> list[UnavailableEntry]:
 def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
     """EC2's capacity reservations as the service sees them (or the ones named by id)."""
     snapshots = named.chosen(args, reservation_snapshots(deployment), lambda r: r.reservation_id)
+    idle = queries(deployment).reservation_idle_hours()
     invalid = named.chosen(
         args,
         queries(deployment).invalid_snapshots(),
@@ -37,13 +38,13 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
         args,
         named.missing_from(args, present),
         lambda: [
-            *(views.reservation_json(r) for r in snapshots),
+            *(views.reservation_json(r, idle.get(r.reservation_id)) for r in snapshots),
             *(
                 {"capacityReservationId": i.reservation_id, "invalidSnapshot": i.reason}
                 for i in invalid
             ),
         ],
-        lambda: views.reservations(snapshots),
+        lambda: views.reservations(snapshots, idle),
     )
     if args.output in TABLES:
         for snapshot in invalid:

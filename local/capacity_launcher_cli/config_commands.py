@@ -28,10 +28,11 @@ from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
 from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.service.configuration import conflicts_among
-from capacity_launcher_cli import views
+from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.label_selectors import requirements_of, selected_names
 from capacity_launcher_cli.output_formats import TABLES
+from capacity_launcher_cli.resource_types import lookup
 from capacity_launcher_cli.service import configuration, queries
 
 if TYPE_CHECKING:
@@ -139,6 +140,16 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
     if not documents:  # an empty file (or folder) would apply nothing and say nothing
         raise ApplyError([f"{', '.join(paths)}: no documents to apply"])
     return documents
+
+
+def read_or_report(paths: list[str]) -> list[SourceDocument] | None:
+    """The files' documents; None when they cannot be read, each problem said on stderr."""
+    try:
+        return read_documents(paths)
+    except ApplyError as error:
+        for problem in error.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return None
 
 
 Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
@@ -252,11 +263,40 @@ def change_word(before: tuple[object, Kept | None] | None, step: Step) -> str:
     return "configured"
 
 
+def unserved(document: SourceDocument) -> str | None:
+    """Why a document of a kind no version here serves is skipped (kubectl's "no matches for
+    kind"), or None: a served kind, or one that is not a document of a kind at all, is read
+    (and refused there when wrong)."""
+    data = document.data
+    if not isinstance(data, dict):
+        return None
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if not isinstance(kind, str) or not kind or not isinstance(api_version, str):
+        return None
+    try:
+        REGISTRY.version(api_version, kind)
+    except ConfigValidationError as error:
+        if error.errors[0].field == "kind":
+            return (
+                f"{document.where}: skipped: no kind {kind!r} is served here "
+                f"({error.errors[0].rule}); the other documents are applied"
+            )
+    return None
+
+
+def served(found: list[SourceDocument]) -> tuple[list[SourceDocument], list[str]]:
+    """The documents of kinds served here, and why each other one is skipped."""
+    judged = [(document, unserved(document)) for document in found]
+    return [d for d, why in judged if why is None], [why for _, why in judged if why is not None]
+
+
 def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     changes = configuration(deployment)
     asked = queries(deployment)
     try:
-        documents = read_documents(args.filename)
+        documents, skipped = served(read_documents(args.filename))
+        for why in skipped:
+            print(f"error: {why}", file=sys.stderr)
         steps = validate_steps(
             documents, priority_references(documents, changes.stored_priority_classes())
         )
@@ -266,21 +306,42 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
         return 1
     for warning in dict.fromkeys(w for s in steps for w in s.applied.warnings):
         print(f"warning: {warning}", file=sys.stderr)
-    for step in steps:
+    dry_run = getattr(args, "dry_run", "none")
+    for index, step in enumerate(steps):
         document = step.document
         try:
             word = change_word(_before(asked, document), step)
-            changes.apply(document, step.kept)
+            waiting: list[FieldError] = []
+            if dry_run == "server":  # the service's checks, nothing written
+                earlier = (s.document for s in steps[:index])
+                waiting = changes.check(document, step.kept, earlier)
+            elif dry_run == "none":
+                waiting = changes.apply(document, step.kept)
         except CapacityLauncherError as error:
-            # The store's refusals (a missing NodeClass, a quota conflict) say where, too.
+            # The store's refusals (a quota conflict, a class's value changed) say where, too.
             print(f"error: {step.source.where}: {_without_name(document, error)}", file=sys.stderr)
             return 1
-        print(f"{document.kind.lower()}/{document.name} {word}{_as_written(step)}")
+        print(
+            f"{document.kind.lower()}/{document.name} {word}{_as_written(step)}"
+            f"{DRY_RUN_SUFFIX[dry_run]}"
+        )
         for path in step.kept.not_acted_on if step.kept else ():
             print(f"  {path}: kept, not acted on")
         for path in step.applied.hub_fields if step.primary else ():
             print(f"  {path}: set by {HUB_FIELDS_PATH}, not in the document's own fields")
-    return 0
+        for missing in waiting:
+            # Applied all the same, as Kubernetes does; its status says so until it is not.
+            print(
+                f"warning: {document.kind.lower()}/{document.name}: {missing.field}: "
+                f"{missing.rule}",
+                file=sys.stderr,
+            )
+    # kubectl's exit for a file with a kind it does not know: the rest applied, and 1.
+    return 1 if skipped else 0
+
+
+# kubectl's words after each object of `apply --dry-run=client|server`.
+DRY_RUN_SUFFIX = {"none": "", "client": " (dry run)", "server": " (server dry run)"}
 
 
 def _as_written(step: Step) -> str:
@@ -296,12 +357,14 @@ def _without_name(document: Hub, error: Exception) -> str:
 
 
 def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
+    """NodePools or NodeClasses as a table (one NAME: its row, as kubectl prints one), or as
+    documents (-o json|name|jsonpath of a listing)."""
     asked = queries(deployment)
     store = asked.config
     classes_asked = args.resource in ("nodeclasses", "ec2nodeclasses")
     kind = "NodeClass" if classes_asked else "NodePool"
     # Stored documents that no longer parse are listed as invalid, never fatal to the listing.
-    invalid = asked.invalid(kind)
+    invalid = named.chosen(args, asked.invalid(kind), lambda d: d.name)
     invalid_json = [
         {"kind": d.kind, "metadata": {"name": d.name}, "status": {"invalid": d.reason}}
         for d in invalid
@@ -309,23 +372,25 @@ def get_config(args: argparse.Namespace, deployment: Deployment) -> int:
     names = selected_names(store, kind, requirements_of(args))
     if classes_asked:
         classes = [c for c in store.node_classes() if names is None or c.name in names]
-        if args.output not in TABLES:
-            views.emit([*(config_document(c) for c in classes), *invalid_json], args)
-        else:
-            views.show(views.node_classes(classes))
-            _warn_invalid(invalid)
-        return 0
-    pools, statuses = asked.pool_statuses()
-    pools = [p for p in pools if names is None or p.name in names]
-    if args.output not in TABLES:
-        views.emit(
-            [*({**config_document(p), "status": statuses[p.name]} for p in pools), *invalid_json],
-            args,
-        )
+        classes = named.chosen(args, classes, lambda c: c.name)
+        found = [c.name for c in classes]
+        items = [*(config_document(c) for c in classes), *invalid_json]
+        table = views.node_classes(classes)
     else:
-        views.show(views.node_pools(pools, statuses))
+        pools, statuses = asked.pool_statuses()
+        pools = [p for p in pools if names is None or p.name in names]
+        pools = named.chosen(args, pools, lambda p: p.name)
+        found = [p.name for p in pools]
+        items = [
+            *({**config_document(p), "status": statuses[p.name]} for p in pools),
+            *invalid_json,
+        ]
+        table = views.node_pools(pools, statuses)
+    missing = named.missing_from(args, [*found, *(d.name for d in invalid)])
+    code = named.answer(args, missing, lambda: items, lambda: table)
+    if args.output in TABLES:
         _warn_invalid(invalid)
-    return 0
+    return code
 
 
 def _warn_invalid(invalid: list[InvalidDocument]) -> None:
@@ -344,8 +409,8 @@ def delete(args: argparse.Namespace, deployment: Deployment) -> int:
     except NotFound:
         if args.ignore_not_found:
             return 0
-        print(f"error: {args.kind} {args.name} not found", file=sys.stderr)
-        return 1
+        print(named.not_found(lookup(args.kind).plural, args.name), file=sys.stderr)
+        return named.EXIT_NOT_FOUND
     except CapacityLauncherError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -1,5 +1,5 @@
-"""`describe TYPE NAME`: one NodePool, NodeClass, CapacityQuota or request as a page for people
-(describe.py lays it out), from the same status builders `get` uses."""
+"""`describe TYPE NAME`: one NodePool, NodeClass, CapacityQuota, OME reservation or request as a
+page for people (describe.py lays it out), from the same status builders `get` uses."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 from capacity_launcher.domain.apis.documents import to_document
 from capacity_launcher.domain.errors import NotFound
 from capacity_launcher.domain.records.status import RequestRecord
+from capacity_launcher_cli import ome_commands
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.describe import Rows, against, conditions, page
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of
 from capacity_launcher_cli.service import queries
 
 Fields = list[tuple[str, Any]]
-DESCRIBED = ("nodepools", "nodeclasses", "ec2nodeclasses", "capacityquotas", "requests")
 
 
 def _head(document: dict[str, Any]) -> Fields:
@@ -105,6 +105,39 @@ def _capacity_quota(name: str, deployment: Deployment) -> Fields:
     ]
 
 
+def _reservation(resource: str) -> Callable[[str, Deployment], Fields]:
+    """OME's CapacityReservation or ClusterCapacityReservation as written, with its status in
+    OME's shape (the same `get capacityreservation NAME -o yaml` shows): its lifecycle, its
+    capacity and what is left against it per flavor, its associations' usage and conditions."""
+
+    def fields(name: str, deployment: Deployment) -> Fields:
+        document = ome_commands.one(deployment, resource, name)
+        status = document.pop("status")
+        return [
+            *_head(document),
+            ("Lifecycle State", status.get("capacityReservationLifecycleState")),
+            ("Cohort", status.get("cohort")),
+            ("Observed At", status.get("observedAt")),
+            ("Usage", _quota_usage(status)),
+            (
+                "Associations",
+                Rows(
+                    ("ASSOCIATION", "NODEPOOL", "RESOURCE", "USED"),
+                    [
+                        (a["name"], f["name"], r["name"], r["total"])
+                        for a in status.get("associationUsages", [])
+                        for f in a.get("usage", [])
+                        for r in f.get("resources", [])
+                    ],
+                ),
+            ),
+            ("Not Acted On", status.get("notActedOn")),
+            ("Conditions", conditions(status.get("conditions", []))),
+        ]
+
+    return fields
+
+
 def _request(name: str, deployment: Deployment) -> Fields:
     asked = queries(deployment)
     record, intents = asked.records.load(name)
@@ -145,8 +178,11 @@ _PAGES: dict[str, Callable[[str, Deployment], Fields]] = {
     "nodeclasses": _node_class,
     "ec2nodeclasses": _node_class,
     "capacityquotas": _capacity_quota,
+    "capacityreservations": _reservation("capacityreservations"),
+    "clustercapacityreservations": _reservation("clustercapacityreservations"),
     "requests": _request,
 }
+DESCRIBED = tuple(_PAGES)
 
 
 def describe(args: argparse.Namespace, deployment: Deployment) -> int:

@@ -41,10 +41,9 @@ def get_nodeclaims(args: argparse.Namespace, deployment: Deployment) -> int:
     if args.name:
         if args.name not in claims:
             return named.report_missing(args, [args.name])
-        views.emit(claims[args.name], args)
-        return 0
+        claims = {args.name: claims[args.name]}  # its row, or itself with -o
     if args.output not in TABLES:
-        views.emit(list(claims.values()), args)
+        views.emit(claims[args.name] if args.name else list(claims.values()), args)
         return 0
     views.show(views.nodeclaims(list(claims.values())))
     return 0

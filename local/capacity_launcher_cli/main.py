@@ -36,6 +36,18 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _all_namespaces(parser: argparse.ArgumentParser) -> None:
+    """kubectl's -A, typed by habit: there are no namespaces here (every object, and every
+    team's requests, is listed already), so it is accepted and changes nothing."""
+    parser.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="accepted as kubectl's and changes nothing: there are no namespaces, every object "
+        "(and every team's requests) is listed already",
+    )
+
+
 def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit = commands.add_parser("submit", help="send a launch request to the bus or the queue")
     _common(submit)
@@ -71,9 +83,23 @@ def parser() -> argparse.ArgumentParser:
     )
     _common(apply)
     apply.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
+    apply.add_argument(
+        "--dry-run",
+        choices=("none", "client", "server"),
+        default="none",
+        help="write nothing: client checks the documents here; server also runs the service's "
+        "checks against what is stored (docs/cli.md)",
+    )
+
+    diff = commands.add_parser(
+        "diff", help="what apply -f would change: a unified diff of stored and applied objects"
+    )
+    _common(diff)
+    diff.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
 
     get = commands.add_parser("get", help="list resources")
     _common(get)
+    _all_namespaces(get)
     resource_types.add_argument(
         get, "resource", "what to list: a plural, singular or short name, in any case"
     )
@@ -82,8 +108,8 @@ def parser() -> argparse.ArgumentParser:
         nargs="*",
         action=_Names,
         metavar="NAME",
-        help="only these (a request by its requestId, an instance or reservation by its id); "
-        "one document by name prints as YAML by default",
+        help="only these (a request by its requestId, an instance or reservation by its id): "
+        "their rows, or the object itself with -o yaml|json",
     )
     get.add_argument(
         "--ignore-not-found",
@@ -138,15 +164,24 @@ def parser() -> argparse.ArgumentParser:
     )
 
     delete = commands.add_parser(
-        "delete", help="delete a NodePool, NodeClass, CapacityQuota or PriorityClass"
+        "delete",
+        help="delete a NodePool, NodeClass, CapacityQuota or PriorityClass (TYPE NAME, or -f)",
     )
     _common(delete)
+    _all_namespaces(delete)
     resource_types.add_argument(
         delete,
         "kind",
         "nodepool (np), nodeclass (nc, ec2nodeclass), capacityquota (cq) or priorityclass (pc)",
+        optional=True,
     )
-    delete.add_argument("name", help="the document's metadata.name")
+    delete.add_argument("name", nargs="?", help="the document's metadata.name")
+    delete.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        help="file or folder (- for standard input): delete every object its documents apply",
+    )
     delete.add_argument(
         "--ignore-not-found",
         action="store_true",
@@ -155,8 +190,12 @@ def parser() -> argparse.ArgumentParser:
 
     describe = commands.add_parser("describe", help="one resource as a page for people")
     _common(describe)
+    _all_namespaces(describe)
     resource_types.add_argument(
-        describe, "resource", "nodepool, nodeclass, ec2nodeclass, capacityquota or request"
+        describe,
+        "resource",
+        "nodepool, nodeclass, ec2nodeclass, capacityquota, capacityreservation, "
+        "clustercapacityreservation or request",
     )
     describe.add_argument("name", help="its name (a request: its requestId)")
 
@@ -166,14 +205,52 @@ def parser() -> argparse.ArgumentParser:
         "top", help="a live view: queue, requests, pools, quotas, reservations, dry offerings"
     )
     _common(top)
+    _all_namespaces(top)
     top.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     top.add_argument("--once", action="store_true", help="print one screen and exit")
+
+    web = commands.add_parser(
+        "web", help="a read-only web view: pools, reservations, requests, the ICE cache"
+    )
+    _common(web)
+    web.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback)")
+    web.add_argument("--port", type=int, default=8466, help="port to listen on (default 8466)")
+    web.add_argument("--interval", type=float, default=2.0, help="seconds between the page's polls")
+
+    usage = commands.add_parser(
+        "usage", help="usage by team: instance-hours, reservation hours, idle shares, cost"
+    )
+    _common(usage)
+    usage.add_argument(
+        "--since", help="from this UTC date or ISO-8601 time (default: today, 00:00 UTC)"
+    )
+    usage.add_argument("--until", help="to this UTC date (the whole day) or time (default: now)")
+    usage.add_argument(
+        "-o", "--output", choices=("table", "json", "csv"), default="table", help="how to print"
+    )
+    usage.add_argument(
+        "--prices",
+        help="a price table (JSON or YAML: onDemand, spot, reserved, block, each mapping an "
+        "instance type to USD per hour) to estimate costs with; without it no cost is shown",
+    )
 
     status = commands.add_parser("status", help="a request's status record (JSON)")
     _common(status)
     status.add_argument("request_id", help="the request's requestId")
     status.add_argument("--wait", action="store_true", help="wait until the request finishes")
     status.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
+
+    explain = commands.add_parser(
+        "explain", help="a kind's fields: their types, descriptions and rules (kubectl explain)"
+    )
+    explain.add_argument(
+        "target",
+        metavar="TYPE[.FIELD.PATH]",
+        help="a TYPE by any of its names, then the path of a field (np.spec.limits)",
+    )
+    explain.add_argument(
+        "--api-version", help="another served version of the kind (docs/api-versions.md)"
+    )
 
     schemas = commands.add_parser("schemas", help="JSON Schemas of the contracts")
     schemas.add_argument("--write", action="store_true", help="write them to --directory")
@@ -184,9 +261,12 @@ def parser() -> argparse.ArgumentParser:
 
     completion = commands.add_parser(
         "completion",
-        help='shell completion: eval "$(capacity-launcher completion bash)" (or zsh)',
+        help='shell completion: eval "$(capacity-launcher completion bash)" (or zsh); '
+        "capacity-launcher completion fish | source",
     )
-    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    completion.add_argument(
+        "shell", choices=("bash", "zsh", "fish"), help="the shell to complete in"
+    )
     _plugin_parsers(commands)
     return root
 
@@ -263,11 +343,14 @@ def _command(args: argparse.Namespace) -> Command:
         }[args.resource]
     commands: dict[str, Command] = {
         "apply": config_commands.apply,
-        "delete": config_commands.delete,
+        "diff": _diff,
+        "delete": _delete,
         "submit": request_commands.submit,
         "status": request_commands.status,
         "top": _top,
+        "web": _web,
         "describe": _describe,
+        "usage": _usage,
     }
     if args.command in commands:
         return commands[args.command]
@@ -281,7 +364,13 @@ _MANY_NAMES = ("requests", "instances", "reservations", "unavailable-offerings")
 
 
 def _refused(args: argparse.Namespace) -> str | None:
-    """A `get` whose flags cannot go together, as kubectl refuses them."""
+    """A `get` or `delete` whose flags cannot go together, as kubectl refuses them."""
+    if args.command == "delete":
+        if args.filename and args.kind:
+            return "delete takes TYPE NAME or -f FILE, not both"
+        if not args.filename and not (args.kind and args.name):
+            return "delete takes TYPE NAME, or -f FILE"
+        return None
     if args.command != "get":
         return None
     if len(args.names) > 1 and args.resource not in _MANY_NAMES:
@@ -309,16 +398,44 @@ def _watch(command: Command, args: argparse.Namespace, deployment: Deployment) -
     return watch(command, args, deployment)
 
 
+def _delete(args: argparse.Namespace, deployment: Deployment) -> int:
+    if args.filename:
+        from capacity_launcher_cli.file_deletes import delete_files
+
+        return delete_files(args, deployment)
+    from capacity_launcher_cli.config_commands import delete
+
+    return delete(args, deployment)
+
+
+def _diff(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.file_diffs import diff
+
+    return diff(args, deployment)
+
+
 def _describe(args: argparse.Namespace, deployment: Deployment) -> int:
     from capacity_launcher_cli.describe_commands import describe
 
     return describe(args, deployment)
 
 
+def _usage(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.usage_command import usage
+
+    return usage(args, deployment)
+
+
 def _top(args: argparse.Namespace, deployment: Deployment) -> int:
     from capacity_launcher_cli.top import top
 
     return top(args, deployment)
+
+
+def _web(args: argparse.Namespace, deployment: Deployment) -> int:
+    from capacity_launcher_cli.web_server import web
+
+    return web(args, deployment)
 
 
 # Types whose listing (no NAME, no --output-version) is a table, and in these outputs; the rest
@@ -333,14 +450,18 @@ _LISTED_AS = {
 
 
 def _documents_asked(args: argparse.Namespace) -> bool:
-    """`get` of configuration documents by name, as YAML, or in a version: the stored objects."""
+    """`get` of configuration documents as YAML, by name in any output but a table (a NAME's
+    table is its row, as kubectl prints it), or in a version: the stored objects."""
     from capacity_launcher_cli.version_commands import resource
 
     if resource(args.resource) is None:
         return False
+    if args.output_version is not None:
+        return True
+    if args.name is not None:
+        return args.output not in output_formats.TABLES
     output = args.output.split("=", 1)[0]  # jsonpath=TEMPLATE: jsonpath
-    listing = output in _LISTED_AS.get(args.resource, ())
-    return not listing or args.name is not None or args.output_version is not None
+    return output not in _LISTED_AS.get(args.resource, ())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -378,6 +499,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         from capacity_launcher_cli.version_commands import convert
 
         return convert(args)
+    if args.command == "explain":
+        from capacity_launcher_cli.explain import explain
+
+        return explain(args)
     if args.command == "schemas":
         from capacity_launcher_cli.schemas import schemas_command
 
@@ -393,6 +518,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     from capacity_launcher_cli.deployment import DeploymentNotFound, resolve
 
     deployment = None
+    # diff's 1 says "differences", as kubectl's and diff's: its errors exit 2.
+    failed = 2 if args.command == "diff" else 1
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
         refused = _refused(args)
@@ -405,13 +532,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return command(args, deployment)
     except DeploymentNotFound as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return failed
     except (EndpointConnectionError, ConnectTimeoutError) as error:
         print(f"error: {error}{_unreachable_hint(deployment)}", file=sys.stderr)
-        return 1
+        return failed
     except (ClientError, BotoCoreError, CapacityLauncherError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return failed
 
 
 def _unreachable_hint(deployment: Deployment | None) -> str:

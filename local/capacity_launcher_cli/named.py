@@ -17,9 +17,11 @@ from capacity_launcher_cli.output_formats import TABLES
 EXIT_NOT_FOUND = 1
 
 
-def not_found(resource: str, name: str) -> str:
-    """kubectl's line for a name that is not there (`resource`: the type's plural)."""
-    return f'Error from server (NotFound): {resource} "{name}" not found'
+def not_found(resource: str, name: str, deleting: object = None) -> str:
+    """kubectl's line for a name that is not there (`resource`: the type's plural; `deleting`:
+    the file `delete -f` read it from)."""
+    where = f'error when deleting "{deleting}": ' if deleting is not None else ""
+    return f'Error from server (NotFound): {where}{resource} "{name}" not found'
 
 
 def report_missing(args: argparse.Namespace, missing: Iterable[str]) -> int:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from capacity_launcher.domain.apis.api_versions import ServedVersion
 from capacity_launcher.domain.apis.config import CAPACITY_QUOTA
 from capacity_launcher.domain.apis.documents import StoredDocument
 from capacity_launcher.domain.apis.ome.reservations import (
@@ -23,6 +24,9 @@ from capacity_launcher_cli.label_selectors import matches, requirements_of, stor
 from capacity_launcher_cli.service import queries
 from capacity_launcher_cli.version_commands import not_acted_on
 from capacity_launcher_cli.views import emit
+
+if TYPE_CHECKING:
+    from capacity_launcher.service.queries import Queries
 
 RESOURCES = {
     "capacityreservations": CAPACITY_RESERVATION,
@@ -63,6 +67,13 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
     except ConfigValidationError as error:
         print(f"error: {args.resource}: {error}", file=sys.stderr)
         return 1
+    items = shown(asked, found, version)
+    emit(items[0] if args.name else items, args)
+    return 0
+
+
+def shown(asked: Queries, found: list[StoredDocument], version: ServedVersion) -> list[Any]:
+    """Each reservation as written in `version`, with OME's status and what is not acted on."""
     statuses = asked.quota_status_of()
     table = asked.priority_classes.table()
     items = []
@@ -74,5 +85,16 @@ def get_reservations(args: argparse.Namespace, deployment: Deployment) -> int:
             stored.document.name, statuses[stored.document.name]
         )
         items.append({**document, "status": {**status, **not_acted_on(stored.kept)}})
-    emit(items[0] if args.name else items, args)
-    return 0
+    return items
+
+
+def one(deployment: Deployment, resource: str, name: str) -> dict[str, Any]:
+    """One reservation of the kind `resource` names, as `get RESOURCE NAME` shows it (NotFound
+    when no reservation of that kind has that name)."""
+    kind = RESOURCES[resource]
+    asked = queries(deployment)
+    stored = asked.config.stored("CapacityQuota", name)
+    if not _applied_as(stored, kind):
+        raise NotFound(kind, name)
+    (item,) = shown(asked, [stored], REGISTRY.version(OME_API_VERSION, kind))
+    return dict(item)

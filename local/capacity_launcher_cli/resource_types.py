@@ -69,9 +69,11 @@ def delete_type(word: str) -> str:
     return found.deletes
 
 
-def add_argument(parser: argparse.ArgumentParser, dest: str, description: str) -> None:
+def add_argument(
+    parser: argparse.ArgumentParser, dest: str, description: str, optional: bool = False
+) -> None:
     """The TYPE positional of `get` (dest "resource") or `delete` (dest "kind"): any of its
-    names in any case, completed from the lowercase names."""
+    names in any case, completed from the lowercase names (``optional``: `delete -f` has none)."""
     deleting = dest == "kind"
     parser.add_argument(
         dest,
@@ -79,4 +81,5 @@ def add_argument(parser: argparse.ArgumentParser, dest: str, description: str) -
         choices=DELETE_NAMES if deleting else GET_NAMES,
         metavar="TYPE",
         help=description,
+        nargs="?" if optional else None,
     )

@@ -172,8 +172,8 @@ def contracts() -> dict[str, dict[str, Any]]:
             "serialization",
             "ReservationEvent",
             f"The detail of the Capacity Reservation Exhausted, Replenished, Utilization High, "
-            f"Expiring, Activated and Expired events and of {BLOCK_EXPIRING!r} (source "
-            f"{EVENT_SOURCE!r}): the reservation as the sync saw it.",
+            f"Underutilized, Expiring, Activated and Expired events and of {BLOCK_EXPIRING!r} "
+            f"(source {EVENT_SOURCE!r}): the reservation as the sync saw it.",
         ),
         "request-record.json": _schema(
             RequestRecord,

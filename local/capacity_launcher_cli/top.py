@@ -34,7 +34,7 @@ from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.apis.config import NodePool
 from capacity_launcher.domain.apis.documents import to_document
 from capacity_launcher.domain.capacity.offerings import UnavailableEntry
-from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.capacity.reservations import ACTIVE, ReservationSnapshot
 from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
@@ -299,9 +299,7 @@ def reservations_section(view: TopView) -> Table:
         "Reservations and Capacity Blocks",
         "RESERVATION", "TYPE", "ZONE", "KIND", "STATE", "USED", "TIME LEFT",
     )  # fmt: skip
-    live = [r for r in view.reservations if r.state == "active" or r.upcoming]
-    far = view.observed_at + timedelta(days=36500)
-    live.sort(key=lambda r: (r.end_date or far, r.reservation_id))
+    live = live_reservations(view.reservations, view.observed_at)
     for r in live[:SECTION_ROWS]:
         table.add_row(
             r.reservation_id, r.instance_type, r.zone, views.reservation_kind(r),
@@ -312,13 +310,32 @@ def reservations_section(view: TopView) -> Table:
     return table
 
 
-def _time_left(r: ReservationSnapshot, now: datetime) -> str:
+def live_reservations(
+    reservations: Sequence[ReservationSnapshot], now: datetime
+) -> list[ReservationSnapshot]:
+    """The active and upcoming reservations, the soonest to end first (open-ended ones last)."""
+    live = [r for r in reservations if r.state == ACTIVE or r.upcoming]
+    far = now + timedelta(days=36500)
+    live.sort(key=lambda r: (r.end_date or far, r.reservation_id))
+    return live
+
+
+def time_left(r: ReservationSnapshot, now: datetime) -> str:
+    """`starts in 2h05m`, `45m`, `no end`."""
     if r.upcoming and r.start_date is not None:
         return f"starts in {duration((r.start_date - now).total_seconds())}"
     if r.end_date is None:
         return "no end"
-    left = (r.end_date - now).total_seconds()
-    return f"[red]{duration(left)}[/]" if left < 3600 else duration(left)
+    return duration((r.end_date - now).total_seconds())
+
+
+def _time_left(r: ReservationSnapshot, now: datetime) -> str:
+    """`time_left`, in red under an hour before the end."""
+    shown = time_left(r, now)
+    starting = r.upcoming and r.start_date is not None
+    if not starting and r.end_date is not None and (r.end_date - now).total_seconds() < 3600:
+        return f"[red]{shown}[/]"
+    return shown
 
 
 def dry_section(view: TopView) -> Table:

@@ -19,7 +19,7 @@ from capacity_launcher.domain.apis.priority_classes import PriorityTable
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import CapacityLauncherError, ConfigValidationError, NotFound
 from capacity_launcher_cli import named, views
-from capacity_launcher_cli.config_commands import ApplyError, read_documents
+from capacity_launcher_cli.config_commands import read_or_report
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of, nodepool_status_of
 from capacity_launcher_cli.label_selectors import matches, requirements_of, stored_labels
@@ -110,11 +110,8 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
 
 def convert(args: argparse.Namespace) -> int:
     """Each document of the files in the served version ``--output-version`` of its kind."""
-    try:
-        sources = read_documents(args.filename)
-    except ApplyError as error:
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
+    sources = read_or_report(args.filename)
+    if sources is None:
         return 1
     converted: list[dict[str, Any]] = []
     failed = False

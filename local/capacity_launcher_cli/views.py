@@ -94,15 +94,26 @@ NO_RESOURCES = "No resources found"
 def show(table: Table) -> None:
     """A listing on stdout; an empty one prints nothing there and says so on stderr, as kubectl
     does (so `| wc -l` counts rows, and a person is not shown a bare header). A terminal gets the
-    table; a pipe or file gets plain columns."""
+    boxed table when it fits its width with no cell wrapped; otherwise, and on a pipe or file,
+    plain columns, as kubectl prints them (the terminal wraps a long line whole, never a word
+    inside a cell)."""
     if table.row_count == 0:
         sys.stderr.write(NO_RESOURCES + "\n")
         return
     out = console()
-    if out.is_terminal:
+    if out.is_terminal and fits(out, table):
         out.print(table)
     else:
-        sys.stdout.write(plain(table))
+        out.file.write(plain(table))
+
+
+def fits(out: Console, table: Table) -> bool:
+    """Whether the table's widest rendering (every cell on one line) fits the console."""
+    unbounded = out.options.update_width(_UNBOUNDED)  # measured at a terminal's width, it fits
+    return out.measure(table, options=unbounded).maximum <= out.width
+
+
+_UNBOUNDED = 100_000
 
 
 def plain(table: Table) -> str:
@@ -134,7 +145,7 @@ def dump(data: Any, output: str) -> None:
 
 def emit(found: list[dict[str, Any]] | dict[str, Any], args: argparse.Namespace) -> None:
     """`get -o json|yaml|name|jsonpath=T` of a listing (a list) or of one document (a dict);
-    a document asked by name without `-o` prints as YAML."""
+    a kind with no table (OME's reservations) prints as YAML without `-o`."""
     output = "yaml" if args.output in TABLES else args.output
     if output == "name":
         items = [found] if isinstance(found, dict) else found
@@ -360,7 +371,12 @@ def instance_details(
     ]
 
 
-def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
+def reservations(
+    snapshots: Sequence[ReservationSnapshot], idle_hours: Mapping[str, float] | None = None
+) -> Table:
+    """`idle_hours`: paid and unused instance-hours the sync counted (none for a reservation
+    no NodeClass selects: the sync keeps no snapshot of it)."""
+    idle = idle_hours or {}
     table = _table(
         "Capacity reservations",
         "ID",
@@ -374,6 +390,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
         "USED",
         "AVAILABLE",
         "EXHAUSTED",
+        "IDLE HOURS",
         "GROUPS",
     )
     for r in sorted(snapshots, key=lambda s: s.reservation_id):
@@ -389,6 +406,7 @@ def reservations(snapshots: Sequence[ReservationSnapshot]) -> Table:
             f"{r.used}/{r.total}",
             str(r.available),
             "yes" if r.exhausted else "-",
+            f"{idle[r.reservation_id]:.1f}" if r.reservation_id in idle else "-",
             _or_dash(" ".join(g.rsplit("/", 1)[-1] for g in r.groups)),
         )
     return table
@@ -402,7 +420,7 @@ def _minute(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M") if moment else ""
 
 
-def reservation_json(r: ReservationSnapshot) -> dict[str, Any]:
+def reservation_json(r: ReservationSnapshot, idle_hours: float | None = None) -> dict[str, Any]:
     return {
         "capacityReservationId": r.reservation_id,
         "instanceType": r.instance_type,
@@ -416,6 +434,8 @@ def reservation_json(r: ReservationSnapshot) -> dict[str, Any]:
         "totalInstanceCount": r.total,
         "availableInstanceCount": r.available,
         "exhausted": r.exhausted,
+        # Paid and unused instance-hours the sync counted; null when it keeps no snapshot.
+        "idleInstanceHours": round(idle_hours, 4) if idle_hours is not None else None,
         "groups": list(r.groups),
         "tags": dict(r.tags),
     }

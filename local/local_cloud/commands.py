@@ -27,6 +27,11 @@ def _local_arguments(local: argparse.ArgumentParser) -> None:
     up.add_argument("--local-file", help="where to write the names")
     up.add_argument("--visibility-timeout", type=int, help="override the launch queue's")
     up.add_argument("--no-schedules", action="store_true", help="do not run scheduled functions")
+    up.add_argument(
+        "--web-port",
+        type=int,
+        help="also serve the web view (capacity-launcher web) on this port, on --host",
+    )
 
 
 def _local(args: argparse.Namespace) -> int:

@@ -10,8 +10,12 @@ from pathlib import Path
 
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment, local_file, write_local
+from capacity_launcher_cli.web_server import WebServer, start
 from local_cloud.address import PortInUse, port_taken
 from local_cloud.example_capacity import GROUP_NAME
+
+# How often the web view's page polls (`capacity-launcher web --interval` chooses it there).
+WEB_REFRESH_SECONDS = 2.0
 
 
 def quiet_server_logs() -> None:
@@ -50,6 +54,10 @@ def up(args: argparse.Namespace) -> int:
     if taken is not None:
         print(f"error: {taken}", file=sys.stderr)
         return 1
+    web_port: int | None = args.web_port
+    if web_port is not None and port_taken(args.host, web_port) is not None:
+        print(f"error: --web-port: port {web_port} on {args.host} is in use", file=sys.stderr)
+        return 1
     from local_cloud.cloud import LocalCloud, LocalCloudOptions
     from local_cloud.example_capacity import create_reservations
 
@@ -66,6 +74,7 @@ def up(args: argparse.Namespace) -> int:
     cloud = LocalCloud(options)
     target = local_file(args.local_file)
     written = False
+    web: WebServer | None = None
     # SIGTERM (a supervisor, `kill`, `timeout`) stops as Ctrl-C does, even mid-start.
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"starting the local cloud on {args.host}:{args.port}…", file=sys.stderr)
@@ -76,6 +85,9 @@ def up(args: argparse.Namespace) -> int:
         write_local(deployment, target)
         written = True
         describe(deployment, target, sorted(cloud.functions), cloud.adjustments)
+        if web_port is not None:
+            web = start(deployment, args.host, web_port, WEB_REFRESH_SECONDS)
+            print(f"web view at {web.url}", file=sys.stderr)
         while True:
             signal.pause()
     except PortInUse as error:
@@ -84,6 +96,9 @@ def up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if web is not None:
+            web.shutdown()
+            web.server_close()
         if cloud.deployment is not None:
             print("stopping the local cloud", file=sys.stderr)
         if written:  # another cloud's names (on the port we could not take) are left alone

@@ -37,12 +37,39 @@ def test_short_singular_and_cased_names_act_on_the_same_type(habits_pool: str) -
     assert run_cli("get", "NodePool").out == table.out
     listed = {p["metadata"]["name"] for p in run_cli("get", "NP", "-o", "json").json()["items"]}
     assert habits_pool in listed
-    one = yaml.safe_load(run_cli("get", "nodepools", habits_pool).out)
+    one = yaml.safe_load(run_cli("get", "nodepools", habits_pool, "-o", "yaml").out)
     assert one["metadata"]["name"] == habits_pool
 
     deleted = run_cli("delete", "NP", habits_pool)
     assert (deleted.code, deleted.out.strip()) == (0, "nodepool/habits deleted")
     assert run_cli("delete", "nodepools", habits_pool, "--ignore-not-found").code == 0
+
+
+@pytest.mark.parametrize(
+    ("listed", "named"), [("nodepools", "habits"), ("nc", "general"), ("ec2nodeclass", "general")]
+)
+def test_a_name_prints_its_row_as_the_listing_does(
+    habits_pool: str, listed: str, named: str
+) -> None:
+    # Given the listing of a configuration type, as plain columns
+    header, *rows = run_cli("get", listed).out.splitlines()
+
+    # When one of its objects is asked by name
+    one = run_cli("get", listed, named)
+
+    # Then it prints the listing's header and that object's row (kubectl's `get TYPE NAME`)
+    assert one.code == 0, one.err
+    assert [line.split() for line in one.out.splitlines()] == [
+        header.split(),
+        next(row.split() for row in rows if row.split()[0] == named),
+    ]
+    # and -o yaml still prints the document itself
+    document = yaml.safe_load(run_cli("get", listed, named, "-o", "yaml").out)
+    assert document["metadata"]["name"] == named
+    # and a name not there is kubectl's NotFound, with no table
+    missing = run_cli("get", listed, "no-such-name")
+    assert (missing.code, missing.out) == (1, "")
+    assert "(NotFound)" in missing.err
 
 
 def test_quota_names_list_the_quota_table(e2e_cloud: E2eCloud) -> None:
@@ -172,3 +199,22 @@ def test_label_selectors_pick_documents_by_their_kept_labels(
     refused = run_cli("get", "requests", "-l", "team=ml")
     assert (refused.code, "carry no labels" in refused.err) == (2, True)
     assert run_cli("get", "np", "labelled", "-l", "team=ml").code == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("get", "np"),
+        ("get", "requests", "-o", "name"),
+        ("describe", "np", "e2e"),
+        ("delete", "np", "no-such-pool", "--ignore-not-found"),
+    ],
+)
+def test_all_namespaces_is_accepted_and_changes_nothing(
+    e2e_cloud: E2eCloud, argv: tuple[str, ...]
+) -> None:
+    # kubectl users type -A by habit; there are no namespaces here (docs/cli.md)
+    without = run_cli(*argv)
+    for flag in ("-A", "--all-namespaces"):
+        with_flag = run_cli(*argv, flag)
+        assert (with_flag.code, with_flag.out) == (0, without.out), with_flag.err

@@ -50,10 +50,10 @@ def _advance_clock(endpoint: str, seconds: int) -> None:
 def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) -> None:
     # Given `local up` in its own process, writing its names where we say
     local_file = tmp_path / "local.json"
-    port = _free_port()
+    port, web_port = _free_port(), _free_port()
     up = subprocess.Popen(
         [*entry_point(), "local", "up", "--port", str(port), "--local-file", str(local_file),
-         "--no-schedules"],
+         "--no-schedules", "--web-port", str(web_port)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_shell(),
     )  # fmt: skip
     try:
@@ -98,6 +98,12 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
         record = json.loads(_cli(local_file, "status", "sample-eventbridge-1").stdout)
         finished = datetime.fromisoformat(record["finishedAt"])
         assert finished - datetime.now(UTC) > timedelta(hours=23)
+
+        # And the web view served beside it (--web-port) shows its pools, on its clock
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/api/view", timeout=30) as web:
+            view = json.loads(web.read())
+        assert {"batch", "general", "training"} <= {p["name"] for p in view["pools"]}
+        assert datetime.fromisoformat(view["observedAt"]) - datetime.now(UTC) > timedelta(hours=23)
     finally:
         # Then SIGTERM (as Ctrl-C) stops it and removes the names it wrote
         up.send_signal(signal.SIGTERM)

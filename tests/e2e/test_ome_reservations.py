@@ -123,7 +123,13 @@ def test_the_seed_examples_apply_as_written_and_launches_stay_within_them(
         allocatable = {r["name"]: r["total"] for r in status["allocatable"][0]["resources"]}
         assert allocatable["nvidia.com/gpu"] == "0"
         conditions = {c["type"]: c for c in status["conditions"]}
-        assert set(conditions) == {"Ready", "ResourcesSufficient", "DACAssociationsHealthy"}
+        assert set(conditions) == {
+            "Ready",
+            "ResourcesSufficient",
+            "DACAssociationsHealthy",
+            "PriorityClassReady",
+        }
+        assert conditions["PriorityClassReady"]["status"] == "True"
         assert conditions["ResourcesSufficient"]["status"] == "False"
         assert "spec.compartmentID" in status["notActedOn"]
     finally:
@@ -136,12 +142,15 @@ def test_the_seed_examples_apply_as_written_and_launches_stay_within_them(
 def test_a_seed_reservation_takes_the_value_of_the_priority_class_it_names(
     e2e_cloud: E2eCloud, tmp_path: Path
 ) -> None:
+    # Applied before its class, it waits for it (tests/e2e/test_order_free_apply.py)
     team_a = EXAMPLES / "7-team-a-reservation.yaml"
     missing = run_cli("apply", "-f", str(team_a))
-    assert missing.code == 1
-    assert "spec.priorityClassName: must name an applied PriorityClass" in missing.err
-    assert "'team-a-workloads' is not applied" in missing.err
-    assert run_cli("get", "capacityquota", "team-a-reservation").code == 1
+    assert missing.code == 0, missing.err
+    assert "spec.priorityClassName: PriorityClass 'team-a-workloads' is not applied yet" in (
+        missing.err
+    )
+    hub = yaml.safe_load(run_cli("get", "capacityquota", "team-a-reservation", "-o", "yaml").out)
+    assert hub["spec"]["priority"] == 0
 
     classes = """\
 apiVersion: scheduling.k8s.io/v1

@@ -79,6 +79,9 @@ class FakeTemplates:
     def image_platform(self, node_class: NodeClass) -> str | None:
         return LINUX
 
+    def security_group_ids(self, node_class: NodeClass) -> tuple[str, ...]:
+        return tuple(node_class.spec.security_group_ids or ("sg-fake",))
+
     def instance_profile(self, node_class: NodeClass) -> str | None:
         """The class's own instanceProfile; a role's profile is the adapter's to make."""
         return node_class.spec.instance_profile

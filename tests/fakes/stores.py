@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from capacity_launcher.domain.capacity.offerings import Turn
+from capacity_launcher.domain.capacity.single_flight import BEING_TRIED, Evidence, Standing
 from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.intents import LaunchIntent
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
@@ -34,6 +35,10 @@ class FakeRecords:
     def put_record(self, record: RequestRecord, held_by: str | None = None) -> None:
         self.records[record.request_id] = record
         self.held_by[record.request_id] = held_by
+
+    def put_records(self, records: Sequence[RequestRecord]) -> None:
+        for record in records:
+            self.put_record(record)
 
     def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None:
         record = self.records.get(request_id)
@@ -132,13 +137,16 @@ class FakeEntry:
 
 class FakeUnavailable:
     """`UnavailableCache`: offerings EC2 found dry, each for `ttl_seconds` of `clock`, and the
-    single flight's claims (a claim another worker holds is `claim_elsewhere`)."""
+    single flight's claims, each for `claim_seconds` (a claim another worker holds is
+    `claim_elsewhere`). Every read is fresh: the evidence is what the table holds now."""
 
-    def __init__(self, clock: Clock, ttl_seconds: int = 180) -> None:
+    def __init__(self, clock: Clock, ttl_seconds: int = 180, claim_seconds: int = 20) -> None:
         self._clock = clock
         self._ttl = ttl_seconds
+        self.claim_seconds = claim_seconds
         self.entries: dict[str, FakeEntry] = {}
-        self.claims: dict[str, str] = {}  # offering key -> the turn's token
+        self.claims: dict[str, tuple[str, float]] = {}  # offering key -> (turn's token, until)
+        self.launched: dict[str, float] = {}
         self._tokens = itertools.count(1)
 
     def current(self) -> dict[str, FakeEntry]:
@@ -158,20 +166,45 @@ class FakeUnavailable:
         self.entries.pop(offering, None)
 
     def claim_elsewhere(self, key: str) -> None:
-        self.claims[key] = "elsewhere"
+        self.claims[key] = ("elsewhere", self._clock() + self.claim_seconds)
 
-    def take_turn(self, keys: Sequence[str]) -> Turn:
-        token = f"turn-{next(self._tokens)}"
+    def evidence(self) -> Evidence:
+        now = self._clock()
+        return Evidence(
+            now,
+            {k: Standing(e.reason, e.expires_at) for k, e in self.entries.items()},
+            {k: until for k, (_, until) in self.claims.items() if until > now},
+            {k: until for k, until in self.launched.items() if until > now},
+        )
+
+    def take_turn(self, keys: Sequence[str], token: str | None = None) -> Turn:
+        token = token or f"turn-{next(self._tokens)}"
+        now = self._clock()
         known = self.current()
         unavailable = {k: known[k].reason for k in keys if k in known}
-        mine = frozenset(k for k in keys if k not in known and k not in self.claims)
+        held = {k: until for k, (_, until) in self.claims.items() if until > now}
+        elsewhere = {k: held[k] for k in keys if k in held and k not in unavailable}
+        mine = frozenset(k for k in keys if k not in unavailable and k not in elsewhere)
         for key in mine:
-            self.claims[key] = token
-        return Turn(token, mine, frozenset(), unavailable)
+            self.claims[key] = (token, now + self.claim_seconds)
+        return Turn(token, mine, frozenset(), unavailable, elsewhere)
+
+    def standing(self, keys: Sequence[str]) -> dict[str, Standing | None]:
+        read: dict[str, Standing | None] = {}
+        for key in keys:
+            if key in self.claims:
+                read[key] = Standing(BEING_TRIED, self.claims[key][1], claimed=True)
+            elif key in self.entries:
+                read[key] = Standing(self.entries[key].reason, self.entries[key].expires_at)
+            else:
+                read[key] = None
+        return read
 
     def end_turn(self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()) -> None:
+        for key in launched:
+            self.launched[key] = self._clock() + 5
         for key in turn.mine - set(dry):
-            if self.claims.get(key) == turn.token:
+            if self.claims.get(key, ("", 0.0))[0] == turn.token:
                 del self.claims[key]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
 from capacity_launcher.domain.apis.documents import parse_document, revision_of
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
@@ -75,6 +76,9 @@ class FakeConfig:
 
     def priority_value(self, name: str) -> int | None:
         return None
+
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet:
+        return QuotaSet(None)
 
     def forget(self) -> None:
         return None

@@ -48,6 +48,9 @@ def test_parameters_and_their_defaults(template: dict[str, Any]) -> None:
         "UtilizationHighThreshold": 0.9,
         "ExpiringHorizonHours": 72,
         "BlockExpiringMinutes": 60,
+        # Capacity Reservation Underutilized: below half used at every look for 3 hours.
+        "IdleUtilizationThreshold": 0.5,
+        "IdlePeriodHours": 3,
         "LauncherMaxConcurrency": 10,
         "AlarmTopicArn": None,
         "OldestMessageAlarmSeconds": 900,
@@ -302,6 +305,7 @@ ALARM_METRICS = {
     "ReservationSyncDeadLetterQueueNotEmptyAlarm": "ApproximateNumberOfMessagesVisible",
     "LaunchFailuresAlarm": "LaunchFailed",
     "ReservationUtilizationHighAlarm": "ReservationUtilization",
+    "ReservationUnderutilizedAlarm": "ReservationsUnderutilized",
     "ReconciliationDriftAlarm": "ReconciliationDrift",
     "LauncherErrorsAlarm": "Errors",
     "ReservationSyncErrorsAlarm": "Errors",
@@ -357,16 +361,8 @@ def test_launch_failures_alarm_uses_the_powertools_service_dimension(
 
 
 def test_dashboard_body_is_json_with_the_promised_widgets(resources: dict[str, Any]) -> None:
-    pattern, variables = _properties(resources, "Dashboard")["DashboardBody"]["Fn::Sub"]
-    scope = _Scope(
-        refs={
-            "AWS::Region": "us-east-1",
-            "UtilizationHighThreshold": 0.9,
-            "OldestMessageAlarmSeconds": 900,
-        },
-        attributes={},
-    )
-    body = json.loads(resolve({"Fn::Sub": [pattern, dict.fromkeys(variables, "q")]}, scope))
+    variables = _properties(resources, "Dashboard")["DashboardBody"]["Fn::Sub"][1]
+    body = _dashboard(resources)
     text = json.dumps(body)
     for metric in (
         "InstancesLaunched",
@@ -390,6 +386,8 @@ def test_dashboard_body_is_json_with_the_promised_widgets(resources: dict[str, A
         ("Request latency by team", "RequestLatency", "GROUP BY requester"),
         ("Reservation utilization", "ReservationUtilization", "GROUP BY reservationId"),
         ("Quota usage against nominal", "QuotaUsageOfNominal", "GROUP BY quota, resource"),
+        ("Idle reservation instance-hours", "ReservationIdleInstanceHours", "BY reservationId"),
+        ("Reservations underutilized", "ReservationsUnderutilized", "SUM"),
     ):
         (widget,) = (w for t, w in titles.items() if t.startswith(title))
         assert metric in widget and grouped_by in widget, title
@@ -400,6 +398,67 @@ def test_dashboard_body_is_json_with_the_promised_widgets(resources: dict[str, A
                   "ReservationSyncDeadLetterQueueName"):  # fmt: skip
         assert queue in variables
     assert dropped.count("ApproximateNumberOfMessagesVisible") == 3
+
+
+def _dashboard(resources: dict[str, Any]) -> dict[str, Any]:
+    pattern, variables = _properties(resources, "Dashboard")["DashboardBody"]["Fn::Sub"]
+    scope = _Scope(
+        refs={"AWS::Region": "us-east-1", "UtilizationHighThreshold": 0.9,
+              "OldestMessageAlarmSeconds": 900, "IdleUtilizationThreshold": 0.5,
+              "IdlePeriodHours": 3},
+        attributes={},
+    )  # fmt: skip
+    body: dict[str, Any] = json.loads(
+        resolve({"Fn::Sub": [pattern, dict.fromkeys(variables, "q")]}, scope)
+    )
+    return body
+
+
+def test_the_dashboard_has_what_karpenter_s_has(resources: dict[str, Any]) -> None:
+    """Issue 40: pool usage against its limit, latency percentiles (not only MAX), variables for
+    pool and team, the ICE rate."""
+    body = _dashboard(resources)
+    widgets = {w["properties"]["title"]: w["properties"] for w in body["widgets"]}
+    # Variables choose a pool and a team, offered from the metrics the service emits
+    variables = {v["property"]: v for v in body["variables"]}
+    assert set(variables) == {"nodePool", "requester"}
+    for dimension, variable in variables.items():
+        assert variable["type"] == "property" and variable["inputType"] == "select"
+        assert variable["populateFrom"] == dimension
+        assert variable["search"] == (
+            f'{{CapacityLauncher,{dimension},service}} MetricName="RequestLatency"'
+        )
+
+    def rows(title: str) -> list[list[Any]]:
+        (found,) = (w for t, w in widgets.items() if t.startswith(title))
+        return list(found["metrics"])
+
+    def stats(title: str) -> list[str]:
+        return [row[-1]["stat"] for row in rows(title)]
+
+    # Latency percentiles: over all requests, and of the chosen pool and team (each a dimension
+    # set the launcher emits: telemetry.py), whose metric rows name the variable's dimension
+    assert stats("Request latency, every request") == ["p50", "p90", "p99", "Maximum"]
+    for title, dimension in (
+        ("Request latency of the pool chosen", "nodePool"),
+        ("Request latency of the team chosen", "requester"),
+    ):
+        assert stats(title) == ["p50", "p90", "p99"]
+        first = rows(title)[0]
+        assert first[:3] == ["CapacityLauncher", "RequestLatency", dimension]
+    # Pool usage against its limits: every pool, and each resource of the chosen pool
+    assert (
+        "FROM SCHEMA(CapacityLauncher, nodePool, resource, service) GROUP BY nodePool"
+        in (rows("Pool usage against its limits, every pool")[0][0]["expression"])
+    )
+    chosen = rows("Usage against its limits of the pool chosen")
+    assert [row[5] for row in chosen] == ["cpu", "memory", "nvidia.com/gpu", "instances"]
+    assert {row[1] for row in chosen} == {"PoolUsageOfLimit"}
+    # The ICE rate: offerings EC2 found dry per CreateFleet call, of metrics the launcher emits
+    ice = rows("ICE rate")
+    shown = [r for r in ice if r[-1].get("visible", True)]
+    assert [r[-1]["expression"] for r in shown] == ["IF(calls > 0, dry / calls, 0)"]
+    assert "UnavailableOfferingWrite" in json.dumps(ice) and "CreateFleetCalls" in json.dumps(ice)
 
 
 def test_samconfig_deploys_with_iam_capability_and_a_changeset_review() -> None:

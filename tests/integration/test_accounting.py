@@ -95,7 +95,7 @@ def test_a_redelivery_after_settle_finishes_the_record_and_never_launches_more(
         raise RuntimeError("record write failed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(LaunchRecords, "put_record", fail)
+        patch.setattr(LaunchRecords, "put_records", fail)  # the visit's records
         assert len(cloud.send(request)) == 1
     assert cloud.record("settled-short-1") is None
     assert usage() == 1
@@ -128,7 +128,7 @@ def test_a_redelivery_after_settle_keeps_what_events_recorded_since(
         raise RuntimeError("record write failed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(LaunchRecords, "put_record", fail)
+        patch.setattr(LaunchRecords, "put_records", fail)  # the visit's records
         assert len(cloud.send(request)) == 1
     (instance,) = cloud.managed_instances()
     instance_id = instance["InstanceId"]

@@ -333,7 +333,7 @@ def test_a_retry_after_settling_counts_the_instances_once(cloud, subnets, image,
         raise SystemExit("worker killed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(LaunchRecords, "put_record", die)
+        patch.setattr(LaunchRecords, "put_records", die)  # the visit's records
         with pytest.raises(SystemExit):
             cloud.send(request)
     expire_idempotency_claims(cloud)

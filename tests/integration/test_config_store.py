@@ -119,7 +119,7 @@ def test_a_stored_pool_that_no_longer_parses_affects_only_itself(
     assert [e.code for e in bad.errors] == ["InvalidNodePool"]
     assert "'broken'" in bad.errors[0].message and "weight" in bad.errors[0].message
     # And `get nodepools` lists the good pool and reports the broken one as invalid
-    args = argparse.Namespace(resource="nodepools", output="json")
+    args = argparse.Namespace(resource="nodepools", output="json", names=[])
     assert get_config(args, _Deployment(cloud.names.state_table)) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out  # the service's JSON log lines come first, then the listing
     lines = out.splitlines()
@@ -165,7 +165,7 @@ def test_deleting_a_class_cannot_race_an_apply_that_references_it(cloud: Cloud) 
             raced.append("pool")
             store.apply(parse_document(node_pool("late", "shared")))
 
-    db.meta.events.register("before-call.dynamodb.DeleteItem", apply_first)
+    db.meta.events.register("before-call.dynamodb.TransactWriteItems", apply_first)
     # When the class is deleted while the pool naming it is applied
     with pytest.raises(ConfigConflict, match="late"):
         _configuration(store).delete("NodeClass", "shared")

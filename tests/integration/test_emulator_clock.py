@@ -96,7 +96,7 @@ def test_documents_applied_after_the_clock_moved_are_stamped_on_it(
     # When a NodeClass, a NodePool, a CapacityQuota and a PriorityClass are applied after the
     # emulator's clock moved a day ahead
     a_day_later_a_pool_and_its_quota(cloud, subnets, image)
-    cloud.adapters().config_store().priority_classes().apply(parse_priority_class(PRIORITY_CLASS))
+    cloud.adapters().configuration().apply(parse_priority_class(PRIORITY_CLASS))
     # Then each is stamped on the emulator's clock, as everything else the service writes
     for kind, name in [
         ("NodeClass", "standard"),

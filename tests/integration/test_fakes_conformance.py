@@ -88,6 +88,11 @@ def _records_scenario(records: Records) -> list[Any]:
     seen.append([(i.state, i.instance_ids, i.errors) for i in loaded[1]])
     seen += [records.put_record_if_absent(record), records.put_record_if_absent(record)]
     seen.append(records.get_record("rc-1"))
+    # A visit's records, put together: each replaces what its requestId held, as put_record does.
+    failed = record.model_copy(update={"status": RequestStatus.FAILED, "launched": 0})
+    other = record.model_copy(update={"request_id": "rc-2"})
+    records.put_records([failed, other])
+    seen += [records.get_record("rc-1"), records.get_record("rc-2")]
     return seen
 
 

@@ -25,10 +25,10 @@ def taken() -> Iterator[int]:
         yield int(other.getsockname()[1])
 
 
-def _args(port: int, local_file: Path) -> argparse.Namespace:
+def _args(port: int, local_file: Path, web_port: int | None = None) -> argparse.Namespace:
     return argparse.Namespace(
         host="127.0.0.1", port=port, region="us-east-1", template=None,
-        local_file=str(local_file), visibility_timeout=None, no_schedules=True,
+        local_file=str(local_file), visibility_timeout=None, no_schedules=True, web_port=web_port,
     )  # fmt: skip
 
 
@@ -46,6 +46,18 @@ def test_up_on_a_taken_port_fails_naming_it_and_leaves_the_others_names(
     assert f"error: port {taken} on 127.0.0.1 is in use" in error
     assert "--port" in error
     assert names.exists()
+
+
+def test_up_with_a_taken_web_port_fails_naming_it_before_starting(
+    taken: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # When `local up` is asked to serve the web view on a taken port
+    names = tmp_path / "local.json"
+    code = up_command.up(_args(0, names, web_port=taken))
+    # Then it fails at once, naming the flag and the port, and starts nothing
+    assert code == 1
+    assert f"error: --web-port: port {taken} on 127.0.0.1 is in use" in capsys.readouterr().err
+    assert not names.exists()
 
 
 def test_a_port_taken_after_the_check_fails_the_start_instead_of_hanging(taken: int) -> None:

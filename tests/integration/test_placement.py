@@ -12,6 +12,7 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
+from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch import Message
 from local_cloud.lambda_runtime import outside_functions
@@ -19,6 +20,7 @@ from tests.integration.test_launch_into_reservations import ZONE, available, res
 from tests.support.cloud import (
     Cloud,
     capacity_type,
+    emulator_seconds,
     instance_type,
     launch_request,
     node_class,
@@ -406,23 +408,31 @@ def test_a_broad_pool_claims_and_journals_only_the_offerings_its_fleet_offers(
 ):
     """A pool allowing every type has thousands of offerings; the single flight claims, and the
     intent records, only those CreateFleet is asked about (at most 100): one claim per candidate
-    made a request into Karpenter's general-purpose example take 49 s on the local cloud."""
+    made a request into Karpenter's general-purpose example take 49 s on the local cloud.
+    (Every offering here was dry a moment ago: a claim is taken only on such evidence.)"""
     flexible_pool(cloud, subnets, image, operator="Exists")
+    table = cloud.names.unavailable_offerings_table
+    types = [
+        t["InstanceType"]
+        for page in cloud.ec2.get_paginator("describe_instance_types").paginate()
+        for t in page["InstanceTypes"]
+    ]
+    now = emulator_seconds()
+    UnavailableOfferings(table, 5, clock=lambda: now - 10).mark(
+        [(f"on-demand:{t}:{z}", "InsufficientInstanceCapacity", "") for t in types for z in subnets]
+    )
     claims: list[str] = []
     intents: list[int] = []
 
-    def note(params: dict[str, Any], **_: Any) -> None:
-        if params.get("TableName") == cloud.names.unavailable_offerings_table:
-            claims.append(params["Item"]["offering"]["S"])
-
     def note_intent(params: dict[str, Any], **_: Any) -> None:
         for item in params.get("TransactItems", []):
-            put = item.get("Put", {}).get("Item", {})
-            if put.get("sk", {}).get("S") == "Intent":
-                intents.append(len(put["offerings"]["L"]))
+            put = item.get("Put", {})
+            if put.get("TableName") == table and "claimedBy" in put.get("Item", {}):
+                claims.append(put["Item"]["offering"]["S"])
+            if put.get("Item", {}).get("sk", {}).get("S") == "Intent":
+                intents.append(len(put["Item"]["offerings"]["L"]))
 
     events = aws.client("dynamodb").meta.events
-    events.register("provide-client-params.dynamodb.PutItem", note)
     events.register("provide-client-params.dynamodb.TransactWriteItems", note_intent)
 
     cloud.send(launch_request("broad-claims-1", nodePool="flexible"))

@@ -439,7 +439,7 @@ def test_a_replay_whose_lease_holds_room_for_none_of_the_types_allowed_now_says_
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"cpu": "40"})
     moto_capacity.set_capacity("us-east-1", "m5.large", ZONE, "on-demand", 1)
     with monkeypatch.context() as dying:
-        dying.setattr(PoolLeaseStore, "settle", crash)
+        dying.setattr(PoolLeaseStore, "taken", crash)  # the settle's first step
         dying.setattr(PoolLeaseStore, "cancel", lambda *_, **__: False)
         with pytest.raises(Crash):
             cloud.send(launch_request("short", nodePool="general", count=2, minCount=1))

@@ -1,5 +1,6 @@
-"""PriorityClasses in the state table: value immutable, one global default, and a class a stored
-reservation names can be neither missing when the reservation is applied nor deleted after."""
+"""PriorityClasses in the state table: value immutable, one global default, a class a stored
+reservation names is not deleted, and a reservation applied before its class waits for it and
+takes its value when the class is applied (docs/ome.md, "Applied in any order")."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.apis.priority_classes import parse_priority_class, priority_table
 from capacity_launcher.domain.apis.served_versions import REGISTRY
-from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError, NotFound
+from capacity_launcher.domain.errors import ConfigConflict, NotFound
+from capacity_launcher.service.configuration import Configuration
+from capacity_launcher.startup import system_clock
 from tests.support.cloud import Cloud
 
 
@@ -49,11 +54,12 @@ def _reservation(name: str, priority_class: str) -> dict[str, Any]:
 
 def test_a_class_is_stored_and_its_value_cannot_change(cloud: Cloud) -> None:
     classes = cloud.adapters().config_store().priority_classes()
-    classes.apply(_class("serving", 700))
-    classes.apply(_class("serving", 700, description="described now"))
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("serving", 700))
+    configuration.apply(_class("serving", 700, description="described now"))
 
     with pytest.raises(ConfigConflict, match="value: may not change"):
-        classes.apply(_class("serving", 800))
+        configuration.apply(_class("serving", 800))
 
     assert classes.priority_class("serving").value == 700
     assert classes.priority_class("serving").description == "described now"
@@ -61,10 +67,11 @@ def test_a_class_is_stored_and_its_value_cannot_change(cloud: Cloud) -> None:
 
 def test_a_second_global_default_is_refused(cloud: Cloud) -> None:
     classes = cloud.adapters().config_store().priority_classes()
-    classes.apply(_class("everyday", 250, globalDefault=True))
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("everyday", 250, globalDefault=True))
 
     with pytest.raises(ConfigConflict, match="globalDefault"):
-        classes.apply(_class("other", 10, globalDefault=True))
+        configuration.apply(_class("other", 10, globalDefault=True))
 
     assert classes.table().default_value == 250
     assert [c.name for c in classes.priority_classes()] == ["everyday"]
@@ -73,32 +80,78 @@ def test_a_second_global_default_is_refused(cloud: Cloud) -> None:
 def test_a_class_named_by_a_reservation_is_not_deleted(cloud: Cloud) -> None:
     store = cloud.adapters().config_store()
     classes = store.priority_classes()
-    classes.apply(_class("serving", 700))
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("serving", 700))
     applied = REGISTRY.read(_reservation("inference", "serving"), classes.table())
-    cloud.adapters().configuration().apply(applied.conversion.hub, applied.conversion.kept)
+    configuration.apply(applied.conversion.hub, applied.conversion.kept)
     assert store.capacity_quota("inference").spec.priority == 700
 
     with pytest.raises(ConfigConflict, match=r"named by reservation\(s\) inference"):
-        classes.delete("serving")
+        configuration.delete("PriorityClass", "serving")
 
     cloud.delete("CapacityQuota", "inference")
-    classes.delete("serving")
+    configuration.delete("PriorityClass", "serving")
     with pytest.raises(NotFound):
         classes.priority_class("serving")
 
 
-def test_a_reservation_whose_class_went_missing_is_refused_by_the_store(cloud: Cloud) -> None:
+def test_a_reservation_whose_class_went_missing_is_stored_waiting_then_resolved(
+    cloud: Cloud,
+) -> None:
     """The class existed when the reservation was read, then was deleted before it was stored:
-    the store's transaction checks the class, so nothing names a missing class."""
+    the write reads the class itself, so the reservation is stored waiting for it (priority 0),
+    not with the deleted class's value; the class applied again gives it its value."""
     store = cloud.adapters().config_store()
     classes = store.priority_classes()
-    classes.apply(_class("serving", 700))
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("serving", 700))
     table = priority_table(classes.priority_classes())
-    classes.delete("serving")
+    configuration.delete("PriorityClass", "serving")
     applied = REGISTRY.read(_reservation("inference", "serving"), table)
 
-    with pytest.raises(ConfigValidationError, match=r"spec.priorityClassName: .*'serving' is not"):
-        cloud.adapters().configuration().apply(applied.conversion.hub, applied.conversion.kept)
+    waiting = configuration.apply(applied.conversion.hub, applied.conversion.kept)
 
-    with pytest.raises(NotFound):
-        store.capacity_quota("inference")
+    assert [w.field for w in waiting] == ["spec.resourceGroups[0].flavors[0].name", _CLASS]
+    assert store.capacity_quota("inference").spec.priority == 0
+    assert store.quota_set(fresh=True).unresolved == {"inference": "serving"}
+
+    configuration.apply(_class("serving", 800))
+
+    assert store.capacity_quota("inference").spec.priority == 800
+    assert store.quota_set(fresh=True).unresolved == {}
+    with pytest.raises(ConfigConflict, match=r"named by reservation\(s\) inference"):
+        configuration.delete("PriorityClass", "serving")
+
+
+def test_a_reservation_written_while_its_class_is_applied_is_resolved_either_way(
+    cloud: Cloud,
+) -> None:
+    """The class's apply lands between the reservation's read (no class) and its write: the
+    write is conditioned on the classes' version, so it reads again and takes the value."""
+    db = aws.client("dynamodb")
+    store = ConfigStore(cloud.names.state_table, db, clock=system_clock)
+    configuration = Configuration(store, store.priority_classes())
+    applied = REGISTRY.read(_reservation("inference", "serving"), priority_table([]))
+    raced: list[str] = []
+
+    def class_first(**kwargs: Any) -> None:
+        items = kwargs.get("params", {}).get("TransactItems", [])
+        writes_quota = any(
+            i.get("Put", {}).get("Item", {}).get("pk", {}).get("S") == "CapacityQuota"
+            for i in items
+        )
+        if writes_quota and not raced:
+            raced.append("class")
+            other = cloud.adapters().configuration()
+            other.apply(_class("serving", 700))
+
+    db.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", class_first)
+    waiting = configuration.apply(applied.conversion.hub, applied.conversion.kept)
+
+    assert raced == ["class"]
+    assert [w.field for w in waiting] == ["spec.resourceGroups[0].flavors[0].name"]
+    assert store.capacity_quota("inference").spec.priority == 700
+    assert store.quota_set(fresh=True).unresolved == {}
+
+
+_CLASS = "spec.priorityClassName"

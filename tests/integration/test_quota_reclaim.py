@@ -267,7 +267,7 @@ def test_the_sync_recounts_quota_usage_and_stores_the_status_get_quotas_shows(
     assert report is not None and report.recounted == [pk]
     assert used("team-b") == 3
     assert report.statuses == ["team-a", "team-b"]
-    args = argparse.Namespace(resource="quotas", output="json")
+    args = argparse.Namespace(resource="quotas", output="json", names=[])
     assert get_quotas(args, _Deployment(table)) == 0  # type: ignore[arg-type]
     team_a, team_b = _listing(capsys)
     assert _totals(team_b["status"], "usage") == {"instances": "3"}

@@ -58,7 +58,7 @@ def test_get_quotas_shows_borrowing_and_use_per_requester_from_running_instances
     )
 
     # When the quotas are listed as JSON
-    args = argparse.Namespace(resource="quotas", output="json")
+    args = argparse.Namespace(resource="quotas", output="json", names=[])
     assert get_quotas(args, _Deployment(cloud.names.state_table)) == 0  # type: ignore[arg-type]
     team_a, team_b = _listing(capsys)
 

@@ -23,21 +23,40 @@ from tests.support.cloud import (
     node_pool,
 )
 
+# The calls that put a request record.
+OPERATIONS = ("PutItem", "BatchWriteItem")
+
+
+def items_put(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items a PutItem or BatchWriteItem call's parameters put."""
+    items = [params["Item"]] if "Item" in params else []
+    return items + [
+        write["PutRequest"]["Item"]
+        for writes in params.get("RequestItems", {}).values()
+        for write in writes
+        if "PutRequest" in write
+    ]
+
 
 def refuse_the_next_record_put() -> None:
-    """DynamoDB answers the next request record's PutItem with ConditionalCheckFailedException
-    (as the simulation's fault does, condition or not); other PutItems are left alone."""
+    """DynamoDB answers the next call putting a request record (a PutItem, or the BatchWriteItem
+    of a visit's records) with ConditionalCheckFailedException (as the simulation's fault does,
+    condition or not); other puts are left alone."""
 
-    def refuse(params: dict[str, Any], **_: object) -> None:
-        if params.get("Item", {}).get("sk", {}).get("S") == "Record":
-            aws.client("dynamodb").meta.events.unregister(
-                "provide-client-params.dynamodb.PutItem", refuse
-            )
+    def refuse(params: dict[str, Any], model: Any, **_: object) -> None:
+        if any(i.get("sk", {}).get("S") == "Record" for i in items_put(params)):
+            for operation in OPERATIONS:
+                aws.client("dynamodb").meta.events.unregister(
+                    f"provide-client-params.dynamodb.{operation}", refuse
+                )
             moto_capacity.inject_fault(
-                "dynamodb:PutItem", "ConditionalCheckFailedException", times=1
+                f"dynamodb:{model.name}", "ConditionalCheckFailedException", times=1
             )
 
-    aws.client("dynamodb").meta.events.register("provide-client-params.dynamodb.PutItem", refuse)
+    for operation in OPERATIONS:
+        aws.client("dynamodb").meta.events.register(
+            f"provide-client-params.dynamodb.{operation}", refuse
+        )
 
 
 def test_an_invalid_body_sharing_a_valid_requests_id_in_one_batch_does_not_reject_it(

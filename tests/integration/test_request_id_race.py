@@ -59,7 +59,7 @@ def test_the_valid_body_bound_first_keeps_the_id_while_the_invalid_one_arrives(
     # when the invalid body under its requestId is served by another container meanwhile
     handed_back: list[list[str]] = []
     run_first_at(
-        monkeypatch, "put_record", lambda: handed_back.append(cloud.send(INVALID, batch=other))
+        monkeypatch, "put_records", lambda: handed_back.append(cloud.send(INVALID, batch=other))
     )
     assert cloud.send(VALID) == []
     # Then the valid body's outcome is the one record and the one outcome published; the

@@ -10,20 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
-from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview
-from local_cloud.karpenter import alias_parameters, node_role
-from local_cloud.network import prepare_network
-from local_cloud.template import DEFAULT_ACCOUNT_ID
-from tests.support.cloud import REGION, Cloud, launch_request
+from tests.support.cloud import Cloud, apply_karpenter_example, launch_request
 from tests.support.leases import take
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples/karpenter/v1/100-cpu-limit.yaml"
@@ -36,16 +31,7 @@ BURST = {"burst-1": 8, "burst-2": 8, "burst-3": 8, "burst-4": 2}
 @pytest.fixture
 def example_pool(cloud: Cloud) -> None:
     """The example applied as written, on the network and image aliases it names."""
-    prepare_network(cloud.ec2)
-    alias_parameters(cloud.ec2, DEFAULT_ACCOUNT_ID, REGION)
-    node_role(aws.client("iam"))
-    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
-    classes = [d for d in documents if d["kind"] == "EC2NodeClass"]
-    pools = [d for d in documents if d["kind"] == "NodePool"]
-    configuration = cloud.adapters().configuration()
-    for document in [*classes, *pools]:
-        applied = REGISTRY.read(document)
-        configuration.apply(applied.conversion.hub, applied.conversion.kept)
+    apply_karpenter_example(cloud, EXAMPLE)
 
 
 @pytest.fixture

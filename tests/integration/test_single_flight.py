@@ -9,6 +9,7 @@ from collections import Counter
 import moto_capacity
 from capacity_launcher.adapters.unavailable_offerings import BEING_TRIED, UnavailableOfferings
 from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.service.single_flight import take_turn
 from tests.integration.test_capacity_and_limits import ice_items as cloud_items
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.support.cloud import Cloud, launch_request
@@ -113,8 +114,9 @@ def test_a_crashed_claimers_claim_blocks_only_until_it_expires(cloud):
         waits.append(seconds)
         clock.advance(seconds)
 
-    worker_b = cache(cloud, clock=clock, claim_seconds=20, sleep=wait)
-    turn = worker_b.take_turn([KEY])
+    # (the service's loop waits, over the adapter's reads: issue 36)
+    worker_b = cache(cloud, clock=clock, claim_seconds=20)
+    turn = take_turn(worker_b, [KEY], clock=clock, pause=wait)
     # Then B claims it for itself once the claim's lifetime ran out, not before
     assert turn.mine == {KEY}
     assert 20 <= sum(waits) <= 22

@@ -23,6 +23,7 @@ from tests.simulation.operations import (
     QUOTA_POOLS,
     QUOTAS,
     RESERVATION_TAG,
+    TYPES,
     ZONES,
     _document,
     node_pool_document,
@@ -259,9 +260,25 @@ def huge_ice_cache(sim: Simulation, rng: random.Random) -> str:
 
 
 def ice_burst(sim: Simulation, rng: random.Random) -> str:
-    """Many requests for one uncached on-demand offering at once, served by two containers
-    together: each offering must be asked about once (single flight)."""
+    """Many requests into one pool at once, served by two containers together, every on-demand
+    offering's ICE entry expired a moment ago: the evidence on which single flight claims
+    (issue 38), so the two containers claim, meet each other's claims and wait on them."""
     pool = rng.choice([p for p in POOLS if p in sim.catalog.pools] or list(POOLS))
+    settings = get_settings()
+    now = sim.world.emulator.clock.now()
+    expired = UnavailableOfferings(
+        settings.unavailable_offerings_table_name,
+        settings.ice_ttl_seconds,
+        dynamodb=sim.world.dynamodb,
+        clock=lambda: now - settings.ice_ttl_seconds - 1,
+    )
+    expired.mark(
+        [
+            (offering_key("on-demand", t, z), "InsufficientInstanceCapacity", ICE_MESSAGE)
+            for t in TYPES
+            for z in ZONES
+        ]
+    )
     bodies = [_body_for(sim, rng, "team-x", pool) for _ in range(rng.randint(6, 12))]
     sim.send(bodies, via_bus=False)
     sim.poll_at_once()

@@ -60,7 +60,14 @@ SUCCEEDED = ("Fulfilled", "PartiallyFulfilled")
 # limits, its quota (as Kueue tries the next flavor), no offering it could launch now (issue 15:
 # "at its limit or dry"), and a NodeClass it refers to that is missing or no longer valid
 # (resolve_next skips such a pool).
-FALLS_BACK = ("LimitExceeded", QUOTA_EXCEEDED, "NoOffering", "UnknownNodeClass", "InvalidNodeClass")
+FALLS_BACK = (
+    "LimitExceeded",
+    QUOTA_EXCEEDED,
+    "NoOffering",
+    "UnknownNodeClass",
+    "InvalidNodeClass",
+    "NodeClassNotReady",
+)
 
 
 def _requirements(document_or_body: dict[str, Any]) -> dict[str, set[str]]:
@@ -75,7 +82,10 @@ def _requirements(document_or_body: dict[str, Any]) -> dict[str, set[str]]:
 
 
 def compatible(pool: dict[str, Any], body: dict[str, Any]) -> bool:
-    """A request only narrows a pool: every value it names for a key the pool limits is allowed."""
+    """A request only narrows a pool: every value it names for a key the pool limits is allowed.
+    A static pool (spec.replicas) is compatible with no producer's request."""
+    if pool["spec"].get("replicas") is not None:
+        return False
     allowed = _requirements(pool)
     return all(
         values <= allowed[key] for key, values in _requirements(body).items() if key in allowed

@@ -30,6 +30,7 @@ from tests.simulation.priority_invariants import PriorityInvariants
 from tests.simulation.queue_invariants import QueueInvariants
 from tests.simulation.quota_generations import QuotaGenerations
 from tests.simulation.reserved_first import ReservedFirst
+from tests.simulation.static_invariants import StaticInvariants
 from tests.simulation.unready_invariants import UnreadyInvariants
 from tests.simulation.versions import stored_as_meant
 from tests.simulation.world import LIVE, World
@@ -166,6 +167,7 @@ class Invariants:
         self.unready = UnreadyInvariants(self)
         self.priority = PriorityInvariants(self)
         self.queues = QueueInvariants(self)
+        self.static = StaticInvariants(self)
         self.hub_fields = HubFieldsInvariants(self)
         # The scheduler has `unready`, `reserved` and `quota_generations` watch the calls.
         self.reserved = ReservedFirst(self)

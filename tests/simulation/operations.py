@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tests.simulation.emulator import Fault
 from tests.simulation.priority_operations import PRIORITY_OPERATIONS, PRIORITY_WEIGHTS
 from tests.simulation.queue_operations import QUEUE_WEIGHTS
+from tests.simulation.static_operations import STATIC_OPERATIONS, STATIC_WEIGHTS
 
 if TYPE_CHECKING:
     from tests.simulation.scheduler import Simulation
@@ -169,6 +170,7 @@ BASE_WEIGHTS: dict[str, float] = {
     "advance_clock": 4,
     **ROOM_WEIGHTS,
     **PRIORITY_WEIGHTS,
+    **STATIC_WEIGHTS,
 }
 
 # Issue 24's cases (adversary.py): each with its weight and the defect it exposed. A case whose
@@ -271,6 +273,25 @@ PROFILES = {
             **PRIORITY_WEIGHTS,
         },
         quiesce_every=30,
+    ),
+    # Static NodePools (static_operations.py): applied with other replicas and limits, their
+    # instances stopped, started and terminated, requests naming them; judged at each
+    # quiescence (static_invariants.py).
+    "static": Profile(
+        "static",
+        steps=60,
+        weights={
+            "apply_static_pool": 3,
+            "submit": 5,
+            "stop_instance": 3,
+            "start_instance": 2,
+            "terminate_instance": 5,
+            "transient_fault": 1,
+            "crash": 1,
+            "wait": 2,
+            "advance_clock": 1,
+        },
+        quiesce_every=10,
     ),
     # Room in selected reservations changing under requests for more than it (reserved_first.py):
     # the sync stopped for minutes, reservations grown and shrunk, someone else's instances run
@@ -614,8 +635,10 @@ def invalid_document(sim: Simulation, rng: random.Random) -> str:
             "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"},
         }
     elif choice == 1:
+        # A pool naming a class not yet applied is accepted (order-free apply waits on it);
+        # a reference that cannot be a name at all is refused.
         document = node_pool_document(sim, "pool-0", rng)
-        document["spec"]["nodeClassRef"] = "class-missing"
+        document["spec"]["nodeClassRef"] = "Class Missing"
     elif choice == 2:
         document = node_pool_document(sim, "pool-1", rng)
         document["spec"]["requirements"][0]["operator"] = "Around"
@@ -627,7 +650,6 @@ def invalid_document(sim: Simulation, rng: random.Random) -> str:
         sim.invariants._violate(
             "invalid documents refused", f"accepted: {json.dumps(document)[:200]}"
         )
-        sim.catalog.classes.pop("class-missing", None)
     return outcome
 
 
@@ -806,6 +828,7 @@ OPERATIONS = {
     "create_future_reservation": create_future_reservation,
     "advance_clock": advance_clock,
     **PRIORITY_OPERATIONS,
+    **STATIC_OPERATIONS,
 }
 
 

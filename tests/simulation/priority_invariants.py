@@ -1,16 +1,21 @@
 """`scheduling.k8s.io/v1` PriorityClasses and the OME reservations naming them (docs/ome.md,
 "Priority classes"), judged on the state table as moto holds it (no call, no fault):
 
-- **No stored reservation names a PriorityClass that does not exist** (every step): a
-  CapacityQuota item's kept `spec.priorityClassName` is a stored class.
+- **A stored reservation names a stored PriorityClass and has its value, or waits for it**
+  (every step; documents apply in any order): a CapacityQuota item whose kept
+  `spec.priorityClassName` is a stored class has that class's value as its priority and is not
+  marked waiting; one naming a class not stored is marked waiting for it, with priority 0. So a
+  class's apply resolved every reservation applied before it.
 - **A refused apply or delete changes nothing**: the PriorityClass and CapacityQuota partitions
   and their version items are the same after a refused operator action as before it.
 - **The rules refuse what they say**: applying a stored class with another `value`, a second
-  `globalDefault`, deleting a class a stored reservation names, and a reservation naming a class
-  not stored are refused (judged on what was stored just before; an allowed action that fails,
-  say on a transaction conflict, is counted, not judged).
+  `globalDefault` and deleting a class a stored reservation names are refused; a reservation
+  naming a class not stored is not (judged on what was stored just before; an allowed action
+  that fails, say on a transaction conflict, is counted, not judged).
+- **A reservation applies whatever class it names** (Kubernetes' order-free apply): its apply
+  is never refused for naming a class not stored.
 - **A reservation's priority is its class's value** (the global default's when it names none,
-  else 0), as stored in its hub at the apply.
+  else 0; 0 while its class is not stored), as stored in its hub at the apply.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.config_items import QUOTA_SET_KEY
+from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher_cli.config_commands import ApplyError
 
 if TYPE_CHECKING:
     from tests.simulation.invariants import Invariants
@@ -26,10 +33,12 @@ if TYPE_CHECKING:
 PRIORITY_CLASS = "PriorityClass"
 QUOTA = "CapacityQuota"
 CLASS_PATH = "spec.priorityClassName"
-NAMES_EXISTING = "no stored reservation names a missing PriorityClass"
+NAMES_EXISTING = "a stored reservation has its PriorityClass's value, or waits for the class"
+UNRESOLVED = "unresolvedPriorityClass"
 UNCHANGED = "a refused PriorityClass or reservation change changes nothing"
 REFUSED = "PriorityClass rules refuse what they say"
 PRIORITY = "a reservation's priority is its PriorityClass's value"
+ORDER_FREE = "a reservation applies whether or not the PriorityClass it names is stored"
 VERSIONS = (("PriorityClasses", "Version"), QUOTA_SET_KEY)
 
 Snapshot = dict[str, dict[str, dict[str, Any]]]
@@ -71,16 +80,13 @@ def why_refused(snapshot: Snapshot, *, document: dict[str, Any]) -> str | None:
         if document.get("globalDefault") and others:
             return f"a second global default beside {others[0]}"
         return None
-    named = document["spec"].get("priorityClassName")
-    if named is not None and named not in classes:
-        return f"names {named}, not stored"
-    return None
+    return None  # a reservation naming a class not stored waits for it
 
 
 def priority_meant(snapshot: Snapshot, named: str | None) -> int:
     classes = stored_classes(snapshot)
     if named is not None:
-        return int(classes[named]["value"])
+        return int(classes[named]["value"]) if named in classes else 0
     defaults = [c for c in classes.values() if c.get("globalDefault")]
     return int(defaults[0]["value"]) if defaults else 0
 
@@ -99,14 +105,23 @@ class PriorityInvariants:
 
     def every_step(self) -> None:
         snapshot = self.snapshot()
-        classes = set(snapshot[PRIORITY_CLASS])
+        classes = stored_classes(snapshot)
         for quota, item in snapshot[QUOTA].items():
             named = named_class(item)
             if named is None:
                 continue
             self.checks[NAMES_EXISTING] += 1
-            if named not in classes:
-                self.base._violate(NAMES_EXISTING, f"reservation {quota} names {named}")
+            stored = named in classes
+            self.checks[f"seen: reservation {'resolved' if stored else 'waiting'}"] += 1
+            waits = item.get(UNRESOLVED)
+            priority = json.loads(str(item.get("document") or "{}"))["spec"].get("priority", 0)
+            meant = (None, int(classes[named]["value"])) if stored else (named, 0)
+            if (waits, priority) != meant:
+                self.base._violate(
+                    NAMES_EXISTING,
+                    f"reservation {quota} names {named} (stored: {stored}): waits for {waits}, "
+                    f"priority {priority}",
+                )
 
     def judged(
         self, action: str, before: Snapshot, must_refuse: str | None, error: str | None
@@ -123,6 +138,14 @@ class PriorityInvariants:
         changed = sorted(k for k in before if before[k] != after[k])
         if changed:
             self.base._violate(UNCHANGED, f"{action} refused ({error}), yet changed {changed}")
+
+    def reservation_refused(self, action: str, error: Exception) -> None:
+        """A reservation's apply failed: never for naming a class (invalid documents are not
+        drawn, so a refusal of the document, the CLI's or the service's, is the class's), only
+        on conflicts that say try again."""
+        self.checks[ORDER_FREE] += 1
+        if isinstance(error, ConfigValidationError | ApplyError):
+            self.base._violate(ORDER_FREE, f"{action} was refused: {error}")
 
     def reservation_applied(self, name: str, before: Snapshot, named: str | None) -> None:
         self.checks[PRIORITY] += 1

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from capacity_launcher.adapters.priority_class_store import PriorityClassStore
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
-from tests.simulation.priority_invariants import Snapshot, stored_classes, users_of, why_refused
+from tests.simulation.priority_invariants import (
+    PRIORITY_CLASS,
+    Snapshot,
+    stored_classes,
+    users_of,
+    why_refused,
+)
 from tests.simulation.versions import apply_as_written
 
 if TYPE_CHECKING:
@@ -95,6 +101,8 @@ def _attempt(
         run()
     except Exception as error:
         priority.judged(action, before, must, type(error).__name__)
+        if document is not None and document["kind"] == "CapacityReservation":
+            priority.reservation_refused(action, error)
         return type(error).__name__
     priority.judged(action, before, must, None)
     if document is not None and document["kind"] == "CapacityReservation":
@@ -129,7 +137,10 @@ def delete_priority_class(sim: Simulation, rng: random.Random) -> str:
         return f"named by {', '.join(users)}" if users else None
 
     return _attempt(
-        sim, f"delete PriorityClass {name}", named_by, partial(classes_store(sim).delete, name)
+        sim,
+        f"delete PriorityClass {name}",
+        named_by,
+        partial(sim.store.delete, PRIORITY_CLASS, name),
     )
 
 

@@ -33,6 +33,8 @@ from tests.simulation.priority_operations import bootstrap_priority_classes
 from tests.simulation.queue_operations import QUEUE_OPERATIONS
 from tests.simulation.quota_generations import QUOTA_GENERATION_OPERATIONS
 from tests.simulation.reservation_operations import ROOM_OPERATIONS
+from tests.simulation.static_invariants import static_target
+from tests.simulation.static_operations import STATIC_POOL
 from tests.simulation.versions import (
     VersionCounts,
     apply_as_written,
@@ -575,7 +577,25 @@ class Simulation:
         }
         unnamed = {r: self.world.record(r) for r in running_for}
         self.invariants.after_quiescence(records, unnamed)
+        self._static_converges()
         self._fingerprint()
+
+    def _static_converges(self) -> None:
+        """The static pool (static_invariants.py): at most its replicas after the quiescence's
+        sync; its target after one more sync and drain."""
+        document = self.catalog.pools.get(STATIC_POOL)
+        target = None if document is None else static_target(document)
+        if target is None:
+            return
+        replicas, converged = target
+        self.invariants.static.at_most(STATIC_POOL, self._live(STATIC_POOL), replicas)
+        self._drain()
+        self._note(self.world.run_sync())
+        self._drain()
+        self.invariants.static.converged(STATIC_POOL, self._live(STATIC_POOL), converged)
+
+    def _live(self, pool: str) -> int:
+        return self.world.live_by_pool().get(pool, 0)
 
     def _drain(self, *, events: bool = True) -> bool:
         """Faults off, no crash armed, the queue drained (the clock jumping to each redelivery)

@@ -7,9 +7,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
+from capacity_launcher.domain.field_errors import FieldError
 from tests.simulation.invariants import Invariants, Ledger
 from tests.simulation.operations import Catalog
-from tests.simulation.priority_invariants import NAMES_EXISTING, UNCHANGED, why_refused
+from tests.simulation.priority_invariants import (
+    NAMES_EXISTING,
+    ORDER_FREE,
+    UNCHANGED,
+    why_refused,
+)
 from tests.simulation.unready_invariants import GRANT, LAUNCHED, READY, count_partition
 from tests.simulation.world import Observed, World
 
@@ -111,8 +118,9 @@ def test_the_rules_say_what_must_be_refused() -> None:
     assert why_refused(snapshot, document=_class("high", 200)) == "value 100 -> 200"
     assert why_refused(snapshot, document=_class("high", 100)) is None
     assert why_refused(snapshot, document=_class("low", 1, default=True)) is not None
+    # A reservation naming a class not stored is applied, waiting for it (order-free)
     reservation = {"kind": "CapacityReservation", "spec": {"priorityClassName": "gone"}}
-    assert why_refused(snapshot, document=reservation) == "names gone, not stored"
+    assert why_refused(snapshot, document=reservation) is None
 
 
 def test_a_refused_change_that_changed_the_table_is_a_finding() -> None:
@@ -125,12 +133,41 @@ def test_a_refused_change_that_changed_the_table_is_a_finding() -> None:
     ]
 
 
-def test_a_stored_reservation_naming_a_class_not_stored_is_a_finding() -> None:
+def _reservation_item(priority: int, waits: str | None) -> dict[str, Any]:
+    item = {
+        "kept": json.dumps({"fields": {"spec.priorityClassName": "high"}}),
+        "document": json.dumps({"spec": {"priority": priority}}),
+    }
+    return item if waits is None else {**item, "unresolvedPriorityClass": waits}
+
+
+def test_a_reservation_neither_waiting_for_its_missing_class_nor_resolved_is_a_finding() -> None:
     invariants, world = _invariants()
-    kept = json.dumps({"fields": {"spec.priorityClassName": "high"}})
-    world.partitions["CapacityQuota"] = {"resv-a": {"kept": kept}, "quota-a": {}}
+    # Waiting for a class not stored, priority 0: as meant
+    world.partitions["CapacityQuota"] = {"resv-a": _reservation_item(0, "high"), "quota-a": {}}
     invariants.priority.every_step()
-    assert _found(invariants, NAMES_EXISTING) == ["reservation resv-a names high"]
+    assert _found(invariants, NAMES_EXISTING) == []
+    # Naming a class not stored, not marked waiting: a finding
+    world.partitions["CapacityQuota"] = {"resv-a": _reservation_item(0, None)}
+    invariants.priority.every_step()
+    assert _found(invariants, NAMES_EXISTING) == [
+        "reservation resv-a names high (stored: False): waits for None, priority 0"
+    ]
+    # The class stored, the reservation still waiting (its apply did not resolve it): a finding
     world.partitions["PriorityClass"] = {"high": {"document": json.dumps(_class("high", 1))}}
+    world.partitions["CapacityQuota"] = {"resv-a": _reservation_item(0, "high")}
     invariants.priority.every_step()
-    assert len(_found(invariants, NAMES_EXISTING)) == 1
+    assert len(_found(invariants, NAMES_EXISTING)) == 2
+    # Resolved with the class's value: as meant
+    world.partitions["CapacityQuota"] = {"resv-a": _reservation_item(1, None)}
+    invariants.priority.every_step()
+    assert len(_found(invariants, NAMES_EXISTING)) == 2
+
+
+def test_a_reservation_refused_for_its_class_is_a_finding() -> None:
+    invariants, _ = _invariants()
+    invariants.priority.reservation_refused("apply reservation resv-a", ConfigConflict("race"))
+    assert _found(invariants, ORDER_FREE) == []
+    refused = ConfigValidationError([FieldError("spec.priorityClassName", "not applied")])
+    invariants.priority.reservation_refused("apply reservation resv-a", refused)
+    assert len(_found(invariants, ORDER_FREE)) == 1

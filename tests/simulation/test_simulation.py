@@ -12,6 +12,8 @@ from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
 from tests.simulation.quota_generations import NOT_MINE, UNCHANGED
 from tests.simulation.reserved_first import BESIDE, RESERVED_FIRST
 from tests.simulation.runner import first_difference, run
+from tests.simulation.static_invariants import AT_MOST as STATIC_AT_MOST
+from tests.simulation.static_invariants import CONVERGES as STATIC_CONVERGES
 
 SEEDS = (11, 12, 13)
 REPLAY_SEED = 21
@@ -20,6 +22,8 @@ EXPIRED_LEASE_SEED = 7
 # Issue 34, items 2 and 4: seeds (and the steps they need) that found the defect before its fix.
 HUB_FIELDS_SEED, HUB_FIELDS_STEPS = 1, 11
 QUOTA_GENERATIONS_SEED, QUOTA_GENERATIONS_STEPS = 1, 6
+# Static NodePools: three quiescences (a seed that scales the pool down, and back up).
+STATIC_SEED, STATIC_STEPS = 8, 30
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -62,6 +66,17 @@ def test_an_expired_lease_never_takes_a_pool_over_its_limit() -> None:
     assert under, text
     assert outcome["checks"].get("live <= limit (every step)", 0) > 0, text
     # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+def test_a_static_pool_converges_and_never_exceeds_its_replicas() -> None:
+    # Given the static pool applied with other replicas and limits, its instances stopped,
+    # started and terminated, and producers' requests naming it
+    done = run(STATIC_SEED, "static", steps=STATIC_STEPS)
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then it was judged at every quiescence, and nothing it checked was violated
+    assert outcome["checks"].get(STATIC_AT_MOST, 0) >= 2, text
+    assert outcome["checks"].get(STATIC_CONVERGES, 0) >= 2, text
     assert outcome["violations"] == [], text
 
 

@@ -116,11 +116,10 @@ def apply_as_written(
     if classes is not None:
         references = priority_references(sources, classes.priority_classes())
     for step in validate_steps(sources, references):
-        if isinstance(step.document, PriorityClass):
-            assert classes is not None, "a PriorityClass is applied with the classes' store"
-            classes.apply(step.document)
-        else:
-            store.apply(step.document, step.kept)
+        assert classes is not None or not isinstance(step.document, PriorityClass), (
+            "a PriorityClass is applied with the classes resolved"
+        )
+        store.apply(step.document, step.kept)
 
 
 def stored_as_meant(meant: dict[str, Any], stored: str | None) -> str | None:

@@ -11,21 +11,27 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import yaml
 from botocore.exceptions import ClientError
 
 import moto_capacity
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import Kind
 from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher.service.launch import LaunchBatch, Message
 from capacity_launcher.service.wiring import Adapters
 from capacity_launcher.startup import Host
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
+from local_cloud.karpenter import alias_parameters, node_role
 from local_cloud.lambda_runtime import running
+from local_cloud.network import prepare_network
 from local_cloud.status_events import capture_status_events
+from local_cloud.template import DEFAULT_ACCOUNT_ID
 from moto_capacity.core.clock import CLOCK
 from tests.support.event_registry import check_registered
 from tests.support.moto_images import first_linux_image
@@ -326,3 +332,17 @@ def instance_type(*values: str) -> dict[str, Any]:
 
 def launch_request(request_id: str, **fields: Any) -> dict[str, Any]:
     return {"requestId": request_id, "count": 1, **fields}
+
+
+def apply_karpenter_example(cloud: Cloud, path: Path) -> None:
+    """One of Karpenter's examples applied as written (its EC2NodeClasses first), on the
+    discovery-tagged network, the aliases' public parameters and the node role it names."""
+    prepare_network(cloud.ec2)
+    alias_parameters(cloud.ec2, DEFAULT_ACCOUNT_ID, REGION)
+    node_role(aws.client("iam"))
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    configuration = cloud.adapters().configuration()
+    for kind in ("EC2NodeClass", "NodePool"):
+        for document in (d for d in documents if d["kind"] == kind):
+            applied = REGISTRY.read(document)
+            configuration.apply(applied.conversion.hub, applied.conversion.kept)

@@ -40,7 +40,14 @@ def _loaded_after(*argv: str) -> tuple[list[str], str]:
 
 @pytest.mark.parametrize(
     "argv",
-    [("--help",), ("get", "--help"), ("submit", "--help"), ("--version",), ("completion", "bash")],
+    [
+        ("--help",),
+        ("get", "--help"),
+        ("submit", "--help"),
+        ("--version",),
+        ("completion", "bash"),
+        ("completion", "fish"),
+    ],
 )
 def test_help_version_and_completion_load_neither_boto3_nor_the_service(argv) -> None:
     heavy, output = _loaded_after(*argv)

@@ -6,6 +6,8 @@ import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from rich.console import Console
+from rich.text import Text
 
 from capacity_launcher.domain.records.status import ErrorDetail, RequestRecord, RequestStatus
 from capacity_launcher_cli import views
@@ -47,3 +49,48 @@ def test_show_prints_plain_columns_to_a_pipe(
     views.show(views.requests([RECORD]))
     assert out.getvalue() == views.plain(views.requests([RECORD]))
     assert "Requests" not in out.getvalue()  # no title either
+
+
+def _terminal(monkeypatch: pytest.MonkeyPatch, width: int) -> io.StringIO:
+    """`views.console()` as a terminal of `width` columns, writing to the returned buffer."""
+    out = io.StringIO()
+    terminal = Console(file=out, width=width, force_terminal=True, highlight=False)
+    monkeypatch.setattr(views, "console", lambda stderr=False: terminal)
+    return out
+
+
+WORDY = ErrorDetail(
+    code="InsufficientInstanceCapacity",
+    message="We currently do not have sufficient m5.24xlarge capacity in the Availability "
+    "Zone you requested (us-east-1b). Our system will be working on provisioning additional "
+    "capacity.",
+)
+
+
+def test_a_table_too_wide_for_a_100_column_terminal_folds_no_word(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a 100-column terminal and a listing whose cells are wider than it
+    out = _terminal(monkeypatch, 100)
+    record = RECORD.model_copy(update={"request_id": "training-gpu-2026-11-24", "errors": [WORDY]})
+
+    # When it is listed
+    views.show(views.requests([record], wide=True))
+
+    # Then every word of every cell is printed whole (kubectl's plain columns), none folded
+    printed = Text.from_ansi(out.getvalue()).plain
+    words = set(printed.split())
+    for word in [record.request_id, "InsufficientInstanceCapacity:", *WORDY.message.split()]:
+        assert word in words, f"{word!r} was cut: {printed}"
+    assert printed == views.plain(views.requests([record], wide=True))
+
+
+def test_a_table_that_fits_the_terminal_keeps_its_box(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _terminal(monkeypatch, 100)
+    record = RECORD.model_copy(update={"errors": []})
+
+    views.show(views.requests([record]))
+
+    printed = Text.from_ansi(out.getvalue()).plain
+    assert "┃" in printed and "Requests" in printed  # the box and its title
+    assert max(len(line) for line in printed.splitlines()) <= 100

@@ -10,16 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from capacity_launcher.domain.apis.config import (
+from capacity_launcher.domain.apis.config import ConfigDocument, NodeClass, NodePool
+from capacity_launcher.domain.apis.config_base import MAX_POOL_REQUIREMENTS_BYTES
+from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.node_class_terms import (
     CapacityReservationSelectorTerm,
     CapacityReservationSpec,
     CapacityReservationTarget,
-    ConfigDocument,
-    NodeClass,
-    NodePool,
 )
-from capacity_launcher.domain.apis.config_base import MAX_POOL_REQUIREMENTS_BYTES
-from capacity_launcher.domain.apis.documents import parse_document, to_document
 from capacity_launcher.domain.capacity.requirements import (
     CAPACITY_TYPE,
     INSTANCE_FAMILY,

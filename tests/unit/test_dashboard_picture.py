@@ -39,6 +39,17 @@ def test_a_group_by_is_one_series_per_group_and_ellipsis_rows_extend_the_previou
     assert {s.metric for s in launches.series} == {"InstancesLaunched"}
 
 
+def test_percentiles_are_a_series_each_and_inputs_of_an_expression_are_not_drawn() -> None:
+    by_title = {p.title: p for p in panels(dashboard_body())}
+    latency = by_title["Request latency, every request (seconds, receipt to record)"]
+    assert [(s.label, s.metric) for s in latency.series] == [
+        ("p50", "RequestLatency:p50"), ("p90", "RequestLatency:p90"),
+        ("p99", "RequestLatency:p99"), ("max", "RequestLatency:Maximum"),
+    ]  # fmt: skip
+    ice = by_title["ICE rate: offerings EC2 found dry per CreateFleet call"]
+    assert [s.label for s in ice.series] == ["dry offerings per call"]
+
+
 def test_sample_values_are_the_same_on_every_run_and_never_negative() -> None:
     series = Series("training Fulfilled", "RequestOutcome")
     assert sample_values(series) == sample_values(series)

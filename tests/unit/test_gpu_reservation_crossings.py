@@ -18,6 +18,7 @@ from capacity_launcher.domain.records.status import (
     RESERVATION_EXHAUSTED,
     RESERVATION_EXPIRED,
     RESERVATION_EXPIRING,
+    RESERVATION_UNDERUTILIZED,
     RESERVATION_UTILIZATION_HIGH,
 )
 
@@ -73,7 +74,8 @@ def test_a_block_is_announced_activated_expiring_with_its_instances_then_expired
     assert types(timeline) == [
         [],
         [RESERVATION_ACTIVATED],
-        [RESERVATION_EXHAUSTED, RESERVATION_UTILIZATION_HIGH],
+        # unused from its start until 2 hours before its end: idle for more than a period
+        [RESERVATION_EXHAUSTED, RESERVATION_UTILIZATION_HIGH, RESERVATION_UNDERUTILIZED],
         [BLOCK_EXPIRING],
         [],
         [RESERVATION_EXPIRED],

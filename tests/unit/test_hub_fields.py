@@ -76,6 +76,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
             ]
         },
         {"limits": {"cpu": "4", "instances": "3"}},
+        {"replicas": 2, "limits": {"instances": "3"}},
     ],
     "CapacityQuota": [
         {"cohort": "serving"},

@@ -110,14 +110,18 @@ def test_a_reservation_gets_the_value_of_the_class_it_names() -> None:
     assert "spec.priorityClassName" not in applied.conversion.kept.not_acted_on
 
 
-def test_a_reservation_naming_a_class_not_applied_is_refused_naming_the_field() -> None:
+def test_a_reservation_naming_a_class_not_applied_converts_to_wait_for_it() -> None:
+    """Applied in any order, as Kubernetes does: the conversion gives priority 0 and does not
+    call the class not acted on (the apply stores the reservation waiting for the class, whose
+    apply gives it the value: service/configuration.py)."""
     table = priority_table([parse_priority_class(_class("batch", 10))])
 
-    with pytest.raises(ConfigValidationError) as error:
-        REGISTRY.read(_reservation("serving"), table)
+    applied = REGISTRY.read(_reservation("serving"), table)
 
-    rule = _fields(error)["spec.priorityClassName"]
-    assert "'serving' is not applied" in rule
+    assert applied.conversion.hub.spec.priority == 0
+    assert applied.conversion.kept is not None
+    assert "spec.priorityClassName" not in applied.conversion.kept.not_acted_on
+    assert applied.conversion.kept.fields["spec.priorityClassName"] == "serving"
 
 
 def test_a_reservation_naming_no_class_gets_the_global_default_else_zero() -> None:

@@ -4,12 +4,14 @@ quota port: the cross-quota check, what is bumped, and the words of each refusal
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from capacity_launcher.domain.apis.documents import parse_document, stored_body
+from capacity_launcher.domain.apis.priority_classes import PriorityClass, parse_priority_class
 from capacity_launcher.domain.apis.quota_changes import (
     OutstandingBumps,
     QuotaApplyRead,
@@ -24,7 +26,6 @@ from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import (
     ConditionFailed,
     ConfigConflict,
-    ConfigValidationError,
     NotFound,
 )
 from capacity_launcher.service.configuration import apply_quota, delete_quota
@@ -102,19 +103,30 @@ class _Quotas:
     """An in-memory quota port: `conflicts` puts that fail as moved before one holds."""
 
     quotas: dict[str, CapacityQuota] = field(default_factory=dict)
-    classes: set[str] = field(default_factory=set)
+    classes: dict[str, PriorityClass] = field(default_factory=dict)
     conflicts: int = 0
     writes: list[Any] = field(default_factory=list)
+    # Applied between the first read and its write (the write then fails: the classes moved).
+    class_applied_meanwhile: PriorityClass | None = None
 
-    def apply_read(self, name: str) -> QuotaApplyRead:
+    def apply_read(self, name: str, priority_class: str | None = None) -> QuotaApplyRead:
+        named = None if priority_class is None else self.classes.get(priority_class)
         return QuotaApplyRead(
-            len(self.writes), tuple(self.quotas.values()), None, OutstandingBumps()
+            len(self.writes),
+            tuple(self.quotas.values()),
+            None,
+            OutstandingBumps(),
+            classes_version=len(self.classes),
+            named=named,
         )
 
     def put(self, write: QuotaPut) -> None:
         self.writes.append(write)
+        meanwhile, self.class_applied_meanwhile = self.class_applied_meanwhile, None
+        if meanwhile is not None:
+            self.classes[meanwhile.name] = meanwhile
         if self.conflicts > 0 or (
-            write.priority_class is not None and write.priority_class not in self.classes
+            write.classes_seen is not None and write.classes_seen != len(self.classes)
         ):
             self.conflicts -= 1
             raise ConditionFailed("TransactWriteItems")
@@ -129,8 +141,8 @@ class _Quotas:
             self.conflicts -= 1
             raise ConditionFailed("TransactWriteItems")
 
-    def priority_class_stored(self, name: str) -> bool:
-        return name in self.classes
+    def waiting_for(self, priority_class: str) -> list[Any]:
+        return []
 
 
 def test_an_apply_that_met_a_concurrent_one_checks_again_then_gives_up_saying_so() -> None:
@@ -144,15 +156,57 @@ def test_an_apply_that_met_a_concurrent_one_checks_again_then_gives_up_saying_so
     assert len(port.writes) == 3
 
 
-def test_an_apply_naming_a_class_deleted_meanwhile_is_refused_naming_the_field() -> None:
+def _naming(priority_class: str) -> Any:
     from capacity_launcher.domain.apis.kept_fields import Kept
     from capacity_launcher.domain.apis.priority_classes import PRIORITY_CLASS_NAME_PATH
 
-    kept = Kept(
-        "capacity-launcher/v1alpha1", "CapacityReservation", {PRIORITY_CLASS_NAME_PATH: "serving"}
+    return Kept("ome.io/v1beta1", "CapacityReservation", {PRIORITY_CLASS_NAME_PATH: priority_class})
+
+
+def _priority_class(name: str, value: int) -> PriorityClass:
+    return parse_priority_class(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
     )
-    with pytest.raises(ConfigValidationError, match="'serving' is not applied"):
-        apply_quota(_Quotas(), _quota("team-a", ["a"]), kept)
+
+
+def test_a_quota_naming_a_class_not_stored_is_written_waiting_for_it_with_priority_0() -> None:
+    port = _Quotas()
+    write = apply_quota(port, _quota("team-a", ["a"]), _naming("serving"))
+    assert (write.priority_class, write.unresolved, write.classes_seen) == ("serving", True, 0)
+    assert parse_document(json.loads(write.body)).spec.priority == 0
+
+
+def test_a_quota_naming_a_stored_class_takes_its_value_as_read() -> None:
+    port = _Quotas(classes={"serving": _priority_class("serving", 700)})
+    write = apply_quota(port, _quota("team-a", ["a"]), _naming("serving"))
+    assert (write.unresolved, write.classes_seen) == (False, 1)
+    assert parse_document(json.loads(write.body)).spec.priority == 700
+
+
+def test_a_class_applied_between_the_read_and_the_write_is_read_again() -> None:
+    """The write is conditioned on the classes' version it read: the class applied meanwhile
+    sends it back, and the next read resolves it (never stored waiting for a stored class)."""
+    port = _Quotas(class_applied_meanwhile=_priority_class("serving", 700))
+    write = apply_quota(port, _quota("team-a", ["a"]), _naming("serving"))
+    assert [w.unresolved for w in port.writes] == [True, False]
+    assert parse_document(json.loads(write.body)).spec.priority == 700
+
+
+def test_the_same_document_waiting_then_resolved_is_a_change() -> None:
+    """A reservation stored waiting (priority 0) is written again once its class is stored,
+    even when the class's value is 0: the mark is part of what is stored."""
+    quota = _quota("team-a", ["a"], "training")
+    waiting = StoredQuota(stored_body(quota), None, ("training",), "serving")
+    read = QuotaApplyRead(
+        7, (quota,), waiting, OutstandingBumps(), 2, _priority_class("serving", 0)
+    )
+    write = plan_apply(quota, None, "serving", read)
+    assert (write.seen, write.unresolved, write.pools) == (7, False, ("training",))
 
 
 def test_a_delete_that_kept_meeting_changes_gives_up_saying_so() -> None:

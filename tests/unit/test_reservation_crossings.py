@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.capacity.reservation_state import (
     StoredReservation,
     Thresholds,

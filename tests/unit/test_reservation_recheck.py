@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.capacity.reservation_state import Coverage, StoredReservation
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot, selector_key
 from capacity_launcher.service.reservations import RECHECK_SECONDS, ReservationProvider

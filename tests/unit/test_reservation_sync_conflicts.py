@@ -6,8 +6,12 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from capacity_launcher.domain.apis.config import CapacityReservationSpec, CapacityReservationTarget
 from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.node_class_terms import (
+    CapacityReservationSpec,
+    CapacityReservationTarget,
+)
+from capacity_launcher.domain.capacity.idle_reservations import IdleState
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
     StoredReservation,
@@ -18,6 +22,9 @@ from capacity_launcher.domain.errors import Throttled
 from capacity_launcher.service.reservation_sync import ReservationSync
 
 RESERVATION = ReservationSnapshot("cr-0123456789abcdef0", "m5.large", "us-east-1a", "active", 4, 4)
+TODAY = datetime(2026, 1, 15, tzinfo=UTC)
+# As the last run stored it: idle accounting from today, at EC2's counts.
+IDLE = IdleState(counted_until=TODAY, period_start=TODAY, total=4, available=4)
 NODE_CLASS = parse_document(
     {
         "apiVersion": "capacity-launcher/v1",
@@ -52,7 +59,7 @@ class Snapshots:
     """A launcher exhausts the reservation between the sync's read and its first write."""
 
     def __init__(self) -> None:
-        self.current = StoredReservation(snapshot=RESERVATION, version=1)
+        self.current = StoredReservation(snapshot=RESERVATION, version=1, idle=IDLE)
         self.saved: list[StoredReservation] = []
 
     def read(self) -> tuple[dict[str, StoredReservation], dict[str, Coverage]]:
@@ -95,7 +102,7 @@ def _sync(ec2: Ec2, snapshots: Snapshots, cache: Cache, published: list[Any]) ->
         cache,
         lambda *events: published.extend(events),
         Thresholds(0.9, timedelta(hours=72)),
-        lambda: datetime(2026, 1, 15, tzinfo=UTC),
+        lambda: TODAY,
     )
 
 
@@ -152,7 +159,7 @@ def test_a_throttled_group_listing_skips_that_group_and_syncs_the_rest():
         Cache(),
         lambda *events: None,
         Thresholds(0.9, timedelta(hours=72)),
-        lambda: datetime(2026, 1, 15, tzinfo=UTC),
+        lambda: TODAY,
     )
     # When the sync runs, the reservation the other NodeClass names is still synced
     report = sync.run()

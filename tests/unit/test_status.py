@@ -23,6 +23,7 @@ from capacity_launcher.domain.records.status import (
     RESERVATION_EXPIRED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,
+    RESERVATION_UNDERUTILIZED,
     RESERVATION_UTILIZATION_HIGH,
     AwaitedReservation,
     ErrorDetail,
@@ -90,7 +91,8 @@ def test_event_names_are_designs() -> None:
     assert RESERVATION_EXPIRED == "Capacity Reservation Expired"
     assert RECLAIM_REQUESTED == "Capacity Reclaim Requested"
     assert RECLAIM_CLOSED == "Capacity Reclaim Closed"
-    assert len(set(ALL_DETAIL_TYPES)) == 15
+    assert RESERVATION_UNDERUTILIZED == "Capacity Reservation Underutilized"
+    assert len(set(ALL_DETAIL_TYPES)) == 16
 
 
 def test_statuses_spell_like_the_contract() -> None:

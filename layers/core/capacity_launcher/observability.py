@@ -6,10 +6,13 @@ template) still records each invocation in X-Ray.
 """
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+    AmazonCloudWatchEMFProvider,
+)
 
 SERVICE = "capacity-launcher"
 
@@ -36,4 +39,21 @@ def emit_single(name: str, unit: MetricUnit, value: float, dimensions: Mapping[s
             metric.add_dimension(name=key, value=dimension)
 
 
-__all__ = ["SERVICE", "MetricUnit", "emit_single", "logger", "metrics"]
+def emit_sets(
+    name: str, unit: MetricUnit, value: float, dimension_sets: Sequence[Mapping[str, str]]
+) -> None:
+    """One value of a metric counted under several dimension sets at once (`service` is added to
+    each), in one EMF document (a Dimensions array per set), flushed at once: one metric per
+    set in CloudWatch, so a percentile can be read per pool, per team and over all (percentiles
+    of separate series cannot be combined later)."""
+    emf = AmazonCloudWatchEMFProvider(namespace=metrics.namespace, service=SERVICE)
+    emf.add_metric(name=name, unit=unit, value=value)
+    first, *others = dimension_sets
+    for key, dimension in first.items():
+        emf.add_dimension(name=key, value=dimension)
+    for dimensions in others:
+        emf.add_dimensions(**{**dimensions, "service": SERVICE})
+    emf.flush_metrics()
+
+
+__all__ = ["SERVICE", "MetricUnit", "emit_sets", "emit_single", "logger", "metrics"]

@@ -26,6 +26,10 @@ class Settings(BaseModel):
     expiring_horizon_hours: int = Field(default=72, ge=1)
     # Capacity Block Expiring: minutes before a block's end (EC2 terminates at 30 minutes before).
     block_expiring_minutes: int = Field(default=60, ge=31, le=1440)
+    # Capacity Reservation Underutilized: utilization below this at every look for a whole period
+    # (domain/capacity/idle_reservations.py).
+    idle_utilization_threshold: float = Field(default=0.5, gt=0, le=1)
+    idle_period_hours: float = Field(default=3.0, ge=0.25, le=24 * 14)
     # A warm container trusts its copy of the ICE cache for this long before reading DynamoDB again.
     ice_local_copy_seconds: float = Field(default=5.0, ge=0, le=60)
     # History (request records, intents, terminated instances' items) expires after this long.
@@ -40,6 +44,8 @@ class Settings(BaseModel):
     # Whether resources made before they carried a stack (no capacity-launcher:stack tag) are
     # this stack's too (docs/operations.md: Two deployments in one account).
     claim_untagged_resources: bool = False
+    # The launch queue, for the sync: static NodePools' launches (docs/static-capacity.md).
+    launch_queue_url: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -17,42 +17,6 @@ BLOCK_TYPE = "p5.48xlarge"
 CAPACITY_BLOCK_MARKET = {"MarketType": "capacity-block"}
 
 
-@pytest.fixture
-def offerings(ec2: Any) -> Callable[..., list[dict[str, Any]]]:
-    def find(**overrides: Any) -> list[dict[str, Any]]:
-        request = {"InstanceType": BLOCK_TYPE, "InstanceCount": 2, "CapacityDurationHours": 48}
-        answer = ec2.describe_capacity_block_offerings(**{**request, **overrides})
-        return answer["CapacityBlockOfferings"]  # type: ignore[no-any-return]
-
-    return find
-
-
-@pytest.fixture
-def block(
-    ec2: Any, offerings: Callable[..., list[dict[str, Any]]]
-) -> Callable[..., dict[str, Any]]:
-    """Buy the first offering; returns the PurchaseCapacityBlock answer's reservation."""
-
-    def buy(**overrides: Any) -> dict[str, Any]:
-        offering = offerings(**overrides)[0]
-        answer = ec2.purchase_capacity_block(
-            CapacityBlockOfferingId=offering["CapacityBlockOfferingId"],
-            InstancePlatform="Linux/UNIX",
-        )
-        return answer["CapacityReservation"]  # type: ignore[no-any-return]
-
-    return buy
-
-
-@pytest.fixture
-def active_block(
-    block: Callable[..., dict[str, Any]], advance_to: Callable[..., None]
-) -> dict[str, Any]:
-    bought = block()
-    advance_to(bought["StartDate"], 1)
-    return bought
-
-
 def _state(ec2: Any, reservation_id: str) -> str:
     found = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
     return str(found["CapacityReservations"][0]["State"])

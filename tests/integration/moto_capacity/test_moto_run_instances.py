@@ -428,3 +428,36 @@ def test_a_type_that_cannot_run_the_image_architecture_is_refused_with_invalid_p
     assert launch(ImageId=arm64_ami, InstanceType="m6g.large")["Instances"][0]["InstanceType"] == (
         "m6g.large"
     )
+
+
+def test_launch_time_is_the_emulators_clock(launch: Any, ec2: Any, launch_template: Any) -> None:
+    """EC2 API Reference, Instance: LaunchTime is when the instance was launched
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html). The emulator's
+    clock is the time there: after an advance, an instance launched now carries the advanced
+    time, by RunInstances and by CreateFleet alike."""
+    from moto_capacity.core.clock import CLOCK
+
+    CLOCK.advance(6 * 3600)
+    ran = launch()["Instances"][0]
+    fleet = ec2.create_fleet(
+        Type="instant",
+        TargetCapacitySpecification={
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": "on-demand",
+        },
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateName": launch_template(),
+                    "Version": "$Latest",
+                },
+                "Overrides": [{"InstanceType": "m5.large", "AvailabilityZone": ZONE}],
+            }
+        ],
+    )
+    (fleet_id,) = fleet["Instances"][0]["InstanceIds"]
+    described = ec2.describe_instances(InstanceIds=[ran["InstanceId"], fleet_id])
+    times = [i["LaunchTime"] for r in described["Reservations"] for i in r["Instances"]]
+    assert len(times) == 2
+    for launched in times:
+        assert abs((launched - CLOCK.now()).total_seconds()) < 60

@@ -39,7 +39,8 @@ CRASHES: dict[str, tuple[type, str, Callable[[Callable[..., Any]], Callable[...,
     "no-crash": None,
     "before-create-fleet": (Fleet, "create", lambda _: _killed),
     "after-create-fleet": (LaunchRecords, "complete_intent", lambda _: _killed),
-    "after-recording": (LaunchRecords, "put_record", _killed_after),
+    # A visit writes its requests' records together (settle._write_records).
+    "after-recording": (LaunchRecords, "put_records", _killed_after),
 }
 
 

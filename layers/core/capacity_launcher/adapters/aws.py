@@ -39,10 +39,11 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     ),
     "ec2": (
         "CreateFleet", "CreateLaunchTemplate", "CreateTags", "DeleteLaunchTemplate",
-        "DescribeCapacityReservations", "DescribeImages", "DescribeInstanceStatus",
-        "DescribeInstanceTypeOfferings", "DescribeInstanceTypes", "DescribeInstances",
-        "DescribeLaunchTemplateVersions", "DescribeLaunchTemplates", "DescribeSecurityGroups",
-        "DescribeSubnets", "TerminateInstances",
+        "DescribeCapacityBlockExtensionOfferings", "DescribeCapacityReservations",
+        "DescribeImages", "DescribeInstanceStatus", "DescribeInstanceTypeOfferings",
+        "DescribeInstanceTypes", "DescribeInstances", "DescribeLaunchTemplateVersions",
+        "DescribeLaunchTemplates", "DescribeSecurityGroups", "DescribeSubnets",
+        "PurchaseCapacityBlockExtension", "TerminateInstances",
     ),
     "events": ("PutEvents",),
     "iam": (

@@ -7,10 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
-from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
+from capacity_launcher.domain.capacity.block_extensions import (
+    BlockExtension,
+    BlockExtensionOffering,
+)
 from capacity_launcher.domain.capacity.reservations import (
     DEFAULT_TYPE,
     SELECTABLE_STATES,
@@ -76,6 +81,39 @@ class CapacityReservations:
             return [r for one in wanted for r in self.describe([one], filters)]
         return [snapshot_from_ec2(r) for r in raw]
 
+    def extension_offerings(
+        self, reservation_id: str, duration_hours: int
+    ) -> list[BlockExtensionOffering]:
+        """DescribeCapacityBlockExtensionOfferings: what EC2 offers to extend a Capacity Block
+        by `duration_hours` from its end (none when capacity does not allow it)."""
+        with aws_call("DescribeCapacityBlockExtensionOfferings", fatal=LaunchFailed):
+            pages = all_pages(
+                self._ec2.describe_capacity_block_extension_offerings,
+                CapacityReservationId=reservation_id,
+                CapacityBlockExtensionDurationHours=duration_hours,
+            )
+            raw = [o for page in pages for o in page.get("CapacityBlockExtensionOfferings", [])]
+        return [_extension_offering(o, reservation_id) for o in raw]
+
+    def purchase_extension(self, offering_id: str, reservation_id: str) -> BlockExtension:
+        """PurchaseCapacityBlockExtension: the extension bought, `payment-pending` until paid;
+        the block's end date moves only once it is `payment-succeeded`."""
+        with aws_call("PurchaseCapacityBlockExtension", fatal=LaunchFailed):
+            answer = self._ec2.purchase_capacity_block_extension(
+                CapacityBlockExtensionOfferingId=offering_id,
+                CapacityReservationId=reservation_id,
+            )
+        raw = (answer.get("CapacityBlockExtensions") or [{}])[0]
+        return BlockExtension(
+            offering_id=raw.get("CapacityBlockExtensionOfferingId", offering_id),
+            reservation_id=raw.get("CapacityReservationId", reservation_id),
+            status=raw.get("CapacityBlockExtensionStatus", "payment-pending"),
+            starts_at=_date(raw.get("CapacityBlockExtensionStartDate")),
+            ends_at=_date(raw.get("CapacityBlockExtensionEndDate")),
+            duration_hours=int(raw.get("CapacityBlockExtensionDurationHours", 0)),
+            upfront_fee=_fee(raw.get("UpfrontFee")),
+        )
+
     def _described(
         self, ids: list[str] | None, filters: Sequence[Mapping[str, Any]] | None
     ) -> list[Mapping[str, Any]]:
@@ -87,6 +125,42 @@ class CapacityReservations:
         with aws_call("DescribeCapacityReservations", fatal=LaunchFailed):
             pages = all_pages(self._ec2.describe_capacity_reservations, **kwargs)
             return [r for page in pages for r in page["CapacityReservations"]]
+
+
+def _date(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None
+
+
+def _fee(value: Any) -> Decimal | None:
+    """EC2's fee is a decimal string; absent or not a number, it is unknown, never guessed."""
+    try:
+        return Decimal(str(value)) if value is not None else None
+    except InvalidOperation:
+        return None
+
+
+def _extension_offering(raw: Mapping[str, Any], reservation_id: str) -> BlockExtensionOffering:
+    starts_at, ends_at = (
+        raw.get("CapacityBlockExtensionStartDate"),
+        raw.get("CapacityBlockExtensionEndDate"),
+    )
+    if not isinstance(starts_at, datetime) or not isinstance(ends_at, datetime):
+        raise LaunchFailed(
+            "InvalidExtensionOffering",
+            f"EC2 offered an extension of {reservation_id} without its start and end dates",
+        )
+    return BlockExtensionOffering(
+        offering_id=raw["CapacityBlockExtensionOfferingId"],
+        reservation_id=reservation_id,
+        instance_type=raw.get("InstanceType", ""),
+        instance_count=int(raw.get("InstanceCount", 0)),
+        zone=raw.get("AvailabilityZone", ""),
+        starts_at=starts_at,
+        ends_at=ends_at,
+        duration_hours=int(raw.get("CapacityBlockExtensionDurationHours", 0)),
+        upfront_fee=_fee(raw.get("UpfrontFee")),
+        currency=raw.get("CurrencyCode"),
+    )
 
 
 def _filters(term: CapacityReservationSelectorTerm) -> list[dict[str, Any]]:

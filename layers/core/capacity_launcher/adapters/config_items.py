@@ -35,6 +35,11 @@ POOL_SET_KEY = ("NodePools", "Version")
 # delete of the quota that finds the item bumps them (the document stored as applied, or gone):
 # a failure between the transactions is finished by the operator's next apply or delete.
 OUTSTANDING_BUMPS_PK = "QuotaBumps"
+# The version every PriorityClass apply and delete bumps, and a quota naming a class is written
+# conditioned on (outside the classes' partition: never listed).
+PRIORITY_CLASSES_KEY = ("PriorityClasses", "Version")
+# A quota item's mark: the PriorityClass it names, not stored when it was written.
+UNRESOLVED = "unresolvedPriorityClass"
 
 
 def quota_generation_check(table: str, generation: int) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 A warm container keeps the lists for `cache_seconds`; a cache may answer "found", never "missing":
 a name it lacks is read through (strongly consistent) before anyone is told it does not exist.
 A stored document that no longer parses affects only itself: it is skipped with a warning, and
-`invalid()` reports it. A NodeClass item carries a `version` that every apply of a NodePool
-naming it bumps, so a delete conditioned on the version it checked cannot race such an apply.
+`invalid()` reports it. A NodePool may name a NodeClass not stored yet (Kubernetes applies in any
+order; its status says so); a NodeClass's delete is conditioned on the NodePools' generation it
+read the pools naming it at, so it cannot race a pool applied naming it.
 Every NodePool and NodeClass item also carries its `revision` (`documents.revision_of`, of the
 copy a reader parses from the stored body): a lease conditions on the revisions the request was
 resolved with, so an apply that returned governs every lease written after it, and `forget`
@@ -18,7 +19,7 @@ its pool from.
 CapacityQuota items are read here (`quota_set`, with the quota generations that leases
 condition on) and written through `quotas()` (adapters/quota_store.py), by the configuration
 use case that checks them across quotas (service/configuration.py); so is a NodeClass's delete,
-which reads what uses it (`class_users`) and deletes it conditioned on the version it read.
+which reads what uses it (`class_users`) and deletes it conditioned on what it read.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from capacity_launcher.adapters.config_items import (
     POOL_SET_KEY,
     QUOTA_POOL_PREFIX,
     QUOTA_SET_KEY,
+    UNRESOLVED,
     generation_bump,
+    generation_check,
     kept_of,
     node_class_ref,
     parse_item,
@@ -51,7 +54,13 @@ from capacity_launcher.adapters.config_items import (
 )
 from capacity_launcher.adapters.dynamodb import key, to_item
 from capacity_launcher.adapters.quota_store import QuotaStore
-from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
+from capacity_launcher.domain.apis.config import (
+    NodeClass,
+    NodeClassUsers,
+    NodePool,
+    PoolSet,
+    mode_switch,
+)
 from capacity_launcher.domain.apis.documents import revision_of, stored_body
 from capacity_launcher.domain.apis.quota_changes import kept_body as kept_of_apply
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
@@ -98,8 +107,8 @@ class ConfigStore:
         self._pool_sets: TtlCache[PoolSet] = TtlCache(cache_seconds)
 
     def apply(self, document: NodeClass | NodePool, kept: Kept | None = None) -> None:
-        """Create or replace a NodeClass or NodePool; a NodePool must name an existing
-        NodeClass. ``kept`` (the fields its apply kept, docs/api-versions.md) replaces what the
+        """Create or replace a NodeClass or NodePool (a NodePool's NodeClass need not be stored
+        yet). ``kept`` (the fields its apply kept, docs/api-versions.md) replaces what the
         item kept before. A CapacityQuota's apply is the configuration use case's, through
         `quotas()` (its cross-quota check)."""
         kept_body = kept_of_apply(kept)
@@ -109,7 +118,6 @@ class ConfigStore:
         # Of the copy a reader parses from the body, so every reader computes the same one.
         revision = revision_of(self._parse(kind, {"sk": document.metadata.name, "document": body}))
         if isinstance(document, NodePool):
-            ref = document.spec.node_class_ref
             item = {
                 "pk": kind,
                 "sk": document.metadata.name,
@@ -119,10 +127,12 @@ class ConfigStore:
                 # And the whole of it: a lease decided on another revision does not hold.
                 "revision": revision,
                 "updatedAt": now,
+                # Static (spec.replicas) or dynamic, for good: the put is conditioned on it.
+                "staticPool": document.spec.is_static,
             }
             if kept_body is not None:
                 item["kept"] = kept_body
-            self._put_pool(document.metadata.name, ref, item)
+            self._put_pool(item)
         else:
             # An update, not a put: the version must survive a re-apply of the class.
             values: dict[str, Any] = {
@@ -147,41 +157,40 @@ class ConfigStore:
                 )
         self._invalidate()
 
-    def _put_pool(self, name: str, ref: str, item: dict[str, Any]) -> None:
-        """Put the pool, bumping its class's version (a concurrent delete of the class fails)
-        and, unless it is stored at this revision already, the NodePools' generation: the same
-        document applied again leaves every request's choice of pool as it was."""
-        class_bump = {
-            "Update": {
-                "TableName": self._table,
-                "Key": key("NodeClass", ref),
-                "UpdateExpression": "ADD version :one",
-                "ConditionExpression": "attribute_exists(pk)",
-                "ExpressionAttributeValues": {":one": {"N": "1"}},
-            }
-        }
+    def _put_pool(self, item: dict[str, Any]) -> None:
+        """Put the pool, bumping the NodePools' generation unless it is stored at this revision
+        already: the same document applied again leaves every request's choice of pool as it
+        was. Its NodeClass need not be stored (docs/karpenter.md, "Applied in any order"); a
+        delete of the class is conditioned on the generation, so it cannot race a pool applied
+        naming it."""
         put: dict[str, Any] = {"TableName": self._table, "Item": to_item(item)}
+        # A pool stored before `staticPool` was kept is a dynamic one.
+        mode = "attribute_not_exists(pk) OR staticPool = :static"
+        if not item["staticPool"]:
+            mode += " OR attribute_not_exists(staticPool)"
+        changing = {
+            **put,
+            "ConditionExpression": mode,
+            "ExpressionAttributeValues": {":static": {"BOOL": item["staticPool"]}},
+        }
         same = {
             **put,
             "ConditionExpression": "revision = :revision",
             "ExpressionAttributeValues": {":revision": {"S": item["revision"]}},
         }
+        try:
+            with aws_call("PutItem"):
+                self._db.put_item(**same)
+            return
+        except ConditionFailed:
+            pass  # new, or another document: the listing changes
         bump = generation_bump(self._table, POOL_SET_KEY)
         try:
-            try:
-                with aws_call("TransactWriteItems"):
-                    self._db.transact_write_items(TransactItems=[class_bump, {"Put": same}])
-                return
-            except ConditionFailed as failed:
-                if failed.failed_at(0):
-                    raise
             with aws_call("TransactWriteItems"):
-                self._db.transact_write_items(TransactItems=[class_bump, {"Put": put}, bump])
+                self._db.transact_write_items(TransactItems=[{"Put": changing}, bump])
         except ConditionFailed as failed:
-            raise ConfigConflict(
-                f"NodePool {name}: spec.nodeClassRef: "
-                f"NodeClass {ref!r} does not exist; apply it first"
-            ) from failed
+            name = str(item["sk"])
+            raise ConfigConflict(f"NodePool {name}: {mode_switch(item['staticPool'])}") from failed
 
     def priority_classes(self) -> PriorityClassStore:
         """The PriorityClasses stored in the same table (adapters/priority_class_store.py)."""
@@ -273,9 +282,11 @@ class ConfigStore:
             for sk, version in found.items()
             if sk.startswith(QUOTA_POOL_PREFIX)
         }
-        listing = self._read_all("CapacityQuota")
+        items = self._query("CapacityQuota")
+        listing = self._listing_of("CapacityQuota", items)
         quotas = (d for d in listing.documents.values() if isinstance(d, CapacityQuota))
-        return QuotaSet(found.get(_QUOTA_SET_KEY[1], 0), tuple(quotas), pools)
+        waiting = {str(i["sk"]): str(i[UNRESOLVED]) for i in items if UNRESOLVED in i}
+        return QuotaSet(found.get(_QUOTA_SET_KEY[1], 0), tuple(quotas), pools, waiting)
 
     def invalid(self) -> list[InvalidDocument]:
         """Stored documents that no longer parse, read now (for operators)."""
@@ -356,49 +367,48 @@ class ConfigStore:
 
     # -- deleting ----------------------------------------------------------------------------
 
-    def class_users(self, name: str) -> tuple[int, list[str]]:
-        """NodeClass `name`'s version, then the NodePools naming it, read after the version (an
-        apply naming the class in between changes the version); NotFound if it is not stored."""
+    def class_users(self, name: str) -> NodeClassUsers:
+        """NodeClass `name`'s version and the NodePools' generation, then the NodePools naming
+        it, read after both (a pool applied naming the class in between bumps the generation);
+        NotFound if it is not stored."""
         item = self._read_one("NodeClass", name)
         if item is None:
             raise NotFound("NodeClass", name)
-        version = int(item.get("version", 0))
+        generation = int((self._read_one(*POOL_SET_KEY) or {}).get("version", 0))
         users = sorted(
             str(pool["sk"]) for pool in self._pool_items() if node_class_ref(pool) == name
         )
-        return version, users
+        return NodeClassUsers(int(item.get("version", 0)), generation, tuple(users))
 
-    def delete_class(self, name: str, version: int) -> bool:
-        """Delete NodeClass `name` if still at `version` (False when it changed; NotFound if
-        gone)."""
-        deleted = self._delete_item("NodeClass", name, version)
-        if deleted:
-            self._invalidate()
-        return deleted
+    def delete_class(self, name: str, read: NodeClassUsers) -> bool:
+        """Delete NodeClass `name` while it is at the version and the NodePools at the
+        generation `read` says (False when either moved; NotFound if gone)."""
+        condition = "attribute_exists(pk) AND version = :version"
+        if read.version == 0:
+            condition += " OR attribute_exists(pk) AND attribute_not_exists(version)"
+        delete = {
+            "TableName": self._table,
+            "Key": key("NodeClass", name),
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": {":version": {"N": str(read.version)}},
+        }
+        check = generation_check(self._table, POOL_SET_KEY, read.pools_generation)
+        try:
+            with aws_call("TransactWriteItems"):
+                self._db.transact_write_items(TransactItems=[check, {"Delete": delete}])
+        except ConditionFailed as failed:
+            if self._read_one("NodeClass", name) is not None:
+                return False
+            raise NotFound("NodeClass", name) from failed
+        self._invalidate()
+        return True
+
+    def stored_names(self, kind: Kind) -> frozenset[str]:
+        """The names of every stored document of `kind`, read now (valid or not)."""
+        return frozenset(str(item["sk"]) for item in self._query(kind))
 
     def _pool_items(self) -> list[dict[str, Any]]:
         return self._query("NodePool")
 
     def _query(self, kind: str) -> list[dict[str, Any]]:
         return query_items(self._db, self._table, kind)
-
-    def _delete_item(self, kind: Kind, name: str, version: int) -> bool:
-        """Delete if present and still at `version` (False when it changed; NotFound if gone)."""
-        condition = (
-            "attribute_exists(pk) AND (version = :version OR attribute_not_exists(version))"
-            if version == 0
-            else "attribute_exists(pk) AND version = :version"
-        )
-        try:
-            with aws_call("DeleteItem"):
-                self._db.delete_item(
-                    TableName=self._table,
-                    Key=key(kind, name),
-                    ConditionExpression=condition,
-                    ExpressionAttributeValues={":version": {"N": str(version)}},
-                )
-        except ConditionFailed as failed:
-            if self._read_one(kind, name) is not None:
-                return False
-            raise NotFound(kind, name) from failed
-        return True

@@ -11,7 +11,7 @@ from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.capacity.launch_options import ImageSelectorTerm
-from capacity_launcher.domain.errors import NodeClassRefused
+from capacity_launcher.domain.errors import NO_IMAGE_SELECTED, NodeClassRefused
 
 IMAGE_SELECTION_TTL_SECONDS = 300.0
 DEFAULT_OWNERS = ("self", "amazon")
@@ -43,7 +43,7 @@ class ImageSelection:
         found = self._cache.get_or_load(key, lambda: self._newest(requests, node_class))
         if found is None:
             raise NodeClassRefused(
-                "NoImageSelected",
+                NO_IMAGE_SELECTED,
                 "selects no image in this region",
                 node_class.metadata.name,
                 _FIELD,

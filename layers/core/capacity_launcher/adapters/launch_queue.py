@@ -1,5 +1,6 @@
 """The launch queue, seen from the launcher: a handed-back message returns after a short backoff;
-a held one (a request waiting for scheduled capacity) is sent again, delayed.
+a held one (a request waiting for scheduled capacity) is sent again, delayed. The sync sends a
+static NodePool's launches into it as any producer does (`send`).
 
 Lambda's event source mapping leaves a failed message invisible for the queue's whole visibility
 timeout (720 s); ChangeMessageVisibility brings it back after seconds, more with each receive.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -103,6 +104,13 @@ class LaunchQueue:
         queue); the new message's id."""
         with aws_call("SendMessage"):
             sent = self._client.send_message(QueueUrl=queue_url(queue_arn), MessageBody=body)
+        return str(sent["MessageId"])
+
+    def send(self, url: str, body: Mapping[str, Any]) -> str:
+        """A new launch request into the queue at `url` (a static NodePool's launch); its
+        message id."""
+        with aws_call("SendMessage"):
+            sent = self._client.send_message(QueueUrl=url, MessageBody=json.dumps(body))
         return str(sent["MessageId"])
 
     @property

@@ -8,7 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
-from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_if_absent, to_item
+from capacity_launcher.adapters.dynamodb import (
+    batch_get,
+    batch_write,
+    from_item,
+    key,
+    put_if_absent,
+    to_item,
+)
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.records.detail_limits import fit_entries
@@ -96,6 +103,12 @@ class LaunchRecords:
 
     def put_record_if_absent(self, record: RequestRecord) -> bool:
         return self._put_record(record, only_if_absent=True)
+
+    def put_records(self, records: Sequence[RequestRecord]) -> None:
+        """Put the records of distinct requests as `put_record` puts each (unconditionally), in
+        BatchWriteItem calls of 25: the records of requests served together."""
+        puts = [{"PutRequest": {"Item": to_item(self._item(r))}} for r in records]
+        batch_write(self._db, self._table, puts)
 
     def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None:
         """A Waiting request's record and the id of the queue message holding its wait; also a
@@ -223,6 +236,21 @@ class LaunchRecords:
     def _put_record(
         self, record: RequestRecord, *, only_if_absent: bool, held_by: str | None = None
     ) -> bool:
+        item = self._item(record, held_by)
+        condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
+        try:
+            with aws_call("PutItem"):
+                self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
+        except ConditionFailed:
+            if not only_if_absent:
+                # No condition was asked: the record was not written, and saying nothing would
+                # let its event be published with no record behind it.
+                raise
+            return False
+        return True
+
+    def _item(self, record: RequestRecord, held_by: str | None = None) -> dict[str, Any]:
+        """The record's item: its detail, and the keys of the indexes it belongs to."""
         detail = record.to_detail()
         item = {
             "pk": request_pk(record.request_id),
@@ -241,17 +269,7 @@ class LaunchRecords:
         if record.status is RequestStatus.WAITING and record.wait_for_capacity_until is not None:
             item["waiting"] = shard_value(WAITING, record.request_id)
             item["waitingUntil"] = int(record.wait_for_capacity_until.timestamp())
-        condition = {"ConditionExpression": "attribute_not_exists(pk)"} if only_if_absent else {}
-        try:
-            with aws_call("PutItem"):
-                self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
-        except ConditionFailed:
-            if not only_if_absent:
-                # No condition was asked: the record was not written, and saying nothing would
-                # let its event be published with no record behind it.
-                raise
-            return False
-        return True
+        return item
 
     def bind_body(self, request_id: str, body_hash: str) -> str:
         """Bind the requestId to its first body: the hash it is bound to (this one if first)."""

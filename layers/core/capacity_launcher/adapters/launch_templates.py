@@ -135,6 +135,10 @@ class LaunchTemplates:
             self._known[name] = self._clock().timestamp()
         return template
 
+    def security_group_ids(self, node_class: NodeClass) -> tuple[str, ...]:
+        """The class's security groups (resolved once per 5 minutes, as `ensure` reads them)."""
+        return self._security_groups.ids(node_class)
+
     def instance_profile(self, node_class: NodeClass) -> str | None:
         """The profile the class's instances launch with, made for its role first (never a
         launch without the identity the class names: InstanceProfileNotReady instead)."""

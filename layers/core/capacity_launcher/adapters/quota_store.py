@@ -11,20 +11,29 @@ an apply or delete that returned governs every lease written after it, whatever 
 container holds, while a lease in a pool the change does not name is left alone. A quota naming
 more pools than a transaction holds has the rest bumped right after, marked outstanding in the
 first transaction until they are (`OUTSTANDING_BUMPS_PK`).
+
+A quota naming a PriorityClass is written conditioned on the classes' version its apply read
+(`PRIORITY_CLASSES_KEY`), so it never stores a priority, or a mark of waiting for its class
+(`unresolvedPriorityClass`), that a class applied or deleted meanwhile has made wrong.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import aws_call
 from capacity_launcher.adapters.config_items import (
     OUTSTANDING_BUMPS_PK,
+    PRIORITY_CLASSES_KEY,
     QUOTA_SET_KEY,
+    UNRESOLVED,
     generation_bump,
+    generation_check,
+    kept_of,
     outstanding_bumps_put,
     parse_item,
     query_items,
@@ -44,7 +53,15 @@ from capacity_launcher.domain.apis.quota_changes import (
     pools_named,
 )
 from capacity_launcher.domain.apis.quotas import CapacityQuota
-from capacity_launcher.domain.errors import ConditionFailed, StoredDocumentInvalid
+
+if TYPE_CHECKING:  # PriorityClasses are the apply path's (a launcher reads none)
+    from capacity_launcher.domain.apis.priority_classes import PriorityClass
+from capacity_launcher.domain.apis.documents import StoredDocument
+from capacity_launcher.domain.errors import (
+    CapacityLauncherError,
+    ConditionFailed,
+    StoredDocumentInvalid,
+)
 
 
 class QuotaStore:
@@ -56,10 +73,15 @@ class QuotaStore:
         self._db = dynamodb
         self._clock = clock
 
-    def apply_read(self, name: str) -> QuotaApplyRead:
+    def apply_read(self, name: str, priority_class: str | None = None) -> QuotaApplyRead:
         """The quota set's version first (a quota applied after it bumps it), then the valid
-        stored quotas, quota `name` as stored and its outstanding bumps."""
+        stored quotas, quota `name` as stored and its outstanding bumps; naming
+        `priority_class`, the classes' version and then that class as stored (None: not)."""
         version = int((self._read_one(*QUOTA_SET_KEY) or {}).get("version", 0))
+        classes_version, named = 0, None
+        if priority_class is not None:
+            classes_version = int((self._read_one(*PRIORITY_CLASSES_KEY) or {}).get("version", 0))
+            named = _class_of(self._read_one("PriorityClass", priority_class))
         items = query_items(self._db, self._table, "CapacityQuota")
         stored = next((i for i in items if str(i["sk"]) == name), None)
         return QuotaApplyRead(
@@ -67,16 +89,23 @@ class QuotaStore:
             quotas=tuple(q for q in map(_quota_of, items) if q is not None),
             stored=_stored_quota(stored),
             outstanding=self._outstanding(name),
+            classes_version=classes_version,
+            named=named,
         )
+
+    def waiting_for(self, priority_class: str) -> list[StoredDocument]:
+        """The stored quotas marked waiting for `priority_class`, with their kept fields."""
+        found = []
+        for item in query_items(self._db, self._table, "CapacityQuota"):
+            quota = _quota_of(item)
+            if quota is not None and item.get(UNRESOLVED) == priority_class:
+                found.append(StoredDocument(quota, kept_of(item)))
+        return sorted(found, key=lambda s: s.document.name)
 
     def delete_read(self, name: str) -> QuotaDeleteRead:
         """Quota `name` as stored and its outstanding bumps."""
         stored = _stored_quota(self._read_one("CapacityQuota", name))
         return QuotaDeleteRead(stored, self._outstanding(name))
-
-    def priority_class_stored(self, name: str) -> bool:
-        """Whether PriorityClass `name` is stored now."""
-        return self._read_one("PriorityClass", name) is not None
 
     def put(self, write: QuotaPut) -> None:
         """The quota's item, with the version check and bumps `write` names, in one transaction
@@ -89,18 +118,18 @@ class QuotaStore:
         }
         if write.kept is not None:
             item["kept"] = write.kept
+        waiting = write.priority_class if write.unresolved else None
+        if waiting is not None:
+            item[UNRESOLVED] = waiting
         put = {"TableName": self._table, "Item": to_item(item)}
-        writes: list[dict[str, Any]] = [{"Put": _while_stored_as(put, write.body, write.kept)}]
+        unchanged = _while_stored_as(put, write.body, write.kept, waiting)
+        writes: list[dict[str, Any]] = [{"Put": unchanged}]
         if write.seen is not None:
             guard = seen_version_bump(self._table, QUOTA_SET_KEY, write.seen)
             writes = [{"Update": guard}, {"Put": put}]
-        if write.priority_class is not None:
-            exists = "attribute_exists(pk)"  # the class it names: not deleted meanwhile
-            check = {
-                "Key": key("PriorityClass", write.priority_class),
-                "ConditionExpression": exists,
-            }
-            writes.append({"ConditionCheck": {**check, "TableName": self._table}})
+        if write.classes_seen is not None:
+            # No class applied or deleted since its priority (or its wait) was decided.
+            writes.append(generation_check(self._table, PRIORITY_CLASSES_KEY, write.classes_seen))
         writes, mine = self._marked(writes, write.name, list(write.pools))
         self._write_with_pool_bumps(writes, list(write.pools))
         self._bumps_done(write.name, mine or write.outstanding)
@@ -196,12 +225,33 @@ def _stored_quota(item: dict[str, Any] | None) -> StoredQuota | None:
     quota = _quota_of(item)
     pools = () if quota is None else pools_named(quota)
     kept = item.get("kept")
-    return StoredQuota(str(item["document"]), None if kept is None else str(kept), pools)
+    waiting = item.get(UNRESOLVED)
+    return StoredQuota(
+        str(item["document"]),
+        None if kept is None else str(kept),
+        pools,
+        None if waiting is None else str(waiting),
+    )
 
 
-def _while_stored_as(put: dict[str, Any], body: str, kept_body: str | None) -> dict[str, Any]:
-    """`put` only if the item is stored with `body` and `kept_body` still (an apply that
-    changes nothing: any write meanwhile sends it back to be checked and bumped)."""
+def _class_of(item: dict[str, Any] | None) -> PriorityClass | None:
+    """The class a stored item holds (None: not stored, or it no longer parses)."""
+    from capacity_launcher.domain.apis.priority_classes import parse_priority_class
+
+    if item is None:
+        return None
+    try:
+        return parse_priority_class(json.loads(str(item["document"])))
+    except (CapacityLauncherError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _while_stored_as(
+    put: dict[str, Any], body: str, kept_body: str | None, waiting: str | None
+) -> dict[str, Any]:
+    """`put` only if the item is stored with `body`, `kept_body` and the mark of waiting for
+    a class still (an apply that changes nothing: any write meanwhile sends it back to be
+    checked and bumped)."""
     values: dict[str, Any] = {":document": {"S": body}}
     condition = "#document = :document AND "
     if kept_body is None:
@@ -209,6 +259,11 @@ def _while_stored_as(put: dict[str, Any], body: str, kept_body: str | None) -> d
     else:
         condition += "kept = :kept"
         values[":kept"] = {"S": kept_body}
+    if waiting is None:
+        condition += f" AND attribute_not_exists({UNRESOLVED})"
+    else:
+        condition += f" AND {UNRESOLVED} = :waiting"
+        values[":waiting"] = {"S": waiting}
     return {
         **put,
         "ConditionExpression": condition,

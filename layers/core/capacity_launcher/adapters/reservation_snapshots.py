@@ -21,6 +21,7 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
+from capacity_launcher.domain.capacity.idle_reservations import IdleState
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
     InvalidSnapshot,
@@ -292,7 +293,39 @@ def _item(stored: StoredReservation) -> dict[str, Any]:
         "announced": sorted(stored.announced),
         "syncedAt": _iso(stored.synced_at) if stored.synced_at else None,
         "version": stored.version,
+        "idle": _idle_item(stored.idle) if stored.idle else None,
     }
+
+
+def _idle_item(idle: IdleState) -> dict[str, Any]:
+    """The idle accounting: a fixed set of numbers and two times, never a growing list."""
+    return {
+        "countedUntil": _iso(idle.counted_until),
+        "periodStart": _iso(idle.period_start),
+        "total": idle.total,
+        "available": idle.available,
+        "periodPaidHours": idle.period_paid_hours,
+        "periodIdleHours": idle.period_idle_hours,
+        "peakUtilization": idle.peak_utilization,
+        "paidHours": idle.paid_hours,
+        "idleHours": idle.idle_hours,
+    }
+
+
+def _idle(item: Mapping[str, Any] | None) -> IdleState | None:
+    if not item:
+        return None
+    return IdleState(
+        counted_until=datetime.fromisoformat(str(item["countedUntil"])),
+        period_start=datetime.fromisoformat(str(item["periodStart"])),
+        total=int(item.get("total", 0)),
+        available=int(item.get("available", 0)),
+        period_paid_hours=float(item.get("periodPaidHours", 0)),
+        period_idle_hours=float(item.get("periodIdleHours", 0)),
+        peak_utilization=float(item.get("peakUtilization", 0)),
+        paid_hours=float(item.get("paidHours", 0)),
+        idle_hours=float(item.get("idleHours", 0)),
+    )
 
 
 def _snapshots_of(
@@ -369,6 +402,7 @@ def _stored(item: Mapping[str, Any]) -> StoredReservation:
         announced=frozenset(str(a) for a in item.get("announced") or ()),
         synced_at=datetime.fromisoformat(synced_at) if synced_at else None,
         version=int(item.get("version", 0)),
+        idle=_idle(item.get("idle")),
     )
 
 

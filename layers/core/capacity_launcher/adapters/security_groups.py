@@ -10,7 +10,7 @@ from typing import Any
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.apis.config import NodeClass
-from capacity_launcher.domain.errors import NodeClassRefused
+from capacity_launcher.domain.errors import NO_SECURITY_GROUP_SELECTED, NodeClassRefused
 
 SECURITY_GROUPS_TTL_SECONDS = 300.0
 _FIELD = "spec.securityGroupSelectorTerms"
@@ -32,7 +32,7 @@ class SecurityGroups:
         found = self._cache.get_or_load(key, lambda: self._describe(filters, node_class))
         if not found:
             raise NodeClassRefused(
-                "NoSecurityGroupSelected",
+                NO_SECURITY_GROUP_SELECTED,
                 "selects no security group in this region",
                 node_class.metadata.name,
                 _FIELD,

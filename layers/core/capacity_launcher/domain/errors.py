@@ -217,6 +217,35 @@ class NodeClassRefused(LaunchFailed):
         super().__init__(code, f"{field}: NodeClass {node_class}: {message}")
 
 
+# A NodeClass's selector conditions (its status, as Karpenter shows it: docs/karpenter.md), and
+# what each is False for when its selector finds nothing in the Region.
+SUBNETS_READY = "SubnetsReady"
+SECURITY_GROUPS_READY = "SecurityGroupsReady"
+AMIS_READY = "AMIsReady"
+SELECTS_NOTHING: Mapping[str, str] = {
+    SUBNETS_READY: "no subnets match spec.subnetSelectorTerms",
+    SECURITY_GROUPS_READY: "no security groups match spec.securityGroupSelectorTerms",
+    AMIS_READY: "no images match spec.imageSelectorTerms",
+}
+# What the adapters say when a NodeClass's security group or image selector finds nothing.
+NO_SECURITY_GROUP_SELECTED = "NoSecurityGroupSelected"
+NO_IMAGE_SELECTED = "NoImageSelected"
+
+
+class NodeClassNotReady(CapacityLauncherError):
+    """A NodeClass one of whose selectors finds nothing (a condition of its status False): its
+    requests are Rejected naming it and why, before anything is leased, until it is fixed."""
+
+    code = "NodeClassNotReady"
+
+    def __init__(self, node_class: str, condition: str) -> None:
+        self.node_class = node_class
+        self.condition = condition
+        super().__init__(
+            f"NodeClass {node_class} not ready: {SELECTS_NOTHING[condition]} ({condition} False)"
+        )
+
+
 class InstanceProfileNotReady(CapacityLauncherError):
     """A NodeClass's `spec.role` cannot be given to its instances: the role does not exist, or
     the deployment may not pass it (`reason`). Its requests are Rejected: nothing launches

@@ -300,13 +300,20 @@ class PoolLimits(BaseModel):
 
     def headroom(self, used: Resources, each: Resources) -> int | None:
         """How many more of ``each`` fit beside ``used``; None when nothing limits them."""
-        most: int | None = None
+        tightest = self.tightest(used, each)
+        return None if tightest is None else tightest[1]
+
+    def tightest(self, used: Resources, each: Resources) -> tuple[str, int] | None:
+        """The dimension that admits the fewest more of ``each`` beside ``used``, and how many
+        (the first in DIMENSIONS' order on a tie); None when nothing limits them."""
+        most: tuple[str, int] | None = None
         for dimension in DIMENSIONS:
             bound, need = self.limit_for(dimension), each.amount(dimension)
             if bound is None or need <= 0:
                 continue
             fit = max(0, int((bound - used.amount(dimension)) // need))
-            most = fit if most is None else min(most, fit)
+            if most is None or fit < most[1]:
+                most = (dimension, fit)
         return most
 
     def to_document(self) -> dict[str, str]:

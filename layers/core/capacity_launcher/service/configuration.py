@@ -4,24 +4,39 @@ PriorityClasses, each stored through its own store. Built by the composition roo
 and prints what this answers.
 
 The checks across documents: those applied together (`conflicts_among`, before anything is
-stored) and each against what is stored (a NodePool naming no stored NodeClass, a quota
-conflicting with the stored quotas, a reservation naming no stored PriorityClass, a NodeClass
-deleted while a NodePool names it). The stores read and write conditioned on what was read;
-the decisions across quotas are the domain's (`domain/apis/quota_changes.py`); the loops that
-read, decide and write again when a concurrent change moved what was read are here.
+stored) and each against what is stored (a quota conflicting with the stored quotas, a class's
+value changed or a second global default, a NodeClass deleted while a NodePool names it, a
+PriorityClass deleted while a reservation names it). A document naming something not applied
+yet (a NodePool's NodeClass, a quota's NodePools, a reservation's PriorityClass) is applied all
+the same, as Kubernetes does, and `apply` says what it waits for (domain/apis/references.py); a
+reservation's priority is its class's value, copied by whichever of the two is applied last.
+The stores read and write conditioned on what was read; the decisions are the domain's
+(`domain/apis/quota_changes.py`, `priority_class_changes.py`); the loops that read, decide and
+write again when a concurrent change moved what was read are here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.config import NodeClass, NodeClassUsers, NodePool
+from capacity_launcher.domain.apis.priority_class_changes import (
+    PriorityClassDelete,
+    PriorityClassDeleteRead,
+    PriorityClassesRead,
+    PriorityClassPut,
+)
+from capacity_launcher.domain.apis.priority_class_changes import (
+    plan_apply as plan_class_apply,
+)
+from capacity_launcher.domain.apis.priority_class_changes import (
+    plan_delete as plan_class_delete,
+)
 from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
-    missing_class,
     named_class,
 )
 from capacity_launcher.domain.apis.quota_changes import (
@@ -35,17 +50,20 @@ from capacity_launcher.domain.apis.quota_changes import (
 )
 from capacity_launcher.domain.apis.quota_sets import conflicts
 from capacity_launcher.domain.apis.quotas import CapacityQuota
-from capacity_launcher.domain.errors import ConditionFailed, ConfigConflict
+from capacity_launcher.domain.apis.references import waiting_for
+from capacity_launcher.domain.errors import CapacityLauncherError, ConditionFailed, ConfigConflict
+from capacity_launcher.domain.field_errors import FieldError
 from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:
+    from capacity_launcher.domain.apis.documents import StoredDocument
     from capacity_launcher.domain.apis.kept_fields import Kept
 
 Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
 
 # An apply or delete that keeps meeting concurrent changes gives up and says so (the user
 # retries).
-_APPLY_QUOTA_TRIES = 3
+_APPLY_TRIES = 3
 _DELETE_TRIES = 3
 
 
@@ -53,26 +71,33 @@ class QuotaWrites(Protocol):
     """CapacityQuota items: what an apply or delete reads, and its conditioned write
     (ConditionFailed when something read moved)."""
 
-    def apply_read(self, name: str) -> QuotaApplyRead: ...
+    def apply_read(self, name: str, priority_class: str | None = None) -> QuotaApplyRead: ...
     def put(self, write: QuotaPut) -> None: ...
     def delete_read(self, name: str) -> QuotaDeleteRead: ...
     def delete(self, write: QuotaDelete) -> None: ...
-    def priority_class_stored(self, name: str) -> bool: ...
+    # The stored quotas marked waiting for a PriorityClass, with their kept fields.
+    def waiting_for(self, priority_class: str) -> list[StoredDocument]: ...
 
 
 class ConfigWrites(Protocol):
     def apply(self, document: NodeClass | NodePool, kept: Kept | None = None) -> None: ...
     def delete_pool(self, name: str) -> None: ...
-    def class_users(self, name: str) -> tuple[int, list[str]]: ...
-    def delete_class(self, name: str, version: int) -> bool: ...
+    def class_users(self, name: str) -> NodeClassUsers: ...
+    def delete_class(self, name: str, read: NodeClassUsers) -> bool: ...
+    def stored_names(self, kind: Any) -> frozenset[str]: ...
     def quotas(self) -> QuotaWrites: ...
     def forget(self) -> None: ...
 
 
 class PriorityClassWrites(Protocol):
+    """PriorityClass items: what an apply or delete reads, and its write conditioned on it
+    (False when something read moved)."""
+
     def priority_classes(self) -> list[PriorityClass]: ...
-    def apply(self, applied: PriorityClass) -> None: ...
-    def delete(self, name: str) -> None: ...
+    def read(self) -> PriorityClassesRead: ...
+    def put(self, write: PriorityClassPut) -> bool: ...
+    def delete_read(self, name: str) -> PriorityClassDeleteRead: ...
+    def delete(self, write: PriorityClassDelete) -> bool: ...
 
 
 def conflicts_among(documents: Iterable[Hub]) -> list[str]:
@@ -95,19 +120,27 @@ class Configuration:
         it applies)."""
         return self.priority_classes.priority_classes()
 
-    def apply(self, document: Hub, kept: Kept | None = None) -> None:
+    def apply(self, document: Hub, kept: Kept | None = None) -> list[FieldError]:
         """Store one hub document (CapacityLauncherError naming the rule when a store refuses
-        it)."""
+        it), whatever it names: it returns what the document names that is not applied yet
+        (each at its field; its status says so too until it is). A PriorityClass's apply
+        resolves the quotas stored waiting for it."""
         if isinstance(document, PriorityClass):
-            self.priority_classes.apply(document)
-        elif isinstance(document, CapacityQuota):
-            apply_quota(self.config.quotas(), document, kept)
+            apply_priority_class(self.priority_classes, document)
+            self._resolve_waiting(document.name)
+            return []
+        if isinstance(document, CapacityQuota):
+            write = apply_quota(self.config.quotas(), document, kept)
             self.config.forget()
             self._wake(f.name for g in document.spec.resource_groups for f in g.flavors)
-        else:
-            self.config.apply(document, kept)
-            if isinstance(document, NodePool):
-                self._wake([document.metadata.name])
+            pools = self.config.stored_names("NodePool")
+            waiting = write.priority_class if write.unresolved else None
+            return waiting_for(document, node_pools=pools, unresolved_class=waiting)
+        self.config.apply(document, kept)
+        if isinstance(document, NodePool):
+            self._wake([document.metadata.name])
+            return waiting_for(document, node_classes=self.config.stored_names("NodeClass"))
+        return []
 
     def _wake(self, pools: Iterable[str]) -> None:
         if self.wake is None:
@@ -119,10 +152,62 @@ class Configuration:
                 "could not wake the admission queues; the sync's minute will", exc_info=True
             )
 
+    def _resolve_waiting(self, priority_class: str) -> None:
+        """Store again each quota stored before `priority_class` was (its priority is the
+        class's value now). One that cannot be is named, with why (ConfigConflict): the class
+        is applied, and applying it or the quota again resolves the rest."""
+        quotas = self.config.quotas()
+        problems = []
+        for stored in quotas.waiting_for(priority_class):
+            assert isinstance(stored.document, CapacityQuota)
+            try:
+                apply_quota(quotas, stored.document, stored.kept)
+            except CapacityLauncherError as error:
+                problems.append(f"CapacityQuota {stored.document.name}: {error}")
+        self.config.forget()
+        if problems:
+            raise ConfigConflict(
+                f"PriorityClass {priority_class} is applied, but the reservations waiting for it "
+                f"are not resolved yet: {'; '.join(problems)}; apply the class again"
+            )
+
+    def check(
+        self, document: Hub, kept: Kept | None = None, applied_with: Iterable[Hub] = ()
+    ) -> list[FieldError]:
+        """What `apply` of this document would refuse, against what is stored, writing nothing
+        (`apply --dry-run=server`, `diff`): the same CapacityLauncherError; else what it would
+        wait for, as `apply` answers. ``applied_with``: the documents the same apply stores
+        before it, which count as stored."""
+        earlier = list(applied_with)
+        if isinstance(document, PriorityClass):
+            read = self.priority_classes.read()
+            before = {c.name: c for c in read.classes}
+            before.update({d.name: d for d in earlier if isinstance(d, PriorityClass)})
+            plan_class_apply(document, PriorityClassesRead(read.version, tuple(before.values())))
+            return []
+        if isinstance(document, CapacityQuota):
+            quotas, named = self.config.quotas(), named_class(kept)
+            write = plan_apply(
+                document, kept_body(kept), named, quotas.apply_read(document.name, named)
+            )
+            pools = self.config.stored_names("NodePool") | _names(NodePool, earlier)
+            pending = (
+                named is not None
+                and write.unresolved
+                and named not in _names(PriorityClass, earlier)
+            )
+            return waiting_for(
+                document, node_pools=pools, unresolved_class=named if pending else None
+            )
+        if isinstance(document, NodePool):
+            classes = self.config.stored_names("NodeClass") | _names(NodeClass, earlier)
+            return waiting_for(document, node_classes=classes)
+        return []
+
     def delete(self, kind: str, name: str) -> None:
         """Delete one document (NotFound when none is stored)."""
         if kind == PRIORITY_CLASS:
-            self.priority_classes.delete(name)
+            delete_priority_class(self.priority_classes, name)
         elif kind == "CapacityQuota":
             delete_quota(self.config.quotas(), name)
             self.config.forget()
@@ -132,20 +217,24 @@ class Configuration:
             self.config.delete_pool(name)
 
 
-def apply_quota(quotas: QuotaWrites, quota: CapacityQuota, kept: Kept | None = None) -> None:
-    """Store `quota` if, with the stored others, no requester has two quotas in one flavor, and
-    the PriorityClass it was applied naming (in ``kept``) is stored; checked again on what
-    moved when another apply lands between the check and the write."""
+def _names(kind: type, documents: Iterable[Hub]) -> frozenset[str]:
+    return frozenset(d.name for d in documents if isinstance(d, kind))
+
+
+def apply_quota(quotas: QuotaWrites, quota: CapacityQuota, kept: Kept | None = None) -> QuotaPut:
+    """Store `quota` if, with the stored others, no requester has two quotas in one flavor,
+    with the value of the PriorityClass it was applied naming (in ``kept``) as its priority, or
+    waiting for that class when it is not stored; checked again on what moved when another
+    apply lands between the check and the write. Returns the write that held."""
     body, priority_class = kept_body(kept), named_class(kept)
-    for _ in range(_APPLY_QUOTA_TRIES):
-        write = plan_apply(quota, body, priority_class, quotas.apply_read(quota.name))
+    for _ in range(_APPLY_TRIES):
+        read = quotas.apply_read(quota.name, priority_class)
+        write = plan_apply(quota, body, priority_class, read)
         try:
             quotas.put(write)
-            return
+            return write
         except ConditionFailed:
-            if priority_class is not None and not quotas.priority_class_stored(priority_class):
-                raise missing_class(priority_class) from None
-            # another quota was applied meanwhile: check the conflicts again
+            continue  # another quota or a class was applied meanwhile: check again
     raise ConfigConflict(
         f"CapacityQuota {quota.name}: other quotas kept changing while it was applied; try again"
     )
@@ -170,11 +259,33 @@ def delete_class(config: ConfigWrites, name: str) -> None:
     """Delete NodeClass `name` unless a NodePool names it (ConfigConflict naming them; NotFound
     if it is not stored), conditioned on the version read before its users."""
     for _ in range(_DELETE_TRIES):
-        version, users = config.class_users(name)
-        if users:
+        read = config.class_users(name)
+        if read.users:
             raise ConfigConflict(
-                f"NodeClass {name} is used by NodePool(s) {', '.join(users)}; delete them first"
+                f"NodeClass {name} is used by NodePool(s) {', '.join(read.users)}; "
+                "delete them first"
             )
-        if config.delete_class(name, version):
+        if config.delete_class(name, read):
             return
     raise ConfigConflict(f"NodeClass {name} kept changing while it was being deleted; try again")
+
+
+def apply_priority_class(classes: PriorityClassWrites, applied: PriorityClass) -> None:
+    """Store `applied` unless it changes a stored class's value or makes a second global
+    default (ConfigConflict naming the field); checked again when another class's apply or
+    delete lands between the check and the write."""
+    for _ in range(_APPLY_TRIES):
+        if classes.put(plan_class_apply(applied, classes.read())):
+            return
+    raise ConfigConflict(
+        f"PriorityClass {applied.name}: other classes kept changing while it was applied; try again"
+    )
+
+
+def delete_priority_class(classes: PriorityClassWrites, name: str) -> None:
+    """Delete class `name` unless a stored reservation names it (ConfigConflict naming them;
+    NotFound if it is not stored), conditioned on what the check read."""
+    for _ in range(_DELETE_TRIES):
+        if classes.delete(plan_class_delete(name, classes.delete_read(name))):
+            return
+    raise ConfigConflict(f"PriorityClass {name} kept changing while it was deleted; try again")

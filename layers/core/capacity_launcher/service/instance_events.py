@@ -19,7 +19,7 @@ from typing import Any
 
 from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.instance_records import INTERRUPTED, InstanceRecord
 from capacity_launcher.domain.records.status import INSTANCE_TERMINATED, Event, format_timestamp
 from capacity_launcher.observability import MetricUnit, logger, metrics
 from capacity_launcher.service.ports import (
@@ -44,8 +44,6 @@ INTERRUPTION_WARNINGS = frozenset({INTERRUPTION_WARNING, INTERRUPTIBLE_INTERRUPT
 RELEASING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 # States in which it uses them again (after a stop; a new instance is counted by its launcher).
 STARTING_STATES = frozenset({"pending", "running"})
-# Recorded on an instance EC2 warned it will terminate (an interruptible reservation shrinks).
-INTERRUPTED = "interrupted"
 # States it never leaves: a start event delivered after them is stale.
 TERMINATED_STATES = frozenset({"shutting-down", "terminated", INTERRUPTED})
 INTERRUPTION_REASON = "CapacityReservationInterruption"

@@ -27,13 +27,9 @@ from capacity_launcher.domain.accounting.pool_usage import (
 )
 from capacity_launcher.domain.accounting.quota_admission import UsageKey
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
-from capacity_launcher.domain.apis.config import (
-    CapacityReservationSelectorTerm,
-    NodeClass,
-    NodePool,
-    PoolSet,
-)
+from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
 from capacity_launcher.domain.apis.documents import Revisions
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
@@ -56,6 +52,8 @@ from capacity_launcher.domain.capacity.reservations import (
     ReservationSource,
     ReservedTarget,
 )
+from capacity_launcher.domain.capacity.single_flight import Evidence, Standing
+from capacity_launcher.domain.capacity.static_pools import StaticState
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.claims import Claim
@@ -79,6 +77,8 @@ class Configuration(Protocol):
     def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]: ...
     # The value of the applied PriorityClass of that name (None: no class of that name).
     def priority_value(self, name: str) -> int | None: ...
+    # The quotas with their generations, and those waiting for a PriorityClass.
+    def quota_set(self, *, fresh: bool = False) -> QuotaSet: ...
     # Drop the container's copies (a lease found one older than the stored document).
     def forget(self) -> None: ...
 
@@ -90,6 +90,8 @@ class Records(Protocol):
     def load(self, request_id: str) -> tuple[RequestRecord | None, list[LaunchIntent]]: ...
     # held_by: the id of the queue message that carries a Waiting request's wait.
     def put_record(self, record: RequestRecord, held_by: str | None = None) -> None: ...
+    # The records of distinct requests (served together), each put as put_record puts it.
+    def put_records(self, records: Sequence[RequestRecord]) -> None: ...
     def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None: ...
     # The delivery of the held copy begins serving the wait; False if it is not held by it now.
     def take_wait(self, request_id: str, held_by: str) -> bool: ...
@@ -159,8 +161,15 @@ class UnavailableCache(Protocol):
     def current(self) -> Mapping[str, Entry]: ...
     def mark(self, offerings: Iterable[tuple[str, str, str]]) -> Any: ...
     def clear(self, offering: str) -> None: ...
-    # Single flight: claim offerings before asking EC2; end the claims once it answered.
-    def take_turn(self, keys: Sequence[str]) -> Turn: ...
+
+    # Single flight (service/single_flight.py loops, domain/capacity/single_flight.py decides):
+    # what the container knows (no call), one claim write over exactly `keys`, one read of
+    # what stands on `keys`, the turn's claims ended once EC2 answered.
+    claim_seconds: int
+
+    def evidence(self) -> Evidence: ...
+    def take_turn(self, keys: Sequence[str], token: str | None = None) -> Turn: ...
+    def standing(self, keys: Sequence[str]) -> Mapping[str, Standing | None]: ...
     def end_turn(
         self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()
     ) -> None: ...
@@ -327,6 +336,8 @@ class Templates(Protocol):
         image_id: str | None = None,
     ) -> LaunchTemplate: ...
     def image_platform(self, node_class: NodeClass) -> str | None: ...
+    # The security groups its instances launch in; NodeClassRefused when its terms find none.
+    def security_group_ids(self, node_class: NodeClass) -> tuple[str, ...]: ...
     def image_architectures(self, node_class: NodeClass) -> ImageArchitectures | None: ...
     # A launch found these templates gone: the next `ensure` creates them again.
     def forget(self, names: Iterable[str]) -> None: ...
@@ -430,3 +441,15 @@ class LaunchPorts:
     reservations: Reservations
     # Asked when a request's nominal quota is lent out (None: no reclaim is requested).
     reclaims: Reclaims | None = None
+
+
+# -- static NodePools -----------------------------------------------------------------------------
+
+
+class StaticPoolStates(Protocol):
+    """A static pool's launches in flight and dry zones (adapters/static_pool_items.py)."""
+
+    def read(self, pool: str) -> StaticState: ...
+    # Stored if still at `state.version`; False if another sync moved it.
+    def write(self, pool: str, state: StaticState) -> bool: ...
+    def forget(self, pool: str) -> None: ...

@@ -2,11 +2,12 @@
 --dry-run`).
 
 The launcher's own steps, read-only, through its ports: resolution (which pool and NodeClass,
-the narrowed requirements), the pool's candidates in launch order (reservations by availability,
-then spot, then on-demand) less what the ICE cache holds, the reservations it could wait for,
-and the headroom its pool's limits and its quota leave. Nothing is leased, claimed, launched,
-published or written; the answer is the state of this moment (the launcher decides again when
-the request arrives).
+the narrowed requirements), the attempts its launch plan would make (reservations by
+availability, then spot, then on-demand) over the candidates less what the ICE cache holds, each
+ordered and cut at the override limit by the launch's own function (`send.offer_of`), the
+reservations it could wait for, and the headroom its pool's limits and its quota leave. Nothing
+is leased, claimed, launched, published or written; the answer is the state of this moment (the
+launcher decides again when the request arrives).
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ from capacity_launcher.domain.errors import QuotaExceeded, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import (
+    CandidatesLeftOut,
     ErrorDetail,
     UnavailableOffering,
     format_timestamp,
 )
+from capacity_launcher.service.launch.attempts import plan as launch_plan
 from capacity_launcher.service.launch.progress import Context, LaunchReport, PoolView, Refusal
 from capacity_launcher.service.launch.resolve import read_pool, screen
+from capacity_launcher.service.launch.send import offer_of
 from capacity_launcher.service.ports import PoolReadinessCount, PoolUsage, QuotaUsage
 from capacity_launcher.service.resolution import Prepared, resolve, resolve_next
 
@@ -51,20 +55,27 @@ class Usage:
 
 @dataclass(frozen=True)
 class Step:
-    """One launch attempt the pool would make, in order: a reservation target (its id or
-    group, with the room the snapshots show), or a spot or on-demand CreateFleet."""
+    """One launch attempt the pool would make, in the launcher's order (its `LaunchPlan`): a
+    reservation target (its id or group, with the room the snapshots show), or a spot or
+    on-demand CreateFleet. `offerings` are what its CreateFleet would offer, in the order it
+    would offer them, after the cut at the override limit (`fleet.fleet_offer`, as the launch
+    cuts them); `left_out` says what that cut left out, as the request's record would."""
 
     capacity_type: str
     offerings: tuple[Offering, ...]
     target: str | None = None
     available: int | None = None
+    count: int | None = None
+    left_out: CandidatesLeftOut | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "capacityType": self.capacity_type,
             "target": self.target,
             "available": self.available,
+            "count": self.count,
             "offerings": [f"{o.instance_type} {o.zone}" for o in self.offerings],
+            "candidatesLeftOut": None if self.left_out is None else self.left_out.to_dict(),
         }
 
 
@@ -110,6 +121,8 @@ class PoolPreview:
     headroom: Headroom | None = None
     refusal: ErrorDetail | None = None
     refusal_status: str | None = None
+    # The capacity types the plan would pass over without asking EC2 (minValues not met).
+    passed_over: tuple[str, ...] = ()
 
     @property
     def would_try(self) -> bool:
@@ -129,6 +142,7 @@ class PoolPreview:
             if self.refusal is None
             else {**self.refusal.to_dict(), "status": self.refusal_status},
             "attempts": [s.to_dict() for s in self.steps],
+            "passedOver": list(self.passed_over),
             "unavailableOfferings": [u.to_dict() for u in self.in_the_way],
             "scheduledReservations": list(self.scheduled),
             "headroom": None if self.headroom is None else self.headroom.to_dict(),
@@ -197,10 +211,12 @@ def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
         return PoolPreview(
             pool, node_class, refusal=refusal.error, refusal_status=str(refusal.status)
         )
+    steps, passed_over = _steps(ctx, found)
     return PoolPreview(
         pool,
         node_class,
-        steps=tuple(_steps(found)),
+        steps=steps,
+        passed_over=passed_over,
         in_the_way=tuple(found.skipped),
         scheduled=tuple(
             {
@@ -215,18 +231,34 @@ def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
     )
 
 
-def _steps(view: PoolView) -> Iterator[Step]:
-    usable = view.usable
-    for source, offerings in usable.reserved:
-        room = sum(r.available for r in source.reservations if r.reservation_id in _ids(offerings))
-        yield Step("reserved", tuple(offerings), source.target.name, room)
-    for capacity_type, offerings in usable.pooled_by_type():
-        if offerings:
-            yield Step(capacity_type, tuple(offerings))
-
-
-def _ids(offerings: list[Offering]) -> set[str | None]:
-    return {o.reservation_id for o in offerings}
+def _steps(ctx: Context, view: PoolView) -> tuple[tuple[Step, ...], tuple[str, ...]]:
+    """The attempts the launcher's plan would make if none launched anything, each cut as its
+    CreateFleet would be (`send.offer_of`), and the capacity types the plan would pass over
+    (minValues not met)."""
+    request = view.lead.request
+    plan = launch_plan(ctx, view, request.count, min(request.min_count, request.count))
+    steps: list[Step] = []
+    while (attempt := plan.next_attempt()) is not None:
+        offer = offer_of(attempt, view)
+        target, room = None, None
+        if attempt.target is not None:
+            ids = {o.reservation_id for o in offer.offered}
+            source = next(s for s, _ in view.usable.reserved if s.target == attempt.target)
+            target = attempt.target.name
+            room = sum(r.available for r in source.reservations if r.reservation_id in ids)
+        steps.append(
+            Step(
+                attempt.capacity_type,
+                offer.offered,
+                target,
+                room,
+                attempt.count,
+                offer.left_out_record(),
+            )
+        )
+        # As if EC2 launched nothing and blamed nothing: the plan goes on to its next target.
+        plan.record(replace(attempt, offerings=offer.offered), [], [])
+    return tuple(steps), tuple(plan.refusals)
 
 
 def _headroom(ctx: Context, usage: Usage, view: PoolView) -> Headroom:

@@ -11,13 +11,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
 from capacity_launcher.domain.accounting.pool_status import pool_status
 from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.accounting.quota_admission import UsageKey
-from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.accounting.quota_status import (
+    quota_status,
+    reference_conditions,
+    with_conditions,
+)
+from capacity_launcher.domain.accounting.team_usage import (
+    MAX_REPORT_DAYS,
+    PriceTable,
+    ReservationHours,
+    UsageBucket,
+    UsageReport,
+    merged_hours,
+    usage_report,
+)
+from capacity_launcher.domain.apis.config import CAPACITY_QUOTA as QUOTA
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.documents import InvalidDocument, StoredDocument
 from capacity_launcher.domain.apis.karpenter.status import (
@@ -27,9 +41,14 @@ from capacity_launcher.domain.apis.karpenter.status import (
     nodeclaim,
     nodeclaim_name,
 )
-from capacity_launcher.domain.apis.priority_classes import PriorityClass, PriorityTable
+from capacity_launcher.domain.apis.priority_classes import (
+    PriorityClass,
+    PriorityTable,
+    named_class,
+)
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
+from capacity_launcher.domain.capacity.idle_reservations import idle_hours_at
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
 from capacity_launcher.domain.capacity.offerings import RESERVED, UnavailableEntry, offering_key
 from capacity_launcher.domain.capacity.reservation_state import StoredReservation
@@ -50,6 +69,11 @@ from capacity_launcher.service.ports import (
     QuotaStatusStore,
     QuotaUsage,
 )
+
+
+class UsageDays(Protocol):
+    def day(self, day: date) -> tuple[dict[UsageBucket, float], list[ReservationHours]]: ...
+
 
 # -- the operators' ports ---------------------------------------------------------------------
 
@@ -137,6 +161,8 @@ class Queries:
     # The clock the service stamps what it stores with (the emulator's locally): a view computed
     # here is observed on it, and a deadline stored on it is compared with it.
     now: Callable[[], datetime]
+    # Usage by team, as the sync rolled it up (adapters/usage_store.py); None: not wired.
+    usage: UsageDays | None = None
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -178,12 +204,15 @@ class Queries:
 
     def quota_status_of(self) -> dict[str, dict[str, Any]]:
         """Each stored quota's status: as the sync last stored it, or computed now from the
-        same usage items if it has not seen the quota yet (applied within the last minute)."""
-        quotas = self.config.capacity_quotas()
+        same usage items if it has not seen the quota yet (applied within the last minute).
+        What its references say (its NodePools, its PriorityClass) is read now, so a document
+        applied in any order reads ready as soon as what it names is applied."""
+        quota_set = self.config.quota_set(fresh=True)
+        quotas = list(quota_set.quotas)
         stored = self.quota_statuses.read()
+        pools = {p.name for p in self.config.node_pools()}
         unseen = [q for q in quotas if q.name not in stored]
         if unseen:
-            pools = {p.name for p in self.config.node_pools()}
             usage = self.quota_usage_of(quotas)
             now = format_timestamp(self.now())
             for quota in unseen:
@@ -191,6 +220,12 @@ class Queries:
                     **quota_status(quota, quotas, usage, pools),
                     "observedAt": now,
                 }
+        named = {s.document.name: named_class(s.kept) for s in self.config.stored_all(QUOTA)}
+        for quota in quotas:
+            conditions = reference_conditions(
+                quota, quotas, pools, named.get(quota.name), quota_set.unresolved.get(quota.name)
+            )
+            stored[quota.name] = with_conditions(stored[quota.name], conditions)
         return stored
 
     # -- capacity -----------------------------------------------------------------------------
@@ -225,6 +260,39 @@ class Queries:
             for r in found
         ]
 
+    def reservation_idle_hours(self) -> dict[str, float]:
+        """Idle (paid and unused) instance-hours of each reservation the sync keeps a snapshot
+        of, since it first saw it, up to now (domain/capacity/idle_reservations.py)."""
+        now = self.now()
+        return {
+            s.snapshot.reservation_id: idle_hours_at(s.idle, now)
+            for s in self.snapshots.list()
+            if s.idle is not None
+        }
+
+    def usage_between(
+        self, since: datetime, until: datetime, prices: PriceTable | None = None
+    ) -> UsageReport:
+        """Usage by team over the UTC days from `since` to `until` (one Query per day), with
+        the idle share attributed and costs where `prices` prices them
+        (domain/accounting/team_usage.py)."""
+        if self.usage is None:
+            raise CapacityLauncherError("usage by team is not wired in this deployment")
+        days = (until.date() - since.date()).days + 1
+        if until < since or days > MAX_REPORT_DAYS:
+            raise CapacityLauncherError(
+                f"--since and --until: --until must not be before --since, and they may span at "
+                f"most {MAX_REPORT_DAYS} days (got {days})"
+            )
+        usage: dict[UsageBucket, float] = {}
+        reservations: dict[str, ReservationHours] = {}
+        for offset in range(days):
+            day_usage, day_reservations = self.usage.day(since.date() + timedelta(days=offset))
+            usage.update(day_usage)
+            for r in day_reservations:
+                reservations[r.reservation_id] = merged_hours(reservations.get(r.reservation_id), r)
+        return usage_report(since, until, usage, list(reservations.values()), prices)
+
     def invalid_snapshots(self) -> list[Any]:
         """The stored reservation snapshots that no longer parse (the next sync replaces
         them)."""
@@ -245,6 +313,11 @@ class Queries:
         most `within`."""
         return [w.record for w in self.records.overdue_waits(self.now() + within)]
 
+    def recent_requests(self, limit: int = 100) -> list[RequestRecord]:
+        """The newest `limit` request records, newest first (one Query per shard of the
+        RecentRequests index: the cost grows with `limit`, not with history)."""
+        return self.records.list_records(limit)
+
     def instance_states(self, records: Sequence[RequestRecord]) -> dict[str, str]:
         """The state of each instance the records name, by id, for those with an instance
         item."""
@@ -258,8 +331,18 @@ class Queries:
         ids = [i.instance_id for record in records for i in record.instances]
         items: Mapping[str, InstanceRecord] = self.instances.many(ids)
         pools = {p.name: p for p in self.config.node_pools()}
+        # The reservations reserved instances run in, as EC2 reports them now (asked only then).
+        reserved = any(i.capacity_reservation_id for i in items.values())
+        found = self.reservation_snapshots() if reserved else []
+        reservations = {r.reservation_id: r for r in found}
+        now = self.now()
         return {
-            nodeclaim_name(item): nodeclaim(item, pools.get(item.node_pool or ""))
+            nodeclaim_name(item): nodeclaim(
+                item,
+                pools.get(item.node_pool or ""),
+                reservations.get(item.capacity_reservation_id or ""),
+                now,
+            )
             for item in sorted(items.values(), key=lambda i: i.launched_at or "")
         }
 

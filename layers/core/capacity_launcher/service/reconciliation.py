@@ -48,6 +48,7 @@ from capacity_launcher.domain.records.tags import (
     tags_to_fix,
 )
 from capacity_launcher.observability import logger
+from capacity_launcher.service.pool_metrics import emit_pool_usage
 from capacity_launcher.service.ports import (
     Catalog,
     Configuration,
@@ -68,6 +69,14 @@ TERMINAL_STATES = frozenset({"shutting-down", "terminated"})
 REARM_AFTER_SECONDS = 300
 
 
+@dataclass(frozen=True, slots=True)
+class _Inventory:
+    live: list[ManagedInstance]
+    items: dict[str, InstanceRecord]  # the records read, not those adopted by this run
+    sizes: dict[str, InstanceTypeInfo]
+    states: dict[str, str | None]
+
+
 @dataclass
 class ReconciliationReport:
     drift: dict[str, int] = field(default_factory=dict)
@@ -80,6 +89,10 @@ class ReconciliationReport:
     usage_by_reservation: dict[str, dict[str, int]] = field(default_factory=dict)
     # reservation id -> our live instances in it, with the request that launched each
     held_by_reservation: dict[str, list[HeldInstance]] = field(default_factory=dict)
+    # Our instances as EC2 listed them (all states), and the records of the live ones: the
+    # usage roll-up counts their hours (service/usage_rollup.py).
+    described: list[ManagedInstance] = field(default_factory=list)
+    records: dict[str, InstanceRecord] = field(default_factory=dict)
 
     @property
     def total_drift(self) -> int:
@@ -113,28 +126,49 @@ class Reconciliation:
         report = ReconciliationReport()
         now = self._now()
         now_epoch = int(now.timestamp())
-        pools = {p.metadata.name for p in self._pools.node_pools()}
+        documents = self._pools.node_pools()
+        pools = {p.metadata.name for p in documents}
         # Leases first: an instance of a live lease is counted by that lease until it settles.
         in_flight = self._settle_leases(report, pools, now_epoch)
-        described = self._described()
-        states = {i.instance_id: i.state for i in described}
-        live, items = self._ours_live(described)
-        sizes, adopted_items = self._adopt_orphans(report, live, items, in_flight, now)
-        self._retag(live, items, report)
-        pools |= {p for i in live if (p := _pool_and_request(i, items.get(i.instance_id))[0])}
+        seen = self._inventory(report, in_flight, now)
+        pools |= {
+            p for i in seen.live if (p := _pool_and_request(i, seen.items.get(i.instance_id))[0])
+        }
         recounts = {pool: self._recompute(pool) for pool in pools}
         members = {
             pool: {m.instance_id: m for m in self._members(pool, recounts[pool])} for pool in pools
         }
         repaired: dict[str, int] = defaultdict(int)
-        for instance in live:
-            item = items.get(instance.instance_id) or adopted_items.get(instance.instance_id)
+        for instance in seen.live:
+            item = report.records.get(instance.instance_id)
             self._note_reservation_use(report, instance, item)
-            self._repair_live(instance, item, members, in_flight, sizes, now, repaired)
-        self._uncount_gone(members, states, now_epoch, repaired)
+            self._repair_live(instance, item, members, in_flight, seen.sizes, now, repaired)
+        self._uncount_gone(members, seen.states, now_epoch, repaired)
         for pool in sorted(pools):
             report.drift[pool] = repaired[pool] + _corrected(recounts[pool])
+        emit_pool_usage(documents, {p: r.recomputed for p, r in recounts.items() if r is not None})
         return report
+
+    def _inventory(
+        self, report: ReconciliationReport, in_flight: set[tuple[str, str]], now: datetime
+    ) -> _Inventory:
+        """What EC2 holds of ours and what our table records of it: orphans adopted, tags
+        mended. The report keeps the instances described and every record, adopted or not."""
+        described = self._described()
+        live, items = self._ours_live(described)
+        sizes, adopted_items = self._adopt_orphans(report, live, items, in_flight, now)
+        ours_live = {i.instance_id for i in live}
+        report.described = [
+            i for i in described if i.instance_id in ours_live or i.state not in LIVE_STATES
+        ]
+        report.records = {**items, **adopted_items}
+        self._retag(live, items, report)
+        return _Inventory(
+            live=live,
+            items=items,
+            sizes=sizes,
+            states={i.instance_id: i.state for i in described},
+        )
 
     def _ours_live(
         self, described: Sequence[ManagedInstance]

@@ -17,7 +17,9 @@ from datetime import datetime
 from functools import partial
 from typing import Protocol
 
-from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
+from capacity_launcher.domain.capacity.idle_reservations import idle_hours_at
 from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
@@ -37,7 +39,11 @@ from capacity_launcher.domain.capacity.reservations import (
     term_matches,
 )
 from capacity_launcher.domain.errors import LaunchFailed, Transient
-from capacity_launcher.domain.records.status import RESERVATION_REPLENISHED, Event
+from capacity_launcher.domain.records.status import (
+    RESERVATION_REPLENISHED,
+    RESERVATION_UNDERUTILIZED,
+    Event,
+)
 from capacity_launcher.observability import MetricUnit, emit_single, logger, metrics
 from capacity_launcher.service.admission_queue import AdmissionQueue
 from capacity_launcher.service.ports import (
@@ -49,13 +55,19 @@ from capacity_launcher.service.ports import (
 from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepReport
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.static_pools import StaticPools, StaticReport
 from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
+from capacity_launcher.service.usage_rollup import UsageRollup, UsageRollupReport
 from capacity_launcher.service.wait_backstop import WaitBackstop
 
 RESERVATION_TOTAL = "ReservationTotal"
 RESERVATION_AVAILABLE = "ReservationAvailable"
 RESERVATION_UTILIZATION = "ReservationUtilization"
+# Paid and unused instance-hours since the sync first saw the reservation, and one datapoint per
+# Capacity Reservation Underutilized published (ReservationUnderutilizedAlarm reads it).
+RESERVATION_IDLE_HOURS = "ReservationIdleInstanceHours"
+RESERVATIONS_UNDERUTILIZED = "ReservationsUnderutilized"
 RECONCILIATION_DRIFT = "ReconciliationDrift"
 # Instances whose tags disagreed with their records, tagged again (and those EC2 refused).
 INSTANCES_RETAGGED = "InstancesRetagged"
@@ -83,6 +95,11 @@ class SyncReport:
     profiles: ProfileSweepReport | None = None
     # Waiting requests whose queue's head was woken this minute (issue 37).
     woken: list[str] = field(default_factory=list)
+    static: StaticReport | None = None
+    # Each synced reservation as the previous look left it (this run's, for one seen the first
+    # time): its counts held until this look, as the usage roll-up counts them (usage_rollup.py).
+    counted: dict[str, StoredReservation] = field(default_factory=dict)
+    usage: UsageRollupReport | None = None
 
 
 class Readiness(Protocol):
@@ -108,9 +125,13 @@ class ReservationSync:
         templates: TemplateSweep | None = None,
         profiles: ProfileSweep | None = None,
         admission: AdmissionQueue | None = None,
+        static_pools: StaticPools | None = None,
+        usage: UsageRollup | None = None,
     ) -> None:
+        self._static_pools = static_pools
         self._readiness = readiness
         self._admission = admission
+        self._usage = usage
         self._config = config
         self._ec2 = ec2
         self._snapshots = snapshots
@@ -144,8 +165,20 @@ class ReservationSync:
                 failed, "reconciliation", lambda: _reconcile(reconciliation), None
             )
         listed = contained(failed, "reservations", lambda: self._sync_reservations(report), None)
+        if self._usage is not None and report.reconciliation is not None and listed is not None:
+            # After both: the instances reconciliation listed, the snapshots just written.
+            usage, reconciled = self._usage, report.reconciliation
+            report.usage = contained(
+                failed,
+                "usage",
+                lambda: usage.run(reconciled.described, reconciled.records, report.counted),
+                None,
+            )
         if self._readiness is not None:
             report.ready = contained(failed, "readiness", self._mark_ready, [])
+        if self._static_pools is not None:
+            # After reconciliation: a static pool counts the members it repaired.
+            report.static = contained(failed, "static", self._static_pools.run, None)
         if self._quotas is not None:
             # After reconciliation: quota usage is recounted from the membership it repaired.
             report.quotas = contained(failed, "quotas", self._quotas.run, None)
@@ -270,12 +303,18 @@ class ReservationSync:
             return
         new, events = saved
         report.synced.append(reservation_id)
+        report.counted[reservation_id] = prev if prev is not None and prev.idle else new
         if any(e.detail_type == RESERVATION_REPLENISHED for e in events):
             self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
         if events:
             self._publish(*events)
             report.events += events
-        _emit(new.snapshot)
+        _emit(new, now)
+        underutilized = sum(e.detail_type == RESERVATION_UNDERUTILIZED for e in events)
+        if underutilized:
+            metrics.add_metric(
+                name=RESERVATIONS_UNDERUTILIZED, unit=MetricUnit.Count, value=underutilized
+            )
 
     def _save(
         self,
@@ -426,11 +465,13 @@ def _keep_newly_expired(
             seen[reservation_id] = ended
 
 
-def _emit(snapshot: ReservationSnapshot) -> None:
+def _emit(stored: StoredReservation, now: datetime) -> None:
     """Per-reservation EMF metrics (dimension reservationId), as alarms and dashboard read them."""
+    snapshot = stored.snapshot
     for name, unit, value in (
         (RESERVATION_TOTAL, MetricUnit.Count, float(snapshot.total)),
         (RESERVATION_AVAILABLE, MetricUnit.Count, float(snapshot.available)),
         (RESERVATION_UTILIZATION, MetricUnit.NoUnit, snapshot.utilization),
+        (RESERVATION_IDLE_HOURS, MetricUnit.NoUnit, round(idle_hours_at(stored.idle, now), 4)),
     ):
         emit_single(name, unit, value, {"reservationId": snapshot.reservation_id})

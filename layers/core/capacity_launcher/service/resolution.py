@@ -14,9 +14,14 @@ from typing import Any
 from capacity_launcher.domain.accounting.admission_queue import priority_of
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.ome.associations import counted_association
-from capacity_launcher.domain.apis.quota_sets import association_refusal, quota_for
+from capacity_launcher.domain.apis.quota_sets import (
+    association_refusal,
+    quota_for,
+    unresolved_refusal,
+)
 from capacity_launcher.domain.capacity.constraints import Requirements, narrow
 from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED
+from capacity_launcher.domain.capacity.static_pools import is_static_launch
 from capacity_launcher.domain.errors import (
     NotFound,
     RequesterNotAllowed,
@@ -56,7 +61,8 @@ class Prepared:
         )
 
 
-# The code of a request naming a PriorityClass that is not applied.
+# The code of a request naming a PriorityClass that is not applied (`priorityClassName`), or
+# associated with a reservation that waits for the PriorityClass it names.
 UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
 # The code of a request whose waitForCapacityUntil breaks the arrival rules.
 INVALID_CAPACITY_WAIT = "InvalidWaitForCapacityUntil"
@@ -76,11 +82,25 @@ def resolve(
         refusal = association_refusal(config.capacity_quotas(), request.requester)
         if refusal is not None:
             raise RequesterNotAllowed(refusal)
+        _check_reservation_ready(config, request.requester)
     problem = request.capacity_wait_problem(received_at)
     if problem is not None:
         raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
     (pool, *alternatives), generation = _pools_for(config, request)
     return _prepare(config, request, received_at, pool, tuple(alternatives), generation)
+
+
+def _check_reservation_ready(config: Configuration, requester: str | None) -> None:
+    """Rejected, naming the class, while the request's reservation waits for the PriorityClass
+    it names (its priority is not known); a container's copy is read again before that is said
+    (it may predate the class's apply)."""
+    associated = requester is not None and counted_association(requester) is not None
+    # A copy older than the reservation knows nothing of it: an associated request reads fresh.
+    if not associated and unresolved_refusal(config.quota_set(), requester) is None:
+        return
+    refusal = unresolved_refusal(config.quota_set(fresh=True), requester)
+    if refusal is not None:
+        raise RequestRejected(refusal, UNKNOWN_PRIORITY_CLASS)
 
 
 def claimed_by(config: Configuration, request: LaunchRequest, origin: Origin) -> LaunchRequest:
@@ -205,12 +225,16 @@ def _priority(config: Configuration, request: LaunchRequest, pool: str) -> int:
     return priority_of(value, quota.spec.priority if quota is not None else None)
 
 
+# The code of a request from a producer naming a static NodePool.
+STATIC_NODE_POOL = "StaticNodePool"
+
+
 def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[NodePool], int | None]:
     """The pool a request names; or every compatible pool, highest weight first, with the
     generation of the listing they were chosen from (the lease conditions on it)."""
     if request.node_pool:
         try:
-            return [config.node_pool(request.node_pool)], None
+            named = config.node_pool(request.node_pool)
         except NotFound as error:
             raise RequestRejected(
                 f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
@@ -221,6 +245,13 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[Node
                 f"({error.reason}); re-apply it",
                 "InvalidNodePool",
             ) from error
+        if named.spec.is_static and not is_static_launch(request.request_id, named.name):
+            raise RequestRejected(
+                f"nodePool: NodePool {named.name!r} is static (spec.replicas): the service keeps "
+                "its instances running; ask a dynamic NodePool for capacity",
+                STATIC_NODE_POOL,
+            )
+        return [named], None
     wanted = Requirements.of(request.requirements)
     # A container's copy may pick a pool; only a fresh read may say that none fits.
     listing = config.pool_set()
@@ -250,8 +281,11 @@ def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:
 
 
 def _compatible(pools: Iterable[NodePool], wanted: Requirements) -> list[NodePool]:
+    """The dynamic pools whose requirements admit `wanted` (a static pool is never chosen)."""
     compatible = []
     for pool in pools:
+        if pool.spec.is_static:
+            continue
         try:
             narrow(pool.spec.requirements_set(), wanted, strict=True)
         except RequirementsConflict:

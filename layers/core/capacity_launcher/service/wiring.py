@@ -31,6 +31,7 @@ from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
 from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
+from capacity_launcher.domain.capacity.idle_reservations import IdlePolicy
 from capacity_launcher.domain.capacity.reservation_state import Thresholds
 from capacity_launcher.domain.records.tags import Ownership
 from capacity_launcher.service.ports import LaunchPorts
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
     from capacity_launcher.adapters.instance_profiles import InstanceProfiles
+    from capacity_launcher.adapters.usage_store import UsageStore
     from capacity_launcher.service.admission_queue import AdmissionQueue
     from capacity_launcher.service.configuration import Configuration
     from capacity_launcher.service.instance_events import InstanceEvents
@@ -53,6 +55,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
     from capacity_launcher.service.reservation_sync import ReservationSync
+    from capacity_launcher.service.static_pools import StaticPools
 
 # A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
 Clients = Callable[[str], Any]
@@ -199,7 +202,6 @@ class Adapters:
             local_copy_seconds=settings.ice_local_copy_seconds if local_copy else 0.0,
             dynamodb=self.clients("dynamodb"),
             claim_seconds=settings.ice_claim_seconds,
-            sleep=self.pause,
             clock=self.seconds,
         )
 
@@ -332,6 +334,7 @@ class Adapters:
         from capacity_launcher.service.profile_sweep import ProfileSweep
         from capacity_launcher.service.reservation_sync import ReservationSync
         from capacity_launcher.service.template_sweep import TemplateSweep
+        from capacity_launcher.service.usage_rollup import UsageRollup
         from capacity_launcher.service.wait_backstop import WaitBackstop
 
         settings = self.settings
@@ -345,6 +348,10 @@ class Adapters:
                 utilization_high=settings.utilization_high_threshold,
                 expiring_horizon=timedelta(hours=settings.expiring_horizon_hours),
                 block_expiring_horizon=timedelta(minutes=settings.block_expiring_minutes),
+                idle=IdlePolicy(
+                    threshold=settings.idle_utilization_threshold,
+                    period=timedelta(hours=settings.idle_period_hours),
+                ),
             ),
             now=self.clock,
             reconciliation=self.reconciliation(),
@@ -356,7 +363,39 @@ class Adapters:
             ),
             profiles=ProfileSweep(self.instance_profiles(), self.fleet(), self.ownership()),
             admission=self.admission_queue(),
+            static_pools=self.static_pools(),
+            usage=UsageRollup(self.usage_store(), self.instance_records(), self.clock),
         )
+
+    def static_pools(self) -> StaticPools | None:
+        """Static NodePools' keeper, run by the sync (None: no launch queue to send to)."""
+        from capacity_launcher.adapters.launch_queue import LaunchQueue
+        from capacity_launcher.adapters.static_pool_items import StaticPoolItems
+        from capacity_launcher.adapters.subnets import Subnets
+        from capacity_launcher.service.static_pools import StaticPools
+
+        url = self.settings.launch_queue_url
+        if url is None:
+            return None
+        queue = LaunchQueue(self.clients("sqs"))
+        config = self.config_store()
+        return StaticPools(
+            config=config,
+            subnets=Subnets(self.clients("ec2")),
+            members=self.pool_members(config),
+            instances=self.instance_records(),
+            records=self.launch_records(),
+            states=StaticPoolItems(self.settings.state_table_name, self.clients("dynamodb")),
+            send=lambda body: queue.send(url, body),
+            terminate=self.fleet().terminate,
+            clock=self.clock,
+        )
+
+    def usage_store(self) -> UsageStore:
+        """Usage by team: the day items the sync rolls up, `capacity-launcher usage` reads."""
+        from capacity_launcher.adapters.usage_store import UsageStore
+
+        return UsageStore(self.settings.state_table_name, self.clients("dynamodb"))
 
     def quota_sync(self) -> QuotaSync:
         """The sync's quota share: reclaims due, quota usage recount, the status `get quotas`
@@ -437,6 +476,7 @@ class Adapters:
             ),
             profiles=lambda: self.instance_profiles(read_only=True),
             now=self.clock,
+            usage=self.usage_store(),
         )
 
     def dry_run(self) -> DryRun:

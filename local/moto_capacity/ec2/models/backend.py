@@ -72,6 +72,7 @@ class CapacityReservationBackend:
     fleet_records: dict[str, FleetRecord] = field(default_factory=dict)
     capacity_blocks: dict[str, Any] = field(default_factory=dict)
     block_offerings: dict[str, Any] = field(default_factory=dict)
+    block_extension_offerings: dict[str, Any] = field(default_factory=dict)
     interruptions: list[Interruption] = field(default_factory=list)
     _token_locks: dict[str, threading.Lock] = field(default_factory=dict)
 

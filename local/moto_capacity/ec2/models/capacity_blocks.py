@@ -20,7 +20,7 @@ from moto_capacity.core.clock import CLOCK, aware
 from moto_capacity.ec2.exceptions import InvalidParameterValue, MissingParameter
 
 from .backend import CAPACITY_LOCK, OFFERING_POOLS, CapacityReservationBackend
-from .offerings import UNKNOWN_PRICE, Offering, price_of
+from .offerings import Offering, upfront_fee
 from .reservations import CAPACITY_BLOCK, PAYMENT_PENDING, CapacityReservation
 
 # The instance types the emulator sells blocks of (GPU and Trainium types AWS lists).
@@ -71,11 +71,7 @@ class BlockOffering:
 
     @property
     def upfront_fee(self) -> str | None:
-        """Hourly price x hours x count; left out for types the price table lacks."""
-        price = price_of(self.instance_type, "on-demand")
-        if price == UNKNOWN_PRICE:
-            return None
-        return f"{price * self.duration_hours * self.instance_count:.2f}"
+        return upfront_fee(self.instance_type, self.duration_hours, self.instance_count)
 
     def as_answer(self) -> dict[str, Any]:
         return {

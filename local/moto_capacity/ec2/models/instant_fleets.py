@@ -28,7 +28,7 @@ from .fleets import (
     launch_market,
 )
 from .fleets import plan_capacity_type as plan
-from .launches import WINDOWS, set_lifecycle
+from .launches import WINDOWS, set_lifecycle, stamp_launch
 from .reservations import CAPACITY_BLOCK_MARKET
 
 _NOT_PART_OF_THE_INPUT = ("ClientToken", "DryRun")
@@ -191,6 +191,7 @@ def _launch_candidate(
         capacity = InstanceCapacity(slot, candidate.attributes, candidate.preference, market)
         backend.attach(instance, slot, capacity)
         set_lifecycle(instance, market)
+        stamp_launch(instance)
         fleet.on_demand_instances.append(
             {"id": reservation.id, "instance": instance, "launch_spec": launch_spec}
         )

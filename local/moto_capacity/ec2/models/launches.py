@@ -8,6 +8,7 @@ from typing import Any
 from moto.ec2.exceptions import EC2ClientError, InvalidAMIIdError, MalformedAMIIdError
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 
+from moto_capacity.core.clock import CLOCK
 from moto_capacity.ec2.exceptions import InvalidParameterCombination, InvalidParameterValue
 
 from .platforms import reservation_platform
@@ -171,6 +172,13 @@ def launch_zone(ec2_backend: Any, subnet_id: str | None, zone: str | None) -> st
     if zone:
         return zone
     return f"{ec2_backend.region_name}a"
+
+
+def stamp_launch(instance: Any) -> None:
+    """DescribeInstances' LaunchTime on the emulator's clock: the moment the instance launched as
+    the emulator tells time (moto stamps the wall clock, which an advanced clock leaves behind).
+    EC2 API Reference, Instance: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html"""
+    instance.launch_time = CLOCK.now().replace(tzinfo=None)  # moto keeps naive UTC
 
 
 def set_lifecycle(instance: Any, market: str) -> None:

@@ -25,6 +25,7 @@ from .events import (
     RECLAMATION_COMPLETED,
     iso,
 )
+from .extension_payments import settle_payments
 from .future_dated import delivered
 from .reservations import (
     ACTIVE,
@@ -94,6 +95,8 @@ def _advance(backend: ReservationHolder, reservation: CapacityReservation, now: 
         delivered(reservation, aware(reservation.start_date))
         if reservation.reservation_type == CAPACITY_BLOCK:
             _block_event(backend, reservation, BLOCK_DELIVERED, aware(reservation.start_date))
+    if reservation.block_extensions:
+        settle_payments(reservation, now)
     if reservation.reservation_type == CAPACITY_BLOCK and reservation.state == ACTIVE:
         _approach_block_end(backend, reservation, now)
     if reservation.is_due_to_expire(now):

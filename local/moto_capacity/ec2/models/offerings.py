@@ -47,6 +47,15 @@ def price_of(instance_type: str, capacity_type: CapacityType) -> float:
     return price * SPOT_DISCOUNT if capacity_type == "spot" else price
 
 
+def upfront_fee(instance_type: str, hours: int, count: int) -> str | None:
+    """A Capacity Block's (or extension's) fee: hourly price x hours x count, in USD; None for
+    types the price table lacks (EC2's answer then leaves it out)."""
+    price = price_of(instance_type, "on-demand")
+    if price == UNKNOWN_PRICE:
+        return None
+    return f"{price * hours * count:.2f}"
+
+
 @dataclass(frozen=True)
 class Offering:
     """Capacity EC2 sells outside reservations: one instance type, zone and capacity type."""

@@ -113,6 +113,8 @@ class CapacityReservation(TaggedEC2Resource):
         self.paid_at: datetime | None = None
         self.expiry_warned = False
         self.instances_terminated = False
+        # A Capacity Block's extensions (`extension_payments.BlockExtension`), oldest first.
+        self.block_extensions: list[Any] = []
         # "Capacity Reservation states": `pending` while capacity is provisioned, then `active`.
         self.active_from = CONSISTENCY.reservation_active_at(self.create_date)
         self.used = 0

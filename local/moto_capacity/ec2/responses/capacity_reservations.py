@@ -25,6 +25,7 @@ from moto_capacity.ec2.models.launches import (
     launch_template_data,
     launch_zone,
     set_lifecycle,
+    stamp_launch,
     subnet_from_template,
     unknown_image,
 )
@@ -284,6 +285,7 @@ class CapacityReservationResponse(InstanceResponse, Fleets):
         for instance, slot in zip(reservation.instances, placed.slots, strict=True):
             backend.attach(instance, slot, InstanceCapacity(slot, attributes, preference, market))
             set_lifecycle(instance, market)
+            stamp_launch(instance)
         return result
 
     def create_fleet(self) -> ActionResult:

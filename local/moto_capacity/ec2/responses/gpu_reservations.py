@@ -9,7 +9,7 @@ from moto.ec2.responses._base_response import EC2BaseResponse
 from moto.ec2.utils import convert_tag_spec
 
 from moto_capacity.ec2.exceptions import MissingParameter
-from moto_capacity.ec2.models import capacity_blocks, interruptible
+from moto_capacity.ec2.models import block_extensions, capacity_blocks, interruptible
 from moto_capacity.ec2.models.backend import capacity_backend
 
 from .capacity_reservations import PLATFORMS, _one_of
@@ -18,7 +18,9 @@ from .paging import page
 
 class GpuReservationResponse(EC2BaseResponse):
     """DescribeCapacityBlockOfferings, PurchaseCapacityBlock, DescribeCapacityBlocks,
-    DescribeCapacityBlockStatus and the interruptible allocation actions."""
+    DescribeCapacityBlockStatus, the extension actions (DescribeCapacityBlockExtensionOfferings,
+    PurchaseCapacityBlockExtension, DescribeCapacityBlockExtensionHistory) and the interruptible
+    allocation actions."""
 
     def _filters(self) -> dict[str, list[str]]:
         # moto types the filters as str values; they are lists of values.
@@ -85,6 +87,43 @@ class GpuReservationResponse(EC2BaseResponse):
             statuses, self._int_param("MaxResults"), self._get_param("NextToken")
         )
         return ActionResult({"CapacityBlockStatuses": listed, "NextToken": next_token})
+
+    def describe_capacity_block_extension_offerings(self) -> ActionResult:
+        self.error_on_dryrun()
+        found = block_extensions.find_offerings(
+            capacity_backend(self.ec2_backend),
+            self._get_param("CapacityReservationId"),
+            self._int_param("CapacityBlockExtensionDurationHours"),
+        )
+        listed, next_token = page(
+            [offering.as_answer() for offering in found],
+            self._int_param("MaxResults"),
+            self._get_param("NextToken"),
+        )
+        return ActionResult({"CapacityBlockExtensionOfferings": listed, "NextToken": next_token})
+
+    def purchase_capacity_block_extension(self) -> ActionResult:
+        self.error_on_dryrun()
+        extension = block_extensions.purchase(
+            capacity_backend(self.ec2_backend),
+            self._get_param("CapacityBlockExtensionOfferingId"),
+            self._get_param("CapacityReservationId"),
+        )
+        return ActionResult({"CapacityBlockExtensions": [extension.as_answer()]})
+
+    def describe_capacity_block_extension_history(self) -> ActionResult:
+        self.error_on_dryrun()
+        found = block_extensions.history(
+            capacity_backend(self.ec2_backend),
+            self._get_param("CapacityReservationIds", []),
+            self._filters(),
+        )
+        listed, next_token = page(
+            [extension.as_answer() for extension in found],
+            self._int_param("MaxResults"),
+            self._get_param("NextToken"),
+        )
+        return ActionResult({"CapacityBlockExtensions": listed, "NextToken": next_token})
 
     def create_interruptible_capacity_reservation_allocation(self) -> ActionResult:
         self.error_on_dryrun()

@@ -18,6 +18,8 @@ from capacity_launcher.domain.apis.quotas import format_amount
 from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 
 UNREADY_LIMIT_REACHED = "UnreadyLimitReached"
+# Karpenter's NodePool condition: is the NodeClass it names applied?
+NODE_CLASS_READY = "NodeClassReady"
 
 
 def pool_conditions(
@@ -26,23 +28,21 @@ def pool_conditions(
     used: Resources,
     readiness: Readiness | None = None,
 ) -> list[Condition]:
-    """Ready: its NodeClass exists (a pool naming a missing one rejects every request).
-    ResourcesSufficient: every limited resource has room for more, and `limits.unready` (counted
-    in `readiness`) does not hold new launches back."""
+    """Ready and NodeClassReady (Karpenter's): its NodeClass exists (a pool naming a missing one
+    rejects every request). ResourcesSufficient: every limited resource has room for more, and
+    `limits.unready` (counted in `readiness`) does not hold new launches back."""
     ref = pool.spec.node_class_ref
     if ref in node_classes:
-        ready = Condition(READY, True, "NodeClassFound", f"NodeClass {ref} is applied")
+        found = (True, "NodeClassFound", f"NodeClass {ref} is applied")
     else:
-        ready = Condition(
-            READY,
+        found = (
             False,
             "NodeClassNotFound",
             f"NodeClass {ref} is not applied: requests for this pool are rejected",
         )
+    ready = Condition(READY, *found)
     held = _held_by_unready(pool, readiness)
-    if held is not None:
-        return [ready, held]
-    return [ready, _sufficient(pool, used)]
+    return [ready, held or _sufficient(pool, used), Condition(NODE_CLASS_READY, *found)]
 
 
 def _held_by_unready(pool: NodePool, readiness: Readiness | None) -> Condition | None:
@@ -94,7 +94,8 @@ def pool_status(
 ) -> dict[str, Any]:
     """`used` per resource in units (cpu cores, memory in Mi/Gi), and the conditions. With
     `readiness` (a pool with `limits.unready`), `used.unready` is its unready instances as the
-    lease's gate counts them: live leases whole, members until the sync marks them ready."""
+    lease's gate counts them: live leases whole, members until the sync marks them ready. A
+    static pool's status also has `nodes` (Karpenter's): its instances, launching ones too."""
     shown = {
         dimension: format_amount(dimension, amount)
         for dimension, amount in used.amounts().items()
@@ -103,4 +104,8 @@ def pool_status(
     if readiness is not None and readiness.unready:
         shown["unready"] = str(readiness.unready)
     conditions = pool_conditions(pool, node_classes, used, readiness)
-    return {"used": shown, "conditions": [c.to_document() for c in conditions]}
+    status: dict[str, Any] = {"used": shown, "conditions": [c.to_document() for c in conditions]}
+    if pool.spec.replicas is not None:
+        # Karpenter's status.nodes of a static pool: its instances, launching ones included.
+        status["nodes"] = used.instances
+    return status

@@ -15,6 +15,10 @@ from capacity_launcher.domain.quantities import Resources
 
 READY = "Ready"
 RESOURCES_SUFFICIENT = "ResourcesSufficient"
+# A quota naming a PriorityClass (an OME reservation's priorityClassName): is it applied?
+PRIORITY_CLASS_READY = "PriorityClassReady"
+FLAVOR_NOT_FOUND = "FlavorNotFound"
+PRIORITY_CLASS_NOT_FOUND = "PriorityClassNotFound"
 
 
 @dataclass(frozen=True)
@@ -133,16 +137,66 @@ def _association_usages(
     return found
 
 
+def reference_conditions(
+    quota: CapacityQuota,
+    quotas: Iterable[CapacityQuota],
+    node_pools: Collection[str],
+    named_class: str | None = None,
+    unresolved: str | None = None,
+) -> list[Condition]:
+    """What the quota's references say now, read when asked (an apply in any order turns them
+    true without waiting for the sync): Ready, and for a quota naming a PriorityClass,
+    PriorityClassReady (False while it waits for the class, `unresolved`)."""
+    found = [_ready(quota, list(quotas), node_pools, unresolved)]
+    if unresolved is not None:
+        found.append(
+            Condition(
+                PRIORITY_CLASS_READY,
+                False,
+                PRIORITY_CLASS_NOT_FOUND,
+                f"PriorityClass {unresolved} is not applied: requests associated with this "
+                "reservation are rejected until it is",
+            )
+        )
+    elif named_class is not None:
+        found.append(
+            Condition(
+                PRIORITY_CLASS_READY,
+                True,
+                "PriorityClassFound",
+                f"PriorityClass {named_class} is applied: its value is the priority",
+            )
+        )
+    return found
+
+
+def with_conditions(status: Mapping[str, Any], conditions: Iterable[Condition]) -> dict[str, Any]:
+    """`status` with each of `conditions` in place of the one of its type (new types after)."""
+    fresh = {c.type: c.to_document() for c in conditions}
+    kept = [fresh.pop(c.get("type"), c) for c in status.get("conditions", [])]
+    return {**status, "conditions": [*kept, *fresh.values()]}
+
+
 def _ready(
-    quota: CapacityQuota, quotas: list[CapacityQuota], node_pools: Collection[str]
+    quota: CapacityQuota,
+    quotas: list[CapacityQuota],
+    node_pools: Collection[str],
+    unresolved: str | None = None,
 ) -> Condition:
     missing = [f.name for f in quota.flavors() if f.name not in node_pools]
     if missing:
         return Condition(
             READY,
             False,
-            "FlavorNotFound",
+            FLAVOR_NOT_FOUND,
             f"NodePool(s) {', '.join(missing)} do not exist: nothing is admitted there",
+        )
+    if unresolved is not None:
+        return Condition(
+            READY,
+            False,
+            PRIORITY_CLASS_NOT_FOUND,
+            f"PriorityClass {unresolved} is not applied: its associations are rejected",
         )
     # Applies refuse these; two racing applies or a hand edit could still store them.
     clashes = [

@@ -5,7 +5,6 @@ are errors, and every error names the field (by its document path) and the rule 
 """
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Annotated, Literal, Self
 
@@ -47,6 +46,15 @@ from capacity_launcher.domain.apis.config_base import (  # noqa: F401 - re-expor
     selector_tags,
     validate_tags,
 )
+from capacity_launcher.domain.apis.node_class_terms import (
+    MAX_ACCELERATED_IMAGES,
+    AcceleratedImage,
+    CapacityReservationSelectorTerm,
+    CapacityReservationSpec,
+    CapacityReservationTarget,
+    LaunchTemplateName,
+    SubnetSelectorTerm,
+)
 from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.launch_options import (
     MAX_BLOCK_DEVICE_MAPPINGS,
@@ -78,107 +86,6 @@ DEFAULT_CAPACITY_TYPES: tuple[str, ...] = (RESERVED, ON_DEMAND)
 
 class Metadata(_Document):
     name: Name
-
-
-class CapacityReservationTarget(_Document):
-    """One reservation by id, or a group of them by resource-group ARN: exactly one."""
-
-    capacity_reservation_id: ReservationId | None = None
-    capacity_reservation_resource_group_arn: GroupArn | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
-        if (self.capacity_reservation_id is None) == (
-            self.capacity_reservation_resource_group_arn is None
-        ):
-            raise ValueError(
-                "exactly one of capacityReservationId or capacityReservationResourceGroupArn "
-                "must be set"
-            )
-        return self
-
-
-class CapacityReservationSpec(_Document):
-    """Mirrors the launch template's CapacityReservationSpecification."""
-
-    capacity_reservation_preference: Literal["open", "none"] | None = None
-    capacity_reservation_target: CapacityReservationTarget | None = None
-
-    @model_validator(mode="after")
-    def _preference_or_target(self) -> Self:
-        if (
-            self.capacity_reservation_preference is not None
-            and self.capacity_reservation_target is not None
-        ):
-            raise ValueError(
-                "capacityReservationPreference cannot be set together with "
-                "capacityReservationTarget"
-            )
-        return self
-
-
-class CapacityReservationSelectorTerm(_Document):
-    """Discovers reservations: by id alone, or by any of tags, owner and match criteria."""
-
-    id: ReservationId | None = None
-    tags: dict[str, str] | None = None
-    owner_id: AccountId | None = Field(default=None, alias="ownerID")
-    instance_match_criteria: Literal["open", "targeted"] | None = None
-
-    @field_validator("tags")
-    @classmethod
-    def _selector_tags(cls, tags: dict[str, str] | None) -> dict[str, str] | None:
-        return selector_tags(tags, MAX_SELECTOR_TAGS)
-
-    @model_validator(mode="after")
-    def _id_alone_or_others(self) -> Self:
-        others = (self.tags, self.owner_id, self.instance_match_criteria)
-        if self.id is not None and any(other is not None for other in others):
-            raise ValueError("id cannot be combined with tags, ownerID or instanceMatchCriteria")
-        if self.id is None and all(other is None for other in others):
-            raise ValueError("set id, or at least one of tags, ownerID or instanceMatchCriteria")
-        return self
-
-
-class SubnetSelectorTerm(_Document):
-    id: SubnetId | None = None
-    tags: dict[str, str] | None = None
-
-    @field_validator("tags")
-    @classmethod
-    def _selector_tags(cls, tags: dict[str, str] | None) -> dict[str, str] | None:
-        if tags is not None and not tags:
-            raise ValueError("must select by at least one tag")
-        return tags
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
-        if (self.id is None) == (self.tags is None):
-            raise ValueError("exactly one of id or tags must be set")
-        return self
-
-
-_LAUNCH_TEMPLATE_NAME = re.compile(r"^[a-zA-Z0-9().\-/_]{3,128}$")
-LaunchTemplateName = Annotated[
-    str,
-    _matching(
-        _LAUNCH_TEMPLATE_NAME,
-        "must be a launch template name: 3 to 128 letters, digits or ().-/_",
-    ),
-]
-
-
-# An accelerated image's instance types (Karpenter's amifamily variants): NVIDIA GPU types, AWS
-# Neuron (Inferentia, Trainium) types. The class's other images then serve the types with neither.
-ImageVariant = Literal["nvidia", "neuron"]
-MAX_ACCELERATED_IMAGES = 8
-
-
-class AcceleratedImage(_Document):
-    """An image accelerated instance types launch: the public parameter naming it, and which."""
-
-    ssm_parameter: SsmParameter
-    variant: ImageVariant
 
 
 class NodeClassSpec(_Document):
@@ -326,13 +233,51 @@ class NodeClass(_TopLevel):
     spec: NodeClassSpec
 
 
+# A static pool's replicas, at most: its launches in flight are tracked in one item.
+MAX_STATIC_REPLICAS = 1000
+
+
 class NodePoolSpec(_Document):
-    """What may be launched: requirements, limits and a weight for choosing among pools."""
+    """What may be launched: requirements, limits and a weight for choosing among pools; or, with
+    `replicas`, a static pool: that many instances kept running by the service
+    (docs/static-capacity.md), never chosen for a request."""
 
     node_class_ref: Name
     weight: StrictInt = Field(default=0, ge=0, le=100)
     requirements: list[Requirement] = Field(default=[], max_length=MAX_POOL_REQUIREMENTS)
     limits: PoolLimits | None = None
+    replicas: StrictInt | None = Field(default=None, ge=0, le=MAX_STATIC_REPLICAS)
+
+    @model_validator(mode="after")
+    def _static_rules(self) -> Self:
+        """Karpenter's rules for a static pool: limited by its instance count only, and no
+        weight (it is never chosen among pools)."""
+        if self.replicas is None:
+            return self
+        if self.weight:
+            raise ValueError("weight cannot be set with replicas (a static pool is never chosen)")
+        limits = self.limits
+        if limits is not None:
+            other = [
+                name
+                for name, value in (
+                    ("cpu", limits.cpu),
+                    ("memory", limits.memory),
+                    ("nvidia.com/gpu", limits.gpu),
+                    ("unready", limits.unready),
+                )
+                if value is not None
+            ]
+            if other:
+                raise ValueError(
+                    f"limits {', '.join(other)} cannot be set with replicas: a static pool is "
+                    "limited by its instance count only (limits.instances; Karpenter's nodes)"
+                )
+        return self
+
+    @property
+    def is_static(self) -> bool:
+        return self.replicas is not None
 
     @field_validator("requirements")
     @classmethod
@@ -376,6 +321,20 @@ class NodePool(_TopLevel):
     spec: NodePoolSpec
 
 
+def mode_switch(applied_static: bool) -> str:
+    """Why an apply that would switch a stored pool between static and dynamic is refused
+    (Karpenter's rule: replicas, once set, stay; a dynamic pool does not become static)."""
+    if applied_static:
+        return (
+            "spec.replicas: cannot be set on a NodePool stored without it (a pool cannot switch "
+            "between dynamic and static); delete it and apply it again"
+        )
+    return (
+        "spec.replicas: cannot be removed from a static NodePool (a pool cannot switch between "
+        "static and dynamic); set replicas: 0 to stop its instances, or delete it"
+    )
+
+
 @dataclass(frozen=True)
 class PoolSet:
     """The stored NodePools as of one generation. Every apply and delete of a NodePool bumps the
@@ -385,6 +344,17 @@ class PoolSet:
 
     generation: int | None  # None: not read from a store (nothing to condition on)
     pools: tuple[NodePool, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeClassUsers:
+    """What a NodeClass's delete reads: the class's version, the NodePools' generation read
+    before the pools (any pool applied naming it, or deleted, after it bumps it), and the pools
+    naming the class."""
+
+    version: int
+    pools_generation: int
+    users: tuple[str, ...]
 
 
 ConfigDocument = Annotated[NodeClass | NodePool, Field(discriminator="kind")]

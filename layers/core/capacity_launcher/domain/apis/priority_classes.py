@@ -5,7 +5,8 @@ A PriorityClass is its own hub (stored as written). The rules are Kubernetes' ow
 int32 of at most 1,000,000,000 (higher is reserved for system classes), a name may not begin with
 ``system-``, ``value`` never changes once applied, at most one class is the ``globalDefault``.
 A reservation naming a class gets its value when applied; naming none, the global default's value,
-else 0; naming a class that is not applied, it is refused.
+else 0; naming a class that is not applied, it is stored waiting for the class, whose apply gives
+it the value (docs/ome.md, "Applied in any order").
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from capacity_launcher.domain.apis.api_versions import (
 )
 from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
 from capacity_launcher.domain.apis.kept_fields import Kept
-from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
-from capacity_launcher.domain.field_errors import FieldError
+from capacity_launcher.domain.errors import ConfigConflict
 
 PRIORITY_CLASS_API_VERSION = "scheduling.k8s.io/v1"
 PRIORITY_CLASS = "PriorityClass"
@@ -124,17 +124,6 @@ def named_class(kept: Kept | None) -> str | None:
         return None
     name = kept.fields.get(PRIORITY_CLASS_NAME_PATH)
     return name if isinstance(name, str) else None
-
-
-def missing_class(name: str) -> ConfigValidationError:
-    return ConfigValidationError(
-        [
-            FieldError(
-                PRIORITY_CLASS_NAME_PATH,
-                f"must name an applied PriorityClass: {name!r} is not applied (apply it first)",
-            )
-        ]
-    )
 
 
 def priority_class_version() -> ServedVersion:

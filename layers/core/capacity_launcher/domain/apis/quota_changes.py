@@ -11,6 +11,12 @@ kept fields are stored already: then it is put again only while stored as it is,
 nothing (a GitOps loop re-applying its quotas costs no lease a retry). A delete reads this quota
 as stored and its outstanding pools (`QuotaDeleteRead`) and bumps the pools the stored document
 names; a quota deleted by a delete whose later bumps failed has those bumps finished.
+
+A quota applied naming a PriorityClass (an OME reservation's ``priorityClassName``) takes the
+class's value as its priority, as the apply read it, and is written conditioned on the classes'
+version it read. Naming one not stored, it is stored all the same, with priority 0, marked
+waiting for the class (`unresolved`): Kubernetes applies documents in any order. The class's
+apply stores each quota waiting for it again (service/configuration.py), which resolves it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from capacity_launcher.domain.errors import ConfigConflict, NotFound
 
 if TYPE_CHECKING:
     from capacity_launcher.domain.apis.kept_fields import Kept
+    from capacity_launcher.domain.apis.priority_classes import PriorityClass
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,8 @@ class StoredQuota:
     body: str
     kept: str | None
     pools: tuple[str, ...]
+    # The PriorityClass it named that was not stored when it was written (None: resolved).
+    unresolved: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,13 +65,19 @@ class QuotaApplyRead:
     quotas: tuple[CapacityQuota, ...]
     stored: StoredQuota | None
     outstanding: OutstandingBumps
+    # The classes' version, read before the class the apply names (`named`: None when it is not
+    # stored, or none is named).
+    classes_version: int = 0
+    named: PriorityClass | None = None
 
 
 @dataclass(frozen=True)
 class QuotaPut:
     """The write of an apply: `seen` is the quota set's version its check read (None: the same
     document and kept fields are stored, put again only while stored so, no version bumped);
-    `priority_class` the class it was applied naming (checked stored in the same write);
+    `priority_class` the class it was applied naming, and `classes_seen` the classes' version
+    it was resolved at (the write holds only while no class was applied or deleted since);
+    `unresolved` whether that class was not stored (the quota is marked waiting for it);
     `pools` the NodePools whose quota generation it bumps; `outstanding` the token of the
     earlier bumps it finishes."""
 
@@ -73,6 +88,8 @@ class QuotaPut:
     priority_class: str | None
     pools: tuple[str, ...]
     outstanding: str | None
+    classes_seen: int | None = None
+    unresolved: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,12 +120,22 @@ def kept_body(kept: Kept | None) -> str | None:
 def plan_apply(
     quota: CapacityQuota, kept: str | None, priority_class: str | None, read: QuotaApplyRead
 ) -> QuotaPut:
-    """The write of `quota`'s apply, or ConfigConflict naming the quotas it conflicts with."""
+    """The write of `quota`'s apply, or ConfigConflict naming the quotas it conflicts with.
+    Naming `priority_class`, its priority is that class's value as read (0 while it is not
+    stored: then it is written waiting for the class)."""
     found = conflicts([*(q for q in read.quotas if q.name != quota.name), quota])
     if found:
         raise ConfigConflict("; ".join(str(error) for error in found))
+    unresolved = priority_class is not None and read.named is None
+    if priority_class is not None:
+        quota = with_priority(quota, 0 if read.named is None else read.named.value)
     body = stored_body(quota)
-    unchanged = read.stored is not None and (read.stored.body, read.stored.kept) == (body, kept)
+    waiting = priority_class if unresolved else None
+    unchanged = read.stored is not None and (
+        read.stored.body,
+        read.stored.kept,
+        read.stored.unresolved,
+    ) == (body, kept, waiting)
     named = set() if unchanged else {*_stored_pools(read.stored), *pools_named(quota)}
     return QuotaPut(
         name=quota.name,
@@ -118,7 +145,17 @@ def plan_apply(
         priority_class=priority_class,
         pools=tuple(sorted({*named, *read.outstanding.pools})),
         outstanding=read.outstanding.token,
+        classes_seen=None if priority_class is None else read.classes_version,
+        unresolved=unresolved,
     )
+
+
+def with_priority(quota: CapacityQuota, priority: int) -> CapacityQuota:
+    """`quota` with `priority` (the value of the PriorityClass it names)."""
+    if quota.spec.priority == priority:
+        return quota
+    spec = quota.spec.model_copy(update={"priority": priority})
+    return quota.model_copy(update={"spec": spec})
 
 
 def plan_delete(name: str, read: QuotaDeleteRead) -> QuotaDelete:

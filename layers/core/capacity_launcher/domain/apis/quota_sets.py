@@ -33,6 +33,9 @@ class QuotaSet:
     quotas: tuple[CapacityQuota, ...] = ()
     # Each NodePool's quota generation, read with `generation` (absent: 0, never bumped).
     pool_generations: Mapping[str, int] = field(default_factory=dict)
+    # Quota name -> the PriorityClass it names that was not stored when it was written (an OME
+    # reservation applied before its class: docs/ome.md, "Applied in any order").
+    unresolved: Mapping[str, str] = field(default_factory=dict)
 
     def generation_in(self, pool: str) -> int | None:
         """The quota generation of `pool` the quotas were read at (None: not from a store)."""
@@ -135,6 +138,24 @@ def association_refusal(quotas: Iterable[CapacityQuota], requester: str | None) 
                 f"{reservation!r}: CapacityQuota {quota.name} spec.associationRequesters lists "
                 f"only {', '.join(listed)} (a request without a requester associates as "
                 f"{DEFAULT_ASSOCIATION!r})"
+            )
+    return None
+
+
+def unresolved_refusal(quota_set: QuotaSet, requester: str | None) -> str | None:
+    """Why a request counted as ``requester`` is refused while its reservation waits for the
+    PriorityClass it names (its priority is that class's value, not known yet), or None."""
+    counted = counted_association(requester)
+    if counted is None:
+        return None
+    reservation = counted[0]
+    for quota in sorted(quota_set.quotas, key=lambda q: q.name):
+        missing = quota_set.unresolved.get(quota.name)
+        if missing is not None and reservation in quota.spec.reservations():
+            return (
+                f"capacityReservation: {reservation!r} is not ready: CapacityQuota {quota.name} "
+                f"names PriorityClass {missing!r} (spec.priorityClassName), which is not applied; "
+                "requests associated with it are rejected until it is"
             )
     return None
 

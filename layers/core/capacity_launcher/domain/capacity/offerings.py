@@ -53,6 +53,8 @@ class Turn:
     free: frozenset[str] = frozenset()
     # Found in the cache while claiming (another worker's attempt found them dry): key → reason.
     unavailable: Mapping[str, str] = field(default_factory=dict)
+    # Claimed by another launcher when this turn tried (one claim round): key → until when.
+    elsewhere: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def allowed(self) -> frozenset[str]:

@@ -10,6 +10,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from capacity_launcher.domain.capacity.idle_reservations import (
+    IdlePeriod,
+    IdlePolicy,
+    IdleState,
+    advance_idle,
+)
 from capacity_launcher.domain.capacity.reservations import (
     ACTIVE,
     BLOCK_TERMINATION_LEAD,
@@ -24,6 +30,7 @@ from capacity_launcher.domain.records.status import (
     RESERVATION_EXPIRED,
     RESERVATION_EXPIRING,
     RESERVATION_REPLENISHED,
+    RESERVATION_UNDERUTILIZED,
     RESERVATION_UTILIZATION_HIGH,
     Event,
 )
@@ -58,6 +65,8 @@ class StoredReservation:
     synced_at: datetime | None = None
     # Bumped by every launcher write, so a sync never overwrites what it has not seen.
     version: int = 0
+    # Paid and idle instance-hours (domain/capacity/idle_reservations.py); None before a sync.
+    idle: IdleState | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,7 @@ def unchanged(prev: StoredReservation | None, new: StoredReservation) -> bool:
         and prev.snapshot == new.snapshot
         and dict(prev.usage_by_requester) == dict(new.usage_by_requester)
         and prev.announced == new.announced
+        and prev.idle == new.idle
     )
 
 
@@ -190,6 +200,8 @@ class Thresholds:
     expiring_horizon: timedelta
     # EC2 terminates a block's instances 30 minutes before its end: warn owners before that.
     block_expiring_horizon: timedelta = timedelta(minutes=60)
+    # Capacity Reservation Underutilized: below this utilization for a whole period.
+    idle: IdlePolicy = field(default_factory=IdlePolicy)
 
 
 @dataclass(frozen=True)
@@ -220,14 +232,20 @@ def next_state(
     if seen.state == EXPIRED_STATE and prev is not None and ENDED not in announced:
         events.append(RESERVATION_EXPIRED)
         announced.add(ENDED)
+    idle, underutilized = advance_idle(prev.idle if prev else None, seen, thresholds.idle, now)
+    if underutilized is not None:
+        events.append(RESERVATION_UNDERUTILIZED)
     stored = StoredReservation(
         snapshot=replace(seen, exhausted=exhausted),
         usage_by_requester={k: n for k, n in usage_by_requester.items() if k},
         announced=frozenset(announced),
         synced_at=now,
         version=prev.version + 1 if prev else 0,
+        idle=idle,
     )
-    return stored, [Event(t, _detail(stored, t, thresholds, held, now)) for t in events]
+    return stored, [
+        Event(t, _detail(stored, t, thresholds, held, now, underutilized)) for t in events
+    ]
 
 
 def _availability_crossings(
@@ -299,6 +317,7 @@ def _detail(
     thresholds: Thresholds,
     held: Sequence[HeldInstance],
     now: datetime,
+    underutilized: IdlePeriod | None = None,
 ) -> dict[str, Any]:
     s = stored.snapshot
     detail: dict[str, Any] = {
@@ -318,6 +337,8 @@ def _detail(
     }
     if detail_type == RESERVATION_UTILIZATION_HIGH:
         detail["threshold"] = thresholds.utilization_high
+    if detail_type == RESERVATION_UNDERUTILIZED and underutilized is not None:
+        detail.update(_underutilized(underutilized, thresholds.idle))
     if detail_type == RESERVATION_EXPIRING:
         detail["horizonHours"] = thresholds.expiring_horizon.total_seconds() / 3600
     if detail_type == BLOCK_EXPIRING and s.end_date is not None:
@@ -331,3 +352,18 @@ def _detail(
         ]
         detail["requestIds"] = sorted({h.request_id for h in held if h.request_id})
     return detail
+
+
+def _underutilized(period: IdlePeriod, policy: IdlePolicy) -> dict[str, Any]:
+    """What `Capacity Reservation Underutilized` adds: the period and its hours."""
+    return {
+        "threshold": policy.threshold,
+        "periodHours": round(policy.period.total_seconds() / 3600, 4),
+        "periodStart": period.start.isoformat(),
+        "periodEnd": period.end.isoformat(),
+        "paidInstanceHours": round(period.paid_hours, 4),
+        "usedInstanceHours": round(period.used_hours, 4),
+        "idleInstanceHours": round(period.idle_hours, 4),
+        "periodUtilization": round(period.utilization, 4),
+        "peakUtilization": round(period.peak_utilization, 4),
+    }

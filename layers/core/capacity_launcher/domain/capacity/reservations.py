@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from capacity_launcher.domain.apis.config import CapacityReservationSelectorTerm, NodeClass
+from capacity_launcher.domain.apis.config import NodeClass
+from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.capacity.offerings import RESERVED, Offering
 
 ACTIVE = "active"

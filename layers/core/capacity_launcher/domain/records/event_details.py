@@ -44,7 +44,9 @@ class ReservationEventDetail(_Detail):
         description="our instances in it, by the requester they were launched for"
     )
     threshold: float | None = Field(
-        default=None, description="Capacity Reservation Utilization High only"
+        default=None,
+        description="Capacity Reservation Utilization High and Capacity Reservation "
+        "Underutilized only",
     )
     horizon_hours: float | None = Field(
         default=None, description="Capacity Reservation Expiring only"
@@ -62,6 +64,36 @@ class ReservationEventDetail(_Detail):
     )
     request_ids: list[str] | None = Field(
         default=None, description="Capacity Block Expiring only: the requests they serve"
+    )
+    period_hours: float | None = Field(
+        default=None,
+        description="Capacity Reservation Underutilized only: the period's length; its "
+        "utilization stayed below `threshold` at every look of the sync in it",
+    )
+    period_start: str | None = Field(
+        default=None, description="Capacity Reservation Underutilized only: ISO-8601"
+    )
+    period_end: str | None = Field(
+        default=None, description="Capacity Reservation Underutilized only: ISO-8601"
+    )
+    paid_instance_hours: float | None = Field(
+        default=None,
+        description="Capacity Reservation Underutilized only: instance-hours paid in the period",
+    )
+    used_instance_hours: float | None = Field(
+        default=None,
+        description="Capacity Reservation Underutilized only: instance-hours used in the period",
+    )
+    idle_instance_hours: float | None = Field(
+        default=None,
+        description="Capacity Reservation Underutilized only: instance-hours paid and unused",
+    )
+    period_utilization: float | None = Field(
+        default=None, description="Capacity Reservation Underutilized only: used / paid"
+    )
+    peak_utilization: float | None = Field(
+        default=None,
+        description="Capacity Reservation Underutilized only: the highest utilization seen",
     )
 
 

@@ -14,6 +14,8 @@ from typing import Any, Protocol, Self
 from capacity_launcher.domain.quantities import Resources
 
 RUNNING = "running"
+# Recorded on an instance EC2 warned it will terminate (an interruptible reservation shrinks).
+INTERRUPTED = "interrupted"
 
 
 class Placed(Protocol):

@@ -22,6 +22,7 @@ LAUNCH_REQUESTED = "Launch Requested"
 RESERVATION_EXHAUSTED = "Capacity Reservation Exhausted"
 RESERVATION_REPLENISHED = "Capacity Reservation Replenished"
 RESERVATION_UTILIZATION_HIGH = "Capacity Reservation Utilization High"
+RESERVATION_UNDERUTILIZED = "Capacity Reservation Underutilized"
 RESERVATION_EXPIRING = "Capacity Reservation Expiring"
 RESERVATION_ACTIVATED = "Capacity Reservation Activated"
 BLOCK_EXPIRING = "Capacity Block Expiring"
@@ -71,6 +72,7 @@ RESERVATION_DETAIL_TYPES: tuple[str, ...] = (
     RESERVATION_ACTIVATED,
     BLOCK_EXPIRING,
     RESERVATION_EXPIRED,
+    RESERVATION_UNDERUTILIZED,
 )
 # Every detail-type we publish, for rules and consumers that subscribe to all of them.
 ALL_DETAIL_TYPES: tuple[str, ...] = (

@@ -69,17 +69,8 @@ class _Loop:
 def launch(ctx: Context, run: Run, view: PoolView, report: LaunchReport) -> list[str]:
     """Attempts until the run's requests have what they were granted, or nothing is left to
     try; returns the plan's minValues refusals."""
-    lead = view.lead
-    loop = _Loop(
-        LaunchPlan(
-            view.usable,
-            run.wanted,
-            single_zone=lead.request.single_zone,
-            max_attempts=ctx.max_attempts,
-            requirements=lead.requirements,
-            min_count=sum(min(p.request.min_count, p.wanted) for p in run.active),
-        )
-    )
+    min_count = sum(min(p.request.min_count, p.wanted) for p in run.active)
+    loop = _Loop(plan(ctx, view, run.wanted, min_count))
     while run.active and run.wanted > 0:
         attempt = loop.plan.next_attempt()
         if attempt is None and loop.plan.zone_short and not run.replaying:
@@ -90,6 +81,20 @@ def launch(ctx: Context, run: Run, view: PoolView, report: LaunchReport) -> list
         if attempt is None or _attempt(ctx, run, view, loop, attempt, report) is Step.STOP:
             break
     return list(loop.plan.refusals)
+
+
+def plan(ctx: Context, view: PoolView, wanted: int, min_count: int) -> LaunchPlan:
+    """The visit's plan over the pool's usable candidates: the one the launch follows and
+    `submit --dry-run` (service/preview.py) shows."""
+    lead = view.lead
+    return LaunchPlan(
+        view.usable,
+        wanted,
+        single_zone=lead.request.single_zone,
+        max_attempts=ctx.max_attempts,
+        requirements=lead.requirements,
+        min_count=min_count,
+    )
 
 
 def _attempt(

@@ -26,7 +26,7 @@ from capacity_launcher.domain.errors import (
     Throttled,
     Transient,
 )
-from capacity_launcher.domain.launch_request import Message
+from capacity_launcher.domain.launch_request import LaunchRequest, Message
 from capacity_launcher.domain.records.status import Event, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.admission_queue import AdmissionQueue
@@ -50,6 +50,16 @@ class _Outcome:
 
     def back(self, message: Message) -> None:
         self.failures.append(message.message_id)
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """What one message's intake decided: claimed (served here), handed back, or neither
+    (refused, replayed, dropped: done with)."""
+
+    claimed: Claimed | None = None
+    back: bool = False
+    in_progress: bool = False  # handed back with the queue's own visibility
 
 
 class LaunchBatch:
@@ -76,7 +86,9 @@ class LaunchBatch:
         # The admission queues (issue 37): a request waiting for room is an entry of its pool's.
         self._admission = admission
         # The launcher's clock: a rejection is stamped as the launcher stamps what it serves.
-        self._intake = Intake(publish, records, claims, telemetry, queue, clock)
+        self._intake = Intake(
+            publish, records, claims, telemetry, queue, clock, side_by_side=self._side_by_side
+        )
 
     def process(
         self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None = None
@@ -85,11 +97,8 @@ class LaunchBatch:
         outcome = _Outcome()
         claimed = self._admit(messages, remaining_ms, outcome)
         groups = self._prepare(claimed, outcome)
-        if groups:
-            workers = min(self._max_workers, len(groups))
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="launch") as pool:
-                for failed in pool.map(self._serve_group, groups):
-                    outcome.failures += failed
+        for failed in self._side_by_side(self._serve_group, groups):
+            outcome.failures += failed
         # A duplicate of a request still in progress keeps the queue's own (longer) visibility:
         # coming back in seconds would only spend its receives before the original finishes.
         soon = set(outcome.failures) - set(outcome.in_progress)
@@ -103,36 +112,72 @@ class LaunchBatch:
         remaining_ms: Callable[[], int] | None,
         outcome: _Outcome,
     ) -> list[Claimed]:
-        """Parse and claim every message; returns those this delivery serves."""
+        """Parse and claim every message; returns those this delivery serves, in the batch's
+        order. Messages of distinct requestIds are claimed side by side (each claim and binding
+        is a write of its own requestId's items); those of one requestId in turn, in the
+        batch's order, so the first of them claims and binds as it would alone."""
         intake = self._intake
         parsed = [(message, intake.parse(message)) for message in messages]
         owned = owned_ids(parsed)
+        # The messages' places in the batch, by requestId (by message when it has none).
+        lanes: dict[str, list[int]] = {}
+        for at, (message, request) in enumerate(parsed):
+            lanes.setdefault(request.request_id or message.message_id, []).append(at)
+
+        def admit_lane(lane: list[int]) -> list[tuple[int, _Admitted]]:
+            return [(at, self._admit_one(*parsed[at], owned, remaining_ms)) for at in lane]
+
+        decided = dict(
+            pair for lane in self._side_by_side(admit_lane, list(lanes.values())) for pair in lane
+        )
         claimed: list[Claimed] = []
-        for message, request in parsed:
-            if isinstance(request, InvalidLaunchRequest):
-                self._refuse(message, request, request.request_id not in owned, outcome)
-                continue
-            admission = intake.admit(message, request, remaining_ms() if remaining_ms else None)
-            if admission in (Admission.CLAIMED, Admission.FIRST):
-                payload = request.model_dump(mode="json", by_alias=True)
-                first = admission is Admission.FIRST
-                claimed.append(Claimed(message, request, payload, first=first))
-            elif admission in (Admission.BUSY, Admission.IN_PROGRESS):
+        for at, (message, _) in enumerate(parsed):
+            admitted = decided[at]
+            if admitted.claimed is not None:
+                claimed.append(admitted.claimed)
+            elif admitted.back:
                 outcome.back(message)
-                if admission is Admission.IN_PROGRESS:
+                if admitted.in_progress:
                     outcome.in_progress.append(message.message_id)
         return claimed
 
-    def _refuse(
-        self, message: Message, invalid: InvalidLaunchRequest, owned: bool, outcome: _Outcome
-    ) -> None:
-        # A valid body with the same requestId in this batch owns that id's outcome.
+    def _admit_one(
+        self,
+        message: Message,
+        request: LaunchRequest | InvalidLaunchRequest,
+        owned: set[str],
+        remaining_ms: Callable[[], int] | None,
+    ) -> _Admitted:
+        """One message's intake: refused, claimed, or handed back."""
+        if isinstance(request, InvalidLaunchRequest):
+            return _Admitted(back=not self._refuse(message, request, owned))
+        admission = self._intake.admit(message, request, remaining_ms() if remaining_ms else None)
+        if admission in (Admission.CLAIMED, Admission.FIRST):
+            payload = request.model_dump(mode="json", by_alias=True)
+            first = admission is Admission.FIRST
+            return _Admitted(claimed=Claimed(message, request, payload, first=first))
+        in_progress = admission is Admission.IN_PROGRESS
+        return _Admitted(back=in_progress or admission is Admission.BUSY, in_progress=in_progress)
+
+    def _side_by_side[T, R](self, work: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """`work` on each item, concurrently when there are several (at most max_workers at
+        once); the answers in the items' order, the first exception raised once all ended."""
+        if len(items) <= 1:
+            return [work(item) for item in items]
+        workers = min(self._max_workers, len(items))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="launch") as pool:
+            return list(pool.map(work, items))
+
+    def _refuse(self, message: Message, invalid: InvalidLaunchRequest, valid_ids: set[str]) -> bool:
+        """Refuse an invalid body; False when its record or event could not be written (only
+        this message goes back)."""
         try:
-            self._intake.refuse(message, invalid, owned=owned)
+            # A valid body with the same requestId in this batch owns that id's outcome.
+            self._intake.refuse(message, invalid, owned=invalid.request_id not in valid_ids)
         except Exception:
-            # Its record or event could not be written: only this message goes back.
             logger.exception("could not record the rejection; the retry does it")
-            outcome.back(message)
+            return False
+        return True
 
     def _prepare(self, claimed: Sequence[Claimed], outcome: _Outcome) -> list[list[Claimed]]:
         """Resolve each claimed request; returns them grouped by what can share a CreateFleet."""

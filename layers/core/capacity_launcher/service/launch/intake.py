@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
@@ -67,6 +67,16 @@ class Claimed:
     waited: RequestRecord | None = None
 
 
+class SideBySide(Protocol):
+    """Runs `work` on each item (concurrently, where it may) and answers in the items' order."""
+
+    def __call__[T, R](self, work: Callable[[T], R], items: Sequence[T], /) -> list[R]: ...
+
+
+def one_by_one[T, R](work: Callable[[T], R], items: Sequence[T], /) -> list[R]:
+    return [work(item) for item in items]
+
+
 @dataclass
 class Intake:
     publish: Callable[..., None]
@@ -75,6 +85,8 @@ class Intake:
     telemetry: LaunchTelemetry
     queue: HandBack | None
     clock: Callable[[], datetime]
+    # How the claims of requests that finished together are completed (the batch's pool).
+    side_by_side: SideBySide = one_by_one
 
     def parse(self, message: Message) -> LaunchRequest | InvalidLaunchRequest:
         try:
@@ -311,19 +323,23 @@ class Intake:
         return True
 
     def finish(self, outcomes: Iterable[tuple[Claimed, RequestRecord]]) -> None:
-        """Publish each outcome and complete its claim."""
+        """Publish each outcome, then complete each claim (`side_by_side`)."""
         outcomes = list(outcomes)
         self.publish(*(Event(r.detail_type, r.to_detail()) for _, r in outcomes))
-        for item, record in outcomes:
-            self.claims.complete(item.payload, record.to_detail())
-            logger.info(
-                "request finished",
-                extra={
-                    "requestId": record.request_id,
-                    "status": str(record.status),
-                    "launched": record.launched,
-                },
-            )
+        # Each claim is its own requestId's item: completed side by side.
+        self.side_by_side(self._complete, outcomes)
+
+    def _complete(self, outcome: tuple[Claimed, RequestRecord]) -> None:
+        item, record = outcome
+        self.claims.complete(item.payload, record.to_detail())
+        logger.info(
+            "request finished",
+            extra={
+                "requestId": record.request_id,
+                "status": str(record.status),
+                "launched": record.launched,
+            },
+        )
 
     def rejected_record(
         self,

@@ -41,7 +41,7 @@ from enum import Enum
 
 from capacity_launcher.domain.accounting.admission_queue import limit_awaited, quota_awaited
 from capacity_launcher.domain.accounting.pool_usage import Lease, held_by, largest
-from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.accounting.quota_leases import LeaseAsk, governing
 from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.capacity.fleet import room_left_record
 from capacity_launcher.domain.errors import (
@@ -52,6 +52,7 @@ from capacity_launcher.domain.errors import (
 )
 from capacity_launcher.domain.records.status import AwaitedReservation, ErrorDetail
 from capacity_launcher.service.admission import take_lease, take_up
+from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import Context, PoolView, Progress
 
 
@@ -193,6 +194,18 @@ def _awaited(
     return None
 
 
+def _short(ctx: Context, item: Progress, view: PoolView, lease: Lease) -> ErrorDetail:
+    """Why its lease holds room for fewer than it asked for, with the pool's numbers now."""
+    pool = view.pool_name
+    others = ctx.ports.leases.usage(pool) - lease.amount
+    quotas = ctx.ports.config.capacity_quotas()
+    quota = governing(quotas, item.request.requester, pool)
+    limits = view.lead.pool.spec.limits
+    return words.short_lease(
+        pool, limits, others, lease, item.request.count, quota.name if quota else None
+    )
+
+
 def _taken_up(
     ctx: Context,
     item: Progress,
@@ -233,6 +246,8 @@ def _take(
             lease = _reserve(ctx, item, view, over)
         if lease is not None:
             item.mark_leased(lease.count, lease.instance_types)
+            if lease.count < item.request.count:
+                item.short = _short(ctx, item, view, lease)
     except QuotaExceeded as refused:
         # Like a flavor in Kueue, a pool its quota refuses passes it on as one at its
         # limits does; a reclaim waits for the request's end (`settle.finish`).

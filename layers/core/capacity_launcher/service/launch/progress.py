@@ -82,6 +82,8 @@ class Progress:
     left_out: CandidatesLeftOut | None = None
     # The instance types its lease covers (None: every candidate): it launches no other.
     lease_types: frozenset[str] | None = None
+    # Why its lease holds room for fewer than it asked for (its record says so if it ends short).
+    short: ErrorDetail | None = None
     # The highest attempt number its earlier intents used: a launch of it, in any pool, numbers
     # on from there, so none of its ClientTokens is sent with other parameters (EC2 refuses it).
     attempts: int = 0

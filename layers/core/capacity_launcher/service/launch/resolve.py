@@ -31,8 +31,15 @@ from capacity_launcher.domain.capacity.offerings import RESERVED, Offering
 from capacity_launcher.domain.capacity.platforms import LINUX, PLATFORM_MISMATCH
 from capacity_launcher.domain.capacity.reservations import ReservationSource, selection_of
 from capacity_launcher.domain.errors import (
+    AMIS_READY,
+    NO_IMAGE_SELECTED,
+    NO_SECURITY_GROUP_SELECTED,
+    SECURITY_GROUPS_READY,
+    SUBNETS_READY,
     InstanceProfileNotReady,
     LaunchFailed,
+    NodeClassNotReady,
+    NodeClassRefused,
     UnknownRequirementValues,
 )
 from capacity_launcher.domain.records.status import ErrorDetail, RequestStatus
@@ -61,6 +68,9 @@ def read_pool(
         return Refusal(ErrorDetail(code=refused.code, message=refused.message))
     try:
         subnets = p.subnets.by_zone(lead.node_class)
+        if not subnets:
+            return _not_ready(lead, SUBNETS_READY)
+        p.templates.security_group_ids(lead.node_class)
         platform = p.templates.image_platform(lead.node_class)
         architecture = p.templates.image_architectures(lead.node_class)
         unavailable = {k: e.reason for k, e in p.unavailable.current().items()}
@@ -71,6 +81,10 @@ def read_pool(
         sources: list[ReservationSource] = p.reservations.sources(
             lead.node_class, words.scope(lead.requirements, subnets), enough
         )
+    except NodeClassRefused as refused:
+        if refused.code in _NOT_READY_WHEN:
+            return _not_ready(lead, _NOT_READY_WHEN[refused.code])
+        return Refusal(ErrorDetail(code=refused.code, message=refused.message), FAILED)
     except LaunchFailed as refused:
         # The NodeClass names subnets, an image or reservations (a group) AWS refuses for
         # good: fail now, nothing is leased yet; a request that named no pool tries the next.
@@ -94,6 +108,21 @@ def read_pool(
         report.hit(skipped.offering.capacity_type)
     held = [words.unavailable(s.offering, s.reason) for s in usable.skipped]
     return PoolView(lead, subnets, sources, architecture, candidates, usable, held)
+
+
+# The refusals of a NodeClass's selectors that find nothing, and the condition each makes False.
+_NOT_READY_WHEN = {
+    NO_SECURITY_GROUP_SELECTED: SECURITY_GROUPS_READY,
+    NO_IMAGE_SELECTED: AMIS_READY,
+}
+
+
+def _not_ready(lead: Prepared, condition: str) -> Refusal:
+    """A NodeClass a selector of which finds nothing is the document's to fix, as Karpenter
+    holds a NodePool whose EC2NodeClass is not Ready: the request is Rejected naming it and
+    why (a request that named no pool tries the next), before anything is leased."""
+    not_ready = NodeClassNotReady(lead.node_class.metadata.name, condition)
+    return Refusal(ErrorDetail(code=not_ready.code, message=not_ready.message))
 
 
 def nothing_left(view: PoolView) -> str | None:

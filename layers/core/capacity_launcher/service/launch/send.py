@@ -32,6 +32,7 @@ from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.intents import LaunchIntent, allocate, client_token
 from capacity_launcher.domain.records.status import UnavailableOffering
 from capacity_launcher.domain.records.tags import instance_tags, own_request_tags
+from capacity_launcher.service import single_flight
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     Context,
@@ -76,9 +77,7 @@ def compose(
     # One share: the fleet's tags name its request, which need not be the group's first
     # (an earlier attempt may have filled that one already).
     single = _owner(active, shares[0].request_id) if len(shares) == 1 else None
-    offer = fleet_offer(
-        attempt, view.subnets, view.candidates.instance_types, _reserved_fit(attempt, view)
-    )
+    offer = offer_of(attempt, view)
     # The attempt was cut to what its fleet offers (`offered_only`), which recorded the cut.
     template, by_type = _templates(ctx, attempt, view, offer)
     return LaunchIntent(
@@ -127,6 +126,14 @@ def _templates(
     return next(iter(made.values())), {t: made[i] for t, i in wanted.items()}
 
 
+def offer_of(attempt: LaunchAttempt, view: PoolView) -> FleetOffer:
+    """What the attempt's CreateFleet offers, in the launcher's order and cut at its override
+    limit: the one function the launch and `submit --dry-run` (service/preview.py) order by."""
+    return fleet_offer(
+        attempt, view.subnets, view.candidates.instance_types, _reserved_fit(attempt, view)
+    )
+
+
 def _reserved_fit(attempt: LaunchAttempt, view: PoolView) -> frozenset[tuple[str, str]]:
     """(instance type, zone) of the reservations the pool may use: an on-demand attempt offers
     those first (an open reservation EC2 may match serves them at no extra cost)."""
@@ -145,9 +152,7 @@ def offered_only(
     broad pool's thousands of candidate offerings are neither claimed one by one in the ICE
     table nor written into the intent, only the ones EC2 is asked about. The records of the
     requests say what the cut left out."""
-    offer = fleet_offer(
-        attempt, view.subnets, view.candidates.instance_types, _reserved_fit(attempt, view)
-    )
+    offer = offer_of(attempt, view)
     left_out = offer.left_out_record()
     if left_out is None:
         return attempt
@@ -168,10 +173,16 @@ def claim_slots(ctx: Context, attempt: LaunchAttempt) -> SlotClaim | None:
 
 def take_turn(ctx: Context, attempt: LaunchAttempt) -> tuple[Turn | None, dict[Offering, str]]:
     """Single flight on the shared cache (on-demand and spot; a reservation's slots are
-    claimed in its snapshot): the turn, and the offerings found dry meanwhile (→ reason)."""
+    claimed in its snapshot): the turn, and the offerings found dry meanwhile (→ reason). Only
+    offerings with evidence are claimed (service/single_flight.py)."""
     if attempt.capacity_type == RESERVED:
         return None, {}
-    turn = ctx.ports.unavailable.take_turn([o.key for o in attempt.offerings])
+    turn = single_flight.take_turn(
+        ctx.ports.unavailable,
+        [o.key for o in attempt.offerings],
+        clock=lambda: ctx.clock().timestamp(),
+        pause=ctx.sleep,
+    )
     cached = {o: turn.unavailable[o.key] for o in attempt.offerings if o.key in turn.unavailable}
     return turn, cached
 

@@ -5,6 +5,7 @@ Also the other ends: a request refused in a pool, and a single-zone landing roll
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from capacity_launcher.domain.accounting.pool_usage import UnleasedFit, kept_under, largest
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
@@ -22,6 +23,7 @@ from capacity_launcher.domain.errors import (
 )
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.status import (
     ErrorDetail,
     RequestRecord,
@@ -72,12 +74,41 @@ def settle_all(
     described = ctx.ports.fleet.describe(missing)
     where.update({x.instance_id: words.as_launched(x, run.replayed_in) for x in described})
     unavailable = [*view_skipped, *run.observed]
-    for item in run.progress:
-        if not run.replaying and wait_for_room(ctx, item, report, unavailable):
-            continue  # refused for room that may appear, before its deadline: it waits
-        record = _settle(ctx, item, where, unavailable, candidates, reservations)
-        report.records[item.request_id] = record
+    # Each lease in turn (they share the pool's usage items); then the visit's records. One
+    # refused for room that may appear before its deadline waits instead.
+    settling = [
+        item
+        for item in run.progress
+        if run.replaying or not wait_for_room(ctx, item, report, unavailable)
+    ]
+    ended = [_settle(ctx, item, where, unavailable, candidates, reservations) for item in settling]
+    _write_records(ctx, ended)
+    for end in ended:
+        report.records[end.item.request_id] = end.record
     _remember_own_fills(ctx, run, report)
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """A request of the visit settled: its record and its instances' records, to be written."""
+
+    item: Progress
+    record: RequestRecord
+    instances: list[InstanceRecord]
+
+
+def _write_records(ctx: Context, ended: Sequence[_Ended]) -> None:
+    """The visit's instance records, then its request records (each request's record after its
+    instances', as a record names them): a BatchWriteItem each for the whole visit, not three
+    writes per request one after another (issue 38). Those of requests an earlier delivery
+    settled are adopted: events since (a stop, a termination) must stay."""
+    for end in ended:
+        if end.item.settled:
+            ctx.ports.instances.adopt(end.instances)
+    ctx.ports.instances.put([x for end in ended if not end.item.settled for x in end.instances])
+    ctx.ports.records.put_records([end.record for end in ended])
+    for end in ended:
+        end.item.mark_ended()
 
 
 def _settle(
@@ -87,7 +118,8 @@ def _settle(
     unavailable: Sequence[UnavailableOffering],
     candidates: Candidates,
     reservations: Mapping[str, ReservationSnapshot],
-) -> RequestRecord:
+) -> _Ended:
+    """The request's gang and lease settled; its records, not yet written."""
     request = item.request
     mine = [landings[i] for i in item.instance_ids if i in landings]
     if len(mine) < request.min_count:
@@ -102,13 +134,11 @@ def _settle(
     records = [
         words.instance_record(x, item.prepared, types.get(x.instance_type), now) for x in mine
     ]
-    if item.settled:
-        # An earlier delivery wrote these; events since (a stop, a termination) must stay.
-        ctx.ports.instances.adopt(records)
-    else:
-        ctx.ports.instances.put(records)
     status = status_for(request.count, len(mine), request.min_count)
-    return finish(ctx, item, mine, unavailable, status, item.errors, reservations)
+    if status is RequestStatus.PARTIALLY_FULFILLED and item.short is not None:
+        item.note(item.short)
+    record = finish(ctx, item, mine, unavailable, status, item.errors, reservations, store=False)
+    return _Ended(item, record, records)
 
 
 def _missed_min_count(ctx: Context, item: Progress, mine: Sequence[InstanceLanding]) -> None:
@@ -319,9 +349,11 @@ def finish(
     reservations: Mapping[str, ReservationSnapshot] | None = None,
     *,
     pool: str | None = None,
+    store: bool = True,
 ) -> RequestRecord:
-    """The request's record, stored; `pool`: where its instances run, when that is not the
-    pool it resolves to now (one it may no longer use: `replay.afresh`)."""
+    """The request's record, stored (its reclaim asked for first); `pool`: where its instances
+    run, when that is not the pool it resolves to now (one it may no longer use:
+    `replay.afresh`). `store=False`: only built, for `settle_all` to write with the visit's."""
     request = item.request
     if item.reclaim is not None and not landings:
         errors = _request_reclaim(ctx, item, item.reclaim, errors)
@@ -336,8 +368,9 @@ def finish(
         errors=list(errors),
         candidates_left_out=item.left_out,
     )
-    ctx.ports.records.put_record(record)
-    item.mark_ended()
+    if store:
+        ctx.ports.records.put_record(record)
+        item.mark_ended()
     return record
 
 

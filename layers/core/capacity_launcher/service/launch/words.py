@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from capacity_launcher.domain.accounting.pool_usage import Lease
+from capacity_launcher.domain.apis.quotas import format_amount
 from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.fleet import InstanceLanding
@@ -20,7 +22,7 @@ from capacity_launcher.domain.capacity.reservations import (
     selection_of,
 )
 from capacity_launcher.domain.errors import InvalidLaunchRequest, UnknownRequirementValues
-from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.detail_limits import MAX_LEFT_OUT_NAMED
 from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.status import (
@@ -33,6 +35,11 @@ from capacity_launcher.domain.records.status import (
 from capacity_launcher.domain.records.tags import own_tags
 from capacity_launcher.service.launch.progress import LEASE_HOLDS_NO_CANDIDATE
 from capacity_launcher.service.resolution import Prepared
+
+# A request leased room for fewer than it asked for (at least its minCount): the pool's limits,
+# or its requester's quota, held the rest back (its record says which, with the numbers).
+LIMIT_REACHED = "LimitReached"
+QUOTA_REACHED = "QuotaReached"
 
 
 def reservations_by_id(sources: Sequence[ReservationSource]) -> dict[str, ReservationSnapshot]:
@@ -142,6 +149,40 @@ def lease_holds_no_candidate(pool: str, launched: int, candidates: Candidates) -
         "for the instance types the pool allowed then and holds room for none of those it "
         f"allows now ({named}{more}): its NodePool or NodeClass was applied since; the request "
         f"keeps the {launched} instance(s) that delivery launched and launches no more",
+    )
+
+
+def short_lease(
+    pool: str,
+    limits: PoolLimits | None,
+    others: Resources,
+    lease: Lease,
+    asked: int,
+    quota: str | None,
+) -> ErrorDetail:
+    """Why a request was leased room for fewer instances than it asked for (at least its
+    minCount), so the rest were never launched: the pool's limit that binds, with its numbers
+    (`others`: what the pool's other instances and leases use), or else its requester's quota."""
+    count = lease.count
+    each = Resources.from_amounts({d: a / count for d, a in lease.amount.amounts().items()})
+    tightest = None if limits is None else limits.tightest(others, each)
+    if tightest is not None and tightest[1] < asked:
+        dimension = tightest[0]
+        bound = limits.limit_for(dimension) if limits is not None else None
+        assert bound is not None
+        return ErrorDetail(
+            code=LIMIT_REACHED,
+            message=f"node pool {pool} limits leave room for {count} of the {asked} instances "
+            f"asked for: {dimension} limit {format_amount(dimension, bound)}, "
+            f"{format_amount(dimension, others.amount(dimension))} used by its other instances "
+            f"and leases, {format_amount(dimension, each.amount(dimension))} each; "
+            f"the other {asked - count} were not launched",
+        )
+    return ErrorDetail(
+        code=QUOTA_REACHED,
+        message=f"CapacityQuota {quota or '(none)'} admits {count} of the {asked} instances "
+        f"asked for in node pool {pool} now (the pool's limits would hold more); "
+        f"the other {asked - count} were not launched",
     )
 
 

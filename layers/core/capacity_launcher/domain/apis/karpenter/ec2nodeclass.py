@@ -17,12 +17,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, Field, StrictBool, model_validator
 
 from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion
-from capacity_launcher.domain.apis.config import (
-    CapacityReservationSelectorTerm,
-    CapacityReservationSpec,
-    NodeClass,
-    SubnetSelectorTerm,
-)
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.apis.config_base import (
     Document,
     ImageId,
@@ -42,6 +37,11 @@ from capacity_launcher.domain.apis.karpenter.images import (
     check_kubernetes_version,
 )
 from capacity_launcher.domain.apis.kept_fields import Kept, differing, put, take
+from capacity_launcher.domain.apis.node_class_terms import (
+    CapacityReservationSelectorTerm,
+    CapacityReservationSpec,
+    SubnetSelectorTerm,
+)
 from capacity_launcher.domain.capacity.launch_options import (
     BlockDeviceMapping,
     MetadataOptions,

@@ -1,8 +1,9 @@
 """karpenter.sh NodePool, v1 and v1beta1, as written, to and from the capacity-launcher/v1 NodePool.
 
 What the hub holds: requirements (``Gte``/``Lte`` as the equivalent ``Gt``/``Lt``), the class
-named by ``nodeClassRef``, ``weight`` and ``limits`` (``nodes`` is the hub's ``instances``).
-Requirements on custom labels and limits of other resources are kept and not acted on, as are
+named by ``nodeClassRef``, ``weight``, ``limits`` (``nodes`` is the hub's ``instances``) and v1's
+``replicas`` (a static pool, docs/static-capacity.md). Requirements on custom labels and limits
+of other resources are kept and not acted on, as are
 the fields that mean something only inside a cluster (taints, disruption, expiry, kubelet,
 template metadata). Requirements on Karpenter's instance labels that capacity-launcher cannot
 evaluate are refused: launching without them could launch what the pool forbids.
@@ -56,10 +57,15 @@ _CLUSTER_ONLY = (
     "spec.template.spec.terminationGracePeriod",
     "spec.template.spec.kubelet",
     "spec.disruption",
-    "spec.replicas",
 )
 # Fields the hub holds, kept as written only when the hub would give them back differently.
-_CONVERTED = (REQUIREMENTS, LIMITS, "spec.weight", "spec.template.spec.nodeClassRef")
+_CONVERTED = (
+    REQUIREMENTS,
+    LIMITS,
+    "spec.weight",
+    "spec.replicas",
+    "spec.template.spec.nodeClassRef",
+)
 
 
 class KarpenterRequirement(Document):
@@ -209,6 +215,19 @@ def _limits(pool: KarpenterNodePool) -> tuple[dict[str, Any] | None, list[str]]:
     return hub or None, ignored
 
 
+def _check_static(pool: KarpenterNodePool, other_limits: list[str]) -> None:
+    """Static capacity (`spec.replicas`) is karpenter.sh/v1's, and limited by nodes only: a
+    limit Karpenter would refuse on a static pool is refused, not kept."""
+    errors = []
+    if pool.api_version != V1:
+        errors.append(FieldError("spec.replicas", f"is a {V1} field (static NodePools)"))
+    for path in other_limits:
+        rule = "cannot be set with spec.replicas: a static NodePool is limited by nodes only"
+        errors.append(FieldError(path, rule))
+    if errors:
+        raise ConfigValidationError(errors)
+
+
 def _renamer(origin: list[int]) -> Any:
     def rename(path: str) -> str:
         match = re.match(r"^spec\.requirements\[(\d+)\](.*)$", path)
@@ -237,6 +256,9 @@ def to_hub(pool: KarpenterNodePool) -> Conversion:
         spec["weight"] = pool.spec.weight
     if limits is not None:
         spec["limits"] = limits
+    if pool.spec.replicas is not None:
+        _check_static(pool, other_limits)
+        spec["replicas"] = pool.spec.replicas
     hub = hub_document("NodePool", pool.metadata.name, spec, _renamer(origin))
     assert isinstance(hub, NodePool)
     written = dumped(pool)
@@ -261,6 +283,13 @@ def from_hub(api_version: str) -> Any:
         }
         if hub.spec.weight:
             spec["weight"] = hub.spec.weight
+        if hub.spec.replicas is not None:
+            if api_version != V1:
+                rule = (
+                    f"a static NodePool (replicas) has no {api_version} spelling: read it as {V1}"
+                )
+                raise ConfigValidationError([FieldError("spec.replicas", rule)])
+            spec["replicas"] = hub.spec.replicas
         if hub.spec.limits is not None:
             hub_limits = hub.spec.limits.to_document()
             if "unready" in hub_limits:  # limits.unready (docs/provisioner.md): no v1 spelling

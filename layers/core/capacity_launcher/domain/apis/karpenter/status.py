@@ -5,19 +5,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from capacity_launcher.domain.apis.config import NodePool
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitecture
-from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, INSTANCE_TYPE, ZONE
-from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
+from capacity_launcher.domain.capacity.offerings import ON_DEMAND, RESERVED
+from capacity_launcher.domain.capacity.requirements import (
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    ZONE,
+)
+from capacity_launcher.domain.capacity.reservations import (
+    BLOCK_TERMINATION_LEAD,
+    EXPIRED_STATE,
+    ORDINARY,
+    ReservationSnapshot,
+)
+from capacity_launcher.domain.errors import SELECTS_NOTHING
 from capacity_launcher.domain.quantities import format_cpu, format_memory
-from capacity_launcher.domain.records.instance_records import RUNNING, InstanceRecord
+from capacity_launcher.domain.records.instance_records import INTERRUPTED, RUNNING, InstanceRecord
 
 NODECLAIM_API_VERSION = "karpenter.sh/v1"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 NODECLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 REQUEST_ANNOTATION = "capacity-launcher/request-id"
+# The states of a reservation that ended with instances in it (EC2 keeps an ODCR's running).
+ENDED_STATES = frozenset({EXPIRED_STATE, "cancelled"})
+# Karpenter starts draining a Capacity Block's instances 10 minutes before EC2 starts
+# terminating them (its capacityreservation.expiration controller), as EC2's warning event does.
+BLOCK_DRAIN_LEAD = BLOCK_TERMINATION_LEAD + timedelta(minutes=10)
+# DisruptionReason's reasons here: EC2 reclaims an interruptible reservation, a block ends.
+INTERRUPTED_REASON = "CapacityReservationInterrupted"
+BLOCK_EXPIRING_REASON = "CapacityBlockExpiring"
 
 
 @dataclass(frozen=True)
@@ -43,7 +66,9 @@ class ResolvedNodeClass:
 
 def _condition(kind: str, resolved: Resolved[Any], what: str, at: str) -> dict[str, Any]:
     ready = resolved.error is None and bool(resolved.found)
-    message = resolved.error or ("" if ready else f"no {what} found")
+    # The words a request refused for it says too (NodeClassNotReady).
+    nothing = SELECTS_NOTHING.get(kind, f"no {what} found")
+    message = resolved.error or ("" if ready else nothing)
     return {
         "type": kind,
         "status": "True" if ready else "False",
@@ -146,15 +171,74 @@ def nodeclaim_name(record: InstanceRecord) -> str:
     return record.instance_id
 
 
-def _labels(record: InstanceRecord) -> dict[str, str]:
+def _labels(record: InstanceRecord, reservation: ReservationSnapshot | None) -> dict[str, str]:
     found = {
         INSTANCE_TYPE: record.instance_type,
         CAPACITY_TYPE: record.capacity_type,
         ZONE: record.zone,
         NODEPOOL_LABEL: record.node_pool,
         NODECLASS_LABEL: record.node_class,
+        **_reservation_labels(record, reservation),
     }
     return {key: value for key, value in found.items() if value}
+
+
+def _reservation_labels(
+    record: InstanceRecord, reservation: ReservationSnapshot | None
+) -> dict[str, str]:
+    """What Karpenter labels reserved capacity with: the reservation's id, and (when its
+    reservation is known) its type and whether its owner may reclaim it. An ordinary ODCR that
+    ended leaves its instances running as On-Demand: Karpenter then relabels the NodeClaim
+    `on-demand` and drops the reservation's labels, and so does this view."""
+    if record.capacity_type != RESERVED or not record.capacity_reservation_id:
+        return {}
+    if reservation is None:
+        return {CAPACITY_RESERVATION_ID: record.capacity_reservation_id}
+    if reservation.state in ENDED_STATES and reservation.kind is ORDINARY:
+        return {CAPACITY_TYPE: ON_DEMAND}
+    return {
+        CAPACITY_RESERVATION_ID: record.capacity_reservation_id,
+        CAPACITY_RESERVATION_TYPE: reservation.reservation_type,
+        CAPACITY_RESERVATION_INTERRUPTIBLE: str(reservation.interruptible).lower(),
+    }
+
+
+def _disruption(
+    record: InstanceRecord, reservation: ReservationSnapshot | None, now: datetime | None
+) -> list[dict[str, str]]:
+    """The conditions Karpenter sets on a NodeClaim its reserved capacity is leaving:
+    `DisruptionReason` (why it is being disrupted) and, once EC2 terminates the instance,
+    `InstanceTerminating`. EC2's warning that it reclaims an interruptible reservation's
+    capacity marks the instance interrupted; a Capacity Block's instances are disrupted from
+    BLOCK_DRAIN_LEAD before its end, when Karpenter starts draining them (10 minutes before EC2
+    starts terminating them)."""
+    reservation_id = record.capacity_reservation_id
+    if record.state == INTERRUPTED:
+        why = f"EC2 is reclaiming capacity reservation {reservation_id}'s capacity"
+        return [
+            _true("DisruptionReason", INTERRUPTED_REASON, why),
+            _true("InstanceTerminating", INTERRUPTED_REASON, f"{why}: it terminates the instance"),
+        ]
+    end = reservation.end_date if reservation is not None else None
+    if (
+        record.state != RUNNING
+        or reservation is None
+        or not reservation.kind.ends_early
+        or end is None
+        or now is None
+        or now < end - BLOCK_DRAIN_LEAD
+    ):
+        return []
+    terminating = (end - BLOCK_TERMINATION_LEAD).isoformat()
+    why = (
+        f"capacity block {reservation_id} ends at {end.isoformat()}; EC2 terminates its "
+        f"instances from {terminating}"
+    )
+    return [_true("DisruptionReason", BLOCK_EXPIRING_REASON, why)]
+
+
+def _true(kind: str, reason: str, message: str) -> dict[str, str]:
+    return {"type": kind, "status": "True", "reason": reason, "message": message}
 
 
 def _conditions(record: InstanceRecord) -> list[dict[str, str]]:
@@ -173,10 +257,18 @@ def _conditions(record: InstanceRecord) -> list[dict[str, str]]:
     return [{**launched, "lastTransitionTime": launched_at}, ready]
 
 
-def nodeclaim(record: InstanceRecord, pool: NodePool | None) -> dict[str, Any]:
+def nodeclaim(
+    record: InstanceRecord,
+    pool: NodePool | None,
+    reservation: ReservationSnapshot | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """A read-only NodeClaim for a launched instance: the pool's requirements narrowed to what was
-    launched, its providerID and capacity, and Launched / Ready (running) conditions."""
-    labels = _labels(record)
+    launched, its providerID and capacity, the reservation labels of reserved capacity, and
+    Launched / Ready (running) conditions, with DisruptionReason and InstanceTerminating while
+    its reservation takes its capacity back (`reservation`: the one it runs in, as EC2 reports
+    it now; `now`: the moment to judge a Capacity Block's end by)."""
+    labels = _labels(record, reservation)
     narrowed = {k: v for k, v in labels.items() if k in (INSTANCE_TYPE, CAPACITY_TYPE, ZONE)}
     requirements = [
         r.model_dump(mode="json", by_alias=True)
@@ -205,6 +297,6 @@ def nodeclaim(record: InstanceRecord, pool: NodePool | None) -> dict[str, Any]:
         "status": {
             "providerID": f"aws:///{record.zone or ''}/{record.instance_id}",
             "capacity": _capacity(record),
-            "conditions": _conditions(record),
+            "conditions": [*_conditions(record), *_disruption(record, reservation, now)],
         },
     }

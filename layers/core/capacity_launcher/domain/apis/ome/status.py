@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from capacity_launcher.domain.accounting.quota_status import READY, Condition
+from capacity_launcher.domain.accounting.quota_status import (
+    FLAVOR_NOT_FOUND,
+    PRIORITY_CLASS_NOT_FOUND,
+    READY,
+    Condition,
+)
 from capacity_launcher.domain.apis.ome.associations import association_of
 
 ACTIVE, CREATING, FAILED = "Active", "Creating", "Failed"
@@ -40,7 +45,8 @@ def reservation_status(name: str, quota_status: Mapping[str, Any]) -> dict[str, 
 def _lifecycle(ready: Mapping[str, Any] | None) -> str:
     if ready is None or ready.get("status") == "True":
         return ACTIVE if ready is not None else CREATING
-    return CREATING if ready.get("reason") == "FlavorNotFound" else FAILED
+    waiting = ready.get("reason") in (FLAVOR_NOT_FOUND, PRIORITY_CLASS_NOT_FOUND)
+    return CREATING if waiting else FAILED
 
 
 def _associations_healthy(quota_status: Mapping[str, Any]) -> Condition:

@@ -24,7 +24,10 @@ from capacity_launcher.domain.apis.ome.reservations import (
     parse_reservation,
     to_hub,
 )
-from capacity_launcher.domain.apis.priority_classes import PriorityTable, missing_class
+from capacity_launcher.domain.apis.priority_classes import (
+    PRIORITY_CLASS_NAME_PATH,
+    PriorityTable,
+)
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 
 KEPT_PATHS = (
@@ -48,13 +51,16 @@ def _served(kind: str) -> ServedVersion:
     ) -> Conversion:
         if table is None:
             converted = to_hub(reservation)
+            unacted_errors = converted.not_acted_on
         else:
-            named = reservation.spec.priority_class_name
-            if named is not None and named not in table.values:
-                raise missing_class(named)
+            # A class not applied yet is waited for, not refused: the apply stores the
+            # reservation with priority 0, waiting for it (domain/apis/references.py).
             converted = to_hub(reservation, table.values, table.default_value)
+            unacted_errors = tuple(
+                e for e in converted.not_acted_on if e.field != PRIORITY_CLASS_NAME_PATH
+            )
         fields = take(_document(reservation), KEPT_PATHS)
-        unacted = tuple(dict.fromkeys(e.field for e in converted.not_acted_on))
+        unacted = tuple(dict.fromkeys(e.field for e in unacted_errors))
         return Conversion((converted.quota,), Kept(OME_API_VERSION, kind, fields, unacted))
 
     def from_version_hub(hub: CapacityQuota, kept: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,245 @@
+"""AWS calls per warm on-demand request against the offerings its fleet carries (issue 38).
+
+One pool of N x86_64 instance types in one zone (N on-demand offerings, every one healthy: one
+CreateFleet carries them all as overrides), EC2 consistent at once; a warm container (one
+request of the pool served first) serves one request for one instance, and every call its shared
+clients make is counted (botocore's `provide-client-params`: once per API call, retries inside
+one not counted), by operation.
+
+The baseline is the revision before evidence-only claims (`BASELINE`, extracted with `git
+archive` into a temporary folder and measured in a child process over its own code), in the same
+run on the same emulator: it claimed every offering it was about to ask about, a PutItem and a
+DeleteItem each, one after another.
+
+    PYTHONPATH=layers/core:local:. .venv/bin/python -m benchmarks.offering_calls
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+OFFERINGS = (1, 8, 30, 100)
+_ICE_WRITES = "ice-writes"
+# The revision before claims were taken only on evidence (issue 38): today's cost, measured.
+BASELINE = "de31d25"
+SERVICES = ("dynamodb", "ec2", "events", "sqs", "ssm", "resource-groups")
+ZONE = "us-east-1a"
+GOAL_CALLS = 8  # issue 38's target for a warm on-demand request
+
+
+@dataclass(frozen=True)
+class Point:
+    offerings: int
+    calls: dict[str, int]  # by operation
+    claim_writes: int  # writes to the ICE table: claims and their release (no ICE entry here)
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+@dataclass(frozen=True)
+class Curve:
+    label: str
+    points: list[Point]
+
+
+@dataclass(frozen=True)
+class Result:
+    ours: Curve
+    baseline: Curve
+
+
+_READS = ("Scan", "GetItem", "BatchGetItem", "Query")
+
+
+@contextmanager
+def _counting(ice_table: str) -> Iterator[Counter[str]]:
+    """Calls by operation, and `ice-writes`: those writing to `ice_table`."""
+    from capacity_launcher.adapters import aws
+
+    calls: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def note(params: dict[str, Any], model: Any, **_: Any) -> None:
+        tables = {params.get("TableName"), *params.get("RequestItems", {})}
+        for item in params.get("TransactItems", []):
+            tables |= {op.get("TableName") for op in item.values() if isinstance(op, dict)}
+        with lock:
+            calls[model.name] += 1
+            if ice_table in tables and model.name not in _READS:
+                calls[_ICE_WRITES] += 1
+
+    clients = [aws.client(s) for s in SERVICES]
+    for made in clients:
+        made.meta.events.register("provide-client-params", note, unique_id="offering-calls")
+    try:
+        yield calls
+    finally:
+        for made in clients:
+            made.meta.events.unregister("provide-client-params", unique_id="offering-calls")
+
+
+def _types(ec2: Any, count: int) -> list[str]:
+    """`count` current-generation x86_64 types EC2 offers in ZONE, by name."""
+    offered: set[str] = set()
+    pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+        LocationType="availability-zone", Filters=[{"Name": "location", "Values": [ZONE]}]
+    )
+    for page in pages:
+        offered |= {o["InstanceType"] for o in page["InstanceTypeOfferings"]}
+    found = [
+        t["InstanceType"]
+        for page in ec2.get_paginator("describe_instance_types").paginate()
+        for t in page["InstanceTypes"]
+        if t["InstanceType"] in offered
+        and "x86_64" in t["ProcessorInfo"]["SupportedArchitectures"]
+        and t.get("CurrentGeneration")
+        and not t.get("BareMetal")
+    ]
+    return sorted(found)[:count]
+
+
+def _one(offerings: int) -> Point:
+    import moto_capacity
+    from benchmarks.scene import POOL, bench_cloud, request
+    from tests.support.cloud import (
+        an_image,
+        capacity_type,
+        default_security_group,
+        default_subnets,
+        instance_type,
+        node_class,
+        node_pool,
+    )
+
+    with bench_cloud() as cloud:
+        moto_capacity.set_consistency(0, 0)
+        subnet = default_subnets(cloud.ec2)[ZONE]
+        types = _types(cloud.ec2, offerings)
+        assert len(types) == offerings, (offerings, len(types))
+        cloud.apply(
+            node_class(
+                "bench-class",
+                [subnet],
+                an_image(cloud.ec2),
+                securityGroupIds=[default_security_group(cloud.ec2)],
+            ),
+            node_pool(
+                POOL,
+                "bench-class",
+                requirements=[capacity_type("on-demand"), instance_type(*types)],
+            ),
+        )
+        batch = cloud.batch
+        cloud.send(request("warm-up"), batch=batch)  # the container is warm from here on
+        with _counting(cloud.names.unavailable_offerings_table) as calls:
+            failed = cloud.send(request("counted"), batch=batch)
+        record = cloud.record("counted")
+        assert not failed, failed
+        assert record is not None, offerings
+        assert record.launched == 1, record
+    writes = calls.pop(_ICE_WRITES, 0)
+    return Point(offerings, dict(calls), writes)
+
+
+def measure(sizes: Sequence[int] = OFFERINGS) -> list[Point]:
+    return [_one(n) for n in sizes]
+
+
+def _measure_in(root: Path) -> list[Point]:
+    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(str(root / p) for p in ("layers/core", "local", "."))
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--json"],
+        cwd=root,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [
+        Point(p["offerings"], p["calls"], p["claim_writes"])
+        for p in json.loads(out.splitlines()[-1])
+    ]
+
+
+def _baseline(revision: str) -> list[Point]:
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", revision], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        return _measure_in(Path(folder))
+
+
+def run(baseline: str = BASELINE) -> Result:
+    theirs = _baseline(baseline)
+    ours = _measure_in(Path(__file__).resolve().parents[1])
+    return Result(Curve("this revision", ours), Curve(f"{baseline} (before)", theirs))
+
+
+def flat(curve: Curve) -> bool:
+    return len({p.total for p in curve.points}) == 1
+
+
+def render(result: Result) -> str:
+    lines = [
+        "| offerings in the fleet | AWS calls, this revision | before | ratio "
+        "| ICE-table claim writes and deletes, this revision (before) | by operation, this "
+        "revision |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mine, theirs in zip(result.ours.points, result.baseline.points, strict=True):
+        ratio = mine.total / theirs.total if theirs.total else 0.0
+        ops = ", ".join(f"{k} {v}" for k, v in sorted(mine.calls.items()))
+        lines.append(
+            f"| {mine.offerings} | {mine.total} | {theirs.total} | {ratio:.2f}x "
+            f"| {mine.claim_writes} ({theirs.claim_writes}) | {ops} |"
+        )
+    return "\n".join(lines)
+
+
+def section(result: Result) -> list[str]:
+    """The report's section (docs/BENCHMARKS.md)."""
+    return [
+        "",
+        "## AWS calls per warm on-demand request, against the offerings in its fleet (issue 38)",
+        "",
+        "`benchmarks/offering_calls.py` (`python -m benchmarks.offering_calls` runs it alone): "
+        "one pool of N x86_64 types in one zone, every offering healthy, a warm container, one "
+        "request for one instance; every call of the service's shared clients, by operation. "
+        f"Baseline, in the same run: revision `{result.baseline.label.split()[0]}` (extracted "
+        "with `git archive`), which claimed each offering with a PutItem and released it with a "
+        "DeleteItem, one after another. A healthy offering is now asked about without a claim "
+        "(docs/operations.md, *The ICE cache and single flight*), so the curve is flat.",
+        "",
+        *render(result).splitlines(),
+        "",
+    ]
+
+
+def main() -> int:
+    if "--json" in sys.argv:
+        points = measure()
+        print(json.dumps([asdict(p) for p in points]))
+        return 0
+    print(render(run()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""A static NodePool's state between sync minutes: one item per pool (`StaticPool` / name) with
+its launches in flight and its dry zones, written conditioned on the version read (a second
+sync running at once writes nothing and sends nothing)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.domain.capacity.static_pools import InFlight, StaticState
+from capacity_launcher.domain.errors import ConditionFailed
+
+PK = "StaticPool"
+
+
+class StaticPoolItems:
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+        self._table = table_name
+        self._db = dynamodb or client("dynamodb")
+
+    def read(self, pool: str) -> StaticState:
+        with aws_call("GetItem"):
+            found = self._db.get_item(
+                TableName=self._table, Key=key(PK, pool), ConsistentRead=True
+            ).get("Item")
+        if found is None:
+            return StaticState()
+        item = from_item(found)
+        in_flight = tuple(
+            InFlight(str(f["requestId"]), f.get("zone"), int(f["sentAt"]))
+            for f in json.loads(str(item.get("inFlight", "[]")))
+        )
+        dry = {str(z): int(t) for z, t in json.loads(str(item.get("dryUntil", "{}"))).items()}
+        return StaticState(in_flight, dry, int(item["version"]))
+
+    def write(self, pool: str, state: StaticState) -> bool:
+        """Store `state` if the item is still at `state.version`; False if it moved."""
+        in_flight = [
+            {"requestId": f.request_id, "zone": f.zone, "sentAt": f.sent_at}
+            for f in state.in_flight
+        ]
+        item = {
+            "pk": PK,
+            "sk": pool,
+            "inFlight": json.dumps(in_flight, sort_keys=True),
+            "dryUntil": json.dumps(state.dry_until, sort_keys=True),
+            "version": (state.version or 0) + 1,
+        }
+        if state.version is None:
+            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        else:
+            condition = {
+                "ConditionExpression": "version = :seen",
+                "ExpressionAttributeValues": {":seen": {"N": str(state.version)}},
+            }
+        try:
+            with aws_call("PutItem"):
+                self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
+        except ConditionFailed:
+            return False
+        return True
+
+    def forget(self, pool: str) -> None:
+        """A pool no longer static (deleted): its state goes."""
+        with aws_call("DeleteItem"):
+            self._db.delete_item(TableName=self._table, Key=key(PK, pool))

@@ -1,0 +1,122 @@
+"""A static NodePool's plan for one sync minute: how many to launch (and where), which to stop.
+
+A static pool (`spec.replicas`, Karpenter's static capacity) keeps that many instances running.
+Each minute the sync reads the pool's members and the launches it sent that have not ended, and
+asks `plan`:
+
+- **Short** (members + launches in flight < replicas, capped by `limits.instances`): one launch
+  per missing instance, each pinned to the zone that has the fewest of the pool's instances and
+  launches (ties by name), skipping zones where a launch of the pool found no capacity lately
+  (`dry_zones`); when every zone is dry, the launch goes unpinned.
+- **Over** (members > replicas): the extra members are terminated, in this order: those not in a
+  reservation before those in one (a reservation is paid for whether used or not), then the
+  newest first (the least running work lost), then by id. Launches in flight are not counted
+  here: one that lands over replicas is terminated the next minute.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from capacity_launcher.domain.capacity.offerings import RESERVED
+
+# How long a zone where a static launch found no capacity is skipped.
+DRY_ZONE_SECONDS = 300
+# How long a launch sent is counted in flight without a record: then taken for lost.
+IN_FLIGHT_SECONDS = 900
+# In `dry_until`: every zone, while a launch of the pool was Rejected lately (a NodeClass
+# missing, a pool refused): the pool sends nothing until then.
+HOLD_ALL_ZONES = "*"
+# The request ids of a static pool's launches: only the sync's may name a static pool.
+STATIC_PREFIX = "static-"
+
+
+@dataclass(frozen=True)
+class StaticMember:
+    """One running instance of the pool, as its instance record says."""
+
+    instance_id: str
+    zone: str | None
+    capacity_type: str
+    launched_at: str | None  # ISO 8601; None sorts oldest
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A launch the sync sent for the pool and that has not ended."""
+
+    request_id: str
+    zone: str | None
+    sent_at: int
+
+
+@dataclass(frozen=True)
+class StaticState:
+    """What the sync keeps of a static pool between minutes: its launches in flight, the zones
+    where one found no capacity (until when), and the item's version (None: never written)."""
+
+    in_flight: tuple[InFlight, ...] = ()
+    dry_until: dict[str, int] = field(default_factory=dict)
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class StaticPlan:
+    launch: tuple[str | None, ...] = ()  # one zone (None: any) per instance to launch
+    terminate: tuple[str, ...] = ()
+
+    @property
+    def idle(self) -> bool:
+        return not self.launch and not self.terminate
+
+
+def plan(
+    replicas: int,
+    limit: int | None,
+    members: Sequence[StaticMember],
+    in_flight: Sequence[InFlight],
+    zones: Sequence[str],
+    dry_zones: Collection[str] = (),
+) -> StaticPlan:
+    """What the pool does this minute (see the module docstring)."""
+    if len(members) > replicas:
+        return StaticPlan(terminate=tuple(_first_to_go(members)[: len(members) - replicas]))
+    target = replicas if limit is None else min(replicas, limit)
+    missing = target - len(members) - len(in_flight)
+    if missing <= 0:
+        return StaticPlan()
+    placed = Counter(m.zone for m in members) + Counter(f.zone for f in in_flight)
+    usable = [z for z in sorted(zones) if z not in dry_zones]
+    launch: list[str | None] = []
+    for _ in range(missing):
+        if not usable:
+            launch.append(None)
+            continue
+        zone = min(usable, key=lambda z: (placed[z], z))
+        placed[zone] += 1
+        launch.append(zone)
+    return StaticPlan(launch=tuple(launch))
+
+
+def _first_to_go(members: Sequence[StaticMember]) -> list[str]:
+    """Not reserved before reserved; newest first; then by id."""
+    newest_first = sorted(members, key=lambda m: (m.launched_at or "", m.instance_id), reverse=True)
+    ordered = sorted(newest_first, key=lambda m: m.capacity_type == RESERVED)
+    return [m.instance_id for m in ordered]
+
+
+def static_request_id(pool: str, now: int, index: int) -> str:
+    """The request id of a static pool's `index`-th launch of the minute `now`."""
+    return f"{STATIC_PREFIX}{pool}-{now}-{index}"
+
+
+def is_static_launch(request_id: str, pool: str) -> bool:
+    """Whether `request_id` is one the sync gives a launch of static pool `pool`."""
+    return request_id.startswith(f"{STATIC_PREFIX}{pool}-")
+
+
+def still_dry(dry_until: dict[str, int], now: int) -> dict[str, int]:
+    """The zones still skipped at `now`."""
+    return {zone: until for zone, until in dry_until.items() if until > now}

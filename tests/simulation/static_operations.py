@@ -1,0 +1,61 @@
+"""Static NodePools in the simulation (docs/static-capacity.md): an operator applies the static
+pool now and then with other replicas and limits; producers' requests may name it (Rejected,
+StaticNodePool); instances of it are stopped, started and terminated by the other operations.
+
+The pool launches a type no other operation dries or reserves (STATIC_TYPE) through a class no
+other operation deletes, so "capacity allows" always holds for it and its convergence is judged
+at every quiescence (static_invariants.py).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.simulation.scheduler import Simulation
+
+STATIC_POOL, STATIC_CLASS, STATIC_TYPE = "pool-static", "class-static", "m5.2xlarge"
+ZONES = ("us-east-1a", "us-east-1b")
+
+
+def static_documents(sim: Simulation, replicas: int, limit: int | None) -> list[dict[str, Any]]:
+    node_class = {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodeClass",
+        "metadata": {"name": STATIC_CLASS},
+        "spec": {
+            "imageId": sim.world.image_id,
+            "subnetIds": [sim.world.subnets[z] for z in ZONES],
+            "securityGroupIds": [sim.world.security_group],
+        },
+    }
+    spec: dict[str, Any] = {
+        "nodeClassRef": STATIC_CLASS,
+        "requirements": [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [STATIC_TYPE]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        ],
+        "replicas": replicas,
+    }
+    if limit is not None:
+        spec["limits"] = {"instances": str(limit)}
+    pool = {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodePool",
+        "metadata": {"name": STATIC_POOL},
+        "spec": spec,
+    }
+    return [node_class, pool]
+
+
+def apply_static_pool(sim: Simulation, rng: random.Random) -> str:
+    """The static pool applied with replicas 0 to 3 and a limit above, at or below them."""
+    replicas = rng.randint(0, 3)
+    limit = rng.choice((None, replicas + 1, max(0, replicas - 1)))
+    outcomes = [sim.apply(document) for document in static_documents(sim, replicas, limit)]
+    return f"replicas {replicas}, limit {limit}: {', '.join(outcomes)}"
+
+
+STATIC_OPERATIONS = {"apply_static_pool": apply_static_pool}
+STATIC_WEIGHTS: dict[str, float] = {"apply_static_pool": 1}
