@@ -59,7 +59,8 @@ from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.claims import Claim
 from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.intents import LaunchIntent
-from capacity_launcher.domain.records.status import ReclaimRequested, RequestRecord
+from capacity_launcher.domain.records.reclaims import ReclaimRequested
+from capacity_launcher.domain.records.status import RequestRecord
 
 if TYPE_CHECKING:  # the launcher's alone: the sync's and instance events' cold starts skip it
     from capacity_launcher.domain.launch_request import Message

@@ -38,15 +38,17 @@ from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import CapacityLauncherError, QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
-from capacity_launcher.domain.records.status import (
-    RECLAIM_CLOSED,
-    RECLAIM_REQUESTED,
-    Event,
+from capacity_launcher.domain.records.reclaims import (
     ReclaimClosed,
     ReclaimedInstance,
     ReclaimRequested,
     ResourceAmount,
     SparedInstance,
+)
+from capacity_launcher.domain.records.status import (
+    RECLAIM_CLOSED,
+    RECLAIM_REQUESTED,
+    Event,
     format_timestamp,
 )
 from capacity_launcher.observability import logger
