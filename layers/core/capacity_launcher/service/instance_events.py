@@ -22,11 +22,10 @@ from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.records.instance_records import INTERRUPTED, InstanceRecord
 from capacity_launcher.domain.records.status import INSTANCE_TERMINATED, Event, format_timestamp
 from capacity_launcher.observability import MetricUnit, logger, metrics
+from capacity_launcher.service.accounting_ports import PoolMembers, PoolUsage
 from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,
-    PoolMembers,
-    PoolUsage,
     ReservationStore,
     UnavailableCache,
 )

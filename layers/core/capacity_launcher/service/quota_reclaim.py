@@ -52,13 +52,8 @@ from capacity_launcher.domain.records.status import (
     format_timestamp,
 )
 from capacity_launcher.observability import logger
-from capacity_launcher.service.ports import (
-    FleetLauncher,
-    InstanceItems,
-    PoolMembers,
-    QuotaUsage,
-    ReclaimStore,
-)
+from capacity_launcher.service.accounting_ports import PoolMembers, QuotaUsage, ReclaimStore
+from capacity_launcher.service.ports import FleetLauncher, InstanceItems
 
 # What the instance's own termination event would say; the real event is then a duplicate.
 RECLAIMED_STATE = "shutting-down"
