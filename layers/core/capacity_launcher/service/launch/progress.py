@@ -51,7 +51,7 @@ class Context:
     ports: LaunchPorts
     clock: Callable[[], datetime]
     max_attempts: int
-    # How in-process retries back off: the container's pause (service/wiring.py), so a local
+    # How in-process retries back off: the container's pause (service/wiring/), so a local
     # cloud's or the simulation's waits move their clock instead of sleeping.
     sleep: Callable[[float], None]
     # The deployment's name (STACK_NAME), tagged on every instance it launches.
