@@ -206,14 +206,14 @@ def test_the_syncs_minute_wakes_a_queue_whose_room_came_without_an_event(pool: C
 
 
 def apply_class(cloud: Cloud, name: str, value: int) -> None:
-    """A PriorityClass applied (through its own store, as `apply` does)."""
+    """A PriorityClass applied through the service's configuration, as `apply` does."""
     document = {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
         "metadata": {"name": name},
         "value": value,
     }
-    cloud.adapters().config_store().priority_classes().apply(parse_priority_class(document))
+    cloud.adapters().configuration().apply(parse_priority_class(document))
 
 
 def test_waiting_requests_are_admitted_by_priority_then_arrival(pool: Cloud) -> None:
