@@ -37,10 +37,10 @@ from capacity_launcher.domain.capacity.static_pools import (
 )
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.observability import logger
+from capacity_launcher.service.accounting_ports import PoolMembers
 from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,
-    PoolMembers,
     Records,
     StaticPoolStates,
     SubnetLookup,
