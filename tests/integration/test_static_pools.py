@@ -137,6 +137,20 @@ def test_producers_cannot_launch_into_a_static_pool(
     assert other.errors[0].code == "NoCompatibleNodePool"
 
 
+def test_a_request_id_shaped_as_the_syncs_launches_does_not_open_a_static_pool(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    """Only a launch the sync recorded in flight for the pool may land in it: an id that merely
+    looks like one (`static-<pool>-<minute>-<n>`) is Rejected as any producer's request."""
+    apply_static(cloud, subnets, image, replicas=1)
+    forged = f"static-{POOL}-1700000000-0"
+    cloud.send(launch_request(forged, count=1, nodePool=POOL))
+    record = cloud.record(forged)
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert record.errors[0].code == "StaticNodePool"
+    assert running(cloud) == []
+
+
 def test_a_pool_never_switches_between_static_and_dynamic(
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:

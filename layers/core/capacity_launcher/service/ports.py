@@ -287,6 +287,8 @@ class LaunchPorts:
     reservations: Reservations
     # Asked when a request's nominal quota is lent out (None: no reclaim is requested).
     reclaims: Reclaims | None = None
+    # Whether a launch naming a static pool is one the sync sent (None: its id's shape says).
+    static_pools: StaticPoolStates | None = None
 
 
 # -- static NodePools -----------------------------------------------------------------------------

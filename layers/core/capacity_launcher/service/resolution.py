@@ -32,7 +32,7 @@ from capacity_launcher.domain.errors import (
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.domain.requester_origins import Origin, RequesterBindings
-from capacity_launcher.service.ports import Configuration
+from capacity_launcher.service.ports import Configuration, StaticPoolStates
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,10 @@ def resolve(
     request: LaunchRequest,
     received_at: datetime,
     origin: Origin | None = None,
+    static_pools: StaticPoolStates | None = None,
 ) -> Prepared:
-    """`origin`: where the request came from; its `requester` is checked against it first."""
+    """`origin`: where the request came from; its `requester` is checked against it first.
+    `static_pools`: what the sync sent static pools (a launch naming one must be one of them)."""
     if origin is not None:
         request = claimed_by(config, request, origin)
     request = request.associated()
@@ -86,7 +88,7 @@ def resolve(
     problem = request.capacity_wait_problem(received_at)
     if problem is not None:
         raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
-    (pool, *alternatives), generation = _pools_for(config, request)
+    (pool, *alternatives), generation = _pools_for(config, request, static_pools)
     return _prepare(config, request, received_at, pool, tuple(alternatives), generation)
 
 
@@ -225,11 +227,25 @@ def _priority(config: Configuration, request: LaunchRequest, pool: str) -> int:
     return priority_of(value, quota.spec.priority if quota is not None else None)
 
 
+def _sent_by_the_sync(
+    request: LaunchRequest, pool: str, static_pools: StaticPoolStates | None
+) -> bool:
+    """A launch into static pool `pool` is the sync's: shaped as its ids, and (read only for
+    such an id) recorded in flight in the pool's state."""
+    if not is_static_launch(request.request_id, pool):
+        return False
+    if static_pools is None:
+        return True
+    return is_static_launch(request.request_id, pool, static_pools.read(pool))
+
+
 # The code of a request from a producer naming a static NodePool.
 STATIC_NODE_POOL = "StaticNodePool"
 
 
-def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[NodePool], int | None]:
+def _pools_for(
+    config: Configuration, request: LaunchRequest, static_pools: StaticPoolStates | None = None
+) -> tuple[list[NodePool], int | None]:
     """The pool a request names; or every compatible pool, highest weight first, with the
     generation of the listing they were chosen from (the lease conditions on it)."""
     if request.node_pool:
@@ -245,7 +261,7 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[Node
                 f"({error.reason}); re-apply it",
                 "InvalidNodePool",
             ) from error
-        if named.spec.is_static and not is_static_launch(request.request_id, named.name):
+        if named.spec.is_static and not _sent_by_the_sync(request, named.name, static_pools):
             raise RequestRejected(
                 f"nodePool: NodePool {named.name!r} is static (spec.replicas): the service keeps "
                 "its instances running; ask a dynamic NodePool for capacity",

@@ -86,7 +86,13 @@ class Launcher:
         """Check the requester against the origin, resolve pool, class and requirements;
         RequestRejected when it can never be served."""
         ctx = self._ctx
-        return resolve_request(ctx.ports.config, request, received_at or ctx.clock(), origin)
+        return resolve_request(
+            ctx.ports.config,
+            request,
+            received_at or ctx.clock(),
+            origin,
+            static_pools=ctx.ports.static_pools,
+        )
 
     def finish_rejected(
         self, request: LaunchRequest, received_at: datetime, rejected: RequestRejected

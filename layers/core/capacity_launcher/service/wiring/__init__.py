@@ -91,6 +91,7 @@ class Adapters(Stores):
         """`read_only`: for a preview (`submit --dry-run`), whose steps make nothing in AWS."""
         # Only the launcher builds these: the sync's and instance events' cold starts skip them.
         from capacity_launcher.adapters.launch_templates import LaunchTemplates
+        from capacity_launcher.adapters.static_pool_items import StaticPoolItems
         from capacity_launcher.adapters.subnets import Subnets
 
         ec2 = self.clients("ec2")
@@ -114,6 +115,7 @@ class Adapters(Stores):
             subnets=Subnets(ec2),
             reservations=self.reservations(),
             reclaims=self.reclaim_requests(config),
+            static_pools=StaticPoolItems(self.settings.state_table_name, self.clients("dynamodb")),
         )
 
     def launch_batch(
