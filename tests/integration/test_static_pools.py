@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.adapters import aws
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.domain.records.tags import NODE_POOL
@@ -87,8 +88,20 @@ def test_a_static_pool_is_filled_across_zones_and_kept_filled(
         assert record is not None and record.status is RequestStatus.FULFILLED
     zones = Counter(i["Placement"]["AvailabilityZone"] for i in running(cloud))
     assert sorted(zones.values()) == [1, 2] and set(zones) == set(ZONES)
-    # And the next minute sends nothing: the pool holds its replicas, as its status says
+    # And the next minute sends nothing: the pool holds its replicas, as its status says; the
+    # records of its launches in flight are read together (one BatchGetItem, not one each)
+    record_reads: list[tuple[str, int]] = []
+
+    def note(params: dict[str, Any], model: Any, **_: Any) -> None:
+        keys = [params.get("Key", {})]
+        keys += [k for t in params.get("RequestItems", {}).values() for k in t.get("Keys", [])]
+        ours = [k for k in keys if k.get("pk", {}).get("S", "").startswith("Request#static-")]
+        if ours:
+            record_reads.append((model.name, len(ours)))
+
+    aws.client("dynamodb").meta.events.register("provide-client-params.dynamodb.*", note)
     assert static_sync().launched == {}
+    assert record_reads == [("BatchGetItem", 3)]
     _, statuses = cloud.adapters().queries().pool_statuses()
     assert statuses[POOL]["nodes"] == 3
     # When one instance is terminated, the next minute replaces it

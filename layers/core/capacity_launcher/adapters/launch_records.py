@@ -300,6 +300,15 @@ class LaunchRecords:
         item = self._record_item(request_id)
         return RequestRecord.from_detail(json.loads(item["detail"])) if item else None
 
+    def get_records(self, request_ids: Sequence[str]) -> dict[str, RequestRecord]:
+        """The records of `request_ids` that exist, by id: one BatchGetItem per 100."""
+        keys = [key(request_pk(r), RECORD) for r in dict.fromkeys(request_ids)]
+        records = (
+            RequestRecord.from_detail(json.loads(item["detail"]))
+            for item in batch_get(self._db, self._table, keys)
+        )
+        return {record.request_id: record for record in records}
+
     def _record_item(self, request_id: str) -> dict[str, Any] | None:
         with aws_call("GetItem"):
             item = self._db.get_item(

@@ -126,8 +126,9 @@ class StaticPools:
         """The launches still in flight, and the dry zones with those this minute found."""
         going: list[InFlight] = []
         dry = dict(state.dry_until)
+        records = self._records.get_records([launch.request_id for launch in state.in_flight])
         for launch in state.in_flight:
-            record = self._records.get_record(launch.request_id)
+            record = records.get(launch.request_id)
             if record is None:
                 if now - launch.sent_at < IN_FLIGHT_SECONDS:
                     going.append(launch)  # not received yet
