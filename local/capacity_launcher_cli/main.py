@@ -349,6 +349,7 @@ def _command(args: argparse.Namespace) -> Command:
             "ec2nodeclasses": config_commands.get_config,
             "capacityquotas": quota_commands.get_quotas,
             "requests": request_commands.get_requests,
+            "queues": request_commands.get_queues,
             "instances": request_commands.get_instances,
             "reservations": capacity_commands.get_reservations,
             "unavailable-offerings": capacity_commands.get_unavailable_offerings,
@@ -372,7 +373,7 @@ def _command(args: argparse.Namespace) -> Command:
 
 
 # Types whose `get` takes several NAMEs; the others take one.
-_MANY_NAMES = ("requests", "instances", "reservations", "unavailable-offerings")
+_MANY_NAMES = ("requests", "queues", "instances", "reservations", "unavailable-offerings")
 
 
 def _refused(args: argparse.Namespace) -> str | None:

@@ -265,6 +265,21 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
     )
 
 
+def get_queues(args: argparse.Namespace, deployment: Deployment) -> int:
+    """Each NodePool's admission queue (or those named): its waiting requests in the order they
+    will be admitted, numbered from the head, read now (docs/queueing.md)."""
+    stored = [p.metadata.name for p in queries(deployment).config.node_pools()]
+    pools = [p for p in dict.fromkeys(args.names or stored) if p in stored]
+    pending = adapters(deployment).queue_view().pending(pools)
+    listed = [q for queued in pending.values() for q in queued]
+    return named.answer(
+        args,
+        named.missing_from(args, stored),
+        lambda: [views.queued_document(q) for q in listed],
+        lambda: views.queues(listed),
+    )
+
+
 def instance_states(records: list[RequestRecord], deployment: Deployment) -> dict[str, str]:
     """The state of each instance the records name, by id, for those with an instance item."""
     return queries(deployment).instance_states(records)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.service.launch import LaunchBatch
     from capacity_launcher.service.preview import DryRun
     from capacity_launcher.service.queries import Queries
+    from capacity_launcher.service.queue_view import QueueView
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
     from capacity_launcher.service.reservation_sync import ReservationSync
@@ -323,6 +324,14 @@ class Adapters(Stores):
             now=self.clock,
             usage=self.usage_store(),
         )
+
+    def queue_view(self) -> QueueView:
+        """`get queues`: each pool's waiting requests with their positions, read now."""
+        from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
+        from capacity_launcher.service.queue_view import QueueView
+
+        items = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
+        return QueueView(items, self.launch_records())
 
     def dry_run(self) -> DryRun:
         """`submit --dry-run`: the launcher's own steps through its ports, read-only."""
