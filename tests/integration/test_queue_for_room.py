@@ -301,6 +301,24 @@ def test_get_queues_lists_each_pools_waiting_requests_with_their_positions(
     ]
     assert {q["nodePool"] for q in listed} == {POOL}
     assert [w["kind"] for w in listed[0]["waitingFor"]] == ["Limit"]
+    # And a dry run of one more says it would wait in that queue, behind how many
+    from capacity_launcher.domain.launch_request import LaunchRequest
+
+    dry_run = pool.adapters().dry_run()
+    plain = LaunchRequest(
+        requestId="next", nodePool=POOL, count=1, waitForCapacityUntil=deadline
+    )
+    urgent = plain.model_copy(update={"priority_class_name": "urgent"})
+    would = dry_run(plain).to_dict()["wouldWait"]
+    assert {k: would[k] for k in ("nodePool", "priority", "behind")} == {
+        "nodePool": POOL,
+        "priority": 0,
+        "behind": 3,
+    }
+    assert would["until"][:19] == deadline[:19]
+    assert dry_run(urgent).to_dict()["wouldWait"]["behind"] == 1  # behind "first" alone
+    alone = LaunchRequest(requestId="no-wait", nodePool=POOL, count=1)
+    assert dry_run(alone).to_dict()["wouldWait"] is None
     table = argparse.Namespace(
         resource="queues", output="table", names=[POOL], ignore_not_found=False
     )

@@ -86,6 +86,28 @@ class AdmissionQueueItems:
             start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
         return found
 
+    def ahead(self, pool: str, entry_key: str) -> int:
+        """How many entries of the pool's queue sort before `entry_key` (a dry run's "behind
+        how many"): Queries that count, every page."""
+        counted = 0
+        start: dict[str, Any] = {}
+        while True:
+            with aws_call("Query"):
+                page = self._db.query(
+                    TableName=self._table,
+                    KeyConditionExpression="pk = :pk AND sk < :key",
+                    ExpressionAttributeValues={
+                        ":pk": {"S": queue_partition(pool)},
+                        ":key": {"S": entry_key},
+                    },
+                    Select="COUNT",
+                    **start,
+                )
+            counted += int(page.get("Count", 0))
+            if "LastEvaluatedKey" not in page:
+                return counted
+            start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+
     def woken(self, entry: QueueEntry, wake: int) -> None:
         """The entry was woken as the `wake`-th of a room event's chain (if it is still there)."""
         self._update(entry, "SET wake = :wake", {":wake": {"N": str(wake)}})

@@ -344,4 +344,8 @@ class Adapters(Stores):
             max_attempts=self.settings.max_launch_attempts,
             sleep=self.pause,
         )
-        return DryRun(context, Usage(self.pool_usage(), self.quota_usage(), self.pool_readiness()))
+        from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
+
+        queues = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
+        usage = Usage(self.pool_usage(), self.quota_usage(), self.pool_readiness(), queues)
+        return DryRun(context, usage)
