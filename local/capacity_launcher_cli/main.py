@@ -75,6 +75,11 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument(
         "--via", choices=("bus", "queue"), default="bus", help="the event bus (default) or queue"
     )
+    submit.add_argument(
+        "--source",
+        help="the bus event's source (default capacity-launcher.cli): a scheduler's, as a "
+        "CapacityQuota's requesterOrigins.eventSources names it",
+    )
     submit.add_argument("--wait", action="store_true", help="print the status when finished")
     submit.add_argument(
         "--dry-run",

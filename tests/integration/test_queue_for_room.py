@@ -305,9 +305,7 @@ def test_get_queues_lists_each_pools_waiting_requests_with_their_positions(
     from capacity_launcher.domain.launch_request import LaunchRequest
 
     dry_run = pool.adapters().dry_run()
-    plain = LaunchRequest(
-        requestId="next", nodePool=POOL, count=1, waitForCapacityUntil=deadline
-    )
+    plain = LaunchRequest(requestId="next", nodePool=POOL, count=1, waitForCapacityUntil=deadline)
     urgent = plain.model_copy(update={"priority_class_name": "urgent"})
     would = dry_run(plain).to_dict()["wouldWait"]
     assert {k: would[k] for k in ("nodePool", "priority", "behind")} == {
