@@ -19,6 +19,15 @@ from tests.support.cloud import launch_request
 TEN_MINUTES = 600
 
 
+def stay_within_one_day(hours: float) -> None:
+    """Move the emulator's clock past the next UTC midnight when fewer than `hours` are left
+    before it (the test then runs the same whatever the hour it starts at)."""
+    now = CLOCK.now()
+    midnight = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
+    if (midnight - now).total_seconds() < hours * 3600:
+        moto_capacity.advance_clock((midnight - now).total_seconds() + 60)
+
+
 def run_for(minutes: int) -> datetime:
     """The sync every ten minutes of the emulator's clock; when the last run was."""
     for _ in range(minutes // 10):
@@ -30,6 +39,9 @@ def run_for(minutes: int) -> datetime:
 def test_usage_hours_add_up_to_the_instances_lifetimes_and_idle_goes_to_the_users(
     cloud, subnets, image
 ):
+    # The idle share is attributed per UTC day: the scenario's two hours stay inside one day
+    # (run near midnight, the emulator's clock moves on to the next day's first hour first)
+    stay_within_one_day(hours=3)
     # Given a reservation of 3 the pool targets (on-demand beyond it): team-a runs 1 instance,
     # team-b 3 (2 in the reservation, 1 on-demand)
     reservation_id = targeted(cloud, subnets, image, 3)
