@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.apis.config import NodePool
-from capacity_launcher.domain.capacity.requirements import ZONE
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED, ZONE
 from capacity_launcher.domain.capacity.static_pools import (
     DRY_ZONE_SECONDS,
     HOLD_ALL_ZONES,
@@ -32,6 +32,7 @@ from capacity_launcher.domain.capacity.static_pools import (
     StaticMember,
     StaticState,
     plan,
+    reserved_capacity,
     static_request_id,
     still_dry,
 )
@@ -42,6 +43,7 @@ from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,
     Records,
+    Reservations,
     StaticPoolStates,
     SubnetLookup,
 )
@@ -69,6 +71,7 @@ class StaticPools:
         send: Callable[[Mapping[str, Any]], str],
         terminate: Callable[[Sequence[str]], list[str]],
         clock: Callable[[], datetime],
+        reservations: Reservations | None = None,
     ) -> None:
         self._config = config
         self._subnets = subnets
@@ -79,15 +82,16 @@ class StaticPools:
         self._send = send
         self._terminate = terminate
         self._clock = clock
+        self._reservations = reservations
 
     def run(self) -> StaticReport:
         report = StaticReport()
         for pool in self._config.node_pools():
             if pool.spec.replicas is not None:
-                self._keep(pool, pool.spec.replicas, report)
+                self._keep(pool, report)
         return report
 
-    def _keep(self, pool: NodePool, replicas: int, report: StaticReport) -> None:
+    def _keep(self, pool: NodePool, report: StaticReport) -> None:
         name = pool.metadata.name
         now = int(self._clock().timestamp())
         state = self._states.read(name)
@@ -95,7 +99,8 @@ class StaticPools:
         limit = pool.spec.limits.instances if pool.spec.limits is not None else None
         members = self._current(name)
         skipped = still_dry(dry, now)
-        planned = plan(replicas, limit, members, in_flight, self._zones(pool), skipped)
+        replicas, zones = self._target(pool)
+        planned = plan(replicas, limit, members, in_flight, zones, skipped)
         if HOLD_ALL_ZONES in skipped:
             planned = replace(planned, launch=())  # a launch was Rejected: held a while
         if planned.terminate:
@@ -114,7 +119,7 @@ class StaticPools:
             report.skipped.append(name)
             return
         for launch in sent:
-            self._send(_launch_request(name, launch))
+            self._send(_launch_request(name, launch, reserved_only=pool.spec.replicas_from))
         if sent:
             report.launched[name] = [s.request_id for s in sent]
             logger.info(
@@ -151,6 +156,20 @@ class StaticPools:
             for i in ids
         ]
 
+    def _target(self, pool: NodePool) -> tuple[int, list[str]]:
+        """The replicas to keep and the zones to launch in. With `replicasFrom: Reserved`: what
+        the NodeClass's active reservations hold (`replicas` at most), in their zones only."""
+        replicas, zones = pool.spec.replicas or 0, self._zones(pool)
+        if pool.spec.replicas_from is None:
+            return replicas, zones
+        if self._reservations is None:
+            return 0, zones  # nothing known of the reservations: nothing is kept on-demand
+        node_class = self._config.node_class(pool.spec.node_class_ref)
+        sources = self._reservations.sources(node_class, enough_room=lambda _: True)
+        held = [r for source in sources for r in source.reservations]
+        target = min(replicas, reserved_capacity(held, self._clock()))
+        return target, [z for z in zones if any(r.zone == z for r in held)]
+
     def _zones(self, pool: NodePool) -> list[str]:
         """The zones the pool may launch in: its class's subnets' zones its requirements allow."""
         node_class = self._config.node_class(pool.spec.node_class_ref)
@@ -158,8 +177,15 @@ class StaticPools:
         return pool.spec.requirements_set().allowed_values(ZONE, zones)
 
 
-def _launch_request(pool: str, launch: InFlight) -> dict[str, Any]:
+def _launch_request(pool: str, launch: InFlight, reserved_only: str | None) -> dict[str, Any]:
+    """One instance, pinned to its zone; into reservations only for a pool whose replicas
+    follow its reservations (never on-demand for that part)."""
     body: dict[str, Any] = {"requestId": launch.request_id, "nodePool": pool, "count": 1}
+    requirements = []
     if launch.zone is not None:
-        body["requirements"] = [{"key": ZONE, "operator": "In", "values": [launch.zone]}]
+        requirements.append({"key": ZONE, "operator": "In", "values": [launch.zone]})
+    if reserved_only is not None:
+        requirements.append({"key": CAPACITY_TYPE, "operator": "In", "values": [RESERVED]})
+    if requirements:
+        body["requirements"] = requirements
     return body

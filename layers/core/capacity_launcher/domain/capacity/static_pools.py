@@ -13,15 +13,22 @@ asks `plan`:
   reservation before those in one (a reservation is paid for whether used or not), then the
   newest first (the least running work lost), then by id. Launches in flight are not counted
   here: one that lands over replicas is terminated the next minute.
+
+With `replicasFrom: Reserved` the target is `reserved_capacity`: what the pool's reservations
+hold while active (a future-dated one counts from its activation; a Capacity Block stops
+counting once too close to its end to launch into, so its instances are scaled back before EC2
+ends them), `replicas` at most; its launches go into reservations only.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from capacity_launcher.domain.capacity.offerings import RESERVED
+from capacity_launcher.domain.capacity.reservations import ACTIVE, ReservationSnapshot
 
 # How long a zone where a static launch found no capacity is skipped.
 DRY_ZONE_SECONDS = 300
@@ -100,6 +107,16 @@ def plan(
         placed[zone] += 1
         launch.append(zone)
     return StaticPlan(launch=tuple(launch))
+
+
+def reserved_capacity(reservations: Iterable[ReservationSnapshot], now: datetime) -> int:
+    """The instances the pool's reservations hold now: each active one's total, once (a
+    reservation reached through two targets counts once), none of a Capacity Block too close to
+    its end to launch into (`ending`: EC2 terminates its instances 30 minutes before the end)."""
+    held = {
+        r.reservation_id: r.total for r in reservations if r.state == ACTIVE and not r.ending(now)
+    }
+    return sum(held.values())
 
 
 def _first_to_go(members: Sequence[StaticMember]) -> list[str]:
