@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.errors import ConfigValidationError
+from capacity_launcher.domain.errors import ConfigValidationError, LaunchFailed
+from capacity_launcher.service.reservations import ReservationProvider
 from tests.integration.test_launch_into_gpu_reservations import BLOCK_TYPE, advance_to, buy_block
 from tests.integration.test_static_pools import POOL, running, static_sync  # noqa: F401
 from tests.support.cloud import (
@@ -98,3 +99,27 @@ def test_replicas_from_that_would_be_ignored_is_refused(
             node_pool(POOL, "standard", **spec),
         )
     assert field in str(refused.value)
+
+
+def test_a_pool_whose_reservations_cannot_be_read_is_left_as_it_is(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    static_sync: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a pool filled from its active block
+    block = buy_block(cloud, count=2)
+    following_pool(cloud, subnets, image, block["CapacityReservationId"])
+    advance_to(block["StartDate"], 60)
+    static_sync()
+    assert len(running(cloud)) == 2
+
+    # When its reservations cannot be read, the minute neither empties nor fills it on a guess
+    def refused(*_: Any, **__: Any) -> Any:
+        raise LaunchFailed("RequestLimitExceeded", "Request limit exceeded.")
+
+    monkeypatch.setattr(ReservationProvider, "sources", refused)
+    report = static_sync()
+    assert report.skipped == [POOL] and report.terminated == {} and report.launched == {}
+    assert len(running(cloud)) == 2

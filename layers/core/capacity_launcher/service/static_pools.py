@@ -36,6 +36,7 @@ from capacity_launcher.domain.capacity.static_pools import (
     static_request_id,
     still_dry,
 )
+from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.observability import logger
 from capacity_launcher.service.accounting_ports import PoolMembers
@@ -55,7 +56,8 @@ class StaticReport:
 
     launched: dict[str, list[str]] = field(default_factory=dict)
     terminated: dict[str, list[str]] = field(default_factory=dict)
-    # Pools whose state another sync moved meanwhile: nothing sent for them this minute.
+    # Pools whose state another sync moved meanwhile, or whose reservations (replicasFrom)
+    # could not be read: nothing sent or terminated for them this minute.
     skipped: list[str] = field(default_factory=list)
 
 
@@ -99,7 +101,16 @@ class StaticPools:
         limit = pool.spec.limits.instances if pool.spec.limits is not None else None
         members = self._current(name)
         skipped = still_dry(dry, now)
-        replicas, zones = self._target(pool)
+        try:
+            replicas, zones = self._target(pool)
+        except CapacityLauncherError as unread:
+            # Its reservations unread: neither filled nor emptied on a guess this minute.
+            report.skipped.append(name)
+            logger.warning(
+                "static NodePool's reservations unread: pool left as it is this minute",
+                extra={"nodePool": name, "error": str(unread)},
+            )
+            return
         planned = plan(replicas, limit, members, in_flight, zones, skipped)
         if HOLD_ALL_ZONES in skipped:
             planned = replace(planned, launch=())  # a launch was Rejected: held a while
