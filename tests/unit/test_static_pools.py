@@ -16,6 +16,7 @@ from capacity_launcher.domain.capacity.static_pools import (
     InFlight,
     StaticMember,
     StaticPlan,
+    leaving_reservations,
     plan,
     reserved_capacity,
     still_dry,
@@ -147,3 +148,23 @@ def test_replicas_from_is_the_hubs_and_never_silently_dropped():
     with pytest.raises(ConfigValidationError) as refused:
         REGISTRY.convert(hub, None, "karpenter.sh/v1", "NodePool", PriorityTable())
     assert [e.field for e in refused.value.errors] == ["spec.replicasFrom"]
+
+
+def test_scaling_back_lets_the_ending_blocks_instances_go_first():
+    """A pool following an ODCR and a block near its end: the block's instances go (EC2 ends
+    them anyway), not the ODCR's newer ones."""
+    odcr = [
+        StaticMember(f"i-odcr{n}", "us-east-1a", "reserved", "2026-11-28T10:00:00+00:00", "cr-o")
+        for n in range(2)
+    ]
+    block = [
+        StaticMember(f"i-blk{n}", "us-east-1a", "reserved", "2026-11-27T10:00:00+00:00", "cr-b")
+        for n in range(2)
+    ]
+    assert plan(2, None, odcr + block, [], ZONES, leaving={"cr-b"}) == StaticPlan(
+        terminate=("i-blk1", "i-blk0")
+    )
+    ending = reservation(
+        "cr-b", 2, reservation_type="capacity-block", end_date=NOW + timedelta(minutes=31)
+    )
+    assert leaving_reservations([ending, reservation("cr-o", 2)], NOW) == {"cr-b"}

@@ -31,6 +31,7 @@ from capacity_launcher.domain.capacity.static_pools import (
     InFlight,
     StaticMember,
     StaticState,
+    leaving_reservations,
     plan,
     reserved_capacity,
     static_request_id,
@@ -102,7 +103,7 @@ class StaticPools:
         members = self._current(name)
         skipped = still_dry(dry, now)
         try:
-            replicas, zones = self._target(pool)
+            replicas, zones, leaving = self._target(pool)
         except CapacityLauncherError as unread:
             # Its reservations unread: neither filled nor emptied on a guess this minute.
             report.skipped.append(name)
@@ -111,7 +112,7 @@ class StaticPools:
                 extra={"nodePool": name, "error": str(unread)},
             )
             return
-        planned = plan(replicas, limit, members, in_flight, zones, skipped)
+        planned = plan(replicas, limit, members, in_flight, zones, skipped, leaving)
         if HOLD_ALL_ZONES in skipped:
             planned = replace(planned, launch=())  # a launch was Rejected: held a while
         if planned.terminate:
@@ -161,25 +162,28 @@ class StaticPools:
         ids = [m.instance_id for m in self._members.members(pool)]
         found = self._instances.many(ids)
         return [
-            StaticMember(i, r.zone, r.capacity_type, r.launched_at)
+            StaticMember(i, r.zone, r.capacity_type, r.launched_at, r.capacity_reservation_id)
             if (r := found.get(i)) is not None
             else StaticMember(i, None, "on-demand", None)
             for i in ids
         ]
 
-    def _target(self, pool: NodePool) -> tuple[int, list[str]]:
-        """The replicas to keep and the zones to launch in. With `replicasFrom: Reserved`: what
-        the NodeClass's active reservations hold (`replicas` at most), in their zones only."""
+    def _target(self, pool: NodePool) -> tuple[int, list[str], set[str]]:
+        """The replicas to keep, the zones to launch in and the reservations leaving soon.
+        With `replicasFrom: Reserved`: what the NodeClass's active reservations hold
+        (`replicas` at most), in their zones only."""
         replicas, zones = pool.spec.replicas or 0, self._zones(pool)
         if pool.spec.replicas_from is None:
-            return replicas, zones
+            return replicas, zones, set()
         if self._reservations is None:
-            return 0, zones  # nothing known of the reservations: nothing is kept on-demand
+            return 0, zones, set()  # nothing known of the reservations: nothing kept on-demand
         node_class = self._config.node_class(pool.spec.node_class_ref)
         sources = self._reservations.sources(node_class, enough_room=lambda _: True)
         held = [r for source in sources for r in source.reservations]
-        target = min(replicas, reserved_capacity(held, self._clock()))
-        return target, [z for z in zones if any(r.zone == z for r in held)]
+        now = self._clock()
+        target = min(replicas, reserved_capacity(held, now))
+        in_zones = [z for z in zones if any(r.zone == z for r in held)]
+        return target, in_zones, leaving_reservations(held, now)
 
     def _zones(self, pool: NodePool) -> list[str]:
         """The zones the pool may launch in: its class's subnets' zones its requirements allow."""
