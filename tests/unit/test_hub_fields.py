@@ -77,6 +77,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
         },
         {"limits": {"cpu": "4", "instances": "3"}},
         {"replicas": 2, "limits": {"instances": "3"}},
+        {"replicas": 2, "replicasFrom": "Reserved"},
     ],
     "CapacityQuota": [
         {"cohort": "serving"},

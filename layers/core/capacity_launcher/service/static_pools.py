@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.apis.config import NodePool
-from capacity_launcher.domain.capacity.requirements import ZONE
+from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED, ZONE
 from capacity_launcher.domain.capacity.static_pools import (
     DRY_ZONE_SECONDS,
     HOLD_ALL_ZONES,
@@ -31,10 +31,13 @@ from capacity_launcher.domain.capacity.static_pools import (
     InFlight,
     StaticMember,
     StaticState,
+    leaving_reservations,
     plan,
+    reserved_capacity,
     static_request_id,
     still_dry,
 )
+from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.observability import logger
 from capacity_launcher.service.accounting_ports import PoolMembers
@@ -42,6 +45,7 @@ from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,
     Records,
+    Reservations,
     StaticPoolStates,
     SubnetLookup,
 )
@@ -53,7 +57,8 @@ class StaticReport:
 
     launched: dict[str, list[str]] = field(default_factory=dict)
     terminated: dict[str, list[str]] = field(default_factory=dict)
-    # Pools whose state another sync moved meanwhile: nothing sent for them this minute.
+    # Pools whose state another sync moved meanwhile, or whose reservations (replicasFrom)
+    # could not be read: nothing sent or terminated for them this minute.
     skipped: list[str] = field(default_factory=list)
 
 
@@ -69,6 +74,7 @@ class StaticPools:
         send: Callable[[Mapping[str, Any]], str],
         terminate: Callable[[Sequence[str]], list[str]],
         clock: Callable[[], datetime],
+        reservations: Reservations | None = None,
     ) -> None:
         self._config = config
         self._subnets = subnets
@@ -79,15 +85,16 @@ class StaticPools:
         self._send = send
         self._terminate = terminate
         self._clock = clock
+        self._reservations = reservations
 
     def run(self) -> StaticReport:
         report = StaticReport()
         for pool in self._config.node_pools():
             if pool.spec.replicas is not None:
-                self._keep(pool, pool.spec.replicas, report)
+                self._keep(pool, report)
         return report
 
-    def _keep(self, pool: NodePool, replicas: int, report: StaticReport) -> None:
+    def _keep(self, pool: NodePool, report: StaticReport) -> None:
         name = pool.metadata.name
         now = int(self._clock().timestamp())
         state = self._states.read(name)
@@ -95,7 +102,17 @@ class StaticPools:
         limit = pool.spec.limits.instances if pool.spec.limits is not None else None
         members = self._current(name)
         skipped = still_dry(dry, now)
-        planned = plan(replicas, limit, members, in_flight, self._zones(pool), skipped)
+        try:
+            replicas, zones, leaving = self._target(pool)
+        except CapacityLauncherError as unread:
+            # Its reservations unread: neither filled nor emptied on a guess this minute.
+            report.skipped.append(name)
+            logger.warning(
+                "static NodePool's reservations unread: pool left as it is this minute",
+                extra={"nodePool": name, "error": str(unread)},
+            )
+            return
+        planned = plan(replicas, limit, members, in_flight, zones, skipped, leaving)
         if HOLD_ALL_ZONES in skipped:
             planned = replace(planned, launch=())  # a launch was Rejected: held a while
         if planned.terminate:
@@ -114,7 +131,7 @@ class StaticPools:
             report.skipped.append(name)
             return
         for launch in sent:
-            self._send(_launch_request(name, launch))
+            self._send(_launch_request(name, launch, reserved_only=pool.spec.replicas_from))
         if sent:
             report.launched[name] = [s.request_id for s in sent]
             logger.info(
@@ -145,11 +162,28 @@ class StaticPools:
         ids = [m.instance_id for m in self._members.members(pool)]
         found = self._instances.many(ids)
         return [
-            StaticMember(i, r.zone, r.capacity_type, r.launched_at)
+            StaticMember(i, r.zone, r.capacity_type, r.launched_at, r.capacity_reservation_id)
             if (r := found.get(i)) is not None
             else StaticMember(i, None, "on-demand", None)
             for i in ids
         ]
+
+    def _target(self, pool: NodePool) -> tuple[int, list[str], set[str]]:
+        """The replicas to keep, the zones to launch in and the reservations leaving soon.
+        With `replicasFrom: Reserved`: what the NodeClass's active reservations hold
+        (`replicas` at most), in their zones only."""
+        replicas, zones = pool.spec.replicas or 0, self._zones(pool)
+        if pool.spec.replicas_from is None:
+            return replicas, zones, set()
+        if self._reservations is None:
+            return 0, zones, set()  # nothing known of the reservations: nothing kept on-demand
+        node_class = self._config.node_class(pool.spec.node_class_ref)
+        sources = self._reservations.sources(node_class, enough_room=lambda _: True)
+        held = [r for source in sources for r in source.reservations]
+        now = self._clock()
+        target = min(replicas, reserved_capacity(held, now))
+        in_zones = [z for z in zones if any(r.zone == z for r in held)]
+        return target, in_zones, leaving_reservations(held, now)
 
     def _zones(self, pool: NodePool) -> list[str]:
         """The zones the pool may launch in: its class's subnets' zones its requirements allow."""
@@ -158,8 +192,15 @@ class StaticPools:
         return pool.spec.requirements_set().allowed_values(ZONE, zones)
 
 
-def _launch_request(pool: str, launch: InFlight) -> dict[str, Any]:
+def _launch_request(pool: str, launch: InFlight, reserved_only: str | None) -> dict[str, Any]:
+    """One instance, pinned to its zone; into reservations only for a pool whose replicas
+    follow its reservations (never on-demand for that part)."""
     body: dict[str, Any] = {"requestId": launch.request_id, "nodePool": pool, "count": 1}
+    requirements = []
     if launch.zone is not None:
-        body["requirements"] = [{"key": ZONE, "operator": "In", "values": [launch.zone]}]
+        requirements.append({"key": ZONE, "operator": "In", "values": [launch.zone]})
+    if reserved_only is not None:
+        requirements.append({"key": CAPACITY_TYPE, "operator": "In", "values": [RESERVED]})
+    if requirements:
+        body["requirements"] = requirements
     return body

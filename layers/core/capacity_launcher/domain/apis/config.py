@@ -247,13 +247,26 @@ class NodePoolSpec(_Document):
     requirements: list[Requirement] = Field(default=[], max_length=MAX_POOL_REQUIREMENTS)
     limits: PoolLimits | None = None
     replicas: StrictInt | None = Field(default=None, ge=0, le=MAX_STATIC_REPLICAS)
+    # Beyond Karpenter (hub only): `Reserved`, the pool keeps as many instances as its NodeClass's
+    # active reservations hold, `replicas` at most, launched into reservations only.
+    replicas_from: Literal["Reserved"] | None = None
 
     @model_validator(mode="after")
     def _static_rules(self) -> Self:
         """Karpenter's rules for a static pool: limited by its instance count only, and no
         weight (it is never chosen among pools)."""
         if self.replicas is None:
+            if self.replicas_from is not None:
+                raise ValueError(
+                    "replicasFrom needs replicas (the most the pool keeps): without it the pool "
+                    "is not static and replicasFrom would be ignored"
+                )
             return self
+        if self.replicas_from is not None and RESERVED not in self.allowed_capacity_types():
+            raise ValueError(
+                f"replicasFrom: Reserved needs {CAPACITY_TYPE} to allow {RESERVED}: its "
+                "launches go into reservations only"
+            )
         if self.weight:
             raise ValueError("weight cannot be set with replicas (a static pool is never chosen)")
         limits = self.limits

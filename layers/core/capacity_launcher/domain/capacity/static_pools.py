@@ -9,19 +9,27 @@ asks `plan`:
   launches (ties by name), skipping zones where a launch of the pool found no capacity lately
   (`dry_zones`); when every zone is dry, the launch goes unpinned.
 - **Over** (members > replicas, or > `limits.instances`: a member stopped, replaced and started
-  again counts back): the extra members are terminated, in this order: those not in a
+  again counts back): the extra members are terminated, in this order: those in a Capacity
+  Block near its end first (`leaving`: EC2 ends them anyway), then those not in a
   reservation before those in one (a reservation is paid for whether used or not), then the
   newest first (the least running work lost), then by id. Launches in flight are not counted
   here: one that lands over replicas is terminated the next minute.
+
+With `replicasFrom: Reserved` the target is `reserved_capacity`: what the pool's reservations
+hold while active (a future-dated one counts from its activation; a Capacity Block stops
+counting once too close to its end to launch into, so its instances are scaled back before EC2
+ends them), `replicas` at most; its launches go into reservations only.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from capacity_launcher.domain.capacity.offerings import RESERVED
+from capacity_launcher.domain.capacity.reservations import ACTIVE, ReservationSnapshot
 
 # How long a zone where a static launch found no capacity is skipped.
 DRY_ZONE_SECONDS = 300
@@ -42,6 +50,7 @@ class StaticMember:
     zone: str | None
     capacity_type: str
     launched_at: str | None  # ISO 8601; None sorts oldest
+    reservation_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,12 +89,15 @@ def plan(
     in_flight: Sequence[InFlight],
     zones: Sequence[str],
     dry_zones: Collection[str] = (),
+    leaving: Collection[str] = (),
 ) -> StaticPlan:
-    """What the pool does this minute (see the module docstring)."""
+    """What the pool does this minute (see the module docstring). `leaving`: the reservations
+    whose instances EC2 ends soon (a Capacity Block near its end): theirs go first."""
     # Never over the limit either: a member stopped, replaced and started again counts back.
     target = replicas if limit is None else min(replicas, limit)
     if len(members) > target:
-        return StaticPlan(terminate=tuple(_first_to_go(members)[: len(members) - target]))
+        ordered = _first_to_go(members, leaving)
+        return StaticPlan(terminate=tuple(ordered[: len(members) - target]))
     missing = target - len(members) - len(in_flight)
     if missing <= 0:
         return StaticPlan()
@@ -102,11 +114,29 @@ def plan(
     return StaticPlan(launch=tuple(launch))
 
 
-def _first_to_go(members: Sequence[StaticMember]) -> list[str]:
-    """Not reserved before reserved; newest first; then by id."""
+def reserved_capacity(reservations: Iterable[ReservationSnapshot], now: datetime) -> int:
+    """The instances the pool's reservations hold now: each active one's total, once (a
+    reservation reached through two targets counts once), none of a Capacity Block too close to
+    its end to launch into (`ending`: EC2 terminates its instances 30 minutes before the end)."""
+    held = {
+        r.reservation_id: r.total for r in reservations if r.state == ACTIVE and not r.ending(now)
+    }
+    return sum(held.values())
+
+
+def _first_to_go(members: Sequence[StaticMember], leaving: Collection[str] = ()) -> list[str]:
+    """In a leaving reservation first; then not reserved before reserved; newest first; by id."""
     newest_first = sorted(members, key=lambda m: (m.launched_at or "", m.instance_id), reverse=True)
-    ordered = sorted(newest_first, key=lambda m: m.capacity_type == RESERVED)
+    ordered = sorted(
+        newest_first,
+        key=lambda m: (m.reservation_id not in leaving, m.capacity_type == RESERVED),
+    )
     return [m.instance_id for m in ordered]
+
+
+def leaving_reservations(reservations: Iterable[ReservationSnapshot], now: datetime) -> set[str]:
+    """The active reservations `reserved_capacity` no longer counts: blocks near their end."""
+    return {r.reservation_id for r in reservations if r.state == ACTIVE and r.ending(now)}
 
 
 def static_request_id(pool: str, now: int, index: int) -> str:

@@ -235,6 +235,7 @@ class Adapters(Stores):
             send=lambda body: queue.send(url, body),
             terminate=self.fleet().terminate,
             clock=self.clock,
+            reservations=self.reservations(),
         )
 
     def usage_store(self) -> UsageStore:
