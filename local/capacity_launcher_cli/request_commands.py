@@ -271,9 +271,10 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
 def get_queues(args: argparse.Namespace, deployment: Deployment) -> int:
     """Each NodePool's admission queue (or those named): its waiting requests in the order they
     will be admitted, numbered from the head, read now (docs/queueing.md)."""
-    stored = [p.metadata.name for p in queries(deployment).config.node_pools()]
+    view = adapters(deployment).queue_view()
+    stored = view.pools()
     pools = [p for p in dict.fromkeys(args.names or stored) if p in stored]
-    pending = adapters(deployment).queue_view().pending(pools)
+    pending = view.pending(pools)
     listed = [q for queued in pending.values() for q in queued]
     return named.answer(
         args,

@@ -4,7 +4,7 @@ waiting requests' records; nothing is stored for it, so a position is never stal
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +31,8 @@ class WaitingRecords(Protocol):
 class QueueView:
     queues: QueueEntries
     records: WaitingRecords
+    # The NodePools stored now: each has one admission queue.
+    pools: Callable[[], list[str]]
 
     def pending(
         self, pools: Iterable[str], limit: int = SHOWN_PER_POOL

@@ -332,7 +332,10 @@ class Adapters(Stores):
         from capacity_launcher.service.queue_view import QueueView
 
         items = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
-        return QueueView(items, self.launch_records())
+        config = self.config_store()
+        return QueueView(
+            items, self.launch_records(), lambda: [p.metadata.name for p in config.node_pools()]
+        )
 
     def dry_run(self) -> DryRun:
         """`submit --dry-run`: the launcher's own steps through its ports, read-only."""
