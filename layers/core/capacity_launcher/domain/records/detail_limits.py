@@ -154,7 +154,10 @@ def _shaped(
     }
     shaped = {**base, **{n: v for n, v in lists.items() if n in base or v}}
     shaped[TRUNCATED_FIELD] = counts
-    note = {"code": DETAIL_TRUNCATED, "message": _note(counts, budget)}
+    # At its largest the note says every entry was left out (its widest numbers), while the
+    # counts say every entry was kept (theirs).
+    said = {n: {"total": c["total"], "kept": 0} for n, c in counts.items()} if worst else counts
+    note = {"code": DETAIL_TRUNCATED, "message": _note(said, budget)}
     shaped["errors"] = [*shaped.get("errors", []), note]
     return shaped
 
