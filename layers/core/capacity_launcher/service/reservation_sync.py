@@ -54,6 +54,7 @@ from capacity_launcher.service.ports import (
 from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepReport
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.resolution_sync import ResolutionReport, ResolutionSync
 from capacity_launcher.service.static_pools import StaticPools, StaticReport
 from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
@@ -97,6 +98,7 @@ class SyncReport:
     # time): its counts held until this look, as the usage roll-up counts them (usage_rollup.py).
     counted: dict[str, StoredReservation] = field(default_factory=dict)
     usage: UsageRollupReport | None = None
+    resolutions: ResolutionReport | None = None
 
 
 class Readiness(Protocol):
@@ -123,7 +125,9 @@ class ReservationSync:
         profiles: ProfileSweep | None = None,
         static_pools: StaticPools | None = None,
         usage: UsageRollup | None = None,
+        resolutions: ResolutionSync | None = None,
     ) -> None:
+        self._resolutions = resolutions
         self._static_pools = static_pools
         self._readiness = readiness
         self._usage = usage
@@ -194,6 +198,9 @@ class ReservationSync:
             report.profiles = contained(
                 failed, "profiles", lambda: profiles.run(config.node_classes), None
             )
+        if self._resolutions is not None:
+            # The NodeClasses' resolution, shared with every launcher container.
+            report.resolutions = contained(failed, "resolutions", self._resolutions.run, None)
         logger.info(
             "reservations synced",
             extra={

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
     from capacity_launcher.adapters.instance_profiles import InstanceProfiles
+    from capacity_launcher.adapters.shared_resolutions import SharedResolutions
     from capacity_launcher.adapters.usage_store import UsageStore
     from capacity_launcher.service.configuration import Configuration
     from capacity_launcher.service.instance_events import InstanceEvents
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
     from capacity_launcher.service.reservation_sync import ReservationSync
+    from capacity_launcher.service.resolution_sync import ResolutionSync
     from capacity_launcher.service.static_pools import StaticPools
 
 # A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
@@ -208,6 +210,32 @@ class Adapters:
             clock=self.seconds,
         )
 
+    def shared_resolutions(self) -> SharedResolutions:
+        """A launcher container's copy of the NodeClasses' resolutions the sync shares."""
+        from capacity_launcher.adapters.shared_resolutions import (
+            ResolutionStore,
+            SharedResolutions,
+        )
+
+        store = ResolutionStore(self.settings.state_table_name, self.clients("dynamodb"))
+        return SharedResolutions(store, clock=self.seconds)
+
+    def resolution_sync(self) -> ResolutionSync:
+        """The sync's part that resolves each NodeClass once for every launcher container."""
+        from capacity_launcher.adapters.node_class_resolution import NodeClassResolution
+        from capacity_launcher.adapters.shared_resolutions import ResolutionStore
+        from capacity_launcher.service.resolution_sync import ResolutionSync
+
+        config = self.config_store()
+        return ResolutionSync(
+            classes=config.node_classes,
+            store=ResolutionStore(self.settings.state_table_name, self.clients("dynamodb")),
+            resolvers=lambda: NodeClassResolution(
+                self.clients("ec2"), self.clients("ssm"), clock=self.clock
+            ),
+            now=self.seconds,
+        )
+
     def publisher(self) -> Publisher:
         return Publisher(self.settings.event_bus_name, self.clients("events"))
 
@@ -240,6 +268,8 @@ class Adapters:
         from capacity_launcher.adapters.subnets import Subnets
 
         ec2 = self.clients("ec2")
+        # The sync's resolution of each NodeClass, read once instead of a Describe per kind.
+        shared = self.shared_resolutions()
         # One copy of the configuration: when a lease finds the quotas changed and reads them
         # again, resolution and reclaim see what it decided with.
         config = self.config_store(cached=True)
@@ -255,9 +285,10 @@ class Adapters:
                 stack=self.settings.stack_name,
                 clock=self.clock,
                 profiles=self.instance_profiles(read_only=read_only),
+                shared=shared,
             ),
-            catalog=InstanceTypeCatalog(ec2),
-            subnets=Subnets(ec2),
+            catalog=InstanceTypeCatalog(ec2, shared),
+            subnets=Subnets(ec2, shared),
             reservations=self.reservations(),
             reclaims=self.reclaim_requests(config),
         )
@@ -352,6 +383,7 @@ class Adapters:
             profiles=ProfileSweep(self.instance_profiles(), self.fleet(), self.ownership()),
             static_pools=self.static_pools(),
             usage=UsageRollup(self.usage_store(), self.instance_records(), self.clock),
+            resolutions=self.resolution_sync(),
         )
 
     def static_pools(self) -> StaticPools | None:
