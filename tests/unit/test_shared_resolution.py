@@ -33,7 +33,11 @@ ZONES = ("us-east-1a", "us-east-1b")
 
 def _type(name: str, zones: tuple[str, ...] = ZONES, **facts: object) -> InstanceTypeInfo:
     return InstanceTypeInfo(
-        name=name, architectures=("amd64",), vcpu=2, memory_mib=8192, zones=frozenset(zones),
+        name=name,
+        architectures=("amd64",),
+        vcpu=2,
+        memory_mib=8192,
+        zones=frozenset(zones),
         **facts,  # type: ignore[arg-type]
     )
 
