@@ -198,9 +198,8 @@ class ReservationSync:
             report.profiles = contained(
                 failed, "profiles", lambda: profiles.run(config.node_classes), None
             )
-        if self._resolutions is not None:
-            # The NodeClasses' resolution, shared with every launcher container.
-            report.resolutions = contained(failed, "resolutions", self._resolutions.run, None)
+        # The NodeClasses' resolution, shared with every launcher container.
+        report.resolutions = _shared_resolution(failed, self._resolutions)
         logger.info(
             "reservations synced",
             extra={
@@ -419,6 +418,15 @@ def _with_placements(
     """Each coverage with the (instance type, zone) of its members."""
     placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
     return [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
+
+
+def _shared_resolution(
+    failed: list[str], resolutions: ResolutionSync | None
+) -> ResolutionReport | None:
+    """The shared resolution's part, contained (None when the sync has none)."""
+    if resolutions is None:
+        return None
+    return contained(failed, "resolutions", resolutions.run, None)
 
 
 def _reconcile(reconciliation: Reconciliation) -> ReconciliationReport:
