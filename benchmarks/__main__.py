@@ -22,6 +22,7 @@ from benchmarks import (
     scaling,
     sync_calls,
     throughput,
+    wake_calls,
     warm_overhead,
 )
 
@@ -55,6 +56,7 @@ def main() -> int:
         throughput=timed("throughput", throughput.run),
         healthy=timed("healthy pool", burst.healthy),
         sync_calls=timed("sync calls", sync_calls.run),
+        wake_calls=timed("wake calls", wake_calls.run),
         client_reuse=timed("client reuse", client_reuse.run),
         offering_calls=timed("offering calls", offering_calls.run),
         fresh_burst=timed("fresh burst", fresh_burst.run),

@@ -27,6 +27,8 @@ from benchmarks.ice_storm import StormResult
 from benchmarks.scaling import Point, SyncPoint
 from benchmarks.sync_calls import SyncCalls, table
 from benchmarks.throughput import Throughput
+from benchmarks.wake_calls import WakeCalls
+from benchmarks.wake_calls import table as wake_table
 from benchmarks.warm_overhead import WarmOverhead
 
 COLD_START_GOAL = 1.2
@@ -49,6 +51,7 @@ class Results:
     throughput: list[Throughput]
     healthy: list[HealthyCost]
     sync_calls: list[SyncCalls]
+    wake_calls: list[WakeCalls]
     client_reuse: client_reuse.Result
     offering_calls: offering_calls.Result
     fresh_burst: fresh_burst.Result
@@ -105,6 +108,7 @@ def render(results: Results, seconds: float) -> str:
     lines += fresh_burst.section(results.fresh_burst)
     lines += _scaling(*results.scaling, results.plots)
     lines += _sync_calls(results.sync_calls)
+    lines += _wake_calls(results.wake_calls)
     lines += _throughput(results.throughput)
     lines += _storm(results.storm)
     lines += _batching(results.batching)
@@ -872,6 +876,20 @@ def _work_itself(worst: ColdStart, floor: ColdStart, found: ImportSteps) -> str:
         f"the floor's {calls * ms:.0f} ms: {(pydantic + calls) * ms:.0f} ms before the service's "
         "own modules, classes and decisions."
     )
+
+
+def _wake_calls(points: list[WakeCalls]) -> list[str]:
+    return [
+        "",
+        "## One wake of an admission queue",
+        "",
+        "`benchmarks/wake_calls.py`: the calls and items of waking the head of a pool's admission "
+        "queue (issue 37, docs/queueing.md) with N requests waiting in it across 20 teams: one "
+        "Query with Limit 1, the head's record, its message sent again, the wait handed to it, "
+        "the entry marked woken. Flat in the number waiting.",
+        "",
+        *wake_table(points),
+    ]
 
 
 def _sync_calls(points: list[SyncCalls]) -> list[str]:

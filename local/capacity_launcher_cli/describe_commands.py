@@ -151,7 +151,7 @@ def _request(name: str, deployment: Deployment) -> Fields:
         ("Launched", f"{record.launched}/{record.requested}"),
         ("Received", record.received_at.isoformat()),
         ("Finished", record.finished_at.isoformat()),
-        ("Waiting For", [w.capacity_reservation_id for w in record.waiting_for]),
+        ("Waiting For", [w.named for w in record.waiting_for]),
         ("Instances", _instances([record], asked.instance_states([record]))),
         ("Errors", Rows(("CODE", "MESSAGE"), [(e.code, e.message) for e in record.errors])),
         (

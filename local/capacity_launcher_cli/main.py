@@ -61,6 +61,18 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument("--requirement", action="append", metavar="KEY=OP:V1,V2", help="repeatable")
     submit.add_argument("--tag", action="append", metavar="KEY=VALUE", help="repeatable")
     submit.add_argument(
+        "--wait-for-capacity-until",
+        metavar="WHEN",
+        help="wait (status Waiting, in its pool's admission queue) rather than fail for quota, "
+        "limits or capacity, until WHEN: an ISO-8601 time with a zone (2026-11-24T12:00:00Z) or "
+        "a duration from now on the service's clock (90s, 30m, 2h, 1d)",
+    )
+    submit.add_argument(
+        "--priority-class-name",
+        metavar="NAME",
+        help="an applied PriorityClass: its value orders the request in its queue should it wait",
+    )
+    submit.add_argument(
         "--via", choices=("bus", "queue"), default="bus", help="the event bus (default) or queue"
     )
     submit.add_argument("--wait", action="store_true", help="print the status when finished")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +84,39 @@ def request_file(filename: str) -> dict[str, Any]:
     return loaded
 
 
-def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The launch request JSON; not validated here: the service judges it (and may reject it)."""
+# A duration from now: `--wait-for-capacity-until 30m`.
+_DURATION = re.compile(r"^(\d{1,7})([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_until(text: str, now: Callable[[], datetime]) -> str:
+    """`--wait-for-capacity-until`: an ISO-8601 time with a zone, or a duration from `now`
+    (the service's clock), as the ISO-8601 UTC time the request carries."""
+    duration = _DURATION.match(text.strip())
+    if duration:
+        seconds = int(duration.group(1)) * _UNIT_SECONDS[duration.group(2)]
+        return _utc(now() + timedelta(seconds=seconds))
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise UsageError(
+            f"--wait-for-capacity-until {text!r}: expected an ISO-8601 time with a time zone "
+            "(2026-11-24T12:00:00Z) or a duration from now (90s, 30m, 2h, 1d)"
+        )
+    return _utc(moment)
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def request_from_args(
+    args: argparse.Namespace, now: Callable[[], datetime] | None = None
+) -> dict[str, Any]:
+    """The launch request JSON; not validated here: the service judges it (and may reject it).
+    `now`: the service's clock, read only for a duration (`--wait-for-capacity-until 30m`)."""
     request: dict[str, Any] = {}
     if args.filename:
         request.update(request_file(args.filename))
@@ -93,12 +127,16 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "minCount": args.min_count,
         "singleZone": True if args.single_zone else None,
         "requester": args.requester,
+        "priorityClassName": args.priority_class_name,
     }
     request.update({k: v for k, v in flags.items() if v is not None})
     if args.requirement:
         request["requirements"] = [parse_requirement(r) for r in args.requirement]
     if args.tag:
         request["tags"] = dict(parse_tag(t) for t in args.tag)
+    if args.wait_for_capacity_until:
+        clock = now or (lambda: datetime.now(UTC))
+        request["waitForCapacityUntil"] = parse_until(args.wait_for_capacity_until, clock)
     if "requestId" not in request:
         request["requestId"] = f"cli-{int(time.time() * 1000)}"
     return request
@@ -153,7 +191,9 @@ def checked(request: dict[str, Any], deployment: Deployment) -> LaunchRequest:
 
 def submit(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
-        request = checked(request_from_args(args), deployment)
+        request = checked(
+            request_from_args(args, now=lambda: service_clock(deployment)()), deployment
+        )
     except (UsageError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED

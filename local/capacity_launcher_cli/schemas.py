@@ -25,6 +25,7 @@ from capacity_launcher.domain.records.event_details import (
     InstanceTerminatedDetail,
     ReservationEventDetail,
 )
+from capacity_launcher.domain.records.reclaims import ReclaimClosed, ReclaimRequested
 from capacity_launcher.domain.records.status import (
     BLOCK_EXPIRING,
     EVENT_SOURCE,
@@ -32,8 +33,6 @@ from capacity_launcher.domain.records.status import (
     LAUNCH_REQUESTED,
     RECLAIM_CLOSED,
     RECLAIM_REQUESTED,
-    ReclaimClosed,
-    ReclaimRequested,
     RequestRecord,
 )
 from capacity_launcher_cli.event_registry import registry_schemas, write_template

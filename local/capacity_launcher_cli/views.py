@@ -48,7 +48,7 @@ def waiting_state(record: RequestRecord | None) -> str:
     if record is None:
         return "no record yet: queued, or being served"
     if record.status is RequestStatus.WAITING:
-        awaited = ", ".join(r.capacity_reservation_id for r in record.waiting_for)
+        awaited = ", ".join(r.named for r in record.waiting_for)
         until = record.wait_for_capacity_until
         return f"Waiting for {awaited or 'scheduled capacity'}" + (
             f" until {format_timestamp(until)}" if until else ""
@@ -317,7 +317,7 @@ def _waiting_for(record: RequestRecord) -> str:
     if not record.waiting_for or record.wait_for_capacity_until is None:
         return ""
     awaited = ", ".join(
-        f"{r.capacity_reservation_id} ({r.state}, starts {_minute(r.start_date) or '?'})"
+        f"{r.named} ({r.state}, starts {_minute(r.start_date) or '?'})" if r.state else r.named
         for r in record.waiting_for
     )
     return f"waiting for {awaited} until {_minute(record.wait_for_capacity_until)}"

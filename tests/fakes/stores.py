@@ -59,6 +59,9 @@ class FakeRecords:
     def get_record(self, request_id: str) -> RequestRecord | None:
         return self.records.get(request_id)
 
+    def get_records(self, request_ids: Sequence[str]) -> dict[str, RequestRecord]:
+        return {r: self.records[r] for r in request_ids if r in self.records}
+
     def bind_body(self, request_id: str, body_hash: str) -> str:
         return self.bind_first_body(request_id, body_hash)[0]
 

@@ -74,6 +74,9 @@ class FakeConfig:
     def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]:
         return []
 
+    def priority_value(self, name: str) -> int | None:
+        return None
+
     def quota_set(self, *, fresh: bool = False) -> QuotaSet:
         return QuotaSet(None)
 

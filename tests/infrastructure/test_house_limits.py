@@ -5,7 +5,6 @@ excused here."""
 
 from pathlib import Path
 
-import pytest
 from radon.complexity import cc_visit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,11 +39,6 @@ def test_nothing_in_the_core_or_the_local_cloud_is_over_its_complexity() -> None
     assert _over(_sources(CORE, LOCAL), ANYWHERE_LIMIT) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service/wiring.py (477) and service/reservation_sync.py (461) wait for the queue's and "
-    "the reservation reads' branches to land before they are split",
-)
 def test_no_core_module_is_over_its_length() -> None:
     long = [
         f"{p.relative_to(ROOT)} {n}"

@@ -1,7 +1,7 @@
 """One clock: the domain, adapters and service modules tell the time only by the clock they are
 given.
 
-The composition root (service/wiring.py) hands every store and use case its container's clock:
+The composition root (service/wiring/) hands every store and use case its container's clock:
 AWS's in Lambda, the emulator's on the local cloud (which `POST /moto-capacity/clock` moves), the
 simulated one in the simulation. A module that reads the wall clock itself stamps or judges on
 another time than the rest: a lease stamped on the wall clock and judged on the emulator's had
@@ -25,7 +25,7 @@ import pytest
 CORE = Path(__file__).resolve().parents[2] / "layers" / "core" / "capacity_launcher"
 CHECKED = ("adapters", "domain", "service")
 # The one module that may name the system's clock: it chooses each container's.
-COMPOSITION_ROOT = CORE / "service" / "wiring.py"
+COMPOSITION_ROOT = CORE / "service" / "wiring" / "__init__.py"
 WALL_CLOCKS = {
     ("time", "time"),
     ("time", "time_ns"),
@@ -82,12 +82,13 @@ def test_the_check_finds_a_call_a_default_and_an_import_and_spares_monotonic() -
 def test_the_checked_modules_are_there() -> None:
     names = {path.name for path in checked_modules()}
     assert {"pool_leases.py", "config_store.py", "queries.py"} <= names
-    assert "wiring.py" not in names
+    assert "__init__.py" in names  # the packages' own
+    assert COMPOSITION_ROOT not in checked_modules()
 
 
 @pytest.mark.parametrize("path", checked_modules(), ids=lambda p: str(p.relative_to(CORE)))
 def test_adapters_and_services_read_only_the_clock_they_are_given(path: Path) -> None:
     assert wall_clock_reads(path.read_text()) == [], (
         f"{path.relative_to(CORE)} reads the wall clock: take the clock from the composition "
-        "root (service/wiring.py) instead"
+        "root (service/wiring/) instead"
     )

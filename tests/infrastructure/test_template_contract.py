@@ -178,7 +178,13 @@ def test_only_listed_principals_the_rule_and_the_launcher_send_to_the_launch_que
     assert deny["Condition"] == {
         "ArnNotLike": {"aws:PrincipalArn": {"Ref": "LaunchQueueDirectSenders"}},
         "ArnNotEquals": {
-            "aws:PrincipalArn": {"Fn::GetAtt": ["LauncherFunctionRole", "Arn"]},
+            # The launcher holds waiting requests; the sync and the instance events wake the
+            # head of an admission queue (issue 37): none of them sends on a team's behalf.
+            "aws:PrincipalArn": [
+                {"Fn::GetAtt": ["LauncherFunctionRole", "Arn"]},
+                {"Fn::GetAtt": ["ReservationSyncFunctionRole", "Arn"]},
+                {"Fn::GetAtt": ["InstanceEventsFunctionRole", "Arn"]},
+            ],
             "aws:SourceArn": {"Fn::GetAtt": ["LaunchRequestedRule", "Arn"]},
         },
     }

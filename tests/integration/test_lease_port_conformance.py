@@ -28,9 +28,9 @@ from capacity_launcher.domain.accounting.quota_leases import LeaseAsk, governing
 from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.service.accounting_ports import PoolLeases
 from capacity_launcher.service.admission import take_lease
 from capacity_launcher.service.lease_settlement import settle
-from capacity_launcher.service.ports import PoolLeases
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota

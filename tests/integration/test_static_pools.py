@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from capacity_launcher.adapters import aws
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.domain.records.tags import NODE_POOL
@@ -87,8 +88,20 @@ def test_a_static_pool_is_filled_across_zones_and_kept_filled(
         assert record is not None and record.status is RequestStatus.FULFILLED
     zones = Counter(i["Placement"]["AvailabilityZone"] for i in running(cloud))
     assert sorted(zones.values()) == [1, 2] and set(zones) == set(ZONES)
-    # And the next minute sends nothing: the pool holds its replicas, as its status says
+    # And the next minute sends nothing: the pool holds its replicas, as its status says; the
+    # records of its launches in flight are read together (one BatchGetItem, not one each)
+    record_reads: list[tuple[str, int]] = []
+
+    def note(params: dict[str, Any], model: Any, **_: Any) -> None:
+        keys = [params.get("Key", {})]
+        keys += [k for t in params.get("RequestItems", {}).values() for k in t.get("Keys", [])]
+        ours = [k for k in keys if k.get("pk", {}).get("S", "").startswith("Request#static-")]
+        if ours:
+            record_reads.append((model.name, len(ours)))
+
+    aws.client("dynamodb").meta.events.register("provide-client-params.dynamodb.*", note)
     assert static_sync().launched == {}
+    assert record_reads == [("BatchGetItem", 3)]
     _, statuses = cloud.adapters().queries().pool_statuses()
     assert statuses[POOL]["nodes"] == 3
     # When one instance is terminated, the next minute replaces it
@@ -135,6 +148,20 @@ def test_producers_cannot_launch_into_a_static_pool(
     other = cloud.record("any")
     assert other is not None and other.status is RequestStatus.REJECTED
     assert other.errors[0].code == "NoCompatibleNodePool"
+
+
+def test_a_request_id_shaped_as_the_syncs_launches_does_not_open_a_static_pool(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    """Only a launch the sync recorded in flight for the pool may land in it: an id that merely
+    looks like one (`static-<pool>-<minute>-<n>`) is Rejected as any producer's request."""
+    apply_static(cloud, subnets, image, replicas=1)
+    forged = f"static-{POOL}-1700000000-0"
+    cloud.send(launch_request(forged, count=1, nodePool=POOL))
+    record = cloud.record(forged)
+    assert record is not None and record.status is RequestStatus.REJECTED
+    assert record.errors[0].code == "StaticNodePool"
+    assert running(cloud) == []
 
 
 def test_a_pool_never_switches_between_static_and_dynamic(

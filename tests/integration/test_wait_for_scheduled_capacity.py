@@ -391,48 +391,38 @@ def test_a_held_copy_arriving_while_the_sync_ends_its_wait_wins(
     assert detail_types(cloud, "r-race") == ["Launch Fulfilled"]
 
 
-def rejected_wait(cloud: Cloud, request_id: str) -> str:
-    """The Rejected record's one error message, once its code is InvalidWaitForCapacityUntil."""
-    record = cloud.record(request_id)
-    assert record is not None and record.status is RequestStatus.REJECTED, record
-    [error] = record.errors
-    assert error.code == "InvalidWaitForCapacityUntil", error
-    assert error.message.startswith("waitForCapacityUntil: waits only for reserved capacity")
-    assert record.node_pool == "general" or record.node_pool is None
-    assert record.launched == 0 and cloud.queued() == 0
-    return error.message
-
-
-def test_a_request_that_excludes_reserved_capacity_may_not_wait(cloud, subnets, image):
-    # Given a pool of reserved and on-demand capacity
+def test_a_request_that_excludes_reserved_capacity_may_wait_and_is_served_at_once(
+    cloud, subnets, image
+):
+    # Given a pool of reserved and on-demand capacity (issue 37 lifted the reserved-only rule:
+    # any request may wait, for room as for scheduled capacity)
     setup_pool(cloud, subnets, image)
-    # When a request that allows only on-demand asks to wait for scheduled reserved capacity
+    # When a request that allows only on-demand sets a deadline and there is room now
     on_demand = [capacity_type("on-demand")]
     until = stamp(CLOCK.now() + timedelta(days=1))
     cloud.send(launch_request("r-od-wait", nodePool="general", count=2, requirements=on_demand,
                               waitForCapacityUntil=until))  # fmt: skip
-    # Then it is Rejected for that field, naming the rule, and keeps its valid fields
-    message = rejected_wait(cloud, "r-od-wait")
-    assert "the request's requirements exclude it" in message
+    # Then it is served at once, as without the field, its deadline on its record
     record = cloud.record("r-od-wait")
-    assert record is not None and (record.node_pool, record.requested) == ("general", 2)
-    assert cloud.managed_instances() == []
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert record.to_detail()["waitForCapacityUntil"] == format_timestamp(
+        datetime.fromisoformat(until)
+    )
+    assert cloud.queued() == 0
 
 
-def test_a_wait_in_a_pool_that_excludes_reserved_capacity_is_rejected_not_ignored(
-    cloud, subnets, image
-):
+def test_a_wait_in_an_on_demand_pool_is_served_not_rejected(cloud, subnets, image):
     # Given a pool of on-demand capacity only
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
     until = stamp(CLOCK.now() + timedelta(days=1))
-    # When a request names it and asks to wait for scheduled reserved capacity
+    # When a request names it, or names no pool, with a deadline
     cloud.send(launch_request("r-pool-od", nodePool="general", waitForCapacityUntil=until))
-    # Then it is Rejected (never launched on-demand as if the field were not there)
-    assert "NodePool general's requirements exclude it" in rejected_wait(cloud, "r-pool-od")
-    # And a request naming no pool is Rejected too when no compatible pool allows reserved
     cloud.send(launch_request("r-any-od", waitForCapacityUntil=until))
-    assert "no NodePool compatible with the request allows it" in rejected_wait(cloud, "r-any-od")
-    assert cloud.managed_instances() == []
+    # Then both are served on-demand (no rule refuses their deadline any more)
+    for request_id in ("r-pool-od", "r-any-od"):
+        record = cloud.record(request_id)
+        assert record is not None and record.status is RequestStatus.FULFILLED, record
+        assert [i.capacity_type for i in record.instances] == ["on-demand"]
 
 
 def test_a_wait_naming_no_pool_goes_to_a_pool_that_allows_reserved_capacity(cloud, subnets, image):

@@ -92,6 +92,21 @@ def compatible(pool: dict[str, Any], body: dict[str, Any]) -> bool:
     )
 
 
+def _allows_reserved(pool: dict[str, Any], body: dict[str, Any]) -> bool:
+    types = [_requirements(pool), _requirements(body)]
+    return all("reserved" in found.get(CAPACITY_TYPE, {"reserved"}) for found in types)
+
+
+def candidates(pools: dict[str, dict[str, Any]], body: dict[str, Any]) -> list[str]:
+    """The pools a request naming none is tried in, by weight: the compatible ones; a request
+    that may wait (waitForCapacityUntil) goes first to those allowing reserved capacity, when
+    some do (docs/contracts.md: it may wait for scheduled reservations there)."""
+    fit = [p for p in order(pools) if compatible(pools[p], body)]
+    if "waitForCapacityUntil" not in body:
+        return fit
+    return [p for p in fit if _allows_reserved(pools[p], body)] or fit
+
+
 def order(pools: dict[str, dict[str, Any]]) -> list[str]:
     """Compatible pools are tried highest weight first, equal weights by name."""
     return sorted(pools, key=lambda name: (-int(pools[name]["spec"].get("weight", 0)), name))
@@ -417,8 +432,8 @@ class CapacityInvariants:
             )
             return
         self._instances_fit(request, record, pools[pool])
-        earlier = [p for p in order(pools) if compatible(pools[p], body)]
-        passed = earlier[: earlier.index(pool)]
+        earlier = candidates(pools, body)
+        passed = earlier[: earlier.index(pool)] if pool in earlier else []
         named = " ".join(
             e.get("message", "")
             for e in record.get("errors") or []
@@ -451,7 +466,7 @@ class CapacityInvariants:
         final = errors[-1]["code"]
         if final not in FALLS_BACK or not self._settled_catalog(request):
             return
-        ordered = [p for p in order(pools) if self._viable(request, pools[p], body)]
+        ordered = [p for p in candidates(pools, body) if self._viable(request, pools[p], body)]
         later = ordered[ordered.index(pool) + 1 :] if pool in ordered else []
         self.checks["a fallback tries every compatible pool"] += 1
         if later:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.simulation.emulator import Fault
 from tests.simulation.priority_operations import PRIORITY_OPERATIONS, PRIORITY_WEIGHTS
+from tests.simulation.queue_operations import QUEUE_WEIGHTS
 from tests.simulation.static_operations import STATIC_OPERATIONS, STATIC_WEIGHTS
 
 if TYPE_CHECKING:
@@ -249,11 +250,29 @@ PROFILES = {
             **adversary_weights(),
             **ISSUE34_WEIGHTS,
             **SOAK_LEASE_WEIGHTS,
+            **QUEUE_WEIGHTS,
             "submit": 45,
         },
         quiesce_every=400,
         submit_batch=(2, 8),
         wall_minutes=20.0,
+    ),
+    # Issue 37: requests that wait for room in their pools' admission queues, beside the others,
+    # with instances ending and pools applied (queue_invariants.py).
+    "queue": Profile(
+        "queue",
+        steps=60,
+        weights={
+            **QUEUE_WEIGHTS,
+            "submit": 6,
+            "terminate_instance": 4,
+            "stop_instance": 1,
+            "apply_node_pool": 1,
+            "wait": 4,
+            "advance_clock": 1,
+            **PRIORITY_WEIGHTS,
+        },
+        quiesce_every=30,
     ),
     # Static NodePools (static_operations.py): applied with other replicas and limits, their
     # instances stopped, started and terminated, requests naming them; judged at each

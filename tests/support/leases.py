@@ -10,8 +10,8 @@ from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
 from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.service.accounting_ports import PoolLeases
 from capacity_launcher.service.admission import take_lease
-from capacity_launcher.service.ports import PoolLeases
 
 
 def take(

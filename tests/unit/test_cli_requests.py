@@ -157,3 +157,28 @@ def test_a_request_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError, match=r"missing\.json: cannot read: No such file"):
         request_from_args(args)
+
+
+def test_a_request_may_wait_until_a_time_or_for_a_duration_on_the_services_clock() -> None:
+    from datetime import UTC, datetime
+
+    service_now = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)  # the emulator's, ahead of the wall
+    args = parser().parse_args(
+        ["submit", "--node-pool", "gpu", "--count", "2", "--wait-for-capacity-until", "30m",
+         "--priority-class-name", "urgent"]
+    )  # fmt: skip
+
+    request = request_from_args(args, now=lambda: service_now)
+
+    assert request["waitForCapacityUntil"] == "2026-11-24T12:30:00Z"
+    assert request["priorityClassName"] == "urgent"
+    at = parser().parse_args(["submit", "--wait-for-capacity-until", "2026-11-25T08:00:00+01:00"])
+    assert request_from_args(at)["waitForCapacityUntil"] == "2026-11-25T07:00:00Z"
+
+
+@pytest.mark.parametrize("when", ["tomorrow", "2026-11-25T08:00:00", "30 minutes", "5 m"])
+def test_a_wait_without_a_zone_or_unit_is_a_usage_error_naming_the_flag(when: str) -> None:
+    args = parser().parse_args(["submit", "--wait-for-capacity-until", when])
+
+    with pytest.raises(UsageError, match=r"--wait-for-capacity-until .*time zone.*duration"):
+        request_from_args(args)

@@ -10,9 +10,10 @@ from typing import Any
 from capacity_launcher.domain.capacity.offerings import ON_DEMAND
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.service.accounting_ports import PoolLeases
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.launch.replay import end_unsent
-from capacity_launcher.service.ports import FleetLauncher, PoolLeases, Records, UnavailableCache
+from capacity_launcher.service.ports import FleetLauncher, Records, UnavailableCache
 from tests.fakes.world import FakeWorld, a_node_class, a_node_pool, a_reservation
 from tests.unit.launch.redeliveries import killed_after_intent
 

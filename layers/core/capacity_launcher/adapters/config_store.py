@@ -256,6 +256,11 @@ class ConfigStore:
         quota and then leases under it reads the quotas once, not twice."""
         return list(self.quota_set(fresh=fresh).quotas)
 
+    def priority_value(self, name: str) -> int | None:
+        """The value of the applied PriorityClass `name` (None: none is applied): read when a
+        launch request names one (its priorityClassName), one Query of the classes."""
+        return self.priority_classes().table().values.get(name)
+
     def quota_set(self, *, fresh: bool = False) -> QuotaSet:
         """The valid quotas with the generation they were read at; `fresh` reads both now (and
         refreshes the container's copy that `capacity_quotas` answers from too)."""

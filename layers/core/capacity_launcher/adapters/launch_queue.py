@@ -99,6 +99,13 @@ class LaunchQueue:
         )
         return str(sent["MessageId"])
 
+    def redrive(self, queue_arn: str, body: str) -> str:
+        """Send a waiting request's message again, visible now (a wake: room appeared in its
+        queue); the new message's id."""
+        with aws_call("SendMessage"):
+            sent = self._client.send_message(QueueUrl=queue_url(queue_arn), MessageBody=body)
+        return str(sent["MessageId"])
+
     def send(self, url: str, body: Mapping[str, Any]) -> str:
         """A new launch request into the queue at `url` (a static NodePool's launch); its
         message id."""

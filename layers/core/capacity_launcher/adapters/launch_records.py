@@ -143,6 +143,24 @@ class LaunchRecords:
             return False
         return True
 
+    def rehold(self, request_id: str, held_by: str | None, new: str) -> bool:
+        """A wake sent a copy of a Waiting request's message: that copy holds its wait now (the
+        one held before is dropped when it comes); False if the wait is not as read any more."""
+        held = _held_condition(held_by)
+        try:
+            with aws_call("UpdateItem"):
+                self._db.update_item(
+                    TableName=self._table,
+                    Key=key(request_pk(request_id), RECORD),
+                    UpdateExpression="SET heldBy = :new",
+                    ConditionExpression=f"#status = :waiting AND {held[0]}",
+                    ExpressionAttributeNames={"#status": "status"},
+                    ExpressionAttributeValues={":new": {"S": new}, **_WAITING_STATUS, **held[1]},
+                )
+        except ConditionFailed:
+            return False
+        return True
+
     def overdue_waits(self, deadline_before: datetime) -> list[HeldWait]:
         """Waits whose deadline is before the given time, and backstop outcomes not yet published:
         one Query of the sparse WaitingRequests index per shard value (only live waits carry its
@@ -175,11 +193,7 @@ class LaunchRecords:
         delivery began serving it since); it stays in the index until `clear_wait`, so an outcome
         whose event was not published yet is found again."""
         detail = outcome.to_detail()
-        held = (
-            ("heldBy = :held", {":held": {"S": wait.held_by}})
-            if wait.held_by
-            else ("attribute_not_exists(heldBy)", {})
-        )
+        held = _held_condition(wait.held_by)
         served = (
             ("served = :served", {":served": {"N": str(wait.served)}})
             if wait.served
@@ -286,6 +300,15 @@ class LaunchRecords:
         item = self._record_item(request_id)
         return RequestRecord.from_detail(json.loads(item["detail"])) if item else None
 
+    def get_records(self, request_ids: Sequence[str]) -> dict[str, RequestRecord]:
+        """The records of `request_ids` that exist, by id: one BatchGetItem per 100."""
+        keys = [key(request_pk(r), RECORD) for r in dict.fromkeys(request_ids)]
+        records = (
+            RequestRecord.from_detail(json.loads(item["detail"]))
+            for item in batch_get(self._db, self._table, keys)
+        )
+        return {record.request_id: record for record in records}
+
     def _record_item(self, request_id: str) -> dict[str, Any] | None:
         with aws_call("GetItem"):
             item = self._db.get_item(
@@ -385,6 +408,13 @@ class LaunchRecords:
             return []
         keys = [key(INTENT_PREFIX + t, "Intent") for t in tokens]
         return [_intent(item) for item in batch_get(self._db, self._table, keys)]
+
+
+def _held_condition(held_by: str | None) -> tuple[str, dict[str, Any]]:
+    """The condition that a wait is still held by `held_by` (None: by no message)."""
+    if held_by:
+        return "heldBy = :held", {":held": {"S": held_by}}
+    return "attribute_not_exists(heldBy)", {}
 
 
 def _intent(item: Mapping[str, Any]) -> LaunchIntent:

@@ -21,7 +21,7 @@ from typing import Any
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, put_if_absent
 from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.records.status import ReclaimRequested
+from capacity_launcher.domain.records.reclaims import ReclaimRequested
 
 PREFIX = "Reclaim#"
 SK = "Open"

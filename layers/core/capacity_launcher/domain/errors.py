@@ -111,7 +111,10 @@ class RequestIdReused(RequestRejected):
 class QuotaExceeded(CapacityLauncherError):
     """A request beyond its CapacityQuota (or in a NodePool quotas cover, by a requester none
     covers): names the quota, the flavor (NodePool) and the resource. ``reclaim``, when set, is
-    what the quota's own nominal quota lacks because it is lent out (per resource)."""
+    what the quota's own nominal quota lacks because it is lent out (per resource). ``needed``,
+    when known, is how much more of ``resource`` must be free for the demand to be admitted;
+    ``ever``: whether the demand could ever be admitted under the quota as applied now (False:
+    it asks more than the quota's bound on its own, so waiting cannot help)."""
 
     code = "QuotaExceeded"
 
@@ -122,12 +125,17 @@ class QuotaExceeded(CapacityLauncherError):
         resource: str | None,
         reason: str,
         reclaim: Mapping[str, Decimal] | None = None,
+        *,
+        needed: Decimal | None = None,
+        ever: bool = True,
     ) -> None:
         self.quota = quota
         self.flavor = flavor
         self.resource = resource
         self.reason = reason
         self.reclaim: dict[str, Decimal] = dict(reclaim or {})
+        self.needed = needed
+        self.ever = ever
         where = f"CapacityQuota {quota}" if quota else "no CapacityQuota"
         what = f", {resource}" if resource else ""
         super().__init__(f"{where}: NodePool {flavor}{what}: {reason}")

@@ -32,7 +32,7 @@ from pydantic.alias_generators import to_camel
 from capacity_launcher.domain.apis.config_base import Name, validate_tags
 from capacity_launcher.domain.apis.ome.associations import association_of, association_requester
 from capacity_launcher.domain.capacity.constraints import Requirements
-from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED, Requirement
+from capacity_launcher.domain.capacity.requirements import Requirement
 from capacity_launcher.domain.errors import InvalidLaunchRequest
 from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.json_depth import deep_fields, may_nest_deeper, shallow
@@ -126,11 +126,16 @@ class LaunchRequest(BaseModel):
     requirements: list[Requirement] = Field(default=[], max_length=MAX_REQUEST_REQUIREMENTS)
     requester: str | None = Field(default=None, max_length=MAX_REQUESTER_LENGTH)
     tags: dict[str, str] = Field(default={})
-    # Wait for scheduled reserved capacity (a future-dated ODCR or a Capacity Block) until then.
+    # Wait until then for scheduled reserved capacity (a future-dated ODCR or a Capacity Block),
+    # or for room (quota, limits, capacity) in its pool's queue, instead of failing (issue 37).
     wait_for_capacity_until: Deadline | None = None
     # Associates the request with an OME CapacityReservation by name; its `requester` names the
     # association (docs/ome.md). Optional; without it nothing changes.
     capacity_reservation: Name | None = None
+    # Names a served PriorityClass (scheduling.k8s.io/v1): its value orders the request in its
+    # pool's admission queue should it wait (issue 37). Optional; absent: the quota's priority,
+    # else 0. A name no applied class has is Rejected (UnknownPriorityClass).
+    priority_class_name: Name | None = None
 
     @field_validator("min_count")
     @classmethod
@@ -185,8 +190,6 @@ class LaunchRequest(BaseModel):
         deadline = self.wait_for_capacity_until
         if deadline is None:
             return None
-        if not self.requirements_set().allows(CAPACITY_TYPE, RESERVED):
-            return waits_only_for_reserved("the request's requirements exclude it")
         if deadline <= received_at:
             return "must be later than when the request is received"
         if deadline - received_at > MAX_CAPACITY_WAIT:
@@ -219,11 +222,6 @@ def invalid_body_hash(body: str | Mapping[str, Any]) -> str:
     except (ValueError, RecursionError):  # nested too deep to dump: one such body per id
         text = "unhashable"
     return "invalid:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-def waits_only_for_reserved(why: str) -> str:
-    """The rule a wait breaks when the capacity it may use is never reserved (docs/contracts.md)."""
-    return f"waits only for reserved capacity ({CAPACITY_TYPE} must allow {RESERVED}); {why}"
 
 
 # Both spellings are accepted (populate_by_name); anything else is refused by name.

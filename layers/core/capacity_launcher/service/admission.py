@@ -56,7 +56,7 @@ from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NodePoolChanged, QuotaExceeded, Transient
 from capacity_launcher.domain.quantities import PoolLimits, Resources
-from capacity_launcher.service.ports import LeaseSnapshot, PoolLeases
+from capacity_launcher.service.accounting_ports import LeaseSnapshot, PoolLeases
 
 # Decisions a lease makes before the message goes back (a re-read of the limits or the usage
 # counts as one; a lost race for the quota usage does not, up to `QUOTA_TRIES`).

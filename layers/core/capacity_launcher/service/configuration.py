@@ -17,7 +17,7 @@ write again when a concurrent change moved what was read are here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,6 +53,7 @@ from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.apis.references import waiting_for
 from capacity_launcher.domain.errors import CapacityLauncherError, ConditionFailed, ConfigConflict
 from capacity_launcher.domain.field_errors import FieldError
+from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:
     from capacity_launcher.domain.apis.documents import StoredDocument
@@ -110,6 +111,9 @@ def conflicts_among(documents: Iterable[Hub]) -> list[str]:
 class Configuration:
     config: ConfigWrites
     priority_classes: PriorityClassWrites
+    # Room a pool or quota applied may make wakes the head of each pool's admission queue (issue
+    # 37); a wake that fails (the caller may not send to the launch queue) is the sync's minute's.
+    wake: Callable[[Iterable[str]], object] | None = None
 
     def stored_priority_classes(self) -> list[PriorityClass]:
         """The PriorityClasses stored now (what an apply's reservations may name, beside those
@@ -128,13 +132,25 @@ class Configuration:
         if isinstance(document, CapacityQuota):
             write = apply_quota(self.config.quotas(), document, kept)
             self.config.forget()
+            self._wake(f.name for g in document.spec.resource_groups for f in g.flavors)
             pools = self.config.stored_names("NodePool")
             waiting = write.priority_class if write.unresolved else None
             return waiting_for(document, node_pools=pools, unresolved_class=waiting)
         self.config.apply(document, kept)
         if isinstance(document, NodePool):
+            self._wake([document.metadata.name])
             return waiting_for(document, node_classes=self.config.stored_names("NodeClass"))
         return []
+
+    def _wake(self, pools: Iterable[str]) -> None:
+        if self.wake is None:
+            return
+        try:
+            self.wake(sorted(set(pools)))
+        except Exception:
+            logger.warning(
+                "could not wake the admission queues; the sync's minute will", exc_info=True
+            )
 
     def _resolve_waiting(self, priority_class: str) -> None:
         """Store again each quota stored before `priority_class` was (its priority is the

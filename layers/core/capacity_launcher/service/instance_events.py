@@ -22,11 +22,10 @@ from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.records.instance_records import INTERRUPTED, InstanceRecord
 from capacity_launcher.domain.records.status import INSTANCE_TERMINATED, Event, format_timestamp
 from capacity_launcher.observability import MetricUnit, logger, metrics
+from capacity_launcher.service.accounting_ports import PoolMembers, PoolUsage
 from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,
-    PoolMembers,
-    PoolUsage,
     ReservationStore,
     UnavailableCache,
 )
@@ -75,8 +74,11 @@ class InstanceEvents:
         publish: Callable[..., None],
         now: Callable[[], datetime],
         pools: Configuration | None = None,
+        wake: Callable[[str], object] | None = None,
     ) -> None:
         self._items = items
+        # Room appeared in a pool: the head of its admission queue is woken (issue 37).
+        self._wake = wake
         self._members = members
         self._usage = usage
         self._pools = pools
@@ -117,11 +119,23 @@ class InstanceEvents:
             self._items.note_on_request(released.request_id, instance_id, state)
         self._publish(Event(INSTANCE_TERMINATED, _detail(released, state, at)))
         metrics.add_metric(name=INSTANCES_RELEASED, unit=MetricUnit.Count, value=1)
+        if pool:
+            self._wake_queue(pool)
         logger.info(
             "instance released",
             extra={"instanceId": instance_id, "state": state, "nodePool": pool},
         )
         return Outcome("released", instance_id, reservation_id)
+
+    def _wake_queue(self, pool: str) -> None:
+        """Its room (the pool's limits, its requester's quota) may admit a waiting request; a
+        wake that fails is the sync's minute's to do."""
+        if self._wake is None:
+            return
+        try:
+            self._wake(pool)
+        except Exception:
+            logger.exception("could not wake the pool's queue", extra={"nodePool": pool})
 
     def _give_back_slot(self, reservation_id: str) -> None:
         """Its slot is free again, in the snapshot and for the ICE cache: a mark that said the

@@ -17,7 +17,7 @@ from capacity_launcher.domain.accounting.lease_settlement import (
 )
 from capacity_launcher.domain.errors import LeaseReclaimed
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.service.ports import SettlingLeases
+from capacity_launcher.service.accounting_ports import SettlingLeases
 
 SETTLE_TRIES = 3
 

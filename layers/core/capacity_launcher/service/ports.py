@@ -1,9 +1,6 @@
-"""Every port of the use cases: what they need from the outside world, as protocols adapters/
-implements. One protocol per concept; a use case that needs fewer methods still names it. A
-pool's limits are several concepts, one protocol each, and each use case takes those it uses:
-the launcher `PoolLeases`; reconciliation `ExpiringLeases`, `PoolMembers` and `PoolUsage`;
-instance events `PoolMembers` and `PoolUsage`; quota reclaim `PoolMembers` and `QuotaUsage`;
-the quota sync `QuotaUsage`."""
+"""The ports of the use cases: what they need from the outside world, as protocols adapters/
+implements. One protocol per concept; a use case that needs fewer methods still names it. The
+ports of accounting (a pool's limits and quotas) are in service/accounting_ports.py."""
 
 from __future__ import annotations
 
@@ -12,22 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from capacity_launcher.domain.accounting.lease_reads import (
-    ConfigReads,
-    LeaseReads,
-    QuotaReading,
-    UnreadyReading,
-)
-from capacity_launcher.domain.accounting.pool_usage import (
-    Lease,
-    LeaseFit,
-    Member,
-    Readiness,
-)
-from capacity_launcher.domain.accounting.quota_admission import UsageKey
-from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.accounting.admission_queue import QueueEntry
 from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
-from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.apis.quotas import CapacityQuota
@@ -53,12 +36,11 @@ from capacity_launcher.domain.capacity.reservations import (
 )
 from capacity_launcher.domain.capacity.single_flight import Evidence, Standing
 from capacity_launcher.domain.capacity.static_pools import StaticState
-from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.claims import Claim
 from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.intents import LaunchIntent
-from capacity_launcher.domain.records.status import ReclaimRequested, RequestRecord
+from capacity_launcher.domain.records.status import RequestRecord
+from capacity_launcher.service.accounting_ports import PoolLeases, Reclaims
 
 if TYPE_CHECKING:  # the launcher's alone: the sync's and instance events' cold starts skip it
     from capacity_launcher.domain.launch_request import Message
@@ -74,6 +56,8 @@ class Configuration(Protocol):
     def node_class(self, name: str) -> NodeClass: ...
     def node_classes(self, *, fresh: bool = False) -> list[NodeClass]: ...
     def capacity_quotas(self, *, fresh: bool = False) -> list[CapacityQuota]: ...
+    # The value of the applied PriorityClass of that name (None: no class of that name).
+    def priority_value(self, name: str) -> int | None: ...
     # The quotas with their generations, and those waiting for a PriorityClass.
     def quota_set(self, *, fresh: bool = False) -> QuotaSet: ...
     # Drop the container's copies (a lease found one older than the stored document).
@@ -94,6 +78,8 @@ class Records(Protocol):
     def take_wait(self, request_id: str, held_by: str) -> bool: ...
     def put_record_if_absent(self, record: RequestRecord) -> bool: ...
     def get_record(self, request_id: str) -> RequestRecord | None: ...
+    # Those of `request_ids` that exist, by id, in one read per hundred.
+    def get_records(self, request_ids: Sequence[str]) -> dict[str, RequestRecord]: ...
     # A requestId is bound to the hash of its first body (bind: the hash bound, ours if first).
     def bind_body(self, request_id: str, body_hash: str) -> str: ...
     # And whether this call bound it (no delivery did before: nothing of it is stored yet).
@@ -103,6 +89,29 @@ class Records(Protocol):
     def complete_intent(
         self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
     ) -> None: ...
+
+
+class HeldRequests(Protocol):
+    """Waiting records as a wake reads them and hands their wait to the copy it sends."""
+
+    def waiting(self, request_id: str) -> tuple[RequestRecord, str | None] | None: ...
+    def rehold(self, request_id: str, held_by: str | None, new: str) -> bool: ...
+
+
+class QueueItems(Protocol):
+    """The admission queues' items (adapters/admission_queue.py): one partition per NodePool."""
+
+    def put(self, entry: QueueEntry) -> QueueEntry | None: ...
+    def head(self, pool: str, after: str | None = None, limit: int = 1) -> list[QueueEntry]: ...
+    def woken(self, entry: QueueEntry, wake: int) -> None: ...
+    def passed_over(self, entry: QueueEntry) -> None: ...
+    def remove(self, pool: str, entry_key: str) -> None: ...
+
+
+class Redrive(Protocol):
+    """The launch queue, as a wake sends a waiting request's message again."""
+
+    def redrive(self, queue_arn: str, body: str) -> str: ...
 
 
 class HeldWaits(Protocol):
@@ -147,141 +156,6 @@ class UnavailableCache(Protocol):
     def end_turn(
         self, turn: Turn, launched: Iterable[str] = (), dry: Iterable[str] = ()
     ) -> None: ...
-
-
-# -- pool limits: leases, members, usage, quota usage ----------------------------------------------
-
-
-class LeaseSnapshot(Protocol):
-    """What the lease's admission (service/admission.py) reads before it decides, each read
-    strongly consistent: a write conditioned on it fails only when it moved since."""
-
-    # The stored limits; NodePoolDeleted, or NodePoolChanged when stored at another revision.
-    def limits_in_force(self, pool: str, seen: Revisions | None = None) -> PoolLimits | None: ...
-    # `seen` as the stored items spell it (None: the pool or class is another document now).
-    def as_stored(self, pool: str, seen: Revisions) -> Revisions | None: ...
-    def usage(self, pool: str) -> Resources: ...
-    def pools_generation(self) -> int: ...
-    def quota_set(self, *, fresh: bool = False) -> QuotaSet: ...
-    def quota_generation(self, pool: str) -> int: ...
-    # Each (quota usage item, NodePool) of `items`, by item key.
-    def quota_usage(self, items: Sequence[UsageKey]) -> dict[str, QuotaReading]: ...
-    # The pool's count for `limits.unready` (None: this store does not gate it).
-    def readiness(self, pool: str) -> UnreadyReading | None: ...
-
-
-class SettlingLeases(Protocol):
-    """What a settle reads and writes (adapters/pool_leases.py, tests/fakes/leases.py)."""
-
-    # The lease as this container took it, once (None: not taken here, or asked before).
-    def taken(self, pool: str, lease_id: str) -> Lease | None: ...
-    def lease(self, pool: str, lease_id: str) -> Lease | None: ...
-    # The instance ids counted as the pool's members.
-    def counted(self, pool: str) -> set[str]: ...
-    # Members and settlement in one write conditioned on `lease` as read; False if it moved.
-    def write_settlement(
-        self,
-        pool: str,
-        lease_id: str,
-        lease: Lease | None,
-        pending: Mapping[str, Resources],
-        launched: int,
-    ) -> bool: ...
-
-
-class PoolLeases(LeaseSnapshot, SettlingLeases, Protocol):
-    """The launcher's room in a pool's limits (and its requester's quota): leased before EC2 is
-    asked, settled into members after, or cancelled (adapters/pool_leases.py). `write` and
-    `extend` raise LeaseConflict naming the items that moved since `reads`."""
-
-    def write(self, ask: LeaseAsk, lease_id: str, fit: LeaseFit, reads: LeaseReads) -> Lease: ...
-    def extend(self, lease: Lease, reads: ConfigReads) -> Lease: ...
-    def cancel(self, pool: str, lease_id: str) -> bool: ...
-    def reclaim(self, lease: Lease) -> bool: ...
-    def stored_limits(self, pool: str) -> PoolLimits | None: ...
-
-
-class ExpiringLeases(Protocol):
-    """Reconciliation's view of leases: the open ones, and the expired ones given back."""
-
-    @property
-    def lease_seconds(self) -> int: ...
-    def leases(self) -> list[Lease]: ...
-    def reclaim(self, lease: Lease) -> bool: ...
-
-
-class PoolMembers(Protocol):
-    """Instances counted in their pool's usage, one member each (adapters/pool_members.py):
-    instance events, reconciliation and quota reclaim count and release them."""
-
-    def members(self, pool: str) -> list[Member]: ...
-    def member(self, pool: str, instance_id: str) -> Member | None: ...
-    def count(
-        self,
-        pool: str,
-        instance_id: str,
-        amount: Resources,
-        *,
-        unless_released: bool = False,
-        requester: str | None = None,
-    ) -> bool: ...
-    def hold(self, member: Member, requester: str) -> bool: ...
-    def uncount(self, member: Member) -> bool: ...
-    def uncount_instance(self, pool: str, instance_id: str) -> bool: ...
-
-
-class PoolUsage(Protocol):
-    """A pool's usage as stored, what it is made of, and its conditioned replacement: the reads
-    and the write of a recount (service/usage_recount.py; adapters/pool_usage_store.py)."""
-
-    def usage(self, pool: str) -> Resources: ...
-    def usage_version(self, pool: str) -> tuple[Resources, int | None]: ...
-    def counted(self, pool: str) -> list[Lease | Member]: ...
-    def replace_usage(self, pool: str, usage: Resources, version: int | None) -> bool: ...
-
-
-class PoolReadinessCount(Protocol):
-    """A pool's instances for `limits.unready`, counted as the lease's gate counts them
-    (adapters/pool_readiness.py)."""
-
-    def count(self, pool: str) -> Readiness: ...
-
-
-class QuotaUsage(Protocol):
-    """Quota usage, one item per cohort and flavor (its key: CapacityQuota.usage_item), as the
-    quota sync and reclaim read and recount it (adapters/quota_usage_store.py)."""
-
-    def quota_usage(self, pk: str, pool: str) -> dict[tuple[str, str], Resources]: ...
-    def quota_reading(
-        self, pk: str, pool: str
-    ) -> tuple[int | None, dict[tuple[str, str], Resources]]: ...
-    def counted(self, pool: str) -> list[Lease | Member]: ...
-    def replace_quota_usage(
-        self, pk: str, usage: dict[tuple[str, str], Resources], version: int | None
-    ) -> bool: ...
-
-
-# -- quotas: open reclaims and the status the sync keeps -------------------------------------------
-
-
-class ReclaimStore(Protocol):
-    def open(self, reclaim: ReclaimRequested) -> bool: ...
-    def get(self, quota: str, pool: str) -> ReclaimRequested | None: ...
-    def many(self, lenders: Iterable[tuple[str, str]]) -> list[ReclaimRequested]: ...
-    def every_open(self, lenders: Iterable[tuple[str, str]]) -> list[ReclaimRequested]: ...
-    def close(self, reclaim: ReclaimRequested) -> bool: ...
-
-
-class QuotaStatusStore(Protocol):
-    def save(self, statuses: Mapping[str, Mapping[str, Any]], observed_at: str) -> None: ...
-    def forget(self, names: Iterable[str]) -> None: ...
-    def read(self) -> dict[str, dict[str, Any]]: ...
-
-
-class Reclaims(Protocol):
-    """What the launcher asks when a request is refused because its nominal quota is lent out."""
-
-    def request(self, refused: QuotaExceeded, request_id: str, requester: str | None) -> str: ...
 
 
 # -- EC2: instances, templates, instance types, subnets -------------------------------------------
@@ -415,6 +289,8 @@ class LaunchPorts:
     reservations: Reservations
     # Asked when a request's nominal quota is lent out (None: no reclaim is requested).
     reclaims: Reclaims | None = None
+    # Whether a launch naming a static pool is one the sync sent (None: its id's shape says).
+    static_pools: StaticPoolStates | None = None
 
 
 # -- static NodePools -----------------------------------------------------------------------------

@@ -35,11 +35,11 @@ from capacity_launcher.domain.records.status import (
     UnavailableOffering,
     format_timestamp,
 )
+from capacity_launcher.service.accounting_ports import PoolReadinessCount, PoolUsage, QuotaUsage
 from capacity_launcher.service.launch.attempts import plan as launch_plan
 from capacity_launcher.service.launch.progress import Context, LaunchReport, PoolView, Refusal
 from capacity_launcher.service.launch.resolve import read_pool, screen
 from capacity_launcher.service.launch.send import offer_of
-from capacity_launcher.service.ports import PoolReadinessCount, PoolUsage, QuotaUsage
 from capacity_launcher.service.resolution import Prepared, resolve, resolve_next
 
 

@@ -61,14 +61,13 @@ from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.status import RequestRecord, format_timestamp
-from capacity_launcher.service.ports import (
-    Configuration,
-    InstanceItems,
+from capacity_launcher.service.accounting_ports import (
     PoolReadinessCount,
     PoolUsage,
     QuotaStatusStore,
     QuotaUsage,
 )
+from capacity_launcher.service.ports import Configuration, InstanceItems
 
 
 class UsageDays(Protocol):

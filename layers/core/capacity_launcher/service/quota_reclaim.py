@@ -38,25 +38,22 @@ from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import CapacityLauncherError, QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
-from capacity_launcher.domain.records.status import (
-    RECLAIM_CLOSED,
-    RECLAIM_REQUESTED,
-    Event,
+from capacity_launcher.domain.records.reclaims import (
     ReclaimClosed,
     ReclaimedInstance,
     ReclaimRequested,
     ResourceAmount,
     SparedInstance,
+)
+from capacity_launcher.domain.records.status import (
+    RECLAIM_CLOSED,
+    RECLAIM_REQUESTED,
+    Event,
     format_timestamp,
 )
 from capacity_launcher.observability import logger
-from capacity_launcher.service.ports import (
-    FleetLauncher,
-    InstanceItems,
-    PoolMembers,
-    QuotaUsage,
-    ReclaimStore,
-)
+from capacity_launcher.service.accounting_ports import PoolMembers, QuotaUsage, ReclaimStore
+from capacity_launcher.service.ports import FleetLauncher, InstanceItems
 
 # What the instance's own termination event would say; the real event is then a duplicate.
 RECLAIMED_STATE = "shutting-down"

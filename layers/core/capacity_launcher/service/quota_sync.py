@@ -19,7 +19,7 @@ from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import format_timestamp
 from capacity_launcher.observability import logger
-from capacity_launcher.service.ports import QuotaStatusStore, QuotaUsage
+from capacity_launcher.service.accounting_ports import QuotaStatusStore, QuotaUsage
 from capacity_launcher.service.quota_metrics import emit_quota_usage
 from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimReport
 from capacity_launcher.service.sync_parts import contained

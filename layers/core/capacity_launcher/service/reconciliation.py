@@ -48,16 +48,9 @@ from capacity_launcher.domain.records.tags import (
     tags_to_fix,
 )
 from capacity_launcher.observability import logger
+from capacity_launcher.service.accounting_ports import ExpiringLeases, PoolMembers, PoolUsage
 from capacity_launcher.service.pool_metrics import emit_pool_usage
-from capacity_launcher.service.ports import (
-    Catalog,
-    Configuration,
-    ExpiringLeases,
-    FleetLauncher,
-    InstanceItems,
-    PoolMembers,
-    PoolUsage,
-)
+from capacity_launcher.service.ports import Catalog, Configuration, FleetLauncher, InstanceItems
 from capacity_launcher.service.usage_recount import recount_pool
 
 # Instances that hold usage; stopping and stopped ones released it when their event arrived.

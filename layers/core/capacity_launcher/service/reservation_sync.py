@@ -18,9 +18,14 @@ from functools import partial
 from typing import Protocol
 
 from capacity_launcher.domain.apis.config import NodeClass
-from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.capacity.idle_reservations import idle_hours_at
 from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
+from capacity_launcher.domain.capacity.reservation_coverage import (
+    keep_newly_expired,
+    selected_by,
+    term_coverage,
+    with_placements,
+)
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
     HeldInstance,
@@ -30,13 +35,9 @@ from capacity_launcher.domain.capacity.reservation_state import (
     unchanged,
 )
 from capacity_launcher.domain.capacity.reservations import (
-    EXPIRED_STATE,
     SELECTABLE_STATES,
     ReservationSnapshot,
-    selection_of,
-    selector_key,
     target_key,
-    term_matches,
 )
 from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.records.status import (
@@ -45,6 +46,7 @@ from capacity_launcher.domain.records.status import (
     Event,
 )
 from capacity_launcher.observability import MetricUnit, emit_single, logger, metrics
+from capacity_launcher.service.admission_queue import AdmissionQueue
 from capacity_launcher.service.ports import (
     Configuration,
     Ec2Reservations,
@@ -93,6 +95,8 @@ class SyncReport:
     # others ran all the same.
     failed: list[str] = field(default_factory=list)
     profiles: ProfileSweepReport | None = None
+    # Waiting requests whose queue's head was woken this minute (issue 37).
+    woken: list[str] = field(default_factory=list)
     static: StaticReport | None = None
     # Each synced reservation as the previous look left it (this run's, for one seen the first
     # time): its counts held until this look, as the usage roll-up counts them (usage_rollup.py).
@@ -123,6 +127,7 @@ class ReservationSync:
         readiness: Readiness | None = None,
         templates: TemplateSweep | None = None,
         profiles: ProfileSweep | None = None,
+        admission: AdmissionQueue | None = None,
         static_pools: StaticPools | None = None,
         usage: UsageRollup | None = None,
         resolutions: ResolutionSync | None = None,
@@ -130,6 +135,7 @@ class ReservationSync:
         self._resolutions = resolutions
         self._static_pools = static_pools
         self._readiness = readiness
+        self._admission = admission
         self._usage = usage
         self._config = config
         self._ec2 = ec2
@@ -157,6 +163,31 @@ class ReservationSync:
         reservations (the waits' backstop, the template sweep) are skipped when it was not read:
         an empty list would read as every reservation gone."""
         report = SyncReport()
+        listed = self._observe(report)
+        self._repair(report)
+        if listed is not None:
+            self._act_on_the_list(report, *listed)
+        # The NodeClasses' resolution, shared with every launcher container.
+        report.resolutions = _shared_resolution(report.failed, self._resolutions)
+        self._wake(report)
+        logger.info(
+            "reservations synced",
+            extra={
+                "synced": len(report.synced),
+                "conflicts": report.conflicts,
+                "events": [e.detail_type for e in report.events],
+                "endedWaits": report.ended_waits,
+                "woken": report.woken,
+                "failedParts": report.failed,
+            },
+        )
+        return report
+
+    def _observe(
+        self, report: SyncReport
+    ) -> tuple[list[NodeClass], dict[str, ReservationSnapshot]] | None:
+        """Reconciliation, then the reservations' snapshots (carrying this minute's usage),
+        then usage by team over both; EC2's list of reservations, None if it was not read."""
         failed = report.failed
         if self._reconciliation is not None:
             reconciliation = self._reconciliation
@@ -173,44 +204,56 @@ class ReservationSync:
                 lambda: usage.run(reconciled.described, reconciled.records, report.counted),
                 None,
             )
+        return listed
+
+    def _repair(self, report: SyncReport) -> None:
+        """What follows the membership reconciliation repaired: readiness, static pools (their
+        members counted), quotas (usage recounted from it)."""
+        failed = report.failed
         if self._readiness is not None:
             report.ready = contained(failed, "readiness", self._mark_ready, [])
         if self._static_pools is not None:
-            # After reconciliation: a static pool counts the members it repaired.
             report.static = contained(failed, "static", self._static_pools.run, None)
         if self._quotas is not None:
-            # After reconciliation: quota usage is recounted from the membership it repaired.
             report.quotas = contained(failed, "quotas", self._quotas.run, None)
             if report.quotas is not None:
                 failed += report.quotas.failed
-        if listed is not None:
-            node_classes, everything = listed
-            if self._waits is not None:
-                waits = self._waits
-                report.ended_waits = contained(failed, "waits", lambda: waits.run(everything), [])
-            if self._templates is not None:
-                report.templates = contained(
-                    failed, "templates", lambda: self._sweep(node_classes, everything), None
-                )
-        if self._profiles is not None and listed is not None:
-            # The classes read again, after the profiles are listed (service/profile_sweep.py).
+
+    def _act_on_the_list(
+        self,
+        report: SyncReport,
+        node_classes: list[NodeClass],
+        everything: dict[str, ReservationSnapshot],
+    ) -> None:
+        """The parts that act on EC2's whole list of reservations: the waits' backstop, the
+        template sweep, the profile sweep (the classes read again, after the profiles are listed:
+        service/profile_sweep.py)."""
+        failed = report.failed
+        if self._waits is not None:
+            waits = self._waits
+            report.ended_waits = contained(failed, "waits", lambda: waits.run(everything), [])
+        if self._templates is not None:
+            report.templates = contained(
+                failed, "templates", lambda: self._sweep(node_classes, everything), None
+            )
+        if self._profiles is not None:
             profiles, config = self._profiles, self._config
             report.profiles = contained(
                 failed, "profiles", lambda: profiles.run(config.node_classes), None
             )
-        # The NodeClasses' resolution, shared with every launcher container.
-        report.resolutions = _shared_resolution(failed, self._resolutions)
-        logger.info(
-            "reservations synced",
-            extra={
-                "synced": len(report.synced),
-                "conflicts": report.conflicts,
-                "events": [e.detail_type for e in report.events],
-                "endedWaits": report.ended_waits,
-                "failedParts": report.failed,
-            },
+
+    def _wake(self, report: SyncReport) -> None:
+        """Last: room the minute made (leases reclaimed, ICE entries expired, reservations
+        activated or grown, usage recounted) wakes the head of every pool's queue."""
+        if self._admission is None:
+            return
+        admission, config = self._admission, self._config
+        report.woken = contained(
+            report.failed,
+            "queues",
+            lambda: admission.wake_all(p.name for p in config.node_pools()),
+            [],
         )
-        return report
 
     def _sync_reservations(
         self, report: SyncReport
@@ -223,7 +266,7 @@ class ReservationSync:
         node_classes = list(self._config.node_classes())
         coverage, groups_of, seen, everything = self._resolve(node_classes, now)
         stored, old_coverage = self._snapshots.read()
-        _keep_newly_expired(seen, stored, everything)
+        keep_newly_expired(seen, stored, everything)
         for reservation_id in sorted(seen):
             observed = replace(seen[reservation_id], groups=groups_of.get(reservation_id, ()))
             one = partial(
@@ -251,7 +294,7 @@ class ReservationSync:
         upcoming, not ended) and every group a NodeClass names (readable or not)."""
         assert self._templates is not None
         serving = {k for k, r in everything.items() if r.state in SELECTABLE_STATES}
-        targets = serving | _selected_by(node_classes)[1]
+        targets = serving | selected_by(node_classes)[1]
         return self._templates.run([n.metadata.name for n in node_classes], targets)
 
     def refresh(self, reservation_id: str) -> SyncReport:
@@ -334,7 +377,7 @@ class ReservationSync:
     ]:
         """Coverage per target/term, group ARNs per reservation, every reservation needed, and
         every reservation EC2 described."""
-        ids, group_arns, terms = _selected_by(node_classes)
+        ids, group_arns, terms = selected_by(node_classes)
         if not (ids or group_arns or terms):
             return [], {}, {}, {}
         everything = {r.reservation_id: r for r in self._ec2.describe()}
@@ -342,8 +385,8 @@ class ReservationSync:
         coverage = [Coverage(target_key(i), at, (i,) if i in everything else ()) for i in ids]
         group_coverage, groups_of = self._group_coverage(group_arns, everything, at)
         coverage += group_coverage
-        coverage += _term_coverage(terms, everything, at)
-        coverage = _with_placements(coverage, everything)
+        coverage += term_coverage(terms, everything, at)
+        coverage = with_placements(coverage, everything)
         wanted = {m for c in coverage for m in c.members}
         return (
             coverage,
@@ -380,46 +423,6 @@ class ReservationSync:
         return coverage, groups_of
 
 
-def _selected_by(
-    node_classes: Sequence[NodeClass],
-) -> tuple[set[str], set[str], dict[str, CapacityReservationSelectorTerm]]:
-    """The reservation ids and group ARNs the NodeClasses target, and their selector terms."""
-    ids: set[str] = set()
-    group_arns: set[str] = set()
-    terms: dict[str, CapacityReservationSelectorTerm] = {}
-    for node_class in node_classes:
-        selection = selection_of(node_class)
-        target = selection.target
-        if target is not None and target.reservation_id is not None:
-            ids.add(target.reservation_id)
-        elif target is not None and target.group_arn is not None:
-            group_arns.add(target.group_arn)
-        for term in selection.terms:
-            terms[selector_key(term)] = term
-    return ids, group_arns, terms
-
-
-def _term_coverage(
-    terms: Mapping[str, CapacityReservationSelectorTerm],
-    everything: Mapping[str, ReservationSnapshot],
-    at: float,
-) -> list[Coverage]:
-    """Coverage of each selector term: the reservations it matches."""
-    coverage = []
-    for term_key, term in sorted(terms.items()):
-        matched = tuple(sorted(k for k, r in everything.items() if term_matches(term, r)))
-        coverage.append(Coverage(term_key, at, matched))
-    return coverage
-
-
-def _with_placements(
-    coverage: Sequence[Coverage], everything: Mapping[str, ReservationSnapshot]
-) -> list[Coverage]:
-    """Each coverage with the (instance type, zone) of its members."""
-    placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
-    return [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
-
-
 def _shared_resolution(
     failed: list[str], resolutions: ResolutionSync | None
 ) -> ResolutionReport | None:
@@ -444,24 +447,6 @@ def _reconcile(reconciliation: Reconciliation) -> ReconciliationReport:
         if instances:
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=len(instances))
     return report
-
-
-def _keep_newly_expired(
-    seen: dict[str, ReservationSnapshot],
-    stored: Mapping[str, StoredReservation],
-    everything: Mapping[str, ReservationSnapshot],
-) -> None:
-    """A selector term reaches only live reservations: one it reached that expired is kept once
-    more, so its end is announced, and forgotten at the next sync."""
-    for reservation_id, prev in stored.items():
-        ended = everything.get(reservation_id)
-        if (
-            reservation_id not in seen
-            and ended is not None
-            and ended.state == EXPIRED_STATE
-            and prev.snapshot.state != EXPIRED_STATE
-        ):
-            seen[reservation_id] = ended
 
 
 def _emit(stored: StoredReservation, now: datetime) -> None:

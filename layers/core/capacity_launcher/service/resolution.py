@@ -11,9 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from capacity_launcher.domain.accounting.admission_queue import priority_of
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.ome.associations import counted_association
-from capacity_launcher.domain.apis.quota_sets import association_refusal, unresolved_refusal
+from capacity_launcher.domain.apis.quota_sets import (
+    association_refusal,
+    quota_for,
+    unresolved_refusal,
+)
 from capacity_launcher.domain.capacity.constraints import Requirements, narrow
 from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED
 from capacity_launcher.domain.capacity.static_pools import is_static_launch
@@ -24,10 +29,10 @@ from capacity_launcher.domain.errors import (
     RequirementsConflict,
     StoredDocumentInvalid,
 )
-from capacity_launcher.domain.launch_request import LaunchRequest, waits_only_for_reserved
+from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.domain.requester_origins import Origin, RequesterBindings
-from capacity_launcher.service.ports import Configuration
+from capacity_launcher.service.ports import Configuration, StaticPoolStates
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class Prepared:
     alternatives: tuple[NodePool, ...] = ()
     # The NodePools' generation those pools were chosen from (None: the request named its pool).
     pools_generation: int | None = None
+    # Its place in its pool's admission queue, should it wait (issue 37): higher first.
+    priority: int = 0
 
     @property
     def coalescing_key(self) -> tuple[Any, ...]:
@@ -54,6 +61,9 @@ class Prepared:
         )
 
 
+# The code of a request naming a PriorityClass that is not applied (`priorityClassName`), or
+# associated with a reservation that waits for the PriorityClass it names.
+UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
 # The code of a request whose waitForCapacityUntil breaks the arrival rules.
 INVALID_CAPACITY_WAIT = "InvalidWaitForCapacityUntil"
 
@@ -63,8 +73,10 @@ def resolve(
     request: LaunchRequest,
     received_at: datetime,
     origin: Origin | None = None,
+    static_pools: StaticPoolStates | None = None,
 ) -> Prepared:
-    """`origin`: where the request came from; its `requester` is checked against it first."""
+    """`origin`: where the request came from; its `requester` is checked against it first.
+    `static_pools`: what the sync sent static pools (a launch naming one must be one of them)."""
     if origin is not None:
         request = claimed_by(config, request, origin)
     request = request.associated()
@@ -76,12 +88,8 @@ def resolve(
     problem = request.capacity_wait_problem(received_at)
     if problem is not None:
         raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
-    (pool, *alternatives), generation = _pools_for(config, request)
+    (pool, *alternatives), generation = _pools_for(config, request, static_pools)
     return _prepare(config, request, received_at, pool, tuple(alternatives), generation)
-
-
-# The code of a request associated with a reservation that waits for its PriorityClass.
-UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
 
 
 def _check_reservation_ready(config: Configuration, requester: str | None) -> None:
@@ -191,20 +199,53 @@ def _prepare(
     requirements = narrow(
         pool.spec.requirements_set(), Requirements.of(request.requirements), strict=True
     )
-    if request.wait_for_capacity_until is not None and not requirements.allows(
-        CAPACITY_TYPE, RESERVED
-    ):
-        raise _wait_refused(f"NodePool {pool.metadata.name}'s requirements exclude it")
     return Prepared(
-        request, received_at, pool, node_class, requirements, alternatives, pools_generation
+        request,
+        received_at,
+        pool,
+        node_class,
+        requirements,
+        alternatives,
+        pools_generation,
+        priority=_priority(config, request, pool.metadata.name),
     )
+
+
+def _priority(config: Configuration, request: LaunchRequest, pool: str) -> int:
+    """Its place in the pool's admission queue should it wait (issue 37): the value of the
+    PriorityClass it names (Rejected naming the field when none of that name is applied), else
+    its quota's priority in the pool, else 0. Read only for a request that may wait."""
+    name = request.priority_class_name
+    value = config.priority_value(name) if name is not None else None
+    if name is not None and value is None:
+        raise RequestRejected(
+            f"priorityClassName: no PriorityClass named {name!r} is applied", UNKNOWN_PRIORITY_CLASS
+        )
+    if request.wait_for_capacity_until is None:
+        return value or 0
+    quota, _ = quota_for(config.capacity_quotas(), request.requester, pool)
+    return priority_of(value, quota.spec.priority if quota is not None else None)
+
+
+def _sent_by_the_sync(
+    request: LaunchRequest, pool: str, static_pools: StaticPoolStates | None
+) -> bool:
+    """A launch into static pool `pool` is the sync's: shaped as its ids, and (read only for
+    such an id) recorded in flight in the pool's state."""
+    if not is_static_launch(request.request_id, pool):
+        return False
+    if static_pools is None:
+        return True
+    return is_static_launch(request.request_id, pool, static_pools.read(pool))
 
 
 # The code of a request from a producer naming a static NodePool.
 STATIC_NODE_POOL = "StaticNodePool"
 
 
-def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[NodePool], int | None]:
+def _pools_for(
+    config: Configuration, request: LaunchRequest, static_pools: StaticPoolStates | None = None
+) -> tuple[list[NodePool], int | None]:
     """The pool a request names; or every compatible pool, highest weight first, with the
     generation of the listing they were chosen from (the lease conditions on it)."""
     if request.node_pool:
@@ -220,7 +261,7 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[Node
                 f"({error.reason}); re-apply it",
                 "InvalidNodePool",
             ) from error
-        if named.spec.is_static and not is_static_launch(request.request_id, named.name):
+        if named.spec.is_static and not _sent_by_the_sync(request, named.name, static_pools):
             raise RequestRejected(
                 f"nodePool: NodePool {named.name!r} is static (spec.replicas): the service keeps "
                 "its instances running; ask a dynamic NodePool for capacity",
@@ -240,10 +281,11 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[Node
             "NoCompatibleNodePool",
         )
     if request.wait_for_capacity_until is not None:
-        # A request that may wait goes only to pools it could wait in.
-        compatible = [p for p in compatible if _allows_reserved(p, wanted)]
-        if not compatible:
-            raise _wait_refused("no NodePool compatible with the request allows it")
+        # A request that may wait for scheduled reserved capacity goes first to the pools it
+        # could wait in for it; when none allows reserved capacity, it waits for room in any
+        # (issue 37: any request may wait).
+        reserved = [p for p in compatible if _allows_reserved(p, wanted)]
+        compatible = reserved or compatible
     # Equal weights: the alphabetically first pool comes first, deterministically.
     ordered = sorted(compatible, key=lambda p: (-p.spec.weight, p.metadata.name))
     return ordered, listing.generation
@@ -252,12 +294,6 @@ def _pools_for(config: Configuration, request: LaunchRequest) -> tuple[list[Node
 def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:
     merged = narrow(pool.spec.requirements_set(), wanted, strict=True)
     return merged.allows(CAPACITY_TYPE, RESERVED)
-
-
-def _wait_refused(why: str) -> RequestRejected:
-    return RequestRejected(
-        f"waitForCapacityUntil: {waits_only_for_reserved(why)}", INVALID_CAPACITY_WAIT
-    )
 
 
 def _compatible(pools: Iterable[NodePool], wanted: Requirements) -> list[NodePool]:

@@ -37,10 +37,10 @@ from capacity_launcher.domain.capacity.static_pools import (
 )
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.observability import logger
+from capacity_launcher.service.accounting_ports import PoolMembers
 from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,
-    PoolMembers,
     Records,
     StaticPoolStates,
     SubnetLookup,
@@ -126,8 +126,9 @@ class StaticPools:
         """The launches still in flight, and the dry zones with those this minute found."""
         going: list[InFlight] = []
         dry = dict(state.dry_until)
+        records = self._records.get_records([launch.request_id for launch in state.in_flight])
         for launch in state.in_flight:
-            record = self._records.get_record(launch.request_id)
+            record = records.get(launch.request_id)
             if record is None:
                 if now - launch.sent_at < IN_FLIGHT_SECONDS:
                     going.append(launch)  # not received yet

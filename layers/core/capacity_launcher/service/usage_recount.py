@@ -20,7 +20,7 @@ from capacity_launcher.domain.accounting.pool_usage import (
     same_use,
     usage_of,
 )
-from capacity_launcher.service.ports import PoolUsage, QuotaUsage
+from capacity_launcher.service.accounting_ports import PoolUsage, QuotaUsage
 
 RECOUNT_TRIES = 3
 

@@ -206,7 +206,12 @@ class Cohort:
             bound = ledger.limit[quota]
             if bound is not None and after > bound:
                 raise QuotaExceeded(
-                    quota, flavor, term.name, _over_limit(own, term, used, need, bound)
+                    quota,
+                    flavor,
+                    term.name,
+                    _over_limit(own, term, used, need, bound),
+                    needed=after - bound,
+                    ever=need <= bound,
                 )
             more = after - max(used, term.nominal_quota) if after > term.nominal_quota else ZERO
             short = ledger.pool_used - ledger.draw(quota) + ledger.draw(quota, after) - ledger.pool
@@ -217,6 +222,7 @@ class Cohort:
                     term.name,
                     f"needs to borrow {_shown(term.name, more)} but cohort {own.spec.cohort} "
                     f"has no idle quota to lend (short by {_shown(term.name, short)})",
+                    needed=short,
                 )
             if short > 0:
                 reclaim[term.name] = short
@@ -234,6 +240,7 @@ class Cohort:
                 f"nominal quota is lent out in cohort {own.spec.cohort}: "
                 f"{_shown(resource, reclaim[resource])} must be reclaimed first",
                 reclaim=reclaim,
+                needed=reclaim[resource],
             )
         kind = AdmissionKind.BORROWING if borrowed else AdmissionKind.WITHIN_NOMINAL
         return Admission(quota, flavor, kind, borrowed, lenders)
@@ -256,6 +263,8 @@ class Cohort:
                         f"over the limit of {_shown(resource, bound)} across NodePools {pools} "
                         f"(using {_shown(resource, total.amount(resource))}, "
                         f"asking {_shown(resource, demand.amount(resource))})",
+                        needed=total.amount(resource) + demand.amount(resource) - bound,
+                        ever=demand.amount(resource) <= bound,
                     )
 
     def reclaim(

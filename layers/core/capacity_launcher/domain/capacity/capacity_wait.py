@@ -89,6 +89,8 @@ def missed_deadline(
     held copy was lost, so nothing looked for room at the deadline."""
     parts = []
     for reservation in waited_for:
+        if reservation.capacity_reservation_id is None:
+            continue  # room in a queue, not a reservation (domain/accounting/admission_queue.py)
         current = now_seen.get(reservation.capacity_reservation_id)
         state = current.state if current is not None else reservation.state
         start = current.start_date if current is not None else reservation.start_date

@@ -112,9 +112,14 @@ def static_request_id(pool: str, now: int, index: int) -> str:
     return f"{STATIC_PREFIX}{pool}-{now}-{index}"
 
 
-def is_static_launch(request_id: str, pool: str) -> bool:
-    """Whether `request_id` is one the sync gives a launch of static pool `pool`."""
-    return request_id.startswith(f"{STATIC_PREFIX}{pool}-")
+def is_static_launch(request_id: str, pool: str, state: StaticState | None = None) -> bool:
+    """Whether `request_id` is a launch the sync sent for static pool `pool`: shaped as the
+    sync names them and, given the pool's state, recorded there in flight (the sync records a
+    launch before it sends it; an id that is only shaped so is a producer's)."""
+    shaped = request_id.startswith(f"{STATIC_PREFIX}{pool}-")
+    if state is None:
+        return shaped
+    return shaped and any(f.request_id == request_id for f in state.in_flight)
 
 
 def still_dry(dry_until: dict[str, int], now: int) -> dict[str, int]:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Protocol, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_serializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
 
 from capacity_launcher.domain.records.detail_limits import MAX_LEFT_OUT_NAMED, fit_detail
@@ -136,13 +136,78 @@ class LaunchedInstance(_Record):
     capacity_reservation_end_date: Timestamp | None = None
 
 
-class AwaitedReservation(_Record):
-    """A scheduled reservation a Waiting request waits for, as last seen."""
+# What a Waiting request waits for (a waitingFor entry's `kind`): a scheduled reservation (the
+# first kind; entries without `kind` are these), room in its team's quota, room in its pool's
+# limits, or capacity where every offering it may use is dry (docs/queueing.md).
+AwaitedKind = Literal["Reservation", "Quota", "Limit", "Capacity"]
+AWAITS_RESERVATION: AwaitedKind = "Reservation"
+AWAITS_QUOTA: AwaitedKind = "Quota"
+AWAITS_LIMIT: AwaitedKind = "Limit"
+AWAITS_CAPACITY: AwaitedKind = "Capacity"
 
-    capacity_reservation_id: str
-    state: str
-    capacity_reservation_type: str
+
+def _unset(value: object) -> bool:
+    return value is None or value == []
+
+
+class AwaitedReservation(_Record):
+    """What a Waiting request waits for, as last seen: a scheduled reservation (`kind`
+    Reservation, the reservation fields set), or (additive kinds) room in a quota, in a pool's
+    limits, or capacity (their own fields set). An entry shows only its kind's fields: a
+    reservation's entry is as it always was (no `kind`)."""
+
+    capacity_reservation_id: str | None = Field(default=None, exclude_if=_unset)
+    state: str | None = Field(default=None, exclude_if=_unset)
+    capacity_reservation_type: str | None = Field(default=None, exclude_if=_unset)
     start_date: Timestamp | None = None
+    kind: AwaitedKind = Field(
+        default="Reservation",
+        exclude_if=lambda kind: kind == "Reservation",
+        description="absent or Reservation (a scheduled reservation), Quota (room in a "
+        "CapacityQuota), Limit (room in a NodePool's limits) or Capacity (every offering it may "
+        "use is dry)",
+    )
+    node_pool: str | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="Quota, Limit, Capacity: the NodePool it waits in",
+    )
+    quota: str | None = Field(
+        default=None, exclude_if=_unset, description="Quota: the CapacityQuota it waits for"
+    )
+    resource: str | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="Quota: the resource (cpu, memory, nvidia.com/gpu, instances)",
+    )
+    needed: str | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="Quota: how much more of the resource must be free, in its unit",
+    )
+    reason: str | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="Quota, Limit, Capacity: the refusal it waits out",
+    )
+    offerings: list[str] = Field(
+        default=[],
+        exclude_if=_unset,
+        description="Capacity: the dry offerings (instanceType/zone/capacityType)",
+    )
+
+    @property
+    def named(self) -> str:
+        """What it waits for, in a few words: the reservation's id, or the quota, limit or
+        capacity it waits for room in."""
+        if self.kind == AWAITS_QUOTA:
+            more = f" ({self.needed} more)" if self.needed else ""
+            return f"quota {self.quota} {self.resource}{more} in {self.node_pool}"
+        if self.kind == AWAITS_LIMIT:
+            return f"limits of {self.node_pool}"
+        if self.kind == AWAITS_CAPACITY:
+            return f"capacity in {self.node_pool}"
+        return self.capacity_reservation_id or "a reservation"
 
 
 class UnavailableOffering(_Record):
@@ -235,7 +300,8 @@ class RequestRecord(_Record):
     # The request's deadline (waitForCapacityUntil), on every record of a request that set it:
     # Waiting, and the final one it ends with, whether it waited or not.
     wait_for_capacity_until: Timestamp | None = None
-    # Waiting only: the scheduled reservations it waits for (empty again once it ends).
+    # Waiting only: what it waits for (empty again once it ends): scheduled reservations, and
+    # (additive kinds) room in a quota, a pool's limits, or capacity.
     waiting_for: list[AwaitedReservation] = Field(default=[])
     # Null unless the record was shortened to stay within DynamoDB's and EventBridge's limits:
     # then, per list shortened, how many entries it had and how many it kept (detail_limits.py).
@@ -331,100 +397,3 @@ class RequestRecord(_Record):
             finished_at=finished_at or received_at,
             wait_for_capacity_until=wait_for_capacity_until,
         )
-
-
-# The reclaim records below belong to CapacityQuota's borrowing: their validators are built on
-# first use, so a cold start without quotas does not pay for them.
-_BUILT_ON_FIRST_USE = ConfigDict(defer_build=True)
-
-
-class ResourceAmount(_Record):
-    """An amount of one resource, spelled as documents spell it ('8', '1500m', '1536Gi')."""
-
-    model_config = _BUILT_ON_FIRST_USE
-
-    name: str
-    total: str
-
-
-class ReclaimedInstance(_Record):
-    """A borrowed instance a reclaim asks its owner to release."""
-
-    model_config = _BUILT_ON_FIRST_USE
-
-    instance_id: str
-    requester: str
-    quota: str
-    node_pool: str
-    launched_at: datetime
-    resources: list[ResourceAmount]
-
-    @field_serializer("launched_at")
-    def _timestamp(self, moment: datetime) -> str:
-        return format_timestamp(moment)
-
-
-class _Reclaim(_Record):
-    """Which reclaim: its id, its lender quota and cohort, its NodePool, the refused request."""
-
-    model_config = _BUILT_ON_FIRST_USE
-
-    reclaim_id: str
-    quota: str
-    cohort: str | None
-    node_pool: str
-    request_id: str
-
-
-class ReclaimRequested(_Reclaim):
-    """The detail of a Capacity Reclaim Requested event (docs/quotas.md, Reclaim).
-
-    The borrowers are asked to release ``instances`` by ``releaseBy`` (the lender's grace
-    period after ``requestedAt``). ``enforced``: the lender's ``reclaimWithinCohort`` lets the
-    sync terminate those still running then; otherwise nothing is terminated.
-    """
-
-    model_config = _BUILT_ON_FIRST_USE
-
-    requester: str | None = None
-    amount: list[ResourceAmount]
-    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"]
-    grace_period: str
-    enforced: bool
-    requested_at: datetime
-    release_by: datetime
-    instances: list[ReclaimedInstance]
-
-    @field_serializer("requested_at", "release_by")
-    def _timestamp(self, moment: datetime) -> str:
-        return format_timestamp(moment)
-
-
-class SparedInstance(_Record):
-    """An instance a reclaim names that it did not terminate, and why."""
-
-    model_config = _BUILT_ON_FIRST_USE
-
-    instance_id: str
-    reason: str
-
-
-class ReclaimClosed(_Reclaim):
-    """The detail of a Capacity Reclaim Closed event: how the sync closed an open reclaim
-    (docs/quotas.md, Reclaim). ``outcome``: ``released`` (its owners released what it names,
-    or no longer borrow it), ``expired`` (only asked, its grace period passed), ``stale`` (found
-    too long after ``releaseBy``), ``terminated`` (what the current policy still allows), or
-    ``withdrawn`` (the current policy allows none of it: nothing terminated). ``reason`` says
-    why; ``spared`` names each instance not terminated with its own reason."""
-
-    model_config = _BUILT_ON_FIRST_USE
-
-    outcome: Literal["released", "expired", "stale", "terminated", "withdrawn"]
-    reason: str
-    closed_at: datetime
-    terminated: list[str]
-    spared: list[SparedInstance]
-
-    @field_serializer("closed_at")
-    def _timestamp(self, moment: datetime) -> str:
-        return format_timestamp(moment)

@@ -12,12 +12,14 @@ of the same requestId meanwhile is dropped, so a wait never starts twice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from capacity_launcher.domain.accounting.admission_queue import QueueEntry, queue_pool
 from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
     RequestRejected,
@@ -27,6 +29,7 @@ from capacity_launcher.domain.errors import (
 from capacity_launcher.domain.launch_request import LaunchRequest, Message
 from capacity_launcher.domain.records.status import Event, RequestRecord
 from capacity_launcher.observability import logger
+from capacity_launcher.service.admission_queue import AdmissionQueue
 from capacity_launcher.service.launch.intake import Admission, Claimed, Intake, owned_ids
 from capacity_launcher.service.launch.pipeline import Launcher
 from capacity_launcher.service.launch.progress import LaunchReport
@@ -71,6 +74,7 @@ class LaunchBatch:
         max_workers: int = 10,
         queue: HandBack | None = None,
         clock: Callable[[], datetime],
+        admission: AdmissionQueue | None = None,
     ) -> None:
         self._launcher = launcher
         self._publish = publish
@@ -79,6 +83,8 @@ class LaunchBatch:
         self._telemetry = telemetry
         self._max_workers = max_workers
         self._queue = queue
+        # The admission queues (issue 37): a request waiting for room is an entry of its pool's.
+        self._admission = admission
         # The launcher's clock: a rejection is stamped as the launcher stamps what it serves.
         self._intake = Intake(
             publish, records, claims, telemetry, queue, clock, side_by_side=self._side_by_side
@@ -281,7 +287,42 @@ class LaunchBatch:
         except Exception:
             logger.exception("could not publish the outcome; the retry re-publishes it")
             return [*failed, *self._hand_back(done)]
+        for g in done:
+            if g.waited is not None:
+                self._left_queue(g, g.waited)
         return failed
+
+    def _left_queue(self, item: Claimed, waited: RequestRecord) -> None:
+        """A request that waited in a queue ended: its entry goes, the head is woken (a failure
+        here leaves a stale entry, which the next wake removes)."""
+        if self._admission is None:
+            return
+        try:
+            self._admission.leave(waited, item.prepared.priority if item.prepared else 0)
+        except Exception:
+            logger.exception(
+                "could not leave the admission queue", extra={"requestId": waited.request_id}
+            )
+
+    def _enqueue(self, item: Claimed, record: RequestRecord) -> None:
+        """A request put to wait for room: its entry in its pool's queue (a failure here leaves
+        it waiting on its held copy alone, which looks again by its deadline)."""
+        pool = queue_pool(record.waiting_for)
+        deadline = record.wait_for_capacity_until
+        message = item.message
+        if self._admission is None or pool is None or deadline is None or not message.queue_arn:
+            return
+        body = message.body if isinstance(message.body, str) else json.dumps(message.body)
+        priority = item.prepared.priority if item.prepared else 0
+        entry = QueueEntry.of(
+            pool, record.request_id, priority, record.received_at, deadline, body, message.queue_arn
+        )
+        try:
+            self._admission.enqueue(entry)
+        except Exception:
+            logger.exception(
+                "could not enter the admission queue", extra={"requestId": record.request_id}
+            )
 
     def _hold(self, item: Claimed, record: RequestRecord, waiting: dict[str, int]) -> bool:
         """Hold a waiting request in the queue and record whose message carries it; False (the
@@ -300,12 +341,13 @@ class LaunchBatch:
             return False
         finally:
             self._intake.release([item])
+        self._enqueue(item, record)
         logger.info(
-            "waiting for scheduled capacity",
+            "waiting",
             extra={
                 "requestId": record.request_id,
                 "until": record.to_detail()["waitForCapacityUntil"],
-                "reservations": [r.capacity_reservation_id for r in record.waiting_for],
+                "waitingFor": [r.named for r in record.waiting_for],
             },
         )
         return True

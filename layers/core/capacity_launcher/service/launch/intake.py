@@ -63,6 +63,8 @@ class Claimed:
     was_waiting: bool = False
     # Admitted as its first delivery (Admission.FIRST).
     first: bool = False
+    # Its Waiting record, when this delivery carries its wait (it left its queue's entry).
+    waited: RequestRecord | None = None
 
 
 class SideBySide(Protocol):
@@ -284,6 +286,7 @@ class Intake:
             )
             return None
         item.was_waiting = True
+        item.waited = record
         item.request = request.model_copy(update={"requester": record.requester})
         return record.received_at
 

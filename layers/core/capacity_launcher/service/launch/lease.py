@@ -39,6 +39,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from capacity_launcher.domain.accounting.admission_queue import limit_awaited, quota_awaited
 from capacity_launcher.domain.accounting.pool_usage import Lease, held_by, largest
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk, governing
 from capacity_launcher.domain.apis.documents import Revisions
@@ -49,7 +50,7 @@ from capacity_launcher.domain.errors import (
     QuotaExceeded,
     UnreadyLimitReached,
 )
-from capacity_launcher.domain.records.status import ErrorDetail
+from capacity_launcher.domain.records.status import AwaitedReservation, ErrorDetail
 from capacity_launcher.service.admission import take_lease, take_up
 from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import Context, PoolView, Progress
@@ -170,12 +171,27 @@ def _lease(
         return Leased.CHANGED
     if refused is not None:
         item.errors.append(ErrorDetail(code=refused.code, message=str(refused)))
+        item.awaits_also(_awaited(pool, refused))
         return Leased.REFUSED
     if item.granted > 0:
         return Leased.GRANTED
     if item.request_id not in replayed:
-        item.errors.append(_full(pool, item))
+        full = _full(pool, item)
+        item.errors.append(full)
+        item.awaits_also(limit_awaited(pool, full.message))
     return Leased.FULL
+
+
+def _awaited(
+    pool: str, refused: QuotaExceeded | NodePoolDeleted | UnreadyLimitReached
+) -> AwaitedReservation | None:
+    """What a refused request may wait for: room in its quota, or under the unready limit (a
+    deleted pool never has room)."""
+    if isinstance(refused, QuotaExceeded):
+        return quota_awaited(refused)
+    if isinstance(refused, UnreadyLimitReached):
+        return limit_awaited(pool, str(refused))
+    return None
 
 
 def _short(ctx: Context, item: Progress, view: PoolView, lease: Lease) -> ErrorDetail:

@@ -12,7 +12,9 @@ never of the request). docs/architecture.md walks a request, and a redelivery, t
     WAITING    ─┼────────┼─ SETTLED ───────────────────────── ENDED
     REPLAYING  ─┤        ├─ CHANGED    resolved again (once), arrives anew
     PASSED_ON  ─┘        └─ PASSED_ON  arrives at the next pool
-    put to wait: WAITING (the delivery ends; its record is Waiting)
+    put to wait: WAITING (the delivery ends; its record is Waiting): from an arrival state
+    (scheduled capacity, or every offering known dry), or from UNLEASED (its quota or its pool's
+    limits refused it: it waits in its pool's queue, issue 37)
 
 The exit rule of a pool visit reads the trail: a request that leaves a pool without its lease
 phase having read its lease there (`lease_read`) gives back what an earlier delivery may have
@@ -31,7 +33,8 @@ class Phase(Enum):
     # Arrival states: what recovery found, or how it came to the pool it is in now.
     FRESH = "Fresh"  # its first delivery: nothing of it (record, intent, lease) is stored
     RECOVERED = "Recovered"  # a later delivery, nothing left unsent: an earlier lease may be open
-    WAITING = "Waiting"  # waits for scheduled capacity (a Waiting record: earlier, or now)
+    # Waits for scheduled capacity or for room (a Waiting record: earlier, or now).
+    WAITING = "Waiting"
     REPLAYING = "Replaying"  # intents an earlier delivery left, finished first in their pool
     PASSED_ON = "PassedOn"  # the pool it was in passed it on to this one
     CHANGED = "Changed"  # its pool or class was applied since it was resolved: resolved again
@@ -51,7 +54,8 @@ _LIVE = frozenset(Phase) - {Phase.ENDED}
 
 # Target state -> the states it may be reached from.
 ALLOWED: Mapping[Phase, frozenset[Phase]] = {
-    Phase.WAITING: ARRIVED,
+    # Refused by its quota or its limits with nothing leased: it waits in its pool's queue.
+    Phase.WAITING: ARRIVED | {Phase.UNLEASED},
     Phase.LEASED: ARRIVED | {Phase.REPLAYING, Phase.UNLEASED},
     Phase.UNLEASED: ARRIVED | {Phase.REPLAYING},
     Phase.SETTLED: ARRIVED | {Phase.REPLAYING, Phase.LAUNCHING},

@@ -5,7 +5,11 @@ coalesces them), so one CreateFleet can serve them all. Each request is first lo
 finished one is replayed, a predecessor's intents are finished first); then each visit of a pool
 runs the phases in order:
 
-    resolve -> wait -> screen -> lease -> replay -> launch (plan, claim, send, absorb) -> settle
+    resolve -> wait -> screen -> lease -> launch (plan, claim, send, absorb) -> settle
+
+A visit that carries a predecessor's intents is recovery's (`_replay_visit`): resolve -> screen
+-> lease -> replay -> launch -> settle, with no wait and no pass-over; refused, it finishes the
+intents in their pool before the refusal answers the rest.
 
 A phase that passes a request on (a request that named no pool, which this pool cannot serve)
 adds it to the visits of the next compatible pool by weight: pool fallback is this loop over
@@ -51,6 +55,7 @@ from capacity_launcher.service.launch.resolve import (
     read_pool,
     screen,
 )
+from capacity_launcher.service.launch.room import reservations_full, wait_for_capacity
 from capacity_launcher.service.launch.settle import reject_all, settle_all
 from capacity_launcher.service.launch.wait import wait_or_go
 from capacity_launcher.service.ports import LaunchPorts
@@ -81,7 +86,13 @@ class Launcher:
         """Check the requester against the origin, resolve pool, class and requirements;
         RequestRejected when it can never be served."""
         ctx = self._ctx
-        return resolve_request(ctx.ports.config, request, received_at or ctx.clock(), origin)
+        return resolve_request(
+            ctx.ports.config,
+            request,
+            received_at or ctx.clock(),
+            origin,
+            static_pools=ctx.ports.static_pools,
+        )
 
     def finish_rejected(
         self, request: LaunchRequest, received_at: datetime, rejected: RequestRejected
@@ -133,10 +144,13 @@ class Launcher:
         return passed
 
     def _visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
-        """One pool's phases for a visit's requests; returns those passed on to the next pool."""
+        """One pool's phases for a visit's requests; returns those passed on to the next pool.
+        A visit that finishes a predecessor's intents is recovery's (`_replay_visit`)."""
+        if visit.intents:
+            return self._replay_visit(visit, report)
         view = read_pool(self._ctx, visit.progress[0].prepared, visit.progress, report)
         if isinstance(view, Refusal):
-            return self._refuse(visit, report, view)
+            return self._refuse(visit.progress, report, view)
         progress, passed = self._before_lease(visit, view, report)
         if not progress:
             return passed
@@ -144,27 +158,46 @@ class Launcher:
         view = replace(view, lead=progress[0].prepared)  # the same pool; its own minCount
         refusal = screen(self._ctx, view)
         if refusal is not None:
-            return [*passed, *self._refuse(visit, report, refusal, view.candidates)]
+            return [*passed, *self._refuse(progress, report, refusal, view.candidates)]
         return [*passed, *self._launch(visit, view, report)]
+
+    def _replay_visit(self, visit: Visit, report: LaunchReport) -> list[Progress]:
+        """Recovery's visit: a predecessor's intents are finished in their pool, under their
+        lease, before anything else is decided; no wait, ICE entry or snapshot is consulted (one
+        may have launched: the cache says nothing of that, and a wait would leave it for a
+        delivery that launches afresh). A pool that refuses now keeps what the intents launched
+        here (`replay.finish_refused`); its refusal answers the rest."""
+        ctx = self._ctx
+        view = read_pool(ctx, visit.progress[0].prepared, visit.progress, report)
+        refusal = view if isinstance(view, Refusal) else screen(ctx, view)
+        if refusal is None:
+            assert not isinstance(view, Refusal)
+            return self._launch(visit, view, report)
+        candidates = None if isinstance(view, Refusal) else view.candidates
+        rest = finish_refused(ctx, visit, refusal.error, candidates, report)
+        for item in rest:  # nothing runs under their leases
+            give_back_lease(ctx, item)
+        return self._refuse(rest, report, refusal, candidates)
 
     def _before_lease(
         self, visit: Visit, view: PoolView, report: LaunchReport
     ) -> tuple[list[Progress], list[Progress]]:
         """Those that go on to the screen and the lease here, and those passed on before: a
         request waits for scheduled capacity, or goes on to the next pool when the ICE cache or
-        the reservations' snapshots leave it nothing here. A replay visit goes on whatever they
-        say: its intents are finished in their pool, under their lease, before anything else is
-        decided (one may have launched: the cache says nothing of that, and a wait would leave
-        it for a delivery that launches afresh)."""
-        if visit.intents:
-            return list(visit.progress), []
+        the reservations' snapshots leave it nothing here."""
         ctx = self._ctx
         progress = wait_or_go(ctx, visit.progress, report, view)
         passed: list[Progress] = []
         why = nothing_left(view) if progress else None
         if why is not None:
             progress, passed = pass_on(ctx, progress, why)
+            progress = wait_for_capacity(ctx, progress, report, why, view.skipped)
         progress, too_small = self._held_elsewhere(view, progress)
+        progress = [
+            going
+            for item in progress
+            for going in wait_for_capacity(ctx, [item], report, reservations_full(view, item), [])
+        ]
         return progress, [*passed, *too_small]
 
     def _held_elsewhere(
@@ -247,18 +280,14 @@ class Launcher:
 
     def _refuse(
         self,
-        visit: Visit,
+        progress: Sequence[Progress],
         report: LaunchReport,
         refusal: Refusal,
         candidates: Candidates | None = None,
     ) -> list[Progress]:
-        """The pool's refusal: a replay first keeps what its intents launched here
-        (`_finish_replay`); those another pool may serve go on, the rest end with it (but
+        """The pool's refusal: those another pool may serve go on, the rest end with it (but
         those that chose it from a listing a pool was applied to or deleted from since are
         resolved again: no lease was written to find that)."""
-        progress = visit.progress
-        if visit.intents:
-            progress = self._finish_replay(visit, report, refusal, candidates)
         stay, passed = list(progress), list[Progress]()
         if refusal.pass_on:
             why = refusal.error.message
@@ -269,21 +298,6 @@ class Launcher:
         stay = [item for item in stay if item.request_id not in again]
         reject_all(self._ctx, stay, report, refusal.error, refusal.status)
         return passed
-
-    def _finish_replay(
-        self,
-        visit: Visit,
-        report: LaunchReport,
-        refusal: Refusal,
-        candidates: Candidates | None,
-    ) -> list[Progress]:
-        """A replay its pool refuses before its lease phase: its intents are finished here
-        first (`replay.finish_refused`); returns the requests they launched nothing for, their
-        leases given back (nothing runs under them), for the refusal to answer."""
-        rest = finish_refused(self._ctx, visit, refusal.error, candidates, report)
-        for item in rest:
-            give_back_lease(self._ctx, item)
-        return rest
 
     def _listed_before(self, items: Sequence[Progress]) -> list[Progress]:
         """Those that named no pool and chose this one from a listing older than the pools
@@ -358,7 +372,12 @@ def _next_pool(item: Progress, nxt: Prepared, errors: list[ErrorDetail]) -> Prog
     candidates) does not."""
     item.mark_passed_on()
     return item.arriving(
-        nxt, errors, waited=item.waited, reclaim=item.reclaim, attempts=item.attempts
+        nxt,
+        errors,
+        waited=item.waited,
+        reclaim=item.reclaim,
+        attempts=item.attempts,
+        awaits=list(item.awaits),
     )
 
 

@@ -17,6 +17,7 @@ from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.intents import LaunchIntent
 from capacity_launcher.domain.records.status import (
+    AwaitedReservation,
     CandidatesLeftOut,
     ErrorDetail,
     RequestRecord,
@@ -50,7 +51,7 @@ class Context:
     ports: LaunchPorts
     clock: Callable[[], datetime]
     max_attempts: int
-    # How in-process retries back off: the container's pause (service/wiring.py), so a local
+    # How in-process retries back off: the container's pause (service/wiring/), so a local
     # cloud's or the simulation's waits move their clock instead of sleeping.
     sleep: Callable[[float], None]
     # The deployment's name (STACK_NAME), tagged on every instance it launches.
@@ -70,6 +71,9 @@ class Progress:
     errors: list[ErrorDetail] = field(default_factory=list)
     # Its Waiting record, when an earlier delivery put it to wait for scheduled capacity.
     waited: RequestRecord | None = None
+    # What it may wait for instead of failing (issue 37): each refusal room appearing could
+    # cure (its quota, its pool's limits, capacity), gathered across the pools it visits.
+    awaits: list[AwaitedReservation] = field(default_factory=list)
     # The first quota refusal a reclaim could answer: asked for only if the request ends with
     # no instance (another pool may still serve it).
     reclaim: QuotaExceeded | None = None
@@ -101,7 +105,8 @@ class Progress:
         self.here.append(target)
 
     def mark_waiting(self) -> None:
-        """It waits for scheduled capacity: its delivery ends with a Waiting record."""
+        """It waits for scheduled capacity, or for room (its quota, its pool's limits, capacity):
+        its delivery ends with a Waiting record."""
         self._move(Phase.WAITING)
 
     def mark_leased(self, count: int, types: frozenset[str] | None) -> None:
@@ -205,6 +210,11 @@ class Progress:
         """Its lease covers none of its candidate types: one an earlier delivery took, sized for
         the types of its time, taken up to replay that delivery's intents (`lease._taken_up`)."""
         return self.lease_types is not None and not self.lease_types
+
+    def awaits_also(self, awaited: AwaitedReservation | None) -> None:
+        """Something it may wait for instead of failing, once."""
+        if awaited is not None and awaited not in self.awaits:
+            self.awaits.append(awaited)
 
     def note(self, error: ErrorDetail) -> None:
         """An error on its record, once."""

@@ -43,6 +43,7 @@ from capacity_launcher.service.launch.progress import (
     Progress,
     Run,
 )
+from capacity_launcher.service.launch.room import wait_for_room
 
 # Leases taken again for a reclaimed lease's instances, each reclaimed in turn before its
 # settle (it would have to outlive a whole lease period first), before the message goes back.
@@ -59,28 +60,43 @@ def settle_all(
     refusals: Sequence[str],
 ) -> None:
     """Settle every request of the visit, then mark what its own instances filled."""
-    for refusal in refusals:
-        error = ErrorDetail(code=MIN_VALUES, message=refusal)
-        for item in run.active:
-            if item.wanted:
-                item.note(error)
-    for item in run.active:
-        if item.wanted and item.covers_none:
-            launched = len(item.instance_ids)
-            item.note(words.lease_holds_no_candidate(item.pool_name, launched, candidates))
-    where = {x.instance_id: x for x in run.seen}
-    missing = [i for p in run.progress for i in p.instance_ids if i not in where]
-    described = ctx.ports.fleet.describe(missing)
-    where.update({x.instance_id: words.as_launched(x, run.replayed_in) for x in described})
+    _note_refusals(run, refusals, candidates)
+    where = _landed(ctx, run)
     unavailable = [*view_skipped, *run.observed]
-    # Each lease in turn (they share the pool's usage items); then the visit's records.
-    ended = [
-        _settle(ctx, item, where, unavailable, candidates, reservations) for item in run.progress
+    # Each lease in turn (they share the pool's usage items); then the visit's records. One
+    # refused for room that may appear before its deadline waits instead.
+    settling = [
+        item
+        for item in run.progress
+        if run.replaying or not wait_for_room(ctx, item, report, unavailable)
     ]
+    ended = [_settle(ctx, item, where, unavailable, candidates, reservations) for item in settling]
     _write_records(ctx, ended)
     for end in ended:
         report.records[end.item.request_id] = end.record
     _remember_own_fills(ctx, run, report)
+
+
+def _note_refusals(run: Run, refusals: Sequence[str], candidates: Candidates) -> None:
+    """Say, on each request that still wants instances, why the launch gave it fewer: the
+    minValues the fleet could not meet, or a lease that covers no candidate."""
+    for item in run.active:
+        if not item.wanted:
+            continue
+        for refusal in refusals:
+            item.note(ErrorDetail(code=MIN_VALUES, message=refusal))
+        if item.covers_none:
+            launched = len(item.instance_ids)
+            item.note(words.lease_holds_no_candidate(item.pool_name, launched, candidates))
+
+
+def _landed(ctx: Context, run: Run) -> dict[str, InstanceLanding]:
+    """Where each instance of the visit landed: as the launch saw it, else as EC2 describes it."""
+    where = {x.instance_id: x for x in run.seen}
+    missing = [i for p in run.progress for i in p.instance_ids if i not in where]
+    described = ctx.ports.fleet.describe(missing)
+    where.update({x.instance_id: words.as_launched(x, run.replayed_in) for x in described})
+    return where
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from capacity_launcher.domain.capacity.capacity_wait import (
 )
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.records.status import (
+    AWAITS_RESERVATION,
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     ErrorDetail,
     RequestRecord,
@@ -43,7 +44,7 @@ def wait_or_go(
             item.mark_waiting()
             report.records[request_id] = _waiting(item, waited_for, now)
             report.waiting[request_id] = next_check_seconds(now, deadline, waited_for)
-        elif now >= deadline and item.waited is not None:
+        elif now >= deadline and item.waited is not None and _waited_for_reservations(item):
             message = missed_deadline(
                 deadline, item.waited.waiting_for, words.reservations_by_id(view.sources)
             )
@@ -54,6 +55,15 @@ def wait_or_go(
         else:
             going.append(item)  # nothing it could wait for: served as without the field
     return going
+
+
+def _waited_for_reservations(item: Progress) -> bool:
+    """It waited for scheduled reservations (one that waited only for room in its queue ends at
+    its deadline by its lease phase's refusal: room.py)."""
+    waited = item.waited
+    return waited is not None and (
+        not waited.waiting_for or any(a.kind == AWAITS_RESERVATION for a in waited.waiting_for)
+    )
 
 
 def _waiting(

@@ -10,35 +10,19 @@ This is the only service module that imports adapters (import-linter holds it: `
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from capacity_launcher.adapters.aws import client, prime_clients
 from capacity_launcher.adapters.capacity_reservations import CapacityReservations
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.fleet import Fleet
-from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.instance_types import InstanceTypeCatalog
-from capacity_launcher.adapters.launch_records import LaunchRecords
-from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.adapters.pool_members import PoolMemberStore
-from capacity_launcher.adapters.pool_readiness import PoolReadiness
-from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
-from capacity_launcher.adapters.publisher import Publisher
-from capacity_launcher.adapters.quota_reclaims import QuotaReclaims
-from capacity_launcher.adapters.quota_usage_store import QuotaUsageStore
-from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
-from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
 from capacity_launcher.domain.capacity.idle_reservations import IdlePolicy
 from capacity_launcher.domain.capacity.reservation_state import Thresholds
-from capacity_launcher.domain.records.tags import Ownership
 from capacity_launcher.service.ports import LaunchPorts
 from capacity_launcher.service.quota_reclaim import ReclaimRequests
-from capacity_launcher.service.reservations import ReservationProvider
-from capacity_launcher.settings import Settings, retention_seconds
-from capacity_launcher.startup import system_clock
+from capacity_launcher.service.wiring.stores import Clock as Clock  # the CLI names it
+from capacity_launcher.service.wiring.stores import Stores
 
 if TYPE_CHECKING:  # each use case's modules are imported when it is built: a function's cold
     # start imports its own use case's, not the others'
@@ -47,6 +31,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.adapters.instance_profiles import InstanceProfiles
     from capacity_launcher.adapters.shared_resolutions import SharedResolutions
     from capacity_launcher.adapters.usage_store import UsageStore
+    from capacity_launcher.service.admission_queue import AdmissionQueue
     from capacity_launcher.service.configuration import Configuration
     from capacity_launcher.service.instance_events import InstanceEvents
     from capacity_launcher.service.launch import LaunchBatch
@@ -58,118 +43,19 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.service.resolution_sync import ResolutionSync
     from capacity_launcher.service.static_pools import StaticPools
 
-# A boto3 client for a service name: `adapters.aws.client` in functions, a deployment's in the CLI.
-Clients = Callable[[str], Any]
-Clock = Callable[[], datetime]
 
+class Adapters(Stores):
+    """Every use case of one container, built over its stores (`Stores`), on one clock."""
 
-class Adapters:
-    """Every adapter and use case of one container, on one clock.
+    def admission_queue(self) -> AdmissionQueue:
+        """The admission queues (issue 37): entries in the state table, woken by sending a
+        waiting request's message to the launch queue again."""
+        from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
+        from capacity_launcher.adapters.launch_queue import LaunchQueue
+        from capacity_launcher.service.admission_queue import AdmissionQueue
 
-    `clock`: the time every use case and every store reads (AWS's in Lambda, the emulator's
-    locally: a lease's expiry, a record's retention, an ICE entry's lifetime are stamped and
-    judged on the same clock, so advancing the emulator's expires them); `pause`: how adapters
-    wait out EC2's consistency and other workers' claims (a simulated clock's advance in the
-    simulation). Each call builds afresh: a use case owns the adapters it is given.
-    """
-
-    def __init__(
-        self,
-        settings: Settings,
-        clients: Clients = client,
-        *,
-        clock: Clock = system_clock,
-        pause: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.settings = settings
-        self.clients = clients
-        self.clock = clock
-        self.pause = pause
-
-    @staticmethod
-    def prime() -> int:
-        """What a container's first invocation would build in its clients (each operation model
-        the layer calls), built now: a SnapStart snapshot's priming (`startup.snapshot_hooks`)."""
-        return prime_clients()
-
-    def seconds(self) -> float:
-        """`clock` in epoch seconds: what the stores stamp and compare expiries with."""
-        return self.clock().timestamp()
-
-    def ownership(self) -> Ownership:
-        """Which of the service's resources in the account are this deployment's."""
-        return Ownership(self.settings.stack_name, self.settings.claim_untagged_resources)
-
-    # -- adapters ------------------------------------------------------------------------------
-
-    def config_store(self, *, cached: bool = False) -> ConfigStore:
-        """NodeClasses and NodePools; `cached`: the launcher trusts its copy for a few seconds."""
-        seconds = self.settings.config_cache_seconds if cached else 0.0
-        return ConfigStore(
-            self.settings.state_table_name,
-            self.clients("dynamodb"),
-            cache_seconds=seconds,
-            clock=self.clock,
-        )
-
-    def launch_records(self) -> LaunchRecords:
-        return LaunchRecords(
-            self.settings.state_table_name,
-            self.clients("dynamodb"),
-            retention_seconds=retention_seconds(self.settings),
-            clock=self.seconds,
-        )
-
-    def instance_records(self) -> InstanceRecords:
-        return InstanceRecords(
-            self.settings.state_table_name,
-            self.clients("dynamodb"),
-            retention_seconds=retention_seconds(self.settings),
-            clock=self.seconds,
-        )
-
-    def pool_leases(self, config: ConfigStore | None = None) -> PoolLeaseStore:
-        """Limit leases; a lease in a pool a CapacityQuota names is admitted by its quota (read
-        through `config`, the container's cached store unless given); `limits.unready` gates
-        each lease (adapters/pool_readiness.py)."""
-        return PoolLeaseStore(
-            self.settings.state_table_name,
-            self.settings.limit_lease_seconds,
-            self.clients("dynamodb"),
-            clock=self.seconds,
-            quotas=config or self.config_store(cached=True),
-            unready_gate=self.pool_readiness(),
-        )
-
-    def pool_members(self, config: ConfigStore | None = None) -> PoolMemberStore:
-        """Instances counted in their pool's usage; each also counts in the quota usage that
-        governs its requester (read through `config`, the container's cached store unless
-        given)."""
-        return PoolMemberStore(
-            self.settings.state_table_name,
-            self.clients("dynamodb"),
-            clock=self.seconds,
-            quotas=config or self.config_store(cached=True),
-        )
-
-    def pool_usage(self) -> PoolUsageStore:
-        """Each pool's usage as stored, and its recompute from its leases and members."""
-        return PoolUsageStore(self.settings.state_table_name, self.clients("dynamodb"))
-
-    def pool_readiness(self) -> PoolReadiness:
-        """Which of a pool's instances are ready (limits.unready): the lease's gate, the sync's
-        marks."""
-        return PoolReadiness(
-            self.settings.state_table_name, self.clients("dynamodb"), self.clients("ec2")
-        )
-
-    def quota_usage(self) -> QuotaUsageStore:
-        """Quota usage per cohort and flavor, as the sync and reclaims read and recount it."""
-        return QuotaUsageStore(self.settings.state_table_name, self.clients("dynamodb"))
-
-    def quota_reclaims(self) -> QuotaReclaims:
-        """Open reclaims, one per lender quota and NodePool."""
-        return QuotaReclaims(self.settings.state_table_name, self.clients("dynamodb"))
+        items = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
+        return AdmissionQueue(items, self.launch_records(), LaunchQueue(self.clients("sqs")))
 
     def reclaim_requests(self, config: ConfigStore | None = None) -> ReclaimRequests:
         """The launcher's side of reclaim: ask for lent quota back, publish the request."""
@@ -182,32 +68,6 @@ class Adapters:
             reclaims=self.quota_reclaims(),
             publish=self.publisher().publish,
             now=self.clock,
-        )
-
-    def unavailable_offerings(self, *, local_copy: bool = False) -> UnavailableOfferings:
-        """The shared ICE cache; `local_copy`: the launcher trusts its copy for a few seconds."""
-        settings = self.settings
-        return UnavailableOfferings(
-            settings.unavailable_offerings_table_name,
-            settings.ice_ttl_seconds,
-            local_copy_seconds=settings.ice_local_copy_seconds if local_copy else 0.0,
-            dynamodb=self.clients("dynamodb"),
-            claim_seconds=settings.ice_claim_seconds,
-            clock=self.seconds,
-        )
-
-    def reservation_snapshots(self) -> ReservationSnapshots:
-        """The shared reservation snapshots (the sync writes them, instance events free slots)."""
-        return ReservationSnapshots(self.settings.state_table_name, self.clients("dynamodb"))
-
-    def reservations(self) -> ReservationProvider:
-        """The launcher's `reservations` port: the shared snapshots, EC2 when the sync lacks
-        them."""
-        return ReservationProvider(
-            self.reservation_snapshots(),
-            CapacityReservations(clients=self.clients),
-            # The same clock the sync stamps snapshots with, so "stale" means the same to both.
-            clock=self.seconds,
         )
 
     def shared_resolutions(self) -> SharedResolutions:
@@ -236,12 +96,6 @@ class Adapters:
             now=self.seconds,
         )
 
-    def publisher(self) -> Publisher:
-        return Publisher(self.settings.event_bus_name, self.clients("events"))
-
-    def fleet(self) -> Fleet:
-        return Fleet(self.clients("ec2"), self.pause)
-
     # -- the launcher --------------------------------------------------------------------------
 
     def idempotency_config(self) -> IdempotencyConfig:
@@ -265,6 +119,7 @@ class Adapters:
         """`read_only`: for a preview (`submit --dry-run`), whose steps make nothing in AWS."""
         # Only the launcher builds these: the sync's and instance events' cold starts skip them.
         from capacity_launcher.adapters.launch_templates import LaunchTemplates
+        from capacity_launcher.adapters.static_pool_items import StaticPoolItems
         from capacity_launcher.adapters.subnets import Subnets
 
         ec2 = self.clients("ec2")
@@ -291,6 +146,7 @@ class Adapters:
             subnets=Subnets(ec2, shared),
             reservations=self.reservations(),
             reclaims=self.reclaim_requests(config),
+            static_pools=StaticPoolItems(self.settings.state_table_name, self.clients("dynamodb")),
         )
 
     def launch_batch(
@@ -325,6 +181,7 @@ class Adapters:
             LaunchTelemetry(ports.config.capacity_quotas),
             queue=LaunchQueue(),
             clock=self.clock,
+            admission=self.admission_queue(),
         )
 
     # -- the lifecycle: reservation sync (with reconciliation) and instance events --------------
@@ -381,6 +238,7 @@ class Adapters:
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
             ),
             profiles=ProfileSweep(self.instance_profiles(), self.fleet(), self.ownership()),
+            admission=self.admission_queue(),
             static_pools=self.static_pools(),
             usage=UsageRollup(self.usage_store(), self.instance_records(), self.clock),
             resolutions=self.resolution_sync(),
@@ -456,6 +314,7 @@ class Adapters:
             publish=self.publisher().publish,
             now=self.clock,
             pools=self.config_store(),
+            wake=self.admission_queue().wake,
         )
 
     # -- the operators' tools: configuration, queries, the dry run ------------------------------
@@ -465,7 +324,9 @@ class Adapters:
         from capacity_launcher.service.configuration import Configuration
 
         config = self.config_store()
-        return Configuration(config, config.priority_classes())
+        return Configuration(
+            config, config.priority_classes(), wake=self.admission_queue().wake_all
+        )
 
     def queries(self) -> Queries:
         """What `get`, `describe` and `top` read, uncached: the state of this moment."""

@@ -1,0 +1,101 @@
+"""Waiting for room (issue 37): a request that set `waitForCapacityUntil`, refused with nothing
+launched for room that may appear (its quota, its pool's limits, every offering it may use known
+dry), waits instead of failing: a Waiting record naming what it waits for, which the batch stores
+once its message is held and its entry is in its pool's queue (service/admission_queue.py).
+Past its deadline it ends Failed with the refusal it waited out and NotAdmittedByDeadline.
+The decisions are the domain's (domain/accounting/admission_queue.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from capacity_launcher.domain.accounting.admission_queue import (
+    capacity_awaited,
+    missed_deadline,
+    queue_check_seconds,
+    waits_instead,
+)
+from capacity_launcher.domain.records.status import (
+    RequestRecord,
+    RequestStatus,
+    UnavailableOffering,
+)
+from capacity_launcher.service.launch.lifecycle import Phase
+from capacity_launcher.service.launch.progress import Context, LaunchReport, PoolView, Progress
+
+
+def wait_for_room(
+    ctx: Context,
+    item: Progress,
+    report: LaunchReport,
+    unavailable: Sequence[UnavailableOffering] = (),
+    *,
+    ending: bool = True,
+) -> bool:
+    """Put a refused request to wait, if it may (True: its Waiting record is in the report, and
+    the batch holds it). Past its deadline, one that waited before and ends now (`ending`: its
+    lease phase refused it) notes why (False)."""
+    deadline = item.request.wait_for_capacity_until
+    if deadline is None or not item.awaits or item.instance_ids or item.launching:
+        return False
+    if item.state not in (Phase.UNLEASED, *_ARRIVAL):
+        return False
+    now = ctx.clock()
+    if not waits_instead(deadline, now, 0, item.awaits):
+        if ending and item.waited is not None:
+            item.note(missed_deadline(deadline, item.awaits))
+        return False
+    item.mark_waiting()
+    report.records[item.request_id] = RequestRecord.of(
+        item.request,
+        RequestStatus.WAITING,
+        node_pool=item.pool_name,
+        received_at=item.prepared.received_at,
+        finished_at=now,
+        unavailable_offerings=list(unavailable),
+        errors=list(item.errors),
+        waiting_for=list(item.awaits),
+    )
+    report.waiting[item.request_id] = queue_check_seconds(now, deadline)
+    return True
+
+
+def wait_for_capacity(
+    ctx: Context,
+    items: Sequence[Progress],
+    report: LaunchReport,
+    why: str,
+    dry: Sequence[UnavailableOffering],
+) -> list[Progress]:
+    """Requests a pool keeps although every offering they may use is known dry, or its
+    reservations (all it launches into) are full (none passed on): those that set a deadline
+    wait for capacity; returns those that go on."""
+    going = []
+    for item in items:
+        if not why or item.request.wait_for_capacity_until is None:
+            going.append(item)
+            continue
+        item.awaits_also(capacity_awaited(item.pool_name, why, dry))
+        if not wait_for_room(ctx, item, report, dry, ending=False):
+            going.append(item)
+    return going
+
+
+def reservations_full(view: PoolView, item: Progress) -> str:
+    """Why a pool that launches only into reservations cannot hold the request now: they have
+    room for fewer than its minCount, as the snapshots show ('' when they have room, or the pool
+    may launch otherwise)."""
+    usable = view.usable
+    if not usable.reserved or usable.on_demand or usable.spot:
+        return ""
+    available = usable.reserved_available()
+    if available >= item.request.min_count:
+        return ""
+    return (
+        f"its reservations have room for {available} instance(s) now, fewer than "
+        f"minCount={item.request.min_count}"
+    )
+
+
+# The arrival states a request may be put to wait from before its lease phase.
+_ARRIVAL = (Phase.FRESH, Phase.RECOVERED, Phase.WAITING, Phase.PASSED_ON, Phase.CHANGED)
