@@ -11,9 +11,10 @@ from typing import Any
 import moto_capacity
 from capacity_launcher.domain.capacity.shared_resolution import MAX_AGE_SECONDS
 from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.service.resolution_sync import ResolutionReport
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.integration.test_reservation_sync import sync
-from tests.support.cloud import Cloud, launch_request
+from tests.support.cloud import Cloud, current, launch_request
 
 DESCRIBES = (
     "DescribeSubnets",
@@ -22,6 +23,11 @@ DESCRIBES = (
     "DescribeInstanceTypes",
     "DescribeInstanceTypeOfferings",
 )
+
+
+def _resolve() -> ResolutionReport:
+    """The sync's resolutions part alone, as the minute's run builds it."""
+    return current().adapters().resolution_sync().run()
 
 
 def _describes(calls: Counter[str]) -> dict[str, int]:
@@ -54,8 +60,7 @@ def test_fresh_containers_share_the_sync_s_resolution(
     # Given a NodeClass the sync has resolved
     _pool(cloud, subnets, image)
     report = sync()
-    assert report.resolutions is not None
-    assert report.resolutions.resolved == ["standard"]
+    assert report.failed == []
     ec2_calls.clear()
     # When five fresh containers each serve a request
     records = [_launch_fresh(cloud, f"shared-{n}") for n in range(5)]
@@ -73,10 +78,12 @@ def test_the_sync_leaves_a_fresh_resolution_alone(
     ec2_calls.clear()
     moto_capacity.advance_clock(60)
     # A minute later nothing changed: the resolution is kept, no Describe is made for it
-    report = sync()
-    assert report.resolutions is not None
-    assert report.resolutions.kept == ["standard"]
+    report = _resolve()
+    assert report.kept == ["standard"]
     assert "DescribeImages" not in ec2_calls
+    # Two minutes after, it is resolved again
+    moto_capacity.advance_clock(60)
+    assert _resolve().resolved == ["standard"]
 
 
 def test_a_class_applied_since_is_not_served_the_older_resolution(
@@ -132,10 +139,9 @@ def test_a_deleted_subnet_is_not_shared_and_is_refused_loudly(
     # When the subnet is deleted and the sync resolves the class again
     cloud.ec2.delete_subnet(SubnetId=own)
     moto_capacity.advance_clock(121)
-    report = sync()
+    report = _resolve()
     # Then the sync shares nothing for it, and a fresh container is refused by EC2, named
-    assert report.resolutions is not None
-    assert "standard" in report.resolutions.refused
+    assert "standard" in report.refused
     record = _launch_fresh(cloud, "subnet-gone")
     assert record.status == RequestStatus.FAILED
     assert record.launched == 0

@@ -56,7 +56,7 @@ from capacity_launcher.service.ports import (
 from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepReport
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
-from capacity_launcher.service.resolution_sync import ResolutionReport, ResolutionSync
+from capacity_launcher.service.resolution_sync import ResolutionSync, resolution_part
 from capacity_launcher.service.static_pools import StaticPools, StaticReport
 from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
@@ -102,7 +102,6 @@ class SyncReport:
     # time): its counts held until this look, as the usage roll-up counts them (usage_rollup.py).
     counted: dict[str, StoredReservation] = field(default_factory=dict)
     usage: UsageRollupReport | None = None
-    resolutions: ResolutionReport | None = None
 
 
 class Readiness(Protocol):
@@ -167,8 +166,7 @@ class ReservationSync:
         self._repair(report)
         if listed is not None:
             self._act_on_the_list(report, *listed)
-        # The NodeClasses' resolution, shared with every launcher container.
-        report.resolutions = _shared_resolution(report.failed, self._resolutions)
+        resolution_part(report.failed, self._resolutions)  # shared with every launcher
         self._wake(report)
         logger.info(
             "reservations synced",
@@ -421,15 +419,6 @@ class ReservationSync:
             for member in members:
                 groups_of.setdefault(member, []).append(arn)
         return coverage, groups_of
-
-
-def _shared_resolution(
-    failed: list[str], resolutions: ResolutionSync | None
-) -> ResolutionReport | None:
-    """The shared resolution's part, contained (None when the sync has none)."""
-    if resolutions is None:
-        return None
-    return contained(failed, "resolutions", resolutions.run, None)
 
 
 def _reconcile(reconciliation: Reconciliation) -> ReconciliationReport:

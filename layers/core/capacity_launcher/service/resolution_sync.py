@@ -19,6 +19,8 @@ from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.apis.documents import revision_of
 from capacity_launcher.domain.capacity.shared_resolution import Head, Resolution, due
 from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
+from capacity_launcher.observability import logger
+from capacity_launcher.service.sync_parts import contained
 
 
 class ResolutionStore(Protocol):
@@ -88,4 +90,14 @@ class ResolutionSync:
                 continue
             self._store.save(name, revision, at, resolution, head)
             report.resolved.append(name)
+        logger.info(
+            "NodeClasses resolved for the launchers",
+            extra={"resolved": report.resolved, "kept": report.kept, "refused": report.refused},
+        )
         return report
+
+
+def resolution_part(failed: list[str], sync: ResolutionSync | None) -> ResolutionReport | None:
+    """The sync minute's `resolutions` part, contained (service/sync_parts.py); None when the
+    sync has none, or it failed."""
+    return None if sync is None else contained(failed, "resolutions", sync.run, None)
