@@ -209,11 +209,13 @@ def section(result: Result) -> list[str]:
         *render(result).splitlines(),
         "",
         "A fresh container makes one Query more (its class's resolution) and no Describe; the "
-        "sync pays for the resolution once for every container: one Describe per kind, and the "
-        "classes' Query, the heads' BatchGetItem, the parts' BatchWriteItem and the head's "
-        "PutItem, when a class is due (every 120 s, or applied since); in the minutes between, "
-        "the Query and the BatchGetItem only. In AWS, DescribeInstanceTypes pages by 100: about "
-        "nine pages for a region's types, the sync's only, every 120 s.",
+        "sync pays for the resolution once for every container: its subnets', security "
+        "groups' and images' Describes, the classes' Query, the heads' BatchGetItem, the parts' "
+        "BatchWriteItem and the head's PutItem when a class is due (every 120 s, or applied "
+        "since), the instance types' and offerings' as its catalog expires (55 and 5 minutes); "
+        "in the minutes between, the Query and the BatchGetItem only. In AWS, "
+        "DescribeInstanceTypes pages by 100: about nine pages for a region's types, the sync's "
+        "only, once an hour.",
         "",
     ]
 

@@ -24,12 +24,20 @@ MAX_PINNED_FILTER_VALUES = 200
 
 
 class InstanceTypeCatalog:
-    def __init__(self, ec2: Any | None = None, shared: SharedResolutions | None = None) -> None:
-        """`shared`: the resolutions the sync shares, asked first (a launcher's)."""
+    def __init__(
+        self,
+        ec2: Any | None = None,
+        shared: SharedResolutions | None = None,
+        *,
+        types_seconds: float = INSTANCE_TYPES_TTL_SECONDS,
+        offerings_seconds: float = OFFERINGS_TTL_SECONDS,
+    ) -> None:
+        """`shared`: the resolutions the sync shares, asked first (a launcher's); the seconds
+        its copies are kept (the sync's are shorter: a launcher may hold what it shares)."""
         self._ec2 = ec2 or client("ec2")
         self._shared = shared
-        self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(INSTANCE_TYPES_TTL_SECONDS)
-        self._offered: TtlCache[dict[str, frozenset[str]]] = TtlCache(OFFERINGS_TTL_SECONDS)
+        self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(types_seconds)
+        self._offered: TtlCache[dict[str, frozenset[str]]] = TtlCache(offerings_seconds)
 
     def offered(
         self, zones: Iterable[str], names: Iterable[str] | None = None

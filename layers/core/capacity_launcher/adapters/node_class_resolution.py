@@ -20,12 +20,21 @@ from capacity_launcher.domain.capacity.shared_resolution import Resolution
 
 
 class NodeClassResolution:
-    def __init__(self, ec2: Any, ssm: Any, *, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        ec2: Any,
+        ssm: Any,
+        *,
+        clock: Callable[[], datetime],
+        catalog: InstanceTypeCatalog | None = None,
+    ) -> None:
+        """`catalog`: the instance types' (the sync keeps one across its runs, with its own
+        TTLs: the region's listing is its largest read)."""
         self._ec2 = ec2
         self._subnets = Subnets(ec2)
         self._groups = SecurityGroups(ec2)
         self._templates = LaunchTemplates(ec2, ssm, clock=clock)
-        self._catalog = InstanceTypeCatalog(ec2)
+        self._catalog = catalog or InstanceTypeCatalog(ec2)
 
     def shared(self, node_class: NodeClass) -> Resolution | None:
         """What a launch of the class would resolve now, as every launcher container may share
