@@ -6,9 +6,10 @@ A class whose stored resolution is of its revision and younger than REFRESH_AFTE
 left alone (no EC2 call); one due is resolved with this run's resolvers (subnets, security
 groups and images fresh: nothing carried from an earlier run, so `resolvedAt` is when EC2 said
 them; the instance types from the sync's own catalog, kept across runs for its TTLs less the
-300 s a launcher may hold them) and stored, its parts only when what it resolved to changed. A class EC2 refuses now (no subnet, security group or image found, an
-image EC2 does not know, a field refused) has its stored resolution deleted: launchers ask EC2
-and are refused by it, naming the field, as before any sharing."""
+300 s a launcher may hold them) and stored, its parts only when what it resolved to changed.
+A class EC2 refuses now (no subnet, security group or image found, an image EC2 does not know,
+a field refused) has its stored resolution deleted: launchers ask EC2 and are refused by it,
+naming the field, as before any sharing."""
 
 from __future__ import annotations
 
