@@ -75,6 +75,11 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument(
         "--via", choices=("bus", "queue"), default="bus", help="the event bus (default) or queue"
     )
+    submit.add_argument(
+        "--source",
+        help="the bus event's source (default capacity-launcher.cli): a scheduler's, as a "
+        "CapacityQuota's requesterOrigins.eventSources names it",
+    )
     submit.add_argument("--wait", action="store_true", help="print the status when finished")
     submit.add_argument(
         "--dry-run",
@@ -349,6 +354,7 @@ def _command(args: argparse.Namespace) -> Command:
             "ec2nodeclasses": config_commands.get_config,
             "capacityquotas": quota_commands.get_quotas,
             "requests": request_commands.get_requests,
+            "queues": request_commands.get_queues,
             "instances": request_commands.get_instances,
             "reservations": capacity_commands.get_reservations,
             "unavailable-offerings": capacity_commands.get_unavailable_offerings,
@@ -372,7 +378,7 @@ def _command(args: argparse.Namespace) -> Command:
 
 
 # Types whose `get` takes several NAMEs; the others take one.
-_MANY_NAMES = ("requests", "instances", "reservations", "unavailable-offerings")
+_MANY_NAMES = ("requests", "queues", "instances", "reservations", "unavailable-offerings")
 
 
 def _refused(args: argparse.Namespace) -> str | None:

@@ -142,14 +142,17 @@ def request_from_args(
     return request
 
 
-def client(deployment: Deployment) -> LaunchClient:
-    """The producer's client, as the CLI's own source."""
-    return LaunchClient(deployment, source=PRODUCER_SOURCE, poll_seconds=POLL_SECONDS)
+def client(deployment: Deployment, source: str = PRODUCER_SOURCE) -> LaunchClient:
+    """The producer's client; `source`: its events' source on the bus (the CLI's own unless
+    `submit --source` names a scheduler's)."""
+    return LaunchClient(deployment, source=source, poll_seconds=POLL_SECONDS)
 
 
-def send(request: dict[str, Any], deployment: Deployment, via: Via) -> LaunchRequest:
+def send(
+    request: dict[str, Any], deployment: Deployment, via: Via, source: str = PRODUCER_SOURCE
+) -> LaunchRequest:
     """Send a request `checked` has judged; the request as sent."""
-    return client(deployment).submit(request, via=via, check=False)
+    return client(deployment, source).submit(request, via=via, check=False)
 
 
 def wait_for(
@@ -202,7 +205,7 @@ def submit(args: argparse.Namespace, deployment: Deployment) -> int:
         return EXIT_FAILED
     if args.dry_run:
         return dry_run(request, deployment)
-    sent = send(request.to_dict(), deployment, args.via)
+    sent = send(request.to_dict(), deployment, args.via, args.source or PRODUCER_SOURCE)
     print(f"submitted {sent.request_id} via {args.via}", file=sys.stderr)
     if not args.wait:
         print(sent.request_id)
@@ -262,6 +265,21 @@ def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
         named.missing_from(args, (r.request_id for r in records)),
         lambda: [r.to_detail() for r in records],
         lambda: views.requests(records, wide=args.output == "wide"),
+    )
+
+
+def get_queues(args: argparse.Namespace, deployment: Deployment) -> int:
+    """Each NodePool's admission queue (or those named): its waiting requests in the order they
+    will be admitted, numbered from the head, read now (docs/queueing.md)."""
+    stored = [p.metadata.name for p in queries(deployment).config.node_pools()]
+    pools = [p for p in dict.fromkeys(args.names or stored) if p in stored]
+    pending = adapters(deployment).queue_view().pending(pools)
+    listed = [q for queued in pending.values() for q in queued]
+    return named.answer(
+        args,
+        named.missing_from(args, stored),
+        lambda: [views.queued_document(q) for q in listed],
+        lambda: views.queues(listed),
     )
 
 

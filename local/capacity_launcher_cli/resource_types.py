@@ -38,6 +38,8 @@ TYPES = (
     ResourceType("clustercapacityreservations", "clustercapacityreservation"),
     ResourceType("priorityclasses", "priorityclass", ("pc",), deletes="priorityclass"),
     ResourceType("requests", "request", ("req",), name_field="requestId"),
+    # Kueue's pending workloads per queue: one admission queue per NodePool (docs/queueing.md).
+    ResourceType("queues", "queue", name_field="nodePool"),
     ResourceType("instances", "instance", name_field="instanceId"),
     ResourceType("reservations", "reservation", name_field="capacityReservationId"),
     ResourceType("unavailable-offerings", "unavailable-offering", name_field="offering"),

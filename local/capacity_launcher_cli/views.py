@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from capacity_launcher.domain.accounting.admission_queue import QueuedRequest
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
 from capacity_launcher.domain.apis.priority_classes import PriorityClass
 from capacity_launcher.domain.capacity.offerings import UnavailableEntry
@@ -310,6 +311,46 @@ def requests(records: Iterable[RequestRecord], wide: bool = False) -> Table:
 
 
 _REQUESTS_WIDE = ("REQUESTER", "RECEIVED", "FINISHED")
+
+
+def queues(listed: Iterable[QueuedRequest]) -> Table:
+    """One row per waiting request, in each pool's admission order."""
+    table = _table(
+        "Admission queues",
+        "POOL", "POSITION", "REQUEST", "REQUESTER", "PRIORITY", "WAITING FOR", "SINCE", "UNTIL",
+        "PASSED OVER",
+    )  # fmt: skip
+    for queued in listed:
+        entry, record = queued.entry, queued.record
+        table.add_row(
+            escape(entry.pool),
+            str(queued.position),
+            escape(entry.request_id),
+            _or_dash(record.requester if record else None),
+            str(entry.priority),
+            _or_dash(", ".join(w.named for w in record.waiting_for) if record else None),
+            _minute(entry.arrival),
+            _minute(entry.deadline),
+            f"{entry.passes} (blocks)" if entry.blocks else str(entry.passes),
+        )
+    return table
+
+
+def queued_document(queued: QueuedRequest) -> dict[str, Any]:
+    """A waiting request as `get queues -o json|yaml` lists it."""
+    entry, record = queued.entry, queued.record
+    return {
+        "nodePool": entry.pool,
+        "position": queued.position,
+        "requestId": entry.request_id,
+        "requester": record.requester if record else None,
+        "priority": entry.priority,
+        "waitingFor": [w.to_dict() for w in record.waiting_for] if record else [],
+        "arrival": format_timestamp(entry.arrival),
+        "deadline": format_timestamp(entry.deadline),
+        "passedOver": entry.passes,
+        "blocks": entry.blocks,
+    }
 
 
 def _waiting_for(record: RequestRecord) -> str:

@@ -268,3 +268,63 @@ def test_a_pool_applied_with_more_room_wakes_its_queue(
     # Then its queue's head is woken at once, and admitted
     assert cloud.deliver_queued() == ["waiter"]
     assert record_of(cloud, "waiter").status is RequestStatus.FULFILLED
+
+
+def test_get_queues_lists_each_pools_waiting_requests_with_their_positions(
+    pool: Cloud, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kueue's pending workloads per queue: positions from the head, what each waits for, read
+    now; a pool that is not applied is NotFound, as kubectl says it."""
+    import argparse
+
+    from capacity_launcher_cli.request_commands import get_queues
+    from tests.integration.test_quota_status import _Deployment, _listing
+
+    apply_class(pool, "urgent", 1000)
+    pool.send(launch_request("fill", nodePool=POOL, count=2))
+    deadline = until(hours=2)
+    for request_id, klass in (("late-1", None), ("late-2", None), ("first", "urgent")):
+        moto_capacity.advance_clock(1)
+        extra = {"priorityClassName": klass} if klass else {}
+        body = launch_request(request_id, nodePool=POOL, waitForCapacityUntil=deadline, **extra)
+        pool.send(body)
+    deployment = _Deployment(pool.names.state_table)
+
+    args = argparse.Namespace(resource="queues", output="json", names=[])
+    assert get_queues(args, deployment) == 0  # type: ignore[arg-type]
+    listed = _listing(capsys)
+
+    assert [(q["position"], q["requestId"], q["priority"]) for q in listed] == [
+        (1, "first", 1000),
+        (2, "late-1", 0),
+        (3, "late-2", 0),
+    ]
+    assert {q["nodePool"] for q in listed} == {POOL}
+    assert [w["kind"] for w in listed[0]["waitingFor"]] == ["Limit"]
+    # And a dry run of one more says it would wait in that queue, behind how many
+    from capacity_launcher.domain.launch_request import LaunchRequest
+
+    dry_run = pool.adapters().dry_run()
+    plain = LaunchRequest(requestId="next", nodePool=POOL, count=1, waitForCapacityUntil=deadline)
+    urgent = plain.model_copy(update={"priority_class_name": "urgent"})
+    would = dry_run(plain).to_dict()["wouldWait"]
+    assert {k: would[k] for k in ("nodePool", "priority", "behind")} == {
+        "nodePool": POOL,
+        "priority": 0,
+        "behind": 3,
+    }
+    assert would["until"][:19] == deadline[:19]
+    assert dry_run(urgent).to_dict()["wouldWait"]["behind"] == 1  # behind "first" alone
+    alone = LaunchRequest(requestId="no-wait", nodePool=POOL, count=1)
+    assert dry_run(alone).to_dict()["wouldWait"] is None
+    table = argparse.Namespace(
+        resource="queues", output="table", names=[POOL], ignore_not_found=False
+    )
+    assert get_queues(table, deployment) == 0  # type: ignore[arg-type]
+    shown = capsys.readouterr().out
+    assert "POSITION" in shown and "first" in shown and "general" in shown
+    missing = argparse.Namespace(
+        resource="queues", output="json", names=["nonesuch"], ignore_not_found=False
+    )
+    assert get_queues(missing, deployment) == 1  # type: ignore[arg-type]
+    assert "nonesuch" in capsys.readouterr().err

@@ -282,6 +282,7 @@ PROFILES = {
         steps=60,
         weights={
             "apply_static_pool": 3,
+            "forge_static_launch": 1,
             "submit": 5,
             "stop_instance": 3,
             "start_instance": 2,
@@ -410,6 +411,7 @@ class Catalog:
     last_changed: dict[str, float] = field(default_factory=dict)  # "Kind/name" → when
     interruptible_sources: list[str] = field(default_factory=list)  # ODCRs lending some
     foreign: list[str] = field(default_factory=list)  # someone else's instances, not terminated
+    forged: list[str] = field(default_factory=list)  # ids shaped as the sync's static launches
 
 
 def quota_document(name: str) -> dict[str, Any]:

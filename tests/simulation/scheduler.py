@@ -582,7 +582,10 @@ class Simulation:
 
     def _static_converges(self) -> None:
         """The static pool (static_invariants.py): at most its replicas after the quiescence's
-        sync; its target after one more sync and drain."""
+        sync; its target after one more sync and drain; forged launches refused."""
+        for request_id in self.catalog.forged:
+            self.invariants.static.forged_refused(request_id, self.world.record(request_id))
+        self.catalog.forged.clear()
         document = self.catalog.pools.get(STATIC_POOL)
         target = None if document is None else static_target(document)
         if target is None:

@@ -6,6 +6,8 @@ the queue drained, the clock past every lease, the sync run.
 - **Converges when capacity allows**: after one more sync and drain (two sync intervals in all),
   its live instances are `min(replicas, limits.instances)`. The pool launches a type no other
   operation dries or reserves (static_operations.py), so capacity always allows.
+- **Only the sync launches into it**: a producer's request whose id is shaped as the sync's
+  launches (`static-<pool>-...`) ends Rejected, having launched nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 
 AT_MOST = "a static pool is never over its replicas (quiescent)"
 CONVERGES = "a static pool converges to its replicas within two syncs"
+ONLY_THE_SYNC = "a request only shaped as the sync's static launch launches nothing"
 
 
 def static_target(document: dict[str, Any]) -> tuple[int, int] | None:
@@ -44,3 +47,9 @@ class StaticInvariants:
             self._invariants._violate(
                 CONVERGES, f"{pool}: {live} live after two syncs, expected {target}"
             )
+
+    def forged_refused(self, request_id: str, record: dict[str, Any] | None) -> None:
+        self._invariants.checks[ONLY_THE_SYNC] += 1
+        if record is None or record.get("status") != "Rejected" or record.get("instances"):
+            status = None if record is None else record.get("status")
+            self._invariants._violate(ONLY_THE_SYNC, f"{request_id}: {status}")

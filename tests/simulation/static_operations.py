@@ -1,6 +1,7 @@
 """Static NodePools in the simulation (docs/static-capacity.md): an operator applies the static
 pool now and then with other replicas and limits; producers' requests may name it (Rejected,
-StaticNodePool); instances of it are stopped, started and terminated by the other operations.
+StaticNodePool), some with ids shaped as the sync's own launches (forge_static_launch: refused
+too); instances of it are stopped, started and terminated by the other operations.
 
 The pool launches a type no other operation dries or reserves (STATIC_TYPE) through a class no
 other operation deletes, so "capacity allows" always holds for it and its convergence is judged
@@ -57,5 +58,21 @@ def apply_static_pool(sim: Simulation, rng: random.Random) -> str:
     return f"replicas {replicas}, limit {limit}: {', '.join(outcomes)}"
 
 
-STATIC_OPERATIONS = {"apply_static_pool": apply_static_pool}
-STATIC_WEIGHTS: dict[str, float] = {"apply_static_pool": 1}
+def forge_static_launch(sim: Simulation, rng: random.Random) -> str:
+    """A producer's request whose id is shaped as the sync's static launches
+    (`static-<pool>-...`), naming the static pool: it must launch nothing (static_invariants)."""
+    if STATIC_POOL not in sim.catalog.pools:
+        return "no static pool"
+    sim.catalog.sequence += 1
+    request_id = f"static-{STATIC_POOL}-{sim.catalog.sequence}-0"
+    via_bus = rng.random() < 0.3
+    sim.send([{"requestId": request_id, "nodePool": STATIC_POOL, "count": 1}], via_bus=via_bus)
+    sim.catalog.forged.append(request_id)
+    return "bus" if via_bus else "sqs"
+
+
+STATIC_OPERATIONS = {
+    "apply_static_pool": apply_static_pool,
+    "forge_static_launch": forge_static_launch,
+}
+STATIC_WEIGHTS: dict[str, float] = {"apply_static_pool": 1, "forge_static_launch": 0.3}

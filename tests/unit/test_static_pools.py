@@ -49,6 +49,14 @@ def test_limits_instances_caps_the_launches():
     assert plan(5, 1, [member("i-1", "us-east-1a")], [], ZONES) == StaticPlan()
 
 
+def test_members_over_the_limit_go_too():
+    """A stopped member replaced, then started again (outside the service), is counted back:
+    the pool is over `limits.instances` and the newest goes, replicas notwithstanding."""
+    members = [member("i-old", "us-east-1a"), member("i-new", "us-east-1b", at="2026-02-01")]
+    assert plan(2, 1, members, [], ZONES).terminate == ("i-new",)
+    assert plan(2, 2, members, [], ZONES) == StaticPlan()
+
+
 def test_extras_go_unreserved_first_then_newest():
     members = [
         member("i-old", "us-east-1a", at="2026-01-01"),

@@ -63,6 +63,51 @@ class AdmissionQueueItems:
             )
         return [_entry(pool, from_item(item)) for item in page.get("Items", [])]
 
+    def entries(self, pool: str, limit: int) -> list[QueueEntry]:
+        """The first `limit` entries of the pool's queue, in order (an operator's view: pages of
+        the pool's partition until `limit`, bodies left out)."""
+        found: list[QueueEntry] = []
+        start: dict[str, Any] = {}
+        while len(found) < limit:
+            with aws_call("Query"):
+                page = self._db.query(
+                    TableName=self._table,
+                    KeyConditionExpression="pk = :pk",
+                    ExpressionAttributeValues={":pk": {"S": queue_partition(pool)}},
+                    # Everything but the body (a launch request's, up to SQS's 256 KB).
+                    ProjectionExpression=", ".join(f"#{n}" for n in _VIEWED),
+                    ExpressionAttributeNames={f"#{n}": n for n in _VIEWED},
+                    Limit=limit - len(found),
+                    **start,
+                )
+            found += [_entry(pool, {"body": "", **from_item(i)}) for i in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                break
+            start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+        return found
+
+    def ahead(self, pool: str, entry_key: str) -> int:
+        """How many entries of the pool's queue sort before `entry_key` (a dry run's "behind
+        how many"): Queries that count, every page."""
+        counted = 0
+        start: dict[str, Any] = {}
+        while True:
+            with aws_call("Query"):
+                page = self._db.query(
+                    TableName=self._table,
+                    KeyConditionExpression="pk = :pk AND sk < :key",
+                    ExpressionAttributeValues={
+                        ":pk": {"S": queue_partition(pool)},
+                        ":key": {"S": entry_key},
+                    },
+                    Select="COUNT",
+                    **start,
+                )
+            counted += int(page.get("Count", 0))
+            if "LastEvaluatedKey" not in page:
+                return counted
+            start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+
     def woken(self, entry: QueueEntry, wake: int) -> None:
         """The entry was woken as the `wake`-th of a room event's chain (if it is still there)."""
         self._update(entry, "SET wake = :wake", {":wake": {"N": str(wake)}})
@@ -87,6 +132,9 @@ class AdmissionQueueItems:
                 )
         except ConditionFailed:
             pass  # it left the queue meanwhile (admitted, or ended)
+
+
+_VIEWED = ("pk", "sk", "requestId", "priority", "arrival", "deadline", "queueArn", "wake", "passes")
 
 
 def _entry(pool: str, item: dict[str, Any]) -> QueueEntry:

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
+from capacity_launcher.domain.accounting.admission_queue import entry_key
 from capacity_launcher.domain.accounting.pool_usage import fit_lease, room_left, unready_refusal
 from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
@@ -51,6 +52,32 @@ class Usage:
     pools: PoolUsage
     quotas: QuotaUsage
     readiness: PoolReadinessCount | None = None
+    # The admission queues (None: a request that may wait is not told behind how many).
+    queues: QueuesAhead | None = None
+
+
+class QueuesAhead(Protocol):
+    # How many entries of the pool's queue sort before `entry_key`.
+    def ahead(self, pool: str, entry_key: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class WouldWait:
+    """A request that may wait and would not launch now: the queue it would wait in, behind
+    how many, and until when (what it would wait for is each pool's refusal or headroom)."""
+
+    pool: str
+    priority: int
+    behind: int | None
+    until: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodePool": self.pool,
+            "priority": self.priority,
+            "behind": self.behind,
+            "until": format_timestamp(self.until),
+        }
 
 
 @dataclass(frozen=True)
@@ -157,6 +184,7 @@ class Preview:
     at: datetime
     rejected: ErrorDetail | None = None
     pools: tuple[PoolPreview, ...] = field(default_factory=tuple)
+    would_wait: WouldWait | None = None
 
     @property
     def would_launch(self) -> bool:
@@ -168,6 +196,7 @@ class Preview:
             "at": format_timestamp(self.at),
             "rejected": None if self.rejected is None else self.rejected.to_dict(),
             "pools": [p.to_dict() for p in self.pools],
+            "wouldWait": None if self.would_wait is None else self.would_wait.to_dict(),
         }
 
 
@@ -191,7 +220,17 @@ def preview(ctx: Context, request: LaunchRequest, usage: Usage) -> Preview:
         prepared = resolve(ctx.ports.config, request, now)
     except RequestRejected as rejected:
         return Preview(request, now, ErrorDetail(code=rejected.code, message=rejected.reason))
-    return Preview(request, now, pools=tuple(_visit(ctx, usage, p) for p in _chain(ctx, prepared)))
+    chain = list(_chain(ctx, prepared))
+    shown = Preview(request, now, pools=tuple(_visit(ctx, usage, p) for p in chain))
+    until = request.wait_for_capacity_until
+    if until is None or shown.would_launch:
+        return shown
+    # It would wait in the queue of the last pool that refused it for room (docs/queueing.md).
+    last = chain[-1]
+    pool = last.pool.metadata.name
+    key = entry_key(last.priority, now, request.request_id)
+    behind = usage.queues.ahead(pool, key) if usage.queues is not None else None
+    return replace(shown, would_wait=WouldWait(pool, last.priority, behind, until))
 
 
 def _chain(ctx: Context, first: Prepared) -> Iterator[Prepared]:

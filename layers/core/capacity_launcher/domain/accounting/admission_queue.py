@@ -19,7 +19,7 @@ stream of smaller ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -32,6 +32,7 @@ from capacity_launcher.domain.records.status import (
     AWAITS_RESERVATION,
     AwaitedReservation,
     ErrorDetail,
+    RequestRecord,
     UnavailableOffering,
     format_timestamp,
 )
@@ -192,3 +193,24 @@ def queue_pool(awaited: Iterable[AwaitedReservation]) -> str | None:
     (None: it waits only for scheduled reservations)."""
     queued = queued_kinds(awaited)
     return queued[-1].node_pool if queued else None
+
+
+@dataclass(frozen=True)
+class QueuedRequest:
+    """A waiting request as an operator sees its queue (Kueue's pending workload): its place
+    (1: the head), its entry, and its record (None: the entry outlived it, removed at the next
+    wake)."""
+
+    position: int
+    entry: QueueEntry
+    record: RequestRecord | None
+
+
+def positions(
+    entries: Iterable[QueueEntry], records: Mapping[str, RequestRecord]
+) -> list[QueuedRequest]:
+    """The queue's entries in order, numbered from its head, each with its record."""
+    return [
+        QueuedRequest(place, entry, records.get(entry.request_id))
+        for place, entry in enumerate(in_order(entries), start=1)
+    ]

@@ -8,7 +8,8 @@ asks `plan`:
   per missing instance, each pinned to the zone that has the fewest of the pool's instances and
   launches (ties by name), skipping zones where a launch of the pool found no capacity lately
   (`dry_zones`); when every zone is dry, the launch goes unpinned.
-- **Over** (members > replicas): the extra members are terminated, in this order: those not in a
+- **Over** (members > replicas, or > `limits.instances`: a member stopped, replaced and started
+  again counts back): the extra members are terminated, in this order: those not in a
   reservation before those in one (a reservation is paid for whether used or not), then the
   newest first (the least running work lost), then by id. Launches in flight are not counted
   here: one that lands over replicas is terminated the next minute.
@@ -81,9 +82,10 @@ def plan(
     dry_zones: Collection[str] = (),
 ) -> StaticPlan:
     """What the pool does this minute (see the module docstring)."""
-    if len(members) > replicas:
-        return StaticPlan(terminate=tuple(_first_to_go(members)[: len(members) - replicas]))
+    # Never over the limit either: a member stopped, replaced and started again counts back.
     target = replicas if limit is None else min(replicas, limit)
+    if len(members) > target:
+        return StaticPlan(terminate=tuple(_first_to_go(members)[: len(members) - target]))
     missing = target - len(members) - len(in_flight)
     if missing <= 0:
         return StaticPlan()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.service.launch import LaunchBatch
     from capacity_launcher.service.preview import DryRun
     from capacity_launcher.service.queries import Queries
+    from capacity_launcher.service.queue_view import QueueView
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
     from capacity_launcher.service.reservation_sync import ReservationSync
@@ -365,6 +366,14 @@ class Adapters(Stores):
             usage=self.usage_store(),
         )
 
+    def queue_view(self) -> QueueView:
+        """`get queues`: each pool's waiting requests with their positions, read now."""
+        from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
+        from capacity_launcher.service.queue_view import QueueView
+
+        items = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
+        return QueueView(items, self.launch_records())
+
     def dry_run(self) -> DryRun:
         """`submit --dry-run`: the launcher's own steps through its ports, read-only."""
         from capacity_launcher.service.launch.progress import Context
@@ -376,4 +385,8 @@ class Adapters(Stores):
             max_attempts=self.settings.max_launch_attempts,
             sleep=self.pause,
         )
-        return DryRun(context, Usage(self.pool_usage(), self.quota_usage(), self.pool_readiness()))
+        from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
+
+        queues = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
+        usage = Usage(self.pool_usage(), self.quota_usage(), self.pool_readiness(), queues)
+        return DryRun(context, usage)
