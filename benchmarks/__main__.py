@@ -14,6 +14,7 @@ from benchmarks import (
     burst,
     client_reuse,
     cold_start,
+    fresh_burst,
     ice_storm,
     offering_calls,
     plots,
@@ -58,6 +59,7 @@ def main() -> int:
         wake_calls=timed("wake calls", wake_calls.run),
         client_reuse=timed("client reuse", client_reuse.run),
         offering_calls=timed("offering calls", offering_calls.run),
+        fresh_burst=timed("fresh burst", fresh_burst.run),
         load=(load_at_start, os.getloadavg()),
         took=took,
     )

@@ -13,6 +13,7 @@ from benchmarks import (
     burst,
     client_reuse,
     cold_start,
+    fresh_burst,
     ice_storm,
     offering_calls,
     scaling,
@@ -53,6 +54,7 @@ class Results:
     wake_calls: list[WakeCalls]
     client_reuse: client_reuse.Result
     offering_calls: offering_calls.Result
+    fresh_burst: fresh_burst.Result
     # `uptime`'s load averages (1, 5, 15 min) at the start and the end: the machine is shared.
     load: tuple[tuple[float, float, float], tuple[float, float, float]]
     # Seconds each section took (the whole run must stay within BENCH_BUDGET_SECONDS).
@@ -103,6 +105,7 @@ def render(results: Results, seconds: float) -> str:
     lines += _burst(results.burst)
     lines += _healthy(results.healthy)
     lines += offering_calls.section(results.offering_calls)
+    lines += fresh_burst.section(results.fresh_burst)
     lines += _scaling(*results.scaling, results.plots)
     lines += _sync_calls(results.sync_calls)
     lines += _wake_calls(results.wake_calls)
@@ -211,6 +214,13 @@ def _goals(results: Results, seconds: float) -> list[str]:
         f"| {max(p.total for p in warm.points)} | "
         f"{verdict(max(p.total for p in warm.points) <= offering_calls.GOAL_CALLS)} |",
     ]
+    fresh = results.fresh_burst
+    rows.append(
+        f"| A burst of {fresh_burst.CONTAINERS} fresh containers: ≤ {fresh_burst.GOAL_PER_KIND} "
+        f"Describe per kind (issue 38) | most of one kind: {max(fresh.ours.describes().values())} "
+        f"(before: {max(fresh.baseline.describes().values())}); AWS calls {fresh.ours.total} "
+        f"(before: {fresh.baseline.total}) | {verdict(fresh_burst.met(fresh))} |"
+    )
     points, syncs = results.scaling
     for curve in sorted({p.curve for p in points}):
         mine = sorted((p for p in points if p.curve == curve), key=lambda p: p.size)

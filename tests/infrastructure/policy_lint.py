@@ -93,6 +93,14 @@ ACCEPTED = (
         "format requires one.",
     ),
     Accepted(
+        SYNC,
+        "RESOURCE_MISMATCH",
+        frozenset({"ssm:getparameter"}),
+        "The sync resolves NodeClasses' image parameters for every launcher (their shared "
+        "resolution): AWS public parameters (/aws/service/...) have no account in their ARN; "
+        "parliament's format requires one.",
+    ),
+    Accepted(
         LAUNCHER,
         "PERMISSIONS_MANAGEMENT_ACTIONS",
         frozenset(

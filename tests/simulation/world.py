@@ -570,6 +570,7 @@ class World:
                 state = instance._state.name
                 previous = self.known_states.get(instance.id)
                 if previous == state:
+                    self._retagged(instance)
                     continue
                 tags = {t["key"]: t["value"] for t in instance.get_tags()}
                 if tags.get(MANAGED) != "true" and instance.id not in self.instances:
@@ -592,6 +593,18 @@ class World:
                 )
                 changes.append((instance.id, state))
         return changes
+
+    def _retagged(self, instance: Any) -> None:
+        """An instance seen before its tags (a shared fleet's: the launcher tags each request's
+        instances after CreateFleet) is read again with them, its state unchanged: what names
+        it is its tags now, not at its last state change."""
+        observed = self.instances.get(instance.id)
+        if observed is None or (observed.request_id and observed.requester):
+            return
+        tags = {t["key"]: t["value"] for t in instance.get_tags()}
+        request_id, requester = tags.get(REQUEST_ID_TAG, ""), tags.get(REQUESTER_TAG, "")
+        if (request_id, requester) != (observed.request_id, observed.requester):
+            observed.request_id, observed.requester = request_id, requester
 
     def live_by_pool(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client, in_chunks, most_per_call
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.aws_errors import requirement_key
 from capacity_launcher.domain.capacity.instance_types import EC2_ARCHITECTURES, InstanceTypeInfo
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity_launcher.adapters.shared_resolutions import SharedResolutions
 
 # Instance-type facts change with AWS launches, not minutes; offerings per zone change rarely.
 INSTANCE_TYPES_TTL_SECONDS = 3600.0
@@ -21,10 +24,20 @@ MAX_PINNED_FILTER_VALUES = 200
 
 
 class InstanceTypeCatalog:
-    def __init__(self, ec2: Any | None = None) -> None:
+    def __init__(
+        self,
+        ec2: Any | None = None,
+        shared: SharedResolutions | None = None,
+        *,
+        types_seconds: float = INSTANCE_TYPES_TTL_SECONDS,
+        offerings_seconds: float = OFFERINGS_TTL_SECONDS,
+    ) -> None:
+        """`shared`: the resolutions the sync shares, asked first (a launcher's); the seconds
+        its copies are kept (the sync's are shorter: a launcher may hold what it shares)."""
         self._ec2 = ec2 or client("ec2")
-        self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(INSTANCE_TYPES_TTL_SECONDS)
-        self._offered: TtlCache[dict[str, frozenset[str]]] = TtlCache(OFFERINGS_TTL_SECONDS)
+        self._shared = shared
+        self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(types_seconds)
+        self._offered: TtlCache[dict[str, frozenset[str]]] = TtlCache(offerings_seconds)
 
     def offered(
         self, zones: Iterable[str], names: Iterable[str] | None = None
@@ -34,10 +47,15 @@ class InstanceTypeCatalog:
         `names` narrows the lookup when the requirements pin instance types (ODCR users usually do),
         so a cold container asks EC2 for a handful of types instead of every type in the region:
         their facts, and where they are offered (parsing every offering of two zones is a cold
-        launcher's largest single piece of CPU).
+        launcher's largest single piece of CPU). A shared resolution over these zones answers
+        first (adapters/shared_resolutions.py), unless a name may be one EC2 does not know.
         """
         zone_key = tuple(sorted(zones))
         name_key = tuple(sorted(names)) if names is not None else None
+        if self._shared is not None:
+            shared = self._shared.offered(zone_key, name_key)
+            if shared is not None:
+                return shared
         pinned = name_key if name_key and len(name_key) <= MAX_PINNED_FILTER_VALUES else None
         zones_by_type = self._offered.get_or_load(
             (zone_key, pinned), lambda: self._load_offerings(zone_key, pinned)
@@ -52,6 +70,10 @@ class InstanceTypeCatalog:
             if info is not None:
                 result.append(_with_zones(info, zones_by_type[name]))
         return result
+
+    def known(self) -> frozenset[str]:
+        """Every instance type EC2 knows in the region, by name (one listing, cached)."""
+        return frozenset(self._types.get_or_load(None, lambda: self._load_types(None)))
 
     def _load_offerings(
         self, zones: tuple[str, ...], names: tuple[str, ...] | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
@@ -38,6 +38,7 @@ from capacity_launcher.domain.capacity.reservations import (
     ReservedTarget,
     reservation_use,
 )
+from capacity_launcher.domain.capacity.shared_resolution import SharedImage
 from capacity_launcher.domain.errors import (
     InstanceProfileNotReady,
     LaunchFailed,
@@ -48,6 +49,9 @@ from capacity_launcher.domain.records.tags import (
     TEMPLATE_USED_AT,
 )
 from capacity_launcher.observability import logger
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity_launcher.adapters.shared_resolutions import SharedResolutions
 
 _ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
 # GetParameter's answer for a name SSM does not have (an alias's arm64 or accelerated image in a
@@ -80,15 +84,19 @@ class LaunchTemplates:
         profiles: InstanceProfiles | None = None,
         *,
         clock: Callable[[], datetime],
+        shared: SharedResolutions | None = None,
     ) -> None:
         """`clock`: the composition root's (the time a template is marked used, compared with
-        EC2's and judged by the sweep on the same clock; and how long a name is remembered)."""
+        EC2's and judged by the sweep on the same clock; and how long a name is remembered).
+        `shared`: the resolutions the sync shares, asked first for the class's security groups
+        and images (a launcher's)."""
+        self._shared = shared
         self._ec2 = ec2 or client("ec2")
         self._stack = stack
         self._clock = clock
         self._profiles = profiles
         self._image_parameters = ImageParameters(ssm)
-        self._security_groups = SecurityGroups(self._ec2)
+        self._security_groups = SecurityGroups(self._ec2, shared)
         self._image_selection = ImageSelection(self._ec2)
         self._known: dict[str, float] = {}  # name -> when it was last created or seen
         self._images: dict[str, Mapping[str, Any] | None] = {}
@@ -266,6 +274,9 @@ class LaunchTemplates:
         with self._lock:
             if image_id in self._images:
                 return self._images[image_id]
+        shared = self._shared.image(node_class, image_id) if self._shared is not None else None
+        if shared is not None:
+            return shared.facts
         try:
             with aws_call("DescribeImages", node_class=node_class, field="spec.imageId"):
                 images = self._ec2.describe_images(ImageIds=[image_id])["Images"]
@@ -289,6 +300,10 @@ class LaunchTemplates:
         and each of `acceleratedImageSsmParameters`' that SSM has. With accelerated images the
         others are the standard variant; without, they have none (any type of their
         architecture runs them)."""
+        if self._shared is not None:
+            resolution = self._shared.for_class(node_class)
+            if resolution is not None and resolution.images:
+                return [(i.image_id, i.variant) for i in resolution.images]
         parameters = self._image_parameters
         accelerated = node_class.spec.accelerated_image_ssm_parameters or []
         standard = STANDARD if accelerated else None
@@ -303,10 +318,27 @@ class LaunchTemplates:
                 found.append((image_id, image.variant))
         return list(dict.fromkeys(found))
 
+    def images(self, node_class: NodeClass) -> tuple[SharedImage, ...]:
+        """The class's images (its main one first) with what DescribeImages says of each, as a
+        shared resolution keeps them; empty when EC2 does not know the main one."""
+        found: list[SharedImage] = []
+        for image_id, variant in self._variant_images(node_class):
+            facts = self._described(image_id, node_class)
+            if facts is None:
+                if not found:
+                    return ()
+                continue
+            found.append(SharedImage(image_id, variant, dict(facts)))
+        return tuple(found)
+
     def _image_id(self, node_class: NodeClass) -> str:
         spec = node_class.spec
         if spec.image_id:
             return spec.image_id
+        if self._shared is not None:
+            resolution = self._shared.for_class(node_class)
+            if resolution is not None and resolution.images:
+                return resolution.images[0].image_id
         if spec.image_selector_terms:
             return self._image_selection.image_id(node_class)
         return self._image_parameters.image_id(node_class)

@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.apis.config import NodeClass
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity_launcher.adapters.shared_resolutions import SharedResolutions
+
 SUBNETS_TTL_SECONDS = 300.0
 
 
 class Subnets:
-    def __init__(self, ec2: Any | None = None) -> None:
+    def __init__(self, ec2: Any | None = None, shared: SharedResolutions | None = None) -> None:
+        """`shared`: the resolutions the sync shares, asked first (a launcher's)."""
         self._ec2 = ec2 or client("ec2")
+        self._shared = shared
         self._cache: TtlCache[dict[str, tuple[str, ...]]] = TtlCache(SUBNETS_TTL_SECONDS)
 
     def by_zone(self, node_class: NodeClass) -> dict[str, tuple[str, ...]]:
         """zone → subnet ids (sorted) for the NodeClass's subnets."""
+        if self._shared is not None:
+            resolution = self._shared.for_class(node_class)
+            if resolution is not None:
+                return dict(resolution.subnets)
         spec = node_class.spec
         if spec.subnet_ids:
             key: tuple[Any, ...] = ("ids", tuple(sorted(spec.subnet_ids)))

@@ -56,6 +56,7 @@ from capacity_launcher.service.ports import (
 from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepReport
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.resolution_sync import ResolutionSync, resolution_part
 from capacity_launcher.service.static_pools import StaticPools, StaticReport
 from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
@@ -128,7 +129,9 @@ class ReservationSync:
         admission: AdmissionQueue | None = None,
         static_pools: StaticPools | None = None,
         usage: UsageRollup | None = None,
+        resolutions: ResolutionSync | None = None,
     ) -> None:
+        self._resolutions = resolutions
         self._static_pools = static_pools
         self._readiness = readiness
         self._admission = admission
@@ -163,6 +166,7 @@ class ReservationSync:
         self._repair(report)
         if listed is not None:
             self._act_on_the_list(report, *listed)
+        resolution_part(report.failed, self._resolutions)  # shared with every launcher
         self._wake(report)
         logger.info(
             "reservations synced",

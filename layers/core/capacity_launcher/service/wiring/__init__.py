@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
     from capacity_launcher.adapters.instance_profiles import InstanceProfiles
+    from capacity_launcher.adapters.shared_resolutions import SharedResolutions
     from capacity_launcher.adapters.usage_store import UsageStore
     from capacity_launcher.service.admission_queue import AdmissionQueue
     from capacity_launcher.service.configuration import Configuration
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
     from capacity_launcher.service.reservation_sync import ReservationSync
+    from capacity_launcher.service.resolution_sync import ResolutionSync
     from capacity_launcher.service.static_pools import StaticPools
 
 
@@ -69,6 +71,41 @@ class Adapters(Stores):
             now=self.clock,
         )
 
+    def shared_resolutions(self) -> SharedResolutions:
+        """A launcher container's copy of the NodeClasses' resolutions the sync shares."""
+        from capacity_launcher.adapters.shared_resolutions import (
+            ResolutionStore,
+            SharedResolutions,
+        )
+
+        store = ResolutionStore(self.settings.state_table_name, self.clients("dynamodb"))
+        return SharedResolutions(store, clock=self.seconds)
+
+    def resolution_sync(self) -> ResolutionSync:
+        """The sync's part that resolves each NodeClass once for every launcher container."""
+        from capacity_launcher.adapters import instance_types as types
+        from capacity_launcher.adapters.node_class_resolution import NodeClassResolution
+        from capacity_launcher.adapters.shared_resolutions import ResolutionStore
+        from capacity_launcher.domain.capacity.shared_resolution import MAX_AGE_SECONDS
+        from capacity_launcher.service.resolution_sync import ResolutionSync
+
+        config = self.config_store()
+        # Kept across runs, less the time a launcher may hold what is shared: a launcher never
+        # holds instance types older than its own catalog's TTLs allowed before.
+        catalog = InstanceTypeCatalog(
+            self.clients("ec2"),
+            types_seconds=types.INSTANCE_TYPES_TTL_SECONDS - MAX_AGE_SECONDS,
+            offerings_seconds=types.OFFERINGS_TTL_SECONDS - MAX_AGE_SECONDS,
+        )
+        return ResolutionSync(
+            classes=config.node_classes,
+            store=ResolutionStore(self.settings.state_table_name, self.clients("dynamodb")),
+            resolvers=lambda: NodeClassResolution(
+                self.clients("ec2"), self.clients("ssm"), clock=self.clock, catalog=catalog
+            ),
+            now=self.seconds,
+        )
+
     # -- the launcher --------------------------------------------------------------------------
 
     def idempotency_config(self) -> IdempotencyConfig:
@@ -96,6 +133,8 @@ class Adapters(Stores):
         from capacity_launcher.adapters.subnets import Subnets
 
         ec2 = self.clients("ec2")
+        # The sync's resolution of each NodeClass, read once instead of a Describe per kind.
+        shared = self.shared_resolutions()
         # One copy of the configuration: when a lease finds the quotas changed and reads them
         # again, resolution and reclaim see what it decided with.
         config = self.config_store(cached=True)
@@ -111,9 +150,10 @@ class Adapters(Stores):
                 stack=self.settings.stack_name,
                 clock=self.clock,
                 profiles=self.instance_profiles(read_only=read_only),
+                shared=shared,
             ),
-            catalog=InstanceTypeCatalog(ec2),
-            subnets=Subnets(ec2),
+            catalog=InstanceTypeCatalog(ec2, shared),
+            subnets=Subnets(ec2, shared),
             reservations=self.reservations(),
             reclaims=self.reclaim_requests(config),
             static_pools=StaticPoolItems(self.settings.state_table_name, self.clients("dynamodb")),
@@ -211,6 +251,7 @@ class Adapters(Stores):
             admission=self.admission_queue(),
             static_pools=self.static_pools(),
             usage=UsageRollup(self.usage_store(), self.instance_records(), self.clock),
+            resolutions=self.resolution_sync(),
         )
 
     def static_pools(self) -> StaticPools | None:
