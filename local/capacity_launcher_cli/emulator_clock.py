@@ -9,9 +9,12 @@ as its functions do.
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+
+from botocore.exceptions import EndpointConnectionError
 
 from capacity_launcher.startup import Host, system_clock
 from capacity_launcher_client.deployment import Deployment
@@ -21,12 +24,19 @@ TIMEOUT_SECONDS = 5.0
 
 
 def offset_seconds(endpoint_url: str) -> float:
-    """How far the running cloud's clock is ahead of the wall clock."""
+    """How far the running cloud's clock is ahead of the wall clock. A cloud that does not
+    answer raises botocore's EndpointConnectionError naming it, as a boto3 call to it would, so
+    the CLI says it as it says every unreachable endpoint."""
     url = endpoint_url.rstrip("/") + STATE_PATH
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"not an HTTP endpoint: {endpoint_url}")
-    with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as answer:  # noqa: S310 - checked
-        state = json.loads(answer.read())
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as answer:  # noqa: S310 - checked
+            state = json.loads(answer.read())
+    except urllib.error.HTTPError:
+        raise  # it answered: not a connection failure
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        raise EndpointConnectionError(endpoint_url=endpoint_url, error=error) from error
     return float(state["clock"]["offsetSeconds"])
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from capacity_launcher.domain.errors import InvalidLaunchRequest, RequestRejected
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import RequestRecord, RequestStatus, format_timestamp
 from capacity_launcher_cli import named, views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.emulator_clock import service_clock
@@ -36,6 +36,8 @@ POLL_SECONDS = 0.5
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TIMED_OUT = 3
+# `get requests` lists the newest this many records (one Query per index shard each).
+LIST_LIMIT = 100
 
 
 class UsageError(ValueError):
@@ -251,14 +253,21 @@ def status(args: argparse.Namespace, deployment: Deployment) -> int:
 
 
 def get_requests(args: argparse.Namespace, deployment: Deployment) -> int:
-    """Every request's record (the latest 100), or the ones named by requestId."""
+    """Every request's record (the latest LIST_LIMIT), or the ones named by requestId."""
     store = queries(deployment).records
     if args.names:
         asked = {name: store.get_record(name) for name in dict.fromkeys(args.names)}
         records = [r for r in asked.values() if r is not None]
     else:
-        records = store.list_records()
+        records = store.list_records(LIST_LIMIT)
     wanted = getattr(args, "field_selector", ())
+    if wanted and not args.names and len(records) >= LIST_LIMIT:
+        print(
+            f"warning: --field-selector: only the newest {LIST_LIMIT} requests were read "
+            f"(received since {format_timestamp(records[-1].received_at)}); "
+            "older ones that match are not listed",
+            file=sys.stderr,
+        )
     records = [r for r in records if selects(r.to_detail(), wanted)]
     return named.answer(
         args,

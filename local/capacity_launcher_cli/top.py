@@ -366,7 +366,10 @@ def top(args: argparse.Namespace, deployment: Deployment) -> int:
     """Refresh in place until interrupted; once (`--once`, or output that is not a terminal)."""
     console = views.console()
     if args.once or not sys.stdout.isatty():
-        console.print(screen(gather(deployment)))
+        # Rich pads each line to its table's width: a file or a pipe gets the text alone.
+        with console.capture() as captured:
+            console.print(screen(gather(deployment)))
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
         return 0
     # SIGTERM ends it as Ctrl-C does: the terminal's own screen comes back.
     signal.signal(signal.SIGTERM, _interrupt)

@@ -3,6 +3,7 @@ reads, within a 100-column terminal, with nothing cut silently."""
 
 from __future__ import annotations
 
+import argparse
 import io
 from datetime import UTC, datetime, timedelta
 
@@ -16,9 +17,22 @@ from capacity_launcher.domain.capacity.offerings import UnavailableEntry
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
+from capacity_launcher_cli import top as top_command
 from capacity_launcher_cli.top import SECTION_ROWS, QueueDepth, TopView, duration, screen
+from capacity_launcher_client.deployment import Deployment
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+DEPLOYMENT = Deployment(
+    region="us-east-1",
+    event_bus="bus",
+    launch_queue_url="https://sqs/launch",
+    dead_letter_queue_url="https://sqs/dead",
+    state_table="state",
+    unavailable_offerings_table="ice",
+    idempotency_table="idempotency",
+    ice_ttl_seconds=180,
+    limit_lease_seconds=60,
+)
 
 
 def _pool() -> NodePool:
@@ -157,6 +171,20 @@ def test_every_section_shows_what_an_operator_acts_on() -> None:
 def test_the_screen_fits_a_100_column_terminal() -> None:
     text = _render(_view(), width=100)
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_redirected_output_is_not_padded_to_the_console_width(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`top --once > file` (or `| grep`) renders on a 200-column console: each line is as long
+    as its text, not padded with blanks to column 200 (every section's line was)."""
+    monkeypatch.setattr(top_command, "gather", lambda _deployment: _view())
+
+    assert top_command.top(argparse.Namespace(once=True), DEPLOYMENT) == 0
+
+    text = capsys.readouterr().out
+    assert "Requests in flight: 1 launching, 1 waiting" in text
+    assert [line for line in text.splitlines() if line != line.rstrip()] == []
 
 
 def test_rows_beyond_a_section_are_counted_not_dropped_silently() -> None:
