@@ -143,7 +143,11 @@ class FakeReservations:
         node_class: NodeClass,
         scope: ReservationScope = ANYWHERE,
         enough_room: Callable[[Sequence[ReservationSource]], bool] | None = None,
+        *,
+        most_room_first: bool = False,
     ) -> list[ReservationSource]:
+        """Every reservation reached (a page read, as the real port may stop at, is the real
+        port's concern: its conformance is tests/integration)."""
         selection = selection_of(node_class)
         if not selection:
             return []

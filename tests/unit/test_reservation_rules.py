@@ -23,6 +23,7 @@ from capacity_launcher.domain.capacity.reservation_state import (
     covered,
     flag_holds,
     more_room_seen,
+    most_room_first,
     unchanged,
 )
 from capacity_launcher.domain.capacity.reservations import (
@@ -297,3 +298,14 @@ def test_a_spot_error_stands_for_every_spot_offering():
     assert blamed.dry == [s1, s2]
     assert blamed.unavailable_marks(errors) == [(SPOT, code, "no role")]
     assert [(e.code, e.message) for e in blamed.fatal] == [(code, "no role")]
+
+
+def test_a_launcher_reads_the_snapshots_with_the_most_room_first():
+    # The sync saw A with 1 slot, B with 3, C full and D with 3; E is of unknown room (a coverage
+    # item stored before room was kept); F is named by id (its absence must be reported)
+    room = {"A": 1, "B": 3, "C": 0, "D": 3}
+    seen = Coverage("Covered#x", 0.0, ("A", "B", "C", "D", "E"), {}, room)
+    other = Coverage("Covered#y", 0.0, ("F",), {}, {"F": 0})
+    order = most_room_first({"A", "B", "C", "D", "E", "F"}, [seen, other], named={"F"})
+    # Named first, then unknown room, then the most room first (equal ones by id), full ones last
+    assert order == ["F", "E", "B", "D", "A", "C"]

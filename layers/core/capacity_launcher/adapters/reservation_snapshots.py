@@ -3,11 +3,13 @@
 Only translation to and from DynamoDB items: what they mean is
 domain/capacity/reservations.py, and the launchers read them through service/reservations.py.
 
-The sync writes one item per reservation (sk `cr-…`) and one coverage item per reservation target
-or selector term it resolved (sk `Covered#…`: its members and each one's instance type and zone),
-so a launcher reads its NodeClass's coverage items, knows whether the sync has already seen what the
-NodeClass names, and then reads only the snapshots its request could launch into (two
-BatchGetItem, independent of every other NodeClass's reservations). Launchers
+The sync writes one item per reservation (sk `cr-…`, only when it changed) and one coverage item
+per reservation target or selector term it resolved (sk `Covered#…`, every run: its members, each
+one's instance type and zone, and the room the sync saw in each), so a launcher reads its
+NodeClass's coverage items, knows whether the sync has looked at what the NodeClass names lately,
+and then reads only the snapshots its request could launch into, the most room first and no more
+than it needs (BatchGetItem, independent of every other NodeClass's reservations, and of how
+many of its own it could use). Launchers
 decrement `available` when they launch into a reservation and flag it `exhausted` on an
 insufficient-capacity error, and raise it to what their own look at EC2 shows when that is more
 (`catch_up`); the next sync overwrites both with what EC2 says.
@@ -20,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
-from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
+from capacity_launcher.adapters.dynamodb import batch_get, batch_write, from_item, key, to_item
 from capacity_launcher.domain.capacity.idle_reservations import IdleState
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
@@ -216,23 +218,15 @@ class ReservationSnapshots:
         return isinstance(self._read_one(reservation_id), InvalidSnapshot)
 
     def save_coverage(self, coverage: Iterable[Coverage]) -> None:
-        for entry in coverage:
-            item = {
-                "pk": PARTITION,
-                "sk": entry.key,
-                "syncedAt": int(entry.synced_at),
-                "members": list(entry.members),
-                # "instance type/zone" per member: launchers skip the snapshots they cannot use.
-                "placements": {m: "/".join(p) for m, p in entry.placements.items()},
-            }
-            with aws_call("PutItem"):
-                self._db.put_item(TableName=self._table, Item=to_item(item))
+        """Every coverage item, written each run (its `syncedAt` says the sync looked): nothing
+        is decided on their old contents, so they go unconditioned, 25 to a BatchWriteItem."""
+        puts = [{"PutRequest": {"Item": to_item(_coverage_item(entry))}} for entry in coverage]
+        batch_write(self._db, self._table, puts)
 
     def forget(self, keys: Iterable[str]) -> None:
-        """Snapshots and coverage no NodeClass uses any more."""
-        for sk in keys:
-            with aws_call("DeleteItem"):
-                self._db.delete_item(TableName=self._table, Key=key(PARTITION, sk))
+        """Snapshots and coverage no NodeClass uses any more (unconditioned deletes, batched)."""
+        deletes = [{"DeleteRequest": {"Key": key(PARTITION, sk)}} for sk in sorted(set(keys))]
+        batch_write(self._db, self._table, deletes)
 
     def _update(
         self,
@@ -342,6 +336,19 @@ def _snapshots_of(
     return stored, invalid
 
 
+def _coverage_item(entry: Coverage) -> dict[str, Any]:
+    return {
+        "pk": PARTITION,
+        "sk": entry.key,
+        "syncedAt": int(entry.synced_at),
+        "members": list(entry.members),
+        # "instance type/zone" per member: launchers skip the snapshots they cannot use.
+        "placements": {m: "/".join(p) for m, p in entry.placements.items()},
+        # The room the sync saw in each: launchers read the most room first (and no more).
+        "room": dict(entry.room),
+    }
+
+
 def _coverage(item: Mapping[str, Any]) -> Coverage:
     placements: dict[str, tuple[str, str]] = {}
     for member, text in (item.get("placements") or {}).items():
@@ -353,6 +360,7 @@ def _coverage(item: Mapping[str, Any]) -> Coverage:
         float(item.get("syncedAt", 0)),
         tuple(str(m) for m in item.get("members", [])),
         placements,
+        {str(m): int(n) for m, n in (item.get("room") or {}).items()},
     )
 
 

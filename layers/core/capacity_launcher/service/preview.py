@@ -243,7 +243,7 @@ def _chain(ctx: Context, first: Prepared) -> Iterator[Prepared]:
 
 def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
     pool, node_class = prepared.pool.metadata.name, prepared.node_class.metadata.name
-    found = read_pool(ctx, prepared, [], LaunchReport(records={}))
+    found = read_pool(ctx, prepared, [], LaunchReport(records={}), every_reservation=True)
     refusal = found if isinstance(found, Refusal) else screen(ctx, found)
     if isinstance(found, Refusal) or refusal is not None:
         assert refusal is not None

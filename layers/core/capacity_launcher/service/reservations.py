@@ -21,6 +21,7 @@ from capacity_launcher.domain.capacity.reservation_state import (
     covered,
     flag_holds,
     more_room_seen,
+    most_room_first,
     with_flags,
     with_room_held,
 )
@@ -39,6 +40,9 @@ from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
 EnoughRoom = Callable[[Sequence[ReservationSource]], bool]
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
+# A request's launch reads this many snapshots first, the most room the sync saw first, then
+# twice as many more each time those read have too little room for it (`most_room_first`).
+FIRST_PAGE = 4
 # When the last sync found too little room for a request in the reservations it could use (none,
 # all full, or fewer slots than it asks), a launcher asks EC2 itself (a reservation created, or
 # room made, since the sync), at most once per NodeClass selection per this many seconds: a burst
@@ -86,23 +90,30 @@ class ReservationProvider:
         node_class: NodeClass,
         scope: ReservationScope = ANYWHERE,
         enough_room: EnoughRoom | None = None,
+        *,
+        most_room_first: bool = False,
     ) -> list[ReservationSource]:
         """The NodeClass's reservation targets, each with the reservations it reaches that
         `scope` admits (and every one it names by id, so a missing one is still reported).
 
         Reads the NodeClass's coverage items, then only the snapshots of the members in scope:
-        what other NodeClasses select, or reservations elsewhere, is never read. When the sync's
-        view has not `enough_room` for the request (by default: no active reservation with room
-        in `scope`), EC2 is looked at for what was created or freed since. Raises
-        NodeClassRefused naming the selection's field when AWS refuses for good to say what it
-        reaches (a group that does not exist, say)."""
+        what other NodeClasses select, or reservations elsewhere, is never read. With
+        `most_room_first` (a request's launch), and the sync's coverage fresh, the snapshots are
+        read a page at a time, the most room the sync saw first, until those read have
+        `enough_room`: the rest are not read, and not returned (a request for a few instances
+        reads a few snapshots, however many reservations it could use; a group's members are
+        all read, since EC2 places a launch into the group in any of them). When the sync's view
+        has not `enough_room` for the request (by default: no active reservation with room in
+        `scope`), every snapshot is read and EC2 is looked at for what was created or freed
+        since. Raises NodeClassRefused naming the selection's field when AWS refuses for good
+        to say what it reaches (a group that does not exist, say)."""
         selection = selection_of(node_class)
         if not selection:
             return []
         if enough_room is None:
             enough_room = partial(_any_usable, scope=scope)
         try:
-            return self._sources(selection, scope, enough_room)
+            return self._sources(selection, scope, enough_room, most_room_first)
         except NodeClassRefused:
             raise
         except LaunchFailed as refused:
@@ -110,13 +121,23 @@ class ReservationProvider:
             raise NodeClassRefused(refused.code, refused.message, name, field) from refused
 
     def _sources(
-        self, selection: ReservationSelection, scope: ReservationScope, enough_room: EnoughRoom
+        self,
+        selection: ReservationSelection,
+        scope: ReservationScope,
+        enough_room: EnoughRoom,
+        paged: bool,
     ) -> list[ReservationSource]:
         needed = selection.coverage_keys()
         coverage = self._snapshots.coverage(needed)
         named = selection.named_ids()
         members = {k: c.members_in(scope, named) for k, c in coverage.items()}
-        stored, invalid = self._snapshots.snapshots([m for ms in members.values() for m in ms])
+        # A group's members are all read: EC2 places a launch into the group in any of them,
+        # and the record says the type and dates of the one each instance landed in.
+        by_group = selection.target is not None and selection.target.group_arn is not None
+        if paged and not by_group and covered(needed, coverage, (), self._clock()):
+            stored, invalid = self._read_paged(selection, coverage, members, enough_room)
+        else:
+            stored, invalid = self._snapshots.snapshots([m for ms in members.values() for m in ms])
         known = {k: s.snapshot for k, s in stored.items()}
         heartbeat = _heartbeat(needed, coverage)
         key = tuple(needed)
@@ -137,6 +158,37 @@ class ReservationProvider:
             self._note_room(stored, live, heartbeat)
         read = set(known) | invalid
         return self._flagged(live, stored, read, named, scope, heartbeat)
+
+    def _read_paged(
+        self,
+        selection: ReservationSelection,
+        coverage: Mapping[str, Coverage],
+        members: Mapping[str, Sequence[str]],
+        enough_room: EnoughRoom,
+    ) -> tuple[dict[str, StoredReservation], set[str]]:
+        """The snapshots of `members`, the most room the sync saw first (`most_room_first`), a
+        page at a time (FIRST_PAGE, then twice as many each time), until those read have
+        `enough_room` as they stand now (strongly consistent: what the claims decide on), or one
+        does not parse (then the caller asks EC2, as it would), or every one is read. A member
+        the sync saw full, whose slots were given back since, is read when those with more room
+        are not enough."""
+        order = most_room_first(
+            {m for ms in members.values() for m in ms}, coverage.values(), selection.named_ids()
+        )
+        stored: dict[str, StoredReservation] = {}
+        invalid: set[str] = set()
+        start, size = 0, FIRST_PAGE
+        while start < len(order):
+            found, bad = self._snapshots.snapshots(order[start : start + size])
+            stored.update(found)
+            invalid |= bad
+            start, size = start + size, size * 2
+            if invalid:
+                break
+            known = {k: held.snapshot for k, held in stored.items()}
+            if enough_room(selection.resolve(known, members)):
+                break
+        return stored, invalid
 
     def _looked_since(
         self,

@@ -10,6 +10,7 @@ from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.capacity.reservation_state import Coverage, StoredReservation
 from capacity_launcher.domain.capacity.reservations import (
+    ACTIVE,
     EXPIRED_STATE,
     ReservationSnapshot,
     selection_of,
@@ -53,9 +54,18 @@ def term_coverage(
 def with_placements(
     coverage: Sequence[Coverage], everything: Mapping[str, ReservationSnapshot]
 ) -> list[Coverage]:
-    """Each coverage with the (instance type, zone) of its members."""
+    """Each coverage with the (instance type, zone) of its members and the room EC2 shows in
+    each (0 in one not active): launchers read the snapshots with the most room first."""
     placements = {k: (r.instance_type, r.zone) for k, r in everything.items()}
-    return [replace(c, placements={m: placements[m] for m in c.members}) for c in coverage]
+    room = {k: r.available if r.state == ACTIVE else 0 for k, r in everything.items()}
+    return [
+        replace(
+            c,
+            placements={m: placements[m] for m in c.members},
+            room={m: max(room[m], 0) for m in c.members},
+        )
+        for c in coverage
+    ]
 
 
 def keep_newly_expired(

@@ -82,17 +82,38 @@ class Coverage:
     """One reservation target or selector term the sync resolved, and when.
 
     `placements` is each member's (instance type, zone), which EC2 never changes for a
-    reservation: a launcher reads only the snapshots of members its request could launch into."""
+    reservation: a launcher reads only the snapshots of members its request could launch into.
+    `room` is each member's room as the sync saw it (EC2's available count of an active one, 0
+    otherwise): a launcher reads the snapshots of those with the most room first, and only as
+    many as its request needs (`most_room_first`); the snapshot it then reads, strongly
+    consistent, is what it decides and claims on."""
 
     key: str
     synced_at: float
     members: tuple[str, ...] = ()
     placements: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    room: Mapping[str, int] = field(default_factory=dict)
 
     def members_in(self, scope: ReservationScope, keep: Collection[str] = ()) -> tuple[str, ...]:
         """The members `scope` admits, and those in `keep` (a member of unknown placement,
         stored before placements were, is always admitted)."""
         return tuple(m for m in self.members if m in keep or scope.admits(self.placements.get(m)))
+
+
+def most_room_first(
+    members: Collection[str], coverage: Collection[Coverage], named: Collection[str] = ()
+) -> list[str]:
+    """`members` in the order a launcher reads their snapshots: those the NodeClass names by id
+    first (a missing one is reported), then those of unknown room (a coverage item stored before
+    room was), then the most room the sync saw first, as the launcher ranks reservations
+    (Karpenter's rule: the most available first), equal ones by id."""
+    room: dict[str, int] = {}
+    for entry in coverage:
+        room.update(entry.room)
+    return sorted(
+        set(members),
+        key=lambda m: (m not in named, m in room, -room.get(m, 0), m),
+    )
 
 
 @dataclass(frozen=True)

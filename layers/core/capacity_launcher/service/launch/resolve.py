@@ -56,9 +56,17 @@ from capacity_launcher.service.resolution import Prepared
 
 
 def read_pool(
-    ctx: Context, lead: Prepared, progress: Sequence[Progress], report: LaunchReport
+    ctx: Context,
+    lead: Prepared,
+    progress: Sequence[Progress],
+    report: LaunchReport,
+    *,
+    every_reservation: bool = False,
 ) -> PoolView | Refusal:
-    """What the pool offers the group (`PoolView`), or its refusal (a NodeClass AWS refuses)."""
+    """What the pool offers the group (`PoolView`), or its refusal (a NodeClass AWS refuses).
+    A launch reads the reservation snapshots with the most room first, only as many as its
+    requests need; `every_reservation` reads every one its requests could use (a preview lists
+    the scheduled ones too)."""
     p = ctx.ports
     try:
         # The identity the class names first: a role that cannot be given is the document's
@@ -79,7 +87,10 @@ def read_pool(
             _enough_room, ctx, lead, subnets, (platform, architecture), unavailable, asked
         )
         sources: list[ReservationSource] = p.reservations.sources(
-            lead.node_class, words.scope(lead.requirements, subnets), enough
+            lead.node_class,
+            words.scope(lead.requirements, subnets),
+            enough,
+            most_room_first=not every_reservation,
         )
     except NodeClassRefused as refused:
         if refused.code in _NOT_READY_WHEN:
