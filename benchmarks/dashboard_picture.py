@@ -150,6 +150,8 @@ _SHAPES: Mapping[str, tuple[float, float]] = {
     "RequestLatency:Maximum": (90.0, 40.0),
     "PoolUsageOfLimit": (0.6, 0.4),
     "LaunchDropped": (0.3, 1.0),
+    "OldestWaitSeconds": (900.0, 1200.0),
+    "OldestWaitSeconds:Maximum": (1600.0, 900.0),
 }
 
 

@@ -50,4 +50,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "events": [e.detail_type for e in report.events],
         "drift": reconciliation.total_drift if reconciliation else 0,
         "adopted": reconciliation.adopted if reconciliation else [],
+        # The requests Waiting as the minute counted them (RequestsWaiting over all).
+        "waiting": sum(gauge.waiting for gauge in report.waiting),
     }

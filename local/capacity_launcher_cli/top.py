@@ -36,6 +36,7 @@ from capacity_launcher.domain.apis.documents import to_document
 from capacity_launcher.domain.capacity.offerings import UnavailableEntry
 from capacity_launcher.domain.capacity.reservations import ACTIVE, ReservationSnapshot
 from capacity_launcher.domain.records.status import RequestRecord
+from capacity_launcher.domain.records.wait_gauges import total, wait_gauges
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.service import queries
@@ -227,6 +228,24 @@ def requests_section(view: TopView) -> Table:
     return table
 
 
+def waiting_section(view: TopView) -> Table:
+    """How many requests each team has waiting and its oldest wait (the sync publishes the same
+    figures as RequestsWaiting and OldestWaitSeconds): the most waiting first."""
+    gauges = wait_gauges(view.records, view.observed_at)
+    every = total(gauges)
+    table = _section(
+        f"Waiting by team: {every.waiting} waiting, oldest {duration(every.oldest_seconds)}"
+        if gauges
+        else "Waiting by team",
+        "TEAM", "WAITING", "OLDEST WAIT",
+    )  # fmt: skip
+    table.min_width = 60  # the title on one line
+    for gauge in gauges[:SECTION_ROWS]:
+        table.add_row(gauge.team, str(gauge.waiting), duration(gauge.oldest_seconds))
+    _more(table, SECTION_ROWS, len(gauges))
+    return table
+
+
 def pools_section(view: TopView) -> Table:
     table = _section("NodePools: used / limit", "POOL", "USED / LIMIT", "IN FLIGHT", "SUFFICIENT")
     in_flight = Counter(lease.pool for lease in view.leases if not lease.settled)
@@ -354,7 +373,14 @@ def screen(view: TopView, interval: float | None = None) -> RenderableType:
         ("capacity-launcher top", "bold"),
         f"  {view.where}  {view.observed_at.strftime('%H:%M:%S')} UTC{refresh}",
     )
-    sections = (requests_section, pools_section, quotas_section, reservations_section, dry_section)
+    sections = (
+        requests_section,
+        waiting_section,
+        pools_section,
+        quotas_section,
+        reservations_section,
+        dry_section,
+    )
     return Group(
         header,
         queue_line(view.queue),

@@ -2,7 +2,9 @@
 
 Reservations are filled first, a group of reservations is used, a dry on-demand offering is
 cached and skipped, a gang request that cannot be met fails (its instances terminated), and an
-invalid request is rejected. Then a Capacity Block is bought: a request waits for it, the demo
+invalid request is rejected. Two teams share a pool's quota: one borrows, the other takes its
+quota back; a request over its quota waits and is admitted when an instance ends. Then a
+Capacity Block is bought: a request waits for it, the demo
 advances the emulator's clock to its start (the sync announces it Activated, the request is
 launched into it), then close to its end (Capacity Block Expiring names the request's instances)
 and past it (Expired). Each outcome is checked against what the story expects.
@@ -472,6 +474,43 @@ def _quota_taken_back(out: Console, story: _Story, need: dict[str, Any]) -> int:
     )
 
 
+def _play_queue(out: Console, story: _Story, first: int) -> int:
+    """The queue chapter: team-research asks for one more than its quota lends while team-ml
+    uses all of its own; with `waitForCapacityUntil` it waits instead of failing, and is admitted
+    when one of team-ml's instances ends (the instance's event wakes the queue's head)."""
+    deployment, records = story.deployment, story.records
+    out.print(
+        f"[bold]{first}. queue, don't refuse: team-research asks for 1 more with "
+        "waitForCapacityUntil in 30 minutes[/]"
+    )
+    until = (CLOCK.now() + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    request: dict[str, Any] = {"requestId": "research-2", "nodePool": QUOTA_POOL, "count": 1}
+    request.update(requester="team-research", waitForCapacityUntil=until)
+    send(request, deployment, "bus")
+    with _spinner(out, "   research-2: waiting for its status..."):
+        waiting = _poll(records, "research-2", lambda r: True)
+    awaited = [f"{a.kind} {a.node_pool}" for a in waiting.waiting_for] if waiting else []
+    mismatches = _told(
+        out,
+        f"research-2: {_status(waiting)}, waiting for {', '.join(awaited) or 'nothing'}",
+        waiting is not None and waiting.status is RequestStatus.WAITING,
+        f"Waiting (Quota {QUOTA_POOL})",
+    )
+    taken = records.get_record("ml-3")
+    ending = taken.instances[0].instance_id if taken and taken.instances else None
+    if ending is not None:
+        deployment.client("ec2").terminate_instances(InstanceIds=[ending])
+    with _spinner(out, "   research-2: waiting to be admitted..."):
+        admitted = wait_for(deployment, "research-2", WAIT_SECONDS)
+    return mismatches + _told(
+        out,
+        f"team-ml's {ending} terminated; research-2: {_status(admitted)} "
+        f"{_launched(admitted)}/1, borrowing what team-ml no longer uses",
+        admitted is not None and admitted.status is RequestStatus.FULFILLED,
+        "Fulfilled 1/1 once an instance of team-ml ended",
+    )
+
+
 def _poll_states(deployment: Deployment, instance_ids: list[str], state: str) -> list[str]:
     """The instances among `instance_ids` in `state` (waiting up to WAIT_SECONDS for all)."""
     ec2 = deployment.client("ec2")
@@ -619,7 +658,8 @@ def run_demo(examples: str = "examples") -> int:
             mismatches = _play(out, deployment, records)
             story = _Story(deployment, records, _Subscription(deployment))
             mismatches += _play_quotas(out, cloud, story, len(SCENES) + 1)
-            mismatches += _play_block(out, cloud, story, len(SCENES) + 2)
+            mismatches += _play_queue(out, story, len(SCENES) + 2)
+            mismatches += _play_block(out, cloud, story, len(SCENES) + 3)
             _final_tables(out, deployment)
         finally:
             cloud.stop()

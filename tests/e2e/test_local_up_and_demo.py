@@ -122,13 +122,16 @@ def test_demo_tells_the_whole_story_and_leaves_nothing_running(tmp_path: Path) -
     for scene in ("train-1", "batch-1", "gang-1", "web-1", "web-2", "bad-1", "gpu-1"):
         assert scene in done.stdout
     # Six requests; the quotas' four steps: borrowed, reclaim requested, terminated, admitted;
-    # then the block's five: waiting, activated, filled, expiring, expired.
-    assert done.stdout.count(" - as expected") == 6 + 4 + 5
+    # the queue's two: waiting, admitted when an instance ends; then the block's five: waiting,
+    # activated, filled, expiring, expired.
+    assert done.stdout.count(" - as expected") == 6 + 4 + 2 + 5
     for told in (
         "team-research asks for 5: Fulfilled 5/5",
         "Failed (QuotaExceeded); Capacity Reclaim Requested: 3 of team-research's instances",
         "the sync terminated 3 of them",
         "team-ml asks again: Fulfilled 3/3",
+        "research-2: Waiting, waiting for Quota training",
+        "terminated; research-2: Fulfilled 1/1",
     ):
         assert told in done.stdout
     assert "a Capacity Block bought" in done.stdout

@@ -7,7 +7,10 @@
   same requester, pool, requirements and zone rule, a minCount no more than it launched);
 - **nothing lost**: every request that set a deadline ends with a record and an event by its
   deadline plus the backstop's margin (the held copy comes back by the deadline; the sync ends one
-  whose copy was lost BACKSTOP_MARGIN_SECONDS after it).
+  whose copy was lost BACKSTOP_MARGIN_SECONDS after it);
+- **waiting counted**: a sync run that finished every part counts as many requests waiting
+  (`RequestsWaiting`) as the state table holds Waiting records right after it (nothing runs
+  between the two).
 
 No limit or quota overrun is the other invariants' (invariants.py, capacity_invariants.py): they
 hold for waiting requests as for any other.
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 ORDER = "an admission queue holds its entries by priority, then arrival"
 NOT_INVERTED = "a waiting request is not admitted past a higher one that fits"
 NOTHING_LOST = "a waiting request ends with a record and an event by its deadline"
+COUNTED = "the sync counts every waiting request"
 # The deadline's slack: the backstop's margin, and a few minutes of the mapping and the sync.
 LOST_AFTER_SECONDS = BACKSTOP_MARGIN_SECONDS + 300
 ADMITTED = ("Fulfilled", "PartiallyFulfilled")
@@ -54,6 +58,13 @@ class QueueInvariants:
         self._not_inverted(queues)
         self._nothing_lost()
         self._before = queues
+
+    def counted_waiting(self, counted: int, in_table: int) -> None:
+        self.checks[COUNTED] += 1
+        if counted != in_table:
+            self.base._violate(
+                COUNTED, f"the sync counted {counted} requests waiting; the table holds {in_table}"
+            )
 
     def _pools(self) -> list[str]:
         return sorted({*POOLS, *self.base.catalog.pools})

@@ -443,6 +443,8 @@ class Simulation:
 
     def _note(self, invoked: Invoked) -> None:
         self.outcome.invocations[invoked.function] += 1
+        if invoked.waiting is not None:
+            self.invariants.queues.counted_waiting(*invoked.waiting)
         if invoked.handed_back:
             self.outcome.invocations[f"{invoked.function} handed back"] += len(invoked.handed_back)
         if invoked.error:

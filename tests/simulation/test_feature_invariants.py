@@ -17,6 +17,7 @@ from tests.simulation.priority_invariants import (
     UNCHANGED,
     why_refused,
 )
+from tests.simulation.queue_invariants import COUNTED
 from tests.simulation.unready_invariants import GRANT, LAUNCHED, READY, count_partition
 from tests.simulation.world import Observed, World
 
@@ -171,3 +172,11 @@ def test_a_reservation_refused_for_its_class_is_a_finding() -> None:
     refused = ConfigValidationError([FieldError("spec.priorityClassName", "not applied")])
     invariants.priority.reservation_refused("apply reservation resv-a", refused)
     assert len(_found(invariants, ORDER_FREE)) == 1
+
+
+def test_a_sync_that_counts_other_than_the_waiting_records_is_a_finding() -> None:
+    invariants, _world = _invariants()
+    invariants.queues.counted_waiting(2, 2)
+    assert _found(invariants, COUNTED) == []
+    invariants.queues.counted_waiting(1, 2)
+    assert _found(invariants, COUNTED) == ["the sync counted 1 requests waiting; the table holds 2"]

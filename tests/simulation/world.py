@@ -82,6 +82,8 @@ class Invoked:
     crashed: str | None = None
     error: str | None = None
     faults_fired: dict[str, int] = field(default_factory=dict)
+    # A sync's count of the requests Waiting, and the records Waiting in the table right after.
+    waiting: tuple[int, int] | None = None
 
 
 @dataclass
@@ -502,7 +504,28 @@ class World:
             self._in_sync = False
         if crashed:
             self._sync = self._load("ReservationSyncFunction")
-        return Invoked("sync", crashed=crashed, error=_error(invocation), faults_fired=fired)
+        answer = invocation.result if invocation is not None else None
+        counted = (
+            (int(answer["waiting"]), self.records_waiting())
+            if isinstance(answer, dict) and "waiting" in answer and not answer.get("failedParts")
+            else None
+        )
+        return Invoked(
+            "sync", crashed=crashed, error=_error(invocation), faults_fired=fired, waiting=counted
+        )
+
+    def records_waiting(self) -> int:
+        """The request records Waiting in the state table now (moto's backend: no call)."""
+        assert self.names is not None
+        table = dynamodb_backends[ACCOUNT][REGION].tables[self.names.state_table]
+        return sum(
+            1
+            for pk, items in list(table.items.items())
+            if str(pk.value).startswith("Request#")
+            for sk, item in list(items.items())
+            if sk.value == "Record"
+            and getattr(item.attrs.get("status"), "value", None) == "Waiting"
+        )
 
     # -- EC2's state-change events, late, duplicated, retried ------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -152,6 +153,9 @@ def test_every_section_shows_what_an_operator_acts_on() -> None:
     assert "Requests in flight: 1 launching, 1 waiting" in text
     assert "train-run-42" in text and "Launching" in text and "lease 10m" in text
     assert "gpu-run-7" in text and "Waiting" in text and "wait 2h00m" in text
+    # Waiting by team: how many and the oldest wait
+    assert "Waiting by team: 1 waiting, oldest 5m" in text
+    assert re.search(r"ml-team +1 +5m", text), text
     # The pool against its limits, and why it admits nothing more
     assert "cpu 60/64, instances 15/16" in text
     assert "False (LimitReached)" in text

@@ -18,7 +18,6 @@ from functools import partial
 from typing import Protocol
 
 from capacity_launcher.domain.apis.config import NodeClass
-from capacity_launcher.domain.capacity.idle_reservations import idle_hours_at
 from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
 from capacity_launcher.domain.capacity.reservation_coverage import (
     keep_newly_expired,
@@ -45,7 +44,8 @@ from capacity_launcher.domain.records.status import (
     RESERVATION_UNDERUTILIZED,
     Event,
 )
-from capacity_launcher.observability import MetricUnit, emit_single, logger, metrics
+from capacity_launcher.domain.records.wait_gauges import WaitGauge
+from capacity_launcher.observability import MetricUnit, logger, metrics
 from capacity_launcher.service.admission_queue import AdmissionQueue
 from capacity_launcher.service.ports import (
     Configuration,
@@ -58,22 +58,17 @@ from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 from capacity_launcher.service.resolution_sync import ResolutionSync, resolution_part
 from capacity_launcher.service.static_pools import StaticPools, StaticReport
+from capacity_launcher.service.sync_metrics import (
+    RESERVATIONS_UNDERUTILIZED,
+    WaitGauges,
+    emit_reservation,
+    run_reconciliation,
+)
 from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.template_sweep import SweepReport, TemplateSweep
 from capacity_launcher.service.usage_rollup import UsageRollup, UsageRollupReport
 from capacity_launcher.service.wait_backstop import WaitBackstop
 
-RESERVATION_TOTAL = "ReservationTotal"
-RESERVATION_AVAILABLE = "ReservationAvailable"
-RESERVATION_UTILIZATION = "ReservationUtilization"
-# Paid and unused instance-hours since the sync first saw the reservation, and one datapoint per
-# Capacity Reservation Underutilized published (ReservationUnderutilizedAlarm reads it).
-RESERVATION_IDLE_HOURS = "ReservationIdleInstanceHours"
-RESERVATIONS_UNDERUTILIZED = "ReservationsUnderutilized"
-RECONCILIATION_DRIFT = "ReconciliationDrift"
-# Instances whose tags disagreed with their records, tagged again (and those EC2 refused).
-INSTANCES_RETAGGED = "InstancesRetagged"
-INSTANCES_RETAG_FAILED = "InstancesRetagFailed"
 # A snapshot launchers are writing to is re-read this many times before waiting for the next sync.
 SAVE_TRIES = 3
 
@@ -97,6 +92,8 @@ class SyncReport:
     profiles: ProfileSweepReport | None = None
     # Waiting requests whose queue's head was woken this minute (issue 37).
     woken: list[str] = field(default_factory=list)
+    # Requests waiting and the oldest wait, by team, as published this minute.
+    waiting: list[WaitGauge] = field(default_factory=list)
     static: StaticReport | None = None
     # Each synced reservation as the previous look left it (this run's, for one seen the first
     # time): its counts held until this look, as the usage roll-up counts them (usage_rollup.py).
@@ -130,7 +127,9 @@ class ReservationSync:
         static_pools: StaticPools | None = None,
         usage: UsageRollup | None = None,
         resolutions: ResolutionSync | None = None,
+        gauges: WaitGauges | None = None,
     ) -> None:
+        self._gauges = gauges
         self._resolutions = resolutions
         self._static_pools = static_pools
         self._readiness = readiness
@@ -190,7 +189,7 @@ class ReservationSync:
         if self._reconciliation is not None:
             reconciliation = self._reconciliation
             report.reconciliation = contained(
-                failed, "reconciliation", lambda: _reconcile(reconciliation), None
+                failed, "reconciliation", lambda: run_reconciliation(reconciliation), None
             )
         listed = contained(failed, "reservations", lambda: self._sync_reservations(report), None)
         if self._usage is not None and report.reconciliation is not None and listed is not None:
@@ -242,16 +241,18 @@ class ReservationSync:
 
     def _wake(self, report: SyncReport) -> None:
         """Last: room the minute made (leases reclaimed, ICE entries expired, reservations
-        activated or grown, usage recounted) wakes the head of every pool's queue."""
-        if self._admission is None:
-            return
-        admission, config = self._admission, self._config
-        report.woken = contained(
-            report.failed,
-            "queues",
-            lambda: admission.wake_all(p.name for p in config.node_pools()),
-            [],
-        )
+        activated or grown, usage recounted) wakes the head of every pool's queue; then what
+        still waits is counted, by team."""
+        if self._admission is not None:
+            admission, config = self._admission, self._config
+            report.woken = contained(
+                report.failed,
+                "queues",
+                lambda: admission.wake_all(p.name for p in config.node_pools()),
+                [],
+            )
+        if self._gauges is not None:
+            report.waiting = contained(report.failed, "waiting", self._gauges.run, [])
 
     def _sync_reservations(
         self, report: SyncReport
@@ -340,7 +341,7 @@ class ReservationSync:
         if events:
             self._publish(*events)
             report.events += events
-        _emit(new, now)
+        emit_reservation(new, now)
         underutilized = sum(e.detail_type == RESERVATION_UNDERUTILIZED for e in events)
         if underutilized:
             metrics.add_metric(
@@ -419,32 +420,3 @@ class ReservationSync:
             for member in members:
                 groups_of.setdefault(member, []).append(arn)
         return coverage, groups_of
-
-
-def _reconcile(reconciliation: Reconciliation) -> ReconciliationReport:
-    """Reconcile membership first, and emit its drift and retag metrics."""
-    report = reconciliation.run()
-    metrics.add_metric(
-        name=RECONCILIATION_DRIFT,
-        unit=MetricUnit.Count,
-        value=report.total_drift,
-    )
-    for name, instances in (
-        (INSTANCES_RETAGGED, report.retagged),
-        (INSTANCES_RETAG_FAILED, report.retag_failed),
-    ):
-        if instances:
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=len(instances))
-    return report
-
-
-def _emit(stored: StoredReservation, now: datetime) -> None:
-    """Per-reservation EMF metrics (dimension reservationId), as alarms and dashboard read them."""
-    snapshot = stored.snapshot
-    for name, unit, value in (
-        (RESERVATION_TOTAL, MetricUnit.Count, float(snapshot.total)),
-        (RESERVATION_AVAILABLE, MetricUnit.Count, float(snapshot.available)),
-        (RESERVATION_UTILIZATION, MetricUnit.NoUnit, snapshot.utilization),
-        (RESERVATION_IDLE_HOURS, MetricUnit.NoUnit, round(idle_hours_at(stored.idle, now), 4)),
-    ):
-        emit_single(name, unit, value, {"reservationId": snapshot.reservation_id})

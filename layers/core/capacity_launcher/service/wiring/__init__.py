@@ -219,6 +219,7 @@ class Adapters(Stores):
         from capacity_launcher.adapters.template_inventory import TemplateInventory
         from capacity_launcher.service.profile_sweep import ProfileSweep
         from capacity_launcher.service.reservation_sync import ReservationSync
+        from capacity_launcher.service.sync_metrics import WaitGauges
         from capacity_launcher.service.template_sweep import TemplateSweep
         from capacity_launcher.service.usage_rollup import UsageRollup
         from capacity_launcher.service.wait_backstop import WaitBackstop
@@ -243,6 +244,9 @@ class Adapters(Stores):
             reconciliation=self.reconciliation(),
             quotas=self.quota_sync(),
             waits=WaitBackstop(self.launch_records(), self.publisher().publish, self.clock),
+            gauges=WaitGauges(
+                self.launch_records(), self.config_store().capacity_quotas, self.clock
+            ),
             readiness=self.pool_readiness(),
             templates=TemplateSweep(
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
