@@ -15,6 +15,7 @@ from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch.progress import Context
 from capacity_launcher.service.preview import Usage, preview
+from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, apply_karpenter_example, launch_request
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples/karpenter/v1/general-purpose.yaml"
@@ -71,3 +72,40 @@ def test_the_dry_run_offers_what_the_launch_offers_in_its_order_and_names_the_cu
     # And its record names the same cut the preview showed
     assert record.candidates_left_out is not None
     assert record.candidates_left_out.to_dict() == left_out
+
+
+def test_the_dry_run_cuts_its_attempts_to_what_the_pool_s_limits_lease(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given an on-demand pool limited to 7 instances, 3 of them running
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "7"})
+    assert cloud.send(launch_request("fill", nodePool="general", count=3)) == []
+    adapters = cloud.adapters()
+    context = Context(
+        adapters.launch_ports(read_only=True),
+        clock=adapters.clock,
+        max_attempts=4,
+        sleep=adapters.pause,
+    )
+    usage = Usage(adapters.pool_usage(), adapters.quota_usage())
+    # When a request for 20 is previewed
+    ask = LaunchRequest(requestId="cut-1", nodePool="general", count=20)
+    answer = preview(context, ask, usage)
+    # Then its attempt asks for the 4 a lease would take, as the launch would (it showed 20)
+    (pool,) = answer.to_dict()["pools"]
+    assert pool["wouldLease"] == 4
+    assert [a["count"] for a in pool["attempts"]] == [4]
+    assert answer.would_launch
+    # And a gang that needs more than the limits leave now would not be tried (it said it would)
+    gang = LaunchRequest(requestId="cut-2", nodePool="general", count=20, minCount=5)
+    waits = preview(context, gang, usage)
+    assert waits.to_dict()["pools"][0]["wouldLease"] == 4
+    assert not waits.would_launch
+    # And the launch agrees: the request for 20 launches 4, the gang none
+    assert cloud.send(launch_request("cut-1", nodePool="general", count=20)) == []
+    assert cloud.send(launch_request("cut-2", nodePool="general", count=20, minCount=5)) == []
+    launched = cloud.record("cut-1")
+    assert launched is not None and launched.launched == 4
+    refused = cloud.record("cut-2")
+    assert refused is not None and refused.launched == 0
+    assert [e.code for e in refused.errors] == ["LimitExceeded"]

@@ -150,14 +150,18 @@ class PoolPreview:
     refusal_status: str | None = None
     # The capacity types the plan would pass over without asking EC2 (minValues not met).
     passed_over: tuple[str, ...] = ()
+    # How many instances a lease would take now (the request's count cut to what the limits
+    # and the quota admit: the attempts' counts), and the least it takes (minCount).
+    lease: int | None = None
+    least: int = 1
 
     @property
     def would_try(self) -> bool:
         """It would ask EC2: nothing refuses the request here, its limits and quota leave room
-        for at least one instance, and `limits.unready` does not hold launches back."""
+        for at least its minCount, and `limits.unready` does not hold launches back."""
         room = self.headroom
         full = room is not None and (
-            room.limits == 0 or room.quota_admits == 0 or room.unready_refusal is not None
+            (self.lease is not None and self.lease < self.least) or room.unready_refusal is not None
         )
         return self.refusal is None and bool(self.steps) and not full
 
@@ -173,6 +177,7 @@ class PoolPreview:
             "unavailableOfferings": [u.to_dict() for u in self.in_the_way],
             "scheduledReservations": list(self.scheduled),
             "headroom": None if self.headroom is None else self.headroom.to_dict(),
+            "wouldLease": self.lease,
         }
 
 
@@ -250,12 +255,19 @@ def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
         return PoolPreview(
             pool, node_class, refusal=refusal.error, refusal_status=str(refusal.status)
         )
-    steps, passed_over = _steps(ctx, found)
+    headroom = _with_unready(usage, found, _headroom(ctx, usage, found))
+    request = found.lead.request
+    lease = leased(request.count, headroom)
+    # The attempts as the launcher would make them under that lease (at least one instance
+    # each, to show what it would offer, when the lease would not be taken at all).
+    steps, passed_over = _steps(ctx, found, max(lease, 1))
     return PoolPreview(
         pool,
         node_class,
         steps=steps,
         passed_over=passed_over,
+        lease=lease,
+        least=max(request.min_count, 1),
         in_the_way=tuple(found.skipped),
         scheduled=tuple(
             {
@@ -266,16 +278,22 @@ def _visit(ctx: Context, usage: Usage, prepared: Prepared) -> PoolPreview:
             }
             for r in found.candidates.scheduled
         ),
-        headroom=_with_unready(usage, found, _headroom(ctx, usage, found)),
+        headroom=headroom,
     )
 
 
-def _steps(ctx: Context, view: PoolView) -> tuple[tuple[Step, ...], tuple[str, ...]]:
-    """The attempts the launcher's plan would make if none launched anything, each cut as its
-    CreateFleet would be (`send.offer_of`), and the capacity types the plan would pass over
-    (minValues not met)."""
+def leased(count: int, room: Headroom) -> int:
+    """The instances a lease would take now: `count`, cut to what the pool's limits and the
+    requester's quota admit (the launcher's lease phase cuts it so, down to minCount)."""
+    return max(min(n for n in (count, room.limits, room.quota_admits) if n is not None), 0)
+
+
+def _steps(ctx: Context, view: PoolView, count: int) -> tuple[tuple[Step, ...], tuple[str, ...]]:
+    """The attempts the launcher's plan would make for `count` instances if none launched
+    anything, each cut as its CreateFleet would be (`send.offer_of`), and the capacity types the
+    plan would pass over (minValues not met)."""
     request = view.lead.request
-    plan = launch_plan(ctx, view, request.count, min(request.min_count, request.count))
+    plan = launch_plan(ctx, view, count, min(request.min_count, count))
     steps: list[Step] = []
     while (attempt := plan.next_attempt()) is not None:
         offer = offer_of(attempt, view)
