@@ -27,6 +27,18 @@ def broad_pool(cloud: Cloud) -> None:
     apply_karpenter_example(cloud, EXAMPLE)
 
 
+def read_only(cloud: Cloud) -> tuple[Context, Usage]:
+    """What a dry run reads with: the launch's ports, read only, and the stored usage."""
+    adapters = cloud.adapters()
+    context = Context(
+        adapters.launch_ports(read_only=True),
+        clock=adapters.clock,
+        max_attempts=4,
+        sleep=adapters.pause,
+    )
+    return context, Usage(adapters.pool_usage(), adapters.quota_usage())
+
+
 def offered(fleet_input: dict[str, Any]) -> list[str]:
     """A CreateFleet's offerings in the order of their first override."""
     overrides = [o for c in fleet_input["LaunchTemplateConfigs"] for o in c["Overrides"]]
@@ -38,14 +50,7 @@ def test_the_dry_run_offers_what_the_launch_offers_in_its_order_and_names_the_cu
     cloud: Cloud, broad_pool: None, fleet_inputs: list[dict[str, Any]]
 ) -> None:
     # Given a pool whose candidates are far more than one CreateFleet may offer
-    adapters = cloud.adapters()
-    context = Context(
-        adapters.launch_ports(read_only=True),
-        clock=adapters.clock,
-        max_attempts=4,
-        sleep=adapters.pause,
-    )
-    usage = Usage(adapters.pool_usage(), adapters.quota_usage())
+    context, usage = read_only(cloud)
     # When a request for two is previewed
     ask = LaunchRequest(requestId="order-1", nodePool=POOL, count=2)
     (pool,) = preview(context, ask, usage).to_dict()["pools"]
@@ -80,14 +85,7 @@ def test_the_dry_run_cuts_its_attempts_to_what_the_pool_s_limits_lease(
     # Given an on-demand pool limited to 7 instances, 3 of them running
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"instances": "7"})
     assert cloud.send(launch_request("fill", nodePool="general", count=3)) == []
-    adapters = cloud.adapters()
-    context = Context(
-        adapters.launch_ports(read_only=True),
-        clock=adapters.clock,
-        max_attempts=4,
-        sleep=adapters.pause,
-    )
-    usage = Usage(adapters.pool_usage(), adapters.quota_usage())
+    context, usage = read_only(cloud)
     # When a request for 20 is previewed
     ask = LaunchRequest(requestId="cut-1", nodePool="general", count=20)
     answer = preview(context, ask, usage)
