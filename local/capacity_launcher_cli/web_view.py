@@ -186,7 +186,8 @@ def _waiting(record: RequestRecord, now: datetime) -> dict[str, Any]:
     until = record.wait_for_capacity_until
     return {
         **_record(record),
-        "waitingFor": [w.to_dict() for w in record.waiting_for],
+        # Each entry as the record has it, and in words (a queue's wait names no reservation).
+        "waitingFor": [{**w.to_dict(), "named": w.named} for w in record.waiting_for],
         "waitEndsIn": duration((until - now).total_seconds()) if until else None,
     }
 

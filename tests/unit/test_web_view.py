@@ -18,7 +18,12 @@ from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.capacity.offerings import UnavailableEntry
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.records.status import ErrorDetail, RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import (
+    AwaitedReservation,
+    ErrorDetail,
+    RequestRecord,
+    RequestStatus,
+)
 from capacity_launcher_cli.web_server import ViewCache, WebServer, allowed_hosts
 from capacity_launcher_cli.web_view import FAILURE_ROWS, RECENT_ROWS, Observed, view_json
 
@@ -101,6 +106,16 @@ def _observed() -> Observed:
                 "run-7",
                 RequestStatus.WAITING,
                 wait_for_capacity_until=NOW + timedelta(hours=2),
+                waiting_for=[
+                    AwaitedReservation(capacity_reservation_id="cr-0future", state="scheduled"),
+                    AwaitedReservation(
+                        kind="Quota",
+                        node_pool="training",
+                        quota="ml",
+                        resource="instances",
+                        needed="2",
+                    ),
+                ],
             )
         ],
         recent=[
@@ -177,6 +192,11 @@ def test_requests_show_launching_waiting_newest_and_failures_with_every_reason()
     assert requests["waiting"][0]["requestId"] == "run-7"
     assert requests["waiting"][0]["waitEndsIn"] == "2h00m"
     assert requests["waiting"][0]["finishedAt"] is None
+    # what each waits for, in words, whatever its kind (a queue's wait has no reservation id)
+    assert [w["named"] for w in requests["waiting"][0]["waitingFor"]] == [
+        "cr-0future",
+        "quota ml instances (2 more) in training",
+    ]
     assert [r["requestId"] for r in requests["recent"]] == ["run-6", "run-5", "run-4"]
     assert [(r["requestId"], r["reasons"]) for r in requests["failures"]] == [
         (

@@ -104,7 +104,7 @@ function renderRequests(requests) {
   rows("waiting", requests.waiting, (r) => r.requestId, (row, r) => {
     requestCells(row, r);
     cell(row, "launched", `${r.launched}/${r.requested}`);
-    cell(row, "waitingFor", r.waitingFor.map((w) => w.capacityReservationId).join(", "));
+    cell(row, "waitingFor", r.waitingFor.map((w) => w.named).join(", "));
     cell(row, "waitEndsIn", r.waitEndsIn);
   });
   rows("recent", requests.recent, (r) => r.requestId, (row, r) => {
