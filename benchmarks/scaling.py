@@ -1,5 +1,6 @@
-"""Scaling: DynamoDB items read per request as unrelated reservations, NodePools and past requests
-grow, and items read by one run of the minute's sync as history grows.
+"""Scaling: DynamoDB items read per request as unrelated reservations, the usable reservations of
+the request's type, NodePools and past requests grow, and items read by one run of the minute's
+sync as history grows.
 
 Items are generated directly in the emulator's tables (clones of ones the service wrote), so a
 point costs seconds, not thousands of API calls. Items read = what DynamoDB bills reads for:
@@ -50,6 +51,7 @@ LIVE_KINDS = frozenset(
         "index WaitingRequests",
     }
 )
+USABLE = "usable reservations of the request's type"
 # An instance type the bench pool does not allow (benchmarks/scene.py TYPES).
 OTHER_TYPE = "r5.large"
 Grow = Callable[[Cloud, int, int], None]
@@ -277,6 +279,25 @@ def _selected_elsewhere(cloud: Cloud, had: int, size: int) -> None:
     table.put_item(cover)
 
 
+def _usable_here(cloud: Cloud, had: int, size: int) -> None:
+    """Reservations the request could launch into: clones of the pool's own snapshot (its type,
+    zone and room), added to its coverage item as the sync would (with the room it saw)."""
+    stored = [i for i in _items(cloud, "Reservation") if i["sk"]["S"].startswith("cr-")]
+    item = copy.deepcopy(min(stored, key=lambda i: len(i["sk"]["S"])))
+    _clone(cloud, item, item["sk"]["S"], size - 1, "cr-0usable", had - 1)
+    table = _table(cloud.names.state_table)
+    (cover,) = [i for i in _items(cloud, "Reservation") if i["sk"]["S"].startswith("Covered#")]
+    placement = f"{item['instanceType']['S']}/{item['zone']['S']}"
+    room = {"N": item["available"]["N"]}
+    cover.setdefault("room", {"M": {}})
+    for n in range(had - 1, size - 1):
+        member = f"cr-0usable{n:06d}"
+        cover["members"]["L"].append({"S": member})
+        cover["placements"]["M"][member] = {"S": placement}
+        cover["room"]["M"][member] = room
+    table.put_item(cover)
+
+
 def _more_pools(cloud: Cloud, had: int, size: int) -> None:
     item = next(i for i in _items(cloud, "NodePool") if i["sk"]["S"] == POOL)
     _clone(cloud, item, f'"{POOL}', size - 1, '"other-pool-', had - 1)
@@ -326,6 +347,7 @@ def _history_curve() -> tuple[list[Point], list[SyncPoint]]:
 def run() -> tuple[list[Point], list[SyncPoint]]:
     points = _curve("reservations", RESERVATIONS, _unrelated_reservations)
     points += _curve("selected reservations of other types", RESERVATIONS, _selected_elsewhere)
+    points += _curve(USABLE, RESERVATIONS, _usable_here)
     points += _curve("node pools", POOLS, _more_pools)
     history, syncs = _history_curve()
     return points + history, syncs
