@@ -25,7 +25,9 @@ with lambda_init() as host:
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    outcome = EVENTS.handle(event["detail-type"], event["detail"])
+    # Not an EC2 event (`sam local invoke` without -e sends `{}`): logged and ignored, as any
+    # detail-type the rules do not route here is.
+    outcome = EVENTS.handle(str(event.get("detail-type", "")), event.get("detail") or {})
     return {
         "action": outcome.action,
         "instanceId": outcome.instance_id,

@@ -44,7 +44,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     reconciliation = report.reconciliation
     return {
         "failedParts": report.failed,
-        "scheduledAt": event["time"],
+        # An invocation by hand (`sam local invoke` without -e) sends `{}`: a minute all the same.
+        "scheduledAt": event.get("time"),
         "synced": len(report.synced),
         "conflicts": report.conflicts,
         "events": [e.detail_type for e in report.events],

@@ -152,6 +152,18 @@ def test_events_for_instances_we_did_not_launch_are_ignored_after_one_get_item(c
     assert calls == Counter({"GetItem": 1})
 
 
+def test_an_empty_event_is_ignored_without_a_call(cloud):
+    """`sam local invoke InstanceEventsFunction` without -e sends `{}`: a KeyError before."""
+    calls: Counter[str] = Counter()
+    for service in ("dynamodb", "ec2", "events"):
+        aws.client(service).meta.events.register(
+            f"before-call.{service}", lambda model, **_: calls.update([model.name])
+        )
+    result = handler("instance_events")({}, LambdaContext())
+    assert result["action"] == "ignored"
+    assert calls == Counter()
+
+
 def test_an_interruption_warning_marks_the_reservation_exhausted(
     snapshot_launchers, subnets, image
 ):

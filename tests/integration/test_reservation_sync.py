@@ -361,6 +361,17 @@ def test_the_schedule_handler_runs_the_sync_on_the_sample_scheduled_event(
     assert snapshot(reservation).snapshot.available == 1
 
 
+def test_an_empty_event_runs_the_minute_as_the_schedule_does(snapshot_launchers, subnets, image):
+    """`sam local invoke ReservationSyncFunction` without -e sends `{}` (and so does
+    `capacity-launcher invoke`): the handler ran the minute and then failed on the missing
+    `time` while answering."""
+    cloud = snapshot_launchers
+    targeted_pool(cloud, subnets, image, 1)
+    result = handler("reservation_sync")({}, LambdaContext())
+    assert result["synced"] == 1
+    assert result["scheduledAt"] is None
+
+
 def test_a_node_class_the_sync_has_not_seen_is_resolved_from_ec2_keeping_exhausted_flags(
     snapshot_launchers, subnets, image, ec2_calls
 ):
