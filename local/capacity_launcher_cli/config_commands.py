@@ -79,14 +79,17 @@ class ApplyError(Exception):
         super().__init__("\n".join(problems))
 
 
-def _files(paths: list[str]) -> Iterator[Path]:
+def _files(paths: list[str], recursive: bool = False) -> Iterator[Path]:
+    """Each path's files: a folder's YAML files (and, `recursive`, its subfolders', as kubectl's
+    -R reads them), in name order."""
     for raw in paths:
         if raw == "-":
             yield STDIN
             continue
         path = Path(raw)
         if path.is_dir():
-            yield from sorted(p for p in path.iterdir() if p.suffix in _YAML_SUFFIXES)
+            found = path.rglob("*") if recursive else path.iterdir()
+            yield from sorted(p for p in found if p.suffix in _YAML_SUFFIXES and p.is_file())
         else:
             yield path
 
@@ -108,10 +111,10 @@ def list_items(data: Any) -> list[Any]:
     return [data]
 
 
-def read_documents(paths: list[str]) -> list[SourceDocument]:
+def read_documents(paths: list[str], recursive: bool = False) -> list[SourceDocument]:
     documents: list[SourceDocument] = []
     problems: list[str] = []
-    for path in _files(paths):
+    for path in _files(paths, recursive):
         try:
             loaded = load_documents(_text(path))
         except OSError as error:
@@ -142,10 +145,10 @@ def read_documents(paths: list[str]) -> list[SourceDocument]:
     return documents
 
 
-def read_or_report(paths: list[str]) -> list[SourceDocument] | None:
+def read_or_report(paths: list[str], recursive: bool = False) -> list[SourceDocument] | None:
     """The files' documents; None when they cannot be read, each problem said on stderr."""
     try:
-        return read_documents(paths)
+        return read_documents(paths, recursive)
     except ApplyError as error:
         for problem in error.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -294,7 +297,7 @@ def apply(args: argparse.Namespace, deployment: Deployment) -> int:
     changes = configuration(deployment)
     asked = queries(deployment)
     try:
-        documents, skipped = served(read_documents(args.filename))
+        documents, skipped = served(read_documents(args.filename, args.recursive))
         for why in skipped:
             print(f"error: {why}", file=sys.stderr)
         steps = validate_steps(

@@ -59,7 +59,7 @@ def targets(source: SourceDocument) -> list[Target]:
 
 
 def delete_files(args: argparse.Namespace, deployment: Deployment) -> int:
-    sources = read_or_report(args.filename)
+    sources = read_or_report(args.filename, args.recursive)
     if sources is None:
         return 1
     code = 0

@@ -39,7 +39,7 @@ FAILED = 2
 
 
 def diff(args: argparse.Namespace, deployment: Deployment) -> int:
-    sources = read_or_report(args.filename)
+    sources = read_or_report(args.filename, args.recursive)
     if sources is None:
         return FAILED
     changes = configuration(deployment)

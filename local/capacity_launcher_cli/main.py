@@ -48,6 +48,16 @@ def _all_namespaces(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _recursive(parser: argparse.ArgumentParser) -> None:
+    """kubectl's -R: the folders -f names are read with their subfolders."""
+    parser.add_argument(
+        "-R",
+        "--recursive",
+        action="store_true",
+        help="read the folders -f names with their subfolders, as kubectl's -R does",
+    )
+
+
 def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit = commands.add_parser("submit", help="send a launch request to the bus or the queue")
     _common(submit)
@@ -100,6 +110,7 @@ def parser() -> argparse.ArgumentParser:
     )
     _common(apply)
     apply.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
+    _recursive(apply)
     apply.add_argument(
         "--dry-run",
         choices=("none", "client", "server"),
@@ -113,6 +124,7 @@ def parser() -> argparse.ArgumentParser:
     )
     _common(diff)
     diff.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
+    _recursive(diff)
 
     get = commands.add_parser("get", help="list resources")
     _common(get)
@@ -175,6 +187,7 @@ def parser() -> argparse.ArgumentParser:
         "convert", help="print documents in another served apiVersion (kubectl convert)"
     )
     convert.add_argument("-f", "--filename", action="append", required=True, help="file or folder")
+    _recursive(convert)
     convert.add_argument("--output-version", required=True, help="e.g. capacity-launcher/v1")
     convert.add_argument(
         "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
@@ -199,6 +212,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         help="file or folder (- for standard input): delete every object its documents apply",
     )
+    _recursive(delete)
     delete.add_argument(
         "--ignore-not-found",
         action="store_true",

@@ -110,7 +110,7 @@ def get_documents(args: argparse.Namespace, deployment: Deployment) -> int:
 
 def convert(args: argparse.Namespace) -> int:
     """Each document of the files in the served version ``--output-version`` of its kind."""
-    sources = read_or_report(args.filename)
+    sources = read_or_report(args.filename, args.recursive)
     if sources is None:
         return 1
     converted: list[dict[str, Any]] = []

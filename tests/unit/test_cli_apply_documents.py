@@ -125,3 +125,18 @@ def test_status_and_server_metadata_are_ignored_other_fields_refused(tmp_path: P
     assert refused.value.problems == [
         f"{path}: document 1 (NodeClass base): state: is not an allowed field"
     ]
+
+
+def test_a_folder_is_read_with_its_subfolders_only_with_recursive(tmp_path: Path) -> None:
+    """kubectl's -R: `apply -R -f examples/` reads examples/quotas/ too; without it, only the
+    folder's own files (as kubectl)."""
+    (tmp_path / "classes.yaml").write_text(CLASS)
+    (tmp_path / "pools").mkdir()
+    (tmp_path / "pools" / "pool.yml").write_text(POOL)
+    (tmp_path / "pools" / "notes.txt").write_text("not YAML")
+
+    flat = read_documents([str(tmp_path)])
+    deep = read_documents([str(tmp_path)], recursive=True)
+
+    assert [d.data["kind"] for d in flat] == ["NodeClass"]
+    assert [d.data["kind"] for d in deep] == ["NodeClass", "NodePool"]
