@@ -780,7 +780,9 @@ def _scaling(points: list[Point], syncs: list[SyncPoint], plots: list[str]) -> l
         "by weight, so a fresh container reads the whole `NodePool` partition once (as a "
         "Kubernetes informer lists every NodePool before Karpenter schedules), then keeps it "
         "for `CONFIG_CACHE_SECONDS`: the warm figure is flat, the cold one grows with the "
-        "pools. Not yet flat: a weight-ordered index read a page at a time would make it so.",
+        "pools. Past that TTL a warm container reads the NodePools' generation (one GetItem) "
+        "and keeps its copy while nothing was applied or deleted. Not yet flat cold: a "
+        "weight-ordered index read a page at a time would make it so.",
         "- *past requests*: the launch path reads only its own request's partition; the sync "
         "queries the sparse `OpenLeases` index instead of scanning the state table, and each "
         "pool's leases and members, never its proofs of settlement.",

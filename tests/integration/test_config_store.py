@@ -261,3 +261,39 @@ def _configuration(store: ConfigStore) -> Configuration:
     """The configuration use cases over `store`: what an operator's apply and delete go
     through (the checks across documents)."""
     return Configuration(store, store.priority_classes())
+
+
+def test_a_pool_set_past_its_ttl_is_read_again_only_when_the_pools_changed(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    """A warm container's copy of the NodePools, past its TTL, costs one GetItem of their
+    generation while nothing was applied or deleted, not the whole partition (issue 38: the
+    cost of a request naming no pool against the number of pools); a change is seen at once."""
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    cloud.apply(*(_pool(f"other-{n}", "m5.large") for n in range(5)))
+    settings = get_settings()
+    # cache_seconds=0: every read is past its TTL, as a warm container's next look would be
+    store = ConfigStore(settings.state_table_name, aws.client("dynamodb"), 0, clock=system_clock)
+    calls: list[str] = []
+    aws.client("dynamodb").meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.append(model.name)
+    )
+    first = store.pool_set()
+    assert len(first.pools) == 6 and calls.count("Query") == 1
+    calls.clear()
+    # When it is read again with nothing changed: the generation only
+    again = store.pool_set()
+    assert calls == ["GetItem"]
+    assert again == first
+    # When another writer (the CLI) applies a pool, the next read sees it
+    cloud.apply(_pool("late", "m5.large"))
+    calls.clear()
+    changed = store.pool_set()
+    assert calls == ["GetItem", "Query"]
+    assert {p.metadata.name for p in changed.pools} == {p.metadata.name for p in first.pools} | {
+        "late"
+    }
+    assert changed.generation > first.generation
+    # And a delete is seen too
+    cloud.adapters().config_store().delete_pool("late")
+    assert "late" not in {p.metadata.name for p in store.pool_set().pools}

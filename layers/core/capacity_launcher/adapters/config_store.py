@@ -105,6 +105,8 @@ class ConfigStore:
         self._documents: TtlCache[NodeClass | NodePool | CapacityQuota] = TtlCache(cache_seconds)
         self._quota_sets: TtlCache[QuotaSet] = TtlCache(cache_seconds)
         self._pool_sets: TtlCache[PoolSet] = TtlCache(cache_seconds)
+        # The last listing read whole: kept while the NodePools' generation says it is current.
+        self._listed_pools: PoolSet | None = None
 
     def apply(self, document: NodeClass | NodePool, kept: Kept | None = None) -> None:
         """Create or replace a NodeClass or NodePool (a NodePool's NodeClass need not be stored
@@ -238,9 +240,16 @@ class ConfigStore:
     def _read_pool_set(self) -> PoolSet:
         # The generation first: a pool applied after it bumps it (see `_read_quota_set`).
         generation = int((self._read_one(*POOL_SET_KEY) or {}).get("version", 0))
+        listed = self._listed_pools
+        if listed is not None and generation and listed.generation == generation:
+            # Every apply that changes a pool, and every delete, bumps the generation in the
+            # same transaction: nothing changed since the listing was read (one GetItem where
+            # the whole partition was read again, whatever the number of pools: issue 38).
+            return listed
         listing = self._read_all("NodePool")
         pools = (d for d in listing.documents.values() if isinstance(d, NodePool))
-        return PoolSet(generation, tuple(pools))
+        self._listed_pools = PoolSet(generation, tuple(pools))
+        return self._listed_pools
 
     def node_classes(self, *, fresh: bool = False) -> list[NodeClass]:
         listing = self._listing("NodeClass", fresh)
