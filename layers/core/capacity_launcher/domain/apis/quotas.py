@@ -250,6 +250,36 @@ class Preemption(_Document):
         return parse_duration_seconds(self.grace_period)
 
 
+# fairSharing.weight (Kueue's ClusterQueue spec.fairSharing.weight): a non-negative number, at
+# most this, in thousandths at the finest (Kueue divides by the weight's milli-value).
+MAX_FAIR_WEIGHT = Decimal(1_000_000)
+FAIR_WEIGHT_STEP = Decimal("0.001")
+
+
+class FairSharing(_Document):
+    """How this quota's waiting requests share the cohort's idle quota with the other members'
+    (docs/queueing.md, "Fair sharing"): the larger the weight, the more it may borrow before
+    others go first. 1 by default; 0: every other member's requests go first while it borrows."""
+
+    model_config = BUILT_ON_FIRST_USE
+
+    weight: Decimal = Field(default=Decimal(1), ge=0, le=MAX_FAIR_WEIGHT, allow_inf_nan=False)
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+            raise ValueError('must be a number (1, 0.5, "3")')
+        return value
+
+    @field_validator("weight")
+    @classmethod
+    def _step(cls, value: Decimal) -> Decimal:
+        if value % FAIR_WEIGHT_STEP:
+            raise ValueError("is finer than a thousandth (0.001)")
+        return value
+
+
 class CapacityQuotaSpec(_Document):
     model_config = BUILT_ON_FIRST_USE
 
@@ -262,6 +292,9 @@ class CapacityQuotaSpec(_Document):
     allow_borrowing: StrictBool = False
     resource_groups: list[ResourceGroup] = Field(min_length=1, max_length=MAX_RESOURCE_GROUPS)
     preemption: Preemption = Field(default_factory=Preemption)
+    # Kueue's spec.fairSharing: the weight of this quota's share when waiting requests of one
+    # priority are admitted (docs/queueing.md, "Fair sharing"); absent: weight 1.
+    fair_sharing: FairSharing | None = None
     # Who may claim each requester (docs/quotas.md "Who is the requester?"); unbound: anyone.
     requester_origins: dict[Requester, RequesterOrigins] = Field(
         default_factory=dict, max_length=MAX_REQUESTERS
@@ -363,6 +396,11 @@ class CapacityQuotaSpec(_Document):
                 )
             )
         return problems
+
+    @property
+    def fair_weight(self) -> Decimal:
+        """spec.fairSharing.weight, 1 when the quota does not set it (as Kueue defaults it)."""
+        return self.fair_sharing.weight if self.fair_sharing is not None else Decimal(1)
 
     def reservations(self) -> list[str]:
         """The reservations whose associations this quota covers (its prefixes of that form)."""

@@ -315,7 +315,14 @@ class LaunchBatch:
         body = message.body if isinstance(message.body, str) else json.dumps(message.body)
         priority = item.prepared.priority if item.prepared else 0
         entry = QueueEntry.of(
-            pool, record.request_id, priority, record.received_at, deadline, body, message.queue_arn
+            pool,
+            record.request_id,
+            priority,
+            record.received_at,
+            deadline,
+            body,
+            message.queue_arn,
+            requester=record.requester,
         )
         try:
             self._admission.enqueue(entry)

@@ -56,7 +56,9 @@ class Adapters(Stores):
         from capacity_launcher.service.admission_queue import AdmissionQueue
 
         items = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
-        return AdmissionQueue(items, self.launch_records(), LaunchQueue(self.clients("sqs")))
+        queue = LaunchQueue(self.clients("sqs"))
+        quotas = self.config_store(cached=True).capacity_quotas
+        return AdmissionQueue(items, self.launch_records(), queue, quotas, self.quota_usage())
 
     def reclaim_requests(self, config: ConfigStore | None = None) -> ReclaimRequests:
         """The launcher's side of reclaim: ask for lent quota back, publish the request."""
