@@ -239,3 +239,41 @@ def test_a_refused_entry_passes_the_wake_to_the_next_in_fair_order() -> None:
 
     assert items.entries[b2.key].wake == 2  # b2, not a1 that is ahead in the queue
     assert items.entries[first_a.key].wake == 0
+
+
+# -- the bound under sustained contention ---------------------------------------------------------
+
+WEIGHTS = st.decimals(Decimal("0.25"), Decimal(4), places=2)
+
+
+@given(st.lists(WEIGHTS, min_size=2, max_size=4), st.integers(20, 80))
+def test_under_sustained_contention_each_team_is_within_the_team_count_of_its_weight_share(
+    weights: list[Decimal], rooms: int
+) -> None:
+    """Teams of one cohort that borrow everything they run (nominal 0), each keeping 2 requests
+    of one instance waiting (the window holds them all); each room event wakes one, admitted.
+    Then, after N admissions, team i's count is within T (the number of teams) of N * w_i / W."""
+    teams = [f"t{i}" for i in range(len(weights))]
+    quotas = [_quota("lender", "1000")] + [
+        _quota(t, "0", weight=str(w)) for t, w in zip(teams, weights, strict=True)
+    ]
+    usage = Usage({})
+    arrivals = iter(range(10**6))
+    waiting = [_of(f"{t}-{next(arrivals)}", t, at=next(arrivals)) for t in teams for _ in "ab"]
+    items = Items(*waiting)
+    held = Held(*(e.request_id for e in waiting))
+    admission = AdmissionQueue(items, held, Sent(), lambda: quotas, usage)
+    admitted = dict.fromkeys(teams, 0)
+    for _ in range(rooms):
+        woken = admission.wake(POOL)
+        assert woken is not None
+        team = woken.split("-")[0]
+        admitted[team] += 1  # admitted: it runs one more instance, borrowed
+        usage.usage[(team, POOL)] = Resources(cpu=Decimal(admitted[team]))
+        items.remove(POOL, next(k for k, e in items.entries.items() if e.request_id == woken))
+        again = _of(f"{team}-{next(arrivals)}", team, at=next(arrivals))  # it asks again
+        items.put(again)
+        held.held[again.request_id] = "held"
+    total = sum(weights)
+    for team, weight in zip(teams, weights, strict=True):
+        assert abs(admitted[team] - rooms * weight / total) <= len(teams), admitted
