@@ -4,6 +4,7 @@ fair_sharing.py), and the wake loop ordering by it over fakes (service/admission
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
 from itertools import pairwise
@@ -200,7 +201,7 @@ class Usage:
         self.usage = usage
         self.reads: list[list[str]] = []
 
-    def usage_in(self, items: list[str], pool: str) -> dict[tuple[str, str], Resources]:
+    def usage_in(self, items: Sequence[str], pool: str) -> dict[tuple[str, str], Resources]:
         self.reads.append(list(items))
         return self.usage
 

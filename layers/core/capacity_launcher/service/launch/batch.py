@@ -314,6 +314,8 @@ class LaunchBatch:
             return
         body = message.body if isinstance(message.body, str) else json.dumps(message.body)
         priority = item.prepared.priority if item.prepared else 0
+        # The requester its quota counts it as (a reservation's association, docs/ome.md).
+        requester = item.prepared.request.requester if item.prepared else record.requester
         entry = QueueEntry.of(
             pool,
             record.request_id,
@@ -322,7 +324,7 @@ class LaunchBatch:
             deadline,
             body,
             message.queue_arn,
-            requester=record.requester,
+            requester=requester,
         )
         try:
             self._admission.enqueue(entry)
