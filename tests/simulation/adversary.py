@@ -18,6 +18,7 @@ from capacity_launcher.domain.capacity.offerings import offering_key
 from capacity_launcher.settings import get_settings
 from tests.simulation.emulator import Fault
 from tests.simulation.operations import (
+    FAIR_WEIGHTS,
     GPU_POOL,
     POOLS,
     QUOTA_POOLS,
@@ -53,8 +54,9 @@ INTERRUPTIBLE_TYPE = "m5.large"
 
 
 def quota_variant(name: str, rng: random.Random) -> dict[str, Any]:
-    """The quota as at the start, with a drawn priority, reclaim policy and grace period."""
-    document = quota_document(name)
+    """The quota as at the start, with a drawn priority, fair-sharing weight, reclaim policy and
+    grace period."""
+    document = quota_document(name, rng.choice(FAIR_WEIGHTS))
     document["spec"]["priority"] = rng.choice(PRIORITIES)
     if document["spec"]["allowBorrowing"] or rng.random() < 0.7:
         document["spec"]["preemption"] = {
