@@ -94,15 +94,17 @@ def quota_group_limits(sim: Simulation, rng: random.Random) -> str:
 
 
 def quota_policy_change(sim: Simulation, rng: random.Random) -> str:
-    """Priority, reclaimWithinCohort and gracePeriod changed, often while a reclaim is open."""
+    """Priority, fair-sharing weight, reclaimWithinCohort and gracePeriod changed, often while a
+    reclaim is open."""
     name = rng.choice(sorted(QUOTAS))
     variant = quota_variant(name, rng)
     limits = (sim.catalog.quotas.get(name) or {}).get("spec", {}).get("resourceGroups", [{}])
     if "limits" in limits[0]:
         variant["spec"]["resourceGroups"][0]["limits"] = limits[0]["limits"]
     preemption = variant["spec"].get("preemption", {})
+    weight = variant["spec"].get("fairSharing", {}).get("weight", 1)
     return (
-        f"{name} priority {variant['spec']['priority']}"
+        f"{name} priority {variant['spec']['priority']} weight {weight}"
         f" {preemption.get('reclaimWithinCohort', 'Never')}: {_apply_quota(sim, variant)}"
     )
 
