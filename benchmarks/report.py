@@ -917,10 +917,11 @@ def _wake_calls(points: list[WakeCalls]) -> list[str]:
         "",
         "## One wake of an admission queue",
         "",
-        "`benchmarks/wake_calls.py`: the calls and items of waking the head of a pool's admission "
-        "queue (issue 37, docs/queueing.md) with N requests waiting in it across 20 teams: one "
-        "Query with Limit 1, the head's record, its message sent again, the wait handed to it, "
-        "the entry marked woken. Flat in the number waiting.",
+        "`benchmarks/wake_calls.py`: the calls and items of one wake of a pool's admission "
+        "queue (issue 37, docs/queueing.md) with N requests waiting in it across 20 teams of one "
+        "cohort: one Query of the first 8 entries, the cohort's usage item to order them by "
+        "share (fair sharing), the chosen entry's record, its message sent again, the wait "
+        "handed to it, the entry marked woken. Flat in the number waiting.",
         "",
         *wake_table(points),
     ]

@@ -1,7 +1,9 @@
 """The calls and items of one wake of an admission queue (issue 37) with 10, 1,000 and 10,000
-requests waiting in it across 20 teams: flat in the number waiting (one Query with Limit 1 of the
-pool's partition, one GetItem of the head's record, one SendMessage, one conditional UpdateItem
-handing the wait to it, one UpdateItem marking the entry woken).
+requests waiting in it across 20 teams, each with its quota in one cohort: flat in the number
+waiting (one Query of the pool's partition's first FAIR_WINDOW entries, one BatchGetItem of the
+cohort's usage item to order them by share, one GetItem of the chosen entry's record, one
+SendMessage, one conditional UpdateItem handing the wait to it, one UpdateItem marking the entry
+woken; the container's copy of the quotas is read before, as a warm container holds it).
 
 The queue and the Waiting records are written straight to the table (BatchWriteItem), as the
 launcher would have left them; only the wake is counted.
@@ -31,6 +33,7 @@ from capacity_launcher.domain.accounting.admission_queue import (
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.service import wiring
 from capacity_launcher.settings import get_settings
+from local_cloud.documents import capacity_quota
 from moto_capacity.core.clock import CLOCK
 from tests.support.cloud import Cloud
 
@@ -61,6 +64,8 @@ def _counting() -> Iterator[tuple[Counter[str], list[int]]]:
             items.append(len(parsed.get("Items", [])))
         elif model.name == "GetItem":
             items.append(1 if parsed.get("Item") else 0)
+        elif model.name == "BatchGetItem":
+            items.append(sum(len(found) for found in parsed.get("Responses", {}).values()))
 
     clients = [aws.client(name) for name in ("dynamodb", "sqs")]
     for c in clients:
@@ -121,6 +126,7 @@ def _fill(cloud: Cloud, count: int) -> None:
                 "deadline": deadline.isoformat(),
                 "body": entry.body,
                 "queueArn": entry.queue_arn,
+                "requester": f"team-{n % TEAMS}",
             }
         )
     db = aws.client("dynamodb")
@@ -135,8 +141,17 @@ def _fill(cloud: Cloud, count: int) -> None:
 def _measure(count: int) -> WakeCalls:
     with bench_cloud() as cloud:
         apply_pool(cloud)
+        cloud.apply(
+            *(
+                capacity_quota(f"team-{t}", POOL, {"instances": "1"}, allowBorrowing=True)
+                for t in range(TEAMS)
+            )
+        )
         _fill(cloud, count)
-        admission = wiring.Adapters(get_settings()).admission_queue()
+        adapters = wiring.Adapters(get_settings())
+        config = adapters.config_store(cached=True)
+        config.capacity_quotas()  # a warm container's copy
+        admission = adapters.admission_queue(config)
         with _counting() as (calls, items):
             woken = admission.wake(POOL)
         assert woken is not None

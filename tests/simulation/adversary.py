@@ -18,6 +18,7 @@ from capacity_launcher.domain.capacity.offerings import offering_key
 from capacity_launcher.settings import get_settings
 from tests.simulation.emulator import Fault
 from tests.simulation.operations import (
+    FAIR_WEIGHTS,
     GPU_POOL,
     POOLS,
     QUOTA_POOLS,
@@ -53,8 +54,9 @@ INTERRUPTIBLE_TYPE = "m5.large"
 
 
 def quota_variant(name: str, rng: random.Random) -> dict[str, Any]:
-    """The quota as at the start, with a drawn priority, reclaim policy and grace period."""
-    document = quota_document(name)
+    """The quota as at the start, with a drawn priority, fair-sharing weight, reclaim policy and
+    grace period."""
+    document = quota_document(name, rng.choice(FAIR_WEIGHTS))
     document["spec"]["priority"] = rng.choice(PRIORITIES)
     if document["spec"]["allowBorrowing"] or rng.random() < 0.7:
         document["spec"]["preemption"] = {
@@ -92,15 +94,17 @@ def quota_group_limits(sim: Simulation, rng: random.Random) -> str:
 
 
 def quota_policy_change(sim: Simulation, rng: random.Random) -> str:
-    """Priority, reclaimWithinCohort and gracePeriod changed, often while a reclaim is open."""
+    """Priority, fair-sharing weight, reclaimWithinCohort and gracePeriod changed, often while a
+    reclaim is open."""
     name = rng.choice(sorted(QUOTAS))
     variant = quota_variant(name, rng)
     limits = (sim.catalog.quotas.get(name) or {}).get("spec", {}).get("resourceGroups", [{}])
     if "limits" in limits[0]:
         variant["spec"]["resourceGroups"][0]["limits"] = limits[0]["limits"]
     preemption = variant["spec"].get("preemption", {})
+    weight = variant["spec"].get("fairSharing", {}).get("weight", 1)
     return (
-        f"{name} priority {variant['spec']['priority']}"
+        f"{name} priority {variant['spec']['priority']} weight {weight}"
         f" {preemption.get('reclaimWithinCohort', 'Never')}: {_apply_quota(sim, variant)}"
     )
 

@@ -414,7 +414,12 @@ class Catalog:
     forged: list[str] = field(default_factory=list)  # ids shaped as the sync's static launches
 
 
-def quota_document(name: str) -> dict[str, Any]:
+# spec.fairSharing.weight drawn for each quota (issue 37's fair sharing; None: the default 1,
+# the field left out): the wake's order among waiting requests of one priority depends on it.
+FAIR_WEIGHTS: tuple[int | str | None, ...] = (None, 0, "0.5", 1, 2, 3)
+
+
+def quota_document(name: str, weight: int | str | None = None) -> dict[str, Any]:
     requesters, priority, borrowing, amounts = QUOTAS[name]
     resources = []
     for resource, (nominal, borrowing_limit, lending_limit) in amounts.items():
@@ -436,6 +441,8 @@ def quota_document(name: str) -> dict[str, Any]:
             }
         ],
     }
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
     return _document("CapacityQuota", name, spec)
 
 

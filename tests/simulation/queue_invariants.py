@@ -8,6 +8,10 @@
 - **nothing lost**: every request that set a deadline ends with a record and an event by its
   deadline plus the backstop's margin (the held copy comes back by the deadline; the sync ends one
   whose copy was lost BACKSTOP_MARGIN_SECONDS after it);
+- **its team**: every entry names the requester of its request (fair sharing orders the waiting
+  requests of one priority by that requester's quota's share; the quotas' weights are drawn, so
+  the order the wakes follow varies by seed); a request that names a reservation is counted as
+  its association, and left out;
 - **waiting counted**: a sync run that finished every part counts as many requests waiting
   (`RequestsWaiting`) as the state table holds Waiting records right after it (nothing runs
   between the two).
@@ -33,6 +37,7 @@ ORDER = "an admission queue holds its entries by priority, then arrival"
 NOT_INVERTED = "a waiting request is not admitted past a higher one that fits"
 NOTHING_LOST = "a waiting request ends with a record and an event by its deadline"
 COUNTED = "the sync counts every waiting request"
+TEAM = "an admission queue entry names its request's requester"
 # The deadline's slack: the backstop's margin, and a few minutes of the mapping and the sync.
 LOST_AFTER_SECONDS = BACKSTOP_MARGIN_SECONDS + 300
 ADMITTED = ("Fulfilled", "PartiallyFulfilled")
@@ -79,7 +84,19 @@ class QueueInvariants:
             if sk != entry_key(priority, arrival, request_id):
                 self.base._violate(ORDER, f"{pool}: entry {sk} is not keyed by its priority")
             entries.append(Entry(sk, request_id, priority))
+            self._names_its_team(pool, request_id, item.get("requester"))
         return entries
+
+    def _names_its_team(self, pool: str, request_id: str, named: Any) -> None:
+        request = self.ledger.requests.get(request_id)
+        body = request.body if request is not None else None
+        if body is None or body.get("capacityReservation"):
+            return
+        self.checks[TEAM] += 1
+        if named != body.get("requester"):
+            self.base._violate(
+                TEAM, f"{pool}: {request_id}'s entry names {named!r}, not {body.get('requester')!r}"
+            )
 
     def _not_inverted(self, queues: dict[str, list[Entry]]) -> None:
         for pool, before in self._before.items():

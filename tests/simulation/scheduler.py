@@ -359,6 +359,7 @@ class Simulation:
     def _bootstrap(self) -> None:
         """A usable start: every NodeClass and two pools, as a new user would apply them."""
         from tests.simulation.operations import (
+            FAIR_WEIGHTS,
             POOLS,
             QUOTAS,
             buy_capacity_block,
@@ -375,8 +376,10 @@ class Simulation:
         bootstrap_priority_classes(self, self.rng)
         for document in gpu_documents(self, self.rng):
             self.apply(document)
+        # Drawn apart from the run's generator, so every other draw of a seed stays as it was.
+        weights = random.Random(f"{self.seed}/fair-sharing")
         for name in QUOTAS:
-            document = quota_document(name)
+            document = quota_document(name, weights.choice(FAIR_WEIGHTS))
             # The simulation's own client does not retry a transaction conflict (the emulator's
             # conflict mode cancels one now and then) as the service's clients do: apply again,
             # as an operator would; a third refusal is a finding.

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
+from capacity_launcher.domain.accounting.admission_queue import entry_key, queue_partition
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
-from tests.simulation.invariants import Invariants, Ledger
+from tests.simulation.invariants import Invariants, Ledger, Request
 from tests.simulation.operations import Catalog
 from tests.simulation.priority_invariants import (
     NAMES_EXISTING,
@@ -17,7 +19,7 @@ from tests.simulation.priority_invariants import (
     UNCHANGED,
     why_refused,
 )
-from tests.simulation.queue_invariants import COUNTED
+from tests.simulation.queue_invariants import COUNTED, TEAM
 from tests.simulation.unready_invariants import GRANT, LAUNCHED, READY, count_partition
 from tests.simulation.world import Observed, World
 
@@ -180,3 +182,17 @@ def test_a_sync_that_counts_other_than_the_waiting_records_is_a_finding() -> Non
     assert _found(invariants, COUNTED) == []
     invariants.queues.counted_waiting(1, 2)
     assert _found(invariants, COUNTED) == ["the sync counted 1 requests waiting; the table holds 2"]
+
+
+def test_a_queue_entry_naming_another_requester_than_its_request_is_a_finding() -> None:
+    invariants, world = _invariants()
+    body = {"requestId": "r-1", "requester": "team-a"}
+    invariants.ledger.requests["r-1"] = Request("r-1", 0.0, valid_bodies={"{}": body})
+    key = entry_key(0, datetime(2026, 1, 1, tzinfo=UTC), "r-1")
+    item = {"requestId": "r-1", "priority": 0, "arrival": "2026-01-01T00:00:00+00:00"}
+    world.partitions[queue_partition("pool-0")] = {key: {**item, "requester": "team-a"}}
+    invariants.queues.every_step()
+    assert _found(invariants, TEAM) == []
+    world.partitions[queue_partition("pool-0")] = {key: {**item, "requester": "team-b"}}
+    invariants.queues.every_step()
+    assert _found(invariants, TEAM) == ["pool-0: r-1's entry names 'team-b', not 'team-a'"]

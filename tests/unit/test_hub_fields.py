@@ -85,6 +85,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
         {"allowBorrowing": True},
         {"preemption": {"reclaimWithinCohort": "Any"}},
         {"preemption": {"reclaimWithinCohort": "Never", "gracePeriod": "5m"}},
+        {"fairSharing": {"weight": "0.5"}},
         {"requesters": ["team-a"]},
         {"requesterPrefixes": ["team-"]},
         {

@@ -30,6 +30,7 @@ class AdmissionQueueItems:
                     "SET requestId = :id, priority = :priority, arrival = :arrival, "
                     "deadline = :deadline, body = :body, queueArn = :arn, wake = :zero, "
                     "passes = if_not_exists(passes, :zero), #ttl = :ttl"
+                    + (", requester = :requester" if entry.requester is not None else "")
                 ),
                 ExpressionAttributeNames={"#ttl": "ttl"},
                 ExpressionAttributeValues={
@@ -42,6 +43,7 @@ class AdmissionQueueItems:
                     ":zero": {"N": "0"},
                     # Kept a day past its deadline: an entry nobody removed expires on its own.
                     ":ttl": {"N": str(int(entry.deadline.timestamp()) + 86_400)},
+                    **_requester(entry),
                 },
                 ReturnValues="ALL_OLD",
             )
@@ -134,7 +136,14 @@ class AdmissionQueueItems:
             pass  # it left the queue meanwhile (admitted, or ended)
 
 
-_VIEWED = ("pk", "sk", "requestId", "priority", "arrival", "deadline", "queueArn", "wake", "passes")
+_VIEWED = (
+    "pk", "sk", "requestId", "priority", "arrival", "deadline", "queueArn", "wake", "passes",
+    "requester",
+)  # fmt: skip
+
+
+def _requester(entry: QueueEntry) -> dict[str, Any]:
+    return {":requester": {"S": entry.requester}} if entry.requester is not None else {}
 
 
 def _entry(pool: str, item: dict[str, Any]) -> QueueEntry:
@@ -149,4 +158,5 @@ def _entry(pool: str, item: dict[str, Any]) -> QueueEntry:
         queue_arn=str(item["queueArn"]),
         wake=int(item.get("wake", 0)),
         passes=int(item.get("passes", 0)),
+        requester=str(item["requester"]) if "requester" in item else None,
     )

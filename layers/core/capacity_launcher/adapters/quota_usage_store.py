@@ -8,11 +8,12 @@ The items themselves (one per cohort and flavor, a version bumped by every chang
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call
 from capacity_launcher.adapters.pool_items import PoolItems, counted_in
-from capacity_launcher.adapters.quota_usage import Reading, read, replacement
+from capacity_launcher.adapters.quota_usage import Reading, read, read_many, replacement
 from capacity_launcher.domain.accounting.pool_usage import Lease, Member
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.quantities import Resources
@@ -30,6 +31,16 @@ class QuotaUsageStore:
     def quota_reading(self, pk: str, pool: str) -> Reading:
         """One quota usage item's version (None: never written) and use by (requester, pool)."""
         return self._read(pk, pool)
+
+    def usage_in(self, items: Sequence[str], pool: str) -> dict[tuple[str, str], Resources]:
+        """Use by (requester, pool) in each of the cohorts' usage items `items` of one pool
+        (strongly consistent, one BatchGetItem): what a wake orders its window by."""
+        with aws_call("BatchGetItem"):
+            readings = read_many(self._items.db, self._items.table, [(pk, pool) for pk in items])
+        usage: dict[tuple[str, str], Resources] = {}
+        for _, used in readings.values():
+            usage.update(used)
+        return usage
 
     def counted(self, pool: str) -> list[Lease | Member]:
         """What the pool's usage is made of: its unsettled leases and members."""

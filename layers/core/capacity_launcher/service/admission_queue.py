@@ -9,25 +9,30 @@ room appearing, never by polling. The order and every rule are the domain's
 - **Leave** (the batch, as a request that waited ends: admitted, or failed at its deadline): its
   entry is removed and the queue's head woken (the room it found may hold more).
 - **Wake** (room appeared: an instance of the pool stopped or terminated, the sync's minute, a
-  pool or quota applied): one Query of the head (Limit 1), one read of its record, one message
-  sent and one conditional write handing its wait to that message. An entry whose request no
-  longer waits there is removed and the next one read (at most a few per wake). The cost of a wake
-  is flat in the number waiting.
+  pool or quota applied): one Query of the queue's first FAIR_WINDOW entries, one read of the
+  usage items of the cohorts waiting in it (none when one quota waits there), one read of the
+  chosen entry's record, one message sent and one conditional write handing its wait to that
+  message. The window is tried in fair order (priority, then the lowest dominant resource share
+  of the requester's quota, then arrival: domain/accounting/fair_sharing.py); an entry whose
+  request no longer waits there is removed and the next one tried (at most a few per wake). The
+  cost of a wake is flat in the number waiting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from capacity_launcher.domain.accounting import fair_sharing
 from capacity_launcher.domain.accounting.admission_queue import (
     QueueEntry,
     entry_key,
     pass_wake_on,
     queue_pool,
 )
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import logger
-from capacity_launcher.service.ports import HeldRequests, QueueItems, Redrive
+from capacity_launcher.service.ports import HeldRequests, QueueItems, Redrive, ShareReads
 
 # Entries a wake may find stale (their request ended or waits elsewhere) before it stops.
 _STALE_PER_WAKE = 4
@@ -39,10 +44,16 @@ class AdmissionQueue:
         items: QueueItems,
         records: HeldRequests,
         queue: Redrive,
+        quotas: Callable[[], list[CapacityQuota]] | None = None,
+        usage: ShareReads | None = None,
     ) -> None:
         self._items = items
         self._records = records
         self._queue = queue
+        # The quotas (a container's copy) and their usage: what fair sharing orders by (None:
+        # the queue's own order).
+        self._quotas = quotas
+        self._usage = usage
 
     def enqueue(self, entry: QueueEntry) -> None:
         """Its entry, at its place; a woken entry refused again passes the wake on."""
@@ -62,17 +73,26 @@ class AdmissionQueue:
         self.wake(pool)
 
     def wake(self, pool: str, *, chain: int = 1, after: str | None = None) -> str | None:
-        """Wake the head of the pool's queue (the entry after `after`, when a wake is passed on):
-        its message is sent again, now. Returns its request id (None: nothing waits there)."""
-        for _ in range(_STALE_PER_WAKE):
-            found = self._items.head(pool, after)
-            if not found:
-                return None
-            [entry] = found
+        """Wake the first of the pool's queue in fair order (the one after `after` in that order,
+        when a wake is passed on): its message is sent again, now. Returns its request id (None:
+        nothing waits there)."""
+        order = self._fair_order(pool, self._items.head(pool, limit=fair_sharing.FAIR_WINDOW))
+        if after is not None:
+            order = fair_sharing.after(order, after)
+        for entry in order[:_STALE_PER_WAKE]:
             if self._redrive(entry, chain):
                 return entry.request_id
-            after = entry.key
         return None
+
+    def _fair_order(self, pool: str, window: list[QueueEntry]) -> list[QueueEntry]:
+        """The window in the order a wake tries it: the shares read only when two quotas wait."""
+        if self._quotas is None or self._usage is None or len(window) < 2:
+            return fair_sharing.fair_order(window, {})
+        quotas = self._quotas()
+        teams = fair_sharing.governing(window, pool, quotas)
+        items = fair_sharing.usage_items(teams, pool)
+        usage = self._usage.usage_in(items, pool) if items else {}
+        return fair_sharing.fair_order(window, fair_sharing.shares(teams, quotas, usage, pool))
 
     def wake_all(self, pools: Iterable[str]) -> list[str]:
         """The sync's minute: the head of every pool's queue (one Query per pool)."""

@@ -36,6 +36,7 @@ from capacity_launcher.domain.capacity.reservations import (
 )
 from capacity_launcher.domain.capacity.single_flight import Evidence, Standing
 from capacity_launcher.domain.capacity.static_pools import StaticState
+from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.claims import Claim
 from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.intents import LaunchIntent
@@ -106,6 +107,13 @@ class QueueItems(Protocol):
     def woken(self, entry: QueueEntry, wake: int) -> None: ...
     def passed_over(self, entry: QueueEntry) -> None: ...
     def remove(self, pool: str, entry_key: str) -> None: ...
+
+
+class ShareReads(Protocol):
+    """What a wake orders its window by (fair sharing, domain/accounting/fair_sharing.py): the
+    cohorts' usage items of one pool, in one read (adapters/quota_usage_store.py)."""
+
+    def usage_in(self, items: Sequence[str], pool: str) -> Mapping[tuple[str, str], Resources]: ...
 
 
 class Redrive(Protocol):

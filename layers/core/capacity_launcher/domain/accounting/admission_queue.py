@@ -154,6 +154,9 @@ class QueueEntry:
     queue_arn: str
     wake: int = 0
     passes: int = 0
+    # Whose request (its `requester`): the quota whose share orders it among its priority
+    # (domain/accounting/fair_sharing.py); None for an entry written before it was recorded.
+    requester: str | None = None
 
     @classmethod
     def of(
@@ -165,9 +168,12 @@ class QueueEntry:
         deadline: datetime,
         body: str,
         queue_arn: str,
+        requester: str | None = None,
     ) -> QueueEntry:
         key = entry_key(priority, arrival, request_id)
-        return cls(pool, key, request_id, priority, arrival, deadline, body, queue_arn)
+        return cls(
+            pool, key, request_id, priority, arrival, deadline, body, queue_arn, requester=requester
+        )
 
     @property
     def blocks(self) -> bool:

@@ -32,6 +32,7 @@ from capacity_launcher.domain.apis.config_base import (
     _Document,
     no_repeats,
 )
+from capacity_launcher.domain.apis.fair_sharing import FairSharing
 from capacity_launcher.domain.apis.ome.associations import (
     ASSOCIATION_PREFIX,
     prefix_reservation,
@@ -262,6 +263,9 @@ class CapacityQuotaSpec(_Document):
     allow_borrowing: StrictBool = False
     resource_groups: list[ResourceGroup] = Field(min_length=1, max_length=MAX_RESOURCE_GROUPS)
     preemption: Preemption = Field(default_factory=Preemption)
+    # Kueue's spec.fairSharing: the weight of this quota's share when waiting requests of one
+    # priority are admitted (docs/queueing.md, "Fair sharing"); absent: weight 1.
+    fair_sharing: FairSharing | None = None
     # Who may claim each requester (docs/quotas.md "Who is the requester?"); unbound: anyone.
     requester_origins: dict[Requester, RequesterOrigins] = Field(
         default_factory=dict, max_length=MAX_REQUESTERS
@@ -363,6 +367,11 @@ class CapacityQuotaSpec(_Document):
                 )
             )
         return problems
+
+    @property
+    def fair_weight(self) -> Decimal:
+        """spec.fairSharing.weight, 1 when the quota does not set it (as Kueue defaults it)."""
+        return self.fair_sharing.weight if self.fair_sharing is not None else Decimal(1)
 
     def reservations(self) -> list[str]:
         """The reservations whose associations this quota covers (its prefixes of that form)."""

@@ -314,8 +314,17 @@ class LaunchBatch:
             return
         body = message.body if isinstance(message.body, str) else json.dumps(message.body)
         priority = item.prepared.priority if item.prepared else 0
+        # The requester its quota counts it as (a reservation's association, docs/ome.md).
+        requester = item.prepared.request.requester if item.prepared else record.requester
         entry = QueueEntry.of(
-            pool, record.request_id, priority, record.received_at, deadline, body, message.queue_arn
+            pool,
+            record.request_id,
+            priority,
+            record.received_at,
+            deadline,
+            body,
+            message.queue_arn,
+            requester=requester,
         )
         try:
             self._admission.enqueue(entry)

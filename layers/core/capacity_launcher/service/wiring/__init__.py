@@ -48,15 +48,18 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
 class Adapters(Stores):
     """Every use case of one container, built over its stores (`Stores`), on one clock."""
 
-    def admission_queue(self) -> AdmissionQueue:
+    def admission_queue(self, config: ConfigStore | None = None) -> AdmissionQueue:
         """The admission queues (issue 37): entries in the state table, woken by sending a
-        waiting request's message to the launch queue again."""
+        waiting request's message to the launch queue again, ordered by the quotas' shares
+        (`config`: the container's copy of them, a cached one by default)."""
         from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
         from capacity_launcher.adapters.launch_queue import LaunchQueue
         from capacity_launcher.service.admission_queue import AdmissionQueue
 
         items = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
-        return AdmissionQueue(items, self.launch_records(), LaunchQueue(self.clients("sqs")))
+        queue = LaunchQueue(self.clients("sqs"))
+        quotas = (config or self.config_store(cached=True)).capacity_quotas
+        return AdmissionQueue(items, self.launch_records(), queue, quotas, self.quota_usage())
 
     def reclaim_requests(self, config: ConfigStore | None = None) -> ReclaimRequests:
         """The launcher's side of reclaim: ask for lent quota back, publish the request."""

@@ -108,9 +108,11 @@ def _served(kind: str) -> ServedVersion:
 def hub_only(reservation: CapacityReservation) -> frozenset[str]:
     """ServedVersion.hub_only: a reservation naming a priorityClassName says its priority (the
     class's value); naming none, the priority was the global default's when it was applied,
-    which no field of the reservation holds. Every other hub field OME writes or cannot be read
-    in it (ome_reservations.from_hub)."""
-    return frozenset() if reservation.spec.priority_class_name else frozenset({"spec.priority"})
+    which no field of the reservation holds. OME has no fair-sharing weight (Kueue's
+    ClusterQueue `spec.fairSharing`): a hub's travels in the annotation. Every other hub field OME
+    writes or cannot be read in it (ome_reservations.from_hub)."""
+    fair = frozenset({"spec.fairSharing"})
+    return fair if reservation.spec.priority_class_name else fair | {"spec.priority"}
 
 
 def ome_versions() -> tuple[ServedVersion, ...]:
