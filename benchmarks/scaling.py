@@ -52,6 +52,9 @@ LIVE_KINDS = frozenset(
     }
 )
 USABLE = "usable reservations of the request's type"
+# Compatible pools, for a request that names none (each a clone of the bench pool).
+UNNAMED = "compatible node pools, the request naming none"
+POOLS_UNNAMED = (10, 100, 500)
 # An instance type the bench pool does not allow (benchmarks/scene.py TYPES).
 OTHER_TYPE = "r5.large"
 Grow = Callable[[Cloud, int, int], None]
@@ -232,16 +235,22 @@ def _stage(cloud: Cloud) -> None:
     wiring.Adapters(get_settings()).reservation_sync().run()
 
 
-def _per_request(cloud: Cloud, slug: str) -> tuple[int, int]:
+def _per_request(cloud: Cloud, slug: str, named: bool = True) -> tuple[int, int]:
+    def asked(request_id: str) -> dict[str, Any]:
+        body = request(request_id)
+        if not named:
+            del body["nodePool"]  # the service picks among every compatible pool, by weight
+        return body
+
     batch = cloud.fresh_batch()
     with counting() as cold:
-        cloud.send(request(f"{slug}-cold-{uuid.uuid4().hex[:6]}"), batch=batch)
+        cloud.send(asked(f"{slug}-cold-{uuid.uuid4().hex[:6]}"), batch=batch)
     with counting() as warm:
-        cloud.send(request(f"{slug}-warm-{uuid.uuid4().hex[:6]}"), batch=batch)
+        cloud.send(asked(f"{slug}-warm-{uuid.uuid4().hex[:6]}"), batch=batch)
     return cold.total, warm.total
 
 
-def _curve(curve: str, sizes: tuple[int, ...], grow: Grow) -> list[Point]:
+def _curve(curve: str, sizes: tuple[int, ...], grow: Grow, named: bool = True) -> list[Point]:
     """One cloud per curve, grown from one size to the next (each point measured on its own)."""
     points = []
     with bench_cloud() as cloud:
@@ -250,7 +259,8 @@ def _curve(curve: str, sizes: tuple[int, ...], grow: Grow) -> list[Point]:
         for size in sizes:
             grow(cloud, had, size)
             had = size
-            cold, warm = _per_request(cloud, curve.replace(" ", "-"))
+            slug = "".join(c if c.isalnum() else "-" for c in curve)[:24]
+            cold, warm = _per_request(cloud, slug, named)
             points.append(Point(curve, size, cold, warm))
     return points
 
@@ -349,5 +359,6 @@ def run() -> tuple[list[Point], list[SyncPoint]]:
     points += _curve("selected reservations of other types", RESERVATIONS, _selected_elsewhere)
     points += _curve(USABLE, RESERVATIONS, _usable_here)
     points += _curve("node pools", POOLS, _more_pools)
+    points += _curve(UNNAMED, POOLS_UNNAMED, _more_pools, named=False)
     history, syncs = _history_curve()
     return points + history, syncs
