@@ -192,7 +192,7 @@ class Cohort:
         spec = own.flavor(flavor)
         if spec is None:
             raise QuotaExceeded(quota, flavor, None, f"has no quota in NodePool {flavor}")
-        self._check_group_limits(own, flavor, demand)
+        self.check_group_limits(own, flavor, demand)
         borrowed: dict[str, Decimal] = {}
         lenders: dict[str, dict[str, Decimal]] = {}
         reclaim: dict[str, Decimal] = {}
@@ -245,7 +245,7 @@ class Cohort:
         kind = AdmissionKind.BORROWING if borrowed else AdmissionKind.WITHIN_NOMINAL
         return Admission(quota, flavor, kind, borrowed, lenders)
 
-    def _check_group_limits(self, quota: CapacityQuota, flavor: str, demand: Resources) -> None:
+    def check_group_limits(self, quota: CapacityQuota, flavor: str, demand: Resources) -> None:
         for group in quota.spec.resource_groups:
             if group.limits is None or not any(f.name == flavor for f in group.flavors):
                 continue

@@ -8,16 +8,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree, tree_cohorts
 from capacity_launcher.domain.accounting.pool_usage import LeaseFit, Room, fit_lease, smallest_first
 from capacity_launcher.domain.accounting.quota_admission import Cohort, UsageKey
+from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
 from capacity_launcher.domain.apis.quota_sets import quota_for
-from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.apis.quotas import CapacityQuota, usage_item_key
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 
+# Applied Cohort documents by name; none: every cohort is flat, as before the kind.
+NO_COHORTS: Mapping[str, CohortDocument] = {}
+
 
 def most_admitted(
-    cohort: Cohort, quota: str, flavor: str, per_instance: Resources, wanted: int, least: int
+    cohort: Cohort | CohortTree,
+    quota: str,
+    flavor: str,
+    per_instance: Resources,
+    wanted: int,
+    least: int,
 ) -> int:
     """The most instances, between ``least`` and ``wanted``, that ``quota`` admits now.
 
@@ -97,8 +107,40 @@ def usage_items(quota: CapacityQuota, pool: str) -> list[UsageKey]:
     return items
 
 
+def tree_usage_items(
+    quota: CapacityQuota, cohorts: Mapping[str, CohortDocument], pool: str
+) -> list[UsageKey]:
+    """The quota usage items (key, NodePool) a tree admission of ``quota`` in ``pool`` reads and
+    conditions its write on: the flat cohort's (`quota_leases.usage_items`: its own item first,
+    where the lease is held, then its group's other pools when the group has ``limits``), then
+    each other cohort of the tree in ``pool``, by name: at most MAX_CHILD_COHORTS more."""
+    own = quota.cohort_key
+    if not in_tree(cohorts, quota):
+        return usage_items(quota, pool)
+    names = tree_cohorts(cohorts, own)
+    return usage_items(quota, pool) + [
+        (usage_item_key(name, pool), pool) for name in sorted(names - {own})
+    ]
+
+
+def deciding(
+    quota: CapacityQuota,
+    quotas: Sequence[CapacityQuota],
+    usage: Mapping[UsageKey, Resources],
+    cohorts: Mapping[str, CohortDocument],
+) -> Cohort | CohortTree:
+    """What decides ``quota``'s admissions: its cohort's tree when a Cohort document gives the
+    cohort a parent or a quota of its own (`cohort_tree.in_tree`), else the flat cohort."""
+    if in_tree(cohorts, quota):
+        return CohortTree(quotas, cohorts, usage)
+    return Cohort.of(quota, quotas, usage)
+
+
 def admit_lease(
-    quotas: Sequence[CapacityQuota], ask: LeaseAsk, usage: Mapping[UsageKey, Resources]
+    quotas: Sequence[CapacityQuota],
+    ask: LeaseAsk,
+    usage: Mapping[UsageKey, Resources],
+    cohorts: Mapping[str, CohortDocument] = NO_COHORTS,
 ) -> int:
     """How many of ``ask``'s instances the quotas admit now, given the cohort's ``usage`` in
     every pool ``usage_items`` names (by requester and pool; what is absent counts as 0).
@@ -109,7 +151,7 @@ def admit_lease(
     quota = governing(quotas, ask.requester, ask.pool)
     if quota is None:
         return ask.count
-    cohort = Cohort.of(quota, quotas, usage)
+    cohort = deciding(quota, quotas, usage, cohorts)
     return most_admitted(cohort, quota.name, ask.pool, ask.per_instance, ask.count, ask.least)
 
 
@@ -118,6 +160,7 @@ def fit_quota_lease(
     ask: LeaseAsk,
     usage: Mapping[UsageKey, Resources],
     room: Room,
+    cohorts: Mapping[str, CohortDocument] = NO_COHORTS,
 ) -> LeaseFit | None:
     """The lease ``ask`` gets in both ``room`` (the pool's limits beside its usage) and the room
     the quotas leave its requester, given the cohort's ``usage`` (as ``admit_lease`` reads it):
@@ -127,7 +170,7 @@ def fit_quota_lease(
     when the pool's room would hold them but the quota does not (its refusal of ``ask.least``
     of the smallest type the pool holds), or when quotas name the pool but none covers the
     requester. Pure: the caller reads the items and conditions its write on what it read."""
-    fit = _fit_in_quota(quotas, ask, usage, room)
+    fit = _fit_in_quota(quotas, ask, usage, room, cohorts)
     if fit is None or fit.instance_types is not None or not ask.partial:
         return fit
     return replace(fit, instance_types=frozenset(ask.sizes))
@@ -138,12 +181,13 @@ def _fit_in_quota(
     ask: LeaseAsk,
     usage: Mapping[UsageKey, Resources],
     room: Room,
+    cohorts: Mapping[str, CohortDocument],
 ) -> LeaseFit | None:
     sizes = ask.candidate_sizes()
     quota = governing(quotas, ask.requester, ask.pool)
     if quota is None or ask.requester is None:
         return fit_lease(sizes, ask.count, ask.least, room, ask.beside)
-    cohort = Cohort.of(quota, quotas, usage)
+    cohort = deciding(quota, quotas, usage, cohorts)
 
     def both(amount: Resources) -> bool:
         """The pool's room and the quota's both hold `amount`."""

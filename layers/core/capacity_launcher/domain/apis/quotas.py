@@ -234,6 +234,35 @@ class ResourceGroup(_Document):
         return problems
 
 
+def repeats_across_groups(groups: Sequence[ResourceGroup]) -> list[FieldError]:
+    """A resource covered by two groups, a flavor listed twice (a quota's or a Cohort's)."""
+    problems = []
+    seen_resources: dict[str, int] = {}
+    seen_flavors: dict[str, int] = {}
+    for g, group in enumerate(groups):
+        for name in group.covered_resources:
+            if name in seen_resources:
+                problems.append(
+                    FieldError(
+                        f"resourceGroups[{g}].coveredResources",
+                        f"{name} is already covered by resourceGroups[{seen_resources[name]}]; "
+                        "a resource belongs to one group",
+                    )
+                )
+            seen_resources.setdefault(name, g)
+        for f, flavor in enumerate(group.flavors):
+            if flavor.name in seen_flavors:
+                problems.append(
+                    FieldError(
+                        f"resourceGroups[{g}].flavors[{f}].name",
+                        f"{flavor.name} is already listed in "
+                        f"resourceGroups[{seen_flavors[flavor.name]}]; a flavor appears once",
+                    )
+                )
+            seen_flavors.setdefault(flavor.name, g)
+    return problems
+
+
 class Preemption(_Document):
     model_config = BUILT_ON_FIRST_USE
 
@@ -294,30 +323,9 @@ class CapacityQuotaSpec(_Document):
 
     def _group_problems(self) -> list[FieldError]:
         """A resource in two groups, a flavor listed twice, limits that need a cohort."""
-        problems = []
-        seen_resources: dict[str, int] = {}
-        seen_flavors: dict[str, int] = {}
+        problems = repeats_across_groups(self.resource_groups)
         for g, group in enumerate(self.resource_groups):
-            for name in group.covered_resources:
-                if name in seen_resources:
-                    problems.append(
-                        FieldError(
-                            f"resourceGroups[{g}].coveredResources",
-                            f"{name} is already covered by resourceGroups[{seen_resources[name]}]; "
-                            "a resource belongs to one group",
-                        )
-                    )
-                seen_resources.setdefault(name, g)
             for f, flavor in enumerate(group.flavors):
-                if flavor.name in seen_flavors:
-                    problems.append(
-                        FieldError(
-                            f"resourceGroups[{g}].flavors[{f}].name",
-                            f"{flavor.name} is already listed in "
-                            f"resourceGroups[{seen_flavors[flavor.name]}]; a flavor appears once",
-                        )
-                    )
-                seen_flavors.setdefault(flavor.name, g)
                 for r, resource in enumerate(flavor.resources):
                     where = f"resourceGroups[{g}].flavors[{f}].resources[{r}]"
                     problems += self._limit_problems(where, resource)

@@ -1,0 +1,226 @@
+"""Admission through a two-level cohort tree (Kueue's hierarchical cohorts, KEP-79): a quota's
+borrowing reaches past its own cohort to its parent cohort's unused capacity, within each
+level's borrowingLimit and lendingLimit. Pure arithmetic, no I/O: docs/quotas.md.
+
+Per NodePool and resource every node of the tree (a quota, a cohort) has a nominal quota N, a
+borrowingLimit B and a lendingLimit L (a cohort without a quota of its own there: N = 0, no
+limits). Bottom up:
+
+- a quota's subtree quota is its N; a cohort's is its own N plus, of each child, the part the
+  child lends up: the child's subtree quota less its guaranteed part;
+- a node's guaranteed part, kept for itself, is its subtree quota less L (0 without L);
+- a quota's usage is what its requesters use; a cohort's is what its children use above their
+  guaranteed parts.
+
+Top down, what a node may still take: at the root, its subtree quota less its usage; below,
+what is left of its guaranteed part, plus what its parent may take, cut (with B) to what the
+node may hold in its parent: subtree quota - guaranteed - (usage above guaranteed) + B. Only the
+quota's final answer is cut at 0 (a level over-committed by a shrunk quota takes from those
+below it). A quota that does not allow borrowing may take no more than its nominal quota.
+
+With a single cohort (no parent, no quota of its own) this is the flat cohort's arithmetic
+(quota_admission.Ledger.allocatable); a test holds them equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from capacity_launcher.domain.accounting.quota_admission import (
+    Admission,
+    AdmissionKind,
+    Cohort,
+    UsageKey,
+)
+from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
+from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
+from capacity_launcher.domain.errors import QuotaExceeded
+from capacity_launcher.domain.quantities import Resources
+
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class _Terms:
+    nominal: Decimal
+    borrowing_limit: Decimal | None
+    lending_limit: Decimal | None
+
+
+class CohortTree:
+    """The tree a quota's cohort belongs to: the quotas, the applied Cohort documents, and the
+    use by requester and NodePool of every cohort in the tree (`tree_usage_items`)."""
+
+    def __init__(
+        self,
+        quotas: Sequence[CapacityQuota],
+        cohorts: Mapping[str, CohortDocument],
+        usage: Mapping[UsageKey, Resources],
+    ) -> None:
+        self._quotas = {q.name: q for q in quotas}
+        self._cohorts = cohorts
+        self._usage = Cohort(list(quotas), usage)
+
+    def parent(self, cohort: str) -> str | None:
+        found = self._cohorts.get(cohort)
+        return None if found is None else found.parent
+
+    def children(self, cohort: str) -> list[str]:
+        return sorted(c.name for c in self._cohorts.values() if c.parent == cohort)
+
+    def members(self, cohort: str) -> list[str]:
+        return sorted(q.name for q in self._quotas.values() if q.spec.cohort == cohort)
+
+    # Bottom up -----------------------------------------------------------------------------
+    def _quota_terms(self, quota: str, flavor: str, resource: str) -> _Terms | None:
+        own = self._quotas[quota]
+        spec = own.flavor(flavor)
+        term = None if spec is None else spec.resource(resource)
+        if term is None:
+            return None
+        borrowing = term.borrowing_limit if own.spec.allow_borrowing else ZERO
+        return _Terms(term.nominal_quota, borrowing, term.lending_limit)
+
+    def _cohort_terms(self, cohort: str, flavor: str, resource: str) -> _Terms:
+        document = self._cohorts.get(cohort)
+        term = None if document is None else document.term(flavor, resource)
+        if term is None:
+            return _Terms(ZERO, None, None)
+        return _Terms(term.nominal_quota, term.borrowing_limit, term.lending_limit)
+
+    def _subtree(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        kind, name = node
+        if kind == "quota":
+            terms = self._quota_terms(name, flavor, resource)
+            return ZERO if terms is None else terms.nominal
+        total = self._cohort_terms(name, flavor, resource).nominal
+        for child in self._nodes_under(name):
+            total += self._subtree(child, flavor, resource) - self._guaranteed(
+                child, flavor, resource
+            )
+        return total
+
+    def _terms(self, node: tuple[str, str], flavor: str, resource: str) -> _Terms | None:
+        kind, name = node
+        if kind == "quota":
+            return self._quota_terms(name, flavor, resource)
+        return self._cohort_terms(name, flavor, resource)
+
+    def _guaranteed(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        terms = self._terms(node, flavor, resource)
+        if terms is None or terms.lending_limit is None:
+            return ZERO
+        return max(ZERO, self._subtree(node, flavor, resource) - terms.lending_limit)
+
+    def _used(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        kind, name = node
+        if kind == "quota":
+            if self._quota_terms(name, flavor, resource) is None:
+                return ZERO
+            return self._usage.used(name, flavor).amount(resource)
+        total = ZERO
+        for child in self._nodes_under(name):
+            above = self._used(child, flavor, resource) - self._guaranteed(child, flavor, resource)
+            total += max(ZERO, above)
+        return total
+
+    def _nodes_under(self, cohort: str) -> list[tuple[str, str]]:
+        return [("quota", q) for q in self.members(cohort)] + [
+            ("cohort", c) for c in self.children(cohort)
+        ]
+
+    # Top down ------------------------------------------------------------------------------
+    def available(self, quota: str, flavor: str, resource: str) -> Decimal:
+        """How much more of ``resource`` in ``flavor`` ``quota`` may take now, through the tree."""
+        cohort = self._quotas[quota].spec.cohort
+        node = ("quota", quota)
+        terms = self._quota_terms(quota, flavor, resource)
+        if terms is None:
+            return ZERO
+        if cohort is None:
+            return max(ZERO, terms.nominal - self._used(node, flavor, resource))
+        return max(ZERO, self._available(node, ("cohort", cohort), flavor, resource))
+
+    def _available(
+        self,
+        node: tuple[str, str],
+        parent: tuple[str, str] | None,
+        flavor: str,
+        resource: str,
+    ) -> Decimal:
+        subtree = self._subtree(node, flavor, resource)
+        used = self._used(node, flavor, resource)
+        if parent is None:
+            return subtree - used  # negative when over-committed (a quota shrunk by an apply)
+        guaranteed = self._guaranteed(node, flavor, resource)
+        local = max(ZERO, guaranteed - used)
+        grand = self.parent(parent[1])
+        above = self._available(
+            parent, None if grand is None else ("cohort", grand), flavor, resource
+        )
+        terms = self._terms(node, flavor, resource)
+        if terms is not None and terms.borrowing_limit is not None:
+            held = subtree - guaranteed - max(ZERO, used - guaranteed)
+            above = min(above, held + terms.borrowing_limit)
+        return local + above
+
+    def admit(self, quota: str, flavor: str, demand: Resources) -> Admission:
+        """Admit ``demand`` for ``quota`` in ``flavor`` through the tree, or raise QuotaExceeded
+        naming the resource and how much is missing. No reclaim reaches across the tree: a quota
+        whose lent quota a sibling cohort holds waits or is refused (docs/quotas.md)."""
+        own = self._quotas[quota]
+        spec = own.flavor(flavor)
+        if spec is None:
+            raise QuotaExceeded(quota, flavor, None, f"has no quota in NodePool {flavor}")
+        self._usage.check_group_limits(own, flavor, demand)
+        borrowed: dict[str, Decimal] = {}
+        for term in spec.resources:
+            need = demand.amount(term.name)
+            if need <= 0:
+                continue
+            room = self.available(quota, flavor, term.name)
+            if need > room:
+                shown = format_amount(term.name, need - room)
+                raise QuotaExceeded(
+                    quota,
+                    flavor,
+                    term.name,
+                    f"short by {shown} in cohort {own.spec.cohort} and the cohorts above it "
+                    f"(may take {format_amount(term.name, room)} more, "
+                    f"asking {format_amount(term.name, need)})",
+                    needed=need - room,
+                )
+            used = self._usage.used(quota, flavor).amount(term.name)
+            if used + need > term.nominal_quota:
+                borrowed[term.name] = used + need - max(used, term.nominal_quota)
+        kind = AdmissionKind.BORROWING if borrowed else AdmissionKind.WITHIN_NOMINAL
+        return Admission(quota, flavor, kind, borrowed)
+
+
+def tree_root(cohorts: Mapping[str, CohortDocument], cohort: str) -> str:
+    """The root of ``cohort``'s tree (a parent not applied: the cohort stands alone)."""
+    found = cohorts.get(cohort)
+    if found is None or found.parent is None or found.parent not in cohorts:
+        return cohort
+    return found.parent
+
+
+def tree_cohorts(cohorts: Mapping[str, CohortDocument], cohort: str) -> set[str]:
+    """The cohorts of ``cohort``'s tree: its root and the root's applied children."""
+    root = tree_root(cohorts, cohort)
+    return {root} | {c.name for c in cohorts.values() if c.parent == root}
+
+
+def in_tree(cohorts: Mapping[str, CohortDocument], quota: CapacityQuota) -> bool:
+    """Whether ``quota``'s admission goes through a tree: its cohort's tree has more than one
+    cohort, or a Cohort document there has a quota of its own. Otherwise the flat cohort
+    decides, as before (a cohort is just a name)."""
+    cohort = quota.spec.cohort
+    if cohort is None:
+        return False
+    names = tree_cohorts(cohorts, cohort)
+    return len(names) > 1 or any(
+        cohorts[name].spec.resource_groups for name in names if name in cohorts
+    )

@@ -1,0 +1,1 @@
+"""Kueue's documents served beside OME's and Karpenter's (docs/api-versions.md)."""

@@ -1,0 +1,201 @@
+"""Kueue's kueue.x-k8s.io/v1beta1 Cohort: a named cohort of CapacityQuotas that may have a parent
+cohort and a quota of its own, so borrowing reaches up the tree (docs/quotas.md, "Hierarchical
+cohorts").
+
+A quota joins a cohort by ``spec.cohort`` as before; a Cohort document of that name gives the
+cohort a parent (``spec.parentName``) and, optionally, its own nominal quota with borrowing and
+lending limits per NodePool and resource (``spec.resourceGroups``, a quota's shape without
+``limits``). A cohort no Cohort document names is a flat cohort, exactly as before.
+
+Bounded: a tree is two levels (a cohort with a parent; the parent has none) and a parent has at
+most ``MAX_CHILD_COHORTS`` children, so the usage items one admission reads and conditions on
+stay within one transaction (domain/accounting/cohort_tree.py). A deeper tree, a cycle and any
+field not acted on (``fairSharing``) are refused at apply naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from capacity_launcher.domain.apis.api_versions import as_document, validated
+from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
+from capacity_launcher.domain.apis.quotas import (
+    MAX_FLAVORS,
+    MAX_RESOURCE_GROUPS,
+    Flavor,
+    QuotaResource,
+    ResourceGroup,
+    repeats_across_groups,
+)
+from capacity_launcher.domain.errors import ConfigConflict
+from capacity_launcher.domain.field_errors import FieldError
+
+COHORT_API_VERSION = "kueue.x-k8s.io/v1beta1"
+COHORT = "Cohort"
+PARENT_PATH = "spec.parentName"
+# How many cohorts may name one parent: with the parent itself, the cohorts whose usage items an
+# admission reads per NodePool (docs/quotas.md, "Hierarchical cohorts").
+MAX_CHILD_COHORTS = 8
+MAX_TREE_DEPTH = 2
+
+
+class CohortMetadata(_Document):
+    model_config = BUILT_ON_FIRST_USE
+
+    name: Name
+    labels: dict[str, str] | None = Field(default=None, max_length=64)
+    annotations: dict[str, str] | None = Field(default=None, max_length=64)
+
+
+class CohortResource(QuotaResource):
+    """A cohort's own quota of one resource. Its lendingLimit bounds what the whole cohort lends
+    its parent (its own quota and what its members lend it), so unlike a quota's it may exceed
+    the cohort's own nominalQuota (which may be 0)."""
+
+    model_config = BUILT_ON_FIRST_USE
+
+    @model_validator(mode="after")
+    def _lending_within_nominal(self) -> CohortResource:
+        return self
+
+
+class CohortFlavor(Flavor):
+    model_config = BUILT_ON_FIRST_USE
+
+    resources: list[CohortResource] = Field(min_length=1, max_length=16)  # type: ignore[assignment]
+
+
+class CohortResourceGroup(ResourceGroup):
+    model_config = BUILT_ON_FIRST_USE
+
+    flavors: list[CohortFlavor] = Field(min_length=1, max_length=MAX_FLAVORS)  # type: ignore[assignment]
+
+
+class CohortSpec(_Document):
+    """What is acted on: the parent and the cohort's own quota. ``fairSharing`` is refused (as
+    every unknown field is): weights are not acted on between cohorts."""
+
+    model_config = BUILT_ON_FIRST_USE
+
+    parent_name: Name | None = None
+    resource_groups: list[CohortResourceGroup] = Field(default=[], max_length=MAX_RESOURCE_GROUPS)
+
+    @model_validator(mode="after")
+    def _quota_shape(self) -> CohortSpec:
+        problems = repeats_across_groups(self.resource_groups)
+        problems += [
+            FieldError(f"resourceGroups[{g}].limits", "is a CapacityQuota's field, not a Cohort's")
+            for g, group in enumerate(self.resource_groups)
+            if group.limits is not None
+        ]
+        if problems:
+            raise ValueError("; ".join(str(p) for p in problems))
+        return self
+
+
+class Cohort(_Document):
+    """A Cohort as written (its own hub: stored as applied)."""
+
+    model_config = BUILT_ON_FIRST_USE
+
+    api_version: Literal["kueue.x-k8s.io/v1beta1"]
+    kind: Literal["Cohort"]
+    metadata: CohortMetadata
+    spec: CohortSpec = Field(default_factory=CohortSpec)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def parent(self) -> str | None:
+        return self.spec.parent_name
+
+    def term(self, flavor: str, resource: str) -> QuotaResource | None:
+        """The cohort's own quota of ``resource`` in ``flavor`` (None: it has none there)."""
+        for group in self.spec.resource_groups:
+            for listed in group.flavors:
+                if listed.name == flavor:
+                    return listed.resource(resource)
+        return None
+
+
+def parse_cohort(data: Mapping[str, Any]) -> Cohort:
+    """Validate a Cohort document; every broken rule is reported at its document path."""
+    return validated(Cohort, data)
+
+
+def cohort_document(cohort: Cohort) -> dict[str, Any]:
+    return as_document(cohort)
+
+
+def check_tree(others: Iterable[Cohort], applied: Cohort) -> None:
+    """The tree ``applied`` makes with the stored ``others`` stays a two-level tree: no cycle, no
+    parent that has a parent, no child that has children, at most MAX_CHILD_COHORTS children per
+    parent. Raises ConfigConflict naming ``spec.parentName``. A parent not applied yet is no
+    error (order-free apply: `missing_parent`)."""
+    every = {c.name: c for c in others if c.name != applied.name}
+    every[applied.name] = applied
+    parent = applied.parent
+    where = f"Cohort {applied.name}: {PARENT_PATH}"
+    if parent is None:
+        children = sorted(c.name for c in every.values() if c.parent == applied.name)
+        _check_children(applied.name, children, every)
+        return
+    if parent == applied.name:
+        raise ConfigConflict(f"{where}: a cohort may not be its own parent")
+    chain = _ancestors(parent, every, applied.name)
+    if applied.name in chain:
+        cycle = " -> ".join([applied.name, *chain[: chain.index(applied.name) + 1]])
+        raise ConfigConflict(f"{where}: makes a cycle of parents ({cycle})")
+    if chain[1:]:
+        raise ConfigConflict(
+            f"{where}: Cohort {parent} has a parent ({chain[1]}); cohort trees are at most "
+            f"{MAX_TREE_DEPTH} levels (a cohort and its parent)"
+        )
+    grandchildren = sorted(c.name for c in every.values() if c.parent == applied.name)
+    if grandchildren:
+        raise ConfigConflict(
+            f"{where}: Cohort {applied.name} is the parent of {', '.join(grandchildren)}; cohort "
+            f"trees are at most {MAX_TREE_DEPTH} levels (a cohort and its parent)"
+        )
+    siblings = sorted(c.name for c in every.values() if c.parent == parent)
+    _check_children(parent, siblings, every, where)
+
+
+def _check_children(
+    parent: str, children: list[str], every: Mapping[str, Cohort], where: str | None = None
+) -> None:
+    if len(children) > MAX_CHILD_COHORTS:
+        raise ConfigConflict(
+            f"{where or f'Cohort {parent}'}: Cohort {parent} would have {len(children)} child "
+            f"cohorts; at most {MAX_CHILD_COHORTS} may name one parent"
+        )
+    found = every.get(parent)
+    if children and found is not None and found.parent is not None:
+        raise ConfigConflict(
+            f"{where or f'Cohort {parent}: {PARENT_PATH}'}: Cohort {parent} is the parent of "
+            f"{', '.join(children)}; cohort trees are at most {MAX_TREE_DEPTH} levels"
+        )
+
+
+def _ancestors(start: str, every: Mapping[str, Cohort], stop: str) -> list[str]:
+    """``start`` and its parents in order, up to a root, a parent not applied, or ``stop``."""
+    chain = [start]
+    while True:
+        found = every.get(chain[-1])
+        if found is None or found.parent is None or chain[-1] == stop:
+            return chain
+        if found.parent in chain:
+            return [*chain, found.parent]
+        chain.append(found.parent)
+
+
+def missing_parent(cohorts: Mapping[str, Cohort], cohort: Cohort) -> str | None:
+    """The parent ``cohort`` names that is not applied (its status condition says so): until it
+    is, the cohort borrows only within itself, as a flat cohort."""
+    parent = cohort.parent
+    return parent if parent is not None and parent not in cohorts else None

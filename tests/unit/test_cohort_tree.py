@@ -1,0 +1,295 @@
+"""Hierarchical cohorts (Kueue's Cohort, KEP-79): the Cohort document's rules, and admission
+whose borrowing reaches up a two-level tree within each level's limits."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree
+from capacity_launcher.domain.accounting.quota_admission import Cohort
+from capacity_launcher.domain.accounting.quota_leases import (
+    LeaseAsk,
+    admit_lease,
+    tree_usage_items,
+    usage_items,
+)
+from capacity_launcher.domain.apis.kueue.cohorts import (
+    MAX_CHILD_COHORTS,
+    check_tree,
+    missing_parent,
+    parse_cohort,
+)
+from capacity_launcher.domain.apis.kueue.cohorts import (
+    Cohort as CohortDocument,
+)
+from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError, QuotaExceeded
+from capacity_launcher.domain.quantities import GPU, Resources
+from tests.unit.test_quota_admission import POOL, gpus, quota, usage
+
+
+def cohort(
+    name: str,
+    parent: str | None = None,
+    *,
+    nominal: int | None = None,
+    borrowing_limit: int | None = None,
+    lending_limit: int | None = None,
+    **extra: Any,
+) -> CohortDocument:
+    spec: dict[str, Any] = dict(extra)
+    if parent is not None:
+        spec["parentName"] = parent
+    if nominal is not None:
+        gpu: dict[str, Any] = {"name": GPU, "nominalQuota": str(nominal)}
+        if borrowing_limit is not None:
+            gpu["borrowingLimit"] = str(borrowing_limit)
+        if lending_limit is not None:
+            gpu["lendingLimit"] = str(lending_limit)
+        spec["resourceGroups"] = [
+            {"coveredResources": [GPU], "flavors": [{"name": POOL, "resources": [gpu]}]}
+        ]
+    return parse_cohort(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "Cohort",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+    )
+
+
+def by_name(*documents: CohortDocument) -> dict[str, CohortDocument]:
+    return {d.name: d for d in documents}
+
+
+# The document ------------------------------------------------------------------------------
+
+
+def test_a_cohort_as_kueue_writes_it_parses() -> None:
+    org = cohort("org", "root", nominal=4, lending_limit=2)
+    assert org.parent == "root"
+    term = org.term(POOL, GPU)
+    assert term is not None and term.nominal_quota == 4 and term.lending_limit == 2
+
+
+def test_fair_sharing_is_refused_naming_the_field() -> None:
+    with pytest.raises(ConfigValidationError, match=r"spec\.fairSharing"):
+        cohort("org", "root", fairSharing={"weight": "1"})
+
+
+def test_limits_across_pools_are_refused_for_a_cohort() -> None:
+    with pytest.raises(ConfigValidationError, match=r"resourceGroups\[0\]\.limits"):
+        parse_cohort(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "Cohort",
+                "metadata": {"name": "org"},
+                "spec": {
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [GPU],
+                            "flavors": [
+                                {"name": POOL, "resources": [{"name": GPU, "nominalQuota": "1"}]}
+                            ],
+                            "limits": {"gpu": "1"},
+                        }
+                    ]
+                },
+            }
+        )
+
+
+def test_a_cycle_of_parents_is_refused_naming_the_field() -> None:
+    stored = [cohort("a", "b")]
+    with pytest.raises(ConfigConflict, match=r"spec\.parentName: makes a cycle of parents"):
+        check_tree(stored, cohort("b", "a"))
+    with pytest.raises(ConfigConflict, match=r"spec\.parentName: a cohort may not be its own"):
+        check_tree([], cohort("a", "a"))
+
+
+def test_a_third_level_is_refused_loudly() -> None:
+    with pytest.raises(ConfigConflict, match=r"spec\.parentName: Cohort org has a parent"):
+        check_tree([cohort("org", "root"), cohort("root")], cohort("team", "org"))
+    with pytest.raises(ConfigConflict, match=r"is the parent of team"):
+        check_tree([cohort("team", "org")], cohort("org", "root"))
+
+
+def test_a_parent_has_a_bounded_number_of_children() -> None:
+    stored = [cohort(f"c{i}", "root") for i in range(MAX_CHILD_COHORTS)]
+    check_tree(stored[:-1], stored[-1])
+    with pytest.raises(ConfigConflict, match=f"at most {MAX_CHILD_COHORTS}"):
+        check_tree(stored, cohort("one-more", "root"))
+
+
+def test_a_parent_not_applied_yet_is_accepted_and_named_missing() -> None:
+    org = cohort("org", "root")
+    check_tree([], org)
+    assert missing_parent(by_name(org), org) == "root"
+    assert missing_parent(by_name(org, cohort("root")), org) is None
+
+
+# The decision ------------------------------------------------------------------------------
+#
+# root (nominal 2 of its own)
+# ├── org-a: quota a (nominal 2, lends all), quota b (nominal 0, borrows)
+# └── org-b: quota c (nominal 4, lends all)
+
+
+def _tree(**documents: Any) -> tuple[list[Any], dict[str, CohortDocument]]:
+    quotas = [
+        quota("a", 2, cohort="org-a"),
+        quota("b", 0, cohort="org-a"),
+        quota("c", 4, cohort="org-b"),
+    ]
+    default = by_name(cohort("root", nominal=2), cohort("org-a", "root"), cohort("org-b", "root"))
+    return quotas, default | documents
+
+
+def test_borrowing_reaches_up_two_levels() -> None:
+    quotas, cohorts = _tree()
+    tree = CohortTree(quotas, cohorts, usage())
+    # b's own cohort lends 2 (a), the parent adds its own 2 and org-b's lent 4.
+    assert tree.available("b", POOL, GPU) == 8
+    admitted = tree.admit("b", POOL, gpus(8))
+    assert admitted.borrowed == {GPU: Decimal(8)}
+    with pytest.raises(QuotaExceeded, match="short by 1"):
+        tree.admit("b", POOL, gpus(9))
+
+
+def test_the_flat_cohort_alone_would_lend_only_its_members() -> None:
+    quotas, _ = _tree()
+    assert Cohort.of(quotas[1], quotas, usage()).ledger(POOL, GPU).allocatable("b") == 2
+
+
+def test_use_anywhere_in_the_tree_is_counted() -> None:
+    quotas, cohorts = _tree()
+    tree = CohortTree(quotas, cohorts, usage(c=3, a=1))
+    assert tree.available("b", POOL, GPU) == 4  # 8 less the 4 in use
+    assert tree.available("c", POOL, GPU) == 4  # the same 4: c lends all of its own
+
+
+def test_a_cohorts_lending_limit_stops_borrowing_at_its_level() -> None:
+    quotas, cohorts = _tree(**by_name(cohort("org-b", "root", nominal=0, lending_limit=1)))
+    tree = CohortTree(quotas, cohorts, usage())
+    # org-b keeps all but 1 of its 4: b reaches 2 (a) + 2 (root) + 1 (org-b).
+    assert tree.available("b", POOL, GPU) == 5
+    # c, inside org-b, still has its whole nominal quota and root's lent part.
+    assert tree.available("c", POOL, GPU) == 4 + 2 + 2
+
+
+def test_a_cohorts_borrowing_limit_stops_borrowing_at_its_level() -> None:
+    quotas, cohorts = _tree(**by_name(cohort("org-a", "root", nominal=0, borrowing_limit=1)))
+    tree = CohortTree(quotas, cohorts, usage())
+    assert tree.available("b", POOL, GPU) == 2 + 1
+    with pytest.raises(QuotaExceeded):
+        tree.admit("b", POOL, gpus(4))
+
+
+def test_a_quotas_borrowing_limit_still_holds_in_a_tree() -> None:
+    quotas, cohorts = _tree()
+    quotas[1] = quota("b", 0, cohort="org-a", borrowing_limit=3)
+    assert CohortTree(quotas, cohorts, usage()).available("b", POOL, GPU) == 3
+
+
+def test_a_quota_that_does_not_borrow_stays_within_its_nominal_quota() -> None:
+    quotas, cohorts = _tree()
+    quotas[0] = quota("a", 2, cohort="org-a", borrowing=False)
+    assert CohortTree(quotas, cohorts, usage()).available("a", POOL, GPU) == 2
+
+
+def test_the_tree_never_runs_more_than_its_quotas() -> None:
+    """Random admissions through the tree: the use summed over the tree never exceeds the sum
+    of every quota's and cohort's nominal quota, nor any quota its nominal + borrowingLimit."""
+    draw = random.Random(37)
+    for _ in range(200):
+        quotas = [
+            quota("a", draw.randint(0, 4), cohort="org-a", lending_limit=draw.randint(0, 0)),
+            quota("b", draw.randint(0, 4), cohort="org-a", borrowing_limit=draw.randint(0, 6)),
+            quota("c", draw.randint(0, 4), cohort="org-b"),
+            quota("d", draw.randint(0, 4), cohort="root"),
+        ]
+        own = {"root": draw.randint(0, 3), "org-a": draw.randint(0, 3), "org-b": 0}
+        cohorts = by_name(
+            cohort("root", nominal=own["root"]),
+            cohort("org-a", "root", nominal=own["org-a"], lending_limit=draw.randint(0, 3)),
+            cohort("org-b", "root", borrowing_limit=draw.randint(0, 3), nominal=0),
+        )
+        used = {q.name: 0 for q in quotas}
+        for _ in range(30):
+            who = draw.choice(quotas).name
+            ask = draw.randint(1, 3)
+            tree = CohortTree(quotas, cohorts, usage(**used))
+            try:
+                tree.admit(who, POOL, gpus(ask))
+            except QuotaExceeded:
+                continue
+            used[who] += ask
+        total = sum(int(q.flavors()[0].resources[0].nominal_quota) for q in quotas)
+        assert sum(used.values()) <= total + sum(own.values())
+        b = quotas[1].flavors()[0].resources[0]
+        assert b.borrowing_limit is not None
+        assert used["b"] <= b.nominal_quota + b.borrowing_limit
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_one_cohort_in_a_tree_decides_as_the_flat_cohort(seed: int) -> None:
+    """A root cohort with no quota of its own and no children: the tree's arithmetic is the
+    flat cohort's (Ledger.allocatable), whatever the members' terms and use."""
+    draw = random.Random(seed)
+    quotas = []
+    for name in ("p", "q", "r"):
+        nominal, borrows = draw.randint(0, 5), draw.random() < 0.8
+        quotas.append(
+            quota(
+                name,
+                nominal,
+                borrowing=borrows,
+                borrowing_limit=draw.choice([None, draw.randint(0, 4)]) if borrows else None,
+                lending_limit=draw.choice([None, draw.randint(0, nominal)]),
+            )
+        )
+    used = usage(**{q.name: draw.randint(0, 6) for q in quotas})
+    tree = CohortTree(quotas, by_name(cohort("research")), used)
+    ledger = Cohort.of(quotas[0], quotas, used).ledger(POOL, GPU)
+    for q in quotas:
+        assert tree.available(q.name, POOL, GPU) == ledger.allocatable(q.name)
+
+
+# Which decides, and what it reads ----------------------------------------------------------
+
+
+def test_a_cohort_no_document_names_stays_flat() -> None:
+    quotas, cohorts = _tree()
+    flat = quota("x", 2, cohort="elsewhere")
+    assert not in_tree(cohorts, flat)
+    assert tree_usage_items(flat, cohorts, POOL) == usage_items(flat, POOL)
+    ask = LeaseAsk(POOL, "b", gpus(1), 8, 1)
+    assert admit_lease(quotas, ask, usage()) == 2  # no documents: the flat cohort
+    assert admit_lease(quotas, ask, usage(), cohorts) == 8
+
+
+def test_a_parent_not_applied_leaves_the_cohort_flat() -> None:
+    quotas, _ = _tree()
+    cohorts = by_name(cohort("org-a", "root"))
+    assert not in_tree(cohorts, quotas[1])
+    assert admit_lease(quotas, LeaseAsk(POOL, "b", gpus(1), 8, 1), usage(), cohorts) == 2
+
+
+def test_a_tree_admission_reads_every_cohort_of_the_tree() -> None:
+    quotas, cohorts = _tree()
+    assert tree_usage_items(quotas[1], cohorts, POOL) == [
+        (f"QuotaUsage#org-a#{POOL}", POOL),
+        (f"QuotaUsage#org-b#{POOL}", POOL),
+        (f"QuotaUsage#root#{POOL}", POOL),
+    ]
+
+
+def test_the_usage_read_bounds_one_transaction() -> None:
+    from capacity_launcher.domain.accounting.quota_admission import LEASE_ITEMS, TRANSACTION_ITEMS
+
+    assert 1 + MAX_CHILD_COHORTS + LEASE_ITEMS <= TRANSACTION_ITEMS
+    assert Resources.ZERO.amount(GPU) == 0
