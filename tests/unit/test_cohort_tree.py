@@ -228,6 +228,15 @@ def test_the_tree_never_runs_more_than_its_quotas() -> None:
             except QuotaExceeded:
                 continue
             used[who] += ask
+        tree = CohortTree(quotas, cohorts, usage(**used))
+        for name in ("org-a", "org-b"):
+            node = ("cohort", name)
+            inside = tree._used(node, POOL, GPU)  # what the cohort's quotas use above theirs
+            subtree, kept = tree._subtree(node, POOL, GPU), tree._guaranteed(node, POOL, GPU)
+            limit = cohorts[name].term(POOL, GPU)
+            assert limit is not None
+            if limit.borrowing_limit is not None:  # the level's borrowingLimit held
+                assert max(0, inside - kept) <= subtree - kept + limit.borrowing_limit
         total = sum(int(q.flavors()[0].resources[0].nominal_quota) for q in quotas)
         assert sum(used.values()) <= total + sum(own.values())
         b = quotas[1].flavors()[0].resources[0]
