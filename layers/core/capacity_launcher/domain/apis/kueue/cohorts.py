@@ -10,7 +10,8 @@ lending limits per NodePool and resource (``spec.resourceGroups``, a quota's sha
 Bounded: a tree is two levels (a cohort with a parent; the parent has none) and a parent has at
 most ``MAX_CHILD_COHORTS`` children, so the usage items one admission reads and conditions on
 stay within one transaction (domain/accounting/cohort_tree.py). A deeper tree, a cycle and any
-field not acted on (``fairSharing``) are refused at apply naming the field.
+field not acted on (``fairSharing``) are refused naming the field (`check_tree`, `parse_cohort`;
+the kind is not served yet: nothing passes Cohorts to the admission).
 """
 
 from __future__ import annotations
