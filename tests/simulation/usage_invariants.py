@@ -86,7 +86,13 @@ def _clip(moment: float, w0: float, wn: float) -> float:
 
 
 def _window(watermarks: list[float], moment: float) -> float:
-    """The length of the roll-up window holding `moment`; 0 outside [w0, wn)."""
+    """The length of the roll-up window holding `moment` (0 outside [w0, wn)); of the longer of
+    two when `moment` is within the resolution of the watermark between them (a termination at
+    the sync's own moment may come before its look or after it)."""
+    return max(_holding(watermarks, moment - RESOLUTION), _holding(watermarks, moment + RESOLUTION))
+
+
+def _holding(watermarks: list[float], moment: float) -> float:
     at = bisect.bisect_right(watermarks, moment)
     if at == 0 or at >= len(watermarks):
         return 0.0
