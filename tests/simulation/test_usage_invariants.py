@@ -136,3 +136,9 @@ def test_the_tolerance_is_the_window_of_each_change_and_the_recorded_lags() -> N
     # Running throughout, launched before the first roll-up: exact
     life = Life("team-a", "pool-0", [[T0, None]])
     assert lived_and_allowed(life, Recorded(T0 + 1, None), watermarks) == (300 / 3600, 0.0)
+    # Terminated at a watermark's own moment after a long window (a clock jump's end, the
+    # sync's look first: it counts nothing of that window): the longer window is allowed
+    jumped = [T0 + 60, T0 + 420, T0 + 480, T0 + 540]
+    life = Life("team-b", "pool-1", [[T0 + 100, T0 + 420]])
+    _, allowed = lived_and_allowed(life, Recorded(T0 + 100, T0 + 421), jumped)
+    assert round(allowed * 3600, 6) == 360 + 2 + 360 + 2 + 1

@@ -24,6 +24,8 @@ the span (its launch, a stop, a start, its end), the length of the window in whi
   few seconds, so a sync run just after it misses it for that window);
 - a start counts from the window's start (docs/usage.md): the window in which it was seen and
   the one before (the sync may have seen it running before the step that saw it);
+- a change at a watermark's own moment (within the resolution): the longer of the two windows
+  (a termination as a clock jump ends comes with the sync's look, before or after it);
 - plus 2 seconds per change (moto's reason is to the second), and the store's rounding: each
   window adds each bucket's hours rounded to 1e-6 h (adapters/usage_store.py), so half of that
   per window and bucket of the pair (seed 1 of `short` drifts 4e-5 h over 80 windows).
