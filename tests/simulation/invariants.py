@@ -32,6 +32,7 @@ from tests.simulation.quota_generations import QuotaGenerations
 from tests.simulation.reserved_first import ReservedFirst
 from tests.simulation.static_invariants import StaticInvariants
 from tests.simulation.unready_invariants import UnreadyInvariants
+from tests.simulation.usage_invariants import UsageInvariants
 from tests.simulation.versions import stored_as_meant
 from tests.simulation.world import LIVE, World
 
@@ -168,6 +169,7 @@ class Invariants:
         self.priority = PriorityInvariants(self)
         self.queues = QueueInvariants(self)
         self.static = StaticInvariants(self)
+        self.usage = UsageInvariants(self)
         self.hub_fields = HubFieldsInvariants(self)
         # The scheduler has `unready`, `reserved` and `quota_generations` watch the calls.
         self.reserved = ReservedFirst(self)
@@ -222,6 +224,7 @@ class Invariants:
         self.priority.every_step()
         self.reserved.every_step()
         self.queues.every_step()
+        self.usage.every_step()
 
     def _note_status_events(self, events: list[dict[str, Any]]) -> None:
         for event in events:
@@ -380,6 +383,7 @@ class Invariants:
         self._nothing_unnamed_runs(running_for)
         self.capacity.after_quiescence(records)
         self.edges.after_quiescence()
+        self.usage.after_quiescence()
 
     def _usage_matches_ec2(self) -> None:
         live = self.world.live_by_pool()

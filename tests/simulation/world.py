@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -773,6 +774,16 @@ class World:
             str(sk.value): {name: value.value for name, value in item.attrs.items()}
             for sk, item in list(items.items())
         }
+
+    def left_live_at(self, instance_id: str) -> float | None:
+        """When EC2 stopped or terminated the instance (moto's state-transition reason, to the
+        second; usage_invariants.py), None if it says none."""
+        try:
+            reason = ec2_backends[ACCOUNT][REGION].get_instance(instance_id)._reason
+        except Exception:
+            return None
+        found = re.search(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC\)", reason or "")
+        return _epoch(found.group(1).replace(" ", "T")) if found else None
 
     def status_checks_passed(self, instance_id: str) -> bool:
         """EC2's truth: the instance runs and its status checks are no longer initializing."""
