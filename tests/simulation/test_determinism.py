@@ -103,3 +103,45 @@ def test_a_reclaim_is_judged_on_the_policy_in_force(
 def test_an_asked_reclaim_never_terminates() -> None:
     reclaim = Reclaim("reclaim-1", "quota-a", "quota-b", False, "pool-1")
     assert "not enforced" in _refused(reclaim, _quota("quota-a", 100, "Any"), None)
+
+
+class _Iam:
+    """IAM as the profiles see it: the profile exists and holds its role; calls counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get_instance_profile(self, **_: Any) -> dict[str, Any]:
+        self.calls += 1
+        return {"InstanceProfile": {"Roles": [{"RoleName": "node-role"}]}}
+
+
+def test_instance_profiles_age_on_the_simulated_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a container's instance profiles made inside the simulated clock, one profile ensured
+    from capacity_launcher.adapters import instance_profiles
+    from capacity_launcher.domain.apis.config import NodeClass
+    from tests.simulation.emulator import SimulatedClock
+
+    node_class = NodeClass.model_validate(
+        {"apiVersion": "capacity-launcher/v1", "kind": "NodeClass"}
+        | {"metadata": {"name": "c"}}
+        | {
+            "spec": {"role": "node-role", "imageId": "ami-12345678"}
+            | {"subnetIds": ["subnet-1"], "securityGroupIds": ["sg-1"]}
+        }
+    )
+    iam = _Iam()
+    with SimulatedClock() as clock:
+        profiles = instance_profiles.InstanceProfiles("table", iam, "us-east-1")
+        profiles.ensure(node_class)
+        asked = iam.calls
+        # When the machine's clock runs far past the trust (a slow machine, a long soak)
+        wall = instance_profiles.time.monotonic() + 10 * instance_profiles.KNOWN_FOR_SECONDS
+        monkeypatch.setattr(instance_profiles.time, "monotonic", lambda: wall)
+        profiles.ensure(node_class)
+        # Then IAM is not asked again: the run's calls do not depend on the machine's speed
+        assert iam.calls == asked
+        # And once the simulated clock passes the trust, it is asked again
+        clock.advance(instance_profiles.KNOWN_FOR_SECONDS + 1)
+        profiles.ensure(node_class)
+        assert iam.calls > asked
