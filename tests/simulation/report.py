@@ -13,22 +13,17 @@ from tests.simulation.operations import Profile
 from tests.simulation.scheduler import Outcome
 
 
-def replay_command(outcome: Outcome, profile: Profile) -> str:
-    """The command that replays the run; a hash seed other than the runner's own is named."""
+def replay_command(outcome: Outcome, profile: Profile, steps: int | None = None) -> str:
+    """The command that replays the run, or its first `steps` steps (a run bounded by minutes
+    draws what one bounded by steps draws, step for step); a hash seed other than the runner's
+    own is named."""
     hash_seed = os.environ.get("PYTHONHASHSEED", HASH_SEED)
     prefix = "" if hash_seed == HASH_SEED else f"PYTHONHASHSEED={hash_seed} "
-    return prefix + _command(outcome, profile)
-
-
-def _command(outcome: Outcome, profile: Profile) -> str:
-    if profile.wall_minutes is not None:
-        return (
-            f"python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"
-            f" --steps {outcome.steps}"
-        )
+    if steps is None:
+        steps = outcome.steps if profile.wall_minutes is not None else profile.steps
     return (
-        f"python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"
-        f" --steps {profile.steps}"
+        f"{prefix}python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"
+        f" --steps {steps}"
     )
 
 
@@ -60,6 +55,10 @@ def summary(outcome: Outcome, profile: Profile, limit: int = 25) -> str:
         lines.append(f"  ... {len(outcome.violations) - limit} more")
     if outcome.violations:
         first = outcome.violations[0].step
+        lines.append(
+            f"replay to the first violation (step {first}): PYTHONPATH=layers/core:local:."
+            f" {replay_command(outcome, profile, first)} --trace"
+        )
         before = [t for t in outcome.trace if _trace_step(t) <= first]
         lines += ["steps before the first violation:", *[f"    {t}" for t in before[-12:]]]
     return "\n".join(lines)
