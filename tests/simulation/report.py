@@ -47,6 +47,7 @@ def summary(outcome: Outcome, profile: Profile, limit: int = 25) -> str:
         f" {len(outcome.violations)} violations",
         f"replay: PYTHONPATH=layers/core:local:. {replay_command(outcome, profile)}",
     ]
+    lines.append(f"code: {outcome.code}{_code_changed(outcome)}")
     lines.append(versions_line(outcome))
     for invariant, count in _grouped(outcome).most_common():
         lines.append(f"  {invariant}: {count}")
@@ -62,6 +63,15 @@ def summary(outcome: Outcome, profile: Profile, limit: int = 25) -> str:
         before = [t for t in outcome.trace if _trace_step(t) <= first]
         lines += ["steps before the first violation:", *[f"    {t}" for t in before[-12:]]]
     return "\n".join(lines)
+
+
+def _code_changed(outcome: Outcome) -> str:
+    if outcome.code_at_end in ("", outcome.code):
+        return ""
+    return (
+        f", {outcome.code_at_end} at the end: the sources changed on disk during the run, and what"
+        " it loaded after (cold starts, first imports) was not the seed's; replay on one revision"
+    )
 
 
 def versions_line(outcome: Outcome) -> str:

@@ -5,6 +5,7 @@ force."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -145,3 +146,24 @@ def test_instance_profiles_age_on_the_simulated_clock(monkeypatch: pytest.Monkey
         clock.advance(instance_profiles.KNOWN_FOR_SECONDS + 1)
         profiles.ensure(node_class)
         assert iam.calls > asked
+
+
+def test_a_summary_says_when_the_sources_changed_during_the_run(tmp_path: Path) -> None:
+    # Given a checkout's sources, and a run that started on them
+    from tests.simulation.determinism import code_digest
+    from tests.simulation.operations import PROFILES
+    from tests.simulation.report import summary
+    from tests.simulation.scheduler import Outcome
+
+    handler = tmp_path / "functions" / "launcher" / "app.py"
+    handler.parent.mkdir(parents=True)
+    handler.write_text("x = 1\n", encoding="utf-8")
+    outcome = Outcome(seed=3, profile="soak", code=code_digest(tmp_path))
+    outcome.code_at_end = code_digest(tmp_path)
+    assert "changed on disk" not in summary(outcome, PROFILES["soak"])
+    # When a source is edited while it runs (a merge in the checkout a soak runs in)
+    handler.write_text("x = 2\n", encoding="utf-8")
+    outcome.code_at_end = code_digest(tmp_path)
+    # Then its summary says so: what it loaded after was not the seed's
+    assert outcome.code_at_end != outcome.code
+    assert "changed on disk" in summary(outcome, PROFILES["soak"])
