@@ -24,7 +24,9 @@ def _hash_seed_fixed(argv: list[str] | None) -> None:
     environment = {**os.environ, "PYTHONHASHSEED": HASH_SEED}
     arguments = sys.argv[1:] if argv is None else argv
     sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "tests.simulation", *arguments], environment)
+    warnings = [f"-W{option}" for option in sys.warnoptions]  # make soak's -W, kept
+    command = [sys.executable, *warnings, "-m", "tests.simulation", *arguments]
+    os.execve(sys.executable, command, environment)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def outcome_as_json(outcome: Outcome, text: str) -> dict[str, object]:
     return {
+        "steps": outcome.steps,
         "requests": outcome.requests,
         "quiescences": outcome.quiescences,
         "checks": dict(outcome.checks),

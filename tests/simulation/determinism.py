@@ -28,12 +28,28 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 HASH_SEED = "0"
 # A worker that neither reaches its next AWS call nor ends within this many wall seconds is
 # stuck (a lock held across a call would do it): the run stops and says so.
 STUCK_SECONDS = 600.0
+
+
+# The code a run executes: a cold start loads its handler from disk again, and a module first
+# imported mid-run is read then; a checkout edited during a soak would run other code from there.
+CODE_FOLDERS = ("layers/core", "functions", "local", "tests/simulation")
+
+
+def code_digest(root: Path) -> str:
+    """A short digest of every Python source the run may load, by path and content."""
+    digest = hashlib.sha256()
+    for folder in CODE_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 class Stuck(RuntimeError):

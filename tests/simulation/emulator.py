@@ -29,6 +29,7 @@ from moto.dynamodb.models.table import Table
 
 import moto_capacity
 from capacity_launcher.adapters.cache import TtlCache
+from capacity_launcher.adapters.instance_profiles import InstanceProfiles
 from moto_capacity.core.operations import OPERATION_CONTROLS
 
 REGION = "us-east-1"
@@ -63,16 +64,22 @@ class SimulatedClock:
         self._travel = time_machine.travel(start, tick=False)
         self._traveller: Any = None
         self._cache_defaults: tuple[Any, ...] | None = None
+        self._profile_defaults: dict[str, Any] | None = None
 
     def __enter__(self) -> SimulatedClock:
         self._traveller = self._travel.start()
         # Container caches count monotonic seconds; they must age with simulated time.
         self._cache_defaults = TtlCache.__init__.__defaults__
         TtlCache.__init__.__defaults__ = (self.now,)
+        # So do the instance profiles' remembered answers: on the machine's clock, a run would
+        # ask IAM again (and so draw its interleaving) by how fast the machine ran it.
+        self._profile_defaults = InstanceProfiles.__init__.__kwdefaults__
+        InstanceProfiles.__init__.__kwdefaults__ = {**self._profile_defaults, "clock": self.now}
         return self
 
     def __exit__(self, *_: object) -> None:
         TtlCache.__init__.__defaults__ = self._cache_defaults
+        InstanceProfiles.__init__.__kwdefaults__ = self._profile_defaults
         self._travel.stop()
 
     def now(self) -> float:

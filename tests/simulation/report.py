@@ -13,22 +13,17 @@ from tests.simulation.operations import Profile
 from tests.simulation.scheduler import Outcome
 
 
-def replay_command(outcome: Outcome, profile: Profile) -> str:
-    """The command that replays the run; a hash seed other than the runner's own is named."""
+def replay_command(outcome: Outcome, profile: Profile, steps: int | None = None) -> str:
+    """The command that replays the run, or its first `steps` steps (a run bounded by minutes
+    draws what one bounded by steps draws, step for step); a hash seed other than the runner's
+    own is named."""
     hash_seed = os.environ.get("PYTHONHASHSEED", HASH_SEED)
     prefix = "" if hash_seed == HASH_SEED else f"PYTHONHASHSEED={hash_seed} "
-    return prefix + _command(outcome, profile)
-
-
-def _command(outcome: Outcome, profile: Profile) -> str:
-    if profile.wall_minutes is not None:
-        return (
-            f"python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"
-            f" --steps {outcome.steps}"
-        )
+    if steps is None:
+        steps = outcome.steps if profile.wall_minutes is not None else profile.steps
     return (
-        f"python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"
-        f" --steps {profile.steps}"
+        f"{prefix}python -m tests.simulation --profile {profile.name} --seed {outcome.seed}"
+        f" --steps {steps}"
     )
 
 
@@ -52,6 +47,7 @@ def summary(outcome: Outcome, profile: Profile, limit: int = 25) -> str:
         f" {len(outcome.violations)} violations",
         f"replay: PYTHONPATH=layers/core:local:. {replay_command(outcome, profile)}",
     ]
+    lines.append(f"code: {outcome.code}{_code_changed(outcome)}")
     lines.append(versions_line(outcome))
     for invariant, count in _grouped(outcome).most_common():
         lines.append(f"  {invariant}: {count}")
@@ -60,9 +56,22 @@ def summary(outcome: Outcome, profile: Profile, limit: int = 25) -> str:
         lines.append(f"  ... {len(outcome.violations) - limit} more")
     if outcome.violations:
         first = outcome.violations[0].step
+        lines.append(
+            f"replay to the first violation (step {first}): PYTHONPATH=layers/core:local:."
+            f" {replay_command(outcome, profile, first)} --trace"
+        )
         before = [t for t in outcome.trace if _trace_step(t) <= first]
         lines += ["steps before the first violation:", *[f"    {t}" for t in before[-12:]]]
     return "\n".join(lines)
+
+
+def _code_changed(outcome: Outcome) -> str:
+    if outcome.code_at_end in ("", outcome.code):
+        return ""
+    return (
+        f", {outcome.code_at_end} at the end: the sources changed on disk during the run, and what"
+        " it loaded after (cold starts, first imports) was not the seed's; replay on one revision"
+    )
 
 
 def versions_line(outcome: Outcome) -> str:

@@ -34,14 +34,16 @@ class Run:
         )
 
 
-def run(seed: int, profile: str, steps: int | None = None) -> Run:
-    """One run in a subprocess (it fixes PYTHONHASHSEED itself): its outcome and whole trace."""
+def run(seed: int, profile: str, steps: int | None = None, minutes: float | None = None) -> Run:
+    """One run in a subprocess (it fixes PYTHONHASHSEED itself): its outcome and whole trace;
+    bounded by `steps`, by wall `minutes` (a soak's bound) or by the profile's own."""
     with tempfile.TemporaryDirectory(prefix="simulation-") as scratch:
         trace, outcome = Path(scratch, "trace.txt"), Path(scratch, "outcome.json")
         command = [sys.executable, "-m", "tests.simulation", "--profile", profile]
         command += ["--seed", str(seed), "--trace-out", str(trace)]
         command += ["--outcome-json", str(outcome)]
         command += [] if steps is None else ["--steps", str(steps)]
+        command += [] if minutes is None else ["--minutes", str(minutes)]
         environment = {**os.environ, "PYTHONPATH": PYTHONPATH}
         environment.pop("PYTHONHASHSEED", None)  # the runner's own choice, as on the command line
         done = subprocess.run(

@@ -16,6 +16,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from capacity_launcher.adapters.config_store import ConfigStore
@@ -24,6 +25,7 @@ from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from tests.simulation.adversary import ADVERSARY
+from tests.simulation.determinism import code_digest
 from tests.simulation.emulator import START, Fault
 from tests.simulation.hub_fields import HUB_FIELD_OPERATIONS
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
@@ -45,6 +47,7 @@ from tests.simulation.world import TRANSACTION_CONFLICT_RATE, Invoked, World
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 SYNC_EVERY_SECONDS = 60.0
+ROOT = Path(__file__).resolve().parents[2]
 UNREADY_POOLS = ("pool-0", "pool-2")  # applied with limits.unready at the start
 
 
@@ -55,6 +58,8 @@ class Outcome:
     seed: int
     profile: str
     steps: int = 0
+    code: str = ""  # the sources' digest at the start (determinism.code_digest)
+    code_at_end: str = ""
     simulated_seconds: float = 0.0
     wall_seconds: float = 0.0
     operations: Counter[str] = field(default_factory=Counter)
@@ -336,6 +341,7 @@ class Simulation:
 
     def run(self) -> Outcome:
         started = time.monotonic()
+        self.outcome.code = code_digest(ROOT)
         with self.world:
             self.outcome.checks = self.invariants.checks
             self._next_sync = self.world.now + SYNC_EVERY_SECONDS
@@ -627,6 +633,7 @@ class Simulation:
     def _finish(self, step: int, started: float) -> None:
         outcome = self.outcome
         outcome.steps = step
+        outcome.code_at_end = code_digest(ROOT)
         outcome.simulated_seconds = self.world.now - self._start_time()
         outcome.wall_seconds = time.monotonic() - started
         outcome.requests = len(self.ledger.requests)

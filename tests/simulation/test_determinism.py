@@ -5,6 +5,7 @@ force."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,3 +104,66 @@ def test_a_reclaim_is_judged_on_the_policy_in_force(
 def test_an_asked_reclaim_never_terminates() -> None:
     reclaim = Reclaim("reclaim-1", "quota-a", "quota-b", False, "pool-1")
     assert "not enforced" in _refused(reclaim, _quota("quota-a", 100, "Any"), None)
+
+
+class _Iam:
+    """IAM as the profiles see it: the profile exists and holds its role; calls counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get_instance_profile(self, **_: Any) -> dict[str, Any]:
+        self.calls += 1
+        return {"InstanceProfile": {"Roles": [{"RoleName": "node-role"}]}}
+
+
+def test_instance_profiles_age_on_the_simulated_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a container's instance profiles made inside the simulated clock, one profile ensured
+    from capacity_launcher.adapters import instance_profiles
+    from capacity_launcher.domain.apis.config import NodeClass
+    from tests.simulation.emulator import SimulatedClock
+
+    node_class = NodeClass.model_validate(
+        {"apiVersion": "capacity-launcher/v1", "kind": "NodeClass"}
+        | {"metadata": {"name": "c"}}
+        | {
+            "spec": {"role": "node-role", "imageId": "ami-12345678"}
+            | {"subnetIds": ["subnet-1"], "securityGroupIds": ["sg-1"]}
+        }
+    )
+    iam = _Iam()
+    with SimulatedClock() as clock:
+        profiles = instance_profiles.InstanceProfiles("table", iam, "us-east-1")
+        profiles.ensure(node_class)
+        asked = iam.calls
+        # When the machine's clock runs far past the trust (a slow machine, a long soak)
+        wall = instance_profiles.time.monotonic() + 10 * instance_profiles.KNOWN_FOR_SECONDS
+        monkeypatch.setattr(instance_profiles.time, "monotonic", lambda: wall)
+        profiles.ensure(node_class)
+        # Then IAM is not asked again: the run's calls do not depend on the machine's speed
+        assert iam.calls == asked
+        # And once the simulated clock passes the trust, it is asked again
+        clock.advance(instance_profiles.KNOWN_FOR_SECONDS + 1)
+        profiles.ensure(node_class)
+        assert iam.calls > asked
+
+
+def test_a_summary_says_when_the_sources_changed_during_the_run(tmp_path: Path) -> None:
+    # Given a checkout's sources, and a run that started on them
+    from tests.simulation.determinism import code_digest
+    from tests.simulation.operations import PROFILES
+    from tests.simulation.report import summary
+    from tests.simulation.scheduler import Outcome
+
+    handler = tmp_path / "functions" / "launcher" / "app.py"
+    handler.parent.mkdir(parents=True)
+    handler.write_text("x = 1\n", encoding="utf-8")
+    outcome = Outcome(seed=3, profile="soak", code=code_digest(tmp_path))
+    outcome.code_at_end = code_digest(tmp_path)
+    assert "changed on disk" not in summary(outcome, PROFILES["soak"])
+    # When a source is edited while it runs (a merge in the checkout a soak runs in)
+    handler.write_text("x = 2\n", encoding="utf-8")
+    outcome.code_at_end = code_digest(tmp_path)
+    # Then its summary says so: what it loaded after was not the seed's
+    assert outcome.code_at_end != outcome.code
+    assert "changed on disk" in summary(outcome, PROFILES["soak"])

@@ -109,6 +109,20 @@ def test_quota_reapplies_cost_other_pools_no_lease_and_replay() -> None:
     assert first_difference(first.trace, second.trace) is None, first.replay
 
 
+def test_a_run_bounded_by_minutes_replays_by_its_steps() -> None:
+    # Given a run of a seed bounded by wall minutes, as `make soak` runs one
+    by_minutes = run(REPLAY_SEED, "replay", minutes=0.2)
+    steps = by_minutes.outcome["steps"]
+    # When the steps it made are run again, bounded by steps (the replay command it printed)
+    by_steps = run(REPLAY_SEED, "replay", steps=steps)
+    # Then both drew the same run, step for step: a finding replays from its seed and step
+    assert steps > 0, by_minutes.output
+    assert f"--steps {steps}" in by_minutes.output
+    assert by_minutes.outcome["violations"] == by_steps.outcome["violations"]
+    difference = first_difference(by_minutes.trace, by_steps.trace)
+    assert difference is None, f"{by_steps.replay}: the traces part at {difference}"
+
+
 def test_a_seed_replays_exactly() -> None:
     # Given one seed of a profile where two containers often serve batches at once
     first = run(REPLAY_SEED, "replay")

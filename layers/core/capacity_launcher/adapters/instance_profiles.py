@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -51,7 +51,9 @@ def _region() -> str:
 class InstanceProfiles:
     """`deployment`: what tells this deployment's profiles from another's in the account (the
     state table's name); `region`: the Region the service launches in; `read_only`: `ensure`
-    only checks, as `status` does (a dry run makes nothing)."""
+    only checks, as `status` does (a dry run makes nothing); `clock`: the seconds its remembered
+    answers age by (the simulation gives its own, so that which AWS calls a run makes does not
+    depend on how fast the machine ran it)."""
 
     def __init__(
         self,
@@ -60,8 +62,10 @@ class InstanceProfiles:
         region: str | None = None,
         *,
         read_only: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._iam = iam or client("iam")
+        self._clock = clock
         self._read_only = read_only
         self._deployment = deployment
         self._region = region or _region()
@@ -92,7 +96,7 @@ class InstanceProfiles:
         role = node_class.spec.role
         if role is None or name is None:
             return name
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             if now - self._known.get(name, -KNOWN_FOR_SECONDS) < KNOWN_FOR_SECONDS:
                 return name
