@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 from capacity_launcher.adapters.config_items import kept_of
 from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION
+from capacity_launcher.domain.apis.priority_classes import PriorityTable
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.quantities import PoolLimits, limits_token
 from capacity_launcher_cli.config_commands import ApplyError, SourceDocument, validate_steps
 from tests.simulation.operations import POOLS, QUOTAS
+from tests.simulation.priority_operations import classes_store
 from tests.simulation.versions import SOURCE, apply_as_written, stored_as_meant, written_as
 
 if TYPE_CHECKING:
@@ -98,11 +100,11 @@ def hostile_hub_fields(sim: Simulation, rng: random.Random) -> str:
     return f"{kind} {name} as {written.label}, {path}: {refused or 'accepted'}"
 
 
-def _apply(sim: Simulation, document: dict[str, Any]) -> str | None:
+def _apply(sim: Simulation, document: dict[str, Any], classes: bool = False) -> str | None:
     """Why the apply was refused (the first line of what the CLI would say), None if it was
-    not."""
+    not. `classes`: resolving the stored PriorityClasses, as `capacity-launcher apply` does."""
     try:
-        apply_as_written(sim.store, document)
+        apply_as_written(sim.store, document, classes_store(sim) if classes else None)
     except (ApplyError, ConfigValidationError) as error:
         return "refused: " + str(error).splitlines()[0][:160]
     except Exception as error:  # a fault on the simulation's own call
@@ -126,14 +128,17 @@ def reapply_as_read(sim: Simulation, rng: random.Random) -> str:
     hub, kept = parse_document(json.loads(str(stored["document"]))), kept_of(stored)
     served = [v for v in REGISTRY.served_for(kind) if "Provisioner" not in v.label]
     version = rng.choice(served)
+    # As `get` and `apply` do, a quota (an OME reservation's priorityClassName) resolves the
+    # stored PriorityClasses.
+    table = classes_store(sim).table() if kind == "CapacityQuota" else None
     try:
-        document = REGISTRY.convert(hub, kept, version.api_version, version.kind)
+        document = REGISTRY.convert(hub, kept, version.api_version, version.kind, table)
     except ConfigValidationError as error:
         return f"{kind} {name}: {version.label} cannot say it ({error.errors[0].field})"
     carries = HUB_FIELDS_ANNOTATION in (document.get("metadata", {}).get("annotations") or {})
-    refused = _apply(sim, document)
+    refused = _apply(sim, document, classes=table is not None)
     sim.invariants.hub_fields.read_back(kind, name, version.label, refused, stored, carries)
-    sim.invariants.hub_fields.reads_back(kind, name, version, document)
+    sim.invariants.hub_fields.reads_back(kind, name, version, document, table)
     with_fields = ", with hub fields" if carries else ""
     return f"{kind} {name} as {version.label}{with_fields}: {refused or 'applied'}"
 
@@ -222,9 +227,17 @@ class HubFieldsInvariants:
         version = next(v for v in REGISTRY.served_for(kind) if v.label == label)
         self.reads_back(kind, name, version, document)
 
-    def reads_back(self, kind: str, name: str, version: Any, applied: dict[str, Any]) -> None:
+    def reads_back(
+        self,
+        kind: str,
+        name: str,
+        version: Any,
+        applied: dict[str, Any],
+        classes: PriorityTable | None = None,
+    ) -> None:
         """The stored object, read in the version it was applied in, is the document applied
-        (what `get` prints then reads back as the stored hub)."""
+        (what `get` prints then reads back as the stored hub); `classes`: the PriorityClasses
+        both resolved in."""
         self.checks[READS_BACK] += 1
         what = f"{kind} {name} applied as {version.label}"
         stored = self.world.partition(kind).get(name)
@@ -233,8 +246,10 @@ class HubFieldsInvariants:
             return
         hub = parse_document(json.loads(str(stored["document"])))
         try:
-            read = REGISTRY.convert(hub, kept_of(stored), version.api_version, version.kind)
-            steps = validate_steps([SourceDocument(SOURCE, 1, read)])
+            read = REGISTRY.convert(
+                hub, kept_of(stored), version.api_version, version.kind, classes
+            )
+            steps = validate_steps([SourceDocument(SOURCE, 1, read)], classes)
         except (ConfigValidationError, ApplyError) as error:
             self.base._violate(READS_BACK, f"{what}: does not read back ({error})")
             return

@@ -89,6 +89,10 @@ class Request:
         return next(iter(self.valid_bodies.values())) if len(self.valid_bodies) == 1 else None
 
 
+# The request id of a launch the sync sent for a static pool (domain static_request_id).
+SYNC_LAUNCH = re.compile(r"static-.+-(\d{9,})-\d+")
+
+
 @dataclass
 class Disturbance:
     what: str
@@ -132,6 +136,12 @@ class Ledger:
 
     def permanent_active(self) -> bool:
         return any(d.permanent and d.cleared is None for d in self.disturbances)
+
+    def permanent_since(self, moment: float) -> bool:
+        """Whether a permanent fault was active at some time from `moment` on."""
+        return any(
+            d.permanent and (d.cleared is None or d.cleared >= moment) for d in self.disturbances
+        )
 
     def last_clear_before(self, moment: float) -> float:
         """When the last disturbance that began before `moment` stopped mattering."""
@@ -432,11 +442,20 @@ class Invariants:
             self.dead.add(request_id)
             self.checks["DLQ only permanent faults"] += 1
             request = self.ledger.requests.get(request_id)
+            if request is None and self._sync_launch_exposed(request_id):
+                continue
             if request is None or not request.exposed_to_permanent_fault:
                 self._violate(
                     "DLQ only permanent faults",
                     f"{request_id} dead-lettered with no permanent fault: {body[:160]}",
                 )
+
+    def _sync_launch_exposed(self, request_id: str) -> bool:
+        """A static pool's launch (docs/static-capacity.md: sent by the sync, not by the
+        simulation, so not in the ledger) sent while or before a permanent fault held: its id
+        says when it was sent (`static-<pool>-<epoch seconds>-<n>`)."""
+        sent = SYNC_LAUNCH.fullmatch(request_id)
+        return sent is not None and self.ledger.permanent_since(float(sent.group(1)))
 
     def _every_request_ends_once(
         self, records: dict[str, dict[str, Any] | None], dead: set[str]

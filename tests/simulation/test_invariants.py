@@ -4,11 +4,12 @@ and its finding says which applies, deletions and requests made up the count."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from tests.simulation.emulator import START
-from tests.simulation.invariants import Invariants, Ledger
+from tests.simulation.invariants import Disturbance, Invariants, Ledger
 from tests.simulation.operations import Catalog
 from tests.simulation.world import Observed, World
 
@@ -109,3 +110,40 @@ def test_a_lowered_limit_allows_what_ran_then_but_no_launch_past_it():
     [finding] = _findings(invariants)
     assert "6 live, limit 1 (grace 5)" in finding.detail
     assert "step 10 deleted, limit 8; step 10 applied (committed 5), limit 1" in finding.detail
+
+
+@dataclass
+class DeadLetters(StandIn):
+    letters: list[str] = field(default_factory=list)
+
+    def dead_letters(self) -> list[str]:
+        return self.letters
+
+
+def _dead_lettered(request_id: str, *disturbances: Disturbance) -> list[str]:
+    """The DLQ invariant's findings when `request_id` (not the simulation's own) is
+    dead-lettered, under `disturbances`."""
+    world = DeadLetters(letters=[json.dumps({"requestId": request_id, "count": 1})])
+    invariants = Invariants(cast(World, world), Ledger(), seed=3, catalog=Catalog())
+    invariants.ledger.disturbances.extend(disturbances)
+    invariants._dead_letters_only_permanent()
+    return [v.detail for v in invariants.violations if v.invariant == "DLQ only permanent faults"]
+
+
+def test_a_static_launch_sent_before_a_permanent_outage_may_be_dead_lettered() -> None:
+    """Seed 3 (soak, --steps 830): 5 launches the sync sent for pool-static were found in the
+    DLQ "with no permanent fault": the simulation did not send them, so the ledger had no
+    entry saying a permanent outage held while they were in flight."""
+    sent = int(START.timestamp()) + 600
+    outage = Disturbance("ec2:CreateFleet RequestLimitExceeded", sent + 30.0, None, True)
+    assert _dead_lettered(f"static-pool-static-{sent}-0", outage) == []
+    ended = Disturbance("ec2:CreateFleet RequestLimitExceeded", sent + 30.0, sent + 900.0, True)
+    assert _dead_lettered(f"static-pool-static-{sent}-1", ended) == []
+
+
+def test_a_static_launch_dead_lettered_with_no_permanent_fault_since_it_was_sent_is_found() -> None:
+    sent = int(START.timestamp()) + 600
+    before = Disturbance("ec2:CreateFleet RequestLimitExceeded", sent - 900.0, sent - 1.0, True)
+    transient = Disturbance("ec2:CreateFleet InsufficientInstanceCapacity", sent + 5.0, None)
+    assert len(_dead_lettered(f"static-pool-static-{sent}-0", before, transient)) == 1
+    assert len(_dead_lettered("req-3-1", Disturbance("x", sent, None, True))) == 1

@@ -12,16 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capacity_launcher.domain.accounting.quota_status import quota_status
+from capacity_launcher.domain.apis.kept_fields import KEPT_ANNOTATION
 from capacity_launcher.domain.apis.ome.associations import association_requester
 from capacity_launcher.domain.apis.ome.reservations import (
+    OME_API_VERSION,
     RESERVATION_KINDS,
     from_hub,
     parse_reservation,
     to_hub,
 )
 from capacity_launcher.domain.apis.ome.status import reservation_status
+from capacity_launcher.domain.apis.priority_classes import PriorityTable
 from capacity_launcher.domain.apis.quota_sets import conflicts, quota_for
 from capacity_launcher.domain.apis.quotas import parse_quota
+from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import Resources
@@ -324,3 +328,29 @@ def test_hub_fields_ome_cannot_spell_are_refused_by_path() -> None:
         "spec.preemption.gracePeriod",
         "spec.associationRequesters",
     }
+
+
+@pytest.mark.parametrize("named", [None, "high"])
+@pytest.mark.parametrize(("applied_as", "read_as"), [RESERVATION_KINDS, RESERVATION_KINDS[::-1]])
+def test_a_reservation_read_as_the_other_kind_applies_and_reads_back_as_that_document(
+    applied_as: str, read_as: str, named: str | None
+) -> None:
+    """`get <the other kind> -o yaml | apply -f -`: the simulation's seed 3 (soak) read a
+    CapacityReservation as a ClusterCapacityReservation whose visible document had lost its
+    priorityClassName (carried instead in the kept-fields annotation, which the apply then
+    dropped): read back, it was another document. The two kinds have the same fields."""
+    table = PriorityTable({"high": 100}, global_default="high")
+    document = _reservation(nominalQuota=8)
+    document["kind"] = applied_as
+    document["spec"]["cohort"] = "c"
+    if named is not None:
+        document["spec"]["priorityClassName"] = named
+    stored = REGISTRY.read(document, table).conversion
+
+    read = REGISTRY.convert(stored.hub, stored.kept, OME_API_VERSION, read_as, table)
+    again = REGISTRY.read(read, table).conversion
+
+    assert KEPT_ANNOTATION not in read["metadata"].get("annotations", {})
+    assert read["spec"].get("priorityClassName") == named
+    assert again.hub == stored.hub
+    assert REGISTRY.convert(again.hub, again.kept, OME_API_VERSION, read_as, table) == read

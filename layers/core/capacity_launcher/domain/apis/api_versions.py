@@ -110,6 +110,18 @@ class ServedVersion:
     # ones HUB_FIELDS_ANNOTATION may set on it (tests/unit/test_hub_fields.py checks each
     # version's against its conversion). A hub's: none, it expresses all of itself.
     hub_only: Callable[[Any], frozenset[str]] = field(default=lambda document: frozenset())
+    # Other kinds of this apiVersion whose kept fields are this version's own: the same fields
+    # at the same paths (OME's CapacityReservation and ClusterCapacityReservation). Read in this
+    # version, an object applied as one of them shows its kept fields in the document, not in
+    # KEPT_ANNOTATION (an apply of this version keeps its own fields, so the annotation would
+    # be dropped and the document would not read back as applied).
+    kept_kinds: tuple[str, ...] = ()
+
+    def reads_kept(self, kept: Kept) -> bool:
+        """Whether ``kept`` (of an apply in any version) is this version's own fields."""
+        if kept.api_version != self.api_version:
+            return False
+        return kept.kind == self.kind or kept.kind in self.kept_kinds
 
     def converted(self, document: Any, references: Any = None) -> Conversion:
         if self.to_hub_with is not None and references is not None:
@@ -247,7 +259,7 @@ class VersionRegistry:
             served = _listed(self.served_for(hub.kind))
             rule = f"{version.label} is not a version of {hub.kind}: {served}"
             raise ConfigValidationError([FieldError("apiVersion", rule)])
-        own = kept is not None and kept.is_for(api_version, kind)
+        own = kept is not None and version.reads_kept(kept)
         document = version.from_hub(hub, kept.fields if own and kept else {})
         lost = self._lost(version, hub, document, references)
         if lost:

@@ -102,6 +102,8 @@ def _served(kind: str) -> ServedVersion:
         model=CapacityReservation,
         to_hub_with=to_version_hub,
         hub_only=hub_only,
+        # The two kinds have the same fields: one read as the other shows them all.
+        kept_kinds=tuple(k for k in RESERVATION_KINDS if k != kind),
     )
 
 
