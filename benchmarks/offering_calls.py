@@ -93,10 +93,13 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
     (
         "BatchWriteItem (instance records)",
         "the instances' records: stop and termination events find their request and pool",
-        "write them and the request records in one TransactWriteItems (atomic: a record never "
-        "names an instance without a record; 100 items a call, twice a batch's write units): "
-        "-1. Not one BatchWriteItem: its items may land in any order, and a final record is "
-        "replayed on redelivery without adopting its instances",
+        "write them and the request records in one TransactWriteItems: -1, and a record is "
+        "never stored without its instances. Tried (branch wip/calls-records-txn): it loses "
+        "the instances' items being stored before the record, which lets a termination event "
+        "after a failed record write release its instance (test_accounting's redelivery after "
+        "settle fails); it would need the instances' items written at intent completion "
+        "instead. Not one BatchWriteItem either: its items land in any order, and a final "
+        "record is replayed on redelivery without adopting its instances",
     ),
     (
         "BatchWriteItem (request record)",
