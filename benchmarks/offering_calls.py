@@ -37,6 +37,98 @@ SERVICES = ("dynamodb", "ec2", "events", "sqs", "ssm", "resource-groups")
 ZONE = "us-east-1a"
 GOAL_CALLS = 8  # issue 38's target for a warm on-demand request
 
+# What each call of a warm on-demand request buys (issue 38), in the order the request makes
+# them, and the way each could go: docs/BENCHMARKS.md renders it under the curve.
+CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
+    (
+        "PutItem (idempotency table)",
+        "the delivery's idempotency claim: a copy of the message delivered while this one is "
+        "served is not served twice",
+        "merge with the body's binding into one TransactWriteItems (both are conditional puts "
+        "made before any work; two tables of one account): -1",
+    ),
+    (
+        "PutItem (`Request#<id>`, `Body`)",
+        "binds the request id to its body's hash: a request id reused with another body is "
+        "refused (README, Contracts)",
+        "see above",
+    ),
+    (
+        "TransactWriteItems (lease)",
+        "exact limits and quotas: the pool, its class and its quota unchanged, the lease and "
+        "the pool's usage written atomically",
+        "none: this is the limit's exactness",
+    ),
+    (
+        "TransactWriteItems (intent and its pointer)",
+        "the intent written before CreateFleet: a redelivery sends it again with the same "
+        "ClientToken, never a second launch",
+        "a first attempt's intent could ride in the lease's transaction when the plan is known "
+        "before room is granted; it is not today (the plan follows the room granted)",
+    ),
+    ("CreateFleet", "the launch (tags in its TagSpecifications: no CreateTags)", "none"),
+    (
+        "UpdateItem (intent completed)",
+        "the fleet's answer (instance ids, errors) on the intent: a redelivery absorbs it "
+        "without sending again",
+        "fold into the settle's transaction and let a redelivery before it send the intent "
+        "again with its ClientToken: -1, if EC2 answers a repeated instant fleet with its "
+        "first answer (to be checked against AWS's idempotency documentation; the emulator "
+        "does not model ClientToken today)",
+    ),
+    (
+        "DescribeInstances",
+        "where each instance landed: only it names the open reservation an on-demand instance "
+        "was matched to (CreateFleet's instant answer does not), so reservation accounting "
+        "stays exact",
+        "skip when the reservation snapshots hold no open reservation matching the fleet's "
+        "offerings: -1 in the common case, at the price of a snapshot's lag on an open "
+        "reservation created within the minute",
+    ),
+    (
+        "TransactWriteItems (settle)",
+        "the lease settled to the instances launched: room not used given back, usage exact",
+        "none",
+    ),
+    (
+        "BatchWriteItem (instance records)",
+        "the instances' records: stop and termination events find their request and pool",
+        "write them and the request records in one TransactWriteItems: -1, and a record is "
+        "never stored without its instances. Tried (branch wip/calls-records-txn): it loses "
+        "the instances' items being stored before the record, which lets a termination event "
+        "after a failed record write release its instance (test_accounting's redelivery after "
+        "settle fails); it would need the instances' items written at intent completion "
+        "instead. Not one BatchWriteItem either: its items land in any order, and a final "
+        "record is replayed on redelivery without adopting its instances",
+    ),
+    (
+        "BatchWriteItem (request record)",
+        "the request's final record (GetRequest, the status contract)",
+        "see above",
+    ),
+    (
+        "PutEvents",
+        "the request's event (README, Contracts); already one call per group the invocation "
+        "serves together, ten events a call (PutEvents' limit), so a batch of N pays about "
+        "1/N each; the benchmark sends one request",
+        "none per request",
+    ),
+    (
+        "UpdateItem (idempotency completed)",
+        "the claim marked done with its answer: a redelivery after success answers without work",
+        "take the final record as the completion (a claim whose request has a final record is "
+        "done): -1",
+    ),
+)
+
+
+def purposes() -> list[str]:
+    """The table of CALL_PURPOSES (docs/BENCHMARKS.md)."""
+    lines = ["| # | call | what it buys | how it could go |", "|---|---|---|---|"]
+    for n, (call, buys, could) in enumerate(CALL_PURPOSES, 1):
+        lines.append(f"| {n} | {call} | {buys} | {could} |")
+    return lines
+
 
 @dataclass(frozen=True)
 class Point:
@@ -228,6 +320,13 @@ def section(result: Result) -> list[str]:
         "(docs/operations.md, *The ICE cache and single flight*), so the curve is flat.",
         "",
         *render(result).splitlines(),
+        "",
+        "What each call buys, in the order a request makes them (traced with each call's "
+        "caller), and how it could go: four of those marked -1 would make 8, each needing "
+        "the change it names to keep every promise (exact limits, no duplicate launch on "
+        "redelivery, nothing lost); none is made yet:",
+        "",
+        *purposes(),
         "",
     ]
 

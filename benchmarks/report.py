@@ -572,9 +572,11 @@ def _calls_missed(result: offering_calls.Result) -> list[str]:
         f"- **A warm on-demand request in {offering_calls.GOAL_CALLS} AWS calls**: it makes "
         f"{worst.total} ({ops}), flat in the offerings of its fleet: single flight adds none "
         "in a healthy pool. The rest is the request's own path (docs/architecture.md, *A "
-        "request's way*: the idempotency claim and its completion, the body's binding, the "
-        "lease, the intent and its completion, CreateFleet, DescribeInstances, the settle, the "
-        "instance records, the record, the event): the other targets of issue 38."
+        "request's way*); the table under the curve says what each call buys and how four of "
+        "them could go (merging the idempotency claim with the body's binding and the two "
+        "record batches, folding the intent's completion into the settle, taking the final "
+        "record as the claim's completion), each needing the change it names so that no "
+        "promise weakens: none is made yet."
     ]
 
 
