@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
+from tests.simulation.edge_invariants import ASKED_FOR_QUOTA
 from tests.simulation.invariants import Invariants, Ledger
 from tests.simulation.operations import Catalog
 from tests.simulation.priority_invariants import (
@@ -180,3 +181,26 @@ def test_a_sync_that_counts_other_than_the_waiting_records_is_a_finding() -> Non
     assert _found(invariants, COUNTED) == []
     invariants.queues.counted_waiting(1, 2)
     assert _found(invariants, COUNTED) == ["the sync counted 1 requests waiting; the table holds 2"]
+
+
+def test_a_reclaim_asked_by_a_request_not_refused_for_quota_is_a_finding() -> None:
+    invariants, _world = _invariants()
+    edges = invariants.edges
+    asked = {"reclaimId": "reclaim-1", "requestId": "r-1", "quota": "a", "nodePool": "pool-0"}
+    quota = [{"code": "QuotaExceeded", "message": "lent out; reclaim reclaim-1 requested"}]
+    # A waiting request refused for its quota asked: as meant
+    edges.reclaim_requested(asked)
+    edges.request_outcome({"requestId": "r-1", "status": "Waiting", "errors": quota})
+    assert _found(invariants, ASKED_FOR_QUOTA) == []
+    assert invariants.checks["seen: a waiting request asked for a reclaim"] == 1
+    # One admitted since its reclaim (its next event is Fulfilled): nothing to check
+    edges.reclaim_requested(asked)
+    edges.request_outcome({"requestId": "r-1", "status": "Fulfilled", "errors": []})
+    assert _found(invariants, ASKED_FOR_QUOTA) == []
+    # One that waits for its pool's limits, not its quota, asked: a finding
+    edges.reclaim_requested(asked)
+    limits = [{"code": "LimitExceeded", "message": "pool-0 limits"}]
+    edges.request_outcome({"requestId": "r-1", "status": "Waiting", "errors": limits})
+    assert _found(invariants, ASKED_FOR_QUOTA) == [
+        "r-1 asked for reclaim-1 and is Waiting with ['LimitExceeded']"
+    ]
