@@ -10,6 +10,10 @@
   terminates (only reclaims terminate there) was named by an enforced `Capacity Reclaim
   Requested`, and the lender's `reclaimWithinCohort` and priorities as applied at that moment
   still allow taking it from its owner (`Any`; `LowerPriority` and a lower owner priority).
+- **a reclaim names a request refused for quota** (issue 37, preemption by a waiting request):
+  the request a `Capacity Reclaim Requested` names ends `Failed` or waits (`Waiting`) with a
+  `QuotaExceeded` among its errors, in its next such event: a lender preempts only for a
+  refusal of its own quota, whether it fails or waits.
 - **every stored item within DynamoDB's 400 KB**, every status event within EventBridge's
   256 KB: items are measured as DynamoDB does (names plus values), read from moto's tables every
   few steps and at each quiescence, without an API call.
@@ -29,6 +33,7 @@ ITEM_LIMIT_BYTES = 400 * 1024
 EVENT_LIMIT_BYTES = 256 * 1024
 ITEM_CHECK_EVERY = 10  # steps
 RECLAIM_REQUESTED = "Capacity Reclaim Requested"
+ASKED_FOR_QUOTA = "a reclaim names a request refused for quota"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class EdgeInvariants:
         self._shrinking: set[str] = set()
         self._over: set[str] = set()
         self.reclaims: dict[str, Reclaim] = {}  # instance id → the reclaim naming it
+        self._asking: dict[str, str] = {}  # request id → the reclaim it asked for, not yet seen end
         # (requester, from, until): its quota was deleted then, so it was covered by none.
         self._uncovered: list[tuple[str, float, float]] = []
 
@@ -71,6 +77,7 @@ class EdgeInvariants:
 
     def reclaim_requested(self, detail: dict[str, Any]) -> None:
         self.checks["seen: a reclaim requested"] += 1
+        self._asking[str(detail["requestId"])] = str(detail["reclaimId"])
         for instance in detail.get("instances") or []:
             self.reclaims[instance["instanceId"]] = Reclaim(
                 detail["reclaimId"],
@@ -78,6 +85,23 @@ class EdgeInvariants:
                 instance["quota"],
                 bool(detail.get("enforced")),
                 detail["nodePool"],
+            )
+
+    def request_outcome(self, detail: dict[str, Any]) -> None:
+        """A request's status event: if it asked for a reclaim, it fails or waits refused for
+        quota (any other status: admitted since, the check is for its refusal's event)."""
+        reclaim = self._asking.pop(str(detail.get("requestId")), None)
+        status = detail.get("status")
+        if reclaim is None or status not in ("Failed", "Waiting"):
+            return
+        self.checks[ASKED_FOR_QUOTA] += 1
+        if status == "Waiting":
+            self.checks["seen: a waiting request asked for a reclaim"] += 1
+        codes = [e.get("code") for e in detail.get("errors") or []]
+        if "QuotaExceeded" not in codes:
+            self._violate(
+                ASKED_FOR_QUOTA,
+                f"{detail.get('requestId')} asked for {reclaim} and is {status} with {codes}",
             )
 
     def event_published(self, event: dict[str, Any], size: int) -> None:

@@ -244,6 +244,7 @@ class Invariants:
                 self.edges.reclaim_requested(detail)
             if "status" not in detail or "requestId" not in detail:
                 continue  # reservation and instance events
+            self.edges.request_outcome(detail)
             request_id = detail["requestId"]
             request = self.ledger.requests.get(request_id)
             if request is None:

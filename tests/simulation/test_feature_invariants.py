@@ -11,6 +11,7 @@ from typing import Any, cast
 from capacity_launcher.domain.accounting.admission_queue import entry_key, queue_partition
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
+from tests.simulation.edge_invariants import ASKED_FOR_QUOTA
 from tests.simulation.invariants import Invariants, Ledger, Request
 from tests.simulation.operations import Catalog
 from tests.simulation.priority_invariants import (
@@ -196,3 +197,26 @@ def test_a_queue_entry_naming_another_requester_than_its_request_is_a_finding() 
     world.partitions[queue_partition("pool-0")] = {key: {**item, "requester": "team-b"}}
     invariants.queues.every_step()
     assert _found(invariants, TEAM) == ["pool-0: r-1's entry names 'team-b', not 'team-a'"]
+
+
+def test_a_reclaim_asked_by_a_request_not_refused_for_quota_is_a_finding() -> None:
+    invariants, _world = _invariants()
+    edges = invariants.edges
+    asked = {"reclaimId": "reclaim-1", "requestId": "r-1", "quota": "a", "nodePool": "pool-0"}
+    quota = [{"code": "QuotaExceeded", "message": "lent out; reclaim reclaim-1 requested"}]
+    # A waiting request refused for its quota asked: as meant
+    edges.reclaim_requested(asked)
+    edges.request_outcome({"requestId": "r-1", "status": "Waiting", "errors": quota})
+    assert _found(invariants, ASKED_FOR_QUOTA) == []
+    assert invariants.checks["seen: a waiting request asked for a reclaim"] == 1
+    # One admitted since its reclaim (its next event is Fulfilled): nothing to check
+    edges.reclaim_requested(asked)
+    edges.request_outcome({"requestId": "r-1", "status": "Fulfilled", "errors": []})
+    assert _found(invariants, ASKED_FOR_QUOTA) == []
+    # One that waits for its pool's limits, not its quota, asked: a finding
+    edges.reclaim_requested(asked)
+    limits = [{"code": "LimitExceeded", "message": "pool-0 limits"}]
+    edges.request_outcome({"requestId": "r-1", "status": "Waiting", "errors": limits})
+    assert _found(invariants, ASKED_FOR_QUOTA) == [
+        "r-1 asked for reclaim-1 and is Waiting with ['LimitExceeded']"
+    ]

@@ -3,7 +3,11 @@ launched for room that may appear (its quota, its pool's limits, every offering 
 dry), waits instead of failing: a Waiting record naming what it waits for, which the batch stores
 once its message is held and its entry is in its pool's queue (service/admission_queue.py).
 Past its deadline it ends Failed with the refusal it waited out and NotAdmittedByDeadline.
-The decisions are the domain's (domain/accounting/admission_queue.py)."""
+The decisions are the domain's (domain/accounting/admission_queue.py).
+
+A request refused where its own nominal quota is lent out asks for it back when it waits, as
+when it ends (`request_reclaim`): preemption by a waiting request goes through the reclaim path
+(docs/quotas.md, Reclaim; its lender's reclaimWithinCohort decides what the sync terminates)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ from capacity_launcher.domain.accounting.admission_queue import (
     queue_check_seconds,
     waits_instead,
 )
+from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.records.status import (
+    ErrorDetail,
     RequestRecord,
     RequestStatus,
     UnavailableOffering,
@@ -45,6 +51,9 @@ def wait_for_room(
         if ending and item.waited is not None:
             item.note(missed_deadline(deadline, item.awaits))
         return False
+    errors = list(item.errors)
+    if item.reclaim is not None:
+        errors = request_reclaim(ctx, item, item.reclaim, errors)
     item.mark_waiting()
     report.records[item.request_id] = RequestRecord.of(
         item.request,
@@ -53,11 +62,28 @@ def wait_for_room(
         received_at=item.prepared.received_at,
         finished_at=now,
         unavailable_offerings=list(unavailable),
-        errors=list(item.errors),
+        errors=errors,
         waiting_for=list(item.awaits),
     )
     report.waiting[item.request_id] = queue_check_seconds(now, deadline)
     return True
+
+
+def request_reclaim(
+    ctx: Context, item: Progress, refused: QuotaExceeded, errors: Sequence[ErrorDetail]
+) -> list[ErrorDetail]:
+    """The request ends with nothing, or waits, refused where its own nominal quota is lent out:
+    ask for it back, and name the reclaim in that pool's error (docs/quotas.md, Reclaim). A
+    request waiting again (woken and refused again) finds its reclaim open and publishes nothing
+    more."""
+    if ctx.ports.reclaims is None:
+        return list(errors)
+    note = ctx.ports.reclaims.request(refused, item.request_id, item.request.requester)
+    refusal = str(refused)
+    return [
+        ErrorDetail(code=e.code, message=e.message + note) if e.message.endswith(refusal) else e
+        for e in errors
+    ]
 
 
 def wait_for_capacity(

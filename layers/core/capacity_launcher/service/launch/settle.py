@@ -43,7 +43,7 @@ from capacity_launcher.service.launch.progress import (
     Progress,
     Run,
 )
-from capacity_launcher.service.launch.room import wait_for_room
+from capacity_launcher.service.launch.room import request_reclaim, wait_for_room
 
 # Leases taken again for a reclaimed lease's instances, each reclaimed in turn before its
 # settle (it would have to outlive a whole lease period first), before the message goes back.
@@ -367,7 +367,7 @@ def finish(
     `replay.afresh`). `store=False`: only built, for `settle_all` to write with the visit's."""
     request = item.request
     if item.reclaim is not None and not landings:
-        errors = _request_reclaim(ctx, item, item.reclaim, errors)
+        errors = request_reclaim(ctx, item, item.reclaim, errors)
     record = RequestRecord.of(
         request,
         status,
@@ -383,21 +383,6 @@ def finish(
         ctx.ports.records.put_record(record)
         item.mark_ended()
     return record
-
-
-def _request_reclaim(
-    ctx: Context, item: Progress, refused: QuotaExceeded, errors: Sequence[ErrorDetail]
-) -> list[ErrorDetail]:
-    """The request ends with nothing, refused where its own nominal quota is lent out: ask
-    for it back, and name the reclaim in that pool's error (docs/quotas.md, Reclaim)."""
-    if ctx.ports.reclaims is None:
-        return list(errors)
-    note = ctx.ports.reclaims.request(refused, item.request_id, item.request.requester)
-    refusal = str(refused)
-    return [
-        ErrorDetail(code=e.code, message=e.message + note) if e.message.endswith(refusal) else e
-        for e in errors
-    ]
 
 
 def _remember_own_fills(ctx: Context, run: Run, report: LaunchReport) -> None:
