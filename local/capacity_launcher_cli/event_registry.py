@@ -17,6 +17,7 @@ from typing import Any
 
 from capacity_launcher.domain.records.status import (
     ALL_DETAIL_TYPES,
+    BLOCK_END_DETAIL_TYPES,
     DETAIL_TYPES,
     EVENT_SOURCE,
     INSTANCE_TERMINATED,
@@ -94,6 +95,13 @@ SCHEMAS: tuple[RegistrySchema, ...] = (
         (RECLAIM_CLOSED,),
         "reclaim-closed.json",
         "How the sync closed an open reclaim.",
+    ),
+    RegistrySchema(
+        "CapacityBlockEndSchema",
+        "capacity-launcher@CapacityBlockEnd",
+        BLOCK_END_DETAIL_TYPES,
+        "block-end-event.json",
+        "What a static pool did before a Capacity Block holding its instances ends, and why.",
     ),
 )
 

@@ -22,6 +22,7 @@ from capacity_launcher.domain.launch_request import (
 )
 from capacity_launcher.domain.quantities import DIMENSIONS
 from capacity_launcher.domain.records.event_details import (
+    BlockEndDetail,
     InstanceTerminatedDetail,
     ReservationEventDetail,
 )
@@ -139,6 +140,15 @@ def contracts() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every contract schemas/ carries."""
     return {
         **served_versions(),
+        "block-end-event.json": _schema(
+            BlockEndDetail,
+            "serialization",
+            "BlockEndEvent",
+            f"The detail of the Capacity Block Evacuating and Capacity Block Extension Purchased "
+            f"events (source {EVENT_SOURCE!r}): what a static NodePool's capacityBlockEnd made "
+            "the sync do for a Capacity Block nearing its end, and why "
+            "(docs/static-capacity.md).",
+        ),
         "capacity-quota.json": _capacity_quota(),
         "instance-terminated.json": _schema(
             InstanceTerminatedDetail,

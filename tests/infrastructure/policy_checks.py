@@ -47,6 +47,10 @@ UNOWNED_LAUNCH_RESOURCE_TYPES = {
     "placement-group",
 }
 UNOWNED_LAUNCH_ACTIONS = {"ec2:RunInstances", "ec2:CreateFleet"}
+# Mutations of the operator's reservations (never ours, so never tagged managed): the sync buys
+# a Capacity Block's extension when a static pool's capacityBlockEnd says so; only on
+# capacity-reservation ARNs.
+RESERVATION_MUTATIONS = {"ec2:PurchaseCapacityBlockExtension"}
 TAGGING_CREATE_ACTIONS = {"RunInstances", "CreateFleet", "CreateLaunchTemplate"}
 # Actions AWS cannot scope to a resource; the only ones allowed on Resource "*".
 RESOURCE_STAR_ACTIONS = re.compile(
@@ -222,7 +226,12 @@ def untagged_ec2_mutations(cfn: dict[str, Any]) -> list[str]:
             and "*" not in s.resources
             and all(_arn_resource_type(r) in UNOWNED_LAUNCH_RESOURCE_TYPES for r in s.resources)
         )
-        if not (_managed_tag_conditioned(s) or unowned_only):
+        of_reservations = (
+            set(mutations) <= RESERVATION_MUTATIONS
+            and "*" not in s.resources
+            and all(_arn_resource_type(r) == "capacity-reservation" for r in s.resources)
+        )
+        if not (_managed_tag_conditioned(s) or unowned_only or of_reservations):
             violations.append(
                 f"{s.owner}: {mutations} on {list(s.resources)} without tag condition"
             )

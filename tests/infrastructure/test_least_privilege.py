@@ -78,6 +78,8 @@ LAUNCHER_NEEDS = {
 }
 SYNC_NEEDS = {
     "ec2:DescribeCapacityReservations",
+    "ec2:DescribeCapacityBlockExtensionOfferings",  # capacityBlockEnd: Extend
+    "ec2:PurchaseCapacityBlockExtension",
     "ec2:DescribeInstanceStatus",  # limits.unready: which members are ready
     "ec2:DescribeInstances",
     "ec2:DescribeLaunchTemplates",
@@ -116,12 +118,14 @@ def test_only_the_launcher_mutates_ec2_or_passes_roles(cfn: Template) -> None:
     # The sync's mutations: an enforced quota reclaim terminates borrowed instances, and
     # reconciliation tags instances from their records (managed ones only:
     # untagged_ec2_mutations holds that condition like the launcher's), and the template
-    # lifecycle deletes the launch templates the launcher created (managed ones only, too).
+    # lifecycle deletes the launch templates the launcher created (managed ones only, too),
+    # and a static pool's capacityBlockEnd buys a Capacity Block's extension.
     mutations = {
         "ReservationSyncFunctionRole": {
             "ec2:CreateTags",
             "ec2:TerminateInstances",
             "ec2:DeleteLaunchTemplate",
+            "ec2:PurchaseCapacityBlockExtension",
         }
     }
     for role in ("ReservationSyncFunctionRole", "InstanceEventsFunctionRole"):
@@ -319,6 +323,11 @@ MUTATIONS: list[tuple[str, Callable[[Template], None], Check]] = [
     (
         "retagging any instance",
         _drop_statement_key(LAUNCHER, "RetagManagedInstances", "Condition"),
+        policy_checks.untagged_ec2_mutations,
+    ),
+    (
+        "the sync buying extensions of anything but reservations",
+        _set(SYNC, "ExtendCapacityBlocks", "Resource", "*"),
         policy_checks.untagged_ec2_mutations,
     ),
     (

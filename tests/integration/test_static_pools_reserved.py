@@ -30,6 +30,14 @@ ZONE = "us-east-1a"
 def following_pool(cloud: Cloud, subnets: dict[str, str], image: str, block_id: str) -> None:
     """A static pool of at most 4 that follows the block its NodeClass selects, and that would
     allow on-demand too: the part that follows the block must not use it."""
+    pool_on_block(cloud, subnets, image, block_id, replicas=4, replicasFrom="Reserved")
+
+
+def pool_on_block(
+    cloud: Cloud, subnets: dict[str, str], image: str, block_id: str, **spec: Any
+) -> None:
+    """A static pool (`spec`) of the block's type, reserved first (its NodeClass selects the
+    block), on-demand allowed."""
     cloud.apply(
         node_class(
             "blocks",
@@ -41,9 +49,8 @@ def following_pool(cloud: Cloud, subnets: dict[str, str], image: str, block_id: 
         node_pool(
             POOL,
             "blocks",
-            replicas=4,
-            replicasFrom="Reserved",
             requirements=[capacity_type("reserved", "on-demand"), instance_type(BLOCK_TYPE)],
+            **spec,
         ),
     )
 

@@ -294,6 +294,22 @@ PROFILES = {
         },
         quiesce_every=10,
     ),
+    # Before a Capacity Block ends (issue 39; static_operations.py, block_end_invariants.py):
+    # blocks bought, activated and expired by the clock, the block pool applied with a drawn
+    # capacityBlockEnd, the clock moved into its lead, its instances stopped and terminated.
+    "block-end": Profile(
+        "block-end",
+        steps=40,
+        weights={
+            "buy_capacity_block": 2,
+            "apply_block_end_pool": 2,
+            "advance_clock": 2,
+            "jump_into_block_lead": 3,
+            "terminate_instance": 1,
+            "wait": 2,
+        },
+        quiesce_every=5,
+    ),
     # Room in selected reservations changing under requests for more than it (reserved_first.py):
     # the sync stopped for minutes, reservations grown and shrunk, someone else's instances run
     # and ended, the service's own ended, with waits between.

@@ -25,6 +25,7 @@ from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from tests.simulation.adversary import ADVERSARY
+from tests.simulation.block_end_invariants import look, policy_of
 from tests.simulation.determinism import code_digest
 from tests.simulation.emulator import START, Fault
 from tests.simulation.hub_fields import HUB_FIELD_OPERATIONS
@@ -36,7 +37,7 @@ from tests.simulation.queue_operations import QUEUE_OPERATIONS
 from tests.simulation.quota_generations import QUOTA_GENERATION_OPERATIONS
 from tests.simulation.reservation_operations import ROOM_OPERATIONS
 from tests.simulation.static_invariants import static_target
-from tests.simulation.static_operations import STATIC_POOL
+from tests.simulation.static_operations import BLOCK_END_POOL, STATIC_POOL
 from tests.simulation.versions import (
     VersionCounts,
     apply_as_written,
@@ -599,14 +600,24 @@ class Simulation:
         self.catalog.forged.clear()
         document = self.catalog.pools.get(STATIC_POOL)
         target = None if document is None else static_target(document)
-        if target is None:
-            return
-        replicas, converged = target
-        self.invariants.static.at_most(STATIC_POOL, self._live(STATIC_POOL), replicas)
+        block_end = policy_of(self.catalog.pools.get(BLOCK_END_POOL))
+        if target is None and block_end is None:
+            self.invariants.block_end.one_extension_per_end(self.world)
+            return  # no static pool: no second sync (the other profiles' seeds replay as before)
+        before = look(self.world, BLOCK_END_POOL)
+        if block_end is not None:
+            self.invariants.block_end.not_over(BLOCK_END_POOL, before, *block_end)
+        if target is not None:
+            self.invariants.static.at_most(STATIC_POOL, self._live(STATIC_POOL), target[0])
         self._drain()
         self._note(self.world.run_sync())
         self._drain()
-        self.invariants.static.converged(STATIC_POOL, self._live(STATIC_POOL), converged)
+        self.invariants.block_end.one_extension_per_end(self.world)
+        if block_end is not None:
+            after = look(self.world, BLOCK_END_POOL)
+            self.invariants.block_end.no_drop(BLOCK_END_POOL, before, after, block_end[0])
+        if target is not None:
+            self.invariants.static.converged(STATIC_POOL, self._live(STATIC_POOL), target[1])
 
     def _live(self, pool: str) -> int:
         return self.world.live_by_pool().get(pool, 0)

@@ -71,8 +71,69 @@ def forge_static_launch(sim: Simulation, rng: random.Random) -> str:
     return "bus" if via_bus else "sqs"
 
 
+# Issue 39, before a Capacity Block ends: a static pool on the purchased blocks (the GPU type,
+# reserved first, on-demand allowed: where an evacuation may go) whose capacityBlockEnd is drawn
+# (Evacuate, Extend within a price that fits or not, None). Blocks are bought, activate and
+# expire by the other operations and the clock; block_end_invariants.py judges it.
+BLOCK_END_POOL, BLOCK_END_CLASS = "pool-static-blocks", "class-static-blocks"
+
+
+def block_end_documents(
+    sim: Simulation, replicas: int, policy: dict[str, Any]
+) -> list[dict[str, Any]]:
+    from tests.simulation.operations import BLOCK_TAG, GPU_TYPE
+
+    node_class, pool = static_documents(sim, replicas, None)
+    node_class["metadata"]["name"] = BLOCK_END_CLASS
+    node_class["spec"]["capacityReservationSelectorTerms"] = [{"tags": BLOCK_TAG}]
+    pool["metadata"]["name"] = BLOCK_END_POOL
+    pool["spec"]["nodeClassRef"] = BLOCK_END_CLASS
+    pool["spec"]["requirements"] = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [GPU_TYPE]},
+        {
+            "key": "karpenter.sh/capacity-type",
+            "operator": "In",
+            "values": ["reserved", "on-demand"],
+        },
+    ]
+    pool["spec"]["capacityBlockEnd"] = policy
+    return [node_class, pool]
+
+
+def apply_block_end_pool(sim: Simulation, rng: random.Random) -> str:
+    """The block pool applied with replicas 0 to 3 and a drawn capacityBlockEnd."""
+    replicas = rng.randint(0, 3)
+    action = rng.choice(("Evacuate", "Extend", "Extend", "None"))
+    policy: dict[str, Any] = {"action": action, "leadMinutes": rng.choice((60, 120, 240))}
+    if action == "Extend":
+        # The emulator's fee for a day of 1 to 3 p4d.24xlarge: ~790 USD an instance; 1 never fits
+        policy["maxExtensionPrice"] = rng.choice(("1", "100000"))
+    outcomes = [sim.apply(document) for document in block_end_documents(sim, replicas, policy)]
+    return f"replicas {replicas}, {policy}: {', '.join(outcomes)}"
+
+
+def jump_into_block_lead(sim: Simulation, rng: random.Random) -> str:
+    """The clock to within 0 to 4 hours of an active block's end (where the block pool's lead
+    begins), the queue drained first: activations and expiries come from `advance_clock`."""
+    now = sim.world.now
+    ends = sorted(
+        view.end
+        for view in sim.world.reservations().values()
+        if view.kind == "capacity-block" and view.state == "active" and view.end is not None
+    )
+    ahead = [end - rng.uniform(0, 4 * 3600) for end in ends]
+    ahead = [moment for moment in ahead if moment > now]
+    if not ahead:
+        return "no active block ahead"
+    return sim.jump_to(rng.choice(ahead))
+
+
 STATIC_OPERATIONS = {
+    "jump_into_block_lead": jump_into_block_lead,
     "apply_static_pool": apply_static_pool,
     "forge_static_launch": forge_static_launch,
+    "apply_block_end_pool": apply_block_end_pool,
 }
+# The block pool's operations are drawn by the block-end profile only (operations.py): the
+# other profiles draw as before, so their seeds replay unchanged.
 STATIC_WEIGHTS: dict[str, float] = {"apply_static_pool": 1, "forge_static_launch": 0.3}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.simulation.block_end_invariants import NO_DROP, NOT_OVER, ONE_EXTENSION
 from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
 from tests.simulation.quota_generations import NOT_MINE, UNCHANGED
 from tests.simulation.reserved_first import BESIDE, RESERVED_FIRST
@@ -24,6 +25,7 @@ HUB_FIELDS_SEED, HUB_FIELDS_STEPS = 1, 11
 QUOTA_GENERATIONS_SEED, QUOTA_GENERATIONS_STEPS = 1, 6
 # Static NodePools: three quiescences (a seed that scales the pool down, and back up).
 STATIC_SEED, STATIC_STEPS = 8, 30
+BLOCK_END_SEED, BLOCK_END_STEPS = 1, 40
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -77,6 +79,21 @@ def test_a_static_pool_converges_and_never_exceeds_its_replicas() -> None:
     # Then it was judged at every quiescence, and nothing it checked was violated
     assert outcome["checks"].get(STATIC_AT_MOST, 0) >= 2, text
     assert outcome["checks"].get(STATIC_CONVERGES, 0) >= 2, text
+    assert outcome["violations"] == [], text
+
+
+def test_before_a_block_ends_a_static_pool_evacuates_or_extends_once() -> None:
+    # Given blocks bought, activated and expired by the clock, the block pool applied with a
+    # drawn capacityBlockEnd (Evacuate, Extend within a price that fits or not, None), and the
+    # clock moved into a block's last hours (issue 39)
+    done = run(BLOCK_END_SEED, "block-end", steps=BLOCK_END_STEPS)
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then each quiescence judged the extensions bought, the pool's replicas outside its ending
+    # blocks, and a sync's early terminations of its block instances at least once
+    assert outcome["checks"].get(ONE_EXTENSION, 0) >= 2, text
+    assert outcome["checks"].get(NOT_OVER, 0) >= 2, text
+    assert outcome["checks"].get(NO_DROP, 0) >= 1, text
+    # and nothing it checked was violated
     assert outcome["violations"] == [], text
 
 

@@ -846,6 +846,15 @@ class World:
         backend = capacity_backend(ec2_backends[ACCOUNT][REGION])
         return {r.id: _reservation_view(r, self.now) for r in list(backend.reservations.values())}
 
+    def block_extensions(self) -> list[tuple[str, datetime]]:
+        """(block, the end it extends from) of every extension ever bought (no call)."""
+        backend = capacity_backend(ec2_backends[ACCOUNT][REGION])
+        return [
+            (r.id, e.offering.start_date)
+            for r in list(backend.reservations.values())
+            for e in r.block_extensions
+        ]
+
     def reservation_room(self) -> dict[str, int]:
         """Reservation id → the instances EC2 would launch into it now: its available count
         while `active` (other users' instances counted), 0 in any other state. Read from the

@@ -78,6 +78,10 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
         {"limits": {"cpu": "4", "instances": "3"}},
         {"replicas": 2, "limits": {"instances": "3"}},
         {"replicas": 2, "replicasFrom": "Reserved"},
+        {
+            "replicas": 2,
+            "capacityBlockEnd": {"action": "Extend", "maxExtensionPrice": "5000"},
+        },
     ],
     "CapacityQuota": [
         {"cohort": "serving"},

@@ -11,7 +11,9 @@ from pydantic import ValidationError
 from capacity_launcher.domain.errors import LaunchFailed, RequestRejected
 from capacity_launcher.domain.records.status import (
     ALL_DETAIL_TYPES,
+    BLOCK_EVACUATING,
     BLOCK_EXPIRING,
+    BLOCK_EXTENSION_PURCHASED,
     DETAIL_TYPES,
     EVENT_SOURCE,
     INSTANCE_TERMINATED,
@@ -92,7 +94,9 @@ def test_event_names_are_designs() -> None:
     assert RECLAIM_REQUESTED == "Capacity Reclaim Requested"
     assert RECLAIM_CLOSED == "Capacity Reclaim Closed"
     assert RESERVATION_UNDERUTILIZED == "Capacity Reservation Underutilized"
-    assert len(set(ALL_DETAIL_TYPES)) == 16
+    assert BLOCK_EVACUATING == "Capacity Block Evacuating"
+    assert BLOCK_EXTENSION_PURCHASED == "Capacity Block Extension Purchased"
+    assert len(set(ALL_DETAIL_TYPES)) == 18
 
 
 def test_statuses_spell_like_the_contract() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.domain.capacity.block_ends import Noted
 from capacity_launcher.domain.capacity.static_pools import InFlight, StaticState
 from capacity_launcher.domain.errors import ConditionFailed
 
@@ -33,7 +34,11 @@ class StaticPoolItems:
             for f in json.loads(str(item.get("inFlight", "[]")))
         )
         dry = {str(z): int(t) for z, t in json.loads(str(item.get("dryUntil", "{}"))).items()}
-        return StaticState(in_flight, dry, int(item["version"]))
+        block_ends = {
+            str(block): Noted(str(n["action"]), int(n["endsAt"]), str(n["reason"]))
+            for block, n in json.loads(str(item.get("blockEnds", "{}"))).items()
+        }
+        return StaticState(in_flight, dry, int(item["version"]), block_ends)
 
     def write(self, pool: str, state: StaticState) -> bool:
         """Store `state` if the item is still at `state.version`; False if it moved."""
@@ -48,6 +53,14 @@ class StaticPoolItems:
             "dryUntil": json.dumps(state.dry_until, sort_keys=True),
             "version": (state.version or 0) + 1,
         }
+        if state.block_ends:
+            item["blockEnds"] = json.dumps(
+                {
+                    block: {"action": n.action, "endsAt": n.ends_at, "reason": n.reason}
+                    for block, n in state.block_ends.items()
+                },
+                sort_keys=True,
+            )
         if state.version is None:
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
         else:

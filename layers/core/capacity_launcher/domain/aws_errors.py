@@ -179,6 +179,16 @@ def is_launch_template_gone(code: str) -> bool:
     return code in LAUNCH_TEMPLATE_GONE_CODES
 
 
+# DescribeCapacityBlockExtensionOfferings on a block that cannot be extended now: its state, or
+# an extension of it payment-pending (EC2 User Guide, "Extend Capacity Blocks": a block with an
+# extension payment-pending cannot be extended again until that payment is processed).
+BLOCK_NOT_EXTENSIBLE_CODES = frozenset({"IncorrectState"})
+
+
+def is_block_not_extensible(code: str) -> bool:
+    return code in BLOCK_NOT_EXTENSIBLE_CODES
+
+
 class ErrorKind(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
     SPOT_UNAVAILABLE = "SpotUnavailable"

@@ -14,6 +14,10 @@ from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
 from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.capacity.block_extensions import (
+    BlockExtension,
+    BlockExtensionOffering,
+)
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.capacity.fleet import (
     FleetResult,
@@ -304,6 +308,15 @@ class LaunchPorts:
 
 
 # -- static NodePools -----------------------------------------------------------------------------
+
+
+class BlockExtensionSales(Protocol):
+    """Capacity Block extensions as EC2 sells them (adapters/capacity_reservations.py)."""
+
+    def extension_offerings(
+        self, reservation_id: str, duration_hours: int
+    ) -> list[BlockExtensionOffering]: ...
+    def purchase_extension(self, offering_id: str, reservation_id: str) -> BlockExtension: ...
 
 
 class StaticPoolStates(Protocol):

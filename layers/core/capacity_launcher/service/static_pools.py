@@ -17,13 +17,20 @@ refused (service/resolution.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.apis.config import NodePool
-from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED, ZONE
+from capacity_launcher.domain.capacity.block_ends import Noted
+from capacity_launcher.domain.capacity.requirements import (
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_TYPE,
+    RESERVED,
+    ZONE,
+)
+from capacity_launcher.domain.capacity.reservations import ReservationSnapshot
 from capacity_launcher.domain.capacity.static_pools import (
     DRY_ZONE_SECONDS,
     HOLD_ALL_ZONES,
@@ -38,9 +45,10 @@ from capacity_launcher.domain.capacity.static_pools import (
     still_dry,
 )
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.domain.records.status import Event, RequestStatus
 from capacity_launcher.observability import logger
 from capacity_launcher.service.accounting_ports import PoolMembers
+from capacity_launcher.service.block_ends import BlockEndOutcome, BlockEnds
 from capacity_launcher.service.ports import (
     Configuration,
     InstanceItems,
@@ -60,6 +68,8 @@ class StaticReport:
     # Pools whose state another sync moved meanwhile, or whose reservations (replicasFrom)
     # could not be read: nothing sent or terminated for them this minute.
     skipped: list[str] = field(default_factory=list)
+    # What pools did before a Capacity Block's end (capacityBlockEnd): the events published.
+    events: list[Event] = field(default_factory=list)
 
 
 class StaticPools:
@@ -75,7 +85,11 @@ class StaticPools:
         terminate: Callable[[Sequence[str]], list[str]],
         clock: Callable[[], datetime],
         reservations: Reservations | None = None,
+        block_ends: BlockEnds | None = None,
+        publish: Callable[..., None] | None = None,
     ) -> None:
+        self._block_ends = block_ends
+        self._publish = publish
         self._config = config
         self._subnets = subnets
         self._members = members
@@ -103,7 +117,7 @@ class StaticPools:
         members = self._current(name)
         skipped = still_dry(dry, now)
         try:
-            replicas, zones, leaving = self._target(pool)
+            replicas, zones, leaving, held = self._target(pool)
         except CapacityLauncherError as unread:
             # Its reservations unread: neither filled nor emptied on a guess this minute.
             report.skipped.append(name)
@@ -112,7 +126,11 @@ class StaticPools:
                 extra={"nodePool": name, "error": str(unread)},
             )
             return
-        planned = plan(replicas, limit, members, in_flight, zones, skipped, leaving)
+        ending = BlockEndOutcome()
+        if self._block_ends is not None:
+            ending = self._block_ends.plan(pool, held, members, state.block_ends, self._clock())
+        evacuating = ending.evacuating
+        planned = plan(replicas, limit, members, in_flight, zones, skipped, leaving, evacuating)
         if HOLD_ALL_ZONES in skipped:
             planned = replace(planned, launch=())  # a launch was Rejected: held a while
         if planned.terminate:
@@ -126,18 +144,48 @@ class StaticPools:
             InFlight(static_request_id(name, now, index), zone, now)
             for index, zone in enumerate(planned.launch)
         )
-        after = StaticState(in_flight + sent, skipped, state.version)
+        after = StaticState(in_flight + sent, skipped, state.version, ending.noted)
         if after != state and not self._states.write(name, after):
             report.skipped.append(name)
             return
         for launch in sent:
-            self._send(_launch_request(name, launch, reserved_only=pool.spec.replicas_from))
+            self._send(_launch_request(name, launch, pool.spec.replicas_from, evacuating))
+        self._bought(pool, after, ending, members, report)
         if sent:
             report.launched[name] = [s.request_id for s in sent]
             logger.info(
                 "static NodePool short of its replicas: launches sent",
                 extra={"nodePool": name, "replicas": replicas, "requests": report.launched[name]},
             )
+
+    def _bought(
+        self,
+        pool: NodePool,
+        state: StaticState,
+        ending: BlockEndOutcome,
+        members: Sequence[StaticMember],
+        report: StaticReport,
+    ) -> None:
+        """The extensions chosen (noted already) bought; the events of the minute published.
+        An extension EC2 refused is noted as an evacuation in its place."""
+        events = list(ending.events)
+        refused: dict[str, Noted] = {}
+        for block, decision in ending.purchases:
+            assert self._block_ends is not None
+            inside = [m.instance_id for m in members if m.reservation_id == block.reservation_id]
+            event, instead = self._block_ends.buy(pool, block, decision, inside)
+            events.append(event)
+            if instead is not None:
+                refused[block.reservation_id] = instead
+        if refused:
+            version = (state.version or 0) + 1
+            noted = state.block_ends | refused
+            self._states.write(
+                pool.metadata.name, replace(state, version=version, block_ends=noted)
+            )
+        if events and self._publish is not None:
+            self._publish(*events)
+        report.events += events
 
     def _ended(self, state: StaticState, now: int) -> tuple[tuple[InFlight, ...], dict[str, int]]:
         """The launches still in flight, and the dry zones with those this minute found."""
@@ -168,22 +216,25 @@ class StaticPools:
             for i in ids
         ]
 
-    def _target(self, pool: NodePool) -> tuple[int, list[str], set[str]]:
-        """The replicas to keep, the zones to launch in and the reservations leaving soon.
+    def _target(self, pool: NodePool) -> tuple[int, list[str], set[str], list[ReservationSnapshot]]:
+        """The replicas to keep, the zones to launch in, the reservations leaving soon, and the
+        NodeClass's reservations (read for `replicasFrom` and `capacityBlockEnd` only).
         With `replicasFrom: Reserved`: what the NodeClass's active reservations hold
         (`replicas` at most), in their zones only."""
         replicas, zones = pool.spec.replicas or 0, self._zones(pool)
-        if pool.spec.replicas_from is None:
-            return replicas, zones, set()
-        if self._reservations is None:
-            return 0, zones, set()  # nothing known of the reservations: nothing kept on-demand
+        wanted = pool.spec.replicas_from is not None or pool.spec.capacity_block_end is not None
+        if not wanted or self._reservations is None:
+            # With replicasFrom and nothing known of the reservations: nothing kept on-demand.
+            return (0 if pool.spec.replicas_from else replicas), zones, set(), []
         node_class = self._config.node_class(pool.spec.node_class_ref)
         sources = self._reservations.sources(node_class, enough_room=lambda _: True)
         held = [r for source in sources for r in source.reservations]
+        if pool.spec.replicas_from is None:
+            return replicas, zones, set(), held
         now = self._clock()
         target = min(replicas, reserved_capacity(held, now))
         in_zones = [z for z in zones if any(r.zone == z for r in held)]
-        return target, in_zones, leaving_reservations(held, now)
+        return target, in_zones, leaving_reservations(held, now), held
 
     def _zones(self, pool: NodePool) -> list[str]:
         """The zones the pool may launch in: its class's subnets' zones its requirements allow."""
@@ -192,15 +243,22 @@ class StaticPools:
         return pool.spec.requirements_set().allowed_values(ZONE, zones)
 
 
-def _launch_request(pool: str, launch: InFlight, reserved_only: str | None) -> dict[str, Any]:
+def _launch_request(
+    pool: str, launch: InFlight, reserved_only: str | None, avoid: Collection[str] = ()
+) -> dict[str, Any]:
     """One instance, pinned to its zone; into reservations only for a pool whose replicas
-    follow its reservations (never on-demand for that part)."""
+    follow its reservations (never on-demand for that part); never into a block the pool
+    evacuates (`avoid`)."""
     body: dict[str, Any] = {"requestId": launch.request_id, "nodePool": pool, "count": 1}
     requirements = []
     if launch.zone is not None:
         requirements.append({"key": ZONE, "operator": "In", "values": [launch.zone]})
     if reserved_only is not None:
         requirements.append({"key": CAPACITY_TYPE, "operator": "In", "values": [RESERVED]})
+    if avoid:
+        requirements.append(
+            {"key": CAPACITY_RESERVATION_ID, "operator": "NotIn", "values": sorted(avoid)}
+        )
     if requirements:
         body["requirements"] = requirements
     return body

@@ -55,6 +55,7 @@ from capacity_launcher.domain.apis.node_class_terms import (
     LaunchTemplateName,
     SubnetSelectorTerm,
 )
+from capacity_launcher.domain.capacity.block_end_policy import CapacityBlockEnd
 from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.launch_options import (
     MAX_BLOCK_DEVICE_MAPPINGS,
@@ -250,12 +251,20 @@ class NodePoolSpec(_Document):
     # Beyond Karpenter (hub only): `Reserved`, the pool keeps as many instances as its NodeClass's
     # active reservations hold, `replicas` at most, launched into reservations only.
     replicas_from: Literal["Reserved"] | None = None
+    # Beyond Karpenter (hub only): what a static pool does before a Capacity Block holding its
+    # instances ends: evacuate, extend within a price, or nothing (domain/capacity/block_ends.py).
+    capacity_block_end: CapacityBlockEnd | None = None
 
     @model_validator(mode="after")
     def _static_rules(self) -> Self:
         """Karpenter's rules for a static pool: limited by its instance count only, and no
         weight (it is never chosen among pools)."""
         if self.replicas is None:
+            if self.capacity_block_end is not None:
+                raise ValueError(
+                    "capacityBlockEnd needs replicas: only a static pool's instances are "
+                    "evacuated or its blocks extended"
+                )
             if self.replicas_from is not None:
                 raise ValueError(
                     "replicasFrom needs replicas (the most the pool keeps): without it the pool "

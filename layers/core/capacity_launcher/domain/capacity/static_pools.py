@@ -28,6 +28,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from capacity_launcher.domain.capacity.block_ends import Noted
 from capacity_launcher.domain.capacity.offerings import RESERVED
 from capacity_launcher.domain.capacity.reservations import ACTIVE, ReservationSnapshot
 
@@ -65,11 +66,13 @@ class InFlight:
 @dataclass(frozen=True)
 class StaticState:
     """What the sync keeps of a static pool between minutes: its launches in flight, the zones
-    where one found no capacity (until when), and the item's version (None: never written)."""
+    where one found no capacity (until when), the item's version (None: never written), and
+    what the pool chose for each ending Capacity Block (by reservation id: block_ends.py)."""
 
     in_flight: tuple[InFlight, ...] = ()
     dry_until: dict[str, int] = field(default_factory=dict)
     version: int | None = None
+    block_ends: dict[str, Noted] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,18 +93,24 @@ def plan(
     zones: Sequence[str],
     dry_zones: Collection[str] = (),
     leaving: Collection[str] = (),
+    evacuating: Collection[str] = (),
 ) -> StaticPlan:
     """What the pool does this minute (see the module docstring). `leaving`: the reservations
-    whose instances EC2 ends soon (a Capacity Block near its end): theirs go first."""
+    whose instances EC2 ends soon (a Capacity Block near its end): theirs go first.
+    `evacuating`: the blocks the pool evacuates (domain/capacity/block_ends.py): their
+    instances do not count toward replicas, so replacements are launched for them (within
+    `limit`, which counts them), and they are terminated only as those run."""
     # Never over the limit either: a member stopped, replaced and started again counts back.
     target = replicas if limit is None else min(replicas, limit)
-    if len(members) > target:
-        ordered = _first_to_go(members, leaving)
-        return StaticPlan(terminate=tuple(ordered[: len(members) - target]))
-    missing = target - len(members) - len(in_flight)
+    staying = [m for m in members if m.reservation_id not in evacuating]
+    over = len(members) - target
+    terminate = tuple(_first_to_go(members, {*leaving, *evacuating})[:over]) if over > 0 else ()
+    missing = target - len(staying) - len(in_flight)
+    if limit is not None:  # room under the limit, the evacuees still counted
+        missing = min(missing, limit - len(members) + len(terminate) - len(in_flight))
     if missing <= 0:
-        return StaticPlan()
-    placed = Counter(m.zone for m in members) + Counter(f.zone for f in in_flight)
+        return StaticPlan(terminate=terminate)
+    placed = Counter(m.zone for m in staying) + Counter(f.zone for f in in_flight)
     usable = [z for z in sorted(zones) if z not in dry_zones]
     launch: list[str | None] = []
     for _ in range(missing):
@@ -111,7 +120,7 @@ def plan(
         zone = min(usable, key=lambda z: (placed[z], z))
         placed[zone] += 1
         launch.append(zone)
-    return StaticPlan(launch=tuple(launch))
+    return StaticPlan(launch=tuple(launch), terminate=terminate)
 
 
 def reserved_capacity(reservations: Iterable[ReservationSnapshot], now: datetime) -> int:

@@ -115,3 +115,35 @@ class InstanceTerminatedDetail(_Detail):
     termination_time: str | None = Field(
         default=None, description="an interrupted reservation's: when EC2 terminates it"
     )
+
+
+class BlockEndDetail(_Detail):
+    """The detail of `Capacity Block Evacuating` and `Capacity Block Extension Purchased`: what a
+    static pool's `capacityBlockEnd` made the sync do for one Capacity Block nearing its end,
+    and why (docs/static-capacity.md)."""
+
+    node_pool: str
+    capacity_reservation_id: str
+    instance_type: str
+    zone: str
+    end_date: str = Field(description="ISO-8601: the block's end date the choice was for")
+    instances_terminated_at: str = Field(
+        description="when EC2 terminates the block's instances (30 minutes before its end)"
+    )
+    action: str = Field(description="Evacuate or Extend")
+    reason: str = Field(
+        description="PolicyEvacuate, NoExtensionOffered, NoOfferingWithinPrice, TooLateToExtend, "
+        "ExtensionUnpaid, ExtensionPurchaseFailed (Evacuate); OfferingWithinPrice (Extend)"
+    )
+    instances: list[str] = Field(description="the pool's instances in the block")
+    offering_id: str | None = Field(default=None, description="Extend only: the offering bought")
+    extension_end_date: str | None = Field(
+        default=None,
+        description="Extend only: ISO-8601, the block's end once the extension is paid",
+    )
+    extension_hours: int | None = Field(default=None, description="Extend only")
+    upfront_fee: str | None = Field(default=None, description="Extend only: as EC2 states it")
+    currency_code: str | None = Field(default=None, description="Extend only")
+    max_extension_price: str | None = Field(
+        default=None, description="the pool's maxExtensionPrice, when it sets one"
+    )

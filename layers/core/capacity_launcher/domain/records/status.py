@@ -30,6 +30,10 @@ RESERVATION_EXPIRED = "Capacity Reservation Expired"
 INSTANCE_TERMINATED = "Instance Terminated"
 RECLAIM_REQUESTED = "Capacity Reclaim Requested"
 RECLAIM_CLOSED = "Capacity Reclaim Closed"
+# What a static pool did before a Capacity Block holding its instances ends (block_ends.py).
+BLOCK_EVACUATING = "Capacity Block Evacuating"
+BLOCK_EXTENSION_PURCHASED = "Capacity Block Extension Purchased"
+BLOCK_END_DETAIL_TYPES: tuple[str, ...] = (BLOCK_EVACUATING, BLOCK_EXTENSION_PURCHASED)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ ALL_DETAIL_TYPES: tuple[str, ...] = (
     INSTANCE_TERMINATED,
     RECLAIM_REQUESTED,
     RECLAIM_CLOSED,
+    *BLOCK_END_DETAIL_TYPES,
 )
 
 

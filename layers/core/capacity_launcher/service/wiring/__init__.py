@@ -266,6 +266,7 @@ class Adapters(Stores):
         from capacity_launcher.adapters.launch_queue import LaunchQueue
         from capacity_launcher.adapters.static_pool_items import StaticPoolItems
         from capacity_launcher.adapters.subnets import Subnets
+        from capacity_launcher.service.block_ends import BlockEnds
         from capacity_launcher.service.static_pools import StaticPools
 
         url = self.settings.launch_queue_url
@@ -284,6 +285,8 @@ class Adapters(Stores):
             terminate=self.fleet().terminate,
             clock=self.clock,
             reservations=self.reservations(),
+            block_ends=BlockEnds(CapacityReservations(clients=self.clients)),
+            publish=self.publisher().publish,
         )
 
     def usage_store(self) -> UsageStore:

@@ -290,9 +290,14 @@ def from_hub(api_version: str) -> Any:
                 )
                 raise ConfigValidationError([FieldError("spec.replicas", rule)])
             spec["replicas"] = hub.spec.replicas
-        if hub.spec.replicas_from is not None:
-            rule = "is capacity-launcher/v1's (Karpenter has no spelling): read it as the hub's"
-            raise ConfigValidationError([FieldError("spec.replicasFrom", rule)])
+        hub_only = (
+            ("spec.replicasFrom", hub.spec.replicas_from),
+            ("spec.capacityBlockEnd", hub.spec.capacity_block_end),
+        )
+        for path, value in hub_only:
+            if value is not None:
+                rule = "is capacity-launcher/v1's (Karpenter has no spelling): read it as the hub's"
+                raise ConfigValidationError([FieldError(path, rule)])
         if hub.spec.limits is not None:
             hub_limits = hub.spec.limits.to_document()
             if "unready" in hub_limits:  # limits.unready (docs/provisioner.md): no v1 spelling

@@ -1,0 +1,104 @@
+"""Before a Capacity Block ends (issue 39, docs/static-capacity.md), judged at each quiescence
+for the block pool (static_operations.py, BLOCK_END_POOL), its capacityBlockEnd drawn:
+
+- **At most one extension per block end**: every extension ever bought of every block (the
+  emulator's own list: no call), grouped by the block and the end it extends from, is one.
+- **Never over replicas outside its ending blocks**: the pool's live instances not in a block
+  within its lead of the end are at most its replicas (an evacuation's replacements run beside
+  the block's instances until those go).
+- **An evacuation never drops the count**: when a sync terminates the pool's instances in a
+  block before EC2 would (30 minutes before its end), the pool's live instances after it are at
+  least what they were, or its replicas when fewer (the pool allows on-demand of a type no other
+  operation dries, so other capacity is always allowed).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.simulation.invariants import Invariants
+    from tests.simulation.world import World
+
+ONE_EXTENSION = "at most one Capacity Block extension bought per block end"
+NOT_OVER = "a block-end pool is never over its replicas outside its ending blocks (quiescent)"
+NO_DROP = "an evacuation never lets a static pool's count drop"
+SEEN_EXTENSION = "seen: a Capacity Block extension bought (block ends extended)"
+EC2_TERMINATES_BEFORE_END = 30 * 60
+
+
+@dataclass(frozen=True)
+class PoolLook:
+    """The pool's live instances (id -> reservation) and the blocks' ends, at one moment."""
+
+    live: dict[str, str | None]
+    ends: dict[str, float | None]
+    now: float
+
+
+def look(world: World, pool: str) -> PoolLook:
+    live = {
+        o.instance_id: o.reservation_id
+        for o in world.instances.values()
+        if o.pool == pool and o.state in ("pending", "running")
+    }
+    ends = {rid: view.end for rid, view in world.reservations().items()}
+    return PoolLook(live, ends, world.now)
+
+
+def policy_of(document: dict[str, Any] | None) -> tuple[int, float] | None:
+    """(replicas, lead in seconds) of the stored block pool; None: no policy acting."""
+    spec = (document or {}).get("spec", {})
+    policy = spec.get("capacityBlockEnd") or {}
+    if spec.get("replicas") is None or policy.get("action", "Evacuate") == "None":
+        return None
+    return int(spec["replicas"]), 60.0 * int(policy.get("leadMinutes", 120))
+
+
+class BlockEndInvariants:
+    def __init__(self, invariants: Invariants) -> None:
+        self._invariants = invariants
+
+    def one_extension_per_end(self, world: World) -> None:
+        self._invariants.checks[ONE_EXTENSION] += 1
+        bought = Counter(world.block_extensions())
+        self._invariants.checks[SEEN_EXTENSION] = len(bought)
+        for (rid, start), count in bought.items():
+            if count > 1:
+                self._invariants._violate(ONE_EXTENSION, f"{rid}: {count} extensions from {start}")
+
+    def not_over(self, pool: str, seen: PoolLook, replicas: int, lead: float) -> None:
+        self._invariants.checks[NOT_OVER] += 1
+        outside = [i for i, rid in seen.live.items() if not _due(seen, rid, lead)]
+        if len(outside) > replicas:
+            self._invariants._violate(
+                NOT_OVER, f"{pool}: {len(outside)} live outside ending blocks, replicas {replicas}"
+            )
+
+    def no_drop(self, pool: str, before: PoolLook, after: PoolLook, replicas: int) -> None:
+        """Judged when a block's instance went before EC2 would have ended it."""
+        early = [
+            i
+            for i, rid in before.live.items()
+            if i not in after.live
+            and rid is not None
+            and (end := before.ends.get(rid)) is not None
+            and after.now < end - EC2_TERMINATES_BEFORE_END
+        ]
+        if not early:
+            return
+        self._invariants.checks[NO_DROP] += 1
+        floor = min(len(before.live), replicas)
+        if len(after.live) < floor:
+            self._invariants._violate(
+                NO_DROP,
+                f"{pool}: {len(after.live)} live after its block's {early} went, was "
+                f"{len(before.live)}, replicas {replicas}",
+            )
+
+
+def _due(seen: PoolLook, reservation_id: str | None, lead: float) -> bool:
+    end = seen.ends.get(reservation_id) if reservation_id is not None else None
+    return end is not None and seen.now >= end - lead
