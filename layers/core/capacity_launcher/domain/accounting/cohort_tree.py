@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.accounting.quota_admission import (
     Admission,
@@ -34,10 +35,14 @@ from capacity_launcher.domain.accounting.quota_admission import (
     Cohort,
     UsageKey,
 )
-from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
 from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
+
+if TYPE_CHECKING:
+    # The Kueue document is a type here only: its module (and the versioned documents it
+    # loads) stays out of a handler's init (tests/unit/test_handler_imports.py).
+    from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
 
 ZERO = Decimal(0)
 

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree, tree_cohorts
 from capacity_launcher.domain.accounting.pool_usage import LeaseFit, Room, fit_lease, smallest_first
 from capacity_launcher.domain.accounting.quota_admission import Cohort, UsageKey
-from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
 from capacity_launcher.domain.apis.quota_sets import quota_for
 from capacity_launcher.domain.apis.quotas import CapacityQuota, usage_item_key
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
+
+if TYPE_CHECKING:
+    # The Kueue document is a type here only: its module (and the versioned documents it
+    # loads) stays out of a handler's init (tests/unit/test_handler_imports.py).
+    from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
 
 # Applied Cohort documents by name; none: every cohort is flat, as before the kind.
 NO_COHORTS: Mapping[str, CohortDocument] = {}
