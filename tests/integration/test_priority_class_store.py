@@ -12,7 +12,7 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.domain.apis.priority_classes import parse_priority_class, priority_table
 from capacity_launcher.domain.apis.served_versions import REGISTRY
-from capacity_launcher.domain.errors import ConfigConflict, NotFound
+from capacity_launcher.domain.errors import ConfigConflict, NotFound, Transient
 from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.startup import system_clock
 from tests.support.cloud import Cloud
@@ -155,3 +155,50 @@ def test_a_reservation_written_while_its_class_is_applied_is_resolved_either_way
 
 
 _CLASS = "spec.priorityClassName"
+
+
+def test_a_class_whose_reservations_could_not_be_resolved_is_applied_and_the_sync_resolves_them(
+    cloud: Cloud,
+) -> None:
+    """The class is stored, then storing a reservation waiting for it fails (a transient
+    DynamoDB failure, as the simulation's queue seed 4 drew at step 26): the apply answered
+    ConfigConflict with the class stored (a refusal that changed something) and the reservation
+    stayed waiting, its requests Rejected naming a class that exists, until someone applied
+    again. Now the apply warns, and the sync's minute resolves it."""
+    store = cloud.adapters().config_store()
+    configuration = cloud.adapters().configuration()
+    applied = REGISTRY.read(_reservation("inference", "serving"), priority_table([]))
+    configuration.apply(applied.conversion.hub, applied.conversion.kept)
+    assert store.quota_set(fresh=True).unresolved == {"inference": "serving"}
+    db = aws.client("dynamodb")
+    failed: list[str] = []
+
+    def fail_the_reservation_once(**kwargs: Any) -> None:
+        items = kwargs.get("params", {}).get("TransactItems", [])
+        writes_quota = any(
+            i.get("Put", {}).get("Item", {}).get("pk", {}).get("S") == "CapacityQuota"
+            for i in items
+        )
+        if writes_quota and not failed:
+            failed.append("reservation")
+            raise Transient("TransactWriteItems failed transiently (TransactionCanceledException)")
+
+    db.meta.events.register(
+        "before-parameter-build.dynamodb.TransactWriteItems", fail_the_reservation_once
+    )
+    warnings = configuration.apply(_class("serving", 700))
+    db.meta.events.unregister(
+        "before-parameter-build.dynamodb.TransactWriteItems", fail_the_reservation_once
+    )
+
+    assert failed == ["reservation"]
+    assert [w.field for w in warnings] == ["metadata.name"]
+    assert "the sync resolves them within a minute" in warnings[0].rule
+    assert [c.name for c in store.priority_classes().priority_classes()] == ["serving"]
+    assert store.quota_set(fresh=True).unresolved == {"inference": "serving"}
+    # When the sync's minute runs
+    report = cloud.adapters().reservation_sync().run()
+    # Then the reservation takes the class's value
+    assert "priority-classes" not in report.failed
+    assert store.quota_set(fresh=True).unresolved == {}
+    assert store.capacity_quota("inference").spec.priority == 700

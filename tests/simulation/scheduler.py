@@ -453,8 +453,9 @@ class Simulation:
 
     def _note(self, invoked: Invoked) -> None:
         self.outcome.invocations[invoked.function] += 1
-        if invoked.waiting is not None:
+        if invoked.waiting is not None:  # a sync run that finished every part
             self.invariants.queues.counted_waiting(*invoked.waiting)
+            self.invariants.priority.synced()
         if invoked.handed_back:
             self.outcome.invocations[f"{invoked.function} handed back"] += len(invoked.handed_back)
         if invoked.error:

@@ -127,8 +127,7 @@ class Configuration:
         resolves the quotas stored waiting for it."""
         if isinstance(document, PriorityClass):
             apply_priority_class(self.priority_classes, document)
-            self._resolve_waiting(document.name)
-            return []
+            return self._resolve_waiting(document.name)
         if isinstance(document, CapacityQuota):
             write = apply_quota(self.config.quotas(), document, kept)
             self.config.forget()
@@ -152,10 +151,11 @@ class Configuration:
                 "could not wake the admission queues; the sync's minute will", exc_info=True
             )
 
-    def _resolve_waiting(self, priority_class: str) -> None:
+    def _resolve_waiting(self, priority_class: str) -> list[FieldError]:
         """Store again each quota stored before `priority_class` was (its priority is the
-        class's value now). One that cannot be is named, with why (ConfigConflict): the class
-        is applied, and applying it or the quota again resolves the rest."""
+        class's value now). One that cannot be now (a transient failure, a concurrent apply)
+        is named in a warning: the class is applied all the same, and the sync's minute
+        resolves the rest (`resolve_waiting_reservations`), as a controller would."""
         quotas = self.config.quotas()
         problems = []
         for stored in quotas.waiting_for(priority_class):
@@ -165,11 +165,34 @@ class Configuration:
             except CapacityLauncherError as error:
                 problems.append(f"CapacityQuota {stored.document.name}: {error}")
         self.config.forget()
-        if problems:
-            raise ConfigConflict(
-                f"PriorityClass {priority_class} is applied, but the reservations waiting for it "
-                f"are not resolved yet: {'; '.join(problems)}; apply the class again"
+        if not problems:
+            return []
+        return [
+            FieldError(
+                "metadata.name",
+                f"applied, but the reservations waiting for it are not resolved yet "
+                f"({'; '.join(problems)}): the sync resolves them within a minute",
             )
+        ]
+
+    def resolve_waiting_reservations(self) -> list[str]:
+        """Each reservation stored waiting for a PriorityClass that is applied now is resolved:
+        level-triggered, each sync minute, whatever left it waiting (an apply of the class whose
+        resolution failed half way). Returns the classes whose reservations it stored again;
+        when some could not be, ConfigConflict names them after every class was tried (the
+        sync counts the part failed, and the next minute tries again)."""
+        resolved, left = [], []
+        for applied in self.priority_classes.priority_classes():
+            if not self.config.quotas().waiting_for(applied.name):
+                continue
+            problems = self._resolve_waiting(applied.name)
+            if problems:
+                left.append(f"PriorityClass {applied.name}: {problems[0].rule}")
+                continue
+            resolved.append(applied.name)
+        if left:
+            raise ConfigConflict("; ".join(left))
+        return resolved
 
     def check(
         self, document: Hub, kept: Kept | None = None, applied_with: Iterable[Hub] = ()

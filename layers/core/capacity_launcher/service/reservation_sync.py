@@ -128,8 +128,11 @@ class ReservationSync:
         usage: UsageRollup | None = None,
         resolutions: ResolutionSync | None = None,
         gauges: WaitGauges | None = None,
+        classes_applied: Callable[[], list[str]] | None = None,
     ) -> None:
         self._gauges = gauges
+        # Reservations left waiting for a PriorityClass that is applied now, resolved.
+        self._classes_applied = classes_applied
         self._resolutions = resolutions
         self._static_pools = static_pools
         self._readiness = readiness
@@ -211,6 +214,9 @@ class ReservationSync:
             report.ready = contained(failed, "readiness", self._mark_ready, [])
         if self._static_pools is not None:
             report.static = contained(failed, "static", self._static_pools.run, None)
+        if self._classes_applied is not None:
+            none: list[str] = []
+            contained(failed, "priority-classes", self._classes_applied, none)
         if self._quotas is not None:
             report.quotas = contained(failed, "quotas", self._quotas.run, None)
             if report.quotas is not None:

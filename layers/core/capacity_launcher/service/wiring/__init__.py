@@ -250,6 +250,7 @@ class Adapters(Stores):
             gauges=WaitGauges(
                 self.launch_records(), self.config_store().capacity_quotas, self.clock
             ),
+            classes_applied=self.configuration().resolve_waiting_reservations,
             readiness=self.pool_readiness(),
             templates=TemplateSweep(
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
