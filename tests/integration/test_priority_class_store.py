@@ -135,11 +135,7 @@ def test_a_reservation_written_while_its_class_is_applied_is_resolved_either_way
     raced: list[str] = []
 
     def class_first(**kwargs: Any) -> None:
-        items = kwargs.get("params", {}).get("TransactItems", [])
-        writes_quota = any(
-            i.get("Put", {}).get("Item", {}).get("pk", {}).get("S") == "CapacityQuota"
-            for i in items
-        )
+        writes_quota = _writes_a_quota(kwargs)
         if writes_quota and not raced:
             raced.append("class")
             other = cloud.adapters().configuration()
@@ -155,6 +151,14 @@ def test_a_reservation_written_while_its_class_is_applied_is_resolved_either_way
 
 
 _CLASS = "spec.priorityClassName"
+
+
+def _writes_a_quota(kwargs: dict[str, Any]) -> bool:
+    """Whether a TransactWriteItems about to be sent puts a CapacityQuota item."""
+    items = kwargs.get("params", {}).get("TransactItems", [])
+    return any(
+        i.get("Put", {}).get("Item", {}).get("pk", {}).get("S") == "CapacityQuota" for i in items
+    )
 
 
 def test_a_class_whose_reservations_could_not_be_resolved_is_applied_and_the_sync_resolves_them(
@@ -174,11 +178,7 @@ def test_a_class_whose_reservations_could_not_be_resolved_is_applied_and_the_syn
     failed: list[str] = []
 
     def fail_the_reservation_once(**kwargs: Any) -> None:
-        items = kwargs.get("params", {}).get("TransactItems", [])
-        writes_quota = any(
-            i.get("Put", {}).get("Item", {}).get("pk", {}).get("S") == "CapacityQuota"
-            for i in items
-        )
+        writes_quota = _writes_a_quota(kwargs)
         if writes_quota and not failed:
             failed.append("reservation")
             raise Transient("TransactWriteItems failed transiently (TransactionCanceledException)")
