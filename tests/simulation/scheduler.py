@@ -577,6 +577,11 @@ class Simulation:
         self._note(self.world.run_sync())
         self._next_sync = self.world.now + SYNC_EVERY_SECONDS
         self._triggers()
+        if self.world.pending_events:
+            # What the sync itself ended (a static pool scaled down, a block evacuated, a
+            # reclaim enforced) reaches instance events before what is stored is compared with
+            # EC2, as the drain above delivered everything before the sync.
+            self._drain()
         records: dict[str, dict[str, Any] | None] = {}
         for request_id in self.ledger.requests:
             if request_id not in self._checked:
