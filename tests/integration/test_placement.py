@@ -334,6 +334,9 @@ def test_a_redelivery_after_falling_back_finishes_in_the_pool_it_fell_back_to(
     record = cloud.record("crashed")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert record.node_pool == "secondary" and record.launched == 1
+    # And its record names the pool the killed delivery passed over on its way there (the
+    # redelivery did not pass it over itself: its notes were that delivery's alone)
+    assert [m.split(":")[0] for m in passed_over(record)] == ["nodePool primary"]
     tagged = cloud.ec2.describe_instances(
         Filters=[{"Name": "tag:capacity-launcher:request-id", "Values": ["crashed"]}]
     )

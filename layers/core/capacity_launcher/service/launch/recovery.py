@@ -117,8 +117,29 @@ def _replays(
         except RequestRejected as refused:
             return _afresh(ctx, item, report, intents, pool, refused.reason)
     if placed is not None:
-        return Visit([replace(item, prepared=placed, here=[])], intents)
+        notes = _passed_before(prepared, placed)
+        errors = list(dict.fromkeys([*item.errors, *notes]))
+        return Visit([replace(item, prepared=placed, here=[], errors=errors)], intents)
     return _afresh(ctx, item, report, intents, pool or "")
+
+
+def _passed_before(prepared: Prepared, placed: Prepared) -> list[ErrorDetail]:
+    """The pools an earlier delivery passed over on its way to the pool its intents are in
+    (those ahead of it by weight): its notes were that delivery's alone, and the record names
+    them as a first delivery's would."""
+    if placed.pool.metadata.name == prepared.pool.metadata.name:
+        return []
+    ahead = [prepared.pool, *prepared.alternatives]
+    names = [p.metadata.name for p in ahead]
+    there = placed.pool.metadata.name
+    return [
+        ErrorDetail(
+            code=POOL_PASSED_OVER,
+            message=f"nodePool {name}: passed over by an earlier delivery of this request, "
+            f"which went on to nodePool {there}",
+        )
+        for name in names[: names.index(there)]
+    ]
 
 
 def _afresh(

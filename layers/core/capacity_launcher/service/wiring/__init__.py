@@ -250,7 +250,8 @@ class Adapters(Stores):
             gauges=WaitGauges(
                 self.launch_records(), self.config_store().capacity_quotas, self.clock
             ),
-            classes_applied=self.configuration().resolve_waiting_reservations,
+            # Built when the part runs: the configuration's stores stay out of the sync's init.
+            classes_applied=lambda: self.configuration().resolve_waiting_reservations(),
             readiness=self.pool_readiness(),
             templates=TemplateSweep(
                 TemplateInventory(self.clients("ec2"), ownership=self.ownership()), self.clock
