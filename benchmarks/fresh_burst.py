@@ -16,10 +16,7 @@ run on the same emulator: each fresh container resolved its NodeClass itself.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -27,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks.revisions import REPO, extracted, measured_in
 
 CONTAINERS = 20
 # The revision before the shared resolution: each fresh container resolved its NodeClass.
@@ -119,32 +118,17 @@ def measure(containers: int = CONTAINERS) -> Run:
 
 def _measure_in(root: Path) -> Run:
     """This file's measurement over `root`'s code (its layers, local, tests, benchmarks)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(str(root / p) for p in ("layers/core", "local", "."))
-    out = subprocess.run(
-        [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--json"],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return Run(**json.loads(out.splitlines()[-1]))
+    return Run(**measured_in(root, __file__))
 
 
 def _baseline(revision: str) -> Run:
-    root = Path(__file__).resolve().parents[1]
-    with tempfile.TemporaryDirectory() as folder:
-        archive = subprocess.run(
-            ["git", "-C", str(root), "archive", revision], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        return _measure_in(Path(folder))
+    with extracted(revision) as folder:
+        return _measure_in(folder)
 
 
 def run(baseline: str = BASELINE) -> Result:
     theirs = _baseline(baseline)
-    ours = _measure_in(Path(__file__).resolve().parents[1])
+    ours = _measure_in(REPO)
     return Result(ours, theirs, f"{baseline} (before)")
 
 

@@ -17,10 +17,7 @@ DeleteItem each, one after another.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -28,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks.revisions import REPO, extracted, measured_in
 
 OFFERINGS = (1, 8, 30, 100)
 _ICE_WRITES = "ice-writes"
@@ -252,35 +251,19 @@ def measure(sizes: Sequence[int] = OFFERINGS) -> list[Point]:
 
 def _measure_in(root: Path) -> list[Point]:
     """This file's measurement over `root`'s code (its layers, local, tests, benchmarks)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(str(root / p) for p in ("layers/core", "local", "."))
-    out = subprocess.run(
-        [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--json"],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
     return [
-        Point(p["offerings"], p["calls"], p["claim_writes"])
-        for p in json.loads(out.splitlines()[-1])
+        Point(p["offerings"], p["calls"], p["claim_writes"]) for p in measured_in(root, __file__)
     ]
 
 
 def _baseline(revision: str) -> list[Point]:
-    root = Path(__file__).resolve().parents[1]
-    with tempfile.TemporaryDirectory() as folder:
-        archive = subprocess.run(
-            ["git", "-C", str(root), "archive", revision], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        return _measure_in(Path(folder))
+    with extracted(revision) as folder:
+        return _measure_in(folder)
 
 
 def run(baseline: str = BASELINE) -> Result:
     theirs = _baseline(baseline)
-    ours = _measure_in(Path(__file__).resolve().parents[1])
+    ours = _measure_in(REPO)
     return Result(Curve("this revision", ours), Curve(f"{baseline} (before)", theirs))
 
 

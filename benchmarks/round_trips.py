@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -29,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from benchmarks.revisions import extracted, measured_in
 
 SERVICES = ("dynamodb", "ec2", "events", "sqs", "ssm", "resource-groups")
 # Frames of these modules are the plumbing a phase calls through, never a phase themselves.
@@ -185,20 +184,9 @@ def measure() -> list[Count]:
 
 def _measure_in(root: Path) -> list[Count]:
     """Run this file's measurement with `root`'s code (its own layers, local, tests, benchmarks)."""
-    here = Path(__file__).resolve()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(str(root / p) for p in ("layers/core", "local", "."))
-    out = subprocess.run(
-        [sys.executable, str(here), "--json"],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
     return [
         Count(c["scenario"], [Call(**x) for x in c["calls"]])
-        for c in json.loads(out.splitlines()[-1])
+        for c in measured_in(root, __file__, flags=())
     ]
 
 
@@ -234,12 +222,8 @@ def main() -> int:
     root = Path(__file__).resolve().parents[1]
     sections = []
     if args.against:
-        with tempfile.TemporaryDirectory() as folder:
-            archive = subprocess.run(
-                ["git", "-C", str(root), "archive", args.against], check=True, capture_output=True
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-            baseline = _measure_in(Path(folder))
+        with extracted(args.against) as folder:
+            baseline = _measure_in(folder)
         sections.append(_render(f"{args.against} (baseline)", baseline))
     mine = _measure_in(root)
     sections.append(_render("this tree", mine))
