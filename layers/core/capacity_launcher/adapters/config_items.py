@@ -12,6 +12,7 @@ from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.apis.documents import InvalidDocument as InvalidDocument
 from capacity_launcher.domain.apis.documents import StoredDocument as StoredDocument
 from capacity_launcher.domain.apis.documents import parse_document
+from capacity_launcher.domain.apis.pool_order import MAX_WEIGHT, order_key
 from capacity_launcher.domain.errors import CapacityLauncherError, StoredDocumentInvalid
 from capacity_launcher.observability import logger
 
@@ -29,6 +30,14 @@ QUOTA_SET_KEY = ("CapacityQuotas", "Version")
 QUOTA_POOL_PREFIX = "Pool#"
 # The NodePools' generation: every apply (of another document) and delete of a NodePool bumps it.
 POOL_SET_KEY = ("NodePools", "Version")
+# The NodePools' weight-ordered index: a copy of each pool's document under the sort key of the
+# order pools are tried in (`pool_order.order_key`), written in the transaction of the pool's
+# apply or delete, so a request naming no pool reads pages of it in that order and stops at its
+# pool. The generation item's `indexed` counts the bumps that kept the index (POOL_INDEX_BUMP):
+# the index is complete while it equals `version` (a writer that did not keep it, a release
+# before it, bumps `version` alone; a reader then lists the partition and writes the index).
+POOL_INDEX_PK = "NodePoolIndex"
+POOL_INDEXED = "indexed"
 # A quota apply or delete whose pool generation bumps do not all fit its first transaction (it
 # names more pools than one holds) puts, in that transaction, the pools it bumps after it
 # (`QuotaBumps`/<quota name>), and deletes that item once the last is bumped. An apply or a
@@ -81,6 +90,47 @@ def generation_bump(table: str, generation_key: tuple[str, str]) -> dict[str, An
             "UpdateExpression": "ADD version :one",
             "ExpressionAttributeValues": {":one": {"N": "1"}},
         }
+    }
+
+
+def pool_generation_bump(table: str) -> dict[str, Any]:
+    """The Update that bumps the NodePools' generation in the transaction of a pool's write that
+    keeps the index too: `indexed` follows `version` (-1 first when it never did, so an index
+    never built stays behind)."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": key(*POOL_SET_KEY),
+            "UpdateExpression": "SET #indexed = if_not_exists(#indexed, :never) + :one "
+            "ADD version :one",
+            "ExpressionAttributeNames": {"#indexed": POOL_INDEXED},
+            "ExpressionAttributeValues": {":one": {"N": "1"}, ":never": {"N": "-1"}},
+        }
+    }
+
+
+def pool_index_key(item: dict[str, Any]) -> str | None:
+    """The index sort key of a stored NodePool item, from its stored body as written (None when
+    the body has no name and weight to order it by: it does not parse, and no reader chooses
+    it)."""
+    try:
+        document = json.loads(item["document"])
+        weight = document["spec"].get("weight", 0)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if type(weight) is not int or not 0 <= weight <= MAX_WEIGHT:
+        return None
+    return order_key(weight, str(item["sk"]))
+
+
+def pool_index_item(item: dict[str, Any], sort_key: str) -> dict[str, Any]:
+    """The index's copy of a stored NodePool item (what a reader parses it from)."""
+    return {
+        "pk": POOL_INDEX_PK,
+        "sk": sort_key,
+        "name": item["sk"],
+        "document": item["document"],
+        "revision": item.get("revision", ""),
     }
 
 

@@ -6,14 +6,15 @@ narrow the pool's. Anything else is Rejected here, before a lease or an EC2 call
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.accounting.admission_queue import priority_of
-from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
 from capacity_launcher.domain.apis.ome.associations import counted_association
+from capacity_launcher.domain.apis.pool_order import Later, Memo
 from capacity_launcher.domain.apis.quota_sets import (
     association_refusal,
     quota_for,
@@ -44,8 +45,9 @@ class Prepared:
     pool: NodePool
     node_class: NodeClass
     requirements: Requirements
-    # Lower-weight pools compatible with a request that named none, in the order they are tried.
-    alternatives: tuple[NodePool, ...] = ()
+    # Lower-weight pools compatible with a request that named none, in the order they are tried
+    # (read from the store only as far as they are looked at: `pool_order.Later`).
+    alternatives: Sequence[NodePool] = ()
     # The NodePools' generation those pools were chosen from (None: the request named its pool).
     pools_generation: int | None = None
     # Its place in its pool's admission queue, should it wait (issue 37): higher first.
@@ -88,8 +90,8 @@ def resolve(
     problem = request.capacity_wait_problem(received_at)
     if problem is not None:
         raise RequestRejected(f"waitForCapacityUntil: {problem}", INVALID_CAPACITY_WAIT)
-    (pool, *alternatives), generation = _pools_for(config, request, static_pools)
-    return _prepare(config, request, received_at, pool, tuple(alternatives), generation)
+    pools, generation = _pools_for(config, request, static_pools)
+    return _prepare(config, request, received_at, pools[0], pools[1:], generation)
 
 
 def _check_reservation_ready(config: Configuration, requester: str | None) -> None:
@@ -126,8 +128,7 @@ def resolve_next(config: Configuration, prepared: Prepared) -> tuple[Prepared | 
     skipped: list[str] = []
     alternatives = prepared.alternatives
     while alternatives:
-        pool, *rest = alternatives
-        alternatives = tuple(rest)
+        pool, alternatives = alternatives[0], alternatives[1:]
         try:
             return (
                 _prepare(
@@ -148,18 +149,17 @@ def resolve_next(config: Configuration, prepared: Prepared) -> tuple[Prepared | 
 def resolve_in(config: Configuration, prepared: Prepared, pool_name: str) -> Prepared | None:
     """The request in one of its alternatives (where an earlier delivery fell back to); None
     when that pool is no longer one of them (deleted, or no longer compatible)."""
-    names = [p.metadata.name for p in prepared.alternatives]
-    if pool_name not in names:
-        return None
-    at = names.index(pool_name)
-    return _prepare(
-        config,
-        prepared.request,
-        prepared.received_at,
-        prepared.alternatives[at],
-        prepared.alternatives[at + 1 :],
-        prepared.pools_generation,
-    )
+    for at, pool in enumerate(prepared.alternatives):  # read only as far as that pool
+        if pool.metadata.name == pool_name:
+            return _prepare(
+                config,
+                prepared.request,
+                prepared.received_at,
+                pool,
+                prepared.alternatives[at + 1 :],
+                prepared.pools_generation,
+            )
+    return None
 
 
 def _prepare(
@@ -167,7 +167,7 @@ def _prepare(
     request: LaunchRequest,
     received_at: datetime,
     pool: NodePool,
-    alternatives: tuple[NodePool, ...],
+    alternatives: Sequence[NodePool],
     pools_generation: int | None,
 ) -> Prepared:
     try:
@@ -245,50 +245,66 @@ STATIC_NODE_POOL = "StaticNodePool"
 
 def _pools_for(
     config: Configuration, request: LaunchRequest, static_pools: StaticPoolStates | None = None
-) -> tuple[list[NodePool], int | None]:
-    """The pool a request names; or every compatible pool, highest weight first, with the
-    generation of the listing they were chosen from (the lease conditions on it)."""
+) -> tuple[Sequence[NodePool], int | None]:
+    """The pool a request names; or the compatible pools, highest weight first (the first is
+    its pool), with the generation of the listing they were chosen from (the lease conditions
+    on it). The pools after the first are read from the store only as far as they are looked
+    at (a request that falls back reads on: issue 38)."""
     if request.node_pool:
-        try:
-            named = config.node_pool(request.node_pool)
-        except NotFound as error:
-            raise RequestRejected(
-                f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
-            ) from error
-        except StoredDocumentInvalid as error:
-            raise RequestRejected(
-                f"nodePool: NodePool {request.node_pool!r} is stored but no longer valid "
-                f"({error.reason}); re-apply it",
-                "InvalidNodePool",
-            ) from error
-        if named.spec.is_static and not _sent_by_the_sync(request, named.name, static_pools):
-            raise RequestRejected(
-                f"nodePool: NodePool {named.name!r} is static (spec.replicas): the service keeps "
-                "its instances running; ask a dynamic NodePool for capacity",
-                STATIC_NODE_POOL,
-            )
-        return [named], None
+        return (_named(config, request, static_pools),), None
     wanted = Requirements.of(request.requirements)
+    waits = request.wait_for_capacity_until is not None
     # A container's copy may pick a pool; only a fresh read may say that none fits.
     listing = config.pool_set()
-    compatible = _compatible(listing.pools, wanted)
-    if not compatible:
+    ordered = _in_order(listing, wanted, waits)
+    if not ordered:
         listing = config.pool_set(fresh=True)
-        compatible = _compatible(listing.pools, wanted)
-    if not compatible:
+        ordered = _in_order(listing, wanted, waits)
+    if not ordered:
         raise RequestRejected(
             "nodePool: no NodePool is compatible with the request's requirements",
             "NoCompatibleNodePool",
         )
-    if request.wait_for_capacity_until is not None:
+    return ordered, listing.generation
+
+
+def _named(
+    config: Configuration, request: LaunchRequest, static_pools: StaticPoolStates | None
+) -> NodePool:
+    assert request.node_pool is not None
+    try:
+        named = config.node_pool(request.node_pool)
+    except NotFound as error:
+        raise RequestRejected(
+            f"nodePool: no NodePool named {request.node_pool!r}", "UnknownNodePool"
+        ) from error
+    except StoredDocumentInvalid as error:
+        raise RequestRejected(
+            f"nodePool: NodePool {request.node_pool!r} is stored but no longer valid "
+            f"({error.reason}); re-apply it",
+            "InvalidNodePool",
+        ) from error
+    if named.spec.is_static and not _sent_by_the_sync(request, named.name, static_pools):
+        raise RequestRejected(
+            f"nodePool: NodePool {named.name!r} is static (spec.replicas): the service keeps "
+            "its instances running; ask a dynamic NodePool for capacity",
+            STATIC_NODE_POOL,
+        )
+    return named
+
+
+def _in_order(listing: PoolSet, wanted: Requirements, waits: bool) -> Sequence[NodePool]:
+    """The compatible pools of `listing` in the order they are tried (equal weights: the
+    alphabetically first comes first, deterministically), pulled only as far as asked."""
+    compatible = Later(Memo(p for p in listing.by_weight() if _fits(p, wanted)))
+    if waits:
         # A request that may wait for scheduled reserved capacity goes first to the pools it
         # could wait in for it; when none allows reserved capacity, it waits for room in any
-        # (issue 37: any request may wait).
-        reserved = [p for p in compatible if _allows_reserved(p, wanted)]
-        compatible = reserved or compatible
-    # Equal weights: the alphabetically first pool comes first, deterministically.
-    ordered = sorted(compatible, key=lambda p: (-p.spec.weight, p.metadata.name))
-    return ordered, listing.generation
+        # (issue 37: any request may wait). Whether any does is known at the first that does.
+        reserved = Later(Memo(p for p in compatible if _allows_reserved(p, wanted)))
+        if reserved:
+            return reserved
+    return compatible
 
 
 def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:
@@ -296,15 +312,12 @@ def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:
     return merged.allows(CAPACITY_TYPE, RESERVED)
 
 
-def _compatible(pools: Iterable[NodePool], wanted: Requirements) -> list[NodePool]:
-    """The dynamic pools whose requirements admit `wanted` (a static pool is never chosen)."""
-    compatible = []
-    for pool in pools:
-        if pool.spec.is_static:
-            continue
-        try:
-            narrow(pool.spec.requirements_set(), wanted, strict=True)
-        except RequirementsConflict:
-            continue
-        compatible.append(pool)
-    return compatible
+def _fits(pool: NodePool, wanted: Requirements) -> bool:
+    """A dynamic pool whose requirements admit `wanted` (a static pool is never chosen)."""
+    if pool.spec.is_static:
+        return False
+    try:
+        narrow(pool.spec.requirements_set(), wanted, strict=True)
+    except RequirementsConflict:
+        return False
+    return True

@@ -129,16 +129,19 @@ def _passed_before(prepared: Prepared, placed: Prepared) -> list[ErrorDetail]:
     them as a first delivery's would."""
     if placed.pool.metadata.name == prepared.pool.metadata.name:
         return []
-    ahead = [prepared.pool, *prepared.alternatives]
-    names = [p.metadata.name for p in ahead]
     there = placed.pool.metadata.name
+    names = [prepared.pool.metadata.name]
+    for pool in prepared.alternatives:  # read only as far as `there`
+        if pool.metadata.name == there:
+            break
+        names.append(pool.metadata.name)
     return [
         ErrorDetail(
             code=POOL_PASSED_OVER,
             message=f"nodePool {name}: passed over by an earlier delivery of this request, "
             f"which went on to nodePool {there}",
         )
-        for name in names[: names.index(there)]
+        for name in names
     ]
 
 
