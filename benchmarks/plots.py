@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from benchmarks.scaling import Point, SyncPoint
+from benchmarks.scaling import BASELINE, Point, SyncPoint
 
 
 def items_read(points: list[Point], syncs: list[SyncPoint], docs: Path) -> list[str]:
@@ -20,11 +20,20 @@ def items_read(points: list[Point], syncs: list[SyncPoint], docs: Path) -> list[
         mine = [p for p in points if p.curve == curve]
         axis.plot([p.size for p in mine], [p.cold for p in mine], "o-", label="cold container")
         axis.plot([p.size for p in mine], [p.warm for p in mine], "s--", label="warm container")
+        before = [p for p in mine if p.before_cold is not None]
+        if before:  # the baseline revision's, measured beside (benchmarks/scaling.py BASELINE)
+            axis.plot(
+                [p.size for p in before],
+                [p.before_cold for p in before],
+                "x:",
+                label=f"cold, before ({BASELINE})",
+            )
         axis.set_xscale("log")
         axis.set_title(f"per request vs {curve}")
         axis.set_xlabel(curve)
         axis.set_ylabel("DynamoDB items read")
-        axis.set_ylim(0, 1.5 * max(p.cold for p in mine))  # room for the legend
+        top = max(max(p.cold, p.before_cold or 0) for p in mine)
+        axis.set_ylim(0, 1.5 * top)  # room for the legend
         axis.legend()
     last = axes[-1]
     history = [s.past_requests for s in syncs]

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
+from benchmarks.revisions import extracted, measured_in
 from benchmarks.scene import POOL, REGION, apply_pool, bench_cloud, request
 from capacity_launcher.adapters import aws
 from capacity_launcher.service import wiring
@@ -55,6 +57,13 @@ USABLE = "usable reservations of the request's type"
 # Compatible pools, for a request that names none (each a clone of the bench pool).
 UNNAMED = "compatible node pools, the request naming none"
 POOLS_UNNAMED = (10, 100, 500)
+# The revision before the NodePools' weight-ordered index (issue 38), measured beside this one
+# on the curve of compatible pools (extracted with `git archive`, run over its own code): a fresh
+# container read the whole `NodePool` partition.
+BASELINE = "967d60f"
+# The index's partition (adapters/config_items.py POOL_INDEX_PK; spelled here, not imported: the
+# baseline's code, which this file also runs over, has none).
+POOL_INDEX = "NodePoolIndex"
 # An instance type the bench pool does not allow (benchmarks/scene.py TYPES).
 OTHER_TYPE = "r5.large"
 Grow = Callable[[Cloud, int, int], None]
@@ -85,6 +94,9 @@ class Point:
     # items read per request: a fresh container (every cache cold), then the same one warm
     cold: int
     warm: int
+    # The same at BASELINE, where measured beside this revision (the curve of compatible pools).
+    before_cold: int | None = None
+    before_warm: int | None = None
 
 
 @dataclass(frozen=True)
@@ -311,6 +323,11 @@ def _usable_here(cloud: Cloud, had: int, size: int) -> None:
 def _more_pools(cloud: Cloud, had: int, size: int) -> None:
     item = next(i for i in _items(cloud, "NodePool") if i["sk"]["S"] == POOL)
     _clone(cloud, item, f'"{POOL}', size - 1, '"other-pool-', had - 1)
+    # And each clone's copy in the weight-ordered index, as its apply writes it (the sort key
+    # ends with the name unquoted: the pool's name is nowhere else unquoted in the copy).
+    copies = [i for i in _items(cloud, POOL_INDEX) if i["name"]["S"] == POOL]
+    for index_copy in copies:  # none at a revision before the index
+        _clone(cloud, index_copy, POOL, size - 1, "other-pool-", had - 1)
 
 
 def _history(cloud: Cloud, had: int, size: int) -> None:
@@ -354,11 +371,44 @@ def _history_curve() -> tuple[list[Point], list[SyncPoint]]:
     return points, syncs
 
 
+def unnamed() -> list[Point]:
+    """The curve of compatible pools, for a request that names none."""
+    return _curve(UNNAMED, POOLS_UNNAMED, _more_pools, named=False)
+
+
+def unnamed_beside(baseline: str = BASELINE) -> list[Point]:
+    """That curve, each point with BASELINE's figures beside it (measured in the same run)."""
+    with extracted(baseline) as folder:
+        theirs = measured_in(folder, __file__)
+    return [
+        replace(p, before_cold=t["cold"], before_warm=t["warm"])
+        for p, t in zip(unnamed(), theirs, strict=True)
+    ]
+
+
 def run() -> tuple[list[Point], list[SyncPoint]]:
     points = _curve("reservations", RESERVATIONS, _unrelated_reservations)
     points += _curve("selected reservations of other types", RESERVATIONS, _selected_elsewhere)
     points += _curve(USABLE, RESERVATIONS, _usable_here)
     points += _curve("node pools", POOLS, _more_pools)
-    points += _curve(UNNAMED, POOLS_UNNAMED, _more_pools, named=False)
+    points += unnamed_beside()
     history, syncs = _history_curve()
     return points + history, syncs
+
+
+def main() -> int:
+    """`--json`: the curve of compatible pools over the code on the path (how BASELINE is
+    measured); else every curve, printed."""
+    if "--json" in sys.argv:
+        print(json.dumps([asdict(p) for p in unnamed()]))
+        return 0
+    points, syncs = run()
+    for p in points:
+        print(p)
+    for s in syncs:
+        print(s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
