@@ -27,6 +27,7 @@ from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
 from tests.simulation.hub_fields import HubFieldsInvariants
+from tests.simulation.pool_index import index_holds
 from tests.simulation.priority_invariants import PriorityInvariants
 from tests.simulation.queue_invariants import QueueInvariants
 from tests.simulation.quota_generations import QuotaGenerations
@@ -230,6 +231,7 @@ class Invariants:
         self._note_status_events(status_events)
         self._limits_hold()
         self._nothing_after_end()
+        index_holds(self)
         self.capacity.every_step()
         self.edges.every_step()
         self.unready.every_step()

@@ -10,6 +10,7 @@ import pytest
 
 from tests.simulation.block_end_invariants import NO_DROP, NOT_OVER, ONE_EXTENSION
 from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
+from tests.simulation.pool_index import INDEX_HOLDS
 from tests.simulation.quota_generations import NOT_MINE, UNCHANGED
 from tests.simulation.reserved_first import BESIDE, RESERVED_FIRST
 from tests.simulation.runner import first_difference, run
@@ -119,6 +120,8 @@ def test_quota_reapplies_cost_other_pools_no_lease_and_replay() -> None:
     outcome, text = first.outcome, first.outcome["summary"]
     # Then lease transactions were judged, and nothing it checked was violated
     assert outcome["checks"].get(NOT_MINE, 0) > 0, text
+    # (and the NodePools' index judged after each step's applies)
+    assert outcome["checks"].get(INDEX_HOLDS, 0) > 0, text
     assert any("under the launch: changed before" in op for op in outcome["operations"]), text
     assert outcome["violations"] == [], text
     # and the run, with its applies under launches, replays exactly
