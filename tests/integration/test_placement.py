@@ -16,6 +16,7 @@ from capacity_launcher.adapters.unavailable_offerings import UnavailableOffering
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.launch import Message
 from local_cloud.lambda_runtime import outside_functions
+from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_reservations import ZONE, available, reserve, setup_pool
 from tests.support.cloud import (
     Cloud,
@@ -421,9 +422,12 @@ def test_a_broad_pool_claims_and_journals_only_the_offerings_its_fleet_offers(
         for t in page["InstanceTypes"]
     ]
     now = emulator_seconds()
-    UnavailableOfferings(table, 5, clock=lambda: now - 10).mark(
+    UnavailableOfferings(table, 600, clock=lambda: now).mark(
         [(f"on-demand:{t}:{z}", "InsufficientInstanceCapacity", "") for t in types for z in subnets]
     )
+    # Expired 5 s before the request, however long writing thousands of entries took (over the
+    # minute a recent expiry counts as evidence, on a loaded machine: the test then saw none).
+    CLOCK.advance(max(0, now + 600 + 5 - emulator_seconds()))
     claims: list[str] = []
     intents: list[int] = []
 
