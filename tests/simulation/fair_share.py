@@ -3,8 +3,9 @@
 The `fair-share` profile runs one phase, a step at a time (`contend`). In `pool-fair` (limit
 `ROOMS` instances, `m5.large` on-demand) the lender `fair-lender` runs `ROOMS` instances, all
 within its nominal quota; the teams `fair-1` .. `fair-3` (nominal 0, borrowing without limit,
-one cohort `sim-fair`, one priority, `fairSharing.weight` drawn from the seed, never all equal)
-each keep `WAITING_EACH` requests of one instance waiting for the pool's limit. Each step:
+one cohort `sim-fair`, one priority, `fairSharing.weight` drawn from the seed, the largest at
+least 3 times the smallest) each keep `WAITING_EACH` requests of one instance waiting for the
+pool's limit. Each step:
 
 1. the launch queue is served until nothing is visible (the wake the last room event sent, and
    the wakes it passed on, are served first);
@@ -45,8 +46,11 @@ TEAMS = ("fair-1", "fair-2", "fair-3")
 ROOMS = 30  # room events in the phase: the lender's instances, ended one a step
 WAITING_EACH = 2
 PRIORITY = 40
-# Drawn per team, never all three equal (the bound then says nothing fair sharing does not).
+# Drawn per team, the largest at least SPREAD times the smallest: then the teams admitted in turn
+# (the queue's order, fair sharing off) are off their weight shares by 5 or more of 30
+# admissions, past the bound; with closer weights the bound could not tell the two apart.
 WEIGHTS = ("0.5", "1", "2", "3")
+SPREAD = 3
 # Beyond the wake loop's T: a room event whose wake a passed-on wake of the admission before it
 # reaches first (the leave wakes the head again, and a woken entry refused passes the wake on,
 # so an entry passed over 8 times blocks and goes first, whatever its share).
@@ -121,8 +125,8 @@ def _body(sim: Simulation, requester: str, count: int) -> dict[str, Any]:
 def _start(sim: Simulation) -> Contention:
     draw = random.Random(f"{sim.seed}/fair-share")
     weights = [draw.choice(WEIGHTS) for _ in TEAMS]
-    while len(set(weights)) == 1:
-        weights[-1] = draw.choice(WEIGHTS)
+    while max(map(Decimal, weights)) < SPREAD * min(map(Decimal, weights)):
+        weights = [draw.choice(WEIGHTS) for _ in TEAMS]
     phase = Contention({t: Decimal(w) for t, w in zip(TEAMS, weights, strict=True)})
     documents = [_pool(), _quota(LENDER, ROOMS, None)]
     documents += [_quota(t, 0, w) for t, w in zip(TEAMS, weights, strict=True)]
