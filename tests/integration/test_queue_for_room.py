@@ -328,3 +328,25 @@ def test_get_queues_lists_each_pools_waiting_requests_with_their_positions(
     )
     assert get_queues(missing, deployment) == 1  # type: ignore[arg-type]
     assert "nonesuch" in capsys.readouterr().err
+
+
+def test_a_held_copy_and_a_wake_copy_in_one_batch_admit_the_request(pool: Cloud) -> None:
+    """The wake hands the wait to the copy it sends; the held copy, come back at its delay in the
+    same batch, holds the request's claim first and is dropped as 'already waiting'. The wake's
+    copy must carry the wait in that batch, not go back to the queue behind the claim for the
+    queue's whole visibility timeout (the request then stayed Waiting after room appeared)."""
+    pool.send(launch_request("fill", nodePool=POOL, count=2))
+    full = record_of(pool, "fill")
+    pool.send(launch_request("waiter", nodePool=POOL, waitForCapacityUntil=until(days=1)))
+    assert record_of(pool, "waiter").status is RequestStatus.WAITING
+    # Given the held copy's delay (15 minutes at most) has passed: it is visible again
+    moto_capacity.advance_clock(15 * 60 + 1)
+    # When an instance ends, the wake sends the waiter's message again before any delivery
+    end(pool, full)
+    # Then both copies come in one batch (the held copy first), and the request is admitted
+    assert pool.deliver_queued() == ["waiter", "waiter"]
+    done = record_of(pool, "waiter")
+    assert done.status is RequestStatus.FULFILLED, done.to_detail()
+    assert detail_types(pool, "waiter") == ["Launch Waiting", "Launch Fulfilled"]
+    assert queue() == []
+    assert pool.queued() == 0  # neither copy is left in flight

@@ -224,12 +224,19 @@ class CapacityInvariants:
         return usage
 
     def _quotas_hold(self) -> None:
+        """Each applied quota within its most, and its cohort within the sum of the applied
+        quotas' nominal amounts. A quota that is not applied (deleted, its re-apply refused)
+        covers nobody: its requesters' instances count for their pools only, in no cohort
+        (docs/quotas.md), so neither they nor its nominal quota are the cohort's."""
         usage = self._usage(self._counted())
+        applied = self.base.catalog.quotas
         over: set[str] = set()
         for pool in QUOTA_POOLS:
             cohort_used: dict[str, int] = defaultdict(int)
             cohort_nominal: dict[str, int] = defaultdict(int)
             for name, (requesters, _, borrowing, amounts) in QUOTAS.items():
+                if name not in applied:
+                    continue
                 for resource, (nominal, borrowing_limit, _) in amounts.items():
                     used = sum(usage.get((r, pool, resource), 0) for r in requesters)
                     cohort_used[resource] += used

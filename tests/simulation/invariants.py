@@ -26,6 +26,7 @@ from tests.simulation.block_end_invariants import BlockEndInvariants
 from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
+from tests.simulation.fair_share import Contention, within_bound
 from tests.simulation.hub_fields import HubFieldsInvariants
 from tests.simulation.pool_index import index_holds
 from tests.simulation.priority_invariants import PriorityInvariants
@@ -187,6 +188,8 @@ class Invariants:
         # The scheduler has `unready`, `reserved` and `quota_generations` watch the calls.
         self.reserved = ReservedFirst(self)
         self.quota_generations = QuotaGenerations(self)
+        # The fair-share profile's contention phase, once started (fair_share.py).
+        self.fair_share: Contention | None = None
 
     def _violate(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._seen:
@@ -239,6 +242,8 @@ class Invariants:
         self.reserved.every_step()
         self.queues.every_step()
         self.usage.every_step()
+        if self.fair_share is not None:
+            within_bound(self, self.fair_share)
 
     def _note_status_events(self, events: list[dict[str, Any]]) -> None:
         for event in events:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tests.simulation.emulator import Fault
+from tests.simulation.fair_share import CONTEND_WEIGHTS, ROOMS
 from tests.simulation.priority_operations import PRIORITY_OPERATIONS, PRIORITY_WEIGHTS
 from tests.simulation.queue_operations import QUEUE_WEIGHTS
 from tests.simulation.static_operations import STATIC_OPERATIONS, STATIC_WEIGHTS
@@ -273,6 +274,18 @@ PROFILES = {
             **PRIORITY_WEIGHTS,
         },
         quiesce_every=30,
+    ),
+    # Issue 37's fair share bound under sustained contention (fair_share.py): one room a step
+    # in a pool of its own, three teams of drawn weights keeping requests waiting for it; the
+    # events come within the step, so each room is taken by the wake it sends.
+    "fair-share": Profile(
+        "fair-share",
+        steps=ROOMS + 2,
+        weights=CONTEND_WEIGHTS,
+        quiesce_every=10**9,
+        concurrent_poll=0.0,
+        tick=(1.0, 3.0),
+        event_delay=(0.0, 0.5),
     ),
     # Static NodePools (static_operations.py): applied with other replicas and limits, their
     # instances stopped, started and terminated, requests naming them; judged at each

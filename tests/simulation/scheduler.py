@@ -28,6 +28,7 @@ from tests.simulation.adversary import ADVERSARY
 from tests.simulation.block_end_invariants import look, policy_of
 from tests.simulation.determinism import code_digest
 from tests.simulation.emulator import START, Fault
+from tests.simulation.fair_share import CONTEND_OPERATIONS
 from tests.simulation.hub_fields import HUB_FIELD_OPERATIONS
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.lease_operations import LEASE_OPERATIONS
@@ -411,6 +412,7 @@ class Simulation:
                 **HUB_FIELD_OPERATIONS,
                 **QUOTA_GENERATION_OPERATIONS,
                 **QUEUE_OPERATIONS,
+                **CONTEND_OPERATIONS,
                 **ADVERSARY,
             }
             result = every[name](self, self.rng)
@@ -519,6 +521,11 @@ class Simulation:
         for batch, invoked in zip(batches, answers, strict=False):
             self._note_deliveries(batch, invoked)
             self._note(invoked)
+
+    def poll_everything(self) -> None:
+        """Serve the launch queue until nothing is visible (an operation that must see what it
+        sent served before it goes on)."""
+        self._poll_everything()
 
     def _poll_everything(self, limit: int = 50) -> None:
         while limit and self._poll_once():

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, cast
 
 from capacity_launcher.domain.accounting.admission_queue import entry_key, queue_partition
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
 from tests.simulation.edge_invariants import ASKED_FOR_QUOTA
+from tests.simulation.fair_share import SHARE_BOUND, Contention, within_bound
 from tests.simulation.invariants import Invariants, Ledger, Request
 from tests.simulation.operations import Catalog
 from tests.simulation.priority_invariants import (
@@ -220,3 +222,34 @@ def test_a_reclaim_asked_by_a_request_not_refused_for_quota_is_a_finding() -> No
     assert _found(invariants, ASKED_FOR_QUOTA) == [
         "r-1 asked for reclaim-1 and is Waiting with ['LimitExceeded']"
     ]
+
+
+def _contended(invariants: Invariants, counts: dict[str, int]) -> Contention:
+    """The fair-share phase with each team's admissions as `counts` (and one waiting each)."""
+    phase = Contention({"fair-1": Decimal(3), "fair-2": Decimal("0.5"), "fair-3": Decimal(1)})
+    for team, admitted in counts.items():
+        for at in range(admitted + 1):
+            request_id = f"{team}-{at}"
+            request = Request(request_id, 0.0)
+            request.status = "Fulfilled" if at < admitted else None
+            invariants.ledger.requests[request_id] = request
+            phase.asked.setdefault(team, []).append(request_id)
+    return phase
+
+
+def test_each_teams_admissions_within_its_bound_of_its_weight_share_pass() -> None:
+    invariants, _ = _invariants()
+    # 30 admissions by weights 3, 0.5 and 1: shares 20, 3.3 and 6.7; each within T + 1 = 4
+    within_bound(invariants, _contended(invariants, {"fair-1": 17, "fair-2": 6, "fair-3": 7}))
+    assert invariants.checks[SHARE_BOUND] == 3
+    assert invariants.violations == []
+
+
+def test_teams_admitted_in_turn_whatever_their_weights_are_past_the_bound() -> None:
+    invariants, _ = _invariants()
+    # The queue's order (fair sharing off): 10 each, where the weights give 20, 3.3 and 6.7
+    within_bound(invariants, _contended(invariants, {"fair-1": 10, "fair-2": 10, "fair-3": 10}))
+    [first, second] = invariants.violations
+    assert first.invariant == second.invariant == SHARE_BOUND
+    assert "fair-1 (weight 3) has 10 of 30 admissions, its weight share 20.0" in first.detail
+    assert "fair-2 (weight 0.5) has 10 of 30 admissions, its weight share 3.3" in second.detail

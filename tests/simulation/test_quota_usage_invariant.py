@@ -89,3 +89,42 @@ def test_a_quota_that_is_not_applied_must_not_count_what_its_requester_runs() ->
     invariants.capacity._quota_usage_matches_ec2()
     # Then that stale hold is a finding
     assert len(_findings(invariants)) == 2
+
+
+COHORT_CHECK = "cohort usage <= sum of nominal quotas"
+
+
+def _cohort_full_in_pool_1() -> tuple[Invariants, StandIn]:
+    """pool-1 runs team-a 2, team-b 4 (2 borrowed) and ci 2: 8 instances, where the three
+    quotas' nominal amounts sum to 7 (short seed 1 step 194 on wip/calls-records-txn)."""
+    invariants, world = _ci_running_in_pool_1(held=True)
+    runs = [("team-a", 2), ("team-b", 4), ("ci", 1)]  # ci's first is _ci_running_in_pool_1's
+    for requester, count in runs:
+        for at in range(count):
+            instance_id = f"i-{requester}-{at}"
+            world.instances[instance_id] = Observed(
+                instance_id, f"req-{requester}", "pool-1", "running", "m5.large", "us-east-1a",
+                None, requester=requester,
+            )  # fmt: skip
+    return invariants, world
+
+
+def test_a_deleted_quotas_requesters_are_not_counted_in_its_cohort() -> None:
+    # Given team-b's quota deleted (its re-apply refused): its 4 instances count for the pool
+    invariants, _ = _cohort_full_in_pool_1()
+    invariants.catalog.quotas.pop("quota-b")
+    # When the step's checks run
+    invariants.capacity._quotas_hold()
+    # Then the cohort is quota-a and quota-ci: 4 instances of their 5 nominal, no finding
+    assert invariants.checks[COHORT_CHECK] > 0
+    assert [v for v in invariants.violations if v.invariant == COHORT_CHECK] == []
+
+
+def test_a_cohort_over_the_sum_of_its_applied_quotas_is_a_finding() -> None:
+    # Given the same instances with all three quotas applied
+    invariants, _ = _cohort_full_in_pool_1()
+    # When the step's checks run
+    invariants.capacity._quotas_hold()
+    # Then 8 instances over the nominal 7 is an overrun
+    [found] = [v for v in invariants.violations if v.invariant == COHORT_CHECK]
+    assert "instances used 8, sum of nominal quotas 7" in found.detail

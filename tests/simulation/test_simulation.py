@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.simulation.block_end_invariants import NO_DROP, NOT_OVER, ONE_EXTENSION
+from tests.simulation.fair_share import SHARE_BOUND
 from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
 from tests.simulation.pool_index import INDEX_HOLDS
 from tests.simulation.quota_generations import NOT_MINE, UNCHANGED
@@ -27,6 +28,7 @@ QUOTA_GENERATIONS_SEED, QUOTA_GENERATIONS_STEPS = 1, 6
 # Static NodePools: three quiescences (a seed that scales the pool down, and back up).
 STATIC_SEED, STATIC_STEPS = 8, 30
 BLOCK_END_SEED, BLOCK_END_STEPS = 1, 40
+FAIR_SHARE_SEED = 1  # weights 3, 0.5 and 1: teams admitted in turn fail it (docs/simulation.md)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -40,6 +42,16 @@ def test_every_invariant_holds_under_the_short_profile(seed: int) -> None:
     assert checks.get("live <= limit (every step)", 0) > 0, text
     assert checks.get("quota usage <= nominal + borrowingLimit", 0) > 0, text
     assert checks.get("quota usage == EC2 (quiescent)", 0) > 0, text
+    # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+def test_under_sustained_contention_each_team_stays_within_its_fair_share_bound() -> None:
+    # Given three teams of drawn weights keeping requests waiting for one room a step
+    done = run(FAIR_SHARE_SEED, "fair-share")
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then their admissions were judged at every step (3 teams a step, from the first one)
+    assert outcome["checks"].get(SHARE_BOUND, 0) >= 3 * 20, text
     # and nothing it checked was violated
     assert outcome["violations"] == [], text
 

@@ -47,9 +47,19 @@ class _Outcome:
 
     failures: list[str] = field(default_factory=list)
     in_progress: list[str] = field(default_factory=list)
+    # The in-progress ones, by message id: a copy of a request this batch claimed already.
+    behind: dict[str, Message] = field(default_factory=dict)
 
     def back(self, message: Message) -> None:
         self.failures.append(message.message_id)
+
+    def take(self, message_id: str | None) -> Message | None:
+        """The in-progress message `message_id`, no longer handed back; None if not in it."""
+        message = self.behind.pop(message_id, None) if message_id else None
+        if message is not None:
+            self.failures.remove(message.message_id)
+            self.in_progress.remove(message.message_id)
+        return message
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,7 @@ class LaunchBatch:
                 outcome.back(message)
                 if admitted.in_progress:
                     outcome.in_progress.append(message.message_id)
+                    outcome.behind[message.message_id] = message
         return claimed
 
     def _admit_one(
@@ -192,6 +203,8 @@ class LaunchBatch:
         intake = self._intake
         try:
             received_at = intake.carried_since(item)
+            if received_at is None and self._carried_here(item, outcome):
+                received_at = intake.carried_since(item)
             if received_at is None:
                 intake.release([item])  # another delivery carries this request's wait
                 return None
@@ -210,6 +223,18 @@ class LaunchBatch:
             outcome.back(item.message)
             return None
         return item.prepared
+
+    def _carried_here(self, item: Claimed, outcome: _Outcome) -> bool:
+        """True when the message that carries the request's wait is in this batch, handed back
+        behind this delivery's claim (a wake's copy beside the held copy it replaced): it takes
+        over the claim (one requestId, one body) and is served now, and this delivery is done
+        with. Handed back, it would come again only after the queue's visibility timeout, and
+        the room it was sent for would go unused until then."""
+        carrier = outcome.take(item.held_by)
+        if carrier is None:
+            return False
+        item.message, item.held_by = carrier, None
+        return True
 
     def _reject(self, item: Claimed, rejected: RequestRejected, outcome: _Outcome) -> None:
         """A request that can never be served. A delivery that may not be its first finishes

@@ -65,6 +65,8 @@ class Claimed:
     first: bool = False
     # Its Waiting record, when this delivery carries its wait (it left its queue's entry).
     waited: RequestRecord | None = None
+    # The message that carries its wait, when another (this delivery was dropped for it).
+    held_by: str | None = None
 
 
 class SideBySide(Protocol):
@@ -275,6 +277,7 @@ class Intake:
                 "already waiting for scheduled capacity: this delivery is dropped",
                 extra={"requestId": request.request_id, "heldBy": held_by},
             )
+            item.held_by = held_by
             return None
         if record.is_final or not self.records.take_wait(
             request.request_id, item.message.message_id
