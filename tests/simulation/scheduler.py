@@ -26,6 +26,7 @@ from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from tests.simulation.adversary import ADVERSARY
 from tests.simulation.block_end_invariants import look, policy_of
+from tests.simulation.cohort_operations import COHORT_OPERATIONS
 from tests.simulation.determinism import code_digest
 from tests.simulation.emulator import START, Fault
 from tests.simulation.hub_fields import HUB_FIELD_OPERATIONS
@@ -411,6 +412,7 @@ class Simulation:
                 **HUB_FIELD_OPERATIONS,
                 **QUOTA_GENERATION_OPERATIONS,
                 **QUEUE_OPERATIONS,
+                **COHORT_OPERATIONS,
                 **ADVERSARY,
             }
             result = every[name](self, self.rng)
