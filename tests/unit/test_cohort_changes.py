@@ -122,6 +122,17 @@ def test_an_apply_governs_the_pools_of_its_whole_tree_before_and_after() -> None
     assert plan_apply(cohort("org", nominal=1), CohortsRead(0, 0)).pools == (POOL,)
 
 
+def test_an_unchanged_apply_governs_no_pool() -> None:
+    # A GitOps loop re-applying the stored cohorts: no lease in the tree's pools decides again
+    # (found by the simulation: queue seed 2, a lease refused by a pool generation that a
+    # re-apply of the same Cohort had bumped)
+    quotas = (on_pool("team-v", "vision", "train"),)
+    stored = (cohort("org"), cohort("vision", "org"))
+    read = CohortsRead(3, 7, stored, quotas)
+    assert plan_apply(cohort("vision", "org"), read).pools == ()
+    assert plan_apply(cohort("vision", "org", nominal=1), read).pools == (POOL, "train")
+
+
 def test_an_apply_is_refused_when_its_tree_names_more_pools_than_one_transaction() -> None:
     many = tuple(on_pool(f"q{i}", "org", f"pool-{i}") for i in range(MAX_POOL_BUMPS + 1))
     with pytest.raises(ConfigConflict, match=f"name {MAX_POOL_BUMPS + 1} NodePools"):

@@ -10,7 +10,8 @@ meanwhile (joining a cohort of the tree) sends the write back to be decided agai
 bumps the quota generation of every NodePool an admission through the cohort's tree (before and
 after the change) decides in: the pools the tree's quotas name and those the cohort documents
 name. A lease in such a pool conditions on its pool's generation, so a lease decided on the tree
-as it was cannot be written after the change (docs/quotas.md, "Hierarchical cohorts").
+as it was cannot be written after the change (docs/quotas.md, "Hierarchical cohorts"). A cohort
+applied as it is stored bumps no pool.
 """
 
 from __future__ import annotations
@@ -95,6 +96,10 @@ def plan_apply(applied: Cohort, read: CohortsRead) -> CohortPut:
     """The write of ``applied``, or ConfigConflict naming ``spec.parentName`` when the tree it
     makes with the stored cohorts is not a two-level tree (a parent not applied is no error)."""
     check_tree(read.cohorts, applied)
+    if read.stored(applied.name) == applied:
+        # Stored as it is: no admission decides otherwise, so no lease need decide again (a
+        # GitOps loop re-applying its cohorts costs no lease a retry, as for quotas).
+        return CohortPut(applied, read.version, read.quota_version, ())
     before = {c.name: c for c in read.cohorts}
     after = {**before, applied.name: applied}
     pools = governed_pools(before, after, read.quotas, applied.name)
