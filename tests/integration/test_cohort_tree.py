@@ -270,3 +270,18 @@ def test_a_cohort_apply_governs_the_leases_decided_before_it(pool: Cloud) -> Non
     with pytest.raises(QuotaExceeded):
         reserve_room(store, POOL, "lease-a", ONE, 4, 4, store.stored_limits(POOL), "team-a")
     assert used("vision", "team-a") == 0
+
+
+def test_a_request_waiting_in_its_cohort_is_woken_when_the_parent_arrives(pool: Cloud) -> None:
+    # Given vision applied before its parent (a tree of one), and team-a waiting for a third
+    apply(pool, cohort("vision", "org"))
+    apply(pool, cohort("speech", "org"))
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    pool.send(gang("a-3", "team-a", 3, waitForCapacityUntil=until))
+    assert record_of(pool, "a-3").status is RequestStatus.WAITING
+    # When the parent is applied, the pools of its tree are woken
+    apply(pool, cohort("org"))
+    assert pool.deliver_queued() == ["a-3"]
+    # Then the waiting request is admitted through the tree, without another event
+    done = record_of(pool, "a-3")
+    assert done.status is RequestStatus.FULFILLED, done.to_detail()
