@@ -16,6 +16,7 @@ from capacity_launcher.domain.apis.config import NODE_CLASS, NodeClass, NodePool
 from capacity_launcher.domain.apis.documents import InvalidDocument
 from capacity_launcher.domain.apis.documents import to_document as config_document
 from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_PATH, Kept
+from capacity_launcher.domain.apis.kueue.cohorts import COHORT, Cohort
 from capacity_launcher.domain.apis.priority_classes import (
     PRIORITY_CLASS,
     PriorityClass,
@@ -49,6 +50,7 @@ KINDS = {
     "nodeclass": "NodeClass",
     "capacityquota": "CapacityQuota",
     "priorityclass": PRIORITY_CLASS,
+    "cohort": COHORT,
 }
 _YAML_SUFFIXES = (".yaml", ".yml")
 # `-f -`: standard input, named so in errors.
@@ -155,7 +157,7 @@ def read_or_report(paths: list[str], recursive: bool = False) -> list[SourceDocu
         return None
 
 
-Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
+Hub = NodeClass | NodePool | CapacityQuota | PriorityClass | Cohort
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,8 @@ def _before(asked: Queries, document: Hub) -> tuple[object, Kept | None] | None:
     try:
         if document.kind == PRIORITY_CLASS:
             return asked.priority_classes.priority_class(document.name), None
+        if document.kind == COHORT:
+            return asked.config.cohorts().cohort(document.name), None
         stored = asked.config.stored(document.kind, document.name)
     except NotFound:
         return None

@@ -30,6 +30,7 @@ _KINDS = {
     "capacityreservations": ("ome.io/v1beta1", "CapacityReservation"),
     "clustercapacityreservations": ("ome.io/v1beta1", "ClusterCapacityReservation"),
     "priorityclasses": ("scheduling.k8s.io/v1", "PriorityClass"),
+    "cohorts": ("kueue.x-k8s.io/v1beta1", "Cohort"),
 }
 _RECORD = ("capacity-launcher/v1", "RequestRecord")
 _INDENT = "    "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from capacity_launcher.domain.apis.api_versions import ServedVersion
+from capacity_launcher.domain.apis.kueue.cohorts import COHORT
 from capacity_launcher.domain.apis.priority_classes import PRIORITY_CLASS, PriorityTable
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import CapacityLauncherError, NotFound
@@ -96,6 +97,8 @@ def _live(asked: Queries, step: Step, version: ServedVersion, references: Priori
         if document.kind == PRIORITY_CLASS:
             stored: Any = asked.priority_classes.priority_class(document.name)
             kept = None
+        elif document.kind == COHORT:
+            stored, kept = asked.config.cohorts().cohort(document.name), None
         else:
             found = asked.config.stored(document.kind, document.name)
             stored, kept = found.document, found.kept

@@ -195,14 +195,16 @@ def parser() -> argparse.ArgumentParser:
 
     delete = commands.add_parser(
         "delete",
-        help="delete a NodePool, NodeClass, CapacityQuota or PriorityClass (TYPE NAME, or -f)",
+        help="delete a NodePool, NodeClass, CapacityQuota, PriorityClass or Cohort (TYPE NAME, "
+        "or -f)",
     )
     _common(delete)
     _all_namespaces(delete)
     resource_types.add_argument(
         delete,
         "kind",
-        "nodepool (np), nodeclass (nc, ec2nodeclass), capacityquota (cq) or priorityclass (pc)",
+        "nodepool (np), nodeclass (nc, ec2nodeclass), capacityquota (cq), priorityclass (pc) or "
+        "cohort",
         optional=True,
     )
     delete.add_argument("name", nargs="?", help="the document's metadata.name")
@@ -342,6 +344,7 @@ class _Version(argparse.Action):
 def _command(args: argparse.Namespace) -> Command:
     from capacity_launcher_cli import (
         capacity_commands,
+        cohort_commands,
         config_commands,
         ome_commands,
         priority_commands,
@@ -356,6 +359,8 @@ def _command(args: argparse.Namespace) -> Command:
             return ome_commands.get_reservations
         if args.resource in priority_commands.RESOURCES:
             return priority_commands.get_priority_classes
+        if args.resource in cohort_commands.RESOURCES:
+            return cohort_commands.get_cohorts
         if args.resource in ("nodeclaims", "nodeclaim"):
             from capacity_launcher_cli.karpenter_commands import get_nodeclaims
 

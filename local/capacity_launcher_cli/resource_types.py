@@ -37,6 +37,8 @@ TYPES = (
     ResourceType("capacityreservations", "capacityreservation"),
     ResourceType("clustercapacityreservations", "clustercapacityreservation"),
     ResourceType("priorityclasses", "priorityclass", ("pc",), deletes="priorityclass"),
+    # Kueue's Cohort (kueue.x-k8s.io/v1beta1): a cohort's parent and its own quota.
+    ResourceType("cohorts", "cohort", deletes="cohort"),
     ResourceType("requests", "request", ("req",), name_field="requestId"),
     # Kueue's pending workloads per queue: one admission queue per NodePool (docs/queueing.md).
     ResourceType("queues", "queue", name_field="nodePool"),

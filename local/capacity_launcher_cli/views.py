@@ -18,6 +18,7 @@ from rich.text import Text
 
 from capacity_launcher.domain.accounting.admission_queue import QueuedRequest
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
+from capacity_launcher.domain.apis.kueue.cohorts import Cohort
 from capacity_launcher.domain.apis.priority_classes import PriorityClass
 from capacity_launcher.domain.capacity.offerings import UnavailableEntry
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot, selection_of
@@ -245,6 +246,23 @@ def priority_classes(classes: Sequence[PriorityClass]) -> Table:
     table = _table("PriorityClasses", "NAME", "VALUE", "GLOBAL-DEFAULT")
     for found in sorted(classes, key=lambda c: c.name):
         table.add_row(found.name, str(found.value), str(bool(found.global_default)).lower())
+    return table
+
+
+def cohorts(found: Sequence[Cohort], statuses: Mapping[str, Mapping[str, Any]]) -> Table:
+    """NAME PARENT QUOTAS CHILDREN READY: each Kueue Cohort, its place in its tree, and whether
+    it is active (False (ParentNotFound) while its parent is not applied)."""
+    table = _table("Cohorts", "NAME", "PARENT", "QUOTAS", "CHILDREN", "READY")
+    for cohort in sorted(found, key=lambda c: c.name):
+        status = statuses[cohort.name]
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        table.add_row(
+            cohort.name,
+            cohort.parent or "-",
+            ",".join(status["memberQuotas"]) or "-",
+            ",".join(status["childCohorts"]) or "-",
+            _condition(ready),
+        )
     return table
 
 

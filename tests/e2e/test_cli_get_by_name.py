@@ -83,6 +83,7 @@ def test_a_reservation_by_its_id_is_that_reservation(e2e_cloud: E2eCloud) -> Non
         ("capacityquota", "capacityquotas"),
         ("capacityreservation", "capacityreservations"),
         ("priorityclass", "priorityclasses"),
+        ("cohort", "cohorts"),
         ("nodeclaim", "nodeclaims"),
     ],
 )

@@ -417,3 +417,50 @@ def _quota_conditions(name: str) -> dict[str, tuple[str, str]]:
     items = quotas["items"] if isinstance(quotas, dict) else quotas
     found = next(q for q in items if q["metadata"]["name"] == name)
     return {c["type"]: (c["status"], c["reason"]) for c in found["status"]["conditions"]}
+
+
+def _cohort(name: str, parent: str | None = None) -> dict[str, Any]:
+    spec = {} if parent is None else {"parentName": parent}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Cohort",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _cohort_ready(name: str) -> tuple[str, str]:
+    found = run_cli("get", "cohort", name, "-o", "json").json()
+    [ready] = [c for c in found["status"]["conditions"] if c["type"] == "Ready"]
+    return ready["status"], ready["reason"]
+
+
+def test_a_cohort_before_its_parent_waits_and_joins_the_tree_once_it_is_applied(
+    e2e_cloud: E2eCloud, tmp_path: Path
+) -> None:
+    try:
+        applied = apply_text(
+            tmp_path, "child.yaml", yaml.safe_dump(_cohort("e2e-child", "e2e-org"))
+        )
+        assert applied.code == 0, applied.err
+        assert applied.out.strip() == "cohort/e2e-child created"
+        assert (
+            "warning: cohort/e2e-child: spec.parentName: Cohort e2e-org is not applied yet"
+            in applied.err
+        )
+        assert _cohort_ready("e2e-child") == ("False", "ParentNotFound")
+        parent = apply_text(tmp_path, "parent.yaml", yaml.safe_dump(_cohort("e2e-org")))
+        assert parent.code == 0, parent.err
+        assert _cohort_ready("e2e-child") == ("True", "CohortActive")
+        listed = run_cli("get", "cohorts")
+        assert "e2e-child" in listed.out and "e2e-org" in listed.out
+        # A cycle is refused naming the field, and nothing changes
+        cycle = apply_text(tmp_path, "cycle.yaml", yaml.safe_dump(_cohort("e2e-org", "e2e-child")))
+        assert cycle.code == 1
+        assert "spec.parentName: makes a cycle of parents" in cycle.err
+        again = apply_text(tmp_path, "parent.yaml", yaml.safe_dump(_cohort("e2e-org")))
+        assert again.out.strip() == "cohort/e2e-org unchanged"
+    finally:
+        for name in ("e2e-child", "e2e-org"):
+            run_cli("delete", "cohort", name, "--ignore-not-found")
+    assert run_cli("get", "cohort", "e2e-org").code == 1

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from capacity_launcher.domain.backoff import HAND_BACK_CAP_SECONDS
 from tests.simulation.block_end_invariants import BlockEndInvariants
 from tests.simulation.capacity_invariants import CapacityInvariants
+from tests.simulation.cohort_invariants import CohortInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
 from tests.simulation.fair_share import Contention, within_bound
@@ -185,6 +186,7 @@ class Invariants:
         self.usage = UsageInvariants(self)
         self.block_end = BlockEndInvariants(self)
         self.hub_fields = HubFieldsInvariants(self)
+        self.cohorts = CohortInvariants(self)
         # The scheduler has `unready`, `reserved` and `quota_generations` watch the calls.
         self.reserved = ReservedFirst(self)
         self.quota_generations = QuotaGenerations(self)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from tests.simulation.cohort_operations import COHORT_WEIGHTS
 from tests.simulation.emulator import Fault
 from tests.simulation.fair_share import CONTEND_WEIGHTS, ROOMS
 from tests.simulation.priority_operations import PRIORITY_OPERATIONS, PRIORITY_WEIGHTS
@@ -259,12 +260,14 @@ PROFILES = {
         wall_minutes=20.0,
     ),
     # Issue 37: requests that wait for room in their pools' admission queues, beside the others,
-    # with instances ending and pools applied (queue_invariants.py).
+    # with instances ending and pools applied (queue_invariants.py), and the team quotas' cohort
+    # given a parent, in a two-level tree drawn and changed (cohort_operations.py).
     "queue": Profile(
         "queue",
         steps=60,
         weights={
             **QUEUE_WEIGHTS,
+            **COHORT_WEIGHTS,
             "submit": 6,
             "terminate_instance": 4,
             "stop_instance": 1,

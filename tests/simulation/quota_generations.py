@@ -193,6 +193,13 @@ def _pools_of(document: str | None) -> set[str]:
     return {f.name for f in quota.flavors()} if isinstance(quota, CapacityQuota) else set()
 
 
+def _cohort_pools(document: str | None) -> set[str]:
+    if document is None:
+        return set()
+    groups = json.loads(document).get("spec", {}).get("resourceGroups", [])
+    return {f["name"] for g in groups for f in g["flavors"]}
+
+
 class QuotaGenerations:
     """Watches every call: the changes the stored quota documents go through (pools named by
     each changed quota, before or after), the generation each change left, and every lease
@@ -203,6 +210,7 @@ class QuotaGenerations:
         self.world = base.world
         self.checks = base.checks
         self._documents: dict[str, tuple[Any, Any]] = {}  # name -> (document, kept) last seen
+        self._cohorts: dict[str, Any] = {}  # "Cohort#<name>" -> its document last seen
         self.changes: Counter[str] = Counter()  # pool -> changes to quotas naming it
         # (generation item, version) -> the changes seen when it became current
         self._at: dict[tuple[str, int], Counter[str]] = {}
@@ -257,7 +265,22 @@ class QuotaGenerations:
                 for pool in _pools_of(old and old[0]) | _pools_of(new and new[0]):
                     self.changes[pool] += 1
         self._documents = stored
-        for sk, item in self.world.partition(GENERATIONS).items():
+        # A Kueue Cohort's change governs the pools of its tree's quotas and its own: counted,
+        # over-approximated, for every pool a stored quota or the cohort names.
+        generations = self.world.partition(GENERATIONS)
+        cohorts = {
+            sk: i.get("document") for sk, i in generations.items() if sk.startswith("Cohort#")
+        }
+        for sk in sorted({*cohorts, *self._cohorts}):
+            old_cohort, new_cohort = self._cohorts.get(sk), cohorts.get(sk)
+            if old_cohort != new_cohort:
+                named = set().union(*(_pools_of(d) for d, _ in stored.values()))
+                for document in (old_cohort, new_cohort):
+                    named |= _cohort_pools(document)
+                for pool in named:
+                    self.changes[pool] += 1
+        self._cohorts = cohorts
+        for sk, item in generations.items():
             self._at.setdefault((sk, int(item.get("version", 0))), Counter(self.changes))
 
     def unchanged(self, name: str, before: dict[str, Any], after: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from tests.simulation.adversary import ADVERSARY
 from tests.simulation.block_end_invariants import look, policy_of
+from tests.simulation.cohort_operations import COHORT_OPERATIONS
 from tests.simulation.determinism import code_digest
 from tests.simulation.emulator import START, Fault
 from tests.simulation.fair_share import CONTEND_OPERATIONS
@@ -413,6 +414,7 @@ class Simulation:
                 **QUOTA_GENERATION_OPERATIONS,
                 **QUEUE_OPERATIONS,
                 **CONTEND_OPERATIONS,
+                **COHORT_OPERATIONS,
                 **ADVERSARY,
             }
             result = every[name](self, self.rng)

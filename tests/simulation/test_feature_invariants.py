@@ -1,5 +1,6 @@
-"""The limits.unready and PriorityClass invariants on their own, over a stand-in for the world:
-each catches what it names and lets pass what the documentation allows."""
+"""The limits.unready, PriorityClass, queue and cohort-level invariants on their own, over a
+stand-in for the world: each catches what it names and lets pass what the documentation
+allows."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, cast
 from capacity_launcher.domain.accounting.admission_queue import entry_key, queue_partition
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
+from tests.simulation.cohort_invariants import LEVEL
 from tests.simulation.edge_invariants import ASKED_FOR_QUOTA
 from tests.simulation.fair_share import SHARE_BOUND, Contention, within_bound
 from tests.simulation.invariants import Invariants, Ledger, Request
@@ -253,3 +255,54 @@ def test_teams_admitted_in_turn_whatever_their_weights_are_past_the_bound() -> N
     assert first.invariant == second.invariant == SHARE_BOUND
     assert "fair-1 (weight 3) has 10 of 30 admissions, its weight share 20.0" in first.detail
     assert "fair-2 (weight 0.5) has 10 of 30 admissions, its weight share 3.3" in second.detail
+
+
+def _store_cohorts(world: StandIn, *documents: dict[str, Any]) -> None:
+    world.partitions["CapacityQuotas"] = {
+        f"Cohort#{d['metadata']['name']}": {"document": json.dumps(d)} for d in documents
+    }
+
+
+def _tree(root_instances: str, borrowing: str | None) -> list[dict[str, Any]]:
+    from tests.simulation.cohort_operations import ROOT, _group, cohort_document
+
+    child = {"nominalQuota": "0"} | ({} if borrowing is None else {"borrowingLimit": borrowing})
+    return [
+        cohort_document(
+            ROOT, {"resourceGroups": _group({"instances": {"nominalQuota": root_instances}})}
+        ),
+        cohort_document(
+            "sim", {"parentName": ROOT, "resourceGroups": _group({"instances": child})}
+        ),
+    ]
+
+
+def test_a_cohort_level_over_its_nominal_quota_and_what_it_may_borrow_is_a_finding() -> None:
+    invariants, world = _invariants()
+    judge = invariants.cohorts.judge
+    # Flat: the sum of the members' nominal quotas (7)
+    judge("pool-1", "instances", 7, 7, None)
+    assert _found(invariants, LEVEL) == []
+    judge("pool-1", "instances", 7, 8, None)
+    assert len(_found(invariants, LEVEL)) == 1
+    # A tree: the root lends 2, sim may borrow 1 of them
+    invariants, world = _invariants()
+    _store_cohorts(world, *_tree("2", "1"))
+    invariants.cohorts.judge("pool-1", "instances", 7, 8, None)
+    assert _found(invariants, LEVEL) == []
+    invariants.cohorts.judge("pool-1", "instances", 7, 9, None)
+    assert [d.split(":")[0] for d in _found(invariants, LEVEL)] == ["cohort sim"]
+
+
+def test_a_tree_made_smaller_takes_back_nothing_that_runs_but_admits_nothing_over_it() -> None:
+    invariants, world = _invariants()
+    _store_cohorts(world, *_tree("2", None))
+    invariants.cohorts.judge("pool-1", "instances", 7, 9, Decimal(9))
+    # The root deleted: 9 run under the old bound, and may go on running
+    _store_cohorts(world, _tree("2", None)[1])
+    invariants.cohorts.judge("pool-1", "instances", 7, 9, Decimal(9))
+    assert _found(invariants, LEVEL) == []
+    # One ends: what is held shrinks the allowance; a new one over it is a finding
+    invariants.cohorts.judge("pool-1", "instances", 7, 8, Decimal(8))
+    invariants.cohorts.judge("pool-1", "instances", 7, 9, Decimal(9))
+    assert len(_found(invariants, LEVEL)) == 1

@@ -75,6 +75,7 @@ def test_every_served_version_has_a_schema_its_examples_validate_against() -> No
         *sorted((REPO / "examples" / "karpenter").rglob("*.yaml")),
         *sorted((REPO / "examples" / "ome").glob("*.yaml")),
         *sorted((REPO / "examples" / "provisioner").glob("*.yaml")),
+        REPO / "examples" / "cohorts" / "0-cohorts.yaml",
     ]
     checked = set()
     for path in paths:

@@ -5,15 +5,21 @@ or not, with its kept fields) is the domain's (`domain/apis/documents.py`), re-e
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from capacity_launcher.adapters.aws import all_pages, aws_call
+from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import from_item, key, to_item
 from capacity_launcher.domain.apis.documents import InvalidDocument as InvalidDocument
 from capacity_launcher.domain.apis.documents import StoredDocument as StoredDocument
 from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.apis.pool_order import MAX_WEIGHT, order_key
-from capacity_launcher.domain.errors import CapacityLauncherError, StoredDocumentInvalid
+from capacity_launcher.domain.errors import (
+    CapacityLauncherError,
+    ConditionFailed,
+    StoredDocumentInvalid,
+)
 from capacity_launcher.observability import logger
 
 if TYPE_CHECKING:  # the served versions are imported by the apply and read paths that use them:
@@ -49,6 +55,27 @@ OUTSTANDING_BUMPS_PK = "QuotaBumps"
 PRIORITY_CLASSES_KEY = ("PriorityClasses", "Version")
 # A quota item's mark: the PriorityClass it names, not stored when it was written.
 UNRESOLVED = "unresolvedPriorityClass"
+
+
+class ConditionedWrites:
+    """A store of configuration items whose writes are one transaction conditioned on what was
+    read (`_transact` returns False when it moved): the PriorityClasses' and the Cohorts'."""
+
+    def __init__(
+        self, table_name: str, dynamodb: Any | None = None, *, clock: Callable[[], datetime]
+    ) -> None:
+        """`clock`: the composition root's, that each document's `updatedAt` is stamped with."""
+        self._table = table_name
+        self._clock = clock
+        self._db = dynamodb or client("dynamodb")
+
+    def _transact(self, items: list[dict[str, Any]]) -> bool:
+        try:
+            with aws_call("TransactWriteItems"):
+                self._db.transact_write_items(TransactItems=items)
+        except ConditionFailed:
+            return False
+        return True
 
 
 def quota_generation_check(table: str, generation: int) -> dict[str, Any]:

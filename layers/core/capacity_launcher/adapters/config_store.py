@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
+from capacity_launcher.adapters.cohort_store import CohortStore, cohorts_of
 from capacity_launcher.adapters.config_items import (
     POOL_INDEX_PK,
     POOL_INDEXED,
@@ -254,6 +255,11 @@ class ConfigStore:
 
         return PriorityClassStore(self._table, self._db, clock=self._clock)
 
+    def cohorts(self) -> CohortStore:
+        """The Kueue Cohorts stored beside the quotas' generations (adapters/cohort_store.py);
+        after a write through it, `forget` this store's copies."""
+        return CohortStore(self._table, self._db, clock=self._clock)
+
     def quotas(self) -> QuotaStore:
         """The CapacityQuota items' reads and writes in the same table (adapters/quota_store.py);
         after a write through it, `forget` this store's copies."""
@@ -444,7 +450,9 @@ class ConfigStore:
         # The generations first: a quota written after them bumps those of the pools it names,
         # so a lease conditioned on its pool's fails rather than trust a listing newer than its
         # generation says. One Query reads the quota-set version and every pool's.
-        found = {str(i["sk"]): int(i.get("version", 0)) for i in self._query(_QUOTA_SET_KEY[0])}
+        # The same Query reads the Cohorts, stored in that partition (adapters/cohort_store.py).
+        generations = self._query(_QUOTA_SET_KEY[0])
+        found = {str(i["sk"]): int(i.get("version", 0)) for i in generations}
         pools = {
             sk.removeprefix(QUOTA_POOL_PREFIX): version
             for sk, version in found.items()
@@ -454,7 +462,13 @@ class ConfigStore:
         listing = self._listing_of("CapacityQuota", items)
         quotas = (d for d in listing.documents.values() if isinstance(d, CapacityQuota))
         waiting = {str(i["sk"]): str(i[UNRESOLVED]) for i in items if UNRESOLVED in i}
-        return QuotaSet(found.get(_QUOTA_SET_KEY[1], 0), tuple(quotas), pools, waiting)
+        return QuotaSet(
+            found.get(_QUOTA_SET_KEY[1], 0),
+            tuple(quotas),
+            pools,
+            waiting,
+            cohorts=cohorts_of(generations),
+        )
 
     def invalid(self) -> list[InvalidDocument]:
         """Stored documents that no longer parse, read now (for operators)."""

@@ -11,14 +11,11 @@ reservations at (every reservation apply that changes one bumps it).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from datetime import datetime
-from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.config_items import (
     PRIORITY_CLASSES_KEY,
     QUOTA_SET_KEY,
+    ConditionedWrites,
     kept_of,
     query_items,
     quota_generation_check,
@@ -40,21 +37,13 @@ from capacity_launcher.domain.apis.priority_classes import (
     parse_priority_class,
     priority_table,
 )
-from capacity_launcher.domain.errors import CapacityLauncherError, ConditionFailed, NotFound
+from capacity_launcher.domain.errors import CapacityLauncherError, NotFound
 from capacity_launcher.observability import logger
 
 
-class PriorityClassStore:
+class PriorityClassStore(ConditionedWrites):
     """Reads and conditioned writes of PriorityClass items (a write returns False when what it
     was conditioned on moved)."""
-
-    def __init__(
-        self, table_name: str, dynamodb: Any | None = None, *, clock: Callable[[], datetime]
-    ) -> None:
-        """`clock`: the composition root's, that each class's `updatedAt` is stamped with."""
-        self._table = table_name
-        self._clock = clock
-        self._db = dynamodb or client("dynamodb")
 
     def read(self) -> PriorityClassesRead:
         """The classes' version, then every stored class that parses."""
@@ -134,11 +123,3 @@ class PriorityClassStore:
         return int(
             (read_item(self._db, self._table, *PRIORITY_CLASSES_KEY) or {}).get("version", 0)
         )
-
-    def _transact(self, items: list[dict[str, Any]]) -> bool:
-        try:
-            with aws_call("TransactWriteItems"):
-                self._db.transact_write_items(TransactItems=items)
-        except ConditionFailed:
-            return False
-        return True

@@ -13,8 +13,11 @@ narrowed or refused on the container's copy of the limits: the stored ones are r
 The write (`PoolLeases.write`) is one transaction of named items (domain/accounting/lease_reads.py);
 its conflict names the items that moved, and says what to read again before deciding again: the
 pool's usage (another lease or settle moved it), the stored limits (the pool was applied), the
-quotas (a quota naming the pool was applied: the stored quota set), the quota usage (another
-admission in the cohort wrote first: read on the next decision). A pool or class applied since the
+quotas (a quota naming the pool, or a Cohort of its tree, was applied: the stored quota set),
+the quota usage (another admission in the cohort, or in any cohort of its tree, wrote first: read
+on the next decision). Through a Cohort tree (Kueue's hierarchical cohorts) the decision reads
+the usage item of every cohort of the tree in the pool and conditions its write on each. A pool
+or class applied since the
 request was resolved is not decided again here: NodePoolChanged sends the request back to be
 resolved on the stored documents. Another revision alone does not say the document changed
 (a writer of another version spells it otherwise): the stored documents are read first, and when
@@ -50,7 +53,7 @@ from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
     fit_quota_lease,
     governing,
-    usage_items,
+    tree_usage_items,
 )
 from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
@@ -197,10 +200,12 @@ class _Admission:
         quota = governing(quotas, ask.requester, ask.pool)
         if quota is None or ask.requester is None:
             return fit_quota_lease((), ask, {}, room), ()
-        items = usage_items(quota, ask.pool)
+        # Through a cohort tree, every cohort's item of the tree in the pool (Kueue's Cohort).
+        cohorts = snapshot.quotas.cohorts
+        items = tree_usage_items(quota, cohorts, ask.pool)
         readings = self._leases.quota_usage(items)
         usage = {k: v for _, found in readings.values() for k, v in found.items()}
-        fit = fit_quota_lease(quotas, ask, usage, room)
+        fit = fit_quota_lease(quotas, ask, usage, room, cohorts)
         if fit is None:
             return None, ()
         return fit, tuple((key, readings[key][0]) for key, _ in items)

@@ -1,13 +1,14 @@
-"""What operators change (`apply`, `delete`): NodeClasses, NodePools, CapacityQuotas and
-PriorityClasses, each stored through its own store. Built by the composition root
+"""What operators change (`apply`, `delete`): NodeClasses, NodePools, CapacityQuotas,
+PriorityClasses and Kueue Cohorts, each stored through its own store. Built by the composition root
 (`wiring.Adapters.configuration`); the CLI reads the files, converts each document to its hubs
 and prints what this answers.
 
 The checks across documents: those applied together (`conflicts_among`, before anything is
 stored) and each against what is stored (a quota conflicting with the stored quotas, a class's
 value changed or a second global default, a NodeClass deleted while a NodePool names it, a
-PriorityClass deleted while a reservation names it). A document naming something not applied
-yet (a NodePool's NodeClass, a quota's NodePools, a reservation's PriorityClass) is applied all
+PriorityClass deleted while a reservation names it, a Cohort making a cycle or a third level). A
+document naming something not applied yet (a NodePool's NodeClass, a quota's NodePools, a
+reservation's PriorityClass, a Cohort's parent) is applied all
 the same, as Kubernetes does, and `apply` says what it waits for (domain/apis/references.py); a
 reservation's priority is its class's value, copied by whichever of the two is applied last.
 The stores read and write conditioned on what was read; the decisions are the domain's
@@ -22,6 +23,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity_launcher.domain.apis.config import NodeClass, NodeClassUsers, NodePool
+from capacity_launcher.domain.apis.kueue.cohort_changes import (
+    CohortDelete,
+    CohortPut,
+    CohortsRead,
+)
+from capacity_launcher.domain.apis.kueue.cohort_changes import (
+    plan_apply as plan_cohort_apply,
+)
+from capacity_launcher.domain.apis.kueue.cohort_changes import (
+    plan_delete as plan_cohort_delete,
+)
+from capacity_launcher.domain.apis.kueue.cohorts import COHORT, PARENT_PATH, Cohort
 from capacity_launcher.domain.apis.priority_class_changes import (
     PriorityClassDelete,
     PriorityClassDeleteRead,
@@ -59,7 +72,7 @@ if TYPE_CHECKING:
     from capacity_launcher.domain.apis.documents import StoredDocument
     from capacity_launcher.domain.apis.kept_fields import Kept
 
-Hub = NodeClass | NodePool | CapacityQuota | PriorityClass
+Hub = NodeClass | NodePool | CapacityQuota | PriorityClass | Cohort
 
 # An apply or delete that keeps meeting concurrent changes gives up and says so (the user
 # retries).
@@ -79,8 +92,18 @@ class QuotaWrites(Protocol):
     def waiting_for(self, priority_class: str) -> list[StoredDocument]: ...
 
 
+class CohortWrites(Protocol):
+    """Cohort items: what an apply or delete reads, and its write conditioned on it (False:
+    what it read moved)."""
+
+    def read(self) -> CohortsRead: ...
+    def put(self, write: CohortPut) -> bool: ...
+    def delete(self, write: CohortDelete) -> bool: ...
+
+
 class ConfigWrites(Protocol):
     def apply(self, document: NodeClass | NodePool, kept: Kept | None = None) -> None: ...
+    def cohorts(self) -> CohortWrites: ...
     def delete_pool(self, name: str) -> None: ...
     def class_users(self, name: str) -> NodeClassUsers: ...
     def delete_class(self, name: str, read: NodeClassUsers) -> bool: ...
@@ -128,6 +151,11 @@ class Configuration:
         if isinstance(document, PriorityClass):
             apply_priority_class(self.priority_classes, document)
             return self._resolve_waiting(document.name)
+        if isinstance(document, Cohort):
+            put = apply_cohort(self.config.cohorts(), document)
+            self.config.forget()
+            self._wake(put.pools)
+            return parent_awaited(put.applied, {c.name for c in put.cohorts})
         if isinstance(document, CapacityQuota):
             write = apply_quota(self.config.quotas(), document, kept)
             self.config.forget()
@@ -208,6 +236,15 @@ class Configuration:
             before.update({d.name: d for d in earlier if isinstance(d, PriorityClass)})
             plan_class_apply(document, PriorityClassesRead(read.version, tuple(before.values())))
             return []
+        if isinstance(document, Cohort):
+            stored = self.config.cohorts().read()
+            cohorts = {c.name: c for c in stored.cohorts}
+            cohorts.update({d.name: d for d in earlier if isinstance(d, Cohort)})
+            plan_cohort_apply(
+                document,
+                CohortsRead(stored.version, stored.quota_version, tuple(cohorts.values())),
+            )
+            return parent_awaited(document, set(cohorts))
         if isinstance(document, CapacityQuota):
             quotas, named = self.config.quotas(), named_class(kept)
             write = plan_apply(
@@ -231,6 +268,9 @@ class Configuration:
         """Delete one document (NotFound when none is stored)."""
         if kind == PRIORITY_CLASS:
             delete_priority_class(self.priority_classes, name)
+        elif kind == COHORT:
+            self._wake(delete_cohort(self.config.cohorts(), name))
+            self.config.forget()
         elif kind == "CapacityQuota":
             delete_quota(self.config.quotas(), name)
             self.config.forget()
@@ -312,3 +352,52 @@ def delete_priority_class(classes: PriorityClassWrites, name: str) -> None:
         if classes.delete(plan_class_delete(name, classes.delete_read(name))):
             return
     raise ConfigConflict(f"PriorityClass {name} kept changing while it was deleted; try again")
+
+
+@dataclass(frozen=True)
+class CohortApplied:
+    """The write of a Cohort's apply that held, and the cohorts stored beside it then."""
+
+    applied: Cohort
+    pools: tuple[str, ...]
+    cohorts: tuple[Cohort, ...]
+
+
+def apply_cohort(cohorts: CohortWrites, applied: Cohort) -> CohortApplied:
+    """Store `applied` unless the tree it makes with the stored cohorts is not a two-level
+    tree (ConfigConflict naming spec.parentName); checked again when another cohort's or a
+    quota's apply lands between the check and the write."""
+    for _ in range(_APPLY_TRIES):
+        read = cohorts.read()
+        write = plan_cohort_apply(applied, read)
+        if cohorts.put(write):
+            return CohortApplied(applied, write.pools, read.cohorts)
+    raise ConfigConflict(
+        f"Cohort {applied.name}: other cohorts or quotas kept changing while it was applied; "
+        "try again"
+    )
+
+
+def delete_cohort(cohorts: CohortWrites, name: str) -> tuple[str, ...]:
+    """Delete cohort `name` (NotFound if it is not stored); returns the pools whose admissions
+    it governed. Its children stay, their parent missing."""
+    for _ in range(_DELETE_TRIES):
+        write = plan_cohort_delete(name, cohorts.read())
+        if cohorts.delete(write):
+            return write.pools
+    raise ConfigConflict(f"Cohort {name} kept changing while it was deleted; try again")
+
+
+def parent_awaited(cohort: Cohort, stored: Iterable[str]) -> list[FieldError]:
+    """What a cohort's apply waits for: its parent, when not applied (accepted all the same,
+    as Kubernetes applies in any order; its status says so until the parent is)."""
+    parent = cohort.parent
+    if parent is None or parent == cohort.name or parent in set(stored):
+        return []
+    return [
+        FieldError(
+            PARENT_PATH,
+            f"Cohort {parent} is not applied yet; {cohort.name} borrows only within itself "
+            "until it is",
+        )
+    ]

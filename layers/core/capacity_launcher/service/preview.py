@@ -23,7 +23,7 @@ from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
     admit_lease,
     governing,
-    usage_items,
+    tree_usage_items,
 )
 from capacity_launcher.domain.apis.quotas import format_amount
 from capacity_launcher.domain.capacity.offerings import Offering
@@ -321,18 +321,19 @@ def _steps(ctx: Context, view: PoolView, count: int) -> tuple[tuple[Step, ...], 
 def _headroom(ctx: Context, usage: Usage, view: PoolView) -> Headroom:
     request, pool = view.lead.request, view.lead.pool
     each, left_out, room = _limits_headroom(usage, view)
-    quotas = ctx.ports.config.capacity_quotas()
+    quota_set = ctx.ports.config.quota_set()
+    quotas, cohorts = quota_set.quotas, quota_set.cohorts
     try:
         quota = governing(quotas, request.requester, pool.metadata.name)
         if quota is None:
             return Headroom(each, room, left_out=left_out)
         used: Mapping[tuple[str, str], Resources] = {
             k: v
-            for pk, name in usage_items(quota, pool.metadata.name)
+            for pk, name in tree_usage_items(quota, cohorts, pool.metadata.name)
             for k, v in usage.quotas.quota_usage(pk, name).items()
         }
         ask = LeaseAsk(pool.metadata.name, request.requester, each, request.count, 1)
-        admits = admit_lease(quotas, ask, used)
+        admits = admit_lease(quotas, ask, used, cohorts)
         return Headroom(each, room, quota.name, admits, left_out=left_out)
     except QuotaExceeded as refused:
         return Headroom(each, room, refused.quota, 0, str(refused), left_out)

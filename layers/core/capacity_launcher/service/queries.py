@@ -41,6 +41,7 @@ from capacity_launcher.domain.apis.karpenter.status import (
     nodeclaim,
     nodeclaim_name,
 )
+from capacity_launcher.domain.apis.kueue.cohorts import Cohort, cohort_status
 from capacity_launcher.domain.apis.priority_classes import (
     PriorityClass,
     PriorityTable,
@@ -85,6 +86,14 @@ class StoredConfiguration(Configuration, Protocol):
     def stored(self, kind: Any, name: str) -> StoredDocument: ...
     def stored_all(self, kind: Any) -> list[StoredDocument]: ...
     def invalid(self) -> list[InvalidDocument]: ...
+    def cohorts(self) -> StoredCohorts: ...
+
+
+class StoredCohorts(Protocol):
+    """The Kueue Cohorts as stored now (adapters/cohort_store.py)."""
+
+    def cohorts(self) -> list[Cohort]: ...
+    def cohort(self, name: str) -> Cohort: ...
 
 
 class PriorityClasses(Protocol):
@@ -184,6 +193,14 @@ class Queries:
             return pool_status(pool, applied, self.pool_usage.usage(pool.name), counted)
 
         return status_of
+
+    def cohort_statuses(self) -> tuple[list[Cohort], dict[str, dict[str, Any]]]:
+        """The stored Cohorts, and each one's status: its member quotas, child cohorts and
+        `Ready` condition (False, `ParentNotFound`, while its parent is not applied)."""
+        cohorts = self.config.cohorts().cohorts()
+        by_name = {c.name: c for c in cohorts}
+        quotas = self.config.capacity_quotas(fresh=True)
+        return cohorts, {c.name: cohort_status(by_name, quotas, c) for c in cohorts}
 
     def pool_statuses(self) -> tuple[list[NodePool], dict[str, dict[str, Any]]]:
         """The stored NodePools, and each one's status (usage against limits, conditions)."""

@@ -17,12 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, field_validator
 
-from capacity_launcher.domain.apis.api_versions import (
-    Conversion,
-    ServedVersion,
-    as_document,
-    validated,
-)
+from capacity_launcher.domain.apis.api_versions import ServedVersion, own_hub, validated
 from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
 from capacity_launcher.domain.apis.kept_fields import Kept
 from capacity_launcher.domain.errors import ConfigConflict
@@ -128,24 +123,10 @@ def named_class(kept: Kept | None) -> str | None:
 
 def priority_class_version() -> ServedVersion:
     """scheduling.k8s.io/v1 PriorityClass, served as its own hub (stored as written)."""
-
-    def to_hub(priority_class: PriorityClass) -> Conversion:
-        return Conversion((priority_class,), priority_class_kept(priority_class))
-
-    def from_hub(hub: PriorityClass, kept: Mapping[str, Any]) -> dict[str, Any]:
-        return _dump(hub)
-
-    return ServedVersion(
-        api_version=PRIORITY_CLASS_API_VERSION,
-        kind=PRIORITY_CLASS,
-        hub_kind=PRIORITY_CLASS,
-        parse=parse_priority_class,
-        to_hub=to_hub,
-        from_hub=from_hub,
-        document=_dump,
-        model=PriorityClass,
+    return own_hub(
+        PRIORITY_CLASS_API_VERSION,
+        PRIORITY_CLASS,
+        PriorityClass,
+        parse_priority_class,
+        priority_class_kept,
     )
-
-
-def _dump(priority_class: PriorityClass) -> dict[str, Any]:
-    return as_document(priority_class)

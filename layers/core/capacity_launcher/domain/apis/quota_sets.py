@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.accounting.quota_prefixes import prefix_conflicts
 from capacity_launcher.domain.apis.ome.associations import (
@@ -17,6 +18,9 @@ from capacity_launcher.domain.apis.ome.associations import (
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.field_errors import FieldError, field_path
 from capacity_launcher.domain.requester_origins import RequesterOrigins
+
+if TYPE_CHECKING:  # a type only: the Kueue document's module stays out of a handler's init
+    from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,9 @@ class QuotaSet:
     # Quota name -> the PriorityClass it names that was not stored when it was written (an OME
     # reservation applied before its class: docs/ome.md, "Applied in any order").
     unresolved: Mapping[str, str] = field(default_factory=dict)
+    # The applied Kueue Cohorts by name, read with the generations (a Cohort's apply bumps the
+    # generation of every pool its tree's admissions decide in): none, every cohort is flat.
+    cohorts: Mapping[str, CohortDocument] = field(default_factory=dict)
 
     def generation_in(self, pool: str) -> int | None:
         """The quota generation of `pool` the quotas were read at (None: not from a store)."""

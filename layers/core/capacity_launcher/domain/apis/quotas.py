@@ -430,10 +430,10 @@ def parse_quota(data: Mapping[str, Any]) -> CapacityQuota:
     try:
         return CapacityQuota.model_validate(dict(data))
     except ValidationError as error:
-        raise ConfigValidationError(_field_errors(error)) from None
+        raise ConfigValidationError(problem_field_errors(error)) from None
 
 
-def _field_errors(error: ValidationError) -> list[FieldError]:
+def problem_field_errors(error: ValidationError) -> list[FieldError]:
     """pydantic's errors by document path, with each of a validator's Problems at its own path."""
     details = error.errors(include_url=False, include_input=False)
     # One shared wording per detail, in order (limit above the count: nothing is cut here).

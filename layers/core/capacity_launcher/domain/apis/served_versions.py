@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion, VersionRegistry
+from pydantic import BaseModel
+
+from capacity_launcher.domain.apis.api_versions import ServedVersion, VersionRegistry, own_hub
 from capacity_launcher.domain.apis.config import (
     CAPACITY_QUOTA,
     NODE_CLASS,
@@ -20,6 +22,7 @@ from capacity_launcher.domain.apis.config import (
 from capacity_launcher.domain.apis.documents import Document, parse_document, to_document
 from capacity_launcher.domain.apis.karpenter import ec2nodeclass, nodepool
 from capacity_launcher.domain.apis.kept_fields import Kept
+from capacity_launcher.domain.apis.kueue.cohorts import cohort_version
 from capacity_launcher.domain.apis.ome.versions import ome_versions
 from capacity_launcher.domain.apis.priority_classes import priority_class_version
 from capacity_launcher.domain.apis.provisioners import provisioner_version
@@ -28,25 +31,17 @@ from capacity_launcher.domain.apis.quotas import CapacityQuota
 HUB_API_VERSION = "capacity-launcher/v1"
 
 
-def _hub(kind: str, model: type) -> ServedVersion:
+def _hub(kind: str, model: type[BaseModel]) -> ServedVersion:
     def parse(data: Mapping[str, Any]) -> Document:
         return parse_document(data)
 
-    def to_hub(document: Document) -> Conversion:
-        return Conversion((document,), Kept(HUB_API_VERSION, kind))
-
-    def from_hub(hub: Document, kept: Mapping[str, Any]) -> dict[str, Any]:
-        return to_document(hub)
-
-    return ServedVersion(
-        api_version=HUB_API_VERSION,
-        kind=kind,
-        hub_kind=kind,
-        parse=parse,
-        to_hub=to_hub,
-        from_hub=from_hub,
+    return own_hub(
+        HUB_API_VERSION,
+        kind,
+        model,
+        parse,
+        lambda document: Kept(HUB_API_VERSION, kind),
         document=to_document,
-        model=model,
     )
 
 
@@ -60,6 +55,7 @@ REGISTRY.serve(
 REGISTRY.serve(*nodepool.versions(), *ec2nodeclass.versions())
 REGISTRY.serve(*ome_versions())
 REGISTRY.serve(priority_class_version(), hub=True)
+REGISTRY.serve(cohort_version(), hub=True)
 REGISTRY.serve(provisioner_version())
 # Karpenter's AWSNodeTemplate (v1alpha1) became the EC2NodeClass; Karpenter serves it no more.
 REGISTRY.retire(

@@ -10,8 +10,9 @@ lending limits per NodePool and resource (``spec.resourceGroups``, a quota's sha
 Bounded: a tree is two levels (a cohort with a parent; the parent has none) and a parent has at
 most ``MAX_CHILD_COHORTS`` children, so the usage items one admission reads and conditions on
 stay within one transaction (domain/accounting/cohort_tree.py). A deeper tree, a cycle and any
-field not acted on (``fairSharing``) are refused naming the field (`check_tree`, `parse_cohort`;
-the kind is not served yet: nothing passes Cohorts to the admission).
+field not acted on (``fairSharing``) are refused naming the field (`check_tree`, `parse_cohort`).
+Served as its own hub (`cohort_version`), stored beside the quotas (adapters/cohort_store.py),
+read with them by every admission (docs/quotas.md, "Hierarchical cohorts").
 """
 
 from __future__ import annotations
@@ -19,19 +20,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from capacity_launcher.domain.apis.api_versions import as_document, validated
+from capacity_launcher.domain.apis.api_versions import ServedVersion, as_document, own_hub
 from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
+from capacity_launcher.domain.apis.kept_fields import Kept
 from capacity_launcher.domain.apis.quotas import (
     MAX_FLAVORS,
     MAX_RESOURCE_GROUPS,
+    CapacityQuota,
     Flavor,
+    Problems,
     QuotaResource,
     ResourceGroup,
+    problem_field_errors,
     repeats_across_groups,
 )
-from capacity_launcher.domain.errors import ConfigConflict
+from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
 
 COHORT_API_VERSION = "kueue.x-k8s.io/v1beta1"
@@ -57,6 +62,25 @@ class CohortResource(QuotaResource):
     the cohort's own nominalQuota (which may be 0)."""
 
     model_config = BUILT_ON_FIRST_USE
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limits_of_a_nominal_quota(cls, data: Any) -> Any:
+        """A limit without a nominalQuota is refused at nominalQuota, saying why (Kueue's
+        nominalQuota is required; a cohort with no quota of its own writes 0)."""
+        if isinstance(data, dict) and "nominalQuota" not in data and "nominal_quota" not in data:
+            limits = [f for f in ("borrowingLimit", "lendingLimit") if f in data]
+            if limits:
+                raise Problems(
+                    [
+                        FieldError(
+                            "nominalQuota",
+                            f'is required with {" and ".join(limits)} (write "0" for a '
+                            "cohort with no quota of its own)",
+                        )
+                    ]
+                )
+        return data
 
     @model_validator(mode="after")
     def _lending_within_nominal(self) -> CohortResource:
@@ -92,8 +116,25 @@ class CohortSpec(_Document):
             for g, group in enumerate(self.resource_groups)
             if group.limits is not None
         ]
+        if self.parent_name is None:
+            # At the root nothing is above: Kueue refuses a root's limits, as do we.
+            problems += [
+                FieldError(
+                    f"resourceGroups[{g}].flavors[{f}].resources[{r}].{limit}",
+                    "needs spec.parentName: a cohort without a parent borrows from and lends "
+                    "to no one",
+                )
+                for g, group in enumerate(self.resource_groups)
+                for f, flavor in enumerate(group.flavors)
+                for r, resource in enumerate(flavor.resources)
+                for limit, value in (
+                    ("borrowingLimit", resource.borrowing_limit),
+                    ("lendingLimit", resource.lending_limit),
+                )
+                if value is not None
+            ]
         if problems:
-            raise ValueError("; ".join(str(p) for p in problems))
+            raise Problems(problems)
         return self
 
 
@@ -126,11 +167,25 @@ class Cohort(_Document):
 
 def parse_cohort(data: Mapping[str, Any]) -> Cohort:
     """Validate a Cohort document; every broken rule is reported at its document path."""
-    return validated(Cohort, data)
+    try:
+        return Cohort.model_validate(dict(data))
+    except ValidationError as error:
+        raise ConfigValidationError(problem_field_errors(error)) from None
 
 
 def cohort_document(cohort: Cohort) -> dict[str, Any]:
     return as_document(cohort)
+
+
+def cohort_version() -> ServedVersion:
+    """kueue.x-k8s.io/v1beta1 Cohort, served as its own hub (stored as written)."""
+    return own_hub(
+        COHORT_API_VERSION,
+        COHORT,
+        Cohort,
+        parse_cohort,
+        lambda cohort: Kept(COHORT_API_VERSION, COHORT, {}, ()),
+    )
 
 
 def check_tree(others: Iterable[Cohort], applied: Cohort) -> None:
@@ -200,3 +255,36 @@ def missing_parent(cohorts: Mapping[str, Cohort], cohort: Cohort) -> str | None:
     is, the cohort borrows only within itself, as a flat cohort."""
     parent = cohort.parent
     return parent if parent is not None and parent not in cohorts else None
+
+
+# Status conditions (Kubernetes' convention: type, status, reason, message), computed when read.
+ACTIVE, PARENT_NOT_FOUND = "CohortActive", "ParentNotFound"
+
+
+def cohort_status(
+    cohorts: Mapping[str, Cohort], quotas: Iterable[CapacityQuota], cohort: Cohort
+) -> dict[str, Any]:
+    """``cohort``'s status among the stored ``cohorts`` and ``quotas``: its member quotas, its
+    child cohorts and a ``Ready`` condition, False with ``ParentNotFound`` while the parent it
+    names is not applied (it then lends and borrows only within itself, as a flat cohort; it
+    becomes part of the tree when the parent is applied)."""
+    members = sorted(q.name for q in quotas if q.spec.cohort == cohort.name)
+    children = sorted(c.name for c in cohorts.values() if c.parent == cohort.name)
+    missing = missing_parent(cohorts, cohort)
+    if missing is not None:
+        ready = {
+            "type": "Ready",
+            "status": "False",
+            "reason": PARENT_NOT_FOUND,
+            "message": f"parent Cohort {missing} is not applied; borrowing stays within this "
+            "cohort until it is",
+        }
+    else:
+        where = "the root of its tree" if cohort.parent is None else f"under {cohort.parent}"
+        ready = {
+            "type": "Ready",
+            "status": "True",
+            "reason": ACTIVE,
+            "message": f"{where}: {len(members)} quota(s), {len(children)} child cohort(s)",
+        }
+    return {"memberQuotas": members, "childCohorts": children, "conditions": [ready]}
