@@ -47,12 +47,12 @@ def submit_waiting(sim: Simulation, rng: random.Random) -> str:
     return f"{body.get('nodePool', 'any pool')} until {body['waitForCapacityUntil']}"
 
 
-def preemption_policy(sim: Simulation, rng: random.Random) -> str:
+def preemption_policy(sim: Simulation, rng: random.Random, name: str | None = None) -> str:
     """A quota's withinClusterQueue and borrowWithinCohort (with or without a threshold) drawn,
     its other terms as applied: its waiting requests may preempt, or no longer."""
     from tests.simulation.operations import QUOTAS, quota_document
 
-    name = rng.choice(sorted(QUOTAS))
+    name = name or rng.choice(sorted(QUOTAS))
     document = copy.deepcopy(sim.catalog.quotas.get(name) or quota_document(name))
     rules = dict(document["spec"].get("preemption") or {})
     rules["withinClusterQueue"] = rng.choice(WITHIN_POLICIES)
@@ -92,6 +92,7 @@ def preempting_waiter(sim: Simulation, rng: random.Random) -> str:
             body["priorityClassName"] = low
     sim.send(bodies, via_bus=False)
     sim.poll_once()
+    policy = preemption_policy(sim, rng, "quota-a")
     waiter = _body_for(sim, rng, "team-a", pool)
     if high is not None:
         waiter["priorityClassName"] = high
@@ -99,7 +100,7 @@ def preempting_waiter(sim: Simulation, rng: random.Random) -> str:
     waiter["waitForCapacityUntil"] = until.isoformat().replace("+00:00", "Z")
     sim.send([waiter], via_bus=False)
     sim.poll_once()
-    return f"{'within' if within else 'borrowing'} in {pool}, {low} then {high}"
+    return f"{'within' if within else 'borrowing'} in {pool}, {low} then {high}, {policy}"
 
 
 QUEUE_OPERATIONS = {
