@@ -74,11 +74,12 @@ def preempting_waiter(sim: Simulation, rng: random.Random) -> str:
     at the highest: its quota's policies (drawn) decide whether it preempts, and which."""
     from tests.simulation.adversary import _body_for, _roomy_pool
     from tests.simulation.operations import QUOTA_POOLS
-
-    pool = rng.choice(QUOTA_POOLS)
-    sim.apply(_roomy_pool(sim, pool, rng))
     from tests.simulation.priority_operations import stored_classes
 
+    pool = rng.choice(QUOTA_POOLS)
+    applied = (sim.catalog.pools.get(pool) or {}).get("spec", {})
+    if applied.get("limits") != {"instances": "8"}:  # made roomy once, not at every draw
+        sim.apply(_roomy_pool(sim, pool, rng))
     stored = stored_classes(sim.invariants.priority.snapshot())
     values = {name: int(document["value"]) for name, document in stored.items()}
     low = min(values, key=values.__getitem__) if values else None
