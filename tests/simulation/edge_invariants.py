@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tests.simulation import preemption_invariants as preemption
 from tests.simulation.operations import QUOTA_POOLS, QUOTAS
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class Reclaim:
     owner: str  # the quota of the instance's requester
     enforced: bool
     pool: str
+    # A waiting request's preemption (issue 37): the event's detail and the victim's entry.
+    preemption: tuple[dict[str, Any], dict[str, Any]] | None = None
 
 
 class EdgeInvariants:
@@ -79,13 +82,38 @@ class EdgeInvariants:
         self.checks["seen: a reclaim requested"] += 1
         self._asking[str(detail["requestId"])] = str(detail["reclaimId"])
         for instance in detail.get("instances") or []:
+            scope = instance.get("preemption")
             self.reclaims[instance["instanceId"]] = Reclaim(
                 detail["reclaimId"],
                 detail["quota"],
                 instance["quota"],
                 bool(detail.get("enforced")),
                 detail["nodePool"],
+                None if scope is None else (detail, instance),
             )
+            if scope is not None:
+                self._preemption_allowed(detail, instance, "asked")
+
+    def _preemption_allowed(
+        self, detail: dict[str, Any], victim: dict[str, Any], when: str
+    ) -> bool:
+        """Issue 37: the victim meets the preempting quota's policy as applied now."""
+        quotas = self.base.catalog.quotas
+        self.checks[preemption.ALLOWED] += 1
+        self.checks[preemption.PRIORITY] += 1
+        self.checks[f"seen: a preemption {when} ({victim['preemption']})"] += 1
+        found = preemption.refused(
+            victim["preemption"], quotas.get(detail["quota"]), quotas.get(victim["quota"]),
+            victim, detail,
+        )  # fmt: skip
+        if found is not None:
+            invariant, why = found
+            self._violate(
+                invariant,
+                f"{when}: {detail['reclaimId']} for {detail['requestId']} ({detail['quota']})"
+                f" names {victim['instanceId']} of {victim['quota']}: {why}",
+            )
+        return found is None
 
     def request_outcome(self, detail: dict[str, Any]) -> None:
         """A request's status event: if it asked for a reclaim, it fails or waits refused for
@@ -215,6 +243,9 @@ class EdgeInvariants:
                 )
                 continue
             self.checks["seen: an instance terminated by a reclaim"] += 1
+            if reclaim.preemption is not None:
+                self._preemption_terminated(instance_id, *reclaim.preemption)
+                continue
             why = _refused(reclaim, quotas.get(reclaim.lender), quotas.get(reclaim.owner))
             if why:
                 self._violate(
@@ -222,6 +253,21 @@ class EdgeInvariants:
                     f"reclaim {reclaim.reclaim_id} by {reclaim.lender} in {reclaim.pool}"
                     f" terminated {instance_id} of {reclaim.owner}, yet {why}",
                 )
+
+    def _preemption_terminated(
+        self, instance_id: str, detail: dict[str, Any], victim: dict[str, Any]
+    ) -> None:
+        """A preemption's victim terminated: the policy in force still allows it, and its
+        request still waits (admitted, failed or ended, it needs nothing: nothing in vain)."""
+        self._preemption_allowed(detail, victim, "terminated")
+        request = self.base.ledger.requests.get(str(detail["requestId"]))
+        self.checks[preemption.FITS] += 1
+        if request is not None and request.ended_at is not None:
+            self._violate(
+                preemption.FITS,
+                f"{instance_id} terminated for {detail['requestId']}, which ended"
+                f" {request.status} at {request.ended_at:.0f}: the preemption was in vain",
+            )
 
     # -- stored items ---------------------------------------------------------------------------
 

@@ -119,14 +119,14 @@ class Cloud:
         with running("LauncherFunction", self.environment, self.names.account_id):
             return (batch or self.batch).process(messages, lambda: 60_000)
 
-    def deliver_queued(self, batch: LaunchBatch | None = None) -> list[str]:
+    def deliver_queued(self, batch: LaunchBatch | None = None, limit: int = 10) -> list[str]:
         """What the event source mapping does once: receive what the launch queue has visible now
-        (held requests whose delay passed on the emulator's clock), invoke the launcher, delete
-        the messages it did not hand back. Returns the requestIds delivered."""
+        (held requests whose delay passed on the emulator's clock; at most `limit`), invoke the
+        launcher, delete the messages it did not hand back. Returns the requestIds delivered."""
         sqs = self.sqs
         url = self.names.launch_queue_url
         received = sqs.receive_message(
-            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+            QueueUrl=url, MaxNumberOfMessages=limit, AttributeNames=["All"]
         ).get("Messages", [])
         messages = [
             Message(

@@ -104,6 +104,9 @@ class _OneClass:
     def node_class(self, name: str) -> NodeClass:
         return self._class
 
+    def capacity_quotas(self) -> tuple[()]:
+        return ()  # no quota: the request's priority is 0 (its instances' records carry it)
+
 
 def test_resolution_rejects_a_request_whose_tags_overflow_the_instances() -> None:
     node_class = parse_document(_node_class(40))

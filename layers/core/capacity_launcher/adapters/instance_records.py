@@ -48,6 +48,7 @@ def to_attributes(record: InstanceRecord) -> dict[str, Any]:
         "adoptedAt": record.adopted_at,
         "releasedAt": record.released_at,
         "requestTags": dict(record.request_tags) or None,
+        "priority": record.priority,
     }
 
 
@@ -74,6 +75,7 @@ def from_attributes(item: Mapping[str, Any]) -> InstanceRecord:
         adopted_at=text("adoptedAt"),
         released_at=text("releasedAt"),
         request_tags={str(k): str(v) for k, v in (item.get("requestTags") or {}).items()},
+        priority=None if item.get("priority") is None else int(item["priority"]),
     )
 
 

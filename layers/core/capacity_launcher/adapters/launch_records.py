@@ -300,6 +300,12 @@ class LaunchRecords:
         item = self._record_item(request_id)
         return RequestRecord.from_detail(json.loads(item["detail"])) if item else None
 
+    def still_waiting(self, request_id: str) -> bool:
+        """Whether the request's record says Waiting (one GetItem): a preemption asked for it
+        is enforced only while it waits."""
+        record = self.get_record(request_id)
+        return record is not None and record.status is RequestStatus.WAITING
+
     def get_records(self, request_ids: Sequence[str]) -> dict[str, RequestRecord]:
         """The records of `request_ids` that exist, by id: one BatchGetItem per 100."""
         keys = [key(request_pk(r), RECORD) for r in dict.fromkeys(request_ids)]

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.field_errors import FieldError, joined
+
+if TYPE_CHECKING:
+    from capacity_launcher.domain.quantities import Resources
 
 # A cancelled transaction's per-item code for an item whose condition did not hold.
 CONDITION_FAILED = "ConditionalCheckFailed"
@@ -114,9 +118,12 @@ class QuotaExceeded(CapacityLauncherError):
     what the quota's own nominal quota lacks because it is lent out (per resource). ``needed``,
     when known, is how much more of ``resource`` must be free for the demand to be admitted;
     ``ever``: whether the demand could ever be admitted under the quota as applied now (False:
-    it asks more than the quota's bound on its own, so waiting cannot help)."""
+    it asks more than the quota's bound on its own, so waiting cannot help). ``demand``, set by
+    the lease's decision: the least it asked (what a waiting request's preemption must make fit).
+    """
 
     code = "QuotaExceeded"
+    demand: Resources | None = None
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ and `PoolUsage`; instance events `PoolMembers` and `PoolUsage`; quota reclaim `P
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from capacity_launcher.domain.accounting.lease_reads import (
@@ -162,3 +163,12 @@ class Reclaims(Protocol):
     """What the launcher asks when a request is refused because its nominal quota is lent out."""
 
     def request(self, refused: QuotaExceeded, request_id: str, requester: str | None) -> str: ...
+
+    def preempt(
+        self,
+        refused: QuotaExceeded,
+        request_id: str,
+        requester: str | None,
+        priority: int,
+        arrived_at: datetime,
+    ) -> str: ...

@@ -24,17 +24,27 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
+from capacity_launcher.domain.accounting import preemption
 from capacity_launcher.domain.accounting.pool_usage import Member
+from capacity_launcher.domain.accounting.preemption import Preemptor, Running
 from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
 from capacity_launcher.domain.accounting.reclaim_decision import (
     ReclaimDecision,
     ReclaimOutcome,
     Spared,
     redecide,
+    redecide_preemption,
 )
-from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
+from capacity_launcher.domain.apis.quotas import (
+    BorrowPolicy,
+    CapacityQuota,
+    WithinQuotaPolicy,
+    format_amount,
+    parse_amount,
+)
 from capacity_launcher.domain.errors import CapacityLauncherError, QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
@@ -117,8 +127,12 @@ class ReclaimRequests:
                 current = self._reclaims.get(lender.name, pool)
                 if current is None:
                     return ""  # and the sync closed it meanwhile: the lender asks again
+        return self._announce(current, request_id)
+
+    def _announce(self, current: ReclaimRequested, request_id: str) -> str:
+        """Publish the open reclaim if it is this request's; what its message adds."""
         if current.request_id != request_id:
-            return f"; reclaim {current.reclaim_id} (requested by {current.request_id}) is open"
+            return _named(current)
         # Published after the record that it is open: a retry of this request publishes again.
         self._publish(Event(RECLAIM_REQUESTED, current.to_dict()))
         logger.info(
@@ -126,12 +140,113 @@ class ReclaimRequests:
             extra={
                 "reclaimId": current.reclaim_id,
                 "quota": current.quota,
-                "nodePool": pool,
+                "nodePool": current.node_pool,
                 "instances": [i.instance_id for i in current.instances],
                 "enforced": current.enforced,
+                "preempts": current.preempts,
             },
         )
         return _requested(current)
+
+    def preempt(
+        self,
+        refused: QuotaExceeded,
+        request_id: str,
+        requester: str | None,
+        priority: int,
+        arrived_at: datetime,
+    ) -> str:
+        """A waiting request refused by its quota's bounds or its cohort's idle quota (not for
+        its own quota lent out: that is `request`): ask for the instances its quota's
+        withinClusterQueue and borrowWithinCohort let it preempt so that it fits
+        (``preemption.plan``), through the same open reclaim, event and sync. '' when its
+        policies are Never, or nothing they allow makes it fit (docs/quotas.md)."""
+        quota = next((q for q in self._quotas() if q.name == refused.quota), None)
+        if quota is None or refused.reclaim or refused.demand is None or not _preempts(quota):
+            return ""
+        pool = refused.flavor
+        current = self._reclaims.get(quota.name, pool)
+        if current is None:
+            ask = Preemptor(quota.name, pool, refused.demand, priority, arrived_at.isoformat())
+            reclaim = self._preemption(quota, ask, request_id, requester, arrived_at)
+            if reclaim is None:
+                return ""
+            if not self._reclaims.open(reclaim):
+                return self._open_now(quota.name, pool)
+            current = reclaim
+        return self._announce(current, request_id)
+
+    def _open_now(self, quota: str, pool: str) -> str:
+        current = self._reclaims.get(quota, pool)
+        return "" if current is None else _named(current)
+
+    def _preemption(
+        self,
+        quota: CapacityQuota,
+        ask: Preemptor,
+        request_id: str,
+        requester: str | None,
+        arrived_at: datetime,
+    ) -> ReclaimRequested | None:
+        pool = ask.flavor
+        quotas, usage, members, records = self._candidates(quota, pool)
+        launched = {i: _launched_at(members[i], records.get(i)) for i in members}
+        running = [
+            Running(
+                QuotaInstance(i, str(m.requester), pool, m.amount, launched[i].isoformat()),
+                records[i].priority if i in records else None,
+            )
+            for i, m in members.items()
+        ]
+        victims = preemption.plan(ask, quotas, usage, running)
+        if not victims:
+            return None
+        cohort = Cohort.of(quota, quotas, usage)
+        covered = [r for r in _covered(quota, pool) if ask.demand.amount(r) > 0]
+        return self._reclaim(
+            quota,
+            pool,
+            request_id,
+            requester,
+            {r: ask.demand.amount(r) for r in covered},
+            enforced=True,
+            instances=[
+                ReclaimedInstance(
+                    instance_id=v.instance.instance_id,
+                    requester=v.instance.requester,
+                    quota=v.owner,
+                    node_pool=pool,
+                    launched_at=launched[v.instance.instance_id],
+                    resources=_amounts(cohort.quotas[v.owner], v.instance),
+                    preemption=v.scope.value,
+                    priority=v.priority,
+                )
+                for v in victims
+            ],
+            priority=ask.priority,
+            arrived_at=arrived_at,
+        )
+
+    def _candidates(
+        self, quota: CapacityQuota, pool: str
+    ) -> tuple[
+        list[CapacityQuota],
+        dict[tuple[str, str], Resources],
+        dict[str, Member],
+        dict[str, InstanceRecord],
+    ]:
+        """The quotas, the cohort's usage in ``pool``, its counted instances and their records,
+        less what other open reclaims of the cohort name already."""
+        quotas = list(self._quotas())
+        usage_item = quota.usage_item(pool)
+        usage = self._quota_usage.quota_usage(usage_item, pool)
+        members = {
+            m.instance_id: m
+            for m in self._members.members(pool)
+            if m.quota_usage == usage_item and m.requester
+        }
+        self._set_aside_named_by_others(quota, pool, quotas, members, usage)
+        return quotas, usage, members, self._items.many(sorted(members))
 
     def _plan(
         self,
@@ -141,17 +256,8 @@ class ReclaimRequests:
         request_id: str,
         requester: str | None,
     ) -> ReclaimRequested | None:
-        quotas = list(self._quotas())
-        usage_item = lender.usage_item(pool)
-        usage = self._quota_usage.quota_usage(usage_item, pool)
-        members = {
-            m.instance_id: m
-            for m in self._members.members(pool)
-            if m.quota_usage == usage_item and m.requester
-        }
-        self._set_aside_named_by_others(lender, pool, quotas, members, usage)
+        quotas, usage, members, records = self._candidates(lender, pool)
         cohort = Cohort.of(lender, quotas, usage)
-        records = self._items.many(sorted(members))
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
         candidates = [
             QuotaInstance(i, str(m.requester), pool, m.amount, launched[i].isoformat())
@@ -160,24 +266,13 @@ class ReclaimRequests:
         plan = cohort.reclaim_plan(lender.name, pool, refused.reclaim, candidates)
         if plan is None:
             return None
-        now = self._now()
-        preemption = lender.spec.preemption
-        return ReclaimRequested(
-            reclaim_id=reclaim_id(lender.name, pool, request_id),
-            quota=lender.name,
-            cohort=lender.spec.cohort,
-            node_pool=pool,
-            request_id=request_id,
-            requester=requester,
-            amount=[
-                ResourceAmount(name=r, total=format_amount(r, a))
-                for r, a in sorted(refused.reclaim.items())
-            ],
-            reclaim_within_cohort=preemption.reclaim_within_cohort.value,
-            grace_period=preemption.grace_period,
+        return self._reclaim(
+            lender,
+            pool,
+            request_id,
+            requester,
+            dict(sorted(refused.reclaim.items())),
             enforced=plan.enforced,
-            requested_at=now,
-            release_by=now + timedelta(seconds=preemption.grace_seconds),
             instances=[
                 ReclaimedInstance(
                     instance_id=i.instance_id,
@@ -189,6 +284,34 @@ class ReclaimRequests:
                 )
                 for i in plan.instances
             ],
+        )
+
+    def _reclaim(
+        self,
+        quota: CapacityQuota,
+        pool: str,
+        request_id: str,
+        requester: str | None,
+        amount: Mapping[str, Decimal],
+        **rest: Any,
+    ) -> ReclaimRequested:
+        """The open reclaim ``quota`` asks for in ``pool`` for the request, from now for its grace
+        period (``rest``: enforced, the instances, and a preemption's priority and arrival)."""
+        now = self._now()
+        rules = quota.spec.preemption
+        return ReclaimRequested(
+            reclaim_id=reclaim_id(quota.name, pool, request_id),
+            quota=quota.name,
+            cohort=quota.spec.cohort,
+            node_pool=pool,
+            request_id=request_id,
+            requester=requester,
+            amount=[ResourceAmount(name=r, total=format_amount(r, a)) for r, a in amount.items()],
+            reclaim_within_cohort=rules.reclaim_within_cohort.value,
+            grace_period=rules.grace_period,
+            requested_at=now,
+            release_by=now + timedelta(seconds=rules.grace_seconds),
+            **rest,
         )
 
     def _set_aside_named_by_others(
@@ -235,6 +358,7 @@ class ReclaimEnforcement:
         release: Callable[[str, str], Any],
         publish: Callable[..., None],
         now: Callable[[], datetime],
+        waiting: Callable[[str], bool] = lambda _request_id: True,
     ) -> None:
         self._quotas = quotas
         self._members = members
@@ -244,6 +368,9 @@ class ReclaimEnforcement:
         self._release = release
         self._publish = publish
         self._now = now
+        # Whether a preempting request still waits (its record): one admitted, ended or gone
+        # meanwhile preempts nothing (read only for a preemption due).
+        self._waiting = waiting
 
     def run(self, quotas: Sequence[CapacityQuota]) -> ReclaimReport:
         report = ReclaimReport()
@@ -306,11 +433,16 @@ class ReclaimEnforcement:
         usage read now: an owner that released other instances meanwhile keeps what is within
         its nominal quota, and a policy changed during the grace period governs."""
         pool = reclaim.node_pool
+        if reclaim.preempts and not self._waiting(reclaim.request_id):
+            why = f"request {reclaim.request_id} no longer waits: nothing is preempted in vain"
+            return ReclaimDecision([], [Spared(i.instance_id, why) for i in left], refused=True)
         quotas = list(self._quotas())
         lender = next((q for q in quotas if q.name == reclaim.quota), None)
         usage = {}
         if lender is not None and lender.flavor(pool) is not None:
             usage = self._quota_usage.quota_usage(lender.usage_item(pool), pool)
+        if reclaim.preempts:
+            return redecide_preemption(_preemptor(reclaim), _running(left, members), quotas, usage)
         named = [
             QuotaInstance(
                 i.instance_id,
@@ -416,9 +548,61 @@ def _amounts(quota: CapacityQuota, instance: QuotaInstance) -> list[ResourceAmou
     return [ResourceAmount(name=n, total=format_amount(n, resources.amount(n))) for n in names]
 
 
+def _preemptor(reclaim: ReclaimRequested) -> Preemptor:
+    """The waiting request a preemption was asked for, as the reclaim recorded it."""
+    demand = {a.name: parse_amount(a.name, a.total) for a in reclaim.amount}
+    arrived = reclaim.arrived_at or reclaim.requested_at
+    return Preemptor(
+        reclaim.quota,
+        reclaim.node_pool,
+        Resources.from_amounts(demand),
+        reclaim.priority or 0,
+        arrived.isoformat(),
+    )
+
+
+def _running(left: Sequence[ReclaimedInstance], members: Mapping[str, Member]) -> list[Running]:
+    return [
+        Running(
+            QuotaInstance(
+                i.instance_id,
+                i.requester,
+                i.node_pool,
+                members[i.instance_id].amount,
+                i.launched_at.isoformat(),
+            ),
+            i.priority,
+        )
+        for i in left
+    ]
+
+
+def _named(reclaim: ReclaimRequested) -> str:
+    return f"; reclaim {reclaim.reclaim_id} (requested by {reclaim.request_id}) is open"
+
+
+def _preempts(quota: CapacityQuota) -> bool:
+    """Whether a policy lets the quota's waiting requests preempt at all (default: no)."""
+    rules = quota.spec.preemption
+    return (
+        rules.within_cluster_queue is not WithinQuotaPolicy.NEVER
+        or rules.borrow_within_cohort.policy is not BorrowPolicy.NEVER
+    )
+
+
+def _covered(quota: CapacityQuota, pool: str) -> list[str]:
+    flavor = quota.flavor(pool)
+    return [t.name for t in flavor.resources] if flavor else []
+
+
 def _requested(reclaim: ReclaimRequested) -> str:
     ids = ", ".join(i.instance_id for i in reclaim.instances)
     by = format_timestamp(reclaim.release_by)
+    if reclaim.preempts:
+        return (
+            f"; preemption {reclaim.reclaim_id} requested: {ids} to be released by {by} "
+            "(terminated then, if the policies still allow it)"
+        )
     then = "terminated then" if reclaim.enforced else "not terminated: reclaimWithinCohort "
     if not reclaim.enforced:
         then += f"{reclaim.reclaim_within_cohort} does not allow it"

@@ -214,15 +214,16 @@ def _prepare(
 def _priority(config: Configuration, request: LaunchRequest, pool: str) -> int:
     """Its place in the pool's admission queue should it wait (issue 37): the value of the
     PriorityClass it names (Rejected naming the field when none of that name is applied), else
-    its quota's priority in the pool, else 0. Read only for a request that may wait."""
+    its quota's priority in the pool, else 0. Its instances' records carry it too: a waiting
+    request's preemption chooses among them by it."""
     name = request.priority_class_name
     value = config.priority_value(name) if name is not None else None
     if name is not None and value is None:
         raise RequestRejected(
             f"priorityClassName: no PriorityClass named {name!r} is applied", UNKNOWN_PRIORITY_CLASS
         )
-    if request.wait_for_capacity_until is None:
-        return value or 0
+    if value is not None:
+        return value
     quota, _ = quota_for(config.capacity_quotas(), request.requester, pool)
     return priority_of(value, quota.spec.priority if quota is not None else None)
 

@@ -209,5 +209,9 @@ def _fit_in_quota(
         return fit
     least = max(ask.least, 1)
     smallest = min((s for s in sizes.values() if room(s * least)), key=smallest_first)
-    cohort.admit(quota.name, ask.pool, smallest * least)  # refused: raises the quota's reason
+    try:
+        cohort.admit(quota.name, ask.pool, smallest * least)
+    except QuotaExceeded as refused:  # the quota's reason, and what preemption must make fit
+        refused.demand = smallest * least
+        raise
     return None  # pragma: no cover - the quota refused every type the room holds

@@ -14,16 +14,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from capacity_launcher.domain.accounting import preemption
+from capacity_launcher.domain.accounting.preemption import Preemptor, Running
 from capacity_launcher.domain.accounting.quota_admission import (
     Cohort,
     QuotaInstance,
     UsageKey,
     reclaim_refusal,
 )
-from capacity_launcher.domain.apis.quotas import CapacityQuota, ReclaimPolicy
-from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.apis.quotas import (
+    BorrowPolicy,
+    CapacityQuota,
+    ReclaimPolicy,
+    WithinQuotaPolicy,
+)
+from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 
 NOT_BORROWED = "within its owner's nominal quota now: no longer borrowed"
+FITS_NOW = "the preempting request fits without it now: nothing is preempted in vain"
 
 
 class ReclaimOutcome(StrEnum):
@@ -123,3 +131,65 @@ def _instance_refusal(
     if owner == lender.name:
         return f"requester {instance.requester} is covered by {lender.name} itself now"
     return reclaim_refusal(lender, cohort.quotas[owner])
+
+
+def redecide_preemption(
+    preemptor: Preemptor,
+    named: Sequence[Running],
+    quotas: Sequence[CapacityQuota],
+    usage: Mapping[UsageKey, Resources],
+) -> ReclaimDecision:
+    """Which of ``named`` (a waiting request's preemption's instances still counted) the sync may
+    terminate now, under ``quotas`` and the cohort's ``usage`` of now: the preemptor's quota still
+    names the pool, its withinClusterQueue or borrowWithinCohort still allows each victim
+    (`preemption.refusal`, with the priorities recorded), another quota's victim is still
+    borrowed by its owner, and the request does not fit without them (nothing in vain)."""
+    own = next((q for q in quotas if q.name == preemptor.quota), None)
+    whole = _refusal_to_preempt(own, preemptor)
+    if own is None or whole is not None:
+        return ReclaimDecision(
+            [], [Spared(n.instance.instance_id, str(whole)) for n in named], True
+        )
+    cohort = Cohort.of(own, quotas, usage)
+    allowed: list[QuotaInstance] = []
+    spared = []
+    for each in named:
+        instance = each.instance
+        owner = cohort.owner(instance.requester, preemptor.flavor)
+        why = (
+            _instance_refusal(cohort, own, preemptor.flavor, instance)
+            if owner is None
+            else preemption.refusal(own, cohort.quotas[owner], preemptor, each)
+        )
+        if why is None:
+            allowed.append(instance)
+        else:
+            spared.append(Spared(instance.instance_id, why))
+    refused = bool(spared)
+    resources = [r for r in DIMENSIONS if preemptor.demand.amount(r) > 0]
+    cross = [i for i in allowed if cohort.owner(i.requester, preemptor.flavor) != own.name]
+    kept = {i.instance_id for i in cohort.releasable(preemptor.flavor, resources, cross)}
+    gone = [i for i in cross if i.instance_id not in kept]
+    spared += [Spared(i.instance_id, NOT_BORROWED) for i in gone]
+    terminate = [i for i in allowed if i not in gone]
+    if terminate and preemption.fits(preemptor, quotas, usage):
+        spared += [Spared(i.instance_id, FITS_NOW) for i in terminate]
+        return ReclaimDecision([], spared, refused=True)
+    return ReclaimDecision([i.instance_id for i in terminate], spared, refused=refused)
+
+
+def _refusal_to_preempt(quota: CapacityQuota | None, preemptor: Preemptor) -> str | None:
+    """Why a preemption terminates nothing at all now; None if it may."""
+    if quota is None:
+        return f"CapacityQuota {preemptor.quota} was deleted"
+    if quota.flavor(preemptor.flavor) is None:
+        return f"CapacityQuota {quota.name} no longer names NodePool {preemptor.flavor}"
+    rules = quota.spec.preemption
+    if (
+        rules.within_cluster_queue is WithinQuotaPolicy.NEVER
+        and rules.borrow_within_cohort.policy is BorrowPolicy.NEVER
+    ):
+        return (
+            f"CapacityQuota {quota.name}'s withinClusterQueue and borrowWithinCohort are Never now"
+        )
+    return None

@@ -73,6 +73,23 @@ class ReclaimPolicy(StrEnum):
     ANY = "Any"
 
 
+class WithinQuotaPolicy(StrEnum):
+    """Which of its own quota's instances a waiting request may preempt (Kueue's
+    withinClusterQueue): lower priority, or also equal priority launched after it arrived."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class BorrowPolicy(StrEnum):
+    """Whether a waiting request that must borrow may preempt other members' borrowing instances
+    of lower priority (Kueue's borrowWithinCohort.policy)."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
 def parse_amount(resource: str, value: object) -> Decimal:
     """One resource's quantity in its unit (cores, MiB, count); raises ValueError with the rule."""
     if resource == CPU:
@@ -263,10 +280,24 @@ def repeats_across_groups(groups: Sequence[ResourceGroup]) -> list[FieldError]:
     return problems
 
 
+class BorrowWithinCohort(_Document):
+    """Kueue's borrowWithinCohort: ``maxPriorityThreshold`` bounds the victims' priority (only
+    instances of that priority or lower may be preempted by a borrower; absent: any lower)."""
+
+    model_config = BUILT_ON_FIRST_USE
+
+    policy: BorrowPolicy = BorrowPolicy.NEVER
+    max_priority_threshold: StrictInt | None = Field(default=None, ge=MIN_PRIORITY, le=MAX_PRIORITY)
+
+
 class Preemption(_Document):
     model_config = BUILT_ON_FIRST_USE
 
     reclaim_within_cohort: ReclaimPolicy = ReclaimPolicy.NEVER
+    # Issue 37: a waiting request preempting its own quota's instances, or, when it must borrow,
+    # other members' borrowing ones (domain/accounting/preemption.py). Default: never.
+    within_cluster_queue: WithinQuotaPolicy = WithinQuotaPolicy.NEVER
+    borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
     grace_period: str = DEFAULT_GRACE_PERIOD
 
     @field_validator("grace_period")

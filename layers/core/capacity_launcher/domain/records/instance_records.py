@@ -58,6 +58,9 @@ class InstanceRecord:
     # The request's own tags (not the NodeClass's): what its instances carry besides ours, so the
     # sync's reconciliation can put them back on an instance a shared fleet left without them.
     request_tags: dict[str, str] = field(default_factory=dict)
+    # Its request's priority at launch (the PriorityClass's value, else its quota's, else 0), so
+    # a waiting request's preemption can choose among instances (issue 37). None: not recorded.
+    priority: int | None = None
 
     @classmethod
     def placed(cls, where: Placed, resources: Resources, **owner: Any) -> Self:

@@ -32,6 +32,10 @@ class ReclaimedInstance(_Record):
     node_pool: str
     launched_at: datetime
     resources: list[ResourceAmount]
+    # A waiting request's preemption (issue 37): the policy that lets it be taken, and its
+    # request's priority at launch, which the sync checks again before it terminates.
+    preemption: Literal["withinClusterQueue", "borrowWithinCohort"] | None = None
+    priority: int | None = None
 
     @field_serializer("launched_at")
     def _timestamp(self, moment: datetime) -> str:
@@ -68,10 +72,24 @@ class ReclaimRequested(_Reclaim):
     requested_at: datetime
     release_by: datetime
     instances: list[ReclaimedInstance]
+    # Set when the reclaim is a waiting request's preemption (issue 37): its priority and when it
+    # arrived (equal-priority instances launched after it are newer); ``amount`` is then what it
+    # asks, which the preemption makes fit.
+    priority: int | None = None
+    arrived_at: datetime | None = None
 
     @field_serializer("requested_at", "release_by")
     def _timestamp(self, moment: datetime) -> str:
         return format_timestamp(moment)
+
+    @field_serializer("arrived_at")
+    def _arrival(self, moment: datetime | None) -> str | None:
+        return None if moment is None else format_timestamp(moment)
+
+    @property
+    def preempts(self) -> bool:
+        """A waiting request's preemption, not a lender's reclaim of its lent quota."""
+        return self.priority is not None
 
 
 class SparedInstance(_Record):

@@ -253,6 +253,8 @@ def _take(
         # limits does; a reclaim waits for the request's end (`settle.finish`).
         if refused.reclaim and item.reclaim is None:
             item.reclaim = refused
+        elif not refused.reclaim and refused.demand is not None and item.preempt is None:
+            item.preempt = refused
         return refused
     except UnreadyLimitReached as unready:
         # limits.unready: the pool launches nothing more for now; another pool may.

@@ -77,6 +77,9 @@ class Progress:
     # The first quota refusal a reclaim could answer: asked for only if the request ends with
     # no instance (another pool may still serve it).
     reclaim: QuotaExceeded | None = None
+    # The first refusal by its quota's bounds or its cohort's idle quota: a waiting request
+    # whose quota's policies allow it preempts for it (issue 37, room.request_preemption).
+    preempt: QuotaExceeded | None = None
     # The first cut of its candidates, for its record: the types its lease left out (the room
     # left could not hold them), or the first CreateFleet's override limit.
     left_out: CandidatesLeftOut | None = None

@@ -7,7 +7,9 @@ The decisions are the domain's (domain/accounting/admission_queue.py).
 
 A request refused where its own nominal quota is lent out asks for it back when it waits, as
 when it ends (`request_reclaim`): preemption by a waiting request goes through the reclaim path
-(docs/quotas.md, Reclaim; its lender's reclaimWithinCohort decides what the sync terminates)."""
+(docs/quotas.md, Reclaim; its lender's reclaimWithinCohort decides what the sync terminates).
+A request refused by its quota's bounds or its cohort's idle quota preempts when its quota's
+withinClusterQueue or borrowWithinCohort allows (`request_preemption`), through the same path."""
 
 from __future__ import annotations
 
@@ -54,6 +56,8 @@ def wait_for_room(
     errors = list(item.errors)
     if item.reclaim is not None:
         errors = request_reclaim(ctx, item, item.reclaim, errors)
+    elif item.preempt is not None:
+        errors = request_preemption(ctx, item, item.preempt, errors)
     item.mark_waiting()
     report.records[item.request_id] = RequestRecord.of(
         item.request,
@@ -79,6 +83,25 @@ def request_reclaim(
     if ctx.ports.reclaims is None:
         return list(errors)
     note = ctx.ports.reclaims.request(refused, item.request_id, item.request.requester)
+    return _noted(refused, note, errors)
+
+
+def request_preemption(
+    ctx: Context, item: Progress, refused: QuotaExceeded, errors: Sequence[ErrorDetail]
+) -> list[ErrorDetail]:
+    """The request waits, refused by its quota's bounds or its cohort's idle quota: when its
+    quota's withinClusterQueue or borrowWithinCohort lets it preempt instances that make it fit,
+    ask for them through the reclaim path and name the preemption in that pool's error."""
+    if ctx.ports.reclaims is None:
+        return list(errors)
+    prepared = item.prepared
+    note = ctx.ports.reclaims.preempt(
+        refused, item.request_id, item.request.requester, prepared.priority, prepared.received_at
+    )
+    return _noted(refused, note, errors)
+
+
+def _noted(refused: QuotaExceeded, note: str, errors: Sequence[ErrorDetail]) -> list[ErrorDetail]:
     refusal = str(refused)
     return [
         ErrorDetail(code=e.code, message=e.message + note) if e.message.endswith(refusal) else e

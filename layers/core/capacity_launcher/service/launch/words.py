@@ -233,4 +233,5 @@ def instance_record(
         requester=prepared.request.requester,
         launched_at=now.isoformat(),
         request_tags=own_tags(prepared.node_class, prepared.request),
+        priority=prepared.priority,
     )

@@ -321,6 +321,7 @@ class Adapters(Stores):
                 release=self.instance_events().state_changed,
                 publish=self.publisher().publish,
                 now=self.clock,
+                waiting=self.launch_records().still_waiting,
             ),
             now=self.clock,
         )

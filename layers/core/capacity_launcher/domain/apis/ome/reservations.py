@@ -1,9 +1,10 @@
 """OME's CapacityReservation and ClusterCapacityReservation (ome.io/v1beta1), served as written.
 
 Each converts to the CapacityQuota hub (domain/apis/quotas.py), which follows the same Kueue shape
-(docs/ome.md says how each field maps). What has no meaning here (namespace, labels,
-compartmentID, borrowWithinCohort, withinClusterQueue, covered resources no flavor lists) is kept
-in the document and reported by path as not acted on; nothing is dropped.
+(docs/ome.md says how each field maps; preemptionRule's three policies are the hub's
+spec.preemption). What has no meaning here (namespace, labels, compartmentID, a borrowWithinCohort
+policy of Any beyond LowerPriority, covered resources no flavor lists) is kept in the document and
+reported by path as not acted on; nothing is dropped.
 """
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ def to_hub(
                     rule.reclaim_within_cohort
                     if rule and rule.reclaim_within_cohort
                     else ReclaimPolicy.NEVER
-                ).value
+                ).value,
+                **_preempting(rule),
             },
         },
     }
@@ -210,6 +212,24 @@ def to_hub(
     if unknown_priority is not None:
         unacted.insert(0, unknown_priority)
     return Converted(quota, tuple(unacted))
+
+
+def _preempting(rule: PreemptionRule | None) -> dict[str, Any]:
+    """withinClusterQueue and borrowWithinCohort in the hub's spelling (issue 37); OME's
+    borrowWithinCohort ``Any`` acts as ``LowerPriority``: a borrower preempts only lower
+    priority, as Kueue's does."""
+    hub: dict[str, Any] = {}
+    if rule is None:
+        return hub
+    if rule.within_cluster_queue is not None:
+        hub["withinClusterQueue"] = rule.within_cluster_queue
+    borrow = rule.borrow_within_cohort
+    if borrow is not None:
+        policy = "LowerPriority" if borrow.policy == "Any" else borrow.policy or "Never"
+        hub["borrowWithinCohort"] = {"policy": policy}
+        if borrow.max_priority_threshold is not None:
+            hub["borrowWithinCohort"]["maxPriorityThreshold"] = borrow.max_priority_threshold
+    return hub
 
 
 def _at_reservation_path(error: FieldError) -> FieldError:
@@ -235,18 +255,12 @@ def _not_acted_on(reservation: CapacityReservation) -> list[FieldError]:
     if spec.compartment_id is not None:
         found.append(FieldError("spec.compartmentID", "kept: an OCI compartment; none on AWS"))
     rule = spec.preemption_rule
-    if rule is not None and rule.borrow_within_cohort is not None:
+    borrow = None if rule is None else rule.borrow_within_cohort
+    if borrow is not None and borrow.policy == "Any":
         found.append(
             FieldError(
-                "spec.preemptionRule.borrowWithinCohort",
-                "kept: a borrower never preempts here; only lenders reclaim",
-            )
-        )
-    if rule is not None and rule.within_cluster_queue is not None:
-        found.append(
-            FieldError(
-                "spec.preemptionRule.withinClusterQueue",
-                "kept: launches are not preempted within one reservation",
+                "spec.preemptionRule.borrowWithinCohort.policy",
+                "kept: Any acts as LowerPriority; a borrower preempts only lower priority",
             )
         )
     for g, group in enumerate(spec.resource_groups):
@@ -311,11 +325,30 @@ def from_hub(
     reclaim = spec.preemption.reclaim_within_cohort
     if reclaim is not ReclaimPolicy.NEVER or _kept_reclaim(kept) is ReclaimPolicy.NEVER:
         rule["reclaimWithinCohort"] = reclaim.value
+    _spell_preempting(rule, quota, kept)
     if rule or kept.spec.preemption_rule is not None:
         written["preemptionRule"] = rule
     else:
         written.pop("preemptionRule", None)
     return parse_reservation(document)
+
+
+def _spell_preempting(
+    rule: dict[str, Any], quota: CapacityQuota, kept: CapacityReservation
+) -> None:
+    """The hub's withinClusterQueue and borrowWithinCohort in ``rule``: as written when the hub
+    says the same (a written ``Any`` stays), absent when Never and not written."""
+    within = _preempting(kept.spec.preemption_rule)
+    hub = quota.spec.preemption.model_dump(by_alias=True, exclude_none=True, mode="json")
+    rule.pop("withinClusterQueue", None)
+    if hub["withinClusterQueue"] != "Never" or "withinClusterQueue" in within:
+        rule["withinClusterQueue"] = hub["withinClusterQueue"]
+    written = rule.pop("borrowWithinCohort", None)
+    borrow = hub["borrowWithinCohort"]
+    if within.get("borrowWithinCohort") == borrow and written is not None:
+        rule["borrowWithinCohort"] = written
+    elif borrow["policy"] != "Never" or written is not None:
+        rule["borrowWithinCohort"] = borrow
 
 
 def _kept_reclaim(kept: CapacityReservation) -> ReclaimPolicy | None:
