@@ -2,7 +2,7 @@
 
 Karpenter tries NodePools by weight, highest first; equal weights here go alphabetically, so the
 order is total and every launcher computes the same one. A store may hand the pools over a page
-at a time in that order (the NodePools' weight-ordered index, adapters/config_store.py): a
+at a time in that order (the NodePools' weight-ordered index, adapters/pool_index.py): a
 request that names no pool reads pages until its pool is found, and the pools it would fall
 back to after that are read only when it falls back (issue 38: items read flat in the pools).
 """
@@ -11,16 +11,33 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, overload
-
-if TYPE_CHECKING:
-    from capacity_launcher.domain.apis.config import NodePool
+from typing import Protocol, overload
 
 # Karpenter's bounds on spec.weight (NodePoolSpec.weight: 0 to 100).
 MAX_WEIGHT = 100
 
 
-def weight_order(pool: NodePool) -> tuple[int, str]:
+class _Spec(Protocol):
+    @property
+    def weight(self) -> int: ...
+
+
+class _Metadata(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Weighted(Protocol):
+    """What the order reads of a NodePool (config.py's; not imported: it imports this)."""
+
+    @property
+    def spec(self) -> _Spec: ...
+
+    @property
+    def metadata(self) -> _Metadata: ...
+
+
+def weight_order(pool: Weighted) -> tuple[int, str]:
     """A pool's place in the order pools are tried in: higher weight first, then by name."""
     return (-pool.spec.weight, pool.metadata.name)
 
@@ -64,22 +81,22 @@ class Memo[T]:
         return len(self._seen)
 
 
-class Later(Sequence["NodePool"]):
-    """The pools from `start` on of pools pulled in order as far as asked: `[0]`, `[1:]` and a
-    truth test pull no further than they need; `len`, a negative index or a stepped slice pull
-    every one."""
+class Later[T](Sequence[T]):
+    """The pools (items) from `start` on of those pulled in order as far as asked: `[0]`,
+    `[1:]` and a truth test pull no further than they need; `len`, a negative index or a
+    stepped slice pull every one."""
 
-    def __init__(self, memo: Memo[NodePool], start: int = 0) -> None:
+    def __init__(self, memo: Memo[T], start: int = 0) -> None:
         self._memo = memo
         self._start = start
 
     @overload
-    def __getitem__(self, index: int) -> NodePool: ...
+    def __getitem__(self, index: int) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> Sequence[NodePool]: ...
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
 
-    def __getitem__(self, index: int | slice) -> NodePool | Sequence[NodePool]:
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
         if isinstance(index, slice):
             start = index.start or 0
             if index.stop is None and index.step in (None, 1) and start >= 0:
@@ -98,7 +115,7 @@ class Later(Sequence["NodePool"]):
     def __bool__(self) -> bool:
         return self._memo.at(self._start) is not None
 
-    def __iter__(self) -> Iterator[NodePool]:
+    def __iter__(self) -> Iterator[T]:
         n = self._start
         while (pool := self._memo.at(n)) is not None:
             yield pool
@@ -108,9 +125,7 @@ class Later(Sequence["NodePool"]):
         return f"Later(from {self._start}, {self._memo.pulled()} pulled)"
 
 
-def in_order(
-    first: Iterable[NodePool], more: Callable[[], Sequence[NodePool] | None] | None
-) -> Iterator[NodePool]:
+def in_order[T](first: Iterable[T], more: Callable[[], Sequence[T] | None] | None) -> Iterator[T]:
     """`first`, then each page `more` returns until it returns None (pages already in order)."""
     yield from first
     while more is not None and (page := more()) is not None:
