@@ -13,6 +13,7 @@ from capacity_launcher.adapters.config_items import (
     POOL_INDEX_PK,
     POOL_INDEXED,
     POOL_SET_KEY,
+    generation_check,
     parse_item,
     pool_index_item,
     pool_index_key,
@@ -119,17 +120,10 @@ def index_all(db: Any, table: str, generation: int, items: list[dict[str, Any]])
         for sort_key, copy in sorted(wanted.items())
         if copies.get(sort_key) != copy
     ]
-    condition: dict[str, Any] = {
-        "TableName": table,
-        "Key": key(*POOL_SET_KEY),
-        "ConditionExpression": "version = :generation",
-        "ExpressionAttributeValues": {":generation": {"N": str(generation)}},
-    }
-    if generation == 0:
-        condition["ConditionExpression"] = "attribute_not_exists(version) OR version = :generation"
+    condition: dict[str, Any] = generation_check(table, POOL_SET_KEY, generation)["ConditionCheck"]
     mark = {
         **condition,
-        "UpdateExpression": "SET version = :generation, #indexed = :generation",
+        "UpdateExpression": "SET version = :seen, #indexed = :seen",
         "ExpressionAttributeNames": {"#indexed": POOL_INDEXED},
     }
     chunks = _chunks(writes)
