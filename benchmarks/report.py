@@ -30,7 +30,7 @@ from benchmarks.throughput import Throughput
 from benchmarks.wake_calls import WakeCalls
 from benchmarks.wake_calls import table as wake_table
 from benchmarks.warm_overhead import WarmOverhead
-from capacity_launcher.adapters import config_store
+from capacity_launcher.adapters import pool_index
 from capacity_launcher.service.reservations import FIRST_PAGE
 
 COLD_START_GOAL = 1.2
@@ -800,7 +800,7 @@ def scaling_section(points: list[Point], syncs: list[SyncPoint], plots: list[str
         "by weight. A fresh container reads the NodePools' generation (one GetItem) and the "
         "first page of their weight-ordered index (`NodePoolIndex`: a copy of each pool under "
         "the sort key of the order pools are tried in, written in the transaction of its apply "
-        f"or delete), {config_store.INDEX_PAGE} copies, then twice as many a page only as far "
+        f"or delete), {pool_index.INDEX_PAGE} copies, then twice as many a page only as far "
         "as a request looks: the pool it goes to and the next it would fall back to are on "
         "the first page here, so the curve is flat (docs/architecture.md, *Configuration "
         "reads*). *Before* is revision "

@@ -17,8 +17,9 @@ from capacity_launcher.adapters.config_items import (
     generation_bump,
     pool_index_key,
 )
-from capacity_launcher.adapters.config_store import INDEX_PAGE, ConfigStore
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.dynamodb import from_item, key
+from capacity_launcher.adapters.pool_index import INDEX_PAGE, index_all
 from capacity_launcher.domain.apis.pool_order import weight_order
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.startup import system_clock
@@ -224,7 +225,7 @@ def test_an_index_written_from_a_listing_older_than_the_generation_is_not_kept(
     listed = _items(cloud, "NodePool")
     cloud.apply(_pool("a", 90))
     # When that listing is written as the index (a reader that was slow to write it)
-    store._index_all(generation, listed)
+    index_all(aws.client("dynamodb"), cloud.names.state_table, generation, listed)
     # Then nothing of it was written: the index is the applies' own, and complete
     assert_index_matches_pools(cloud)
     assert [p.name for p in store.pool_set().by_weight()] == ["a", "b"]

@@ -161,6 +161,19 @@ def pool_index_item(item: dict[str, Any], sort_key: str) -> dict[str, Any]:
     }
 
 
+def as_read(stored: dict[str, Any] | None) -> dict[str, Any]:
+    """A write's condition: the item is still stored as `stored` was read (its revision; or
+    not stored, for None)."""
+    if stored is None:
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    if "revision" not in stored:  # stored before revisions were kept
+        return {"ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revision)"}
+    return {
+        "ConditionExpression": "revision = :read",
+        "ExpressionAttributeValues": {":read": {"S": str(stored["revision"])}},
+    }
+
+
 def seen_version_bump(table: str, version_key: tuple[str, str], seen: int) -> dict[str, Any]:
     """The Update that bumps a version, conditioned on its being `seen` still (0: never
     bumped): a write checked against what was read cannot land after another changed it."""

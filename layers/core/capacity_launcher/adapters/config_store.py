@@ -15,7 +15,8 @@ stored document before it calls it changed (`PoolItems.as_stored`). Every apply 
 NodePool bumps the NodePools' generation (`pool_set`) the same way as the quotas' (not an apply
 of the document stored already: a GitOps loop re-applying its pools leaves every choice as it
 was): a request that named no pool leases conditioned on the generation of the listing it chose
-its pool from.
+its pool from, the NodePools' weight-ordered index (adapters/pool_index.py) read a page at a
+time, kept in the transaction of each pool's apply and delete.
 CapacityQuota items are read here (`quota_set`, with the quota generations that leases
 condition on) and written through `quotas()` (adapters/quota_store.py), by the configuration
 use case that checks them across quotas (service/configuration.py); so is a NodeClass's delete,
@@ -33,19 +34,17 @@ from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.cohort_store import CohortStore, cohorts_of
 from capacity_launcher.adapters.config_items import (
-    POOL_INDEX_PK,
     POOL_INDEXED,
     POOL_SET_KEY,
     QUOTA_POOL_PREFIX,
     QUOTA_SET_KEY,
     UNRESOLVED,
+    as_read,
     generation_check,
     kept_of,
     node_class_ref,
     parse_item,
     pool_generation_bump,
-    pool_index_item,
-    pool_index_key,
     query_items,
     quota_pool_key,
     read_item,
@@ -57,7 +56,8 @@ from capacity_launcher.adapters.config_items import StoredDocument as StoredDocu
 from capacity_launcher.adapters.config_items import (
     quota_generation_check as quota_generation_check,
 )
-from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.adapters.dynamodb import key, to_item
+from capacity_launcher.adapters.pool_index import index_all, index_moves, index_pages, keep_index
 from capacity_launcher.adapters.quota_store import QuotaStore
 from capacity_launcher.domain.apis.config import (
     NodeClass,
@@ -96,34 +96,6 @@ class _Listing:
 # A pool's apply or delete reads the stored item, then writes conditioned on it being as read;
 # another writer in between makes it read again, this many times at most.
 _RACES = 5
-# The first page of the NodePools' index a request reads (then twice as many a page): the
-# pool it goes to and those it would fall back to next are on it when the top pools fit it. A
-# Query bills the summed size of the items it reads, 4 KB a read unit: a page of eight pools of
-# a few hundred bytes costs what one item of a few KB does.
-INDEX_PAGE = 8
-
-
-# What one of the index's transactions carries besides its generation check: DynamoDB's 100
-# items and 4 MB (each copy is a document of at most 256 KB: api_versions.MAX_DOCUMENT_BYTES).
-_INDEX_WRITES = 12
-
-
-def _chunks(writes: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """`writes` in transactions' worth (at least one, maybe empty: the mark goes in the last)."""
-    return [writes[n : n + _INDEX_WRITES] for n in range(0, len(writes), _INDEX_WRITES)] or [[]]
-
-
-def _as_read(stored: dict[str, Any] | None) -> dict[str, Any]:
-    """A write's condition: the item is still stored as `stored` was read (its revision; or
-    not stored, for None)."""
-    if stored is None:
-        return {"ConditionExpression": "attribute_not_exists(pk)"}
-    if "revision" not in stored:  # stored before revisions were kept
-        return {"ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revision)"}
-    return {
-        "ConditionExpression": "revision = :read",
-        "ExpressionAttributeValues": {":read": {"S": str(stored["revision"])}},
-    }
 
 
 class ConfigStore:
@@ -222,32 +194,17 @@ class ConfigStore:
             # A pool stored before `staticPool` was kept is a dynamic one.
             if stored is not None and bool(stored.get("staticPool", False)) != item["staticPool"]:
                 raise ConfigConflict(f"NodePool {name}: {mode_switch(item['staticPool'])}")
-            writes = [{"Put": {**put, **_as_read(stored)}}]
-            writes += self._index_moves(stored, item)
+            writes = [{"Put": {**put, **as_read(stored)}}]
+            writes += index_moves(self._table, stored, item)
             writes.append(pool_generation_bump(self._table))
             try:
                 with aws_call("TransactWriteItems"):
                     self._db.transact_write_items(TransactItems=writes)
             except ConditionFailed:
                 continue  # another writer's apply or delete came between: read it again
-            self._keep_index()
+            keep_index(self._db, self._table)
             return
         raise ConfigConflict(f"NodePool {name}: applied or deleted by another writer meanwhile")
-
-    def _index_moves(
-        self, stored: dict[str, Any] | None, item: dict[str, Any] | None
-    ) -> list[dict[str, Any]]:
-        """The index writes that take the index from `stored`'s copy to `item`'s (None: no
-        pool): its copy put under its sort key, the old one deleted when the weight moved."""
-        old = pool_index_key(stored) if stored is not None else None
-        new = pool_index_key(item) if item is not None else None
-        writes: list[dict[str, Any]] = []
-        if old is not None and old != new:
-            writes.append({"Delete": {"TableName": self._table, "Key": key(POOL_INDEX_PK, old)}})
-        if item is not None and new is not None:
-            copy = to_item(pool_index_item(item, new))
-            writes.append({"Put": {"TableName": self._table, "Item": copy}})
-        return writes
 
     def priority_classes(self) -> PriorityClassStore:
         """The PriorityClasses stored in the same table (adapters/priority_class_store.py)."""
@@ -310,111 +267,14 @@ class ConfigStore:
         if POOL_INDEXED in stored and int(stored[POOL_INDEXED]) == generation:
             # Every bump since the index was complete kept it: read it a page at a time, in
             # the order pools are tried, only as far as a request looks (issue 38).
-            self._listed_pools = self._index_pages(generation)
+            self._listed_pools = index_pages(self._db, self._table, generation)
             return self._listed_pools
         items = self._pool_items()
         listing = self._listing_of("NodePool", items)
         pools = (d for d in listing.documents.values() if isinstance(d, NodePool))
         self._listed_pools = PoolSet(generation, tuple(pools))
-        self._index_all(generation, items)
+        index_all(self._db, self._table, generation, items)
         return self._listed_pools
-
-    def _index_pages(self, generation: int) -> PoolSet:
-        """The pools of the index, the first page read now and each next one when asked:
-        INDEX_PAGE items, then twice as many a page."""
-        size = INDEX_PAGE
-        after: dict[str, Any] | None = None
-        done = False
-
-        def page() -> list[NodePool]:
-            nonlocal size, after, done
-            query: dict[str, Any] = {
-                "TableName": self._table,
-                "KeyConditionExpression": "pk = :kind",
-                "ExpressionAttributeValues": {":kind": {"S": POOL_INDEX_PK}},
-                "ConsistentRead": True,
-                "Limit": size,
-            }
-            if after is not None:
-                query["ExclusiveStartKey"] = after
-            with aws_call("Query"):
-                answer = self._db.query(**query)
-            after = answer.get("LastEvaluatedKey")
-            done = after is None
-            size *= 2
-            found = []
-            for copy in map(from_item, answer.get("Items", [])):
-                item = {"sk": copy.get("name", ""), "document": copy.get("document")}
-                try:
-                    pool = self._parse("NodePool", item)
-                except StoredDocumentInvalid:
-                    continue  # listed by invalid()
-                assert isinstance(pool, NodePool)
-                found.append(pool)
-            return found
-
-        def more() -> list[NodePool] | None:
-            return None if done else page()
-
-        return PoolSet(generation, page(), more)
-
-    def _index_all(self, generation: int, items: list[dict[str, Any]]) -> None:
-        """Write the index from the pools listed at `generation` (a writer that did not keep it
-        bumped the generation since it was complete, or it was never built): each pool's copy
-        put, each copy of no pool deleted, and the index marked complete at `generation`. Every
-        write is conditioned on the generation still being `generation`, in transactions of
-        the writes that fit one: a pool applied or deleted meanwhile stops it, and leaves the
-        index unmarked for the next listing to write again (its writes were right at
-        `generation`, and the apply kept its own pool's copy since)."""
-        wanted = {}
-        for item in items:
-            sort_key = pool_index_key(item)
-            if sort_key is not None:
-                wanted[sort_key] = pool_index_item(item, sort_key)
-        copies = {str(c["sk"]): c for c in self._query(POOL_INDEX_PK)}
-        writes: list[dict[str, Any]] = [
-            {"Delete": {"TableName": self._table, "Key": key(POOL_INDEX_PK, sort_key)}}
-            for sort_key in sorted(copies.keys() - wanted.keys())
-        ]
-        writes += [
-            {"Put": {"TableName": self._table, "Item": to_item(copy)}}
-            for sort_key, copy in sorted(wanted.items())
-            if copies.get(sort_key) != copy
-        ]
-        condition: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": key(*POOL_SET_KEY),
-            "ConditionExpression": "version = :generation",
-            "ExpressionAttributeValues": {":generation": {"N": str(generation)}},
-        }
-        if generation == 0:
-            condition["ConditionExpression"] = (
-                "attribute_not_exists(version) OR version = :generation"
-            )
-        mark = {
-            **condition,
-            "UpdateExpression": "SET version = :generation, #indexed = :generation",
-            "ExpressionAttributeNames": {"#indexed": POOL_INDEXED},
-        }
-        chunks = _chunks(writes)
-        try:
-            for chunk in chunks[:-1]:
-                with aws_call("TransactWriteItems"):
-                    self._db.transact_write_items(
-                        TransactItems=[{"ConditionCheck": condition}, *chunk]
-                    )
-            with aws_call("TransactWriteItems"):
-                self._db.transact_write_items(TransactItems=[{"Update": mark}, *chunks[-1]])
-        except ConditionFailed:
-            pass  # a pool was applied or deleted meanwhile: the next listing writes it again
-
-    def _keep_index(self) -> None:
-        """After a pool's write: the index written whole when it is not complete (never built,
-        or a writer that does not keep it wrote since), so readers find it complete."""
-        stored = self._read_one(*POOL_SET_KEY) or {}
-        generation = int(stored.get("version", 0))
-        if POOL_INDEXED not in stored or int(stored[POOL_INDEXED]) != generation:
-            self._index_all(generation, self._pool_items())
 
     def node_classes(self, *, fresh: bool = False) -> list[NodeClass]:
         listing = self._listing("NodeClass", fresh)
@@ -484,15 +344,15 @@ class ConfigStore:
             stored = self._read_one("NodePool", name)
             if stored is None:
                 raise NotFound("NodePool", name)
-            delete = {"TableName": self._table, "Key": key("NodePool", name), **_as_read(stored)}
-            writes = [{"Delete": delete}, *self._index_moves(stored, None)]
+            delete = {"TableName": self._table, "Key": key("NodePool", name), **as_read(stored)}
+            writes = [{"Delete": delete}, *index_moves(self._table, stored, None)]
             writes.append(pool_generation_bump(self._table))
             try:
                 with aws_call("TransactWriteItems"):
                     self._db.transact_write_items(TransactItems=writes)
             except ConditionFailed:
                 continue  # applied or deleted meanwhile: read it again
-            self._keep_index()
+            keep_index(self._db, self._table)
             break
         else:
             raise ConfigConflict(f"NodePool {name}: applied or deleted by another writer meanwhile")

@@ -2,7 +2,7 @@
 
 Karpenter tries NodePools by weight, highest first; equal weights here go alphabetically, so the
 order is total and every launcher computes the same one. A store may hand the pools over a page
-at a time in that order (the NodePools' weight-ordered index, adapters/config_store.py): a
+at a time in that order (the NodePools' weight-ordered index, adapters/pool_index.py): a
 request that names no pool reads pages until its pool is found, and the pools it would fall
 back to after that are read only when it falls back (issue 38: items read flat in the pools).
 """
@@ -17,25 +17,24 @@ from typing import Protocol, overload
 MAX_WEIGHT = 100
 
 
-class _Weight(Protocol):
+class _Spec(Protocol):
     @property
     def weight(self) -> int: ...
 
 
-class _Name(Protocol):
+class _Metadata(Protocol):
     @property
     def name(self) -> str: ...
 
 
 class Weighted(Protocol):
-    """What the order reads of a pool (a NodePool; this module does not import it, so that
-    config.py may import this one)."""
+    """What the order reads of a NodePool (config.py's; not imported: it imports this)."""
 
     @property
-    def spec(self) -> _Weight: ...
+    def spec(self) -> _Spec: ...
 
     @property
-    def metadata(self) -> _Name: ...
+    def metadata(self) -> _Metadata: ...
 
 
 def weight_order(pool: Weighted) -> tuple[int, str]:
@@ -83,9 +82,9 @@ class Memo[T]:
 
 
 class Later[T](Sequence[T]):
-    """The pools from `start` on of pools pulled in order as far as asked: `[0]`, `[1:]` and a
-    truth test pull no further than they need; `len`, a negative index or a stepped slice pull
-    every one."""
+    """The pools (items) from `start` on of those pulled in order as far as asked: `[0]`,
+    `[1:]` and a truth test pull no further than they need; `len`, a negative index or a
+    stepped slice pull every one."""
 
     def __init__(self, memo: Memo[T], start: int = 0) -> None:
         self._memo = memo
