@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from moto.core.responses import ActionResult
 
 import moto_capacity
+from moto_capacity.ec2.responses import listings
 
 
 def _code(error: pytest.ExceptionInfo[ClientError]) -> str:
@@ -43,6 +45,43 @@ def test_describe_instance_types_refuses_more_than_100_names(ec2: Any) -> None:
         ec2.describe_instance_types(InstanceTypes=_type_names(ec2, 101))
     assert _code(refused) == "InvalidParameterValue"
     assert "InstanceTypes" in refused.value.response["Error"]["Message"]
+
+
+def test_describe_instance_types_serializes_each_distinct_request_once(
+    ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's catalogue is the same for every backend: a repeated request is answered as before,
+    without serializing the region's every type again (1.5 s of CPU a call); another request,
+    other names or filters, gets its own answer."""
+    monkeypatch.setattr(listings, "_CATALOGUE_ANSWERS", {})  # none kept by earlier tests
+    serialized: list[object] = []
+    original = ActionResult.execute_result
+
+    def counting(self: ActionResult, context: Any) -> Any:
+        serialized.append(self.result)
+        return original(self, context)
+
+    monkeypatch.setattr(ActionResult, "execute_result", counting)
+
+    def listed(**kwargs: Any) -> list[str]:
+        return [t["InstanceType"] for t in ec2.describe_instance_types(**kwargs)["InstanceTypes"]]
+
+    # Given every type listed once
+    everything = listed()
+    # When the same listing is asked twice more
+    again = [listed(), listed()]
+    # Then the answers are the first one's, serialized once
+    assert again == [everything, everything] and len(everything) > 100
+    assert len(serialized) == 1
+    # and other requests get answers of their own (each serialized once, then kept)
+    m5 = listed(Filters=[{"Name": "instance-type", "Values": ["m5.*"]}])
+    c5 = listed(Filters=[{"Name": "instance-type", "Values": ["c5.*"]}])
+    named = listed(InstanceTypes=["c5.large", "m5.large"])
+    assert m5 and {n.split(".")[0] for n in m5} == {"m5"}
+    assert c5 and {n.split(".")[0] for n in c5} == {"c5"}
+    assert sorted(named) == ["c5.large", "m5.large"]
+    assert listed(Filters=[{"Name": "instance-type", "Values": ["m5.*"]}]) == m5
+    assert len(serialized) == 4
 
 
 def _templates(ec2: Any, count: int) -> list[str]:
