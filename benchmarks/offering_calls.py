@@ -26,8 +26,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.revisions import REPO, extracted, measured_in
-
 OFFERINGS = (1, 8, 30, 100)
 _ICE_WRITES = "ice-writes"
 # The revision before claims were taken only on evidence (issue 38): today's cost, measured.
@@ -263,18 +261,25 @@ def measure(sizes: Sequence[int] = OFFERINGS) -> list[Point]:
 
 
 def _measure_in(root: Path) -> list[Point]:
-    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks)."""
+    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks). The
+    child imports only what the baseline's tree has: benchmarks/revisions.py is this run's."""
+    from benchmarks.revisions import measured_in
+
     return [
         Point(p["offerings"], p["calls"], p["claim_writes"]) for p in measured_in(root, __file__)
     ]
 
 
 def _baseline(revision: str) -> list[Point]:
+    from benchmarks.revisions import extracted
+
     with extracted(revision) as folder:
         return _measure_in(folder)
 
 
 def run(baseline: str = BASELINE) -> Result:
+    from benchmarks.revisions import REPO
+
     theirs = _baseline(baseline)
     ours = _measure_in(REPO)
     return Result(Curve("this revision", ours), Curve(f"{baseline} (before)", theirs))
