@@ -26,8 +26,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.revisions import REPO, extracted, measured_in
-
 OFFERINGS = (1, 8, 30, 100)
 _ICE_WRITES = "ice-writes"
 # The revision before claims were taken only on evidence (issue 38): today's cost, measured.
@@ -37,14 +35,17 @@ ZONE = "us-east-1a"
 GOAL_CALLS = 8  # issue 38's target for a warm on-demand request
 
 # What each call of a warm on-demand request buys (issue 38), in the order the request makes
-# them, and the way each could go: docs/BENCHMARKS.md renders it under the curve.
+# them, and whether it could go: docs/BENCHMARKS.md renders it under the curve.
 CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
     (
         "PutItem (idempotency table)",
         "the delivery's idempotency claim: a copy of the message delivered while this one is "
         "served is not served twice",
-        "merge with the body's binding into one TransactWriteItems (both are conditional puts "
-        "made before any work; two tables of one account): -1",
+        "merge with the body's binding into one TransactWriteItems: -1 on a first delivery. "
+        "Not made: the claim is Powertools' item (its key hash, status and expiries, its "
+        "condition on expired claims), which the transaction would have to write as a second "
+        "writer of that format; and a redelivery (its body bound already) would cancel the "
+        "transaction and pay the claim and the binding's read again",
     ),
     (
         "PutItem (`Request#<id>`, `Body`)",
@@ -69,20 +70,25 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
     (
         "UpdateItem (intent completed)",
         "the fleet's answer (instance ids, errors) on the intent: a redelivery absorbs it "
-        "without sending again",
-        "fold into the settle's transaction and let a redelivery before it send the intent "
-        "again with its ClientToken: -1, if EC2 answers a repeated instant fleet with its "
-        "first answer (to be checked against AWS's idempotency documentation; the emulator "
-        "does not model ClientToken today)",
+        "without sending again, and does not note the reservation slots it took twice",
+        "fold into the settle's transaction and let a redelivery send a pending intent again: "
+        "-1. EC2 answers a repeated CreateFleet with the same ClientToken and input with its "
+        "first answer (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html), "
+        "and the emulator models it (test_moto_fleets). Not made: a done intent is what tells a "
+        "replay its predecessor noted its reservation slots (send._locate); a pending one "
+        "replayed after that predecessor absorbed would take them again in the snapshots",
     ),
     (
         "DescribeInstances",
         "where each instance landed: only it names the open reservation an on-demand instance "
         "was matched to (CreateFleet's instant answer does not), so reservation accounting "
         "stays exact",
-        "skip when the reservation snapshots hold no open reservation matching the fleet's "
-        "offerings: -1 in the common case, at the price of a snapshot's lag on an open "
-        "reservation created within the minute",
+        "made only where it is needed: an attempt into the one reservation it targets, or spot, "
+        "is located by CreateFleet's answer (no call). For on-demand it would need to know "
+        "that no open ODCR of the account matches the fleet's offerings: the sync sees every "
+        "reservation (its DescribeCapacityReservations is unfiltered) but the snapshots keep "
+        "only those a NodeClass selects; an account-wide summary of open ODCR offerings, "
+        "written when it changes and read with the class's resolution, would make it -1",
     ),
     (
         "TransactWriteItems (settle)",
@@ -102,7 +108,8 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "BatchWriteItem (request record)",
-        "the request's final record (GetRequest, the status contract)",
+        "the request's final record (GetRequest, the status contract), and the idempotency "
+        "claim's completion: a delivery finding the claim held reads it and re-publishes it",
         "see above",
     ),
     (
@@ -112,20 +119,24 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
         "1/N each; the benchmark sends one request",
         "none per request",
     ),
+)
+
+# Calls a warm on-demand request made before issue 38's cuts, and what replaced each.
+CALLS_GONE: tuple[tuple[str, str], ...] = (
     (
         "UpdateItem (idempotency completed)",
-        "the claim marked done with its answer: a redelivery after success answers without work",
-        "take the final record as the completion (a claim whose request has a final record is "
-        "done): -1",
+        "the request's final record is the claim's completion (service/launch/intake.py)",
     ),
 )
 
 
 def purposes() -> list[str]:
-    """The table of CALL_PURPOSES (docs/BENCHMARKS.md)."""
+    """The table of CALL_PURPOSES, then the calls gone (docs/BENCHMARKS.md)."""
     lines = ["| # | call | what it buys | how it could go |", "|---|---|---|---|"]
     for n, (call, buys, could) in enumerate(CALL_PURPOSES, 1):
         lines.append(f"| {n} | {call} | {buys} | {could} |")
+    lines += ["", "Gone (a warm request made them before issue 38's cuts):", ""]
+    lines += [f"- {call}: {instead}" for call, instead in CALLS_GONE]
     return lines
 
 
@@ -250,18 +261,25 @@ def measure(sizes: Sequence[int] = OFFERINGS) -> list[Point]:
 
 
 def _measure_in(root: Path) -> list[Point]:
-    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks)."""
+    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks). The
+    child imports only what the baseline's tree has: benchmarks/revisions.py is this run's."""
+    from benchmarks.revisions import measured_in
+
     return [
         Point(p["offerings"], p["calls"], p["claim_writes"]) for p in measured_in(root, __file__)
     ]
 
 
 def _baseline(revision: str) -> list[Point]:
+    from benchmarks.revisions import extracted
+
     with extracted(revision) as folder:
         return _measure_in(folder)
 
 
 def run(baseline: str = BASELINE) -> Result:
+    from benchmarks.revisions import REPO
+
     theirs = _baseline(baseline)
     ours = _measure_in(REPO)
     return Result(Curve("this revision", ours), Curve(f"{baseline} (before)", theirs))
@@ -269,6 +287,11 @@ def run(baseline: str = BASELINE) -> Result:
 
 def flat(curve: Curve) -> bool:
     return len({p.total for p in curve.points}) == 1
+
+
+def by_operation(calls: dict[str, int]) -> str:
+    """`Op n, ...`, by operation name."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(calls.items()))
 
 
 def render(result: Result) -> str:
@@ -280,7 +303,7 @@ def render(result: Result) -> str:
     ]
     for mine, theirs in zip(result.ours.points, result.baseline.points, strict=True):
         ratio = mine.total / theirs.total if theirs.total else 0.0
-        ops = ", ".join(f"{k} {v}" for k, v in sorted(mine.calls.items()))
+        ops = by_operation(mine.calls)
         lines.append(
             f"| {mine.offerings} | {mine.total} | {theirs.total} | {ratio:.2f}x "
             f"| {mine.claim_writes} ({theirs.claim_writes}) | {ops} |"
@@ -305,9 +328,9 @@ def section(result: Result) -> list[str]:
         *render(result).splitlines(),
         "",
         "What each call buys, in the order a request makes them (traced with each call's "
-        "caller), and how it could go: four of those marked -1 would make 8, each needing "
-        "the change it names to keep every promise (exact limits, no duplicate launch on "
-        "redelivery, nothing lost); none is made yet:",
+        "caller), and how it could go: each -1 names what it would need to keep every promise "
+        "(exact limits, no duplicate launch on redelivery, nothing lost, a termination event "
+        "always finding its instance), and why it is not made:",
         "",
         *purposes(),
         "",

@@ -16,6 +16,7 @@ from benchmarks import (
     fresh_burst,
     ice_storm,
     offering_calls,
+    reservation_calls,
     scaling,
     scene,
     throughput,
@@ -56,6 +57,7 @@ class Results:
     wake_calls: list[WakeCalls]
     client_reuse: client_reuse.Result
     offering_calls: offering_calls.Result
+    reservation_calls: reservation_calls.Result
     fresh_burst: fresh_burst.Result
     # `uptime`'s load averages (1, 5, 15 min) at the start and the end: the machine is shared.
     load: tuple[tuple[float, float, float], tuple[float, float, float]]
@@ -107,6 +109,7 @@ def render(results: Results, seconds: float) -> str:
     lines += _burst(results.burst)
     lines += _healthy(results.healthy)
     lines += offering_calls.section(results.offering_calls)
+    lines += reservation_calls.section(results.reservation_calls)
     lines += fresh_burst.section(results.fresh_burst)
     lines += scaling_section(*results.scaling, results.plots)
     lines += _sync_calls(results.sync_calls)
@@ -216,6 +219,12 @@ def _goals(results: Results, seconds: float) -> list[str]:
         f"| {max(p.total for p in warm.points)} | "
         f"{verdict(max(p.total for p in warm.points) <= offering_calls.GOAL_CALLS)} |",
     ]
+    into = results.reservation_calls.ours
+    rows.append(
+        f"| A warm request into a reservation or group: ≤ {reservation_calls.GOAL_CALLS} AWS "
+        f"calls, flat in the usable reservations (issue 38) | {reservation_calls.summary(into)} "
+        f"| {verdict(reservation_calls.met(into))} |"
+    )
     fresh = results.fresh_burst
     rows.append(
         f"| A burst of {fresh_burst.CONTAINERS} fresh containers: ≤ {fresh_burst.GOAL_PER_KIND} "

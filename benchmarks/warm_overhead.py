@@ -48,7 +48,6 @@ PHASES: dict[str, list[tuple[Any, str]]] = {
         (LaunchRecords, "put_record"),
         (LaunchRecords, "put_records"),
         (DynamoDBPersistenceLayer, "save_inprogress"),
-        (DynamoDBPersistenceLayer, "save_success"),
     ],
     "publish": [(Publisher, "publish")],
 }

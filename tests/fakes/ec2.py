@@ -256,7 +256,17 @@ class FakeFleet:
             launched += got
             if error is not None:
                 errors.append(error)
-        result = FleetResult(tuple(launched), tuple(errors))
+        # As EC2's answer: type, zone and lifecycle, never the reservation an instance is in.
+        answered = tuple(
+            replace(
+                self.instances[i].landing,
+                capacity_type=market,
+                capacity_reservation_id=None,
+                state="pending",
+            )
+            for i in launched
+        )
+        result = FleetResult(tuple(launched), tuple(errors), answered)
         self.answers[token] = result
         return result
 

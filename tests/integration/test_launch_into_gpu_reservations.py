@@ -103,6 +103,7 @@ def test_a_purchased_block_is_launched_into_once_active_and_not_before(cloud, su
     record = cloud.record("r-block")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert {i.capacity_reservation_id for i in record.instances} == {reservation_id}
+    cloud.wait_out_consistency()  # located by CreateFleet's answer: EC2 lists them once consistent
     described = cloud.ec2.describe_instances(InstanceIds=[i.instance_id for i in record.instances])
     lifecycles = {
         i.get("InstanceLifecycle") for r in described["Reservations"] for i in r["Instances"]
@@ -181,6 +182,7 @@ def test_an_interruptible_reservation_is_launched_into_only_when_the_pool_accept
     record = cloud.record("r-lent")
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert {i.capacity_reservation_id for i in record.instances} == {lent}
+    cloud.wait_out_consistency()  # located by CreateFleet's answer: EC2 lists them once consistent
     described = cloud.ec2.describe_instances(InstanceIds=[i.instance_id for i in record.instances])
     lifecycles = {
         i.get("InstanceLifecycle") for r in described["Reservations"] for i in r["Instances"]

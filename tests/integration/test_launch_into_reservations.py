@@ -125,6 +125,8 @@ def test_targeted_reservation_receives_the_instances_and_they_report_it(cloud, s
     assert record is not None and record.status is RequestStatus.FULFILLED, record.to_detail()
     assert {i.capacity_reservation_id for i in record.instances} == {reservation}
     assert {i.capacity_type for i in record.instances} == {"reserved"}
+    # (the launcher located them by CreateFleet's answer: EC2 lists them once consistent)
+    cloud.wait_out_consistency()
     described = cloud.ec2.describe_instances(InstanceIds=[i.instance_id for i in record.instances])
     reported = {
         i["CapacityReservationId"] for r in described["Reservations"] for i in r["Instances"]

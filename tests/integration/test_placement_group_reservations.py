@@ -20,6 +20,7 @@ TAGGED = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Val
 
 
 def _placed(cloud: Cloud, instance_ids: list[str]) -> list[tuple[str | None, str]]:
+    cloud.wait_out_consistency()  # the launcher may not have described them: EC2 lists them now
     described = cloud.ec2.describe_instances(InstanceIds=instance_ids)
     return sorted(
         (i.get("CapacityReservationId"), i["Placement"].get("GroupName", ""))

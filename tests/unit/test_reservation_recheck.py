@@ -47,6 +47,13 @@ class Store:
         self.stored[reservation_id] = replace(held, snapshot=left, version=held.version + 1)
         return True
 
+    def take_claimable(self, reservation_id: str, count: int) -> bool:
+        """As the adapter's: the whole count of one not exhausted with that many available."""
+        held = self.stored.get(reservation_id)
+        if held is None or held.snapshot.claimable(count) < count:
+            return False
+        return self.take(reservation_id, count)
+
     def catch_up(
         self, reservation_id: str, available: int, total: int, *, expected_version: int
     ) -> bool:

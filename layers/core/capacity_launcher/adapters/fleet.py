@@ -97,7 +97,7 @@ class Fleet:
             while len(self._launched) > _MAX_REMEMBERED:
                 del self._launched[next(iter(self._launched))]
         errors = tuple(_fleet_error(e) for e in response.get("Errors", []))
-        return FleetResult(tuple(x.instance_id for x in launched), errors)
+        return FleetResult(tuple(x.instance_id for x in launched), errors, tuple(launched))
 
     def describe(self, instance_ids: Sequence[str]) -> list[InstanceLanding]:
         """Where each instance is, in the order given; ids EC2 still does not know after the

@@ -2,8 +2,10 @@
 
 The one place that knows Powertools' idempotency records: their statuses and exceptions become
 the closed set of `domain.claims.ClaimState`. A claim is the record `save_inprogress` writes
-(held until the invocation's deadline); `complete` stores the outcome, `release` deletes the
-record so that the next delivery can claim again.
+(held until the invocation's deadline); `release` deletes the record so that the next delivery
+can claim again. A claim is never marked done: the request's final record is its completion
+(issue 38: one write fewer per request), which intake reads when it finds a claim held. A claim
+a revision before that completed (COMPLETED, with its outcome) is still answered as one.
 """
 
 from __future__ import annotations
@@ -49,10 +51,6 @@ class RequestClaims:
             return Claim(ClaimState.COMPLETED, record.response_json_as_dict() or {})
         held = None if record is None else record.in_progress_expiry_timestamp
         return Claim(ClaimState.IN_PROGRESS, held_until_ms=held)
-
-    def complete(self, payload: Mapping[str, Any], outcome: Mapping[str, Any]) -> None:
-        """The request finished: later deliveries find `outcome` (COMPLETED)."""
-        self._persistence.save_success(dict(payload), dict(outcome))
 
     def release(self, payload: Mapping[str, Any]) -> None:
         """Let go of the claim without an outcome: the next delivery claims and serves again."""

@@ -59,6 +59,16 @@ class ReservationSnapshots:
             {":minus": -count, ":one": 1, ":count": count},
         )
 
+    def take_claimable(self, reservation_id: str, count: int) -> bool:
+        """Take `count` slots of a snapshot that has that many available and is not exhausted,
+        unread (False otherwise, or with no snapshot): a worker's claim of the whole count."""
+        return self._update(
+            reservation_id,
+            "ADD available :minus, version :one",
+            "available >= :count AND (attribute_not_exists(exhausted) OR exhausted = :false)",
+            {":minus": -count, ":one": 1, ":count": count, ":false": False},
+        )
+
     def empty(self, reservation_id: str) -> None:
         """No slot is available any more (if there is a snapshot)."""
         self._update(

@@ -309,6 +309,10 @@ class ReservationProvider:
             self._snapshots.catch_up(
                 reservation_id, room.available, room.total, expected_version=room.version
             )
+        if count > 0 and self._snapshots.take_claimable(reservation_id, count):
+            # The whole count, conditioned on what `claimable` checks (issue 38: no read first);
+            # fewer slots, none, or no snapshot: read, and take what it allows.
+            return count
         for _ in range(CLAIM_TRIES):
             stored = self._snapshots.get(reservation_id)
             if stored is None:

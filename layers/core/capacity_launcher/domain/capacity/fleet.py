@@ -306,12 +306,6 @@ class FleetError:
 
 
 @dataclass(frozen=True)
-class FleetResult:
-    instance_ids: tuple[str, ...]
-    errors: tuple[FleetError, ...]
-
-
-@dataclass(frozen=True)
 class InstanceLanding:
     """Where EC2 says an instance is, and which reservation (if any) it is billed to."""
 
@@ -321,6 +315,22 @@ class InstanceLanding:
     capacity_type: CapacityType
     capacity_reservation_id: str | None
     state: str
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    instance_ids: tuple[str, ...]
+    errors: tuple[FleetError, ...]
+    # What CreateFleet's own answer says of each instance (type, zone, lifecycle; never the
+    # reservation it landed in): empty when unknown (a stored answer, a replayed intent).
+    answered: tuple[InstanceLanding, ...] = ()
+
+    def landings_answered(self) -> list[InstanceLanding] | None:
+        """The answer's facts of every instance, in order; None when any is missing."""
+        facts = {x.instance_id: x for x in self.answered}
+        if any(i not in facts for i in self.instance_ids):
+            return None
+        return [facts[i] for i in self.instance_ids]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """One SQS batch of launch requests: intake, coalesce, launch concurrently, report.
 
-Idempotency is a claim per requestId (adapters/request_claims.py): a duplicate that finished
-re-publishes its recorded outcome; one still in progress goes back to the queue. Requests that
+Idempotency is a claim per requestId (adapters/request_claims.py), completed by the request's
+final record: a duplicate that finished re-publishes its recorded outcome; one still in progress
+goes back to the queue. Requests that
 can share a CreateFleet are served together; groups run concurrently.
 
 A request that waits for scheduled capacity (`waitForCapacityUntil`) is held in the launch queue
@@ -96,9 +97,7 @@ class LaunchBatch:
         # The admission queues (issue 37): a request waiting for room is an entry of its pool's.
         self._admission = admission
         # The launcher's clock: a rejection is stamped as the launcher stamps what it serves.
-        self._intake = Intake(
-            publish, records, claims, telemetry, queue, clock, side_by_side=self._side_by_side
-        )
+        self._intake = Intake(publish, records, claims, telemetry, queue, clock)
 
     def process(
         self, messages: Sequence[Message], remaining_ms: Callable[[], int] | None = None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
 from capacity_launcher.domain.errors import (
     InvalidLaunchRequest,
@@ -69,16 +69,6 @@ class Claimed:
     held_by: str | None = None
 
 
-class SideBySide(Protocol):
-    """Runs `work` on each item (concurrently, where it may) and answers in the items' order."""
-
-    def __call__[T, R](self, work: Callable[[T], R], items: Sequence[T], /) -> list[R]: ...
-
-
-def one_by_one[T, R](work: Callable[[T], R], items: Sequence[T], /) -> list[R]:
-    return [work(item) for item in items]
-
-
 @dataclass
 class Intake:
     publish: Callable[..., None]
@@ -87,8 +77,6 @@ class Intake:
     telemetry: LaunchTelemetry
     queue: HandBack | None
     clock: Callable[[], datetime]
-    # How the claims of requests that finished together are completed (the batch's pool).
-    side_by_side: SideBySide = one_by_one
 
     def parse(self, message: Message) -> LaunchRequest | InvalidLaunchRequest:
         try:
@@ -115,6 +103,12 @@ class Intake:
             self._replay(payload, dict(claim.outcome))
             return Admission.REPLAYED
         if claim.state is ClaimState.IN_PROGRESS:
+            finished = self._finished(request.request_id)
+            if finished is not None:
+                # The request's final record is its claim's completion (issue 38: no write
+                # marks the claim done): a delivery after it re-publishes that outcome.
+                self._replay(payload, finished.to_detail())
+                return Admission.REPLAYED
             # Back with the queue's own visibility: said, since a message that keeps finding a
             # claim that outlives its receives is dead-lettered without a record.
             logger.info(
@@ -128,6 +122,20 @@ class Intake:
             )
             return Admission.IN_PROGRESS
         return Admission.FIRST if first and _first_delivery(message, request) else Admission.CLAIMED
+
+    def _finished(self, request_id: str) -> RequestRecord | None:
+        """The request's final record, when it has one (read only for a claim held by another
+        delivery: one that finished holds it until its deadline, or its expiry); None when it
+        has none or it could not be read (the delivery goes back, as for a claim in progress)."""
+        try:
+            stored = self.records.get_record(request_id)
+        except Exception:
+            logger.exception(
+                "could not read the record of a request in progress",
+                extra={"requestId": request_id},
+            )
+            return None
+        return stored if stored is not None and stored.is_final else None
 
     def _bound(self, item: Claimed, state: ClaimState) -> tuple[str, bool] | None:
         """The hash of the body the requestId is bound to (this one's when first), and whether
@@ -326,23 +334,20 @@ class Intake:
         return True
 
     def finish(self, outcomes: Iterable[tuple[Claimed, RequestRecord]]) -> None:
-        """Publish each outcome, then complete each claim (`side_by_side`)."""
+        """Publish each outcome. Its claim is not written again: the final record stored before
+        it is the completion (issue 38), which a later delivery finds (`_finished`, or recovery
+        once the claim's deadline passed) and re-publishes."""
         outcomes = list(outcomes)
         self.publish(*(Event(r.detail_type, r.to_detail()) for _, r in outcomes))
-        # Each claim is its own requestId's item: completed side by side.
-        self.side_by_side(self._complete, outcomes)
-
-    def _complete(self, outcome: tuple[Claimed, RequestRecord]) -> None:
-        item, record = outcome
-        self.claims.complete(item.payload, record.to_detail())
-        logger.info(
-            "request finished",
-            extra={
-                "requestId": record.request_id,
-                "status": str(record.status),
-                "launched": record.launched,
-            },
-        )
+        for _, record in outcomes:
+            logger.info(
+                "request finished",
+                extra={
+                    "requestId": record.request_id,
+                    "status": str(record.status),
+                    "launched": record.launched,
+                },
+            )
 
     def rejected_record(
         self,

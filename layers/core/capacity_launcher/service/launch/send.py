@@ -292,15 +292,27 @@ def _tag_and_locate(
 
 
 def _locate(ctx: Context, sent: Sent) -> list[InstanceLanding]:
-    """Where a fleet's instances landed (DescribeInstances). A done intent replayed is left out:
-    its predecessor noted its slots (a pending intent replayed now took its slots now; its
-    claim, if any, was given back)."""
+    """Where a fleet's instances landed. A done intent replayed is left out: its predecessor
+    noted its slots (a pending intent replayed now took its slots now; its claim, if any, was
+    given back).
+
+    An attempt made now that can land in no reservation but one it names (a reserved attempt
+    is `capacity-reservations-only` with one reservation id) or in none (spot) is located by
+    CreateFleet's own answer: its type, zone and lifecycle are the answer's, its reservation
+    the one targeted (issue 38: no DescribeInstances). Any other asks EC2 (DescribeInstances):
+    only it names the reservation, if any, an on-demand instance or a group's was put in."""
     attempt = sent.attempt
     if attempt is None and sent.intent.state == "done":
         return []
-    landings = ctx.ports.fleet.describe(sent.result.instance_ids)
-    if attempt is not None and attempt.target and attempt.target.reservation_id:
-        landings = [words.in_target(x, attempt.target.reservation_id) for x in landings]
+    target = attempt.target.reservation_id if attempt is not None and attempt.target else None
+    spot = attempt is not None and attempt.capacity_type == SPOT
+    answered = sent.result.landings_answered() if attempt is not None else None
+    if answered is not None and (target or spot):
+        landings = answered
+    else:
+        landings = ctx.ports.fleet.describe(sent.result.instance_ids)
+    if target:
+        landings = [words.in_target(x, target) for x in landings]
     return landings
 
 

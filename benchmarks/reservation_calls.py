@@ -1,0 +1,242 @@
+"""AWS calls per warm request into a reservation, against the reservations it could use (issue 38).
+
+One pool of one instance type in one zone, `reserved` then `on-demand`, whose NodeClass uses N
+reservations of that type and zone (each with room): a targeted ODCR selected by tag, an open one
+selected by tag, or a group of them (a resource group the NodeClass targets). Real reservations
+in the emulator, the minute's reservation sync run after each growth; a warm container (one
+request served first) serves one request for one instance, and every call its shared clients
+make is counted, by operation (as `benchmarks.offering_calls` counts).
+
+The baseline (`BASELINE`, extracted with `git archive`, measured in a child process over its own
+code) is the revision before issue 38's cuts of the idempotency completion and the location of
+instances EC2 put in a known reservation, in the same run on the same emulator.
+
+    PYTHONPATH=layers/core:local:. .venv/bin/python -m benchmarks.reservation_calls
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.revisions import REPO, extracted, measured_in
+
+USABLE = (1, 10, 100, 1000)
+KINDS = ("targeted", "open", "group")
+# The revision before issue 38's cuts on this path: today's cost, measured beside this one.
+BASELINE = "967d60f"
+ZONE = "us-east-1a"
+TYPE = "m5.large"
+TAG = {"bench": "reservation-calls"}
+GOAL_CALLS = 10  # issue 38's target for a warm request into a reservation or group
+
+
+@dataclass(frozen=True)
+class Point:
+    kind: str
+    usable: int
+    calls: dict[str, int]  # by operation
+    reserved: bool  # the counted request's instance landed in one of the reservations
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+def _reserve(cloud: Any, match: str, count: int) -> list[str]:
+    made = []
+    for _ in range(count):
+        response = cloud.ec2.create_capacity_reservation(
+            InstanceType=TYPE,
+            InstancePlatform="Linux/UNIX",
+            AvailabilityZone=ZONE,
+            InstanceCount=4,
+            InstanceMatchCriteria=match,
+            TagSpecifications=[
+                {
+                    "ResourceType": "capacity-reservation",
+                    "Tags": [{"Key": k, "Value": v} for k, v in TAG.items()],
+                }
+            ],
+        )
+        made.append(str(response["CapacityReservation"]["CapacityReservationId"]))
+    return made
+
+
+def _group(cloud: Any, arns: Any, reservation_ids: Sequence[str], group: str | None) -> str:
+    """The group `group` holding `reservation_ids` too (a new one when None), 10 ARNs a call
+    (GroupResources' limit)."""
+    from capacity_launcher.adapters import aws
+    from tests.integration.test_launch_into_reservations import group_of
+
+    if group is None:
+        group = group_of(cloud, *reservation_ids[:10], name="bench-group")
+        reservation_ids = reservation_ids[10:]
+    for start in range(0, len(reservation_ids), 10):
+        aws.client("resource-groups").group_resources(
+            Group=group, ResourceArns=[arns(r) for r in reservation_ids[start : start + 10]]
+        )
+    return group
+
+
+def _apply(cloud: Any, kind: str, group: str | None) -> None:
+    from benchmarks.scene import POOL
+    from tests.support import cloud as support
+
+    spec: dict[str, Any] = {"securityGroupIds": [support.default_security_group(cloud.ec2)]}
+    if kind == "group":
+        spec["capacityReservationSpec"] = {
+            "capacityReservationTarget": {"capacityReservationResourceGroupArn": group}
+        }
+    else:
+        spec["capacityReservationSelectorTerms"] = [{"tags": TAG}]
+    subnet = support.default_subnets(cloud.ec2)[ZONE]
+    cloud.apply(
+        support.node_class("bench-class", [subnet], support.an_image(cloud.ec2), **spec),
+        support.node_pool(
+            POOL,
+            "bench-class",
+            requirements=[
+                support.capacity_type("reserved", "on-demand"),
+                support.instance_type(TYPE),
+            ],
+        ),
+    )
+
+
+def _curve(kind: str, sizes: Sequence[int]) -> list[Point]:
+    import moto_capacity
+    from benchmarks.offering_calls import _counting
+    from benchmarks.scene import bench_cloud, request
+    from capacity_launcher.service import wiring
+    from capacity_launcher.settings import get_settings
+
+    points = []
+    with bench_cloud() as cloud:
+        moto_capacity.set_consistency(0, 0)
+        account = cloud.names.account_id
+
+        def arn(reservation_id: str) -> str:
+            return f"arn:aws:ec2:us-east-1:{account}:capacity-reservation/{reservation_id}"
+
+        group: str | None = None
+        batch = cloud.batch
+        had = 0
+        for size in sizes:
+            made = _reserve(cloud, "open" if kind == "open" else "targeted", size - had)
+            had = size
+            moto_capacity.advance_clock(60)  # every new reservation active
+            if kind == "group":
+                fresh = group is None
+                group = _group(cloud, arn, made, group)
+                if fresh:
+                    _apply(cloud, kind, group)
+            elif size == sizes[0]:
+                _apply(cloud, kind, None)
+            wiring.Adapters(get_settings()).reservation_sync().run()
+            cloud.send(request(f"warm-{size}"), batch=batch)  # the container is warm from here on
+            counted = f"counted-{kind}-{size}-{uuid.uuid4().hex[:6]}"
+            with _counting(cloud.names.unavailable_offerings_table) as calls:
+                failed = cloud.send(request(counted), batch=batch)
+            record = cloud.record(counted)
+            assert not failed, failed
+            assert record is not None, (kind, size)
+            assert record.launched == 1, (kind, size, record)
+            calls.pop("ice-writes", 0)
+            reserved = bool(record.instances[0].capacity_reservation_id)
+            points.append(Point(kind, size, dict(calls), reserved))
+    return points
+
+
+def measure(sizes: Sequence[int] = USABLE) -> list[Point]:
+    return [p for kind in KINDS for p in _curve(kind, sizes)]
+
+
+def _measure_in(root: Path) -> list[Point]:
+    return [
+        Point(p["kind"], p["usable"], p["calls"], p["reserved"])
+        for p in measured_in(root, __file__)
+    ]
+
+
+@dataclass(frozen=True)
+class Result:
+    ours: list[Point]
+    baseline: list[Point]
+    baseline_label: str
+
+
+def run(baseline: str = BASELINE) -> Result:
+    with extracted(baseline) as folder:
+        theirs = _measure_in(folder)
+    return Result(_measure_in(REPO), theirs, baseline)
+
+
+def summary(points: Sequence[Point]) -> str:
+    """The fewest and most calls of each kind of reservation, over the sizes measured."""
+    parts = []
+    for kind in KINDS:
+        totals = [p.total for p in points if p.kind == kind]
+        if totals:
+            parts.append(f"{kind} {min(totals)}-{max(totals)}")
+    return ", ".join(parts)
+
+
+def met(points: Sequence[Point]) -> bool:
+    """Within the goal at every size, and flat: one count per kind whatever the size."""
+    flat = all(len({p.total for p in points if p.kind == kind}) <= 1 for kind in KINDS)
+    return flat and all(p.total <= GOAL_CALLS for p in points)
+
+
+def render(result: Result) -> str:
+    lines = [
+        "| into | usable reservations | AWS calls, this revision | before | landed in a "
+        "reservation | by operation, this revision |",
+        "|---|---|---|---|---|---|",
+    ]
+    from benchmarks.offering_calls import by_operation
+
+    for mine, theirs in zip(result.ours, result.baseline, strict=True):
+        landed = "yes" if mine.reserved else "no"
+        lines.append(
+            f"| {mine.kind} | {mine.usable:,} | {mine.total} | {theirs.total} | {landed} "
+            f"| {by_operation(mine.calls)} |"
+        )
+    return "\n".join(lines)
+
+
+def section(result: Result) -> list[str]:
+    """The report's section (docs/BENCHMARKS.md)."""
+    return [
+        "",
+        "## AWS calls per warm request into a reservation, against the reservations it could "
+        "use (issue 38)",
+        "",
+        "`benchmarks/reservation_calls.py` (`python -m benchmarks.reservation_calls` runs it "
+        "alone): one pool of one type in one zone, `reserved` then `on-demand`, its NodeClass "
+        "using N real reservations of that type and zone (a targeted ODCR selected by tag, an "
+        "open one selected by tag, or a resource group it targets), the reservation sync run "
+        "after each growth, a warm container, one request for one instance; every call of the "
+        "service's shared clients, by operation. Baseline, in the same run: revision "
+        f"`{result.baseline_label}` (extracted with `git archive`).",
+        "",
+        *render(result).splitlines(),
+        "",
+    ]
+
+
+def main() -> int:
+    if "--json" in sys.argv:
+        print(json.dumps([asdict(p) for p in measure()]))
+        return 0
+    print(render(run()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
