@@ -23,12 +23,8 @@ from capacity_launcher.domain.accounting import preemption
 from capacity_launcher.domain.accounting.pool_usage import Member
 from capacity_launcher.domain.accounting.preemption import Preemptor, Running
 from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
-from capacity_launcher.domain.apis.quotas import (
-    BorrowPolicy,
-    CapacityQuota,
-    WithinQuotaPolicy,
-    format_amount,
-)
+from capacity_launcher.domain.apis.quota_preemption import BorrowPolicy, WithinQuotaPolicy
+from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord

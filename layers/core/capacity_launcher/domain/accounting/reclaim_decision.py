@@ -22,12 +22,12 @@ from capacity_launcher.domain.accounting.quota_admission import (
     UsageKey,
     reclaim_refusal,
 )
-from capacity_launcher.domain.apis.quotas import (
+from capacity_launcher.domain.apis.quota_preemption import (
     BorrowPolicy,
-    CapacityQuota,
     ReclaimPolicy,
     WithinQuotaPolicy,
 )
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 
 NOT_BORROWED = "within its owner's nominal quota now: no longer borrowed"
