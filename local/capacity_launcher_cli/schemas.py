@@ -12,7 +12,8 @@ from typing import Any
 
 from capacity_launcher.domain.apis.api_versions import ServedVersion
 from capacity_launcher.domain.apis.config_base import _NAME
-from capacity_launcher.domain.apis.quotas import DURATION_PATTERN, CapacityQuota
+from capacity_launcher.domain.apis.quota_preemption import DURATION_PATTERN
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.launch_request import (
     MAX_BODY_BYTES,

@@ -12,8 +12,8 @@ import pytest
 from capacity_launcher.domain.apis.quotas import parse_quota
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.service.quota_metrics import QUOTA_USAGE_OF_NOMINAL, usage_of_nominal
-from capacity_launcher.service.quota_reclaim import ReclaimReport
 from capacity_launcher.service.quota_sync import QuotaSync
+from capacity_launcher.service.reclaim_enforcement import ReclaimReport
 from local_cloud.documents import capacity_quota
 
 STATUS = {

@@ -9,12 +9,9 @@ from typing import Any
 import pytest
 
 from capacity_launcher.domain.apis.documents import parse_document, to_document
+from capacity_launcher.domain.apis.quota_preemption import ReclaimPolicy, parse_duration_seconds
 from capacity_launcher.domain.apis.quota_sets import association_refusal, conflicts, quota_for
-from capacity_launcher.domain.apis.quotas import (
-    CapacityQuota,
-    ReclaimPolicy,
-    parse_duration_seconds,
-)
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
 

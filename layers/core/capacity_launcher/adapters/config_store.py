@@ -16,7 +16,7 @@ NodePool bumps the NodePools' generation (`pool_set`) the same way as the quotas
 of the document stored already: a GitOps loop re-applying its pools leaves every choice as it
 was): a request that named no pool leases conditioned on the generation of the listing it chose
 its pool from, the NodePools' weight-ordered index (adapters/pool_index.py) read a page at a
-time, kept in the transaction of each pool's apply and delete.
+time, kept in the transaction of each pool's apply and delete (adapters/pool_writes.py).
 CapacityQuota items are read here (`quota_set`, with the quota generations that leases
 condition on) and written through `quotas()` (adapters/quota_store.py), by the configuration
 use case that checks them across quotas (service/configuration.py); so is a NodeClass's delete,
@@ -39,12 +39,10 @@ from capacity_launcher.adapters.config_items import (
     QUOTA_POOL_PREFIX,
     QUOTA_SET_KEY,
     UNRESOLVED,
-    as_read,
     generation_check,
     kept_of,
     node_class_ref,
     parse_item,
-    pool_generation_bump,
     query_items,
     quota_pool_key,
     read_item,
@@ -57,14 +55,14 @@ from capacity_launcher.adapters.config_items import (
     quota_generation_check as quota_generation_check,
 )
 from capacity_launcher.adapters.dynamodb import key, to_item
-from capacity_launcher.adapters.pool_index import index_all, index_moves, index_pages, keep_index
+from capacity_launcher.adapters.pool_index import index_all, index_pages
+from capacity_launcher.adapters.pool_writes import delete_pool, put_pool
 from capacity_launcher.adapters.quota_store import QuotaStore
 from capacity_launcher.domain.apis.config import (
     NodeClass,
     NodeClassUsers,
     NodePool,
     PoolSet,
-    mode_switch,
 )
 from capacity_launcher.domain.apis.documents import revision_of, stored_body
 from capacity_launcher.domain.apis.quota_changes import kept_body as kept_of_apply
@@ -72,7 +70,6 @@ from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import (
     ConditionFailed,
-    ConfigConflict,
     NotFound,
     StoredDocumentInvalid,
 )
@@ -91,11 +88,6 @@ _QUOTA_SET_KEY = QUOTA_SET_KEY
 class _Listing:
     documents: dict[str, Any] = field(default_factory=dict)
     invalid: dict[str, InvalidDocument] = field(default_factory=dict)
-
-
-# A pool's apply or delete reads the stored item, then writes conditioned on it being as read;
-# another writer in between makes it read again, this many times at most.
-_RACES = 5
 
 
 class ConfigStore:
@@ -144,7 +136,7 @@ class ConfigStore:
             }
             if kept_body is not None:
                 item["kept"] = kept_body
-            self._put_pool(item)
+            put_pool(self._db, self._table, item)
         else:
             # An update, not a put: the version must survive a re-apply of the class.
             values: dict[str, Any] = {
@@ -168,43 +160,6 @@ class ConfigStore:
                     ExpressionAttributeValues=to_item(values),
                 )
         self._invalidate()
-
-    def _put_pool(self, item: dict[str, Any]) -> None:
-        """Put the pool, bumping the NodePools' generation unless it is stored at this revision
-        already: the same document applied again leaves every request's choice of pool as it
-        was. Its NodeClass need not be stored (docs/karpenter.md, "Applied in any order"); a
-        delete of the class is conditioned on the generation, so it cannot race a pool applied
-        naming it. The index's copy moves with it (its sort key follows the weight), in the
-        same transaction, conditioned on the pool being stored as read."""
-        put: dict[str, Any] = {"TableName": self._table, "Item": to_item(item)}
-        same = {
-            **put,
-            "ConditionExpression": "revision = :revision",
-            "ExpressionAttributeValues": {":revision": {"S": item["revision"]}},
-        }
-        try:
-            with aws_call("PutItem"):
-                self._db.put_item(**same)
-            return
-        except ConditionFailed:
-            pass  # new, or another document: the listing changes
-        name = str(item["sk"])
-        for _ in range(_RACES):
-            stored = self._read_one("NodePool", name)
-            # A pool stored before `staticPool` was kept is a dynamic one.
-            if stored is not None and bool(stored.get("staticPool", False)) != item["staticPool"]:
-                raise ConfigConflict(f"NodePool {name}: {mode_switch(item['staticPool'])}")
-            writes = [{"Put": {**put, **as_read(stored)}}]
-            writes += index_moves(self._table, stored, item)
-            writes.append(pool_generation_bump(self._table))
-            try:
-                with aws_call("TransactWriteItems"):
-                    self._db.transact_write_items(TransactItems=writes)
-            except ConditionFailed:
-                continue  # another writer's apply or delete came between: read it again
-            keep_index(self._db, self._table)
-            return
-        raise ConfigConflict(f"NodePool {name}: applied or deleted by another writer meanwhile")
 
     def priority_classes(self) -> PriorityClassStore:
         """The PriorityClasses stored in the same table (adapters/priority_class_store.py)."""
@@ -340,22 +295,7 @@ class ConfigStore:
     def delete_pool(self, name: str) -> None:
         """Delete the pool and its index copy and bump the NodePools' generation in one
         transaction, conditioned on the pool being stored as read (NotFound if it is not)."""
-        for _ in range(_RACES):
-            stored = self._read_one("NodePool", name)
-            if stored is None:
-                raise NotFound("NodePool", name)
-            delete = {"TableName": self._table, "Key": key("NodePool", name), **as_read(stored)}
-            writes = [{"Delete": delete}, *index_moves(self._table, stored, None)]
-            writes.append(pool_generation_bump(self._table))
-            try:
-                with aws_call("TransactWriteItems"):
-                    self._db.transact_write_items(TransactItems=writes)
-            except ConditionFailed:
-                continue  # applied or deleted meanwhile: read it again
-            keep_index(self._db, self._table)
-            break
-        else:
-            raise ConfigConflict(f"NodePool {name}: applied or deleted by another writer meanwhile")
+        delete_pool(self._db, self._table, name)
         self._invalidate()
 
     # -- reading -----------------------------------------------------------------------------

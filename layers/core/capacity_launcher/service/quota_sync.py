@@ -21,7 +21,7 @@ from capacity_launcher.domain.records.status import format_timestamp
 from capacity_launcher.observability import logger
 from capacity_launcher.service.accounting_ports import QuotaStatusStore, QuotaUsage
 from capacity_launcher.service.quota_metrics import emit_quota_usage
-from capacity_launcher.service.quota_reclaim import ReclaimEnforcement, ReclaimReport
+from capacity_launcher.service.reclaim_enforcement import ReclaimEnforcement, ReclaimReport
 from capacity_launcher.service.sync_parts import contained
 from capacity_launcher.service.usage_recount import recount_quotas
 

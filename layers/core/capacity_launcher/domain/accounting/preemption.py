@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance, UsageKey
-from capacity_launcher.domain.apis.quotas import BorrowPolicy, CapacityQuota, WithinQuotaPolicy
+from capacity_launcher.domain.apis.quota_preemption import BorrowPolicy, WithinQuotaPolicy
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 

@@ -15,12 +15,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 
-from capacity_launcher.domain.apis.quotas import (
-    CapacityQuota,
-    QuotaResource,
-    ReclaimPolicy,
-    format_amount,
-)
+from capacity_launcher.domain.apis.quota_preemption import ReclaimPolicy
+from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaResource, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 

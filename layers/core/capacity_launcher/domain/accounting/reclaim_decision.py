@@ -22,12 +22,12 @@ from capacity_launcher.domain.accounting.quota_admission import (
     UsageKey,
     reclaim_refusal,
 )
-from capacity_launcher.domain.apis.quotas import (
+from capacity_launcher.domain.apis.quota_preemption import (
     BorrowPolicy,
-    CapacityQuota,
     ReclaimPolicy,
     WithinQuotaPolicy,
 )
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 
 NOT_BORROWED = "within its owner's nominal quota now: no longer borrowed"
@@ -151,6 +151,23 @@ def redecide_preemption(
             [], [Spared(n.instance.instance_id, str(whole)) for n in named], True
         )
     cohort = Cohort.of(own, quotas, usage)
+    allowed, spared = _allowed_victims(cohort, own, preemptor, named)
+    refused = bool(spared)
+    gone = _no_longer_borrowed(cohort, own, preemptor, allowed)
+    spared += [Spared(i.instance_id, NOT_BORROWED) for i in gone]
+    terminate = [i for i in allowed if i not in gone]
+    if terminate and preemption.fits(preemptor, quotas, usage):
+        spared += [Spared(i.instance_id, FITS_NOW) for i in terminate]
+        return ReclaimDecision([], spared, refused=True)
+    return ReclaimDecision([i.instance_id for i in terminate], spared, refused=refused)
+
+
+def _allowed_victims(
+    cohort: Cohort, own: CapacityQuota, preemptor: Preemptor, named: Sequence[Running]
+) -> tuple[list[QuotaInstance], list[Spared]]:
+    """The victims the policies of now still let ``preemptor`` take, and the others spared
+    (each saying why): one of no quota now by its requester's, the others by
+    `preemption.refusal` with the priorities recorded."""
     allowed: list[QuotaInstance] = []
     spared = []
     for each in named:
@@ -165,17 +182,18 @@ def redecide_preemption(
             allowed.append(instance)
         else:
             spared.append(Spared(instance.instance_id, why))
-    refused = bool(spared)
+    return allowed, spared
+
+
+def _no_longer_borrowed(
+    cohort: Cohort, own: CapacityQuota, preemptor: Preemptor, allowed: Sequence[QuotaInstance]
+) -> list[QuotaInstance]:
+    """Of the allowed victims of other quotas, those their owners no longer borrow: what they
+    keep is within their nominal quota now (in the resources the request asks for)."""
     resources = [r for r in DIMENSIONS if preemptor.demand.amount(r) > 0]
     cross = [i for i in allowed if cohort.owner(i.requester, preemptor.flavor) != own.name]
     kept = {i.instance_id for i in cohort.releasable(preemptor.flavor, resources, cross)}
-    gone = [i for i in cross if i.instance_id not in kept]
-    spared += [Spared(i.instance_id, NOT_BORROWED) for i in gone]
-    terminate = [i for i in allowed if i not in gone]
-    if terminate and preemption.fits(preemptor, quotas, usage):
-        spared += [Spared(i.instance_id, FITS_NOW) for i in terminate]
-        return ReclaimDecision([], spared, refused=True)
-    return ReclaimDecision([i.instance_id for i in terminate], spared, refused=refused)
+    return [i for i in cross if i.instance_id not in kept]
 
 
 def _refusal_to_preempt(quota: CapacityQuota | None, preemptor: Preemptor) -> str | None:

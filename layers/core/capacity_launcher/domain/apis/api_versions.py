@@ -138,35 +138,6 @@ class ServedVersion:
         return f"{self.label} is deprecated; use {self.deprecated_by}"
 
 
-def own_hub(
-    api_version: str,
-    kind: str,
-    model: type[BaseModel],
-    parse: Callable[[Mapping[str, Any]], Any],
-    kept: Callable[[Any], Kept],
-    document: Callable[[Any], dict[str, Any]] = as_document,
-) -> ServedVersion:
-    """A kind served as its own hub, stored as written (the ``capacity-launcher/v1`` kinds, a
-    PriorityClass, a Kueue Cohort): ``kept`` says what its apply reports as not acted on."""
-
-    def to_hub(document: Any) -> Conversion:
-        return Conversion((document,), kept(document))
-
-    def from_hub(hub: Any, kept_fields: Mapping[str, Any]) -> dict[str, Any]:
-        return document(hub)
-
-    return ServedVersion(
-        api_version=api_version,
-        kind=kind,
-        hub_kind=kind,
-        parse=parse,
-        to_hub=to_hub,
-        from_hub=from_hub,
-        document=document,
-        model=model,
-    )
-
-
 @dataclass(frozen=True)
 class Applied:
     """One document read for apply: its served version, its conversion and any warnings."""

@@ -17,8 +17,9 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, field_validator
 
-from capacity_launcher.domain.apis.api_versions import ServedVersion, own_hub, validated
+from capacity_launcher.domain.apis.api_versions import ServedVersion, validated
 from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
+from capacity_launcher.domain.apis.hub_kinds import own_hub
 from capacity_launcher.domain.apis.kept_fields import Kept
 from capacity_launcher.domain.errors import ConfigConflict
 

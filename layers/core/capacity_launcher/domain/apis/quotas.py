@@ -7,10 +7,8 @@ the resources it covers; every error names the field (by document path) and the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -37,6 +35,12 @@ from capacity_launcher.domain.apis.ome.associations import (
     ASSOCIATION_PREFIX,
     prefix_reservation,
 )
+from capacity_launcher.domain.apis.quota_preemption import (
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    Preemption,
+    ReclaimPolicy,
+)
 from capacity_launcher.domain.errors import ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError, bounded, field_errors, field_path
 from capacity_launcher.domain.quantities import (
@@ -56,38 +60,7 @@ MAX_REQUESTERS = 100
 MAX_PREFIXES = 10
 MAX_RESOURCE_GROUPS = 4
 MAX_FLAVORS = 64
-# Kubernetes PriorityClass values: int32 up to a billion (an OME reservation's priority is one).
-MIN_PRIORITY, MAX_PRIORITY = -(2**31), 1_000_000_000
-MAX_GRACE_SECONDS = 24 * 3600
-DEFAULT_GRACE_PERIOD = "10m"
 RESOURCE_RULE = f"must be one of {', '.join(DIMENSIONS)}"
-DURATION_PATTERN = re.compile(r"^(?:(\d{1,5})h)?(?:(\d{1,5})m)?(?:(\d{1,6})s)?$")
-DURATION_RULE = "must be a duration such as '30s', '10m' or '1h30m', at most 24h"
-
-
-class ReclaimPolicy(StrEnum):
-    """Which borrowers a quota may take lent quota back from (Kueue's reclaimWithinCohort)."""
-
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    ANY = "Any"
-
-
-class WithinQuotaPolicy(StrEnum):
-    """Which of its own quota's instances a waiting request may preempt (Kueue's
-    withinClusterQueue): lower priority, or also equal priority launched after it arrived."""
-
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
-    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
-
-
-class BorrowPolicy(StrEnum):
-    """Whether a waiting request that must borrow may preempt other members' borrowing instances
-    of lower priority (Kueue's borrowWithinCohort.policy)."""
-
-    NEVER = "Never"
-    LOWER_PRIORITY = "LowerPriority"
 
 
 def parse_amount(resource: str, value: object) -> Decimal:
@@ -106,17 +79,6 @@ def format_amount(resource: str, amount: Decimal) -> str:
     if resource == MEMORY:
         return format_memory(int(amount))
     return str(int(amount))
-
-
-def parse_duration_seconds(value: str) -> int:
-    match = DURATION_PATTERN.match(value) if isinstance(value, str) and value else None
-    if match is None or not any(match.groups()):
-        raise ValueError(DURATION_RULE)
-    hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    total = hours * 3600 + minutes * 60 + seconds
-    if total > MAX_GRACE_SECONDS:
-        raise ValueError(DURATION_RULE)
-    return total
 
 
 class Problems(ValueError):
@@ -278,37 +240,6 @@ def repeats_across_groups(groups: Sequence[ResourceGroup]) -> list[FieldError]:
                 )
             seen_flavors.setdefault(flavor.name, g)
     return problems
-
-
-class BorrowWithinCohort(_Document):
-    """Kueue's borrowWithinCohort: ``maxPriorityThreshold`` bounds the victims' priority (only
-    instances of that priority or lower may be preempted by a borrower; absent: any lower)."""
-
-    model_config = BUILT_ON_FIRST_USE
-
-    policy: BorrowPolicy = BorrowPolicy.NEVER
-    max_priority_threshold: StrictInt | None = Field(default=None, ge=MIN_PRIORITY, le=MAX_PRIORITY)
-
-
-class Preemption(_Document):
-    model_config = BUILT_ON_FIRST_USE
-
-    reclaim_within_cohort: ReclaimPolicy = ReclaimPolicy.NEVER
-    # Issue 37: a waiting request preempting its own quota's instances, or, when it must borrow,
-    # other members' borrowing ones (domain/accounting/preemption.py). Default: never.
-    within_cluster_queue: WithinQuotaPolicy = WithinQuotaPolicy.NEVER
-    borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
-    grace_period: str = DEFAULT_GRACE_PERIOD
-
-    @field_validator("grace_period")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        parse_duration_seconds(value)
-        return value
-
-    @property
-    def grace_seconds(self) -> int:
-        return parse_duration_seconds(self.grace_period)
 
 
 class CapacityQuotaSpec(_Document):

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from capacity_launcher.domain.apis.api_versions import ServedVersion, VersionRegistry, own_hub
+from capacity_launcher.domain.apis.api_versions import ServedVersion, VersionRegistry
 from capacity_launcher.domain.apis.config import (
     CAPACITY_QUOTA,
     NODE_CLASS,
@@ -20,6 +20,7 @@ from capacity_launcher.domain.apis.config import (
     NodePool,
 )
 from capacity_launcher.domain.apis.documents import Document, parse_document, to_document
+from capacity_launcher.domain.apis.hub_kinds import own_hub
 from capacity_launcher.domain.apis.karpenter import ec2nodeclass, nodepool
 from capacity_launcher.domain.apis.kept_fields import Kept
 from capacity_launcher.domain.apis.kueue.cohorts import cohort_version

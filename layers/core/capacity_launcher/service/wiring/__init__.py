@@ -301,8 +301,8 @@ class Adapters(Stores):
         """The sync's quota share: reclaims due, quota usage recount, the status `get quotas`
         reads. A reclaimed instance is released through the instance events' own gated path."""
         from capacity_launcher.adapters.quota_statuses import QuotaStatuses
-        from capacity_launcher.service.quota_reclaim import ReclaimEnforcement
         from capacity_launcher.service.quota_sync import QuotaSync
+        from capacity_launcher.service.reclaim_enforcement import ReclaimEnforcement
 
         config = self.config_store()
         usage = self.quota_usage()

@@ -22,8 +22,9 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from capacity_launcher.domain.apis.api_versions import ServedVersion, as_document, own_hub
+from capacity_launcher.domain.apis.api_versions import ServedVersion, as_document
 from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
+from capacity_launcher.domain.apis.hub_kinds import own_hub
 from capacity_launcher.domain.apis.kept_fields import Kept
 from capacity_launcher.domain.apis.quotas import (
     MAX_FLAVORS,

@@ -23,14 +23,16 @@ from capacity_launcher.domain.apis.config_base import (
     no_repeats,
 )
 from capacity_launcher.domain.apis.ome.associations import association_prefix
-from capacity_launcher.domain.apis.quotas import (
-    MAX_FLAVORS,
+from capacity_launcher.domain.apis.quota_preemption import (
     MAX_PRIORITY,
-    MAX_RESOURCE_GROUPS,
     MIN_PRIORITY,
-    CapacityQuota,
     Preemption,
     ReclaimPolicy,
+)
+from capacity_launcher.domain.apis.quotas import (
+    MAX_FLAVORS,
+    MAX_RESOURCE_GROUPS,
+    CapacityQuota,
     parse_amount,
     parse_quota,
 )
