@@ -19,6 +19,7 @@ from capacity_launcher.domain.apis.quota_sets import (
     quota_for,
     unresolved_refusal,
 )
+from capacity_launcher.domain.capacity.block_end_policy import request_refusal
 from capacity_launcher.domain.capacity.constraints import Requirements, narrow
 from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED
 from capacity_launcher.domain.capacity.static_pools import is_static_launch
@@ -267,6 +268,7 @@ def _pools_for(
                 "its instances running; ask a dynamic NodePool for capacity",
                 STATIC_NODE_POOL,
             )
+        _block_end_allowed(named, request)
         return [named], None
     wanted = Requirements.of(request.requirements)
     # A container's copy may pick a pool; only a fresh read may say that none fits.
@@ -280,6 +282,11 @@ def _pools_for(
             "nodePool: no NodePool is compatible with the request's requirements",
             "NoCompatibleNodePool",
         )
+    if request.capacity_block_end is not None:
+        allowing = [p for p in compatible if _block_end_refusal(p, request) is None]
+        if not allowing:
+            _block_end_allowed(compatible[0], request)
+        compatible = allowing
     if request.wait_for_capacity_until is not None:
         # A request that may wait for scheduled reserved capacity goes first to the pools it
         # could wait in for it; when none allows reserved capacity, it waits for room in any
@@ -289,6 +296,22 @@ def _pools_for(
     # Equal weights: the alphabetically first pool comes first, deterministically.
     ordered = sorted(compatible, key=lambda p: (-p.spec.weight, p.metadata.name))
     return ordered, listing.generation
+
+
+# The code of a request whose capacityBlockEnd its NodePool's spec.capacityBlockEnd refuses.
+BLOCK_END_NOT_ALLOWED = "CapacityBlockEndNotAllowed"
+
+
+def _block_end_refusal(pool: NodePool, request: LaunchRequest) -> str | None:
+    ask = request.capacity_block_end
+    return None if ask is None else request_refusal(pool.spec.capacity_block_end, ask)
+
+
+def _block_end_allowed(pool: NodePool, request: LaunchRequest) -> None:
+    """A request's `capacityBlockEnd` within what its pool allows, else Rejected naming it."""
+    refusal = _block_end_refusal(pool, request)
+    if refusal is not None:
+        raise RequestRejected(f"{refusal} (NodePool {pool.name!r})", BLOCK_END_NOT_ALLOWED)
 
 
 def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:

@@ -58,6 +58,9 @@ class InstanceRecord:
     # The request's own tags (not the NodeClass's): what its instances carry besides ours, so the
     # sync's reconciliation can put them back on an instance a shared fleet left without them.
     request_tags: dict[str, str] = field(default_factory=dict)
+    # Its request's `capacityBlockEnd` opt-in and what a replacement repeats of the request
+    # (domain/capacity/request_block_ends.py): set only for a request that opted in.
+    block_end: dict[str, Any] | None = None
 
     @classmethod
     def placed(cls, where: Placed, resources: Resources, **owner: Any) -> Self:
