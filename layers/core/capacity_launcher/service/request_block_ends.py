@@ -28,6 +28,7 @@ from capacity_launcher.domain.capacity.block_ends import (
 from capacity_launcher.domain.capacity.block_extensions import BlockExtensionOffering
 from capacity_launcher.domain.capacity.request_block_ends import (
     BlockEndState,
+    BlockPlan,
     OptedIn,
     extension_policy,
     plan_block,
@@ -37,7 +38,7 @@ from capacity_launcher.domain.capacity.request_block_ends import (
 from capacity_launcher.domain.capacity.reservation_state import HeldInstance
 from capacity_launcher.domain.capacity.reservations import ACTIVE, ReservationSnapshot
 from capacity_launcher.domain.records.instance_records import RUNNING, InstanceRecord
-from capacity_launcher.domain.records.status import Event
+from capacity_launcher.domain.records.status import Event, RequestRecord
 from capacity_launcher.observability import logger
 from capacity_launcher.service.block_ends import BlockEnds, Unread
 from capacity_launcher.service.ports import (
@@ -135,34 +136,15 @@ class RequestBlockEnds:
         assert block.end_date is not None
         rid = block.reservation_id
         state = self._states.read(rid, int(block.end_date.timestamp()))
-        offerings: Sequence[BlockExtensionOffering] | None = ()
-        extension = extension_policy(followed, block, now)
-        if extension is not None and wants_offerings(extension, block, now, state.extension):
-            read = self._block_ends.offerings("requests", extension, block)
-            if isinstance(read, Unread):
-                return  # decided the next minute
-            offerings = read
+        offerings = self._offerings(block, now, followed, state)
+        if isinstance(offerings, Unread):
+            return  # decided the next minute
         plan = plan_block(block, now, followed, state, offerings)
         if plan.state != state and not self._states.write(rid, plan.state):
             report.skipped.append(rid)
             return
-        after = replace(plan.state, version=(state.version or 0) + 1)
-        events = list(plan.events)
-        new = {r.replacement_id for r in plan.new}
-        records = self._records.get_records(
-            [r.replacement_id for r in plan.state.replacements.values()]
-        )
-        for replacement in plan.state.replacements.values():
-            if replacement.replacement_id in new or replacement.replacement_id not in records:
-                self._send(replacement.body)
-                report.sent.append(replacement.replacement_id)
-        if plan.purchase is not None and plan.purchase.offering is not None:
-            if self._block_ends.purchase("requests", block, plan.purchase.offering):
-                assert plan.purchase_event is not None
-                events.append(plan.purchase_event)
-            else:
-                noted = Noted(EVACUATE, after.ends_at, PURCHASE_FAILED)
-                self._states.write(rid, replace(after, extension=noted))
+        records = self._send_replacements(plan, report)
+        events = list(plan.events) + self._buy(block, plan, state)
         self._terminate_replaced(plan.state, dict(followed_instances(followed)), records, report)
         if events:
             self._publish(*events)
@@ -172,11 +154,50 @@ class RequestBlockEnds:
                 extra={"block": rid, "events": [e.detail for e in events]},
             )
 
+    def _offerings(
+        self,
+        block: ReservationSnapshot,
+        now: datetime,
+        followed: list[tuple[OptedIn, CapacityBlockEnd]],
+        state: BlockEndState,
+    ) -> Sequence[BlockExtensionOffering] | Unread | None:
+        """The block's offerings when the extension's policy needs them this minute, else ()."""
+        extension = extension_policy(followed, block, now)
+        if extension is None or not wants_offerings(extension, block, now, state.extension):
+            return ()
+        return self._block_ends.offerings("requests", extension, block)
+
+    def _send_replacements(
+        self, plan: BlockPlan, report: RequestBlockEndReport
+    ) -> Mapping[str, RequestRecord]:
+        """The new replacements sent, and those noted before with no record yet sent again
+        (the same id and body: the launcher serves it once); their records."""
+        new = {r.replacement_id for r in plan.new}
+        replacements = plan.state.replacements.values()
+        records = self._records.get_records([r.replacement_id for r in replacements])
+        for replacement in replacements:
+            if replacement.replacement_id in new or replacement.replacement_id not in records:
+                self._send(replacement.body)
+                report.sent.append(replacement.replacement_id)
+        return records
+
+    def _buy(self, block: ReservationSnapshot, plan: BlockPlan, read: BlockEndState) -> list[Event]:
+        """The extension chosen, bought: its event; refused, noted as an evacuation instead."""
+        if plan.purchase is None or plan.purchase.offering is None:
+            return []
+        if self._block_ends.purchase("requests", block, plan.purchase.offering):
+            assert plan.purchase_event is not None
+            return [plan.purchase_event]
+        after = replace(plan.state, version=(read.version or 0) + 1)
+        noted = Noted(EVACUATE, after.ends_at, PURCHASE_FAILED)
+        self._states.write(block.reservation_id, replace(after, extension=noted))
+        return []
+
     def _terminate_replaced(
         self,
         state: BlockEndState,
         in_block: Mapping[str, Sequence[str]],
-        records: Mapping[str, Any],
+        records: Mapping[str, RequestRecord],
         report: RequestBlockEndReport,
     ) -> None:
         """The original's instances in the block, as many as its replacement launched."""

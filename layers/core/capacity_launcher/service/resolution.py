@@ -282,11 +282,7 @@ def _pools_for(
             "nodePool: no NodePool is compatible with the request's requirements",
             "NoCompatibleNodePool",
         )
-    if request.capacity_block_end is not None:
-        allowing = [p for p in compatible if _block_end_refusal(p, request) is None]
-        if not allowing:
-            _block_end_allowed(compatible[0], request)
-        compatible = allowing
+    compatible = _allowing_block_end(compatible, request)
     if request.wait_for_capacity_until is not None:
         # A request that may wait for scheduled reserved capacity goes first to the pools it
         # could wait in for it; when none allows reserved capacity, it waits for room in any
@@ -305,6 +301,17 @@ BLOCK_END_NOT_ALLOWED = "CapacityBlockEndNotAllowed"
 def _block_end_refusal(pool: NodePool, request: LaunchRequest) -> str | None:
     ask = request.capacity_block_end
     return None if ask is None else request_refusal(pool.spec.capacity_block_end, ask)
+
+
+def _allowing_block_end(pools: list[NodePool], request: LaunchRequest) -> list[NodePool]:
+    """The pools that allow the request's `capacityBlockEnd` (all, when it asks nothing);
+    Rejected naming it when none does."""
+    if request.capacity_block_end is None:
+        return pools
+    allowing = [p for p in pools if _block_end_refusal(p, request) is None]
+    if not allowing:
+        _block_end_allowed(pools[0], request)
+    return allowing
 
 
 def _block_end_allowed(pool: NodePool, request: LaunchRequest) -> None:

@@ -190,33 +190,58 @@ def plan_block(
     new: list[Replacement] = []
     events: list[Event] = []
     for opted, policy in now_due:
-        if opted.request_id in replacements:
+        reason = _evacuation_reason(policy, decision)
+        if opted.request_id in replacements or reason is None:
             continue
-        if policy.action == EXTEND:
-            if decision is None or not decision.evacuating:
-                continue  # extended, or waiting on the extension
-            reason = decision.reason
-        else:
-            reason = POLICY_EVACUATE
-        new_id = replacement_id(opted.request_id, block.reservation_id, state.ends_at)
-        body = replacement_request(opted, block.reservation_id, new_id)
-        made = Replacement(opted.request_id, new_id, len(opted.instances), body)
+        made, event = _replacement(block, state.ends_at, opted, policy, reason)
         replacements[opted.request_id] = made
         new.append(made)
-        evacuating = BlockEndDecision(EVACUATE, reason, new=True)
-        detail = {"requestId": opted.request_id, "replacementRequestId": new_id}
-        events.append(
-            block_end_event(opted.node_pool, block, evacuating, opted.instances, policy, detail)
-        )
+        events.append(event)
     after = replace(state, extension=noted, replacements=replacements)
     if decision is None or decision.action != EXTEND or not decision.new:
         return BlockPlan(after, tuple(new), tuple(events))
     assert extension is not None
+    bought = _extension_event(block, now_due, decision, extension)
+    return BlockPlan(after, tuple(new), tuple(events), decision, bought)
+
+
+def _evacuation_reason(policy: CapacityBlockEnd, decision: BlockEndDecision | None) -> str | None:
+    """Why a due request evacuates, or None while its block is extended (or waited on)."""
+    if policy.action != EXTEND:
+        return POLICY_EVACUATE
+    if decision is None or not decision.evacuating:
+        return None
+    return decision.reason
+
+
+def _replacement(
+    block: ReservationSnapshot,
+    ends_at: int,
+    opted: OptedIn,
+    policy: CapacityBlockEnd,
+    reason: str,
+) -> tuple[Replacement, Event]:
+    """The request's replacement and the event announcing it."""
+    new_id = replacement_id(opted.request_id, block.reservation_id, ends_at)
+    body = replacement_request(opted, block.reservation_id, new_id)
+    made = Replacement(opted.request_id, new_id, len(opted.instances), body)
+    evacuating = BlockEndDecision(EVACUATE, reason, new=True)
+    detail = {"requestId": opted.request_id, "replacementRequestId": new_id}
+    event = block_end_event(opted.node_pool, block, evacuating, opted.instances, policy, detail)
+    return made, event
+
+
+def _extension_event(
+    block: ReservationSnapshot,
+    now_due: Sequence[tuple[OptedIn, CapacityBlockEnd]],
+    decision: BlockEndDecision,
+    extension: CapacityBlockEnd,
+) -> Event:
+    """The extension's event, naming the requests it keeps."""
     extenders = [o for o, p in now_due if p.action == EXTEND]
     requests: dict[str, Any] = {"requestIds": [o.request_id for o in extenders]}
     inside = sorted(i for o in extenders for i in o.instances)
-    bought = block_end_event(extenders[0].node_pool, block, decision, inside, extension, requests)
-    return BlockPlan(after, tuple(new), tuple(events), decision, bought)
+    return block_end_event(extenders[0].node_pool, block, decision, inside, extension, requests)
 
 
 def to_terminate(replacement: Replacement, in_block: Sequence[str], launched: int) -> list[str]:
