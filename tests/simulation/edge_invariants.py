@@ -198,6 +198,23 @@ class EdgeInvariants:
         pool = None if observed is None else self.base.catalog.pools.get(observed.pool)
         return pool is not None and pool["spec"].get("replicas") is not None
 
+    def _evacuated(self, instance_id: str) -> bool:
+        """An instance of a request that opted in to capacityBlockEnd, in a Capacity Block: the
+        sync lets it go once its replacement runs (docs/static-capacity.md), judged by the
+        request's count (block_end_invariants.py), not by a reclaim."""
+        observed = self.world.instances.get(instance_id)
+        if observed is None or observed.reservation_id is None:
+            return False
+        view = self.world.reservations().get(observed.reservation_id)
+        return (
+            view is not None
+            and view.kind == "capacity-block"
+            and any(
+                observed.request_id == r or observed.request_id.startswith(f"{r}.evac-")
+                for r in self.base.catalog.opted_in
+            )
+        )
+
     def _reclaims_allowed(self, terminated: list[str]) -> None:
         quotas = self.base.catalog.quotas
         for instance_id in terminated:
@@ -206,6 +223,9 @@ class EdgeInvariants:
                 # A static pool's scale-down (docs/static-capacity.md): judged by how many of
                 # the pool run (static_invariants.py), not by a reclaim.
                 self.checks["seen: an instance terminated by a static pool's scale-down"] += 1
+                continue
+            if reclaim is None and self._evacuated(instance_id):
+                self.checks["seen: an opted-in request's block instance evacuated"] += 1
                 continue
             self.checks["a reclaim terminates only what the policy in force allows"] += 1
             if reclaim is None:
