@@ -101,7 +101,7 @@ SCHEMAS: tuple[RegistrySchema, ...] = (
         "capacity-launcher@CapacityBlockEnd",
         BLOCK_END_DETAIL_TYPES,
         "block-end-event.json",
-        "What a static pool did before a Capacity Block holding its instances ends, and why.",
+        "What a static pool, or requests that opted in, did before a Capacity Block ends, and why.",
     ),
 )
 

@@ -146,7 +146,8 @@ def contracts() -> dict[str, dict[str, Any]]:
             "serialization",
             "BlockEndEvent",
             f"The detail of the Capacity Block Evacuating and Capacity Block Extension Purchased "
-            f"events (source {EVENT_SOURCE!r}): what a static NodePool's capacityBlockEnd made "
+            f"events (source {EVENT_SOURCE!r}): what a static NodePool's capacityBlockEnd (or a "
+            "launch request's that opted in) made "
             "the sync do for a Capacity Block nearing its end, and why "
             "(docs/static-capacity.md).",
         ),

@@ -7,7 +7,9 @@ quota back; a request over its quota waits and is admitted when an instance ends
 Capacity Block is bought: a request waits for it, the demo
 advances the emulator's clock to its start (the sync announces it Activated, the request is
 launched into it), then close to its end (Capacity Block Expiring names the request's instances)
-and past it (Expired). Each outcome is checked against what the story expects.
+and past it (Expired). Last, a static GPU pool fills another block and is evacuated 2 hours
+before its end (Capacity Block Evacuating: replacements off the block first, then the block's
+instances terminated before EC2 would). Each outcome is checked against what the story expects.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.apis.priority_classes import PriorityClass
 from capacity_launcher.domain.records.status import (
     ALL_DETAIL_TYPES,
+    BLOCK_EVACUATING,
     BLOCK_EXPIRING,
     EVENT_SOURCE,
     RECLAIM_REQUESTED,
@@ -41,6 +44,7 @@ from capacity_launcher.domain.records.status import (
     RequestStatus,
     format_timestamp,
 )
+from capacity_launcher.domain.records.tags import NODE_POOL
 from capacity_launcher_cli import views
 from capacity_launcher_cli.capacity_commands import reservation_snapshots, unavailable_offerings
 from capacity_launcher_cli.config_commands import (
@@ -626,6 +630,119 @@ def _block_expired(out: Console, cloud: LocalCloud, story: _Story, end: datetime
     )
 
 
+# The evacuation chapter: a static GPU pool on a Capacity Block, evacuated before the block ends.
+STATIC_GPU_POOL = "gpu-static"
+EVACUATION_LEAD = timedelta(minutes=120)
+
+
+def _static_gpu_documents(block_id: str) -> list[dict[str, Any]]:
+    """A NodeClass selecting the block by id, and a static pool of 2 on it (reserved first,
+    on-demand allowed: where an evacuation may go; in the block's zone) that evacuates 2 hours
+    before the end."""
+    node_class = json.loads(json.dumps(GPU_DOCUMENTS[0]))
+    node_class["metadata"]["name"] = STATIC_GPU_POOL
+    node_class["spec"]["capacityReservationSelectorTerms"] = [{"id": block_id}]
+    pool = {
+        "apiVersion": "capacity-launcher/v1",
+        "kind": "NodePool",
+        "metadata": {"name": STATIC_GPU_POOL},
+        "spec": {
+            "nodeClassRef": STATIC_GPU_POOL,
+            "replicas": 2,
+            "requirements": [
+                {
+                    "key": "karpenter.sh/capacity-type",
+                    "operator": "In",
+                    "values": ["reserved", "on-demand"],
+                },
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [GPU_TYPE]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [DEMO_ZONE]},
+            ],
+            "capacityBlockEnd": {
+                "action": "Evacuate",
+                "leadMinutes": int(EVACUATION_LEAD.total_seconds() // 60),
+            },
+        },
+    }
+    return [node_class, pool]
+
+
+def _static_running(deployment: Deployment, count: int) -> dict[str, str | None]:
+    """The static GPU pool's running instances and the reservation each is in, once there are
+    `count` of them (waiting up to WAIT_SECONDS)."""
+    ec2 = deployment.client("ec2")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        found = ec2.describe_instances(
+            Filters=[
+                {"Name": f"tag:{NODE_POOL}", "Values": [STATIC_GPU_POOL]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        there = {
+            i["InstanceId"]: i.get("CapacityReservationId")
+            for r in found["Reservations"]
+            for i in r["Instances"]
+        }
+        if len(there) == count or time.monotonic() >= deadline:
+            return there
+        time.sleep(0.2)
+
+
+def _play_evacuation(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
+    """The evacuation chapter: a static GPU pool fills a Capacity Block when it starts; 2 hours
+    before its end the sync launches replacements elsewhere (capacityBlockEnd: Evacuate), and
+    lets the block's instances go only once they run, before EC2 would end them."""
+    deployment = story.deployment
+    block = _buy_block(deployment)
+    block_id, start, end = block["CapacityReservationId"], block["StartDate"], block["EndDate"]
+    store = configuration(deployment)
+    for document in _static_gpu_documents(block_id):
+        store.apply(parse_document(document))
+    out.print(
+        f"[bold]{first}. a static pool on a Capacity Block: {STATIC_GPU_POOL} keeps 2 x "
+        f"{GPU_TYPE} on {block_id} ({_minute(start)} to {_minute(end)}), evacuating "
+        f"{int(EVACUATION_LEAD.total_seconds() // 3600)} h before the end[/]"
+    )
+    _advance_to(start, 60)
+    _sync(cloud, story.subscription)
+    with _spinner(out, f"   {STATIC_GPU_POOL}: filling the block..."):
+        filled = _static_running(deployment, 2)
+    in_block = sorted(i for i, r in filled.items() if r == block_id)
+    mismatches = _told(
+        out,
+        f"clock moved to {_minute(start)}: the sync launched {len(filled)} for "
+        f"{STATIC_GPU_POOL}, {len(in_block)} in the block",
+        len(in_block) == 2,
+        "2 instances in the block",
+    )
+    _advance_to(end - EVACUATION_LEAD, 60)
+    told = [e for e in _sync(cloud, story.subscription) if e["detail-type"] == BLOCK_EVACUATING]
+    detail = told[0]["detail"] if told else {}
+    with _spinner(out, f"   {STATIC_GPU_POOL}: replacements launching..."):
+        beside = _static_running(deployment, 4)
+    elsewhere = sorted(i for i, r in beside.items() if r != block_id)
+    mismatches += _told(
+        out,
+        f"clock moved to {_minute(end - EVACUATION_LEAD)}: {BLOCK_EVACUATING} "
+        f"({detail.get('reason', '-')}) for {len(detail.get('instances', []))} instance(s); "
+        f"{len(elsewhere)} replacement(s) running off the block beside them",
+        detail.get("instances") == in_block and len(elsewhere) == 2,
+        f"{BLOCK_EVACUATING} naming the block's 2 instances, 2 replacements elsewhere",
+    )
+    _sync(cloud, story.subscription)
+    gone = _poll_states(deployment, in_block, "terminated")
+    left = _static_running(deployment, 2)
+    return mismatches + _told(
+        out,
+        f"the next minute the sync terminated the block's {len(gone)} instance(s), before EC2 "
+        f"would at {_minute(detail.get('instancesTerminatedAt'))}; {STATIC_GPU_POOL} still runs "
+        f"{len(left)}, none in the block",
+        sorted(gone) == in_block and len(left) == 2 and block_id not in left.values(),
+        "the block's 2 instances terminated, the pool at 2 off the block",
+    )
+
+
 def run_demo(examples: str = "examples") -> int:
     out = views.console()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -660,6 +777,7 @@ def run_demo(examples: str = "examples") -> int:
             mismatches += _play_quotas(out, cloud, story, len(SCENES) + 1)
             mismatches += _play_queue(out, story, len(SCENES) + 2)
             mismatches += _play_block(out, cloud, story, len(SCENES) + 3)
+            mismatches += _play_evacuation(out, cloud, story, len(SCENES) + 4)
             _final_tables(out, deployment)
         finally:
             cloud.stop()

@@ -115,7 +115,7 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
 def test_demo_tells_the_whole_story_and_leaves_nothing_running(tmp_path: Path) -> None:
     done = subprocess.run(
         [*entry_point(), "demo", "--examples", str(REPO / "examples")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=170, check=False, env=_shell(),
+        cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False, env=_shell(),
     )  # fmt: skip
 
     assert done.returncode == 0, done.stdout + done.stderr
@@ -123,8 +123,9 @@ def test_demo_tells_the_whole_story_and_leaves_nothing_running(tmp_path: Path) -
         assert scene in done.stdout
     # Six requests; the quotas' four steps: borrowed, reclaim requested, terminated, admitted;
     # the queue's two: waiting, admitted when an instance ends; then the block's five: waiting,
-    # activated, filled, expiring, expired.
-    assert done.stdout.count(" - as expected") == 6 + 4 + 2 + 5
+    # activated, filled, expiring, expired; then the static pool's evacuation's three: the block
+    # filled, replacements beside it before its end, the block's instances terminated.
+    assert done.stdout.count(" - as expected") == 6 + 4 + 2 + 5 + 3
     for told in (
         "team-research asks for 5: Fulfilled 5/5",
         "Failed (QuotaExceeded); Capacity Reclaim Requested: 3 of team-research's instances",
@@ -141,6 +142,15 @@ def test_demo_tells_the_whole_story_and_leaves_nothing_running(tmp_path: Path) -
         "gpu-1 came back from the queue: Fulfilled",
         "Capacity Block Expiring: 2 instance(s) of gpu-1",
         "Capacity Reservation Expired",
+    ):
+        assert told in done.stdout
+    assert "a static pool on a Capacity Block: gpu-static keeps 2 x p4d.24xlarge" in done.stdout
+    for told in (
+        "the sync launched 2 for gpu-static, 2 in the block",
+        "Capacity Block Evacuating (PolicyEvacuate) for 2 instance(s); 2 replacement(s) running "
+        "off the block beside them",
+        "the next minute the sync terminated the block's 2 instance(s), before EC2 would at",
+        "gpu-static still runs 2, none in the block",
     ):
         assert told in done.stdout
     for table in ("Requests", "Instances", "Capacity reservations", "Unavailable offerings"):

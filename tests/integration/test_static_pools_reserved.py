@@ -34,10 +34,10 @@ def following_pool(cloud: Cloud, subnets: dict[str, str], image: str, block_id: 
 
 
 def pool_on_block(
-    cloud: Cloud, subnets: dict[str, str], image: str, block_id: str, **spec: Any
+    cloud: Cloud, subnets: dict[str, str], image: str, block_id: str, name: str = POOL, **spec: Any
 ) -> None:
-    """A static pool (`spec`) of the block's type, reserved first (its NodeClass selects the
-    block), on-demand allowed."""
+    """A pool `name` (`spec`: static unless it says no replicas) of the block's type, reserved
+    first (its NodeClass selects the block), on-demand allowed."""
     cloud.apply(
         node_class(
             "blocks",
@@ -47,7 +47,7 @@ def pool_on_block(
             capacityReservationSelectorTerms=[{"id": block_id}],
         ),
         node_pool(
-            POOL,
+            name,
             "blocks",
             requirements=[capacity_type("reserved", "on-demand"), instance_type(BLOCK_TYPE)],
             **spec,

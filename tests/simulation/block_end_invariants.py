@@ -6,6 +6,14 @@ for the block pool (static_operations.py, BLOCK_END_POOL), its capacityBlockEnd 
 - **Never over replicas outside its ending blocks**: the pool's live instances not in a block
   within its lead of the end are at most its replicas (an evacuation's replacements run beside
   the block's instances until those go).
+- **An opted-in request's count never drops** (launch requests with `capacityBlockEnd`,
+  static_operations.OPT_IN_POOL, which allows on-demand): when a sync terminates a request's
+  instances in a block before EC2 would, the request's live instances with its replacements'
+  (`<id>.evac-...`) after it are at least what they were (what the request launched at most:
+  its replacements run beside the block's instances until those go).
+- **A replacement is never duplicated**: every instance ever launched for a replacement request
+  id (a redelivery, a second sync, a crash between the note and the send) adds up to at most
+  the count its record asked.
 - **An evacuation never drops the count**: when a sync terminates the pool's instances in a
   block before EC2 would (30 minutes before its end), the pool's live instances after it are at
   least what they were, or its replicas when fewer (the pool allows on-demand of a type no other
@@ -22,6 +30,8 @@ if TYPE_CHECKING:
     from tests.simulation.invariants import Invariants
     from tests.simulation.world import World
 
+OPT_IN_NO_DROP = "an evacuation never lets an opted-in request's count drop"
+ONE_REPLACEMENT = "a replacement launches at most its count, once (never a duplicate)"
 ONE_EXTENSION = "at most one Capacity Block extension bought per block end"
 NOT_OVER = "a block-end pool is never over its replicas outside its ending blocks (quiescent)"
 NO_DROP = "an evacuation never lets a static pool's count drop"
@@ -102,3 +112,55 @@ class BlockEndInvariants:
 def _due(seen: PoolLook, reservation_id: str | None, lead: float) -> bool:
     end = seen.ends.get(reservation_id) if reservation_id is not None else None
     return end is not None and seen.now >= end - lead
+
+
+def lineage(world: World, original: str) -> dict[str, str | None]:
+    """An opted-in request's live instances with its replacements' (id -> reservation)."""
+    return {
+        o.instance_id: o.reservation_id
+        for o in world.instances.values()
+        if (o.request_id == original or o.request_id.startswith(f"{original}.evac-"))
+        and o.state in ("pending", "running")
+    }
+
+
+class OptInInvariants:
+    """Requests that opted in (block_end_invariants' module docstring), judged at quiescence."""
+
+    def __init__(self, invariants: Invariants) -> None:
+        self._invariants = invariants
+
+    def no_drop(self, original: str, before: PoolLook, after: PoolLook, held: int) -> None:
+        """`held`: what the original launched (its replacements run beside its block's
+        instances until those go: the lineage's floor is that, or fewer when fewer lived)."""
+        early = [
+            i
+            for i, rid in before.live.items()
+            if i not in after.live
+            and rid is not None
+            and (end := before.ends.get(rid)) is not None
+            and after.now < end - EC2_TERMINATES_BEFORE_END
+        ]
+        if not early:
+            return
+        self._invariants.checks[OPT_IN_NO_DROP] += 1
+        floor = min(len(before.live), held)
+        if len(after.live) < floor:
+            self._invariants._violate(
+                OPT_IN_NO_DROP,
+                f"{original}: {len(after.live)} live after its block's {early} went, was "
+                f"{len(before.live)}, launched {held}",
+            )
+
+    def replacements_once(self, world: World) -> None:
+        launched = Counter(
+            o.request_id for o in world.instances.values() if ".evac-" in o.request_id
+        )
+        for request_id, count in sorted(launched.items()):
+            self._invariants.checks[ONE_REPLACEMENT] += 1
+            record = world.record(request_id) or {}
+            asked = int(record.get("requested", 0))
+            if count > asked:
+                self._invariants._violate(
+                    ONE_REPLACEMENT, f"{request_id}: {count} instances launched, {asked} asked"
+                )

@@ -29,6 +29,7 @@ from tests.simulation.operations import QUOTA_POOLS, QUOTAS
 
 if TYPE_CHECKING:
     from tests.simulation.invariants import Invariants
+    from tests.simulation.world import SyncTermination
 
 ITEM_LIMIT_BYTES = 400 * 1024
 EVENT_LIMIT_BYTES = 256 * 1024
@@ -226,14 +227,37 @@ class EdgeInvariants:
         pool = None if observed is None else self.base.catalog.pools.get(observed.pool)
         return pool is not None and pool["spec"].get("replicas") is not None
 
-    def _reclaims_allowed(self, terminated: list[str]) -> None:
+    def _evacuated(self, terminated: SyncTermination) -> bool:
+        """An instance of a request that opted in to capacityBlockEnd (or of one of its
+        replacements), in a Capacity Block when the sync asked: the sync lets it go once its
+        replacement runs (docs/static-capacity.md), judged by the request's count
+        (block_end_invariants.py), not by a reclaim. The block is the one EC2 held the instance
+        in at the call: once terminated, an instance is in no reservation."""
+        observed = self.world.instances.get(terminated.instance_id)
+        if observed is None or terminated.reservation_id is None:
+            return False
+        view = self.world.reservations().get(terminated.reservation_id)
+        return (
+            view is not None
+            and view.kind == "capacity-block"
+            and any(
+                observed.request_id == r or observed.request_id.startswith(f"{r}.evac-")
+                for r in self.base.catalog.opted_in
+            )
+        )
+
+    def _reclaims_allowed(self, terminated: list[SyncTermination]) -> None:
         quotas = self.base.catalog.quotas
-        for instance_id in terminated:
+        for termination in terminated:
+            instance_id = termination.instance_id
             reclaim = self.reclaims.get(instance_id)
             if reclaim is None and self._in_static_pool(instance_id):
                 # A static pool's scale-down (docs/static-capacity.md): judged by how many of
                 # the pool run (static_invariants.py), not by a reclaim.
                 self.checks["seen: an instance terminated by a static pool's scale-down"] += 1
+                continue
+            if reclaim is None and self._evacuated(termination):
+                self.checks["seen: an opted-in request's block instance evacuated"] += 1
                 continue
             self.checks["a reclaim terminates only what the policy in force allows"] += 1
             if reclaim is None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.domain.backoff import HAND_BACK_CAP_SECONDS
-from tests.simulation.block_end_invariants import BlockEndInvariants
+from tests.simulation.block_end_invariants import BlockEndInvariants, OptInInvariants
 from tests.simulation.capacity_invariants import CapacityInvariants
 from tests.simulation.cohort_invariants import CohortInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
@@ -185,6 +185,7 @@ class Invariants:
         self.static = StaticInvariants(self)
         self.usage = UsageInvariants(self)
         self.block_end = BlockEndInvariants(self)
+        self.opt_in = OptInInvariants(self)
         self.hub_fields = HubFieldsInvariants(self)
         self.cohorts = CohortInvariants(self)
         # The scheduler has `unready`, `reserved` and `quota_generations` watch the calls.

@@ -312,16 +312,19 @@ PROFILES = {
     ),
     # Before a Capacity Block ends (issue 39; static_operations.py, block_end_invariants.py):
     # blocks bought, activated and expired by the clock, the block pool applied with a drawn
-    # capacityBlockEnd, the clock moved into its lead, its instances stopped and terminated.
+    # capacityBlockEnd, requests that opt in (their pool's bound drawn), the clock moved into
+    # the lead, instances terminated, workers crashed mid-delivery (redeliveries).
     "block-end": Profile(
         "block-end",
         steps=40,
         weights={
             "buy_capacity_block": 2,
             "apply_block_end_pool": 2,
+            "opted_in_request": 2,
             "advance_clock": 2,
             "jump_into_block_lead": 3,
             "terminate_instance": 1,
+            "crash": 1,
             "wait": 2,
         },
         quiesce_every=5,
@@ -444,6 +447,7 @@ class Catalog:
     interruptible_sources: list[str] = field(default_factory=list)  # ODCRs lending some
     foreign: list[str] = field(default_factory=list)  # someone else's instances, not terminated
     forged: list[str] = field(default_factory=list)  # ids shaped as the sync's static launches
+    opted_in: list[str] = field(default_factory=list)  # requests with capacityBlockEnd
 
 
 # spec.fairSharing.weight drawn for each quota (issue 37's fair sharing; None: the default 1,

@@ -25,7 +25,7 @@ from capacity_launcher.service.configuration import Configuration
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from tests.simulation.adversary import ADVERSARY
-from tests.simulation.block_end_invariants import look, policy_of
+from tests.simulation.block_end_invariants import PoolLook, lineage, look, policy_of
 from tests.simulation.cohort_operations import COHORT_OPERATIONS
 from tests.simulation.determinism import code_digest
 from tests.simulation.emulator import START, Fault
@@ -616,10 +616,12 @@ class Simulation:
         document = self.catalog.pools.get(STATIC_POOL)
         target = None if document is None else static_target(document)
         block_end = policy_of(self.catalog.pools.get(BLOCK_END_POOL))
-        if target is None and block_end is None:
+        opted = self.catalog.opted_in
+        if target is None and block_end is None and not opted:
             self.invariants.block_end.one_extension_per_end(self.world)
             return  # no static pool: no second sync (the other profiles' seeds replay as before)
         before = look(self.world, BLOCK_END_POOL)
+        requests_before = {r: self._lineage_look(r) for r in opted}
         if block_end is not None:
             self.invariants.block_end.not_over(BLOCK_END_POOL, before, *block_end)
         if target is not None:
@@ -633,6 +635,16 @@ class Simulation:
             self.invariants.block_end.no_drop(BLOCK_END_POOL, before, after, block_end[0])
         if target is not None:
             self.invariants.static.converged(STATIC_POOL, self._live(STATIC_POOL), target[1])
+        for original, seen in requests_before.items():
+            held = int((self.world.record(original) or {}).get("launched", 0))
+            self.invariants.opt_in.no_drop(original, seen, self._lineage_look(original), held)
+        if opted:
+            self.invariants.opt_in.replacements_once(self.world)
+
+    def _lineage_look(self, original: str) -> PoolLook:
+        """An opted-in request's live instances with its replacements', and the blocks' ends."""
+        seen = look(self.world, BLOCK_END_POOL)
+        return PoolLook(lineage(self.world, original), seen.ends, seen.now)
 
     def _live(self, pool: str) -> int:
         return self.world.live_by_pool().get(pool, 0)

@@ -128,7 +128,56 @@ def jump_into_block_lead(sim: Simulation, rng: random.Random) -> str:
     return sim.jump_to(rng.choice(ahead))
 
 
+# Issue 39, launch requests that opt in: a dynamic pool on the same blocks (reserved first,
+# on-demand allowed) whose capacityBlockEnd (the bound on what its requests may ask) is drawn,
+# and requests naming it with a drawn capacityBlockEnd; block_end_invariants.py judges them.
+OPT_IN_POOL, OPT_IN_CLASS = "pool-block-requests", "class-block-requests"
+POOL_BOUNDS: tuple[dict[str, Any] | None, ...] = (
+    None,
+    {"action": "Evacuate"},
+    {"action": "Extend", "maxExtensionPrice": "100000"},
+    {"action": "Extend", "maxExtensionPrice": "1"},
+    {"action": "None"},
+)
+
+
+def opt_in_documents(sim: Simulation, bound: dict[str, Any] | None) -> list[dict[str, Any]]:
+    node_class, pool = block_end_documents(sim, 0, bound or {})
+    node_class["metadata"]["name"] = pool["spec"]["nodeClassRef"] = OPT_IN_CLASS
+    pool["metadata"]["name"] = OPT_IN_POOL
+    del pool["spec"]["replicas"]
+    if bound is None:
+        del pool["spec"]["capacityBlockEnd"]
+    return [node_class, pool]
+
+
+def opted_in_request(sim: Simulation, rng: random.Random) -> str:
+    """The opt-in pool applied (the first time, or again with another bound), then a request of
+    1 or 2 naming it that opts in to Evacuate or Extend (Rejected when its pool's bound does
+    not allow what it asks)."""
+    applied = ""
+    if OPT_IN_POOL not in sim.catalog.pools or rng.random() < 0.2:
+        bound = rng.choice(POOL_BOUNDS)
+        if bound is not None:
+            bound = {**bound, "leadMinutes": rng.choice((60, 120, 240))}
+        outcomes = [sim.apply(d) for d in opt_in_documents(sim, bound)]
+        applied = f"pool {bound}: {', '.join(outcomes)}; "
+    sim.catalog.sequence += 1
+    request_id = f"optin-{sim.catalog.sequence}"
+    ask = {"action": rng.choice(("Evacuate", "Evacuate", "Extend"))}
+    body = {
+        "requestId": request_id,
+        "nodePool": OPT_IN_POOL,
+        "count": rng.randint(1, 2),
+        "capacityBlockEnd": ask,
+    }
+    sim.send([body], via_bus=False)
+    sim.catalog.opted_in.append(request_id)
+    return f"{applied}{request_id} asks {ask['action']}"
+
+
 STATIC_OPERATIONS = {
+    "opted_in_request": opted_in_request,
     "jump_into_block_lead": jump_into_block_lead,
     "apply_static_pool": apply_static_pool,
     "forge_static_launch": forge_static_launch,

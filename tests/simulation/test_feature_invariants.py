@@ -5,7 +5,7 @@ allows."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, cast
@@ -26,7 +26,7 @@ from tests.simulation.priority_invariants import (
 )
 from tests.simulation.queue_invariants import COUNTED, TEAM
 from tests.simulation.unready_invariants import GRANT, LAUNCHED, READY, count_partition
-from tests.simulation.world import Observed, World
+from tests.simulation.world import Observed, ReservationView, SyncTermination, World
 
 TRANSACT = "dynamodb:TransactWriteItems"
 
@@ -39,12 +39,24 @@ class StandIn:
     passing: set[str] = field(default_factory=set)
     instances: dict[str, Observed] = field(default_factory=dict)
     now: float = 0.0
+    views: dict[str, ReservationView] = field(default_factory=dict)
+    terminations: list[SyncTermination] = field(default_factory=list)
 
     def partition(self, pk: str) -> dict[str, dict[str, Any]]:
         return self.partitions.get(pk, {})
 
     def status_checks_passed(self, instance_id: str) -> bool:
         return instance_id in self.passing
+
+    def reservations(self) -> dict[str, ReservationView]:
+        return self.views
+
+    def take_sync_terminations(self) -> list[SyncTermination]:
+        taken, self.terminations = self.terminations, []
+        return taken
+
+    def item_sizes(self) -> list[tuple[str, str, int]]:
+        return []
 
 
 def _invariants(unready: int | str = 1) -> tuple[Invariants, StandIn]:
@@ -306,3 +318,56 @@ def test_a_tree_made_smaller_takes_back_nothing_that_runs_but_admits_nothing_ove
     invariants.cohorts.judge("pool-1", "instances", 7, 8, Decimal(8))
     invariants.cohorts.judge("pool-1", "instances", 7, 9, Decimal(9))
     assert len(_found(invariants, LEVEL)) == 1
+
+
+RECLAIMS = "a reclaim terminates only what the policy in force allows"
+
+
+def test_a_sync_termination_no_reclaim_named_is_a_finding_unless_an_opted_in_block_evacuation() -> (
+    None
+):
+    """Block-end seeds 1 and 3: the sync evacuates an opted-in request's Capacity Block instance
+    (or its replacement's, replaced in turn) once the replacement runs. By the time the
+    invariant looks, the instance is terminated and EC2 holds it in no reservation: the block is
+    the one EC2 held it in when the sync asked."""
+    invariants, world = _invariants()
+    invariants.catalog.opted_in.append("optin-1")
+    block = ReservationView(
+        "cr-block", "capacity-block", "active", 0.0, 9e9, "capacity-block", frozenset(), ()
+    )
+    world.views = {
+        "cr-block": block,
+        "cr-plain": replace(block, reservation_id="cr-plain", kind="default", market="on-demand"),
+    }
+    ids = {
+        "i-1": "optin-1",
+        "i-2": "optin-1.evac-a.evac-b",
+        "i-3": "optin-1",
+        "i-4": "other-1",
+        "i-5": "optin-1",
+    }
+    for instance_id, request_id in ids.items():
+        world.instances[instance_id] = Observed(
+            instance_id,
+            request_id,
+            "pool-block-requests",
+            "terminated",
+            "p4d.24xlarge",
+            "us-east-1a",
+            None,
+        )
+    # The request's own instance and its replacement's replacement's, each in a block when asked
+    world.terminations = [SyncTermination("i-1", "cr-block"), SyncTermination("i-2", "cr-block")]
+    invariants.edges.every_step()
+    assert _found(invariants, RECLAIMS) == []
+    assert invariants.checks["seen: an opted-in request's block instance evacuated"] == 2
+    # In no reservation when asked, another request's in a block, one in a plain reservation
+    world.terminations = [
+        SyncTermination("i-3", None),
+        SyncTermination("i-4", "cr-block"),
+        SyncTermination("i-5", "cr-plain"),
+    ]
+    invariants.edges.every_step()
+    assert _found(invariants, RECLAIMS) == [
+        f"the sync terminated {i}, which no reclaim named" for i in ("i-3", "i-4", "i-5")
+    ]

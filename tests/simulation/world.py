@@ -87,6 +87,15 @@ class Invoked:
     waiting: tuple[int, int] | None = None
 
 
+@dataclass(frozen=True)
+class SyncTermination:
+    """An instance the sync asked EC2 to terminate, with the reservation EC2 held it in when
+    asked (read from the emulator before the call: a terminated instance is in none)."""
+
+    instance_id: str
+    reservation_id: str | None
+
+
 @dataclass
 class Observed:
     """One managed instance as EC2 shows it."""
@@ -202,7 +211,7 @@ class World:
         self._types: dict[str, dict[str, int]] = {}
         self._offered: list[str] = []
         self._in_sync = False
-        self._sync_terminations: list[str] = []
+        self._sync_terminations: list[SyncTermination] = []
         # Who watches the service's own calls as they happen (feature_invariants.py): each has
         # `before(operation, params)` and `after(operation, params)`.
         self.call_watchers: list[Any] = []
@@ -471,7 +480,9 @@ class World:
         self.interleaver.checkpoint()
         self.digest.add(operation, params)
         if self._in_sync and operation == "ec2:TerminateInstances":
-            self._sync_terminations += list(params.get("InstanceIds") or [])
+            self._sync_terminations += [
+                SyncTermination(i, self._held_in(i)) for i in params.get("InstanceIds") or []
+            ]
         for watcher in self.call_watchers:
             watcher.before(operation, params)
 
@@ -480,10 +491,16 @@ class World:
         for watcher in self.call_watchers:
             watcher.after(operation, params)
 
-    def take_sync_terminations(self) -> list[str]:
+    def take_sync_terminations(self) -> list[SyncTermination]:
         """The instances the sync asked EC2 to terminate since the last look."""
         taken, self._sync_terminations = self._sync_terminations, []
         return taken
+
+    @staticmethod
+    def _held_in(instance_id: str) -> str | None:
+        """The reservation EC2 holds the instance in now (no call, no fault)."""
+        instance = ec2_backends[ACCOUNT][REGION].get_instance_by_id(instance_id)
+        return None if instance is None else getattr(instance, "capacity_reservation_id", None)
 
     def run_sync(self, crash_at: tuple[int, str] | None = None, arm: bool = True) -> Invoked:
         assert self._sync is not None

@@ -65,11 +65,13 @@ def test_the_policy_is_checked_field_by_field():
         CapacityBlockEnd(lead_minutes=30)  # too late to launch or to buy
 
 
-def test_only_a_static_pool_takes_a_capacity_block_end():
+def test_a_static_pool_and_a_dynamic_one_take_a_capacity_block_end():
+    """On a static pool it is what the sync does; on a dynamic one, what its requests may opt
+    in to (domain/capacity/request_block_ends.py)."""
     spec = {"nodeClassRef": "gpu", "capacityBlockEnd": {"action": "None"}}
     document = {"apiVersion": "capacity-launcher/v1", "kind": "NodePool", "metadata": {"name": "p"}}
-    with pytest.raises(ValidationError, match="capacityBlockEnd needs replicas"):
-        NodePool.model_validate({**document, "spec": spec})
+    dynamic = NodePool.model_validate({**document, "spec": spec}).spec
+    assert not dynamic.is_static and dynamic.capacity_block_end == CapacityBlockEnd(action="None")
     assert NodePool.model_validate({**document, "spec": {**spec, "replicas": 1}}).spec.is_static
 
 

@@ -49,6 +49,24 @@ def put_if_absent(db: Any, table: str, item: Mapping[str, Any]) -> bool:
     return True
 
 
+def put_at_version(db: Any, table: str, item: Mapping[str, Any], version: int | None) -> bool:
+    """PutItem if the stored item is still at `version` (None: if there is none); False if it
+    moved (`item` carries its own next version)."""
+    if version is None:
+        return put_if_absent(db, table, item)
+    try:
+        with aws_call("PutItem"):
+            db.put_item(
+                TableName=table,
+                Item=to_item(item),
+                ConditionExpression="version = :seen",
+                ExpressionAttributeValues={":seen": {"N": str(version)}},
+            )
+    except errors.ConditionFailed:
+        return False
+    return True
+
+
 def batch_get(
     db: Any,
     table: str,

@@ -7,6 +7,7 @@ them exactly once, the sync reads them in batches and adopts what a crashed work
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from decimal import Decimal
@@ -49,6 +50,7 @@ def to_attributes(record: InstanceRecord) -> dict[str, Any]:
         "releasedAt": record.released_at,
         "requestTags": dict(record.request_tags) or None,
         "priority": record.priority,
+        "blockEnd": json.dumps(record.block_end, sort_keys=True) if record.block_end else None,
     }
 
 
@@ -76,6 +78,7 @@ def from_attributes(item: Mapping[str, Any]) -> InstanceRecord:
         released_at=text("releasedAt"),
         request_tags={str(k): str(v) for k, v in (item.get("requestTags") or {}).items()},
         priority=None if item.get("priority") is None else int(item["priority"]),
+        block_end=json.loads(str(item["blockEnd"])) if item.get("blockEnd") else None,
     )
 
 

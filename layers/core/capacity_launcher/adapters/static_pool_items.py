@@ -8,10 +8,9 @@ import json
 from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call, client
-from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.adapters.dynamodb import from_item, key, put_at_version
 from capacity_launcher.domain.capacity.block_ends import Noted
 from capacity_launcher.domain.capacity.static_pools import InFlight, StaticState
-from capacity_launcher.domain.errors import ConditionFailed
 
 PK = "StaticPool"
 
@@ -61,19 +60,7 @@ class StaticPoolItems:
                 },
                 sort_keys=True,
             )
-        if state.version is None:
-            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
-        else:
-            condition = {
-                "ConditionExpression": "version = :seen",
-                "ExpressionAttributeValues": {":seen": {"N": str(state.version)}},
-            }
-        try:
-            with aws_call("PutItem"):
-                self._db.put_item(TableName=self._table, Item=to_item(item), **condition)
-        except ConditionFailed:
-            return False
-        return True
+        return put_at_version(self._db, self._table, item, state.version)
 
     def forget(self, pool: str) -> None:
         """A pool no longer static (deleted): its state goes."""

@@ -31,6 +31,7 @@ from pydantic.alias_generators import to_camel
 
 from capacity_launcher.domain.apis.config_base import Name, validate_tags
 from capacity_launcher.domain.apis.ome.associations import association_of, association_requester
+from capacity_launcher.domain.capacity.block_end_policy import RequestBlockEnd
 from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.requirements import Requirement
 from capacity_launcher.domain.errors import InvalidLaunchRequest
@@ -61,6 +62,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "tags",
     "waitForCapacityUntil",
     "capacityReservation",
+    "capacityBlockEnd",
 )
 # What a requester might try to set to escalate; named so the refusal can say whose it is.
 NODE_CLASS_FIELDS: frozenset[str] = frozenset(
@@ -136,6 +138,10 @@ class LaunchRequest(BaseModel):
     # pool's admission queue should it wait (issue 37). Optional; absent: the quota's priority,
     # else 0. A name no applied class has is Rejected (UnknownPriorityClass).
     priority_class_name: Name | None = None
+    # Opts in to replacement (Evacuate) or extension (Extend) of its instances in a Capacity
+    # Block before the block ends, as far as its NodePool's spec.capacityBlockEnd allows
+    # (docs/static-capacity.md). Optional; absent: only the `Capacity Block Expiring` event.
+    capacity_block_end: RequestBlockEnd | None = None
 
     @field_validator("min_count")
     @classmethod

@@ -81,7 +81,7 @@ class BlockEnds:
                 continue
             offerings: Sequence[BlockExtensionOffering] | None = ()
             if wants_offerings(policy, block, now, noted.get(rid)):
-                read = self._offerings(pool.metadata.name, policy, block)
+                read = self.offerings(pool.metadata.name, policy, block)
                 if isinstance(read, Unread):
                     continue  # unread this minute: decided the next
                 offerings = read
@@ -101,32 +101,40 @@ class BlockEnds:
         policy = pool.spec.capacity_block_end
         assert policy is not None
         assert decision.offering is not None
-        assert self._sales is not None
         name = pool.metadata.name
-        try:
-            bought = self._sales.purchase_extension(
-                decision.offering.offering_id, block.reservation_id
-            )
-        except LaunchFailed as refused:
-            logger.warning(
-                "Capacity Block extension refused: the pool evacuates the block",
-                extra={"nodePool": name, "block": block.reservation_id, "error": str(refused)},
-            )
+        if not self.purchase(name, block, decision.offering):
             evacuate = BlockEndDecision(EVACUATE, PURCHASE_FAILED, new=True)
             assert block.end_date is not None
             noted = Noted(EVACUATE, int(block.end_date.timestamp()), PURCHASE_FAILED)
             return block_end_event(name, block, evacuate, inside, policy), noted
-        logger.info(
-            "Capacity Block extension bought",
-            extra={"nodePool": name, "block": block.reservation_id, "status": bought.status},
-        )
         return block_end_event(name, block, decision, inside, policy), None
 
-    def _offerings(
+    def purchase(
+        self, who: str, block: ReservationSnapshot, offering: BlockExtensionOffering
+    ) -> bool:
+        """Buy `offering` for `block` (chosen and noted already); False when EC2 refuses.
+        `who`: the pool (or the requests) it is bought for, for the log."""
+        assert self._sales is not None
+        try:
+            bought = self._sales.purchase_extension(offering.offering_id, block.reservation_id)
+        except LaunchFailed as refused:
+            logger.warning(
+                "Capacity Block extension refused: the block is evacuated",
+                extra={"nodePool": who, "block": block.reservation_id, "error": str(refused)},
+            )
+            return False
+        logger.info(
+            "Capacity Block extension bought",
+            extra={"nodePool": who, "block": block.reservation_id, "status": bought.status},
+        )
+        return True
+
+    def offerings(
         self, pool: str, policy: CapacityBlockEnd, block: ReservationSnapshot
     ) -> list[BlockExtensionOffering] | Unread | None:
         """The block's offerings; None when EC2 will not extend it now (an extension of it is
-        payment-pending); False when unread (then nothing is decided on a guess)."""
+        payment-pending); Unread when unread (then nothing is decided on a guess). `pool`: who
+        asks, for the log."""
         if self._sales is None:
             return []
         try:

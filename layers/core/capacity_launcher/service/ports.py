@@ -28,6 +28,9 @@ from capacity_launcher.domain.capacity.fleet import (
 from capacity_launcher.domain.capacity.image_architectures import ImageArchitectures
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.offerings import Turn
+from capacity_launcher.domain.capacity.request_block_ends import (
+    BlockEndState as RequestBlockEndState,
+)
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
     ReservationScope,
@@ -317,6 +320,15 @@ class BlockExtensionSales(Protocol):
         self, reservation_id: str, duration_hours: int
     ) -> list[BlockExtensionOffering]: ...
     def purchase_extension(self, offering_id: str, reservation_id: str) -> BlockExtension: ...
+
+
+class RequestBlockEndStates(Protocol):
+    """What was chosen for one block end for the requests that opted in
+    (adapters/request_block_end_items.py)."""
+
+    def read(self, block: str, ends_at: int) -> RequestBlockEndState: ...
+    # Stored if still at `state.version`; False if another sync moved it.
+    def write(self, block: str, state: RequestBlockEndState) -> bool: ...
 
 
 class StaticPoolStates(Protocol):

@@ -56,6 +56,7 @@ from capacity_launcher.service.ports import (
 from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepReport
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
+from capacity_launcher.service.request_block_ends import RequestBlockEndReport, RequestBlockEnds
 from capacity_launcher.service.resolution_sync import ResolutionSync, resolution_part
 from capacity_launcher.service.static_pools import StaticPools, StaticReport
 from capacity_launcher.service.sync_metrics import (
@@ -99,6 +100,8 @@ class SyncReport:
     # time): its counts held until this look, as the usage roll-up counts them (usage_rollup.py).
     counted: dict[str, StoredReservation] = field(default_factory=dict)
     usage: UsageRollupReport | None = None
+    # Requests that opted in to capacityBlockEnd: replacements sent, extensions bought.
+    request_block_ends: RequestBlockEndReport | None = None
 
 
 class Readiness(Protocol):
@@ -129,7 +132,9 @@ class ReservationSync:
         resolutions: ResolutionSync | None = None,
         gauges: WaitGauges | None = None,
         classes_applied: Callable[[], list[str]] | None = None,
+        request_block_ends: RequestBlockEnds | None = None,
     ) -> None:
+        self._request_block_ends = request_block_ends
         self._gauges = gauges
         # Reservations left waiting for a PriorityClass that is applied now, resolved.
         self._classes_applied = classes_applied
@@ -235,6 +240,11 @@ class ReservationSync:
         if self._waits is not None:
             waits = self._waits
             report.ended_waits = contained(failed, "waits", lambda: waits.run(everything), [])
+        if self._request_block_ends is not None and report.reconciliation is not None:
+            ends, held = self._request_block_ends, report.reconciliation.held_by_reservation
+            report.request_block_ends = contained(
+                failed, "request-block-ends", lambda: ends.run(everything, held), None
+            )
         if self._templates is not None:
             report.templates = contained(
                 failed, "templates", lambda: self._sweep(node_classes, everything), None

@@ -20,6 +20,7 @@ from capacity_launcher.domain.apis.quota_sets import (
     quota_for,
     unresolved_refusal,
 )
+from capacity_launcher.domain.capacity.block_end_policy import request_refusal
 from capacity_launcher.domain.capacity.constraints import Requirements, narrow
 from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, RESERVED
 from capacity_launcher.domain.capacity.static_pools import is_static_launch
@@ -252,16 +253,18 @@ def _pools_for(
     on it). The pools after the first are read from the store only as far as they are looked
     at (a request that falls back reads on: issue 38)."""
     if request.node_pool:
-        return (_named(config, request, static_pools),), None
+        named = _named(config, request, static_pools)
+        _block_end_allowed(named, request)
+        return (named,), None
     wanted = Requirements.of(request.requirements)
-    waits = request.wait_for_capacity_until is not None
     # A container's copy may pick a pool; only a fresh read may say that none fits.
     listing = config.pool_set()
-    ordered = _in_order(listing, wanted, waits)
+    ordered = _in_order(listing, wanted, request)
     if not ordered:
         listing = config.pool_set(fresh=True)
-        ordered = _in_order(listing, wanted, waits)
+        ordered = _in_order(listing, wanted, request)
     if not ordered:
+        _refuse_block_end(listing, wanted, request)
         raise RequestRejected(
             "nodePool: no NodePool is compatible with the request's requirements",
             "NoCompatibleNodePool",
@@ -294,11 +297,18 @@ def _named(
     return named
 
 
-def _in_order(listing: PoolSet, wanted: Requirements, waits: bool) -> Sequence[NodePool]:
-    """The compatible pools of `listing` in the order they are tried (equal weights: the
-    alphabetically first comes first, deterministically), pulled only as far as asked."""
-    compatible = Later(Memo(p for p in listing.by_weight() if _fits(p, wanted)))
-    if waits:
+def _in_order(listing: PoolSet, wanted: Requirements, request: LaunchRequest) -> Sequence[NodePool]:
+    """The compatible pools of `listing` that allow the request's `capacityBlockEnd`, in the
+    order they are tried (equal weights: the alphabetically first comes first,
+    deterministically), pulled only as far as asked."""
+    compatible = Later(
+        Memo(
+            p
+            for p in listing.by_weight()
+            if _fits(p, wanted) and _block_end_refusal(p, request) is None
+        )
+    )
+    if request.wait_for_capacity_until is not None:
         # A request that may wait for scheduled reserved capacity goes first to the pools it
         # could wait in for it; when none allows reserved capacity, it waits for room in any
         # (issue 37: any request may wait). Whether any does is known at the first that does.
@@ -306,6 +316,32 @@ def _in_order(listing: PoolSet, wanted: Requirements, waits: bool) -> Sequence[N
         if reserved:
             return reserved
     return compatible
+
+
+# The code of a request whose capacityBlockEnd its NodePool's spec.capacityBlockEnd refuses.
+BLOCK_END_NOT_ALLOWED = "CapacityBlockEndNotAllowed"
+
+
+def _block_end_refusal(pool: NodePool, request: LaunchRequest) -> str | None:
+    ask = request.capacity_block_end
+    return None if ask is None else request_refusal(pool.spec.capacity_block_end, ask)
+
+
+def _refuse_block_end(listing: PoolSet, wanted: Requirements, request: LaunchRequest) -> None:
+    """Rejected naming the request's `capacityBlockEnd` when compatible pools exist but none
+    allows it (the first of them named)."""
+    if request.capacity_block_end is None:
+        return
+    first = next((p for p in listing.by_weight() if _fits(p, wanted)), None)
+    if first is not None:
+        _block_end_allowed(first, request)
+
+
+def _block_end_allowed(pool: NodePool, request: LaunchRequest) -> None:
+    """A request's `capacityBlockEnd` within what its pool allows, else Rejected naming it."""
+    refusal = _block_end_refusal(pool, request)
+    if refusal is not None:
+        raise RequestRejected(f"{refusal} (NodePool {pool.name!r})", BLOCK_END_NOT_ALLOWED)
 
 
 def _allows_reserved(pool: NodePool, wanted: Requirements) -> bool:

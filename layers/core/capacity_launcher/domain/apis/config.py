@@ -254,7 +254,8 @@ class NodePoolSpec(_Document):
     # active reservations hold, `replicas` at most, launched into reservations only.
     replicas_from: Literal["Reserved"] | None = None
     # Beyond Karpenter (hub only): what a static pool does before a Capacity Block holding its
-    # instances ends: evacuate, extend within a price, or nothing (domain/capacity/block_ends.py).
+    # instances ends: evacuate, extend within a price, or nothing (domain/capacity/block_ends.py);
+    # on a dynamic pool, what its requests may opt in to (block_end_policy.request_refusal).
     capacity_block_end: CapacityBlockEnd | None = None
 
     @model_validator(mode="after")
@@ -262,11 +263,8 @@ class NodePoolSpec(_Document):
         """Karpenter's rules for a static pool: limited by its instance count only, and no
         weight (it is never chosen among pools)."""
         if self.replicas is None:
-            if self.capacity_block_end is not None:
-                raise ValueError(
-                    "capacityBlockEnd needs replicas: only a static pool's instances are "
-                    "evacuated or its blocks extended"
-                )
+            # A dynamic pool's capacityBlockEnd bounds what its requests may opt in to
+            # (block_end_policy.request_refusal).
             if self.replicas_from is not None:
                 raise ValueError(
                     "replicasFrom needs replicas (the most the pool keeps): without it the pool "

@@ -1,5 +1,6 @@
-"""`spec.capacityBlockEnd` of a static NodePool: what the sync does before a Capacity Block
-holding the pool's instances ends (the choice itself: domain/capacity/block_ends.py;
+"""`spec.capacityBlockEnd` of a NodePool, and `capacityBlockEnd` of a launch request that opts
+in: what the sync does before a Capacity Block holding the pool's (or the request's) instances
+ends (the choice itself: domain/capacity/block_ends.py and request_block_ends.py;
 docs/static-capacity.md). Hub only: Karpenter has no equivalent."""
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ MAX_LEAD_MINUTES = 7 * 24 * 60
 
 
 class CapacityBlockEnd(Document):
-    """`spec.capacityBlockEnd` of a static NodePool (docs/static-capacity.md)."""
+    """`spec.capacityBlockEnd` of a NodePool: what the sync does for a static pool's instances;
+    on a dynamic pool, what its launch requests may opt in to (docs/static-capacity.md)."""
 
     action: Literal["Evacuate", "Extend", "None"] = Field(
         default="Evacuate",
@@ -75,3 +77,70 @@ class CapacityBlockEnd(Document):
     @property
     def lead(self) -> timedelta:
         return timedelta(minutes=self.lead_minutes)
+
+
+# Set by a NodePool's `spec.capacityBlockEnd` only: a requester never chooses a price or a length.
+POOL_ONLY_FIELDS = ("maxExtensionPrice", "extendByHours")
+
+
+class RequestBlockEnd(Document):
+    """`capacityBlockEnd` of a launch request: its opt-in to have its instances in a Capacity
+    Block replaced (Evacuate) or the block extended (Extend) before the block ends, as far as
+    its NodePool's `spec.capacityBlockEnd` allows (`for_request`; docs/static-capacity.md)."""
+
+    action: Literal["Evacuate", "Extend"] = Field(
+        default="Evacuate",
+        description="Evacuate (a replacement launch elsewhere the pool allows, then the block's "
+        "instances terminated) or Extend (an extension bought within the NodePool's "
+        "maxExtensionPrice, else evacuate)",
+    )
+    lead_minutes: StrictInt | None = Field(
+        default=None,
+        ge=MIN_LEAD_MINUTES,
+        le=MAX_LEAD_MINUTES,
+        description="how long before the block's end the sync acts (default: the NodePool's, "
+        "else 120)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pool_only(cls, data: object) -> object:
+        if isinstance(data, dict):
+            named = [f for f in POOL_ONLY_FIELDS if f in data]
+            if named:
+                raise ValueError(
+                    f"{', '.join(named)} cannot be set by a requester: an extension's length "
+                    "and price come from the NodePool's spec.capacityBlockEnd"
+                )
+        return data
+
+
+def request_refusal(pool: CapacityBlockEnd | None, ask: RequestBlockEnd) -> str | None:
+    """Why a NodePool with `pool` as its `capacityBlockEnd` refuses a request's `ask` (the rule
+    broken, naming the field), or None. A pool without one lets requests evacuate; `None`
+    lets them do nothing; `Evacuate` only evacuate; `Extend` evacuate or extend (within its
+    price: the service never buys at a price a requester named)."""
+    if pool is not None and pool.action == NONE:
+        return (
+            "capacityBlockEnd: the NodePool's spec.capacityBlockEnd.action is None: its "
+            "requests cannot opt in to evacuation or extension"
+        )
+    if ask.action == EXTEND and (pool is None or pool.action != EXTEND):
+        return (
+            "capacityBlockEnd.action: Extend needs the NodePool's spec.capacityBlockEnd.action "
+            "to be Extend (its maxExtensionPrice bounds what is bought); ask Evacuate"
+        )
+    return None
+
+
+def for_request(pool: CapacityBlockEnd | None, ask: RequestBlockEnd) -> CapacityBlockEnd | None:
+    """The policy a request's instances follow: its action and lead, the NodePool's length and
+    price; None when the pool (as it is now) refuses the ask: the request then gets what one
+    that did not opt in gets (the `Capacity Block Expiring` event)."""
+    if request_refusal(pool, ask) is not None:
+        return None
+    lead = ask.lead_minutes or (pool.lead_minutes if pool is not None else 120)
+    if ask.action == EVACUATE:
+        return CapacityBlockEnd(action=EVACUATE, lead_minutes=lead)
+    assert pool is not None
+    return pool.model_copy(update={"lead_minutes": lead})

@@ -21,7 +21,7 @@ EC2 terminates a Capacity Block's instances 30 minutes before its end date
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -166,8 +166,10 @@ def block_end_event(
     decision: BlockEndDecision,
     instances: Sequence[str],
     policy: CapacityBlockEnd,
+    extra: Mapping[str, Any] | None = None,
 ) -> Event:
-    """The event saying what the pool did for `block` and why (schemas/block-end-event.json)."""
+    """The event saying what the pool did for `block` and why (schemas/block-end-event.json);
+    `extra`: for requests that opted in, the requests (domain/capacity/request_block_ends.py)."""
     assert block.end_date is not None
     detail: dict[str, Any] = {
         "nodePool": pool,
@@ -191,5 +193,6 @@ def block_end_event(
             "upfrontFee": None if offering.upfront_fee is None else str(offering.upfront_fee),
             "currencyCode": offering.currency,
         }
+    detail |= extra or {}
     detail_type = BLOCK_EXTENSION_PURCHASED if decision.action == EXTEND else BLOCK_EVACUATING
     return Event(detail_type, detail, (block.reservation_id,))

@@ -119,8 +119,8 @@ class InstanceTerminatedDetail(_Detail):
 
 class BlockEndDetail(_Detail):
     """The detail of `Capacity Block Evacuating` and `Capacity Block Extension Purchased`: what a
-    static pool's `capacityBlockEnd` made the sync do for one Capacity Block nearing its end,
-    and why (docs/static-capacity.md)."""
+    static pool's `capacityBlockEnd`, or a launch request's that opted in, made the sync do for
+    one Capacity Block nearing its end, and why (docs/static-capacity.md)."""
 
     node_pool: str
     capacity_reservation_id: str
@@ -135,7 +135,9 @@ class BlockEndDetail(_Detail):
         description="PolicyEvacuate, NoExtensionOffered, NoOfferingWithinPrice, TooLateToExtend, "
         "ExtensionUnpaid, ExtensionPurchaseFailed (Evacuate); OfferingWithinPrice (Extend)"
     )
-    instances: list[str] = Field(description="the pool's instances in the block")
+    instances: list[str] = Field(
+        description="the pool's instances in the block (for a request: the request's)"
+    )
     offering_id: str | None = Field(default=None, description="Extend only: the offering bought")
     extension_end_date: str | None = Field(
         default=None,
@@ -146,4 +148,19 @@ class BlockEndDetail(_Detail):
     currency_code: str | None = Field(default=None, description="Extend only")
     max_extension_price: str | None = Field(
         default=None, description="the pool's maxExtensionPrice, when it sets one"
+    )
+    request_id: str | None = Field(
+        default=None,
+        description="Evacuate, for a launch request that opted in (capacityBlockEnd): the request "
+        "whose instances in the block are replaced (absent for a static pool)",
+    )
+    replacement_request_id: str | None = Field(
+        default=None,
+        description="with requestId: the replacement launch's request id (its own record and "
+        "events)",
+    )
+    request_ids: list[str] | None = Field(
+        default=None,
+        description="Extend, for launch requests that opted in: the requests whose instances the "
+        "extension keeps (absent for a static pool)",
     )

@@ -61,6 +61,9 @@ class InstanceRecord:
     # Its request's priority at launch (the PriorityClass's value, else its quota's, else 0), so
     # a waiting request's preemption can choose among instances (issue 37). None: not recorded.
     priority: int | None = None
+    # Its request's `capacityBlockEnd` opt-in and what a replacement repeats of the request
+    # (domain/capacity/request_block_ends.py): set only for a request that opted in.
+    block_end: dict[str, Any] | None = None
 
     @classmethod
     def placed(cls, where: Placed, resources: Resources, **owner: Any) -> Self:

@@ -14,6 +14,7 @@ from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.fleet import InstanceLanding
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
 from capacity_launcher.domain.capacity.offerings import RESERVED, SPOT, Offering
+from capacity_launcher.domain.capacity.request_block_ends import opt_in
 from capacity_launcher.domain.capacity.requirements import CAPACITY_TYPE, INSTANCE_TYPE
 from capacity_launcher.domain.capacity.reservation_state import ReservationScope
 from capacity_launcher.domain.capacity.reservations import (
@@ -234,4 +235,5 @@ def instance_record(
         launched_at=now.isoformat(),
         request_tags=own_tags(prepared.node_class, prepared.request),
         priority=prepared.priority,
+        block_end=opt_in(prepared.request),
     )

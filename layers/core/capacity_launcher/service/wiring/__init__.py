@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # each use case's modules are imported when it is built: a fu
     from capacity_launcher.service.queue_view import QueueView
     from capacity_launcher.service.quota_sync import QuotaSync
     from capacity_launcher.service.reconciliation import Reconciliation
+    from capacity_launcher.service.request_block_ends import RequestBlockEnds
     from capacity_launcher.service.reservation_sync import ReservationSync
     from capacity_launcher.service.resolution_sync import ResolutionSync
     from capacity_launcher.service.static_pools import StaticPools
@@ -261,6 +262,30 @@ class Adapters(Stores):
             static_pools=self.static_pools(),
             usage=UsageRollup(self.usage_store(), self.instance_records(), self.clock),
             resolutions=self.resolution_sync(),
+            request_block_ends=self.request_block_ends(),
+        )
+
+    def request_block_ends(self) -> RequestBlockEnds | None:
+        """Before a Capacity Block ends, for requests that opted in (None: no launch queue)."""
+        from capacity_launcher.adapters.launch_queue import LaunchQueue
+        from capacity_launcher.adapters.request_block_end_items import RequestBlockEndItems
+        from capacity_launcher.service.block_ends import BlockEnds
+        from capacity_launcher.service.request_block_ends import RequestBlockEnds
+
+        url = self.settings.launch_queue_url
+        if url is None:
+            return None
+        queue = LaunchQueue(self.clients("sqs"))
+        return RequestBlockEnds(
+            config=self.config_store(),
+            instances=self.instance_records(),
+            records=self.launch_records(),
+            states=RequestBlockEndItems(self.settings.state_table_name, self.clients("dynamodb")),
+            block_ends=BlockEnds(CapacityReservations(clients=self.clients)),
+            send=lambda body: queue.send(url, body),
+            terminate=self.fleet().terminate,
+            publish=self.publisher().publish,
+            clock=self.clock,
         )
 
     def static_pools(self) -> StaticPools | None:
