@@ -31,7 +31,8 @@ def test_a_request_without_requester_does_not_break_later_reserved_launches(
     sync()
     cloud.send(launch_request("anonymous-1", nodePool="general"))
     cloud.send(launch_request("named-1", nodePool="general", requester="team-a"))
-    # When the minute's sync records usage by requester
+    # When the minute's sync records usage by requester (a minute later: EC2 lists them)
+    cloud.wait_out_consistency()
     sync()
     # Then the snapshot reads back, with usage only under real requesters
     stored = snapshot(reservation)
