@@ -194,3 +194,25 @@ def test_a_replacements_id_is_a_request_id_whatever_the_originals_length():
     long = "a" * 128
     assert REQUEST_ID_PATTERN.match(replacement_id(long, "cr-block", ENDS_AT))
     assert replacement_id("r", "cr-block", ENDS_AT) != replacement_id("r", "cr-block", ENDS_AT + 1)
+
+
+def test_a_replacement_stays_off_every_block_already_due_not_only_the_ending_one():
+    # Given a second block ending with this one (due under the request's lead) and a third that
+    # ends a day later (not due)
+    job = opted("job-1", EVACUATE, "i-1")
+    followed = policies([job], {"train": None})
+    twin = ReservationSnapshot(
+        "cr-twin", "p5.48xlarge", "us-east-1b", "active", 2, 0,
+        reservation_type="capacity-block", end_date=END,
+    )  # fmt: skip
+    later = ReservationSnapshot(
+        "cr-later", "p5.48xlarge", "us-east-1a", "active", 2, 2,
+        reservation_type="capacity-block", end_date=END + timedelta(days=1),
+    )  # fmt: skip
+    # When the block's plan is made with every active block in view
+    plan = plan_block(BLOCK, NOW, followed, BlockEndState(ENDS_AT), (), (BLOCK, later, twin))
+    # Then the replacement may land in the later block, never in the two that end now
+    (made,) = plan.new
+    assert made.body["requirements"][-1]["values"] == ["cr-block", "cr-twin"]
+    # and its id is the one a run that did not see the twin would make (the same request)
+    assert made.replacement_id == replacement_id("job-1", "cr-block", ENDS_AT)

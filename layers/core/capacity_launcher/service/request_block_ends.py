@@ -99,12 +99,17 @@ class RequestBlockEnds:
         ]
         if not blocks:
             return report
+        active = [
+            r
+            for r in reservations.values()
+            if r.kind.ends_early and r.state == ACTIVE and r.end_date is not None
+        ]
         pools = {p.name: p.spec.capacity_block_end for p in self._config.node_pools()}
         for block in blocks:
             opted = self._opted_in(held[block.reservation_id])
             followed = policies(opted, pools)
             if any(due(p, block, now) for _, p in followed):
-                self._one(block, now, followed, report)
+                self._one(block, now, followed, active, report)
         return report
 
     def _opted_in(self, held: Sequence[HeldInstance]) -> list[OptedIn]:
@@ -131,6 +136,7 @@ class RequestBlockEnds:
         block: ReservationSnapshot,
         now: datetime,
         followed: list[tuple[OptedIn, CapacityBlockEnd]],
+        active: Sequence[ReservationSnapshot],
         report: RequestBlockEndReport,
     ) -> None:
         assert block.end_date is not None
@@ -139,7 +145,7 @@ class RequestBlockEnds:
         offerings = self._offerings(block, now, followed, state)
         if isinstance(offerings, Unread):
             return  # decided the next minute
-        plan = plan_block(block, now, followed, state, offerings)
+        plan = plan_block(block, now, followed, state, offerings, active)
         if plan.state != state and not self._states.write(rid, plan.state):
             report.skipped.append(rid)
             return

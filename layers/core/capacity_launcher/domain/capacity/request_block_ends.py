@@ -9,9 +9,12 @@ is within a request's lead, `plan_block` decides, pure:
   request id, `replacement_id`, derived from the original's, the block and its end, so a minute
   run again, or a redelivery, sends the same request and the launcher serves it once), for as
   many instances as the request has in the block, with the original's pool, requester,
-  requirements, tags and priority, plus `capacity-reservation-id NotIn [<block>]`: never on the
-  ending block. The block's instances are terminated only as the replacement's run
-  (`to_terminate`), so the request's count never drops while its pool allows other capacity.
+  requirements, tags and priority, plus `capacity-reservation-id NotIn [<block>, ...]`: never
+  on the ending block, nor on another block already due under the request's policy (blocks
+  bought together end together: a replacement landed in one of them would be evacuated again
+  at once, a launch wasted). The block's instances are terminated only as the replacement's
+  run (`to_terminate`), so the request's count never drops while its pool allows other
+  capacity.
 - **Extend**: the block's extension is bought once per block end (domain/capacity/block_ends.py
   `decide`, with the pool's price); a request whose extension cannot be bought evacuates.
 
@@ -121,11 +124,13 @@ def replacement_id(request_id: str, block: str, ends_at: int) -> str:
     return f"{request_id[:KEPT_ID]}.evac-{digest}"
 
 
-def replacement_request(opted: OptedIn, block: str, new_id: str) -> dict[str, Any]:
+def replacement_request(opted: OptedIn, blocks: Sequence[str], new_id: str) -> dict[str, Any]:
     """The replacement launch request: the original's pool, requester, requirements, tags,
-    priority and opt-in, for its instances in `block`, never into `block`."""
+    priority and opt-in, for its instances in `blocks[0]`, never into any of `blocks`."""
     requirements = list(opted.kept.get("requirements", []))
-    requirements.append({"key": CAPACITY_RESERVATION_ID, "operator": "NotIn", "values": [block]})
+    requirements.append(
+        {"key": CAPACITY_RESERVATION_ID, "operator": "NotIn", "values": list(blocks)}
+    )
     body: dict[str, Any] = {
         "requestId": new_id,
         "nodePool": opted.node_pool,
@@ -173,10 +178,12 @@ def plan_block(
     followed: Sequence[tuple[OptedIn, CapacityBlockEnd]],
     state: BlockEndState,
     offerings: Sequence[BlockExtensionOffering] | None = (),
+    blocks: Sequence[ReservationSnapshot] = (),
 ) -> BlockPlan:
     """What is done this minute for `block` (see the module docstring). `offerings`: the
     extension offerings read when `block_ends.wants_offerings` says the extension policy needs
-    them (None: EC2 refused to offer)."""
+    them (None: EC2 refused to offer); `blocks`: the active Capacity Blocks now (a replacement
+    stays off those already due under its policy)."""
     assert block.end_date is not None
     now_due = [(o, p) for o, p in followed if due(p, block, now)]
     extension = extension_policy(followed, block, now)
@@ -193,7 +200,8 @@ def plan_block(
         reason = _evacuation_reason(policy, decision)
         if opted.request_id in replacements or reason is None:
             continue
-        made, event = _replacement(block, state.ends_at, opted, policy, reason)
+        avoid = _due_blocks(block, blocks, policy, now)
+        made, event = _replacement(block, state.ends_at, opted, avoid, policy, reason)
         replacements[opted.request_id] = made
         new.append(made)
         events.append(event)
@@ -214,16 +222,34 @@ def _evacuation_reason(policy: CapacityBlockEnd, decision: BlockEndDecision | No
     return decision.reason
 
 
+def _due_blocks(
+    block: ReservationSnapshot,
+    blocks: Sequence[ReservationSnapshot],
+    policy: CapacityBlockEnd,
+    now: datetime,
+) -> tuple[str, ...]:
+    """`block`, then every other block already due under `policy` (sorted)."""
+    others = sorted(
+        b.reservation_id
+        for b in blocks
+        if b.reservation_id != block.reservation_id
+        and b.end_date is not None
+        and due(policy, b, now)
+    )
+    return (block.reservation_id, *others)
+
+
 def _replacement(
     block: ReservationSnapshot,
     ends_at: int,
     opted: OptedIn,
+    avoid: tuple[str, ...],
     policy: CapacityBlockEnd,
     reason: str,
 ) -> tuple[Replacement, Event]:
-    """The request's replacement and the event announcing it."""
+    """The request's replacement (off every block in `avoid`) and the event announcing it."""
     new_id = replacement_id(opted.request_id, block.reservation_id, ends_at)
-    body = replacement_request(opted, block.reservation_id, new_id)
+    body = replacement_request(opted, avoid, new_id)
     made = Replacement(opted.request_id, new_id, len(opted.instances), body)
     evacuating = BlockEndDecision(EVACUATE, reason, new=True)
     detail = {"requestId": opted.request_id, "replacementRequestId": new_id}
