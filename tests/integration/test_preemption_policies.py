@@ -207,3 +207,30 @@ def test_a_preemption_the_request_no_longer_needs_terminates_nothing(pool: Cloud
     assert report is not None and report.reclaims.terminated == []
     assert report.reclaims.closed == {reclaim["reclaimId"]: "withdrawn"}
     assert b_instances[-1] in {i["InstanceId"] for i in pool.managed_instances()}
+
+
+def test_a_preemption_its_policy_no_longer_allows_is_not_announced_again(pool: Cloud) -> None:
+    # Given an urgent waiter of team-a that asked to preempt its own newest batch instance
+    classes(pool)
+    both = {"borrowWithinCohort": {"policy": "LowerPriority"}}
+    pool.apply(preempting("team-a", "2", withinClusterQueue="LowerPriority", **both))
+    run(pool, "a-0", "team-a", "batch")
+    newer = run(pool, "a-1", "team-a", "batch")
+    reclaim = preemption_of(wait(pool, "urgent", "team-a", "urgent"))
+    assert [(i["instanceId"], i["preemption"]) for i in reclaim["instances"]] == [
+        (newer, "withinClusterQueue")
+    ]
+    # When the operator sets withinClusterQueue to Never (borrowWithinCohort still allows) and
+    # the waiter is asked again within the grace period
+    pool.apply(preempting("team-a", "2", withinClusterQueue="Never", **both))
+    moto_capacity.advance_clock(HANDED_BACK_SECONDS)
+    assert pool.deliver_queued() == ["urgent"]
+    # Then it still waits, and the open preemption is not announced again under a policy that
+    # no longer allows it (the sync spares its victim, issue 37)
+    record = record_of(pool, "urgent")
+    assert record.status is RequestStatus.WAITING
+    assert RECLAIM_REQUESTED not in [e["detail-type"] for e in pool.events()]
+    assert reclaim["reclaimId"] not in str(record.to_detail())
+    moto_capacity.advance_clock(GRACE_SECONDS)
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == []

@@ -13,7 +13,11 @@
 - **a reclaim names a request refused for quota** (issue 37, preemption by a waiting request):
   the request a `Capacity Reclaim Requested` names ends `Failed` or waits (`Waiting`) with a
   `QuotaExceeded` among its errors, in its next such event: a lender preempts only for a
-  refusal of its own quota, whether it fails or waits.
+  refusal of its own quota, whether it fails or waits. Any error naming the reclaim is that
+  refusal (QuotaExceeded, or a pool passed over for quota). A request already waiting when it
+  asked (woken and refused again, which publishes no status event) may be refused later for
+  something else (its pool's limits) and end with that: an outcome naming no reclaim is then a
+  later refusal's, not judged; one that had not waited yet is judged by that event as before.
 - **every stored item within DynamoDB's 400 KB**, every status event within EventBridge's
   256 KB: items are measured as DynamoDB does (names plus values), read from moto's tables every
   few steps and at each quiescence, without an API call.
@@ -60,6 +64,7 @@ class EdgeInvariants:
         self._over: set[str] = set()
         self.reclaims: dict[str, Reclaim] = {}  # instance id → the reclaim naming it
         self._asking: dict[str, str] = {}  # request id → the reclaim it asked for, not yet seen end
+        self._silent: set[str] = set()  # of those, asked while already waiting (no event then)
         # (requester, from, until): its quota was deleted then, so it was covered by none.
         self._uncovered: list[tuple[str, float, float]] = []
 
@@ -81,7 +86,13 @@ class EdgeInvariants:
 
     def reclaim_requested(self, detail: dict[str, Any]) -> None:
         self.checks["seen: a reclaim requested"] += 1
-        self._asking[str(detail["requestId"])] = str(detail["reclaimId"])
+        request_id = str(detail["requestId"])
+        self._asking[request_id] = str(detail["reclaimId"])
+        request = self.base.ledger.requests.get(request_id)
+        if request is not None and request.waited:
+            self._silent.add(request_id)
+        else:
+            self._silent.discard(request_id)
         for instance in detail.get("instances") or []:
             scope = instance.get("preemption")
             self.reclaims[instance["instanceId"]] = Reclaim(
@@ -119,22 +130,31 @@ class EdgeInvariants:
     def request_outcome(self, detail: dict[str, Any]) -> None:
         """A request's status event: if it asked for a reclaim, it fails or waits refused for
         quota (any other status: admitted since, the check is for its refusal's event)."""
-        reclaim = self._asking.pop(str(detail.get("requestId")), None)
+        request_id = str(detail.get("requestId"))
+        reclaim = self._asking.pop(request_id, None)
+        silent = request_id in self._silent
+        self._silent.discard(request_id)
         status = detail.get("status")
         if reclaim is None or status not in ("Failed", "Waiting"):
             return
-        self.checks[ASKED_FOR_QUOTA] += 1
         if status == "Waiting":
             self.checks["seen: a waiting request asked for a reclaim"] += 1
         errors = detail.get("errors") or []
         codes = [e.get("code") for e in errors]
+        naming = [e for e in errors if reclaim in str(e.get("message", ""))]
+        if silent and not naming:
+            # Asked while waiting (no event then); this outcome is a later refusal's.
+            self.checks["seen: an outcome after a reclaim asked while waiting"] += 1
+            return
+        self.checks[ASKED_FOR_QUOTA] += 1
+        asking = naming or errors
         # Refused for quota here, or in a pool it then passed over (its note says the quota's
         # refusal; the reclaim is asked for that pool when the request ends, wherever it ends).
         passed_for_quota = any(
             e.get("code") == "NodePoolPassedOver" and "quota" in str(e.get("message", "")).lower()
-            for e in errors
+            for e in asking
         )
-        if "QuotaExceeded" not in codes and not passed_for_quota:
+        if not any(e.get("code") == "QuotaExceeded" for e in asking) and not passed_for_quota:
             self._violate(
                 ASKED_FOR_QUOTA,
                 f"{detail.get('requestId')} asked for {reclaim} and is {status} with {codes}",

@@ -238,6 +238,35 @@ def test_a_reclaim_asked_by_a_request_not_refused_for_quota_is_a_finding() -> No
     ]
 
 
+def test_a_reclaim_asked_while_waiting_is_judged_by_the_refusal_naming_it() -> None:
+    # Seed 4, queue profile, 150 steps: a woken request refused again for quota asks (no status
+    # event then); later refused by its pool's limits, it fails at its deadline with those.
+    invariants, _world = _invariants()
+    edges = invariants.edges
+    invariants.ledger.requests["r-1"] = Request("r-1", 0.0, waited=True)
+    asked = {"reclaimId": "reclaim-1", "requestId": "r-1", "quota": "a", "nodePool": "pool-0"}
+    limits = [
+        {"code": "LimitExceeded", "message": "pool-0 limits"},
+        {"code": "NotAdmittedByDeadline", "message": "passed while it waited for limits"},
+    ]
+    edges.reclaim_requested(asked)
+    edges.request_outcome({"requestId": "r-1", "status": "Failed", "errors": limits})
+    assert _found(invariants, ASKED_FOR_QUOTA) == []
+    assert invariants.checks["seen: an outcome after a reclaim asked while waiting"] == 1
+    # Its outcome still naming the reclaim on a refusal other than its quota's: a finding
+    edges.reclaim_requested(asked)
+    named = [{"code": "LimitExceeded", "message": "pool-0 limits; preemption reclaim-1 requested"}]
+    edges.request_outcome({"requestId": "r-1", "status": "Failed", "errors": named})
+    assert _found(invariants, ASKED_FOR_QUOTA) == [
+        "r-1 asked for reclaim-1 and is Failed with ['LimitExceeded']"
+    ]
+    # One naming it on its quota's refusal: as meant
+    edges.reclaim_requested(asked)
+    quota = [{"code": "QuotaExceeded", "message": "quota a; preemption reclaim-1 requested"}]
+    edges.request_outcome({"requestId": "r-1", "status": "Failed", "errors": quota + limits})
+    assert len(_found(invariants, ASKED_FOR_QUOTA)) == 1
+
+
 def _contended(invariants: Invariants, counts: dict[str, int]) -> Contention:
     """The fair-share phase with each team's admissions as `counts` (and one waiting each)."""
     phase = Contention({"fair-1": Decimal(3), "fair-2": Decimal("0.5"), "fair-3": Decimal(1)})

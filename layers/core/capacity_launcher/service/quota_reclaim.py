@@ -23,6 +23,7 @@ from capacity_launcher.domain.accounting import preemption
 from capacity_launcher.domain.accounting.pool_usage import Member
 from capacity_launcher.domain.accounting.preemption import Preemptor, Running
 from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
+from capacity_launcher.domain.accounting.reclaim_decision import preemption_refused_now
 from capacity_launcher.domain.apis.quota_preemption import BorrowPolicy, WithinQuotaPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
@@ -139,6 +140,12 @@ class ReclaimRequests:
             if not self._reclaims.open(reclaim):
                 return self._open_now(quota.name, pool)
             current = reclaim
+        elif current.request_id == request_id and preemption_refused_now(
+            current, list(self._quotas())
+        ):
+            # Decided under a policy changed since: not announced again (the sync spares what
+            # the policy of now refuses and closes it; the request then asks afresh).
+            return ""
         return self._announce(current, request_id)
 
     def _open_now(self, quota: str, pool: str) -> str:

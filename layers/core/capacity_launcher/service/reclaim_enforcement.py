@@ -21,18 +21,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from capacity_launcher.domain.accounting.pool_usage import Member
-from capacity_launcher.domain.accounting.preemption import Preemptor, Running
+from capacity_launcher.domain.accounting.preemption import Running
 from capacity_launcher.domain.accounting.quota_admission import QuotaInstance
 from capacity_launcher.domain.accounting.reclaim_decision import (
     ReclaimDecision,
     ReclaimOutcome,
     Spared,
+    preemptor_of,
     redecide,
     redecide_preemption,
 )
-from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_amount
+from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import CapacityLauncherError
-from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.reclaims import (
     ReclaimClosed,
     ReclaimedInstance,
@@ -166,7 +166,9 @@ class ReclaimEnforcement:
         if lender is not None and lender.flavor(pool) is not None:
             usage = self._quota_usage.quota_usage(lender.usage_item(pool), pool)
         if reclaim.preempts:
-            return redecide_preemption(_preemptor(reclaim), _running(left, members), quotas, usage)
+            return redecide_preemption(
+                preemptor_of(reclaim), _running(left, members), quotas, usage
+            )
         named = [
             QuotaInstance(
                 i.instance_id,
@@ -250,19 +252,6 @@ def _unenforced(
     outcome: ReclaimOutcome, reason: str, left: Sequence[ReclaimedInstance]
 ) -> _Unenforced:
     return _Unenforced(outcome, reason, [Spared(i.instance_id, reason) for i in left])
-
-
-def _preemptor(reclaim: ReclaimRequested) -> Preemptor:
-    """The waiting request a preemption was asked for, as the reclaim recorded it."""
-    demand = {a.name: parse_amount(a.name, a.total) for a in reclaim.amount}
-    arrived = reclaim.arrived_at or reclaim.requested_at
-    return Preemptor(
-        reclaim.quota,
-        reclaim.node_pool,
-        Resources.from_amounts(demand),
-        reclaim.priority or 0,
-        arrived.isoformat(),
-    )
 
 
 def _running(left: Sequence[ReclaimedInstance], members: Mapping[str, Member]) -> list[Running]:

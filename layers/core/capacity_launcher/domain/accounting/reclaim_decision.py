@@ -27,8 +27,9 @@ from capacity_launcher.domain.apis.quota_preemption import (
     ReclaimPolicy,
     WithinQuotaPolicy,
 )
-from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_amount
 from capacity_launcher.domain.quantities import DIMENSIONS, Resources
+from capacity_launcher.domain.records.reclaims import ReclaimRequested
 
 NOT_BORROWED = "within its owner's nominal quota now: no longer borrowed"
 FITS_NOW = "the preempting request fits without it now: nothing is preempted in vain"
@@ -160,6 +161,51 @@ def redecide_preemption(
         spared += [Spared(i.instance_id, FITS_NOW) for i in terminate]
         return ReclaimDecision([], spared, refused=True)
     return ReclaimDecision([i.instance_id for i in terminate], spared, refused=refused)
+
+
+def preemptor_of(reclaim: ReclaimRequested) -> Preemptor:
+    """The waiting request a preemption was asked for, as the reclaim recorded it."""
+    demand = {a.name: parse_amount(a.name, a.total) for a in reclaim.amount}
+    arrived = reclaim.arrived_at or reclaim.requested_at
+    return Preemptor(
+        reclaim.quota,
+        reclaim.node_pool,
+        Resources.from_amounts(demand),
+        reclaim.priority or 0,
+        arrived.isoformat(),
+    )
+
+
+def preemption_refused_now(
+    reclaim: ReclaimRequested, quotas: Sequence[CapacityQuota]
+) -> str | None:
+    """Why the policies of now (``quotas``) no longer let an open preemption take one of the
+    instances it names (`preemption.refusal`, with the priorities recorded); None when they all
+    still may, or ``reclaim`` is no preemption. Usage is not read: whether the request still
+    needs them is the sync's to decide again (`redecide_preemption`)."""
+    if not reclaim.preempts:
+        return None
+    by_name = {q.name: q for q in quotas}
+    own = by_name.get(reclaim.quota)
+    preemptor = preemptor_of(reclaim)
+    whole = _refusal_to_preempt(own, preemptor)
+    if own is None or whole is not None:
+        return whole
+    for named in reclaim.instances:
+        owner = by_name.get(named.quota)
+        if owner is None:
+            return f"CapacityQuota {named.quota} was deleted"
+        victim = QuotaInstance(
+            named.instance_id,
+            named.requester,
+            named.node_pool,
+            Resources.ZERO,
+            named.launched_at.isoformat(),
+        )
+        why = preemption.refusal(own, owner, preemptor, Running(victim, named.priority))
+        if why is not None:
+            return f"{named.instance_id}: {why}"
+    return None
 
 
 def _allowed_victims(
