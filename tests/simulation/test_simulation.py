@@ -28,6 +28,11 @@ QUOTA_GENERATIONS_SEED, QUOTA_GENERATIONS_STEPS = 1, 6
 # Static NodePools: three quiescences (a seed that scales the pool down, and back up).
 STATIC_SEED, STATIC_STEPS = 8, 30
 BLOCK_END_SEED, BLOCK_END_STEPS = 1, 40
+# Since launch requests that opt in joined the block-end profile (issue 39), only seed 2 of 1-11
+# reaches a quiescence judging a static pool's evacuation within 40 steps, and it finds a
+# defect still open: a static pool launching a replacement each minute that ends at once, and a
+# snapshot left one over EC2 (the closing note of 2026-11-29).
+EVACUATION_SEED, EVACUATION_STEPS = 2, 40
 FAIR_SHARE_SEED = 1  # weights 3, 0.5 and 1: teams admitted in turn fail it (docs/simulation.md)
 
 
@@ -105,6 +110,20 @@ def test_before_a_block_ends_a_static_pool_evacuates_or_extends_once() -> None:
     # blocks, and a sync's early terminations of its block instances at least once
     assert outcome["checks"].get(ONE_EXTENSION, 0) >= 2, text
     assert outcome["checks"].get(NOT_OVER, 0) >= 2, text
+    # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open finding, block-end seed 2 at 40 steps: a static pool relaunches each minute "
+    "and a reservation snapshot is left one over EC2 (docs/simulation.md, Open findings)",
+)
+def test_an_evacuation_judged_at_quiescence_never_lets_a_static_pools_count_drop() -> None:
+    # Given the clock moved into a block's last hours with a static pool evacuating it
+    done = run(EVACUATION_SEED, "block-end", steps=EVACUATION_STEPS)
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then a quiescence judged the pool's count through the evacuation
     assert outcome["checks"].get(NO_DROP, 0) >= 1, text
     # and nothing it checked was violated
     assert outcome["violations"] == [], text
