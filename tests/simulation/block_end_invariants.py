@@ -89,14 +89,7 @@ class BlockEndInvariants:
 
     def no_drop(self, pool: str, before: PoolLook, after: PoolLook, replicas: int) -> None:
         """Judged when a block's instance went before EC2 would have ended it."""
-        early = [
-            i
-            for i, rid in before.live.items()
-            if i not in after.live
-            and rid is not None
-            and (end := before.ends.get(rid)) is not None
-            and after.now < end - EC2_TERMINATES_BEFORE_END
-        ]
+        early = _gone_early(before, after)
         if not early:
             return
         self._invariants.checks[NO_DROP] += 1
@@ -133,14 +126,7 @@ class OptInInvariants:
     def no_drop(self, original: str, before: PoolLook, after: PoolLook, held: int) -> None:
         """`held`: what the original launched (its replacements run beside its block's
         instances until those go: the lineage's floor is that, or fewer when fewer lived)."""
-        early = [
-            i
-            for i, rid in before.live.items()
-            if i not in after.live
-            and rid is not None
-            and (end := before.ends.get(rid)) is not None
-            and after.now < end - EC2_TERMINATES_BEFORE_END
-        ]
+        early = _gone_early(before, after)
         if not early:
             return
         self._invariants.checks[OPT_IN_NO_DROP] += 1
@@ -164,3 +150,16 @@ class OptInInvariants:
                 self._invariants._violate(
                     ONE_REPLACEMENT, f"{request_id}: {count} instances launched, {asked} asked"
                 )
+
+
+def _gone_early(before: PoolLook, after: PoolLook) -> list[str]:
+    """The instances live in a block at `before` and gone at `after`, before EC2 would have
+    ended them (30 minutes before the block's end)."""
+    return [
+        i
+        for i, rid in before.live.items()
+        if i not in after.live
+        and rid is not None
+        and (end := before.ends.get(rid)) is not None
+        and after.now < end - EC2_TERMINATES_BEFORE_END
+    ]
