@@ -25,8 +25,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.revisions import REPO, extracted, measured_in
-
 CONTAINERS = 20
 # The revision before the shared resolution: each fresh container resolved its NodeClass.
 BASELINE = "5e4d773"
@@ -117,16 +115,23 @@ def measure(containers: int = CONTAINERS) -> Run:
 
 
 def _measure_in(root: Path) -> Run:
-    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks)."""
+    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks). The
+    child imports only what the baseline's tree has: benchmarks/revisions.py is this run's."""
+    from benchmarks.revisions import measured_in
+
     return Run(**measured_in(root, __file__))
 
 
 def _baseline(revision: str) -> Run:
+    from benchmarks.revisions import extracted
+
     with extracted(revision) as folder:
         return _measure_in(folder)
 
 
 def run(baseline: str = BASELINE) -> Result:
+    from benchmarks.revisions import REPO
+
     theirs = _baseline(baseline)
     ours = _measure_in(REPO)
     return Result(ours, theirs, f"{baseline} (before)")
