@@ -183,9 +183,15 @@ def test_a_cohorts_lending_limit_keeps_the_rest_for_its_own_members(pool: Cloud)
     for document in (cohort("org"), cohort("vision", "org"), cohort("speech", "org", lending="1")):
         apply(pool, document)
     # When team-a asks for 4: vision's 2, and 2 from speech, which lends only 1
+    # Then 3 is admitted, and team-c still has the 1 speech kept for itself
+    three_of_four(pool)
+
+
+def three_of_four(pool: Cloud) -> None:
+    """team-a's 4 is refused, its 3 admitted, and team-c's 1 after it: one of speech's 2 is
+    kept from team-a by a limit of the tree."""
     pool.send(gang("a-4", "team-a", 4))
     assert record_of(pool, "a-4").status is RequestStatus.FAILED
-    # Then 3 is admitted, and team-c still has the 1 speech kept for itself
     pool.send(gang("a-3", "team-a", 3))
     assert record_of(pool, "a-3").status is RequestStatus.FULFILLED
     pool.send(gang("c-1", "team-c", 1))
@@ -219,6 +225,56 @@ def test_cohorts_apply_in_any_order_and_a_child_joins_the_tree_when_its_parent_a
     # Then the tree is active at once: 3 is admitted, one of them through org from speech
     pool.send(gang("a-3b", "team-a", 3))
     assert record_of(pool, "a-3b").status is RequestStatus.FULFILLED
+
+
+def test_a_three_level_tree_applied_bottom_up_borrows_through_every_level(pool: Cloud) -> None:
+    # Given company <- org <- vision (team-a, team-b), and speech (team-c) under company,
+    # applied leaves first, the root last
+    asked = pool.adapters().queries()
+    assert apply(pool, cohort("vision", "org")) == [
+        "spec.parentName: Cohort org is not applied yet; vision borrows only within itself "
+        "until it is"
+    ]
+    assert len(apply(pool, cohort("speech", "company"))) == 1
+    assert len(apply(pool, cohort("org", "company"))) == 1
+    # Then org's subtree stands alone until its parent arrives: vision's 2, nothing from speech
+    _, statuses = asked.cohort_statuses()
+    assert statuses["vision"]["conditions"][0]["status"] == "True"
+    assert statuses["org"]["conditions"][0]["reason"] == "ParentNotFound"
+    pool.send(gang("a-3", "team-a", 3))
+    assert record_of(pool, "a-3").status is RequestStatus.FAILED
+    # When the root arrives
+    assert apply(pool, cohort("company")) == []
+    _, statuses = asked.cohort_statuses()
+    assert {name: s["conditions"][0]["status"] for name, s in statuses.items()} == {
+        "company": "True",
+        "org": "True",
+        "speech": "True",
+        "vision": "True",
+    }
+    assert statuses["company"]["childCohorts"] == ["org", "speech"]
+    # Then team-a borrows speech's 2 up through org and company and down again: 4 in all
+    pool.send(gang("a-4", "team-a", 4))
+    done = record_of(pool, "a-4")
+    assert done.status is RequestStatus.FULFILLED, done.to_detail()
+    assert used("vision", "team-a") == 4
+    # and nothing is left anywhere in the tree
+    pool.send(gang("c-1", "team-c", 1))
+    assert record_of(pool, "c-1").status is RequestStatus.FAILED
+
+
+def test_a_middle_cohorts_borrowing_limit_holds_two_levels_below_it(pool: Cloud) -> None:
+    # Given company <- org (borrows at most 1 from above) <- vision; speech under company
+    for document in (
+        cohort("company"),
+        cohort("org", "company", borrowing="1"),
+        cohort("vision", "org"),
+        cohort("speech", "company"),
+    ):
+        apply(pool, document)
+    # When team-a asks for 4: vision's 2, and 2 from speech, past org's limit of 1
+    # Then 3 is admitted, and team-c keeps the one org could not take
+    three_of_four(pool)
 
 
 def test_a_cycle_of_parents_is_refused_at_apply_naming_the_field(pool: Cloud) -> None:

@@ -1,6 +1,7 @@
-"""Admission through a two-level cohort tree (Kueue's hierarchical cohorts, KEP-79): a quota's
-borrowing reaches past its own cohort to its parent cohort's unused capacity, within each
-level's borrowingLimit and lendingLimit. Pure arithmetic, no I/O: docs/quotas.md.
+"""Admission through a cohort tree (Kueue's hierarchical cohorts, KEP-79): a quota's borrowing
+reaches past its own cohort, up the path of parents to the root, to each level's unused
+capacity, within each level's borrowingLimit and lendingLimit. A tree holds at most
+`cohorts.MAX_TREE_COHORTS` cohorts, at any depth. Pure arithmetic, no I/O: docs/quotas.md.
 
 Per NodePool and resource every node of the tree (a quota, a cohort) has a nominal quota N, a
 borrowingLimit B and a lendingLimit L (a cohort without a quota of its own there: N = 0, no
@@ -13,8 +14,9 @@ limits). Bottom up:
   guaranteed parts.
 
 Top down, what a node may still take: at the root, its subtree quota less its usage; below,
-what is left of its guaranteed part, plus what its parent may take, cut (with B) to what the
-node may hold in its parent: subtree quota - guaranteed - (usage above guaranteed) + B. Only the
+what is left of its guaranteed part, plus what its parent may take (the same rule, one level
+up, to the root), cut (with B) to what the node may hold in its parent: subtree quota -
+guaranteed - (usage above guaranteed) + B. Only the
 quota's final answer is cut at 0 (a level over-committed by a shrunk quota takes from those
 below it). A quota that does not allow borrowing may take no more than its nominal quota.
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from capacity_launcher.domain.accounting.cohort_paths import in_cycle, tree_cohorts, tree_parent
 from capacity_launcher.domain.accounting.quota_admission import (
     Admission,
     AdmissionKind,
@@ -67,13 +70,17 @@ class CohortTree:
         self._quotas = {q.name: q for q in quotas}
         self._cohorts = cohorts
         self._usage = Cohort(list(quotas), usage)
+        self._parents = {name: tree_parent(cohorts, name) for name in cohorts}
+        # Each node's subtree quota and usage, once per decision (a deep tree asks them often).
+        self._known: dict[tuple[str, tuple[str, str], str, str], Decimal] = {}
 
     def parent(self, cohort: str) -> str | None:
-        found = self._cohorts.get(cohort)
-        return None if found is None else found.parent
+        """``cohort``'s parent in the tree: None at a root, and when the parent is not applied
+        or either is in a cycle of parents (`tree_parent`)."""
+        return self._parents.get(cohort)
 
     def children(self, cohort: str) -> list[str]:
-        return sorted(c.name for c in self._cohorts.values() if c.parent == cohort)
+        return sorted(name for name, parent in self._parents.items() if parent == cohort)
 
     def members(self, cohort: str) -> list[str]:
         return sorted(q.name for q in self._quotas.values() if q.spec.cohort == cohort)
@@ -96,6 +103,19 @@ class CohortTree:
         return _Terms(term.nominal_quota, term.borrowing_limit, term.lending_limit)
 
     def _subtree(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        return self._once("subtree", node, flavor, resource)
+
+    def _used(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        return self._once("used", node, flavor, resource)
+
+    def _once(self, what: str, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        key = (what, node, flavor, resource)
+        if key not in self._known:
+            count = self._count_subtree if what == "subtree" else self._count_used
+            self._known[key] = count(node, flavor, resource)
+        return self._known[key]
+
+    def _count_subtree(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
         kind, name = node
         if kind == "quota":
             terms = self._quota_terms(name, flavor, resource)
@@ -119,7 +139,7 @@ class CohortTree:
             return ZERO
         return max(ZERO, self._subtree(node, flavor, resource) - terms.lending_limit)
 
-    def _used(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+    def _count_used(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
         kind, name = node
         if kind == "quota":
             if self._quota_terms(name, flavor, resource) is None:
@@ -204,27 +224,13 @@ class CohortTree:
         return Admission(quota, flavor, kind, borrowed)
 
 
-def tree_root(cohorts: Mapping[str, CohortDocument], cohort: str) -> str:
-    """The root of ``cohort``'s tree (a parent not applied: the cohort stands alone)."""
-    found = cohorts.get(cohort)
-    if found is None or found.parent is None or found.parent not in cohorts:
-        return cohort
-    return found.parent
-
-
-def tree_cohorts(cohorts: Mapping[str, CohortDocument], cohort: str) -> set[str]:
-    """The cohorts of ``cohort``'s tree: its root and the root's applied children."""
-    root = tree_root(cohorts, cohort)
-    return {root} | {c.name for c in cohorts.values() if c.parent == root}
-
-
 def in_tree(cohorts: Mapping[str, CohortDocument], quota: CapacityQuota) -> bool:
     """Whether ``quota``'s admission goes through a tree: its cohort's tree has more than one
     cohort, or a Cohort document there has a quota of its own. Otherwise the flat cohort
     decides, as before (a cohort is just a name)."""
     cohort = quota.spec.cohort
-    if cohort is None:
-        return False
+    if cohort is None or in_cycle(cohorts, cohort):
+        return False  # a cohort on a cycle of parents lends and borrows only within itself
     names = tree_cohorts(cohorts, cohort)
     return len(names) > 1 or any(
         cohorts[name].spec.resource_groups for name in names if name in cohorts

@@ -24,10 +24,12 @@ ZERO = Decimal(0)
 # Requester and NodePool: how usage is collected (instance items carry both).
 UsageKey = tuple[str, str]
 # DynamoDB's bound on the items of one transaction, and the lease's items beside its quota usage
-# items (the pool's usage, the lease, the pool's stored limits, the quota generation): a group of
-# MAX_FLAVORS pools keeps an admission within one transaction (a test holds it).
+# items (the pool's usage, the lease, the pool's stored limits, the NodeClass's revision, the
+# NodePools' generation, the quota generation: adapters/lease_admission.py): a group of
+# MAX_FLAVORS pools keeps an admission within one transaction (a test holds it), and what is
+# left bounds a cohort tree (kueue/cohorts.MAX_TREE_COHORTS).
 TRANSACTION_ITEMS = 100
-LEASE_ITEMS = 4
+LEASE_ITEMS = 6
 
 
 class AdmissionKind(StrEnum):
