@@ -26,7 +26,11 @@ from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigConflict, QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import (
+    RECLAIM_REQUESTED,
+    RequestRecord,
+    RequestStatus,
+)
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota
@@ -34,6 +38,7 @@ from moto_capacity.core.clock import CLOCK
 from tests.integration.test_accounting import deliver
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_quota_admission import racing
+from tests.integration.test_reservation_sync import sync
 from tests.integration.test_wait_for_scheduled_capacity import stamp
 from tests.support.cloud import Cloud, launch_request
 from tests.support.leases import reserve_room
@@ -275,6 +280,55 @@ def test_a_middle_cohorts_borrowing_limit_holds_two_levels_below_it(pool: Cloud)
     # When team-a asks for 4: vision's 2, and 2 from speech, past org's limit of 1
     # Then 3 is admitted, and team-c keeps the one org could not take
     three_of_four(pool)
+
+
+def test_a_lender_reclaims_its_quota_from_a_borrower_in_another_branch(pool: Cloud) -> None:
+    # Given company <- org <- vision (team-a borrows), speech (team-c, 2, reclaims from lower
+    # priorities) under company, and team-a holding speech's 2 through the tree
+    for document in (
+        cohort("company"),
+        cohort("org", "company"),
+        cohort("vision", "org"),
+        cohort("speech", "company"),
+    ):
+        apply(pool, document)
+    pool.apply(
+        capacity_quota(
+            "team-c",
+            POOL,
+            {"instances": "2"},
+            cohort="speech",
+            priority=100,
+            preemption={"reclaimWithinCohort": "LowerPriority", "gracePeriod": "60s"},
+        )
+    )
+    pool.send(gang("a-4", "team-a", 4))
+    theirs = [i.instance_id for i in record_of(pool, "a-4").instances]
+    assert used("vision", "team-a") == 4
+    pool.events()
+    # When team-c asks for 1 of its own nominal quota
+    pool.send(gang("c-1", "team-c", 1))
+    # Then it fails naming the reclaim it asked for across the tree
+    refused = record_of(pool, "c-1")
+    assert refused.status is RequestStatus.FAILED
+    message = refused.errors[0].message
+    lent = "nominal quota is lent out in the tree of cohort speech: 1 must be reclaimed first; "
+    assert lent + "reclaim reclaim-" in message, message
+    # and Capacity Reclaim Requested names one of team-a's instances, two cohorts away
+    events = pool.events()
+    [reclaim] = [e["detail"] for e in events if e["detail-type"] == RECLAIM_REQUESTED]
+    assert (reclaim["quota"], reclaim["cohort"], reclaim["enforced"]) == ("team-c", "speech", True)
+    [named] = reclaim["instances"]
+    assert (named["requester"], named["quota"]) == ("team-a", "team-a")
+    assert named["instanceId"] in theirs
+    # When the grace period has passed, the sync terminates it
+    moto_capacity.advance_clock(61)
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == [named["instanceId"]]
+    assert used("vision", "team-a") == 3
+    # Then team-c's next request is admitted within its nominal quota
+    pool.send(gang("c-1b", "team-c", 1))
+    assert record_of(pool, "c-1b").status is RequestStatus.FULFILLED
 
 
 def test_a_cycle_of_parents_is_refused_at_apply_naming_the_field(pool: Cloud) -> None:

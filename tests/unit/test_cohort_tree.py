@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree
-from capacity_launcher.domain.accounting.quota_admission import Cohort
+from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
 from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
     admit_lease,
@@ -437,3 +437,71 @@ def test_a_cycle_stored_anyway_is_reported_and_nothing_borrows_through_it() -> N
     assert not in_tree(cohorts, quotas[0])
     assert _admitted(quotas, cohorts, "x") == 1
     assert _admitted(quotas, cohorts, "w") == 0
+
+
+# Reclaim across the tree ----------------------------------------------------------------------
+#
+# root
+# ├── mid
+# │   └── leaf: quota b (nominal 0, borrows, priority 0)
+# └── other: quota d (nominal 4, priority 10, reclaims LowerPriority), quota e (nominal 0)
+
+
+def _lent_across(**used: int) -> tuple[CohortTree, list[Any]]:
+    quotas = [
+        quota("b", 0, cohort="leaf"),
+        quota("d", 4, cohort="other", priority=10, reclaim="LowerPriority"),
+        quota("e", 0, cohort="other", priority=20),
+    ]
+    cohorts = by_name(
+        cohort("root"), cohort("mid", "root"), cohort("leaf", "mid"), cohort("other", "root")
+    )
+    return CohortTree(quotas, cohorts, usage(**used)), quotas
+
+
+def _instance(name: str, owner: str, count: int, at: str) -> QuotaInstance:
+    return QuotaInstance(name, owner, POOL, gpus(count), at)
+
+
+def test_a_quota_whose_lent_quota_another_branch_holds_is_told_to_reclaim_it() -> None:
+    # Given b, two levels down in another branch, holding 3 of d's 4
+    tree, _ = _lent_across(b=3)
+    # When d asks for 2 of its own nominal quota
+    with pytest.raises(
+        QuotaExceeded,
+        match="nominal quota is lent out in the tree of cohort other: 1 must be reclaimed first",
+    ) as refused:
+        tree.admit("d", POOL, gpus(2))
+    # Then the refusal carries what must come back
+    assert refused.value.reclaim == {GPU: Decimal(1)}
+    # while asking past its nominal quota is no reclaim: it would borrow
+    with pytest.raises(QuotaExceeded, match="short by") as borrowing:
+        tree.admit("d", POOL, gpus(5))
+    assert not borrowing.value.reclaim
+
+
+def test_reclaim_across_the_tree_names_the_borrower_in_another_branch() -> None:
+    tree, _ = _lent_across(b=3)
+    instances = [
+        _instance("i-old", "b", 2, "2026-11-01T00:00:00"),
+        _instance("i-new", "b", 1, "2026-11-02T00:00:00"),
+    ]
+    # the newest that frees enough, under d's LowerPriority: b's priority 0 is lower
+    plan = tree.reclaim_plan("d", POOL, {GPU: Decimal(1)}, instances)
+    assert plan is not None and plan.enforced
+    assert [i.instance_id for i in plan.instances] == ["i-new"]
+    # two back take both, newest first
+    plan = tree.reclaim_plan("d", POOL, {GPU: Decimal(2)}, instances)
+    assert plan is not None and [i.instance_id for i in plan.instances] == ["i-new", "i-old"]
+    # more than b borrows cannot be freed
+    assert tree.reclaim_plan("d", POOL, {GPU: Decimal(4)}, instances) is None
+
+
+def test_reclaim_across_the_tree_keeps_the_lenders_policy() -> None:
+    # e (priority 20) also borrows d's quota: LowerPriority does not let d take it back from e,
+    # so the choice among every borrower is only asked
+    tree, _ = _lent_across(e=3)
+    instances = [_instance("i-e", "e", 3, "2026-11-02T00:00:00")]
+    plan = tree.reclaim_plan("d", POOL, {GPU: Decimal(1)}, instances)
+    assert plan is not None and not plan.enforced
+    assert [i.instance_id for i in plan.instances] == ["i-e"]

@@ -36,8 +36,12 @@ from capacity_launcher.domain.accounting.quota_admission import (
     Admission,
     AdmissionKind,
     Cohort,
+    QuotaInstance,
+    ReclaimPlan,
     UsageKey,
+    lent_out,
 )
+from capacity_launcher.domain.apis.quota_preemption import ReclaimPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
@@ -69,6 +73,7 @@ class CohortTree:
     ) -> None:
         self._quotas = {q.name: q for q in quotas}
         self._cohorts = cohorts
+        self._raw = usage
         self._usage = Cohort(list(quotas), usage)
         self._parents = {name: tree_parent(cohorts, name) for name in cohorts}
         # Each node's subtree quota and usage, once per decision (a deep tree asks them often).
@@ -193,19 +198,26 @@ class CohortTree:
 
     def admit(self, quota: str, flavor: str, demand: Resources) -> Admission:
         """Admit ``demand`` for ``quota`` in ``flavor`` through the tree, or raise QuotaExceeded
-        naming the resource and how much is missing. No reclaim reaches across the tree: a quota
-        whose lent quota a sibling cohort holds waits or is refused (docs/quotas.md)."""
+        naming the resource and how much is missing. A demand within the quota's own nominal
+        quota that the tree cannot hold now finds that quota lent out, held by borrowers
+        somewhere in the tree: QuotaExceeded carries ``reclaim``, what `reclaim_plan` must free
+        (Kueue's reclaimWithinCohort, across the tree: docs/quotas.md)."""
         own = self._quotas[quota]
         spec = own.flavor(flavor)
         if spec is None:
             raise QuotaExceeded(quota, flavor, None, f"has no quota in NodePool {flavor}")
         self._usage.check_group_limits(own, flavor, demand)
         borrowed: dict[str, Decimal] = {}
+        reclaim: dict[str, Decimal] = {}
         for term in spec.resources:
             need = demand.amount(term.name)
             if need <= 0:
                 continue
             room = self.available(quota, flavor, term.name)
+            used = self._usage.used(quota, flavor).amount(term.name)
+            if need > room and used + need <= term.nominal_quota:
+                reclaim[term.name] = need - room
+                continue
             if need > room:
                 shown = format_amount(term.name, need - room)
                 raise QuotaExceeded(
@@ -217,11 +229,92 @@ class CohortTree:
                     f"asking {format_amount(term.name, need)})",
                     needed=need - room,
                 )
-            used = self._usage.used(quota, flavor).amount(term.name)
             if used + need > term.nominal_quota:
                 borrowed[term.name] = used + need - max(used, term.nominal_quota)
+        if reclaim:
+            raise lent_out(quota, flavor, f"the tree of cohort {own.spec.cohort}", reclaim)
         kind = AdmissionKind.BORROWING if borrowed else AdmissionKind.WITHIN_NOMINAL
         return Admission(quota, flavor, kind, borrowed)
+
+    # Reclaim across the tree ---------------------------------------------------------------
+    def lenders_circle(self, quota: str) -> Cohort:
+        """Every quota of ``quota``'s tree, with their use: whom its reclaim may name."""
+        cohort = self._quotas[quota].spec.cohort
+        names = set() if cohort is None else tree_cohorts(self._cohorts, cohort)
+        circle = [q for q in self._quotas.values() if q.spec.cohort in names]
+        return Cohort(circle or [self._quotas[quota]], self._raw)
+
+    def reclaim_plan(
+        self,
+        quota: str,
+        flavor: str,
+        short: Mapping[str, Decimal],
+        instances: Sequence[QuotaInstance],
+    ) -> ReclaimPlan | None:
+        """What to ask back for ``quota`` (``short``, from QuotaExceeded.reclaim) anywhere in its
+        tree, as `Cohort.reclaim_plan` does within one cohort: the choice its
+        reclaimWithinCohort allows (enforced), else the choice among every borrower of the tree
+        (only asked). Lowest priority first, then newest; never within an owner's own nominal
+        quota; an instance is chosen only if releasing it gives ``quota`` more room through the
+        tree, until it has ``short`` more. None when no choice frees enough."""
+        chosen = self._reclaim(quota, flavor, short, instances, None)
+        if chosen is not None:
+            return ReclaimPlan(chosen, enforced=True)
+        asked = self._reclaim(quota, flavor, short, instances, ReclaimPolicy.ANY)
+        return None if asked is None else ReclaimPlan(asked, enforced=False)
+
+    def _reclaim(
+        self,
+        quota: str,
+        flavor: str,
+        short: Mapping[str, Decimal],
+        instances: Sequence[QuotaInstance],
+        policy: ReclaimPolicy | None,
+    ) -> list[QuotaInstance] | None:
+        own = self._quotas[quota]
+        policy = policy or own.spec.preemption.reclaim_within_cohort
+        if policy is ReclaimPolicy.NEVER:
+            return None
+        circle = self.lenders_circle(quota)
+        wanted = {r: self.available(quota, flavor, r) + a for r, a in short.items() if a > 0}
+        ledgers = {r: circle.ledger(flavor, r) for r in wanted}
+        usage = dict(self._raw)
+        released: dict[tuple[str, str], Decimal] = {}
+        chosen: list[QuotaInstance] = []
+        room = self._rooms(usage, quota, flavor, wanted)
+        for borrower, instance in circle._reclaim_candidates(quota, flavor, instances, policy):
+            if all(room[r] >= wanted[r] for r in wanted):
+                break
+            gives = {
+                r: instance.resources.amount(r) if borrower in ledgers[r].terms else ZERO
+                for r in wanted
+            }
+            if any(
+                released.get((borrower, r), ZERO) + amount > ledgers[r].borrowed(borrower)
+                for r, amount in gives.items()
+                if amount > 0
+            ):
+                continue  # releasing it would cut into the borrower's own nominal quota
+            where = (instance.requester, flavor)
+            trial = {**usage, where: usage.get(where, Resources.ZERO) - instance.resources}
+            after = self._rooms(trial, quota, flavor, wanted)
+            if not any(after[r] > room[r] for r in wanted if room[r] < wanted[r]):
+                continue  # frees nothing this quota could take
+            usage, room = trial, after
+            chosen.append(instance)
+            for r, amount in gives.items():
+                released[(borrower, r)] = released.get((borrower, r), ZERO) + amount
+        return chosen if all(room[r] >= wanted[r] for r in wanted) else None
+
+    def _rooms(
+        self,
+        usage: Mapping[UsageKey, Resources],
+        quota: str,
+        flavor: str,
+        wanted: Mapping[str, Decimal],
+    ) -> dict[str, Decimal]:
+        tree = CohortTree(list(self._quotas.values()), self._cohorts, usage)
+        return {r: tree.available(quota, flavor, r) for r in wanted}
 
 
 def in_tree(cohorts: Mapping[str, CohortDocument], quota: CapacityQuota) -> bool:
@@ -235,3 +328,16 @@ def in_tree(cohorts: Mapping[str, CohortDocument], quota: CapacityQuota) -> bool
     return len(names) > 1 or any(
         cohorts[name].spec.resource_groups for name in names if name in cohorts
     )
+
+
+def lenders_circle(
+    lender: CapacityQuota,
+    quotas: Sequence[CapacityQuota],
+    cohorts: Mapping[str, CohortDocument],
+    usage: Mapping[UsageKey, Resources],
+) -> Cohort:
+    """The quotas ``lender``'s reclaim may name, with their ``usage``: its cohort's members, or
+    through a tree (`in_tree`) every quota of the tree."""
+    if not in_tree(cohorts, lender):
+        return Cohort.of(lender, quotas, usage)
+    return CohortTree(quotas, cohorts, usage).lenders_circle(lender.name)

@@ -230,16 +230,7 @@ class Cohort:
                 already = self._lent(ledger, quota)
                 lenders[term.name] = self._attribute(ledger, more, already, quota)
         if reclaim:
-            resource = min(reclaim)
-            raise QuotaExceeded(
-                quota,
-                flavor,
-                resource,
-                f"nominal quota is lent out in cohort {own.spec.cohort}: "
-                f"{_shown(resource, reclaim[resource])} must be reclaimed first",
-                reclaim=reclaim,
-                needed=reclaim[resource],
-            )
+            raise lent_out(quota, flavor, f"cohort {own.spec.cohort}", reclaim)
         kind = AdmissionKind.BORROWING if borrowed else AdmissionKind.WITHIN_NOMINAL
         return Admission(quota, flavor, kind, borrowed, lenders)
 
@@ -362,6 +353,21 @@ class Cohort:
             if quota.flavor(flavor) is not None and quota.covers(requester):
                 return name
         return None
+
+
+def lent_out(quota: str, flavor: str, where: str, reclaim: dict[str, Decimal]) -> QuotaExceeded:
+    """The refusal of a demand within ``quota``'s nominal quota that is lent out ``where``: it
+    carries ``reclaim``, what must come back first (per resource)."""
+    resource = min(reclaim)
+    return QuotaExceeded(
+        quota,
+        flavor,
+        resource,
+        f"nominal quota is lent out in {where}: "
+        f"{_shown(resource, reclaim[resource])} must be reclaimed first",
+        reclaim=reclaim,
+        needed=reclaim[resource],
+    )
 
 
 def reclaim_refusal(
