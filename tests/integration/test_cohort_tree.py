@@ -282,9 +282,10 @@ def test_a_middle_cohorts_borrowing_limit_holds_two_levels_below_it(pool: Cloud)
     three_of_four(pool)
 
 
-def test_a_lender_reclaims_its_quota_from_a_borrower_in_another_branch(pool: Cloud) -> None:
-    # Given company <- org <- vision (team-a borrows), speech (team-c, 2, reclaims from lower
-    # priorities) under company, and team-a holding speech's 2 through the tree
+def lent_across_the_tree(pool: Cloud) -> list[str]:
+    """company <- org <- vision (team-a borrows), speech (team-c, 2, reclaims from lower
+    priorities after 60 s) under company, and team-a holding speech's 2 through the tree: its
+    instances."""
     for document in (
         cohort("company"),
         cohort("org", "company"),
@@ -306,6 +307,12 @@ def test_a_lender_reclaims_its_quota_from_a_borrower_in_another_branch(pool: Clo
     theirs = [i.instance_id for i in record_of(pool, "a-4").instances]
     assert used("vision", "team-a") == 4
     pool.events()
+    return theirs
+
+
+def test_a_lender_reclaims_its_quota_from_a_borrower_in_another_branch(pool: Cloud) -> None:
+    # Given team-a holding team-c's quota, two cohorts away
+    theirs = lent_across_the_tree(pool)
     # When team-c asks for 1 of its own nominal quota
     pool.send(gang("c-1", "team-c", 1))
     # Then it fails naming the reclaim it asked for across the tree
@@ -329,6 +336,36 @@ def test_a_lender_reclaims_its_quota_from_a_borrower_in_another_branch(pool: Clo
     # Then team-c's next request is admitted within its nominal quota
     pool.send(gang("c-1b", "team-c", 1))
     assert record_of(pool, "c-1b").status is RequestStatus.FULFILLED
+
+
+def test_a_waiting_lender_asks_across_the_tree_and_is_admitted_once_it_is_back(
+    pool: Cloud,
+) -> None:
+    # Given team-a holding team-c's quota, two cohorts away
+    theirs = lent_across_the_tree(pool)
+    # When team-c asks for 1 of its own, willing to wait
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    pool.send(gang("c-1", "team-c", 1, waitForCapacityUntil=until))
+    # Then it waits, and the reclaim it asked for names it and one of team-a's instances
+    assert record_of(pool, "c-1").status is RequestStatus.WAITING
+    [reclaim] = [e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED]
+    assert (reclaim["requestId"], reclaim["enforced"]) == ("c-1", True)
+    assert [i["quota"] for i in reclaim["instances"]] == ["team-a"]
+    assert reclaim["instances"][0]["instanceId"] in theirs
+    # When the grace period has passed, the sync terminates it and its minute wakes the queue
+    # (the released instance's own wake may deliver it once more: a woken request is admitted
+    # once, as any: tests/integration/test_queue_for_room.py)
+    moto_capacity.advance_clock(61)
+    synced = sync()
+    assert synced.quotas is not None and synced.quotas.reclaims.terminated == [
+        reclaim["instances"][0]["instanceId"]
+    ]
+    assert synced.woken == ["c-1"]
+    assert set(pool.deliver_queued()) == {"c-1"}
+    # Then team-c's request is admitted into its own quota, back from the other branch
+    done = record_of(pool, "c-1")
+    assert done.status is RequestStatus.FULFILLED, done.to_detail()
+    assert (used("vision", "team-a"), used("speech", "team-c")) == (3, 1)
 
 
 def test_a_cycle_of_parents_is_refused_at_apply_naming_the_field(pool: Cloud) -> None:
