@@ -33,6 +33,7 @@ from capacity_launcher.domain.accounting.reclaim_decision import (
 )
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.reclaims import (
     ReclaimClosed,
     ReclaimedInstance,
@@ -43,7 +44,7 @@ from capacity_launcher.domain.records.status import RECLAIM_CLOSED, Event
 from capacity_launcher.observability import logger
 from capacity_launcher.service.accounting_ports import PoolMembers, QuotaUsage, ReclaimStore
 from capacity_launcher.service.ports import FleetLauncher
-from capacity_launcher.service.quota_reclaim import Quotas
+from capacity_launcher.service.quota_reclaim import Cohorts, Quotas, circle_items, no_cohorts
 
 # What the instance's own termination event would say; the real event is then a duplicate.
 RECLAIMED_STATE = "shutting-down"
@@ -83,8 +84,11 @@ class ReclaimEnforcement:
         publish: Callable[..., None],
         now: Callable[[], datetime],
         waiting: Callable[[str], bool] = lambda _request_id: True,
+        cohorts: Cohorts = no_cohorts,
     ) -> None:
         self._quotas = quotas
+        # The applied Cohorts, read when a reclaim is enforced (a lender's tree).
+        self._cohorts = cohorts
         self._members = members
         self._quota_usage = quota_usage
         self._reclaims = reclaims
@@ -162,9 +166,12 @@ class ReclaimEnforcement:
             return ReclaimDecision([], [Spared(i.instance_id, why) for i in left], refused=True)
         quotas = list(self._quotas())
         lender = next((q for q in quotas if q.name == reclaim.quota), None)
-        usage = {}
+        usage: dict[tuple[str, str], Resources] = {}
+        cohorts = {} if reclaim.preempts else self._cohorts()
         if lender is not None and lender.flavor(pool) is not None:
-            usage = self._quota_usage.quota_usage(lender.usage_item(pool), pool)
+            # Through a tree, every cohort's usage of the tree (the borrower may be anywhere).
+            for item in circle_items(lender, quotas, cohorts, pool)[0]:
+                usage |= self._quota_usage.quota_usage(item, pool)
         if reclaim.preempts:
             return redecide_preemption(
                 preemptor_of(reclaim), _running(left, members), quotas, usage
@@ -180,7 +187,7 @@ class ReclaimEnforcement:
             for i in left
         ]
         resources = [a.name for a in reclaim.amount]
-        return redecide(reclaim.quota, pool, resources, named, quotas, usage)
+        return redecide(reclaim.quota, pool, resources, named, quotas, usage, cohorts)
 
     def _terminate(self, reclaim: ReclaimRequested, instance_ids: list[str]) -> bool:
         """Terminate (managed instances only: the role's condition) and release each once."""

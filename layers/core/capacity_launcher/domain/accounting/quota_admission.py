@@ -24,10 +24,12 @@ ZERO = Decimal(0)
 # Requester and NodePool: how usage is collected (instance items carry both).
 UsageKey = tuple[str, str]
 # DynamoDB's bound on the items of one transaction, and the lease's items beside its quota usage
-# items (the pool's usage, the lease, the pool's stored limits, the quota generation): a group of
-# MAX_FLAVORS pools keeps an admission within one transaction (a test holds it).
+# items (the pool's usage, the lease, the pool's stored limits, the NodeClass's revision, the
+# NodePools' generation, the quota generation: adapters/lease_admission.py): a group of
+# MAX_FLAVORS pools keeps an admission within one transaction (a test holds it), and what is
+# left bounds a cohort tree (kueue/cohorts.MAX_TREE_COHORTS).
 TRANSACTION_ITEMS = 100
-LEASE_ITEMS = 4
+LEASE_ITEMS = 6
 
 
 class AdmissionKind(StrEnum):
@@ -228,16 +230,7 @@ class Cohort:
                 already = self._lent(ledger, quota)
                 lenders[term.name] = self._attribute(ledger, more, already, quota)
         if reclaim:
-            resource = min(reclaim)
-            raise QuotaExceeded(
-                quota,
-                flavor,
-                resource,
-                f"nominal quota is lent out in cohort {own.spec.cohort}: "
-                f"{_shown(resource, reclaim[resource])} must be reclaimed first",
-                reclaim=reclaim,
-                needed=reclaim[resource],
-            )
+            raise lent_out(quota, flavor, f"cohort {own.spec.cohort}", reclaim)
         kind = AdmissionKind.BORROWING if borrowed else AdmissionKind.WITHIN_NOMINAL
         return Admission(quota, flavor, kind, borrowed, lenders)
 
@@ -360,6 +353,21 @@ class Cohort:
             if quota.flavor(flavor) is not None and quota.covers(requester):
                 return name
         return None
+
+
+def lent_out(quota: str, flavor: str, where: str, reclaim: dict[str, Decimal]) -> QuotaExceeded:
+    """The refusal of a demand within ``quota``'s nominal quota that is lent out ``where``: it
+    carries ``reclaim``, what must come back first (per resource)."""
+    resource = min(reclaim)
+    return QuotaExceeded(
+        quota,
+        flavor,
+        resource,
+        f"nominal quota is lent out in {where}: "
+        f"{_shown(resource, reclaim[resource])} must be reclaimed first",
+        reclaim=reclaim,
+        needed=reclaim[resource],
+    )
 
 
 def reclaim_refusal(

@@ -73,6 +73,7 @@ class Adapters(Stores):
             reclaims=self.quota_reclaims(),
             publish=self.publisher().publish,
             now=self.clock,
+            cohorts=lambda: config.quota_set().cohorts,
         )
 
     def shared_resolutions(self) -> SharedResolutions:
@@ -347,6 +348,8 @@ class Adapters(Stores):
                 publish=self.publisher().publish,
                 now=self.clock,
                 waiting=self.launch_records().still_waiting,
+                # The copy the fresh read of the quotas above refreshed, read with them.
+                cohorts=lambda: config.quota_set().cohorts,
             ),
             now=self.clock,
         )
