@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 
+from capacity_launcher.domain.accounting.reclaim_policy import reclaim_refusal
 from capacity_launcher.domain.apis.quota_preemption import ReclaimPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaResource, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
@@ -368,23 +369,6 @@ def lent_out(quota: str, flavor: str, where: str, reclaim: dict[str, Decimal]) -
         reclaim=reclaim,
         needed=reclaim[resource],
     )
-
-
-def reclaim_refusal(
-    lender: CapacityQuota, borrower: CapacityQuota, policy: ReclaimPolicy | None = None
-) -> str | None:
-    """Why ``policy`` (by default ``lender``'s reclaimWithinCohort) does not let ``lender``
-    reclaim from ``borrower``; None when it does."""
-    policy = policy or lender.spec.preemption.reclaim_within_cohort
-    if policy is ReclaimPolicy.NEVER:
-        return f"CapacityQuota {lender.name}'s reclaimWithinCohort is Never now"
-    mine, theirs = lender.spec.priority, borrower.spec.priority
-    if policy is ReclaimPolicy.LOWER_PRIORITY and theirs >= mine:
-        return (
-            f"CapacityQuota {borrower.name}'s priority {theirs} is not lower than "
-            f"{lender.name}'s {mine} (reclaimWithinCohort LowerPriority)"
-        )
-    return None
 
 
 def _most(quota: CapacityQuota, term: QuotaResource) -> Decimal | None:

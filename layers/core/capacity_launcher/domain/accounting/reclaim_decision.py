@@ -22,8 +22,8 @@ from capacity_launcher.domain.accounting.quota_admission import (
     Cohort,
     QuotaInstance,
     UsageKey,
-    reclaim_refusal,
 )
+from capacity_launcher.domain.accounting.reclaim_policy import reclaim_refusal
 from capacity_launcher.domain.apis.quota_preemption import (
     BorrowPolicy,
     ReclaimPolicy,
