@@ -16,18 +16,22 @@ from tests.support.cloud import Cloud, launch_request
 GPU_TYPE = "g5.12xlarge"  # 4 NVIDIA A10Gs (DescribeInstanceTypes GpuInfo)
 
 
+def on_demand_pool(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    types: tuple[str, ...],
+    limits: dict[str, str],
+) -> None:
+    """The on-demand pool `general` of `types`, within `limits`."""
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), types=types, limits=limits)
+
+
 def test_a_request_the_pool_limits_cut_short_says_which_limit_and_by_how_much(
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:
     # Given a GPU pool limited to 12 GPUs, 4 of them used by an earlier request's instance
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        capacity_types=("on-demand",),
-        types=(GPU_TYPE,),
-        limits={"nvidia.com/gpu": "12"},
-    )
+    on_demand_pool(cloud, subnets, image, (GPU_TYPE,), {"nvidia.com/gpu": "12"})
     assert cloud.send(launch_request("gpu-first", nodePool="general", count=1)) == []
     # When a request for 3 more arrives (room for 2)
     assert cloud.send(launch_request("gpu-short", nodePool="general", count=3)) == []
@@ -66,14 +70,7 @@ def test_a_request_the_limits_leave_no_room_for_is_told_which_limit_and_its_numb
 ) -> None:
     # Given a pool of m5.large and m5.xlarge (2 and 4 cores) limited to 5 cores, one m5.xlarge
     # running in it
-    setup_pool(
-        cloud,
-        subnets,
-        image,
-        capacity_types=("on-demand",),
-        types=("m5.large", "m5.xlarge"),
-        limits={"cpu": "5"},
-    )
+    on_demand_pool(cloud, subnets, image, ("m5.large", "m5.xlarge"), {"cpu": "5"})
     xlarge = {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]}
     cloud.send(launch_request("fill-1", nodePool="general", count=1, requirements=[xlarge]))
     filled = cloud.record("fill-1")
