@@ -143,8 +143,27 @@ def read_documents(paths: list[str], recursive: bool = False) -> list[SourceDocu
     if problems:
         raise ApplyError(problems)
     if not documents:  # an empty file (or folder) would apply nothing and say nothing
-        raise ApplyError([f"{', '.join(paths)}: no documents to apply"])
+        hint = "" if recursive else _nested_hint(paths)
+        raise ApplyError([f"{', '.join(paths)}: no documents to apply{hint}"])
     return documents
+
+
+def _nested_hint(paths: list[str]) -> str:
+    """A folder whose YAML files are all in its subfolders (examples/karpenter, say) read without
+    -R: which subfolders hold them, and the flag that reads them."""
+    if any(path == "-" or not Path(path).is_dir() for path in paths):
+        return ""
+    nested = sorted(
+        {
+            str(found.parent)
+            for path in paths
+            for found in Path(path).rglob("*")
+            if found.suffix in _YAML_SUFFIXES and found.is_file()
+        }
+    )
+    if not nested:
+        return ""
+    return f" (its subfolders {', '.join(nested)} have YAML files: pass -R to read them)"
 
 
 def read_or_report(paths: list[str], recursive: bool = False) -> list[SourceDocument] | None:

@@ -15,6 +15,7 @@ from capacity_launcher_cli import ome_commands
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.describe import Rows, against, conditions, page
 from capacity_launcher_cli.karpenter_commands import ec2nodeclass_status_of
+from capacity_launcher_cli.named import EXIT_NOT_FOUND, not_found
 from capacity_launcher_cli.service import queries
 
 Fields = list[tuple[str, Any]]
@@ -193,6 +194,7 @@ def describe(args: argparse.Namespace, deployment: Deployment) -> int:
     try:
         sys.stdout.write(page(pages(args.name, deployment)))
     except NotFound:
-        print(f"error: {args.resource} {args.name} not found", file=sys.stderr)
-        return 1
+        # As `get TYPE NAME` and kubectl describe say it.
+        print(not_found(args.resource, args.name), file=sys.stderr)
+        return EXIT_NOT_FOUND
     return 0

@@ -129,7 +129,10 @@ def test_describe_a_pool_a_request_and_a_quota(e2e_cloud: E2eCloud, habits_pool:
     assert "Resolved:" in node_class.out and "Conditions:" in node_class.out
 
     missing = run_cli("describe", "np", "no-such-pool")
-    assert (missing.code, missing.err.strip()) == (1, "error: nodepools no-such-pool not found")
+    assert (missing.code, missing.err.strip()) == (
+        1,
+        'Error from server (NotFound): nodepools "no-such-pool" not found',
+    )
     assert run_cli("describe", "instances", "x").code == 2
 
 

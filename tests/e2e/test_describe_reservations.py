@@ -51,7 +51,7 @@ def test_describe_shows_a_reservation_as_written_with_its_usage_and_conditions(
         # The kind decides: a CapacityReservation is no ClusterCapacityReservation
         other = run_cli("describe", "clustercapacityreservation", "described-reservation")
         assert other.code == 1
-        assert "clustercapacityreservations described-reservation not found" in other.err
+        assert 'clustercapacityreservations "described-reservation" not found' in other.err
     finally:
         run_cli("delete", "capacityquota", "described-reservation")
 
@@ -59,4 +59,6 @@ def test_describe_shows_a_reservation_as_written_with_its_usage_and_conditions(
 def test_describe_of_a_reservation_that_does_not_exist_says_so(e2e_cloud: E2eCloud) -> None:
     missing = run_cli("describe", "capacityreservation", "no-such-reservation")
     assert (missing.code, missing.out) == (1, "")
-    assert "capacityreservations no-such-reservation not found" in missing.err
+    assert 'Error from server (NotFound): capacityreservations "no-such-reservation" not found' in (
+        missing.err
+    )

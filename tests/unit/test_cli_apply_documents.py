@@ -140,3 +140,32 @@ def test_a_folder_is_read_with_its_subfolders_only_with_recursive(tmp_path: Path
 
     assert [d.data["kind"] for d in flat] == ["NodeClass"]
     assert [d.data["kind"] for d in deep] == ["NodeClass", "NodePool"]
+
+
+def test_a_folder_whose_documents_are_in_subfolders_names_them_and_the_flag(
+    tmp_path: Path,
+) -> None:
+    # examples/karpenter holds only v1/ and seed/: without -R it applies nothing.
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "class.yaml").write_text(CLASS)
+    (tmp_path / "README.md").write_text("not YAML\n")
+
+    with pytest.raises(ApplyError) as refused:
+        read_documents([str(tmp_path)])
+
+    (problem,) = refused.value.problems
+    assert problem == (
+        f"{tmp_path}: no documents to apply (its subfolders {tmp_path / 'v1'} have YAML files: "
+        "pass -R to read them)"
+    )
+    assert len(read_documents([str(tmp_path)], recursive=True)) == 1
+
+
+def test_an_empty_folder_read_recursively_suggests_nothing(tmp_path: Path) -> None:
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "empty.yaml").write_text("# nothing\n")
+
+    with pytest.raises(ApplyError) as refused:
+        read_documents([str(tmp_path)], recursive=True)
+
+    assert refused.value.problems == [f"{tmp_path}: no documents to apply"]

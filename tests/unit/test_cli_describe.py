@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+
+import pytest
+
+from capacity_launcher.domain.errors import NotFound
+from capacity_launcher_cli import describe_commands
 from capacity_launcher_cli.describe import Rows, against, conditions, page
 
 
@@ -46,3 +52,20 @@ def test_an_unlimited_resource_in_use_shows_infinity_and_lists_show_as_items() -
         "      - a",
         "  - x",
     ]
+
+
+def test_a_name_that_is_not_there_is_reported_as_get_and_kubectl_report_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def missing(name: str, deployment: object) -> object:
+        raise NotFound("request", name)
+
+    monkeypatch.setitem(describe_commands._PAGES, "requests", missing)
+    args = argparse.Namespace(resource="requests", name="nope")
+
+    assert describe_commands.describe(args, deployment=None) == 1  # type: ignore[arg-type]
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (
+        "",
+        'Error from server (NotFound): requests "nope" not found\n',
+    )

@@ -324,6 +324,32 @@ def test_unknown_fields_are_refused_for_requesters() -> None:
     assert rule.startswith("is not allowed for requesters: a launch request sets only requestId")
 
 
+def test_the_refusal_of_an_unknown_field_lists_every_field_a_request_sets() -> None:
+    # The list once left out priorityClassName, which `submit --priority-class-name` sends.
+    _, rule = the_error(request(priority="high"))
+
+    listed = rule.removeprefix("is not allowed for requesters: a launch request sets only ")
+    assert listed.split(", ") == [info.alias for info in LaunchRequest.model_fields.values()]
+    assert "priorityClassName" in listed
+
+
+@pytest.mark.parametrize(
+    ("slip", "meant"),
+    [
+        ("nodepool", "nodePool"),
+        ("requestID", "requestId"),
+        ("min-count", "minCount"),
+        ("minCout", "minCount"),
+        ("waitForCapacityUtil", "waitForCapacityUntil"),
+    ],
+)
+def test_a_misspelt_field_is_refused_naming_the_one_meant(slip: str, meant: str) -> None:
+    field, rule = the_error(request(**{slip: 1}))
+
+    assert field == slip
+    assert rule.endswith(f"; did you mean {meant}?")
+
+
 def test_unknown_fields_inside_a_requirement_are_named_plainly() -> None:
     body = request(requirements=[{"key": CAPACITY_TYPE, "operator": "Exists", "weight": 2}])
 

@@ -5,6 +5,7 @@ A requester chooses how many instances and may narrow the pool's requirements; e
 NodeClass, so those fields are refused here by name.
 """
 
+import difflib
 import hashlib
 import json
 import re
@@ -51,19 +52,6 @@ TOO_DEEP = f"must nest at most {MAX_NESTING} levels of arrays and objects"
 # A waiting request is held in the launch queue, and SQS keeps a message 14 days at most.
 MAX_CAPACITY_WAIT = timedelta(days=14)
 
-REQUEST_FIELDS: tuple[str, ...] = (
-    "requestId",
-    "nodePool",
-    "count",
-    "minCount",
-    "singleZone",
-    "requirements",
-    "requester",
-    "tags",
-    "waitForCapacityUntil",
-    "capacityReservation",
-    "capacityBlockEnd",
-)
 # What a requester might try to set to escalate; named so the refusal can say whose it is.
 NODE_CLASS_FIELDS: frozenset[str] = frozenset(
     {
@@ -85,9 +73,6 @@ NODE_CLASS_FIELDS: frozenset[str] = frozenset(
 NOT_FOR_REQUESTERS = (
     "is not allowed for requesters: image, subnets, security groups, user data, instance "
     "profile and reservations belong to the NodeClass"
-)
-UNKNOWN_FIELD = "is not allowed for requesters: a launch request sets only " + ", ".join(
-    REQUEST_FIELDS
 )
 NOT_AN_OBJECT = "must be a JSON object"
 
@@ -237,6 +222,25 @@ _ACCEPTED_KEYS: frozenset[str] = frozenset(
     for name in (python_name, info.alias)
     if name
 )
+# The fields a launch request sets, as its contract spells them (schemas/launch-request.json),
+# read from the model so the refusal of an unknown one never leaves a field out.
+REQUEST_FIELDS: tuple[str, ...] = tuple(
+    info.alias or python_name for python_name, info in LaunchRequest.model_fields.items()
+)
+UNKNOWN_FIELD = "is not allowed for requesters: a launch request sets only " + ", ".join(
+    REQUEST_FIELDS
+)
+
+
+def _unknown_field(key: str) -> str:
+    """The refusal of a field no launch request has, with the one meant when it is a slip
+    (`nodepool`, `min_Count`, `requestID`)."""
+    folded = {field.lower().replace("_", ""): field for field in REQUEST_FIELDS}
+    meant = folded.get(key.lower().replace("_", "").replace("-", ""))
+    if meant is None:
+        close = difflib.get_close_matches(key, REQUEST_FIELDS, n=1, cutoff=0.8)
+        meant = close[0] if close else None
+    return UNKNOWN_FIELD if meant is None else f"{UNKNOWN_FIELD}; did you mean {meant}?"
 
 
 def _invalid(rule: str, field: str = "body", request_id: str | None = None) -> InvalidLaunchRequest:
@@ -304,7 +308,12 @@ def _not_for_requesters(body: Mapping[Any, Any]) -> list[FieldError]:
             continue
         field = field_path((key if isinstance(key, str) else repr(key),))
         errors.append(
-            FieldError(field, NOT_FOR_REQUESTERS if key in NODE_CLASS_FIELDS else UNKNOWN_FIELD)
+            FieldError(
+                field,
+                NOT_FOR_REQUESTERS
+                if key in NODE_CLASS_FIELDS
+                else _unknown_field(key if isinstance(key, str) else repr(key)),
+            )
         )
     return errors
 

@@ -176,7 +176,7 @@ def _lease(
     if item.granted > 0:
         return Leased.GRANTED
     if item.request_id not in replayed:
-        full = _full(pool, item)
+        full = _full(ctx, item, view, over.types)
         item.errors.append(full)
         item.awaits_also(limit_awaited(pool, full.message))
     return Leased.FULL
@@ -282,9 +282,17 @@ def _held(ctx: Context, view: PoolView, found: Lease | None) -> Lease | None:
     return taken_up
 
 
-def _full(pool: str, item: Progress) -> ErrorDetail:
-    return ErrorDetail(
-        code="LimitExceeded",
-        message=f"node pool {pool} limits leave room for fewer than "
-        f"minCount={item.request.min_count} instances now",
+def _full(
+    ctx: Context, item: Progress, view: PoolView, types: frozenset[str] | None
+) -> ErrorDetail:
+    """Why no lease was taken, with the pool's numbers now: over the candidate types a new lease
+    was asked for (`types`: those the leases before it in the visit cover; None: every one)."""
+    pool = view.pool_name
+    sizes = {n: r for n, r in view.candidates.sizes().items() if types is None or n in types}
+    return words.full_lease(
+        pool,
+        view.lead.pool.spec.limits,
+        ctx.ports.leases.usage(pool),
+        sizes,
+        item.request.min_count,
     )

@@ -187,6 +187,40 @@ def short_lease(
     )
 
 
+def full_lease(
+    pool: str,
+    limits: PoolLimits | None,
+    used: Resources,
+    sizes: Mapping[str, Resources],
+    least: int,
+) -> ErrorDetail:
+    """Why a request was leased no room: the pool's limits hold fewer than its minCount even of
+    the candidate type they admit the most of, with the limit that binds it and its numbers
+    (`used`: what the pool's instances and leases use now). Said without numbers when they do not
+    show it (no limit binds, or the room came back since the lease was refused)."""
+    said = f"node pool {pool} limits leave room for fewer than minCount={least} instances now"
+    rooms = {
+        name: None if limits is None else limits.tightest(used, each)
+        for name, each in sizes.items()
+    }
+    if limits is None or not rooms or any(room is None for room in rooms.values()):
+        return ErrorDetail(code="LimitExceeded", message=said)
+    fits = {name: room for name, room in rooms.items() if room is not None}
+    name = max(sorted(fits), key=lambda n: fits[n][1])
+    dimension, room = fits[name]
+    bound = limits.limit_for(dimension)
+    if room >= least or bound is None:
+        return ErrorDetail(code="LimitExceeded", message=said)
+    each = sizes[name].amount(dimension)
+    return ErrorDetail(
+        code="LimitExceeded",
+        message=f"{said}: {dimension} limit {format_amount(dimension, bound)}, "
+        f"{format_amount(dimension, used.amount(dimension))} used by its instances and leases, "
+        f"{format_amount(dimension, each)} for one {name} (the candidate type it holds the "
+        f"most of): room for {room}",
+    )
+
+
 def unavailable(offering: Offering, reason: str) -> UnavailableOffering:
     return UnavailableOffering(
         instance_type=offering.instance_type,
