@@ -28,11 +28,11 @@ QUOTA_GENERATIONS_SEED, QUOTA_GENERATIONS_STEPS = 1, 6
 # Static NodePools: three quiescences (a seed that scales the pool down, and back up).
 STATIC_SEED, STATIC_STEPS = 8, 30
 BLOCK_END_SEED, BLOCK_END_STEPS = 1, 40
-# Since launch requests that opt in joined the block-end profile (issue 39), only seed 2 of 1-11
-# reaches a quiescence judging a static pool's evacuation within 40 steps, and it finds a
-# defect still open: a static pool launching a replacement each minute that ends at once, and a
-# snapshot left one over EC2 (the closing note of 2026-11-29).
-EVACUATION_SEED, EVACUATION_STEPS = 2, 40
+# A quiescence right after the clock moved a minute into a lead that holds the block pool's
+# instances (evacuation_at_quiescence) judges its evacuation: seed 4 does within 40 steps.
+# Seed 2 found the pool launching one instance and cutting one each minute (its replacements
+# landed in a twin block due too) before the fix; it judges no pool evacuation since.
+EVACUATION_SEED, EVACUATION_STEPS = 4, 40
 FAIR_SHARE_SEED = 1  # weights 3, 0.5 and 1: teams admitted in turn fail it (docs/simulation.md)
 
 
@@ -114,13 +114,9 @@ def test_before_a_block_ends_a_static_pool_evacuates_or_extends_once() -> None:
     assert outcome["violations"] == [], text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open finding, block-end seed 2 at 40 steps: a static pool relaunches each minute "
-    "and a reservation snapshot is left one over EC2 (docs/simulation.md, Open findings)",
-)
 def test_an_evacuation_judged_at_quiescence_never_lets_a_static_pools_count_drop() -> None:
-    # Given the clock moved into a block's last hours with a static pool evacuating it
+    # Given the clock moved a minute into the lead of a block holding the static pool's
+    # instances, then a quiescence whose syncs evacuate it
     done = run(EVACUATION_SEED, "block-end", steps=EVACUATION_STEPS)
     outcome, text = done.outcome, done.outcome["summary"]
     # Then a quiescence judged the pool's count through the evacuation
