@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.simulation.block_end_invariants import NO_DROP, NOT_OVER, ONE_EXTENSION
+from tests.simulation.block_end_invariants import (
+    NO_DROP,
+    NOT_OVER,
+    ONE_EXTENSION,
+    OPT_IN_NO_DROP,
+)
 from tests.simulation.fair_share import SHARE_BOUND
 from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
 from tests.simulation.pool_index import INDEX_HOLDS
@@ -33,6 +38,9 @@ BLOCK_END_SEED, BLOCK_END_STEPS = 1, 40
 # Seed 2 found the pool launching one instance and cutting one each minute (its replacements
 # landed in a twin block due too) before the fix; it judges no pool evacuation since.
 EVACUATION_SEED, EVACUATION_STEPS = 4, 40
+# An opted-in request's evacuation judged at a quiescence (issue 39): never before
+# evacuation_at_quiescence; seed 2, the flap's seed before its fix, does within 40 steps.
+OPT_IN_SEED, OPT_IN_STEPS = 2, 40
 FAIR_SHARE_SEED = 1  # weights 3, 0.5 and 1: teams admitted in turn fail it (docs/simulation.md)
 
 
@@ -122,6 +130,17 @@ def test_an_evacuation_judged_at_quiescence_never_lets_a_static_pools_count_drop
     # Then a quiescence judged the pool's count through the evacuation
     assert outcome["checks"].get(NO_DROP, 0) >= 1, text
     # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+def test_an_opted_in_requests_evacuation_judged_at_quiescence_never_lets_its_count_drop() -> None:
+    # Given requests that opted in on the blocks, and the clock moved a minute into the lead of
+    # a block holding their instances, then a quiescence whose syncs evacuate it
+    done = run(OPT_IN_SEED, "block-end", steps=OPT_IN_STEPS)
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then a quiescence judged a request's count through its evacuation
+    assert outcome["checks"].get(OPT_IN_NO_DROP, 0) >= 1, text
+    # and nothing it checked was violated (the static pool settled: no flap, no snapshot over)
     assert outcome["violations"] == [], text
 
 
