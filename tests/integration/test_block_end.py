@@ -23,7 +23,7 @@ LEAD = timedelta(hours=2)
 
 
 def block_pool(
-    cloud: Cloud, subnets: dict[str, str], image: str, block_id: str, **policy: Any
+    cloud: Cloud, subnets: dict[str, str], image: str, block_id: str | list[str], **policy: Any
 ) -> None:
     """A static pool of 2 on the block (reserved first), on-demand allowed: where an evacuation
     may go; its capacityBlockEnd acting 2 hours before the end."""
@@ -100,6 +100,38 @@ def test_evacuate_replaces_the_blocks_instances_before_it_ends_never_dropping_th
     report = static_sync()
     assert (report.launched, report.terminated) == ({}, {})
     assert published(cloud, BLOCK_EVACUATING) == []
+
+
+def test_an_evacuation_avoids_a_twin_block_due_too_and_the_pool_settles(
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    static_sync: Any,  # noqa: F811
+) -> None:
+    # Given a pool of 2 running in a block, and a twin block bought with it (the same end) that
+    # its NodeClass selects too and that holds nothing of the pool (block-end seed 2 at 40 steps)
+    block, twin = buy_block(cloud, count=2), buy_block(cloud, count=2)
+    block_id, twin_id = block["CapacityReservationId"], twin["CapacityReservationId"]
+    assert twin["EndDate"] == block["EndDate"]
+    block_pool(cloud, subnets, image, block_id, action="Evacuate")
+    advance_to(block["StartDate"], 60)
+    static_sync()
+    leaving = in_block(cloud, block_id)
+    assert len(leaving) == 2
+    block_pool(cloud, subnets, image, [block_id, twin_id], action="Evacuate")
+    # Within the lead the replacements go into neither block (the twin is due too: one landed
+    # there would be evacuated in its turn, a launch and a termination each minute)
+    advance_to(block["EndDate"] - LEAD, 60)
+    assert len(static_sync().launched[POOL]) == 2
+    assert in_block(cloud, twin_id) == []
+    # The next minute the block's instances go, and then the pool holds 2 and stays so
+    CLOCK.advance(60)
+    assert sorted(static_sync().terminated[POOL]) == leaving
+    for _ in range(2):
+        CLOCK.advance(60)
+        report = static_sync()
+        assert (report.launched, report.terminated) == ({}, {})
+    assert len(running(cloud)) == 2 and in_block(cloud, twin_id) == in_block(cloud, block_id) == []
 
 
 def test_extend_buys_one_extension_within_the_price_and_waits_on_its_payment(

@@ -34,17 +34,23 @@ def following_pool(cloud: Cloud, subnets: dict[str, str], image: str, block_id: 
 
 
 def pool_on_block(
-    cloud: Cloud, subnets: dict[str, str], image: str, block_id: str, name: str = POOL, **spec: Any
+    cloud: Cloud,
+    subnets: dict[str, str],
+    image: str,
+    block_id: str | list[str],
+    name: str = POOL,
+    **spec: Any,
 ) -> None:
     """A pool `name` (`spec`: static unless it says no replicas) of the block's type, reserved
-    first (its NodeClass selects the block), on-demand allowed."""
+    first (its NodeClass selects the block, or each of the blocks), on-demand allowed."""
+    blocks = [block_id] if isinstance(block_id, str) else block_id
     cloud.apply(
         node_class(
             "blocks",
             [subnets[ZONE]],
             image,
             securityGroupIds=[default_security_group(cloud.ec2)],
-            capacityReservationSelectorTerms=[{"id": block_id}],
+            capacityReservationSelectorTerms=[{"id": b} for b in blocks],
         ),
         node_pool(
             name,

@@ -18,6 +18,10 @@ for the block pool (static_operations.py, BLOCK_END_POOL), its capacityBlockEnd 
   block before EC2 would (30 minutes before its end), the pool's live instances after it are at
   least what they were, or its replicas when fewer (the pool allows on-demand of a type no other
   operation dries, so other capacity is always allowed).
+
+Both evacuation checks look from the quiescence's start (before its drain) to after its last
+sync, so an evacuation the quiescence's own syncs carry out is judged; an instance EC2 ended at
+its block's end meanwhile lowers the floor (it is no evacuation's).
 """
 
 from __future__ import annotations
@@ -89,11 +93,11 @@ class BlockEndInvariants:
 
     def no_drop(self, pool: str, before: PoolLook, after: PoolLook, replicas: int) -> None:
         """Judged when a block's instance went before EC2 would have ended it."""
-        early = _gone_early(before, after)
+        early, ended = _gone(before, after)
         if not early:
             return
         self._invariants.checks[NO_DROP] += 1
-        floor = min(len(before.live), replicas)
+        floor = min(len(before.live) - len(ended), replicas)
         if len(after.live) < floor:
             self._invariants._violate(
                 NO_DROP,
@@ -126,11 +130,11 @@ class OptInInvariants:
     def no_drop(self, original: str, before: PoolLook, after: PoolLook, held: int) -> None:
         """`held`: what the original launched (its replacements run beside its block's
         instances until those go: the lineage's floor is that, or fewer when fewer lived)."""
-        early = _gone_early(before, after)
+        early, ended = _gone(before, after)
         if not early:
             return
         self._invariants.checks[OPT_IN_NO_DROP] += 1
-        floor = min(len(before.live), held)
+        floor = min(len(before.live) - len(ended), held)
         if len(after.live) < floor:
             self._invariants._violate(
                 OPT_IN_NO_DROP,
@@ -152,14 +156,13 @@ class OptInInvariants:
                 )
 
 
-def _gone_early(before: PoolLook, after: PoolLook) -> list[str]:
-    """The instances live in a block at `before` and gone at `after`, before EC2 would have
-    ended them (30 minutes before the block's end)."""
-    return [
-        i
-        for i, rid in before.live.items()
-        if i not in after.live
-        and rid is not None
-        and (end := before.ends.get(rid)) is not None
-        and after.now < end - EC2_TERMINATES_BEFORE_END
-    ]
+def _gone(before: PoolLook, after: PoolLook) -> tuple[list[str], list[str]]:
+    """The instances live in a block at `before` and gone at `after`: those gone before EC2
+    would have ended them (30 minutes before the block's end), and those gone once it would."""
+    early: list[str] = []
+    ended: list[str] = []
+    for i, rid in before.live.items():
+        end = before.ends.get(rid) if rid is not None else None
+        if i not in after.live and end is not None:
+            (early if after.now < end - EC2_TERMINATES_BEFORE_END else ended).append(i)
+    return early, ended

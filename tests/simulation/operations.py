@@ -313,7 +313,8 @@ PROFILES = {
     # Before a Capacity Block ends (issue 39; static_operations.py, block_end_invariants.py):
     # blocks bought, activated and expired by the clock, the block pool applied with a drawn
     # capacityBlockEnd, requests that opt in (their pool's bound drawn), the clock moved into
-    # the lead, instances terminated, workers crashed mid-delivery (redeliveries).
+    # the lead (now and then a minute into a lead that holds instances, then a quiescence that
+    # judges the evacuation), instances terminated, workers crashed mid-delivery (redeliveries).
     "block-end": Profile(
         "block-end",
         steps=40,
@@ -323,6 +324,7 @@ PROFILES = {
             "opted_in_request": 2,
             "advance_clock": 2,
             "jump_into_block_lead": 3,
+            "evacuation_at_quiescence": 2,
             "terminate_instance": 1,
             "crash": 1,
             "wait": 2,

@@ -97,6 +97,8 @@ class Simulation:
         self.world.call_watchers.append(self.invariants.reserved)  # EC2's room and launches
         self.world.call_watchers.append(self.invariants.quota_generations)  # quotas and leases
         self.pending_crash: tuple[int, str] | None = None
+        # An operation that wants what it set going judged at once (evacuation_at_quiescence).
+        self.quiesce_after_step = False
         self.faults: dict[str, tuple[Fault, float, Disturbance]] = {}
         self.outcome = Outcome(seed, profile.name)
         self._next_sync = 0.0
@@ -354,7 +356,8 @@ class Simulation:
                 step += 1
                 self.invariants.step = step
                 self._step()
-                if step % self.profile.quiesce_every == 0:
+                if step % self.profile.quiesce_every == 0 or self.quiesce_after_step:
+                    self.quiesce_after_step = False
                     self.quiesce()
             self.quiesce()
             self._finish(step, started)
@@ -574,6 +577,7 @@ class Simulation:
         """Faults off, queue drained, every EC2 event delivered, the clock past every lease, the
         sync run: then what is stored must be what EC2 shows."""
         self.outcome.quiescences += 1
+        opening = self._block_end_looks()
         if not self._drain():
             visible, in_flight = self.world.queue_depth()
             self.invariants._violate(
@@ -604,12 +608,21 @@ class Simulation:
         }
         unnamed = {r: self.world.record(r) for r in running_for}
         self.invariants.after_quiescence(records, unnamed)
-        self._static_converges()
+        self._static_converges(opening)
         self._fingerprint()
 
-    def _static_converges(self) -> None:
+    def _block_end_looks(self) -> tuple[PoolLook, dict[str, PoolLook]]:
+        """The block pool's live instances, and each opted-in request's lineage, now: what an
+        evacuation within the quiescence is judged from (block_end_invariants.py)."""
+        return look(self.world, BLOCK_END_POOL), {
+            r: self._lineage_look(r) for r in self.catalog.opted_in
+        }
+
+    def _static_converges(self, opening: tuple[PoolLook, dict[str, PoolLook]]) -> None:
         """The static pool (static_invariants.py): at most its replicas after the quiescence's
-        sync; its target after one more sync and drain; forged launches refused."""
+        sync; its target after one more sync and drain; forged launches refused. An evacuation
+        (the block pool's, an opted-in request's) is judged from `opening`, the quiescence's
+        start, to after the last sync: every sync of the quiescence's drain included."""
         for request_id in self.catalog.forged:
             self.invariants.static.forged_refused(request_id, self.world.record(request_id))
         self.catalog.forged.clear()
@@ -621,7 +634,7 @@ class Simulation:
             self.invariants.block_end.one_extension_per_end(self.world)
             return  # no static pool: no second sync (the other profiles' seeds replay as before)
         before = look(self.world, BLOCK_END_POOL)
-        requests_before = {r: self._lineage_look(r) for r in opted}
+        pool_opening, requests_opening = opening
         if block_end is not None:
             self.invariants.block_end.not_over(BLOCK_END_POOL, before, *block_end)
         if target is not None:
@@ -632,10 +645,10 @@ class Simulation:
         self.invariants.block_end.one_extension_per_end(self.world)
         if block_end is not None:
             after = look(self.world, BLOCK_END_POOL)
-            self.invariants.block_end.no_drop(BLOCK_END_POOL, before, after, block_end[0])
+            self.invariants.block_end.no_drop(BLOCK_END_POOL, pool_opening, after, block_end[0])
         if target is not None:
             self.invariants.static.converged(STATIC_POOL, self._live(STATIC_POOL), target[1])
-        for original, seen in requests_before.items():
+        for original, seen in requests_opening.items():
             held = int((self.world.record(original) or {}).get("launched", 0))
             self.invariants.opt_in.no_drop(original, seen, self._lineage_look(original), held)
         if opted:

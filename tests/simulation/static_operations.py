@@ -128,6 +128,49 @@ def jump_into_block_lead(sim: Simulation, rng: random.Random) -> str:
     return sim.jump_to(rng.choice(ahead))
 
 
+def evacuation_at_quiescence(sim: Simulation, rng: random.Random) -> str:
+    """The clock to a minute inside the lead of an active block that holds the block pool's
+    instances or an opted-in request's (the lead the pool's policy, or the opt-in pool's bound,
+    says: a request asks none here), then a quiescence after this step: the evacuation its
+    syncs carry out is judged (block_end_invariants.py, from the quiescence's start). A jump
+    (`jump_into_block_lead`) lands anywhere in a block's last hours, and the evacuation it starts
+    is mostly over, between two syncs of ordinary steps, before the next quiescence looks."""
+    now = sim.world.now
+    leads = _leads(sim)
+    ends = {
+        rid: view.end
+        for rid, view in sim.world.reservations().items()
+        if view.kind == "capacity-block" and view.state == "active" and view.end is not None
+    }
+    moments = sorted(
+        ends[o.reservation_id] - lead + 60
+        for o in sim.world.instances.values()
+        if o.state in ("pending", "running") and o.reservation_id in ends
+        and (lead := leads.get(o.pool)) is not None
+    )  # fmt: skip
+    ahead = [moment for moment in moments if moment > now]
+    if not ahead:
+        return "no evacuation ahead"
+    jumped = sim.jump_to(rng.choice(ahead))
+    sim.quiesce_after_step = True
+    return f"{jumped}, then a quiescence"
+
+
+def _leads(sim: Simulation) -> dict[str, float]:
+    """The lead in seconds of each pool whose instances an evacuation may move: the block pool
+    (Evacuate or Extend) and the opt-in pool (its bound's lead, else 120 minutes)."""
+    leads: dict[str, float] = {}
+    spec = sim.catalog.pools.get(BLOCK_END_POOL, {}).get("spec", {})
+    policy = spec.get("capacityBlockEnd") or {}
+    if spec.get("replicas") and policy.get("action", "Evacuate") != "None":
+        leads[BLOCK_END_POOL] = 60.0 * int(policy.get("leadMinutes", 120))
+    if OPT_IN_POOL in sim.catalog.pools:
+        bound = sim.catalog.pools[OPT_IN_POOL].get("spec", {}).get("capacityBlockEnd") or {}
+        if bound.get("action") != "None":
+            leads[OPT_IN_POOL] = 60.0 * int(bound.get("leadMinutes", 120))
+    return leads
+
+
 # Issue 39, launch requests that opt in: a dynamic pool on the same blocks (reserved first,
 # on-demand allowed) whose capacityBlockEnd (the bound on what its requests may ask) is drawn,
 # and requests naming it with a drawn capacityBlockEnd; block_end_invariants.py judges them.
@@ -179,6 +222,7 @@ def opted_in_request(sim: Simulation, rng: random.Random) -> str:
 STATIC_OPERATIONS = {
     "opted_in_request": opted_in_request,
     "jump_into_block_lead": jump_into_block_lead,
+    "evacuation_at_quiescence": evacuation_at_quiescence,
     "apply_static_pool": apply_static_pool,
     "forge_static_launch": forge_static_launch,
     "apply_block_end_pool": apply_block_end_pool,

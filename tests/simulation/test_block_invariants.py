@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
+from tests.simulation.block_end_invariants import NO_DROP, PoolLook
 from tests.simulation.emulator import START
 from tests.simulation.invariants import Invariants, Ledger
 from tests.simulation.operations import Catalog
@@ -52,3 +53,21 @@ def test_a_launch_into_a_blocks_last_45_minutes_is_a_finding() -> None:
 
 def test_a_launch_before_the_last_45_minutes_is_not() -> None:
     assert _judged_launch(50) == []
+
+
+def test_an_evacuation_that_drops_the_count_is_a_finding_what_ec2_ended_is_not() -> None:
+    """block_end_invariants: judged from a quiescence's start to after its last sync, an instance
+    gone before its block's last 30 minutes is the sync's and must leave the count whole; one
+    EC2 ended at its block's end lowers the floor."""
+    invariants = Invariants(cast(World, StandIn()), Ledger(), 1, Catalog())
+    ends = {"cr-block": END, "cr-done": START.timestamp() + 3600}
+    before = PoolLook({"i-1": "cr-block", "i-2": "cr-done", "i-3": None}, ends, START.timestamp())
+    later = START.timestamp() + 2 * 3600  # cr-done's instances ended by EC2, cr-block's not yet
+    # The block's i-1 cut, its replacement i-4 running; i-2 ended by EC2: judged, held
+    invariants.block_end.no_drop(
+        "pool", before, PoolLook({"i-3": None, "i-4": None}, ends, later), 3
+    )
+    assert invariants.checks[NO_DROP] == 1 and invariants.violations == []
+    # The block's i-1 cut with no replacement: the count dropped, a finding
+    invariants.block_end.no_drop("pool", before, PoolLook({"i-3": None}, ends, later), 3)
+    assert [v.invariant for v in invariants.violations] == [NO_DROP]

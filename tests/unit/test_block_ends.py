@@ -180,3 +180,31 @@ def test_an_evacuation_stays_within_the_pools_limit():
     assert len(plan(2, 3, members, [], ("us-east-1b",), evacuating={"cr-block"}).launch) == 1
     # limits.instances 2: no room, the block's instances are kept until EC2 ends them
     assert plan(2, 2, members, [], ("us-east-1b",), evacuating={"cr-block"}).idle
+
+
+def in_twin(instance_id: str, at: str) -> StaticMember:
+    return StaticMember(instance_id, "us-east-1a", "reserved", f"{at}T00:00:00+00:00", "cr-twin")
+
+
+def test_an_evacuations_replacements_avoid_every_block_already_due_so_the_pool_settles():
+    # Given a pool of 3 with 2 elsewhere and 1 in its ending block, and a twin block bought
+    # with it (due too) that holds nothing of the pool yet (block-end seed 2 at 40 steps)
+    zones = ("us-east-1a",)
+    due = ("cr-block", "cr-twin")
+    members = [elsewhere("i-1"), elsewhere("i-2"), in_block("i-3")]
+    # When the pool evacuates its block
+    first = plan(3, None, members, [], zones, evacuating={"cr-block"}, due=due)
+    # Then its replacement goes into neither block: where it lands is what the next minute counts
+    assert (len(first.launch), first.terminate) == (1, ())
+    assert set(first.avoid) == {"cr-block", "cr-twin"}
+    # (landed in the twin it would count no more than the block's: the next minute's cut takes
+    # it, the newest, and the fill sends another, a launch and a termination each minute)
+    landed = [*members, in_twin("i-4", "2026-03-01")]
+    again = plan(3, None, landed, [], zones, evacuating={"cr-block", "cr-twin"}, due=due)
+    assert (len(again.launch), again.terminate) == (1, ("i-4",))
+    # Landed outside both, it counts: the block's instance goes and nothing is launched
+    settled = [*members, elsewhere("i-4")]
+    done = plan(3, None, settled, [], zones, evacuating={"cr-block"}, due=due)
+    assert (done.launch, done.terminate) == ((), ("i-3",))
+    # and a pool that evacuates nothing keeps its launches where it always could
+    assert plan(3, None, members[:2], [], zones, due=due).avoid == ()

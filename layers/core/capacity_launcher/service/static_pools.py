@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.apis.config import NodePool
-from capacity_launcher.domain.capacity.block_ends import Noted
+from capacity_launcher.domain.capacity.block_ends import Noted, due_blocks
 from capacity_launcher.domain.capacity.requirements import (
     CAPACITY_RESERVATION_ID,
     CAPACITY_TYPE,
@@ -130,7 +130,10 @@ class StaticPools:
         if self._block_ends is not None:
             ending = self._block_ends.plan(pool, held, members, state.block_ends, self._clock())
         evacuating = ending.evacuating
-        planned = plan(replicas, limit, members, in_flight, zones, skipped, leaving, evacuating)
+        due = due_blocks(pool.spec.capacity_block_end, held, self._clock())
+        planned = plan(
+            replicas, limit, members, in_flight, zones, skipped, leaving, evacuating, due
+        )
         if HOLD_ALL_ZONES in skipped:
             planned = replace(planned, launch=())  # a launch was Rejected: held a while
         if planned.terminate:
@@ -149,7 +152,7 @@ class StaticPools:
             report.skipped.append(name)
             return
         for launch in sent:
-            self._send(_launch_request(name, launch, pool.spec.replicas_from, evacuating))
+            self._send(_launch_request(name, launch, pool.spec.replicas_from, planned.avoid))
         self._bought(pool, after, ending, members, report)
         if sent:
             report.launched[name] = [s.request_id for s in sent]
@@ -248,7 +251,7 @@ def _launch_request(
 ) -> dict[str, Any]:
     """One instance, pinned to its zone; into reservations only for a pool whose replicas
     follow its reservations (never on-demand for that part); never into a block the pool
-    evacuates (`avoid`)."""
+    evacuates nor into another already due under its policy (`avoid`)."""
     body: dict[str, Any] = {"requestId": launch.request_id, "nodePool": pool, "count": 1}
     requirements = []
     if launch.zone is not None:

@@ -21,7 +21,7 @@ EC2 terminates a Capacity Block's instances 30 minutes before its end date
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -95,6 +95,15 @@ def due(policy: CapacityBlockEnd | None, block: ReservationSnapshot, now: dateti
     if not block.kind.ends_early or block.state != ACTIVE or block.end_date is None:
         return False
     return now >= block.end_date - policy.lead
+
+
+def due_blocks(
+    policy: CapacityBlockEnd | None, blocks: Iterable[ReservationSnapshot], now: datetime
+) -> list[str]:
+    """Every block of `blocks` already due under `policy` (sorted): where a replacement must not
+    go, whether it holds the pool's (or the request's) instances or not (blocks bought together
+    end together: one landed in a twin would be evacuated again a minute later)."""
+    return sorted({b.reservation_id for b in blocks if due(policy, b, now)})
 
 
 def wants_offerings(

@@ -43,6 +43,7 @@ from capacity_launcher.domain.capacity.block_ends import (
     block_end_event,
     decide,
     due,
+    due_blocks,
 )
 from capacity_launcher.domain.capacity.block_extensions import BlockExtensionOffering
 from capacity_launcher.domain.capacity.requirements import CAPACITY_RESERVATION_ID
@@ -228,14 +229,9 @@ def _due_blocks(
     policy: CapacityBlockEnd,
     now: datetime,
 ) -> tuple[str, ...]:
-    """`block`, then every other block already due under `policy` (sorted)."""
-    others = sorted(
-        b.reservation_id
-        for b in blocks
-        if b.reservation_id != block.reservation_id
-        and b.end_date is not None
-        and due(policy, b, now)
-    )
+    """`block`, then every other block already due under `policy` (sorted: `due_blocks`, which
+    a static pool's evacuation avoids as well)."""
+    others = [rid for rid in due_blocks(policy, blocks, now) if rid != block.reservation_id]
     return (block.reservation_id, *others)
 
 

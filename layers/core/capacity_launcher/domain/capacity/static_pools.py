@@ -15,6 +15,10 @@ asks `plan`:
   newest first (the least running work lost), then by id. Launches in flight are not counted
   here: one that lands over replicas is terminated the next minute.
 
+While the pool evacuates a Capacity Block (`evacuating`: its instances there do not count), its
+launches avoid that block and every other one already due under its policy (`due`, `avoid`):
+one landed in a due twin would not count either, and the cut would take it the next minute.
+
 With `replicasFrom: Reserved` the target is `reserved_capacity`: what the pool's reservations
 hold while active (a future-dated one counts from its activation; a Capacity Block stops
 counting once too close to its end to launch into, so its instances are scaled back before EC2
@@ -79,6 +83,8 @@ class StaticState:
 class StaticPlan:
     launch: tuple[str | None, ...] = ()  # one zone (None: any) per instance to launch
     terminate: tuple[str, ...] = ()
+    # The Capacity Blocks the launches must not go into: where an instance would not count.
+    avoid: tuple[str, ...] = ()
 
     @property
     def idle(self) -> bool:
@@ -94,12 +100,18 @@ def plan(
     dry_zones: Collection[str] = (),
     leaving: Collection[str] = (),
     evacuating: Collection[str] = (),
+    due: Collection[str] = (),
 ) -> StaticPlan:
     """What the pool does this minute (see the module docstring). `leaving`: the reservations
     whose instances EC2 ends soon (a Capacity Block near its end): theirs go first.
     `evacuating`: the blocks the pool evacuates (domain/capacity/block_ends.py): their
     instances do not count toward replicas, so replacements are launched for them (within
-    `limit`, which counts them), and they are terminated only as those run."""
+    `limit`, which counts them), and they are terminated only as those run. `due`: every
+    active block already due under the pool's `capacityBlockEnd`, held or not. While the pool
+    evacuates, its launches go into none of them (`avoid`): a replacement landed in a twin
+    block, due too, would not count the next minute either (its block evacuated in turn), and
+    the cut, counting it among the members, would take it, the newest, while the fill launched
+    another: a launch and a termination each minute for as long as the blocks last."""
     # Never over the limit either: a member stopped, replaced and started again counts back.
     target = replicas if limit is None else min(replicas, limit)
     staying = [m for m in members if m.reservation_id not in evacuating]
@@ -110,6 +122,7 @@ def plan(
         missing = min(missing, limit - len(members) + len(terminate) - len(in_flight))
     if missing <= 0:
         return StaticPlan(terminate=terminate)
+    avoid = tuple(sorted({*evacuating, *due})) if evacuating else ()
     placed = Counter(m.zone for m in staying) + Counter(f.zone for f in in_flight)
     usable = [z for z in sorted(zones) if z not in dry_zones]
     launch: list[str | None] = []
@@ -120,7 +133,7 @@ def plan(
         zone = min(usable, key=lambda z: (placed[z], z))
         placed[zone] += 1
         launch.append(zone)
-    return StaticPlan(launch=tuple(launch), terminate=terminate)
+    return StaticPlan(launch=tuple(launch), terminate=terminate, avoid=avoid)
 
 
 def reserved_capacity(reservations: Iterable[ReservationSnapshot], now: datetime) -> int:
