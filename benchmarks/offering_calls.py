@@ -79,18 +79,6 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
         "replayed after that predecessor absorbed would take them again in the snapshots",
     ),
     (
-        "DescribeInstances",
-        "where each instance landed: only it names the open reservation an on-demand instance "
-        "was matched to (CreateFleet's instant answer does not), so reservation accounting "
-        "stays exact",
-        "made only where it is needed: an attempt into the one reservation it targets, or spot, "
-        "is located by CreateFleet's answer (no call). For on-demand it would need to know "
-        "that no open ODCR of the account matches the fleet's offerings: the sync sees every "
-        "reservation (its DescribeCapacityReservations is unfiltered) but the snapshots keep "
-        "only those a NodeClass selects; an account-wide summary of open ODCR offerings, "
-        "written when it changes and read with the class's resolution, would make it -1",
-    ),
-    (
         "TransactWriteItems (settle)",
         "the lease settled to the instances launched: room not used given back, usage exact",
         "none",
@@ -126,6 +114,16 @@ CALLS_GONE: tuple[tuple[str, str], ...] = (
     (
         "UpdateItem (idempotency completed)",
         "the request's final record is the claim's completion (service/launch/intake.py)",
+    ),
+    (
+        "DescribeInstances (where each instance landed)",
+        "an on-demand attempt whose instances EC2 could have put in no open reservation is "
+        "located by CreateFleet's answer: its class's preference is `none`, or no open "
+        "reservation of the account (the sync's unfiltered list, carried in the class's shared "
+        "resolution the container holds) is of a type and zone they landed in. One that could "
+        "asks as before, so the record names the reservation; an open reservation made in the "
+        "minutes before the container sees the sync's list is the one way an instance's record "
+        "says on-demand in one (docs/operations.md, *Where an instance landed*)",
     ),
 )
 
@@ -244,6 +242,9 @@ def _one(offerings: int) -> Point:
                 requirements=[capacity_type("on-demand"), instance_type(*types)],
             ),
         )
+        # The minute's sync has run, as it has before any warm request in a deployment: the
+        # container reads the class's shared resolution (and what it carries) from it.
+        cloud.adapters().reservation_sync().run()
         batch = cloud.batch
         cloud.send(request("warm-up"), batch=batch)  # the container is warm from here on
         with _counting(cloud.names.unavailable_offerings_table) as calls:
@@ -318,8 +319,9 @@ def section(result: Result) -> list[str]:
         "## AWS calls per warm on-demand request, against the offerings in its fleet (issue 38)",
         "",
         "`benchmarks/offering_calls.py` (`python -m benchmarks.offering_calls` runs it alone): "
-        "one pool of N x86_64 types in one zone, every offering healthy, a warm container, one "
-        "request for one instance; every call of the service's shared clients, by operation. "
+        "one pool of N x86_64 types in one zone, every offering healthy, the minute's sync run "
+        "once, a warm container, one request for one instance; every call of the service's "
+        "shared clients, by operation. "
         f"Baseline, in the same run: revision `{result.baseline.label.split()[0]}` (extracted "
         "with `git archive`), which claimed each offering with a PutItem and released it with a "
         "DeleteItem, one after another. A healthy offering is now asked about without a claim "
