@@ -80,25 +80,20 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "TransactWriteItems (settle)",
-        "the lease settled to the instances launched: room not used given back, usage exact",
+        "the lease settled to the instances launched: room not used given back, usage exact; "
+        "and each instance's record, put with its member (stop and termination events find "
+        "their request and pool; never a member without its record)",
         "none",
-    ),
-    (
-        "BatchWriteItem (instance records)",
-        "the instances' records: stop and termination events find their request and pool",
-        "write them and the request records in one TransactWriteItems: -1, and a record is "
-        "never stored without its instances. Tried (branch wip/calls-records-txn): it loses "
-        "the instances' items being stored before the record, which lets a termination event "
-        "after a failed record write release its instance (test_accounting's redelivery after "
-        "settle fails); it would need the instances' items written at intent completion "
-        "instead. Not one BatchWriteItem either: its items land in any order, and a final "
-        "record is replayed on redelivery without adopting its instances",
     ),
     (
         "BatchWriteItem (request record)",
         "the request's final record (GetRequest, the status contract), and the idempotency "
         "claim's completion: a delivery finding the claim held reads it and re-publishes it",
-        "see above",
+        "into the visit's last lease settle transaction: -1. Not tried (wip/calls9): a visit "
+        "settles each request's lease in its own transaction, so the records would ride the "
+        "last one (the others' instances counted before it); what a cancelled settle then "
+        "leaves a redelivery to finish (test_accounting's redeliveries after settle) is the "
+        "question to answer first",
     ),
     (
         "PutEvents",
@@ -124,6 +119,16 @@ CALLS_GONE: tuple[tuple[str, str], ...] = (
         "asks as before, so the record names the reservation; an open reservation made in the "
         "minutes before the container sees the sync's list is the one way an instance's record "
         "says on-demand in one (docs/operations.md, *Where an instance landed*)",
+    ),
+    (
+        "BatchWriteItem (instance records)",
+        "each instance's record is put in the lease settle's TransactWriteItems that counts it "
+        "as a member (adapters/pool_leases.py): still stored before the request's record, so a "
+        "record write that fails after the settle leaves every instance's item for its "
+        "termination event and the redelivery (the trap branch wip/calls-records-txn fell in, "
+        "merging them with the request records); records the settle did not write (instances "
+        "reconciliation counted already, a lease settled already) go in one BatchWriteItem as "
+        "before",
     ),
 )
 
