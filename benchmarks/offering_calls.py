@@ -79,38 +79,21 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
         "replayed after that predecessor absorbed would take them again in the snapshots",
     ),
     (
-        "DescribeInstances",
-        "where each instance landed: only it names the open reservation an on-demand instance "
-        "was matched to (CreateFleet's instant answer does not), so reservation accounting "
-        "stays exact",
-        "made only where it is needed: an attempt into the one reservation it targets, or spot, "
-        "is located by CreateFleet's answer (no call). For on-demand it would need to know "
-        "that no open ODCR of the account matches the fleet's offerings: the sync sees every "
-        "reservation (its DescribeCapacityReservations is unfiltered) but the snapshots keep "
-        "only those a NodeClass selects; an account-wide summary of open ODCR offerings, "
-        "written when it changes and read with the class's resolution, would make it -1",
-    ),
-    (
         "TransactWriteItems (settle)",
-        "the lease settled to the instances launched: room not used given back, usage exact",
+        "the lease settled to the instances launched: room not used given back, usage exact; "
+        "and each instance's record, put with its member (stop and termination events find "
+        "their request and pool; never a member without its record)",
         "none",
-    ),
-    (
-        "BatchWriteItem (instance records)",
-        "the instances' records: stop and termination events find their request and pool",
-        "write them and the request records in one TransactWriteItems: -1, and a record is "
-        "never stored without its instances. Tried (branch wip/calls-records-txn): it loses "
-        "the instances' items being stored before the record, which lets a termination event "
-        "after a failed record write release its instance (test_accounting's redelivery after "
-        "settle fails); it would need the instances' items written at intent completion "
-        "instead. Not one BatchWriteItem either: its items land in any order, and a final "
-        "record is replayed on redelivery without adopting its instances",
     ),
     (
         "BatchWriteItem (request record)",
         "the request's final record (GetRequest, the status contract), and the idempotency "
         "claim's completion: a delivery finding the claim held reads it and re-publishes it",
-        "see above",
+        "into the visit's last lease settle transaction: -1. Not tried (wip/calls9): a visit "
+        "settles each request's lease in its own transaction, so the records would ride the "
+        "last one (the others' instances counted before it); what a cancelled settle then "
+        "leaves a redelivery to finish (test_accounting's redeliveries after settle) is the "
+        "question to answer first",
     ),
     (
         "PutEvents",
@@ -126,6 +109,26 @@ CALLS_GONE: tuple[tuple[str, str], ...] = (
     (
         "UpdateItem (idempotency completed)",
         "the request's final record is the claim's completion (service/launch/intake.py)",
+    ),
+    (
+        "DescribeInstances (where each instance landed)",
+        "an on-demand attempt whose instances EC2 could have put in no open reservation is "
+        "located by CreateFleet's answer: its class's preference is `none`, or no open "
+        "reservation of the account (the sync's unfiltered list, carried in the class's shared "
+        "resolution the container holds) is of a type and zone they landed in. One that could "
+        "asks as before, so the record names the reservation; an open reservation made in the "
+        "minutes before the container sees the sync's list is the one way an instance's record "
+        "says on-demand in one (docs/operations.md, *Where an instance landed*)",
+    ),
+    (
+        "BatchWriteItem (instance records)",
+        "each instance's record is put in the lease settle's TransactWriteItems that counts it "
+        "as a member (adapters/pool_leases.py): still stored before the request's record, so a "
+        "record write that fails after the settle leaves every instance's item for its "
+        "termination event and the redelivery (the trap branch wip/calls-records-txn fell in, "
+        "merging them with the request records); records the settle did not write (instances "
+        "reconciliation counted already, a lease settled already) go in one BatchWriteItem as "
+        "before",
     ),
 )
 
@@ -244,6 +247,9 @@ def _one(offerings: int) -> Point:
                 requirements=[capacity_type("on-demand"), instance_type(*types)],
             ),
         )
+        # The minute's sync has run, as it has before any warm request in a deployment: the
+        # container reads the class's shared resolution (and what it carries) from it.
+        cloud.adapters().reservation_sync().run()
         batch = cloud.batch
         cloud.send(request("warm-up"), batch=batch)  # the container is warm from here on
         with _counting(cloud.names.unavailable_offerings_table) as calls:
@@ -330,8 +336,9 @@ def section(result: Result) -> list[str]:
     return markdown.section(
         "AWS calls per warm on-demand request, against the offerings in its fleet (issue 38)",
         "`benchmarks/offering_calls.py` (`python -m benchmarks.offering_calls` runs it alone): "
-        "one pool of N x86_64 types in one zone, every offering healthy, a warm container, one "
-        "request for one instance; every call of the service's shared clients, by operation. "
+        "one pool of N x86_64 types in one zone, every offering healthy, the minute's sync run "
+        "once, a warm container, one request for one instance; every call of the service's "
+        "shared clients, by operation. "
         f"Baseline, in the same run: revision `{result.baseline.label.split()[0]}` (extracted "
         "with `git archive`), which claimed each offering with a PutItem and released it with a "
         "DeleteItem, one after another. A healthy offering is now asked about without a claim "

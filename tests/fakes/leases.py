@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from capacity_launcher.domain.accounting.lease_reads import (
     ConfigReads,
@@ -34,6 +35,7 @@ from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits, Resources
+from capacity_launcher.domain.records.instance_records import InstanceRecord
 from tests.fakes.stores import Clock
 
 
@@ -48,6 +50,10 @@ class QuotaItem:
     def add(self, requester: str, amount: Resources) -> None:
         self.used[requester] = self.used.get(requester, Resources.ZERO) + amount
         self.version = (self.version or 0) + 1
+
+
+class RecordSink(Protocol):
+    def put(self, records: Iterable[InstanceRecord]) -> None: ...
 
 
 class FakeLeases:
@@ -77,6 +83,8 @@ class FakeLeases:
         self.quotas = quotas or QuotaSet(None)
         self.gates_unready = gates_unready
         self.quota_items: dict[str, QuotaItem] = {}
+        # Where a settle writes the instances' records (FakeWorld: its FakeInstances).
+        self.record_sink: RecordSink | None = None
         self.versions: dict[str, int] = {}  # each pool's usage version (absent: never written)
         self.ready: set[tuple[str, str]] = set()
         self.leases: dict[tuple[str, str], Lease] = {}
@@ -229,13 +237,19 @@ class FakeLeases:
         lease: Lease | None,
         pending: Mapping[str, Resources],
         launched: int,
+        records: Mapping[str, InstanceRecord] | None = None,
     ) -> bool:
-        """Members in place of the lease, if it is still as read (open, or still gone)."""
+        """Members in place of the lease, if it is still as read (open, or still gone); the
+        records of those counted now written with them (into `record_sink`)."""
+        if records and self.record_sink is None:
+            raise ValueError("records: this lease store cannot write instance records")
         if self.leases.get((pool, lease_id)) != lease:
             return False
         counted = {i: a for i, a in pending.items() if (pool, i) not in self.members}
         for instance_id, amount in counted.items():
             self.members[(pool, instance_id)] = amount
+        if records and self.record_sink is not None:
+            self.record_sink.put([records[i] for i in pending if i in records])
         held = lease or Lease(pool, lease_id, 0, Resources.ZERO, 0)
         self._moved(held, total(counted.values()) - held.amount)
         # The settled marker, as the adapter reads it back (`pool_items.settled_of`)

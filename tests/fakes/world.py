@@ -152,6 +152,7 @@ class FakeWorld:
             node_classes={name: revision_of(node_class) for name, node_class in classes.items()},
             pools_generation=self.config.pool_set().generation or 0,
         )
+        self.leases.record_sink = self.instances  # a settle writes its instances' records
         self.templates = FakeTemplates()
         self.subnets = FakeSubnets(ZONES)
         self.fleet = FakeFleet(self.templates, self.subnets, self.reservations)

@@ -25,6 +25,7 @@ from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.capacity.fleet import ManagedInstance
 from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
 from capacity_launcher.service.lease_settlement import settle as settle_lease
@@ -358,6 +359,40 @@ def test_settling_more_instances_than_one_transaction_holds_counts_each_once(clo
     assert recount is not None
     assert (recount.stored, recount.recomputed, recount.repaired) == (one * 120, one * 120, False)
     assert sorted(m.instance_id for m in recount.members) == sorted(launched)
+
+
+def test_a_settle_writes_each_instance_s_record_with_its_member_in_transactions_that_fit(
+    cloud, subnets, image
+):
+    # Given a lease of 120 instances, 5 of which the sync already counted, and a record of each
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    table = get_settings().state_table_name
+    items = InstanceRecords(table, clock=time.time)
+    store = PoolLeaseStore(table, 900, clock=time.time, record_puts=items)
+    one = Resources(cpu=2, memory_mib=8192, instances=1)
+    assert reserve_room(store, "general", "big-2", one, 120, 1, None) == 120
+    launched = {f"i-{n:017x}": one for n in range(120)}
+    counted = list(launched)[:5]
+    for instance_id in counted:
+        assert members().count("general", instance_id, one)
+    records = {
+        i: InstanceRecord(i, "m5.large", "on-demand", "big-2", "general", cpu=one.cpu)
+        for i in launched
+    }
+    # When the launcher settles with the records (a member and its record: 48 a transaction,
+    # DynamoDB allowing 100 actions)
+    written = settle_lease(store, "general", "big-2", launched, records)
+    # Then every instance not counted before has its record, written with its member
+    assert written == frozenset(launched) - set(counted)
+    stored = items.many(sorted(launched))
+    assert sorted(stored) == sorted(written)
+    assert {r.request_id for r in stored.values()} == {"big-2"}
+    assert sorted(m.instance_id for m in members().members("general")) == sorted(launched)
+    assert usage_store().usage("general") == one * 120
+    # And a store that cannot write records refuses them rather than drop them
+    bare = PoolLeaseStore(table, 900, clock=time.time)
+    with pytest.raises(ValueError, match="records"):
+        bare.write_settlement("general", "big-3", None, {"i-x": one}, 1, records)
 
 
 def test_a_recompute_never_overwrites_a_count_made_while_it_read(cloud, monkeypatch):

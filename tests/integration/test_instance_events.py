@@ -120,8 +120,10 @@ def test_a_slot_our_instance_gives_back_is_launched_into_before_the_next_sync(
     assert len(landed) == 1, filled.to_detail()
     assert snapshot(reservation).snapshot.exhausted
     assert f"reserved:{reservation}" in ice_keys()
-    # When the user stops or terminates that instance, and its state change arrives
+    # When the user stops or terminates that instance, and its state change arrives (once EC2
+    # lists it: no launch of this test's asked DescribeInstances, which would have waited)
     instance_id = landed[0].instance_id
+    cloud.wait_out_consistency()
     if state == "stopped":
         cloud.ec2.stop_instances(InstanceIds=[instance_id])
     else:

@@ -166,7 +166,9 @@ def test_open_preference_lands_in_an_open_reservation(cloud, subnets, image):
     assert record.instances[0].capacity_type == "reserved"
 
 
-def test_none_preference_never_lands_in_a_reservation(cloud, subnets, image):
+def closed_pool(cloud: Cloud, subnets: dict[str, str], image: str) -> str:
+    """An open reservation of the pool's type and zone, and an on-demand pool whose NodeClass's
+    preference is `none`; the reservation."""
     reservation = reserve(cloud, 2, InstanceMatchCriteria="open")
     setup_pool(
         cloud,
@@ -175,6 +177,11 @@ def test_none_preference_never_lands_in_a_reservation(cloud, subnets, image):
         reservation_spec={"capacityReservationPreference": "none"},
         capacity_types=("on-demand",),
     )
+    return reservation
+
+
+def test_none_preference_never_lands_in_a_reservation(cloud, subnets, image):
+    reservation = closed_pool(cloud, subnets, image)
     cloud.send(launch_request("r-none", nodePool="general", count=1))
     record = cloud.record("r-none")
     assert record is not None and record.launched == 1

@@ -222,7 +222,9 @@ def test_slots_freed_since_the_launchers_last_look_are_used_though_the_look_saw_
     assert [i.capacity_reservation_id for i in filled.instances] == [reservation] * 3
     cloud.send(launch_request("r-full", nodePool="general", count=1))
     # When two of its instances end (their events give their slots back), and a request for
-    # three follows within the look's interval
+    # three follows within the look's interval (ended once EC2 lists them: no launch here asked
+    # DescribeInstances, which would have waited)
+    cloud.wait_out_consistency()
     for instance in filled.instances[:2]:
         cloud.ec2.terminate_instances(InstanceIds=[instance.instance_id])
         deliver(STATE_CHANGE, instance.instance_id, state="shutting-down")

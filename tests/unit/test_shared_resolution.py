@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import string
+from dataclasses import replace
 
 import pytest
 
@@ -23,6 +24,7 @@ from capacity_launcher.domain.capacity.shared_resolution import (
     digest,
     due,
     encode,
+    open_digest,
     parts,
     usable,
 )
@@ -52,8 +54,12 @@ def _resolution(types: tuple[InstanceTypeInfo, ...] = (), known: frozenset[str] 
     )
 
 
-def _head(revision: str = "r1", resolved_at: float = NOW) -> Head:
-    return Head("standard", revision, resolved_at, "d", 1)
+def _head(
+    revision: str = "r1",
+    resolved_at: float = NOW,
+    open_reservations: frozenset[tuple[str, str]] | None = None,
+) -> Head:
+    return Head("standard", revision, resolved_at, "d", 1, open_digest(open_reservations))
 
 
 def test_a_resolution_serves_only_its_class_revision() -> None:
@@ -75,6 +81,30 @@ def test_the_sync_resolves_again_when_missing_changed_or_old() -> None:
     assert due(_head("r1"), "r1", NOW + REFRESH_AFTER_SECONDS)
     # Refreshed well before readers stop trusting it: a missed sync minute leaves them served.
     assert REFRESH_AFTER_SECONDS + 60 < MAX_AGE_SECONDS
+
+
+def test_the_sync_resolves_again_when_the_account_s_open_reservations_changed() -> None:
+    m5a = frozenset({("m5.large", "us-east-1a")})
+    # Written only when the summary changes: the same one keeps the class until it is old.
+    assert not due(_head(open_reservations=m5a), "r1", NOW + 1, m5a)
+    assert due(_head(open_reservations=m5a), "r1", NOW + 1, m5a | {("c5.large", "us-east-1b")})
+    assert due(_head(open_reservations=m5a), "r1", NOW + 1, frozenset())
+    # The list not read this minute: stored as unknown (launchers ask EC2), not kept as known.
+    assert due(_head(open_reservations=m5a), "r1", NOW + 1, None)
+    # A head written before the summary was carried is written again with it.
+    before = Head("standard", "r1", NOW, "d", 1)
+    assert due(before, "r1", NOW + 1, frozenset())
+
+
+def test_the_open_reservations_round_trip_and_a_document_without_them_says_unknown() -> None:
+    summary = frozenset({("m5.large", "us-east-1a"), ("c5.large", "us-east-1b")})
+    resolution = replace(_resolution((_type("m5.large"),)), open_reservations=summary)
+    assert decode(encode(resolution)).open_reservations == summary
+    assert decode(encode(replace(resolution, open_reservations=frozenset()))).open_reservations == (
+        frozenset()
+    )
+    # A document written before the summary: unknown, never "none open".
+    assert decode(encode(_resolution())).open_reservations is None
 
 
 def test_the_document_round_trips_and_is_deterministic() -> None:

@@ -99,6 +99,11 @@ class InstanceRecords(HistoryItems):
         """Record launched instances (the one bounded BatchWriteItem loop)."""
         batch_write(self._db, self._table, [{"PutRequest": {"Item": _item(r)}} for r in records])
 
+    def transaction_puts(self, records: Iterable[InstanceRecord]) -> list[dict[str, Any]]:
+        """The records as TransactWriteItems puts: a lease's settle writes them with its
+        instances' members (adapters/pool_leases.py), one transaction, no call of their own."""
+        return [{"Put": {"TableName": self._table, "Item": _item(r)}} for r in records]
+
     def get(self, instance_id: str) -> InstanceRecord | None:
         """One eventually consistent GetItem: the cheap test of whether an instance is ours."""
         item = self.stored_item(instance_id, consistent=False)

@@ -22,7 +22,7 @@ items that moved).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from capacity_launcher.adapters import quota_usage
@@ -57,6 +57,7 @@ from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.index_shards import read_values
+from capacity_launcher.domain.records.instance_records import InstanceRecord
 
 # Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
 # quota's usage, the lease's delete (or its absence checked) and the settled marker's put).
@@ -72,6 +73,12 @@ class UnreadyGate(Protocol):
     def reading(self, pool: str) -> UnreadyReading: ...
 
 
+class RecordPuts(Protocol):
+    """Instance records as TransactWriteItems puts (adapters/instance_records.py)."""
+
+    def transaction_puts(self, records: Iterable[InstanceRecord]) -> list[dict[str, Any]]: ...
+
+
 class PoolLeaseStore:
     def __init__(
         self,
@@ -82,7 +89,11 @@ class PoolLeaseStore:
         clock: Callable[[], float],
         quotas: QuotaSource | None = None,
         unready_gate: UnreadyGate | None = None,
+        record_puts: RecordPuts | None = None,
     ) -> None:
+        """`record_puts`: the instance records' transaction puts, so a settle writes each
+        instance's record with its member (None: a settle given records refuses them)."""
+        self._record_puts = record_puts
         self._items = PoolItems(table_name, dynamodb)
         self._lease_seconds = lease_seconds
         self._clock = clock
@@ -164,9 +175,12 @@ class PoolLeaseStore:
         lease: Lease | None,
         pending: Mapping[str, Resources],
         launched: int,
+        records: Mapping[str, InstanceRecord] | None = None,
     ) -> bool:
         """Put the members of `pending` and the lease's settlement, conditioned on `lease` as
-        read (None: reclaimed, and not leased again since); False when it moved.
+        read (None: reclaimed, and not leased again since); False when it moved. `records`:
+        the instances' records, each put in the transaction that puts its member (issue 38: no
+        write of their own, and never a member without its record).
 
         The last transaction deletes the open lease (only if it is still open) and puts its
         settled marker (only if none exists: a second settle fails), which stays until the
@@ -174,8 +188,10 @@ class PoolLeaseStore:
         instances twice. Members past a transaction's size go in chunks before it; members that
         exist already (counted by reconciliation after a reclaim, or by a try that crashed
         between chunks) are left as they are by the caller's next try."""
+        if records and self._record_puts is None:
+            raise ValueError("records: this lease store cannot write instance records")
         try:
-            self._settle_once(pool, lease_id, lease, dict(pending), launched)
+            self._settle_once(pool, lease_id, lease, dict(pending), launched, records or {})
         except ConditionFailed:
             return False
         return True
@@ -187,18 +203,21 @@ class PoolLeaseStore:
         lease: Lease | None,
         pending: dict[str, Resources],
         launched: int,
+        records: Mapping[str, InstanceRecord],
     ) -> None:
-        """Put the members in chunks (`pending` loses each chunk written), the last with the
-        lease's settlement (of a reclaimed lease, with nothing left to count: its marker)."""
+        """Put the members in chunks (`pending` loses each chunk written), each with its
+        instances' records, the last with the lease's settlement (of a reclaimed lease, with
+        nothing left to count: its marker)."""
         ids = sorted(pending)
-        size = _MEMBERS_PER_TRANSACTION
+        # A member and its record: half as many instances a transaction when records ride it.
+        size = _MEMBERS_PER_TRANSACTION // 2 if records else _MEMBERS_PER_TRANSACTION
         chunks = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
         hold = hold_of(lease)
         for chunk in chunks[:-1]:
             amount = total(pending[i] for i in chunk)
             puts = self._items.member_puts(pool, chunk, pending, hold, int(self._clock()))
             usage = self._items.usage_updates(pool, amount, hold)
-            self._items.transact([*puts, *usage])
+            self._items.transact([*puts, *self._records_of(chunk, records), *usage])
             for instance_id in chunk:
                 pending.pop(instance_id)
         amount = total(pending[i] for i in chunks[-1])
@@ -207,10 +226,19 @@ class PoolLeaseStore:
         self._items.transact(
             [
                 *self._items.member_puts(pool, chunks[-1], pending, hold, int(self._clock())),
+                *self._records_of(chunks[-1], records),
                 *self._items.usage_updates(pool, amount, hold),
                 *self._settlement(pool, lease_id, lease, launched),
             ]
         )
+
+    def _records_of(
+        self, chunk: Sequence[str], records: Mapping[str, InstanceRecord]
+    ) -> list[dict[str, Any]]:
+        mine = [records[i] for i in chunk if i in records]
+        if not mine or self._record_puts is None:
+            return []
+        return self._record_puts.transaction_puts(mine)
 
     def lease(self, pool: str, lease_id: str) -> Lease | None:
         """The lease, open or settled (None: never leased, or reclaimed), in one read.

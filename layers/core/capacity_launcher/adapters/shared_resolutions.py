@@ -33,6 +33,7 @@ from capacity_launcher.domain.capacity.shared_resolution import (
     assemble,
     digest,
     encode,
+    open_digest,
     parts,
     usable,
 )
@@ -60,6 +61,7 @@ def _head(item: dict[str, Any]) -> Head | None:
             resolved_at=float(item["resolvedAt"]),
             digest=str(item["digest"]),
             parts=int(item["parts"]),
+            open=str(item["open"]) if "open" in item else None,
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -111,7 +113,14 @@ class ResolutionStore:
         """Store the resolution: its parts when its document is new, then its head, then the
         parts the previous head named are deleted."""
         data = encode(resolution)
-        head = Head(node_class, revision, resolved_at, digest(data), len(parts(data)))
+        head = Head(
+            node_class,
+            revision,
+            resolved_at,
+            digest(data),
+            len(parts(data)),
+            open_digest(resolution.open_reservations),
+        )
         if previous is None or previous.digest != head.digest:
             puts = [
                 {
@@ -133,6 +142,7 @@ class ResolutionStore:
                             "resolvedAt": resolved_at,
                             "digest": head.digest,
                             "parts": head.parts,
+                            "open": head.open,
                         }
                     ),
                 },
@@ -211,6 +221,16 @@ class SharedResolutions:
             if found is not None:
                 return found
         return None
+
+    def open_reservations(self, node_class: NodeClass) -> frozenset[tuple[str, str]] | None:
+        """The account's open reservations (instance type, zone) as the class's resolution this
+        container holds says, with no read (None: none held usable, or it cannot say)."""
+        now = self._clock()
+        with self._lock:
+            held = self._held.get(node_class.metadata.name)
+        if held is None or not usable(held[0], revision_of(node_class), now):
+            return None
+        return held[1].open_reservations
 
     def image(self, node_class: NodeClass, image_id: str) -> SharedImage | None:
         resolution = self.for_class(node_class)

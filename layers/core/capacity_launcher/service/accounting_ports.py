@@ -28,6 +28,7 @@ from capacity_launcher.domain.apis.documents import Revisions
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import PoolLimits, Resources
+from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.reclaims import ReclaimRequested
 
 # -- pool limits: leases, members, usage, quota usage ----------------------------------------------
@@ -60,6 +61,8 @@ class SettlingLeases(Protocol):
     # The instance ids counted as the pool's members.
     def counted(self, pool: str) -> set[str]: ...
     # Members and settlement in one write conditioned on `lease` as read; False if it moved.
+    # `records`: the instances' records, each written with its member (ValueError: a store
+    # that cannot).
     def write_settlement(
         self,
         pool: str,
@@ -67,6 +70,7 @@ class SettlingLeases(Protocol):
         lease: Lease | None,
         pending: Mapping[str, Resources],
         launched: int,
+        records: Mapping[str, InstanceRecord] | None = None,
     ) -> bool: ...
 
 

@@ -17,6 +17,7 @@ from capacity_launcher.domain.accounting.lease_settlement import (
 )
 from capacity_launcher.domain.errors import LeaseReclaimed
 from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.service.accounting_ports import SettlingLeases
 
 SETTLE_TRIES = 3
@@ -30,9 +31,16 @@ class LeaseNotSettled(RuntimeError):
 
 
 def settle(
-    leases: SettlingLeases, pool: str, lease_id: str, members: Mapping[str, Resources]
-) -> None:
-    """Turn the lease into one member per instance launched (id -> amount), exactly once.
+    leases: SettlingLeases,
+    pool: str,
+    lease_id: str,
+    members: Mapping[str, Resources],
+    records: Mapping[str, InstanceRecord] | None = None,
+) -> frozenset[str]:
+    """Turn the lease into one member per instance launched (id -> amount), exactly once;
+    `records` (id -> its instance's record) are written with the members they go with. Returns
+    the ids whose records this settle wrote (the caller writes the others: those counted
+    already, a lease settled already).
 
     LeaseReclaimed when the lease is neither open nor settled and instances not yet counted are
     left: they count only under a lease taken for them again, through the same admission
@@ -44,11 +52,11 @@ def settle(
         lease = lease or leases.lease(pool, lease_id)
         step = settle_step(lease, pending)
         if step is SettleStep.ALREADY_SETTLED:
-            return
+            return frozenset()
         if step is SettleStep.RECLAIMED:
             raise LeaseReclaimed(pool, lease_id)
-        if leases.write_settlement(pool, lease_id, lease, pending, len(members)):
-            return
+        if leases.write_settlement(pool, lease_id, lease, pending, len(members), records):
+            return frozenset(i for i in pending if records and i in records)
         lease = None  # a try that failed reads it again
         pending = left_to_count(members, leases.counted(pool))
     raise LeaseNotSettled(pool, lease_id)

@@ -219,6 +219,15 @@ class SubnetLookup(Protocol):
     def by_zone(self, node_class: NodeClass) -> dict[str, tuple[str, ...]]: ...
 
 
+class OpenReservationSummary(Protocol):
+    """The account's open reservations as the sync shares them (adapters/shared_resolutions.py)."""
+
+    def open_reservations(self, node_class: NodeClass) -> frozenset[tuple[str, str]] | None:
+        """(instance type, zone) of each, as the class's resolution held now says, read with no
+        call; None when none is held or it cannot say."""
+        ...
+
+
 # -- capacity reservations ------------------------------------------------------------------------
 
 
@@ -308,6 +317,9 @@ class LaunchPorts:
     reclaims: Reclaims | None = None
     # Whether a launch naming a static pool is one the sync sent (None: its id's shape says).
     static_pools: StaticPoolStates | None = None
+    # The account's open reservations: an on-demand launch none can hold is located by
+    # CreateFleet's answer (None: always asks EC2).
+    open_reservations: OpenReservationSummary | None = None
 
 
 # -- static NodePools -----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from capacity_launcher.domain.capacity.reservation_state import (
 from capacity_launcher.domain.capacity.reservations import (
     SELECTABLE_STATES,
     ReservationSnapshot,
+    open_offerings,
     target_key,
 )
 from capacity_launcher.domain.errors import LaunchFailed, Transient
@@ -173,7 +174,11 @@ class ReservationSync:
         self._repair(report)
         if listed is not None:
             self._act_on_the_list(report, *listed)
-        resolution_part(report.failed, self._resolutions)  # shared with every launcher
+        # Shared with every launcher, with the account's open reservations (unknown when EC2's
+        # list was not read): an on-demand launch none can hold is located by CreateFleet's
+        # answer (service/launch/send.py).
+        summary = open_offerings(listed[1].values()) if listed is not None else None
+        resolution_part(report.failed, self._resolutions, summary)
         self._wake(report)
         logger.info(
             "reservations synced",
@@ -393,8 +398,10 @@ class ReservationSync:
         """Coverage per target/term, group ARNs per reservation, every reservation needed, and
         every reservation EC2 described."""
         ids, group_arns, terms = selected_by(node_classes)
-        if not (ids or group_arns or terms):
+        if not (ids or group_arns or terms or self._resolutions):
             return [], {}, {}, {}
+        # Read whenever the launchers are shared resolutions: their summary of the account's
+        # open reservations comes from it even when no NodeClass selects any.
         everything = {r.reservation_id: r for r in self._ec2.describe()}
         at = now.timestamp()
         coverage = [Coverage(target_key(i), at, (i,) if i in everything else ()) for i in ids]

@@ -14,7 +14,7 @@ naming the field, as before any sharing."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from capacity_launcher.domain.apis.config import NodeClass
@@ -67,7 +67,11 @@ class ResolutionSync:
         self._resolvers = resolvers
         self._now = now
 
-    def run(self) -> ResolutionReport:
+    def run(self, open_reservations: frozenset[tuple[str, str]] | None = None) -> ResolutionReport:
+        """`open_reservations`: the account's open reservations as this minute's list of them
+        says (domain/capacity/reservations.py `open_offerings`), stored in every class's
+        resolution; None when the list was not read (stored as unknown: launchers ask EC2
+        where their on-demand instances landed)."""
         report = ResolutionReport()
         classes = self._classes()
         heads = self._store.heads([c.metadata.name for c in classes]) if classes else {}
@@ -75,7 +79,7 @@ class ResolutionSync:
         for node_class in classes:
             name, revision = node_class.metadata.name, revision_of(node_class)
             head = heads.get(name)
-            if not due(head, revision, self._now()):
+            if not due(head, revision, self._now(), open_reservations):
                 report.kept.append(name)
                 continue
             resolver = resolver or self._resolvers()
@@ -90,6 +94,7 @@ class ResolutionSync:
                 if head is not None:
                     self._store.forget(head)
                 continue
+            resolution = replace(resolution, open_reservations=open_reservations)
             self._store.save(name, revision, at, resolution, head)
             report.resolved.append(name)
         logger.info(
@@ -99,7 +104,13 @@ class ResolutionSync:
         return report
 
 
-def resolution_part(failed: list[str], sync: ResolutionSync | None) -> ResolutionReport | None:
+def resolution_part(
+    failed: list[str],
+    sync: ResolutionSync | None,
+    open_reservations: frozenset[tuple[str, str]] | None = None,
+) -> ResolutionReport | None:
     """The sync minute's `resolutions` part, contained (service/sync_parts.py); None when the
     sync has none, or it failed."""
-    return None if sync is None else contained(failed, "resolutions", sync.run, None)
+    if sync is None:
+        return None
+    return contained(failed, "resolutions", lambda: sync.run(open_reservations), None)

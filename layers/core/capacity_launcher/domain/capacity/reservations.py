@@ -257,6 +257,16 @@ def selector_key(term: CapacityReservationSelectorTerm) -> str:
 SELECTABLE_STATES = (ACTIVE, *sorted(UPCOMING_STATES))
 
 
+def open_offerings(reservations: Iterable[ReservationSnapshot]) -> frozenset[tuple[str, str]]:
+    """(instance type, zone) of every open reservation listed that is active or will be: where
+    EC2 may put an instance whose launch names no reservation and whose preference is open."""
+    return frozenset(
+        (r.instance_type, r.zone)
+        for r in reservations
+        if r.instance_match_criteria == "open" and r.state in SELECTABLE_STATES
+    )
+
+
 def term_matches(term: CapacityReservationSelectorTerm, reservation: ReservationSnapshot) -> bool:
     """A selector term's fields ANDed, as DescribeCapacityReservations filters them (active or
     upcoming unless the term names an id; only active ones are ever launched into)."""

@@ -70,6 +70,9 @@ class Resolution:
     # Every type name EC2 knows in the region: a pinned name outside it is a typo, for EC2 to
     # name (the container asks it), one inside but not offered here is simply not offered.
     known_types: frozenset[str] = field(default_factory=frozenset)
+    # (instance type, zone) of every open reservation of the account, active or upcoming, as
+    # the sync last listed them (`open_offerings`); None when it could not say.
+    open_reservations: frozenset[tuple[str, str]] | None = None
 
     def offered(
         self, zones: Iterable[str], names: Iterable[str] | None
@@ -108,6 +111,9 @@ class Head:
     resolved_at: float
     digest: str
     parts: int
+    # `open_digest` of the summary of open reservations the document carries (None: a head
+    # written before it carried one).
+    open: str | None = None
 
 
 def usable(head: Head, revision: str, now: float) -> bool:
@@ -117,10 +123,17 @@ def usable(head: Head, revision: str, now: float) -> bool:
     return head.revision == revision and -CLOCK_SKEW_SECONDS <= age < MAX_AGE_SECONDS
 
 
-def due(head: Head | None, revision: str, now: float) -> bool:
-    """Whether the sync resolves the class again now: none stored, another revision, or
-    REFRESH_AFTER_SECONDS old."""
+def due(
+    head: Head | None,
+    revision: str,
+    now: float,
+    open_reservations: frozenset[tuple[str, str]] | None = None,
+) -> bool:
+    """Whether the sync resolves the class again now: none stored, another revision, another
+    summary of the account's open reservations, or REFRESH_AFTER_SECONDS old."""
     if head is None or head.revision != revision:
+        return True
+    if head.open != open_digest(open_reservations):
         return True
     return not 0 <= now - head.resolved_at < REFRESH_AFTER_SECONDS
 
@@ -137,6 +150,11 @@ def encode(resolution: Resolution) -> bytes:
         ],
         "types": [_type_row(t) for t in sorted(resolution.instance_types, key=lambda t: t.name)],
         "known": sorted(resolution.known_types),
+        "open": (
+            None
+            if resolution.open_reservations is None
+            else sorted([t, z] for t, z in resolution.open_reservations)
+        ),
     }
     text = json.dumps(document, separators=(",", ":"), sort_keys=True)
     return zlib.compress(text.encode(), 9)
@@ -153,7 +171,21 @@ def decode(data: bytes) -> Resolution:
         ),
         instance_types=tuple(_type_of(row) for row in document["types"]),
         known_types=frozenset(document["known"]),
+        # A document written before the summary: unknown (the launcher asks EC2).
+        open_reservations=(
+            None
+            if document.get("open") is None
+            else frozenset((str(t), str(z)) for t, z in document["open"])
+        ),
     )
+
+
+def open_digest(open_reservations: frozenset[tuple[str, str]] | None) -> str:
+    """A short digest of a summary of open reservations ("none" when unknown)."""
+    if open_reservations is None:
+        return "none"
+    text = json.dumps(sorted(open_reservations), separators=(",", ":"))
+    return digest(text.encode())
 
 
 def digest(data: bytes) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.aws_errors import is_launch_template_gone
 from capacity_launcher.domain.capacity.fleet import (
     Blamed,
@@ -239,7 +240,10 @@ def absorb(
         # A claimed attempt targets one reservation only: every instance it got is in it.
         give_back(ctx, sent.claim, used=len(result.instance_ids))
     retags = _hand_out(intent, result, active)
-    landings = _tag_and_locate(ctx, sent, retags, report)
+    node_class = next(
+        (p.prepared.node_class for p in active if p.request_id in intent.request_ids), None
+    )
+    landings = _tag_and_locate(ctx, sent, retags, report, node_class)
     blamed = blame(result.errors, attempt.offerings if attempt is not None else ())
     for item in active:
         if item.request_id in intent.request_ids:
@@ -280,40 +284,67 @@ def _tag_and_locate(
     sent: Sent,
     retags: Sequence[tuple[list[str], Mapping[str, str]]],
     report: LaunchReport,
+    node_class: NodeClass | None,
 ) -> list[InstanceLanding]:
     """Tag each coalesced request's instances while asking EC2 where they landed."""
     fleet = ctx.ports.fleet
     with ThreadPoolExecutor(max_workers=min(len(retags), _MAX_PARALLEL_TAGGING) or 1) as pool:
         tagging = [pool.submit(fleet.tag, ids, tags) for ids, tags in retags]
-        landings = _locate(ctx, sent)
+        landings = _locate(ctx, sent, node_class)
         for done in tagging:
             report.untagged += done.result()
     return landings
 
 
-def _locate(ctx: Context, sent: Sent) -> list[InstanceLanding]:
+def _locate(ctx: Context, sent: Sent, node_class: NodeClass | None) -> list[InstanceLanding]:
     """Where a fleet's instances landed. A done intent replayed is left out: its predecessor
     noted its slots (a pending intent replayed now took its slots now; its claim, if any, was
     given back).
 
     An attempt made now that can land in no reservation but one it names (a reserved attempt
-    is `capacity-reservations-only` with one reservation id) or in none (spot) is located by
+    is `capacity-reservations-only` with one reservation id), in none (spot), or in none the
+    account has open where its instances landed (`_outside_open_reservations`) is located by
     CreateFleet's own answer: its type, zone and lifecycle are the answer's, its reservation
-    the one targeted (issue 38: no DescribeInstances). Any other asks EC2 (DescribeInstances):
-    only it names the reservation, if any, an on-demand instance or a group's was put in."""
+    the one targeted, if any (issue 38: no DescribeInstances). Any other asks EC2
+    (DescribeInstances): only it names the reservation, if any, an on-demand instance or a
+    group's was put in."""
     attempt = sent.attempt
     if attempt is None and sent.intent.state == "done":
         return []
     target = attempt.target.reservation_id if attempt is not None and attempt.target else None
     spot = attempt is not None and attempt.capacity_type == SPOT
     answered = sent.result.landings_answered() if attempt is not None else None
-    if answered is not None and (target or spot):
+    if answered is not None and (
+        target or spot or _outside_open_reservations(ctx, attempt, node_class, answered)
+    ):
         landings = answered
     else:
         landings = ctx.ports.fleet.describe(sent.result.instance_ids)
     if target:
         landings = [words.in_target(x, target) for x in landings]
     return landings
+
+
+def _outside_open_reservations(
+    ctx: Context,
+    attempt: LaunchAttempt | None,
+    node_class: NodeClass | None,
+    answered: Sequence[InstanceLanding],
+) -> bool:
+    """Whether EC2 could have put none of an on-demand attempt's instances in a reservation:
+    its NodeClass's reservation preference is `none` (its launch template says so), or no open
+    reservation of the account, as the sync last listed them and the class's resolution held
+    now carries them, is of the type and zone any of them landed in. False when that cannot be
+    said (no resolution held): EC2 is asked. An open reservation made or opened since that list
+    is the one way an instance is in a reservation its record does not name (docs/operations.md,
+    *Where an instance landed*)."""
+    if attempt is None or attempt.capacity_type != ON_DEMAND or node_class is None:
+        return False
+    if node_class.spec.reservation_preference == "none":
+        return True
+    summary = ctx.ports.open_reservations
+    held = summary.open_reservations(node_class) if summary is not None else None
+    return held is not None and held.isdisjoint((x.instance_type, x.zone) for x in answered)
 
 
 def _remember_dry(

@@ -106,17 +106,29 @@ class _Ended:
     item: Progress
     record: RequestRecord
     instances: list[InstanceRecord]
+    # Those whose records its lease's settle wrote with their members.
+    written: frozenset[str] = frozenset()
 
 
 def _write_records(ctx: Context, ended: Sequence[_Ended]) -> None:
-    """The visit's instance records, then its request records (each request's record after its
-    instances', as a record names them): a BatchWriteItem each for the whole visit, not three
-    writes per request one after another (issue 38). Those of requests an earlier delivery
-    settled are adopted: events since (a stop, a termination) must stay."""
+    """The visit's instance records its settles did not write, then its request records (each
+    request's record after its instances', as a record names them): a BatchWriteItem each for
+    the whole visit, not three writes per request one after another (issue 38). A lease's
+    settle writes its instances' records with their members (`settle_lease`): in a warm
+    request nothing is left for the first. Those of requests an earlier delivery settled are
+    adopted: events since (a stop, a termination) must stay."""
     for end in ended:
         if end.item.settled:
             ctx.ports.instances.adopt(end.instances)
-    ctx.ports.instances.put([x for end in ended if not end.item.settled for x in end.instances])
+    left = [
+        x
+        for end in ended
+        if not end.item.settled
+        for x in end.instances
+        if x.instance_id not in end.written
+    ]
+    if left:
+        ctx.ports.instances.put(left)
     ctx.ports.records.put_records([end.record for end in ended])
     for end in ended:
         end.item.mark_ended()
@@ -137,19 +149,26 @@ def _settle(
         _missed_min_count(ctx, item, mine)
         mine = []
     types = _landed_types(ctx, candidates, mine)
+    now = ctx.clock()
+    by_id = {
+        x.instance_id: words.instance_record(x, item.prepared, types.get(x.instance_type), now)
+        for x in mine
+    }
+    written: frozenset[str] = frozenset()
     if item.granted:
         limits = item.prepared.pool.spec.limits
-        mine, over = settle_lease(ctx, item.pool_name, request, mine, types, limits, item.settled)
+        # An earlier delivery's settle wrote the records already (they are adopted).
+        carried = None if item.settled else by_id
+        mine, over, written = settle_lease(
+            ctx, item.pool_name, request, mine, types, limits, item.settled, records=carried
+        )
         item.errors += over
-    now = ctx.clock()
-    records = [
-        words.instance_record(x, item.prepared, types.get(x.instance_type), now) for x in mine
-    ]
+    records = [by_id[x.instance_id] for x in mine]
     status = status_for(request.count, len(mine), request.min_count)
     if status is RequestStatus.PARTIALLY_FULFILLED and item.short is not None:
         item.note(item.short)
     record = finish(ctx, item, mine, unavailable, status, item.errors, reservations, store=False)
-    return _Ended(item, record, records)
+    return _Ended(item, record, records, written)
 
 
 def _missed_min_count(ctx: Context, item: Progress, mine: Sequence[InstanceLanding]) -> None:
@@ -192,9 +211,12 @@ def settle_lease(
     limits: PoolLimits | None,
     settled: bool = False,
     least: int | None = None,
-) -> tuple[list[InstanceLanding], list[ErrorDetail]]:
+    records: Mapping[str, InstanceRecord] | None = None,
+) -> tuple[list[InstanceLanding], list[ErrorDetail], frozenset[str]]:
     """The request's lease in `pool` settled to the instances `landed` (members in its place);
-    returns those it keeps, and the record's words for those it terminated.
+    returns those it keeps, the record's words for those it terminated, and the ids whose
+    `records` were written with their members (each in the transaction that counts it: never
+    a member without its record, and no write of their own).
 
     A lease reclaimed under the launch (it expired, and the sync gave back the room and the
     quota it held, which another request may have been admitted into since) is taken again for
@@ -210,8 +232,10 @@ def settle_lease(
     for _ in range(_LEASED_AGAIN_TRIES):
         try:
             members = {x.instance_id: amounts[x.instance_id] for x in kept}
-            lease_settlement.settle(ctx.ports.leases, pool, request.request_id, members)
-            return kept, errors
+            written = lease_settlement.settle(
+                ctx.ports.leases, pool, request.request_id, members, records
+            )
+            return kept, errors, written
         except LeaseReclaimed:
             fit, refusal = _lease_again(ctx, pool, request, kept, amounts, limits, least)
         over = [x for x in kept if x.instance_id in fit.over]

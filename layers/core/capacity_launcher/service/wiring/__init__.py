@@ -162,6 +162,7 @@ class Adapters(Stores):
             reservations=self.reservations(),
             reclaims=self.reclaim_requests(config),
             static_pools=StaticPoolItems(self.settings.state_table_name, self.clients("dynamodb")),
+            open_reservations=shared,
         )
 
     def launch_batch(

@@ -116,6 +116,7 @@ class Stores:
             clock=self.seconds,
             quotas=config or self.config_store(cached=True),
             unready_gate=self.pool_readiness(),
+            record_puts=self.instance_records(),  # a settle writes its instances' records
         )
 
     def pool_members(self, config: ConfigStore | None = None) -> PoolMemberStore:
