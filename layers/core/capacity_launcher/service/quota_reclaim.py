@@ -8,7 +8,9 @@ still fails, its message naming the reclaim; the lender asks again once the quot
 
 The sync enforces it after its grace period (`service/reclaim_enforcement.py`). A waiting request
 its quota's withinClusterQueue or borrowWithinCohort lets preempt asks through the same path
-(`ReclaimRequests.preempt`).
+(`ReclaimRequests.preempt`), judged on every item its admission reads: the cohort's quota usage
+in the pool and in its group's other pools (group `limits`), and the pool's stored limits, usage
+and count for `limits.unready` (`read_usage`, `read_room`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,20 @@ from typing import Any
 
 from capacity_launcher.domain.accounting import preemption
 from capacity_launcher.domain.accounting.pool_usage import Member
-from capacity_launcher.domain.accounting.preemption import Preemptor, Running
-from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
+from capacity_launcher.domain.accounting.preemption import (
+    UNLIMITED,
+    PoolRoom,
+    Preemptor,
+    Running,
+    group_pools,
+)
+from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance, UsageKey
+from capacity_launcher.domain.accounting.quota_leases import usage_items
 from capacity_launcher.domain.accounting.reclaim_decision import preemption_refused_now
 from capacity_launcher.domain.apis.quota_preemption import BorrowPolicy, WithinQuotaPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.reclaims import (
     ReclaimedInstance,
@@ -40,7 +49,12 @@ from capacity_launcher.domain.records.status import (
     format_timestamp,
 )
 from capacity_launcher.observability import logger
-from capacity_launcher.service.accounting_ports import PoolMembers, QuotaUsage, ReclaimStore
+from capacity_launcher.service.accounting_ports import (
+    PoolMembers,
+    PoolRoomReads,
+    QuotaUsage,
+    ReclaimStore,
+)
 from capacity_launcher.service.ports import InstanceItems
 
 Quotas = Callable[[], Sequence[CapacityQuota]]
@@ -64,6 +78,7 @@ class ReclaimRequests:
         reclaims: ReclaimStore,
         publish: Callable[..., None],
         now: Callable[[], datetime],
+        pools: PoolRoomReads | None = None,
     ) -> None:
         self._quotas = quotas
         self._members = members
@@ -72,6 +87,9 @@ class ReclaimRequests:
         self._reclaims = reclaims
         self._publish = publish
         self._now = now
+        # The pools' stored limits, usage and readiness a preemption is judged on (None: no
+        # pool limits are read, as a store without them).
+        self._pools = pools
 
     def request(self, refused: QuotaExceeded, request_id: str, requester: str | None) -> str:
         """Ask for ``refused.reclaim``; what the refusal's message adds (it starts with '; ')."""
@@ -161,33 +179,34 @@ class ReclaimRequests:
         arrived_at: datetime,
     ) -> ReclaimRequested | None:
         pool = ask.flavor
-        quotas, usage, members, records = self._candidates(quota, pool)
+        where = [pool, *group_pools(quota, pool)]
+        quotas, usage, members, records = self._candidates(quota, where, every_item=True)
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
         running = [
             Running(
-                QuotaInstance(i, str(m.requester), pool, m.amount, launched[i].isoformat()),
+                QuotaInstance(i, str(m.requester), m.pool, m.amount, launched[i].isoformat()),
                 records[i].priority if i in records else None,
             )
             for i, m in members.items()
         ]
-        victims = preemption.plan(ask, quotas, usage, running)
+        victims = preemption.plan(ask, quotas, usage, running, read_room(self._pools, pool))
         if not victims:
             return None
         cohort = Cohort.of(quota, quotas, usage)
-        covered = [r for r in _covered(quota, pool) if ask.demand.amount(r) > 0]
         return self._reclaim(
             quota,
             pool,
             request_id,
             requester,
-            {r: ask.demand.amount(r) for r in covered},
+            # Every dimension it asks (the pool's limits and group limits bound them all).
+            {r: ask.demand.amount(r) for r in DIMENSIONS if ask.demand.amount(r) > 0},
             enforced=True,
             instances=[
                 ReclaimedInstance(
                     instance_id=v.instance.instance_id,
                     requester=v.instance.requester,
                     quota=v.owner,
-                    node_pool=pool,
+                    node_pool=v.instance.flavor,
                     launched_at=launched[v.instance.instance_id],
                     resources=_amounts(cohort.quotas[v.owner], v.instance),
                     preemption=v.scope.value,
@@ -200,24 +219,29 @@ class ReclaimRequests:
         )
 
     def _candidates(
-        self, quota: CapacityQuota, pool: str
+        self, quota: CapacityQuota, pools: Sequence[str], *, every_item: bool = False
     ) -> tuple[
         list[CapacityQuota],
         dict[tuple[str, str], Resources],
         dict[str, Member],
         dict[str, InstanceRecord],
     ]:
-        """The quotas, the cohort's usage in ``pool``, its counted instances and their records,
+        """The quotas, the cohort's usage in ``pools`` (``every_item``: in every pool the
+        quota's admission in the first reads), its counted instances there and their records,
         less what other open reclaims of the cohort name already."""
         quotas = list(self._quotas())
-        usage_item = quota.usage_item(pool)
-        usage = self._quota_usage.quota_usage(usage_item, pool)
+        if every_item:
+            usage = read_usage(self._quota_usage, quota, pools[0])
+        else:
+            usage = self._quota_usage.quota_usage(quota.usage_item(pools[0]), pools[0])
         members = {
             m.instance_id: m
+            for pool in pools
             for m in self._members.members(pool)
-            if m.quota_usage == usage_item and m.requester
+            if m.quota_usage == quota.usage_item(pool) and m.requester
         }
-        self._set_aside_named_by_others(quota, pool, quotas, members, usage)
+        for pool in pools:
+            self._set_aside_named_by_others(quota, pool, quotas, members, usage)
         return quotas, usage, members, self._items.many(sorted(members))
 
     def _plan(
@@ -228,7 +252,7 @@ class ReclaimRequests:
         request_id: str,
         requester: str | None,
     ) -> ReclaimRequested | None:
-        quotas, usage, members, records = self._candidates(lender, pool)
+        quotas, usage, members, records = self._candidates(lender, [pool])
         cohort = Cohort.of(lender, quotas, usage)
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
         candidates = [
@@ -302,8 +326,30 @@ class ReclaimRequests:
             for named in reclaim.instances:
                 member = members.pop(named.instance_id, None)
                 if member is not None:
-                    where = (str(member.requester), pool)
+                    where = (str(member.requester), member.pool)
                     usage[where] = usage.get(where, Resources.ZERO) - member.amount
+
+
+def read_usage(
+    quota_usage: QuotaUsage, quota: CapacityQuota, pool: str
+) -> dict[UsageKey, Resources]:
+    """The cohort's quota usage in every pool ``quota``'s admission in ``pool`` reads
+    (`quota_leases.usage_items`: the pool's item, then its group's other pools' when the group
+    has ``limits``), by requester and pool."""
+    usage: dict[UsageKey, Resources] = {}
+    for item, name in usage_items(quota, pool):
+        usage.update(quota_usage.quota_usage(item, name))
+    return usage
+
+
+def read_room(pools: PoolRoomReads | None, pool: str) -> PoolRoom:
+    """The pool's stored limits, its usage and (when ``limits.unready`` is set) its count, as
+    its lease's admission reads them; no limits when ``pools`` is None or the pool sets none."""
+    limits = None if pools is None else pools.stored_limits(pool)
+    if pools is None or limits is None:
+        return UNLIMITED
+    reading = pools.readiness(pool) if limits.unready is not None else None
+    return PoolRoom(limits, pools.usage(pool), None if reading is None else reading[0])
 
 
 def _launched_at(member: Member, record: InstanceRecord | None) -> datetime:
@@ -337,11 +383,6 @@ def _preempts(quota: CapacityQuota) -> bool:
         rules.within_cluster_queue is not WithinQuotaPolicy.NEVER
         or rules.borrow_within_cohort.policy is not BorrowPolicy.NEVER
     )
-
-
-def _covered(quota: CapacityQuota, pool: str) -> list[str]:
-    flavor = quota.flavor(pool)
-    return [t.name for t in flavor.resources] if flavor else []
 
 
 def _requested(reclaim: ReclaimRequested) -> str:

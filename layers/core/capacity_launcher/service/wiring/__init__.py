@@ -73,6 +73,8 @@ class Adapters(Stores):
             reclaims=self.quota_reclaims(),
             publish=self.publisher().publish,
             now=self.clock,
+            # A preemption is judged on the pool's limits too (stored, strongly consistent).
+            pools=self.pool_leases(config),
         )
 
     def shared_resolutions(self) -> SharedResolutions:
@@ -347,6 +349,7 @@ class Adapters(Stores):
                 publish=self.publisher().publish,
                 now=self.clock,
                 waiting=self.launch_records().still_waiting,
+                pools=self.pool_leases(config),
             ),
             now=self.clock,
         )
