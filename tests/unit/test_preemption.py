@@ -344,3 +344,35 @@ def test_the_sync_decides_again_on_the_full_fit() -> None:
     one = redecide_preemption(ask(4), named, [own], team, pool_room(40, used=24))
     assert one.terminate == ["a-low"]
     assert [(s.instance_id, s.reason) for s in one.spared] == [("a-equal-new", FITS_NOW)]
+
+
+def test_a_preemption_is_decided_under_the_policies_stored_now() -> None:
+    """Queue seed 2 (simulation): a container's copy of the quotas, read before the policy was
+    applied as Never, let a woken request ask for victims. The copy only says whether a policy
+    may allow it; the policies stored now decide."""
+    from datetime import UTC, datetime
+
+    from capacity_launcher.domain.errors import QuotaExceeded
+    from capacity_launcher.service.quota_reclaim import ReclaimRequests
+
+    reads: list[str] = []
+
+    def stored() -> list[CapacityQuota]:
+        reads.append("stored")
+        return [policies(ALONE, "Never")]
+
+    copy = [policies(ALONE, "LowerPriority")]
+    unused: Any = None  # nothing else is read once the stored policy says Never
+    requests = ReclaimRequests(
+        lambda: copy, unused, unused, unused, unused, unused, lambda: datetime.now(UTC),
+        stored=stored,
+    )  # fmt: skip
+    refused = QuotaExceeded("team-a", POOL, "nvidia.com/gpu", "over nominalQuota 16")
+    refused.demand = Resources(gpu=4, instances=1)
+
+    assert requests.preempt(refused, "urgent", "team-a", 5, datetime.now(UTC)) == ""
+    assert reads == ["stored"]
+    # a copy saying Never asks nothing, and reads nothing more
+    copy[0] = policies(ALONE, "Never")
+    assert requests.preempt(refused, "urgent", "team-a", 5, datetime.now(UTC)) == ""
+    assert reads == ["stored"]

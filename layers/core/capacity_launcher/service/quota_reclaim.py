@@ -79,6 +79,7 @@ class ReclaimRequests:
         publish: Callable[..., None],
         now: Callable[[], datetime],
         pools: PoolRoomReads | None = None,
+        stored: Quotas | None = None,
     ) -> None:
         self._quotas = quotas
         self._members = members
@@ -90,6 +91,9 @@ class ReclaimRequests:
         # The pools' stored limits, usage and readiness a preemption is judged on (None: no
         # pool limits are read, as a store without them).
         self._pools = pools
+        # The quotas as stored now (strongly consistent), read before a preemption is decided:
+        # its policies are those applied now, not the container's copy (None: `quotas`).
+        self._stored = stored or quotas
 
     def request(self, refused: QuotaExceeded, request_id: str, requester: str | None) -> str:
         """Ask for ``refused.reclaim``; what the refusal's message adds (it starts with '; ')."""
@@ -148,19 +152,23 @@ class ReclaimRequests:
         quota = next((q for q in self._quotas() if q.name == refused.quota), None)
         if quota is None or refused.reclaim or refused.demand is None or not _preempts(quota):
             return ""
+        # Who may be taken is decided by the policies applied now (an apply governs what
+        # follows it): read as stored once the container's copy says a policy may allow it.
+        quotas = list(self._stored())
+        quota = next((q for q in quotas if q.name == refused.quota), None)
+        if quota is None or not _preempts(quota):
+            return ""
         pool = refused.flavor
         current = self._reclaims.get(quota.name, pool)
         if current is None:
             ask = Preemptor(quota.name, pool, refused.demand, priority, arrived_at.isoformat())
-            reclaim = self._preemption(quota, ask, request_id, requester, arrived_at)
+            reclaim = self._preemption(quotas, quota, ask, request_id, requester, arrived_at)
             if reclaim is None:
                 return ""
             if not self._reclaims.open(reclaim):
                 return self._open_now(quota.name, pool)
             current = reclaim
-        elif current.request_id == request_id and preemption_refused_now(
-            current, list(self._quotas())
-        ):
+        elif current.request_id == request_id and preemption_refused_now(current, quotas):
             # Decided under a policy changed since: not announced again (the sync spares what
             # the policy of now refuses and closes it; the request then asks afresh).
             return ""
@@ -172,6 +180,7 @@ class ReclaimRequests:
 
     def _preemption(
         self,
+        stored: Sequence[CapacityQuota],
         quota: CapacityQuota,
         ask: Preemptor,
         request_id: str,
@@ -180,7 +189,7 @@ class ReclaimRequests:
     ) -> ReclaimRequested | None:
         pool = ask.flavor
         where = [pool, *group_pools(quota, pool)]
-        quotas, usage, members, records = self._candidates(quota, where, every_item=True)
+        quotas, usage, members, records = self._candidates(quota, where, stored)
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
         running = [
             Running(
@@ -219,18 +228,22 @@ class ReclaimRequests:
         )
 
     def _candidates(
-        self, quota: CapacityQuota, pools: Sequence[str], *, every_item: bool = False
+        self,
+        quota: CapacityQuota,
+        pools: Sequence[str],
+        stored: Sequence[CapacityQuota] | None = None,
     ) -> tuple[
         list[CapacityQuota],
         dict[tuple[str, str], Resources],
         dict[str, Member],
         dict[str, InstanceRecord],
     ]:
-        """The quotas, the cohort's usage in ``pools`` (``every_item``: in every pool the
-        quota's admission in the first reads), its counted instances there and their records,
-        less what other open reclaims of the cohort name already."""
-        quotas = list(self._quotas())
-        if every_item:
+        """The quotas (``stored``, read for a preemption, else the container's copy), the
+        cohort's usage in ``pools`` (for a preemption in every pool the quota's admission in the
+        first reads), its counted instances there and their records, less what other open
+        reclaims of the cohort name already."""
+        quotas = list(self._quotas()) if stored is None else list(stored)
+        if stored is not None:
             usage = read_usage(self._quota_usage, quota, pools[0])
         else:
             usage = self._quota_usage.quota_usage(quota.usage_item(pools[0]), pools[0])

@@ -73,8 +73,10 @@ class Adapters(Stores):
             reclaims=self.quota_reclaims(),
             publish=self.publisher().publish,
             now=self.clock,
-            # A preemption is judged on the pool's limits too (stored, strongly consistent).
+            # A preemption is judged on the pool's limits too (stored, strongly consistent),
+            # under the policies as stored when it is decided.
             pools=self.pool_leases(config),
+            stored=lambda: config.capacity_quotas(fresh=True),
         )
 
     def shared_resolutions(self) -> SharedResolutions:
