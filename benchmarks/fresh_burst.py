@@ -25,8 +25,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.revisions import REPO, extracted, measured_in
-
 CONTAINERS = 20
 # The revision before the shared resolution: each fresh container resolved its NodeClass.
 BASELINE = "5e4d773"
@@ -117,16 +115,23 @@ def measure(containers: int = CONTAINERS) -> Run:
 
 
 def _measure_in(root: Path) -> Run:
-    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks)."""
+    """This file's measurement over `root`'s code (its layers, local, tests, benchmarks). The
+    child imports only what the baseline's tree has: benchmarks/revisions.py is this run's."""
+    from benchmarks.revisions import measured_in
+
     return Run(**measured_in(root, __file__))
 
 
 def _baseline(revision: str) -> Run:
+    from benchmarks.revisions import extracted
+
     with extracted(revision) as folder:
         return _measure_in(folder)
 
 
 def run(baseline: str = BASELINE) -> Result:
+    from benchmarks.revisions import REPO
+
     theirs = _baseline(baseline)
     ours = _measure_in(REPO)
     return Result(ours, theirs, f"{baseline} (before)")
@@ -137,28 +142,46 @@ def met(result: Result) -> bool:
 
 
 def render(result: Result) -> str:
+    # Imported here, not above: `_measure_in` runs this file over a baseline's tree, which may
+    # have no benchmarks/markdown.py.
+    from benchmarks import markdown
+
     ours, theirs = result.ours, result.baseline
-    lines = [
-        "| calls | this revision, the burst | before, the burst | ratio "
-        "| this revision, the sync run before it | before, the sync run |",
-        "|---|---|---|---|---|---|",
-    ]
+    columns = (
+        "calls",
+        "this revision, the burst",
+        "before, the burst",
+        "ratio",
+        "this revision, the sync run before it",
+        "before, the sync run",
+    )
+    rows: list[tuple[object, ...]] = []
     for op in DESCRIBES:
         mine, before = ours.burst.get(op, 0), theirs.burst.get(op, 0)
         ratio = f"{mine / before:.2f}x" if before else "-"
-        lines.append(
-            f"| {op} | {mine} | {before} | {ratio} | {ours.sync.get(op, 0)} "
-            f"| {theirs.sync.get(op, 0)} |"
-        )
+        rows.append((op, mine, before, ratio, ours.sync.get(op, 0), theirs.sync.get(op, 0)))
     total_ratio = ours.total / theirs.total if theirs.total else 0.0
-    lines.append(
-        f"| **AWS calls, all** | {ours.total} | {theirs.total} | {total_ratio:.2f}x "
-        f"| {sum(ours.sync.values())} | {sum(theirs.sync.values())} |"
+    rows.append(
+        (
+            "**AWS calls, all**",
+            ours.total,
+            theirs.total,
+            f"{total_ratio:.2f}x",
+            sum(ours.sync.values()),
+            sum(theirs.sync.values()),
+        )
     )
-    lines.append(
-        f"| instances launched | {ours.launched} of {CONTAINERS} | {theirs.launched} of "
-        f"{CONTAINERS} | | | |"
+    rows.append(
+        (
+            "instances launched",
+            f"{ours.launched} of {CONTAINERS}",
+            f"{theirs.launched} of {CONTAINERS}",
+            "",
+            "",
+            "",
+        )
     )
+    lines = markdown.table(columns, rows)
     lines += [
         "",
         "By operation, the burst, this revision: "
@@ -174,10 +197,10 @@ def render(result: Result) -> str:
 
 def section(result: Result) -> list[str]:
     """The report's section (docs/BENCHMARKS.md)."""
-    return [
-        "",
-        "## A burst of fresh containers: one resolution for all (issue 38)",
-        "",
+    from benchmarks import markdown
+
+    return markdown.section(
+        "A burst of fresh containers: one resolution for all (issue 38)",
         f"`benchmarks/fresh_burst.py` (`python -m benchmarks.fresh_burst` runs it alone): "
         f"{CONTAINERS} new launcher containers (every cache empty) start together, each serving "
         "one request for one instance of the bench's pool (4 types in 2 zones, 8 healthy "
@@ -189,9 +212,7 @@ def section(result: Result) -> list[str]:
         "in its zones) and stores it; a fresh container reads it in one Query "
         "(docs/architecture.md, *Shared resolution*). The class here names its subnets, image "
         "and security groups by id: no DescribeSecurityGroups or GetParameter either way.",
-        "",
-        *render(result).splitlines(),
-        "",
+        render(result).splitlines(),
         "A fresh container makes one Query more (its class's resolution) and no Describe; the "
         "sync pays for the resolution once for every container: its subnets', security "
         "groups' and images' Describes, the classes' Query, the heads' BatchGetItem, the parts' "
@@ -200,8 +221,7 @@ def section(result: Result) -> list[str]:
         "in the minutes between, the Query and the BatchGetItem only. In AWS, "
         "DescribeInstanceTypes pages by 100: about nine pages for a region's types, the sync's "
         "only, once an hour.",
-        "",
-    ]
+    )
 
 
 def main() -> int:

@@ -295,28 +295,40 @@ def by_operation(calls: dict[str, int]) -> str:
 
 
 def render(result: Result) -> str:
-    lines = [
-        "| offerings in the fleet | AWS calls, this revision | before | ratio "
-        "| ICE-table claim writes and deletes, this revision (before) | by operation, this "
-        "revision |",
-        "|---|---|---|---|---|---|",
-    ]
+    # Imported here, not above: `_measure_in` runs this file over a baseline's tree, which may
+    # have no benchmarks/markdown.py.
+    from benchmarks import markdown
+
+    columns = (
+        "offerings in the fleet",
+        "AWS calls, this revision",
+        "before",
+        "ratio",
+        "ICE-table claim writes and deletes, this revision (before)",
+        "by operation, this revision",
+    )
+    rows = []
     for mine, theirs in zip(result.ours.points, result.baseline.points, strict=True):
         ratio = mine.total / theirs.total if theirs.total else 0.0
-        ops = by_operation(mine.calls)
-        lines.append(
-            f"| {mine.offerings} | {mine.total} | {theirs.total} | {ratio:.2f}x "
-            f"| {mine.claim_writes} ({theirs.claim_writes}) | {ops} |"
+        rows.append(
+            (
+                mine.offerings,
+                mine.total,
+                theirs.total,
+                f"{ratio:.2f}x",
+                f"{mine.claim_writes} ({theirs.claim_writes})",
+                by_operation(mine.calls),
+            )
         )
-    return "\n".join(lines)
+    return "\n".join(markdown.table(columns, rows))
 
 
 def section(result: Result) -> list[str]:
     """The report's section (docs/BENCHMARKS.md)."""
-    return [
-        "",
-        "## AWS calls per warm on-demand request, against the offerings in its fleet (issue 38)",
-        "",
+    from benchmarks import markdown
+
+    return markdown.section(
+        "AWS calls per warm on-demand request, against the offerings in its fleet (issue 38)",
         "`benchmarks/offering_calls.py` (`python -m benchmarks.offering_calls` runs it alone): "
         "one pool of N x86_64 types in one zone, every offering healthy, a warm container, one "
         "request for one instance; every call of the service's shared clients, by operation. "
@@ -324,17 +336,13 @@ def section(result: Result) -> list[str]:
         "with `git archive`), which claimed each offering with a PutItem and released it with a "
         "DeleteItem, one after another. A healthy offering is now asked about without a claim "
         "(docs/operations.md, *The ICE cache and single flight*), so the curve is flat.",
-        "",
-        *render(result).splitlines(),
-        "",
+        render(result).splitlines(),
         "What each call buys, in the order a request makes them (traced with each call's "
         "caller), and how it could go: each -1 names what it would need to keep every promise "
         "(exact limits, no duplicate launch on redelivery, nothing lost, a termination event "
         "always finding its instance), and why it is not made:",
-        "",
-        *purposes(),
-        "",
-    ]
+        purposes(),
+    )
 
 
 def main() -> int:

@@ -194,29 +194,40 @@ def met(points: Sequence[Point]) -> bool:
 
 
 def render(result: Result) -> str:
-    lines = [
-        "| into | usable reservations | AWS calls, this revision | before | landed in a "
-        "reservation | by operation, this revision |",
-        "|---|---|---|---|---|---|",
-    ]
+    # Imported here, not above: `_measure_in` runs this file over a baseline's tree, which may
+    # have no benchmarks/markdown.py.
+    from benchmarks import markdown
     from benchmarks.offering_calls import by_operation
 
-    for mine, theirs in zip(result.ours, result.baseline, strict=True):
-        landed = "yes" if mine.reserved else "no"
-        lines.append(
-            f"| {mine.kind} | {mine.usable:,} | {mine.total} | {theirs.total} | {landed} "
-            f"| {by_operation(mine.calls)} |"
+    columns = (
+        "into",
+        "usable reservations",
+        "AWS calls, this revision",
+        "before",
+        "landed in a reservation",
+        "by operation, this revision",
+    )
+    rows = [
+        (
+            mine.kind,
+            f"{mine.usable:,}",
+            mine.total,
+            theirs.total,
+            "yes" if mine.reserved else "no",
+            by_operation(mine.calls),
         )
-    return "\n".join(lines)
+        for mine, theirs in zip(result.ours, result.baseline, strict=True)
+    ]
+    return "\n".join(markdown.table(columns, rows))
 
 
 def section(result: Result) -> list[str]:
     """The report's section (docs/BENCHMARKS.md)."""
-    return [
-        "",
-        "## AWS calls per warm request into a reservation, against the reservations it could "
-        "use (issue 38)",
-        "",
+    from benchmarks import markdown
+
+    return markdown.section(
+        "AWS calls per warm request into a reservation, against the reservations it could use "
+        "(issue 38)",
         "`benchmarks/reservation_calls.py` (`python -m benchmarks.reservation_calls` runs it "
         "alone): one pool of one type in one zone, `reserved` then `on-demand`, its NodeClass "
         "using N real reservations of that type and zone (a targeted ODCR selected by tag, an "
@@ -224,10 +235,8 @@ def section(result: Result) -> list[str]:
         "after each growth, a warm container, one request for one instance; every call of the "
         "service's shared clients, by operation. Baseline, in the same run: revision "
         f"`{result.baseline_label}` (extracted with `git archive`).",
-        "",
-        *render(result).splitlines(),
-        "",
-    ]
+        render(result).splitlines(),
+    )
 
 
 def main() -> int:

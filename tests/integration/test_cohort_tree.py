@@ -26,7 +26,11 @@ from capacity_launcher.adapters.pool_leases import PoolLeaseStore
 from capacity_launcher.domain.apis.served_versions import REGISTRY
 from capacity_launcher.domain.errors import ConfigConflict, QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
+from capacity_launcher.domain.records.status import (
+    RECLAIM_REQUESTED,
+    RequestRecord,
+    RequestStatus,
+)
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota
@@ -34,6 +38,7 @@ from moto_capacity.core.clock import CLOCK
 from tests.integration.test_accounting import deliver
 from tests.integration.test_launch_into_reservations import ZONE, setup_pool
 from tests.integration.test_quota_admission import racing
+from tests.integration.test_reservation_sync import sync
 from tests.integration.test_wait_for_scheduled_capacity import stamp
 from tests.support.cloud import Cloud, launch_request
 from tests.support.leases import reserve_room
@@ -183,9 +188,15 @@ def test_a_cohorts_lending_limit_keeps_the_rest_for_its_own_members(pool: Cloud)
     for document in (cohort("org"), cohort("vision", "org"), cohort("speech", "org", lending="1")):
         apply(pool, document)
     # When team-a asks for 4: vision's 2, and 2 from speech, which lends only 1
+    # Then 3 is admitted, and team-c still has the 1 speech kept for itself
+    three_of_four(pool)
+
+
+def three_of_four(pool: Cloud) -> None:
+    """team-a's 4 is refused, its 3 admitted, and team-c's 1 after it: one of speech's 2 is
+    kept from team-a by a limit of the tree."""
     pool.send(gang("a-4", "team-a", 4))
     assert record_of(pool, "a-4").status is RequestStatus.FAILED
-    # Then 3 is admitted, and team-c still has the 1 speech kept for itself
     pool.send(gang("a-3", "team-a", 3))
     assert record_of(pool, "a-3").status is RequestStatus.FULFILLED
     pool.send(gang("c-1", "team-c", 1))
@@ -219,6 +230,142 @@ def test_cohorts_apply_in_any_order_and_a_child_joins_the_tree_when_its_parent_a
     # Then the tree is active at once: 3 is admitted, one of them through org from speech
     pool.send(gang("a-3b", "team-a", 3))
     assert record_of(pool, "a-3b").status is RequestStatus.FULFILLED
+
+
+def test_a_three_level_tree_applied_bottom_up_borrows_through_every_level(pool: Cloud) -> None:
+    # Given company <- org <- vision (team-a, team-b), and speech (team-c) under company,
+    # applied leaves first, the root last
+    asked = pool.adapters().queries()
+    assert apply(pool, cohort("vision", "org")) == [
+        "spec.parentName: Cohort org is not applied yet; vision borrows only within itself "
+        "until it is"
+    ]
+    assert len(apply(pool, cohort("speech", "company"))) == 1
+    assert len(apply(pool, cohort("org", "company"))) == 1
+    # Then org's subtree stands alone until its parent arrives: vision's 2, nothing from speech
+    _, statuses = asked.cohort_statuses()
+    assert statuses["vision"]["conditions"][0]["status"] == "True"
+    assert statuses["org"]["conditions"][0]["reason"] == "ParentNotFound"
+    pool.send(gang("a-3", "team-a", 3))
+    assert record_of(pool, "a-3").status is RequestStatus.FAILED
+    # When the root arrives
+    assert apply(pool, cohort("company")) == []
+    _, statuses = asked.cohort_statuses()
+    assert {name: s["conditions"][0]["status"] for name, s in statuses.items()} == {
+        "company": "True",
+        "org": "True",
+        "speech": "True",
+        "vision": "True",
+    }
+    assert statuses["company"]["childCohorts"] == ["org", "speech"]
+    # Then team-a borrows speech's 2 up through org and company and down again: 4 in all
+    pool.send(gang("a-4", "team-a", 4))
+    done = record_of(pool, "a-4")
+    assert done.status is RequestStatus.FULFILLED, done.to_detail()
+    assert used("vision", "team-a") == 4
+    # and nothing is left anywhere in the tree
+    pool.send(gang("c-1", "team-c", 1))
+    assert record_of(pool, "c-1").status is RequestStatus.FAILED
+
+
+def test_a_middle_cohorts_borrowing_limit_holds_two_levels_below_it(pool: Cloud) -> None:
+    # Given company <- org (borrows at most 1 from above) <- vision; speech under company
+    for document in (
+        cohort("company"),
+        cohort("org", "company", borrowing="1"),
+        cohort("vision", "org"),
+        cohort("speech", "company"),
+    ):
+        apply(pool, document)
+    # When team-a asks for 4: vision's 2, and 2 from speech, past org's limit of 1
+    # Then 3 is admitted, and team-c keeps the one org could not take
+    three_of_four(pool)
+
+
+def lent_across_the_tree(pool: Cloud) -> list[str]:
+    """company <- org <- vision (team-a borrows), speech (team-c, 2, reclaims from lower
+    priorities after 60 s) under company, and team-a holding speech's 2 through the tree: its
+    instances."""
+    for document in (
+        cohort("company"),
+        cohort("org", "company"),
+        cohort("vision", "org"),
+        cohort("speech", "company"),
+    ):
+        apply(pool, document)
+    pool.apply(
+        capacity_quota(
+            "team-c",
+            POOL,
+            {"instances": "2"},
+            cohort="speech",
+            priority=100,
+            preemption={"reclaimWithinCohort": "LowerPriority", "gracePeriod": "60s"},
+        )
+    )
+    pool.send(gang("a-4", "team-a", 4))
+    theirs = [i.instance_id for i in record_of(pool, "a-4").instances]
+    assert used("vision", "team-a") == 4
+    pool.events()
+    return theirs
+
+
+def test_a_lender_reclaims_its_quota_from_a_borrower_in_another_branch(pool: Cloud) -> None:
+    # Given team-a holding team-c's quota, two cohorts away
+    theirs = lent_across_the_tree(pool)
+    # When team-c asks for 1 of its own nominal quota
+    pool.send(gang("c-1", "team-c", 1))
+    # Then it fails naming the reclaim it asked for across the tree
+    refused = record_of(pool, "c-1")
+    assert refused.status is RequestStatus.FAILED
+    message = refused.errors[0].message
+    lent = "nominal quota is lent out in the tree of cohort speech: 1 must be reclaimed first; "
+    assert lent + "reclaim reclaim-" in message, message
+    # and Capacity Reclaim Requested names one of team-a's instances, two cohorts away
+    events = pool.events()
+    [reclaim] = [e["detail"] for e in events if e["detail-type"] == RECLAIM_REQUESTED]
+    assert (reclaim["quota"], reclaim["cohort"], reclaim["enforced"]) == ("team-c", "speech", True)
+    [named] = reclaim["instances"]
+    assert (named["requester"], named["quota"]) == ("team-a", "team-a")
+    assert named["instanceId"] in theirs
+    # When the grace period has passed, the sync terminates it
+    moto_capacity.advance_clock(61)
+    report = sync().quotas
+    assert report is not None and report.reclaims.terminated == [named["instanceId"]]
+    assert used("vision", "team-a") == 3
+    # Then team-c's next request is admitted within its nominal quota
+    pool.send(gang("c-1b", "team-c", 1))
+    assert record_of(pool, "c-1b").status is RequestStatus.FULFILLED
+
+
+def test_a_waiting_lender_asks_across_the_tree_and_is_admitted_once_it_is_back(
+    pool: Cloud,
+) -> None:
+    # Given team-a holding team-c's quota, two cohorts away
+    theirs = lent_across_the_tree(pool)
+    # When team-c asks for 1 of its own, willing to wait
+    until = stamp(CLOCK.now() + timedelta(days=1))
+    pool.send(gang("c-1", "team-c", 1, waitForCapacityUntil=until))
+    # Then it waits, and the reclaim it asked for names it and one of team-a's instances
+    assert record_of(pool, "c-1").status is RequestStatus.WAITING
+    [reclaim] = [e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED]
+    assert (reclaim["requestId"], reclaim["enforced"]) == ("c-1", True)
+    assert [i["quota"] for i in reclaim["instances"]] == ["team-a"]
+    assert reclaim["instances"][0]["instanceId"] in theirs
+    # When the grace period has passed, the sync terminates it and its minute wakes the queue
+    # (the released instance's own wake may deliver it once more: a woken request is admitted
+    # once, as any: tests/integration/test_queue_for_room.py)
+    moto_capacity.advance_clock(61)
+    synced = sync()
+    assert synced.quotas is not None and synced.quotas.reclaims.terminated == [
+        reclaim["instances"][0]["instanceId"]
+    ]
+    assert synced.woken == ["c-1"]
+    assert set(pool.deliver_queued()) == {"c-1"}
+    # Then team-c's request is admitted into its own quota, back from the other branch
+    done = record_of(pool, "c-1")
+    assert done.status is RequestStatus.FULFILLED, done.to_detail()
+    assert (used("vision", "team-a"), used("speech", "team-c")) == (3, 1)
 
 
 def test_a_cycle_of_parents_is_refused_at_apply_naming_the_field(pool: Cloud) -> None:

@@ -22,6 +22,7 @@ from capacity_launcher.adapters.dynamodb import from_item, key
 from capacity_launcher.adapters.pool_index import INDEX_PAGE, index_all
 from capacity_launcher.domain.apis.pool_order import weight_order
 from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.service.pool_listing import by_weight, every
 from capacity_launcher.startup import system_clock
 from tests.integration.test_launch_into_reservations import setup_pool
 from tests.support.cloud import Cloud, capacity_type, instance_type, launch_request, node_pool
@@ -94,18 +95,18 @@ def test_applies_deletes_and_weight_changes_keep_the_index_what_the_pools_are(
     cloud.apply(_pool("low"), _pool("mid", 50), _pool("high", 90), _pool("also-mid", 50))
     assert_index_matches_pools(cloud)
     store = _store(cloud)
-    assert [p.name for p in store.pool_set().by_weight()] == ["high", "also-mid", "mid", "low"]
+    assert [p.name for p in by_weight(store.pool_set())] == ["high", "also-mid", "mid", "low"]
     # When one's weight changes, one is applied again as it was, and one is deleted
     cloud.apply(_pool("low", 100))
     cloud.apply(_pool("mid", 50))
     cloud.delete("NodePool", "high")
     # Then the index follows: one copy each, under the new weight, none of the deleted pool
     assert_index_matches_pools(cloud)
-    assert [p.name for p in store.pool_set().by_weight()] == ["low", "also-mid", "mid"]
+    assert [p.name for p in by_weight(store.pool_set())] == ["low", "also-mid", "mid"]
     # And a change of the document alone (not its weight) is copied too
     cloud.apply(_pool("mid", 50, "c5.large"))
     assert_index_matches_pools(cloud)
-    (mid,) = [p for p in store.pool_set().by_weight() if p.name == "mid"]
+    (mid,) = [p for p in by_weight(store.pool_set()) if p.name == "mid"]
     assert list(mid.spec.requirements[1].values) == ["c5.large"]
 
 
@@ -116,12 +117,12 @@ def test_the_pools_are_read_a_page_at_a_time_only_as_far_as_asked(cloud: Cloud) 
     reads = _reads(cloud)
     # When a fresh container reads the pool set and looks at its first pool
     pools = _store(cloud).pool_set()
-    first = next(pools.by_weight())
+    first = next(by_weight(pools))
     # Then it read the generation and one page of the index, not the partition
     assert reads == [("GetItem", 1), ("Query", INDEX_PAGE)]
     assert first.name == "pool-06"
     # And every pool, in the order they are tried, only when all are asked for
-    everything = pools.pools
+    everything = every(pools)
     queries = [n for op, n in reads if op == "Query"]
     assert len(queries) > 1 and sum(queries) == count
     assert list(everything) == sorted(everything, key=weight_order)
@@ -160,13 +161,13 @@ def test_a_pool_applied_while_a_container_is_warm_is_tried_first(cloud: Cloud) -
     # Given a warm container that has read the pools
     cloud.apply(*(_pool(f"pool-{n:02d}", 10) for n in range(2 * INDEX_PAGE)))
     store = _store(cloud)
-    assert next(store.pool_set().by_weight()).name == "pool-00"
+    assert next(by_weight(store.pool_set())).name == "pool-00"
     # When another writer applies a heavier pool, then deletes it
     cloud.apply(_pool("heavier", 20))
     # Then the warm container's next read tries it first, and after the delete no more
-    assert next(store.pool_set().by_weight()).name == "heavier"
+    assert next(by_weight(store.pool_set())).name == "heavier"
     cloud.delete("NodePool", "heavier")
-    assert "heavier" not in {p.name for p in store.pool_set().pools}
+    assert "heavier" not in {p.name for p in every(store.pool_set())}
     assert_index_matches_pools(cloud)
 
 
@@ -205,12 +206,12 @@ def test_a_writer_that_does_not_keep_the_index_makes_readers_list_the_pools_and_
     # Then a reader does not trust the index: it lists the partition, and sees the pool
     reads = _reads(cloud)
     pools = _store(cloud).pool_set()
-    assert [p.name for p in pools.by_weight()] == ["older", "kept"]
+    assert [p.name for p in by_weight(pools)] == ["older", "kept"]
     assert ("Query", 2) in reads
     # And it wrote the index whole, so the next reader reads the index
     assert_index_matches_pools(cloud)
     reads.clear()
-    assert [p.name for p in _store(cloud).pool_set().by_weight()] == ["older", "kept"]
+    assert [p.name for p in by_weight(_store(cloud).pool_set())] == ["older", "kept"]
     assert reads == [("GetItem", 1), ("Query", 2)]
     assert _items(cloud, POOL_INDEX_PK)[0]["name"] == "older"
 
@@ -228,7 +229,7 @@ def test_an_index_written_from_a_listing_older_than_the_generation_is_not_kept(
     index_all(aws.client("dynamodb"), cloud.names.state_table, generation, listed)
     # Then nothing of it was written: the index is the applies' own, and complete
     assert_index_matches_pools(cloud)
-    assert [p.name for p in store.pool_set().by_weight()] == ["a", "b"]
+    assert [p.name for p in by_weight(store.pool_set())] == ["a", "b"]
 
 
 def test_an_index_never_built_is_written_by_the_next_apply(cloud: Cloud) -> None:
@@ -247,4 +248,4 @@ def test_an_index_never_built_is_written_by_the_next_apply(cloud: Cloud) -> None
     cloud.apply(_pool("third", 30))
     # Then the index holds every pool, complete
     assert_index_matches_pools(cloud)
-    assert [p.name for p in _store(cloud).pool_set().by_weight()] == ["third", "second", "first"]
+    assert [p.name for p in by_weight(_store(cloud).pool_set())] == ["third", "second", "first"]

@@ -1,18 +1,22 @@
 """The cohort levels' bounds (issue 37's hierarchical cohorts; docs/simulation.md): at every step,
 in each quota pool and resource, no level of the team quotas' tree uses more than its nominal
-quota plus what it may borrow.
+quotas plus what its limits and its parent allow, at any depth.
 
-- The cohort `sim` (its member quotas): the sum of its members' nominal quotas, plus its own
-  nominal quota (a Cohort document's), plus, while its parent is applied, what it may borrow
-  from the parent: the parent's own nominal quota (`sim` is its only child), cut to `sim`'s
-  borrowingLimit. Without a tree this is the flat cohort's bound (the sum of nominal quotas).
-- The root `sim-root`: its own nominal quota plus everything `sim` holds (sum of nominal quotas
-  and `sim`'s own).
+Each cohort on the path from `sim` (the team quotas' cohort) up its applied parents to its root
+(a parent not applied ends the path, as it ends borrowing) is bounded by:
 
-Computed here from the stored documents, not with the domain's arithmetic. A tree made smaller
-(the parent deleted, a borrowing limit lowered) does not take back what runs: the bound a level
-had stays for what it held then (the quota usage items, leases in flight included), and shrinks
-as that ends, never below the bound of now (as a pool's lowered limit, invariants.py).
+- its subtree's nominal quotas: its own (a Cohort document's), those of every cohort stored
+  under it (a sibling branch lends up at most its own), and for `sim` its members' sum;
+- plus, while its parent is applied, what it may take from above: its parent's bound less its
+  own subtree's nominal quotas, cut to its borrowingLimit.
+
+What `sim`'s members use counts at every level (no other quota is in the tree). Without a tree
+this is the flat cohort's bound (the sum of nominal quotas). Computed here from the stored
+documents, not with the domain's arithmetic (lending limits only make it smaller: not counted).
+A tree made smaller (a parent deleted, a borrowing limit lowered) does not take back what runs:
+the bound a level had stays for what it held then (the quota usage items, leases in flight
+included), and shrinks as that ends, never below the bound of now (as a pool's lowered limit,
+invariants.py).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
     from tests.simulation.invariants import Invariants
 
 LEVEL = "no cohort level uses more than its nominal quota + what it may borrow"
+DEEP = "seen: a tree of three or more levels lending to its child (steps)"
 COHORT_PREFIX = "Cohort#"
 CYCLE = "a cycle of parents is refused, and nothing stored changes"
 
@@ -66,23 +71,41 @@ class CohortInvariants:
         self._over: set[tuple[str, str, str]] = set()
 
     def bounds(self, pool: str, resource: str, nominal: int) -> dict[str, int]:
-        """Each level's bound now, given its members' sum of nominal quotas."""
-        from tests.simulation.cohort_operations import ROOT
+        """Each level's bound now, given `sim`'s members' sum of nominal quotas."""
         from tests.simulation.operations import COHORT
 
         stored = stored_cohorts(self.world)
-        child, root = stored.get(COHORT), stored.get(ROOT)
-        own = _amount(resource, _term(child, pool, resource).get("nominalQuota"))
-        bounds = {COHORT: nominal + own}
-        parent = (child or {}).get("spec", {}).get("parentName")
-        if child is not None and parent == ROOT and root is not None:
-            lent = _amount(resource, _term(root, pool, resource).get("nominalQuota"))
-            limit = _term(child, pool, resource).get("borrowingLimit")
-            borrow = lent if limit is None else min(lent, _amount(resource, limit))
-            bounds[COHORT] += borrow
-            bounds[ROOT] = nominal + own + lent
-            if borrow:
-                self.checks["seen: a two-level tree lending to its child (steps)"] += 1
+        path = [COHORT]
+        while True:
+            parent = (stored.get(path[-1]) or {}).get("spec", {}).get("parentName")
+            if parent is None or parent not in stored or parent in path:
+                break
+            path.append(parent)
+
+        def subtree(name: str, seen: frozenset[str] = frozenset()) -> int:
+            total = _amount(resource, _term(stored.get(name), pool, resource).get("nominalQuota"))
+            total += nominal if name == COHORT else 0
+            for child, document in sorted(stored.items()):
+                if document.get("spec", {}).get("parentName") == name and child not in seen:
+                    total += subtree(child, seen | {name})
+            return total
+
+        bounds: dict[str, int] = {}
+        above: int | None = None  # the parent's bound; None at the root
+        for level in reversed(path):
+            own = subtree(level)
+            if above is None:
+                bounds[level] = own
+            else:
+                limit = _term(stored.get(level), pool, resource).get("borrowingLimit")
+                borrow = max(0, above - own)
+                if limit is not None:
+                    borrow = min(borrow, _amount(resource, limit))
+                bounds[level] = own + borrow
+            above = bounds[level]
+        if len(path) > 1 and bounds[COHORT] > subtree(COHORT):
+            depth = "a two-level tree" if len(path) == 2 else "a tree of three or more levels"
+            self.checks[f"seen: {depth} lending to its child (steps)"] += 1
         return bounds
 
     def judge(

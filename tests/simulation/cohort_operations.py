@@ -1,17 +1,21 @@
-"""Two-level cohort trees (issue 37, Kueue's Cohort): the team quotas' cohort `sim` given a parent
-`sim-root` with a quota of its own in the quota pools, and a borrowing limit of its own there,
-drawn from the seed; applied in either order (a child before its parent is accepted, and joins
-the tree when the parent arrives), changed, taken apart again, and half the time applied under
-a launch (before its lease transactions: a lease decided on the tree as it was must not be
-written), or between launches followed by a burst of the borrowing teams' requests into a
-quota pool, often with the pool applied with room beyond the flat cohort's quota (so what the
-tree lends is used). A cycle is refused. The invariant is
-cohort_invariants.py's: no level of the tree uses more than its nominal quota plus what it may
-borrow."""
+"""Cohort trees of three and four levels (issue 37, Kueue's Cohort): the team quotas' cohort `sim`
+under `sim-mid`, under `sim-upper` (a four-level tree, drawn half the time), under the root
+`sim-root`; each cohort with a quota of its own in the quota pools (the root's 1-3 instances and
+2 or 4 CPUs, the others' 0 or 1 instance) and a borrowing limit of its own there, drawn from the
+seed; applied in a drawn order (parents often late: a child before its parent is accepted, and
+joins the tree when the parent arrives), one level changed or deleted, and half the time applied
+under a launch (before its lease transactions: a lease decided on the tree as it was must not be
+written), or between launches followed by a burst of the borrowing teams' requests into a quota
+pool, often with the pool applied with room beyond the flat cohort's quota (so what the tree
+lends is used). A four-level tree drawn after a three-level one leaves `sim-upper` under the
+root beside `sim-mid`: a sibling branch lending up its own quota. A cycle is refused. The
+invariant is cohort_invariants.py's: no level of the tree uses more than its nominal quotas plus
+what its limits and its parent allow."""
 
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +27,13 @@ if TYPE_CHECKING:
     from tests.simulation.scheduler import Simulation
 
 ROOT = "sim-root"
-# What the root holds of its own in each quota pool, and the borrowing limit `sim` gets there.
+MID = "sim-mid"
+UPPER = "sim-upper"
+# What the root holds of its own in each quota pool; what a cohort below it holds of its own and
+# the borrowing limit it gets there.
 ROOT_INSTANCES = ("1", "2", "3")
 ROOT_CPU = ("2", "4")
+OWN_INSTANCES = ("0", "0", "1")
 CHILD_BORROWING = (None, "1", "2")
 ROOMY_LIMIT = 12
 COHORT_WEIGHTS: dict[str, float] = {"cohort_tree": 3}
@@ -62,17 +70,31 @@ def root_document(rng: random.Random) -> dict[str, Any]:
     return cohort_document(ROOT, {"resourceGroups": _group(resources)})
 
 
-def child_document(rng: random.Random) -> dict[str, Any]:
+def chain(rng: random.Random) -> list[str]:
+    """The cohorts from `sim` up to the root: three levels, or four half the time."""
     from tests.simulation.operations import COHORT
 
-    instances = {"nominalQuota": "0"}
+    return [COHORT, MID, UPPER, ROOT] if rng.random() < 0.5 else [COHORT, MID, ROOT]
+
+
+def child_document(rng: random.Random, name: str, parent: str) -> dict[str, Any]:
+    from tests.simulation.operations import COHORT
+
+    instances = {"nominalQuota": "0" if name == COHORT else rng.choice(OWN_INSTANCES)}
     limit = rng.choice(CHILD_BORROWING)
     if limit is not None:
         instances["borrowingLimit"] = limit
     if rng.random() < 0.3:
-        instances["lendingLimit"] = "0"  # nothing of its own to lend: no sibling to lend to
+        instances["lendingLimit"] = "0"  # keeps its own (and its subtree's) for its subtree
     resources = {"instances": instances, "cpu": {"nominalQuota": "0"}}
-    return cohort_document(COHORT, {"parentName": ROOT, "resourceGroups": _group(resources)})
+    return cohort_document(name, {"parentName": parent, "resourceGroups": _group(resources)})
+
+
+def tree_documents(rng: random.Random) -> list[dict[str, Any]]:
+    """A drawn tree: every cohort of a drawn chain, the root last in the chain."""
+    names = chain(rng)
+    documents = [child_document(rng, n, p) for n, p in itertools.pairwise(names)]
+    return [*documents, root_document(rng)]
 
 
 def _apply(sim: Simulation, document: dict[str, Any]) -> str:
@@ -92,31 +114,43 @@ def _delete(sim: Simulation, name: str) -> str:
 
 
 def _change(sim: Simulation, rng: random.Random) -> str:
-    from tests.simulation.operations import COHORT
-
     draw = rng.random()
-    if draw < 0.45:  # the whole tree, in a drawn order
-        documents = [root_document(rng), child_document(rng)]
-        if rng.random() < 0.5:
-            documents.reverse()  # the child first: accepted, waiting for its parent
+    if draw < 0.45:  # the whole tree, in a drawn order (a parent before or after its children)
+        documents = tree_documents(rng)
+        rng.shuffle(documents)
         done = [f"{d['metadata']['name']} {_apply(sim, d)}" for d in documents]
         return "tree: " + ", ".join(done)
-    if draw < 0.6:
-        return f"{COHORT}: {_apply(sim, child_document(rng))}"
-    if draw < 0.7:
-        return f"{ROOT}: {_apply(sim, root_document(rng))}"
-    if draw < 0.82:
-        return f"{ROOT}: {_delete(sim, ROOT)}"
+    stored = stored_cohorts(sim.world)
+    if draw < 0.7:  # one cohort of a drawn tree, as drawn
+        document = rng.choice(tree_documents(rng))
+        return f"{document['metadata']['name']}: {_apply(sim, document)}"
     if draw < 0.9:
-        return f"{COHORT}: {_delete(sim, COHORT)}"
-    # The root naming its own child as its parent, while the child names it: refused
-    before = stored_cohorts(sim.world)
-    if before.get(COHORT, {}).get("spec", {}).get("parentName") != ROOT:
-        return f"{COHORT}: {_apply(sim, child_document(rng))}"
-    cycle = cohort_document(ROOT, {"parentName": COHORT})
+        name = rng.choice(sorted(stored) or [ROOT])
+        return f"{name}: {_delete(sim, name)}"
+    # The root naming a cohort below it as its parent: a cycle, refused
+    below = _below(stored, ROOT)
+    if not below:
+        return f"{ROOT}: {_apply(sim, root_document(rng))}"
+    parent = rng.choice(sorted(below))
+    cycle = cohort_document(ROOT, {"parentName": parent})
     outcome = _apply(sim, cycle)
-    sim.invariants.cohorts.cycle_refused(outcome, before, stored_cohorts(sim.world))
-    return f"cycle: {outcome}"
+    sim.invariants.cohorts.cycle_refused(outcome, stored, stored_cohorts(sim.world))
+    return f"cycle ({ROOT} under {parent}): {outcome}"
+
+
+def _below(stored: dict[str, dict[str, Any]], top: str) -> set[str]:
+    """The stored cohorts under `top`, at any depth."""
+    found: set[str] = set()
+    grown = True
+    while grown:
+        more = {
+            name
+            for name, document in stored.items()
+            if document.get("spec", {}).get("parentName") in found | {top} and name != top
+        }
+        grown = not more <= found
+        found |= more
+    return found
 
 
 def cohort_tree(sim: Simulation, rng: random.Random) -> str:

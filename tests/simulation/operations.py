@@ -261,7 +261,7 @@ PROFILES = {
     ),
     # Issue 37: requests that wait for room in their pools' admission queues, beside the others,
     # with instances ending and pools applied (queue_invariants.py), and the team quotas' cohort
-    # given a parent, in a two-level tree drawn and changed (cohort_operations.py).
+    # given parents, in a tree of three or four levels drawn and changed (cohort_operations.py).
     "queue": Profile(
         "queue",
         steps=60,

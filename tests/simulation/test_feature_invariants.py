@@ -13,7 +13,7 @@ from typing import Any, cast
 from capacity_launcher.domain.accounting.admission_queue import entry_key, queue_partition
 from capacity_launcher.domain.errors import ConfigConflict, ConfigValidationError
 from capacity_launcher.domain.field_errors import FieldError
-from tests.simulation.cohort_invariants import LEVEL
+from tests.simulation.cohort_invariants import DEEP, LEVEL
 from tests.simulation.edge_invariants import ASKED_FOR_QUOTA
 from tests.simulation.fair_share import SHARE_BOUND, Contention, within_bound
 from tests.simulation.invariants import Invariants, Ledger, Request
@@ -337,6 +337,60 @@ def test_a_cohort_level_over_its_nominal_quota_and_what_it_may_borrow_is_a_findi
     assert _found(invariants, LEVEL) == []
     invariants.cohorts.judge("pool-1", "instances", 7, 9, None)
     assert [d.split(":")[0] for d in _found(invariants, LEVEL)] == ["cohort sim"]
+
+
+def _level(name: str, parent: str | None, instances: str, borrowing: str | None = None) -> Any:
+    from tests.simulation.cohort_operations import _group, cohort_document
+
+    term = {"nominalQuota": instances}
+    if borrowing is not None:
+        term["borrowingLimit"] = borrowing
+    spec: dict[str, Any] = {"resourceGroups": _group({"instances": term})}
+    if parent is not None:
+        spec["parentName"] = parent
+    return cohort_document(name, spec)
+
+
+def test_every_level_of_a_deeper_tree_is_bounded_by_its_limits_and_its_parent() -> None:
+    from tests.simulation.cohort_operations import MID, ROOT, UPPER
+
+    # sim-root (2) <- sim-mid (1 of its own, borrows at most 1) <- sim (members: 7)
+    tree = [_level(ROOT, None, "2"), _level(MID, ROOT, "1", "1"), _level("sim", MID, "0")]
+    invariants, world = _invariants()
+    _store_cohorts(world, *tree)
+    assert invariants.cohorts.bounds("pool-1", "instances", 7) == {
+        ROOT: 10,
+        MID: 9,  # its 8, and 1 of the root's 2
+        "sim": 9,  # all sim-mid may hold
+    }
+    invariants.cohorts.judge("pool-1", "instances", 7, 9, None)
+    assert _found(invariants, LEVEL) == []
+    assert invariants.checks[DEEP] > 0  # seen lending, through three levels
+    invariants.cohorts.judge("pool-1", "instances", 7, 10, None)
+    assert sorted(d.split(":")[0] for d in _found(invariants, LEVEL)) == [
+        "cohort sim",
+        "cohort sim-mid",
+    ]
+    # A sibling branch under the root lends up its own quota; a fourth level's limit holds
+    invariants, world = _invariants()
+    _store_cohorts(
+        world,
+        _level(ROOT, None, "2"),
+        _level(UPPER, ROOT, "1", "2"),
+        _level(MID, UPPER, "0"),
+        _level("sim", MID, "0"),
+        _level("sim-side", ROOT, "3"),
+    )
+    assert invariants.cohorts.bounds("pool-1", "instances", 7) == {
+        ROOT: 13,
+        UPPER: 10,  # its 8, and 2 of the root's and sim-side's 5
+        MID: 10,
+        "sim": 10,
+    }
+    # A parent not applied ends the path: sim-mid stands alone
+    invariants, world = _invariants()
+    _store_cohorts(world, _level(MID, UPPER, "1"), _level("sim", MID, "0"))
+    assert invariants.cohorts.bounds("pool-1", "instances", 7) == {MID: 8, "sim": 8}
 
 
 def test_a_tree_made_smaller_takes_back_nothing_that_runs_but_admits_nothing_over_it() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.simulation.block_end_invariants import NO_DROP, NOT_OVER, ONE_EXTENSION
+from tests.simulation.cohort_invariants import DEEP, LEVEL
 from tests.simulation.fair_share import SHARE_BOUND
 from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
 from tests.simulation.pool_index import INDEX_HOLDS
@@ -34,6 +35,8 @@ BLOCK_END_SEED, BLOCK_END_STEPS = 1, 40
 # defect still open: a static pool launching a replacement each minute that ends at once, and a
 # snapshot left one over EC2 (the closing note of 2026-11-29).
 EVACUATION_SEED, EVACUATION_STEPS = 2, 40
+# Issue 37's cohort trees of three and four levels: seed 1 draws one under a launch early on.
+COHORT_TREE_SEED, COHORT_TREE_STEPS = 1, 40
 FAIR_SHARE_SEED = 1  # weights 3, 0.5 and 1: teams admitted in turn fail it (docs/simulation.md)
 # Issue 37, preemption on the full fit: a seed whose sync terminates preemptions' victims, and
 # that found victims terminated for a request its pool's limit still refused before the fix.
@@ -74,6 +77,18 @@ def test_no_victim_is_terminated_for_a_preemptor_that_would_still_not_fit() -> N
     outcome, text = done.outcome, done.outcome["summary"]
     # Then the sync's terminations under a preemption were judged on the full fit
     assert outcome["checks"].get(STILL_FITS, 0) > 0, text
+    # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+def test_every_level_of_a_deeper_cohort_tree_stays_within_its_limits_and_its_parent() -> None:
+    # Given the team quotas' cohort under two or three levels of parents, applied in drawn
+    # orders (parents late), changed under launches and between bursts of borrowing requests
+    done = run(COHORT_TREE_SEED, "queue", steps=COHORT_TREE_STEPS)
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then every level was judged at every step, with a tree of three or more levels lending
+    assert outcome["checks"].get(LEVEL, 0) > 0, text
+    assert outcome["checks"].get(DEEP, 0) > 0, text
     # and nothing it checked was violated
     assert outcome["violations"] == [], text
 

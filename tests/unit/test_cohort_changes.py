@@ -122,6 +122,24 @@ def test_an_apply_governs_the_pools_of_its_whole_tree_before_and_after() -> None
     assert plan_apply(cohort("org", nominal=1), CohortsRead(0, 0)).pools == (POOL,)
 
 
+def test_an_apply_deep_in_a_tree_governs_the_pools_of_every_branch() -> None:
+    # company <- org <- vision (team-v on `train`), speech (team-s on `serve`); ops (team-o on
+    # `batch`) under company: a branch two levels away from vision
+    quotas = (
+        on_pool("team-v", "vision", "train"),
+        on_pool("team-s", "speech", "serve"),
+        on_pool("team-o", "ops", "batch"),
+    )
+    stored = (cohort("company"), cohort("org", "company"), cohort("speech", "org"))
+    stored += (cohort("ops", "company"),)
+    # When vision joins org, ops may lend to it through company: its pool is governed too
+    write = plan_apply(cohort("vision", "org"), CohortsRead(3, 7, stored, quotas))
+    assert write.pools == ("batch", "serve", "train")
+    # and deleting the middle governs every branch it parted
+    with_vision = CohortsRead(3, 7, (*stored, cohort("vision", "org")), quotas)
+    assert plan_delete("org", with_vision).pools == ("batch", "serve", "train")
+
+
 def test_an_unchanged_apply_governs_no_pool() -> None:
     # A GitOps loop re-applying the stored cohorts: no lease in the tree's pools decides again
     # (found by the simulation: queue seed 2, a lease refused by a pool generation that a

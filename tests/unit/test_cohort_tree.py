@@ -1,5 +1,6 @@
 """Hierarchical cohorts (Kueue's Cohort, KEP-79): the Cohort document's rules, and admission
-whose borrowing reaches up a two-level tree within each level's limits."""
+whose borrowing reaches up a tree of any depth (up to MAX_TREE_COHORTS cohorts) within each
+level's limits."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree
-from capacity_launcher.domain.accounting.quota_admission import Cohort
+from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
 from capacity_launcher.domain.accounting.quota_leases import (
     LeaseAsk,
     admit_lease,
@@ -19,7 +20,9 @@ from capacity_launcher.domain.accounting.quota_leases import (
 )
 from capacity_launcher.domain.apis.kueue.cohorts import (
     MAX_CHILD_COHORTS,
+    MAX_TREE_COHORTS,
     check_tree,
+    cohort_status,
     missing_parent,
     parse_cohort,
 )
@@ -111,11 +114,39 @@ def test_a_cycle_of_parents_is_refused_naming_the_field() -> None:
         check_tree([], cohort("a", "a"))
 
 
-def test_a_third_level_is_refused_loudly() -> None:
-    with pytest.raises(ConfigConflict, match=r"spec\.parentName: Cohort org has a parent"):
-        check_tree([cohort("org", "root"), cohort("root")], cohort("team", "org"))
-    with pytest.raises(ConfigConflict, match=r"is the parent of team"):
-        check_tree([cohort("team", "org")], cohort("org", "root"))
+def test_trees_deeper_than_two_levels_are_accepted_in_any_order() -> None:
+    # A third and a fourth level, each applied last or first
+    check_tree([cohort("org", "root"), cohort("root")], cohort("team", "org"))
+    check_tree([cohort("team", "org"), cohort("root")], cohort("org", "root"))
+    check_tree([cohort("team", "org"), cohort("org", "root")], cohort("root"))
+    stored = [cohort("root"), cohort("l1", "root"), cohort("l2", "l1")]
+    check_tree(stored, cohort("l3", "l2"))
+
+
+def test_a_cycle_through_many_levels_is_refused_whatever_the_order() -> None:
+    stored = [cohort("a", "b"), cohort("b", "c")]
+    with pytest.raises(ConfigConflict, match=r"spec\.parentName: makes a cycle of parents"):
+        check_tree(stored, cohort("c", "a"))
+    with pytest.raises(ConfigConflict, match=r"\(b -> c -> a -> b\)"):
+        check_tree([cohort("c", "a"), cohort("a", "b")], cohort("b", "c"))
+
+
+def test_a_tree_holds_a_bounded_number_of_cohorts_at_any_depth() -> None:
+    chain = [cohort("c0")] + [cohort(f"c{i}", f"c{i - 1}") for i in range(1, MAX_TREE_COHORTS)]
+    check_tree(chain[:-1], chain[-1])  # a chain of MAX_TREE_COHORTS levels
+    with pytest.raises(
+        ConfigConflict,
+        match=rf"spec\.parentName: the tree of c0 would hold "
+        rf"{MAX_TREE_COHORTS + 1} cohorts",
+    ):
+        check_tree(chain, cohort("one-more", f"c{MAX_TREE_COHORTS - 1}"))
+    # joining two parts that are each within the bound is checked on the whole
+    top, bottom = (
+        chain[:20],
+        [cohort("b0", "c19")] + [cohort(f"b{i}", f"b{i - 1}") for i in range(1, 12)],
+    )
+    with pytest.raises(ConfigConflict, match="would hold 32 cohorts"):
+        check_tree(top[:-1] + bottom, top[-1])
 
 
 def test_a_parent_has_a_bounded_number_of_children() -> None:
@@ -299,6 +330,178 @@ def test_a_tree_admission_reads_every_cohort_of_the_tree() -> None:
 
 def test_the_usage_read_bounds_one_transaction() -> None:
     from capacity_launcher.domain.accounting.quota_admission import LEASE_ITEMS, TRANSACTION_ITEMS
+    from capacity_launcher.domain.apis.quotas import MAX_FLAVORS
 
-    assert 1 + MAX_CHILD_COHORTS + LEASE_ITEMS <= TRANSACTION_ITEMS
+    # the lease's own items, its own cohort's item in each pool of its group, every other
+    # cohort's item of the tree
+    assert LEASE_ITEMS + MAX_FLAVORS + (MAX_TREE_COHORTS - 1) <= TRANSACTION_ITEMS
     assert Resources.ZERO.amount(GPU) == 0
+
+
+# Deeper trees -------------------------------------------------------------------------------
+#
+# root (nominal 2 of its own)
+# ├── mid
+# │   ├── leaf: quota a (nominal 2), quota b (nominal 0, borrows)
+# │   └── leaf2: quota c (nominal 1)
+# └── other: quota d (nominal 4)
+
+
+def _deep(**documents: Any) -> tuple[list[Any], dict[str, CohortDocument]]:
+    quotas = [
+        quota("a", 2, cohort="leaf"),
+        quota("b", 0, cohort="leaf"),
+        quota("c", 1, cohort="leaf2"),
+        quota("d", 4, cohort="other"),
+    ]
+    default = by_name(
+        cohort("root", nominal=2),
+        cohort("mid", "root"),
+        cohort("leaf", "mid"),
+        cohort("leaf2", "mid"),
+        cohort("other", "root"),
+    )
+    return quotas, default | documents
+
+
+def _admitted(quotas: list[Any], cohorts: dict[str, CohortDocument], who: str, **used: int) -> int:
+    """How many single GPUs ``who`` is admitted, deciding on the usage items the lease reads
+    (`tree_usage_items`) only, as the launcher does."""
+    own = next(q for q in quotas if q.name == who)
+    read = {key.split("#")[1] for key, _ in tree_usage_items(own, cohorts, POOL)}
+    cohort_of = {q.name: q.spec.cohort for q in quotas}
+    seen = {k: v for k, v in usage(**used).items() if cohort_of[k[0]] in read}
+    try:
+        return admit_lease(quotas, LeaseAsk(POOL, who, gpus(1), 20, 1), seen, cohorts)
+    except QuotaExceeded:
+        return 0
+
+
+def test_borrowing_reaches_up_three_levels() -> None:
+    quotas, cohorts = _deep()
+    # a's 2 in leaf, c's 1 in mid, the root's own 2 and d's 4
+    assert _admitted(quotas, cohorts, "b") == 9
+    # use in another branch two levels up is counted: d uses 3 of its 4
+    assert _admitted(quotas, cohorts, "b", d=3) == 6
+    assert _admitted(quotas, cohorts, "d", b=8) == 1
+    # the whole tree is read: every cohort's item in the pool
+    assert [k for k, _ in tree_usage_items(quotas[1], cohorts, POOL)] == [
+        f"QuotaUsage#{name}#{POOL}" for name in ("leaf", "leaf2", "mid", "other", "root")
+    ]
+
+
+def test_a_middle_cohorts_limits_hold_at_its_level() -> None:
+    # mid may take 1 from above: b reaches a's 2, c's 1 and 1 more
+    quotas, cohorts = _deep(**by_name(cohort("mid", "root", nominal=0, borrowing_limit=1)))
+    assert _admitted(quotas, cohorts, "b") == 4
+    # d's own branch is not bounded by mid's limit: its 4, the root's 2, and what mid lends (3)
+    assert _admitted(quotas, cohorts, "d") == 9
+    # mid lends 1 of what its subtree holds: d reaches its 4, the root's 2 and that 1
+    quotas, cohorts = _deep(**by_name(cohort("mid", "root", nominal=0, lending_limit=1)))
+    assert _admitted(quotas, cohorts, "d") == 7
+    assert _admitted(quotas, cohorts, "b") == 9  # within mid, its members still have it all
+
+
+def test_borrowing_reaches_up_four_levels_within_each_levels_limits() -> None:
+    # root (4 of its own, quota z 1) <- l1 (borrows at most 3) <- l2 (2 of its own) <- l3: x
+    quotas = [quota("x", 0, cohort="l3"), quota("z", 1, cohort="root")]
+    cohorts = by_name(
+        cohort("root", nominal=4),
+        cohort("l1", "root", nominal=0, borrowing_limit=3),
+        cohort("l2", "l1", nominal=2),
+        cohort("l3", "l2"),
+    )
+    # l2's 2, and 3 more from the root past l1's borrowingLimit
+    assert _admitted(quotas, cohorts, "x") == 5
+    # z's use at the root leaves 2 of the root's 5 (4 + 1) for l1
+    assert _admitted(quotas, cohorts, "x", z=3) == 4
+    # l2 keeping its own 2 (lends none) does not keep them from its own subtree
+    kept = cohorts | by_name(cohort("l2", "l1", nominal=2, lending_limit=0))
+    assert _admitted(quotas, kept, "x") == 5
+    # the tree holds 7 (the root's 4, l2's 2, z's 1): x holding 5 leaves z 2, whoever lends
+    assert _admitted(quotas, kept, "z", x=5) == 2
+    assert _admitted(quotas, cohorts, "z", x=5) == 2
+    assert _admitted(quotas, cohorts, "z", x=6) == 1
+
+
+def test_a_cycle_stored_anyway_is_reported_and_nothing_borrows_through_it() -> None:
+    quotas = [quota("x", 1, cohort="a"), quota("y", 3, cohort="b"), quota("w", 0, cohort="c")]
+    # a <-> b, and c under a (a cycle written into the table by hand: apply refuses it)
+    cohorts = by_name(cohort("a", "b"), cohort("b", "a"), cohort("c", "a"))
+    statuses = {name: cohort_status(cohorts, quotas, c) for name, c in cohorts.items()}
+    for name in ("a", "b", "c"):
+        [ready] = statuses[name]["conditions"]
+        assert (ready["status"], ready["reason"]) == ("False", "CycleDetected"), name
+    assert "(a -> b -> a)" in statuses["a"]["conditions"][0]["message"]
+    # each stands alone: x keeps its 1 and borrows none of y's 3; c lends w nothing
+    assert not in_tree(cohorts, quotas[0])
+    assert _admitted(quotas, cohorts, "x") == 1
+    assert _admitted(quotas, cohorts, "w") == 0
+
+
+# Reclaim across the tree ----------------------------------------------------------------------
+#
+# root
+# ├── mid
+# │   └── leaf: quota b (nominal 0, borrows, priority 0)
+# └── other: quota d (nominal 4, priority 10, reclaims LowerPriority), quota e (nominal 0)
+
+
+def _lent_across(**used: int) -> tuple[CohortTree, list[Any]]:
+    quotas = [
+        quota("b", 0, cohort="leaf"),
+        quota("d", 4, cohort="other", priority=10, reclaim="LowerPriority"),
+        quota("e", 0, cohort="other", priority=20),
+    ]
+    cohorts = by_name(
+        cohort("root"), cohort("mid", "root"), cohort("leaf", "mid"), cohort("other", "root")
+    )
+    return CohortTree(quotas, cohorts, usage(**used)), quotas
+
+
+def _instance(name: str, owner: str, count: int, at: str) -> QuotaInstance:
+    return QuotaInstance(name, owner, POOL, gpus(count), at)
+
+
+def test_a_quota_whose_lent_quota_another_branch_holds_is_told_to_reclaim_it() -> None:
+    # Given b, two levels down in another branch, holding 3 of d's 4
+    tree, _ = _lent_across(b=3)
+    # When d asks for 2 of its own nominal quota
+    with pytest.raises(
+        QuotaExceeded,
+        match="nominal quota is lent out in the tree of cohort other: 1 must be reclaimed first",
+    ) as refused:
+        tree.admit("d", POOL, gpus(2))
+    # Then the refusal carries what must come back
+    assert refused.value.reclaim == {GPU: Decimal(1)}
+    # while asking past its nominal quota is no reclaim: it would borrow
+    with pytest.raises(QuotaExceeded, match="short by") as borrowing:
+        tree.admit("d", POOL, gpus(5))
+    assert not borrowing.value.reclaim
+
+
+def test_reclaim_across_the_tree_names_the_borrower_in_another_branch() -> None:
+    tree, _ = _lent_across(b=3)
+    instances = [
+        _instance("i-old", "b", 2, "2026-11-01T00:00:00"),
+        _instance("i-new", "b", 1, "2026-11-02T00:00:00"),
+    ]
+    # the newest that frees enough, under d's LowerPriority: b's priority 0 is lower
+    plan = tree.reclaim_plan("d", POOL, {GPU: Decimal(1)}, instances)
+    assert plan is not None and plan.enforced
+    assert [i.instance_id for i in plan.instances] == ["i-new"]
+    # two back take both, newest first
+    plan = tree.reclaim_plan("d", POOL, {GPU: Decimal(2)}, instances)
+    assert plan is not None and [i.instance_id for i in plan.instances] == ["i-new", "i-old"]
+    # more than b borrows cannot be freed
+    assert tree.reclaim_plan("d", POOL, {GPU: Decimal(4)}, instances) is None
+
+
+def test_reclaim_across_the_tree_keeps_the_lenders_policy() -> None:
+    # e (priority 20) also borrows d's quota: LowerPriority does not let d take it back from e,
+    # so the choice among every borrower is only asked
+    tree, _ = _lent_across(e=3)
+    instances = [_instance("i-e", "e", 3, "2026-11-02T00:00:00")]
+    plan = tree.reclaim_plan("d", POOL, {GPU: Decimal(1)}, instances)
+    assert plan is not None and not plan.enforced
+    assert [i.instance_id for i in plan.instances] == ["i-e"]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 
 from capacity_launcher.domain.apis.config import NodePool, PoolSet
 from capacity_launcher.domain.apis.documents import parse_document
-from capacity_launcher.domain.apis.pool_order import Later, Memo, order_key, weight_order
+from capacity_launcher.domain.apis.pool_order import order_key, weight_order
+from capacity_launcher.service import pool_listing
+from capacity_launcher.service.pool_listing import Later, Memo, by_weight, every
 
 
 def _pool(name: str, weight: int = 0) -> NodePool:
@@ -52,7 +56,7 @@ def test_the_first_the_rest_and_a_truth_test_pull_no_further_than_they_need() ->
 
 def test_a_pool_set_given_whole_is_in_weight_order_and_one_given_in_pages_reads_on_demand() -> None:
     whole = PoolSet(1, (_pool("low"), _pool("high", 9)))
-    assert [p.name for p in whole.by_weight()] == ["high", "low"]
+    assert [p.name for p in by_weight(whole)] == ["high", "low"]
     pages = [[_pool("c")], []]
     asked: list[int] = []
 
@@ -61,5 +65,29 @@ def test_a_pool_set_given_whole_is_in_weight_order_and_one_given_in_pages_reads_
         return pages.pop(0) if pages else None
 
     paged = PoolSet(2, (_pool("a", 3), _pool("b")), more)
-    assert next(paged.by_weight()).name == "a" and asked == []
-    assert [p.name for p in paged.pools] == ["a", "b", "c"] and len(asked) == 3
+    assert next(by_weight(paged)).name == "a" and asked == []
+    assert [p.name for p in every(paged)] == ["a", "b", "c"] and len(asked) == 3
+
+
+def test_a_pool_set_in_pages_is_read_once_whoever_looks_and_its_memo_goes_with_it() -> None:
+    # Given a store's pool set whose pages are read as asked (its `more` reads the next page)
+    pages = [[_pool("b")], [_pool("c")]]
+    asked: list[int] = []
+
+    def more() -> list[NodePool] | None:
+        asked.append(1)
+        return pages.pop(0) if pages else None
+
+    paged = PoolSet(4, (_pool("a"),), more)
+    known = len(pool_listing._memos)
+    # When several requests of a warm container look at it, one after another
+    assert [p.name for p in by_weight(paged)] == ["a", "b", "c"]
+    assert [p.name for p in every(paged)] == ["a", "b", "c"]
+    assert next(by_weight(paged)).name == "a"
+    # Then each page was read once between them (a second reader misses none)
+    assert len(asked) == 3
+    # And the memo lives no longer than the pool set the store handed over
+    gone = weakref.ref(paged)
+    del paged
+    gc.collect()
+    assert gone() is None and len(pool_listing._memos) == known

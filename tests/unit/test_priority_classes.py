@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from capacity_launcher.domain.accounting.quota_admission import reclaim_refusal
+from capacity_launcher.domain.accounting.reclaim_policy import reclaim_refusal
 from capacity_launcher.domain.apis.kept_fields import HUB_FIELDS_ANNOTATION
 from capacity_launcher.domain.apis.priority_classes import (
     PriorityTable,

@@ -9,13 +9,14 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capacity_launcher.domain.accounting.quota_admission import Cohort, UsageKey, reclaim_refusal
+from capacity_launcher.domain.accounting.quota_admission import Cohort, UsageKey
 from capacity_launcher.domain.accounting.reclaim_decision import (
     NOT_BORROWED,
     ReclaimOutcome,
     Spared,
     redecide,
 )
+from capacity_launcher.domain.accounting.reclaim_policy import reclaim_refusal
 from capacity_launcher.domain.apis.documents import to_document
 from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_quota
 from capacity_launcher.domain.quantities import GPU, Resources

@@ -8,16 +8,16 @@ them exactly once, the sync reads them in batches and adopts what a crashed work
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from decimal import Decimal
 from typing import Any
 
-from capacity_launcher.adapters.aws import aws_call, client
+from capacity_launcher.adapters.aws import aws_call
 from capacity_launcher.adapters.dynamodb import batch_get, batch_write, from_item, key, to_item
 from capacity_launcher.adapters.launch_records import (
-    DEFAULT_RETENTION_SECONDS,
     RECORD,
+    HistoryItems,
     instance_pk,
     request_pk,
 )
@@ -86,26 +86,13 @@ def _item(record: InstanceRecord) -> dict[str, Any]:
     return to_item({"pk": instance_pk(record.instance_id), "sk": INSTANCE, **to_attributes(record)})
 
 
-class InstanceRecords:
-    def __init__(
-        self,
-        table_name: str,
-        dynamodb: Any | None = None,
-        *,
-        retention_seconds: int = DEFAULT_RETENTION_SECONDS,
-        clock: Callable[[], float],
-    ) -> None:
-        self._table = table_name
-        self._db = dynamodb or client("dynamodb")
-        self._retention = retention_seconds
-        self._clock = clock
-
+class InstanceRecords(HistoryItems):
     def _state_update(self, state: str, expression: str) -> tuple[str, dict[str, Any]]:
         """`expression` (which sets #state = :state) plus the expiry a terminal state brings."""
         values: dict[str, Any] = {":state": state}
         if state in _GONE:
             expression += ", #ttl = :ttl"
-            values[":ttl"] = int(self._clock()) + self._retention
+            values[":ttl"] = self._expiry()
         return expression, values
 
     def put(self, records: Iterable[InstanceRecord]) -> None:

@@ -52,7 +52,10 @@ def instance_pk(instance_id: str) -> str:
     return f"Instance#{instance_id}"
 
 
-class LaunchRecords:
+class HistoryItems:
+    """A writer of the state table's history (requests' records and intents, instances' items):
+    the table, its client, and when an item that became history now expires."""
+
     def __init__(
         self,
         table_name: str,
@@ -70,6 +73,8 @@ class LaunchRecords:
         """The state table's TTL attribute (`ttl`, epoch seconds) for a history item written now."""
         return int(self._clock()) + self._retention
 
+
+class LaunchRecords(HistoryItems):
     # -- one request's partition: its record and pointers to the intents that serve it --
 
     def load(self, request_id: str) -> tuple[RequestRecord | None, list[LaunchIntent]]:

@@ -364,8 +364,8 @@ class CohortApplied:
 
 
 def apply_cohort(cohorts: CohortWrites, applied: Cohort) -> CohortApplied:
-    """Store `applied` unless the tree it makes with the stored cohorts is not a two-level
-    tree (ConfigConflict naming spec.parentName); checked again when another cohort's or a
+    """Store `applied` unless the tree it makes with the stored cohorts is no tree within bounds
+    (ConfigConflict naming spec.parentName); checked again when another cohort's or a
     quota's apply lands between the check and the write."""
     for _ in range(_APPLY_TRIES):
         read = cohorts.read()

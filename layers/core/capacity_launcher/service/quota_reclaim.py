@@ -6,6 +6,10 @@ priority first, then newest, never within a member's own nominal quota), records
 reclaim per lender and NodePool, and publishes `Capacity Reclaim Requested`. The request itself
 still fails, its message naming the reclaim; the lender asks again once the quota is back.
 
+Through a cohort tree (Kueue's Cohort) the lender's quota may be held by a borrower in another
+branch: the choice (`CohortTree.reclaim_plan`) is made among every quota of the tree, on every
+cohort's usage in the pool, and goes the same way.
+
 The sync enforces it after its grace period (`service/reclaim_enforcement.py`). A waiting request
 its quota's withinClusterQueue or borrowWithinCohort lets preempt asks through the same path
 (`ReclaimRequests.preempt`), judged on every item its admission reads: the cohort's quota usage
@@ -22,6 +26,8 @@ from decimal import Decimal
 from typing import Any
 
 from capacity_launcher.domain.accounting import preemption
+from capacity_launcher.domain.accounting.cohort_paths import tree_cohorts
+from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree
 from capacity_launcher.domain.accounting.pool_usage import Member
 from capacity_launcher.domain.accounting.preemption import (
     UNLIMITED,
@@ -58,6 +64,24 @@ from capacity_launcher.service.accounting_ports import (
 from capacity_launcher.service.ports import InstanceItems
 
 Quotas = Callable[[], Sequence[CapacityQuota]]
+# The applied Kueue Cohorts by name (none: every cohort is flat).
+Cohorts = Callable[[], Mapping[str, Any]]
+
+
+def no_cohorts() -> Mapping[str, Any]:
+    return {}
+
+
+def circle_items(
+    quota: CapacityQuota, quotas: Sequence[CapacityQuota], cohorts: Mapping[str, Any], pool: str
+) -> tuple[list[str], list[CapacityQuota]]:
+    """The quota usage items (in ``pool``) and the quotas a reclaim by ``quota`` reads: its
+    cohort's, or through a tree every cohort's of the tree and every quota of it."""
+    if not in_tree(cohorts, quota) or quota.spec.cohort is None:
+        return [quota.usage_item(pool)], [q for q in quotas if q.cohort_key == quota.cohort_key]
+    names = tree_cohorts(cohorts, quota.spec.cohort)
+    circle = [q for q in quotas if q.spec.cohort in names]
+    return sorted({q.usage_item(pool) for q in circle} | {quota.usage_item(pool)}), circle
 
 
 def reclaim_id(quota: str, pool: str, request_id: str) -> str:
@@ -78,10 +102,12 @@ class ReclaimRequests:
         reclaims: ReclaimStore,
         publish: Callable[..., None],
         now: Callable[[], datetime],
+        cohorts: Cohorts = no_cohorts,
         pools: PoolRoomReads | None = None,
         stored: Quotas | None = None,
     ) -> None:
         self._quotas = quotas
+        self._cohorts = cohorts
         self._members = members
         self._quota_usage = quota_usage
         self._items = items
@@ -189,7 +215,7 @@ class ReclaimRequests:
     ) -> ReclaimRequested | None:
         pool = ask.flavor
         where = [pool, *group_pools(quota, pool)]
-        quotas, usage, members, records = self._candidates(quota, where, stored)
+        quotas, usage, members, records = self._preemption_candidates(quota, where, stored)
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
         running = [
             Running(
@@ -228,33 +254,51 @@ class ReclaimRequests:
         )
 
     def _candidates(
-        self,
-        quota: CapacityQuota,
-        pools: Sequence[str],
-        stored: Sequence[CapacityQuota] | None = None,
+        self, quota: CapacityQuota, pool: str, cohorts: Mapping[str, Any] | None = None
     ) -> tuple[
         list[CapacityQuota],
         dict[tuple[str, str], Resources],
         dict[str, Member],
         dict[str, InstanceRecord],
     ]:
-        """The quotas (``stored``, read for a preemption, else the container's copy), the
-        cohort's usage in ``pools`` (for a preemption in every pool the quota's admission in the
-        first reads), its counted instances there and their records, less what other open
-        reclaims of the cohort name already."""
-        quotas = list(self._quotas()) if stored is None else list(stored)
-        if stored is not None:
-            usage = read_usage(self._quota_usage, quota, pools[0])
-        else:
-            usage = self._quota_usage.quota_usage(quota.usage_item(pools[0]), pools[0])
+        """The quotas, the cohort's usage in ``pool`` (through a tree, every cohort's of the
+        tree), its counted instances and their records, less what other open reclaims of the
+        cohort (of the tree) name already."""
+        quotas = list(self._quotas())
+        items, circle = circle_items(quota, quotas, cohorts or {}, pool)
+        usage: dict[tuple[str, str], Resources] = {}
+        for item in items:
+            usage |= self._quota_usage.quota_usage(item, pool)
+        members = {
+            m.instance_id: m
+            for m in self._members.members(pool)
+            if m.quota_usage in items and m.requester
+        }
+        self._set_aside_named_by_others(quota, pool, circle, members, usage)
+        return quotas, usage, members, self._items.many(sorted(members))
+
+    def _preemption_candidates(
+        self, quota: CapacityQuota, pools: Sequence[str], stored: Sequence[CapacityQuota]
+    ) -> tuple[
+        list[CapacityQuota],
+        dict[tuple[str, str], Resources],
+        dict[str, Member],
+        dict[str, InstanceRecord],
+    ]:
+        """For a preemption: the quotas ``stored``, the cohort's usage in every pool the
+        quota's admission in the first of ``pools`` reads, its counted instances in ``pools``
+        and their records, less what other open reclaims of the cohort name already."""
+        quotas = list(stored)
+        usage = read_usage(self._quota_usage, quota, pools[0])
         members = {
             m.instance_id: m
             for pool in pools
             for m in self._members.members(pool)
             if m.quota_usage == quota.usage_item(pool) and m.requester
         }
+        circle = [q for q in quotas if q.cohort_key == quota.cohort_key]
         for pool in pools:
-            self._set_aside_named_by_others(quota, pool, quotas, members, usage)
+            self._set_aside_named_by_others(quota, pool, circle, members, usage)
         return quotas, usage, members, self._items.many(sorted(members))
 
     def _plan(
@@ -265,14 +309,20 @@ class ReclaimRequests:
         request_id: str,
         requester: str | None,
     ) -> ReclaimRequested | None:
-        quotas, usage, members, records = self._candidates(lender, [pool])
-        cohort = Cohort.of(lender, quotas, usage)
+        cohorts = self._cohorts()
+        quotas, usage, members, records = self._candidates(lender, pool, cohorts)
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
         candidates = [
             QuotaInstance(i, str(m.requester), pool, m.amount, launched[i].isoformat())
             for i, m in members.items()
         ]
-        plan = cohort.reclaim_plan(lender.name, pool, refused.reclaim, candidates)
+        if in_tree(cohorts, lender):
+            tree = CohortTree(quotas, cohorts, usage)
+            cohort = tree.lenders_circle(lender.name)
+            plan = tree.reclaim_plan(lender.name, pool, refused.reclaim, candidates)
+        else:
+            cohort = Cohort.of(lender, quotas, usage)
+            plan = cohort.reclaim_plan(lender.name, pool, refused.reclaim, candidates)
         if plan is None:
             return None
         return self._reclaim(
@@ -327,14 +377,14 @@ class ReclaimRequests:
         self,
         lender: CapacityQuota,
         pool: str,
-        quotas: list[CapacityQuota],
+        circle: list[CapacityQuota],
         members: dict[str, Member],
         usage: dict[tuple[str, str], Resources],
     ) -> None:
-        """Instances other lenders' open reclaims name are as good as released: never named
-        twice, and what their owners keep must stay within their nominal quota without them
-        (taken out of `members` and `usage`)."""
-        others = [(q.name, pool) for q in quotas if q.cohort_key == lender.cohort_key]
+        """Instances other lenders' open reclaims (of ``circle``: the lender's cohort, or its
+        tree) name are as good as released: never named twice, and what their owners keep must
+        stay within their nominal quota without them (taken out of `members` and `usage`)."""
+        others = [(q.name, pool) for q in circle]
         for reclaim in self._reclaims.many(others):
             for named in reclaim.instances:
                 member = members.pop(named.instance_id, None)

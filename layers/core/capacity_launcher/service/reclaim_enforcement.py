@@ -35,6 +35,7 @@ from capacity_launcher.domain.accounting.reclaim_decision import (
 )
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import CapacityLauncherError
+from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.reclaims import (
     ReclaimClosed,
     ReclaimedInstance,
@@ -50,7 +51,14 @@ from capacity_launcher.service.accounting_ports import (
     ReclaimStore,
 )
 from capacity_launcher.service.ports import FleetLauncher
-from capacity_launcher.service.quota_reclaim import Quotas, read_room, read_usage
+from capacity_launcher.service.quota_reclaim import (
+    Cohorts,
+    Quotas,
+    circle_items,
+    no_cohorts,
+    read_room,
+    read_usage,
+)
 
 # What the instance's own termination event would say; the real event is then a duplicate.
 RECLAIMED_STATE = "shutting-down"
@@ -90,9 +98,12 @@ class ReclaimEnforcement:
         publish: Callable[..., None],
         now: Callable[[], datetime],
         waiting: Callable[[str], bool] = lambda _request_id: True,
+        cohorts: Cohorts = no_cohorts,
         pools: PoolRoomReads | None = None,
     ) -> None:
         self._quotas = quotas
+        # The applied Cohorts, read when a reclaim is enforced (a lender's tree).
+        self._cohorts = cohorts
         self._members = members
         self._quota_usage = quota_usage
         self._reclaims = reclaims
@@ -176,15 +187,19 @@ class ReclaimEnforcement:
         quotas = list(self._quotas())
         lender = next((q for q in quotas if q.name == reclaim.quota), None)
         named_pool = lender is not None and lender.flavor(pool) is not None
+        usage: dict[tuple[str, str], Resources] = {}
         if reclaim.preempts:
             # Every item the request's admission reads, and its pool's limits: the full fit.
-            usage = read_usage(self._quota_usage, lender, pool) if lender and named_pool else {}
+            if lender is not None and named_pool:
+                usage = read_usage(self._quota_usage, lender, pool)
             room = read_room(self._pools, pool)
             victims = _running(left, members)
             return redecide_preemption(preemptor_of(reclaim), victims, quotas, usage, room)
-        usage = {}
+        cohorts = self._cohorts()
         if lender is not None and named_pool:
-            usage = self._quota_usage.quota_usage(lender.usage_item(pool), pool)
+            # Through a tree, every cohort's usage of the tree (the borrower may be anywhere).
+            for item in circle_items(lender, quotas, cohorts, pool)[0]:
+                usage |= self._quota_usage.quota_usage(item, pool)
         named = [
             QuotaInstance(
                 i.instance_id,
@@ -196,7 +211,7 @@ class ReclaimEnforcement:
             for i in left
         ]
         resources = [a.name for a in reclaim.amount]
-        return redecide(reclaim.quota, pool, resources, named, quotas, usage)
+        return redecide(reclaim.quota, pool, resources, named, quotas, usage, cohorts)
 
     def _terminate(self, reclaim: ReclaimRequested, instance_ids: list[str]) -> bool:
         """Terminate (managed instances only: the role's condition) and release each once."""

@@ -14,7 +14,6 @@ from typing import Any
 from capacity_launcher.domain.accounting.admission_queue import priority_of
 from capacity_launcher.domain.apis.config import NodeClass, NodePool, PoolSet
 from capacity_launcher.domain.apis.ome.associations import counted_association
-from capacity_launcher.domain.apis.pool_order import Later, Memo
 from capacity_launcher.domain.apis.quota_sets import (
     association_refusal,
     quota_for,
@@ -34,6 +33,7 @@ from capacity_launcher.domain.errors import (
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.records.tags import check_instance_tag_count, conflicting_tags
 from capacity_launcher.domain.requester_origins import Origin, RequesterBindings
+from capacity_launcher.service.pool_listing import Later, Memo, by_weight
 from capacity_launcher.service.ports import Configuration, StaticPoolStates
 
 
@@ -47,7 +47,7 @@ class Prepared:
     node_class: NodeClass
     requirements: Requirements
     # Lower-weight pools compatible with a request that named none, in the order they are tried
-    # (read from the store only as far as they are looked at: `pool_order.Later`).
+    # (read from the store only as far as they are looked at: `pool_listing.Later`).
     alternatives: Sequence[NodePool] = ()
     # The NodePools' generation those pools were chosen from (None: the request named its pool).
     pools_generation: int | None = None
@@ -304,7 +304,7 @@ def _in_order(listing: PoolSet, wanted: Requirements, request: LaunchRequest) ->
     compatible = Later(
         Memo(
             p
-            for p in listing.by_weight()
+            for p in by_weight(listing)
             if _fits(p, wanted) and _block_end_refusal(p, request) is None
         )
     )
@@ -332,7 +332,7 @@ def _refuse_block_end(listing: PoolSet, wanted: Requirements, request: LaunchReq
     allows it (the first of them named)."""
     if request.capacity_block_end is None:
         return
-    first = next((p for p in listing.by_weight() if _fits(p, wanted)), None)
+    first = next((p for p in by_weight(listing) if _fits(p, wanted)), None)
     if first is not None:
         _block_end_allowed(first, request)
 

@@ -1,6 +1,7 @@
-"""Admission through a two-level cohort tree (Kueue's hierarchical cohorts, KEP-79): a quota's
-borrowing reaches past its own cohort to its parent cohort's unused capacity, within each
-level's borrowingLimit and lendingLimit. Pure arithmetic, no I/O: docs/quotas.md.
+"""Admission through a cohort tree (Kueue's hierarchical cohorts, KEP-79): a quota's borrowing
+reaches past its own cohort, up the path of parents to the root, to each level's unused
+capacity, within each level's borrowingLimit and lendingLimit. A tree holds at most
+`cohorts.MAX_TREE_COHORTS` cohorts, at any depth. Pure arithmetic, no I/O: docs/quotas.md.
 
 Per NodePool and resource every node of the tree (a quota, a cohort) has a nominal quota N, a
 borrowingLimit B and a lendingLimit L (a cohort without a quota of its own there: N = 0, no
@@ -13,8 +14,9 @@ limits). Bottom up:
   guaranteed parts.
 
 Top down, what a node may still take: at the root, its subtree quota less its usage; below,
-what is left of its guaranteed part, plus what its parent may take, cut (with B) to what the
-node may hold in its parent: subtree quota - guaranteed - (usage above guaranteed) + B. Only the
+what is left of its guaranteed part, plus what its parent may take (the same rule, one level
+up, to the root), cut (with B) to what the node may hold in its parent: subtree quota -
+guaranteed - (usage above guaranteed) + B. Only the
 quota's final answer is cut at 0 (a level over-committed by a shrunk quota takes from those
 below it). A quota that does not allow borrowing may take no more than its nominal quota.
 
@@ -29,12 +31,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from capacity_launcher.domain.accounting.cohort_paths import in_cycle, tree_cohorts, tree_parent
 from capacity_launcher.domain.accounting.quota_admission import (
     Admission,
     AdmissionKind,
     Cohort,
+    QuotaInstance,
+    ReclaimPlan,
     UsageKey,
+    lent_out,
 )
+from capacity_launcher.domain.apis.quota_preemption import ReclaimPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
@@ -66,14 +73,19 @@ class CohortTree:
     ) -> None:
         self._quotas = {q.name: q for q in quotas}
         self._cohorts = cohorts
+        self._raw = usage
         self._usage = Cohort(list(quotas), usage)
+        self._parents = {name: tree_parent(cohorts, name) for name in cohorts}
+        # Each node's subtree quota and usage, once per decision (a deep tree asks them often).
+        self._known: dict[tuple[str, tuple[str, str], str, str], Decimal] = {}
 
     def parent(self, cohort: str) -> str | None:
-        found = self._cohorts.get(cohort)
-        return None if found is None else found.parent
+        """``cohort``'s parent in the tree: None at a root, and when the parent is not applied
+        or either is in a cycle of parents (`tree_parent`)."""
+        return self._parents.get(cohort)
 
     def children(self, cohort: str) -> list[str]:
-        return sorted(c.name for c in self._cohorts.values() if c.parent == cohort)
+        return sorted(name for name, parent in self._parents.items() if parent == cohort)
 
     def members(self, cohort: str) -> list[str]:
         return sorted(q.name for q in self._quotas.values() if q.spec.cohort == cohort)
@@ -96,6 +108,19 @@ class CohortTree:
         return _Terms(term.nominal_quota, term.borrowing_limit, term.lending_limit)
 
     def _subtree(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        return self._once("subtree", node, flavor, resource)
+
+    def _used(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        return self._once("used", node, flavor, resource)
+
+    def _once(self, what: str, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+        key = (what, node, flavor, resource)
+        if key not in self._known:
+            count = self._count_subtree if what == "subtree" else self._count_used
+            self._known[key] = count(node, flavor, resource)
+        return self._known[key]
+
+    def _count_subtree(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
         kind, name = node
         if kind == "quota":
             terms = self._quota_terms(name, flavor, resource)
@@ -119,7 +144,7 @@ class CohortTree:
             return ZERO
         return max(ZERO, self._subtree(node, flavor, resource) - terms.lending_limit)
 
-    def _used(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
+    def _count_used(self, node: tuple[str, str], flavor: str, resource: str) -> Decimal:
         kind, name = node
         if kind == "quota":
             if self._quota_terms(name, flavor, resource) is None:
@@ -173,19 +198,26 @@ class CohortTree:
 
     def admit(self, quota: str, flavor: str, demand: Resources) -> Admission:
         """Admit ``demand`` for ``quota`` in ``flavor`` through the tree, or raise QuotaExceeded
-        naming the resource and how much is missing. No reclaim reaches across the tree: a quota
-        whose lent quota a sibling cohort holds waits or is refused (docs/quotas.md)."""
+        naming the resource and how much is missing. A demand within the quota's own nominal
+        quota that the tree cannot hold now finds that quota lent out, held by borrowers
+        somewhere in the tree: QuotaExceeded carries ``reclaim``, what `reclaim_plan` must free
+        (Kueue's reclaimWithinCohort, across the tree: docs/quotas.md)."""
         own = self._quotas[quota]
         spec = own.flavor(flavor)
         if spec is None:
             raise QuotaExceeded(quota, flavor, None, f"has no quota in NodePool {flavor}")
         self._usage.check_group_limits(own, flavor, demand)
         borrowed: dict[str, Decimal] = {}
+        reclaim: dict[str, Decimal] = {}
         for term in spec.resources:
             need = demand.amount(term.name)
             if need <= 0:
                 continue
             room = self.available(quota, flavor, term.name)
+            used = self._usage.used(quota, flavor).amount(term.name)
+            if need > room and used + need <= term.nominal_quota:
+                reclaim[term.name] = need - room
+                continue
             if need > room:
                 shown = format_amount(term.name, need - room)
                 raise QuotaExceeded(
@@ -197,25 +229,92 @@ class CohortTree:
                     f"asking {format_amount(term.name, need)})",
                     needed=need - room,
                 )
-            used = self._usage.used(quota, flavor).amount(term.name)
             if used + need > term.nominal_quota:
                 borrowed[term.name] = used + need - max(used, term.nominal_quota)
+        if reclaim:
+            raise lent_out(quota, flavor, f"the tree of cohort {own.spec.cohort}", reclaim)
         kind = AdmissionKind.BORROWING if borrowed else AdmissionKind.WITHIN_NOMINAL
         return Admission(quota, flavor, kind, borrowed)
 
+    # Reclaim across the tree ---------------------------------------------------------------
+    def lenders_circle(self, quota: str) -> Cohort:
+        """Every quota of ``quota``'s tree, with their use: whom its reclaim may name."""
+        cohort = self._quotas[quota].spec.cohort
+        names = set() if cohort is None else tree_cohorts(self._cohorts, cohort)
+        circle = [q for q in self._quotas.values() if q.spec.cohort in names]
+        return Cohort(circle or [self._quotas[quota]], self._raw)
 
-def tree_root(cohorts: Mapping[str, CohortDocument], cohort: str) -> str:
-    """The root of ``cohort``'s tree (a parent not applied: the cohort stands alone)."""
-    found = cohorts.get(cohort)
-    if found is None or found.parent is None or found.parent not in cohorts:
-        return cohort
-    return found.parent
+    def reclaim_plan(
+        self,
+        quota: str,
+        flavor: str,
+        short: Mapping[str, Decimal],
+        instances: Sequence[QuotaInstance],
+    ) -> ReclaimPlan | None:
+        """What to ask back for ``quota`` (``short``, from QuotaExceeded.reclaim) anywhere in its
+        tree, as `Cohort.reclaim_plan` does within one cohort: the choice its
+        reclaimWithinCohort allows (enforced), else the choice among every borrower of the tree
+        (only asked). Lowest priority first, then newest; never within an owner's own nominal
+        quota; an instance is chosen only if releasing it gives ``quota`` more room through the
+        tree, until it has ``short`` more. None when no choice frees enough."""
+        chosen = self._reclaim(quota, flavor, short, instances, None)
+        if chosen is not None:
+            return ReclaimPlan(chosen, enforced=True)
+        asked = self._reclaim(quota, flavor, short, instances, ReclaimPolicy.ANY)
+        return None if asked is None else ReclaimPlan(asked, enforced=False)
 
+    def _reclaim(
+        self,
+        quota: str,
+        flavor: str,
+        short: Mapping[str, Decimal],
+        instances: Sequence[QuotaInstance],
+        policy: ReclaimPolicy | None,
+    ) -> list[QuotaInstance] | None:
+        own = self._quotas[quota]
+        policy = policy or own.spec.preemption.reclaim_within_cohort
+        if policy is ReclaimPolicy.NEVER:
+            return None
+        circle = self.lenders_circle(quota)
+        wanted = {r: self.available(quota, flavor, r) + a for r, a in short.items() if a > 0}
+        ledgers = {r: circle.ledger(flavor, r) for r in wanted}
+        usage = dict(self._raw)
+        released: dict[tuple[str, str], Decimal] = {}
+        chosen: list[QuotaInstance] = []
+        room = self._rooms(usage, quota, flavor, wanted)
+        for borrower, instance in circle._reclaim_candidates(quota, flavor, instances, policy):
+            if all(room[r] >= wanted[r] for r in wanted):
+                break
+            gives = {
+                r: instance.resources.amount(r) if borrower in ledgers[r].terms else ZERO
+                for r in wanted
+            }
+            if any(
+                released.get((borrower, r), ZERO) + amount > ledgers[r].borrowed(borrower)
+                for r, amount in gives.items()
+                if amount > 0
+            ):
+                continue  # releasing it would cut into the borrower's own nominal quota
+            where = (instance.requester, flavor)
+            trial = {**usage, where: usage.get(where, Resources.ZERO) - instance.resources}
+            after = self._rooms(trial, quota, flavor, wanted)
+            if not any(after[r] > room[r] for r in wanted if room[r] < wanted[r]):
+                continue  # frees nothing this quota could take
+            usage, room = trial, after
+            chosen.append(instance)
+            for r, amount in gives.items():
+                released[(borrower, r)] = released.get((borrower, r), ZERO) + amount
+        return chosen if all(room[r] >= wanted[r] for r in wanted) else None
 
-def tree_cohorts(cohorts: Mapping[str, CohortDocument], cohort: str) -> set[str]:
-    """The cohorts of ``cohort``'s tree: its root and the root's applied children."""
-    root = tree_root(cohorts, cohort)
-    return {root} | {c.name for c in cohorts.values() if c.parent == root}
+    def _rooms(
+        self,
+        usage: Mapping[UsageKey, Resources],
+        quota: str,
+        flavor: str,
+        wanted: Mapping[str, Decimal],
+    ) -> dict[str, Decimal]:
+        tree = CohortTree(list(self._quotas.values()), self._cohorts, usage)
+        return {r: tree.available(quota, flavor, r) for r in wanted}
 
 
 def in_tree(cohorts: Mapping[str, CohortDocument], quota: CapacityQuota) -> bool:
@@ -223,9 +322,22 @@ def in_tree(cohorts: Mapping[str, CohortDocument], quota: CapacityQuota) -> bool
     cohort, or a Cohort document there has a quota of its own. Otherwise the flat cohort
     decides, as before (a cohort is just a name)."""
     cohort = quota.spec.cohort
-    if cohort is None:
-        return False
+    if cohort is None or in_cycle(cohorts, cohort):
+        return False  # a cohort on a cycle of parents lends and borrows only within itself
     names = tree_cohorts(cohorts, cohort)
     return len(names) > 1 or any(
         cohorts[name].spec.resource_groups for name in names if name in cohorts
     )
+
+
+def lenders_circle(
+    lender: CapacityQuota,
+    quotas: Sequence[CapacityQuota],
+    cohorts: Mapping[str, CohortDocument],
+    usage: Mapping[UsageKey, Resources],
+) -> Cohort:
+    """The quotas ``lender``'s reclaim may name, with their ``usage``: its cohort's members, or
+    through a tree (`in_tree`) every quota of the tree."""
+    if not in_tree(cohorts, lender):
+        return Cohort.of(lender, quotas, usage)
+    return CohortTree(quotas, cohorts, usage).lenders_circle(lender.name)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 
+from capacity_launcher.domain.accounting.reclaim_policy import reclaim_refusal
 from capacity_launcher.domain.apis.quota_preemption import ReclaimPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota, QuotaResource, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
@@ -24,10 +25,12 @@ ZERO = Decimal(0)
 # Requester and NodePool: how usage is collected (instance items carry both).
 UsageKey = tuple[str, str]
 # DynamoDB's bound on the items of one transaction, and the lease's items beside its quota usage
-# items (the pool's usage, the lease, the pool's stored limits, the quota generation): a group of
-# MAX_FLAVORS pools keeps an admission within one transaction (a test holds it).
+# items (the pool's usage, the lease, the pool's stored limits, the NodeClass's revision, the
+# NodePools' generation, the quota generation: adapters/lease_admission.py): a group of
+# MAX_FLAVORS pools keeps an admission within one transaction (a test holds it), and what is
+# left bounds a cohort tree (kueue/cohorts.MAX_TREE_COHORTS).
 TRANSACTION_ITEMS = 100
-LEASE_ITEMS = 4
+LEASE_ITEMS = 6
 
 
 class AdmissionKind(StrEnum):
@@ -228,16 +231,7 @@ class Cohort:
                 already = self._lent(ledger, quota)
                 lenders[term.name] = self._attribute(ledger, more, already, quota)
         if reclaim:
-            resource = min(reclaim)
-            raise QuotaExceeded(
-                quota,
-                flavor,
-                resource,
-                f"nominal quota is lent out in cohort {own.spec.cohort}: "
-                f"{_shown(resource, reclaim[resource])} must be reclaimed first",
-                reclaim=reclaim,
-                needed=reclaim[resource],
-            )
+            raise lent_out(quota, flavor, f"cohort {own.spec.cohort}", reclaim)
         kind = AdmissionKind.BORROWING if borrowed else AdmissionKind.WITHIN_NOMINAL
         return Admission(quota, flavor, kind, borrowed, lenders)
 
@@ -362,21 +356,19 @@ class Cohort:
         return None
 
 
-def reclaim_refusal(
-    lender: CapacityQuota, borrower: CapacityQuota, policy: ReclaimPolicy | None = None
-) -> str | None:
-    """Why ``policy`` (by default ``lender``'s reclaimWithinCohort) does not let ``lender``
-    reclaim from ``borrower``; None when it does."""
-    policy = policy or lender.spec.preemption.reclaim_within_cohort
-    if policy is ReclaimPolicy.NEVER:
-        return f"CapacityQuota {lender.name}'s reclaimWithinCohort is Never now"
-    mine, theirs = lender.spec.priority, borrower.spec.priority
-    if policy is ReclaimPolicy.LOWER_PRIORITY and theirs >= mine:
-        return (
-            f"CapacityQuota {borrower.name}'s priority {theirs} is not lower than "
-            f"{lender.name}'s {mine} (reclaimWithinCohort LowerPriority)"
-        )
-    return None
+def lent_out(quota: str, flavor: str, where: str, reclaim: dict[str, Decimal]) -> QuotaExceeded:
+    """The refusal of a demand within ``quota``'s nominal quota that is lent out ``where``: it
+    carries ``reclaim``, what must come back first (per resource)."""
+    resource = min(reclaim)
+    return QuotaExceeded(
+        quota,
+        flavor,
+        resource,
+        f"nominal quota is lent out in {where}: "
+        f"{_shown(resource, reclaim[resource])} must be reclaimed first",
+        reclaim=reclaim,
+        needed=reclaim[resource],
+    )
 
 
 def _most(quota: CapacityQuota, term: QuotaResource) -> Decimal | None:

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree, tree_cohorts
+from capacity_launcher.domain.accounting.cohort_paths import tree_cohorts
+from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree
 from capacity_launcher.domain.accounting.pool_usage import LeaseFit, Room, fit_lease, smallest_first
 from capacity_launcher.domain.accounting.quota_admission import Cohort, UsageKey
 from capacity_launcher.domain.apis.quota_sets import quota_for
@@ -118,7 +119,7 @@ def tree_usage_items(
     """The quota usage items (key, NodePool) a tree admission of ``quota`` in ``pool`` reads and
     conditions its write on: the flat cohort's (`quota_leases.usage_items`: its own item first,
     where the lease is held, then its group's other pools when the group has ``limits``), then
-    each other cohort of the tree in ``pool``, by name: at most MAX_CHILD_COHORTS more."""
+    each other cohort of the tree in ``pool``, by name: at most MAX_TREE_COHORTS - 1 more."""
     own = quota.cohort_key
     if not in_tree(cohorts, quota):
         return usage_items(quota, pool)

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.accounting import preemption
+from capacity_launcher.domain.accounting.cohort_tree import lenders_circle
 from capacity_launcher.domain.accounting.preemption import (
     UNLIMITED,
     PoolRoom,
@@ -26,8 +28,8 @@ from capacity_launcher.domain.accounting.quota_admission import (
     Cohort,
     QuotaInstance,
     UsageKey,
-    reclaim_refusal,
 )
+from capacity_launcher.domain.accounting.reclaim_policy import reclaim_refusal
 from capacity_launcher.domain.apis.quota_preemption import (
     BorrowPolicy,
     ReclaimPolicy,
@@ -36,6 +38,12 @@ from capacity_launcher.domain.apis.quota_preemption import (
 from capacity_launcher.domain.apis.quotas import CapacityQuota, parse_amount
 from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 from capacity_launcher.domain.records.reclaims import ReclaimRequested
+
+if TYPE_CHECKING:
+    from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
+
+# Applied Cohort documents by name; none: every cohort is flat.
+NO_COHORTS: Mapping[str, CohortDocument] = {}
 
 NOT_BORROWED = "within its owner's nominal quota now: no longer borrowed"
 FITS_NOW = "the preempting request fits without it now: nothing is preempted in vain"
@@ -89,19 +97,22 @@ def redecide(
     named: Sequence[QuotaInstance],
     quotas: Sequence[CapacityQuota],
     usage: Mapping[UsageKey, Resources],
+    cohorts: Mapping[str, CohortDocument] = NO_COHORTS,
 ) -> ReclaimDecision:
     """Which of ``named`` (the reclaim's instances still counted, in its order) the lender's
-    reclaim may terminate now, under ``quotas`` and the lender's cohort's ``usage`` in ``pool``.
+    reclaim may terminate now, under ``quotas`` and the lender's cohort's ``usage`` in ``pool``
+    (through a tree of ``cohorts``, every cohort's of the tree).
 
     An instance is terminated only if the lender's quota still names the pool with a policy
-    other than Never, its owner is another member of the lender's cohort that the policy lets
-    the lender reclaim from, and its owner still borrows it (`Cohort.releasable`)."""
+    other than Never, its owner is another member of the lender's cohort (or of its tree) that
+    the policy lets the lender reclaim from, and its owner still borrows it
+    (`Cohort.releasable`)."""
     lender = next((q for q in quotas if q.name == lender_name), None)
     whole = _refusal(lender, lender_name, pool)
     if lender is None or whole is not None:
         spared = [Spared(i.instance_id, str(whole)) for i in named]
         return ReclaimDecision([], spared, refused=True)
-    cohort = Cohort.of(lender, quotas, usage)
+    cohort = lenders_circle(lender, quotas, cohorts, usage)
     allowed: list[QuotaInstance] = []
     spared = []
     for instance in named:

@@ -5,7 +5,7 @@ are errors, and every error names the field (by its document path) and the rule 
 """
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Self
 
@@ -56,7 +56,7 @@ from capacity_launcher.domain.apis.node_class_terms import (
     LaunchTemplateName,
     SubnetSelectorTerm,
 )
-from capacity_launcher.domain.apis.pool_order import Later, Memo, in_order, weight_order
+from capacity_launcher.domain.apis.pool_order import weight_order
 from capacity_launcher.domain.capacity.block_end_policy import CapacityBlockEnd
 from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.launch_options import (
@@ -363,11 +363,12 @@ class PoolSet:
     so a lease conditioned on the generation a request's choice of pool was made from holds only
     if no pool changed since.
 
-    `by_weight` gives them in the order they are tried (`pool_order.weight_order`). A store may
-    give `pools` as the first page of that order and `more` for each next page (None when none
-    is left): they are then read only as far as a caller iterates, each page once. A page read
-    later than the generation may be newer than it; a lease conditioned on the generation then
-    fails, as one chosen from a listing read after its generation does."""
+    `first` holds them in the order they are tried (`pool_order.weight_order`; sorted here when
+    given whole). A store may give `pools` as the first page of that order and `more` for each
+    next page (None when none is left): the service then reads them only as far as a caller
+    iterates, each page once (service/pool_listing.py). A page read later than the generation
+    may be newer than it; a lease conditioned on the generation then fails, as one chosen from
+    a listing read after its generation does."""
 
     def __init__(
         self,
@@ -376,20 +377,12 @@ class PoolSet:
         more: Callable[[], Sequence[NodePool] | None] | None = None,
     ) -> None:
         self.generation = generation
-        first = list(pools) if more is not None else sorted(pools, key=weight_order)
-        self._memo = Memo(in_order(first, more))
-
-    @property
-    def pools(self) -> tuple[NodePool, ...]:
-        """Every pool, by weight (reads every page left)."""
-        return self._memo.every()
-
-    def by_weight(self) -> Iterator[NodePool]:
-        """The pools in the order they are tried, read only as far as iterated."""
-        return iter(Later(self._memo))
+        self.first = tuple(pools) if more is not None else tuple(sorted(pools, key=weight_order))
+        self.more = more
 
     def __repr__(self) -> str:
-        return f"PoolSet(generation={self.generation}, {self._memo.pulled()} read)"
+        paged = ", more in pages" if self.more is not None else ""
+        return f"PoolSet(generation={self.generation}, {len(self.first)} first{paged})"
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class Adapters(Stores):
             reclaims=self.quota_reclaims(),
             publish=self.publisher().publish,
             now=self.clock,
+            cohorts=lambda: config.quota_set().cohorts,
             # A preemption is judged on the pool's limits too (stored, strongly consistent),
             # under the policies as stored when it is decided.
             pools=self.pool_leases(config),
@@ -351,6 +352,8 @@ class Adapters(Stores):
                 publish=self.publisher().publish,
                 now=self.clock,
                 waiting=self.launch_records().still_waiting,
+                # The copy the fresh read of the quotas above refreshed, read with them.
+                cohorts=lambda: config.quota_set().cohorts,
                 pools=self.pool_leases(config),
             ),
             now=self.clock,

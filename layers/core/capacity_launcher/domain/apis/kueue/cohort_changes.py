@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from capacity_launcher.domain.accounting.cohort_tree import tree_cohorts
+from capacity_launcher.domain.accounting.cohort_paths import tree_cohorts
 from capacity_launcher.domain.apis.kueue.cohorts import COHORT, Cohort, check_tree
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import ConfigConflict, NotFound
@@ -94,7 +94,7 @@ def governed_pools(
 
 def plan_apply(applied: Cohort, read: CohortsRead) -> CohortPut:
     """The write of ``applied``, or ConfigConflict naming ``spec.parentName`` when the tree it
-    makes with the stored cohorts is not a two-level tree (a parent not applied is no error)."""
+    makes with the stored cohorts is no tree within bounds (a parent not applied is no error)."""
     check_tree(read.cohorts, applied)
     if read.stored(applied.name) == applied:
         # Stored as it is: no admission decides otherwise, so no lease need decide again (a

@@ -7,9 +7,9 @@ cohort a parent (``spec.parentName``) and, optionally, its own nominal quota wit
 lending limits per NodePool and resource (``spec.resourceGroups``, a quota's shape without
 ``limits``). A cohort no Cohort document names is a flat cohort, exactly as before.
 
-Bounded: a tree is two levels (a cohort with a parent; the parent has none) and a parent has at
+Bounded: a tree holds at most ``MAX_TREE_COHORTS`` cohorts, at any depth, and a parent has at
 most ``MAX_CHILD_COHORTS`` children, so the usage items one admission reads and conditions on
-stay within one transaction (domain/accounting/cohort_tree.py). A deeper tree, a cycle and any
+stay within one transaction (domain/accounting/cohort_tree.py). A larger tree, a cycle and any
 field not acted on (``fairSharing``) are refused naming the field (`check_tree`, `parse_cohort`).
 Served as its own hub (`cohort_version`), stored beside the quotas (adapters/cohort_store.py),
 read with them by every admission (docs/quotas.md, "Hierarchical cohorts").
@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from capacity_launcher.domain.accounting.cohort_paths import in_cycle, tree_cohorts, tree_root
 from capacity_launcher.domain.apis.api_versions import ServedVersion, as_document
 from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
 from capacity_launcher.domain.apis.hub_kinds import own_hub
@@ -43,10 +44,16 @@ from capacity_launcher.domain.field_errors import FieldError
 COHORT_API_VERSION = "kueue.x-k8s.io/v1beta1"
 COHORT = "Cohort"
 PARENT_PATH = "spec.parentName"
-# How many cohorts may name one parent: with the parent itself, the cohorts whose usage items an
-# admission reads per NodePool (docs/quotas.md, "Hierarchical cohorts").
+# How many cohorts may name one parent (docs/quotas.md, "Hierarchical cohorts").
 MAX_CHILD_COHORTS = 8
-MAX_TREE_DEPTH = 2
+# How many cohorts one tree holds, at any depth. An admission through a tree reads the usage item
+# of every cohort of the tree in its NodePool and conditions its lease's transaction on each
+# (a sibling branch's use counts in every ancestor's usage, so the path alone would not do).
+# One TransactWriteItems holds 100 items: the lease's own (quota_admission.LEASE_ITEMS, 6), its
+# own cohort's usage item in each pool of a group with `limits` (up to MAX_FLAVORS, 64, the
+# own cohort's item among them) leave 30 for the tree's other cohorts: 31 in all. A test holds
+# the sum (tests/unit/test_cohort_tree.py).
+MAX_TREE_COHORTS = 31
 
 
 class CohortMetadata(_Document):
@@ -190,52 +197,40 @@ def cohort_version() -> ServedVersion:
 
 
 def check_tree(others: Iterable[Cohort], applied: Cohort) -> None:
-    """The tree ``applied`` makes with the stored ``others`` stays a two-level tree: no cycle, no
-    parent that has a parent, no child that has children, at most MAX_CHILD_COHORTS children per
-    parent. Raises ConfigConflict naming ``spec.parentName``. A parent not applied yet is no
-    error (order-free apply: `missing_parent`)."""
+    """The tree ``applied`` makes with the stored ``others`` stays a tree within bounds: no
+    cycle of parents, at most MAX_CHILD_COHORTS children per parent and MAX_TREE_COHORTS cohorts
+    per tree, at any depth. Raises ConfigConflict naming ``spec.parentName``. A parent not
+    applied yet is no error (order-free apply: `missing_parent`); the apply that joins the
+    parts is checked against the whole tree they make."""
     every = {c.name: c for c in others if c.name != applied.name}
     every[applied.name] = applied
     parent = applied.parent
     where = f"Cohort {applied.name}: {PARENT_PATH}"
-    if parent is None:
-        children = sorted(c.name for c in every.values() if c.parent == applied.name)
-        _check_children(applied.name, children, every)
-        return
     if parent == applied.name:
         raise ConfigConflict(f"{where}: a cohort may not be its own parent")
-    chain = _ancestors(parent, every, applied.name)
-    if applied.name in chain:
-        cycle = " -> ".join([applied.name, *chain[: chain.index(applied.name) + 1]])
-        raise ConfigConflict(f"{where}: makes a cycle of parents ({cycle})")
-    if chain[1:]:
+    if parent is not None:
+        chain = _ancestors(parent, every, applied.name)
+        if applied.name in chain:
+            cycle = " -> ".join([applied.name, *chain[: chain.index(applied.name) + 1]])
+            raise ConfigConflict(f"{where}: makes a cycle of parents ({cycle})")
+        siblings = sorted(c.name for c in every.values() if c.parent == parent)
+        _check_children(parent, siblings, where)
+    children = sorted(c.name for c in every.values() if c.parent == applied.name)
+    _check_children(applied.name, children, where)
+    tree = tree_cohorts(every, applied.name)
+    if len(tree) > MAX_TREE_COHORTS:
         raise ConfigConflict(
-            f"{where}: Cohort {parent} has a parent ({chain[1]}); cohort trees are at most "
-            f"{MAX_TREE_DEPTH} levels (a cohort and its parent)"
+            f"{where}: the tree of {tree_root(every, applied.name)} would hold {len(tree)} "
+            f"cohorts; a tree holds at most {MAX_TREE_COHORTS} (an admission conditions on the "
+            "usage item of every cohort of its tree, in one DynamoDB transaction)"
         )
-    grandchildren = sorted(c.name for c in every.values() if c.parent == applied.name)
-    if grandchildren:
-        raise ConfigConflict(
-            f"{where}: Cohort {applied.name} is the parent of {', '.join(grandchildren)}; cohort "
-            f"trees are at most {MAX_TREE_DEPTH} levels (a cohort and its parent)"
-        )
-    siblings = sorted(c.name for c in every.values() if c.parent == parent)
-    _check_children(parent, siblings, every, where)
 
 
-def _check_children(
-    parent: str, children: list[str], every: Mapping[str, Cohort], where: str | None = None
-) -> None:
+def _check_children(parent: str, children: list[str], where: str) -> None:
     if len(children) > MAX_CHILD_COHORTS:
         raise ConfigConflict(
-            f"{where or f'Cohort {parent}'}: Cohort {parent} would have {len(children)} child "
-            f"cohorts; at most {MAX_CHILD_COHORTS} may name one parent"
-        )
-    found = every.get(parent)
-    if children and found is not None and found.parent is not None:
-        raise ConfigConflict(
-            f"{where or f'Cohort {parent}: {PARENT_PATH}'}: Cohort {parent} is the parent of "
-            f"{', '.join(children)}; cohort trees are at most {MAX_TREE_DEPTH} levels"
+            f"{where}: Cohort {parent} would have {len(children)} child cohorts; at most "
+            f"{MAX_CHILD_COHORTS} may name one parent"
         )
 
 
@@ -259,20 +254,34 @@ def missing_parent(cohorts: Mapping[str, Cohort], cohort: Cohort) -> str | None:
 
 
 # Status conditions (Kubernetes' convention: type, status, reason, message), computed when read.
-ACTIVE, PARENT_NOT_FOUND = "CohortActive", "ParentNotFound"
+ACTIVE, PARENT_NOT_FOUND, CYCLE = "CohortActive", "ParentNotFound", "CycleDetected"
 
 
 def cohort_status(
     cohorts: Mapping[str, Cohort], quotas: Iterable[CapacityQuota], cohort: Cohort
 ) -> dict[str, Any]:
     """``cohort``'s status among the stored ``cohorts`` and ``quotas``: its member quotas, its
-    child cohorts and a ``Ready`` condition, False with ``ParentNotFound`` while the parent it
-    names is not applied (it then lends and borrows only within itself, as a flat cohort; it
+    child cohorts and a ``Ready`` condition, False with ``CycleDetected`` while it or its parent
+    is on a cycle of parents, False with ``ParentNotFound`` while the parent it names is not
+    applied (it then lends and borrows only within itself, as a flat cohort; it
     becomes part of the tree when the parent is applied)."""
     members = sorted(q.name for q in quotas if q.spec.cohort == cohort.name)
     children = sorted(c.name for c in cohorts.values() if c.parent == cohort.name)
     missing = missing_parent(cohorts, cohort)
-    if missing is not None:
+    if in_cycle(cohorts, cohort.name) or (
+        cohort.parent is not None and in_cycle(cohorts, cohort.parent)
+    ):
+        # An apply refuses the parent that closes a cycle; one stored anyway is said here.
+        on = cohort.name if in_cycle(cohorts, cohort.name) else cohort.parent
+        ready = {
+            "type": "Ready",
+            "status": "False",
+            "reason": CYCLE,
+            "message": f"Cohort {on} is on a cycle of parents ({_cycle_of(cohorts, str(on))}); "
+            "borrowing stays within this cohort, and nothing borrows through it, until "
+            f"{PARENT_PATH} breaks the cycle",
+        }
+    elif missing is not None:
         ready = {
             "type": "Ready",
             "status": "False",
@@ -289,3 +298,13 @@ def cohort_status(
             "message": f"{where}: {len(members)} quota(s), {len(children)} child cohort(s)",
         }
     return {"memberQuotas": members, "childCohorts": children, "conditions": [ready]}
+
+
+def _cycle_of(cohorts: Mapping[str, Cohort], start: str) -> str:
+    """The cycle of parents through ``start``, as ``a -> b -> a``."""
+    chain = [start]
+    while True:
+        parent = cohorts[chain[-1]].parent
+        chain.append(str(parent))
+        if parent == start:
+            return " -> ".join(chain)
