@@ -36,11 +36,11 @@ def preempting(
     )
 
 
-def run(cloud: Cloud, request_id: str, requester: str, klass: str) -> str:
-    """One instance for ``requester`` at PriorityClass ``klass``; its id (launched later than the
-    one before)."""
+def run(cloud: Cloud, request_id: str, requester: str, klass: str, pool: str = POOL) -> str:
+    """One instance for ``requester`` at PriorityClass ``klass`` in ``pool``; its id (launched
+    later than the one before)."""
     cloud.send(
-        launch_request(request_id, nodePool=POOL, requester=requester, priorityClassName=klass)
+        launch_request(request_id, nodePool=pool, requester=requester, priorityClassName=klass)
     )
     record = record_of(cloud, request_id)
     assert record.status is RequestStatus.FULFILLED, record.to_detail()
@@ -48,16 +48,20 @@ def run(cloud: Cloud, request_id: str, requester: str, klass: str) -> str:
     return record.instances[0].instance_id
 
 
-def wait(cloud: Cloud, request_id: str, requester: str, klass: str) -> list[dict[str, Any]]:
-    """A request that waits; the events its wait published."""
+def wait(
+    cloud: Cloud, request_id: str, requester: str, klass: str, pool: str = POOL, **fields: Any
+) -> list[dict[str, Any]]:
+    """A request that waits (in ``pool``; ``fields``: more of the request); the events its wait
+    published."""
     cloud.events()
     cloud.send(
         launch_request(
             request_id,
-            nodePool=POOL,
+            nodePool=pool,
             requester=requester,
             priorityClassName=klass,
             waitForCapacityUntil=until(days=1),
+            **fields,
         )
     )
     waiting = record_of(cloud, request_id)

@@ -268,6 +268,9 @@ class EdgeInvariants:
 
     def _reclaims_allowed(self, terminated: list[SyncTermination]) -> None:
         quotas = self.base.catalog.quotas
+        # A preemption's victims the sync terminated, by reclaim: judged together on the world
+        # at that call (`_preemptor_fits`).
+        preempted: dict[str, list[SyncTermination]] = {}
         for termination in terminated:
             instance_id = termination.instance_id
             reclaim = self.reclaims.get(instance_id)
@@ -289,6 +292,7 @@ class EdgeInvariants:
             self.checks["seen: an instance terminated by a reclaim"] += 1
             if reclaim.preemption is not None:
                 self._preemption_terminated(instance_id, *reclaim.preemption)
+                preempted.setdefault(reclaim.reclaim_id, []).append(termination)
                 continue
             why = _refused(reclaim, quotas.get(reclaim.lender), quotas.get(reclaim.owner))
             if why:
@@ -297,6 +301,32 @@ class EdgeInvariants:
                     f"reclaim {reclaim.reclaim_id} by {reclaim.lender} in {reclaim.pool}"
                     f" terminated {instance_id} of {reclaim.owner}, yet {why}",
                 )
+        for victims in preempted.values():
+            self._preemptor_fits(victims)
+
+    def _preemptor_fits(self, victims: list[SyncTermination]) -> None:
+        """Issue 37: with the victims of one preemption the sync terminated gone, its request
+        fits its pool's limits, its quota's bound and its group's limits, on the instances live
+        at the sync's call and the documents as applied (`preemption.still_short`)."""
+        preempting = self.reclaims[victims[0].instance_id].preemption
+        assert preempting is not None
+        detail = preempting[0]
+        catalog = self.base.catalog
+        self.checks[preemption.STILL_FITS] += 1
+        why = preemption.still_short(
+            detail,
+            {v.instance_id for v in victims},
+            victims[0].live,
+            catalog.quotas.get(str(detail["quota"])),
+            catalog.pools.get(str(detail["nodePool"])),
+            self.world.instance_resources,
+        )
+        if why is not None:
+            self._violate(
+                preemption.STILL_FITS,
+                f"{detail['reclaimId']} for {detail['requestId']} terminated"
+                f" {sorted(v.instance_id for v in victims)}, yet {why}",
+            )
 
     def _preemption_terminated(
         self, instance_id: str, detail: dict[str, Any], victim: dict[str, Any]

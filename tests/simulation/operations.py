@@ -278,6 +278,24 @@ PROFILES = {
         },
         quiesce_every=30,
     ),
+    # Issue 37's preemption on the full fit (preemption_invariants.py): waiting requests of the
+    # highest class preempting under drawn policies, in pools whose limit is lowered below what
+    # runs there, with the clock moved past the grace periods for the sync to decide again.
+    "preemption": Profile(
+        "preemption",
+        steps=40,
+        weights={
+            "preempting_waiter": 3,
+            "preempting_waiter_at_limits": 3,
+            "preemption_policy": 1,
+            "apply_priority_class": 2,
+            "submit": 2,
+            "terminate_instance": 1,
+            "wait": 3,
+            "advance_clock": 2,
+        },
+        quiesce_every=20,
+    ),
     # Issue 37's fair share bound under sustained contention (fair_share.py): one room a step
     # in a pool of its own, three teams of drawn weights keeping requests waiting for it; the
     # events come within the step, so each room is taken by the wake it sends.

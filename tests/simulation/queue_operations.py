@@ -20,6 +20,7 @@ QUEUE_WEIGHTS: dict[str, float] = {
     "submit_waiting": 8,
     "preemption_policy": 2,
     "preempting_waiter": 2,
+    "preempting_waiter_at_limits": 1,
 }
 # Issue 37's preemption policies (preemption_invariants.py): Never is the default.
 WITHIN_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
@@ -68,10 +69,12 @@ def preemption_policy(sim: Simulation, rng: random.Random, name: str | None = No
     return f"{name} {rules['withinClusterQueue']} {borrow}: {applied}"
 
 
-def preempting_waiter(sim: Simulation, rng: random.Random) -> str:
+def preempting_waiter(sim: Simulation, rng: random.Random, *, at_limits: bool = False) -> str:
     """A team fills what its quota (withinClusterQueue) or its cohort (borrowWithinCohort) lets it
     run in a quota pool with requests of the lowest applied class, then asks, willing to wait,
-    at the highest: its quota's policies (drawn) decide whether it preempts, and which."""
+    at the highest: its quota's policies (drawn) decide whether it preempts, and which.
+    ``at_limits``: the pool's limit is lowered to 1 below what runs there first, so victims must
+    free the pool's room as well as the quota (preemption_invariants.STILL_FITS)."""
     from tests.simulation.adversary import _body_for, _roomy_pool
     from tests.simulation.operations import QUOTA_POOLS
     from tests.simulation.priority_operations import stored_classes
@@ -93,6 +96,12 @@ def preempting_waiter(sim: Simulation, rng: random.Random) -> str:
             body["priorityClassName"] = low
     sim.send(bodies, via_bus=False)
     sim.poll_once()
+    lowered = ""
+    if at_limits:
+        tight = _roomy_pool(sim, pool, rng)
+        limit = max(1, sim.world.live_by_pool().get(pool, 0) - 1)
+        tight["spec"]["limits"] = {"instances": str(limit)}
+        lowered = f", {pool} lowered to {limit}: {sim.apply(tight)}"
     policy = preemption_policy(sim, rng, "quota-a")
     waiter = _body_for(sim, rng, "team-a", pool)
     if high is not None:
@@ -101,11 +110,17 @@ def preempting_waiter(sim: Simulation, rng: random.Random) -> str:
     waiter["waitForCapacityUntil"] = until.isoformat().replace("+00:00", "Z")
     sim.send([waiter], via_bus=False)
     sim.poll_once()
-    return f"{'within' if within else 'borrowing'} in {pool}, {low} then {high}, {policy}"
+    return f"{'within' if within else 'borrowing'} in {pool}, {low} then {high}, {policy}{lowered}"
+
+
+def preempting_waiter_at_limits(sim: Simulation, rng: random.Random) -> str:
+    """`preempting_waiter` in a pool whose limit is lowered below what runs there."""
+    return preempting_waiter(sim, rng, at_limits=True)
 
 
 QUEUE_OPERATIONS = {
     "submit_waiting": submit_waiting,
     "preemption_policy": preemption_policy,
     "preempting_waiter": preempting_waiter,
+    "preempting_waiter_at_limits": preempting_waiter_at_limits,
 }

@@ -18,6 +18,7 @@ from tests.simulation.edge_invariants import ASKED_FOR_QUOTA
 from tests.simulation.fair_share import SHARE_BOUND, Contention, within_bound
 from tests.simulation.invariants import Invariants, Ledger, Request
 from tests.simulation.operations import Catalog
+from tests.simulation.preemption_invariants import STILL_FITS
 from tests.simulation.priority_invariants import (
     NAMES_EXISTING,
     ORDER_FREE,
@@ -26,7 +27,7 @@ from tests.simulation.priority_invariants import (
 )
 from tests.simulation.queue_invariants import COUNTED, TEAM
 from tests.simulation.unready_invariants import GRANT, LAUNCHED, READY, count_partition
-from tests.simulation.world import Observed, ReservationView, SyncTermination, World
+from tests.simulation.world import LiveAtCall, Observed, ReservationView, SyncTermination, World
 
 TRANSACT = "dynamodb:TransactWriteItems"
 
@@ -57,6 +58,9 @@ class StandIn:
 
     def item_sizes(self) -> list[tuple[str, str, int]]:
         return []
+
+    def instance_resources(self, instance_type: str) -> dict[str, int]:
+        return {"cpu": 2, "memory": 8192, "nvidia.com/gpu": 0, "instances": 1}
 
 
 def _invariants(unready: int | str = 1) -> tuple[Invariants, StandIn]:
@@ -454,3 +458,87 @@ def test_a_sync_termination_no_reclaim_named_is_a_finding_unless_an_opted_in_blo
     assert _found(invariants, RECLAIMS) == [
         f"the sync terminated {i}, which no reclaim named" for i in ("i-3", "i-4", "i-5")
     ]
+
+
+def _preempting(invariants: Invariants, pool_limit: str, group_limit: str) -> None:
+    """team-a's quota (LowerPriority, 4 instances in each of pool-0 and pool-1, at most
+    ``group_limit`` across them), pool-0 limited to ``pool_limit``; a preemption for 1 instance
+    in pool-0 naming a-low in pool-1 and b-low in pool-0."""
+    flavors = [
+        {"name": p, "resources": [{"name": "instances", "nominalQuota": "4"}]}
+        for p in ("pool-0", "pool-1")
+    ]
+    group = {"coveredResources": ["instances"], "flavors": flavors, "limits": {}}
+    group["limits"] = {"instances": group_limit}
+    invariants.catalog.quotas["team-a"] = {
+        "metadata": {"name": "team-a"},
+        "spec": {
+            "requesters": ["team-a"],
+            "resourceGroups": [group],
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+        },
+    }
+    invariants.catalog.pools["pool-0"] = {"spec": {"limits": {"instances": pool_limit}}}
+    victims = [("a-low", "pool-1"), ("a-low-2", "pool-0")]
+    invariants.edges.reclaim_requested(
+        {
+            "reclaimId": "reclaim-1",
+            "requestId": "urgent",
+            "quota": "team-a",
+            "nodePool": "pool-0",
+            "priority": 100,
+            "arrivedAt": "2026-11-29T00:00:00+00:00",
+            "enforced": True,
+            "amount": [{"name": "instances", "total": "1"}],
+            "instances": [
+                {
+                    "instanceId": i,
+                    "quota": "team-a",
+                    "nodePool": p,
+                    "preemption": "withinClusterQueue",
+                    "priority": 0,
+                    "launchedAt": "2026-11-28T00:00:00+00:00",
+                }
+                for i, p in victims
+            ],
+        }
+    )
+
+
+# At the sync's call: team-a's urgent instance and a-low-2 in pool-0, a-low and a-high in pool-1.
+LIVE_AT_CALL = (
+    LiveAtCall("a-urgent", "pool-0", "team-a", "m5.large"),
+    LiveAtCall("a-low-2", "pool-0", "team-a", "m5.large"),
+    LiveAtCall("a-low", "pool-1", "team-a", "m5.large"),
+    LiveAtCall("a-high", "pool-1", "team-a", "m5.large"),
+)
+
+
+def test_a_victim_terminated_for_a_preemptor_that_would_still_not_fit_is_a_finding() -> None:
+    # Given team-a at its group limit of 4 and pool-0 at its limit of 2
+    invariants, world = _invariants()
+    _preempting(invariants, pool_limit="2", group_limit="4")
+    # When the sync terminates only a-low (in pool-1): the group has room, pool-0 none
+    world.terminations = [SyncTermination("a-low", None, LIVE_AT_CALL)]
+    invariants.edges.every_step()
+    # Then it is a finding, naming the pool's limits
+    assert invariants.checks[STILL_FITS] == 1
+    (found,) = _found(invariants, STILL_FITS)
+    assert "reclaim-1 for urgent terminated ['a-low'], yet NodePool pool-0's limits" in found
+    # When instead it terminates both: pool-0 and the group have room for the request
+    world.terminations = [
+        SyncTermination("a-low", None, LIVE_AT_CALL),
+        SyncTermination("a-low-2", None, LIVE_AT_CALL),
+    ]
+    invariants.edges.every_step()
+    assert invariants.checks[STILL_FITS] == 2 and len(_found(invariants, STILL_FITS)) == 1
+
+
+def test_a_group_limit_still_short_with_the_victims_gone_is_a_finding() -> None:
+    # Given a group limit of 3 and room in pool-0: a-low-2 alone leaves the group at 3
+    invariants, world = _invariants()
+    _preempting(invariants, pool_limit="8", group_limit="3")
+    world.terminations = [SyncTermination("a-low-2", None, LIVE_AT_CALL)]
+    invariants.edges.every_step()
+    (found,) = _found(invariants, STILL_FITS)
+    assert "CapacityQuota team-a's group limits: instances 3 used" in found

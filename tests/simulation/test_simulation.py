@@ -18,6 +18,7 @@ from tests.simulation.cohort_invariants import DEEP, LEVEL
 from tests.simulation.fair_share import SHARE_BOUND
 from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
 from tests.simulation.pool_index import INDEX_HOLDS
+from tests.simulation.preemption_invariants import STILL_FITS
 from tests.simulation.quota_generations import NOT_MINE, UNCHANGED
 from tests.simulation.reserved_first import BESIDE, RESERVED_FIRST
 from tests.simulation.runner import first_difference, run
@@ -45,6 +46,9 @@ OPT_IN_SEED, OPT_IN_STEPS = 2, 40
 # Issue 37's cohort trees of three and four levels: seed 1 draws one under a launch early on.
 COHORT_TREE_SEED, COHORT_TREE_STEPS = 1, 40
 FAIR_SHARE_SEED = 1  # weights 3, 0.5 and 1: teams admitted in turn fail it (docs/simulation.md)
+# Issue 37, preemption on the full fit: a seed whose sync terminates preemptions' victims, and
+# that found victims terminated for a request its pool's limit still refused before the fix.
+PREEMPTION_SEED, PREEMPTION_STEPS = 2, 40
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -68,6 +72,19 @@ def test_under_sustained_contention_each_team_stays_within_its_fair_share_bound(
     outcome, text = done.outcome, done.outcome["summary"]
     # Then their admissions were judged at every step (3 teams a step, from the first one)
     assert outcome["checks"].get(SHARE_BOUND, 0) >= 3 * 20, text
+    # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+def test_no_victim_is_terminated_for_a_preemptor_that_would_still_not_fit() -> None:
+    # Given waiting requests of the highest class preempting under drawn policies, some in a
+    # pool whose limit was lowered below what runs there (preempting_waiter_at_limits; on main's
+    # code seed 2 found reclaim-eadb… for req-2-52 terminating one victim, pool-1 still at its
+    # limit of 5 with it gone)
+    done = run(PREEMPTION_SEED, "preemption", steps=PREEMPTION_STEPS)
+    outcome, text = done.outcome, done.outcome["summary"]
+    # Then the sync's terminations under a preemption were judged on the full fit
+    assert outcome["checks"].get(STILL_FITS, 0) > 0, text
     # and nothing it checked was violated
     assert outcome["violations"] == [], text
 

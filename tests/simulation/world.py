@@ -88,12 +88,25 @@ class Invoked:
 
 
 @dataclass(frozen=True)
+class LiveAtCall:
+    """A managed instance live when the sync called, as EC2 held it (its tags and type)."""
+
+    instance_id: str
+    pool: str
+    requester: str
+    instance_type: str
+
+
+@dataclass(frozen=True)
 class SyncTermination:
     """An instance the sync asked EC2 to terminate, with the reservation EC2 held it in when
-    asked (read from the emulator before the call: a terminated instance is in none)."""
+    asked (read from the emulator before the call: a terminated instance is in none), and the
+    managed instances live at that call, restarted ones left out (the world's state at
+    enforcement, shared by the call's instances)."""
 
     instance_id: str
     reservation_id: str | None
+    live: tuple[LiveAtCall, ...] = ()
 
 
 @dataclass
@@ -480,8 +493,9 @@ class World:
         self.interleaver.checkpoint()
         self.digest.add(operation, params)
         if self._in_sync and operation == "ec2:TerminateInstances":
+            live = self._live_at_call()
             self._sync_terminations += [
-                SyncTermination(i, self._held_in(i)) for i in params.get("InstanceIds") or []
+                SyncTermination(i, self._held_in(i), live) for i in params.get("InstanceIds") or []
             ]
         for watcher in self.call_watchers:
             watcher.before(operation, params)
@@ -495,6 +509,25 @@ class World:
         """The instances the sync asked EC2 to terminate since the last look."""
         taken, self._sync_terminations = self._sync_terminations, []
         return taken
+
+    def _live_at_call(self) -> tuple[LiveAtCall, ...]:
+        """The managed instances live now, as EC2 holds them (no call, no fault), restarted
+        ones left out (the service may count them otherwise: invariants.py)."""
+        found = []
+        for reservation in list(ec2_backends[ACCOUNT][REGION].reservations.values()):
+            for instance in list(reservation.instances):
+                tags = {t["key"]: t["value"] for t in instance.get_tags()}
+                live = instance._state.name in LIVE and instance.id not in self.restarted
+                if live and tags.get(MANAGED) == "true":
+                    found.append(
+                        LiveAtCall(
+                            instance.id,
+                            tags.get(POOL_TAG, ""),
+                            tags.get(REQUESTER_TAG, ""),
+                            instance.instance_type,
+                        )
+                    )
+        return tuple(found)
 
     @staticmethod
     def _held_in(instance_id: str) -> str | None:

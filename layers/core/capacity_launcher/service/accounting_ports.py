@@ -132,6 +132,16 @@ class PoolReadinessCount(Protocol):
     def count(self, pool: str) -> Readiness: ...
 
 
+class PoolRoomReads(Protocol):
+    """What a preemption judges its pool's limits on, as the lease's admission reads them
+    (adapters/pool_leases.py): the stored limits, the pool's usage, its count for
+    `limits.unready` (None: this store does not gate it)."""
+
+    def stored_limits(self, pool: str) -> PoolLimits | None: ...
+    def usage(self, pool: str) -> Resources: ...
+    def readiness(self, pool: str) -> UnreadyReading | None: ...
+
+
 class QuotaUsage(Protocol):
     """Quota usage, one item per cohort and flavor (its key: CapacityQuota.usage_item), as the
     quota sync and reclaim read and recount it (adapters/quota_usage_store.py)."""

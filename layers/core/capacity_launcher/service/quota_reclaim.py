@@ -12,7 +12,9 @@ cohort's usage in the pool, and goes the same way.
 
 The sync enforces it after its grace period (`service/reclaim_enforcement.py`). A waiting request
 its quota's withinClusterQueue or borrowWithinCohort lets preempt asks through the same path
-(`ReclaimRequests.preempt`).
+(`ReclaimRequests.preempt`), judged on every item its admission reads: the cohort's quota usage
+in the pool and in its group's other pools (group `limits`), and the pool's stored limits, usage
+and count for `limits.unready` (`read_usage`, `read_room`).
 """
 
 from __future__ import annotations
@@ -27,13 +29,20 @@ from capacity_launcher.domain.accounting import preemption
 from capacity_launcher.domain.accounting.cohort_paths import tree_cohorts
 from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree
 from capacity_launcher.domain.accounting.pool_usage import Member
-from capacity_launcher.domain.accounting.preemption import Preemptor, Running
-from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
+from capacity_launcher.domain.accounting.preemption import (
+    UNLIMITED,
+    PoolRoom,
+    Preemptor,
+    Running,
+    group_pools,
+)
+from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance, UsageKey
+from capacity_launcher.domain.accounting.quota_leases import usage_items
 from capacity_launcher.domain.accounting.reclaim_decision import preemption_refused_now
 from capacity_launcher.domain.apis.quota_preemption import BorrowPolicy, WithinQuotaPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quantities import DIMENSIONS, Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
 from capacity_launcher.domain.records.reclaims import (
     ReclaimedInstance,
@@ -46,7 +55,12 @@ from capacity_launcher.domain.records.status import (
     format_timestamp,
 )
 from capacity_launcher.observability import logger
-from capacity_launcher.service.accounting_ports import PoolMembers, QuotaUsage, ReclaimStore
+from capacity_launcher.service.accounting_ports import (
+    PoolMembers,
+    PoolRoomReads,
+    QuotaUsage,
+    ReclaimStore,
+)
 from capacity_launcher.service.ports import InstanceItems
 
 Quotas = Callable[[], Sequence[CapacityQuota]]
@@ -89,6 +103,8 @@ class ReclaimRequests:
         publish: Callable[..., None],
         now: Callable[[], datetime],
         cohorts: Cohorts = no_cohorts,
+        pools: PoolRoomReads | None = None,
+        stored: Quotas | None = None,
     ) -> None:
         self._quotas = quotas
         self._cohorts = cohorts
@@ -98,6 +114,12 @@ class ReclaimRequests:
         self._reclaims = reclaims
         self._publish = publish
         self._now = now
+        # The pools' stored limits, usage and readiness a preemption is judged on (None: no
+        # pool limits are read, as a store without them).
+        self._pools = pools
+        # The quotas as stored now (strongly consistent), read before a preemption is decided:
+        # its policies are those applied now, not the container's copy (None: `quotas`).
+        self._stored = stored or quotas
 
     def request(self, refused: QuotaExceeded, request_id: str, requester: str | None) -> str:
         """Ask for ``refused.reclaim``; what the refusal's message adds (it starts with '; ')."""
@@ -156,19 +178,23 @@ class ReclaimRequests:
         quota = next((q for q in self._quotas() if q.name == refused.quota), None)
         if quota is None or refused.reclaim or refused.demand is None or not _preempts(quota):
             return ""
+        # Who may be taken is decided by the policies applied now (an apply governs what
+        # follows it): read as stored once the container's copy says a policy may allow it.
+        quotas = list(self._stored())
+        quota = next((q for q in quotas if q.name == refused.quota), None)
+        if quota is None or not _preempts(quota):
+            return ""
         pool = refused.flavor
         current = self._reclaims.get(quota.name, pool)
         if current is None:
             ask = Preemptor(quota.name, pool, refused.demand, priority, arrived_at.isoformat())
-            reclaim = self._preemption(quota, ask, request_id, requester, arrived_at)
+            reclaim = self._preemption(quotas, quota, ask, request_id, requester, arrived_at)
             if reclaim is None:
                 return ""
             if not self._reclaims.open(reclaim):
                 return self._open_now(quota.name, pool)
             current = reclaim
-        elif current.request_id == request_id and preemption_refused_now(
-            current, list(self._quotas())
-        ):
+        elif current.request_id == request_id and preemption_refused_now(current, quotas):
             # Decided under a policy changed since: not announced again (the sync spares what
             # the policy of now refuses and closes it; the request then asks afresh).
             return ""
@@ -180,6 +206,7 @@ class ReclaimRequests:
 
     def _preemption(
         self,
+        stored: Sequence[CapacityQuota],
         quota: CapacityQuota,
         ask: Preemptor,
         request_id: str,
@@ -187,33 +214,34 @@ class ReclaimRequests:
         arrived_at: datetime,
     ) -> ReclaimRequested | None:
         pool = ask.flavor
-        quotas, usage, members, records = self._candidates(quota, pool)
+        where = [pool, *group_pools(quota, pool)]
+        quotas, usage, members, records = self._preemption_candidates(quota, where, stored)
         launched = {i: _launched_at(members[i], records.get(i)) for i in members}
         running = [
             Running(
-                QuotaInstance(i, str(m.requester), pool, m.amount, launched[i].isoformat()),
+                QuotaInstance(i, str(m.requester), m.pool, m.amount, launched[i].isoformat()),
                 records[i].priority if i in records else None,
             )
             for i, m in members.items()
         ]
-        victims = preemption.plan(ask, quotas, usage, running)
+        victims = preemption.plan(ask, quotas, usage, running, read_room(self._pools, pool))
         if not victims:
             return None
         cohort = Cohort.of(quota, quotas, usage)
-        covered = [r for r in _covered(quota, pool) if ask.demand.amount(r) > 0]
         return self._reclaim(
             quota,
             pool,
             request_id,
             requester,
-            {r: ask.demand.amount(r) for r in covered},
+            # Every dimension it asks (the pool's limits and group limits bound them all).
+            {r: ask.demand.amount(r) for r in DIMENSIONS if ask.demand.amount(r) > 0},
             enforced=True,
             instances=[
                 ReclaimedInstance(
                     instance_id=v.instance.instance_id,
                     requester=v.instance.requester,
                     quota=v.owner,
-                    node_pool=pool,
+                    node_pool=v.instance.flavor,
                     launched_at=launched[v.instance.instance_id],
                     resources=_amounts(cohort.quotas[v.owner], v.instance),
                     preemption=v.scope.value,
@@ -247,6 +275,30 @@ class ReclaimRequests:
             if m.quota_usage in items and m.requester
         }
         self._set_aside_named_by_others(quota, pool, circle, members, usage)
+        return quotas, usage, members, self._items.many(sorted(members))
+
+    def _preemption_candidates(
+        self, quota: CapacityQuota, pools: Sequence[str], stored: Sequence[CapacityQuota]
+    ) -> tuple[
+        list[CapacityQuota],
+        dict[tuple[str, str], Resources],
+        dict[str, Member],
+        dict[str, InstanceRecord],
+    ]:
+        """For a preemption: the quotas ``stored``, the cohort's usage in every pool the
+        quota's admission in the first of ``pools`` reads, its counted instances in ``pools``
+        and their records, less what other open reclaims of the cohort name already."""
+        quotas = list(stored)
+        usage = read_usage(self._quota_usage, quota, pools[0])
+        members = {
+            m.instance_id: m
+            for pool in pools
+            for m in self._members.members(pool)
+            if m.quota_usage == quota.usage_item(pool) and m.requester
+        }
+        circle = [q for q in quotas if q.cohort_key == quota.cohort_key]
+        for pool in pools:
+            self._set_aside_named_by_others(quota, pool, circle, members, usage)
         return quotas, usage, members, self._items.many(sorted(members))
 
     def _plan(
@@ -337,8 +389,30 @@ class ReclaimRequests:
             for named in reclaim.instances:
                 member = members.pop(named.instance_id, None)
                 if member is not None:
-                    where = (str(member.requester), pool)
+                    where = (str(member.requester), member.pool)
                     usage[where] = usage.get(where, Resources.ZERO) - member.amount
+
+
+def read_usage(
+    quota_usage: QuotaUsage, quota: CapacityQuota, pool: str
+) -> dict[UsageKey, Resources]:
+    """The cohort's quota usage in every pool ``quota``'s admission in ``pool`` reads
+    (`quota_leases.usage_items`: the pool's item, then its group's other pools' when the group
+    has ``limits``), by requester and pool."""
+    usage: dict[UsageKey, Resources] = {}
+    for item, name in usage_items(quota, pool):
+        usage.update(quota_usage.quota_usage(item, name))
+    return usage
+
+
+def read_room(pools: PoolRoomReads | None, pool: str) -> PoolRoom:
+    """The pool's stored limits, its usage and (when ``limits.unready`` is set) its count, as
+    its lease's admission reads them; no limits when ``pools`` is None or the pool sets none."""
+    limits = None if pools is None else pools.stored_limits(pool)
+    if pools is None or limits is None:
+        return UNLIMITED
+    reading = pools.readiness(pool) if limits.unready is not None else None
+    return PoolRoom(limits, pools.usage(pool), None if reading is None else reading[0])
 
 
 def _launched_at(member: Member, record: InstanceRecord | None) -> datetime:
@@ -372,11 +446,6 @@ def _preempts(quota: CapacityQuota) -> bool:
         rules.within_cluster_queue is not WithinQuotaPolicy.NEVER
         or rules.borrow_within_cohort.policy is not BorrowPolicy.NEVER
     )
-
-
-def _covered(quota: CapacityQuota, pool: str) -> list[str]:
-    flavor = quota.flavor(pool)
-    return [t.name for t in flavor.resources] if flavor else []
 
 
 def _requested(reclaim: ReclaimRequested) -> str:

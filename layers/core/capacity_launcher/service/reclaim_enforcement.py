@@ -4,8 +4,10 @@ The sync runs `ReclaimEnforcement.run` every minute: a reclaim whose instances a
 is closed; one whose grace period has passed is closed too, after terminating what still runs
 when it is ``enforced`` and the quotas of now still allow it: the decision is taken again
 (``reclaim_decision.redecide``; ``redecide_preemption`` for a preemption, whose request must
-still wait) on the quotas read then and the cohort's usage read then, so a policy changed to
-Never, a borrower now of no lower priority, a lender deleted or an owner that no longer borrows
+still wait) on the quotas read then and the cohort's usage read then (for a preemption in every
+pool its request's admission reads, and its pool's stored limits, usage and count for
+`limits.unready`), so a policy changed to Never, a borrower now of no lower priority, a lender
+deleted, an owner that no longer borrows, or a request that would still not fit with them gone
 spares the instances. Every close is announced (Capacity Reclaim Closed: its outcome, the
 reason, what was terminated and what was spared, and why). A terminated instance is released
 through the same gated path as its termination event (`InstanceEvents.state_changed`): the
@@ -42,9 +44,21 @@ from capacity_launcher.domain.records.reclaims import (
 )
 from capacity_launcher.domain.records.status import RECLAIM_CLOSED, Event
 from capacity_launcher.observability import logger
-from capacity_launcher.service.accounting_ports import PoolMembers, QuotaUsage, ReclaimStore
+from capacity_launcher.service.accounting_ports import (
+    PoolMembers,
+    PoolRoomReads,
+    QuotaUsage,
+    ReclaimStore,
+)
 from capacity_launcher.service.ports import FleetLauncher
-from capacity_launcher.service.quota_reclaim import Cohorts, Quotas, circle_items, no_cohorts
+from capacity_launcher.service.quota_reclaim import (
+    Cohorts,
+    Quotas,
+    circle_items,
+    no_cohorts,
+    read_room,
+    read_usage,
+)
 
 # What the instance's own termination event would say; the real event is then a duplicate.
 RECLAIMED_STATE = "shutting-down"
@@ -85,6 +99,7 @@ class ReclaimEnforcement:
         now: Callable[[], datetime],
         waiting: Callable[[str], bool] = lambda _request_id: True,
         cohorts: Cohorts = no_cohorts,
+        pools: PoolRoomReads | None = None,
     ) -> None:
         self._quotas = quotas
         # The applied Cohorts, read when a reclaim is enforced (a lender's tree).
@@ -99,6 +114,8 @@ class ReclaimEnforcement:
         # Whether a preempting request still waits (its record): one admitted, ended or gone
         # meanwhile preempts nothing (read only for a preemption due).
         self._waiting = waiting
+        # The pools' stored limits, usage and readiness a preemption is judged on again.
+        self._pools = pools
 
     def run(self, quotas: Sequence[CapacityQuota]) -> ReclaimReport:
         report = ReclaimReport()
@@ -107,20 +124,22 @@ class ReclaimEnforcement:
         now = self._now()
         counted: dict[str, dict[str, Member]] = {}
         for reclaim in self._reclaims.every_open(keys):
-            pool = reclaim.node_pool
-            if pool not in counted:
-                counted[pool] = {m.instance_id: m for m in self._members.members(pool)}
-            self._settle(reclaim, now, counted[pool], report)
+            # A preemption's victims may run in its group's other pools: each pool read once.
+            pools = dict.fromkeys([reclaim.node_pool, *(i.node_pool for i in reclaim.instances)])
+            for pool in pools:
+                if pool not in counted:
+                    counted[pool] = {m.instance_id: m for m in self._members.members(pool)}
+            self._settle(reclaim, now, {p: counted[p] for p in pools}, report)
         return report
 
     def _settle(
         self,
         reclaim: ReclaimRequested,
         now: datetime,
-        members: dict[str, Member],
+        counted: dict[str, dict[str, Member]],
         report: ReclaimReport,
     ) -> None:
-        left = [i for i in reclaim.instances if i.instance_id in members]
+        left = [i for i in reclaim.instances if i.instance_id in counted[i.node_pool]]
         if not left:
             self._close(reclaim, _unenforced(ReclaimOutcome.RELEASED, RELEASED, left), report)
         elif now < reclaim.release_by:
@@ -131,23 +150,24 @@ class ReclaimEnforcement:
             # Not enforced in time (the sync was failing): the lender's need is old news.
             self._close(reclaim, _unenforced(ReclaimOutcome.STALE, FOUND_LATE, left), report)
         else:
-            self._enforce(reclaim, left, members, report)
+            self._enforce(reclaim, left, counted, report)
 
     def _enforce(
         self,
         reclaim: ReclaimRequested,
         left: Sequence[ReclaimedInstance],
-        members: dict[str, Member],
+        counted: dict[str, dict[str, Member]],
         report: ReclaimReport,
     ) -> None:
         """Terminate what the quotas and usage of now still allow; close it saying what."""
+        members = {i.instance_id: counted[i.node_pool][i.instance_id] for i in left}
         decision = self._decide(reclaim, left, members)
         due = decision.terminate
         if due and not self._terminate(reclaim, due):
             report.pending.append(reclaim.reclaim_id)
             return
         for instance_id in due:
-            members.pop(instance_id, None)
+            counted[members[instance_id].pool].pop(instance_id, None)
         report.terminated += due
         self._close(reclaim, decision, report)
 
@@ -166,16 +186,20 @@ class ReclaimEnforcement:
             return ReclaimDecision([], [Spared(i.instance_id, why) for i in left], refused=True)
         quotas = list(self._quotas())
         lender = next((q for q in quotas if q.name == reclaim.quota), None)
+        named_pool = lender is not None and lender.flavor(pool) is not None
         usage: dict[tuple[str, str], Resources] = {}
-        cohorts = {} if reclaim.preempts else self._cohorts()
-        if lender is not None and lender.flavor(pool) is not None:
+        if reclaim.preempts:
+            # Every item the request's admission reads, and its pool's limits: the full fit.
+            if lender is not None and named_pool:
+                usage = read_usage(self._quota_usage, lender, pool)
+            room = read_room(self._pools, pool)
+            victims = _running(left, members)
+            return redecide_preemption(preemptor_of(reclaim), victims, quotas, usage, room)
+        cohorts = self._cohorts()
+        if lender is not None and named_pool:
             # Through a tree, every cohort's usage of the tree (the borrower may be anywhere).
             for item in circle_items(lender, quotas, cohorts, pool)[0]:
                 usage |= self._quota_usage.quota_usage(item, pool)
-        if reclaim.preempts:
-            return redecide_preemption(
-                preemptor_of(reclaim), _running(left, members), quotas, usage
-            )
         named = [
             QuotaInstance(
                 i.instance_id,
@@ -199,11 +223,13 @@ class ReclaimEnforcement:
                 extra={"reclaimId": reclaim.reclaim_id, "instances": instance_ids, "error": error},
             )
             return False
+        where = {i.instance_id: i.node_pool for i in reclaim.instances}
         for instance_id in instance_ids:
             # The termination event's own path: the instance item's release is the gate.
             self._release(instance_id, RECLAIMED_STATE)
-            # An instance no item records is not ours to the events path: its member still goes.
-            self._members.uncount_instance(reclaim.node_pool, instance_id)
+            # An instance no item records is not ours to the events path: its member still goes
+            # (from its own pool: a preemption's victim may run in another pool of its group).
+            self._members.uncount_instance(where.get(instance_id, reclaim.node_pool), instance_id)
         logger.info(
             "reclaimed instances terminated",
             extra={"reclaimId": reclaim.reclaim_id, "instances": instance_ids},

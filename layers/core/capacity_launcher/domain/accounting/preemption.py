@@ -10,15 +10,23 @@ request refused by its quota may have terminated so that it fits, under its quot
   its owner at or above its nominal quota, never within it), of lower priority than the request,
   and no higher than the threshold when one is set.
 
-Candidates are taken in Kueue's order (other quotas' before the request's own, lower priority
-first, newest first, then instance id) until the request's admission (`Cohort.admit`) succeeds on
-the usage left; then each taken but the last is put back, latest first, when the request still
-fits without it (Kueue's minimal preemptions). No plan when the request fits already, when the
-policies allow no candidate, or when all of them would not make it fit: nothing is preempted in
-vain. An instance whose priority was not recorded (launched before instances carried it) is
-never a victim. The reclaim of a request's own nominal quota lent out is the reclaim path's
-(``Cohort.reclaim_plan``, reclaimWithinCohort), not this. `refusal` is the rule alone, which the
-sync applies again, with the quotas of then, before it terminates (docs/quotas.md). Pure.
+The request fits (`fits_everything`) when, on what is left with the victims gone, it passes every
+check its lease is admitted under (as Kueue judges a preemption on every constraint the workload
+is admitted under): its quota (`Cohort.admit`, with the group `limits` summed over the usage
+items of the group's other pools), then its pool's `limits` on the pool's usage and the pool's
+`limits.unready` (`PoolRoom`). A victim frees its amount in the quota usage of its own pool, and
+in the pool's usage only when it runs in the request's pool. With group `limits`, the request's
+own quota's instances in the group's other pools are candidates too (they free the group's
+limit, not the pool's). Candidates are taken in Kueue's order (other quotas' before the
+request's own, lower priority first, newest first, then instance id) until the request fits;
+then each taken but the last is put back, latest first, when the request still fits without it
+(Kueue's minimal preemptions). No plan when the quota admits the request already, when the
+policies allow no candidate, or when all of them would not make it fit everything: nothing is
+preempted in vain. An instance whose priority was not recorded (launched before instances
+carried it) is never a victim. The reclaim of a request's own nominal quota lent out is the
+reclaim path's (``Cohort.reclaim_plan``, reclaimWithinCohort), not this. `refusal` is the rule
+alone, which the sync applies again, with the quotas of then, before it terminates
+(docs/quotas.md). Pure.
 """
 
 from __future__ import annotations
@@ -27,11 +35,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from capacity_launcher.domain.accounting.pool_usage import Readiness, total, unready_refusal
 from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance, UsageKey
+from capacity_launcher.domain.accounting.quota_leases import usage_items
 from capacity_launcher.domain.apis.quota_preemption import BorrowPolicy, WithinQuotaPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import QuotaExceeded
-from capacity_launcher.domain.quantities import Resources
+from capacity_launcher.domain.quantities import PoolLimits, Resources
 
 
 class Scope(StrEnum):
@@ -59,6 +69,37 @@ class Preemptor:
     demand: Resources
     priority: int
     arrival: str
+
+
+@dataclass(frozen=True)
+class PoolRoom:
+    """The request's pool as its lease is admitted after its quota: the pool's stored
+    ``limits``, its usage (``used``: leases and members) and, when ``limits.unready`` gates it,
+    its count of instances and unready ones (``readiness``). The default: no limits.
+
+    A victim in the pool frees its amount and one instance; it is counted as ready (the
+    unready count is not lowered for it), so the unready limit is judged on the safe side: a
+    victim is never taken on the hope that it was unready."""
+
+    limits: PoolLimits | None = None
+    used: Resources = Resources.ZERO
+    readiness: Readiness | None = None
+
+    def holds(self, pool: str, demand: Resources, freed: Sequence[QuotaInstance]) -> bool:
+        """Whether the pool's limits admit ``demand`` with ``freed`` gone (those in ``pool``)."""
+        if self.limits is None:
+            return True
+        gone = [i for i in freed if i.flavor == pool]
+        left = self.used - total(i.resources for i in gone)
+        if (left + demand).fits_within(self.limits):
+            return False
+        if self.readiness is None:
+            return True
+        after = Readiness(self.readiness.unready, max(0, self.readiness.instances - len(gone)))
+        return unready_refusal(pool, self.limits, after) is None
+
+
+UNLIMITED = PoolRoom()
 
 
 @dataclass(frozen=True)
@@ -122,10 +163,12 @@ def plan(
     quotas: Sequence[CapacityQuota],
     usage: Mapping[UsageKey, Resources],
     running: Sequence[Running],
+    room: PoolRoom = UNLIMITED,
 ) -> list[Victim] | None:
-    """The fewest victims, in Kueue's order, whose release makes ``preemptor`` fit its quota in
-    its pool (``usage``: the cohort's, by requester and pool); None when it fits already or no
-    allowed choice makes it fit."""
+    """The fewest victims, in Kueue's order, whose release makes ``preemptor`` fit everything
+    (`fits_everything`: its quota, ``usage`` being the cohort's by requester and pool in every
+    pool `quota_leases.usage_items` names, and its pool's ``room``); None when its quota admits
+    it already or no allowed choice makes it fit everything."""
     own = next(q for q in quotas if q.name == preemptor.quota)
     members = [q for q in quotas if q.cohort_key == own.cohort_key]
     if fits(preemptor, quotas, usage):
@@ -144,8 +187,8 @@ def plan(
             continue  # its owner no longer borrows it, the victims before it released
         _release(left, victim)
         taken.append(victim)
-        if _fits(preemptor, members, left):
-            return _fill_back(preemptor, members, usage, taken)
+        if _fits_all(preemptor, members, left, room, taken):
+            return _fill_back(preemptor, members, usage, taken, room)
     return None
 
 
@@ -153,12 +196,18 @@ def _candidates(
     preemptor: Preemptor, own: CapacityQuota, cohort: Cohort, running: Sequence[Running]
 ) -> list[Victim]:
     """Those the policies allow, in Kueue's order: another quota's first, then the lowest
-    priority, then the newest, then instance id."""
+    priority, then the newest, then instance id. In the group's other pools (when its
+    ``limits`` span them) only the request's own quota's instances: they free its group limit."""
     found = []
+    elsewhere = group_pools(own, preemptor.flavor)
     for each in running:
         instance = each.instance
-        owner = cohort.owner(instance.requester, preemptor.flavor)
-        if instance.flavor != preemptor.flavor or owner is None or each.priority is None:
+        owner = cohort.owner(instance.requester, instance.flavor)
+        if owner is None or each.priority is None:
+            continue
+        if instance.flavor != preemptor.flavor and not (
+            instance.flavor in elsewhere and owner == own.name
+        ):
             continue
         if refusal(own, cohort.quotas[owner], preemptor, each) is None:
             scope = Scope.WITHIN_CLUSTER_QUEUE if owner == own.name else Scope.BORROW_WITHIN_COHORT
@@ -173,16 +222,19 @@ def _fill_back(
     members: Sequence[CapacityQuota],
     usage: Mapping[UsageKey, Resources],
     taken: list[Victim],
+    room: PoolRoom,
 ) -> list[Victim]:
     """Kueue's fill-back: the last victim is needed; each before it, latest first, is kept
-    running when the request still fits without releasing it."""
+    running when the request still fits everything without releasing it."""
     chosen = list(taken)
     for victim in reversed(taken[:-1]):
         without = [v for v in chosen if v is not victim]
         left = dict(usage)
         for other in without:
             _release(left, other)
-        if _fits(preemptor, members, left) and _all_borrowed(members, usage, without, preemptor):
+        if _fits_all(preemptor, members, left, room, without) and _all_borrowed(
+            members, usage, without, preemptor
+        ):
             chosen = without
     return chosen
 
@@ -220,6 +272,45 @@ def fits(
     if own is None:
         return False
     return _fits(preemptor, [q for q in quotas if q.cohort_key == own.cohort_key], usage)
+
+
+def fits_everything(
+    preemptor: Preemptor,
+    quotas: Sequence[CapacityQuota],
+    usage: Mapping[UsageKey, Resources],
+    room: PoolRoom,
+    freed: Sequence[QuotaInstance] = (),
+) -> bool:
+    """Whether, with ``freed`` gone, the request's quota admits it (``usage``: its cohort's, in
+    every pool its admission reads) and its pool's ``room`` holds it: every check its lease is
+    admitted under."""
+    own = next((q for q in quotas if q.name == preemptor.quota), None)
+    if own is None:
+        return False
+    left = dict(usage)
+    for instance in freed:
+        where = (instance.requester, instance.flavor)
+        left[where] = left.get(where, Resources.ZERO) - instance.resources
+    members = [q for q in quotas if q.cohort_key == own.cohort_key]
+    return _fits(preemptor, members, left) and room.holds(preemptor.flavor, preemptor.demand, freed)
+
+
+def group_pools(quota: CapacityQuota, pool: str) -> list[str]:
+    """The other pools whose usage the quota's admission in ``pool`` sums (its group naming
+    ``pool`` has ``limits``), in the group's order."""
+    return [name for _, name in usage_items(quota, pool)[1:]]
+
+
+def _fits_all(
+    preemptor: Preemptor,
+    members: Sequence[CapacityQuota],
+    left: Mapping[UsageKey, Resources],
+    room: PoolRoom,
+    taken: Sequence[Victim],
+) -> bool:
+    """The request fits ``left`` (the usage with ``taken`` released) and its pool's room."""
+    freed = [v.instance for v in taken]
+    return _fits(preemptor, members, left) and room.holds(preemptor.flavor, preemptor.demand, freed)
 
 
 def _fits(

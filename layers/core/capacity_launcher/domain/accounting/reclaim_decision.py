@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.accounting import preemption
 from capacity_launcher.domain.accounting.cohort_tree import lenders_circle
-from capacity_launcher.domain.accounting.preemption import Preemptor, Running
+from capacity_launcher.domain.accounting.preemption import (
+    UNLIMITED,
+    PoolRoom,
+    Preemptor,
+    Running,
+    fits_everything,
+)
 from capacity_launcher.domain.accounting.quota_admission import (
     Cohort,
     QuotaInstance,
@@ -41,6 +47,10 @@ NO_COHORTS: Mapping[str, CohortDocument] = {}
 
 NOT_BORROWED = "within its owner's nominal quota now: no longer borrowed"
 FITS_NOW = "the preempting request fits without it now: nothing is preempted in vain"
+STILL_SHORT = (
+    "the preempting request would still not fit with them gone (its quota, its NodePool's "
+    "limits or limits.unready): nothing is preempted in vain"
+)
 
 
 class ReclaimOutcome(StrEnum):
@@ -150,12 +160,16 @@ def redecide_preemption(
     named: Sequence[Running],
     quotas: Sequence[CapacityQuota],
     usage: Mapping[UsageKey, Resources],
+    room: PoolRoom = UNLIMITED,
 ) -> ReclaimDecision:
     """Which of ``named`` (a waiting request's preemption's instances still counted) the sync may
-    terminate now, under ``quotas`` and the cohort's ``usage`` of now: the preemptor's quota still
-    names the pool, its withinClusterQueue or borrowWithinCohort still allows each victim
+    terminate now, under ``quotas``, the cohort's ``usage`` of now (in every pool the request's
+    admission reads) and its pool's ``room`` of now: the preemptor's quota still names the pool,
+    its withinClusterQueue or borrowWithinCohort still allows each victim
     (`preemption.refusal`, with the priorities recorded), another quota's victim is still
-    borrowed by its owner, and the request does not fit without them (nothing in vain)."""
+    borrowed by its owner, the request's quota does not admit it without them, and with them
+    gone it fits everything (`preemption.fits_everything`); of those, the fewest (each, latest
+    first, kept when the request fits without it). Otherwise nothing (nothing in vain)."""
     own = next((q for q in quotas if q.name == preemptor.quota), None)
     whole = _refusal_to_preempt(own, preemptor)
     if own is None or whole is not None:
@@ -171,7 +185,16 @@ def redecide_preemption(
     if terminate and preemption.fits(preemptor, quotas, usage):
         spared += [Spared(i.instance_id, FITS_NOW) for i in terminate]
         return ReclaimDecision([], spared, refused=True)
-    return ReclaimDecision([i.instance_id for i in terminate], spared, refused=refused)
+    if terminate and not fits_everything(preemptor, quotas, usage, room, terminate):
+        spared += [Spared(i.instance_id, STILL_SHORT) for i in terminate]
+        return ReclaimDecision([], spared, refused=True)
+    needed = list(terminate)
+    for victim in reversed(terminate):
+        without = [i for i in needed if i is not victim]
+        if fits_everything(preemptor, quotas, usage, room, without):
+            needed = without
+            spared.append(Spared(victim.instance_id, FITS_NOW))
+    return ReclaimDecision([i.instance_id for i in needed], spared, refused=refused)
 
 
 def preemptor_of(reclaim: ReclaimRequested) -> Preemptor:
@@ -229,9 +252,9 @@ def _allowed_victims(
     spared = []
     for each in named:
         instance = each.instance
-        owner = cohort.owner(instance.requester, preemptor.flavor)
+        owner = cohort.owner(instance.requester, instance.flavor)
         why = (
-            _instance_refusal(cohort, own, preemptor.flavor, instance)
+            _instance_refusal(cohort, own, instance.flavor, instance)
             if owner is None
             else preemption.refusal(own, cohort.quotas[owner], preemptor, each)
         )

@@ -74,6 +74,10 @@ class Adapters(Stores):
             publish=self.publisher().publish,
             now=self.clock,
             cohorts=lambda: config.quota_set().cohorts,
+            # A preemption is judged on the pool's limits too (stored, strongly consistent),
+            # under the policies as stored when it is decided.
+            pools=self.pool_leases(config),
+            stored=lambda: config.capacity_quotas(fresh=True),
         )
 
     def shared_resolutions(self) -> SharedResolutions:
@@ -351,6 +355,7 @@ class Adapters(Stores):
                 waiting=self.launch_records().still_waiting,
                 # The copy the fresh read of the quotas above refreshed, read with them.
                 cohorts=lambda: config.quota_set().cohorts,
+                pools=self.pool_leases(config),
             ),
             now=self.clock,
         )
