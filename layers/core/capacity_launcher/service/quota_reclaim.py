@@ -14,14 +14,14 @@ The sync enforces it after its grace period (`service/reclaim_enforcement.py`). 
 its quota's withinClusterQueue or borrowWithinCohort lets preempt asks through the same path
 (`ReclaimRequests.preempt`), judged on every item its admission reads: the cohort's quota usage
 in the pool and in its group's other pools (group `limits`), and the pool's stored limits, usage
-and count for `limits.unready` (`read_usage`, `read_room`).
+and count for `limits.unready` (`service/preemption_reads.py`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -30,16 +30,12 @@ from capacity_launcher.domain.accounting.cohort_paths import tree_cohorts
 from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree
 from capacity_launcher.domain.accounting.pool_usage import Member
 from capacity_launcher.domain.accounting.preemption import (
-    UNLIMITED,
-    PoolRoom,
     Preemptor,
     Running,
     group_pools,
 )
-from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance, UsageKey
-from capacity_launcher.domain.accounting.quota_leases import usage_items
+from capacity_launcher.domain.accounting.quota_admission import Cohort, QuotaInstance
 from capacity_launcher.domain.accounting.reclaim_decision import preemption_refused_now
-from capacity_launcher.domain.apis.quota_preemption import BorrowPolicy, WithinQuotaPolicy
 from capacity_launcher.domain.apis.quotas import CapacityQuota, format_amount
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import DIMENSIONS, Resources
@@ -62,6 +58,7 @@ from capacity_launcher.service.accounting_ports import (
     ReclaimStore,
 )
 from capacity_launcher.service.ports import InstanceItems
+from capacity_launcher.service.preemption_reads import launched_at, preempts, read_room, read_usage
 
 Quotas = Callable[[], Sequence[CapacityQuota]]
 # The applied Kueue Cohorts by name (none: every cohort is flat).
@@ -175,15 +172,12 @@ class ReclaimRequests:
         withinClusterQueue and borrowWithinCohort let it preempt so that it fits
         (``preemption.plan``), through the same open reclaim, event and sync. '' when its
         policies are Never, or nothing they allow makes it fit (docs/quotas.md)."""
-        quota = next((q for q in self._quotas() if q.name == refused.quota), None)
-        if quota is None or refused.reclaim or refused.demand is None or not _preempts(quota):
+        if refused.reclaim or refused.demand is None:
             return ""
-        # Who may be taken is decided by the policies applied now (an apply governs what
-        # follows it): read as stored once the container's copy says a policy may allow it.
-        quotas = list(self._stored())
-        quota = next((q for q in quotas if q.name == refused.quota), None)
-        if quota is None or not _preempts(quota):
+        found = self._preempting(refused.quota)
+        if found is None:
             return ""
+        quotas, quota = found
         pool = refused.flavor
         current = self._reclaims.get(quota.name, pool)
         if current is None:
@@ -199,6 +193,16 @@ class ReclaimRequests:
             # the policy of now refuses and closes it; the request then asks afresh).
             return ""
         return self._announce(current, request_id)
+
+    def _preempting(self, name: str | None) -> tuple[list[CapacityQuota], CapacityQuota] | None:
+        """The quotas as stored and the quota ``name`` when a policy of its lets its waiting
+        requests preempt. Who may be taken is decided by the policies applied now (an apply
+        governs what follows it): read as stored once the container's copy says one may."""
+        if not any(q.name == name and preempts(q) for q in self._quotas()):
+            return None
+        quotas = list(self._stored())
+        quota = next((q for q in quotas if q.name == name), None)
+        return None if quota is None or not preempts(quota) else (quotas, quota)
 
     def _open_now(self, quota: str, pool: str) -> str:
         current = self._reclaims.get(quota, pool)
@@ -216,7 +220,7 @@ class ReclaimRequests:
         pool = ask.flavor
         where = [pool, *group_pools(quota, pool)]
         quotas, usage, members, records = self._preemption_candidates(quota, where, stored)
-        launched = {i: _launched_at(members[i], records.get(i)) for i in members}
+        launched = {i: launched_at(members[i], records.get(i)) for i in members}
         running = [
             Running(
                 QuotaInstance(i, str(m.requester), m.pool, m.amount, launched[i].isoformat()),
@@ -311,7 +315,7 @@ class ReclaimRequests:
     ) -> ReclaimRequested | None:
         cohorts = self._cohorts()
         quotas, usage, members, records = self._candidates(lender, pool, cohorts)
-        launched = {i: _launched_at(members[i], records.get(i)) for i in members}
+        launched = {i: launched_at(members[i], records.get(i)) for i in members}
         candidates = [
             QuotaInstance(i, str(m.requester), pool, m.amount, launched[i].isoformat())
             for i, m in members.items()
@@ -393,40 +397,6 @@ class ReclaimRequests:
                     usage[where] = usage.get(where, Resources.ZERO) - member.amount
 
 
-def read_usage(
-    quota_usage: QuotaUsage, quota: CapacityQuota, pool: str
-) -> dict[UsageKey, Resources]:
-    """The cohort's quota usage in every pool ``quota``'s admission in ``pool`` reads
-    (`quota_leases.usage_items`: the pool's item, then its group's other pools' when the group
-    has ``limits``), by requester and pool."""
-    usage: dict[UsageKey, Resources] = {}
-    for item, name in usage_items(quota, pool):
-        usage.update(quota_usage.quota_usage(item, name))
-    return usage
-
-
-def read_room(pools: PoolRoomReads | None, pool: str) -> PoolRoom:
-    """The pool's stored limits, its usage and (when ``limits.unready`` is set) its count, as
-    its lease's admission reads them; no limits when ``pools`` is None or the pool sets none."""
-    limits = None if pools is None else pools.stored_limits(pool)
-    if pools is None or limits is None:
-        return UNLIMITED
-    reading = pools.readiness(pool) if limits.unready is not None else None
-    return PoolRoom(limits, pools.usage(pool), None if reading is None else reading[0])
-
-
-def _launched_at(member: Member, record: InstanceRecord | None) -> datetime:
-    """When the instance was launched (its record), else when its pool counted it."""
-    if record is not None and record.launched_at:
-        try:
-            moment = datetime.fromisoformat(record.launched_at.replace("Z", "+00:00"))
-        except ValueError:
-            moment = None
-        if moment is not None:
-            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return datetime.fromtimestamp(member.counted_at, UTC)
-
-
 def _amounts(quota: CapacityQuota, instance: QuotaInstance) -> list[ResourceAmount]:
     """What the instance counts in the resources its owner's quota covers there."""
     flavor = quota.flavor(instance.flavor)
@@ -437,15 +407,6 @@ def _amounts(quota: CapacityQuota, instance: QuotaInstance) -> list[ResourceAmou
 
 def _named(reclaim: ReclaimRequested) -> str:
     return f"; reclaim {reclaim.reclaim_id} (requested by {reclaim.request_id}) is open"
-
-
-def _preempts(quota: CapacityQuota) -> bool:
-    """Whether a policy lets the quota's waiting requests preempt at all (default: no)."""
-    rules = quota.spec.preemption
-    return (
-        rules.within_cluster_queue is not WithinQuotaPolicy.NEVER
-        or rules.borrow_within_cohort.policy is not BorrowPolicy.NEVER
-    )
 
 
 def _requested(reclaim: ReclaimRequested) -> str:

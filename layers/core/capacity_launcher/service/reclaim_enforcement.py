@@ -51,13 +51,12 @@ from capacity_launcher.service.accounting_ports import (
     ReclaimStore,
 )
 from capacity_launcher.service.ports import FleetLauncher
+from capacity_launcher.service.preemption_reads import read_room, read_usage
 from capacity_launcher.service.quota_reclaim import (
     Cohorts,
     Quotas,
     circle_items,
     no_cohorts,
-    read_room,
-    read_usage,
 )
 
 # What the instance's own termination event would say; the real event is then a duplicate.
