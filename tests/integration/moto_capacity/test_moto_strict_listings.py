@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from moto.core.responses import ActionResult
+from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS
 
 import moto_capacity
 from moto_capacity.ec2.responses import listings
@@ -47,13 +48,9 @@ def test_describe_instance_types_refuses_more_than_100_names(ec2: Any) -> None:
     assert "InstanceTypes" in refused.value.response["Error"]["Message"]
 
 
-def test_describe_instance_types_serializes_each_distinct_request_once(
-    ec2: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """moto's catalogue is the same for every backend: a repeated request is answered as before,
-    without serializing the region's every type again (1.5 s of CPU a call); another request,
-    other names or filters, gets its own answer."""
-    monkeypatch.setattr(listings, "_CATALOGUE_ANSWERS", {})  # none kept by earlier tests
+def _serializations(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every answer moto serializes from now on (none kept by earlier tests)."""
+    monkeypatch.setattr(listings, "_CATALOGUE_ANSWERS", {})
     serialized: list[object] = []
     original = ActionResult.execute_result
 
@@ -62,6 +59,16 @@ def test_describe_instance_types_serializes_each_distinct_request_once(
         return original(self, context)
 
     monkeypatch.setattr(ActionResult, "execute_result", counting)
+    return serialized
+
+
+def test_describe_instance_types_serializes_each_distinct_request_once(
+    ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's catalogue is the same for every backend: a repeated request is answered as before,
+    without serializing the region's every type again (1.5 s of CPU a call); another request,
+    other names or filters, gets its own answer."""
+    serialized = _serializations(monkeypatch)
 
     def listed(**kwargs: Any) -> list[str]:
         return [t["InstanceType"] for t in ec2.describe_instance_types(**kwargs)["InstanceTypes"]]
@@ -82,6 +89,50 @@ def test_describe_instance_types_serializes_each_distinct_request_once(
     assert sorted(named) == ["c5.large", "m5.large"]
     assert listed(Filters=[{"Name": "instance-type", "Values": ["m5.*"]}]) == m5
     assert len(serialized) == 4
+
+
+def test_describe_instance_type_offerings_serializes_each_distinct_request_once(
+    ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's offerings are a table no backend changes: a repeated request is answered as before
+    (each cold launcher lists two zones' offerings); another request gets its own answer, and a
+    table put in place of moto's is answered from it, as moto does."""
+    serialized = _serializations(monkeypatch)
+
+    def offered(*zones: str, **filters: list[str]) -> list[tuple[str, str]]:
+        pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone",
+            Filters=[
+                {"Name": "location", "Values": list(zones)},
+                *({"Name": name, "Values": values} for name, values in filters.items()),
+            ],
+        )
+        return [
+            (o["InstanceType"], o["Location"]) for p in pages for o in p["InstanceTypeOfferings"]
+        ]
+
+    # Given two zones' offerings listed once
+    both = offered("us-east-1a", "us-east-1b")
+    # When the same listing is asked twice more
+    again = [offered("us-east-1a", "us-east-1b"), offered("us-east-1a", "us-east-1b")]
+    # Then the answers are the first one's, serialized once
+    assert again == [both, both] and len(both) > 100
+    assert {zone for _, zone in both} == {"us-east-1a", "us-east-1b"}
+    assert len(serialized) == 1
+    # and other requests get answers of their own (each serialized once, then kept)
+    one = offered("us-east-1a")
+    m5 = offered("us-east-1a", "us-east-1b", **{"instance-type": ["m5.large"]})
+    assert one and {zone for _, zone in one} == {"us-east-1a"}
+    assert sorted(m5) == [("m5.large", "us-east-1a"), ("m5.large", "us-east-1b")]
+    assert offered("us-east-1a") == one
+    assert len(serialized) == 3
+    # and a table in place of moto's is answered from, each time
+    table = [
+        {"InstanceType": "m5.large", "Location": "us-east-1a", "LocationType": "availability-zone"}
+    ]
+    monkeypatch.setitem(INSTANCE_TYPE_OFFERINGS["availability-zone"], "us-east-1", table)
+    assert offered("us-east-1a") == offered("us-east-1a") == [("m5.large", "us-east-1a")]
+    assert len(serialized) == 5
 
 
 def _templates(ec2: Any, count: int) -> list[str]:

@@ -13,6 +13,8 @@
 - DescribeInstanceTypes answers moto's catalogue, a class attribute no backend changes: the same
   request gets the same answer, so each distinct request's serialized answer is kept and given
   again (serializing the region's 1,395 types took 1.5 s of CPU a call; a sync lists them all).
+  DescribeInstanceTypeOfferings likewise: moto answers it from a module table no backend changes
+  (each cold launcher and each sync's resolution lists two zones' offerings: 24 ms a call).
 `ec2.hooks` copies these methods onto moto's `EC2Response`.
 """
 
@@ -22,6 +24,7 @@ from moto import settings
 from moto.core.common_types import TYPE_RESPONSE
 from moto.core.responses import ActionContext, ActionResult
 from moto.ec2.exceptions import MalformedAMIIdError
+from moto.ec2.models import instance_types as moto_instance_types
 from moto.ec2.responses.amis import AmisResponse
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.launch_templates import LaunchTemplates
@@ -34,6 +37,12 @@ MAX_INSTANCE_TYPES = 100
 MAX_LAUNCH_TEMPLATES_PAGE = 200
 # DescribeInstanceTypes' serialized answers, by what the request asked (names, filters).
 _CATALOGUE_ANSWERS: dict[tuple[Any, ...], TYPE_RESPONSE] = {}
+# moto's own offerings tables, by (location type, region), as it loaded them.
+_MOTO_OFFERINGS: dict[tuple[str, str], object] = {
+    (location_type, region): table
+    for location_type, regions in moto_instance_types.INSTANCE_TYPE_OFFERINGS.items()
+    for region, table in regions.items()
+}
 
 
 class CatalogueAnswer(ActionResult):
@@ -72,6 +81,22 @@ class StrictListingResponse(InstanceResponse, LaunchTemplates, AmisResponse):
         filters = self._filters_from_querystring()
         request = (
             tuple(names),
+            tuple(sorted((name, tuple(values)) for name, values in filters.items())),
+        )
+        return CatalogueAnswer(answer.result, request)
+
+    def describe_instance_type_offerings(self) -> ActionResult:
+        answer = InstanceResponse.describe_instance_type_offerings(self)
+        location_type = self._get_param("LocationType") or "region"
+        region = self.ec2_backend.region_name
+        table = moto_instance_types.INSTANCE_TYPE_OFFERINGS.get(location_type, {}).get(region)
+        if table is None or table is not _MOTO_OFFERINGS.get((location_type, region)):
+            return answer  # a table put in place of moto's: answered as moto does
+        filters = self._filters_from_querystring()
+        request = (
+            "offerings",
+            region,
+            location_type,
             tuple(sorted((name, tuple(values)) for name, values in filters.items())),
         )
         return CatalogueAnswer(answer.result, request)
