@@ -27,7 +27,9 @@ with lambda_init() as host:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Not an EC2 event (`sam local invoke` without -e sends `{}`): logged and ignored, as any
     # detail-type the rules do not route here is.
-    outcome = EVENTS.handle(str(event.get("detail-type", "")), event.get("detail") or {})
+    outcome = EVENTS.handle(
+        str(event.get("detail-type", "")), event.get("detail") or {}, event.get("time")
+    )
     return {
         "action": outcome.action,
         "instanceId": outcome.instance_id,

@@ -26,12 +26,13 @@ from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
 from capacity_launcher.domain.capacity.fleet import ManagedInstance
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
-from capacity_launcher.domain.records.status import RequestStatus
+from capacity_launcher.domain.records.status import RequestStatus, format_timestamp
 from capacity_launcher.service.instance_events import RELEASING_STATES, STARTING_STATES
 from capacity_launcher.service.lease_settlement import settle as settle_lease
 from capacity_launcher.service.usage_recount import recount_pool
 from capacity_launcher.settings import get_settings
 from local_cloud.lambda_runtime import running
+from moto_capacity.core.clock import CLOCK
 from tests.integration.test_launch_into_reservations import (
     ZONE,
     expire_idempotency_claims,
@@ -72,6 +73,7 @@ def usage_store() -> PoolUsageStore:
 
 def deliver(instance_id: str, state: str) -> str:
     event = sample_event(STATE_CHANGE, **{"instance-id": instance_id, "state": state})
+    event["time"] = format_timestamp(CLOCK.now())  # the change happens now, as EC2 stamps it
     return str(handler("instance_events")(event, LambdaContext())["action"])
 
 

@@ -12,9 +12,10 @@ from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.instance_records import InstanceRecords
 from capacity_launcher.adapters.pool_usage_store import PoolUsageStore
-from capacity_launcher.domain.records.status import INSTANCE_TERMINATED
+from capacity_launcher.domain.records.status import INSTANCE_TERMINATED, format_timestamp
 from capacity_launcher.settings import get_settings
 from capacity_launcher.startup import system_clock
+from moto_capacity.core.clock import CLOCK
 from tests.integration.test_reservation_sync import (
     LambdaContext,
     handler,
@@ -39,9 +40,12 @@ def snapshot_launchers(cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     return use_snapshots(cloud, monkeypatch)
 
 
-def launched_into_reservation(cloud: Cloud, subnets: dict[str, str], image: str) -> tuple[str, str]:
-    """One instance of ours in a synced reservation of 2, in a pool limited to 4 instances."""
-    reservation = targeted_pool(cloud, subnets, image, 2, limits={"instances": "4"})
+def launched_into_reservation(
+    cloud: Cloud, subnets: dict[str, str], image: str, slots: int = 2
+) -> tuple[str, str]:
+    """One instance of ours in a synced reservation of `slots`, in a pool limited to 4
+    instances."""
+    reservation = targeted_pool(cloud, subnets, image, slots, limits={"instances": "4"})
     sync()
     cloud.send(launch_request("life-1", nodePool="general"))
     record = cloud.record("life-1")
@@ -50,8 +54,13 @@ def launched_into_reservation(cloud: Cloud, subnets: dict[str, str], image: str)
     return record.instances[0].instance_id, reservation
 
 
-def deliver(name: str, instance_id: str, **detail: Any) -> dict[str, Any]:
+def deliver(
+    name: str, instance_id: str, *, time: str | None = None, **detail: Any
+) -> dict[str, Any]:
+    """The event as EC2 sends it, stamped with when the change happened (`time`: now on the
+    emulator's clock unless the change happened earlier and the event comes late)."""
     event = sample_event(name, **{"instance-id": instance_id, **detail})
+    event["time"] = time or format_timestamp(CLOCK.now())
     return dict(handler("instance_events")(event, LambdaContext()))
 
 

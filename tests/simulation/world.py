@@ -184,6 +184,8 @@ class PendingEvent:
     sequence: int
     detail: dict[str, Any] = field(compare=False)
     attempts: int = field(default=0, compare=False)
+    # When the change happened: the envelope's `time`, kept by a late or retried delivery.
+    happened_at: float = field(default=0.0, compare=False)
 
 
 class World:
@@ -587,6 +589,7 @@ class World:
                 self.now + delay,
                 self._event_sequence,
                 {"instance-id": instance_id, "state": state},
+                happened_at=self.now,
             )
         )
 
@@ -607,7 +610,7 @@ class World:
                 "detail-type": STATE_CHANGE,
                 "source": "aws.ec2",
                 "account": ACCOUNT,
-                "time": _iso(self.now),
+                "time": _iso(pending.happened_at),
                 "region": REGION,
                 "resources": [
                     f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{pending.detail['instance-id']}"

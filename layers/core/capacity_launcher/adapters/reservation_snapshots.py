@@ -114,25 +114,26 @@ class ReservationSnapshots:
             names={"#total": "total"},
         )
 
-    def release_slot(self, reservation_id: str) -> bool:
+    def release_slot(self, reservation_id: str, synced_at: datetime | None) -> bool:
         """An instance of ours left the reservation: its slot is available again (never above
         total), and a flag that said it had no room is lifted, since EC2 just freed one in it.
-        False when the snapshot held every slot free already (its flag is lifted all the same)."""
+        Written only if no sync wrote the snapshot since it was read with `synced_at` (the
+        sync's write holds what EC2 said after). False when nothing was written: a sync wrote
+        since, or the snapshot held every slot free already and no flag."""
+        as_read, values = _synced_as_read(synced_at)
         released = self._update(
             reservation_id,
             "SET exhausted = :false ADD available :one, version :one",
-            "available < #total",
-            {":one": 1, ":false": False},
+            f"available < #total AND {as_read}",
+            {":one": 1, ":false": False, **values},
             names={"#total": "total"},
         )
-        if not released:
-            self._update(
-                reservation_id,
-                "SET exhausted = :false ADD version :one",
-                "exhausted = :true",
-                {":one": 1, ":false": False, ":true": True},
-            )
-        return released
+        return released or self._update(
+            reservation_id,
+            "SET exhausted = :false ADD version :one",
+            f"exhausted = :true AND {as_read}",
+            {":one": 1, ":false": False, ":true": True, **values},
+        )
 
     # -- the sync's side ----------------------------------------------------------------------
 
@@ -263,6 +264,13 @@ class ReservationSnapshots:
         except ConditionFailed:
             return False
         return True
+
+
+def _synced_as_read(synced_at: datetime | None) -> tuple[str, dict[str, Any]]:
+    """A condition that no sync wrote the snapshot since it was read with `synced_at`."""
+    if synced_at is None:
+        return "attribute_not_exists(syncedAt)", {}
+    return "syncedAt = :syncedAt", {":syncedAt": _iso(synced_at)}
 
 
 def reservation_id_of(item: Mapping[str, Any]) -> str:

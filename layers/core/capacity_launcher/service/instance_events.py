@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
+from capacity_launcher.domain.capacity.reservation_state import event_time, slot_counted_free
 from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher.domain.records.instance_records import INTERRUPTED, InstanceRecord
 from capacity_launcher.domain.records.status import INSTANCE_TERMINATED, Event, format_timestamp
@@ -47,6 +48,8 @@ STARTING_STATES = frozenset({"pending", "running"})
 TERMINATED_STATES = frozenset({"shutting-down", "terminated", INTERRUPTED})
 INTERRUPTION_REASON = "CapacityReservationInterruption"
 INSTANCES_RELEASED = "InstancesReleased"
+# A slot's release is decided again on what a sync wrote meanwhile, this many times at most.
+RELEASE_TRIES = 3
 RESERVATIONS_INTERRUPTED = "ReservationsInterrupted"
 INSTANCES_RECOUNTED = "InstancesRecounted"
 POOL_LIMIT_OVERRUNS = "PoolLimitOverruns"
@@ -87,16 +90,20 @@ class InstanceEvents:
         self._publish = publish
         self._now = now
 
-    def handle(self, detail_type: str, detail: Mapping[str, Any]) -> Outcome:
+    def handle(self, detail_type: str, detail: Mapping[str, Any], time: object = None) -> Outcome:
+        """One event; `time` is the envelope's, when EC2 saw the change (a late or retried
+        delivery keeps it)."""
         instance_id = str(detail.get("instance-id", ""))
         if detail_type == STATE_CHANGE:
-            return self.state_changed(instance_id, str(detail.get("state", "")))
+            return self.state_changed(instance_id, str(detail.get("state", "")), event_time(time))
         if detail_type in INTERRUPTION_WARNINGS:
             return self.interruption_warning(instance_id, detail.get("instance-termination-time"))
         logger.warning("unexpected event", extra={"detailType": detail_type})
         return Outcome("ignored", instance_id)
 
-    def state_changed(self, instance_id: str, state: str) -> Outcome:
+    def state_changed(
+        self, instance_id: str, state: str, changed_at: datetime | None = None
+    ) -> Outcome:
         if state not in RELEASING_STATES | STARTING_STATES or not instance_id:
             return Outcome("ignored", instance_id)
         item = self._items.get(instance_id)
@@ -114,7 +121,7 @@ class InstanceEvents:
             return Outcome("duplicate", instance_id, item.capacity_reservation_id)
         reservation_id = released.capacity_reservation_id
         if reservation_id:
-            self._give_back_slot(str(reservation_id))
+            self._give_back_slot(str(reservation_id), changed_at)
         if released.request_id:
             self._items.note_on_request(released.request_id, instance_id, state)
         self._publish(Event(INSTANCE_TERMINATED, _detail(released, state, at)))
@@ -137,14 +144,31 @@ class InstanceEvents:
         except Exception:
             logger.exception("could not wake the pool's queue", extra={"nodePool": pool})
 
-    def _give_back_slot(self, reservation_id: str) -> None:
+    def _give_back_slot(self, reservation_id: str, ended_at: datetime | None) -> None:
         """Its slot is free again, in the snapshot and for the ICE cache: a mark that said the
         reservation had no room (a worker's insufficient-capacity error, or an interruption
         seen on another instance) is lifted, because EC2 has just freed a slot in it. Left until
         the next sync, the next request would go on-demand and stay there for its instance's
         whole life while the slot sat idle; a mark lifted wrongly costs one CreateFleet that EC2
-        refuses, which marks it again."""
-        self._reservations.release_slot(reservation_id)
+        refuses, which marks it again. Unless a sync wrote the snapshot from EC2 after the
+        instance ended (`slot_counted_free`): EC2's count holds the slot free already, a launch
+        may have taken it since, and what the sync wrote stands (the event came late)."""
+        stored = self._reservations.get(reservation_id)
+        for _ in range(RELEASE_TRIES):
+            if stored is None:
+                break  # no snapshot holds its slots: only the ICE cache's mark is lifted
+            if slot_counted_free(stored, ended_at):
+                logger.info(
+                    "late release: the sync counted its slot free already",
+                    extra={"capacityReservationId": reservation_id, "syncedAt": stored.synced_at},
+                )
+                return
+            if self._reservations.release_slot(reservation_id, stored.synced_at):
+                break
+            again = self._reservations.get(reservation_id)
+            if again is None or again.synced_at == stored.synced_at:
+                break  # every slot free and no flag: nothing to give back
+            stored = again  # a sync wrote it meanwhile: decide on what it wrote
         self._unavailable.clear(offering_key(RESERVED, None, None, reservation_id))
 
     def _started(self, instance_id: str, item: InstanceRecord) -> Outcome:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from capacity_launcher.domain.capacity.idle_reservations import (
@@ -37,6 +37,10 @@ from capacity_launcher.domain.records.status import (
 
 # Snapshots older than this mean the sync has stopped: launchers then ask EC2 directly.
 STALE_AFTER_SECONDS = 300
+
+
+# EventBridge stamps an event's `time` to the second: the change happened within the second after.
+EVENT_TIME_RESOLUTION = timedelta(seconds=1)
 
 
 # Events already announced for the current crossing (re-armed when the condition clears).
@@ -170,6 +174,34 @@ def unchanged(prev: StoredReservation | None, new: StoredReservation) -> bool:
         and dict(prev.usage_by_requester) == dict(new.usage_by_requester)
         and prev.announced == new.announced
         and prev.idle == new.idle
+    )
+
+
+def event_time(text: object) -> datetime | None:
+    """An EventBridge envelope's `time` (ISO 8601, `Z`), None when absent or unreadable: a
+    release is then decided as if the event were on time."""
+    try:
+        moment = datetime.fromisoformat(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return None
+    return moment if moment is None or moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def slot_counted_free(stored: StoredReservation | None, ended_at: datetime | None) -> bool:
+    """Whether the snapshot already holds free the slot of an instance that ended at `ended_at`
+    (the time of EC2's event): a sync wrote it from EC2 after that, and EC2 counted the slot
+    free then. Giving it back again would show room EC2 does not have once a launch has taken
+    the slot (a late event). An event's time is to the second, so a sync within that second
+    may have looked before the end: the release is then due, as it is when no sync wrote since
+    (one that found nothing to change writes nothing). Erring that way costs at most one
+    CreateFleet that EC2 refuses, which flags the reservation until the next sync; a release
+    refused wrongly (EC2 had not freed the slot yet when the sync looked, as while an instance
+    is still shutting down) hides one slot until the next sync."""
+    return (
+        stored is not None
+        and ended_at is not None
+        and stored.synced_at is not None
+        and stored.synced_at >= ended_at + EVENT_TIME_RESOLUTION
     )
 
 
