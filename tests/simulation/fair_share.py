@@ -19,6 +19,12 @@ window (3 teams x 2 = 6 entries, of 8): the conditions of the bound proven over 
 (tests/unit/test_fair_sharing.py), now through SQS, the launcher, the lease transactions, the
 instance events and the sync's minute.
 
+Half the seeds draw a tree instead (Kueue's hierarchical fair sharing): each team alone in a
+cohort of its own (`sim-fair-fair-1` ..) under `sim-fair`, the lender's, with the drawn weight on
+its Cohort's `spec.fairSharing` rather than on its quota. A team's subtree then borrows what the
+team borrows, of the same 30 its parent could hold, so the order a wake tries its window in is
+the flat one's by the subtrees' shares (ties: the teams' own shares), and the same bound holds.
+
 The invariant (`SHARE_BOUND`), after every step of the phase: with N the requests of the teams
 admitted so far and n_i team i's, `|n_i - N * w_i / W| <= len(TEAMS) + SLACK` (W the sum of the
 weights). docs/queueing.md and docs/simulation.md ("Fair sharing's share bound") say why the
@@ -62,15 +68,18 @@ CONTEND_WEIGHTS: dict[str, float] = {"contend": 1}
 @dataclass
 class Contention:
     weights: dict[str, Decimal]
+    tree: bool = False  # the weights on the teams' cohorts, under the lender's
     asked: dict[str, list[str]] = field(default_factory=dict)  # team -> its request ids
     filler: str = ""  # the lender's request: its instances end one a step
     rooms: int = 0
 
 
-def _quota(requester: str, nominal: int, weight: str | None) -> dict[str, Any]:
+def _quota(
+    requester: str, nominal: int, weight: str | None, cohort: str = COHORT
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "requesters": [requester],
-        "cohort": COHORT,
+        "cohort": cohort,
         "priority": PRIORITY,
         "allowBorrowing": weight is not None,
         "resourceGroups": [
@@ -128,8 +137,14 @@ def _start(sim: Simulation) -> Contention:
     while max(map(Decimal, weights)) < SPREAD * min(map(Decimal, weights)):
         weights = [draw.choice(WEIGHTS) for _ in TEAMS]
     phase = Contention({t: Decimal(w) for t, w in zip(TEAMS, weights, strict=True)})
+    phase.tree = draw.random() < 0.5
+    if phase.tree:
+        _apply_cohorts(sim, weights)
     documents = [_pool(), _quota(LENDER, ROOMS, None)]
-    documents += [_quota(t, 0, w) for t, w in zip(TEAMS, weights, strict=True)]
+    documents += [
+        _quota(t, 0, "1", f"{COHORT}-{t}") if phase.tree else _quota(t, 0, w)
+        for t, w in zip(TEAMS, weights, strict=True)
+    ]
     for document in documents:
         # As the bootstrap does: the emulator's conflict mode may cancel an apply; a second
         # refusal raises why.
@@ -145,6 +160,26 @@ def _start(sim: Simulation) -> Contention:
     phase.filler = fill["requestId"]
     sim.invariants.fair_share = phase  # judged after every step from now on
     return phase
+
+
+def _apply_cohorts(sim: Simulation, weights: list[str]) -> None:
+    """The tree: `sim-fair` over one cohort per team, weighted as drawn (a retry as above)."""
+    from tests.simulation.cohort_operations import cohort_document
+    from tests.simulation.versions import apply_as_written
+
+    documents = [cohort_document(COHORT, {})]
+    documents += [
+        cohort_document(f"{COHORT}-{t}", {"parentName": COHORT, "fairSharing": {"weight": w}})
+        for t, w in zip(TEAMS, weights, strict=True)
+    ]
+    for document in documents:
+        for attempt in range(2):
+            try:
+                apply_as_written(sim.store, document)
+                break
+            except Exception:
+                if attempt:
+                    raise
 
 
 def contend(sim: Simulation, rng: random.Random) -> str:
@@ -174,7 +209,8 @@ def contend(sim: Simulation, rng: random.Random) -> str:
     sim.world.ec2.terminate_instances(InstanceIds=[ended])
     phase.rooms += 1
     so_far = admitted(sim.invariants, phase)
-    return f"room {phase.rooms}, asked {len(asked)}, admitted {so_far}"
+    shape = "tree" if phase.tree else "flat"
+    return f"room {phase.rooms} ({shape}), asked {len(asked)}, admitted {so_far}"
 
 
 def admitted(invariants: Invariants, phase: Contention) -> dict[str, int]:

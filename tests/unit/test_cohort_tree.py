@@ -79,9 +79,25 @@ def test_a_cohort_as_kueue_writes_it_parses() -> None:
     assert term is not None and term.nominal_quota == 4 and term.lending_limit == 2
 
 
-def test_fair_sharing_is_refused_naming_the_field() -> None:
-    with pytest.raises(ConfigValidationError, match=r"spec\.fairSharing"):
-        cohort("org", "root", fairSharing={"weight": "1"})
+def test_fair_sharing_weight_is_accepted_and_defaults_to_1() -> None:
+    assert cohort("org", "root", fairSharing={"weight": "2.5"}).fair_weight == Decimal("2.5")
+    assert cohort("org", "root", fairSharing={"weight": 0}).fair_weight == 0
+    assert cohort("org", "root").fair_weight == 1
+    assert cohort("org", "root", fairSharing={}).fair_weight == 1
+
+
+@pytest.mark.parametrize(
+    ("weight", "rule"),
+    [(-1, "greater than or equal to 0"), ("0.0001", "thousandth"), (True, "number")],
+)
+def test_a_bad_fair_sharing_weight_is_refused_naming_the_field(weight: Any, rule: str) -> None:
+    with pytest.raises(ConfigValidationError, match=rf"spec\.fairSharing\.weight.*{rule}"):
+        cohort("org", "root", fairSharing={"weight": weight})
+
+
+def test_an_unknown_fair_sharing_field_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigValidationError, match=r"spec\.fairSharing\.preemptionStrategy"):
+        cohort("org", "root", fairSharing={"preemptionStrategy": "x"})
 
 
 def test_limits_across_pools_are_refused_for_a_cohort() -> None:

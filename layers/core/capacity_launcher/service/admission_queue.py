@@ -10,17 +10,21 @@ room appearing, never by polling. The order and every rule are the domain's
   entry is removed and the queue's head woken (the room it found may hold more).
 - **Wake** (room appeared: an instance of the pool stopped or terminated, the sync's minute, a
   pool or quota applied): one Query of the queue's first FAIR_WINDOW entries, one read of the
-  usage items of the cohorts waiting in it (none when one quota waits there), one read of the
+  usage items of the cohorts waiting in it (through a tree, every cohort of the tree; none when
+  one quota waits there), one read of the
   chosen entry's record, one message sent and one conditional write handing its wait to that
-  message. The window is tried in fair order (priority, then the lowest dominant resource share
-  of the requester's quota, then arrival: domain/accounting/fair_sharing.py); an entry whose
+  message. The window is tried in fair order (priority, then, through a cohort tree, the shares
+  of the subtrees the entries come from, level by level from the root down, then the lowest
+  dominant resource share of the requester's quota, then arrival:
+  domain/accounting/fair_sharing.py); an entry whose
   request no longer waits there is removed and the next one tried (at most a few per wake). The
   cost of a wake is flat in the number waiting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.accounting import fair_sharing
 from capacity_launcher.domain.accounting.admission_queue import (
@@ -34,6 +38,9 @@ from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.observability import logger
 from capacity_launcher.service.ports import HeldRequests, QueueItems, Redrive, ShareReads
 
+if TYPE_CHECKING:  # a type only: the Kueue document's module stays out of a handler's init
+    from capacity_launcher.domain.apis.kueue.cohorts import Cohort
+
 # Entries a wake may find stale (their request ended or waits elsewhere) before it stops.
 _STALE_PER_WAKE = 4
 
@@ -46,6 +53,7 @@ class AdmissionQueue:
         queue: Redrive,
         quotas: Callable[[], list[CapacityQuota]] | None = None,
         usage: ShareReads | None = None,
+        cohorts: Callable[[], Mapping[str, Cohort]] | None = None,
     ) -> None:
         self._items = items
         self._records = records
@@ -54,6 +62,9 @@ class AdmissionQueue:
         # the queue's own order).
         self._quotas = quotas
         self._usage = usage
+        # The applied Cohorts (read with the quotas, the same copy): their tree orders the
+        # window level by level (None, or none applied: the flat order).
+        self._cohorts = cohorts
 
     def enqueue(self, entry: QueueEntry) -> None:
         """Its entry, at its place; a woken entry refused again passes the wake on."""
@@ -89,10 +100,12 @@ class AdmissionQueue:
         if self._quotas is None or self._usage is None or len(window) < 2:
             return fair_sharing.fair_order(window, {})
         quotas = self._quotas()
+        cohorts = self._cohorts() if self._cohorts is not None else {}
         teams = fair_sharing.governing(window, pool, quotas)
-        items = fair_sharing.usage_items(teams, pool)
+        items = fair_sharing.usage_items(teams, pool, cohorts)
         usage = self._usage.usage_in(items, pool) if items else {}
-        return fair_sharing.fair_order(window, fair_sharing.shares(teams, quotas, usage, pool))
+        share = fair_sharing.shares(teams, quotas, usage, pool, cohorts)
+        return fair_sharing.fair_order(window, share)
 
     def wake_all(self, pools: Iterable[str]) -> list[str]:
         """The sync's minute: the head of every pool's queue (one Query per pool)."""

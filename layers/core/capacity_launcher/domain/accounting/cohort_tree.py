@@ -161,6 +161,69 @@ class CohortTree:
             ("cohort", c) for c in self.children(cohort)
         ]
 
+    # Fair sharing between cohorts ----------------------------------------------------------
+    def dominant_share(self, node: tuple[str, str], flavor: str) -> Decimal:
+        """A node's dominant resource share within its parent in ``flavor`` (Kueue's; a node is
+        ("cohort", name) or ("quota", name)): for each resource, what it uses above its subtree
+        quota (a quota's: its nominal quota) over what its parent could hold (`potential`); the
+        largest, divided by its ``fairSharing.weight``. 0 at a root and while it borrows
+        nothing; a weight of 0 makes a borrowing node's share infinite."""
+        kind, name = node
+        if kind == "quota":
+            parent = self._quotas[name].spec.cohort
+            weight = self._quotas[name].spec.fair_weight
+        else:
+            parent = self.parent(name)
+            document = self._cohorts.get(name)
+            weight = Decimal(1) if document is None else document.fair_weight
+        if parent is None:
+            return ZERO
+        share, borrowing = ZERO, False
+        for resource in self._resources(flavor):
+            if kind == "quota" and self._quota_terms(name, flavor, resource) is None:
+                continue
+            above = self._used(node, flavor, resource) - self._subtree(node, flavor, resource)
+            if above <= 0:
+                continue
+            borrowing = True
+            lendable = self.potential(parent, flavor, resource)
+            if lendable > 0:
+                share = max(share, above / lendable)
+        if not borrowing:
+            return ZERO
+        return Decimal("Infinity") if weight == 0 else share / weight
+
+    def potential(self, cohort: str, flavor: str, resource: str) -> Decimal:
+        """What ``cohort`` could hold of ``resource`` were nothing used: its subtree quota at a
+        root; below, its guaranteed part plus what its parent could hold, cut by its
+        borrowingLimit (`_available` with no use)."""
+        node = ("cohort", cohort)
+        subtree = self._subtree(node, flavor, resource)
+        parent = self.parent(cohort)
+        if parent is None:
+            return subtree
+        guaranteed = self._guaranteed(node, flavor, resource)
+        above = self.potential(parent, flavor, resource)
+        limit = self._cohort_terms(cohort, flavor, resource).borrowing_limit
+        if limit is not None:
+            above = min(above, subtree - guaranteed + limit)
+        return guaranteed + above
+
+    def _resources(self, flavor: str) -> set[str]:
+        """Every resource a quota or a cohort of the tree has a quota of in ``flavor``."""
+        names = {
+            term.name
+            for quota in self._quotas.values()
+            if (spec := quota.flavor(flavor)) is not None
+            for term in spec.resources
+        }
+        for document in self._cohorts.values():
+            for group in document.spec.resource_groups:
+                for listed in group.flavors:
+                    if listed.name == flavor:
+                        names |= {term.name for term in listed.resources}
+        return names
+
     # Top down ------------------------------------------------------------------------------
     def available(self, quota: str, flavor: str, resource: str) -> Decimal:
         """How much more of ``resource`` in ``flavor`` ``quota`` may take now, through the tree."""

@@ -16,18 +16,37 @@ order it tries is: priority (highest first), then an entry that blocks (passed o
 times: anti-starvation outranks fairness), then the lowest share of its requester's quota, then
 the queue's order (arrival, requestId). Entries beyond the window wait for it to reach them:
 fairness is among the first FAIR_WINDOW waiting, and the queue's own order beyond.
+
+**Through a cohort tree** (Kueue's hierarchical fair sharing, its tournament): before the quota's
+own share, the order compares, level by level from the root down, the shares of the subtrees the
+entries come from. An entry's **share path** holds, for each cohort on the path from just below
+its tree's root down to its quota's cohort, that cohort's share within its parent
+(`CohortTree.dominant_share`, weighted by the Cohort's ``spec.fairSharing.weight``), then its
+quota's share as above. Paths compare as tuples: two entries under one cohort compare equal down
+to where they part, and there the two siblings' shares decide (a quota and a child cohort of one
+cohort are siblings too). Shares are static within one wake, so the subtree furthest below its
+share goes first with all it has in the window, as Kueue's tournament picks its winner; equal
+shares of two siblings go on to the next level, then to the queue's order. Without a tree (no
+Cohort document gives the cohort a parent or a quota of its own) the path is the quota's share
+alone: the flat order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.accounting.admission_queue import QueueEntry
+from capacity_launcher.domain.accounting.cohort_paths import tree_cohorts, tree_path
+from capacity_launcher.domain.accounting.cohort_tree import CohortTree, in_tree
 from capacity_launcher.domain.accounting.quota_admission import ZERO, Cohort, UsageKey
 from capacity_launcher.domain.apis.quota_sets import quota_for
-from capacity_launcher.domain.apis.quotas import CapacityQuota
+from capacity_launcher.domain.apis.quotas import CapacityQuota, usage_item_key
 from capacity_launcher.domain.quantities import Resources
+
+if TYPE_CHECKING:  # a type only: the Kueue document's module stays out of a handler's init
+    from capacity_launcher.domain.apis.kueue.cohorts import Cohort as CohortDocument
 
 # How many entries from a queue's head one wake reads and orders by share (one Query, Limit).
 FAIR_WINDOW = 8
@@ -75,12 +94,23 @@ def governing(
     return found
 
 
-def usage_items(teams: Mapping[str, CapacityQuota], pool: str) -> list[str]:
-    """The usage items a wake reads to order its window: one per cohort of the teams present, and
-    none when fewer than two quotas wait in it (the queue's order is then the fair one)."""
+def usage_items(
+    teams: Mapping[str, CapacityQuota],
+    pool: str,
+    cohorts: Mapping[str, CohortDocument] | None = None,
+) -> list[str]:
+    """The usage items a wake reads to order its window: one per cohort of the teams present
+    (through a tree, every cohort of the tree: a subtree's use is its cohorts'), and none when
+    fewer than two quotas wait in it (the queue's order is then the fair one). At most
+    FAIR_WINDOW trees of MAX_TREE_COHORTS cohorts: bounded whatever the number waiting."""
     if len({q.name for q in teams.values()}) < 2:
         return []
-    return sorted({q.usage_item(pool) for q in teams.values() if q.spec.cohort is not None})
+    found = {q.usage_item(pool) for q in teams.values() if q.spec.cohort is not None}
+    for quota in teams.values():
+        if cohorts and in_tree(cohorts, quota):
+            names = tree_cohorts(cohorts, quota.cohort_key)
+            found |= {usage_item_key(name, pool) for name in names}
+    return sorted(found)
 
 
 def shares(
@@ -88,22 +118,49 @@ def shares(
     quotas: Sequence[CapacityQuota],
     usage: Mapping[UsageKey, Resources],
     pool: str,
-) -> dict[str, Decimal]:
-    """Each governed entry's share (by requestId), from one reading of the cohorts' usage."""
+    cohorts: Mapping[str, CohortDocument] | None = None,
+) -> dict[str, tuple[Decimal, ...]]:
+    """Each governed entry's share path (by requestId; module docstring), from one reading of
+    the cohorts' usage: its subtrees' shares from below its tree's root down, then its quota's."""
+    distinct = {q.name: q for q in teams.values()}
+    tree = CohortTree(quotas, cohorts, usage) if cohorts else None
     by_quota = {
-        q.name: dominant_share(q, quotas, usage, pool)
-        for q in {q.name: q for q in teams.values()}.values()
+        name: _share_path(tree, cohorts or {}, q, quotas, usage, pool)
+        for name, q in distinct.items()
     }
     return {request_id: by_quota[q.name] for request_id, q in teams.items()}
 
 
-def fair_order(window: Iterable[QueueEntry], share: Mapping[str, Decimal]) -> list[QueueEntry]:
-    """The window in the order a wake tries it: priority, a blocking entry, the lowest share,
-    then the queue's order. An entry without a share (no quota governs it) counts as 0."""
-    return sorted(
-        window,
-        key=lambda e: (-e.priority, not e.blocks, share.get(e.request_id, ZERO), e.key),
-    )
+def _share_path(
+    tree: CohortTree | None,
+    cohorts: Mapping[str, CohortDocument],
+    quota: CapacityQuota,
+    quotas: Sequence[CapacityQuota],
+    usage: Mapping[UsageKey, Resources],
+    pool: str,
+) -> tuple[Decimal, ...]:
+    """``quota``'s share path: the shares within their parents of the cohorts on its path, from
+    just below its tree's root down to its own cohort, then its own (without a tree: its own
+    share in its flat cohort alone)."""
+    if tree is None or not in_tree(cohorts, quota):
+        return (dominant_share(quota, quotas, usage, pool),)
+    path = tree_path(cohorts, quota.cohort_key)[:-1]  # its cohort up to below the root
+    above = tuple(tree.dominant_share(("cohort", c), pool) for c in reversed(path))
+    return (*above, tree.dominant_share(("quota", quota.name), pool))
+
+
+def fair_order(
+    window: Iterable[QueueEntry], share: Mapping[str, Decimal | tuple[Decimal, ...]]
+) -> list[QueueEntry]:
+    """The window in the order a wake tries it: priority, a blocking entry, the lowest share
+    (a share path through a tree: level by level from the root down), then the queue's order.
+    An entry without a share (no quota governs it) counts as 0."""
+
+    def path(entry: QueueEntry) -> tuple[Decimal, ...]:
+        found = share.get(entry.request_id, ZERO)
+        return found if isinstance(found, tuple) else (found,)
+
+    return sorted(window, key=lambda e: (-e.priority, not e.blocks, path(e), e.key))
 
 
 def after(order: Sequence[QueueEntry], refused: str) -> list[QueueEntry]:

@@ -1,6 +1,6 @@
-"""A CapacityQuota's `spec.fairSharing` (Kueue's ClusterQueue `spec.fairSharing`): the weight of
-its share when waiting requests of one priority are woken (docs/queueing.md, "Fair sharing"; the
-share itself: domain/accounting/fair_sharing.py)."""
+"""A CapacityQuota's and a Cohort's `spec.fairSharing` (Kueue's ClusterQueue and Cohort
+`spec.fairSharing`): the weight of its share when waiting requests of one priority are woken
+(docs/queueing.md, "Fair sharing"; the share itself: domain/accounting/fair_sharing.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ FAIR_WEIGHT_STEP = Decimal("0.001")
 
 
 class FairSharing(_Document):
-    """How this quota's waiting requests share the cohort's idle quota with the other members'
-    (docs/queueing.md, "Fair sharing"): the larger the weight, the more it may borrow before
-    others go first. 1 by default; 0: every other member's requests go first while it borrows."""
+    """How the waiting requests of this quota (of a Cohort: of the quotas below it) share the
+    idle quota of its cohort (of its parent) with the others' (docs/queueing.md, "Fair
+    sharing"): the larger the weight, the more it may borrow before others go first. 1 by
+    default; 0: every other member's requests go first while it borrows."""
 
     model_config = BUILT_ON_FIRST_USE
 

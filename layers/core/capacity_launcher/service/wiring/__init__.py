@@ -51,16 +51,24 @@ class Adapters(Stores):
 
     def admission_queue(self, config: ConfigStore | None = None) -> AdmissionQueue:
         """The admission queues (issue 37): entries in the state table, woken by sending a
-        waiting request's message to the launch queue again, ordered by the quotas' shares
-        (`config`: the container's copy of them, a cached one by default)."""
+        waiting request's message to the launch queue again, ordered by the quotas' shares and
+        their cohort trees' (`config`: the container's copy of them, a cached one by default)."""
         from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
         from capacity_launcher.adapters.launch_queue import LaunchQueue
         from capacity_launcher.service.admission_queue import AdmissionQueue
 
         items = AdmissionQueueItems(self.settings.state_table_name, self.clients("dynamodb"))
         queue = LaunchQueue(self.clients("sqs"))
-        quotas = (config or self.config_store(cached=True)).capacity_quotas
-        return AdmissionQueue(items, self.launch_records(), queue, quotas, self.quota_usage())
+        config = config or self.config_store(cached=True)
+        return AdmissionQueue(
+            items,
+            self.launch_records(),
+            queue,
+            config.capacity_quotas,
+            self.quota_usage(),
+            # The Cohorts come with the quotas' read (one Query): no read of their own.
+            lambda: config.quota_set().cohorts,
+        )
 
     def reclaim_requests(self, config: ConfigStore | None = None) -> ReclaimRequests:
         """The launcher's side of reclaim: ask for lent quota back, publish the request."""

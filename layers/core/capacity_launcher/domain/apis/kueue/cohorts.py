@@ -10,7 +10,9 @@ lending limits per NodePool and resource (``spec.resourceGroups``, a quota's sha
 Bounded: a tree holds at most ``MAX_TREE_COHORTS`` cohorts, at any depth, and a parent has at
 most ``MAX_CHILD_COHORTS`` children, so the usage items one admission reads and conditions on
 stay within one transaction (domain/accounting/cohort_tree.py). A larger tree, a cycle and any
-field not acted on (``fairSharing``) are refused naming the field (`check_tree`, `parse_cohort`).
+field not acted on are refused naming the field (`check_tree`, `parse_cohort`). Its
+``spec.fairSharing.weight`` weighs its share within its parent when waiting requests of one
+priority are woken (docs/queueing.md, "Fair sharing"; domain/accounting/fair_sharing.py).
 Served as its own hub (`cohort_version`), stored beside the quotas (adapters/cohort_store.py),
 read with them by every admission (docs/quotas.md, "Hierarchical cohorts").
 """
@@ -18,6 +20,7 @@ read with them by every admission (docs/quotas.md, "Hierarchical cohorts").
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -25,6 +28,7 @@ from pydantic import Field, ValidationError, model_validator
 from capacity_launcher.domain.accounting.cohort_paths import in_cycle, tree_cohorts, tree_root
 from capacity_launcher.domain.apis.api_versions import ServedVersion, as_document
 from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Name, _Document
+from capacity_launcher.domain.apis.fair_sharing import FairSharing
 from capacity_launcher.domain.apis.hub_kinds import own_hub
 from capacity_launcher.domain.apis.kept_fields import Kept
 from capacity_launcher.domain.apis.quotas import (
@@ -108,13 +112,14 @@ class CohortResourceGroup(ResourceGroup):
 
 
 class CohortSpec(_Document):
-    """What is acted on: the parent and the cohort's own quota. ``fairSharing`` is refused (as
-    every unknown field is): weights are not acted on between cohorts."""
+    """What is acted on: the parent, the cohort's own quota and the weight of its share within
+    its parent (Kueue's ``fairSharing``; absent: weight 1)."""
 
     model_config = BUILT_ON_FIRST_USE
 
     parent_name: Name | None = None
     resource_groups: list[CohortResourceGroup] = Field(default=[], max_length=MAX_RESOURCE_GROUPS)
+    fair_sharing: FairSharing | None = None
 
     @model_validator(mode="after")
     def _quota_shape(self) -> CohortSpec:
@@ -163,6 +168,12 @@ class Cohort(_Document):
     @property
     def parent(self) -> str | None:
         return self.spec.parent_name
+
+    @property
+    def fair_weight(self) -> Decimal:
+        """spec.fairSharing.weight, 1 when the cohort does not set it (as Kueue defaults it)."""
+        fair = self.spec.fair_sharing
+        return fair.weight if fair is not None else Decimal(1)
 
     def term(self, flavor: str, resource: str) -> QuotaResource | None:
         """The cohort's own quota of ``resource`` in ``flavor`` (None: it has none there)."""
