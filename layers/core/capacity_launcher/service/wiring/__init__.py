@@ -51,8 +51,8 @@ class Adapters(Stores):
 
     def admission_queue(self, config: ConfigStore | None = None) -> AdmissionQueue:
         """The admission queues (issue 37): entries in the state table, woken by sending a
-        waiting request's message to the launch queue again, ordered by the quotas' shares and
-        their cohort trees' (`config`: the container's copy of them, a cached one by default)."""
+        waiting request's message to the launch queue again, ordered by the quotas' and their
+        cohort trees' shares (`config`: its copy of both, one Query; cached by default)."""
         from capacity_launcher.adapters.admission_queue import AdmissionQueueItems
         from capacity_launcher.adapters.launch_queue import LaunchQueue
         from capacity_launcher.service.admission_queue import AdmissionQueue
@@ -66,7 +66,6 @@ class Adapters(Stores):
             queue,
             config.capacity_quotas,
             self.quota_usage(),
-            # The Cohorts come with the quotas' read (one Query): no read of their own.
             lambda: config.quota_set().cohorts,
         )
 
