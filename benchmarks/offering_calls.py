@@ -64,25 +64,18 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
         "the intent written before CreateFleet: a redelivery sends it again with the same "
         "ClientToken, never a second launch",
         "a first attempt's intent could ride in the lease's transaction when the plan is known "
-        "before room is granted; it is not today (the plan follows the room granted)",
+        "before room is granted; it is not today: the plan follows the room granted (the lease "
+        "may hold fewer instances, or only the types that fit: `Lease.instance_types`), and the "
+        "fleet's input (its launch template, overrides cut to what the lease covers, its count) "
+        "is composed only then",
     ),
     ("CreateFleet", "the launch (tags in its TagSpecifications: no CreateTags)", "none"),
     (
-        "UpdateItem (intent completed)",
-        "the fleet's answer (instance ids, errors) on the intent: a redelivery absorbs it "
-        "without sending again, and does not note the reservation slots it took twice",
-        "fold into the settle's transaction and let a redelivery send a pending intent again: "
-        "-1. EC2 answers a repeated CreateFleet with the same ClientToken and input with its "
-        "first answer (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html), "
-        "and the emulator models it (test_moto_fleets). Not made: a done intent is what tells a "
-        "replay its predecessor noted its reservation slots (send._locate); a pending one "
-        "replayed after that predecessor absorbed would take them again in the snapshots",
-    ),
-    (
         "TransactWriteItems (settle)",
         "the lease settled to the instances launched: room not used given back, usage exact; "
-        "and each instance's record, put with its member (stop and termination events find "
-        "their request and pool; never a member without its record)",
+        "each instance's record, put with its member (stop and termination events find their "
+        "request and pool; never a member without its record); and the intent's answer (its "
+        "instance ids and errors: a redelivery absorbs a done intent without sending it again)",
         "none",
     ),
     (
@@ -106,6 +99,31 @@ CALL_PURPOSES: tuple[tuple[str, str, str], ...] = (
 
 # Calls a warm on-demand request made before issue 38's cuts, and what replaced each.
 CALLS_GONE: tuple[tuple[str, str], ...] = (
+    (
+        "UpdateItem (intent completed)",
+        "one request's on-demand or spot fleet that claimed no slots and put no instance in a "
+        "reservation leaves its answer off its intent until its lease's settle, which stores it "
+        "in its TransactWriteItems (service/launch/send.py, `deferring`; "
+        "adapters/pool_leases.py): a settled lease's intents are done. Why each promise holds: "
+        "*no duplicate launch*: a worker that dies between CreateFleet and that settle leaves "
+        "the intent pending, as one that died before the UpdateItem did; the redelivery sends "
+        "it again, under live leases only, with its ClientToken, and EC2 answers with its first "
+        "answer (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html; the "
+        "emulator models it, test_moto_fleets); *exact limits*: the lease, the members and the "
+        "answer are one transaction; *nothing lost, events find their instance*: the instance "
+        "records ride the same transaction, and the replay writes them if it never ran; "
+        "*reservation slots noted once*: a fleet that put an instance in a reservation (slots "
+        "noted, which a replay of a pending intent would note again) or claimed slots stores its "
+        "answer at once (UpdateItem) before they are noted, as before; so does one that launched "
+        "nothing (the request may end in another pool, with no settle here). An answer no "
+        "settle carried (a lease settled already, a visit ending on an exception) is stored "
+        "before the visit ends, and one whose instances a gang short of minCount, a single-zone "
+        "roll-back or a reclaimed lease terminates, before they are terminated. Tests: "
+        "tests/integration/test_intent_done_with_settle.py (its first test fails on the code "
+        "before: UpdateItem 1), the redelivery tests (tests/integration, `grep -l redeliver`), "
+        'whose deaths "at complete_intent" now also die where the settle would store the '
+        "answer (tests/support/crashes.py)",
+    ),
     (
         "UpdateItem (idempotency completed)",
         "the request's final record is the claim's completion (service/launch/intake.py)",

@@ -36,6 +36,7 @@ from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import NodePoolChanged, NodePoolDeleted
 from capacity_launcher.domain.quantities import DIMENSIONS, PoolLimits, Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import IntentCompletion
 from tests.fakes.stores import Clock
 
 
@@ -54,6 +55,12 @@ class QuotaItem:
 
 class RecordSink(Protocol):
     def put(self, records: Iterable[InstanceRecord]) -> None: ...
+
+
+class CompletionSink(Protocol):
+    def complete_intent(
+        self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
+    ) -> None: ...
 
 
 class FakeLeases:
@@ -85,6 +92,8 @@ class FakeLeases:
         self.quota_items: dict[str, QuotaItem] = {}
         # Where a settle writes the instances' records (FakeWorld: its FakeInstances).
         self.record_sink: RecordSink | None = None
+        # Where a settle marks its intents done (FakeWorld: its FakeRecords).
+        self.completion_sink: CompletionSink | None = None
         self.versions: dict[str, int] = {}  # each pool's usage version (absent: never written)
         self.ready: set[tuple[str, str]] = set()
         self.leases: dict[tuple[str, str], Lease] = {}
@@ -238,11 +247,15 @@ class FakeLeases:
         pending: Mapping[str, Resources],
         launched: int,
         records: Mapping[str, InstanceRecord] | None = None,
+        completions: Sequence[IntentCompletion] = (),
     ) -> bool:
         """Members in place of the lease, if it is still as read (open, or still gone); the
-        records of those counted now written with them (into `record_sink`)."""
+        records of those counted now written with them (into `record_sink`), the intents'
+        `completions` into `completion_sink`."""
         if records and self.record_sink is None:
             raise ValueError("records: this lease store cannot write instance records")
+        if completions and self.completion_sink is None:
+            raise ValueError("completions: this lease store cannot complete launch intents")
         if self.leases.get((pool, lease_id)) != lease:
             return False
         counted = {i: a for i, a in pending.items() if (pool, i) not in self.members}
@@ -250,6 +263,9 @@ class FakeLeases:
             self.members[(pool, instance_id)] = amount
         if records and self.record_sink is not None:
             self.record_sink.put([records[i] for i in pending if i in records])
+        for done in completions:
+            assert self.completion_sink is not None
+            self.completion_sink.complete_intent(done.token, done.instance_ids, done.errors)
         held = lease or Lease(pool, lease_id, 0, Resources.ZERO, 0)
         self._moved(held, total(counted.values()) - held.amount)
         # The settled marker, as the adapter reads it back (`pool_items.settled_of`)

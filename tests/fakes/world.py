@@ -153,6 +153,7 @@ class FakeWorld:
             pools_generation=self.config.pool_set().generation or 0,
         )
         self.leases.record_sink = self.instances  # a settle writes its instances' records
+        self.leases.completion_sink = self.records  # and marks its intents done
         self.templates = FakeTemplates()
         self.subnets = FakeSubnets(ZONES)
         self.fleet = FakeFleet(self.templates, self.subnets, self.reservations)

@@ -383,7 +383,7 @@ def test_a_settle_writes_each_instance_s_record_with_its_member_in_transactions_
     }
     # When the launcher settles with the records (a member and its record: 48 a transaction,
     # DynamoDB allowing 100 actions)
-    written = settle_lease(store, "general", "big-2", launched, records)
+    written, _ = settle_lease(store, "general", "big-2", launched, records)
     # Then every instance not counted before has its record, written with its member
     assert written == frozenset(launched) - set(counted)
     stored = items.many(sorted(launched))

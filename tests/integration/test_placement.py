@@ -323,6 +323,7 @@ def test_a_redelivery_after_falling_back_finishes_in_the_pool_it_fell_back_to(
             raise SystemExit("worker killed")
 
         patch.setattr(LaunchRecords, "complete_intent", killed)
+        patch.setattr(LaunchRecords, "completion_updates", killed)  # or its settle
         with pytest.raises(SystemExit):
             cloud.fresh_batch().process(
                 [Message("m-1", json.dumps(launch_request("crashed")), datetime.now(UTC))],

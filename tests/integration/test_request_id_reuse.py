@@ -42,6 +42,7 @@ def test_another_body_never_finishes_a_crashed_first_delivery(cloud, subnets, im
 
     with monkeypatch.context() as patch:
         patch.setattr(LaunchRecords, "complete_intent", die)
+        patch.setattr(LaunchRecords, "completion_updates", die)  # or its lease settle
         with pytest.raises(SystemExit):
             cloud.send(first)
     launched = {i["InstanceId"] for i in cloud.managed_instances()}

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -16,6 +16,7 @@ from capacity_launcher.domain.accounting.pool_usage import Lease
 from capacity_launcher.domain.errors import LeaseReclaimed
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import IntentCompletion
 from capacity_launcher.service.lease_settlement import LeaseNotSettled, settle
 from tests.fakes.leases import FakeLeases
 
@@ -78,11 +79,14 @@ class MovedOnce(FakeLeases):
         pending: Mapping[str, Resources],
         launched: int,
         records: Mapping[str, InstanceRecord] | None = None,
+        completions: Sequence[IntentCompletion] = (),
     ) -> bool:
         self.writes += 1
         if self.writes == 1:
             super().write_settlement(pool, lease_id, lease, {"i-0": ONE}, launched)
-        return super().write_settlement(pool, lease_id, lease, pending, launched, records)
+        return super().write_settlement(
+            pool, lease_id, lease, pending, launched, records, completions
+        )
 
 
 def test_a_write_that_meets_a_moved_lease_reads_again_and_counts_nothing_twice():

@@ -20,7 +20,7 @@ from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.records.detail_limits import fit_entries
 from capacity_launcher.domain.records.index_shards import read_values, shard_value
-from capacity_launcher.domain.records.intents import LaunchIntent, Share
+from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent, Share
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 RECORD = "Record"
@@ -399,20 +399,32 @@ class LaunchRecords(HistoryItems):
     def complete_intent(
         self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
     ) -> None:
+        completion = IntentCompletion(token, tuple(instance_ids), tuple(errors))
         with aws_call("UpdateItem"):
-            self._db.update_item(
-                TableName=self._table,
-                Key=key(INTENT_PREFIX + token, "Intent"),
-                UpdateExpression="SET #state = :done, instanceIds = :ids, fleetErrors = :errors",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues=to_item(
-                    {
-                        ":done": "done",
-                        ":ids": list(instance_ids),
-                        ":errors": json.dumps(fit_entries(list(errors), INTENT_ERRORS_BYTES)),
-                    }
-                ),
-            )
+            self._db.update_item(**self._completion(completion))
+
+    def completion_updates(self, completions: Iterable[IntentCompletion]) -> list[dict[str, Any]]:
+        """Each intent's completion as a TransactWriteItems update, for the lease settle that
+        counts its instances to carry (issue 38: no UpdateItem of its own)."""
+        return [{"Update": self._completion(c)} for c in completions]
+
+    def _completion(self, completion: IntentCompletion) -> dict[str, Any]:
+        """The intent marked done with its CreateFleet's answer (no condition: the same answer
+        written twice is the same item)."""
+        errors = fit_entries(list(completion.errors), INTENT_ERRORS_BYTES)
+        return {
+            "TableName": self._table,
+            "Key": key(INTENT_PREFIX + completion.token, "Intent"),
+            "UpdateExpression": "SET #state = :done, instanceIds = :ids, fleetErrors = :errors",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": to_item(
+                {
+                    ":done": "done",
+                    ":ids": list(completion.instance_ids),
+                    ":errors": json.dumps(errors),
+                }
+            ),
+        }
 
     def intents(self, tokens: Sequence[str]) -> list[LaunchIntent]:
         if not tokens:

@@ -58,6 +58,7 @@ from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.index_shards import read_values
 from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import IntentCompletion
 
 # Member puts per transaction (DynamoDB allows 100 actions: the rest is the pool's and the
 # quota's usage, the lease's delete (or its absence checked) and the settled marker's put).
@@ -79,6 +80,14 @@ class RecordPuts(Protocol):
     def transaction_puts(self, records: Iterable[InstanceRecord]) -> list[dict[str, Any]]: ...
 
 
+class CompletionUpdates(Protocol):
+    """Launch intents' completions as TransactWriteItems updates (adapters/launch_records.py)."""
+
+    def completion_updates(
+        self, completions: Iterable[IntentCompletion]
+    ) -> list[dict[str, Any]]: ...
+
+
 class PoolLeaseStore:
     def __init__(
         self,
@@ -90,10 +99,13 @@ class PoolLeaseStore:
         quotas: QuotaSource | None = None,
         unready_gate: UnreadyGate | None = None,
         record_puts: RecordPuts | None = None,
+        completion_updates: CompletionUpdates | None = None,
     ) -> None:
         """`record_puts`: the instance records' transaction puts, so a settle writes each
-        instance's record with its member (None: a settle given records refuses them)."""
+        instance's record with its member (None: a settle given records refuses them);
+        `completion_updates`: the same for the intents whose answers a settle carries."""
         self._record_puts = record_puts
+        self._completion_updates = completion_updates
         self._items = PoolItems(table_name, dynamodb)
         self._lease_seconds = lease_seconds
         self._clock = clock
@@ -176,11 +188,14 @@ class PoolLeaseStore:
         pending: Mapping[str, Resources],
         launched: int,
         records: Mapping[str, InstanceRecord] | None = None,
+        completions: Sequence[IntentCompletion] = (),
     ) -> bool:
         """Put the members of `pending` and the lease's settlement, conditioned on `lease` as
         read (None: reclaimed, and not leased again since); False when it moved. `records`:
         the instances' records, each put in the transaction that puts its member (issue 38: no
-        write of their own, and never a member without its record).
+        write of their own, and never a member without its record). `completions`: the intents
+        whose instances these are, marked done in the transaction that settles the lease
+        (issue 38: no UpdateItem of their own; a settled lease's intents are done).
 
         The last transaction deletes the open lease (only if it is still open) and puts its
         settled marker (only if none exists: a second settle fails), which stays until the
@@ -190,8 +205,13 @@ class PoolLeaseStore:
         between chunks) are left as they are by the caller's next try."""
         if records and self._record_puts is None:
             raise ValueError("records: this lease store cannot write instance records")
+        done: list[dict[str, Any]] = []
+        if completions:
+            if self._completion_updates is None:
+                raise ValueError("completions: this lease store cannot complete launch intents")
+            done = self._completion_updates.completion_updates(completions)
         try:
-            self._settle_once(pool, lease_id, lease, dict(pending), launched, records or {})
+            self._settle_once(pool, lease_id, lease, dict(pending), launched, records or {}, done)
         except ConditionFailed:
             return False
         return True
@@ -204,13 +224,16 @@ class PoolLeaseStore:
         pending: dict[str, Resources],
         launched: int,
         records: Mapping[str, InstanceRecord],
+        done: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Put the members in chunks (`pending` loses each chunk written), each with its
         instances' records, the last with the lease's settlement (of a reclaimed lease, with
-        nothing left to count: its marker)."""
+        nothing left to count: its marker) and the intents' completions `done`."""
         ids = sorted(pending)
-        # A member and its record: half as many instances a transaction when records ride it.
-        size = _MEMBERS_PER_TRANSACTION // 2 if records else _MEMBERS_PER_TRANSACTION
+        # A member and its record: half as many instances a transaction when records ride it;
+        # the intents' completions take their room from every chunk alike.
+        room = _MEMBERS_PER_TRANSACTION - len(done)
+        size = room // 2 if records else room
         chunks = [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
         hold = hold_of(lease)
         for chunk in chunks[:-1]:
@@ -229,6 +252,7 @@ class PoolLeaseStore:
                 *self._records_of(chunks[-1], records),
                 *self._items.usage_updates(pool, amount, hold),
                 *self._settlement(pool, lease_id, lease, launched),
+                *done,
             ]
         )
 

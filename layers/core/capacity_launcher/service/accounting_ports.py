@@ -29,6 +29,7 @@ from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import IntentCompletion
 from capacity_launcher.domain.records.reclaims import ReclaimRequested
 
 # -- pool limits: leases, members, usage, quota usage ----------------------------------------------
@@ -61,7 +62,8 @@ class SettlingLeases(Protocol):
     # The instance ids counted as the pool's members.
     def counted(self, pool: str) -> set[str]: ...
     # Members and settlement in one write conditioned on `lease` as read; False if it moved.
-    # `records`: the instances' records, each written with its member (ValueError: a store
+    # `records`: the instances' records, each written with its member; `completions`: the
+    # intents whose instances these are, done in the settling transaction (ValueError: a store
     # that cannot).
     def write_settlement(
         self,
@@ -71,6 +73,7 @@ class SettlingLeases(Protocol):
         pending: Mapping[str, Resources],
         launched: int,
         records: Mapping[str, InstanceRecord] | None = None,
+        completions: Sequence[IntentCompletion] = (),
     ) -> bool: ...
 
 

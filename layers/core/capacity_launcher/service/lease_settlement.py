@@ -8,7 +8,7 @@ the pool's members and tries again with those left to count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from capacity_launcher.domain.accounting.lease_settlement import (
     SettleStep,
@@ -18,6 +18,7 @@ from capacity_launcher.domain.accounting.lease_settlement import (
 from capacity_launcher.domain.errors import LeaseReclaimed
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import IntentCompletion
 from capacity_launcher.service.accounting_ports import SettlingLeases
 
 SETTLE_TRIES = 3
@@ -36,11 +37,14 @@ def settle(
     lease_id: str,
     members: Mapping[str, Resources],
     records: Mapping[str, InstanceRecord] | None = None,
-) -> frozenset[str]:
+    completions: Sequence[IntentCompletion] = (),
+) -> tuple[frozenset[str], bool]:
     """Turn the lease into one member per instance launched (id -> amount), exactly once;
-    `records` (id -> its instance's record) are written with the members they go with. Returns
-    the ids whose records this settle wrote (the caller writes the others: those counted
-    already, a lease settled already).
+    `records` (id -> its instance's record) are written with the members they go with, and
+    the intents' `completions` with the settlement. Returns the ids whose records this settle
+    wrote (the caller writes the others: those counted already, a lease settled already), and
+    whether it wrote the completions (not when the lease was settled already: the caller
+    writes them).
 
     LeaseReclaimed when the lease is neither open nor settled and instances not yet counted are
     left: they count only under a lease taken for them again, through the same admission
@@ -52,11 +56,13 @@ def settle(
         lease = lease or leases.lease(pool, lease_id)
         step = settle_step(lease, pending)
         if step is SettleStep.ALREADY_SETTLED:
-            return frozenset()
+            return frozenset(), False
         if step is SettleStep.RECLAIMED:
             raise LeaseReclaimed(pool, lease_id)
-        if leases.write_settlement(pool, lease_id, lease, pending, len(members), records):
-            return frozenset(i for i in pending if records and i in records)
+        if leases.write_settlement(
+            pool, lease_id, lease, pending, len(members), records, completions
+        ):
+            return frozenset(i for i in pending if records and i in records), True
         lease = None  # a try that failed reads it again
         pending = left_to_count(members, leases.counted(pool))
     raise LeaseNotSettled(pool, lease_id)

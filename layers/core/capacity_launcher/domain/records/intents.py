@@ -44,6 +44,16 @@ def allocate(count: int, wanted: Sequence[tuple[str, int]]) -> tuple[Share, ...]
 
 
 @dataclass(frozen=True)
+class IntentCompletion:
+    """A CreateFleet's answer, to be stored on its intent (`state` done): the instances it
+    launched and the errors it reported, each `{"code", "message"}`."""
+
+    token: str
+    instance_ids: tuple[str, ...]
+    errors: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class LaunchIntent:
     token: str
     attempt: int

@@ -33,7 +33,9 @@ from capacity_launcher.service.launch.send import (
     Sent,
     absorb,
     claim_slots,
+    completion,
     compose,
+    deferring,
     give_back,
     mark_launching,
     offered_only,
@@ -161,10 +163,12 @@ def _send(
             return None  # the claim is given back below
         mark_launching(run.progress, intent)
         ctx.ports.records.write_intent(intent)
-        result = send(ctx, intent, report)
-        absorbed = absorb(
-            ctx, Sent(intent, result, attempt, claim), run.active, report, run.own_fills
-        )
+        owner = deferring(intent, attempt, claim, run.active)
+        result = send(ctx, intent, report, complete=owner is None)
+        if owner is not None:
+            owner.completions.append(completion(intent, result))  # its lease settle carries it
+        sent = Sent(intent, result, attempt, claim, deferred=owner is not None)
+        absorbed = absorb(ctx, sent, run.active, report, run.own_fills)
         run.observed += absorbed.unavailable
     finally:
         if claim is not None:

@@ -56,6 +56,7 @@ from capacity_launcher.service.launch.resolve import (
     screen,
 )
 from capacity_launcher.service.launch.room import reservations_full, wait_for_capacity
+from capacity_launcher.service.launch.send import complete_left
 from capacity_launcher.service.launch.settle import reject_all, settle_all
 from capacity_launcher.service.launch.wait import wait_or_go
 from capacity_launcher.service.ports import LaunchPorts
@@ -224,10 +225,13 @@ class Launcher:
         missing = words.missing_reservations(view.lead, view.sources)
         for item in run.active:
             item.errors += [e for e in missing if e not in item.errors]
-        replay(ctx, run, visit.intents, view.pool_name, report)
-        refusals = launch(ctx, run, view, report)
-        reservations = words.reservations_by_id(view.sources)
-        settle_all(ctx, run, report, view.skipped, view.candidates, reservations, refusals)
+        try:
+            replay(ctx, run, visit.intents, view.pool_name, report)
+            refusals = launch(ctx, run, view, report)
+            reservations = words.reservations_by_id(view.sources)
+            settle_all(ctx, run, report, view.skipped, view.candidates, reservations, refusals)
+        finally:
+            complete_left(ctx, run.progress)  # answers no settle carried (an exception's too)
         return passed
 
     def _lease(

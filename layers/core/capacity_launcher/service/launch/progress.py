@@ -15,7 +15,7 @@ from capacity_launcher.domain.capacity.reservations import ReservationSource
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import Resources
-from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent
 from capacity_launcher.domain.records.status import (
     AwaitedReservation,
     CandidatesLeftOut,
@@ -87,6 +87,9 @@ class Progress:
     lease_types: frozenset[str] | None = None
     # Why its lease holds room for fewer than it asked for (its record says so if it ends short).
     short: ErrorDetail | None = None
+    # Its intents' answers not stored yet (issue 38): its lease's settle carries them, else
+    # `send.complete_left` writes them before the visit ends.
+    completions: list[IntentCompletion] = field(default_factory=list)
     # The highest attempt number its earlier intents used: a launch of it, in any pool, numbers
     # on from there, so none of its ClientTokens is sent with other parameters (EC2 refuses it).
     attempts: int = 0

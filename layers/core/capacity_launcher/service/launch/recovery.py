@@ -258,5 +258,5 @@ def _settle_there(
     types = {info.name: info for info in ctx.ports.catalog.offered(zones, names)}
     limits = ctx.ports.leases.stored_limits(pool)
     least = min(request.min_count, len(landings))
-    kept, errors, _ = settle_lease(ctx, pool, request, landings, types, limits, least=least)
+    kept, errors, _, _ = settle_lease(ctx, pool, request, landings, types, limits, least=least)
     return kept, errors

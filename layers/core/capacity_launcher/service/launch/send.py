@@ -30,7 +30,12 @@ from capacity_launcher.domain.capacity.offerings import ON_DEMAND, RESERVED, SPO
 from capacity_launcher.domain.capacity.planning import LaunchAttempt
 from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.launch_request import LaunchRequest
-from capacity_launcher.domain.records.intents import LaunchIntent, allocate, client_token
+from capacity_launcher.domain.records.intents import (
+    IntentCompletion,
+    LaunchIntent,
+    allocate,
+    client_token,
+)
 from capacity_launcher.domain.records.status import UnavailableOffering
 from capacity_launcher.domain.records.tags import instance_tags, own_request_tags
 from capacity_launcher.service import single_flight
@@ -57,6 +62,9 @@ class Sent:
     result: FleetResult
     attempt: LaunchAttempt | None = None
     claim: SlotClaim | None = None
+    # Its answer not stored on the intent yet (`send(complete=False)`): `absorb` stores it, or
+    # leaves it to the request's lease settle (`defers`).
+    deferred: bool = False
 
 
 @dataclass
@@ -197,8 +205,30 @@ def give_back(ctx: Context, claim: SlotClaim, used: int) -> None:
         ctx.ports.reservations.give_back(claim.reservation_id, claim.granted - used)
 
 
-def send(ctx: Context, intent: LaunchIntent, report: LaunchReport) -> FleetResult:
-    """The intent's CreateFleet (none for one done already), its answer stored on the intent."""
+def deferring(
+    intent: LaunchIntent,
+    attempt: LaunchAttempt,
+    claim: SlotClaim | None,
+    active: Sequence[Progress],
+) -> Progress | None:
+    """The request that carries an attempt's answer to its lease settle instead of an
+    UpdateItem of the intent's own (issue 38), when the attempt may: one request's fleet,
+    on-demand or spot, no slots claimed. A crash before that settle leaves the intent pending,
+    and a redelivery sends it again with its ClientToken, which EC2 answers with its first
+    answer (docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html): nothing
+    launches twice. `absorb` stores it at once when the fleet launched nothing (the request may
+    end elsewhere, with no settle here) or put an instance in a reservation (slots noted: a
+    done intent tells a replay so, `_locate`). None: `send` stores it."""
+    if len(intent.shares) != 1 or claim is not None or attempt.capacity_type == RESERVED:
+        return None
+    return next((p for p in active if p.request_id == intent.shares[0].request_id), None)
+
+
+def send(
+    ctx: Context, intent: LaunchIntent, report: LaunchReport, *, complete: bool = True
+) -> FleetResult:
+    """The intent's CreateFleet (none for one done already), its answer stored on the intent
+    (`complete=False`: by the caller, `absorb` or the request's settle)."""
     if intent.state == "done":
         return FleetResult(intent.instance_ids, ())
     report.fleet_calls += 1
@@ -218,12 +248,44 @@ def send(ctx: Context, intent: LaunchIntent, report: LaunchReport) -> FleetResul
         # and the next attempt (retried in process, as any retryable error) creates them again,
         # as Karpenter drops its cached template on this error.
         ctx.ports.templates.forget(template_names(intent.fleet_input))
-    ctx.ports.records.complete_intent(
-        intent.token,
-        result.instance_ids,
-        [{"code": e.code, "message": e.message} for e in result.errors],
-    )
+    if complete:
+        done = completion(intent, result)
+        ctx.ports.records.complete_intent(done.token, done.instance_ids, done.errors)
     return result
+
+
+def completion(intent: LaunchIntent, result: FleetResult) -> IntentCompletion:
+    """The fleet's answer as its intent stores it."""
+    errors = tuple({"code": e.code, "message": e.message} for e in result.errors)
+    return IntentCompletion(intent.token, tuple(result.instance_ids), errors)
+
+
+def complete_left(ctx: Context, progress: Sequence[Progress]) -> None:
+    """Store the answers no lease settle carried (a request that settled no lease here, one
+    settled already, a visit that ends on an exception): every intent made in a visit is done
+    before the visit ends (a crash alone leaves one pending, for a redelivery to send again)."""
+    for item in progress:
+        while item.completions:
+            done = item.completions[0]
+            ctx.ports.records.complete_intent(done.token, done.instance_ids, done.errors)
+            item.completions.pop(0)
+
+
+def _store_unless_settled(
+    ctx: Context, sent: Sent, active: Sequence[Progress], landings: Sequence[InstanceLanding]
+) -> None:
+    """A deferred answer stays with its request for its lease settle, unless the fleet
+    launched nothing or put an instance in a reservation: then it is stored now (before the
+    slots are noted: a replay of a done intent notes none again)."""
+    if not sent.deferred:
+        return
+    if sent.result.instance_ids and not any(x.capacity_reservation_id for x in landings):
+        return
+    token = sent.intent.token
+    for item in active:
+        for done in [c for c in item.completions if c.token == token]:
+            ctx.ports.records.complete_intent(done.token, done.instance_ids, done.errors)
+            item.completions.remove(done)
 
 
 def absorb(
@@ -249,6 +311,7 @@ def absorb(
         if item.request_id in intent.request_ids:
             item.errors += [f for f in blamed.fatal if f not in item.errors]
     _remember_dry(ctx, blamed, result, landings, own_fills)
+    _store_unless_settled(ctx, sent, active, landings)
     _note_reservation_use(ctx, landings, sent.claim)
     hits = [words.unavailable(o, code) for o, code in blamed.hits]
     return Absorbed(landings, blamed.dry, hits)

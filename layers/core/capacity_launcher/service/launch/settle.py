@@ -24,6 +24,7 @@ from capacity_launcher.domain.errors import (
 from capacity_launcher.domain.launch_request import LaunchRequest
 from capacity_launcher.domain.quantities import PoolLimits, Resources
 from capacity_launcher.domain.records.instance_records import InstanceRecord
+from capacity_launcher.domain.records.intents import IntentCompletion
 from capacity_launcher.domain.records.status import (
     ErrorDetail,
     RequestRecord,
@@ -44,6 +45,7 @@ from capacity_launcher.service.launch.progress import (
     Run,
 )
 from capacity_launcher.service.launch.room import request_reclaim, wait_for_room
+from capacity_launcher.service.launch.send import complete_left
 
 # Leases taken again for a reclaimed lease's instances, each reclaimed in turn before its
 # settle (it would have to outlive a whole lease period first), before the message goes back.
@@ -71,6 +73,7 @@ def settle_all(
         if run.replaying or not wait_for_room(ctx, item, report, unavailable)
     ]
     ended = [_settle(ctx, item, where, unavailable, candidates, reservations) for item in settling]
+    complete_left(ctx, run.progress)  # an intent is done before its request's record is written
     _write_records(ctx, ended)
     for end in ended:
         report.records[end.item.request_id] = end.record
@@ -146,6 +149,7 @@ def _settle(
     request = item.request
     mine = [landings[i] for i in item.instance_ids if i in landings]
     if len(mine) < request.min_count:
+        complete_left(ctx, [item])  # its intents are done before their instances are ended
         _missed_min_count(ctx, item, mine)
         mine = []
     types = _landed_types(ctx, candidates, mine)
@@ -159,9 +163,19 @@ def _settle(
         limits = item.prepared.pool.spec.limits
         # An earlier delivery's settle wrote the records already (they are adopted).
         carried = None if item.settled else by_id
-        mine, over, written = settle_lease(
-            ctx, item.pool_name, request, mine, types, limits, item.settled, records=carried
+        mine, over, written, completed = settle_lease(
+            ctx,
+            item.pool_name,
+            request,
+            mine,
+            types,
+            limits,
+            item.settled,
+            records=carried,
+            completions=() if item.settled else tuple(item.completions),
         )
+        if completed:
+            item.completions.clear()  # its intents are done with its settle
         item.errors += over
     records = [by_id[x.instance_id] for x in mine]
     status = status_for(request.count, len(mine), request.min_count)
@@ -212,11 +226,14 @@ def settle_lease(
     settled: bool = False,
     least: int | None = None,
     records: Mapping[str, InstanceRecord] | None = None,
-) -> tuple[list[InstanceLanding], list[ErrorDetail], frozenset[str]]:
+    completions: Sequence[IntentCompletion] = (),
+) -> tuple[list[InstanceLanding], list[ErrorDetail], frozenset[str], bool]:
     """The request's lease in `pool` settled to the instances `landed` (members in its place);
-    returns those it keeps, the record's words for those it terminated, and the ids whose
+    returns those it keeps, the record's words for those it terminated, the ids whose
     `records` were written with their members (each in the transaction that counts it: never
-    a member without its record, and no write of their own).
+    a member without its record, and no write of their own), and whether the intents'
+    `completions` were written in its settling transaction (a settled lease's intents are
+    done; not when an earlier settle got there first: the caller writes them).
 
     A lease reclaimed under the launch (it expired, and the sync gave back the room and the
     quota it held, which another request may have been admitted into since) is taken again for
@@ -232,17 +249,26 @@ def settle_lease(
     for _ in range(_LEASED_AGAIN_TRIES):
         try:
             members = {x.instance_id: amounts[x.instance_id] for x in kept}
-            written = lease_settlement.settle(
-                ctx.ports.leases, pool, request.request_id, members, records
+            written, completed = lease_settlement.settle(
+                ctx.ports.leases, pool, request.request_id, members, records, completions
             )
-            return kept, errors, written
+            return kept, errors, written, completed or not completions
         except LeaseReclaimed:
             fit, refusal = _lease_again(ctx, pool, request, kept, amounts, limits, least)
         over = [x for x in kept if x.instance_id in fit.over]
         if over:
+            # The intents are done before their instances are ended (a replay of a pending one
+            # would count them again).
+            _complete(ctx, completions)
+            completions = ()
             errors.append(terminate_over(ctx, pool, over, refusal, settled))
             kept = [x for x in kept if x.instance_id not in fit.over]
     raise Transient("SettleLease", "LeaseReclaimedAgain")
+
+
+def _complete(ctx: Context, completions: Sequence[IntentCompletion]) -> None:
+    for done in completions:
+        ctx.ports.records.complete_intent(done.token, done.instance_ids, done.errors)
 
 
 def _lease_again(
@@ -333,6 +359,7 @@ def roll_back_zone(
     ids = [i for item in active for i in item.instance_ids]
     landed = [x for x in seen if x.instance_id in ids]
     zone = landed[0].zone if landed else "its zone"
+    complete_left(ctx, active)  # their intents are done before their instances are ended
     ctx.ports.fleet.terminate(ids, fresh=True)
     give_back_slots(ctx, landed)
     for item in active:

@@ -117,6 +117,7 @@ class Stores:
             quotas=config or self.config_store(cached=True),
             unready_gate=self.pool_readiness(),
             record_puts=self.instance_records(),  # a settle writes its instances' records
+            completion_updates=self.launch_records(),  # and marks its intents done
         )
 
     def pool_members(self, config: ConfigStore | None = None) -> PoolMemberStore:
