@@ -16,20 +16,20 @@ from capacity_launcher.adapters.dynamodb import (
     put_if_absent,
     to_item,
 )
+from capacity_launcher.adapters.intent_items import (
+    INTENT_PREFIX,
+    completion_update,
+    intent_from_item,
+)
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.errors import ConditionFailed
-from capacity_launcher.domain.records.detail_limits import fit_entries
 from capacity_launcher.domain.records.index_shards import read_values, shard_value
-from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent, Share
+from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 RECORD = "Record"
 # The hash of the first body a requestId arrived with (domain LaunchRequest.body_hash).
 BODY = "Body"
-INTENT_PREFIX = "Intent#"
-# An intent keeps EC2's fleet errors for diagnosis (a replay never reads them): at most this
-# much of them, by the records' size policy, beside its input (at most 100 overrides) and ids.
-INTENT_ERRORS_BYTES = 64 * 1024
 # How long history (records, intents, terminated instances' items) is kept: RECORD_RETENTION_DAYS.
 DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
 # Only a Waiting record carries `waiting` (the sparse WaitingRequests index's key, with its
@@ -401,36 +401,18 @@ class LaunchRecords(HistoryItems):
     ) -> None:
         completion = IntentCompletion(token, tuple(instance_ids), tuple(errors))
         with aws_call("UpdateItem"):
-            self._db.update_item(**self._completion(completion))
+            self._db.update_item(**completion_update(self._table, completion))
 
     def completion_updates(self, completions: Iterable[IntentCompletion]) -> list[dict[str, Any]]:
         """Each intent's completion as a TransactWriteItems update, for the lease settle that
         counts its instances to carry (issue 38: no UpdateItem of its own)."""
-        return [{"Update": self._completion(c)} for c in completions]
-
-    def _completion(self, completion: IntentCompletion) -> dict[str, Any]:
-        """The intent marked done with its CreateFleet's answer (no condition: the same answer
-        written twice is the same item)."""
-        errors = fit_entries(list(completion.errors), INTENT_ERRORS_BYTES)
-        return {
-            "TableName": self._table,
-            "Key": key(INTENT_PREFIX + completion.token, "Intent"),
-            "UpdateExpression": "SET #state = :done, instanceIds = :ids, fleetErrors = :errors",
-            "ExpressionAttributeNames": {"#state": "state"},
-            "ExpressionAttributeValues": to_item(
-                {
-                    ":done": "done",
-                    ":ids": list(completion.instance_ids),
-                    ":errors": json.dumps(errors),
-                }
-            ),
-        }
+        return [{"Update": completion_update(self._table, c)} for c in completions]
 
     def intents(self, tokens: Sequence[str]) -> list[LaunchIntent]:
         if not tokens:
             return []
         keys = [key(INTENT_PREFIX + t, "Intent") for t in tokens]
-        return [_intent(item) for item in batch_get(self._db, self._table, keys)]
+        return [intent_from_item(item) for item in batch_get(self._db, self._table, keys)]
 
 
 def _held_condition(held_by: str | None) -> tuple[str, dict[str, Any]]:
@@ -438,17 +420,3 @@ def _held_condition(held_by: str | None) -> tuple[str, dict[str, Any]]:
     if held_by:
         return "heldBy = :held", {":held": {"S": held_by}}
     return "attribute_not_exists(heldBy)", {}
-
-
-def _intent(item: Mapping[str, Any]) -> LaunchIntent:
-    return LaunchIntent(
-        token=str(item["pk"])[len(INTENT_PREFIX) :],
-        attempt=int(item["attempt"]),
-        capacity_type=str(item["capacityType"]),
-        shares=tuple(Share(str(s["requestId"]), int(s["count"])) for s in item["shares"]),
-        fleet_input=json.loads(item["fleetInput"]),
-        offerings=tuple(item.get("offerings", [])),
-        state="done" if item.get("state") == "done" else "pending",
-        instance_ids=tuple(item.get("instanceIds", [])),
-        errors=tuple(json.loads(item.get("fleetErrors", "[]"))),
-    )

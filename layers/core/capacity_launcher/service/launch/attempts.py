@@ -28,6 +28,7 @@ from capacity_launcher.service.launch.progress import (
     Run,
     SlotClaim,
 )
+from capacity_launcher.service.launch.roll_back import roll_back_zone
 from capacity_launcher.service.launch.send import (
     Absorbed,
     Sent,
@@ -42,7 +43,6 @@ from capacity_launcher.service.launch.send import (
     send,
     take_turn,
 )
-from capacity_launcher.service.launch.settle import roll_back_zone
 
 
 class Step(Enum):

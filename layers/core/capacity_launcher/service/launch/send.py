@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.aws_errors import is_launch_template_gone
 from capacity_launcher.domain.capacity.fleet import (
-    Blamed,
     FleetError,
     FleetOffer,
     FleetResult,
@@ -40,6 +39,7 @@ from capacity_launcher.domain.records.status import UnavailableOffering
 from capacity_launcher.domain.records.tags import instance_tags, own_request_tags
 from capacity_launcher.service import single_flight
 from capacity_launcher.service.launch import words
+from capacity_launcher.service.launch.dry_answers import remember_dry
 from capacity_launcher.service.launch.progress import (
     Context,
     LaunchReport,
@@ -310,7 +310,7 @@ def absorb(
     for item in active:
         if item.request_id in intent.request_ids:
             item.errors += [f for f in blamed.fatal if f not in item.errors]
-    _remember_dry(ctx, blamed, result, landings, own_fills)
+    remember_dry(ctx, blamed, result, landings, own_fills)
     _store_unless_settled(ctx, sent, active, landings)
     _note_reservation_use(ctx, landings, sent.claim)
     hits = [words.unavailable(o, code) for o, code in blamed.hits]
@@ -408,39 +408,6 @@ def _outside_open_reservations(
     summary = ctx.ports.open_reservations
     held = summary.open_reservations(node_class) if summary is not None else None
     return held is not None and held.isdisjoint((x.instance_type, x.zone) for x in answered)
-
-
-def _remember_dry(
-    ctx: Context,
-    blamed: Blamed,
-    result: FleetResult,
-    landings: Sequence[InstanceLanding],
-    own_fills: OwnFills | None,
-) -> None:
-    """Dry offerings go to the shared ICE cache; dry reservations are marked exhausted. A
-    reservation this attempt's own instances landed in waits in `own_fills` for the end."""
-    if own_fills is not None:
-        blamed = _hold_own_fills(blamed, result, landings, own_fills)
-    if blamed.dry or blamed.spot_unavailable:
-        ctx.ports.unavailable.mark(blamed.unavailable_marks(result.errors))
-        ctx.ports.reservations.mark_exhausted(
-            [o.reservation_id for o in blamed.dry if o.reservation_id]
-        )
-
-
-def _hold_own_fills(
-    blamed: Blamed, result: FleetResult, landings: Sequence[InstanceLanding], own_fills: OwnFills
-) -> Blamed:
-    """What is left to mark now, once the reservations these instances filled are held back."""
-    filled = {x.capacity_reservation_id for x in landings if x.capacity_reservation_id}
-    held = [o for o in blamed.dry if o.reservation_id in filled]
-    if not held:
-        return blamed
-    marks = replace(blamed, dry=held, spot_unavailable=None).unavailable_marks(result.errors)
-    own_fills.marks.update(
-        (o.reservation_id, mark) for o, mark in zip(held, marks, strict=True) if o.reservation_id
-    )
-    return replace(blamed, dry=[o for o in blamed.dry if o not in held])
 
 
 def _note_reservation_use(

@@ -38,12 +38,12 @@ from capacity_launcher.service.launch import words
 from capacity_launcher.service.launch.progress import (
     LEASE_RECLAIMED_OVER_LIMIT,
     MIN_VALUES,
-    ZONE_ROLLED_BACK,
     Context,
     LaunchReport,
     Progress,
     Run,
 )
+from capacity_launcher.service.launch.roll_back import terminate_landed
 from capacity_launcher.service.launch.room import request_reclaim, wait_for_room
 from capacity_launcher.service.launch.send import complete_left
 
@@ -208,7 +208,7 @@ def terminate_short(
     """Terminate a gang that got fewer instances than its minCount (docs/contracts.md, minCount:
     they are terminated and the request Failed), and free the reservation slots of those
     `holding` theirs still; returns the record's words for it."""
-    _terminate(ctx, landed, holding)
+    terminate_landed(ctx, landed, holding)
     return ErrorDetail(
         code="MinCountNotMet",
         message=f"launched {len(landed)} of minCount={min_count}; "
@@ -316,7 +316,7 @@ def terminate_over(
     or the quota meanwhile; `refusal`: what refused it outright). Frees their reservation
     slots, unless `settled` (an earlier delivery gave them back); returns the record's words
     for it."""
-    _terminate(ctx, terminated, [] if settled else terminated)
+    terminate_landed(ctx, terminated, [] if settled else terminated)
     why = refusal or f"they no longer hold {len(terminated)} of them"
     return ErrorDetail(
         code=LEASE_RECLAIMED_OVER_LIMIT,
@@ -325,14 +325,6 @@ def terminate_over(
         f"the requester's quota): {why}: terminated "
         f"{', '.join(x.instance_id for x in terminated)}",
     )
-
-
-def _terminate(
-    ctx: Context, landed: Sequence[InstanceLanding], holding: Sequence[InstanceLanding]
-) -> None:
-    """Terminate `landed`, and free the reservation slots of those `holding` theirs still."""
-    ctx.ports.fleet.terminate([x.instance_id for x in landed], fresh=True)
-    give_back_slots(ctx, holding)
 
 
 def _landed_types(
@@ -350,41 +342,6 @@ def _landed_types(
     zones = sorted({x.zone for x in missing})
     names = sorted({x.instance_type for x in missing})
     return {**known, **{f.name: f for f in ctx.ports.catalog.offered(zones, names)}}
-
-
-def roll_back_zone(
-    ctx: Context, active: Sequence[Progress], seen: list[InstanceLanding]
-) -> list[InstanceLanding]:
-    """Terminate what a single-zone group got in a zone that cannot hold its minCount."""
-    ids = [i for item in active for i in item.instance_ids]
-    landed = [x for x in seen if x.instance_id in ids]
-    zone = landed[0].zone if landed else "its zone"
-    complete_left(ctx, active)  # their intents are done before their instances are ended
-    ctx.ports.fleet.terminate(ids, fresh=True)
-    give_back_slots(ctx, landed)
-    for item in active:
-        if item.instance_ids:
-            item.errors.append(
-                ErrorDetail(
-                    code=ZONE_ROLLED_BACK,
-                    message=f"singleZone: {zone} held {len(ids)} of minCount="
-                    f"{item.request.min_count}; terminated {', '.join(item.instance_ids)} "
-                    "and tried another zone",
-                )
-            )
-            item.instance_ids = []
-    return [x for x in seen if x.instance_id not in ids]
-
-
-def give_back_slots(ctx: Context, terminated: Sequence[InstanceLanding]) -> None:
-    """Reservation slots of instances a failed gang terminated are free again at once."""
-    freed: dict[str, int] = {}
-    for landing in terminated:
-        if landing.capacity_reservation_id:
-            reservation = landing.capacity_reservation_id
-            freed[reservation] = freed.get(reservation, 0) + 1
-    for reservation_id, count in sorted(freed.items()):
-        ctx.ports.reservations.give_back(reservation_id, count)
 
 
 def reject_all(
