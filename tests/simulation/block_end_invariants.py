@@ -93,17 +93,32 @@ class BlockEndInvariants:
 
     def no_drop(self, pool: str, before: PoolLook, after: PoolLook, replicas: int) -> None:
         """Judged when a block's instance went before EC2 would have ended it."""
-        early, ended = _gone(before, after)
-        if not early:
-            return
-        self._invariants.checks[NO_DROP] += 1
-        floor = min(len(before.live) - len(ended), replicas)
-        if len(after.live) < floor:
-            self._invariants._violate(
-                NO_DROP,
-                f"{pool}: {len(after.live)} live after its block's {early} went, was "
-                f"{len(before.live)}, replicas {replicas}",
-            )
+        _judge_no_drop(self._invariants, NO_DROP, pool, before, after, replicas, "replicas")
+
+
+def _judge_no_drop(
+    invariants: Invariants,
+    name: str,
+    who: str,
+    before: PoolLook,
+    after: PoolLook,
+    bound: int,
+    bound_word: str,
+) -> None:
+    """Once a block's instance went before EC2 would have ended it, `who` keeps as many live as
+    lived before less those EC2 ended, at most `bound` (a static pool's replicas, or what an
+    opted-in request launched): one judge for both."""
+    early, ended = _gone(before, after)
+    if not early:
+        return
+    invariants.checks[name] += 1
+    floor = min(len(before.live) - len(ended), bound)
+    if len(after.live) < floor:
+        invariants._violate(
+            name,
+            f"{who}: {len(after.live)} live after its block's {early} went, was "
+            f"{len(before.live)}, {bound_word} {bound}",
+        )
 
 
 def _due(seen: PoolLook, reservation_id: str | None, lead: float) -> bool:
@@ -130,17 +145,7 @@ class OptInInvariants:
     def no_drop(self, original: str, before: PoolLook, after: PoolLook, held: int) -> None:
         """`held`: what the original launched (its replacements run beside its block's
         instances until those go: the lineage's floor is that, or fewer when fewer lived)."""
-        early, ended = _gone(before, after)
-        if not early:
-            return
-        self._invariants.checks[OPT_IN_NO_DROP] += 1
-        floor = min(len(before.live) - len(ended), held)
-        if len(after.live) < floor:
-            self._invariants._violate(
-                OPT_IN_NO_DROP,
-                f"{original}: {len(after.live)} live after its block's {early} went, was "
-                f"{len(before.live)}, launched {held}",
-            )
+        _judge_no_drop(self._invariants, OPT_IN_NO_DROP, original, before, after, held, "launched")
 
     def replacements_once(self, world: World) -> None:
         launched = Counter(
