@@ -13,7 +13,11 @@ LAUNCHER = "LauncherFunction"
 
 def test_a_visibility_timeout_below_the_launchers_timeout_bounds_its_claims() -> None:
     options = harness_options(
-        wire_functions=True, visibility_timeout_seconds=5, schedules=False, instance_events=False
+        wire_functions=True,
+        visibility_timeout_seconds=5,
+        schedules=False,
+        instance_events=False,
+        port=0,  # any free port: 4566 may be another program's (or a parallel test's)
     )
     with cloud_of(options, capture_events=False) as cloud:
         launcher = cloud.local.functions[LAUNCHER]
@@ -32,7 +36,11 @@ def test_a_visibility_timeout_below_the_launchers_timeout_bounds_its_claims() ->
 
 def test_a_visibility_timeout_the_launcher_fits_in_changes_nothing() -> None:
     options = harness_options(
-        wire_functions=True, visibility_timeout_seconds=600, schedules=False, instance_events=False
+        wire_functions=True,
+        visibility_timeout_seconds=600,
+        schedules=False,
+        instance_events=False,
+        port=0,
     )
     with cloud_of(options, capture_events=False) as cloud:
         assert cloud.local.functions[LAUNCHER].timeout_seconds == 120
