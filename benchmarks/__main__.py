@@ -44,6 +44,10 @@ def main() -> int:
             took[section] = time.perf_counter() - began
 
     points, syncs = timed("scaling", scaling.run)
+    sync_points = timed("sync calls", sync_calls.run)
+    per_offering = timed("offering calls", offering_calls.run)
+    per_reservation = timed("reservation calls", reservation_calls.run)
+    fresh = timed("fresh burst", fresh_burst.run)
     results = report.Results(
         storm=timed("ICE storm", ice_storm.run),
         batching=timed("batching", batching.run),
@@ -56,12 +60,16 @@ def main() -> int:
         plots=timed("plots", lambda: plots.items_read(points, syncs, ROOT / "docs")),
         throughput=timed("throughput", throughput.run),
         healthy=timed("healthy pool", burst.healthy),
-        sync_calls=timed("sync calls", sync_calls.run),
+        sync_calls=sync_points,
         wake_calls=timed("wake calls", wake_calls.run),
         client_reuse=timed("client reuse", client_reuse.run),
-        offering_calls=timed("offering calls", offering_calls.run),
-        reservation_calls=timed("reservation calls", reservation_calls.run),
-        fresh_burst=timed("fresh burst", fresh_burst.run),
+        offering_calls=per_offering,
+        reservation_calls=per_reservation,
+        fresh_burst=fresh,
+        call_plots=timed(
+            "calls plots",
+            lambda: plots.calls(per_offering, per_reservation, sync_points, fresh, ROOT / "docs"),
+        ),
         load=(load_at_start, os.getloadavg()),
         took=took,
     )

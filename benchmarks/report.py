@@ -15,6 +15,7 @@ from benchmarks import (
     cold_start,
     fresh_burst,
     ice_storm,
+    markdown,
     offering_calls,
     reservation_calls,
     scaling,
@@ -59,6 +60,7 @@ class Results:
     offering_calls: offering_calls.Result
     reservation_calls: reservation_calls.Result
     fresh_burst: fresh_burst.Result
+    call_plots: list[str]  # the calls curves' PNGs in docs/ (plots.calls)
     # `uptime`'s load averages (1, 5, 15 min) at the start and the end: the machine is shared.
     load: tuple[tuple[float, float, float], tuple[float, float, float]]
     # Seconds each section took (the whole run must stay within BENCH_BUDGET_SECONDS).
@@ -108,11 +110,12 @@ def render(results: Results, seconds: float) -> str:
     lines += _goals(results, seconds)
     lines += _burst(results.burst)
     lines += _healthy(results.healthy)
+    lines += calls_plotted(results.call_plots)
     lines += offering_calls.section(results.offering_calls)
     lines += reservation_calls.section(results.reservation_calls)
     lines += fresh_burst.section(results.fresh_burst)
     lines += scaling_section(*results.scaling, results.plots)
-    lines += _sync_calls(results.sync_calls)
+    lines += sync_calls_section(results.sync_calls)
     lines += _wake_calls(results.wake_calls)
     lines += _throughput(results.throughput)
     lines += _storm(results.storm)
@@ -123,6 +126,23 @@ def render(results: Results, seconds: float) -> str:
     lines += client_reuse.section(results.client_reuse)
     lines += _why_missed(results)
     return "\n".join(lines) + "\n"
+
+
+CALLS_PLOTTED = "AWS calls per request and per sync run, plotted (issue 38)"
+
+
+def calls_plotted(names: list[str]) -> list[str]:
+    """The calls curves of the four sections below, each beside its baseline of the same run."""
+    return markdown.section(
+        CALLS_PLOTTED,
+        "The curves of the next four sections, this revision beside the baseline revision each "
+        "names, measured in the same run (`benchmarks/plots.py`): a warm on-demand request "
+        "against the offerings of its fleet, a warm request into a reservation against the "
+        "reservations it could use (targeted, open, group), one reservation sync run against "
+        "the reservations it selects (y on a log scale), and a burst of fresh containers' "
+        "Describes by kind; the grey line is each goal.",
+        [f"![AWS calls]({name})" for name in names],
+    )
 
 
 def _load(load: tuple[float, float, float]) -> str:
@@ -205,42 +225,13 @@ def _goals(results: Results, seconds: float) -> list[str]:
             f"{flight.worst_per_offering} (without single flight: {shared.worst_per_offering}) "
             f"| {verdict(flight.worst_per_offering <= 1)} |"
         )
-    warm = results.offering_calls.ours
-    widest = max(warm.points, key=lambda p: p.offerings)
-    narrowest = min(warm.points, key=lambda p: p.offerings)
-    rows += [
-        f"| A warm on-demand request's AWS calls flat in the offerings of its fleet "
-        f"({narrowest.offerings} to {widest.offerings}) "
-        f"| {narrowest.total} at {narrowest.offerings}, "
-        f"{widest.total} at {widest.offerings} (before: "
-        f"{results.offering_calls.baseline.points[-1].total} at {widest.offerings}) "
-        f"| {verdict(offering_calls.flat(warm))} |",
-        f"| A warm on-demand request: ≤ {offering_calls.GOAL_CALLS} AWS calls (issue 38) "
-        f"| {max(p.total for p in warm.points)} | "
-        f"{verdict(max(p.total for p in warm.points) <= offering_calls.GOAL_CALLS)} |",
-    ]
-    into = results.reservation_calls.ours
-    rows.append(
-        f"| A warm request into a reservation or group: ≤ {reservation_calls.GOAL_CALLS} AWS "
-        f"calls, flat in the usable reservations (issue 38) | {reservation_calls.summary(into)} "
-        f"| {verdict(reservation_calls.met(into))} |"
-    )
-    fresh = results.fresh_burst
-    rows.append(
-        f"| A burst of {fresh_burst.CONTAINERS} fresh containers: ≤ {fresh_burst.GOAL_PER_KIND} "
-        f"Describe per kind (issue 38) | most of one kind: {max(fresh.ours.describes().values())} "
-        f"(before: {max(fresh.baseline.describes().values())}); AWS calls {fresh.ours.total} "
-        f"(before: {fresh.baseline.total}) | {verdict(fresh_burst.met(fresh))} |"
+    rows += calls_goals(
+        results.offering_calls,
+        results.reservation_calls,
+        results.fresh_burst,
+        results.sync_calls,
     )
     rows += scaling_goals(*results.scaling)
-    most = max(results.sync_calls, key=lambda p: p.reservations)
-    rows.append(
-        f"| The sync's calls follow what changed: at {most.reservations:,} selected reservations "
-        f"with nothing changed, at most a tenth of writing every snapshot "
-        f"| {most.unchanged} vs {most.baseline_unchanged} "
-        f"({_ratio(most.unchanged, most.baseline_unchanged)}) "
-        f"| {verdict(most.unchanged * 10 <= most.baseline_unchanged)} |"
-    )
     rows += [
         f"| ICE storm: at most 1 failed call per dry offering per TTL window (launcher) "
         f"| worst offering: {launcher.worst_refusals_per_offering_window:.0f} "
@@ -273,6 +264,51 @@ def _goals(results: Results, seconds: float) -> list[str]:
         f"| {verdict(seconds <= BENCH_BUDGET_SECONDS)} |",
         "",
     ]
+    return rows
+
+
+def calls_goals(
+    offerings: offering_calls.Result,
+    reservations: reservation_calls.Result,
+    burst: fresh_burst.Result,
+    syncs: list[SyncCalls],
+) -> list[str]:
+    """The goals' rows of the calls curves, one run of lines (benchmarks/section.py renders them
+    alone too)."""
+    warm = offerings.ours
+    widest = max(warm.points, key=lambda p: p.offerings)
+    narrowest = min(warm.points, key=lambda p: p.offerings)
+    rows = [
+        f"| A warm on-demand request's AWS calls flat in the offerings of its fleet "
+        f"({narrowest.offerings} to {widest.offerings}) "
+        f"| {narrowest.total} at {narrowest.offerings}, "
+        f"{widest.total} at {widest.offerings} (before: "
+        f"{offerings.baseline.points[-1].total} at {widest.offerings}) "
+        f"| {verdict(offering_calls.flat(warm))} |",
+        f"| A warm on-demand request: ≤ {offering_calls.GOAL_CALLS} AWS calls (issue 38) "
+        f"| {max(p.total for p in warm.points)} | "
+        f"{verdict(max(p.total for p in warm.points) <= offering_calls.GOAL_CALLS)} |",
+    ]
+    into = reservations.ours
+    rows.append(
+        f"| A warm request into a reservation or group: ≤ {reservation_calls.GOAL_CALLS} AWS "
+        f"calls, flat in the usable reservations (issue 38) | {reservation_calls.summary(into)} "
+        f"| {verdict(reservation_calls.met(into))} |"
+    )
+    rows.append(
+        f"| A burst of {fresh_burst.CONTAINERS} fresh containers: ≤ {fresh_burst.GOAL_PER_KIND} "
+        f"Describe per kind (issue 38) | most of one kind: {max(burst.ours.describes().values())} "
+        f"(before: {max(burst.baseline.describes().values())}); AWS calls {burst.ours.total} "
+        f"(before: {burst.baseline.total}) | {verdict(fresh_burst.met(burst))} |"
+    )
+    most = max(syncs, key=lambda p: p.reservations)
+    rows.append(
+        f"| The sync's calls follow what changed: at {most.reservations:,} selected reservations "
+        f"with nothing changed, at most a tenth of writing every snapshot "
+        f"| {most.unchanged} vs {most.baseline_unchanged} "
+        f"({_ratio(most.unchanged, most.baseline_unchanged)}) "
+        f"| {verdict(most.unchanged * 10 <= most.baseline_unchanged)} |"
+    )
     return rows
 
 
@@ -961,7 +997,7 @@ def _wake_calls(points: list[WakeCalls]) -> list[str]:
     ]
 
 
-def _sync_calls(points: list[SyncCalls]) -> list[str]:
+def sync_calls_section(points: list[SyncCalls]) -> list[str]:
     return [
         "",
         "## The reservation sync's calls per run",
