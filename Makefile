@@ -36,8 +36,9 @@ template-check: setup
 	$(BIN)/pytest -q -p no:cacheprovider tests/infrastructure/test_policy_lint.py
 
 # pytest exits 5 when it collects nothing: that is a failure here, as any non-zero exit is.
-# One pytest-xdist worker per core (TEST_WORKERS=0: all in this process); loadgroup keeps the e2e
-# tests, which share one local cloud, on one worker. The IAM call audit adds up every worker's.
+# One pytest-xdist worker per core (TEST_WORKERS=0: all in this process). loadgroup is the suite's
+# own scheduling (tests/support/scheduling.py): each test handed out alone, the slow ones first,
+# but for the modules it names, run whole on one worker. The IAM call audit adds up every worker's.
 # The template checks: cfn-lint here, the policy linter's tests among the suite's (template-check
 # runs them alone; here they ran twice).
 TEST_WORKERS ?= auto

@@ -7,6 +7,7 @@ run may collect a suite it audits; botocore's shared loader is imported when a s
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,6 @@ from tests.support.moto_images import use_the_images_tests_use
 _LAYERS = ("unit", "integration", "e2e")
 # The local cloud end to end, and the whole-system simulation: a minute or more each.
 _SLOW = ("e2e", "simulation")
-# The e2e tests share one local cloud (tests/e2e/conftest.py): one worker runs them all.
-_SHARED_CLOUD = "e2e_cloud"
 # The suites whose AWS calls the IAM call audit evaluates (iam_call_audit.AUDITED_LAYERS).
 _AUDITED = ("integration", "e2e", "simulation")
 _TESTS = Path(__file__).resolve().parent
@@ -26,6 +25,8 @@ use_the_images_tests_use()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_Scheduling(), "capacity_launcher_scheduling")
     if audited_suites_may_run(config.args, config.invocation_params.dir):
         from tests.infrastructure import iam_call_audit
 
@@ -43,7 +44,6 @@ def audited_suites_may_run(args: list[str], invoked_in: Path) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    parallel = config.pluginmanager.hasplugin("xdist")
     for item in items:
         parts = Path(str(item.fspath)).parts
         for layer in _LAYERS:
@@ -51,12 +51,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, layer))
         if any(folder in parts for folder in _SLOW):
             item.add_marker(pytest.mark.slow)
-        if parallel and _SHARED_CLOUD in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(_SHARED_CLOUD))
     if hasattr(config, "workerinput"):
         # A pytest-xdist worker (`make test`): the slow tests are handed out first, so that no
         # worker is left running one of them alone at the end. Each worker sorts alike.
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+class _Scheduling:
+    """`--dist loadgroup` as this suite means it (tests/support/scheduling.py)."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from tests.support.scheduling import ModulesKeptTogether
+
+        return ModulesKeptTogether(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,5 +1,6 @@
-"""One local cloud for the e2e suite, started in-process on a free loopback port, with the
-examples applied and every status event captured by an EventBridge rule into a queue."""
+"""One local cloud for the e2e suite (one per pytest-xdist worker that runs e2e tests), started
+in-process on a free loopback port, with the examples applied and every status event captured by
+an EventBridge rule into a queue."""
 
 from __future__ import annotations
 
