@@ -46,7 +46,7 @@ from capacity_launcher.domain.capacity.static_pools import StaticState
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.claims import Claim
 from capacity_launcher.domain.records.instance_records import InstanceRecord
-from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.intents import LaunchIntent, SlotsBack
 from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher.service.accounting_ports import PoolLeases, Reclaims
 
@@ -93,10 +93,19 @@ class Records(Protocol):
     # And whether this call bound it (no delivery did before: nothing of it is stored yet).
     def bind_first_body(self, request_id: str, body_hash: str) -> tuple[str, bool]: ...
     def bound_body(self, request_id: str) -> str | None: ...
+    # The intent, its pointers and the slots it claims (`claimed`) in one write: False when it
+    # exists already, ConditionFailed when its reservation has not those slots claimable.
     def write_intent(self, intent: LaunchIntent) -> bool: ...
+    # Its answer, and the slots it claimed that no instance took, given back once (`SlotsBack`).
     def complete_intent(
-        self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
+        self,
+        token: str,
+        instance_ids: Sequence[str],
+        errors: Iterable[Mapping[str, str]],
+        slots_back: SlotsBack | None = None,
     ) -> None: ...
+    # A pending intent's claim let go with its slots, once (its CreateFleet raised).
+    def release_claim(self, intent: LaunchIntent) -> None: ...
 
 
 class HeldRequests(Protocol):
@@ -243,7 +252,10 @@ class Reservations(Protocol):
         most_room_first: bool = False,
     ) -> list[ReservationSource]: ...
     def as_of(self, node_class: NodeClass) -> float | None: ...
-    def claim(self, reservation_id: str, count: int) -> int | None: ...
+    # `take(n)`: the write that takes n slots (False: the snapshot has not them claimable).
+    def claim(
+        self, reservation_id: str, count: int, take: Callable[[int], bool] | None = None
+    ) -> int | None: ...
     def give_back(self, reservation_id: str, count: int) -> None: ...
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None: ...
     def note_launched(self, launched: Mapping[str, int]) -> None: ...

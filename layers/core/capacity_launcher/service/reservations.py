@@ -297,9 +297,13 @@ class ReservationProvider:
                 found.setdefault(reservation.reservation_id, reservation)
         return selection.resolve(found, candidates)
 
-    def claim(self, reservation_id: str, count: int) -> int | None:
+    def claim(
+        self, reservation_id: str, count: int, take: Callable[[int], bool] | None = None
+    ) -> int | None:
         """Take up to `count` slots before asking EC2, so concurrent workers never race for the
         last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly).
+        `take(n)`: the write that takes n slots, conditioned on their being claimable (False
+        when they are not): a launch's writes its intent with them in one transaction.
 
         Room this launcher's own look saw beyond the snapshot goes into it first, unless a
         launcher or the sync wrote it since the read before the look (its version): every
@@ -309,7 +313,8 @@ class ReservationProvider:
             self._snapshots.catch_up(
                 reservation_id, room.available, room.total, expected_version=room.version
             )
-        if count > 0 and self._snapshots.take_claimable(reservation_id, count):
+        first = take or partial(self._snapshots.take_claimable, reservation_id)
+        if count > 0 and first(count):
             # The whole count, conditioned on what `claimable` checks (issue 38: no read first);
             # fewer slots, none, or no snapshot: read, and take what it allows.
             return count
@@ -317,11 +322,11 @@ class ReservationProvider:
             stored = self._snapshots.get(reservation_id)
             if stored is None:
                 return None
-            take = stored.snapshot.claimable(count)
-            if take == 0:
+            allowed = stored.snapshot.claimable(count)
+            if allowed == 0:
                 return 0
-            if self._snapshots.take(reservation_id, take):
-                return take
+            if (take or partial(self._snapshots.take, reservation_id))(allowed):
+                return allowed
         return 0
 
     def give_back(self, reservation_id: str, count: int) -> None:

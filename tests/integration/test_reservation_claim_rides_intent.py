@@ -1,0 +1,174 @@
+"""Issue 38: a reservation's slots are claimed in the transaction that writes the launch intent.
+
+An attempt aimed at one reservation (targeted, or an open one its NodeClass selects) claims its
+slots in the shared snapshot in the TransactWriteItems that writes its intent, which records
+them (`claimed`): no UpdateItem of its own. A replay of a pending intent then knows its slots
+are claimed already (the intent exists) and claims none again; so the intent's answer rides
+its request's lease settle as an on-demand one does, and slots no instance took are given back
+in the write that marks the intent done, once. A warm request into a reservation makes 10 AWS
+calls, however many reservations it could use."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from capacity_launcher.adapters import aws
+from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
+from capacity_launcher.domain.errors import ConditionFailed
+from capacity_launcher.domain.records.intents import LaunchIntent, Share, SlotsBack
+from capacity_launcher.service.reservations import ReservationProvider
+from tests.integration.test_intent_done_with_settle import _intents
+from tests.integration.test_launch_into_reservations import (
+    ZONE,
+    available,
+    expire_idempotency_claims,
+    reserve,
+    setup_pool,
+    targeted_pool,
+)
+from tests.integration.test_reservation_sync import snapshot, sync
+from tests.support.cloud import launch_request
+from tests.support.crashes import worker_dies_at, worker_killed
+
+TAG = {"claim": "rides-intent"}
+# The first request into a reservation a container has not launched into makes its launch
+# template (its name names the reservation): once per reservation, not per request.
+_FIRST_INTO_A_RESERVATION = ("CreateLaunchTemplate", "DescribeLaunchTemplates")
+
+
+def _calls(*services: str) -> Counter[str]:
+    calls: Counter[str] = Counter()
+
+    def note(model: Any, **_: Any) -> None:
+        calls[model.name] += 1
+
+    for service in services:
+        aws.client(service).meta.events.register(f"provide-client-params.{service}.*", note)
+    return calls
+
+
+@pytest.mark.parametrize("usable", [1, 10])
+@pytest.mark.parametrize("match", ["targeted", "open"])
+def test_a_warm_request_into_a_reservation_makes_ten_calls(cloud, subnets, image, match, usable):
+    # Given `usable` reservations of the pool's type and zone its NodeClass selects by tag
+    tags = [{"Key": k, "Value": v} for k, v in TAG.items()]
+    spec = [{"ResourceType": "capacity-reservation", "Tags": tags}]
+    made = [
+        reserve(cloud, 4, InstanceMatchCriteria=match, TagSpecifications=spec)
+        for _ in range(usable)
+    ]
+    setup_pool(cloud, subnets, image, selector_terms=[{"tags": TAG}])
+    sync()
+    batch = cloud.fresh_batch()
+    assert cloud.send(launch_request("warm-1", nodePool="general"), batch=batch) == []
+    calls = _calls("dynamodb", "ec2", "events")
+    # When a warm container serves one request for one instance
+    assert cloud.send(launch_request("counted-1", nodePool="general"), batch=batch) == []
+    steady = {k: n for k, n in calls.items() if k not in _FIRST_INTO_A_RESERVATION}
+    # Then it lands in one of them, in 10 calls: no UpdateItem (the claim rides the intent's
+    # transaction, the answer the lease settle's)
+    record = cloud.record("counted-1")
+    assert record is not None and record.launched == 1
+    assert record.instances[0].capacity_reservation_id in made
+    assert steady == {
+        "BatchGetItem": 2,  # the coverage, then the usable snapshots
+        "BatchWriteItem": 1,  # the request's record
+        "CreateFleet": 1,
+        "PutEvents": 1,
+        "PutItem": 2,  # the idempotency claim, the body's binding
+        "TransactWriteItems": 3,  # the lease, the intent with its claim, the settle
+    }, calls
+    [intent] = _intents(cloud, "counted-1")
+    assert intent.state == "done" and intent.claimed == 1
+
+
+def test_a_replay_after_a_death_before_the_settle_claims_no_slot_again(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a targeted reservation of 2, and a request whose container died between its
+    # CreateFleet and its settle (its answer stored nowhere; nothing ran after, not even a
+    # give-back of slots)
+    reservation = targeted_pool(cloud, subnets, image, 2)
+    sync()
+    request = launch_request("claim-died-1", nodePool="general")
+    with monkeypatch.context() as patch:
+        patch.setattr(ReservationProvider, "give_back", worker_killed)
+        with worker_dies_at(patch, "complete_intent"):
+            cloud.send(request)
+    [pending] = _intents(cloud, "claim-died-1")
+    assert pending.state == "pending" and pending.claimed == 1
+    assert snapshot(reservation).snapshot.available == 1  # claimed with the intent
+    expire_idempotency_claims(cloud)
+    # When the request is delivered again (the pending intent replayed)
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then one instance runs, in the reservation, and its slot was taken once
+    record = cloud.record("claim-died-1")
+    assert record is not None and record.launched == 1
+    assert [i.capacity_reservation_id for i in record.instances] == [reservation]
+    assert len(cloud.managed_instances()) == 1
+    assert available(cloud, reservation) == 1
+    assert snapshot(reservation).snapshot.available == 1  # not claimed or noted again
+    [done] = _intents(cloud, "claim-died-1")
+    assert done.state == "done" and [i.instance_id for i in record.instances] == list(
+        done.instance_ids
+    )
+
+
+def _claiming(reservation: str, token: str, claimed: int) -> LaunchIntent:
+    return LaunchIntent(
+        token=token,
+        attempt=1,
+        capacity_type=RESERVED,
+        shares=(Share("adapter-1", claimed),),
+        fleet_input={"ClientToken": token},
+        offerings=(offering_key(RESERVED, "m5.large", ZONE, reservation),),
+        claimed=claimed,
+    )
+
+
+def test_an_intent_claims_its_slots_with_its_write_and_gives_back_once(cloud, subnets, image):
+    # Given a targeted reservation of 3, synced
+    reservation = targeted_pool(cloud, subnets, image, 3)
+    sync()
+    records = cloud.adapters().launch_records()
+    # When an intent claiming 4 is written: refused, nothing written
+    with pytest.raises(ConditionFailed):
+        records.write_intent(_claiming(reservation, "cl-too-many", 4))
+    assert records.intents(["cl-too-many"]) == []
+    assert snapshot(reservation).snapshot.available == 3
+    # and one claiming 2: written with its claim
+    intent = _claiming(reservation, "cl-two", 2)
+    assert records.write_intent(intent) is True
+    assert snapshot(reservation).snapshot.available == 1
+    # Then its completion with one instance gives the other slot back, once however often it
+    # is stored (a replay finding it done gives none back again)
+    done = intent.completion(["i-0123456789abcdef0"])
+    assert done.slots_back == SlotsBack(reservation, 1)
+    for _ in range(2):
+        records.complete_intent(done.token, done.instance_ids, done.errors, done.slots_back)
+    assert snapshot(reservation).snapshot.available == 2
+    [stored] = records.intents(["cl-two"])
+    assert stored.state == "done" and stored.claimed == 2
+    # and a settle refuses to carry a completion that gives slots back
+    with pytest.raises(ValueError, match="slots back"):
+        records.completion_updates([done])
+
+
+def test_a_claim_let_go_gives_its_slots_back_once(cloud, subnets, image):
+    # Given a targeted reservation of 3, and a pending intent that claimed 2 of its slots
+    reservation = targeted_pool(cloud, subnets, image, 3)
+    sync()
+    records = cloud.adapters().launch_records()
+    intent = _claiming(reservation, "cl-raised", 2)
+    assert records.write_intent(intent) is True
+    assert snapshot(reservation).snapshot.available == 1
+    # When its claim is let go (its CreateFleet raised), twice
+    records.release_claim(intent)
+    records.release_claim(intent)
+    # Then its slots are back once, and it claims none: a replay notes what its instances took
+    assert snapshot(reservation).snapshot.available == 3
+    [stored] = records.intents(["cl-raised"])
+    assert stored.state == "pending" and stored.claimed == 0
