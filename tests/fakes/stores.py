@@ -14,7 +14,7 @@ from capacity_launcher.domain.capacity.offerings import Turn
 from capacity_launcher.domain.capacity.single_flight import BEING_TRIED, Evidence, Standing
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.records.instance_records import InstanceRecord
-from capacity_launcher.domain.records.intents import LaunchIntent, SlotsBack
+from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 Clock = Callable[[], float]  # epoch seconds, as the adapters read the composition root's clock
@@ -26,6 +26,7 @@ class SlotSink(Protocol):
 
     def take_claimable(self, reservation_id: str, count: int) -> bool: ...
     def give_back(self, reservation_id: str, count: int) -> None: ...
+    def note_launched(self, launched: Mapping[str, int]) -> None: ...
 
 
 class FakeRecords:
@@ -107,21 +108,17 @@ class FakeRecords:
         if self.slots is not None and stored.claimed and stored.reservation_id:
             self.slots.give_back(stored.reservation_id, stored.claimed)
 
-    def complete_intent(
-        self,
-        token: str,
-        instance_ids: Sequence[str],
-        errors: Iterable[Mapping[str, str]],
-        slots_back: SlotsBack | None = None,
-    ) -> None:
-        pending = self.intents[token].state == "pending"
-        if slots_back is not None and pending and self.slots is not None:
-            self.slots.give_back(slots_back.reservation_id, slots_back.count)
+    def complete_intent(self, done: IntentCompletion) -> None:
+        token, pending = done.token, self.intents[done.token].state == "pending"
+        if done.slots_back is not None and pending and self.slots is not None:
+            self.slots.give_back(done.slots_back.reservation_id, done.slots_back.count)
+        if done.noted and pending and self.slots is not None:
+            self.slots.note_launched(done.noted)
         self.intents[token] = replace(
             self.intents[token],
             state="done",
-            instance_ids=tuple(instance_ids),
-            errors=tuple(dict(e) for e in errors),
+            instance_ids=done.instance_ids,
+            errors=tuple(dict(e) for e in done.errors),
         )
 
 

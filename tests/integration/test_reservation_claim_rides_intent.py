@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+import moto_capacity
 from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.fleet import Fleet
 from capacity_launcher.domain.capacity.offerings import RESERVED, offering_key
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.records.intents import LaunchIntent, Share, SlotsBack
@@ -25,12 +27,13 @@ from tests.integration.test_launch_into_reservations import (
     ZONE,
     available,
     expire_idempotency_claims,
+    group_of,
     reserve,
     setup_pool,
     targeted_pool,
 )
 from tests.integration.test_reservation_sync import snapshot, sync
-from tests.support.cloud import launch_request
+from tests.support.cloud import Cloud, launch_request
 from tests.support.crashes import worker_dies_at, worker_killed
 
 TAG = {"claim": "rides-intent"}
@@ -85,6 +88,16 @@ def test_a_warm_request_into_a_reservation_makes_ten_calls(cloud, subnets, image
     assert intent.state == "done" and intent.claimed == 1
 
 
+def _dies_before_its_settle(cloud: Cloud, monkeypatch: pytest.MonkeyPatch, request: Any) -> None:
+    """The delivery of `request` dies where its answer is stored (its settle, or an UpdateItem
+    of its own), and nothing after runs: no slot given back or noted by it."""
+    with monkeypatch.context() as patch:
+        patch.setattr(ReservationProvider, "give_back", worker_killed)
+        patch.setattr(ReservationProvider, "note_launched", worker_killed)
+        with worker_dies_at(patch, "complete_intent"):
+            cloud.send(request)
+
+
 def test_a_replay_after_a_death_before_the_settle_claims_no_slot_again(
     cloud, subnets, image, monkeypatch
 ):
@@ -94,10 +107,7 @@ def test_a_replay_after_a_death_before_the_settle_claims_no_slot_again(
     reservation = targeted_pool(cloud, subnets, image, 2)
     sync()
     request = launch_request("claim-died-1", nodePool="general")
-    with monkeypatch.context() as patch:
-        patch.setattr(ReservationProvider, "give_back", worker_killed)
-        with worker_dies_at(patch, "complete_intent"):
-            cloud.send(request)
+    _dies_before_its_settle(cloud, monkeypatch, request)
     [pending] = _intents(cloud, "claim-died-1")
     assert pending.state == "pending" and pending.claimed == 1
     assert snapshot(reservation).snapshot.available == 1  # claimed with the intent
@@ -148,7 +158,7 @@ def test_an_intent_claims_its_slots_with_its_write_and_gives_back_once(cloud, su
     done = intent.completion(["i-0123456789abcdef0"])
     assert done.slots_back == SlotsBack(reservation, 1)
     for _ in range(2):
-        records.complete_intent(done.token, done.instance_ids, done.errors, done.slots_back)
+        records.complete_intent(done)
     assert snapshot(reservation).snapshot.available == 2
     [stored] = records.intents(["cl-two"])
     assert stored.state == "done" and stored.claimed == 2
@@ -172,3 +182,98 @@ def test_a_claim_let_go_gives_its_slots_back_once(cloud, subnets, image):
     assert snapshot(reservation).snapshot.available == 3
     [stored] = records.intents(["cl-raised"])
     assert stored.state == "pending" and stored.claimed == 0
+
+
+def _group_pool(cloud: Cloud, subnets: dict[str, str], image: str, *reservations: str) -> None:
+    target = {"capacityReservationResourceGroupArn": group_of(cloud, *reservations)}
+    setup_pool(cloud, subnets, image, reservation_spec={"capacityReservationTarget": target})
+
+
+@pytest.mark.parametrize("usable", [1, 10])
+def test_a_warm_request_into_a_group_notes_its_slot_with_its_settle(cloud, subnets, image, usable):
+    # Given a resource group of `usable` targeted reservations the pool's NodeClass targets, EC2
+    # consistent at once (the emulator's visibility delay would add DescribeInstances retries)
+    moto_capacity.set_consistency(0, 0)
+    made = [reserve(cloud, 4, InstanceMatchCriteria="targeted") for _ in range(usable)]
+    _group_pool(cloud, subnets, image, *made)
+    sync()
+    batch = cloud.fresh_batch()
+    assert cloud.send(launch_request("warm-1", nodePool="general"), batch=batch) == []
+    calls = _calls("dynamodb", "ec2", "events")
+    # When a warm container serves one request for one instance
+    assert cloud.send(launch_request("counted-1", nodePool="general"), batch=batch) == []
+    steady = dict(calls)
+    # Then the member it landed in has its slot noted in the lease settle's transaction, with
+    # the intent's answer: no UpdateItem
+    assert steady == {
+        "BatchGetItem": 2,
+        "BatchWriteItem": 1,
+        "CreateFleet": 1,
+        "DescribeInstances": 1,  # which member EC2 put it in
+        "PutEvents": 1,
+        "PutItem": 2,
+        "TransactWriteItems": 3,
+    }, calls
+    record = cloud.record("counted-1")
+    assert record is not None and record.launched == 1
+    assert record.instances[0].capacity_reservation_id in made
+    taken = {r: 4 - snapshot(r).snapshot.available for r in made}
+    assert taken == {r: 4 - available(cloud, r) for r in made}  # each slot noted once
+    assert sum(taken.values()) == 2
+    [intent] = _intents(cloud, "counted-1")
+    assert intent.state == "done"
+
+
+def test_a_group_replay_after_a_death_before_the_settle_notes_its_slot_once(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a group of one targeted reservation of 2, and a request whose container died
+    # between its CreateFleet and its settle (nothing ran after)
+    reservation = reserve(cloud, 2, InstanceMatchCriteria="targeted")
+    _group_pool(cloud, subnets, image, reservation)
+    sync()
+    request = launch_request("group-died-1", nodePool="general")
+    _dies_before_its_settle(cloud, monkeypatch, request)
+    [pending] = _intents(cloud, "group-died-1")
+    assert pending.state == "pending"
+    assert snapshot(reservation).snapshot.available == 2  # nothing noted yet
+    expire_idempotency_claims(cloud)
+    # When the request is delivered again (the pending intent replayed)
+    assert cloud.send(request, batch=cloud.fresh_batch()) == []
+    # Then its slot is noted once
+    record = cloud.record("group-died-1")
+    assert record is not None and record.launched == 1
+    assert [i.capacity_reservation_id for i in record.instances] == [reservation]
+    assert available(cloud, reservation) == 1
+    assert snapshot(reservation).snapshot.available == 1
+
+
+def test_a_settle_whose_noting_is_refused_settles_and_empties_the_snapshot(
+    cloud, subnets, image, monkeypatch
+):
+    # Given a group of one targeted reservation of 2, and another worker taking its last slots
+    # in the shared snapshot while our CreateFleet runs
+    reservation = reserve(cloud, 2, InstanceMatchCriteria="targeted")
+    _group_pool(cloud, subnets, image, reservation)
+    sync()
+    real_create = Fleet.create
+
+    def raced(self: Fleet, request: Any) -> Any:
+        answer = real_create(self, request)
+        assert cloud.adapters().reservation_snapshots().take(reservation, 2)
+        return answer
+
+    monkeypatch.setattr(Fleet, "create", raced)
+    # When the request's settle carries the slot its instance took (more than the snapshot
+    # holds now: the noting's condition refuses it)
+    assert cloud.send(launch_request("refused-1", nodePool="general")) == []
+    # Then the lease is settled all the same, the intent is done, and the snapshot is empty (as
+    # a noting beyond what it holds leaves it), not below zero
+    record = cloud.record("refused-1")
+    assert record is not None and record.launched == 1
+    [intent] = _intents(cloud, "refused-1")
+    assert intent.state == "done" and list(intent.instance_ids) == [
+        i.instance_id for i in record.instances
+    ]
+    assert snapshot(reservation).snapshot.available == 0
+    assert cloud.adapters().pool_leases().leases() == []  # settled, none left open

@@ -15,7 +15,7 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import aws_call
 from capacity_launcher.adapters.dynamodb import key, to_item
-from capacity_launcher.adapters.reservation_slots import give_back_update
+from capacity_launcher.adapters.reservation_slots import TAKE, give_back_update, note_update
 from capacity_launcher.adapters.reservation_snapshots import ReservationSnapshots
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.records.detail_limits import fit_entries
@@ -83,25 +83,46 @@ def release(db: Any, table: str, intent: LaunchIntent) -> None:
             db.update_item(**let_go)
 
 
+def completion_writes(table: str, completion: IntentCompletion) -> list[dict[str, Any]]:
+    """The completion as transaction items: the intent marked done (only while it is pending
+    when it moves slots), then the take of each snapshot its instances took slots in (`noted`);
+    a give-back (`complete` adds it) needs the snapshot's total read first."""
+    done = completion_update(table, completion, pending_only=completion.moves_slots)
+    notes = [{"Update": note_update(table, r, n)} for r, n in sorted(completion.noted.items())]
+    return [{"Update": done}, *notes]
+
+
 def complete(db: Any, table: str, completion: IntentCompletion) -> None:
-    """Store `completion` on its intent: one UpdateItem, or, when it gives slots back, one
-    transaction with their give-back, written only if the intent is pending (a replay that finds
-    it done gives none back again; a give-back the snapshot cannot take, above its total or
-    with no snapshot, is left out)."""
+    """Store `completion` on its intent: one UpdateItem, or, when it moves slots, one
+    transaction with them, written only if the intent is pending (a replay that finds it done
+    moves none again). A snapshot that cannot take its part is left out of it: a give-back
+    above its total or with no snapshot; a take beyond what it holds empties it first (as
+    `note_launched` does; a second time leaves it as it is)."""
+    if not completion.moves_slots:
+        with aws_call("UpdateItem"):
+            db.update_item(**completion_update(table, completion))
+        return
+    snapshots = ReservationSnapshots(table, db)
+    items = completion_writes(table, completion)
     back = completion.slots_back
-    stored = ReservationSnapshots(table, db).get(back.reservation_id) if back else None
+    stored = snapshots.get(back.reservation_id) if back else None
     if back is not None and stored is not None:
         give = give_back_update(table, back.reservation_id, back.count, stored.snapshot.total)
-        done = completion_update(table, completion, pending_only=True)
+        items.append({"Update": give})
+    while True:
         try:
             with aws_call("TransactWriteItems"):
-                db.transact_write_items(TransactItems=[{"Update": done}, {"Update": give}])
+                db.transact_write_items(TransactItems=items)
             return
         except ConditionFailed as failed:
-            if failed.failed_at(0):
-                return  # done already: its slots went back with that completion
-    with aws_call("UpdateItem"):
-        db.update_item(**completion_update(table, completion))
+            if failed.failed_at(0) or len(items) == 1:
+                return  # done already: its slots moved with that completion
+            refused = [i for i in range(1, len(items)) if failed.failed_at(i)] or [len(items) - 1]
+            for index in refused:
+                update = items[index]["Update"]
+                if update["UpdateExpression"] == TAKE:
+                    snapshots.empty(str(update["Key"]["sk"]["S"]))
+            items = [item for i, item in enumerate(items) if i not in refused]
 
 
 def intent_from_item(item: Mapping[str, Any]) -> LaunchIntent:

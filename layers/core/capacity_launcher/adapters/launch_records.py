@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +19,7 @@ from capacity_launcher.adapters.dynamodb import (
 from capacity_launcher.adapters.intent_items import (
     INTENT_PREFIX,
     complete,
-    completion_update,
+    completion_writes,
     intent_from_item,
     release,
 )
@@ -27,7 +27,7 @@ from capacity_launcher.adapters.reservation_slots import claim_update
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.records.index_shards import read_values, shard_value
-from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent, SlotsBack
+from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 RECORD = "Record"
@@ -408,17 +408,10 @@ class LaunchRecords(HistoryItems):
             raise
         return True
 
-    def complete_intent(
-        self,
-        token: str,
-        instance_ids: Sequence[str],
-        errors: Iterable[Mapping[str, str]],
-        slots_back: SlotsBack | None = None,
-    ) -> None:
-        """Store a CreateFleet's answer on its intent, with the slots it gives back
-        (`intent_items.complete`)."""
-        completion = IntentCompletion(token, tuple(instance_ids), tuple(errors), slots_back)
-        complete(self._db, self._table, completion)
+    def complete_intent(self, done: IntentCompletion) -> None:
+        """Store a CreateFleet's answer on its intent, with the slots it gives back and those
+        its instances took (`intent_items.complete`)."""
+        complete(self._db, self._table, done)
 
     def release_claim(self, intent: LaunchIntent) -> None:
         """Let a pending intent's claim go, its slots given back (`intent_items.release`)."""
@@ -426,12 +419,13 @@ class LaunchRecords(HistoryItems):
 
     def completion_updates(self, completions: Iterable[IntentCompletion]) -> list[dict[str, Any]]:
         """Each intent's completion as a TransactWriteItems update, for the lease settle that
-        counts its instances to carry (issue 38: no UpdateItem of its own). One that gives
-        slots back is stored alone (`complete_intent`): its give-back needs the snapshot read."""
+        counts its instances to carry (issue 38: no UpdateItem of its own), each with the slots
+        its instances took (`noted`). One that gives slots back is stored alone
+        (`complete_intent`): its give-back needs the snapshot read."""
         done = list(completions)
         if any(c.slots_back is not None for c in done):
             raise ValueError("completions: one gives slots back; store it with complete_intent")
-        return [{"Update": completion_update(self._table, c)} for c in done]
+        return [item for c in done for item in completion_writes(self._table, c)]
 
     def intents(self, tokens: Sequence[str]) -> list[LaunchIntent]:
         if not tokens:

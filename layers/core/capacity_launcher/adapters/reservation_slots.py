@@ -48,6 +48,13 @@ def claim_update(table: str, reservation_id: str, count: int) -> dict[str, Any]:
     return snapshot_update(table, reservation_id, TAKE, CLAIMABLE, values)
 
 
+def note_update(table: str, reservation_id: str, count: int) -> dict[str, Any]:
+    """`count` slots taken by instances launched into it, if that many are available (else the
+    caller empties it: `ReservationSnapshots.empty`, which a second time leaves as it is)."""
+    values = {":minus": -count, ":one": 1, ":count": count}
+    return snapshot_update(table, reservation_id, TAKE, "available >= :count", values)
+
+
 def give_back_update(table: str, reservation_id: str, count: int, at_most: int) -> dict[str, Any]:
     """`count` slots back unless that would make more than `at_most` available."""
     values = {":count": count, ":one": 1, ":ceiling": at_most - count}

@@ -25,9 +25,9 @@ from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, batch_write, from_item, key, to_item
 from capacity_launcher.adapters.reservation_slots import (
     PARTITION,
-    TAKE,
     claim_update,
     give_back_update,
+    note_update,
     snapshot_update,
 )
 from capacity_launcher.domain.capacity.idle_reservations import IdleState
@@ -58,12 +58,7 @@ class ReservationSnapshots:
 
     def take(self, reservation_id: str, count: int) -> bool:
         """Take `count` slots if that many are available (False otherwise, or with no snapshot)."""
-        return self._update(
-            reservation_id,
-            TAKE,
-            "available >= :count",
-            {":minus": -count, ":one": 1, ":count": count},
-        )
+        return self._write(note_update(self._table, reservation_id, count))
 
     def take_claimable(self, reservation_id: str, count: int) -> bool:
         """Take `count` slots of a snapshot that has that many available and is not exhausted,

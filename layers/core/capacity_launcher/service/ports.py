@@ -46,7 +46,7 @@ from capacity_launcher.domain.capacity.static_pools import StaticState
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.claims import Claim
 from capacity_launcher.domain.records.instance_records import InstanceRecord
-from capacity_launcher.domain.records.intents import LaunchIntent, SlotsBack
+from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent
 from capacity_launcher.domain.records.status import RequestRecord
 from capacity_launcher.service.accounting_ports import PoolLeases, Reclaims
 
@@ -96,14 +96,9 @@ class Records(Protocol):
     # The intent, its pointers and the slots it claims (`claimed`) in one write: False when it
     # exists already, ConditionFailed when its reservation has not those slots claimable.
     def write_intent(self, intent: LaunchIntent) -> bool: ...
-    # Its answer, and the slots it claimed that no instance took, given back once (`SlotsBack`).
-    def complete_intent(
-        self,
-        token: str,
-        instance_ids: Sequence[str],
-        errors: Iterable[Mapping[str, str]],
-        slots_back: SlotsBack | None = None,
-    ) -> None: ...
+    # Its answer, the slots it claimed that no instance took given back, and those its instances
+    # took in reservations it did not claim noted, once (`IntentCompletion`).
+    def complete_intent(self, done: IntentCompletion) -> None: ...
     # A pending intent's claim let go with its slots, once (its CreateFleet raised).
     def release_claim(self, intent: LaunchIntent) -> None: ...
 

@@ -56,12 +56,19 @@ class SlotsBack:
 class IntentCompletion:
     """A CreateFleet's answer, to be stored on its intent (`state` done): the instances it
     launched and the errors it reported, each `{"code", "message"}`; `slots_back`, the slots
-    it claimed that no instance took."""
+    it claimed that no instance took; `noted`, the slots its instances took in reservations it
+    did not claim (reservation id -> count), noted with it: both written only while the intent
+    is pending, so once."""
 
     token: str
     instance_ids: tuple[str, ...]
     errors: tuple[Mapping[str, str], ...] = ()
     slots_back: SlotsBack | None = None
+    noted: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def moves_slots(self) -> bool:
+        return self.slots_back is not None or bool(self.noted)
 
 
 @dataclass(frozen=True)

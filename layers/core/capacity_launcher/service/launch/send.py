@@ -50,6 +50,10 @@ from capacity_launcher.service.launch.progress import (
 
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
+# A deferred answer rides its lease settle with the slots its instances took in this many
+# reservations at most (one more item each in the settle's transaction, whose 100 are the
+# members' and records' budget: adapters/pool_leases.py); more are noted with it at once.
+_NOTED_WITH_SETTLE = 4
 
 
 @dataclass(frozen=True)
@@ -189,16 +193,18 @@ def deferring(
     intent: LaunchIntent, attempt: LaunchAttempt, active: Sequence[Progress]
 ) -> Progress | None:
     """The request that carries an attempt's answer to its lease settle instead of an
-    UpdateItem of the intent's own (issue 38), when the attempt may: one request's fleet,
-    on-demand or spot, or reserved with its slots claimed with the intent (a replay knows them
-    claimed: it claims none again). A crash before that settle leaves the intent pending, and
-    a redelivery sends it again with its ClientToken, which EC2 answers with its first answer
+    UpdateItem of the intent's own (issue 38), when the attempt may: one request's fleet
+    (a reserved one's slots claimed with its intent: a replay knows them claimed, and claims
+    none again). A crash before that settle leaves the intent pending, and a redelivery sends
+    it again with its ClientToken, which EC2 answers with its first answer
     (docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html): nothing launches
-    twice. `absorb` stores it at once when the fleet launched nothing (the request may end
-    elsewhere, with no settle here), gives claimed slots back, or put an instance in a
-    reservation it did not claim (slots noted: a done intent tells a replay so, `_locate`).
-    None: `send` stores it."""
-    if len(intent.shares) != 1 or (attempt.capacity_type == RESERVED and not intent.claimed):
+    twice. The slots its instances took in reservations it did not claim (a group's member,
+    an open reservation) are noted with the answer, in the same transaction, only while the
+    intent is pending (a done intent tells a replay they were: `_locate`), so never twice.
+    `absorb` stores it at once when the fleet launched nothing (the request may end
+    elsewhere, with no settle here), gives claimed slots back, or took slots in more
+    reservations than the settle carries (`_NOTED_WITH_SETTLE`). None: `send` stores it."""
+    if len(intent.shares) != 1:
         return None
     return next((p for p in active if p.request_id == intent.shares[0].request_id), None)
 
@@ -240,9 +246,7 @@ def completion(intent: LaunchIntent, result: FleetResult) -> IntentCompletion:
 
 def store(ctx: Context, done: IntentCompletion) -> None:
     """An answer stored on its intent by a write of its own (the slots it gives back with it)."""
-    ctx.ports.records.complete_intent(
-        done.token, done.instance_ids, done.errors, slots_back=done.slots_back
-    )
+    ctx.ports.records.complete_intent(done)
 
 
 def complete_left(ctx: Context, progress: Sequence[Progress]) -> None:
@@ -257,20 +261,26 @@ def complete_left(ctx: Context, progress: Sequence[Progress]) -> None:
 
 def _store_unless_settled(
     ctx: Context, sent: Sent, active: Sequence[Progress], landings: Sequence[InstanceLanding]
-) -> None:
-    """A deferred answer stays with its request for its lease settle, unless the fleet
-    launched nothing, gives claimed slots back, or put an instance in a reservation it did not
-    claim: then it is stored now (before the slots are noted: a replay of a done intent notes
-    none again)."""
+) -> bool:
+    """A deferred answer takes the slots its instances took in reservations it did not claim
+    (noted with it, once), and stays with its request for its lease settle, unless the fleet
+    launched nothing, gives claimed slots back, or took slots in more reservations than a
+    settle carries: then it is stored now. Whether the slots are noted with it."""
     if not sent.deferred:
-        return
-    token = sent.intent.token
+        return False
+    noted = _noted(sent.intent, landings)
     for item in active:
-        for done in [c for c in item.completions if c.token == token]:
-            if done.slots_back is None and done.instance_ids and not _noted(sent.intent, landings):
+        for index, found in enumerate(item.completions):
+            if found.token != sent.intent.token:
                 continue
-            store(ctx, done)
-            item.completions.remove(done)
+            done = replace(found, noted=noted)
+            if done.slots_back is None and done.instance_ids and len(noted) <= _NOTED_WITH_SETTLE:
+                item.completions[index] = done  # its lease settle carries it, and the noting
+            else:
+                store(ctx, done)
+                item.completions.pop(index)
+            return True
+    return False
 
 
 def absorb(
@@ -293,8 +303,8 @@ def absorb(
         if item.request_id in intent.request_ids:
             item.errors += [f for f in blamed.fatal if f not in item.errors]
     remember_dry(ctx, blamed, result, landings, own_fills)
-    _store_unless_settled(ctx, sent, active, landings)
-    _note_reservation_use(ctx, landings, intent)
+    if not _store_unless_settled(ctx, sent, active, landings):
+        _note_reservation_use(ctx, landings, intent)
     hits = [words.unavailable(o, code) for o, code in blamed.hits]
     return Absorbed(landings, blamed.dry, hits)
 
