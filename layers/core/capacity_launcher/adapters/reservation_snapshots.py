@@ -148,8 +148,19 @@ class ReservationSnapshots:
 
     def coverage(self, keys: Sequence[str]) -> dict[str, Coverage]:
         """The coverage items of `keys` that exist (one strongly consistent BatchGetItem)."""
-        items = batch_get(self._db, self._table, [key(PARTITION, k) for k in sorted(set(keys))])
-        return {str(i["sk"]): _coverage(i) for i in items}
+        return self.coverage_with(keys, [])[0]
+
+    def coverage_with(
+        self, keys: Sequence[str], reservation_ids: Sequence[str]
+    ) -> tuple[dict[str, Coverage], dict[str, StoredReservation], set[str]]:
+        """The coverage items of `keys` that exist, and the snapshots of `reservation_ids` that
+        parse and the ids of those that do not, read together (strongly consistent BatchGetItem,
+        100 keys a call)."""
+        wanted = [*sorted(set(keys)), *sorted(set(reservation_ids))]
+        items = batch_get(self._db, self._table, [key(PARTITION, k) for k in wanted])
+        covering = [i for i in items if str(i["sk"]).startswith(COVERAGE_PREFIX)]
+        stored, invalid = _snapshots_of(i for i in items if i not in covering)
+        return {str(i["sk"]): _coverage(i) for i in covering}, stored, invalid
 
     def snapshots(
         self, reservation_ids: Sequence[str]
