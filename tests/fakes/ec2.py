@@ -169,13 +169,27 @@ class FakeReservations:
     def as_of(self, node_class: NodeClass) -> float | None:
         return self._clock()
 
-    def claim(self, reservation_id: str, count: int) -> int | None:
+    def claim(
+        self, reservation_id: str, count: int, take: Callable[[int], bool] | None = None
+    ) -> int | None:
+        """What the snapshot allows of `count`; `take(n)` writes the n slots' take (an intent's
+        transaction, `FakeRecords.write_intent`), or the fake takes them itself."""
         found = self.snapshots.get(reservation_id)
         if found is None:
             return None
-        take = found.claimable(count)
-        self.snapshots[reservation_id] = replace(found, available=found.available - take)
-        return take
+        allowed = found.claimable(count)
+        if allowed and take is not None:
+            return allowed if take(allowed) else 0
+        self.snapshots[reservation_id] = replace(found, available=found.available - allowed)
+        return allowed
+
+    def take_claimable(self, reservation_id: str, count: int) -> bool:
+        """`count` slots taken if the snapshot has them claimable (the adapter's condition)."""
+        found = self.snapshots.get(reservation_id)
+        if found is None or found.claimable(count) < count:
+            return False
+        self.snapshots[reservation_id] = replace(found, available=found.available - count)
+        return True
 
     def give_back(self, reservation_id: str, count: int) -> None:
         """As the shared snapshot's conditional ADD: the whole count back, or none of it when

@@ -58,9 +58,7 @@ class RecordSink(Protocol):
 
 
 class CompletionSink(Protocol):
-    def complete_intent(
-        self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
-    ) -> None: ...
+    def complete_intent(self, done: IntentCompletion) -> None: ...
 
 
 class FakeLeases:
@@ -265,7 +263,7 @@ class FakeLeases:
             self.record_sink.put([records[i] for i in pending if i in records])
         for done in completions:
             assert self.completion_sink is not None
-            self.completion_sink.complete_intent(done.token, done.instance_ids, done.errors)
+            self.completion_sink.complete_intent(done)
         held = lease or Lease(pool, lease_id, 0, Resources.ZERO, 0)
         self._moved(held, total(counted.values()) - held.amount)
         # The settled marker, as the adapter reads it back (`pool_items.settled_of`)

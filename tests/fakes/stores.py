@@ -8,20 +8,34 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Protocol
 
 from capacity_launcher.domain.capacity.offerings import Turn
 from capacity_launcher.domain.capacity.single_flight import BEING_TRIED, Evidence, Standing
+from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.records.instance_records import InstanceRecord
-from capacity_launcher.domain.records.intents import LaunchIntent
+from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 
 Clock = Callable[[], float]  # epoch seconds, as the adapters read the composition root's clock
 
 
+class SlotSink(Protocol):
+    """The reservation snapshots an intent's claim and its give-back write into, as the
+    adapter's transactions do (tests/fakes/ec2.py `FakeReservations`)."""
+
+    def take_claimable(self, reservation_id: str, count: int) -> bool: ...
+    def give_back(self, reservation_id: str, count: int) -> None: ...
+    def note_launched(self, launched: Mapping[str, int]) -> None: ...
+
+
 class FakeRecords:
-    """`Records`: request records, body bindings and launch intents, by request id and token."""
+    """`Records`: request records, body bindings and launch intents, by request id and token;
+    an intent's claimed slots taken from `slots` with it, and given back with its completion
+    while it is pending."""
 
     def __init__(self) -> None:
+        self.slots: SlotSink | None = None
         self.records: dict[str, RequestRecord] = {}
         self.held_by: dict[str, str | None] = {}
         self.bodies: dict[str, str] = {}
@@ -77,20 +91,34 @@ class FakeRecords:
     def write_intent(self, intent: LaunchIntent) -> bool:
         if intent.token in self.intents:
             return False
+        claimed, target = intent.claimed, intent.reservation_id
+        if claimed and target and self.slots and not self.slots.take_claimable(target, claimed):
+            raise ConditionFailed("TransactWriteItems", ("None", "None", "ConditionalCheckFailed"))
         # Stored as the adapter stores it: pending, whatever the caller's copy says.
         self.intents[intent.token] = replace(intent, state="pending", instance_ids=(), errors=())
         for request_id in intent.request_ids:
             self._pointers.setdefault(request_id, []).append(intent.token)
         return True
 
-    def complete_intent(
-        self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
-    ) -> None:
+    def release_claim(self, intent: LaunchIntent) -> None:
+        stored = self.intents.get(intent.token)
+        if stored is None or stored.state != "pending" or stored.claimed != intent.claimed:
+            return
+        self.intents[intent.token] = replace(stored, claimed=0)
+        if self.slots is not None and stored.claimed and stored.reservation_id:
+            self.slots.give_back(stored.reservation_id, stored.claimed)
+
+    def complete_intent(self, done: IntentCompletion) -> None:
+        token, pending = done.token, self.intents[done.token].state == "pending"
+        if done.slots_back is not None and pending and self.slots is not None:
+            self.slots.give_back(done.slots_back.reservation_id, done.slots_back.count)
+        if done.noted and pending and self.slots is not None:
+            self.slots.note_launched(done.noted)
         self.intents[token] = replace(
             self.intents[token],
             state="done",
-            instance_ids=tuple(instance_ids),
-            errors=tuple(dict(e) for e in errors),
+            instance_ids=done.instance_ids,
+            errors=tuple(dict(e) for e in done.errors),
         )
 
 

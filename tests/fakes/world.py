@@ -159,6 +159,7 @@ class FakeWorld:
         self.fleet = FakeFleet(self.templates, self.subnets, self.reservations)
         self.catalog = FakeCatalog(self.instance_types)
         self.snapshots = FakeReservations(self.reservations, self.clock.seconds)
+        self.records.slots = self.snapshots  # an intent's claim and give-back ride its writes
 
     @property
     def ports(self) -> LaunchPorts:

@@ -12,7 +12,7 @@ from typing import Any
 from capacity_launcher.adapters import aws
 from capacity_launcher.adapters.launch_records import LaunchRecords
 from capacity_launcher.adapters.unavailable_offerings import UnavailableOfferings
-from capacity_launcher.domain.records.intents import LaunchIntent, Share
+from capacity_launcher.domain.records.intents import IntentCompletion, LaunchIntent, Share
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus
 from capacity_launcher.service.ports import Records, UnavailableCache
 from capacity_launcher.settings import get_settings
@@ -83,7 +83,9 @@ def _records_scenario(records: Records) -> list[Any]:
     ]
     loaded = records.load("rc-1")
     seen.append((loaded[0], [(i.token, i.state, i.instance_ids) for i in loaded[1]]))
-    records.complete_intent("tok-1", ["i-1", "i-2"], [{"code": "X", "message": "y"}])
+    records.complete_intent(
+        IntentCompletion("tok-1", ("i-1", "i-2"), ({"code": "X", "message": "y"},))
+    )
     loaded = records.load("rc-1")
     seen.append([(i.state, i.instance_ids, i.errors) for i in loaded[1]])
     seen += [records.put_record_if_absent(record), records.put_record_if_absent(record)]

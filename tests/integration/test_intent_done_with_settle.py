@@ -7,8 +7,8 @@ that dies between CreateFleet and that settle leaves the intent pending (as one 
 the UpdateItem did): the redelivery sends it again with its ClientToken, EC2 answers with its
 first answer (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html; the
 emulator models it), and nothing launches twice. A fleet that put an instance in a reservation
-stores its answer at once, before the slots are noted: a replay of a done intent notes none
-again."""
+notes its slots with its answer, in the same write (the settle's), only while the intent is
+pending: a replay of a done intent notes none again."""
 
 from __future__ import annotations
 
@@ -139,8 +139,8 @@ def test_an_answer_that_took_reservation_slots_is_stored_before_they_are_noted(
     sync()
     request = launch_request("open-died-1", nodePool="general")
     # When the worker dies where its CreateFleet's answer is stored (an UpdateItem of its own,
-    # or its lease settle): the answer of a fleet that took a reservation slot is stored before
-    # the slot is noted, so it dies before noting it
+    # or its lease settle): a fleet that took a reservation slot notes it with its answer, so it
+    # dies before noting it
     with worker_dies_at(monkeypatch, "complete_intent"):
         cloud.send(request)
     assert snapshot(reservation).snapshot.available == 2

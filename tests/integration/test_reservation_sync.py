@@ -502,10 +502,12 @@ def test_slots_another_worker_claimed_are_not_asked_of_ec2(
     other_worker = reservations()
     real_claim = ReservationProvider.claim
 
-    def raced(self: ReservationProvider, reservation_id: str, count: int) -> int | None:
+    def raced(
+        self: ReservationProvider, reservation_id: str, count: int, take: Any = None
+    ) -> int | None:
         # Between our read of the snapshot and our claim, another worker takes every slot.
         assert real_claim(other_worker, reservation_id, 2) == 2
-        return real_claim(self, reservation_id, count)
+        return real_claim(self, reservation_id, count, take)
 
     monkeypatch.setattr(ReservationProvider, "claim", raced)
     # When a request plans with the slots it read, then claims

@@ -11,7 +11,11 @@ from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.apis.node_class_terms import CapacityReservationSelectorTerm
 from capacity_launcher.domain.capacity.reservation_state import Coverage, StoredReservation
 from capacity_launcher.domain.capacity.reservations import ReservationSnapshot, selector_key
-from capacity_launcher.service.reservations import RECHECK_SECONDS, ReservationProvider
+from capacity_launcher.service.reservations import (
+    COVERAGE_KEPT_SECONDS,
+    RECHECK_SECONDS,
+    ReservationProvider,
+)
 from tests.support.cloud import node_class
 
 TERM = {"tags": {"team": "ml"}}
@@ -37,6 +41,11 @@ class Store:
 
     def snapshots(self, ids: Any) -> tuple[dict[str, StoredReservation], set[str]]:
         return {i: self.stored[i] for i in ids if i in self.stored}, set()
+
+    def coverage_with(
+        self, keys: Any, ids: Any
+    ) -> tuple[dict[str, Coverage], dict[str, StoredReservation], set[str]]:
+        return self.coverage(keys), *self.snapshots(ids)
 
     def get(self, reservation_id: str) -> StoredReservation | None:
         return self.stored.get(reservation_id)
@@ -176,3 +185,67 @@ def test_a_look_never_writes_room_over_an_exhausted_flag() -> None:
     assert [r.exhausted for s in provider.sources(nc) for r in s.reservations] == [True]
     assert provider.claim("cr-1", 1) == 0
     assert ec2.looks == 1 and store.caught_up == []
+
+
+class CountingStore(Store):
+    """Store, counting the reads a launch makes: coverage alone, snapshots alone, or both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def coverage(self, keys: Any) -> dict[str, Coverage]:
+        self.reads.append("coverage")
+        return super().coverage(keys)
+
+    def snapshots(self, ids: Any) -> tuple[dict[str, StoredReservation], set[str]]:
+        self.reads.append("snapshots")
+        return super().snapshots(ids)
+
+    def coverage_with(
+        self, keys: Any, ids: Any
+    ) -> tuple[dict[str, Coverage], dict[str, StoredReservation], set[str]]:
+        self.reads.append("both")
+        return super().coverage(keys), *super().snapshots(ids)
+
+
+def synced_room(store: Store, room: dict[str, int], synced_at: float = 1000.0) -> None:
+    """The sync's coverage of cr-1 to cr-6 with `room` seen in each; each snapshot as room."""
+    members = tuple(sorted(room))
+    placements = dict.fromkeys(members, ("m5.large", "us-east-1a"))
+    store.coverage_items[KEY] = Coverage(KEY, synced_at, members, placements, room)
+    for member, free in room.items():
+        store.stored[member] = StoredReservation(replace(ml(member), total=4, available=free))
+
+
+def test_a_steady_launch_reads_its_coverage_and_first_snapshots_in_one_call() -> None:
+    # Given six reservations the sync saw with room, cr-1 to cr-4 the most
+    store, _, clock, _, nc = setup()
+    counting = CountingStore()
+    counting.coverage_items, counting.stored = store.coverage_items, store.stored
+    provider = ReservationProvider(counting, Ec2(), clock=clock)  # type: ignore[arg-type]
+    synced_room(counting, {"cr-1": 4, "cr-2": 4, "cr-3": 4, "cr-4": 4, "cr-5": 1, "cr-6": 1})
+
+    def launch_reads() -> list[str]:
+        counting.reads.clear()
+        provider.sources(nc, enough_room=lambda found: bool(found), most_room_first=True)
+        return list(counting.reads)
+
+    # When a fresh container launches, then launches again
+    assert launch_reads() == ["coverage", "snapshots"]
+    clock.now += 1
+    # Then the second reads its coverage and the snapshots it names first in one call
+    assert launch_reads() == ["both"]
+    assert sorted(reached_first(provider, nc)) == ["cr-1", "cr-2", "cr-3", "cr-4"]
+    # And when the sync sees the room elsewhere since, what the coverage read now names is read
+    # again (the snapshots read with it were the kept coverage's guess)
+    clock.now += 1
+    synced_room(counting, {"cr-1": 0, "cr-2": 0, "cr-3": 1, "cr-4": 1, "cr-5": 4, "cr-6": 4})
+    assert launch_reads() == ["both", "snapshots"]
+    clock.now += COVERAGE_KEPT_SECONDS  # and a guess kept too long is not read at all
+    assert launch_reads() == ["coverage", "snapshots"]
+
+
+def reached_first(provider: ReservationProvider, nc: NodeClass) -> list[str]:
+    found = provider.sources(nc, enough_room=lambda s: bool(s), most_room_first=True)
+    return [r.reservation_id for s in found for r in s.reservations]

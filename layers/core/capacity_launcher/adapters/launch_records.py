@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,9 +18,12 @@ from capacity_launcher.adapters.dynamodb import (
 )
 from capacity_launcher.adapters.intent_items import (
     INTENT_PREFIX,
-    completion_update,
+    complete,
+    completion_writes,
     intent_from_item,
+    release,
 )
+from capacity_launcher.adapters.reservation_slots import claim_update
 from capacity_launcher.domain.capacity.capacity_wait import HeldWait
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.domain.records.index_shards import read_values, shard_value
@@ -351,7 +354,9 @@ class LaunchRecords(HistoryItems):
     # -- intents --
 
     def write_intent(self, intent: LaunchIntent) -> bool:
-        """Write the intent and a pointer per request it serves; False if it already exists."""
+        """Write the intent and a pointer per request it serves, and claim the slots it records
+        (`claimed`) in its reservation's snapshot, in one transaction; False if it already
+        exists, ConditionFailed when the snapshot has not those slots claimable (or is gone)."""
         item = to_item(
             {
                 "pk": INTENT_PREFIX + intent.token,
@@ -363,6 +368,7 @@ class LaunchRecords(HistoryItems):
                 "offerings": list(intent.offerings),
                 "state": "pending",
                 "ttl": self._expiry(),
+                **({"claimed": intent.claimed} if intent.claimed else {}),
             }
         )
         transact: list[dict[str, Any]] = [
@@ -389,24 +395,37 @@ class LaunchRecords(HistoryItems):
             }
             for s in intent.shares
         ]
+        if intent.claimed and intent.reservation_id:
+            transact.append(
+                {"Update": claim_update(self._table, intent.reservation_id, intent.claimed)}
+            )
         try:
             with aws_call("TransactWriteItems"):
                 self._db.transact_write_items(TransactItems=transact)
-        except ConditionFailed:
-            return False
+        except ConditionFailed as failed:
+            if failed.failed_at(0) or not intent.claimed:
+                return False
+            raise
         return True
 
-    def complete_intent(
-        self, token: str, instance_ids: Sequence[str], errors: Iterable[Mapping[str, str]]
-    ) -> None:
-        completion = IntentCompletion(token, tuple(instance_ids), tuple(errors))
-        with aws_call("UpdateItem"):
-            self._db.update_item(**completion_update(self._table, completion))
+    def complete_intent(self, done: IntentCompletion) -> None:
+        """Store a CreateFleet's answer on its intent, with the slots it gives back and those
+        its instances took (`intent_items.complete`)."""
+        complete(self._db, self._table, done)
+
+    def release_claim(self, intent: LaunchIntent) -> None:
+        """Let a pending intent's claim go, its slots given back (`intent_items.release`)."""
+        release(self._db, self._table, intent)
 
     def completion_updates(self, completions: Iterable[IntentCompletion]) -> list[dict[str, Any]]:
         """Each intent's completion as a TransactWriteItems update, for the lease settle that
-        counts its instances to carry (issue 38: no UpdateItem of its own)."""
-        return [{"Update": completion_update(self._table, c)} for c in completions]
+        counts its instances to carry (issue 38: no UpdateItem of its own), each with the slots
+        its instances took (`noted`). One that gives slots back is stored alone
+        (`complete_intent`): its give-back needs the snapshot read."""
+        done = list(completions)
+        if any(c.slots_back is not None for c in done):
+            raise ValueError("completions: one gives slots back; store it with complete_intent")
+        return [item for c in done for item in completion_writes(self._table, c)]
 
     def intents(self, tokens: Sequence[str]) -> list[LaunchIntent]:
         if not tokens:

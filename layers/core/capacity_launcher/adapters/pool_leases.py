@@ -81,11 +81,13 @@ class RecordPuts(Protocol):
 
 
 class CompletionUpdates(Protocol):
-    """Launch intents' completions as TransactWriteItems updates (adapters/launch_records.py)."""
+    """Launch intents' completions as TransactWriteItems updates, or each written alone
+    (adapters/launch_records.py)."""
 
     def completion_updates(
         self, completions: Iterable[IntentCompletion]
     ) -> list[dict[str, Any]]: ...
+    def complete_intent(self, done: IntentCompletion) -> None: ...
 
 
 class PoolLeaseStore:
@@ -211,9 +213,16 @@ class PoolLeaseStore:
                 raise ValueError("completions: this lease store cannot complete launch intents")
             done = self._completion_updates.completion_updates(completions)
         try:
-            self._settle_once(pool, lease_id, lease, dict(pending), launched, records or {}, done)
+            carried = self._settle_once(
+                pool, lease_id, lease, dict(pending), launched, records or {}, done
+            )
         except ConditionFailed:
             return False
+        for c in [] if carried else completions:
+            # Their writes alone were refused (done already; a snapshot without the slots noted):
+            # each is stored alone, which reads what refused it (launch_records.complete_intent).
+            assert self._completion_updates is not None
+            self._completion_updates.complete_intent(c)
         return True
 
     def _settle_once(
@@ -225,10 +234,11 @@ class PoolLeaseStore:
         launched: int,
         records: Mapping[str, InstanceRecord],
         done: Sequence[dict[str, Any]] = (),
-    ) -> None:
+    ) -> bool:
         """Put the members in chunks (`pending` loses each chunk written), each with its
         instances' records, the last with the lease's settlement (of a reclaimed lease, with
-        nothing left to count: its marker) and the intents' completions `done`."""
+        nothing left to count: its marker) and the intents' completions `done`; False when
+        those alone were refused (the last is then written without them)."""
         ids = sorted(pending)
         # A member and its record: half as many instances a transaction when records ride it;
         # the intents' completions take their room from every chunk alike.
@@ -246,15 +256,20 @@ class PoolLeaseStore:
         amount = total(pending[i] for i in chunks[-1])
         if lease is not None:
             amount = amount - lease.amount
-        self._items.transact(
-            [
-                *self._items.member_puts(pool, chunks[-1], pending, hold, int(self._clock())),
-                *self._records_of(chunks[-1], records),
-                *self._items.usage_updates(pool, amount, hold),
-                *self._settlement(pool, lease_id, lease, launched),
-                *done,
-            ]
-        )
+        last = [
+            *self._items.member_puts(pool, chunks[-1], pending, hold, int(self._clock())),
+            *self._records_of(chunks[-1], records),
+            *self._items.usage_updates(pool, amount, hold),
+            *self._settlement(pool, lease_id, lease, launched),
+        ]
+        try:
+            self._items.transact([*last, *done])
+        except ConditionFailed as failed:
+            if not done or any(failed.failed_at(i) for i in range(len(last))):
+                raise
+            self._items.transact(last)
+            return False
+        return True
 
     def _records_of(
         self, chunk: Sequence[str], records: Mapping[str, InstanceRecord]

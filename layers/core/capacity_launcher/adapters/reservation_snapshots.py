@@ -23,6 +23,13 @@ from typing import Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client
 from capacity_launcher.adapters.dynamodb import batch_get, batch_write, from_item, key, to_item
+from capacity_launcher.adapters.reservation_slots import (
+    PARTITION,
+    claim_update,
+    give_back_update,
+    note_update,
+    snapshot_update,
+)
 from capacity_launcher.domain.capacity.idle_reservations import IdleState
 from capacity_launcher.domain.capacity.reservation_state import (
     Coverage,
@@ -37,7 +44,6 @@ from capacity_launcher.domain.capacity.reservations import (
 from capacity_launcher.domain.errors import ConditionFailed
 from capacity_launcher.observability import logger
 
-PARTITION = "Reservation"
 RESERVATION_PREFIX = "cr-"
 
 
@@ -52,22 +58,12 @@ class ReservationSnapshots:
 
     def take(self, reservation_id: str, count: int) -> bool:
         """Take `count` slots if that many are available (False otherwise, or with no snapshot)."""
-        return self._update(
-            reservation_id,
-            "ADD available :minus, version :one",
-            "available >= :count",
-            {":minus": -count, ":one": 1, ":count": count},
-        )
+        return self._write(note_update(self._table, reservation_id, count))
 
     def take_claimable(self, reservation_id: str, count: int) -> bool:
         """Take `count` slots of a snapshot that has that many available and is not exhausted,
         unread (False otherwise, or with no snapshot): a worker's claim of the whole count."""
-        return self._update(
-            reservation_id,
-            "ADD available :minus, version :one",
-            "available >= :count AND (attribute_not_exists(exhausted) OR exhausted = :false)",
-            {":minus": -count, ":one": 1, ":count": count, ":false": False},
-        )
+        return self._write(claim_update(self._table, reservation_id, count))
 
     def empty(self, reservation_id: str) -> None:
         """No slot is available any more (if there is a snapshot)."""
@@ -77,12 +73,7 @@ class ReservationSnapshots:
 
     def add(self, reservation_id: str, count: int, *, at_most: int) -> bool:
         """Give `count` slots back unless that would make more than `at_most` available."""
-        return self._update(
-            reservation_id,
-            "ADD available :count, version :one",
-            "available <= :ceiling",
-            {":count": count, ":one": 1, ":ceiling": at_most - count},
-        )
+        return self._write(give_back_update(self._table, reservation_id, count, at_most))
 
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None:
         """An insufficient-capacity error said it is full: skip it until a sync sees capacity."""
@@ -157,8 +148,19 @@ class ReservationSnapshots:
 
     def coverage(self, keys: Sequence[str]) -> dict[str, Coverage]:
         """The coverage items of `keys` that exist (one strongly consistent BatchGetItem)."""
-        items = batch_get(self._db, self._table, [key(PARTITION, k) for k in sorted(set(keys))])
-        return {str(i["sk"]): _coverage(i) for i in items}
+        return self.coverage_with(keys, [])[0]
+
+    def coverage_with(
+        self, keys: Sequence[str], reservation_ids: Sequence[str]
+    ) -> tuple[dict[str, Coverage], dict[str, StoredReservation], set[str]]:
+        """The coverage items of `keys` that exist, and the snapshots of `reservation_ids` that
+        parse and the ids of those that do not, read together (strongly consistent BatchGetItem,
+        100 keys a call)."""
+        wanted = [*sorted(set(keys)), *sorted(set(reservation_ids))]
+        items = batch_get(self._db, self._table, [key(PARTITION, k) for k in wanted])
+        covering = [i for i in items if str(i["sk"]).startswith(COVERAGE_PREFIX)]
+        stored, invalid = _snapshots_of(i for i in items if i not in covering)
+        return {str(i["sk"]): _coverage(i) for i in covering}, stored, invalid
 
     def snapshots(
         self, reservation_ids: Sequence[str]
@@ -248,16 +250,10 @@ class ReservationSnapshots:
         names: Mapping[str, str] | None = None,
     ) -> bool:
         """One update of an existing snapshot; False when it is absent or the condition fails."""
-        exists = "attribute_exists(pk)"
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": key(PARTITION, reservation_id),
-            "UpdateExpression": expression,
-            "ConditionExpression": f"{exists} AND {condition}" if condition else exists,
-            "ExpressionAttributeValues": to_item(values),
-        }
-        if names:
-            request["ExpressionAttributeNames"] = dict(names)
+        request = snapshot_update(self._table, reservation_id, expression, condition, values, names)
+        return self._write(request)
+
+    def _write(self, request: Mapping[str, Any]) -> bool:
         try:
             with aws_call("UpdateItem"):
                 self._db.update_item(**request)

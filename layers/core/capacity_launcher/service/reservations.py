@@ -8,7 +8,7 @@ domain/capacity/reservations.py, the DynamoDB and EC2 translations are the adapt
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 
@@ -48,6 +48,13 @@ FIRST_PAGE = 4
 # room made, since the sync), at most once per NodeClass selection per this many seconds: a burst
 # of such requests in one container makes one look, not one each.
 RECHECK_SECONDS = 30.0
+# A launcher keeps the coverage it last read of a selection this long, to read with the next
+# one, in the same call, the snapshots it would read first: a guess only (what the coverage read
+# back says to read first decides, read again when it differs), so a steady stream of requests
+# reads its coverage and snapshots in one call (issue 38).
+COVERAGE_KEPT_SECONDS = 60.0
+# At most this many keys a call (BatchGetItem's limit): a guess that would need more is not read.
+_ONE_CALL = 100
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,21 @@ class _Room:
     available: int
     total: int
     version: int
+
+
+@dataclass(frozen=True)
+class _Early:
+    """Snapshots read with the coverage, on the guess of the coverage kept
+    (`COVERAGE_KEPT_SECONDS`): used only for a read of exactly these ids."""
+
+    ids: frozenset[str] = frozenset()
+    stored: Mapping[str, StoredReservation] = field(default_factory=dict)
+    invalid: frozenset[str] = frozenset()
+
+    def read(self, ids: Collection[str]) -> tuple[dict[str, StoredReservation], set[str]] | None:
+        if not self.ids or set(ids) != self.ids:
+            return None
+        return dict(self.stored), set(self.invalid)
 
 
 @dataclass(frozen=True)
@@ -84,6 +106,7 @@ class ReservationProvider:
         self._looks: dict[tuple[str, ...], _Look] = {}
         self._as_of: dict[tuple[str, ...], float] = {}
         self._room_seen: dict[str, _Room] = {}
+        self._kept: dict[tuple[str, ...], tuple[float, dict[str, Coverage]]] = {}
 
     def sources(
         self,
@@ -128,16 +151,18 @@ class ReservationProvider:
         paged: bool,
     ) -> list[ReservationSource]:
         needed = selection.coverage_keys()
-        coverage = self._snapshots.coverage(needed)
         named = selection.named_ids()
-        members = {k: c.members_in(scope, named) for k, c in coverage.items()}
         # A group's members are all read: EC2 places a launch into the group in any of them,
         # and the record says the type and dates of the one each instance landed in.
         by_group = selection.target is not None and selection.target.group_arn is not None
-        if paged and not by_group and covered(needed, coverage, (), self._clock()):
-            stored, invalid = self._read_paged(selection, coverage, members, enough_room)
+        paged = paged and not by_group
+        coverage, early = self._coverage(needed, scope, named, paged)
+        members = {k: c.members_in(scope, named) for k, c in coverage.items()}
+        if paged and covered(needed, coverage, (), self._clock()):
+            stored, invalid = self._read_paged(selection, coverage, members, enough_room, early)
         else:
-            stored, invalid = self._snapshots.snapshots([m for ms in members.values() for m in ms])
+            everyone = [m for ms in members.values() for m in ms]
+            stored, invalid = early.read(everyone) or self._snapshots.snapshots(everyone)
         known = {k: s.snapshot for k, s in stored.items()}
         heartbeat = _heartbeat(needed, coverage)
         key = tuple(needed)
@@ -159,12 +184,35 @@ class ReservationProvider:
         read = set(known) | invalid
         return self._flagged(live, stored, read, named, scope, heartbeat)
 
+    def _coverage(
+        self, needed: Sequence[str], scope: ReservationScope, named: frozenset[str], paged: bool
+    ) -> tuple[dict[str, Coverage], _Early]:
+        """The coverage items `needed` (strongly consistent), and, read in the same call, the
+        snapshots the coverage this launcher read last of them says to read first (`_first`),
+        kept `COVERAGE_KEPT_SECONDS`: the caller uses them only if the coverage read now says
+        to read the same."""
+        key, now = tuple(needed), self._clock()
+        kept = self._kept.get(key)
+        guess = (
+            _first(kept[1], scope, named, paged)
+            if kept and now - kept[0] < COVERAGE_KEPT_SECONDS
+            else []
+        )
+        if not guess or len(guess) + len(needed) > _ONE_CALL:
+            coverage, early = self._snapshots.coverage(needed), _Early()
+        else:
+            coverage, stored, invalid = self._snapshots.coverage_with(needed, guess)
+            early = _Early(frozenset(guess), stored, frozenset(invalid))
+        self._kept[key] = (now, coverage)
+        return coverage, early
+
     def _read_paged(
         self,
         selection: ReservationSelection,
         coverage: Mapping[str, Coverage],
         members: Mapping[str, Sequence[str]],
         enough_room: EnoughRoom,
+        early: _Early,
     ) -> tuple[dict[str, StoredReservation], set[str]]:
         """The snapshots of `members`, the most room the sync saw first (`most_room_first`), a
         page at a time (FIRST_PAGE, then twice as many each time), until those read have
@@ -179,7 +227,8 @@ class ReservationProvider:
         invalid: set[str] = set()
         start, size = 0, FIRST_PAGE
         while start < len(order):
-            found, bad = self._snapshots.snapshots(order[start : start + size])
+            page = order[start : start + size]
+            found, bad = (start == 0 and early.read(page)) or self._snapshots.snapshots(page)
             stored.update(found)
             invalid |= bad
             start, size = start + size, size * 2
@@ -297,9 +346,13 @@ class ReservationProvider:
                 found.setdefault(reservation.reservation_id, reservation)
         return selection.resolve(found, candidates)
 
-    def claim(self, reservation_id: str, count: int) -> int | None:
+    def claim(
+        self, reservation_id: str, count: int, take: Callable[[int], bool] | None = None
+    ) -> int | None:
         """Take up to `count` slots before asking EC2, so concurrent workers never race for the
         last ones; None when no snapshot exists (nothing to claim against: ask EC2 directly).
+        `take(n)`: the write that takes n slots, conditioned on their being claimable (False
+        when they are not): a launch's writes its intent with them in one transaction.
 
         Room this launcher's own look saw beyond the snapshot goes into it first, unless a
         launcher or the sync wrote it since the read before the look (its version): every
@@ -309,7 +362,8 @@ class ReservationProvider:
             self._snapshots.catch_up(
                 reservation_id, room.available, room.total, expected_version=room.version
             )
-        if count > 0 and self._snapshots.take_claimable(reservation_id, count):
+        first = take or partial(self._snapshots.take_claimable, reservation_id)
+        if count > 0 and first(count):
             # The whole count, conditioned on what `claimable` checks (issue 38: no read first);
             # fewer slots, none, or no snapshot: read, and take what it allows.
             return count
@@ -317,11 +371,11 @@ class ReservationProvider:
             stored = self._snapshots.get(reservation_id)
             if stored is None:
                 return None
-            take = stored.snapshot.claimable(count)
-            if take == 0:
+            allowed = stored.snapshot.claimable(count)
+            if allowed == 0:
                 return 0
-            if self._snapshots.take(reservation_id, take):
-                return take
+            if (take or partial(self._snapshots.take, reservation_id))(allowed):
+                return allowed
         return 0
 
     def give_back(self, reservation_id: str, count: int) -> None:
@@ -338,6 +392,17 @@ class ReservationProvider:
         for reservation_id, count in sorted(launched.items()):
             if count > 0 and not self._snapshots.take(reservation_id, count):
                 self._snapshots.empty(reservation_id)
+
+
+def _first(
+    coverage: Mapping[str, Coverage], scope: ReservationScope, named: frozenset[str], paged: bool
+) -> list[str]:
+    """The snapshots a request reads first by `coverage`: its first page (`_read_paged`), or
+    every member in scope."""
+    members = {m for c in coverage.values() for m in c.members_in(scope, named)}
+    if paged:
+        return most_room_first(members, coverage.values(), named)[:FIRST_PAGE]
+    return sorted(members)
 
 
 def _any_usable(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:

@@ -44,13 +44,31 @@ def allocate(count: int, wanted: Sequence[tuple[str, int]]) -> tuple[Share, ...]
 
 
 @dataclass(frozen=True)
+class SlotsBack:
+    """Slots an intent claimed in its reservation's snapshot that none of its instances took:
+    given back in the write that marks the intent done, only if it was pending (once)."""
+
+    reservation_id: str
+    count: int
+
+
+@dataclass(frozen=True)
 class IntentCompletion:
     """A CreateFleet's answer, to be stored on its intent (`state` done): the instances it
-    launched and the errors it reported, each `{"code", "message"}`."""
+    launched and the errors it reported, each `{"code", "message"}`; `slots_back`, the slots
+    it claimed that no instance took; `noted`, the slots its instances took in reservations it
+    did not claim (reservation id -> count), noted with it: both written only while the intent
+    is pending, so once."""
 
     token: str
     instance_ids: tuple[str, ...]
     errors: tuple[Mapping[str, str], ...] = ()
+    slots_back: SlotsBack | None = None
+    noted: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def moves_slots(self) -> bool:
+        return self.slots_back is not None or bool(self.noted)
 
 
 @dataclass(frozen=True)
@@ -65,6 +83,9 @@ class LaunchIntent:
     state: IntentState = "pending"
     instance_ids: tuple[str, ...] = ()
     errors: tuple[Mapping[str, str], ...] = field(default_factory=tuple)
+    # Slots of `reservation_id` claimed in its snapshot by the transaction that wrote the intent
+    # (issue 38): a replay of it claims none again, and its completion gives back the unused.
+    claimed: int = 0
 
     @property
     def request_ids(self) -> tuple[str, ...]:
@@ -88,6 +109,17 @@ class LaunchIntent:
                 if tag.get("Key") == NODE_POOL:
                     return str(tag["Value"])
         return None
+
+    def completion(
+        self, instance_ids: Sequence[str], errors: Sequence[Mapping[str, str]] = ()
+    ) -> IntentCompletion:
+        """Its answer as stored on it: a claimed intent's instances all landed in the one
+        reservation it targets, so the slots they did not take go back with it."""
+        unused = self.claimed - len(instance_ids)
+        back = None
+        if unused > 0 and self.reservation_id is not None:
+            back = SlotsBack(self.reservation_id, unused)
+        return IntentCompletion(self.token, tuple(instance_ids), tuple(errors), back)
 
     def split(self, instance_ids: Sequence[str]) -> dict[str, list[str]]:
         """Instances per request: sorted ids, handed out in share order (same answer on replay)."""

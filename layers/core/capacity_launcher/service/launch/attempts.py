@@ -2,9 +2,10 @@
 
 A `LaunchPlan` hands out attempts in launch order (reserved first, docs/placement.md) and
 learns from each. Before a CreateFleet aimed at one reservation its slots are claimed in the
-shared snapshot; before one over on-demand or spot offerings each offering is claimed in the ICE
-table (single flight). Throttling and transient faults are retried in-process, keeping what
-launched, a few times; then the request goes back to the queue.
+shared snapshot, in the transaction that writes its intent (claim.py); before one over
+on-demand or spot offerings each offering is claimed in the ICE table (single flight).
+Throttling and transient faults are retried in-process, keeping what launched, a few times;
+then the request goes back to the queue.
 """
 
 from __future__ import annotations
@@ -18,27 +19,24 @@ from capacity_launcher.domain.capacity.fleet import FleetResult
 from capacity_launcher.domain.capacity.offerings import RESERVED, Offering, Turn, offering_key
 from capacity_launcher.domain.capacity.planning import Landed, LaunchAttempt, LaunchPlan
 from capacity_launcher.domain.errors import LaunchFailed
+from capacity_launcher.domain.records.intents import LaunchIntent
 from capacity_launcher.domain.records.status import ErrorDetail
 from capacity_launcher.service.launch import words
+from capacity_launcher.service.launch.claim import write_attempt
 from capacity_launcher.service.launch.progress import (
     RESERVATION_FULL,
     Context,
     LaunchReport,
     PoolView,
     Run,
-    SlotClaim,
 )
 from capacity_launcher.service.launch.roll_back import roll_back_zone
 from capacity_launcher.service.launch.send import (
     Absorbed,
     Sent,
     absorb,
-    claim_slots,
     completion,
-    compose,
     deferring,
-    give_back,
-    mark_launching,
     offered_only,
     send,
     take_turn,
@@ -109,25 +107,32 @@ def _attempt(
 ) -> Step:
     loop.note_capacity_type(attempt, report)
     attempt = offered_only(attempt, view, run.active)
-    claim = claim_slots(ctx, attempt)
-    if claim is not None and claim.granted == 0:
-        # Other workers hold its last slots: known without asking EC2.
-        run.observed += [words.unavailable(o, RESERVATION_FULL) for o in attempt.offerings]
-        loop.plan.record(attempt, [], [])
-        return Step.NEXT
-    if claim is not None:
-        attempt = replace(attempt, count=min(attempt.count, claim.granted))
     turn, cached = take_turn(ctx, attempt)
     run.observed += [words.unavailable(o, cached[o]) for o in cached]
     asked = _allowed(attempt, turn)
     if asked is None:
         loop.plan.record(attempt, [], cached)  # another worker's attempt found them dry
         return Step.NEXT
-    attempt = asked
-    run.attempts += 1
-    sent = _send(ctx, run, view, attempt, claim, turn, report)
-    if sent is None:
+    try:
+        written = write_attempt(ctx, asked, run.attempts + 1, run, view)
+    except BaseException as stopped:
+        if turn is not None:
+            _end_turn(ctx, turn, asked, Absorbed())
+        if not isinstance(stopped, LaunchFailed):
+            raise
+        # The NodeClass names something AWS refuses for good: no attempt can succeed.
+        error = ErrorDetail(code=stopped.code, message=stopped.message)
+        for item in run.active:
+            item.errors.append(error)
         return Step.STOP
+    if written is None:
+        # Other workers hold its reservation's last slots: known without asking EC2.
+        run.observed += [words.unavailable(o, RESERVATION_FULL) for o in asked.offerings]
+        loop.plan.record(asked, [], [])
+        return Step.NEXT
+    attempt, intent = written
+    run.attempts += 1
+    sent = _send(ctx, run, attempt, intent, turn, report)
     result, absorbed = sent
     return _learn(ctx, run, loop, (attempt, result, absorbed), [*absorbed.dry, *cached], report)
 
@@ -144,35 +149,29 @@ def _allowed(attempt: LaunchAttempt, turn: Turn | None) -> LaunchAttempt | None:
 def _send(
     ctx: Context,
     run: Run,
-    view: PoolView,
     attempt: LaunchAttempt,
-    claim: SlotClaim | None,
+    intent: LaunchIntent,
     turn: Turn | None,
     report: LaunchReport,
-) -> tuple[FleetResult, Absorbed] | None:
-    """Intent, CreateFleet, absorb; the claim and the turn end whichever way it goes. None when
-    the NodeClass names something AWS refuses for good (no attempt can succeed)."""
+) -> tuple[FleetResult, Absorbed]:
+    """CreateFleet of the written intent, and absorb; the turn ends whichever way it goes. The
+    slots the intent claimed go back with its answer (`IntentCompletion.slots_back`), or, when
+    its CreateFleet raised (its answer unknown), at once with its claim let go: a replay of it
+    then notes the slots its instances took, as one of an intent that claimed none."""
     absorbed = Absorbed()
     try:
+        owner = deferring(intent, attempt, run.active)
         try:
-            intent = compose(ctx, attempt, run.attempts, run.active, view)
-        except LaunchFailed as refused:
-            error = ErrorDetail(code=refused.code, message=refused.message)
-            for item in run.active:
-                item.errors.append(error)
-            return None  # the claim is given back below
-        mark_launching(run.progress, intent)
-        ctx.ports.records.write_intent(intent)
-        owner = deferring(intent, attempt, claim, run.active)
-        result = send(ctx, intent, report, complete=owner is None)
+            result = send(ctx, intent, report, complete=owner is None)
+        except Exception:
+            ctx.ports.records.release_claim(intent)  # not on a crash: nothing runs after one
+            raise
         if owner is not None:
             owner.completions.append(completion(intent, result))  # its lease settle carries it
-        sent = Sent(intent, result, attempt, claim, deferred=owner is not None)
+        sent = Sent(intent, result, attempt, deferred=owner is not None)
         absorbed = absorb(ctx, sent, run.active, report, run.own_fills)
         run.observed += absorbed.unavailable
     finally:
-        if claim is not None:
-            give_back(ctx, claim, used=0)  # no-op once absorb gave back the unused
         if turn is not None:
             _end_turn(ctx, turn, attempt, absorbed)
     return result, absorbed

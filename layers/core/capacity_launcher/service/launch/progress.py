@@ -242,15 +242,6 @@ class Visit:
 
 
 @dataclass
-class SlotClaim:
-    """Slots of one reservation taken in the shared snapshot for one attempt."""
-
-    reservation_id: str
-    granted: int
-    returned: bool = False
-
-
-@dataclass
 class OwnFills:
     """Dry marks of reservations that this serve's own instances filled, held back until the
     requests are settled: a reservation a rolled-back gang filled has free slots again, so its

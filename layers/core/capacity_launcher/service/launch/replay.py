@@ -19,7 +19,7 @@ from capacity_launcher.service.launch.progress import (
     Run,
     Visit,
 )
-from capacity_launcher.service.launch.send import Sent, absorb, mark_launching, send
+from capacity_launcher.service.launch.send import Sent, absorb, mark_launching, send, store
 from capacity_launcher.service.launch.settle import (
     settle_all,
 )
@@ -90,7 +90,7 @@ def end_unsent(ctx: Context, intent: LaunchIntent, why: str, known: set[str]) ->
         ][: intent.shares[0].count]
         known.update(found)
     error = {"code": "NotSentAgain", "message": why}
-    ctx.ports.records.complete_intent(intent.token, found, [error])
+    store(ctx, intent.completion(found, [error]))  # with the claimed slots it did not use
     return replace(intent, state="done", instance_ids=tuple(found), errors=(error,))
 
 

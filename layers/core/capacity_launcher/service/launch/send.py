@@ -46,22 +46,24 @@ from capacity_launcher.service.launch.progress import (
     OwnFills,
     PoolView,
     Progress,
-    SlotClaim,
 )
 
 # CreateTags calls after a coalesced fleet run side by side (one per request, at most this many).
 _MAX_PARALLEL_TAGGING = 10
+# A deferred answer rides its lease settle with the slots its instances took in this many
+# reservations at most (one more item each in the settle's transaction, whose 100 are the
+# members' and records' budget: adapters/pool_leases.py); more are noted with it at once.
+_NOTED_WITH_SETTLE = 4
 
 
 @dataclass(frozen=True)
 class Sent:
-    """One CreateFleet and its answer; `attempt` and `claim` for one made now (a replay has
-    neither: only its intent is known)."""
+    """One CreateFleet and its answer; `attempt` for one made now (a replay has none: only its
+    intent is known, and the slots it claimed with it)."""
 
     intent: LaunchIntent
     result: FleetResult
     attempt: LaunchAttempt | None = None
-    claim: SlotClaim | None = None
     # Its answer not stored on the intent yet (`send(complete=False)`): `absorb` stores it, or
     # leaves it to the request's lease settle (`defers`).
     deferred: bool = False
@@ -171,15 +173,6 @@ def offered_only(
     return replace(attempt, offerings=offer.offered)
 
 
-def claim_slots(ctx: Context, attempt: LaunchAttempt) -> SlotClaim | None:
-    """Claim a targeted reservation's slots in the shared snapshot before asking EC2."""
-    target = attempt.target
-    if target is None or target.reservation_id is None:
-        return None
-    granted = ctx.ports.reservations.claim(target.reservation_id, attempt.count)
-    return None if granted is None else SlotClaim(target.reservation_id, granted)
-
-
 def take_turn(ctx: Context, attempt: LaunchAttempt) -> tuple[Turn | None, dict[Offering, str]]:
     """Single flight on the shared cache (on-demand and spot; a reservation's slots are
     claimed in its snapshot): the turn, and the offerings found dry meanwhile (→ reason). Only
@@ -196,30 +189,22 @@ def take_turn(ctx: Context, attempt: LaunchAttempt) -> tuple[Turn | None, dict[O
     return turn, cached
 
 
-def give_back(ctx: Context, claim: SlotClaim, used: int) -> None:
-    """Give back a claim's slots that no instance took, once, whichever way the attempt ends."""
-    if claim.returned:
-        return
-    claim.returned = True
-    if claim.granted > used:
-        ctx.ports.reservations.give_back(claim.reservation_id, claim.granted - used)
-
-
 def deferring(
-    intent: LaunchIntent,
-    attempt: LaunchAttempt,
-    claim: SlotClaim | None,
-    active: Sequence[Progress],
+    intent: LaunchIntent, attempt: LaunchAttempt, active: Sequence[Progress]
 ) -> Progress | None:
     """The request that carries an attempt's answer to its lease settle instead of an
-    UpdateItem of the intent's own (issue 38), when the attempt may: one request's fleet,
-    on-demand or spot, no slots claimed. A crash before that settle leaves the intent pending,
-    and a redelivery sends it again with its ClientToken, which EC2 answers with its first
-    answer (docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html): nothing
-    launches twice. `absorb` stores it at once when the fleet launched nothing (the request may
-    end elsewhere, with no settle here) or put an instance in a reservation (slots noted: a
-    done intent tells a replay so, `_locate`). None: `send` stores it."""
-    if len(intent.shares) != 1 or claim is not None or attempt.capacity_type == RESERVED:
+    UpdateItem of the intent's own (issue 38), when the attempt may: one request's fleet
+    (a reserved one's slots claimed with its intent: a replay knows them claimed, and claims
+    none again). A crash before that settle leaves the intent pending, and a redelivery sends
+    it again with its ClientToken, which EC2 answers with its first answer
+    (docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html): nothing launches
+    twice. The slots its instances took in reservations it did not claim (a group's member,
+    an open reservation) are noted with the answer, in the same transaction, only while the
+    intent is pending (a done intent tells a replay they were: `_locate`), so never twice.
+    `absorb` stores it at once when the fleet launched nothing (the request may end
+    elsewhere, with no settle here), gives claimed slots back, or took slots in more
+    reservations than the settle carries (`_NOTED_WITH_SETTLE`). None: `send` stores it."""
+    if len(intent.shares) != 1:
         return None
     return next((p for p in active if p.request_id == intent.shares[0].request_id), None)
 
@@ -249,15 +234,19 @@ def send(
         # as Karpenter drops its cached template on this error.
         ctx.ports.templates.forget(template_names(intent.fleet_input))
     if complete:
-        done = completion(intent, result)
-        ctx.ports.records.complete_intent(done.token, done.instance_ids, done.errors)
+        store(ctx, completion(intent, result))
     return result
 
 
 def completion(intent: LaunchIntent, result: FleetResult) -> IntentCompletion:
-    """The fleet's answer as its intent stores it."""
+    """The fleet's answer as its intent stores it, with the claimed slots it gives back."""
     errors = tuple({"code": e.code, "message": e.message} for e in result.errors)
-    return IntentCompletion(intent.token, tuple(result.instance_ids), errors)
+    return intent.completion(result.instance_ids, errors)
+
+
+def store(ctx: Context, done: IntentCompletion) -> None:
+    """An answer stored on its intent by a write of its own (the slots it gives back with it)."""
+    ctx.ports.records.complete_intent(done)
 
 
 def complete_left(ctx: Context, progress: Sequence[Progress]) -> None:
@@ -266,26 +255,32 @@ def complete_left(ctx: Context, progress: Sequence[Progress]) -> None:
     before the visit ends (a crash alone leaves one pending, for a redelivery to send again)."""
     for item in progress:
         while item.completions:
-            done = item.completions[0]
-            ctx.ports.records.complete_intent(done.token, done.instance_ids, done.errors)
+            store(ctx, item.completions[0])
             item.completions.pop(0)
 
 
 def _store_unless_settled(
     ctx: Context, sent: Sent, active: Sequence[Progress], landings: Sequence[InstanceLanding]
-) -> None:
-    """A deferred answer stays with its request for its lease settle, unless the fleet
-    launched nothing or put an instance in a reservation: then it is stored now (before the
-    slots are noted: a replay of a done intent notes none again)."""
+) -> bool:
+    """A deferred answer takes the slots its instances took in reservations it did not claim
+    (noted with it, once), and stays with its request for its lease settle, unless the fleet
+    launched nothing, gives claimed slots back, or took slots in more reservations than a
+    settle carries: then it is stored now. Whether the slots are noted with it."""
     if not sent.deferred:
-        return
-    if sent.result.instance_ids and not any(x.capacity_reservation_id for x in landings):
-        return
-    token = sent.intent.token
+        return False
+    noted = _noted(sent.intent, landings)
     for item in active:
-        for done in [c for c in item.completions if c.token == token]:
-            ctx.ports.records.complete_intent(done.token, done.instance_ids, done.errors)
-            item.completions.remove(done)
+        for index, found in enumerate(item.completions):
+            if found.token != sent.intent.token:
+                continue
+            done = replace(found, noted=noted)
+            if done.slots_back is None and done.instance_ids and len(noted) <= _NOTED_WITH_SETTLE:
+                item.completions[index] = done  # its lease settle carries it, and the noting
+            else:
+                store(ctx, done)
+                item.completions.pop(index)
+            return True
+    return False
 
 
 def absorb(
@@ -298,9 +293,6 @@ def absorb(
     """What one fleet call (made now or replayed) did: to the requests, the ICE cache and the
     reservations. `own_fills` holds back the dry marks of reservations its instances filled."""
     intent, result, attempt = sent.intent, sent.result, sent.attempt
-    if sent.claim is not None:
-        # A claimed attempt targets one reservation only: every instance it got is in it.
-        give_back(ctx, sent.claim, used=len(result.instance_ids))
     retags = _hand_out(intent, result, active)
     node_class = next(
         (p.prepared.node_class for p in active if p.request_id in intent.request_ids), None
@@ -311,8 +303,8 @@ def absorb(
         if item.request_id in intent.request_ids:
             item.errors += [f for f in blamed.fatal if f not in item.errors]
     remember_dry(ctx, blamed, result, landings, own_fills)
-    _store_unless_settled(ctx, sent, active, landings)
-    _note_reservation_use(ctx, landings, sent.claim)
+    if not _store_unless_settled(ctx, sent, active, landings):
+        _note_reservation_use(ctx, landings, intent)
     hits = [words.unavailable(o, code) for o, code in blamed.hits]
     return Absorbed(landings, blamed.dry, hits)
 
@@ -361,8 +353,8 @@ def _tag_and_locate(
 
 def _locate(ctx: Context, sent: Sent, node_class: NodeClass | None) -> list[InstanceLanding]:
     """Where a fleet's instances landed. A done intent replayed is left out: its predecessor
-    noted its slots (a pending intent replayed now took its slots now; its claim, if any, was
-    given back).
+    noted its slots (a pending intent replayed now took its slots now: they are noted, but for
+    those it claimed when it was written, `_noted`).
 
     An attempt made now that can land in no reservation but one it names (a reserved attempt
     is `capacity-reservations-only` with one reservation id), in none (spot), or in none the
@@ -410,17 +402,24 @@ def _outside_open_reservations(
     return held is not None and held.isdisjoint((x.instance_type, x.zone) for x in answered)
 
 
-def _note_reservation_use(
-    ctx: Context, landings: Sequence[InstanceLanding], claim: SlotClaim | None
-) -> None:
-    """Slots taken by instances EC2 put in reservations, for every worker to see."""
+def _noted(intent: LaunchIntent, landings: Sequence[InstanceLanding]) -> dict[str, int]:
+    """The slots instances took in reservations the intent did not claim: to be noted."""
     launched_into: dict[str, int] = {}
     for landing in landings:
         if landing.capacity_reservation_id:
             launched_into[landing.capacity_reservation_id] = (
                 launched_into.get(landing.capacity_reservation_id, 0) + 1
             )
-    if claim is not None:
-        launched_into.pop(claim.reservation_id, 0)  # claimed slots are taken already
+    if intent.claimed and intent.reservation_id:
+        launched_into.pop(intent.reservation_id, 0)  # claimed slots are taken already
+    return launched_into
+
+
+def _note_reservation_use(
+    ctx: Context, landings: Sequence[InstanceLanding], intent: LaunchIntent
+) -> None:
+    """Slots taken by instances EC2 put in reservations, for every worker to see (a replay's
+    too, but for those its intent claimed when it was written)."""
+    launched_into = _noted(intent, landings)
     if launched_into:
         ctx.ports.reservations.note_launched(launched_into)

@@ -45,7 +45,7 @@ from capacity_launcher.service.launch.progress import (
 )
 from capacity_launcher.service.launch.roll_back import terminate_landed
 from capacity_launcher.service.launch.room import request_reclaim, wait_for_room
-from capacity_launcher.service.launch.send import complete_left
+from capacity_launcher.service.launch.send import complete_left, store
 
 # Leases taken again for a reclaimed lease's instances, each reclaimed in turn before its
 # settle (it would have to outlive a whole lease period first), before the message goes back.
@@ -268,7 +268,7 @@ def settle_lease(
 
 def _complete(ctx: Context, completions: Sequence[IntentCompletion]) -> None:
     for done in completions:
-        ctx.ports.records.complete_intent(done.token, done.instance_ids, done.errors)
+        store(ctx, done)
 
 
 def _lease_again(
