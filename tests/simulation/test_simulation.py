@@ -2,7 +2,8 @@
 and one seed run twice, whose traces must be the same, step for step.
 
 A failure prints the seed, the replay command and the violations found (tests/simulation/).
-Each run is a subprocess (`python -m tests.simulation`), which fixes PYTHONHASHSEED itself."""
+Each run is a process of its own, which fixes PYTHONHASHSEED: forked from a warm server, or (the
+replay's second run) a fresh `python -m tests.simulation`, as a developer replays a seed."""
 
 from __future__ import annotations
 
@@ -229,8 +230,9 @@ def test_a_run_bounded_by_minutes_replays_by_its_steps() -> None:
 def test_a_seed_replays_exactly() -> None:
     # Given one seed of a profile where two containers often serve batches at once
     first = run(REPLAY_SEED, "replay")
-    # When it runs again
-    second = run(REPLAY_SEED, "replay")
+    # When it runs again, in a fresh interpreter as its replay command does (the first was
+    # forked from the warm server, fork_server.py)
+    second = run(REPLAY_SEED, "replay", fresh=True)
     # Then every step made the same AWS calls, in the same order, with the same parameters,
     # and left the same instances and clock
     assert len(first.trace) > 20

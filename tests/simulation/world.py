@@ -43,6 +43,7 @@ from tests.simulation.emulator import (
     InProcessFaults,
     SimulatedClock,
     crashing_calls,
+    large_answers_parsed_once,
     transaction_backups_once_per_table,
 )
 from tests.support.retries import retries_without_sleeping
@@ -210,6 +211,7 @@ class World:
         self._clients: dict[str, Any] = {}
         self._no_sleeps: Any = None
         self._backups: Any = None
+        self._parsed_once: Any = None
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
         self._event_sequence = 0
@@ -279,12 +281,15 @@ class World:
         self._no_sleeps.__enter__()
         self._backups = transaction_backups_once_per_table()
         self._backups.__enter__()
+        self._parsed_once = large_answers_parsed_once()
+        self._parsed_once.__enter__()
 
     def __exit__(self, *_: object) -> None:
         if self._crash_guard is not None:
             self._crash_guard.__exit__(None, None, None)
             self._no_sleeps.__exit__(None, None, None)
             self._backups.__exit__(None, None, None)
+            self._parsed_once.__exit__(None, None, None)
         if self._seeded is not None:
             self._seeded.__exit__(None, None, None)
             self.emulator.clock.__exit__()

@@ -91,6 +91,27 @@ def test_describe_instance_types_serializes_each_distinct_request_once(
     assert len(serialized) == 4
 
 
+def test_the_whole_listing_serialized_ahead_is_the_answer_a_call_would_serialize(
+    ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The simulation's fork server serializes every type's listing before it forks its runs:
+    the answer kept is the one a call serializes (status, headers, body), and the call then
+    serializes nothing."""
+    serialized = _serializations(monkeypatch)
+    # Given the whole listing as a call serializes it
+    everything = ec2.describe_instance_types()["InstanceTypes"]
+    at_call = dict(listings._CATALOGUE_ANSWERS)
+    assert len(serialized) == 1 and len(at_call) == 1 and len(everything) > 100
+    # When it is serialized ahead instead, before any call
+    monkeypatch.setattr(listings, "_CATALOGUE_ANSWERS", {})
+    listings.serialize_catalogue_ahead()
+    # Then the same answer is kept under the same request
+    assert at_call == listings._CATALOGUE_ANSWERS
+    # and a call answers it without serializing again
+    assert ec2.describe_instance_types()["InstanceTypes"] == everything
+    assert len(serialized) == 2
+
+
 def test_describe_instance_type_offerings_serializes_each_distinct_request_once(
     ec2: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,8 @@
   again (serializing the region's 1,395 types took 1.5 s of CPU a call; a sync lists them all).
   DescribeInstanceTypeOfferings likewise: moto answers it from a module table no backend changes
   (each cold launcher and each sync's resolution lists two zones' offerings: 24 ms a call).
+  `serialize_catalogue_ahead()` serializes the whole listing's answer before any call (the
+  simulation's fork server, before it forks its runs: tests/simulation/fork_server.py).
 `ec2.hooks` copies these methods onto moto's `EC2Response`.
 """
 
@@ -22,9 +24,14 @@ from typing import Any
 
 from moto import settings
 from moto.core.common_types import TYPE_RESPONSE
+from moto.core.request import determine_request_protocol
 from moto.core.responses import ActionContext, ActionResult
+from moto.core.serialize import get_serializer_class
+from moto.core.utils import get_service_model
 from moto.ec2.exceptions import MalformedAMIIdError
+from moto.ec2.models import EC2Backend
 from moto.ec2.models import instance_types as moto_instance_types
+from moto.ec2.responses import EC2Response
 from moto.ec2.responses.amis import AmisResponse
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.launch_templates import LaunchTemplates
@@ -65,6 +72,23 @@ class CatalogueAnswer(ActionResult):
             answer = _CATALOGUE_ANSWERS[key] = super().execute_result(context)
         status, headers, body = answer
         return status, dict(headers), body
+
+
+# What botocore's EC2 client sends: a form, answered in moto's `ec2` protocol.
+_FORM = "application/x-www-form-urlencoded; charset=utf-8"
+
+
+def serialize_catalogue_ahead() -> None:
+    """The answer to DescribeInstanceTypes with no names and no filters (every type: what a sync
+    lists), serialized now and kept, as the first such call would keep it; no backend made."""
+    service_model = get_service_model("ec2")
+    operation_model = service_model.operation_model("DescribeInstanceTypes")
+    serializer = get_serializer_class("ec2", determine_request_protocol(service_model, _FORM))
+    # Only the response class's attributes are read (its response transformers).
+    response = EC2Response.__new__(EC2Response)
+    context = ActionContext(service_model, operation_model, serializer, response)
+    answer = CatalogueAnswer({"InstanceTypes": EC2Backend.instance_types}, ((), ()))
+    answer.execute_result(context)
 
 
 class StrictListingResponse(InstanceResponse, LaunchTemplates, AmisResponse):

@@ -1,0 +1,65 @@
+"""A large EC2 answer given again byte for byte is parsed once (emulator.large_answers_parsed_once):
+each caller gets the same content in objects of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import botocore.parsers
+import botocore.session
+import pytest
+
+from tests.simulation.emulator import PARSED_ONCE_BYTES, large_answers_parsed_once
+
+
+def _listing(count: int) -> bytes:
+    items = "".join(
+        f"<item><instanceType>t{n}.large</instanceType><currentGeneration>true</currentGeneration>"
+        f"<vCpuInfo><defaultVCpus>{n % 64 + 1}</defaultVCpus></vCpuInfo></item>"
+        for n in range(count)
+    )
+    return (
+        '<DescribeInstanceTypesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        f"<requestId>r-1</requestId><instanceTypeSet>{items}</instanceTypeSet>"
+        "</DescribeInstanceTypesResponse>"
+    ).encode()
+
+
+def _parse(body: bytes) -> Any:
+    model = botocore.session.get_session().get_service_model("ec2")
+    shape = model.operation_model("DescribeInstanceTypes").output_shape
+    parser = botocore.parsers.create_parser("ec2")
+    return parser.parse({"status_code": 200, "headers": {}, "body": body}, shape)
+
+
+def test_a_large_answer_given_again_is_parsed_once_and_copied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parses: list[int] = []
+    original = botocore.parsers.QueryParser._do_parse
+
+    def counted(self: Any, response: Any, shape: Any) -> Any:
+        parses.append(len(response["body"]))
+        return original(self, response, shape)
+
+    monkeypatch.setattr(botocore.parsers.QueryParser, "_do_parse", counted)
+    large, small = _listing(2000), _listing(3)
+    assert len(large) >= PARSED_ONCE_BYTES > len(small)
+    with large_answers_parsed_once():
+        # Given a large answer parsed once
+        first = _parse(large)
+        # When the same bytes come again, and a small answer twice
+        second = _parse(large)
+        _parse(small), _parse(small)
+        # and another large answer
+        other = _parse(_listing(2001))
+    # Then the large one was parsed once, the small each time, the other on its own
+    assert parses == [len(large), len(small), len(small), len(_listing(2001))]
+    # and the second caller got the same content in objects of its own
+    assert second == first and len(first["InstanceTypes"]) == 2000
+    assert second["InstanceTypes"] is not first["InstanceTypes"]
+    second["InstanceTypes"][0]["InstanceType"] = "changed"
+    assert first["InstanceTypes"][0]["InstanceType"] == "t0.large"
+    assert len(other["InstanceTypes"]) == 2001
+    # and botocore's own parse is back afterwards
+    assert botocore.parsers.QueryParser._do_parse is counted
