@@ -7,7 +7,10 @@ ones; the records of the others are read here (one BatchGetItem per 100), for th
 Each reservation counts at what the sync's previous look saw (held until this look, as the idle
 accounting holds them), its kind from the same snapshot.
 A window is written once: its hours and the new watermark in one transaction conditioned on the
-watermark read. The first run after an upgrade only sets the watermark: usage counts from then.
+watermark read, or, a window of more buckets than one transaction holds, in parts
+(adapters/usage_store.py), each bucket marked with the window's end; a run that finds a window
+begun in parts and not finished finishes that window. The first run after an upgrade only sets
+the watermark: usage counts from then.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Protocol
 from capacity_launcher.domain.accounting.team_usage import (
     Lifetime,
     ReservationHours,
+    RollupMark,
     UsageBucket,
     capacity_kind,
     reservation_window,
@@ -38,7 +42,7 @@ LIVE = ("pending", "running")
 class UsageLedger(Protocol):
     """Where the roll-up adds its windows (adapters/usage_store.py)."""
 
-    def counted_until(self) -> datetime | None: ...
+    def mark(self) -> RollupMark: ...
 
     def add(
         self,
@@ -73,8 +77,9 @@ class UsageRollup:
         records: Mapping[str, InstanceRecord],
         reservations: Mapping[str, StoredReservation],
     ) -> UsageRollupReport:
-        until = self._now()
-        since = self._ledger.counted_until()
+        mark = self._ledger.mark()
+        since = mark.counted_until
+        until = mark.writing_until or self._now()
         report = UsageRollupReport(since=since, until=until)
         if since is not None and until <= since:
             return report

@@ -65,6 +65,16 @@ class UsageBucket:
 
 
 @dataclass(frozen=True)
+class RollupMark:
+    """Where the usage roll-up stands: the end of the last window counted (None: never set), and
+    the end of a window a run began writing in parts from it and did not finish (the next run
+    finishes that window, not a longer one, so no bucket counts an hour twice)."""
+
+    counted_until: datetime | None
+    writing_until: datetime | None = None
+
+
+@dataclass(frozen=True)
 class ReservationHours:
     """A reservation's paid and used instance-hours over a window, by day."""
 
