@@ -61,6 +61,9 @@ DEFAULT_PORT = 4566
 LOCAL_INSTANCE_ROLE = "arn:aws:iam::123456789012:role/capacity-launcher-node"
 # moto has no X-Ray; the handlers must not try to send traces.
 LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
+# A served cloud's queue pollers wait in a long poll this long (one second: a message back from
+# its visibility timeout is seen within it); in process they poll briefly and sleep.
+SERVED_LONG_POLL_SECONDS = 1
 # The functions read the emulator's time, as they would read AWS's: advancing its clock
 # (POST /moto-capacity/clock) moves the launcher's deadlines and the sync's horizons too.
 FUNCTION_HOST = Host(clock=CLOCK.now)
@@ -243,6 +246,8 @@ class LocalCloud:
     def stop(self) -> None:
         if self.instance_state_events is not None:
             self.instance_state_events.stop()
+        for queue_source in self.queue_sources:  # their long polls end together, not in turn
+            queue_source.halt()
         for queue_source in self.queue_sources:
             queue_source.stop()
         for schedule in self.schedules:
@@ -394,7 +399,9 @@ class LocalCloud:
                 in properties.get("FunctionResponseTypes", []),
             )
             self._within_visibility(function, url)
-            self.queue_sources.append(QueueEventSource(function, mapping, sqs, listeners))
+            self.queue_sources.append(
+                QueueEventSource(function, mapping, sqs, listeners, self._long_poll_seconds)
+            )
         elif event.get("Type") == "Schedule" and self.options.schedules:
             seconds = schedule_seconds(str(properties["Schedule"]))
             rule_arn = (
@@ -404,8 +411,11 @@ class LocalCloud:
             self.schedules.append(ScheduleEventSource(function, seconds, rule_arn, listeners))
         elif event.get("Type") in ("EventBridgeRule", "CloudWatchEvent"):
             self.queue_sources.append(
-                _rule_to_function(function, event_name, properties, sqs, events, listeners)
-            )
+                _rule_to_function(
+                    function, event_name, properties, sqs, events, listeners,
+                    self._long_poll_seconds,
+                )
+            )  # fmt: skip
             sources = properties.get("Pattern", {}).get("source", [])
             if EC2_SOURCE in sources and self.options.instance_events:
                 self.instance_state_events = self.instance_state_events or InstanceStateEvents(
@@ -433,6 +443,10 @@ class LocalCloud:
         )
         function.timeout_seconds = seconds
 
+    @property
+    def _long_poll_seconds(self) -> int:
+        return 0 if self.options.in_process else SERVED_LONG_POLL_SECONDS
+
     def _physical(self, logical_id: str) -> str:
         assert self.names is not None
         return str(self.names.physical_ids[logical_id])
@@ -456,6 +470,7 @@ def _rule_to_function(
     sqs: Any,
     events: Any,
     listeners: list[Listener],
+    long_poll_seconds: int,
 ) -> QueueEventSource:
     """An EventBridge rule whose target is a private queue; each event invokes the function."""
     name = f"{function.logical_id}{event_name}"
@@ -465,7 +480,7 @@ def _rule_to_function(
     events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(properties["Pattern"]))
     events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "local", "Arn": arn}])
     mapping = QueueMapping(queue_url=url, queue_arn=arn, batch_size=1, deliver_body=True)
-    return QueueEventSource(function, mapping, sqs, listeners)
+    return QueueEventSource(function, mapping, sqs, listeners, long_poll_seconds)
 
 
 def _get_att_id(value: Any) -> str:
