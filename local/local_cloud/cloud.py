@@ -42,7 +42,7 @@ from local_cloud.event_sources import (
 )
 from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
 from local_cloud.karpenter import alias_parameters, node_role
-from local_cloud.lambda_runtime import Invocation, LocalFunction
+from local_cloud.lambda_runtime import LOCAL_FUNCTION_ENVIRONMENT, Invocation, LocalFunction
 from local_cloud.network import prepare_network
 from local_cloud.template import (
     DEFAULT_ACCOUNT_ID,
@@ -59,8 +59,6 @@ DEFAULT_REGION = "us-east-1"
 DEFAULT_PORT = 4566
 # The template requires it; locally nothing assumes it.
 LOCAL_INSTANCE_ROLE = "arn:aws:iam::123456789012:role/capacity-launcher-node"
-# moto has no X-Ray; the handlers must not try to send traces.
-LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
 # A served cloud's queue pollers wait in a long poll this long (one second: a message back from
 # its visibility timeout is seen within it); in process they poll briefly and sleep.
 SERVED_LONG_POLL_SECONDS = 1
