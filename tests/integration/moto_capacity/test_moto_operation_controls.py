@@ -220,3 +220,25 @@ def test_a_long_poll_receives_a_message_sent_while_it_waits(
 
     assert [message["Body"] for message in received[0]["Messages"]] == ["hello"]
     assert send_seconds < 2
+
+
+def test_a_long_poll_receives_a_message_as_its_visibility_timeout_ends(
+    aws_client: Callable[[str], Any],
+) -> None:
+    # ReceiveMessage, WaitTimeSeconds (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/
+    # APIReference/API_ReceiveMessage.html): "If a message is available, the call returns sooner
+    # than WaitTimeSeconds"; one whose visibility timeout ended is available again
+    # (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/
+    # sqs-visibility-timeout.html). moto alone looks once a second: 0.9 s into the wait, here.
+    sqs = aws_client("sqs")
+    queue_url = sqs.create_queue(QueueName="comes-back")["QueueUrl"]
+    sqs.send_message(QueueUrl=queue_url, MessageBody="again")
+    sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=2)
+    time.sleep(0.9)
+
+    started = time.monotonic()
+    received = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=5)
+    waited = time.monotonic() - started
+
+    assert [message["Body"] for message in received["Messages"]] == ["again"]
+    assert waited < 1.6  # back at 1.1 s; moto's next look would be at 2 s
