@@ -40,7 +40,11 @@ from local_cloud.event_sources import (
     ScheduleEventSource,
     schedule_seconds,
 )
-from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
+from local_cloud.instance_state_events import (
+    EC2_SOURCE,
+    InstanceStateEvents,
+    managed_instance_states,
+)
 from local_cloud.karpenter import alias_parameters, node_role
 from local_cloud.lambda_runtime import LOCAL_FUNCTION_ENVIRONMENT, Invocation, LocalFunction
 from local_cloud.network import prepare_network
@@ -139,7 +143,6 @@ class LocalCloud:
         self._server: ThreadedMotoServer | None = None
         self._mock: Any = None
         self._function_environments: dict[str, dict[str, str]] = {}
-        self._ec2: Any = None
         self._saved_environment: dict[str, str] | None = None
         self.names: DeployedNames | None = None
         self.deployment: Deployment | None = None
@@ -344,7 +347,6 @@ class LocalCloud:
         parameters = {**parameter_defaults(template), **self.names.parameters}
         sqs = session.client("sqs", endpoint_url=endpoint)
         events = session.client("events", endpoint_url=endpoint)
-        self._ec2 = session.client("ec2", endpoint_url=endpoint)
         environments: dict[str, dict[str, str]] = {}
         for logical_id, resource in template["Resources"].items():
             if resource.get("Type") != "AWS::Serverless::Function":
@@ -417,7 +419,10 @@ class LocalCloud:
             sources = properties.get("Pattern", {}).get("source", [])
             if EC2_SOURCE in sources and self.options.instance_events:
                 self.instance_state_events = self.instance_state_events or InstanceStateEvents(
-                    self._ec2, events, self.options.region, function.account_id
+                    managed_instance_states(self.options.region, function.account_id),
+                    events,
+                    self.options.region,
+                    function.account_id,
                 )
 
     def _within_visibility(self, function: LocalFunction, queue_url: str) -> None:

@@ -242,3 +242,36 @@ def test_a_long_poll_receives_a_message_as_its_visibility_timeout_ends(
 
     assert [message["Body"] for message in received["Messages"]] == ["again"]
     assert waited < 1.6  # back at 1.1 s; moto's next look would be at 2 s
+
+
+def test_instance_states_are_the_tagged_instances_and_their_states_as_described(
+    ec2: Any, linux_ami: str
+) -> None:
+    # What EC2's state-change events report (the local cloud sends them from this), read from the
+    # emulator: the instances carrying the tags, each with the state DescribeInstances gives.
+    def launch(tags: dict[str, str]) -> str:
+        tagged = [
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ]
+        launched = ec2.run_instances(
+            ImageId=linux_ami, InstanceType="m5.large", MinCount=1, MaxCount=1,
+            TagSpecifications=tagged,
+        )  # fmt: skip
+        return str(launched["Instances"][0]["InstanceId"])
+
+    managed, ended = launch({"managed": "true"}), launch({"managed": "true", "team": "a"})
+    launch({"managed": "false"})
+    ec2.terminate_instances(InstanceIds=[ended])
+
+    states = moto_capacity.instance_states("us-east-1", {"managed": "true"})
+
+    described = ec2.describe_instances(Filters=[{"Name": "tag:managed", "Values": ["true"]}])
+    assert states == {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in described["Reservations"]
+        for i in r["Instances"]
+    }
+    assert states == {managed: "running", ended: "terminated"}
+    assert moto_capacity.instance_states("us-east-1", {"managed": "true", "team": "a"}) == {
+        ended: "terminated"
+    }
