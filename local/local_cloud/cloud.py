@@ -40,9 +40,13 @@ from local_cloud.event_sources import (
     ScheduleEventSource,
     schedule_seconds,
 )
-from local_cloud.instance_state_events import EC2_SOURCE, InstanceStateEvents
+from local_cloud.instance_state_events import (
+    EC2_SOURCE,
+    InstanceStateEvents,
+    managed_instance_states,
+)
 from local_cloud.karpenter import alias_parameters, node_role
-from local_cloud.lambda_runtime import Invocation, LocalFunction
+from local_cloud.lambda_runtime import LOCAL_FUNCTION_ENVIRONMENT, Invocation, LocalFunction
 from local_cloud.network import prepare_network
 from local_cloud.template import (
     DEFAULT_ACCOUNT_ID,
@@ -59,8 +63,9 @@ DEFAULT_REGION = "us-east-1"
 DEFAULT_PORT = 4566
 # The template requires it; locally nothing assumes it.
 LOCAL_INSTANCE_ROLE = "arn:aws:iam::123456789012:role/capacity-launcher-node"
-# moto has no X-Ray; the handlers must not try to send traces.
-LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
+# A served cloud's queue pollers wait in a long poll this long (one second: a message back from
+# its visibility timeout is seen within it); in process they poll briefly and sleep.
+SERVED_LONG_POLL_SECONDS = 1
 # The functions read the emulator's time, as they would read AWS's: advancing its clock
 # (POST /moto-capacity/clock) moves the launcher's deadlines and the sync's horizons too.
 FUNCTION_HOST = Host(clock=CLOCK.now)
@@ -138,7 +143,6 @@ class LocalCloud:
         self._server: ThreadedMotoServer | None = None
         self._mock: Any = None
         self._function_environments: dict[str, dict[str, str]] = {}
-        self._ec2: Any = None
         self._saved_environment: dict[str, str] | None = None
         self.names: DeployedNames | None = None
         self.deployment: Deployment | None = None
@@ -243,6 +247,8 @@ class LocalCloud:
     def stop(self) -> None:
         if self.instance_state_events is not None:
             self.instance_state_events.stop()
+        for queue_source in self.queue_sources:  # their long polls end together, not in turn
+            queue_source.halt()
         for queue_source in self.queue_sources:
             queue_source.stop()
         for schedule in self.schedules:
@@ -341,7 +347,6 @@ class LocalCloud:
         parameters = {**parameter_defaults(template), **self.names.parameters}
         sqs = session.client("sqs", endpoint_url=endpoint)
         events = session.client("events", endpoint_url=endpoint)
-        self._ec2 = session.client("ec2", endpoint_url=endpoint)
         environments: dict[str, dict[str, str]] = {}
         for logical_id, resource in template["Resources"].items():
             if resource.get("Type") != "AWS::Serverless::Function":
@@ -394,7 +399,9 @@ class LocalCloud:
                 in properties.get("FunctionResponseTypes", []),
             )
             self._within_visibility(function, url)
-            self.queue_sources.append(QueueEventSource(function, mapping, sqs, listeners))
+            self.queue_sources.append(
+                QueueEventSource(function, mapping, sqs, listeners, self._long_poll_seconds)
+            )
         elif event.get("Type") == "Schedule" and self.options.schedules:
             seconds = schedule_seconds(str(properties["Schedule"]))
             rule_arn = (
@@ -404,12 +411,18 @@ class LocalCloud:
             self.schedules.append(ScheduleEventSource(function, seconds, rule_arn, listeners))
         elif event.get("Type") in ("EventBridgeRule", "CloudWatchEvent"):
             self.queue_sources.append(
-                _rule_to_function(function, event_name, properties, sqs, events, listeners)
-            )
+                _rule_to_function(
+                    function, event_name, properties, sqs, events, listeners,
+                    self._long_poll_seconds,
+                )
+            )  # fmt: skip
             sources = properties.get("Pattern", {}).get("source", [])
             if EC2_SOURCE in sources and self.options.instance_events:
                 self.instance_state_events = self.instance_state_events or InstanceStateEvents(
-                    self._ec2, events, self.options.region, function.account_id
+                    managed_instance_states(self.options.region, function.account_id),
+                    events,
+                    self.options.region,
+                    function.account_id,
                 )
 
     def _within_visibility(self, function: LocalFunction, queue_url: str) -> None:
@@ -432,6 +445,10 @@ class LocalCloud:
             "its message returns"
         )
         function.timeout_seconds = seconds
+
+    @property
+    def _long_poll_seconds(self) -> int:
+        return 0 if self.options.in_process else SERVED_LONG_POLL_SECONDS
 
     def _physical(self, logical_id: str) -> str:
         assert self.names is not None
@@ -456,6 +473,7 @@ def _rule_to_function(
     sqs: Any,
     events: Any,
     listeners: list[Listener],
+    long_poll_seconds: int,
 ) -> QueueEventSource:
     """An EventBridge rule whose target is a private queue; each event invokes the function."""
     name = f"{function.logical_id}{event_name}"
@@ -465,7 +483,7 @@ def _rule_to_function(
     events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(properties["Pattern"]))
     events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "local", "Arn": arn}])
     mapping = QueueMapping(queue_url=url, queue_arn=arn, batch_size=1, deliver_body=True)
-    return QueueEventSource(function, mapping, sqs, listeners)
+    return QueueEventSource(function, mapping, sqs, listeners, long_poll_seconds)
 
 
 def _get_att_id(value: Any) -> str:

@@ -23,7 +23,7 @@ from local_cloud.lambda_runtime import Invocation, LocalFunction
 
 _DELETE_BATCH = 10
 _RECEIVE_MAX = 10
-# moto's server serves one long poll at a time: poll briefly and sleep here instead.
+# Between short polls of an idle queue, where the mapping does not long-poll.
 _IDLE_SECONDS = 0.2
 _RATE = re.compile(r"^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
@@ -54,7 +54,12 @@ class QueueMapping:
 
 
 class QueueEventSource:
-    """Polls one queue on a thread and invokes one function with SQS batch events."""
+    """Polls one queue on a thread and invokes one function with SQS batch events.
+
+    With `long_poll_seconds` (a served cloud's), an idle mapping waits in a long-poll
+    ReceiveMessage, as Lambda's pollers do: moto answers it as soon as a message is sent (the
+    send runs meanwhile: moto_capacity's `waiting_aside`), and within a second of one coming back
+    from its visibility timeout or delay. Without, it short-polls every _IDLE_SECONDS."""
 
     def __init__(
         self,
@@ -62,10 +67,12 @@ class QueueEventSource:
         mapping: QueueMapping,
         sqs: Any,
         listeners: Sequence[Listener] = (),
+        long_poll_seconds: int = 0,
     ) -> None:
         self.function = function
         self.mapping = mapping
         self._sqs = sqs
+        self._long_poll_seconds = long_poll_seconds
         self._listeners = list(listeners)
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -76,8 +83,12 @@ class QueueEventSource:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Ask the poller to stop after its current poll (`stop()` waits for it)."""
         self._stop.set()
+
+    def stop(self) -> None:
+        self.halt()
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
@@ -86,18 +97,18 @@ class QueueEventSource:
                 messages = self._gather()
                 if messages:
                     self._deliver(messages)
-                else:
+                elif not self._long_poll_seconds:
                     self._stop.wait(_IDLE_SECONDS)
             except Exception as error:  # the mapping keeps polling, as Lambda's does
                 if not self._stop.is_set():
                     print(f"[{self.function.logical_id}] queue poll failed: {error!r}")
                     self._stop.wait(1)
 
-    def _receive(self, wanted: int) -> list[dict[str, Any]]:
+    def _receive(self, wanted: int, wait_seconds: int = 0) -> list[dict[str, Any]]:
         response = self._sqs.receive_message(
             QueueUrl=self.mapping.queue_url,
             MaxNumberOfMessages=min(wanted, _RECEIVE_MAX),
-            WaitTimeSeconds=0,
+            WaitTimeSeconds=wait_seconds,
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
         )
@@ -105,7 +116,7 @@ class QueueEventSource:
         return messages
 
     def _gather(self) -> list[dict[str, Any]]:
-        batch = self._receive(self.mapping.batch_size)
+        batch = self._receive(self.mapping.batch_size, self._long_poll_seconds)
         if not batch:
             return []
         deadline = time.monotonic() + self.mapping.batching_window_seconds

@@ -18,8 +18,7 @@ from typing import Any
 from capacity_launcher_cli.emulator_clock import service_host
 from capacity_launcher_client.deployment import LOCAL_CREDENTIALS, Deployment
 from local_cloud import function_output
-from local_cloud.cloud import LOCAL_FUNCTION_ENVIRONMENT
-from local_cloud.lambda_runtime import LocalFunction
+from local_cloud.lambda_runtime import LOCAL_FUNCTION_ENVIRONMENT, LocalFunction
 from local_cloud.template import DeployedNames, function_spec, load_template
 
 

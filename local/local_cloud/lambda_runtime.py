@@ -30,6 +30,9 @@ from capacity_launcher.startup import Host, hosted_on
 from local_cloud import function_output
 from local_cloud.template import function_spec, load_template
 
+# moto has no X-Ray; the handlers must not try to send traces (the local cloud's functions and
+# `invoke`'s, which reads it here, without loading moto).
+LOCAL_FUNCTION_ENVIRONMENT = {"POWERTOOLS_TRACE_DISABLED": "true"}
 # Loading sets process-wide state (os.environ, sys.path, module caches): one load at a time.
 _LOAD_LOCK = threading.Lock()
 LAYER_PACKAGE_PREFIX = "capacity_launcher"

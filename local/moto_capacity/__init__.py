@@ -7,6 +7,7 @@ Call `install()` once; afterwards `mock_aws()` and moto servers serve it all.
 from .controls.models import (
     advance_clock,
     inject_fault,
+    instance_states,
     interrupt,
     register_image,
     reset,
@@ -27,6 +28,7 @@ __all__ = [
     "advance_clock",
     "inject_fault",
     "install",
+    "instance_states",
     "interrupt",
     "register_image",
     "reset",

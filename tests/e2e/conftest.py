@@ -83,8 +83,9 @@ class StatusEvents:
 
         deadline = time.monotonic() + timeout
         while not arrived() and time.monotonic() < deadline:
+            # A long poll: answered as soon as an event arrives, not at the next short poll.
             response = self.sqs.receive_message(
-                QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+                QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
             )
             for message in response.get("Messages", []):
                 event = json.loads(message["Body"])
@@ -94,8 +95,6 @@ class StatusEvents:
                 self.sqs.delete_message(
                     QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"]
                 )
-            if not response.get("Messages"):
-                time.sleep(0.2)
         return self.seen.get(request_id, [])
 
 
@@ -151,6 +150,24 @@ def submit_through_queue(tmp_path: Path, body: dict[str, Any]) -> dict[str, Any]
     path.write_text(json.dumps(body))
     record: dict[str, Any] = run_cli("submit", "-f", str(path), "--via", "queue", "--wait").json()
     return record
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _bytecode_compiled_once(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """The e2e tests start the CLI, `local up` and the demo in processes of their own, each
+    importing the whole stack. Where the environment says not to write bytecode
+    (PYTHONDONTWRITEBYTECODE) each would compile the project from source again, a quarter of a
+    second of CPU a command: they share one cache of it outside the project instead
+    (PYTHONPYCACHEPREFIX), one for the run's workers. What runs is the same."""
+    root = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):  # pytest-xdist's workers share the run's folder
+        root = root.parent
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        patch.setenv("PYTHONPYCACHEPREFIX", str(root / "pycache"))
+        yield
 
 
 # Package scope: torn down before other folders' tests, which share moto's global backends.

@@ -1,6 +1,6 @@
 """The launch queue's event source mapping, as the template declares it: partial batch failures
-hand back only the failed message, and a message that keeps failing lands in the DLQ after
-maxReceiveCount receives."""
+hand back only the failed message, a message that keeps failing lands in the DLQ after
+maxReceiveCount receives, and an idle mapping waits in a long poll."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+import moto_capacity
 from local_cloud.template import load_template
 from tests.e2e.conftest import E2E_POOL, WAIT_SECONDS, E2eCloud, request_id, run_cli
 
@@ -71,3 +72,19 @@ def test_one_failing_message_is_handed_back_alone_then_redriven_to_the_dlq(
     carried = [o for o in outcomes if bad_message in o.message_ids]
     assert all(bad_message in o.failed_ids for o in carried)
     assert len(carried) == _max_receive_count()
+
+
+def _receives() -> int:
+    operations: dict[str, dict[str, int]] = moto_capacity.state()["operations"]  # type: ignore[assignment]
+    return operations.get("sqs:ReceiveMessage", {}).get("calls", 0)
+
+
+def test_an_idle_served_cloud_waits_in_long_polls_instead_of_polling(e2e_cloud: E2eCloud) -> None:
+    # Lambda's SQS pollers long-poll (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html):
+    # idle, each of the cloud's queue mappings asks about once a second; short polls 0.2 s apart
+    # would ask ten times as often.
+    mappings = len(e2e_cloud.cloud.queue_sources)
+    before = _receives()
+    time.sleep(2)
+
+    assert _receives() - before <= 2 * mappings + 4

@@ -55,6 +55,15 @@ def test_help_version_and_completion_load_neither_boto3_nor_the_service(argv) ->
     assert output  # and they did print
 
 
+def test_invoke_runs_a_function_without_loading_moto() -> None:
+    # `invoke` runs a function against a deployment (the local cloud another process serves, or
+    # a stack): moto's models take seconds to import and it needs none of them.
+    probe = "import json, sys, local_cloud.invoke_command; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+
+    assert not [m for m in json.loads(done.stdout) if m.split(".")[0] == "moto"]
+
+
 def test_version_is_the_installed_distributions() -> None:
     _heavy, output = _loaded_after("--version")
     assert output.strip() == f"capacity-launcher {version('capacity-launcher')}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,53 @@ def test_the_mappings_records_carry_the_senders_id_as_sqs_sets_it(
         "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp", "SenderId", "SentTimestamp"
     }  # fmt: skip
     assert record["attributes"]["SenderId"] == f"{role['RoleId']}:batch"
+
+
+class _CountedReceives:
+    """An SQS client that counts its ReceiveMessage calls."""
+
+    def __init__(self, sqs: Any) -> None:
+        self._sqs = sqs
+        self.receives = 0
+
+    def receive_message(self, **kwargs: Any) -> Any:
+        self.receives += 1
+        return self._sqs.receive_message(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sqs, name)
+
+
+def test_a_long_polling_mapping_waits_for_a_message_instead_of_polling_and_takes_it_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Lambda's SQS pollers long-poll (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html):
+    # idle, a served cloud's mapping asks once a second, not five times, and a message sent
+    # meanwhile is answered at once.
+    for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}.items():
+        monkeypatch.setenv(name, value)
+    moto_capacity.install()
+    with mock_aws():
+        sqs = _CountedReceives(boto3.client("sqs", "us-east-1"))
+        url = sqs.create_queue(QueueName="launch")["QueueUrl"]
+        function = _Function({"batchItemFailures": []})
+        mapping = QueueMapping(url, "arn:aws:sqs:us-east-1:123456789012:launch")
+        source = QueueEventSource(function, mapping, sqs, long_poll_seconds=1)  # type: ignore[arg-type]
+        source.start()
+        try:
+            time.sleep(2.5)
+            idle_receives = sqs.receives
+            sent = time.monotonic()
+            sqs.send_message(QueueUrl=url, MessageBody="{}")
+            while not function.events and time.monotonic() < sent + 5:
+                time.sleep(0.01)
+            delivered_after = time.monotonic() - sent
+        finally:
+            source.stop()
+
+    assert 1 <= idle_receives <= 4  # short polls every 0.2 s would have asked about 12 times
+    assert function.events, "the message sent was never delivered"
+    assert delivered_after < 0.5
 
 
 @pytest.mark.parametrize(

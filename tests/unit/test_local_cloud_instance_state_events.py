@@ -16,14 +16,8 @@ class _Ec2:
     def __init__(self) -> None:
         self.states: dict[str, str] = {}
 
-    def get_paginator(self, name: str) -> _Ec2:
-        assert name == "describe_instances"
-        return self
-
-    def paginate(self, Filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        assert Filters == [{"Name": "tag:capacity-launcher:managed", "Values": ["true"]}]
-        instances = [{"InstanceId": i, "State": {"Name": s}} for i, s in self.states.items()]
-        return [{"Reservations": [{"Instances": instances}]}]
+    def managed_states(self) -> dict[str, str]:
+        return dict(self.states)
 
 
 class _Bus:
@@ -37,7 +31,7 @@ class _Bus:
 def test_only_changes_since_the_last_poll_become_events() -> None:
     ec2, bus = _Ec2(), _Bus()
     ec2.states = {"i-1": "running"}
-    watcher = InstanceStateEvents(ec2, bus, "us-east-1", "123456789012")
+    watcher = InstanceStateEvents(ec2.managed_states, bus, "us-east-1", "123456789012")
     watcher._known = watcher._states()  # the baseline start() takes
 
     ec2.states = {"i-1": "terminated", "i-2": "running"}

@@ -5,7 +5,10 @@ The state each control changes lives with what it drives (`core`, `ec2.models`, 
 nothing there imports the controls.
 """
 
+from collections.abc import Mapping
+
 from moto_capacity.core.clock import CLOCK
+from moto_capacity.core.locks import SERVICE_LOCKS
 from moto_capacity.core.operations import OPERATION_CONTROLS, InjectedFault
 from moto_capacity.dynamodb.exceptions import (
     CANCELLED,
@@ -135,6 +138,26 @@ def register_image(
 
     backend = ec2_backends[account_id or DEFAULT_ACCOUNT_ID][region]
     return str(register_platform_image(backend, platform_details, name, architecture).id)
+
+
+def instance_states(
+    region: str, tags: Mapping[str, str], account_id: str | None = None
+) -> dict[str, str]:
+    """Each instance carrying every one of `tags`, and its state's name, as the emulator holds
+    them: what EC2's state-change events report, read without DescribeInstances (whose answer
+    for a few hundred instances takes the better part of a second to write and read back)."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    wanted = set(tags.items())
+    with SERVICE_LOCKS["ec2"]:  # one request at a time: moto's backends are not thread-safe
+        backend = ec2_backends[account_id or DEFAULT_ACCOUNT_ID][region]
+        return {
+            str(instance.id): str(instance.state)
+            for reservation in list(backend.reservations.values())
+            for instance in reservation.instances
+            if wanted <= set(backend.tags.get(instance.id, {}).items())
+        }
 
 
 def advance_clock(seconds: float) -> None:

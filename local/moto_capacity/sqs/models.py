@@ -18,6 +18,7 @@ those messages.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -79,11 +80,27 @@ def stamping_sender(original: Callable[..., Any]) -> Callable[..., Any]:
 def waiting_aside(original: Callable[..., Any]) -> Callable[..., Any]:
     """Wraps moto's Queue.wait_for_messages, where a long-poll ReceiveMessage waits: the SQS
     requests it waits for (a SendMessage) run meanwhile, and it answers as soon as one arrives
-    (ReceiveMessage, `WaitTimeSeconds`)."""
+    (ReceiveMessage, `WaitTimeSeconds`). A message held back (in flight, or delayed) is available
+    again the moment its visibility timeout or delay ends, and the poll answers then, as SQS's
+    does: moto would look again only when its one-second wait is over."""
 
     @functools.wraps(original)
     def wait_for_messages(self: Any, timeout: float) -> Any:
         with SERVICE_LOCKS["sqs"].idle():
-            return original(self, timeout)
+            return original(self, min(timeout, seconds_until_one_returns(self)))
 
     return wait_for_messages
+
+
+def seconds_until_one_returns(queue: Any) -> float:
+    """Seconds until the first message `queue` holds back is available (inf: none held)."""
+    now_ms = CLOCK.now().timestamp() * 1000
+    returns = [
+        max(m.visible_at, m.delayed_until)
+        for m in list(queue._messages)
+        if not m.visible or m.delayed
+    ]
+    if not returns:
+        return math.inf
+    # moto's `visible` is strictly after visible_at: a millisecond past it.
+    return max(min(returns) - now_ms + 1, 1) / 1000

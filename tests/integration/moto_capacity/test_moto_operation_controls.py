@@ -220,3 +220,58 @@ def test_a_long_poll_receives_a_message_sent_while_it_waits(
 
     assert [message["Body"] for message in received[0]["Messages"]] == ["hello"]
     assert send_seconds < 2
+
+
+def test_a_long_poll_receives_a_message_as_its_visibility_timeout_ends(
+    aws_client: Callable[[str], Any],
+) -> None:
+    # ReceiveMessage, WaitTimeSeconds (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/
+    # APIReference/API_ReceiveMessage.html): "If a message is available, the call returns sooner
+    # than WaitTimeSeconds"; one whose visibility timeout ended is available again
+    # (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/
+    # sqs-visibility-timeout.html). moto alone looks once a second: 0.9 s into the wait, here.
+    sqs = aws_client("sqs")
+    queue_url = sqs.create_queue(QueueName="comes-back")["QueueUrl"]
+    sqs.send_message(QueueUrl=queue_url, MessageBody="again")
+    sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=2)
+    time.sleep(0.9)
+
+    started = time.monotonic()
+    received = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=5)
+    waited = time.monotonic() - started
+
+    assert [message["Body"] for message in received["Messages"]] == ["again"]
+    assert waited < 1.6  # back at 1.1 s; moto's next look would be at 2 s
+
+
+def test_instance_states_are_the_tagged_instances_and_their_states_as_described(
+    ec2: Any, linux_ami: str
+) -> None:
+    # What EC2's state-change events report (the local cloud sends them from this), read from the
+    # emulator: the instances carrying the tags, each with the state DescribeInstances gives.
+    def launch(tags: dict[str, str]) -> str:
+        tagged = [
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ]
+        launched = ec2.run_instances(
+            ImageId=linux_ami, InstanceType="m5.large", MinCount=1, MaxCount=1,
+            TagSpecifications=tagged,
+        )  # fmt: skip
+        return str(launched["Instances"][0]["InstanceId"])
+
+    managed, ended = launch({"managed": "true"}), launch({"managed": "true", "team": "a"})
+    launch({"managed": "false"})
+    ec2.terminate_instances(InstanceIds=[ended])
+
+    states = moto_capacity.instance_states("us-east-1", {"managed": "true"})
+
+    described = ec2.describe_instances(Filters=[{"Name": "tag:managed", "Values": ["true"]}])
+    assert states == {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in described["Reservations"]
+        for i in r["Instances"]
+    }
+    assert states == {managed: "running", ended: "terminated"}
+    assert moto_capacity.instance_states("us-east-1", {"managed": "true", "team": "a"}) == {
+        ended: "terminated"
+    }
