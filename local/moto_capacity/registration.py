@@ -15,6 +15,7 @@ from .core.picking import remembering
 from .dynamodb import hooks as dynamodb_hooks
 from .ec2 import hooks as ec2_hooks
 from .events import hooks as events_hooks
+from .kms import hooks as kms_hooks
 from .resourcegroups import hooks as resourcegroups_hooks
 from .sqs import hooks as sqs_hooks
 
@@ -29,6 +30,7 @@ def install() -> None:
         dynamodb_hooks.install()
         sqs_hooks.install()
         events_hooks.install()
+        kms_hooks.install()
         hook(BaseResponse, "call_action", controlled)
         hook(responses, "XFormedAttributePicker", remembering)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)
