@@ -4,14 +4,14 @@ once, however often install() runs."""
 
 import threading
 
-from moto.core import responses
+from moto.core import responses, serialize
 from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 from .controls.dispatch import controlled
 from .controls.responses import serving_control_api
 from .core.patching import hook
-from .core.picking import remembering
+from .core.picking import reading_dicts_directly, remembering
 from .dynamodb import hooks as dynamodb_hooks
 from .ec2 import hooks as ec2_hooks
 from .events import hooks as events_hooks
@@ -33,4 +33,5 @@ def install() -> None:
         kms_hooks.install()
         hook(BaseResponse, "call_action", controlled)
         hook(responses, "XFormedAttributePicker", remembering)
+        hook(serialize.ResponseSerializer, "get_value", reading_dicts_directly)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)

@@ -129,15 +129,24 @@ def test_a_large_scan_asks_for_each_members_keys_once(
         dynamodb.put_item(TableName=TABLE, Item=_item(i))
     dynamodb.scan(TableName=TABLE, Limit=1)
     asked: list[str] = []
+    picked: list[str] = []
     original = serialize.NoAlias.has_alias
 
     def counted(self: Any, key: str) -> bool:
         asked.append(key)
         return original(self, key)
 
+    class CountedContext(serialize.AttributePickerContext):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            picked.append(self.key)
+
     monkeypatch.setattr(serialize.NoAlias, "has_alias", counted)
+    monkeypatch.setattr(serialize, "AttributePickerContext", CountedContext)
     # When it is scanned whole
     items = dynamodb.scan(TableName=TABLE)["Items"]
-    # Then every item is answered, and no member's keys were derived again for it
+    # Then every item is answered, no member's keys were derived again for it, and the items'
+    # values (plain dicts) were read without a picker's context each
     assert len(items) == 200
     assert asked == []
+    assert picked == []
