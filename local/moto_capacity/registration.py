@@ -10,6 +10,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 from .controls.dispatch import controlled
 from .controls.responses import serving_control_api
+from .core.action_names import listed_once
 from .core.patching import hook
 from .core.picking import reading_dicts_directly, remembering
 from .dynamodb import hooks as dynamodb_hooks
@@ -34,4 +35,5 @@ def install() -> None:
         hook(BaseResponse, "call_action", controlled)
         hook(responses, "XFormedAttributePicker", remembering)
         hook(serialize.ResponseSerializer, "get_value", reading_dicts_directly)
+        hook(responses, "method_names_from_class", listed_once)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)

@@ -1,6 +1,7 @@
 """moto's answers with the extension's picker (moto_capacity/core/picking.py): byte for byte the
 answers moto's own picker makes, and the keys of each member derived once, not per value."""
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -150,3 +151,24 @@ def test_a_large_scan_asks_for_each_members_keys_once(
     assert len(items) == 200
     assert asked == []
     assert picked == []
+
+
+def test_the_actions_a_response_class_answers_are_listed_once_and_again_when_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from moto.ec2.responses import EC2Response
+
+    listed: list[object] = []
+    original = inspect.getmembers
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        listed.append(args[0])
+        return original(*args, **kwargs)
+
+    names = responses.method_names_from_class(EC2Response)
+    monkeypatch.setattr(inspect, "getmembers", counted)
+    assert responses.method_names_from_class(EC2Response) == names
+    assert listed == []
+    monkeypatch.setattr(EC2Response, "an_action_added_later", lambda self: None, raising=False)
+    assert "an_action_added_later" in responses.method_names_from_class(EC2Response)
+    assert listed == [EC2Response]
