@@ -61,13 +61,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_botocore_loader() -> Iterator[None]:
-    """Each test's cloud starts new sessions; they share one loader and its service models, and
-    large catalogue answers are parsed once (support/process_caches)."""
-    from tests.support.process_caches import (
-        remembered_parses,
-        shared_botocore_loader,
-        shared_service_models,
-    )
+    """Each test's cloud starts new sessions; they share one loader, and large catalogue answers
+    are parsed once (support/process_caches)."""
+    from tests.support.process_caches import remembered_parses, shared_botocore_loader
 
-    with shared_botocore_loader(), shared_service_models(), remembered_parses():
+    with shared_botocore_loader(), remembered_parses():
         yield

@@ -1,8 +1,6 @@
-"""The tests' process parses EC2's large catalogue answers once, and builds each service model
-once (tests/support/process_caches.py, open for the whole session): a cold container's listing of
-every instance type, asked again by the next cold container, is handed a copy of the first parse
-(`remembered_parses`); a new session's clients share the last one's service models
-(`shared_service_models`)."""
+"""The tests' process parses EC2's large catalogue answers once (tests/support/process_caches.py
+`remembered_parses`, open for the whole session): a cold container's listing of every instance
+type, asked again by the next cold container, is handed a copy of the first parse."""
 
 from __future__ import annotations
 
@@ -62,10 +60,3 @@ def test_a_small_answer_is_parsed_every_time(cloud: Cloud, parsed_xml: list[int]
     for _ in range(2):
         ec2.describe_availability_zones()
     assert len(parsed_xml) == 2
-
-
-def test_clients_of_new_sessions_share_their_service_model(cloud: Cloud) -> None:
-    """process_caches.shared_service_models: a new container's clients build no model again."""
-    first, second = (boto3.Session(region_name=REGION).client("ec2") for _ in range(2))
-    assert first.meta.service_model is second.meta.service_model
-    assert first.describe_availability_zones()["AvailabilityZones"]

@@ -12,11 +12,6 @@
   new container's clients), and each new session re-reads botocore's service models and
   endpoint rules from disk. `shared_botocore_loader()` gives every session one loader, so each
   file is read once per process. Clients, their handlers and their retry state stay per session.
-- botocore's service models. Each new client builds a `ServiceModel` of its service's JSON, and
-  with it every `OperationModel` (a client class makes one per operation: 5,841 for a cloud's 30
-  clients). `shared_service_models()` builds each service's model once per loader and hands it
-  to every client; the model is read-only once made (botocore's own clients of one session
-  would each build an equal one).
 - EC2's catalogue answers, parsed. A cold container lists every instance type of the region
   (`DescribeInstanceTypes`: 1,395 types, 5.8 MB of XML that botocore parses in 0.44 s of CPU) and
   the zones' offerings; each test's sync run builds a cold container, and moto answers each
@@ -35,9 +30,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import botocore.client
 import botocore.loaders
-import botocore.model
 import botocore.parsers
 import botocore.session
 
@@ -48,7 +41,6 @@ __all__ = [
     "MOTO_AMIS_PATH",
     "remembered_parses",
     "shared_botocore_loader",
-    "shared_service_models",
     "use_the_images_tests_use",
 ]
 
@@ -90,30 +82,6 @@ def shared_botocore_loader() -> Iterator[None]:
         yield
     finally:
         botocore.session.create_loader = original
-
-
-@contextmanager
-def shared_service_models() -> Iterator[None]:
-    """While open, every client of a service (and API version) made through one loader shares
-    that loader's service model, and so its operation models."""
-    models: dict[tuple[int, str, str | None], tuple[object, botocore.model.ServiceModel]] = {}
-    original = botocore.client.ClientCreator._load_service_model
-
-    def load_service_model(
-        creator: Any, service_name: str, api_version: str | None = None
-    ) -> botocore.model.ServiceModel:
-        loader = creator._loader
-        key = (id(loader), service_name, api_version)
-        kept = models.get(key)
-        if kept is None:
-            kept = models[key] = (loader, original(creator, service_name, api_version))
-        return kept[1]
-
-    botocore.client.ClientCreator._load_service_model = load_service_model  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        botocore.client.ClientCreator._load_service_model = original  # type: ignore[method-assign]
 
 
 @contextmanager
