@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -162,11 +163,10 @@ class LocalCloud:
         if options.prepare is not None:
             options.prepare()
         self._forget_process_caches()
-        session = boto3.Session(region_name=options.region)
+        client = _clients(boto3.Session(region_name=options.region), endpoint)
         parameters = {"InstanceRoleArn": LOCAL_INSTANCE_ROLE, **options.parameters}
         self.names = create_resources(
-            session,
-            endpoint_url=endpoint,
+            {name: client(name) for name in ("dynamodb", "sqs", "events")},
             stack_name=options.stack_name,
             parameters=parameters,
             template_path=options.template_path,
@@ -174,13 +174,13 @@ class LocalCloud:
         if options.as_launcher:  # this process is the launcher's container
             self._set_environment(self.names.environment("LauncherFunction"))
             self._forget_process_caches()
-        self._override_visibility(session.client("sqs", endpoint_url=endpoint))
+        self._override_visibility(client)
         if options.example_network:
-            ec2 = session.client("ec2", endpoint_url=endpoint)
+            ec2 = client("ec2")
             prepare_network(ec2)
             alias_parameters(ec2, DEFAULT_ACCOUNT_ID, options.region)
-            node_role(session.client("iam", endpoint_url=endpoint))
-        self.deployment = self._deployment(endpoint, self._wire(session, endpoint))
+            node_role(client("iam"))
+        self.deployment = self._deployment(endpoint, self._wire(client))
         for queue_source in self.queue_sources:
             queue_source.start()
         for schedule in self.schedules:
@@ -332,21 +332,21 @@ class LocalCloud:
     def _set_environment(self, values: Mapping[str, str]) -> None:
         os.environ.update(values)
 
-    def _override_visibility(self, sqs: Any) -> None:
+    def _override_visibility(self, client: Callable[[str], Any]) -> None:
         seconds = self.options.visibility_timeout_seconds
         if seconds is not None and self.names is not None:
-            sqs.set_queue_attributes(
+            client("sqs").set_queue_attributes(
                 QueueUrl=self.names.launch_queue_url,
                 Attributes={"VisibilityTimeout": str(seconds)},
             )
 
-    def _wire(self, session: boto3.Session, endpoint: str | None) -> dict[str, dict[str, str]]:
+    def _wire(self, client: Callable[[str], Any]) -> dict[str, dict[str, str]]:
         assert self.names is not None
         template = load_template(self.options.template_path)
         root = Path(self.options.template_path or default_template_path()).resolve().parent
         parameters = {**parameter_defaults(template), **self.names.parameters}
-        sqs = session.client("sqs", endpoint_url=endpoint)
-        events = session.client("events", endpoint_url=endpoint)
+        sqs = client("sqs")
+        events = client("events")
         environments: dict[str, dict[str, str]] = {}
         for logical_id, resource in template["Resources"].items():
             if resource.get("Type") != "AWS::Serverless::Function":
@@ -464,6 +464,11 @@ class LocalCloud:
                 f"[{invocation.function}] {invocation.error['errorType']}: "
                 f"{invocation.error['errorMessage']}\n"
             )
+
+
+def _clients(session: boto3.Session, endpoint: str | None) -> Callable[[str], Any]:
+    """The cloud's own clients (making its resources, wiring its triggers): one per service."""
+    return cache(lambda name: session.client(name, endpoint_url=endpoint))
 
 
 def _rule_to_function(

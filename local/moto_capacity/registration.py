@@ -4,15 +4,19 @@ once, however often install() runs."""
 
 import threading
 
+from moto.core import responses, serialize
 from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 from .controls.dispatch import controlled
 from .controls.responses import serving_control_api
+from .core.action_names import listed_once
 from .core.patching import hook
+from .core.picking import reading_dicts_directly, remembering
 from .dynamodb import hooks as dynamodb_hooks
 from .ec2 import hooks as ec2_hooks
 from .events import hooks as events_hooks
+from .kms import hooks as kms_hooks
 from .resourcegroups import hooks as resourcegroups_hooks
 from .sqs import hooks as sqs_hooks
 
@@ -27,5 +31,9 @@ def install() -> None:
         dynamodb_hooks.install()
         sqs_hooks.install()
         events_hooks.install()
+        kms_hooks.install()
         hook(BaseResponse, "call_action", controlled)
+        hook(responses, "XFormedAttributePicker", remembering)
+        hook(serialize.ResponseSerializer, "get_value", reading_dicts_directly)
+        hook(responses, "method_names_from_class", listed_once)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)

@@ -12,19 +12,42 @@
   new container's clients), and each new session re-reads botocore's service models and
   endpoint rules from disk. `shared_botocore_loader()` gives every session one loader, so each
   file is read once per process. Clients, their handlers and their retry state stay per session.
+- EC2's catalogue answers, parsed. A cold container lists every instance type of the region
+  (`DescribeInstanceTypes`: 1,395 types, 5.8 MB of XML that botocore parses in 0.44 s of CPU) and
+  the zones' offerings; each test's sync run builds a cold container, and moto answers each
+  listing with the same bytes (moto_capacity/ec2/responses/listings.py). `remembered_parses()`
+  keeps what botocore parsed of each large query-protocol body (`LARGE_BODY_BYTES` and more) and
+  gives every later answer of the same bytes, for the same output shape, a fresh copy of it
+  (unpickled: 0.03 s). What botocore parses depends on nothing else (the body, the shape, the
+  parser's class and its timestamp and blob parsers, all in the key); the response's status and
+  headers are added to each copy by botocore as before.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import botocore.loaders
+import botocore.parsers
 import botocore.session
 
 from tests.support.moto_images import MOTO_AMIS_PATH, use_the_images_tests_use
 
-__all__ = ["MOTO_AMIS_PATH", "shared_botocore_loader", "use_the_images_tests_use"]
+__all__ = [
+    "LARGE_BODY_BYTES",
+    "MOTO_AMIS_PATH",
+    "remembered_parses",
+    "shared_botocore_loader",
+    "use_the_images_tests_use",
+]
+
+# Bodies at least this long are remembered parsed; smaller ones parse faster than a copy is made.
+LARGE_BODY_BYTES = 256 * 1024
+# Distinct large bodies kept (the catalogue, a few offerings' listings); more, and all are let go.
+MOST_REMEMBERED_BODIES = 32
 
 
 class _SearchPaths(list[str]):
@@ -59,3 +82,52 @@ def shared_botocore_loader() -> Iterator[None]:
         yield
     finally:
         botocore.session.create_loader = original
+
+
+@contextmanager
+def remembered_parses() -> Iterator[dict[tuple[Any, ...], tuple[object, bytes]]]:
+    """While open, botocore parses each large query-protocol body (EC2's, SQS's XML) once per
+    output shape, and answers the same bytes again with a copy of that parse. Yields the memo
+    (key: the parser's class, timestamp and blob parsers, the shape, the body; value: the
+    shape's table, kept so that its id is not reused, and the parse, pickled)."""
+    remembered: dict[tuple[Any, ...], tuple[object, bytes]] = {}
+    original = botocore.parsers.QueryParser._do_parse
+
+    def do_parse(parser: Any, response: dict[str, Any], shape: Any) -> Any:
+        body = response["body"]
+        if not isinstance(body, bytes) or len(body) < LARGE_BODY_BYTES:
+            return original(parser, response, shape)
+        # A shape is known by its service model's shape table (one per process: the loader is
+        # shared) and its name.
+        resolver = getattr(shape, "_shape_resolver", None)
+        table = getattr(resolver, "_shape_map", None)
+        key = (
+            type(parser),
+            _unbound(parser, parser._timestamp_parser),
+            _unbound(parser, parser._blob_parser),
+            id(table),
+            getattr(shape, "name", None),
+            body,
+        )
+        kept = remembered.get(key)
+        if kept is None:
+            answer = original(parser, response, shape)
+            if len(remembered) >= MOST_REMEMBERED_BODIES:
+                remembered.clear()
+            remembered[key] = (table, pickle.dumps(answer, pickle.HIGHEST_PROTOCOL))
+            return answer
+        return pickle.loads(kept[1])  # our own bytes, pickled above
+
+    botocore.parsers.QueryParser._do_parse = do_parse  # type: ignore[method-assign]
+    try:
+        yield remembered
+    finally:
+        botocore.parsers.QueryParser._do_parse = original  # type: ignore[method-assign]
+        remembered.clear()
+
+
+def _unbound(parser: Any, function: Any) -> Any:
+    """A parser's own default (a method bound to it) as its class's function: alike for all."""
+    if getattr(function, "__self__", None) is parser:
+        return function.__func__
+    return function

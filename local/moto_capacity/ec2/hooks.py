@@ -2,7 +2,8 @@
 `Ami`, instances that give their slot back when stopped or terminated and take one again when
 started, `cr-` ids for tags, Capacity Reservations as resource-group members, the launch-template
 quota, terminated instances that leave DescribeInstances after an hour, status checks
-`initializing` for a while after a launch or a start, and listings with EC2's limits and paging."""
+`initializing` for a while after a launch or a start, listings with EC2's limits and paging, and
+a resource's tags looked up by its id."""
 
 import functools
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from typing import Any
 
 from moto.ec2.models import EC2Backend
 from moto.ec2.models.amis import Ami
+from moto.ec2.models.core import TaggedEC2Resource
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX
@@ -28,6 +30,7 @@ from .models.retention import (
     within_launch_template_quota,
 )
 from .models.status_checks import checking_after_launch, checking_after_start, initializing_status
+from .models.tag_lookup import looked_up_by_id
 from .responses.capacity_reservations import CapacityReservationResponse
 from .responses.gpu_reservations import GpuReservationResponse
 from .responses.instances import EventuallyConsistentInstanceResponse
@@ -90,4 +93,5 @@ def install() -> None:
     hook(EC2Backend, "create_launch_template", within_launch_template_quota)
     hook(EC2Backend, "create_tags", template_tags_kept)
     hook(EC2Backend, "delete_tags", template_tags_kept)
+    hook(TaggedEC2Resource, "get_tags", looked_up_by_id)
     register_member_kind(CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_MEMBERS)
