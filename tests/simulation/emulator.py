@@ -14,8 +14,6 @@ someone next reads the reservation.
 from __future__ import annotations
 
 import copy
-import hashlib
-import pickle
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -246,46 +244,6 @@ def transaction_backups_once_per_table() -> Iterator[None]:
     finally:
         DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
         dynamodb_models.copy = copy  # type: ignore[attr-defined]
-
-
-# Answers at least this large are parsed once per distinct answer (the region's instance-type
-# catalogue: about 1.3 MB of XML, 0.4 s of CPU to parse, read again by every sync whose cache
-# aged out; the simulated clock jumps hours, so nearly every sync's has).
-PARSED_ONCE_BYTES = 64 * 1024
-
-
-@contextmanager
-def large_answers_parsed_once() -> Iterator[None]:
-    """botocore's parse of a query-protocol answer's body (EC2's: `QueryParser._do_parse`, the
-    metadata from the headers added after it) is a function of the body and the operation's
-    output shape alone: a large body the emulator gives again byte for byte (moto_capacity
-    serves the catalogue's from its cache) is parsed once, and each caller gets its own copy of
-    what the parse gave (a pickle's round trip: nothing shared, so nothing one caller changes
-    reaches another)."""
-    original = botocore.parsers.QueryParser._do_parse
-    parsed: dict[bytes, bytes] = {}
-    lock = threading.Lock()
-
-    def do_parse(self: Any, response: Any, shape: Any) -> Any:
-        body = response.get("body")
-        if not isinstance(body, bytes) or len(body) < PARSED_ONCE_BYTES:
-            return original(self, response, shape)
-        named = f"{type(self).__qualname__} {getattr(shape, 'name', None)}\n".encode()
-        key = hashlib.sha256(named + body).digest()
-        with lock:
-            known = parsed.get(key)
-        if known is not None:
-            return pickle.loads(known)
-        answer = original(self, response, shape)
-        with lock:
-            parsed[key] = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-        return answer
-
-    botocore.parsers.QueryParser._do_parse = do_parse  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        botocore.parsers.QueryParser._do_parse = original  # type: ignore[method-assign]
 
 
 @dataclass

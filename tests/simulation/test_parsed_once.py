@@ -1,5 +1,6 @@
-"""A large EC2 answer given again byte for byte is parsed once (emulator.large_answers_parsed_once):
-each caller gets the same content in objects of its own."""
+"""A large EC2 answer given again byte for byte is parsed once (process_caches.remembered_parses,
+which every simulation world opens, as the test session does): each caller gets the same content
+in objects of its own."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import botocore.parsers
 import botocore.session
 import pytest
 
-from tests.simulation.emulator import PARSED_ONCE_BYTES, large_answers_parsed_once
+from tests.support.process_caches import LARGE_BODY_BYTES, remembered_parses
 
 
 def _listing(count: int) -> bytes:
@@ -43,23 +44,23 @@ def test_a_large_answer_given_again_is_parsed_once_and_copied(
         return original(self, response, shape)
 
     monkeypatch.setattr(botocore.parsers.QueryParser, "_do_parse", counted)
-    large, small = _listing(2000), _listing(3)
-    assert len(large) >= PARSED_ONCE_BYTES > len(small)
-    with large_answers_parsed_once():
+    large, small = _listing(4000), _listing(3)
+    assert len(large) >= LARGE_BODY_BYTES > len(small)
+    with remembered_parses():
         # Given a large answer parsed once
         first = _parse(large)
         # When the same bytes come again, and a small answer twice
         second = _parse(large)
         _parse(small), _parse(small)
         # and another large answer
-        other = _parse(_listing(2001))
+        other = _parse(_listing(4001))
     # Then the large one was parsed once, the small each time, the other on its own
-    assert parses == [len(large), len(small), len(small), len(_listing(2001))]
+    assert parses == [len(large), len(small), len(small), len(_listing(4001))]
     # and the second caller got the same content in objects of its own
-    assert second == first and len(first["InstanceTypes"]) == 2000
+    assert second == first and len(first["InstanceTypes"]) == 4000
     assert second["InstanceTypes"] is not first["InstanceTypes"]
     second["InstanceTypes"][0]["InstanceType"] = "changed"
     assert first["InstanceTypes"][0]["InstanceType"] == "t0.large"
-    assert len(other["InstanceTypes"]) == 2001
+    assert len(other["InstanceTypes"]) == 4001
     # and botocore's own parse is back afterwards
     assert botocore.parsers.QueryParser._do_parse is counted
