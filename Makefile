@@ -39,11 +39,11 @@ template-check: setup
 # One pytest-xdist worker per core (TEST_WORKERS=0: all in this process). loadgroup is the suite's
 # own scheduling (tests/support/scheduling.py): each test handed out alone, the slow ones first,
 # but for the modules it names, run whole on one worker. The IAM call audit adds up every worker's.
-# The template checks: cfn-lint here, the policy linter's tests among the suite's (template-check
-# runs them alone; here they ran twice).
+# The template checks are among the suite's tests: cfn-lint on template.yaml
+# (tests/infrastructure/test_lint.py, which fails on any finding) and the policy linter
+# (test_policy_lint.py); template-check runs them alone.
 TEST_WORKERS ?= auto
 test: lint
-	$(BIN)/cfn-lint template.yaml
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 unit: setup

@@ -17,6 +17,7 @@ from xdist.scheduler import LoadScopeScheduling
 ONE_WORKER = frozenset(
     {
         "tests/infrastructure/test_layer_build.py",  # the layer's `make` build
+        "tests/infrastructure/test_lint.py",  # cfn-lint on a template broken on purpose
         "tests/infrastructure/test_typed_client.py",  # the wheel's build and a venv
     }
 )
