@@ -45,8 +45,9 @@ BEYOND_ON_DEMAND: tuple[tuple[str, str], ...] = (
         "BatchGetItem (coverage and snapshots), in place of none",
         "the pool's NodeClass's coverage item (which reservations it selects, each one's type, "
         "zone and the room the sync saw) and, in the same strongly consistent read, the "
-        "snapshots the container's last coverage names first (most room first, or a group's "
-        "members): the slots are decided on what the snapshots hold now. The snapshots read "
+        "snapshots the container's last coverage names first (a page of them, most room first; "
+        "a group's members too, those its last launch into the group landed in first): the "
+        "slots are decided on what the snapshots hold now. The snapshots read "
         "back are used only when the coverage read with them names exactly those; else they "
         "are read again (a second BatchGetItem: the coverage changed since the container last "
         "read it, at most 60 s before: service/reservations.py, `COVERAGE_KEPT_SECONDS`)",
@@ -68,7 +69,11 @@ BEYOND_ON_DEMAND: tuple[tuple[str, str], ...] = (
         "DescribeInstances (group only)",
         "which of the group's reservations each instance landed in: CreateFleet's answer does "
         "not say, and the record, the snapshot noted and every later event name the "
-        "reservation. A targeted or open attempt's reservation is the one it named",
+        "reservation. A targeted or open attempt's reservation is the one it named. A member "
+        "EC2 chose that the page read did not reach has its snapshot read after (one more "
+        "BatchGetItem, however many members), so the record names its type and dates; the "
+        "emulator's EC2 fills a group's members in order, so here the counted request lands "
+        "in the member the warm one did, which its container reads first",
     ),
     (
         "CreateLaunchTemplate and DescribeLaunchTemplates (the first request into a reservation)",
