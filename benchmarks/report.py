@@ -660,6 +660,7 @@ def _why_missed(results: Results) -> list[str]:
         )
     lines += _burst_missed(results.burst)
     lines += _calls_missed(results.offering_calls)
+    lines += reservation_calls.missed(results.reservation_calls.ours)
     syncs = results.scaling[1]
     settled = (
         max(

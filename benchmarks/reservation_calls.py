@@ -254,6 +254,21 @@ def met(points: Sequence[Point]) -> bool:
     return flat and all(steady(p) <= GOAL_CALLS for p in points)
 
 
+def missed(points: Sequence[Point]) -> list[str]:
+    """The report's line under *Why a goal was missed* (none when `met`): the steady calls of
+    each kind, and what a group's launch reads (service/reservations.py)."""
+    if met(points):
+        return []
+    return [
+        f"- **Into a reservation in {GOAL_CALLS} AWS calls**: {summary(points)}. A launch reads "
+        "the coverage and a page of the snapshots it names, the most room the sync saw first, "
+        "in one BatchGetItem in steady state; into a group, EC2 chooses the member, and one it "
+        "chose that the page did not reach is read after the launch (one more BatchGetItem), "
+        "so the record names its type and dates: its container reads first, next time, the "
+        "members its last launch into the group landed in (service/reservations.py)."
+    ]
+
+
 def render(result: Result) -> str:
     # Imported here, not above: `_measure_in` runs this file over a baseline's tree, which may
     # have no benchmarks/markdown.py.
