@@ -33,7 +33,7 @@ from benchmarks.wake_calls import WakeCalls
 from benchmarks.wake_calls import table as wake_table
 from benchmarks.warm_overhead import WarmOverhead
 from capacity_launcher.adapters import pool_index
-from capacity_launcher.service.reservations import FIRST_PAGE
+from capacity_launcher.service.reservation_pages import FIRST_PAGE
 
 COLD_START_GOAL = 1.2
 BATCHING_GOAL = 4.0
@@ -660,6 +660,7 @@ def _why_missed(results: Results) -> list[str]:
         )
     lines += _burst_missed(results.burst)
     lines += _calls_missed(results.offering_calls)
+    lines += reservation_calls.missed(results.reservation_calls.ours)
     syncs = results.scaling[1]
     settled = (
         max(

@@ -45,8 +45,9 @@ BEYOND_ON_DEMAND: tuple[tuple[str, str], ...] = (
         "BatchGetItem (coverage and snapshots), in place of none",
         "the pool's NodeClass's coverage item (which reservations it selects, each one's type, "
         "zone and the room the sync saw) and, in the same strongly consistent read, the "
-        "snapshots the container's last coverage names first (most room first, or a group's "
-        "members): the slots are decided on what the snapshots hold now. The snapshots read "
+        "snapshots the container's last coverage names first (a page of them, most room first; "
+        "a group's members too, those its last launch into the group landed in first): the "
+        "slots are decided on what the snapshots hold now. The snapshots read "
         "back are used only when the coverage read with them names exactly those; else they "
         "are read again (a second BatchGetItem: the coverage changed since the container last "
         "read it, at most 60 s before: service/reservations.py, `COVERAGE_KEPT_SECONDS`)",
@@ -68,7 +69,11 @@ BEYOND_ON_DEMAND: tuple[tuple[str, str], ...] = (
         "DescribeInstances (group only)",
         "which of the group's reservations each instance landed in: CreateFleet's answer does "
         "not say, and the record, the snapshot noted and every later event name the "
-        "reservation. A targeted or open attempt's reservation is the one it named",
+        "reservation. A targeted or open attempt's reservation is the one it named. A member "
+        "EC2 chose that the page read did not reach has its snapshot read after (one more "
+        "BatchGetItem, however many members), so the record names its type and dates; the "
+        "emulator's EC2 fills a group's members in order, so here the counted request lands "
+        "in the member the warm one did, which its container reads first",
     ),
     (
         "CreateLaunchTemplate and DescribeLaunchTemplates (the first request into a reservation)",
@@ -247,6 +252,21 @@ def met(points: Sequence[Point]) -> bool:
     """The steady request within the goal at every size, and flat: one count per kind."""
     flat = all(len({steady(p) for p in points if p.kind == kind}) <= 1 for kind in KINDS)
     return flat and all(steady(p) <= GOAL_CALLS for p in points)
+
+
+def missed(points: Sequence[Point]) -> list[str]:
+    """The report's line under *Why a goal was missed* (none when `met`): the steady calls of
+    each kind, and what a group's launch reads (service/reservations.py)."""
+    if met(points):
+        return []
+    return [
+        f"- **Into a reservation in {GOAL_CALLS} AWS calls**: {summary(points)}. A launch reads "
+        "the coverage and a page of the snapshots it names, the most room the sync saw first, "
+        "in one BatchGetItem in steady state; into a group, EC2 chooses the member, and one it "
+        "chose that the page did not reach is read after the launch (one more BatchGetItem), "
+        "so the record names its type and dates: its container reads first, next time, the "
+        "members its last launch into the group landed in (service/reservations.py)."
+    ]
 
 
 def render(result: Result) -> str:

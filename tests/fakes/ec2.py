@@ -15,7 +15,7 @@ eventual consistency (moto_capacity models those: tests/integration)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -203,6 +203,13 @@ class FakeReservations:
             if reservation_id in self.snapshots:
                 found = self.snapshots[reservation_id]
                 self.snapshots[reservation_id] = replace(found, exhausted=True)
+
+    def landed_in(
+        self, node_class: NodeClass, reservation_ids: Collection[str], known: Collection[str]
+    ) -> dict[str, ReservationSnapshot]:
+        """None unread: `sources` returns every reservation reached (the real port's read of a
+        group's member landed in unread: tests/integration/test_group_reads.py)."""
+        return {}
 
     def note_launched(self, launched: Mapping[str, int]) -> None:
         for reservation_id, count in launched.items():

@@ -12,7 +12,7 @@ from typing import Any
 
 from capacity_launcher.adapters import aws
 from capacity_launcher.domain.records.status import RequestStatus
-from capacity_launcher.service.reservations import FIRST_PAGE
+from capacity_launcher.service.reservation_pages import FIRST_PAGE
 from tests.integration.test_launch_into_reservations import available, reserve, setup_pool
 from tests.integration.test_reservation_sync import snapshots, sync
 from tests.support.cloud import Cloud, launch_request

@@ -309,3 +309,14 @@ def test_a_launcher_reads_the_snapshots_with_the_most_room_first():
     order = most_room_first({"A", "B", "C", "D", "E", "F"}, [seen, other], named={"F"})
     # Named first, then unknown room, then the most room first (equal ones by id), full ones last
     assert order == ["F", "E", "B", "D", "A", "C"]
+
+
+def test_a_launch_into_a_group_reads_first_the_members_the_last_one_landed_in():
+    # The sync saw A with 1 slot, B with 3, C full and D with 3; the container's last launch
+    # into the group landed in A and in C (EC2 chose them)
+    room = {"A": 1, "B": 3, "C": 0, "D": 3}
+    seen = Coverage("Covered#target:group", 0.0, ("A", "B", "C", "D"), {}, room)
+    order = most_room_first({"A", "B", "C", "D"}, [seen], landed={"A", "C"})
+    # A first (where EC2 most likely puts the next launch), then the most room first; C, which
+    # the sync saw full, keeps its place last
+    assert order == ["A", "B", "D", "C"]

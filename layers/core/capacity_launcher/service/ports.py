@@ -4,7 +4,7 @@ ports of accounting (a pool's limits and quotas) are in service/accounting_ports
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -254,6 +254,10 @@ class Reservations(Protocol):
     def give_back(self, reservation_id: str, count: int) -> None: ...
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None: ...
     def note_launched(self, launched: Mapping[str, int]) -> None: ...
+    # The snapshots of reservations a launch landed in that its read did not return.
+    def landed_in(
+        self, node_class: NodeClass, reservation_ids: Collection[str], known: Collection[str]
+    ) -> dict[str, ReservationSnapshot]: ...
 
 
 class Ec2Reservations(Protocol):

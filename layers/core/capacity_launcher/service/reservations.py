@@ -8,7 +8,7 @@ domain/capacity/reservations.py, the DynamoDB and EC2 translations are the adapt
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 
@@ -35,14 +35,12 @@ from capacity_launcher.domain.capacity.reservations import (
 )
 from capacity_launcher.domain.errors import LaunchFailed, NodeClassRefused
 from capacity_launcher.service.ports import Ec2Reservations, ReservationStore
+from capacity_launcher.service.reservation_pages import FIRST_PAGE, ONE_CALL, EarlyRead, first_page
 
 # Whether the reservations found have room for all a request asks (the launcher's candidates).
 EnoughRoom = Callable[[Sequence[ReservationSource]], bool]
 # A claim re-reads a snapshot this many times while other workers take its slots.
 CLAIM_TRIES = 3
-# A request's launch reads this many snapshots first, the most room the sync saw first, then
-# twice as many more each time those read have too little room for it (`most_room_first`).
-FIRST_PAGE = 4
 # When the last sync found too little room for a request in the reservations it could use (none,
 # all full, or fewer slots than it asks), a launcher asks EC2 itself (a reservation created, or
 # room made, since the sync), at most once per NodeClass selection per this many seconds: a burst
@@ -53,8 +51,6 @@ RECHECK_SECONDS = 30.0
 # back says to read first decides, read again when it differs), so a steady stream of requests
 # reads its coverage and snapshots in one call (issue 38).
 COVERAGE_KEPT_SECONDS = 60.0
-# At most this many keys a call (BatchGetItem's limit): a guess that would need more is not read.
-_ONE_CALL = 100
 
 
 @dataclass(frozen=True)
@@ -65,21 +61,6 @@ class _Room:
     available: int
     total: int
     version: int
-
-
-@dataclass(frozen=True)
-class _Early:
-    """Snapshots read with the coverage, on the guess of the coverage kept
-    (`COVERAGE_KEPT_SECONDS`): used only for a read of exactly these ids."""
-
-    ids: frozenset[str] = frozenset()
-    stored: Mapping[str, StoredReservation] = field(default_factory=dict)
-    invalid: frozenset[str] = frozenset()
-
-    def read(self, ids: Collection[str]) -> tuple[dict[str, StoredReservation], set[str]] | None:
-        if not self.ids or set(ids) != self.ids:
-            return None
-        return dict(self.stored), set(self.invalid)
 
 
 @dataclass(frozen=True)
@@ -107,6 +88,8 @@ class ReservationProvider:
         self._as_of: dict[tuple[str, ...], float] = {}
         self._room_seen: dict[str, _Room] = {}
         self._kept: dict[tuple[str, ...], tuple[float, dict[str, Coverage]]] = {}
+        # A group's members this container's last launch into the group landed in (`landed_in`).
+        self._landed: dict[tuple[str, ...], frozenset[str]] = {}
 
     def sources(
         self,
@@ -124,8 +107,10 @@ class ReservationProvider:
         `most_room_first` (a request's launch), and the sync's coverage fresh, the snapshots are
         read a page at a time, the most room the sync saw first, until those read have
         `enough_room`: the rest are not read, and not returned (a request for a few instances
-        reads a few snapshots, however many reservations it could use; a group's members are
-        all read, since EC2 places a launch into the group in any of them). When the sync's view
+        reads a few snapshots, however many reservations it could use or members its group
+        has; EC2 places a launch into a group in any member, so the members the container's
+        last launch into it landed in are read first, and one landed in that was not read is
+        read after the launch: `landed_in`). When the sync's view
         has not `enough_room` for the request (by default: no active reservation with room in
         `scope`), every snapshot is read and EC2 is looked at for what was created or freed
         since. Raises NodeClassRefused naming the selection's field when AWS refuses for good
@@ -152,14 +137,14 @@ class ReservationProvider:
     ) -> list[ReservationSource]:
         needed = selection.coverage_keys()
         named = selection.named_ids()
-        # A group's members are all read: EC2 places a launch into the group in any of them,
-        # and the record says the type and dates of the one each instance landed in.
-        by_group = selection.target is not None and selection.target.group_arn is not None
-        paged = paged and not by_group
-        coverage, early = self._coverage(needed, scope, named, paged)
+        landed = self._landed.get(tuple(needed), frozenset())
+        coverage, early = self._coverage(needed, scope, named, paged, landed)
         members = {k: c.members_in(scope, named) for k, c in coverage.items()}
         if paged and covered(needed, coverage, (), self._clock()):
-            stored, invalid = self._read_paged(selection, coverage, members, enough_room, early)
+            order = most_room_first(
+                {m for ms in members.values() for m in ms}, coverage.values(), named, landed
+            )
+            stored, invalid = self._read_paged(selection, order, members, enough_room, early)
         else:
             everyone = [m for ms in members.values() for m in ms]
             stored, invalid = early.read(everyone) or self._snapshots.snapshots(everyone)
@@ -185,8 +170,13 @@ class ReservationProvider:
         return self._flagged(live, stored, read, named, scope, heartbeat)
 
     def _coverage(
-        self, needed: Sequence[str], scope: ReservationScope, named: frozenset[str], paged: bool
-    ) -> tuple[dict[str, Coverage], _Early]:
+        self,
+        needed: Sequence[str],
+        scope: ReservationScope,
+        named: frozenset[str],
+        paged: bool,
+        landed: frozenset[str],
+    ) -> tuple[dict[str, Coverage], EarlyRead]:
         """The coverage items `needed` (strongly consistent), and, read in the same call, the
         snapshots the coverage this launcher read last of them says to read first (`_first`),
         kept `COVERAGE_KEPT_SECONDS`: the caller uses them only if the coverage read now says
@@ -194,35 +184,31 @@ class ReservationProvider:
         key, now = tuple(needed), self._clock()
         kept = self._kept.get(key)
         guess = (
-            _first(kept[1], scope, named, paged)
+            first_page(kept[1], scope, named, paged, landed)
             if kept and now - kept[0] < COVERAGE_KEPT_SECONDS
             else []
         )
-        if not guess or len(guess) + len(needed) > _ONE_CALL:
-            coverage, early = self._snapshots.coverage(needed), _Early()
+        if not guess or len(guess) + len(needed) > ONE_CALL:
+            coverage, early = self._snapshots.coverage(needed), EarlyRead()
         else:
             coverage, stored, invalid = self._snapshots.coverage_with(needed, guess)
-            early = _Early(frozenset(guess), stored, frozenset(invalid))
+            early = EarlyRead(frozenset(guess), stored, frozenset(invalid))
         self._kept[key] = (now, coverage)
         return coverage, early
 
     def _read_paged(
         self,
         selection: ReservationSelection,
-        coverage: Mapping[str, Coverage],
+        order: Sequence[str],
         members: Mapping[str, Sequence[str]],
         enough_room: EnoughRoom,
-        early: _Early,
+        early: EarlyRead,
     ) -> tuple[dict[str, StoredReservation], set[str]]:
-        """The snapshots of `members`, the most room the sync saw first (`most_room_first`), a
-        page at a time (FIRST_PAGE, then twice as many each time), until those read have
-        `enough_room` as they stand now (strongly consistent: what the claims decide on), or one
-        does not parse (then the caller asks EC2, as it would), or every one is read. A member
-        the sync saw full, whose slots were given back since, is read when those with more room
-        are not enough."""
-        order = most_room_first(
-            {m for ms in members.values() for m in ms}, coverage.values(), selection.named_ids()
-        )
+        """The snapshots of `members` in `order` (`most_room_first`), a page at a time
+        (FIRST_PAGE, then twice as many each time), until those read have `enough_room` as they
+        stand now (strongly consistent: what the claims decide on), or one does not parse (then
+        the caller asks EC2, as it would), or every one is read. A member the sync saw full,
+        whose slots were given back since, is read when those with more room are not enough."""
         stored: dict[str, StoredReservation] = {}
         invalid: set[str] = set()
         start, size = 0, FIRST_PAGE
@@ -387,22 +373,31 @@ class ReservationProvider:
     def mark_exhausted(self, reservation_ids: Sequence[str]) -> None:
         self._snapshots.mark_exhausted(reservation_ids)
 
+    def landed_in(
+        self, node_class: NodeClass, reservation_ids: Collection[str], known: Collection[str]
+    ) -> dict[str, ReservationSnapshot]:
+        """The snapshots of the reservations the NodeClass's coverage lists that a launch's
+        instances landed in and `known` (what its read returned) lacks: a group's member EC2
+        chose that the read did not reach (one BatchGetItem of those, however many members the
+        group has), so the record names its type and dates. The members of a group landed in
+        are read first by the next launch into it. No read when each is known, or is in no
+        coverage kept (an open reservation EC2 matched on its own: named by id only)."""
+        selection = selection_of(node_class)
+        key = tuple(selection.coverage_keys())
+        kept = self._kept.get(key)
+        listed = {m for c in kept[1].values() for m in c.members} if kept else set()
+        landed = listed.intersection(reservation_ids)
+        if selection.target is not None and selection.target.group_arn is not None and landed:
+            self._landed[key] = frozenset(landed)
+        unread = sorted(landed.difference(known))
+        stored = self._snapshots.snapshots(unread)[0] if unread else {}
+        return {k: held.snapshot for k, held in stored.items()}
+
     def note_launched(self, launched: Mapping[str, int]) -> None:
         """Launches into reservations take their slots at once, for every worker (never below 0)."""
         for reservation_id, count in sorted(launched.items()):
             if count > 0 and not self._snapshots.take(reservation_id, count):
                 self._snapshots.empty(reservation_id)
-
-
-def _first(
-    coverage: Mapping[str, Coverage], scope: ReservationScope, named: frozenset[str], paged: bool
-) -> list[str]:
-    """The snapshots a request reads first by `coverage`: its first page (`_read_paged`), or
-    every member in scope."""
-    members = {m for c in coverage.values() for m in c.members_in(scope, named)}
-    if paged:
-        return most_room_first(members, coverage.values(), named)[:FIRST_PAGE]
-    return sorted(members)
 
 
 def _any_usable(sources: Sequence[ReservationSource], scope: ReservationScope) -> bool:

@@ -105,18 +105,24 @@ class Coverage:
 
 
 def most_room_first(
-    members: Collection[str], coverage: Collection[Coverage], named: Collection[str] = ()
+    members: Collection[str],
+    coverage: Collection[Coverage],
+    named: Collection[str] = (),
+    landed: Collection[str] = (),
 ) -> list[str]:
     """`members` in the order a launcher reads their snapshots: those the NodeClass names by id
-    first (a missing one is reported), then those of unknown room (a coverage item stored before
-    room was), then the most room the sync saw first, as the launcher ranks reservations
-    (Karpenter's rule: the most available first), equal ones by id."""
+    first (a missing one is reported), then those `landed` in that the sync saw room in (a
+    group's members the container's last launch into the group was put in: EC2 chooses the
+    member, and the next launch is read where it most likely lands), then those of unknown room
+    (a coverage item stored before room was), then the most room the sync saw first, as the
+    launcher ranks reservations (Karpenter's rule: the most available first), equal ones by id."""
     room: dict[str, int] = {}
     for entry in coverage:
         room.update(entry.room)
+    again = {m for m in landed if room.get(m, 1) > 0}
     return sorted(
         set(members),
-        key=lambda m: (m not in named, m in room, -room.get(m, 0), m),
+        key=lambda m: (m not in named, m not in again, m in room, -room.get(m, 0), m),
     )
 
 

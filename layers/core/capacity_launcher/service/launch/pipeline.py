@@ -229,7 +229,16 @@ class Launcher:
             replay(ctx, run, visit.intents, view.pool_name, report)
             refusals = launch(ctx, run, view, report)
             reservations = words.reservations_by_id(view.sources)
-            settle_all(ctx, run, report, view.skipped, view.candidates, reservations, refusals)
+            settle_all(
+                ctx,
+                run,
+                report,
+                view.skipped,
+                view.candidates,
+                reservations,
+                refusals,
+                view.lead.node_class,
+            )
         finally:
             complete_left(ctx, run.progress)  # answers no settle carried (an exception's too)
         return passed

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from capacity_launcher.domain.accounting.pool_usage import UnleasedFit, kept_under, largest
 from capacity_launcher.domain.accounting.quota_leases import LeaseAsk
+from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.capacity.candidates import Candidates
 from capacity_launcher.domain.capacity.fleet import InstanceLanding
 from capacity_launcher.domain.capacity.instance_types import InstanceTypeInfo
@@ -60,10 +61,18 @@ def settle_all(
     candidates: Candidates,
     reservations: Mapping[str, ReservationSnapshot],
     refusals: Sequence[str],
+    node_class: NodeClass | None = None,
 ) -> None:
-    """Settle every request of the visit, then mark what its own instances filled."""
+    """Settle every request of the visit, then mark what its own instances filled. With the
+    `node_class` the visit read `reservations` of, the records name the type and dates of a
+    reservation it selects that an instance landed in unread (a group's member EC2 chose)."""
     _note_refusals(run, refusals, candidates)
     where = _landed(ctx, run)
+    if node_class is not None:
+        landed = {x.capacity_reservation_id for x in where.values() if x.capacity_reservation_id}
+        if landed:
+            unread = ctx.ports.reservations.landed_in(node_class, landed, set(reservations))
+            reservations = {**reservations, **unread}
     unavailable = [*view_skipped, *run.observed]
     # Each lease in turn (they share the pool's usage items); then the visit's records. One
     # refused for room that may appear before its deadline waits instead.
