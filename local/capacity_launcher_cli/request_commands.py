@@ -31,7 +31,10 @@ from capacity_launcher_client.client import (
 
 # Producers are not the service: status events carry source "capacity-launcher", requests this.
 PRODUCER_SOURCE = "capacity-launcher.cli"
-POLL_SECONDS = 0.5
+# `--wait`'s first look, after which the client backs off (docs/producers.md: 1.5 times later
+# each, up to 5 s apart): a request served in a second or two (the launch queue's one-second
+# batching window, then the launcher) is seen at 1.2 s or 2 s, not at 1.25 s or 2.4 s.
+POLL_SECONDS = 0.25
 # Exit codes (docs/cli.md, "Exit codes"): 2 is argparse's usage error, never a wait's end.
 EXIT_FAILED = 1
 EXIT_USAGE = 2

@@ -54,13 +54,9 @@ from capacity_launcher_cli.config_commands import (
     validate_steps,
 )
 from capacity_launcher_cli.deployment import Deployment
-from capacity_launcher_cli.request_commands import (
-    PRODUCER_SOURCE,
-    instance_states,
-    send,
-    wait_for,
-)
+from capacity_launcher_cli.request_commands import PRODUCER_SOURCE, instance_states, send
 from capacity_launcher_cli.service import configuration
+from capacity_launcher_client.client import LaunchClient, WaitTimedOut
 from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.documents import capacity_quota
 from local_cloud.example_capacity import DEMO_ZONE, GROUP_NAME, OTHER_ZONE, create_reservations
@@ -72,6 +68,10 @@ if TYPE_CHECKING:
 DRY_OFFERING = ("m5.large", DEMO_ZONE, "on-demand")
 LOG_FILE = Path(".capacity-launcher") / "demo-functions.log"
 WAIT_SECONDS = 60.0
+# The story looks at a record as often as it polls the rest (every 0.2 s), in flight or Waiting:
+# what it waits for comes within a second or two of its cause (`submit --wait` backs off, and
+# looks at a Waiting request every 30 s, as it may wait for hours).
+LOOK_SECONDS = 0.2
 # The GPU chapter: a Capacity Block, and the NodeClass and NodePool that select it by tag.
 SYNC_FUNCTION = "ReservationSyncFunction"
 GPU_TYPE = "p4d.24xlarge"
@@ -298,7 +298,23 @@ def _poll(
         record = records.get_record(request_id)
         if (record is not None and done(record)) or time.monotonic() >= deadline:
             return record
-        time.sleep(0.2)
+        time.sleep(LOOK_SECONDS)
+
+
+def _wait(deployment: Deployment, request_id: str) -> RequestRecord | None:
+    """The request's final record, looked at every LOOK_SECONDS (or as it is after
+    WAIT_SECONDS)."""
+    looking = LaunchClient(
+        deployment,
+        source=PRODUCER_SOURCE,
+        poll_seconds=LOOK_SECONDS,
+        max_poll_seconds=LOOK_SECONDS,
+        waiting_poll_seconds=LOOK_SECONDS,
+    )
+    try:
+        return looking.wait(request_id, timeout=WAIT_SECONDS)
+    except WaitTimedOut as timed_out:
+        return timed_out.record
 
 
 def _advance_to(moment: datetime, plus_seconds: float = 0.0) -> None:
@@ -395,7 +411,7 @@ def _ask(
     """Send one request on the bus, as a producer would, and wait for its status record."""
     send(request, deployment, "bus")
     with _spinner(out, f"   {request['requestId']}: waiting for its status..."):
-        return wait_for(deployment, str(request["requestId"]), WAIT_SECONDS)
+        return _wait(deployment, str(request["requestId"]))
 
 
 def _play_quotas(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
@@ -505,7 +521,7 @@ def _play_queue(out: Console, story: _Story, first: int) -> int:
     if ending is not None:
         deployment.client("ec2").terminate_instances(InstanceIds=[ending])
     with _spinner(out, "   research-2: waiting to be admitted..."):
-        admitted = wait_for(deployment, "research-2", WAIT_SECONDS)
+        admitted = _wait(deployment, "research-2")
     return mismatches + _told(
         out,
         f"team-ml's {ending} terminated; research-2: {_status(admitted)} "
@@ -529,7 +545,7 @@ def _poll_states(deployment: Deployment, instance_ids: list[str], state: str) ->
         ]
         if len(there) == len(instance_ids) or time.monotonic() >= deadline:
             return there
-        time.sleep(0.2)
+        time.sleep(LOOK_SECONDS)
 
 
 def _play_block(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:
@@ -686,7 +702,7 @@ def _static_running(deployment: Deployment, count: int) -> dict[str, str | None]
         }
         if len(there) == count or time.monotonic() >= deadline:
             return there
-        time.sleep(0.2)
+        time.sleep(LOOK_SECONDS)
 
 
 def _play_evacuation(out: Console, cloud: LocalCloud, story: _Story, first: int) -> int:

@@ -64,12 +64,12 @@ def tag_for_discovery(ec2: Any, resources: list[str]) -> None:
     )
 
 
-def _amazon_image(ec2: Any, architecture: str, variant: str = STANDARD) -> str:
-    """One of moto's Amazon images of the architecture, a different one per variant."""
+def _amazon_images(ec2: Any, architecture: str) -> list[str]:
+    """moto's Amazon images of the architecture, by id: one per variant is taken from them."""
     images = ec2.describe_images(
         Owners=["amazon"], Filters=[{"Name": "architecture", "Values": [architecture]}]
     )["Images"]
-    return str(sorted(i["ImageId"] for i in images)[VARIANTS.index(variant)])
+    return sorted(str(i["ImageId"]) for i in images)
 
 
 def served(alias: str) -> list[tuple[str, str, str]]:
@@ -87,14 +87,15 @@ def alias_parameters(ec2: Any, account_id: str, region: str) -> dict[str, str]:
     from moto.ssm.models import Parameter, ssm_backends
 
     store = ssm_backends[account_id][region]._parameters
-    images: dict[tuple[str, str], str] = {}
+    # One DescribeImages per architecture (moto answers with its whole catalogue of it), not one
+    # per variant: `local up` and the demo start sooner.
+    listed: dict[str, list[str]] = {}
     written = {}
     for alias in ALIASES:
         for architecture, variant, name in served(alias):
-            key = (architecture, variant)
-            if key not in images:
-                images[key] = _amazon_image(ec2, architecture, variant)
-            image_id = images[key]
+            if architecture not in listed:
+                listed[architecture] = _amazon_images(ec2, architecture)
+            image_id = listed[architecture][VARIANTS.index(variant)]
             if not store.get(name):
                 store[name].append(  # moto builds its own the same way
                     Parameter(  # type: ignore[abstract]

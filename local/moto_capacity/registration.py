@@ -4,12 +4,14 @@ once, however often install() runs."""
 
 import threading
 
+from moto import backends
 from moto.core import responses, serialize
 from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 from .controls.dispatch import controlled
 from .controls.responses import serving_control_api
+from .core import module_names
 from .core.action_names import listed_once
 from .core.patching import hook
 from .core.picking import reading_dicts_directly, remembering
@@ -36,4 +38,5 @@ def install() -> None:
         hook(responses, "XFormedAttributePicker", remembering)
         hook(serialize.ResponseSerializer, "get_value", reading_dicts_directly)
         hook(responses, "method_names_from_class", listed_once)
+        hook(backends, "list_of_moto_modules", module_names.listed_once)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)

@@ -9,8 +9,16 @@ import time
 from typing import Any
 
 import moto_capacity
+from local_cloud.event_sources import QueueEventSource
 from local_cloud.template import load_template
-from tests.e2e.conftest import E2E_POOL, WAIT_SECONDS, E2eCloud, request_id, run_cli
+from tests.e2e.conftest import (
+    E2E_POOL,
+    VISIBILITY_TIMEOUT_SECONDS,
+    WAIT_SECONDS,
+    E2eCloud,
+    request_id,
+    run_cli,
+)
 
 
 def _max_receive_count() -> int:
@@ -18,8 +26,15 @@ def _max_receive_count() -> int:
     return int(queue["RedrivePolicy"]["maxReceiveCount"])
 
 
-def _dead_letters(e2e_cloud: E2eCloud, wanted: str) -> list[dict[str, Any]]:
+def _dead_letters(
+    e2e_cloud: E2eCloud, wanted: str, mapping: QueueEventSource
+) -> list[dict[str, Any]]:
+    """The DLQ's messages naming `wanted`, once there. Each message the mapping hands back comes
+    back after the queue's visibility timeout, on the emulator's clock: once the delivery is over
+    (the messages it served deleted, only those handed back in flight) the clock is moved past
+    it, rather than waited for."""
     sqs = e2e_cloud.client("sqs")
+    seen = len(mapping.history)
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
         response = sqs.receive_message(
@@ -30,8 +45,25 @@ def _dead_letters(e2e_cloud: E2eCloud, wanted: str) -> list[dict[str, Any]]:
         found = [m for m in response.get("Messages", []) if wanted in m["Body"]]
         if found:
             return found
-        time.sleep(0.3)
+        outcomes = list(mapping.history)
+        if len(outcomes) > seen and _only_in_flight(e2e_cloud, len(outcomes[-1].failed_ids)):
+            seen = len(outcomes)
+            moto_capacity.advance_clock(VISIBILITY_TIMEOUT_SECONDS)
+        time.sleep(0.1)
     return []
+
+
+def _only_in_flight(e2e_cloud: E2eCloud, handed_back: int) -> bool:
+    """Whether the launch queue holds just the `handed_back` messages, in flight."""
+    attributes = e2e_cloud.client("sqs").get_queue_attributes(
+        QueueUrl=e2e_cloud.deployment.launch_queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    counts = (
+        int(attributes["ApproximateNumberOfMessages"]),
+        int(attributes["ApproximateNumberOfMessagesNotVisible"]),
+    )
+    return counts == (0, handed_back)
 
 
 def test_one_failing_message_is_handed_back_alone_then_redriven_to_the_dlq(
@@ -60,7 +92,7 @@ def test_one_failing_message_is_handed_back_alone_then_redriven_to_the_dlq(
     )  # fmt: skip
 
     # Then the failing one reaches the DLQ after maxReceiveCount receives...
-    dead = _dead_letters(e2e_cloud, bad)
+    dead = _dead_letters(e2e_cloud, bad, mapping)
     assert len(dead) == 1
     # ...the good one was served once and deleted, never handed back
     assert run_cli("status", good).json()["status"] == "Fulfilled"

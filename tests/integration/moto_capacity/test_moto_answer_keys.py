@@ -2,6 +2,7 @@
 answers moto's own picker makes, and the keys of each member derived once, not per value."""
 
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -172,3 +173,23 @@ def test_the_actions_a_response_class_answers_are_listed_once_and_again_when_it_
     monkeypatch.setattr(EC2Response, "an_action_added_later", lambda self: None, raising=False)
     assert "an_action_added_later" in responses.method_names_from_class(EC2Response)
     assert listed == [EC2Response]
+
+
+def test_motos_service_folders_are_listed_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    # moto's server asks for them on every request (DomainDispatcherApplication); moto alone
+    # asks the file system about each of its 180 entries every time.
+    from moto import backends
+
+    names = list(backends.list_of_moto_modules())
+    asked: list[str] = []
+    original = os.path.isdir
+
+    def counted(path: Any) -> bool:
+        asked.append(str(path))
+        return original(path)
+
+    monkeypatch.setattr(os.path, "isdir", counted)
+    assert list(backends.list_of_moto_modules()) == names
+    assert {"ec2", "sqs", "dynamodb"} <= set(names)
+    assert "sqs.us-east-1.amazonaws.com" not in backends.list_of_moto_modules()
+    assert asked == []
