@@ -38,6 +38,17 @@ BLOCK_LAST_LAUNCH_SECONDS = (BLOCK_TERMINATION_LEAD + BLOCK_BOOT_MARGIN).total_s
 DECISION_TO_LAUNCH_SLACK = 60.0
 # moto stamps launch times to the second.
 LAUNCH_TIME_SLACK = 1.0
+# An ODCR with a limited end date "is cancelled within an hour from the specified time" (EC2 API
+# Reference, CreateCapacityReservation, EndDate): it takes launches until then, as the emulator
+# does (EndDateSettings' lag); a Capacity Block ends at its end date exactly.
+END_DATE_HOUR = 3600.0
+
+
+def _ending_hour(kind: str) -> float:
+    """How long after its end date a reservation of `kind` may still be active."""
+    return END_DATE_HOUR if kind == "default" else 0.0
+
+
 POOL_PASSED_OVER = "NodePoolPassedOver"
 QUOTA_EXCEEDED = "QuotaExceeded"
 # "CapacityQuota quota-a: NodePool pool-1, cpu: ..." or "no CapacityQuota: NodePool pool-1: ..."
@@ -162,7 +173,8 @@ class CapacityInvariants:
             self.checks["nothing launches into a non-active reservation"] += 1
             launched = observed.launched_at
             early = launched + LAUNCH_TIME_SLACK < view.active_from
-            late = view.end is not None and launched >= view.end
+            ends = None if view.end is None else view.end + _ending_hour(view.kind)
+            late = ends is not None and launched >= ends
             if early or late:
                 self._violate(
                     "nothing launches into a non-active reservation",

@@ -121,11 +121,19 @@ class Capacity:
 # A crash plan's target that is no call number: before the first write of a launch intent (the
 # worker killed between its lease and its intent, `lease_operations.kill_after_lease`).
 AT_INTENT: tuple[int, str] = (0, "intent")
+# Targets that are a call's name (group_operations.py): the worker killed just after EC2 launched
+# (CreateFleet done, its answer lost) or just after DescribeInstances named the reservations its
+# instances landed in, before the lease settle notes them: a redelivery replays the launch.
+AFTER_CALL: dict[tuple[int, str], str] = {
+    (0, "after CreateFleet"): "ec2:CreateFleet",
+    (0, "after DescribeInstances"): "ec2:DescribeInstances",
+}
 
 
 class CrashPlan:
     """Kills the invocation at its n-th AWS call, before the call or after it (its effect done,
-    its answer lost), or (`AT_INTENT`) before it writes its first launch intent. Calls count only
+    its answer lost), (`AT_INTENT`) before it writes its first launch intent, or (`AFTER_CALL`)
+    just after the first call of a named operation. Calls count only
     while armed, so the simulation's own reads never crash."""
 
     def __init__(self) -> None:
@@ -151,6 +159,9 @@ class CrashPlan:
                 self._calls += 1
             if self._at == AT_INTENT:
                 if moment != "before" or not _writes_intent(operation, params):
+                    return
+            elif self._at in AFTER_CALL:
+                if moment != "after" or operation != AFTER_CALL[self._at]:
                     return
             elif (self._calls, moment) != self._at:
                 return

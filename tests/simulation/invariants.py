@@ -28,6 +28,7 @@ from tests.simulation.cohort_invariants import CohortInvariants
 from tests.simulation.edge_invariants import RECLAIM_REQUESTED, EdgeInvariants
 from tests.simulation.emulator import START
 from tests.simulation.fair_share import Contention, within_bound
+from tests.simulation.group_invariants import GroupInvariants
 from tests.simulation.hub_fields import HubFieldsInvariants
 from tests.simulation.pool_index import index_holds
 from tests.simulation.priority_invariants import PriorityInvariants
@@ -188,6 +189,7 @@ class Invariants:
         self.opt_in = OptInInvariants(self)
         self.hub_fields = HubFieldsInvariants(self)
         self.cohorts = CohortInvariants(self)
+        self.groups = GroupInvariants(self)  # the `groups` profile's ODCR group
         # The scheduler has `unready`, `reserved` and `quota_generations` watch the calls.
         self.reserved = ReservedFirst(self)
         self.quota_generations = QuotaGenerations(self)
@@ -243,6 +245,7 @@ class Invariants:
         self.unready.every_step()
         self.priority.every_step()
         self.reserved.every_step()
+        self.groups.every_step()  # after `reserved`: the step's launches noted
         self.queues.every_step()
         self.usage.every_step()
         if self.fair_share is not None:
@@ -405,6 +408,7 @@ class Invariants:
         self._every_request_ends_once(records, self.dead)
         self._nothing_unnamed_runs(running_for)
         self.capacity.after_quiescence(records)
+        self.groups.after_quiescence(records)
         self.edges.after_quiescence()
         self.usage.after_quiescence()
 

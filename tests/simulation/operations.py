@@ -372,6 +372,33 @@ PROFILES = {
         },
         quiesce_every=30,
     ),
+    # ODCR groups (group_operations.py, group_invariants.py): a resource group of targeted
+    # reservations made, grown (members with an end date among them), members resized and
+    # cancelled; requests into a reserved-only pool and a reserved-then-on-demand pool on a
+    # NodeClass targeting it, served by two containers at once; workers killed just after
+    # CreateFleet or DescribeInstances (replays), EC2's faults, instances stopped, started and
+    # ended, the sync paused, the clock jumped to the members' ends.
+    "groups": Profile(
+        "groups",
+        steps=40,
+        weights={
+            "make_group": 2,
+            "change_member": 2,
+            "group_requests": 6,
+            "group_crash": 2,
+            "transient_fault": 2,
+            "crash": 1,
+            "stop_instance": 1,
+            "start_instance": 1,
+            "terminate_instance": 3,
+            "pause_sync": 0.5,
+            "advance_clock": 0.5,
+            "wait": 3,
+        },
+        quiesce_every=20,
+        concurrent_poll=0.3,
+        split_batches=True,
+    ),
     # An expired lease taken up, reclaimed under its launch, its room leased again
     # (lease_operations.py): judged by "live <= limit (every step)".
     "expired-lease": Profile(
@@ -468,6 +495,8 @@ class Catalog:
     foreign: list[str] = field(default_factory=list)  # someone else's instances, not terminated
     forged: list[str] = field(default_factory=list)  # ids shaped as the sync's static launches
     opted_in: list[str] = field(default_factory=list)  # requests with capacityBlockEnd
+    group_arn: str | None = None  # the ODCR group (group_operations.py), once made
+    group_members: list[str] = field(default_factory=list)  # every reservation grouped in it
 
 
 # spec.fairSharing.weight drawn for each quota (issue 37's fair sharing; None: the default 1,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -116,12 +117,20 @@ class RoomHistory:
         return moments[index]
 
 
-def selects(node_class: dict[str, Any], facts: ReservationFacts) -> bool:
-    """The NodeClass reaches the reservation: its target by id, or one of its selector terms
-    (by id, or by every tag, owner and match criteria it names). Groups are not modelled."""
+def selects(
+    node_class: dict[str, Any],
+    facts: ReservationFacts,
+    groups: Mapping[str, frozenset[str]] | None = None,
+) -> bool:
+    """The NodeClass reaches the reservation: its target by id or by group (a member of the
+    group, `groups`: ARN → the reservations grouped in it), or one of its selector terms (by id,
+    or by every tag, owner and match criteria it names)."""
     spec = node_class.get("spec", {})
     target = (spec.get("capacityReservationSpec") or {}).get("capacityReservationTarget") or {}
     if target:
+        group = target.get("capacityReservationResourceGroupArn")
+        if group is not None:
+            return facts.reservation_id in (groups or {}).get(group, frozenset())
         return target.get("capacityReservationId") == facts.reservation_id
     tags = dict(facts.tags)
     for term in spec.get("capacityReservationSelectorTerms") or []:
@@ -175,6 +184,8 @@ class ReservedFirst:
         self._settings = settings  # None: the world's, read when first needed
         self._judged: set[str] = set()
         self._reported: set[tuple[str, str]] = set()  # (request, reservation)
+        # ODCR groups' members (group_operations.py): group ARN → every reservation grouped.
+        self.groups: dict[str, frozenset[str]] = {}
 
     @cached_property
     def margin(self) -> float:
@@ -286,7 +297,7 @@ class ReservedFirst:
     ) -> bool:
         """A selected reservation the launched instance could have run in, usable until the
         launch (a block's last 45 minutes are not: docs/placement.md, Capacity Blocks)."""
-        if facts.placement != launch.placement or not selects(node_class, facts):
+        if facts.placement != launch.placement or not selects(node_class, facts, self.groups):
             return False
         if facts.interruptible and not _opts_into_interruptible(pool, request.body or {}):
             return False

@@ -30,6 +30,7 @@ from tests.simulation.cohort_operations import COHORT_OPERATIONS
 from tests.simulation.determinism import code_digest
 from tests.simulation.emulator import START, Fault
 from tests.simulation.fair_share import CONTEND_OPERATIONS
+from tests.simulation.group_operations import GROUP_OPERATIONS
 from tests.simulation.hub_fields import HUB_FIELD_OPERATIONS
 from tests.simulation.invariants import Disturbance, Invariants, Ledger, request_id_of
 from tests.simulation.lease_operations import LEASE_OPERATIONS
@@ -418,6 +419,7 @@ class Simulation:
                 **QUEUE_OPERATIONS,
                 **CONTEND_OPERATIONS,
                 **COHORT_OPERATIONS,
+                **GROUP_OPERATIONS,
                 **ADVERSARY,
             }
             result = every[name](self, self.rng)

@@ -123,6 +123,25 @@ def test_an_on_demand_launch_beside_a_reservation_free_for_long_is_a_finding() -
     assert invariants.checks[RESERVED_FIRST] == 1
 
 
+def test_an_on_demand_launch_beside_a_free_member_of_the_targeted_group_is_a_finding() -> None:
+    # Given the pool's NodeClass targeting an ODCR group, cr-1 free since t=0, and the group's
+    # members as the groups profile records them: cr-1 in it, then not
+    group = "arn:aws:resource-groups:us-east-1:123456789012:group/sim-reservations"
+    found = {}
+    for members in (frozenset({"cr-1"}), frozenset({"cr-2"})):
+        world, invariants, reserved = _world()
+        target = {"capacityReservationTarget": {"capacityReservationResourceGroupArn": group}}
+        invariants.catalog.classes["class-selector"] = {"spec": {"capacityReservationSpec": target}}
+        reserved.groups[group] = members
+        _room(world, reserved, T0, 2)
+        # When a request is launched on-demand beside it
+        found[members] = _launch_on_demand(world, invariants, reserved, BODY)
+    # Then a member's room is selected room, another reservation's is not
+    assert len(found[frozenset({"cr-1"})]) == 1
+    assert "reservation cr-1" in found[frozenset({"cr-1"})][0]
+    assert found[frozenset({"cr-2"})] == []
+
+
 def test_room_that_came_within_the_margin_is_not_a_finding() -> None:
     # Given the reservation full until 30 s after the margin before the submission, free since
     world, invariants, reserved = _world()

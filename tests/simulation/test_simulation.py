@@ -17,6 +17,7 @@ from tests.simulation.block_end_invariants import (
 )
 from tests.simulation.cohort_invariants import DEEP, LEVEL
 from tests.simulation.fair_share import SHARE_BOUND
+from tests.simulation.group_invariants import INTO_THE_GROUP, MEMBER_SNAPSHOT, NAMES_THE_MEMBER
 from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
 from tests.simulation.pool_index import INDEX_HOLDS
 from tests.simulation.preemption_invariants import STILL_FITS
@@ -53,6 +54,9 @@ FAIR_SHARE_TREE_SEED = 3
 # Issue 37, preemption on the full fit: a seed whose sync terminates preemptions' victims, and
 # that found victims terminated for a request its pool's limit still refused before the fix.
 PREEMPTION_SEED, PREEMPTION_STEPS = 2, 40
+# ODCR groups (issue 38's launch path): seed 1 launches into members of both group pools within
+# 19 steps (one quiescence, the run's last), and replays two launches killed after CreateFleet.
+GROUPS_SEED, GROUPS_STEPS = 1, 19
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -116,6 +120,26 @@ def test_reserved_capacity_comes_first_while_room_changes_under_the_service() ->
     # Then on-demand launches beside selected reservations were judged
     assert outcome["checks"].get(RESERVED_FIRST, 0) > 0, text
     assert outcome["checks"].get(f"seen: {BESIDE}", 0) > 0, text
+    # and nothing it checked was violated
+    assert outcome["violations"] == [], text
+
+
+def test_launches_into_an_odcr_group_land_in_its_members_and_are_noted_once() -> None:
+    # Given a resource group of targeted reservations (members added, resized, cancelled and
+    # expiring) a NodeClass targets, a reserved-only pool and a reserved-then-on-demand pool on
+    # it, requests served by two containers at once, workers killed after CreateFleet or
+    # DescribeInstances, EC2's faults, instances stopped and ended
+    done = run(GROUPS_SEED, "groups", GROUPS_STEPS)
+    outcome, text = done.outcome, done.outcome["summary"]
+    checks = outcome["checks"]
+    # Then instances launched for the group pools were judged to land in members (some did)
+    assert checks.get(INTO_THE_GROUP, 0) > 0, text
+    assert checks.get("seen: a launch for pool-group in a member", 0) > 0, text
+    # and their records were judged to name the member each landed in (with its type and end)
+    assert checks.get(f"seen: {NAMES_THE_MEMBER} (a member)", 0) > 0, text
+    # and every active member's snapshot was compared with EC2's at the quiescences
+    assert checks.get(MEMBER_SNAPSHOT, 0) > 0, text
+    assert checks.get("live <= limit (every step)", 0) > 0, text
     # and nothing it checked was violated
     assert outcome["violations"] == [], text
 

@@ -291,6 +291,8 @@ class Run:
     attempts: int = 0
     # A replayed intent's instances → the reservation it targeted (words.as_launched).
     replayed_in: dict[str, str | None] = field(default_factory=dict)
+    # A replayed reserved intent's instances (launched `capacity-reservations-only`).
+    replayed_reserved: set[str] = field(default_factory=set)
 
     @property
     def wanted(self) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from capacity_launcher.domain.capacity.candidates import Candidates
+from capacity_launcher.domain.capacity.offerings import RESERVED
 from capacity_launcher.domain.records.intents import LaunchIntent
 from capacity_launcher.domain.records.status import ErrorDetail
 from capacity_launcher.domain.records.tags import NODE_POOL, REQUEST_ID
@@ -38,6 +39,8 @@ def replay(
         result = send(ctx, intent, report)
         run.observed += absorb(ctx, Sent(intent, result), run.active, report).unavailable
         run.replayed_in.update(dict.fromkeys(result.instance_ids, intent.reservation_id))
+        if intent.capacity_type == RESERVED:
+            run.replayed_reserved.update(result.instance_ids)
 
 
 def _not_covered(

@@ -107,7 +107,8 @@ def _landed(ctx: Context, run: Run) -> dict[str, InstanceLanding]:
     where = {x.instance_id: x for x in run.seen}
     missing = [i for p in run.progress for i in p.instance_ids if i not in where]
     described = ctx.ports.fleet.describe(missing)
-    where.update({x.instance_id: words.as_launched(x, run.replayed_in) for x in described})
+    replayed = run.replayed_in, run.replayed_reserved
+    where.update({x.instance_id: words.as_launched(x, *replayed) for x in described})
     return where
 
 

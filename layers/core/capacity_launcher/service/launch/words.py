@@ -3,7 +3,7 @@ records, and the messages a request's record says why with. Pure: no port is cal
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -79,11 +79,26 @@ def in_target(landing: InstanceLanding, reservation_id: str) -> InstanceLanding:
     return replace(landing, capacity_type=RESERVED, capacity_reservation_id=reservation_id)
 
 
-def as_launched(landing: InstanceLanding, targets: Mapping[str, str | None]) -> InstanceLanding:
+def reserved_somewhere(landing: InstanceLanding) -> InstanceLanding:
+    """A reserved attempt's instance (`capacity-reservations-only`: a group's, whose member EC2
+    chose) that EC2 describes in no reservation: it ended since, or its member did, and EC2 no
+    longer names one. It was launched reserved; which member is not known."""
+    if landing.capacity_reservation_id is not None or landing.capacity_type == SPOT:
+        return landing
+    return replace(landing, capacity_type=RESERVED)
+
+
+def as_launched(
+    landing: InstanceLanding, targets: Mapping[str, str | None], reserved: Collection[str] = ()
+) -> InstanceLanding:
     """A replayed reserved intent's instance as it was launched: in the intent's reservation,
-    though that reservation may have ended since (EC2 then reports it On-Demand, unnamed)."""
+    though that reservation may have ended since (EC2 then reports it On-Demand, unnamed); one
+    of `reserved` (a reserved intent's into a group: no single reservation) reserved, though
+    EC2 may name no member for it now (`reserved_somewhere`)."""
     target = targets.get(landing.instance_id)
-    return in_target(landing, target) if target else landing
+    if target:
+        return in_target(landing, target)
+    return reserved_somewhere(landing) if landing.instance_id in reserved else landing
 
 
 def all_unavailable(usable: Candidates) -> str:
