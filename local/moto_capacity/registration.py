@@ -12,7 +12,7 @@ from .controls.dispatch import controlled
 from .controls.responses import serving_control_api
 from .core.action_names import listed_once
 from .core.patching import hook
-from .core.picking import reading_dicts_directly, remembering
+from .core.picking import reading_dicts_directly, remembering, walking_dicts_by_their_keys
 from .dynamodb import hooks as dynamodb_hooks
 from .ec2 import hooks as ec2_hooks
 from .events import hooks as events_hooks
@@ -35,5 +35,6 @@ def install() -> None:
         hook(BaseResponse, "call_action", controlled)
         hook(responses, "XFormedAttributePicker", remembering)
         hook(serialize.ResponseSerializer, "get_value", reading_dicts_directly)
+        hook(serialize.ResponseSerializer, "_serialize_type_structure", walking_dicts_by_their_keys)
         hook(responses, "method_names_from_class", listed_once)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)
