@@ -13,6 +13,7 @@ from .controls.responses import serving_control_api
 from .core.action_names import listed_once
 from .core.patching import hook
 from .core.picking import reading_dicts_directly, remembering, walking_dicts_by_their_keys
+from .core.request_ids import enriching_only_bodies_with_an_id
 from .dynamodb import hooks as dynamodb_hooks
 from .ec2 import hooks as ec2_hooks
 from .events import hooks as events_hooks
@@ -37,4 +38,5 @@ def install() -> None:
         hook(serialize.ResponseSerializer, "get_value", reading_dicts_directly)
         hook(serialize.ResponseSerializer, "_serialize_type_structure", walking_dicts_by_their_keys)
         hook(responses, "method_names_from_class", listed_once)
+        hook(BaseResponse, "_enrich_response", enriching_only_bodies_with_an_id)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)
