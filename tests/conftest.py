@@ -71,13 +71,9 @@ class _Scheduling:
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_botocore_loader() -> Iterator[None]:
-    """Each test's cloud starts new sessions; they share one loader and their handlers' checks,
-    and large catalogue answers are parsed once (support/process_caches)."""
-    from tests.support.process_caches import (
-        checked_handlers_once,
-        remembered_parses,
-        shared_botocore_loader,
-    )
+    """Each test's cloud starts new sessions; they share one loader, and large catalogue answers
+    are parsed once (support/process_caches)."""
+    from tests.support.process_caches import remembered_parses, shared_botocore_loader
 
-    with shared_botocore_loader(), checked_handlers_once(), remembered_parses():
+    with shared_botocore_loader(), remembered_parses():
         yield

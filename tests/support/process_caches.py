@@ -21,13 +21,6 @@
   (unpickled: 0.03 s). What botocore parses depends on nothing else (the body, the shape, the
   parser's class and its timestamp and blob parsers, all in the key); the response's status and
   headers are added to each copy by botocore as before.
-- What a new session's event handlers are checked and named by. A session registers about 150
-  handlers, and each client copies them and adds its own; botocore checks each handler's
-  signature (`inspect.getfullargspec`: does it take **kwargs) and translates each event name
-  through its aliases, per session and per client, again for every test's cloud (two sessions
-  a cloud: a fifth of its start). `checked_handlers_once()` remembers both answers per process:
-  a function's signature is its code's (a method's, its function's), an event name's alias is
-  fixed by botocore's table of aliases (only emitters with that table share the memo).
 """
 
 from __future__ import annotations
@@ -37,7 +30,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import botocore.hooks
 import botocore.loaders
 import botocore.parsers
 import botocore.session
@@ -47,7 +39,6 @@ from tests.support.moto_images import MOTO_AMIS_PATH, use_the_images_tests_use
 __all__ = [
     "LARGE_BODY_BYTES",
     "MOTO_AMIS_PATH",
-    "checked_handlers_once",
     "remembered_parses",
     "shared_botocore_loader",
     "use_the_images_tests_use",
@@ -55,9 +46,6 @@ __all__ = [
 
 # Bodies at least this long are remembered parsed; smaller ones parse faster than a copy is made.
 LARGE_BODY_BYTES = 256 * 1024
-# Handlers' signatures remembered; more, and all are let go (clients' own handlers are new
-# closures and partials each time).
-MOST_REMEMBERED_HANDLERS = 20_000
 # Distinct large bodies kept (the catalogue, a few offerings' listings); more, and all are let go.
 MOST_REMEMBERED_BODIES = 32
 
@@ -143,40 +131,3 @@ def _unbound(parser: Any, function: Any) -> Any:
     if getattr(function, "__self__", None) is parser:
         return function.__func__
     return function
-
-
-@contextmanager
-def checked_handlers_once() -> Iterator[None]:
-    """While open, whether a handler takes **kwargs is asked of its function once, and event
-    names are translated through botocore's own aliases once, for every emitter of the process."""
-    takes_kwargs: dict[Any, Any] = {}
-    original_accepts = botocore.hooks.accepts_kwargs
-    original_init = botocore.hooks.EventAliaser.__init__
-    aliased: dict[str, str] = {}
-
-    def accepts_kwargs(func: Any) -> Any:
-        code = getattr(func, "__func__", func)  # a bound method: its function's signature
-        try:
-            return takes_kwargs[code]
-        except KeyError:
-            pass
-        except TypeError:  # not hashable: asked each time
-            return original_accepts(func)
-        answer = original_accepts(func)
-        if len(takes_kwargs) >= MOST_REMEMBERED_HANDLERS:
-            takes_kwargs.clear()
-        takes_kwargs[code] = answer
-        return answer
-
-    def init(self: Any, event_emitter: Any, event_aliases: Any = None) -> None:
-        original_init(self, event_emitter, event_aliases)
-        if self._event_aliases == botocore.hooks.EVENT_ALIASES:  # (clients copy the table)
-            self._alias_name_cache = aliased
-
-    botocore.hooks.accepts_kwargs = accepts_kwargs
-    botocore.hooks.EventAliaser.__init__ = init  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        botocore.hooks.accepts_kwargs = original_accepts
-        botocore.hooks.EventAliaser.__init__ = original_init  # type: ignore[method-assign]
