@@ -14,7 +14,8 @@ from .controls.responses import serving_control_api
 from .core import module_names
 from .core.action_names import listed_once
 from .core.patching import hook
-from .core.picking import reading_dicts_directly, remembering
+from .core.picking import reading_dicts_directly, remembering, walking_dicts_by_their_keys
+from .core.request_ids import enriching_only_bodies_with_an_id
 from .dynamodb import hooks as dynamodb_hooks
 from .ec2 import hooks as ec2_hooks
 from .events import hooks as events_hooks
@@ -37,6 +38,8 @@ def install() -> None:
         hook(BaseResponse, "call_action", controlled)
         hook(responses, "XFormedAttributePicker", remembering)
         hook(serialize.ResponseSerializer, "get_value", reading_dicts_directly)
+        hook(serialize.ResponseSerializer, "_serialize_type_structure", walking_dicts_by_their_keys)
         hook(responses, "method_names_from_class", listed_once)
         hook(backends, "list_of_moto_modules", module_names.listed_once)
+        hook(BaseResponse, "_enrich_response", enriching_only_bodies_with_an_id)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)

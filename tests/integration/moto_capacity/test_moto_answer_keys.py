@@ -154,6 +154,31 @@ def test_a_large_scan_asks_for_each_members_keys_once(
     assert picked == []
 
 
+def test_a_large_scan_reads_only_the_members_its_items_hold(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a table of 200 items of 8 attribute values each (a structure of 10 members each),
+    # scanned once
+    for i in range(200):
+        dynamodb.put_item(TableName=TABLE, Item=_item(i))
+    dynamodb.scan(TableName=TABLE, Limit=1)
+    read: list[str] = []
+    original = serialize.ResponseSerializer.get_value
+
+    def counted(self: Any, value: Any, key: str, shape: Any) -> Any:
+        read.append(key)
+        return original(self, value, key, shape)
+
+    monkeypatch.setattr(serialize.ResponseSerializer, "get_value", counted)
+    # When it is scanned whole
+    items = dynamodb.scan(TableName=TABLE)["Items"]
+    # Then every item is answered, and no member an item does not hold was asked for (moto
+    # asks each of an attribute value's 10 members: 16,000 and more)
+    assert len(items) == 200
+    assert items[7] == _item(7)
+    assert len(read) < 200 * 8
+
+
 def test_the_actions_a_response_class_answers_are_listed_once_and_again_when_it_changes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
