@@ -805,7 +805,7 @@ class World:
         tables, read from moto's backend (no call, no fault)."""
         found: list[tuple[str, str, int]] = []
         for table in dynamodb_backends[ACCOUNT][REGION].tables.values():
-            for item in list(table.all_items()):
+            for item in _in_key_order(table):
                 key = f"{item.hash_key.value}/{getattr(item.range_key, 'value', '')}"
                 found.append((table.name, key, item.size()))
         return found
@@ -1085,3 +1085,19 @@ def _error(invocation: Invocation | None) -> str | None:
 
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _in_key_order(table: Any) -> list[Any]:
+    """`table.all_items()`'s items in its order (hash key, then range key), sorted once on the
+    keys' values: moto's sort builds both keys' values again at each comparison (a third of a
+    quiescence's judging, at every quiescence)."""
+    items = [
+        item
+        for held in list(table.items.values())
+        for item in (list(held.values()) if table.range_key_attr else [held])
+    ]
+    if table.range_key_attr:
+        items.sort(key=lambda i: (i.hash_key.cast_value, i.range_key.cast_value))
+    else:
+        items.sort(key=lambda i: i.hash_key.cast_value)
+    return items

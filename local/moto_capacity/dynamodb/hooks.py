@@ -1,5 +1,5 @@
 """The DynamoDB hooks: writes validated as DynamoDB does (and transactions meeting conflicts),
-transactions and queries at the cost of what they touch."""
+transactions and queries at the cost of what they touch, scans at the cost of what they answer."""
 
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
@@ -7,7 +7,7 @@ from moto.dynamodb.responses import DynamoHandler
 
 from moto_capacity.core.patching import hook
 
-from .models import partitions, transactions
+from .models import partitions, scans, transactions
 from .responses import strict
 
 
@@ -17,3 +17,4 @@ def install() -> None:
     hook(DynamoHandler, "transact_write_items", strict)
     hook(DynamoDBBackend, "transact_write_items", transactions.touching_only_its_items)
     hook(Table, "query", partitions.reading_only_its_partition)
+    hook(Table, "scan", scans.scanning_in_key_order)

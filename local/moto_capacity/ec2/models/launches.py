@@ -14,6 +14,7 @@ from moto_capacity.ec2.exceptions import InvalidParameterCombination, InvalidPar
 from .platforms import reservation_platform
 
 _IMAGE_ID = re.compile(r"ami-(?:[0-9a-f]{8}|[0-9a-f]{17})")
+_WILDCARD = re.compile(r"[*?[]")
 PREFERENCES = ("open", "none", "capacity-reservations-only")
 LINUX = "Linux/UNIX"
 WINDOWS = "Windows"
@@ -104,11 +105,24 @@ def resolved_template_spec(ec2_backend: Any, spec: Mapping[str, Any]) -> dict[st
     return resolved
 
 
+def images_with_id(ec2_backend: Any, image_id: str) -> list[Any]:
+    """What `describe_images(filters={"image-id": image_id})` answers, without its scan: moto
+    matches the filter against each of the region's images (1,301 in us-east-1) with `fnmatch`,
+    and this is asked for every launch and fleet. An id without a wildcard matches only itself:
+    it is looked up by key (moto keys its images by id), a pattern is left to moto."""
+    if _WILDCARD.search(image_id):
+        return list(ec2_backend.describe_images(filters={"image-id": image_id}))
+    found = ec2_backend.amis.get(image_id)
+    if found is not None and found.id == image_id:
+        return [found]
+    return [image for image in list(ec2_backend.amis.values()) if image.id == image_id]
+
+
 def image_platform(ec2_backend: Any, image_id: str | None) -> str:
     """The reservation platform an image runs, from its PlatformDetails (see `platforms`)."""
     if not image_id:
         return LINUX
-    images = ec2_backend.describe_images(filters={"image-id": image_id})
+    images = images_with_id(ec2_backend, image_id)
     return reservation_platform(images[0] if images else None)
 
 
@@ -128,7 +142,7 @@ def unknown_image(ec2_backend: Any, image_id: str) -> EC2ClientError | None:
     moto alone launches any id."""
     if malformed_image(image_id):
         return MalformedAMIIdError([image_id])
-    if not ec2_backend.describe_images(filters={"image-id": image_id}):
+    if not images_with_id(ec2_backend, image_id):
         return InvalidAMIIdError(image_id)
     return None
 
@@ -139,7 +153,7 @@ def architecture_mismatch(
     """EC2's refusal to run an image on a type whose ProcessorInfo.SupportedArchitectures lacks
     the image's Architecture (an arm64 AMI on c5.large); moto alone launches it. None when they
     match, or when the image or type is unknown (InvalidAMIID says why, or nothing can)."""
-    images = ec2_backend.describe_images(filters={"image-id": image_id})
+    images = images_with_id(ec2_backend, image_id)
     info = INSTANCE_TYPES.get(instance_type)
     image_architecture = getattr(images[0], "architecture", None) if images else None
     if not image_architecture or info is None:
