@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -91,32 +92,38 @@ def test_the_sqs_event_has_lambdas_shape() -> None:
     assert record["attributes"] == {"SentTimestamp": "1"}
 
 
-def test_the_mappings_records_carry_the_senders_id_as_sqs_sets_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # AWS: SenderId is a user's id, or a role's id and session (ReceiveMessage, "SenderId").
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto with the extension, under made-up credentials."""
     for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}.items():
         monkeypatch.setenv(name, value)
     moto_capacity.install()
     with mock_aws():
-        iam, sts = boto3.client("iam", "us-east-1"), boto3.client("sts", "us-east-1")
-        sqs = boto3.client("sqs", "us-east-1")
-        role = iam.create_role(RoleName="producer", AssumeRolePolicyDocument="{}")["Role"]
-        keys = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="batch")["Credentials"]
-        producer = boto3.client(
-            "sqs",
-            "us-east-1",
-            aws_access_key_id=keys["AccessKeyId"],
-            aws_secret_access_key=keys["SecretAccessKey"],
-            aws_session_token=keys["SessionToken"],
-        )
-        url = sqs.create_queue(QueueName="launch")["QueueUrl"]
-        producer.send_message(QueueUrl=url, MessageBody="{}")
-        function = _Function({"batchItemFailures": []})
-        mapping = QueueMapping(url, "arn:aws:sqs:us-east-1:123456789012:launch")
-        source = QueueEventSource(function, mapping, sqs)  # type: ignore[arg-type]
+        yield
 
-        source._deliver(source._gather())
+
+def test_the_mappings_records_carry_the_senders_id_as_sqs_sets_it(
+    aws: None,
+) -> None:
+    # AWS: SenderId is a user's id, or a role's id and session (ReceiveMessage, "SenderId").
+    iam, sts = boto3.client("iam", "us-east-1"), boto3.client("sts", "us-east-1")
+    sqs = boto3.client("sqs", "us-east-1")
+    role = iam.create_role(RoleName="producer", AssumeRolePolicyDocument="{}")["Role"]
+    keys = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="batch")["Credentials"]
+    producer = boto3.client(
+        "sqs",
+        "us-east-1",
+        aws_access_key_id=keys["AccessKeyId"],
+        aws_secret_access_key=keys["SecretAccessKey"],
+        aws_session_token=keys["SessionToken"],
+    )
+    url = sqs.create_queue(QueueName="launch")["QueueUrl"]
+    producer.send_message(QueueUrl=url, MessageBody="{}")
+    function = _Function({"batchItemFailures": []})
+    mapping = QueueMapping(url, "arn:aws:sqs:us-east-1:123456789012:launch")
+    source = QueueEventSource(function, mapping, sqs)  # type: ignore[arg-type]
+
+    source._deliver(source._gather())
 
     (record,) = function.events[0]["Records"]
     assert set(record["attributes"]) == {
@@ -141,31 +148,27 @@ class _CountedReceives:
 
 
 def test_a_long_polling_mapping_waits_for_a_message_instead_of_polling_and_takes_it_at_once(
-    monkeypatch: pytest.MonkeyPatch,
+    aws: None,
 ) -> None:
     # Lambda's SQS pollers long-poll (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html):
     # idle, a served cloud's mapping asks once a second, not five times, and a message sent
     # meanwhile is answered at once.
-    for name, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}.items():
-        monkeypatch.setenv(name, value)
-    moto_capacity.install()
-    with mock_aws():
-        sqs = _CountedReceives(boto3.client("sqs", "us-east-1"))
-        url = sqs.create_queue(QueueName="launch")["QueueUrl"]
-        function = _Function({"batchItemFailures": []})
-        mapping = QueueMapping(url, "arn:aws:sqs:us-east-1:123456789012:launch")
-        source = QueueEventSource(function, mapping, sqs, long_poll_seconds=1)  # type: ignore[arg-type]
-        source.start()
-        try:
-            time.sleep(2.5)
-            idle_receives = sqs.receives
-            sent = time.monotonic()
-            sqs.send_message(QueueUrl=url, MessageBody="{}")
-            while not function.events and time.monotonic() < sent + 5:
-                time.sleep(0.01)
-            delivered_after = time.monotonic() - sent
-        finally:
-            source.stop()
+    sqs = _CountedReceives(boto3.client("sqs", "us-east-1"))
+    url = sqs.create_queue(QueueName="launch")["QueueUrl"]
+    function = _Function({"batchItemFailures": []})
+    mapping = QueueMapping(url, "arn:aws:sqs:us-east-1:123456789012:launch")
+    source = QueueEventSource(function, mapping, sqs, long_poll_seconds=1)  # type: ignore[arg-type]
+    source.start()
+    try:
+        time.sleep(2.5)
+        idle_receives = sqs.receives
+        sent = time.monotonic()
+        sqs.send_message(QueueUrl=url, MessageBody="{}")
+        while not function.events and time.monotonic() < sent + 5:
+            time.sleep(0.01)
+        delivered_after = time.monotonic() - sent
+    finally:
+        source.stop()
 
     assert 1 <= idle_receives <= 4  # short polls every 0.2 s would have asked about 12 times
     assert function.events, "the message sent was never delivered"
