@@ -72,8 +72,13 @@ class _Scheduling:
 @pytest.fixture(scope="session", autouse=True)
 def _one_botocore_loader() -> Iterator[None]:
     """Each test's cloud starts new sessions; they share one loader, and large catalogue answers
-    are parsed once (support/process_caches)."""
-    from tests.support.process_caches import remembered_parses, shared_botocore_loader
+    are parsed once, and what botocore derives again per client is memoized
+    (support/process_caches)."""
+    from tests.support.process_caches import (
+        botocore_memos,
+        remembered_parses,
+        shared_botocore_loader,
+    )
 
-    with shared_botocore_loader(), remembered_parses():
+    with shared_botocore_loader(), remembered_parses(), botocore_memos():
         yield
