@@ -3,7 +3,9 @@ the long ones `slow` (`-m "not slow"` leaves them out; `make test` runs them all
 
 Kept light: a unit test's session imports nothing of moto, the SAM translator or botocore from
 here. The IAM call audit (tests/infrastructure/iam_call_audit.py) is registered only when the
-run may collect a suite it audits; botocore's shared loader is imported when a session starts."""
+run may collect a suite it audits; botocore's shared loader is imported when a session starts.
+Where the environment forbids bytecode, it is cached outside the project first (support/bytecode),
+for this process's imports and every process it starts (pytest-xdist's workers among them)."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.support.moto_images import use_the_images_tests_use
+from tests.support.bytecode import cache_bytecode
+
+cache_bytecode()  # before the imports below, and before pytest-xdist starts its workers
+
+from tests.support.moto_images import use_the_images_tests_use  # noqa: E402
 
 _LAYERS = ("unit", "integration", "e2e")
 # The local cloud end to end, and the whole-system simulation: a minute or more each.
