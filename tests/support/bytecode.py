@@ -1,15 +1,16 @@
 """The test processes' bytecode, kept between runs where the environment says not to write it.
 
 Where PYTHONDONTWRITEBYTECODE is set (as in many container images), every test process compiles
-the project from source again, and pytest rewrites the asserts of every test module again: about
-ten of each worker's fifteen seconds of collection, on each run, for each pytest-xdist worker and
-each process a test starts (the e2e tests' CLI and `local up`). `cache_bytecode()` keeps it
-instead outside the project, in one folder of the system's temporary directory for this user
-(PYTHONPYCACHEPREFIX: the sources' tree stays without `__pycache__`), for this process's later
-imports and for every process it starts. Python and pytest check each cached file against its
-source's modification time and size, as they do in `__pycache__`: what runs is the same. Its
-first run compiles everything once into it (the libraries too: the prefix replaces their
-`__pycache__`); every later run reads it.
+the project from source again, and pytest rewrites the asserts of every test module again, on
+each run, in each pytest-xdist worker and each process a test starts (the e2e tests' CLI and
+`local up`): collecting the whole suite took 15.5 s of CPU, 6.8 s from this cache.
+`cache_bytecode()` keeps it instead outside the project, in one folder of the system's temporary
+directory for this user (PYTHONPYCACHEPREFIX: the sources' tree stays without `__pycache__`), for
+this process's later imports and for every process it starts. Python and pytest check each cached
+file against its source's modification time and size, as they do in `__pycache__`: what runs is
+the same. Its first run compiles everything once into it (the libraries too: the prefix replaces
+their `__pycache__`); every later run reads it. The workers of one run collect at the same time,
+so a fresh folder helps from the second run on.
 
 Imports nothing beyond the standard library: the root conftest calls it before anything else."""
 
