@@ -3,7 +3,9 @@ the long ones `slow` (`-m "not slow"` leaves them out; `make test` runs them all
 
 Kept light: a unit test's session imports nothing of moto, the SAM translator or botocore from
 here. The IAM call audit (tests/infrastructure/iam_call_audit.py) is registered only when the
-run may collect a suite it audits; botocore's shared loader is imported when a session starts."""
+run may collect a suite it audits; botocore's shared loader is imported when a session starts.
+Where the environment forbids bytecode, it is cached outside the project first (support/bytecode),
+for this process's imports and every process it starts (pytest-xdist's workers among them)."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.support.moto_images import use_the_images_tests_use
+from tests.support.bytecode import cache_bytecode
+
+cache_bytecode()  # before the imports below, and before pytest-xdist starts its workers
+
+from tests.support.moto_images import use_the_images_tests_use  # noqa: E402
 
 _LAYERS = ("unit", "integration", "e2e")
 # The local cloud end to end, and the whole-system simulation: a minute or more each.
@@ -72,8 +78,13 @@ class _Scheduling:
 @pytest.fixture(scope="session", autouse=True)
 def _one_botocore_loader() -> Iterator[None]:
     """Each test's cloud starts new sessions; they share one loader, and large catalogue answers
-    are parsed once (support/process_caches)."""
-    from tests.support.process_caches import remembered_parses, shared_botocore_loader
+    are parsed once, and what botocore derives again per client is memoized
+    (support/process_caches)."""
+    from tests.support.process_caches import (
+        botocore_memos,
+        remembered_parses,
+        shared_botocore_loader,
+    )
 
-    with shared_botocore_loader(), remembered_parses():
+    with shared_botocore_loader(), remembered_parses(), botocore_memos():
         yield

@@ -152,24 +152,6 @@ def submit_through_queue(tmp_path: Path, body: dict[str, Any]) -> dict[str, Any]
     return record
 
 
-@pytest.fixture(scope="package", autouse=True)
-def _bytecode_compiled_once(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """The e2e tests start the CLI, `local up` and the demo in processes of their own, each
-    importing the whole stack. Where the environment says not to write bytecode
-    (PYTHONDONTWRITEBYTECODE) each would compile the project from source again, a quarter of a
-    second of CPU a command: they share one cache of it outside the project instead
-    (PYTHONPYCACHEPREFIX), one for the run's workers. What runs is the same."""
-    root = tmp_path_factory.getbasetemp()
-    if hasattr(request.config, "workerinput"):  # pytest-xdist's workers share the run's folder
-        root = root.parent
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-        patch.setenv("PYTHONPYCACHEPREFIX", str(root / "pycache"))
-        yield
-
-
 # Package scope: torn down before other folders' tests, which share moto's global backends.
 @pytest.fixture(scope="package")
 def e2e_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2eCloud]:

@@ -94,15 +94,17 @@ def test_the_layer_recipe_ships_bytecode_python_uses_without_its_sources_mtime(
     # Then every module of the package and its dependencies has its 3.13 bytecode beside it
     sources = [p for p in layer.rglob("*.py") if "__pycache__" not in p.parts]
     assert any(p.parts[-2] == "capacity_launcher" for p in sources)
-    missing = [p for p in sources if not Path(importlib.util.cache_from_source(str(p))).exists()]
+    missing = [p for p in sources if not _bytecode_beside(p).exists()]
     assert missing == []
     # and the bytecode is the unchecked-hash kind, valid whatever mtime the zip gives a source
-    pyc = Path(importlib.util.cache_from_source(str(layer / "capacity_launcher" / "settings.py")))
+    pyc = _bytecode_beside(layer / "capacity_launcher" / "settings.py")
     header = pyc.read_bytes()[:8]
     assert header[:4] == importlib.util.MAGIC_NUMBER
     assert int.from_bytes(header[4:8], "little") == UNCHECKED_HASH
-    # and the handlers' package imports from it without writing anything
-    environment = {**os.environ, "PYTHONPATH": str(layer), "PYTHONDONTWRITEBYTECODE": "1"}
+    # and the handlers' package imports from it without writing anything (its own bytecode, as
+    # on Lambda: not a cache folder's the tests' processes may use, tests/support/bytecode.py)
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    environment |= {"PYTHONPATH": str(layer), "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(
         [
             sys.executable,
@@ -115,6 +117,13 @@ def test_the_layer_recipe_ships_bytecode_python_uses_without_its_sources_mtime(
         text=True,
     )
     assert done.stdout.strip() == str(layer / "capacity_launcher" / "domain" / "apis" / "config.py")
+
+
+def _bytecode_beside(source: Path) -> Path:
+    """Where Python reads `source`'s bytecode in a folder's `__pycache__` (what the layer ships),
+    whatever cache folder this process writes to (sys.pycache_prefix)."""
+    cached = Path(importlib.util.cache_from_source(str(source)))
+    return source.parent / "__pycache__" / cached.name
 
 
 def _services_named() -> set[str]:

@@ -10,6 +10,7 @@ import random
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -45,7 +46,11 @@ from tests.simulation.emulator import (
     crashing_calls,
     transaction_backups_once_per_table,
 )
-from tests.support.process_caches import remembered_parses
+from tests.support.process_caches import (
+    botocore_memos,
+    remembered_parses,
+    shared_botocore_loader,
+)
 from tests.support.retries import retries_without_sleeping
 from tests.support.template import DeployedNames
 
@@ -212,6 +217,7 @@ class World:
         self._no_sleeps: Any = None
         self._backups: Any = None
         self._parsed_once: Any = None
+        self._clients_once = ExitStack()
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
         self._event_sequence = 0
@@ -285,6 +291,12 @@ class World:
         # (the simulated clock jumps hours): parsed once a run (tests/support/process_caches.py)
         self._parsed_once = remembered_parses()
         self._parsed_once.__enter__()
+        # each cold container's new session: botocore's data files read once a run, each
+        # service's model and client class made once, botocore's derived names memoized (as the
+        # test session has them: tests/support/process_caches.py)
+        self._clients_once = ExitStack()
+        self._clients_once.enter_context(shared_botocore_loader())
+        self._clients_once.enter_context(botocore_memos())
 
     def __exit__(self, *_: object) -> None:
         if self._crash_guard is not None:
@@ -292,6 +304,7 @@ class World:
             self._no_sleeps.__exit__(None, None, None)
             self._backups.__exit__(None, None, None)
             self._parsed_once.__exit__(None, None, None)
+            self._clients_once.close()
         if self._seeded is not None:
             self._seeded.__exit__(None, None, None)
             self.emulator.clock.__exit__()

@@ -12,6 +12,13 @@
   new container's clients), and each new session re-reads botocore's service models and
   endpoint rules from disk. `shared_botocore_loader()` gives every session one loader, so each
   file is read once per process. Clients, their handlers and their retry state stay per session.
+  Each service's model (botocore's `ServiceModel`: the JSON model's shapes and operations,
+  resolved lazily and kept) is one per loader too: a new client would otherwise resolve again
+  each operation of its service (EC2's 750, for each method it defines) and the shapes its
+  first calls use. botocore only reads a model once made. So is each service's client class
+  (its methods, one closure per operation, and what the `creating-client-class` handlers add:
+  botocore's own, module functions that add `generate_presigned_url`): made again only when a
+  session's handlers for it differ. Each client's handlers, events and retry state stay its own.
 - EC2's catalogue answers, parsed. A cold container lists every instance type of the region
   (`DescribeInstanceTypes`: 1,395 types, 5.8 MB of XML that botocore parses in 0.44 s of CPU) and
   the zones' offerings; each test's sync run builds a cold container, and moto answers each
@@ -21,24 +28,37 @@
   (unpickled: 0.03 s). What botocore parses depends on nothing else (the body, the shape, the
   parser's class and its timestamp and blob parsers, all in the key); the response's status and
   headers are added to each copy by botocore as before.
+- What botocore derives again for each new client from the same inputs. `botocore_memos()` keeps,
+  for the process: each event name's aliased form (each client's emitter, a copy, starts its own
+  memo of it empty, and every handler a client registers and every event it emits would alias
+  its name again: per aliases table, one memo); whether a handler's function takes `**kwargs`
+  (botocore asks `inspect` at every registration: by the function's code, which decides it, so
+  no client's handler closure is kept); each user-agent component's sanitized text (rebuilt on
+  every request). Each is a pure function of what keys it: every answer is botocore's own.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Iterator
+import types
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
 
+import botocore.client
+import botocore.hooks
 import botocore.loaders
 import botocore.parsers
 import botocore.session
+import botocore.useragent
 
 from tests.support.moto_images import MOTO_AMIS_PATH, use_the_images_tests_use
 
 __all__ = [
     "LARGE_BODY_BYTES",
     "MOTO_AMIS_PATH",
+    "botocore_memos",
     "remembered_parses",
     "shared_botocore_loader",
     "use_the_images_tests_use",
@@ -65,9 +85,34 @@ class _SearchPaths(list[str]):
 @contextmanager
 def shared_botocore_loader() -> Iterator[None]:
     """While open, every new botocore session (and so boto3 session) uses one data loader per
-    data path, so the JSON models are parsed once for all of them."""
+    data path, so the JSON models are parsed once for all of them, and every client of a
+    service made from that loader one model of it."""
     loaders: dict[str | None, botocore.loaders.Loader] = {}
     original = botocore.session.create_loader
+    creator = botocore.client.ClientCreator
+    original_model = creator._load_service_model
+    models: dict[tuple[int, str, str | None], Any] = {}
+
+    original_class = creator._create_client_class
+    classes: dict[tuple[int, tuple[Any, ...]], type] = {}
+
+    def create_client_class(self: Any, service_name: str, service_model: Any) -> Any:
+        handlers = _class_handlers(self._event_emitter, service_model)
+        if handlers is None or not any(service_model is m for m in models.values()):
+            return original_class(self, service_name, service_model)
+        key = (id(service_model), handlers)  # a shared model lives while this is open
+        if key not in classes:
+            classes[key] = original_class(self, service_name, service_model)
+        return classes[key]
+
+    def load_service_model(self: Any, service_name: str, api_version: str | None = None) -> Any:
+        loader = self._loader
+        if not any(loader is shared for shared in loaders.values()):
+            return original_model(self, service_name, api_version)
+        key = (id(loader), service_name, api_version)  # a shared loader lives while this is open
+        if key not in models:
+            models[key] = original_model(self, service_name, api_version)
+        return models[key]
 
     def create_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
         loader = loaders.get(search_path_string)
@@ -78,10 +123,30 @@ def shared_botocore_loader() -> Iterator[None]:
         return loader
 
     botocore.session.create_loader = create_loader  # type: ignore[assignment]
+    creator._load_service_model = load_service_model  # type: ignore[method-assign]
+    creator._create_client_class = create_client_class  # type: ignore[method-assign]
     try:
         yield
     finally:
         botocore.session.create_loader = original
+        creator._load_service_model = original_model  # type: ignore[method-assign]
+        creator._create_client_class = original_class  # type: ignore[method-assign]
+        models.clear()
+        classes.clear()
+
+
+def _class_handlers(emitter: Any, service_model: Any) -> tuple[Any, ...] | None:
+    """The handlers a session runs on `creating-client-class` for `service_model`'s service, if
+    all are module functions (what they add depends on nothing a session holds); else None."""
+    name = f"creating-client-class.{service_model.service_id.hyphenize()}"
+    try:
+        aliased = emitter._alias_event_name(name)
+        handlers = tuple(emitter._emitter._handlers.prefix_search(aliased))
+    except AttributeError:  # another emitter than botocore's own
+        return None
+    if all(type(h) is types.FunctionType and h.__closure__ is None for h in handlers):
+        return handlers
+    return None
 
 
 @contextmanager
@@ -131,3 +196,49 @@ def _unbound(parser: Any, function: Any) -> Any:
     if getattr(function, "__self__", None) is parser:
         return function.__func__
     return function
+
+
+@contextmanager
+def botocore_memos() -> Iterator[None]:
+    """While open, every botocore emitter, handler check and user-agent build in the process
+    shares one memo of what botocore derives from the same inputs (the module's docstring)."""
+    aliaser = botocore.hooks.EventAliaser
+    original_init = aliaser.__init__
+    original_accepts = botocore.hooks.accepts_kwargs
+    original_sanitize = botocore.useragent.sanitize_user_agent_string_component
+    aliased: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    takes_kwargs: dict[types.CodeType, Any] = {}
+
+    def init(self: Any, event_emitter: Any, event_aliases: Any = None) -> None:
+        original_init(self, event_emitter, event_aliases)
+        table = tuple(sorted(self._event_aliases.items()))
+        self._alias_name_cache = aliased.setdefault(table, {})
+
+    def accepts_kwargs(func: Callable[..., Any]) -> Any:
+        code = _decisive_code(func)
+        if code is None:
+            return original_accepts(func)
+        if code not in takes_kwargs:
+            takes_kwargs[code] = original_accepts(func)
+        return takes_kwargs[code]
+
+    aliaser.__init__ = init  # type: ignore[method-assign]
+    botocore.hooks.accepts_kwargs = accepts_kwargs
+    botocore.useragent.sanitize_user_agent_string_component = lru_cache(maxsize=4096)(
+        original_sanitize
+    )
+    try:
+        yield
+    finally:
+        aliaser.__init__ = original_init  # type: ignore[method-assign]
+        botocore.hooks.accepts_kwargs = original_accepts
+        botocore.useragent.sanitize_user_agent_string_component = original_sanitize
+
+
+def _decisive_code(func: Callable[..., Any]) -> types.CodeType | None:
+    """The code object that alone decides a plain function's (or bound method's) `**kwargs`, or
+    None where something else may (a declared `__signature__`, a partial, a callable object)."""
+    function = func.__func__ if isinstance(func, types.MethodType) else func
+    if type(function) is not types.FunctionType or "__signature__" in function.__dict__:
+        return None
+    return function.__code__
