@@ -68,7 +68,7 @@ class InstanceTypeCatalog:
         for name in sorted(wanted):
             info = facts.get(name)
             if info is not None:
-                result.append(_with_zones(info, zones_by_type[name]))
+                result.append(info.in_zones(zones_by_type[name]))
         return result
 
     def known(self) -> frozenset[str]:
@@ -180,9 +180,3 @@ def _local_nvme_gb(storage: Mapping[str, Any] | None) -> int | None:
         return None
     total = storage.get("TotalSizeInGB")
     return None if total is None else int(total)
-
-
-def _with_zones(info: InstanceTypeInfo, zones: frozenset[str]) -> InstanceTypeInfo:
-    from dataclasses import replace
-
-    return replace(info, zones=zones)
