@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client, in_chunks, most_per_call
@@ -21,6 +21,8 @@ OFFERINGS_TTL_SECONDS = 600.0
 # Pinned types up to this many are asked for by name (an EC2 filter's values); more, or none
 # pinned, and the zones' whole listing is read (about a thousand offerings a zone).
 MAX_PINNED_FILTER_VALUES = 200
+# Answers kept built, by (zones, names) asked; more, and all are let go.
+MOST_BUILT_ANSWERS = 64
 
 
 class InstanceTypeCatalog:
@@ -38,6 +40,10 @@ class InstanceTypeCatalog:
         self._shared = shared
         self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(types_seconds)
         self._offered: TtlCache[dict[str, frozenset[str]]] = TtlCache(offerings_seconds)
+        # Each answer as last built, with the two listings (the cached objects) it was built
+        # from: while both are still the ones cached, the same question gets the same types
+        # again, not each of the region's types built anew.
+        self._built: dict[Hashable, tuple[object, object, tuple[InstanceTypeInfo, ...]]] = {}
 
     def offered(
         self, zones: Iterable[str], names: Iterable[str] | None = None
@@ -60,15 +66,21 @@ class InstanceTypeCatalog:
         zones_by_type = self._offered.get_or_load(
             (zone_key, pinned), lambda: self._load_offerings(zone_key, pinned)
         )
-        wanted = [n for n in (name_key or zones_by_type) if n in zones_by_type]
         facts = self._types.get_or_load(
             name_key, lambda: self._load_types(name_key, zones_by_type.keys())
         )
+        built = self._built.get((zone_key, name_key))
+        if built is not None and built[0] is facts and built[1] is zones_by_type:
+            return list(built[2])
+        wanted = [n for n in (name_key or zones_by_type) if n in zones_by_type]
         result = []
         for name in sorted(wanted):
             info = facts.get(name)
             if info is not None:
                 result.append(info.in_zones(zones_by_type[name]))
+        if len(self._built) >= MOST_BUILT_ANSWERS:
+            self._built.clear()
+        self._built[(zone_key, name_key)] = (facts, zones_by_type, tuple(result))
         return result
 
     def known(self) -> frozenset[str]:
