@@ -40,6 +40,7 @@ from moto.ec2.responses.amis import AmisResponse
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.launch_templates import LaunchTemplates
 
+from moto_capacity.core import request_ids
 from moto_capacity.ec2.exceptions import InvalidParameterValue
 from moto_capacity.ec2.models.launches import malformed_image
 from moto_capacity.ec2.responses.paging import page
@@ -83,6 +84,7 @@ class CatalogueAnswer(ActionResult):
         answer = _CATALOGUE_ANSWERS.get(key)
         if answer is None:
             answer = _CATALOGUE_ANSWERS[key] = super().execute_result(context)
+            request_ids.kept(answer[2])
         status, headers, body = answer
         return status, dict(headers), body
 
