@@ -10,6 +10,7 @@ import boto3
 
 from capacity_launcher.adapters.instance_types import (
     MAX_PINNED_FILTER_VALUES,
+    SYNC_ANSWERS_KEPT,
     InstanceTypeCatalog,
 )
 
@@ -135,7 +136,7 @@ def test_more_types_than_a_call_takes_are_asked_for_in_several_calls() -> None:
 
 def test_a_warm_catalog_answers_the_same_types_without_building_them_again() -> None:
     ec2 = _Ec2()
-    catalog = InstanceTypeCatalog(ec2)
+    catalog = InstanceTypeCatalog(ec2, answers_kept=SYNC_ANSWERS_KEPT)
 
     first = catalog.offered(["us-east-1a", "us-east-1b"])
     again = catalog.offered(["us-east-1b", "us-east-1a"])
@@ -150,7 +151,7 @@ def test_a_warm_catalog_answers_the_same_types_without_building_them_again() -> 
 def test_listings_read_again_are_built_again() -> None:
     clock = [0.0]
     ec2 = _Ec2()
-    catalog = InstanceTypeCatalog(ec2, offerings_seconds=600)
+    catalog = InstanceTypeCatalog(ec2, offerings_seconds=600, answers_kept=SYNC_ANSWERS_KEPT)
     catalog._offered._clock = lambda: clock[0]
     first = catalog.offered(["us-east-1a", "us-east-1b"])
 
@@ -167,3 +168,12 @@ def test_listings_read_again_are_built_again() -> None:
     p5 = next(f for f in found if f.name == "p5.48xlarge")
     assert p5.zones == frozenset({"us-east-1a", "us-east-1b"})
     assert next(f for f in first if f.name == "p5.48xlarge").zones == frozenset({"us-east-1a"})
+
+
+def test_a_launcher_s_catalog_keeps_no_answer_built() -> None:
+    catalog = InstanceTypeCatalog(_Ec2())
+
+    first = catalog.offered(["us-east-1a"])
+    again = catalog.offered(["us-east-1a"])
+
+    assert again == first and not any(a is b for a, b in zip(again, first, strict=True))

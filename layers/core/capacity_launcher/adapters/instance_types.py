@@ -21,8 +21,9 @@ OFFERINGS_TTL_SECONDS = 600.0
 # Pinned types up to this many are asked for by name (an EC2 filter's values); more, or none
 # pinned, and the zones' whole listing is read (about a thousand offerings a zone).
 MAX_PINNED_FILTER_VALUES = 200
-# Answers kept built, by (zones, names) asked; more, and all are let go.
-MOST_BUILT_ANSWERS = 64
+# Answers the sync's catalog keeps built (one a zone set its classes' subnets span): each due
+# class gets the types it got, not the region's types built anew.
+SYNC_ANSWERS_KEPT = 16
 
 
 class InstanceTypeCatalog:
@@ -33,9 +34,12 @@ class InstanceTypeCatalog:
         *,
         types_seconds: float = INSTANCE_TYPES_TTL_SECONDS,
         offerings_seconds: float = OFFERINGS_TTL_SECONDS,
+        answers_kept: int = 0,
     ) -> None:
         """`shared`: the resolutions the sync shares, asked first (a launcher's); the seconds
-        its copies are kept (the sync's are shorter: a launcher may hold what it shares)."""
+        its copies are kept (the sync's are shorter: a launcher may hold what it shares);
+        `answers_kept`: how many answers are kept built (the sync's: it asks the same questions
+        each run), each a region's types at most."""
         self._ec2 = ec2 or client("ec2")
         self._shared = shared
         self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(types_seconds)
@@ -44,6 +48,8 @@ class InstanceTypeCatalog:
         # from: while both are still the ones cached, the same question gets the same types
         # again, not each of the region's types built anew.
         self._built: dict[Hashable, tuple[object, object, tuple[InstanceTypeInfo, ...]]] = {}
+        self._answers_kept = answers_kept
+        self._known: tuple[object, frozenset[str]] | None = None
 
     def offered(
         self, zones: Iterable[str], names: Iterable[str] | None = None
@@ -78,14 +84,20 @@ class InstanceTypeCatalog:
             info = facts.get(name)
             if info is not None:
                 result.append(info.in_zones(zones_by_type[name]))
-        if len(self._built) >= MOST_BUILT_ANSWERS:
-            self._built.clear()
-        self._built[(zone_key, name_key)] = (facts, zones_by_type, tuple(result))
+        if self._answers_kept:
+            if len(self._built) >= self._answers_kept:
+                self._built.clear()
+            self._built[(zone_key, name_key)] = (facts, zones_by_type, tuple(result))
         return result
 
     def known(self) -> frozenset[str]:
-        """Every instance type EC2 knows in the region, by name (one listing, cached)."""
-        return frozenset(self._types.get_or_load(None, lambda: self._load_types(None)))
+        """Every instance type EC2 knows in the region, by name (one listing, cached; the same
+        set while the listing is the one cached)."""
+        listing = self._types.get_or_load(None, lambda: self._load_types(None))
+        known = self._known
+        if known is None or known[0] is not listing:
+            known = self._known = (listing, frozenset(listing))
+        return known[1]
 
     def _load_offerings(
         self, zones: tuple[str, ...], names: tuple[str, ...] | None
