@@ -8,8 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 import moto_capacity
-from capacity_launcher.domain.capacity.shared_resolution import MAX_AGE_SECONDS
+from capacity_launcher.adapters import aws, shared_resolutions
+from capacity_launcher.domain.capacity.shared_resolution import MAX_AGE_SECONDS, Resolution
 from capacity_launcher.domain.records.status import RequestStatus
 from capacity_launcher.service.resolution_sync import ResolutionReport
 from tests.integration.test_launch_into_reservations import setup_pool
@@ -29,6 +32,16 @@ def _resolve() -> ResolutionReport:
     """The sync's resolutions part alone, as the minute's run builds it (with the summary of
     open reservations its list gives: these tests' account has none)."""
     return current().adapters().resolution_sync().run(frozenset())
+
+
+def _stored(node_class: str) -> dict[str, dict[str, Any]]:
+    """The class's resolution items as the table holds them, by sort key."""
+    items = aws.client("dynamodb").query(
+        TableName=current().adapters().settings.state_table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": shared_resolutions.partition(node_class)}},
+    )["Items"]
+    return {item["sk"]["S"]: item for item in items}
 
 
 def _describes(calls: Counter[str]) -> dict[str, int]:
@@ -147,3 +160,33 @@ def test_a_deleted_subnet_is_not_shared_and_is_refused_loudly(
     assert record.status == RequestStatus.FAILED
     assert record.launched == 0
     assert any("InvalidSubnetID" in e.code for e in record.errors), record.errors
+
+
+def test_a_class_resolved_again_to_the_same_is_stored_alike_without_encoding_it_again(
+    cloud: Cloud, subnets: dict[str, str], image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the sync's container, which resolved the class
+    _pool(cloud, subnets, image)
+    resolutions = current().adapters().resolution_sync()
+    assert resolutions.run(frozenset()).resolved == ["standard"]
+    before = _stored("standard")
+    encoded: list[Resolution] = []
+    encode = shared_resolutions.encode
+    monkeypatch.setattr(shared_resolutions, "encode", lambda r: encoded.append(r) or encode(r))
+    # When it is due again, and EC2 says what it said
+    moto_capacity.advance_clock(121)
+    assert resolutions.run(frozenset()).resolved == ["standard"]
+    # Then its document was not encoded again: the same parts, the head only stamped anew
+    assert encoded == []
+    after = _stored("standard")
+    assert {k: v for k, v in after.items() if k != "Head"} == {
+        k: v for k, v in before.items() if k != "Head"
+    }
+    changed = {k for k in after["Head"] if after["Head"][k] != before["Head"][k]}
+    assert changed == {"resolvedAt"}
+    # And once what it resolves to changes (an open reservation now), it is encoded again
+    moto_capacity.advance_clock(1)
+    opened = frozenset({("m5.large", "us-east-1a")})
+    assert resolutions.run(opened).resolved == ["standard"]
+    assert [r.open_reservations for r in encoded] == [opened]
+    assert _stored("standard")["Head"]["digest"] != before["Head"]["digest"]

@@ -55,6 +55,25 @@ def test_a_catalogue_listing_is_parsed_once_and_each_reader_gets_its_own_copy(
     assert second["ResponseMetadata"]["HTTPStatusCode"] == 200
 
 
+def test_a_zone_s_offerings_are_parsed_once(cloud: Cloud, parsed_xml: list[int]) -> None:
+    """Each cold container and each sync lists its zones' offerings (178 KB for one zone)."""
+    ec2 = boto3.Session(region_name=REGION).client("ec2")
+
+    def offerings() -> dict[str, Any]:
+        answer: dict[str, Any] = ec2.describe_instance_type_offerings(
+            LocationType="availability-zone",
+            Filters=[{"Name": "location", "Values": ["us-east-1a"]}],
+        )
+        return answer
+
+    first = offerings()
+    parsed_xml.clear()
+    second = offerings()
+    assert second["InstanceTypeOfferings"] == first["InstanceTypeOfferings"]
+    assert len(first["InstanceTypeOfferings"]) > 100
+    assert parsed_xml == []
+
+
 def test_a_small_answer_is_parsed_every_time(cloud: Cloud, parsed_xml: list[int]) -> None:
     ec2 = boto3.Session(region_name=REGION).client("ec2")
     for _ in range(2):

@@ -10,7 +10,11 @@ import botocore.parsers
 import botocore.session
 import pytest
 
-from tests.support.process_caches import LARGE_BODY_BYTES, remembered_parses
+from tests.support.process_caches import (
+    LARGE_BODY_BYTES,
+    MOST_REMEMBERED_BODIES,
+    remembered_parses,
+)
 
 
 def _listing(count: int) -> bytes:
@@ -64,3 +68,27 @@ def test_a_large_answer_given_again_is_parsed_once_and_copied(
     assert len(other["InstanceTypes"]) == 4001
     # and botocore's own parse is back afterwards
     assert botocore.parsers.QueryParser._do_parse is counted
+
+
+def test_an_answer_asked_for_again_stays_while_others_come_and_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parses: list[int] = []
+    original = botocore.parsers.QueryParser._do_parse
+
+    def counted(self: Any, response: Any, shape: Any) -> Any:
+        parses.append(len(response["body"]))
+        return original(self, response, shape)
+
+    monkeypatch.setattr(botocore.parsers.QueryParser, "_do_parse", counted)
+    catalogue = _listing(4000)
+    with remembered_parses():
+        # Given the catalogue parsed once
+        _parse(catalogue)
+        # When more other large answers than are kept come, each once, the catalogue asked for
+        # again between them
+        for n in range(MOST_REMEMBERED_BODIES + 1):
+            _parse(_listing(4001 + n))
+            _parse(catalogue)
+    # Then the catalogue was parsed once
+    assert parses.count(len(catalogue)) == 1

@@ -10,6 +10,7 @@ import boto3
 
 from capacity_launcher.adapters.instance_types import (
     MAX_PINNED_FILTER_VALUES,
+    SYNC_ANSWERS_KEPT,
     InstanceTypeCatalog,
 )
 
@@ -131,3 +132,48 @@ def test_more_types_than_a_call_takes_are_asked_for_in_several_calls() -> None:
     asked = [kw["InstanceTypes"] for op, kw in ec2.requests if op == "describe_instance_types"]
     assert [len(chunk) for chunk in asked] == [100, 100, 50]
     assert sorted(n for chunk in asked for n in chunk) == sorted(names)
+
+
+def test_a_warm_catalog_answers_the_same_types_without_building_them_again() -> None:
+    ec2 = _Ec2()
+    catalog = InstanceTypeCatalog(ec2, answers_kept=SYNC_ANSWERS_KEPT)
+
+    first = catalog.offered(["us-east-1a", "us-east-1b"])
+    again = catalog.offered(["us-east-1b", "us-east-1a"])
+
+    assert again == first and again is not first
+    assert all(a is b for a, b in zip(again, first, strict=True))
+    # and each answer is the caller's own list
+    again.clear()
+    assert catalog.offered(["us-east-1a", "us-east-1b"]) == first
+
+
+def test_listings_read_again_are_built_again() -> None:
+    clock = [0.0]
+    ec2 = _Ec2()
+    catalog = InstanceTypeCatalog(ec2, offerings_seconds=600, answers_kept=SYNC_ANSWERS_KEPT)
+    catalog._offered._clock = lambda: clock[0]
+    first = catalog.offered(["us-east-1a", "us-east-1b"])
+
+    # When the offerings expire and p5.48xlarge is now offered in us-east-1b too
+    OFFERINGS.append(("p5.48xlarge", "us-east-1b"))
+    try:
+        clock[0] = 601.0
+        found = catalog.offered(["us-east-1a", "us-east-1b"])
+    finally:
+        OFFERINGS.remove(("p5.48xlarge", "us-east-1b"))
+
+    # Then the answer is built from the listing read again
+    assert len(ec2.offering_filters()) == 2
+    p5 = next(f for f in found if f.name == "p5.48xlarge")
+    assert p5.zones == frozenset({"us-east-1a", "us-east-1b"})
+    assert next(f for f in first if f.name == "p5.48xlarge").zones == frozenset({"us-east-1a"})
+
+
+def test_a_launcher_s_catalog_keeps_no_answer_built() -> None:
+    catalog = InstanceTypeCatalog(_Ec2())
+
+    first = catalog.offered(["us-east-1a"])
+    again = catalog.offered(["us-east-1a"])
+
+    assert again == first and not any(a is b for a, b in zip(again, first, strict=True))

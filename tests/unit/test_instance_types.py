@@ -1,5 +1,6 @@
 """Instance-type facts: names, labels, resources and matching requirements."""
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -89,6 +90,26 @@ def test_zones_are_a_frozenset() -> None:
     info = InstanceTypeInfo("m5.large", ("amd64",), 2, 8192, zones=["a", "b"])  # type: ignore[arg-type]
 
     assert info.zones == frozenset({"a", "b"})
+
+
+@pytest.mark.parametrize("info", [P5, M7GD, DUAL, MAC], ids=lambda i: i.name)
+def test_a_type_in_other_zones_is_what_replace_makes_of_it(info: InstanceTypeInfo) -> None:
+    zones = ["us-east-1c", "us-east-1a"]
+
+    moved = info.in_zones(zones)
+
+    assert moved == replace(info, zones=frozenset(zones))
+    assert moved.zones == frozenset(zones) and moved.architectures == info.architectures
+    assert hash(moved) == hash(replace(info, zones=frozenset(zones)))
+    assert info.in_zones(info.zones) == info
+    # and the type it was made from is as it was
+    assert info.zones != moved.zones
+
+
+def test_architectures_given_as_a_list_are_spelled_as_labels_too() -> None:
+    info = InstanceTypeInfo("m5.large", ["x86_64", "amd64"], 2, 8192)  # type: ignore[arg-type]
+
+    assert info.architectures == ("amd64",)
 
 
 def test_resources_scale_with_count() -> None:

@@ -9,6 +9,7 @@ import pytest
 from moto.core.responses import BaseResponse
 
 from moto_capacity.core import request_ids
+from moto_capacity.ec2.responses import listings
 
 BODIES: list[Any] = [
     "",
@@ -76,3 +77,25 @@ def test_a_listing_of_every_instance_type_is_not_searched_for_a_request_id(
     # the headers on an empty body)
     assert len(types) > 1000
     assert [length for length in searched if length] == []
+
+
+def test_a_kept_listing_is_searched_for_a_request_id_once(
+    aws_client: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto_capacity gives a catalogue listing it keeps again as the same text
+    (ec2/responses/listings.py): searched when it is kept, not at each answer."""
+    ec2 = aws_client("ec2")
+    monkeypatch.setattr(listings, "_CATALOGUE_ANSWERS", {})
+    searched: list[int] = []
+    original = request_ids.holds_an_id
+
+    def counted(body: str) -> bool:
+        searched.append(len(body))
+        return original(body)
+
+    monkeypatch.setattr(request_ids, "holds_an_id", counted)
+    # When every instance type is listed three times
+    listed = [ec2.describe_instance_types()["InstanceTypes"] for _ in range(3)]
+    # Then each answer is whole, and the listing's 5.8 MB were searched once
+    assert listed[0] == listed[1] == listed[2] and len(listed[0]) > 1000
+    assert len([length for length in searched if length > 1_000_000]) == 1

@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.core.responses import ActionResult
 from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS
+from moto.ec2.responses.instances import InstanceResponse
 
 import moto_capacity
 from moto_capacity.ec2.responses import listings
@@ -154,6 +155,45 @@ def test_describe_instance_type_offerings_serializes_each_distinct_request_once(
     monkeypatch.setitem(INSTANCE_TYPE_OFFERINGS["availability-zone"], "us-east-1", table)
     assert offered("us-east-1a") == offered("us-east-1a") == [("m5.large", "us-east-1a")]
     assert len(serialized) == 5
+
+
+def test_a_kept_answer_is_not_worked_out_by_moto_again(
+    ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto filters its whole offerings table for each call: a request whose answer is kept is
+    given it without moto working it out again; a request moto refuses is refused each time, as
+    moto refuses it."""
+    monkeypatch.setattr(listings, "_CATALOGUE_ANSWERS", {})
+    worked: list[str] = []
+    for method in ("describe_instance_types", "describe_instance_type_offerings"):
+        original = getattr(InstanceResponse, method)
+
+        def counted(self: Any, _original: Any = original, _name: str = method) -> Any:
+            worked.append(_name)
+            return _original(self)
+
+        monkeypatch.setattr(InstanceResponse, method, counted)
+
+    def offered() -> list[dict[str, Any]]:
+        return ec2.describe_instance_type_offerings(
+            LocationType="availability-zone",
+            Filters=[{"Name": "location", "Values": ["us-east-1a"]}],
+        )["InstanceTypeOfferings"]
+
+    # Given each listing answered once
+    types, offerings = ec2.describe_instance_types()["InstanceTypes"], offered()
+    assert worked == ["describe_instance_types", "describe_instance_type_offerings"]
+    # When each is asked again
+    again = (ec2.describe_instance_types()["InstanceTypes"], offered())
+    # Then the answers are the same, and moto worked neither out again
+    assert again == (types, offerings) and len(offerings) > 100
+    assert len(worked) == 2
+    # and a name moto does not know is refused each time, as moto refuses it
+    for _ in range(2):
+        with pytest.raises(ClientError) as refused:
+            ec2.describe_instance_types(InstanceTypes=["m5.nonesuch"])
+        assert _code(refused) == "InvalidInstanceType"
+    assert worked[2:] == ["describe_instance_types"] * 2
 
 
 def _templates(ec2: Any, count: int) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client, in_chunks, most_per_call
@@ -21,6 +21,9 @@ OFFERINGS_TTL_SECONDS = 600.0
 # Pinned types up to this many are asked for by name (an EC2 filter's values); more, or none
 # pinned, and the zones' whole listing is read (about a thousand offerings a zone).
 MAX_PINNED_FILTER_VALUES = 200
+# Answers the sync's catalog keeps built (one a zone set its classes' subnets span): each due
+# class gets the types it got, not the region's types built anew.
+SYNC_ANSWERS_KEPT = 16
 
 
 class InstanceTypeCatalog:
@@ -31,13 +34,22 @@ class InstanceTypeCatalog:
         *,
         types_seconds: float = INSTANCE_TYPES_TTL_SECONDS,
         offerings_seconds: float = OFFERINGS_TTL_SECONDS,
+        answers_kept: int = 0,
     ) -> None:
         """`shared`: the resolutions the sync shares, asked first (a launcher's); the seconds
-        its copies are kept (the sync's are shorter: a launcher may hold what it shares)."""
+        its copies are kept (the sync's are shorter: a launcher may hold what it shares);
+        `answers_kept`: how many answers are kept built (the sync's: it asks the same questions
+        each run), each a region's types at most."""
         self._ec2 = ec2 or client("ec2")
         self._shared = shared
         self._types: TtlCache[dict[str, InstanceTypeInfo]] = TtlCache(types_seconds)
         self._offered: TtlCache[dict[str, frozenset[str]]] = TtlCache(offerings_seconds)
+        # Each answer as last built, with the two listings (the cached objects) it was built
+        # from: while both are still the ones cached, the same question gets the same types
+        # again, not each of the region's types built anew.
+        self._built: dict[Hashable, tuple[object, object, tuple[InstanceTypeInfo, ...]]] = {}
+        self._answers_kept = answers_kept
+        self._known: tuple[object, frozenset[str]] | None = None
 
     def offered(
         self, zones: Iterable[str], names: Iterable[str] | None = None
@@ -60,20 +72,32 @@ class InstanceTypeCatalog:
         zones_by_type = self._offered.get_or_load(
             (zone_key, pinned), lambda: self._load_offerings(zone_key, pinned)
         )
-        wanted = [n for n in (name_key or zones_by_type) if n in zones_by_type]
         facts = self._types.get_or_load(
             name_key, lambda: self._load_types(name_key, zones_by_type.keys())
         )
+        built = self._built.get((zone_key, name_key))
+        if built is not None and built[0] is facts and built[1] is zones_by_type:
+            return list(built[2])
+        wanted = [n for n in (name_key or zones_by_type) if n in zones_by_type]
         result = []
         for name in sorted(wanted):
             info = facts.get(name)
             if info is not None:
-                result.append(_with_zones(info, zones_by_type[name]))
+                result.append(info.in_zones(zones_by_type[name]))
+        if self._answers_kept:
+            if len(self._built) >= self._answers_kept:
+                self._built.clear()
+            self._built[(zone_key, name_key)] = (facts, zones_by_type, tuple(result))
         return result
 
     def known(self) -> frozenset[str]:
-        """Every instance type EC2 knows in the region, by name (one listing, cached)."""
-        return frozenset(self._types.get_or_load(None, lambda: self._load_types(None)))
+        """Every instance type EC2 knows in the region, by name (one listing, cached; the same
+        set while the listing is the one cached)."""
+        listing = self._types.get_or_load(None, lambda: self._load_types(None))
+        known = self._known
+        if known is None or known[0] is not listing:
+            known = self._known = (listing, frozenset(listing))
+        return known[1]
 
     def _load_offerings(
         self, zones: tuple[str, ...], names: tuple[str, ...] | None
@@ -180,9 +204,3 @@ def _local_nvme_gb(storage: Mapping[str, Any] | None) -> int | None:
         return None
     total = storage.get("TotalSizeInGB")
     return None if total is None else int(total)
-
-
-def _with_zones(info: InstanceTypeInfo, zones: frozenset[str]) -> InstanceTypeInfo:
-    from dataclasses import replace
-
-    return replace(info, zones=zones)

@@ -73,6 +73,10 @@ class ResolutionStore:
     def __init__(self, table: str, dynamodb: Any) -> None:
         self._table = table
         self._db = dynamodb
+        # The last resolution this store encoded for each class, and its document: a class
+        # resolved again to an equal resolution (what a due class mostly is) is not encoded
+        # again; `encode` gives equal resolutions equal bytes, so the items written are the same.
+        self._written: dict[str, tuple[Resolution, bytes]] = {}
 
     def read(self, node_class: str) -> tuple[Head, Resolution | None] | None:
         """The class's head and its resolution (None when its parts do not make it), in one
@@ -112,7 +116,7 @@ class ResolutionStore:
     ) -> Head:
         """Store the resolution: its parts when its document is new, then its head, then the
         parts the previous head named are deleted."""
-        data = encode(resolution)
+        data = self._document(node_class, resolution)
         head = Head(
             node_class,
             revision,
@@ -150,6 +154,14 @@ class ResolutionStore:
         if previous is not None and previous.digest != head.digest:
             self._delete_parts(previous)
         return head
+
+    def _document(self, node_class: str, resolution: Resolution) -> bytes:
+        written = self._written.get(node_class)
+        if written is not None and written[0] == resolution:
+            return written[1]
+        data = encode(resolution)
+        self._written[node_class] = (resolution, data)
+        return data
 
     def forget(self, head: Head) -> None:
         """The class's resolution deleted (EC2 refuses what it selects now): head first."""

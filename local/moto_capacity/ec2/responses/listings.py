@@ -15,11 +15,15 @@
   again (serializing the region's 1,395 types took 1.5 s of CPU a call; a sync lists them all).
   DescribeInstanceTypeOfferings likewise: moto answers it from a module table no backend changes
   (each cold launcher and each sync's resolution lists two zones' offerings: 24 ms a call).
+  A request whose answer is kept is not worked out by moto again either (moto filters the
+  region's offerings table on each call: a third of an offerings call); one whose answer is not
+  kept yet is, in the call, so that moto's refusals are raised as moto raises them.
   `serialize_catalogue_ahead()` serializes the whole listing's answer before any call (the
   simulation's fork server, before it forks its runs: tests/simulation/fork_server.py).
 `ec2.hooks` copies these methods onto moto's `EC2Response`.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from moto import settings
@@ -36,6 +40,7 @@ from moto.ec2.responses.amis import AmisResponse
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.launch_templates import LaunchTemplates
 
+from moto_capacity.core import request_ids
 from moto_capacity.ec2.exceptions import InvalidParameterValue
 from moto_capacity.ec2.models.launches import malformed_image
 from moto_capacity.ec2.responses.paging import page
@@ -54,24 +59,38 @@ _MOTO_OFFERINGS: dict[tuple[str, str], object] = {
 
 class CatalogueAnswer(ActionResult):
     """An answer drawn from moto's static catalogue: serialized once per distinct request (and
-    response format), a copy of it given each time after."""
+    response format), a copy of it given each time after. `later`: how moto works the answer
+    out, for a request whose answer is kept (called only if, after all, it is not)."""
 
-    def __init__(self, result: object, request: tuple[Any, ...]) -> None:
+    def __init__(
+        self,
+        request: tuple[Any, ...],
+        result: object = None,
+        *,
+        later: Callable[[], ActionResult] | None = None,
+    ) -> None:
         super().__init__(result)
         self._request = request
+        self._later = later
+
+    @property
+    def result(self) -> object:
+        if self._later is not None:
+            self._result, self._later = self._later().result, None
+        return self._result
 
     def execute_result(self, context: ActionContext) -> TYPE_RESPONSE:
-        key = (
-            self._request,
-            context.serializer_class,
-            context.operation_model.name,
-            settings.PRETTIFY_RESPONSES,
-        )
+        key = _answer_key(self._request, context.serializer_class, context.operation_model.name)
         answer = _CATALOGUE_ANSWERS.get(key)
         if answer is None:
             answer = _CATALOGUE_ANSWERS[key] = super().execute_result(context)
+            request_ids.kept(answer[2])
         status, headers, body = answer
         return status, dict(headers), body
+
+
+def _answer_key(request: tuple[Any, ...], serializer: type, operation: str) -> tuple[Any, ...]:
+    return (request, serializer, operation, settings.PRETTIFY_RESPONSES)
 
 
 # What botocore's EC2 client sends: a form, answered in moto's `ec2` protocol.
@@ -87,7 +106,7 @@ def serialize_catalogue_ahead() -> None:
     # Only the response class's attributes are read (its response transformers).
     response = EC2Response.__new__(EC2Response)
     context = ActionContext(service_model, operation_model, serializer, response)
-    answer = CatalogueAnswer({"InstanceTypes": EC2Backend.instance_types}, ((), ()))
+    answer = CatalogueAnswer(((), ()), {"InstanceTypes": EC2Backend.instance_types})
     answer.execute_result(context)
 
 
@@ -99,23 +118,23 @@ class StrictListingResponse(InstanceResponse, LaunchTemplates, AmisResponse):
                 f"The parameter InstanceTypes must contain at most {MAX_INSTANCE_TYPES} values; "
                 f"{len(names)} were given."
             )
-        answer = InstanceResponse.describe_instance_types(self)
         if self.ec2_backend.instance_types is not type(self.ec2_backend).instance_types:
-            return answer  # a backend given its own catalogue: answered as moto does
+            # a backend given its own catalogue: answered as moto does
+            return InstanceResponse.describe_instance_types(self)
         filters = self._filters_from_querystring()
         request = (
             tuple(names),
             tuple(sorted((name, tuple(values)) for name, values in filters.items())),
         )
-        return CatalogueAnswer(answer.result, request)
+        return self._catalogue(request, lambda: InstanceResponse.describe_instance_types(self))
 
     def describe_instance_type_offerings(self) -> ActionResult:
-        answer = InstanceResponse.describe_instance_type_offerings(self)
         location_type = self._get_param("LocationType") or "region"
         region = self.ec2_backend.region_name
         table = moto_instance_types.INSTANCE_TYPE_OFFERINGS.get(location_type, {}).get(region)
         if table is None or table is not _MOTO_OFFERINGS.get((location_type, region)):
-            return answer  # a table put in place of moto's: answered as moto does
+            # a table put in place of moto's: answered as moto does
+            return InstanceResponse.describe_instance_type_offerings(self)
         filters = self._filters_from_querystring()
         request = (
             "offerings",
@@ -123,7 +142,21 @@ class StrictListingResponse(InstanceResponse, LaunchTemplates, AmisResponse):
             location_type,
             tuple(sorted((name, tuple(values)) for name, values in filters.items())),
         )
-        return CatalogueAnswer(answer.result, request)
+        return self._catalogue(
+            request, lambda: InstanceResponse.describe_instance_type_offerings(self)
+        )
+
+    def _catalogue(
+        self, request: tuple[Any, ...], answer: Callable[[], ActionResult]
+    ) -> CatalogueAnswer:
+        """moto's answer to a catalogue request: worked out now (moto's refusals raised as it
+        raises them), unless an answer to it is kept, in the format this call answers in."""
+        service_model = get_service_model(self.boto3_service_name)
+        protocol = self.determine_response_protocol(service_model)
+        serializer = get_serializer_class(service_model.service_name, protocol)
+        if _answer_key(request, serializer, self._get_action()) in _CATALOGUE_ANSWERS:
+            return CatalogueAnswer(request, later=answer)
+        return CatalogueAnswer(request, answer().result)
 
     def describe_launch_templates(self) -> ActionResult:
         self.error_on_dryrun()

@@ -7,8 +7,10 @@ GPU types and ``gpu-count DoesNotExist`` picks the others.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 
 from capacity_launcher.domain.capacity.constraints import Requirements
 from capacity_launcher.domain.capacity.requirements import (
@@ -54,6 +56,13 @@ _GENERATION = re.compile(r"^[a-z]+(?:-[0-9]+tb)?([0-9]+)")
 _CATEGORY = re.compile(r"^([a-z]+)")
 
 
+@lru_cache(maxsize=256)
+def _canonical(architectures: tuple[str, ...]) -> tuple[str, ...]:
+    """EC2's spelling accepted too, each once, the first-listed first (a region's types list a
+    handful of distinct tuples: each is worked out once)."""
+    return tuple(dict.fromkeys(EC2_ARCHITECTURES.get(arch, arch) for arch in architectures))
+
+
 def _kebab(text: str | None) -> str | None:
     """GPU names as Karpenter labels them: "Radeon Pro V520" -> "radeon-pro-v520"."""
     return "-".join(text.lower().split()) if text else None
@@ -78,11 +87,20 @@ class InstanceTypeInfo:
 
     def __post_init__(self) -> None:
         # Accept EC2's spelling too, and keep the first-listed architecture first.
-        architectures = tuple(
-            dict.fromkeys(EC2_ARCHITECTURES.get(arch, arch) for arch in self.architectures)
-        )
-        object.__setattr__(self, "architectures", architectures)
+        object.__setattr__(self, "architectures", _canonical(tuple(self.architectures)))
         object.__setattr__(self, "zones", frozenset(self.zones))
+
+    def in_zones(self, zones: Iterable[str]) -> InstanceTypeInfo:
+        """These facts offered in `zones` instead (as `dataclasses.replace` would make them,
+        without normalizing again what `__post_init__` already did: a catalog does this for each
+        of a region's types)."""
+        where = frozenset(zones)
+        if where == self.zones:
+            return self
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__["zones"] = where
+        return copy
 
     @property
     def family(self) -> str:

@@ -94,7 +94,7 @@ class Resolution:
                 continue
             where = info.zones & asked
             if where:
-                found.append(_in(info, where))
+                found.append(info.in_zones(where))
         return sorted(found, key=lambda i: i.name)
 
     def image(self, image_id: str) -> SharedImage | None:
@@ -246,9 +246,3 @@ def _type_of(row: Sequence[Any]) -> InstanceTypeInfo:
         accelerator_name=acc_name,
         accelerator_manufacturer=acc_maker,
     )
-
-
-def _in(info: InstanceTypeInfo, zones: frozenset[str]) -> InstanceTypeInfo:
-    from dataclasses import replace
-
-    return replace(info, zones=zones)

@@ -112,6 +112,7 @@ class Adapters(Stores):
             self.clients("ec2"),
             types_seconds=types.INSTANCE_TYPES_TTL_SECONDS - MAX_AGE_SECONDS,
             offerings_seconds=types.OFFERINGS_TTL_SECONDS - MAX_AGE_SECONDS,
+            answers_kept=types.SYNC_ANSWERS_KEPT,
         )
         return ResolutionSync(
             classes=config.node_classes,
