@@ -55,6 +55,17 @@ def test_help_version_and_completion_load_neither_boto3_nor_the_service(argv) ->
     assert output  # and they did print
 
 
+def test_a_command_with_no_deployment_to_ask_fails_without_loading_boto3_or_the_service(
+    tmp_path,
+) -> None:
+    # What completion runs on every TAB (`get TYPE -o name`) where no local cloud runs: the
+    # deployment is looked for first, and boto3, pydantic and the service load only once found.
+    heavy, _output = _loaded_after(
+        "get", "nodepools", "-o", "name", "--local-file", str(tmp_path / "none.json")
+    )
+    assert not {"boto3", "pydantic", "rich"} & set(heavy)
+
+
 def test_invoke_runs_a_function_without_loading_moto() -> None:
     # `invoke` runs a function against a deployment (the local cloud another process serves, or
     # a stack): moto's models take seconds to import and it needs none of them.
