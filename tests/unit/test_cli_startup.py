@@ -131,3 +131,22 @@ def test_bash_completes_as_a_person_types(words: list[str], expected: str) -> No
     )
     done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == expected
+
+
+def test_the_operators_views_make_no_ec2_client_until_a_view_reads_ec2() -> None:
+    # `get`, `describe` and `top` build the service's queries first: a botocore client for EC2
+    # costs a command a tenth of a second of CPU to make (its model is the largest botocore
+    # loads), and a pool's readiness is counted from the state table alone.
+    from capacity_launcher.service.wiring import Adapters
+    from capacity_launcher_cli.deployment import Deployment
+
+    deployment = Deployment("us-east-1", "bus", "queue", "dlq", "state", "unavailable", "idem")
+    asked: list[str] = []
+
+    def clients(service: str) -> object:
+        asked.append(service)
+        return object()
+
+    Adapters(deployment.settings(), clients).queries()
+
+    assert "ec2" not in asked
