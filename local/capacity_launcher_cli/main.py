@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from capacity_launcher_cli import (
@@ -341,49 +342,34 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+# Each command's module and function, imported when it runs: a command loads its own module and
+# what that needs, not every other command's (a shell's completion runs `get TYPE -o name`).
+_GETS = {
+    # get's TYPE is a plural of resource_types.TYPES, whatever name was typed.
+    "capacityreservations": ("ome_commands", "get_reservations"),
+    "clustercapacityreservations": ("ome_commands", "get_reservations"),
+    "priorityclasses": ("priority_commands", "get_priority_classes"),
+    "cohorts": ("cohort_commands", "get_cohorts"),
+    "nodeclaims": ("karpenter_commands", "get_nodeclaims"),
+    "nodepools": ("config_commands", "get_config"),
+    "nodeclasses": ("config_commands", "get_config"),
+    "ec2nodeclasses": ("config_commands", "get_config"),
+    "capacityquotas": ("quota_commands", "get_quotas"),
+    "requests": ("request_commands", "get_requests"),
+    "queues": ("request_commands", "get_queues"),
+    "instances": ("request_commands", "get_instances"),
+    "reservations": ("capacity_commands", "get_reservations"),
+    "unavailable-offerings": ("capacity_commands", "get_unavailable_offerings"),
+}
+_DOCUMENTS = ("version_commands", "get_documents")
+
+
 def _command(args: argparse.Namespace) -> Command:
-    from capacity_launcher_cli import (
-        capacity_commands,
-        cohort_commands,
-        config_commands,
-        ome_commands,
-        priority_commands,
-        quota_commands,
-        request_commands,
-        version_commands,
-    )
-
     if args.command == "get":
-        # args.resource is a plural of resource_types.TYPES, whatever name was typed.
-        if args.resource in ome_commands.RESOURCES:
-            return ome_commands.get_reservations
-        if args.resource in priority_commands.RESOURCES:
-            return priority_commands.get_priority_classes
-        if args.resource in cohort_commands.RESOURCES:
-            return cohort_commands.get_cohorts
-        if args.resource in ("nodeclaims", "nodeclaim"):
-            from capacity_launcher_cli.karpenter_commands import get_nodeclaims
-
-            return get_nodeclaims
-        if _documents_asked(args):
-            return version_commands.get_documents
-        return {
-            "nodepools": config_commands.get_config,
-            "nodeclasses": config_commands.get_config,
-            "ec2nodeclasses": config_commands.get_config,
-            "capacityquotas": quota_commands.get_quotas,
-            "requests": request_commands.get_requests,
-            "queues": request_commands.get_queues,
-            "instances": request_commands.get_instances,
-            "reservations": capacity_commands.get_reservations,
-            "unavailable-offerings": capacity_commands.get_unavailable_offerings,
-        }[args.resource]
+        return _load(*(_DOCUMENTS if _documents_asked(args) else _GETS[args.resource]))
     commands: dict[str, Command] = {
-        "apply": config_commands.apply,
         "diff": _diff,
         "delete": _delete,
-        "submit": request_commands.submit,
-        "status": request_commands.status,
         "top": _top,
         "web": _web,
         "describe": _describe,
@@ -391,9 +377,18 @@ def _command(args: argparse.Namespace) -> Command:
     }
     if args.command in commands:
         return commands[args.command]
+    if args.command == "apply":
+        return _load("config_commands", "apply")
+    if args.command in ("submit", "status"):
+        return _load("request_commands", args.command)
     run_deployed = plugins.by_name()[args.command].run_deployed
     assert run_deployed is not None  # main runs the others without a deployment
     return run_deployed
+
+
+def _load(module: str, name: str) -> Command:
+    command: Command = getattr(import_module(f"capacity_launcher_cli.{module}"), name)
+    return command
 
 
 # Types whose `get` takes several NAMEs; the others take one.
@@ -488,17 +483,16 @@ _LISTED_AS = {
 
 def _documents_asked(args: argparse.Namespace) -> bool:
     """`get` of configuration documents as YAML, by name in any output but a table (a NAME's
-    table is its row, as kubectl prints it), or in a version: the stored objects."""
-    from capacity_launcher_cli.version_commands import resource
-
-    if resource(args.resource) is None:
+    table is its row, as kubectl prints it), or in a version: the stored objects. The types
+    listed as documents are version_commands.RESOURCES', the keys of _LISTED_AS."""
+    if args.resource not in _LISTED_AS:
         return False
     if args.output_version is not None:
         return True
     if args.name is not None:
         return args.output not in output_formats.TABLES
     output = args.output.split("=", 1)[0]  # jsonpath=TEMPLATE: jsonpath
-    return output not in _LISTED_AS.get(args.resource, ())
+    return output not in _LISTED_AS[args.resource]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

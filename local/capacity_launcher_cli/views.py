@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from rich.console import Console
@@ -26,7 +26,9 @@ from capacity_launcher.domain.quantities import Resources, format_cpu, format_me
 from capacity_launcher.domain.records.status import RequestRecord, RequestStatus, format_timestamp
 from capacity_launcher_cli import resource_types
 from capacity_launcher_cli.output_formats import JSONPATH, TABLES, jsonpath_text, name_of
-from capacity_launcher_client.client import Progress
+
+if TYPE_CHECKING:
+    from capacity_launcher_client.client import Progress
 
 # Redirected output is read by tools and tests: wide enough that ids are never cut.
 _REDIRECTED_WIDTH = 200

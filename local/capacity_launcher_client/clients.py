@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import boto3
-from botocore.config import Config
+if TYPE_CHECKING:  # imported when the first session is made: `resolve` and `--help` need neither
+    import boto3
+    from botocore.config import Config
 
 # Any credentials do for moto; used only for a local endpoint.
 LOCAL_CREDENTIALS = {
@@ -64,6 +65,8 @@ def session(target: Target) -> boto3.Session:
 def _session(target: Target) -> boto3.Session:
     found = _SESSIONS.get(target)
     if found is None:
+        import boto3
+
         if target.is_local:
             found = boto3.Session(
                 region_name=target.region,
@@ -94,6 +97,8 @@ def client(target: Target, service: str) -> Any:
 
 
 def config(target: Target, service: str) -> Config:
+    from botocore.config import Config
+
     mode: Literal["adaptive", "standard"] = "adaptive" if service in _ADAPTIVE else "standard"
     attempts = LOCAL_MAX_ATTEMPTS if target.is_local else MAX_ATTEMPTS
     return Config(

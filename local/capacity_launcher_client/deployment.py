@@ -12,13 +12,15 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
-
-from capacity_launcher.settings import Settings
 from capacity_launcher_client import clients
 from capacity_launcher_client.clients import LOCAL_CREDENTIALS as LOCAL_CREDENTIALS
+
+if TYPE_CHECKING:  # boto3 and the service's settings load when a command first needs them
+    import boto3
+
+    from capacity_launcher.settings import Settings
 
 DEFAULT_LOCAL_FILE = Path(".capacity-launcher") / "local.json"
 # When neither --region, AWS_REGION / AWS_DEFAULT_REGION nor the profile names one.
@@ -91,6 +93,8 @@ class Deployment:
 
     def settings(self) -> Settings:
         """The service's settings for this deployment: what the composition root builds from."""
+        from capacity_launcher.settings import Settings
+
         return Settings(
             state_table_name=self.state_table,
             unavailable_offerings_table_name=self.unavailable_offerings_table,
@@ -133,6 +137,8 @@ def from_stack(
     """Names from the stack's outputs, the ICE lifetime from its parameters. The region is
     `region`, else the environment's or the profile's, else us-east-1."""
     if cloudformation is None:
+        import boto3
+
         session = boto3.Session(region_name=region)
         cloudformation = session.client(
             "cloudformation", region_name=session.region_name or DEFAULT_REGION

@@ -55,6 +55,17 @@ def test_help_version_and_completion_load_neither_boto3_nor_the_service(argv) ->
     assert output  # and they did print
 
 
+def test_a_command_with_no_deployment_to_ask_fails_without_loading_boto3_or_the_service(
+    tmp_path,
+) -> None:
+    # What completion runs on every TAB (`get TYPE -o name`) where no local cloud runs: the
+    # deployment is looked for first, and boto3, pydantic and the service load only once found.
+    heavy, _output = _loaded_after(
+        "get", "nodepools", "-o", "name", "--local-file", str(tmp_path / "none.json")
+    )
+    assert not {"boto3", "pydantic", "rich"} & set(heavy)
+
+
 def test_invoke_runs_a_function_without_loading_moto() -> None:
     # `invoke` runs a function against a deployment (the local cloud another process serves, or
     # a stack): moto's models take seconds to import and it needs none of them.
@@ -120,3 +131,22 @@ def test_bash_completes_as_a_person_types(words: list[str], expected: str) -> No
     )
     done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == expected
+
+
+def test_the_operators_views_make_no_ec2_client_until_a_view_reads_ec2() -> None:
+    # `get`, `describe` and `top` build the service's queries first: a botocore client for EC2
+    # costs a command a tenth of a second of CPU to make (its model is the largest botocore
+    # loads), and a pool's readiness is counted from the state table alone.
+    from capacity_launcher.service.wiring import Adapters
+    from capacity_launcher_cli.deployment import Deployment
+
+    deployment = Deployment("us-east-1", "bus", "queue", "dlq", "state", "unavailable", "idem")
+    asked: list[str] = []
+
+    def clients(service: str) -> object:
+        asked.append(service)
+        return object()
+
+    Adapters(deployment.settings(), clients).queries()
+
+    assert "ec2" not in asked

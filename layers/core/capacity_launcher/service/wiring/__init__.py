@@ -407,7 +407,7 @@ class Adapters(Stores):
             records=self.launch_records(),
             instances=self.instance_records(),
             pool_usage=self.pool_usage(),
-            readiness=self.pool_readiness(),
+            readiness=self.pool_readiness(marks=False),  # counts only: `get` needs no EC2 client
             leases=lambda: self.pool_leases(config),
             quota_usage=self.quota_usage(),
             quota_statuses=QuotaStatuses(self.settings.state_table_name, self.clients("dynamodb")),

@@ -135,12 +135,11 @@ class Stores:
         """Each pool's usage as stored, and its recompute from its leases and members."""
         return PoolUsageStore(self.settings.state_table_name, self.clients("dynamodb"))
 
-    def pool_readiness(self) -> PoolReadiness:
+    def pool_readiness(self, *, marks: bool = True) -> PoolReadiness:
         """Which of a pool's instances are ready (limits.unready): the lease's gate, the sync's
-        marks."""
-        return PoolReadiness(
-            self.settings.state_table_name, self.clients("dynamodb"), self.clients("ec2")
-        )
+        marks. `marks=False`: counting only, as the operators' views do: no EC2 client."""
+        ec2 = self.clients("ec2") if marks else None
+        return PoolReadiness(self.settings.state_table_name, self.clients("dynamodb"), ec2)
 
     def quota_usage(self) -> QuotaUsageStore:
         """Quota usage per cohort and flavor, as the sync and reclaims read and recount it."""
