@@ -136,10 +136,7 @@ class ReservationSync:
         gauges: WaitGauges | None = None,
         classes_applied: Callable[[], list[str]] | None = None,
         request_block_ends: RequestBlockEnds | None = None,
-        held_waits: HeldWaits | None = None,
     ) -> None:
-        # Read once a run for the backstop and the gauges (service/minute_waits.py).
-        self._held_waits = held_waits
         self._request_block_ends = request_block_ends
         self._gauges = gauges
         # Reservations left waiting for a PriorityClass that is applied now, resolved.
@@ -175,7 +172,8 @@ class ReservationSync:
         reservations (the waits' backstop, the template sweep) are skipped when it was not read:
         an empty list would read as every reservation gone."""
         report = SyncReport()
-        waits = MinuteWaits(self._held_waits) if self._held_waits is not None else None
+        # The live waits, read once a run for the backstop and the gauges (minute_waits.py).
+        waits = MinuteWaits(self._waits.waits) if self._waits is not None else None
         listed = self._observe(report)
         self._repair(report)
         if listed is not None:

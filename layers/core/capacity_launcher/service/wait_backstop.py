@@ -33,6 +33,12 @@ class WaitBackstop:
         self._publish = publish
         self._now = now
 
+    @property
+    def waits(self) -> HeldWaits:
+        """The store it reads the waits from (the sync's minute reads them once through it for
+        the gauges too: service/minute_waits.py)."""
+        return self._waits
+
     def run(
         self, now_seen: Mapping[str, ReservationSnapshot], waits: HeldWaits | None = None
     ) -> list[str]:

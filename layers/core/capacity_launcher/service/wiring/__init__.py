@@ -276,7 +276,6 @@ class Adapters(Stores):
             usage=UsageRollup(self.usage_store(), self.instance_records(), self.clock),
             resolutions=self.resolution_sync(),
             request_block_ends=self.request_block_ends(),
-            held_waits=self.launch_records(),
         )
 
     def request_block_ends(self) -> RequestBlockEnds | None:
