@@ -303,9 +303,10 @@ def test_a_pool_set_past_its_ttl_is_read_again_only_when_the_pools_changed(
 def test_the_pools_are_listed_again_only_when_their_generation_moved(
     cloud: Cloud, subnets: dict[str, str], image: str
 ) -> None:
-    # Given a reader of every NodePool (the sync's parts list them each minute)
+    # Given a reader of every NodePool that keeps its listing (the sync's parts list them each
+    # minute)
     setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
-    reader = ConfigStore(get_settings().state_table_name, clock=system_clock)
+    reader = ConfigStore(get_settings().state_table_name, clock=system_clock, keep_pools=True)
     listed: list[str] = []
 
     def note(params: dict[str, Any], **_: Any) -> None:

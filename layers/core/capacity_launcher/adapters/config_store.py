@@ -98,8 +98,13 @@ class ConfigStore:
         cache_seconds: float = 0.0,
         *,
         clock: Callable[[], datetime],
+        keep_pools: bool = False,
     ) -> None:
-        """`clock`: the composition root's, that each document's `updatedAt` is stamped with."""
+        """`clock`: the composition root's, that each document's `updatedAt` is stamped with.
+        `keep_pools`: a store a long-lived use case lists every pool through again and again
+        (the sync's parts, each minute) keeps its listing while the generation says it is
+        current (`_read_pools`)."""
+        self._keep_pools = keep_pools
         self._table = table_name
         self._clock = clock
         self._db = dynamodb or client("dynamodb")
@@ -334,7 +339,8 @@ class ConfigStore:
     def _listing(self, kind: Kind, fresh: bool) -> _Listing:
         if fresh:
             self._cache.invalidate(kind)
-        load = self._read_pools if kind == "NodePool" else lambda: self._read_all(kind)
+        kept = kind == "NodePool" and self._keep_pools
+        load = self._read_pools if kept else lambda: self._read_all(kind)
         return self._cache.get_or_load(kind, load)
 
     def _read_pools(self) -> _Listing:
