@@ -298,3 +298,35 @@ def test_a_pool_set_past_its_ttl_is_read_again_only_when_the_pools_changed(
     # And a delete is seen too
     cloud.adapters().config_store().delete_pool("late")
     assert "late" not in {p.metadata.name for p in every(store.pool_set())}
+
+
+def test_the_pools_are_listed_again_only_when_their_generation_moved(
+    cloud: Cloud, subnets: dict[str, str], image: str
+) -> None:
+    # Given a reader of every NodePool that keeps its listing (the sync's parts list them each
+    # minute)
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",))
+    reader = ConfigStore(get_settings().state_table_name, clock=system_clock, keep_pools=True)
+    listed: list[str] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        if params.get("ExpressionAttributeValues", {}).get(":kind") == {"S": "NodePool"}:
+            listed.append("NodePool")
+
+    aws.client("dynamodb").meta.events.register(
+        "provide-client-params.dynamodb.Query", lambda params, **kw: note(params)
+    )
+
+    def names() -> list[str]:
+        return sorted(p.metadata.name for p in reader.node_pools())
+
+    assert names() == ["general"]
+    # When nothing changed, the partition is not listed again (issue 38: the generation says so)
+    assert names() == ["general"]
+    assert len(listed) == 1
+    # When another writer applies a pool, or deletes one, the next read lists them again
+    cloud.apply(_pool("second", "m5.large"))
+    assert names() == ["general", "second"]
+    cloud.delete("NodePool", "general")
+    assert names() == ["second"]
+    assert len(listed) == 3

@@ -123,3 +123,29 @@ def test_a_dry_run_reports_the_unready_refusal_and_does_not_claim_the_pool_would
     assert not pool.would_try and not answer.would_launch
     with pytest.raises(UnreadyLimitReached, match=re.escape(refusal)):
         reserve_room(gated, "general", "second", EACH, 2, 2, limits, unleased=True)
+
+
+def test_a_pool_whose_members_are_all_marked_is_read_once_by_the_sync(
+    cloud: Any, subnets: dict[str, str], image: str
+) -> None:
+    # Given a pool with limits.unready whose one member the sync marked ready
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"unready": "50%"})
+    settings = get_settings()
+    readiness = PoolReadiness(settings.state_table_name, client("dynamodb"), client("ec2"))
+    gated, _ = _stores(readiness)
+    limits = PoolLimits.model_validate({"unready": "50%"})
+    (running,) = cloud.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"]
+    cloud.wait_out_consistency()
+    assert reserve_room(gated, "general", "only", EACH, 1, 1, limits, unleased=True) == 1
+    settle_lease(gated, "general", "only", {running["InstanceId"]: EACH})
+    assert readiness.mark_ready("general") == [running["InstanceId"]]
+    calls: list[str] = []
+    for name in ("dynamodb", "ec2"):
+        client(name).meta.events.register(
+            "before-call.*.*", lambda model, **_: calls.append(model.name)
+        )
+    # When the sync looks again, nothing having changed
+    assert readiness.mark_ready("general") == []
+    # Then it read the pool's members and marks in one Query, and asked EC2 nothing (issue 38)
+    assert calls == ["Query"]
+    assert readiness.count("general") == Readiness(unready=0, instances=1)

@@ -202,3 +202,27 @@ def test_a_class_whose_reservations_could_not_be_resolved_is_applied_and_the_syn
     assert "priority-classes" not in report.failed
     assert store.quota_set(fresh=True).unresolved == {}
     assert store.capacity_quota("inference").spec.priority == 700
+
+
+def test_the_sync_s_minute_reads_the_classes_only_when_a_reservation_waits_for_one(
+    cloud: Cloud,
+) -> None:
+    # Given two classes applied, and a reservation naming one, resolved at its apply
+    configuration = cloud.adapters().configuration()
+    configuration.apply(_class("serving", 700))
+    configuration.apply(_class("batch", 100))
+    applied = REGISTRY.read(_reservation("inference", "serving"), priority_table([]))
+    configuration.apply(applied.conversion.hub, applied.conversion.kept)
+    read: list[str] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        read.append(params.get("ExpressionAttributeValues", {}).get(":kind", {}).get("S", "?"))
+
+    aws.client("dynamodb").meta.events.register(
+        "provide-client-params.dynamodb.Query", lambda params, **kw: note(params)
+    )
+    # When the sync's minute looks for reservations waiting for a class applied since
+    assert cloud.adapters().configuration().resolve_waiting_reservations() == []
+    # Then it read the quotas once and, none waiting, no class (issue 38: the classes and the
+    # quotas once per class were read each minute)
+    assert read == ["CapacityQuota"]

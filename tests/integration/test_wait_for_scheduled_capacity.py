@@ -7,12 +7,15 @@ delays follow it, so a held request comes back when the test advances the clock 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
 import moto_capacity
-from capacity_launcher.adapters.launch_records import LaunchRecords
+from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.launch_records import WAITING, LaunchRecords
 from capacity_launcher.domain.capacity.capacity_wait import BACKSTOP_MARGIN_SECONDS, HeldWait
+from capacity_launcher.domain.records.index_shards import read_values
 from capacity_launcher.domain.records.status import (
     CAPACITY_NOT_ACTIVE_BY_DEADLINE,
     RESERVATION_ACTIVATED,
@@ -555,3 +558,28 @@ def test_a_wait_passed_over_by_a_heavier_pool_still_ends_at_its_deadline(cloud, 
     assert failed.launched == 0 and cloud.managed_instances() == []
     assert detail_types(cloud, "r-passed") == ["Launch Failed"]
     assert cloud.queued() == 0
+
+
+def test_the_backstop_and_the_gauges_share_one_read_of_the_waits_index(cloud, subnets, image):
+    # Given a Waiting request whose held copy is lost, its deadline passed by the margin
+    wait_for_a_block(cloud, subnets, image, "r-lost-once")
+    cloud.sqs.purge_queue(QueueUrl=cloud.names.launch_queue_url)
+    record = cloud.record("r-lost-once")
+    assert record is not None and record.wait_for_capacity_until is not None
+    advance_to(record.wait_for_capacity_until, BACKSTOP_MARGIN_SECONDS + 60)
+    read: list[str] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        if params.get("IndexName") == "WaitingRequests":
+            read.append(params["ExpressionAttributeValues"][":waiting"]["S"])
+
+    aws.client("dynamodb").meta.events.register(
+        "provide-client-params.dynamodb.Query", lambda params, **kw: note(params)
+    )
+    # When the sync runs
+    report = sync()
+    # Then the backstop ends it and the gauges count nothing waiting (issue 38: the minute's
+    # waits are read once, each shard of the index one Query, for both parts)
+    assert report.ended_waits == ["r-lost-once"]
+    assert report.waiting == []
+    assert sorted(read) == sorted(read_values(WAITING))

@@ -144,6 +144,9 @@ class _Quotas:
     def waiting_for(self, priority_class: str) -> list[Any]:
         return []
 
+    def waited_for(self) -> set[str]:
+        return set()
+
 
 def test_an_apply_that_met_a_concurrent_one_checks_again_then_gives_up_saying_so() -> None:
     port = _Quotas(conflicts=2)

@@ -41,14 +41,15 @@ def test_usage_is_a_ratio_of_nominal_in_the_resources_units() -> None:
 
 
 class _Usage:
-    """Quota usage no recount can read twice the same (contended): every recount is None."""
+    """Quota usage no recount can read twice the same (contended): every recount is None. (Its
+    readings are not what the live range says, so a recount reads again before it writes.)"""
 
     def __init__(self) -> None:
         self._version = 0
 
     def quota_reading(self, pk: str, pool: str) -> tuple[int, dict[Any, Any]]:
         self._version += 1
-        return self._version, {}
+        return self._version, {("team-z", "general"): Resources(instances=self._version)}
 
     def counted(self, pool: str) -> list[Any]:
         return []

@@ -98,8 +98,13 @@ class ConfigStore:
         cache_seconds: float = 0.0,
         *,
         clock: Callable[[], datetime],
+        keep_pools: bool = False,
     ) -> None:
-        """`clock`: the composition root's, that each document's `updatedAt` is stamped with."""
+        """`clock`: the composition root's, that each document's `updatedAt` is stamped with.
+        `keep_pools`: a store a long-lived use case lists every pool through again and again
+        (the sync's parts, each minute) keeps its listing while the generation says it is
+        current (`_read_pools`)."""
+        self._keep_pools = keep_pools
         self._table = table_name
         self._clock = clock
         self._db = dynamodb or client("dynamodb")
@@ -109,6 +114,8 @@ class ConfigStore:
         self._pool_sets: TtlCache[PoolSet] = TtlCache(cache_seconds)
         # The last listing read whole: kept while the NodePools' generation says it is current.
         self._listed_pools: PoolSet | None = None
+        # Likewise every NodePool as `node_pools` lists them, with the generation read before.
+        self._pools_listing: tuple[int, _Listing] | None = None
 
     def apply(self, document: NodeClass | NodePool, kept: Kept | None = None) -> None:
         """Create or replace a NodeClass or NodePool (a NodePool's NodeClass need not be stored
@@ -186,6 +193,7 @@ class ConfigStore:
         self._documents.invalidate()
         self._quota_sets.invalidate()
         self._pool_sets.invalidate()
+        self._pools_listing = None
 
     def node_class(self, name: str) -> NodeClass:
         document = self._get("NodeClass", name)
@@ -331,7 +339,22 @@ class ConfigStore:
     def _listing(self, kind: Kind, fresh: bool) -> _Listing:
         if fresh:
             self._cache.invalidate(kind)
-        return self._cache.get_or_load(kind, lambda: self._read_all(kind))
+        kept = kind == "NodePool" and self._keep_pools
+        load = self._read_pools if kept else lambda: self._read_all(kind)
+        return self._cache.get_or_load(kind, load)
+
+    def _read_pools(self) -> _Listing:
+        """Every NodePool, listed again only when the NodePools' generation moved since the last
+        listing (issue 38: the sync lists them in several parts each minute; one GetItem each
+        where the partition was read and every document parsed). The generation is read first,
+        so a pool applied after it makes the next read list again (see `_read_pool_set`)."""
+        generation = int((self._read_one(*POOL_SET_KEY) or {}).get("version", 0))
+        kept = self._pools_listing
+        if kept is not None and generation and kept[0] == generation:
+            return kept[1]
+        listing = self._read_all("NodePool")
+        self._pools_listing = (generation, listing)
+        return listing
 
     def _read_all(self, kind: Kind) -> _Listing:
         return self._listing_of(kind, self._query(kind))

@@ -192,6 +192,7 @@ class LaunchRecords(HistoryItems):
                 record=RequestRecord.from_detail(json.loads(item["detail"])),
                 held_by=str(item["heldBy"]) if item.get("heldBy") else None,
                 served=int(item.get("served", 0)),
+                waiting_until=int(item["waitingUntil"]) if "waitingUntil" in item else None,
             )
             for item in items
         ]

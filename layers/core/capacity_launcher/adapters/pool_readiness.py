@@ -30,6 +30,7 @@ from capacity_launcher.domain.errors import ConditionFailed, LaunchFailed
 
 READY_PREFIX = "Ready#"
 _LIVE_UNTIL = "Member$"
+_READY_UNTIL = "Ready$"
 # DescribeInstanceStatus takes at most 100 instance ids per call.
 _IDS_PER_CALL = 100
 
@@ -59,10 +60,12 @@ class PoolReadiness:
 
     def mark_ready(self, pool: str) -> list[str]:
         """Mark the pool's members EC2 reports running with both status checks ok; forget the
-        marks of members gone. Returns the instances marked now."""
-        live = self._range(pool, MEMBER_PREFIX, _LIVE_UNTIL)
-        members = {i["sk"][len(MEMBER_PREFIX) :] for i in live}
-        ready = self._ready(pool)
+        marks of members gone. Returns the instances marked now. The members and the marks
+        are one key range (`Member#` sorts just before `Ready#`): one Query, and no more when
+        every member is marked already (issue 38: the quiet minute's case)."""
+        both = self._range(pool, MEMBER_PREFIX, _READY_UNTIL)
+        members = _named(both, MEMBER_PREFIX)
+        ready = _named(both, READY_PREFIX)
         for gone in sorted(ready - members):
             with aws_call("DeleteItem"):
                 self._db.delete_item(
@@ -150,7 +153,7 @@ class PoolReadiness:
         return None if version is None else int(version)
 
     def _ready(self, pool: str) -> set[str]:
-        return {i["sk"][len(READY_PREFIX) :] for i in self._range(pool, READY_PREFIX, "Ready$")}
+        return _named(self._range(pool, READY_PREFIX, _READY_UNTIL), READY_PREFIX)
 
     def _range(self, pool: str, start: str, until: str) -> list[dict[str, Any]]:
         with aws_call("Query"):
@@ -166,6 +169,11 @@ class PoolReadiness:
                 ConsistentRead=True,
             )
             return [from_item(i) for page in pages for i in page["Items"]]
+
+
+def _named(items: list[dict[str, Any]], prefix: str) -> set[str]:
+    """The instance ids of the items of `prefix` (`Member#<id>`, `Ready#<id>`)."""
+    return {str(i["sk"])[len(prefix) :] for i in items if str(i["sk"]).startswith(prefix)}
 
 
 def _passes(status: dict[str, Any]) -> bool:

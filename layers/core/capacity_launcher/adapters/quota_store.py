@@ -94,13 +94,22 @@ class QuotaStore:
         )
 
     def waiting_for(self, priority_class: str) -> list[StoredDocument]:
-        """The stored quotas marked waiting for `priority_class`, with their kept fields."""
+        """The stored quotas marked waiting for `priority_class`, with their kept fields (only
+        those are parsed)."""
         found = []
         for item in query_items(self._db, self._table, "CapacityQuota"):
+            if item.get(UNRESOLVED) != priority_class:
+                continue
             quota = _quota_of(item)
-            if quota is not None and item.get(UNRESOLVED) == priority_class:
+            if quota is not None:
                 found.append(StoredDocument(quota, kept_of(item)))
         return sorted(found, key=lambda s: s.document.name)
+
+    def waited_for(self) -> set[str]:
+        """The PriorityClasses some stored quota is marked waiting for (one Query; no document
+        parsed): what the sync's minute looks for among the classes applied."""
+        items = query_items(self._db, self._table, "CapacityQuota")
+        return {str(i[UNRESOLVED]) for i in items if i.get(UNRESOLVED)}
 
     def delete_read(self, name: str) -> QuotaDeleteRead:
         """Quota `name` as stored and its outstanding bumps."""

@@ -90,6 +90,8 @@ class QuotaWrites(Protocol):
     def delete(self, write: QuotaDelete) -> None: ...
     # The stored quotas marked waiting for a PriorityClass, with their kept fields.
     def waiting_for(self, priority_class: str) -> list[StoredDocument]: ...
+    # The PriorityClasses some stored quota is marked waiting for.
+    def waited_for(self) -> set[str]: ...
 
 
 class CohortWrites(Protocol):
@@ -208,10 +210,15 @@ class Configuration:
         level-triggered, each sync minute, whatever left it waiting (an apply of the class whose
         resolution failed half way). Returns the classes whose reservations it stored again;
         when some could not be, ConfigConflict names them after every class was tried (the
-        sync counts the part failed, and the next minute tries again)."""
+        sync counts the part failed, and the next minute tries again). The classes waited for
+        are read first, once (issue 38: the classes, and the quotas once per class, were read
+        each minute); with none, nothing more is read."""
         resolved, left = [], []
+        waited = self.config.quotas().waited_for()
+        if not waited:
+            return []
         for applied in self.priority_classes.priority_classes():
-            if not self.config.quotas().waiting_for(applied.name):
+            if applied.name not in waited:
                 continue
             problems = self._resolve_waiting(applied.name)
             if problems:

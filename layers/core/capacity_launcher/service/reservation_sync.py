@@ -39,7 +39,6 @@ from capacity_launcher.domain.capacity.reservations import (
     open_offerings,
     target_key,
 )
-from capacity_launcher.domain.errors import LaunchFailed, Transient
 from capacity_launcher.domain.records.status import (
     RESERVATION_REPLENISHED,
     RESERVATION_UNDERUTILIZED,
@@ -48,9 +47,11 @@ from capacity_launcher.domain.records.status import (
 from capacity_launcher.domain.records.wait_gauges import WaitGauge
 from capacity_launcher.observability import MetricUnit, logger, metrics
 from capacity_launcher.service.admission_queue import AdmissionQueue
+from capacity_launcher.service.minute_waits import MinuteWaits
 from capacity_launcher.service.ports import (
     Configuration,
     Ec2Reservations,
+    HeldWaits,
     ReservationStore,
     UnavailableCache,
 )
@@ -58,6 +59,7 @@ from capacity_launcher.service.profile_sweep import ProfileSweep, ProfileSweepRe
 from capacity_launcher.service.quota_sync import QuotaSync, QuotaSyncReport
 from capacity_launcher.service.reconciliation import Reconciliation, ReconciliationReport
 from capacity_launcher.service.request_block_ends import RequestBlockEndReport, RequestBlockEnds
+from capacity_launcher.service.reservation_groups import group_coverage_of
 from capacity_launcher.service.resolution_sync import ResolutionSync, resolution_part
 from capacity_launcher.service.static_pools import StaticPools, StaticReport
 from capacity_launcher.service.sync_metrics import (
@@ -170,16 +172,18 @@ class ReservationSync:
         reservations (the waits' backstop, the template sweep) are skipped when it was not read:
         an empty list would read as every reservation gone."""
         report = SyncReport()
+        # The live waits, read once a run for the backstop and the gauges (minute_waits.py).
+        waits = MinuteWaits(self._waits.waits) if self._waits is not None else None
         listed = self._observe(report)
         self._repair(report)
         if listed is not None:
-            self._act_on_the_list(report, *listed)
+            self._act_on_the_list(report, *listed, waits)
         # Shared with every launcher, with the account's open reservations (unknown when EC2's
         # list was not read): an on-demand launch none can hold is located by CreateFleet's
         # answer (service/launch/send.py).
         summary = open_offerings(listed[1].values()) if listed is not None else None
         resolution_part(report.failed, self._resolutions, summary)
-        self._wake(report)
+        self._wake(report, waits)
         logger.info(
             "reservations synced",
             extra={
@@ -237,6 +241,7 @@ class ReservationSync:
         report: SyncReport,
         node_classes: list[NodeClass],
         everything: dict[str, ReservationSnapshot],
+        minute: HeldWaits | None,
     ) -> None:
         """The parts that act on EC2's whole list of reservations: the waits' backstop, the
         template sweep, the profile sweep (the classes read again, after the profiles are listed:
@@ -244,7 +249,8 @@ class ReservationSync:
         failed = report.failed
         if self._waits is not None:
             waits = self._waits
-            report.ended_waits = contained(failed, "waits", lambda: waits.run(everything), [])
+            run = partial(waits.run, everything, minute)
+            report.ended_waits = contained(failed, "waits", run, [])
         if self._request_block_ends is not None and report.reconciliation is not None:
             ends, held = self._request_block_ends, report.reconciliation.held_by_reservation
             report.request_block_ends = contained(
@@ -260,7 +266,7 @@ class ReservationSync:
                 failed, "profiles", lambda: profiles.run(config.node_classes), None
             )
 
-    def _wake(self, report: SyncReport) -> None:
+    def _wake(self, report: SyncReport, waits: HeldWaits | None) -> None:
         """Last: room the minute made (leases reclaimed, ICE entries expired, reservations
         activated or grown, usage recounted) wakes the head of every pool's queue; then what
         still waits is counted, by team."""
@@ -273,7 +279,8 @@ class ReservationSync:
                 [],
             )
         if self._gauges is not None:
-            report.waiting = contained(report.failed, "waiting", self._gauges.run, [])
+            gauges = partial(self._gauges.run, waits)
+            report.waiting = contained(report.failed, "waiting", gauges, [])
 
     def _sync_reservations(
         self, report: SyncReport
@@ -405,7 +412,7 @@ class ReservationSync:
         everything = {r.reservation_id: r for r in self._ec2.describe()}
         at = now.timestamp()
         coverage = [Coverage(target_key(i), at, (i,) if i in everything else ()) for i in ids]
-        group_coverage, groups_of = self._group_coverage(group_arns, everything, at)
+        group_coverage, groups_of = group_coverage_of(self._ec2, group_arns, everything, at)
         coverage += group_coverage
         coverage += term_coverage(terms, everything, at)
         coverage = with_placements(coverage, everything)
@@ -416,30 +423,3 @@ class ReservationSync:
             {k: everything[k] for k in wanted},
             everything,
         )
-
-    def _group_coverage(
-        self, group_arns: set[str], everything: Mapping[str, ReservationSnapshot], at: float
-    ) -> tuple[list[Coverage], dict[str, list[str]]]:
-        """Coverage of each readable reservation group, and the groups of each member."""
-        coverage: list[Coverage] = []
-        groups_of: dict[str, list[str]] = {}
-        for arn in sorted(group_arns):
-            try:
-                listed = self._ec2.group_members(arn)
-            except (LaunchFailed, Transient) as error:
-                # One NodeClass naming a missing group must not stop the sync for every other;
-                # without coverage, launchers ask EC2 themselves and report its error.
-                logger.warning(
-                    "reservation group not readable; skipped",
-                    extra={
-                        "group": arn,
-                        "code": error.code,
-                        "reason": error.reason if isinstance(error, LaunchFailed) else str(error),
-                    },
-                )
-                continue
-            members = tuple(m for m in listed if m in everything)
-            coverage.append(Coverage(target_key(arn), at, members))
-            for member in members:
-                groups_of.setdefault(member, []).append(arn)
-        return coverage, groups_of

@@ -78,10 +78,12 @@ class WaitGauges:
         self._quotas = quotas
         self._now = now
 
-    def run(self) -> list[WaitGauge]:
+    def run(self, waits: HeldWaits | None = None) -> list[WaitGauge]:
+        """`waits`: the minute's read of the waits, shared with the backstop
+        (service/minute_waits.py), else the store."""
         now = self._now()
         # Every live wait: none lasts past MAX_CAPACITY_WAIT from its receipt.
-        live = self._waits.overdue_waits(now + MAX_CAPACITY_WAIT)
+        live = (waits or self._waits).overdue_waits(now + MAX_CAPACITY_WAIT)
         team_of = partial(requester_dimension, self._quotas() if live else ())
         gauges = wait_gauges((wait.record for wait in live), now, team_of)
         every = total(gauges)

@@ -1,11 +1,13 @@
 """Recounts: a pool's usage item, and the quota usage items its instances hold, set to what the
 pool's unsettled leases and members say, if no writer moved them meanwhile.
 
-Every usage change bumps the item's `version`. A recount reads the item, reads the pool's live
-range (leases and members), and reads the item's version again: a writer in between makes it
-read again (at most RECOUNT_TRIES times; None then, and the next sync repairs). The write is
-conditioned on the version it read, so a concurrent transaction is never overwritten. The
-arithmetic is the domain's (`usage_of`, `quota_use`); the stores only read and write.
+Every usage change bumps the item's `version`. A recount reads the item and the pool's live
+range (leases and members). When they agree there is nothing to write, and nothing more is read
+(issue 38: the quiet minute's case, one read of the item, not two). When they differ, it reads
+the item's version again: a writer in between makes it read again (at most RECOUNT_TRIES times;
+None then, and the next sync repairs). The write is conditioned on the version it read, so a
+concurrent transaction is never overwritten. The arithmetic is the domain's (`usage_of`,
+`quota_use`); the stores only read and write.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ def recount_pool(store: PoolUsage, pool: str) -> Recount | None:
     for _ in range(RECOUNT_TRIES):
         stored, version = store.usage_version(pool)
         counted = store.counted(pool)
-        if store.usage_version(pool)[1] != version:
-            continue  # a writer moved it while the live range was read
         members = tuple(c for c in counted if isinstance(c, Member))
         recomputed = usage_of(counted)
         if recomputed == stored:
+            # Nothing to write. A writer in between changed both or neither (its transaction
+            # moves usage with its lease or members), and each transition the members are
+            # checked for is conditioned on what it changes.
             return Recount(stored, recomputed, repaired=False, members=members)
+        if store.usage_version(pool)[1] != version:
+            continue  # a writer moved it while the live range was read
         if store.replace_usage(pool, recomputed, version):
             return Recount(stored, recomputed, repaired=True, members=members)
     return None
@@ -59,12 +64,13 @@ def recount_quotas(
         for pk in pending:
             version, stored = before[pk]
             recount: QuotaRecount | None = None
-            if store.quota_reading(pk, pool)[0] == version:
-                recounted = quota_use(counted, pk, pool)
-                if same_use(stored, recounted):
-                    recount = QuotaRecount(pk, stored, recounted, repaired=False)
-                elif store.replace_quota_usage(pk, recounted, version):
-                    recount = QuotaRecount(pk, stored, recounted, repaired=True)
+            recounted = quota_use(counted, pk, pool)
+            if same_use(stored, recounted):
+                recount = QuotaRecount(pk, stored, recounted, repaired=False)  # nothing to write
+            elif store.quota_reading(pk, pool)[0] == version and store.replace_quota_usage(
+                pk, recounted, version
+            ):
+                recount = QuotaRecount(pk, stored, recounted, repaired=True)
             if recount is None:
                 again.append(pk)
             found[pk] = recount

@@ -33,24 +33,34 @@ class WaitBackstop:
         self._publish = publish
         self._now = now
 
-    def run(self, now_seen: Mapping[str, ReservationSnapshot]) -> list[str]:
+    @property
+    def waits(self) -> HeldWaits:
+        """The store it reads the waits from (the sync's minute reads them once through it for
+        the gauges too: service/minute_waits.py)."""
+        return self._waits
+
+    def run(
+        self, now_seen: Mapping[str, ReservationSnapshot], waits: HeldWaits | None = None
+    ) -> list[str]:
         """End the overdue waits (their reservations' states as the sync saw them this minute);
-        returns the request ids whose outcome was published."""
+        returns the request ids whose outcome was published. `waits`: the minute's read of the
+        waits, shared with the gauges (service/minute_waits.py), else the store."""
         now = self._now()
         ended = []
-        for wait in self._waits.overdue_waits(now - timedelta(seconds=BACKSTOP_MARGIN_SECONDS)):
+        waits = waits or self._waits
+        for wait in waits.overdue_waits(now - timedelta(seconds=BACKSTOP_MARGIN_SECONDS)):
             outcome = wait.record
             if not outcome.is_final:
                 if not backstop_due(wait, now):
                     continue  # a delivery of its held copy is serving it
                 outcome = ended_by_backstop(wait.record, now, now_seen)
-                if not self._waits.end_wait(wait, outcome):
+                if not waits.end_wait(wait, outcome):
                     continue  # its held copy came back meanwhile: that delivery ends it
                 logger.warning(
                     "waiting request ended by the backstop: its held copy was lost",
                     extra={"requestId": outcome.request_id, "heldBy": wait.held_by},
                 )
             self._publish(Event(outcome.detail_type, outcome.to_detail()))
-            self._waits.clear_wait(outcome.request_id)
+            waits.clear_wait(outcome.request_id)
             ended.append(outcome.request_id)
         return ended

@@ -45,6 +45,18 @@ class HeldWait:
     record: RequestRecord
     held_by: str | None
     served: int = 0
+    # The index's sort key as stored (`waitingUntil`, epoch seconds): the deadline it is read by.
+    waiting_until: int | None = None
+
+
+def deadline_before(wait: HeldWait, before: datetime) -> bool:
+    """Whether a wait read from the index is one a Query bounded by `waitingUntil < before`
+    returns (the same comparison, in whole seconds): a read of every live wait answers each
+    narrower bound without a Query of its own."""
+    until = wait.waiting_until
+    if until is None and wait.record.wait_for_capacity_until is not None:
+        until = int(wait.record.wait_for_capacity_until.timestamp())
+    return until is not None and until < int(before.timestamp())
 
 
 def awaited(

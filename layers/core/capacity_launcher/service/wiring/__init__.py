@@ -228,7 +228,7 @@ class Adapters(Stores):
             instances=self.fleet(),
             items=self.instance_records(),
             facts=InstanceTypeCatalog(self.clients("ec2")),
-            pools=self.config_store(),
+            pools=self.config_store(kept=True),
             now=self.clock,
             ownership=self.ownership(),
         )
@@ -244,7 +244,7 @@ class Adapters(Stores):
 
         settings = self.settings
         return ReservationSync(
-            config=self.config_store(),
+            config=self.config_store(kept=True),
             ec2=CapacityReservations(clients=self.clients),
             snapshots=self.reservation_snapshots(),
             unavailable=self.unavailable_offerings(),
@@ -343,7 +343,7 @@ class Adapters(Stores):
         from capacity_launcher.service.quota_sync import QuotaSync
         from capacity_launcher.service.reclaim_enforcement import ReclaimEnforcement
 
-        config = self.config_store()
+        config = self.config_store(kept=True)
         usage = self.quota_usage()
         return QuotaSync(
             quotas=config.capacity_quotas,

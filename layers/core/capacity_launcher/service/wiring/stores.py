@@ -79,14 +79,16 @@ class Stores:
 
     # -- adapters ------------------------------------------------------------------------------
 
-    def config_store(self, *, cached: bool = False) -> ConfigStore:
-        """NodeClasses and NodePools; `cached`: the launcher trusts its copy for a few seconds."""
+    def config_store(self, *, cached: bool = False, kept: bool = False) -> ConfigStore:
+        """NodeClasses and NodePools; `cached`: the launcher trusts its copy for a few seconds;
+        `kept`: the sync's parts list every pool again only when their generation moved."""
         seconds = self.settings.config_cache_seconds if cached else 0.0
         return ConfigStore(
             self.settings.state_table_name,
             self.clients("dynamodb"),
             cache_seconds=seconds,
             clock=self.clock,
+            keep_pools=kept,
         )
 
     def launch_records(self) -> LaunchRecords:
