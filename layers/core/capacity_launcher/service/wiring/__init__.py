@@ -106,8 +106,7 @@ class Adapters(Stores):
         from capacity_launcher.service.resolution_sync import ResolutionSync
 
         config = self.config_store()
-        # Kept across runs, less the time a launcher may hold what is shared: a launcher never
-        # holds instance types older than its own catalog's TTLs allowed before.
+        # Kept across runs for a launcher's TTLs less the time a launcher may hold what is shared.
         catalog = InstanceTypeCatalog(
             self.clients("ec2"),
             types_seconds=types.INSTANCE_TYPES_TTL_SECONDS - MAX_AGE_SECONDS,
