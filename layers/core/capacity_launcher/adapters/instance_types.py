@@ -9,6 +9,7 @@ from capacity_launcher.adapters.aws import all_pages, aws_call, client, in_chunk
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.domain.aws_errors import requirement_key
 from capacity_launcher.domain.capacity.instance_types import EC2_ARCHITECTURES, InstanceTypeInfo
+from capacity_launcher.domain.capacity.shared_resolution import MAX_AGE_SECONDS
 from capacity_launcher.domain.errors import LaunchFailed, UnknownRequirementValues
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -50,6 +51,18 @@ class InstanceTypeCatalog:
         self._built: dict[Hashable, tuple[object, object, tuple[InstanceTypeInfo, ...]]] = {}
         self._answers_kept = answers_kept
         self._known: tuple[object, frozenset[str]] | None = None
+
+    @classmethod
+    def the_syncs(cls, ec2: Any) -> InstanceTypeCatalog:
+        """The sync's catalog, kept across its runs: its copies kept for a launcher's TTLs less
+        the time a launcher may hold what is shared (a launcher never holds instance types older
+        than its own catalog's TTLs allowed before), and its answers kept built."""
+        return cls(
+            ec2,
+            types_seconds=INSTANCE_TYPES_TTL_SECONDS - MAX_AGE_SECONDS,
+            offerings_seconds=OFFERINGS_TTL_SECONDS - MAX_AGE_SECONDS,
+            answers_kept=SYNC_ANSWERS_KEPT,
+        )
 
     def offered(
         self, zones: Iterable[str], names: Iterable[str] | None = None

@@ -99,20 +99,12 @@ class Adapters(Stores):
 
     def resolution_sync(self) -> ResolutionSync:
         """The sync's part that resolves each NodeClass once for every launcher container."""
-        from capacity_launcher.adapters import instance_types as types
         from capacity_launcher.adapters.node_class_resolution import NodeClassResolution
         from capacity_launcher.adapters.shared_resolutions import ResolutionStore
-        from capacity_launcher.domain.capacity.shared_resolution import MAX_AGE_SECONDS
         from capacity_launcher.service.resolution_sync import ResolutionSync
 
         config = self.config_store()
-        # Kept across runs for a launcher's TTLs less the time a launcher may hold what is shared.
-        catalog = InstanceTypeCatalog(
-            self.clients("ec2"),
-            types_seconds=types.INSTANCE_TYPES_TTL_SECONDS - MAX_AGE_SECONDS,
-            offerings_seconds=types.OFFERINGS_TTL_SECONDS - MAX_AGE_SECONDS,
-            answers_kept=types.SYNC_ANSWERS_KEPT,
-        )
+        catalog = InstanceTypeCatalog.the_syncs(self.clients("ec2"))  # kept across runs
         return ResolutionSync(
             classes=config.node_classes,
             store=ResolutionStore(self.settings.state_table_name, self.clients("dynamodb")),
