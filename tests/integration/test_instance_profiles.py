@@ -269,10 +269,11 @@ class _LaunchingDuringTheSync:
     """The sync's waits part, standing in for the seconds between the sync reading the
     NodeClasses and sweeping the profiles: a class is applied and its first launch begins."""
 
-    def __init__(self, act: Any) -> None:
+    def __init__(self, act: Any, waits: Any) -> None:
         self._act = act
+        self.waits = waits  # the backstop's store, which the sync's minute reads the waits from
 
-    def run(self, now_seen: Any) -> list[str]:
+    def run(self, now_seen: Any, waits: Any = None) -> list[str]:
         self._act()
         return []
 
@@ -292,7 +293,9 @@ def test_a_class_applied_while_the_sync_runs_keeps_its_new_profile(
         late = cloud.adapters().config_store().node_class("late")
         cloud.adapters().instance_profiles().ensure(late)
 
-    sync._waits = _LaunchingDuringTheSync(apply_and_begin_launching)  # type: ignore[assignment]
+    backstop = sync._waits
+    assert backstop is not None
+    sync._waits = _LaunchingDuringTheSync(apply_and_begin_launching, backstop.waits)  # type: ignore[assignment]
     # When the class is applied and begins launching between the sync's read and its sweep
     report = sync.run()
     # Then the profile the launcher just made is not deleted under the launch

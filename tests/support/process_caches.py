@@ -19,6 +19,7 @@
   (its methods, one closure per operation, and what the `creating-client-class` handlers add:
   botocore's own, module functions that add `generate_presigned_url`): made again only when a
   session's handlers for it differ. Each client's handlers, events and retry state stay its own.
+  A test that edits a model gives its session a loader of its own (tests/unit/test_sdk_model.py).
 - EC2's catalogue answers, parsed. A cold container lists every instance type of the region
   (`DescribeInstanceTypes`: 1,395 types, 5.8 MB of XML that botocore parses in 0.44 s of CPU) and
   the zones' offerings; each test's sync run builds a cold container, and moto answers each

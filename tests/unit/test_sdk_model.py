@@ -9,6 +9,8 @@ from typing import Any
 
 import boto3
 import botocore
+import botocore.loaders
+import botocore.session
 import pytest
 from botocore.stub import Stubber
 
@@ -44,7 +46,12 @@ INTERRUPTIBLE_FLEET: dict[str, Any] = {
 def ec2(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    made = boto3.session.Session().client("ec2", region_name="us-east-1")
+    # Its own loader, so its own model: these tests edit the model, and a session with the
+    # test process's shared loader would share it with every other EC2 client
+    # (tests/support/process_caches.py).
+    session = botocore.session.Session()
+    session.register_component("data_loader", botocore.loaders.Loader())
+    made = boto3.session.Session(botocore_session=session).client("ec2", region_name="us-east-1")
     sent: list[str] = []
     made.meta.events.register("before-send", lambda request, **_: sent.append(request.url))
     made.sent = sent
