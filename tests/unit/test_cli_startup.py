@@ -150,3 +150,20 @@ def test_the_operators_views_make_no_ec2_client_until_a_view_reads_ec2() -> None
     Adapters(deployment.settings(), clients).queries()
 
     assert "ec2" not in asked
+
+
+def test_every_name_the_client_package_exports_is_its_modules_own() -> None:
+    # The package imports its names on first use (PEP 562): a name listed in __all__ but given
+    # no module, or the wrong one, fails here rather than at a user's import.
+    import importlib
+
+    package = importlib.import_module("capacity_launcher_client")
+    for name in package.__all__:
+        value = getattr(package, name)
+        if name == "clients":
+            assert value is importlib.import_module("capacity_launcher_client.clients")
+        else:
+            source = importlib.import_module(package._SOURCES[name])
+            assert value is getattr(source, name), name
+    with pytest.raises(AttributeError):
+        _ = package.NotExported
