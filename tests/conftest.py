@@ -5,7 +5,8 @@ Kept light: a unit test's session imports nothing of moto, the SAM translator or
 here. The IAM call audit (tests/infrastructure/iam_call_audit.py) is registered only when the
 run may collect a suite it audits; botocore's shared loader is imported when a session starts.
 Where the environment forbids bytecode, it is cached outside the project first (support/bytecode),
-for this process's imports and every process it starts (pytest-xdist's workers among them)."""
+for this process's imports and every process it starts (pytest-xdist's workers among them). The
+garbage collector runs less often, and skips what lives for the whole run (support/collector)."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +15,10 @@ from typing import Any
 import pytest
 
 from tests.support.bytecode import cache_bytecode
+from tests.support.collector import collect_less_often, settle
 
 cache_bytecode()  # before the imports below, and before pytest-xdist starts its workers
+collect_less_often()  # support/collector: the suite's heap is walked far less often
 
 from tests.support.moto_images import use_the_images_tests_use  # noqa: E402
 
@@ -47,6 +50,19 @@ def audited_suites_may_run(args: list[str], invoked_in: Path) -> bool:
         if any(path.is_relative_to(suite) or suite.is_relative_to(path) for suite in audited):
             return True
     return False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    settle()  # what collection imported lives as long as the process
+
+
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    if not _SETTLED_AFTER_A_TEST:
+        _SETTLED_AFTER_A_TEST.append(nodeid)
+        settle()  # and what the first test warmed (moto's backends, botocore's models)
+
+
+_SETTLED_AFTER_A_TEST: list[str] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
