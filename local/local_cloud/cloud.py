@@ -55,8 +55,8 @@ from local_cloud.template import (
     DeployedNames,
     create_resources,
     default_template_path,
-    load_template,
     parameter_defaults,
+    read_only_template,
 )
 from moto_capacity.core.clock import CLOCK
 
@@ -342,11 +342,9 @@ class LocalCloud:
 
     def _wire(self, client: Callable[[str], Any]) -> dict[str, dict[str, str]]:
         assert self.names is not None
-        template = load_template(self.options.template_path)
+        template = read_only_template(self.options.template_path)
         root = Path(self.options.template_path or default_template_path()).resolve().parent
         parameters = {**parameter_defaults(template), **self.names.parameters}
-        sqs = client("sqs")
-        events = client("events")
         environments: dict[str, dict[str, str]] = {}
         for logical_id, resource in template["Resources"].items():
             if resource.get("Type") != "AWS::Serverless::Function":
@@ -371,7 +369,9 @@ class LocalCloud:
             function = self.function(logical_id)
             self.functions[logical_id] = function
             for event_name, event in properties.get("Events", {}).items():
-                self._trigger(function, event_name, event, parameters, sqs, events)
+                self._trigger(
+                    function, event_name, event, parameters, client("sqs"), client("events")
+                )
         return environments
 
     def _trigger(
