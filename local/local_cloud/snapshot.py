@@ -1,21 +1,23 @@
 """The template's resources made once per process, and restored for each in-process cloud after.
 
 Each integration test starts a fresh local cloud; making its tables, queues, bus and rules through
-botocore and moto (24 calls) was most of that start's CPU. A cloud that asks for it
+botocore and moto (24 calls) was most of that start's CPU, and moto making the Region's EC2 at the
+test's first EC2 call most of the rest of its set-up. A cloud that asks for it
 (`LocalCloudOptions.reuse_resources`) makes them once, on a moto that held nothing yet, and keeps
 what moto then holds: every backend the making touched (DynamoDB, SQS, EventBridge, and the IAM
-and KMS that moto touches along the way), pickled, with the counters moto_capacity keeps of the
-calls. A later cloud with the same inputs, starting on a moto that again holds nothing, gets a
-fresh copy of all of it (unpickled: no object shared with the kept one nor with another cloud),
-and its counters.
+and KMS that moto touches along the way) and the Region's EC2 as moto makes it, pickled, with the
+counters moto_capacity keeps of the calls. A later cloud with the same inputs, starting on a moto
+that again holds nothing, gets a fresh copy of all of it (unpickled: no object shared with the
+kept one nor with another cloud), and its counters.
 
 What makes it faithful: the copy is made of moto's own objects as moto made them, not rebuilt;
 the whole of each backend is copied, so nothing a test leaves in it survives (a cloud's stop
 resets moto, and a restore only ever goes into a moto that holds nothing); a lock, or a
 condition (an SQS queue's), is not copied but made new. Not kept: moto's random draws (the ids
-moto draws later are others, as between any two runs), the time of the making (a table's
-creation time is the first cloud's). A cloud that prepares moto itself (`prepare`: the simulation
-seeds its draws there) or serves it over HTTP always makes its resources.
+moto draws later are others, as between any two runs; the default VPC's and subnets' ids are the
+same in every cloud of the process), the time of the making (a table's creation time is the first
+cloud's). A cloud that prepares moto itself (`prepare`: the simulation seeds its draws there) or
+serves it over HTTP always makes its resources.
 """
 
 from __future__ import annotations
@@ -95,8 +97,18 @@ def made_once(inputs: tuple[Any, ...], make: Callable[[], Made]) -> Made:
     if inputs in _SNAPSHOTS:  # kept as None: what moto held could not be copied
         return make()
     made = make()
+    _ec2_made(made.names)
     _SNAPSHOTS[inputs] = _taken(made)
     return made
+
+
+def _ec2_made(names: DeployedNames) -> None:
+    """moto's EC2 of the cloud's account and Region, made as its first call there makes it (the
+    default VPC, its subnets, route table and security group, the image catalogue: 70 ms of CPU,
+    paid again by each test's first EC2 call): kept with the resources, copied like them."""
+    from moto.ec2.models import ec2_backends
+
+    ec2_backends[names.account_id][names.region]
 
 
 def forget() -> None:

@@ -1,7 +1,7 @@
 """The tests' cloud makes the template's resources once per process and restores a copy of what
 moto then held for each later cloud (local_cloud/snapshot.py): what a restored cloud holds is
 what a made one holds, and nothing one cloud leaves (items, messages, events, queues, tables,
-instances, the clock, injected faults, pools) reaches the next."""
+instances, tags, security groups, the clock, injected faults, pools) reaches the next."""
 
 from __future__ import annotations
 
@@ -72,9 +72,24 @@ def _inventory() -> dict[str, Any]:
             for bus in buses
             for rule in rules[bus]
         },
+        "ec2": _ec2_inventory(aws.client("ec2")),
         "emulator": state,
     }
     return dict(_without_moments(found))
+
+
+def _ec2_inventory(ec2: Any) -> dict[str, Any]:
+    reservations = ec2.describe_instances()["Reservations"]
+    return {
+        "vpcs": ec2.describe_vpcs()["Vpcs"],
+        "subnets": ec2.describe_subnets()["Subnets"],
+        "security_groups": ec2.describe_security_groups()["SecurityGroups"],
+        "route_tables": ec2.describe_route_tables()["RouteTables"],
+        "internet_gateways": ec2.describe_internet_gateways()["InternetGateways"],
+        "images": sorted(i["ImageId"] for i in ec2.describe_images(Owners=["amazon"])["Images"]),
+        "instances": [i for r in reservations for i in r["Instances"]],
+        "launch_templates": ec2.describe_launch_templates()["LaunchTemplates"],
+    }
 
 
 def _calls_counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
@@ -127,6 +142,8 @@ def _leave_everything(cloud: Cloud) -> None:
     )
     zone, subnet = sorted(default_subnets(cloud.ec2).items())[0]
     cloud.ec2.run_instances(ImageId=an_image(cloud.ec2), MinCount=1, MaxCount=1, SubnetId=subnet)
+    cloud.ec2.create_tags(Resources=[subnet], Tags=[{"Key": "left", "Value": "behind"}])
+    cloud.ec2.create_security_group(GroupName="left-behind", Description="left behind")
     moto_capacity.advance_clock(3600)
     moto_capacity.inject_fault("ec2:CreateFleet", "InsufficientInstanceCapacity")
     moto_capacity.set_capacity("us-east-1", "m5.large", zone, "on-demand", 0)
