@@ -32,7 +32,7 @@ from capacity_launcher.service.wiring import Adapters
 from capacity_launcher.settings import Settings, get_settings
 from capacity_launcher.startup import Host
 from capacity_launcher_client.deployment import LOCAL_CREDENTIALS, Deployment
-from local_cloud import function_output
+from local_cloud import function_output, snapshot
 from local_cloud.address import PortInUse
 from local_cloud.event_sources import (
     Listener,
@@ -49,14 +49,16 @@ from local_cloud.instance_state_events import (
 from local_cloud.karpenter import alias_parameters, node_role
 from local_cloud.lambda_runtime import LOCAL_FUNCTION_ENVIRONMENT, Invocation, LocalFunction
 from local_cloud.network import prepare_network
+from local_cloud.snapshot import Made
+from local_cloud.status_events import capture_status_events
 from local_cloud.template import (
     DEFAULT_ACCOUNT_ID,
     DEFAULT_STACK_NAME,
     DeployedNames,
     create_resources,
     default_template_path,
-    load_template,
     parameter_defaults,
+    read_only_template,
 )
 from moto_capacity.core.clock import CLOCK
 
@@ -127,6 +129,12 @@ class LocalCloudOptions:
     prepare: Callable[[], None] | None = None
     # The deployment's stack name (AWS::StackName: its resources' names, STACK_NAME).
     stack_name: str = DEFAULT_STACK_NAME
+    # A queue of this name gets every status event on the service's bus, made with the resources
+    # (local_cloud.status_events): `LocalCloud.status_events_url`.
+    status_events_queue: str | None = None
+    # In process, without `prepare`: the resources are made once per process, and copied from
+    # what moto then held for each later cloud of the same inputs (local_cloud.snapshot).
+    reuse_resources: bool = False
 
 
 class LocalCloud:
@@ -146,6 +154,7 @@ class LocalCloud:
         self._function_environments: dict[str, dict[str, str]] = {}
         self._saved_environment: dict[str, str] | None = None
         self.names: DeployedNames | None = None
+        self.status_events_url: str | None = None
         self.deployment: Deployment | None = None
 
     # -- lifecycle --
@@ -163,14 +172,9 @@ class LocalCloud:
         if options.prepare is not None:
             options.prepare()
         self._forget_process_caches()
-        client = _clients(boto3.Session(region_name=options.region), endpoint)
-        parameters = {"InstanceRoleArn": LOCAL_INSTANCE_ROLE, **options.parameters}
-        self.names = create_resources(
-            {name: client(name) for name in ("dynamodb", "sqs", "events")},
-            stack_name=options.stack_name,
-            parameters=parameters,
-            template_path=options.template_path,
-        )
+        client = _clients(options.region, endpoint)
+        made = self._make_resources(client)
+        self.names, self.status_events_url = made.names, made.status_events_url
         if options.as_launcher:  # this process is the launcher's container
             self._set_environment(self.names.environment("LauncherFunction"))
             self._forget_process_caches()
@@ -188,6 +192,37 @@ class LocalCloud:
         if self.instance_state_events is not None:
             self.instance_state_events.start()
         return self.deployment
+
+    def _make_resources(self, client: Callable[[str], Any]) -> Made:
+        """The template's resources (and the status events' queue), made, or copied from what
+        making them left in moto for an earlier cloud (`reuse_resources`)."""
+        options = self.options
+        parameters = {"InstanceRoleArn": LOCAL_INSTANCE_ROLE, **options.parameters}
+
+        def make() -> Made:
+            names = create_resources(
+                {name: client(name) for name in ("dynamodb", "sqs", "events")},
+                stack_name=options.stack_name,
+                parameters=parameters,
+                template_path=options.template_path,
+            )
+            queue = options.status_events_queue
+            if queue is None:
+                return Made(names, None)
+            url = capture_status_events(client("sqs"), client("events"), names.event_bus, queue)
+            return Made(names, url)
+
+        if not (options.reuse_resources and options.in_process and options.prepare is None):
+            return make()
+        inputs = snapshot.key(
+            options.region,
+            options.stack_name,
+            parameters,
+            options.template_path,
+            options.status_events_queue,
+            options.environment,
+        )
+        return snapshot.made_once(inputs, make)
 
     def _deployment(
         self, endpoint: str | None, environments: dict[str, dict[str, str]]
@@ -342,11 +377,9 @@ class LocalCloud:
 
     def _wire(self, client: Callable[[str], Any]) -> dict[str, dict[str, str]]:
         assert self.names is not None
-        template = load_template(self.options.template_path)
+        template = read_only_template(self.options.template_path)
         root = Path(self.options.template_path or default_template_path()).resolve().parent
         parameters = {**parameter_defaults(template), **self.names.parameters}
-        sqs = client("sqs")
-        events = client("events")
         environments: dict[str, dict[str, str]] = {}
         for logical_id, resource in template["Resources"].items():
             if resource.get("Type") != "AWS::Serverless::Function":
@@ -371,7 +404,9 @@ class LocalCloud:
             function = self.function(logical_id)
             self.functions[logical_id] = function
             for event_name, event in properties.get("Events", {}).items():
-                self._trigger(function, event_name, event, parameters, sqs, events)
+                self._trigger(
+                    function, event_name, event, parameters, client("sqs"), client("events")
+                )
         return environments
 
     def _trigger(
@@ -466,9 +501,11 @@ class LocalCloud:
             )
 
 
-def _clients(session: boto3.Session, endpoint: str | None) -> Callable[[str], Any]:
-    """The cloud's own clients (making its resources, wiring its triggers): one per service."""
-    return cache(lambda name: session.client(name, endpoint_url=endpoint))
+def _clients(region: str, endpoint: str | None) -> Callable[[str], Any]:
+    """The cloud's own clients (making its resources, wiring its triggers): one per service, of
+    one session made with the first."""
+    session = cache(lambda: boto3.Session(region_name=region))
+    return cache(lambda name: session().client(name, endpoint_url=endpoint))
 
 
 def _rule_to_function(

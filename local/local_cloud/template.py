@@ -85,23 +85,43 @@ def _construct_intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) 
 _CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
 
 
-# Path -> (the file's mtime, size and inode; the template, pickled). The tests and the local cloud
-# read the template several times per cloud: it is parsed once per process, for as long as the
-# file stays the same, and each caller gets its own copy (unpickled), free to change it.
-_PARSED: dict[Path, tuple[tuple[int, int, int], bytes]] = {}
+# Path -> (the file's mtime, size and inode; the template, pickled; the template, read only). The
+# tests and the local cloud read the template several times per cloud: it is parsed once per
+# process, for as long as the file stays the same, and each caller gets its own copy (unpickled),
+# free to change it; this module's own readers that change nothing read the parse itself.
+_PARSED: dict[Path, tuple[tuple[int, int, int], bytes, dict[str, Any]]] = {}
 
 
 def load_template(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The template as plain data, intrinsics in long form ({"Ref": ...}, {"Fn::Sub": ...})."""
+    loaded: dict[str, Any] = pickle.loads(_parsed(path)[1])  # noqa: S301 - our own bytes
+    return loaded
+
+
+def template_version(
+    path: str | os.PathLike[str] | None = None,
+) -> tuple[Path, tuple[int, int, int]]:
+    """The template file and the version of it `load_template` reads now (mtime, size, inode)."""
     file = Path(path or default_template_path()).resolve()
     stat = file.stat()
-    version = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    return file, (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+
+def _parsed(
+    path: str | os.PathLike[str] | None,
+) -> tuple[tuple[int, int, int], bytes, dict[str, Any]]:
+    file, version = template_version(path)
     cached = _PARSED.get(file)
     if cached is None or cached[0] != version:
-        cached = (version, pickle.dumps(_parse(file)))
+        template = _parse(file)  # no one else holds it: kept as the read-only one
+        cached = (version, pickle.dumps(template), template)
         _PARSED[file] = cached
-    loaded: dict[str, Any] = pickle.loads(cached[1])  # noqa: S301 - our own bytes, just made
-    return loaded
+    return cached
+
+
+def read_only_template(path: str | os.PathLike[str] | None = None) -> Mapping[str, Any]:
+    """The parse `load_template` copies, shared: for readers that change nothing in it."""
+    return _parsed(path)[2]
 
 
 def _parse(file: Path) -> dict[str, Any]:
@@ -289,7 +309,7 @@ class DeployedNames:
     def environment(self, function: str | None = None) -> dict[str, str]:
         """The function environment (Globals, plus `function`'s own variables when named), with
         references resolved to these resources and parameters to their defaults or overrides."""
-        template = load_template(self.template_path)
+        template = read_only_template(self.template_path)
         if function is None:
             raw = template.get("Globals", {}).get("Function", {}).get("Environment", {})
             variables = raw.get("Variables", {})

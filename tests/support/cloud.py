@@ -9,7 +9,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ from local_cloud.cloud import LocalCloud, LocalCloudOptions
 from local_cloud.karpenter import alias_parameters, node_role
 from local_cloud.lambda_runtime import running
 from local_cloud.network import prepare_network
-from local_cloud.status_events import capture_status_events
 from local_cloud.template import DEFAULT_ACCOUNT_ID
 from moto_capacity.core.clock import CLOCK
 from tests.support.event_registry import check_registered
@@ -231,18 +230,11 @@ def harness_options(**options: Any) -> LocalCloudOptions:
 @contextmanager
 def cloud_of(options: LocalCloudOptions, *, capture_events: bool = True) -> Iterator[Cloud]:
     """The local cloud started with `options`, with the tests' conveniences on top."""
+    if capture_events:
+        options = replace(options, status_events_queue="captured-status-events")
     with LocalCloud(options) as local:
         assert local.names is not None
-        events_queue_url = (
-            capture_status_events(
-                aws.client("sqs"),
-                aws.client("events"),
-                local.names.event_bus,
-                "captured-status-events",
-            )
-            if capture_events
-            else ""
-        )
+        events_queue_url = local.status_events_url or ""
         environment = local.names.environment("LauncherFunction")
         cloud = Cloud(local, local.names, environment, events_queue_url)
         _CURRENT.append(cloud)
@@ -265,6 +257,7 @@ def local_cloud(
         in_process=True,
         function_host=HOST,
         consistency_seconds=(INSTANCE_VISIBILITY_SECONDS, RESERVATION_PENDING_SECONDS),
+        reuse_resources=True,
     )
     with cloud_of(options) as cloud:
         yield cloud

@@ -8,6 +8,7 @@ answer's `Errors` instead of the whole call.
 import random
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -104,6 +105,19 @@ class OperationControls:
             self._calls[operation] += 1
             if failed:
                 self._failures[operation] += 1
+
+    def counts(self) -> dict[str, tuple[int, int]]:
+        """Each operation's calls and failures counted so far."""
+        with self._lock:
+            return {op: (calls, self._failures[op]) for op, calls in self._calls.items()}
+
+    def add_counts(self, counts: Mapping[str, tuple[int, int]]) -> None:
+        """Count these calls and failures as served (what `counts()` read elsewhere)."""
+        with self._lock:
+            for operation, (calls, failures) in counts.items():
+                self._calls[operation] += calls
+                if failures:
+                    self._failures[operation] += failures
 
     def reset(self) -> None:
         with self._lock:
