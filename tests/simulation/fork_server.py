@@ -20,6 +20,7 @@ ended), and kills no one.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -35,6 +36,8 @@ def warm() -> None:
     from moto_capacity.ec2.responses.listings import serialize_catalogue_ahead
 
     serialize_catalogue_ahead()
+    # What is warm now lives as long as the server: no child's collection walks it again.
+    gc.freeze()
 
 
 def serve(requests: TextIO, answers: TextIO) -> None:

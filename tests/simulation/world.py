@@ -44,6 +44,7 @@ from tests.simulation.emulator import (
     InProcessFaults,
     SimulatedClock,
     crashing_calls,
+    placeholder_signatures,
     transaction_backups_once_per_table,
 )
 from tests.support.process_caches import (
@@ -297,6 +298,7 @@ class World:
         self._clients_once = ExitStack()
         self._clients_once.enter_context(shared_botocore_loader())
         self._clients_once.enter_context(botocore_memos())
+        self._clients_once.enter_context(placeholder_signatures())
 
     def __exit__(self, *_: object) -> None:
         if self._crash_guard is not None:
