@@ -4,7 +4,7 @@ String hashing must be fixed for a seed to replay exactly (set and dict order): 
 `PYTHONHASHSEED`, the runner executes itself again with it set (determinism.HASH_SEED), before it
 imports the service, moto and the simulation: about 2 s of CPU a run would otherwise spend twice.
 
-A run collects cyclic garbage less often than Python's default (`RUN_GC_THRESHOLDS`): its heap
+A run collects cyclic garbage less often than Python's default (tests/support/collector): its heap
 holds half a million objects (moto's backends and catalogues, the parsed instance-type listing),
 and the default thresholds walked all of it four times in a 40-step run and the young objects
 over 500 times, about 2 s of a run's 30 s of CPU; these thresholds spend under 1 s. Only when
@@ -15,20 +15,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import json
 import os
 import sys
 from typing import TYPE_CHECKING
 
 from tests.simulation.determinism import HASH_SEED
+from tests.support.collector import collect_less_often
 
 if TYPE_CHECKING:
     from tests.simulation.scheduler import Outcome
-
-# Objects allocated between young collections, and each older generation's count of the one
-# below's collections before it is collected (Python's defaults: 2000, 10, 10).
-RUN_GC_THRESHOLDS = (50_000, 20, 10)
 
 
 def _hash_seed_fixed(argv: list[str] | None) -> None:
@@ -58,7 +54,7 @@ def _parser(profiles: list[str]) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _hash_seed_fixed(argv)
-    gc.set_threshold(*RUN_GC_THRESHOLDS)
+    collect_less_often()
     from tests.simulation.operations import PROFILES
     from tests.simulation.report import markdown, summary
     from tests.simulation.scheduler import Simulation

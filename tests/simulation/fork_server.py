@@ -20,7 +20,6 @@ ended), and kills no one.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
@@ -34,10 +33,11 @@ def warm() -> None:
     import tests.simulation.report
     import tests.simulation.scheduler  # noqa: F401
     from moto_capacity.ec2.responses.listings import serialize_catalogue_ahead
+    from tests.support.collector import settle
 
     serialize_catalogue_ahead()
     # What is warm now lives as long as the server: no child's collection walks it again.
-    gc.freeze()
+    settle()
 
 
 def serve(requests: TextIO, answers: TextIO) -> None:
