@@ -5,6 +5,7 @@ AWS_PROFILE / AWS_REGION)."""
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
@@ -362,21 +363,24 @@ _GETS = {
     "unavailable-offerings": ("capacity_commands", "get_unavailable_offerings"),
 }
 _DOCUMENTS = ("version_commands", "get_documents")
+_COMMANDS = {
+    "diff": ("file_diffs", "diff"),
+    "describe": ("describe_commands", "describe"),
+    "usage": ("usage_command", "usage"),
+    "top": ("top", "top"),
+    "web": ("web_server", "web"),
+}
+_DELETE = ("config_commands", "delete")
+_DELETE_FILES = ("file_deletes", "delete_files")
 
 
 def _command(args: argparse.Namespace) -> Command:
     if args.command == "get":
         return _load(*(_DOCUMENTS if _documents_asked(args) else _GETS[args.resource]))
-    commands: dict[str, Command] = {
-        "diff": _diff,
-        "delete": _delete,
-        "top": _top,
-        "web": _web,
-        "describe": _describe,
-        "usage": _usage,
-    }
-    if args.command in commands:
-        return commands[args.command]
+    if args.command == "delete":
+        return _load(*(_DELETE_FILES if args.filename else _DELETE))
+    if args.command in _COMMANDS:
+        return _load(*_COMMANDS[args.command])
     if args.command == "apply":
         return _load("config_commands", "apply")
     if args.command in ("submit", "status"):
@@ -430,46 +434,6 @@ def _watch(command: Command, args: argparse.Namespace, deployment: Deployment) -
     return watch(command, args, deployment)
 
 
-def _delete(args: argparse.Namespace, deployment: Deployment) -> int:
-    if args.filename:
-        from capacity_launcher_cli.file_deletes import delete_files
-
-        return delete_files(args, deployment)
-    from capacity_launcher_cli.config_commands import delete
-
-    return delete(args, deployment)
-
-
-def _diff(args: argparse.Namespace, deployment: Deployment) -> int:
-    from capacity_launcher_cli.file_diffs import diff
-
-    return diff(args, deployment)
-
-
-def _describe(args: argparse.Namespace, deployment: Deployment) -> int:
-    from capacity_launcher_cli.describe_commands import describe
-
-    return describe(args, deployment)
-
-
-def _usage(args: argparse.Namespace, deployment: Deployment) -> int:
-    from capacity_launcher_cli.usage_command import usage
-
-    return usage(args, deployment)
-
-
-def _top(args: argparse.Namespace, deployment: Deployment) -> int:
-    from capacity_launcher_cli.top import top
-
-    return top(args, deployment)
-
-
-def _web(args: argparse.Namespace, deployment: Deployment) -> int:
-    from capacity_launcher_cli.web_server import web
-
-    return web(args, deployment)
-
-
 # Types whose listing (no NAME, no --output-version) is a table, and in these outputs; the rest
 # of their outputs print the stored documents.
 _LISTINGS = (*output_formats.TABLES, "json", "name", "jsonpath")
@@ -497,7 +461,11 @@ def _documents_asked(args: argparse.Namespace) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; a reader that stops reading (`| head`) ends it quietly, as kubectl's
-    output to a closed pipe does, with no traceback."""
+    output to a closed pipe does, with no traceback. Without `argv` (the installed command) it
+    is this process's own command line: the collector then stays off while the command's modules
+    load (`_loaded`)."""
+    if argv is None:
+        _loading()
     try:
         code = _main(argv)
         sys.stdout.flush()  # a pipe closed early fails here, not at the interpreter's exit
@@ -505,6 +473,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return 0
+
+
+def _loading() -> None:
+    """Loading a command's modules makes objects by the hundred thousand and frees almost none:
+    the cyclic collector, run every few thousand allocations, would scan them again and again
+    (about a fifth of a short command's CPU). Off until `_loaded`."""
+    gc.disable()
+    _LOADING.append(True)
+
+
+def _loaded() -> None:
+    """The command's modules are loaded: what they made is kept out of the collector's scans
+    from now on (gc.freeze), and it runs again as usual for what the command does, however long
+    it runs."""
+    if _LOADING:
+        _LOADING.clear()
+        gc.freeze()
+        gc.enable()
+
+
+_LOADING: list[bool] = []
 
 
 def _quiet_stdout() -> None:
@@ -520,6 +509,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     plugin = plugins.by_name().get(args.command)
     if plugin is not None and plugin.run is not None:
+        _loaded()
         return plugin.run(args)
     if args.command == "completion":
         from capacity_launcher_cli.completion import script
@@ -558,6 +548,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {refused}", file=sys.stderr)
             return 2
         command = _command(args)
+        _loaded()
         if args.command == "get" and args.watch:
             return _watch(command, args, deployment)
         return command(args, deployment)

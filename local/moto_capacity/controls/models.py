@@ -33,6 +33,7 @@ from moto_capacity.ec2.models.platforms import register_image as register_platfo
 from moto_capacity.ec2.models.reservations import END_DATE_SETTINGS
 from moto_capacity.ec2.models.retention import RETENTION, forget_departed
 from moto_capacity.ec2.models.status_checks import STATUS_CHECKS
+from moto_capacity.sqs.models import wake_long_polls
 
 FAULT_SCOPES = ("call", "override")
 OVERRIDE_SCOPED = "ec2:CreateFleet"
@@ -163,12 +164,14 @@ def instance_states(
 def advance_clock(seconds: float) -> None:
     """Move the emulator's time forward, and apply every transition now due: consistency
     windows, pending periods, assessments, payments, start and end dates, block endings and
-    interruption notices (with the EC2 events each one sends)."""
+    interruption notices (with the EC2 events each one sends); SQS long polls waiting meanwhile
+    look again at once (a message the move made visible answers them)."""
     CLOCK.advance(seconds)
     with CAPACITY_LOCK:
         for backend in all_capacity_backends():
             backend.expire_due_reservations()
     forget_departed()
+    wake_long_polls()
 
 
 def set_launch_template_quota(quota: int) -> None:

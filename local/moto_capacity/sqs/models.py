@@ -92,6 +92,19 @@ def waiting_aside(original: Callable[..., Any]) -> Callable[..., Any]:
     return wait_for_messages
 
 
+def wake_long_polls() -> None:
+    """Have every waiting long poll look again, now: called when the clock moves, so a message
+    whose delay or visibility timeout the move ended answers the poll at once, as it would on
+    AWS that much later (moto would look again only when its one-second wait is over)."""
+    from moto.sqs.models import sqs_backends
+
+    for account_backends in list(dict.values(sqs_backends)):
+        for backend in list(dict.values(account_backends)):
+            for queue in list(backend.queues.values()):
+                with queue._messages_lock:
+                    queue._messages_lock.notify_all()
+
+
 def seconds_until_one_returns(queue: Any) -> float:
     """Seconds until the first message `queue` holds back is available (inf: none held)."""
     now_ms = CLOCK.now().timestamp() * 1000

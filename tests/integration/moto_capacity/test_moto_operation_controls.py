@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.sqs.models import sqs_backends
 
 import moto_capacity
 
@@ -242,6 +244,29 @@ def test_a_long_poll_receives_a_message_as_its_visibility_timeout_ends(
 
     assert [message["Body"] for message in received["Messages"]] == ["again"]
     assert waited < 1.6  # back at 1.1 s; moto's next look would be at 2 s
+
+
+def test_a_waiting_long_poll_looks_again_when_the_clock_ends_a_visibility_timeout(
+    aws_client: Callable[[str], Any],
+) -> None:
+    # Advancing the clock past a message's visibility timeout makes it available at once, as
+    # waiting that long would on AWS: a long poll waiting meanwhile looks again then, not when
+    # its own wait (here the 60 s left of the timeout) is over.
+    sqs = aws_client("sqs")
+    queue_url = sqs.create_queue(QueueName="clock-moves")["QueueUrl"]
+    sqs.send_message(QueueUrl=queue_url, MessageBody="later")
+    sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=60)
+    queue = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues["clock-moves"]
+    waiting = threading.Thread(target=queue.wait_for_messages, args=(20,), daemon=True)
+    waiting.start()
+    time.sleep(0.2)
+
+    moto_capacity.advance_clock(61)
+    waiting.join(timeout=10)
+
+    assert not waiting.is_alive()
+    received = sqs.receive_message(QueueUrl=queue_url)
+    assert [message["Body"] for message in received["Messages"]] == ["later"]
 
 
 def test_instance_states_are_the_tagged_instances_and_their_states_as_described(
