@@ -48,6 +48,7 @@ from tests.simulation.emulator import (
 )
 from tests.support.process_caches import (
     botocore_memos,
+    lambdas_signer,
     remembered_parses,
     shared_botocore_loader,
 )
@@ -297,6 +298,7 @@ class World:
         self._clients_once = ExitStack()
         self._clients_once.enter_context(shared_botocore_loader())
         self._clients_once.enter_context(botocore_memos())
+        self._clients_once.enter_context(lambdas_signer())
 
     def __exit__(self, *_: object) -> None:
         if self._crash_guard is not None:
