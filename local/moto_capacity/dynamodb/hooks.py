@@ -5,6 +5,7 @@ update expressions parsed once for their text."""
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.validators import Validator
 from moto.dynamodb.responses import DynamoHandler
 
 from moto_capacity.core.patching import hook
@@ -22,3 +23,4 @@ def install() -> None:
     hook(Table, "query", partitions.reading_only_its_partition)
     hook(Table, "scan", scans.scanning_in_key_order)
     hook(UpdateExpressionParser, "make", expressions.parsed_once)
+    hook(Validator, "__init__", expressions.copied_by_unpickling)

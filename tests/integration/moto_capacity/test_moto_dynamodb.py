@@ -223,6 +223,7 @@ def test_cancellation_fault_over_http(server_url: str, server_client: Callable[[
 def test_an_update_expression_is_parsed_once_for_its_text_and_its_tree_kept_as_parsed(
     dynamodb: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from moto.dynamodb.parsing import validators
     from moto.dynamodb.parsing.ast_nodes import Node
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
     from moto.dynamodb.parsing.tokens import ExpressionTokenizer
@@ -243,6 +244,14 @@ def test_an_update_expression_is_parsed_once_for_its_text_and_its_tree_kept_as_p
         return tokenize(text)
 
     monkeypatch.setattr(ExpressionTokenizer, "make_list", counted)
+    copied: list[Any] = []
+    deepcopy = validators.deepcopy
+
+    def copy_counted(value: Any, *args: Any) -> Any:
+        copied.append(value)
+        return deepcopy(value, *args)
+
+    monkeypatch.setattr(validators, "deepcopy", copy_counted)
     update = {
         "TableName": TABLE,
         "Key": {"pk": {"S": "p"}},
@@ -266,6 +275,13 @@ def test_an_update_expression_is_parsed_once_for_its_text_and_its_tree_kept_as_p
     assert tokenized == []
     assert UpdateExpressionParser.make(expression) is tree
     assert shape(tree) == parsed
+    # and each copy the validator made was unpickled, not deep-copied from the tree
+    trees = [value for value in copied if type(value).__name__ != "DynamoType"]  # and values
+    assert len(trees) == 4
+    assert not any(isinstance(value, Node) for value in trees)
+    fresh = trees[0].__deepcopy__({})
+    assert fresh is not tree and shape(fresh) == parsed
+    assert all(child.parent is fresh for child in fresh.children)
     # and a text moto refuses is refused every time
     for _ in range(2):
         with pytest.raises(ClientError, match="ValidationException"):
