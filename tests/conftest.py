@@ -94,13 +94,14 @@ class _Scheduling:
 @pytest.fixture(scope="session", autouse=True)
 def _one_botocore_loader() -> Iterator[None]:
     """Each test's cloud starts new sessions; they share one loader, and large catalogue answers
-    are parsed once, and what botocore derives again per client is memoized
-    (support/process_caches)."""
+    are parsed once, what botocore derives again per client is memoized, and calls are signed by
+    botocore's own signer, as in the Lambda runtime (support/process_caches)."""
     from tests.support.process_caches import (
         botocore_memos,
+        lambdas_signer,
         remembered_parses,
         shared_botocore_loader,
     )
 
-    with shared_botocore_loader(), remembered_parses(), botocore_memos():
+    with shared_botocore_loader(), remembered_parses(), botocore_memos(), lambdas_signer():
         yield

@@ -6,14 +6,15 @@ import threading
 
 from moto import backends
 from moto.core import responses, serialize
+from moto.core.base_backend import BaseBackend
 from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 from .controls.dispatch import controlled
 from .controls.responses import serving_control_api
-from .core import module_names
+from .core import backend_urls, module_names
 from .core.action_names import listed_once
-from .core.patching import hook
+from .core.patching import hook, hook_property
 from .core.picking import reading_dicts_directly, remembering, walking_dicts_by_their_keys
 from .core.request_ids import enriching_only_bodies_with_an_id
 from .dynamodb import hooks as dynamodb_hooks
@@ -42,4 +43,5 @@ def install() -> None:
         hook(responses, "method_names_from_class", listed_once)
         hook(backends, "list_of_moto_modules", module_names.listed_once)
         hook(BaseResponse, "_enrich_response", enriching_only_bodies_with_an_id)
+        hook_property(BaseBackend, "urls", backend_urls.built_once)
         hook(DomainDispatcherApplication, "__call__", serving_control_api)

@@ -9,13 +9,18 @@ import inspect
 from typing import Any
 
 import boto3
+import botocore.auth
+import botocore.context
 import botocore.useragent
+from botocore.awsrequest import AWSRequest
 from botocore.compat import accepts_kwargs
+from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.hooks import EventAliaser, HierarchicalEmitter
 from botocore.utils import EVENT_ALIASES
 
 from tests.support.cloud import REGION, Cloud
-from tests.support.process_caches import botocore_memos
+from tests.support.process_caches import botocore_memos, lambdas_signer
 
 
 def _client(service: str) -> Any:
@@ -78,6 +83,46 @@ def test_the_memos_answer_as_botocore_does() -> None:
         build = botocore.useragent.sanitize_user_agent_string_component
         assert build("Boto3 (a b)#1", allow_hash=True) == "Boto3--a-b-#1"
         assert build("Boto3 (a b)#1", allow_hash=False) == "Boto3--a-b--1"
+
+
+def test_a_clients_user_agent_is_built_once_for_its_setup_and_the_calls_features() -> None:
+    build = botocore.useragent.UserAgentString.to_string  # botocore's own
+    session = botocore.useragent.UserAgentString.from_environment()
+    agents = [
+        session,
+        session.with_client_config(Config(retries={"mode": "standard"})),
+        session.with_client_config(Config(retries={"mode": "adaptive"}, user_agent_appid="app")),
+        session.with_client_config(Config(user_agent_extra="extra/1")),
+        session.with_client_config(Config(user_agent="mine")),
+    ]
+    agents[1].set_client_features({"A"})
+    with botocore_memos():
+        for agent in agents:
+            # Then each answers botocore's own text, built once (the same text object again)
+            assert agent.to_string() == build(agent)
+            assert agent.to_string() is agent.to_string()
+            # and the call's context features are in it, as botocore adds them
+            with botocore.context.start_as_current_context():
+                botocore.useragent.register_feature_id("WAITER")
+                assert agent.to_string() == build(agent)
+        # and every setup has its own
+        assert len({agent.to_string() for agent in agents}) == len(agents)
+
+
+def test_the_tests_calls_are_signed_by_botocores_own_signer_as_in_lambda() -> None:
+    request = AWSRequest(method="POST", url="https://dynamodb.us-east-1.amazonaws.com/", data=b"{}")
+    credentials = Credentials("AKIAIOSFODNN7EXAMPLE", "secret")
+    before = botocore.auth.AUTH_TYPE_MAPS["v4"]  # the session's own (open for every test)
+    with lambdas_signer():
+        signer = botocore.auth.AUTH_TYPE_MAPS["v4"](credentials, "dynamodb", REGION)
+        assert type(signer) is botocore.auth.SigV4Auth
+        signer.add_auth(request)
+        assert request.headers["Authorization"].startswith(
+            f"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/{request.context['timestamp'][:8]}"
+            f"/{REGION}/dynamodb/aws4_request"
+        )
+    # and the signer before is back once it is closed
+    assert botocore.auth.AUTH_TYPE_MAPS["v4"] is before
 
 
 def _handlers() -> list[Any]:

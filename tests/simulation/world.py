@@ -49,6 +49,7 @@ from tests.simulation.emulator import (
 )
 from tests.support.process_caches import (
     botocore_memos,
+    lambdas_signer,
     remembered_parses,
     shared_botocore_loader,
 )
@@ -298,6 +299,7 @@ class World:
         self._clients_once = ExitStack()
         self._clients_once.enter_context(shared_botocore_loader())
         self._clients_once.enter_context(botocore_memos())
+        self._clients_once.enter_context(lambdas_signer())
         self._clients_once.enter_context(placeholder_signatures())
 
     def __exit__(self, *_: object) -> None:

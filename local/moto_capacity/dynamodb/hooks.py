@@ -1,12 +1,16 @@
 """The DynamoDB hooks: writes validated as DynamoDB does (and transactions meeting conflicts),
-transactions and queries at the cost of what they touch, scans at the cost of what they answer."""
+transactions and queries at the cost of what they touch, scans at the cost of what they answer,
+update expressions parsed once for their text."""
 
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.validators import Validator
 from moto.dynamodb.responses import DynamoHandler
 
 from moto_capacity.core.patching import hook
 
+from . import expressions
 from .models import partitions, scans, transactions
 from .responses import strict
 
@@ -18,3 +22,5 @@ def install() -> None:
     hook(DynamoDBBackend, "transact_write_items", transactions.touching_only_its_items)
     hook(Table, "query", partitions.reading_only_its_partition)
     hook(Table, "scan", scans.scanning_in_key_order)
+    hook(UpdateExpressionParser, "make", expressions.parsed_once)
+    hook(Validator, "__init__", expressions.copied_by_unpickling)

@@ -218,3 +218,42 @@ def test_motos_service_folders_are_listed_once_a_process(monkeypatch: pytest.Mon
     assert {"ec2", "sqs", "dynamodb"} <= set(names)
     assert "sqs.us-east-1.amazonaws.com" not in backends.list_of_moto_modules()
     assert asked == []
+
+
+def test_a_backends_url_table_is_built_once_for_what_it_is_built_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # moto's stubber asks the service's backend for its table on every request it mocks; moto
+    # alone formats each pattern for each URL base, and rewrites it for China, every time.
+    from moto.core import base_backend
+    from moto.dynamodb import urls
+    from moto.dynamodb.models import dynamodb_backends
+
+    backend = dynamodb_backends["123456789012"]["us-east-1"]
+    table = backend.urls
+    assert table["https?://dynamodb\\.(.+)\\.amazonaws\\.com/"] == urls.DynamoHandler.dispatch
+    rewritten: list[str] = []
+    original = base_backend.re.sub
+
+    def counted(pattern: Any, replacement: Any, text: str, *args: Any) -> str:
+        rewritten.append(text)
+        return original(pattern, replacement, text, *args)
+
+    monkeypatch.setattr(base_backend.re, "sub", counted)
+    # Then the same table is answered again without building it, each caller its own copy
+    again = backend.urls
+    assert again == table
+    assert rewritten == []
+    again.clear()
+    assert dynamodb_backends["123456789012"]["eu-west-1"].urls == table
+    # and a pattern added to the service's URL module is in the next table
+    monkeypatch.setitem(urls.url_paths, "{0}/added$", urls.DynamoHandler.dispatch)
+    added = backend.urls
+    assert "https?://dynamodb\\.(.+)\\.amazonaws\\.com/added$" in added
+    assert rewritten != []
+    assert set(added) - set(table) == {
+        "https?://dynamodb\\.(.+)\\.amazonaws\\.com/added$",
+        "https?://dynamodb\\.(.+)\\.amazonaws.com.cn/added$",
+        "https?://(.+)\\.ddb\\.(.+)\\.amazonaws\\.com/added$",
+        "https?://(.+)\\.ddb\\.(.+)\\.amazonaws.com.cn/added$",
+    }

@@ -218,3 +218,71 @@ def test_cancellation_fault_over_http(server_url: str, server_client: Callable[[
     assert _error(caught)["CancellationReasons"] == [
         {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
     ]
+
+
+def test_an_update_expression_is_parsed_once_for_its_text_and_its_tree_kept_as_parsed(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.ast_nodes import Node
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+    from moto.dynamodb.parsing.tokens import ExpressionTokenizer
+
+    def shape(node: Any) -> Any:
+        if isinstance(node, Node):
+            return (type(node).__name__, tuple(shape(child) for child in node.children or ()))
+        return repr(node)
+
+    expression = "SET v = if_not_exists(v, :zero) + :one, tags = list_append(tags, :t) REMOVE gone"
+    tree = UpdateExpressionParser.make(expression)
+    parsed = shape(tree)
+    tokenized: list[str] = []
+    tokenize = ExpressionTokenizer.make_list
+
+    def counted(text: str) -> Any:
+        tokenized.append(text)
+        return tokenize(text)
+
+    monkeypatch.setattr(ExpressionTokenizer, "make_list", counted)
+    copied: list[Any] = []
+    deepcopy = validators.deepcopy
+
+    def copy_counted(value: Any, *args: Any) -> Any:
+        copied.append(value)
+        return deepcopy(value, *args)
+
+    monkeypatch.setattr(validators, "deepcopy", copy_counted)
+    update = {
+        "TableName": TABLE,
+        "Key": {"pk": {"S": "p"}},
+        "UpdateExpression": expression,
+        "ExpressionAttributeValues": {
+            ":zero": {"N": "0"},
+            ":one": {"N": "1"},
+            ":t": {"L": [{"S": "t"}]},
+        },
+    }
+    item = {"pk": {"S": "p"}, "tags": {"L": []}, "gone": {"S": "x"}}
+    dynamodb.put_item(TableName=TABLE, Item=item)
+    # When it is written three times, and once more in a transaction
+    for _ in range(3):
+        dynamodb.update_item(**update)
+    dynamodb.transact_write_items(TransactItems=[{"Update": update}])
+    # Then each write did what it says
+    item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "p"}})["Item"]
+    assert item == {"pk": {"S": "p"}, "v": {"N": "4"}, "tags": {"L": [{"S": "t"}] * 4}}
+    # and the text was parsed once, its tree left as parsed (moto validates and runs a copy)
+    assert tokenized == []
+    assert UpdateExpressionParser.make(expression) is tree
+    assert shape(tree) == parsed
+    # and each copy the validator made was unpickled, not deep-copied from the tree
+    trees = [value for value in copied if type(value).__name__ != "DynamoType"]  # and values
+    assert len(trees) == 4
+    assert not any(isinstance(value, Node) for value in trees)
+    fresh = trees[0].__deepcopy__({})
+    assert fresh is not tree and shape(fresh) == parsed
+    assert all(child.parent is fresh for child in fresh.children)
+    # and a text moto refuses is refused every time
+    for _ in range(2):
+        with pytest.raises(ClientError, match="ValidationException"):
+            dynamodb.update_item(**{**update, "UpdateExpression": "SET v = = :one"})
