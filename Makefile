@@ -36,7 +36,8 @@ template-check: setup
 	$(BIN)/pytest -q -p no:cacheprovider tests/infrastructure/test_policy_lint.py
 
 # pytest exits 5 when it collects nothing: that is a failure here, as any non-zero exit is.
-# One pytest-xdist worker per core (TEST_WORKERS=0: all in this process). loadgroup is the suite's
+# One pytest-xdist worker per core and one more (`auto`, tests/conftest.py: the e2e tests wait on
+# the processes they start, and the extra worker runs meanwhile; TEST_WORKERS=0: all in this process). loadgroup is the suite's
 # own scheduling (tests/support/scheduling.py): each test handed out alone, the slow ones first,
 # but for the modules it names, run whole on one worker. The IAM call audit adds up every worker's.
 # The template checks are among the suite's tests: cfn-lint on template.yaml

@@ -8,6 +8,7 @@ Where the environment forbids bytecode, it is cached outside the project first (
 for this process's imports and every process it starts (pytest-xdist's workers among them). The
 garbage collector runs less often, and skips what lives for the whole run (support/collector)."""
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,17 @@ def pytest_configure(config: pytest.Config) -> None:
         from tests.infrastructure import iam_call_audit
 
         config.pluginmanager.register(iam_call_audit, "iam_call_audit")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: one worker per usable core, and one more. The e2e tests spend part of their
+    time waiting on the processes they start (the CLI, a served local cloud); another worker
+    runs meanwhile (support/scheduling). PYTEST_XDIST_AUTO_NUM_WORKERS still decides if set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return (len(usable) if usable else os.cpu_count() or 1) + 1
 
 
 def audited_suites_may_run(args: list[str], invoked_in: Path) -> bool:
