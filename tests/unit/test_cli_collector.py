@@ -57,4 +57,5 @@ def test_main_called_with_its_arguments_leaves_the_collector_alone(seen: dict[st
 
     assert seen["enabled_while_loading"] is True
     assert seen["enabled"] is True
-    assert seen["frozen"] == seen["frozen_before"]
+    # nothing more frozen (a frozen object freed meanwhile lowers the count: not a freeze)
+    assert seen["frozen"] <= seen["frozen_before"]
