@@ -473,6 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return 0
+    finally:
+        _loaded()  # whichever way the command ended (an error, a command that loads no module)
 
 
 def _loading() -> None:

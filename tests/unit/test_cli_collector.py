@@ -59,3 +59,14 @@ def test_main_called_with_its_arguments_leaves_the_collector_alone(seen: dict[st
     assert seen["enabled"] is True
     # nothing more frozen (a frozen object freed meanwhile lowers the count: not a freeze)
     assert seen["frozen"] <= seen["frozen_before"]
+
+
+def test_the_installed_command_gives_the_collector_back_however_it_ends(
+    seen: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # commands that ask no deployment, so load no command module
+    for argv in (["explain", "nodepool"], ["completion", "bash"]):
+        monkeypatch.setattr(sys, "argv", ["capacity-launcher", *argv])
+        cli_main.main()
+
+        assert gc.isenabled(), argv
