@@ -35,6 +35,18 @@ def _stores(gate: Any) -> tuple[PoolLeaseStore, PoolLeaseStore]:
     return gated, PoolLeaseStore(table, seconds, client("dynamodb"), clock=time.time)
 
 
+def _half_unready_pool(
+    cloud: Any, subnets: dict[str, str], image: str
+) -> tuple[PoolReadiness, PoolLeaseStore, PoolLimits]:
+    """The on-demand pool `general` with limits.unready 50%: its readiness, a lease store gated by
+    it, and its limits."""
+    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"unready": "50%"})
+    table = get_settings().state_table_name
+    readiness = PoolReadiness(table, client("dynamodb"), client("ec2"))
+    gated, _ = _stores(readiness)
+    return readiness, gated, PoolLimits.model_validate({"unready": "50%"})
+
+
 def test_a_lease_that_counted_before_another_lease_landed_is_decided_again(
     cloud: Any, subnets: dict[str, str], image: str
 ) -> None:
@@ -67,11 +79,7 @@ def test_a_lease_that_counted_before_another_lease_landed_is_decided_again(
 def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_ones(
     cloud: Any, subnets: dict[str, str], image: str
 ) -> None:
-    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"unready": "50%"})
-    settings = get_settings()
-    readiness = PoolReadiness(settings.state_table_name, client("dynamodb"), client("ec2"))
-    gated, _ = _stores(readiness)
-    limits = PoolLimits.model_validate({"unready": "50%"})
+    readiness, gated, limits = _half_unready_pool(cloud, subnets, image)
     running = cloud.ec2.run_instances(ImageId=image, MinCount=2, MaxCount=2)["Instances"]
     ids = sorted(i["InstanceId"] for i in running)
     # DescribeInstanceStatus, like DescribeInstances, knows fresh ids only after a while
@@ -88,7 +96,7 @@ def test_the_sync_marks_members_running_with_status_checks_ok_and_forgets_gone_o
     assert reserve_room(gated, "general", "second", EACH, 1, 1, limits, unleased=True) == 1
 
     # A released member's mark is forgotten; marking again marks nothing new
-    members = PoolMemberStore(settings.state_table_name, client("dynamodb"), clock=time.time)
+    members = PoolMemberStore(get_settings().state_table_name, client("dynamodb"), clock=time.time)
     member = members.member("general", ids[0])
     assert member is not None and members.uncount(member)
     assert readiness.mark_ready("general") == []
@@ -129,11 +137,7 @@ def test_a_pool_whose_members_are_all_marked_is_read_once_by_the_sync(
     cloud: Any, subnets: dict[str, str], image: str
 ) -> None:
     # Given a pool with limits.unready whose one member the sync marked ready
-    setup_pool(cloud, subnets, image, capacity_types=("on-demand",), limits={"unready": "50%"})
-    settings = get_settings()
-    readiness = PoolReadiness(settings.state_table_name, client("dynamodb"), client("ec2"))
-    gated, _ = _stores(readiness)
-    limits = PoolLimits.model_validate({"unready": "50%"})
+    readiness, gated, limits = _half_unready_pool(cloud, subnets, image)
     (running,) = cloud.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"]
     cloud.wait_out_consistency()
     assert reserve_room(gated, "general", "only", EACH, 1, 1, limits, unleased=True) == 1
