@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from tests.support.bytecode import cache_bytecode
-from tests.support.collector import collect_less_often, settle
+from tests.support.collector import collect_less_often, no_plugin_heap_walks, settle
 
 cache_bytecode()  # before the imports below, and before pytest-xdist starts its workers
 collect_less_often()  # support/collector: the suite's heap is walked far less often
+no_plugin_heap_walks()  # and Hypothesis's plugins do not walk it at import
 
 from tests.support.moto_images import use_the_images_tests_use  # noqa: E402
 
