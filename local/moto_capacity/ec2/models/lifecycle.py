@@ -85,12 +85,14 @@ def settle(backend: ReservationHolder, now: datetime | None = None) -> None:
 
 
 def _advance(backend: ReservationHolder, reservation: CapacityReservation, now: datetime) -> None:
-    if reservation.state == PAYMENT_PENDING and reservation.paid_at and reservation.paid_at <= now:
+    # Its recorded state, not `state`: that reads the clock, and differs from it only as
+    # `pending` for `active` (settle walks every reservation on every call that may move one).
+    if reservation._state == PAYMENT_PENDING and reservation.paid_at and reservation.paid_at <= now:
         reservation.move_to(SCHEDULED)
     assessed = reservation.assessed_at
-    if reservation.state == ASSESSING and assessed is not None and assessed <= now:
+    if reservation._state == ASSESSING and assessed is not None and assessed <= now:
         reservation.move_to(SCHEDULED, assessed)
-    if reservation.state == SCHEDULED and aware(reservation.start_date) <= now:
+    if reservation._state == SCHEDULED and aware(reservation.start_date) <= now:
         reservation.move_to(ACTIVE, aware(reservation.start_date))
         delivered(reservation, aware(reservation.start_date))
         if reservation.reservation_type == CAPACITY_BLOCK:
@@ -104,7 +106,7 @@ def _advance(backend: ReservationHolder, reservation: CapacityReservation, now: 
             # "When a Capacity Block expires, all instances in the Capacity Block are terminated."
             backend.terminate(sorted(reservation.instance_ids))
         backend.end_reservation(reservation, EXPIRED)
-    elif reservation.is_active and not reservation.took_in_running:
+    elif not reservation.took_in_running and reservation.is_active:
         reservation.took_in_running = True
         backend.take_in_running_instances(reservation)
 
