@@ -9,7 +9,9 @@ looking at it again would do nothing. A Capacity Block, or a reservation with bl
 is looked at every time (what moves them includes its instances and its extensions' own
 states). Settle looks at them in the order the table holds them, once each, as if it walked the
 whole table: a reservation changed by another one's transition is looked at in the same call if
-it comes later in that order, in the next call otherwise.
+it comes later in that order, in the next call otherwise. The one moment read differently: the
+end of a reservation's `pending` window is due by the moment settle was called for, where the
+whole walk asked the clock again when it came to that reservation (microseconds later).
 """
 
 from __future__ import annotations
