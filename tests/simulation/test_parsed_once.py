@@ -4,6 +4,7 @@ in objects of its own."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import botocore.parsers
@@ -13,6 +14,7 @@ import pytest
 from tests.support.process_caches import (
     LARGE_BODY_BYTES,
     MOST_REMEMBERED_BODIES,
+    _frozen,
     remembered_parses,
 )
 
@@ -20,7 +22,9 @@ from tests.support.process_caches import (
 def _listing(count: int) -> bytes:
     items = "".join(
         f"<item><instanceType>t{n}.large</instanceType><currentGeneration>true</currentGeneration>"
-        f"<vCpuInfo><defaultVCpus>{n % 64 + 1}</defaultVCpus></vCpuInfo></item>"
+        f"<vCpuInfo><defaultVCpus>{n % 64 + 1}</defaultVCpus></vCpuInfo>"
+        "<processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures>"
+        "</processorInfo></item>"
         for n in range(count)
     )
     return (
@@ -92,3 +96,39 @@ def test_an_answer_asked_for_again_stays_while_others_come_and_go(
             _parse(catalogue)
     # Then the catalogue was parsed once
     assert parses.count(len(catalogue)) == 1
+
+
+def test_a_copy_shares_its_equal_strings_and_nothing_else() -> None:
+    large = _listing(4000)
+    with remembered_parses():
+        # Given a large answer parsed once
+        first = _parse(large)
+        # When the same bytes come twice again
+        second, third = _parse(large), _parse(large)
+    # Then each copy's equal strings are one object (a string cannot change)
+    items = second["InstanceTypes"]
+    assert items[0]["ProcessorInfo"]["SupportedArchitectures"][0] == "x86_64"
+    assert (
+        items[0]["ProcessorInfo"]["SupportedArchitectures"][0]
+        is items[1]["ProcessorInfo"]["SupportedArchitectures"][0]
+    )
+    # and each dict and list is its own: a change to one copy is seen in no other
+    items[1]["ProcessorInfo"]["SupportedArchitectures"].append("arm64")
+    items[2]["VCpuInfo"]["DefaultVCpus"] = 99
+    for other in (first, third):
+        assert other["InstanceTypes"][1]["ProcessorInfo"]["SupportedArchitectures"] == ["x86_64"]
+        assert other["InstanceTypes"][2]["VCpuInfo"]["DefaultVCpus"] == 3
+    assert third == first
+
+
+def test_an_answer_that_is_not_plain_data_is_copied_whole() -> None:
+    # Given an answer holding a timestamp, bytes and a list met twice
+    shared = ["a", "b"]
+    answer = {"At": datetime(2026, 1, 2, tzinfo=UTC), "Blob": b"x", "One": shared, "Two": shared}
+    # When it is frozen and thawed twice
+    thaw, frozen = _frozen(answer)
+    copy, again = thaw(frozen), thaw(frozen)
+    # Then each copy is equal to it, of the same types, its lists its own
+    assert copy == again == answer
+    assert type(copy["At"]) is datetime and copy["One"] is not shared
+    assert copy["One"] is copy["Two"] and copy["One"] is not again["One"]

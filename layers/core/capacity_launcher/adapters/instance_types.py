@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
+from functools import lru_cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from capacity_launcher.adapters.aws import all_pages, aws_call, client, in_chunks, most_per_call
@@ -177,28 +179,39 @@ class InstanceTypeCatalog:
 
 
 def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
-    """EC2's DescribeInstanceTypes item as the domain's facts."""
-    gpus = raw.get("GpuInfo", {}).get("Gpus", [])
-    # i386 is left out (no 64-bit image runs as it); Mac types keep their own architecture.
-    architectures = tuple(
-        EC2_ARCHITECTURES[a]
-        for a in raw.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
-        if a in EC2_ARCHITECTURES
+    """EC2's DescribeInstanceTypes item as the domain's facts (a cold container makes one for
+    each of the region's types: most have no GPU, accelerator or second architecture)."""
+    gpus = raw.get("GpuInfo", _NONE).get("Gpus", ())
+    architectures = _architectures(
+        tuple(raw.get("ProcessorInfo", _NONE).get("SupportedArchitectures", ()))
     )
-    accelerator = _accelerator(raw)
+    accelerated = "NeuronInfo" in raw or "InferenceAcceleratorInfo" in raw
+    accelerator = _accelerator(raw) if accelerated else _NONE
+    gpu = gpus[0] if gpus else _NONE
     return InstanceTypeInfo(
         name=raw["InstanceType"],
-        architectures=architectures or ("amd64",),
-        vcpu=int(raw.get("VCpuInfo", {}).get("DefaultVCpus", 0)),
-        memory_mib=int(raw.get("MemoryInfo", {}).get("SizeInMiB", 0)),
-        gpu_count=sum(int(g.get("Count", 0)) for g in gpus),
-        gpu_name=gpus[0].get("Name") if gpus else None,
-        gpu_manufacturer=gpus[0].get("Manufacturer") if gpus else None,
+        architectures=architectures,
+        vcpu=int(raw.get("VCpuInfo", _NONE).get("DefaultVCpus", 0)),
+        memory_mib=int(raw.get("MemoryInfo", _NONE).get("SizeInMiB", 0)),
+        gpu_count=sum(int(g.get("Count", 0)) for g in gpus) if gpus else 0,
+        gpu_name=gpu.get("Name"),
+        gpu_manufacturer=gpu.get("Manufacturer"),
         local_nvme_gb=_local_nvme_gb(raw.get("InstanceStorageInfo")),
         accelerator_count=int(accelerator.get("Count", 0)),
         accelerator_name=accelerator.get("Name"),
         accelerator_manufacturer=accelerator.get("Manufacturer"),
     )
+
+
+_NONE: Mapping[str, Any] = MappingProxyType({})
+
+
+@lru_cache(maxsize=64)
+def _architectures(supported: tuple[str, ...]) -> tuple[str, ...]:
+    """EC2's SupportedArchitectures as the domain's (a region lists a handful of distinct ones):
+    i386 is left out (no 64-bit image runs as it); Mac types keep their own architecture."""
+    known = tuple(EC2_ARCHITECTURES[a] for a in supported if a in EC2_ARCHITECTURES)
+    return known or ("amd64",)
 
 
 def _accelerator(raw: Mapping[str, Any]) -> Mapping[str, Any]:

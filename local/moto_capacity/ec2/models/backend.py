@@ -29,6 +29,7 @@ from .reservations import (
     DELAYED,
     CapacityReservation,
 )
+from .settling import ReservationTable
 
 # One lock for every capacity count, so concurrent launches can never oversubscribe.
 CAPACITY_LOCK = threading.RLock()
@@ -67,7 +68,7 @@ class CapacityReservationBackend:
     """Capacity Reservations of one account and region, living inside moto's EC2 backend."""
 
     ec2_backend: Any
-    reservations: dict[str, CapacityReservation] = field(default_factory=dict)
+    reservations: dict[str, CapacityReservation] = field(default_factory=ReservationTable)
     instances: dict[str, InstanceCapacity] = field(default_factory=dict)
     fleet_records: dict[str, FleetRecord] = field(default_factory=dict)
     capacity_blocks: dict[str, Any] = field(default_factory=dict)

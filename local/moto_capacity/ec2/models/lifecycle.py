@@ -8,9 +8,12 @@ terminating the block's instances, and at the end the block is `expired`. "Inter
 Capacity Reservations": reclaimed capacity warns each instance 2 minutes before terminating it.
 
 `settle` applies every transition due by now, in order, and emits each event stamped with the
-moment it was due, so one big clock advance replays a block's whole life.
+moment it was due, so one big clock advance replays a block's whole life. It looks only at the
+reservations that changed since it last looked or whose next transition has come due
+(`settling`): the others would not move.
 """
 
+import heapq
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -32,11 +35,13 @@ from .reservations import (
     ASSESSING,
     CANCELLED,
     CAPACITY_BLOCK,
+    END_DATE_SETTINGS,
     EXPIRED,
     PAYMENT_PENDING,
     SCHEDULED,
     CapacityReservation,
 )
+from .settling import ReservationTable
 
 BLOCK_EXPIRATION_WARNING_BEFORE = timedelta(minutes=40)
 BLOCK_TERMINATION_BEFORE = timedelta(minutes=30)
@@ -77,20 +82,48 @@ class ReservationHolder(Protocol):
 def settle(backend: ReservationHolder, now: datetime | None = None) -> None:
     """Apply every transition due by `now` (the emulator's clock by default)."""
     now = aware(now or CLOCK.now())
-    for reservation in list(backend.reservations.values()):
-        _advance(backend, reservation, now)
+    table = backend.reservations
+    if isinstance(table, ReservationTable):
+        _settle_scheduled(backend, table, now)
+    else:
+        for reservation in list(table.values()):
+            _advance(backend, reservation, now)
     for interruption in [i for i in backend.interruptions if not i.done]:
         if interruption.terminate_at <= now:
             finish_interruption(backend, interruption)
 
 
+def _settle_scheduled(backend: ReservationHolder, table: ReservationTable, now: datetime) -> None:
+    """`settle`'s walk over the reservations its schedule says may move (`settling`), in the
+    table's order, each once."""
+    schedule = table.schedule
+    if schedule.lag_seconds != END_DATE_SETTINGS.lag_seconds:  # every end's lag moved
+        schedule.lag_seconds = END_DATE_SETTINGS.lag_seconds
+        schedule.changed.update(table)
+    limit = len(schedule.order)  # one added meanwhile is not walked in this call
+    todo = schedule.take_due(now)
+    looked: set[str] = set()
+    while todo:
+        place, reservation_id = heapq.heappop(todo)
+        if reservation_id in looked:
+            continue
+        looked.add(reservation_id)
+        reservation = table[reservation_id]
+        _advance(backend, reservation, now)
+        schedule.keep(reservation, END_DATE_SETTINGS.lag)
+        for later in table.later(place, limit):
+            heapq.heappush(todo, later)
+
+
 def _advance(backend: ReservationHolder, reservation: CapacityReservation, now: datetime) -> None:
-    if reservation.state == PAYMENT_PENDING and reservation.paid_at and reservation.paid_at <= now:
+    # Its recorded state, not `state`: that reads the clock, and differs from it only as
+    # `pending` for `active` (settle walks every reservation on every call that may move one).
+    if reservation._state == PAYMENT_PENDING and reservation.paid_at and reservation.paid_at <= now:
         reservation.move_to(SCHEDULED)
     assessed = reservation.assessed_at
-    if reservation.state == ASSESSING and assessed is not None and assessed <= now:
+    if reservation._state == ASSESSING and assessed is not None and assessed <= now:
         reservation.move_to(SCHEDULED, assessed)
-    if reservation.state == SCHEDULED and aware(reservation.start_date) <= now:
+    if reservation._state == SCHEDULED and aware(reservation.start_date) <= now:
         reservation.move_to(ACTIVE, aware(reservation.start_date))
         delivered(reservation, aware(reservation.start_date))
         if reservation.reservation_type == CAPACITY_BLOCK:
@@ -104,7 +137,7 @@ def _advance(backend: ReservationHolder, reservation: CapacityReservation, now: 
             # "When a Capacity Block expires, all instances in the Capacity Block are terminated."
             backend.terminate(sorted(reservation.instance_ids))
         backend.end_reservation(reservation, EXPIRED)
-    elif reservation.is_active and not reservation.took_in_running:
+    elif not reservation.took_in_running and reservation.is_active:
         reservation.took_in_running = True
         backend.take_in_running_instances(reservation)
 

@@ -123,6 +123,17 @@ class CapacityReservation(TaggedEC2Resource):
         self.took_in_running = False
         self._state = ACTIVE
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        # Its table's schedule looks at it again at the next settle (`settling`).
+        schedule = self.__dict__.get("_schedule")
+        if schedule is not None:
+            schedule.note_changed(self.id)
+
+    def watched_by(self, schedule: Any) -> None:
+        """Tell `schedule` (`settling.Schedule`) of every attribute set from now on."""
+        self.__dict__["_schedule"] = schedule
+
     @property
     def capacity_reservation_id(self) -> str:
         return self.id
