@@ -2,13 +2,18 @@
 at the reservations changed since the last one and those whose next transition has come due,
 not at every reservation (moto_capacity/ec2/models/settling.py)."""
 
+import pickle
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ec2.models import ec2_backends
 
 import moto_capacity
 from moto_capacity.ec2.models import lifecycle
+from moto_capacity.ec2.models.backend import capacity_backend
 
 
 @pytest.fixture
@@ -87,3 +92,20 @@ def test_a_new_lag_looks_at_every_reservation_again(
 
     # Then the reservation is expired at the next look
     assert _state(ec2, rid) == "expired"
+
+
+def test_a_copy_by_pickle_keeps_every_reservation_and_settles_them(
+    ec2: Any, reservation: Any, looked_at: list[str]
+) -> None:
+    # Given a backend holding two reservations (a local cloud keeps its backends pickled)
+    made = [reservation()["CapacityReservationId"] for _ in range(2)]
+    table = capacity_backend(ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]).reservations
+
+    # When its table of reservations is copied by pickle
+    copy = pickle.loads(pickle.dumps(table))
+
+    # Then the copy holds them, in order, and its first settle looks at each once
+    assert list(copy) == made
+    looked_at.clear()
+    lifecycle.settle(SimpleNamespace(reservations=copy, interruptions=[]))
+    assert looked_at == made

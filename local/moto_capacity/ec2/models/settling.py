@@ -115,6 +115,13 @@ class ReservationTable(dict[str, "CapacityReservation"]):
         reservation.watched_by(self.schedule)
         self.schedule.note_changed(reservation_id)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (a local cloud keeps a pickled copy of moto's backends) as its reservations
+        alone: pickle restores a dict's items before its attributes, each through
+        `__setitem__`, which needs the schedule. The copy's schedule is made anew with every
+        reservation changed, so its first settle looks at each once."""
+        return (_table_of, (list(self.items()),))
+
     def later(self, place: int, limit: int) -> Iterator[tuple[int, str]]:
         """(place, id) of the changed reservations after `place` and before `limit`."""
         order = self.schedule.order
@@ -122,3 +129,10 @@ class ReservationTable(dict[str, "CapacityReservation"]):
             at = order[reservation_id]
             if place < at < limit:
                 yield at, reservation_id
+
+
+def _table_of(items: list[tuple[str, CapacityReservation]]) -> ReservationTable:
+    table = ReservationTable()
+    for reservation_id, reservation in items:
+        table[reservation_id] = reservation
+    return table
