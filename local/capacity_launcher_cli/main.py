@@ -539,12 +539,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     from capacity_launcher.domain.errors import CapacityLauncherError
     from capacity_launcher_cli.deployment import DeploymentNotFound, resolve
+    from capacity_launcher_client.clients import load_sdk
 
     deployment = None
     # diff's 1 says "differences", as kubectl's and diff's: its errors exit 2.
     failed = 2 if args.command == "diff" else 1
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
+        load_sdk()  # found: the command calls AWS (clients.load_sdk: boto3 without pyOpenSSL)
         refused = _refused(args)
         if refused:
             print(f"error: {refused}", file=sys.stderr)

@@ -108,6 +108,27 @@ def config(target: Target, service: str) -> Config:
     )
 
 
+def load_sdk() -> None:
+    """Import botocore's HTTP layer without pyOpenSSL, before a command that calls AWS.
+
+    botocore's HTTP session takes the standard library's SSLContext, which it finds through
+    urllib3's pyOpenSSL module when that is installed (it then loads pyOpenSSL and cryptography:
+    about a twentieth of a second of CPU, on every command) and through urllib3.util.ssl_ when
+    it is not; both name the same class, `ssl.SSLContext`. Loaded as if it were not installed;
+    any later import of it (nothing in the CLI makes one) loads it as usual."""
+    import sys
+
+    if "botocore.httpsession" not in sys.modules and _PYOPENSSL not in sys.modules:
+        sys.modules[_PYOPENSSL] = None  # type: ignore[assignment]  # import fails: not installed
+        try:
+            import botocore.httpsession  # noqa: F401
+        finally:
+            del sys.modules[_PYOPENSSL]
+
+
+_PYOPENSSL = "urllib3.contrib.pyopenssl"
+
+
 def forget() -> None:
     """Drop every shared session and client (tests; a process whose credentials changed)."""
     with _LOCK:

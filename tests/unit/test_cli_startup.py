@@ -15,6 +15,7 @@ import pytest
 
 from capacity_launcher_cli.completion import completions, script
 from capacity_launcher_cli.main import parser
+from capacity_launcher_client.deployment import Deployment
 
 HEAVY = ("boto3", "botocore", "pydantic", "capacity_launcher", "rich")
 
@@ -64,6 +65,28 @@ def test_a_command_with_no_deployment_to_ask_fails_without_loading_boto3_or_the_
         "get", "nodepools", "-o", "name", "--local-file", str(tmp_path / "none.json")
     )
     assert not {"boto3", "pydantic", "rich"} & set(heavy)
+
+
+def test_a_command_that_calls_aws_loads_botocore_without_pyopenssl(tmp_path) -> None:
+    # botocore takes the standard library's SSLContext through urllib3's pyOpenSSL module when it
+    # is installed: pyOpenSSL and cryptography, a twentieth of a second on every command. The
+    # deployment is found; the command itself is replaced (nothing is called).
+    local = tmp_path / "local.json"
+    local.write_text(
+        Deployment("us-east-1", "bus", "queue", "dlq", "state", "ice", "idem").to_json()
+    )
+    probe = (
+        "import json, ssl, sys\n"
+        "from capacity_launcher_cli import main\n"
+        "main._load = lambda module, name: lambda args, deployment: 0\n"
+        f"main.main(['get', 'nodepools', '--local-file', {str(local)!r}])\n"
+        "import boto3, botocore.httpsession\n"
+        "tls = botocore.httpsession.SSLContext is ssl.SSLContext\n"
+        "print(json.dumps([tls, sorted({'OpenSSL', 'cryptography'} & set(sys.modules))]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+
+    assert json.loads(done.stdout.splitlines()[-1]) == [True, []]
 
 
 def test_invoke_runs_a_function_without_loading_moto() -> None:
