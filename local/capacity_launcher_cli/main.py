@@ -564,7 +564,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     failed = 2 if args.command == "diff" else 1
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
-        load_sdk()  # found: the command calls AWS (clients.load_sdk: boto3 without pyOpenSSL)
+        # Found: the command calls AWS. The CRT is left out in the installed command's own
+        # process only (a caller's may go on to call AWS itself): clients.load_sdk.
+        load_sdk(local=deployment.is_local and argv is None)
         refused = _refused(args)
         if refused:
             print(f"error: {refused}", file=sys.stderr)

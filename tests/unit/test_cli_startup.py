@@ -67,26 +67,32 @@ def test_a_command_with_no_deployment_to_ask_fails_without_loading_boto3_or_the_
     assert not {"boto3", "pydantic", "rich"} & set(heavy)
 
 
-def test_a_command_that_calls_aws_loads_botocore_without_pyopenssl(tmp_path) -> None:
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:4566", None])
+def test_a_command_that_calls_aws_loads_botocore_without_pyopenssl(tmp_path, endpoint) -> None:
     # botocore takes the standard library's SSLContext through urllib3's pyOpenSSL module when it
-    # is installed: pyOpenSSL and cryptography, a twentieth of a second on every command. The
-    # deployment is found; the command itself is replaced (nothing is called).
+    # is installed: pyOpenSSL and cryptography, a twentieth of a second on every command; and the
+    # AWS CRT, which a local cloud never needs. The installed command runs (main() on its own
+    # command line), its deployment found; the command itself is replaced (nothing is called).
     local = tmp_path / "local.json"
-    local.write_text(
-        Deployment("us-east-1", "bus", "queue", "dlq", "state", "ice", "idem").to_json()
-    )
+    names = ("us-east-1", "bus", "queue", "dlq", "state", "ice", "idem")
+    local.write_text(Deployment(*names, endpoint_url=endpoint).to_json())
     probe = (
-        "import json, ssl, sys\n"
+        "import importlib.util, json, ssl, sys\n"
         "from capacity_launcher_cli import main\n"
         "main._load = lambda module, name: lambda args, deployment: 0\n"
-        f"main.main(['get', 'nodepools', '--local-file', {str(local)!r}])\n"
-        "import boto3, botocore.httpsession\n"
+        f"sys.argv = ['capacity-launcher', 'get', 'nodepools', '--local-file', {str(local)!r}]\n"
+        "main.main()\n"
+        "import boto3, botocore.compat, botocore.httpsession\n"
         "tls = botocore.httpsession.SSLContext is ssl.SSLContext\n"
-        "print(json.dumps([tls, sorted({'OpenSSL', 'cryptography'} & set(sys.modules))]))\n"
+        "crt = [botocore.compat.HAS_CRT, importlib.util.find_spec('awscrt') is not None]\n"
+        "print(json.dumps([tls, sorted({'OpenSSL', 'cryptography'} & set(sys.modules)), crt]))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    tls, loaded, (has_crt, crt_installed) = json.loads(done.stdout.splitlines()[-1])
 
-    assert json.loads(done.stdout.splitlines()[-1]) == [True, []]
+    assert (tls, loaded) == (True, [])
+    # Against AWS, botocore finds the CRT as it always does; a local cloud's goes without it.
+    assert has_crt is (crt_installed and endpoint is None)
 
 
 def test_invoke_runs_a_function_without_loading_moto() -> None:
