@@ -313,15 +313,12 @@ def _parsed(argv: Sequence[str] | None) -> tuple[argparse.Namespace, bool]:
     without looking for other packages' commands: finding them reads every installed
     distribution's entry points (a twentieth of a second of CPU, on every command)."""
     words = list(sys.argv[1:] if argv is None else argv)
-    own = parser(with_plugins=False)
-    if words and words[0] in _subcommands(own):
-        return own.parse_args(words), True
-    return parser().parse_args(words), False
-
-
-def _subcommands(root: argparse.ArgumentParser) -> Sequence[str]:
+    root = parser(with_plugins=False)
     (commands,) = [a for a in root._actions if isinstance(a, argparse._SubParsersAction)]
-    return list(commands.choices)
+    own = bool(words) and words[0] in commands.choices
+    if not own:  # --help, --version, a plugin's command, a mistake: every command
+        _plugin_parsers(commands)
+    return root.parse_args(words), own
 
 
 def _plugin_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
