@@ -95,6 +95,20 @@ def test_a_command_that_calls_aws_loads_botocore_without_pyopenssl(tmp_path, end
     assert has_crt is (crt_installed and endpoint is None)
 
 
+def test_the_commands_that_print_json_load_no_rich() -> None:
+    # `status`, `get TYPE -o json`, `usage -o csv`: rich is loaded when a table is made.
+    probe = (
+        "import json, sys\n"
+        "import capacity_launcher_cli.request_commands, capacity_launcher_cli.usage_command\n"
+        "import capacity_launcher_cli.capacity_commands, capacity_launcher_cli.views as views\n"
+        "views.print_json({'a': 1})\n"
+        "print(json.dumps('rich' in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+
+    assert json.loads(done.stdout.splitlines()[-1]) is False
+
+
 def test_invoke_runs_a_function_without_loading_moto() -> None:
     # `invoke` runs a function against a deployment (the local cloud another process serves, or
     # a stack): moto's models take seconds to import and it needs none of them.
