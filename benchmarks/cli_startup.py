@@ -1,7 +1,7 @@
-"""`python -m benchmarks.cli_startup`: how long `capacity-launcher --help`, `--version` and
-`completion bash` take, beside two baselines in the same run: the bare interpreter, and the
-interpreter importing boto3 (what every run paid before the CLI loaded it lazily). Goal: --help
-well under a second, near the bare interpreter."""
+"""`python -m benchmarks.cli_startup`: how long `capacity-launcher --help`, `--version`,
+`completion bash` and `explain` (the models, no deployment) take, beside two baselines in the
+same run: the bare interpreter, and the interpreter importing boto3 (what every run paid before
+the CLI loaded it lazily). Goal: --help well under a second, near the bare interpreter."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ CASES = {
     "capacity-launcher get --help": [CLI, "get", "--help"],
     "capacity-launcher --version": [CLI, "--version"],
     "capacity-launcher completion bash": [CLI, "completion", "bash"],
+    "capacity-launcher explain np.spec.requirements": [CLI, "explain", "np.spec.requirements"],
 }
 
 

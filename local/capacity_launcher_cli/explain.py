@@ -94,13 +94,12 @@ def text(target: str, api_version: str | None = None) -> str:
 def _schema(plural: str, api_version: str | None) -> tuple[str, str, dict[str, Any]]:
     from capacity_launcher.domain.apis.served_versions import REGISTRY
     from capacity_launcher.domain.errors import ConfigValidationError
-    from capacity_launcher_cli.schemas import contracts, version_file
+    from capacity_launcher_cli.schemas import contract, contract_names, version_file
 
-    schemas = contracts()
     if plural == "requests":
         if api_version not in (None, _RECORD[0]):
             raise ExplainError(f"requests are served as {_RECORD[0]} only")
-        return *_RECORD, schemas["request-record.json"]
+        return *_RECORD, contract("request-record.json")
     if plural not in _KINDS:
         explained = ", ".join([*_KINDS, "requests"])
         raise ExplainError(f"{plural} are not documents and have no schema (explain: {explained})")
@@ -113,9 +112,9 @@ def _schema(plural: str, api_version: str | None) -> tuple[str, str, dict[str, A
             raise ExplainError(f"--api-version: {error.errors[0].rule}") from None
         version, kind = served.api_version, served.kind
     file = version_file(version, kind)
-    if file not in schemas:  # the hub CapacityQuota's schema has its own name
+    if file not in contract_names():  # the hub CapacityQuota's schema has its own name
         file = "capacity-quota.json"
-    return version, kind, schemas[file]
+    return version, kind, contract(file)  # that one schema: generating them all took most of it
 
 
 def _resolved(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:

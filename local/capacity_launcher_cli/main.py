@@ -102,7 +102,8 @@ def _submit_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     submit.add_argument("--timeout", type=float, default=120.0, help="seconds --wait waits")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(with_plugins: bool = True) -> argparse.ArgumentParser:
+    """The command line; `with_plugins=False`: the CLI's own commands only (`_parsed`)."""
     root = argparse.ArgumentParser(prog="capacity-launcher", description=__doc__)
     root.add_argument("--version", action=_Version, help="print the version and exit")
     commands = root.add_subparsers(dest="command", required=True)
@@ -302,8 +303,22 @@ def parser() -> argparse.ArgumentParser:
     completion.add_argument(
         "shell", choices=("bash", "zsh", "fish"), help="the shell to complete in"
     )
-    _plugin_parsers(commands)
+    if with_plugins:
+        _plugin_parsers(commands)
     return root
+
+
+def _parsed(argv: Sequence[str] | None) -> tuple[argparse.Namespace, bool]:
+    """The arguments, and whether they name one of the CLI's own commands. Those are parsed
+    without looking for other packages' commands: finding them reads every installed
+    distribution's entry points (a twentieth of a second of CPU, on every command)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    root = parser(with_plugins=False)
+    (commands,) = [a for a in root._actions if isinstance(a, argparse._SubParsersAction)]
+    own = bool(words) and words[0] in commands.choices
+    if not own:  # --help, --version, a plugin's command, a mistake: every command
+        _plugin_parsers(commands)
+    return root.parse_args(words), own
 
 
 def _plugin_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -508,8 +523,8 @@ def _quiet_stdout() -> None:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    plugin = plugins.by_name().get(args.command)
+    args, own = _parsed(argv)
+    plugin = None if own else plugins.by_name().get(args.command)
     if plugin is not None and plugin.run is not None:
         _loaded()
         return plugin.run(args)
@@ -539,12 +554,16 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     from capacity_launcher.domain.errors import CapacityLauncherError
     from capacity_launcher_cli.deployment import DeploymentNotFound, resolve
+    from capacity_launcher_client.clients import load_sdk
 
     deployment = None
     # diff's 1 says "differences", as kubectl's and diff's: its errors exit 2.
     failed = 2 if args.command == "diff" else 1
     try:
         deployment = resolve(args.stack_name, args.region, args.local_file)
+        # Found: the command calls AWS. The CRT is left out in the installed command's own
+        # process only (a caller's may go on to call AWS itself): clients.load_sdk.
+        load_sdk(local=deployment.is_local and argv is None)
         refused = _refused(args)
         if refused:
             print(f"error: {refused}", file=sys.stderr)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
-
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from capacity_launcher_cli import views
 from capacity_launcher_cli.output_formats import TABLES
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 EXIT_NOT_FOUND = 1
 

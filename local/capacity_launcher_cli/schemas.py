@@ -7,6 +7,8 @@ regenerates them and fails when the checked-in copies are stale.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +132,12 @@ def _served_version(version: ServedVersion) -> dict[str, Any]:
 def served_versions() -> dict[str, dict[str, Any]]:
     """A schema for every served version of every kind (the hub CapacityQuota is
     capacity-quota.json)."""
+    return {name: build() for name, build in _served_builders().items()}
+
+
+def _served_builders() -> dict[str, Callable[[], dict[str, Any]]]:
     return {
-        version_file(v.api_version, v.kind): _served_version(v)
+        version_file(v.api_version, v.kind): partial(_served_version, v)
         for v in REGISTRY.versions()
         if v.model is not None and v.model is not CapacityQuota
     }
@@ -139,9 +145,25 @@ def served_versions() -> dict[str, dict[str, Any]]:
 
 def contracts() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every contract schemas/ carries."""
+    return {name: build() for name, build in _builders().items()}
+
+
+def contract(name: str) -> dict[str, Any]:
+    """One file's schema, the others not generated (`explain`; KeyError: not a contract)."""
+    return _builders()[name]()
+
+
+def contract_names() -> list[str]:
+    """The files schemas/ carries (no schema generated)."""
+    return sorted(_builders())
+
+
+def _builders() -> dict[str, Callable[[], dict[str, Any]]]:
+    """File name -> what generates its schema."""
     return {
-        **served_versions(),
-        "block-end-event.json": _schema(
+        **_served_builders(),
+        "block-end-event.json": partial(
+            _schema,
             BlockEndDetail,
             "serialization",
             "BlockEndEvent",
@@ -151,8 +173,9 @@ def contracts() -> dict[str, dict[str, Any]]:
             "the sync do for a Capacity Block nearing its end, and why "
             "(docs/static-capacity.md).",
         ),
-        "capacity-quota.json": _capacity_quota(),
-        "instance-terminated.json": _schema(
+        "capacity-quota.json": _capacity_quota,
+        "instance-terminated.json": partial(
+            _schema,
             InstanceTerminatedDetail,
             "serialization",
             "InstanceTerminated",
@@ -160,8 +183,9 @@ def contracts() -> dict[str, dict[str, Any]]:
             "the service's instances stopped, terminated or was interrupted, and what it held "
             "was released.",
         ),
-        "launch-request.json": _launch_request(),
-        "reclaim-closed.json": _schema(
+        "launch-request.json": _launch_request,
+        "reclaim-closed.json": partial(
+            _schema,
             ReclaimClosed,
             "serialization",
             "ReclaimClosed",
@@ -170,7 +194,8 @@ def contracts() -> dict[str, dict[str, Any]]:
             "reclaim terminates only what the quotas of that moment still allow "
             "(docs/quotas.md).",
         ),
-        "reclaim-requested.json": _schema(
+        "reclaim-requested.json": partial(
+            _schema,
             ReclaimRequested,
             "serialization",
             "ReclaimRequested",
@@ -178,7 +203,8 @@ def contracts() -> dict[str, dict[str, Any]]:
             "quota asks the borrowers in its cohort to release these instances by releaseBy; "
             "when enforced, the sync terminates those still running then (docs/quotas.md).",
         ),
-        "reservation-event.json": _schema(
+        "reservation-event.json": partial(
+            _schema,
             ReservationEventDetail,
             "serialization",
             "ReservationEvent",
@@ -186,7 +212,8 @@ def contracts() -> dict[str, dict[str, Any]]:
             f"Underutilized, Expiring, Activated and Expired events and of {BLOCK_EXPIRING!r} "
             f"(source {EVENT_SOURCE!r}): the reservation as the sync saw it.",
         ),
-        "request-record.json": _schema(
+        "request-record.json": partial(
+            _schema,
             RequestRecord,
             "serialization",
             "RequestRecord",

@@ -15,10 +15,9 @@ import sys
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from rich.table import Table
 
 from capacity_launcher.domain.accounting.team_usage import (
     PriceTable,
@@ -29,6 +28,9 @@ from capacity_launcher.domain.errors import CapacityLauncherError
 from capacity_launcher_cli import views
 from capacity_launcher_cli.deployment import Deployment
 from capacity_launcher_cli.service import queries
+
+if TYPE_CHECKING:  # rich loads when a table is made (views): -o json and csv never load it
+    from rich.table import Table
 
 CSV_COLUMNS = (
     "requester",
@@ -146,6 +148,8 @@ def write_csv(report: UsageReport, stream: Any) -> None:
 
 
 def usage_table(report: UsageReport) -> Table:
+    from rich.table import Table
+
     columns = ["REQUESTER", "POOL", "CAPACITY", "TYPE", "RESERVATION", "HOURS", "IDLE SHARE"]
     if report.priced:
         columns.append("EST. COST (USD)")
@@ -173,6 +177,8 @@ def usage_table(report: UsageReport) -> Table:
 
 
 def reservation_table(report: UsageReport) -> Table:
+    from rich.table import Table
+
     table = Table(title="Reservations", title_justify="left", header_style="bold")
     for column in ("ID", "KIND", "TYPE", "PAID", "USED", "USED BY US", "IDLE", "UNATTRIBUTED"):
         table.add_column(column, overflow="fold")

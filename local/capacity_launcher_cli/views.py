@@ -11,10 +11,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from capacity_launcher.domain.accounting.admission_queue import QueuedRequest
 from capacity_launcher.domain.apis.config import NodeClass, NodePool
@@ -28,6 +24,9 @@ from capacity_launcher_cli import resource_types
 from capacity_launcher_cli.output_formats import JSONPATH, TABLES, jsonpath_text, name_of
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from capacity_launcher_client.client import Progress
 
 # Redirected output is read by tools and tests: wide enough that ids are never cut.
@@ -41,10 +40,23 @@ STATUS_STYLES = {
 }
 
 
+# rich loads when a table or a console is made: a command that prints JSON, YAML or names never
+# loads it (a fortieth of a second of CPU).
+
+
 def console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else _REDIRECTED_WIDTH
     return Console(file=stream, width=width, highlight=False)
+
+
+def escape(text: str) -> str:
+    """rich's markup escaped in `text` (a cell shows "[spot]" as written)."""
+    from rich.markup import escape as escaped
+
+    return escaped(text)
 
 
 def waiting_state(record: RequestRecord | None) -> str:
@@ -123,6 +135,8 @@ _UNBOUNDED = 100_000
 def plain(table: Table) -> str:
     """A table as kubectl prints one to a pipe: a header line, then a line per row, each column
     as wide as its widest cell plus three spaces; no title, box, colour, wrapping or cut."""
+    from rich.text import Text
+
     columns = [
         [str(column.header), *(Text.from_markup(str(cell)).plain for cell in column.cells)]
         for column in table.columns
@@ -186,6 +200,8 @@ def nodeclaims(claims: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def _table(title: str, *columns: str) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:
         table.add_column(column, overflow="fold")

@@ -108,6 +108,37 @@ def config(target: Target, service: str) -> Config:
     )
 
 
+def load_sdk(local: bool = False) -> None:
+    """Import botocore's HTTP layer without pyOpenSSL, before a command that calls AWS; for a
+    `local` deployment, without the AWS CRT too.
+
+    botocore's HTTP session takes the standard library's SSLContext, which it finds through
+    urllib3's pyOpenSSL module when that is installed (it then loads pyOpenSSL and cryptography:
+    about a twentieth of a second of CPU, on every command) and through urllib3.util.ssl_ when
+    it is not; both name the same class, `ssl.SSLContext`. botocore also loads the AWS CRT when
+    it is installed (about 40 ms more): for SigV4a, `aws login` credentials and S3's CRT
+    checksums, none of which a local cloud uses (moto, plain SigV4, throwaway credentials), so
+    a local deployment's botocore runs as if it were not installed; against AWS it is loaded as
+    usual. Each is loaded as if absent only while botocore is imported: a later import loads it
+    as usual (nothing in the CLI makes one)."""
+    import sys
+
+    if "botocore.httpsession" in sys.modules:
+        return
+    hidden = [m for m in (_PYOPENSSL, *((_CRT,) if local else ())) if m not in sys.modules]
+    for module in hidden:
+        sys.modules[module] = None  # type: ignore[assignment]  # import fails: not installed
+    try:
+        import botocore.httpsession  # noqa: F401
+    finally:
+        for module in hidden:
+            del sys.modules[module]
+
+
+_PYOPENSSL = "urllib3.contrib.pyopenssl"
+_CRT = "awscrt"
+
+
 def forget() -> None:
     """Drop every shared session and client (tests; a process whose credentials changed)."""
     with _LOCK:

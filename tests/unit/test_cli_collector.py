@@ -32,7 +32,11 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         return command
 
     monkeypatch.setattr(cli_main, "_load", load)
-    monkeypatch.setattr(cli_deployment, "resolve", lambda *names: object())
+    # A stack's names (not a local cloud's: botocore is imported as for AWS, CRT and all).
+    found_deployment = cli_deployment.Deployment(
+        "us-east-1", "bus", "queue", "dlq", "state", "ice", "idem"
+    )
+    monkeypatch.setattr(cli_deployment, "resolve", lambda *names: found_deployment)
     monkeypatch.setattr(sys, "argv", ["capacity-launcher", "get", "nodepools"])
     found["frozen_before"] = gc.get_freeze_count()
     try:

@@ -76,3 +76,25 @@ def test_what_cannot_be_explained_is_said(
     code, out, err = _explain(capsys, *argv)
     assert (code, out) == (1, "")
     assert err.startswith(said)
+
+
+@pytest.mark.parametrize("argv", [("np.spec",), ("nodepool", "--api-version", "karpenter.sh/v1")])
+def test_explain_generates_only_the_schema_it_prints(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: tuple[str, ...]
+) -> None:
+    # Every contract's schema took most of an `explain`'s CPU: it generates the one it reads.
+    from capacity_launcher_cli import schemas
+
+    generated: list[str] = []
+    real = schemas._schema
+
+    def counted(model: object, mode: str, title: str, description: str) -> dict[str, object]:
+        generated.append(title)
+        return real(model, mode, title, description)
+
+    monkeypatch.setattr(schemas, "_schema", counted)
+    code, out, _ = _explain(capsys, *argv)
+
+    assert code == 0
+    assert len(generated) == 1, generated
+    assert out.startswith("KIND:       NodePool\n")

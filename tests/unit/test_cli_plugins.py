@@ -81,3 +81,21 @@ def test_a_deployed_command_gets_the_flags_and_the_deployment_they_name(monkeypa
 def test_a_plugin_command_gives_exactly_one_way_to_run(runs) -> None:
     with pytest.raises(ValueError, match="exactly one of run, run_deployed"):
         plugins.PluginCommand("broken", "no", lambda parser: None, **runs)
+
+
+def test_the_clis_own_commands_run_without_looking_for_plugins(monkeypatch, capsys) -> None:
+    # Looking for them reads every installed distribution's entry points: a twentieth of a
+    # second on every command. `--help` and a plugin's command still find them.
+    looked: list[bool] = []
+
+    def installed() -> tuple[plugins.PluginCommand, ...]:
+        looked.append(True)
+        return (_plugin([], deployed=False),)
+
+    monkeypatch.setattr(plugins, "installed", installed)
+
+    assert main.main(["explain", "np.spec.weight"]) == 0
+    assert looked == []
+    with pytest.raises(SystemExit):
+        main.main(["--help"])
+    assert "painted" in capsys.readouterr().out

@@ -15,6 +15,7 @@ import pytest
 
 from capacity_launcher_cli.completion import completions, script
 from capacity_launcher_cli.main import parser
+from capacity_launcher_client.deployment import Deployment
 
 HEAVY = ("boto3", "botocore", "pydantic", "capacity_launcher", "rich")
 
@@ -64,6 +65,48 @@ def test_a_command_with_no_deployment_to_ask_fails_without_loading_boto3_or_the_
         "get", "nodepools", "-o", "name", "--local-file", str(tmp_path / "none.json")
     )
     assert not {"boto3", "pydantic", "rich"} & set(heavy)
+
+
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:4566", None])
+def test_a_command_that_calls_aws_loads_botocore_without_pyopenssl(tmp_path, endpoint) -> None:
+    # botocore takes the standard library's SSLContext through urllib3's pyOpenSSL module when it
+    # is installed: pyOpenSSL and cryptography, a twentieth of a second on every command; and the
+    # AWS CRT, which a local cloud never needs. The installed command runs (main() on its own
+    # command line), its deployment found; the command itself is replaced (nothing is called).
+    local = tmp_path / "local.json"
+    names = ("us-east-1", "bus", "queue", "dlq", "state", "ice", "idem")
+    local.write_text(Deployment(*names, endpoint_url=endpoint).to_json())
+    probe = (
+        "import importlib.util, json, ssl, sys\n"
+        "from capacity_launcher_cli import main\n"
+        "main._load = lambda module, name: lambda args, deployment: 0\n"
+        f"sys.argv = ['capacity-launcher', 'get', 'nodepools', '--local-file', {str(local)!r}]\n"
+        "main.main()\n"
+        "import boto3, botocore.compat, botocore.httpsession\n"
+        "tls = botocore.httpsession.SSLContext is ssl.SSLContext\n"
+        "crt = [botocore.compat.HAS_CRT, importlib.util.find_spec('awscrt') is not None]\n"
+        "print(json.dumps([tls, sorted({'OpenSSL', 'cryptography'} & set(sys.modules)), crt]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    tls, loaded, (has_crt, crt_installed) = json.loads(done.stdout.splitlines()[-1])
+
+    assert (tls, loaded) == (True, [])
+    # Against AWS, botocore finds the CRT as it always does; a local cloud's goes without it.
+    assert has_crt is (crt_installed and endpoint is None)
+
+
+def test_the_commands_that_print_json_load_no_rich() -> None:
+    # `status`, `get TYPE -o json`, `usage -o csv`: rich is loaded when a table is made.
+    probe = (
+        "import json, sys\n"
+        "import capacity_launcher_cli.request_commands, capacity_launcher_cli.usage_command\n"
+        "import capacity_launcher_cli.capacity_commands, capacity_launcher_cli.views as views\n"
+        "views.print_json({'a': 1})\n"
+        "print(json.dumps('rich' in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+
+    assert json.loads(done.stdout.splitlines()[-1]) is False
 
 
 def test_invoke_runs_a_function_without_loading_moto() -> None:

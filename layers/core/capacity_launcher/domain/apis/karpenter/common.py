@@ -13,7 +13,7 @@ from capacity_launcher.domain.apis.api_versions import (
     as_document,
     validated,
 )
-from capacity_launcher.domain.apis.config_base import Document, Name
+from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Document, Name
 from capacity_launcher.domain.apis.documents import Document as HubDocument
 from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.errors import ConfigValidationError
@@ -25,6 +25,8 @@ HUB_API_VERSION = "capacity-launcher/v1"
 
 class ObjectMeta(Document):
     """metadata: a name, and labels and annotations kept as written (not acted on)."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     name: Name
     labels: dict[str, str] | None = Field(default=None, max_length=MAX_LABELS)

@@ -19,6 +19,7 @@ from pydantic import AfterValidator, Field, StrictBool, model_validator
 from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion
 from capacity_launcher.domain.apis.config import NodeClass
 from capacity_launcher.domain.apis.config_base import (
+    BUILT_ON_FIRST_USE,
     Document,
     ImageId,
     InstanceProfileName,
@@ -91,6 +92,8 @@ AmiFamily = Literal[
 class AmiSelectorTerm(Document):
     """One way to name images: an alias, an id or an SSM parameter alone; or name, owner, tags."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     alias: Annotated[str, AfterValidator(check_alias)] | None = None
     id: ImageId | None = None
     name: str | None = Field(default=None, min_length=1, max_length=128)
@@ -112,6 +115,7 @@ class AmiSelectorTerm(Document):
 
 
 class EC2NodeClassSpec(Document):
+    model_config = BUILT_ON_FIRST_USE
     subnet_selector_terms: list[SubnetSelectorTerm] = Field(min_length=1, max_length=MAX_TERMS)
     security_group_selector_terms: list[SecurityGroupSelectorTerm] = Field(
         min_length=1, max_length=MAX_TERMS
@@ -154,6 +158,7 @@ class EC2NodeClassSpec(Document):
 
 
 class EC2NodeClass(Document):
+    model_config = BUILT_ON_FIRST_USE
     api_version: Literal["karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"]
     kind: Literal["EC2NodeClass"]
     metadata: ObjectMeta

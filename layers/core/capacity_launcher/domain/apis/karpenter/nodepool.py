@@ -19,7 +19,7 @@ from pydantic import Field, StrictInt, field_validator
 
 from capacity_launcher.domain.apis.api_versions import Conversion, ServedVersion
 from capacity_launcher.domain.apis.config import NodePool
-from capacity_launcher.domain.apis.config_base import Document, Name
+from capacity_launcher.domain.apis.config_base import BUILT_ON_FIRST_USE, Document, Name
 from capacity_launcher.domain.apis.karpenter.common import ObjectMeta, dumped, hub_document, served
 from capacity_launcher.domain.apis.kept_fields import Kept, differing, put, take
 from capacity_launcher.domain.capacity.requirements import WELL_KNOWN_KEYS
@@ -71,6 +71,8 @@ _CONVERTED = (
 class KarpenterRequirement(Document):
     """NodeSelectorRequirementWithMinValues."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     key: str = Field(pattern=_LABEL_KEY.pattern, max_length=316)
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
     # Karpenter's CRD bounds each value to 63 characters and the requirements to 100, not the
@@ -82,6 +84,8 @@ class KarpenterRequirement(Document):
 class NodeClassReference(Document):
     """v1: {group, kind, name}; v1beta1: {apiVersion, kind, name}."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     group: str | None = Field(default=None, pattern=r"^[^/]+$")
     api_version: str | None = None
     kind: str = Field(min_length=1)
@@ -89,11 +93,13 @@ class NodeClassReference(Document):
 
 
 class TemplateMetadata(Document):
+    model_config = BUILT_ON_FIRST_USE
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
 
 
 class NodeClaimTemplateSpec(Document):
+    model_config = BUILT_ON_FIRST_USE
     requirements: list[KarpenterRequirement] = Field(max_length=100)
     node_class_ref: NodeClassReference
     taints: list[dict[str, Any]] | None = None
@@ -104,11 +110,13 @@ class NodeClaimTemplateSpec(Document):
 
 
 class NodeClaimTemplate(Document):
+    model_config = BUILT_ON_FIRST_USE
     metadata: TemplateMetadata | None = None
     spec: NodeClaimTemplateSpec
 
 
 class KarpenterNodePoolSpec(Document):
+    model_config = BUILT_ON_FIRST_USE
     template: NodeClaimTemplate
     disruption: dict[str, Any] | None = None
     limits: dict[str, str | int] | None = None
@@ -117,6 +125,7 @@ class KarpenterNodePoolSpec(Document):
 
 
 class KarpenterNodePool(Document):
+    model_config = BUILT_ON_FIRST_USE
     api_version: str
     kind: Literal["NodePool"]
     metadata: ObjectMeta
