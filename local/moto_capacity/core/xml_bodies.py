@@ -72,7 +72,11 @@ def _write(out: list[str], name: Any, value: Any) -> None:
     if name not in _VALID_NAMES:
         _check_name(name)
     kind = type(value)
-    if kind is list or kind is tuple:
+    if kind is str:
+        out.append(f"<{name}>{_escaped(value)}</{name}>" if value else f"<{name}/>")
+    elif kind is dict:
+        _write_element(out, name, value)
+    elif kind is list or kind is tuple:
         for item in value:
             _write_one(out, name, item)
     elif _is_single(value):
@@ -97,16 +101,16 @@ def _write_one(out: list[str], name: str, value: Any) -> None:
         return
     else:
         text = _text(value)
-    if text:
-        out.append(f"<{name}>{_escaped(text)}</{name}>")
-    else:
-        out.append(f"<{name}/>")
+    out.append(f"<{name}>{_escaped(text)}</{name}>" if text else f"<{name}/>")
 
 
 def _write_element(out: list[str], name: str, value: dict[Any, Any]) -> None:
+    """An element with its attributes (`@` keys), its children, then its text (`#text`); its
+    opening tag is put in place once its attributes are known."""
     text = None
-    attributes: dict[str, str] = {}
-    children: list[tuple[Any, Any]] = []
+    attributes = ""
+    position = len(out)
+    out.append("")
     for key, item in value.items():
         if key == "#text":
             text = None if item is None else _text(item)
@@ -114,32 +118,30 @@ def _write_element(out: list[str], name: str, value: dict[Any, Any]) -> None:
         if type(key) is not str or key == "#comment":
             raise _Unusual
         if key[:1] == "@":
-            if key == "@xmlns" and isinstance(item, dict):
-                raise _Unusual
-            attribute = key[1:]
-            if attribute not in _VALID_NAMES:
-                _check_name(attribute)
-            attributes[attribute] = "" if item is None else _text(item)
+            attributes += _attribute(key, item)
             continue
         if type(item) is list and not item:
             continue
-        children.append((key, item))
-    opening = "<" + name
-    if attributes:
-        opening += "".join(f" {key}={quoteattr(item)}" for key, item in attributes.items())
-    out.append(opening)
-    position = len(out)
-    for key, item in children:
         _write(out, key, item)
     if text:
-        out[position - 1] = opening + ">"
+        out[position] = f"<{name}{attributes}>"
         out.append(_escaped(text))
         out.append(f"</{name}>")
-    elif len(out) > position:
-        out[position - 1] = opening + ">"
+    elif len(out) > position + 1:
+        out[position] = f"<{name}{attributes}>"
         out.append(f"</{name}>")
     else:
-        out[position - 1] = opening + "/>"
+        out[position] = f"<{name}{attributes}/>"
+
+
+def _attribute(key: str, value: Any) -> str:
+    """` name="value"` as the SAX writer writes an attribute (`quoteattr`)."""
+    if key == "@xmlns" and isinstance(value, dict):
+        raise _Unusual  # namespaces given by prefix
+    name = key[1:]
+    if name not in _VALID_NAMES:
+        _check_name(name)
+    return f" {name}={quoteattr('' if value is None else _text(value))}"
 
 
 def _text(value: Any) -> str:
