@@ -29,7 +29,7 @@ from typing import TextIO
 
 def warm() -> None:
     """What `main` imports before a run, imported once for every child; and the answer to the
-    listing of every instance type serialized (1.9 s of CPU, once a run: each sync lists them)."""
+    listing of every instance type serialized (0.6 s of CPU, once a run: each sync lists them)."""
     import moto_capacity
     import tests.simulation.operations
     import tests.simulation.report
