@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from moto.core import responses, serialize
 from moto.core.utils import get_service_model
 from moto.ec2.models import EC2Backend
@@ -161,7 +162,7 @@ def test_the_extension_writes_every_ec2_answer_with_moto_s_bytes(
         )
         for kind in ("m5.large", "c5.xlarge")
     ]
-    # When EC2's reads are answered (and the catalogue's pages serialized)
+    # When EC2's reads are answered, some refused (and the catalogue's pages serialized)
     ec2.describe_instances()
     ec2.describe_instances(Filters=[{"Name": "tag:Name", "Values": ["nothing-has-this"]}])
     ec2.describe_instance_status(IncludeAllInstances=True)
@@ -170,16 +171,26 @@ def test_the_extension_writes_every_ec2_answer_with_moto_s_bytes(
     ec2.describe_images(ImageIds=[linux_ami])
     ec2.describe_tags()
     ec2.describe_fleets(FleetIds=[f["FleetId"] for f in fleets])
+    refused: list[Callable[[], Any]] = [
+        lambda: ec2.describe_instances(InstanceIds=["i-0123456789abcdef0"]),
+        lambda: ec2.describe_images(ImageIds=["not-an-image"]),
+        lambda: ec2.describe_subnets(SubnetIds=["subnet-12345678"]),
+        lambda: ec2.describe_capacity_reservations(CapacityReservationIds=["cr-0123456789abcdef0"]),
+    ]
+    for refusal in refused:
+        with pytest.raises(ClientError):
+            refusal()
     pages = [
         _catalogue_page(None),
         _catalogue_page(sorted(t["InstanceType"] for t in EC2Backend.instance_types)[:100]),
         _catalogue_page(["p5.48xlarge", "m5.large", "t3.micro"]),
     ]
-    # Then each body the extension wrote is the one moto writes, byte for byte
+    # Then each body the extension wrote (refusals too) is the one moto writes, byte for byte
     answered = [operation for operation, _, _ in answered_both_ways]
     assert {"RunInstances", "CreateFleet", "DescribeInstances", "DescribeSubnets"} <= set(answered)
     assert {"DescribeCapacityReservations", "DescribeImages"} <= set(answered)
     assert answered.count("DescribeInstanceTypes") == len(pages) == 3
+    assert sum(ours[0] == 400 for _, ours, _ in answered_both_ways) == len(refused)
     assert len(pages[0]["body"]) > 1_000_000
     for operation, ours, theirs in answered_both_ways:
         assert ours == theirs, operation
