@@ -17,6 +17,7 @@ from .core.action_names import listed_once
 from .core.patching import hook, hook_property
 from .core.picking import reading_dicts_directly, remembering, walking_dicts_by_their_keys
 from .core.request_ids import enriching_only_bodies_with_an_id
+from .core.xml_bodies import writing_xml_directly
 from .dynamodb import hooks as dynamodb_hooks
 from .ec2 import hooks as ec2_hooks
 from .events import hooks as events_hooks
@@ -40,6 +41,7 @@ def install() -> None:
         hook(responses, "XFormedAttributePicker", remembering)
         hook(serialize.ResponseSerializer, "get_value", reading_dicts_directly)
         hook(serialize.ResponseSerializer, "_serialize_type_structure", walking_dicts_by_their_keys)
+        hook(serialize.EC2Serializer, "_serialize_body", writing_xml_directly)
         hook(responses, "method_names_from_class", listed_once)
         hook(backends, "list_of_moto_modules", module_names.listed_once)
         hook(BaseResponse, "_enrich_response", enriching_only_bodies_with_an_id)
