@@ -6,7 +6,7 @@ their per-node bookkeeping."""
 from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
-from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import Validator
 from moto.dynamodb.responses import DynamoHandler
@@ -29,3 +29,4 @@ def install() -> None:
     hook(Validator, "__init__", expressions.copied_by_unpickling)
     hook(ConditionExpressionParser, "parse", conditions.parsed_once)
     hook(DepthFirstTraverser, "traverse", traversal.walked_once_per_map)
+    hook(Node, "find_clauses", traversal.searched_by_class)

@@ -139,3 +139,41 @@ def test_the_update_validator_asks_each_processor_once_for_the_nodes_it_processe
     validator.table = SimpleNamespace(table_key_attrs=[], attr=[], attribute_keys=[])  # type: ignore[assignment]
     processors = validator.get_ast_processors()
     assert asked == [type(processor).__name__ for processor in processors]
+
+
+def test_the_update_validator_tells_node_classes_apart_without_abcs_instance_checks(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    from abc import ABCMeta
+
+    from moto.dynamodb.parsing.ast_nodes import Node
+
+    walks = {"traverse_node_recursively", "find_clauses", "walk"}  # moto's, and ours
+    checked: list[str] = []
+    instancecheck = ABCMeta.__instancecheck__
+
+    def counted(cls: ABCMeta, instance: Any) -> bool:
+        caller = sys._getframe(1).f_code.co_name
+        if issubclass(cls, Node) and caller in walks:
+            checked.append(f"{caller}: {cls.__name__}")
+        return instancecheck(cls, instance)
+
+    key = {"pk": {"S": "c"}}
+    update = {
+        "TableName": TABLE,
+        "Key": key,
+        "UpdateExpression": "SET a = :a, b = if_not_exists(b, :a) REMOVE gone ADD n :one",
+        "ExpressionAttributeValues": {":a": {"S": "a"}, ":one": {"N": "1"}},
+    }
+    dynamodb.update_item(**update)  # the classes met once
+    monkeypatch.setattr(ABCMeta, "__instancecheck__", counted)
+    # When the same update runs again
+    dynamodb.update_item(**update)
+    monkeypatch.undo()
+    # Then it did what it says
+    item = dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+    assert item == {**key, "a": {"S": "a"}, "b": {"S": "a"}, "n": {"N": "2"}}
+    # and the walks and searches for clauses held no node against an abstract node class by
+    # `isinstance` (moto: at every node of every walk, and of each search)
+    assert checked == []
