@@ -11,13 +11,13 @@ purpose (to prove the emulator refuses it as AWS does) is marked `beyond_aws_lim
 Every call of every test is checked, so the walk goes only where a maximum can be: a member, an
 item or an entry whose shape has no `max` anywhere below it (a DynamoDB item's strings and
 numbers, most of a request) cannot be over one, and is not walked. Which shapes reach a maximum
-is worked out once per shape (`_reaches_a_maximum`); the findings, their order and their wording
-are those of the whole walk.
+is worked out once per shape (`_reaches_a_maximum`), and a value's path is written out only for a
+finding; the findings, their order and their wording are those of the whole walk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
 from botocore.model import OperationModel, Shape
@@ -28,39 +28,65 @@ def check(operation: OperationModel, params: Mapping[str, Any]) -> list[str]:
     shape = operation.input_shape
     if shape is None or not _limited(shape):
         return []
-    return [f"{operation.name} {where}: {rule}" for where, rule in _over(shape, params, "")]
+    found: list[tuple[_Where, str]] = []
+    _over(shape, params, None, found)
+    return [f"{operation.name} {_path(where)}: {rule}" for where, rule in found]
 
 
-def _over(shape: Shape, value: Any, path: str) -> Iterator[tuple[str, str]]:
+# Where a value is, written out only for a finding: None for the request itself, or the place
+# it holds in its parent's (the parent's place, "member" | "item" | "key" | "value", the name,
+# index or key).
+_Where = tuple[Any, str, Any] | None
+
+
+def _path(where: _Where) -> str:
+    if where is None:
+        return ""
+    parent, step, at = where
+    path = _path(parent)
+    if step == "member":
+        return f"{path}.{at}" if path else at
+    if step == "item":
+        return f"{path}[{at}]"
+    if step == "key":
+        return f"{path}.<key {at!r}>"
+    return f"{path}[{at!r}]"
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _over(shape: Shape, value: Any, where: _Where, found: list[tuple[_Where, str]]) -> None:
     limit = shape.metadata.get("max")
     kind = shape.type_name
-    if kind == "structure" and isinstance(value, Mapping):
+    if kind == "structure" and _is_mapping(value):
         for name, member in _limited_members(shape):
             if name in value:
-                yield from _over(member, value[name], f"{path}.{name}" if path else name)
+                _over(member, value[name], (where, "member", name), found)
     elif kind == "list" and isinstance(value, list | tuple):
         if limit is not None and len(value) > limit:
-            yield path, f"{len(value)} items, at most {limit}"
+            found.append((where, f"{len(value)} items, at most {limit}"))
         member = shape.member  # type: ignore[attr-defined]
         if _limited(member):
             for index, item in enumerate(value):
-                yield from _over(member, item, f"{path}[{index}]")
-    elif kind == "map" and isinstance(value, Mapping):
+                _over(member, item, (where, "item", index), found)
+    elif kind == "map" and _is_mapping(value):
         if limit is not None and len(value) > limit:
-            yield path, f"{len(value)} entries, at most {limit}"
+            found.append((where, f"{len(value)} entries, at most {limit}"))
         keys, items = shape.key, shape.value  # type: ignore[attr-defined]
         keys_limited, items_limited = _limited(keys), _limited(items)
         if keys_limited or items_limited:
             for key, item in value.items():
                 if keys_limited:
-                    yield from _over(keys, key, f"{path}.<key {key!r}>")
+                    _over(keys, key, (where, "key", key), found)
                 if items_limited:
-                    yield from _over(items, item, f"{path}[{key!r}]")
+                    _over(items, item, (where, "value", key), found)
     elif kind == "string" and isinstance(value, str):
         if limit is not None and len(value) > limit:
-            yield path, f"{len(value)} characters, at most {limit}"
+            found.append((where, f"{len(value)} characters, at most {limit}"))
     elif kind in ("integer", "long") and _number_over(value, limit):
-        yield path, f"{value}, at most {limit}"
+        found.append((where, f"{value}, at most {limit}"))
 
 
 def _number_over(value: Any, limit: int | None) -> bool:
