@@ -54,6 +54,7 @@ class _Parsed(NamedTuple):
     """What a text's parse is, whatever the call's names and values."""
 
     root: Any  # moto's node tree, placeholders where it looked a name or a value up
+    holding: frozenset[int]  # ids of its nodes with a placeholder at or below them
     asked: tuple[tuple[str, str], ...]  # ("name" | "value", key), in the order moto looks them up
     names_found: tuple[str, ...]
     values_found: tuple[str, ...]
@@ -94,7 +95,7 @@ def parsed_once(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         ]
         self.expr_attr_names_found.extend(kept.names_found)
         self.expr_attr_values_found.extend(kept.values_found)
-        return self._make_op_condition(_filled(kept.root, found))
+        return self._make_op_condition(_filled(kept.root, found, kept.holding))
 
     return parse
 
@@ -114,8 +115,11 @@ def _parse(original: Callable[[Any], Any], text: str) -> _Parsed | None:
     try:
         original(probe)
     except _Stop as stopped:
+        holding: set[int] = set()
+        _holding(stopped.root, holding)
         return _Parsed(
             stopped.root,
+            frozenset(holding),
             tuple(asked),
             tuple(probe.expr_attr_names_found),
             tuple(probe.expr_attr_values_found),
@@ -125,14 +129,24 @@ def _parse(original: Callable[[Any], Any], text: str) -> _Parsed | None:
     return None  # pragma: no cover - moto's parse always ends in `_make_op_condition`
 
 
-def _filled(node: Any, found: list[Any]) -> Any:
+def _filled(node: Any, found: list[Any], holding: frozenset[int]) -> Any:
     """The kept tree with this call's names and values in their placeholders' place; the nodes
-    without a placeholder below them are the kept ones (moto only reads them)."""
+    without a placeholder at or below them (not `holding`) are the kept ones (moto only reads
+    them)."""
+    if id(node) not in holding:
+        return node
     value = node.value
     if type(value) is _Slot:
         value = found[value.index]
-    children = node.children
-    filled = [_filled(child, found) for child in children]
-    if value is node.value and all(new is old for new, old in zip(filled, children, strict=True)):
-        return node
-    return node._replace(value=value, children=filled)
+    return node._replace(
+        value=value, children=[_filled(child, found, holding) for child in node.children]
+    )
+
+
+def _holding(node: Any, into: set[int]) -> bool:
+    """Whether a placeholder is at or below this node; notes the ids of those that hold one."""
+    below = [_holding(child, into) for child in node.children]
+    if type(node.value) is _Slot or any(below):
+        into.add(id(node))
+        return True
+    return False
