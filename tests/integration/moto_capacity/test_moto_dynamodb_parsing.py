@@ -177,3 +177,61 @@ def test_the_update_validator_tells_node_classes_apart_without_abcs_instance_che
     # and the walks and searches for clauses held no node against an abstract node class by
     # `isinstance` (moto: at every node of every walk, and of each search)
     assert checked == []
+
+
+def test_an_update_texts_clause_and_path_checks_run_until_it_passes_them(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.parsing.validators import ActionCountValidator, OverlappingPathsValidator
+
+    checks: list[str] = []
+    counts = ActionCountValidator.verify_action_counts
+    paths = OverlappingPathsValidator.check_for_overlapping_paths
+
+    def counted(self: Any, node: Any) -> Any:
+        checks.append("counts")
+        return counts(self, node)
+
+    def overlaps(self: Any, node: Any) -> Any:
+        checks.append("paths")
+        return paths(self, node)
+
+    monkeypatch.setattr(ActionCountValidator, "verify_action_counts", counted)
+    monkeypatch.setattr(OverlappingPathsValidator, "check_for_overlapping_paths", overlaps)
+    key = {"pk": {"S": "d"}}
+    tag = uuid.uuid4().hex[:8]  # a text no other test writes
+    text = f"SET #a = :a, #b = :b, x{tag} = :a"
+
+    def update(a: str, b: str) -> None:
+        dynamodb.update_item(
+            TableName=TABLE,
+            Key=key,
+            UpdateExpression=text,
+            ExpressionAttributeNames={"#a": a, "#b": b},
+            ExpressionAttributeValues={":a": {"S": "1"}, ":b": {"S": "2"}},
+        )
+
+    # When the text is written three times with the same names
+    for _ in range(3):
+        update("a", "b")
+    # Then its checks ran for the first (moto: at every one)
+    assert checks.count("counts") >= 1 and checks.count("paths") >= 1
+    first = len(checks)
+    update("a", "b")
+    assert len(checks) == first
+    # and names making two of its paths one are refused, at every call, as moto refuses them
+    for _ in range(2):
+        with pytest.raises(ClientError) as caught:
+            update("a", "a")
+        assert _code(caught) == (
+            "ValidationException",
+            "1 validation error detected: "
+            "Invalid UpdateExpression: Two document paths overlap with each other; must remove "
+            "or rewrite one of these paths; path one: [a], path two: [a]",
+        )
+    # and with the first names again it passes, unchecked
+    before = len(checks)
+    update("a", "b")
+    assert len(checks) == before
+    item = dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+    assert item == {**key, "a": {"S": "1"}, "b": {"S": "2"}, f"x{tag}": {"S": "1"}}
