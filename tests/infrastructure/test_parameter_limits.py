@@ -51,3 +51,32 @@ def test_limits_are_found_at_any_depth(
 ) -> None:
     (found,) = check(_operation(service, operation), params)
     assert expected in found
+
+
+def test_a_maximum_deep_in_a_recursive_shape_is_found() -> None:
+    # DynamoDB's attribute names (65535 characters) are the keys of a map attribute, which an
+    # item's attribute values hold at any depth (AttributeValue names itself).
+    name = "n" * 65536
+    item = {"pk": {"S": "p"}, "m": {"L": [{"S": "s"}, {"M": {"ok": {"M": {name: {"N": "1"}}}}}]}}
+    (found,) = check(_operation("dynamodb", "PutItem"), {"TableName": "t", "Item": item})
+    assert found == (
+        f"PutItem Item['m'].L[1].M['ok'].M.<key {name!r}>: 65536 characters, at most 65535"
+    )
+
+
+class _Walked(list[object]):
+    """A list that notes each walk over its items."""
+
+    walks = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        _Walked.walks += 1
+        return super().__iter__()
+
+
+def test_what_no_maximum_can_reach_is_not_walked() -> None:
+    # A string set's strings have no maximum, nor does anything else the set holds
+    strings = _Walked(f"s{i}" for i in range(1000))
+    item = {"pk": {"S": "p"}, "set": {"SS": strings}}
+    assert check(_operation("dynamodb", "PutItem"), {"TableName": "t", "Item": item}) == []
+    assert _Walked.walks == 0

@@ -19,10 +19,12 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
+from . import static_checks
+
 # (the parser class, an update expression's text) -> its tree, as moto parsed it
 _PARSED: dict[tuple[type, str], Any] = {}
-# id of a kept tree -> (the tree, the tree pickled, or None where it does not pickle)
-_PICKLED: dict[int, tuple[Any, bytes | None]] = {}
+# id of a kept tree -> (the tree, the tree pickled or None where it does not pickle, its key)
+_PICKLED: dict[int, tuple[Any, bytes | None, tuple[type, str]]] = {}
 # Distinct texts kept: a service writes a handful; more, and all are parsed again.
 _MOST_KEPT = 1024
 
@@ -42,7 +44,7 @@ def parsed_once(original: Any) -> Any:
                 _PARSED.clear()
                 _PICKLED.clear()
             _PARSED[key] = tree
-            _PICKLED[id(tree)] = (tree, _pickled(tree))
+            _PICKLED[id(tree)] = (tree, _pickled(tree), key)
         return tree
 
     return classmethod(parse)
@@ -69,12 +71,17 @@ class _Kept:
 
 def copied_by_unpickling(original: Callable[..., None]) -> Callable[..., None]:
     """The hook's replacement for moto's `Validator.__init__`, which keeps a deep copy of the tree
-    it is given (and nothing else of it): a kept tree's copy is unpickled."""
+    it is given (and nothing else of it): a kept tree's copy is unpickled, and the checks its text
+    has passed are left out (`static_checks.py`)."""
 
     def __init__(self: Any, expression: Any, *args: Any, **kwargs: Any) -> None:
         kept = _PICKLED.get(id(expression))
-        if kept is not None and kept[0] is expression and kept[1] is not None:
+        if kept is None or kept[0] is not expression:
+            original(self, expression, *args, **kwargs)
+            return
+        if kept[1] is not None:
             expression = _Kept(kept[1])
         original(self, expression, *args, **kwargs)
+        static_checks.skipping_passed(self, kept[2])
 
     return __init__
