@@ -47,12 +47,7 @@ from tests.simulation.emulator import (
     placeholder_signatures,
     transaction_backups_once_per_table,
 )
-from tests.support.process_caches import (
-    botocore_memos,
-    lambdas_signer,
-    remembered_parses,
-    shared_botocore_loader,
-)
+from tests.support.process_caches import for_a_run
 from tests.support.retries import retries_without_sleeping
 from tests.support.template import DeployedNames
 
@@ -218,7 +213,6 @@ class World:
         self._clients: dict[str, Any] = {}
         self._no_sleeps: Any = None
         self._backups: Any = None
-        self._parsed_once: Any = None
         self._clients_once = ExitStack()
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
@@ -290,16 +284,12 @@ class World:
         self._backups = transaction_backups_once_per_table()
         self._backups.__enter__()
         # the region's instance-type catalogue (MBs of XML) is read again by nearly every sync
-        # (the simulated clock jumps hours): parsed once a run (tests/support/process_caches.py)
-        self._parsed_once = remembered_parses()
-        self._parsed_once.__enter__()
-        # each cold container's new session: botocore's data files read once a run, each
-        # service's model and client class made once, botocore's derived names memoized (as the
-        # test session has them: tests/support/process_caches.py)
+        # (the simulated clock jumps hours): parsed once; each cold container's new session:
+        # botocore's data files read once, each service's model and client class made once,
+        # botocore's derived names memoized (as the test session has them). Once a run, or once
+        # for every run the fork server forks (tests/support/process_caches.py)
         self._clients_once = ExitStack()
-        self._clients_once.enter_context(shared_botocore_loader())
-        self._clients_once.enter_context(botocore_memos())
-        self._clients_once.enter_context(lambdas_signer())
+        self._clients_once.enter_context(for_a_run())
         self._clients_once.enter_context(placeholder_signatures())
 
     def __exit__(self, *_: object) -> None:
@@ -307,7 +297,6 @@ class World:
             self._crash_guard.__exit__(None, None, None)
             self._no_sleeps.__exit__(None, None, None)
             self._backups.__exit__(None, None, None)
-            self._parsed_once.__exit__(None, None, None)
             self._clients_once.close()
         if self._seeded is not None:
             self._seeded.__exit__(None, None, None)

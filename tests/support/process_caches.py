@@ -54,7 +54,7 @@ import marshal
 import pickle
 import types
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -73,7 +73,9 @@ __all__ = [
     "LARGE_BODY_BYTES",
     "MOTO_AMIS_PATH",
     "botocore_memos",
+    "for_a_run",
     "lambdas_signer",
+    "open_for_the_process",
     "remembered_parses",
     "shared_botocore_loader",
     "use_the_images_tests_use",
@@ -85,6 +87,35 @@ LARGE_BODY_BYTES = 128 * 1024
 # Distinct large bodies kept (the catalogue, the zones' offerings' listings); more, and the one
 # asked for least recently is let go (bodies that change with each call never push out these).
 MOST_REMEMBERED_BODIES = 32
+
+
+# The four caches when open for the rest of the process (`open_for_the_process`), else None.
+_FOR_THE_PROCESS: ExitStack | None = None
+
+
+def open_for_the_process() -> None:
+    """Opens the four caches below for the rest of the process, once: what a process that forks
+    runs (the simulation's fork server) loads and parses ahead, each child inherits, where each
+    run opening them afresh would load and parse it again (`for_a_run`)."""
+    global _FOR_THE_PROCESS
+    if _FOR_THE_PROCESS is None:
+        stack = ExitStack()
+        stack.enter_context(shared_botocore_loader())
+        stack.enter_context(remembered_parses())
+        stack.enter_context(botocore_memos())
+        stack.enter_context(lambdas_signer())
+        _FOR_THE_PROCESS = stack
+
+
+@contextmanager
+def for_a_run() -> Iterator[None]:
+    """The four caches for one run (a simulation's): those open for the process if they are,
+    else opened now and closed with the run."""
+    if _FOR_THE_PROCESS is not None:
+        yield
+        return
+    with shared_botocore_loader(), remembered_parses(), botocore_memos(), lambdas_signer():
+        yield
 
 
 class _SearchPaths(list[str]):

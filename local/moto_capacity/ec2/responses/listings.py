@@ -97,9 +97,10 @@ def _answer_key(request: tuple[Any, ...], serializer: type, operation: str) -> t
 _FORM = "application/x-www-form-urlencoded; charset=utf-8"
 
 
-def serialize_catalogue_ahead() -> None:
+def serialize_catalogue_ahead() -> TYPE_RESPONSE:
     """The answer to DescribeInstanceTypes with no names and no filters (every type: what a sync
-    lists), serialized now and kept, as the first such call would keep it; no backend made."""
+    lists), serialized now and kept, as the first such call would keep it; no backend made.
+    Returns it (status, headers, body) as such a call answers it."""
     service_model = get_service_model("ec2")
     operation_model = service_model.operation_model("DescribeInstanceTypes")
     serializer = get_serializer_class("ec2", determine_request_protocol(service_model, _FORM))
@@ -107,7 +108,7 @@ def serialize_catalogue_ahead() -> None:
     response = EC2Response.__new__(EC2Response)
     context = ActionContext(service_model, operation_model, serializer, response)
     answer = CatalogueAnswer(((), ()), {"InstanceTypes": EC2Backend.instance_types})
-    answer.execute_result(context)
+    return answer.execute_result(context)
 
 
 class StrictListingResponse(InstanceResponse, LaunchTemplates, AmisResponse):
