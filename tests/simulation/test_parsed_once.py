@@ -12,6 +12,7 @@ import botocore.session
 import pytest
 
 from tests.support.process_caches import (
+    FINGERPRINT_BYTES,
     LARGE_BODY_BYTES,
     MOST_REMEMBERED_BODIES,
     _frozen,
@@ -72,6 +73,35 @@ def test_a_large_answer_given_again_is_parsed_once_and_copied(
     assert len(other["InstanceTypes"]) == 4001
     # and botocore's own parse is back afterwards
     assert botocore.parsers.QueryParser._do_parse is counted
+
+
+def test_a_body_of_the_same_length_and_ends_but_other_middle_is_parsed_for_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parses: list[int] = []
+    original = botocore.parsers.QueryParser._do_parse
+
+    def counted(self: Any, response: Any, shape: Any) -> Any:
+        parses.append(len(response["body"]))
+        return original(self, response, shape)
+
+    monkeypatch.setattr(botocore.parsers.QueryParser, "_do_parse", counted)
+    large = _listing(4000)
+    # Given two bodies alike in length and in their first and last bytes (one type's vCPUs
+    # changed, in the middle)
+    middle = large.index(b"<defaultVCpus>", len(large) // 2)
+    changed = bytearray(large)
+    changed[middle + len(b"<defaultVCpus>")] = ord("9")  # a one-digit count: 1..9, or 9x
+    other = bytes(changed)
+    assert len(other) == len(large) and other != large
+    assert other[:FINGERPRINT_BYTES] == large[:FINGERPRINT_BYTES]
+    assert other[-FINGERPRINT_BYTES:] == large[-FINGERPRINT_BYTES:]
+    with remembered_parses():
+        # When each is parsed, the first twice
+        first, second, again = _parse(large), _parse(other), _parse(large)
+    # Then each was parsed for itself (the first once more: the second took its place)
+    assert parses == [len(large)] * 3
+    assert first != second and again == first
 
 
 def test_an_answer_asked_for_again_stays_while_others_come_and_go(

@@ -197,15 +197,27 @@ def _class_handlers(emitter: Any, service_model: Any) -> tuple[Any, ...] | None:
     return None
 
 
+# What a body is remembered by, besides its length: its first and last bytes. Each answer's body
+# is a new bytes object, and hashing all of it (Python hashes every byte, the catalogue's 5.8 MB
+# in about 4 ms) cost more than comparing it to the one kept (under 1 ms).
+FINGERPRINT_BYTES = 4096
+# (the shape's table, how to thaw, the frozen parse, the body)
+_Remembered = tuple[object, Callable[[bytes], Any], bytes, bytes]
+
+
+def _fingerprint(body: bytes) -> tuple[int, bytes, bytes]:
+    """The body's length, first and last bytes: a key the whole body is then compared against."""
+    return len(body), body[:FINGERPRINT_BYTES], body[-FINGERPRINT_BYTES:]
+
+
 @contextmanager
-def remembered_parses() -> Iterator[
-    dict[tuple[Any, ...], tuple[object, Callable[[bytes], Any], bytes]]
-]:
+def remembered_parses() -> Iterator[dict[tuple[Any, ...], _Remembered]]:
     """While open, botocore parses each large query-protocol body (EC2's, SQS's XML) once per
     output shape, and answers the same bytes again with a copy of that parse. Yields the memo
-    (key: the parser's class, timestamp and blob parsers, the shape, the body; value: the
-    shape's table, kept so that its id is not reused, and the parse, frozen: `_frozen`)."""
-    remembered: dict[tuple[Any, ...], tuple[object, Callable[[bytes], Any], bytes]] = {}
+    (key: the parser's class, timestamp and blob parsers, the shape, the body's `_fingerprint`;
+    value: the shape's table, kept so that its id is not reused, the parse, frozen (`_frozen`),
+    and the body, compared whole before a copy is given)."""
+    remembered: dict[tuple[Any, ...], _Remembered] = {}
     original = botocore.parsers.QueryParser._do_parse
 
     def do_parse(parser: Any, response: dict[str, Any], shape: Any) -> Any:
@@ -222,17 +234,17 @@ def remembered_parses() -> Iterator[
             _unbound(parser, parser._blob_parser),
             id(table),
             getattr(shape, "name", None),
-            body,
+            _fingerprint(body),
         )
         kept = remembered.pop(key, None)
-        if kept is None:
+        if kept is None or kept[3] != body:  # new, or another body of the same fingerprint
             answer = original(parser, response, shape)
             if len(remembered) >= MOST_REMEMBERED_BODIES:
                 del remembered[next(iter(remembered))]
-            remembered[key] = (table, *_frozen(answer))
+            remembered[key] = (table, *_frozen(answer), body)
             return answer
         remembered[key] = kept  # the most recently asked for, last
-        _, thaw, frozen = kept
+        _, thaw, frozen, _ = kept
         return thaw(frozen)  # our own bytes, made by `_frozen`
 
     botocore.parsers.QueryParser._do_parse = do_parse  # type: ignore[method-assign]
