@@ -107,14 +107,22 @@ class _Scheduling:
 @pytest.fixture(scope="session", autouse=True)
 def _one_botocore_loader() -> Iterator[None]:
     """Each test's cloud starts new sessions; they share one loader, and large catalogue answers
-    are parsed once, what botocore derives again per client is memoized, and calls are signed by
-    botocore's own signer, as in the Lambda runtime (support/process_caches)."""
+    are parsed once, what botocore derives again per client is memoized, and calls go through
+    botocore's own signer, as in the Lambda runtime (support/process_caches), which writes a
+    placeholder for the signature moto never checks (support/signatures)."""
     from tests.support.process_caches import (
         botocore_memos,
         lambdas_signer,
         remembered_parses,
         shared_botocore_loader,
     )
+    from tests.support.signatures import placeholder_signatures
 
-    with shared_botocore_loader(), remembered_parses(), botocore_memos(), lambdas_signer():
+    with (
+        shared_botocore_loader(),
+        remembered_parses(),
+        botocore_memos(),
+        lambdas_signer(),
+        placeholder_signatures(),
+    ):
         yield

@@ -11,7 +11,9 @@ from typing import Any
 import boto3
 import botocore.auth
 import botocore.context
+import botocore.exceptions
 import botocore.useragent
+import pytest
 from botocore.awsrequest import AWSRequest
 from botocore.compat import accepts_kwargs
 from botocore.config import Config
@@ -21,6 +23,7 @@ from botocore.utils import EVENT_ALIASES
 
 from tests.support.cloud import REGION, Cloud
 from tests.support.process_caches import botocore_memos, lambdas_signer
+from tests.support.signatures import PLACEHOLDER_SIGNATURE
 
 
 def _client(service: str) -> Any:
@@ -140,3 +143,31 @@ def _handlers() -> list[Any]:
         def __call__(self, event_name: str) -> None: ...
 
     return [with_kwargs, without, declared, Handler().method, Handler(), with_kwargs, without]
+
+
+def test_under_placeholder_signatures_v4_writes_the_scope_and_no_signature_s3_signs() -> None:
+    # Given the session's signers (support/signatures, open for every test)
+    credentials = Credentials("AKIAIOSFODNN7EXAMPLE", "secret", "token-1")
+    v4 = botocore.auth.AUTH_TYPE_MAPS["v4"](credentials, "dynamodb", REGION)
+    request = AWSRequest(method="POST", url="https://dynamodb.us-east-1.amazonaws.com/", data=b"{}")
+    request.headers["Authorization"] = "left from an earlier attempt"
+    # When a request is signed for DynamoDB
+    v4.add_auth(request)
+    # Then it carries what moto reads (the access key and the scope), the date and the session
+    # token, and a placeholder where the signature would be
+    stamp = request.context["timestamp"]
+    assert request.headers["X-Amz-Date"] == stamp
+    assert request.headers["X-Amz-Security-Token"] == "token-1"
+    assert request.headers["Authorization"] == (
+        f"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/{stamp[:8]}/{REGION}/dynamodb/"
+        f"aws4_request, SignedHeaders=host;x-amz-date, Signature={PLACEHOLDER_SIGNATURE}"
+    )
+    # and S3's signer, a subclass, signs for real
+    s3 = botocore.auth.AUTH_TYPE_MAPS["s3v4"](credentials, "s3", REGION)
+    put = AWSRequest(method="PUT", url="https://b.s3.us-east-1.amazonaws.com/k", data=b"x")
+    s3.add_auth(put)
+    signature = put.headers["Authorization"].rsplit("Signature=", 1)[1]
+    assert len(signature) == 64 and signature != PLACEHOLDER_SIGNATURE
+    # and without credentials a request is refused, as botocore refuses it
+    with pytest.raises(botocore.exceptions.NoCredentialsError):
+        botocore.auth.AUTH_TYPE_MAPS["v4"](None, "dynamodb", REGION).add_auth(request)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import botocore.auth
 import botocore.client
 import botocore.parsers
 import time_machine
@@ -256,47 +255,6 @@ def transaction_backups_once_per_table() -> Iterator[None]:
     finally:
         DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
         dynamodb_models.copy = copy  # type: ignore[attr-defined]
-
-
-# A signature's 64 hexadecimal digits, never computed (`placeholder_signatures`).
-PLACEHOLDER_SIGNATURE = "0" * 64
-
-
-@contextmanager
-def placeholder_signatures() -> Iterator[None]:
-    """While open, botocore's SigV4 signer (`v4`: every service the simulation calls) writes the
-    headers a signed request has, with the credential's scope and the simulated date, and a
-    placeholder for the signature itself, not computed: the emulator checks no signature (moto
-    reads the access key and the region of `Authorization`'s scope, nothing else of it), and the
-    signing (the request copied into CRT's, its canonical form hashed) was about a twelfth of a
-    run's CPU. Every other signer (S3's `s3v4`, a subclass) signs as before."""
-    signer: Any = botocore.auth.AUTH_TYPE_MAPS["v4"]
-    original = signer.add_auth
-
-    def add_auth(self: Any, request: Any) -> None:
-        if type(self) is not signer or self.credentials is None:
-            return original(self, request)  # refused (no credentials) as botocore refuses
-        for header in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
-            if header in request.headers:  # a retry's request, signed before
-                del request.headers[header]
-        stamp = botocore.auth.get_current_datetime().strftime(botocore.auth.SIGV4_TIMESTAMP)
-        request.headers["X-Amz-Date"] = stamp
-        if self.credentials.token:
-            request.headers["X-Amz-Security-Token"] = self.credentials.token
-        scope = "/".join(
-            (self.credentials.access_key, stamp[:8], self._region_name, self._service_name)
-        )
-        request.headers["Authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={scope}/aws4_request, "
-            f"SignedHeaders=host;x-amz-date, Signature={PLACEHOLDER_SIGNATURE}"
-        )
-        return None
-
-    signer.add_auth = add_auth
-    try:
-        yield
-    finally:
-        signer.add_auth = original
 
 
 @dataclass

@@ -44,11 +44,11 @@ from tests.simulation.emulator import (
     InProcessFaults,
     SimulatedClock,
     crashing_calls,
-    placeholder_signatures,
     transaction_backups_once_per_table,
 )
 from tests.support.process_caches import for_a_run
 from tests.support.retries import retries_without_sleeping
+from tests.support.signatures import placeholder_signatures
 from tests.support.template import DeployedNames
 
 ACCOUNT = "123456789012"
