@@ -35,9 +35,12 @@ def test_the_primed_operations_are_every_one_the_layer_calls() -> None:
 def test_priming_loads_each_operation_model_of_the_containers_clients(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Given a container's fresh clients, whose operation models nothing has loaded yet
+    # Given a container's fresh clients, whose operation models nothing has loaded yet (its
+    # region set as Lambda sets it: not left to a test run before this one)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setattr(aws, "_MADE", {})
     aws.client.cache_clear()
     try:
