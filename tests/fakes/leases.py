@@ -97,6 +97,7 @@ class FakeLeases:
         self.leases: dict[tuple[str, str], Lease] = {}
         self.members: dict[tuple[str, str], Resources] = {}
         self.writes = 0  # transactions tried by `write`
+        self.holds_made: list[str] = []  # the pools `hold_members` held
 
     # -- the snapshot ------------------------------------------------------------------------
 
@@ -143,6 +144,12 @@ class FakeLeases:
         members = [i for (p, i) in self.members if p == pool]
         ready = [i for (p, i) in self.ready if p == pool]
         return Readiness.of(leased, members, ready), self.versions.get(pool)
+
+    def hold_members(self, pool: str, quotas: QuotaSet) -> bool:
+        """The fake keeps no member's hold: the pool is noted held at the quotas' generation."""
+        self.holds_made.append(pool)
+        self.quotas = self.quotas.members_held(pool, quotas.generation_in(pool) or 0)
+        return True
 
     # -- the writes --------------------------------------------------------------------------
 

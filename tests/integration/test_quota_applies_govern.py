@@ -8,6 +8,7 @@ from __future__ import annotations
 from capacity_launcher.domain.records.status import RECLAIM_REQUESTED, RequestStatus
 from tests.integration.test_quota_admission import POOL, pool, quota, used
 from tests.integration.test_quota_reclaim import borrow_all_of_team_a, lender_and_borrower
+from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
 
 __all__ = ["pool"]  # the fixture
@@ -26,9 +27,14 @@ def test_a_quota_applied_just_before_a_request_governs_it(pool: Cloud) -> None:
     warm(pool, "before-quota")
     # When team-a's quota of 2 is applied, and team-a asks at once for a gang of 2 more
     pool.apply(quota("team-a", "2"))
-    pool.send(launch_request("after-quota", nodePool=POOL, count=2, minCount=2, requester="team-a"))
-    # Then its quota admits it and counts it (the instance launched before the quota counts
-    # for the pool only until the sync recounts)
+    pool.send(launch_request("gang", nodePool=POOL, count=2, minCount=2, requester="team-a"))
+    # Then its quota counts the instance team-a launched before it at once (its first admission
+    # in the pool holds the pool's members, docs/quotas.md): the gang would take team-a to 3
+    gang = pool.record("gang")
+    assert gang is not None and gang.status is RequestStatus.FAILED, gang
+    assert [e.code for e in gang.errors] == ["QuotaExceeded"]
+    # and one more is admitted, and counted with the one before it
+    pool.send(launch_request("after-quota", nodePool=POOL, count=1, minCount=1, requester="team-a"))
     record = pool.record("after-quota")
     assert record is not None and record.status is RequestStatus.FULFILLED, record
     assert used("team-a") == 2
@@ -41,6 +47,31 @@ def test_a_quota_applied_just_before_a_request_governs_it(pool: Cloud) -> None:
     over = pool.record("over")
     assert over is not None and over.status is RequestStatus.FAILED, over
     assert [e.code for e in over.errors] == ["QuotaExceeded"]
+
+
+def test_a_quota_deleted_then_applied_again_counts_what_its_team_runs_at_once(pool: Cloud) -> None:
+    # Given team-a running one instance under its quota of 2, beside team-b in the cohort
+    pool.apply(quota("team-a", "2"), quota("team-b", "2"))
+    warm(pool, "first")
+    assert used("team-a") == 1
+    # and its quota deleted, and the sync run since: the instance counts for its pool only
+    pool.delete("CapacityQuota", "team-a")
+    sync()
+    assert used("team-a") == 0
+    # When the quota is applied again, and team-a asks at once for a gang of 2 more (soak
+    # seed 1, step 2156: admitted, and the cohort ran 8 where its nominal quotas sum to 7)
+    pool.apply(quota("team-a", "2"))
+    pool.send(launch_request("gang-again", nodePool=POOL, count=2, minCount=2, requester="team-a"))
+    # Then the instance it runs counts under its quota at once: the gang is refused
+    gang = pool.record("gang-again")
+    assert gang is not None and gang.status is RequestStatus.FAILED, gang
+    assert [e.code for e in gang.errors] == ["QuotaExceeded"]
+    assert used("team-a") == 1
+    # and one more is admitted beside it
+    pool.send(launch_request("one-again", nodePool=POOL, count=1, minCount=1, requester="team-a"))
+    record = pool.record("one-again")
+    assert record is not None and record.status is RequestStatus.FULFILLED, record
+    assert used("team-a") == 2
 
 
 def test_a_quota_deleted_just_before_a_request_no_longer_governs_it(pool: Cloud) -> None:

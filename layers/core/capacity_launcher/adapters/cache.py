@@ -25,6 +25,13 @@ class TtlCache[V]:
             self._items[key] = (now, value)
         return value
 
+    def replace(self, key: Hashable, change: Callable[[V], V]) -> None:
+        """The value kept under `key`, if any, replaced by `change` of it; its age kept."""
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items[key] = (hit[0], change(hit[1]))
+
     def invalidate(self, key: Hashable | None = None) -> None:
         with self._lock:
             if key is None:

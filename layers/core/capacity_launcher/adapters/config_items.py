@@ -34,6 +34,9 @@ QUOTA_SET_KEY = ("CapacityQuotas", "Version")
 # changes a quota bumps those of the pools its stored and its new document name, and a lease in
 # a pool conditions on that pool's alone (what decides it: the quotas naming its pool).
 QUOTA_POOL_PREFIX = "Pool#"
+# A pool's quota generation item's note of the generation its members were last all made to
+# hold the quota usage governing them at (`members_held`): written only as the item's `version`.
+MEMBERS_HELD = "membersHeldAt"
 # The NodePools' generation: every apply (of another document) and delete of a NodePool bumps it.
 POOL_SET_KEY = ("NodePools", "Version")
 # The NodePools' weight-ordered index: a copy of each pool's document under the sort key of the
@@ -87,6 +90,19 @@ def quota_generation_check(table: str, generation: int) -> dict[str, Any]:
 def quota_pool_key(pool: str) -> tuple[str, str]:
     """The key of a NodePool's quota generation (beside `QUOTA_SET_KEY`, in its partition)."""
     return QUOTA_SET_KEY[0], QUOTA_POOL_PREFIX + pool
+
+
+def members_held(table: str, pool: str, generation: int) -> dict[str, Any]:
+    """The Update noting that `pool`'s members all hold, at quota generation `generation`, the
+    quota usage governing them; only while the pool's generation is still that one."""
+    return {
+        "TableName": table,
+        "Key": key(*quota_pool_key(pool)),
+        "UpdateExpression": "SET #held = :seen",
+        "ConditionExpression": "version = :seen",
+        "ExpressionAttributeNames": {"#held": MEMBERS_HELD},
+        "ExpressionAttributeValues": {":seen": {"N": str(generation)}},
+    }
 
 
 def pool_quota_generation_check(table: str, pool: str, generation: int) -> dict[str, Any]:

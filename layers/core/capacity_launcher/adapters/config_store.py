@@ -34,6 +34,7 @@ from capacity_launcher.adapters.aws import aws_call, client
 from capacity_launcher.adapters.cache import TtlCache
 from capacity_launcher.adapters.cohort_store import CohortStore, cohorts_of
 from capacity_launcher.adapters.config_items import (
+    MEMBERS_HELD,
     POOL_INDEXED,
     POOL_SET_KEY,
     QUOTA_POOL_PREFIX,
@@ -265,6 +266,12 @@ class ConfigStore:
             self._quota_sets.invalidate()
         return self._quota_sets.get_or_load("QuotaSet", self._read_quota_set)
 
+    def note_members_held(self, pool: str, generation: int) -> None:
+        """The container's copy of the quotas noted: `pool`'s members held at `generation` (a
+        lease's admission held them, adapters/pool_members.py), so its next admissions there
+        do not hold them again."""
+        self._quota_sets.replace("QuotaSet", lambda held: held.members_held(pool, generation))
+
     def quota_generation(self, pool: str) -> int:
         """`pool`'s quota generation as stored now (strongly consistent)."""
         return int((self._read_one(*quota_pool_key(pool)) or {}).get("version", 0))
@@ -281,6 +288,11 @@ class ConfigStore:
             for sk, version in found.items()
             if sk.startswith(QUOTA_POOL_PREFIX)
         }
+        holds = {
+            str(i["sk"]).removeprefix(QUOTA_POOL_PREFIX): int(i[MEMBERS_HELD])
+            for i in generations
+            if str(i["sk"]).startswith(QUOTA_POOL_PREFIX) and MEMBERS_HELD in i
+        }
         items = self._query("CapacityQuota")
         listing = self._listing_of("CapacityQuota", items)
         quotas = (d for d in listing.documents.values() if isinstance(d, CapacityQuota))
@@ -291,6 +303,7 @@ class ConfigStore:
             pools,
             waiting,
             cohorts=cohorts_of(generations),
+            pool_holds=holds,
         )
 
     def invalid(self) -> list[InvalidDocument]:

@@ -66,6 +66,9 @@ class QuotaSource(Protocol):
 
     def quota_generation(self, pool: str) -> int: ...
 
+    # The container's copy noted: `pool`'s members held at quota generation `generation`.
+    def note_members_held(self, pool: str, generation: int) -> None: ...
+
 
 class NoQuotas:
     """No quota store: no quota governs, and no generation is checked."""
@@ -75,6 +78,9 @@ class NoQuotas:
 
     def quota_generation(self, pool: str) -> int:
         return 0
+
+    def note_members_held(self, pool: str, generation: int) -> None:
+        return None
 
 
 def limits_pk(pool: str) -> str:

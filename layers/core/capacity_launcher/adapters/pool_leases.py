@@ -43,6 +43,7 @@ from capacity_launcher.adapters.pool_items import (
     limits_pk,
     settled_of,
 )
+from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.domain.accounting.lease_reads import (
     ConfigReads,
     LeaseReads,
@@ -152,6 +153,16 @@ class PoolLeaseStore:
         """The pool's count for `limits.unready` and the usage version it was read at (None:
         this store has no gate)."""
         return None if self._unready is None else self._unready.reading(pool)
+
+    def hold_members(self, pool: str, quotas: QuotaSet) -> bool:
+        """Every member of the pool made to hold the quota usage governing it under `quotas`,
+        and the pool noted as held at their generation (False: it moved; adapters/pool_members)."""
+        members = PoolMemberStore(self._items.table, self._items.db, clock=self._clock)
+        held = members.hold_all(pool, quotas)
+        generation = quotas.generation_in(pool)
+        if held and generation is not None:
+            self._quotas.note_members_held(pool, generation)
+        return held
 
     # -- what it writes ------------------------------------------------------------------------
 

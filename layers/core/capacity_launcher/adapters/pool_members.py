@@ -13,7 +13,8 @@ from typing import Any
 
 from capacity_launcher.adapters import quota_usage
 from capacity_launcher.adapters.aws import aws_call
-from capacity_launcher.adapters.dynamodb import from_item, key, to_item
+from capacity_launcher.adapters.config_items import members_held, pool_quota_generation_check
+from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
 from capacity_launcher.adapters.pool_items import (
     MEMBER_PREFIX,
@@ -27,6 +28,7 @@ from capacity_launcher.adapters.pool_items import (
 )
 from capacity_launcher.domain.accounting.pool_usage import Member
 from capacity_launcher.domain.accounting.quota_leases import governing
+from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 
@@ -75,7 +77,28 @@ class PoolMemberStore:
         a quota governs `requester` in the pool, its quota usage counts it too, unconditionally:
         it runs (adopted, or started again), and counting the truth keeps new admissions out.
         """
-        hold = self._hold_for(requester, pool)
+        quotas = self._quotas.quota_set()
+        try:
+            return self._count(pool, instance_id, amount, unless_released, requester, quotas)
+        except _QuotasMoved:
+            # A quota naming the pool was applied or deleted since the copy the hold was
+            # decided on: decided again on the stored quotas, once.
+            fresh = self._quotas.quota_set(fresh=True)
+            try:
+                return self._count(pool, instance_id, amount, unless_released, requester, fresh)
+            except _QuotasMoved:
+                return False  # moving again: the next reconciliation counts it
+
+    def _count(
+        self,
+        pool: str,
+        instance_id: str,
+        amount: Resources,
+        unless_released: bool,
+        requester: str | None,
+        quotas: QuotaSet,
+    ) -> bool:
+        hold = _hold_in(quotas, requester, pool)
         now = int(self._clock())
         items = self._items.member_puts(pool, [instance_id], {instance_id: amount}, hold, now)
         items += self._items.usage_updates(pool, amount, hold)
@@ -91,15 +114,18 @@ class PoolMemberStore:
                     }
                 }
             )
-        return self._written(items)
+        return self._written_under(items, quotas, pool)
 
-    def hold(self, member: Member, requester: str) -> bool:
-        """Make a member count in the quota usage that governs `requester` in its pool now: one
-        counted for its pool only (adopted, or its lease was reclaimed before it settled) gains
-        it; one whose quota changed cohort, or no longer covers it, moves or drops it. The
-        member's change is conditioned on the hold it had, and travels with both usage changes;
-        False when nothing changed (or a concurrent writer changed the member first)."""
-        wanted = self._hold_for(requester, member.pool)
+    def hold(self, member: Member, requester: str, quotas: QuotaSet | None = None) -> bool:
+        """Make a member count in the quota usage that governs `requester` in its pool now (under
+        `quotas`, else the store's copy): one counted for its pool only (adopted, or its lease
+        was reclaimed before it settled, or its quota was deleted and applied again) gains it;
+        one whose quota changed cohort, or no longer covers it, moves or drops it. The member's
+        change is conditioned on the hold it had and on the pool's quota generation the hold
+        was decided at, and travels with both usage changes; False when nothing changed (or a
+        concurrent writer, or an apply naming the pool, came first)."""
+        quotas = quotas or self._quotas.quota_set()
+        wanted = _hold_in(quotas, requester, member.pool)
         had = hold_of(member)
         if wanted == had:
             return False
@@ -109,7 +135,37 @@ class PoolMemberStore:
             items.append({"Update": quota_usage.update(self._items.table, *had, amount)})
         if wanted is not None:
             items.append({"Update": quota_usage.update(self._items.table, *wanted, member.amount)})
-        return self._written(items)
+        try:
+            return self._written_under(items, quotas, member.pool)
+        except _QuotasMoved:
+            return False
+
+    def hold_all(self, pool: str, quotas: QuotaSet) -> bool:
+        """Every member of `pool` made to hold the quota usage that governs its requester under
+        `quotas`, then the pool's quota generation noted as the one its members are held at
+        (docs/quotas.md, "Members held after an apply"). A member whose item names no requester
+        (counted for its pool only) is known by its instance record's. False when the pool's
+        quota generation moved meanwhile: the caller reads the quotas again."""
+        members = self._items.members(pool)
+        requesters = self._recorded_requesters([m for m in members if m.requester is None])
+        for member in members:
+            requester = member.requester or requesters.get(member.instance_id)
+            if requester is not None:
+                self.hold(member, requester, quotas)
+        generation = quotas.generation_in(pool)
+        if generation is None:
+            return True
+        try:
+            self._items.transact([{"Update": members_held(self._items.table, pool, generation)}])
+        except ConditionFailed:
+            return False
+        return True
+
+    def _recorded_requesters(self, members: list[Member]) -> dict[str, str]:
+        """The requester each member's instance record names (one BatchGetItem per 100)."""
+        keys = [key(instance_pk(m.instance_id), INSTANCE_SK) for m in members]
+        found = batch_get(self._items.db, self._items.table, keys) if keys else []
+        return {str(i["instanceId"]): str(i["requester"]) for i in found if i.get("requester")}
 
     def _hold_update(self, member: Member, had: QuotaHold, wanted: QuotaHold) -> dict[str, Any]:
         """The member's hold moved from `had` to `wanted`, only if it still has `had`."""
@@ -150,18 +206,6 @@ class PoolMemberStore:
         member = self.member(pool, instance_id)
         return member is not None and self.uncount(member)
 
-    def _hold_for(self, requester: str | None, pool: str) -> QuotaHold:
-        """Where an instance of `requester` in `pool` counts for its quota (None: nowhere)."""
-        if requester is None:
-            return None
-        try:
-            quota = governing(self._quotas.quota_set().quotas, requester, pool)
-        except QuotaExceeded:
-            return None  # quotas name the pool, none covers it: it counts for the pool only
-        if quota is None:
-            return None
-        return quota_usage.quota_usage_pk(quota.cohort_key, pool), requester
-
     def _written(self, items: list[dict[str, Any]]) -> bool:
         """One transaction of `items`; False if one of its conditions failed."""
         try:
@@ -169,3 +213,36 @@ class PoolMemberStore:
         except ConditionFailed:
             return False
         return True
+
+    def _written_under(self, items: list[dict[str, Any]], quotas: QuotaSet, pool: str) -> bool:
+        """`_written`, conditioned on `pool`'s quota generation being the one `quotas` were read
+        at (none read from a store: nothing to condition on); _QuotasMoved when that failed."""
+        generation = quotas.generation_in(pool)
+        if generation is None:
+            return self._written(items)
+        checked = [*items, pool_quota_generation_check(self._items.table, pool, generation)]
+        try:
+            self._items.transact(checked)
+        except ConditionFailed as failed:
+            if failed.failed_at(len(checked) - 1):
+                raise _QuotasMoved from failed
+            return False
+        return True
+
+
+class _QuotasMoved(Exception):
+    """A hold's transaction failed on its pool's quota generation: decided on an older copy."""
+
+
+def _hold_in(quotas: QuotaSet, requester: str | None, pool: str) -> QuotaHold:
+    """Where an instance of `requester` in `pool` counts for its quota under `quotas` (None:
+    nowhere)."""
+    if requester is None:
+        return None
+    try:
+        quota = governing(quotas.quotas, requester, pool)
+    except QuotaExceeded:
+        return None  # quotas name the pool, none covers it: it counts for the pool only
+    if quota is None:
+        return None
+    return quota_usage.quota_usage_pk(quota.cohort_key, pool), requester

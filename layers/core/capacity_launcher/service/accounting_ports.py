@@ -51,6 +51,9 @@ class LeaseSnapshot(Protocol):
     def quota_usage(self, items: Sequence[UsageKey]) -> dict[str, QuotaReading]: ...
     # The pool's count for `limits.unready` (None: this store does not gate it).
     def readiness(self, pool: str) -> UnreadyReading | None: ...
+    # Every member of the pool made to hold the quota usage governing it under `quotas`, the
+    # pool noted as held at their generation; False when that generation moved meanwhile.
+    def hold_members(self, pool: str, quotas: QuotaSet) -> bool: ...
 
 
 class SettlingLeases(Protocol):

@@ -169,6 +169,8 @@ class _Admission:
         """Decide and write the lease once."""
         try:
             fit, quota_usage = self._decide()
+        except _HoldsBehind:
+            return self._hold_members()
         except QuotaExceeded:
             stored = self._leases.quota_generation(self._ask.pool)
             if self._snapshot.fresh or stored == self._snapshot.quotas.generation_in(
@@ -200,6 +202,8 @@ class _Admission:
         quota = governing(quotas, ask.requester, ask.pool)
         if quota is None or ask.requester is None:
             return fit_quota_lease((), ask, {}, room), ()
+        if not snapshot.quotas.holds_current(ask.pool):
+            raise _HoldsBehind  # an apply naming the pool: its members held first
         # Through a cohort tree, every cohort's item of the tree in the pool (Kueue's Cohort).
         cohorts = snapshot.quotas.cohorts
         items = tree_usage_items(quota, cohorts, ask.pool)
@@ -260,6 +264,20 @@ class _Admission:
             return _Next.AGAIN
         return _Next.USAGE_MOVED
 
+    def _hold_members(self) -> _Next:
+        """The quota usage items may not hold every member the quotas now govern (an apply or
+        delete naming the pool since they were held): hold them under the quotas read, the
+        pool noted held at their generation, and decide again (the usage read after); when
+        that generation moved meanwhile, read the quotas again first (a lost race)."""
+        quotas, pool = self._snapshot.quotas, self._ask.pool
+        generation = quotas.generation_in(pool)
+        if generation is not None and self._leases.hold_members(pool, quotas):
+            self._snapshot.quotas = quotas.members_held(pool, generation)
+            self._tries -= 1
+            return _Next.AGAIN
+        self._refresh_quotas()
+        return self._lost_race()
+
     def _lost_race(self) -> _Next:
         """Another writer changed what the decision read: decide again, a bounded number of
         times (then the message goes back to the queue)."""
@@ -285,6 +303,10 @@ class _Admission:
             return
         if self._leases.pools_generation() != seen.pools_generation:
             raise NodePoolChanged(self._ask.pool, "a NodePool was applied or deleted")
+
+
+class _HoldsBehind(Exception):
+    """The pool's members were last held at an older quota generation than the quotas read."""
 
 
 def _pools_moved(seen: Revisions | None, conflict: LeaseConflict) -> bool:

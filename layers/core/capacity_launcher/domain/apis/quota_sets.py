@@ -7,7 +7,7 @@ One CapacityQuota document: domain/apis/quotas.py."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from capacity_launcher.domain.accounting.quota_prefixes import prefix_conflicts
@@ -43,10 +43,29 @@ class QuotaSet:
     # The applied Kueue Cohorts by name, read with the generations (a Cohort's apply bumps the
     # generation of every pool its tree's admissions decide in): none, every cohort is flat.
     cohorts: Mapping[str, CohortDocument] = field(default_factory=dict)
+    # Each NodePool's quota generation at which its members were last all made to hold the
+    # quota usage that governs them (absent: 0). Behind `pool_generations` after an apply or
+    # delete naming the pool, until the first admission there holds them (docs/quotas.md).
+    pool_holds: Mapping[str, int] = field(default_factory=dict)
 
     def generation_in(self, pool: str) -> int | None:
         """The quota generation of `pool` the quotas were read at (None: not from a store)."""
         return None if self.generation is None else self.pool_generations.get(pool, 0)
+
+    def members_held(self, pool: str, generation: int) -> QuotaSet:
+        """This set, noting `pool`'s members held at `generation` when that is its generation
+        here (a note for another generation says nothing of this copy)."""
+        if self.generation_in(pool) != generation:
+            return self
+        return replace(self, pool_holds={**self.pool_holds, pool: generation})
+
+    def holds_current(self, pool: str) -> bool:
+        """Whether `pool`'s members hold the quota usage these quotas say governs them: an
+        apply or delete naming the pool may have moved that (a quota applied again covers an
+        instance its deletion left counted for its pool only) since they were last held."""
+        if self.generation is None:
+            return True
+        return self.pool_holds.get(pool, 0) >= self.pool_generations.get(pool, 0)
 
 
 # The metrics' requester dimension: a bounded set of ASCII values (CloudWatch bills every new
