@@ -5,7 +5,11 @@ quotas."""
 
 from __future__ import annotations
 
+from capacity_launcher.adapters.config_store import ConfigStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.domain.records.status import RECLAIM_REQUESTED, RequestStatus
+from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from tests.integration.test_quota_admission import POOL, pool, quota, used
 from tests.integration.test_quota_reclaim import borrow_all_of_team_a, lender_and_borrower
 from tests.integration.test_reservation_sync import sync
@@ -104,3 +108,26 @@ def test_a_reclaim_policy_changed_just_before_a_refusal_is_the_one_its_reclaim_u
     assert record is not None and record.status is RequestStatus.FAILED, record
     reclaim = next(e["detail"] for e in pool.events() if e["detail-type"] == RECLAIM_REQUESTED)
     assert (reclaim["reclaimWithinCohort"], reclaim["enforced"]) == ("Never", False)
+
+
+def test_a_hold_decided_on_an_older_copy_of_the_quotas_changes_nothing(pool: Cloud) -> None:
+    # Given team-a running one instance under its quota, the quota deleted, and a sync's store
+    # whose copy of the quotas is read then (kept 10 minutes): it would drop the member's hold
+    pool.apply(quota("team-a", "2"), quota("team-b", "2"))
+    warm(pool, "held-once")
+    pool.delete("CapacityQuota", "team-a")
+    table = get_settings().state_table_name
+    copy = ConfigStore(table, cache_seconds=600, clock=system_clock)
+    copy.quota_set()
+    members = PoolMemberStore(table, clock=system_clock, quotas=copy)
+    (member,) = members.members(POOL)
+    # When the quota is applied again, and the store drops the hold on its older copy
+    pool.apply(quota("team-a", "2"))
+    dropped = members.hold(member, "team-a")
+    # Then the drop fails on the pool's quota generation: the member still counts for team-a
+    assert dropped is False
+    assert members.member(POOL, member.instance_id) == member
+    assert used("team-a") == 1
+    # and decided on the stored quotas, there is nothing to move
+    assert members.hold(member, "team-a", copy.quota_set(fresh=True)) is False
+    assert used("team-a") == 1
