@@ -169,8 +169,8 @@ class _Admission:
         """Decide and write the lease once."""
         try:
             fit, quota_usage = self._decide()
-        except _HoldsBehind:
-            return self._hold_members()
+        except _HoldsBehind as behind:
+            return self._hold_members(behind.pool)
         except QuotaExceeded:
             stored = self._leases.quota_generation(self._ask.pool)
             if self._snapshot.fresh or stored == self._snapshot.quotas.generation_in(
@@ -202,11 +202,12 @@ class _Admission:
         quota = governing(quotas, ask.requester, ask.pool)
         if quota is None or ask.requester is None:
             return fit_quota_lease((), ask, {}, room), ()
-        if not snapshot.quotas.holds_current(ask.pool):
-            raise _HoldsBehind  # an apply naming the pool: its members held first
         # Through a cohort tree, every cohort's item of the tree in the pool (Kueue's Cohort).
         cohorts = snapshot.quotas.cohorts
         items = tree_usage_items(quota, cohorts, ask.pool)
+        for pool in dict.fromkeys(flavor for _, flavor in items):  # a group's other pools too
+            if not snapshot.quotas.holds_current(pool):
+                raise _HoldsBehind(pool)  # an apply naming the pool: its members held first
         readings = self._leases.quota_usage(items)
         usage = {k: v for _, found in readings.values() for k, v in found.items()}
         fit = fit_quota_lease(quotas, ask, usage, room, cohorts)
@@ -264,12 +265,12 @@ class _Admission:
             return _Next.AGAIN
         return _Next.USAGE_MOVED
 
-    def _hold_members(self) -> _Next:
-        """The quota usage items may not hold every member the quotas now govern (an apply or
-        delete naming the pool since they were held): hold them under the quotas read, the
-        pool noted held at their generation, and decide again (the usage read after); when
-        that generation moved meanwhile, read the quotas again first (a lost race)."""
-        quotas, pool = self._snapshot.quotas, self._ask.pool
+    def _hold_members(self, pool: str) -> _Next:
+        """`pool`'s quota usage items may not hold every member the quotas now govern (an
+        apply or delete naming the pool since they were held): hold them under the quotas
+        read, the pool noted held at their generation, and decide again (the usage read after);
+        when that generation moved meanwhile, read the quotas again first (a lost race)."""
+        quotas = self._snapshot.quotas
         generation = quotas.generation_in(pool)
         if generation is not None and self._leases.hold_members(pool, quotas):
             self._snapshot.quotas = quotas.members_held(pool, generation)
@@ -306,7 +307,11 @@ class _Admission:
 
 
 class _HoldsBehind(Exception):
-    """The pool's members were last held at an older quota generation than the quotas read."""
+    """A pool's members were last held at an older quota generation than the quotas read."""
+
+    def __init__(self, pool: str) -> None:
+        super().__init__(pool)
+        self.pool = pool
 
 
 def _pools_moved(seen: Revisions | None, conflict: LeaseConflict) -> bool:
