@@ -22,7 +22,7 @@ import random
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from capacity_launcher.adapters.config_items import QUOTA_SET_KEY
+from capacity_launcher.adapters.config_items import MEMBERS_HELD, QUOTA_SET_KEY
 from capacity_launcher.domain.apis.documents import parse_document
 from capacity_launcher.domain.apis.quotas import CapacityQuota
 from capacity_launcher.domain.errors import ConfigValidationError
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 GENERATIONS = QUOTA_SET_KEY[0]  # the partition of the quota-set version and the pools'
 UNCHANGED = "an unchanged quota re-apply moves no generation"
 NOT_MINE = "a lease is refused by a quota generation only for its own pool's quotas"
+HELD = "seen: an admission held its pool's members after an apply (pools noted)"
 OTHER_QUOTA, OTHER_POOL, OTHER_COHORT = "quota-other", "pool-other", "sim-other"
 
 
@@ -173,6 +174,16 @@ def _lease_pool(operation: str, params: Any) -> str | None:
     return None
 
 
+def _notes_members_held(params: Any) -> bool:
+    """Whether a write notes a pool's members held at its quota generation (an admission's,
+    after an apply or delete naming the pool: docs/quotas.md, "Members held after an apply")."""
+    for entry in params.get("TransactItems") or []:
+        names = (entry.get("Update") or {}).get("ExpressionAttributeNames") or {}
+        if MEMBERS_HELD in names.values():
+            return True
+    return False
+
+
 def _touches_quotas(params: Any) -> bool:
     entries = params.get("TransactItems") or [params]
     for entry in entries:
@@ -253,6 +264,8 @@ class QuotaGenerations:
     def after(self, operation: str, params: Any) -> None:
         if operation.startswith("dynamodb:") and _touches_quotas(params):
             self._observe()
+            if _notes_members_held(params):
+                self.checks[HELD] += 1
 
     def _observe(self) -> None:
         stored = {

@@ -21,7 +21,7 @@ from tests.simulation.group_invariants import INTO_THE_GROUP, MEMBER_SNAPSHOT, N
 from tests.simulation.hub_fields import ENFORCED, HOSTILE, VISIBLE
 from tests.simulation.pool_index import INDEX_HOLDS
 from tests.simulation.preemption_invariants import STILL_FITS
-from tests.simulation.quota_generations import NOT_MINE, UNCHANGED
+from tests.simulation.quota_generations import HELD, NOT_MINE, UNCHANGED
 from tests.simulation.reserved_first import BESIDE, RESERVED_FIRST
 from tests.simulation.runner import first_difference, run
 from tests.simulation.static_invariants import AT_MOST as STATIC_AT_MOST
@@ -70,6 +70,8 @@ def test_every_invariant_holds_under_the_short_profile(seed: int) -> None:
     assert checks.get("live <= limit (every step)", 0) > 0, text
     assert checks.get("quota usage <= nominal + borrowingLimit", 0) > 0, text
     assert checks.get("quota usage == EC2 (quiescent)", 0) > 0, text
+    # and admissions held their pools' members after the quotas' applies
+    assert checks.get(HELD, 0) > 0, text
     # and nothing it checked was violated
     assert outcome["violations"] == [], text
 
