@@ -46,6 +46,7 @@ from tests.simulation.emulator import (
     crashing_calls,
     transaction_backups_once_per_table,
 )
+from tests.simulation.item_sizes import ItemSizes
 from tests.support.process_caches import for_a_run
 from tests.support.retries import retries_without_sleeping
 from tests.support.signatures import placeholder_signatures
@@ -214,6 +215,7 @@ class World:
         self._no_sleeps: Any = None
         self._backups: Any = None
         self._clients_once = ExitStack()
+        self._item_sizes = ItemSizes()
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
         self._event_sequence = 0
@@ -291,6 +293,8 @@ class World:
         self._clients_once = ExitStack()
         self._clients_once.enter_context(for_a_run())
         self._clients_once.enter_context(placeholder_signatures())
+        # the stored items' sizes (edge_invariants.py), each measured again only once changed
+        self._clients_once.enter_context(self._item_sizes.watching_updates())
 
     def __exit__(self, *_: object) -> None:
         if self._crash_guard is not None:
@@ -808,13 +812,18 @@ class World:
 
     def item_sizes(self) -> list[tuple[str, str, int]]:
         """(table, key, size in bytes as DynamoDB counts it) of every item of the template's
-        tables, read from moto's backend (no call, no fault)."""
-        found: list[tuple[str, str, int]] = []
-        for table in dynamodb_backends[ACCOUNT][REGION].tables.values():
-            for item in _in_key_order(table):
-                key = f"{item.hash_key.value}/{getattr(item.range_key, 'value', '')}"
-                found.append((table.name, key, item.size()))
-        return found
+        tables, read from moto's backend (no call, no fault); an item unchanged since the last
+        look is not measured again (item_sizes.py)."""
+        held = [
+            (table.name, item)
+            for table in dynamodb_backends[ACCOUNT][REGION].tables.values()
+            for item in _in_key_order(table)
+        ]
+        sizes = self._item_sizes.sizes(item for _, item in held)
+        return [
+            (name, f"{item.hash_key.value}/{getattr(item.range_key, 'value', '')}", size)
+            for (name, item), size in zip(held, sizes, strict=True)
+        ]
 
     def stored_document(self, kind: str, name: str) -> str | None:
         """The `document` attribute of a stored configuration item, read from moto's backend
