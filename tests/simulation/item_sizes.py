@@ -6,8 +6,8 @@ transaction's Put, a rollback putting back its copy, PartiQL) stores a new `Item
 that removes it leaves it out of the table. Only UpdateItem (alone, or a transaction's Update)
 changes a stored `Item` in place: its attributes, nested maps and lists, sets. So a size is kept
 by the item object it was measured on (held here, so no other object can take its id), and
-forgotten when UpdateItem runs on that item's key, whether it succeeds or fails part way. An
-item is read from the tables at each look, and any object not seen at the last one is sized."""
+forgotten when UpdateItem runs on that item's key, whether it succeeds or fails part way. Each
+look counts every item the tables hold and sizes each that has no size kept."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from typing import Any
 
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
+
+PRUNE_BEYOND = 1000  # sizes kept for items gone, before they are let go
 
 
 class ItemSizes:
@@ -57,15 +59,42 @@ class ItemSizes:
         if item is not None:
             self._sized.pop(id(item), None)
 
-    def sizes(self, items: Iterable[Any]) -> list[int]:
-        """Each item's size, in the order given. `items` are every item of the tables now: a
-        size kept for an item not among them is let go."""
-        sized: dict[int, tuple[Any, int]] = {}
-        found = []
-        for item in items:
-            known = self._sized.get(id(item))
-            size = known[1] if known is not None and known[0] is item else item.size()
-            sized[id(item)] = (item, size)
-            found.append(size)
-        self._sized = sized
-        return found
+    def over(self, tables: Iterable[Any], limit: int) -> tuple[int, list[tuple[Any, Any, int]]]:
+        """(how many items the tables hold, (table, item, size) of each larger than `limit`, in
+        the tables' order then each table's key order, as `Table.all_items` gives them)."""
+        tables = list(tables)
+        held = 0
+        found: list[tuple[Any, Any, int]] = []
+        for table in tables:
+            items = _items(table)
+            held += len(items)
+            larger = [(item, size) for item in items if (size := self._size(item)) > limit]
+            larger.sort(key=lambda found: _key_order(found[0]))
+            found += [(table, item, size) for item, size in larger]
+        if len(self._sized) > 2 * held + PRUNE_BEYOND:
+            self._let_go(tables)
+        return held, found
+
+    def _size(self, item: Any) -> int:
+        known = self._sized.get(id(item))
+        if known is None:
+            known = self._sized[id(item)] = (item, item.size())
+        return known[1]
+
+    def _let_go(self, tables: list[Any]) -> None:
+        """Sizes kept for items no table holds any more (replaced or deleted) are let go."""
+        held = {id(item) for table in tables for item in _items(table)}
+        self._sized = {key: known for key, known in self._sized.items() if key in held}
+
+
+def _items(table: Any) -> list[Any]:
+    if table.range_key_attr:
+        return [item for partition in list(table.items.values()) for item in partition.values()]
+    return list(table.items.values())
+
+
+def _key_order(item: Any) -> tuple[Any, ...]:
+    """Sorted on the keys' values, as moto's `Table.all_items` orders a table's items."""
+    if item.range_key is None:
+        return (item.hash_key.cast_value,)
+    return (item.hash_key.cast_value, item.range_key.cast_value)

@@ -56,8 +56,8 @@ class StandIn:
         taken, self.terminations = self.terminations, []
         return taken
 
-    def item_sizes(self) -> list[tuple[str, str, int]]:
-        return []
+    def items_over(self, limit: int) -> tuple[int, list[tuple[str, str, int]]]:
+        return 0, []
 
     def instance_resources(self, instance_type: str) -> dict[str, int]:
         return {"cpu": 2, "memory": 8192, "nvidia.com/gpu": 0, "instances": 1}

@@ -38,9 +38,12 @@ def db() -> Iterator[Any]:
         yield client
 
 
+def _tables() -> list[Any]:
+    return list(dynamodb_backends["123456789012"]["us-east-1"].tables.values())
+
+
 def _stored() -> list[Any]:
-    table = dynamodb_backends["123456789012"]["us-east-1"].tables[TABLE]
-    return [item for held in table.items.values() for item in held.values()]
+    return [item for held in _tables()[0].items.values() for item in held.values()]
 
 
 def _key(sk: str) -> dict[str, Any]:
@@ -48,11 +51,12 @@ def _key(sk: str) -> dict[str, Any]:
 
 
 def _look(sizes: ItemSizes) -> dict[str, int]:
-    """sk → size, as `sizes` measures the items stored now; each checked against moto's own."""
-    items = _stored()
-    found = sizes.sizes(items)
-    assert found == [MOTO_SIZE(item) for item in items]
-    return {item.range_key.value: size for item, size in zip(items, found, strict=True)}
+    """sk → size of every item stored now, as `sizes` measures them (all larger than 0 bytes);
+    each checked against moto's own."""
+    held, found = sizes.over(_tables(), 0)
+    assert held == len(found) == len(_stored())
+    assert [size for _, _, size in found] == [MOTO_SIZE(item) for _, item, _ in found]
+    return {item.range_key.value: size for _, item, size in found}
 
 
 def _sized(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -153,3 +157,43 @@ def test_only_a_new_item_a_replaced_one_and_an_updated_one_are_measured_again(
     assert found["new"] == len("pk") + 1 + len("sk") + 3 + 1 + 2000
     assert found["grown"] == len("pk") + 1 + len("sk") + 5 + 1 + 1 + 1 + 5
     assert sorted(asked) == ["grown", "new", "old"]
+
+
+def test_the_items_larger_than_the_limit_in_key_order_and_every_item_counted(db: Any) -> None:
+    sizes = ItemSizes()
+    with sizes.watching_updates():
+        # Given two items over the limit, and one under it
+        for sk, length in (("z", 3000), ("a", 10), ("m", 2000)):
+            db.put_item(TableName=TABLE, Item={**_key(sk), "v": {"S": "x" * length}})
+        held, over = sizes.over(_tables(), 1000)
+        assert held == 3
+        assert [(item.range_key.value, size) for _, item, size in over] == [
+            ("m", 2007),
+            ("z", 3007),
+        ]
+        # When one of them shrinks in place, and the small one grows past it
+        for sk, length in (("z", 10), ("a", 1500)):
+            db.update_item(
+                TableName=TABLE,
+                Key=_key(sk),
+                UpdateExpression="SET v = :v",
+                ExpressionAttributeValues={":v": {"S": "y" * length}},
+            )
+        held, over = sizes.over(_tables(), 1000)
+    # Then the ones over the limit now are those found
+    assert held == 3
+    assert [(item.range_key.value, size) for _, item, size in over] == [("a", 1507), ("m", 2007)]
+
+
+def test_sizes_let_go_of_items_gone_stay_right(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("tests.simulation.item_sizes.PRUNE_BEYOND", 0)
+    sizes = ItemSizes()
+    with sizes.watching_updates():
+        for sk in ("a", "b", "c"):
+            db.put_item(TableName=TABLE, Item={**_key(sk), "v": {"S": "1"}})
+        _look(sizes)
+        db.put_item(TableName=TABLE, Item={**_key("a"), "v": {"S": "2" * 10}})
+        db.delete_item(TableName=TABLE, Key=_key("b"))
+        assert _look(sizes) == {"a": 17, "c": 8}
+        db.put_item(TableName=TABLE, Item={**_key("b"), "v": {"S": "3" * 20}})
+        assert _look(sizes) == {"a": 17, "b": 27, "c": 8}
