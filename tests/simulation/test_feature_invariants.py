@@ -30,6 +30,7 @@ from tests.simulation.unready_invariants import GRANT, LAUNCHED, READY, count_pa
 from tests.simulation.world import LiveAtCall, Observed, ReservationView, SyncTermination, World
 
 TRANSACT = "dynamodb:TransactWriteItems"
+ITEMS = "every stored item within 400 KB"
 
 
 @dataclass
@@ -42,6 +43,7 @@ class StandIn:
     now: float = 0.0
     views: dict[str, ReservationView] = field(default_factory=dict)
     terminations: list[SyncTermination] = field(default_factory=list)
+    items: tuple[int, list[tuple[str, str, int]]] = (0, [])  # held, and those over the limit
 
     def partition(self, pk: str) -> dict[str, dict[str, Any]]:
         return self.partitions.get(pk, {})
@@ -56,8 +58,9 @@ class StandIn:
         taken, self.terminations = self.terminations, []
         return taken
 
-    def item_sizes(self) -> list[tuple[str, str, int]]:
-        return []
+    def items_over(self, limit: int) -> tuple[int, list[tuple[str, str, int]]]:
+        held, over = self.items
+        return held, [found for found in over if found[2] > limit]
 
     def instance_resources(self, instance_type: str) -> dict[str, int]:
         return {"cpu": 2, "memory": 8192, "nvidia.com/gpu": 0, "instances": 1}
@@ -542,3 +545,15 @@ def test_a_group_limit_still_short_with_the_victims_gone_is_a_finding() -> None:
     invariants.edges.every_step()
     (found,) = _found(invariants, STILL_FITS)
     assert "CapacityQuota team-a's group limits: instances 3 used" in found
+
+
+def test_every_stored_item_is_a_check_and_one_over_400_kb_a_finding() -> None:
+    invariants, world = _invariants()
+    # No item stored: nothing judged (the check is not counted at all)
+    invariants.edges.after_quiescence()
+    assert ITEMS not in invariants.checks
+    # Three items stored, one of them over DynamoDB's 400 KB
+    world.items = (3, [("state", "Request#r1/Record", 409601), ("state", "Request#r2/Record", 5)])
+    invariants.edges.after_quiescence()
+    assert invariants.checks[ITEMS] == 3
+    assert _found(invariants, ITEMS) == ["state item Request#r1/Record: 409601 bytes"]

@@ -46,6 +46,7 @@ from tests.simulation.emulator import (
     crashing_calls,
     transaction_backups_once_per_table,
 )
+from tests.simulation.item_sizes import ItemSizes
 from tests.support.process_caches import for_a_run
 from tests.support.retries import retries_without_sleeping
 from tests.support.signatures import placeholder_signatures
@@ -214,6 +215,7 @@ class World:
         self._no_sleeps: Any = None
         self._backups: Any = None
         self._clients_once = ExitStack()
+        self._item_sizes = ItemSizes()
         self.active_faults: list[Fault] = []
         self.pending_events: list[PendingEvent] = []
         self._event_sequence = 0
@@ -291,6 +293,8 @@ class World:
         self._clients_once = ExitStack()
         self._clients_once.enter_context(for_a_run())
         self._clients_once.enter_context(placeholder_signatures())
+        # the stored items' sizes (edge_invariants.py), each measured again only once changed
+        self._clients_once.enter_context(self._item_sizes.watching_updates())
 
     def __exit__(self, *_: object) -> None:
         if self._crash_guard is not None:
@@ -806,15 +810,16 @@ class World:
         """Instances leased in the pool and not settled yet."""
         return sum(lease.count for lease in self._pool_leases().leases() if lease.pool == pool)
 
-    def item_sizes(self) -> list[tuple[str, str, int]]:
-        """(table, key, size in bytes as DynamoDB counts it) of every item of the template's
-        tables, read from moto's backend (no call, no fault)."""
-        found: list[tuple[str, str, int]] = []
-        for table in dynamodb_backends[ACCOUNT][REGION].tables.values():
-            for item in _in_key_order(table):
-                key = f"{item.hash_key.value}/{getattr(item.range_key, 'value', '')}"
-                found.append((table.name, key, item.size()))
-        return found
+    def items_over(self, limit: int) -> tuple[int, list[tuple[str, str, int]]]:
+        """How many items the template's tables hold, and (table, key, size in bytes as DynamoDB
+        counts it) of each larger than `limit`, in key order: read from moto's backend (no call,
+        no fault), an item unchanged since the last look not measured again (item_sizes.py)."""
+        tables = dynamodb_backends[ACCOUNT][REGION].tables.values()
+        held, over = self._item_sizes.over(tables, limit)
+        return held, [
+            (table.name, f"{item.hash_key.value}/{getattr(item.range_key, 'value', '')}", size)
+            for table, item, size in over
+        ]
 
     def stored_document(self, kind: str, name: str) -> str | None:
         """The `document` attribute of a stored configuration item, read from moto's backend
@@ -1091,19 +1096,3 @@ def _error(invocation: Invocation | None) -> str | None:
 
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _in_key_order(table: Any) -> list[Any]:
-    """`table.all_items()`'s items in its order (hash key, then range key), sorted once on the
-    keys' values: moto's sort builds both keys' values again at each comparison (a third of a
-    quiescence's judging, at every quiescence)."""
-    items = [
-        item
-        for held in list(table.items.values())
-        for item in (list(held.values()) if table.range_key_attr else [held])
-    ]
-    if table.range_key_attr:
-        items.sort(key=lambda i: (i.hash_key.cast_value, i.range_key.cast_value))
-    else:
-        items.sort(key=lambda i: i.hash_key.cast_value)
-    return items
