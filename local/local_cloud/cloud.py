@@ -127,6 +127,9 @@ class LocalCloudOptions:
     environment: Mapping[str, str] = field(default_factory=dict)
     # Run once moto is up, before the resources are made (the simulation seeds it here).
     prepare: Callable[[], None] | None = None
+    # False: the process ends with the cloud (a simulation run), so stop() leaves moto's state
+    # as it is: resetting it makes EC2's backend and its image catalogue again (0.24 s of CPU).
+    reset_on_stop: bool = True
     # The deployment's stack name (AWS::StackName: its resources' names, STACK_NAME).
     stack_name: str = DEFAULT_STACK_NAME
     # A queue of this name gets every status event on the service's bus, made with the resources
@@ -293,10 +296,11 @@ class LocalCloud:
                 self._server.stop()
             self._server = None
             # moto keeps its state per process: leave nothing for the next cloud or test.
-            moto_api_backend.reset()
-            moto_capacity.reset()
+            if self.options.reset_on_stop:
+                moto_api_backend.reset()
+                moto_capacity.reset()
             if self._mock is not None:
-                self._mock.stop()
+                self._mock.stop(remove_data=self.options.reset_on_stop)
             self._mock = None
         self._forget_process_caches()
         function_output.release()

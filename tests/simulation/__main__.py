@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = dataclasses.replace(profile, wall_minutes=args.minutes, steps=10**9)
     if args.steps is not None:
         profile = dataclasses.replace(profile, wall_minutes=None, steps=args.steps)
-    outcome = Simulation(args.seed, profile).run()
+    outcome = Simulation(args.seed, profile, process_ends=True).run()  # nothing runs after it
     if args.trace:
         print("\n".join(outcome.trace))
     print(summary(outcome, profile))

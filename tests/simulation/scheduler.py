@@ -85,12 +85,12 @@ class Outcome:
 
 
 class Simulation:
-    def __init__(self, seed: int, profile: Profile) -> None:
+    def __init__(self, seed: int, profile: Profile, *, process_ends: bool = False) -> None:
         self.seed = seed
         self.profile = profile
         self.rng = random.Random(seed)
         self._versions = version_stream(seed)  # which served version each document is written in
-        self.world = World(seed)
+        self.world = World(seed, process_ends=process_ends)
         self.ledger = Ledger()
         self.catalog = Catalog()
         self.invariants = Invariants(self.world, self.ledger, seed, self.catalog)

@@ -195,8 +195,11 @@ class PendingEvent:
 class World:
     """Start with `with World(seed) as world:`; everything is torn down and os.environ restored."""
 
-    def __init__(self, seed: int, *, containers: int = 2) -> None:
+    def __init__(self, seed: int, *, containers: int = 2, process_ends: bool = False) -> None:
+        """`process_ends`: the process ends with the run (`python -m tests.simulation`, a fork
+        server's child), so moto's state is not reset when the world closes."""
         self.seed = seed
+        self._process_ends = process_ends
         self.emulator = Emulator(SimulatedClock(), InProcessFaults(), Capacity(), CrashPlan())
         # One thread decides every interleaving; every AWS call is folded into the step's digest.
         self.interleaver = Interleaver(seed)
@@ -252,6 +255,7 @@ class World:
                 function_host=self.host,
                 environment=FAKE_ENV,
                 prepare=self._prepare,
+                reset_on_stop=not self._process_ends,
             )
         )
         self.cloud.start()
