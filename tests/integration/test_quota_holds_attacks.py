@@ -1,7 +1,8 @@
 """Attacks on the members' hold after an apply (docs/quotas.md, "Members held after an apply"):
 no cohort ever runs more than its nominal quotas and what it may borrow, and a quota applied
 governs at once, whatever an apply changes under instances that already run (a quota moved to
-another cohort, a group over two pools, a lease in flight at the apply)."""
+another cohort, a group over two pools, an apply or another launcher racing the hold; leases in
+flight: test_quota_holds_in_flight.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import pytest
 import moto_capacity
 from capacity_launcher.adapters import aws, quota_usage
 from capacity_launcher.adapters.config_store import ConfigStore
-from capacity_launcher.adapters.launch_records import instance_pk
 from capacity_launcher.adapters.pool_leases import PoolLeaseStore
-from capacity_launcher.adapters.pool_members import INSTANCE_SK, PoolMemberStore
+from capacity_launcher.adapters.pool_members import PoolMemberStore
 from capacity_launcher.domain.errors import QuotaExceeded
 from capacity_launcher.domain.quantities import Resources
 from capacity_launcher.domain.records.status import RequestStatus
@@ -24,7 +24,6 @@ from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota
 from tests.integration.test_launch_into_reservations import (
     ZONE,
-    killed_after_create_fleet,
     setup_pool,
 )
 from tests.integration.test_quota_admission import (
@@ -167,82 +166,6 @@ def test_a_quota_deleted_its_first_admission_after_drops_the_holds(pool: Cloud) 
     # and team-a, which no quota covers in a pool quotas name, is refused
     ask(pool, "a-uncovered", 1)
     refused(pool, "a-uncovered")
-
-
-def test_a_member_whose_instance_record_is_gone_does_not_stop_the_admission(
-    pool: Cloud,
-) -> None:
-    # Given team-a running one instance, its quota deleted and the sync run since (its member
-    # counted for the pool only), and the instance's record gone
-    pool.apply(quota("team-a", "2"), quota("team-b", "2"))
-    warm(pool, "no-record")
-    pool.delete("CapacityQuota", "team-a")
-    sync()
-    db, table = aws.client("dynamodb"), get_settings().state_table_name
-    (instance,) = pool.managed_instances()
-    gone = db.delete_item(
-        TableName=table,
-        Key={"pk": {"S": instance_pk(instance["InstanceId"])}, "sk": {"S": INSTANCE_SK}},
-        ReturnValues="ALL_OLD",
-    )
-    assert gone["Attributes"]["requester"] == {"S": "team-a"}
-    # When the quota is applied again and team-b asks at once
-    pool.apply(quota("team-a", "2"))
-    pool.send(launch_request("b-1", nodePool=POOL, count=1, minCount=1, requester="team-b"))
-    # Then the admission is decided (the member's requester unknown: it counts for its pool)
-    fulfilled(pool, "b-1")
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a lease in flight keeps the hold it was admitted with (research) until it settles; the "
-        "admission in vision holds members only, not open leases, so vision's usage item counts "
-        "0 of team-a's 2 running and admits a third: refused(pool, 'third') fails, "
-        "record.status is FULFILLED (vision runs 3 where its nominal quotas sum to 2)"
-    ),
-)
-def test_a_lease_in_flight_when_its_quota_moves_cohort_counts_in_the_new_one(
-    pool: Cloud, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given team-a's lease of 2 in flight in research (its worker died after CreateFleet)
-    pool.apply(quota("team-a", "2"), quota("team-b", "2"))
-    killed_after_create_fleet(
-        pool, launch_request("in-flight", nodePool=POOL, count=2, requester="team-a"), monkeypatch
-    )
-    assert counted("research", "team-a") == 2
-    # When team-a's quota of 2 moves to cohort vision, alone there, and team-a asks at once
-    # for 1 more (vision's nominal quotas sum to 2: it would run 3 there)
-    pool.apply(capacity_quota("team-a", POOL, {"instances": "2"}, cohort="vision"))
-    ask(pool, "third", 1)
-    # Then it is refused: vision runs no more than its nominal quotas
-    refused(pool, "third")
-    assert counted("vision", "team-a") == 2
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a lease admitted in a pool no quota named holds no quota usage, and is no member until "
-        "it settles: the first admission after the apply holds the pool's members only, reads "
-        "team-a's usage as 0, and admits a third: refused(pool, 'third') fails, record.status "
-        "is FULFILLED (team-a runs 3 under its quota of 2)"
-    ),
-)
-def test_a_lease_in_flight_when_a_quota_is_first_applied_to_its_pool_counts_at_once(
-    pool: Cloud, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given team-a's lease of 2 in flight in a pool no quota names (its worker died after
-    # CreateFleet): counted for the pool only
-    killed_after_create_fleet(
-        pool, launch_request("in-flight", nodePool=POOL, count=2, requester="team-a"), monkeypatch
-    )
-    # When team-a's quota of 2 is applied, and team-a asks at once for 1 more
-    pool.apply(quota("team-a", "2"))
-    ask(pool, "third", 1)
-    # Then it is refused: a quota applied governs at once, and team-a runs 2 already
-    refused(pool, "third")
-    assert used("team-a") == 2
 
 
 def noted_calls() -> list[str]:
@@ -429,3 +352,29 @@ def test_more_than_a_hundred_members_are_held_with_their_recorded_requesters(
     ask(pool, "last", 1)
     fulfilled(pool, "last")
     assert used("team-a") == 102
+
+
+def test_an_apply_in_the_middle_of_the_hold_is_held_again(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given team-a's quota of 3 applied again over its running instance
+    reapplied_over_a_running_instance(pool, "3")
+    original = PoolMemberStore.hold
+    moved: list[bool] = []
+
+    def hold_then_move(self: PoolMemberStore, *args: Any, **kwargs: Any) -> bool:
+        held = original(self, *args, **kwargs)
+        if not moved:
+            moved.append(True)
+            pool.apply(capacity_quota("team-a", POOL, {"instances": "2"}, cohort="vision"))
+        return held
+
+    monkeypatch.setattr(PoolMemberStore, "hold", hold_then_move)
+    # When team-a asks for a gang of 2, and its quota of 2 moves to cohort vision (alone there)
+    # after the admission held the member in research, before it notes the pool held
+    ask(pool, "gang", 2)
+    # Then the note fails on the pool's quota generation, the member is held again in vision,
+    # and the gang (3 where vision's nominal quotas sum to 2) is refused
+    assert moved == [True]
+    refused(pool, "gang")
+    assert (counted("vision", "team-a"), counted("research", "team-a")) == (1, 0)
