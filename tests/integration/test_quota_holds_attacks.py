@@ -378,3 +378,17 @@ def test_an_apply_in_the_middle_of_the_hold_is_held_again(
     assert moved == [True]
     refused(pool, "gang")
     assert (counted("vision", "team-a"), counted("research", "team-a")) == (1, 0)
+
+
+def test_quotas_applied_again_unchanged_hold_no_members(pool: Cloud) -> None:
+    # Given a warm launcher serving team-a under its quota, its pool's members held
+    pool.apply(quota("team-a", "5"), quota("team-b", "2"))
+    warm(pool, "warm-1")
+    ask(pool, "warm-2", 1)
+    calls = noted_calls()
+    # When a GitOps loop applies the same quotas again, and team-a asks
+    pool.apply(quota("team-a", "5"), quota("team-b", "2"))
+    ask(pool, "after-same", 1)
+    # Then the apply bumped nothing: no member is held again, nothing noted
+    fulfilled(pool, "after-same")
+    assert "Query members" not in calls and "note held" not in calls, calls
