@@ -392,3 +392,27 @@ def test_quotas_applied_again_unchanged_hold_no_members(pool: Cloud) -> None:
     # Then the apply bumped nothing: no member is held again, nothing noted
     fulfilled(pool, "after-same")
     assert "Query members" not in calls and "note held" not in calls, calls
+
+
+def test_a_sync_container_run_again_does_not_undo_the_admissions_hold(pool: Cloud) -> None:
+    # Given team-a running one instance in research, and a sync container that has run once
+    # (it reads the quotas again on its next run: an older copy's hold is
+    # test_a_hold_decided_on_an_older_copy_of_the_quotas_changes_nothing's, and a count's
+    # test_a_count_decided_on_an_older_copy_counts_where_the_quota_is_now)
+    pool.apply(quota("team-a", "3"), quota("team-b", "2"))
+    warm(pool, "running")
+    older = pool.adapters().reservation_sync()
+    older.run()
+    # When team-a's quota of 2 moves to cohort vision, an admission holds the member there
+    # (its gang of 2 refused: 3 where vision's nominal quotas sum to 2), and the sync container
+    # runs again
+    pool.apply(capacity_quota("team-a", POOL, {"instances": "2"}, cohort="vision"))
+    ask(pool, "gang", 2)
+    refused(pool, "gang")
+    older.run()
+    # Then the member still counts in vision, and vision admits one more, then none
+    assert (counted("vision", "team-a"), counted("research", "team-a")) == (1, 0)
+    ask(pool, "one", 1)
+    fulfilled(pool, "one")
+    ask(pool, "over", 1)
+    refused(pool, "over")

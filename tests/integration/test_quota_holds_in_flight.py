@@ -152,3 +152,21 @@ def test_a_member_whose_instance_record_is_gone_is_held_by_its_instance_tag(pool
     ask(pool, "gang", 2)
     # Then the instance it runs counts at once: refused
     refused(pool, "gang")
+
+
+def test_a_lease_in_flight_when_its_quota_is_deleted_and_applied_again_still_counts(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given team-a's lease of 2 in flight under its quota of 2 (its worker died after
+    # CreateFleet), the quota deleted, and the sync run since
+    pool.apply(quota("team-a", "2"), quota("team-b", "2"))
+    request = launch_request("in-flight", nodePool=POOL, count=2, requester="team-a")
+    killed_after_create_fleet(pool, request, monkeypatch)
+    pool.delete("CapacityQuota", "team-a")
+    sync()
+    # When the quota is applied again, and team-a asks at once for 1 more
+    pool.apply(quota("team-a", "2"))
+    ask(pool, "third", 1)
+    # Then it is refused: the lease it was admitted with still holds its quota usage
+    refused(pool, "third")
+    assert used("team-a") == 2
