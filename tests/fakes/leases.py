@@ -183,7 +183,7 @@ class FakeLeases:
             amount=amount,
             expires_at=int(self._clock()) + self.lease_seconds,
             quota_usage=None if hold is None else hold[0],
-            requester=None if hold is None else hold[1],
+            requester=ask.requester,
             instance_types=fit.instance_types,
         )
         self.leases[(pool, lease_id)] = lease

@@ -169,15 +169,16 @@ def test_a_quota_deleted_its_first_admission_after_drops_the_holds(pool: Cloud) 
 
 
 def noted_calls() -> list[str]:
-    """Every DynamoDB call made from now on, by operation; the members' Query and the note of
-    a pool's members held told apart. The unavailable offerings' Scan is left out: its copy
+    """Every DynamoDB call made from now on, by operation; the Query of a pool's members (with
+    its open leases: the live range, `Lease#` to `Member#`) and the note of a pool's members
+    held told apart. The unavailable offerings' Scan is left out: its copy
     expires by the clock, not by what a request does (adapters/unavailable_offerings.py)."""
     calls: list[str] = []
 
     def note(params: dict[str, Any], model: Any, **_: Any) -> None:
         values = [v.get("S") for v in params.get("ExpressionAttributeValues", {}).values()]
         updates = [i.get("Update", {}) for i in params.get("TransactItems", [])] + [params]
-        if model.name == "Query" and "Member#" in values:
+        if model.name == "Query" and ("Member#" in values or "Lease#" in values):
             calls.append("Query members")
         elif any(
             "membersHeldAt" in u.get("ExpressionAttributeNames", {}).values() for u in updates

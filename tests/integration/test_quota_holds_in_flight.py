@@ -5,22 +5,28 @@ what it may borrow; a quota applied governs at once."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from capacity_launcher.adapters import aws
+from capacity_launcher.adapters.config_store import ConfigStore
 from capacity_launcher.adapters.launch_records import instance_pk
-from capacity_launcher.adapters.pool_members import INSTANCE_SK
+from capacity_launcher.adapters.pool_leases import PoolLeaseStore
+from capacity_launcher.adapters.pool_members import INSTANCE_SK, PoolMemberStore
 from capacity_launcher.settings import get_settings
+from capacity_launcher.startup import system_clock
 from local_cloud.documents import capacity_quota
 from tests.integration.test_launch_into_reservations import (
     expire_idempotency_claims,
     killed_after_create_fleet,
 )
-from tests.integration.test_quota_admission import POOL, pool, quota, used
+from tests.integration.test_quota_admission import ONE, POOL, pool, quota, used
 from tests.integration.test_quota_applies_govern import warm
 from tests.integration.test_quota_holds_attacks import ask, counted, fulfilled, refused
 from tests.integration.test_reservation_sync import sync
 from tests.support.cloud import Cloud, launch_request
+from tests.support.leases import take
 
 __all__ = ["pool"]  # the fixture
 
@@ -49,16 +55,6 @@ def test_a_member_whose_instance_record_is_gone_does_not_stop_the_admission(
     fulfilled(pool, "b-1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a lease in flight keeps the hold it was admitted with (research) until it settles; the "
-        "admission in vision holds members only, not open leases, so vision's usage item counts "
-        "0 of team-a's 2 running and admits a third: refused(pool, 'third') fails, "
-        "record.status is FULFILLED (a fourth is admitted too: vision runs 4 where its nominal "
-        "quotas sum to 2, until the lease settles and a sync moves it)"
-    ),
-)
 def test_a_lease_in_flight_when_its_quota_moves_cohort_counts_in_the_new_one(
     pool: Cloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -77,15 +73,6 @@ def test_a_lease_in_flight_when_its_quota_moves_cohort_counts_in_the_new_one(
     assert counted("vision", "team-a") == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a lease admitted in a pool no quota named holds no quota usage, and is no member until "
-        "it settles: the first admission after the apply holds the pool's members only, reads "
-        "team-a's usage as 0, and admits a third: refused(pool, 'third') fails, record.status "
-        "is FULFILLED (a fourth is admitted too: team-a runs 4 under its quota of 2)"
-    ),
-)
 def test_a_lease_in_flight_when_a_quota_is_first_applied_to_its_pool_counts_at_once(
     pool: Cloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,3 +157,32 @@ def test_a_lease_in_flight_when_its_quota_is_deleted_and_applied_again_still_cou
     # Then it is refused: the lease it was admitted with still holds its quota usage
     refused(pool, "third")
     assert used("team-a") == 2
+
+
+def test_a_settle_of_a_lease_whose_hold_moved_meanwhile_settles_where_it_is_held_now(
+    pool: Cloud,
+) -> None:
+    # Given a launcher that leased 2 for team-a in research, as it wrote the lease
+    pool.apply(quota("team-a", "2"), quota("team-b", "2"))
+    table = get_settings().state_table_name
+    config = ConfigStore(table, cache_seconds=600, clock=system_clock)
+    leases = PoolLeaseStore(table, 900, quotas=config, clock=time.time)
+    lease = take(leases, POOL, "moving", ONE, 2, 2, None, "team-a")
+    assert (
+        lease is not None and lease.quota_usage is not None and counted("research", "team-a") == 2
+    )
+    # When team-a's quota moves to vision, and another admission holds the pool's open lease
+    # there before the launcher settles
+    pool.apply(capacity_quota("team-a", POOL, {"instances": "2"}, cohort="vision"))
+    members = PoolMemberStore(table, clock=system_clock)
+    assert members.hold_all(POOL, config.quota_set(fresh=True))
+    assert (counted("vision", "team-a"), counted("research", "team-a")) == (2, 0)
+    # Then the settle on the lease as the launcher wrote it fails on its hold, and read again
+    # it settles its 2 instances in vision, where the lease is held now
+    instances = {"i-0000000000000001": ONE, "i-0000000000000002": ONE}
+    assert leases.write_settlement(POOL, "moving", lease, dict(instances), 2) is False
+    now = leases.lease(POOL, "moving")
+    assert now is not None and now.quota_usage != lease.quota_usage
+    assert leases.write_settlement(POOL, "moving", now, dict(instances), 2) is True
+    assert (counted("vision", "team-a"), counted("research", "team-a")) == (2, 0)
+    assert {m.quota_usage for m in members.members(POOL)} == {now.quota_usage}

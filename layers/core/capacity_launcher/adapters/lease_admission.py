@@ -109,6 +109,7 @@ class LeasePut:
             "expiresAt": lease.expires_at,
             "openLease": shard_value(OPEN_LEASE, pk + sk),
             **attributes_of(lease.amount),
+            **({"requester": lease.requester} if lease.requester else {}),
             **hold_attributes(hold_of(lease)),
             **lease_types_attributes(lease.instance_types),
         }
@@ -240,7 +241,8 @@ class LeaseWrites:
             amount=amount,
             expires_at=int(self._clock()) + self._lease_seconds,
             quota_usage=None if hold is None else hold[0],
-            requester=None if hold is None else hold[1],
+            # named even when no quota governs it: one applied before it settles holds it
+            requester=ask.requester,
             instance_types=fit.instance_types,
         )
         usage = PoolUsageAdd(

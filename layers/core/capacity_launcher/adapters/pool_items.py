@@ -321,6 +321,14 @@ def hold_attributes(hold: QuotaHold) -> dict[str, str]:
     return {} if hold is None else {"quotaUsage": hold[0], "requester": hold[1]}
 
 
+def held_as_read(lease: Lease) -> tuple[str, dict[str, Any]]:
+    """A condition that the lease item still holds the quota usage `lease` was read with, and
+    its values (an admission's hold after an apply may move it: adapters/pool_members.py)."""
+    if lease.quota_usage is None:
+        return "attribute_not_exists(quotaUsage)", {}
+    return "quotaUsage = :held", {":held": {"S": lease.quota_usage}}
+
+
 def hold_of(counted: Lease | Member | None) -> QuotaHold:
     """Where a lease or member holds quota usage (None: nowhere)."""
     if counted is None or counted.quota_usage is None or counted.requester is None:

@@ -38,6 +38,7 @@ from capacity_launcher.adapters.pool_items import (
     NoQuotas,
     PoolItems,
     QuotaSource,
+    held_as_read,
     hold_of,
     lease_of,
     limits_pk,
@@ -337,9 +338,12 @@ class PoolLeaseStore:
         lease = self.lease(pool, lease_id)
         return lease is not None and lease.settled
 
-    def _drop(self, lease: Lease, *, expired_only: bool) -> bool:
-        # A settled lease has no `Lease#` item, or (old format) one marked `settled`.
-        condition = "attribute_exists(pk) AND attribute_not_exists(settled)"
+    def _drop(self, lease: Lease, *, expired_only: bool, again: bool = True) -> bool:
+        # A settled lease has no `Lease#` item, or (old format) one marked `settled`; and the
+        # lease still holds the quota usage it was read with (an admission's hold after an
+        # apply moves it: then it is read again and given back from where it is held, once).
+        held, values = held_as_read(lease)
+        condition = f"attribute_exists(pk) AND attribute_not_exists(settled) AND {held}"
         delete: dict[str, Any] = {
             "TableName": self._items.table,
             "Key": key(limits_pk(lease.pool), LEASE_PREFIX + lease.lease_id),
@@ -347,14 +351,19 @@ class PoolLeaseStore:
         }
         if expired_only:
             delete["ConditionExpression"] = condition + " AND expiresAt < :now"
-            delete["ExpressionAttributeValues"] = {":now": {"N": str(int(self._clock()))}}
+            values[":now"] = {"N": str(int(self._clock()))}
+        if values:
+            delete["ExpressionAttributeValues"] = values
         amount = Resources.ZERO - lease.amount
         try:
             self._items.transact(
                 [*self._items.usage_updates(lease.pool, amount, hold_of(lease)), {"Delete": delete}]
             )
         except ConditionFailed:
-            return False
+            now = self.lease(lease.pool, lease.lease_id) if again else None
+            if now is None or now.settled or hold_of(now) == hold_of(lease):
+                return False
+            return self._drop(now, expired_only=expired_only, again=False)
         return True
 
     def _settlement(
@@ -373,12 +382,18 @@ class PoolLeaseStore:
                 }
             }
         else:
-            # Still open: not reclaimed, nor settled in the old format (see `lease`).
+            # Still open: not reclaimed, nor settled in the old format (see `lease`), and holding
+            # the quota usage it was read with (an admission's hold after an apply moves it:
+            # adapters/pool_members.py; the settle then reads it again).
+            held, values = held_as_read(lease)
             gone = {
                 "Delete": {
                     "TableName": self._items.table,
                     "Key": lease_key,
-                    "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(settled)",
+                    "ConditionExpression": (
+                        f"attribute_exists(pk) AND attribute_not_exists(settled) AND {held}"
+                    ),
+                    **({"ExpressionAttributeValues": values} if values else {}),
                 }
             }
         marker = {

@@ -17,16 +17,18 @@ from capacity_launcher.adapters.config_items import members_held, pool_quota_gen
 from capacity_launcher.adapters.dynamodb import batch_get, from_item, key, to_item
 from capacity_launcher.adapters.launch_records import instance_pk
 from capacity_launcher.adapters.pool_items import (
+    LEASE_PREFIX,
     MEMBER_PREFIX,
     NoQuotas,
     PoolItems,
     QuotaHold,
     QuotaSource,
+    counted_in,
     hold_of,
     limits_pk,
     member_of,
 )
-from capacity_launcher.domain.accounting.pool_usage import Member
+from capacity_launcher.domain.accounting.pool_usage import Lease, Member
 from capacity_launcher.domain.accounting.quota_leases import governing
 from capacity_launcher.domain.apis.quota_sets import QuotaSet
 from capacity_launcher.domain.errors import ConditionFailed, QuotaExceeded
@@ -141,17 +143,21 @@ class PoolMemberStore:
             return False
 
     def hold_all(self, pool: str, quotas: QuotaSet) -> bool:
-        """Every member of `pool` made to hold the quota usage that governs its requester under
-        `quotas`, then the pool's quota generation noted as the one its members are held at
-        (docs/quotas.md, "Members held after an apply"). A member whose item names no requester
-        (counted for its pool only) is known by its instance record's. False when the pool's
-        quota generation moved meanwhile: the caller reads the quotas again."""
-        members = self._items.members(pool)
+        """Every member and open lease of `pool` made to hold the quota usage that governs its
+        requester under `quotas`, then the pool's quota generation noted as the one its members
+        are held at (docs/quotas.md, "Members held after an apply"). A member whose item names
+        no requester (counted for its pool only) is known by its instance record's. False when
+        the pool's quota generation moved meanwhile: the caller reads the quotas again."""
+        counted = counted_in(self._items.live(pool))  # one Query: open leases and members
+        members = [c for c in counted if isinstance(c, Member)]
         requesters = self._recorded_requesters([m for m in members if m.requester is None])
         for member in members:
             requester = member.requester or requesters.get(member.instance_id)
             if requester is not None:
                 self.hold(member, requester, quotas)
+        for lease in counted:
+            if isinstance(lease, Lease) and lease.requester is not None:
+                self._hold_lease(lease, lease.requester, quotas)
         generation = quotas.generation_in(pool)
         if generation is None:
             return True
@@ -160,6 +166,43 @@ class PoolMemberStore:
         except ConditionFailed:
             return False
         return True
+
+    def _hold_lease(self, lease: Lease, requester: str, quotas: QuotaSet) -> bool:
+        """An open lease made to hold the quota usage governing `requester` under `quotas`
+        (one admitted before a quota named its pool, or before its quota moved cohort), as
+        `hold` does a member's; its settle, conditioned on the hold it read, reads it again."""
+        wanted = _hold_in(quotas, requester, lease.pool)
+        had = hold_of(lease)
+        if wanted == had:
+            return False
+        condition = "attribute_exists(pk) AND attribute_not_exists(settled) AND "
+        values: dict[str, Any] = {}
+        if had is None:
+            condition += "attribute_not_exists(quotaUsage)"
+        else:
+            condition += "quotaUsage = :had"
+            values[":had"] = had[0]
+        update: dict[str, Any] = {
+            "TableName": self._items.table,
+            "Key": key(limits_pk(lease.pool), LEASE_PREFIX + lease.lease_id),
+            "UpdateExpression": "REMOVE quotaUsage",  # its requester stays named
+            "ConditionExpression": condition,
+        }
+        if wanted is not None:
+            update["UpdateExpression"] = "SET quotaUsage = :usage"
+            values[":usage"] = wanted[0]
+        if values:
+            update["ExpressionAttributeValues"] = to_item(values)
+        items = [{"Update": update}]
+        if had is not None:
+            amount = Resources.ZERO - lease.amount
+            items.append({"Update": quota_usage.update(self._items.table, *had, amount)})
+        if wanted is not None:
+            items.append({"Update": quota_usage.update(self._items.table, *wanted, lease.amount)})
+        try:
+            return self._written_under(items, quotas, lease.pool)
+        except _QuotasMoved:
+            return False
 
     def _recorded_requesters(self, members: list[Member]) -> dict[str, str]:
         """The requester each member's instance record names (one BatchGetItem per 100)."""
