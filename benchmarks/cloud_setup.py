@@ -23,6 +23,7 @@ from tests.support.process_caches import (  # noqa: E402
     shared_botocore_loader,
 )
 from tests.support.retries import retries_without_sleeping  # noqa: E402
+from tests.support.tls_contexts import shared_tls_contexts  # noqa: E402
 
 CLOUDS = 50
 
@@ -40,6 +41,7 @@ def _test_session() -> Iterator[None]:
             remembered_parses(),
             botocore_memos(),
             retries_without_sleeping(),
+            shared_tls_contexts(),
         ):
             stack.enter_context(context)
         yield

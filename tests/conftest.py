@@ -109,7 +109,8 @@ def _one_botocore_loader() -> Iterator[None]:
     """Each test's cloud starts new sessions; they share one loader, and large catalogue answers
     are parsed once, what botocore derives again per client is memoized, and calls go through
     botocore's own signer, as in the Lambda runtime (support/process_caches), which writes a
-    placeholder for the signature moto never checks (support/signatures)."""
+    placeholder for the signature moto never checks (support/signatures); clients of the same TLS
+    settings share one TLS context (support/tls_contexts)."""
     from tests.support.process_caches import (
         botocore_memos,
         lambdas_signer,
@@ -117,6 +118,7 @@ def _one_botocore_loader() -> Iterator[None]:
         shared_botocore_loader,
     )
     from tests.support.signatures import placeholder_signatures
+    from tests.support.tls_contexts import shared_tls_contexts
 
     with (
         shared_botocore_loader(),
@@ -124,5 +126,6 @@ def _one_botocore_loader() -> Iterator[None]:
         botocore_memos(),
         lambdas_signer(),
         placeholder_signatures(),
+        shared_tls_contexts(),
     ):
         yield

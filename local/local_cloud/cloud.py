@@ -297,6 +297,8 @@ class LocalCloud:
             self._server = None
             # moto keeps its state per process: leave nothing for the next cloud or test.
             if self.options.reset_on_stop:
+                if self._mock is not None and self.options.reuse_resources:
+                    snapshot.drop_backends()  # nothing to rebuild: the next cloud restores its own
                 moto_api_backend.reset()
                 moto_capacity.reset()
             if self._mock is not None:

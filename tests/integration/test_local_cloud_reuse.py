@@ -10,6 +10,7 @@ from typing import Any
 
 import botocore.client
 import pytest
+from moto.core.base_backend import BackendDict, BaseBackend
 
 import moto_capacity
 from capacity_launcher.adapters import aws
@@ -165,3 +166,25 @@ def test_nothing_one_cloud_leaves_reaches_the_next() -> None:
         reservations = cloud.ec2.describe_instances()["Reservations"]
         assert [i for r in reservations for i in r["Instances"]] == []
         assert cloud.record("left-behind") is None
+
+
+def test_a_cloud_stops_without_rebuilding_the_backends_it_drops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """moto's reset rebuilds each backend before dropping it (the Region's EC2: its default VPC,
+    subnets and images again); a reusing cloud's stop drops them as they are, and leaves moto
+    holding nothing all the same."""
+    rebuilt: list[str] = []
+    reset = BaseBackend.reset
+
+    def counted(backend: BaseBackend) -> None:
+        rebuilt.append(type(backend).__name__)
+        reset(backend)
+
+    with local_cloud(None) as cloud:
+        assert cloud.ec2.describe_vpcs()["Vpcs"]
+        monkeypatch.setattr(BaseBackend, "reset", counted)
+    assert rebuilt == []
+    assert BackendDict._instances == []  # type: ignore[misc]
+    with local_cloud(None) as cloud:  # and the next cloud holds what a made one holds
+        assert cloud.ec2.describe_vpcs()["Vpcs"]
