@@ -75,17 +75,23 @@ def test_a_large_answer_given_again_is_parsed_once_and_copied(
     assert botocore.parsers.QueryParser._do_parse is counted
 
 
-def test_a_body_of_the_same_length_and_ends_but_other_middle_is_parsed_for_itself(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    parses: list[int] = []
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of each body botocore's own parse is asked for (under any memo opened after)."""
+    found: list[int] = []
     original = botocore.parsers.QueryParser._do_parse
 
     def counted(self: Any, response: Any, shape: Any) -> Any:
-        parses.append(len(response["body"]))
+        found.append(len(response["body"]))
         return original(self, response, shape)
 
     monkeypatch.setattr(botocore.parsers.QueryParser, "_do_parse", counted)
+    return found
+
+
+def test_a_body_of_the_same_length_and_ends_but_other_middle_is_parsed_for_itself(
+    parses: list[int],
+) -> None:
     large = _listing(4000)
     # Given two bodies alike in length and in their first and last bytes (one type's vCPUs
     # changed, in the middle)
@@ -104,17 +110,7 @@ def test_a_body_of_the_same_length_and_ends_but_other_middle_is_parsed_for_itsel
     assert first != second and again == first
 
 
-def test_an_answer_asked_for_again_stays_while_others_come_and_go(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    parses: list[int] = []
-    original = botocore.parsers.QueryParser._do_parse
-
-    def counted(self: Any, response: Any, shape: Any) -> Any:
-        parses.append(len(response["body"]))
-        return original(self, response, shape)
-
-    monkeypatch.setattr(botocore.parsers.QueryParser, "_do_parse", counted)
+def test_an_answer_asked_for_again_stays_while_others_come_and_go(parses: list[int]) -> None:
     catalogue = _listing(4000)
     with remembered_parses():
         # Given the catalogue parsed once

@@ -132,15 +132,7 @@ class PoolMemberStore:
         if wanted == had:
             return False
         items = [{"Update": self._hold_update(member, had, wanted)}]
-        if had is not None:
-            amount = Resources.ZERO - member.amount
-            items.append({"Update": quota_usage.update(self._items.table, *had, amount)})
-        if wanted is not None:
-            items.append({"Update": quota_usage.update(self._items.table, *wanted, member.amount)})
-        try:
-            return self._written_under(items, quotas, member.pool)
-        except _QuotasMoved:
-            return False
+        return self._moved(items, had, wanted, member.amount, quotas, member.pool)
 
     def hold_all(self, pool: str, quotas: QuotaSet) -> bool:
         """Every member and open lease of `pool` made to hold the quota usage that governs its
@@ -193,14 +185,27 @@ class PoolMemberStore:
             values[":usage"] = wanted[0]
         if values:
             update["ExpressionAttributeValues"] = to_item(values)
-        items = [{"Update": update}]
+        return self._moved([{"Update": update}], had, wanted, lease.amount, quotas, lease.pool)
+
+    def _moved(
+        self,
+        items: list[dict[str, Any]],
+        had: QuotaHold,
+        wanted: QuotaHold,
+        amount: Resources,
+        quotas: QuotaSet,
+        pool: str,
+    ) -> bool:
+        """`items` (a hold's change) with `amount` taken from the usage `had` and added to the
+        one `wanted`, written under the pool's quota generation `quotas` were read at; False
+        when a condition failed."""
         if had is not None:
-            amount = Resources.ZERO - lease.amount
-            items.append({"Update": quota_usage.update(self._items.table, *had, amount)})
+            taken = Resources.ZERO - amount
+            items.append({"Update": quota_usage.update(self._items.table, *had, taken)})
         if wanted is not None:
-            items.append({"Update": quota_usage.update(self._items.table, *wanted, lease.amount)})
+            items.append({"Update": quota_usage.update(self._items.table, *wanted, amount)})
         try:
-            return self._written_under(items, quotas, lease.pool)
+            return self._written_under(items, quotas, pool)
         except _QuotasMoved:
             return False
 
