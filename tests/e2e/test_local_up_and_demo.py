@@ -51,16 +51,19 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
     # Given `local up` in its own process, writing its names where we say
     local_file = tmp_path / "local.json"
     port, web_port = _free_port(), _free_port()
+    # Its output in files, not pipes nobody reads until it ends: its functions' logs filled a
+    # pipe's 64 KiB once, and a process blocked writing them could not stop (seen in one run)
+    output, errors = (tmp_path / "up.out").open("w"), (tmp_path / "up.err").open("w")
     up = subprocess.Popen(
         [*entry_point(), "local", "up", "--port", str(port), "--local-file", str(local_file),
          "--no-schedules", "--web-port", str(web_port)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_shell(),
+        cwd=REPO, stdout=output, stderr=errors, text=True, env=_shell(),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while not local_file.exists() and up.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert local_file.exists(), up.stderr.read() if up.stderr else ""
+        assert local_file.exists(), (tmp_path / "up.err").read_text()
         names = json.loads(local_file.read_text())
         assert names["endpoint_url"] == f"http://127.0.0.1:{port}"
 
@@ -107,8 +110,14 @@ def test_local_up_serves_the_other_commands_and_stops_cleanly(tmp_path: Path) ->
     finally:
         # Then SIGTERM (as Ctrl-C) stops it and removes the names it wrote
         up.send_signal(signal.SIGTERM)
-        code = up.wait(timeout=30)
-    assert code == 0
+        try:
+            code = up.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            up.kill()  # nothing left running; what it said is the failure's detail
+            code = None
+        output.close()
+        errors.close()
+    assert code == 0, (tmp_path / "up.err").read_text()[-3000:]
     assert not local_file.exists()
 
 
