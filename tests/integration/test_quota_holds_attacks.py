@@ -168,6 +168,25 @@ def test_a_quota_deleted_its_first_admission_after_drops_the_holds(pool: Cloud) 
     refused(pool, "a-uncovered")
 
 
+def moved_to_vision_after(
+    pool: Cloud, monkeypatch: pytest.MonkeyPatch, owner: type, method: str
+) -> list[bool]:
+    """The first call of `owner.method` is followed at once by team-a's quota of 2 moving to
+    cohort vision (alone there); the list says whether it moved."""
+    original = getattr(owner, method)
+    moved: list[bool] = []
+
+    def then_move(self: Any, *args: Any, **kwargs: Any) -> Any:
+        done = original(self, *args, **kwargs)
+        if not moved:
+            moved.append(True)
+            pool.apply(capacity_quota("team-a", POOL, {"instances": "2"}, cohort="vision"))
+        return done
+
+    monkeypatch.setattr(owner, method, then_move)
+    return moved
+
+
 def noted_calls() -> list[str]:
     """Every DynamoDB call made from now on, by operation; the Query of a pool's members (with
     its open leases: the live range, `Lease#` to `Member#`) and the note of a pool's members
@@ -244,17 +263,7 @@ def test_an_apply_between_the_hold_and_the_lease_is_held_again(
 ) -> None:
     # Given team-a's quota of 3 applied again over its running instance
     reapplied_over_a_running_instance(pool, "3")
-    original = PoolLeaseStore.hold_members
-    moved: list[bool] = []
-
-    def hold_then_move(self: PoolLeaseStore, pool_name: str, quotas: Any) -> bool:
-        held = original(self, pool_name, quotas)
-        if not moved:
-            moved.append(True)
-            pool.apply(capacity_quota("team-a", POOL, {"instances": "2"}, cohort="vision"))
-        return held
-
-    monkeypatch.setattr(PoolLeaseStore, "hold_members", hold_then_move)
+    moved = moved_to_vision_after(pool, monkeypatch, PoolLeaseStore, "hold_members")
     # When team-a asks for a gang of 2 (research's quota of 3 holds it), and its quota of 2
     # moves to cohort vision (alone there) after the admission held the members in research,
     # before its lease is written
@@ -360,17 +369,7 @@ def test_an_apply_in_the_middle_of_the_hold_is_held_again(
 ) -> None:
     # Given team-a's quota of 3 applied again over its running instance
     reapplied_over_a_running_instance(pool, "3")
-    original = PoolMemberStore.hold
-    moved: list[bool] = []
-
-    def hold_then_move(self: PoolMemberStore, *args: Any, **kwargs: Any) -> bool:
-        held = original(self, *args, **kwargs)
-        if not moved:
-            moved.append(True)
-            pool.apply(capacity_quota("team-a", POOL, {"instances": "2"}, cohort="vision"))
-        return held
-
-    monkeypatch.setattr(PoolMemberStore, "hold", hold_then_move)
+    moved = moved_to_vision_after(pool, monkeypatch, PoolMemberStore, "hold")
     # When team-a asks for a gang of 2, and its quota of 2 moves to cohort vision (alone there)
     # after the admission held the member in research, before it notes the pool held
     ask(pool, "gang", 2)
